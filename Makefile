@@ -1,0 +1,18 @@
+PY ?= .venv/bin/python
+
+.PHONY: fmt check test test-unit
+
+fmt:
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
+
+check:
+	$(PY) -m ruff format --check .
+	$(PY) -m ruff check .
+	$(PY) -m mypy harness master agent cli deploy
+
+test:
+	$(PY) -m pytest
+
+test-unit:
+	$(PY) -m pytest tests/unit

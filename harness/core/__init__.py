@@ -1,0 +1,1 @@
+"""Core API: what training code calls from inside a task container."""

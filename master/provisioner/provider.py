@@ -1,0 +1,82 @@
+"""The cloud provider interface: the only thing the provisioner knows about a cloud.
+
+One module per cloud implements it (``aws.py``, ``gcp.py``), importing its SDK lazily. The
+provisioner loop calls it outside any database transaction.
+
+Contract for every implementation:
+
+* ``launch`` asks the cloud for ``count`` instances of one :class:`LaunchOption` and returns
+  what the cloud accepted (possibly fewer). Every instance is tagged/labelled with the cluster
+  id, the pool name and ``managed-by=det`` so :meth:`list_instances` can always find it again.
+  A refusal raises :class:`LaunchError`; ``capacity=True`` marks errors where another option
+  (instance type, zone, market) may succeed, so the decider moves down its fallback list.
+* ``list_instances`` returns every non-terminated instance of this cluster and pool.
+* ``terminate`` is idempotent: unknown or already-terminated ids are not errors.
+* Only named transient errors are retried inside a call (with capped exponential backoff);
+  everything else surfaces at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+from typing import Protocol
+
+
+class InstanceState(enum.Enum):
+    STARTING = "starting"  # pending / provisioning / staging
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    TERMINATING = "terminating"
+    TERMINATED = "terminated"
+
+
+class Market(enum.Enum):
+    ON_DEMAND = "on_demand"
+    SPOT = "spot"
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchOption:
+    """One entry of a pool's ordered fallback list."""
+
+    instance_type: str
+    zone: str | None = None  # AWS: subnet id or availability zone; GCP: zone
+    market: Market = Market.ON_DEMAND
+    slots: int = 0  # slots one instance of this type provides
+
+
+@dataclasses.dataclass(frozen=True)
+class Instance:
+    id: str  # the cloud's instance id (AWS) or instance name (GCP); also the agent id
+    state: InstanceState
+    launched_at: dt.datetime
+    instance_type: str
+    zone: str | None = None
+    market: Market = Market.ON_DEMAND
+    address: str | None = None
+
+
+class LaunchError(Exception):
+    """The cloud refused a launch.
+
+    ``code`` is the cloud's own error code (``InsufficientInstanceCapacity``,
+    ``ZONE_RESOURCE_POOL_EXHAUSTED``…); ``capacity`` says whether another launch option may
+    succeed where this one failed.
+    """
+
+    def __init__(self, code: str, message: str, *, capacity: bool = False) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.capacity = capacity
+
+
+class Provider(Protocol):
+    def launch(self, option: LaunchOption, count: int) -> list[Instance]: ...
+
+    def list_instances(self) -> list[Instance]: ...
+
+    def terminate(self, instance_ids: list[str]) -> None: ...

@@ -1,0 +1,45 @@
+"""Fixtures shared by every test layer.
+
+``pg_server`` is a real PostgreSQL: ``DET_TEST_PG_URL`` if set (CI may point it at the machine's
+own server), otherwise a private server from the ``pgserver`` wheel, one per test session.
+``pg_url`` gives each test a fresh, empty database on it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    url = os.environ.get("DET_TEST_PG_URL")
+    if url:
+        yield url
+        return
+    import pgserver
+
+    with tempfile.TemporaryDirectory(prefix="det-test-pg-") as pgdata:
+        server = pgserver.get_server(pgdata, cleanup_mode="stop")
+        try:
+            yield server.get_uri()
+        finally:
+            server.cleanup()
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> Iterator[str]:
+    import psycopg
+
+    name = f"det_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    head, sep, query = pg_server.partition("?")
+    base, _, _ = head.rpartition("/")
+    yield f"{base}/{name}{sep}{query}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
