@@ -46,6 +46,10 @@ class LaunchOption:
     zone: str | None = None  # AWS: subnet id or availability zone; GCP: zone
     market: Market = Market.ON_DEMAND
     slots: int = 0  # slots one instance of this type provides
+    # GCP attaches GPUs to a machine type separately (n1-standard-8 + 1 x nvidia-tesla-t4), so
+    # two options may share a machine type and differ only here. AWS leaves them unset.
+    accelerator_type: str | None = None
+    accelerator_count: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
