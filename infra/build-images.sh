@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Builds the det task images on a machine with a Docker engine and no Docker Hub.
+#
+#   det-base:bookworm            Debian bookworm minbase + python3 (debootstrap | docker import);
+#                                cached: skipped when the image exists (FORCE_BASE=1 rebuilds).
+#   det-task:py3.11-cpu          det-base + a venv with the det harness (wheel of this repo).
+#   det-task:py3.11-cpu-torch    det-task:py3.11-cpu + torch (CPU) + determined==0.38.1.
+#
+# Python packages are downloaded on the host (pip honours the host's index, find-links and CA
+# bundle) into a wheelhouse that is part of the build context, so builds inside Docker never
+# touch the network. Idempotent: re-running re-uses the base image and Docker's layer cache.
+#
+# Usage: infra/build-images.sh [base|cpu|torch|all]     (default: all)
+# Environment: PYTHON (host python used for pip, default python3), DEBIAN_MIRROR,
+#              TORCH_VERSION (2.13.0), DETERMINED_VERSION (0.38.1), FORCE_BASE=1.
+set -euo pipefail
+
+TARGET="${1:-all}"
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+HERE="$REPO/infra/task-image"
+PYTHON="${PYTHON:-python3}"
+DEBIAN_MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+TORCH_VERSION="${TORCH_VERSION:-2.13.0}"
+DETERMINED_VERSION="${DETERMINED_VERSION:-0.38.1}"
+BASE_IMAGE="det-base:bookworm"
+CPU_IMAGE="det-task:py3.11-cpu"
+TORCH_IMAGE="det-task:py3.11-cpu-torch"
+# The task images run CPython 3.11 on manylinux x86_64 (bookworm's python3).
+PIP_TARGET_ARGS=(--only-binary=:all: --python-version 3.11 --implementation cp --abi cp311
+  --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64
+  --platform manylinux1_x86_64 --platform any)
+
+log() { echo "[build-images] $*" >&2; }
+die() { echo "[build-images] ERROR: $*" >&2; exit 1; }
+timed() {
+  local what="$1"; shift
+  local start=$SECONDS
+  log "start: $what"
+  "$@" || die "$what failed (exit $?)"
+  log "done:  $what ($((SECONDS - start)) s)"
+}
+
+command -v docker >/dev/null || die "docker CLI not found"
+docker info >/dev/null 2>&1 || die "cannot reach the Docker engine (is dockerd running, may you use its socket?)"
+
+build_base() {
+  if [[ -z "${FORCE_BASE:-}" ]] && docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
+    log "$BASE_IMAGE exists: skipping debootstrap (FORCE_BASE=1 to rebuild)"
+    return
+  fi
+  command -v debootstrap >/dev/null || die "debootstrap not installed (apt-get install debootstrap)"
+  [[ $EUID -eq 0 ]] || die "debootstrap needs root"
+  local rootfs
+  rootfs="$(mktemp -d -t det-base-rootfs.XXXXXX)"
+  # shellcheck disable=SC2064
+  trap "rm -rf '$rootfs'" RETURN
+  timed "debootstrap bookworm into $rootfs" debootstrap --variant=minbase \
+    --include=python3,python3-venv,ca-certificates bookworm "$rootfs" "$DEBIAN_MIRROR"
+  # Keep the image small: package caches and lists are not needed at run time.
+  rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+  timed "docker import -> $BASE_IMAGE" bash -c \
+    "tar -C '$rootfs' -c . | docker import \
+       --change 'ENV LANG=C.UTF-8' \
+       --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+       --change 'CMD [\"/bin/bash\"]' - '$BASE_IMAGE' >/dev/null"
+}
+
+# Wheelhouse inside the build context (ignored by git, see infra/task-image/.gitignore).
+WHEELS="$HERE/wheels"
+
+prepare_harness_wheels() {
+  rm -rf "$WHEELS/harness" && mkdir -p "$WHEELS/harness"
+  timed "pip wheel det (this repo)" "$PYTHON" -m pip wheel --quiet --no-deps \
+    --wheel-dir "$WHEELS/harness" "$REPO"
+  # Dependencies of the harness only (the base install is light by design).
+  timed "pip download harness dependencies" "$PYTHON" -m pip download --quiet \
+    --dest "$WHEELS/harness" "${PIP_TARGET_ARGS[@]}" "$WHEELS"/harness/det-*.whl
+}
+
+prepare_torch_wheels() {
+  mkdir -p "$WHEELS/torch"
+  # torch CPU comes from pip's configured find-links (a local CPU wheel) or the index.
+  timed "pip download torch==$TORCH_VERSION (cpu) and determined==$DETERMINED_VERSION" \
+    "$PYTHON" -m pip download --quiet --dest "$WHEELS/torch" "${PIP_TARGET_ARGS[@]}" \
+    "torch==$TORCH_VERSION" "determined==$DETERMINED_VERSION"
+}
+
+build_cpu() {
+  prepare_harness_wheels
+  timed "docker build $CPU_IMAGE" docker build --quiet -t "$CPU_IMAGE" \
+    --build-arg "BASE_IMAGE=$BASE_IMAGE" -f "$HERE/Dockerfile" "$HERE"
+}
+
+build_torch() {
+  prepare_torch_wheels
+  timed "docker build $TORCH_IMAGE" docker build --quiet -t "$TORCH_IMAGE" \
+    --build-arg "BASE_IMAGE=$CPU_IMAGE" --build-arg "TORCH_VERSION=$TORCH_VERSION" \
+    --build-arg "DETERMINED_VERSION=$DETERMINED_VERSION" \
+    -f "$HERE/Dockerfile.torch" "$HERE"
+}
+
+case "$TARGET" in
+  base) build_base ;;
+  cpu) build_base; build_cpu ;;
+  torch) build_base; build_cpu; build_torch ;;
+  all) build_base; build_cpu; build_torch ;;
+  *) die "unknown target '$TARGET' (base|cpu|torch|all)" ;;
+esac
+log "images:"
+docker image ls --format '  {{.Repository}}:{{.Tag}}  {{.Size}}' | grep -E 'det-(base|task)' >&2 || true
