@@ -1,0 +1,228 @@
+"""IAM roles of an AWS cluster: the policy documents (pure) and the component.
+
+The master may create, tag and terminate EC2 instances only when they carry
+``det-cluster=<cluster id>`` (``aws:RequestTag`` at creation, ``aws:ResourceTag`` afterwards),
+launch them only into the agent subnet and security group, pass only the agent role, and read
+and write only the checkpoint bucket and its own secret. ``Describe*`` cannot be scoped by
+resource in EC2, so those actions alone use ``"*"``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+from det.deploy.aws.config import CLUSTER_TAG
+
+# Resources RunInstances creates, each tagged at creation through TagSpecifications.
+_CREATED = ("instance", "volume", "network-interface", "spot-instances-request")
+
+
+def _ec2_arns(region: str, kinds: tuple[str, ...]) -> list[str]:
+    return [f"arn:aws:ec2:{region}:*:{kind}/*" for kind in kinds]
+
+
+def assume_role_policy(service: str = "ec2.amazonaws.com") -> str:
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}
+            ],
+        }
+    )
+
+
+def _bucket_statements(bucket_arn: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "Sid": "BucketList",
+            "Effect": "Allow",
+            "Action": ["s3:ListBucket", "s3:GetBucketLocation"],
+            "Resource": bucket_arn,
+        },
+        {
+            "Sid": "BucketObjects",
+            "Effect": "Allow",
+            "Action": [
+                "s3:GetObject",
+                "s3:PutObject",
+                "s3:DeleteObject",
+                "s3:AbortMultipartUpload",
+            ],
+            "Resource": f"{bucket_arn}/*",
+        },
+    ]
+
+
+def master_policy(
+    *,
+    cluster_id: str,
+    region: str,
+    bucket_arn: str,
+    agent_role_arn: str,
+    agent_subnet_arn: str,
+    agent_sg_arn: str,
+    secret_arn: str,
+    keypair: str | None,
+) -> dict[str, Any]:
+    request_tag = {"StringEquals": {f"aws:RequestTag/{CLUSTER_TAG}": cluster_id}}
+    resource_tag = {"StringEquals": {f"aws:ResourceTag/{CLUSTER_TAG}": cluster_id}}
+    # Resources RunInstances only references: the AMI, the agent subnet and security group.
+    referenced = [f"arn:aws:ec2:{region}::image/*", agent_subnet_arn, agent_sg_arn]
+    if keypair:
+        referenced.append(f"arn:aws:ec2:{region}:*:key-pair/{keypair}")
+    statements: list[dict[str, Any]] = [
+        {
+            "Sid": "LaunchTaggedAgents",
+            "Effect": "Allow",
+            "Action": ["ec2:RunInstances", "ec2:RequestSpotInstances"],
+            "Resource": _ec2_arns(region, _CREATED),
+            "Condition": request_tag,
+        },
+        {
+            "Sid": "LaunchReferences",
+            "Effect": "Allow",
+            "Action": ["ec2:RunInstances", "ec2:RequestSpotInstances"],
+            "Resource": referenced,
+        },
+        {
+            "Sid": "TagOnLaunch",
+            "Effect": "Allow",
+            "Action": "ec2:CreateTags",
+            "Resource": _ec2_arns(region, _CREATED),
+            "Condition": {
+                **request_tag,
+                "StringEqualsIfExists": {
+                    "ec2:CreateAction": ["RunInstances", "RequestSpotInstances"]
+                },
+            },
+        },
+        {
+            "Sid": "ManageOwnAgents",
+            "Effect": "Allow",
+            "Action": [
+                "ec2:TerminateInstances",
+                "ec2:StopInstances",
+                "ec2:StartInstances",
+                "ec2:CancelSpotInstanceRequests",
+                "ec2:CreateTags",
+            ],
+            "Resource": _ec2_arns(region, ("instance", "spot-instances-request")),
+            "Condition": resource_tag,
+        },
+        {
+            "Sid": "Describe",
+            "Effect": "Allow",
+            "Action": [
+                "ec2:DescribeInstances",
+                "ec2:DescribeInstanceStatus",
+                "ec2:DescribeInstanceTypes",
+                "ec2:DescribeSpotInstanceRequests",
+                "ec2:DescribeSpotPriceHistory",
+                "ec2:DescribeImages",
+                "ec2:DescribeSubnets",
+                "ec2:DescribeSecurityGroups",
+            ],
+            "Resource": "*",
+        },
+        {
+            "Sid": "PassAgentRole",
+            "Effect": "Allow",
+            "Action": "iam:PassRole",
+            "Resource": agent_role_arn,
+            "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+        },
+        *_bucket_statements(bucket_arn),
+        {
+            "Sid": "ClusterSecret",
+            "Effect": "Allow",
+            "Action": "secretsmanager:GetSecretValue",
+            "Resource": secret_arn,
+        },
+    ]
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def agent_policy(bucket_arn: str) -> dict[str, Any]:
+    return {"Version": "2012-10-17", "Statement": _bucket_statements(bucket_arn)}
+
+
+@dataclasses.dataclass
+class IamArgs:
+    cluster_id: str
+    region: str
+    keypair: str | None
+    bucket_arn: pulumi.Input[str]
+    agent_subnet_arn: pulumi.Input[str]
+    agent_sg_arn: pulumi.Input[str]
+    secret_arn: pulumi.Input[str]
+    tags: Mapping[str, str]
+
+
+class Iam(pulumi.ComponentResource):
+    master_profile_name: pulumi.Output[str]
+    agent_profile_arn: pulumi.Output[str]
+    agent_role_arn: pulumi.Output[str]
+
+    def __init__(self, name: str, args: IamArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("det:aws:Iam", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        tags = dict(args.tags)
+        agent_role = aws.iam.Role(
+            f"{name}-agent", assume_role_policy=assume_role_policy(), tags=tags, opts=child
+        )
+        aws.iam.RolePolicy(
+            f"{name}-agent",
+            role=agent_role.id,
+            policy=pulumi.Output.from_input(args.bucket_arn).apply(
+                lambda b: json.dumps(agent_policy(b))
+            ),
+            opts=child,
+        )
+        agent_profile = aws.iam.InstanceProfile(
+            f"{name}-agent", role=agent_role.name, tags=tags, opts=child
+        )
+
+        master_role = aws.iam.Role(
+            f"{name}-master", assume_role_policy=assume_role_policy(), tags=tags, opts=child
+        )
+        document = pulumi.Output.all(
+            bucket=args.bucket_arn,
+            agent_role=agent_role.arn,
+            subnet=args.agent_subnet_arn,
+            sg=args.agent_sg_arn,
+            secret=args.secret_arn,
+        ).apply(
+            lambda v: json.dumps(
+                master_policy(
+                    cluster_id=args.cluster_id,
+                    region=args.region,
+                    bucket_arn=v["bucket"],
+                    agent_role_arn=v["agent_role"],
+                    agent_subnet_arn=v["subnet"],
+                    agent_sg_arn=v["sg"],
+                    secret_arn=v["secret"],
+                    keypair=args.keypair,
+                )
+            )
+        )
+        aws.iam.RolePolicy(f"{name}-master", role=master_role.id, policy=document, opts=child)
+        master_profile = aws.iam.InstanceProfile(
+            f"{name}-master", role=master_role.name, tags=tags, opts=child
+        )
+
+        self.master_profile_name = master_profile.name
+        self.agent_profile_arn = agent_profile.arn
+        self.agent_role_arn = agent_role.arn
+        self.register_outputs(
+            {
+                "master_profile_name": master_profile.name,
+                "agent_profile_arn": agent_profile.arn,
+                "agent_role_arn": agent_role.arn,
+            }
+        )

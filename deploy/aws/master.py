@@ -1,0 +1,149 @@
+"""The master machine of an AWS cluster and the master.yaml it runs with."""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+from det.deploy.aws.config import CLUSTER_TAG, AwsConfig
+from det.deploy.common import masteryaml, userdata
+
+_IMDS_IP = (
+    'curl -sf -X PUT -H "X-aws-ec2-metadata-token-ttl-seconds: 60" http://169.254.169.254/latest/api/token'
+    ' | xargs -I{} curl -sf -H "X-aws-ec2-metadata-token: {}" http://169.254.169.254/latest/meta-data/local-ipv4'
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Resolved:
+    """Values only known once the other components exist."""
+
+    bucket: str
+    db_host: str
+    db_port: int
+    agent_image_id: str
+    agent_subnet_id: str
+    agent_sg_id: str
+    agent_profile_arn: str
+
+
+def master_yaml_config(cfg: AwsConfig, r: Resolved) -> dict[str, Any]:
+    provider: dict[str, Any] = {
+        "type": "aws",
+        "region": cfg.region,
+        "master_url": masteryaml.master_url(cfg.port),
+        "image_id": r.agent_image_id,
+        "instance_name": f"det-agent-{cfg.cluster_id}",
+        "root_volume_size": 200,
+        "iam_instance_profile_arn": r.agent_profile_arn,
+        "network_interface": {
+            "public_ip": True,
+            "subnet_id": r.agent_subnet_id,
+            "security_group_id": r.agent_sg_id,
+        },
+        "tag_key": CLUSTER_TAG,
+        "tag_value": cfg.cluster_id,
+        "custom_tags": [{"key": k, "value": v} for k, v in cfg.extra_tags],
+        "min_instances": cfg.min_dynamic_agents,
+        "max_instances": cfg.max_dynamic_agents,
+        "max_idle_agent_period": cfg.max_idle_agent_period,
+        "max_agent_starting_period": cfg.max_agent_starting_period,
+        "spot": cfg.spot,
+    }
+    if cfg.spot_max_price:
+        provider["spot_max_price"] = cfg.spot_max_price
+    if cfg.keypair:
+        provider["ssh_key_name"] = cfg.keypair
+    tcd = None
+    if cfg.cpu_env_image and cfg.gpu_env_image:
+        tcd = {"image": {"cpu": cfg.cpu_env_image, "cuda": cfg.gpu_env_image}}
+    spec = masteryaml.MasterYamlSpec(
+        cluster_name=cfg.cluster_id,
+        port=cfg.port,
+        db=masteryaml.DbSpec(host=r.db_host, port=r.db_port),
+        checkpoint_storage={
+            "type": "s3",
+            "bucket": r.bucket,
+            "save_experiment_best": 0,
+            "save_trial_best": 1,
+            "save_trial_latest": 1,
+        },
+        provider=provider,
+        pools=masteryaml.standard_pools(
+            cfg.aux_agent_instance_type,
+            cfg.compute_agent_instance_type,
+            cfg.max_aux_containers_per_agent,
+        ),
+        scheduler_type=cfg.scheduler_type,
+        preemption=cfg.preemption_enabled,
+        task_container_defaults=tcd,
+    )
+    return masteryaml.master_config(spec)
+
+
+def fetch_secret_command(region: str, secret_arn: str) -> str:
+    code = (
+        "import boto3,sys; sys.stdout.write(boto3.client('secretsmanager', region_name=sys.argv[1])"
+        ".get_secret_value(SecretId=sys.argv[2])['SecretString'])"
+    )
+    return f"/opt/det/bin/python3 -c {shlex.quote(code)} {shlex.quote(region)} {shlex.quote(secret_arn)}"
+
+
+@dataclasses.dataclass
+class MasterArgs:
+    config: AwsConfig
+    image_id: pulumi.Input[str]
+    subnet_id: pulumi.Input[str]
+    security_group_id: pulumi.Input[str]
+    instance_profile: pulumi.Input[str]
+    master_yaml: pulumi.Input[str]
+    secret_arn: pulumi.Input[str]
+    tags: Mapping[str, str]
+
+
+class Master(pulumi.ComponentResource):
+    instance_id: pulumi.Output[str]
+    public_ip: pulumi.Output[str]
+    user_data: pulumi.Output[str]
+
+    def __init__(self, name: str, args: MasterArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("det:aws:Master", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        cfg = args.config
+        self.user_data = pulumi.Output.all(args.master_yaml, args.secret_arn).apply(
+            lambda v: userdata.render_bootstrap(
+                master_yaml=v[0],
+                package=cfg.det_package,
+                local_ip=_IMDS_IP,
+                fetch_secret=fetch_secret_command(cfg.region, v[1]),
+            )
+        )
+        instance = aws.ec2.Instance(
+            name,
+            ami=args.image_id,
+            instance_type=cfg.master_instance_type,
+            subnet_id=args.subnet_id,
+            vpc_security_group_ids=[args.security_group_id],
+            iam_instance_profile=args.instance_profile,
+            key_name=cfg.keypair,
+            user_data=self.user_data,
+            user_data_replace_on_change=False,
+            metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
+                http_tokens="required", http_put_response_hop_limit=2
+            ),
+            root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
+                volume_size=100, volume_type="gp3", encrypted=True
+            ),
+            tags={**dict(args.tags), "Name": f"det-master-{cfg.cluster_id}", "det-role": "master"},
+            opts=child,
+        )
+        eip = aws.ec2.Eip(
+            name, instance=instance.id, domain="vpc", tags=dict(args.tags), opts=child
+        )
+        self.instance_id = instance.id
+        self.public_ip = eip.public_ip
+        self.register_outputs({"instance_id": instance.id, "public_ip": eip.public_ip})

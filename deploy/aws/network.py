@@ -1,0 +1,223 @@
+"""Network and security groups of an AWS cluster.
+
+A new VPC gets two public subnets (master and agents, with an internet gateway) and two private
+subnets without any route to the internet (the database). Security groups allow, and only allow:
+the master port (and SSH when asked) from ``--inbound-cidr``; agents to the master port; any
+traffic between agents (distributed training) and from the master to agents (proxied tasks);
+PostgreSQL only from the master's group.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import pulumi
+import pulumi_aws as aws
+
+VPC_CIDR = "10.0.0.0/16"
+PUBLIC_CIDRS = ("10.0.0.0/20", "10.0.16.0/20")
+PRIVATE_CIDRS = ("10.0.128.0/20", "10.0.144.0/20")
+
+
+@dataclasses.dataclass
+class NetworkArgs:
+    tags: Mapping[str, str]
+    vpc_id: str | None = None
+    public_subnet_ids: Sequence[str] = ()
+    private_subnet_ids: Sequence[str] = ()
+
+
+class Network(pulumi.ComponentResource):
+    vpc_id: pulumi.Output[str]
+    public_subnet_ids: list[pulumi.Output[str]]
+    private_subnet_ids: list[pulumi.Output[str]]
+
+    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("det:aws:Network", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        if args.vpc_id:
+            self.vpc_id = pulumi.Output.from_input(args.vpc_id)
+            self.public_subnet_ids = [pulumi.Output.from_input(s) for s in args.public_subnet_ids]
+            self.private_subnet_ids = [pulumi.Output.from_input(s) for s in args.private_subnet_ids]
+        else:
+            self._create(name, args, child)
+        self.register_outputs(
+            {
+                "vpc_id": self.vpc_id,
+                "public_subnet_ids": self.public_subnet_ids,
+                "private_subnet_ids": self.private_subnet_ids,
+            }
+        )
+
+    def _create(self, name: str, args: NetworkArgs, child: pulumi.ResourceOptions) -> None:
+        tags = dict(args.tags)
+        vpc = aws.ec2.Vpc(
+            f"{name}-vpc",
+            cidr_block=VPC_CIDR,
+            enable_dns_hostnames=True,
+            enable_dns_support=True,
+            tags={**tags, "Name": name},
+            opts=child,
+        )
+        igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=tags, opts=child)
+        public_rt = aws.ec2.RouteTable(
+            f"{name}-public",
+            vpc_id=vpc.id,
+            routes=[aws.ec2.RouteTableRouteArgs(cidr_block="0.0.0.0/0", gateway_id=igw.id)],
+            tags=tags,
+            opts=child,
+        )
+        # The private route table has only the implicit local route: the database never
+        # needs to reach the internet.
+        private_rt = aws.ec2.RouteTable(f"{name}-private", vpc_id=vpc.id, tags=tags, opts=child)
+        zones = aws.get_availability_zones_output(state="available").names
+        self.public_subnet_ids, self.private_subnet_ids = [], []
+        for i in range(2):
+            az = zones.apply(lambda names, i=i: names[i % len(names)])
+            public = aws.ec2.Subnet(
+                f"{name}-public-{i}",
+                vpc_id=vpc.id,
+                cidr_block=PUBLIC_CIDRS[i],
+                availability_zone=az,
+                map_public_ip_on_launch=True,
+                tags={**tags, "Name": f"{name}-public-{i}"},
+                opts=child,
+            )
+            private = aws.ec2.Subnet(
+                f"{name}-private-{i}",
+                vpc_id=vpc.id,
+                cidr_block=PRIVATE_CIDRS[i],
+                availability_zone=az,
+                map_public_ip_on_launch=False,
+                tags={**tags, "Name": f"{name}-private-{i}"},
+                opts=child,
+            )
+            aws.ec2.RouteTableAssociation(
+                f"{name}-public-{i}", subnet_id=public.id, route_table_id=public_rt.id, opts=child
+            )
+            aws.ec2.RouteTableAssociation(
+                f"{name}-private-{i}",
+                subnet_id=private.id,
+                route_table_id=private_rt.id,
+                opts=child,
+            )
+            self.public_subnet_ids.append(public.id)
+            self.private_subnet_ids.append(private.id)
+        self.vpc_id = vpc.id
+
+
+@dataclasses.dataclass
+class SecurityGroupsArgs:
+    vpc_id: pulumi.Input[str]
+    inbound_cidr: str
+    port: int
+    enable_ssh: bool
+    tags: Mapping[str, str]
+
+
+class SecurityGroups(pulumi.ComponentResource):
+    master_sg_id: pulumi.Output[str]
+    agent_sg_id: pulumi.Output[str]
+    db_sg_id: pulumi.Output[str]
+    agent_sg_arn: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: SecurityGroupsArgs, opts: pulumi.ResourceOptions | None = None
+    ):
+        super().__init__("det:aws:SecurityGroups", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        tags = dict(args.tags)
+        everywhere = [
+            aws.ec2.SecurityGroupEgressArgs(
+                protocol="-1", from_port=0, to_port=0, cidr_blocks=["0.0.0.0/0"]
+            )
+        ]
+
+        def group(role: str, description: str, egress: bool) -> aws.ec2.SecurityGroup:
+            return aws.ec2.SecurityGroup(
+                f"{name}-{role}",
+                vpc_id=args.vpc_id,
+                description=description,
+                egress=everywhere if egress else [],
+                tags={**tags, "Name": f"{name}-{role}"},
+                opts=child,
+            )
+
+        master = group("master", "det master", True)
+        agent = group("agent", "det agents", True)
+        db = group("db", "det database", False)
+
+        def rule(
+            rule_name: str,
+            sg: aws.ec2.SecurityGroup,
+            protocol: str,
+            ports: tuple[int, int] | None,
+            *,
+            cidr: str | None = None,
+            source: aws.ec2.SecurityGroup | None = None,
+            description: str,
+        ) -> None:
+            aws.vpc.SecurityGroupIngressRule(
+                f"{name}-{rule_name}",
+                security_group_id=sg.id,
+                ip_protocol=protocol,
+                from_port=ports[0] if ports else None,
+                to_port=ports[1] if ports else None,
+                cidr_ipv4=cidr,
+                referenced_security_group_id=source.id if source else None,
+                description=description,
+                opts=child,
+            )
+
+        rule(
+            "master-api",
+            master,
+            "tcp",
+            (args.port, args.port),
+            cidr=args.inbound_cidr,
+            description="det API and WebUI",
+        )
+        rule(
+            "agent-to-master",
+            master,
+            "tcp",
+            (args.port, args.port),
+            source=agent,
+            description="agents to the master",
+        )
+        rule(
+            "agent-to-agent",
+            agent,
+            "-1",
+            None,
+            source=agent,
+            description="between agents (distributed training)",
+        )
+        rule(
+            "master-to-agent",
+            agent,
+            "tcp",
+            (1024, 65535),
+            source=master,
+            description="master to agents (proxied tasks)",
+        )
+        rule(
+            "master-to-db",
+            db,
+            "tcp",
+            (5432, 5432),
+            source=master,
+            description="PostgreSQL from the master only",
+        )
+        if args.enable_ssh:
+            rule("ssh-master", master, "tcp", (22, 22), cidr=args.inbound_cidr, description="SSH")
+            rule("ssh-agent", agent, "tcp", (22, 22), cidr=args.inbound_cidr, description="SSH")
+
+        self.master_sg_id = master.id
+        self.agent_sg_id = agent.id
+        self.agent_sg_arn = agent.arn
+        self.db_sg_id = db.id
+        self.register_outputs(
+            {"master_sg_id": master.id, "agent_sg_id": agent.id, "db_sg_id": db.id}
+        )

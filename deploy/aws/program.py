@@ -1,0 +1,138 @@
+"""The AWS cluster program: reads an :class:`AwsConfig`, wires the components, returns outputs.
+
+``build`` is the Pulumi program body; the Automation API runs it for ``up`` and the dry-run
+renders it under mocks. It calls ``aws.get_availability_zones`` (new VPC) and ``aws.ec2.get_ami``
+(unless both images are given); :data:`MOCK_CALLS` answers those offline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+from det.deploy.aws import iam, master, network, storage
+from det.deploy.aws.config import UBUNTU_NAME, UBUNTU_OWNER, AwsConfig
+from det.deploy.common import masteryaml
+
+
+def _ubuntu_ami() -> pulumi.Output[str]:
+    return aws.ec2.get_ami_output(
+        most_recent=True,
+        owners=[UBUNTU_OWNER],
+        filters=[aws.ec2.GetAmiFilterArgs(name="name", values=[UBUNTU_NAME])],
+    ).id
+
+
+def build(
+    cfg: AwsConfig, initial_user_password: str | None = None
+) -> dict[str, pulumi.Output[Any]]:
+    name = f"det-{cfg.cluster_id}"
+    tags = cfg.tags
+    net = network.Network(
+        name,
+        network.NetworkArgs(
+            tags=tags,
+            vpc_id=cfg.vpc_id,
+            public_subnet_ids=cfg.public_subnet_ids,
+            private_subnet_ids=cfg.private_subnet_ids,
+        ),
+    )
+    sgs = network.SecurityGroups(
+        name,
+        network.SecurityGroupsArgs(
+            vpc_id=net.vpc_id,
+            inbound_cidr=cfg.inbound_cidr,
+            port=cfg.port,
+            enable_ssh=cfg.enable_ssh,
+            tags=tags,
+        ),
+    )
+    bucket = storage.CheckpointBucket(
+        f"{name}-checkpoints",
+        storage.CheckpointBucketArgs(tags=tags, versioning=cfg.bucket_versioning),
+    )
+    secret = storage.ClusterSecret(
+        f"{name}-secret",
+        storage.ClusterSecretArgs(tags=tags, initial_user_password=initial_user_password),
+    )
+    agent_subnet = (
+        pulumi.Output.from_input(cfg.agent_subnet_id)
+        if cfg.agent_subnet_id
+        else net.public_subnet_ids[0]
+    )
+    roles = iam.Iam(
+        name,
+        iam.IamArgs(
+            cluster_id=cfg.cluster_id,
+            region=cfg.region,
+            keypair=cfg.keypair,
+            bucket_arn=bucket.arn,
+            agent_subnet_arn=agent_subnet.apply(lambda s: f"arn:aws:ec2:{cfg.region}:*:subnet/{s}"),
+            agent_sg_arn=sgs.agent_sg_id.apply(
+                lambda s: f"arn:aws:ec2:{cfg.region}:*:security-group/{s}"
+            ),
+            secret_arn=secret.arn,
+            tags=tags,
+        ),
+    )
+    db = storage.Database(
+        f"{name}-db",
+        storage.DatabaseArgs(
+            private_subnet_ids=net.private_subnet_ids,
+            security_group_id=sgs.db_sg_id,
+            password=secret.db_password,
+            tags=tags,
+            instance_class=cfg.db_instance_type,
+            allocated_storage=cfg.db_size,
+        ),
+    )
+    master_ami = _ubuntu_ami()
+    agent_ami = pulumi.Output.from_input(cfg.agent_image_id) if cfg.agent_image_id else master_ami
+    master_yaml = pulumi.Output.all(
+        bucket=bucket.bucket,
+        db_host=db.address,
+        db_port=db.port,
+        agent_image_id=agent_ami,
+        agent_subnet_id=agent_subnet,
+        agent_sg_id=sgs.agent_sg_id,
+        agent_profile_arn=roles.agent_profile_arn,
+    ).apply(lambda v: masteryaml.render(master.master_yaml_config(cfg, master.Resolved(**v))))
+    node = master.Master(
+        f"{name}-master",
+        master.MasterArgs(
+            config=cfg,
+            image_id=master_ami,
+            subnet_id=net.public_subnet_ids[0],
+            security_group_id=sgs.master_sg_id,
+            instance_profile=roles.master_profile_name,
+            master_yaml=master_yaml,
+            secret_arn=secret.arn,
+            tags=tags,
+        ),
+    )
+    return {
+        "cluster_id": pulumi.Output.from_input(cfg.cluster_id),
+        "region": pulumi.Output.from_input(cfg.region),
+        "master_url": node.public_ip.apply(lambda ip: f"http://{ip}:{cfg.port}"),
+        "master_instance_id": node.instance_id,
+        "master_public_ip": node.public_ip,
+        "bucket": bucket.bucket,
+        "db_endpoint": pulumi.Output.all(db.address, db.port).apply(lambda v: f"{v[0]}:{v[1]}"),
+        "vpc_id": net.vpc_id,
+        "agent_security_group_id": sgs.agent_sg_id,
+        "agent_instance_profile_arn": roles.agent_profile_arn,
+        "secret_arn": secret.arn,
+        "initial_user_password": secret.initial_user_password,
+        "master_yaml": master_yaml,
+    }
+
+
+MOCK_CALLS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "aws:index/getAvailabilityZones:getAvailabilityZones": lambda a: {
+        "names": ["us-west-2a", "us-west-2b", "us-west-2c"],
+        "zoneIds": ["usw2-az1", "usw2-az2", "usw2-az3"],
+    },
+    "aws:ec2/getAmi:getAmi": lambda a: {"id": "ami-0123456789abcdef0", "name": UBUNTU_NAME},
+}

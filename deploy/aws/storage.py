@@ -1,0 +1,167 @@
+"""Stateful parts of an AWS cluster: checkpoint bucket, PostgreSQL on RDS, the cluster secret.
+
+The bucket and its protections are kept when the stack is destroyed (``retain_on_delete``):
+checkpoints outlive a cluster unless ``det deploy aws down --delete-bucket`` removes them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_random as random
+
+
+@dataclasses.dataclass
+class CheckpointBucketArgs:
+    tags: Mapping[str, str]
+    versioning: bool = False
+
+
+class CheckpointBucket(pulumi.ComponentResource):
+    bucket: pulumi.Output[str]
+    arn: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: CheckpointBucketArgs, opts: pulumi.ResourceOptions | None = None
+    ):
+        super().__init__("det:aws:CheckpointBucket", name, None, opts)
+        keep = pulumi.ResourceOptions(parent=self, retain_on_delete=True)
+        bucket = aws.s3.Bucket(name, force_destroy=False, tags=dict(args.tags), opts=keep)
+        aws.s3.BucketPublicAccessBlock(
+            name,
+            bucket=bucket.id,
+            block_public_acls=True,
+            block_public_policy=True,
+            ignore_public_acls=True,
+            restrict_public_buckets=True,
+            opts=keep,
+        )
+        aws.s3.BucketOwnershipControls(
+            name,
+            bucket=bucket.id,
+            rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"),
+            opts=keep,
+        )
+        aws.s3.BucketServerSideEncryptionConfiguration(
+            name,
+            bucket=bucket.id,
+            rules=[
+                aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
+                    apply_server_side_encryption_by_default=aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
+                        sse_algorithm="aws:kms"
+                    ),
+                    bucket_key_enabled=True,
+                )
+            ],
+            opts=keep,
+        )
+        if args.versioning:
+            aws.s3.BucketVersioning(
+                name,
+                bucket=bucket.id,
+                versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(
+                    status="Enabled"
+                ),
+                opts=keep,
+            )
+        self.bucket = bucket.bucket
+        self.arn = bucket.arn
+        self.register_outputs({"bucket": bucket.bucket, "arn": bucket.arn})
+
+
+@dataclasses.dataclass
+class ClusterSecretArgs:
+    """``initial_user_password``: given by the user, else generated."""
+
+    tags: Mapping[str, str]
+    initial_user_password: str | None = None
+
+
+class ClusterSecret(pulumi.ComponentResource):
+    """Generated passwords in Secrets Manager: the master reads them at boot, so they never
+    appear in user data (readable with ec2:DescribeInstanceAttribute)."""
+
+    db_password: pulumi.Output[str]
+    initial_user_password: pulumi.Output[str]
+    arn: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: ClusterSecretArgs, opts: pulumi.ResourceOptions | None = None
+    ):
+        super().__init__("det:aws:ClusterSecret", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        db_password = random.RandomPassword(f"{name}-db", length=32, special=False, opts=child)
+        if args.initial_user_password:
+            user_password = pulumi.Output.secret(args.initial_user_password)
+        else:
+            user_password = random.RandomPassword(
+                f"{name}-user", length=20, special=False, opts=child
+            ).result
+        secret = aws.secretsmanager.Secret(
+            name, recovery_window_in_days=0, tags=dict(args.tags), opts=child
+        )
+        aws.secretsmanager.SecretVersion(
+            name,
+            secret_id=secret.id,
+            secret_string=pulumi.Output.secret(
+                pulumi.Output.all(db_password.result, user_password).apply(
+                    lambda v: json.dumps({"db_password": v[0], "initial_user_password": v[1]})
+                )
+            ),
+            opts=child,
+        )
+        self.db_password = pulumi.Output.secret(db_password.result)
+        self.initial_user_password = pulumi.Output.secret(user_password)
+        self.arn = secret.arn
+        self.register_outputs({"arn": secret.arn})
+
+
+@dataclasses.dataclass
+class DatabaseArgs:
+    private_subnet_ids: Sequence[pulumi.Input[str]]
+    security_group_id: pulumi.Input[str]
+    password: pulumi.Input[str]
+    tags: Mapping[str, str]
+    instance_class: str = "db.m7g.large"
+    allocated_storage: int = 20
+
+
+class Database(pulumi.ComponentResource):
+    address: pulumi.Output[str]
+    port: pulumi.Output[int]
+
+    def __init__(self, name: str, args: DatabaseArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("det:aws:Database", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        subnets = aws.rds.SubnetGroup(
+            name, subnet_ids=list(args.private_subnet_ids), tags=dict(args.tags), opts=child
+        )
+        db = aws.rds.Instance(
+            name,
+            engine="postgres",
+            engine_version="16",
+            instance_class=args.instance_class,
+            allocated_storage=args.allocated_storage,
+            storage_type="gp3",
+            storage_encrypted=True,
+            publicly_accessible=False,
+            db_subnet_group_name=subnets.name,
+            vpc_security_group_ids=[args.security_group_id],
+            db_name="determined",
+            username="postgres",
+            password=args.password,
+            backup_retention_period=7,
+            # PostgreSQL 15+ on RDS defaults to rds.force_ssl=1: only TLS connections.
+            skip_final_snapshot=True,
+            deletion_protection=False,
+            apply_immediately=True,
+            tags=dict(args.tags),
+            opts=child,
+        )
+        self.address = db.address
+        self.port = db.port
+        self.register_outputs({"address": db.address, "port": db.port})

@@ -1,0 +1,1 @@
+"""Pieces shared by the AWS and GCP deploy programs: master.yaml, dry-run, preflight, state."""

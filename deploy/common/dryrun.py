@@ -1,0 +1,130 @@
+"""Render a Pulumi program offline with Pulumi's mocks: no cloud credentials, no Pulumi CLI.
+
+:func:`render` runs the program in-process under ``pulumi.runtime.set_mocks`` and records every
+resource the engine would create, with the inputs it would send, plus the program's outputs.
+The mocks answer with the inputs echoed back and plausible values for computed attributes
+(ids, ARNs, addresses), so later resources that depend on them can be built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pulumi
+from pulumi.runtime.mocks import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+SECRET = "(secret)"
+# Pulumi's wire marker for secret values (rpc._special_sig_key / _special_secret_sig).
+_SIG_KEY = "4dabf18193072939515e22adb298388d"
+_SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordedResource:
+    type: str
+    name: str
+    inputs: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Rendered:
+    resources: tuple[RecordedResource, ...]
+    outputs: dict[str, Any]
+    calls: tuple[str, ...]
+
+    def of_type(self, type_: str) -> list[RecordedResource]:
+        return [r for r in self.resources if r.type == type_]
+
+
+def _unwrap(value: Any) -> Any:
+    if isinstance(value, dict):
+        if value.get(_SIG_KEY) == _SECRET_SIG:
+            return SECRET
+        return {k: _unwrap(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unwrap(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _computed(type_: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+    """Values the cloud would fill in, by resource type (only what our programs read)."""
+    service = type_.split(":")[1].split("/")[0] if ":" in type_ else "x"
+    out: dict[str, Any] = {"arn": f"arn:aws:{service}:us-west-2:123456789012:{name}"}
+    if type_.startswith("random:"):
+        out["result"] = SECRET if "Password" in type_ else "a1b2c3"
+        out["hex"] = "a1b2c3"
+    elif type_ == "aws:rds/instance:Instance":
+        out |= {"address": f"{name}.abc.us-west-2.rds.amazonaws.com", "port": 5432}
+    elif type_ == "aws:ec2/eip:Eip":
+        out |= {"publicIp": "203.0.113.10", "publicDns": "ec2-203-0-113-10.compute.amazonaws.com"}
+    elif type_ == "aws:ec2/instance:Instance":
+        out |= {"privateIp": "10.0.0.10", "publicIp": "203.0.113.10"}
+    elif type_ == "aws:s3/bucket:Bucket":
+        out["bucket"] = inputs.get("bucket") or f"{name}-1234567"
+    elif type_ == "gcp:serviceaccount/account:Account":
+        account = inputs.get("accountId", name)
+        project = inputs.get("project", "project")
+        out |= {
+            "email": f"{account}@{project}.iam.gserviceaccount.com",
+            "name": f"projects/{project}/serviceAccounts/{account}",
+        }
+    elif type_ == "gcp:projects/iAMCustomRole:IAMCustomRole":
+        out["name"] = f"projects/{inputs.get('project', 'project')}/roles/{inputs.get('roleId')}"
+    elif type_ == "gcp:compute/address:Address":
+        out["address"] = "203.0.113.20"
+    elif type_ == "gcp:sql/databaseInstance:DatabaseInstance":
+        out |= {"privateIpAddress": "10.200.0.3", "connectionName": f"project:region:{name}"}
+    elif type_ == "gcp:filestore/instance:Instance":
+        out["networks"] = [dict(n, ipAddresses=["10.201.0.2"]) for n in inputs.get("networks", [])]
+    elif type_.startswith("gcp:"):
+        out["selfLink"] = f"https://www.googleapis.com/compute/v1/projects/project/{name}"
+    return out
+
+
+class RecordingMocks(pulumi.runtime.Mocks):
+    def __init__(self, call_results: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]]):
+        self.call_results = call_results
+        self.resources: list[RecordedResource] = []
+        self.calls: list[str] = []
+
+    def new_resource(
+        self, args: pulumi.runtime.MockResourceArgs
+    ) -> tuple[str | None, dict[str, Any]]:
+        inputs = _unwrap(args.inputs)
+        self.resources.append(RecordedResource(args.typ, args.name, inputs))
+        state = dict(args.inputs)
+        for key, value in _computed(args.typ, args.name, inputs).items():
+            state.setdefault(key, value)
+        if "name" not in state:
+            state["name"] = args.name
+        return f"{args.name}-id", state
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:  # type: ignore[override]
+        self.calls.append(args.token)
+        answer = self.call_results.get(args.token)
+        return answer(dict(args.args)) if answer else {}
+
+
+def render(
+    program: Callable[[], Mapping[str, Any]],
+    call_results: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
+    *,
+    project: str = "det",
+    stack: str = "dry-run",
+) -> Rendered:
+    """Run ``program`` (returns its outputs) under mocks; return what it would create."""
+    mocks = RecordingMocks(call_results or {})
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False)
+    outputs: dict[str, Any] = {}
+
+    def body() -> Any:
+        returned = program()
+        return pulumi.Output.all(**returned).apply(outputs.update)
+
+    _sync_await(run_pulumi_func(lambda: _sync_await(pulumi.Output.from_input(body()).future())))
+    return Rendered(tuple(mocks.resources), _unwrap(outputs), tuple(mocks.calls))

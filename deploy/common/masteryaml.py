@@ -1,0 +1,105 @@
+"""The master.yaml a cloud deploy writes onto its master machine (pure: no I/O, no SDKs).
+
+Secrets never go into this file: the master reads ``DET_DB_PASSWORD`` and
+``DET_SECURITY_INITIAL_USER_PASSWORD`` from an environment file its bootstrap fetches from
+the cloud's secret store. The master's own private address is only known on the machine, so
+the YAML carries :data:`LOCAL_IP_PLACEHOLDER`, which the bootstrap replaces at boot.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any
+
+import yaml
+
+LOCAL_IP_PLACEHOLDER = "__DET_MASTER_PRIVATE_IP__"
+AUX_POOL = "aux-pool"
+COMPUTE_POOL = "compute-pool"
+
+
+@dataclasses.dataclass(frozen=True)
+class DbSpec:
+    host: str
+    port: int = 5432
+    name: str = "determined"
+    user: str = "postgres"
+    ssl_mode: str = "require"
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolSpec:
+    """One resource pool; ``instance_type`` is a string (AWS) or a mapping (GCP)."""
+
+    name: str
+    instance_type: Any
+    max_aux_containers_per_agent: int
+    cpu_slots_allowed: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class MasterYamlSpec:
+    cluster_name: str
+    port: int
+    db: DbSpec
+    checkpoint_storage: dict[str, Any]
+    # The cloud ``provider`` block shared by both pools (everything but the instance type).
+    provider: dict[str, Any]
+    pools: tuple[PoolSpec, ...]
+    scheduler_type: str = "fair_share"
+    preemption: bool = False
+    task_container_defaults: dict[str, Any] | None = None
+
+
+def master_url(port: int) -> str:
+    return f"http://{LOCAL_IP_PLACEHOLDER}:{port}"
+
+
+def master_config(spec: MasterYamlSpec) -> dict[str, Any]:
+    pools = []
+    for pool in spec.pools:
+        provider = copy.deepcopy(spec.provider)
+        provider["instance_type"] = pool.instance_type
+        if pool.cpu_slots_allowed:
+            provider["cpu_slots_allowed"] = True
+        pools.append(
+            {
+                "pool_name": pool.name,
+                "max_aux_containers_per_agent": pool.max_aux_containers_per_agent,
+                "provider": provider,
+            }
+        )
+    names = [p.name for p in spec.pools]
+    config: dict[str, Any] = {
+        "cluster_name": spec.cluster_name,
+        "port": spec.port,
+        "master_url": master_url(spec.port),
+        "data_dir": "/var/lib/det/master",
+        "db": dataclasses.asdict(spec.db),
+        "checkpoint_storage": dict(spec.checkpoint_storage),
+        "resource_manager": {
+            "type": "agent",
+            "default_aux_resource_pool": AUX_POOL if AUX_POOL in names else names[0],
+            "default_compute_resource_pool": COMPUTE_POOL if COMPUTE_POOL in names else names[0],
+            "scheduler": {"type": spec.scheduler_type, "preemption": spec.preemption},
+        },
+        "resource_pools": pools,
+    }
+    if spec.task_container_defaults:
+        config["task_container_defaults"] = spec.task_container_defaults
+    return config
+
+
+def render(config: dict[str, Any]) -> str:
+    return yaml.safe_dump(config, sort_keys=False, default_flow_style=False)
+
+
+def standard_pools(
+    aux_instance_type: Any, compute_instance_type: Any, max_aux_containers_per_agent: int
+) -> tuple[PoolSpec, ...]:
+    """Determined's two pools: CPU tasks on ``aux-pool``, trials on ``compute-pool``."""
+    return (
+        PoolSpec(AUX_POOL, aux_instance_type, max_aux_containers_per_agent),
+        PoolSpec(COMPUTE_POOL, compute_instance_type, 0, cpu_slots_allowed=True),
+    )
