@@ -1,0 +1,371 @@
+"""The scale decider: one pool's snapshot in, launches and terminations out. Pure.
+
+Determined's rules are the base (``scaledecider/scale_decider.go``):
+
+* launch ``clamp(min - n, desired - starting, max - n)`` (never negative), where ``n`` counts
+  live instances and ``starting`` those whose agent has not connected yet;
+* terminate stopped instances, instances whose agent never connected within
+  ``max_agent_starting_period``, instances whose agent has been disconnected longer than
+  ``max_agent_disconnected_period``, agents idle past ``max_idle_agent_period`` (never below
+  ``min_instances``), and anything above ``max_instances``.
+
+Where we do better:
+
+* ``desired`` packs the gang demand onto instances of the option about to be launched: a request
+  of ``k`` slots needs one instance with ``k`` free slots, or ``k / s`` whole instances of ``s``
+  slots. A request no option can ever host launches nothing and emits an event instead.
+* Launch errors back off exponentially (``10 s · 2^n``, capped at ``launch_error_timeout``)
+  instead of retrying every pass. Capacity errors mark only the option that failed, and the
+  decider moves down the pool's fallback list (instance types, subnets/zones, spot → on-demand);
+  other errors (bad image, permissions) hold every option.
+* Every launch and termination carries a reason, and :class:`Event` messages explain why work
+  is still pending.
+
+State that must outlive a pass (idle since, last heartbeat, the launch history) is an input, so
+the master can restart at any time. Apply :func:`record_launch` after each launch attempt to keep
+the history the next pass needs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import math
+from collections.abc import Iterable, Sequence
+
+from det.master.provisioner.provider import Instance, InstanceState, LaunchOption
+
+BASE_BACKOFF = dt.timedelta(seconds=10)
+# Launch records older than this are forgotten even without a success.
+HISTORY_HORIZON = dt.timedelta(hours=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentInfo:
+    """A registered agent as the master sees it. ``id`` equals its instance's id."""
+
+    id: str
+    slots: int
+    connected: bool
+    last_heartbeat: dt.datetime
+    idle_since: dt.datetime | None = None  # None while any container runs on it
+    draining: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchRecord:
+    """One launch attempt; ``code`` is ``None`` when it succeeded."""
+
+    at: dt.datetime
+    option: LaunchOption
+    code: str | None = None
+    capacity: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class ScalePolicy:
+    """The pool config as the decider needs it (built by ``ProvisionerConfig.scale_policy``)."""
+
+    options: tuple[LaunchOption, ...]
+    min_instances: int = 0
+    max_instances: int = 5
+    max_idle_agent_period: dt.timedelta = dt.timedelta(minutes=20)
+    max_agent_starting_period: dt.timedelta = dt.timedelta(minutes=20)
+    max_agent_disconnected_period: dt.timedelta = dt.timedelta(minutes=5)
+    launch_error_timeout: dt.timedelta = dt.timedelta(minutes=5)
+    launch_error_retries: int = 0
+    max_aux_per_instance: int = 100
+    base_backoff: dt.timedelta = BASE_BACKOFF
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolSnapshot:
+    """One pool at one instant.
+
+    ``demand``: slot counts of the queued requests the scheduler could not place on connected
+    agents this pass (0 for zero-slot tasks). ``instances``: what the provider lists.
+    ``agents``: registered agents of this pool, connected or not.
+    """
+
+    pool: str
+    demand: tuple[int, ...] = ()
+    instances: tuple[Instance, ...] = ()
+    agents: tuple[AgentInfo, ...] = ()
+    history: tuple[LaunchRecord, ...] = ()
+
+
+class TerminateReason(enum.Enum):
+    STOPPED = "instance stopped"
+    NEVER_CONNECTED = "agent did not connect within max_agent_starting_period"
+    DISCONNECTED = "agent disconnected longer than max_agent_disconnected_period"
+    IDLE = "agent idle longer than max_idle_agent_period"
+    ABOVE_MAX = "more instances than max_instances"
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchOrder:
+    option: LaunchOption
+    count: int
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Termination:
+    instance_id: str
+    reason: TerminateReason
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    """Something a user may want to know (``code`` is stable, ``message`` is for people)."""
+
+    code: str
+    message: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    launches: tuple[LaunchOrder, ...] = ()
+    terminations: tuple[Termination, ...] = ()
+    events: tuple[Event, ...] = ()
+
+
+def decide(snapshot: PoolSnapshot, policy: ScalePolicy, now: dt.datetime) -> Decision:
+    """Decide one pass for one pool. Deterministic: same inputs, same decision."""
+    events: list[Event] = []
+    agents = {a.id: a for a in snapshot.agents}
+    live = [
+        i
+        for i in snapshot.instances
+        if i.state in (InstanceState.STARTING, InstanceState.RUNNING, InstanceState.STOPPING)
+    ]
+    stopped = [i for i in snapshot.instances if i.state is InstanceState.STOPPED]
+
+    terminate: dict[str, TerminateReason] = {i.id: TerminateReason.STOPPED for i in stopped}
+    starting: list[Instance] = []  # agent not connected yet, still within the starting period
+    idle: list[tuple[dt.datetime, Instance]] = []
+    busy: list[Instance] = []
+    for inst in live:
+        agent = agents.get(inst.id)
+        if agent is None:
+            if now - inst.launched_at > policy.max_agent_starting_period:
+                terminate[inst.id] = TerminateReason.NEVER_CONNECTED
+            else:
+                starting.append(inst)
+        elif not agent.connected:
+            if now - agent.last_heartbeat > policy.max_agent_disconnected_period:
+                terminate[inst.id] = TerminateReason.DISCONNECTED
+            else:
+                busy.append(inst)  # may come back: neither capacity nor idle
+        elif agent.idle_since is not None:
+            idle.append((agent.idle_since, inst))
+        else:
+            busy.append(inst)
+
+    # Idle agents, longest idle first, never below min_instances.
+    idle.sort(key=lambda pair: (pair[0], pair[1].id))
+    for since, inst in idle:
+        if now - since <= policy.max_idle_agent_period:
+            continue
+        if len(live) - _count_live(terminate, live) <= policy.min_instances:
+            events.append(Event("keep-min", f"keeping idle {inst.id}: pool is at min_instances"))
+            break
+        terminate[inst.id] = TerminateReason.IDLE
+
+    # Above max: not-yet-connected (newest first), idle (longest first), then newest busy.
+    excess = len(live) - _count_live(terminate, live) - policy.max_instances
+    if excess > 0:
+        by_newest = sorted(starting, key=lambda i: (i.launched_at, i.id), reverse=True)
+        order = by_newest + [inst for _, inst in idle]
+        order += sorted(busy, key=lambda i: (i.launched_at, i.id), reverse=True)
+        for inst in order:
+            if excess <= 0:
+                break
+            if inst.id not in terminate:
+                terminate[inst.id] = TerminateReason.ABOVE_MAX
+                excess -= 1
+
+    n = len(live) - _count_live(terminate, live)
+    n_starting = sum(1 for i in starting if i.id not in terminate)
+    launches = _launches(snapshot, policy, now, n, n_starting, events)
+
+    terminations = tuple(Termination(i, r) for i, r in sorted(terminate.items()))
+    for term in terminations:
+        events.append(Event("terminate", f"terminating {term.instance_id}: {term.reason.value}"))
+    return Decision(launches=launches, terminations=terminations, events=tuple(events))
+
+
+def _count_live(terminate: dict[str, TerminateReason], live: Sequence[Instance]) -> int:
+    return sum(1 for i in live if i.id in terminate)
+
+
+def _launches(
+    snapshot: PoolSnapshot,
+    policy: ScalePolicy,
+    now: dt.datetime,
+    n: int,
+    n_starting: int,
+    events: list[Event],
+) -> tuple[LaunchOrder, ...]:
+    option, wait_event = _pick_option(snapshot.history, policy, now)
+    if option is None:
+        if wait_event is not None and (snapshot.demand or n < policy.min_instances):
+            events.append(wait_event)
+        return ()
+
+    fits, unfit = _split_fitting(snapshot.demand, policy, option)
+    for slots in unfit:
+        events.append(
+            Event(
+                "cannot-fit",
+                f"a request for {slots} slots fits no instance of pool {snapshot.pool!r}"
+                f" ({_describe_options(policy.options)}, max_instances={policy.max_instances});"
+                " it waits until the pool config changes",
+            )
+        )
+    desired = _instances_needed(fits, option.slots, policy.max_aux_per_instance)
+    count = max(
+        0,
+        _clamp(policy.min_instances - n, desired - n_starting, policy.max_instances - n),
+    )
+    if desired - n_starting > policy.max_instances - n and desired > 0:
+        events.append(
+            Event(
+                "at-max",
+                f"pool {snapshot.pool!r} needs {desired - n_starting} more instances but is"
+                f" capped by max_instances={policy.max_instances}",
+            )
+        )
+    if count == 0:
+        return ()
+    if policy.min_instances - n >= count and desired - n_starting < count:
+        reason = f"keep min_instances={policy.min_instances} (have {n})"
+    else:
+        reason = (
+            f"{len(fits)} pending requests need {desired} instances of {option.instance_type}"
+            f" ({option.slots} slots each); {n_starting} already starting"
+        )
+    if wait_event is not None:
+        events.append(wait_event)
+    return (LaunchOrder(option=option, count=count, reason=reason),)
+
+
+def _clamp(low: int, value: int, high: int) -> int:
+    return max(low, min(value, high))
+
+
+def _fits(slots: int, option: LaunchOption, max_instances: int) -> bool:
+    if slots == 0:
+        return True
+    if option.slots <= 0:
+        return False
+    if slots <= option.slots:
+        return True
+    # A gang wider than one instance must use whole instances.
+    return bool(slots % option.slots == 0 and slots // option.slots <= max_instances)
+
+
+def _split_fitting(
+    demand: Iterable[int], policy: ScalePolicy, option: LaunchOption
+) -> tuple[list[int], list[int]]:
+    fits: list[int] = []
+    unfit: list[int] = []
+    for slots in demand:
+        if _fits(slots, option, policy.max_instances):
+            fits.append(slots)
+        elif not any(_fits(slots, o, policy.max_instances) for o in policy.options):
+            unfit.append(slots)
+        # else: only another option hosts it; it waits until that option is the active one.
+    return fits, unfit
+
+
+def _instances_needed(demand: Sequence[int], per_instance: int, aux_per_instance: int) -> int:
+    """Instances of ``per_instance`` slots that host all of ``demand`` (first-fit decreasing)."""
+    whole = 0
+    bins: list[int] = []  # free slots per partially used instance
+    for slots in sorted((s for s in demand if s > 0), reverse=True):
+        if slots > per_instance:
+            whole += slots // per_instance
+            continue
+        for i, free in enumerate(bins):
+            if free >= slots:
+                bins[i] = free - slots
+                break
+        else:
+            bins.append(per_instance - slots)
+    aux = sum(1 for s in demand if s == 0)
+    return max(whole + len(bins), math.ceil(aux / aux_per_instance))
+
+
+def _describe_options(options: Sequence[LaunchOption]) -> str:
+    return ", ".join(f"{o.instance_type}: {max(o.slots, 0)} slots" for o in options) or "no options"
+
+
+def backoff(streak: int, policy: ScalePolicy) -> dt.timedelta:
+    """Wait after ``streak`` consecutive failures: ``base · 2^(streak-1)``, capped."""
+    if streak <= 0:
+        return dt.timedelta(0)
+    delay = policy.base_backoff * (1 << min(streak - 1, 30))
+    return min(delay, max(policy.launch_error_timeout, policy.base_backoff))
+
+
+def _streak(records: Sequence[LaunchRecord]) -> list[LaunchRecord]:
+    """The failures since the last success, oldest first (``records`` sorted by time)."""
+    out: list[LaunchRecord] = []
+    for rec in records:
+        if rec.code is None:
+            out = []
+        else:
+            out.append(rec)
+    return out
+
+
+def _pick_option(
+    history: Sequence[LaunchRecord], policy: ScalePolicy, now: dt.datetime
+) -> tuple[LaunchOption | None, Event | None]:
+    """The first option not backing off, and an event if any option is being skipped."""
+    records = sorted((r for r in history if now - r.at <= HISTORY_HORIZON), key=lambda r: r.at)
+    # Non-capacity errors (bad image, permissions…) hold every option: any success resets.
+    general = [r for r in _streak(records) if not r.capacity]
+    retries = policy.launch_error_retries
+    if len(general) > retries:
+        last = general[-1]
+        until = last.at + backoff(len(general) - retries, policy)
+        if now < until:
+            return None, Event(
+                "launch-backoff",
+                f"launches paused until {until.isoformat()} after {len(general)} failures"
+                f" (last: {last.code})",
+            )
+    skipped: list[str] = []
+    for option in policy.options:
+        mine = _streak([r for r in records if r.option == option])
+        capacity = [r for r in mine if r.capacity]
+        if capacity:
+            until = capacity[-1].at + backoff(len(capacity), policy)
+            if now < until:
+                skipped.append(
+                    f"{_label(option)} ({capacity[-1].code}, retry after {until.isoformat()})"
+                )
+                continue
+        event = None
+        if skipped:
+            event = Event("fallback", f"using {_label(option)}; skipped: {'; '.join(skipped)}")
+        return option, event
+    if not policy.options:
+        return None, Event("no-options", "the pool has no launch options")
+    return None, Event("no-capacity", f"every launch option lacks capacity: {'; '.join(skipped)}")
+
+
+def _label(option: LaunchOption) -> str:
+    where = f" in {option.zone}" if option.zone else ""
+    return f"{option.instance_type}{where} ({option.market.value})"
+
+
+def record_launch(
+    history: Sequence[LaunchRecord], record: LaunchRecord, now: dt.datetime
+) -> tuple[LaunchRecord, ...]:
+    """The history to store after a launch attempt: append and drop expired records."""
+    kept = [r for r in history if now - r.at <= HISTORY_HORIZON]
+    return (*kept, record)
