@@ -1,0 +1,459 @@
+"""The GCE provider: launches, lists and deletes agent VMs with ``google-cloud-compute``.
+
+Request bodies are built by pure functions in the REST (camelCase JSON) shape, so they are table
+tested without the SDK and Determined's ``base_config`` merges into them as written in
+master.yaml. ``google.cloud.compute_v1`` takes seconds to import: it is imported on first use.
+
+Operations are awaited with our own ``ZoneOperationsClient`` built with the same client options:
+the SDK's ``operation.result()`` polls through a client of its own that ignores
+``api_endpoint``. Capacity and quota refusals arrive in the finished operation's ``error``; they
+become ``LaunchError(capacity=True)`` so the decider moves to its next option. Only the
+transient reasons in :data:`TRANSIENT_REASONS` are retried (capped exponential backoff with
+jitter). Error tree::
+
+    LaunchError(code, message, capacity=...)   # launch refused (det.master.provisioner.provider)
+    google.api_core.exceptions.GoogleAPICallError   # list/terminate failures, after retries
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import hashlib
+import json
+import logging
+import random
+import re
+import string
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from det.master.provisioner.gcp_config import GcpProviderConfig
+from det.master.provisioner.provider import (
+    Instance,
+    InstanceState,
+    LaunchError,
+    LaunchOption,
+    Market,
+)
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+CAPACITY_CODES = frozenset(
+    {"ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "QUOTA_EXCEEDED"}
+)
+# Reasons in an HTTP error's ``errors[].reason`` that say "try again later".
+TRANSIENT_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded", "backendError"})
+LABEL_MANAGED_BY = "managed-by"
+LABEL_CLUSTER = "det-cluster-id"
+LABEL_POOL = "det-pool"
+
+_STATES = {
+    "PROVISIONING": InstanceState.STARTING,
+    "STAGING": InstanceState.STARTING,
+    "RUNNING": InstanceState.RUNNING,
+    "REPAIRING": InstanceState.RUNNING,
+    "STOPPING": InstanceState.STOPPING,
+    "SUSPENDING": InstanceState.STOPPING,
+    "SUSPENDED": InstanceState.STOPPED,
+    # GCE's TERMINATED is a stopped VM that still exists (and keeps its disk): it must be
+    # deleted, so it is listed as STOPPED rather than dropped.
+    "TERMINATED": InstanceState.STOPPED,
+}
+_NAME_ALPHABET = string.ascii_lowercase + string.digits
+
+
+# -- pure request builders ---------------------------------------------------------------------
+
+
+def sanitize_label_value(value: str) -> str:
+    """A GCE label value: lowercase letters, digits, ``_`` and ``-``, at most 63 characters.
+
+    A value that had to change gets a short hash of the original appended, so two different
+    pools (``Pool_A``, ``pool_a``) never share a label value.
+    """
+    clean = re.sub(r"[^a-z0-9_-]", "-", value.lower())
+    if clean == value and len(value) <= 63:
+        return value
+    digest = hashlib.sha256(value.encode()).hexdigest()[:8]
+    return f"{clean[:54]}-{digest}"
+
+
+def instance_labels(config: GcpProviderConfig, cluster_id: str, pool: str) -> dict[str, str]:
+    labels = {k: sanitize_label_value(v) for k, v in config.labels.items()}
+    labels[LABEL_MANAGED_BY] = "det"
+    if config.label_value:
+        labels[config.label_key] = sanitize_label_value(config.label_value)
+    labels[LABEL_CLUSTER] = sanitize_label_value(cluster_id)
+    labels[LABEL_POOL] = sanitize_label_value(pool)
+    return labels
+
+
+def label_filter(cluster_id: str, pool: str) -> str:
+    return (
+        f'labels.{LABEL_CLUSTER} = "{sanitize_label_value(cluster_id)}" AND '
+        f'labels.{LABEL_POOL} = "{sanitize_label_value(pool)}"'
+    )
+
+
+def instance_name(prefix: str, rng: random.Random) -> str:
+    """``prefix`` + 8 random characters: a valid GCE name that is also the agent id."""
+    return prefix + "".join(rng.choice(_NAME_ALPHABET) for _ in range(8))
+
+
+def instance_properties(
+    config: GcpProviderConfig,
+    option: LaunchOption,
+    *,
+    zone: str,
+    startup_script: str,
+    labels: Mapping[str, str],
+    zonal_urls: bool,
+) -> dict[str, Any]:
+    """The Instance fields for one launch option, REST-shaped.
+
+    ``zonal_urls``: ``instances.insert`` takes zonal partial URLs for the machine, disk and
+    accelerator types; ``bulkInsert``'s ``instanceProperties`` takes bare names.
+    """
+
+    def zonal(kind: str, name: str) -> str:
+        return f"zones/{zone}/{kind}/{name}" if zonal_urls else name
+
+    body: dict[str, Any] = json.loads(json.dumps(config.base_config or {}))
+    body["machineType"] = zonal("machineTypes", option.instance_type)
+    boot = {
+        "boot": True,
+        "autoDelete": True,
+        "initializeParams": {
+            "sourceImage": config.boot_disk_source_image,
+            "diskSizeGb": str(config.boot_disk_size),
+            "diskType": zonal("diskTypes", config.boot_disk_type.rsplit("/", 1)[-1]),
+        },
+    }
+    body["disks"] = [boot, *body.get("disks", [])]
+    body["labels"] = {**body.get("labels", {}), **labels}
+    items = [
+        i for i in body.get("metadata", {}).get("items", []) if i.get("key") != "startup-script"
+    ]
+    body["metadata"] = {"items": [*items, {"key": "startup-script", "value": startup_script}]}
+
+    nic: dict[str, Any] = {"network": config.network_interface.network}
+    if config.network_interface.subnetwork:
+        nic["subnetwork"] = config.network_interface.subnetwork
+    if config.network_interface.external_ip:
+        nic["accessConfigs"] = [
+            {"name": "External NAT", "type": "ONE_TO_ONE_NAT", "networkTier": "PREMIUM"}
+        ]
+    body["networkInterfaces"] = [nic]
+    if config.network_tags:
+        body["tags"] = {"items": list(config.network_tags)}
+    if config.service_account is not None:
+        body["serviceAccounts"] = [
+            {"email": config.service_account.email, "scopes": list(config.service_account.scopes)}
+        ]
+
+    scheduling: dict[str, Any] = dict(body.get("scheduling", {}))
+    if option.accelerator_type and option.accelerator_count > 0:
+        body["guestAccelerators"] = [
+            {
+                "acceleratorType": zonal("acceleratorTypes", option.accelerator_type),
+                "acceleratorCount": option.accelerator_count,
+            }
+        ]
+        # VMs with GPUs cannot live-migrate.
+        scheduling["onHostMaintenance"] = "TERMINATE"
+    if option.market is Market.SPOT:
+        if config.spot or not config.wants_preemptible:
+            scheduling["provisioningModel"] = "SPOT"
+            scheduling["instanceTerminationAction"] = "DELETE"
+        else:
+            scheduling["preemptible"] = True
+        scheduling["automaticRestart"] = False
+        scheduling["onHostMaintenance"] = "TERMINATE"
+    if scheduling:
+        body["scheduling"] = scheduling
+    return body
+
+
+def insert_body(properties: Mapping[str, Any], name: str) -> dict[str, Any]:
+    return {**properties, "name": name}
+
+
+def bulk_insert_body(properties: Mapping[str, Any], names: list[str]) -> dict[str, Any]:
+    """All-or-some: GCE creates as many as it can, at least one (``minCount``)."""
+    return {
+        "count": str(len(names)),
+        "minCount": "1",
+        "perInstanceProperties": {n: {} for n in names},
+        "instanceProperties": dict(properties),
+    }
+
+
+def instance_from_rest(data: Mapping[str, Any]) -> Instance:
+    """Our view of a GCE Instance resource (REST JSON)."""
+    scheduling = data.get("scheduling", {})
+    spot = scheduling.get("provisioningModel") == "SPOT" or bool(scheduling.get("preemptible"))
+    nics = data.get("networkInterfaces") or [{}]
+    created = data.get("creationTimestamp")
+    return Instance(
+        id=data["name"],
+        state=_STATES.get(str(data.get("status", "")), InstanceState.STARTING),
+        launched_at=dt.datetime.fromisoformat(created) if created else dt.datetime.now(dt.UTC),
+        instance_type=str(data.get("machineType", "")).rsplit("/", 1)[-1],
+        zone=str(data.get("zone", "")).rsplit("/", 1)[-1] or None,
+        market=Market.SPOT if spot else Market.ON_DEMAND,
+        address=nics[0].get("networkIP"),
+    )
+
+
+def launch_error(errors: list[tuple[str, str]]) -> LaunchError:
+    """Classify a finished operation's ``error.errors`` (code, message) pairs."""
+    for code, message in errors:
+        if code in CAPACITY_CODES:
+            return LaunchError(code, message, capacity=True)
+        if code == "RESOURCE_NOT_FOUND" and (
+            "machineTypes" in message or "acceleratorTypes" in message
+        ):
+            # The machine or GPU type is not offered in this zone: another zone may have it.
+            return LaunchError(code, message, capacity=True)
+    code, message = errors[0] if errors else ("UNKNOWN", "operation failed without details")
+    return LaunchError(code, message, capacity=False)
+
+
+def http_error_reason(exc: BaseException) -> str:
+    """The first ``errors[].reason`` of a ``GoogleAPICallError`` ('' if none)."""
+    for item in getattr(exc, "errors", None) or []:
+        if isinstance(item, Mapping) and item.get("reason"):
+            return str(item["reason"])
+    return str(getattr(exc, "reason", "") or "")
+
+
+def backoff(attempt: int, rng: random.Random, *, base: float = 0.5, cap: float = 8.0) -> float:
+    """Full-jitter exponential backoff for retry number ``attempt`` (0-based)."""
+    return rng.uniform(0, min(cap, base * 2**attempt))
+
+
+# -- the provider ------------------------------------------------------------------------------
+
+
+class GcpProvider:
+    """:class:`det.master.provisioner.provider.Provider` for one resource pool on GCE.
+
+    ``startup_script`` is the agent bootstrap (put in the ``startup-script`` metadata item).
+    ``credentials`` / ``api_endpoint`` are for tests (``AnonymousCredentials()`` and
+    ``http://127.0.0.1:PORT``); by default the client uses Application Default Credentials.
+    Not thread-safe: one provisioner loop uses it.
+    """
+
+    def __init__(
+        self,
+        config: GcpProviderConfig,
+        *,
+        cluster_id: str,
+        pool: str,
+        startup_script: str,
+        credentials: Any = None,
+        api_endpoint: str | None = None,
+        project: str | None = None,
+        zone: str | None = None,
+        rng: random.Random | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        max_attempts: int = 5,
+    ) -> None:
+        self.config = config
+        self.cluster_id = cluster_id
+        self.pool = pool
+        self.startup_script = startup_script
+        self.project = project or config.project or _metadata("project/project-id")
+        self.zone = zone or config.zone or _metadata("instance/zone").rsplit("/", 1)[-1]
+        self._credentials = credentials
+        self._api_endpoint = api_endpoint
+        self._rng = rng or random.Random()
+        self._sleep = sleep
+        self._max_attempts = max_attempts
+        self._clients: tuple[Any, Any] | None = None
+        self._zone_of: dict[str, str] = {}
+
+    @property
+    def zones(self) -> list[str]:
+        return [self.zone, *[z for z in self.config.fallback.zones if z != self.zone]]
+
+    def _sdk(self) -> tuple[Any, Any]:
+        if self._clients is None:
+            from google.api_core.client_options import ClientOptions
+            from google.cloud import compute_v1
+
+            options = ClientOptions(api_endpoint=self._api_endpoint) if self._api_endpoint else None
+            kwargs: dict[str, Any] = {"credentials": self._credentials, "client_options": options}
+            self._clients = (
+                compute_v1.InstancesClient(**kwargs),
+                compute_v1.ZoneOperationsClient(**kwargs),
+            )
+        return self._clients
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        from google.api_core import exceptions
+
+        for attempt in range(self._max_attempts):
+            try:
+                return fn()
+            except exceptions.GoogleAPICallError as exc:
+                transient = http_error_reason(exc) in TRANSIENT_REASONS or exc.code == 429
+                if not transient or attempt == self._max_attempts - 1:
+                    raise
+                delay = backoff(attempt, self._rng)
+                logger.debug("%s: transient %s, retrying in %.2fs", what, exc, delay)
+                self._sleep(delay)
+        raise AssertionError("unreachable")
+
+    # -- Provider ------------------------------------------------------------------------------
+
+    def launch(self, option: LaunchOption, count: int) -> list[Instance]:
+        from google.api_core import exceptions
+        from google.cloud import compute_v1
+
+        if count <= 0:
+            return []
+        zone = option.zone or self.zone
+        instances, _ = self._sdk()
+        props = instance_properties(
+            self.config,
+            option,
+            zone=zone,
+            startup_script=self.startup_script,
+            labels=instance_labels(self.config, self.cluster_id, self.pool),
+            zonal_urls=count == 1,
+        )
+        names = [instance_name(self.config.name_prefix, self._rng) for _ in range(count)]
+        try:
+            if count == 1:
+                resource = compute_v1.Instance.from_json(json.dumps(insert_body(props, names[0])))
+                op = self._call(
+                    "insert",
+                    lambda: instances.insert_unary(
+                        project=self.project, zone=zone, instance_resource=resource
+                    ),
+                )
+            else:
+                bulk = compute_v1.BulkInsertInstanceResource.from_json(
+                    json.dumps(bulk_insert_body(props, names))
+                )
+                op = self._call(
+                    "bulkInsert",
+                    lambda: instances.bulk_insert_unary(
+                        project=self.project, zone=zone, bulk_insert_instance_resource_resource=bulk
+                    ),
+                )
+        except exceptions.GoogleAPICallError as exc:
+            raise self._sync_launch_error(exc) from exc
+        done = self._wait(zone, op)
+        if done is not None and done.error and done.error.errors:
+            err = launch_error([(e.code, e.message) for e in done.error.errors])
+            logger.info(
+                "launch of %d x %s in %s refused: %s", count, option.instance_type, zone, err
+            )
+            raise err
+        if count > 1:
+            created = {i.id for i in self._list_zone(zone)}
+            names = [n for n in names if n in created]
+        now = dt.datetime.now(dt.UTC)
+        for name in names:
+            self._zone_of[name] = zone
+        logger.info("launched %d x %s in %s: %s", len(names), option.instance_type, zone, names)
+        return [
+            Instance(
+                id=name,
+                state=InstanceState.STARTING,
+                launched_at=now,
+                instance_type=option.instance_type,
+                zone=zone,
+                market=option.market,
+            )
+            for name in names
+        ]
+
+    def _sync_launch_error(self, exc: Any) -> LaunchError:
+        reason = http_error_reason(exc) or type(exc).__name__
+        message = str(getattr(exc, "message", exc))
+        if reason in ("quotaExceeded", "ZONE_RESOURCE_POOL_EXHAUSTED") or reason in CAPACITY_CODES:
+            return LaunchError(reason, message, capacity=True)
+        if exc.code == 404 and ("machineTypes" in message or "acceleratorTypes" in message):
+            return LaunchError("RESOURCE_NOT_FOUND", message, capacity=True)
+        return LaunchError(reason, message, capacity=False)
+
+    def _wait(self, zone: str, op: Any) -> Any:
+        """Wait for a zone operation; None if it outlives ``operation_timeout_period``."""
+        _, operations = self._sdk()
+        deadline = time.monotonic() + self.config.operation_timeout_period.total_seconds()
+        while op.status.name != "DONE":
+            if time.monotonic() > deadline:
+                logger.warning("operation %s in %s still running; not waiting", op.name, zone)
+                return None
+            op = self._call(
+                "wait",
+                functools.partial(
+                    operations.wait, project=self.project, zone=zone, operation=op.name
+                ),
+            )
+        return op
+
+    def _list_zone(self, zone: str) -> list[Instance]:
+        instances, _ = self._sdk()
+        request = {
+            "project": self.project,
+            "zone": zone,
+            "filter": label_filter(self.cluster_id, self.pool),
+            "max_results": 500,
+        }
+        pager = self._call("list", lambda: instances.list(request=request))
+        found = []
+        for item in pager:
+            inst = instance_from_rest(json.loads(type(item).to_json(item)))
+            self._zone_of[inst.id] = zone
+            found.append(inst)
+        return found
+
+    def list_instances(self) -> list[Instance]:
+        return [inst for zone in self.zones for inst in self._list_zone(zone)]
+
+    def terminate(self, instance_ids: list[str]) -> None:
+        from google.api_core import exceptions
+
+        instances, _ = self._sdk()
+        for name in instance_ids:
+            known = self._zone_of.get(name)
+            for zone in [known] if known else self.zones:
+                try:
+                    self._call(
+                        "delete",
+                        functools.partial(
+                            instances.delete_unary, project=self.project, zone=zone, instance=name
+                        ),
+                    )
+                    logger.info("deleting instance %s in %s", name, zone)
+                    break
+                except exceptions.NotFound:
+                    continue  # already gone, or in another zone: both fine
+            self._zone_of.pop(name, None)
+
+
+def _metadata(path: str) -> str:
+    """A value from the GCE metadata server (the master's own project or zone)."""
+    import requests
+
+    try:
+        resp = requests.get(
+            f"http://metadata.google.internal/computeMetadata/v1/{path}",
+            headers={"Metadata-Flavor": "Google"},
+            timeout=2,
+        )
+        resp.raise_for_status()
+    except requests.RequestException as exc:
+        raise ValueError(
+            f"provider.gcp: project/zone not configured and the metadata server is unreachable "
+            f"({path}): {exc}"
+        ) from exc
+    return resp.text.strip()

@@ -1,0 +1,404 @@
+"""A small fake of the GCE Compute REST API (v1) for the real ``google-cloud-compute`` client.
+
+Serves, for any project::
+
+    POST   /compute/v1/projects/P/zones/Z/instances               insert
+    POST   /compute/v1/projects/P/zones/Z/instances/bulkInsert    bulkInsert
+    GET    /compute/v1/projects/P/zones/Z/instances               list (label filter, paging)
+    GET    /compute/v1/projects/P/zones/Z/instances/NAME          get
+    DELETE /compute/v1/projects/P/zones/Z/instances/NAME          delete
+    GET    /compute/v1/projects/P/zones/Z/operations/OP           get operation
+    POST   /compute/v1/projects/P/zones/Z/operations/OP/wait      wait operation
+
+Like real GCE, capacity and quota failures do not fail the insert call: they arrive in the
+``error`` field of the finished zone operation (:meth:`FakeGce.fail_zone`,
+:meth:`FakeGce.set_capacity`). Synchronous HTTP errors (503 ``backendError``, 403
+``rateLimitExceeded``…) are injected with :meth:`FakeGce.fail_http`.
+
+New instances start ``RUNNING`` (``start="immediate"``), ``PROVISIONING`` until first observed
+(``start="next_get"``) or ``PROVISIONING`` until :meth:`FakeGce.set_status` (``start="manual"``).
+:meth:`FakeGce.running_instances` is the hook an e2e fixture polls to turn each running
+instance into a real agent. Every request is recorded in :attr:`FakeGce.requests`.
+
+Thread-safe: one lock around all state; the HTTP server is threaded with Nagle disabled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import http.server
+import itertools
+import json
+import re
+import socket
+import threading
+import urllib.parse
+from typing import Any, Literal
+
+_PREFIX = re.compile(
+    r"^/compute/v1/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/(?P<rest>.*)$"
+)
+_FILTER_TERM = re.compile(r'labels\.([A-Za-z0-9_-]+)\s*(=|!=)\s*"?([^"\s)]*)"?')
+_NAME_PATTERN = re.compile(r"#+")
+
+
+@dataclasses.dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any
+
+    @property
+    def kind(self) -> str:
+        """``insert``, ``bulkInsert``, ``list``, ``get``, ``delete``, ``operation``, ``wait``."""
+        m = _PREFIX.match(self.path)
+        rest = m.group("rest") if m else ""
+        parts = rest.split("/")
+        if parts[0] == "operations":
+            return "wait" if rest.endswith("/wait") else "operation"
+        if rest == "instances":
+            return "insert" if self.method == "POST" else "list"
+        if rest == "instances/bulkInsert":
+            return "bulkInsert"
+        return "delete" if self.method == "DELETE" else "get"
+
+
+@dataclasses.dataclass
+class _HttpFault:
+    kind: str
+    status: int
+    reason: str
+    message: str
+    times: int
+
+
+class FakeGce:
+    def __init__(
+        self,
+        *,
+        start: Literal["immediate", "next_get", "manual"] = "immediate",
+        page_size: int = 500,
+    ) -> None:
+        self.start_mode = start
+        self.page_size = page_size
+        self.requests: list[RecordedRequest] = []
+        self._lock = threading.Lock()
+        self._instances: dict[tuple[str, str], dict[str, Any]] = {}
+        self._operations: dict[str, dict[str, Any]] = {}
+        self._zone_faults: dict[str, tuple[str, str, int | None]] = {}
+        self._capacity: dict[str, int] = {}
+        self._http_faults: list[_HttpFault] = []
+        self._ids = itertools.count(1000)
+        self._server: http.server.ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> FakeGce:
+        fake = self
+
+        class Handler(_Handler):
+            gce = fake
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> FakeGce:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "start() the fake first"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    # -- test controls -----------------------------------------------------------------------
+
+    def fail_zone(
+        self,
+        zone: str,
+        code: str = "ZONE_RESOURCE_POOL_EXHAUSTED",
+        message: str = "",
+        *,
+        times: int | None = None,
+    ) -> None:
+        """Make inserts in ``zone`` finish with ``code`` in the operation's error field."""
+        msg = message or f"The zone '{zone}' does not have enough resources available."
+        with self._lock:
+            self._zone_faults[zone] = (code, msg, times)
+
+    def set_capacity(self, zone: str, instances: int) -> None:
+        """At most ``instances`` more instances fit in ``zone`` (bulkInsert honours minCount)."""
+        with self._lock:
+            self._capacity[zone] = instances
+
+    def fail_http(
+        self, kind: str, status: int, reason: str, message: str = "", *, times: int = 1
+    ) -> None:
+        """Answer the next ``times`` requests of ``kind`` (see RecordedRequest.kind) with an
+        HTTP error whose ``errors[0].reason`` is ``reason``."""
+        with self._lock:
+            self._http_faults.append(_HttpFault(kind, status, reason, message or reason, times))
+
+    def set_status(self, name: str, status: str) -> None:
+        with self._lock:
+            for (_, n), inst in self._instances.items():
+                if n == name:
+                    inst["status"] = status
+
+    def preempt(self, name: str) -> None:
+        """What GCE does to a Spot/preemptible VM: delete it (Spot, action DELETE) or stop it."""
+        with self._lock:
+            for key, inst in list(self._instances.items()):
+                if key[1] != name:
+                    continue
+                sched = inst.get("scheduling", {})
+                if sched.get("instanceTerminationAction") == "DELETE":
+                    del self._instances[key]
+                else:
+                    inst["status"] = "TERMINATED"
+
+    def add_instance(self, zone: str, name: str, labels: dict[str, str], **fields: Any) -> None:
+        """Put an instance there directly (e.g. another cluster's)."""
+        with self._lock:
+            self._create(
+                "fake-project", zone, {"name": name, "labels": labels, **fields}, status="RUNNING"
+            )
+
+    def instances(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [json.loads(json.dumps(i)) for i in self._instances.values()]
+
+    def running_instances(self) -> list[dict[str, Any]]:
+        """Instances currently RUNNING (the hook for turning VMs into real agents)."""
+        return [i for i in self.instances() if i["status"] == "RUNNING"]
+
+    def bodies(self, kind: str) -> list[Any]:
+        with self._lock:
+            return [r.body for r in self.requests if r.kind == kind]
+
+    # -- state machine (called by the handler with the lock held) ------------------------------
+
+    def _create(
+        self, project: str, zone: str, body: dict[str, Any], *, status: str | None = None
+    ) -> dict[str, Any]:
+        base = f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}"
+        name = body["name"]
+        ip = next(self._ids)
+        inst = {
+            **body,
+            "kind": "compute#instance",
+            "id": str(next(self._ids)),
+            "zone": base,
+            "selfLink": f"{base}/instances/{name}",
+            "creationTimestamp": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+            "status": status or ("RUNNING" if self.start_mode == "immediate" else "PROVISIONING"),
+        }
+        machine = str(body.get("machineType", ""))
+        if machine and "/" not in machine:
+            inst["machineType"] = f"{base}/machineTypes/{machine}"
+        nics = inst.get("networkInterfaces") or [{"network": "global/networks/default"}]
+        inst["networkInterfaces"] = [
+            {**nic, "networkIP": f"10.0.{ip // 250 % 250}.{ip % 250 + 2}"} for nic in nics
+        ]
+        self._instances[(zone, name)] = inst
+        return inst
+
+    def _observe(self, inst: dict[str, Any]) -> dict[str, Any]:
+        shown = dict(inst)
+        if self.start_mode == "next_get" and inst["status"] == "PROVISIONING":
+            inst["status"] = "RUNNING"
+        return shown
+
+    def _operation(
+        self, project: str, zone: str, op_type: str, target: str, error: tuple[str, str] | None
+    ) -> dict[str, Any]:
+        name = f"operation-{next(self._ids)}"
+        base = f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}"
+        op: dict[str, Any] = {
+            "kind": "compute#operation",
+            "id": str(next(self._ids)),
+            "name": name,
+            "zone": base,
+            "operationType": op_type,
+            "targetLink": f"{base}/instances/{target}",
+            "selfLink": f"{base}/operations/{name}",
+            "status": "RUNNING",
+            "progress": 0,
+            "insertTime": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+        }
+        if error is not None:
+            op["error"] = {"errors": [{"code": error[0], "message": error[1]}]}
+            op["httpErrorStatusCode"] = 503 if "EXHAUSTED" in error[0] else 403
+            op["httpErrorMessage"] = (
+                "SERVICE UNAVAILABLE" if "EXHAUSTED" in error[0] else "FORBIDDEN"
+            )
+        self._operations[name] = op
+        return dict(op)
+
+    def _zone_error(
+        self, zone: str, wanted: int, minimum: int
+    ) -> tuple[tuple[str, str] | None, int]:
+        """(error, how many to create) for a launch of ``wanted`` (at least ``minimum``)."""
+        fault = self._zone_faults.get(zone)
+        if fault is not None:
+            code, msg, times = fault
+            if times is not None:
+                if times <= 1:
+                    del self._zone_faults[zone]
+                else:
+                    self._zone_faults[zone] = (code, msg, times - 1)
+            return (code, msg), 0
+        room = self._capacity.get(zone)
+        if room is None:
+            return None, wanted
+        if room < minimum:
+            return (
+                (
+                    "ZONE_RESOURCE_POOL_EXHAUSTED",
+                    f"The zone '{zone}' does not have enough resources.",
+                ),
+                0,
+            )
+        made = min(wanted, room)
+        self._capacity[zone] = room - made
+        return None, made
+
+    def _take_http_fault(self, kind: str) -> _HttpFault | None:
+        for fault in self._http_faults:
+            if fault.kind == kind and fault.times > 0:
+                fault.times -= 1
+                return fault
+        return None
+
+    def handle(
+        self, method: str, path: str, query: dict[str, str], body: Any
+    ) -> tuple[int, dict[str, Any]]:
+        with self._lock:
+            req = RecordedRequest(method, path, query, body)
+            self.requests.append(req)
+            m = _PREFIX.match(path)
+            if m is None:
+                return _error(404, "notFound", f"The resource '{path}' was not found")
+            fault = self._take_http_fault(req.kind)
+            if fault is not None:
+                return _error(fault.status, fault.reason, fault.message)
+            project, zone, rest = m.group("project"), m.group("zone"), m.group("rest")
+            return self._route(req.kind, project, zone, rest, query, body)
+
+    def _route(
+        self, kind: str, project: str, zone: str, rest: str, query: dict[str, str], body: Any
+    ) -> tuple[int, dict[str, Any]]:
+        if kind == "insert":
+            if (zone, body["name"]) in self._instances:
+                return _error(409, "alreadyExists", f"The resource '{body['name']}' already exists")
+            error, made = self._zone_error(zone, 1, 1)
+            if made:
+                self._create(project, zone, body)
+            return 200, self._operation(project, zone, "insert", body["name"], error)
+        if kind == "bulkInsert":
+            names = list(body.get("perInstanceProperties") or {})
+            count = int(body.get("count", len(names)))
+            pattern = body.get("namePattern")
+            if pattern:
+                names += [
+                    _NAME_PATTERN.sub(lambda g, i=i: str(i).zfill(len(g.group())), pattern)
+                    for i in range(1, count - len(names) + 1)
+                ]
+            error, made = self._zone_error(zone, count, int(body.get("minCount", count)))
+            props = body.get("instanceProperties", {})
+            for name in names[:made]:
+                self._create(project, zone, {**props, "name": name})
+            return 200, self._operation(
+                project, zone, "bulkInsert", names[0] if names else "", error
+            )
+        if kind == "list":
+            return 200, self._list(zone, query)
+        if kind in ("get", "delete"):
+            name = rest.split("/", 1)[1]
+            inst = self._instances.get((zone, name))
+            if inst is None:
+                return _error(
+                    404,
+                    "notFound",
+                    f"The resource 'projects/{project}/zones/{zone}/instances/{name}' was not found",
+                )
+            if kind == "get":
+                return 200, self._observe(inst)
+            del self._instances[(zone, name)]
+            return 200, self._operation(project, zone, "delete", name, None)
+        op_name = rest.split("/")[1]
+        op = self._operations.get(op_name)
+        if op is None:
+            return _error(404, "notFound", f"The resource 'operations/{op_name}' was not found")
+        op.update(status="DONE", progress=100)  # operations finish as soon as anyone looks
+        return 200, dict(op)
+
+    def _list(self, zone: str, query: dict[str, str]) -> dict[str, Any]:
+        terms = _FILTER_TERM.findall(query.get("filter", ""))
+        matched = []
+        for (z, _), inst in sorted(self._instances.items()):
+            labels = inst.get("labels", {})
+            if z == zone and all((labels.get(k) == v) == (op == "=") for k, op, v in terms):
+                matched.append(inst)
+        size = min(int(query.get("maxResults", self.page_size)), self.page_size)
+        start = int(query.get("pageToken") or 0)
+        page: dict[str, Any] = {
+            "kind": "compute#instanceList",
+            "items": [self._observe(i) for i in matched[start : start + size]],
+        }
+        if start + size < len(matched):
+            page["nextPageToken"] = str(start + size)
+        return page
+
+
+def _error(status: int, reason: str, message: str) -> tuple[int, dict[str, Any]]:
+    return status, {
+        "error": {
+            "code": status,
+            "message": message,
+            "errors": [{"message": message, "domain": "global", "reason": reason}],
+        }
+    }
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    gce: FakeGce
+    protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        # Without this every small response waits for the client's delayed ACK (~40 ms).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def _serve(self) -> None:
+        url = urllib.parse.urlsplit(self.path)
+        query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()}
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        body = json.loads(raw) if raw else None
+        status, payload = self.gce.handle(self.command, url.path, query, body)
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_DELETE = _serve
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
