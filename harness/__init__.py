@@ -5,6 +5,8 @@ Training code uses the Core API as ``import det; det.core.init()`` (or ``from de
 
 __version__ = "0.1.0"
 
-from det import core  # noqa: E402  (the Core API is the package's public face)
+from . import core
+from .common.info import ClusterInfo, TrialInfo, get_cluster_info
+from .core import InvalidHP
 
-__all__ = ["__version__", "core"]
+__all__ = ["ClusterInfo", "InvalidHP", "TrialInfo", "__version__", "core", "get_cluster_info"]

@@ -1,0 +1,102 @@
+"""Checkpoint storage: ``shared_fs``, ``directory``, ``s3`` and ``gcs`` behind one interface.
+
+``from_config`` takes the experiment config's ``checkpoint_storage`` dict (or a shortcut string:
+a path, ``s3://bucket/prefix`` or ``gs://bucket/prefix``). ``download_checkpoint`` serves
+``det checkpoint download`` in the CLI.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+from typing import Any
+
+from .base import (
+    CheckpointNotFoundError,
+    Selector,
+    StorageManager,
+    list_directory,
+)
+from .shared import (
+    SHARED_FS_CONTAINER_PATH,
+    DirectoryStorageManager,
+    SharedFSStorageManager,
+    shared_fs_base_path,
+)
+
+# Keys of the checkpoint_storage block that are about retention (read by the master), not access.
+_POLICY_KEYS = {"save_experiment_best", "save_trial_best", "save_trial_latest", "propagation"}
+
+
+def shortcut_to_config(shortcut: str) -> dict[str, Any]:
+    """``/path`` → directory, ``s3://b/p`` → s3, ``gs://b/p`` → gcs (pure)."""
+    p = urllib.parse.urlparse(shortcut)
+    scheme = p.scheme.lower()
+    if scheme in ("", "file"):
+        return {"type": "directory", "container_path": p.path}
+    if scheme in ("s3", "gs"):
+        return {
+            "type": "s3" if scheme == "s3" else "gcs",
+            "bucket": p.netloc,
+            "prefix": p.path.lstrip("/"),
+        }
+    raise ValueError(f"unsupported checkpoint storage {shortcut!r}: use a path, s3:// or gs://")
+
+
+def from_config(
+    config: dict[str, Any] | str, *, container_path: str | None = None
+) -> StorageManager:
+    """Build a storage manager.
+
+    ``container_path``: for ``shared_fs``, where ``host_path`` is mounted in this process's view
+    (None on the host itself, e.g. in the CLI).
+    """
+    if isinstance(config, str):
+        config = shortcut_to_config(config)
+    kind = config.get("type")
+    cfg = {k: v for k, v in config.items() if k not in _POLICY_KEYS}
+    if kind == "shared_fs":
+        if "storage_path" not in cfg and "checkpoint_path" in cfg:
+            cfg["storage_path"] = cfg["checkpoint_path"]
+        return SharedFSStorageManager.from_config(cfg, container_path)
+    if kind == "directory":
+        return DirectoryStorageManager(str(cfg["container_path"]))
+    if kind == "s3":
+        from .s3 import S3StorageManager
+
+        return S3StorageManager.from_config(cfg)
+    if kind == "gcs":
+        from .gcs import GCSStorageManager
+
+        return GCSStorageManager.from_config(cfg)
+    raise ValueError(f"unsupported checkpoint_storage.type {kind!r}")
+
+
+def in_container_path(config: dict[str, Any] | str) -> str | None:
+    """The mount point of a shared_fs ``host_path`` inside a task container, if it is mounted
+    there; otherwise None (the host path is used as is, e.g. for process-based agents)."""
+    is_shared = isinstance(config, dict) and config.get("type") == "shared_fs"
+    return (
+        SHARED_FS_CONTAINER_PATH if is_shared and os.path.isdir(SHARED_FS_CONTAINER_PATH) else None
+    )
+
+
+def download_checkpoint(storage_config: dict[str, Any], uuid: str, dst: str) -> None:
+    """Download checkpoint ``uuid`` into directory ``dst`` (created if missing)."""
+    from_config(storage_config).download(uuid, dst)
+
+
+__all__ = [
+    "SHARED_FS_CONTAINER_PATH",
+    "CheckpointNotFoundError",
+    "DirectoryStorageManager",
+    "Selector",
+    "SharedFSStorageManager",
+    "StorageManager",
+    "download_checkpoint",
+    "from_config",
+    "in_container_path",
+    "list_directory",
+    "shared_fs_base_path",
+    "shortcut_to_config",
+]

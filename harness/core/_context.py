@@ -1,0 +1,206 @@
+"""``det.core.init()``: the Core API entry point.
+
+On the cluster (the ``DET_*`` task environment is present) it returns contexts that talk to the
+master; off the cluster it returns a null twin of each (metrics logged, checkpoints in a local
+directory, never preempted), so the same script runs on a laptop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import types
+from typing import Any
+
+from .. import storage
+from ..common.api import APIError, Session
+from ..common.info import ClusterInfo, get_cluster_info
+from ._checkpoint import CheckpointContext, DummyCheckpointContext
+from ._distributed import DistributedContext, DummyDistributedContext
+from ._preempt import DummyPreemptContext, PreemptContext, PreemptMode
+from ._searcher import (
+    DummySearcherContext,
+    SearcherContext,
+    parse_max_length,
+    parse_units,
+)
+from ._train import DummyTrainContext, EarlyExitReason, TrainContext
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_LOCAL_CHECKPOINT_DIR = "checkpoints"
+
+
+class InvalidHP(Exception):
+    """Raise inside ``with core.init()`` to end the trial as 'invalid hyperparameters' (exit 0)."""
+
+
+class Context:
+    """The Core API: ``train``, ``checkpoint``, ``searcher``, ``preempt``, ``distributed``,
+    ``info`` (None off-cluster). Use as ``with det.core.init() as core_context:``."""
+
+    def __init__(
+        self,
+        *,
+        checkpoint: CheckpointContext,
+        distributed: DistributedContext,
+        preempt: PreemptContext,
+        train: TrainContext,
+        searcher: SearcherContext,
+        info: ClusterInfo | None = None,
+        session: Session | None = None,
+    ) -> None:
+        self.checkpoint = checkpoint
+        self.distributed = distributed
+        self.preempt = preempt
+        self.train = train
+        self.searcher = searcher
+        self.info = info
+        self._session = session
+
+    def start(self) -> None:
+        self.preempt._start()
+        self.train._start()
+
+    def close(self) -> None:
+        try:
+            self.train._close()
+        finally:
+            self.preempt._close()
+            self.distributed.close()
+            if self._session is not None:
+                self._session.close()
+
+    def __enter__(self) -> Context:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: types.TracebackType | None,
+    ) -> None:
+        self.close()
+        if isinstance(exc_val, InvalidHP):
+            self.train.report_early_exit(EarlyExitReason.INVALID_HP)
+            logger.info("InvalidHP raised: ending the trial with exit code 0")
+            sys.exit(0)
+
+
+def _dummy_init(
+    distributed: DistributedContext | None,
+    checkpoint_storage: str | dict[str, Any] | None,
+    preempt_mode: PreemptMode,
+) -> Context:
+    dist = distributed or DummyDistributedContext()
+    if checkpoint_storage is None:
+        base = os.path.abspath(DEFAULT_LOCAL_CHECKPOINT_DIR)
+        logger.info("off-cluster: storing checkpoints in %s", base)
+        manager: storage.StorageManager = storage.DirectoryStorageManager(base)
+    else:
+        manager = storage.from_config(checkpoint_storage)
+    return Context(
+        checkpoint=DummyCheckpointContext(dist, manager),
+        distributed=dist,
+        preempt=DummyPreemptContext(dist, preempt_mode),
+        train=DummyTrainContext(),
+        searcher=DummySearcherContext(dist),
+    )
+
+
+def _prepare_run(
+    session: Session, trial_id: int, checkpoint_storage: dict[str, Any] | None
+) -> int | None:
+    """``POST /api/v1/runs/start`` as the official harness does; returns the master's id for
+    the storage backend (sent back with each checkpoint), None if the master has none."""
+    try:
+        r = session.post(
+            "/api/v1/runs/start",
+            json={"runId": trial_id, "checkpointStorage": checkpoint_storage},
+        )
+    except APIError as e:
+        logger.warning("runs/start failed (continuing without a storage id): %s", e)
+        return None
+    sid = r.json().get("storageId")
+    return int(sid) if sid is not None else None
+
+
+def init(
+    *,
+    distributed: DistributedContext | None = None,
+    checkpoint_storage: str | dict[str, Any] | None = None,
+    preempt_mode: PreemptMode = PreemptMode.WorkersAskChief,
+    tensorboard_mode: Any = None,
+) -> Context:
+    """Build the Core API context.
+
+    Arguments:
+        distributed: required when the task has several workers (e.g.
+            ``DistributedContext.from_torch_distributed()``).
+        checkpoint_storage: overrides the experiment's ``checkpoint_storage`` (a dict of the
+            same shape, a path, ``s3://bucket/prefix`` or ``gs://bucket/prefix``).
+        preempt_mode: how workers learn about preemption (see ``PreemptMode``).
+        tensorboard_mode: accepted for compatibility; TensorBoard upload is not supported.
+    """
+    info = get_cluster_info()
+    if info is None:
+        return _dummy_init(distributed, checkpoint_storage, preempt_mode)
+
+    session = Session(
+        info.master_url, allocation_token=info.session_token, user_token=info.user_token
+    )
+    if (
+        distributed is None
+        and len(info.slot_ids) > 1
+        and int(os.environ.get("WORLD_SIZE", "1")) > 1
+    ):
+        raise ValueError("a multi-worker task must pass distributed=DistributedContext(...)")
+    dist = distributed or DummyDistributedContext()
+
+    if info.task_type != "TRIAL" or info.trial is None:
+        manager = storage.from_config(checkpoint_storage or DEFAULT_LOCAL_CHECKPOINT_DIR)
+        return Context(
+            checkpoint=DummyCheckpointContext(dist, manager),
+            distributed=dist,
+            preempt=DummyPreemptContext(dist, preempt_mode),
+            train=DummyTrainContext(),
+            searcher=DummySearcherContext(dist),
+            info=info,
+            session=session,
+        )
+
+    trial = info.trial
+    storage_cfg: str | dict[str, Any] = (
+        checkpoint_storage
+        if checkpoint_storage is not None
+        else trial.config.get("checkpoint_storage") or DEFAULT_LOCAL_CHECKPOINT_DIR
+    )
+    if isinstance(storage_cfg, dict):
+        manager = storage.from_config(
+            storage_cfg, container_path=storage.in_container_path(storage_cfg)
+        )
+        reported_cfg: dict[str, Any] | None = storage_cfg
+    else:
+        manager = storage.from_config(storage_cfg)
+        reported_cfg = storage.shortcut_to_config(storage_cfg)
+    backend_id = _prepare_run(session, trial.trial_id, reported_cfg) if dist.rank == 0 else None
+
+    return Context(
+        checkpoint=CheckpointContext(
+            dist, manager, session, info.task_id, info.allocation_id, backend_id
+        ),
+        distributed=dist,
+        preempt=PreemptContext(session, info.allocation_id, dist, preempt_mode),
+        train=TrainContext(session, trial.trial_id, trial.trial_run_id, trial.experiment_id),
+        searcher=SearcherContext(
+            session,
+            dist,
+            trial.trial_id,
+            parse_max_length(trial.config),
+            parse_units(trial.config),
+        ),
+        info=info,
+        session=session,
+    )

@@ -1,0 +1,231 @@
+"""Training and validation metrics, progress and early exit.
+
+Metrics go to ``POST /api/v1/trials/{id}/metrics`` from a background thread: ``report_*`` only
+enqueues, so training never waits on the network, and a master restart only delays delivery
+(the session retries). ``close()`` flushes everything still queued. An error the thread hit is
+raised from the next ``report_*`` call (or from ``close()``).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from ..common.api import NotFoundError, Session
+
+logger = logging.getLogger(__name__)
+
+TRAINING = "training"
+VALIDATION = "validation"
+
+
+class EarlyExitReason(enum.Enum):
+    INVALID_HP = "EXITED_REASON_INVALID_HP"
+    USER_REQUESTED_STOP = "EXITED_REASON_USER_REQUESTED_STOP"
+
+
+@dataclass(frozen=True)
+class _Report:
+    group: str
+    steps_completed: int
+    metrics: dict[str, Any]
+    batch_metrics: list[dict[str, Any]] | None = None
+
+
+def metrics_body(trial_id: int, trial_run_id: int, report: _Report) -> dict[str, Any]:
+    """The ReportTrialMetrics request body (pure)."""
+    m: dict[str, Any] = {"avgMetrics": report.metrics}
+    if report.batch_metrics is not None:
+        m["batchMetrics"] = report.batch_metrics
+    return {
+        "group": report.group,
+        "metrics": {
+            "metrics": m,
+            "trialId": trial_id,
+            "trialRunId": trial_run_id,
+            "stepsCompleted": report.steps_completed,
+        },
+    }
+
+
+def _json_safe(metrics: dict[str, Any]) -> dict[str, Any]:
+    """NaN/inf are not JSON: send them as the strings the master's float parser accepts."""
+    out: dict[str, Any] = {}
+    for k, v in metrics.items():
+        if hasattr(v, "item") and callable(v.item):  # numpy / torch scalars
+            v = v.item()
+        if isinstance(v, float) and not math.isfinite(v):
+            v = "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+        out[k] = v
+    return out
+
+
+class _MetricsShipper(threading.Thread):
+    def __init__(self, session: Session, trial_id: int, trial_run_id: int) -> None:
+        super().__init__(daemon=True, name="det-metrics-shipper")
+        self._session = session
+        self._trial_id = trial_id
+        self._trial_run_id = trial_run_id
+        self._queue: queue.Queue[_Report | None] = queue.Queue(maxsize=1000)
+        self.error: BaseException | None = None
+
+    def put(self, report: _Report) -> None:
+        self._queue.put(report)
+
+    def run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            try:
+                self._session.post(
+                    f"/api/v1/trials/{self._trial_id}/metrics",
+                    json=metrics_body(self._trial_id, self._trial_run_id, item),
+                )
+            except BaseException as e:  # surfaced to the training thread
+                logger.error("reporting %s metrics failed: %s", item.group, e)
+                self.error = e
+
+    def stop(self) -> None:
+        self._queue.put(None)
+        self.join()
+
+
+class TrainContext:
+    """Reports metrics and progress of the current trial to the master."""
+
+    def __init__(
+        self, session: Session, trial_id: int, trial_run_id: int, experiment_id: int
+    ) -> None:
+        self._session = session
+        self._trial_id = trial_id
+        self._experiment_id = experiment_id
+        self._shipper = _MetricsShipper(session, trial_id, trial_run_id)
+
+    def _start(self) -> None:
+        self._shipper.start()
+
+    def _close(self) -> None:
+        if self._shipper.is_alive():
+            self._shipper.stop()
+        self._raise_shipper_error()
+
+    def _raise_shipper_error(self) -> None:
+        err, self._shipper.error = self._shipper.error, None
+        if err is not None:
+            raise RuntimeError(f"a metrics report failed: {err}") from err
+
+    def report_metrics(self, group: str, steps_completed: int, metrics: dict[str, Any]) -> None:
+        """Report a dict of metrics of any ``group`` at ``steps_completed`` (batches)."""
+        self._report(group, steps_completed, metrics, None)
+
+    def report_training_metrics(
+        self,
+        steps_completed: int,
+        metrics: dict[str, Any],
+        batch_metrics: list[dict[str, Any]] | None = None,
+    ) -> None:
+        logger.info("training metrics at %d: %s", steps_completed, metrics)
+        self._report(TRAINING, steps_completed, metrics, batch_metrics)
+
+    def report_validation_metrics(self, steps_completed: int, metrics: dict[str, Any]) -> None:
+        logger.info("validation metrics at %d: %s", steps_completed, metrics)
+        for k, v in metrics.items():
+            if v is None:
+                raise ValueError(f"validation metric {k!r} is None")
+        kept = {k: v for k, v in metrics.items() if not isinstance(v, bytes | bytearray)}
+        self._report(VALIDATION, steps_completed, kept, None)
+
+    def _report(
+        self,
+        group: str,
+        steps_completed: int,
+        metrics: dict[str, Any],
+        batch_metrics: list[dict[str, Any]] | None,
+    ) -> None:
+        if "." in group:
+            raise ValueError("metric group names cannot contain '.'")
+        self._raise_shipper_error()
+        self._shipper.put(_Report(group, int(steps_completed), _json_safe(metrics), batch_metrics))
+
+    def report_progress(self, progress: float) -> None:
+        """Progress in [0, 1], shown by the WebUI."""
+        if not 0 <= progress <= 1:
+            raise ValueError(f"progress must be between 0 and 1, not {progress}")
+        self._session.post(
+            f"/api/v1/trials/{self._trial_id}/progress",
+            json={"progress": progress, "is_raw": True},
+        )
+
+    def report_early_exit(self, reason: EarlyExitReason) -> None:
+        reason = EarlyExitReason(reason)
+        logger.info("reporting early exit: %s", reason.value)
+        try:
+            self._session.post(
+                f"/api/v1/trials/{self._trial_id}/early_exit", json={"reason": reason.value}
+            )
+        except Exception as e:
+            if getattr(e, "status", None) == 400:
+                logger.warning("early exit was already reported for this trial")
+                return
+            raise
+
+    def get_experiment_best_validation(self) -> float | None:
+        """The best searcher metric reported so far across the experiment, or None."""
+        try:
+            r = self._session.get(
+                f"/api/v1/experiments/{self._experiment_id}/searcher/best_searcher_validation_metric"
+            )
+        except NotFoundError:
+            return None
+        metric = r.json().get("metric")
+        return None if metric is None else float(metric)
+
+    def set_status(self, status: str) -> None:
+        self._session.post(
+            f"/api/v1/trials/{self._trial_id}/runner/metadata", json={"state": status}
+        )
+
+
+class DummyTrainContext(TrainContext):
+    """Off-cluster: metrics are logged and kept in ``self.reports`` (group, steps, metrics)."""
+
+    def __init__(self) -> None:
+        self.reports: list[tuple[str, int, dict[str, Any]]] = []
+
+    def _start(self) -> None:
+        pass
+
+    def _close(self) -> None:
+        pass
+
+    def _report(
+        self,
+        group: str,
+        steps_completed: int,
+        metrics: dict[str, Any],
+        batch_metrics: list[dict[str, Any]] | None,
+    ) -> None:
+        if "." in group:
+            raise ValueError("metric group names cannot contain '.'")
+        self.reports.append((group, int(steps_completed), dict(metrics)))
+        logger.debug("%s metrics at %d: %s", group, steps_completed, metrics)
+
+    def report_progress(self, progress: float) -> None:
+        if not 0 <= progress <= 1:
+            raise ValueError(f"progress must be between 0 and 1, not {progress}")
+        logger.info("progress: %.3f", progress)
+
+    def report_early_exit(self, reason: EarlyExitReason) -> None:
+        logger.info("early exit: %s", EarlyExitReason(reason).value)
+
+    def get_experiment_best_validation(self) -> float | None:
+        return None
+
+    def set_status(self, status: str) -> None:
+        logger.info("status: %s", status)

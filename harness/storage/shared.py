@@ -1,0 +1,127 @@
+"""Checkpoints on a filesystem path: ``shared_fs`` (a host path mounted into every container)
+and ``directory`` (a path inside the container).
+
+``shared_fs`` semantics follow Determined: checkpoints live in ``host_path/storage_path`` on the
+host; in a task container that host path is mounted at ``container_path`` (the cluster mounts it
+at ``/determined_shared_fs``). ``storage_path`` must stay inside ``host_path``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pathlib
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+from .base import (
+    CheckpointNotFoundError,
+    Selector,
+    StorageManager,
+    copy_file,
+    list_directory,
+    select_paths,
+    validate_storage_id,
+)
+
+logger = logging.getLogger(__name__)
+
+SHARED_FS_CONTAINER_PATH = "/determined_shared_fs"
+
+
+def shared_fs_base_path(config: dict[str, Any], container_path: str | None) -> str:
+    """Where checkpoints live, as seen from here (pure)."""
+    host_path = str(config["host_path"])
+    if not os.path.isabs(host_path):
+        raise ValueError("checkpoint_storage.host_path must be an absolute path")
+    storage_path = config.get("storage_path")
+    root = container_path if container_path is not None else host_path
+    if storage_path is None:
+        return root
+    full = os.path.normpath(os.path.join(host_path, str(storage_path)))
+    if full != host_path and not full.startswith(host_path.rstrip("/") + "/"):
+        raise ValueError("checkpoint_storage.storage_path must be inside host_path")
+    rel = os.path.relpath(full, host_path)
+    return os.path.normpath(os.path.join(root, rel))
+
+
+class DirectoryStorageManager(StorageManager):
+    """Checkpoints in ``base_path/<storage_id>``. Writes go straight to their final place."""
+
+    def __init__(self, base_path: str | os.PathLike[str]) -> None:
+        self.base_path = pathlib.Path(base_path)
+
+    def _dir(self, storage_id: str) -> pathlib.Path:
+        validate_storage_id(storage_id)
+        return self.base_path / storage_id
+
+    def direct_path(self, storage_id: str) -> pathlib.Path | None:
+        return self._dir(storage_id)
+
+    def upload(
+        self, src_dir: str | os.PathLike[str], storage_id: str, paths: set[str] | None = None
+    ) -> None:
+        dst = self._dir(storage_id)
+        src = os.fspath(src_dir)
+        if os.path.realpath(src) == os.path.realpath(dst):
+            return
+        dst.mkdir(parents=True, exist_ok=True)
+        for rel, is_dir in select_paths(list_directory(src), paths):
+            if is_dir:
+                (dst / rel).mkdir(parents=True, exist_ok=True)
+            else:
+                copy_file(os.path.join(src, rel), os.fspath(dst / rel))
+
+    def download(
+        self, storage_id: str, dst_dir: str | os.PathLike[str], selector: Selector | None = None
+    ) -> None:
+        src = self._dir(storage_id)
+        if not src.is_dir():
+            raise CheckpointNotFoundError(f"checkpoint {storage_id} not found in {self.base_path}")
+        dst = pathlib.Path(dst_dir)
+        dst.mkdir(parents=True, exist_ok=True)
+        for rel, is_dir in select_paths(list_directory(src), None):
+            if selector is not None and not selector(rel):
+                continue
+            if is_dir:
+                (dst / rel).mkdir(parents=True, exist_ok=True)
+            else:
+                copy_file(os.fspath(src / rel), os.fspath(dst / rel))
+
+    def delete(self, storage_id: str) -> dict[str, int]:
+        path = self._dir(storage_id)
+        if not path.exists():
+            return {}
+        resources = list_directory(path)
+        shutil.rmtree(path)
+        return resources
+
+    def list_files(self, storage_id: str) -> dict[str, int]:
+        path = self._dir(storage_id)
+        return list_directory(path) if path.is_dir() else {}
+
+    @contextlib.contextmanager
+    def store_path(self, storage_id: str) -> Iterator[pathlib.Path]:
+        path = self._dir(storage_id)
+        path.mkdir(parents=True, exist_ok=True)
+        yield path
+
+    @contextlib.contextmanager
+    def restore_path(
+        self, storage_id: str, selector: Selector | None = None
+    ) -> Iterator[pathlib.Path]:
+        # Direct access: no copy (a selector cannot hide files here; it is only an optimisation).
+        path = self._dir(storage_id)
+        if not path.is_dir():
+            raise CheckpointNotFoundError(f"checkpoint {storage_id} not found in {self.base_path}")
+        yield path
+
+
+class SharedFSStorageManager(DirectoryStorageManager):
+    @classmethod
+    def from_config(
+        cls, config: dict[str, Any], container_path: str | None
+    ) -> SharedFSStorageManager:
+        return cls(shared_fs_base_path(config, container_path))
