@@ -1,0 +1,180 @@
+"""The agent's configuration: `agent.yaml`, `DET_*` environment variables and command-line flags.
+
+Precedence, lowest to highest: defaults < file < environment < flags. Every field `x` is read
+from the environment as `DET_X` (for example `DET_MASTER_URL`, `DET_AGENT_ID`). Parsed once, in
+`load_config`, into a frozen pydantic model; unknown keys in the file are rejected by name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+DEFAULT_NOTICE_URLS = {
+    "aws": "http://169.254.169.254",
+    "gcp": "http://metadata.google.internal",
+}
+
+
+class ConfigError(Exception):
+    """A bad agent configuration; the message names the field and the reason."""
+
+
+class AgentConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    master_url: str
+    agent_id: str = Field(default_factory=socket.gethostname, min_length=1)
+    agent_token: str | None = None
+    agent_token_file: Path | None = None
+    resource_pool: str = "default"
+    slot_type: Literal["auto", "gpu", "cpu", "none"] = "auto"
+    artificial_slots: int = Field(default=0, ge=0)
+    labels: dict[str, str] = Field(default_factory=dict)
+    container_network_mode: str = "host"
+    preemption_notice: Literal["none", "aws", "gcp"] = "none"
+    preemption_metadata_url: str | None = None
+    preemption_poll_seconds: float = Field(default=5.0, gt=0)
+    heartbeat_seconds: float = Field(default=1.0, gt=0)
+    max_backoff_seconds: float = Field(default=30.0, gt=0)
+    state_dir: Path = Field(default_factory=lambda: _default_state_dir())
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @field_validator("master_url")
+    @classmethod
+    def _strip_slash(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/")
+
+    def token(self) -> str | None:
+        """The agent token: `agent_token`, else the first line of `agent_token_file`."""
+        if self.agent_token:
+            return self.agent_token
+        if self.agent_token_file is not None:
+            try:
+                return self.agent_token_file.read_text().strip() or None
+            except OSError as e:
+                raise ConfigError(
+                    f"agent_token_file: cannot read {self.agent_token_file}: {e}"
+                ) from e
+        return None
+
+    def notice_url(self) -> str | None:
+        if self.preemption_notice == "none":
+            return None
+        return self.preemption_metadata_url or DEFAULT_NOTICE_URLS[self.preemption_notice]
+
+
+def _default_state_dir() -> Path:
+    if os.geteuid() == 0:
+        return Path("/var/lib/det-agent")
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "det-agent"
+
+
+def _parse_labels(value: str) -> dict[str, str]:
+    """`{"a": "b"}` (JSON) or `a=b,c=d`."""
+    value = value.strip()
+    if not value:
+        return {}
+    if value.startswith("{"):
+        parsed = json.loads(value)
+        if not isinstance(parsed, dict):
+            raise ValueError("labels must be a mapping")
+        return {str(k): str(v) for k, v in parsed.items()}
+    labels = {}
+    for item in value.split(","):
+        key, sep, val = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"label {item!r} is not key=value")
+        labels[key.strip()] = val.strip()
+    return labels
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="det-agent", description="det agent daemon")
+    p.add_argument("--config-file", type=Path, help="agent.yaml (default: none)")
+    p.add_argument("--master-url", dest="master_url")
+    p.add_argument("--agent-id", dest="agent_id")
+    p.add_argument("--agent-token", dest="agent_token")
+    p.add_argument("--agent-token-file", dest="agent_token_file")
+    p.add_argument("--resource-pool", dest="resource_pool")
+    p.add_argument("--slot-type", dest="slot_type", choices=["auto", "gpu", "cpu", "none"])
+    p.add_argument("--artificial-slots", dest="artificial_slots", type=int)
+    p.add_argument("--label", dest="labels", action="append", metavar="KEY=VALUE")
+    p.add_argument("--container-network-mode", dest="container_network_mode")
+    p.add_argument("--preemption-notice", dest="preemption_notice", choices=["none", "aws", "gcp"])
+    p.add_argument("--preemption-metadata-url", dest="preemption_metadata_url")
+    p.add_argument("--heartbeat-seconds", dest="heartbeat_seconds", type=float)
+    p.add_argument("--state-dir", dest="state_dir")
+    p.add_argument("--log-level", dest="log_level")
+    return p
+
+
+def _format_error(e: ValidationError, origin: Mapping[str, str]) -> str:
+    parts = []
+    for err in e.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or "config"
+        where = origin.get(str(err["loc"][0]), "") if err["loc"] else ""
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        parts.append(f"{loc}{f' ({where})' if where else ''}: {msg}")
+    return "invalid agent configuration: " + "; ".join(parts)
+
+
+def load_config(
+    argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
+) -> AgentConfig:
+    """Merge file, environment and flags into one validated `AgentConfig` or raise ConfigError."""
+    environ = os.environ if environ is None else environ
+    args = build_parser().parse_args(argv)
+    values: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+
+    config_file = args.config_file or (
+        Path(environ["DET_CONFIG_FILE"]) if environ.get("DET_CONFIG_FILE") else None
+    )
+    if config_file is not None:
+        try:
+            loaded = yaml.safe_load(config_file.read_text()) or {}
+        except (OSError, yaml.YAMLError) as e:
+            raise ConfigError(f"cannot read config file {config_file}: {e}") from e
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {config_file}: expected a mapping at the top level")
+        for key, val in loaded.items():
+            values[str(key)] = val
+            origin[str(key)] = f"from {config_file}"
+
+    for name in AgentConfig.model_fields:
+        env_name = f"DET_{name.upper()}"
+        if env_name in environ:
+            raw = environ[env_name]
+            try:
+                values[name] = _parse_labels(raw) if name == "labels" else raw
+            except ValueError as e:
+                raise ConfigError(f"{env_name}: {e}") from e
+            origin[name] = f"from ${env_name}"
+
+    for name, val in vars(args).items():
+        if name == "config_file" or val is None:
+            continue
+        if name == "labels":
+            try:
+                val = {k: v for item in val for k, v in _parse_labels(item).items()}
+            except ValueError as e:
+                raise ConfigError(f"--label: {e}") from e
+        values[name] = val
+        origin[name] = f"from --{name.replace('_', '-')}"
+
+    try:
+        return AgentConfig.model_validate(values)
+    except ValidationError as e:
+        raise ConfigError(_format_error(e, origin)) from None

@@ -1,0 +1,337 @@
+"""Task containers through the Docker SDK: start, kill, remove, and what is actually running.
+
+State of this agent's containers lives in Docker itself (labels below), so a restarted agent
+finds them again; the in-memory `Record`s only add what Docker cannot know yet (a start in
+progress: ASSIGNED, PULLING, STARTING) or cannot say (start errors).
+
+Threading: `start` and `kill` do their slow work (pull, context download, graceful stop) on
+short-lived worker threads so the heartbeat loop never blocks; `Record`s are guarded by one lock.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from det.agent.context import context_tar
+from det.agent.devices import Slot
+from det.agent.follower import LogFollower
+from det.agent.logs import LogShipper
+from det.agent.master_client import MasterClient
+from det.agent.reconcile import Actual, State
+
+logger = logging.getLogger(__name__)
+
+LABEL_AGENT = "ai.det.agent-id"
+LABEL_ALLOCATION = "ai.det.allocation-id"
+LABEL_TASK = "ai.det.task-id"
+LABEL_CONTAINER = "ai.det.container-id"
+LABEL_KILL_GRACE = "ai.det.kill-grace-seconds"
+
+DEFAULT_WORKDIR = "/run/determined/workdir"
+_ACTIVE_DOCKER = ("running", "restarting", "paused")
+
+
+@dataclass
+class Record:
+    allocation_id: str
+    task_id: str
+    container_id: str  # ours (DET_CONTAINER_ID, label ai.det.container-id), known from ASSIGNED on
+    state: State
+    kill_grace: float = 30.0
+    docker_id: str | None = None
+    exit_code: int | None = None
+    error: str | None = None
+    killing: bool = False
+    follower: LogFollower | None = None
+
+
+def _name(allocation_id: str, container_id: str) -> str:
+    return "det-" + re.sub(r"[^a-zA-Z0-9_.-]", "-", allocation_id) + "-" + container_id[:8]
+
+
+def container_env(
+    spec: dict[str, Any], agent_id: str, container_id: str, allocation_id: str
+) -> dict[str, str]:
+    env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
+    env["DET_AGENT_ID"] = agent_id
+    env["DET_SLOT_IDS"] = json.dumps([str(s) for s in spec.get("slotIds") or []])
+    env["DET_CONTAINER_ID"] = container_id
+    env.setdefault("DET_ALLOCATION_ID", allocation_id)
+    if spec.get("taskId"):
+        env.setdefault("DET_TASK_ID", str(spec["taskId"]))
+    env.setdefault("DET_RESOURCES_TYPE", "docker-container")
+    return env
+
+
+class DockerRuntime:
+    def __init__(
+        self,
+        docker_client: Any,
+        master: MasterClient,
+        shipper: LogShipper,
+        agent_id: str,
+        slots: list[Slot],
+        network_mode: str = "host",
+    ) -> None:
+        self._docker = docker_client
+        self._master = master
+        self._shipper = shipper
+        self.agent_id = agent_id
+        self._slots = {s.id: s for s in slots}
+        self._network_mode = network_mode
+        self._records: dict[str, Record] = {}
+        self._lock = threading.Lock()
+
+    # ---- what is ----
+
+    def _own_containers(self) -> list[Any]:
+        return list(
+            self._docker.containers.list(
+                all=True, sparse=True, filters={"label": f"{LABEL_AGENT}={self.agent_id}"}
+            )
+        )
+
+    def reattach(self) -> None:
+        """Adopt this agent's containers left by a previous agent process."""
+        for c in self._own_containers():
+            labels = c.labels or {}
+            alloc = labels.get(LABEL_ALLOCATION)
+            if alloc is None:
+                continue
+            c.reload()
+            if c.status == "created":
+                # Never started: the context may be missing. The master still lists it as RUN
+                # if it wants it, and the next reconcile starts a fresh one.
+                logger.info("removing never-started container of %s", alloc)
+                c.remove(force=True)
+                continue
+            rec = Record(
+                allocation_id=alloc,
+                task_id=labels.get(LABEL_TASK, ""),
+                container_id=labels.get(LABEL_CONTAINER, c.id),
+                state=State.RUNNING if c.status in _ACTIVE_DOCKER else State.TERMINATED,
+                kill_grace=float(labels.get(LABEL_KILL_GRACE, "30")),
+                docker_id=c.id,
+            )
+            if rec.state == State.TERMINATED:
+                rec.exit_code = c.attrs.get("State", {}).get("ExitCode")
+            with self._lock:
+                self._records[alloc] = rec
+            self._follow(rec)
+            logger.info("re-attached to %s (%s, %s)", alloc, c.short_id, rec.state.value)
+
+    def refresh(self) -> None:
+        """Fold Docker's view (exits, vanished containers) into the records."""
+        status = {c.id: c for c in self._own_containers()}
+        with self._lock:
+            running = [r for r in self._records.values() if r.state == State.RUNNING]
+        for rec in running:
+            c = status.get(rec.docker_id or "")
+            if c is not None and c.status in _ACTIVE_DOCKER:
+                continue
+            exit_code, error = None, None
+            if c is None:
+                error = "container disappeared"
+            else:
+                c.reload()
+                exit_code = c.attrs.get("State", {}).get("ExitCode")
+                error = c.attrs.get("State", {}).get("Error") or None
+            with self._lock:
+                rec.state, rec.exit_code, rec.error = State.TERMINATED, exit_code, error
+            logger.info("container of %s terminated (exit %s)", rec.allocation_id, exit_code)
+
+    def actual(self) -> list[Actual]:
+        with self._lock:
+            return [
+                Actual(
+                    allocation_id=r.allocation_id,
+                    state=r.state,
+                    container_id=r.container_id,
+                    exit_code=r.exit_code,
+                    error=r.error,
+                    killing=r.killing,
+                    logs_done=r.follower is None or self._shipper.is_done(r.container_id),
+                )
+                for r in self._records.values()
+            ]
+
+    # ---- what to do ----
+
+    def start(self, allocation_id: str, spec: dict[str, Any]) -> None:
+        rec = Record(
+            allocation_id=allocation_id,
+            task_id=str(spec.get("taskId", "")),
+            container_id=str(uuid.uuid4()),
+            state=State.ASSIGNED,
+            kill_grace=float(spec.get("killGraceSeconds", 30)),
+        )
+        with self._lock:
+            if allocation_id in self._records:
+                return
+            self._records[allocation_id] = rec
+        logger.info("starting %s (image %s)", allocation_id, spec.get("image"))
+        threading.Thread(
+            target=self._start, args=(rec, spec), name=f"start-{allocation_id}", daemon=True
+        ).start()
+
+    def _set(self, rec: Record, state: State) -> bool:
+        """Move a starting record on; False when a kill arrived meanwhile."""
+        with self._lock:
+            if rec.killing:
+                return False
+            rec.state = state
+            return True
+
+    def _start(self, rec: Record, spec: dict[str, Any]) -> None:
+        container = None
+        try:
+            image = str(spec["image"])
+            if spec.get("forcePull") or not self._has_image(image):
+                if not self._set(rec, State.PULLING):
+                    raise _Cancelled()
+                logger.info("pulling %s for %s", image, rec.allocation_id)
+                self._docker.images.pull(image)
+            if not self._set(rec, State.STARTING):
+                raise _Cancelled()
+            workdir = str(spec.get("workdir") or DEFAULT_WORKDIR)
+            archive = None
+            if spec.get("contextPath"):
+                archive = context_tar(self._master.context(str(spec["contextPath"])), workdir)
+            container = self._docker.containers.create(**self._create_args(rec, spec, workdir))
+            with self._lock:
+                rec.docker_id = container.id
+            if archive is not None:
+                container.put_archive("/", archive)
+            if not self._set(rec, State.STARTING):
+                raise _Cancelled()
+            container.start()
+            with self._lock:
+                killed_meanwhile = rec.killing
+                if not killed_meanwhile:
+                    rec.state = State.RUNNING
+            self._follow(rec)
+            if killed_meanwhile:
+                self._stop(rec)
+                return
+            logger.info("%s running in %s", rec.allocation_id, container.short_id)
+        except _Cancelled:
+            self._terminate_unstarted(rec, container, "killed before it started")
+        except Exception as e:
+            logger.warning("starting %s failed: %s", rec.allocation_id, e)
+            self._terminate_unstarted(rec, container, f"start failed: {e}")
+
+    def _terminate_unstarted(self, rec: Record, container: Any, error: str) -> None:
+        if container is not None:
+            try:
+                container.remove(force=True)
+            except Exception as e:
+                logger.warning("cannot remove unstarted container of %s: %s", rec.allocation_id, e)
+        with self._lock:
+            rec.state, rec.error, rec.docker_id = State.TERMINATED, error, None
+
+    def _has_image(self, image: str) -> bool:
+        import docker.errors
+
+        try:
+            self._docker.images.get(image)
+            return True
+        except docker.errors.ImageNotFound:
+            return False
+
+    def _create_args(self, rec: Record, spec: dict[str, Any], workdir: str) -> dict[str, Any]:
+        import docker.types
+
+        slot_ids = [str(s) for s in spec.get("slotIds") or []]
+        args: dict[str, Any] = {
+            "image": str(spec["image"]),
+            "command": spec.get("command"),
+            "environment": container_env(spec, self.agent_id, rec.container_id, rec.allocation_id),
+            "labels": {
+                LABEL_AGENT: self.agent_id,
+                LABEL_ALLOCATION: rec.allocation_id,
+                LABEL_TASK: rec.task_id,
+                LABEL_CONTAINER: rec.container_id,
+                LABEL_KILL_GRACE: str(rec.kill_grace),
+            },
+            "name": _name(rec.allocation_id, rec.container_id),
+            "working_dir": workdir,
+            "network_mode": spec.get("networkMode") or self._network_mode,
+            "detach": True,
+            "mounts": [
+                docker.types.Mount(
+                    target=m["containerPath"],
+                    source=m["hostPath"],
+                    type="bind",
+                    read_only=bool(m.get("readOnly", False)),
+                    propagation=m.get("propagation") or None,
+                )
+                for m in spec.get("bindMounts") or []
+            ],
+        }
+        if spec.get("shmSize"):
+            args["shm_size"] = int(spec["shmSize"])
+        if spec.get("deviceType") == "cuda" and slot_ids:
+            ids = [self._slots[s].uuid or s if s in self._slots else s for s in slot_ids]
+            args["device_requests"] = [
+                docker.types.DeviceRequest(device_ids=ids, capabilities=[["gpu"]])
+            ]
+        return args
+
+    def _follow(self, rec: Record) -> None:
+        if rec.docker_id is None or rec.follower is not None:
+            return
+        meta = {
+            "task_id": rec.task_id,
+            "allocation_id": rec.allocation_id,
+            "agent_id": self.agent_id,
+            "container_id": rec.container_id,
+        }
+        rec.follower = LogFollower(
+            self._docker, self._shipper, rec.docker_id, rec.container_id, meta
+        )
+        rec.follower.start()
+
+    def kill(self, allocation_id: str) -> None:
+        with self._lock:
+            rec = self._records.get(allocation_id)
+            if rec is None or rec.killing or rec.state == State.TERMINATED:
+                return
+            rec.killing = True
+            docker_id, state = rec.docker_id, rec.state
+        logger.info("killing %s (grace %.0fs)", allocation_id, rec.kill_grace)
+        if docker_id is not None and state == State.RUNNING:
+            threading.Thread(
+                target=self._stop, args=(rec,), name=f"kill-{allocation_id}", daemon=True
+            ).start()
+
+    def _stop(self, rec: Record) -> None:
+        """SIGTERM, then SIGKILL after the grace period (Docker's stop does exactly that)."""
+        try:
+            self._docker.containers.get(rec.docker_id).stop(timeout=int(rec.kill_grace))
+        except Exception as e:
+            logger.warning("stopping %s failed (retried next pass): %s", rec.allocation_id, e)
+            with self._lock:
+                rec.killing = False
+
+    def remove(self, allocation_id: str) -> None:
+        with self._lock:
+            rec = self._records.pop(allocation_id, None)
+        if rec is None:
+            return
+        if rec.docker_id is not None:
+            try:
+                self._docker.containers.get(rec.docker_id).remove(force=True)
+            except Exception as e:
+                logger.warning("removing container of %s: %s", allocation_id, e)
+        self._shipper.forget(rec.container_id)
+        logger.info("removed %s", allocation_id)
+
+
+class _Cancelled(Exception):
+    pass

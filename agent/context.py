@@ -1,0 +1,62 @@
+"""The task context: the master's gzip tar re-rooted under the container's workdir.
+
+Docker's `put_archive` needs an existing target directory, and a container that has not
+started yet has no workdir, so the archive is rebuilt with the workdir's path in every member
+name (plus the directories leading to it) and put at `/`.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import posixpath
+import tarfile
+
+logger = logging.getLogger(__name__)
+
+
+class BadContext(ValueError):
+    """The context is not a readable gzip tar."""
+
+
+def _safe(name: str) -> str | None:
+    """The member name relative to the workdir, or None for names escaping it."""
+    norm = posixpath.normpath(name)
+    if norm == "." or norm.startswith("/") or norm == ".." or norm.startswith("../"):
+        return None
+    return norm
+
+
+def context_tar(tgz: bytes, workdir: str) -> bytes:
+    """An uncompressed tar holding `workdir` (and its parents) and the context inside it."""
+    root = posixpath.normpath("/" + workdir).lstrip("/")
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as dst:
+        parts = root.split("/") if root else []
+        for i in range(1, len(parts) + 1):
+            info = tarfile.TarInfo("/".join(parts[:i]))
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            dst.addfile(info)
+        if tgz:
+            _copy_members(tgz, root, dst)
+    return out.getvalue()
+
+
+def _copy_members(tgz: bytes, root: str, dst: tarfile.TarFile) -> None:
+    try:
+        with tarfile.open(fileobj=io.BytesIO(tgz), mode="r:*") as src:
+            for member in src:
+                rel = _safe(member.name)
+                if rel is None:
+                    logger.warning("context member %r escapes the workdir: skipped", member.name)
+                    continue
+                if member.islnk():
+                    target = _safe(member.linkname)
+                    if target is None:
+                        continue
+                    member.linkname = posixpath.join(root, target)
+                member.name = posixpath.join(root, rel)
+                data = src.extractfile(member) if member.isreg() else None
+                dst.addfile(member, data)
+    except (tarfile.TarError, EOFError, OSError) as e:
+        raise BadContext(f"context is not a readable tar archive: {e}") from e

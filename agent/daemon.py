@@ -1,0 +1,171 @@
+"""The agent loop: heartbeat (the first one registers), then reconcile desired vs actual.
+
+Each pass: fold Docker's view into the records -> send what *is* -> receive what *should be* ->
+`reconcile.decide` -> start / kill / remove. A failed heartbeat leaves every container alone and
+backs off exponentially (capped, jittered); the master never needs to reach the agent.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import socket
+import threading
+from importlib import metadata
+from typing import Any
+from urllib.parse import urlparse
+
+from det.agent.config import AgentConfig
+from det.agent.containers import DockerRuntime
+from det.agent.devices import Slot, discover_slots
+from det.agent.logs import CursorStore, LogShipper
+from det.agent.master_client import MasterClient, MasterUnavailable
+from det.agent.preemption import NoticePoller, load_notice_source
+from det.agent.reconcile import Desired, backoff_seconds, decide, reports
+
+logger = logging.getLogger(__name__)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("det")
+    except metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
+def local_addresses(master_url: str) -> list[str]:
+    """The address this machine uses to reach the master (no packet is sent)."""
+    host = urlparse(master_url).hostname or "127.0.0.1"
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((host, 9))
+            return [str(s.getsockname()[0])]
+    except OSError:
+        return []
+
+
+def parse_desired(answer: dict[str, Any]) -> tuple[list[Desired], dict[str, dict[str, Any]]]:
+    """The heartbeat answer's containers as `Desired` items, plus the RUN specs by allocation."""
+    desired, specs = [], {}
+    for item in answer.get("containers") or []:
+        alloc, action = str(item.get("allocationId", "")), item.get("action")
+        if not alloc or action not in ("RUN", "KILL"):
+            logger.warning("ignoring malformed desired container %r", item)
+            continue
+        desired.append(Desired(alloc, action))
+        if action == "RUN":
+            specs[alloc] = dict(item.get("spec") or {})
+    return desired, specs
+
+
+class Agent:
+    def __init__(
+        self,
+        config: AgentConfig,
+        docker_client: Any = None,
+        slots: list[Slot] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        if docker_client is None:
+            import docker
+
+            docker_client = docker.from_env()
+        self.config = config
+        self.slots = (
+            slots
+            if slots is not None
+            else discover_slots(config.slot_type, config.artificial_slots)
+        )
+        self.master = MasterClient(config.master_url, config.token())
+        cursor_dir = config.state_dir / config.agent_id.replace("/", "_") / "log-cursors"
+        self.shipper = LogShipper(self.master, CursorStore(cursor_dir))
+        self.runtime = DockerRuntime(
+            docker_client,
+            self.master,
+            self.shipper,
+            config.agent_id,
+            self.slots,
+            config.container_network_mode,
+        )
+        self.notices: NoticePoller | None = None
+        url = config.notice_url()
+        if url is not None:
+            source = load_notice_source(config.preemption_notice, url)
+            self.notices = NoticePoller(source, config.preemption_poll_seconds)
+        self._rng = rng or random.Random()
+        self._interval = config.heartbeat_seconds
+        self._failures = 0
+        self._last_desired: list[Desired] | None = None
+        self._addresses = local_addresses(config.master_url)
+        self.registered = threading.Event()
+
+    def _body(self) -> dict[str, Any]:
+        return {
+            "resourcePool": self.config.resource_pool,
+            "version": _version(),
+            "labels": dict(self.config.labels),
+            "addresses": self._addresses,
+            "slots": [s.to_wire() for s in self.slots],
+            "containers": reports(self._last_desired, self.runtime.actual()),
+            "preemptionNotice": self.notices.current() if self.notices else None,
+        }
+
+    def tick(self) -> float:
+        """One pass; returns how long to wait before the next one."""
+        try:
+            self.runtime.refresh()
+        except Exception as e:  # Docker hiccup: report what we knew, try again next pass
+            logger.warning("cannot list containers: %s", e)
+        actual = self.runtime.actual()
+        desired: list[Desired] | None = None
+        specs: dict[str, dict[str, Any]] = {}
+        try:
+            answer = self.master.heartbeat(self.config.agent_id, self._body())
+        except MasterUnavailable as e:
+            self._failures += 1
+            delay = backoff_seconds(
+                self._failures, self._interval, self.config.max_backoff_seconds, self._rng.random()
+            )
+            log = logger.warning if self._failures in (1, 10) else logger.debug
+            log("heartbeat failed (%d in a row, next in %.1fs): %s", self._failures, delay, e)
+            return float(delay)
+        if self._failures or not self.registered.is_set():
+            logger.info("heartbeat ok: connected to %s", self.config.master_url)
+        self._failures = 0
+        self.registered.set()
+        hb = answer.get("heartbeatSeconds")
+        if isinstance(hb, int | float) and hb > 0:
+            self._interval = float(hb)
+        desired, specs = parse_desired(answer)
+        self._last_desired = desired
+        plan = decide(desired, actual)
+        for alloc in plan.start:
+            self.runtime.start(alloc, specs[alloc])
+        for alloc in plan.kill:
+            self.runtime.kill(alloc)
+        for alloc in plan.remove:
+            self.runtime.remove(alloc)
+        # A start or exit changes what we report: tell the master soon rather than a full
+        # interval later (keeps RUN -> RUNNING latency low).
+        return float(min(self._interval, 0.25) if plan.start or plan.kill else self._interval)
+
+    def run(self, stop: threading.Event) -> None:
+        """Run until `stop` is set. Containers keep running when the agent exits."""
+        logger.info(
+            "agent %s: %d slot(s) %s, master %s",
+            self.config.agent_id,
+            len(self.slots),
+            [s.type for s in self.slots],
+            self.config.master_url,
+        )
+        self.runtime.reattach()
+        self.shipper.start()
+        if self.notices is not None:
+            self.notices.start()
+        try:
+            while not stop.is_set():
+                stop.wait(self.tick())
+        finally:
+            if self.notices is not None:
+                self.notices.stop()
+            self.shipper.stop()

@@ -1,0 +1,271 @@
+"""Log shipping: container stdout/stderr -> `POST /api/v1/task/logs`, batched, nothing lost.
+
+One `LogFollower` thread per container reads Docker's multiplexed log stream (each frame says
+whether it is stdout or stderr) with timestamps, and hands lines to the one `LogShipper`
+thread, which batches them for the master and retries failed posts with backoff, holding the
+batch (the followers block on a bounded queue meanwhile; Docker keeps the lines on disk).
+
+Restart safety: after each successful post the shipper records, per container, a `Cursor` (the
+last shipped Docker timestamp and how many lines carried exactly that timestamp) in a small
+JSON file. A follower started for an existing container (agent restart) asks Docker for logs
+`since` that timestamp and skips the lines already counted, so nothing is lost and nothing
+shipped twice (except lines posted in the instant between a post and its cursor write).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import re
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from det.agent.master_client import MasterClient, MasterRejected, MasterUnavailable
+
+logger = logging.getLogger(__name__)
+
+_RANK = re.compile(r"^\[rank=(\d+)\] ")
+_LEVEL = re.compile(r"^(?:\[rank=\d+\] )?(TRACE|DEBUG|INFO|WARNING|ERROR|CRITICAL)[: ]")
+_STDTYPES = {1: "stdout", 2: "stderr"}
+
+
+@dataclass(frozen=True, order=True)
+class Timestamp:
+    """A Docker log timestamp, exactly (nanoseconds; floats would lose them)."""
+
+    seconds: int
+    nanos: int
+
+    @classmethod
+    def parse(cls, text: str) -> Timestamp:
+        # RFC 3339 with up to 9 fractional digits and trailing zeros trimmed, in UTC ("Z").
+        main, _, frac = text.rstrip("Z").partition(".")
+        dt = datetime.strptime(main, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
+        return cls(int(dt.timestamp()), int((frac or "0")[:9].ljust(9, "0")))
+
+    def docker_since(self) -> str:
+        return f"{self.seconds}.{self.nanos:09d}"
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """The last shipped timestamp and how many shipped lines carried exactly it."""
+
+    ts: Timestamp
+    count: int
+
+    def advance(self, ts: Timestamp) -> Cursor:
+        return Cursor(ts, self.count + 1) if ts == self.ts else Cursor(ts, 1)
+
+
+def task_log(
+    line: str,
+    timestamp: str,
+    stdtype: str,
+    *,
+    task_id: str,
+    allocation_id: str,
+    agent_id: str,
+    container_id: str,
+) -> dict[str, Any]:
+    """One line as Determined's TaskLog; a leading `[rank=N] ` becomes `rankId` and is cut."""
+    rank: int | None = None
+    m = _RANK.match(line)
+    if m:
+        rank = int(m.group(1))
+        line = line[m.end() :]
+    lm = _LEVEL.match(line)
+    level = f"LOG_LEVEL_{lm.group(1)}" if lm else "LOG_LEVEL_INFO"
+    return {
+        "taskId": task_id,
+        "allocationId": allocation_id,
+        "agentId": agent_id,
+        "containerId": container_id,
+        "rankId": rank,
+        "log": line if line.endswith("\n") else line + "\n",
+        "timestamp": timestamp,
+        "level": level,
+        "stdtype": stdtype,
+        "source": "container",
+    }
+
+
+class CursorStore:
+    """Per-container cursors as JSON files in `directory` (written atomically)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, key: str) -> Path:
+        return self.directory / f"{key}.json"
+
+    def load(self, key: str) -> Cursor | None:
+        try:
+            raw = json.loads(self._path(key).read_text())
+            return Cursor(Timestamp(int(raw["seconds"]), int(raw["nanos"])), int(raw["count"]))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            logger.warning("log cursor %s unreadable (%s): shipping from the start", key, e)
+            return None
+
+    def save(self, key: str, cursor: Cursor) -> None:
+        tmp = self._path(key).with_suffix(".tmp")
+        data = {"seconds": cursor.ts.seconds, "nanos": cursor.ts.nanos, "count": cursor.count}
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, self._path(key))
+
+    def delete(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)
+
+
+@dataclass
+class _Stream:
+    """Shipping state of one container, shared by its follower and the shipper."""
+
+    key: str
+    pending: int = 0
+    reader_done: bool = False
+    shipped: Cursor | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    key: str
+    ts: Timestamp
+    body: dict[str, Any]
+
+
+class LogShipper:
+    """Batches entries from all followers to the master. Thread-safe."""
+
+    def __init__(
+        self,
+        client: MasterClient,
+        cursors: CursorStore,
+        batch_size: int = 1000,
+        flush_seconds: float = 0.25,
+        max_queue: int = 20000,
+    ) -> None:
+        self._client = client
+        self._cursors = cursors
+        self._batch_size = batch_size
+        self._flush_seconds = flush_seconds
+        self._queue: queue.Queue[_Entry] = queue.Queue(maxsize=max_queue)
+        self._streams: dict[str, _Stream] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="log-shipper", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+
+    def stream(self, key: str) -> _Stream:
+        with self._lock:
+            s = self._streams.get(key)
+            if s is None:
+                s = self._streams[key] = _Stream(key, shipped=self._cursors.load(key))
+            return s
+
+    def put(self, stream: _Stream, ts: Timestamp, body: dict[str, Any]) -> None:
+        with stream.lock:
+            stream.pending += 1
+        self._queue.put(_Entry(stream.key, ts, body))  # blocks while the master is away
+
+    def is_done(self, key: str) -> bool:
+        """Whether the follower of `key` finished and every line it read has been shipped."""
+        with self._lock:
+            s = self._streams.get(key)
+        if s is None:
+            return False
+        with s.lock:
+            return s.reader_done and s.pending == 0
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._streams.pop(key, None)
+        self._cursors.delete(key)
+
+    def _collect(self) -> list[_Entry]:
+        batch: list[_Entry] = []
+        deadline = time.monotonic() + self._flush_seconds
+        while len(batch) < self._batch_size:
+            timeout = deadline - time.monotonic() if batch else self._flush_seconds
+            if timeout <= 0:
+                break
+            try:
+                batch.append(self._queue.get(timeout=timeout))
+            except queue.Empty:
+                if not batch and self._stop.is_set():
+                    return batch
+                if batch:
+                    break
+        return batch
+
+    def _run(self) -> None:
+        while True:
+            batch = self._collect()
+            if not batch:
+                if self._stop.is_set():
+                    return
+                continue
+            self._ship(batch)
+
+    def _ship(self, batch: list[_Entry]) -> None:
+        delay = 0.5
+        while True:
+            try:
+                self._client.post_logs([e.body for e in batch])
+                break
+            except MasterRejected as e:
+                if e.status in (400, 413, 422):
+                    # The master calls the batch itself invalid: retrying cannot help.
+                    logger.error("master rejected %d log lines, dropping them: %s", len(batch), e)
+                    break
+                logger.debug("posting logs failed (%s), retrying in %.1fs", e, delay)
+            except MasterUnavailable as e:
+                logger.debug("posting logs failed (%s), retrying in %.1fs", e, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 10.0)
+        touched: dict[str, _Stream] = {}
+        for entry in batch:
+            s = self.stream(entry.key)
+            with s.lock:
+                s.shipped = s.shipped.advance(entry.ts) if s.shipped else Cursor(entry.ts, 1)
+                s.pending -= 1
+            touched[entry.key] = s
+        for key, s in touched.items():
+            if s.shipped is not None:
+                try:
+                    self._cursors.save(key, s.shipped)
+                except OSError as err:
+                    logger.warning("cannot save log cursor for %s: %s", key, err)
+
+
+def read_frames(raw: Any) -> Any:
+    """Yield (stdtype, bytes) frames of Docker's multiplexed (non-TTY) stream `raw`."""
+    while True:
+        header = raw.read(8)
+        if not header or len(header) < 8:
+            return
+        kind, length = struct.unpack(">BxxxL", header)
+        data = b""
+        while len(data) < length:
+            chunk = raw.read(length - len(data))
+            if not chunk:
+                return
+            data += chunk
+        yield _STDTYPES.get(kind, "stdout"), data

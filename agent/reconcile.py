@@ -1,0 +1,126 @@
+"""The agent's reconcile decision: desired state (from the master) + actual state -> actions.
+
+Pure: frozen dataclasses in, a `Plan` out, no I/O. The rules (docs/internals.md):
+
+| master says            | container here                 | action                      |
+|------------------------|--------------------------------|-----------------------------|
+| (unreachable)          | anything                       | nothing: keep it all        |
+| RUN                    | none                           | start                       |
+| RUN                    | any state                      | nothing (idempotent)        |
+| KILL                   | not TERMINATED, not killing    | kill (graceful)             |
+| KILL                   | none                           | report TERMINATED (unknown) |
+| KILL or RUN            | TERMINATED                     | keep reporting              |
+| not listed             | not TERMINATED, not killing    | kill (graceful)             |
+| not listed             | TERMINATED, logs shipped       | remove (and stop reporting) |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Literal
+
+
+class State(StrEnum):
+    ASSIGNED = "ASSIGNED"
+    PULLING = "PULLING"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    TERMINATED = "TERMINATED"
+
+
+Action = Literal["RUN", "KILL"]
+
+#: The error reported for an allocation the master wants killed but this agent never had.
+UNKNOWN_ALLOCATION_ERROR = "no container for this allocation on the agent"
+
+
+@dataclass(frozen=True)
+class Desired:
+    allocation_id: str
+    action: Action
+
+
+@dataclass(frozen=True)
+class Actual:
+    allocation_id: str
+    state: State
+    container_id: str | None = None
+    exit_code: int | None = None
+    error: str | None = None
+    #: A graceful kill is already under way (do not start another).
+    killing: bool = False
+    #: Every log line of the container has been shipped (safe to remove it).
+    logs_done: bool = True
+
+
+@dataclass(frozen=True)
+class Plan:
+    start: tuple[str, ...] = ()
+    kill: tuple[str, ...] = ()
+    remove: tuple[str, ...] = ()
+
+
+def decide(desired: Sequence[Desired] | None, actual: Sequence[Actual]) -> Plan:
+    """What to do now. `desired` is None when the last heartbeat got no answer."""
+    if desired is None:
+        return Plan()
+    wanted = {d.allocation_id: d.action for d in desired}
+    have = {a.allocation_id: a for a in actual}
+    start = [d.allocation_id for d in desired if d.action == "RUN" and d.allocation_id not in have]
+    kill: list[str] = []
+    remove: list[str] = []
+    for a in actual:
+        action = wanted.get(a.allocation_id)
+        if a.state == State.TERMINATED:
+            if action is None and a.logs_done:
+                remove.append(a.allocation_id)
+        elif action != "RUN" and not a.killing:
+            kill.append(a.allocation_id)
+    return Plan(start=tuple(dict.fromkeys(start)), kill=tuple(kill), remove=tuple(remove))
+
+
+def reports(desired: Sequence[Desired] | None, actual: Sequence[Actual]) -> list[dict[str, Any]]:
+    """The `containers` list of the next heartbeat.
+
+    Every container the agent has, plus a TERMINATED entry for each allocation the master last
+    asked to KILL that the agent has no container for (it never started, or was lost), so the
+    master can finish it instead of waiting forever.
+    """
+    out = [
+        {
+            "allocationId": a.allocation_id,
+            "containerId": a.container_id,
+            "state": a.state.value,
+            "exitCode": a.exit_code,
+            "error": a.error,
+        }
+        for a in actual
+    ]
+    have = {a.allocation_id for a in actual}
+    for d in desired or ():
+        if d.action == "KILL" and d.allocation_id not in have:
+            out.append(
+                {
+                    "allocationId": d.allocation_id,
+                    "containerId": None,
+                    "state": State.TERMINATED.value,
+                    "exitCode": None,
+                    "error": UNKNOWN_ALLOCATION_ERROR,
+                }
+            )
+            have.add(d.allocation_id)
+    return out
+
+
+def backoff_seconds(failures: int, base: float, cap: float, jitter: float) -> float:
+    """Capped exponential backoff after `failures` consecutive failed heartbeats.
+
+    `jitter` in [0, 1) comes from the caller's seeded random source, spreading reconnects of a
+    fleet after a master restart.
+    """
+    if failures <= 0:
+        return base
+    delay: float = min(cap, base * (2 ** min(failures, 30)))
+    return float(delay * (1 - 0.25 * jitter))
