@@ -1,0 +1,189 @@
+"""Cluster defaults merged under an experiment config, and ``--config KEY=VALUE`` overrides.
+
+Both work on plain dicts before validation, so the result is validated as a whole and errors name
+the experiment's own field paths.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from typing import Any
+
+import yaml
+
+from .errors import ConfigError
+
+_DEVICE_TYPES = ("cpu", "cuda", "rocm")
+
+
+def _per_device(value: Any) -> dict[str, Any] | None:
+    """``"img"`` / ``["A=1"]`` / ``{cpu, cuda, gpu, rocm}`` → a per-device-type dict."""
+    if value is None:
+        return None
+    if isinstance(value, str | list):
+        return {t: value for t in _DEVICE_TYPES}
+    if isinstance(value, dict):
+        out = dict(value)
+        if "gpu" in out:
+            out.setdefault("cuda", out.pop("gpu"))
+        return out
+    return None
+
+
+def _merge_env_vars(cluster: Any, exp: Any) -> Any:
+    """Per device type: cluster variables first, the experiment's replace any of the same name."""
+    c, e = _per_device(cluster), _per_device(exp)
+    if c is None or e is None:
+        return exp if exp is not None else cluster
+    out: dict[str, Any] = {}
+    for t in sorted(set(c) | set(e)):
+        merged: dict[str, str] = {}
+        for entry in list(c.get(t) or []) + list(e.get(t) or []):
+            if not isinstance(entry, str):
+                return exp  # malformed: let validation report it against the experiment
+            merged[entry.split("=", 1)[0]] = entry
+        out[t] = list(merged.values())
+    return out
+
+
+def _merge_by_container_path(cluster: Any, exp: Any) -> Any:
+    """Mounts/devices: both lists, the experiment's entry wins for the same container path."""
+    if not isinstance(cluster, list) or not cluster:
+        return exp
+    if exp is None:
+        return copy.deepcopy(cluster)
+    if not isinstance(exp, list):
+        return exp
+    mine = {m.get("container_path") for m in exp if isinstance(m, dict)}
+    kept = [
+        copy.deepcopy(m)
+        for m in cluster
+        if not (isinstance(m, dict) and m.get("container_path") in mine)
+    ]
+    return kept + exp
+
+
+def _merge_storage(cluster: dict[str, Any] | None, exp: Any) -> Any:
+    """The cluster's storage when the experiment has none; field by field for the same type."""
+    if exp is None:
+        return copy.deepcopy(cluster) if cluster else None
+    if (
+        isinstance(exp, dict)
+        and isinstance(cluster, dict)
+        and exp.get("type") == cluster.get("type")
+    ):
+        return {**copy.deepcopy(cluster), **{k: v for k, v in exp.items() if v is not None}}
+    return exp
+
+
+def merge_cluster_defaults(
+    config_dict: dict[str, Any],
+    task_container_defaults: dict[str, Any] | None,
+    checkpoint_storage: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """A new config dict with the master's defaults filled in under the experiment's values.
+
+    ``task_container_defaults`` uses master.yaml's names: ``image``, ``environment_variables``,
+    ``force_pull_image``, ``registry_auth``, ``add_capabilities``, ``drop_capabilities``,
+    ``bind_mounts``, ``devices``, ``shm_size_bytes`` (or ``shm_size``), ``log_policies``,
+    ``preemption_timeout``. Keys only meaningful for other resource managers or the agent
+    (``network_mode``, ``cpu_pod_spec``, ``work_dir``…) are left alone. Experiment values win; list
+    values are combined (environment variables by name, mounts and devices by container path).
+    """
+    out = copy.deepcopy(config_dict)
+    tcd = task_container_defaults or {}
+
+    env_raw = out.get("environment")
+    env: dict[str, Any] = dict(env_raw) if isinstance(env_raw, dict) else {}
+    if env_raw is None or isinstance(env_raw, dict):
+        if tcd.get("image") is not None:
+            c, e = _per_device(tcd["image"]), _per_device(env.get("image"))
+            if isinstance(env.get("image"), str) or c is None:
+                pass  # one experiment image for every device type wins outright
+            elif e is None:
+                env["image"] = c
+            elif isinstance(e, dict):
+                env["image"] = {**c, **{k: v for k, v in e.items() if v is not None}}
+        if tcd.get("environment_variables") is not None:
+            env["environment_variables"] = _merge_env_vars(
+                tcd["environment_variables"], env.get("environment_variables")
+            )
+        for key in ("force_pull_image", "registry_auth", "add_capabilities", "drop_capabilities"):
+            if env.get(key) is None and tcd.get(key) is not None:
+                env[key] = copy.deepcopy(tcd[key])
+        if env:
+            out["environment"] = env
+
+    if tcd.get("bind_mounts"):
+        out["bind_mounts"] = _merge_by_container_path(tcd["bind_mounts"], out.get("bind_mounts"))
+
+    res_raw = out.get("resources")
+    if res_raw is None or isinstance(res_raw, dict):
+        res: dict[str, Any] = dict(res_raw or {})
+        shm = tcd.get("shm_size_bytes", tcd.get("shm_size"))
+        if res.get("shm_size") is None and shm is not None:
+            res["shm_size"] = shm
+        if tcd.get("devices"):
+            res["devices"] = _merge_by_container_path(tcd["devices"], res.get("devices"))
+        if res:
+            out["resources"] = res
+
+    for key in ("log_policies", "preemption_timeout"):
+        if out.get(key) is None and tcd.get(key) is not None:
+            out[key] = copy.deepcopy(tcd[key])
+
+    storage = _merge_storage(checkpoint_storage, out.get("checkpoint_storage"))
+    if storage is not None:
+        out["checkpoint_storage"] = storage
+    return out
+
+
+def apply_overrides(config_dict: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
+    """A new dict with ``a.b.c=value`` overrides set; values are parsed as YAML scalars
+    (``4`` is an int, ``true`` a bool, ``[1, 2]`` a list, ``null`` clears the field).
+
+    Raises ConfigError for an override without ``=`` or one that walks through a non-mapping.
+    """
+    out = copy.deepcopy(config_dict)
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key or any(not p for p in key.split(".")):
+            raise ConfigError(
+                f"invalid override {item!r}: expected KEY=VALUE, e.g. searcher.max_trials=4", key
+            )
+        try:
+            value = yaml.safe_load(text) if text.strip() else ""
+        except yaml.YAMLError as e:
+            raise ConfigError(
+                f"invalid override {item!r}: the value is not valid YAML ({e})", key
+            ) from None
+        parts = key.split(".")
+        cur: Any = out
+        for i, part in enumerate(parts[:-1]):
+            nxt = _child(cur, part)
+            if nxt is None:
+                nxt = {}
+                _set(cur, part, nxt, item)
+            elif not isinstance(nxt, dict | list):
+                where = ".".join(parts[: i + 1])
+                raise ConfigError(f"invalid override {item!r}: {where} is not a mapping", where)
+            cur = nxt
+        _set(cur, parts[-1], value, item)
+    return out
+
+
+def _child(cur: Any, part: str) -> Any:
+    if isinstance(cur, list):
+        return cur[int(part)] if part.isdigit() and int(part) < len(cur) else None
+    return cur.get(part)
+
+
+def _set(cur: Any, part: str, value: Any, item: str) -> None:
+    if isinstance(cur, list):
+        if not part.isdigit() or int(part) >= len(cur):
+            raise ConfigError(f"invalid override {item!r}: no list index {part}", part)
+        cur[int(part)] = value
+    else:
+        cur[part] = value
