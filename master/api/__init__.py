@@ -1,0 +1,25 @@
+"""REST API blueprints, one per resource, speaking Determined's v1 wire format."""
+
+from __future__ import annotations
+
+from flask import Blueprint
+
+from det.master.api.agents import bp as agents_bp
+from det.master.api.auth import bp as auth_bp
+from det.master.api.checkpoints import bp as checkpoints_bp
+from det.master.api.cluster import bp as cluster_bp
+from det.master.api.experiments import bp as experiments_bp
+from det.master.api.jobs import bp as jobs_bp
+from det.master.api.tasks import bp as tasks_bp
+from det.master.api.trials import bp as trials_bp
+
+BLUEPRINTS: list[Blueprint] = [
+    cluster_bp,
+    auth_bp,
+    experiments_bp,
+    trials_bp,
+    tasks_bp,
+    checkpoints_bp,
+    agents_bp,
+    jobs_bp,
+]

@@ -1,0 +1,99 @@
+"""PostgreSQL access: a connection pool, versioned migrations and the embedded server.
+
+Services take a ``psycopg.Connection`` explicitly; nothing here holds state a restart would lose.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+logger = logging.getLogger(__name__)
+
+Conn = psycopg.Connection[dict[str, Any]]
+
+# Held by the process that runs the control loops (see det.master.loop).
+LEADER_LOCK_KEY = 0x6465745F6C656164  # "det_lead"
+_MIGRATION_LOCK_KEY = 0x6465745F6D696772  # "det_migr"
+
+
+def open_pool(conninfo: str, *, min_size: int = 2, max_size: int = 20) -> ConnectionPool[Conn]:
+    pool: ConnectionPool[Conn] = ConnectionPool(
+        conninfo,
+        min_size=min_size,
+        max_size=max_size,
+        kwargs={"row_factory": dict_row, "autocommit": False},
+        open=True,
+        name="det-master",
+    )
+    pool.wait(timeout=30)
+    return pool
+
+
+def _migrations() -> list[tuple[int, str, str]]:
+    out = []
+    folder = resources.files("det.master.db") / "migrations"
+    for entry in folder.iterdir():
+        m = re.match(r"(\d+)_(.+)\.sql$", entry.name)
+        if m:
+            out.append((int(m.group(1)), m.group(2), entry.read_text()))
+    return sorted(out)
+
+
+def upgrade(conninfo: str) -> list[int]:
+    """Applies pending migrations, each in its own transaction; returns the versions applied.
+
+    Safe to run from several processes at once: an advisory lock serialises them.
+    """
+    applied: list[int] = []
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK_KEY,))
+        try:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                " version int PRIMARY KEY, name text NOT NULL,"
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
+            for version, name, sql in _migrations():
+                if version in done:
+                    continue
+                with conn.transaction():
+                    conn.execute(sql.encode())
+                    conn.execute(
+                        "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                        (version, name),
+                    )
+                logger.info("applied migration %04d_%s", version, name)
+                applied.append(version)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK_KEY,))
+    return applied
+
+
+def start_embedded(data_dir: Path) -> str:
+    """Starts (or reuses) a private PostgreSQL under ``data_dir/postgres``; returns its URI.
+
+    The server outlives this process on purpose (``cleanup_mode=None``): a second master on
+    the same data directory shares it, and a master restart finds the data where it was.
+    """
+    import pgserver
+
+    pgdata = data_dir / "postgres"
+    pgdata.mkdir(parents=True, exist_ok=True)
+    server = pgserver.get_server(pgdata, cleanup_mode=None)
+    uri: str = server.get_uri()
+    with psycopg.connect(uri, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = 'determined'").fetchone()
+        if not exists:
+            conn.execute("CREATE DATABASE determined")
+    head, sep, query = uri.partition("?")
+    base, _, _ = head.rpartition("/")
+    return f"{base}/determined{sep}{query}"

@@ -1,0 +1,56 @@
+"""``det-master``: run the master, or upgrade its database."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from det.master.config import ConfigError, load_config
+
+
+def _setup_logging(level: str) -> None:
+    from det.master.logbuffer import BufferHandler
+
+    lvl = {"trace": "DEBUG", "warn": "WARNING", "fatal": "CRITICAL"}.get(level, level.upper())
+    fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    logging.basicConfig(level=lvl, format=fmt, stream=sys.stderr)
+    buffer = BufferHandler()
+    buffer.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    logging.getLogger().addHandler(buffer)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="det-master", description="The det master.")
+    parser.add_argument("--config-file", help="master.yaml (Determined's keys)")
+    parser.add_argument(
+        "--no-loops", action="store_true", help="serve the API only (no control loops)"
+    )
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("run", help="run the master (the default)")
+    dbp = sub.add_parser("db", help="database maintenance")
+    dbp.add_argument("action", choices=["upgrade"])
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config_file)
+    except ConfigError as e:
+        print(f"det-master: {e}", file=sys.stderr)
+        return 2
+    _setup_logging(config.log.level)
+    from det.master import db, server
+
+    try:
+        if args.command == "db":
+            applied = db.upgrade(server.database_url(config))
+            print(f"applied migrations: {applied or 'none (up to date)'}")
+            return 0
+        state = server.prepare(config)
+    except ConfigError as e:
+        print(f"det-master: {e}", file=sys.stderr)
+        return 2
+    server.serve(state, run_loops=not args.no_loops)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

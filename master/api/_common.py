@@ -1,0 +1,205 @@
+"""What every blueprint shares: the request's DB connection, who is calling, body parsing.
+
+Callers are one of three principals:
+
+* a **user** (``Authorization: Bearer <session token>``),
+* a **task** (``Grpc-Metadata-x-allocation-token: Bearer <token>``, or the same token in
+  ``Authorization``), allowed only on endpoints marked for tasks and only for its own
+  allocation, trial and experiment,
+* an **agent** (``Authorization: Bearer <cluster agent token>``), allowed only on the agent
+  protocol endpoints.
+
+Views say who may call them with :func:`allow`; unmarked views are for users only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hmac
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from flask import current_app, g, request
+
+from det.master.db import Conn
+from det.master.errors import InvalidArgument, PermissionDenied, Unauthenticated
+from det.master.services import users
+from det.master.state import MasterState
+from det.master.wire import pagination, ts
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+__all__ = ["pagination", "ts"]
+
+PUBLIC = "public"
+USER = "user"
+TASK = "task"
+AGENT = "agent"
+
+
+@dataclass(frozen=True)
+class TaskPrincipal:
+    allocation_id: str
+    task_id: str
+    trial_id: int | None
+    experiment_id: int | None
+    user_id: int
+
+
+@dataclass(frozen=True)
+class Principal:
+    kind: str
+    user: users.User | None = None
+    task: TaskPrincipal | None = None
+
+
+def allow(*kinds: str) -> Callable[[F], F]:
+    def mark(fn: F) -> F:
+        fn._det_allow = frozenset(kinds)  # type: ignore[attr-defined]
+        return fn
+
+    return mark
+
+
+def state() -> MasterState:
+    s: MasterState = current_app.extensions["det"]
+    return s
+
+
+@contextmanager
+def db() -> Iterator[Conn]:
+    """A connection in a transaction: committed when the block ends, rolled back on error."""
+    with state().pool.connection() as conn:
+        yield conn
+
+
+def _bearer(value: str | None) -> str | None:
+    if not value:
+        return None
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() == "bearer" and token:
+        return token.strip()
+    return None
+
+
+def authenticate() -> None:
+    """``before_request`` hook: resolves the caller and checks the view admits that kind."""
+    view = current_app.view_functions.get(request.endpoint or "")
+    allowed: frozenset[str] = getattr(view, "_det_allow", frozenset({USER}))
+    if PUBLIC in allowed or view is None:
+        g.principal = Principal(PUBLIC)
+        return
+    task_token = _bearer(request.headers.get("Grpc-Metadata-x-allocation-token"))
+    token = _bearer(request.headers.get("Authorization"))
+    st = state()
+    if token and AGENT in allowed and hmac.compare_digest(token, st.agent_token):
+        g.principal = Principal(AGENT)
+        return
+    with db() as conn:
+        if token:
+            user = users.user_for_token(conn, token)
+            if user is not None:
+                if USER not in allowed:
+                    raise PermissionDenied("this endpoint is not for user sessions")
+                g.principal = Principal(USER, user=user)
+                return
+        for candidate in (task_token, token):
+            if not candidate:
+                continue
+            task = _task_for_token(conn, candidate)
+            if task is not None:
+                if TASK not in allowed:
+                    raise PermissionDenied("allocation tokens may not call this endpoint")
+                g.principal = Principal(TASK, task=task)
+                return
+    raise Unauthenticated("missing or invalid token")
+
+
+def _task_for_token(conn: Conn, token: str) -> TaskPrincipal | None:
+    row = conn.execute(
+        "SELECT a.id, a.task_id, a.trial_id, a.state, a.ended_at, t.experiment_id, e.owner_id"
+        " FROM allocations a LEFT JOIN trials t ON t.id = a.trial_id"
+        " LEFT JOIN experiments e ON e.id = t.experiment_id WHERE a.token_hash = %s",
+        (users.token_digest(token),),
+    ).fetchone()
+    if row is None:
+        return None
+    # A task may finish its last reports shortly after its container exits.
+    if row["ended_at"] is not None and row["ended_at"] < dt.datetime.now(dt.UTC) - dt.timedelta(
+        minutes=10
+    ):
+        return None
+    return TaskPrincipal(
+        row["id"], row["task_id"], row["trial_id"], row["experiment_id"], row["owner_id"]
+    )
+
+
+def principal() -> Principal:
+    p: Principal = g.principal
+    return p
+
+
+def current_user() -> users.User:
+    p = principal()
+    if p.user is None:
+        raise Unauthenticated("a user session is required")
+    return p.user
+
+
+def acting_user_id() -> int:
+    """The user on whose behalf the call is made (a task acts for its experiment's owner)."""
+    p = principal()
+    if p.user is not None:
+        return p.user.id
+    if p.task is not None:
+        return p.task.user_id
+    raise Unauthenticated("a user session is required")
+
+
+def check_task_scope(
+    *,
+    trial_id: int | None = None,
+    allocation_id: str | None = None,
+    experiment_id: int | None = None,
+    task_id: str | None = None,
+) -> None:
+    """A task may touch only its own allocation, trial, task and experiment."""
+    p = principal()
+    if p.kind != TASK or p.task is None:
+        return
+    t = p.task
+    if (
+        (trial_id is not None and trial_id != t.trial_id)
+        or (allocation_id is not None and allocation_id != t.allocation_id)
+        or (experiment_id is not None and experiment_id != t.experiment_id)
+        or (task_id is not None and task_id != t.task_id)
+    ):
+        raise PermissionDenied("an allocation token is valid only for its own task")
+
+
+def require_admin() -> None:
+    if not current_user().admin:
+        raise PermissionDenied("only an admin may do this")
+
+
+def body() -> dict[str, Any]:
+    data = request.get_json(silent=True)
+    if data is None:
+        if not request.data:
+            return {}
+        raise InvalidArgument("request body is not valid JSON")
+    if not isinstance(data, dict):
+        raise InvalidArgument("request body must be a JSON object")
+    return data
+
+
+def int_arg(name: str, default: int | None = None) -> int | None:
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidArgument(f"{name}: not an integer: {raw!r}") from None

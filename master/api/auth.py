@@ -1,0 +1,167 @@
+"""Login, logout, ``/me`` and users."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, request
+
+from det.master.api._common import (
+    PUBLIC,
+    TASK,
+    USER,
+    acting_user_id,
+    allow,
+    body,
+    current_user,
+    db,
+    pagination,
+    require_admin,
+    state,
+)
+from det.master.errors import InvalidArgument, PermissionDenied
+from det.master.services import users
+
+bp = Blueprint("auth", __name__)
+
+
+def user_json(u: users.User) -> dict[str, Any]:
+    return {
+        "id": u.id,
+        "username": u.username,
+        "admin": u.admin,
+        "active": u.active,
+        "displayName": u.display_name or "",
+        "remote": False,
+        "agentUserGroup": None,
+        "modifiedAt": None,
+    }
+
+
+def _str_field(data: dict[str, Any], name: str) -> str:
+    value = data.get(name)
+    if not isinstance(value, str) or not value:
+        raise InvalidArgument(f"{name}: required string")
+    return value
+
+
+@bp.post("/api/v1/auth/login")
+@allow(PUBLIC)
+def login() -> Any:
+    data = body()
+    username = _str_field(data, "username")
+    password = data.get("password") or ""
+    if not isinstance(password, str):
+        raise InvalidArgument("password: must be a string")
+    with db() as conn:
+        token, user = users.login(
+            conn,
+            username,
+            password,
+            hashed=bool(data.get("isHashed")),
+            session_hours=state().config.security.session_hours,
+        )
+    return {"token": token, "user": user_json(user)}
+
+
+@bp.post("/api/v1/auth/logout")
+def logout() -> Any:
+    token = (request.headers.get("Authorization") or "").partition(" ")[2].strip()
+    with db() as conn:
+        users.logout(conn, token)
+    return {}
+
+
+@bp.get("/api/v1/me")
+@allow(USER, TASK)
+def me() -> Any:
+    with db() as conn:
+        return {"user": user_json(users.get_user(conn, acting_user_id()))}
+
+
+@bp.get("/api/v1/users")
+def list_users() -> Any:
+    with db() as conn:
+        found = users.list_users(conn)
+    active = request.args.get("active")
+    if active is not None:
+        want = active.lower() == "true"
+        found = [u for u in found if u.active == want]
+    return {"users": [user_json(u) for u in found], "pagination": pagination(0, 0, len(found))}
+
+
+@bp.post("/api/v1/users")
+def create_user() -> Any:
+    require_admin()
+    data = body()
+    spec = data.get("user")
+    if not isinstance(spec, dict):
+        raise InvalidArgument("user: required object")
+    password = data.get("password") or ""
+    if not isinstance(password, str):
+        raise InvalidArgument("password: must be a string")
+    if not password and not spec.get("remote"):
+        raise InvalidArgument("password: required for a non-remote user")
+    with db() as conn:
+        user = users.create_user(
+            conn,
+            _str_field(spec, "username"),
+            password,
+            admin=bool(spec.get("admin")),
+            hashed=bool(data.get("isHashed")),
+        )
+        if spec.get("displayName"):
+            user = users.update_user(conn, user.id, {"display_name": spec["displayName"]})
+    return {"user": user_json(user)}
+
+
+@bp.get("/api/v1/users/<int:user_id>")
+def get_user(user_id: int) -> Any:
+    with db() as conn:
+        return {"user": user_json(users.get_user(conn, user_id))}
+
+
+@bp.get("/api/v1/users/<username>/by-username")
+def get_user_by_name(username: str) -> Any:
+    with db() as conn:
+        return {"user": user_json(users.get_user_by_name(conn, username))}
+
+
+@bp.patch("/api/v1/users/<int:user_id>")
+def patch_user(user_id: int) -> Any:
+    me_ = current_user()
+    data = body()
+    self_service = set(data) <= {"password", "isHashed", "displayName"}
+    if user_id != me_.id and not me_.admin:
+        raise PermissionDenied("only an admin may change another user")
+    if not self_service and not me_.admin:
+        raise PermissionDenied("only an admin may change admin or active")
+    with db() as conn:
+        if "password" in data:
+            if not isinstance(data["password"], str):
+                raise InvalidArgument("password: must be a string")
+            users.set_password(conn, user_id, data["password"], hashed=bool(data.get("isHashed")))
+        fields = {}
+        if "displayName" in data:
+            fields["display_name"] = data["displayName"]
+        for key in ("admin", "active"):
+            if key in data:
+                fields[key] = bool(data[key])
+        user = users.update_user(conn, user_id, fields)
+    return {"user": user_json(user)}
+
+
+@bp.post("/api/v1/users/<int:user_id>/password")
+def set_password(user_id: int) -> Any:
+    me_ = current_user()
+    if user_id != me_.id and not me_.admin:
+        raise PermissionDenied("only an admin may change another user's password")
+    data = request.get_json(silent=True)
+    # The generated client sends the bare (hashed) password as a JSON string.
+    password = data if isinstance(data, str) else (data or {}).get("password")
+    if not isinstance(password, str):
+        raise InvalidArgument("password: required string")
+    with db() as conn:
+        users.set_password(conn, user_id, password, hashed=True)
+        user = users.get_user(conn, user_id)
+    return {"user": user_json(user)}

@@ -1,0 +1,270 @@
+"""``/api/v1/experiments``: create, read, and the user actions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, request
+
+from det.master.api._common import (
+    TASK,
+    USER,
+    allow,
+    body,
+    check_task_scope,
+    current_user,
+    db,
+    int_arg,
+    pagination,
+    state,
+    ts,
+)
+from det.master.errors import InvalidArgument, PermissionDenied
+from det.master.services import experiments as svc
+from det.master.services import trials as trial_svc
+
+bp = Blueprint("experiments", __name__)
+
+
+def _searcher_metric(config: dict[str, Any]) -> str:
+    return str((config.get("searcher") or {}).get("metric") or "")
+
+
+def experiment_json(row: dict[str, Any], best: dict[str, Any] | None = None) -> dict[str, Any]:
+    config = row["config"]
+    out = {
+        "id": row["id"],
+        "name": row["name"],
+        "description": row["description"],
+        "labels": row["labels"],
+        "notes": row["notes"],
+        "state": "STATE_" + row["state"],
+        "archived": row["archived"],
+        "config": config,
+        "originalConfig": row["original_config"],
+        "startTime": ts(row["created_at"]),
+        "endTime": ts(row["ended_at"]),
+        "numTrials": row["num_trials"],
+        "trialIds": [],
+        "username": row["username"],
+        "userId": row["owner_id"],
+        "displayName": row["username"],
+        "jobId": row["job_id"],
+        "resourcePool": row["resource_pool"],
+        "searcherType": (config.get("searcher") or {}).get("name", ""),
+        "searcherMetric": _searcher_metric(config),
+        "progress": row["progress"],
+        "projectId": row["project_id"],
+        "projectName": "Uncategorized",
+        "projectOwnerId": 1,
+        "workspaceId": 1,
+        "workspaceName": "Uncategorized",
+        "parentArchived": False,
+        "unmanaged": False,
+        "hyperparameters": config.get("hyperparameters") or {},
+    }
+    if best:
+        out["bestTrialId"] = best.get("id")
+        out["bestTrialSearcherMetric"] = best.get("searcher_metric")
+    return out
+
+
+@bp.post("/api/v1/experiments")
+def create() -> Any:
+    data = body()
+    config_text = data.get("config")
+    if not isinstance(config_text, str) or not config_text.strip():
+        raise InvalidArgument("config: required (the experiment config as YAML text)")
+    files = svc.parse_files(data.get("modelDefinition"))
+    validate_only = bool(data.get("validateOnly"))
+    with db() as conn:
+        row = svc.create(
+            conn,
+            state(),
+            owner_id=current_user().id,
+            config_text=config_text,
+            files=files,
+            activate=bool(data.get("activate")),
+            validate_only=validate_only,
+        )
+    if row is None:
+        return {"experiment": None, "config": {}, "warnings": []}
+    return {"experiment": experiment_json(row), "config": row["config"], "warnings": []}
+
+
+_SORT_DESC = {"ORDER_BY_DESC", "2"}
+
+
+@bp.get("/api/v1/experiments")
+def list_() -> Any:
+    archived_raw = request.args.get("archived")
+    archived = None if archived_raw is None else archived_raw.lower() == "true"
+    st_filter = [s.removeprefix("STATE_") for s in request.args.getlist("states")]
+    offset = int_arg("offset", 0) or 0
+    limit = int_arg("limit", 0) or 0
+    with db() as conn:
+        rows, total = svc.list_(
+            conn,
+            archived=archived,
+            states_in=st_filter or None,
+            users_in=request.args.getlist("users") or None,
+            name=request.args.get("name"),
+            order_desc=request.args.get("orderBy") in _SORT_DESC,
+            offset=offset,
+            limit=limit,
+        )
+    return {
+        "experiments": [experiment_json(r) for r in rows],
+        "pagination": pagination(offset, limit, total),
+    }
+
+
+@bp.get("/api/v1/experiments/<int:experiment_id>")
+@allow(USER, TASK)
+def get(experiment_id: int) -> Any:
+    check_task_scope(experiment_id=experiment_id)
+    with db() as conn:
+        row = svc.get(conn, experiment_id)
+        best = trial_svc.best_trial(conn, experiment_id, row["config"])
+        summary = trial_svc.job_summary(conn, state(), row["job_id"])
+    return {
+        "experiment": experiment_json(row, best),
+        "config": row["config"],
+        "jobSummary": summary,
+    }
+
+
+def _owner_or_admin(conn: Any, experiment_id: int) -> None:
+    user = current_user()
+    row = svc.get(conn, experiment_id)
+    if not user.admin and row["owner_id"] != user.id:
+        raise PermissionDenied(f"experiment {experiment_id} belongs to {row['username']}")
+
+
+def _action(experiment_id: int, fn: Any, *args: Any) -> Any:
+    with db() as conn:
+        _owner_or_admin(conn, experiment_id)
+        fn(conn, experiment_id, *args)
+    return {}
+
+
+@bp.post("/api/v1/experiments/<int:experiment_id>/activate")
+def activate(experiment_id: int) -> Any:
+    return _action(experiment_id, svc.activate)
+
+
+@bp.post("/api/v1/experiments/<int:experiment_id>/pause")
+def pause(experiment_id: int) -> Any:
+    return _action(experiment_id, svc.pause)
+
+
+@bp.post("/api/v1/experiments/<int:experiment_id>/cancel")
+def cancel(experiment_id: int) -> Any:
+    return _action(experiment_id, svc.cancel)
+
+
+@bp.post("/api/v1/experiments/<int:experiment_id>/kill")
+def kill(experiment_id: int) -> Any:
+    return _action(experiment_id, svc.kill)
+
+
+@bp.post("/api/v1/experiments/<int:experiment_id>/archive")
+def archive(experiment_id: int) -> Any:
+    return _action(experiment_id, svc.set_archived, True)
+
+
+@bp.post("/api/v1/experiments/<int:experiment_id>/unarchive")
+def unarchive(experiment_id: int) -> Any:
+    return _action(experiment_id, svc.set_archived, False)
+
+
+@bp.delete("/api/v1/experiments/<int:experiment_id>")
+def delete(experiment_id: int) -> Any:
+    return _action(experiment_id, svc.delete)
+
+
+@bp.patch("/api/v1/experiments/<int:experiment_id>")
+def patch(experiment_id: int) -> Any:
+    data = body()
+    with db() as conn:
+        _owner_or_admin(conn, experiment_id)
+        svc.patch(conn, experiment_id, data)
+        row = svc.get(conn, experiment_id)
+    return {"experiment": experiment_json(row)}
+
+
+@bp.get("/api/v1/experiments/<int:experiment_id>/model_def")
+def model_def(experiment_id: int) -> Any:
+    import base64
+
+    with db() as conn:
+        row = conn.execute(
+            "SELECT context FROM experiments WHERE id = %s", (experiment_id,)
+        ).fetchone()
+    if row is None:
+        raise InvalidArgument(f"experiment {experiment_id} not found")
+    return {"b64Tgz": base64.b64encode(row["context"] or b"").decode()}
+
+
+@bp.get("/api/v1/experiments/<int:experiment_id>/file_tree")
+def file_tree(experiment_id: int) -> Any:
+    with db() as conn:
+        row = conn.execute(
+            "SELECT context FROM experiments WHERE id = %s", (experiment_id,)
+        ).fetchone()
+    files = svc.context_files_json(row["context"] if row else None)
+    return {
+        "files": [
+            {
+                "path": f["path"],
+                "name": f["path"].rsplit("/", 1)[-1],
+                "isDir": f["type"] == 53,
+                "contentLength": len(f["content"]) * 3 // 4,
+                "files": [],
+            }
+            for f in files
+        ]
+    }
+
+
+@bp.get("/api/v1/experiments/<int:experiment_id>/searcher/best_searcher_validation_metric")
+@allow(USER, TASK)
+def best_searcher_validation_metric(experiment_id: int) -> Any:
+    check_task_scope(experiment_id=experiment_id)
+    with db() as conn:
+        row = svc.get(conn, experiment_id)
+        best = trial_svc.best_trial(conn, experiment_id, row["config"])
+    return {"metric": best.get("searcher_metric") if best else None}
+
+
+@bp.get("/api/v1/experiments/<int:experiment_id>/trials")
+@allow(USER, TASK)
+def trials(experiment_id: int) -> Any:
+    check_task_scope(experiment_id=experiment_id)
+    offset = int_arg("offset", 0) or 0
+    limit = int_arg("limit", 0) or 0
+    with db() as conn:
+        svc.get(conn, experiment_id)
+        rows = trial_svc.list_for_experiment(conn, experiment_id)
+    total = len(rows)
+    page = rows[offset : (offset + limit) if limit > 0 else None]
+    return {
+        "trials": [trial_svc.trial_json(r) for r in page],
+        "pagination": pagination(offset, limit, total),
+    }
+
+
+@bp.get("/api/v1/experiments/<int:experiment_id>/checkpoints")
+def checkpoints(experiment_id: int) -> Any:
+    from det.master.services import checkpoints as ckpt_svc
+
+    offset = int_arg("offset", 0) or 0
+    limit = int_arg("limit", 0) or 0
+    with db() as conn:
+        svc.get(conn, experiment_id)
+        rows = ckpt_svc.list_for(conn, experiment_id=experiment_id)
+    page = rows[offset : (offset + limit) if limit > 0 else None]
+    return {
+        "checkpoints": [ckpt_svc.checkpoint_json(r) for r in page],
+        "pagination": pagination(offset, limit, len(rows)),
+    }

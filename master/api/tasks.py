@@ -1,0 +1,146 @@
+"""Endpoints a running task (and its agent) uses: preemption signals, context, task logs."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import time
+from typing import Any
+
+from flask import Blueprint, request
+
+from det.master.api import _logs
+from det.master.api._common import AGENT, TASK, USER, allow, body, check_task_scope, db, principal
+from det.master.errors import InvalidArgument, NotFound
+
+bp = Blueprint("tasks", __name__)
+
+MAX_LONG_POLL_SECONDS = 60.0
+
+
+@bp.get("/api/v1/allocations/<allocation_id>/signals/preemption")
+@allow(TASK, USER)
+def preemption_signal(allocation_id: str) -> Any:
+    check_task_scope(allocation_id=allocation_id)
+    try:
+        timeout = min(float(request.args.get("timeout_seconds") or 0), MAX_LONG_POLL_SECONDS)
+    except ValueError:
+        raise InvalidArgument("timeout_seconds: must be a number") from None
+    deadline = time.monotonic() + timeout
+    while True:
+        with db() as conn:
+            row = conn.execute(
+                "SELECT preempt_requested, state FROM allocations WHERE id = %s", (allocation_id,)
+            ).fetchone()
+        if row is None:
+            raise NotFound(f"allocation {allocation_id} not found")
+        if row["preempt_requested"] or row["state"] == "TERMINATED":
+            return {"preempt": True}
+        if time.monotonic() >= deadline:
+            return {"preempt": False}
+        time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
+
+
+@bp.post("/api/v1/allocations/<allocation_id>/signals/ack_preemption")
+@allow(TASK)
+def ack_preemption(allocation_id: str) -> Any:
+    check_task_scope(allocation_id=allocation_id)
+    with db() as conn:
+        conn.execute("UPDATE allocations SET preempt_acked = true WHERE id = %s", (allocation_id,))
+    return {}
+
+
+@bp.get("/api/v1/allocations/<allocation_id>/signals/pending_preemption")
+@allow(TASK, USER)
+def pending_preemption(allocation_id: str) -> Any:
+    check_task_scope(allocation_id=allocation_id)
+    with db() as conn:
+        row = conn.execute(
+            "SELECT preempt_requested FROM allocations WHERE id = %s", (allocation_id,)
+        ).fetchone()
+    if row is None:
+        raise NotFound(f"allocation {allocation_id} not found")
+    return {"preempt": bool(row["preempt_requested"])}
+
+
+@bp.post("/api/v1/allocations/<allocation_id>/proxy_address")
+@allow(TASK)
+def proxy_address(allocation_id: str) -> Any:
+    check_task_scope(allocation_id=allocation_id)
+    return {}
+
+
+@bp.post("/api/v1/allocations/<allocation_id>/notify_container_running")
+@allow(TASK)
+def notify_container_running(allocation_id: str) -> Any:
+    check_task_scope(allocation_id=allocation_id)
+    return {"data": []}
+
+
+@bp.get("/api/v1/tasks/<task_id>/context")
+@bp.get("/api/v1/tasks/<task_id>/context_directory")
+@allow(AGENT, TASK, USER)
+def context(task_id: str) -> Any:
+    check_task_scope(task_id=task_id)
+    with db() as conn:
+        row = conn.execute(
+            "SELECT e.context FROM trials t JOIN experiments e ON e.id = t.experiment_id WHERE t.task_id = %s",
+            (task_id,),
+        ).fetchone()
+    if row is None:
+        raise NotFound(f"task {task_id} not found")
+    return {"b64Tgz": base64.b64encode(row["context"] or b"").decode()}
+
+
+@bp.post("/api/v1/task/logs")
+@allow(AGENT, TASK)
+def post_logs() -> Any:
+    logs = body().get("logs")
+    if not isinstance(logs, list):
+        raise InvalidArgument("logs: required list")
+    rows = []
+    p = principal()
+    for i, entry in enumerate(logs):
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("taskId"), str)
+            or "log" not in entry
+        ):
+            raise InvalidArgument(f"logs[{i}]: taskId and log are required")
+        if p.task is not None and entry["taskId"] != p.task.task_id:
+            check_task_scope(task_id=entry["taskId"])
+        stamp = entry.get("timestamp")
+        try:
+            when = (
+                dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+                if stamp
+                else dt.datetime.now(dt.UTC)
+            )
+        except (ValueError, AttributeError):
+            raise InvalidArgument(f"logs[{i}].timestamp: not an RFC 3339 time") from None
+        rows.append(
+            (
+                entry["taskId"],
+                entry.get("allocationId"),
+                entry.get("agentId"),
+                entry.get("containerId"),
+                entry.get("rankId"),
+                str(entry["log"]),
+                entry.get("level"),
+                entry.get("stdtype"),
+                entry.get("source"),
+                when,
+            )
+        )
+    with db() as conn, conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO task_logs (task_id, allocation_id, agent_id, container_id, rank_id, log, level, stdtype,"
+            " source, timestamp) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            rows,
+        )
+    return {}
+
+
+@bp.get("/api/v1/tasks/<task_id>/logs")
+def task_logs(task_id: str) -> Any:
+    return _logs.stream(task_id)

@@ -1,0 +1,201 @@
+"""``/api/v1/trials``: read, kill, metrics (report and read), progress, early exit, logs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flask import Blueprint, Response, request, stream_with_context
+
+from det.master.api import _logs
+from det.master.api._common import (
+    TASK,
+    USER,
+    allow,
+    body,
+    check_task_scope,
+    db,
+    int_arg,
+    pagination,
+)
+from det.master.errors import InvalidArgument, NotFound
+from det.master.services import trials as svc
+
+bp = Blueprint("trials", __name__)
+
+
+@bp.get("/api/v1/trials/<int:trial_id>")
+@allow(USER, TASK)
+def get(trial_id: int) -> Any:
+    check_task_scope(trial_id=trial_id)
+    with db() as conn:
+        return {"trial": svc.trial_json(svc.get(conn, trial_id))}
+
+
+@bp.patch("/api/v1/trials/<int:trial_id>")
+@allow(USER, TASK)
+def patch(trial_id: int) -> Any:
+    # The official harness sends its runner state here; we keep the trial's state ours.
+    check_task_scope(trial_id=trial_id)
+    with db() as conn:
+        return {"trial": svc.trial_json(svc.get(conn, trial_id))}
+
+
+@bp.post("/api/v1/trials/<int:trial_id>/kill")
+def kill(trial_id: int) -> Any:
+    with db() as conn:
+        svc.kill(conn, trial_id)
+    return {}
+
+
+@bp.post("/api/v1/trials/<int:trial_id>/metrics")
+@allow(USER, TASK)
+def report_metrics(trial_id: int) -> Any:
+    check_task_scope(trial_id=trial_id)
+    data = body()
+    m = data.get("metrics")
+    if not isinstance(m, dict):
+        raise InvalidArgument("metrics: required object")
+    report = {
+        "group": data.get("group") or "training",
+        "trialRunId": m.get("trialRunId"),
+        "stepsCompleted": m.get("stepsCompleted"),
+        "metrics": m.get("metrics"),
+    }
+    with db() as conn:
+        svc.report_metrics(conn, trial_id, [report])
+    return {}
+
+
+@bp.post("/api/v1/trials/<int:trial_id>/metrics/batch")
+@allow(USER, TASK)
+def report_metrics_batch(trial_id: int) -> Any:
+    """det's batched form: ``{"reports": [{group, trialRunId, stepsCompleted, metrics}]}``."""
+    check_task_scope(trial_id=trial_id)
+    reports = body().get("reports")
+    if not isinstance(reports, list) or not all(isinstance(r, dict) for r in reports):
+        raise InvalidArgument("reports: required list of objects")
+    with db() as conn:
+        n = svc.report_metrics(conn, trial_id, reports)
+    return {"rows": n}
+
+
+# Determined's legacy per-group endpoints.
+@bp.post("/api/v1/trials/<int:trial_id>/training_metrics")
+@allow(USER, TASK)
+def report_training(trial_id: int) -> Any:
+    return _legacy(trial_id, "training")
+
+
+@bp.post("/api/v1/trials/<int:trial_id>/validation_metrics")
+@allow(USER, TASK)
+def report_validation(trial_id: int) -> Any:
+    return _legacy(trial_id, "validation")
+
+
+def _legacy(trial_id: int, group: str) -> Any:
+    check_task_scope(trial_id=trial_id)
+    m = body().get("trainingMetrics") or body().get("validationMetrics") or body().get("metrics")
+    if not isinstance(m, dict):
+        raise InvalidArgument("metrics: required object")
+    with db() as conn:
+        svc.report_metrics(conn, trial_id, [{"group": group, **m}])
+    return {}
+
+
+def _series(trial_ids: list[int], group: str | None) -> Any:
+    def gen() -> Any:
+        with db() as conn:
+            for tid in trial_ids:
+                rows = svc.metrics_series(conn, tid, group)
+                if rows:
+                    yield json.dumps({"result": {"metrics": rows}}) + "\n"
+
+    return Response(stream_with_context(gen()), mimetype="application/x-ndjson")
+
+
+@bp.get("/api/v1/trials/metrics/training_metrics")
+def training_metrics() -> Any:
+    return _series([int(x) for x in request.args.getlist("trialIds")], "training")
+
+
+@bp.get("/api/v1/trials/metrics/validation_metrics")
+def validation_metrics() -> Any:
+    return _series([int(x) for x in request.args.getlist("trialIds")], "validation")
+
+
+@bp.get("/api/v1/trials/metrics/trial_metrics")
+def trial_metrics() -> Any:
+    return _series([int(x) for x in request.args.getlist("trialIds")], request.args.get("group"))
+
+
+@bp.get("/api/v1/trials/<int:trial_id>/metrics")
+def metrics_of_trial(trial_id: int) -> Any:
+    """All reported rows of one trial as JSON (det's non-streaming convenience)."""
+    with db() as conn:
+        svc.get(conn, trial_id)
+        return {"metrics": svc.metrics_series(conn, trial_id, request.args.get("group"))}
+
+
+@bp.post("/api/v1/trials/<int:trial_id>/progress")
+@allow(USER, TASK)
+def progress(trial_id: int) -> Any:
+    check_task_scope(trial_id=trial_id)
+    data = request.get_json(silent=True)
+    value = data.get("progress") if isinstance(data, dict) else data
+    if not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise InvalidArgument("progress: a number between 0 and 1")
+    return {}
+
+
+@bp.post("/api/v1/trials/<int:trial_id>/early_exit")
+@allow(USER, TASK)
+def early_exit(trial_id: int) -> Any:
+    check_task_scope(trial_id=trial_id)
+    reason = str(body().get("reason") or "")
+    short = reason.removeprefix("EXITED_REASON_")
+    if short not in (
+        "INVALID_HP",
+        "USER_REQUESTED_STOP",
+        "ERRORED",
+        "USER_CANCELED",
+        "INIT_INVALID_HP",
+    ):
+        raise InvalidArgument(f"reason: unknown early-exit reason {reason!r}")
+    with db() as conn:
+        svc.report_early_exit(conn, trial_id, "INVALID_HP" if short == "INIT_INVALID_HP" else short)
+    return {}
+
+
+@bp.post("/api/v1/trials/<int:trial_id>/runner/metadata")
+@allow(USER, TASK)
+def runner_metadata(trial_id: int) -> Any:
+    check_task_scope(trial_id=trial_id)
+    return {}
+
+
+@bp.get("/api/v1/trials/<int:trial_id>/checkpoints")
+@allow(USER, TASK)
+def checkpoints(trial_id: int) -> Any:
+    from det.master.services import checkpoints as ckpt
+
+    check_task_scope(trial_id=trial_id)
+    offset = int_arg("offset", 0) or 0
+    limit = int_arg("limit", 0) or 0
+    with db() as conn:
+        svc.get(conn, trial_id)
+        rows = ckpt.list_for(conn, trial_id=trial_id)
+    page = rows[offset : (offset + limit) if limit > 0 else None]
+    return {
+        "checkpoints": [ckpt.checkpoint_json(r) for r in page],
+        "pagination": pagination(offset, limit, len(rows)),
+    }
+
+
+@bp.get("/api/v1/trials/<int:trial_id>/logs")
+def logs(trial_id: int) -> Any:
+    with db() as conn:
+        row = conn.execute("SELECT task_id FROM trials WHERE id = %s", (trial_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"trial {trial_id} not found")
+    return _logs.stream(row["task_id"], trial_id=trial_id)

@@ -1,0 +1,49 @@
+"""The Flask app factory: blueprints and the one error handler, nothing read at import time."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import Flask, jsonify
+from werkzeug.exceptions import HTTPException
+
+from det.master.api import _common
+from det.master.errors import APIError
+from det.master.state import MasterState
+
+logger = logging.getLogger(__name__)
+
+
+def _error_body(message: str, grpc_code: int, status: int) -> dict[str, Any]:
+    # Determined's gateway error shape, which the official client parses.
+    return {"error": {"error": message}, "code": grpc_code, "message": message, "status": status}
+
+
+def create_app(state: MasterState) -> Flask:
+    from det.master.api import BLUEPRINTS
+
+    app = Flask("det.master")
+    app.extensions["det"] = state
+    app.config["MAX_CONTENT_LENGTH"] = 200 * 1024 * 1024
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.before_request(_common.authenticate)
+    for bp in BLUEPRINTS:
+        app.register_blueprint(bp)
+
+    @app.errorhandler(APIError)
+    def _api_error(e: APIError) -> Any:
+        return jsonify(_error_body(e.message, e.grpc_code, e.status)), e.status
+
+    @app.errorhandler(HTTPException)
+    def _http_error(e: HTTPException) -> Any:
+        status = e.code or 500
+        grpc = {404: 5, 405: 12, 413: 8}.get(status, 3 if status < 500 else 13)
+        return jsonify(_error_body(e.description or e.name, grpc, status)), status
+
+    @app.errorhandler(Exception)
+    def _unexpected(e: Exception) -> Any:
+        logger.exception("unhandled error")
+        return jsonify(_error_body("internal error", 13, 500)), 500
+
+    return app

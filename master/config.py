@@ -1,0 +1,214 @@
+"""The master's configuration: Determined's master.yaml keys, parsed once at start.
+
+Precedence: built-in defaults < the config file < ``DET_*`` environment variables. Environment
+overrides use Determined's convention: ``DET_`` + the upper-cased key path joined by ``_`` for
+top-level scalars (``DET_PORT``, ``DET_DATA_DIR``, ``DET_LOG_LEVEL``) and ``DET_DB_*`` for the
+database (``DET_DB_HOST``, ``DET_DB_PASSWORD``…). Unknown keys in the file are rejected with a
+message naming the key.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ConfigError(ValueError):
+    """The master configuration is invalid; the message names the key."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DbConfig(_Model):
+    """Determined's ``db`` block, or ``url``. No ``db`` at all means the embedded database."""
+
+    url: str | None = None
+    host: str = "localhost"
+    port: int = 5432
+    name: str = "determined"
+    user: str = "postgres"
+    password: str = ""
+    ssl_mode: str = "disable"
+    ssl_root_cert: str | None = None
+
+    def conninfo(self) -> str:
+        if self.url:
+            return self.url
+        from psycopg.conninfo import make_conninfo
+
+        extra: dict[str, Any] = {}
+        if self.ssl_root_cert:
+            extra["sslrootcert"] = self.ssl_root_cert
+        return make_conninfo(
+            host=self.host,
+            port=self.port,
+            dbname=self.name,
+            user=self.user,
+            password=self.password,
+            sslmode=self.ssl_mode,
+            **extra,
+        )
+
+
+class SchedulerConfig(_Model):
+    type: Literal["priority", "fair_share", "round_robin"] = "priority"
+    preemption: bool = False
+    default_priority: int = Field(42, ge=1, le=99)
+    fitting_policy: Literal["best", "worst"] = "best"
+
+
+class ResourceManagerConfig(_Model):
+    type: Literal["agent"] = "agent"
+    scheduler: SchedulerConfig = SchedulerConfig()
+    default_aux_resource_pool: str = "default"
+    default_compute_resource_pool: str = "default"
+    no_default_resource_pools: bool = False
+
+
+class ResourcePoolConfig(_Model):
+    pool_name: str
+    description: str = ""
+    max_aux_containers_per_agent: int = Field(100, ge=0)
+    agent_reattach_enabled: bool = True
+    agent_reconnect_wait: str = "25s"
+    scheduler: SchedulerConfig | None = None
+    # The cloud provider block; validated by det.master.provisioner when the pool has one.
+    provider: dict[str, Any] | None = None
+    task_container_defaults: dict[str, Any] | None = None
+
+
+class SecurityConfig(_Model):
+    initial_user_password: str = ""
+    # Local development only: lets the master start with an empty admin password.
+    allow_empty_initial_password: bool = False
+    agent_token: str | None = None
+    session_hours: float = Field(24 * 7, gt=0)
+    tls: dict[str, Any] | None = None
+    ssh: dict[str, Any] | None = None
+    authz: dict[str, Any] | None = None
+
+
+class LogConfig(_Model):
+    level: Literal["trace", "debug", "info", "warn", "warning", "error", "fatal"] = "info"
+    color: bool = True
+
+
+class MasterConfig(_Model):
+    port: int = Field(8080, ge=1, le=65535)
+    bind_address: str = "0.0.0.0"
+    data_dir: Path = Path.home() / ".local" / "share" / "det" / "master"
+    cluster_name: str = ""
+    # The URL agents and task containers use to reach this master (default: derived from port).
+    master_url: str | None = None
+    db: DbConfig | None = None
+    checkpoint_storage: dict[str, Any] = Field(
+        default_factory=lambda: {
+            "type": "shared_fs",
+            "host_path": "/tmp",
+            "storage_path": "det-checkpoints",
+        }
+    )
+    resource_manager: ResourceManagerConfig = ResourceManagerConfig()
+    resource_pools: list[ResourcePoolConfig] = Field(
+        default_factory=lambda: [ResourcePoolConfig(pool_name="default")]
+    )
+    security: SecurityConfig = SecurityConfig()
+    task_container_defaults: dict[str, Any] = Field(default_factory=dict)
+    log: LogConfig = LogConfig()
+    telemetry: dict[str, Any] | None = None
+    # Control loop tuning (seconds).
+    tick_seconds: float = Field(0.5, gt=0)
+    agent_timeout_seconds: float = Field(30.0, gt=0)
+    # How many API worker threads the HTTP server runs.
+    api_threads: int = Field(16, ge=1)
+
+    def pool(self, name: str) -> ResourcePoolConfig | None:
+        return next((p for p in self.resource_pools if p.pool_name == name), None)
+
+    def url(self) -> str:
+        return self.master_url or f"http://127.0.0.1:{self.port}"
+
+    def redacted(self) -> dict[str, Any]:
+        """The config as JSON, secrets replaced (for ``GET /api/v1/master/config``)."""
+        out = self.model_dump(mode="json")
+        if out.get("db"):
+            out["db"]["password"] = "********" if out["db"].get("password") else ""
+            if out["db"].get("url"):
+                out["db"]["url"] = "********"
+        out["security"]["initial_user_password"] = "********"
+        if out["security"].get("agent_token"):
+            out["security"]["agent_token"] = "********"
+        return out
+
+
+_ENV_SCALARS = {
+    "DET_PORT": ("port",),
+    "DET_DATA_DIR": ("data_dir",),
+    "DET_MASTER_URL": ("master_url",),
+    "DET_LOG_LEVEL": ("log", "level"),
+    "DET_SECURITY_INITIAL_USER_PASSWORD": ("security", "initial_user_password"),
+    "DET_SECURITY_AGENT_TOKEN": ("security", "agent_token"),
+    "DET_DB_URL": ("db", "url"),
+    "DET_DB_HOST": ("db", "host"),
+    "DET_DB_PORT": ("db", "port"),
+    "DET_DB_NAME": ("db", "name"),
+    "DET_DB_USER": ("db", "user"),
+    "DET_DB_PASSWORD": ("db", "password"),
+    "DET_DB_SSL_MODE": ("db", "ssl_mode"),
+}
+
+
+def _format_error(err: pydantic.ValidationError) -> str:
+    parts = []
+    for e in err.errors():
+        path = ".".join(str(p) for p in e["loc"])
+        if e["type"] == "extra_forbidden":
+            parts.append(f"unknown key '{path}'")
+        else:
+            parts.append(f"{path}: {e['msg']}")
+    return "invalid master config: " + "; ".join(parts)
+
+
+def parse_config(raw: dict[str, Any] | None, env: dict[str, str] | None = None) -> MasterConfig:
+    data: dict[str, Any] = dict(raw or {})
+    for var, path in _ENV_SCALARS.items():
+        value = (env or {}).get(var)
+        if value is None:
+            continue
+        node = data
+        for key in path[:-1]:
+            node = (
+                node.setdefault(key, {})
+                if isinstance(node.get(key), dict) or key not in node
+                else node[key]
+            )
+        node[path[-1]] = value
+    try:
+        return MasterConfig.model_validate(data)
+    except pydantic.ValidationError as e:
+        raise ConfigError(_format_error(e)) from None
+
+
+def load_config(
+    path: str | os.PathLike[str] | None, env: dict[str, str] | None = None
+) -> MasterConfig:
+    raw: dict[str, Any] | None = None
+    if path is not None:
+        try:
+            text = Path(path).read_text()
+        except OSError as e:
+            raise ConfigError(f"cannot read master config {path}: {e.strerror}") from None
+        try:
+            raw = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"invalid YAML in {path}: {e}") from None
+        if raw is not None and not isinstance(raw, dict):
+            raise ConfigError(f"master config {path} must be a mapping of keys")
+    return parse_config(raw, env if env is not None else dict(os.environ))

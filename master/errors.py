@@ -1,0 +1,63 @@
+"""The master's API errors.
+
+::
+
+    APIError (500, "internal")
+    ├── InvalidArgument (400, "invalid_argument")  - bad input; nothing was changed
+    ├── Unauthenticated (401, "unauthenticated")   - no or bad token
+    ├── PermissionDenied (403, "permission_denied")
+    ├── NotFound (404, "not_found")
+    ├── Conflict (409, "already_exists" / "failed_precondition")
+    └── PayloadTooLarge (413, "payload_too_large")
+
+One Flask handler (``det.master.app``) turns them into Determined's error JSON:
+``{"error": {"error": "<message>"}, "code": <grpc code>, "message": "<message>"}``.
+"""
+
+from __future__ import annotations
+
+
+class APIError(Exception):
+    status = 500
+    code = "internal"
+    grpc_code = 13
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidArgument(APIError):
+    status = 400
+    code = "invalid_argument"
+    grpc_code = 3
+
+
+class Unauthenticated(APIError):
+    status = 401
+    code = "unauthenticated"
+    grpc_code = 16
+
+
+class PermissionDenied(APIError):
+    status = 403
+    code = "permission_denied"
+    grpc_code = 7
+
+
+class NotFound(APIError):
+    status = 404
+    code = "not_found"
+    grpc_code = 5
+
+
+class Conflict(APIError):
+    status = 409
+    code = "failed_precondition"
+    grpc_code = 9
+
+
+class PayloadTooLarge(APIError):
+    status = 413
+    code = "payload_too_large"
+    grpc_code = 8

@@ -1,0 +1,100 @@
+"""Bringing a master process up: database, migrations, cluster identity, HTTP and the loops."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import threading
+import uuid
+from pathlib import Path
+
+from det.master import db
+from det.master.config import ConfigError, MasterConfig
+from det.master.services import users
+from det.master.state import MasterState
+
+logger = logging.getLogger(__name__)
+
+
+def database_url(config: MasterConfig) -> str:
+    if config.db is not None:
+        return config.db.conninfo()
+    logger.info("no db configured: using the embedded PostgreSQL under %s", config.data_dir)
+    return db.start_embedded(config.data_dir)
+
+
+def _cluster_identity(conninfo: str, config: MasterConfig) -> tuple[str, str, str]:
+    import psycopg
+
+    with psycopg.connect(conninfo) as conn:
+        conn.execute(
+            "INSERT INTO cluster (cluster_id, agent_token, token_secret) VALUES (%s, %s, %s)"
+            " ON CONFLICT DO NOTHING",
+            (str(uuid.uuid4()), secrets.token_urlsafe(32), secrets.token_urlsafe(32)),
+        )
+        row = conn.execute("SELECT cluster_id, agent_token, token_secret FROM cluster").fetchone()
+        assert row is not None
+        cluster_id, token, token_secret = str(row[0]), str(row[1]), str(row[2])
+        if config.security.agent_token:
+            token = config.security.agent_token
+    return cluster_id, token, token_secret
+
+
+def prepare(config: MasterConfig) -> MasterState:
+    """Everything before serving: fails with ConfigError on a config we cannot run with."""
+    password = config.security.initial_user_password
+    if not password and not config.security.allow_empty_initial_password:
+        raise ConfigError(
+            "security.initial_user_password is empty: set it (or DET_SECURITY_INITIAL_USER_PASSWORD);"
+            " for local development only, security.allow_empty_initial_password: true"
+        )
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    conninfo = database_url(config)
+    db.upgrade(conninfo)
+    cluster_id, agent_token, token_secret = _cluster_identity(conninfo, config)
+    token_file = Path(config.data_dir) / "agent_token"
+    fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(agent_token)
+    pool = db.open_pool(conninfo, max_size=max(4, config.api_threads + 4))
+    with pool.connection() as conn:
+        users.ensure_admin(conn, password)
+    return MasterState(
+        config=config,
+        pool=pool,
+        cluster_id=cluster_id,
+        agent_token=agent_token,
+        token_secret=token_secret,
+        master_id=str(uuid.uuid4()),
+    )
+
+
+def serve(state: MasterState, *, run_loops: bool = True) -> None:
+    """Serves the API until interrupted; runs the control loops when this process leads."""
+    import waitress
+
+    from det.master.app import create_app
+
+    stop = threading.Event()
+    if run_loops:
+        from det.master.loop import ControlLoop
+
+        loop = ControlLoop(state, stop)
+        threading.Thread(target=loop.run_forever, name="det-control-loop", daemon=True).start()
+    app = create_app(state)
+    logger.info(
+        "master %s serving on %s:%d", state.master_id, state.config.bind_address, state.config.port
+    )
+    try:
+        waitress.serve(
+            app,
+            host=state.config.bind_address,
+            port=state.config.port,
+            threads=state.config.api_threads,
+            channel_timeout=600,
+            ident="det-master",
+            _quiet=True,
+        )
+    finally:
+        stop.set()

@@ -1,0 +1,204 @@
+"""Agents: the heartbeat (actual state in, desired state out), listing, enable/disable/drain."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from det.master import states
+from det.master.db import Conn
+from det.master.errors import InvalidArgument, NotFound
+from det.master.services import allocations
+from det.master.state import MasterState
+
+logger = logging.getLogger(__name__)
+
+
+def heartbeat(conn: Conn, st: MasterState, agent_id: str, report: dict[str, Any]) -> dict[str, Any]:
+    pool = report.get("resourcePool") or "default"
+    if st.config.pool(pool) is None:
+        raise InvalidArgument(f"resourcePool: no pool named '{pool}'")
+    slots = report.get("slots")
+    if not isinstance(slots, list):
+        raise InvalidArgument("slots: required list")
+    row = conn.execute(
+        "INSERT INTO agents (id, resource_pool, version, labels, addresses, preemption_notice)"
+        " VALUES (%s, %s, %s, %s, %s, %s)"
+        " ON CONFLICT (id) DO UPDATE SET resource_pool = EXCLUDED.resource_pool, version = EXCLUDED.version,"
+        " labels = EXCLUDED.labels, addresses = EXCLUDED.addresses,"
+        " preemption_notice = coalesce(agents.preemption_notice, EXCLUDED.preemption_notice),"
+        " last_heartbeat = now(), connected = true"
+        " RETURNING *, (xmax = 0) AS inserted",
+        (
+            agent_id,
+            pool,
+            str(report.get("version") or ""),
+            Jsonb(report.get("labels") or {}),
+            Jsonb(report.get("addresses") or []),
+            Jsonb(report.get("preemptionNotice")) if report.get("preemptionNotice") else None,
+        ),
+    ).fetchone()
+    assert row is not None
+    if row["inserted"]:
+        states.record_event(
+            conn,
+            "agent",
+            agent_id,
+            "registered",
+            f"registered in pool {pool} with {len(slots)} slots",
+        )
+        logger.info("agent %s registered (pool %s, %d slots)", agent_id, pool, len(slots))
+    _sync_slots(conn, agent_id, slots)
+    if report.get("preemptionNotice"):
+        _preempt_agent(conn, agent_id, report["preemptionNotice"])
+    reported = {}
+    for c in report.get("containers") or []:
+        aid = c.get("allocationId")
+        if isinstance(aid, str):
+            reported[aid] = c
+            allocations.update_container(conn, aid, c)
+    desired = conn.execute(
+        "SELECT * FROM allocations WHERE placement ? %s AND state <> 'TERMINATED' ORDER BY id",
+        (agent_id,),
+    ).fetchall()
+    out = []
+    for alloc in desired:
+        if alloc["kill_requested"]:
+            out.append({"allocationId": alloc["id"], "action": "KILL"})
+        else:
+            out.append(
+                {
+                    "allocationId": alloc["id"],
+                    "action": "RUN",
+                    "spec": allocations.container_spec(conn, st, alloc, agent_id),
+                }
+            )
+    # Terminated allocations the agent still reports stay listed as KILL until it drops them,
+    # so a container whose end we recorded is never restarted.
+    listed = {a["id"] for a in desired}
+    for aid, c in reported.items():
+        if aid not in listed and c.get("state") != states.TERMINATED:
+            known = conn.execute("SELECT 1 FROM allocations WHERE id = %s", (aid,)).fetchone()
+            if known:
+                out.append({"allocationId": aid, "action": "KILL"})
+    return {
+        "clusterId": st.cluster_id,
+        "enabled": row["enabled"],
+        "draining": row["draining"],
+        "heartbeatSeconds": 1.0,
+        "containers": out,
+    }
+
+
+def _sync_slots(conn: Conn, agent_id: str, slots: list[dict[str, Any]]) -> None:
+    ids = []
+    for i, s in enumerate(slots):
+        if not isinstance(s, dict) or "id" not in s:
+            raise InvalidArgument(f"slots[{i}].id: required")
+        ids.append(str(s["id"]))
+        conn.execute(
+            "INSERT INTO slots (agent_id, slot_id, type, uuid, brand, memory_mb) VALUES (%s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (agent_id, slot_id) DO UPDATE SET type = EXCLUDED.type, uuid = EXCLUDED.uuid,"
+            " brand = EXCLUDED.brand, memory_mb = EXCLUDED.memory_mb",
+            (
+                agent_id,
+                str(s["id"]),
+                str(s.get("type") or "cpu"),
+                s.get("uuid"),
+                str(s.get("brand") or ""),
+                int(s.get("memoryMb") or 0),
+            ),
+        )
+    conn.execute(
+        "DELETE FROM slots WHERE agent_id = %s AND NOT (slot_id = ANY(%s))", (agent_id, ids)
+    )
+
+
+def _preempt_agent(conn: Conn, agent_id: str, notice: dict[str, Any]) -> None:
+    """A spot/preemptible machine is going away: checkpoint its trials and place nothing new."""
+    updated = conn.execute(
+        "UPDATE allocations SET preempt_requested = true, exit_reason = coalesce(exit_reason, %s)"
+        " WHERE placement ? %s AND state <> 'TERMINATED' AND NOT preempt_requested RETURNING id",
+        (f"preempted: {notice.get('source', 'cloud')} notice", agent_id),
+    ).fetchall()
+    conn.execute("UPDATE agents SET draining = true WHERE id = %s AND NOT draining", (agent_id,))
+    for r in updated:
+        states.record_event(
+            conn,
+            "allocation",
+            r["id"],
+            "preempt",
+            f"agent {agent_id} got a {notice.get('source')} notice",
+        )
+
+
+def mark_lost(conn: Conn, timeout_seconds: float) -> list[str]:
+    """Agents silent for longer than the timeout: their allocations end without a restart."""
+    lost = conn.execute(
+        "UPDATE agents SET connected = false WHERE connected AND last_heartbeat < now() - make_interval(secs => %s)"
+        " RETURNING id",
+        (timeout_seconds,),
+    ).fetchall()
+    ids = [r["id"] for r in lost]
+    for agent_id in ids:
+        states.record_event(
+            conn, "agent", agent_id, "lost", f"no heartbeat for {timeout_seconds:.0f}s"
+        )
+        logger.warning("agent %s lost", agent_id)
+        for a in conn.execute(
+            "SELECT id FROM allocations WHERE placement ? %s AND state <> 'TERMINATED'", (agent_id,)
+        ).fetchall():
+            allocations.on_terminated(conn, a["id"], None, allocations.AGENT_LOST)
+    return ids
+
+
+def list_agents(conn: Conn) -> list[dict[str, Any]]:
+    agents = conn.execute("SELECT * FROM agents ORDER BY id").fetchall()
+    slots = conn.execute("SELECT * FROM slots ORDER BY agent_id, slot_id").fetchall()
+    live = conn.execute(
+        "SELECT id, placement, state, task_id, container_id FROM allocations WHERE state <> 'TERMINATED' AND placement IS NOT NULL"
+    ).fetchall()
+    by_agent: dict[str, list[dict[str, Any]]] = {}
+    for s in slots:
+        by_agent.setdefault(s["agent_id"], []).append(dict(s))
+    for a in agents:
+        a["slots"] = by_agent.get(a["id"], [])
+        used: dict[str, dict[str, Any]] = {}
+        for alloc in live:
+            for sid in (alloc["placement"] or {}).get(a["id"], []):
+                used[str(sid)] = alloc
+        a["used"] = used
+    return agents
+
+
+def set_enabled(conn: Conn, agent_id: str, enabled: bool, drain: bool = False) -> None:
+    row = conn.execute(
+        "UPDATE agents SET enabled = %s, draining = %s WHERE id = %s RETURNING id",
+        (enabled, (not enabled) and drain, agent_id),
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"agent {agent_id} not found")
+    if not enabled and not drain:
+        # Disabling without drain stops the work on the agent (it is re-queued, not failed).
+        conn.execute(
+            "UPDATE allocations SET preempt_requested = true WHERE placement ? %s AND state <> 'TERMINATED'",
+            (agent_id,),
+        )
+    states.record_event(
+        conn,
+        "agent",
+        agent_id,
+        "enabled" if enabled else "disabled",
+        "by user" + (" (drain)" if drain else ""),
+    )
+
+
+def set_slot_enabled(conn: Conn, agent_id: str, slot_id: str, enabled: bool) -> None:
+    row = conn.execute(
+        "UPDATE slots SET enabled = %s WHERE agent_id = %s AND slot_id = %s RETURNING slot_id",
+        (enabled, agent_id, slot_id),
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"slot {slot_id} on agent {agent_id} not found")

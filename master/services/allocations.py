@@ -1,0 +1,263 @@
+"""Allocations: one run of a trial on slots, from PENDING to TERMINATED.
+
+The rules for what a trial does when its allocation ends live in :func:`on_terminated`, in one
+place:
+
+==========================================  ==========================================
+how the allocation ended                    what happens to the trial
+==========================================  ==========================================
+kill requested (user kill)                  CANCELED
+exit 0, stop requested by the searcher      COMPLETED (it checkpointed on the signal)
+exit 0, experiment canceled                 CANCELED
+exit 0, paused                              stays PAUSED, resumes on activate
+exit 0, preempted (scheduler / spot)        re-queued; no restart counted
+exit 0 otherwise                            COMPLETED (it trained to its length)
+non-zero after a preemption or agent loss   re-queued; no restart counted
+non-zero otherwise                          restarts += 1; ERROR past ``max_restarts``
+==========================================  ==========================================
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import logging
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from det.master import states
+from det.master.db import Conn
+from det.master.services.users import token_digest
+from det.master.state import MasterState
+
+logger = logging.getLogger(__name__)
+
+AGENT_LOST = "agent lost"
+WORKDIR = "/run/determined/workdir"
+
+
+def allocation_token(st: MasterState, allocation_id: str) -> str:
+    mac = hmac.new(st.token_secret.encode(), allocation_id.encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(mac).decode().rstrip("=")
+
+
+def create_for_trial(
+    conn: Conn, st: MasterState, trial: dict[str, Any], experiment: dict[str, Any]
+) -> str:
+    """Queues the next run of ``trial``; returns the allocation id."""
+    run_id = trial["run_id"] + 1
+    allocation_id = f"{trial['task_id']}.{run_id}"
+    res = experiment["config"].get("resources") or {}
+    job = conn.execute(
+        "SELECT id, resource_pool FROM jobs WHERE experiment_id = %s", (experiment["id"],)
+    ).fetchone()
+    assert job is not None
+    conn.execute(
+        "INSERT INTO allocations (id, task_id, trial_id, job_id, resource_pool, slots_needed, state, token_hash)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+        (
+            allocation_id,
+            trial["task_id"],
+            trial["id"],
+            job["id"],
+            job["resource_pool"],
+            int(res.get("slots_per_trial", 1)),
+            states.PENDING,
+            token_digest(allocation_token(st, allocation_id)),
+        ),
+    )
+    conn.execute("UPDATE trials SET run_id = %s WHERE id = %s", (run_id, trial["id"]))
+    states.record_event(conn, "trial", trial["id"], "queued", f"allocation {allocation_id} queued")
+    return allocation_id
+
+
+def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason: str) -> None:
+    """Ends an allocation (idempotent) and moves its trial on, following the module's table."""
+    alloc = conn.execute(
+        "SELECT * FROM allocations WHERE id = %s FOR UPDATE", (allocation_id,)
+    ).fetchone()
+    if alloc is None or alloc["state"] == states.TERMINATED:
+        return
+    conn.execute(
+        "UPDATE allocations SET exit_code = %s, exit_reason = coalesce(exit_reason, %s) WHERE id = %s",
+        (exit_code, reason, allocation_id),
+    )
+    states.transition(conn, "allocation", allocation_id, states.TERMINATED, reason, strict=False)
+    if alloc["trial_id"] is None:
+        return
+    trial = conn.execute(
+        "SELECT t.*, e.state AS exp_state, e.config FROM trials t JOIN experiments e ON e.id = t.experiment_id"
+        " WHERE t.id = %s FOR UPDATE OF t",
+        (alloc["trial_id"],),
+    ).fetchone()
+    assert trial is not None
+    if trial["state"] in states.TERMINAL:
+        return
+    tid = trial["id"]
+    stop = trial["stop_reason"]
+    preempted = alloc["preempt_requested"] or reason == AGENT_LOST
+    counts = False
+    if alloc["kill_requested"] or stop == "killed":
+        _finish(conn, trial, states.CANCELED, "killed")
+    elif exit_code == 0 or (preempted and stop is not None):
+        if stop == "searcher":
+            _finish(conn, trial, states.COMPLETED, "stopped by the searcher")
+        elif stop == "canceled":
+            _finish(conn, trial, states.CANCELED, "experiment canceled")
+        elif trial["state"] == states.PAUSED or preempted:
+            logger.info("trial %d preempted (%s); it will resume", tid, reason)
+        else:
+            _finish(conn, trial, states.COMPLETED, "training finished")
+    elif preempted:
+        logger.info("trial %d lost its allocation (%s); re-queued without a restart", tid, reason)
+    else:
+        counts = True
+        restarts = trial["restarts"] + 1
+        max_restarts = int(trial["config"].get("max_restarts", 5))
+        conn.execute("UPDATE trials SET restarts = %s WHERE id = %s", (restarts, tid))
+        if restarts > max_restarts:
+            _finish(
+                conn, trial, states.ERROR, f"exit code {exit_code}; {restarts - 1} restarts used"
+            )
+        else:
+            states.record_event(
+                conn,
+                "trial",
+                tid,
+                "restart",
+                f"exit code {exit_code}: restart {restarts} of {max_restarts}",
+            )
+    conn.execute(
+        "UPDATE allocations SET counts_as_restart = %s WHERE id = %s", (counts, allocation_id)
+    )
+    conn.execute("NOTIFY det_wakeup")
+
+
+def _finish(conn: Conn, trial: dict[str, Any], state: str, reason: str) -> None:
+    if states.transition(conn, "trial", trial["id"], state, reason, strict=False):
+        kind = "exited" if state != states.ERROR else "early_exit"
+        payload = {} if state != states.ERROR else {"reason": "ERRORED"}
+        conn.execute(
+            "INSERT INTO searcher_events (experiment_id, kind, request_id, payload) VALUES (%s, %s, %s, %s)",
+            (trial["experiment_id"], kind, trial["request_id"], Jsonb(payload)),
+        )
+
+
+def update_container(conn: Conn, allocation_id: str, container: dict[str, Any]) -> None:
+    """Applies a container state an agent reported (states only move forward)."""
+    state = str(container.get("state") or "")
+    if state not in states.ALLOCATION_ORDER or state == states.PENDING:
+        return
+    if state == states.TERMINATED:
+        code = container.get("exitCode")
+        reason = container.get("error") or f"container exited with code {code}"
+        on_terminated(conn, allocation_id, code if isinstance(code, int) else -1, str(reason))
+        return
+    row = conn.execute("SELECT state FROM allocations WHERE id = %s", (allocation_id,)).fetchone()
+    if row is None:
+        return
+    if container.get("containerId"):
+        conn.execute(
+            "UPDATE allocations SET container_id = %s WHERE id = %s AND container_id IS DISTINCT FROM %s",
+            (container["containerId"], allocation_id, container["containerId"]),
+        )
+    if states.ALLOCATION_ORDER.index(state) > states.ALLOCATION_ORDER.index(row["state"]):
+        states.transition(
+            conn, "allocation", allocation_id, state, "reported by agent", strict=False
+        )
+        if state == states.RUNNING:
+            conn.execute(
+                "UPDATE trials t SET started_at = coalesce(t.started_at, now()) FROM allocations a"
+                " WHERE a.id = %s AND t.id = a.trial_id",
+                (allocation_id,),
+            )
+
+
+def container_spec(
+    conn: Conn, st: MasterState, alloc: dict[str, Any], agent_id: str
+) -> dict[str, Any]:
+    """What the agent needs to start this allocation's container (see docs/internals.md)."""
+    trial = conn.execute(
+        "SELECT t.*, e.config, e.owner_id, u.username FROM trials t JOIN experiments e ON e.id = t.experiment_id"
+        " JOIN users u ON u.id = e.owner_id WHERE t.id = %s",
+        (alloc["trial_id"],),
+    ).fetchone()
+    assert trial is not None
+    config: dict[str, Any] = trial["config"]
+    env_cfg = config.get("environment") or {}
+    slot_ids = (alloc["placement"] or {}).get(agent_id, [])
+    device = "cuda" if _slot_type(conn, agent_id) == "cuda" else "cpu"
+    image = env_cfg.get("image")
+    if isinstance(image, dict):
+        image = image.get(device) or image.get("cpu")
+    image = image or "det-task:py3.11-cpu-torch"
+    env: dict[str, str] = {}
+    variables = env_cfg.get("environment_variables") or []
+    if isinstance(variables, dict):
+        variables = variables.get(device) or []
+    for item in variables:
+        key, _, value = str(item).partition("=")
+        env[key] = value
+    env.update(
+        {
+            "DET_MASTER": st.config.url(),
+            "DET_CLUSTER_ID": st.cluster_id,
+            "DET_TASK_ID": alloc["task_id"],
+            "DET_ALLOCATION_ID": alloc["id"],
+            "DET_SESSION_TOKEN": allocation_token(st, alloc["id"]),
+            "DET_USER": trial["username"],
+            "DET_TASK_TYPE": "TRIAL",
+            "DET_RESOURCES_TYPE": "docker-container",
+            "DET_EXPERIMENT_ID": str(trial["experiment_id"]),
+            "DET_TRIAL_ID": str(trial["id"]),
+            "DET_TRIAL_RUN_ID": str(trial["run_id"]),
+            "DET_TRIAL_SEED": str(trial["seed"]),
+            "DET_HPARAMS": json.dumps(trial["hparams"]),
+            "DET_EXPERIMENT_CONFIG": json.dumps(config),
+            "DET_STEPS_COMPLETED": str(trial["steps_completed"]),
+            "DET_SLOT_IDS": json.dumps([int(s) if str(s).isdigit() else s for s in slot_ids]),
+            "DET_UNIQUE_PORT_OFFSET": str(_port_offset(alloc["id"])),
+        }
+    )
+    if trial["latest_checkpoint"]:
+        env["DET_LATEST_CHECKPOINT"] = str(trial["latest_checkpoint"])
+    entrypoint = config.get("entrypoint") or "python3 train.py"
+    command = ["python3", "-m", "det.exec.run", "--"]
+    command += entrypoint if isinstance(entrypoint, list) else [entrypoint]
+    res = config.get("resources") or {}
+    return {
+        "taskId": alloc["task_id"],
+        "taskType": "TRIAL",
+        "image": image,
+        "forcePull": bool(env_cfg.get("force_pull_image")),
+        "command": command,
+        "env": env,
+        "slotIds": slot_ids,
+        "deviceType": device,
+        "shmSize": res.get("shm_size"),
+        "networkMode": "host",
+        "bindMounts": [
+            {
+                "hostPath": m.get("host_path"),
+                "containerPath": m.get("container_path"),
+                "readOnly": bool(m.get("read_only")),
+                "propagation": m.get("propagation") or "rprivate",
+            }
+            for m in config.get("bind_mounts") or []
+        ],
+        "contextPath": f"/api/v1/tasks/{alloc['task_id']}/context",
+        "workdir": WORKDIR,
+        "killGraceSeconds": 30,
+    }
+
+
+def _slot_type(conn: Conn, agent_id: str) -> str:
+    row = conn.execute("SELECT type FROM slots WHERE agent_id = %s LIMIT 1", (agent_id,)).fetchone()
+    return str(row["type"]) if row else "cpu"
+
+
+def _port_offset(allocation_id: str) -> int:
+    return int(hashlib.sha1(allocation_id.encode()).hexdigest()[:4], 16) % 1000

@@ -1,0 +1,379 @@
+"""Experiments: creation (config + context), reads, and the user actions on them.
+
+User actions only change intent (state, ``stop_reason``, ``preempt_requested``); the control
+loop carries them out. Every action is one short transaction.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import logging
+import tarfile
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from det.master import states
+from det.master.db import Conn
+from det.master.errors import Conflict, InvalidArgument, NotFound, PayloadTooLarge
+from det.master.state import MasterState
+
+logger = logging.getLogger(__name__)
+
+MAX_CONTEXT_BYTES = 95 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ContextFile:
+    path: str
+    content: bytes
+    mode: int = 0o644
+    is_dir: bool = False
+
+
+def parse_files(model_definition: Any) -> list[ContextFile]:
+    """Determined's ``modelDefinition``: ``[{path, type, content (base64), mode, mtime…}]``."""
+    if model_definition is None:
+        return []
+    if not isinstance(model_definition, list):
+        raise InvalidArgument("modelDefinition: must be a list of files")
+    files = []
+    total = 0
+    for i, f in enumerate(model_definition):
+        if not isinstance(f, dict) or not isinstance(f.get("path"), str):
+            raise InvalidArgument(f"modelDefinition[{i}].path: required string")
+        path = f["path"]
+        if path.startswith("/") or ".." in path.split("/"):
+            raise InvalidArgument(
+                f"modelDefinition[{i}].path: must be relative inside the context: {path!r}"
+            )
+        try:
+            content = base64.b64decode(f.get("content") or "", validate=True)
+        except ValueError:
+            raise InvalidArgument(f"modelDefinition[{i}].content: not valid base64") from None
+        total += len(content)
+        # tar's type flag: "5" is a directory, as the official client sends it.
+        is_dir = f.get("type") in (53, "5", 5)
+        files.append(
+            ContextFile(path, content, int(f.get("mode") or (0o755 if is_dir else 0o644)), is_dir)
+        )
+    if total > MAX_CONTEXT_BYTES:
+        biggest = sorted(files, key=lambda c: -len(c.content))[:3]
+        names = ", ".join(f"{c.path} ({len(c.content) / 1e6:.1f} MB)" for c in biggest)
+        raise PayloadTooLarge(
+            f"context is {total / 1e6:.1f} MB, over the 95 MB limit; largest files: {names}"
+            " (leave files out with .detignore)"
+        )
+    return files
+
+
+def pack_context(files: list[ContextFile]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for f in files:
+            info = tarfile.TarInfo(f.path)
+            info.mode = f.mode & 0o7777
+            if f.is_dir:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.size = len(f.content)
+                tar.addfile(info, io.BytesIO(f.content))
+    return buf.getvalue()
+
+
+def context_files_json(blob: bytes | None) -> list[dict[str, Any]]:
+    """The context back as Determined's File list (``GET /experiments/{id}/model_def`` files)."""
+    out: list[dict[str, Any]] = []
+    if not blob:
+        return out
+    with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
+        for m in tar.getmembers():
+            data = b"" if m.isdir() else (tar.extractfile(m) or io.BytesIO()).read()
+            out.append(
+                {
+                    "path": m.name,
+                    "type": 53 if m.isdir() else 48,
+                    "content": base64.b64encode(data).decode(),
+                    "mode": m.mode,
+                    "mtime": int(m.mtime),
+                    "uid": 0,
+                    "gid": 0,
+                }
+            )
+    return out
+
+
+def parse_config(st: MasterState, config_text: str) -> dict[str, Any]:
+    """The resolved experiment config (cluster defaults merged in) or InvalidArgument."""
+    from det.master import expconf
+
+    try:
+        cfg = expconf.parse_experiment_config(
+            config_text,
+            cluster_defaults={
+                "task_container_defaults": st.config.task_container_defaults,
+                "checkpoint_storage": st.config.checkpoint_storage,
+            },
+        )
+    except expconf.ConfigError as e:
+        raise InvalidArgument(f"invalid experiment config: {e}") from None
+    resolved: dict[str, Any] = cfg.to_dict()
+    pool = (
+        resolved.get("resources", {}).get("resource_pool")
+        or st.config.resource_manager.default_compute_resource_pool
+    )
+    pool_cfg = st.config.pool(pool)
+    if pool_cfg is None:
+        names = ", ".join(p.pool_name for p in st.config.resource_pools)
+        raise InvalidArgument(f"resources.resource_pool: no pool named '{pool}' (pools: {names})")
+    resolved.setdefault("resources", {})["resource_pool"] = pool
+    return resolved
+
+
+def create(
+    conn: Conn,
+    st: MasterState,
+    *,
+    owner_id: int,
+    config_text: str,
+    files: list[ContextFile],
+    activate: bool,
+    validate_only: bool,
+) -> dict[str, Any] | None:
+    config = parse_config(st, config_text)
+    from det.master.services import scheduling
+
+    scheduling.refuse_if_never_fits(conn, st, config)
+    if validate_only:
+        return None
+    res = config["resources"]
+    priority = res.get("priority") or st.config.resource_manager.scheduler.default_priority
+    row = conn.execute(
+        "INSERT INTO experiments (name, description, labels, config, original_config, state, owner_id, context)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING *",
+        (
+            config.get("name") or "Experiment",
+            config.get("description") or "",
+            json.dumps(list(config.get("labels") or [])),
+            json.dumps(config),
+            config_text,
+            states.ACTIVE if activate else states.PAUSED,
+            owner_id,
+            pack_context(files),
+        ),
+    ).fetchone()
+    assert row is not None
+    job_id = str(uuid.uuid4())
+    queue_key = conn.execute("SELECT coalesce(max(queue_key), 0) + 1 AS k FROM jobs").fetchone()
+    assert queue_key is not None
+    conn.execute(
+        "INSERT INTO jobs (id, experiment_id, owner_id, resource_pool, priority, weight, queue_key)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+        (
+            job_id,
+            row["id"],
+            owner_id,
+            res["resource_pool"],
+            priority,
+            res.get("weight") or 1,
+            queue_key["k"],
+        ),
+    )
+    states.record_event(
+        conn, "experiment", row["id"], "created", f"created ({'active' if activate else 'paused'})"
+    )
+    wake(conn)
+    logger.info("experiment %d created by user %d", row["id"], owner_id)
+    return get(conn, row["id"])
+
+
+def wake(conn: Conn) -> None:
+    """Asks the control loop (in whichever process leads) for a pass now, at commit."""
+    conn.execute("NOTIFY det_wakeup")
+
+
+_SELECT = (
+    "SELECT e.*, j.id AS job_id, j.resource_pool, j.priority, j.weight, u.username,"
+    " (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id) AS num_trials"
+    " FROM experiments e JOIN jobs j ON j.experiment_id = e.id JOIN users u ON u.id = e.owner_id"
+)
+
+
+def get(conn: Conn, experiment_id: int) -> dict[str, Any]:
+    row = conn.execute(_SELECT + " WHERE e.id = %s AND NOT e.deleted", (experiment_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"experiment {experiment_id} not found")
+    return row
+
+
+def list_(
+    conn: Conn,
+    *,
+    archived: bool | None,
+    states_in: list[str] | None,
+    users_in: list[str] | None,
+    name: str | None,
+    order_desc: bool,
+    offset: int,
+    limit: int,
+) -> tuple[list[dict[str, Any]], int]:
+    where = ["NOT e.deleted"]
+    params: list[Any] = []
+    if archived is not None:
+        where.append("e.archived = %s")
+        params.append(archived)
+    if states_in:
+        where.append("e.state = ANY(%s)")
+        params.append(states_in)
+    if users_in:
+        where.append("u.username = ANY(%s)")
+        params.append(users_in)
+    if name:
+        where.append("e.name ILIKE %s")
+        params.append(f"%{name}%")
+    clause = " WHERE " + " AND ".join(where)
+    total_row = conn.execute(
+        "SELECT count(*) AS n FROM experiments e JOIN users u ON u.id = e.owner_id" + clause, params
+    ).fetchone()
+    total = int(total_row["n"]) if total_row else 0
+    order = " ORDER BY e.id " + ("DESC" if order_desc else "ASC")
+    page = " OFFSET %s" + (" LIMIT %s" if limit > 0 else "")
+    page_params = [offset] + ([limit] if limit > 0 else [])
+    rows = conn.execute(_SELECT + clause + order + page, params + page_params).fetchall()
+    return rows, total
+
+
+def _lock(conn: Conn, experiment_id: int) -> dict[str, Any]:
+    row = conn.execute(
+        "SELECT * FROM experiments WHERE id = %s AND NOT deleted FOR UPDATE", (experiment_id,)
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"experiment {experiment_id} not found")
+    return row
+
+
+def activate(conn: Conn, experiment_id: int) -> None:
+    exp = _lock(conn, experiment_id)
+    if exp["state"] == states.ACTIVE:
+        return
+    states.transition(conn, "experiment", experiment_id, states.ACTIVE, "activated by user")
+    conn.execute(
+        "UPDATE trials SET state = %s WHERE experiment_id = %s AND state = %s",
+        (states.ACTIVE, experiment_id, states.PAUSED),
+    )
+    wake(conn)
+
+
+def pause(conn: Conn, experiment_id: int) -> None:
+    exp = _lock(conn, experiment_id)
+    if exp["state"] == states.PAUSED:
+        return
+    states.transition(conn, "experiment", experiment_id, states.PAUSED, "paused by user")
+    # Running trials checkpoint and exit (graceful preemption); queued ones just wait.
+    conn.execute(
+        "UPDATE trials SET state = %s WHERE experiment_id = %s AND state = %s",
+        (states.PAUSED, experiment_id, states.ACTIVE),
+    )
+    _preempt_live(conn, experiment_id)
+    wake(conn)
+
+
+def cancel(conn: Conn, experiment_id: int) -> None:
+    exp = _lock(conn, experiment_id)
+    if exp["state"] in states.TERMINAL or exp["state"] in (
+        states.STOPPING_CANCELED,
+        states.STOPPING_KILLED,
+    ):
+        return
+    states.transition(
+        conn, "experiment", experiment_id, states.STOPPING_CANCELED, "canceled by user"
+    )
+    conn.execute(
+        "UPDATE trials SET stop_reason = 'canceled' WHERE experiment_id = %s AND state NOT IN ('COMPLETED','CANCELED','ERROR')",
+        (experiment_id,),
+    )
+    _preempt_live(conn, experiment_id)
+    wake(conn)
+
+
+def kill(conn: Conn, experiment_id: int) -> None:
+    exp = _lock(conn, experiment_id)
+    if exp["state"] in states.TERMINAL or exp["state"] == states.STOPPING_KILLED:
+        return
+    states.transition(conn, "experiment", experiment_id, states.STOPPING_KILLED, "killed by user")
+    conn.execute(
+        "UPDATE trials SET stop_reason = 'killed' WHERE experiment_id = %s AND state NOT IN ('COMPLETED','CANCELED','ERROR')",
+        (experiment_id,),
+    )
+    conn.execute(
+        "UPDATE allocations a SET kill_requested = true FROM trials t"
+        " WHERE a.trial_id = t.id AND t.experiment_id = %s AND a.state <> 'TERMINATED'",
+        (experiment_id,),
+    )
+    wake(conn)
+
+
+def _preempt_live(conn: Conn, experiment_id: int) -> None:
+    conn.execute(
+        "UPDATE allocations a SET preempt_requested = true FROM trials t"
+        " WHERE a.trial_id = t.id AND t.experiment_id = %s AND a.state <> 'TERMINATED'",
+        (experiment_id,),
+    )
+
+
+def set_archived(conn: Conn, experiment_id: int, archived: bool) -> None:
+    exp = _lock(conn, experiment_id)
+    if archived and exp["state"] not in states.TERMINAL:
+        raise Conflict(
+            f"experiment {experiment_id} is {exp['state']}: only a finished experiment can be archived"
+        )
+    conn.execute("UPDATE experiments SET archived = %s WHERE id = %s", (archived, experiment_id))
+
+
+def delete(conn: Conn, experiment_id: int) -> None:
+    exp = _lock(conn, experiment_id)
+    if exp["state"] not in states.TERMINAL:
+        raise Conflict(f"experiment {experiment_id} is {exp['state']}: kill it before deleting it")
+    conn.execute(
+        "UPDATE experiments SET deleted = true, state = %s WHERE id = %s",
+        (states.DELETING, experiment_id),
+    )
+    states.record_event(conn, "experiment", experiment_id, "deleted", "deleted by user")
+
+
+def patch(conn: Conn, experiment_id: int, fields: dict[str, Any]) -> None:
+    _lock(conn, experiment_id)
+    if "name" in fields:
+        if not isinstance(fields["name"], str) or not fields["name"].strip():
+            raise InvalidArgument("name: must be a non-empty string")
+        conn.execute(
+            "UPDATE experiments SET name = %s WHERE id = %s", (fields["name"], experiment_id)
+        )
+    if "description" in fields:
+        conn.execute(
+            "UPDATE experiments SET description = %s WHERE id = %s",
+            (str(fields["description"]), experiment_id),
+        )
+    if "notes" in fields:
+        conn.execute(
+            "UPDATE experiments SET notes = %s WHERE id = %s", (str(fields["notes"]), experiment_id)
+        )
+    if "labels" in fields:
+        labels = fields["labels"]
+        if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+            raise InvalidArgument("labels: must be a list of strings")
+        conn.execute(
+            "UPDATE experiments SET labels = %s WHERE id = %s", (json.dumps(labels), experiment_id)
+        )
+    res = fields.get("resources") or {}
+    if "priority" in res or "weight" in res or "maxSlots" in res:
+        from det.master.services import jobs
+
+        job = conn.execute(
+            "SELECT id FROM jobs WHERE experiment_id = %s", (experiment_id,)
+        ).fetchone()
+        assert job is not None
+        jobs.update(conn, job["id"], priority=res.get("priority"), weight=res.get("weight"))

@@ -1,0 +1,132 @@
+"""The job queue: one job per experiment, ordered by priority then ``queue_key``.
+
+What a job's queue state and ``jobsAhead`` are is never stored: it is what the scheduler's own
+decision over the current snapshot says (``scheduling.queue_view``), so the queue the user sees is
+the order the scheduler uses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from det.master import states
+from det.master.db import Conn
+from det.master.errors import InvalidArgument, NotFound
+from det.master.state import MasterState
+
+
+def queue_info(conn: Conn, st: MasterState, pool: str | None = None) -> dict[str, dict[str, Any]]:
+    from det.master.services import scheduling
+
+    return scheduling.queue_view(conn, st, pool)
+
+
+def list_jobs(conn: Conn, st: MasterState, pool: str | None, desc: bool) -> list[dict[str, Any]]:
+    info = queue_info(conn, st, pool)
+    params: list[Any] = []
+    clause = ""
+    if pool:
+        clause = " AND j.resource_pool = %s"
+        params.append(pool)
+    rows = conn.execute(
+        "SELECT j.*, e.name, e.state AS exp_state, e.progress, u.username,"
+        " (SELECT coalesce(sum(a.slots_needed), 0) FROM allocations a WHERE a.job_id = j.id"
+        "   AND a.state NOT IN ('PENDING','TERMINATED')) AS allocated,"
+        " (SELECT coalesce(sum(a.slots_needed), 0) FROM allocations a WHERE a.job_id = j.id"
+        "   AND a.state <> 'TERMINATED') AS requested"
+        " FROM jobs j JOIN experiments e ON e.id = j.experiment_id JOIN users u ON u.id = j.owner_id"
+        " WHERE e.state NOT IN ('COMPLETED','CANCELED','ERROR','DELETING') AND NOT e.deleted"
+        + clause,
+        params,
+    ).fetchall()
+    out = []
+    for r in rows:
+        q = info.get(r["id"])
+        r["queue_state"] = q["state"] if q else ("SCHEDULED" if r["allocated"] else "QUEUED")
+        r["jobs_ahead"] = q["jobsAhead"] if q else 0
+        r["position"] = q["position"] if q else 10**9
+        out.append(r)
+    out.sort(key=lambda r: (r["priority"], r["queue_key"]), reverse=desc)
+    return out
+
+
+def job_json(r: dict[str, Any]) -> dict[str, Any]:
+    from det.master.wire import ts
+
+    return {
+        "jobId": r["id"],
+        "type": "TYPE_EXPERIMENT",
+        "entityId": str(r["experiment_id"]),
+        "name": r["name"],
+        "username": r["username"],
+        "userId": r["owner_id"],
+        "resourcePool": r["resource_pool"],
+        "submissionTime": ts(r["submitted_at"]),
+        "isPreemptible": True,
+        "priority": r["priority"],
+        "weight": r["weight"],
+        "allocatedSlots": int(r["allocated"]),
+        "requestedSlots": int(r["requested"]),
+        "progress": r["progress"],
+        "workspaceId": 1,
+        "summary": {"state": "STATE_" + r["queue_state"], "jobsAhead": r["jobs_ahead"]},
+    }
+
+
+def _job(conn: Conn, job_id: str) -> dict[str, Any]:
+    row = conn.execute("SELECT * FROM jobs WHERE id = %s FOR UPDATE", (job_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"job {job_id} not found")
+    return row
+
+
+def update(
+    conn: Conn,
+    job_id: str,
+    *,
+    priority: int | None = None,
+    weight: float | None = None,
+    resource_pool: str | None = None,
+    ahead_of: str | None = None,
+    behind_of: str | None = None,
+    st: MasterState | None = None,
+) -> None:
+    _job(conn, job_id)  # locks the row; 404 if missing
+    if priority is not None:
+        if not isinstance(priority, int) or not 1 <= priority <= 99:
+            raise InvalidArgument(f"priority: must be an integer from 1 to 99 (got {priority!r})")
+        conn.execute("UPDATE jobs SET priority = %s WHERE id = %s", (priority, job_id))
+    if weight is not None:
+        if not isinstance(weight, (int, float)) or weight <= 0:
+            raise InvalidArgument(f"weight: must be a positive number (got {weight!r})")
+        conn.execute("UPDATE jobs SET weight = %s WHERE id = %s", (weight, job_id))
+    if resource_pool is not None:
+        if st is not None and st.config.pool(resource_pool) is None:
+            raise InvalidArgument(f"resourcePool: no pool named '{resource_pool}'")
+        conn.execute("UPDATE jobs SET resource_pool = %s WHERE id = %s", (resource_pool, job_id))
+        conn.execute(
+            "UPDATE allocations SET resource_pool = %s WHERE job_id = %s AND state = 'PENDING'",
+            (resource_pool, job_id),
+        )
+    for target_id, ahead in ((ahead_of, True), (behind_of, False)):
+        if target_id is None:
+            continue
+        target = _job(conn, target_id)
+        keys = [
+            r["queue_key"]
+            for r in conn.execute(
+                "SELECT queue_key FROM jobs WHERE priority = %s AND id <> %s ORDER BY queue_key",
+                (target["priority"], job_id),
+            )
+        ]
+        i = keys.index(target["queue_key"])
+        if ahead:
+            neighbour = keys[i - 1] if i > 0 else target["queue_key"] - 2
+        else:
+            neighbour = keys[i + 1] if i + 1 < len(keys) else target["queue_key"] + 2
+        conn.execute(
+            "UPDATE jobs SET queue_key = %s, priority = %s WHERE id = %s",
+            ((target["queue_key"] + neighbour) / 2, target["priority"], job_id),
+        )
+    states.record_event(conn, "job", job_id, "update", "queue position or priority changed by user")
+    conn.execute("NOTIFY det_wakeup")

@@ -1,0 +1,80 @@
+"""The trial and experiment passes: queue runs for active trials, wind down stopped ones, and
+finish experiments whose trials are all done. Each pass is idempotent."""
+
+from __future__ import annotations
+
+import logging
+
+from det.master import states
+from det.master.db import Conn
+from det.master.services import allocations
+from det.master.state import MasterState
+
+logger = logging.getLogger(__name__)
+
+_EXP_FINAL = {
+    states.STOPPING_CANCELED: states.CANCELED,
+    states.STOPPING_KILLED: states.CANCELED,
+    states.STOPPING_COMPLETED: states.COMPLETED,
+    states.STOPPING_ERROR: states.ERROR,
+}
+
+
+def end_unstarted(conn: Conn) -> None:
+    """Queued allocations that were asked to stop never started: end them directly."""
+    rows = conn.execute(
+        "SELECT id FROM allocations WHERE state = 'PENDING' AND (preempt_requested OR kill_requested)"
+    ).fetchall()
+    for r in rows:
+        allocations.on_terminated(conn, r["id"], 0, "stopped before it was scheduled")
+
+
+def trials_pass(conn: Conn, st: MasterState) -> None:
+    rows = conn.execute(
+        "SELECT t.*, e.state AS exp_state FROM trials t JOIN experiments e ON e.id = t.experiment_id"
+        " WHERE t.state NOT IN ('COMPLETED','CANCELED','ERROR') AND NOT EXISTS"
+        " (SELECT 1 FROM allocations a WHERE a.trial_id = t.id AND a.state <> 'TERMINATED')"
+        " ORDER BY t.id FOR UPDATE OF t SKIP LOCKED"
+    ).fetchall()
+    for trial in rows:
+        stop = trial["stop_reason"]
+        if stop == "searcher":
+            # Stopped before (or between) runs: nothing to checkpoint.
+            allocations._finish(conn, trial, states.COMPLETED, "stopped by the searcher")
+        elif stop in ("canceled", "killed"):
+            allocations._finish(conn, trial, states.CANCELED, f"experiment {stop}")
+        elif trial["state"] == states.ACTIVE and trial["exp_state"] == states.ACTIVE:
+            exp = conn.execute(
+                "SELECT id, config FROM experiments WHERE id = %s", (trial["experiment_id"],)
+            ).fetchone()
+            assert exp is not None
+            allocations.create_for_trial(conn, st, trial, exp)
+
+
+def experiments_pass(conn: Conn) -> None:
+    rows = conn.execute(
+        "SELECT e.id, e.state, e.searcher_state,"
+        " (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id AND t.state NOT IN ('COMPLETED','CANCELED','ERROR')) AS open_trials,"
+        " (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id AND t.state = 'COMPLETED') AS completed,"
+        " (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id) AS all_trials"
+        " FROM experiments e WHERE NOT e.deleted AND e.state NOT IN ('COMPLETED','CANCELED','ERROR','DELETING')"
+    ).fetchall()
+    for exp in rows:
+        if exp["open_trials"]:
+            continue
+        eid = exp["id"]
+        if exp["state"] in _EXP_FINAL:
+            states.transition(
+                conn, "experiment", eid, _EXP_FINAL[exp["state"]], "all trials ended", strict=False
+            )
+            continue
+        searcher = exp["searcher_state"] or {}
+        if exp["state"] == states.ACTIVE and searcher.get("shutdown"):
+            failed = searcher.get("failure") or (exp["all_trials"] > 0 and exp["completed"] == 0)
+            final_stop = states.STOPPING_ERROR if failed else states.STOPPING_COMPLETED
+            states.transition(
+                conn, "experiment", eid, final_stop, "searcher finished", strict=False
+            )
+            states.transition(
+                conn, "experiment", eid, _EXP_FINAL[final_stop], "all trials ended", strict=False
+            )

@@ -1,0 +1,156 @@
+"""The scheduling pass: snapshot a pool from the database, let the pure scheduler decide, apply
+placements and preemptions with guarded updates (a placement only lands on a still-PENDING
+allocation, so a stale decision can never double-book)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from det.master import scheduler as sched
+from det.master import states
+from det.master.db import Conn
+from det.master.errors import InvalidArgument
+from det.master.state import MasterState
+
+logger = logging.getLogger(__name__)
+
+
+def _pool_policy(st: MasterState, pool: str) -> Any:
+    cfg = st.config.pool(pool)
+    s = (cfg.scheduler if cfg and cfg.scheduler else None) or st.config.resource_manager.scheduler
+    return s
+
+
+def snapshot(conn: Conn, st: MasterState, pool: str) -> Any:
+    """Loads the pool's agents and requests into the scheduler's frozen snapshot."""
+    agent_rows = conn.execute(
+        "SELECT a.id, a.enabled, a.draining, array_agg(s.slot_id ORDER BY s.slot_id) FILTER (WHERE s.enabled) AS slots"
+        " FROM agents a LEFT JOIN slots s ON s.agent_id = a.id"
+        " WHERE a.resource_pool = %s AND a.connected GROUP BY a.id ORDER BY a.id",
+        (pool,),
+    ).fetchall()
+    alloc_rows = conn.execute(
+        "SELECT a.id, a.job_id, a.slots_needed, a.state, a.placement, a.created_at, a.preempt_requested,"
+        " j.priority, j.weight, j.queue_key FROM allocations a JOIN jobs j ON j.id = a.job_id"
+        " WHERE a.resource_pool = %s AND a.state <> 'TERMINATED' ORDER BY j.priority, j.queue_key, a.created_at, a.id",
+        (pool,),
+    ).fetchall()
+    cfg = st.config.pool(pool)
+    return sched_snapshot(
+        agent_rows,
+        alloc_rows,
+        _pool_policy(st, pool),
+        cfg.max_aux_containers_per_agent if cfg else 100,
+    )
+
+
+def sched_snapshot(
+    agent_rows: list[dict[str, Any]], alloc_rows: list[dict[str, Any]], policy: Any, max_aux: int
+) -> Any:
+    agents = []
+    for a in agent_rows:
+        agents.append(
+            sched.AgentState(
+                id=a["id"],
+                slot_ids=tuple(a["slots"] or ()),
+                enabled=a["enabled"],
+                draining=a["draining"],
+            )
+        )
+    requests = []
+    for i, r in enumerate(alloc_rows):
+        placement = r["placement"] or {}
+        requests.append(
+            sched.Request(
+                allocation_id=r["id"],
+                job_id=r["job_id"],
+                slots=r["slots_needed"],
+                priority=r["priority"],
+                weight=float(r["weight"]),
+                order=i,
+                preemptible=True,
+                placement={k: tuple(v) for k, v in placement.items()} if placement else None,
+            )
+        )
+    return sched.PoolSnapshot(
+        agents=tuple(agents),
+        requests=tuple(requests),
+        policy=sched.Policy(kind=policy.type, preemption=policy.preemption),
+        max_aux_containers_per_agent=max_aux,
+    )
+
+
+def schedule_all(conn: Conn, st: MasterState) -> None:
+    for p in st.config.resource_pools:
+        decision = sched.schedule(snapshot(conn, st, p.pool_name))
+        for allocation_id, placement in decision.placements.items():
+            row = conn.execute(
+                "UPDATE allocations SET state = 'ASSIGNED', placement = %s, placed_at = now()"
+                " WHERE id = %s AND state = 'PENDING' RETURNING id",
+                (Jsonb({k: list(v) for k, v in placement.items()}), allocation_id),
+            ).fetchone()
+            if row:
+                states.record_event(
+                    conn,
+                    "allocation",
+                    allocation_id,
+                    "state",
+                    f"PENDING -> ASSIGNED: placed on {', '.join(placement)}",
+                )
+        for allocation_id in decision.preemptions:
+            conn.execute(
+                "UPDATE allocations SET preempt_requested = true, exit_reason = coalesce(exit_reason, 'preempted by higher-priority work')"
+                " WHERE id = %s AND state <> 'TERMINATED' AND NOT preempt_requested",
+                (allocation_id,),
+            )
+
+
+def queue_view(conn: Conn, st: MasterState, pool: str | None) -> dict[str, dict[str, Any]]:
+    """Per job: its queue state and jobsAhead, from the scheduler's decision on a fresh snapshot."""
+    out: dict[str, dict[str, Any]] = {}
+    for p in st.config.resource_pools:
+        if pool and p.pool_name != pool:
+            continue
+        decision = sched.schedule(snapshot(conn, st, p.pool_name))
+        for position, entry in enumerate(decision.queue):
+            out[entry.job_id] = {
+                "state": entry.state,
+                "jobsAhead": entry.jobs_ahead,
+                "position": position,
+            }
+    return out
+
+
+def refuse_if_never_fits(conn: Conn, st: MasterState, config: dict[str, Any]) -> None:
+    """A job that could never be scheduled is refused at creation, with the reason."""
+    res = config.get("resources") or {}
+    pool = res.get("resource_pool")
+    slots = int(res.get("slots_per_trial", 1))
+    cfg = st.config.pool(pool) if pool else None
+    if cfg is None:
+        return
+    agent_slots = [
+        int(r["n"])
+        for r in conn.execute(
+            "SELECT count(s.slot_id) AS n FROM agents a LEFT JOIN slots s ON s.agent_id = a.id AND s.enabled"
+            " WHERE a.resource_pool = %s AND a.connected GROUP BY a.id",
+            (pool,),
+        )
+    ]
+    growth = None
+    if not agent_slots and not cfg.provider:
+        return  # a static pool whose agents have not registered yet: the job waits for them
+    if cfg.provider:
+        max_instances = int(cfg.provider.get("max_instances") or 0)
+        per = cfg.provider.get("instance_slots")
+        if per is None:
+            from det.master.provisioner import instance_slots
+
+            per = instance_slots(cfg.provider)
+        growth = (max_instances, int(per))
+    reason = sched.can_ever_fit(slots, tuple(agent_slots), growth)
+    if reason:
+        raise InvalidArgument(f"resources.slots_per_trial: {reason}")

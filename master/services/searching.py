@@ -1,0 +1,146 @@
+"""The searcher pass: feeds each experiment's pending searcher events to its (pure) searcher and
+applies the actions, all in one transaction per experiment, so every event is seen exactly once
+and every trial is created exactly once (``UNIQUE (experiment_id, request_id)``) even if the
+leader dies at any point.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from det.master import searcher as search
+from det.master import states
+from det.master.db import Conn
+
+logger = logging.getLogger(__name__)
+
+
+def pending_experiments(conn: Conn) -> list[int]:
+    rows = conn.execute(
+        "SELECT id FROM experiments e WHERE NOT deleted AND state NOT IN ('COMPLETED','CANCELED','ERROR','DELETING')"
+        " AND (searcher_state IS NULL OR EXISTS (SELECT 1 FROM searcher_events s"
+        "      WHERE s.experiment_id = e.id AND NOT s.processed))"
+        " ORDER BY id"
+    ).fetchall()
+    return [r["id"] for r in rows]
+
+
+def experiment_seed(config: dict[str, Any]) -> int:
+    seed = (config.get("reproducibility") or {}).get("experiment_seed")
+    return int(seed) if seed is not None else 0
+
+
+def run_for_experiment(conn: Conn, experiment_id: int) -> None:
+    exp = conn.execute(
+        "SELECT * FROM experiments WHERE id = %s FOR UPDATE SKIP LOCKED", (experiment_id,)
+    ).fetchone()
+    if exp is None:
+        return
+    config = exp["config"]
+    wrapper = exp["searcher_state"]
+    actions: list[Any] = []
+    if wrapper is None:
+        method = search.new_searcher(
+            config["searcher"], config.get("hyperparameters") or {}, experiment_seed(config)
+        )
+        wrapper = {"shutdown": False, "failure": False}
+        actions += method.initial_trials()
+    else:
+        method = search.restore(wrapper["method"])
+    events = conn.execute(
+        "SELECT * FROM searcher_events WHERE experiment_id = %s AND NOT processed ORDER BY id",
+        (experiment_id,),
+    ).fetchall()
+    for ev in events:
+        p = ev["payload"] or {}
+        rid = ev["request_id"]
+        if ev["kind"] == "validation":
+            actions += method.validation_completed(rid, float(p["metric"]), float(p["time"]))
+        elif ev["kind"] == "exited":
+            actions += method.trial_exited(rid)
+        elif ev["kind"] == "early_exit":
+            actions += method.trial_exited_early(
+                rid, search.ExitedReason[str(p.get("reason", "ERRORED"))]
+            )
+    if events:
+        conn.execute(
+            "UPDATE searcher_events SET processed = true WHERE id = ANY(%s)",
+            ([e["id"] for e in events],),
+        )
+    created = apply_actions(conn, exp, actions, wrapper)
+    for rid in created:
+        actions_after = method.trial_created(rid)
+        apply_actions(conn, exp, actions_after, wrapper)
+    wrapper["method"] = method.snapshot()
+    conn.execute(
+        "UPDATE experiments SET searcher_state = %s, progress = %s WHERE id = %s",
+        (Jsonb(wrapper), float(method.progress()), experiment_id),
+    )
+
+
+def apply_actions(
+    conn: Conn, exp: dict[str, Any], actions: list[Any], wrapper: dict[str, Any]
+) -> list[str]:
+    created: list[str] = []
+    for action in actions:
+        if isinstance(action, search.CreateTrial):
+            if _create_trial(conn, exp, action):
+                created.append(action.request_id)
+        elif isinstance(action, search.StopTrial):
+            _stop_trial(conn, exp["id"], action.request_id)
+        elif isinstance(action, search.Shutdown):
+            wrapper["shutdown"] = True
+            wrapper["failure"] = bool(action.failure)
+            states.record_event(
+                conn,
+                "experiment",
+                exp["id"],
+                "searcher",
+                "searcher finished" + (" with failure" if action.failure else ""),
+            )
+    return created
+
+
+def _create_trial(conn: Conn, exp: dict[str, Any], action: Any) -> bool:
+    seq = conn.execute("SELECT nextval('trials_id_seq') AS id").fetchone()
+    assert seq is not None
+    trial_id = int(seq["id"])
+    state = states.PAUSED if exp["state"] == states.PAUSED else states.ACTIVE
+    row = conn.execute(
+        "INSERT INTO trials (id, experiment_id, request_id, task_id, hparams, seed, state)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (experiment_id, request_id) DO NOTHING RETURNING id",
+        (
+            trial_id,
+            exp["id"],
+            action.request_id,
+            f"{exp['id']}.{trial_id}",
+            Jsonb(action.hparams),
+            int(action.seed) % (2**31),
+            state,
+        ),
+    ).fetchone()
+    if row is None:
+        return False
+    states.record_event(
+        conn, "trial", trial_id, "created", f"created by the searcher ({action.request_id})"
+    )
+    return True
+
+
+def _stop_trial(conn: Conn, experiment_id: int, request_id: str) -> None:
+    trial = conn.execute(
+        "UPDATE trials SET stop_reason = coalesce(stop_reason, 'searcher') WHERE experiment_id = %s AND request_id = %s"
+        " AND state NOT IN ('COMPLETED','CANCELED','ERROR') RETURNING id",
+        (experiment_id, request_id),
+    ).fetchone()
+    if trial is None:
+        return
+    # The trial checkpoints and exits 0 on the preemption signal; it is never killed mid-step.
+    conn.execute(
+        "UPDATE allocations SET preempt_requested = true WHERE trial_id = %s AND state <> 'TERMINATED'",
+        (trial["id"],),
+    )
+    states.record_event(conn, "trial", trial["id"], "stop", "stopped by the searcher")

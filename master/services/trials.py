@@ -1,0 +1,233 @@
+"""Trials: reads, metric reports (batched), progress, early exit, kill.
+
+A validation report also becomes a searcher event (consumed exactly once by the searcher pass)
+and updates the trial's searcher metric and summary.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from det.master import states
+from det.master.db import Conn
+from det.master.errors import InvalidArgument, NotFound
+from det.master.state import MasterState
+from det.master.wire import ts
+
+TRAINING = "training"
+VALIDATION = "validation"
+# Determined's summary_metrics keys for the two built-in groups.
+_SUMMARY_KEY = {TRAINING: "avg_metrics", VALIDATION: "validation_metrics"}
+
+
+def get(conn: Conn, trial_id: int) -> dict[str, Any]:
+    row = conn.execute(
+        "SELECT t.*, e.config FROM trials t JOIN experiments e ON e.id = t.experiment_id WHERE t.id = %s",
+        (trial_id,),
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"trial {trial_id} not found")
+    return row
+
+
+def list_for_experiment(conn: Conn, experiment_id: int) -> list[dict[str, Any]]:
+    return conn.execute(
+        "SELECT t.*, e.config FROM trials t JOIN experiments e ON e.id = t.experiment_id"
+        " WHERE t.experiment_id = %s ORDER BY t.id",
+        (experiment_id,),
+    ).fetchall()
+
+
+def _smaller_is_better(config: dict[str, Any]) -> bool:
+    return bool((config.get("searcher") or {}).get("smaller_is_better", True))
+
+
+def best_trial(conn: Conn, experiment_id: int, config: dict[str, Any]) -> dict[str, Any] | None:
+    order = "ASC" if _smaller_is_better(config) else "DESC"
+    return conn.execute(
+        "SELECT id, searcher_metric FROM trials WHERE experiment_id = %s AND searcher_metric IS NOT NULL"
+        f" ORDER BY searcher_metric {order} LIMIT 1",
+        (experiment_id,),
+    ).fetchone()
+
+
+def job_summary(conn: Conn, st: MasterState, job_id: str) -> dict[str, Any]:
+    from det.master.services import jobs
+
+    info = jobs.queue_info(conn, st).get(job_id)
+    if info is None:
+        return {"state": "STATE_UNSPECIFIED", "jobsAhead": 0}
+    return {"state": "STATE_" + info["state"], "jobsAhead": info["jobsAhead"]}
+
+
+def trial_json(row: dict[str, Any]) -> dict[str, Any]:
+    summary = row["summary_metrics"] or {}
+    return {
+        "id": row["id"],
+        "experimentId": row["experiment_id"],
+        "state": "STATE_" + row["state"],
+        "restarts": row["restarts"],
+        "startTime": ts(row["created_at"]),
+        "endTime": ts(row["ended_at"]),
+        "hparams": row["hparams"],
+        "totalBatchesProcessed": row["steps_completed"],
+        "searcherMetricValue": row["searcher_metric"],
+        "summaryMetrics": summary,
+        "taskId": row["task_id"],
+        "taskIds": [row["task_id"]],
+        "runnerState": "",
+        "wallClockTime": 0.0,
+        "warmStartCheckpointUuid": None,
+        "latestCheckpointUuid": str(row["latest_checkpoint"]) if row["latest_checkpoint"] else None,
+        "metadata": {},
+    }
+
+
+def _clean(value: Any) -> Any:
+    """JSON cannot carry NaN/inf; Determined sends them as strings."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+def _update_summary(summary: dict[str, Any], group: str, metrics: dict[str, Any]) -> dict[str, Any]:
+    key = _SUMMARY_KEY.get(group, group)
+    section = dict(summary.get(key) or {})
+    for name, value in metrics.items():
+        entry = dict(section.get(name) or {})
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            entry["type"] = "number"
+            entry["count"] = int(entry.get("count", 0)) + 1
+            entry["sum"] = float(entry.get("sum", 0.0)) + value
+            entry["min"] = value if "min" not in entry else min(entry["min"], value)
+            entry["max"] = value if "max" not in entry else max(entry["max"], value)
+        else:
+            entry["type"] = "string" if isinstance(value, str) else "object"
+        entry["last"] = _clean(value)
+        section[name] = entry
+    out = dict(summary)
+    out[key] = section
+    return out
+
+
+def report_metrics(conn: Conn, trial_id: int, reports: list[dict[str, Any]]) -> int:
+    """Writes metric reports of one trial in one statement; returns how many rows.
+
+    Each report: ``{"group", "trialRunId", "stepsCompleted", "metrics": {"avgMetrics": {…}}}``.
+    """
+    trial = conn.execute(
+        "SELECT t.*, e.config FROM trials t JOIN experiments e ON e.id = t.experiment_id"
+        " WHERE t.id = %s FOR UPDATE OF t",
+        (trial_id,),
+    ).fetchone()
+    if trial is None:
+        raise NotFound(f"trial {trial_id} not found")
+    rows = []
+    summary = trial["summary_metrics"] or {}
+    steps = trial["steps_completed"]
+    searcher_cfg = trial["config"].get("searcher") or {}
+    metric_name = searcher_cfg.get("metric")
+    time_metric = searcher_cfg.get("time_metric")
+    events = []
+    best = trial["searcher_metric"]
+    smaller = _smaller_is_better(trial["config"])
+    for i, r in enumerate(reports):
+        group = r.get("group") or TRAINING
+        m = r.get("metrics")
+        if not isinstance(m, dict) or not isinstance(m.get("avgMetrics"), dict):
+            raise InvalidArgument(f"metrics[{i}].metrics.avgMetrics: required object")
+        avg = m["avgMetrics"]
+        try:
+            total = int(r.get("stepsCompleted") or 0)
+        except (TypeError, ValueError):
+            raise InvalidArgument(f"metrics[{i}].stepsCompleted: must be an integer") from None
+        body = {"avg_metrics": avg}
+        if m.get("batchMetrics"):
+            body["batch_metrics"] = m["batchMetrics"]
+        rows.append((trial_id, int(r.get("trialRunId") or 0), group, total, Jsonb(body)))
+        summary = _update_summary(summary, group, avg)
+        steps = max(steps, total)
+        if group == VALIDATION and metric_name in avg:
+            value = avg[metric_name]
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                t = avg.get(time_metric, total) if time_metric else total
+                events.append(
+                    (
+                        trial["experiment_id"],
+                        trial["request_id"],
+                        {"metric": float(value), "time": float(t)},
+                    )
+                )
+                if best is None or (value < best if smaller else value > best):
+                    best = float(value)
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO metrics (trial_id, trial_run_id, metric_group, total_batches, metrics)"
+            " VALUES (%s, %s, %s, %s, %s)",
+            rows,
+        )
+        if events:
+            cur.executemany(
+                "INSERT INTO searcher_events (experiment_id, kind, request_id, payload)"
+                " VALUES (%s, 'validation', %s, %s)",
+                [(e, r, Jsonb(p)) for e, r, p in events],
+            )
+    conn.execute(
+        "UPDATE trials SET summary_metrics = %s, steps_completed = %s, searcher_metric = %s WHERE id = %s",
+        (Jsonb(summary), steps, best, trial_id),
+    )
+    if events:
+        conn.execute("NOTIFY det_wakeup")
+    return len(rows)
+
+
+def metrics_series(conn: Conn, trial_id: int, group: str | None) -> list[dict[str, Any]]:
+    params: list[Any] = [trial_id]
+    clause = ""
+    if group:
+        clause = " AND metric_group = %s"
+        params.append(group)
+    rows = conn.execute(
+        "SELECT * FROM metrics WHERE trial_id = %s" + clause + " ORDER BY total_batches, id", params
+    ).fetchall()
+    return [
+        {
+            "id": r["id"],
+            "trialId": r["trial_id"],
+            "trialRunId": r["trial_run_id"],
+            "totalBatches": r["total_batches"],
+            "endTime": ts(r["reported_at"]),
+            "metrics": r["metrics"],
+            "group": r["metric_group"],
+            "archived": False,
+        }
+        for r in rows
+    ]
+
+
+def report_early_exit(conn: Conn, trial_id: int, reason: str) -> None:
+    trial = get(conn, trial_id)
+    conn.execute(
+        "INSERT INTO searcher_events (experiment_id, kind, request_id, payload) VALUES (%s, 'early_exit', %s, %s)",
+        (trial["experiment_id"], trial["request_id"], json.dumps({"reason": reason})),
+    )
+    conn.execute("UPDATE trials SET exit_reason = %s WHERE id = %s", (reason, trial_id))
+
+
+def kill(conn: Conn, trial_id: int) -> None:
+    trial = get(conn, trial_id)
+    if trial["state"] in states.TERMINAL:
+        return
+    conn.execute("UPDATE trials SET stop_reason = 'killed' WHERE id = %s", (trial_id,))
+    conn.execute(
+        "UPDATE allocations SET kill_requested = true WHERE trial_id = %s AND state <> 'TERMINATED'",
+        (trial_id,),
+    )
+    states.transition(
+        conn, "trial", trial_id, states.STOPPING_KILLED, "killed by user", strict=False
+    )
+    conn.execute("NOTIFY det_wakeup")

@@ -1,0 +1,171 @@
+"""Users, passwords and session tokens.
+
+Passwords: the official client sends ``sha512(salt + password)`` (``isHashed``); we normalise
+every password to that form and keep only a slow salted hash (scrypt) of it. Tokens are random,
+stored as their SHA-256, expire after ``session_hours`` and can be revoked (logout).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import hmac
+import logging
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from det.master.db import Conn
+from det.master.errors import Conflict, InvalidArgument, NotFound, Unauthenticated
+
+logger = logging.getLogger(__name__)
+
+# The fixed salt Determined's client uses before sending a password (a wire-format fact).
+CLIENT_SALT = "GubPEmmotfiK9TMD6Zdw"
+_SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
+
+
+@dataclass(frozen=True)
+class User:
+    id: int
+    username: str
+    admin: bool
+    active: bool
+    display_name: str | None = None
+
+
+def client_hash(password: str) -> str:
+    if not password:
+        return password
+    return hashlib.sha512((CLIENT_SALT + password).encode()).hexdigest()
+
+
+def hash_password(client_hashed: str) -> str:
+    salt = secrets.token_bytes(16)
+    digest = hashlib.scrypt(client_hashed.encode(), salt=salt, **_SCRYPT)
+    return "scrypt$" + base64.b64encode(salt).decode() + "$" + base64.b64encode(digest).decode()
+
+
+def verify_password(client_hashed: str, stored: str) -> bool:
+    try:
+        _, salt_b64, digest_b64 = stored.split("$")
+    except ValueError:
+        return False
+    digest = hashlib.scrypt(client_hashed.encode(), salt=base64.b64decode(salt_b64), **_SCRYPT)
+    return hmac.compare_digest(digest, base64.b64decode(digest_b64))
+
+
+def token_digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _user(row: dict[str, Any]) -> User:
+    return User(row["id"], row["username"], row["admin"], row["active"], row.get("display_name"))
+
+
+def ensure_admin(conn: Conn, initial_password: str) -> None:
+    """Creates ``admin`` (and a ``determined`` non-admin user, as Determined does) once."""
+    for name, admin in (("admin", True), ("determined", False)):
+        conn.execute(
+            "INSERT INTO users (username, password_hash, admin) VALUES (%s, %s, %s)"
+            " ON CONFLICT (username) DO NOTHING",
+            (name, hash_password(client_hash(initial_password)), admin),
+        )
+
+
+def create_user(conn: Conn, username: str, password: str, *, admin: bool, hashed: bool) -> User:
+    if not username or len(username) > 128 or any(c.isspace() for c in username):
+        raise InvalidArgument("username: must be 1-128 characters without spaces")
+    pw = password if hashed else client_hash(password)
+    row = conn.execute(
+        "INSERT INTO users (username, password_hash, admin) VALUES (%s, %s, %s)"
+        " ON CONFLICT (username) DO NOTHING RETURNING *",
+        (username, hash_password(pw), admin),
+    ).fetchone()
+    if row is None:
+        raise Conflict(f"user '{username}' already exists")
+    logger.info("user %s created (admin=%s)", username, admin)
+    return _user(row)
+
+
+def get_user(conn: Conn, user_id: int) -> User:
+    row = conn.execute("SELECT * FROM users WHERE id = %s", (user_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"user {user_id} not found")
+    return _user(row)
+
+
+def get_user_by_name(conn: Conn, username: str) -> User:
+    row = conn.execute("SELECT * FROM users WHERE username = %s", (username,)).fetchone()
+    if row is None:
+        raise NotFound(f"user '{username}' not found")
+    return _user(row)
+
+
+def list_users(conn: Conn) -> list[User]:
+    return [_user(r) for r in conn.execute("SELECT * FROM users ORDER BY id")]
+
+
+def set_password(conn: Conn, user_id: int, password: str, *, hashed: bool) -> None:
+    pw = password if hashed else client_hash(password)
+    conn.execute(
+        "UPDATE users SET password_hash = %s, modified_at = now() WHERE id = %s",
+        (hash_password(pw), user_id),
+    )
+    # A password change ends every other session of that user.
+    conn.execute(
+        "UPDATE user_sessions SET revoked_at = now() WHERE user_id = %s AND revoked_at IS NULL",
+        (user_id,),
+    )
+
+
+def update_user(conn: Conn, user_id: int, fields: dict[str, Any]) -> User:
+    allowed = {"display_name": "display_name", "admin": "admin", "active": "active"}
+    for key, column in allowed.items():
+        if key in fields:
+            conn.execute(f"UPDATE users SET {column} = %s WHERE id = %s", (fields[key], user_id))
+    return get_user(conn, user_id)
+
+
+def login(
+    conn: Conn, username: str, password: str, *, hashed: bool, session_hours: float
+) -> tuple[str, User]:
+    row = conn.execute("SELECT * FROM users WHERE username = %s", (username,)).fetchone()
+    pw = password if hashed else client_hash(password)
+    if row is None or not row["active"] or not verify_password(pw, row["password_hash"]):
+        raise Unauthenticated("invalid credentials")
+    token = secrets.token_urlsafe(32)
+    expires = dt.datetime.now(dt.UTC) + dt.timedelta(hours=session_hours)
+    conn.execute(
+        "INSERT INTO user_sessions (user_id, token_hash, expires_at) VALUES (%s, %s, %s)",
+        (row["id"], token_digest(token), expires),
+    )
+    return token, _user(row)
+
+
+def logout(conn: Conn, token: str) -> None:
+    conn.execute(
+        "UPDATE user_sessions SET revoked_at = now() WHERE token_hash = %s AND revoked_at IS NULL",
+        (token_digest(token),),
+    )
+
+
+def user_for_token(conn: Conn, token: str) -> User | None:
+    row = conn.execute(
+        "SELECT u.* FROM user_sessions s JOIN users u ON u.id = s.user_id"
+        " WHERE s.token_hash = %s AND s.revoked_at IS NULL AND s.expires_at > now() AND u.active",
+        (token_digest(token),),
+    ).fetchone()
+    return _user(row) if row else None
+
+
+def issue_task_session(conn: Conn, user_id: int, hours: float = 24 * 30) -> str:
+    """A user session for a task's own use (``DET_USER_TOKEN``), revoked when the task ends."""
+    token = secrets.token_urlsafe(32)
+    expires = dt.datetime.now(dt.UTC) + dt.timedelta(hours=hours)
+    conn.execute(
+        "INSERT INTO user_sessions (user_id, token_hash, expires_at) VALUES (%s, %s, %s)",
+        (user_id, token_digest(token), expires),
+    )
+    return token

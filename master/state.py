@@ -1,0 +1,20 @@
+"""What a master process holds: configuration and handles, never state a restart would lose."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from psycopg_pool import ConnectionPool
+
+from det.master.config import MasterConfig
+from det.master.db import Conn
+
+
+@dataclass
+class MasterState:
+    config: MasterConfig
+    pool: ConnectionPool[Conn]
+    cluster_id: str
+    agent_token: str
+    token_secret: str
+    master_id: str

@@ -1,0 +1,161 @@
+"""Live masters for integration tests: real ``det-master`` processes on a real PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import yaml
+
+ADMIN_PASSWORD = "Test-admin-pw1"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Master:
+    url: str
+    data_dir: Path
+    config_file: Path
+    log_file: Path
+    proc: subprocess.Popen[bytes]
+    _token: str | None = field(default=None, repr=False)
+
+    @property
+    def agent_token(self) -> str:
+        return (self.data_dir / "agent_token").read_text().strip()
+
+    def login(self, username: str = "admin", password: str = ADMIN_PASSWORD) -> str:
+        r = requests.post(
+            f"{self.url}/api/v1/auth/login",
+            json={"username": username, "password": password},
+            timeout=10,
+        )
+        r.raise_for_status()
+        return str(r.json()["token"])
+
+    @property
+    def token(self) -> str:
+        if self._token is None:
+            self._token = self.login()
+        return self._token
+
+    def session(self, token: str | None = None) -> requests.Session:
+        s = requests.Session()
+        s.headers["Authorization"] = f"Bearer {token or self.token}"
+        return s
+
+    def get(self, path: str, **kw: Any) -> Any:
+        r = self.session().get(self.url + path, timeout=30, **kw)
+        assert r.status_code == 200, (path, r.status_code, r.text)
+        return r.json()
+
+    def post(self, path: str, body: Any = None, **kw: Any) -> Any:
+        r = self.session().post(
+            self.url + path, json=body if body is not None else {}, timeout=30, **kw
+        )
+        assert r.status_code == 200, (path, r.status_code, r.text)
+        return r.json()
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=30)
+
+    def logs(self) -> str:
+        return self.log_file.read_text(errors="replace")
+
+
+def start_master(
+    tmp: Path,
+    db_url: str,
+    *,
+    port: int | None = None,
+    extra: dict[str, Any] | None = None,
+    name: str = "master",
+) -> Master:
+    port = port or free_port()
+    data_dir = tmp / "data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    config: dict[str, Any] = {
+        "port": port,
+        "bind_address": "127.0.0.1",
+        "data_dir": str(data_dir),
+        "db": {"url": db_url},
+        "security": {"initial_user_password": ADMIN_PASSWORD},
+        "checkpoint_storage": {"type": "shared_fs", "host_path": str(tmp / "checkpoints")},
+        "tick_seconds": 0.2,
+        "agent_timeout_seconds": 10,
+    }
+    config.update(extra or {})
+    config_file = tmp / f"{name}.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    log_file = tmp / f"{name}.log"
+    with open(log_file, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "det.master", "--config-file", str(config_file)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    m = Master(f"http://127.0.0.1:{port}", data_dir, config_file, log_file, proc)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"master exited with {proc.returncode}:\n{m.logs()}")
+        try:
+            if requests.get(m.url + "/info", timeout=1).status_code == 200:
+                return m
+        except requests.ConnectionError:
+            pass
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError(f"master did not come up:\n{m.logs()}")
+
+
+@pytest.fixture
+def master_factory(tmp_path: Path, pg_url: str) -> Iterator[Any]:
+    started: list[Master] = []
+
+    def make(**kw: Any) -> Master:
+        name = kw.pop("name", f"master{len(started)}")
+        m = start_master(tmp_path, kw.pop("db_url", pg_url), name=name, **kw)
+        started.append(m)
+        return m
+
+    yield make
+    for m in started:
+        m.kill(signal.SIGTERM if m.proc.poll() is None else signal.SIGKILL)
+
+
+@pytest.fixture
+def live_master(master_factory: Any) -> Master:
+    m: Master = master_factory()
+    return m
+
+
+def wait_for(
+    predicate: Any, timeout: float = 60.0, interval: float = 0.2, what: str = "condition"
+) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(interval)

@@ -1,0 +1,106 @@
+"""Authentication and users against a live master on a real PostgreSQL."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+import requests
+
+from tests.integration.conftest import ADMIN_PASSWORD, Master
+
+pytestmark = pytest.mark.integration
+
+
+def test_info_and_health_need_no_token(live_master: Master) -> None:
+    info = requests.get(live_master.url + "/info", timeout=5).json()
+    assert info["clusterId"]
+    assert requests.get(live_master.url + "/health", timeout=5).json()["healthy"] is True
+
+
+@pytest.mark.parametrize(
+    "path", ["/api/v1/me", "/api/v1/experiments", "/api/v1/job-queues", "/api/v1/agents"]
+)
+def test_api_rejects_missing_or_bad_token(live_master: Master, path: str) -> None:
+    assert requests.get(live_master.url + path, timeout=5).status_code == 401
+    bad = requests.get(live_master.url + path, headers={"Authorization": "Bearer nope"}, timeout=5)
+    assert bad.status_code == 401
+    assert "token" in bad.json()["message"]
+
+
+def test_login_accepts_plain_and_client_hashed_passwords(live_master: Master) -> None:
+    hashed = hashlib.sha512(("GubPEmmotfiK9TMD6Zdw" + ADMIN_PASSWORD).encode()).hexdigest()
+    r = requests.post(
+        live_master.url + "/api/v1/auth/login",
+        json={"username": "admin", "password": hashed, "isHashed": True},
+        timeout=5,
+    )
+    assert r.status_code == 200
+    assert r.json()["user"]["username"] == "admin"
+    wrong = requests.post(
+        live_master.url + "/api/v1/auth/login",
+        json={"username": "admin", "password": "x"},
+        timeout=5,
+    )
+    assert wrong.status_code == 401
+
+
+def test_logout_revokes_the_token(live_master: Master) -> None:
+    token = live_master.login()
+    s = live_master.session(token)
+    assert s.get(live_master.url + "/api/v1/me", timeout=5).status_code == 200
+    assert s.post(live_master.url + "/api/v1/auth/logout", timeout=5).status_code == 200
+    assert s.get(live_master.url + "/api/v1/me", timeout=5).status_code == 401
+
+
+def test_admin_creates_user_who_cannot_create_users(live_master: Master) -> None:
+    live_master.post(
+        "/api/v1/users", {"user": {"username": "alice", "admin": False}, "password": "Alice-pw-1"}
+    )
+    alice = live_master.login("alice", "Alice-pw-1")
+    r = live_master.session(alice).post(
+        live_master.url + "/api/v1/users",
+        json={"user": {"username": "bob"}, "password": "Bob-pw-12"},
+        timeout=5,
+    )
+    assert r.status_code == 403
+    dup = live_master.session().post(
+        live_master.url + "/api/v1/users",
+        json={"user": {"username": "alice"}, "password": "x"},
+        timeout=5,
+    )
+    assert dup.status_code == 409
+
+
+def test_password_change_ends_other_sessions(live_master: Master) -> None:
+    live_master.post("/api/v1/users", {"user": {"username": "carol"}, "password": "Carol-pw-1"})
+    old = live_master.login("carol", "Carol-pw-1")
+    me = live_master.session(old).get(live_master.url + "/api/v1/me", timeout=5).json()["user"]
+    r = live_master.session(old).patch(
+        live_master.url + f"/api/v1/users/{me['id']}", json={"password": "Carol-pw-2"}, timeout=5
+    )
+    assert r.status_code == 200
+    assert (
+        live_master.session(old).get(live_master.url + "/api/v1/me", timeout=5).status_code == 401
+    )
+    assert live_master.login("carol", "Carol-pw-2")
+
+
+def test_master_config_hides_secrets(live_master: Master) -> None:
+    cfg = live_master.get("/api/v1/master/config")["config"]
+    assert cfg["security"]["initial_user_password"] == "********"
+    assert ADMIN_PASSWORD not in str(cfg)
+
+
+def test_master_refuses_empty_admin_password(tmp_path, pg_url) -> None:  # type: ignore[no-untyped-def]
+    from tests.integration.conftest import start_master
+
+    with pytest.raises(RuntimeError, match="initial_user_password"):
+        start_master(tmp_path, pg_url, extra={"security": {"initial_user_password": ""}})
+
+
+def test_unknown_master_config_key_is_named(tmp_path, pg_url) -> None:  # type: ignore[no-untyped-def]
+    from tests.integration.conftest import start_master
+
+    with pytest.raises(RuntimeError, match="unknown key 'resource_manger'"):
+        start_master(tmp_path, pg_url, extra={"resource_manger": {}})
