@@ -1,0 +1,1 @@
+"""What the task container runs: ``python3 -m det.exec.run -- <entrypoint…>``."""

@@ -1,0 +1,93 @@
+"""The task container's command: ``python3 -m det.exec.run -- <entrypoint…>``.
+
+1. ``cd`` to the workdir: ``$DET_WORKDIR``, else ``/run/determined/workdir`` if it exists.
+2. Write the task info files the official ``determined`` package reads (best effort).
+3. If ``startup-hook.sh`` exists there, source it with ``sh`` (``set -e``): variables it exports
+   reach the entrypoint, as in Determined. If it fails, the task fails with its exit code.
+4. Run the entrypoint: a single argument is a shell command (``sh -c``); several are an argv.
+   SIGTERM/SIGINT are forwarded; we exit with the entrypoint's code (128+N if killed by N).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+
+from ..common.info import OFFICIAL_INFO_DIR, get_cluster_info, write_official_info_files
+from ..common.proc import exit_code, forward_signals, run_forwarding
+
+logger = logging.getLogger("det.exec.run")
+
+DEFAULT_WORKDIR = "/run/determined/workdir"
+STARTUP_HOOK = "startup-hook.sh"
+
+# Sources the hook in a POSIX shell, then dumps the resulting environment as JSON.
+_HOOK_SCRIPT = (
+    'set -e; . "./$1"; set +e; '
+    'exec "$2" -c \'import json, os, sys; json.dump(dict(os.environ), open(sys.argv[1], "w"))\' "$3"'
+)
+
+
+def entrypoint_argv(entrypoint: list[str]) -> list[str]:
+    """One string → ``sh -c``; a list → as is (pure)."""
+    if not entrypoint:
+        raise ValueError("empty entrypoint")
+    if len(entrypoint) == 1:
+        return ["sh", "-c", entrypoint[0]]
+    return list(entrypoint)
+
+
+def choose_workdir(env: dict[str, str], exists: bool) -> str | None:
+    """The directory to run in, or None to stay where we are (pure)."""
+    if env.get("DET_WORKDIR"):
+        return env["DET_WORKDIR"]
+    return DEFAULT_WORKDIR if exists else None
+
+
+def run_startup_hook(env: dict[str, str]) -> tuple[int, dict[str, str]]:
+    """Source ``startup-hook.sh`` if present; returns (exit code, environment after it)."""
+    if not os.path.isfile(STARTUP_HOOK):
+        return 0, env
+    logger.info("running %s", STARTUP_HOOK)
+    with tempfile.NamedTemporaryFile("r", suffix=".json", prefix="det-hook-env-") as out:
+        cmd = ["sh", "-c", _HOOK_SCRIPT, "sh", STARTUP_HOOK, sys.executable, out.name]
+        proc = subprocess.Popen(cmd, env=env)
+        with forward_signals(proc):
+            code = exit_code(proc.wait())
+        if code != 0:
+            return code, env
+        new_env = json.load(out)
+    return 0, {str(k): str(v) for k, v in new_env.items()}
+
+
+def main(argv: list[str]) -> int:
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv:
+        print("usage: python3 -m det.exec.run -- ENTRYPOINT...", file=sys.stderr)
+        return 2
+    env = dict(os.environ)
+    workdir = choose_workdir(env, os.path.isdir(DEFAULT_WORKDIR))
+    if workdir is not None:
+        os.chdir(workdir)
+    info = get_cluster_info()
+    if info is not None:
+        write_official_info_files(info, env.get("DET_INFO_DIR", OFFICIAL_INFO_DIR))
+    code, env = run_startup_hook(env)
+    if code != 0:
+        print(f"det.exec.run: {STARTUP_HOOK} failed with exit code {code}", file=sys.stderr)
+        return code
+    cmd = entrypoint_argv(argv)
+    try:
+        return run_forwarding(cmd, env=env)
+    except FileNotFoundError as e:
+        print(f"det.exec.run: cannot run {cmd[0]!r}: {e}", file=sys.stderr)
+        return 127
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,1 @@
+"""Launchers: start one worker per slot under a distributed framework, output tagged by rank."""
