@@ -98,8 +98,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
         inputs = _unwrap(args.inputs)
         self.resources.append(RecordedResource(args.typ, args.name, inputs))
         state = dict(args.inputs)
-        for key, value in _computed(args.typ, args.name, inputs).items():
-            state.setdefault(key, value)
+        state.update(_computed(args.typ, args.name, inputs))
         if "name" not in state:
             state["name"] = args.name
         return f"{args.name}-id", state

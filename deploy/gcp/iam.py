@@ -1,0 +1,110 @@
+"""Service accounts of a GCP cluster and their (narrow) grants.
+
+* master: a custom project role holding only what creating and deleting agent VMs needs
+  (:data:`PROVISIONER_PERMISSIONS`); ``roles/iam.serviceAccountUser`` on the agent service
+  account only (to attach it to agents); object admin on the checkpoint bucket only; secret
+  accessor on the cluster secret only (granted in ``storage.py``).
+* agents: object admin on the checkpoint bucket only.
+
+No primitive role (owner/editor/viewer) anywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_random as random
+
+PROVISIONER_PERMISSIONS = (
+    "compute.instances.create",
+    "compute.instances.delete",
+    "compute.instances.get",
+    "compute.instances.list",
+    "compute.instances.setLabels",
+    "compute.instances.setMetadata",
+    "compute.instances.setServiceAccount",
+    "compute.instances.setTags",
+    "compute.disks.create",
+    "compute.subnetworks.use",
+    "compute.subnetworks.useExternalIp",
+    "compute.images.useReadOnly",
+    "compute.zoneOperations.get",
+    "compute.zoneOperations.list",
+    "compute.regions.get",
+)
+
+
+@dataclasses.dataclass
+class ServiceAccountsArgs:
+    project: str
+    cluster_id: str
+    bucket: pulumi.Input[str]
+
+
+class ServiceAccounts(pulumi.ComponentResource):
+    master_email: pulumi.Output[str]
+    agent_email: pulumi.Output[str]
+    master_member: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: ServiceAccountsArgs, opts: pulumi.ResourceOptions | None = None
+    ):
+        super().__init__("det:gcp:ServiceAccounts", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        master = gcp.serviceaccount.Account(
+            f"{name}-master",
+            project=args.project,
+            account_id=f"{name[:27]}-m",
+            display_name=f"det master ({args.cluster_id})",
+            opts=child,
+        )
+        agent = gcp.serviceaccount.Account(
+            f"{name}-agent",
+            project=args.project,
+            account_id=f"{name[:27]}-a",
+            display_name=f"det agents ({args.cluster_id})",
+            opts=child,
+        )
+        master_member = master.email.apply(lambda e: f"serviceAccount:{e}")
+        agent_member = agent.email.apply(lambda e: f"serviceAccount:{e}")
+        # A deleted custom role's id stays reserved for weeks: a random suffix lets the same
+        # cluster id be deployed again right after `down`.
+        suffix = random.RandomString(
+            f"{name}-role", length=6, special=False, upper=False, opts=child
+        )
+        role = gcp.projects.IAMCustomRole(
+            f"{name}-provisioner",
+            project=args.project,
+            role_id=suffix.result.apply(lambda s: f"det_{args.cluster_id.replace('-', '_')}_{s}"),
+            title=f"det provisioner ({args.cluster_id})",
+            permissions=list(PROVISIONER_PERMISSIONS),
+            opts=child,
+        )
+        gcp.projects.IAMMember(
+            f"{name}-master-provisioner",
+            project=args.project,
+            role=role.name,
+            member=master_member,
+            opts=child,
+        )
+        gcp.serviceaccount.IAMMember(
+            f"{name}-master-uses-agent",
+            service_account_id=agent.name,
+            role="roles/iam.serviceAccountUser",
+            member=master_member,
+            opts=child,
+        )
+        for who, member in (("master", master_member), ("agent", agent_member)):
+            gcp.storage.BucketIAMMember(
+                f"{name}-{who}-bucket",
+                bucket=args.bucket,
+                role="roles/storage.objectAdmin",
+                member=member,
+                opts=child,
+            )
+        self.master_email = master.email
+        self.agent_email = agent.email
+        self.master_member = master_member
+        self.register_outputs({"master_email": master.email, "agent_email": agent.email})

@@ -1,0 +1,137 @@
+"""The GCP cluster program: reads a :class:`GcpConfig`, wires the components, returns outputs.
+
+With ``--existing-network`` it calls ``gcp.compute.get_subnetwork`` for the subnet's range;
+:data:`MOCK_CALLS` answers it offline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pulumi
+
+from det.deploy.gcp import iam, master, network, storage
+from det.deploy.gcp.config import GcpConfig
+
+
+def build(
+    cfg: GcpConfig, initial_user_password: str | None = None
+) -> dict[str, pulumi.Output[Any]]:
+    name = f"det-{cfg.cluster_id}"
+    master_tag, agent_tag = f"{name}-master", f"{name}-agent"
+    net = network.Network(
+        name,
+        network.NetworkArgs(
+            project=cfg.project_id,
+            region=cfg.region,
+            network=cfg.network_name,
+            subnetwork=cfg.subnetwork_name,
+            cidr=cfg.subnet_cidr,
+            existing=cfg.existing_network,
+        ),
+    )
+    network.Firewall(
+        name,
+        network.FirewallArgs(
+            project=cfg.project_id,
+            network=net.network_id,
+            cidr=net.cidr,
+            inbound_cidr=cfg.inbound_cidr,
+            port=cfg.port,
+            master_tag=master_tag,
+            agent_tag=agent_tag,
+            enable_ssh=cfg.enable_ssh,
+        ),
+    )
+    bucket = storage.CheckpointBucket(
+        f"{name}-checkpoints",
+        storage.BucketArgs(
+            project=cfg.project_id,
+            location=cfg.region,
+            labels=cfg.all_labels,
+            versioning=cfg.bucket_versioning,
+        ),
+    )
+    accounts = iam.ServiceAccounts(
+        name,
+        iam.ServiceAccountsArgs(
+            project=cfg.project_id, cluster_id=cfg.cluster_id, bucket=bucket.name
+        ),
+    )
+    secret = storage.ClusterSecret(
+        f"{name}-secret",
+        storage.ClusterSecretArgs(
+            project=cfg.project_id,
+            secret_id=f"{name}-secret",
+            initial_user_password=initial_user_password,
+        ),
+    )
+    secret.grant_access(f"{name}-master-secret", accounts.master_member, cfg.project_id)
+    db = storage.Database(
+        f"{name}-db",
+        storage.DatabaseArgs(
+            project=cfg.project_id,
+            region=cfg.region,
+            network_id=net.network_id,
+            password=secret.db_password,
+            tier=cfg.db_tier,
+        ),
+    )
+    filestore: pulumi.Output[str | None] = pulumi.Output.from_input(cfg.filestore_address)
+    if cfg.filestore:
+        fs = storage.Filestore(
+            f"{name}-fs",
+            storage.FilestoreArgs(
+                project=cfg.project_id, zone=cfg.zone_name, network=net.network_name
+            ),
+        )
+        filestore = fs.address
+    master_yaml = pulumi.Output.all(
+        bucket=bucket.name,
+        db_host=db.host,
+        agent_email=accounts.agent_email,
+        network_id=net.network_id,
+        subnetwork_id=net.subnetwork_id,
+        filestore_address=filestore,
+    ).apply(
+        lambda v: master.masteryaml.render(
+            master.master_yaml_config(cfg, master.Resolved(**v), master_tag, agent_tag)
+        )
+    )
+    node = master.Master(
+        f"det-master-{cfg.cluster_id}",
+        master.MasterArgs(
+            config=cfg,
+            subnetwork_id=net.subnetwork_id,
+            service_account_email=accounts.master_email,
+            master_yaml=master_yaml,
+            secret_path=secret.resource_path,
+            master_tag=master_tag,
+        ),
+    )
+    return {
+        "cluster_id": pulumi.Output.from_input(cfg.cluster_id),
+        "project_id": pulumi.Output.from_input(cfg.project_id),
+        "zone": pulumi.Output.from_input(cfg.zone_name),
+        "master_url": node.public_ip.apply(lambda ip: f"http://{ip}:{cfg.port}"),
+        "master_instance_name": node.instance_name,
+        "master_public_ip": node.public_ip,
+        "bucket": bucket.name,
+        "db_endpoint": db.host.apply(lambda h: f"{h}:5432"),
+        "network": net.network_name,
+        "agent_service_account": accounts.agent_email,
+        "master_service_account": accounts.master_email,
+        "filestore_address": filestore,
+        "initial_user_password": secret.initial_user_password,
+        "master_yaml": master_yaml,
+    }
+
+
+MOCK_CALLS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "gcp:compute/getSubnetwork:getSubnetwork": lambda a: {
+        "ipCidrRange": "10.20.0.0/16",
+        "name": a.get("name"),
+        "selfLink": f"https://www.googleapis.com/compute/v1/projects/{a.get('project')}/regions/{a.get('region')}/subnetworks/{a.get('name')}",
+    },
+}

@@ -1,0 +1,208 @@
+"""Stateful parts of a GCP cluster: checkpoint bucket, Cloud SQL PostgreSQL (private IP only,
+TLS only), the cluster secret and an optional Filestore share.
+
+The bucket is kept when the stack is destroyed (``retain_on_delete``) unless
+``det deploy gcp down --delete-bucket`` removes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_random as random
+
+
+@dataclasses.dataclass
+class BucketArgs:
+    project: str
+    location: str
+    labels: dict[str, str]
+    versioning: bool = False
+
+
+class CheckpointBucket(pulumi.ComponentResource):
+    name: pulumi.Output[str]
+
+    def __init__(self, name: str, args: BucketArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("det:gcp:CheckpointBucket", name, None, opts)
+        bucket = gcp.storage.Bucket(
+            name,
+            project=args.project,
+            location=args.location.upper(),
+            uniform_bucket_level_access=True,
+            public_access_prevention="enforced",
+            force_destroy=False,
+            versioning=gcp.storage.BucketVersioningArgs(enabled=args.versioning),
+            labels=args.labels,
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
+        )
+        self.name = bucket.name
+        self.register_outputs({"name": bucket.name})
+
+
+@dataclasses.dataclass
+class ClusterSecretArgs:
+    project: str
+    secret_id: str
+    initial_user_password: str | None = None
+
+
+class ClusterSecret(pulumi.ComponentResource):
+    """Generated passwords in Secret Manager; the master's startup script reads them, so they
+    never appear in instance metadata."""
+
+    db_password: pulumi.Output[str]
+    initial_user_password: pulumi.Output[str]
+    secret_id: pulumi.Output[str]
+    resource_path: str
+
+    def __init__(
+        self, name: str, args: ClusterSecretArgs, opts: pulumi.ResourceOptions | None = None
+    ):
+        super().__init__("det:gcp:ClusterSecret", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        db_password = random.RandomPassword(f"{name}-db", length=32, special=False, opts=child)
+        if args.initial_user_password:
+            user_password = pulumi.Output.secret(args.initial_user_password)
+        else:
+            user_password = random.RandomPassword(
+                f"{name}-user", length=20, special=False, opts=child
+            ).result
+        secret = gcp.secretmanager.Secret(
+            name,
+            project=args.project,
+            secret_id=args.secret_id,
+            replication=gcp.secretmanager.SecretReplicationArgs(
+                auto=gcp.secretmanager.SecretReplicationAutoArgs()
+            ),
+            opts=child,
+        )
+        gcp.secretmanager.SecretVersion(
+            name,
+            secret=secret.id,
+            secret_data=pulumi.Output.secret(
+                pulumi.Output.all(db_password.result, user_password).apply(
+                    lambda v: json.dumps({"db_password": v[0], "initial_user_password": v[1]})
+                )
+            ),
+            opts=child,
+        )
+        self.db_password = pulumi.Output.secret(db_password.result)
+        self.initial_user_password = pulumi.Output.secret(user_password)
+        self.secret_id = secret.id
+        self.resource_path = f"projects/{args.project}/secrets/{args.secret_id}"
+        self.register_outputs({"secret_id": secret.id})
+
+    def grant_access(self, name: str, member: pulumi.Input[str], project: str) -> None:
+        gcp.secretmanager.SecretIamMember(
+            name,
+            project=project,
+            secret_id=self.secret_id,
+            role="roles/secretmanager.secretAccessor",
+            member=member,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+
+@dataclasses.dataclass
+class DatabaseArgs:
+    project: str
+    region: str
+    network_id: pulumi.Input[str]
+    password: pulumi.Input[str]
+    tier: str = "db-custom-1-3840"
+
+
+class Database(pulumi.ComponentResource):
+    host: pulumi.Output[str]
+
+    def __init__(self, name: str, args: DatabaseArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("det:gcp:Database", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        # Private services access: a peering range for Google's services inside our network.
+        peering = gcp.compute.GlobalAddress(
+            f"{name}-peering",
+            project=args.project,
+            purpose="VPC_PEERING",
+            address_type="INTERNAL",
+            prefix_length=16,
+            network=args.network_id,
+            opts=child,
+        )
+        connection = gcp.servicenetworking.Connection(
+            f"{name}-peering",
+            network=args.network_id,
+            service="servicenetworking.googleapis.com",
+            reserved_peering_ranges=[peering.name],
+            opts=child,
+        )
+        instance = gcp.sql.DatabaseInstance(
+            name,
+            project=args.project,
+            region=args.region,
+            database_version="POSTGRES_16",
+            deletion_protection=False,
+            settings=gcp.sql.DatabaseInstanceSettingsArgs(
+                tier=args.tier,
+                availability_type="ZONAL",
+                disk_autoresize=True,
+                backup_configuration=gcp.sql.DatabaseInstanceSettingsBackupConfigurationArgs(
+                    enabled=True
+                ),
+                ip_configuration=gcp.sql.DatabaseInstanceSettingsIpConfigurationArgs(
+                    ipv4_enabled=False,
+                    private_network=args.network_id,
+                    ssl_mode="ENCRYPTED_ONLY",
+                ),
+            ),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[connection]),
+        )
+        gcp.sql.Database(
+            f"{name}-determined",
+            project=args.project,
+            name="determined",
+            instance=instance.name,
+            opts=child,
+        )
+        gcp.sql.User(
+            f"{name}-user",
+            project=args.project,
+            name="det",
+            instance=instance.name,
+            password=args.password,
+            opts=child,
+        )
+        self.host = instance.private_ip_address
+        self.register_outputs({"host": instance.private_ip_address})
+
+
+@dataclasses.dataclass
+class FilestoreArgs:
+    project: str
+    zone: str
+    network: pulumi.Input[str]
+    capacity_gb: int = 1024
+
+
+class Filestore(pulumi.ComponentResource):
+    address: pulumi.Output[str]  # "IP:/share"
+
+    def __init__(self, name: str, args: FilestoreArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("det:gcp:Filestore", name, None, opts)
+        share = "det"
+        fs = gcp.filestore.Instance(
+            name,
+            project=args.project,
+            location=args.zone,
+            tier="BASIC_HDD",
+            file_shares=gcp.filestore.InstanceFileSharesArgs(
+                capacity_gb=args.capacity_gb, name=share
+            ),
+            networks=[gcp.filestore.InstanceNetworkArgs(network=args.network, modes=["MODE_IPV4"])],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.address = fs.networks.apply(lambda n: f"{n[0].ip_addresses[0]}:/{share}")
+        self.register_outputs({"address": self.address})
