@@ -1,0 +1,93 @@
+"""The internal search-method interface and the shared, seeded source of new trials.
+
+Search methods see the searcher metric already turned into a *loss* (smaller is better; NaN is
+the worst value), and are told about each trial's end exactly once; the ``Searcher`` facade
+does that bookkeeping. Every method can dump its state to a JSON-able dict and load it back.
+"""
+
+from __future__ import annotations
+
+import abc
+import copy
+import math
+import random
+import uuid
+from typing import Any
+
+from .actions import Action, CreateTrial, ExitedReason
+from .hparams import HParamSpace, sample_all
+
+
+class SearchContext:
+    """The one seeded RNG of a search: hyperparameter samples, request ids and trial seeds.
+
+    All draws come from this RNG in the order the search asks for them, so the same config and
+    experiment seed give the same trials, and restoring the RNG state continues the sequence.
+    """
+
+    def __init__(self, space: HParamSpace, seed: int) -> None:
+        self.space = space
+        self.rng = random.Random(seed)
+
+    def create(self, hparams: dict[str, Any] | None = None) -> CreateTrial:
+        """A new trial: sampled hparams unless given, then a request id, then a trial seed."""
+        hparams = sample_all(self.space, self.rng) if hparams is None else copy.deepcopy(hparams)
+        request_id = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+        # Trial seeds fit a signed 32-bit column, like Determined's.
+        return CreateTrial(request_id, hparams, self.rng.randrange(2**31))
+
+    def rng_state(self) -> list[Any]:
+        version, internal, gauss_next = self.rng.getstate()
+        return [version, list(internal), gauss_next]
+
+    def load_rng_state(self, state: list[Any]) -> None:
+        version, internal, gauss_next = state
+        self.rng.setstate((version, tuple(internal), gauss_next))
+
+
+def encode_float(value: float) -> float | str:
+    """JSON (and PostgreSQL JSONB) have no infinities: spell them as strings."""
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return value
+
+
+def decode_float(value: float | str) -> float:
+    return float(value)
+
+
+class SearchMethod(abc.ABC):
+    """One search algorithm. Returned actions never include ``Shutdown`` (the facade adds it)."""
+
+    def __init__(self, ctx: SearchContext) -> None:
+        self.ctx = ctx
+
+    @abc.abstractmethod
+    def initial_trials(self) -> list[Action]: ...
+
+    def trial_created(self, request_id: str) -> list[Action]:
+        return []
+
+    @abc.abstractmethod
+    def validation_completed(self, request_id: str, loss: float, time_value: float) -> list[Action]:
+        """``loss`` is the searcher metric oriented so that smaller is better."""
+
+    @abc.abstractmethod
+    def trial_exited(self, request_id: str) -> list[Action]:
+        """The trial ended normally (trained to its end, or stopped by the searcher)."""
+
+    @abc.abstractmethod
+    def trial_exited_early(self, request_id: str, reason: ExitedReason) -> list[Action]: ...
+
+    @abc.abstractmethod
+    def progress(self) -> float:
+        """Search progress in [0, 1] (before the facade's clamp)."""
+
+    def target_length(self, request_id: str) -> float | None:
+        return None
+
+    @abc.abstractmethod
+    def state(self) -> dict[str, Any]: ...
+
+    @abc.abstractmethod
+    def load_state(self, state: dict[str, Any]) -> None: ...

@@ -1,0 +1,123 @@
+"""``single``, ``random`` and ``grid``: searchers that never stop a trial.
+
+Each keeps at most ``max_concurrent_trials`` trials alive (0 = no limit) and creates the next one
+when a trial exits. Their trials decide their own training length (Determined 0.38 dropped
+``max_length`` from these searchers); ``target_length`` reports the deprecated ``max_length``
+when a config still has it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .actions import Action, ExitedReason
+from .base import SearchContext, SearchMethod
+from .config import SearcherConfig
+from .hparams import grid_points
+
+
+def _initial_count(total: int, max_concurrent: int) -> int:
+    return total if max_concurrent <= 0 else min(total, max_concurrent)
+
+
+class RandomSearch(SearchMethod):
+    """``random`` (and ``single``, which is random with one trial).
+
+    An INVALID_HP trial is replaced by a freshly sampled one and is not counted toward
+    ``max_trials``; a trial that errored or was canceled counts as done.
+    """
+
+    def __init__(self, ctx: SearchContext, config: SearcherConfig) -> None:
+        super().__init__(ctx)
+        self.config = config
+        self.created = 0
+        self.finished = 0
+
+    def _create(self) -> list[Action]:
+        if self.created >= self.config.max_trials:
+            return []
+        self.created += 1
+        return [self.ctx.create()]
+
+    def initial_trials(self) -> list[Action]:
+        actions: list[Action] = []
+        for _ in range(_initial_count(self.config.max_trials, self.config.max_concurrent_trials)):
+            actions += self._create()
+        return actions
+
+    def validation_completed(self, request_id: str, loss: float, time_value: float) -> list[Action]:
+        return []
+
+    def trial_exited(self, request_id: str) -> list[Action]:
+        self.finished += 1
+        return self._create()
+
+    def trial_exited_early(self, request_id: str, reason: ExitedReason) -> list[Action]:
+        if reason is ExitedReason.INVALID_HP:
+            self.created -= 1
+        else:
+            self.finished += 1
+        return self._create()
+
+    def progress(self) -> float:
+        return self.finished / self.config.max_trials
+
+    def target_length(self, request_id: str) -> float | None:
+        return self.config.max_length
+
+    def state(self) -> dict[str, Any]:
+        return {"created": self.created, "finished": self.finished}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.created = int(state["created"])
+        self.finished = int(state["finished"])
+
+
+class GridSearch(SearchMethod):
+    """``grid``: one trial per point of the cartesian product of the hyperparameter axes.
+
+    An INVALID_HP trial is not replaced: its grid point is simply unusable.
+    """
+
+    def __init__(self, ctx: SearchContext, config: SearcherConfig) -> None:
+        super().__init__(ctx)
+        self.config = config
+        self.points = grid_points(ctx.space)
+        self.next_point = 0
+        self.finished = 0
+
+    def _create(self) -> list[Action]:
+        if self.next_point >= len(self.points):
+            return []
+        point = self.points[self.next_point]
+        self.next_point += 1
+        return [self.ctx.create(point)]
+
+    def initial_trials(self) -> list[Action]:
+        actions: list[Action] = []
+        for _ in range(_initial_count(len(self.points), self.config.max_concurrent_trials)):
+            actions += self._create()
+        return actions
+
+    def validation_completed(self, request_id: str, loss: float, time_value: float) -> list[Action]:
+        return []
+
+    def trial_exited(self, request_id: str) -> list[Action]:
+        self.finished += 1
+        return self._create()
+
+    def trial_exited_early(self, request_id: str, reason: ExitedReason) -> list[Action]:
+        return self.trial_exited(request_id)
+
+    def progress(self) -> float:
+        return self.finished / max(len(self.points), 1)
+
+    def target_length(self, request_id: str) -> float | None:
+        return self.config.max_length
+
+    def state(self) -> dict[str, Any]:
+        return {"next_point": self.next_point, "finished": self.finished}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.next_point = int(state["next_point"])
+        self.finished = int(state["finished"])

@@ -1,0 +1,250 @@
+"""Hyperparameter definitions (Determined 0.38 ``hyperparameters:``), sampling and grids.
+
+Accepted forms, as in the experiment YAML:
+
+* ``{type: const, val: V}`` and any bare value (``lr: 0.1``, ``layers: [64, 32]``): constant.
+* ``{type: int, minval, maxval, count?}``: an integer in ``[minval, maxval]`` (both ends included,
+  as documented; Determined's own sampler never drew ``maxval``).
+* ``{type: double, minval, maxval, count?}``: a float drawn uniformly from ``[minval, maxval]``.
+* ``{type: log, minval, maxval, base=10, count?}``: ``base ** u`` with ``u`` uniform in
+  ``[minval, maxval]`` (the bounds are exponents).
+* ``{type: categorical, vals: [...]}``: one of ``vals``.
+* a dict without ``type``: a nested group of hyperparameters, sampled recursively.
+
+``count`` is only used by the grid searcher: the number of evenly spaced grid points (for ``int``,
+clamped to the number of integers in the range). Keys are visited in sorted order so that
+sampling depends on the seed only, never on dict order.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+HP_TYPES = ("const", "int", "double", "log", "categorical")
+
+
+@dataclass(frozen=True)
+class ConstHP:
+    val: Any
+
+
+@dataclass(frozen=True)
+class IntHP:
+    minval: int
+    maxval: int
+    count: int | None = None
+
+
+@dataclass(frozen=True)
+class DoubleHP:
+    minval: float
+    maxval: float
+    count: int | None = None
+
+
+@dataclass(frozen=True)
+class LogHP:
+    minval: float
+    maxval: float
+    base: float = 10.0
+    count: int | None = None
+
+
+@dataclass(frozen=True)
+class CategoricalHP:
+    vals: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class NestedHP:
+    items: tuple[tuple[str, HParam], ...]
+
+
+HParam = ConstHP | IntHP | DoubleHP | LogHP | CategoricalHP | NestedHP
+
+
+@dataclass(frozen=True)
+class HParamSpace:
+    """A parsed ``hyperparameters:`` section; ``items`` sorted by name."""
+
+    items: tuple[tuple[str, HParam], ...]
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.items]
+
+
+def _number(raw: Mapping[str, Any], key: str, path: str, *, integer: bool = False) -> Any:
+    if key not in raw:
+        raise ValueError(f"{path}.{key}: required")
+    val = raw[key]
+    ok = isinstance(val, int) if integer else isinstance(val, int | float)
+    if isinstance(val, bool) or not ok:
+        kind = "an integer" if integer else "a number"
+        raise ValueError(f"{path}.{key}: must be {kind}, got {val!r}")
+    if not integer and not math.isfinite(float(val)):
+        raise ValueError(f"{path}.{key}: must be finite, got {val!r}")
+    return val
+
+
+def _count(raw: Mapping[str, Any], path: str) -> int | None:
+    if raw.get("count") is None:
+        return None
+    count: int = _number(raw, "count", path, integer=True)
+    if count < 1:
+        raise ValueError(f"{path}.count: must be at least 1, got {count}")
+    return count
+
+
+def _check_range(lo: float, hi: float, path: str) -> None:
+    if lo > hi:
+        raise ValueError(f"{path}: minval ({lo}) must not exceed maxval ({hi})")
+
+
+def parse_hparam(raw: Any, path: str) -> HParam:
+    """Parse one hyperparameter definition; errors name the field path."""
+    if not isinstance(raw, Mapping):
+        return ConstHP(raw)
+    if "type" not in raw:
+        return NestedHP(
+            tuple((str(k), parse_hparam(v, f"{path}.{k}")) for k, v in sorted(raw.items()))
+        )
+    kind = raw["type"]
+    if kind == "const":
+        if "val" not in raw:
+            raise ValueError(f"{path}.val: required")
+        return ConstHP(raw["val"])
+    if kind == "int":
+        lo, hi = (
+            _number(raw, "minval", path, integer=True),
+            _number(raw, "maxval", path, integer=True),
+        )
+        _check_range(lo, hi, path)
+        return IntHP(lo, hi, _count(raw, path))
+    if kind == "double":
+        dlo, dhi = float(_number(raw, "minval", path)), float(_number(raw, "maxval", path))
+        _check_range(dlo, dhi, path)
+        return DoubleHP(dlo, dhi, _count(raw, path))
+    if kind == "log":
+        llo, lhi = float(_number(raw, "minval", path)), float(_number(raw, "maxval", path))
+        _check_range(llo, lhi, path)
+        base = float(_number(raw, "base", path)) if "base" in raw else 10.0
+        if base <= 0 or base == 1:
+            raise ValueError(f"{path}.base: must be positive and not 1, got {base}")
+        return LogHP(llo, lhi, base, _count(raw, path))
+    if kind == "categorical":
+        vals = raw.get("vals")
+        if not isinstance(vals, list) or not vals:
+            raise ValueError(f"{path}.vals: must be a non-empty list")
+        return CategoricalHP(tuple(vals))
+    raise ValueError(f"{path}.type: must be one of {', '.join(HP_TYPES)}, got {kind!r}")
+
+
+def parse_hyperparameters(raw: Mapping[str, Any] | None) -> HParamSpace:
+    """Parse the experiment config's ``hyperparameters`` dict (``None`` means empty)."""
+    if raw is None:
+        return HParamSpace(())
+    if not isinstance(raw, Mapping):
+        raise ValueError("hyperparameters: must be a mapping")
+    return HParamSpace(
+        tuple((str(k), parse_hparam(v, f"hyperparameters.{k}")) for k, v in sorted(raw.items()))
+    )
+
+
+def sample_one(hp: HParam, rng: random.Random) -> Any:
+    if isinstance(hp, ConstHP):
+        return copy.deepcopy(hp.val)
+    if isinstance(hp, IntHP):
+        return rng.randint(hp.minval, hp.maxval)
+    if isinstance(hp, DoubleHP):
+        return rng.uniform(hp.minval, hp.maxval)
+    if isinstance(hp, LogHP):
+        return float(hp.base ** rng.uniform(hp.minval, hp.maxval))
+    if isinstance(hp, CategoricalHP):
+        return copy.deepcopy(hp.vals[rng.randrange(len(hp.vals))])
+    return {name: sample_one(sub, rng) for name, sub in hp.items}
+
+
+def sample_all(space: HParamSpace, rng: random.Random) -> dict[str, Any]:
+    """One random point of the space."""
+    return {name: sample_one(hp, rng) for name, hp in space.items}
+
+
+def grid_values(hp: HParam, path: str) -> list[Any]:
+    """The grid axis of one non-nested hyperparameter (Determined's spacing rules)."""
+    if isinstance(hp, ConstHP):
+        return [hp.val]
+    if isinstance(hp, CategoricalHP):
+        return list(hp.vals)
+    if isinstance(hp, NestedHP):
+        raise TypeError("nested hyperparameters have no single grid axis")
+    if hp.count is None:
+        raise ValueError(f"{path}.count: required by the grid searcher")
+    if isinstance(hp, IntHP):
+        count = min(hp.count, hp.maxval - hp.minval + 1)
+        if count == 1:
+            return [round((hp.minval + hp.maxval) / 2)]
+        span = hp.maxval - hp.minval
+        return [round(hp.minval + i * span / (count - 1)) for i in range(count)]
+    count = hp.count
+    if count == 1:
+        points = [(hp.minval + hp.maxval) / 2.0]
+    else:
+        points = [hp.minval + i * (hp.maxval - hp.minval) / (count - 1) for i in range(count)]
+    if isinstance(hp, LogHP):
+        return [float(hp.base**p) for p in points]
+    return points
+
+
+def _axes(
+    items: tuple[tuple[str, HParam], ...], route: tuple[str, ...]
+) -> list[tuple[tuple[str, ...], list[Any]]]:
+    out: list[tuple[tuple[str, ...], list[Any]]] = []
+    for name, hp in items:
+        sub_route = (*route, name)
+        if isinstance(hp, NestedHP):
+            out.extend(_axes(hp.items, sub_route))
+        else:
+            out.append((sub_route, grid_values(hp, "hyperparameters." + ".".join(sub_route))))
+    return out
+
+
+def _put(sample: dict[str, Any], route: tuple[str, ...], value: Any) -> None:
+    node = sample
+    for key in route[:-1]:
+        node = node.setdefault(key, {})
+    node[route[-1]] = copy.deepcopy(value)
+
+
+def grid_points(space: HParamSpace) -> list[dict[str, Any]]:
+    """The cartesian product of every axis; nested groups are expanded leaf by leaf.
+
+    Order: the first hyperparameter (by sorted name) varies slowest.
+    """
+    axes = _axes(space.items, ())
+    points: list[dict[str, Any]] = []
+    for combo in itertools.product(*(values for _, values in axes)):
+        sample: dict[str, Any] = {}
+        for (route, _), value in zip(axes, combo, strict=True):
+            _put(sample, route, value)
+        points.append(sample)
+    # Empty nested groups have no axis; keep them as empty dicts like sampling does.
+    for point in points:
+        _fill_empty_groups(space.items, point)
+    return points
+
+
+def _fill_empty_groups(items: tuple[tuple[str, HParam], ...], node: dict[str, Any]) -> None:
+    for name, hp in items:
+        if isinstance(hp, NestedHP):
+            child = node.setdefault(name, {})
+            _fill_empty_groups(hp.items, child)
+
+
+def grid_size(space: HParamSpace) -> int:
+    return math.prod(len(values) for _, values in _axes(space.items, ()))

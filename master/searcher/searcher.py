@@ -1,0 +1,211 @@
+"""The ``Searcher`` facade: one per experiment; see the package docstring for the contract."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from .actions import Action, CreateTrial, ExitedReason, Shutdown, StopTrial
+from .asha import AdaptiveASHA, new_async_halving
+from .base import SearchContext, SearchMethod
+from .basic import GridSearch, RandomSearch
+from .config import SearcherConfig, parse_searcher_config
+from .hparams import parse_hyperparameters
+
+logger = logging.getLogger(__name__)
+
+SNAPSHOT_VERSION = 1
+COMPLETED = "COMPLETED"
+
+
+class Searcher:
+    """Events in, actions out. Not thread-safe: the master calls it under its experiment lock."""
+
+    def __init__(
+        self,
+        config: SearcherConfig,
+        method: SearchMethod,
+        ctx: SearchContext,
+        *,
+        raw_config: Mapping[str, Any],
+        raw_hyperparameters: Mapping[str, Any] | None,
+        seed: int,
+    ) -> None:
+        self.config = config
+        self.method = method
+        self.ctx = ctx
+        self._raw_config = copy.deepcopy(dict(raw_config))
+        self._raw_hparams = copy.deepcopy(dict(raw_hyperparameters or {}))
+        self.seed = seed
+        self.initialized = False
+        self.shutdown = False
+        self.requested: dict[str, CreateTrial] = {}
+        self.created: set[str] = set()
+        self.stopped: set[str] = set()
+        self.exited: dict[str, str] = {}  # request id -> COMPLETED or an ExitedReason value
+
+    # -- bookkeeping ---------------------------------------------------------------------
+
+    def _known(self, request_id: str) -> None:
+        if request_id not in self.requested:
+            raise ValueError(f"unknown trial request id {request_id!r}")
+
+    def _record(self, actions: list[Action]) -> list[Action]:
+        for action in actions:
+            if isinstance(action, CreateTrial):
+                self.requested[action.request_id] = action
+            elif isinstance(action, StopTrial):
+                self.stopped.add(action.request_id)
+        if actions:
+            logger.debug("searcher actions: %s", actions)
+        return actions
+
+    def _after_exit(self, actions: list[Action]) -> list[Action]:
+        actions = self._record(actions)
+        if not self.shutdown and all(r in self.exited for r in self.requested):
+            self.shutdown = True
+            failure = all(v == ExitedReason.ERRORED.value for v in self.exited.values())
+            actions.append(Shutdown(failure=failure))
+            logger.info("search finished after %d trials (failure=%s)", len(self.exited), failure)
+        return actions
+
+    # -- events --------------------------------------------------------------------------
+
+    def initial_trials(self) -> list[Action]:
+        if self.initialized:
+            raise RuntimeError("initial_trials() was already called for this search")
+        self.initialized = True
+        return self._record(self.method.initial_trials())
+
+    def trial_created(self, request_id: str) -> list[Action]:
+        self._known(request_id)
+        if request_id in self.created:
+            return []
+        self.created.add(request_id)
+        return self._record(self.method.trial_created(request_id))
+
+    def validation_completed(
+        self, request_id: str, metric: float, time_value: float
+    ) -> list[Action]:
+        """``metric``: the validation's searcher metric; ``time_value``: the trial's
+        ``time_metric`` at that point. Ignored once the trial is stopped or has exited."""
+        self._known(request_id)
+        if request_id in self.exited or request_id in self.stopped:
+            return []
+        loss = float(metric) if self.config.smaller_is_better else -float(metric)
+        if math.isnan(loss):
+            loss = math.inf
+        return self._record(self.method.validation_completed(request_id, loss, float(time_value)))
+
+    def trial_exited(self, request_id: str) -> list[Action]:
+        """The trial ended COMPLETED (including a searcher stop). Repeats are no-ops."""
+        self._known(request_id)
+        if request_id in self.exited:
+            return []
+        self.exited[request_id] = COMPLETED
+        return self._after_exit(self.method.trial_exited(request_id))
+
+    def trial_exited_early(self, request_id: str, reason: ExitedReason) -> list[Action]:
+        """The trial ended abnormally. Call it instead of ``trial_exited``; a later
+        ``trial_exited`` for the same trial is a no-op."""
+        self._known(request_id)
+        if request_id in self.exited:
+            return []
+        self.exited[request_id] = ExitedReason(reason).value
+        return self._after_exit(self.method.trial_exited_early(request_id, ExitedReason(reason)))
+
+    # -- queries -------------------------------------------------------------------------
+
+    def progress(self) -> float:
+        if self.shutdown:
+            return 1.0
+        return min(max(self.method.progress(), 0.0), 1.0)
+
+    def trial_target_length(self, request_id: str) -> float | None:
+        """How far (in ``time_metric`` units) the trial is meant to train.
+
+        ``async_halving``/``adaptive_asha``: ``max_time``; a stopping-based ASHA trial aims for the
+        full length and is stopped early by a ``StopTrial``. ``single``/``random``/``grid``: the
+        deprecated ``max_length`` units if the config has one, else ``None`` (the training code
+        decides). ``None`` for an unknown request id.
+        """
+        if request_id not in self.requested:
+            return None
+        return self.method.target_length(request_id)
+
+    def trials(self) -> list[CreateTrial]:
+        """Every trial requested so far, in request order."""
+        return list(self.requested.values())
+
+    # -- persistence ---------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """A JSON-serialisable dict (config, seed, RNG state, bookkeeping, method state)."""
+        return {
+            "version": SNAPSHOT_VERSION,
+            "searcher": copy.deepcopy(self._raw_config),
+            "hyperparameters": copy.deepcopy(self._raw_hparams),
+            "seed": self.seed,
+            "rng": self.ctx.rng_state(),
+            "initialized": self.initialized,
+            "shutdown": self.shutdown,
+            "requested": [
+                [c.request_id, copy.deepcopy(c.hparams), c.seed] for c in self.requested.values()
+            ],
+            "created": sorted(self.created),
+            "stopped": sorted(self.stopped),
+            "exited": dict(self.exited),
+            "method": self.method.state(),
+        }
+
+    @classmethod
+    def restore(cls, snapshot: Mapping[str, Any]) -> Searcher:
+        """Rebuild a searcher that makes exactly the decisions the snapshotted one would have."""
+        if snapshot.get("version") != SNAPSHOT_VERSION:
+            raise ValueError(f"unsupported searcher snapshot version {snapshot.get('version')!r}")
+        searcher = new_searcher(snapshot["searcher"], snapshot["hyperparameters"], snapshot["seed"])
+        searcher.ctx.load_rng_state(snapshot["rng"])
+        searcher.initialized = bool(snapshot["initialized"])
+        searcher.shutdown = bool(snapshot["shutdown"])
+        searcher.requested = {
+            str(rid): CreateTrial(str(rid), copy.deepcopy(hp), int(seed))
+            for rid, hp, seed in snapshot["requested"]
+        }
+        searcher.created = set(snapshot["created"])
+        searcher.stopped = set(snapshot["stopped"])
+        searcher.exited = dict(snapshot["exited"])
+        searcher.method.load_state(snapshot["method"])
+        return searcher
+
+
+def new_searcher(
+    searcher_config: Mapping[str, Any], hyperparameters: Mapping[str, Any] | None, seed: int
+) -> Searcher:
+    """Build the searcher for an experiment's ``searcher:`` and ``hyperparameters:`` sections.
+
+    Raises ``ValueError`` naming the offending field. Same arguments ⇒ same trials.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"seed: must be an integer, got {seed!r}")
+    config = parse_searcher_config(searcher_config)
+    ctx = SearchContext(parse_hyperparameters(hyperparameters), seed)
+    method: SearchMethod
+    if config.name in ("single", "random"):
+        method = RandomSearch(ctx, config)
+    elif config.name == "grid":
+        method = GridSearch(ctx, config)
+    elif config.name == "async_halving":
+        method = new_async_halving(ctx, config)
+    else:
+        method = AdaptiveASHA(ctx, config)
+    return Searcher(
+        config,
+        method,
+        ctx,
+        raw_config=searcher_config,
+        raw_hyperparameters=hyperparameters,
+        seed=seed,
+    )
