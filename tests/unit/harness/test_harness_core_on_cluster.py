@@ -1,0 +1,174 @@
+"""The Core API against a master (the fake stand-in until the live-master fixture exists)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+import det
+from det.core import EarlyExitReason, InvalidHP
+from tests.unit.harness.fake_master import FakeMaster
+
+
+def test_init_reads_the_task_environment(on_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    on_cluster(DET_LATEST_CHECKPOINT="abc")
+    with det.core.init() as ctx:
+        assert ctx.info is not None and ctx.info.trial is not None
+        assert ctx.info.trial.trial_id == 11
+        assert ctx.info.trial.experiment_id == 3
+        assert ctx.info.trial.hparams == {"lr": 0.1}
+        assert ctx.info.trial.trial_seed == 42
+        assert ctx.info.latest_checkpoint == "abc"
+        assert ctx.distributed.size == 1
+
+
+def test_metrics_are_shipped_in_order_with_the_official_body(on_cluster) -> None:  # type: ignore[no-untyped-def]
+    master: FakeMaster = on_cluster()
+    with det.core.init() as ctx:
+        for step in range(1, 6):
+            ctx.train.report_training_metrics(step, {"loss": 1.0 / step})
+        ctx.train.report_validation_metrics(5, {"validation_loss": 0.3, "blob": b"x"})
+        ctx.train.report_metrics("custom", 5, {"x": float("nan")})
+    recs = master.requests_to("/api/v1/trials/11/metrics")
+    assert [r.body["group"] for r in recs] == ["training"] * 5 + ["validation", "custom"]
+    first = recs[0].body["metrics"]
+    assert first == {
+        "metrics": {"avgMetrics": {"loss": 1.0}},
+        "trialId": 11,
+        "trialRunId": 2,
+        "stepsCompleted": 1,
+    }
+    assert recs[5].body["metrics"]["metrics"]["avgMetrics"] == {"validation_loss": 0.3}
+    assert recs[6].body["metrics"]["metrics"]["avgMetrics"] == {"x": "NaN"}
+
+
+def test_a_failed_metrics_report_surfaces_in_the_training_thread(on_cluster) -> None:  # type: ignore[no-untyped-def]
+    master: FakeMaster = on_cluster()
+    master.state.fail_status[r"/metrics$"] = 400
+    ctx = det.core.init()
+    ctx.start()
+    ctx.train.report_training_metrics(1, {"loss": 1.0})
+    with pytest.raises(RuntimeError, match="metrics report failed"):
+        ctx.close()
+
+
+def test_validation_metric_none_is_rejected(on_cluster) -> None:  # type: ignore[no-untyped-def]
+    on_cluster()
+    with det.core.init() as ctx, pytest.raises(ValueError):
+        ctx.train.report_validation_metrics(1, {"loss": None})
+
+
+def test_progress_and_early_exit_bodies(on_cluster) -> None:  # type: ignore[no-untyped-def]
+    master: FakeMaster = on_cluster()
+    with det.core.init() as ctx:
+        ctx.train.report_progress(0.25)
+        ctx.train.report_early_exit(EarlyExitReason.USER_REQUESTED_STOP)
+        with pytest.raises(ValueError):
+            ctx.train.report_progress(1.5)
+    assert master.requests_to("/trials/11/progress")[0].body == {"progress": 0.25, "is_raw": True}
+    assert master.requests_to("/trials/11/early_exit")[0].body == {
+        "reason": "EXITED_REASON_USER_REQUESTED_STOP"
+    }
+
+
+def test_best_validation_is_none_until_the_master_has_one(on_cluster) -> None:  # type: ignore[no-untyped-def]
+    master: FakeMaster = on_cluster()
+    with det.core.init() as ctx:
+        assert ctx.train.get_experiment_best_validation() is None
+        master.state.best_validation = 0.125
+        assert ctx.train.get_experiment_best_validation() == 0.125
+
+
+def test_store_path_saves_and_reports_the_checkpoint(on_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    master: FakeMaster = on_cluster()
+    with det.core.init() as ctx:
+        with ctx.checkpoint.store_path({"steps_completed": 8, "note": "hi"}) as (path, sid):
+            (path / "model.bin").write_bytes(b"\0" * 100)
+            (path / "sub").mkdir()
+            (path / "sub" / "opt.bin").write_bytes(b"\1" * 10)
+        assert ctx.checkpoint.get_metadata(sid)["note"] == "hi"
+        with ctx.checkpoint.restore_path(sid) as restored:
+            assert (restored / "sub" / "opt.bin").read_bytes() == b"\1" * 10
+    stored = tmp_path / "ckpts" / sid
+    assert json.loads((stored / "metadata.json").read_text()) == {"steps_completed": 8, "note": "hi"}
+    (start,) = master.requests_to("/api/v1/runs/start")
+    assert start.body["runId"] == 11
+    assert start.body["checkpointStorage"]["type"] == "shared_fs"
+    (rec,) = master.requests_to("/api/v1/checkpoints", method="POST")
+    body = rec.body
+    assert body["uuid"] == sid
+    assert body["taskId"] == "3.1" and body["allocationId"] == "3.1.1"
+    assert body["state"] == "STATE_COMPLETED"
+    assert body["storageId"] == 7
+    assert body["training"] == {}
+    assert body["metadata"] == {"steps_completed": 8, "note": "hi"}
+    assert body["resources"] == {
+        "model.bin": "100",
+        "sub/": "0",
+        "sub/opt.bin": "10",
+        "metadata.json": str((stored / "metadata.json").stat().st_size),
+    }
+
+
+def test_checkpoint_without_steps_completed_is_refused(on_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    on_cluster()
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "w").write_text("x")
+    with det.core.init() as ctx, pytest.raises(ValueError, match="steps_completed"):
+        ctx.checkpoint.upload(src, {"epoch": 1})
+
+
+def test_preemption_signal_is_seen_and_acknowledged_once(on_cluster) -> None:  # type: ignore[no-untyped-def]
+    master: FakeMaster = on_cluster()
+    with det.core.init() as ctx:
+        assert ctx.preempt.should_preempt() is False
+        master.set_preempt()
+        deadline = time.monotonic() + 10
+        while not ctx.preempt.should_preempt() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert ctx.preempt.should_preempt() is True
+        assert ctx.preempt.should_preempt() is True
+    polls = master.requests_to("/signals/preemption")
+    assert polls[0].query["timeout_seconds"] == ["0"]
+    assert any(p.query["timeout_seconds"] == ["60"] for p in polls[1:])
+    assert len(master.requests_to("/api/v1/allocations/3.1.1/signals/ack_preemption")) == 1
+
+
+def test_searcher_yields_one_operation_of_max_length(on_cluster) -> None:  # type: ignore[no-untyped-def]
+    master: FakeMaster = on_cluster()
+    with det.core.init() as ctx:
+        with pytest.warns(FutureWarning):
+            ops = ctx.searcher.operations()
+            op = next(ops)
+        assert op.length == 8
+        op.report_progress(4)
+        op.report_completed(0.5)
+        assert list(ops) == []
+    assert master.requests_to("/trials/11/progress")[0].body == {"progress": 0.5, "is_raw": True}
+
+
+def test_searcher_requires_completion(on_cluster) -> None:  # type: ignore[no-untyped-def]
+    on_cluster()
+    with det.core.init() as ctx, pytest.warns(FutureWarning):
+        ops = ctx.searcher.operations()
+        next(ops)
+        with pytest.raises(RuntimeError, match="report_completed"):
+            next(ops)
+
+
+def test_searcher_without_max_length_raises(on_cluster) -> None:  # type: ignore[no-untyped-def]
+    on_cluster(config={"checkpoint_storage": {"type": "directory", "container_path": "/tmp/x"}})
+    with det.core.init() as ctx, pytest.warns(FutureWarning), pytest.raises(ValueError):
+        next(ctx.searcher.operations())
+
+
+def test_invalid_hp_reports_early_exit_and_exits_zero(on_cluster) -> None:  # type: ignore[no-untyped-def]
+    master: FakeMaster = on_cluster()
+    with pytest.raises(SystemExit) as e, det.core.init():
+        raise InvalidHP("lr too big")
+    assert e.value.code == 0
+    assert master.requests_to("/early_exit")[0].body == {"reason": "EXITED_REASON_INVALID_HP"}
