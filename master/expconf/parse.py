@@ -71,14 +71,14 @@ def load_yaml(text: str) -> dict[str, Any]:
         data = yaml.load(text, Loader=_Loader)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
-        problem = e.problem or e.context or "cannot parse"
+        problem = " ".join((e.problem or e.context or "cannot parse").split())
         if mark is None:
             raise ConfigError(f"invalid YAML: {problem}") from None
         raise ConfigError(
             f"invalid YAML at line {mark.line + 1}, column {mark.column + 1}: {problem}"
         ) from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"invalid YAML: {e}") from None
+        raise ConfigError("invalid YAML: " + " ".join(str(e).split())) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -27,7 +27,7 @@ DEFAULT_LOG_POLICIES: list[dict[str, Any]] = [
     {"name": "ECC Error", "pattern": ".*uncorrectable ECC error encountered.*"},
 ]
 
-_SIZE = re.compile(r"^\s*((?:[0-9]*\.)?[0-9]+)\s*(?:([kmgtpKMGTP])(?:[iI]?[bB])?|[bB])?\s*$")
+_SIZE = re.compile(r"^\s*((?:[0-9]*\.)?[0-9]+)\s*(?:([kmgtpKMGTP])[iI]?[bB]?|[bB])?\s*$")
 _SIZE_POWER = {"k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
 
 
