@@ -32,7 +32,7 @@ class AgentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     master_url: str
-    agent_id: str = Field(default_factory=socket.gethostname, min_length=1)
+    agent_id: str = Field(default_factory=lambda: socket.gethostname(), min_length=1)
     agent_token: str | None = None
     agent_token_file: Path | None = None
     resource_pool: str = "default"

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import requests
+
 from det.agent.logs import Cursor, LogShipper, Timestamp, read_frames, task_log
 
 logger = logging.getLogger(__name__)

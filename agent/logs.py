@@ -22,6 +22,7 @@ import re
 import struct
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -255,17 +256,25 @@ class LogShipper:
                     logger.warning("cannot save log cursor for %s: %s", key, err)
 
 
-def read_frames(raw: Any) -> Any:
+def _read_exact(raw: Any, n: int) -> bytes | None:
+    """`n` bytes from `raw`, or None at end of stream (a short read is not the end)."""
+    data = b""
+    while len(data) < n:
+        chunk = raw.read(n - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def read_frames(raw: Any) -> Iterator[tuple[str, bytes]]:
     """Yield (stdtype, bytes) frames of Docker's multiplexed (non-TTY) stream `raw`."""
     while True:
-        header = raw.read(8)
-        if not header or len(header) < 8:
+        header = _read_exact(raw, 8)
+        if header is None:
             return
         kind, length = struct.unpack(">BxxxL", header)
-        data = b""
-        while len(data) < length:
-            chunk = raw.read(length - len(data))
-            if not chunk:
-                return
-            data += chunk
+        data = _read_exact(raw, length) if length else b""
+        if data is None:
+            return
         yield _STDTYPES.get(kind, "stdout"), data

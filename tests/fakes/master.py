@@ -133,7 +133,9 @@ class FakeMaster:
     # ---- test helpers ----
 
     def run(self, agent_id: str, allocation_id: str, spec: dict[str, Any]) -> None:
-        self._set(agent_id, allocation_id, {"allocationId": allocation_id, "action": "RUN", "spec": spec})
+        self._set(
+            agent_id, allocation_id, {"allocationId": allocation_id, "action": "RUN", "spec": spec}
+        )
 
     def kill(self, agent_id: str, allocation_id: str) -> None:
         self._set(agent_id, allocation_id, {"allocationId": allocation_id, "action": "KILL"})
@@ -143,7 +145,9 @@ class FakeMaster:
 
     def _set(self, agent_id: str, allocation_id: str, item: dict[str, Any] | None) -> None:
         with self.lock:
-            items = [c for c in self.desired.get(agent_id, []) if c["allocationId"] != allocation_id]
+            items = [
+                c for c in self.desired.get(agent_id, []) if c["allocationId"] != allocation_id
+            ]
             self.desired[agent_id] = items + ([item] if item else [])
 
     def report(self, agent_id: str, allocation_id: str) -> dict[str, Any] | None:

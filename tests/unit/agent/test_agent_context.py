@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import io
+import tarfile
+
+import pytest
+
+from det.agent.context import BadContext, context_tar
+from tests.fakes.master import make_tgz
+
+
+def _members(tar_bytes: bytes) -> dict[str, bytes | None]:
+    out: dict[str, bytes | None] = {}
+    with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as tar:
+        for m in tar:
+            f = tar.extractfile(m) if m.isreg() else None
+            out[m.name] = f.read() if f else None
+    return out
+
+
+def test_context_is_rerooted_under_the_workdir_with_its_parents() -> None:
+    tgz = make_tgz({"train.py": "print(1)\n", "cfg/model.yaml": "a: 1\n", ".detignore": "x\n"})
+    members = _members(context_tar(tgz, "/run/determined/workdir"))
+    assert members == {
+        "run": None,
+        "run/determined": None,
+        "run/determined/workdir": None,
+        "run/determined/workdir/train.py": b"print(1)\n",
+        "run/determined/workdir/cfg/model.yaml": b"a: 1\n",
+        "run/determined/workdir/.detignore": b"x\n",
+    }
+
+
+def test_empty_context_still_creates_the_workdir() -> None:
+    assert _members(context_tar(b"", "/work")) == {"work": None}
+
+
+def test_members_escaping_the_workdir_are_dropped() -> None:
+    tgz = make_tgz({"../evil": "x", "/etc/passwd": "x", "./ok.txt": "fine", "a/../b.txt": "y"})
+    members = _members(context_tar(tgz, "/w"))
+    assert members == {"w": None, "w/ok.txt": b"fine", "w/b.txt": b"y"}
+
+
+def test_garbage_is_a_bad_context() -> None:
+    with pytest.raises(BadContext):
+        context_tar(b"definitely not a tarball", "/w")
