@@ -156,8 +156,9 @@ def apply_overrides(config_dict: dict[str, Any], overrides: Iterable[str]) -> di
         try:
             value = yaml.safe_load(text) if text.strip() else ""
         except yaml.YAMLError as e:
+            reason = " ".join(str(getattr(e, "problem", None) or e).split())
             raise ConfigError(
-                f"invalid override {item!r}: the value is not valid YAML ({e})", key
+                f"invalid override {item!r}: the value is not valid YAML ({reason})", key
             ) from None
         parts = key.split(".")
         cur: Any = out
