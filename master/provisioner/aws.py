@@ -1,0 +1,446 @@
+"""The AWS EC2 provider: :class:`det.master.provisioner.provider.Provider` for one pool.
+
+Request bodies are built by pure functions (:func:`run_instances_request`,
+:func:`describe_filters`) so tests can check them without AWS. boto3 is imported on first use.
+
+Retries: botocore's own retries are off (one attempt per call), because it retries HTTP 500s,
+and EC2 answers ``InsufficientInstanceCapacity`` with a 500: retried, a capacity error may turn
+into a late success on the same option while the decider already moved on. This module retries
+only :data:`TRANSIENT_CODES` and connection errors, with capped exponential backoff. RunInstances
+carries a ``ClientToken`` per launch, so a retried launch cannot start instances twice.
+
+Errors in :data:`CAPACITY_CODES` become ``LaunchError(capacity=True)``: the decider moves to the
+next entry of the pool's fallback list.
+
+The endpoint comes from ``endpoint_url`` in the pool config, else boto3's own resolution
+(``AWS_ENDPOINT_URL`` works unchanged, which is how tests point it at moto).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from det.master.provisioner import bootstrap
+from det.master.provisioner.config import AwsProviderConfig
+from det.master.provisioner.provider import (
+    Instance,
+    InstanceState,
+    LaunchError,
+    LaunchOption,
+    Market,
+)
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+TAG_CLUSTER = "det-cluster-id"
+TAG_POOL = "det-pool"
+TAG_MARKET = "det-market"
+TAG_MANAGED_BY = "managed-by"
+MANAGED_BY = "det"
+
+TRANSIENT_CODES = frozenset(
+    {
+        "RequestLimitExceeded",
+        "Throttling",
+        "ThrottlingException",
+        "InternalError",
+        "InternalFailure",
+        "ServiceUnavailable",
+        "Unavailable",
+        "RequestTimeout",
+        "RequestTimeoutException",
+    }
+)
+CAPACITY_CODES = frozenset(
+    {
+        "InsufficientInstanceCapacity",
+        "InsufficientHostCapacity",
+        "InsufficientCapacity",
+        "InsufficientFreeAddressesInSubnet",
+        "InstanceLimitExceeded",
+        "VcpuLimitExceeded",
+        "MaxSpotInstanceCountExceeded",
+        "SpotMaxPriceTooLow",
+        "Unsupported",
+    }
+)
+# Terminate treats these as "already gone". moto answers a second TerminateInstances of an
+# instance launched with a network interface with InvalidNetworkInterfaceID.NotFound.
+NOT_FOUND_CODES = frozenset(
+    {
+        "InvalidInstanceID.NotFound",
+        "InvalidInstanceID.Malformed",
+        "InvalidNetworkInterfaceID.NotFound",
+    }
+)
+
+_STATES = {
+    "pending": InstanceState.STARTING,
+    "running": InstanceState.RUNNING,
+    "stopping": InstanceState.STOPPING,
+    "stopped": InstanceState.STOPPED,
+    "shutting-down": InstanceState.TERMINATING,
+    "terminated": InstanceState.TERMINATED,
+}
+LISTED_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
+
+
+def instance_tags(
+    config: AwsProviderConfig, cluster_id: str, pool: str, market: Market
+) -> list[dict[str, str]]:
+    """Tags of every resource of this pool: ours first, then Determined's tag and custom tags."""
+    tags = {
+        "Name": config.instance_name,
+        TAG_CLUSTER: cluster_id,
+        TAG_POOL: pool,
+        TAG_MANAGED_BY: MANAGED_BY,
+        TAG_MARKET: market.value,
+    }
+    tags.setdefault(config.tag_key, config.tag_value or cluster_id)
+    for tag in config.custom_tags:
+        tags.setdefault(tag.key, tag.value)
+    return [{"Key": key, "Value": value} for key, value in tags.items()]
+
+
+def run_instances_request(
+    config: AwsProviderConfig,
+    option: LaunchOption,
+    count: int,
+    *,
+    cluster_id: str,
+    pool: str,
+    user_data: str,
+    client_token: str,
+    root_device_name: str = "/dev/sda1",
+) -> dict[str, Any]:
+    """The ``RunInstances`` keyword arguments for ``count`` instances of ``option``.
+
+    ``option.zone`` is a subnet id (``subnet-…``) or an availability zone. With a subnet the
+    request uses a network interface so ``network_interface.public_ip`` applies.
+    """
+    if count < 1:
+        raise ValueError("count must be at least 1")
+    tags = instance_tags(config, cluster_id, pool, option.market)
+    resource_types = ["instance", "volume"]
+    if option.market is Market.SPOT:
+        resource_types.append("spot-instances-request")
+    request: dict[str, Any] = {
+        "ImageId": config.image_id,
+        "InstanceType": option.instance_type,
+        # Partial launches are fine: the decider asks again for the rest.
+        "MinCount": 1,
+        "MaxCount": count,
+        "UserData": user_data,
+        "ClientToken": client_token,
+        "TagSpecifications": [{"ResourceType": rt, "Tags": tags} for rt in resource_types],
+        "BlockDeviceMappings": [
+            {
+                "DeviceName": root_device_name,
+                "Ebs": {
+                    "VolumeSize": config.root_volume_size,
+                    "VolumeType": "gp3",
+                    "DeleteOnTermination": True,
+                },
+            }
+        ],
+        # IMDSv2 only; hop limit 2 so the agent's containers can still read it.
+        "MetadataOptions": {
+            "HttpTokens": "required",
+            "HttpEndpoint": "enabled",
+            "HttpPutResponseHopLimit": 2,
+        },
+        "InstanceInitiatedShutdownBehavior": "terminate",
+    }
+    if config.iam_instance_profile_arn:
+        request["IamInstanceProfile"] = {"Arn": config.iam_instance_profile_arn}
+    if config.ssh_key_name:
+        request["KeyName"] = config.ssh_key_name
+    zone = option.zone
+    subnet = zone if zone and zone.startswith("subnet-") else None
+    group = config.effective_security_group_id
+    if subnet:
+        interface: dict[str, Any] = {
+            "DeviceIndex": 0,
+            "SubnetId": subnet,
+            "AssociatePublicIpAddress": config.network_interface.public_ip,
+            "DeleteOnTermination": True,
+        }
+        if group:
+            interface["Groups"] = [group]
+        request["NetworkInterfaces"] = [interface]
+    else:
+        if zone:
+            request["Placement"] = {"AvailabilityZone": zone}
+        if group:
+            request["SecurityGroupIds"] = [group]
+    if option.market is Market.SPOT:
+        spot: dict[str, Any] = {
+            "SpotInstanceType": "one-time",
+            "InstanceInterruptionBehavior": "terminate",
+        }
+        if config.spot_max_price:
+            spot["MaxPrice"] = config.spot_max_price
+        request["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot}
+    return request
+
+
+def describe_filters(cluster_id: str, pool: str) -> list[dict[str, Any]]:
+    """Filters that find exactly this cluster's and pool's live instances."""
+    return [
+        {"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster_id]},
+        {"Name": f"tag:{TAG_POOL}", "Values": [pool]},
+        {"Name": f"tag:{TAG_MANAGED_BY}", "Values": [MANAGED_BY]},
+        {"Name": "instance-state-name", "Values": list(LISTED_STATES)},
+    ]
+
+
+def instance_from_description(data: Mapping[str, Any]) -> Instance:
+    """One ``DescribeInstances`` / ``RunInstances`` instance → :class:`Instance`."""
+    tags = {t["Key"]: t["Value"] for t in data.get("Tags", [])}
+    spot = data.get("InstanceLifecycle") == "spot" or tags.get(TAG_MARKET) == Market.SPOT.value
+    launched = data.get("LaunchTime")
+    if not isinstance(launched, dt.datetime):
+        launched = dt.datetime.now(dt.UTC)
+    elif launched.tzinfo is None:
+        launched = launched.replace(tzinfo=dt.UTC)
+    else:
+        launched = launched.astimezone(dt.UTC)
+    return Instance(
+        id=data["InstanceId"],
+        state=_STATES.get(data.get("State", {}).get("Name", ""), InstanceState.STARTING),
+        launched_at=launched,
+        instance_type=data.get("InstanceType", ""),
+        zone=data.get("SubnetId") or data.get("Placement", {}).get("AvailabilityZone"),
+        market=Market.SPOT if spot else Market.ON_DEMAND,
+        address=data.get("PrivateIpAddress"),
+    )
+
+
+def error_code(exc: BaseException) -> str | None:
+    """The AWS error code of a botocore ``ClientError``, else ``None``."""
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        code = response.get("Error", {}).get("Code")
+        return str(code) if code else None
+    return None
+
+
+def retry_delay(attempt: int, *, base: float = 0.5, cap: float = 10.0) -> float:
+    """Seconds to wait before retry ``attempt`` (1-based): base · 2^(attempt-1), capped."""
+    return float(min(cap, base * (1 << min(attempt - 1, 20))))
+
+
+class AwsProvider:
+    """EC2 for one resource pool. Not thread-safe: one provisioner loop uses it.
+
+    ``user_data`` is the rendered bootstrap (:func:`bootstrap.render_user_data`); see
+    :meth:`for_pool` to build both at once. ``client`` replaces the boto3 EC2 client (tests).
+    """
+
+    def __init__(
+        self,
+        config: AwsProviderConfig,
+        *,
+        cluster_id: str,
+        pool: str,
+        user_data: str,
+        client: Any = None,
+        sleep: Callable[[float], None] = time.sleep,
+        max_attempts: int = 5,
+    ) -> None:
+        self.config = config
+        self.cluster_id = cluster_id
+        self.pool = pool
+        self.user_data = user_data
+        self._client = client
+        self._sleep = sleep
+        self._max_attempts = max(1, max_attempts)
+        self._root_device: str | None = None
+
+    @classmethod
+    def for_pool(
+        cls,
+        config: AwsProviderConfig,
+        *,
+        cluster_id: str,
+        pool: str,
+        master_url: str,
+        agent_token: str,
+        extra_env: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> AwsProvider:
+        """Render the bootstrap (the pool's ``master_url`` wins over the master's) and build."""
+        user_data = bootstrap.render_user_data(
+            config.master_url or master_url,
+            agent_token,
+            pool,
+            cluster_id,
+            "aws",
+            extra_env,
+            startup_script=config.startup_script,
+        )
+        return cls(config, cluster_id=cluster_id, pool=pool, user_data=user_data, **kwargs)
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            import boto3
+            from botocore.config import Config
+
+            self._client = boto3.client(
+                "ec2",
+                region_name=self.config.region,
+                endpoint_url=self.config.endpoint_url,
+                config=Config(
+                    retries={"total_max_attempts": 1, "mode": "standard"},
+                    connect_timeout=10,
+                    read_timeout=60,
+                ),
+            )
+        return self._client
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        """Run ``fn``, retrying named transient errors only."""
+        from botocore.exceptions import ConnectionError as BotoConnectionError
+
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return fn()
+            except BotoConnectionError as exc:
+                reason = type(exc).__name__
+                if attempt >= self._max_attempts:
+                    raise
+            except Exception as exc:
+                code = error_code(exc)
+                if code not in TRANSIENT_CODES or attempt >= self._max_attempts:
+                    raise
+                reason = code
+            delay = retry_delay(attempt)
+            logger.debug("%s: %s, retry %d in %.1fs", what, reason, attempt, delay)
+            self._sleep(delay)
+
+    def _root_device_name(self) -> str:
+        """The image's root device (``/dev/sda1`` on Ubuntu, ``/dev/xvda`` on Amazon Linux)."""
+        if self._root_device is None:
+            name = "/dev/sda1"
+            try:
+                images = self._call(
+                    "DescribeImages",
+                    lambda: self.client.describe_images(ImageIds=[self.config.image_id]),
+                )["Images"]
+                if images and images[0].get("RootDeviceName"):
+                    name = images[0]["RootDeviceName"]
+            except Exception as exc:
+                logger.warning("cannot read image %s: %s", self.config.image_id, exc)
+            self._root_device = name
+        return self._root_device
+
+    def launch(self, option: LaunchOption, count: int) -> list[Instance]:
+        request = run_instances_request(
+            self.config,
+            option,
+            count,
+            cluster_id=self.cluster_id,
+            pool=self.pool,
+            user_data=self.user_data,
+            client_token=uuid.uuid4().hex,
+            root_device_name=self._root_device_name(),
+        )
+        try:
+            response = self._call("RunInstances", lambda: self.client.run_instances(**request))
+        except Exception as exc:
+            code = error_code(exc)
+            if code is None:
+                raise LaunchError(type(exc).__name__, str(exc)) from exc
+            message = str(exc.response.get("Error", {}).get("Message", exc))  # type: ignore[attr-defined]
+            raise LaunchError(code, message, capacity=code in CAPACITY_CODES) from exc
+        instances = [instance_from_description(d) for d in response.get("Instances", [])]
+        logger.info(
+            "launched %d/%d %s (%s) for pool %s: %s",
+            len(instances),
+            count,
+            option.instance_type,
+            option.market.value,
+            self.pool,
+            ", ".join(i.id for i in instances),
+        )
+        return instances
+
+    def list_instances(self) -> list[Instance]:
+        filters = describe_filters(self.cluster_id, self.pool)
+        out: list[Instance] = []
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"Filters": filters, "MaxResults": 1000}
+            if token:
+                kwargs["NextToken"] = token
+            page: dict[str, Any] = self._call(
+                "DescribeInstances", functools.partial(self.client.describe_instances, **kwargs)
+            )
+            for reservation in page.get("Reservations", []):
+                out.extend(instance_from_description(d) for d in reservation.get("Instances", []))
+            token = page.get("NextToken")
+            if not token:
+                return out
+
+    def terminate(self, instance_ids: list[str]) -> None:
+        """Terminate, ignoring ids that are unknown or already gone; cancel their spot requests."""
+        ids = sorted(set(instance_ids))
+        if not ids:
+            return
+        try:
+            self._terminate(ids)
+        except Exception as exc:
+            if error_code(exc) not in NOT_FOUND_CODES:
+                raise
+            # EC2 refuses the whole call if one id is unknown: go one by one.
+            for instance_id in ids:
+                try:
+                    self._terminate([instance_id])
+                except Exception as one:
+                    if error_code(one) not in NOT_FOUND_CODES:
+                        raise
+                    logger.debug("terminate %s: already gone", instance_id)
+        self._cancel_spot_requests(ids)
+
+    def _terminate(self, ids: list[str]) -> None:
+        self._call("TerminateInstances", lambda: self.client.terminate_instances(InstanceIds=ids))
+        logger.info("terminating %s (pool %s)", ", ".join(ids), self.pool)
+
+    def _cancel_spot_requests(self, ids: list[str]) -> None:
+        """Cancel this pool's spot requests that belong to ``ids`` (a persistent request would
+        otherwise start a replacement instance)."""
+        filters = [
+            {"Name": f"tag:{TAG_CLUSTER}", "Values": [self.cluster_id]},
+            {"Name": f"tag:{TAG_POOL}", "Values": [self.pool]},
+        ]
+        try:
+            requests = self._call(
+                "DescribeSpotInstanceRequests",
+                lambda: self.client.describe_spot_instance_requests(Filters=filters),
+            ).get("SpotInstanceRequests", [])
+        except Exception as exc:  # best effort: the instances are already terminating
+            logger.warning("cannot list spot requests of pool %s: %s", self.pool, exc)
+            return
+        wanted = set(ids)
+        to_cancel = [
+            r["SpotInstanceRequestId"]
+            for r in requests
+            if r.get("InstanceId") in wanted and r.get("State") in ("open", "active")
+        ]
+        if to_cancel:
+            self._call(
+                "CancelSpotInstanceRequests",
+                lambda: self.client.cancel_spot_instance_requests(SpotInstanceRequestIds=to_cancel),
+            )
+            logger.info("cancelled spot requests %s", ", ".join(to_cancel))

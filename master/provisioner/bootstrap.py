@@ -1,0 +1,154 @@
+"""The agent bootstrap, Python side: render the user-data script, and say what it will run.
+
+``bootstrap.sh`` beside this module is the one script: cloud-init runs it as user data on a new
+VM (AWS ``UserData``, GCP ``startup-script``), and the agent image carries the same file. The
+master renders it with :func:`render_user_data`, which fills the values block at its top.
+:func:`agent_launch` returns exactly what the script ends up running for a given instance id
+(argv, environment and the agent.yaml contents), so a test fixture can turn a fake-cloud instance
+into a real agent the way a VM would.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import importlib.resources
+import re
+import shlex
+from collections.abc import Mapping
+from typing import Literal
+
+Cloud = Literal["aws", "gcp", "auto"]
+
+DEFAULT_CONFIG_PATH = "/etc/det/agent.yaml"
+DEFAULT_IMDS_URL = "http://169.254.169.254"
+DEFAULT_GCE_METADATA_URL = "http://metadata.google.internal"
+MARKER = "# DET_RENDERED_VALUES"
+# AWS rejects user data above 16 KiB (before base64).
+MAX_USER_DATA_BYTES = 16 * 1024
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def script_text() -> str:
+    """The unrendered bootstrap script."""
+    return (
+        importlib.resources.files("det.master.provisioner")
+        .joinpath("bootstrap.sh")
+        .read_text(encoding="utf-8")
+    )
+
+
+def render_user_data(
+    master_url: str,
+    agent_token: str,
+    pool: str,
+    cluster_id: str,
+    cloud: Cloud,
+    extra_env: Mapping[str, str] | None = None,
+    *,
+    startup_script: str = "",
+) -> str:
+    """The bootstrap script with its values filled in, ready to be a VM's user data.
+
+    ``extra_env`` is exported before anything runs (for example ``DET_AGENT_PIP_SPEC`` to
+    install the agent from a given wheel URL, or ``DET_IMDS_URL`` in tests). ``startup_script``
+    is Determined's pool ``startup_script``: run as root before the agent starts.
+    """
+    values: dict[str, str] = {
+        "DET_MASTER_URL": master_url.rstrip("/"),
+        "DET_AGENT_TOKEN": agent_token,
+        "DET_RESOURCE_POOL": pool,
+        "DET_CLUSTER_ID": cluster_id,
+        "DET_CLOUD": cloud,
+    }
+    if startup_script:
+        values["DET_STARTUP_SCRIPT_B64"] = base64.b64encode(startup_script.encode()).decode()
+    for key, value in (extra_env or {}).items():
+        if not _ENV_NAME.match(key):
+            raise ValueError(f"extra_env: {key!r} is not a valid environment variable name")
+        values[key] = value
+    block = "\n".join(f"export {key}={shlex.quote(value)}" for key, value in values.items())
+    text = script_text()
+    if MARKER not in text:  # pragma: no cover - guards edits of bootstrap.sh
+        raise RuntimeError("bootstrap.sh lost its values marker")
+    rendered = text.replace(MARKER, block, 1)
+    size = len(rendered.encode())
+    if size > MAX_USER_DATA_BYTES:
+        raise ValueError(f"user data is {size} bytes, above the 16 KiB limit of EC2")
+    return rendered
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentLaunch:
+    """What the bootstrap runs: write ``config`` (YAML) to ``config_path``, then ``argv``."""
+
+    argv: list[str]
+    env: dict[str, str]
+    config: dict[str, str]
+    config_path: str
+
+
+def agent_config(
+    agent_id: str,
+    *,
+    master_url: str,
+    agent_token: str,
+    pool: str,
+    cloud: Cloud,
+    imds_url: str = DEFAULT_IMDS_URL,
+    gce_metadata_url: str = DEFAULT_GCE_METADATA_URL,
+) -> dict[str, str]:
+    """The agent.yaml ``write_agent_config`` in bootstrap.sh writes (same keys, same rules)."""
+    notice = cloud if cloud in ("aws", "gcp") else "none"
+    config = {
+        "master_url": master_url.rstrip("/"),
+        "agent_id": agent_id,
+        "agent_token": agent_token,
+        "resource_pool": pool,
+        "preemption_notice": notice,
+    }
+    if notice == "aws" and imds_url != DEFAULT_IMDS_URL:
+        config["preemption_metadata_url"] = imds_url
+    if notice == "gcp" and gce_metadata_url != DEFAULT_GCE_METADATA_URL:
+        config["preemption_metadata_url"] = gce_metadata_url
+    return config
+
+
+def agent_launch(
+    instance_id: str,
+    *,
+    master_url: str,
+    agent_token: str,
+    pool: str,
+    cluster_id: str,
+    cloud: Cloud,
+    extra_env: Mapping[str, str] | None = None,
+    config_path: str = DEFAULT_CONFIG_PATH,
+    agent_bin: str = "det-agent",
+) -> AgentLaunch:
+    """The exact ``det-agent`` invocation bootstrap.sh makes on instance ``instance_id``."""
+    extra = dict(extra_env or {})
+    config = agent_config(
+        instance_id,
+        master_url=master_url,
+        agent_token=agent_token,
+        pool=pool,
+        cloud=cloud,
+        imds_url=extra.get("DET_IMDS_URL", DEFAULT_IMDS_URL),
+        gce_metadata_url=extra.get("DET_GCE_METADATA_URL", DEFAULT_GCE_METADATA_URL),
+    )
+    env = {
+        **extra,
+        "DET_MASTER_URL": master_url.rstrip("/"),
+        "DET_AGENT_TOKEN": agent_token,
+        "DET_RESOURCE_POOL": pool,
+        "DET_CLUSTER_ID": cluster_id,
+        "DET_CLOUD": cloud,
+    }
+    return AgentLaunch(
+        argv=[agent_bin, "--config-file", config_path],
+        env=env,
+        config=config,
+        config_path=config_path,
+    )

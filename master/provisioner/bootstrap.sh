@@ -1,0 +1,186 @@
+#!/bin/bash
+# det agent bootstrap: the user data (cloud-init) a fresh agent VM runs, and the script the
+# agent image runs at boot. It works on the det agent image and on a stock Ubuntu or Deep
+# Learning AMI: whatever is missing (Docker, Python, the agent) is installed first.
+#
+# Steps: install what is missing -> find the agent id (AWS: instance id from IMDSv2; GCP:
+# instance name from the metadata server) -> write agent.yaml -> start det-agent.
+#
+# The master renders the values block below (see det.master.provisioner.bootstrap); anything
+# left unset there comes from the environment, so the same file also runs by hand.
+set -euo pipefail
+
+# DET_RENDERED_VALUES
+
+: "${DET_MASTER_URL:=}"
+: "${DET_AGENT_TOKEN:=}"
+: "${DET_RESOURCE_POOL:=default}"
+: "${DET_CLUSTER_ID:=}"
+: "${DET_CLOUD:=auto}"
+: "${DET_IMDS_URL:=http://169.254.169.254}"
+: "${DET_GCE_METADATA_URL:=http://metadata.google.internal}"
+: "${DET_AGENT_CONFIG:=/etc/det/agent.yaml}"
+: "${DET_AGENT_VENV:=/opt/det/venv}"
+: "${DET_AGENT_PIP_SPEC:=det[agent]}"
+: "${DET_STARTUP_SCRIPT_B64:=}"
+
+log() { echo "det-bootstrap: $*" >&2; }
+
+aws_instance_id() {
+  local token
+  token=$(curl -fsS --max-time 3 -X PUT "$DET_IMDS_URL/latest/api/token" \
+    -H "X-aws-ec2-metadata-token-ttl-seconds: 300") || return 1
+  curl -fsS --max-time 3 -H "X-aws-ec2-metadata-token: $token" \
+    "$DET_IMDS_URL/latest/meta-data/instance-id"
+}
+
+gcp_instance_name() {
+  curl -fsS --max-time 3 -H "Metadata-Flavor: Google" \
+    "$DET_GCE_METADATA_URL/computeMetadata/v1/instance/name"
+}
+
+# Print the agent id for cloud $1 (aws | gcp | auto; auto tries both, then the hostname).
+discover_agent_id() {
+  case "${1:-auto}" in
+    aws) aws_instance_id ;;
+    gcp) gcp_instance_name ;;
+    auto) aws_instance_id 2>/dev/null || gcp_instance_name 2>/dev/null || hostname ;;
+    *) log "unknown cloud: $1"; return 2 ;;
+  esac
+}
+
+# The metadata service can lag the boot by a few seconds: retry before giving up.
+discover_agent_id_with_retry() {
+  local id attempt
+  for attempt in $(seq 1 "${DET_DISCOVERY_ATTEMPTS:-30}"); do
+    if id=$(discover_agent_id "$DET_CLOUD") && [ -n "$id" ]; then
+      echo "$id"
+      return 0
+    fi
+    log "agent id not available yet (attempt $attempt)"
+    sleep "${DET_DISCOVERY_SLEEP:-2}"
+  done
+  return 1
+}
+
+yaml_quote() {
+  local escaped=${1//\'/\'\'}
+  printf "'%s'" "$escaped"
+}
+
+# Write agent.yaml for agent id $1 to path $2 (keys of det.agent's AgentConfig).
+write_agent_config() {
+  local notice=none
+  case "$DET_CLOUD" in aws | gcp) notice=$DET_CLOUD ;; esac
+  mkdir -p "$(dirname "$2")"
+  (
+    umask 077
+    {
+      echo "master_url: $(yaml_quote "$DET_MASTER_URL")"
+      echo "agent_id: $(yaml_quote "$1")"
+      echo "agent_token: $(yaml_quote "$DET_AGENT_TOKEN")"
+      echo "resource_pool: $(yaml_quote "$DET_RESOURCE_POOL")"
+      echo "preemption_notice: $notice"
+      if [ "$notice" = aws ] && [ "$DET_IMDS_URL" != "http://169.254.169.254" ]; then
+        echo "preemption_metadata_url: $(yaml_quote "$DET_IMDS_URL")"
+      fi
+      if [ "$notice" = gcp ] && [ "$DET_GCE_METADATA_URL" != "http://metadata.google.internal" ]; then
+        echo "preemption_metadata_url: $(yaml_quote "$DET_GCE_METADATA_URL")"
+      fi
+    } >"$2"
+  )
+}
+
+apt_install() {
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q && apt-get install -y -q "$@"
+}
+
+ensure_docker() {
+  if command -v docker >/dev/null 2>&1; then return 0; fi
+  log "installing Docker"
+  apt_install docker.io
+  systemctl enable --now docker
+}
+
+# GPU machines without the NVIDIA stack (a stock Ubuntu image): best effort, the agent image
+# and the Deep Learning AMIs already have it.
+ensure_nvidia() {
+  if ! lspci 2>/dev/null | grep -qi nvidia; then return 0; fi
+  if command -v nvidia-smi >/dev/null 2>&1 && command -v nvidia-ctk >/dev/null 2>&1; then
+    return 0
+  fi
+  log "installing the NVIDIA driver and container toolkit"
+  apt_install ubuntu-drivers-common && ubuntu-drivers install || log "driver install failed"
+  apt_install nvidia-container-toolkit || log "nvidia-container-toolkit not in the apt sources"
+  if command -v nvidia-ctk >/dev/null 2>&1; then
+    nvidia-ctk runtime configure --runtime=docker && systemctl restart docker
+  fi
+}
+
+ensure_agent() {
+  if command -v det-agent >/dev/null 2>&1; then return 0; fi
+  log "installing the det agent ($DET_AGENT_PIP_SPEC)"
+  command -v python3 >/dev/null 2>&1 && python3 -m venv --help >/dev/null 2>&1 \
+    || apt_install python3 python3-venv
+  python3 -m venv "$DET_AGENT_VENV"
+  "$DET_AGENT_VENV/bin/pip" install -q "$DET_AGENT_PIP_SPEC"
+  ln -sf "$DET_AGENT_VENV/bin/det-agent" /usr/local/bin/det-agent
+}
+
+run_startup_script() {
+  if [ -z "$DET_STARTUP_SCRIPT_B64" ]; then return 0; fi
+  local script
+  script=$(mktemp)
+  echo "$DET_STARTUP_SCRIPT_B64" | base64 -d >"$script"
+  log "running the pool's startup_script"
+  bash "$script" || log "startup_script exited with $?"
+  rm -f "$script"
+}
+
+start_agent() {
+  local bin
+  bin=$(command -v det-agent)
+  if [ -d /run/systemd/system ]; then
+    cat >/etc/systemd/system/det-agent.service <<UNIT
+[Unit]
+Description=det agent
+After=network-online.target docker.service
+Wants=network-online.target docker.service
+
+[Service]
+ExecStart=$bin --config-file $DET_AGENT_CONFIG
+Restart=always
+RestartSec=5
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+    systemctl daemon-reload
+    systemctl enable det-agent
+    systemctl restart det-agent
+  else
+    exec "$bin" --config-file "$DET_AGENT_CONFIG"
+  fi
+}
+
+main() {
+  if [ -z "$DET_MASTER_URL" ]; then
+    log "DET_MASTER_URL is not set"
+    return 2
+  fi
+  ensure_docker
+  ensure_nvidia
+  ensure_agent
+  run_startup_script
+  local agent_id
+  agent_id=$(discover_agent_id_with_retry) || { log "cannot find the agent id"; return 1; }
+  log "agent id: $agent_id"
+  write_agent_config "$agent_id" "$DET_AGENT_CONFIG"
+  start_agent
+}
+
+# Sourcing the file (tests) defines the functions without running anything.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  main "$@"
+fi
