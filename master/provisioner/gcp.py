@@ -279,7 +279,12 @@ class GcpProvider:
 
     @property
     def zones(self) -> list[str]:
-        return [self.zone, *[z for z in self.config.fallback.zones if z != self.zone]]
+        """Every zone this pool may launch in: where list_instances looks."""
+        zones = [self.zone]
+        for option in self.config.launch_options():
+            if option.zone and option.zone not in zones:
+                zones.append(option.zone)
+        return zones
 
     def _sdk(self) -> tuple[Any, Any]:
         if self._clients is None:

@@ -2,85 +2,32 @@
 
 Determined's keys parse unchanged (``instance_type: {machine_type, gpu_type, gpu_num,
 preemptible}``, ``boot_disk_*``, ``network_interface``, ``service_account``, ``label_key`` /
-``label_value``, ``name_prefix``, ``base_config``…). Additions of ours:
+``label_value``, ``name_prefix``, ``base_config``…); the shared provisioning keys come from
+:class:`det.master.provisioner.config.ProvisionerConfig`. Additions of ours:
 
 * ``spot``: launch Spot VMs (``provisioning_model: SPOT``, deleted on preemption) rather than the
-  legacy ``preemptible`` VMs.
-* ``fallback``: where to go when GCE has no capacity: the same machine type in other ``zones``
-  first, then the other ``instance_types``, and finally (``on_demand: true``) standard
-  provisioning instead of Spot/preemptible. :meth:`GcpProviderConfig.launch_options` turns this
-  into the ordered list the decider walks.
-
-The shared provisioning keys (instance counts, idle/starting periods, launch error handling,
-agent settings) are spelled out in :class:`SharedProvisioningFields` until the common base model
-of ``det.master.provisioner.config`` exists; the field names follow Determined's.
+  legacy ``preemptible`` VMs (``preemptible: true``, or Determined's
+  ``instance_type.preemptible``).
+* ``fallback``: an ordered list of entries tried when GCE has no capacity for the pool's own
+  option, each overriding some of ``zone``, ``instance_type`` and ``spot`` (unset keys inherit
+  the pool's values), e.g. another zone, then a smaller machine, then ``spot: false`` (standard
+  provisioning). :meth:`GcpProviderConfig.launch_options` turns it into the decider's list.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from det.master.provisioner.config import Duration, ProvisionerConfig
 from det.master.provisioner.provider import LaunchOption, Market
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(value: Any) -> Any:
-    """Accept Go-style durations (``"20m"``, ``"1h30m"``, ``"45s"``) as Determined does.
-
-    Numbers are seconds; anything else is left to pydantic's own timedelta parsing.
-    """
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return dt.timedelta(seconds=value)
-    if isinstance(value, str):
-        text = value.strip()
-        parts = _DURATION_PART.findall(text)
-        if parts and "".join(n + u for n, u in parts) == text:
-            return dt.timedelta(seconds=sum(float(n) * _UNIT_SECONDS[u] for n, u in parts))
-    return value
-
-
-Duration = Annotated[dt.timedelta, BeforeValidator(parse_duration)]
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SharedProvisioningFields(_Model):
-    """Keys every cloud provider block accepts (Determined's ``provconfig.Config``)."""
-
-    master_url: str | None = None
-    master_cert_name: str | None = None
-    startup_script: str = ""
-    container_startup_script: str = ""
-    agent_docker_network: str = "default"
-    agent_docker_runtime: str = "runc"
-    agent_docker_image: str | None = None
-    agent_fluent_image: str | None = None
-    agent_reconnect_attempts: int = Field(default=5, ge=0)
-    agent_reconnect_backoff: int = Field(default=5, ge=0)
-    agent_config_file_contents: dict[str, Any] | None = None
-    min_instances: int = Field(default=0, ge=0)
-    max_instances: int = Field(default=5, ge=1)
-    max_idle_agent_period: Duration = dt.timedelta(minutes=20)
-    max_agent_starting_period: Duration = dt.timedelta(minutes=20)
-    # How long and how many times a failing launch option is retried before the decider moves
-    # on (Determined: ``error_timeout`` / ``num_retries``, accepted as aliases).
-    launch_error_timeout: Duration = dt.timedelta(minutes=5)
-    launch_error_retries: int = Field(default=3, ge=0)
-    error_timeout: Duration | None = None
-    num_retries: int | None = Field(default=None, ge=0)
-
-    @model_validator(mode="after")
-    def _check_counts(self) -> SharedProvisioningFields:
-        if self.max_instances < self.min_instances:
-            raise ValueError("max_instances must be greater than or equal to min_instances")
-        return self
 
 
 class GcpInstanceType(_Model):
@@ -109,15 +56,21 @@ class GcpServiceAccount(_Model):
     scopes: list[str] = ["https://www.googleapis.com/auth/cloud-platform"]
 
 
-class GcpFallback(_Model):
-    zones: list[str] = []
-    instance_types: list[GcpInstanceType] = []
-    # After every Spot/preemptible option failed for capacity, try standard provisioning.
-    on_demand: bool = False
+class GcpFallbackEntry(_Model):
+    """One entry of the ordered fallback list; unset keys inherit the pool's own values."""
+
+    zone: str | None = None
+    instance_type: GcpInstanceType | None = None
+    # true: the pool's interruptible model (Spot, or preemptible if the pool uses that);
+    # false: standard provisioning.
+    spot: bool | None = None
 
 
-class GcpProviderConfig(SharedProvisioningFields):
-    type: Literal["gcp"] = "gcp"
+# mypy cannot follow setup.py's folder-to-namespace mapping, so det.* imports are Any to it.
+class GcpProviderConfig(ProvisionerConfig):  # type: ignore[misc]
+    """``provider: {type: gcp, ...}``."""
+
+    type: Literal["gcp"]
 
     # Unset project/zone: the master's own (read from the metadata server when on GCE).
     project: str | None = None
@@ -141,7 +94,7 @@ class GcpProviderConfig(SharedProvisioningFields):
     instance_type: GcpInstanceType = GcpInstanceType()
     spot: bool = False
     preemptible: bool = False
-    fallback: GcpFallback = GcpFallback()
+    fallback: list[GcpFallbackEntry] = []
 
     operation_timeout_period: Duration = dt.timedelta(minutes=5)
     cpu_slots_allowed: bool = False
@@ -154,12 +107,12 @@ class GcpProviderConfig(SharedProvisioningFields):
     def _check_gcp(self) -> GcpProviderConfig:
         if self.spot and self.wants_preemptible:
             raise ValueError(
-                "spot and preemptible are exclusive: spot is the successor of preemptible VMs"
+                "spot: cannot be combined with preemptible (Spot VMs succeed preemptible VMs)"
             )
         # GCE names: [a-z]([-a-z0-9]*[a-z0-9])?, at most 63 characters; we append 9.
         if not re.fullmatch(r"[a-z][-a-z0-9]{0,52}", self.name_prefix):
             raise ValueError(
-                "name_prefix must start with a lowercase letter, use only a-z, 0-9 and '-', "
+                "name_prefix: must start with a lowercase letter, use only a-z, 0-9 and '-', "
                 "and be at most 53 characters"
             )
         return self
@@ -179,25 +132,21 @@ class GcpProviderConfig(SharedProvisioningFields):
         return 1 if self.cpu_slots_allowed else 0
 
     def launch_options(self) -> list[LaunchOption]:
-        """The pool's ordered fallback list: zones, then machine types, then on-demand."""
-        zones = [self.zone, *[z for z in self.fallback.zones if z != self.zone]]
-        types = [self.instance_type, *self.fallback.instance_types]
-        markets = [Market.SPOT if self.interruptible else Market.ON_DEMAND]
-        if self.interruptible and self.fallback.on_demand:
-            markets.append(Market.ON_DEMAND)
-        options: list[LaunchOption] = []
-        for market in markets:
-            for itype in types:
-                gpu_type, gpu_num = itype.accelerator
-                for zone in zones:
-                    options.append(
-                        LaunchOption(
-                            instance_type=itype.machine_type,
-                            zone=zone,
-                            market=market,
-                            slots=self.slots_for(itype),
-                            accelerator_type=gpu_type,
-                            accelerator_count=gpu_num,
-                        )
-                    )
+        """The pool's own option first, then each fallback entry (missing keys inherited)."""
+        entries = [GcpFallbackEntry(), *self.fallback]
+        options = []
+        for entry in entries:
+            itype = entry.instance_type or self.instance_type
+            spot = self.interruptible if entry.spot is None else entry.spot
+            gpu_type, gpu_num = itype.accelerator
+            options.append(
+                LaunchOption(
+                    instance_type=itype.machine_type,
+                    zone=entry.zone or self.zone,
+                    market=Market.SPOT if spot else Market.ON_DEMAND,
+                    slots=self.slots_for(itype),
+                    accelerator_type=gpu_type,
+                    accelerator_count=gpu_num,
+                )
+            )
         return options
