@@ -93,7 +93,10 @@ def test_store_path_saves_and_reports_the_checkpoint(on_cluster, tmp_path: Path)
         with ctx.checkpoint.restore_path(sid) as restored:
             assert (restored / "sub" / "opt.bin").read_bytes() == b"\1" * 10
     stored = tmp_path / "ckpts" / sid
-    assert json.loads((stored / "metadata.json").read_text()) == {"steps_completed": 8, "note": "hi"}
+    assert json.loads((stored / "metadata.json").read_text()) == {
+        "steps_completed": 8,
+        "note": "hi",
+    }
     (start,) = master.requests_to("/api/v1/runs/start")
     assert start.body["runId"] == 11
     assert start.body["checkpointStorage"]["type"] == "shared_fs"

@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from det.exec.run import choose_workdir, entrypoint_argv
+from tests.unit.harness.fake_master import FakeMaster
+
+
+def run(
+    workdir: Path, *entry: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "DET_WORKDIR": str(workdir), **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "det.exec.run", "--", *entry],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_entrypoint_argv() -> None:
+    assert entrypoint_argv(["python3 train.py --x"]) == ["sh", "-c", "python3 train.py --x"]
+    assert entrypoint_argv(["python3", "train.py"]) == ["python3", "train.py"]
+    assert choose_workdir({"DET_WORKDIR": "/w"}, False) == "/w"
+    assert choose_workdir({}, True) == "/run/determined/workdir"
+    assert choose_workdir({}, False) is None
+
+
+def test_runs_in_workdir_and_keeps_the_exit_code(tmp_path: Path) -> None:
+    r = run(tmp_path, "pwd; exit 3")
+    assert r.returncode == 3
+    assert r.stdout.strip() == str(tmp_path)
+
+
+def test_list_entrypoint_is_not_shell_interpreted(tmp_path: Path) -> None:
+    r = run(tmp_path, "echo", "$HOME", ";", "x")
+    assert r.stdout.strip() == "$HOME ; x"
+
+
+def test_startup_hook_exports_reach_the_entrypoint(tmp_path: Path) -> None:
+    (tmp_path / "startup-hook.sh").write_text("export HOOKED=yes\necho from-hook\n")
+    r = run(tmp_path, "echo hooked=$HOOKED")
+    assert r.returncode == 0
+    assert r.stdout.split() == ["from-hook", "hooked=yes"]
+
+
+def test_failing_startup_hook_fails_the_task(tmp_path: Path) -> None:
+    (tmp_path / "startup-hook.sh").write_text("false\necho not-reached\n")
+    r = run(tmp_path, "echo entrypoint-ran")
+    assert r.returncode == 1
+    assert "entrypoint-ran" not in r.stdout and "not-reached" not in r.stdout
+    assert "startup-hook.sh failed" in r.stderr
+
+
+def test_sigterm_is_forwarded_to_the_entrypoint(tmp_path: Path) -> None:
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *a: sys.exit(7))\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-m", "det.exec.run", "--", sys.executable, str(script)],
+        env={**os.environ, "DET_WORKDIR": str(tmp_path)},
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 7
+
+
+def test_writes_the_official_task_info_files(tmp_path: Path, master: FakeMaster) -> None:
+    info_dir = tmp_path / "info"
+    env = master.task_env(config={"debug": False}, DET_INFO_DIR=str(info_dir))
+    r = run(tmp_path, "true", env=env)
+    assert r.returncode == 0
+    cluster = json.loads((info_dir / "cluster.json").read_text())
+    assert cluster["allocation_id"] == "3.1.1" and cluster["slot_ids"] == [0]
+    trial = json.loads((info_dir / "trial.json").read_text())
+    assert trial["trial_id"] == 11 and trial["hparams"] == {"lr": 0.1}
+    rdzv = json.loads((info_dir / "rendezvous.json").read_text())
+    assert rdzv == {
+        "container_addrs": ["127.0.0.1"],
+        "container_rank": 0,
+        "container_slot_counts": [1],
+    }
