@@ -17,9 +17,11 @@ from .base import ConfigModel, Length
 from .searcher import SearcherConfig
 from .storage import CheckpointStorage
 
-# Task images used when neither the experiment nor task_container_defaults names one.
-DEFAULT_CPU_IMAGE = "det-task:py3.11-cpu"
-DEFAULT_CUDA_IMAGE = "det-task:py3.11-cuda"
+# Task images used when neither the experiment nor task_container_defaults names one: the image
+# with torch and the official determined package, so Determined users' scripts run unchanged.
+# No CUDA build of it exists yet, so GPU tasks get the same image until the cluster names one.
+DEFAULT_CPU_IMAGE = "det-task:py3.11-cpu-torch"
+DEFAULT_CUDA_IMAGE = DEFAULT_CPU_IMAGE
 
 # Determined's default log policies: a matching log line names the failure in the WebUI.
 DEFAULT_LOG_POLICIES: list[dict[str, Any]] = [
