@@ -189,3 +189,49 @@ def test_memory_sizes(value: int | str, expected: int) -> None:
 def test_bad_memory_sizes(value: int | str) -> None:
     with pytest.raises(ValueError):
         parse_memory_size(value)
+
+
+# Keys the official determined 0.38.1 harness accepts in each storage section (after it drops the
+# save_* retention keys, and folds checkpoint_path/tensorboard_path into storage_path).
+HARNESS_STORAGE_KEYS = {
+    "shared_fs": {"host_path", "storage_path", "container_path", "propagation"},
+    "directory": {"container_path"},
+    "s3": {"bucket", "access_key", "secret_key", "endpoint_url", "prefix"},
+    "gcs": {"bucket", "prefix"},
+}
+
+
+@pytest.mark.parametrize(
+    "storage",
+    [
+        {"type": "shared_fs", "host_path": "/ckpt"},
+        {"type": "directory", "container_path": "/ckpt"},
+        {"type": "s3", "bucket": "b"},
+        {"type": "gcs", "bucket": "b"},
+    ],
+    ids=lambda s: s["type"],
+)
+def test_resolved_storage_keys_suit_the_official_harness(storage: dict[str, str]) -> None:
+    cfg = parse_experiment_config(
+        {
+            "entrypoint": "x",
+            "searcher": {"name": "single", "metric": "m"},
+            "checkpoint_storage": storage,
+        }
+    )
+    resolved = dict(cfg.to_dict()["checkpoint_storage"])
+    kind = resolved.pop("type")
+    for key in (
+        "save_experiment_best",
+        "save_trial_best",
+        "save_trial_latest",
+        "checkpoint_path",
+        "tensorboard_path",
+    ):
+        resolved.pop(key, None)
+    assert set(resolved) <= HARNESS_STORAGE_KEYS[kind]
+
+
+def test_trial_class_entrypoint_loads_with_a_note() -> None:
+    cfg = parse_experiment_config(MINIMAL.replace("python3 train.py", "model_def:MNistTrial"))
+    assert any("module:TrialClass" in w for w in cfg.warnings)
