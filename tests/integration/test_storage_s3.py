@@ -1,0 +1,157 @@
+"""S3 checkpoint storage against moto in server mode (a real HTTP endpoint)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from det import storage
+from det.storage import CheckpointNotFoundError
+
+pytestmark = pytest.mark.integration
+
+BIG = 50 * 1024 * 1024
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def moto_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = _free_port()
+    log = tmp_path_factory.mktemp("moto") / "moto.log"
+    moto = Path(sys.executable).parent / "moto_server"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [str(moto), "-H", "127.0.0.1", "-p", str(port)], stdout=out, stderr=out
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                requests.get(f"{url}/moto-api/", timeout=1)
+                break
+            except requests.ConnectionError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError(f"moto_server did not start: {log.read_text()}") from None
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def s3_config(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    import boto3
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    requests.post(f"{moto_url}/moto-api/reset", timeout=10)
+    boto3.client(
+        "s3", endpoint_url=moto_url, aws_access_key_id="k", aws_secret_access_key="s"
+    ).create_bucket(Bucket="ckpts")
+    return {
+        "type": "s3",
+        "bucket": "ckpts",
+        "prefix": "team/a",
+        "endpoint_url": moto_url,
+        "access_key": "k",
+        "secret_key": "s",
+    }
+
+
+def make_checkpoint(root: Path) -> dict[str, str]:
+    """Nested folders, an empty folder and a 50 MB file; returns relative path → sha256."""
+    (root / "a" / "b" / "c").mkdir(parents=True)
+    (root / "empty").mkdir()
+    (root / "a" / "small.txt").write_text("hello")
+    (root / "a" / "b" / "c" / "weights.bin").write_bytes(os.urandom(3000))
+    with (root / "big.bin").open("wb") as f:
+        for _ in range(BIG // (1024 * 1024)):
+            f.write(os.urandom(1024 * 1024))
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in root.rglob("*")
+        if p.is_file()
+    }
+
+
+def digests(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in root.rglob("*")
+        if p.is_file()
+    }
+
+
+def test_checkpoint_round_trips_byte_for_byte(s3_config: dict[str, str], tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    expected = make_checkpoint(src)
+    mgr = storage.from_config(s3_config)
+    mgr.upload(src, "uuid-1")
+    listing = mgr.list_files("uuid-1")
+    assert listing["big.bin"] == BIG
+    assert listing["empty/"] == 0 and "a/b/c/" in listing
+    dst = tmp_path / "dst"
+    storage.download_checkpoint(s3_config, "uuid-1", str(dst))
+    assert digests(dst) == expected
+    assert (dst / "empty").is_dir()
+
+
+def test_objects_live_under_prefix_and_storage_id(
+    s3_config: dict[str, str], tmp_path: Path
+) -> None:
+    import boto3
+
+    src = tmp_path / "src"
+    (src / "d").mkdir(parents=True)
+    (src / "d" / "f").write_text("x")
+    storage.from_config(s3_config).upload(src, "uuid-2")
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3_config["endpoint_url"],
+        aws_access_key_id="k",
+        aws_secret_access_key="s",
+    )
+    keys = sorted(o["Key"] for o in client.list_objects_v2(Bucket="ckpts")["Contents"])
+    assert keys == ["team/a/uuid-2/d/", "team/a/uuid-2/d/f"]
+
+
+def test_store_path_uploads_on_exit_and_delete_removes(s3_config: dict[str, str]) -> None:
+    mgr = storage.from_config(s3_config)
+    with mgr.store_path("uuid-3") as p:
+        (p / "model.pt").write_bytes(b"m" * 10)
+    assert mgr.list_files("uuid-3") == {"model.pt": 10}
+    with mgr.restore_path("uuid-3") as p:
+        assert (p / "model.pt").read_bytes() == b"m" * 10
+    assert mgr.delete("uuid-3") == {"model.pt": 10}
+    assert mgr.list_files("uuid-3") == {}
+    assert mgr.delete("uuid-3") == {}
+    with pytest.raises(CheckpointNotFoundError):
+        mgr.download("uuid-3", "/nonexistent-never-created")
+
+
+def test_download_with_selector(s3_config: dict[str, str], tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "keep.txt").write_text("k")
+    (src / "skip.txt").write_text("s")
+    mgr = storage.from_config(s3_config)
+    mgr.upload(src, "uuid-4")
+    dst = tmp_path / "dst"
+    mgr.download("uuid-4", dst, selector=lambda p: p.startswith("keep"))
+    assert sorted(p.name for p in dst.iterdir()) == ["keep.txt"]
