@@ -16,6 +16,7 @@ from typing import Any
 
 import pulumi
 import pulumi_aws as aws
+
 from det.deploy.aws.config import CLUSTER_TAG
 
 # Resources RunInstances creates, each tagged at creation through TagSpecifications.

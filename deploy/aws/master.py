@@ -9,6 +9,7 @@ from typing import Any
 
 import pulumi
 import pulumi_aws as aws
+
 from det.deploy.aws.config import CLUSTER_TAG, AwsConfig
 from det.deploy.common import masteryaml, userdata
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pulumi
 import pulumi_aws as aws
+
 from det.deploy.aws import iam, master, network, storage
 from det.deploy.aws.config import UBUNTU_NAME, UBUNTU_OWNER, AwsConfig
 from det.deploy.common import masteryaml
@@ -26,7 +27,7 @@ def _ubuntu_ami() -> pulumi.Output[str]:
 
 
 def build(
-    cfg: AwsConfig, initial_user_password: str | None = None
+    cfg: AwsConfig, initial_user_password: pulumi.Input[str] | None = None
 ) -> dict[str, pulumi.Output[Any]]:
     name = f"det-{cfg.cluster_id}"
     tags = cfg.tags

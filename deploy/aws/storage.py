@@ -78,7 +78,7 @@ class ClusterSecretArgs:
     """``initial_user_password``: given by the user, else generated."""
 
     tags: Mapping[str, str]
-    initial_user_password: str | None = None
+    initial_user_password: pulumi.Input[str] | None = None
 
 
 class ClusterSecret(pulumi.ComponentResource):
@@ -95,7 +95,7 @@ class ClusterSecret(pulumi.ComponentResource):
         super().__init__("det:aws:ClusterSecret", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         db_password = random.RandomPassword(f"{name}-db", length=32, special=False, opts=child)
-        if args.initial_user_password:
+        if args.initial_user_password is not None:
             user_password = pulumi.Output.secret(args.initial_user_password)
         else:
             user_password = random.RandomPassword(

@@ -16,7 +16,7 @@ from det.deploy.gcp.config import GcpConfig
 
 
 def build(
-    cfg: GcpConfig, initial_user_password: str | None = None
+    cfg: GcpConfig, initial_user_password: pulumi.Input[str] | None = None
 ) -> dict[str, pulumi.Output[Any]]:
     name = f"det-{cfg.cluster_id}"
     master_tag, agent_tag = f"{name}-master", f"{name}-agent"

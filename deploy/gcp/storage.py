@@ -47,7 +47,7 @@ class CheckpointBucket(pulumi.ComponentResource):
 class ClusterSecretArgs:
     project: str
     secret_id: str
-    initial_user_password: str | None = None
+    initial_user_password: pulumi.Input[str] | None = None
 
 
 class ClusterSecret(pulumi.ComponentResource):
@@ -65,7 +65,7 @@ class ClusterSecret(pulumi.ComponentResource):
         super().__init__("det:gcp:ClusterSecret", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         db_password = random.RandomPassword(f"{name}-db", length=32, special=False, opts=child)
-        if args.initial_user_password:
+        if args.initial_user_password is not None:
             user_password = pulumi.Output.secret(args.initial_user_password)
         else:
             user_password = random.RandomPassword(

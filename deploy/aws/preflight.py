@@ -1,0 +1,114 @@
+"""AWS checks before ``up``: credentials, key pair, vCPU quota for the agents.
+
+Quota codes by instance family (EC2 "Running On-Demand/Spot ... instances", counted in vCPUs);
+there is no API that maps an instance type to its quota, so the table is by first letters.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from det.deploy.common.errors import PreflightError
+
+logger = logging.getLogger(__name__)
+
+ON_DEMAND_QUOTA_CODES = {
+    "f": "L-74FC7D96",
+    "g": "L-DB2E81BA",
+    "vt": "L-DB2E81BA",
+    "inf": "L-1945791B",
+    "p": "L-417A185B",
+    "x": "L-7295265B",
+}
+SPOT_QUOTA_CODES = {
+    "f": "L-88CF9481",
+    "g": "L-3819A6DF",
+    "vt": "L-3819A6DF",
+    "inf": "L-B5D1601B",
+    "p": "L-7212CCBC",
+    "x": "L-E3A00192",
+}
+STANDARD_ON_DEMAND = "L-1216C47A"
+STANDARD_SPOT = "L-34B43A08"
+
+
+def quota_code(instance_type: str, spot: bool) -> str:
+    match = re.match(r"([a-z]+)\d", instance_type)
+    family = match.group(1) if match else ""
+    table, standard = (
+        (SPOT_QUOTA_CODES, STANDARD_SPOT) if spot else (ON_DEMAND_QUOTA_CODES, STANDARD_ON_DEMAND)
+    )
+    return table.get(family, standard)
+
+
+def vcpus_required(vcpus_per_instance: int, max_agents: int) -> int:
+    return vcpus_per_instance * max_agents
+
+
+def check_credentials(session: Any) -> str:
+    """Returns the caller's account id."""
+    from botocore import exceptions
+
+    if session.get_credentials() is None:
+        raise PreflightError(
+            "no AWS credentials found: run `aws configure`, or set AWS_PROFILE or "
+            "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"
+        )
+    try:
+        return str(session.client("sts").get_caller_identity()["Account"])
+    except (exceptions.ClientError, exceptions.BotoCoreError) as e:
+        raise PreflightError(f"AWS credentials were rejected: {e}") from None
+
+
+def check_keypair(session: Any, name: str) -> None:
+    from botocore import exceptions
+
+    try:
+        session.client("ec2").describe_key_pairs(KeyNames=[name])
+    except exceptions.ClientError as e:
+        if e.response.get("Error", {}).get("Code") == "InvalidKeyPair.NotFound":
+            raise PreflightError(
+                f"EC2 key pair {name!r} does not exist in {session.region_name}; create it with "
+                f"`aws ec2 create-key-pair --key-name {name}` or pass another --keypair"
+            ) from None
+        raise PreflightError(f"cannot check key pair {name!r}: {e}") from None
+
+
+def check_vcpu_quota(session: Any, instance_type: str, max_agents: int, spot: bool) -> str | None:
+    """Fails when the quota is too small; returns a warning when it cannot be checked."""
+    from botocore import exceptions
+
+    code = quota_code(instance_type, spot)
+    try:
+        types = session.client("ec2").describe_instance_types(InstanceTypes=[instance_type])[
+            "InstanceTypes"
+        ]
+        if not types:
+            raise PreflightError(
+                f"unknown instance type {instance_type!r} in {session.region_name}"
+            )
+        per_instance = int(types[0]["VCpuInfo"]["DefaultVCpus"])
+        quota = session.client("service-quotas").get_service_quota(
+            ServiceCode="ec2", QuotaCode=code
+        )
+        available = int(quota["Quota"]["Value"])
+    except exceptions.ClientError as e:
+        if e.response.get("Error", {}).get("Code") == "InvalidInstanceType":
+            raise PreflightError(
+                f"unknown instance type {instance_type!r} in {session.region_name}"
+            ) from None
+        return f"could not check the vCPU quota {code}: {e}"
+    except exceptions.BotoCoreError as e:
+        return f"could not check the vCPU quota {code}: {e}"
+    needed = vcpus_required(per_instance, max_agents)
+    if needed > available:
+        market = "spot" if spot else "on-demand"
+        raise PreflightError(
+            f"{max_agents} x {instance_type} need {needed} {market} vCPUs but quota {code} in "
+            f"{session.region_name} allows {available}; request an increase at "
+            f"https://{session.region_name}.console.aws.amazon.com/servicequotas/home/services/ec2/quotas/{code} "
+            "or lower --max-dynamic-agents"
+        )
+    return None

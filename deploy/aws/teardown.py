@@ -1,0 +1,84 @@
+"""What ``det deploy aws down`` does outside Pulumi: stop the master, remove agents, empty the bucket.
+
+Agents are created by the master, not by the stack, so Pulumi does not know them. Every agent
+carries the ``det-cluster=<cluster id>`` tag (the master.yaml ``tag_key``/``tag_value`` the
+provisioner applies at launch), which is how they are found here.
+
+TODO(provisioner): once ``det.master.provisioner.aws`` exposes a cluster-wide listing, call it
+here instead of the direct EC2 calls, so tagging lives in one place.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from det.deploy.aws.config import CLUSTER_TAG
+
+logger = logging.getLogger(__name__)
+
+_LIVE = ["pending", "running", "stopping", "stopped"]
+
+
+def stop_master(ec2: Any, instance_id: str) -> None:
+    """Stop the master first so it cannot launch agents while they are being removed."""
+    from botocore import exceptions
+
+    try:
+        ec2.stop_instances(InstanceIds=[instance_id])
+    except exceptions.ClientError as e:
+        if "NotFound" not in e.response.get("Error", {}).get("Code", ""):
+            raise
+    logger.info("stopped master %s", instance_id)
+
+
+def terminate_agents(
+    ec2: Any, cluster_id: str, exclude: frozenset[str] = frozenset(), wait: bool = True
+) -> list[str]:
+    """Cancel the cluster's spot requests and terminate its agents; returns the instance ids."""
+    tag_filter = {"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster_id]}
+    requests = ec2.describe_spot_instance_requests(
+        Filters=[tag_filter, {"Name": "state", "Values": ["open", "active"]}]
+    )["SpotInstanceRequests"]
+    if requests:
+        ec2.cancel_spot_instance_requests(
+            SpotInstanceRequestIds=[r["SpotInstanceRequestId"] for r in requests]
+        )
+    ids: list[str] = []
+    for page in ec2.get_paginator("describe_instances").paginate(
+        Filters=[tag_filter, {"Name": "instance-state-name", "Values": _LIVE}]
+    ):
+        for reservation in page["Reservations"]:
+            ids += [
+                i["InstanceId"] for i in reservation["Instances"] if i["InstanceId"] not in exclude
+            ]
+    if ids:
+        ec2.terminate_instances(InstanceIds=ids)
+        if wait:
+            # Security groups cannot be deleted while agents' network interfaces use them.
+            ec2.get_waiter("instance_terminated").wait(InstanceIds=ids)
+    logger.info("terminated %d agents of %s", len(ids), cluster_id)
+    return ids
+
+
+def delete_bucket(s3: Any, bucket: str) -> int:
+    """Delete every object version and the bucket; returns the number of objects removed."""
+    from botocore import exceptions
+
+    removed = 0
+    try:
+        for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
+            keys = [
+                {"Key": v["Key"], "VersionId": v["VersionId"]}
+                for v in page.get("Versions", []) + page.get("DeleteMarkers", [])
+            ]
+            for start in range(0, len(keys), 1000):
+                s3.delete_objects(
+                    Bucket=bucket, Delete={"Objects": keys[start : start + 1000], "Quiet": True}
+                )
+            removed += len(keys)
+        s3.delete_bucket(Bucket=bucket)
+    except exceptions.ClientError as e:
+        if e.response.get("Error", {}).get("Code") != "NoSuchBucket":
+            raise
+    return removed

@@ -1,0 +1,297 @@
+"""``det deploy aws|gcp up|down|list``: flags (Determined's names and defaults) and dispatch.
+
+Integration with the ``det`` CLI: call :func:`add_parsers` with the ``deploy`` noun's
+subparsers; each leaf parser gets ``func=handle`` (``handle(args) -> int`` exit code). On its
+own: :func:`run` takes an argv list (``["aws", "up", "--dry-run", ...]``) and returns the exit
+code; errors are one line on stderr (traceback only with ``--debug``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import traceback
+from typing import Any, TextIO
+
+from det.deploy.common.errors import DeployError
+
+logger = logging.getLogger(__name__)
+
+SCHEDULERS = ["fair_share", "priority", "round_robin"]
+
+
+def _bool(value: str | bool) -> bool:
+    if isinstance(value, bool):
+        return value
+    lowered = value.strip().lower()
+    if lowered in ("true", "t", "yes", "y", "1", "on"):
+        return True
+    if lowered in ("false", "f", "no", "n", "0", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def _key_value(reserved: set[str]) -> Any:
+    def parse(text: str) -> tuple[str, str]:
+        key, sep, value = text.partition("=")
+        if not sep or not key or not value:
+            raise argparse.ArgumentTypeError("expected key=value with both a key and a value")
+        if key in reserved:
+            raise argparse.ArgumentTypeError(f"{key!r} is reserved")
+        return key, value
+
+    return parse
+
+
+def _price(text: str) -> str:
+    try:
+        if float(text) <= 0:
+            raise ValueError
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            "must be a positive number such as 0.50 (no currency sign)"
+        ) from None
+    return text
+
+
+def _common_up(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="render every resource offline (no credentials needed); create nothing",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="with --dry-run: print JSON instead of a table"
+    )
+    p.add_argument("--master-instance-type", help="instance type of the master")
+    p.add_argument(
+        "--compute-agent-instance-type",
+        "--gpu-agent-instance-type",
+        dest="compute_agent_instance_type",
+        help="instance type of agents in the compute pool",
+    )
+    p.add_argument(
+        "--aux-agent-instance-type",
+        "--cpu-agent-instance-type",
+        dest="aux_agent_instance_type",
+        help="instance type of agents in the auxiliary pool",
+    )
+    p.add_argument(
+        "--max-aux-containers-per-agent",
+        "--max-cpu-containers-per-agent",
+        dest="max_aux_containers_per_agent",
+        type=int,
+    )
+    p.add_argument("--min-dynamic-agents", type=int, help="minimum number of agent instances")
+    p.add_argument("--max-dynamic-agents", type=int, help="maximum number of agent instances")
+    p.add_argument(
+        "--max-idle-agent-period", help="idle time before an agent is shut down, e.g. 10m"
+    )
+    p.add_argument("--max-agent-starting-period", help="time an agent may take to start, e.g. 20m")
+    p.add_argument("--scheduler-type", choices=SCHEDULERS, help="scheduler (default fair_share)")
+    p.add_argument(
+        "--preemption-enabled",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=False,
+        help="preemption (priority scheduler only)",
+    )
+    p.add_argument(
+        "--inbound-cidr", help="addresses allowed to reach the master (default 0.0.0.0/0)"
+    )
+    p.add_argument("--enable-ssh", action="store_true", help="allow SSH from --inbound-cidr")
+    p.add_argument("--port", type=int, help="master port (default 8080)")
+    p.add_argument("--cpu-env-image", help="Docker image for CPU tasks")
+    p.add_argument("--gpu-env-image", help="Docker image for GPU tasks")
+    p.add_argument(
+        "--bucket-versioning", action="store_true", help="keep old versions of checkpoint objects"
+    )
+    p.add_argument("--det-package", help="pip requirement installed on the master")
+    p.add_argument(
+        "--initial-user-password", help="password of the built-in admin and determined users"
+    )
+    p.add_argument("--no-preflight-checks", action="store_true", help="skip the quota check")
+    p.add_argument(
+        "--no-wait-for-master", action="store_true", help="do not wait for the master to answer"
+    )
+    p.add_argument(
+        "--master-timeout",
+        type=float,
+        default=600.0,
+        help="seconds to wait for the master (default 600)",
+    )
+    p.add_argument("--yes", "--no-prompt", dest="yes", action="store_true", help="never prompt")
+
+
+def _aws(sub: Any) -> None:
+    from det.deploy.aws import commands
+
+    aws = sub.add_parser("aws", help="a cluster on AWS (EC2, RDS, S3)")
+    verbs = aws.add_subparsers(dest="verb", metavar="{up,down,list}", required=True)
+    up = verbs.add_parser("up", help="create or update a cluster")
+    up.add_argument("--cluster-id", required=True, help="unique name of the cluster")
+    up.add_argument("--keypair", required=True, help="EC2 key pair for the master and agents")
+    up.add_argument("--region", help="AWS region (default us-west-2)")
+    up.add_argument("--profile", help="AWS profile")
+    up.add_argument(
+        "--add-tag",
+        type=_key_value({"det-cluster", "managed-by"}),
+        action="append",
+        help="extra tag key=value (repeatable)",
+    )
+    up.add_argument(
+        "--agent-subnet-id", help="subnet for agents (default: the first public subnet)"
+    )
+    up.add_argument("--agent-image-id", help="AMI of agents (default: Ubuntu 22.04)")
+    up.add_argument("--vpc-id", help="use this VPC instead of creating one")
+    up.add_argument(
+        "--public-subnet-ids", nargs="+", help="with --vpc-id: subnets for the master and agents"
+    )
+    up.add_argument(
+        "--private-subnet-ids", nargs="+", help="with --vpc-id: subnets (2 AZs) for the database"
+    )
+    up.add_argument("--db-instance-type", help="RDS instance class (default db.m7g.large)")
+    up.add_argument("--db-size", type=int, help="database storage in GB (default 20)")
+    up.add_argument("--spot", action="store_true", help="use spot instances for agents")
+    up.add_argument("--spot-max-price", type=_price, help="maximum hourly spot price")
+    _common_up(up)
+    up.set_defaults(func=commands.up)
+    down = verbs.add_parser("down", help="delete a cluster")
+    down.add_argument("--cluster-id", required=True)
+    down.add_argument("--region", help="AWS region (default: the cluster's)")
+    down.add_argument("--profile", help="AWS profile")
+    down.add_argument(
+        "--delete-bucket",
+        action="store_true",
+        help="also delete the checkpoint bucket and every checkpoint in it",
+    )
+    down.add_argument(
+        "--yes", "--no-prompt", dest="yes", action="store_true", help="do not ask for confirmation"
+    )
+    down.set_defaults(func=commands.down)
+    ls = verbs.add_parser("list", aliases=["ls"], help="list clusters deployed from this machine")
+    ls.add_argument("--region", help=argparse.SUPPRESS)
+    ls.add_argument("--profile", help=argparse.SUPPRESS)
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=commands.list_)
+
+
+def _gcp(sub: Any) -> None:
+    from det.deploy.gcp import commands
+
+    gcp = sub.add_parser("gcp", help="a cluster on GCP (GCE, Cloud SQL, GCS)")
+    verbs = gcp.add_subparsers(dest="verb", metavar="{up,down,list}", required=True)
+    up = verbs.add_parser("up", help="create or update a cluster")
+    up.add_argument(
+        "--cluster-id", required=True, help="unique name of the cluster (lower case, at most 35)"
+    )
+    up.add_argument("--project-id", required=True, help="GCP project")
+    up.add_argument(
+        "--keypath", help="service account key file (default: application default credentials)"
+    )
+    up.add_argument("--region", help="region (default us-west1)")
+    up.add_argument("--zone", help="zone (default <region>-b)")
+    up.add_argument("--network", help="network name (default det-<cluster-id>)")
+    up.add_argument(
+        "--existing-network",
+        action="store_true",
+        help="use --network as it is instead of creating it",
+    )
+    up.add_argument("--subnetwork", help="with --existing-network: the subnetwork to use")
+    up.add_argument("--subnet-cidr", help="range of the new subnetwork (default 10.10.0.0/16)")
+    up.add_argument("--gpu-type", help="GPU of compute agents (default nvidia-tesla-t4)")
+    up.add_argument("--gpu-num", type=int, help="GPUs per compute agent (default 4)")
+    up.add_argument(
+        "--preemptible", type=_bool, nargs="?", const=True, default=False, help="preemptible agents"
+    )
+    up.add_argument("--agent-image", help="boot image of agents")
+    up.add_argument("--disk-size", type=int, help="agent boot disk in GB (default 200)")
+    up.add_argument("--disk-type", help="agent boot disk type (default pd-standard)")
+    up.add_argument("--operation-timeout-period", help="GCE operation timeout, e.g. 5m")
+    up.add_argument("--db-tier", help="Cloud SQL tier (default db-custom-1-3840)")
+    up.add_argument(
+        "--filestore", action="store_true", help="create a Filestore share mounted into tasks"
+    )
+    up.add_argument("--filestore-address", help="mount an existing Filestore, 'ip:/share'")
+    up.add_argument("--no-filestore", action="store_true", help=argparse.SUPPRESS)
+    up.add_argument(
+        "--add-label",
+        type=_key_value({"det-cluster", "managed-by"}),
+        action="append",
+        help="extra label key=value (repeatable)",
+    )
+    _common_up(up)
+    up.set_defaults(func=commands.up)
+    down = verbs.add_parser("down", help="delete a cluster")
+    down.add_argument("--cluster-id", required=True)
+    down.add_argument("--project-id", help="GCP project (default: the cluster's)")
+    down.add_argument("--keypath", help="service account key file")
+    down.add_argument(
+        "--delete-bucket",
+        action="store_true",
+        help="also delete the checkpoint bucket and every checkpoint in it",
+    )
+    down.add_argument(
+        "--yes", "--no-prompt", dest="yes", action="store_true", help="do not ask for confirmation"
+    )
+    down.set_defaults(func=commands.down)
+    ls = verbs.add_parser("list", aliases=["ls"], help="list clusters deployed from this machine")
+    ls.add_argument("--project-id", help=argparse.SUPPRESS)
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=commands.list_)
+
+
+def add_parsers(subparsers: Any) -> None:
+    """Register ``aws`` and ``gcp`` under the ``deploy`` noun's subparsers."""
+    _aws(subparsers)
+    _gcp(subparsers)
+    for parser in subparsers.choices.values():
+        if parser.prog.split()[-1] in ("aws", "gcp"):
+            for verb in parser._subparsers._group_actions[0].choices.values():
+                verb.set_defaults(_deploy_func=verb.get_default("func"), func=handle)
+
+
+def handle(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Run the parsed command; ``DeployError`` becomes one line on stderr and exit code 1."""
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        code: int = args._deploy_func(args, out)
+        return code
+    except DeployError as e:
+        if getattr(args, "debug", False):
+            traceback.print_exc(file=err)
+        err.write(f"det deploy: error: {e}\n")
+        return 1
+    except KeyboardInterrupt:
+        err.write("det deploy: interrupted\n")
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="det deploy", description="Deploy det clusters to the clouds."
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    add_parsers(parser.add_subparsers(dest="cloud", metavar="{aws,gcp}", required=True))
+    return parser
+
+
+def run(argv: list[str], out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """``det deploy`` on its own: parse ``argv`` and run; returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    return handle(args, out, err)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    sys.exit(run(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    main()

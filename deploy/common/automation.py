@@ -1,0 +1,126 @@
+"""Real deployments through Pulumi's Automation API (needs the Pulumi CLI on PATH).
+
+State lives in the per-user file backend (``state.py``), one stack per cluster id. The
+program is inline: the same Python function the dry-run renders under mocks.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import requests
+
+from det.deploy.common import state
+from det.deploy.common.errors import DeployError
+
+logger = logging.getLogger(__name__)
+
+Program = Callable[[], None]
+
+
+def _workspace_options(project: str) -> Any:
+    from pulumi import automation as auto
+
+    directory = state.state_dir()
+    passphrase = state.ensure_passphrase(directory)
+    url = state.backend_url(directory)
+    return auto.LocalWorkspaceOptions(
+        project_settings=auto.ProjectSettings(
+            name=project, runtime="python", backend=auto.ProjectBackend(url=url)
+        ),
+        env_vars={"PULUMI_CONFIG_PASSPHRASE": passphrase, "PULUMI_BACKEND_URL": url},
+    )
+
+
+def _stack(project: str, cluster_id: str, program: Program | None, create: bool) -> Any:
+    from pulumi import automation as auto
+
+    opts = _workspace_options(project)
+    body = program or (lambda: None)
+    try:
+        if create:
+            return auto.create_or_select_stack(
+                stack_name=cluster_id, project_name=project, program=body, opts=opts
+            )
+        return auto.select_stack(
+            stack_name=cluster_id, project_name=project, program=body, opts=opts
+        )
+    except auto.errors.StackNotFoundError:
+        raise DeployError(f"no cluster {cluster_id!r} in {state.state_dir()}") from None
+
+
+def up(
+    project: str,
+    cluster_id: str,
+    program: Program,
+    config: Mapping[str, tuple[str, bool]],
+    on_output: Callable[[str], None],
+) -> dict[str, Any]:
+    """Create or update the stack; ``config`` maps keys to ``(value, secret)``. Returns outputs."""
+    from pulumi import automation as auto
+
+    stack = _stack(project, cluster_id, program, create=True)
+    for key, (value, secret) in config.items():
+        stack.set_config(key, auto.ConfigValue(value=value, secret=secret))
+    try:
+        result = stack.up(on_output=on_output)
+    except auto.errors.CommandError as e:
+        raise DeployError(
+            f"pulumi up failed for {cluster_id!r}: {str(e).strip().splitlines()[-1]}"
+        ) from None
+    return {k: v.value for k, v in result.outputs.items()}
+
+
+def outputs(project: str, cluster_id: str) -> dict[str, Any]:
+    stack = _stack(project, cluster_id, None, create=False)
+    return {k: v.value for k, v in stack.outputs().items()}
+
+
+def has_stack(project: str, cluster_id: str) -> bool:
+    return cluster_id in state.list_stacks(state.state_dir(), project)
+
+
+def destroy(project: str, cluster_id: str, on_output: Callable[[str], None]) -> None:
+    from pulumi import automation as auto
+
+    stack = _stack(project, cluster_id, None, create=False)
+    try:
+        stack.destroy(on_output=on_output)
+    except auto.errors.CommandError as e:
+        raise DeployError(
+            f"pulumi destroy failed for {cluster_id!r}: {str(e).strip().splitlines()[-1]}"
+        ) from None
+    stack.workspace.remove_stack(cluster_id)
+
+
+def wait_for_master(
+    master_url: str,
+    timeout: float,
+    *,
+    get: Callable[..., Any] = requests.get,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    interval: float = 5.0,
+) -> dict[str, Any]:
+    """Poll ``GET {master_url}/info`` until it answers 200 or ``timeout`` seconds pass."""
+    deadline = clock() + timeout
+    last = "no answer yet"
+    while True:
+        try:
+            response = get(f"{master_url.rstrip('/')}/info", timeout=10)
+            if response.status_code == 200:
+                info: dict[str, Any] = response.json()
+                return info
+            last = f"HTTP {response.status_code}"
+        except requests.RequestException as e:
+            last = type(e).__name__
+        if clock() >= deadline:
+            raise DeployError(
+                f"the master at {master_url} did not answer within {timeout:.0f}s ({last}); "
+                "see /var/log/det-bootstrap.log and `journalctl -u det-master` on the master"
+            )
+        logger.debug("master not ready (%s), retrying", last)
+        sleep(interval)

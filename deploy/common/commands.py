@@ -1,0 +1,120 @@
+"""Steps every cloud's ``up``/``down``/``list`` share: dry-run output, prompts, listing, finish."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from det.deploy.common import automation, dryrun, state, summary
+from det.deploy.common.errors import DeployError
+
+
+def print_dry_run(
+    cloud: str,
+    cluster_id: str,
+    program: Callable[[], Mapping[str, Any]],
+    mock_calls: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]],
+    as_json: bool,
+    out: TextIO,
+) -> int:
+    rendered = dryrun.render(program, mock_calls, project=f"det-{cloud}", stack=cluster_id)
+    doc = summary.to_json(rendered, cloud, cluster_id)
+    if as_json:
+        json.dump(doc, out, indent=2, sort_keys=False)
+        out.write("\n")
+        return 0
+    out.write(summary.table(doc["resources"]) + "\n\n")
+    outputs = dict(doc["outputs"])
+    master_yaml = outputs.pop("master_yaml", "")
+    out.write("Outputs (placeholder values; real ones are known after `up`):\n")
+    for key, value in outputs.items():
+        out.write(f"  {key}: {value}\n")
+    out.write("\nmaster.yaml (passwords come from the cloud's secret store at boot):\n")
+    out.write("".join(f"  {line}\n" for line in str(master_yaml).splitlines()))
+    out.write(
+        f"\n{len(doc['resources'])} resources. Nothing was created: run without --dry-run to deploy.\n"
+    )
+    return 0
+
+
+def confirm(question: str, assume_yes: bool, inp: Callable[[str], str] = input) -> bool:
+    if assume_yes:
+        return True
+    if not sys.stdin.isatty():
+        raise DeployError(f"{question.rstrip('? ')}: pass --yes to confirm when not on a terminal")
+    return inp(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+
+
+def initial_password(given: str | None, new_cluster: bool, assume_yes: bool) -> str | None:
+    """The admin password for a new cluster: the flag, a prompt, or None (generated)."""
+    if given or not new_cluster or assume_yes or not sys.stdin.isatty():
+        return given
+    first = getpass.getpass(
+        "Password for the built-in `determined` and `admin` users (empty: generate one): "
+    )
+    if not first:
+        return None
+    if getpass.getpass("Enter the password again: ") != first:
+        raise DeployError("passwords did not match")
+    return first
+
+
+def cluster_summaries(project: str, directory: Path | None = None) -> list[dict[str, Any]]:
+    """Clusters with their plain (non-secret) outputs, read from the state files only."""
+    directory = directory or state.state_dir()
+    rows = []
+    for cluster_id in state.list_stacks(directory, project):
+        outputs: dict[str, Any] = {}
+        path = directory / ".pulumi" / "stacks" / project / f"{cluster_id}.json"
+        try:
+            doc = json.loads(path.read_text())
+            for res in doc.get("checkpoint", {}).get("latest", {}).get("resources", []) or []:
+                if res.get("type") == "pulumi:pulumi:Stack":
+                    outputs = {
+                        k: v
+                        for k, v in (res.get("outputs") or {}).items()
+                        if not isinstance(v, dict)
+                    }
+        except (OSError, ValueError):
+            pass
+        rows.append(
+            {
+                "clusterId": cluster_id,
+                "masterUrl": outputs.get("master_url"),
+                "bucket": outputs.get("bucket"),
+            }
+        )
+    return rows
+
+
+def print_list(project: str, as_json: bool, out: TextIO) -> int:
+    rows = cluster_summaries(project)
+    if as_json:
+        json.dump(rows, out, indent=2)
+        out.write("\n")
+    elif not rows:
+        out.write(f"no clusters in {state.state_dir()}\n")
+    else:
+        for row in rows:
+            out.write(f"{row['clusterId']}\t{row['masterUrl'] or '-'}\t{row['bucket'] or '-'}\n")
+    return 0
+
+
+def finish_up(
+    outputs: Mapping[str, Any], wait: bool, timeout: float, password_generated: bool, out: TextIO
+) -> int:
+    url = str(outputs["master_url"])
+    if wait:
+        out.write(f"Waiting for the master at {url} (up to {timeout:.0f}s)...\n")
+        automation.wait_for_master(url, timeout)
+    out.write(f"Cluster ready. Point the CLI at it:\n\n  export DET_MASTER={url}\n\n")
+    if password_generated and outputs.get("initial_user_password"):
+        out.write(
+            f"Generated password for `admin` and `determined`: {outputs['initial_user_password']}\n"
+            "(shown once; change it with `det user change-password`)\n"
+        )
+    return 0
