@@ -10,6 +10,8 @@ from det.master.api.checkpoints import bp as checkpoints_bp
 from det.master.api.cluster import bp as cluster_bp
 from det.master.api.experiments import bp as experiments_bp
 from det.master.api.jobs import bp as jobs_bp
+from det.master.api.models import bp as models_bp
+from det.master.api.openapi import bp as openapi_bp
 from det.master.api.tasks import bp as tasks_bp
 from det.master.api.trials import bp as trials_bp
 
@@ -22,4 +24,6 @@ BLUEPRINTS: list[Blueprint] = [
     checkpoints_bp,
     agents_bp,
     jobs_bp,
+    models_bp,
+    openapi_bp,
 ]

@@ -137,9 +137,13 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason:
 
 
 def _finish(conn: Conn, trial: dict[str, Any], state: str, reason: str) -> None:
+    """Ends a trial and tells its searcher exactly once (the transition happens once)."""
     if states.transition(conn, "trial", trial["id"], state, reason, strict=False):
-        kind = "exited" if state != states.ERROR else "early_exit"
-        payload = {} if state != states.ERROR else {"reason": "ERRORED"}
+        if state == states.COMPLETED:
+            kind, payload = "exited", {}
+        else:
+            kind = "early_exit"
+            payload = {"reason": "ERRORED" if state == states.ERROR else "USER_CANCELED"}
         conn.execute(
             "INSERT INTO searcher_events (experiment_id, kind, request_id, payload) VALUES (%s, %s, %s, %s)",
             (trial["experiment_id"], kind, trial["request_id"], Jsonb(payload)),

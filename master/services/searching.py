@@ -49,7 +49,7 @@ def run_for_experiment(conn: Conn, experiment_id: int) -> None:
         wrapper = {"shutdown": False, "failure": False}
         actions += method.initial_trials()
     else:
-        method = search.restore(wrapper["method"])
+        method = search.Searcher.restore(wrapper["method"])
     events = conn.execute(
         "SELECT * FROM searcher_events WHERE experiment_id = %s AND NOT processed ORDER BY id",
         (experiment_id,),

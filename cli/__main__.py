@@ -1,0 +1,107 @@
+"""``det``: the command line of det, with Determined's nouns, verbs and flags.
+
+Every command module registers its sub-commands; this module parses, dispatches, and is the one
+place where exceptions become a readable line and an exit code (traceback only with --debug).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from det.cli.errors import CliError
+
+# Determined's short aliases.
+NOUN_ALIASES = {
+    "experiment": ["e", "exp", "experiments"],
+    "trial": ["t", "trials"],
+    "agent": ["a", "agents"],
+    "slot": ["s", "slots"],
+    "job": ["j", "jobs"],
+    "checkpoint": ["c", "checkpoints"],
+    "model": ["m", "models"],
+    "resource-pool": ["rp", "resource-pools"],
+    "user": ["u", "users"],
+    "master": [],
+    "deploy": ["d"],
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from det.cli import (
+        agents,
+        checkpoints,
+        deploy,
+        experiments,
+        jobs,
+        master,
+        models,
+        search,
+        trials,
+        users,
+    )
+
+    parser = argparse.ArgumentParser(
+        prog="det", description="det: a cluster platform for deep-learning training."
+    )
+    parser.add_argument(
+        "-m", "--master", help="master URL (default: $DET_MASTER or http://127.0.0.1:8080)"
+    )
+    parser.add_argument(
+        "-u", "--user", help="run as this user (default: the cached active user or $DET_USER)"
+    )
+    parser.add_argument("--debug", action="store_true", help="print tracebacks on errors")
+    parser.add_argument("--version", action="store_true", help="print the client version")
+    nouns = parser.add_subparsers(dest="noun", metavar="COMMAND")
+    for module in (
+        users,
+        master,
+        experiments,
+        trials,
+        jobs,
+        agents,
+        checkpoints,
+        models,
+        search,
+        deploy,
+    ):
+        module.register(nouns, NOUN_ALIASES)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        import det
+
+        print(f"det {det.__version__}")
+        return 0
+    func: Callable[[argparse.Namespace], Any] | None = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 2
+    try:
+        result = func(args)
+        return int(result or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except CliError as e:
+        if args.debug:
+            raise
+        print(f"det: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except Exception as e:  # anything unexpected: still one line unless --debug
+        if args.debug:
+            raise
+        print(
+            f"det: error: {type(e).__name__}: {e} (run with --debug for details)", file=sys.stderr
+        )
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""Small helpers shared by the command modules."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from det.cli.session import Session, setup_session
+
+
+def session(args: argparse.Namespace) -> Session:
+    return setup_session(args.master, args.user)
+
+
+def noun(nouns: Any, name: str, aliases: dict[str, list[str]], help_: str) -> Any:
+    p = nouns.add_parser(name, aliases=aliases.get(name, []), help=help_)
+    sub = p.add_subparsers(dest="verb", metavar="VERB")
+    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+    return sub
+
+
+def verb(sub: Any, names: str, func: Any, help_: str) -> argparse.ArgumentParser:
+    first, *rest = names.split()
+    p: argparse.ArgumentParser = sub.add_parser(first, aliases=rest, help=help_)
+    p.set_defaults(func=func)
+    return p
+
+
+def add_json(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print JSON")

@@ -1,0 +1,155 @@
+"""``det agent``, ``det slot`` and ``det resource-pool``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from det.cli import render
+from det.cli._util import add_json, noun, session, verb
+
+
+def list_agents(args: argparse.Namespace) -> None:
+    agents = session(args).get("/api/v1/agents")["agents"]
+    if args.json:
+        render.print_json(agents)
+        return
+    render.table(
+        [
+            "Agent ID",
+            "Registered",
+            "Slots",
+            "Containers",
+            "Resource Pool",
+            "Enabled",
+            "Draining",
+            "Addresses",
+        ],
+        [
+            [
+                a["id"],
+                render.when(a["registeredTime"]),
+                len(a["slots"]),
+                len(a["containers"]),
+                ", ".join(a["resourcePools"]),
+                a["enabled"],
+                a["draining"],
+                ", ".join(a.get("addresses") or []),
+            ]
+            for a in agents
+        ],
+    )
+
+
+def _agent_action(enable: bool) -> Any:
+    def run(args: argparse.Namespace) -> None:
+        s = session(args)
+        ids = [a["id"] for a in s.get("/api/v1/agents")["agents"]] if args.all else [args.agent_id]
+        for agent_id in ids:
+            if enable:
+                s.post(f"/api/v1/agents/{agent_id}/enable")
+            else:
+                s.post(f"/api/v1/agents/{agent_id}/disable", {"drain": args.drain})
+            print(f"{'enabled' if enable else 'disabled'} agent {agent_id}")
+
+    return run
+
+
+def list_slots(args: argparse.Namespace) -> None:
+    agents = session(args).get("/api/v1/agents")["agents"]
+    rows = []
+    for a in agents:
+        for s in a["slots"].values():
+            c = s.get("container") or {}
+            rows.append(
+                {
+                    "agentId": a["id"],
+                    "resourcePool": a["resourcePools"][0],
+                    "slotId": s["id"],
+                    "enabled": s["enabled"],
+                    "draining": s["draining"],
+                    "allocationId": c.get("parent"),
+                    "type": s["device"]["type"],
+                    "brand": s["device"]["brand"],
+                }
+            )
+    if args.json:
+        render.print_json(rows)
+        return
+    render.table(
+        [
+            "Agent ID",
+            "Resource Pool",
+            "Slot ID",
+            "Enabled",
+            "Draining",
+            "Allocation ID",
+            "Type",
+            "Device",
+        ],
+        [
+            [
+                r["agentId"],
+                r["resourcePool"],
+                r["slotId"],
+                r["enabled"],
+                r["draining"],
+                r["allocationId"] or "FREE",
+                r["type"].removeprefix("TYPE_"),
+                r["brand"],
+            ]
+            for r in rows
+        ],
+    )
+
+
+def _slot_action(enable: bool) -> Any:
+    def run(args: argparse.Namespace) -> None:
+        session(args).post(
+            f"/api/v1/agents/{args.agent_id}/slots/{args.slot_id}/{'enable' if enable else 'disable'}"
+        )
+        print(f"{'enabled' if enable else 'disabled'} slot {args.slot_id} of agent {args.agent_id}")
+
+    return run
+
+
+def list_pools(args: argparse.Namespace) -> None:
+    pools = session(args).get("/api/v1/resource-pools")["resourcePools"]
+    if args.json:
+        render.print_json(pools)
+        return
+    render.table(
+        ["Name", "Type", "Agents", "Slots used/available", "Scheduler", "Preemptible"],
+        [
+            [
+                p["name"],
+                p["type"].removeprefix("RESOURCE_POOL_TYPE_"),
+                p["numAgents"],
+                f"{p['slotsUsed']}/{p['slotsAvailable']}",
+                p["schedulerType"].removeprefix("SCHEDULER_TYPE_"),
+                p["preemptible"],
+            ]
+            for p in pools
+        ],
+    )
+
+
+def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
+    sub = noun(nouns, "agent", aliases, "manage agents")
+    add_json(verb(sub, "list ls", list_agents, "list agents"))
+    for name, enable in (("enable", True), ("disable", False)):
+        p = verb(sub, name, _agent_action(enable), f"{name} an agent")
+        p.add_argument("agent_id", nargs="?")
+        p.add_argument("--all", action="store_true")
+        if not enable:
+            p.add_argument(
+                "--drain", action="store_true", help="let running work finish; place nothing new"
+            )
+    sub = noun(nouns, "slot", aliases, "manage slots")
+    add_json(verb(sub, "list ls", list_slots, "list slots"))
+    for name, enable in (("enable", True), ("disable", False)):
+        p = verb(sub, name, _slot_action(enable), f"{name} a slot")
+        p.add_argument("agent_id")
+        p.add_argument("slot_id")
+    sub = noun(nouns, "resource-pool", aliases, "resource pools")
+    add_json(verb(sub, "list ls", list_pools, "list resource pools"))

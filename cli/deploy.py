@@ -1,0 +1,20 @@
+"""``det deploy local|aws|gcp``: the commands live with their programs in ``det.deploy``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from det.cli._util import noun
+
+
+def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
+    sub = noun(nouns, "deploy", aliases, "stand up or tear down a cluster (local, aws, gcp)")
+    try:
+        from det.deploy.local import add_parsers as add_local
+    except ImportError:  # the local deploy is optional in a harness-only install
+        add_local = None
+    if add_local is not None:
+        add_local(sub)
+    from det.deploy.cli import add_parsers as add_clouds
+
+    add_clouds(sub)

@@ -1,0 +1,247 @@
+"""``det experiment`` (alias ``e``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from det.cli import context, render
+from det.cli._util import add_json, noun, session, verb
+from det.cli.errors import CliError, UsageError
+from det.cli.session import Session
+
+TERMINAL = {"STATE_COMPLETED", "STATE_CANCELED", "STATE_ERROR", "STATE_DELETED"}
+
+
+def _config_text(path: str, overrides: list[str]) -> str:
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise UsageError(f"cannot read config file {path}: {e.strerror}") from None
+    if not overrides:
+        return text
+    from det.master.expconf import ConfigError, apply_overrides, load_yaml
+
+    try:
+        data = apply_overrides(load_yaml(text), overrides)
+    except (ConfigError, ValueError) as e:
+        raise UsageError(f"--config: {e}") from None
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def create(args: argparse.Namespace) -> None:
+    text = _config_text(args.config_file, args.config or [])
+    files = context.pack(args.model_def)
+    s = session(args)
+    body = {
+        "config": text,
+        "modelDefinition": files,
+        "activate": not args.paused,
+        "validateOnly": args.test_mode,
+    }
+    resp = s.post("/api/v1/experiments", body)
+    if args.test_mode:
+        print("config is valid")
+        return
+    exp = resp["experiment"]
+    print(f"Created experiment {exp['id']}")
+    if args.follow_first_trial:
+        trial_id = _wait_first_trial(s, exp["id"])
+        _print_logs(s, trial_id, follow=True)
+
+
+def _wait_first_trial(s: Session, eid: int) -> int:
+    while True:
+        trials = s.get(f"/api/v1/experiments/{eid}/trials")["trials"]
+        if trials:
+            return int(trials[0]["id"])
+        if s.get(f"/api/v1/experiments/{eid}")["experiment"]["state"] in TERMINAL:
+            raise CliError(f"experiment {eid} ended before creating a trial")
+        time.sleep(0.5)
+
+
+def _print_logs(s: Session, trial_id: int, follow: bool, tail: int | None = None) -> None:
+    params: dict[str, Any] = {"follow": str(follow).lower()}
+    if tail:
+        params["limit"] = tail
+    for entry in s.stream(f"/api/v1/trials/{trial_id}/logs", params=params):
+        line = entry.get("log") or entry.get("message") or ""
+        sys.stdout.write(line if line.endswith("\n") else line + "\n")
+        sys.stdout.flush()
+
+
+def list_(args: argparse.Namespace) -> None:
+    s = session(args)
+    params: dict[str, Any] = {"limit": args.limit, "offset": args.offset, "orderBy": "ORDER_BY_ASC"}
+    if not args.all:
+        params["archived"] = "false"
+        params["users"] = s.user
+    exps = s.get("/api/v1/experiments", params=params)["experiments"]
+    if args.json:
+        render.print_json(exps)
+        return
+    render.table(
+        ["ID", "Owner", "Name", "State", "Progress", "Start Time", "End Time", "Resource Pool"],
+        [
+            [
+                e["id"],
+                e["username"],
+                e["name"],
+                render.state(e["state"]),
+                f"{(e.get('progress') or 0) * 100:.0f}%",
+                render.when(e["startTime"]),
+                render.when(e.get("endTime")),
+                e.get("resourcePool", ""),
+            ]
+            for e in exps
+        ],
+    )
+
+
+def describe(args: argparse.Namespace) -> None:
+    s = session(args)
+    out = []
+    for eid in args.experiment_ids:
+        body = s.get(f"/api/v1/experiments/{eid}")
+        body["trials"] = s.get(f"/api/v1/experiments/{eid}/trials")["trials"]
+        out.append(body)
+    if args.json:
+        render.print_json(out if len(out) > 1 else out[0])
+        return
+    for body in out:
+        e = body["experiment"]
+        metric = e.get("searcherMetric") or ""
+        print(
+            f"Experiment {e['id']}: {e['name']} ({render.state(e['state'])}, {e['searcherType']} search, "
+            f"{(e.get('progress') or 0) * 100:.0f}% done)"
+        )
+        render.table(
+            [
+                "Trial ID",
+                "State",
+                "H-Params",
+                "Batches",
+                "Restarts",
+                metric or "Searcher Metric",
+                "Checkpoint",
+            ],
+            [
+                [
+                    t["id"],
+                    render.state(t["state"]),
+                    t["hparams"],
+                    t["totalBatchesProcessed"],
+                    t["restarts"],
+                    render.metric(t.get("searcherMetricValue")),
+                    (t.get("latestCheckpointUuid") or "")[:8],
+                ]
+                for t in body["trials"]
+            ],
+        )
+
+
+def _action(name: str) -> Any:
+    def run(args: argparse.Namespace) -> None:
+        s = session(args)
+        if name == "delete":
+            if not args.yes and sys.stdin.isatty():
+                if input(f"Delete experiment {args.experiment_id}? [y/N] ").strip().lower() != "y":
+                    raise CliError("not deleted")
+            s.delete(f"/api/v1/experiments/{args.experiment_id}")
+        else:
+            s.post(f"/api/v1/experiments/{args.experiment_id}/{name}")
+        print(f"{name}: experiment {args.experiment_id}")
+
+    return run
+
+
+def logs(args: argparse.Namespace) -> None:
+    s = session(args)
+    trial_id = _wait_first_trial(s, args.experiment_id)
+    _print_logs(s, trial_id, follow=args.follow, tail=args.tail)
+
+
+def wait(args: argparse.Namespace) -> int:
+    s = session(args)
+    last = None
+    while True:
+        e = s.get(f"/api/v1/experiments/{args.experiment_id}")["experiment"]
+        render.progress(f"experiment {e['id']}", float(e.get("progress") or 0), 1.0)
+        if e["state"] != last:
+            last = e["state"]
+        if e["state"] in TERMINAL:
+            print(f"experiment {e['id']} ended {render.state(e['state'])}")
+            return 0 if e["state"] == "STATE_COMPLETED" else 1
+        time.sleep(args.polling_interval)
+
+
+def set_(args: argparse.Namespace) -> None:
+    s = session(args)
+    body: dict[str, Any] = {}
+    if args.field == "description":
+        body["description"] = args.value
+    elif args.field == "name":
+        body["name"] = args.value
+    elif args.field in ("priority", "weight"):
+        body["resources"] = {
+            args.field: float(args.value) if args.field == "weight" else int(args.value)
+        }
+    s.patch(f"/api/v1/experiments/{args.experiment_id}", body)
+    print(f"experiment {args.experiment_id}: {args.field} set")
+
+
+def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
+    sub = noun(nouns, "experiment", aliases, "manage experiments")
+    p = verb(
+        sub, "create", create, "create an experiment from a config file and a context directory"
+    )
+    p.add_argument("config_file")
+    p.add_argument("model_def", help="the context directory (code) to upload")
+    p.add_argument("--paused", action="store_true", help="create it paused")
+    p.add_argument(
+        "--config",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a config field (repeatable)",
+    )
+    p.add_argument(
+        "-f", "--follow-first-trial", action="store_true", help="stream the first trial's logs"
+    )
+    p.add_argument(
+        "--test-mode",
+        "--validate-only",
+        dest="test_mode",
+        action="store_true",
+        help="only validate the config",
+    )
+    p = verb(sub, "list ls", list_, "list experiments")
+    p.add_argument(
+        "--all", "-a", action="store_true", help="include archived and other users' experiments"
+    )
+    p.add_argument("--limit", type=int, default=0)
+    p.add_argument("--offset", type=int, default=0)
+    add_json(p)
+    p = verb(sub, "describe", describe, "describe experiments and their trials")
+    p.add_argument("experiment_ids", type=int, nargs="+")
+    add_json(p)
+    for name in ("activate", "pause", "cancel", "kill", "archive", "unarchive", "delete"):
+        p = verb(sub, name, _action(name), f"{name} an experiment")
+        p.add_argument("experiment_id", type=int)
+        if name == "delete":
+            p.add_argument("--yes", "-y", action="store_true")
+    p = verb(sub, "logs", logs, "show the first trial's logs")
+    p.add_argument("experiment_id", type=int)
+    p.add_argument("-f", "--follow", action="store_true")
+    p.add_argument("--tail", type=int)
+    p = verb(sub, "wait", wait, "wait until the experiment ends (exit 0 if it completed)")
+    p.add_argument("experiment_id", type=int)
+    p.add_argument("--polling-interval", type=float, default=2.0)
+    p = verb(sub, "set", set_, "change an experiment's name, description, priority or weight")
+    p.add_argument("field", choices=["name", "description", "priority", "weight"])
+    p.add_argument("experiment_id", type=int)
+    p.add_argument("value")

@@ -1,0 +1,75 @@
+"""Output: tables for people, ``--json`` for programs, colour only on a terminal."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from tabulate import tabulate
+
+
+def use_colour() -> bool:
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def colour(text: str, code: str) -> str:
+    return f"\033[{code}m{text}\033[0m" if use_colour() else text
+
+
+_STATE_COLOURS = {
+    "COMPLETED": "32",
+    "ACTIVE": "36",
+    "RUNNING": "36",
+    "ERROR": "31",
+    "CANCELED": "33",
+    "PAUSED": "33",
+}
+
+
+def state(value: str | None) -> str:
+    s = (value or "").removeprefix("STATE_")
+    return colour(s, _STATE_COLOURS[s]) if s in _STATE_COLOURS else s
+
+
+def when(value: str | None) -> str:
+    if not value:
+        return ""
+    try:
+        t = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return value
+    return t.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    print(
+        tabulate(
+            [list(r) for r in rows], headers=list(headers), tablefmt="simple", disable_numparse=True
+        )
+    )
+
+
+def print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, sort_keys=False))
+
+
+def progress(label: str, done: float, total: float) -> None:
+    """A one-line progress bar on stderr (terminals only)."""
+    if not sys.stderr.isatty() or total <= 0:
+        return
+    width = 30
+    frac = min(1.0, done / total)
+    bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
+    end = "\n" if frac >= 1.0 else ""
+    sys.stderr.write(f"\r{label} [{bar}] {frac * 100:5.1f}%{end}")
+    sys.stderr.flush()
+
+
+def metric(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return "" if value is None else str(value)

@@ -1,0 +1,54 @@
+"""``det preview-search CONFIG``: what the searcher would do, offline."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from det.cli import render
+from det.cli.errors import UsageError
+
+
+def preview_search(args: argparse.Namespace) -> None:
+    from det.master.expconf import ConfigError, parse_experiment_config
+    from det.master.searcher.simulate import preview
+
+    try:
+        text = Path(args.config_file).read_text()
+    except OSError as e:
+        raise UsageError(f"cannot read config file {args.config_file}: {e.strerror}") from None
+    try:
+        cfg = parse_experiment_config(text).to_dict()
+        result = preview(
+            cfg["searcher"],
+            cfg.get("hyperparameters") or {},
+            int(cfg["reproducibility"]["experiment_seed"]),
+        )
+    except (ConfigError, ValueError) as e:
+        raise UsageError(f"invalid config: {e}") from None
+    if args.json:
+        render.print_json(result.to_dict())
+        return
+    unit = result.time_metric or "units"
+    print(f"Using {result.searcher} search; trials and their training length ({unit}):")
+    render.table(
+        ["Trials", f"Length ({unit})"],
+        [
+            [n, "decided by the training code" if length is None else render.metric(length)]
+            for length, n in result.length_counts()
+        ],
+    )
+    total = result.total_length
+    print(
+        f"\n{len(result.trials)} trials; total budget: {'unknown' if total is None else render.metric(total)} {unit}"
+    )
+
+
+def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
+    p = nouns.add_parser(
+        "preview-search", help="preview the trials a searcher config would create (offline)"
+    )
+    p.add_argument("config_file")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=preview_search)

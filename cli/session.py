@@ -1,0 +1,171 @@
+"""Talking to the master: the URL, login, and a token cache per master and user.
+
+Tokens live in ``$XDG_CONFIG_HOME/det/auth.json`` (mode 0600), keyed by master URL; each entry
+remembers the active user for that master. ``DET_USER``/``DET_PASS`` log in without a prompt.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from det.cli.errors import APIError, CliError, MasterUnreachable
+
+DEFAULT_MASTER = "http://127.0.0.1:8080"
+
+
+def canonical_master(url: str | None) -> str:
+    url = (url or os.environ.get("DET_MASTER") or DEFAULT_MASTER).strip().rstrip("/")
+    if "://" not in url:
+        url = "http://" + url
+    if url.count(":") == 1:  # no port given
+        url += ":8080"
+    return url
+
+
+def _store_path() -> Path:
+    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return base / "det" / "auth.json"
+
+
+class TokenStore:
+    def __init__(self, master: str) -> None:
+        self.master = master
+        self.path = _store_path()
+        try:
+            self.data: dict[str, Any] = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            self.data = {}
+
+    @property
+    def _entry(self) -> dict[str, Any]:
+        entry: dict[str, Any] = self.data.setdefault("masters", {}).setdefault(
+            self.master, {"tokens": {}}
+        )
+        return entry
+
+    def active_user(self) -> str | None:
+        user = self._entry.get("active_user")
+        return str(user) if user else None
+
+    def token(self, user: str) -> str | None:
+        token = self._entry["tokens"].get(user)
+        return str(token) if token else None
+
+    def set(self, user: str, token: str) -> None:
+        self._entry["tokens"][user] = token
+        self._entry["active_user"] = user
+        self._save()
+
+    def drop(self, user: str) -> None:
+        self._entry["tokens"].pop(user, None)
+        if self._entry.get("active_user") == user:
+            self._entry.pop("active_user", None)
+        self._save()
+
+    def _save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(self.data, f, indent=1)
+        tmp.replace(self.path)
+
+
+class Session:
+    """A logged-in connection to one master."""
+
+    def __init__(self, master: str, token: str | None = None, user: str | None = None) -> None:
+        self.master = master
+        self.token = token
+        self.user = user
+        self.http = requests.Session()
+
+    def request(
+        self, method: str, path: str, *, stream: bool = False, timeout: float | None = 60, **kw: Any
+    ) -> requests.Response:
+        headers = kw.pop("headers", {})
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        try:
+            r = self.http.request(
+                method, self.master + path, headers=headers, stream=stream, timeout=timeout, **kw
+            )
+        except requests.ConnectionError:
+            raise MasterUnreachable(
+                f"cannot reach the master at {self.master} (is it running? set -m or DET_MASTER)"
+            ) from None
+        if r.status_code >= 400:
+            try:
+                body = r.json()
+                message = body.get("message") or body.get("error", {}).get("error") or r.text
+            except ValueError:
+                message = r.text.strip() or r.reason
+            if r.status_code == 401:
+                message = f"{message} (log in with: det user login)"
+            raise APIError(r.status_code, message)
+        return r
+
+    def get(self, path: str, **kw: Any) -> Any:
+        return self.request("GET", path, **kw).json()
+
+    def post(self, path: str, body: Any = None, **kw: Any) -> Any:
+        r = self.request("POST", path, json=body if body is not None else {}, **kw)
+        return r.json() if r.content else {}
+
+    def patch(self, path: str, body: Any, **kw: Any) -> Any:
+        return self.request("PATCH", path, json=body, **kw).json()
+
+    def delete(self, path: str, **kw: Any) -> Any:
+        r = self.request("DELETE", path, **kw)
+        return r.json() if r.content else {}
+
+    def stream(self, path: str, **kw: Any) -> Iterator[dict[str, Any]]:
+        """An NDJSON stream of ``{"result": …}`` lines."""
+        r = self.request("GET", path, stream=True, timeout=None, **kw)
+        for line in r.iter_lines():
+            if line:
+                obj = json.loads(line)
+                if "error" in obj and "result" not in obj:
+                    raise CliError(str(obj["error"]))
+                yield obj.get("result", obj)
+
+
+def login(master: str, user: str, password: str) -> Session:
+    s = Session(master)
+    body = s.post("/api/v1/auth/login", {"username": user, "password": password})
+    TokenStore(master).set(user, body["token"])
+    return Session(master, body["token"], user)
+
+
+def setup_session(master_arg: str | None, user_arg: str | None) -> Session:
+    """A session for ``user_arg`` (or the cached active user), logging in if needed."""
+    master = canonical_master(master_arg)
+    store = TokenStore(master)
+    user = user_arg or os.environ.get("DET_USER") or store.active_user()
+    if user:
+        token = store.token(user)
+        if token:
+            s = Session(master, token, user)
+            try:
+                s.get("/api/v1/me")
+                return s
+            except APIError as e:
+                if e.status != 401:
+                    raise
+                store.drop(user)
+    password = os.environ.get("DET_PASS")
+    if user is None:
+        raise CliError("not logged in: run det user login USERNAME (or set DET_USER and DET_PASS)")
+    if password is None:
+        if not sys.stdin.isatty():
+            raise CliError(f"not logged in as {user}: run det user login {user} (or set DET_PASS)")
+        password = getpass.getpass(f"Password for user '{user}': ")
+    return login(master, user, password)

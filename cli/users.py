@@ -1,0 +1,103 @@
+"""``det user``: login, logout, whoami, create, change-password, list."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import sys
+from typing import Any
+
+from det.cli import render
+from det.cli._util import add_json, noun, session, verb
+from det.cli.errors import UsageError
+from det.cli.session import Session, TokenStore, canonical_master, login
+
+
+def _password(prompt: str) -> str:
+    if sys.stdin.isatty():
+        return getpass.getpass(prompt)
+    # Scripts and tests pipe the password in.
+    return sys.stdin.readline().rstrip("\n")
+
+
+def do_login(args: argparse.Namespace) -> None:
+    user = args.username or args.user or input("Username: ")
+    password = os.environ.get("DET_PASS") if args.username is None else None
+    if password is None:
+        password = _password(f"Password for user '{user}': ")
+    login(canonical_master(args.master), user, password)
+    print(f"logged in as {user}")
+
+
+def do_logout(args: argparse.Namespace) -> None:
+    master = canonical_master(args.master)
+    store = TokenStore(master)
+    user = args.user or store.active_user()
+    if user and store.token(user):
+        try:
+            Session(master, store.token(user), user).post("/api/v1/auth/logout")
+        finally:
+            store.drop(user)
+    print("logged out")
+
+
+def whoami(args: argparse.Namespace) -> None:
+    me = session(args).get("/api/v1/me")["user"]
+    print(f"You are logged in as user '{me['username']}'")
+
+
+def create(args: argparse.Namespace) -> None:
+    password = args.password
+    if password is None:
+        password = _password(f"Password for user '{args.username}': ")
+    body: dict[str, Any] = {
+        "user": {"username": args.username, "admin": args.admin, "active": True},
+        "password": password,
+    }
+    session(args).post("/api/v1/users", body)
+    print(f"created user {args.username}")
+
+
+def change_password(args: argparse.Namespace) -> None:
+    s = session(args)
+    target = args.target_user or s.user
+    user = s.get(f"/api/v1/users/{target}/by-username")["user"]
+    password = (
+        args.password
+        if args.password is not None
+        else _password(f"New password for user '{target}': ")
+    )
+    if not password:
+        raise UsageError("the new password must not be empty")
+    s.patch(f"/api/v1/users/{user['id']}", {"password": password})
+    if target == s.user:
+        login(s.master, target, password)
+    print(f"password changed for {target}")
+
+
+def list_(args: argparse.Namespace) -> None:
+    users = session(args).get("/api/v1/users")["users"]
+    if args.json:
+        render.print_json(users)
+        return
+    render.table(
+        ["Username", "Admin", "Active"], [[u["username"], u["admin"], u["active"]] for u in users]
+    )
+
+
+def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
+    sub = noun(nouns, "user", aliases, "manage users and log in")
+    p = verb(sub, "login", do_login, "log in as a user")
+    p.add_argument("username", nargs="?")
+    verb(sub, "logout", do_logout, "log out")
+    verb(sub, "whoami", whoami, "show the logged-in user")
+    p = verb(sub, "create", create, "create a user (admins only)")
+    p.add_argument("username")
+    p.add_argument("--admin", action="store_true")
+    p.add_argument("--password", help="the new user's password (prompted if omitted)")
+    p = verb(sub, "change-password", change_password, "change a user's password")
+    p.add_argument("target_user", nargs="?")
+    p.add_argument("--password", help="the new password (prompted if omitted)")
+    p = verb(sub, "list ls", list_, "list users")
+    add_json(p)

@@ -1,0 +1,40 @@
+"""The official ``determined==0.38.1`` client in a virtual environment of its own.
+
+Its ``det`` command would clash with ours, so it never goes into the project's environment. The
+venv is built once under ``$DET_OFFICIAL_VENV`` (default: ``.cache/determined-0.38.1`` in the
+repository) and reused. If the package cannot be installed, the caller fails: a compatibility
+test must never pass by not running.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+VERSION = "0.38.1"
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def venv_dir() -> Path:
+    return Path(os.environ.get("DET_OFFICIAL_VENV") or _REPO / ".cache" / f"determined-{VERSION}")
+
+
+def ensure_official_venv() -> Path:
+    """Returns the venv's ``bin`` directory, creating the venv if needed (raises on failure)."""
+    venv = venv_dir()
+    bin_dir = venv / "bin"
+    marker = venv / ".det-ok"
+    if marker.exists():
+        return bin_dir
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    result = subprocess.run(
+        [str(bin_dir / "pip"), "install", "-q", f"determined=={VERSION}"],
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"cannot install determined=={VERSION}: {result.stderr[-2000:]}")
+    marker.write_text(VERSION)
+    return bin_dir

@@ -1,0 +1,111 @@
+"""The official determined 0.38.1 CLI drives a master started from this repository."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.compat.official import ensure_official_venv
+from tests.integration.conftest import ADMIN_PASSWORD, Master
+
+pytestmark = pytest.mark.integration
+
+CONFIG = """
+name: official-client-compat
+entrypoint: python3 train.py
+searcher:
+  name: single
+  metric: validation_loss
+hyperparameters:
+  lr: 0.1
+resources:
+  slots_per_trial: 1
+"""
+
+
+@pytest.fixture(scope="module")
+def official_bin() -> Path:
+    return ensure_official_venv()
+
+
+def run(
+    official_bin: Path, master: Master, home: Path, *args: str, stdin: str | None = None
+) -> str:
+    env = {
+        "PATH": f"{official_bin}:{os.environ['PATH']}",
+        "HOME": str(home),
+        "DET_MASTER": master.url,
+    }
+    result = subprocess.run(
+        [str(official_bin / "det"), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 0, (
+        f"det {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+    )
+    return result.stdout
+
+
+def test_official_cli_round_trip(official_bin: Path, live_master: Master, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "train.py").write_text("print('hello')\n")
+    cfg = tmp_path / "const.yaml"
+    cfg.write_text(CONFIG)
+
+    def det(*args: str, stdin: str | None = None) -> str:
+        return run(official_bin, live_master, home, *args, stdin=stdin)
+
+    det("user", "login", "admin", stdin=ADMIN_PASSWORD + "\n")
+    assert "admin" in det("user", "whoami")
+    info = det("master", "info")
+    assert "clusterId" in info or "cluster" in info.lower()
+
+    out = det("experiment", "create", str(cfg), str(ctx), "--paused")
+    exp_id = int(out.strip().split()[-1]) if out.strip().split()[-1].isdigit() else _created_id(out)
+    listing = det("experiment", "list")
+    assert "official-client-compat" in listing
+
+    described = json.loads(det("experiment", "describe", str(exp_id), "--json"))
+    exp: dict[str, Any] = described[0] if isinstance(described, list) else described
+    assert "experiment" in exp or "id" in exp
+    assert live_master.get(f"/api/v1/experiments/{exp_id}")["experiment"]["state"] == "STATE_PAUSED"
+
+    det("experiment", "activate", str(exp_id))
+    assert live_master.get(f"/api/v1/experiments/{exp_id}")["experiment"]["state"] == "STATE_ACTIVE"
+    det("experiment", "pause", str(exp_id))
+    assert live_master.get(f"/api/v1/experiments/{exp_id}")["experiment"]["state"] == "STATE_PAUSED"
+
+    jobs = det("job", "list")
+    job_id = live_master.get(f"/api/v1/experiments/{exp_id}")["experiment"]["jobId"]
+    assert job_id[:8] in jobs or str(exp_id) in jobs
+    det("job", "update", job_id, "--priority", "7")
+    queue = live_master.get("/api/v1/job-queues")["jobs"]
+    assert [j["priority"] for j in queue if j["jobId"] == job_id] == [7]
+
+    det("experiment", "kill", str(exp_id))
+    state = live_master.get(f"/api/v1/experiments/{exp_id}")["experiment"]["state"]
+    assert state in ("STATE_STOPPING_KILLED", "STATE_CANCELED")
+
+    det("user", "create", "newbie", "--password", "Newbie-pw-1")
+    users = live_master.get("/api/v1/users")["users"]
+    assert "newbie" in [u["username"] for u in users]
+
+
+def _created_id(out: str) -> int:
+    import re
+
+    m = re.search(r"[Cc]reated experiment (\d+)", out)
+    assert m, out
+    return int(m.group(1))

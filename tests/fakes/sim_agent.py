@@ -1,0 +1,218 @@
+"""A simulated agent: speaks the real agent protocol to a real master, but "runs" each task as a
+thread that plays the part of training code (reports metrics and checkpoints through the real
+REST API with the allocation token, honours preemption, exits 0).
+
+This is a fake of our own agent, for master tests that need many fast tasks and no Docker; the
+real agent is tested with real containers elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import requests
+
+
+@dataclass
+class Task:
+    allocation_id: str
+    spec: dict[str, Any]
+    state: str = "RUNNING"
+    exit_code: int | None = None
+    thread: threading.Thread | None = None
+    killed: threading.Event = field(default_factory=threading.Event)
+
+
+def default_training(
+    master: str,
+    spec: dict[str, Any],
+    killed: threading.Event,
+    *,
+    steps: int = 8,
+    validate_every: int = 2,
+    curve: Callable[[dict[str, Any], int], float] | None = None,
+) -> int:
+    """Trains ``steps`` steps from the latest checkpoint; 0 on completion or preemption."""
+    env = spec["env"]
+    s = requests.Session()
+    s.headers["Grpc-Metadata-x-allocation-token"] = f"Bearer {env['DET_SESSION_TOKEN']}"
+    trial_id = int(env["DET_TRIAL_ID"])
+    hparams = json.loads(env["DET_HPARAMS"])
+    alloc = env["DET_ALLOCATION_ID"]
+    start = 0
+    if env.get("DET_LATEST_CHECKPOINT"):
+        ck = s.get(
+            f"{master}/api/v1/checkpoints/{env['DET_LATEST_CHECKPOINT']}", timeout=10
+        ).json()["checkpoint"]
+        start = int(ck["metadata"]["steps_completed"])
+    curve = curve or (lambda h, t: float(h.get("lr", 1.0)) / (t + 1))
+    for step in range(start + 1, steps + 1):
+        if killed.is_set():
+            return 137
+        s.post(
+            f"{master}/api/v1/trials/{trial_id}/metrics",
+            json={
+                "group": "training",
+                "metrics": {
+                    "trialId": trial_id,
+                    "trialRunId": int(env["DET_TRIAL_RUN_ID"]),
+                    "stepsCompleted": step,
+                    "metrics": {"avgMetrics": {"loss": curve(hparams, step)}},
+                },
+            },
+            timeout=10,
+        ).raise_for_status()
+        if step % validate_every == 0:
+            s.post(
+                f"{master}/api/v1/checkpoints",
+                json={
+                    "uuid": str(uuid.uuid4()),
+                    "taskId": env["DET_TASK_ID"],
+                    "allocationId": alloc,
+                    "resources": {"model.pt": "10"},
+                    "metadata": {"steps_completed": step},
+                    "state": "STATE_COMPLETED",
+                    "training": {},
+                },
+                timeout=10,
+            ).raise_for_status()
+            s.post(
+                f"{master}/api/v1/trials/{trial_id}/metrics",
+                json={
+                    "group": "validation",
+                    "metrics": {
+                        "trialId": trial_id,
+                        "trialRunId": int(env["DET_TRIAL_RUN_ID"]),
+                        "stepsCompleted": step,
+                        "metrics": {
+                            "avgMetrics": {"validation_loss": curve(hparams, step), "batches": step}
+                        },
+                    },
+                },
+                timeout=10,
+            ).raise_for_status()
+        r = s.get(
+            f"{master}/api/v1/allocations/{alloc}/signals/preemption",
+            params={"timeout_seconds": 0},
+            timeout=10,
+        )
+        if r.json().get("preempt"):
+            s.post(
+                f"{master}/api/v1/allocations/{alloc}/signals/ack_preemption",
+                json={"allocationId": alloc},
+                timeout=10,
+            )
+            return 0
+    return 0
+
+
+class SimAgent:
+    def __init__(
+        self,
+        master: str,
+        agent_token: str,
+        agent_id: str,
+        slots: int = 1,
+        pool: str = "default",
+        train: Callable[..., int] | None = None,
+        interval: float = 0.1,
+    ) -> None:
+        self.master = master
+        self.agent_id = agent_id
+        self.slots = slots
+        self.pool = pool
+        self.train = train or default_training
+        self.interval = interval
+        self.tasks: dict[str, Task] = {}
+        self.started: list[str] = []
+        self.notice: dict[str, Any] | None = None
+        self._session = requests.Session()
+        self._session.headers["Authorization"] = f"Bearer {agent_token}"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name=f"sim-{agent_id}")
+
+    def start(self) -> SimAgent:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stops heartbeating (as if the machine vanished); task threads are abandoned."""
+        self._stop.set()
+        for t in self.tasks.values():
+            t.killed.set()
+        self._thread.join(timeout=5)
+
+    def _report(self) -> dict[str, Any]:
+        return {
+            "resourcePool": self.pool,
+            "version": "sim",
+            "slots": [{"id": str(i), "type": "cpu", "brand": "sim"} for i in range(self.slots)],
+            "containers": [
+                {
+                    "allocationId": t.allocation_id,
+                    "containerId": f"sim-{t.allocation_id}",
+                    "state": t.state,
+                    "exitCode": t.exit_code,
+                }
+                for t in self.tasks.values()
+            ],
+            "preemptionNotice": self.notice,
+        }
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                r = self._session.post(
+                    f"{self.master}/api/v1/agents/{self.agent_id}/heartbeat",
+                    json=self._report(),
+                    timeout=10,
+                )
+                if r.status_code == 200:
+                    self._apply(r.json())
+            except requests.RequestException:
+                pass
+            self._stop.wait(self.interval)
+
+    def _apply(self, desired: dict[str, Any]) -> None:
+        listed = set()
+        for c in desired["containers"]:
+            aid = c["allocationId"]
+            listed.add(aid)
+            task = self.tasks.get(aid)
+            if c["action"] == "RUN" and task is None:
+                task = Task(aid, c["spec"])
+                self.tasks[aid] = task
+                self.started.append(aid)
+                task.thread = threading.Thread(target=self._run, args=(task,), daemon=True)
+                task.thread.start()
+            elif c["action"] == "KILL" and task is not None and task.state != "TERMINATED":
+                task.killed.set()
+        for aid in [
+            a for a, t in self.tasks.items() if a not in listed and t.state == "TERMINATED"
+        ]:
+            del self.tasks[aid]
+
+    def _run(self, task: Task) -> None:
+        try:
+            code = self.train(self.master, task.spec, task.killed)
+        except Exception:  # the "training script" crashed
+            code = 1
+        task.exit_code = code
+        task.state = "TERMINATED"
+
+
+def wait(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        v = predicate()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.1)
