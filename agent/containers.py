@@ -100,11 +100,11 @@ class DockerRuntime:
     def reattach(self) -> None:
         """Adopt this agent's containers left by a previous agent process."""
         for c in self._own_containers():
+            c.reload()
             labels = c.labels or {}
             alloc = labels.get(LABEL_ALLOCATION)
             if alloc is None:
                 continue
-            c.reload()
             if c.status == "created":
                 # Never started: the context may be missing. The master still lists it as RUN
                 # if it wants it, and the next reconcile starts a fresh one.

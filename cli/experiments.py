@@ -149,9 +149,12 @@ def _action(name: str) -> Any:
     def run(args: argparse.Namespace) -> None:
         s = session(args)
         if name == "delete":
-            if not args.yes and sys.stdin.isatty():
-                if input(f"Delete experiment {args.experiment_id}? [y/N] ").strip().lower() != "y":
-                    raise CliError("not deleted")
+            if (
+                not args.yes
+                and sys.stdin.isatty()
+                and input(f"Delete experiment {args.experiment_id}? [y/N] ").strip().lower() != "y"
+            ):
+                raise CliError("not deleted")
             s.delete(f"/api/v1/experiments/{args.experiment_id}")
         else:
             s.post(f"/api/v1/experiments/{args.experiment_id}/{name}")

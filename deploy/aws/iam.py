@@ -19,8 +19,8 @@ import pulumi_aws as aws
 
 from det.deploy.aws.config import CLUSTER_TAG
 
-# Resources RunInstances creates, each tagged at creation through TagSpecifications.
-_CREATED = ("instance", "volume", "network-interface", "spot-instances-request")
+# Resources RunInstances creates that the provisioner tags at creation (TagSpecifications).
+_CREATED = ("instance", "volume", "spot-instances-request")
 
 
 def _ec2_arns(region: str, kinds: tuple[str, ...]) -> list[str]:
@@ -73,8 +73,15 @@ def master_policy(
 ) -> dict[str, Any]:
     request_tag = {"StringEquals": {f"aws:RequestTag/{CLUSTER_TAG}": cluster_id}}
     resource_tag = {"StringEquals": {f"aws:ResourceTag/{CLUSTER_TAG}": cluster_id}}
-    # Resources RunInstances only references: the AMI, the agent subnet and security group.
-    referenced = [f"arn:aws:ec2:{region}::image/*", agent_subnet_arn, agent_sg_arn]
+    # Resources RunInstances only references (the AMI, the agent subnet and security group) or
+    # creates untagged as part of the instance (its network interface, which cannot be used
+    # on its own: CreateNetworkInterface is not granted).
+    referenced = [
+        f"arn:aws:ec2:{region}::image/*",
+        f"arn:aws:ec2:{region}:*:network-interface/*",
+        agent_subnet_arn,
+        agent_sg_arn,
+    ]
     if keypair:
         referenced.append(f"arn:aws:ec2:{region}:*:key-pair/{keypair}")
     statements: list[dict[str, Any]] = [

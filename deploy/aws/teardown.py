@@ -4,8 +4,9 @@ Agents are created by the master, not by the stack, so Pulumi does not know them
 carries the ``det-cluster=<cluster id>`` tag (the master.yaml ``tag_key``/``tag_value`` the
 provisioner applies at launch), which is how they are found here.
 
-TODO(provisioner): once ``det.master.provisioner.aws`` exposes a cluster-wide listing, call it
-here instead of the direct EC2 calls, so tagging lives in one place.
+TODO(provisioner): ``det.master.provisioner.aws.AwsProvider`` lists and terminates one pool by
+the master's own cluster id (kept in its database, unknown here); once it can list by the
+deploy tag, call its ``terminate`` here instead of these direct EC2 calls.
 """
 
 from __future__ import annotations

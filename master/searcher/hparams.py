@@ -175,6 +175,11 @@ def sample_all(space: HParamSpace, rng: random.Random) -> dict[str, Any]:
     return {name: sample_one(hp, rng) for name, hp in space.items}
 
 
+def _round_half_away(x: float) -> int:
+    """Round half away from zero (Go's math.Round), not Python's round-half-to-even."""
+    return int(math.copysign(math.floor(abs(x) + 0.5), x))
+
+
 def grid_values(hp: HParam, path: str) -> list[Any]:
     """The grid axis of one non-nested hyperparameter (Determined's spacing rules)."""
     if isinstance(hp, ConstHP):
@@ -188,9 +193,9 @@ def grid_values(hp: HParam, path: str) -> list[Any]:
     if isinstance(hp, IntHP):
         count = min(hp.count, hp.maxval - hp.minval + 1)
         if count == 1:
-            return [round((hp.minval + hp.maxval) / 2)]
+            return [_round_half_away((hp.minval + hp.maxval) / 2)]
         span = hp.maxval - hp.minval
-        return [round(hp.minval + i * span / (count - 1)) for i in range(count)]
+        return [_round_half_away(hp.minval + i * span / (count - 1)) for i in range(count)]
     count = hp.count
     if count == 1:
         points = [(hp.minval + hp.maxval) / 2.0]

@@ -73,6 +73,7 @@ def sched_snapshot(
                 order=i,
                 preemptible=True,
                 placement={k: tuple(v) for k, v in placement.items()} if placement else None,
+                preempting=bool(r["preempt_requested"]),
             )
         )
     return sched.PoolSnapshot(

@@ -78,7 +78,7 @@ def test_random_search_completes_with_metrics_and_checkpoints(live_master: Maste
             assert "validation_loss" in t["summaryMetrics"]["validation_metrics"]
             ckpts = live_master.get(f"/api/v1/trials/{t['id']}/checkpoints")["checkpoints"]
             assert [c["metadata"]["steps_completed"] for c in ckpts] == [2, 4, 6, 8]
-        # max_concurrent_trials: 2 agents × 1 slot, never more than 2 trials at a time.
+        # max_concurrent_trials: 2 agents x 1 slot, never more than 2 trials at a time.
         assert sum(len(a.started) for a in agents) == 4
     finally:
         for a in agents:
