@@ -52,12 +52,16 @@ def test_bracket_allocation_per_mode(mode: str, plan: list[tuple[int, int, int]]
         ({"bracket_rungs": [2, 4], "mode": "aggressive"}, [(4, 82, 8), (2, 18, 8)]),
     ],
 )
-def test_bracket_allocation_edge_cases(overrides: dict[str, Any], plan: list[tuple[int, int, int]]) -> None:
+def test_bracket_allocation_edge_cases(
+    overrides: dict[str, Any], plan: list[tuple[int, int, int]]
+) -> None:
     assert adaptive_plan(parse_searcher_config({**BASE, **overrides})) == plan
 
 
 def test_initial_trials_fill_every_bracket_and_events_route_to_their_bracket() -> None:
-    searcher = new_searcher({**BASE, "mode": "standard"}, {"x": {"type": "double", "minval": 0, "maxval": 1}}, 1)
+    searcher = new_searcher(
+        {**BASE, "mode": "standard"}, {"x": {"type": "double", "minval": 0, "maxval": 1}}, 1
+    )
     actions = searcher.initial_trials()
     assert len(actions) == 6 + 5 + 5
     method = searcher.method
@@ -82,7 +86,9 @@ def test_initial_trials_fill_every_bracket_and_events_route_to_their_bracket() -
 
 
 def test_progress_averages_brackets() -> None:
-    searcher = new_searcher({**BASE, "max_trials": 4, "mode": "aggressive", "max_concurrent_trials": 4}, {}, 1)
+    searcher = new_searcher(
+        {**BASE, "max_trials": 4, "mode": "aggressive", "max_concurrent_trials": 4}, {}, 1
+    )
     ids = [a.request_id for a in searcher.initial_trials()]
     searcher.trial_exited(ids[0])
     assert searcher.progress() == pytest.approx(0.25)

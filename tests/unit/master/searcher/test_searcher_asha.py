@@ -79,7 +79,16 @@ DIVISOR_3 = [
     ("overrides", "script"),
     [
         ({}, DIVISOR_2),
-        ({"divisor": 3, "num_rungs": 2, "max_time": 9, "max_trials": 6, "max_concurrent_trials": 6}, DIVISOR_3),
+        (
+            {
+                "divisor": 3,
+                "num_rungs": 2,
+                "max_time": 9,
+                "max_trials": 6,
+                "max_concurrent_trials": 6,
+            },
+            DIVISOR_3,
+        ),
     ],
     ids=["divisor-2", "divisor-3"],
 )

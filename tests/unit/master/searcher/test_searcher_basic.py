@@ -26,7 +26,9 @@ def creates(actions: list[Any]) -> list[CreateTrial]:
     return [a for a in actions if isinstance(a, CreateTrial)]
 
 
-def run_fifo(searcher: Searcher, reasons: dict[int, ExitedReason] | None = None) -> tuple[list[CreateTrial], int, list[Any]]:
+def run_fifo(
+    searcher: Searcher, reasons: dict[int, ExitedReason] | None = None
+) -> tuple[list[CreateTrial], int, list[Any]]:
     """Exit trials oldest-first; returns (all creates, max alive at once, final actions)."""
     reasons = reasons or {}
     alive: deque[str] = deque()
@@ -55,7 +57,12 @@ def run_fifo(searcher: Searcher, reasons: dict[int, ExitedReason] | None = None)
 @pytest.mark.parametrize(("max_trials", "concurrent", "peak"), [(10, 3, 3), (2, 5, 2), (7, 0, 7)])
 def test_random_respects_max_concurrent_trials(max_trials: int, concurrent: int, peak: int) -> None:
     searcher = new_searcher(
-        {"name": "random", "metric": "loss", "max_trials": max_trials, "max_concurrent_trials": concurrent},
+        {
+            "name": "random",
+            "metric": "loss",
+            "max_trials": max_trials,
+            "max_concurrent_trials": concurrent,
+        },
         HP,
         seed=3,
     )
@@ -67,7 +74,9 @@ def test_random_respects_max_concurrent_trials(max_trials: int, concurrent: int,
 
 
 def test_random_replaces_invalid_hp_trials_without_counting_them() -> None:
-    searcher = new_searcher({"name": "random", "metric": "loss", "max_trials": 4, "max_concurrent_trials": 2}, HP, 3)
+    searcher = new_searcher(
+        {"name": "random", "metric": "loss", "max_trials": 4, "max_concurrent_trials": 2}, HP, 3
+    )
     made, _, last = run_fifo(
         searcher, {0: ExitedReason.INVALID_HP, 2: ExitedReason.INVALID_HP, 3: ExitedReason.ERRORED}
     )
@@ -77,7 +86,9 @@ def test_random_replaces_invalid_hp_trials_without_counting_them() -> None:
 
 
 def test_single_creates_one_trial_and_reports_legacy_length() -> None:
-    searcher = new_searcher({"name": "single", "metric": "loss", "max_length": {"batches": 100}}, HP, 0)
+    searcher = new_searcher(
+        {"name": "single", "metric": "loss", "max_length": {"batches": 100}}, HP, 0
+    )
     made, peak, last = run_fifo(searcher)
     assert (len(made), peak) == (1, 1)
     assert searcher.trial_target_length(made[0].request_id) == 100.0
@@ -91,7 +102,9 @@ def test_random_without_max_length_has_no_target_length() -> None:
 
 
 def test_random_progress_is_the_fraction_of_finished_trials() -> None:
-    searcher = new_searcher({"name": "random", "metric": "loss", "max_trials": 4, "max_concurrent_trials": 4}, HP, 0)
+    searcher = new_searcher(
+        {"name": "random", "metric": "loss", "max_trials": 4, "max_concurrent_trials": 4}, HP, 0
+    )
     ids = [c.request_id for c in creates(searcher.initial_trials())]
     searcher.trial_exited(ids[0])
     searcher.trial_exited_early(ids[1], ExitedReason.USER_CANCELED)
@@ -100,7 +113,9 @@ def test_random_progress_is_the_fraction_of_finished_trials() -> None:
 
 @pytest.mark.parametrize("concurrent", [0, 2])
 def test_grid_creates_each_point_once_within_concurrency(concurrent: int) -> None:
-    searcher = new_searcher({"name": "grid", "metric": "loss", "max_concurrent_trials": concurrent}, HP, 9)
+    searcher = new_searcher(
+        {"name": "grid", "metric": "loss", "max_concurrent_trials": concurrent}, HP, 9
+    )
     made, peak, last = run_fifo(searcher, {1: ExitedReason.INVALID_HP})
     assert len(made) == 2 * 3 * 2  # lr count 2, n count 3, act 2 values; INVALID_HP not retried
     assert peak == (12 if concurrent == 0 else 2)
@@ -113,7 +128,11 @@ def test_grid_creates_each_point_once_within_concurrency(concurrent: int) -> Non
 
 def test_grid_without_counts_is_rejected_at_creation() -> None:
     with pytest.raises(ValueError, match=r"hyperparameters\.x\.count"):
-        new_searcher({"name": "grid", "metric": "loss"}, {"x": {"type": "double", "minval": 0, "maxval": 1}}, 0)
+        new_searcher(
+            {"name": "grid", "metric": "loss"},
+            {"x": {"type": "double", "minval": 0, "maxval": 1}},
+            0,
+        )
 
 
 def test_initial_trials_only_once() -> None:

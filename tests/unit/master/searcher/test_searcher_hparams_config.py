@@ -58,7 +58,10 @@ def test_samples_stay_in_range_and_int_reaches_both_ends() -> None:
 
 
 def test_sampling_ignores_dict_order() -> None:
-    a = {"x": {"type": "double", "minval": 0, "maxval": 1}, "y": {"type": "int", "minval": 0, "maxval": 9}}
+    a = {
+        "x": {"type": "double", "minval": 0, "maxval": 1},
+        "y": {"type": "int", "minval": 0, "maxval": 9},
+    }
     b = dict(reversed(list(a.items())))
     assert sample_all(parse_hyperparameters(a), random.Random(5)) == sample_all(
         parse_hyperparameters(b), random.Random(5)
@@ -113,15 +116,36 @@ def test_grid_requires_counts_and_names_the_field() -> None:
         ({"name": "random", "max_trials": 3}, "searcher.metric"),
         ({"name": "random", "metric": "loss"}, "searcher.max_trials: required"),
         ({"name": "random", "metric": "loss", "max_trials": 0}, "searcher.max_trials"),
-        ({"name": "random", "metric": "loss", "max_trials": 2, "max_concurrent_trials": -1}, "searcher.max_concurrent_trials"),
-        ({"name": "single", "metric": "loss", "smaller_is_better": "yes"}, "searcher.smaller_is_better"),
+        (
+            {"name": "random", "metric": "loss", "max_trials": 2, "max_concurrent_trials": -1},
+            "searcher.max_concurrent_trials",
+        ),
+        (
+            {"name": "single", "metric": "loss", "smaller_is_better": "yes"},
+            "searcher.smaller_is_better",
+        ),
         ({**ASHA, "time_metric": "batches"}, "searcher.max_time"),
         ({**ASHA, "max_time": 10}, "searcher.time_metric"),
         ({**ASHA, "max_time": 10, "time_metric": "batches", "divisor": 1}, "searcher.divisor"),
         ({**ASHA, "max_time": -1, "time_metric": "batches"}, "searcher.max_time"),
-        ({**ASHA, "max_time": 9, "time_metric": "batches", "num_rungs": None}, "searcher.num_rungs"),
-        ({**ASHA, "name": "adaptive_asha", "max_time": 9, "time_metric": "b", "mode": "wild"}, "searcher.mode"),
-        ({**ASHA, "name": "adaptive_asha", "max_time": 9, "time_metric": "b", "bracket_rungs": [0]}, "searcher.bracket_rungs"),
+        (
+            {**ASHA, "max_time": 9, "time_metric": "batches", "num_rungs": None},
+            "searcher.num_rungs",
+        ),
+        (
+            {**ASHA, "name": "adaptive_asha", "max_time": 9, "time_metric": "b", "mode": "wild"},
+            "searcher.mode",
+        ),
+        (
+            {
+                **ASHA,
+                "name": "adaptive_asha",
+                "max_time": 9,
+                "time_metric": "b",
+                "bracket_rungs": [0],
+            },
+            "searcher.bracket_rungs",
+        ),
     ],
 )
 def test_bad_searcher_config_names_field(raw: dict[str, Any], field: str) -> None:
@@ -138,6 +162,9 @@ def test_searcher_config_defaults_and_legacy_max_length() -> None:
         "batches", 900.0, 4.0, "standard", 5
     )  # fmt: skip
     assert cfg.max_concurrent_trials == 16
-    assert parse_searcher_config({**ASHA, "max_time": 9, "time_metric": "b"}).max_concurrent_trials == 0
+    assert (
+        parse_searcher_config({**ASHA, "max_time": 9, "time_metric": "b"}).max_concurrent_trials
+        == 0
+    )
     single = parse_searcher_config({"name": "single", "metric": "loss", "max_length": 100})
     assert (single.max_trials, single.max_length) == (1, 100.0)
