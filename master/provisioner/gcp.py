@@ -333,28 +333,31 @@ class GcpProvider:
             zonal_urls=count == 1,
         )
         names = [instance_name(self.config.name_prefix, self._rng) for _ in range(count)]
-        try:
+        attempts = 0
+
+        def send() -> Any:
+            nonlocal attempts
+            attempts += 1
             if count == 1:
                 resource = compute_v1.Instance.from_json(json.dumps(insert_body(props, names[0])))
-                op = self._call(
-                    "insert",
-                    lambda: instances.insert_unary(
-                        project=self.project, zone=zone, instance_resource=resource
-                    ),
+                return instances.insert_unary(
+                    project=self.project, zone=zone, instance_resource=resource
                 )
-            else:
-                bulk = compute_v1.BulkInsertInstanceResource.from_json(
-                    json.dumps(bulk_insert_body(props, names))
-                )
-                op = self._call(
-                    "bulkInsert",
-                    lambda: instances.bulk_insert_unary(
-                        project=self.project, zone=zone, bulk_insert_instance_resource_resource=bulk
-                    ),
-                )
+            bulk = compute_v1.BulkInsertInstanceResource.from_json(
+                json.dumps(bulk_insert_body(props, names))
+            )
+            return instances.bulk_insert_unary(
+                project=self.project, zone=zone, bulk_insert_instance_resource_resource=bulk
+            )
+
+        try:
+            op = self._call("insert" if count == 1 else "bulkInsert", send)
         except exceptions.GoogleAPICallError as exc:
-            raise self._sync_launch_error(exc) from exc
-        done = self._wait(zone, op)
+            if not (count == 1 and attempts > 1 and http_error_reason(exc) == "alreadyExists"):
+                raise self._sync_launch_error(exc) from exc
+            # An earlier attempt created it although its answer was lost: that is a success.
+            op = None
+        done = self._wait(zone, op) if op is not None else None
         if done is not None and done.error and done.error.errors:
             err = launch_error([(e.code, e.message) for e in done.error.errors])
             logger.info(

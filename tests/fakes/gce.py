@@ -72,6 +72,7 @@ class _HttpFault:
     reason: str
     message: str
     times: int
+    after: bool
 
 
 class FakeGce:
@@ -104,7 +105,9 @@ class FakeGce:
 
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 
@@ -146,12 +149,22 @@ class FakeGce:
             self._capacity[zone] = instances
 
     def fail_http(
-        self, kind: str, status: int, reason: str, message: str = "", *, times: int = 1
+        self,
+        kind: str,
+        status: int,
+        reason: str,
+        message: str = "",
+        *,
+        times: int = 1,
+        after: bool = False,
     ) -> None:
         """Answer the next ``times`` requests of ``kind`` (see RecordedRequest.kind) with an
-        HTTP error whose ``errors[0].reason`` is ``reason``."""
+        HTTP error whose ``errors[0].reason`` is ``reason``. ``after``: carry the request out
+        first (the error got lost on the way back, as a 503 from a front end can be)."""
         with self._lock:
-            self._http_faults.append(_HttpFault(kind, status, reason, message or reason, times))
+            self._http_faults.append(
+                _HttpFault(kind, status, reason, message or reason, times, after)
+            )
 
     def set_status(self, name: str, status: str) -> None:
         with self._lock:
@@ -294,9 +307,11 @@ class FakeGce:
             if m is None:
                 return _error(404, "notFound", f"The resource '{path}' was not found")
             fault = self._take_http_fault(req.kind)
-            if fault is not None:
-                return _error(fault.status, fault.reason, fault.message)
             project, zone, rest = m.group("project"), m.group("zone"), m.group("rest")
+            if fault is not None:
+                if fault.after:
+                    self._route(req.kind, project, zone, rest, query, body)
+                return _error(fault.status, fault.reason, fault.message)
             return self._route(req.kind, project, zone, rest, query, body)
 
     def _route(

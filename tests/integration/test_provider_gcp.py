@@ -1,0 +1,301 @@
+"""GcpProvider with the real ``google-cloud-compute`` client against the fake Compute REST API."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from det.master.provisioner.config import parse_provider_config
+from det.master.provisioner.gcp import GcpProvider
+from det.master.provisioner.gcp_config import GcpProviderConfig
+from det.master.provisioner.provider import InstanceState, LaunchError, LaunchOption, Market
+from tests.fakes.gce import FakeGce
+
+pytestmark = pytest.mark.integration
+
+SCRIPT = "#!/bin/bash\necho bootstrap\n"
+ZONE_A, ZONE_B = "us-west1-a", "us-west1-b"
+
+MakeProvider = Callable[..., GcpProvider]
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeGce]:
+    with FakeGce() as server:
+        yield server
+
+
+@pytest.fixture
+def make_provider(fake: FakeGce) -> MakeProvider:
+    from google.auth.credentials import AnonymousCredentials
+
+    seeds = itertools.count()
+
+    def make(
+        *,
+        pool: str = "default",
+        cluster_id: str = "cluster-1",
+        sleeps: list[float] | None = None,
+        **overrides: Any,
+    ) -> GcpProvider:
+        data = {
+            "type": "gcp",
+            "project": "proj",
+            "zone": ZONE_A,
+            "boot_disk_source_image": "projects/proj/global/images/det-agent",
+            "instance_type": {"machine_type": "n1-standard-4", "gpu_type": "", "gpu_num": 0},
+            "cpu_slots_allowed": True,
+            "fallback": [{"zone": ZONE_B}],
+            **overrides,
+        }
+        config = parse_provider_config(data)
+        assert isinstance(config, GcpProviderConfig)
+        return GcpProvider(
+            config,
+            cluster_id=cluster_id,
+            pool=pool,
+            startup_script=SCRIPT,
+            credentials=AnonymousCredentials(),
+            api_endpoint=fake.url,
+            rng=random.Random(next(seeds)),
+            sleep=(sleeps if sleeps is not None else []).append,
+        )
+
+    return make
+
+
+def cpu(zone: str = ZONE_A, market: Market = Market.ON_DEMAND) -> LaunchOption:
+    return LaunchOption(instance_type="n1-standard-4", zone=zone, market=market, slots=1)
+
+
+def test_launch_creates_a_labelled_instance_with_the_bootstrap(
+    fake: FakeGce, make_provider: MakeProvider
+) -> None:
+    provider = make_provider()
+    launched = provider.launch(cpu(), 1)
+
+    assert len(launched) == 1 and launched[0].state is InstanceState.STARTING
+    (created,) = fake.instances()
+    assert created["name"] == launched[0].id
+    assert created["labels"] == {
+        "managed-by": "det",
+        "det-cluster-id": "cluster-1",
+        "det-pool": "default",
+    }
+    assert {"key": "startup-script", "value": SCRIPT} in created["metadata"]["items"]
+    (body,) = fake.bodies("insert")
+    assert body["disks"][0]["initializeParams"]["diskSizeGb"] == "200"
+    # The operation was awaited through our own endpoint, never compute.googleapis.com.
+    assert [r.kind for r in fake.requests] == ["insert", "wait"]
+
+
+def test_gpu_spot_request_body(fake: FakeGce, make_provider: MakeProvider) -> None:
+    provider = make_provider(spot=True)
+    option = LaunchOption(
+        instance_type="n1-standard-8",
+        zone=ZONE_B,
+        market=Market.SPOT,
+        slots=2,
+        accelerator_type="nvidia-tesla-t4",
+        accelerator_count=2,
+    )
+    (inst,) = provider.launch(option, 1)
+
+    (body,) = fake.bodies("insert")
+    assert body["guestAccelerators"] == [
+        {
+            "acceleratorType": f"zones/{ZONE_B}/acceleratorTypes/nvidia-tesla-t4",
+            "acceleratorCount": 2,
+        }
+    ]
+    assert body["scheduling"]["onHostMaintenance"] == "TERMINATE"
+    assert body["scheduling"]["provisioningModel"] == "SPOT"
+    assert body["scheduling"]["instanceTerminationAction"] == "DELETE"
+    listed = {i.id: i for i in provider.list_instances()}
+    assert listed[inst.id].market is Market.SPOT and listed[inst.id].zone == ZONE_B
+
+
+def test_bulk_launch_takes_what_fits(fake: FakeGce, make_provider: MakeProvider) -> None:
+    provider = make_provider()
+    fake.set_capacity(ZONE_A, 2)
+    launched = provider.launch(cpu(), 3)
+
+    assert len(launched) == 2
+    assert {i.id for i in launched} == {i["name"] for i in fake.instances()}
+    (bulk,) = fake.bodies("bulkInsert")
+    assert bulk["count"] == "3" and bulk["minCount"] == "1"
+    assert bulk["instanceProperties"]["machineType"] == "n1-standard-4"
+    assert bulk["instanceProperties"]["labels"]["det-pool"] == "default"
+
+
+def test_list_sees_only_this_cluster_and_pool_in_every_zone(
+    fake: FakeGce, make_provider: MakeProvider
+) -> None:
+    provider = make_provider()
+    mine = {provider.launch(cpu(ZONE_A), 1)[0].id, provider.launch(cpu(ZONE_B), 1)[0].id}
+    fake.add_instance(
+        ZONE_A, "other-cluster", {"det-cluster-id": "cluster-2", "det-pool": "default"}
+    )
+    fake.add_instance(ZONE_A, "other-pool", {"det-cluster-id": "cluster-1", "det-pool": "gpu"})
+    fake.add_instance(ZONE_B, "unlabelled", {})
+
+    listed = provider.list_instances()
+
+    assert {i.id for i in listed} == mine
+    assert all(i.state is InstanceState.RUNNING and i.address for i in listed)
+    filters = {r.query.get("filter") for r in fake.requests if r.kind == "list"}
+    assert filters == {'labels.det-cluster-id = "cluster-1" AND labels.det-pool = "default"'}
+
+
+def test_list_follows_pages(fake: FakeGce, make_provider: MakeProvider) -> None:
+    fake.page_size = 2
+    provider = make_provider(fallback=[])
+    launched = provider.launch(cpu(), 5)
+
+    assert {i.id for i in provider.list_instances()} == {i.id for i in launched}
+    assert sum(r.kind == "list" for r in fake.requests) >= 3 + 3  # bulk check + list, 3 pages each
+
+
+def test_new_instances_are_starting_until_running() -> None:
+    from google.auth.credentials import AnonymousCredentials
+
+    with FakeGce(start="manual") as fake:
+        config = parse_provider_config(
+            {"type": "gcp", "project": "p", "zone": ZONE_A, "boot_disk_source_image": "img"}
+        )
+        assert isinstance(config, GcpProviderConfig)
+        provider = GcpProvider(
+            config,
+            cluster_id="c",
+            pool="default",
+            startup_script=SCRIPT,
+            credentials=AnonymousCredentials(),
+            api_endpoint=fake.url,
+        )
+        (inst,) = provider.launch(cpu(), 1)
+        assert [i.state for i in provider.list_instances()] == [InstanceState.STARTING]
+        assert fake.running_instances() == []
+        fake.set_status(inst.id, "RUNNING")
+        assert [i.state for i in provider.list_instances()] == [InstanceState.RUNNING]
+        assert [i["name"] for i in fake.running_instances()] == [inst.id]
+
+
+def test_terminate_is_idempotent(fake: FakeGce, make_provider: MakeProvider) -> None:
+    provider = make_provider()
+    ids = [i.id for i in provider.launch(cpu(), 2)]
+
+    provider.terminate(ids)
+    provider.terminate(ids)
+    provider.terminate(["never-existed"])
+
+    assert fake.instances() == []
+    assert provider.list_instances() == []
+
+
+def test_terminate_finds_instances_another_process_launched(
+    fake: FakeGce, make_provider: MakeProvider
+) -> None:
+    (inst,) = make_provider().launch(cpu(ZONE_B), 1)
+    make_provider().terminate([inst.id])  # a fresh provider: no zone cache
+    assert fake.instances() == []
+
+
+@pytest.mark.parametrize(
+    "code",
+    ["ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "QUOTA_EXCEEDED"],
+)
+def test_capacity_errors_in_the_operation_are_capacity_launch_errors(
+    fake: FakeGce, make_provider: MakeProvider, code: str
+) -> None:
+    provider = make_provider()
+    fake.fail_zone(ZONE_A, code)
+
+    with pytest.raises(LaunchError) as info:
+        provider.launch(cpu(ZONE_A), 1)
+    assert info.value.code == code and info.value.capacity
+    with pytest.raises(LaunchError):
+        provider.launch(cpu(ZONE_A), 3)
+    assert fake.instances() == []
+    # The next option of the fallback list (another zone) succeeds.
+    assert len(provider.launch(cpu(ZONE_B), 1)) == 1
+
+
+def test_machine_type_missing_in_zone_is_a_capacity_error(
+    fake: FakeGce, make_provider: MakeProvider
+) -> None:
+    provider = make_provider()
+    fake.fail_http(
+        "insert",
+        404,
+        "notFound",
+        f"The resource 'projects/proj/zones/{ZONE_A}/machineTypes/a2-highgpu-1g' was not found",
+    )
+    with pytest.raises(LaunchError) as info:
+        provider.launch(cpu(), 1)
+    assert info.value.capacity and info.value.code == "RESOURCE_NOT_FOUND"
+
+
+def test_transient_errors_are_retried_with_backoff(
+    fake: FakeGce, make_provider: MakeProvider
+) -> None:
+    sleeps: list[float] = []
+    provider = make_provider(sleeps=sleeps)
+    fake.fail_http("insert", 503, "backendError", times=2)
+    fake.fail_http("list", 403, "rateLimitExceeded", times=1)
+
+    assert len(provider.launch(cpu(), 1)) == 1
+    assert len(provider.list_instances()) == 1
+    assert len(sleeps) == 3
+    assert sum(r.kind == "insert" for r in fake.requests) == 3
+
+
+def test_insert_whose_answer_was_lost_is_not_launched_twice(
+    fake: FakeGce, make_provider: MakeProvider
+) -> None:
+    provider = make_provider()
+    fake.fail_http("insert", 503, "backendError", after=True)
+
+    (inst,) = provider.launch(cpu(), 1)
+
+    assert [i["name"] for i in fake.instances()] == [inst.id]
+    assert sum(r.kind == "insert" for r in fake.requests) == 2
+
+
+def test_other_errors_surface_at_once(fake: FakeGce, make_provider: MakeProvider) -> None:
+    sleeps: list[float] = []
+    provider = make_provider(sleeps=sleeps)
+    fake.fail_http("insert", 400, "invalid", "Invalid value for field 'resource.sourceImage'")
+
+    with pytest.raises(LaunchError) as info:
+        provider.launch(cpu(), 1)
+    assert (info.value.code, info.value.capacity) == ("invalid", False)
+    assert sleeps == []
+    assert sum(r.kind == "insert" for r in fake.requests) == 1
+
+
+def test_retries_give_up_after_max_attempts(fake: FakeGce, make_provider: MakeProvider) -> None:
+    provider = make_provider()
+    fake.fail_http("insert", 503, "backendError", times=10)
+    with pytest.raises(LaunchError) as info:
+        provider.launch(cpu(), 1)
+    assert info.value.code == "backendError" and not info.value.capacity
+    assert sum(r.kind == "insert" for r in fake.requests) == 5
+
+
+def test_preempted_vms_leave_the_list_or_show_stopped(
+    fake: FakeGce, make_provider: MakeProvider
+) -> None:
+    spot = make_provider(spot=True, pool="spot")
+    preemptible = make_provider(preemptible=True, pool="legacy")
+    (s,) = spot.launch(cpu(market=Market.SPOT), 1)
+    (p,) = preemptible.launch(cpu(market=Market.SPOT), 1)
+
+    fake.preempt(s.id)
+    fake.preempt(p.id)
+
+    assert spot.list_instances() == []  # Spot with termination action DELETE is gone
+    assert [i.state for i in preemptible.list_instances()] == [InstanceState.STOPPED]
