@@ -23,6 +23,7 @@ set -euo pipefail
 : "${DET_AGENT_VENV:=/opt/det/venv}"
 : "${DET_AGENT_PIP_SPEC:=det[agent]}"
 : "${DET_STARTUP_SCRIPT_B64:=}"
+: "${DET_SYSTEMD:=auto}" # auto | yes | no: run det-agent as a systemd unit or exec it
 
 log() { echo "det-bootstrap: $*" >&2; }
 
@@ -141,7 +142,7 @@ run_startup_script() {
 start_agent() {
   local bin
   bin=$(command -v det-agent)
-  if [ -d /run/systemd/system ]; then
+  if [ "$DET_SYSTEMD" = yes ] || { [ "$DET_SYSTEMD" = auto ] && [ -d /run/systemd/system ]; }; then
     cat >/etc/systemd/system/det-agent.service <<UNIT
 [Unit]
 Description=det agent

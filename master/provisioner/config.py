@@ -18,10 +18,11 @@ from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any, Literal, Union, get_args
 
 import pydantic
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
 from det.master.provisioner import instance_types
 from det.master.provisioner.decider import ScalePolicy
 from det.master.provisioner.provider import LaunchOption, Market
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _UNIT_SECONDS = {
@@ -285,6 +286,12 @@ def _format_errors(exc: pydantic.ValidationError, path: str, tag: str) -> str:
         if loc and loc[0] == tag:  # the union's discriminator value, not a field
             loc = loc[1:]
         msg = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "union_tag_invalid":
+            ctx = error.get("ctx", {})
+            loc, msg = (
+                ["type"],
+                f"unknown provider type {ctx.get('tag')!r} (one of: {ctx.get('expected_tags')})",
+            )
         # Model-level checks say "field.path: reason"; fold the field into the path.
         head, sep, rest = msg.partition(": ")
         if not loc and sep and re.fullmatch(r"[\w.]+", head):

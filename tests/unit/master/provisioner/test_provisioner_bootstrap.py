@@ -1,0 +1,194 @@
+"""The agent bootstrap: the renderer, and the shell script itself run against a fake IMDS."""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from det.master.provisioner import bootstrap
+from tests.fakes.imds import FakeImds
+
+pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="bootstrap.sh needs curl")
+
+ARGS = {
+    "master_url": "http://10.0.0.2:8080/",
+    "agent_token": "s3cr'et $(rm -rf /)",
+    "pool": "gpu",
+    "cluster_id": "c-1",
+}
+
+
+@pytest.fixture
+def imds() -> Iterator[FakeImds]:
+    with FakeImds(instance_id="i-0123abcd", instance_name="det-gpu-abc") as fake:
+        yield fake
+
+
+def render(
+    cloud: bootstrap.Cloud = "aws", extra_env: dict[str, str] | None = None, **kw: str
+) -> str:
+    return bootstrap.render_user_data(
+        ARGS["master_url"],
+        ARGS["agent_token"],
+        ARGS["pool"],
+        ARGS["cluster_id"],
+        cloud,
+        extra_env,
+        **kw,
+    )
+
+
+def test_rendered_script_is_valid_bash_and_small(tmp_path: Path) -> None:
+    script = tmp_path / "user-data.sh"
+    script.write_text(render(startup_script="echo 'hello'\n"))
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    assert len(script.read_bytes()) < bootstrap.MAX_USER_DATA_BYTES
+    assert script.read_text().startswith("#!/bin/bash\n")
+
+
+def test_values_are_shell_quoted(tmp_path: Path) -> None:
+    script = tmp_path / "s.sh"
+    script.write_text(render(extra_env={"DET_AGENT_PIP_SPEC": "det[agent] @ http://m/det.whl"}))
+    out = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f'source {script}; printf "%s\\n" "$DET_AGENT_TOKEN" "$DET_MASTER_URL" "$DET_RESOURCE_POOL" "$DET_CLUSTER_ID" "$DET_CLOUD" "$DET_AGENT_PIP_SPEC"',
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert out == [
+        ARGS["agent_token"],
+        "http://10.0.0.2:8080",
+        "gpu",
+        "c-1",
+        "aws",
+        "det[agent] @ http://m/det.whl",
+    ]
+
+
+def test_startup_script_is_embedded_base64() -> None:
+    text = render(startup_script="docker login x\n")
+    encoded = base64.b64encode(b"docker login x\n").decode()
+    assert f"DET_STARTUP_SCRIPT_B64={encoded}" in text
+
+
+def test_bad_extra_env_name_is_rejected() -> None:
+    with pytest.raises(ValueError, match="extra_env"):
+        render(extra_env={"BAD NAME": "x"})
+
+
+def test_oversized_user_data_is_rejected() -> None:
+    with pytest.raises(ValueError, match="16 KiB"):
+        render(startup_script="x" * 20000)
+
+
+def discover(cloud: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    script = bootstrap.script_text()
+    return subprocess.run(
+        ["bash", "-c", f"source /dev/stdin <<'EOF'\n{script}\nEOF\ndiscover_agent_id {cloud}"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=30,
+    )
+
+
+def test_discovers_the_aws_instance_id_with_the_imdsv2_handshake(imds: FakeImds) -> None:
+    result = discover("aws", {"DET_IMDS_URL": imds.url})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "i-0123abcd"
+    assert imds.token_requests == 1
+
+
+def test_discovers_the_gcp_instance_name(imds: FakeImds) -> None:
+    result = discover("gcp", {"DET_GCE_METADATA_URL": imds.url})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "det-gpu-abc"
+
+
+def test_aws_discovery_fails_without_metadata() -> None:
+    result = discover("aws", {"DET_IMDS_URL": "http://127.0.0.1:9"})
+    assert result.returncode != 0
+
+
+def test_full_run_matches_agent_launch(imds: FakeImds, tmp_path: Path) -> None:
+    """Run the rendered user data end to end with stand-ins for docker and det-agent."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    record = tmp_path / "argv"
+    (bin_dir / "docker").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "det-agent").write_text(
+        f'#!/bin/sh\nprintf "%s\\n" "$0" "$@" > {record}\nenv > {record}.env\n'
+    )
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    config_path = tmp_path / "etc" / "agent.yaml"
+    extra = {"DET_IMDS_URL": imds.url, "DET_AGENT_CONFIG": str(config_path), "DET_SYSTEMD": "no"}
+    script = tmp_path / "user-data.sh"
+    script.write_text(render("aws", extra, startup_script=f"touch {tmp_path}/startup-ran\n"))
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    result = subprocess.run(
+        ["bash", str(script)], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "startup-ran").exists()
+
+    expected = bootstrap.agent_launch(
+        "i-0123abcd",
+        master_url=ARGS["master_url"],
+        agent_token=ARGS["agent_token"],
+        pool="gpu",
+        cluster_id="c-1",
+        cloud="aws",
+        extra_env=extra,
+        config_path=str(config_path),
+    )
+    argv = record.read_text().splitlines()
+    assert [Path(argv[0]).name, *argv[1:]] == expected.argv
+    assert yaml.safe_load(config_path.read_text()) == expected.config
+    assert expected.config == {
+        "master_url": "http://10.0.0.2:8080",
+        "agent_id": "i-0123abcd",
+        "agent_token": ARGS["agent_token"],
+        "resource_pool": "gpu",
+        "preemption_notice": "aws",
+        "preemption_metadata_url": imds.url,
+    }
+    assert config_path.stat().st_mode & 0o077 == 0  # the token is not world-readable
+    seen_env = dict(
+        line.split("=", 1) for line in Path(f"{record}.env").read_text().splitlines() if "=" in line
+    )
+    for key, value in expected.env.items():
+        assert seen_env.get(key) == value, key
+
+
+def test_agent_config_is_accepted_by_the_agent(tmp_path: Path) -> None:
+    from det.agent.config import load_config
+
+    launch = bootstrap.agent_launch(
+        "det-gpu-abc",
+        master_url="http://m:8080",
+        agent_token="t",
+        pool="gpu",
+        cluster_id="c",
+        cloud="gcp",
+        config_path=str(tmp_path / "agent.yaml"),
+    )
+    Path(launch.config_path).write_text(yaml.safe_dump(launch.config))
+    config = load_config(launch.argv[1:], environ={})
+    assert (config.agent_id, config.resource_pool, config.preemption_notice) == (
+        "det-gpu-abc",
+        "gpu",
+        "gcp",
+    )
+    assert config.token() == "t"
