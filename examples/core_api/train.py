@@ -1,0 +1,168 @@
+"""Core API example: train a small model, report metrics, checkpoint, resume, honour preemption.
+
+Runs on a det cluster (single, random, adaptive_asha or distributed configs) and off-cluster:
+``python3 train.py`` (metrics logged, checkpoints in ./checkpoints).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+from typing import Any
+
+import torch
+from model import make_data, make_model
+from torch import nn
+
+import det
+from det import core
+
+logger = logging.getLogger("core_api_example")
+
+DEFAULT_HPARAMS: dict[str, Any] = {
+    "learning_rate": 0.05,
+    "hidden_size": 32,
+    "batch_size": 32,
+    "report_every": 10,
+    "validate_every": 50,
+    "checkpoint_every": 100,
+}
+
+
+class Trainer:
+    def __init__(self, core_context: core.Context, hparams: dict[str, Any], seed: int) -> None:
+        self.ctx = core_context
+        self.hp = {**DEFAULT_HPARAMS, **hparams}
+        self.dist = core_context.distributed
+        torch.manual_seed(seed)
+        self.model = make_model(int(self.hp["hidden_size"]))
+        if self.dist.size > 1:
+            self.model = nn.parallel.DistributedDataParallel(self.model)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=float(self.hp["learning_rate"]))
+        self.x, self.y, self.val_x, self.val_y = make_data()
+        self.steps_completed = 0
+        self.last_val_loss = float("nan")
+
+    # --- checkpoints ----------------------------------------------------------------------
+
+    def save(self) -> None:
+        if self.dist.rank == 0:
+            md = {"steps_completed": self.steps_completed}
+            with self.ctx.checkpoint.store_path(md) as (path, storage_id):
+                torch.save(self._module().state_dict(), path / "model.pt")
+                torch.save(self.opt.state_dict(), path / "optimizer.pt")
+                (path / "state.json").write_text(json.dumps(md))
+            logger.info("saved checkpoint %s at step %d", storage_id, self.steps_completed)
+        self.dist.allgather(None)  # everyone continues once the checkpoint exists
+
+    def restore(self, storage_id: str) -> None:
+        with self.ctx.checkpoint.restore_path(storage_id) as path:
+            self._module().load_state_dict(torch.load(path / "model.pt"))
+            self.opt.load_state_dict(torch.load(path / "optimizer.pt"))
+            self.steps_completed = json.loads((path / "state.json").read_text())["steps_completed"]
+        logger.info("resumed from %s at step %d", storage_id, self.steps_completed)
+
+    def _module(self) -> nn.Module:
+        m = self.model
+        return m.module if isinstance(m, nn.parallel.DistributedDataParallel) else m
+
+    # --- training -------------------------------------------------------------------------
+
+    def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        bs = int(self.hp["batch_size"])
+        start = (step * bs) % len(self.x)
+        idx = torch.arange(start, start + bs) % len(self.x)
+        idx = idx[self.dist.rank :: self.dist.size]  # each worker takes its share
+        return self.x[idx], self.y[idx]
+
+    def validate(self) -> float:
+        with torch.no_grad():
+            loss = nn.functional.mse_loss(self.model(self.val_x), self.val_y).item()
+        self.last_val_loss = loss
+        if self.dist.rank == 0:
+            self.ctx.train.report_validation_metrics(
+                self.steps_completed,
+                {"validation_loss": loss, "batches": self.steps_completed},
+            )
+        return loss
+
+    def train_until(self, max_steps: int) -> bool:
+        """Train to ``max_steps`` batches. Returns False if preempted (checkpoint saved)."""
+        losses: list[float] = []
+        while self.steps_completed < max_steps:
+            x, y = self.batch(self.steps_completed)
+            self.opt.zero_grad()
+            loss = nn.functional.mse_loss(self.model(x), y)
+            loss.backward()
+            self.opt.step()
+            losses.append(loss.item())
+            self.steps_completed += 1
+            s = self.steps_completed
+            if s % int(self.hp["report_every"]) == 0 and self.dist.rank == 0:
+                self.ctx.train.report_training_metrics(s, {"loss": sum(losses) / len(losses)})
+                self.ctx.train.report_progress(min(1.0, s / max_steps))
+                losses = []
+            if s % int(self.hp["validate_every"]) == 0:
+                self.validate()
+            if s % int(self.hp["checkpoint_every"]) == 0:
+                self.save()
+            # should_preempt() is collective (all ranks call it in step) and cheap: the
+            # long-poll runs in a background thread.
+            if s % int(self.hp["report_every"]) == 0 and self.ctx.preempt.should_preempt():
+                logger.info("preempted at step %d: checkpointing and exiting", s)
+                self.save()
+                return False
+        if self.steps_completed % int(self.hp["validate_every"]) != 0:
+            self.validate()
+        if self.steps_completed % int(self.hp["checkpoint_every"]) != 0:
+            self.save()
+        return True
+
+
+def main(max_steps_offcluster: int) -> None:
+    torch.set_num_threads(1)
+    info = det.get_cluster_info()
+    distributed = None
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        torch.distributed.init_process_group("gloo")
+        distributed = core.DistributedContext.from_torch_distributed()
+
+    with core.init(distributed=distributed) as core_context:
+        trial = info.trial if info else None
+        hparams = trial.hparams if trial else {}
+        searcher_cfg: dict[str, Any] = (trial.config.get("searcher") or {}) if trial else {}
+        trainer = Trainer(core_context, hparams, seed=trial.trial_seed if trial else 0)
+        if info and info.latest_checkpoint:
+            trainer.restore(info.latest_checkpoint)
+
+        if searcher_cfg.get("max_length") is not None:
+            # 0.38 semantics: one operation whose length is searcher.max_length.
+            for op in core_context.searcher.operations():
+                if not trainer.train_until(op.length):
+                    return
+                if core_context.distributed.rank == 0:
+                    op.report_progress(trainer.steps_completed)
+                    op.report_completed(trainer.last_val_loss)
+        else:
+            # Adaptive searchers stop a trial early through the preemption signal;
+            # the full length is the searcher's max_time (time_metric: batches).
+            max_steps = int(searcher_cfg.get("max_time") or max_steps_offcluster)
+            trainer.train_until(max_steps)
+
+    if distributed is not None:
+        torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    parser = argparse.ArgumentParser()
+    parser.add_argument(
+        "--max-steps",
+        type=int,
+        default=200,
+        help="training length when the searcher config gives none (e.g. off-cluster)",
+    )
+    args = parser.parse_args()
+    main(args.max_steps)

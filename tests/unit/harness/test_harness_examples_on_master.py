@@ -1,0 +1,77 @@
+"""The core_api example as a trial: metrics, checkpoints, preemption and resume (stand-in master)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.unit.harness.fake_master import FakeMaster
+
+pytest.importorskip("torch")
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "core_api"
+HPARAMS = {"report_every": 5, "validate_every": 20, "checkpoint_every": 40}
+
+
+def run_trial(master: FakeMaster, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    work = tmp_path / "work"
+    if not work.exists():
+        shutil.copytree(EXAMPLE, work, ignore=shutil.ignore_patterns("checkpoints", "__pycache__"))
+    config = {
+        "checkpoint_storage": {"type": "shared_fs", "host_path": str(tmp_path / "ckpts")},
+        "searcher": {"name": "single", "metric": "validation_loss", "max_length": {"batches": 60}},
+    }
+    task_env = master.task_env(config=config, DET_HPARAMS=json.dumps(HPARAMS), **env)
+    return subprocess.run(
+        [sys.executable, "-m", "det.exec.run", "--", f"{sys.executable} train.py"],
+        env={**os.environ, **task_env, "DET_WORKDIR": str(work)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_trial_reports_metrics_and_checkpoints(master: FakeMaster, tmp_path: Path) -> None:
+    r = run_trial(master, tmp_path)
+    assert r.returncode == 0, r.stderr
+    metrics = [rec.body for rec in master.requests_to("/api/v1/trials/11/metrics")]
+    training = [m for m in metrics if m["group"] == "training"]
+    validation = [m for m in metrics if m["group"] == "validation"]
+    assert [m["metrics"]["stepsCompleted"] for m in training] == list(range(5, 61, 5))
+    assert [m["metrics"]["stepsCompleted"] for m in validation] == [20, 40, 60]
+    assert validation[-1]["metrics"]["metrics"]["avgMetrics"]["batches"] == 60
+    ckpts = [rec.body for rec in master.requests_to("/api/v1/checkpoints", method="POST")]
+    assert [c["metadata"]["steps_completed"] for c in ckpts] == [40, 60]
+    for c in ckpts:
+        assert (tmp_path / "ckpts" / c["uuid"] / "model.pt").is_file()
+        assert set(c["resources"]) == {"model.pt", "optimizer.pt", "state.json", "metadata.json"}
+    progress = master.requests_to("/trials/11/progress")
+    assert progress[-1].body["progress"] == 1.0
+
+
+def test_preempted_trial_checkpoints_exits_zero_and_resumes(
+    master: FakeMaster, tmp_path: Path
+) -> None:
+    master.set_preempt(True)
+    r = run_trial(master, tmp_path)
+    assert r.returncode == 0, r.stderr
+    (ckpt,) = [rec.body for rec in master.requests_to("/api/v1/checkpoints", method="POST")]
+    assert ckpt["metadata"]["steps_completed"] == 5
+    assert len(master.requests_to("/signals/ack_preemption")) == 1
+
+    master.set_preempt(False)
+    master.state.records.clear()
+    r = run_trial(master, tmp_path, DET_LATEST_CHECKPOINT=ckpt["uuid"], DET_STEPS_COMPLETED="5")
+    assert r.returncode == 0, r.stderr
+    steps = [
+        rec.body["metrics"]["stepsCompleted"]
+        for rec in master.requests_to("/api/v1/trials/11/metrics")
+        if rec.body["group"] == "training"
+    ]
+    assert steps[0] == 10 and steps[-1] == 60
