@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     def _stop(signum: int, frame: FrameType | None) -> None:
         logging.getLogger(__name__).info("signal %d: stopping (containers keep running)", signum)
         stop.set()
+        agent.wake()
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)

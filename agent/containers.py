@@ -15,6 +15,7 @@ import logging
 import re
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,7 +79,11 @@ class DockerRuntime:
         agent_id: str,
         slots: list[Slot],
         network_mode: str = "host",
+        on_change: Callable[[], None] = lambda: None,
     ) -> None:
+        """`on_change` is called (from worker threads) when a start finishes or fails, so the
+        loop can report the new state at once instead of a heartbeat interval later."""
+        self._on_change = on_change
         self._docker = docker_client
         self._master = master
         self._shipper = shipper
@@ -225,6 +230,8 @@ class DockerRuntime:
         except Exception as e:
             logger.warning("starting %s failed: %s", rec.allocation_id, e)
             self._terminate_unstarted(rec, container, f"start failed: {e}")
+        finally:
+            self._on_change()
 
     def _terminate_unstarted(self, rec: Record, container: Any, error: str) -> None:
         if container is not None:
@@ -318,6 +325,7 @@ class DockerRuntime:
             logger.warning("stopping %s failed (retried next pass): %s", rec.allocation_id, e)
             with self._lock:
                 rec.killing = False
+        self._on_change()
 
     def remove(self, allocation_id: str) -> None:
         with self._lock:

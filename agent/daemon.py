@@ -86,6 +86,7 @@ class Agent:
             config.agent_id,
             self.slots,
             config.container_network_mode,
+            on_change=self.wake,
         )
         self.notices: NoticePoller | None = None
         url = config.notice_url()
@@ -98,6 +99,11 @@ class Agent:
         self._last_desired: list[Desired] | None = None
         self._addresses = local_addresses(config.master_url)
         self.registered = threading.Event()
+        self._wake = threading.Event()
+
+    def wake(self) -> None:
+        """Run the next pass now (a container changed state, or the agent is stopping)."""
+        self._wake.set()
 
     def _body(self) -> dict[str, Any]:
         return {
@@ -145,12 +151,13 @@ class Agent:
             self.runtime.kill(alloc)
         for alloc in plan.remove:
             self.runtime.remove(alloc)
-        # A start or exit changes what we report: tell the master soon rather than a full
-        # interval later (keeps RUN -> RUNNING latency low).
-        return float(min(self._interval, 0.25) if plan.start or plan.kill else self._interval)
+        # Starts wake the loop themselves when they finish (`wake`); a kill changes what we
+        # report within the grace period, so look again soon.
+        return float(min(self._interval, 0.25) if plan.kill else self._interval)
 
     def run(self, stop: threading.Event) -> None:
-        """Run until `stop` is set. Containers keep running when the agent exits."""
+        """Run until `stop` is set (then call `wake`). Containers keep running when the agent
+        exits."""
         logger.info(
             "agent %s: %d slot(s) %s, master %s",
             self.config.agent_id,
@@ -164,7 +171,8 @@ class Agent:
             self.notices.start()
         try:
             while not stop.is_set():
-                stop.wait(self.tick())
+                self._wake.wait(self.tick())
+                self._wake.clear()
         finally:
             if self.notices is not None:
                 self.notices.stop()

@@ -44,6 +44,8 @@ class FakeMaster:
         self.contexts: dict[str, bytes] = {}
         self.logs: list[dict[str, Any]] = []
         self.rejected_auth = 0
+        #: When each allocation was first sent to an agent in a heartbeat answer (monotonic).
+        self.first_sent: dict[str, float] = {}
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -120,7 +122,10 @@ class FakeMaster:
 
     def _heartbeat(self, agent_id: str, body: dict[str, Any]) -> dict[str, Any]:
         with self.lock:
-            self.heartbeats.setdefault(agent_id, []).append((time.monotonic(), body))
+            now = time.monotonic()
+            self.heartbeats.setdefault(agent_id, []).append((now, body))
+            for item in self.desired.get(agent_id, []):
+                self.first_sent.setdefault(item["allocationId"], now)
             self.lock.notify_all()
             return {
                 "clusterId": "fake-cluster",
@@ -169,6 +174,15 @@ class FakeMaster:
                     if c["allocationId"] == allocation_id and (not seen or seen[-1] != c["state"]):
                         seen.append(c["state"])
             return seen
+
+    def first_report(self, agent_id: str, allocation_id: str, state: str) -> float | None:
+        """When the agent first reported `state` for the allocation (monotonic), if it has."""
+        with self.lock:
+            for at, body in self.heartbeats.get(agent_id, []):
+                for c in body["containers"]:
+                    if c["allocationId"] == allocation_id and c["state"] == state:
+                        return at
+            return None
 
     def log_lines(self, allocation_id: str) -> list[str]:
         with self.lock:
