@@ -157,7 +157,7 @@ def _aws(sub: Any) -> None:
     up.add_argument("--spot", action="store_true", help="use spot instances for agents")
     up.add_argument("--spot-max-price", type=_price, help="maximum hourly spot price")
     _common_up(up)
-    up.set_defaults(func=commands.up)
+    up.set_defaults(func=handle, _deploy_func=commands.up)
     down = verbs.add_parser("down", help="delete a cluster")
     down.add_argument("--cluster-id", required=True)
     down.add_argument("--region", help="AWS region (default: the cluster's)")
@@ -170,12 +170,12 @@ def _aws(sub: Any) -> None:
     down.add_argument(
         "--yes", "--no-prompt", dest="yes", action="store_true", help="do not ask for confirmation"
     )
-    down.set_defaults(func=commands.down)
+    down.set_defaults(func=handle, _deploy_func=commands.down)
     ls = verbs.add_parser("list", aliases=["ls"], help="list clusters deployed from this machine")
     ls.add_argument("--region", help=argparse.SUPPRESS)
     ls.add_argument("--profile", help=argparse.SUPPRESS)
     ls.add_argument("--json", action="store_true")
-    ls.set_defaults(func=commands.list_)
+    ls.set_defaults(func=handle, _deploy_func=commands.list_)
 
 
 def _gcp(sub: Any) -> None:
@@ -223,7 +223,7 @@ def _gcp(sub: Any) -> None:
         help="extra label key=value (repeatable)",
     )
     _common_up(up)
-    up.set_defaults(func=commands.up)
+    up.set_defaults(func=handle, _deploy_func=commands.up)
     down = verbs.add_parser("down", help="delete a cluster")
     down.add_argument("--cluster-id", required=True)
     down.add_argument("--project-id", help="GCP project (default: the cluster's)")
@@ -236,21 +236,17 @@ def _gcp(sub: Any) -> None:
     down.add_argument(
         "--yes", "--no-prompt", dest="yes", action="store_true", help="do not ask for confirmation"
     )
-    down.set_defaults(func=commands.down)
+    down.set_defaults(func=handle, _deploy_func=commands.down)
     ls = verbs.add_parser("list", aliases=["ls"], help="list clusters deployed from this machine")
     ls.add_argument("--project-id", help=argparse.SUPPRESS)
     ls.add_argument("--json", action="store_true")
-    ls.set_defaults(func=commands.list_)
+    ls.set_defaults(func=handle, _deploy_func=commands.list_)
 
 
 def add_parsers(subparsers: Any) -> None:
     """Register ``aws`` and ``gcp`` under the ``deploy`` noun's subparsers."""
     _aws(subparsers)
     _gcp(subparsers)
-    for parser in subparsers.choices.values():
-        if parser.prog.split()[-1] in ("aws", "gcp"):
-            for verb in parser._subparsers._group_actions[0].choices.values():
-                verb.set_defaults(_deploy_func=verb.get_default("func"), func=handle)
 
 
 def handle(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:

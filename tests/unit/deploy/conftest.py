@@ -12,8 +12,16 @@ from det.deploy.common import dryrun
 from det.deploy.gcp import program as gcp_program
 from det.deploy.gcp.config import GcpConfig
 
-AWS = AwsConfig(cluster_id="c1", keypair="kp", inbound_cidr="198.51.100.0/24", enable_ssh=True, spot=True)
-GCP = GcpConfig(cluster_id="c1", project_id="proj", inbound_cidr="198.51.100.0/24", enable_ssh=True, filestore=True)
+AWS = AwsConfig(
+    cluster_id="c1", keypair="kp", inbound_cidr="198.51.100.0/24", enable_ssh=True, spot=True
+)
+GCP = GcpConfig(
+    cluster_id="c1",
+    project_id="proj",
+    inbound_cidr="198.51.100.0/24",
+    enable_ssh=True,
+    filestore=True,
+)
 
 
 @pytest.fixture(scope="session")

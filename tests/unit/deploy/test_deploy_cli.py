@@ -1,0 +1,230 @@
+"""``det deploy aws|gcp``: dry-run without credentials, preflight before anything is created."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from det.deploy import cli
+from det.deploy.common import state
+from det.deploy.common.preflight import PULUMI_INSTALL_HINT
+
+CREDENTIAL_VARS = [
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "CLOUDSDK_CONFIG",
+    "GOOGLE_CLOUD_PROJECT",
+]
+
+
+@pytest.fixture
+def no_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """No cloud credentials anywhere, an empty per-user state dir, no pulumi on PATH."""
+    for var in CREDENTIAL_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", str(bin_dir))
+    return tmp_path / "data"
+
+
+def _run(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.run(argv, out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_aws_dry_run_json_without_credentials(no_credentials: Path):
+    code, out, err = _run(
+        ["aws", "up", "--cluster-id", "c1", "--keypair", "kp", "--dry-run", "--json"]
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["cloud"] == "aws" and doc["clusterId"] == "c1"
+    by_type = {r["type"]: r for r in doc["resources"]}
+    assert by_type["aws:rds/instance:Instance"]["security"]["publiclyAccessible"] is False
+    assert by_type["aws:rds/instance:Instance"]["security"]["storageEncrypted"] is True
+    assert (
+        by_type["aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"]["security"][
+            "blockPublicPolicy"
+        ]
+        is True
+    )
+    policies = [r for r in doc["resources"] if r["type"] == "aws:iam/rolePolicy:RolePolicy"]
+    assert any("iam:PassRole" in s for p in policies for s in p["security"]["statements"])
+    assert doc["outputs"]["master_url"].startswith("http://")
+    assert not (no_credentials / "det").exists()
+
+
+def test_gcp_dry_run_table_without_credentials(no_credentials: Path):
+    code, out, err = _run(["gcp", "up", "--cluster-id", "c1", "--project-id", "p", "--dry-run"])
+    assert code == 0, err
+    assert "gcp:sql/databaseInstance:DatabaseInstance" in out
+    assert "publicIp: false" in out and "sslMode: ENCRYPTED_ONLY" in out
+    assert "publicAccessPrevention: enforced" in out
+    assert "Nothing was created" in out
+
+
+def test_up_without_pulumi_exits_with_the_install_hint_and_creates_nothing(no_credentials: Path):
+    code, out, err = _run(["aws", "up", "--cluster-id", "c1", "--keypair", "kp", "--yes"])
+    assert code == 1
+    assert err.strip() == f"det deploy: error: {PULUMI_INSTALL_HINT}"
+    assert not (no_credentials / "det").exists()
+    assert state.list_stacks(state.state_dir(), "det-aws") == []
+    code, _, err = _run(["gcp", "up", "--cluster-id", "c1", "--project-id", "p", "--yes"])
+    assert code == 1 and "get.pulumi.com" in err
+    assert not (no_credentials / "det").exists()
+
+
+def test_down_without_pulumi_exits_non_zero(no_credentials: Path):
+    code, _, err = _run(["aws", "down", "--cluster-id", "c1", "--yes"])
+    assert code == 1 and "Pulumi CLI" in err
+
+
+def test_invalid_cluster_id_is_one_line_error(no_credentials: Path):
+    code, out, err = _run(
+        ["gcp", "up", "--cluster-id", "Bad_Name", "--project-id", "p", "--dry-run"]
+    )
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and "--cluster-id" in err
+
+
+def test_preemption_needs_the_priority_scheduler(no_credentials: Path):
+    code, _, err = _run(
+        [
+            "aws",
+            "up",
+            "--cluster-id",
+            "c1",
+            "--keypair",
+            "k",
+            "--dry-run",
+            "--preemption-enabled",
+            "true",
+        ]
+    )
+    assert code == 1 and "priority" in err
+    code, out, _ = _run(
+        [
+            "aws",
+            "up",
+            "--cluster-id",
+            "c1",
+            "--keypair",
+            "k",
+            "--dry-run",
+            "--json",
+            "--scheduler-type",
+            "priority",
+            "--preemption-enabled",
+            "true",
+        ]
+    )
+    assert code == 0
+    assert "preemption: true" in json.loads(out)["outputs"]["master_yaml"]
+
+
+def test_flags_reach_the_master_yaml(no_credentials: Path):
+    code, out, err = _run(
+        [
+            "aws",
+            "up",
+            "--cluster-id",
+            "c2",
+            "--keypair",
+            "k",
+            "--dry-run",
+            "--json",
+            "--spot",
+            "--spot-max-price",
+            "0.5",
+            "--gpu-agent-instance-type",
+            "p3.8xlarge",
+            "--min-dynamic-agents",
+            "1",
+            "--max-dynamic-agents",
+            "3",
+            "--max-idle-agent-period",
+            "7m",
+            "--add-tag",
+            "team=ml",
+        ]
+    )
+    assert code == 0, err
+    master_yaml = json.loads(out)["outputs"]["master_yaml"]
+    for text in (
+        "instance_type: p3.8xlarge",
+        "spot_max_price: '0.5'",
+        "min_instances: 1",
+        "max_instances: 3",
+        "max_idle_agent_period: 7m",
+        "key: team",
+    ):
+        assert text in master_yaml
+
+
+def test_bad_flag_value_is_an_argparse_error(
+    no_credentials: Path, capsys: pytest.CaptureFixture[str]
+):
+    assert (
+        cli.run(["aws", "up", "--cluster-id", "c1", "--keypair", "k", "--spot-max-price", "$1"])
+        == 2
+    )
+    assert "positive number" in capsys.readouterr().err
+
+
+def test_list_reads_the_state_dir(no_credentials: Path):
+    stacks = no_credentials / "det" / "pulumi" / ".pulumi" / "stacks" / "det-aws"
+    stacks.mkdir(parents=True)
+    checkpoint = {
+        "checkpoint": {
+            "latest": {
+                "resources": [
+                    {
+                        "type": "pulumi:pulumi:Stack",
+                        "outputs": {
+                            "master_url": "http://203.0.113.5:8080",
+                            "bucket": "bk",
+                            "initial_user_password": {"ciphertext": "x"},
+                        },
+                    },
+                ]
+            }
+        }
+    }
+    (stacks / "prod.json").write_text(json.dumps(checkpoint))
+    (stacks / "prod.json.bak").write_text("{}")
+    code, out, _ = _run(["aws", "list", "--json"])
+    assert code == 0
+    assert json.loads(out) == [
+        {"clusterId": "prod", "masterUrl": "http://203.0.113.5:8080", "bucket": "bk"}
+    ]
+    code, out, _ = _run(["gcp", "list"])
+    assert code == 0 and out.startswith("no clusters")
+
+
+def test_add_parsers_registers_aws_and_gcp_under_a_noun():
+    parser = argparse.ArgumentParser(prog="det")
+    nouns = parser.add_subparsers(dest="noun")
+    deploy = nouns.add_parser("deploy")
+    cli.add_parsers(deploy.add_subparsers(dest="cloud"))
+    args = parser.parse_args(
+        ["deploy", "gcp", "up", "--cluster-id", "c", "--project-id", "p", "--dry-run", "--json"]
+    )
+    assert args.func is cli.handle
+    out = io.StringIO()
+    assert args.func(args, out) == 0
+    assert json.loads(out.getvalue())["cloud"] == "gcp"
