@@ -8,15 +8,11 @@ Build one with ``new_searcher(searcher_config, hyperparameters, seed)`` from the
 ``searcher:`` and ``hyperparameters:`` dicts of the experiment config (``ValueError`` names a bad
 field). Then feed it events; each returns a list of actions to apply:
 
-=====================================================  ======================================
-event                                                  typical actions
-=====================================================  ======================================
-``initial_trials()`` (once, when the experiment starts) N x ``CreateTrial``
-``trial_created(request_id)`` (the trial row exists)    none
-``validation_completed(request_id, metric, time_value)``  ``StopTrial`` (ASHA family)
-``trial_exited(request_id)`` (ended COMPLETED)          ``CreateTrial``, ``Shutdown``
-``trial_exited_early(request_id, reason)``              ``CreateTrial``, ``Shutdown``
-=====================================================  ======================================
+* ``initial_trials()``, once when the experiment starts: N x ``CreateTrial``.
+* ``trial_created(request_id)``, when the trial row exists: usually nothing.
+* ``validation_completed(request_id, metric, time_value)``: ``StopTrial`` (ASHA family only).
+* ``trial_exited(request_id)``, the trial ended COMPLETED: ``CreateTrial`` and/or ``Shutdown``.
+* ``trial_exited_early(request_id, reason)``: ``CreateTrial`` and/or ``Shutdown``.
 
 Actions (``actions.py``):
 

@@ -142,7 +142,7 @@ class AsyncHalving(SearchMethod):
     def target_length(self, request_id: str) -> float | None:
         return self.max_time
 
-    def state(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, Any]:
         return {
             "rungs": [
                 {"time": t, "metrics": [[encode_float(v), i] for v, i in zip(ls, ids, strict=True)]}
@@ -154,7 +154,7 @@ class AsyncHalving(SearchMethod):
             "finished": self.finished,
         }
 
-    def load_state(self, state: dict[str, Any]) -> None:
+    def restore(self, state: dict[str, Any]) -> None:
         self.losses = [[decode_float(v) for v, _ in r["metrics"]] for r in state["rungs"]]
         self.ids = [[str(i) for _, i in r["metrics"]] for r in state["rungs"]]
         self.trial_rungs = {str(k): int(v) for k, v in state["trial_rungs"].items()}
@@ -296,13 +296,13 @@ class AdaptiveASHA(SearchMethod):
     def bracket_of(self, request_id: str) -> int:
         return self.trial_table[request_id]
 
-    def state(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, Any]:
         return {
             "trial_table": dict(self.trial_table),
-            "brackets": [b.state() for b in self.brackets],
+            "brackets": [b.snapshot() for b in self.brackets],
         }
 
-    def load_state(self, state: dict[str, Any]) -> None:
+    def restore(self, state: dict[str, Any]) -> None:
         self.trial_table = {str(k): int(v) for k, v in state["trial_table"].items()}
         for bracket, sub in zip(self.brackets, state["brackets"], strict=True):
-            bracket.load_state(sub)
+            bracket.restore(sub)

@@ -87,7 +87,9 @@ class SearchMethod(abc.ABC):
         return None
 
     @abc.abstractmethod
-    def state(self) -> dict[str, Any]: ...
+    def snapshot(self) -> dict[str, Any]:
+        """JSON-able state; the shared RNG is saved separately, by the facade."""
 
     @abc.abstractmethod
-    def load_state(self, state: dict[str, Any]) -> None: ...
+    def restore(self, state: dict[str, Any]) -> None:
+        """Load ``snapshot()`` output into a method freshly built from the same config."""

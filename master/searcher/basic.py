@@ -65,10 +65,10 @@ class RandomSearch(SearchMethod):
     def target_length(self, request_id: str) -> float | None:
         return self.config.max_length
 
-    def state(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, Any]:
         return {"created": self.created, "finished": self.finished}
 
-    def load_state(self, state: dict[str, Any]) -> None:
+    def restore(self, state: dict[str, Any]) -> None:
         self.created = int(state["created"])
         self.finished = int(state["finished"])
 
@@ -115,9 +115,9 @@ class GridSearch(SearchMethod):
     def target_length(self, request_id: str) -> float | None:
         return self.config.max_length
 
-    def state(self) -> dict[str, Any]:
+    def snapshot(self) -> dict[str, Any]:
         return {"next_point": self.next_point, "finished": self.finished}
 
-    def load_state(self, state: dict[str, Any]) -> None:
+    def restore(self, state: dict[str, Any]) -> None:
         self.next_point = int(state["next_point"])
         self.finished = int(state["finished"])

@@ -158,7 +158,7 @@ class Searcher:
             "created": sorted(self.created),
             "stopped": sorted(self.stopped),
             "exited": dict(self.exited),
-            "method": self.method.state(),
+            "method": self.method.snapshot(),
         }
 
     @classmethod
@@ -177,7 +177,7 @@ class Searcher:
         searcher.created = set(snapshot["created"])
         searcher.stopped = set(snapshot["stopped"])
         searcher.exited = dict(snapshot["exited"])
-        searcher.method.load_state(snapshot["method"])
+        searcher.method.restore(snapshot["method"])
         return searcher
 
 

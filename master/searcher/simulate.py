@@ -244,18 +244,21 @@ def _unit(hp: HParam, value: Any) -> float:
 class SyntheticCurve:
     """loss(h, t) = a(h) + b(h) / sqrt(t) + noise, from a seeded random landscape.
 
-    ``a`` (the final loss) and ``b`` (how slowly a trial learns) are quadratics with different
-    optima, so early ranking predicts late ranking only partly, as in real searches. The noise
-    is a deterministic function of (trial seed, t).
+    ``a`` is the final loss: a weighted quadratic around a random optimum in the normalised
+    hyperparameter space. ``b`` (how slowly a trial learns) is ``0.2 + a(h)`` plus ``crossing``
+    times a quadratic with a different optimum, so early ranking predicts the final ranking only
+    partly and curves cross (``crossing=0``: perfectly predictive). The noise is a
+    deterministic function of (trial seed, t).
     """
 
     hyperparameters: Mapping[str, Any]
     seed: int = 0
     noise: float = 0.01
+    crossing: float = 0.5
 
     def __call__(self, hparams: dict[str, Any], t: float, trial_seed: int) -> float:
         rng = random.Random(self.seed)
-        a, b = 0.0, 0.5
+        a, slow = 0.0, 0.0
         for route, hp in _leaves(parse_hyperparameters(self.hyperparameters).items):
             value: Any = hparams
             for key in route:
@@ -263,7 +266,8 @@ class SyntheticCurve:
             u = _unit(hp, value)
             c, d, w = rng.random(), rng.random(), rng.uniform(0.5, 2.0)
             a += w * (u - c) ** 2
-            b += 2.0 * (u - d) ** 2
+            slow += (u - d) ** 2
+        b = 0.2 + a + self.crossing * slow
         eps = random.Random(f"{self.seed}:{trial_seed}:{t!r}").gauss(0.0, 1.0)
         return a + b / math.sqrt(max(t, 1e-9)) + self.noise * eps
 
