@@ -28,6 +28,7 @@ def create_app(state: MasterState) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = 200 * 1024 * 1024
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.before_request(_common.authenticate)
+    app.teardown_request(_common.release_connection)
     for bp in BLUEPRINTS:
         app.register_blueprint(bp)
 

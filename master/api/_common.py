@@ -70,9 +70,27 @@ def state() -> MasterState:
 
 @contextmanager
 def db() -> Iterator[Conn]:
-    """A connection in a transaction: committed when the block ends, rolled back on error."""
-    with state().pool.connection() as conn:
+    """The request's connection in a transaction: committed when the block ends, rolled back
+    on error. One pooled connection serves the whole request (authentication included) and goes
+    back to the pool when the request ends (:func:`release_connection`)."""
+    conn: Conn | None = g.get("_det_conn")
+    if conn is None:
+        conn = state().pool.getconn()
+        g._det_conn = conn
+    try:
         yield conn
+    except BaseException:
+        conn.rollback()
+        raise
+    conn.commit()
+
+
+def release_connection(_exc: BaseException | None = None) -> None:
+    """``teardown_request`` hook: return the request's connection to the pool."""
+    conn: Conn | None = g.pop("_det_conn", None)
+    if conn is not None:
+        conn.rollback()
+        state().pool.putconn(conn)
 
 
 def _bearer(value: str | None) -> str | None:

@@ -94,20 +94,33 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _update_summary(summary: dict[str, Any], group: str, metrics: dict[str, Any]) -> dict[str, Any]:
+def _update_summary(
+    summary: dict[str, Any], group: str, batch: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Folds a batch of one group's metric dicts (in report order) into the trial's summary."""
     key = _SUMMARY_KEY.get(group, group)
     section = dict(summary.get(key) or {})
-    for name, value in metrics.items():
+    columns: dict[str, list[Any]] = {}
+    for metrics in batch:
+        for name, value in metrics.items():
+            columns.setdefault(name, []).append(value)
+    for name, values in columns.items():
         entry = dict(section.get(name) or {})
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        numbers = [
+            v
+            for v in values
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        ]
+        if numbers:
             entry["type"] = "number"
-            entry["count"] = int(entry.get("count", 0)) + 1
-            entry["sum"] = float(entry.get("sum", 0.0)) + value
-            entry["min"] = value if "min" not in entry else min(entry["min"], value)
-            entry["max"] = value if "max" not in entry else max(entry["max"], value)
+            entry["count"] = int(entry.get("count", 0)) + len(numbers)
+            entry["sum"] = float(entry.get("sum", 0.0)) + math.fsum(numbers)
+            lo, hi = min(numbers), max(numbers)
+            entry["min"] = lo if "min" not in entry else min(entry["min"], lo)
+            entry["max"] = hi if "max" not in entry else max(entry["max"], hi)
         else:
-            entry["type"] = "string" if isinstance(value, str) else "object"
-        entry["last"] = _clean(value)
+            entry["type"] = "string" if isinstance(values[-1], str) else entry.get("type", "object")
+        entry["last"] = _clean(values[-1])
         section[name] = entry
     out = dict(summary)
     out[key] = section
@@ -127,6 +140,7 @@ def report_metrics(conn: Conn, trial_id: int, reports: list[dict[str, Any]]) -> 
     if trial is None:
         raise NotFound(f"trial {trial_id} not found")
     rows = []
+    by_group: dict[str, list[dict[str, Any]]] = {}
     summary = trial["summary_metrics"] or {}
     steps = trial["steps_completed"]
     searcher_cfg = trial["config"].get("searcher") or {}
@@ -148,8 +162,8 @@ def report_metrics(conn: Conn, trial_id: int, reports: list[dict[str, Any]]) -> 
         body = {"avg_metrics": avg}
         if m.get("batchMetrics"):
             body["batch_metrics"] = m["batchMetrics"]
-        rows.append((trial_id, int(r.get("trialRunId") or 0), group, total, Jsonb(body)))
-        summary = _update_summary(summary, group, avg)
+        rows.append((trial_id, int(r.get("trialRunId") or 0), group, total, json.dumps(body)))
+        by_group.setdefault(group, []).append(avg)
         steps = max(steps, total)
         if group == VALIDATION and metric_name in avg:
             value = avg[metric_name]
@@ -164,12 +178,15 @@ def report_metrics(conn: Conn, trial_id: int, reports: list[dict[str, Any]]) -> 
                 )
                 if best is None or (value < best if smaller else value > best):
                     best = float(value)
+    for group, batch in by_group.items():
+        summary = _update_summary(summary, group, batch)
     with conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO metrics (trial_id, trial_run_id, metric_group, total_batches, metrics)"
-            " VALUES (%s, %s, %s, %s, %s)",
-            rows,
-        )
+        # COPY: one round trip for the whole batch, several times faster than INSERTs.
+        with cur.copy(
+            "COPY metrics (trial_id, trial_run_id, metric_group, total_batches, metrics) FROM STDIN"
+        ) as copy:
+            for row in rows:
+                copy.write_row(row)
         if events:
             cur.executemany(
                 "INSERT INTO searcher_events (experiment_id, kind, request_id, payload)"

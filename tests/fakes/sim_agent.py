@@ -54,6 +54,8 @@ def default_training(
     curve = curve or (lambda h, t: float(h.get("lr", 1.0)) / (t + 1))
     for step in range(start + 1, steps + 1):
         if killed.is_set():
+            with _ACK_LOCK:
+                ACKED.extend(s.acked)
             return 137
         s.post(
             f"{master}/api/v1/trials/{trial_id}/metrics",

@@ -1,0 +1,148 @@
+"""Metric ingest through the REST API versus a direct COPY into the same PostgreSQL.
+
+8 concurrent reporters, each request 100 steps x 10 metrics (one row per step), against a
+master started from this repository on the embedded database. Prints rows/s for the API (median
+of several runs) and the ratio to COPY of the same rows.
+
+    .venv/bin/python bench/ingest.py [--runs 5] [--requests 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.integration.conftest import start_master
+
+REPORTERS = 8
+STEPS = 100
+METRICS = 10
+
+CONFIG = """
+name: ingest-bench
+entrypoint: python3 train.py
+searcher: {name: random, metric: loss, max_trials: 8, max_concurrent_trials: 8}
+hyperparameters: {lr: {type: double, minval: 0.1, maxval: 1.0}}
+"""
+
+
+def reports(start: int) -> list[dict[str, object]]:
+    return [
+        {
+            "group": "training",
+            "trialRunId": 1,
+            "stepsCompleted": start + i,
+            "metrics": {
+                "avgMetrics": {f"m{k}": (start + i) * 0.001 * (k + 1) for k in range(METRICS)}
+            },
+        }
+        for i in range(STEPS)
+    ]
+
+
+def api_run(url: str, token: str, trial_ids: list[int], n_requests: int) -> float:
+    def worker(tid: int) -> None:
+        s = requests.Session()
+        s.headers["Authorization"] = f"Bearer {token}"
+        for j in range(n_requests):
+            r = s.post(
+                f"{url}/api/v1/trials/{tid}/metrics/batch",
+                json={"reports": reports(j * STEPS)},
+                timeout=60,
+            )
+            r.raise_for_status()
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in trial_ids]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return REPORTERS * n_requests * STEPS / (time.perf_counter() - t0)
+
+
+def copy_run(db_url: str, trial_ids: list[int], n_requests: int) -> float:
+    rows = []
+    for tid in trial_ids:
+        for j in range(n_requests):
+            for r in reports(j * STEPS):
+                rows.append(
+                    (
+                        tid,
+                        1,
+                        "training",
+                        r["stepsCompleted"],
+                        json.dumps({"avg_metrics": r["metrics"]["avgMetrics"]}),
+                    )
+                )  # type: ignore[index]
+    with psycopg.connect(db_url) as conn:
+        t0 = time.perf_counter()
+        with (
+            conn.cursor() as cur,
+            cur.copy(
+                "COPY metrics (trial_id, trial_run_id, metric_group, total_batches, metrics) FROM STDIN"
+            ) as copy,
+        ):
+            for row in rows:
+                copy.write_row(row)
+        conn.commit()
+        return len(rows) / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--requests", type=int, default=40, help="requests per reporter per run")
+    args = ap.parse_args()
+    import pgserver
+
+    with tempfile.TemporaryDirectory() as tmp:
+        server = pgserver.get_server(Path(tmp) / "pg", cleanup_mode="stop")
+        base = server.get_uri()
+        with psycopg.connect(base, autocommit=True) as c:
+            c.execute("CREATE DATABASE bench")
+        head, sep, q = base.partition("?")
+        db_url = head.rsplit("/", 1)[0] + "/bench" + sep + q
+        m = start_master(Path(tmp), db_url)
+        try:
+            token = m.login()
+            s = requests.Session()
+            s.headers["Authorization"] = f"Bearer {token}"
+            eid = s.post(
+                f"{m.url}/api/v1/experiments", json={"config": CONFIG, "activate": True}, timeout=30
+            ).json()["experiment"]["id"]
+            deadline = time.monotonic() + 30
+            while True:
+                trials = s.get(f"{m.url}/api/v1/experiments/{eid}/trials", timeout=30).json()[
+                    "trials"
+                ]
+                if len(trials) >= REPORTERS or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            ids = [t["id"] for t in trials][:REPORTERS]
+            assert len(ids) == REPORTERS, "the searcher did not create the trials"
+            api = [api_run(m.url, token, ids, args.requests) for _ in range(args.runs)]
+            copy = [copy_run(db_url, ids, args.requests) for _ in range(args.runs)]
+        finally:
+            m.kill()
+            server.cleanup()
+    a, c = statistics.median(api), statistics.median(copy)
+    print(f"reporters={REPORTERS} request={STEPS} steps x {METRICS} metrics, runs={args.runs}")
+    print(f"API ingest: median {a:,.0f} rows/s (min {min(api):,.0f}, max {max(api):,.0f})")
+    print(f"COPY:       median {c:,.0f} rows/s (min {min(copy):,.0f}, max {max(copy):,.0f})")
+    print(f"ratio API/COPY: {a / c:.2f}   (goal: >= 20,000 rows/s and >= 0.25)")
+
+
+if __name__ == "__main__":
+    main()
