@@ -22,6 +22,7 @@ import functools
 import hashlib
 import json
 import logging
+import os
 import random
 import re
 import string
@@ -449,19 +450,23 @@ class GcpProvider:
 
 
 def _metadata(path: str) -> str:
-    """A value from the GCE metadata server (the master's own project or zone)."""
+    """A value from the GCE metadata server (the master's own project or zone).
+
+    ``GCE_METADATA_HOST`` points it elsewhere, as it does for google-auth.
+    """
     import requests
 
+    host = os.environ.get("GCE_METADATA_HOST") or "metadata.google.internal"
     try:
         resp = requests.get(
-            f"http://metadata.google.internal/computeMetadata/v1/{path}",
+            f"http://{host}/computeMetadata/v1/{path}",
             headers={"Metadata-Flavor": "Google"},
             timeout=2,
         )
         resp.raise_for_status()
     except requests.RequestException as exc:
         raise ValueError(
-            f"provider.gcp: project/zone not configured and the metadata server is unreachable "
+            f"provider: project/zone not configured and not readable from the metadata server "
             f"({path}): {exc}"
         ) from exc
     return resp.text.strip()

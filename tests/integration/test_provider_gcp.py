@@ -14,6 +14,7 @@ from det.master.provisioner.gcp import GcpProvider
 from det.master.provisioner.gcp_config import GcpProviderConfig
 from det.master.provisioner.provider import InstanceState, LaunchError, LaunchOption, Market
 from tests.fakes.gce import FakeGce
+from tests.fakes.gce_metadata import FakeGceMetadata
 
 pytestmark = pytest.mark.integration
 
@@ -182,6 +183,30 @@ def test_new_instances_are_starting_until_running() -> None:
         fake.set_status(inst.id, "RUNNING")
         assert [i.state for i in provider.list_instances()] == [InstanceState.RUNNING]
         assert [i["name"] for i in fake.running_instances()] == [inst.id]
+
+
+def test_project_and_zone_default_to_the_masters_own(
+    fake: FakeGce, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from google.auth.credentials import AnonymousCredentials
+
+    config = parse_provider_config({"type": "gcp", "boot_disk_source_image": "img"})
+    assert isinstance(config, GcpProviderConfig)
+    with FakeGceMetadata(project="master-proj", zone="europe-west4-a") as metadata:
+        monkeypatch.setenv("GCE_METADATA_HOST", metadata.host)
+        provider = GcpProvider(
+            config,
+            cluster_id="c",
+            pool="default",
+            startup_script=SCRIPT,
+            credentials=AnonymousCredentials(),
+            api_endpoint=fake.url,
+        )
+    assert (provider.project, provider.zone) == ("master-proj", "europe-west4-a")
+    provider.launch(LaunchOption(instance_type="e2-standard-4"), 1)
+    assert (
+        fake.requests[0].path == "/compute/v1/projects/master-proj/zones/europe-west4-a/instances"
+    )
 
 
 def test_terminate_is_idempotent(fake: FakeGce, make_provider: MakeProvider) -> None:
