@@ -6,7 +6,7 @@ keys are ignored. Errors are ``ValueError("searcher.<field>: <reason>")``.
 
 Defaults follow Determined 0.38: ``smaller_is_better: true``, ``max_concurrent_trials: 16``
 (``0`` means no limit; for ``async_halving`` it means ``divisor ** (num_rungs - 1)`` capped by
-``max_trials``), ``divisor: 4``, ``mode: standard``, ``max_rungs: 5``. The legacy
+``max_trials``, for ``adaptive_asha`` see ``asha.bracket_max_concurrent``), ``divisor: 4``, ``mode: standard``, ``max_rungs: 5``. The legacy
 ``max_length: {batches: N}`` still works for the ASHA searchers in place of
 ``time_metric: batches`` + ``max_time: N``.
 """
@@ -81,6 +81,8 @@ def _legacy_length(raw: Mapping[str, Any]) -> tuple[str | None, float | None]:
 def parse_searcher_config(raw: Mapping[str, Any]) -> SearcherConfig:
     if not isinstance(raw, Mapping):
         raise ValueError("searcher: must be a mapping")
+    # A dumped config model spells unset fields as null: treat them as absent.
+    raw = {k: v for k, v in raw.items() if v is not None}
     name = raw.get("name")
     if name not in SEARCHER_NAMES:
         raise ValueError(
@@ -101,9 +103,7 @@ def parse_searcher_config(raw: Mapping[str, Any]) -> SearcherConfig:
     }
     if name == "single":
         return SearcherConfig(**common, max_trials=1, max_concurrent_trials=1)
-    concurrency = _int(
-        raw, "max_concurrent_trials", 16 if name != "async_halving" else 0, minimum=0
-    )
+    concurrency = _int(raw, "max_concurrent_trials", 16, minimum=0)
     if name == "grid":
         return SearcherConfig(**common, max_trials=0, max_concurrent_trials=concurrency)
     max_trials = _int(raw, "max_trials", None, minimum=1)

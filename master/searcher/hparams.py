@@ -133,7 +133,7 @@ def parse_hparam(raw: Any, path: str) -> HParam:
     if kind == "log":
         llo, lhi = float(_number(raw, "minval", path)), float(_number(raw, "maxval", path))
         _check_range(llo, lhi, path)
-        base = float(_number(raw, "base", path)) if "base" in raw else 10.0
+        base = float(_number(raw, "base", path)) if raw.get("base") is not None else 10.0
         if base <= 0 or base == 1:
             raise ValueError(f"{path}.base: must be positive and not 1, got {base}")
         return LogHP(llo, lhi, base, _count(raw, path))

@@ -162,9 +162,11 @@ def test_searcher_config_defaults_and_legacy_max_length() -> None:
         "batches", 900.0, 4.0, "standard", 5
     )  # fmt: skip
     assert cfg.max_concurrent_trials == 16
+    # A dumped config model spells unset fields as null.
+    dumped = {**ASHA, "max_time": 9, "time_metric": "b", "max_length": None, "divisor": None}
     assert (
-        parse_searcher_config({**ASHA, "max_time": 9, "time_metric": "b"}).max_concurrent_trials
-        == 0
-    )
+        parse_searcher_config(dumped).max_concurrent_trials,
+        parse_searcher_config(dumped).divisor,
+    ) == (16, 4.0)
     single = parse_searcher_config({"name": "single", "metric": "loss", "max_length": 100})
     assert (single.max_trials, single.max_length) == (1, 100.0)
