@@ -5,6 +5,7 @@ request; a pipe nobody reads would block it), waits until it answers, and ``rese
 every service in every region (``POST /moto-api/reset``) between tests.
 
 ``aws_env(endpoint)`` is the environment that routes boto3 there with dummy credentials.
+``Ec2ErrorInjector`` makes one client see AWS errors moto cannot produce (capacity, quotas).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 REGION = "us-east-1"
 
@@ -96,3 +99,45 @@ class MotoServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class _Body:
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def stream(self, **_: object) -> Iterator[bytes]:
+        yield self._data
+
+
+class Ec2ErrorInjector:
+    """Answers chosen EC2 calls of one boto3 client with an AWS error, before they are sent.
+
+    A botocore ``before-send`` hook (moto has no error injection): the next ``times`` calls of
+    ``operation`` get ``code`` with HTTP ``status`` (real EC2 answers capacity errors with 500,
+    quota errors with 400). ``calls`` counts every attempt of ``operation`` that reached the hook,
+    injected or not, so tests can see whether botocore retried.
+    """
+
+    def __init__(
+        self, client: Any, operation: str, code: str, *, status: int = 500, times: int = 1
+    ):
+        self.operation = operation
+        self.code = code
+        self.status = status
+        self.remaining = times
+        self.calls = 0
+        client.meta.events.register(f"before-send.ec2.{operation}", self._before_send)
+
+    def _before_send(self, request: Any, **_: object) -> Any:
+        from botocore.awsrequest import AWSResponse
+
+        self.calls += 1
+        if self.remaining <= 0:
+            return None  # send it to moto
+        self.remaining -= 1
+        body = (
+            '<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error>'
+            f"<Code>{self.code}</Code><Message>injected {self.code}</Message>"
+            "</Error></Errors><RequestID>injected</RequestID></Response>"
+        ).encode()
+        return AWSResponse(request.url, self.status, {"Content-Type": "text/xml"}, _Body(body))
