@@ -9,7 +9,7 @@ Build one with ``new_searcher(searcher_config, hyperparameters, seed)`` from the
 field). Then feed it events; each returns a list of actions to apply:
 
 * ``initial_trials()``, once when the experiment starts: N x ``CreateTrial``.
-* ``trial_created(request_id)``, when the trial row exists: usually nothing.
+* ``trial_created(request_id)``, when the trial row exists (optional): usually nothing.
 * ``validation_completed(request_id, metric, time_value)``: ``StopTrial`` (ASHA family only).
 * ``trial_exited(request_id)``, the trial ended COMPLETED: ``CreateTrial`` and/or ``Shutdown``.
 * ``trial_exited_early(request_id, reason)``: ``CreateTrial`` and/or ``Shutdown``.
@@ -30,6 +30,7 @@ Contract for the caller:
 * ``metric`` is the validation's value of ``searcher.metric`` (``smaller_is_better`` is applied
   here; NaN ranks worst); ``time_value`` is the trial's ``searcher.time_metric`` value reported
   with the same validation (e.g. ``batches``). Only the ASHA searchers use ``time_value``.
+  ``validation_metrics(request_id, metrics_dict)`` does that lookup for you.
 * Report a trial's end once: ``trial_exited`` when it ended COMPLETED (also after a
   ``StopTrial``), ``trial_exited_early(rid, ExitedReason.ERRORED | USER_CANCELED | INVALID_HP)``
   otherwise. A second report for the same trial is ignored. An INVALID_HP trial is replaced and

@@ -100,6 +100,17 @@ class Searcher:
             loss = math.inf
         return self._record(self.method.validation_completed(request_id, loss, float(time_value)))
 
+    def validation_metrics(self, request_id: str, metrics: Mapping[str, Any]) -> list[Action]:
+        """``validation_completed`` from a trial's reported validation metrics dict.
+
+        Reads ``searcher.metric`` and, for the ASHA searchers, ``searcher.time_metric`` (the other
+        searchers do not need it). ``ValueError`` names a missing or non-numeric one.
+        """
+        metric = _number_in(metrics, self.config.metric)
+        time_metric = self.config.time_metric
+        time_value = 0.0 if time_metric is None else _number_in(metrics, time_metric)
+        return self.validation_completed(request_id, metric, time_value)
+
     def trial_exited(self, request_id: str) -> list[Action]:
         """The trial ended COMPLETED (including a searcher stop). Repeats are no-ops."""
         self._known(request_id)
@@ -179,6 +190,16 @@ class Searcher:
         searcher.exited = dict(snapshot["exited"])
         searcher.method.restore(snapshot["method"])
         return searcher
+
+
+def _number_in(metrics: Mapping[str, Any], name: str) -> float:
+    value = metrics.get(name)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(
+            f"validation metrics must include a number for {name!r} (got {value!r}); "
+            f"reported: {sorted(metrics)}"
+        )
+    return float(value)
 
 
 def new_searcher(

@@ -214,3 +214,14 @@ def test_target_length_is_max_time_and_unknown_ids_are_rejected() -> None:
     assert searcher.trial_target_length("nope") is None
     with pytest.raises(ValueError, match="unknown trial"):
         searcher.validation_completed("nope", 0.1, 1)
+
+
+def test_validation_metrics_reads_metric_and_time_metric() -> None:
+    searcher = asha(metric="val_loss", max_trials=2, max_concurrent_trials=2)
+    a, b = start(searcher)
+    assert searcher.validation_metrics(a, {"val_loss": 0.1, "batches": 1, "acc": 0.9}) == []
+    assert stops(searcher.validation_metrics(b, {"val_loss": 0.2, "batches": 1})) == [b]
+    with pytest.raises(ValueError, match="'batches'"):
+        searcher.validation_metrics(a, {"val_loss": 0.1})
+    with pytest.raises(ValueError, match="'val_loss'"):
+        searcher.validation_metrics(a, {"batches": 2})
