@@ -67,8 +67,15 @@ def _session(region: str | None, profile: str | None) -> Any:
 def up(args: argparse.Namespace, out: TextIO) -> int:
     cfg = config_from_args(args)
     if args.dry_run:
-        return commands.print_dry_run(
-            "aws", cfg.cluster_id, lambda: program.build(cfg), program.MOCK_CALLS, args.json, out
+        return int(
+            commands.print_dry_run(
+                "aws",
+                cfg.cluster_id,
+                lambda: program.build(cfg),
+                program.MOCK_CALLS,
+                args.json,
+                out,
+            )
         )
     check_pulumi_cli()
     session = _session(cfg.region, args.profile)
@@ -98,8 +105,10 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
 
     out.write(f"Deploying cluster {cfg.cluster_id!r} to {cfg.region}...\n")
     outputs = automation.up(PROJECT, cfg.cluster_id, pulumi_program, config, on_output=out.write)
-    return commands.finish_up(
-        outputs, not args.no_wait_for_master, args.master_timeout, new and not password, out
+    return int(
+        commands.finish_up(
+            outputs, not args.no_wait_for_master, args.master_timeout, new and not password, out
+        )
     )
 
 
@@ -137,4 +146,4 @@ def down(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def list_(args: argparse.Namespace, out: TextIO) -> int:
-    return commands.print_list(PROJECT, args.json, out)
+    return int(commands.print_list(PROJECT, args.json, out))

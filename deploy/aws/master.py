@@ -83,7 +83,8 @@ def master_yaml_config(cfg: AwsConfig, r: Resolved) -> dict[str, Any]:
         preemption=cfg.preemption_enabled,
         task_container_defaults=tcd,
     )
-    return masteryaml.master_config(spec)
+    config: dict[str, Any] = masteryaml.master_config(spec)
+    return config
 
 
 def fetch_secret_command(region: str, secret_arn: str) -> str:

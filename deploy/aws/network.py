@@ -10,6 +10,7 @@ PostgreSQL only from the master's group.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 
 import pulumi
@@ -18,6 +19,10 @@ import pulumi_aws as aws
 VPC_CIDR = "10.0.0.0/16"
 PUBLIC_CIDRS = ("10.0.0.0/20", "10.0.16.0/20")
 PRIVATE_CIDRS = ("10.0.128.0/20", "10.0.144.0/20")
+
+
+def _pick(names: Sequence[str], index: int) -> str:
+    return names[index % len(names)]
 
 
 @dataclasses.dataclass
@@ -74,7 +79,7 @@ class Network(pulumi.ComponentResource):
         zones = aws.get_availability_zones_output(state="available").names
         self.public_subnet_ids, self.private_subnet_ids = [], []
         for i in range(2):
-            az = zones.apply(lambda names, i=i: names[i % len(names)])
+            az = zones.apply(functools.partial(_pick, index=i))
             public = aws.ec2.Subnet(
                 f"{name}-public-{i}",
                 vpc_id=vpc.id,

@@ -107,10 +107,9 @@ class ClusterSecret(pulumi.ComponentResource):
         aws.secretsmanager.SecretVersion(
             name,
             secret_id=secret.id,
-            secret_string=pulumi.Output.secret(
-                pulumi.Output.all(db_password.result, user_password).apply(
-                    lambda v: json.dumps({"db_password": v[0], "initial_user_password": v[1]})
-                )
+            # Derived from secrets, so Pulumi keeps it secret.
+            secret_string=pulumi.Output.all(db_password.result, user_password).apply(
+                lambda v: json.dumps({"db_password": v[0], "initial_user_password": v[1]})
             ),
             opts=child,
         )

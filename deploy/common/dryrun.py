@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import pulumi
-from pulumi.runtime.mocks import run_pulumi_func
+from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 SECRET = "(secret)"

@@ -65,8 +65,15 @@ def config_from_args(args: argparse.Namespace) -> GcpConfig:
 def up(args: argparse.Namespace, out: TextIO) -> int:
     cfg = config_from_args(args)
     if args.dry_run:
-        return commands.print_dry_run(
-            "gcp", cfg.cluster_id, lambda: program.build(cfg), program.MOCK_CALLS, args.json, out
+        return int(
+            commands.print_dry_run(
+                "gcp",
+                cfg.cluster_id,
+                lambda: program.build(cfg),
+                program.MOCK_CALLS,
+                args.json,
+                out,
+            )
         )
     check_pulumi_cli()
     if args.keypath:
@@ -105,8 +112,10 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
 
     out.write(f"Deploying cluster {cfg.cluster_id!r} to {cfg.project_id}/{cfg.zone_name}...\n")
     outputs = automation.up(PROJECT, cfg.cluster_id, pulumi_program, config, on_output=out.write)
-    return commands.finish_up(
-        outputs, not args.no_wait_for_master, args.master_timeout, new and not password, out
+    return int(
+        commands.finish_up(
+            outputs, not args.no_wait_for_master, args.master_timeout, new and not password, out
+        )
     )
 
 
@@ -135,9 +144,9 @@ def down(args: argparse.Namespace, out: TextIO) -> int:
     out.write(f"Deleted {len(removed)} agent instances.\n")
     bucket = outputs.get("bucket")
     if args.delete_bucket and bucket:
-        from google.cloud import storage
+        import google.cloud.storage as gcs
 
-        count = teardown.delete_bucket(storage.Client(project=project), bucket)
+        count = teardown.delete_bucket(gcs.Client(project=project), bucket)
         out.write(f"Deleted bucket {bucket} ({count} objects).\n")
     automation.destroy(PROJECT, args.cluster_id, on_output=out.write)
     if bucket and not args.delete_bucket:
@@ -147,4 +156,4 @@ def down(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def list_(args: argparse.Namespace, out: TextIO) -> int:
-    return commands.print_list(PROJECT, args.json, out)
+    return int(commands.print_list(PROJECT, args.json, out))

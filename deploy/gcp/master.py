@@ -97,7 +97,8 @@ def master_yaml_config(
         preemption=cfg.preemption_enabled,
         task_container_defaults=tcd or None,
     )
-    return masteryaml.master_config(spec)
+    config: dict[str, Any] = masteryaml.master_config(spec)
+    return config
 
 
 def fetch_secret_command(secret_path: str) -> str:

@@ -53,7 +53,7 @@ class Network(pulumi.ComponentResource):
                 auto_create_subnetworks=False,
                 opts=child,
             )
-            sub = gcp.compute.Subnetwork(
+            subnet = gcp.compute.Subnetwork(
                 name,
                 name=args.subnetwork,
                 project=args.project,
@@ -65,7 +65,7 @@ class Network(pulumi.ComponentResource):
             )
             self.network_name = net.name
             self.network_id = net.id
-            self.subnetwork_id = sub.id
+            self.subnetwork_id = subnet.id
             self.cidr = pulumi.Output.from_input(args.cidr)
         self.register_outputs({"network_id": self.network_id, "subnetwork_id": self.subnetwork_id})
 

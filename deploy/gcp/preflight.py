@@ -53,7 +53,7 @@ def check_credentials(project_id: str) -> tuple[Any, GetJson]:
 def authorized_get_json(credentials: Any, project_id: str) -> GetJson:
     from google.auth.transport.requests import AuthorizedSession
 
-    session = AuthorizedSession(credentials)
+    session = AuthorizedSession(credentials)  # type: ignore[no-untyped-call]
 
     def get_json(url: str) -> tuple[int, dict[str, Any]]:
         response = session.get(url, timeout=30)

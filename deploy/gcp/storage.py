@@ -83,10 +83,9 @@ class ClusterSecret(pulumi.ComponentResource):
         gcp.secretmanager.SecretVersion(
             name,
             secret=secret.id,
-            secret_data=pulumi.Output.secret(
-                pulumi.Output.all(db_password.result, user_password).apply(
-                    lambda v: json.dumps({"db_password": v[0], "initial_user_password": v[1]})
-                )
+            # Derived from secrets, so Pulumi keeps it secret.
+            secret_data=pulumi.Output.all(db_password.result, user_password).apply(
+                lambda v: json.dumps({"db_password": v[0], "initial_user_password": v[1]})
             ),
             opts=child,
         )
@@ -204,5 +203,5 @@ class Filestore(pulumi.ComponentResource):
             networks=[gcp.filestore.InstanceNetworkArgs(network=args.network, modes=["MODE_IPV4"])],
             opts=pulumi.ResourceOptions(parent=self),
         )
-        self.address = fs.networks.apply(lambda n: f"{n[0].ip_addresses[0]}:/{share}")
+        self.address = fs.networks.apply(lambda n: f"{(n[0].ip_addresses or [''])[0]}:/{share}")
         self.register_outputs({"address": self.address})

@@ -79,7 +79,7 @@ def test_gcp_dry_run_table_without_credentials(no_credentials: Path):
 
 
 def test_up_without_pulumi_exits_with_the_install_hint_and_creates_nothing(no_credentials: Path):
-    code, out, err = _run(["aws", "up", "--cluster-id", "c1", "--keypair", "kp", "--yes"])
+    code, _, err = _run(["aws", "up", "--cluster-id", "c1", "--keypair", "kp", "--yes"])
     assert code == 1
     assert err.strip() == f"det deploy: error: {PULUMI_INSTALL_HINT}"
     assert not (no_credentials / "det").exists()
