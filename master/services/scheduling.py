@@ -116,12 +116,8 @@ def queue_view(conn: Conn, st: MasterState, pool: str | None) -> dict[str, dict[
         if pool and p.pool_name != pool:
             continue
         decision = sched.schedule(snapshot(conn, st, p.pool_name))
-        for position, entry in enumerate(decision.queue):
-            out[entry.job_id] = {
-                "state": entry.state,
-                "jobsAhead": entry.jobs_ahead,
-                "position": position,
-            }
+        for position, job in enumerate(decision.jobs):
+            out[job.job_id] = {"state": str(job.state), "jobsAhead": job.jobs_ahead, "position": position}
     return out
 
 
@@ -145,13 +141,10 @@ def refuse_if_never_fits(conn: Conn, st: MasterState, config: dict[str, Any]) ->
     if not agent_slots and not cfg.provider:
         return  # a static pool whose agents have not registered yet: the job waits for them
     if cfg.provider:
-        max_instances = int(cfg.provider.get("max_instances") or 0)
-        per = cfg.provider.get("instance_slots")
-        if per is None:
-            from det.master.provisioner import instance_slots
+        from det.master.provisioner.config import parse_provider_config
 
-            per = instance_slots(cfg.provider)
-        growth = (max_instances, int(per))
+        policy = parse_provider_config(cfg.provider).scale_policy()
+        growth = (policy.max_instances, max((o.slots for o in policy.options), default=0))
     reason = sched.can_ever_fit(slots, tuple(agent_slots), growth)
     if reason:
         raise InvalidArgument(f"resources.slots_per_trial: {reason}")
