@@ -1,8 +1,8 @@
 """AWS fixtures: one moto server per session, wiped before each test that uses it.
 
-Register by importing the fixtures into a test module
-(``from tests.integration.conftest_aws import aws_endpoint, moto_server  # noqa: F401``), or for
-every test with ``pytest_plugins = ["tests.integration.conftest_aws"]`` in the root conftest.
+Register them in a test module by assigning them at module level
+(``moto_server = conftest_aws.moto_server``; ``aws_endpoint = conftest_aws.aws_endpoint``), or
+for every test with ``pytest_plugins = ["tests.integration.conftest_aws"]`` in the root conftest.
 
 ``aws_endpoint`` sets ``AWS_ENDPOINT_URL``, dummy credentials and the region for the test, so any
 boto3 client made during the test talks to moto.

@@ -1,0 +1,1 @@
+../master/provisioner/bootstrap.sh
