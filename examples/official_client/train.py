@@ -43,7 +43,8 @@ def main(max_steps_offcluster: int) -> None:
     bs = int(hp["batch_size"])
     max_steps = int(hp["max_steps"])
 
-    with core.init() as ctx:
+    # MANUAL: no automatic TensorBoard writer (it needs the tensorboard package in the image).
+    with core.init(tensorboard_mode=core.TensorboardMode.MANUAL) as ctx:
         steps = 0
         if info and info.latest_checkpoint:
             with ctx.checkpoint.restore_path(info.latest_checkpoint) as path:

@@ -149,14 +149,24 @@ def official_info_documents(info: ClusterInfo) -> dict[str, dict[str, Any]]:
     return docs
 
 
-def write_official_info_files(info: ClusterInfo, directory: str = OFFICIAL_INFO_DIR) -> bool:
-    """Best effort: returns False (and logs) when the directory cannot be written."""
+def write_official_info_files(
+    info: ClusterInfo, directory: str = OFFICIAL_INFO_DIR
+) -> list[pathlib.Path]:
+    """Best effort: returns the files written (none, with a warning, if the directory cannot
+    be written). The caller removes them when the task ends: left behind on a host, they would
+    make the official package believe it is on a cluster."""
+    written: list[pathlib.Path] = []
     try:
         path = pathlib.Path(directory)
         path.mkdir(parents=True, exist_ok=True)
         for name, doc in official_info_documents(info).items():
             (path / name).write_text(json.dumps(doc))
+            written.append(path / name)
     except OSError as e:
         logger.warning("could not write task info files to %s: %s", directory, e)
-        return False
-    return True
+    return written
+
+
+def remove_files(paths: list[pathlib.Path]) -> None:
+    for p in paths:
+        p.unlink(missing_ok=True)

@@ -1,7 +1,8 @@
 """The task container's command: ``python3 -m det.exec.run -- <entrypoint…>``.
 
 1. ``cd`` to the workdir: ``$DET_WORKDIR``, else ``/run/determined/workdir`` if it exists.
-2. Write the task info files the official ``determined`` package reads (best effort).
+2. Write the task info files the official ``determined`` package reads (best effort;
+   ``$DET_INFO_DIR`` overrides the directory) and remove them when the task ends.
 3. If ``startup-hook.sh`` exists there, source it with ``sh`` (``set -e``): variables it exports
    reach the entrypoint, as in Determined. If it fails, the task fails with its exit code.
 4. Run the entrypoint: a single argument is a shell command (``sh -c``); several are an argv.
@@ -17,7 +18,12 @@ import subprocess
 import sys
 import tempfile
 
-from ..common.info import OFFICIAL_INFO_DIR, get_cluster_info, write_official_info_files
+from ..common.info import (
+    OFFICIAL_INFO_DIR,
+    get_cluster_info,
+    remove_files,
+    write_official_info_files,
+)
 from ..common.proc import exit_code, forward_signals, run_forwarding
 
 logger = logging.getLogger("det.exec.run")
@@ -75,8 +81,16 @@ def main(argv: list[str]) -> int:
     if workdir is not None:
         os.chdir(workdir)
     info = get_cluster_info()
+    written = []
     if info is not None:
-        write_official_info_files(info, env.get("DET_INFO_DIR", OFFICIAL_INFO_DIR))
+        written = write_official_info_files(info, env.get("DET_INFO_DIR", OFFICIAL_INFO_DIR))
+    try:
+        return _run(argv, env)
+    finally:
+        remove_files(written)
+
+
+def _run(argv: list[str], env: dict[str, str]) -> int:
     code, env = run_startup_hook(env)
     if code != 0:
         print(f"det.exec.run: {STARTUP_HOOK} failed with exit code {code}", file=sys.stderr)

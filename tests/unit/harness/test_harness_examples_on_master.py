@@ -30,7 +30,12 @@ def run_trial(master: FakeMaster, tmp_path: Path, **env: str) -> subprocess.Comp
     task_env = master.task_env(config=config, DET_HPARAMS=json.dumps(HPARAMS), **env)
     return subprocess.run(
         [sys.executable, "-m", "det.exec.run", "--", f"{sys.executable} train.py"],
-        env={**os.environ, **task_env, "DET_WORKDIR": str(work)},
+        env={
+            **os.environ,
+            **task_env,
+            "DET_WORKDIR": str(work),
+            "DET_INFO_DIR": str(tmp_path / "info"),
+        },
         capture_output=True,
         text=True,
         timeout=300,
@@ -75,3 +80,37 @@ def test_preempted_trial_checkpoints_exits_zero_and_resumes(
         if rec.body["group"] == "training"
     ]
     assert steps[0] == 10 and steps[-1] == 60
+
+
+def test_official_harness_runs_the_official_example_through_our_runner(
+    master: FakeMaster, tmp_path: Path
+) -> None:
+    """The official 0.38.1 harness finds the task through the info files det.exec.run writes
+    (at the official fixed path, so this runs only when the package is available)."""
+    from tests.unit.harness.test_examples_offcluster import official_env
+
+    env = official_env()
+    work = tmp_path / "work"
+    shutil.copytree(EXAMPLE.parent / "official_client", work)
+    config = {
+        "checkpoint_storage": {"type": "directory", "container_path": str(tmp_path / "ckpts")},
+        "searcher": {"name": "single", "metric": "validation_loss"},
+    }
+    hparams = {"max_steps": 20, "report_every": 5, "validate_every": 10, "checkpoint_every": 10}
+    task_env = master.task_env(config=config, DET_HPARAMS=json.dumps(hparams))
+    r = subprocess.run(
+        [sys.executable, "-m", "det.exec.run", "--", f"{sys.executable} train.py"],
+        env={**os.environ, **env, **task_env, "DET_WORKDIR": str(work), "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    ckpts = [rec.body for rec in master.requests_to("/api/v1/checkpoints", method="POST")]
+    assert [c["metadata"]["steps_completed"] for c in ckpts] == [10, 20]
+    validation = [
+        rec.body
+        for rec in master.requests_to("/api/v1/trials/11/metrics")
+        if rec.body["group"] == "validation"
+    ]
+    assert validation[-1]["metrics"]["metrics"]["avgMetrics"]["batches"] == 20

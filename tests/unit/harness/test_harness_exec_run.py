@@ -78,18 +78,22 @@ def test_sigterm_is_forwarded_to_the_entrypoint(tmp_path: Path) -> None:
         assert proc.wait(timeout=30) == 7
 
 
-def test_writes_the_official_task_info_files(tmp_path: Path, master: FakeMaster) -> None:
+def test_writes_the_official_task_info_files_for_the_task_duration(
+    tmp_path: Path, master: FakeMaster
+) -> None:
     info_dir = tmp_path / "info"
     env = master.task_env(config={"debug": False}, DET_INFO_DIR=str(info_dir))
-    r = run(tmp_path, "true", env=env)
-    assert r.returncode == 0
-    cluster = json.loads((info_dir / "cluster.json").read_text())
+    r = run(tmp_path, f"cp -r {info_dir} {tmp_path / 'seen'}", env=env)
+    assert r.returncode == 0, r.stderr
+    seen = tmp_path / "seen"
+    cluster = json.loads((seen / "cluster.json").read_text())
     assert cluster["allocation_id"] == "3.1.1" and cluster["slot_ids"] == [0]
-    trial = json.loads((info_dir / "trial.json").read_text())
+    trial = json.loads((seen / "trial.json").read_text())
     assert trial["trial_id"] == 11 and trial["hparams"] == {"lr": 0.1}
-    rdzv = json.loads((info_dir / "rendezvous.json").read_text())
+    rdzv = json.loads((seen / "rendezvous.json").read_text())
     assert rdzv == {
         "container_addrs": ["127.0.0.1"],
         "container_rank": 0,
         "container_slot_counts": [1],
     }
+    assert list(info_dir.iterdir()) == []
