@@ -63,7 +63,7 @@ def can_ever_fit(
             return None
         if slots_needed == 0:
             return None
-        return f"needs {slots_needed} slots; the pool {_describe(agents, growth)}, with no slots"
+        return f"needs {_slots(slots_needed)}; the pool {_describe(agents, growth)}, with no slots"
     if fits_sizes(slots_needed, sizes):
         return None
     single = max(s for s, c in sizes.items() if c > 0)
@@ -73,12 +73,12 @@ def can_ever_fit(
         if largest_total > single:
             offer = f"{largest_total} ({count} agents {TIMES} {size} slots)"
         else:
-            offer = f"{single} (one agent with {single} slots)"
+            offer = f"{single} (one agent with {_slots(single)})"
         where = " when grown to its maximum" if growth is not None else ""
-        return f"needs {slots_needed} slots; the largest the pool can offer{where} is {offer}"
+        return f"needs {_slots(slots_needed)}; the largest the pool can offer{where} is {offer}"
     multiples = sorted({s for s, c in sizes.items() if s > 0 and c * s >= slots_needed})
     return (
-        f"needs {slots_needed} slots, more than any single agent has ({single}); across agents a "
+        f"needs {_slots(slots_needed)}, more than any single agent has ({single}); across agents a "
         f"trial uses whole agents of one size, so it must be a multiple of "
         f"{' or '.join(str(s) for s in multiples)} (the pool {_describe(agents, growth)})"
     )
@@ -91,5 +91,9 @@ def _describe(agents: Sequence[int] | Sequence[AgentState], growth: Growth | Non
     ]
     text = "has " + (", ".join(parts) if parts else "no agents")
     if growth is not None:
-        text += f" and can grow to {growth[0]} instances {TIMES} {growth[1]} slots"
+        text += f" and can grow to {growth[0]} instances {TIMES} {_slots(growth[1])}"
     return text
+
+
+def _slots(n: int) -> str:
+    return f"{n} slot" if n == 1 else f"{n} slots"
