@@ -21,7 +21,7 @@ from det.agent.devices import Slot, discover_slots
 from det.agent.logs import CursorStore, LogShipper
 from det.agent.master_client import MasterClient, MasterUnavailable
 from det.agent.preemption import NoticePoller, load_notice_source
-from det.agent.reconcile import Desired, backoff_seconds, decide, reports
+from det.agent.reconcile import Actual, Desired, backoff_seconds, decide, reports
 
 logger = logging.getLogger(__name__)
 
@@ -105,14 +105,14 @@ class Agent:
         """Run the next pass now (a container changed state, or the agent is stopping)."""
         self._wake.set()
 
-    def _body(self) -> dict[str, Any]:
+    def _body(self, actual: list[Actual]) -> dict[str, Any]:
         return {
             "resourcePool": self.config.resource_pool,
             "version": _version(),
             "labels": dict(self.config.labels),
             "addresses": self._addresses,
             "slots": [s.to_wire() for s in self.slots],
-            "containers": reports(self._last_desired, self.runtime.actual()),
+            "containers": reports(self._last_desired, actual),
             "preemptionNotice": self.notices.current() if self.notices else None,
         }
 
@@ -126,7 +126,7 @@ class Agent:
         desired: list[Desired] | None = None
         specs: dict[str, dict[str, Any]] = {}
         try:
-            answer = self.master.heartbeat(self.config.agent_id, self._body())
+            answer = self.master.heartbeat(self.config.agent_id, self._body(actual))
         except MasterUnavailable as e:
             self._failures += 1
             delay = backoff_seconds(
