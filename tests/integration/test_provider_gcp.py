@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import itertools
+import os
 import random
+import shutil
+import subprocess
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from det.master.provisioner import bootstrap
 from det.master.provisioner.config import parse_provider_config
 from det.master.provisioner.gcp import GcpProvider
 from det.master.provisioner.gcp_config import GcpProviderConfig
@@ -324,3 +330,67 @@ def test_preempted_vms_leave_the_list_or_show_stopped(
 
     assert spot.list_instances() == []  # Spot with termination action DELETE is gone
     assert [i.state for i in preemptible.list_instances()] == [InstanceState.STOPPED]
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="bootstrap.sh needs curl")
+def test_startup_script_of_a_launched_vm_starts_an_agent_named_after_it(
+    fake: FakeGce, tmp_path: Path
+) -> None:
+    """What GCE would run: the instance's own startup-script, answering from GCE metadata."""
+    from google.auth.credentials import AnonymousCredentials
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "det-agent").write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/agent-argv\n')
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    config_path = tmp_path / "agent.yaml"
+    with FakeGceMetadata() as metadata:
+        metadata_url = metadata.url
+        script = bootstrap.render_user_data(
+            "http://10.0.0.2:8080",
+            "agent-token",
+            "gpu",
+            "cluster-1",
+            "gcp",
+            {
+                "DET_GCE_METADATA_URL": metadata_url,
+                "DET_AGENT_CONFIG": str(config_path),
+                "DET_SYSTEMD": "no",
+            },
+        )
+        config = parse_provider_config(
+            {"type": "gcp", "project": "p", "zone": ZONE_A, "boot_disk_source_image": "img"}
+        )
+        assert isinstance(config, GcpProviderConfig)
+        provider = GcpProvider(
+            config,
+            cluster_id="cluster-1",
+            pool="gpu",
+            startup_script=script,
+            credentials=AnonymousCredentials(),
+            api_endpoint=fake.url,
+        )
+        (inst,) = provider.launch(cpu(), 1)
+        (vm,) = fake.running_instances()
+        items = {i["key"]: i["value"] for i in vm["metadata"]["items"]}
+        metadata.set("instance/name", vm["name"])
+        # The guest agent's script runner writes the script to a file and executes it.
+        startup = tmp_path / "startup-script"
+        startup.write_text(items["startup-script"])
+        startup.chmod(0o700)
+        result = subprocess.run(
+            [str(startup)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+            timeout=60,
+        )
+    assert result.returncode == 0, result.stderr
+    written = yaml.safe_load(config_path.read_text())
+    assert written["agent_id"] == inst.id
+    assert written["resource_pool"] == "gpu"
+    assert written["preemption_notice"] == "gcp"
+    assert written["preemption_metadata_url"] == metadata_url
+    assert (tmp_path / "agent-argv").read_text().split() == ["--config-file", str(config_path)]
