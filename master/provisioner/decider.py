@@ -165,13 +165,15 @@ def decide(snapshot: PoolSnapshot, policy: ScalePolicy, now: dt.datetime) -> Dec
 
     # Idle agents, longest idle first, never below min_instances.
     idle.sort(key=lambda pair: (pair[0], pair[1].id))
+    remaining = len(live) - _count_live(terminate, live)
     for since, inst in idle:
         if now - since <= policy.max_idle_agent_period:
             continue
-        if len(live) - _count_live(terminate, live) <= policy.min_instances:
+        if remaining <= policy.min_instances:
             events.append(Event("keep-min", f"keeping idle {inst.id}: pool is at min_instances"))
             break
         terminate[inst.id] = TerminateReason.IDLE
+        remaining -= 1
 
     # Above max: not-yet-connected (newest first), idle (longest first), then newest busy.
     excess = len(live) - _count_live(terminate, live) - policy.max_instances
@@ -283,14 +285,17 @@ def _split_fitting(
 def _instances_needed(demand: Sequence[int], per_instance: int, aux_per_instance: int) -> int:
     """Instances of ``per_instance`` slots that host all of ``demand`` (first-fit decreasing)."""
     whole = 0
-    bins: list[int] = []  # free slots per partially used instance
+    bins: list[int] = []  # free slots of each partially used instance (full ones dropped)
     for slots in sorted((s for s in demand if s > 0), reverse=True):
-        if slots > per_instance:
+        if slots >= per_instance:
             whole += slots // per_instance
             continue
         for i, free in enumerate(bins):
             if free >= slots:
                 bins[i] = free - slots
+                if bins[i] == 0:
+                    whole += 1
+                    del bins[i]
                 break
         else:
             bins.append(per_instance - slots)
