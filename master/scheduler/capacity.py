@@ -58,7 +58,7 @@ def can_ever_fit(
     if slots_needed < 0:
         return f"needs {slots_needed} slots; a slot count cannot be negative"
     sizes = pool_sizes(agents, growth)
-    if not any(n > 0 for n in sizes.values()):
+    if not any(s > 0 and c > 0 for s, c in sizes.items()):
         if growth is None and not agents:
             return None
         if slots_needed == 0:

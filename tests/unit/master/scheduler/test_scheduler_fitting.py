@@ -51,8 +51,7 @@ def test_gang_goes_to_the_agent_the_fitting_policy_prefers(
         ([agent("a", 4), agent("b", 4), agent("c", 8)], [], 8, {"c": ids(*range(8))}),
         # The largest idle size that divides the gang is used (fewest agents).
         (
-            [agent("s1", 2), agent("s2", 2), agent("s3", 2), agent("s4", 2), agent("b1", 4)]
-            + [agent("b2", 4)],
+            [*[agent(f"s{i}", 2) for i in range(4)], agent("b1", 4), agent("b2", 4)],
             [],
             8,
             {"b1": ids(0, 1, 2, 3), "b2": ids(0, 1, 2, 3)},

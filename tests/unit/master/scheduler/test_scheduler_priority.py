@@ -65,7 +65,10 @@ def test_a_blocked_priority_holds_back_lower_priorities_unless_they_can_be_preem
 
 
 def test_round_robin_ignores_priorities() -> None:
-    requests = [pending("first", 4, priority=90, order=1), pending("second", 4, priority=1, order=2)]
+    requests = [
+        pending("first", 4, priority=90, order=1),
+        pending("second", 4, priority=1, order=2),
+    ]
     assert set(run([agent("a", 4)], requests, "round_robin").placements) == {"first"}
 
 
@@ -90,7 +93,9 @@ _FULL_AGENT = [
 def test_preemption_takes_lowest_priority_then_most_recent_and_only_what_is_needed(
     slots: int, expected: list[str]
 ) -> None:
-    decision = run([agent("a", 4)], [*_FULL_AGENT, pending("h", slots, priority=10)], preemption=True)
+    decision = run(
+        [agent("a", 4)], [*_FULL_AGENT, pending("h", slots, priority=10)], preemption=True
+    )
     assert list(decision.preemptions) == expected
     assert decision.waiting == ("h",)
     assert decision.placements == {}
@@ -135,7 +140,10 @@ def test_a_victim_made_unnecessary_by_a_later_one_is_spared() -> None:
         [running("r", {"a": ids(0, 1, 2, 3)}, priority=50), pending("h", 2, priority=50)],
         [running("r", {"a": ids(0, 1, 2, 3)}, priority=10), pending("h", 2, priority=50)],
         # Non-preemptible work is never preempted.
-        [running("r", {"a": ids(0, 1, 2, 3)}, priority=90, preemptible=False), pending("h", 2, priority=10)],
+        [
+            running("r", {"a": ids(0, 1, 2, 3)}, priority=90, preemptible=False),
+            pending("h", 2, priority=10),
+        ],
         # Preempting everything eligible would still not make room: preempt nothing.
         [
             running("r90", {"a": ids(0)}, priority=90),
