@@ -203,7 +203,7 @@ def require_admin() -> None:
 
 
 def body() -> dict[str, Any]:
-    data = request.get_json(silent=True)
+    data = request.get_json(force=True, silent=True)
     if data is None:
         if not request.data:
             return {}

@@ -156,7 +156,7 @@ def set_password(user_id: int) -> Any:
     me_ = current_user()
     if user_id != me_.id and not me_.admin:
         raise PermissionDenied("only an admin may change another user's password")
-    data = request.get_json(silent=True)
+    data = request.get_json(force=True, silent=True)
     # The generated client sends the bare (hashed) password as a JSON string.
     password = data if isinstance(data, str) else (data or {}).get("password")
     if not isinstance(password, str):

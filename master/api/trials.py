@@ -141,7 +141,7 @@ def metrics_of_trial(trial_id: int) -> Any:
 @allow(USER, TASK)
 def progress(trial_id: int) -> Any:
     check_task_scope(trial_id=trial_id)
-    data = request.get_json(silent=True)
+    data = request.get_json(force=True, silent=True)
     value = data.get("progress") if isinstance(data, dict) else data
     if not isinstance(value, (int, float)) or not 0 <= value <= 1:
         raise InvalidArgument("progress: a number between 0 and 1")
