@@ -104,8 +104,6 @@ class ProvisionerConfig(_Model):
     launch_error_timeout: Duration = dt.timedelta(minutes=5)
     # Errors tolerated (retried at the next pass) before backing off.
     launch_error_retries: int = Field(0, ge=0)
-    # Ours: the aux (zero-slot) containers one new agent is assumed to host.
-    max_aux_containers_per_agent: int = Field(100, ge=1)
 
     @pydantic.field_validator("master_url")
     @classmethod
@@ -126,8 +124,12 @@ class ProvisionerConfig(_Model):
     def launch_options(self) -> list[LaunchOption]:  # pragma: no cover - per cloud
         raise NotImplementedError
 
-    def scale_policy(self) -> ScalePolicy:
-        """The decider's view of this config."""
+    def scale_policy(self, *, max_aux_containers_per_agent: int = 100) -> ScalePolicy:
+        """The decider's view of this config.
+
+        ``max_aux_containers_per_agent`` is the pool's own key (beside ``provider``): how many
+        zero-slot tasks one new agent can take.
+        """
         return ScalePolicy(
             options=tuple(self.launch_options()),
             min_instances=self.min_instances,
@@ -137,7 +139,7 @@ class ProvisionerConfig(_Model):
             max_agent_disconnected_period=self.max_agent_disconnected_period,
             launch_error_timeout=self.launch_error_timeout,
             launch_error_retries=self.launch_error_retries,
-            max_aux_per_instance=self.max_aux_containers_per_agent,
+            max_aux_per_instance=max(1, max_aux_containers_per_agent),
         )
 
 

@@ -195,3 +195,11 @@ def test_instance_slots_overrides_the_table() -> None:
 )
 def test_slot_table(itype: str, cpu_slots_allowed: bool, slots: int | None) -> None:
     assert instance_types.slots_for(itype, cpu_slots_allowed=cpu_slots_allowed) == slots
+
+
+def test_scale_policy_takes_the_pools_aux_capacity() -> None:
+    config = parse_provider_config(aws(max_agent_disconnected_period="90s"))
+    policy = config.scale_policy(max_aux_containers_per_agent=3)
+    assert policy.max_aux_per_instance == 3
+    assert policy.max_agent_disconnected_period == dt.timedelta(seconds=90)
+    assert config.scale_policy().max_aux_per_instance == 100
