@@ -41,5 +41,9 @@ def list_stacks(directory: Path, project: str) -> list[str]:
     stacks_dir = directory / ".pulumi" / "stacks" / project
     if not stacks_dir.is_dir():
         return []
-    names = {p.name.split(".json")[0] for p in stacks_dir.iterdir() if ".json" in p.name}
-    return sorted(n for n in names if n and not n.endswith(".bak"))
+    names = set()
+    for path in stacks_dir.iterdir():
+        for suffix in (".json", ".json.gz"):  # .bak files are Pulumi's backups
+            if path.name.endswith(suffix) and len(path.name) > len(suffix):
+                names.add(path.name[: -len(suffix)])
+    return sorted(names)

@@ -1,0 +1,166 @@
+"""AWS preflight and teardown against moto in server mode (a real HTTP endpoint for boto3)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from det.deploy.aws import preflight, teardown
+from det.deploy.common.errors import PreflightError
+from tests.fakes.moto_server import REGION, MotoServer, aws_env
+
+pytestmark = pytest.mark.integration
+AMI = "ami-12c6146b"
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[MotoServer]:
+    with MotoServer() as server:
+        yield server
+
+
+@pytest.fixture
+def session(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> boto3.Session:
+    moto.reset()
+    for key, value in aws_env(moto.endpoint).items():
+        monkeypatch.setenv(key, value)
+    return boto3.Session(region_name=REGION)
+
+
+def _launch(ec2, cluster: str, count: int = 1, role: str = "agent") -> list[str]:
+    tags = [{"Key": "det-cluster", "Value": cluster}, {"Key": "det-role", "Value": role}]
+    reservation = ec2.run_instances(
+        ImageId=AMI,
+        InstanceType="t3.micro",
+        MinCount=count,
+        MaxCount=count,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+    )
+    return [i["InstanceId"] for i in reservation["Instances"]]
+
+
+def _states(ec2, ids: list[str]) -> dict[str, str]:
+    out = {}
+    for r in ec2.describe_instances(InstanceIds=ids)["Reservations"]:
+        out |= {i["InstanceId"]: i["State"]["Name"] for i in r["Instances"]}
+    return out
+
+
+def test_credentials_accepted_return_the_account(session):
+    assert preflight.check_credentials(session) == "123456789012"
+
+
+def test_missing_credentials_is_a_clear_error(session, monkeypatch):
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(var)
+    with pytest.raises(PreflightError, match="no AWS credentials found"):
+        preflight.check_credentials(boto3.Session(region_name=REGION))
+
+
+def test_missing_keypair_fails_and_existing_one_passes(session):
+    with pytest.raises(PreflightError, match=r"key pair 'kp' does not exist.*create-key-pair"):
+        preflight.check_keypair(session, "kp")
+    session.client("ec2").create_key_pair(KeyName="kp")
+    preflight.check_keypair(session, "kp")
+
+
+def test_unreadable_quota_is_a_warning_not_a_failure(session):
+    # moto's service-quotas does not know EC2: the check must not block the deploy.
+    warning = preflight.check_vcpu_quota(session, "m5.xlarge", 5, spot=False)
+    assert warning is not None and "L-1216C47A" in warning
+
+
+def test_unknown_instance_type_fails(session):
+    with pytest.raises(PreflightError, match=r"unknown instance type 'zz9\.huge'"):
+        preflight.check_vcpu_quota(session, "zz9.huge", 5, spot=False)
+
+
+class _StubSession:
+    """A session whose clients answer from botocore Stubbers (no network)."""
+
+    region_name = "us-west-2"
+
+    def __init__(self, vcpus: int, quota: float) -> None:
+        kwargs = {
+            "region_name": "us-west-2",
+            "aws_access_key_id": "x",
+            "aws_secret_access_key": "x",
+        }
+        self.ec2 = boto3.client("ec2", **kwargs)
+        self.quotas = boto3.client("service-quotas", **kwargs)
+        ec2_stub, quota_stub = Stubber(self.ec2), Stubber(self.quotas)
+        ec2_stub.add_response(
+            "describe_instance_types",
+            {"InstanceTypes": [{"InstanceType": "g5.xlarge", "VCpuInfo": {"DefaultVCpus": vcpus}}]},
+        )
+        quota_stub.add_response(
+            "get_service_quota",
+            {"Quota": {"QuotaCode": "L-DB2E81BA", "Value": quota}},
+            {"ServiceCode": "ec2", "QuotaCode": "L-3819A6DF"},
+        )
+        ec2_stub.activate()
+        quota_stub.activate()
+
+    def client(self, name: str):
+        return self.ec2 if name == "ec2" else self.quotas
+
+
+def test_vcpu_quota_too_small_fails_with_the_numbers():
+    with pytest.raises(
+        PreflightError, match=r"5 x g5.xlarge need 20 spot vCPUs but quota L-3819A6DF .* allows 16"
+    ):
+        preflight.check_vcpu_quota(_StubSession(vcpus=4, quota=16.0), "g5.xlarge", 5, spot=True)
+    assert (
+        preflight.check_vcpu_quota(_StubSession(vcpus=4, quota=20.0), "g5.xlarge", 5, spot=True)
+        is None
+    )
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "spot", "code"),
+    [
+        ("p3.8xlarge", False, "L-417A185B"),
+        ("g4dn.metal", True, "L-3819A6DF"),
+        ("m5.xlarge", False, "L-1216C47A"),
+        ("inf1.xlarge", False, "L-1945791B"),
+    ],
+)
+def test_quota_codes_by_family(instance_type, spot, code):
+    assert preflight.quota_code(instance_type, spot) == code
+
+
+def test_terminate_agents_removes_only_this_clusters_agents(session):
+    ec2 = session.client("ec2")
+    (master,) = _launch(ec2, "c1", role="master")
+    agents = _launch(ec2, "c1", count=3)
+    (other,) = _launch(ec2, "c2")
+    removed = teardown.terminate_agents(ec2, "c1", exclude=frozenset({master}))
+    assert sorted(removed) == sorted(agents)
+    states = _states(ec2, [master, other, *agents])
+    assert [states[a] for a in agents] == ["terminated"] * 3
+    assert states[master] == "running" and states[other] == "running"
+    assert teardown.terminate_agents(ec2, "c1", exclude=frozenset({master})) == []
+
+
+def test_stop_master_tolerates_a_missing_instance(session):
+    ec2 = session.client("ec2")
+    (master,) = _launch(ec2, "c1", role="master")
+    teardown.stop_master(ec2, master)
+    assert _states(ec2, [master])[master] in ("stopping", "stopped")
+    teardown.stop_master(ec2, "i-0123456789abcdef0")
+
+
+def test_delete_bucket_removes_every_version(session):
+    s3 = session.client("s3")
+    s3.create_bucket(Bucket="ckpt")
+    s3.put_bucket_versioning(Bucket="ckpt", VersioningConfiguration={"Status": "Enabled"})
+    for n in range(3):
+        s3.put_object(Bucket="ckpt", Key="a/checkpoint", Body=b"x" * n)
+    s3.put_object(Bucket="ckpt", Key="b", Body=b"y")
+    s3.delete_object(Bucket="ckpt", Key="b")  # leaves a delete marker
+    assert teardown.delete_bucket(s3, "ckpt") == 5
+    assert "ckpt" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+    assert teardown.delete_bucket(s3, "ckpt") == 0

@@ -1,0 +1,178 @@
+"""GCP preflight (REST answers given as data) and teardown (a small in-memory Compute)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from det.deploy.common.errors import PreflightError
+from det.deploy.gcp import preflight, teardown
+
+SERVICES = "https://serviceusage.googleapis.com/v1/projects/p/services"
+
+
+def _answers(table: dict[str, tuple[int, dict[str, Any]]]):
+    seen: list[str] = []
+
+    def get_json(url: str) -> tuple[int, dict[str, Any]]:
+        seen.append(url)
+        for prefix, answer in table.items():
+            if url.startswith(prefix):
+                return answer
+        return 404, {}
+
+    return get_json, seen
+
+
+def _enabled(*names: str, token: str = "") -> tuple[int, dict[str, Any]]:
+    body: dict[str, Any] = {"services": [{"config": {"name": n}} for n in names]}
+    if token:
+        body["nextPageToken"] = token
+    return 200, body
+
+
+def test_all_required_apis_enabled_passes_across_pages():
+    first, rest = preflight.REQUIRED_APIS[:3], preflight.REQUIRED_APIS[3:]
+    get_json, seen = _answers(
+        {
+            f"{SERVICES}?filter=state:ENABLED&pageSize=200&pageToken=t2": _enabled(*rest),
+            SERVICES: _enabled(*first, token="t2"),
+        }
+    )
+    preflight.check_apis(get_json, "p", preflight.REQUIRED_APIS)
+    assert len(seen) == 2
+
+
+def test_missing_api_names_the_enable_command():
+    get_json, _ = _answers({SERVICES: _enabled(*preflight.REQUIRED_APIS)})
+    with pytest.raises(
+        PreflightError,
+        match=r"file.googleapis.com; run `gcloud services enable file.googleapis.com --project p`",
+    ):
+        preflight.check_apis(get_json, "p", [*preflight.REQUIRED_APIS, preflight.FILESTORE_API])
+
+
+def test_unknown_project_is_a_clear_error():
+    get_json, _ = _answers({SERVICES: (403, {"error": {}})})
+    with pytest.raises(
+        PreflightError, match="project 'p' does not exist or these credentials cannot use it"
+    ):
+        preflight.check_apis(get_json, "p", preflight.REQUIRED_APIS)
+
+
+REGION_URL = "https://compute.googleapis.com/compute/v1/projects/p/regions/us-west1"
+
+
+def _region(metric: str, limit: float, usage: float) -> dict[str, tuple[int, dict[str, Any]]]:
+    return {
+        REGION_URL: (
+            200,
+            {
+                "quotas": [
+                    {"metric": "CPUS", "limit": 24, "usage": 0},
+                    {"metric": metric, "limit": limit, "usage": usage},
+                ]
+            },
+        )
+    }
+
+
+def test_gpu_quota_too_small_fails_with_the_numbers():
+    get_json, _ = _answers(_region("NVIDIA_T4_GPUS", 16, 4))
+    with pytest.raises(
+        PreflightError, match="need 20 GPUs but NVIDIA_T4_GPUS in us-west1 has 12 available"
+    ):
+        preflight.check_gpu_quota(
+            get_json, "p", "us-west1", "nvidia-tesla-t4", 4, 5, preemptible=False
+        )
+
+
+def test_preemptible_agents_use_the_preemptible_quota():
+    get_json, _ = _answers(_region("PREEMPTIBLE_NVIDIA_T4_GPUS", 20, 0))
+    assert (
+        preflight.check_gpu_quota(
+            get_json, "p", "us-west1", "nvidia-tesla-t4", 4, 5, preemptible=True
+        )
+        is None
+    )
+    assert "not reported" in preflight.check_gpu_quota(
+        get_json, "p", "us-west1", "nvidia-tesla-t4", 4, 5, preemptible=False
+    )
+
+
+def test_cpu_only_agents_need_no_gpu_quota():
+    get_json, seen = _answers({})
+    assert (
+        preflight.check_gpu_quota(
+            get_json, "p", "us-west1", "nvidia-tesla-t4", 0, 5, preemptible=False
+        )
+        is None
+    )
+    assert seen == []
+
+
+@dataclasses.dataclass
+class _Vm:
+    name: str
+    labels: dict[str, str]
+    status: str = "RUNNING"
+
+
+@dataclasses.dataclass
+class _Op:
+    name: str
+    status: str = "DONE"
+
+
+class _Compute:
+    """The parts of InstancesClient / ZoneOperationsClient teardown uses, over a dict of zones."""
+
+    def __init__(self, zones: dict[str, list[_Vm]]) -> None:
+        self.zones = zones
+        self.waited: list[str] = []
+
+    def aggregated_list(self, request: dict[str, Any]):
+        key, _, value = request["filter"].partition(" = ")
+        label, value = key.removeprefix("labels."), value.strip('"')
+        for zone, vms in self.zones.items():
+            yield (
+                f"zones/{zone}",
+                type(
+                    "Scoped", (), {"instances": [v for v in vms if v.labels.get(label) == value]}
+                )(),
+            )
+
+    def delete_unary(self, project: str, zone: str, instance: str) -> _Op:
+        self.zones[zone] = [v for v in self.zones[zone] if v.name != instance]
+        return _Op(f"delete-{instance}")
+
+    def stop_unary(self, project: str, zone: str, instance: str) -> _Op:
+        next(v for v in self.zones[zone] if v.name == instance).status = "TERMINATED"
+        return _Op(f"stop-{instance}")
+
+    def wait(self, project: str, zone: str, operation: str) -> _Op:
+        self.waited.append(operation)
+        return _Op(operation)
+
+
+def test_delete_agents_in_every_zone_but_not_the_master_or_other_clusters():
+    mine = {"det-cluster": "c1"}
+    compute = _Compute(
+        {
+            "us-west1-b": [
+                _Vm("det-master-c1", {**mine, "det-role": "master"}),
+                _Vm("a1", mine),
+                _Vm("x1", {"det-cluster": "c2"}),
+            ],
+            "us-west1-c": [_Vm("a2", mine)],
+        }
+    )
+    teardown.stop_master(compute, compute, "p", "us-west1-b", "det-master-c1")
+    removed = teardown.delete_agents(compute, compute, "p", "c1", "det-master-c1")
+    assert sorted(removed) == ["a1", "a2"]
+    assert [v.name for v in compute.zones["us-west1-b"]] == ["det-master-c1", "x1"]
+    assert compute.zones["us-west1-b"][0].status == "TERMINATED"
+    assert compute.zones["us-west1-c"] == []
+    assert sorted(compute.waited) == ["delete-a1", "delete-a2", "stop-det-master-c1"]
