@@ -94,9 +94,10 @@ def instance_labels(config: GcpProviderConfig, cluster_id: str, pool: str) -> di
 
 
 def label_filter(cluster_id: str, pool: str) -> str:
+    """The list filter for this pool: parenthesised terms joined by AND, as GCE documents."""
     return (
-        f'labels.{LABEL_CLUSTER} = "{sanitize_label_value(cluster_id)}" AND '
-        f'labels.{LABEL_POOL} = "{sanitize_label_value(pool)}"'
+        f"(labels.{LABEL_CLUSTER} = {sanitize_label_value(cluster_id)}) AND "
+        f"(labels.{LABEL_POOL} = {sanitize_label_value(pool)})"
     )
 
 

@@ -20,6 +20,9 @@ New instances start ``RUNNING`` (``start="immediate"``), ``PROVISIONING`` until 
 :meth:`FakeGce.running_instances` is the hook an e2e fixture polls to turn each running
 instance into a real agent. Every request is recorded in :attr:`FakeGce.requests`.
 
+Operations answer ``RUNNING`` to the call that starts them and ``DONE`` from the first get/wait
+on (after ``operation_polls`` more, if set).
+
 Thread-safe: one lock around all state; the HTTP server is threaded with Nagle disabled.
 """
 
@@ -81,9 +84,12 @@ class FakeGce:
         *,
         start: Literal["immediate", "next_get", "manual"] = "immediate",
         page_size: int = 500,
+        operation_polls: int = 0,
     ) -> None:
         self.start_mode = start
         self.page_size = page_size
+        # How many get/wait calls answer RUNNING before an operation is DONE.
+        self.operation_polls = operation_polls
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._instances: dict[tuple[str, str], dict[str, Any]] = {}
@@ -359,8 +365,10 @@ class FakeGce:
         op = self._operations.get(op_name)
         if op is None:
             return _error(404, "notFound", f"The resource 'operations/{op_name}' was not found")
-        op.update(status="DONE", progress=100)  # operations finish as soon as anyone looks
-        return 200, dict(op)
+        op["_polls"] = op.get("_polls", 0) + 1
+        if op["_polls"] > self.operation_polls:
+            op.update(status="DONE", progress=100)
+        return 200, {k: v for k, v in op.items() if not k.startswith("_")}
 
     def _list(self, zone: str, query: dict[str, str]) -> dict[str, Any]:
         terms = _FILTER_TERM.findall(query.get("filter", ""))

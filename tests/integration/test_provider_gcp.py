@@ -155,7 +155,7 @@ def test_list_sees_only_this_cluster_and_pool_in_every_zone(
     assert {i.id for i in listed} == mine
     assert all(i.state is InstanceState.RUNNING and i.address for i in listed)
     filters = {r.query.get("filter") for r in fake.requests if r.kind == "list"}
-    assert filters == {'labels.det-cluster-id = "cluster-1" AND labels.det-pool = "default"'}
+    assert filters == {"(labels.det-cluster-id = cluster-1) AND (labels.det-pool = default)"}
 
 
 def test_list_follows_pages(fake: FakeGce, make_provider: MakeProvider) -> None:
@@ -213,6 +213,56 @@ def test_project_and_zone_default_to_the_masters_own(
     assert (
         fake.requests[0].path == "/compute/v1/projects/master-proj/zones/europe-west4-a/instances"
     )
+
+
+def test_launch_waits_until_the_operation_is_done() -> None:
+    from google.auth.credentials import AnonymousCredentials
+
+    with FakeGce(operation_polls=3) as fake:
+        config = parse_provider_config(
+            {"type": "gcp", "project": "p", "zone": ZONE_A, "boot_disk_source_image": "img"}
+        )
+        assert isinstance(config, GcpProviderConfig)
+        provider = GcpProvider(
+            config,
+            cluster_id="c",
+            pool="default",
+            startup_script=SCRIPT,
+            credentials=AnonymousCredentials(),
+            api_endpoint=fake.url,
+        )
+        fake.fail_zone(ZONE_A)
+        with pytest.raises(LaunchError):  # the error is only seen once the operation is DONE
+            provider.launch(cpu(), 1)
+        assert [r.kind for r in fake.requests] == ["insert", "wait", "wait", "wait", "wait"]
+
+
+def test_launch_stops_waiting_after_operation_timeout_period() -> None:
+    from google.auth.credentials import AnonymousCredentials
+
+    with FakeGce(operation_polls=10**9) as fake:
+        config = parse_provider_config(
+            {
+                "type": "gcp",
+                "project": "p",
+                "zone": ZONE_A,
+                "boot_disk_source_image": "img",
+                "operation_timeout_period": "50ms",
+            }
+        )
+        assert isinstance(config, GcpProviderConfig)
+        provider = GcpProvider(
+            config,
+            cluster_id="c",
+            pool="default",
+            startup_script=SCRIPT,
+            credentials=AnonymousCredentials(),
+            api_endpoint=fake.url,
+        )
+        (inst,) = provider.launch(cpu(), 1)
+        # Accepted but unfinished: reported as starting; list_instances shows what came of it.
+        assert inst.state is InstanceState.STARTING
+        assert [i.id for i in provider.list_instances()] == [inst.id]
 
 
 def test_terminate_is_idempotent(fake: FakeGce, make_provider: MakeProvider) -> None:

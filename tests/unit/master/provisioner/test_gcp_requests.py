@@ -222,7 +222,7 @@ def test_instance_labels_tag_cluster_pool_and_manager() -> None:
     assert labels["det-cluster-id"].startswith("c1-")
     assert labels["Team"].startswith("vision-")
     assert gcp.label_filter("C1", "default") == (
-        f'labels.det-cluster-id = "{labels["det-cluster-id"]}" AND labels.det-pool = "default"'
+        f"(labels.det-cluster-id = {labels['det-cluster-id']}) AND (labels.det-pool = default)"
     )
 
 
