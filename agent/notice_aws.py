@@ -25,7 +25,6 @@ DEFAULT_BASE_URL = "http://169.254.169.254"
 TOKEN_TTL_SECONDS = 21600
 TOKEN_PATH = "/latest/api/token"
 ACTION_PATH = "/latest/meta-data/spot/instance-action"
-INSTANCE_ID_PATH = "/latest/meta-data/instance-id"
 
 
 class MetadataError(Exception):
@@ -92,12 +91,16 @@ class AwsSpotNotice:
             return status, body
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def metadata(self, key: str) -> str:
+        """``/latest/meta-data/<key>`` (``instance-id``, ``local-ipv4``…); MetadataError if absent."""
+        status, body = self._get(f"/latest/meta-data/{key}")
+        if status != 200 or not body:
+            raise MetadataError(f"meta-data/{key} answered {status}")
+        return body.decode().strip()
+
     def instance_id(self) -> str:
         """This machine's EC2 instance id (the agent id of a provisioned agent)."""
-        status, body = self._get(INSTANCE_ID_PATH)
-        if status != 200 or not body:
-            raise MetadataError(f"instance-id answered {status}")
-        return body.decode().strip()
+        return self.metadata("instance-id")
 
     def check(self) -> dict[str, Any] | None:
         """The pending interruption, if any. Unreachable metadata counts as none (logged once)."""

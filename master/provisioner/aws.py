@@ -275,11 +275,22 @@ class AwsProvider:
         master_url: str,
         agent_token: str,
         extra_env: Mapping[str, str] | None = None,
+        imds_url: str = bootstrap.DEFAULT_IMDS_URL,
         **kwargs: Any,
     ) -> AwsProvider:
-        """Render the bootstrap (the pool's ``master_url`` wins over the master's) and build."""
+        """Render the bootstrap and build.
+
+        The pool's ``master_url`` wins over the master's own; a Determined placeholder host
+        (``http://local-ipv4:8080``) is resolved through this machine's EC2 metadata
+        (``imds_url``).
+        """
+        url = master_url
+        if config.master_url:
+            url = bootstrap.resolve_master_url(
+                config.master_url, bootstrap.ec2_metadata_lookup(imds_url)
+            )
         user_data = bootstrap.render_user_data(
-            config.master_url or master_url,
+            url,
             agent_token,
             pool,
             cluster_id,

@@ -192,3 +192,23 @@ def test_agent_config_is_accepted_by_the_agent(tmp_path: Path) -> None:
         "gcp",
     )
     assert config.token() == "t"
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://local-ipv4:8080", "http://10.1.2.3:8080"),
+        ("https://public-ipv4", "https://54.1.2.3:8080"),
+        ("local-ipv4:9000", "http://10.1.2.3:9000"),
+        ("http://master.internal:8443", "http://master.internal:8443"),
+    ],
+)
+def test_resolve_master_url_placeholders(url: str, expected: str) -> None:
+    values = {"local-ipv4": "10.1.2.3", "public-ipv4": "54.1.2.3"}
+    assert bootstrap.resolve_master_url(url, values.__getitem__) == expected
+
+
+def test_resolve_master_url_reads_the_masters_own_imds(imds: FakeImds) -> None:
+    imds.metadata["local-ipv4"] = "10.9.8.7"
+    lookup = bootstrap.ec2_metadata_lookup(imds.url)
+    assert bootstrap.resolve_master_url("http://local-ipv4:8080", lookup) == "http://10.9.8.7:8080"
