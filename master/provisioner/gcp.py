@@ -27,6 +27,7 @@ import random
 import re
 import string
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -233,6 +234,25 @@ def http_error_reason(exc: BaseException) -> str:
     return str(getattr(exc, "reason", "") or "")
 
 
+# Determined's master_url hosts that stand for "this master machine's address" on GCE, and the
+# metadata paths that answer them. An empty host means the internal address too.
+GCE_ADDRESS_PLACEHOLDERS = {
+    "": "instance/network-interfaces/0/ip",
+    "internal-ip": "instance/network-interfaces/0/ip",
+    "external-ip": "instance/network-interfaces/0/access-configs/0/external-ip",
+}
+
+
+def resolve_master_url(url: str, lookup: Callable[[str], str]) -> str:
+    """``http://internal-ip:8080`` → the master's own address; ``lookup(path)`` reads GCE
+    metadata and is only called for a placeholder. Missing scheme: http; missing port: 8080."""
+    parts = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
+    host = parts.hostname or ""
+    if host in GCE_ADDRESS_PLACEHOLDERS:
+        host = lookup(GCE_ADDRESS_PLACEHOLDERS[host])
+    return f"{parts.scheme or 'http'}://{host}:{parts.port or 8080}"
+
+
 def backoff(attempt: int, rng: random.Random, *, base: float = 0.5, cap: float = 8.0) -> float:
     """Full-jitter exponential backoff for retry number ``attempt`` (0-based)."""
     return rng.uniform(0, min(cap, base * 2**attempt))
@@ -278,6 +298,37 @@ class GcpProvider:
         self._max_attempts = max_attempts
         self._clients: tuple[Any, Any] | None = None
         self._zone_of: dict[str, str] = {}
+
+    @classmethod
+    def for_pool(
+        cls,
+        config: GcpProviderConfig,
+        *,
+        cluster_id: str,
+        pool: str,
+        master_url: str,
+        agent_token: str,
+        extra_env: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> GcpProvider:
+        """Render the agent bootstrap (``cloud="gcp"``) and build the provider.
+
+        The pool's ``master_url`` wins over the master's own; Determined's placeholder hosts
+        (``http://internal-ip:8080``, ``external-ip``) are read from this machine's metadata.
+        """
+        from det.master.provisioner import bootstrap
+
+        url = resolve_master_url(config.master_url, _metadata) if config.master_url else master_url
+        script = bootstrap.render_user_data(
+            url,
+            agent_token,
+            pool,
+            cluster_id,
+            "gcp",
+            extra_env,
+            startup_script=config.startup_script,
+        )
+        return cls(config, cluster_id=cluster_id, pool=pool, startup_script=script, **kwargs)
 
     @property
     def zones(self) -> list[str]:

@@ -3,7 +3,7 @@
 Serves under ``/computeMetadata/v1/`` (403 without ``Metadata-Flavor: Google``, like the real
 one): ``instance/preempted`` (``FALSE`` until :meth:`FakeGceMetadata.trigger_preemption`),
 ``instance/name``, ``instance/id``, ``instance/zone`` (``projects/NUM/zones/Z``),
-``instance/hostname``, ``instance/network-interfaces/0/ip``, ``instance/attributes/KEY`` (the
+``instance/hostname``, ``instance/network-interfaces/0/ip`` (and ``…/access-configs/0/external-ip``), ``instance/attributes/KEY`` (the
 VM's metadata items, e.g. ``startup-script``), ``project/project-id``.
 
 ``?wait_for_change=true`` hangs until the value's ETag differs from ``last_etag`` (or, without
@@ -31,6 +31,7 @@ class FakeGceMetadata:
         project: str = "test-project",
         zone: str = "us-west1-b",
         ip: str = "10.0.0.2",
+        external_ip: str = "203.0.113.7",
         attributes: dict[str, str] | None = None,
     ) -> None:
         self.values: dict[str, str] = {
@@ -40,6 +41,7 @@ class FakeGceMetadata:
             "instance/zone": f"projects/123456789/zones/{zone}",
             "instance/hostname": f"{instance_name}.{zone}.c.{project}.internal",
             "instance/network-interfaces/0/ip": ip,
+            "instance/network-interfaces/0/access-configs/0/external-ip": external_ip,
             "project/project-id": project,
         }
         for key, value in (attributes or {}).items():

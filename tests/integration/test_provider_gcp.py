@@ -265,6 +265,42 @@ def test_launch_stops_waiting_after_operation_timeout_period() -> None:
         assert [i.id for i in provider.list_instances()] == [inst.id]
 
 
+def test_for_pool_renders_the_bootstrap_with_the_masters_internal_ip(
+    fake: FakeGce, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from google.auth.credentials import AnonymousCredentials
+
+    config = parse_provider_config(
+        {
+            "type": "gcp",
+            "project": "p",
+            "zone": ZONE_A,
+            "boot_disk_source_image": "img",
+            "master_url": "http://internal-ip:8080",
+            "startup_script": "echo pool-hook",
+        }
+    )
+    assert isinstance(config, GcpProviderConfig)
+    with FakeGceMetadata(ip="10.128.0.9") as metadata:
+        monkeypatch.setenv("GCE_METADATA_HOST", metadata.host)
+        provider = GcpProvider.for_pool(
+            config,
+            cluster_id="c",
+            pool="gpu",
+            master_url="http://ignored:8080",
+            agent_token="tok",
+            credentials=AnonymousCredentials(),
+            api_endpoint=fake.url,
+        )
+    script = provider.startup_script
+    assert "export DET_MASTER_URL=http://10.128.0.9:8080" in script
+    assert "export DET_CLOUD=gcp" in script and "export DET_RESOURCE_POOL=gpu" in script
+    assert "DET_STARTUP_SCRIPT_B64=" in script
+    provider.launch(cpu(), 1)
+    (vm,) = fake.instances()
+    assert {"key": "startup-script", "value": script} in vm["metadata"]["items"]
+
+
 def test_terminate_is_idempotent(fake: FakeGce, make_provider: MakeProvider) -> None:
     provider = make_provider()
     ids = [i.id for i in provider.launch(cpu(), 2)]

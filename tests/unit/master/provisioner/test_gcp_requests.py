@@ -311,3 +311,20 @@ def test_backoff_is_capped_and_jittered() -> None:
     assert all(0 <= d <= 4.0 for d in delays)
     assert max(delays[6:]) > 1.0  # grows past the first steps
     assert len(set(delays)) == len(delays)
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://internal-ip:8080", "http://10.0.0.5:8080"),
+        ("https://external-ip", "https://203.0.113.9:8080"),
+        ("internal-ip:9000", "http://10.0.0.5:9000"),
+        ("http://master.example.com:8443", "http://master.example.com:8443"),
+    ],
+)
+def test_master_url_placeholders_are_read_from_metadata(url: str, expected: str) -> None:
+    answers = {
+        "instance/network-interfaces/0/ip": "10.0.0.5",
+        "instance/network-interfaces/0/access-configs/0/external-ip": "203.0.113.9",
+    }
+    assert gcp.resolve_master_url(url, answers.__getitem__) == expected
