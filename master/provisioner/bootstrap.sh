@@ -122,8 +122,8 @@ ensure_nvidia() {
 ensure_agent() {
   if command -v det-agent >/dev/null 2>&1; then return 0; fi
   log "installing the det agent ($DET_AGENT_PIP_SPEC)"
-  command -v python3 >/dev/null 2>&1 && python3 -m venv --help >/dev/null 2>&1 \
-    || apt_install python3 python3-venv
+  # Ubuntu ships python3 without ensurepip (python3-venv), which venv needs.
+  python3 -c 'import ensurepip' >/dev/null 2>&1 || apt_install python3 python3-venv
   python3 -m venv "$DET_AGENT_VENV"
   "$DET_AGENT_VENV/bin/pip" install -q "$DET_AGENT_PIP_SPEC"
   ln -sf "$DET_AGENT_VENV/bin/det-agent" /usr/local/bin/det-agent
