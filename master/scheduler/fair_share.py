@@ -32,8 +32,7 @@ from collections.abc import Sequence
 
 from det.master.scheduler.capacity import fits_sizes
 from det.master.scheduler.fitting import Cluster
-from det.master.scheduler.model import Request
-from det.master.scheduler.result import PassResult
+from det.master.scheduler.model import PassResult, Request
 
 
 @dataclasses.dataclass

@@ -155,3 +155,15 @@ class Decision:
     def slot_counts(self) -> dict[str, dict[str, int]]:
         """``placements`` as ``{allocation id: {agent id: slot count}}``."""
         return {a: {ag: len(s) for ag, s in p.items()} for a, p in self.placements.items()}
+
+
+@dataclasses.dataclass
+class PassResult:
+    """A policy's raw output inside one pass (mutable, never leaves the package).
+
+    ``order``: the slot-holding requests in the order the pass considered them (the queue)."""
+
+    order: list[Request] = dataclasses.field(default_factory=list)
+    placements: dict[str, Placement] = dataclasses.field(default_factory=dict)
+    preemptions: list[str] = dataclasses.field(default_factory=list)
+    waiting: list[str] = dataclasses.field(default_factory=list)

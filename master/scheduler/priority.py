@@ -27,8 +27,7 @@ import operator
 from collections.abc import Callable, Iterator, Sequence
 
 from det.master.scheduler.fitting import Cluster
-from det.master.scheduler.model import PolicyKind, Request
-from det.master.scheduler.result import PassResult
+from det.master.scheduler.model import PassResult, PolicyKind, Request
 
 
 def sort_key(kind: str) -> Callable[[Request], tuple[float | str, ...]]:
