@@ -28,6 +28,7 @@ Public API::
                            allocated_slots), ...): the queue reduced to jobs
     Decision.waiting      pending allocations whose slots are held until victims exit
     Decision.slot_counts() {allocation id: {agent id: slot count}}
+    Decision.demand()      slot counts still queued and not waiting: the provisioner's demand
 
 Semantics, in short (each module's docstring has the details and where we differ from
 Determined 0.38):

@@ -152,6 +152,16 @@ class Decision:
     jobs: tuple[JobSummary, ...] = ()
     waiting: tuple[str, ...] = ()
 
+    def demand(self) -> tuple[int, ...]:
+        """Slot counts of the requests left queued that are not waiting for preempted work:
+        what the provisioner may need more machines for (0 for a zero-slot task)."""
+        waiting = set(self.waiting)
+        return tuple(
+            e.slots
+            for e in self.queue
+            if e.state == QueueState.QUEUED and e.allocation_id not in waiting
+        )
+
     def slot_counts(self) -> dict[str, dict[str, int]]:
         """``placements`` as ``{allocation id: {agent id: slot count}}``."""
         return {a: {ag: len(s) for ag, s in p.items()} for a, p in self.placements.items()}

@@ -84,3 +84,16 @@ def test_fair_share_queue_follows_grant_order_and_puts_unplaceable_work_last() -
 def test_decision_reports_slot_counts() -> None:
     decision = run([agent("a", 2), agent("b", 2)], [pending("t", 4)])
     assert decision.slot_counts() == {"t": {"a": 2, "b": 2}}
+
+
+def test_demand_is_what_stays_queued_without_waiting_for_preempted_work() -> None:
+    requests = [
+        running("victim", {"a": ids(0, 1)}, priority=90),
+        pending("h", 2, priority=10),  # waits for the victim's slots
+        pending("big", 8, priority=20),  # needs a new machine
+        pending("z", 0, priority=30),  # placed
+        pending("t", 1, priority=40),  # blocked behind big, no preemption possible
+    ]
+    decision = run([agent("a", 2)], requests, preemption=True)
+    assert decision.waiting == ("h",)
+    assert decision.demand() == (8, 1)
