@@ -478,7 +478,23 @@ class GcpProvider:
         return found
 
     def list_instances(self) -> list[Instance]:
-        return [inst for zone in self.zones for inst in self._list_zone(zone)]
+        """This pool's instances in every zone of the project (one aggregated list), so an
+        instance in a zone the config no longer names is still found and can be reconciled."""
+        instances, _ = self._sdk()
+        request = {
+            "project": self.project,
+            "filter": label_filter(self.cluster_id, self.pool),
+            "max_results": 500,
+        }
+        pager = self._call("aggregatedList", lambda: instances.aggregated_list(request=request))
+        found = []
+        for _, scoped in pager:
+            for item in scoped.instances:
+                inst = instance_from_rest(json.loads(type(item).to_json(item)))
+                if inst.zone:
+                    self._zone_of[inst.id] = inst.zone
+                found.append(inst)
+        return found
 
     def terminate(self, instance_ids: list[str]) -> None:
         from google.api_core import exceptions

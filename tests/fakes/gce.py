@@ -5,6 +5,7 @@ Serves, for any project::
     POST   /compute/v1/projects/P/zones/Z/instances               insert
     POST   /compute/v1/projects/P/zones/Z/instances/bulkInsert    bulkInsert
     GET    /compute/v1/projects/P/zones/Z/instances               list (label filter, paging)
+    GET    /compute/v1/projects/P/aggregated/instances            aggregatedList (every zone)
     GET    /compute/v1/projects/P/zones/Z/instances/NAME          get
     DELETE /compute/v1/projects/P/zones/Z/instances/NAME          delete
     GET    /compute/v1/projects/P/zones/Z/operations/OP           get operation
@@ -42,6 +43,7 @@ from typing import Any, Literal
 _PREFIX = re.compile(
     r"^/compute/v1/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/(?P<rest>.*)$"
 )
+_AGGREGATED = re.compile(r"^/compute/v1/projects/(?P<project>[^/]+)/aggregated/instances$")
 _FILTER_TERM = re.compile(r'labels\.([A-Za-z0-9_-]+)\s*(=|!=)\s*"?([^"\s)]*)"?')
 _NAME_PATTERN = re.compile(r"#+")
 
@@ -55,7 +57,10 @@ class RecordedRequest:
 
     @property
     def kind(self) -> str:
-        """``insert``, ``bulkInsert``, ``list``, ``get``, ``delete``, ``operation``, ``wait``."""
+        """``insert``, ``bulkInsert``, ``list``, ``aggregatedList``, ``get``, ``delete``,
+        ``operation``, ``wait``."""
+        if _AGGREGATED.match(self.path):
+            return "aggregatedList"
         m = _PREFIX.match(self.path)
         rest = m.group("rest") if m else ""
         parts = rest.split("/")
@@ -309,10 +314,14 @@ class FakeGce:
         with self._lock:
             req = RecordedRequest(method, path, query, body)
             self.requests.append(req)
+            fault = self._take_http_fault(req.kind)
+            if req.kind == "aggregatedList":
+                if fault is not None:
+                    return _error(fault.status, fault.reason, fault.message)
+                return 200, self._list(None, query)
             m = _PREFIX.match(path)
             if m is None:
                 return _error(404, "notFound", f"The resource '{path}' was not found")
-            fault = self._take_http_fault(req.kind)
             project, zone, rest = m.group("project"), m.group("zone"), m.group("rest")
             if fault is not None:
                 if fault.after:
@@ -370,19 +379,25 @@ class FakeGce:
             op.update(status="DONE", progress=100)
         return 200, {k: v for k, v in op.items() if not k.startswith("_")}
 
-    def _list(self, zone: str, query: dict[str, str]) -> dict[str, Any]:
+    def _list(self, zone: str | None, query: dict[str, str]) -> dict[str, Any]:
+        """One zone's list, or (``zone=None``) the aggregated list grouped by ``zones/Z``."""
         terms = _FILTER_TERM.findall(query.get("filter", ""))
         matched = []
         for (z, _), inst in sorted(self._instances.items()):
             labels = inst.get("labels", {})
-            if z == zone and all((labels.get(k) == v) == (op == "=") for k, op, v in terms):
-                matched.append(inst)
+            if zone in (None, z) and all((labels.get(k) == v) == (op == "=") for k, op, v in terms):
+                matched.append((z, inst))
         size = min(int(query.get("maxResults", self.page_size)), self.page_size)
         start = int(query.get("pageToken") or 0)
-        page: dict[str, Any] = {
-            "kind": "compute#instanceList",
-            "items": [self._observe(i) for i in matched[start : start + size]],
-        }
+        page_items = [(z, self._observe(i)) for z, i in matched[start : start + size]]
+        page: dict[str, Any]
+        if zone is None:
+            grouped: dict[str, Any] = {}
+            for z, inst in page_items:
+                grouped.setdefault(f"zones/{z}", {"instances": []})["instances"].append(inst)
+            page = {"kind": "compute#instanceAggregatedList", "items": grouped}
+        else:
+            page = {"kind": "compute#instanceList", "items": [i for _, i in page_items]}
         if start + size < len(matched):
             page["nextPageToken"] = str(start + size)
         return page

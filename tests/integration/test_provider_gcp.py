@@ -149,12 +149,16 @@ def test_list_sees_only_this_cluster_and_pool_in_every_zone(
     )
     fake.add_instance(ZONE_A, "other-pool", {"det-cluster-id": "cluster-1", "det-pool": "gpu"})
     fake.add_instance(ZONE_B, "unlabelled", {})
+    # A zone the config no longer names: still this pool's, so still listed (and deletable).
+    fake.add_instance(
+        "us-east1-c", "orphan", {"det-cluster-id": "cluster-1", "det-pool": "default"}
+    )
 
     listed = provider.list_instances()
 
-    assert {i.id for i in listed} == mine
+    assert {i.id for i in listed} == {*mine, "orphan"}
     assert all(i.state is InstanceState.RUNNING and i.address for i in listed)
-    filters = {r.query.get("filter") for r in fake.requests if r.kind == "list"}
+    filters = {r.query.get("filter") for r in fake.requests if r.kind == "aggregatedList"}
     assert filters == {"(labels.det-cluster-id = cluster-1) AND (labels.det-pool = default)"}
 
 
@@ -164,7 +168,7 @@ def test_list_follows_pages(fake: FakeGce, make_provider: MakeProvider) -> None:
     launched = provider.launch(cpu(), 5)
 
     assert {i.id for i in provider.list_instances()} == {i.id for i in launched}
-    assert sum(r.kind == "list" for r in fake.requests) >= 3 + 3  # bulk check + list, 3 pages each
+    assert sum(r.kind == "aggregatedList" for r in fake.requests) == 3  # 5 instances, pages of 2
 
 
 def test_new_instances_are_starting_until_running() -> None:
@@ -317,7 +321,14 @@ def test_terminate_finds_instances_another_process_launched(
     fake: FakeGce, make_provider: MakeProvider
 ) -> None:
     (inst,) = make_provider().launch(cpu(ZONE_B), 1)
-    make_provider().terminate([inst.id])  # a fresh provider: no zone cache
+    make_provider().terminate([inst.id])  # a fresh provider: no zone cache, probes its zones
+    assert fake.instances() == []
+
+    fake.add_instance(
+        "us-east1-c", "orphan", {"det-cluster-id": "cluster-1", "det-pool": "default"}
+    )
+    provider = make_provider()
+    provider.terminate([i.id for i in provider.list_instances()])  # the list taught it the zone
     assert fake.instances() == []
 
 
@@ -362,7 +373,7 @@ def test_transient_errors_are_retried_with_backoff(
     sleeps: list[float] = []
     provider = make_provider(sleeps=sleeps)
     fake.fail_http("insert", 503, "backendError", times=2)
-    fake.fail_http("list", 403, "rateLimitExceeded", times=1)
+    fake.fail_http("aggregatedList", 403, "rateLimitExceeded", times=1)
 
     assert len(provider.launch(cpu(), 1)) == 1
     assert len(provider.list_instances()) == 1
