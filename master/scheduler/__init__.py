@@ -17,7 +17,7 @@ Public API::
         AgentState.with_slots(id, n) numbers the slots "0".."n-1"
     Request(allocation_id, job_id, slots, priority=42, weight=1.0, order=0.0,
             preemptible=True, placement: {agent id: (slot id, ...)} | None = None,
-            preempting=False)
+            preempting=False, started=0.0)
     Policy(kind="priority" | "fair_share" | "round_robin", preemption=False,
            fitting="best" | "worst")
 

@@ -13,7 +13,8 @@ gangs, which needs no fix-up:
    request larger than the capacity left is skipped (the job may still get a smaller one). A
    pending request the pool could never hold, even empty, is not counted (it would waste share).
 3. Granted pending requests are placed in grant order. One that does not fit looks for victims
-   among running requests that were *not* granted (over-share jobs), latest first, after any
+   among running requests that were *not* granted (over-share jobs), most recently started
+   first, after any
    already stopping; only the victims it needs are preempted, and its slots are held for it.
 4. If nothing had to be preempted, pending requests that were not granted may use slots that
    are still free (work-conserving); a later pass takes them back if a granted request needs
@@ -52,10 +53,10 @@ def schedule_fair_share(requests: Sequence[Request], cluster: Cluster) -> PassRe
     rest = [r for r in requests if r.allocation_id not in granted_ids]
     out = PassResult(order=granted + rest)
     # Victims: requests already stopping first, then running requests beyond their job's
-    # share, most recently submitted first.
+    # share, most recently started first.
     stopping = [r for r in requests if r.placement is not None and r.preempting]
     over = [r for r in rest if r.placement is not None and r.preemptible and not r.preempting]
-    candidates = stopping + sorted(over, key=lambda r: (-r.order, r.allocation_id))
+    candidates = stopping + sorted(over, key=lambda r: (-r.started, -r.order, r.allocation_id))
     taken: set[str] = set()
     for r in granted:
         if r.placement is not None:

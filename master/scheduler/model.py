@@ -72,8 +72,10 @@ class Request:
     ``slots``: what the gang needs, all or nothing. ``priority``: 1-99, lower runs first.
     ``weight``: the job's fair-share weight. ``order``: the submission order (the job's queue
     position, then the request's creation; smaller is earlier). ``placement``: where it runs
-    when placed (``None`` while pending); placed requests are never moved. ``preempting``: the
-    master already asked it to stop; its slots are on their way to being free.
+    when placed (``None`` while pending); placed requests are never moved. ``started``: when it
+    was placed (any increasing number, e.g. epoch seconds); among victims of equal priority the
+    most recently started goes first, then the latest ``order``. ``preempting``: the master
+    already asked it to stop; its slots are on their way to being free.
     """
 
     allocation_id: str
@@ -85,6 +87,7 @@ class Request:
     preemptible: bool = True
     placement: Placement | None = None
     preempting: bool = False
+    started: float = 0.0
 
     @property
     def placed(self) -> bool:

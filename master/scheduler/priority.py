@@ -13,11 +13,12 @@ Behaviour, as Determined 0.38 (``agentrm/priority.go``) and its docs define it:
   slots appear); we do the same.
 * With preemption enabled, a request that does not fit looks for victims among running
   preemptible requests of a strictly lower priority (a higher number): lowest priority first,
-  then the most recently submitted. Allocations already asked to stop count first and are not
-  asked again. Determined also preempts later jobs of the *same* priority; we do not, to avoid
-  churn between equals. Unlike Determined's greedy walk, victims that turn out not to be
-  needed (on other agents, or spare slots) are not preempted. The slots the waiting gang will
-  use are held for it, so nothing of lower rank lands there before the victims exit.
+  then the most recently started (``started``, then ``order``). Allocations already asked to
+  stop count first and are not asked again. Determined also preempts later jobs of the *same*
+  priority; we do not, to avoid churn between equals. Unlike Determined's greedy walk, victims
+  that turn out not to be needed (on other agents, or spare slots) are not preempted. The slots
+  the waiting gang will use are held for it, so nothing of lower rank lands there before the
+  victims exit.
 """
 
 from __future__ import annotations
@@ -92,11 +93,11 @@ def schedule_priority(
 
 def _victim_order(requests: Sequence[Request]) -> list[Request]:
     """Running requests in the order we would rather stop them: those already stopping, then
-    preemptible ones from the lowest priority (highest number) and latest submission."""
+    preemptible ones from the lowest priority (highest number), most recently started first."""
     running = [r for r in requests if r.placement is not None and r.slots > 0]
     stopping = [r for r in running if r.preempting]
     others = [r for r in running if r.preemptible and not r.preempting]
-    others.sort(key=lambda r: (-r.priority, -r.order, r.allocation_id))
+    others.sort(key=lambda r: (-r.priority, -r.started, -r.order, r.allocation_id))
     return stopping + others
 
 

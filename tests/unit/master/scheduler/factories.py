@@ -45,6 +45,7 @@ def running(
     order: float | None = None,
     preemptible: bool = True,
     preempting: bool = False,
+    started: float = 0.0,
 ) -> Request:
     """A placed request on ``{agent: slot ids}`` (``()`` for a zero-slot task)."""
     return Request(
@@ -57,6 +58,7 @@ def running(
         preemptible,
         placement=where,
         preempting=preempting,
+        started=started,
     )
 
 

@@ -101,6 +101,16 @@ def test_preemption_takes_lowest_priority_then_most_recent_and_only_what_is_need
     assert decision.placements == {}
 
 
+def test_among_equal_priorities_the_most_recently_started_is_preempted_first() -> None:
+    requests = [
+        running("early-start", {"a": ids(0, 1)}, priority=60, order=2, started=100.0),
+        running("late-start", {"a": ids(2, 3)}, priority=60, order=1, started=200.0),
+        pending("h", 2, priority=10),
+    ]
+    decision = run([agent("a", 4)], requests, preemption=True)
+    assert decision.preemptions == ("late-start",)
+
+
 def test_no_preemption_when_disabled() -> None:
     decision = run([agent("a", 4)], [*_FULL_AGENT, pending("h", 2, priority=10)])
     assert decision.preemptions == ()
