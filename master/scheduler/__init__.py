@@ -42,10 +42,12 @@ Determined 0.38):
   backfill). Preemption frees just enough, lowest priority and latest first.
 * ``fair_share`` (:mod:`.fair_share`): weighted max-min shares computed in whole gangs.
 * Zero-slot requests are placed apart, on the agent with the fewest aux containers, up to
-  ``max_aux_containers_per_agent``.
+  ``max_aux_containers_per_agent`` (agents with no slots count); they neither preempt nor are
+  preempted by the scheduler.
 * ``queue``/``jobs`` follow the order the pass used; ``jobs_ahead`` is Determined's
   ``jobsAhead`` (distinct jobs ahead); a job is SCHEDULED when any of its requests is.
-* :func:`can_ever_fit` explains why a request could never be placed (:mod:`.capacity`).
+* :func:`can_ever_fit` explains why a request could never be placed (:mod:`.capacity`); a
+  pool with neither agents nor a provider gets ``None`` (its agents may not have registered).
 """
 
 from det.master.scheduler.capacity import Growth, can_ever_fit, fits_sizes, pool_sizes
