@@ -386,29 +386,35 @@ class GcpProvider:
             zonal_urls=count == 1,
         )
         names = [instance_name(self.config.name_prefix, self._rng) for _ in range(count)]
+        try:
+            if count == 1:
+                body: Any = compute_v1.Instance.from_json(json.dumps(insert_body(props, names[0])))
+            else:
+                body = compute_v1.BulkInsertInstanceResource.from_json(
+                    json.dumps(bulk_insert_body(props, names))
+                )
+        except Exception as exc:  # json_format.ParseError: base_config names an unknown field
+            raise LaunchError("INVALID_REQUEST", f"bad instance body: {exc}") from exc
         attempts = 0
 
         def send() -> Any:
             nonlocal attempts
             attempts += 1
             if count == 1:
-                resource = compute_v1.Instance.from_json(json.dumps(insert_body(props, names[0])))
                 return instances.insert_unary(
-                    project=self.project, zone=zone, instance_resource=resource
+                    project=self.project, zone=zone, instance_resource=body
                 )
-            bulk = compute_v1.BulkInsertInstanceResource.from_json(
-                json.dumps(bulk_insert_body(props, names))
-            )
             return instances.bulk_insert_unary(
-                project=self.project, zone=zone, bulk_insert_instance_resource_resource=bulk
+                project=self.project, zone=zone, bulk_insert_instance_resource_resource=body
             )
 
         try:
             op = self._call("insert" if count == 1 else "bulkInsert", send)
         except exceptions.GoogleAPICallError as exc:
-            if not (count == 1 and attempts > 1 and http_error_reason(exc) == "alreadyExists"):
+            if not (attempts > 1 and http_error_reason(exc) == "alreadyExists"):
                 raise self._sync_launch_error(exc) from exc
-            # An earlier attempt created it although its answer was lost: that is a success.
+            # An earlier attempt created them although its answer was lost: that is a success
+            # (for a bulk launch the list below finds which).
             op = None
         done = self._wait(zone, op) if op is not None else None
         if done is not None and done.error and done.error.errors:

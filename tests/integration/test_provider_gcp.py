@@ -393,6 +393,16 @@ def test_insert_whose_answer_was_lost_is_not_launched_twice(
     assert sum(r.kind == "insert" for r in fake.requests) == 2
 
 
+def test_unknown_base_config_field_is_a_launch_error_without_a_request(
+    fake: FakeGce, make_provider: MakeProvider
+) -> None:
+    provider = make_provider(base_config={"minCpuPlatfrom": "Intel Skylake"})
+    with pytest.raises(LaunchError) as info:
+        provider.launch(cpu(), 1)
+    assert info.value.code == "INVALID_REQUEST" and "minCpuPlatfrom" in info.value.message
+    assert fake.requests == []
+
+
 def test_other_errors_surface_at_once(fake: FakeGce, make_provider: MakeProvider) -> None:
     sleeps: list[float] = []
     provider = make_provider(sleeps=sleeps)
