@@ -110,8 +110,8 @@ def _grant(requests: Sequence[Request], cluster: Cluster) -> list[Request]:
         else:
             job.queue.append(r)
     for job in jobs.values():
-        # Running requests keep their place ahead of pending ones, oldest first.
-        job.queue.sort(key=lambda r: (r.placement is None, r.order, r.allocation_id))
+        # Running requests keep their place ahead of pending ones, earliest started first.
+        job.queue.sort(key=lambda r: (r.placement is None, r.started, r.order, r.allocation_id))
     heap = [(j.granted / j.weight, j.first, j.job_id) for j in jobs.values() if j.queue]
     heapq.heapify(heap)
     while heap and capacity > 0:
