@@ -486,12 +486,16 @@ class GcpProvider:
     def list_instances(self) -> list[Instance]:
         """This pool's instances in every zone of the project (one aggregated list), so an
         instance in a zone the config no longer names is still found and can be reconciled."""
+        return self._aggregated(label_filter(self.cluster_id, self.pool))
+
+    def list_labelled(self, key: str, value: str) -> list[Instance]:
+        """Every instance of the project labelled ``key=value``, whatever its pool (``det
+        deploy gcp down`` finds a whole cluster's agents by its ``label_key``/``label_value``)."""
+        return self._aggregated(f"(labels.{key} = {sanitize_label_value(value)})")
+
+    def _aggregated(self, filter_: str) -> list[Instance]:
         instances, _ = self._sdk()
-        request = {
-            "project": self.project,
-            "filter": label_filter(self.cluster_id, self.pool),
-            "max_results": 500,
-        }
+        request = {"project": self.project, "filter": filter_, "max_results": 500}
         pager = self._call("aggregatedList", lambda: instances.aggregated_list(request=request))
         found = []
         for _, scoped in pager:

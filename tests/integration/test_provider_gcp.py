@@ -162,6 +162,21 @@ def test_list_sees_only_this_cluster_and_pool_in_every_zone(
     assert filters == {"(labels.det-cluster-id = cluster-1) AND (labels.det-pool = default)"}
 
 
+def test_list_labelled_finds_every_pool_of_a_deployment(
+    fake: FakeGce, make_provider: MakeProvider
+) -> None:
+    aux = make_provider(pool="aux", label_key="det-cluster", label_value="prod")
+    gpu = make_provider(pool="gpu", label_key="det-cluster", label_value="prod")
+    ids = {aux.launch(cpu(), 1)[0].id, gpu.launch(cpu(ZONE_B), 1)[0].id}
+    fake.add_instance(ZONE_A, "other-deployment", {"det-cluster": "staging"})
+
+    found = aux.list_labelled("det-cluster", "prod")
+
+    assert {i.id for i in found} == ids
+    aux.terminate([i.id for i in found])
+    assert [i["name"] for i in fake.instances()] == ["other-deployment"]
+
+
 def test_list_follows_pages(fake: FakeGce, make_provider: MakeProvider) -> None:
     fake.page_size = 2
     provider = make_provider(fallback=[])
