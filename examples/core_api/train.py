@@ -43,11 +43,15 @@ class Trainer:
         self.opt = torch.optim.SGD(self.model.parameters(), lr=float(self.hp["learning_rate"]))
         self.x, self.y, self.val_x, self.val_y = make_data()
         self.steps_completed = 0
+        self.saved_at = -1
         self.last_val_loss = float("nan")
 
     # --- checkpoints ----------------------------------------------------------------------
 
     def save(self) -> None:
+        if self.saved_at == self.steps_completed:
+            return
+        self.saved_at = self.steps_completed
         if self.dist.rank == 0:
             md = {"steps_completed": self.steps_completed}
             with self.ctx.checkpoint.store_path(md) as (path, storage_id):
@@ -62,6 +66,7 @@ class Trainer:
             self._module().load_state_dict(torch.load(path / "model.pt"))
             self.opt.load_state_dict(torch.load(path / "optimizer.pt"))
             self.steps_completed = json.loads((path / "state.json").read_text())["steps_completed"]
+        self.saved_at = self.steps_completed
         logger.info("resumed from %s at step %d", storage_id, self.steps_completed)
 
     def _module(self) -> nn.Module:
@@ -116,8 +121,7 @@ class Trainer:
                 return False
         if self.steps_completed % int(self.hp["validate_every"]) != 0:
             self.validate()
-        if self.steps_completed % int(self.hp["checkpoint_every"]) != 0:
-            self.save()
+        self.save()
         return True
 
 

@@ -2,8 +2,10 @@
 
 Metrics go to ``POST /api/v1/trials/{id}/metrics`` from a background thread: ``report_*`` only
 enqueues, so training never waits on the network, and a master restart only delays delivery
-(the session retries). ``close()`` flushes everything still queued. An error the thread hit is
-raised from the next ``report_*`` call (or from ``close()``).
+(the session retries). Progress goes through the same thread and is coalesced: at most one
+progress post is queued at a time and it carries the latest value. ``close()`` flushes everything
+still queued. An error the thread hit is raised from the next ``report_*`` call (or from
+``close()``).
 """
 
 from __future__ import annotations
@@ -65,17 +67,29 @@ def _json_safe(metrics: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+_PROGRESS = "progress"
+
+
 class _MetricsShipper(threading.Thread):
     def __init__(self, session: Session, trial_id: int, trial_run_id: int) -> None:
         super().__init__(daemon=True, name="det-metrics-shipper")
         self._session = session
         self._trial_id = trial_id
         self._trial_run_id = trial_run_id
-        self._queue: queue.Queue[_Report | None] = queue.Queue(maxsize=1000)
+        self._queue: queue.Queue[_Report | str | None] = queue.Queue(maxsize=1000)
+        self._lock = threading.Lock()
+        self._progress: float | None = None
         self.error: BaseException | None = None
 
     def put(self, report: _Report) -> None:
         self._queue.put(report)
+
+    def put_progress(self, progress: float) -> None:
+        with self._lock:
+            queued = self._progress is not None
+            self._progress = progress
+        if not queued:
+            self._queue.put(_PROGRESS)
 
     def run(self) -> None:
         while True:
@@ -83,12 +97,20 @@ class _MetricsShipper(threading.Thread):
             if item is None:
                 return
             try:
-                self._session.post(
-                    f"/api/v1/trials/{self._trial_id}/metrics",
-                    json=metrics_body(self._trial_id, self._trial_run_id, item),
-                )
+                if isinstance(item, _Report):
+                    self._session.post(
+                        f"/api/v1/trials/{self._trial_id}/metrics",
+                        json=metrics_body(self._trial_id, self._trial_run_id, item),
+                    )
+                else:
+                    with self._lock:
+                        progress, self._progress = self._progress, None
+                    self._session.post(
+                        f"/api/v1/trials/{self._trial_id}/progress",
+                        json={"progress": progress, "is_raw": True},
+                    )
             except BaseException as e:  # surfaced to the training thread
-                logger.error("reporting %s metrics failed: %s", item.group, e)
+                logger.error("reporting to the master failed: %s", e)
                 self.error = e
 
     def stop(self) -> None:
@@ -118,7 +140,7 @@ class TrainContext:
     def _raise_shipper_error(self) -> None:
         err, self._shipper.error = self._shipper.error, None
         if err is not None:
-            raise RuntimeError(f"a metrics report failed: {err}") from err
+            raise RuntimeError(f"a metrics or progress report failed: {err}") from err
 
     def report_metrics(self, group: str, steps_completed: int, metrics: dict[str, Any]) -> None:
         """Report a dict of metrics of any ``group`` at ``steps_completed`` (batches)."""
@@ -157,10 +179,8 @@ class TrainContext:
         """Progress in [0, 1], shown by the WebUI."""
         if not 0 <= progress <= 1:
             raise ValueError(f"progress must be between 0 and 1, not {progress}")
-        self._session.post(
-            f"/api/v1/trials/{self._trial_id}/progress",
-            json={"progress": progress, "is_raw": True},
-        )
+        self._raise_shipper_error()
+        self._shipper.put_progress(float(progress))
 
     def report_early_exit(self, reason: EarlyExitReason) -> None:
         reason = EarlyExitReason(reason)

@@ -54,6 +54,7 @@ def test_core_api_example_trains_and_checkpoints_locally(tmp_path: Path) -> None
     }
 
 
+@pytest.mark.slow
 def test_core_api_example_runs_distributed_off_cluster(tmp_path: Path) -> None:
     work = copy_example("core_api", tmp_path)
     r = subprocess.run(

@@ -10,7 +10,7 @@ import pytest
 
 import det
 from det.core import EarlyExitReason, InvalidHP
-from tests.unit.harness.fake_master import FakeMaster
+from tests.unit.harness.fake_master import TOKEN, FakeMaster
 
 
 def test_init_reads_the_task_environment(on_cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -51,7 +51,7 @@ def test_a_failed_metrics_report_surfaces_in_the_training_thread(on_cluster) -> 
     ctx = det.core.init()
     ctx.start()
     ctx.train.report_training_metrics(1, {"loss": 1.0})
-    with pytest.raises(RuntimeError, match="metrics report failed"):
+    with pytest.raises(RuntimeError, match="report failed"):
         ctx.close()
 
 
@@ -175,3 +175,25 @@ def test_invalid_hp_reports_early_exit_and_exits_zero(on_cluster) -> None:  # ty
         raise InvalidHP("lr too big")
     assert e.value.code == 0
     assert master.requests_to("/early_exit")[0].body == {"reason": "EXITED_REASON_INVALID_HP"}
+
+
+def test_progress_is_coalesced_to_the_latest_value(master: FakeMaster) -> None:
+    from det.common.api import Session
+    from det.core._train import _MetricsShipper, _Report
+
+    shipper = _MetricsShipper(Session(master.url, allocation_token=TOKEN), 11, 2)
+    shipper.put(_Report("training", 1, {"loss": 1.0}))
+    for p in (0.1, 0.2, 0.3):
+        shipper.put_progress(p)
+    shipper.put(_Report("training", 2, {"loss": 0.5}))
+    shipper.put_progress(0.4)
+    shipper.start()  # everything above was queued before the thread could send any of it
+    shipper.stop()
+    # One progress post, sent when its turn came, with the value current at that time.
+    assert [r.body["progress"] for r in master.requests_to("/progress")] == [0.4]
+    assert [r.path.rsplit("/", 1)[1] for r in master.state.records] == [
+        "metrics",
+        "progress",
+        "metrics",
+    ]
+    assert shipper.error is None
