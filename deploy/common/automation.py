@@ -35,6 +35,11 @@ def _workspace_options(project: str) -> Any:
     )
 
 
+def _last_line(error: Exception) -> str:
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    return lines[-1] if lines else type(error).__name__
+
+
 def _stack(project: str, cluster_id: str, program: Program | None, create: bool) -> Any:
     from pulumi import automation as auto
 
@@ -50,6 +55,8 @@ def _stack(project: str, cluster_id: str, program: Program | None, create: bool)
         )
     except auto.errors.StackNotFoundError:
         raise DeployError(f"no cluster {cluster_id!r} in {state.state_dir()}") from None
+    except (auto.errors.CommandError, auto.errors.InvalidVersionError) as e:
+        raise DeployError(f"the Pulumi CLI failed: {_last_line(e)}") from None
 
 
 def up(
@@ -68,9 +75,7 @@ def up(
     try:
         result = stack.up(on_output=on_output)
     except auto.errors.CommandError as e:
-        raise DeployError(
-            f"pulumi up failed for {cluster_id!r}: {str(e).strip().splitlines()[-1]}"
-        ) from None
+        raise DeployError(f"pulumi up failed for {cluster_id!r}: {_last_line(e)}") from None
     return {k: v.value for k, v in result.outputs.items()}
 
 
@@ -90,9 +95,7 @@ def destroy(project: str, cluster_id: str, on_output: Callable[[str], None]) -> 
     try:
         stack.destroy(on_output=on_output)
     except auto.errors.CommandError as e:
-        raise DeployError(
-            f"pulumi destroy failed for {cluster_id!r}: {str(e).strip().splitlines()[-1]}"
-        ) from None
+        raise DeployError(f"pulumi destroy failed for {cluster_id!r}: {_last_line(e)}") from None
     stack.workspace.remove_stack(cluster_id)
 
 

@@ -164,3 +164,58 @@ def test_delete_bucket_removes_every_version(session):
     assert teardown.delete_bucket(s3, "ckpt") == 5
     assert "ckpt" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]
     assert teardown.delete_bucket(s3, "ckpt") == 0
+
+
+def _cli(argv: list[str]) -> tuple[int, str, str]:
+    import io
+
+    from det.deploy import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    return cli.run(argv, out, err), out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def fake_pulumi(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "pulumi"
+    exe.write_text(
+        '#!/bin/sh\nif [ "$1" = version ]; then echo v3.200.0; exit 0; fi\necho "error: not a real pulumi" >&2\nexit 1\n'
+    )
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    return tmp_path / "data"
+
+
+def test_up_stops_at_a_missing_keypair(session, fake_pulumi):
+    code, _, err = _cli(
+        ["aws", "up", "--cluster-id", "c1", "--keypair", "nope", "--region", REGION, "--yes"]
+    )
+    assert code == 1
+    assert "EC2 key pair 'nope' does not exist" in err
+    assert not (fake_pulumi / "det" / "pulumi" / ".pulumi").exists()
+
+
+def test_up_turns_a_pulumi_failure_into_one_line(session, fake_pulumi):
+    session.client("ec2").create_key_pair(KeyName="kp")
+    code, out, err = _cli(
+        [
+            "aws",
+            "up",
+            "--cluster-id",
+            "c1",
+            "--keypair",
+            "kp",
+            "--region",
+            REGION,
+            "--yes",
+            "--compute-agent-instance-type",
+            "m5.xlarge",
+        ]
+    )
+    assert code == 1
+    assert "warning: could not check the vCPU quota L-1216C47A" in out
+    assert err.startswith("det deploy: error: ") and err.count("\n") == 1
+    assert "not a real pulumi" in err

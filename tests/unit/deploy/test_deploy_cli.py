@@ -228,3 +228,37 @@ def test_add_parsers_registers_aws_and_gcp_under_a_noun():
     out = io.StringIO()
     assert args.func(args, out) == 0
     assert json.loads(out.getvalue())["cloud"] == "gcp"
+
+
+FAKE_PULUMI = """#!/bin/sh
+# Stands in for the Pulumi CLI: reports a version, refuses everything else.
+if [ "$1" = "version" ]; then echo v3.200.0; exit 0; fi
+echo "error: this is not a real pulumi" >&2
+exit 1
+"""
+
+
+@pytest.fixture
+def fake_pulumi(no_credentials: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    bin_dir = Path(os.environ["PATH"])
+    exe = bin_dir / "pulumi"
+    exe.write_text(FAKE_PULUMI)
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    # google-auth must not probe a metadata server.
+    monkeypatch.setenv("NO_GCE_CHECK", "True")
+    monkeypatch.setenv("GCE_METADATA_HOST", "127.0.0.1:9")
+    monkeypatch.setenv("GCE_METADATA_IP", "127.0.0.1:9")
+    return no_credentials
+
+
+def test_up_without_aws_credentials_stops_before_pulumi(fake_pulumi: Path):
+    code, _, err = _run(["aws", "up", "--cluster-id", "c1", "--keypair", "kp", "--yes"])
+    assert code == 1 and "no AWS credentials found" in err
+    assert state.list_stacks(state.state_dir(), "det-aws") == []
+
+
+def test_up_without_gcp_credentials_stops_before_pulumi(fake_pulumi: Path):
+    code, _, err = _run(["gcp", "up", "--cluster-id", "c1", "--project-id", "p", "--yes"])
+    assert code == 1 and "no Google Cloud credentials found" in err
+    assert state.list_stacks(state.state_dir(), "det-gcp") == []
