@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# The det demo, from a fresh Debian/Ubuntu machine to a finished hyperparameter search:
+#
+#   1. installs docker.io, debootstrap and python3-venv when missing (root or sudo), starts dockerd
+#   2. creates .venv and installs det (master, agent, cli) into it
+#   3. builds the task images (infra/build-images.sh) when missing or older than the harness
+#   4. det deploy local up --agents 2, logs in as admin
+#   5. runs examples/core_api/adaptive_asha.yaml to completion and prints the best trial
+#
+# Re-runnable: every step checks first; a running cluster is reused; each run is a new experiment.
+# Environment (all optional):
+#   DET_LOCAL_STATE_DIR   the cluster's state directory (default ~/.local/share/det/local)
+#   DET_DEMO_PORT         master port (default 8080)     DET_DEMO_AGENTS   agents (default 2)
+#   DET_DEMO_CONFIG       experiment config (default examples/core_api/adaptive_asha.yaml)
+#   DET_DEMO_VENV         the virtualenv (default .venv in the repository)
+#   DET_DEMO_DOWN=1       stop the cluster at the end (data kept)
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+PORT="${DET_DEMO_PORT:-8080}"
+AGENTS="${DET_DEMO_AGENTS:-2}"
+CONFIG="${DET_DEMO_CONFIG:-examples/core_api/adaptive_asha.yaml}"
+CONTEXT="$(dirname "$CONFIG")"
+VENV="${DET_DEMO_VENV:-$REPO/.venv}"
+IMAGE="det-task:py3.11-cpu-torch"
+START=$SECONDS
+
+step() { printf '\n==> [%4ss] %s\n' "$((SECONDS - START))" "$*"; }
+die() { echo "demo: error: $*" >&2; exit 1; }
+
+SUDO=()
+if [[ $EUID -ne 0 ]]; then
+  command -v sudo >/dev/null || die "run as root, or install sudo"
+  SUDO=(sudo)
+fi
+
+step "system packages"
+pkgs=()
+command -v dockerd >/dev/null || pkgs+=(docker.io)
+command -v debootstrap >/dev/null || pkgs+=(debootstrap)
+python3 -c 'import ensurepip, venv' 2>/dev/null || pkgs+=(python3-venv)
+command -v git >/dev/null || pkgs+=(git)
+if ((${#pkgs[@]})); then
+  echo "installing ${pkgs[*]}"
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${pkgs[@]}"
+else
+  echo "docker.io, debootstrap, python3-venv: present"
+fi
+python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+  || die "det needs Python >= 3.11 (Debian 12 or Ubuntu 24.04 and later)"
+
+step "Docker engine"
+if ! "${SUDO[@]}" docker info >/dev/null 2>&1; then
+  if [[ -d /run/systemd/system ]]; then
+    "${SUDO[@]}" systemctl start docker
+  else
+    echo "starting dockerd in the background (log: /var/log/dockerd.log)"
+    "${SUDO[@]}" sh -c 'nohup dockerd >/var/log/dockerd.log 2>&1 &'
+  fi
+  for _ in $(seq 60); do "${SUDO[@]}" docker info >/dev/null 2>&1 && break; sleep 1; done
+  "${SUDO[@]}" docker info >/dev/null 2>&1 || die "dockerd did not start (see /var/log/dockerd.log)"
+fi
+docker info >/dev/null 2>&1 || die "Docker runs but $USER may not use it: sudo usermod -aG docker $USER, log in again, re-run"
+echo "Docker engine: running"
+
+step "Python environment ($VENV)"
+[[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV"
+# Skip the install when this venv already has det from this checkout's current pyproject.
+STAMP="$VENV/.det-demo-$(cat pyproject.toml setup.py | sha256sum | cut -c1-16)"
+if [[ -f "$STAMP" && -x "$VENV/bin/det" ]] && "$VENV/bin/python" -c 'import det.master, det.agent, det.cli' 2>/dev/null; then
+  echo "det already installed in $VENV"
+else
+  "$VENV/bin/python" -m pip install --quiet -e ".[master,agent,cli]"
+  touch "$STAMP"
+fi
+export PATH="$VENV/bin:$PATH"
+echo "det installed: $(det --version)"
+
+step "task images"
+image_stale() {
+  local created harness
+  created="$(docker image inspect -f '{{.Created}}' "$IMAGE" 2>/dev/null)" || return 0
+  # Rebuild when the harness changed after the image was built (the image carries the harness).
+  harness="$(git log -1 --format=%cI -- harness setup.py pyproject.toml 2>/dev/null || true)"
+  [[ -n "$harness" ]] || return 1
+  [[ "$(date -d "$harness" +%s)" -gt "$(date -d "$created" +%s)" ]]
+}
+if image_stale; then
+  echo "building $IMAGE (debootstrap + wheels; several minutes the first time)"
+  "${SUDO[@]}" env PYTHON="$VENV/bin/python" bash infra/build-images.sh torch
+else
+  echo "$IMAGE: up to date"
+fi
+
+step "local cluster: det deploy local up --agents $AGENTS --master-port $PORT"
+det deploy local up --agents "$AGENTS" --master-port "$PORT"
+STATUS="$(det deploy local status --json)"
+read -r URL STATE_DIR < <(python3 -c \
+  'import json,sys; s=json.load(sys.stdin); print(s["master"]["url"], s["state_dir"])' <<<"$STATUS")
+export DET_MASTER="$URL"
+
+step "log in as admin at $DET_MASTER"
+det user login admin <"$STATE_DIR/admin_password"
+
+step "experiment: det experiment create $CONFIG $CONTEXT"
+OUT="$(det experiment create "$CONFIG" "$CONTEXT")"
+echo "$OUT"
+EXP="$(grep -oE 'experiment [0-9]+' <<<"$OUT" | grep -oE '[0-9]+' | head -1)"
+[[ -n "$EXP" ]] || die "could not read the experiment id from: $OUT"
+
+step "waiting for experiment $EXP (det experiment wait $EXP)"
+if ! det experiment wait "$EXP"; then
+  det experiment describe "$EXP" || true
+  die "experiment $EXP did not complete; see 'det trial logs <trial id>'"
+fi
+
+step "result"
+det experiment describe "$EXP"
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+det experiment describe "$EXP" --json >"$TMP/experiment.json"
+det checkpoint list "$EXP" --json >"$TMP/checkpoints.json"
+echo
+python3 scripts/best_trial.py "$TMP/experiment.json" "$TMP/checkpoints.json"
+echo
+echo "done in $((SECONDS - START)) s. The cluster keeps running: DET_MASTER=$URL det experiment list"
+echo "stop it with: det deploy local down"
+if [[ -n "${DET_DEMO_DOWN:-}" ]]; then
+  det deploy local down
+fi
