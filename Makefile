@@ -9,7 +9,8 @@ fmt:
 check:
 	$(PY) -m ruff format --check .
 	$(PY) -m ruff check .
-	$(PY) -m mypy harness master agent cli deploy
+	scripts/mypy-tree.sh build/mypy
+	MYPYPATH=build/mypy $(PY) -m mypy -p det
 
 test:
 	$(PY) -m pytest

@@ -10,11 +10,11 @@ from det.cli._util import noun
 def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     sub = noun(nouns, "deploy", aliases, "stand up or tear down a cluster (local, aws, gcp)")
     try:
-        from det.deploy.local import add_parsers as add_local
+        from det.deploy import local
     except ImportError:  # the local deploy is optional in a harness-only install
-        add_local = None
-    if add_local is not None:
-        add_local(sub)
+        local = None  # type: ignore[assignment]
+    if local is not None and hasattr(local, "add_parsers"):
+        local.add_parsers(sub)
     from det.deploy.cli import add_parsers as add_clouds
 
     add_clouds(sub)

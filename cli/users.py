@@ -71,7 +71,7 @@ def change_password(args: argparse.Namespace) -> None:
     if not password:
         raise UsageError("the new password must not be empty")
     s.patch(f"/api/v1/users/{user['id']}", {"password": password})
-    if target == s.user:
+    if target == s.user and target is not None:
         login(s.master, target, password)
     print(f"password changed for {target}")
 

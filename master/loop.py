@@ -36,7 +36,7 @@ class ControlLoop:
 
     # -- leadership ---------------------------------------------------------------------------
     def run_forever(self) -> None:
-        conninfo = self.state.pool.conninfo
+        conninfo = str(self.state.pool.conninfo)
         while not self.stop.is_set():
             try:
                 with psycopg.connect(conninfo, autocommit=True) as lock_conn:
@@ -79,7 +79,10 @@ class ControlLoop:
             fn(conn)
 
     def _agents_pass(self) -> None:
-        self._tx(lambda c: agents.mark_lost(c, self.state.config.agent_timeout_seconds) and None)
+        def lost(conn: Conn) -> None:
+            agents.mark_lost(conn, self.state.config.agent_timeout_seconds)
+
+        self._tx(lost)
 
     def _searcher_pass(self) -> None:
         with self.state.pool.connection() as conn:

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
+pytest_plugins = ["tests.integration.conftest_aws"]
+
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[str]:

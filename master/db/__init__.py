@@ -84,11 +84,11 @@ def start_embedded(data_dir: Path) -> str:
     The server outlives this process on purpose (``cleanup_mode=None``): a second master on
     the same data directory shares it, and a master restart finds the data where it was.
     """
-    import pgserver
+    import pgserver  # type: ignore[attr-defined,unused-ignore]
 
     pgdata = data_dir / "postgres"
     pgdata.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(pgdata, cleanup_mode=None)
+    server = pgserver.get_server(pgdata, cleanup_mode=None)  # type: ignore[attr-defined,unused-ignore]
     uri: str = server.get_uri()
     with psycopg.connect(uri, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = 'determined'").fetchone()

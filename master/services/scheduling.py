@@ -33,9 +33,9 @@ def snapshot(conn: Conn, st: MasterState, pool: str) -> Any:
         (pool,),
     ).fetchall()
     alloc_rows = conn.execute(
-        "SELECT a.id, a.job_id, a.slots_needed, a.state, a.placement, a.created_at, a.preempt_requested,"
+        "SELECT a.id, a.job_id, a.slots_needed, a.state, a.placement, a.created_at, a.placed_at, a.preempt_requested,"
         " j.priority, j.weight, j.queue_key FROM allocations a JOIN jobs j ON j.id = a.job_id"
-        " WHERE a.resource_pool = %s AND a.state <> 'TERMINATED' ORDER BY j.priority, j.queue_key, a.created_at, a.id",
+        " WHERE a.resource_pool = %s AND a.state <> 'TERMINATED' ORDER BY j.queue_key, a.created_at, a.id",
         (pool,),
     ).fetchall()
     cfg = st.config.pool(pool)
@@ -70,16 +70,17 @@ def sched_snapshot(
                 slots=r["slots_needed"],
                 priority=r["priority"],
                 weight=float(r["weight"]),
-                order=i,
+                order=float(i),  # submission order: the job's queue position, then creation
                 preemptible=True,
                 placement={k: tuple(v) for k, v in placement.items()} if placement else None,
                 preempting=bool(r["preempt_requested"]),
+                started=r["placed_at"].timestamp() if r["placed_at"] else 0.0,
             )
         )
     return sched.PoolSnapshot(
         agents=tuple(agents),
         requests=tuple(requests),
-        policy=sched.Policy(kind=policy.type, preemption=policy.preemption),
+        policy=sched.Policy(kind=policy.type, preemption=policy.preemption, fitting=policy.fitting_policy),
         max_aux_containers_per_agent=max_aux,
     )
 
