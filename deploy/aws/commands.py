@@ -104,7 +104,9 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
             pulumi.export(key, value)
 
     out.write(f"Deploying cluster {cfg.cluster_id!r} to {cfg.region}...\n")
-    outputs = automation.up(PROJECT, cfg.cluster_id, pulumi_program, config, on_output=out.write)
+    outputs = automation.up(
+        PROJECT, cfg.cluster_id, pulumi_program, config, on_output=commands.lines(out)
+    )
     return int(
         commands.finish_up(
             outputs, not args.no_wait_for_master, args.master_timeout, new and not password, out
@@ -138,7 +140,7 @@ def down(args: argparse.Namespace, out: TextIO) -> int:
     if args.delete_bucket and bucket:
         count = teardown.delete_bucket(session.client("s3"), bucket)
         out.write(f"Deleted bucket {bucket} ({count} objects).\n")
-    automation.destroy(PROJECT, args.cluster_id, on_output=out.write)
+    automation.destroy(PROJECT, args.cluster_id, on_output=commands.lines(out))
     if bucket and not args.delete_bucket:
         out.write(f"Kept checkpoint bucket {bucket} (remove it with `down --delete-bucket`).\n")
     out.write("Delete successful.\n")

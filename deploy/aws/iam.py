@@ -135,6 +135,8 @@ def master_policy(
                 "ec2:DescribeImages",
                 "ec2:DescribeSubnets",
                 "ec2:DescribeSecurityGroups",
+                "ec2:DescribeAvailabilityZones",
+                "ec2:DescribeInstanceTypeOfferings",
             ],
             "Resource": "*",
         },

@@ -41,6 +41,11 @@ def print_dry_run(
     return 0
 
 
+def lines(out: TextIO) -> Callable[[str], None]:
+    """Pulumi's ``on_output`` passes lines without their newline."""
+    return lambda line: print(line, file=out, flush=True)
+
+
 def confirm(question: str, assume_yes: bool, inp: Callable[[str], str] = input) -> bool:
     if assume_yes:
         return True

@@ -262,3 +262,72 @@ def test_up_without_gcp_credentials_stops_before_pulumi(fake_pulumi: Path):
     code, _, err = _run(["gcp", "up", "--cluster-id", "c1", "--project-id", "p", "--yes"])
     assert code == 1 and "no Google Cloud credentials found" in err
     assert state.list_stacks(state.state_dir(), "det-gcp") == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            [
+                "aws",
+                "up",
+                "--cluster-id",
+                "c",
+                "--keypair",
+                "k",
+                "--vpc-id",
+                "vpc-1",
+                "--public-subnet-ids",
+                "s1",
+            ],
+            "--private-subnet-ids",
+        ),
+        (
+            ["aws", "up", "--cluster-id", "c", "--keypair", "k", "--private-subnet-ids", "a", "b"],
+            "need --vpc-id",
+        ),
+        (
+            [
+                "aws",
+                "up",
+                "--cluster-id",
+                "c",
+                "--keypair",
+                "k",
+                "--min-dynamic-agents",
+                "3",
+                "--max-dynamic-agents",
+                "2",
+            ],
+            "--max-dynamic-agents",
+        ),
+        (
+            ["aws", "up", "--cluster-id", "c", "--keypair", "k", "--cpu-env-image", "x"],
+            "both should be",
+        ),
+        (
+            ["gcp", "up", "--cluster-id", "c", "--project-id", "p", "--subnetwork", "s"],
+            "--existing-network",
+        ),
+        (
+            [
+                "gcp",
+                "up",
+                "--cluster-id",
+                "c",
+                "--project-id",
+                "p",
+                "--filestore",
+                "--filestore-address",
+                "1.2.3.4:/x",
+            ],
+            "not both",
+        ),
+    ],
+)
+def test_inconsistent_flags_are_rejected_before_anything_runs(
+    no_credentials: Path, argv: list[str], message: str
+):
+    code, out, err = _run([*argv, "--dry-run"])
+    assert code == 1 and out == ""
+    assert message in err and err.count("\n") == 1
