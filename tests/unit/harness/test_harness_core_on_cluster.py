@@ -197,3 +197,40 @@ def test_progress_is_coalesced_to_the_latest_value(master: FakeMaster) -> None:
         "metrics",
     ]
     assert shipper.error is None
+
+
+def test_metrics_queued_during_a_master_restart_are_delivered(on_cluster) -> None:  # type: ignore[no-untyped-def]
+    import threading
+
+    master: FakeMaster = on_cluster()
+    with det.core.init() as ctx:
+        master.stop()
+        ctx.train.report_training_metrics(1, {"loss": 1.0})
+        ctx.train.report_training_metrics(2, {"loss": 0.9})
+        restart = threading.Timer(1.0, master.start)
+        restart.start()
+    restart.join()
+    steps = [r.body["metrics"]["stepsCompleted"] for r in master.requests_to("/trials/11/metrics")]
+    assert steps == [1, 2]
+
+
+def test_workers_follow_the_chiefs_preemption_decision(on_cluster) -> None:  # type: ignore[no-untyped-def]
+    from det.common.api import Session
+    from det.core import PreemptContext
+    from tests.unit.harness.test_harness_distributed import run_ranks
+
+    master: FakeMaster = on_cluster()
+    master.set_preempt(True)
+
+    def work(d):  # type: ignore[no-untyped-def]
+        p = PreemptContext(Session(master.url, allocation_token=TOKEN), "3.1.1", d)
+        p._start()
+        try:
+            return [p.should_preempt() for _ in range(3)]
+        finally:
+            p._close()
+
+    assert run_ranks(3, work) == [[True] * 3] * 3
+    # Only the chief talks to the master, and acknowledges once.
+    assert len(master.requests_to("/signals/ack_preemption")) == 1
+    assert len(master.requests_to("/signals/preemption")) == 1
