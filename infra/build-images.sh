@@ -4,7 +4,8 @@
 #   det-base:bookworm            Debian bookworm minbase + python3 (debootstrap | docker import);
 #                                cached: skipped when the image exists (FORCE_BASE=1 rebuilds).
 #   det-task:py3.11-cpu          det-base + a venv with the det harness (wheel of this repo).
-#   det-task:py3.11-cpu-torch    det-task:py3.11-cpu + torch (CPU) + determined==0.38.1.
+#   det-task:py3.11-cpu-torch    det-base + torch (CPU) + determined==0.38.1 + the det harness
+#                                (torch first: a det change rebuilds only the last layer).
 #
 # Python packages are downloaded on the host (pip honours the host's index, find-links and CA
 # bundle) into a wheelhouse that is part of the build context, so builds inside Docker never
@@ -70,19 +71,28 @@ WHEELS="$HERE/wheels"
 
 prepare_harness_wheels() {
   rm -rf "$WHEELS/harness" && mkdir -p "$WHEELS/harness"
-  timed "pip wheel det (this repo)" "$PYTHON" -m pip wheel --quiet --no-deps \
-    --wheel-dir "$WHEELS/harness" "$REPO"
+  # A fixed SOURCE_DATE_EPOCH makes the wheel byte-identical when the code is, so Docker's
+  # layer cache (content checksums) is hit on re-runs.
+  timed "pip wheel det (this repo)" env SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-315532800}" \
+    "$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$WHEELS/harness" "$REPO"
   # Dependencies of the harness only (the base install is light by design).
   timed "pip download harness dependencies" "$PYTHON" -m pip download --quiet \
     --dest "$WHEELS/harness" "${PIP_TARGET_ARGS[@]}" "$WHEELS"/harness/det-*.whl
 }
 
 prepare_torch_wheels() {
-  mkdir -p "$WHEELS/torch"
+  local stamp="$WHEELS/torch/.complete-torch-$TORCH_VERSION-determined-$DETERMINED_VERSION"
+  if [[ -f "$stamp" ]]; then
+    log "wheels for torch $TORCH_VERSION and determined $DETERMINED_VERSION already downloaded"
+    return
+  fi
+  rm -rf "$WHEELS/torch" && mkdir -p "$WHEELS/torch"
   # torch CPU comes from pip's configured find-links (a local CPU wheel) or the index.
   timed "pip download torch==$TORCH_VERSION (cpu) and determined==$DETERMINED_VERSION" \
     "$PYTHON" -m pip download --quiet --dest "$WHEELS/torch" "${PIP_TARGET_ARGS[@]}" \
     "torch==$TORCH_VERSION" "determined==$DETERMINED_VERSION"
+  ls "$WHEELS"/torch/torch-"$TORCH_VERSION"*.whl >/dev/null 2>&1 || die "no torch $TORCH_VERSION wheel downloaded"
+  touch "$stamp"
 }
 
 build_cpu() {
@@ -93,8 +103,9 @@ build_cpu() {
 
 build_torch() {
   prepare_torch_wheels
+  [[ -d "$WHEELS/harness" ]] || prepare_harness_wheels
   timed "docker build $TORCH_IMAGE" docker build --quiet -t "$TORCH_IMAGE" \
-    --build-arg "BASE_IMAGE=$CPU_IMAGE" --build-arg "TORCH_VERSION=$TORCH_VERSION" \
+    --build-arg "BASE_IMAGE=$BASE_IMAGE" --build-arg "TORCH_VERSION=$TORCH_VERSION" \
     --build-arg "DETERMINED_VERSION=$DETERMINED_VERSION" \
     -f "$HERE/Dockerfile.torch" "$HERE"
 }
@@ -102,7 +113,7 @@ build_torch() {
 case "$TARGET" in
   base) build_base ;;
   cpu) build_base; build_cpu ;;
-  torch) build_base; build_cpu; build_torch ;;
+  torch) build_base; prepare_harness_wheels; build_torch ;;
   all) build_base; build_cpu; build_torch ;;
   *) die "unknown target '$TARGET' (base|cpu|torch|all)" ;;
 esac
