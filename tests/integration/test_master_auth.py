@@ -104,3 +104,50 @@ def test_unknown_master_config_key_is_named(tmp_path, pg_url) -> None:  # type: 
 
     with pytest.raises(RuntimeError, match="unknown key 'resource_manger'"):
         start_master(tmp_path, pg_url, extra={"resource_manger": {}})
+
+
+def test_allocation_token_is_limited_to_its_own_task(live_master: Master) -> None:
+    import threading
+
+    from tests.fakes.sim_agent import SimAgent, wait
+
+    specs: list[dict[str, object]] = []
+    done = threading.Event()
+
+    def capture(master: str, spec: dict[str, object], killed: threading.Event) -> int:
+        specs.append(spec)
+        done.wait(30)
+        return 0
+
+    agent = SimAgent(
+        live_master.url, live_master.agent_token, "sim-0", slots=2, train=capture
+    ).start()
+    try:
+        cfg = "name: t\nentrypoint: x\nsearcher: {name: random, metric: loss, max_trials: 2, max_concurrent_trials: 2}\nhyperparameters: {lr: {type: double, minval: 0.1, maxval: 1}}\n"
+        live_master.post("/api/v1/experiments", {"config": cfg, "activate": True})
+        wait(lambda: len(specs) == 2, 30, "two tasks")
+        env_a = specs[0]["env"]
+        env_b = specs[1]["env"]
+        assert isinstance(env_a, dict) and isinstance(env_b, dict)
+        h = {"Grpc-Metadata-x-allocation-token": f"Bearer {env_a['DET_SESSION_TOKEN']}"}
+        own = requests.get(
+            f"{live_master.url}/api/v1/trials/{env_a['DET_TRIAL_ID']}", headers=h, timeout=5
+        )
+        assert own.status_code == 200
+        other = requests.get(
+            f"{live_master.url}/api/v1/trials/{env_b['DET_TRIAL_ID']}", headers=h, timeout=5
+        )
+        assert other.status_code == 403
+        assert (
+            requests.get(f"{live_master.url}/api/v1/users", headers=h, timeout=5).status_code == 403
+        )
+        agent_h = {"Authorization": f"Bearer {live_master.agent_token}"}
+        assert (
+            requests.get(
+                f"{live_master.url}/api/v1/experiments", headers=agent_h, timeout=5
+            ).status_code
+            == 401
+        )
+    finally:
+        done.set()
+        agent.stop()

@@ -1,0 +1,135 @@
+"""Bad requests get a 4xx naming the problem and change nothing."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.fakes.sim_agent import SimAgent, wait
+from tests.integration.conftest import Master
+
+pytestmark = pytest.mark.integration
+
+GOOD = """
+name: ok
+entrypoint: python3 train.py
+searcher: {name: single, metric: loss}
+hyperparameters: {lr: 0.1}
+"""
+
+
+def counts(pg_url: str) -> tuple[int, ...]:
+    with psycopg.connect(pg_url) as conn:
+        return tuple(
+            int(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0])  # type: ignore[index]
+            for t in ("experiments", "jobs", "trials", "allocations", "searcher_events")
+        )
+
+
+@pytest.mark.parametrize(
+    ("config", "status", "needle"),
+    [
+        ("name: [unclosed", 400, "invalid YAML"),
+        (GOOD + "bogus_field: 1\n", 400, "bogus_field"),
+        (
+            GOOD.replace(
+                "hyperparameters: {lr: 0.1}", "hyperparameters: {lr: 0.1}\nmax_restarts: lots"
+            ),
+            400,
+            "max_restarts",
+        ),
+        (GOOD + "resources: {slots_per_trial: -1}\n", 400, "resources.slots_per_trial"),
+        (GOOD.replace("name: single", "name: telepathy"), 400, "telepathy"),
+        (GOOD + "resources: {resource_pool: nowhere}\n", 400, "nowhere"),
+    ],
+    ids=[
+        "malformed-yaml",
+        "unknown-field",
+        "wrong-type",
+        "negative-slots",
+        "unknown-searcher",
+        "unknown-pool",
+    ],
+)
+def test_bad_config_is_refused_and_nothing_written(
+    live_master: Master, pg_url: str, config: str, status: int, needle: str
+) -> None:
+    before = counts(pg_url)
+    r = live_master.session().post(
+        live_master.url + "/api/v1/experiments",
+        json={"config": config, "activate": True},
+        timeout=30,
+    )
+    assert r.status_code == status, r.text
+    assert needle in r.json()["message"]
+    assert counts(pg_url) == before
+
+
+def test_oversize_context_is_refused_naming_the_largest_file(
+    live_master: Master, pg_url: str
+) -> None:
+    before = counts(pg_url)
+    big = base64.b64encode(b"\0" * (96 * 1024 * 1024)).decode()
+    body: dict[str, Any] = {
+        "config": GOOD,
+        "modelDefinition": [
+            {"path": "train.py", "type": 48, "content": base64.b64encode(b"print(1)").decode()},
+            {"path": "data/huge.bin", "type": 48, "content": big},
+        ],
+    }
+    r = live_master.session().post(live_master.url + "/api/v1/experiments", json=body, timeout=120)
+    assert r.status_code == 413
+    assert "data/huge.bin" in r.json()["message"] and "95 MB" in r.json()["message"]
+    assert counts(pg_url) == before
+
+
+def test_job_that_can_never_fit_is_refused(live_master: Master, pg_url: str) -> None:
+    agent = SimAgent(live_master.url, live_master.agent_token, "sim-0", slots=2).start()
+    try:
+        wait(lambda: live_master.get("/api/v1/agents")["agents"], 30, "agent registered")
+        before = counts(pg_url)
+        r = live_master.session().post(
+            live_master.url + "/api/v1/experiments",
+            json={"config": GOOD + "resources: {slots_per_trial: 4}\n", "activate": True},
+            timeout=30,
+        )
+        assert r.status_code == 400
+        assert "slots_per_trial" in r.json()["message"] and "2" in r.json()["message"]
+        assert counts(pg_url) == before
+    finally:
+        agent.stop()
+
+
+def test_bad_metric_report_is_refused(live_master: Master) -> None:
+    r = live_master.session().post(
+        live_master.url + "/api/v1/trials/999999/metrics",
+        json={
+            "group": "training",
+            "metrics": {"trialRunId": 1, "stepsCompleted": 1, "metrics": {"avgMetrics": {"x": 1}}},
+        },
+        timeout=10,
+    )
+    assert r.status_code == 404
+    r = live_master.session().post(
+        live_master.url + "/api/v1/trials/1/metrics", json={"group": "training"}, timeout=10
+    )
+    assert r.status_code == 400 and "metrics" in r.json()["message"]
+
+
+def test_job_update_with_bad_priority_changes_nothing(live_master: Master) -> None:
+    eid = live_master.post("/api/v1/experiments", {"config": GOOD, "activate": False})[
+        "experiment"
+    ]["id"]
+    job_id = live_master.get(f"/api/v1/experiments/{eid}")["experiment"]["jobId"]
+    r = live_master.session().post(
+        live_master.url + "/api/v1/job-queues",
+        json={"updates": [{"jobId": job_id, "priority": 500}]},
+        timeout=10,
+    )
+    assert r.status_code == 400 and "priority" in r.json()["message"]
+    assert [
+        j["priority"] for j in live_master.get("/api/v1/job-queues")["jobs"] if j["jobId"] == job_id
+    ] == [42]
