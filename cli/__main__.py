@@ -7,6 +7,7 @@ place where exceptions become a readable line and an exit code (traceback only w
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -89,11 +90,17 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader (head, less…) went away: not an error. Point stdout at devnull so the
+        # interpreter's final flush does not complain again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except CliError as e:
         if args.debug:
             raise
         print(f"det: error: {e}", file=sys.stderr)
-        return e.exit_code
+        return int(e.exit_code)
     except Exception as e:  # anything unexpected: still one line unless --debug
         if args.debug:
             raise

@@ -54,7 +54,7 @@ def list_(args: argparse.Namespace) -> None:
 
 
 def download(args: argparse.Namespace) -> None:
-    from det.storage import download_checkpoint
+    from det.storage import CheckpointNotFoundError, download_checkpoint
 
     c = session(args).get(f"/api/v1/checkpoints/{args.uuid}")["checkpoint"]
     storage = ((c.get("training") or {}).get("experimentConfig") or {}).get("checkpoint_storage")
@@ -62,7 +62,10 @@ def download(args: argparse.Namespace) -> None:
         raise CliError(f"checkpoint {args.uuid} has no storage configuration to download from")
     dst = Path(args.output_dir or Path("checkpoints") / args.uuid)
     dst.mkdir(parents=True, exist_ok=True)
-    download_checkpoint(storage, args.uuid, str(dst))
+    try:
+        download_checkpoint(storage, args.uuid, str(dst))
+    except CheckpointNotFoundError as e:
+        raise CliError(f"checkpoint {args.uuid}: files not found in storage ({e})") from None
     print(f"Local checkpoint path: {dst}")
 
 

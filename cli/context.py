@@ -19,7 +19,7 @@ MAX_BYTES = 95 * 1024 * 1024
 ALWAYS_IGNORED = ["__pycache__/", "*.pyc", ".detignore"]
 
 
-def _spec(root: Path) -> "pathspec.PathSpec[Any]":
+def _spec(root: Path) -> pathspec.PathSpec[Any]:
     lines = list(ALWAYS_IGNORED)
     ignore = root / ".detignore"
     if ignore.exists():

@@ -12,7 +12,7 @@ import yaml
 
 from det.cli import context, render
 from det.cli._util import add_json, noun, session, verb
-from det.cli.errors import CliError, UsageError
+from det.cli.errors import APIError, CliError, UsageError
 from det.cli.session import Session
 
 TERMINAL = {"STATE_COMPLETED", "STATE_CANCELED", "STATE_ERROR", "STATE_DELETED"}
@@ -44,7 +44,12 @@ def create(args: argparse.Namespace) -> None:
         "activate": not args.paused,
         "validateOnly": args.test_mode,
     }
-    resp = s.post("/api/v1/experiments", body)
+    try:
+        resp = s.post("/api/v1/experiments", body)
+    except APIError as e:
+        if e.status == 400:  # the master names the bad field: a usage error, like a local one
+            raise UsageError(f"{args.config_file}: {e}") from None
+        raise
     if args.test_mode:
         print("config is valid")
         return
@@ -106,12 +111,13 @@ def list_(args: argparse.Namespace) -> None:
 def describe(args: argparse.Namespace) -> None:
     s = session(args)
     out = []
-    for eid in args.experiment_ids:
+    for eid in _ids(args.experiment_ids):
         body = s.get(f"/api/v1/experiments/{eid}")
         body["trials"] = s.get(f"/api/v1/experiments/{eid}/trials")["trials"]
         out.append(body)
     if args.json:
-        render.print_json(out if len(out) > 1 else out[0])
+        # Like Determined's CLI: always a list of GetExperiment responses (ours add "trials").
+        render.print_json(out)
         return
     for body in out:
         e = body["experiment"]
@@ -134,7 +140,7 @@ def describe(args: argparse.Namespace) -> None:
                 [
                     t["id"],
                     render.state(t["state"]),
-                    t["hparams"],
+                    render.hparams(t["hparams"]),
                     t["totalBatchesProcessed"],
                     t["restarts"],
                     render.metric(t.get("searcherMetricValue")),
@@ -143,6 +149,14 @@ def describe(args: argparse.Namespace) -> None:
                 for t in body["trials"]
             ],
         )
+
+
+def _ids(values: list[str]) -> list[int]:
+    """Experiment ids given as ``1 2`` or, as Determined's CLI takes them, ``1,2``."""
+    try:
+        return [int(v) for value in values for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise UsageError(f"experiment ids must be integers (got {' '.join(values)!r})") from None
 
 
 def _action(name: str) -> Any:
@@ -171,13 +185,11 @@ def logs(args: argparse.Namespace) -> None:
 
 def wait(args: argparse.Namespace) -> int:
     s = session(args)
-    last = None
     while True:
         e = s.get(f"/api/v1/experiments/{args.experiment_id}")["experiment"]
         render.progress(f"experiment {e['id']}", float(e.get("progress") or 0), 1.0)
-        if e["state"] != last:
-            last = e["state"]
         if e["state"] in TERMINAL:
+            render.progress_done()
             print(f"experiment {e['id']} ended {render.state(e['state'])}")
             return 0 if e["state"] == "STATE_COMPLETED" else 1
         time.sleep(args.polling_interval)
@@ -230,7 +242,7 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     p.add_argument("--offset", type=int, default=0)
     add_json(p)
     p = verb(sub, "describe", describe, "describe experiments and their trials")
-    p.add_argument("experiment_ids", type=int, nargs="+")
+    p.add_argument("experiment_ids", nargs="+", help="ids, separated by spaces or commas")
     add_json(p)
     for name in ("activate", "pause", "cancel", "kill", "archive", "unarchive", "delete"):
         p = verb(sub, name, _action(name), f"{name} an experiment")

@@ -57,16 +57,34 @@ def print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, sort_keys=False))
 
 
+_progress_drawn = False
+
+
 def progress(label: str, done: float, total: float) -> None:
-    """A one-line progress bar on stderr (terminals only)."""
+    """A one-line progress bar on stderr, redrawn in place (terminals only)."""
+    global _progress_drawn
     if not sys.stderr.isatty() or total <= 0:
         return
     width = 30
-    frac = min(1.0, done / total)
+    frac = min(1.0, max(0.0, done / total))
     bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
-    end = "\n" if frac >= 1.0 else ""
-    sys.stderr.write(f"\r{label} [{bar}] {frac * 100:5.1f}%{end}")
+    sys.stderr.write(f"\r{label} [{bar}] {frac * 100:5.1f}%")
     sys.stderr.flush()
+    _progress_drawn = True
+
+
+def progress_done() -> None:
+    """Ends the progress line, if one was drawn."""
+    global _progress_drawn
+    if _progress_drawn:
+        sys.stderr.write("\n")
+        sys.stderr.flush()
+        _progress_drawn = False
+
+
+def hparams(value: Any) -> str:
+    """Hyperparameters as compact JSON (readable, and the same text the user wrote)."""
+    return json.dumps(value, sort_keys=True, separators=(", ", ": "))
 
 
 def metric(value: Any) -> str:

@@ -9,6 +9,8 @@ from typing import Any
 from det.cli import render
 from det.cli.errors import UsageError
 
+_OFFLINE_DEFAULTS = {"checkpoint_storage": {"type": "shared_fs", "host_path": "/tmp"}}
+
 
 def preview_search(args: argparse.Namespace) -> None:
     from det.master.expconf import ConfigError, parse_experiment_config
@@ -19,7 +21,8 @@ def preview_search(args: argparse.Namespace) -> None:
     except OSError as e:
         raise UsageError(f"cannot read config file {args.config_file}: {e.strerror}") from None
     try:
-        cfg = parse_experiment_config(text).to_dict()
+        # Offline, the master's default checkpoint storage is unknown and irrelevant to the search.
+        cfg = parse_experiment_config(text, _OFFLINE_DEFAULTS).to_dict()
         result = preview(
             cfg["searcher"],
             cfg.get("hyperparameters") or {},

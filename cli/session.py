@@ -74,6 +74,7 @@ class TokenStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)  # O_CREAT's mode does not apply to a leftover file
         with os.fdopen(fd, "w") as f:
             json.dump(self.data, f, indent=1)
         tmp.replace(self.path)
@@ -98,10 +99,8 @@ class Session:
             r = self.http.request(
                 method, self.master + path, headers=headers, stream=stream, timeout=timeout, **kw
             )
-        except requests.ConnectionError:
-            raise MasterUnreachable(
-                f"cannot reach the master at {self.master} (is it running? set -m or DET_MASTER)"
-            ) from None
+        except (requests.ConnectionError, requests.Timeout):
+            raise unreachable(self.master) from None
         if r.status_code >= 400:
             try:
                 body = r.json()
@@ -138,6 +137,20 @@ class Session:
                 yield obj.get("result", obj)
 
 
+def unreachable(master: str) -> MasterUnreachable:
+    return MasterUnreachable(
+        f"cannot reach the master at {master} (is it running? set -m or DET_MASTER)"
+    )
+
+
+def check_reachable(master: str) -> None:
+    """Raises MasterUnreachable unless the master answers its unauthenticated ``/info``."""
+    try:
+        requests.get(master + "/info", timeout=10)
+    except (requests.ConnectionError, requests.Timeout):
+        raise unreachable(master) from None
+
+
 def login(master: str, user: str, password: str) -> Session:
     s = Session(master)
     body = s.post("/api/v1/auth/login", {"username": user, "password": password})
@@ -146,10 +159,17 @@ def login(master: str, user: str, password: str) -> Session:
 
 
 def setup_session(master_arg: str | None, user_arg: str | None) -> Session:
-    """A session for ``user_arg`` (or the cached active user), logging in if needed."""
+    """A session for ``user_arg`` (or ``$DET_USER``, or the cached active user).
+
+    A cached token is checked with ``GET /api/v1/me``; a revoked or expired one is dropped and
+    replaced by a fresh login when ``DET_PASS`` is set (or a password can be prompted for);
+    otherwise the error says how to log in. An unreachable master is reported as such (exit 4)
+    before any "not logged in" message, which would send the user the wrong way.
+    """
     master = canonical_master(master_arg)
     store = TokenStore(master)
     user = user_arg or os.environ.get("DET_USER") or store.active_user()
+    expired = False
     if user:
         token = store.token(user)
         if token:
@@ -161,11 +181,19 @@ def setup_session(master_arg: str | None, user_arg: str | None) -> Session:
                 if e.status != 401:
                     raise
                 store.drop(user)
+                expired = True
+    else:
+        check_reachable(master)
+        raise CliError(
+            f"not logged in to {master}: run det user login USERNAME (or set DET_USER and DET_PASS)"
+        )
     password = os.environ.get("DET_PASS")
-    if user is None:
-        raise CliError("not logged in: run det user login USERNAME (or set DET_USER and DET_PASS)")
     if password is None:
+        check_reachable(master)
+        why = "the saved login has expired or was revoked" if expired else "not logged in"
         if not sys.stdin.isatty():
-            raise CliError(f"not logged in as {user}: run det user login {user} (or set DET_PASS)")
+            raise CliError(
+                f"{why} for user {user} on {master}: run det user login {user} (or set DET_PASS)"
+            )
         password = getpass.getpass(f"Password for user '{user}': ")
     return login(master, user, password)

@@ -23,7 +23,7 @@ def _password(prompt: str) -> str:
 
 def do_login(args: argparse.Namespace) -> None:
     user = args.username or args.user or input("Username: ")
-    password = os.environ.get("DET_PASS") if args.username is None else None
+    password = os.environ.get("DET_PASS")
     if password is None:
         password = _password(f"Password for user '{user}': ")
     login(canonical_master(args.master), user, password)

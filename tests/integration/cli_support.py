@@ -1,0 +1,217 @@
+"""Helpers for the ``det`` CLI tests: a master per test module, SimAgents, and a runner that calls
+``det.cli.__main__.main`` in-process with an isolated token cache.
+
+Test modules import the fixtures they use (``cli_master``, ``det``, ``sim_agents``) by name.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.sim_agent import SimAgent, wait
+from tests.integration.conftest import ADMIN_PASSWORD, Master, start_master
+
+REPO = Path(__file__).resolve().parents[2]
+
+SIM_CONFIG = """
+name: {name}
+entrypoint: python3 train.py
+searcher: {{name: random, metric: validation_loss, max_trials: {trials}, max_concurrent_trials: 2}}
+hyperparameters:
+  lr: {{type: double, minval: 0.01, maxval: 1.0}}
+reproducibility: {{experiment_seed: 7}}
+"""
+
+
+def sim_config(name: str = "cli-sim", trials: int = 2) -> str:
+    return SIM_CONFIG.format(name=name, trials=trials)
+
+
+@dataclass
+class Result:
+    rc: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+class Det:
+    """Runs ``det ARGS`` in this process against one master, with its own config home."""
+
+    def __init__(
+        self, master: Master, home: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        self.master = master
+        self.home = home
+        self.capsys = capsys
+        self.monkeypatch = monkeypatch
+        monkeypatch.setenv("HOME", str(home))
+        monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+        monkeypatch.setenv("DET_MASTER", master.url)
+        for var in ("DET_USER", "DET_PASS", "NO_COLOR"):
+            monkeypatch.delenv(var, raising=False)
+
+    def __call__(self, *args: str, stdin: str = "") -> Result:
+        from det.cli.__main__ import main
+
+        self.capsys.readouterr()
+        self.monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        try:
+            rc = main(list(args))
+        except SystemExit as e:  # argparse errors
+            rc = int(e.code or 0)
+        out, err = self.capsys.readouterr()
+        return Result(rc, out, err)
+
+    def ok(self, *args: str, stdin: str = "") -> Result:
+        r = self(*args, stdin=stdin)
+        assert r.rc == 0, f"det {' '.join(args)} exited {r.rc}:\n{r.out}\n{r.err}"
+        return r
+
+    def login(self, user: str = "admin", password: str = ADMIN_PASSWORD) -> None:
+        self.ok("user", "login", user, stdin=password + "\n")
+
+    @property
+    def auth_file(self) -> Path:
+        return self.home / ".config" / "det" / "auth.json"
+
+
+def run_subprocess(
+    master_url: str, home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """``python -m det.cli ARGS`` as a separate process (for exit codes and stderr as users see
+    them), with HOME and the config home pointed at ``home``."""
+    full_env = {
+        **os.environ,
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "DET_MASTER": master_url,
+        **(env or {}),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "det.cli", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.fixture(scope="module")
+def cli_master(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Master]:
+    """One master (and database) shared by the tests of a module: starting one costs seconds."""
+    import psycopg
+
+    name = f"det_cli_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    head, sep, query = pg_server.partition("?")
+    base, _, _ = head.rpartition("/")
+    m = start_master(tmp_path_factory.mktemp("cli-master"), f"{base}/{name}{sep}{query}")
+    try:
+        yield m
+    finally:
+        m.kill()
+        with psycopg.connect(pg_server, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="module")
+def sim_agents(cli_master: Master) -> Iterator[list[SimAgent]]:
+    agents = [
+        SimAgent(cli_master.url, cli_master.agent_token, f"sim-{i}", slots=2).start()
+        for i in range(2)
+    ]
+    wait(lambda: len(cli_master.get("/api/v1/agents")["agents"]) == 2, 30, "agents to register")
+    try:
+        yield agents
+    finally:
+        for a in agents:
+            a.stop()
+
+
+@pytest.fixture
+def det(cli_master: Master, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch) -> Det:
+    home = tmp_path / "home"
+    home.mkdir()
+    return Det(cli_master, home, capsys, monkeypatch)
+
+
+def context_dir(root: Path) -> Path:
+    ctx = root / "ctx"
+    ctx.mkdir(exist_ok=True)
+    (ctx / "train.py").write_text("print('training')\n")
+    return ctx
+
+
+def write_config(root: Path, text: str, name: str = "exp.yaml") -> Path:
+    path = root / name
+    path.write_text(text)
+    return path
+
+
+def exp_state(master: Master, eid: int) -> str:
+    return str(master.get(f"/api/v1/experiments/{eid}")["experiment"]["state"])
+
+
+def trials(master: Master, eid: int) -> list[dict[str, Any]]:
+    return list(master.get(f"/api/v1/experiments/{eid}/trials")["trials"])
+
+
+def post_task_logs(master: Master, task_id: str, lines: list[str]) -> None:
+    """Ships log lines for a task as an agent would."""
+    import requests
+
+    r = requests.post(
+        f"{master.url}/api/v1/task/logs",
+        json={
+            "logs": [
+                {
+                    "taskId": task_id,
+                    "allocationId": f"{task_id}.1",
+                    "agentId": "sim-0",
+                    "containerId": "sim",
+                    "rankId": 0,
+                    "log": line + "\n",
+                    "stdtype": "stdout",
+                    "source": "container",
+                    "level": "LOG_LEVEL_INFO",
+                }
+                for line in lines
+            ]
+        },
+        headers={"Authorization": f"Bearer {master.agent_token}"},
+        timeout=10,
+    )
+    assert r.status_code == 200, r.text
+
+
+def create_via_api(master: Master, config: str, activate: bool = True) -> int:
+    body = {
+        "config": config,
+        "modelDefinition": [
+            {
+                "path": "train.py",
+                "type": 48,
+                "content": base64.b64encode(b"print(1)\n").decode(),
+                "mode": 0o644,
+            }
+        ],
+        "activate": activate,
+    }
+    return int(master.post("/api/v1/experiments", body)["experiment"]["id"])
