@@ -55,6 +55,8 @@ def main(argv: list[str]) -> int:
         return 2
     with open(argv[1]) as f:
         experiment = json.load(f)
+    if isinstance(experiment, list):  # describe prints a list when given several ids
+        experiment = experiment[0]
     with open(argv[2]) as f:
         checkpoints = json.load(f)
     if isinstance(checkpoints, dict):

@@ -82,6 +82,11 @@ def master_config(paths: LocalPaths, port: int, password: str) -> dict[str, Any]
         "security": {"initial_user_password": password},
         "task_container_defaults": {
             "image": {"cpu": engine.TASK_IMAGE, "cuda": engine.TASK_IMAGE},
+            # Checkpoints must land on the host: mount the shared_fs directory at its own path,
+            # so task containers and the host (det checkpoint download) see the same files.
+            "bind_mounts": [
+                {"host_path": str(paths.checkpoints), "container_path": str(paths.checkpoints)}
+            ],
         },
         "checkpoint_storage": {"type": "shared_fs", "host_path": str(paths.checkpoints)},
         "log": {"level": "info", "color": False},

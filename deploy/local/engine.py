@@ -61,7 +61,8 @@ def client() -> Any:
             " again"
         ) from None
     try:
-        c = docker.from_env(timeout=10)
+        # A busy engine (an image build committing a layer) can take a while to answer.
+        c = docker.from_env(timeout=120)
         c.ping()
     except Exception as e:
         raise NoDockerEngine(no_engine_message(str(e))) from None
@@ -81,6 +82,8 @@ def has_image(docker_client: Any, name: str) -> bool:
         docker_client.images.get(name)
     except docker.errors.ImageNotFound:
         return False
+    except Exception as e:
+        raise DeployError(f"the Docker engine did not answer about image {name}: {e}") from None
     return True
 
 
