@@ -127,6 +127,17 @@ def _update_summary(
     return out
 
 
+def _copy_text(value: str) -> str:
+    """Escapes a value for COPY's text format (JSON text has no raw control characters)."""
+    return (
+        value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    )
+
+
+def _copy_line(trial_id: int, run_id: int, group: str, total: int, body: dict[str, Any]) -> str:
+    return f"{trial_id}\t{run_id}\t{_copy_text(group)}\t{total}\t{_copy_text(json.dumps(body))}\n"
+
+
 def report_metrics(conn: Conn, trial_id: int, reports: list[dict[str, Any]]) -> int:
     """Writes metric reports of one trial in one statement; returns how many rows.
 
@@ -159,10 +170,13 @@ def report_metrics(conn: Conn, trial_id: int, reports: list[dict[str, Any]]) -> 
             total = int(r.get("stepsCompleted") or 0)
         except (TypeError, ValueError):
             raise InvalidArgument(f"metrics[{i}].stepsCompleted: must be an integer") from None
-        body = {"avg_metrics": avg}
+        body: dict[str, Any] = {"avg_metrics": {k: _clean(v) for k, v in avg.items()}}
         if m.get("batchMetrics"):
-            body["batch_metrics"] = m["batchMetrics"]
-        rows.append((trial_id, int(r.get("trialRunId") or 0), group, total, json.dumps(body)))
+            body["batch_metrics"] = [
+                {k: _clean(v) for k, v in b.items()} if isinstance(b, dict) else b
+                for b in m["batchMetrics"]
+            ]
+        rows.append(_copy_line(trial_id, int(r.get("trialRunId") or 0), group, total, body))
         by_group.setdefault(group, []).append(avg)
         steps = max(steps, total)
         if group == VALIDATION and metric_name in avg:
@@ -185,8 +199,7 @@ def report_metrics(conn: Conn, trial_id: int, reports: list[dict[str, Any]]) -> 
         with cur.copy(
             "COPY metrics (trial_id, trial_run_id, metric_group, total_batches, metrics) FROM STDIN"
         ) as copy:
-            for row in rows:
-                copy.write_row(row)
+            copy.write("".join(rows))
         if events:
             cur.executemany(
                 "INSERT INTO searcher_events (experiment_id, kind, request_id, payload)"

@@ -133,3 +133,30 @@ def test_job_update_with_bad_priority_changes_nothing(live_master: Master) -> No
     assert [
         j["priority"] for j in live_master.get("/api/v1/job-queues")["jobs"] if j["jobId"] == job_id
     ] == [42]
+
+
+def test_non_finite_metrics_are_stored_as_strings(live_master: Master) -> None:
+    agent = SimAgent(
+        live_master.url, live_master.agent_token, "sim-0", train=lambda m, s, k: (k.wait(30), 0)[1]
+    ).start()
+    try:
+        eid = live_master.post("/api/v1/experiments", {"config": GOOD, "activate": True})[
+            "experiment"
+        ]["id"]
+        trial = wait(
+            lambda: live_master.get(f"/api/v1/experiments/{eid}/trials")["trials"], 30, "trial"
+        )[0]
+        body = '{"group": "validation", "metrics": {"trialRunId": 1, "stepsCompleted": 3, "metrics": {"avgMetrics": {"loss": NaN, "acc": Infinity, "x\\\\y": 1.5}}}}'
+        r = live_master.session().post(
+            f"{live_master.url}/api/v1/trials/{trial['id']}/metrics",
+            data=body,
+            headers={"Content-Type": "application/json"},
+            timeout=10,
+        )
+        assert r.status_code == 200, r.text
+        rows = live_master.get(
+            f"/api/v1/trials/{trial['id']}/metrics", params={"group": "validation"}
+        )["metrics"]
+        assert rows[0]["metrics"]["avg_metrics"] == {"loss": "NaN", "acc": "Infinity", "x\\y": 1.5}
+    finally:
+        agent.stop()
