@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import json
 from typing import Any
@@ -98,7 +99,7 @@ def test_no_ingress_from_the_world_except_the_master_port(aws_graph):
 
 def test_postgres_and_agent_ports_are_never_open_to_the_world():
     # Same program with the widest inbound cidr: still only the master port (and SSH) is public.
-    cfg = AWS.__class__(**{**AWS.__dict__, "inbound_cidr": "0.0.0.0/0"})
+    cfg = dataclasses.replace(AWS, inbound_cidr="0.0.0.0/0")
     graph = dryrun.render(lambda: program.build(cfg), program.MOCK_CALLS)
     for rule in graph.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"):
         i = rule.inputs
@@ -242,13 +243,13 @@ def test_master_yaml_parses_and_has_the_aws_pools(aws_graph):
 
 
 def test_existing_vpc_creates_no_network():
-    cfg = AWS.__class__(
+    cfg = dataclasses.replace(
+        AWS,
         **{
-            **AWS.__dict__,
             "vpc_id": "vpc-1",
             "public_subnet_ids": ("subnet-p",),
             "private_subnet_ids": ("subnet-a", "subnet-b"),
-        }
+        },
     )
     graph = dryrun.render(lambda: program.build(cfg), program.MOCK_CALLS)
     assert not graph.of_type("aws:ec2/vpc:Vpc") and not graph.of_type("aws:ec2/subnet:Subnet")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pulumi
@@ -180,14 +181,14 @@ def test_master_yaml_parses_and_has_the_gcp_pools(gcp_graph):
 
 
 def test_existing_network_creates_none_and_reads_its_range():
-    cfg = GCP.__class__(
+    cfg = dataclasses.replace(
+        GCP,
         **{
-            **GCP.__dict__,
             "network": "shared",
             "existing_network": True,
             "subnetwork": "sub",
             "filestore": False,
-        }
+        },
     )
     graph = dryrun.render(lambda: program.build(cfg), program.MOCK_CALLS)
     assert not graph.of_type("gcp:compute/network:Network") and not graph.of_type(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import yaml
 from conftest import AWS, GCP
 
@@ -72,9 +74,7 @@ def test_gcp_master_yaml_and_providers_parse():
 
 
 def test_priority_scheduler_with_preemption():
-    cfg = AWS.__class__(
-        **{**AWS.__dict__, "scheduler_type": "priority", "preemption_enabled": True}
-    )
+    cfg = dataclasses.replace(AWS, **{"scheduler_type": "priority", "preemption_enabled": True})
     raw = aws_master.master_yaml_config(cfg, AWS_RESOLVED)
     assert raw["resource_manager"]["scheduler"] == {"type": "priority", "preemption": True}
 

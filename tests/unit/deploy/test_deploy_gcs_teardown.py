@@ -1,0 +1,73 @@
+"""``down --delete-bucket`` on GCP against gcp-storage-emulator (in memory)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from det.deploy.gcp import teardown
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    workdir = tmp_path_factory.mktemp("gcs")
+    exe = Path(sys.executable).parent / "gcp-storage-emulator"
+    with (workdir / "emulator.log").open("w") as log:
+        proc = subprocess.Popen(
+            [str(exe), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory"],
+            stdout=log,
+            stderr=log,
+            cwd=workdir,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                requests.get(f"{url}/storage/v1/b", timeout=1)
+                break
+            except requests.ConnectionError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("gcp-storage-emulator did not start") from None
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+def client(emulator: str, monkeypatch: pytest.MonkeyPatch):
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator)
+    return storage.Client(project="p", credentials=AnonymousCredentials())
+
+
+def test_delete_bucket_removes_objects_and_the_bucket(client):
+    bucket = client.create_bucket("det-c1-checkpoints")
+    for name in ("ckpt/1/state", "ckpt/1/metadata.json", "ckpt/2/state"):
+        bucket.blob(name).upload_from_string(b"x")
+    assert teardown.delete_bucket(client, "det-c1-checkpoints") == 3
+    assert "det-c1-checkpoints" not in [b.name for b in client.list_buckets()]
+    assert teardown.delete_bucket(client, "det-c1-checkpoints") == 0
+
+
+def test_delete_bucket_leaves_other_buckets_alone(client):
+    client.create_bucket("keep-me").blob("a").upload_from_string(b"1")
+    client.create_bucket("det-c2-checkpoints")
+    teardown.delete_bucket(client, "det-c2-checkpoints")
+    assert [b.name for b in client.get_bucket("keep-me").list_blobs()] == ["a"]
