@@ -121,8 +121,9 @@ class DistributedContext:
 
     ``rank``/``size`` span every worker; ``local_*`` the workers on this machine; ``cross_*`` the
     machines. ``chief_ip`` is the address of rank 0 (needed only when ``cross_size > 1``).
-    The global group listens on ``port`` on the chief; the node-local group on ``port + 1`` on
-    each machine's local chief (only when a machine does not hold every worker).
+    The global group listens on ``port + port_offset`` on the chief (default port 12360; the
+    offset is ``DET_UNIQUE_PORT_OFFSET``); the node-local group on that port + 1000 on each
+    machine's local chief (only when a machine does not hold every worker).
     """
 
     def __init__(
@@ -152,7 +153,8 @@ class DistributedContext:
         if local_size == size:
             self._local = self._global
         else:
-            self._local = _Star(local_rank, local_size, "127.0.0.1", base + 1, timeout)
+            # Port offsets are < 1000: local groups get their own range, never a neighbour's.
+            self._local = _Star(local_rank, local_size, "127.0.0.1", base + 1000, timeout)
 
     @classmethod
     def from_torch_distributed(

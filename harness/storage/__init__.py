@@ -7,6 +7,7 @@ a path, ``s3://bucket/prefix`` or ``gs://bucket/prefix``). ``download_checkpoint
 
 from __future__ import annotations
 
+import logging
 import os
 import urllib.parse
 from typing import Any
@@ -24,8 +25,12 @@ from .shared import (
     shared_fs_base_path,
 )
 
+logger = logging.getLogger(__name__)
+
 # Keys of the checkpoint_storage block that are about retention (read by the master), not access.
 _POLICY_KEYS = {"save_experiment_best", "save_trial_best", "save_trial_latest", "propagation"}
+# shared_fs keys that say how the host path is mounted, not where checkpoints are.
+_MOUNT_KEYS = {"container_path"}
 
 
 def shortcut_to_config(shortcut: str) -> dict[str, Any]:
@@ -58,6 +63,7 @@ def from_config(
     if kind == "shared_fs":
         if "storage_path" not in cfg and "checkpoint_path" in cfg:
             cfg["storage_path"] = cfg["checkpoint_path"]
+        cfg = {k: v for k, v in cfg.items() if k not in _MOUNT_KEYS}
         return SharedFSStorageManager.from_config(cfg, container_path)
     if kind == "directory":
         return DirectoryStorageManager(str(cfg["container_path"]))
@@ -73,12 +79,18 @@ def from_config(
 
 
 def in_container_path(config: dict[str, Any] | str) -> str | None:
-    """The mount point of a shared_fs ``host_path`` inside a task container, if it is mounted
-    there; otherwise None (the host path is used as is, e.g. for process-based agents)."""
-    is_shared = isinstance(config, dict) and config.get("type") == "shared_fs"
-    return (
-        SHARED_FS_CONTAINER_PATH if is_shared and os.path.isdir(SHARED_FS_CONTAINER_PATH) else None
+    """Where a shared_fs ``host_path`` is mounted in this task container: the config's
+    ``container_path`` (default ``/determined_shared_fs``) when that directory exists; otherwise
+    None, and the host path is used as is (process-based agents, or a mount at the same path)."""
+    if not isinstance(config, dict) or config.get("type") != "shared_fs":
+        return None
+    mount = str(config.get("container_path") or SHARED_FS_CONTAINER_PATH)
+    if os.path.isdir(mount):
+        return mount
+    logger.warning(
+        "shared_fs: %s is not mounted here; using host_path %s", mount, config.get("host_path")
     )
+    return None
 
 
 def download_checkpoint(storage_config: dict[str, Any], uuid: str, dst: str) -> None:

@@ -139,3 +139,22 @@ def test_shortcuts_and_download_checkpoint(tmp_path: Path) -> None:
     storage.from_config(cfg).upload(src, "u1")
     download_checkpoint(cfg, "u1", str(tmp_path / "out"))
     assert (tmp_path / "out" / "model.pt").read_bytes() == files["model.pt"]
+
+
+def test_shared_fs_uses_the_container_mount_when_present(tmp_path: Path) -> None:
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    cfg = {
+        "type": "shared_fs",
+        "host_path": "/srv/ckpts",
+        "storage_path": "exp",
+        "container_path": str(mount),
+    }
+    assert storage.in_container_path(cfg) == str(mount)
+    mgr = storage.from_config(cfg, container_path=storage.in_container_path(cfg))
+    with mgr.store_path("ck") as p:
+        (p / "w").write_text("1")
+    assert (mount / "exp" / "ck" / "w").read_text() == "1"
+    cfg["container_path"] = str(tmp_path / "not-mounted")
+    assert storage.in_container_path(cfg) is None
+    assert storage.in_container_path({"type": "s3", "bucket": "b"}) is None
