@@ -12,7 +12,7 @@ from typing import Any
 from flask import Blueprint, current_app
 
 import det
-from det.master.api._common import PUBLIC, USER, allow
+from det.master.api._common import PUBLIC, USER
 
 bp = Blueprint("openapi", __name__)
 
@@ -70,7 +70,6 @@ def document() -> dict[str, Any]:
 
 
 @bp.get("/api/v1/openapi.json")
-@allow(PUBLIC)
 def openapi() -> Any:
     """This document."""
     return document()

@@ -1,0 +1,54 @@
+"""master.yaml parsing: Determined's keys, DET_* overrides, unknown keys named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from det.master.config import ConfigError, load_config, parse_config
+
+
+def test_defaults_match_determined() -> None:
+    cfg = parse_config({}, env={})
+    assert cfg.port == 8080
+    assert cfg.resource_manager.scheduler.type == "priority"
+    assert cfg.resource_manager.scheduler.default_priority == 42
+    assert [p.pool_name for p in cfg.resource_pools] == ["default"]
+    assert cfg.db is None  # the embedded database
+
+
+def test_unknown_key_is_named_with_its_path() -> None:
+    with pytest.raises(ConfigError, match=r"unknown key 'resource_manager.scheduler.kind'"):
+        parse_config({"resource_manager": {"scheduler": {"kind": "priority"}}}, env={})
+
+
+def test_wrong_type_names_the_field() -> None:
+    with pytest.raises(ConfigError, match=r"port: "):
+        parse_config({"port": "eighty"}, env={})
+
+
+def test_environment_overrides_file_values() -> None:
+    cfg = parse_config(
+        {"port": 8080, "db": {"host": "file-host"}},
+        env={"DET_PORT": "9090", "DET_DB_HOST": "env-host", "DET_DB_PASSWORD": "s3cret"},
+    )
+    assert cfg.port == 9090
+    assert cfg.db is not None and cfg.db.host == "env-host" and cfg.db.password == "s3cret"
+
+
+def test_db_password_never_appears_in_the_redacted_config() -> None:
+    cfg = parse_config(
+        {"db": {"password": "hunter22"}, "security": {"initial_user_password": "pw"}}, env={}
+    )
+    assert "hunter22" not in str(cfg.redacted())
+    assert "pw" not in str(cfg.redacted()["security"])
+
+
+def test_config_file_errors_are_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "master.yaml"
+    bad.write_text("port: [1\n")
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        load_config(bad, env={})
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.yaml", env={})

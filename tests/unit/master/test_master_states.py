@@ -1,0 +1,38 @@
+"""The state-machine tables: the moves users and loops rely on, and the ones they must not make."""
+
+from __future__ import annotations
+
+import pytest
+
+from det.master import states
+
+
+@pytest.mark.parametrize(
+    ("entity", "current", "new", "allowed"),
+    [
+        ("experiment", "ACTIVE", "PAUSED", True),
+        ("experiment", "PAUSED", "ACTIVE", True),
+        ("experiment", "ACTIVE", "STOPPING_CANCELED", True),
+        ("experiment", "STOPPING_CANCELED", "CANCELED", True),
+        ("experiment", "STOPPING_CANCELED", "ACTIVE", False),
+        ("experiment", "COMPLETED", "ACTIVE", False),
+        ("experiment", "CANCELED", "PAUSED", False),
+        ("experiment", "STOPPING_KILLED", "CANCELED", True),
+        ("trial", "ACTIVE", "COMPLETED", True),
+        ("trial", "PAUSED", "ACTIVE", True),
+        ("trial", "COMPLETED", "ACTIVE", False),
+        ("trial", "ERROR", "COMPLETED", False),
+        ("allocation", "PENDING", "ASSIGNED", True),
+        ("allocation", "RUNNING", "TERMINATED", True),
+        ("allocation", "RUNNING", "PULLING", False),
+        ("allocation", "TERMINATED", "RUNNING", False),
+    ],
+)
+def test_transition_table(entity: str, current: str, new: str, allowed: bool) -> None:
+    assert states.can_transition(entity, current, new) is allowed
+
+
+def test_terminal_states_have_no_way_back() -> None:
+    for s in states.TERMINAL:
+        assert not (states.TRIAL_TRANSITIONS[s] - {states.DELETING})
+        assert states.EXPERIMENT_TRANSITIONS[s] <= {states.DELETING}
