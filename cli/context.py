@@ -19,12 +19,18 @@ MAX_BYTES = 95 * 1024 * 1024
 ALWAYS_IGNORED = ["__pycache__/", "*.pyc", ".detignore"]
 
 
-def _spec(root: Path) -> pathspec.PathSpec[Any]:
-    lines = list(ALWAYS_IGNORED)
-    ignore = root / ".detignore"
-    if ignore.exists():
-        lines += ignore.read_text().splitlines()
-    return pathspec.PathSpec.from_lines("gitwildmatch", lines)
+class _Ignore:
+    """``.detignore`` rules plus the entries that are always left out (a ``!`` rule in
+    ``.detignore`` cannot bring those back)."""
+
+    def __init__(self, root: Path) -> None:
+        self.always = pathspec.GitIgnoreSpec.from_lines(ALWAYS_IGNORED)
+        ignore = root / ".detignore"
+        lines = ignore.read_text().splitlines() if ignore.is_file() else []
+        self.user = pathspec.GitIgnoreSpec.from_lines(lines)
+
+    def __call__(self, rel: str) -> bool:
+        return self.always.match_file(rel) or self.user.match_file(rel)
 
 
 def collect(root: str | os.PathLike[str]) -> list[tuple[str, Path]]:
@@ -32,20 +38,20 @@ def collect(root: str | os.PathLike[str]) -> list[tuple[str, Path]]:
     base = Path(root)
     if not base.is_dir():
         raise UsageError(f"context directory {str(root)!r} does not exist or is not a directory")
-    spec = _spec(base)
+    ignored = _Ignore(base)
     out: list[tuple[str, Path]] = []
     for dirpath, dirnames, filenames in os.walk(base):
         rel_dir = Path(dirpath).relative_to(base)
         kept = []
         for d in sorted(dirnames):
             rel = (rel_dir / d).as_posix()
-            if not spec.match_file(rel + "/"):
+            if not ignored(rel + "/"):
                 kept.append(d)
                 out.append((rel, Path(dirpath) / d))
         dirnames[:] = kept
         for f in sorted(filenames):
             rel = (rel_dir / f).as_posix()
-            if not spec.match_file(rel):
+            if not ignored(rel):
                 out.append((rel, Path(dirpath) / f))
     return sorted(out)
 

@@ -131,10 +131,29 @@ def cli_master(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def logging_training(agent_token: str) -> Any:
+    """SimAgent training that also ships a log line per step, as a real agent would."""
+    import threading
+
+    from tests.fakes.sim_agent import default_training
+
+    def train(master: str, spec: dict[str, Any], killed: threading.Event) -> int:
+        env = spec["env"]
+        code = default_training(master, spec, killed, steps=4, validate_every=2)
+        lines = [f"trial {env['DET_TRIAL_ID']} step {i}" for i in range(1, 5)]
+        _post_logs(master, agent_token, env["DET_TASK_ID"], env["DET_ALLOCATION_ID"], lines)
+        return code
+
+    return train
+
+
 @pytest.fixture(scope="module")
 def sim_agents(cli_master: Master) -> Iterator[list[SimAgent]]:
+    """Two simulated agents of 2 slots; each trial trains 4 batches, validates and checkpoints
+    every 2, and logs one line per batch."""
+    train = logging_training(cli_master.agent_token)
     agents = [
-        SimAgent(cli_master.url, cli_master.agent_token, f"sim-{i}", slots=2).start()
+        SimAgent(cli_master.url, cli_master.agent_token, f"sim-{i}", slots=2, train=train).start()
         for i in range(2)
     ]
     wait(lambda: len(cli_master.get("/api/v1/agents")["agents"]) == 2, 30, "agents to register")
@@ -175,15 +194,19 @@ def trials(master: Master, eid: int) -> list[dict[str, Any]]:
 
 def post_task_logs(master: Master, task_id: str, lines: list[str]) -> None:
     """Ships log lines for a task as an agent would."""
+    _post_logs(master.url, master.agent_token, task_id, f"{task_id}.1", lines)
+
+
+def _post_logs(url: str, token: str, task_id: str, allocation_id: str, lines: list[str]) -> None:
     import requests
 
     r = requests.post(
-        f"{master.url}/api/v1/task/logs",
+        f"{url}/api/v1/task/logs",
         json={
             "logs": [
                 {
                     "taskId": task_id,
-                    "allocationId": f"{task_id}.1",
+                    "allocationId": allocation_id,
                     "agentId": "sim-0",
                     "containerId": "sim",
                     "rankId": 0,
@@ -195,7 +218,7 @@ def post_task_logs(master: Master, task_id: str, lines: list[str]) -> None:
                 for line in lines
             ]
         },
-        headers={"Authorization": f"Bearer {master.agent_token}"},
+        headers={"Authorization": f"Bearer {token}"},
         timeout=10,
     )
     assert r.status_code == 200, r.text

@@ -1,0 +1,199 @@
+"""``det experiment`` and ``det trial`` on experiments that run to completion on SimAgents."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.integration import cli_support
+from tests.integration.cli_support import (
+    Det,
+    context_dir,
+    exp_state,
+    sim_config,
+    trials,
+    write_config,
+)
+from tests.integration.conftest import Master
+
+pytestmark = pytest.mark.integration
+cli_master = cli_support.cli_master
+det = cli_support.det
+sim_agents = cli_support.sim_agents
+
+
+def created_id(out: str) -> int:
+    assert out.startswith("Created experiment "), out
+    return int(out.split()[2])
+
+
+@pytest.fixture(scope="module")
+def done_exp(
+    cli_master: Master, sim_agents: object, tmp_path_factory: pytest.TempPathFactory
+) -> int:
+    """An experiment of 2 trials created through the API and run to completion."""
+    eid = cli_support.create_via_api(cli_master, sim_config("done", trials=2))
+    cli_support.wait(lambda: exp_state(cli_master, eid) == "STATE_COMPLETED", 60, "completion")
+    return eid
+
+
+def test_create_wait_describe_list(
+    det: Det, cli_master: Master, sim_agents: object, tmp_path: Path
+) -> None:
+    det.login()
+    cfg = write_config(tmp_path, sim_config("cli-created", trials=3))
+    eid = created_id(det.ok("experiment", "create", str(cfg), str(context_dir(tmp_path))).out)
+    r = det.ok("experiment", "wait", str(eid), "--polling-interval", "0.2")
+    assert f"experiment {eid} ended COMPLETED" in r.out
+    assert r.err == ""  # no progress bar when stderr is not a terminal
+
+    described = det.ok("experiment", "describe", str(eid), "--json").json()
+    assert isinstance(described, list) and len(described) == 1
+    body = described[0]
+    assert body["experiment"]["id"] == eid
+    assert body["experiment"]["state"] == "STATE_COMPLETED"
+    assert len(body["trials"]) == 3
+    assert {t["state"] for t in body["trials"]} == {"STATE_COMPLETED"}
+    assert {t["totalBatchesProcessed"] for t in body["trials"]} == {4}
+    api_trials = {t["id"]: t for t in trials(cli_master, eid)}
+    assert {t["id"]: t["hparams"] for t in body["trials"]} == {
+        i: t["hparams"] for i, t in api_trials.items()
+    }
+
+    table = det.ok("experiment", "describe", str(eid)).out
+    assert "Trial ID" in table and "validation_loss" in table
+    for tid in api_trials:
+        assert f"\n{tid} " in table
+    assert "\x1b[" not in table  # no colour when stdout is not a terminal
+
+    listed = det.ok("experiment", "list", "--json").json()
+    assert eid in [e["id"] for e in listed]
+    assert "cli-created" in det.ok("experiment", "list").out
+
+
+def test_describe_several_ids_with_commas_or_spaces(
+    det: Det, done_exp: int, cli_master: Master
+) -> None:
+    det.login()
+    other = cli_support.create_via_api(cli_master, sim_config("other", trials=1), activate=False)
+    for args in ([f"{done_exp},{other}"], [str(done_exp), str(other)]):
+        out = det.ok("e", "describe", *args, "--json").json()
+        assert [b["experiment"]["id"] for b in out] == [done_exp, other]
+    det.ok("e", "kill", str(other))
+
+
+def test_create_follow_first_trial_streams_its_logs(
+    det: Det, sim_agents: object, tmp_path: Path
+) -> None:
+    det.login()
+    cfg = write_config(tmp_path, sim_config("follow", trials=1))
+    r = det.ok("experiment", "create", str(cfg), str(context_dir(tmp_path)), "-f")
+    eid = created_id(r.out)
+    tid = trials(det.master, eid)[0]["id"]
+    assert r.out.splitlines()[1:] == [f"trial {tid} step {i}" for i in range(1, 5)]
+
+
+def test_experiment_and_trial_logs(det: Det, done_exp: int, cli_master: Master) -> None:
+    det.login()
+    first = min(t["id"] for t in trials(cli_master, done_exp))
+    out = det.ok("experiment", "logs", str(done_exp)).out.splitlines()
+    assert out == [f"trial {first} step {i}" for i in range(1, 5)]
+    for tid in (t["id"] for t in trials(cli_master, done_exp)):
+        assert det.ok("trial", "logs", str(tid)).out.splitlines() == [
+            f"trial {tid} step {i}" for i in range(1, 5)
+        ]
+        # -f on an ended trial prints everything and returns.
+        assert det.ok("t", "logs", "-f", str(tid)).out.count("\n") == 4
+    assert det.ok("trial", "logs", str(first), "--tail", "2").out.splitlines() == [
+        f"trial {first} step {i}" for i in (3, 4)
+    ]
+
+
+def test_trial_describe(det: Det, done_exp: int, cli_master: Master) -> None:
+    det.login()
+    t = trials(cli_master, done_exp)[0]
+    body = det.ok("trial", "describe", str(t["id"]), "--json").json()
+    assert body["trial"]["id"] == t["id"]
+    assert body["trial"]["hparams"] == t["hparams"]
+    kinds = [next(iter(w)) for w in body["workloads"]]
+    assert kinds.count("training") == 4
+    assert kinds.count("validation") == 2 and kinds.count("checkpoint") == 2
+    vals = [w["validation"] for w in body["workloads"] if "validation" in w]
+    assert [v["totalBatches"] for v in vals] == [2, 4]
+    assert all("validation_loss" in v["metrics"]["avgMetrics"] for v in vals)
+    table = det.ok("t", "describe", str(t["id"])).out
+    assert "validation_loss=" in table and "checkpoint" in table
+    assert "loss=" in det.ok("t", "describe", str(t["id"]), "--metrics").out
+
+
+def test_archive_unarchive(det: Det, done_exp: int) -> None:
+    det.login()
+    det.ok("experiment", "archive", str(done_exp))
+    assert done_exp not in [e["id"] for e in det.ok("e", "list", "--json").json()]
+    assert done_exp in [e["id"] for e in det.ok("e", "list", "--all", "--json").json()]
+    det.ok("experiment", "unarchive", str(done_exp))
+    assert done_exp in [e["id"] for e in det.ok("e", "list", "--json").json()]
+
+
+def test_list_shows_only_my_experiments_unless_all(det: Det, done_exp: int) -> None:
+    det.login()
+    det.ok("user", "create", "frank", "--password", "Frank-pw-1")
+    det.login("frank", "Frank-pw-1")
+    assert done_exp not in [e["id"] for e in det.ok("e", "list", "--json").json()]
+    assert done_exp in [e["id"] for e in det.ok("e", "list", "--all", "--json").json()]
+
+
+def test_short_aliases(det: Det, done_exp: int, cli_master: Master) -> None:
+    det.login()
+    assert (
+        det.ok("e", "describe", str(done_exp), "--json").json()[0]["experiment"]["id"] == done_exp
+    )
+    tid = trials(cli_master, done_exp)[0]["id"]
+    assert det.ok("t", "describe", str(tid), "--json").json()["trial"]["id"] == tid
+    assert {a["id"] for a in det.ok("a", "list", "--json").json()} == {"sim-0", "sim-1"}
+
+
+def test_unknown_ids_exit_1_with_not_found(det: Det) -> None:
+    det.login()
+    for args in (
+        ("experiment", "describe", "9999"),
+        ("e", "pause", "9999"),
+        ("e", "logs", "9999"),
+        ("e", "wait", "9999"),
+        ("trial", "describe", "9999"),
+        ("t", "logs", "9999"),
+        ("t", "kill", "9999"),
+    ):
+        r = det(*args)
+        assert r.rc == 1, args
+        assert "not found" in r.err, (args, r.err)
+        assert r.err.count("\n") == 1 and "Traceback" not in r.err
+
+
+def test_bad_config_exits_2_naming_the_field(det: Det, tmp_path: Path) -> None:
+    det.login()
+    ctx = str(context_dir(tmp_path))
+    bad_field = write_config(
+        tmp_path,
+        sim_config().replace("max_concurrent_trials: 2", "max_concurrent_trials: -3"),
+        "a.yaml",
+    )
+    r = det("experiment", "create", str(bad_field), ctx)
+    assert r.rc == 2 and "searcher.max_concurrent_trials" in r.err, r.err
+    unknown = write_config(tmp_path, sim_config() + "bogus_field: 1\n", "b.yaml")
+    r = det("experiment", "create", str(unknown), ctx)
+    assert r.rc == 2 and "bogus_field" in r.err
+    broken = write_config(tmp_path, "searcher: [1\n", "c.yaml")
+    r = det("experiment", "create", str(broken), ctx)
+    assert r.rc == 2 and "YAML" in r.err
+    r = det("experiment", "create", str(tmp_path / "missing.yaml"), ctx)
+    assert r.rc == 2 and "missing.yaml" in r.err
+    r = det("experiment", "create", str(bad_field), str(tmp_path / "nope"))
+    assert r.rc == 2 and "nope" in r.err
+    r = det("experiment", "create", str(unknown), ctx, "--config", "searcher.max_trials")
+    assert r.rc == 2 and "KEY=VALUE" in r.err
+    r = det("experiment", "describe", "abc")
+    assert r.rc == 2
+    for r in [det("experiment", "create", str(bad_field), ctx)]:
+        assert r.err.count("\n") == 1
