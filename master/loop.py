@@ -15,7 +15,7 @@ from collections.abc import Callable
 import psycopg
 
 from det.master.db import LEADER_LOCK_KEY, Conn
-from det.master.services import agents, lifecycle, scheduling, searching
+from det.master.services import agents, lifecycle, provisioning, scheduling, searching
 from det.master.state import MasterState
 
 logger = logging.getLogger(__name__)
@@ -30,6 +30,7 @@ class ControlLoop:
             ("searcher", self._searcher_pass),
             ("trials", self._trials_pass),
             ("scheduler", self._scheduling_pass),
+            ("provisioner", self._provisioner_pass),
             ("experiments", self._experiments_pass),
         ]
         self.extra_passes: list[tuple[str, Callable[[], None]]] = []
@@ -100,6 +101,9 @@ class ControlLoop:
 
     def _scheduling_pass(self) -> None:
         self._tx(lambda c: scheduling.schedule_all(c, self.state))
+
+    def _provisioner_pass(self) -> None:
+        provisioning.run_pass(self.state)  # makes cloud calls: opens its own short transactions
 
     def _experiments_pass(self) -> None:
         self._tx(lifecycle.experiments_pass)

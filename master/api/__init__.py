@@ -12,6 +12,7 @@ from det.master.api.experiments import bp as experiments_bp
 from det.master.api.jobs import bp as jobs_bp
 from det.master.api.models import bp as models_bp
 from det.master.api.openapi import bp as openapi_bp
+from det.master.api.provisioning import bp as provisioning_bp
 from det.master.api.tasks import bp as tasks_bp
 from det.master.api.trials import bp as trials_bp
 
@@ -26,4 +27,5 @@ BLUEPRINTS: list[Blueprint] = [
     jobs_bp,
     models_bp,
     openapi_bp,
+    provisioning_bp,
 ]

@@ -1,0 +1,411 @@
+"""The provisioner pass: for every pool with a ``provider``, load → decide → apply.
+
+Load: the provider's instances (a cloud call, outside any transaction), the pool's agents with
+their idle-since (derived from allocations: an agent is idle when no live allocation is placed on
+it, since the later of its registration and the end of the last allocation placed there), the
+scheduler's unplaced demand, and the launch history. Decide: the pure scale decider. Apply:
+launches and terminations (cloud calls, again outside transactions), then short transactions
+that record what happened.
+
+Everything a restart must keep lives in the database: successful launches are the ``instances``
+rows (their ``launched_at``), failed ones the ``launch_errors`` rows, so the backoff survives a
+master restart. Decision events go to ``events`` (entity ``pool``; the waiting-related ones also
+on each queued job), written only when they change or after :data:`EVENT_REPEAT`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import logging
+import os
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from det.master import scheduler as sched
+from det.master import states
+from det.master.db import Conn
+from det.master.provisioner import decider
+from det.master.provisioner.config import ProvisionerConfig, parse_provider_config
+from det.master.provisioner.provider import (
+    Instance,
+    InstanceState,
+    LaunchError,
+    Provider,
+)
+from det.master.services import scheduling
+from det.master.state import MasterState
+
+logger = logging.getLogger(__name__)
+
+# The same event (same entity, code and message) is written again only after this long.
+EVENT_REPEAT = dt.timedelta(minutes=5)
+# Decider events that explain why queued work waits: also written on each queued job.
+JOB_EVENT_CODES = frozenset({"cannot-fit", "launch-backoff", "no-capacity", "at-max", "fallback"})
+
+_lock = threading.Lock()
+_providers: dict[tuple[str, str], Provider] = {}
+_written: dict[tuple[str, str, str], tuple[str, dt.datetime]] = {}
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+# -- building providers ------------------------------------------------------------------------
+
+
+def _gce_endpoint() -> str | None:
+    """gcloud's compute endpoint override (``CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE``), as the
+    client library wants it (scheme and host only)."""
+    value = os.environ.get("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE")
+    if not value:
+        return None
+    value = value.rstrip("/")
+    return value.removesuffix("/compute/v1").removesuffix("/compute/beta")
+
+
+def build_provider(st: MasterState, pool: str, config: ProvisionerConfig) -> Provider:
+    """The pool's provider, with the agent bootstrap pointing at this master."""
+    common: dict[str, Any] = {
+        "cluster_id": st.cluster_id,
+        "pool": pool,
+        "master_url": st.config.url(),
+        "agent_token": st.agent_token,
+    }
+    from det.master.provisioner.config import AwsProviderConfig
+
+    if isinstance(config, AwsProviderConfig):
+        from det.master.provisioner.aws import AwsProvider
+
+        return AwsProvider.for_pool(config, **common)
+    from det.master.provisioner.gcp_config import GcpProviderConfig
+
+    if isinstance(config, GcpProviderConfig):
+        from det.master.provisioner.gcp import GcpProvider
+
+        endpoint = _gce_endpoint()
+        extra: dict[str, Any] = {}
+        if endpoint:
+            extra["api_endpoint"] = endpoint
+            if endpoint.startswith("http://"):
+                # A local emulator: google-auth would otherwise probe for real credentials.
+                from google.auth.credentials import AnonymousCredentials
+
+                extra["credentials"] = AnonymousCredentials()  # type: ignore[no-untyped-call]
+        return GcpProvider.for_pool(config, **common, **extra)
+    raise ValueError(f"provider.type: no provider for {config.type!r}")
+
+
+def provider_for(
+    st: MasterState, pool: str, raw: dict[str, Any]
+) -> tuple[Provider, ProvisionerConfig]:
+    """Built once per process and pool (and rebuilt if the pool's config changes)."""
+    config = parse_provider_config(raw)
+    key = (pool, json.dumps(raw, sort_keys=True, default=str))
+    with _lock:
+        provider = _providers.get(key)
+        if provider is None:
+            provider = build_provider(st, pool, config)
+            _providers[key] = provider
+    return provider, config
+
+
+# -- load ----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolLoad:
+    agents: tuple[decider.AgentInfo, ...]
+    demand: tuple[int, ...]
+    queued_jobs: tuple[str, ...]
+    history: tuple[decider.LaunchRecord, ...]
+
+
+def load_pool(
+    conn: Conn, st: MasterState, pool: str, policy: decider.ScalePolicy, now: dt.datetime
+) -> PoolLoad:
+    rows = conn.execute(
+        "SELECT a.id, a.connected, a.draining, a.last_heartbeat, a.registered_at,"
+        " (SELECT count(*) FROM slots s WHERE s.agent_id = a.id AND s.enabled) AS slots,"
+        " EXISTS (SELECT 1 FROM allocations x WHERE x.placement ? a.id AND x.state <> 'TERMINATED') AS busy,"
+        " (SELECT max(x.ended_at) FROM allocations x WHERE x.placement ? a.id) AS last_end"
+        " FROM agents a WHERE a.resource_pool = %s ORDER BY a.id",
+        (pool,),
+    ).fetchall()
+    agents = []
+    for r in rows:
+        idle_since = None
+        if not r["busy"]:
+            idle_since = max(t for t in (r["registered_at"], r["last_end"]) if t is not None)
+        agents.append(
+            decider.AgentInfo(
+                id=r["id"],
+                slots=int(r["slots"]),
+                connected=bool(r["connected"]),
+                last_heartbeat=r["last_heartbeat"],
+                idle_since=idle_since,
+                draining=bool(r["draining"]),
+            )
+        )
+    decision = sched.schedule(scheduling.snapshot(conn, st, pool))
+    queued = tuple(
+        dict.fromkeys(e.job_id for e in decision.queue if e.state == sched.QueueState.QUEUED)
+    )
+    since = now - decider.HISTORY_HORIZON
+    history: list[decider.LaunchRecord] = []
+    for r in conn.execute(
+        "SELECT option_index, code, capacity, at FROM launch_errors"
+        " WHERE resource_pool = %s AND at > %s ORDER BY at",
+        (pool, since),
+    ):
+        if 0 <= r["option_index"] < len(policy.options):
+            history.append(
+                decider.LaunchRecord(
+                    at=r["at"],
+                    option=policy.options[r["option_index"]],
+                    code=r["code"],
+                    capacity=r["capacity"],
+                )
+            )
+    for r in conn.execute(
+        "SELECT option_index, launched_at FROM instances"
+        " WHERE resource_pool = %s AND launched_at > %s AND option_index IS NOT NULL",
+        (pool, since),
+    ):
+        if 0 <= r["option_index"] < len(policy.options):
+            history.append(
+                decider.LaunchRecord(at=r["launched_at"], option=policy.options[r["option_index"]])
+            )
+    history.sort(key=lambda rec: rec.at)
+    return PoolLoad(tuple(agents), decision.demand(), queued, tuple(history))
+
+
+def sync_instances(conn: Conn, pool: str, instances: Iterable[Instance]) -> None:
+    """Upsert what the cloud lists; what it no longer lists has ended."""
+    ids = []
+    for inst in instances:
+        ids.append(inst.id)
+        live = inst.state not in (InstanceState.TERMINATED, InstanceState.STOPPED)
+        conn.execute(
+            "INSERT INTO instances (id, resource_pool, instance_type, zone, market, state, launched_at)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, zone = EXCLUDED.zone,"
+            " terminated_at = CASE WHEN %s THEN NULL ELSE instances.terminated_at END",
+            (
+                inst.id,
+                pool,
+                inst.instance_type,
+                inst.zone,
+                inst.market.value,
+                inst.state.value,
+                inst.launched_at,
+                live,
+            ),
+        )
+    conn.execute(
+        "UPDATE instances SET state = %s, terminated_at = coalesce(terminated_at, now())"
+        " WHERE resource_pool = %s AND state <> %s AND NOT (id = ANY(%s))",
+        (InstanceState.TERMINATED.value, pool, InstanceState.TERMINATED.value, ids),
+    )
+
+
+# -- apply ---------------------------------------------------------------------------------
+
+
+def write_event(
+    conn: Conn, entity: str, entity_id: str, code: str, message: str, now: dt.datetime
+) -> bool:
+    """Record an event unless the same one was written less than :data:`EVENT_REPEAT` ago."""
+    key = (entity, entity_id, code)
+    last = _written.get(key)
+    if last is not None and last[0] == message and now - last[1] < EVENT_REPEAT:
+        return False
+    _written[key] = (message, now)
+    states.record_event(conn, entity, entity_id, code, message)
+    return True
+
+
+def _launch(
+    st: MasterState,
+    pool: str,
+    provider: Provider,
+    policy: decider.ScalePolicy,
+    order: decider.LaunchOrder,
+) -> None:
+    index = policy.options.index(order.option)
+    try:
+        launched = provider.launch(order.option, order.count)
+    except Exception as exc:  # every failure must land in the backoff history
+        if isinstance(exc, LaunchError):
+            code, message, capacity = exc.code, exc.message, exc.capacity
+        else:
+            code, message, capacity = type(exc).__name__, str(exc), False
+        logger.warning(
+            "pool %s: launch of %d x %s failed: %s",
+            pool,
+            order.count,
+            order.option.instance_type,
+            exc,
+        )
+        with st.pool.connection() as conn:
+            conn.execute(
+                "INSERT INTO launch_errors (resource_pool, option_index, code, message, capacity)"
+                " VALUES (%s, %s, %s, %s, %s)",
+                (pool, index, code, message[:2000], capacity),
+            )
+            states.record_event(
+                conn,
+                "pool",
+                pool,
+                "launch-error",
+                f"launching {order.count} x {order.option.instance_type}"
+                f"{' in ' + order.option.zone if order.option.zone else ''} failed: {code}: {message}"
+                f"{' (capacity: trying the next option)' if capacity else ''}",
+            )
+        return
+    logger.info("pool %s: launched %s (%s)", pool, [i.id for i in launched], order.reason)
+    with st.pool.connection() as conn:
+        for inst in launched:
+            conn.execute(
+                "INSERT INTO instances (id, resource_pool, instance_type, zone, market, state,"
+                " launched_at, option_index, reason) VALUES (%s, %s, %s, %s, %s, %s, now(), %s, %s)"
+                " ON CONFLICT (id) DO UPDATE SET option_index = EXCLUDED.option_index,"
+                " reason = EXCLUDED.reason",
+                (
+                    inst.id,
+                    pool,
+                    inst.instance_type,
+                    inst.zone,
+                    inst.market.value,
+                    inst.state.value,
+                    index,
+                    order.reason,
+                ),
+            )
+        states.record_event(
+            conn,
+            "pool",
+            pool,
+            "launch",
+            f"launched {', '.join(i.id for i in launched) or 'nothing'}"
+            f" ({order.option.instance_type}, {order.option.market.value}): {order.reason}",
+        )
+
+
+def _terminate(
+    st: MasterState, pool: str, provider: Provider, terms: tuple[decider.Termination, ...]
+) -> None:
+    ids: list[str] = []
+    with st.pool.connection() as conn:
+        for term in terms:
+            if term.reason is decider.TerminateReason.IDLE:
+                # Stop placing work there first; skip it if work landed since the snapshot.
+                row = conn.execute(
+                    "UPDATE agents SET draining = true WHERE id = %s AND NOT EXISTS"
+                    " (SELECT 1 FROM allocations x WHERE x.placement ? %s AND x.state <> 'TERMINATED')"
+                    " RETURNING id",
+                    (term.instance_id, term.instance_id),
+                ).fetchone()
+                exists = conn.execute(
+                    "SELECT 1 FROM agents WHERE id = %s", (term.instance_id,)
+                ).fetchone()
+                if exists and row is None:
+                    continue
+            ids.append(term.instance_id)
+    if not ids:
+        return
+    provider.terminate(ids)
+    logger.info("pool %s: terminated %s", pool, ids)
+    reasons = {t.instance_id: t.reason.value for t in terms}
+    with st.pool.connection() as conn:
+        for iid in ids:
+            conn.execute(
+                "UPDATE instances SET state = %s, terminated_at = coalesce(terminated_at, now()),"
+                " reason = %s WHERE id = %s",
+                (InstanceState.TERMINATING.value, reasons[iid], iid),
+            )
+
+
+def run_pool(st: MasterState, pool: str, raw: dict[str, Any]) -> decider.Decision:
+    """One provisioner pass over one pool."""
+    provider, config = provider_for(st, pool, raw)
+    pool_cfg = st.config.pool(pool)
+    policy = config.scale_policy(
+        max_aux_containers_per_agent=pool_cfg.max_aux_containers_per_agent if pool_cfg else 100
+    )
+    instances = provider.list_instances()  # a cloud call: no transaction open
+    now = _now()
+    with st.pool.connection() as conn:
+        sync_instances(conn, pool, instances)
+        load = load_pool(conn, st, pool, policy, now)
+    snapshot = decider.PoolSnapshot(
+        pool=pool,
+        demand=load.demand,
+        instances=tuple(instances),
+        agents=load.agents,
+        history=load.history,
+    )
+    decision = decider.decide(snapshot, policy, now)
+    if decision.terminations:
+        _terminate(st, pool, provider, decision.terminations)
+    for order in decision.launches:
+        _launch(st, pool, provider, policy, order)
+    if decision.events:
+        with st.pool.connection() as conn:
+            for event in decision.events:
+                write_event(conn, "pool", pool, event.code, event.message, now)
+                if event.code in JOB_EVENT_CODES:
+                    for job_id in load.queued_jobs:
+                        write_event(conn, "job", job_id, event.code, event.message, now)
+    return decision
+
+
+def run_pass(st: MasterState) -> None:
+    """Every pool with a ``provider`` block; a failing pool does not hold up the others."""
+    for p in st.config.resource_pools:
+        if not p.provider:
+            continue
+        try:
+            run_pool(st, p.pool_name, p.provider)
+        except Exception:
+            logger.exception("provisioner pass failed for pool %s", p.pool_name)
+
+
+def pool_events(conn: Conn, pool: str, limit: int = 100) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "SELECT id, kind, message, created_at FROM events WHERE entity = 'pool' AND entity_id = %s"
+        " ORDER BY id DESC LIMIT %s",
+        (pool, limit),
+    ).fetchall()
+    return [
+        {
+            "id": r["id"],
+            "kind": r["kind"],
+            "message": r["message"],
+            "time": r["created_at"].isoformat(),
+        }
+        for r in reversed(rows)
+    ]
+
+
+def pool_instances(conn: Conn, pool: str) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "SELECT * FROM instances WHERE resource_pool = %s ORDER BY launched_at, id", (pool,)
+    ).fetchall()
+    return [
+        {
+            "id": r["id"],
+            "instanceType": r["instance_type"],
+            "zone": r["zone"],
+            "market": r["market"],
+            "state": r["state"],
+            "launchedAt": r["launched_at"].isoformat(),
+            "terminatedAt": r["terminated_at"].isoformat() if r["terminated_at"] else None,
+            "reason": r["reason"],
+            "optionIndex": r["option_index"],
+        }
+        for r in rows
+    ]
