@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from det.agent.containers import container_env
+from det.agent.containers import DockerRuntime, Record, container_env
 from det.agent.daemon import parse_desired
-from det.agent.reconcile import Desired
+from det.agent.devices import Slot
+from det.agent.reconcile import Desired, State
 
 
 def test_container_env_adds_the_agents_view_over_the_spec() -> None:
@@ -47,3 +49,57 @@ def test_parse_desired_keeps_specs_of_runs_and_skips_malformed_items() -> None:
     assert desired == [Desired("1", "RUN"), Desired("2", "KILL")]
     assert specs == {"1": {"image": "x"}}
     assert parse_desired({}) == ([], {})
+
+
+def _create_args(spec: dict[str, object], slots: list[Slot]) -> dict[str, Any]:
+    runtime = DockerRuntime(None, None, None, "agent-1", slots, network_mode="bridge")  # type: ignore[arg-type]
+    rec = Record(allocation_id="7.1.1", task_id="7.1", container_id="cid", state=State.ASSIGNED)
+    return runtime._create_args(rec, {"image": "img", **spec}, "/run/determined/workdir")
+
+
+GPUS = [Slot("0", "cuda", "GPU-aaa", "A100", 40960), Slot("1", "cuda", "GPU-bbb", "A100", 40960)]
+
+
+def test_cuda_tasks_get_only_their_assigned_gpus_by_uuid() -> None:
+    args = _create_args({"deviceType": "cuda", "slotIds": ["1"]}, GPUS)
+    (request,) = args["device_requests"]
+    assert request["DeviceIDs"] == ["GPU-bbb"]
+    assert request["Capabilities"] == [["gpu"]]
+
+
+def test_cpu_tasks_get_no_gpus_and_the_agents_default_network() -> None:
+    args = _create_args({"deviceType": "cpu", "slotIds": ["0"]}, GPUS)
+    assert "device_requests" not in args
+    assert args["network_mode"] == "bridge"
+    assert args["labels"] == {
+        "ai.det.agent-id": "agent-1",
+        "ai.det.allocation-id": "7.1.1",
+        "ai.det.task-id": "7.1",
+        "ai.det.container-id": "cid",
+        "ai.det.kill-grace-seconds": "30.0",
+    }
+
+
+def test_bind_mounts_shm_and_network_from_the_spec() -> None:
+    spec = {
+        "networkMode": "host",
+        "shmSize": 4294967296,
+        "bindMounts": [
+            {
+                "hostPath": "/data",
+                "containerPath": "/data",
+                "readOnly": True,
+                "propagation": "rprivate",
+            },
+            {"hostPath": "/scratch", "containerPath": "/tmp/s"},
+        ],
+    }
+    args = _create_args(spec, [])
+    assert args["network_mode"] == "host"
+    assert args["shm_size"] == 4294967296
+    assert [(m["Source"], m["Target"], m["ReadOnly"]) for m in args["mounts"]] == [
+        ("/data", "/data", True),
+        ("/scratch", "/tmp/s", False),
+    ]
+    assert args["mounts"][0]["BindOptions"] == {"Propagation": "rprivate"}
+    assert args["working_dir"] == "/run/determined/workdir"
