@@ -6,11 +6,12 @@
 
 from ._checkpoint import (
     CheckpointContext,
+    DownloadMode,
     DummyCheckpointContext,
     merge_metadata,
     merge_resources,
 )
-from ._context import Context, InvalidHP, init
+from ._context import Context, InvalidHP, TensorboardMode, init
 from ._distributed import DistributedContext, DummyDistributedContext
 from ._preempt import DummyPreemptContext, PreemptContext, PreemptMode
 from ._searcher import (
@@ -26,6 +27,7 @@ __all__ = [
     "CheckpointContext",
     "Context",
     "DistributedContext",
+    "DownloadMode",
     "DummyCheckpointContext",
     "DummyDistributedContext",
     "DummyPreemptContext",
@@ -38,6 +40,7 @@ __all__ = [
     "SearcherContext",
     "SearcherMode",
     "SearcherOperation",
+    "TensorboardMode",
     "TrainContext",
     "Unit",
     "init",

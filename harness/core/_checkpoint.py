@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import enum
 import json
 import logging
 import os
@@ -98,6 +99,13 @@ def _metadata_text(metadata: dict[str, Any]) -> str:
 
 def _write_metadata(ckpt_dir: str | os.PathLike[str], metadata: dict[str, Any]) -> None:
     pathlib.Path(ckpt_dir, "metadata.json").write_text(_metadata_text(metadata), encoding="utf-8")
+
+
+class DownloadMode(enum.Enum):
+    """How workers of one machine fetch a checkpoint in ``restore_path``."""
+
+    LocalWorkersShareDownload = "LOCAL_WORKERS_SHARE_DOWNLOAD"
+    NoSharedDownload = "NO_SHARED_DOWNLOAD"
 
 
 class CheckpointContext:
@@ -211,17 +219,56 @@ class CheckpointContext:
     # --- loading -------------------------------------------------------------------------
 
     def download(
-        self, storage_id: str, ckpt_dir: str | os.PathLike[str], selector: Selector | None = None
+        self,
+        storage_id: str,
+        ckpt_dir: str | os.PathLike[str],
+        download_mode: DownloadMode = DownloadMode.LocalWorkersShareDownload,
+        *,
+        selector: Selector | None = None,
     ) -> None:
+        """Copy a checkpoint into ``ckpt_dir``. Each caller downloads its own copy (the mode is
+        accepted for compatibility; sharing applies to ``restore_path``)."""
         self._storage.download(storage_id, ckpt_dir, selector)
 
     @contextlib.contextmanager
     def restore_path(
-        self, storage_id: str, selector: Selector | None = None
+        self,
+        storage_id: str,
+        download_mode: DownloadMode = DownloadMode.LocalWorkersShareDownload,
+        *,
+        selector: Selector | None = None,
     ) -> Iterator[pathlib.Path]:
-        """A local directory with the checkpoint's files for the duration of the block."""
-        with self._storage.restore_path(storage_id, selector) as path:
-            yield path
+        """A local directory with the checkpoint's files for the duration of the block.
+
+        ``LocalWorkersShareDownload`` (default): the workers of one machine call this in step;
+        the local chief fetches once and every local worker reads the same directory.
+        ``NoSharedDownload``: no coordination, every caller fetches its own copy."""
+        mode = DownloadMode(download_mode)
+        if mode == DownloadMode.NoSharedDownload or self._dist.local_size == 1:
+            with self._storage.restore_path(storage_id, selector) as path:
+                yield path
+            return
+        if self._dist.local_rank == 0:
+            with contextlib.ExitStack() as stack:
+                try:
+                    path = stack.enter_context(self._storage.restore_path(storage_id, selector))
+                except BaseException:
+                    self._dist.broadcast_local(None)  # release the workers, then fail
+                    raise
+                self._dist.broadcast_local(str(path))
+                try:
+                    yield path
+                finally:
+                    # Keep the directory until every local worker is done with it.
+                    self._dist.gather_local(None)
+            return
+        shared = self._dist.broadcast_local(None)
+        if shared is None:
+            raise RuntimeError(f"the local chief could not fetch checkpoint {storage_id}")
+        try:
+            yield pathlib.Path(shared)
+        finally:
+            self._dist.gather_local(None)
 
     def get_metadata(self, storage_id: str) -> dict[str, Any]:
         if self._session is None:

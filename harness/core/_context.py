@@ -7,6 +7,7 @@ directory, never preempted), so the same script runs on a laptop.
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
 import sys
@@ -30,6 +31,14 @@ from ._train import DummyTrainContext, EarlyExitReason, TrainContext
 logger = logging.getLogger(__name__)
 
 DEFAULT_LOCAL_CHECKPOINT_DIR = "checkpoints"
+
+
+class TensorboardMode(enum.Enum):
+    """Accepted for compatibility with Determined's ``core.init``; TensorBoard files are not
+    uploaded by this harness in either mode."""
+
+    AUTO = "AUTO"
+    MANUAL = "MANUAL"
 
 
 class InvalidHP(Exception):
@@ -132,7 +141,7 @@ def init(
     distributed: DistributedContext | None = None,
     checkpoint_storage: str | dict[str, Any] | None = None,
     preempt_mode: PreemptMode = PreemptMode.WorkersAskChief,
-    tensorboard_mode: Any = None,
+    tensorboard_mode: TensorboardMode = TensorboardMode.AUTO,
 ) -> Context:
     """Build the Core API context.
 

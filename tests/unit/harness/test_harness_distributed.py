@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from det.core import CheckpointContext, DistributedContext, merge_metadata, merge_resources
-from det.storage import DirectoryStorageManager
+from det.storage import DirectoryStorageManager, StorageManager
 from tests.unit.harness.fake_master import TOKEN, FakeMaster, free_port
 
 
@@ -96,6 +96,10 @@ class _UploadingDirectoryStorage(DirectoryStorageManager):
     def direct_path(self, storage_id: str) -> Path | None:
         return None
 
+    # Staged through a temporary directory, like a cloud store.
+    store_path = StorageManager.store_path
+    restore_path = StorageManager.restore_path
+
 
 @pytest.mark.parametrize("direct", [True, False])
 def test_sharded_store_path_merges_ranks_files_and_chief_reports(
@@ -153,3 +157,45 @@ def test_sharded_upload_rejects_two_ranks_writing_the_same_file(
 
     out = run_ranks(2, work)
     assert all("same checkpoint files" in o for o in out)
+
+
+class _CountingStorage(_UploadingDirectoryStorage):
+    def __init__(self, base: Path) -> None:
+        super().__init__(base)
+        self.downloads = 0
+
+    def download(self, storage_id: str, dst_dir: Any, selector: Any = None) -> None:
+        self.downloads += 1
+        super().download(storage_id, dst_dir, selector)
+
+
+def test_local_workers_share_one_download_in_restore_path(tmp_path: Path) -> None:
+    storage = _CountingStorage(tmp_path / "store")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "w.bin").write_bytes(b"weights")
+    storage.upload(src, "ck")
+
+    def work(d: DistributedContext) -> tuple[str, bytes]:
+        ctx = CheckpointContext(d, storage)
+        with ctx.restore_path("ck") as path:
+            return str(path), (path / "w.bin").read_bytes()
+
+    out = run_ranks(3, work)
+    assert storage.downloads == 1
+    assert len({p for p, _ in out}) == 1
+    assert all(data == b"weights" for _, data in out)
+    assert not Path(out[0][0]).exists()  # cleaned up once everyone was done
+
+
+def test_a_failed_shared_download_fails_every_worker(tmp_path: Path) -> None:
+    storage = _CountingStorage(tmp_path / "store")
+
+    def work(d: DistributedContext) -> str:
+        try:
+            with CheckpointContext(d, storage).restore_path("missing"):
+                return "no error"
+        except Exception as e:
+            return type(e).__name__
+
+    assert run_ranks(2, work) == ["CheckpointNotFoundError", "RuntimeError"]
