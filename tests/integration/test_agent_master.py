@@ -1,0 +1,87 @@
+"""det-agent against a real det-master (real PostgreSQL): registration and authentication.
+
+The contract test between the two sides of the agent protocol; no containers are started.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import Master, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.docker]
+
+
+@pytest.fixture
+def run_agent(tmp_path: Path) -> Iterator[Any]:
+    pytest.importorskip("docker").from_env().ping()
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(master: Master, *args: str) -> tuple[str, Path]:
+        agent_id = f"agent-{uuid.uuid4().hex[:8]}"
+        log = tmp_path / f"{agent_id}.log"
+        cmd = [
+            sys.executable,
+            "-m",
+            "det.agent",
+            "--master-url",
+            master.url,
+            "--agent-id",
+            agent_id,
+            "--state-dir",
+            str(tmp_path / "state"),
+            *args,
+        ]
+        with open(log, "wb") as out:
+            procs.append(
+                subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ))
+            )
+        return agent_id, log
+
+    yield start
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=20)
+
+
+def test_agent_registers_with_its_slots_and_labels(live_master: Master, run_agent: Any) -> None:
+    token_file = live_master.data_dir / "agent_token"
+    agent_id, _ = run_agent(
+        live_master,
+        "--agent-token-file",
+        str(token_file),
+        "--artificial-slots",
+        "2",
+        "--label",
+        "zone=a",
+    )
+
+    def registered() -> dict[str, Any] | None:
+        agents = live_master.get("/api/v1/agents")["agents"]
+        return next((a for a in agents if a["id"] == agent_id), None)
+
+    agent = wait_for(registered, what="agent registered")
+    assert len(agent["slots"]) == 2
+    assert {s["device"]["type"] for s in agent["slots"].values()} == {"TYPE_CPU"}
+    assert agent["labels"] == {"zone": "a"}
+    assert agent["resourcePools"] == ["default"]
+    assert agent["addresses"]
+
+
+def test_agent_with_a_wrong_token_is_refused_and_keeps_retrying(
+    live_master: Master, run_agent: Any
+) -> None:
+    agent_id, log = run_agent(live_master, "--agent-token", "not-the-token", "--log-level", "DEBUG")
+    wait_for(lambda: "heartbeat failed" in log.read_text(), what="refused heartbeat")
+    assert "401" in log.read_text()
+    agents = live_master.get("/api/v1/agents")["agents"]
+    assert agent_id not in {a["id"] for a in agents}
