@@ -23,8 +23,9 @@ AGENTS="${DET_DEMO_AGENTS:-2}"
 CONFIG="${DET_DEMO_CONFIG:-examples/core_api/adaptive_asha.yaml}"
 CONTEXT="$(dirname "$CONFIG")"
 VENV="${DET_DEMO_VENV:-$REPO/.venv}"
-IMAGE="det-task:py3.11-cpu-torch"
 START=$SECONDS
+# shellcheck source=scripts/lib.sh
+source "$REPO/scripts/lib.sh"
 
 step() { printf '\n==> [%4ss] %s\n' "$((SECONDS - START))" "$*"; }
 die() { echo "demo: error: $*" >&2; exit 1; }
@@ -52,46 +53,22 @@ python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
   || die "det needs Python >= 3.11 (Debian 12 or Ubuntu 24.04 and later)"
 
 step "Docker engine"
-if ! "${SUDO[@]}" docker info >/dev/null 2>&1; then
-  if [[ -d /run/systemd/system ]]; then
-    "${SUDO[@]}" systemctl start docker
-  else
-    echo "starting dockerd in the background (log: /var/log/dockerd.log)"
-    "${SUDO[@]}" sh -c 'nohup dockerd >/var/log/dockerd.log 2>&1 &'
-  fi
-  for _ in $(seq 60); do "${SUDO[@]}" docker info >/dev/null 2>&1 && break; sleep 1; done
-  "${SUDO[@]}" docker info >/dev/null 2>&1 || die "dockerd did not start (see /var/log/dockerd.log)"
-fi
-docker info >/dev/null 2>&1 || die "Docker runs but $USER may not use it: sudo usermod -aG docker $USER, log in again, re-run"
+det_start_dockerd "${SUDO[@]}" || die "the Docker engine did not start"
+docker info >/dev/null 2>&1 \
+  || die "Docker runs but $USER may not use it: sudo usermod -aG docker $USER, log in again, re-run"
 echo "Docker engine: running"
 
 step "Python environment ($VENV)"
-[[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV"
-# Skip the install when this venv already has det from this checkout's current pyproject.
-STAMP="$VENV/.det-demo-$(cat pyproject.toml setup.py | sha256sum | cut -c1-16)"
-if [[ -f "$STAMP" && -x "$VENV/bin/det" ]] && "$VENV/bin/python" -c 'import det.master, det.agent, det.cli' 2>/dev/null; then
-  echo "det already installed in $VENV"
-else
-  "$VENV/bin/python" -m pip install --quiet -e ".[master,agent,cli]"
-  touch "$STAMP"
-fi
+det_venv "$VENV" master,agent,cli
 export PATH="$VENV/bin:$PATH"
 echo "det installed: $(det --version)"
 
 step "task images"
-image_stale() {
-  local created harness
-  created="$(docker image inspect -f '{{.Created}}' "$IMAGE" 2>/dev/null)" || return 0
-  # Rebuild when the harness changed after the image was built (the image carries the harness).
-  harness="$(git log -1 --format=%cI -- harness setup.py pyproject.toml 2>/dev/null || true)"
-  [[ -n "$harness" ]] || return 1
-  [[ "$(date -d "$harness" +%s)" -gt "$(date -d "$created" +%s)" ]]
-}
-if image_stale; then
-  echo "building $IMAGE (debootstrap + wheels; several minutes the first time)"
+if det_image_stale; then
+  echo "building $DET_TASK_IMAGE (debootstrap + wheels; several minutes the first time)"
   "${SUDO[@]}" env PYTHON="$VENV/bin/python" bash infra/build-images.sh torch
 else
-  echo "$IMAGE: up to date"
+  echo "$DET_TASK_IMAGE: up to date"
 fi
 
 step "local cluster: det deploy local up --agents $AGENTS --master-port $PORT"

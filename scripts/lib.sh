@@ -1,0 +1,50 @@
+# Shared by scripts/demo.sh, scripts/test.sh and .ci/run (sourced, not run).
+# Expects REPO (the repository root) to be set.
+
+DET_TASK_IMAGE="det-task:py3.11-cpu-torch"
+
+# det_venv VENV EXTRAS [PIP ARGS...]: create VENV and `pip install -e ".[EXTRAS]"` into it, unless
+# it already has det from this checkout's current pyproject.toml/setup.py with these extras.
+det_venv() {
+  local venv="$1" extras="$2"
+  shift 2
+  [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+  local stamp
+  stamp="$venv/.det-installed-$(cat "$REPO/pyproject.toml" "$REPO/setup.py" | sha256sum | cut -c1-12)-${extras//,/-}"
+  if [[ -f "$stamp" && -x "$venv/bin/det" ]]; then
+    echo "det[$extras] already installed in $venv"
+    return
+  fi
+  (cd "$REPO" && "$venv/bin/python" -m pip install --quiet -e ".[$extras]" "$@")
+  touch "$stamp"
+}
+
+# det_image_stale: true when the task image is missing or older than the last commit that
+# changed the harness it carries.
+det_image_stale() {
+  local created harness
+  created="$(docker image inspect -f '{{.Created}}' "$DET_TASK_IMAGE" 2>/dev/null)" || return 0
+  harness="$(git -C "$REPO" log -1 --format=%cI -- harness setup.py pyproject.toml 2>/dev/null || true)"
+  [[ -n "$harness" ]] || return 1
+  [[ "$(date -d "$harness" +%s)" -gt "$(date -d "$created" +%s)" ]]
+}
+
+# det_start_dockerd [SUDO...]: start the Docker engine unless it answers; wait up to 60 s.
+det_start_dockerd() {
+  if "$@" docker info >/dev/null 2>&1; then
+    return
+  fi
+  if [[ -d /run/systemd/system ]]; then
+    "$@" systemctl start docker
+  else
+    echo "starting dockerd in the background (log: /var/log/dockerd.log)"
+    "$@" sh -c 'nohup dockerd >/var/log/dockerd.log 2>&1 &'
+  fi
+  local _
+  for _ in $(seq 60); do
+    [[ -S /var/run/docker.sock ]] && "$@" docker info >/dev/null 2>&1 && return
+    sleep 1
+  done
+  echo "dockerd did not start (see /var/log/dockerd.log)" >&2
+  return 1
+}

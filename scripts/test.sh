@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs det's test suite: `bash scripts/test.sh [pytest arguments]`.
+#
+# Installs what is missing first: .venv with det[dev] and torch (the harness tests train small
+# models); with a Docker engine, the task images (infra/build-images.sh: needs root and
+# debootstrap the first time). Without a Docker engine the Docker and e2e tests are skipped.
+# Then runs pytest (the same as `make test`); "no tests collected" (exit 5) is a failure.
+# Environment: DET_TEST_VENV (default .venv), TORCH_VERSION (default 2.13.0).
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+# shellcheck source=scripts/lib.sh
+source "$REPO/scripts/lib.sh"
+VENV="${DET_TEST_VENV:-$REPO/.venv}"
+
+det_venv "$VENV" dev "torch==${TORCH_VERSION:-2.13.0}"
+
+if docker info >/dev/null 2>&1; then
+  if det_image_stale; then
+    echo "building the task images (infra/build-images.sh)"
+    PYTHON="$VENV/bin/python" bash infra/build-images.sh torch
+  fi
+else
+  echo "no Docker engine: tests that need Docker will be skipped" >&2
+fi
+
+set +e
+"$VENV/bin/python" -m pytest "$@"
+rc=$?
+set -e
+if [[ $rc -eq 5 ]]; then
+  echo "test.sh: pytest collected no tests: failing" >&2
+  exit 1
+fi
+exit $rc
