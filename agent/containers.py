@@ -61,7 +61,9 @@ def container_env(
 ) -> dict[str, str]:
     env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
     env["DET_AGENT_ID"] = agent_id
-    env["DET_SLOT_IDS"] = json.dumps([str(s) for s in spec.get("slotIds") or []])
+    # Determined's harness reads DET_SLOT_IDS as a JSON list of ints (`ClusterInfo.slot_ids`).
+    slot_ids = [int(s) if str(s).isdigit() else str(s) for s in spec.get("slotIds") or []]
+    env["DET_SLOT_IDS"] = json.dumps(slot_ids)
     env["DET_CONTAINER_ID"] = container_id
     env.setdefault("DET_ALLOCATION_ID", allocation_id)
     if spec.get("taskId"):

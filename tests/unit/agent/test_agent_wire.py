@@ -19,7 +19,7 @@ def test_container_env_adds_the_agents_view_over_the_spec() -> None:
     }
     env = container_env(spec, "agent-1", "cid-1", "7.1.1")
     assert env["DET_AGENT_ID"] == "agent-1"  # the agent's own view wins
-    assert json.loads(env["DET_SLOT_IDS"]) == ["0", "1"]
+    assert json.loads(env["DET_SLOT_IDS"]) == [0, 1]  # ints, as Determined's harness expects
     assert env["DET_CONTAINER_ID"] == "cid-1"
     assert env["DET_ALLOCATION_ID"] == "7.1.1"
     assert env["DET_TASK_ID"] == "7.1"
