@@ -283,8 +283,10 @@ class DockerRuntime:
                 for m in spec.get("bindMounts") or []
             ],
         }
-        if spec.get("shmSize"):
-            args["shm_size"] = int(spec["shmSize"])
+        shm = spec.get("shmSize")
+        if shm:
+            # Bytes, or a size string Docker understands ("4G"), as Determined's shm_size allows.
+            args["shm_size"] = int(shm) if str(shm).isdigit() else str(shm)
         if spec.get("deviceType") == "cuda" and slot_ids:
             ids = [self._slots[s].uuid or s if s in self._slots else s for s in slot_ids]
             args["device_requests"] = [

@@ -103,3 +103,8 @@ def test_bind_mounts_shm_and_network_from_the_spec() -> None:
     ]
     assert args["mounts"][0]["BindOptions"] == {"Propagation": "rprivate"}
     assert args["working_dir"] == "/run/determined/workdir"
+
+
+def test_shm_size_may_be_a_size_string() -> None:
+    assert _create_args({"shmSize": "4G"}, [])["shm_size"] == "4G"
+    assert "shm_size" not in _create_args({"shmSize": None}, [])
