@@ -17,6 +17,10 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
+# Children started by this process, kept so they are reaped (and never garbage-collected while
+# running, which would warn): ``up`` then ``down`` in one Python, tests.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The caller's environment without ``DET_*``: those would override the generated configs."""
@@ -39,6 +43,7 @@ def start(argv: Sequence[str], log_path: Path, pid_path: Path, env: Mapping[str,
             start_new_session=True,
             close_fds=True,
         )
+    _CHILDREN[proc.pid] = proc
     pid_path.write_text(f"{proc.pid}\n")
     logger.info(
         "started %s (pid %d), log %s", argv[2] if len(argv) > 2 else argv[0], proc.pid, log_path
@@ -89,9 +94,9 @@ def running_pid(pid_path: Path, marker: str) -> int | None:
 
 
 def _reap(pid: int) -> None:
-    # Children of this very process (``up`` then ``down`` in one Python) must be reaped.
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
+    child = _CHILDREN.get(pid)
+    if child is not None and child.poll() is not None:
+        del _CHILDREN[pid]
 
 
 def wait_gone(pid: int, marker: str, timeout: float) -> bool:
