@@ -19,7 +19,9 @@ EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "core_api"
 HPARAMS = {"report_every": 5, "validate_every": 20, "checkpoint_every": 40}
 
 
-def run_trial(master: FakeMaster, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def run_trial(
+    master: FakeMaster, tmp_path: Path, entrypoint: str = "python3 train.py", **env: str
+) -> subprocess.CompletedProcess[str]:
     work = tmp_path / "work"
     if not work.exists():
         shutil.copytree(EXAMPLE, work, ignore=shutil.ignore_patterns("checkpoints", "__pycache__"))
@@ -29,10 +31,11 @@ def run_trial(master: FakeMaster, tmp_path: Path, **env: str) -> subprocess.Comp
     }
     task_env = master.task_env(config=config, DET_HPARAMS=json.dumps(HPARAMS), **env)
     return subprocess.run(
-        [sys.executable, "-m", "det.exec.run", "--", f"{sys.executable} train.py"],
+        [sys.executable, "-m", "det.exec.run", "--", entrypoint],
         env={
             **os.environ,
             **task_env,
+            "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
             "DET_WORKDIR": str(work),
             "DET_INFO_DIR": str(tmp_path / "info"),
         },
@@ -58,6 +61,37 @@ def test_trial_reports_metrics_and_checkpoints(master: FakeMaster, tmp_path: Pat
         assert set(c["resources"]) == {"model.pt", "optimizer.pt", "state.json", "metadata.json"}
     progress = master.requests_to("/trials/11/progress")
     assert progress[-1].body["progress"] == 1.0
+
+
+@pytest.mark.slow
+def test_distributed_trial_reports_once_from_the_chief(master: FakeMaster, tmp_path: Path) -> None:
+    import random
+
+    r = run_trial(
+        master,
+        tmp_path,
+        "python3 -m det.launch.torch_distributed -- python3 train.py",
+        DET_SLOT_IDS=json.dumps([0, 1]),
+        DET_UNIQUE_PORT_OFFSET=str(random.randrange(1, 999)),
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "[rank=1]" in r.stdout + r.stderr
+    training = [
+        rec.body["metrics"]["stepsCompleted"]
+        for rec in master.requests_to("/api/v1/trials/11/metrics")
+        if rec.body["group"] == "training"
+    ]
+    assert training == list(range(5, 61, 5))
+    ckpts = [rec.body for rec in master.requests_to("/api/v1/checkpoints", method="POST")]
+    assert [c["metadata"]["steps_completed"] for c in ckpts] == [40, 60]
+    # Only the chief polls for preemption; workers get its answer by broadcast.
+    assert {
+        tuple(p.query["timeout_seconds"]) for p in master.requests_to("/signals/preemption")
+    } <= {
+        ("0",),
+        ("60",),
+    }
+    assert len(master.requests_to("/api/v1/runs/start")) == 1
 
 
 def test_preempted_trial_checkpoints_exits_zero_and_resumes(
