@@ -1,0 +1,138 @@
+"""Shared pieces of the autoscaling end-to-end tests (AWS on moto, GCP on FakeGce): the tiny
+training script, experiment helpers and the Docker/image check."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import Master, wait_for
+
+TASK_IMAGE = "det-task:py3.11-cpu-torch"
+
+# A Core API trial that takes ``steps * pause`` seconds, checkpoints when preempted and at
+# the end, and resumes from its latest checkpoint.
+TRAIN = """
+import json, time
+import det
+from det import core
+
+info = det.get_cluster_info()
+hp = info.trial.hparams
+with core.init() as ctx:
+    step = 0
+    if info.latest_checkpoint:
+        with ctx.checkpoint.restore_path(info.latest_checkpoint) as path:
+            step = json.loads((path / "state.json").read_text())["step"]
+        print(f"resumed from {info.latest_checkpoint} at step {step}", flush=True)
+    while step < int(hp["steps"]):
+        time.sleep(float(hp["pause"]))
+        step += 1
+        ctx.train.report_training_metrics(step, {"loss": 1.0 / step})
+        if ctx.preempt.should_preempt():
+            print(f"preempted at step {step}", flush=True)
+            break
+    with ctx.checkpoint.store_path({"steps_completed": step}) as (path, storage_id):
+        (path / "state.json").write_text(json.dumps({"step": step}))
+    if step >= int(hp["steps"]):
+        ctx.train.report_validation_metrics(step, {"validation_loss": 1.0 / step})
+"""
+
+
+def docker_or_skip() -> Any:
+    """A Docker client with the task image (skip only when there is no Docker engine)."""
+    docker = pytest.importorskip("docker")
+    try:
+        client = docker.from_env(timeout=10)
+        client.ping()
+    except Exception as e:
+        pytest.skip(f"no Docker engine: {e}")
+    try:
+        client.images.get(TASK_IMAGE)
+    except docker.errors.ImageNotFound:
+        pytest.fail(f"{TASK_IMAGE} missing: run infra/build-images.sh")
+    return client
+
+
+def experiment_config(
+    *,
+    trials: int,
+    steps: int,
+    pause: float,
+    pool: str,
+    extra: str = "",
+) -> str:
+    return f"""
+name: autoscale
+entrypoint: python3 train.py
+searcher: {{name: random, metric: validation_loss, max_trials: {trials}, max_concurrent_trials: {trials}}}
+hyperparameters:
+  steps: {steps}
+  pause: {pause}
+  lr: {{type: double, minval: 0.01, maxval: 1.0}}
+resources: {{slots_per_trial: 1, resource_pool: {pool}}}
+environment:
+  image: {TASK_IMAGE}
+max_restarts: 0
+{extra}
+"""
+
+
+def create_experiment(master: Master, config: str) -> int:
+    body = {
+        "config": config,
+        "modelDefinition": [
+            {
+                "path": "train.py",
+                "type": 48,
+                "content": base64.b64encode(TRAIN.encode()).decode(),
+                "mode": 0o644,
+            }
+        ],
+        "activate": True,
+    }
+    return int(master.post("/api/v1/experiments", body)["experiment"]["id"])
+
+
+def experiment_state(master: Master, eid: int) -> str:
+    return str(master.get(f"/api/v1/experiments/{eid}")["experiment"]["state"])
+
+
+def trials(master: Master, eid: int) -> list[dict[str, Any]]:
+    return list(master.get(f"/api/v1/experiments/{eid}/trials")["trials"])
+
+
+def wait_completed(master: Master, eid: int, timeout: float = 240) -> None:
+    def done() -> bool:
+        state = experiment_state(master, eid)
+        if state in ("STATE_ERROR", "STATE_CANCELED"):
+            raise AssertionError(f"experiment {eid} ended {state}: {trials(master, eid)}")
+        return state == "STATE_COMPLETED"
+
+    wait_for(done, timeout, 0.5, f"experiment {eid} to complete")
+
+
+def pool_events(master: Master, pool: str) -> list[dict[str, Any]]:
+    return list(master.get(f"/api/v1/resource-pools/{pool}/events")["events"])
+
+
+def pool_instances(master: Master, pool: str) -> list[dict[str, Any]]:
+    return list(master.get(f"/api/v1/resource-pools/{pool}/instances")["instances"])
+
+
+def cluster_id(master: Master) -> str:
+    return str(master.get("/api/v1/master")["clusterId"])
+
+
+def trial_log_text(master: Master, trial_id: int) -> str:
+    """The trial's task log lines (the NDJSON stream of ``/api/v1/trials/{id}/logs``)."""
+    r = master.session().get(f"{master.url}/api/v1/trials/{trial_id}/logs", timeout=30)
+    assert r.status_code == 200, r.text
+    lines = []
+    for raw in r.text.splitlines():
+        entry = json.loads(raw)["result"]
+        lines.append(str(entry.get("message") or entry.get("log") or ""))
+    return "\n".join(lines)
