@@ -85,12 +85,8 @@ def test_distributed_trial_reports_once_from_the_chief(master: FakeMaster, tmp_p
     ckpts = [rec.body for rec in master.requests_to("/api/v1/checkpoints", method="POST")]
     assert [c["metadata"]["steps_completed"] for c in ckpts] == [40, 60]
     # Only the chief polls for preemption; workers get its answer by broadcast.
-    assert {
-        tuple(p.query["timeout_seconds"]) for p in master.requests_to("/signals/preemption")
-    } <= {
-        ("0",),
-        ("60",),
-    }
+    polls = master.requests_to("/signals/preemption")
+    assert [p.query["timeout_seconds"] for p in polls].count(["0"]) == 1
     assert len(master.requests_to("/api/v1/runs/start")) == 1
 
 
