@@ -131,7 +131,7 @@ class DockerRuntime:
             with self._lock:
                 self._records[alloc] = rec
             self._follow(rec)
-            logger.info("re-attached to %s (%s, %s)", alloc, c.short_id, rec.state.value)
+            logger.info("reattached to %s (%s, %s)", alloc, c.short_id, rec.state.value)
 
     def refresh(self) -> None:
         """Fold Docker's view (exits, vanished containers) into the records."""

@@ -241,7 +241,7 @@ def test_restarted_agent_reattaches_without_restarting_and_loses_no_logs(
         lambda: set(master.log_lines("3.1.1")) >= set(expected) and master.log_lines("3.1.1")
     )
     assert sorted(set(lines), key=lambda s: int(s.split()[1])) == expected
-    assert "re-attached to 3.1.1" in b.output()
+    assert "reattached to 3.1.1" in b.output()
 
 
 def test_container_the_master_stops_listing_is_killed_gracefully(
