@@ -121,6 +121,13 @@ def parse_config(st: MasterState, config_text: str) -> dict[str, Any]:
     except expconf.ConfigError as e:
         raise InvalidArgument(f"invalid experiment config: {e}") from None
     resolved: dict[str, Any] = cfg.to_dict()
+    from det.master import searcher
+
+    try:
+        # The searcher pass builds the same searcher later; refuse here what it would refuse.
+        searcher.new_searcher(resolved["searcher"], resolved.get("hyperparameters") or {}, 0)
+    except ValueError as e:
+        raise InvalidArgument(f"invalid experiment config: {e}") from None
     pool = (
         resolved.get("resources", {}).get("resource_pool")
         or st.config.resource_manager.default_compute_resource_pool
