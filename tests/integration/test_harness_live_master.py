@@ -46,24 +46,25 @@ max_restarts: 0
 """
 
 
-def create(master: Master, max_batches: int) -> int:
+def create(master: Master, max_batches: int, config: str = CONFIG, example: Path = EXAMPLE) -> int:
     body = {
-        "config": CONFIG.replace("MAX", str(max_batches)),
+        "config": config.replace("MAX", str(max_batches)),
         "modelDefinition": [
             {
                 "path": name,
                 "type": 48,
-                "content": base64.b64encode((EXAMPLE / name).read_bytes()).decode(),
+                "content": base64.b64encode((example / name).read_bytes()).decode(),
                 "mode": 0o644,
             }
             for name in FILES
+            if (example / name).exists()
         ],
         "activate": True,
     }
     return int(master.post("/api/v1/experiments", body)["experiment"]["id"])
 
 
-def process_runner(master: Master, tmp: Path) -> Any:
+def process_runner(master: Master, tmp: Path, extra_env: dict[str, str] | None = None) -> Any:
     """A SimAgent ``train`` callable that does what the real agent does, minus Docker."""
     venv_bin = str(Path(sys.executable).parent)
 
@@ -87,6 +88,7 @@ def process_runner(master: Master, tmp: Path) -> Any:
             "DET_WORKDIR": str(workdir),
             "DET_INFO_DIR": str(workdir / ".info"),
             "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),
+            **(extra_env or {}),
         }
         with (tmp / f"{aid}.log").open("w") as log:
             proc = subprocess.Popen(spec["command"], env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -185,3 +187,50 @@ def test_pause_checkpoints_and_activate_resumes_where_it_stopped(
     t = trial_of(live_master, eid)
     assert t["restarts"] == 0
     assert training_steps(live_master, t["id"]) == list(range(5, 2001, 5))
+
+
+OFFICIAL_CONFIG = """
+name: official-live
+entrypoint: python3 train.py
+hyperparameters:
+  max_steps: MAX
+  report_every: 5
+  validate_every: 10
+  checkpoint_every: 10
+searcher: {name: single, metric: validation_loss}
+max_restarts: 0
+"""
+
+
+def test_official_harness_reports_to_a_real_master(live_master: Master, tmp_path: Path) -> None:
+    """The official 0.38.1 package, unchanged, through our runner against our master. Opt-in
+    (``DET_TEST_OFFICIAL_PYTHONPATH``): it reads its task info from the fixed official path."""
+    extra = os.environ.get("DET_TEST_OFFICIAL_PYTHONPATH")
+    if not extra:
+        pytest.importorskip("determined")
+    env = {"PYTHONPATH": extra} if extra else {}
+    env["HOME"] = str(tmp_path)
+    env["DET_INFO_DIR"] = "/run/determined/info"  # the only place the official package looks
+    agent = SimAgent(
+        live_master.url,
+        live_master.agent_token,
+        "sim-0",
+        train=process_runner(live_master, tmp_path, env),
+    ).start()
+    try:
+        eid = create(live_master, 20, OFFICIAL_CONFIG, EXAMPLE.parent / "official_client")
+        wait(
+            lambda: (
+                live_master.get(f"/api/v1/experiments/{eid}")["experiment"]["state"]
+                in ("STATE_COMPLETED", "STATE_ERROR")
+            ),
+            180,
+            "experiment to finish",
+        )
+    finally:
+        agent.stop()
+    t = trial_of(live_master, eid)
+    assert t["state"] == "STATE_COMPLETED"
+    assert training_steps(live_master, t["id"]) == [5, 10, 15, 20]
+    ckpts = live_master.get(f"/api/v1/trials/{t['id']}/checkpoints")["checkpoints"]
+    assert [c["metadata"]["steps_completed"] for c in ckpts] == [10, 20]
