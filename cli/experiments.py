@@ -76,6 +76,9 @@ def _print_logs(s: Session, trial_id: int, follow: bool, tail: int | None = None
         params["limit"] = tail
     for entry in s.stream(f"/api/v1/trials/{trial_id}/logs", params=params):
         line = entry.get("log") or entry.get("message") or ""
+        # The agent moved a worker's "[rank=N] " prefix into rankId; show it again.
+        if entry.get("rankId") is not None:
+            line = f"[rank={entry['rankId']}] {line}"
         sys.stdout.write(line if line.endswith("\n") else line + "\n")
         sys.stdout.flush()
 

@@ -1,0 +1,228 @@
+"""``det checkpoint``, ``det model`` and ``det preview-search`` against a live master.
+
+The simulated trial writes real checkpoint files into the cluster's shared_fs storage before it
+reports them, so ``det checkpoint download`` has something to copy.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from tests.fakes.sim_agent import SimAgent
+from tests.integration import cli_support
+from tests.integration.cli_support import Det, exp_state, sim_config, trials, write_config
+from tests.integration.conftest import Master
+
+pytestmark = pytest.mark.integration
+cli_master = cli_support.cli_master
+det = cli_support.det
+
+
+def storage_dir(master: Master) -> Path:
+    return master.data_dir.parent / "checkpoints"
+
+
+def saving_training(storage: Path) -> Any:
+    """Two steps; at each, write ``model.bin`` and ``meta/info.json`` into shared storage, then
+    report the checkpoint and a validation through the real API."""
+
+    def train(master: str, spec: dict[str, Any], killed: threading.Event) -> int:
+        env = spec["env"]
+        s = requests.Session()
+        s.headers["Grpc-Metadata-x-allocation-token"] = f"Bearer {env['DET_SESSION_TOKEN']}"
+        trial_id = int(env["DET_TRIAL_ID"])
+        lr = float(json.loads(env["DET_HPARAMS"])["lr"])
+        for step in (1, 2):
+            ck = str(uuid.uuid4())
+            files = {"model.bin": f"weights {trial_id} {step}".encode(), "meta/info.json": b"{}"}
+            for rel, data in files.items():
+                (storage / ck / rel).parent.mkdir(parents=True, exist_ok=True)
+                (storage / ck / rel).write_bytes(data)
+            report = {"trialId": trial_id, "trialRunId": int(env["DET_TRIAL_RUN_ID"])}
+            s.post(
+                f"{master}/api/v1/trials/{trial_id}/metrics",
+                json={
+                    "group": "training",
+                    "metrics": {
+                        **report,
+                        "stepsCompleted": step,
+                        "metrics": {"avgMetrics": {"loss": lr / step}},
+                    },
+                },
+                timeout=10,
+            ).raise_for_status()
+            s.post(
+                f"{master}/api/v1/checkpoints",
+                json={
+                    "uuid": ck,
+                    "taskId": env["DET_TASK_ID"],
+                    "allocationId": env["DET_ALLOCATION_ID"],
+                    "resources": {rel: str(len(data)) for rel, data in files.items()},
+                    "metadata": {"steps_completed": step},
+                    "state": "STATE_COMPLETED",
+                    "training": {},
+                },
+                timeout=10,
+            ).raise_for_status()
+            s.post(
+                f"{master}/api/v1/trials/{trial_id}/metrics",
+                json={
+                    "group": "validation",
+                    "metrics": {
+                        **report,
+                        "stepsCompleted": step,
+                        "metrics": {"avgMetrics": {"validation_loss": lr / step}},
+                    },
+                },
+                timeout=10,
+            ).raise_for_status()
+        return 0
+
+    return train
+
+
+@pytest.fixture(scope="module")
+def saved_exp(cli_master: Master) -> Iterator[int]:
+    agent = SimAgent(
+        cli_master.url,
+        cli_master.agent_token,
+        "saver",
+        slots=2,
+        train=saving_training(storage_dir(cli_master)),
+    ).start()
+    try:
+        eid = cli_support.create_via_api(cli_master, sim_config("saver", trials=2))
+        cli_support.wait(lambda: exp_state(cli_master, eid) == "STATE_COMPLETED", 60, "completion")
+        yield eid
+    finally:
+        agent.stop()
+
+
+def checkpoints(master: Master, eid: int) -> list[dict[str, Any]]:
+    return list(master.get(f"/api/v1/experiments/{eid}/checkpoints")["checkpoints"])
+
+
+def test_checkpoint_list_and_best(det: Det, cli_master: Master, saved_exp: int) -> None:
+    det.login()
+    listed = det.ok("checkpoint", "list", str(saved_exp), "--json").json()
+    assert {c["uuid"] for c in listed} == {c["uuid"] for c in checkpoints(cli_master, saved_exp)}
+    assert len(listed) == 4
+    best = det.ok("checkpoint", "list", str(saved_exp), "--best", "1", "--json").json()
+    metric = {c["uuid"]: c["training"]["searcherMetric"] for c in listed}
+    assert [c["uuid"] for c in best] == [min(metric, key=lambda u: metric[u])]
+    table = det.ok("c", "ls", str(saved_exp)).out
+    assert all(c["uuid"] in table for c in listed)
+
+
+def test_checkpoint_describe(det: Det, cli_master: Master, saved_exp: int) -> None:
+    det.login()
+    ck = checkpoints(cli_master, saved_exp)[0]
+    body = det.ok("checkpoint", "describe", ck["uuid"], "--json").json()
+    assert body["uuid"] == ck["uuid"]
+    assert body["resources"] == ck["resources"]
+    table = det.ok("checkpoint", "describe", ck["uuid"]).out
+    assert "model.bin" in table and "meta/info.json" in table
+    r = det("checkpoint", "describe", str(uuid.uuid4()))
+    assert r.rc == 1 and "not found" in r.err
+
+
+def test_checkpoint_download_copies_the_files(
+    det: Det, cli_master: Master, saved_exp: int, tmp_path: Path
+) -> None:
+    det.login()
+    ck = checkpoints(cli_master, saved_exp)[-1]
+    out = tmp_path / "dl"
+    r = det.ok("checkpoint", "download", ck["uuid"], "-o", str(out))
+    assert str(out) in r.out
+    src = storage_dir(cli_master) / ck["uuid"]
+    assert (out / "model.bin").read_bytes() == (src / "model.bin").read_bytes()
+    assert (out / "meta" / "info.json").read_text() == "{}"
+    # Files that are gone from storage: one line, exit 1.
+    other = checkpoints(cli_master, saved_exp)[0]["uuid"]
+    for p in sorted((storage_dir(cli_master) / other).rglob("*"), reverse=True):
+        p.unlink() if p.is_file() else p.rmdir()
+    (storage_dir(cli_master) / other).rmdir()
+    r = det("checkpoint", "download", other, "-o", str(tmp_path / "gone"))
+    assert r.rc == 1 and "not found" in r.err and r.err.count("\n") == 1
+
+
+def test_model_registry(det: Det, cli_master: Master, saved_exp: int) -> None:
+    det.login()
+    made = det.ok("model", "create", "mnist-cnn", "--description", "digits", "--json").json()
+    assert made["name"] == "mnist-cnn"
+    assert "mnist-cnn" in det.ok("model", "list").out
+    assert [m["name"] for m in det.ok("model", "list", "--json").json()] == ["mnist-cnn"]
+    cks = checkpoints(cli_master, saved_exp)
+    for i, ck in enumerate(cks[:2], start=1):
+        v = det.ok("model", "register-version", "mnist-cnn", ck["uuid"], "--json").json()
+        assert v["version"] == i
+    body = det.ok("model", "describe", "mnist-cnn", "--json").json()
+    assert body["model"]["description"] == "digits"
+    assert [v["checkpoint"]["uuid"] for v in body["modelVersions"]] == [c["uuid"] for c in cks[:2]]
+    table = det.ok("m", "describe", "mnist-cnn").out
+    assert cks[0]["uuid"] in table and "Version" in table
+    assert det.ok("model", "list", "--json").json()[0]["numVersions"] == 2
+    r = det("model", "describe", "nope")
+    assert r.rc == 1 and "not found" in r.err
+    r = det("model", "create", "mnist-cnn")
+    assert r.rc == 1 and r.err.count("\n") == 1
+
+
+def test_trial_states_and_metrics_match_the_api(
+    det: Det, cli_master: Master, saved_exp: int
+) -> None:
+    det.login()
+    for t in trials(cli_master, saved_exp):
+        body = det.ok("trial", "describe", str(t["id"]), "--json").json()
+        vals = [
+            w["validation"]["metrics"]["avgMetrics"] for w in body["workloads"] if "validation" in w
+        ]
+        lr = t["hparams"]["lr"]
+        assert vals == [{"validation_loss": lr / 1}, {"validation_loss": lr / 2}]
+
+
+def test_preview_search_offline(det: Det, tmp_path: Path) -> None:
+    cfg = write_config(
+        tmp_path,
+        """
+name: preview
+entrypoint: python3 train.py
+searcher:
+  name: adaptive_asha
+  metric: validation_loss
+  max_trials: 16
+  max_time: 64
+  time_metric: batches
+  max_rungs: 3
+  divisor: 4
+hyperparameters:
+  lr: {type: double, minval: 0.001, maxval: 0.1}
+""",
+    )
+    # Offline: no master, no login.
+    det.monkeypatch.setenv("DET_MASTER", "http://127.0.0.1:1")
+    body = det.ok("preview-search", str(cfg), "--json").json()
+    assert len(body["trials"]) == 16
+    table = det.ok("preview-search", str(cfg)).out
+    assert "adaptive_asha" in table and "16 trials" in table
+    single = write_config(
+        tmp_path,
+        "entrypoint: python3 train.py\nsearcher: {name: single, metric: x, max_length: {batches: 5}}\n",
+        "s.yaml",
+    )
+    assert "1 trials" in det.ok("preview-search", str(single)).out
+    bad = write_config(
+        tmp_path,
+        "entrypoint: python3 train.py\nsearcher: {name: random, metric: x, max_trials: -1}\n",
+        "bad.yaml",
+    )
+    r = det("preview-search", str(bad))
+    assert r.rc == 2 and "searcher.max_trials" in r.err
