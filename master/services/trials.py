@@ -24,9 +24,34 @@ VALIDATION = "validation"
 _SUMMARY_KEY = {TRAINING: "avg_metrics", VALIDATION: "validation_metrics"}
 
 
+# The state of the trial's live allocation, if any: an ACTIVE trial is shown in Determined's
+# substates (QUEUED, PULLING, STARTING, RUNNING).
+_LIVE_STATE = (
+    " (SELECT a.state FROM allocations a WHERE a.trial_id = t.id AND a.state <> 'TERMINATED'"
+    " ORDER BY a.created_at DESC LIMIT 1) AS alloc_state"
+)
+_SUBSTATE = {
+    "PENDING": "QUEUED",
+    "ASSIGNED": "QUEUED",
+    "PULLING": "PULLING",
+    "STARTING": "STARTING",
+    "RUNNING": "RUNNING",
+    "TERMINATING": "RUNNING",
+}
+
+
+def display_state(row: dict[str, Any]) -> str:
+    state = str(row["state"])
+    if state == "ACTIVE" and row.get("alloc_state"):
+        return _SUBSTATE.get(str(row["alloc_state"]), state)
+    return state
+
+
 def get(conn: Conn, trial_id: int) -> dict[str, Any]:
     row = conn.execute(
-        "SELECT t.*, e.config FROM trials t JOIN experiments e ON e.id = t.experiment_id WHERE t.id = %s",
+        "SELECT t.*, e.config,"
+        + _LIVE_STATE
+        + " FROM trials t JOIN experiments e ON e.id = t.experiment_id WHERE t.id = %s",
         (trial_id,),
     ).fetchone()
     if row is None:
@@ -36,7 +61,9 @@ def get(conn: Conn, trial_id: int) -> dict[str, Any]:
 
 def list_for_experiment(conn: Conn, experiment_id: int) -> list[dict[str, Any]]:
     return conn.execute(
-        "SELECT t.*, e.config FROM trials t JOIN experiments e ON e.id = t.experiment_id"
+        "SELECT t.*, e.config,"
+        + _LIVE_STATE
+        + " FROM trials t JOIN experiments e ON e.id = t.experiment_id"
         " WHERE t.experiment_id = %s ORDER BY t.id",
         (experiment_id,),
     ).fetchall()
@@ -69,7 +96,7 @@ def trial_json(row: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": row["id"],
         "experimentId": row["experiment_id"],
-        "state": "STATE_" + row["state"],
+        "state": "STATE_" + display_state(row),
         "restarts": row["restarts"],
         "startTime": ts(row["created_at"]),
         "endTime": ts(row["ended_at"]),
