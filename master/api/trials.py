@@ -41,6 +41,21 @@ def patch(trial_id: int) -> Any:
         return {"trial": svc.trial_json(svc.get(conn, trial_id))}
 
 
+@bp.post("/api/v1/runs/start")
+@allow(USER, TASK)
+def run_prepare() -> Any:
+    """Determined's ``RunPrepareForReporting``, called by the official harness's ``core.init``
+    (a run is a trial). det keeps no per-storage ids, so the answer has no ``storageId``."""
+    data = body()
+    run_id = data.get("runId")
+    if not isinstance(run_id, int):
+        raise InvalidArgument("runId: required integer")
+    check_task_scope(trial_id=run_id)
+    with db() as conn:
+        svc.get(conn, run_id)
+    return {}
+
+
 @bp.post("/api/v1/trials/<int:trial_id>/kill")
 def kill(trial_id: int) -> Any:
     with db() as conn:

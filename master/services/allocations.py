@@ -251,11 +251,27 @@ def container_spec(
                 "propagation": m.get("propagation") or "rprivate",
             }
             for m in config.get("bind_mounts") or []
-        ],
+        ]
+        + _storage_mounts(config.get("checkpoint_storage")),
         "contextPath": f"/api/v1/tasks/{alloc['task_id']}/context",
         "workdir": WORKDIR,
         "killGraceSeconds": 30,
     }
+
+
+def _storage_mounts(storage: Any) -> list[dict[str, Any]]:
+    """shared_fs checkpoint storage is mounted into every task container at its
+    ``container_path``, as Determined does: the official harness writes there."""
+    if not isinstance(storage, dict) or storage.get("type") != "shared_fs":
+        return []
+    return [
+        {
+            "hostPath": storage["host_path"],
+            "containerPath": storage.get("container_path") or "/determined_shared_fs",
+            "readOnly": False,
+            "propagation": storage.get("propagation") or "rprivate",
+        }
+    ]
 
 
 def _slot_type(conn: Conn, agent_id: str) -> str:

@@ -1,0 +1,197 @@
+"""A real cluster on the machine's Docker engine: a ``det-master`` on PostgreSQL, two
+``det-agent`` processes with two artificial CPU slots each, and the examples running in task
+containers (``det-task:py3.11-cpu-torch``, built by ``infra/build-images.sh``)."""
+
+from __future__ import annotations
+
+import re
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.cluster import (
+    EXAMPLES,
+    LABEL_ALLOCATION,
+    Cluster,
+    cluster,
+    cluster_factory,
+    wait_for,
+)
+
+__all__ = ["cluster", "cluster_factory"]
+
+pytestmark = [pytest.mark.e2e, pytest.mark.docker]
+
+CORE = EXAMPLES / "core_api"
+OFFICIAL = EXAMPLES / "official_client"
+
+# A long single trial that checkpoints often: long enough to be disturbed while it runs.
+LONG = {
+    "hyperparameters": {"report_every": 10, "validate_every": 50, "checkpoint_every": 50},
+    "searcher": {"max_length": {"batches": 3000}},
+    "max_restarts": 2,
+}
+
+
+def steps(cluster: Cluster, tid: int, group: str = "training") -> list[tuple[int, int]]:
+    """(trialRunId, totalBatches) of every report of ``group``, in report order."""
+    return [(int(m["trialRunId"]), int(m["totalBatches"])) for m in cluster.metrics(tid, group)]
+
+
+def only_trial(cluster: Cluster, eid: int) -> dict[str, Any]:
+    trials = wait_for(lambda: cluster.trials(eid), 60, "the trial to exist")
+    assert len(trials) == 1, trials
+    return dict(trials[0])
+
+
+def container_of(cluster: Cluster, trial: dict[str, Any]) -> Any:
+    """The running container of the trial's task (one allocation at a time)."""
+
+    def find() -> Any:
+        for c in cluster.containers():
+            if c.labels.get(LABEL_ALLOCATION, "").startswith(f"{trial['taskId']}."):
+                return c
+        return None
+
+    return wait_for(find, 120, f"a running container of trial {trial['id']}")
+
+
+def test_adaptive_asha_eight_trials_on_two_agents(cluster: Cluster, tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from det.storage import download_checkpoint
+
+    eid = cluster.create(CORE / "adaptive_asha.yaml", CORE)
+    cluster.wait_state(eid, "STATE_COMPLETED", 900)
+
+    trials = cluster.trials(eid)
+    assert len(trials) == 8
+    max_time = 200
+    stopped_early = []
+    for t in trials:
+        assert t["state"] == "STATE_COMPLETED", t
+        assert t["restarts"] == 0, t
+        assert cluster.metrics(t["id"], "training"), f"trial {t['id']} has no training metrics"
+        assert cluster.metrics(t["id"], "validation"), f"trial {t['id']} has no validation"
+        if t["totalBatchesProcessed"] < max_time:
+            stopped_early.append(t)
+            ckpts = cluster.checkpoints_of(t["id"])
+            assert ckpts, f"early-stopped trial {t['id']} left no checkpoint"
+            last = max(int(c["metadata"]["steps_completed"]) for c in ckpts)
+            assert last == t["totalBatchesProcessed"], (t, ckpts)
+        else:
+            assert t["totalBatchesProcessed"] == max_time, t
+    assert stopped_early, "adaptive ASHA stopped no trial early"
+    assert len(stopped_early) < len(trials), "no trial trained to max_time"
+
+    # Both agents ran trials: the allocations' containers carried either agent's id.
+    agents_used = {
+        e["agentId"] for t in trials for e in cluster.trial_logs(t["id"])[:1] if e.get("agentId")
+    }
+    assert agents_used == {a.agent_id for a in cluster.agents}, agents_used
+
+    exp = cluster.experiment(eid)
+    ckpts = [
+        c
+        for c in cluster.master.get(f"/api/v1/experiments/{eid}/checkpoints")["checkpoints"]
+        if c["training"]["searcherMetric"] is not None
+    ]
+    best = min(ckpts, key=lambda c: c["training"]["searcherMetric"])
+    dst = tmp_path / "best"
+    download_checkpoint(exp["config"]["checkpoint_storage"], best["uuid"], str(dst))
+    state = torch.load(dst / "model.pt")
+    hidden = int(best["training"]["hparams"]["hidden_size"])
+    assert any(tuple(v.shape) == (hidden, 1) or hidden in v.shape for v in state.values()), {
+        k: tuple(v.shape) for k, v in state.items()
+    }
+
+
+def test_killed_container_restarts_from_latest_checkpoint(cluster: Cluster) -> None:
+    eid = cluster.create(CORE / "single.yaml", CORE, LONG)
+    t = only_trial(cluster, eid)
+    first = container_of(cluster, t)
+    wait_for(lambda: cluster.checkpoints_of(t["id"]), 120, "a first checkpoint")
+    first.kill()  # docker kill: SIGKILL from outside, no chance to checkpoint
+
+    def second_run_reported() -> bool:
+        return any(run > 1 for run, _ in steps(cluster, t["id"]))
+
+    wait_for(second_run_reported, 180, "metrics from the restarted run")
+    trial = cluster.trial(t["id"])
+    assert trial["restarts"] == 1, trial
+    ckpt_steps = sorted(
+        int(c["metadata"]["steps_completed"]) for c in cluster.checkpoints_of(t["id"])
+    )
+    first_run = [s for run, s in steps(cluster, t["id"]) if run == 1]
+    second_run = [s for run, s in steps(cluster, t["id"]) if run > 1]
+    # It resumed from a checkpoint saved by the first run, not from step 0.
+    resumed_at = second_run[0] - 10
+    assert resumed_at > 0
+    assert resumed_at in ckpt_steps, (resumed_at, ckpt_steps)
+    assert resumed_at <= max(first_run)
+    logs = "\n".join(e["log"] or "" for e in cluster.trial_logs(t["id"]))
+    assert re.search(rf"resumed from \S+ at step {resumed_at}\b", logs), logs[-3000:]
+
+    cluster.wait_state(eid, "STATE_COMPLETED", 300)
+    trial = cluster.trial(t["id"])
+    assert trial["restarts"] == 1 and trial["totalBatchesProcessed"] == 3000, trial
+
+
+def test_agent_killed_and_restarted_reattaches_running_trial(cluster: Cluster) -> None:
+    eid = cluster.create(CORE / "single.yaml", CORE, LONG)
+    t = only_trial(cluster, eid)
+    container = container_of(cluster, t)
+    wait_for(lambda: steps(cluster, t["id"]), 120, "first training metrics")
+    agent = next(a for a in cluster.agents if a.agent_id == container.labels["ai.det.agent-id"])
+    agent.kill(signal.SIGKILL)
+    container.reload()
+    assert container.status == "running", "the container died with its agent"
+    before = steps(cluster, t["id"])[-1][1]
+    # The trial keeps reporting straight to the master while its agent is down.
+    wait_for(lambda: steps(cluster, t["id"])[-1][1] > before, 60, "progress without the agent")
+    agent.start()
+
+    cluster.wait_state(eid, "STATE_COMPLETED", 300)
+    trial = cluster.trial(t["id"])
+    assert trial["restarts"] == 0, trial
+    assert trial["totalBatchesProcessed"] == 3000
+    assert {run for run, _ in steps(cluster, t["id"])} == {1}
+    out = agent.output()
+    assert "reattached to" in out and container.id[:12] in out, out[-2000:]
+
+
+def test_distributed_example_logs_both_ranks(cluster: Cluster) -> None:
+    eid = cluster.create(
+        CORE / "distributed.yaml", CORE, {"searcher": {"max_length": {"batches": 100}}}
+    )
+    cluster.wait_state(eid, "STATE_COMPLETED", 300)
+    t = only_trial(cluster, eid)
+    assert t["totalBatchesProcessed"] == 100
+    assert [s for _, s in steps(cluster, t["id"], "validation")] == [50, 100]
+    # The launcher prefixed each worker's lines with "[rank=N] "; the agent shipped that as
+    # rankId (Determined's TaskLog field), and `det trial logs` shows the prefix again.
+    logs = cluster.trial_logs(t["id"])
+    by_rank = {r: [e["log"] for e in logs if e["rankId"] == r] for r in (0, 1)}
+    for rank, lines in by_rank.items():
+        assert any("deprecated" in line for line in lines), (rank, lines[:10])
+    assert any("saved checkpoint" in line for line in by_rank[0])
+    assert not any("saved checkpoint" in line for line in by_rank[1])
+    assert not any((e["log"] or "").startswith("[rank=") for e in logs)
+    shown = cluster.det("trial", "logs", str(t["id"])).splitlines()
+    for rank in (0, 1):
+        assert any(line.startswith(f"[rank={rank}] ") for line in shown), shown[:20]
+
+
+def test_official_determined_client_runs_unmodified(cluster: Cluster) -> None:
+    eid = cluster.create(OFFICIAL / "const.yaml", OFFICIAL)
+    cluster.wait_state(eid, "STATE_COMPLETED", 300)
+    t = only_trial(cluster, eid)
+    assert [s for _, s in steps(cluster, t["id"])] == list(range(10, 101, 10))
+    assert [s for _, s in steps(cluster, t["id"], "validation")] == [50, 100]
+    ckpts = cluster.checkpoints_of(t["id"])
+    assert sorted(int(c["metadata"]["steps_completed"]) for c in ckpts) == [50, 100]
+    for c in ckpts:
+        assert (cluster.checkpoints / c["uuid"] / "model.pt").is_file()
+    logs = "\n".join(e["log"] or "" for e in cluster.trial_logs(t["id"]))
+    assert "official_client_example" in logs
