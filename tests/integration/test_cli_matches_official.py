@@ -1,0 +1,148 @@
+"""Our ``det`` and the official ``determined==0.38.1`` CLI report the same experiment the same way:
+trial ids, states, hyperparameters, batches and validation metrics, for an experiment run to
+completion on SimAgents."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.compat.official import ensure_official_venv
+from tests.integration import cli_support
+from tests.integration.cli_support import Det, exp_state, sim_config
+from tests.integration.conftest import ADMIN_PASSWORD, Master
+
+pytestmark = pytest.mark.integration
+cli_master = cli_support.cli_master
+det = cli_support.det
+sim_agents = cli_support.sim_agents
+
+
+class Official:
+    def __init__(self, bin_dir: Path, master: Master, home: Path) -> None:
+        self.bin_dir = bin_dir
+        self.master = master
+        self.home = home
+
+    def __call__(self, *args: str, stdin: str | None = None) -> str:
+        env = {
+            "PATH": f"{self.bin_dir}:{os.environ['PATH']}",
+            "HOME": str(self.home),
+            "DET_MASTER": self.master.url,
+        }
+        r = subprocess.run(
+            [str(self.bin_dir / "det"), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert r.returncode == 0, (
+            f"official det {' '.join(args)}: {r.returncode}\n{r.stdout}\n{r.stderr}"
+        )
+        return r.stdout
+
+    def csv(self, *args: str) -> list[dict[str, str]]:
+        return list(csv.DictReader(io.StringIO(self(*args, "--csv"))))
+
+
+@pytest.fixture(scope="module")
+def official(cli_master: Master, tmp_path_factory: pytest.TempPathFactory) -> Official:
+    o = Official(ensure_official_venv(), cli_master, tmp_path_factory.mktemp("official-home"))
+    o("user", "login", "admin", stdin=ADMIN_PASSWORD + "\n")
+    return o
+
+
+@pytest.fixture(scope="module")
+def finished(cli_master: Master, sim_agents: object) -> Iterator[int]:
+    eid = cli_support.create_via_api(cli_master, sim_config("compare", trials=3))
+    cli_support.wait(lambda: exp_state(cli_master, eid) == "STATE_COMPLETED", 90, "completion")
+    yield eid
+
+
+def ours_describe(det: Det, eid: int) -> dict[str, Any]:
+    det.login()
+    out = det.ok("experiment", "describe", str(eid), "--json").json()
+    assert isinstance(out, list) and len(out) == 1
+    return dict(out[0])
+
+
+def test_experiment_describe_json_matches(det: Det, official: Official, finished: int) -> None:
+    theirs = json.loads(official("experiment", "describe", str(finished), "--json"))
+    ours = [ours_describe(det, finished)]
+    assert isinstance(theirs, list) and len(theirs) == len(ours) == 1
+    t, o = theirs[0]["experiment"], ours[0]["experiment"]
+    for key in (
+        "id",
+        "name",
+        "state",
+        "archived",
+        "searcherType",
+        "numTrials",
+        "progress",
+        "resourcePool",
+    ):
+        assert o.get(key) == t.get(key), key
+    assert o["config"]["searcher"] == t["config"]["searcher"]
+    assert o["config"]["hyperparameters"] == t["config"]["hyperparameters"]
+
+
+def test_trials_match_official_list_trials(det: Det, official: Official, finished: int) -> None:
+    theirs = official.csv("experiment", "list-trials", str(finished))
+    ours = ours_describe(det, finished)["trials"]
+    assert len(ours) == 3
+    assert [int(r["Trial ID"]) for r in theirs] == [t["id"] for t in ours]
+    assert [r["State"] for r in theirs] == [t["state"].removeprefix("STATE_") for t in ours]
+    assert [json.loads(r["H-Params"]) for r in theirs] == [t["hparams"] for t in ours]
+    assert [int(r["# of Batches"]) for r in theirs] == [t["totalBatchesProcessed"] for t in ours]
+
+
+def test_validation_metrics_match_official_checkpoints(
+    det: Det, official: Official, finished: int
+) -> None:
+    theirs = official.csv("experiment", "list-checkpoints", str(finished))
+    assert len(theirs) == 6  # 3 trials x 2 checkpoints
+    expected = {
+        (int(r["Trial ID"]), int(r["# of Batches"])): float(r["Validation Metric"]) for r in theirs
+    }
+    ours: dict[tuple[int, int], float] = {}
+    for t in ours_describe(det, finished)["trials"]:
+        body = det.ok("trial", "describe", str(t["id"]), "--json").json()
+        for w in body["workloads"]:
+            if "validation" in w:
+                v = w["validation"]
+                ours[(t["id"], v["totalBatches"])] = v["metrics"]["avgMetrics"]["validation_loss"]
+    assert ours == expected
+    ours_ck = det.ok("checkpoint", "list", str(finished), "--json").json()
+    assert sorted(c["uuid"] for c in ours_ck) == sorted(r["UUID"] for r in theirs)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="master bug: GET /api/v1/trials/{id}/workloads is missing (404), so the official "
+    "`det trial describe` fails; our CLI builds the same workloads from /metrics and /checkpoints",
+)
+def test_trial_describe_json_matches(det: Det, official: Official, finished: int) -> None:
+    for t in ours_describe(det, finished)["trials"]:
+        theirs = json.loads(official("trial", "describe", str(t["id"]), "--json"))
+        ours = det.ok("trial", "describe", str(t["id"]), "--json").json()
+        for key in ("id", "state", "hparams", "totalBatchesProcessed", "experimentId"):
+            assert ours["trial"][key] == theirs["trial"][key], key
+
+        def validations(body: dict[str, Any]) -> list[tuple[int, Any]]:
+            return [
+                (w["validation"]["totalBatches"], w["validation"]["metrics"]["avgMetrics"])
+                for w in body["workloads"]
+                if w.get("validation")
+            ]
+
+        assert validations(ours) == validations(theirs)
