@@ -156,8 +156,11 @@ def write_official_info_files(
     be written). The caller removes them when the task ends: left behind on a host, they would
     make the official package believe it is on a cluster."""
     written: list[pathlib.Path] = []
+    path = pathlib.Path(directory)
+    # Directories we create are listed too (deepest last), so they go as well.
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    written.extend(reversed(missing))
     try:
-        path = pathlib.Path(directory)
         path.mkdir(parents=True, exist_ok=True)
         for name, doc in official_info_documents(info).items():
             (path / name).write_text(json.dumps(doc))
@@ -168,5 +171,12 @@ def write_official_info_files(
 
 
 def remove_files(paths: list[pathlib.Path]) -> None:
-    for p in paths:
-        p.unlink(missing_ok=True)
+    """Remove what ``write_official_info_files`` wrote: files first, then its directories."""
+    for p in reversed(paths):
+        try:
+            if p.is_dir():
+                p.rmdir()
+            else:
+                p.unlink(missing_ok=True)
+        except OSError as e:
+            logger.debug("could not remove %s: %s", p, e)

@@ -199,6 +199,9 @@ hyperparameters:
   checkpoint_every: 10
 searcher: {name: single, metric: validation_loss}
 max_restarts: 0
+# Not the cluster's shared_fs: off a container the official package would write to the mount
+# point /determined_shared_fs on this host.
+checkpoint_storage: {type: directory, container_path: CKPTS}
 """
 
 
@@ -218,7 +221,8 @@ def test_official_harness_reports_to_a_real_master(live_master: Master, tmp_path
         train=process_runner(live_master, tmp_path, env),
     ).start()
     try:
-        eid = create(live_master, 20, OFFICIAL_CONFIG, EXAMPLE.parent / "official_client")
+        config = OFFICIAL_CONFIG.replace("CKPTS", str(tmp_path / "ckpts"))
+        eid = create(live_master, 20, config, EXAMPLE.parent / "official_client")
         wait(
             lambda: (
                 live_master.get(f"/api/v1/experiments/{eid}")["experiment"]["state"]
@@ -234,3 +238,5 @@ def test_official_harness_reports_to_a_real_master(live_master: Master, tmp_path
     assert training_steps(live_master, t["id"]) == [5, 10, 15, 20]
     ckpts = live_master.get(f"/api/v1/trials/{t['id']}/checkpoints")["checkpoints"]
     assert [c["metadata"]["steps_completed"] for c in ckpts] == [10, 20]
+    for c in ckpts:
+        assert (tmp_path / "ckpts" / c["uuid"] / "model.pt").is_file()
