@@ -171,8 +171,14 @@ class Agent:
             self.notices.start()
         try:
             while not stop.is_set():
-                self._wake.wait(self.tick())
+                # Cleared before the pass, so a wake-up during it is not lost.
                 self._wake.clear()
+                try:
+                    delay = self.tick()
+                except Exception:  # a bug in one pass must not stop the agent (or its work)
+                    logger.exception("agent pass failed")
+                    delay = self._interval
+                self._wake.wait(delay)
         finally:
             if self.notices is not None:
                 self.notices.stop()
