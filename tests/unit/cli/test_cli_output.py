@@ -1,0 +1,104 @@
+"""Output helpers and the one place that turns errors into exit codes (no master needed)."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+
+from det.cli import render
+from det.cli.__main__ import main
+from det.cli.errors import APIError, CliError, MasterUnreachable, UsageError
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_colour_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setattr("sys.stdout", io.StringIO())
+    assert render.state("STATE_COMPLETED") == "COMPLETED"
+    monkeypatch.setattr("sys.stdout", Tty())
+    assert render.state("STATE_COMPLETED") == "\x1b[32mCOMPLETED\x1b[0m"
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert render.state("STATE_COMPLETED") == "COMPLETED"
+
+
+def test_progress_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    pipe = io.StringIO()
+    monkeypatch.setattr("sys.stderr", pipe)
+    render.progress("exp 1", 0.5, 1.0)
+    render.progress_done()
+    assert pipe.getvalue() == ""
+    tty = Tty()
+    monkeypatch.setattr("sys.stderr", tty)
+    render.progress("exp 1", 0.5, 1.0)
+    render.progress("exp 1", 2.0, 1.0)  # clamped
+    render.progress_done()
+    render.progress_done()  # only one line end
+    out = tty.getvalue()
+    assert "\rexp 1 [###############---------------]  50.0%" in out
+    assert out.endswith("100.0%\n")
+
+
+def test_table_and_hparams_are_readable(capsys: pytest.CaptureFixture[str]) -> None:
+    render.table(["ID", "H-Params"], [[1, render.hparams({"lr": 0.1, "b": 2})]])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["ID", "H-Params"]
+    assert out[2].startswith("1 ") and '{"b": 2, "lr": 0.1}' in out[2]
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (CliError("experiment 9 not found"), 1),
+        (UsageError("bad"), 2),
+        (APIError(401, "unauthenticated"), 3),
+        (APIError(404, "not found"), 1),
+        (MasterUnreachable("cannot reach the master at http://x:8080"), 4),
+        (RuntimeError("boom"), 1),
+    ],
+)
+def test_errors_become_one_line_and_an_exit_code(
+    error: Exception, code: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def fail(args: Any) -> None:
+        raise error
+
+    # Make preview-search (offline) raise the error.
+    import det.cli.__main__ as entry
+
+    real = entry.build_parser
+
+    def patched() -> Any:
+        p = real()
+        sub = next(a for a in p._actions if a.dest == "noun")
+        sub.choices["preview-search"].set_defaults(func=fail)  # type: ignore[union-attr]
+        return p
+
+    monkeypatch.setattr(entry, "build_parser", patched)
+    assert main(["preview-search", "x.yaml"]) == code
+    err = capsys.readouterr().err
+    assert err.startswith("det: error:") and err.count("\n") == 1
+    assert str(error) in err
+    with pytest.raises(type(error)):
+        main(["--debug", "preview-search", "x.yaml"])
+
+
+def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "experiment" in capsys.readouterr().out
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("det ")
+
+
+def test_json_output_parses(capsys: pytest.CaptureFixture[str]) -> None:
+    render.print_json({"a": [1, 2], "b": None})
+    assert json.loads(capsys.readouterr().out) == {"a": [1, 2], "b": None}
