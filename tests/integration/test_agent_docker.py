@@ -182,7 +182,7 @@ def test_runs_container_with_env_and_context_ships_logs_and_reports_exit(
     # Docker copies stdout and stderr separately: order is kept within a stream only.
     assert [line for line in lines if line != "to stderr\n"] == [
         "from context\n",
-        f'agent={a.agent_id} slots=[0] foo=bar cid={cid} pwd=/run/determined/workdir\n',
+        f"agent={a.agent_id} slots=[0] foo=bar cid={cid} pwd=/run/determined/workdir\n",
         "ranked line\n",
     ]
     assert len(lines) == 4
