@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
 import types
@@ -13,11 +15,18 @@ FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR
 
 
 @contextmanager
-def forward_signals(proc: subprocess.Popen[bytes]) -> Iterator[None]:
-    """Forward termination signals we receive to ``proc`` while the block runs."""
+def forward_signals(proc: subprocess.Popen[bytes], *, group: bool = False) -> Iterator[None]:
+    """Forward termination signals we receive to ``proc`` while the block runs; with ``group``,
+    to its whole process group (``proc`` must lead one: ``start_new_session=True``), so a
+    training process under ``sh -c`` gets them too."""
 
     def handler(signum: int, _frame: types.FrameType | None) -> None:
-        if proc.poll() is None:
+        if proc.poll() is not None:
+            return
+        if group:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signum)
+        else:
             proc.send_signal(signum)
 
     previous: dict[signal.Signals, Any] = {}
@@ -35,7 +44,10 @@ def exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def run_forwarding(cmd: list[str], **popen_kwargs: object) -> int:
-    proc: subprocess.Popen[bytes] = subprocess.Popen(cmd, **popen_kwargs)  # type: ignore[call-overload]
-    with forward_signals(proc):
+def run_forwarding(cmd: list[str], *, group: bool = False, **popen_kwargs: object) -> int:
+    """Run ``cmd`` to completion, forwarding signals (to its process group with ``group``)."""
+    proc: subprocess.Popen[bytes] = subprocess.Popen(  # type: ignore[call-overload]
+        cmd, start_new_session=group, **popen_kwargs
+    )
+    with forward_signals(proc, group=group):
         return exit_code(proc.wait())

@@ -142,6 +142,7 @@ class CheckpointContext:
                 raise ValueError("upload(shard=False) needs a ckpt_dir")
             storage_id = str(uuid.uuid4())
             md = dict(metadata or {})
+            self._check_metadata(md)
             _write_metadata(ckpt_dir, md)
             resources = _select(list_directory(ckpt_dir), selector)
             self._storage.upload(ckpt_dir, storage_id, paths=set(resources))
@@ -161,6 +162,7 @@ class CheckpointContext:
             self._require_chief("store_path(shard=False)")
             storage_id = str(uuid.uuid4())
             md = dict(metadata or {})
+            self._check_metadata(md)
             with self._storage.store_path(storage_id) as path:
                 yield path, storage_id
                 _write_metadata(path, md)
@@ -204,6 +206,7 @@ class CheckpointContext:
         md, md_conflicts = merge_metadata(self._dist.allgather(dict(metadata or {})))
         if md_conflicts:
             raise RuntimeError(f"ranks gave conflicting checkpoint metadata at {md_conflicts}")
+        self._check_metadata(md)
         first_owner = self._dist.allgather(owner).index(True)
         if self._dist.rank == first_owner and ckpt_dir is not None:
             _write_metadata(ckpt_dir, md)
@@ -297,9 +300,13 @@ class CheckpointContext:
         if self._dist.rank != 0:
             raise RuntimeError(f"{what} may only be called by the chief (rank {self._dist.rank})")
 
-    def _report(self, storage_id: str, resources: dict[str, int], metadata: dict[str, Any]) -> None:
-        if "steps_completed" not in metadata:
+    def _check_metadata(self, metadata: dict[str, Any]) -> None:
+        # The master orders checkpoints by it; checked before anything is written.
+        if self._session is not None and "steps_completed" not in metadata:
             raise ValueError("checkpoint metadata must contain 'steps_completed'")
+
+    def _report(self, storage_id: str, resources: dict[str, int], metadata: dict[str, Any]) -> None:
+        self._check_metadata(metadata)
         if self._session is None:
             logger.info("saved checkpoint %s", storage_id)
             return

@@ -6,7 +6,8 @@
 3. If ``startup-hook.sh`` exists there, source it with ``sh`` (``set -e``): variables it exports
    reach the entrypoint, as in Determined. If it fails, the task fails with its exit code.
 4. Run the entrypoint: a single argument is a shell command (``sh -c``); several are an argv.
-   SIGTERM/SIGINT are forwarded; we exit with the entrypoint's code (128+N if killed by N).
+   SIGTERM/SIGINT are forwarded to the entrypoint's whole process group (so the training
+   process gets them even under ``sh -c``); we exit with its code (128+N if killed by N).
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def _run(argv: list[str], env: dict[str, str]) -> int:
         return code
     cmd = entrypoint_argv(argv)
     try:
-        return run_forwarding(cmd, env=env)
+        return run_forwarding(cmd, group=True, env=env)
     except FileNotFoundError as e:
         print(f"det.exec.run: cannot run {cmd[0]!r}: {e}", file=sys.stderr)
         return 127

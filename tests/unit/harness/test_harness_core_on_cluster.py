@@ -123,6 +123,7 @@ def test_checkpoint_without_steps_completed_is_refused(on_cluster, tmp_path: Pat
     (src / "w").write_text("x")
     with det.core.init() as ctx, pytest.raises(ValueError, match="steps_completed"):
         ctx.checkpoint.upload(src, {"epoch": 1})
+    assert not (tmp_path / "ckpts").exists()  # refused before anything was stored
 
 
 def test_preemption_signal_is_seen_and_acknowledged_once(on_cluster) -> None:  # type: ignore[no-untyped-def]

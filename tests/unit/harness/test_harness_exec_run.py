@@ -97,3 +97,29 @@ def test_writes_the_official_task_info_files_for_the_task_duration(
         "container_slot_counts": [1],
     }
     assert not (tmp_path / "run").exists()  # files and the directories we made are gone
+
+
+def test_sigterm_reaches_a_process_under_a_shell_entrypoint(tmp_path: Path) -> None:
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import pathlib, signal, sys, time\n"
+        "def stop(*a):\n"
+        "    pathlib.Path('got-term').write_text('1')\n"
+        "    sys.exit(7)\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    # A compound command: the shell cannot exec python, which stays its child.
+    entry = f"{sys.executable} child.py; sleep 60"
+    with subprocess.Popen(
+        [sys.executable, "-m", "det.exec.run", "--", entry],
+        env={**os.environ, "DET_WORKDIR": str(tmp_path)},
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    assert (tmp_path / "got-term").read_text() == "1"
