@@ -2,7 +2,7 @@
 # The det demo, from a fresh Debian/Ubuntu machine to a finished hyperparameter search:
 #
 #   1. installs docker.io, debootstrap and python3-venv when missing (root or sudo), starts dockerd
-#   2. creates .venv and installs det (master, agent, cli) into it
+#   2. creates .venv and installs det (master, agent, cli, deploy extras) into it
 #   3. builds the task images (infra/build-images.sh) when missing or older than the harness
 #   4. det deploy local up --agents 2, logs in as admin
 #   5. runs examples/core_api/adaptive_asha.yaml to completion and prints the best trial
@@ -59,9 +59,11 @@ docker info >/dev/null 2>&1 \
 echo "Docker engine: running"
 
 step "Python environment ($VENV)"
-det_venv "$VENV" master,agent,cli
+# `deploy` too: the det command registers `det deploy aws|gcp`, whose modules import pulumi.
+det_venv "$VENV" master,agent,cli,deploy
 export PATH="$VENV/bin:$PATH"
-echo "det installed: $(det --version)"
+VERSION="$(det --version)" || die "the det command does not start (see above)"
+echo "installed: $VERSION"
 
 step "task images"
 if det_image_stale; then
