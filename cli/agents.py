@@ -7,6 +7,7 @@ from typing import Any
 
 from det.cli import render
 from det.cli._util import add_json, noun, session, verb
+from det.cli.errors import UsageError
 
 
 def list_agents(args: argparse.Namespace) -> None:
@@ -43,6 +44,8 @@ def list_agents(args: argparse.Namespace) -> None:
 
 def _agent_action(enable: bool) -> Any:
     def run(args: argparse.Namespace) -> None:
+        if bool(args.all) == bool(args.agent_id):
+            raise UsageError("give an agent id or --all")
         s = session(args)
         ids = [a["id"] for a in s.get("/api/v1/agents")["agents"]] if args.all else [args.agent_id]
         for agent_id in ids:

@@ -153,7 +153,12 @@ def check_reachable(master: str) -> None:
 
 def login(master: str, user: str, password: str) -> Session:
     s = Session(master)
-    body = s.post("/api/v1/auth/login", {"username": user, "password": password})
+    try:
+        body = s.post("/api/v1/auth/login", {"username": user, "password": password})
+    except APIError as e:
+        if e.status == 401:
+            raise APIError(401, f"cannot log in as {user}: wrong username or password") from None
+        raise
     TokenStore(master).set(user, body["token"])
     return Session(master, body["token"], user)
 

@@ -44,6 +44,7 @@ def test_agent_disable_drain_and_enable(det: Det, cli_master: Master, sim_agents
     assert all(a["enabled"] for a in det.ok("a", "list", "--json").json())
     r = det("agent", "disable", "no-such-agent")
     assert r.rc == 1 and "not found" in r.err
+    assert det("agent", "enable").rc == 2  # neither an id nor --all
 
 
 def test_slot_list_disable_enable(det: Det, cli_master: Master, sim_agents: object) -> None:

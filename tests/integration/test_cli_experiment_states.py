@@ -191,3 +191,13 @@ def test_wait_shows_progress_only_on_a_terminal(cli_master: Master, tmp_path: Pa
     seen = b"".join(chunks).decode(errors="replace")
     assert "[" in seen and "%" in seen, seen  # the bar
     assert "\x1b[33mCANCELED\x1b[0m" in seen  # the state in colour
+
+
+def test_set_name_and_description(det: Det, cli_master: Master, tmp_path: Path) -> None:
+    det.login()
+    eid = create_paused(det, tmp_path, name="to-rename")
+    det.ok("experiment", "set", "name", str(eid), "renamed")
+    det.ok("experiment", "set", "description", str(eid), "what it is")
+    e = cli_master.get(f"/api/v1/experiments/{eid}")["experiment"]
+    assert (e["name"], e["description"]) == ("renamed", "what it is")
+    det.ok("e", "kill", str(eid))

@@ -31,7 +31,7 @@ def test_login_whoami_logout(det: Det) -> None:
 
 def test_login_with_wrong_password_fails_without_caching(det: Det) -> None:
     r = det("user", "login", "admin", stdin="wrong\n")
-    assert r.rc != 0
+    assert r.rc == 3 and "wrong username or password" in r.err
     assert r.err.count("\n") == 1 and "Traceback" not in r.err
     assert not det.auth_file.exists() or "admin" not in det.auth_file.read_text()
 
