@@ -201,3 +201,30 @@ def test_set_name_and_description(det: Det, cli_master: Master, tmp_path: Path) 
     e = cli_master.get(f"/api/v1/experiments/{eid}")["experiment"]
     assert (e["name"], e["description"]) == ("renamed", "what it is")
     det.ok("e", "kill", str(eid))
+
+
+def test_create_uploads_only_what_detignore_lets_through(
+    det: Det, cli_master: Master, tmp_path: Path
+) -> None:
+    det.login()
+    ctx = context_dir(tmp_path)
+    for rel in ("data/big.csv", "pkg/model.py", "pkg/__pycache__/model.cpython-311.pyc", "x.pyc"):
+        (ctx / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ctx / rel).write_text("content\n")
+    (ctx / ".detignore").write_text("data/\n")
+    cfg = write_config(tmp_path, sim_config("ignored", trials=1))
+    out = det.ok("experiment", "create", str(cfg), str(ctx), "--paused").out
+    eid = int(out.split()[2])
+
+    def paths(nodes: list[dict[str, object]]) -> set[str]:
+        found: set[str] = set()
+        for n in nodes:
+            if n["isDir"]:
+                found |= paths(n["files"])  # type: ignore[arg-type]
+            else:
+                found.add(str(n["path"]))
+        return found
+
+    tree = cli_master.get(f"/api/v1/experiments/{eid}/file_tree")["files"]
+    assert paths(tree) == {"train.py", "pkg/model.py"}
+    det.ok("e", "kill", str(eid))
