@@ -109,7 +109,9 @@ def wait_completed(master: Master, eid: int, timeout: float = 240) -> None:
     def done() -> bool:
         state = experiment_state(master, eid)
         if state in ("STATE_ERROR", "STATE_CANCELED"):
-            raise AssertionError(f"experiment {eid} ended {state}: {trials(master, eid)}")
+            ts = trials(master, eid)
+            logs = "\n".join(trial_log_text(master, t["id"])[-3000:] for t in ts)
+            raise AssertionError(f"experiment {eid} ended {state}: {ts}\n{logs}")
         return state == "STATE_COMPLETED"
 
     wait_for(done, timeout, 0.5, f"experiment {eid} to complete")

@@ -35,7 +35,7 @@ POOL = "aws"
 SLOTS = {"m5.large": 1, "m5.xlarge": 1}
 
 
-def master_extra(endpoint: str, **provider: Any) -> dict[str, Any]:
+def master_extra(endpoint: str, checkpoints: Path, **provider: Any) -> dict[str, Any]:
     block = {
         "type": "aws",
         "region": "us-east-1",
@@ -48,7 +48,9 @@ def master_extra(endpoint: str, **provider: Any) -> dict[str, Any]:
         "endpoint_url": endpoint,
         **provider,
     }
+    checkpoints.mkdir(parents=True, exist_ok=True)  # a bind source must exist
     return {
+        "checkpoint_storage": {"type": "shared_fs", "host_path": str(checkpoints)},
         "resource_pools": [{"pool_name": POOL, "provider": block}],
         "resource_manager": {
             "default_compute_resource_pool": POOL,
@@ -95,10 +97,10 @@ def cloud(tmp_path: Path) -> Iterator[Any]:
 
 
 def test_four_trials_launch_two_instances_which_end_when_idle(
-    master_factory: Any, aws_endpoint: str, cloud: Any
+    master_factory: Any, aws_endpoint: str, cloud: Any, tmp_path: Path
 ) -> None:
     docker_or_skip()
-    master = master_factory(extra=master_extra(aws_endpoint))
+    master = master_factory(extra=master_extra(aws_endpoint, tmp_path / "ckpt"))
     machines: CloudAgents = cloud(master, aws_endpoint)
     eid = create_experiment(master, experiment_config(trials=4, steps=3, pause=0.2, pool=POOL))
     wait_completed(master, eid)
@@ -181,13 +183,15 @@ class CapacityProxy:
 
 
 def test_capacity_error_falls_back_to_the_next_instance_type(
-    master_factory: Any, aws_endpoint: str, cloud: Any
+    master_factory: Any, aws_endpoint: str, cloud: Any, tmp_path: Path
 ) -> None:
     docker_or_skip()
     proxy = CapacityProxy(aws_endpoint, "m5.large")
     try:
         extra = master_extra(
-            proxy.url, fallback=[{"instance_type": "m5.xlarge", "instance_slots": 1}]
+            proxy.url,
+            tmp_path / "ckpt",
+            fallback=[{"instance_type": "m5.xlarge", "instance_slots": 1}],
         )
         master = master_factory(extra=extra)
         machines: CloudAgents = cloud(master, aws_endpoint)
@@ -208,10 +212,10 @@ def test_capacity_error_falls_back_to_the_next_instance_type(
 
 
 def test_spot_notice_resumes_the_trial_on_another_instance_without_a_restart(
-    master_factory: Any, aws_endpoint: str, cloud: Any
+    master_factory: Any, aws_endpoint: str, cloud: Any, tmp_path: Path
 ) -> None:
     docker_or_skip()
-    master = master_factory(extra=master_extra(aws_endpoint, spot=True))
+    master = master_factory(extra=master_extra(aws_endpoint, tmp_path / "ckpt", spot=True))
     machines: CloudAgents = cloud(master, aws_endpoint)
     eid = create_experiment(master, experiment_config(trials=1, steps=40, pause=0.25, pool=POOL))
 
