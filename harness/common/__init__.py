@@ -1,0 +1,1 @@
+"""Pieces shared by the harness modules: the master session, task info, process helpers."""
