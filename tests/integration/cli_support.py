@@ -192,12 +192,19 @@ def trials(master: Master, eid: int) -> list[dict[str, Any]]:
     return list(master.get(f"/api/v1/experiments/{eid}/trials")["trials"])
 
 
-def post_task_logs(master: Master, task_id: str, lines: list[str]) -> None:
+def post_task_logs(master: Master, task_id: str, lines: list[str], rank: int | None = 0) -> None:
     """Ships log lines for a task as an agent would."""
-    _post_logs(master.url, master.agent_token, task_id, f"{task_id}.1", lines)
+    _post_logs(master.url, master.agent_token, task_id, f"{task_id}.1", lines, rank)
 
 
-def _post_logs(url: str, token: str, task_id: str, allocation_id: str, lines: list[str]) -> None:
+def _post_logs(
+    url: str,
+    token: str,
+    task_id: str,
+    allocation_id: str,
+    lines: list[str],
+    rank: int | None = 0,
+) -> None:
     import requests
 
     r = requests.post(
@@ -209,7 +216,7 @@ def _post_logs(url: str, token: str, task_id: str, allocation_id: str, lines: li
                     "allocationId": allocation_id,
                     "agentId": "sim-0",
                     "containerId": "sim",
-                    "rankId": 0,
+                    "rankId": rank,
                     "log": line + "\n",
                     "stdtype": "stdout",
                     "source": "container",

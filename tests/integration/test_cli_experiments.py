@@ -91,23 +91,27 @@ def test_create_follow_first_trial_streams_its_logs(
     r = det.ok("experiment", "create", str(cfg), str(context_dir(tmp_path)), "-f")
     eid = created_id(r.out)
     tid = trials(det.master, eid)[0]["id"]
-    assert r.out.splitlines()[1:] == [f"trial {tid} step {i}" for i in range(1, 5)]
+    assert r.out.splitlines()[1:] == [f"[rank=0] trial {tid} step {i}" for i in range(1, 5)]
 
 
 def test_experiment_and_trial_logs(det: Det, done_exp: int, cli_master: Master) -> None:
     det.login()
     first = min(t["id"] for t in trials(cli_master, done_exp))
     out = det.ok("experiment", "logs", str(done_exp)).out.splitlines()
-    assert out == [f"trial {first} step {i}" for i in range(1, 5)]
+    assert out == [f"[rank=0] trial {first} step {i}" for i in range(1, 5)]
     for tid in (t["id"] for t in trials(cli_master, done_exp)):
         assert det.ok("trial", "logs", str(tid)).out.splitlines() == [
-            f"trial {tid} step {i}" for i in range(1, 5)
+            f"[rank=0] trial {tid} step {i}" for i in range(1, 5)
         ]
         # -f on an ended trial prints everything and returns.
         assert det.ok("t", "logs", "-f", str(tid)).out.count("\n") == 4
     assert det.ok("trial", "logs", str(first), "--tail", "2").out.splitlines() == [
-        f"trial {first} step {i}" for i in (3, 4)
+        f"[rank=0] trial {first} step {i}" for i in (3, 4)
     ]
+    # A line without a rank (not from a worker process) is printed as shipped.
+    task_id = cli_master.get(f"/api/v1/trials/{first}")["trial"]["taskId"]
+    cli_support.post_task_logs(cli_master, task_id, ["from the launcher"], rank=None)
+    assert det.ok("t", "logs", str(first), "--tail", "1").out == "from the launcher\n"
 
 
 def test_trial_describe(det: Det, done_exp: int, cli_master: Master) -> None:
