@@ -101,7 +101,7 @@ def transition(
     """
     table, rules = _TABLES[entity]
     row = conn.execute(
-        f"SELECT state FROM {table} WHERE id = %s FOR UPDATE", (entity_id,)
+        f"SELECT state FROM {table} WHERE id = %s FOR NO KEY UPDATE", (entity_id,)
     ).fetchone()
     if row is None:
         return False

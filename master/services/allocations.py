@@ -77,7 +77,7 @@ def create_for_trial(
 def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason: str) -> None:
     """Ends an allocation (idempotent) and moves its trial on, following the module's table."""
     alloc = conn.execute(
-        "SELECT * FROM allocations WHERE id = %s FOR UPDATE", (allocation_id,)
+        "SELECT * FROM allocations WHERE id = %s FOR NO KEY UPDATE", (allocation_id,)
     ).fetchone()
     if alloc is None or alloc["state"] == states.TERMINATED:
         return
@@ -90,7 +90,7 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason:
         return
     trial = conn.execute(
         "SELECT t.*, e.state AS exp_state, e.config FROM trials t JOIN experiments e ON e.id = t.experiment_id"
-        " WHERE t.id = %s FOR UPDATE OF t",
+        " WHERE t.id = %s FOR NO KEY UPDATE OF t",
         (alloc["trial_id"],),
     ).fetchone()
     assert trial is not None

@@ -255,7 +255,8 @@ def list_(
 
 def _lock(conn: Conn, experiment_id: int) -> dict[str, Any]:
     row = conn.execute(
-        "SELECT * FROM experiments WHERE id = %s AND NOT deleted FOR UPDATE", (experiment_id,)
+        "SELECT * FROM experiments WHERE id = %s AND NOT deleted FOR NO KEY UPDATE",
+        (experiment_id,),
     ).fetchone()
     if row is None:
         raise NotFound(f"experiment {experiment_id} not found")
@@ -280,11 +281,12 @@ def pause(conn: Conn, experiment_id: int) -> None:
         return
     states.transition(conn, "experiment", experiment_id, states.PAUSED, "paused by user")
     # Running trials checkpoint and exit (graceful preemption); queued ones just wait.
+    # Lock order everywhere: experiment, then allocations, then trials.
+    _preempt_live(conn, experiment_id)
     conn.execute(
         "UPDATE trials SET state = %s WHERE experiment_id = %s AND state = %s",
         (states.PAUSED, experiment_id, states.ACTIVE),
     )
-    _preempt_live(conn, experiment_id)
     wake(conn)
 
 
@@ -312,12 +314,12 @@ def kill(conn: Conn, experiment_id: int) -> None:
         return
     states.transition(conn, "experiment", experiment_id, states.STOPPING_KILLED, "killed by user")
     conn.execute(
-        "UPDATE trials SET stop_reason = 'killed' WHERE experiment_id = %s AND state NOT IN ('COMPLETED','CANCELED','ERROR')",
+        "UPDATE allocations a SET kill_requested = true FROM trials t"
+        " WHERE a.trial_id = t.id AND t.experiment_id = %s AND a.state <> 'TERMINATED'",
         (experiment_id,),
     )
     conn.execute(
-        "UPDATE allocations a SET kill_requested = true FROM trials t"
-        " WHERE a.trial_id = t.id AND t.experiment_id = %s AND a.state <> 'TERMINATED'",
+        "UPDATE trials SET stop_reason = 'killed' WHERE experiment_id = %s AND state NOT IN ('COMPLETED','CANCELED','ERROR')",
         (experiment_id,),
     )
     wake(conn)

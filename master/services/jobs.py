@@ -74,7 +74,7 @@ def job_json(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def _job(conn: Conn, job_id: str) -> dict[str, Any]:
-    row = conn.execute("SELECT * FROM jobs WHERE id = %s FOR UPDATE", (job_id,)).fetchone()
+    row = conn.execute("SELECT * FROM jobs WHERE id = %s FOR NO KEY UPDATE", (job_id,)).fetchone()
     if row is None:
         raise NotFound(f"job {job_id} not found")
     return row

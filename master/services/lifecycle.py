@@ -34,7 +34,7 @@ def trials_pass(conn: Conn, st: MasterState) -> None:
         "SELECT t.*, e.state AS exp_state FROM trials t JOIN experiments e ON e.id = t.experiment_id"
         " WHERE t.state NOT IN ('COMPLETED','CANCELED','ERROR') AND NOT EXISTS"
         " (SELECT 1 FROM allocations a WHERE a.trial_id = t.id AND a.state <> 'TERMINATED')"
-        " ORDER BY t.id FOR UPDATE OF t SKIP LOCKED"
+        " ORDER BY t.id FOR NO KEY UPDATE OF t SKIP LOCKED"
     ).fetchall()
     for trial in rows:
         stop = trial["stop_reason"]

@@ -77,7 +77,7 @@ def register_version(
     model = get(conn, model_name)
     uid = str(data.get("checkpointUuid") or "")
     checkpoints.get(conn, uid)  # 404 / 400 if it does not exist
-    conn.execute("SELECT id FROM models WHERE id = %s FOR UPDATE", (model["id"],))
+    conn.execute("SELECT id FROM models WHERE id = %s FOR NO KEY UPDATE", (model["id"],))
     version_row = conn.execute(
         "SELECT coalesce(max(version), 0) + 1 AS v FROM model_versions WHERE model_id = %s",
         (model["id"],),

@@ -80,7 +80,9 @@ def sched_snapshot(
     return sched.PoolSnapshot(
         agents=tuple(agents),
         requests=tuple(requests),
-        policy=sched.Policy(kind=policy.type, preemption=policy.preemption, fitting=policy.fitting_policy),
+        policy=sched.Policy(
+            kind=policy.type, preemption=policy.preemption, fitting=policy.fitting_policy
+        ),
         max_aux_containers_per_agent=max_aux,
     )
 
@@ -118,7 +120,11 @@ def queue_view(conn: Conn, st: MasterState, pool: str | None) -> dict[str, dict[
             continue
         decision = sched.schedule(snapshot(conn, st, p.pool_name))
         for position, job in enumerate(decision.jobs):
-            out[job.job_id] = {"state": str(job.state), "jobsAhead": job.jobs_ahead, "position": position}
+            out[job.job_id] = {
+                "state": str(job.state),
+                "jobsAhead": job.jobs_ahead,
+                "position": position,
+            }
     return out
 
 

@@ -35,7 +35,7 @@ def experiment_seed(config: dict[str, Any]) -> int:
 
 def run_for_experiment(conn: Conn, experiment_id: int) -> None:
     exp = conn.execute(
-        "SELECT * FROM experiments WHERE id = %s FOR UPDATE SKIP LOCKED", (experiment_id,)
+        "SELECT * FROM experiments WHERE id = %s FOR NO KEY UPDATE SKIP LOCKED", (experiment_id,)
     ).fetchone()
     if exp is None:
         return
@@ -132,15 +132,19 @@ def _create_trial(conn: Conn, exp: dict[str, Any], action: Any) -> bool:
 
 def _stop_trial(conn: Conn, experiment_id: int, request_id: str) -> None:
     trial = conn.execute(
-        "UPDATE trials SET stop_reason = coalesce(stop_reason, 'searcher') WHERE experiment_id = %s AND request_id = %s"
-        " AND state NOT IN ('COMPLETED','CANCELED','ERROR') RETURNING id",
+        "SELECT id FROM trials WHERE experiment_id = %s AND request_id = %s AND state NOT IN ('COMPLETED','CANCELED','ERROR')",
         (experiment_id, request_id),
     ).fetchone()
     if trial is None:
         return
     # The trial checkpoints and exits 0 on the preemption signal; it is never killed mid-step.
+    # Lock order: allocations before trials (as when an allocation ends).
     conn.execute(
         "UPDATE allocations SET preempt_requested = true WHERE trial_id = %s AND state <> 'TERMINATED'",
+        (trial["id"],),
+    )
+    conn.execute(
+        "UPDATE trials SET stop_reason = coalesce(stop_reason, 'searcher') WHERE id = %s",
         (trial["id"],),
     )
     states.record_event(conn, "trial", trial["id"], "stop", "stopped by the searcher")

@@ -172,7 +172,7 @@ def report_metrics(conn: Conn, trial_id: int, reports: list[dict[str, Any]]) -> 
     """
     trial = conn.execute(
         "SELECT t.*, e.config FROM trials t JOIN experiments e ON e.id = t.experiment_id"
-        " WHERE t.id = %s FOR UPDATE OF t",
+        " WHERE t.id = %s FOR NO KEY UPDATE OF t",
         (trial_id,),
     ).fetchone()
     if trial is None:
@@ -279,11 +279,12 @@ def kill(conn: Conn, trial_id: int) -> None:
     trial = get(conn, trial_id)
     if trial["state"] in states.TERMINAL:
         return
-    conn.execute("UPDATE trials SET stop_reason = 'killed' WHERE id = %s", (trial_id,))
+    # Lock order: allocations before trials (as when an allocation ends).
     conn.execute(
         "UPDATE allocations SET kill_requested = true WHERE trial_id = %s AND state <> 'TERMINATED'",
         (trial_id,),
     )
+    conn.execute("UPDATE trials SET stop_reason = 'killed' WHERE id = %s", (trial_id,))
     states.transition(
         conn, "trial", trial_id, states.STOPPING_KILLED, "killed by user", strict=False
     )
