@@ -7,7 +7,12 @@ Prints:
    Compared: our decider (backoff + fallback list) and a Determined-style policy (one option,
    retry every pass). Figures: launch calls made, time until all work is placed.
 
-Run: ``python bench/autoscale.py``.
+3. End to end with a fake cloud (FakeGce behind the real ``google-cloud-compute`` client, a real
+   master on PostgreSQL, simulated agents booted for each RUNNING instance): seconds from a
+   trial's allocation becoming pending to the launch call, and from the last trial's end to the
+   delete call beyond ``max_idle_agent_period``. Medians over ``--runs`` runs (after a warm-up).
+
+Run: ``python bench/autoscale.py`` (``--runs N``; ``--e2e-only`` skips 1 and 2).
 """
 
 from __future__ import annotations
@@ -129,6 +134,149 @@ def outage() -> None:
         )
 
 
+# -- 3. end to end -----------------------------------------------------------------------------
+
+E2E_POOL = "bench"
+E2E_IDLE = 1.0  # max_idle_agent_period, seconds
+E2E_CONFIG = """
+name: autoscale-bench
+entrypoint: python3 train.py
+searcher: {name: single, metric: validation_loss, max_length: {batches: 2}}
+hyperparameters: {lr: 0.5}
+resources: {slots_per_trial: 1}
+"""
+
+
+def end_to_end(runs: int) -> None:
+    import os
+    import sys
+    import tempfile
+    import threading
+    from pathlib import Path
+    from typing import Any
+
+    import psycopg
+    import requests
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.fakes.gce import FakeGce
+    from tests.fakes.sim_agent import SimAgent
+    from tests.integration.conftest import start_master
+
+    class TimedGce(FakeGce):
+        """Wall-clock time of every insert and delete call the master makes."""
+
+        calls: list[tuple[float, str]]
+
+        def handle(self, method: str, path: str, query: dict[str, str], body: Any) -> Any:
+            answer = super().handle(method, path, query, body)
+            kind = self.requests[-1].kind
+            if kind in ("insert", "bulkInsert", "delete"):
+                self.calls.append((time.time(), kind))
+            return answer
+
+    import pgserver
+
+    with tempfile.TemporaryDirectory() as tmp, TimedGce() as fake:
+        fake.calls = []
+        os.environ["CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE"] = fake.url
+        server = pgserver.get_server(Path(tmp) / "pg", cleanup_mode="stop")
+        base = server.get_uri()
+        with psycopg.connect(base, autocommit=True) as c:
+            c.execute("CREATE DATABASE bench")
+        head, sep, q = base.partition("?")
+        db_url = head.rsplit("/", 1)[0] + "/bench" + sep + q
+        provider = {
+            "type": "gcp",
+            "project": "bench",
+            "zone": "us-west1-a",
+            "boot_disk_source_image": "projects/bench/global/images/agent",
+            "instance_type": {"machine_type": "n1-standard-4", "gpu_type": "", "gpu_num": 0},
+            "cpu_slots_allowed": True,
+            "max_instances": 2,
+            "max_idle_agent_period": f"{E2E_IDLE}s",
+        }
+        extra = {
+            "resource_pools": [{"pool_name": E2E_POOL, "provider": provider}],
+            "resource_manager": {
+                "default_compute_resource_pool": E2E_POOL,
+                "default_aux_resource_pool": E2E_POOL,
+            },
+        }
+        m = start_master(Path(tmp), db_url, extra=extra)
+        agents: dict[str, SimAgent] = {}
+        stop = threading.Event()
+
+        def boot_agents() -> None:  # what a VM's bootstrap does, as simulated agents
+            while not stop.is_set():
+                running = {i["name"] for i in fake.running_instances()}
+                for name in running - set(agents):
+                    agents[name] = SimAgent(m.url, m.agent_token, name, pool=E2E_POOL).start()
+                for name in set(agents) - running:
+                    agents.pop(name).stop()
+                stop.wait(0.1)
+
+        poller = threading.Thread(target=boot_agents, daemon=True)
+        poller.start()
+        s = requests.Session()
+        s.headers["Authorization"] = f"Bearer {m.login()}"
+        to_launch: list[float] = []
+        to_delete: list[float] = []
+        try:
+            for run in range(runs + 1):  # run 0 warms up (imports, first client)
+                fake.calls.clear()
+                eid = s.post(
+                    f"{m.url}/api/v1/experiments",
+                    json={"config": E2E_CONFIG, "activate": True},
+                    timeout=30,
+                ).json()["experiment"]["id"]
+                deadline = time.monotonic() + 120
+                while not any(k == "delete" for _, k in fake.calls) or fake.instances():
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"run {run}: no scale-in: {fake.calls}")
+                    time.sleep(0.05)
+                with psycopg.connect(db_url) as c:
+                    row = c.execute(
+                        "SELECT min(a.created_at), max(a.ended_at) FROM allocations a"
+                        " JOIN trials t ON t.id = a.trial_id WHERE t.experiment_id = %s",
+                        (eid,),
+                    ).fetchone()
+                assert row is not None
+                pending, ended = row[0].timestamp(), row[1].timestamp()
+                launch = min(t for t, k in fake.calls if k != "delete")
+                delete = max(t for t, k in fake.calls if k == "delete")
+                if run == 0:
+                    print(
+                        f"e2e warm-up: pending -> launch {launch - pending:.2f} s,"
+                        f" end -> delete {delete - ended - E2E_IDLE:.2f} s beyond idle"
+                    )
+                    continue
+                to_launch.append(launch - pending)
+                to_delete.append(delete - ended - E2E_IDLE)
+        finally:
+            stop.set()
+            poller.join(timeout=5)
+            for agent in agents.values():
+                agent.stop()
+            m.kill()
+            server.cleanup()
+            os.environ.pop("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE", None)
+    print(
+        f"e2e (fake GCE, {runs} runs, tick 0.2 s): pending -> launch call median"
+        f" {statistics.median(to_launch):.2f} s (max {max(to_launch):.2f});"
+        f" last trial end -> delete call beyond max_idle_agent_period={E2E_IDLE:.0f}s median"
+        f" {statistics.median(to_delete):.2f} s (max {max(to_delete):.2f}); goal <= 2 s each"
+    )
+
+
 if __name__ == "__main__":
-    latency()
-    outage()
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--e2e-only", action="store_true")
+    args = parser.parse_args()
+    if not args.e2e_only:
+        latency()
+        outage()
+    end_to_end(args.runs)
