@@ -106,6 +106,16 @@ def test_revoked_token_without_det_pass_says_how_to_log_in(det: Det, cli_master:
     r = det("user", "whoami")
     assert r.rc == 1
     assert "expired or was revoked" in r.err and "det user login admin" in r.err
+    # Logging out with a revoked token is not an error.
+    det.login()
+    token = json.loads(det.auth_file.read_text())["masters"][cli_master.url]["tokens"]["admin"]
+    requests.post(
+        f"{cli_master.url}/api/v1/auth/logout",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=10,
+    ).raise_for_status()
+    det.ok("user", "logout")
+    assert json.loads(det.auth_file.read_text())["masters"][cli_master.url]["tokens"] == {}
 
 
 def test_det_user_and_det_pass_log_in_without_a_prompt(
