@@ -70,9 +70,14 @@ def _wait_first_trial(s: Session, eid: int) -> int:
         time.sleep(0.5)
 
 
-def _print_logs(s: Session, trial_id: int, follow: bool, tail: int | None = None) -> None:
+def _print_logs(
+    s: Session, trial_id: int, follow: bool, tail: int | None = None, head: int | None = None
+) -> None:
     params: dict[str, Any] = {"follow": str(follow).lower()}
-    if tail:
+    if head:  # the first N lines
+        params["limit"] = head
+        params["orderBy"] = "ORDER_BY_ASC"
+    elif tail:  # the last N lines (then follow, if asked)
         params["limit"] = tail
     for entry in s.stream(f"/api/v1/trials/{trial_id}/logs", params=params):
         line = entry.get("log") or entry.get("message") or ""
@@ -81,6 +86,13 @@ def _print_logs(s: Session, trial_id: int, follow: bool, tail: int | None = None
             line = f"[rank={entry['rankId']}] {line}"
         sys.stdout.write(line if line.endswith("\n") else line + "\n")
         sys.stdout.flush()
+
+
+def add_log_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-f", "--follow", action="store_true", help="keep streaming until it ends")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--head", type=int, metavar="N", help="only the first N lines")
+    group.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
 
 
 def list_(args: argparse.Namespace) -> None:
@@ -183,7 +195,7 @@ def _action(name: str) -> Any:
 def logs(args: argparse.Namespace) -> None:
     s = session(args)
     trial_id = _wait_first_trial(s, args.experiment_id)
-    _print_logs(s, trial_id, follow=args.follow, tail=args.tail)
+    _print_logs(s, trial_id, follow=args.follow, tail=args.tail, head=args.head)
 
 
 def wait(args: argparse.Namespace) -> int:
@@ -254,8 +266,7 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
             p.add_argument("--yes", "-y", action="store_true")
     p = verb(sub, "logs", logs, "show the first trial's logs")
     p.add_argument("experiment_id", type=int)
-    p.add_argument("-f", "--follow", action="store_true")
-    p.add_argument("--tail", type=int)
+    add_log_flags(p)
     p = verb(sub, "wait", wait, "wait until the experiment ends (exit 0 if it completed)")
     p.add_argument("experiment_id", type=int)
     p.add_argument("--polling-interval", type=float, default=2.0)

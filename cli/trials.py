@@ -8,7 +8,7 @@ from typing import Any
 from det.cli import render
 from det.cli._util import add_json, noun, session, verb
 from det.cli.errors import APIError
-from det.cli.experiments import _print_logs
+from det.cli.experiments import _print_logs, add_log_flags
 from det.cli.session import Session
 
 _KIND_ORDER = {"training": 0, "checkpoint": 1, "validation": 2}
@@ -108,7 +108,7 @@ def describe(args: argparse.Namespace) -> None:
 
 
 def logs(args: argparse.Namespace) -> None:
-    _print_logs(session(args), args.trial_id, follow=args.follow, tail=args.tail)
+    _print_logs(session(args), args.trial_id, follow=args.follow, tail=args.tail, head=args.head)
 
 
 def kill(args: argparse.Namespace) -> None:
@@ -126,7 +126,6 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     add_json(p)
     p = verb(sub, "logs", logs, "show a trial's logs")
     p.add_argument("trial_id", type=int)
-    p.add_argument("-f", "--follow", action="store_true")
-    p.add_argument("--tail", type=int)
+    add_log_flags(p)
     p = verb(sub, "kill", kill, "kill a trial")
     p.add_argument("trial_id", type=int)

@@ -108,6 +108,10 @@ def test_experiment_and_trial_logs(det: Det, done_exp: int, cli_master: Master) 
     assert det.ok("trial", "logs", str(first), "--tail", "2").out.splitlines() == [
         f"[rank=0] trial {first} step {i}" for i in (3, 4)
     ]
+    assert det.ok("e", "logs", str(done_exp), "--head", "1").out.splitlines() == [
+        f"[rank=0] trial {first} step 1"
+    ]
+    assert det("t", "logs", str(first), "--head", "1", "--tail", "1").rc == 2
     # A line without a rank (not from a worker process) is printed as shipped.
     task_id = cli_master.get(f"/api/v1/trials/{first}")["trial"]["taskId"]
     cli_support.post_task_logs(cli_master, task_id, ["from the launcher"], rank=None)
