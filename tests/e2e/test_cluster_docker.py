@@ -4,6 +4,7 @@ containers (``det-task:py3.11-cpu-torch``, built by ``infra/build-images.sh``)."
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import signal
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 from tests.e2e.cluster import (
     EXAMPLES,
+    LABEL_AGENT,
     LABEL_ALLOCATION,
     Cluster,
     cluster,
@@ -33,6 +35,10 @@ LONG = {
     "searcher": {"max_length": {"batches": 3000}},
     "max_restarts": 2,
 }
+
+
+# Few reports: a long trial that is quick to read back.
+SPARSE = {"report_every": 100, "validate_every": 1000, "checkpoint_every": 1000}
 
 
 def steps(cluster: Cluster, tid: int, group: str = "training") -> list[tuple[int, int]]:
@@ -98,13 +104,23 @@ def test_adaptive_asha_eight_trials_on_two_agents(cluster: Cluster, tmp_path: Pa
         if c["training"]["searcherMetric"] is not None
     ]
     best = min(ckpts, key=lambda c: c["training"]["searcherMetric"])
-    dst = tmp_path / "best"
-    download_checkpoint(exp["config"]["checkpoint_storage"], best["uuid"], str(dst))
-    state = torch.load(dst / "model.pt")
-    hidden = int(best["training"]["hparams"]["hidden_size"])
-    assert any(tuple(v.shape) == (hidden, 1) or hidden in v.shape for v in state.values()), {
-        k: tuple(v.shape) for k, v in state.items()
-    }
+    via_storage = tmp_path / "best-storage"
+    download_checkpoint(exp["config"]["checkpoint_storage"], best["uuid"], str(via_storage))
+    via_cli = tmp_path / "best-cli"
+    cluster.det("checkpoint", "download", best["uuid"], "--output-dir", str(via_cli))
+    assert (via_cli / "model.pt").read_bytes() == (via_storage / "model.pt").read_bytes()
+
+    # The downloaded weights are the trial's: they reproduce its reported validation loss.
+    model_py = importlib.util.spec_from_file_location("example_model", CORE / "model.py")
+    assert model_py is not None and model_py.loader is not None
+    example = importlib.util.module_from_spec(model_py)
+    model_py.loader.exec_module(example)
+    net = example.make_model(int(best["training"]["hparams"]["hidden_size"]))
+    net.load_state_dict(torch.load(via_storage / "model.pt"))
+    _, _, val_x, val_y = example.make_data()
+    with torch.no_grad():
+        loss = torch.nn.functional.mse_loss(net(val_x), val_y).item()
+    assert loss == pytest.approx(best["training"]["searcherMetric"], rel=1e-4)
 
 
 def test_killed_container_restarts_from_latest_checkpoint(cluster: Cluster) -> None:
@@ -142,11 +158,18 @@ def test_killed_container_restarts_from_latest_checkpoint(cluster: Cluster) -> N
 
 
 def test_agent_killed_and_restarted_reattaches_running_trial(cluster: Cluster) -> None:
-    eid = cluster.create(CORE / "single.yaml", CORE, LONG)
+    # Long enough to still be training when the agent comes back.
+    length = 20000
+    eid = cluster.create(
+        CORE / "single.yaml",
+        CORE,
+        {**LONG, "searcher": {"max_length": {"batches": length}}, "hyperparameters": SPARSE},
+    )
     t = only_trial(cluster, eid)
     container = container_of(cluster, t)
+    alloc = container.labels[LABEL_ALLOCATION]
     wait_for(lambda: steps(cluster, t["id"]), 120, "first training metrics")
-    agent = next(a for a in cluster.agents if a.agent_id == container.labels["ai.det.agent-id"])
+    agent = next(a for a in cluster.agents if a.agent_id == container.labels[LABEL_AGENT])
     agent.kill(signal.SIGKILL)
     container.reload()
     assert container.status == "running", "the container died with its agent"
@@ -154,14 +177,23 @@ def test_agent_killed_and_restarted_reattaches_running_trial(cluster: Cluster) -
     # The trial keeps reporting straight to the master while its agent is down.
     wait_for(lambda: steps(cluster, t["id"])[-1][1] > before, 60, "progress without the agent")
     agent.start()
+    wait_for(lambda: "reattached to" in agent.output(), 60, "the agent to reattach")
+    out = agent.output()
+    assert re.search(rf"reattached to {re.escape(alloc)} \({container.short_id}, RUNNING\)", out), (
+        out[-2000:]
+    )
+    assert cluster.trial(t["id"])["state"] == "STATE_RUNNING"
+    # The restarted agent still reports it: the master does not see it as lost.
+    at_reattach = steps(cluster, t["id"])[-1][1]
+    assert at_reattach < length
 
     cluster.wait_state(eid, "STATE_COMPLETED", 300)
     trial = cluster.trial(t["id"])
     assert trial["restarts"] == 0, trial
-    assert trial["totalBatchesProcessed"] == 3000
+    assert trial["totalBatchesProcessed"] == length
     assert {run for run, _ in steps(cluster, t["id"])} == {1}
-    out = agent.output()
-    assert "reattached to" in out and container.id[:12] in out, out[-2000:]
+    # The reattached agent saw the container exit and cleaned it up.
+    wait_for(lambda: not cluster.containers(), 30, "the finished container to be removed")
 
 
 def test_distributed_example_logs_both_ranks(cluster: Cluster) -> None:
