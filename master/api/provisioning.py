@@ -7,10 +7,47 @@ from typing import Any
 from flask import Blueprint, request
 
 from det.master.api._common import db, state
+from det.master.db import Conn
 from det.master.errors import NotFound
-from det.master.services import provisioning as svc
 
 bp = Blueprint("provisioning", __name__)
+
+
+def pool_events_of(conn: Conn, pool: str, limit: int = 100) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "SELECT id, kind, message, created_at FROM events WHERE entity = 'pool' AND entity_id = %s"
+        " ORDER BY id DESC LIMIT %s",
+        (pool, limit),
+    ).fetchall()
+    return [
+        {
+            "id": r["id"],
+            "kind": r["kind"],
+            "message": r["message"],
+            "time": r["created_at"].isoformat(),
+        }
+        for r in reversed(rows)
+    ]
+
+
+def pool_instances_of(conn: Conn, pool: str) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "SELECT * FROM instances WHERE resource_pool = %s ORDER BY launched_at, id", (pool,)
+    ).fetchall()
+    return [
+        {
+            "id": r["id"],
+            "instanceType": r["instance_type"],
+            "zone": r["zone"],
+            "market": r["market"],
+            "state": r["state"],
+            "launchedAt": r["launched_at"].isoformat(),
+            "terminatedAt": r["terminated_at"].isoformat() if r["terminated_at"] else None,
+            "reason": r["reason"],
+            "optionIndex": r["option_index"],
+        }
+        for r in rows
+    ]
 
 
 def _check_pool(name: str) -> None:
@@ -24,7 +61,7 @@ def pool_events(name: str) -> Any:
     _check_pool(name)
     limit = max(1, min(int(request.args.get("limit", 100)), 1000))
     with db() as conn:
-        return {"events": svc.pool_events(conn, name, limit)}
+        return {"events": pool_events_of(conn, name, limit)}
 
 
 @bp.get("/api/v1/resource-pools/<name>/instances")
@@ -32,4 +69,4 @@ def pool_instances(name: str) -> Any:
     """Every instance the provisioner has seen in this pool, ended ones included."""
     _check_pool(name)
     with db() as conn:
-        return {"instances": svc.pool_instances(conn, name)}
+        return {"instances": pool_instances_of(conn, name)}

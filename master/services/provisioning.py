@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -45,9 +46,22 @@ EVENT_REPEAT = dt.timedelta(minutes=5)
 # Decider events that explain why queued work waits: also written on each queued job.
 JOB_EVENT_CODES = frozenset({"cannot-fit", "launch-backoff", "no-capacity", "at-max", "fallback"})
 
+# A pass that would change nothing decides on a list up to this old; a pass about to launch or
+# terminate always lists again first. Keeps the cloud's list API off the 0.5 s tick.
+LIST_SECONDS = 5.0
+
 _lock = threading.Lock()
 _providers: dict[tuple[str, str], Provider] = {}
+_listed: dict[str, tuple[float, tuple[Instance, ...]]] = {}
 _written: dict[tuple[str, str, str], tuple[str, dt.datetime]] = {}
+
+
+def reset() -> None:
+    """Forget everything held in memory, as a master restart does (tests)."""
+    with _lock:
+        _providers.clear()
+        _listed.clear()
+        _written.clear()
 
 
 def _now() -> dt.datetime:
@@ -315,6 +329,9 @@ def _terminate(
                 if exists and row is None:
                     continue
             ids.append(term.instance_id)
+        if ids:
+            # Nothing new lands on a machine that is going away.
+            conn.execute("UPDATE agents SET draining = true WHERE id = ANY(%s)", (ids,))
     if not ids:
         return
     provider.terminate(ids)
@@ -329,6 +346,16 @@ def _terminate(
             )
 
 
+def _list(provider: Provider, pool: str, fresh: bool) -> tuple[tuple[Instance, ...], bool]:
+    """The pool's instances, from a recent list unless ``fresh``; and whether it is new."""
+    cached = _listed.get(pool)
+    if not fresh and cached is not None and time.monotonic() - cached[0] < LIST_SECONDS:
+        return cached[1], False
+    instances = tuple(provider.list_instances())  # a cloud call: no transaction open
+    _listed[pool] = (time.monotonic(), instances)
+    return instances, True
+
+
 def run_pool(st: MasterState, pool: str, raw: dict[str, Any]) -> decider.Decision:
     """One provisioner pass over one pool."""
     provider, config = provider_for(st, pool, raw)
@@ -336,22 +363,30 @@ def run_pool(st: MasterState, pool: str, raw: dict[str, Any]) -> decider.Decisio
     policy = config.scale_policy(
         max_aux_containers_per_agent=pool_cfg.max_aux_containers_per_agent if pool_cfg else 100
     )
-    instances = provider.list_instances()  # a cloud call: no transaction open
-    now = _now()
-    with st.pool.connection() as conn:
-        sync_instances(conn, pool, instances)
-        load = load_pool(conn, st, pool, policy, now)
-    snapshot = decider.PoolSnapshot(
-        pool=pool,
-        demand=load.demand,
-        instances=tuple(instances),
-        agents=load.agents,
-        history=load.history,
-    )
-    decision = decider.decide(snapshot, policy, now)
+    fresh = False
+    while True:
+        instances, fresh = _list(provider, pool, fresh)
+        now = _now()
+        with st.pool.connection() as conn:
+            if fresh:
+                sync_instances(conn, pool, instances)
+            load = load_pool(conn, st, pool, policy, now)
+        snapshot = decider.PoolSnapshot(
+            pool=pool,
+            demand=load.demand,
+            instances=instances,
+            agents=load.agents,
+            history=load.history,
+        )
+        decision = decider.decide(snapshot, policy, now)
+        if fresh or not (decision.launches or decision.terminations):
+            break
+        fresh = True  # about to act: decide again on what the cloud says now
     if decision.terminations:
+        _listed.pop(pool, None)
         _terminate(st, pool, provider, decision.terminations)
     for order in decision.launches:
+        _listed.pop(pool, None)
         _launch(st, pool, provider, policy, order)
     if decision.events:
         with st.pool.connection() as conn:
@@ -360,7 +395,14 @@ def run_pool(st: MasterState, pool: str, raw: dict[str, Any]) -> decider.Decisio
                 if event.code in JOB_EVENT_CODES:
                     for job_id in load.queued_jobs:
                         write_event(conn, "job", job_id, event.code, event.message, now)
+    _prune(now)
     return decision
+
+
+def _prune(now: dt.datetime) -> None:
+    for key, (_, at) in list(_written.items()):
+        if now - at >= EVENT_REPEAT:
+            del _written[key]
 
 
 def run_pass(st: MasterState) -> None:
@@ -372,40 +414,3 @@ def run_pass(st: MasterState) -> None:
             run_pool(st, p.pool_name, p.provider)
         except Exception:
             logger.exception("provisioner pass failed for pool %s", p.pool_name)
-
-
-def pool_events(conn: Conn, pool: str, limit: int = 100) -> list[dict[str, Any]]:
-    rows = conn.execute(
-        "SELECT id, kind, message, created_at FROM events WHERE entity = 'pool' AND entity_id = %s"
-        " ORDER BY id DESC LIMIT %s",
-        (pool, limit),
-    ).fetchall()
-    return [
-        {
-            "id": r["id"],
-            "kind": r["kind"],
-            "message": r["message"],
-            "time": r["created_at"].isoformat(),
-        }
-        for r in reversed(rows)
-    ]
-
-
-def pool_instances(conn: Conn, pool: str) -> list[dict[str, Any]]:
-    rows = conn.execute(
-        "SELECT * FROM instances WHERE resource_pool = %s ORDER BY launched_at, id", (pool,)
-    ).fetchall()
-    return [
-        {
-            "id": r["id"],
-            "instanceType": r["instance_type"],
-            "zone": r["zone"],
-            "market": r["market"],
-            "state": r["state"],
-            "launchedAt": r["launched_at"].isoformat(),
-            "terminatedAt": r["terminated_at"].isoformat() if r["terminated_at"] else None,
-            "reason": r["reason"],
-            "optionIndex": r["option_index"],
-        }
-        for r in rows
-    ]

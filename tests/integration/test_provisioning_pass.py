@@ -1,0 +1,237 @@
+"""The provisioner pass on a real PostgreSQL with an in-process provider that records its calls:
+what it launches and terminates, what it stores (so a restart keeps the backoff), and which
+events it writes, how often."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from det.master import config as master_config
+from det.master.db import open_pool, upgrade
+from det.master.provisioner.provider import Instance, InstanceState, LaunchError, LaunchOption
+from det.master.services import provisioning
+from det.master.state import MasterState
+
+pytestmark = pytest.mark.integration
+
+POOL = "cloud"
+
+
+class RecordingProvider:
+    """A cloud in memory: instances start RUNNING; ``refuse`` maps an instance type to the
+    capacity error its launches get."""
+
+    def __init__(self) -> None:
+        self.instances: dict[str, Instance] = {}
+        self.launches: list[tuple[str, int]] = []
+        self.terminated: list[str] = []
+        self.lists = 0
+        self.refuse: dict[str, str] = {}
+
+    def launch(self, option: LaunchOption, count: int) -> list[Instance]:
+        self.launches.append((option.instance_type, count))
+        if option.instance_type in self.refuse:
+            raise LaunchError(self.refuse[option.instance_type], "no capacity", capacity=True)
+        out = []
+        for _ in range(count):
+            inst = Instance(
+                f"i-{uuid.uuid4().hex[:8]}",
+                InstanceState.RUNNING,
+                dt.datetime.now(dt.UTC),
+                option.instance_type,
+            )
+            self.instances[inst.id] = inst
+            out.append(inst)
+        return out
+
+    def list_instances(self) -> list[Instance]:
+        self.lists += 1
+        return list(self.instances.values())
+
+    def terminate(self, instance_ids: list[str]) -> None:
+        self.terminated.extend(instance_ids)
+        for iid in instance_ids:
+            self.instances.pop(iid, None)
+
+
+PROVIDER: dict[str, Any] = {
+    "type": "aws",
+    "image_id": "ami-12c6146b",
+    "instance_type": "m5.large",
+    "instance_slots": 1,
+    "max_instances": 2,
+    "max_idle_agent_period": "30s",
+    "fallback": [{"instance_type": "m5.xlarge", "instance_slots": 1}],
+}
+
+
+@pytest.fixture
+def st(pg_url: str) -> Iterator[MasterState]:
+    upgrade(pg_url)
+    pool = open_pool(pg_url, min_size=1, max_size=4)
+    cfg = master_config.parse_config(
+        {"resource_pools": [{"pool_name": POOL, "provider": PROVIDER}]}
+    )
+    with pool.connection() as conn:
+        conn.execute("INSERT INTO users (username, password_hash) VALUES ('u', 'x')")
+    provisioning.reset()
+    yield MasterState(cfg, pool, "cluster-1", "agent-tok", "secret", "master-1")
+    provisioning.reset()
+    pool.close()
+
+
+@pytest.fixture
+def cloud(st: MasterState) -> RecordingProvider:
+    provider = RecordingProvider()
+    key = (POOL, json.dumps(PROVIDER, sort_keys=True, default=str))
+    provisioning._providers[key] = provider  # the pass's per-process provider cache
+    return provider
+
+
+def pending(st: MasterState, job: str, slots: int = 1, n: int = 1) -> None:
+    with st.pool.connection() as conn:
+        conn.execute(
+            "INSERT INTO jobs (id, owner_id, resource_pool, priority, queue_key)"
+            " VALUES (%s, (SELECT id FROM users LIMIT 1), %s, 42, extract(epoch FROM now()))"
+            " ON CONFLICT DO NOTHING",
+            (job, POOL),
+        )
+        for i in range(n):
+            conn.execute(
+                "INSERT INTO allocations (id, task_id, job_id, resource_pool, slots_needed, state,"
+                " token_hash) VALUES (%s, %s, %s, %s, %s, 'PENDING', 'h')",
+                (f"{job}.{i}", f"{job}.{i}", job, POOL, slots),
+            )
+
+
+def agent(st: MasterState, agent_id: str, *, registered_ago: float = 0.0) -> None:
+    with st.pool.connection() as conn:
+        conn.execute(
+            "INSERT INTO agents (id, resource_pool, registered_at)"
+            " VALUES (%s, %s, now() - make_interval(secs => %s))",
+            (agent_id, POOL, registered_ago),
+        )
+        conn.execute(
+            "INSERT INTO slots (agent_id, slot_id, type) VALUES (%s, '0', 'cpu')", (agent_id,)
+        )
+
+
+def events(st: MasterState, entity: str, entity_id: str) -> list[tuple[str, str]]:
+    with st.pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT kind, message FROM events WHERE entity = %s AND entity_id = %s ORDER BY id",
+            (entity, entity_id),
+        ).fetchall()
+    return [(r["kind"], r["message"]) for r in rows]
+
+
+def test_demand_launches_once_and_starting_instances_count(
+    st: MasterState, cloud: RecordingProvider
+) -> None:
+    pending(st, "job-a", n=3)
+    provisioning.run_pass(st)
+    assert cloud.launches == [("m5.large", 2)]  # three requests, capped at max_instances=2
+    provisioning.run_pass(st)
+    provisioning.run_pass(st)
+    assert cloud.launches == [("m5.large", 2)]  # the two starting machines are not relaunched
+    with st.pool.connection() as conn:
+        rows = conn.execute("SELECT id, option_index, state FROM instances").fetchall()
+    assert {r["id"] for r in rows} == set(cloud.instances)
+    assert {r["option_index"] for r in rows} == {0}
+    pool_events = events(st, "pool", POOL)
+    assert [k for k, _ in pool_events].count("launch") == 1
+    # "needs 3 more" before the launch, "needs 1 more" after it; the third pass repeats the
+    # second and writes nothing.
+    at_max = [m for k, m in pool_events if k == "at-max"]
+    assert len(at_max) == 2 and "3 more" in at_max[0] and "1 more" in at_max[1]
+
+
+def test_capacity_error_falls_back_and_the_backoff_survives_a_restart(
+    st: MasterState, cloud: RecordingProvider
+) -> None:
+    cloud.refuse["m5.large"] = "InsufficientInstanceCapacity"
+    pending(st, "job-a")
+    provisioning.run_pass(st)
+    assert cloud.launches == [("m5.large", 1)]
+    provisioning.run_pass(st)
+    assert cloud.launches[-1] == ("m5.xlarge", 1)
+    with st.pool.connection() as conn:
+        (err,) = conn.execute("SELECT option_index, code, capacity FROM launch_errors").fetchall()
+    assert err == {"option_index": 0, "code": "InsufficientInstanceCapacity", "capacity": True}
+
+    # A master restart: nothing in memory; more work arrives within the 10 s backoff.
+    provisioning.reset()
+    provisioning._providers[(POOL, json.dumps(PROVIDER, sort_keys=True, default=str))] = cloud
+    pending(st, "job-b")
+    provisioning.run_pass(st)
+    assert cloud.launches[-1] == ("m5.xlarge", 1)
+    assert ("m5.large", 1) not in cloud.launches[1:]
+    assert any(k == "fallback" for k, _ in events(st, "job", "job-b"))
+
+
+def test_idle_agents_past_the_period_are_terminated_and_busy_ones_kept(
+    st: MasterState, cloud: RecordingProvider
+) -> None:
+    idle, busy = (i.id for i in cloud.launch(LaunchOption("m5.large", slots=1), 2))
+    agent(st, idle, registered_ago=60)
+    agent(st, busy, registered_ago=60)
+    pending(st, "job-a")
+    with st.pool.connection() as conn:
+        conn.execute(
+            "UPDATE allocations SET state = 'RUNNING', placement = %s", (json.dumps({busy: ["0"]}),)
+        )
+    provisioning.run_pass(st)
+    assert cloud.terminated == [idle]
+    with st.pool.connection() as conn:
+        draining = conn.execute("SELECT id FROM agents WHERE draining").fetchall()
+        row = conn.execute("SELECT reason FROM instances WHERE id = %s", (idle,)).fetchone()
+    assert [r["id"] for r in draining] == [idle]
+    assert row is not None and "idle" in row["reason"]
+
+
+def test_an_agent_idle_for_less_than_the_period_stays(
+    st: MasterState, cloud: RecordingProvider
+) -> None:
+    (inst,) = cloud.launch(LaunchOption("m5.large", slots=1), 1)
+    agent(st, inst.id, registered_ago=60)
+    pending(st, "job-a")
+    with st.pool.connection() as conn:
+        # Its last allocation ended 5 s ago: idle since then, not since registration.
+        conn.execute(
+            "UPDATE allocations SET state = 'TERMINATED', placement = %s,"
+            " ended_at = now() - interval '5 seconds'",
+            (json.dumps({inst.id: ["0"]}),),
+        )
+    provisioning.run_pass(st)
+    assert cloud.terminated == []
+
+
+def test_waiting_events_go_to_the_pool_and_the_job_once(
+    st: MasterState, cloud: RecordingProvider
+) -> None:
+    pending(st, "job-wide", slots=4)  # 4 one-slot machines needed, max_instances=2
+    for _ in range(3):
+        provisioning.run_pass(st)
+    assert cloud.launches == []
+    pool_events = [k for k, _ in events(st, "pool", POOL)]
+    job_events = events(st, "job", "job-wide")
+    assert pool_events.count("cannot-fit") == 1
+    assert [k for k, _ in job_events] == ["cannot-fit"]
+    assert "4 slots" in job_events[0][1]
+
+
+def test_a_fresh_list_is_taken_only_before_acting(
+    st: MasterState, cloud: RecordingProvider
+) -> None:
+    provisioning.run_pass(st)
+    provisioning.run_pass(st)
+    assert cloud.lists == 1  # nothing to do: the cached list serves
+    pending(st, "job-a")
+    provisioning.run_pass(st)
+    assert cloud.lists == 2 and cloud.launches == [("m5.large", 1)]
