@@ -30,7 +30,14 @@ NOUN_ALIASES = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _wants_deploy(argv: list[str] | None) -> bool:
+    words = sys.argv[1:] if argv is None else argv
+    return any(w in ("deploy", *NOUN_ALIASES["deploy"]) for w in words)
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The whole ``det`` parser. ``det deploy``'s sub-commands import the cloud SDKs (a quarter
+    of a second), so they are only built when ``argv`` asks for them."""
     from det.cli import (
         agents,
         checkpoints,
@@ -56,24 +63,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="print tracebacks on errors")
     parser.add_argument("--version", action="store_true", help="print the client version")
     nouns = parser.add_subparsers(dest="noun", metavar="COMMAND")
-    for module in (
-        users,
-        master,
-        experiments,
-        trials,
-        jobs,
-        agents,
-        checkpoints,
-        models,
-        search,
-        deploy,
-    ):
+    for module in (users, master, experiments, trials, jobs, agents, checkpoints, models, search):
         module.register(nouns, NOUN_ALIASES)
+    deploy.register(nouns, NOUN_ALIASES, full=_wants_deploy(argv))
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if args.version:
         import det

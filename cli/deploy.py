@@ -7,8 +7,12 @@ from typing import Any
 from det.cli._util import noun
 
 
-def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
+def register(nouns: Any, aliases: dict[str, list[str]], full: bool = True) -> None:
+    """``full=False`` registers the noun alone (for help listings) without importing the deploy
+    programs and their SDKs."""
     sub = noun(nouns, "deploy", aliases, "stand up or tear down a cluster (local, aws, gcp)")
+    if not full:
+        return
     try:
         from det.deploy import local
     except ImportError:  # the local deploy is optional in a harness-only install

@@ -74,8 +74,8 @@ def test_errors_become_one_line_and_an_exit_code(
 
     real = entry.build_parser
 
-    def patched() -> Any:
-        p = real()
+    def patched(argv: Any = None) -> Any:
+        p = real(argv)
         sub = next(a for a in p._actions if a.dest == "noun")
         sub.choices["preview-search"].set_defaults(func=fail)  # type: ignore[union-attr]
         return p
@@ -102,3 +102,16 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 def test_json_output_parses(capsys: pytest.CaptureFixture[str]) -> None:
     render.print_json({"a": [1, 2], "b": None})
     assert json.loads(capsys.readouterr().out) == {"a": [1, 2], "b": None}
+
+
+def test_deploy_commands_are_built_only_when_asked_for() -> None:
+    from det.cli.__main__ import build_parser
+
+    def verbs(parser: Any) -> set[str]:
+        nouns = next(a for a in parser._actions if a.dest == "noun")
+        deploy = nouns.choices["deploy"]
+        sub = [a for a in deploy._actions if a.dest == "verb"]
+        return set(sub[0].choices) if sub else set()
+
+    assert verbs(build_parser(["experiment", "list"])) == set()
+    assert {"aws", "gcp"} <= verbs(build_parser(["deploy", "aws", "--help"]))
