@@ -129,7 +129,14 @@ class Session:
     def stream(self, path: str, **kw: Any) -> Iterator[dict[str, Any]]:
         """An NDJSON stream of ``{"result": …}`` lines."""
         r = self.request("GET", path, stream=True, timeout=None, **kw)
-        for line in r.iter_lines():
+        lines = r.iter_lines()
+        while True:
+            try:
+                line = next(lines)
+            except StopIteration:
+                return
+            except requests.RequestException:  # the master went away mid-stream
+                raise unreachable(self.master) from None
             if line:
                 obj = json.loads(line)
                 if "error" in obj and "result" not in obj:

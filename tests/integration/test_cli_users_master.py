@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -159,3 +161,39 @@ def test_traceback_only_with_debug(tmp_path: Path) -> None:
     r = run_subprocess(url, home, "--debug", "master", "info")
     assert r.returncode != 0
     assert "Traceback" in r.stderr
+
+
+def test_master_dying_while_following_logs_exits_4(master_factory: Any, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.integration.cli_support import create_via_api, post_task_logs, sim_config, trials
+
+    m: Master = master_factory()
+    eid = create_via_api(m, sim_config("follow-dies", trials=1))  # no agents: it never ends
+    tid = cli_support.wait(lambda: trials(m, eid), 30, "a trial")[0]["id"]
+    home = tmp_path / "home"
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "DET_MASTER": m.url,
+        "DET_USER": "admin",
+        "DET_PASS": ADMIN_PASSWORD,
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "det.cli", "trial", "logs", "-f", str(tid)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    # It is following once a line shipped now comes out.
+    task_id = m.get(f"/api/v1/trials/{tid}")["trial"]["taskId"]
+    post_task_logs(m, task_id, ["still running"])
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "[rank=0] still running\n"
+    m.kill()
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 4, err
+    assert m.url in err and "Traceback" not in err
