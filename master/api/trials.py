@@ -214,3 +214,60 @@ def logs(trial_id: int) -> Any:
     if row is None:
         raise NotFound(f"trial {trial_id} not found")
     return _logs.stream(row["task_id"], trial_id=trial_id)
+
+
+@bp.get("/api/v1/trials/<int:trial_id>/workloads")
+def workloads(trial_id: int) -> Any:
+    """Training, validation and checkpoint workloads of a trial, in training order."""
+    from det.master.services import checkpoints as ckpt
+    from det.master.wire import ts
+
+    offset = int_arg("offset", 0) or 0
+    limit = int_arg("limit", 0) or 0
+    with db() as conn:
+        svc.get(conn, trial_id)
+        metrics = svc.metrics_series(conn, trial_id, None)
+        ckpts = ckpt.list_for(conn, trial_id=trial_id)
+    items: list[tuple[int, int, dict[str, Any]]] = []
+    for m in metrics:
+        kind = "validation" if m["group"] == "validation" else "training"
+        if m["group"] not in ("training", "validation"):
+            continue
+        body = {"avgMetrics": m["metrics"].get("avg_metrics") or {}}
+        if request.args.get("includeBatchMetrics") == "true" and m["metrics"].get("batch_metrics"):
+            body["batchMetrics"] = m["metrics"]["batch_metrics"]
+        items.append(
+            (
+                m["totalBatches"],
+                0 if kind == "training" else 1,
+                {
+                    kind: {
+                        "totalBatches": m["totalBatches"],
+                        "endTime": m["endTime"],
+                        "metrics": body,
+                        "numInputs": 0,
+                    }
+                },
+            )
+        )
+    for c in ckpts:
+        items.append(
+            (
+                c["steps_completed"],
+                2,
+                {
+                    "checkpoint": {
+                        "uuid": str(c["uuid"]),
+                        "totalBatches": c["steps_completed"],
+                        "state": "STATE_" + c["state"],
+                        "endTime": ts(c["report_time"]),
+                        "resources": {k: str(v) for k, v in (c["resources"] or {}).items()},
+                        "metadata": c["metadata"],
+                    }
+                },
+            )
+        )
+    items.sort(key=lambda x: (x[0], x[1]))
+    rows = [w for _, _, w in items]
+    page = rows[offset : (offset + limit) if limit > 0 else None]
+    return {"workloads": page, "pagination": pagination(offset, limit, len(rows))}

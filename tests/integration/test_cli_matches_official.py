@@ -126,11 +126,6 @@ def test_validation_metrics_match_official_checkpoints(
     assert sorted(c["uuid"] for c in ours_ck) == sorted(r["UUID"] for r in theirs)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="master bug: GET /api/v1/trials/{id}/workloads is missing (404), so the official "
-    "`det trial describe` fails; our CLI builds the same workloads from /metrics and /checkpoints",
-)
 def test_trial_describe_json_matches(det: Det, official: Official, finished: int) -> None:
     for t in ours_describe(det, finished)["trials"]:
         theirs = json.loads(official("trial", "describe", str(t["id"]), "--json"))
