@@ -250,13 +250,14 @@ def up(
         )
         if f":{master_port}" not in url:
             note(f"a local cluster already runs at {url} (down first to change its port)")
-        password = paths.password_file.read_text().strip()
         started = [a for a in ids if procs.running_pid(paths.agent_pid(a), AGENT_MARKER) is None]
         for aid in started:
             _start_agent(paths, url, aid, slots_per_agent)
         if started:
             note(f"started missing agents: {', '.join(started)}")
-            _wait_for_agents(url, password, ids, paths, note)
+            if paths.password_file.is_file():  # else we cannot list agents: do not wait
+                password = paths.password_file.read_text().strip()
+                _wait_for_agents(url, password, ids, paths, note)
         _save_cluster(paths, url, master_port if f":{master_port}" in url else None, ids)
         return LocalCluster(url, paths.root, running, tuple(ids), not started, paths.password_file)
 
