@@ -38,3 +38,13 @@ def ensure_official_venv() -> Path:
         raise RuntimeError(f"cannot install determined=={VERSION}: {result.stderr[-2000:]}")
     marker.write_text(VERSION)
     return bin_dir
+
+
+def official_pythonpath() -> str:
+    """A ``PYTHONPATH`` entry that makes the official package importable in a subprocess
+    (its venv's site-packages). Builds the venv if needed; raises if it cannot."""
+    venv = ensure_official_venv().parent
+    found = sorted((venv / "lib").glob("python3*/site-packages"))
+    if not found:
+        raise RuntimeError(f"no site-packages in {venv}")
+    return str(found[0])

@@ -206,12 +206,11 @@ checkpoint_storage: {type: directory, container_path: CKPTS}
 
 
 def test_official_harness_reports_to_a_real_master(live_master: Master, tmp_path: Path) -> None:
-    """The official 0.38.1 package, unchanged, through our runner against our master. Opt-in
-    (``DET_TEST_OFFICIAL_PYTHONPATH``): it reads its task info from the fixed official path."""
-    extra = os.environ.get("DET_TEST_OFFICIAL_PYTHONPATH")
-    if not extra:
-        pytest.importorskip("determined")
-    env = {"PYTHONPATH": extra} if extra else {}
+    """The official 0.38.1 package, unchanged, through our runner against our master (it reads
+    its task info from the fixed official path)."""
+    from tests.compat.official import official_pythonpath
+
+    env = {"PYTHONPATH": official_pythonpath()}
     env["HOME"] = str(tmp_path)
     env["DET_INFO_DIR"] = "/run/determined/info"  # the only place the official package looks
     agent = SimAgent(

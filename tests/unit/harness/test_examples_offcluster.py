@@ -80,14 +80,12 @@ def test_core_api_example_runs_distributed_off_cluster(tmp_path: Path) -> None:
 
 
 def official_env() -> dict[str, str]:
-    """Where the official ``determined`` package is: importable already, or installed with
-    ``pip install --target DIR determined==0.38.1`` and named by ``DET_TEST_OFFICIAL_PYTHONPATH``
-    (it is not installed in the dev venv: its own ``det`` script would shadow ours)."""
-    extra = os.environ.get("DET_TEST_OFFICIAL_PYTHONPATH")
-    if extra:
-        return {"PYTHONPATH": extra}
-    pytest.importorskip("determined")
-    return {}
+    """The official ``determined`` package on the path of a subprocess: it lives in a venv of
+    its own (in the dev venv its ``det`` script would shadow ours); built on first use, and a
+    failure to install it fails the test rather than skipping it."""
+    from tests.compat.official import official_pythonpath
+
+    return {"PYTHONPATH": official_pythonpath()}
 
 
 def test_official_client_example_runs_off_cluster(tmp_path: Path) -> None:
