@@ -7,55 +7,14 @@ from typing import Any
 
 from det.cli import render
 from det.cli._util import add_json, noun, session, verb
-from det.cli.errors import APIError
 from det.cli.experiments import _print_logs, add_log_flags
 from det.cli.session import Session
 
-_KIND_ORDER = {"training": 0, "checkpoint": 1, "validation": 2}
-
-
-def _metrics_workload(m: dict[str, Any]) -> dict[str, Any]:
-    metrics = m.get("metrics") or {}
-    return {
-        "totalBatches": m["totalBatches"],
-        "endTime": m.get("endTime"),
-        "numInputs": 0,
-        "metrics": {
-            "avgMetrics": metrics.get("avg_metrics") or {},
-            "batchMetrics": metrics.get("batch_metrics") or [],
-        },
-    }
-
 
 def workloads(s: Session, trial_id: int) -> list[dict[str, Any]]:
-    """Determined's workload list (training, validation and checkpoint entries by batch).
-
-    Read from ``GET /trials/{id}/workloads`` when the master has it, otherwise put together from
-    the trial's metrics and checkpoints, which carry the same facts.
-    """
-    try:
-        return list(s.get(f"/api/v1/trials/{trial_id}/workloads", params={"limit": 0})["workloads"])
-    except APIError as e:
-        if e.status != 404 or "trial" in str(e).lower():
-            raise
-    out: list[tuple[int, int, dict[str, Any]]] = []
-    for m in s.get(f"/api/v1/trials/{trial_id}/metrics")["metrics"]:
-        group = m.get("group")
-        if group in ("training", "validation"):
-            out.append((m["totalBatches"], _KIND_ORDER[group], {group: _metrics_workload(m)}))
-    for c in s.get(f"/api/v1/trials/{trial_id}/checkpoints")["checkpoints"]:
-        batches = int((c.get("metadata") or {}).get("steps_completed") or 0)
-        entry = {
-            "uuid": c["uuid"],
-            "state": c["state"],
-            "totalBatches": batches,
-            "endTime": c.get("reportTime"),
-            "resources": c.get("resources") or {},
-            "metadata": c.get("metadata") or {},
-        }
-        out.append((batches, _KIND_ORDER["checkpoint"], {"checkpoint": entry}))
-    out.sort(key=lambda x: (x[0], x[1]))
-    return [w for _, _, w in out]
+    """Determined's workload list: training, validation and checkpoint entries by batch."""
+    body = s.get(f"/api/v1/trials/{trial_id}/workloads", params={"limit": 0})
+    return list(body["workloads"])
 
 
 def describe(args: argparse.Namespace) -> None:
