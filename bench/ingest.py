@@ -103,6 +103,7 @@ def copy_run(db_url: str, trial_ids: list[int], n_requests: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--processes", type=int, default=2, help="master API processes")
     ap.add_argument("--requests", type=int, default=40, help="requests per reporter per run")
     args = ap.parse_args()
     import pgserver
@@ -114,7 +115,7 @@ def main() -> None:
             c.execute("CREATE DATABASE bench")
         head, sep, q = base.partition("?")
         db_url = head.rsplit("/", 1)[0] + "/bench" + sep + q
-        m = start_master(Path(tmp), db_url)
+        m = start_master(Path(tmp), db_url, extra={"api_processes": args.processes})
         try:
             token = m.login()
             s = requests.Session()
@@ -138,7 +139,9 @@ def main() -> None:
             m.kill()
             server.cleanup()
     a, c = statistics.median(api), statistics.median(copy)
-    print(f"reporters={REPORTERS} request={STEPS} steps x {METRICS} metrics, runs={args.runs}")
+    print(
+        f"reporters={REPORTERS} request={STEPS} steps x {METRICS} metrics, runs={args.runs}, API processes={args.processes}"
+    )
     print(f"API ingest: median {a:,.0f} rows/s (min {min(api):,.0f}, max {max(api):,.0f})")
     print(f"COPY:       median {c:,.0f} rows/s (min {min(copy):,.0f}, max {max(copy):,.0f})")
     print(f"ratio API/COPY: {a / c:.2f}   (goal: >= 20,000 rows/s and >= 0.25)")

@@ -126,8 +126,10 @@ class MasterConfig(_Model):
     # Control loop tuning (seconds).
     tick_seconds: float = Field(0.5, gt=0)
     agent_timeout_seconds: float = Field(30.0, gt=0)
-    # How many API worker threads the HTTP server runs.
+    # How many API worker threads the HTTP server runs, in each of ``api_processes`` processes
+    # sharing the port (the extra processes serve the API only; the control loops run in one).
     api_threads: int = Field(16, ge=1)
+    api_processes: int = Field(1, ge=1, le=64)
 
     def pool(self, name: str) -> ResourcePoolConfig | None:
         return next((p for p in self.resource_pools if p.pool_name == name), None)

@@ -83,7 +83,46 @@ def prepare(config: MasterConfig) -> MasterState:
 
 
 def serve(state: MasterState, *, run_loops: bool = True) -> None:
-    """Serves the API until interrupted; runs the control loops when this process leads."""
+    """Serves the API until interrupted; runs the control loops when this process leads.
+
+    With ``api_processes > 1`` the listening socket is bound once and shared by that many
+    processes (forked before any of them opens a database connection); each serves the API with
+    its own pool, and they die with the parent.
+    """
+    import socket
+
+    cfg = state.config
+    sock = socket.socket(socket.AF_INET6 if ":" in cfg.bind_address else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((cfg.bind_address, cfg.port))
+    sock.listen(1024)
+    if cfg.api_processes > 1:
+        conninfo = str(state.pool.conninfo)
+        state.pool.close()
+        for i in range(1, cfg.api_processes):
+            if os.fork() == 0:
+                _die_with_parent()
+                state.pool = db.open_pool(conninfo, max_size=max(4, cfg.api_threads + 4))
+                logger.info("API process %d serving", i)
+                _serve_socket(state, sock, run_loops=False)
+                os._exit(0)
+        state.pool = db.open_pool(conninfo, max_size=max(4, cfg.api_threads + 4))
+    _serve_socket(state, sock, run_loops=run_loops)
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGTERM this process when its parent dies (so a killed master leaves no strays)."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:  # not Linux: children outlive a SIGKILLed parent
+        logger.warning("cannot tie API processes to the master's lifetime on this platform")
+
+
+def _serve_socket(state: MasterState, sock: object, *, run_loops: bool) -> None:
     import waitress
 
     from det.master.app import create_app
@@ -101,8 +140,7 @@ def serve(state: MasterState, *, run_loops: bool = True) -> None:
     try:
         waitress.serve(
             app,
-            host=state.config.bind_address,
-            port=state.config.port,
+            sockets=[sock],
             threads=state.config.api_threads,
             channel_timeout=600,
             ident="det-master",
