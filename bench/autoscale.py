@@ -7,8 +7,9 @@ Prints:
    Compared: our decider (backoff + fallback list) and a Determined-style policy (one option,
    retry every pass). Figures: launch calls made, time until all work is placed.
 
-3. End to end with a fake cloud (FakeGce behind the real ``google-cloud-compute`` client, a real
-   master on PostgreSQL, simulated agents booted for each RUNNING instance): seconds from a
+3. End to end with each fake cloud (FakeGce behind the real ``google-cloud-compute`` client;
+   moto behind boto3), a real master on PostgreSQL and a simulated agent booted for each
+   running instance: seconds from a
    trial's allocation becoming pending to the launch call, and from the last trial's end to the
    delete call beyond ``max_idle_agent_period``. Medians over ``--runs`` runs (after a warm-up).
 
@@ -20,7 +21,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import statistics
+import sys
 import time
+from pathlib import Path
+from typing import Any
 
 from det.master.provisioner.decider import (
     AgentInfo,
@@ -31,6 +35,8 @@ from det.master.provisioner.decider import (
     record_launch,
 )
 from det.master.provisioner.provider import Instance, InstanceState, LaunchOption, Market
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.fakes, for part 3
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 SPOT = LaunchOption("p3.8xlarge", market=Market.SPOT, slots=4)
@@ -147,69 +153,158 @@ resources: {slots_per_trial: 1}
 """
 
 
-def end_to_end(runs: int) -> None:
-    import os
-    import sys
-    import tempfile
-    import threading
-    from pathlib import Path
-    from typing import Any
+class _GceCloud:
+    """FakeGce, timing every insert and delete call the master makes (wall clock)."""
 
-    import psycopg
-    import requests
+    def __init__(self) -> None:
+        from tests.fakes.gce import FakeGce
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from tests.fakes.gce import FakeGce
-    from tests.fakes.sim_agent import SimAgent
-    from tests.integration.conftest import start_master
+        calls: list[tuple[float, str]] = []
+        self.calls = calls
 
-    class TimedGce(FakeGce):
-        """Wall-clock time of every insert and delete call the master makes."""
+        class Timed(FakeGce):
+            def handle(self, method: str, path: str, query: dict[str, str], body: Any) -> Any:
+                answer = super().handle(method, path, query, body)
+                kind = self.requests[-1].kind
+                if kind in ("insert", "bulkInsert", "delete"):
+                    calls.append((time.time(), "delete" if kind == "delete" else "launch"))
+                return answer
 
-        calls: list[tuple[float, str]]
-
-        def handle(self, method: str, path: str, query: dict[str, str], body: Any) -> Any:
-            answer = super().handle(method, path, query, body)
-            kind = self.requests[-1].kind
-            if kind in ("insert", "bulkInsert", "delete"):
-                self.calls.append((time.time(), kind))
-            return answer
-
-    import pgserver
-
-    with tempfile.TemporaryDirectory() as tmp, TimedGce() as fake:
-        fake.calls = []
-        os.environ["CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE"] = fake.url
-        server = pgserver.get_server(Path(tmp) / "pg", cleanup_mode="stop")
-        base = server.get_uri()
-        with psycopg.connect(base, autocommit=True) as c:
-            c.execute("CREATE DATABASE bench")
-        head, sep, q = base.partition("?")
-        db_url = head.rsplit("/", 1)[0] + "/bench" + sep + q
-        provider = {
+        self.fake = Timed().start()
+        self.env = {"CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE": self.fake.url}
+        self.provider = {
             "type": "gcp",
             "project": "bench",
             "zone": "us-west1-a",
             "boot_disk_source_image": "projects/bench/global/images/agent",
             "instance_type": {"machine_type": "n1-standard-4", "gpu_type": "", "gpu_num": 0},
             "cpu_slots_allowed": True,
-            "max_instances": 2,
-            "max_idle_agent_period": f"{E2E_IDLE}s",
         }
-        extra = {
-            "resource_pools": [{"pool_name": E2E_POOL, "provider": provider}],
-            "resource_manager": {
-                "default_compute_resource_pool": E2E_POOL,
-                "default_aux_resource_pool": E2E_POOL,
-            },
+
+    def running(self) -> set[str]:
+        return {i["name"] for i in self.fake.running_instances()}
+
+    def close(self) -> None:
+        self.fake.stop()
+
+
+class _Ec2Cloud:
+    """moto in server mode behind a pass-through proxy that times RunInstances and
+    TerminateInstances."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+        import urllib.request
+
+        import boto3
+
+        from tests.fakes.moto_server import MotoServer, aws_env
+
+        self.moto = MotoServer().start()
+        upstream = self.moto.endpoint
+        calls: list[tuple[float, str]] = []
+        self.calls = calls
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                req = urllib.request.Request(upstream + self.path, body, headers, method="POST")
+                with urllib.request.urlopen(req, timeout=60) as resp:
+                    status, data = resp.status, resp.read()
+                    ctype = resp.headers["Content-Type"] or "text/xml"
+                if b"Action=RunInstances" in body:
+                    calls.append((time.time(), "launch"))
+                elif b"Action=TerminateInstances" in body:
+                    calls.append((time.time(), "delete"))
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.proxy.daemon_threads = True
+        threading.Thread(target=self.proxy.serve_forever, daemon=True).start()
+        self.env = aws_env(upstream)
+        self.provider = {
+            "type": "aws",
+            "region": "us-east-1",
+            "image_id": "ami-12c6146b",
+            "instance_type": "m5.large",
+            "instance_slots": 1,
+            "endpoint_url": f"http://127.0.0.1:{self.proxy.server_address[1]}",
         }
+        self.ec2 = boto3.client(
+            "ec2",
+            endpoint_url=upstream,
+            region_name="us-east-1",
+            **{"aws_access_key_id": "testing", "aws_secret_access_key": "testing"},
+        )
+
+    def running(self) -> set[str]:
+        out = set()
+        for res in self.ec2.describe_instances(
+            Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}]
+        )["Reservations"]:
+            out.update(i["InstanceId"] for i in res["Instances"])
+        return out
+
+    def close(self) -> None:
+        self.proxy.shutdown()
+        self.proxy.server_close()
+        self.moto.stop()
+
+
+def end_to_end(runs: int, cloud_name: str) -> None:
+    """A real master on PostgreSQL with one autoscaled pool on a fake cloud; each running
+    instance gets a simulated agent. One single-trial experiment per run."""
+    import os
+    import tempfile
+    import threading
+
+    import pgserver
+    import psycopg
+    import requests
+
+    from tests.fakes.sim_agent import SimAgent
+    from tests.integration.conftest import start_master
+
+    cloud: Any = _GceCloud() if cloud_name == "gcp" else _Ec2Cloud()
+    saved = {k: os.environ.get(k) for k in cloud.env}
+    os.environ.update(cloud.env)  # the master subprocess inherits them
+    provider = {
+        **cloud.provider,
+        "max_instances": 2,
+        "max_idle_agent_period": f"{E2E_IDLE}s",
+    }
+    extra = {
+        "resource_pools": [{"pool_name": E2E_POOL, "provider": provider}],
+        "resource_manager": {
+            "default_compute_resource_pool": E2E_POOL,
+            "default_aux_resource_pool": E2E_POOL,
+        },
+    }
+    to_launch: list[float] = []
+    to_delete: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        server = pgserver.get_server(Path(tmp) / "pg", cleanup_mode="stop")
+        base = server.get_uri()
+        with psycopg.connect(base, autocommit=True) as c:
+            c.execute("CREATE DATABASE bench")
+        head, sep, q = base.partition("?")
+        db_url = head.rsplit("/", 1)[0] + "/bench" + sep + q
         m = start_master(Path(tmp), db_url, extra=extra)
         agents: dict[str, SimAgent] = {}
         stop = threading.Event()
 
         def boot_agents() -> None:  # what a VM's bootstrap does, as simulated agents
             while not stop.is_set():
-                running = {i["name"] for i in fake.running_instances()}
+                running = cloud.running()
                 for name in running - set(agents):
                     agents[name] = SimAgent(m.url, m.agent_token, name, pool=E2E_POOL).start()
                 for name in set(agents) - running:
@@ -220,20 +315,18 @@ def end_to_end(runs: int) -> None:
         poller.start()
         s = requests.Session()
         s.headers["Authorization"] = f"Bearer {m.login()}"
-        to_launch: list[float] = []
-        to_delete: list[float] = []
         try:
             for run in range(runs + 1):  # run 0 warms up (imports, first client)
-                fake.calls.clear()
+                cloud.calls.clear()
                 eid = s.post(
                     f"{m.url}/api/v1/experiments",
                     json={"config": E2E_CONFIG, "activate": True},
                     timeout=30,
                 ).json()["experiment"]["id"]
                 deadline = time.monotonic() + 120
-                while not any(k == "delete" for _, k in fake.calls) or fake.instances():
+                while not any(k == "delete" for _, k in cloud.calls) or cloud.running():
                     if time.monotonic() > deadline:
-                        raise TimeoutError(f"run {run}: no scale-in: {fake.calls}")
+                        raise TimeoutError(f"run {run}: no scale-in: {cloud.calls}")
                     time.sleep(0.05)
                 with psycopg.connect(db_url) as c:
                     row = c.execute(
@@ -243,16 +336,11 @@ def end_to_end(runs: int) -> None:
                     ).fetchone()
                 assert row is not None
                 pending, ended = row[0].timestamp(), row[1].timestamp()
-                launch = min(t for t, k in fake.calls if k != "delete")
-                delete = max(t for t, k in fake.calls if k == "delete")
-                if run == 0:
-                    print(
-                        f"e2e warm-up: pending -> launch {launch - pending:.2f} s,"
-                        f" end -> delete {delete - ended - E2E_IDLE:.2f} s beyond idle"
-                    )
-                    continue
-                to_launch.append(launch - pending)
-                to_delete.append(delete - ended - E2E_IDLE)
+                launch = min(t for t, k in cloud.calls if k == "launch")
+                delete = max(t for t, k in cloud.calls if k == "delete")
+                if run > 0:
+                    to_launch.append(launch - pending)
+                    to_delete.append(delete - ended - E2E_IDLE)
         finally:
             stop.set()
             poller.join(timeout=5)
@@ -260,11 +348,16 @@ def end_to_end(runs: int) -> None:
                 agent.stop()
             m.kill()
             server.cleanup()
-            os.environ.pop("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE", None)
+            cloud.close()
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
     print(
-        f"e2e (fake GCE, {runs} runs, tick 0.2 s): pending -> launch call median"
+        f"e2e ({cloud_name}, {runs} runs, tick 0.2 s): pending -> launch call median"
         f" {statistics.median(to_launch):.2f} s (max {max(to_launch):.2f});"
-        f" last trial end -> delete call beyond max_idle_agent_period={E2E_IDLE:.0f}s median"
+        f" last trial end -> terminate call beyond max_idle_agent_period={E2E_IDLE:.0f}s median"
         f" {statistics.median(to_delete):.2f} s (max {max(to_delete):.2f}); goal <= 2 s each"
     )
 
@@ -279,4 +372,5 @@ if __name__ == "__main__":
     if not args.e2e_only:
         latency()
         outage()
-    end_to_end(args.runs)
+    for cloud_name in ("gcp", "aws"):
+        end_to_end(args.runs, cloud_name)
