@@ -141,13 +141,21 @@ class PoolLoad:
 def load_pool(
     conn: Conn, st: MasterState, pool: str, policy: decider.ScalePolicy, now: dt.datetime
 ) -> PoolLoad:
+    # Allocations that ended before the idle period cannot change a decision: an agent whose
+    # last work ended that long ago is idle past the period either way.
+    cutoff = now - policy.max_idle_agent_period - dt.timedelta(minutes=1)
     rows = conn.execute(
-        "SELECT a.id, a.connected, a.draining, a.last_heartbeat, a.registered_at,"
+        "WITH used AS (SELECT k.agent_id, bool_or(x.state <> 'TERMINATED') AS busy,"
+        " max(x.ended_at) AS last_end FROM allocations x"
+        " CROSS JOIN LATERAL jsonb_object_keys(x.placement) AS k(agent_id)"
+        " WHERE x.placement IS NOT NULL AND (x.state <> 'TERMINATED' OR x.ended_at > %s)"
+        " GROUP BY k.agent_id)"
+        " SELECT a.id, a.connected, a.draining, a.last_heartbeat, a.registered_at,"
         " (SELECT count(*) FROM slots s WHERE s.agent_id = a.id AND s.enabled) AS slots,"
-        " EXISTS (SELECT 1 FROM allocations x WHERE x.placement ? a.id AND x.state <> 'TERMINATED') AS busy,"
-        " (SELECT max(x.ended_at) FROM allocations x WHERE x.placement ? a.id) AS last_end"
-        " FROM agents a WHERE a.resource_pool = %s ORDER BY a.id",
-        (pool,),
+        " coalesce(u.busy, false) AS busy, u.last_end"
+        " FROM agents a LEFT JOIN used u ON u.agent_id = a.id"
+        " WHERE a.resource_pool = %s ORDER BY a.id",
+        (cutoff, pool),
     ).fetchall()
     agents = []
     for r in rows:
