@@ -101,16 +101,16 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason:
     preempted = alloc["preempt_requested"] or reason == AGENT_LOST
     counts = False
     if alloc["kill_requested"] or stop == "killed":
-        _finish(conn, trial, states.CANCELED, "killed")
+        finish_trial(conn, trial, states.CANCELED, "killed")
     elif exit_code == 0 or (preempted and stop is not None):
         if stop == "searcher":
-            _finish(conn, trial, states.COMPLETED, "stopped by the searcher")
+            finish_trial(conn, trial, states.COMPLETED, "stopped by the searcher")
         elif stop == "canceled":
-            _finish(conn, trial, states.CANCELED, "experiment canceled")
+            finish_trial(conn, trial, states.CANCELED, "experiment canceled")
         elif trial["state"] == states.PAUSED or preempted:
             logger.info("trial %d preempted (%s); it will resume", tid, reason)
         else:
-            _finish(conn, trial, states.COMPLETED, "training finished")
+            finish_trial(conn, trial, states.COMPLETED, "training finished")
     elif preempted:
         logger.info("trial %d lost its allocation (%s); re-queued without a restart", tid, reason)
     else:
@@ -119,7 +119,7 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason:
         max_restarts = int(trial["config"].get("max_restarts", 5))
         conn.execute("UPDATE trials SET restarts = %s WHERE id = %s", (restarts, tid))
         if restarts > max_restarts:
-            _finish(
+            finish_trial(
                 conn, trial, states.ERROR, f"exit code {exit_code}; {restarts - 1} restarts used"
             )
         else:
@@ -136,7 +136,7 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason:
     conn.execute("NOTIFY det_wakeup")
 
 
-def _finish(conn: Conn, trial: dict[str, Any], state: str, reason: str) -> None:
+def finish_trial(conn: Conn, trial: dict[str, Any], state: str, reason: str) -> None:
     """Ends a trial and tells its searcher exactly once (the transition happens once)."""
     if states.transition(conn, "trial", trial["id"], state, reason, strict=False):
         if state == states.COMPLETED:

@@ -40,9 +40,9 @@ def trials_pass(conn: Conn, st: MasterState) -> None:
         stop = trial["stop_reason"]
         if stop == "searcher":
             # Stopped before (or between) runs: nothing to checkpoint.
-            allocations._finish(conn, trial, states.COMPLETED, "stopped by the searcher")
+            allocations.finish_trial(conn, trial, states.COMPLETED, "stopped by the searcher")
         elif stop in ("canceled", "killed"):
-            allocations._finish(conn, trial, states.CANCELED, f"experiment {stop}")
+            allocations.finish_trial(conn, trial, states.CANCELED, f"experiment {stop}")
         elif trial["state"] == states.ACTIVE and trial["exp_state"] == states.ACTIVE:
             exp = conn.execute(
                 "SELECT id, config FROM experiments WHERE id = %s", (trial["experiment_id"],)
