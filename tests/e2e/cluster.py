@@ -287,10 +287,11 @@ def start_cluster(
         return all(a.agent_id in ids for a in started)
 
     try:
-        wait_for(registered, 60, "agents to register")
-    except TimeoutError:
+        wait_for(registered, 120, "agents to register")
+    except TimeoutError as e:
+        dump = cluster.dump()
         stop_cluster(cluster)
-        raise
+        raise TimeoutError(f"{e}\n{dump}") from None
     return cluster
 
 
