@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 from det.deploy.aws import preflight, program, teardown
 from det.deploy.aws.config import PROJECT, AwsConfig
-from det.deploy.common import automation, commands
-from det.deploy.common.errors import DeployError
-from det.deploy.common.preflight import check_pulumi_cli
+from det.deploy.common import commands, flow
 
 logger = logging.getLogger(__name__)
 
@@ -66,85 +65,55 @@ def _session(region: str | None, profile: str | None) -> Any:
 
 def up(args: argparse.Namespace, out: TextIO) -> int:
     cfg = config_from_args(args)
-    if args.dry_run:
-        return int(
-            commands.print_dry_run(
-                "aws",
-                cfg.cluster_id,
-                lambda: program.build(cfg),
-                program.MOCK_CALLS,
-                args.json,
-                out,
-            )
-        )
-    check_pulumi_cli()
-    session = _session(cfg.region, args.profile)
-    preflight.check_credentials(session)
-    if cfg.keypair:
-        preflight.check_keypair(session, cfg.keypair)
-    if not args.no_preflight_checks:
-        warning = preflight.check_vcpu_quota(
-            session, cfg.compute_agent_instance_type, cfg.max_dynamic_agents, cfg.spot
-        )
-        if warning:
-            out.write(f"warning: {warning}\n")
-    new = not automation.has_stack(PROJECT, cfg.cluster_id)
-    password = commands.initial_password(args.initial_user_password, new, args.yes)
     config: dict[str, tuple[str, bool]] = {"aws:region": (cfg.region, False)}
     if args.profile:
         config["aws:profile"] = (args.profile, False)
-    if password:
-        config["det:initialUserPassword"] = (password, True)
 
-    def pulumi_program() -> None:
-        import pulumi
-
-        given = pulumi.Config("det").get_secret("initialUserPassword")
-        for key, value in program.build(cfg, given).items():
-            pulumi.export(key, value)
-
-    out.write(f"Deploying cluster {cfg.cluster_id!r} to {cfg.region}...\n")
-    outputs = automation.up(
-        PROJECT, cfg.cluster_id, pulumi_program, config, on_output=commands.lines(out)
-    )
-    return int(
-        commands.finish_up(
-            outputs, not args.no_wait_for_master, args.master_timeout, new and not password, out
+    def check(quota: bool) -> str | None:
+        session = _session(cfg.region, args.profile)
+        preflight.check_credentials(session)
+        if cfg.keypair:
+            preflight.check_keypair(session, cfg.keypair)
+        if not quota:
+            return None
+        return preflight.check_vcpu_quota(
+            session, cfg.compute_agent_instance_type, cfg.max_dynamic_agents, cfg.spot
         )
+
+    plan = flow.UpPlan(
+        cloud="aws",
+        project=PROJECT,
+        cluster_id=cfg.cluster_id,
+        build=lambda password: program.build(cfg, password),
+        mock_calls=program.MOCK_CALLS,
+        stack_config=config,
+        target=cfg.region,
+        preflight=check,
     )
+    return flow.up(plan, args, out)
 
 
 def down(args: argparse.Namespace, out: TextIO) -> int:
-    question = (
-        f"Delete cluster {args.cluster_id!r}: its master, agents, database and network"
-        f"{' and the checkpoint bucket' if args.delete_bucket else ''}?"
-    )
-    if not commands.confirm(question, args.yes):
-        out.write("Delete cancelled.\n")
-        return 0
-    check_pulumi_cli()
-    if not automation.has_stack(PROJECT, args.cluster_id):
-        raise DeployError(f"no AWS cluster {args.cluster_id!r} (see `det deploy aws list`)")
-    outputs = automation.outputs(PROJECT, args.cluster_id)
-    session = _session(args.region or outputs.get("region"), args.profile)
-    preflight.check_credentials(session)
-    ec2 = session.client("ec2")
-    master_id = outputs.get("master_instance_id")
-    if master_id:
-        teardown.stop_master(ec2, master_id)
-    removed = teardown.terminate_agents(
-        ec2, args.cluster_id, exclude=frozenset({master_id} if master_id else ())
-    )
-    out.write(f"Terminated {len(removed)} agent instances.\n")
-    bucket = outputs.get("bucket")
-    if args.delete_bucket and bucket:
-        count = teardown.delete_bucket(session.client("s3"), bucket)
-        out.write(f"Deleted bucket {bucket} ({count} objects).\n")
-    automation.destroy(PROJECT, args.cluster_id, on_output=commands.lines(out))
-    if bucket and not args.delete_bucket:
-        out.write(f"Kept checkpoint bucket {bucket} (remove it with `down --delete-bucket`).\n")
-    out.write("Delete successful.\n")
-    return 0
+    def connect(outputs: Mapping[str, Any]) -> flow.Teardown:
+        session = _session(args.region or outputs.get("region"), args.profile)
+        preflight.check_credentials(session)
+
+        def remove_instances() -> str:
+            ec2 = session.client("ec2")
+            master_id = outputs.get("master_instance_id")
+            if master_id:
+                teardown.stop_master(ec2, master_id)
+            removed = teardown.terminate_agents(
+                ec2, args.cluster_id, exclude=frozenset({master_id} if master_id else ())
+            )
+            return f"Terminated {len(removed)} agent instances."
+
+        return flow.Teardown(
+            remove_instances=remove_instances,
+            delete_bucket=lambda bucket: teardown.delete_bucket(session.client("s3"), bucket),
+        )
+
+    return flow.down("aws", PROJECT, args, out, connect)
 
 
 def list_(args: argparse.Namespace, out: TextIO) -> int:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Mapping
 from typing import Any, TextIO
 
-from det.deploy.common import automation, commands
-from det.deploy.common.errors import DeployError
-from det.deploy.common.preflight import check_pulumi_cli
+from det.deploy.common import commands, flow
 from det.deploy.gcp import preflight, program, teardown
 from det.deploy.gcp.config import PROJECT, GcpConfig
 
@@ -62,27 +61,22 @@ def config_from_args(args: argparse.Namespace) -> GcpConfig:
     return cfg
 
 
+def _use_keypath(keypath: str | None) -> None:
+    if keypath:
+        os.environ["GOOGLE_APPLICATION_CREDENTIALS"] = os.path.abspath(keypath)
+
+
 def up(args: argparse.Namespace, out: TextIO) -> int:
     cfg = config_from_args(args)
-    if args.dry_run:
-        return int(
-            commands.print_dry_run(
-                "gcp",
-                cfg.cluster_id,
-                lambda: program.build(cfg),
-                program.MOCK_CALLS,
-                args.json,
-                out,
-            )
-        )
-    check_pulumi_cli()
-    if args.keypath:
-        os.environ["GOOGLE_APPLICATION_CREDENTIALS"] = os.path.abspath(args.keypath)
-    _, get_json = preflight.check_credentials(cfg.project_id)
-    required = [*preflight.REQUIRED_APIS, *([preflight.FILESTORE_API] if cfg.filestore else [])]
-    preflight.check_apis(get_json, cfg.project_id, required)
-    if not args.no_preflight_checks:
-        warning = preflight.check_gpu_quota(
+
+    def check(quota: bool) -> str | None:
+        _use_keypath(args.keypath)
+        _, get_json = preflight.check_credentials(cfg.project_id)
+        required = [*preflight.REQUIRED_APIS, *([preflight.FILESTORE_API] if cfg.filestore else [])]
+        preflight.check_apis(get_json, cfg.project_id, required)
+        if not quota:
+            return None
+        return preflight.check_gpu_quota(
             get_json,
             cfg.project_id,
             cfg.region,
@@ -91,70 +85,50 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
             cfg.max_dynamic_agents,
             cfg.preemptible,
         )
-        if warning:
-            out.write(f"warning: {warning}\n")
-    new = not automation.has_stack(PROJECT, cfg.cluster_id)
-    password = commands.initial_password(args.initial_user_password, new, args.yes)
-    config = {
-        "gcp:project": (cfg.project_id, False),
-        "gcp:region": (cfg.region, False),
-        "gcp:zone": (cfg.zone_name, False),
-    }
-    if password:
-        config["det:initialUserPassword"] = (password, True)
 
-    def pulumi_program() -> None:
-        import pulumi
-
-        given = pulumi.Config("det").get_secret("initialUserPassword")
-        for key, value in program.build(cfg, given).items():
-            pulumi.export(key, value)
-
-    out.write(f"Deploying cluster {cfg.cluster_id!r} to {cfg.project_id}/{cfg.zone_name}...\n")
-    outputs = automation.up(
-        PROJECT, cfg.cluster_id, pulumi_program, config, on_output=commands.lines(out)
+    plan = flow.UpPlan(
+        cloud="gcp",
+        project=PROJECT,
+        cluster_id=cfg.cluster_id,
+        build=lambda password: program.build(cfg, password),
+        mock_calls=program.MOCK_CALLS,
+        stack_config={
+            "gcp:project": (cfg.project_id, False),
+            "gcp:region": (cfg.region, False),
+            "gcp:zone": (cfg.zone_name, False),
+        },
+        target=f"{cfg.project_id}/{cfg.zone_name}",
+        preflight=check,
     )
-    return int(
-        commands.finish_up(
-            outputs, not args.no_wait_for_master, args.master_timeout, new and not password, out
-        )
-    )
+    return flow.up(plan, args, out)
 
 
 def down(args: argparse.Namespace, out: TextIO) -> int:
-    question = (
-        f"Delete cluster {args.cluster_id!r}: its master, agents, database and network"
-        f"{' and the checkpoint bucket' if args.delete_bucket else ''}?"
-    )
-    if not commands.confirm(question, args.yes):
-        out.write("Delete cancelled.\n")
-        return 0
-    check_pulumi_cli()
-    if not automation.has_stack(PROJECT, args.cluster_id):
-        raise DeployError(f"no GCP cluster {args.cluster_id!r} (see `det deploy gcp list`)")
-    if args.keypath:
-        os.environ["GOOGLE_APPLICATION_CREDENTIALS"] = os.path.abspath(args.keypath)
-    outputs = automation.outputs(PROJECT, args.cluster_id)
-    project = args.project_id or outputs["project_id"]
-    preflight.check_credentials(project)
-    instances, operations = teardown.compute_clients()
-    zone = outputs["zone"]
-    master_name = outputs.get("master_instance_name")
-    if master_name:
-        teardown.stop_master(instances, operations, project, zone, master_name)
-    removed = teardown.delete_agents(instances, operations, project, args.cluster_id, master_name)
-    out.write(f"Deleted {len(removed)} agent instances.\n")
-    bucket = outputs.get("bucket")
-    if args.delete_bucket and bucket:
-        import google.cloud.storage as gcs
+    def connect(outputs: Mapping[str, Any]) -> flow.Teardown:
+        # Reading the stack's outputs needs no Google credentials; the steps below do.
+        _use_keypath(args.keypath)
+        project = args.project_id or outputs["project_id"]
+        preflight.check_credentials(project)
 
-        count = teardown.delete_bucket(gcs.Client(project=project), bucket)
-        out.write(f"Deleted bucket {bucket} ({count} objects).\n")
-    automation.destroy(PROJECT, args.cluster_id, on_output=commands.lines(out))
-    if bucket and not args.delete_bucket:
-        out.write(f"Kept checkpoint bucket {bucket} (remove it with `down --delete-bucket`).\n")
-    out.write("Delete successful.\n")
-    return 0
+        def remove_instances() -> str:
+            instances, operations = teardown.compute_clients()
+            zone = outputs["zone"]
+            master_name = outputs.get("master_instance_name")
+            if master_name:
+                teardown.stop_master(instances, operations, project, zone, master_name)
+            removed = teardown.delete_agents(
+                instances, operations, project, args.cluster_id, master_name
+            )
+            return f"Deleted {len(removed)} agent instances."
+
+        def delete_bucket(bucket: str) -> int:
+            import google.cloud.storage as gcs
+
+            return teardown.delete_bucket(gcs.Client(project=project), bucket)
+
+        return flow.Teardown(remove_instances=remove_instances, delete_bucket=delete_bucket)
+
+    return flow.down("gcp", PROJECT, args, out, connect)
 
 
 def list_(args: argparse.Namespace, out: TextIO) -> int:

@@ -1,0 +1,118 @@
+"""The ``up`` and ``down`` flows every cloud runs; each cloud passes in only what differs.
+
+``up``: dry-run (offline render) or pulumi check → cloud preflight → password → Automation
+API ``up`` → wait for the master. ``down``: confirm → the stack must exist → the cloud stops
+the master and removes the agents the master started (Pulumi does not know them) and, when
+asked, empties the bucket → Automation API ``destroy``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from det.deploy.common import automation, commands
+from det.deploy.common.errors import DeployError
+from det.deploy.common.preflight import check_pulumi_cli
+
+# program.build(initial_user_password) → the stack's outputs; None renders without a password.
+Build = Callable[[Any], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class UpPlan:
+    cloud: str
+    """``aws`` or ``gcp``: names the dry-run's project and summary."""
+    project: str
+    """The Pulumi project."""
+    cluster_id: str
+    build: Build
+    mock_calls: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]]
+    stack_config: Mapping[str, tuple[str, bool]]
+    """Pulumi config (key → (value, secret)) besides the initial password."""
+    target: str
+    """Where the cluster goes, as shown in "Deploying cluster … to <target>"."""
+    preflight: Callable[[bool], str | None]
+    """Check credentials (and the quota when passed True); raise, or return a warning."""
+
+
+def up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
+    if args.dry_run:
+        return commands.print_dry_run(
+            plan.cloud,
+            plan.cluster_id,
+            lambda: plan.build(None),
+            plan.mock_calls,
+            args.json,
+            out,
+        )
+    check_pulumi_cli()
+    warning = plan.preflight(not args.no_preflight_checks)
+    if warning:
+        out.write(f"warning: {warning}\n")
+    new = not automation.has_stack(plan.project, plan.cluster_id)
+    password = commands.initial_password(args.initial_user_password, new, args.yes)
+    config = dict(plan.stack_config)
+    if password:
+        config["det:initialUserPassword"] = (password, True)
+
+    def pulumi_program() -> None:
+        import pulumi
+
+        given = pulumi.Config("det").get_secret("initialUserPassword")
+        for key, value in plan.build(given).items():
+            pulumi.export(key, value)
+
+    out.write(f"Deploying cluster {plan.cluster_id!r} to {plan.target}...\n")
+    outputs = automation.up(
+        plan.project, plan.cluster_id, pulumi_program, config, on_output=commands.lines(out)
+    )
+    return commands.finish_up(
+        outputs, not args.no_wait_for_master, args.master_timeout, new and not password, out
+    )
+
+
+@dataclass(frozen=True)
+class Teardown:
+    """What ``down`` does in one cloud, bound to its credentials and the stack's outputs."""
+
+    remove_instances: Callable[[], str]
+    """Stop the master and remove the agents; returns the line to print (how many went)."""
+    delete_bucket: Callable[[str], int]
+    """Empty and delete the bucket; returns the number of objects removed."""
+
+
+def down(
+    cloud: str,
+    project: str,
+    args: argparse.Namespace,
+    out: TextIO,
+    connect: Callable[[Mapping[str, Any]], Teardown],
+) -> int:
+    """``connect(outputs)`` checks credentials and returns the cloud's teardown steps."""
+    question = (
+        f"Delete cluster {args.cluster_id!r}: its master, agents, database and network"
+        f"{' and the checkpoint bucket' if args.delete_bucket else ''}?"
+    )
+    if not commands.confirm(question, args.yes):
+        out.write("Delete cancelled.\n")
+        return 0
+    check_pulumi_cli()
+    if not automation.has_stack(project, args.cluster_id):
+        raise DeployError(
+            f"no {cloud.upper()} cluster {args.cluster_id!r} (see `det deploy {cloud} list`)"
+        )
+    outputs = automation.outputs(project, args.cluster_id)
+    teardown = connect(outputs)
+    out.write(teardown.remove_instances() + "\n")
+    bucket = outputs.get("bucket")
+    if args.delete_bucket and bucket:
+        count = teardown.delete_bucket(bucket)
+        out.write(f"Deleted bucket {bucket} ({count} objects).\n")
+    automation.destroy(project, args.cluster_id, on_output=commands.lines(out))
+    if bucket and not args.delete_bucket:
+        out.write(f"Kept checkpoint bucket {bucket} (remove it with `down --delete-bucket`).\n")
+    out.write("Delete successful.\n")
+    return 0
