@@ -125,12 +125,45 @@ def _common_up(p: argparse.ArgumentParser) -> None:
     p.add_argument("--yes", "--no-prompt", dest="yes", action="store_true", help="never prompt")
 
 
+def _cloud_verbs(
+    sub: Any, cloud: str, help: str
+) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The ``up``, ``down`` and ``list`` parsers of one cloud; ``down`` has ``--cluster-id``."""
+    parser = sub.add_parser(cloud, help=help)
+    verbs = parser.add_subparsers(dest="verb", metavar="{up,down,list}", required=True)
+    up = verbs.add_parser("up", help="create or update a cluster")
+    down = verbs.add_parser("down", help="delete a cluster")
+    down.add_argument("--cluster-id", required=True)
+    ls = verbs.add_parser("list", aliases=["ls"], help="list clusters deployed from this machine")
+    return up, down, ls
+
+
+def _finish_verbs(
+    up: argparse.ArgumentParser,
+    down: argparse.ArgumentParser,
+    ls: argparse.ArgumentParser,
+    commands: Any,
+) -> None:
+    """Add the flags every cloud shares after its own, and bind the cloud's commands."""
+    _common_up(up)
+    up.set_defaults(func=handle, _deploy_func=commands.up)
+    down.add_argument(
+        "--delete-bucket",
+        action="store_true",
+        help="also delete the checkpoint bucket and every checkpoint in it",
+    )
+    down.add_argument(
+        "--yes", "--no-prompt", dest="yes", action="store_true", help="do not ask for confirmation"
+    )
+    down.set_defaults(func=handle, _deploy_func=commands.down)
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=handle, _deploy_func=commands.list_)
+
+
 def _aws(sub: Any) -> None:
     from det.deploy.aws import commands
 
-    aws = sub.add_parser("aws", help="a cluster on AWS (EC2, RDS, S3)")
-    verbs = aws.add_subparsers(dest="verb", metavar="{up,down,list}", required=True)
-    up = verbs.add_parser("up", help="create or update a cluster")
+    up, down, ls = _cloud_verbs(sub, "aws", "a cluster on AWS (EC2, RDS, S3)")
     up.add_argument("--cluster-id", required=True, help="unique name of the cluster")
     up.add_argument("--keypair", required=True, help="EC2 key pair for the master and agents")
     up.add_argument("--region", help="AWS region (default us-west-2)")
@@ -156,34 +189,17 @@ def _aws(sub: Any) -> None:
     up.add_argument("--db-size", type=int, help="database storage in GB (default 20)")
     up.add_argument("--spot", action="store_true", help="use spot instances for agents")
     up.add_argument("--spot-max-price", type=_price, help="maximum hourly spot price")
-    _common_up(up)
-    up.set_defaults(func=handle, _deploy_func=commands.up)
-    down = verbs.add_parser("down", help="delete a cluster")
-    down.add_argument("--cluster-id", required=True)
     down.add_argument("--region", help="AWS region (default: the cluster's)")
     down.add_argument("--profile", help="AWS profile")
-    down.add_argument(
-        "--delete-bucket",
-        action="store_true",
-        help="also delete the checkpoint bucket and every checkpoint in it",
-    )
-    down.add_argument(
-        "--yes", "--no-prompt", dest="yes", action="store_true", help="do not ask for confirmation"
-    )
-    down.set_defaults(func=handle, _deploy_func=commands.down)
-    ls = verbs.add_parser("list", aliases=["ls"], help="list clusters deployed from this machine")
     ls.add_argument("--region", help=argparse.SUPPRESS)
     ls.add_argument("--profile", help=argparse.SUPPRESS)
-    ls.add_argument("--json", action="store_true")
-    ls.set_defaults(func=handle, _deploy_func=commands.list_)
+    _finish_verbs(up, down, ls, commands)
 
 
 def _gcp(sub: Any) -> None:
     from det.deploy.gcp import commands
 
-    gcp = sub.add_parser("gcp", help="a cluster on GCP (GCE, Cloud SQL, GCS)")
-    verbs = gcp.add_subparsers(dest="verb", metavar="{up,down,list}", required=True)
-    up = verbs.add_parser("up", help="create or update a cluster")
+    up, down, ls = _cloud_verbs(sub, "gcp", "a cluster on GCP (GCE, Cloud SQL, GCS)")
     up.add_argument(
         "--cluster-id", required=True, help="unique name of the cluster (lower case, at most 35)"
     )
@@ -222,25 +238,10 @@ def _gcp(sub: Any) -> None:
         action="append",
         help="extra label key=value (repeatable)",
     )
-    _common_up(up)
-    up.set_defaults(func=handle, _deploy_func=commands.up)
-    down = verbs.add_parser("down", help="delete a cluster")
-    down.add_argument("--cluster-id", required=True)
     down.add_argument("--project-id", help="GCP project (default: the cluster's)")
     down.add_argument("--keypath", help="service account key file")
-    down.add_argument(
-        "--delete-bucket",
-        action="store_true",
-        help="also delete the checkpoint bucket and every checkpoint in it",
-    )
-    down.add_argument(
-        "--yes", "--no-prompt", dest="yes", action="store_true", help="do not ask for confirmation"
-    )
-    down.set_defaults(func=handle, _deploy_func=commands.down)
-    ls = verbs.add_parser("list", aliases=["ls"], help="list clusters deployed from this machine")
     ls.add_argument("--project-id", help=argparse.SUPPRESS)
-    ls.add_argument("--json", action="store_true")
-    ls.set_defaults(func=handle, _deploy_func=commands.list_)
+    _finish_verbs(up, down, ls, commands)
 
 
 def add_parsers(subparsers: Any) -> None:

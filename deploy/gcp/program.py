@@ -11,6 +11,7 @@ from typing import Any
 
 import pulumi
 
+from det.deploy.common import masteryaml
 from det.deploy.gcp import iam, master, network, storage
 from det.deploy.gcp.config import GcpConfig
 
@@ -95,7 +96,7 @@ def build(
         subnetwork_id=net.subnetwork_id,
         filestore_address=filestore,
     ).apply(
-        lambda v: master.masteryaml.render(
+        lambda v: masteryaml.render(
             master.master_yaml_config(cfg, master.Resolved(**v), master_tag, agent_tag)
         )
     )
