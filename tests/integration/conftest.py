@@ -120,7 +120,7 @@ def start_master(
         try:
             if requests.get(m.url + "/info", timeout=1).status_code == 200:
                 return m
-        except requests.ConnectionError:
+        except requests.RequestException:  # not listening yet, or too busy to answer in 1 s
             pass
         time.sleep(0.1)
     proc.kill()
