@@ -8,6 +8,7 @@ listed with a trailing ``/`` and size 0, so an empty directory survives a round 
 from __future__ import annotations
 
 import abc
+import concurrent.futures
 import contextlib
 import logging
 import os
@@ -15,6 +16,7 @@ import pathlib
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -104,3 +106,116 @@ def select_paths(resources: dict[str, int], paths: set[str] | None) -> list[tupl
 def copy_file(src: str, dst: str) -> None:
     os.makedirs(os.path.dirname(dst), exist_ok=True)
     shutil.copy2(src, dst)
+
+
+def normalize_prefix(prefix: str | None) -> str:
+    p = (prefix or "").strip("/")
+    if ".." in p.split("/"):
+        raise ValueError("checkpoint_storage.prefix must not contain '..'")
+    return p
+
+
+def _run_parallel(fn: Any, entries: list[tuple[str, bool]], workers: int) -> None:
+    """Run ``fn(rel, is_dir)`` for every entry on a thread pool; re-raise the first error."""
+    if not entries:
+        return
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        futures = [pool.submit(fn, rel, is_dir) for rel, is_dir in entries]
+        for f in futures:
+            f.result()
+
+
+class ObjectStorageManager(StorageManager):
+    """A bucket of objects: keys ``<prefix>/<storage_id>/<relative path>``, directories as empty
+    objects whose key ends in ``/`` (Determined's layout). Files move in parallel on up to
+    ``max_workers`` threads; subclasses supply the single-object operations, which must be
+    thread-safe."""
+
+    scheme: str
+    """URL scheme for messages: ``s3`` or ``gs``."""
+
+    def __init__(self, bucket: str, prefix: str | None, max_workers: int) -> None:
+        self.bucket_name = bucket
+        self.prefix = normalize_prefix(prefix)
+        self._max_workers = max_workers
+
+    @abc.abstractmethod
+    def _list_keys(self, key_prefix: str) -> Iterator[tuple[str, int]]:
+        """(key, size) of every object whose key starts with ``key_prefix``."""
+
+    @abc.abstractmethod
+    def _put_dir(self, key: str) -> None:
+        """Store an empty object at ``key``."""
+
+    @abc.abstractmethod
+    def _put_file(self, path: str, key: str) -> None:
+        """Upload the local file ``path`` to ``key``."""
+
+    @abc.abstractmethod
+    def _get_file(self, key: str, path: str) -> None:
+        """Download ``key`` into the local file ``path`` (its directory exists)."""
+
+    @abc.abstractmethod
+    def _delete_keys(self, keys: list[str]) -> None:
+        """Delete these objects."""
+
+    def _key_prefix(self, storage_id: str) -> str:
+        validate_storage_id(storage_id)
+        return f"{self.prefix}/{storage_id}/" if self.prefix else f"{storage_id}/"
+
+    def _list(self, storage_id: str) -> dict[str, int]:
+        kp = self._key_prefix(storage_id)
+        out = {key[len(kp) :]: size for key, size in self._list_keys(kp)}
+        out.pop("", None)
+        return out
+
+    def upload(
+        self, src_dir: str | os.PathLike[str], storage_id: str, paths: set[str] | None = None
+    ) -> None:
+        src = os.fspath(src_dir)
+        kp = self._key_prefix(storage_id)
+        entries = select_paths(list_directory(src), paths)
+        logger.info(
+            "uploading %d entries to %s://%s/%s", len(entries), self.scheme, self.bucket_name, kp
+        )
+
+        def one(rel: str, is_dir: bool) -> None:
+            if is_dir:
+                self._put_dir(kp + rel)
+            else:
+                self._put_file(os.path.join(src, rel), kp + rel)
+
+        _run_parallel(one, entries, self._max_workers)
+
+    def download(
+        self, storage_id: str, dst_dir: str | os.PathLike[str], selector: Selector | None = None
+    ) -> None:
+        kp = self._key_prefix(storage_id)
+        listing = self._list(storage_id)
+        if not listing:
+            raise CheckpointNotFoundError(
+                f"checkpoint {self.scheme}://{self.bucket_name}/{kp} not found"
+            )
+        dst = pathlib.Path(dst_dir)
+        dst.mkdir(parents=True, exist_ok=True)
+        entries = [
+            (rel, rel.endswith("/")) for rel in sorted(listing) if selector is None or selector(rel)
+        ]
+        for rel, is_dir in entries:
+            target = dst / rel
+            (target if is_dir else target.parent).mkdir(parents=True, exist_ok=True)
+
+        def one(rel: str, is_dir: bool) -> None:
+            if not is_dir:
+                self._get_file(kp + rel, os.fspath(dst / rel))
+
+        _run_parallel(one, entries, self._max_workers)
+
+    def delete(self, storage_id: str) -> dict[str, int]:
+        kp = self._key_prefix(storage_id)
+        listing = self._list(storage_id)
+        self._delete_keys([kp + rel for rel in listing])
+        return listing
+
+    def list_files(self, storage_id: str) -> dict[str, int]:
+        return self._list(storage_id)
