@@ -20,6 +20,18 @@ def _unquote(value: Any) -> Any:
     return value.strip('"') if isinstance(value, str) else value
 
 
+def _commands(body: dict[str, Any]) -> list[str]:
+    """A shell provisioner's commands: its ``inline`` list, or the lines of its ``script``."""
+    if "script" not in body:
+        return list(body.get("inline", []))
+    script = AMI_DIR / _unquote(body["script"]).removeprefix("${path.root}/")
+    return [
+        line
+        for line in script.read_text().splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+
+
 @pytest.fixture(scope="module")
 def template() -> dict[str, Any]:
     with open(AMI_DIR / "aws.pkr.hcl") as f:
@@ -51,7 +63,7 @@ def test_installs_docker_nvidia_and_the_agent(template: dict[str, Any]) -> None:
         for provisioner in build["provisioner"]
         for kind, body in provisioner.items()
         if _unquote(kind) == "shell"
-        for line in body.get("inline", [])
+        for line in _commands(body)
     )
     for needle in (
         "docker.io",
@@ -88,3 +100,7 @@ def test_unit_runs_what_the_bootstrap_runs() -> None:
     argv = exec_start.removeprefix("ExecStart=").split()
     assert [Path(argv[0]).name, *argv[1:]] == launch.argv
     assert f"ConditionPathExists={launch.config_path}" in unit
+
+
+def test_install_script_is_valid_bash() -> None:
+    subprocess.run(["bash", "-n", str(AMI_DIR / "install-agent.sh")], check=True)

@@ -17,6 +17,18 @@ def _unquote(value: Any) -> Any:
     return value.strip('"') if isinstance(value, str) else value
 
 
+def _commands(body: dict[str, Any]) -> list[str]:
+    """A shell provisioner's commands: its ``inline`` list, or the lines of its ``script``."""
+    if "script" not in body:
+        return list(body.get("inline", []))
+    script = AMI_DIR / _unquote(body["script"]).removeprefix("${path.root}/")
+    return [
+        line
+        for line in script.read_text().splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+
+
 def _load(name: str) -> dict[str, Any]:
     with open(AMI_DIR / name) as f:
         parsed: dict[str, Any] = hcl2.load(f)
@@ -30,7 +42,7 @@ def _shell_lines(template: dict[str, Any]) -> list[str]:
         for provisioner in build["provisioner"]
         for kind, body in provisioner.items()
         if _unquote(kind) == "shell"
-        for line in body.get("inline", [])
+        for line in _commands(body)
     ]
 
 
