@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import socket
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,3 +35,16 @@ def local_docker() -> Any:
     except docker.errors.ImageNotFound:
         pytest.skip(f"{TASK_IMAGE} missing: run infra/build-images.sh")
     return client
+
+
+@contextlib.contextmanager
+def local_state_dir() -> Iterator[Path]:
+    """A cluster state directory outside pytest's tmp tree.
+
+    As root, the embedded PostgreSQL runs as its own user and makes the directory's parents
+    traversable; every pytest session resets its own base directory to 0700, which would lock
+    the database out when sessions run side by side.
+    """
+    path = Path(tempfile.mkdtemp(prefix="det-local-e2e-"))
+    yield path / "state"
+    shutil.rmtree(path, ignore_errors=True)

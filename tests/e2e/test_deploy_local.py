@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.e2e.local_helpers import free_port, local_docker  # noqa: F401 (fixture)
+from tests.e2e.local_helpers import free_port, local_docker, local_state_dir  # noqa: F401 (fixture)
 
 DET = [sys.executable, "-m", "det.cli"]
 
@@ -63,8 +63,12 @@ def _pids_alive(pids: list[int]) -> list[int]:
 @pytest.mark.docker
 @pytest.mark.slow
 @pytest.mark.usefixtures("local_docker")
-def test_up_status_down_runs_a_cluster_and_stops_every_process(tmp_path: Path) -> None:
-    state = tmp_path / "state"
+def test_up_status_down_runs_a_cluster_and_stops_every_process() -> None:
+    with local_state_dir() as state:
+        _cluster_life_cycle(state)
+
+
+def _cluster_life_cycle(state: Path) -> None:
     port = free_port()
     env = _env(state)
     up = ["deploy", "local", "up", "--agents", "2", "--slots-per-agent", "2"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.local_helpers import free_port, local_docker  # noqa: F401 (fixture)
+from tests.e2e.local_helpers import free_port, local_docker, local_state_dir  # noqa: F401 (fixture)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -42,10 +42,14 @@ def test_readme_starts_with_exactly_two_commands_demo_then_tests() -> None:
 @pytest.mark.usefixtures("local_docker")
 @pytest.mark.timeout(2400)
 def test_readme_main_job_runs_a_search_to_completion_on_a_clean_clone(tmp_path: Path) -> None:
+    with local_state_dir() as state:
+        _run_main_job(tmp_path, state)
+
+
+def _run_main_job(tmp_path: Path, state: Path) -> None:
     clone = tmp_path / "det"
     subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True)
     first = readme_commands((clone / "README.md").read_text())[0]
-    state = tmp_path / "state"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DET_", "VIRTUAL_ENV"))}
     env.update(
         DET_LOCAL_STATE_DIR=str(state),
