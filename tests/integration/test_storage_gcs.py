@@ -2,56 +2,21 @@
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import requests
 
 from det import storage
-from tests.integration.test_storage_s3 import BIG, digests, make_checkpoint
+from tests.integration.storage_support import BIG, digests, gcs_emulator, make_checkpoint
 
 pytestmark = pytest.mark.integration
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def emulator_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = _free_port()
-    workdir = tmp_path_factory.mktemp("gcs")
-    log = workdir / "emulator.log"
-    exe = Path(sys.executable).parent / "gcp-storage-emulator"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [str(exe), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory"],
-            stdout=out,
-            stderr=out,
-            cwd=workdir,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                requests.get(f"{url}/storage/v1/b", timeout=1)
-                break
-            except requests.ConnectionError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError(f"emulator did not start: {log.read_text()}") from None
-                time.sleep(0.1)
+    with gcs_emulator(tmp_path_factory.mktemp("gcs")) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 @pytest.fixture

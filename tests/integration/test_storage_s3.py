@@ -2,12 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,42 +10,16 @@ import requests
 
 from det import storage
 from det.storage import CheckpointNotFoundError
+from tests.fakes.moto_server import MotoServer
+from tests.integration.storage_support import BIG, digests, make_checkpoint
 
 pytestmark = pytest.mark.integration
-
-BIG = 50 * 1024 * 1024
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def moto_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = _free_port()
-    log = tmp_path_factory.mktemp("moto") / "moto.log"
-    moto = Path(sys.executable).parent / "moto_server"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [str(moto), "-H", "127.0.0.1", "-p", str(port)], stdout=out, stderr=out
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                requests.get(f"{url}/moto-api/", timeout=1)
-                break
-            except requests.ConnectionError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError(f"moto_server did not start: {log.read_text()}") from None
-                time.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with MotoServer(tmp_path_factory.mktemp("moto")) as server:
+        yield server.endpoint
 
 
 @pytest.fixture
@@ -70,30 +38,6 @@ def s3_config(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
         "endpoint_url": moto_url,
         "access_key": "k",
         "secret_key": "s",
-    }
-
-
-def make_checkpoint(root: Path) -> dict[str, str]:
-    """Nested folders, an empty folder and a 50 MB file; returns relative path → sha256."""
-    (root / "a" / "b" / "c").mkdir(parents=True)
-    (root / "empty").mkdir()
-    (root / "a" / "small.txt").write_text("hello")
-    (root / "a" / "b" / "c" / "weights.bin").write_bytes(os.urandom(3000))
-    with (root / "big.bin").open("wb") as f:
-        for _ in range(BIG // (1024 * 1024)):
-            f.write(os.urandom(1024 * 1024))
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in root.rglob("*")
-        if p.is_file()
-    }
-
-
-def digests(root: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in root.rglob("*")
-        if p.is_file()
     }
 
 

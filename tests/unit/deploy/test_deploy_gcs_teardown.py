@@ -2,50 +2,20 @@
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-import requests
 
 from det.deploy.gcp import teardown
+from tests.integration.storage_support import gcs_emulator
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    workdir = tmp_path_factory.mktemp("gcs")
-    exe = Path(sys.executable).parent / "gcp-storage-emulator"
-    with (workdir / "emulator.log").open("w") as log:
-        proc = subprocess.Popen(
-            [str(exe), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory"],
-            stdout=log,
-            stderr=log,
-            cwd=workdir,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                requests.get(f"{url}/storage/v1/b", timeout=1)
-                break
-            except requests.ConnectionError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("gcp-storage-emulator did not start") from None
-                time.sleep(0.1)
+    with gcs_emulator(tmp_path_factory.mktemp("gcs")) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 @pytest.fixture

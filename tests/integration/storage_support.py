@@ -1,0 +1,72 @@
+"""Shared by the checkpoint storage tests: sample checkpoints and a GCS emulator process.
+
+``gcs_emulator(workdir)`` runs gcp-storage-emulator in memory on a free port (its output in
+``workdir/emulator.log``) and yields its URL once it answers; point ``STORAGE_EMULATOR_HOST`` at
+it. S3 tests use ``tests.fakes.moto_server.MotoServer`` the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import requests
+
+from tests.fakes.moto_server import free_port
+
+BIG = 50 * 1024 * 1024
+
+
+def make_checkpoint(root: Path) -> dict[str, str]:
+    """Nested folders, an empty folder and a 50 MB file; returns relative path → sha256."""
+    (root / "a" / "b" / "c").mkdir(parents=True)
+    (root / "empty").mkdir()
+    (root / "a" / "small.txt").write_text("hello")
+    (root / "a" / "b" / "c" / "weights.bin").write_bytes(os.urandom(3000))
+    with (root / "big.bin").open("wb") as f:
+        for _ in range(BIG // (1024 * 1024)):
+            f.write(os.urandom(1024 * 1024))
+    return digests(root)
+
+
+def digests(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in root.rglob("*")
+        if p.is_file()
+    }
+
+
+@contextlib.contextmanager
+def gcs_emulator(workdir: Path, timeout: float = 30.0) -> Iterator[str]:
+    port = free_port()
+    log = workdir / "emulator.log"
+    exe = Path(sys.executable).parent / "gcp-storage-emulator"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [str(exe), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory"],
+            stdout=out,
+            stderr=out,
+            cwd=workdir,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                requests.get(f"{url}/storage/v1/b", timeout=1)
+                break
+            except requests.ConnectionError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError(f"emulator did not start: {log.read_text()}") from None
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
