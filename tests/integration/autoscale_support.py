@@ -129,12 +129,26 @@ def cluster_id(master: Master) -> str:
     return str(master.get("/api/v1/master")["clusterId"])
 
 
-def trial_log_text(master: Master, trial_id: int) -> str:
-    """The trial's task log lines (the NDJSON stream of ``/api/v1/trials/{id}/logs``)."""
+def trial_log_lines(master: Master, trial_id: int) -> list[tuple[str, str]]:
+    """``(agent id, line)`` of the trial's task logs (the NDJSON stream of its logs path)."""
     r = master.session().get(f"{master.url}/api/v1/trials/{trial_id}/logs", timeout=30)
     assert r.status_code == 200, r.text
-    lines = []
+    out = []
     for raw in r.text.splitlines():
         entry = json.loads(raw)["result"]
-        lines.append(str(entry.get("message") or entry.get("log") or ""))
-    return "\n".join(lines)
+        out.append((str(entry.get("agentId") or ""), str(entry.get("message") or "")))
+    return out
+
+
+def trial_log_text(master: Master, trial_id: int) -> str:
+    return "\n".join(line for _, line in trial_log_lines(master, trial_id))
+
+
+def assert_resumed_elsewhere(master: Master, trial_id: int, first: str, second: str) -> None:
+    """The trial checkpointed on ``first`` when preempted and resumed past step 0 on ``second``."""
+    lines = trial_log_lines(master, trial_id)
+    preempted = [agent for agent, line in lines if "preempted at step" in line]
+    resumed = [(agent, line) for agent, line in lines if "resumed from" in line]
+    assert preempted == [first], lines[-40:]
+    assert len(resumed) == 1 and resumed[0][0] == second, lines[-40:]
+    assert not resumed[0][1].rstrip().endswith(" at step 0"), resumed

@@ -17,13 +17,13 @@ import pytest
 
 from tests.fakes.cloud_agents import CloudAgents, moto_lister
 from tests.integration.autoscale_support import (
+    assert_resumed_elsewhere,
     cluster_id,
     create_experiment,
     docker_or_skip,
     experiment_config,
     pool_events,
     pool_instances,
-    trial_log_text,
     trials,
     wait_completed,
 )
@@ -232,10 +232,7 @@ def test_spot_notice_resumes_the_trial_on_another_instance_without_a_restart(
     assert trial["state"] == "STATE_COMPLETED"
     assert trial["restarts"] == 0
     assert len(machines.seen) == 2 and machines.seen[0] == first
-    text = trial_log_text(master, trial["id"])
-    assert "preempted at step" in text
-    resumed = [line for line in text.splitlines() if "resumed from" in line]
-    assert resumed and not resumed[0].rstrip().endswith(" at step 0"), resumed
+    assert_resumed_elsewhere(master, trial["id"], first, machines.seen[1])
     cid = cluster_id(master)
     # The drained spot instance is idle and goes; so does the second once the trial is done.
     wait_for(lambda: not live_instances(aws_endpoint, cid), 60, 0.5, "instances to end")

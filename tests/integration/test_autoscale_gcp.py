@@ -19,13 +19,13 @@ from tests.fakes.cloud_agents import CloudAgents, gce_lister
 from tests.fakes.gce import FakeGce
 from tests.fakes.moto_server import free_port
 from tests.integration.autoscale_support import (
+    assert_resumed_elsewhere,
     cluster_id,
     create_experiment,
     docker_or_skip,
     experiment_config,
     pool_events,
     pool_instances,
-    trial_log_text,
     trials,
     wait_completed,
 )
@@ -217,8 +217,5 @@ def test_preemption_notice_resumes_the_trial_from_gcs_on_another_vm_without_a_re
     assert trial["state"] == "STATE_COMPLETED"
     assert trial["restarts"] == 0
     assert len(machines.seen) == 2 and machines.seen[0] == first
-    text = trial_log_text(master, trial["id"])
-    assert "preempted at step" in text
-    resumed = [line for line in text.splitlines() if "resumed from" in line]
-    assert resumed and not resumed[0].rstrip().endswith(" at step 0"), resumed
+    assert_resumed_elsewhere(master, trial["id"], first, machines.seen[1])
     wait_for(lambda: not gce.instances(), 60, 0.5, "VMs to be deleted")
