@@ -18,40 +18,25 @@ def config_from_args(args: argparse.Namespace) -> AwsConfig:
     defaults = AwsConfig(cluster_id=args.cluster_id)
 
     def pick(name: str) -> Any:
-        value = getattr(args, name, None)
-        return getattr(defaults, name) if value is None else value
+        return commands.pick(args, defaults, name)
 
     cfg = AwsConfig(
         cluster_id=args.cluster_id,
         region=pick("region"),
         keypair=args.keypair,
-        inbound_cidr=pick("inbound_cidr"),
-        enable_ssh=args.enable_ssh,
-        port=pick("port"),
-        master_instance_type=pick("master_instance_type"),
-        aux_agent_instance_type=pick("aux_agent_instance_type"),
-        compute_agent_instance_type=pick("compute_agent_instance_type"),
         agent_image_id=args.agent_image_id,
-        min_dynamic_agents=pick("min_dynamic_agents"),
-        max_dynamic_agents=pick("max_dynamic_agents"),
-        max_aux_containers_per_agent=pick("max_aux_containers_per_agent"),
-        max_idle_agent_period=pick("max_idle_agent_period"),
-        max_agent_starting_period=pick("max_agent_starting_period"),
         spot=args.spot,
         spot_max_price=args.spot_max_price,
-        scheduler_type=pick("scheduler_type"),
-        preemption_enabled=bool(args.preemption_enabled),
         db_instance_type=pick("db_instance_type"),
         db_size=pick("db_size"),
-        bucket_versioning=args.bucket_versioning,
         vpc_id=args.vpc_id,
         public_subnet_ids=tuple(args.public_subnet_ids or ()),
         private_subnet_ids=tuple(args.private_subnet_ids or ()),
         agent_subnet_id=args.agent_subnet_id,
-        det_package=pick("det_package"),
         extra_tags=tuple(args.add_tag or ()),
         cpu_env_image=args.cpu_env_image,
         gpu_env_image=args.gpu_env_image,
+        **commands.shared_settings(args, defaults),
     )
     cfg.validate()
     return cfg

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import getpass
 import json
 import sys
@@ -11,6 +12,41 @@ from typing import Any, TextIO
 
 from det.deploy.common import automation, dryrun, state, summary
 from det.deploy.common.errors import DeployError
+
+# Settings named like the ``up`` flags every cloud shares (``deploy.cli._common_up``); an unset
+# flag (None) keeps the cloud's default.
+_SHARED_DEFAULTED = (
+    "inbound_cidr",
+    "port",
+    "master_instance_type",
+    "aux_agent_instance_type",
+    "compute_agent_instance_type",
+    "min_dynamic_agents",
+    "max_dynamic_agents",
+    "max_aux_containers_per_agent",
+    "max_idle_agent_period",
+    "max_agent_starting_period",
+    "scheduler_type",
+    "det_package",
+)
+
+
+def shared_settings(args: argparse.Namespace, defaults: Any) -> dict[str, Any]:
+    """Config keyword arguments from the shared ``up`` flags; ``defaults`` is the cloud's config
+    with its default values."""
+    settings = {name: pick(args, defaults, name) for name in _SHARED_DEFAULTED}
+    settings.update(
+        enable_ssh=args.enable_ssh,
+        preemption_enabled=bool(args.preemption_enabled),
+        bucket_versioning=args.bucket_versioning,
+    )
+    return settings
+
+
+def pick(args: argparse.Namespace, defaults: Any, name: str) -> Any:
+    """The flag's value, or the default config's when the flag was not given."""
+    value = getattr(args, name, None)
+    return getattr(defaults, name) if value is None else value
 
 
 def print_dry_run(

@@ -16,8 +16,7 @@ def config_from_args(args: argparse.Namespace) -> GcpConfig:
     defaults = GcpConfig(cluster_id=args.cluster_id, project_id=args.project_id)
 
     def pick(name: str) -> Any:
-        value = getattr(args, name, None)
-        return getattr(defaults, name) if value is None else value
+        return commands.pick(args, defaults, name)
 
     cfg = GcpConfig(
         cluster_id=args.cluster_id,
@@ -28,34 +27,20 @@ def config_from_args(args: argparse.Namespace) -> GcpConfig:
         existing_network=args.existing_network,
         subnetwork=args.subnetwork,
         subnet_cidr=pick("subnet_cidr"),
-        inbound_cidr=pick("inbound_cidr"),
-        enable_ssh=args.enable_ssh,
-        port=pick("port"),
-        master_instance_type=pick("master_instance_type"),
-        aux_agent_instance_type=pick("aux_agent_instance_type"),
-        compute_agent_instance_type=pick("compute_agent_instance_type"),
         gpu_type=pick("gpu_type"),
         gpu_num=pick("gpu_num"),
         preemptible=bool(args.preemptible),
         agent_image=pick("agent_image"),
         disk_size=pick("disk_size"),
         disk_type=pick("disk_type"),
-        min_dynamic_agents=pick("min_dynamic_agents"),
-        max_dynamic_agents=pick("max_dynamic_agents"),
-        max_aux_containers_per_agent=pick("max_aux_containers_per_agent"),
-        max_idle_agent_period=pick("max_idle_agent_period"),
-        max_agent_starting_period=pick("max_agent_starting_period"),
         operation_timeout_period=pick("operation_timeout_period"),
-        scheduler_type=pick("scheduler_type"),
-        preemption_enabled=bool(args.preemption_enabled),
         db_tier=pick("db_tier"),
-        bucket_versioning=args.bucket_versioning,
         filestore=args.filestore,
         filestore_address=args.filestore_address or None,
-        det_package=pick("det_package"),
         labels=tuple(args.add_label or ()),
         cpu_env_image=args.cpu_env_image or None,
         gpu_env_image=args.gpu_env_image or None,
+        **commands.shared_settings(args, defaults),
     )
     cfg.validate()
     return cfg
