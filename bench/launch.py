@@ -160,7 +160,8 @@ def local_cluster(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
             if not pg_url:
                 import pgserver
 
-                server = pgserver.get_server(str(tmp / "pg"), cleanup_mode="stop")
+                get_server = pgserver.get_server  # type: ignore[attr-defined]
+                server = get_server(str(tmp / "pg"), cleanup_mode="stop")
                 stack.callback(server.cleanup)
                 pg_url = server.get_uri()
             ckpt = tmp / "checkpoints"
@@ -182,7 +183,8 @@ def local_cluster(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
             ]  # fmt: skip
             with open(tmp / "agent.log", "ab") as log:
                 agent = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-            stack.callback(lambda: (agent.send_signal(signal.SIGTERM), agent.wait(30)))
+            stack.callback(agent.wait, 30)
+            stack.callback(agent.send_signal, signal.SIGTERM)
             yield master.url, ADMIN_PASSWORD
 
 
