@@ -5,19 +5,15 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
 from tests.fakes.cloud_agents import CloudAgents, gce_lister
 from tests.fakes.gce import FakeGce
-from tests.fakes.moto_server import free_port
+from tests.integration import storage_support
 from tests.integration.autoscale_support import (
     assert_resumed_elsewhere,
     cluster_id,
@@ -41,31 +37,8 @@ BUCKET = "det-autoscale"
 
 @pytest.fixture(scope="module")
 def gcs_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    workdir = tmp_path_factory.mktemp("gcs")
-    exe = Path(sys.executable).parent / "gcp-storage-emulator"
-    with (workdir / "emulator.log").open("w") as out:
-        proc = subprocess.Popen(
-            [str(exe), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory"],
-            stdout=out,
-            stderr=out,
-            cwd=workdir,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                requests.get(f"{url}/storage/v1/b", timeout=1)
-                break
-            except requests.ConnectionError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("gcp-storage-emulator did not start") from None
-                time.sleep(0.1)
+    with storage_support.gcs_emulator(tmp_path_factory.mktemp("gcs")) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 @pytest.fixture
