@@ -210,7 +210,7 @@ def sync_instances(conn: Conn, pool: str, instances: Iterable[Instance]) -> None
     ids = []
     for inst in instances:
         ids.append(inst.id)
-        live = inst.state not in (InstanceState.TERMINATED, InstanceState.STOPPED)
+        live = inst.state in (InstanceState.STARTING, InstanceState.RUNNING)
         conn.execute(
             "INSERT INTO instances (id, resource_pool, instance_type, zone, market, state, launched_at)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s)"
