@@ -235,3 +235,21 @@ def test_a_fresh_list_is_taken_only_before_acting(
     pending(st, "job-a")
     provisioning.run_pass(st)
     assert cloud.lists == 2 and cloud.launches == [("m5.large", 1)]
+
+
+def test_an_instance_the_cloud_no_longer_lists_is_recorded_as_ended(
+    st: MasterState, cloud: RecordingProvider
+) -> None:
+    pending(st, "job-a")
+    provisioning.run_pass(st)
+    (iid,) = cloud.instances
+    cloud.instances.clear()  # the cloud took it (a spot reclaim)
+    provisioning._listed.clear()  # as after LIST_SECONDS
+    with st.pool.connection() as conn:
+        conn.execute("UPDATE allocations SET state = 'TERMINATED', ended_at = now()")
+    provisioning.run_pass(st)
+    with st.pool.connection() as conn:
+        row = conn.execute(
+            "SELECT state, terminated_at FROM instances WHERE id = %s", (iid,)
+        ).fetchone()
+    assert row is not None and row["state"] == "terminated" and row["terminated_at"] is not None
