@@ -7,12 +7,12 @@ checkpoints outlive a cluster unless ``det deploy aws down --delete-bucket`` rem
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_random as random
+
+from det.deploy.common import passwords
 
 
 @dataclasses.dataclass
@@ -94,27 +94,18 @@ class ClusterSecret(pulumi.ComponentResource):
     ):
         super().__init__("det:aws:ClusterSecret", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        db_password = random.RandomPassword(f"{name}-db", length=32, special=False, opts=child)
-        if args.initial_user_password is not None:
-            user_password = pulumi.Output.secret(args.initial_user_password)
-        else:
-            user_password = random.RandomPassword(
-                f"{name}-user", length=20, special=False, opts=child
-            ).result
+        made = passwords.generate(name, args.initial_user_password, child)
         secret = aws.secretsmanager.Secret(
             name, recovery_window_in_days=0, tags=dict(args.tags), opts=child
         )
         aws.secretsmanager.SecretVersion(
             name,
             secret_id=secret.id,
-            # Derived from secrets, so Pulumi keeps it secret.
-            secret_string=pulumi.Output.all(db_password.result, user_password).apply(
-                lambda v: json.dumps({"db_password": v[0], "initial_user_password": v[1]})
-            ),
+            secret_string=made.payload,
             opts=child,
         )
-        self.db_password = pulumi.Output.secret(db_password.result)
-        self.initial_user_password = pulumi.Output.secret(user_password)
+        self.db_password = made.db_password
+        self.initial_user_password = made.initial_user_password
         self.arn = secret.arn
         self.register_outputs({"arn": secret.arn})
 

@@ -8,11 +8,11 @@ The bucket is kept when the stack is destroyed (``retain_on_delete``) unless
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import pulumi
 import pulumi_gcp as gcp
-import pulumi_random as random
+
+from det.deploy.common import passwords
 
 
 @dataclasses.dataclass
@@ -64,13 +64,7 @@ class ClusterSecret(pulumi.ComponentResource):
     ):
         super().__init__("det:gcp:ClusterSecret", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        db_password = random.RandomPassword(f"{name}-db", length=32, special=False, opts=child)
-        if args.initial_user_password is not None:
-            user_password = pulumi.Output.secret(args.initial_user_password)
-        else:
-            user_password = random.RandomPassword(
-                f"{name}-user", length=20, special=False, opts=child
-            ).result
+        made = passwords.generate(name, args.initial_user_password, child)
         secret = gcp.secretmanager.Secret(
             name,
             project=args.project,
@@ -83,14 +77,11 @@ class ClusterSecret(pulumi.ComponentResource):
         gcp.secretmanager.SecretVersion(
             name,
             secret=secret.id,
-            # Derived from secrets, so Pulumi keeps it secret.
-            secret_data=pulumi.Output.all(db_password.result, user_password).apply(
-                lambda v: json.dumps({"db_password": v[0], "initial_user_password": v[1]})
-            ),
+            secret_data=made.payload,
             opts=child,
         )
-        self.db_password = pulumi.Output.secret(db_password.result)
-        self.initial_user_password = pulumi.Output.secret(user_password)
+        self.db_password = made.db_password
+        self.initial_user_password = made.initial_user_password
         self.secret_id = secret.id
         self.resource_path = f"projects/{args.project}/secrets/{args.secret_id}"
         self.register_outputs({"secret_id": secret.id})

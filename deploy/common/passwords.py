@@ -1,0 +1,44 @@
+"""The cluster's passwords, made the same way on every cloud.
+
+Each cloud's ``ClusterSecret`` stores :attr:`Passwords.payload` in its secret store; the master
+reads that JSON document (``db_password``, ``initial_user_password``) at boot, so no password
+appears in user data or instance metadata.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pulumi
+import pulumi_random as random
+
+
+@dataclasses.dataclass(frozen=True)
+class Passwords:
+    db_password: pulumi.Output[str]
+    initial_user_password: pulumi.Output[str]
+    payload: pulumi.Output[str]
+    """The secret's value; derived from secrets, so Pulumi keeps it secret."""
+
+
+def generate(
+    name: str, initial_user_password: pulumi.Input[str] | None, opts: pulumi.ResourceOptions
+) -> Passwords:
+    """A generated database password and the admin password (given, else generated), as
+    ``RandomPassword`` resources ``<name>-db`` and ``<name>-user`` created with ``opts``."""
+    db_password = random.RandomPassword(f"{name}-db", length=32, special=False, opts=opts)
+    if initial_user_password is not None:
+        user_password = pulumi.Output.secret(initial_user_password)
+    else:
+        user_password = random.RandomPassword(
+            f"{name}-user", length=20, special=False, opts=opts
+        ).result
+    payload = pulumi.Output.all(db_password.result, user_password).apply(
+        lambda v: json.dumps({"db_password": v[0], "initial_user_password": v[1]})
+    )
+    return Passwords(
+        db_password=pulumi.Output.secret(db_password.result),
+        initial_user_password=pulumi.Output.secret(user_password),
+        payload=payload,
+    )
