@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.e2e.cluster import (
     EXAMPLES,
@@ -29,7 +30,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 CORE = EXAMPLES / "core_api"
 OFFICIAL = EXAMPLES / "official_client"
 
-# A long single trial that checkpoints often: long enough to be disturbed while it runs.
+# A long single trial with regular checkpoints: long enough to be disturbed while it runs.
 # (The example trains ~1000 batches/s here: 10000 batches last ~10 s.)
 LONG: dict[str, Any] = {
     "hyperparameters": {"report_every": 50, "validate_every": 500, "checkpoint_every": 500},
@@ -71,7 +72,9 @@ def test_adaptive_asha_eight_trials_on_two_agents(cluster: Cluster, tmp_path: Pa
 
     trials = cluster.trials(eid)
     assert len(trials) == 8
-    max_time = 200
+    max_time = int(
+        yaml.safe_load((CORE / "adaptive_asha.yaml").read_text())["searcher"]["max_time"]
+    )
     stopped_early = []
     for t in trials:
         assert t["state"] == "STATE_COMPLETED", t
