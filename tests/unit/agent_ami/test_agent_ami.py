@@ -10,61 +10,35 @@ from typing import Any
 import pytest
 
 from det.master.provisioner import bootstrap
+from tests.unit.agent_ami.hcl_support import AMI_DIR, load, shell_lines, unquote, uploads
 
-hcl2 = pytest.importorskip("hcl2")
-
-AMI_DIR = Path(__file__).resolve().parents[3] / "agent_ami"
-
-
-def _unquote(value: Any) -> Any:
-    return value.strip('"') if isinstance(value, str) else value
-
-
-def _commands(body: dict[str, Any]) -> list[str]:
-    """A shell provisioner's commands: its ``inline`` list, or the lines of its ``script``."""
-    if "script" not in body:
-        return list(body.get("inline", []))
-    script = AMI_DIR / _unquote(body["script"]).removeprefix("${path.root}/")
-    return [
-        line
-        for line in script.read_text().splitlines()
-        if line.strip() and not line.lstrip().startswith("#")
-    ]
+pytest.importorskip("hcl2")
 
 
 @pytest.fixture(scope="module")
 def template() -> dict[str, Any]:
-    with open(AMI_DIR / "aws.pkr.hcl") as f:
-        parsed: dict[str, Any] = hcl2.load(f)
-    return parsed
+    return load("aws.pkr.hcl")
 
 
 def test_builds_from_ubuntu_jammy_by_canonical(template: dict[str, Any]) -> None:
     [source] = template["source"]
     ebs = source['"amazon-ebs"']['"det-agent"']
     [ami_filter] = ebs["source_ami_filter"]
-    assert "ubuntu-jammy-22.04-amd64" in _unquote(ami_filter["filters"]["name"])
-    assert _unquote(ami_filter["owners"][0]) == "099720109477"
+    assert "ubuntu-jammy-22.04-amd64" in unquote(ami_filter["filters"]["name"])
+    assert unquote(ami_filter["owners"][0]) == "099720109477"
     [metadata] = ebs["metadata_options"]
-    assert _unquote(metadata["http_tokens"]) == "required"
+    assert unquote(metadata["http_tokens"]) == "required"
 
 
 def test_every_variable_used_is_declared(template: dict[str, Any]) -> None:
-    declared = {_unquote(next(iter(v))) for v in template["variable"]}
+    declared = {unquote(next(iter(v))) for v in template["variable"]}
     text = (AMI_DIR / "aws.pkr.hcl").read_text()
     used = set(re.findall(r"var\.([a-z_]+)", text))
     assert used <= declared, used - declared
 
 
 def test_installs_docker_nvidia_and_the_agent(template: dict[str, Any]) -> None:
-    [build] = template["build"]
-    commands = "\n".join(
-        _unquote(line)
-        for provisioner in build["provisioner"]
-        for kind, body in provisioner.items()
-        if _unquote(kind) == "shell"
-        for line in _commands(body)
-    )
+    commands = "\n".join(shell_lines(template))
     for needle in (
         "docker.io",
         "nvidia-driver-",
@@ -75,14 +49,9 @@ def test_installs_docker_nvidia_and_the_agent(template: dict[str, Any]) -> None:
         "systemctl enable det-agent",
     ):
         assert needle in commands, needle
-    uploads = [
-        _unquote(body["source"])
-        for provisioner in build["provisioner"]
-        for kind, body in provisioner.items()
-        if _unquote(kind) == "file"
-    ]
+    uploaded = uploads(template)
     for name in ("bootstrap.sh", "det-agent.service"):
-        assert any(u.endswith(name) for u in uploads), name
+        assert any(u.endswith(name) for u in uploaded), name
         assert (AMI_DIR / name).is_file()
 
 
