@@ -195,7 +195,7 @@ def test_agent_killed_and_restarted_reattaches_running_trial(cluster: Cluster) -
     assert trial["totalBatchesProcessed"] == length
     assert {run for run, _ in steps(cluster, t["id"])} == {1}
     # The reattached agent saw the container exit and cleaned it up.
-    wait_for(lambda: not cluster.containers(), 30, "the finished container to be removed")
+    wait_for(lambda: not cluster.containers(running_only=False), 30, "the container to be removed")
 
 
 def test_distributed_example_logs_both_ranks(cluster: Cluster) -> None:
