@@ -194,6 +194,12 @@ def test_agent_killed_and_restarted_reattaches_running_trial(cluster: Cluster) -
     assert trial["restarts"] == 0, trial
     assert trial["totalBatchesProcessed"] == length
     assert {run for run, _ in steps(cluster, t["id"])} == {1}
+    # Its logs went on through the agent's restart: every report once, none lost or repeated.
+    logged = re.findall(
+        r"training metrics at (\d+):", "".join(e["log"] or "" for e in cluster.trial_logs(t["id"]))
+    )
+    step = LONG["hyperparameters"]["report_every"]
+    assert [int(s) for s in logged] == list(range(step, length + 1, step))
     # The reattached agent saw the container exit and cleaned it up.
     wait_for(lambda: not cluster.containers(running_only=False), 30, "the container to be removed")
 
