@@ -29,6 +29,7 @@ def list_(args: argparse.Namespace) -> None:
             "Slots (acquired/needed)",
             "State",
             "User",
+            "Waiting Because",
         ],
         [
             [
@@ -41,6 +42,7 @@ def list_(args: argparse.Namespace) -> None:
                 f"{j['allocatedSlots']}/{j['requestedSlots']}",
                 render.state(j["summary"]["state"]),
                 j["username"],
+                j.get("pendingReason") or "",
             ]
             for i, j in enumerate(jobs)
         ],

@@ -14,6 +14,11 @@ from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.state import MasterState
 
+# Provisioner events that explain why a queued job waits ("why is my job pending?").
+PENDING_EVENT_KINDS = frozenset(
+    {"cannot-fit", "launch-backoff", "no-capacity", "at-max", "fallback"}
+)
+
 
 def queue_info(conn: Conn, st: MasterState, pool: str | None = None) -> dict[str, dict[str, Any]]:
     from det.master.services import scheduling
@@ -39,8 +44,18 @@ def list_jobs(conn: Conn, st: MasterState, pool: str | None, desc: bool) -> list
         + clause,
         params,
     ).fetchall()
+    reasons = {
+        e["entity_id"]: e["message"]
+        for e in conn.execute(
+            "SELECT DISTINCT ON (entity_id) entity_id, message FROM events"
+            " WHERE entity = 'job' AND kind = ANY(%s) AND created_at > now() - interval '10 minutes'"
+            " ORDER BY entity_id, id DESC",
+            (list(PENDING_EVENT_KINDS),),
+        )
+    }
     out = []
     for r in rows:
+        r["pending_reason"] = reasons.get(r["id"]) if not r["allocated"] else None
         q = info.get(r["id"])
         r["queue_state"] = q["state"] if q else ("SCHEDULED" if r["allocated"] else "QUEUED")
         r["jobs_ahead"] = q["jobsAhead"] if q else 0
@@ -70,6 +85,8 @@ def job_json(r: dict[str, Any]) -> dict[str, Any]:
         "progress": r["progress"],
         "workspaceId": 1,
         "summary": {"state": "STATE_" + r["queue_state"], "jobsAhead": r["jobs_ahead"]},
+        # det's addition (ignored by Determined's client): why a queued job is still waiting.
+        "pendingReason": r.get("pending_reason"),
     }
 
 

@@ -253,3 +253,22 @@ def test_an_instance_the_cloud_no_longer_lists_is_recorded_as_ended(
             "SELECT state, terminated_at FROM instances WHERE id = %s", (iid,)
         ).fetchone()
     assert row is not None and row["state"] == "terminated" and row["terminated_at"] is not None
+
+
+def test_job_list_says_why_a_queued_job_waits(st: MasterState, cloud: RecordingProvider) -> None:
+    from det.master.services import jobs
+
+    with st.pool.connection() as conn:
+        eid = conn.execute(
+            "INSERT INTO experiments (name, config, original_config, state, owner_id)"
+            " VALUES ('wide', '{}', '', 'ACTIVE', (SELECT id FROM users LIMIT 1)) RETURNING id"
+        ).fetchone()["id"]
+    pending(st, "job-wide", slots=4)
+    with st.pool.connection() as conn:
+        conn.execute("UPDATE jobs SET experiment_id = %s WHERE id = 'job-wide'", (eid,))
+    provisioning.run_pass(st)
+    with st.pool.connection() as conn:
+        listed = jobs.list_jobs(conn, st, POOL, False)
+    assert [j["id"] for j in listed] == ["job-wide"]
+    reason = jobs.job_json(listed[0])["pendingReason"]
+    assert reason and "4 slots" in reason
