@@ -188,6 +188,15 @@ def exp_state(master: Master, eid: int) -> str:
     return str(master.get(f"/api/v1/experiments/{eid}")["experiment"]["state"])
 
 
+def wait_state(master: Master, eid: int, state: str, timeout: float = 30) -> None:
+    """Waits for an experiment state; on timeout the error shows where it and its trials are."""
+    try:
+        wait(lambda: exp_state(master, eid) == state, timeout, f"experiment {eid}: {state}")
+    except TimeoutError as e:
+        seen = [(t["id"], t["state"]) for t in trials(master, eid)]
+        raise AssertionError(f"{e}; it is {exp_state(master, eid)}, trials {seen}") from None
+
+
 def trials(master: Master, eid: int) -> list[dict[str, Any]]:
     return list(master.get(f"/api/v1/experiments/{eid}/trials")["trials"])
 

@@ -65,7 +65,7 @@ def test_activate_pause_kill(det: Det, cli_master: Master, tmp_path: Path) -> No
     assert exp_state(cli_master, eid) == "STATE_PAUSED"
     det.ok("e", "activate", str(eid))
     det.ok("e", "kill", str(eid))
-    cli_support.wait(lambda: exp_state(cli_master, eid) == "STATE_CANCELED", 30, "canceled")
+    cli_support.wait_state(cli_master, eid, "STATE_CANCELED")
     # wait exits 1 for an experiment that did not complete.
     r = det("experiment", "wait", str(eid))
     assert r.rc == 1 and "CANCELED" in r.out
@@ -75,7 +75,7 @@ def test_cancel_then_delete(det: Det, cli_master: Master, tmp_path: Path) -> Non
     det.login()
     eid = create_paused(det, tmp_path)
     det.ok("experiment", "cancel", str(eid))
-    cli_support.wait(lambda: exp_state(cli_master, eid) == "STATE_CANCELED", 30, "canceled")
+    cli_support.wait_state(cli_master, eid, "STATE_CANCELED")
     det.ok("experiment", "delete", str(eid), "--yes")
     cli_support.wait(
         lambda: eid not in [e["id"] for e in det.ok("e", "list", "--all", "--json").json()],
@@ -172,7 +172,7 @@ def test_wait_shows_progress_only_on_a_terminal(cli_master: Master, tmp_path: Pa
     # leaves the experiment STOPPING_CANCELED for good (a master bug, see the report).
     cli_support.wait(lambda: trials(cli_master, eid), 30, "a trial")
     cli_master.post(f"/api/v1/experiments/{eid}/cancel")
-    cli_support.wait(lambda: exp_state(cli_master, eid) == "STATE_CANCELED", 30, "canceled")
+    cli_support.wait_state(cli_master, eid, "STATE_CANCELED")
     home = tmp_path / "home"
     env = {
         **os.environ,
