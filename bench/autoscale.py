@@ -171,9 +171,10 @@ class _GceCloud:
                 return answer
 
         self.fake = Timed().start()
-        self.env = {"CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE": self.fake.url}
+        self.env: dict[str, str] = {}
         self.provider = {
             "type": "gcp",
+            "endpoint_url": self.fake.url,
             "project": "bench",
             "zone": "us-west1-a",
             "boot_disk_source_image": "projects/bench/global/images/agent",

@@ -97,6 +97,9 @@ class GcpProviderConfig(ProvisionerConfig):  # type: ignore[misc]
     fallback: list[GcpFallbackEntry] = []
 
     operation_timeout_period: Duration = dt.timedelta(minutes=5)
+    # Ours: an explicit Compute API endpoint (an emulator in tests: "http://127.0.0.1:PORT";
+    # a plain-http endpoint is used with anonymous credentials).
+    endpoint_url: str | None = None
     cpu_slots_allowed: bool = False
     use_cloud_logging: bool = False
     # Extra Instance fields in the REST (camelCase) shape, e.g. {"minCpuPlatform": "..."};

@@ -19,7 +19,6 @@ import dataclasses
 import datetime as dt
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Iterable
@@ -71,16 +70,6 @@ def _now() -> dt.datetime:
 # -- building providers ------------------------------------------------------------------------
 
 
-def _gce_endpoint() -> str | None:
-    """gcloud's compute endpoint override (``CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE``), as the
-    client library wants it (scheme and host only)."""
-    value = os.environ.get("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE")
-    if not value:
-        return None
-    value = value.rstrip("/")
-    return value.removesuffix("/compute/v1").removesuffix("/compute/beta")
-
-
 def build_provider(st: MasterState, pool: str, config: ProvisionerConfig) -> Provider:
     """The pool's provider, with the agent bootstrap pointing at this master."""
     common: dict[str, Any] = {
@@ -100,7 +89,11 @@ def build_provider(st: MasterState, pool: str, config: ProvisionerConfig) -> Pro
     if isinstance(config, GcpProviderConfig):
         from det.master.provisioner.gcp import GcpProvider
 
-        endpoint = _gce_endpoint()
+        endpoint = (
+            config.endpoint_url.rstrip("/").removesuffix("/compute/v1")
+            if config.endpoint_url
+            else None
+        )
         extra: dict[str, Any] = {}
         if endpoint:
             extra["api_endpoint"] = endpoint

@@ -43,8 +43,8 @@ def gcs_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture
 def gce(gcs_emulator: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGce]:
-    """FakeGce, with the environment a master started now inherits: gcloud's compute endpoint
-    override pointing at the fake, and the storage emulator (with our bucket)."""
+    """FakeGce (pools point at it with ``endpoint_url``), and the storage emulator in the
+    environment a master started now inherits (with our bucket)."""
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage as gcs
 
@@ -53,7 +53,6 @@ def gce(gcs_emulator: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGce]
     if not client.bucket(BUCKET).exists():
         client.create_bucket(BUCKET)
     with FakeGce() as fake:
-        monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE", f"{fake.url}/compute/v1/")
         yield fake
 
 
@@ -124,7 +123,7 @@ def test_four_trials_launch_two_vms_which_are_deleted_when_idle(
     master_factory: Any, gce: FakeGce, gcs_emulator: str, cloud: Any
 ) -> None:
     docker_or_skip()
-    master = master_factory(extra=master_extra(gcs_emulator))
+    master = master_factory(extra=master_extra(gcs_emulator, endpoint_url=gce.url))
     machines: CloudAgents = cloud(master, gce)
     eid = create_experiment(master, config(gcs_emulator, trials=4, steps=3, pause=0.2))
     wait_completed(master, eid)
@@ -150,7 +149,7 @@ def test_exhausted_zone_falls_back_to_the_next_zone(
 ) -> None:
     docker_or_skip()
     gce.fail_zone(ZONE_A)
-    master = master_factory(extra=master_extra(gcs_emulator))
+    master = master_factory(extra=master_extra(gcs_emulator, endpoint_url=gce.url))
     machines: CloudAgents = cloud(master, gce)
     eid = create_experiment(master, config(gcs_emulator, trials=2, steps=3, pause=0.2))
     wait_completed(master, eid)
@@ -170,7 +169,7 @@ def test_preemption_notice_resumes_the_trial_from_gcs_on_another_vm_without_a_re
     master_factory: Any, gce: FakeGce, gcs_emulator: str, cloud: Any
 ) -> None:
     docker_or_skip()
-    master = master_factory(extra=master_extra(gcs_emulator, spot=True))
+    master = master_factory(extra=master_extra(gcs_emulator, endpoint_url=gce.url, spot=True))
     machines: CloudAgents = cloud(master, gce)
     eid = create_experiment(master, config(gcs_emulator, trials=1, steps=40, pause=0.25))
 
