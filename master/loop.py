@@ -96,6 +96,7 @@ class ControlLoop:
                 logger.exception("searcher pass failed for experiment %d", eid)
 
     def _trials_pass(self) -> None:
+        self._tx(lifecycle.carry_intent)
         self._tx(lifecycle.end_unstarted)
         self._tx(lambda c: lifecycle.trials_pass(c, self.state))
 

@@ -20,6 +20,20 @@ _EXP_FINAL = {
 }
 
 
+def carry_intent(conn: Conn) -> None:
+    """Every live allocation of a trial that should wind down is told so, however the two
+    raced (an allocation queued while the user killed, paused or canceled, say)."""
+    conn.execute(
+        "UPDATE allocations a SET kill_requested = true FROM trials t WHERE a.trial_id = t.id"
+        " AND t.stop_reason = 'killed' AND a.state <> 'TERMINATED' AND NOT a.kill_requested"
+    )
+    conn.execute(
+        "UPDATE allocations a SET preempt_requested = true FROM trials t WHERE a.trial_id = t.id"
+        " AND (t.stop_reason IN ('canceled', 'searcher') OR t.state = 'PAUSED')"
+        " AND a.state <> 'TERMINATED' AND NOT a.preempt_requested"
+    )
+
+
 def end_unstarted(conn: Conn) -> None:
     """Queued allocations that were asked to stop never started: end them directly."""
     rows = conn.execute(

@@ -105,6 +105,9 @@ def apply_actions(
 
 
 def _create_trial(conn: Conn, exp: dict[str, Any], action: Any) -> bool:
+    if exp["state"] in states.STOPPING or exp["state"] in states.TERMINAL:
+        # Canceled or killed before the searcher asked: there is nothing to run it for.
+        return False
     seq = conn.execute("SELECT nextval('trials_id_seq') AS id").fetchone()
     assert seq is not None
     trial_id = int(seq["id"])

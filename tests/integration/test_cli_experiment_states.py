@@ -247,13 +247,6 @@ def test_create_uploads_only_what_detignore_lets_through(
     det.ok("e", "kill", str(eid))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="master bug: the searcher's first pass creates trials for an experiment that is "
-    "already STOPPING_CANCELED (pending_experiments includes stopping experiments and "
-    "_create_trial inserts them ACTIVE without stop_reason); nothing ever schedules or ends "
-    "them, so the experiment stays STOPPING_CANCELED for good",
-)
 def test_cancel_before_the_first_searcher_pass_ends_canceled(
     master_factory: Any, pg_url: str, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
