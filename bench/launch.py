@@ -177,7 +177,7 @@ def local_cluster(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
                 sys.executable, "-m", "det.agent",
                 "--master-url", master.url,
                 "--agent-id", f"bench-launch-{os.getpid()}",
-                "--agent-token", master.agent_token,
+                f"--agent-token={master.agent_token}",
                 "--slot-type", "cpu", "--artificial-slots", "1",
                 "--state-dir", str(tmp / "agent"),
             ]  # fmt: skip

@@ -31,7 +31,8 @@ def _cluster_identity(conninfo: str, config: MasterConfig) -> tuple[str, str, st
         conn.execute(
             "INSERT INTO cluster (cluster_id, agent_token, token_secret) VALUES (%s, %s, %s)"
             " ON CONFLICT DO NOTHING",
-            (str(uuid.uuid4()), secrets.token_urlsafe(32), secrets.token_urlsafe(32)),
+            # Hex: a urlsafe token may start with "-", which breaks `det-agent --agent-token T`.
+            (str(uuid.uuid4()), secrets.token_hex(32), secrets.token_urlsafe(32)),
         )
         row = conn.execute("SELECT cluster_id, agent_token, token_secret FROM cluster").fetchone()
         assert row is not None

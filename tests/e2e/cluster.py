@@ -241,7 +241,7 @@ def agent_argv(master: Master, agent_id: str, state_dir: Path, slots: int) -> li
         sys.executable, "-m", "det.agent",
         "--master-url", master.url,
         "--agent-id", agent_id,
-        "--agent-token", master.agent_token,
+        f"--agent-token={master.agent_token}",  # "=": a token may start with "-"
         "--slot-type", "cpu",
         "--artificial-slots", str(slots),
         "--heartbeat-seconds", "0.2",
