@@ -135,9 +135,12 @@ class DockerRuntime:
 
     def refresh(self) -> None:
         """Fold Docker's view (exits, vanished containers) into the records."""
-        status = {c.id: c for c in self._own_containers()}
+        # Records first, listing second: a container that a start thread moves to RUNNING
+        # meanwhile must not be judged by a listing taken before it was created or started
+        # (it would look vanished, or "created" with exit code 0).
         with self._lock:
             running = [r for r in self._records.values() if r.state == State.RUNNING]
+        status = {c.id: c for c in self._own_containers()}
         for rec in running:
             c = status.get(rec.docker_id or "")
             if c is not None and c.status in _ACTIVE_DOCKER:
@@ -147,6 +150,8 @@ class DockerRuntime:
                 error = "container disappeared"
             else:
                 c.reload()
+                if c.status in _ACTIVE_DOCKER:
+                    continue
                 exit_code = c.attrs.get("State", {}).get("ExitCode")
                 error = c.attrs.get("State", {}).get("Error") or None
             with self._lock:
