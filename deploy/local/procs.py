@@ -99,7 +99,7 @@ def _reap(pid: int) -> None:
         del _CHILDREN[pid]
 
 
-def wait_gone(pid: int, marker: str, timeout: float) -> bool:
+def wait_gone(pid: int, marker: str | None, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         _reap(pid)
@@ -116,12 +116,14 @@ def stop(pid: int, marker: str, grace: float = 20.0, sig: int = signal.SIGTERM) 
         return False
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
-    if wait_gone(pid, marker, grace):
+    # Ours was checked above; from here on wait for the pid itself to go: an exiting process
+    # loses its command line before it is gone.
+    if wait_gone(pid, None, grace):
         return False
     logger.warning("pid %d did not stop within %.0f s: SIGKILL", pid, grace)
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-    wait_gone(pid, marker, 5.0)
+    wait_gone(pid, None, 5.0)
     return True
 
 
