@@ -14,7 +14,6 @@ Views say who may call them with :func:`allow`; unmarked views are for users onl
 
 from __future__ import annotations
 
-import datetime as dt
 import hmac
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -144,10 +143,9 @@ def _task_for_token(conn: Conn, token: str) -> TaskPrincipal | None:
     ).fetchone()
     if row is None:
         return None
-    # A task may finish its last reports shortly after its container exits.
-    if row["ended_at"] is not None and row["ended_at"] < dt.datetime.now(dt.UTC) - dt.timedelta(
-        minutes=10
-    ):
+    # An allocation's token dies with it: a stray process of an ended run (a container the
+    # agent lost track of, say) cannot report into the trial's next run.
+    if row["state"] == "TERMINATED":
         return None
     return TaskPrincipal(
         row["id"], row["task_id"], row["trial_id"], row["experiment_id"], row["owner_id"]
