@@ -160,8 +160,24 @@ def _finish_verbs(
     ls.set_defaults(func=handle, _deploy_func=commands.list_)
 
 
+class _Lazy:
+    """Stands for a cloud's ``commands`` module without importing it (and Pulumi and the cloud
+    SDKs) until a command of that cloud actually runs: ``det deploy local`` needs none of them."""
+
+    def __init__(self, module: str) -> None:
+        self.module = module
+
+    def __getattr__(self, name: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            import importlib
+
+            return getattr(importlib.import_module(self.module), name)(*args, **kwargs)
+
+        return call
+
+
 def _aws(sub: Any) -> None:
-    from det.deploy.aws import commands
+    commands = _Lazy("det.deploy.aws.commands")
 
     up, down, ls = _cloud_verbs(sub, "aws", "a cluster on AWS (EC2, RDS, S3)")
     up.add_argument("--cluster-id", required=True, help="unique name of the cluster")
@@ -197,7 +213,7 @@ def _aws(sub: Any) -> None:
 
 
 def _gcp(sub: Any) -> None:
-    from det.deploy.gcp import commands
+    commands = _Lazy("det.deploy.gcp.commands")
 
     up, down, ls = _cloud_verbs(sub, "gcp", "a cluster on GCP (GCE, Cloud SQL, GCS)")
     up.add_argument(
