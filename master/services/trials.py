@@ -133,11 +133,9 @@ def _update_summary(
             columns.setdefault(name, []).append(value)
     for name, values in columns.items():
         entry = dict(section.get(name) or {})
-        numbers = [
-            v
-            for v in values
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-        ]
+        # ``type(v) is`` rather than isinstance: bools are not numbers here, and this is the
+        # ingest hot path.
+        numbers = [v for v in values if type(v) is int or (type(v) is float and math.isfinite(v))]
         if numbers:
             entry["type"] = "number"
             entry["count"] = int(entry.get("count", 0)) + len(numbers)
@@ -161,8 +159,27 @@ def _copy_text(value: str) -> str:
     )
 
 
+def _metrics_json(body: dict[str, Any]) -> str:
+    """The stored JSON of one report; non-finite floats become Determined's strings (rare, so
+    only tried when strict JSON refuses them)."""
+    try:
+        return json.dumps(body, allow_nan=False)
+    except ValueError:
+        return json.dumps(_cleaned(body))
+
+
+def _cleaned(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _cleaned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cleaned(v) for v in value]
+    return _clean(value)
+
+
 def _copy_line(trial_id: int, run_id: int, group: str, total: int, body: dict[str, Any]) -> str:
-    return f"{trial_id}\t{run_id}\t{_copy_text(group)}\t{total}\t{_copy_text(json.dumps(body))}\n"
+    return (
+        f"{trial_id}\t{run_id}\t{_copy_text(group)}\t{total}\t{_copy_text(_metrics_json(body))}\n"
+    )
 
 
 def report_metrics(conn: Conn, trial_id: int, reports: list[dict[str, Any]]) -> int:
@@ -197,12 +214,9 @@ def report_metrics(conn: Conn, trial_id: int, reports: list[dict[str, Any]]) -> 
             total = int(r.get("stepsCompleted") or 0)
         except (TypeError, ValueError):
             raise InvalidArgument(f"metrics[{i}].stepsCompleted: must be an integer") from None
-        body: dict[str, Any] = {"avg_metrics": {k: _clean(v) for k, v in avg.items()}}
+        body: dict[str, Any] = {"avg_metrics": avg}
         if m.get("batchMetrics"):
-            body["batch_metrics"] = [
-                {k: _clean(v) for k, v in b.items()} if isinstance(b, dict) else b
-                for b in m["batchMetrics"]
-            ]
+            body["batch_metrics"] = m["batchMetrics"]
         rows.append(_copy_line(trial_id, int(r.get("trialRunId") or 0), group, total, body))
         by_group.setdefault(group, []).append(avg)
         steps = max(steps, total)
