@@ -67,15 +67,20 @@ def state() -> MasterState:
     return s
 
 
+def _request_conn() -> Conn:
+    conn: Conn | None = g.get("_det_conn")
+    if conn is None:
+        conn = state().pool.getconn()
+        g._det_conn = conn
+    return conn
+
+
 @contextmanager
 def db() -> Iterator[Conn]:
     """The request's connection in a transaction: committed when the block ends, rolled back
     on error. One pooled connection serves the whole request (authentication included) and goes
     back to the pool when the request ends (:func:`release_connection`)."""
-    conn: Conn | None = g.get("_det_conn")
-    if conn is None:
-        conn = state().pool.getconn()
-        g._det_conn = conn
+    conn = _request_conn()
     try:
         yield conn
     except BaseException:
@@ -114,23 +119,25 @@ def authenticate() -> None:
     if token and AGENT in allowed and hmac.compare_digest(token, st.agent_token):
         g.principal = Principal(AGENT)
         return
-    with db() as conn:
-        if token:
-            user = users.user_for_token(conn, token)
-            if user is not None:
-                if USER not in allowed:
-                    raise PermissionDenied("this endpoint is not for user sessions")
-                g.principal = Principal(USER, user=user)
-                return
-        for candidate in (task_token, token):
-            if not candidate:
-                continue
-            task = _task_for_token(conn, candidate)
-            if task is not None:
-                if TASK not in allowed:
-                    raise PermissionDenied("allocation tokens may not call this endpoint")
-                g.principal = Principal(TASK, task=task)
-                return
+    # Authentication only reads: it opens the request's transaction and the view's work
+    # continues in it (one commit per request).
+    conn = _request_conn()
+    if token:
+        user = users.user_for_token(conn, token)
+        if user is not None:
+            if USER not in allowed:
+                raise PermissionDenied("this endpoint is not for user sessions")
+            g.principal = Principal(USER, user=user)
+            return
+    for candidate in (task_token, token):
+        if not candidate:
+            continue
+        task = _task_for_token(conn, candidate)
+        if task is not None:
+            if TASK not in allowed:
+                raise PermissionDenied("allocation tokens may not call this endpoint")
+            g.principal = Principal(TASK, task=task)
+            return
     raise Unauthenticated("missing or invalid token")
 
 

@@ -188,7 +188,9 @@ def report_metrics(conn: Conn, trial_id: int, reports: list[dict[str, Any]]) -> 
     Each report: ``{"group", "trialRunId", "stepsCompleted", "metrics": {"avgMetrics": {…}}}``.
     """
     trial = conn.execute(
-        "SELECT t.*, e.config FROM trials t JOIN experiments e ON e.id = t.experiment_id"
+        "SELECT t.id, t.experiment_id, t.request_id, t.summary_metrics, t.steps_completed,"
+        " t.searcher_metric, jsonb_build_object('searcher', e.config->'searcher') AS config"
+        " FROM trials t JOIN experiments e ON e.id = t.experiment_id"
         " WHERE t.id = %s FOR NO KEY UPDATE OF t",
         (trial_id,),
     ).fetchone()
