@@ -25,9 +25,11 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import docker_support
+from tests.docker_support import docker_client
 from tests.integration.conftest import ADMIN_PASSWORD, Master, start_master
 
-TASK_IMAGE = "det-task:py3.11-cpu-torch"
+TASK_IMAGE = docker_support.TASK_IMAGE
 LABEL_AGENT = "ai.det.agent-id"
 LABEL_ALLOCATION = "ai.det.allocation-id"
 REPO = Path(__file__).resolve().parents[2]
@@ -251,17 +253,7 @@ def agent_argv(master: Master, agent_id: str, state_dir: Path, slots: int) -> li
 
 
 def docker_or_skip() -> Any:
-    docker = pytest.importorskip("docker")
-    try:
-        client = docker.from_env(timeout=30)
-        client.ping()
-    except Exception as e:
-        pytest.skip(f"no Docker engine: {e}")
-    try:
-        client.images.get(TASK_IMAGE)
-    except docker.errors.ImageNotFound:
-        pytest.skip(f"{TASK_IMAGE} missing: run infra/build-images.sh")
-    return client
+    return docker_client(TASK_IMAGE)
 
 
 def start_cluster(

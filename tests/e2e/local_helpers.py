@@ -12,7 +12,10 @@ from typing import Any
 
 import pytest
 
-TASK_IMAGE = "det-task:py3.11-cpu-torch"
+from tests import docker_support
+from tests.docker_support import docker_client
+
+TASK_IMAGE = docker_support.TASK_IMAGE
 
 
 def free_port() -> int:
@@ -24,17 +27,7 @@ def free_port() -> int:
 @pytest.fixture
 def local_docker() -> Any:
     """A Docker client with the task image present (skip otherwise: .ci/run provides both)."""
-    docker = pytest.importorskip("docker")
-    try:
-        client = docker.from_env(timeout=10)
-        client.ping()
-    except Exception as e:
-        pytest.skip(f"no Docker engine: {e}")
-    try:
-        client.images.get(TASK_IMAGE)
-    except docker.errors.ImageNotFound:
-        pytest.skip(f"{TASK_IMAGE} missing: run infra/build-images.sh")
-    return client
+    return docker_client(TASK_IMAGE)
 
 
 @contextlib.contextmanager

@@ -7,11 +7,11 @@ import base64
 import json
 from typing import Any
 
-import pytest
-
+from tests import docker_support
+from tests.docker_support import docker_client
 from tests.integration.conftest import Master, wait_for
 
-TASK_IMAGE = "det-task:py3.11-cpu-torch"
+TASK_IMAGE = docker_support.TASK_IMAGE
 
 # A Core API trial that takes ``steps * pause`` seconds, checkpoints when preempted and at
 # the end, and resumes from its latest checkpoint.
@@ -44,17 +44,7 @@ with core.init() as ctx:
 
 def docker_or_skip() -> Any:
     """A Docker client with the task image (skip only when there is no Docker engine)."""
-    docker = pytest.importorskip("docker")
-    try:
-        client = docker.from_env(timeout=10)
-        client.ping()
-    except Exception as e:
-        pytest.skip(f"no Docker engine: {e}")
-    try:
-        client.images.get(TASK_IMAGE)
-    except docker.errors.ImageNotFound:
-        pytest.fail(f"{TASK_IMAGE} missing: run infra/build-images.sh")
-    return client
+    return docker_client(TASK_IMAGE)
 
 
 def experiment_config(

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.docker_support import docker_client as engine_with_image
 from tests.fakes.master import FakeMaster, make_tgz
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
@@ -29,17 +30,7 @@ TOKEN = "agent-secret"
 
 @pytest.fixture(scope="module")
 def docker_client() -> Any:
-    docker = pytest.importorskip("docker")
-    try:
-        client = docker.from_env()
-        client.ping()
-    except Exception as e:
-        pytest.skip(f"no Docker engine: {e}")
-    try:
-        client.images.get(IMAGE)
-    except docker.errors.ImageNotFound:
-        pytest.fail(f"image {IMAGE} missing: run infra/build-images.sh base")
-    return client
+    return engine_with_image(IMAGE)
 
 
 @pytest.fixture
