@@ -164,10 +164,15 @@ def test_non_finite_metrics_are_stored_as_strings(live_master: Master) -> None:
 
 def test_searcher_that_cannot_be_built_is_refused(live_master: Master, pg_url: str) -> None:
     before = counts(pg_url)
-    cfg = GOOD.replace("searcher: {name: single, metric: loss}", "searcher: {name: grid, metric: loss}").replace(
-        "hyperparameters: {lr: 0.1}", "hyperparameters: {lr: {type: double, minval: 0.1, maxval: 1.0}}"
+    cfg = GOOD.replace(
+        "searcher: {name: single, metric: loss}", "searcher: {name: grid, metric: loss}"
+    ).replace(
+        "hyperparameters: {lr: 0.1}",
+        "hyperparameters: {lr: {type: double, minval: 0.1, maxval: 1.0}}",
     )
-    r = live_master.session().post(live_master.url + "/api/v1/experiments", json={"config": cfg, "activate": True}, timeout=30)
+    r = live_master.session().post(
+        live_master.url + "/api/v1/experiments", json={"config": cfg, "activate": True}, timeout=30
+    )
     assert r.status_code == 400, r.text
     assert "count" in r.json()["message"]
     assert counts(pg_url) == before
