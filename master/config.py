@@ -128,8 +128,13 @@ class MasterConfig(_Model):
     agent_timeout_seconds: float = Field(30.0, gt=0)
     # How many API worker threads the HTTP server runs, in each of ``api_processes`` processes
     # sharing the port (the extra processes serve the API only; the control loops run in one).
-    api_threads: int = Field(16, ge=1)
+    # Threads are cheap and mostly wait: every running trial keeps one busy with its preemption
+    # long-poll, so this bounds how many trials a process serves without queuing other calls.
+    api_threads: int = Field(128, ge=1)
     api_processes: int = Field(1, ge=1, le=64)
+    # Database connections per process. Waiting requests (long-polls, log follows) give theirs
+    # back while they wait, so this can be far below api_threads.
+    db_pool_size: int = Field(20, ge=2)
 
     def pool(self, name: str) -> ResourcePoolConfig | None:
         return next((p for p in self.resource_pools if p.pool_name == name), None)

@@ -70,7 +70,7 @@ def prepare(config: MasterConfig) -> MasterState:
     fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(agent_token)
-    pool = db.open_pool(conninfo, max_size=max(4, config.api_threads + 4))
+    pool = db.open_pool(conninfo, max_size=config.db_pool_size)
     with pool.connection() as conn:
         users.ensure_admin(conn, password)
     return MasterState(
@@ -103,11 +103,11 @@ def serve(state: MasterState, *, run_loops: bool = True) -> None:
         for i in range(1, cfg.api_processes):
             if os.fork() == 0:
                 _die_with_parent()
-                state.pool = db.open_pool(conninfo, max_size=max(4, cfg.api_threads + 4))
+                state.pool = db.open_pool(conninfo, max_size=cfg.db_pool_size)
                 logger.info("API process %d serving", i)
                 _serve_socket(state, sock, run_loops=False)
                 os._exit(0)
-        state.pool = db.open_pool(conninfo, max_size=max(4, cfg.api_threads + 4))
+        state.pool = db.open_pool(conninfo, max_size=cfg.db_pool_size)
     _serve_socket(state, sock, run_loops=run_loops)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import Response, request, stream_with_context
 
-from det.master.api._common import db, int_arg
+from det.master.api._common import db, int_arg, release_connection
 from det.master.wire import ts
 
 _LEVELS = {
@@ -89,6 +89,7 @@ def stream(task_id: str, trial_id: int | None = None) -> Response:
             if done:
                 return
             if not rows:
+                release_connection()  # no pooled connection is held while waiting
                 time.sleep(0.5)
 
     return Response(stream_with_context(gen()), mimetype="application/x-ndjson")

@@ -10,12 +10,23 @@ from typing import Any
 from flask import Blueprint, request
 
 from det.master.api import _logs
-from det.master.api._common import AGENT, TASK, USER, allow, body, check_task_scope, db, principal
+from det.master.api._common import (
+    AGENT,
+    TASK,
+    USER,
+    allow,
+    body,
+    check_task_scope,
+    db,
+    principal,
+    release_connection,
+)
 from det.master.errors import InvalidArgument, NotFound
 
 bp = Blueprint("tasks", __name__)
 
-MAX_LONG_POLL_SECONDS = 60.0
+# Clients loop on the long-poll; a short server-side cap bounds how long a thread waits.
+MAX_LONG_POLL_SECONDS = 30.0
 
 
 @bp.get("/api/v1/allocations/<allocation_id>/signals/preemption")
@@ -38,6 +49,7 @@ def preemption_signal(allocation_id: str) -> Any:
             return {"preempt": True}
         if time.monotonic() >= deadline:
             return {"preempt": False}
+        release_connection()  # no pooled connection is held while waiting
         time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
 
 

@@ -1,0 +1,63 @@
+"""Waiting requests (preemption long-polls) hold no database connection: with more of them
+than the pool has connections, every other call is still answered while they wait."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+import requests
+
+from tests.fakes.sim_agent import SimAgent, wait
+from tests.integration.conftest import Master
+
+pytestmark = pytest.mark.integration
+
+CONFIG = """
+name: polls
+entrypoint: x
+searcher: {name: random, metric: loss, max_trials: 6, max_concurrent_trials: 6}
+hyperparameters: {lr: {type: double, minval: 0.1, maxval: 1}}
+"""
+
+
+def test_long_polls_beyond_the_pool_size_do_not_starve_the_api(master_factory: Any) -> None:
+    m: Master = master_factory(extra={"db_pool_size": 3, "api_threads": 32})
+    specs: list[dict[str, Any]] = []
+    release = threading.Event()
+
+    def hold(master: str, spec: dict[str, Any], killed: threading.Event) -> int:
+        specs.append(spec)
+        release.wait(60)
+        return 0
+
+    agent = SimAgent(m.url, m.agent_token, "sim-0", slots=6, train=hold).start()
+    try:
+        m.post("/api/v1/experiments", {"config": CONFIG, "activate": True})
+        wait(lambda: len(specs) == 6, 60, "six tasks")
+        answers: list[int] = []
+
+        def poll(env: dict[str, str]) -> None:
+            r = requests.get(
+                f"{m.url}/api/v1/allocations/{env['DET_ALLOCATION_ID']}/signals/preemption",
+                params={"timeout_seconds": 20},
+                headers={"Grpc-Metadata-x-allocation-token": f"Bearer {env['DET_SESSION_TOKEN']}"},
+                timeout=60,
+            )
+            answers.append(r.status_code)
+
+        pollers = [threading.Thread(target=poll, args=(s["env"],)) for s in specs]
+        for t in pollers:
+            t.start()
+        # Six long-polls wait on a pool of three connections; other calls still get answers.
+        for _ in range(5):
+            assert m.session().get(m.url + "/api/v1/me", timeout=10).status_code == 200
+            assert m.session().get(m.url + "/api/v1/job-queues", timeout=10).status_code == 200
+        assert all(t.is_alive() for t in pollers), "the long-polls should still be waiting"
+        for t in pollers:
+            t.join(60)
+        assert answers == [200] * 6
+    finally:
+        release.set()
+        agent.stop()
