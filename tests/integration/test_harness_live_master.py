@@ -102,14 +102,10 @@ def process_runner(master: Master, tmp: Path, extra_env: dict[str, str] | None =
 
 
 def activate(master: Master, eid: int) -> None:
-    # Retried on 500: the master can answer a deadlock error here when the activation races
-    # the trial's own state change (reported to the master's owner); the harness is not at fault.
-    for _ in range(5):
-        r = master.session().post(
-            f"{master.url}/api/v1/experiments/{eid}/activate", json={}, timeout=30
-        )
-        if r.status_code != 500:
-            break
+    # No retry: activation racing the trial's own state change must not fail (one lock order).
+    r = master.session().post(
+        f"{master.url}/api/v1/experiments/{eid}/activate", json={}, timeout=30
+    )
     assert r.status_code == 200, r.text
 
 
