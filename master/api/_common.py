@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from flask import current_app, g, request
 
+from det.master import fastjson
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, PermissionDenied, Unauthenticated
 from det.master.services import users
@@ -208,14 +209,29 @@ def require_admin() -> None:
 
 
 def body() -> dict[str, Any]:
-    data = request.get_json(force=True, silent=True)
-    if data is None:
-        if not request.data:
-            return {}
-        raise InvalidArgument("request body is not valid JSON")
-    if not isinstance(data, dict):
-        raise InvalidArgument("request body must be a JSON object")
-    return data
+    """The request's JSON object (``{}`` for an empty body)."""
+    return body_and_finiteness()[0]
+
+
+def body_and_finiteness() -> tuple[dict[str, Any], bool]:
+    """The request's JSON object, and whether every number in it is finite (see
+    :mod:`det.master.fastjson`). Parsed once per request."""
+    parsed: tuple[dict[str, Any], bool] | None = g.get("_det_body")
+    if parsed is not None:
+        return parsed
+    raw = request.get_data(cache=True)
+    if not raw:
+        parsed = {}, True
+    else:
+        try:
+            data, finite = fastjson.loads(raw)
+        except ValueError:
+            raise InvalidArgument("request body is not valid JSON") from None
+        if not isinstance(data, dict):
+            raise InvalidArgument("request body must be a JSON object")
+        parsed = data, finite
+    g._det_body = parsed
+    return parsed
 
 
 def int_arg(name: str, default: int | None = None) -> int | None:

@@ -13,6 +13,7 @@ from det.master.api._common import (
     USER,
     allow,
     body,
+    body_and_finiteness,
     check_task_scope,
     db,
     int_arg,
@@ -67,7 +68,7 @@ def kill(trial_id: int) -> Any:
 @allow(USER, TASK)
 def report_metrics(trial_id: int) -> Any:
     check_task_scope(trial_id=trial_id)
-    data = body()
+    data, finite = body_and_finiteness()
     m = data.get("metrics")
     if not isinstance(m, dict):
         raise InvalidArgument("metrics: required object")
@@ -78,7 +79,7 @@ def report_metrics(trial_id: int) -> Any:
         "metrics": m.get("metrics"),
     }
     with db() as conn:
-        svc.report_metrics(conn, trial_id, [report])
+        svc.report_metrics(conn, trial_id, [report], finite=finite)
     return {}
 
 
@@ -87,11 +88,12 @@ def report_metrics(trial_id: int) -> Any:
 def report_metrics_batch(trial_id: int) -> Any:
     """det's batched form: ``{"reports": [{group, trialRunId, stepsCompleted, metrics}]}``."""
     check_task_scope(trial_id=trial_id)
-    reports = body().get("reports")
+    data, finite = body_and_finiteness()
+    reports = data.get("reports")
     if not isinstance(reports, list) or not all(isinstance(r, dict) for r in reports):
         raise InvalidArgument("reports: required list of objects")
     with db() as conn:
-        n = svc.report_metrics(conn, trial_id, reports)
+        n = svc.report_metrics(conn, trial_id, reports, finite=finite)
     return {"rows": n}
 
 
@@ -110,11 +112,12 @@ def report_validation(trial_id: int) -> Any:
 
 def _legacy(trial_id: int, group: str) -> Any:
     check_task_scope(trial_id=trial_id)
-    m = body().get("trainingMetrics") or body().get("validationMetrics") or body().get("metrics")
+    data, finite = body_and_finiteness()
+    m = data.get("trainingMetrics") or data.get("validationMetrics") or data.get("metrics")
     if not isinstance(m, dict):
         raise InvalidArgument("metrics: required object")
     with db() as conn:
-        svc.report_metrics(conn, trial_id, [{"group": group, **m}])
+        svc.report_metrics(conn, trial_id, [{"group": group, **m}], finite=finite)
     return {}
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from det.master import states
+from det.master import fastjson, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.state import MasterState
@@ -114,11 +114,32 @@ def trial_json(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _clean(value: Any) -> Any:
-    """JSON cannot carry NaN/inf; Determined sends them as strings."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    return value
+_NUMBER_TYPES = frozenset((int, float))
+
+
+def _finite_numbers(values: list[Any]) -> list[Any]:
+    """The finite ints and floats of ``values`` (bools are not numbers here)."""
+    # The ingest hot path: all finite floats is the common case, checked by C loops.
+    try:
+        if set(map(type, values)) <= _NUMBER_TYPES and all(map(math.isfinite, values)):
+            return values
+    except OverflowError:  # an int beyond a double's range: finite, and kept
+        pass
+    return [v for v in values if type(v) is int or (type(v) is float and math.isfinite(v))]
+
+
+def _float_sum(numbers: list[Any]) -> float:
+    """The sum as a double; +-inf (or NaN) when it leaves a double's range."""
+    try:
+        return math.fsum(numbers)
+    except OverflowError:  # an int beyond a double, or an intermediate sum beyond it
+        total = 0.0
+        for v in numbers:
+            try:
+                total += float(v)
+            except OverflowError:
+                total += math.inf if v > 0 else -math.inf
+        return total
 
 
 def _update_summary(
@@ -127,65 +148,47 @@ def _update_summary(
     """Folds a batch of one group's metric dicts (in report order) into the trial's summary."""
     key = _SUMMARY_KEY.get(group, group)
     section = dict(summary.get(key) or {})
-    columns: dict[str, list[Any]] = {}
+    names: dict[str, None] = {}
     for metrics in batch:
-        for name, value in metrics.items():
-            columns.setdefault(name, []).append(value)
-    for name, values in columns.items():
+        names.update(dict.fromkeys(metrics))
+    for name in names:
+        values = [m[name] for m in batch if name in m]
         entry = dict(section.get(name) or {})
-        # ``type(v) is`` rather than isinstance: bools are not numbers here, and this is the
-        # ingest hot path.
-        numbers = [v for v in values if type(v) is int or (type(v) is float and math.isfinite(v))]
+        numbers = _finite_numbers(values)
         if numbers:
             entry["type"] = "number"
             entry["count"] = int(entry.get("count", 0)) + len(numbers)
-            entry["sum"] = float(entry.get("sum", 0.0)) + math.fsum(numbers)
+            entry["sum"] = float(entry.get("sum", 0.0)) + _float_sum(numbers)
             lo, hi = min(numbers), max(numbers)
             entry["min"] = lo if "min" not in entry else min(entry["min"], lo)
             entry["max"] = hi if "max" not in entry else max(entry["max"], hi)
         else:
             entry["type"] = "string" if isinstance(values[-1], str) else entry.get("type", "object")
-        entry["last"] = _clean(values[-1])
+        entry["last"] = fastjson.clean(values[-1])
         section[name] = entry
     out = dict(summary)
     out[key] = section
     return out
 
 
-def _copy_text(value: str) -> str:
-    """Escapes a value for COPY's text format (JSON text has no raw control characters)."""
-    return (
-        value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
-    )
+# One statement for a whole batch: the rows travel as one JSON array that the server unpacks.
+# On the client that is one encoder call; on the server it costs what COPY costs for the same
+# rows, and it saves COPY's second round trip.
+_INSERT_METRICS = (
+    "INSERT INTO metrics (trial_id, trial_run_id, metric_group, total_batches, metrics)"
+    " SELECT %s, r.run, r.grp, r.total, r.body"
+    " FROM jsonb_to_recordset(%s::text::jsonb) AS r(run int, grp text, total bigint, body jsonb)"
+)
 
 
-def _metrics_json(body: dict[str, Any]) -> str:
-    """The stored JSON of one report; non-finite floats become Determined's strings (rare, so
-    only tried when strict JSON refuses them)."""
-    try:
-        return json.dumps(body, allow_nan=False)
-    except ValueError:
-        return json.dumps(_cleaned(body))
-
-
-def _cleaned(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _cleaned(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_cleaned(v) for v in value]
-    return _clean(value)
-
-
-def _copy_line(trial_id: int, run_id: int, group: str, total: int, body: dict[str, Any]) -> str:
-    return (
-        f"{trial_id}\t{run_id}\t{_copy_text(group)}\t{total}\t{_copy_text(_metrics_json(body))}\n"
-    )
-
-
-def report_metrics(conn: Conn, trial_id: int, reports: list[dict[str, Any]]) -> int:
+def report_metrics(
+    conn: Conn, trial_id: int, reports: list[dict[str, Any]], *, finite: bool = False
+) -> int:
     """Writes metric reports of one trial in one statement; returns how many rows.
 
     Each report: ``{"group", "trialRunId", "stepsCompleted", "metrics": {"avgMetrics": {…}}}``.
+    ``finite=True`` says the reports hold no non-finite floats (:func:`fastjson.loads` found
+    none), which allows the fast encoder.
     """
     trial = conn.execute(
         "SELECT t.id, t.experiment_id, t.request_id, t.summary_metrics, t.steps_completed,"
@@ -211,15 +214,20 @@ def report_metrics(conn: Conn, trial_id: int, reports: list[dict[str, Any]]) -> 
         m = r.get("metrics")
         if not isinstance(m, dict) or not isinstance(m.get("avgMetrics"), dict):
             raise InvalidArgument(f"metrics[{i}].metrics.avgMetrics: required object")
+        if not isinstance(group, str):
+            raise InvalidArgument(f"metrics[{i}].group: must be a string")
         avg = m["avgMetrics"]
         try:
             total = int(r.get("stepsCompleted") or 0)
-        except (TypeError, ValueError):
-            raise InvalidArgument(f"metrics[{i}].stepsCompleted: must be an integer") from None
+            run_id = int(r.get("trialRunId") or 0)
+        except (TypeError, ValueError, OverflowError):
+            raise InvalidArgument(
+                f"metrics[{i}]: stepsCompleted and trialRunId must be integers"
+            ) from None
         body: dict[str, Any] = {"avg_metrics": avg}
         if m.get("batchMetrics"):
             body["batch_metrics"] = m["batchMetrics"]
-        rows.append(_copy_line(trial_id, int(r.get("trialRunId") or 0), group, total, body))
+        rows.append({"run": run_id, "grp": group, "total": total, "body": body})
         by_group.setdefault(group, []).append(avg)
         steps = max(steps, total)
         if group == VALIDATION and metric_name in avg:
@@ -237,21 +245,17 @@ def report_metrics(conn: Conn, trial_id: int, reports: list[dict[str, Any]]) -> 
                     best = float(value)
     for group, batch in by_group.items():
         summary = _update_summary(summary, group, batch)
-    with conn.cursor() as cur:
-        # COPY: one round trip for the whole batch, several times faster than INSERTs.
-        with cur.copy(
-            "COPY metrics (trial_id, trial_run_id, metric_group, total_batches, metrics) FROM STDIN"
-        ) as copy:
-            copy.write("".join(rows))
-        if events:
-            cur.executemany(
-                "INSERT INTO searcher_events (experiment_id, kind, request_id, payload)"
-                " VALUES (%s, 'validation', %s, %s)",
-                [(e, r, Jsonb(p)) for e, r, p in events],
-            )
+    conn.execute(_INSERT_METRICS, (trial_id, fastjson.dumps(rows, finite=finite)))
+    for experiment_id, request_id, payload in events:
+        conn.execute(
+            "INSERT INTO searcher_events (experiment_id, kind, request_id, payload)"
+            " VALUES (%s, 'validation', %s, %s)",
+            (experiment_id, request_id, Jsonb(payload)),
+        )
     conn.execute(
-        "UPDATE trials SET summary_metrics = %s, steps_completed = %s, searcher_metric = %s WHERE id = %s",
-        (Jsonb(summary), steps, best, trial_id),
+        "UPDATE trials SET summary_metrics = %s::text::jsonb, steps_completed = %s,"
+        " searcher_metric = %s WHERE id = %s",
+        (fastjson.dumps(summary, finite=False), steps, best, trial_id),
     )
     if events:
         conn.execute("NOTIFY det_wakeup")

@@ -1,0 +1,54 @@
+"""JSON on the metric-ingest path: orjson for strict JSON, the standard library otherwise.
+
+Determined's clients encode with Python's ``json``, which writes non-finite floats as the bare
+literals ``NaN``/``Infinity``. orjson refuses those (and numbers that overflow to infinity), so
+a body it parses holds only finite numbers; that fact is what lets :func:`dumps` use orjson,
+which would otherwise turn a NaN silently into ``null``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import orjson
+
+
+def loads(data: bytes) -> tuple[Any, bool]:
+    """Parses ``data``; returns the value and whether every number in it is finite.
+
+    Raises ``ValueError`` (``json.JSONDecodeError``) when ``data`` is not JSON at all.
+    """
+    try:
+        return orjson.loads(data), True
+    except orjson.JSONDecodeError:
+        pass
+    return json.loads(data), False
+
+
+def dumps(value: Any, *, finite: bool) -> str:
+    """Encodes ``value``; non-finite floats become Determined's strings ``"NaN"``,
+    ``"Infinity"`` and ``"-Infinity"`` (JSON and jsonb cannot carry them as numbers).
+
+    ``finite=True`` is a promise from :func:`loads` that there are none to look for.
+    """
+    if finite:
+        return orjson.dumps(value).decode()
+    return json.dumps(cleaned(value), allow_nan=False)
+
+
+def clean(value: Any) -> Any:
+    """One value with a non-finite float replaced by its string."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return value
+
+
+def cleaned(value: Any) -> Any:
+    """``value`` with every non-finite float, however deep, replaced by its string."""
+    if isinstance(value, dict):
+        return {k: cleaned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [cleaned(v) for v in value]
+    return clean(value)

@@ -1,0 +1,145 @@
+"""Metric reports through the API: rows, the trial summary, the searcher metric, bad batches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.integration.conftest import Master, wait_for
+
+pytestmark = pytest.mark.integration
+
+CONFIG = """
+name: metrics
+entrypoint: python3 train.py
+searcher: {name: single, metric: loss, smaller_is_better: true}
+hyperparameters: {lr: 0.1}
+"""
+
+
+def _trial(m: Master) -> int:
+    eid = m.post("/api/v1/experiments", {"config": CONFIG, "activate": True})["experiment"]["id"]
+    trials = wait_for(
+        lambda: m.get(f"/api/v1/experiments/{eid}/trials")["trials"], 30, what="the trial"
+    )
+    return int(trials[0]["id"])
+
+
+def _report(group: str, steps: int, metrics: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "group": group,
+        "trialRunId": 1,
+        "stepsCompleted": steps,
+        "metrics": {"avgMetrics": metrics},
+    }
+
+
+def _rows(pg_url: str, trial_id: int) -> list[tuple[Any, ...]]:
+    with psycopg.connect(pg_url) as conn:
+        return conn.execute(
+            "SELECT metric_group, total_batches, trial_run_id, metrics FROM metrics"
+            " WHERE trial_id = %s ORDER BY id",
+            (trial_id,),
+        ).fetchall()
+
+
+def test_a_batch_lands_as_rows_summary_and_searcher_metric(
+    live_master: Master, pg_url: str
+) -> None:
+    tid = _trial(live_master)
+    batch = [_report("training", s, {"loss": 1.0 / s, "lr": 0.1, "tag": "a"}) for s in (1, 2, 4)]
+    batch += [_report("validation", 4, {"loss": 0.3}), _report("validation", 8, {"loss": 0.2})]
+    out = live_master.post(f"/api/v1/trials/{tid}/metrics/batch", {"reports": batch})
+    assert out == {"rows": 5}
+    rows = _rows(pg_url, tid)
+    assert [(g, b) for g, b, _, _ in rows] == [
+        ("training", 1),
+        ("training", 2),
+        ("training", 4),
+        ("validation", 4),
+        ("validation", 8),
+    ]
+    assert rows[1][3] == {"avg_metrics": {"loss": 0.5, "lr": 0.1, "tag": "a"}}
+    trial = live_master.get(f"/api/v1/trials/{tid}")["trial"]
+    train = trial["summaryMetrics"]["avg_metrics"]
+    assert train["loss"] == {
+        "type": "number",
+        "count": 3,
+        "sum": 1.75,
+        "min": 0.25,
+        "max": 1.0,
+        "last": 0.25,
+    }
+    assert train["tag"] == {"type": "string", "last": "a"}
+    assert trial["summaryMetrics"]["validation_metrics"]["loss"]["min"] == 0.2
+    assert trial["searcherMetricValue"] == 0.2
+    assert trial["totalBatchesProcessed"] == 8
+
+    # A second batch folds into the same summary.
+    live_master.post(
+        f"/api/v1/trials/{tid}/metrics/batch", {"reports": [_report("training", 9, {"loss": 2.0})]}
+    )
+    train = live_master.get(f"/api/v1/trials/{tid}")["trial"]["summaryMetrics"]["avg_metrics"]
+    assert (train["loss"]["count"], train["loss"]["max"], train["loss"]["last"]) == (4, 2.0, 2.0)
+
+
+def test_non_finite_literals_in_a_batch_are_kept_as_strings(
+    live_master: Master, pg_url: str
+) -> None:
+    tid = _trial(live_master)
+    raw = (
+        '{"reports": [{"group": "training", "trialRunId": 1, "stepsCompleted": 1,'
+        ' "metrics": {"avgMetrics": {"loss": NaN, "gn": Infinity, "ok": 1.5},'
+        ' "batchMetrics": [{"loss": -Infinity}]}}]}'
+    )
+    r = live_master.session().post(
+        f"{live_master.url}/api/v1/trials/{tid}/metrics/batch",
+        data=raw,
+        headers={"Content-Type": "application/json"},
+        timeout=10,
+    )
+    assert r.status_code == 200, r.text
+    (row,) = _rows(pg_url, tid)
+    assert row[3] == {
+        "avg_metrics": {"loss": "NaN", "gn": "Infinity", "ok": 1.5},
+        "batch_metrics": [{"loss": "-Infinity"}],
+    }
+    summary = live_master.get(f"/api/v1/trials/{tid}")["trial"]["summaryMetrics"]["avg_metrics"]
+    assert summary["loss"]["last"] == "NaN" and "count" not in summary["loss"]
+    assert summary["ok"]["count"] == 1
+
+
+@pytest.mark.parametrize(
+    ("bad", "needle"),
+    [
+        ({"group": "training", "stepsCompleted": 3, "metrics": {}}, "avgMetrics"),
+        (_report("training", "three", {"loss": 1.0}), "stepsCompleted"),  # type: ignore[arg-type]
+        ({**_report("training", 3, {"loss": 1.0}), "group": 7}, "group"),
+    ],
+)
+def test_a_bad_report_rejects_the_whole_batch(
+    live_master: Master, pg_url: str, bad: dict[str, Any], needle: str
+) -> None:
+    tid = _trial(live_master)
+    before = live_master.get(f"/api/v1/trials/{tid}")["trial"]
+    r = live_master.session().post(
+        f"{live_master.url}/api/v1/trials/{tid}/metrics/batch",
+        json={"reports": [_report("training", 1, {"loss": 1.0}), bad]},
+        timeout=10,
+    )
+    assert r.status_code == 400, r.text
+    assert needle in r.json()["message"] and "metrics[1]" in r.json()["message"]
+    assert _rows(pg_url, tid) == []
+    after = live_master.get(f"/api/v1/trials/{tid}")["trial"]
+    assert after["summaryMetrics"] == before["summaryMetrics"] == {}
+
+
+def test_reports_for_an_unknown_trial_are_refused(live_master: Master) -> None:
+    r = live_master.session().post(
+        f"{live_master.url}/api/v1/trials/999999/metrics/batch",
+        json={"reports": [_report("training", 1, {"loss": 1.0})]},
+        timeout=10,
+    )
+    assert r.status_code == 404 and "999999" in r.json()["message"]
