@@ -1,8 +1,9 @@
 """Training and validation metrics, progress and early exit.
 
-Metrics go to ``POST /api/v1/trials/{id}/metrics`` from a background thread: ``report_*`` only
-enqueues, so training never waits on the network, and a master restart only delays delivery
-(the session retries). Progress goes through the same thread and is coalesced: at most one
+Metrics go to ``POST /api/v1/trials/{id}/metrics/batch`` from a background thread: ``report_*``
+only enqueues, so training never waits on the network, and a master restart only delays delivery
+(the session retries). Reports that queue up while a request is in flight go together in the
+next one. Progress goes through the same thread and is coalesced: at most one
 progress post is queued at a time and it carries the latest value. ``close()`` flushes everything
 still queued. An error the thread hit is raised from the next ``report_*`` call (or from
 ``close()``).
@@ -39,19 +40,16 @@ class _Report:
     batch_metrics: list[dict[str, Any]] | None = None
 
 
-def metrics_body(trial_id: int, trial_run_id: int, report: _Report) -> dict[str, Any]:
-    """The ReportTrialMetrics request body (pure)."""
+def report_entry(trial_run_id: int, report: _Report) -> dict[str, Any]:
+    """One entry of the master's batched metrics request (pure)."""
     m: dict[str, Any] = {"avgMetrics": report.metrics}
     if report.batch_metrics is not None:
         m["batchMetrics"] = report.batch_metrics
     return {
         "group": report.group,
-        "metrics": {
-            "metrics": m,
-            "trialId": trial_id,
-            "trialRunId": trial_run_id,
-            "stepsCompleted": report.steps_completed,
-        },
+        "trialRunId": trial_run_id,
+        "stepsCompleted": report.steps_completed,
+        "metrics": m,
     }
 
 
@@ -68,6 +66,9 @@ def _json_safe(metrics: dict[str, Any]) -> dict[str, Any]:
 
 
 _PROGRESS = "progress"
+_NOTHING = object()
+# Reports sent in one request at most (each is one row on the master).
+MAX_REPORTS_PER_REQUEST = 500
 
 
 class _MetricsShipper(threading.Thread):
@@ -92,15 +93,30 @@ class _MetricsShipper(threading.Thread):
             self._queue.put(_PROGRESS)
 
     def run(self) -> None:
+        carried: _Report | str | object | None = _NOTHING
         while True:
-            item = self._queue.get()
+            item = self._queue.get() if carried is _NOTHING else carried
+            carried = _NOTHING
             if item is None:
                 return
             try:
                 if isinstance(item, _Report):
+                    # Everything queued behind it goes in the same request (up to a limit),
+                    # so a fast training loop costs the master a request per drain, not per
+                    # report; order is kept because a non-report item ends the batch.
+                    batch = [item]
+                    while len(batch) < MAX_REPORTS_PER_REQUEST:
+                        try:
+                            following = self._queue.get_nowait()
+                        except queue.Empty:
+                            break
+                        if not isinstance(following, _Report):
+                            carried = following
+                            break
+                        batch.append(following)
                     self._session.post(
-                        f"/api/v1/trials/{self._trial_id}/metrics",
-                        json=metrics_body(self._trial_id, self._trial_run_id, item),
+                        f"/api/v1/trials/{self._trial_id}/metrics/batch",
+                        json={"reports": [report_entry(self._trial_run_id, r) for r in batch]},
                     )
                 else:
                     with self._lock:

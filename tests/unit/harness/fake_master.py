@@ -12,6 +12,7 @@ import json
 import re
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -36,6 +37,7 @@ class FakeMasterState:
     best_validation: float | None = None
     checkpoints: dict[str, dict[str, Any]] = field(default_factory=dict)
     fail_status: dict[str, int] = field(default_factory=dict)  # path regex → status
+    delay: dict[str, float] = field(default_factory=dict)  # path regex → seconds before replying
     cond: threading.Condition = field(default_factory=threading.Condition)
 
 
@@ -65,6 +67,9 @@ class _Handler(BaseHTTPRequestHandler):
             st.cond.notify_all()
         if self.headers.get("Grpc-Metadata-x-allocation-token") != f"Bearer {TOKEN}":
             return self._reply(401, {"error": "unauthenticated"})
+        for pattern, seconds in st.delay.items():
+            if re.search(pattern, url.path):
+                time.sleep(seconds)
         for pattern, status in st.fail_status.items():
             if re.search(pattern, url.path):
                 return self._reply(status, {"error": "injected"})
@@ -141,6 +146,14 @@ class FakeMaster:
                 for r in self.state.records
                 if r.path.endswith(suffix) and (method is None or r.method == method)
             ]
+
+    def metric_reports(self, trial_id: int) -> list[dict[str, Any]]:
+        """Every metric report the trial sent, in order, out of its batched requests."""
+        return [
+            report
+            for r in self.requests_to(f"/api/v1/trials/{trial_id}/metrics/batch", "POST")
+            for report in r.body["reports"]
+        ]
 
     def wait_for(self, suffix: str, count: int = 1, timeout: float = 10.0) -> list[Recorded]:
         with self.state.cond:

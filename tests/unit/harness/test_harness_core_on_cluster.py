@@ -25,29 +25,45 @@ def test_init_reads_the_task_environment(on_cluster, tmp_path: Path) -> None:  #
         assert ctx.distributed.size == 1
 
 
-def test_metrics_are_shipped_in_order_with_the_official_body(on_cluster) -> None:  # type: ignore[no-untyped-def]
+def test_metrics_are_shipped_in_order_in_batches(on_cluster) -> None:  # type: ignore[no-untyped-def]
     master: FakeMaster = on_cluster()
     with det.core.init() as ctx:
         for step in range(1, 6):
             ctx.train.report_training_metrics(step, {"loss": 1.0 / step})
         ctx.train.report_validation_metrics(5, {"validation_loss": 0.3, "blob": b"x"})
         ctx.train.report_metrics("custom", 5, {"x": float("nan")})
-    recs = master.requests_to("/api/v1/trials/11/metrics")
-    assert [r.body["group"] for r in recs] == ["training"] * 5 + ["validation", "custom"]
-    first = recs[0].body["metrics"]
-    assert first == {
-        "metrics": {"avgMetrics": {"loss": 1.0}},
-        "trialId": 11,
+    reports = master.metric_reports(11)
+    assert [r["group"] for r in reports] == ["training"] * 5 + ["validation", "custom"]
+    assert reports[0] == {
+        "group": "training",
         "trialRunId": 2,
         "stepsCompleted": 1,
+        "metrics": {"avgMetrics": {"loss": 1.0}},
     }
-    assert recs[5].body["metrics"]["metrics"]["avgMetrics"] == {"validation_loss": 0.3}
-    assert recs[6].body["metrics"]["metrics"]["avgMetrics"] == {"x": "NaN"}
+    assert reports[5]["metrics"]["avgMetrics"] == {"validation_loss": 0.3}
+    assert reports[6]["metrics"]["avgMetrics"] == {"x": "NaN"}
+
+
+def test_reports_queued_behind_a_slow_request_share_the_next_one(on_cluster) -> None:  # type: ignore[no-untyped-def]
+    master: FakeMaster = on_cluster()
+    master.state.delay[r"/metrics/batch$"] = 0.5
+    with det.core.init() as ctx:
+        for step in range(1, 201):
+            ctx.train.report_training_metrics(step, {"loss": 1.0 / step})
+            if step == 1:
+                master.wait_for("/metrics/batch")  # the first request is now in flight
+        ctx.train.report_progress(0.5)
+        ctx.train.report_training_metrics(201, {"loss": 0.0})
+    requests = master.requests_to("/api/v1/trials/11/metrics/batch")
+    steps = [r["stepsCompleted"] for r in master.metric_reports(11)]
+    assert steps == list(range(1, 202))
+    # 1 alone, 2..200 queued behind it, then 201 after the progress report
+    assert [len(r.body["reports"]) for r in requests] == [1, 199, 1]
 
 
 def test_a_failed_metrics_report_surfaces_in_the_training_thread(on_cluster) -> None:  # type: ignore[no-untyped-def]
     master: FakeMaster = on_cluster()
-    master.state.fail_status[r"/metrics$"] = 400
+    master.state.fail_status[r"/metrics/batch$"] = 400
     ctx = det.core.init()
     ctx.start()
     ctx.train.report_training_metrics(1, {"loss": 1.0})
@@ -193,9 +209,9 @@ def test_progress_is_coalesced_to_the_latest_value(master: FakeMaster) -> None:
     # One progress post, sent when its turn came, with the value current at that time.
     assert [r.body["progress"] for r in master.requests_to("/progress")] == [0.4]
     assert [r.path.rsplit("/", 1)[1] for r in master.state.records] == [
-        "metrics",
+        "batch",
         "progress",
-        "metrics",
+        "batch",
     ]
     assert shipper.error is None
 
@@ -211,7 +227,7 @@ def test_metrics_queued_during_a_master_restart_are_delivered(on_cluster) -> Non
         restart = threading.Timer(1.0, master.start)
         restart.start()
     restart.join()
-    steps = [r.body["metrics"]["stepsCompleted"] for r in master.requests_to("/trials/11/metrics")]
+    steps = [r["stepsCompleted"] for r in master.metric_reports(11)]
     assert steps == [1, 2]
 
 

@@ -48,12 +48,12 @@ def run_trial(
 def test_trial_reports_metrics_and_checkpoints(master: FakeMaster, tmp_path: Path) -> None:
     r = run_trial(master, tmp_path)
     assert r.returncode == 0, r.stderr
-    metrics = [rec.body for rec in master.requests_to("/api/v1/trials/11/metrics")]
+    metrics = master.metric_reports(11)
     training = [m for m in metrics if m["group"] == "training"]
     validation = [m for m in metrics if m["group"] == "validation"]
-    assert [m["metrics"]["stepsCompleted"] for m in training] == list(range(5, 61, 5))
-    assert [m["metrics"]["stepsCompleted"] for m in validation] == [20, 40, 60]
-    assert validation[-1]["metrics"]["metrics"]["avgMetrics"]["batches"] == 60
+    assert [m["stepsCompleted"] for m in training] == list(range(5, 61, 5))
+    assert [m["stepsCompleted"] for m in validation] == [20, 40, 60]
+    assert validation[-1]["metrics"]["avgMetrics"]["batches"] == 60
     ckpts = [rec.body for rec in master.requests_to("/api/v1/checkpoints", method="POST")]
     assert [c["metadata"]["steps_completed"] for c in ckpts] == [40, 60]
     for c in ckpts:
@@ -77,9 +77,9 @@ def test_distributed_trial_reports_once_from_the_chief(master: FakeMaster, tmp_p
     assert r.returncode == 0, r.stdout + r.stderr
     assert "[rank=1]" in r.stdout + r.stderr
     training = [
-        rec.body["metrics"]["stepsCompleted"]
-        for rec in master.requests_to("/api/v1/trials/11/metrics")
-        if rec.body["group"] == "training"
+        report["stepsCompleted"]
+        for report in master.metric_reports(11)
+        if report["group"] == "training"
     ]
     assert training == list(range(5, 61, 5))
     ckpts = [rec.body for rec in master.requests_to("/api/v1/checkpoints", method="POST")]
@@ -105,9 +105,9 @@ def test_preempted_trial_checkpoints_exits_zero_and_resumes(
     r = run_trial(master, tmp_path, DET_LATEST_CHECKPOINT=ckpt["uuid"], DET_STEPS_COMPLETED="5")
     assert r.returncode == 0, r.stderr
     steps = [
-        rec.body["metrics"]["stepsCompleted"]
-        for rec in master.requests_to("/api/v1/trials/11/metrics")
-        if rec.body["group"] == "training"
+        report["stepsCompleted"]
+        for report in master.metric_reports(11)
+        if report["group"] == "training"
     ]
     assert steps[0] == 10 and steps[-1] == 60
 
