@@ -15,6 +15,7 @@ from det.master.api.openapi import bp as openapi_bp
 from det.master.api.provisioning import bp as provisioning_bp
 from det.master.api.tasks import bp as tasks_bp
 from det.master.api.trials import bp as trials_bp
+from det.master.webui import bp as webui_bp
 
 BLUEPRINTS: list[Blueprint] = [
     cluster_bp,
@@ -28,4 +29,5 @@ BLUEPRINTS: list[Blueprint] = [
     models_bp,
     openapi_bp,
     provisioning_bp,
+    webui_bp,
 ]

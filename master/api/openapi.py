@@ -22,7 +22,7 @@ _CONVERTER = re.compile(r"<(?:(\w+):)?(\w+)>")
 def document() -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     for rule in current_app.url_map.iter_rules():
-        if rule.endpoint == "static":
+        if rule.endpoint == "static" or rule.endpoint.startswith("webui."):  # not the API
             continue
         view = current_app.view_functions[rule.endpoint]
         allowed = sorted(getattr(view, "_det_allow", frozenset({USER})))

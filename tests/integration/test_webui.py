@@ -1,0 +1,244 @@
+"""The WebUI in a real browser (Debian's Chromium driven by Playwright) against a live master."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+
+from tests.fakes.sim_agent import SimAgent
+from tests.integration.conftest import ADMIN_PASSWORD, Master, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
+
+SEARCH = """
+name: webui-search
+entrypoint: python3 train.py
+searcher: {name: random, metric: validation_loss, max_trials: 2, max_concurrent_trials: 2}
+hyperparameters: {lr: {type: double, minval: 0.1, maxval: 1.0}}
+max_restarts: 0
+"""
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("Chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context()
+    pg = context.new_page()
+    pg.set_default_timeout(15_000)
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    yield pg
+    context.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+def login(page: Any, m: Master, path: str = "/det/") -> None:
+    page.goto(m.url + path)
+    page.wait_for_url("**/det/login**")
+    page.fill("input[name=username]", "admin")
+    page.fill("input[name=password]", ADMIN_PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(m.url + path)
+
+
+def create(m: Master, config: str, activate: bool = True) -> int:
+    out = m.post("/api/v1/experiments", {"config": config, "activate": activate})
+    return int(out["experiment"]["id"])
+
+
+def test_pages_need_a_login_and_a_wrong_password_is_refused(live_master: Master, page: Any) -> None:
+    page.goto(live_master.url + "/det/experiments")
+    page.wait_for_url("**/det/login?next=%2Fdet%2Fexperiments")
+    page.fill("input[name=username]", "admin")
+    page.fill("input[name=password]", "not-the-password")
+    page.click("button[type=submit]")
+    page.wait_for_selector(".form-error:text-matches('.+')")
+    assert "/det/login" in page.url
+    page.fill("input[name=password]", ADMIN_PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(live_master.url + "/det/experiments")
+    assert page.inner_text("h1") == "Experiments"
+    assert "admin" in page.inner_text("#who")
+    # Logging out revokes the session: the stored token no longer works against the API.
+    token = page.evaluate("localStorage.getItem('det.token')")
+    assert live_master.session(token).get(live_master.url + "/api/v1/me").status_code == 200
+    page.click("#who button")
+    page.wait_for_url("**/det/login")
+    assert live_master.session(token).get(live_master.url + "/api/v1/me").status_code == 401
+
+
+def test_a_finished_search_shows_its_trials_curves_metrics_checkpoints_and_logs(
+    live_master: Master, page: Any
+) -> None:
+    agent = SimAgent(live_master.url, live_master.agent_token, "sim-0", slots=2).start()
+    try:
+        eid = create(live_master, SEARCH)
+        wait_for(
+            lambda: (
+                live_master.get(f"/api/v1/experiments/{eid}")["experiment"]["state"]
+                == "STATE_COMPLETED"
+            ),
+            60,
+            what="the search to complete",
+        )
+    finally:
+        agent.stop()
+    trials = live_master.get(f"/api/v1/experiments/{eid}/trials")["trials"]
+    logged = requests.post(
+        live_master.url + "/api/v1/task/logs",
+        json={"logs": [{"taskId": trials[0]["taskId"], "log": "epoch 1: <b>done</b>\n"}]},
+        headers={"Authorization": f"Bearer {live_master.agent_token}"},
+        timeout=10,
+    )
+    assert logged.status_code == 200, logged.text
+
+    login(page, live_master)
+    row = page.locator("tbody tr", has_text="webui-search")
+    assert "COMPLETED" in row.inner_text()
+    row.locator("a").first.click()
+    page.wait_for_url(f"**/det/experiments/{eid}")
+    assert "webui-search" in page.inner_text("h1")
+    # One validation curve per trial, with a point per validation (8 steps, every 2).
+    lines = page.locator("svg.chart polyline")
+    assert lines.count() == 2
+    for i in range(2):
+        assert len(lines.nth(i).get_attribute("points").split()) == 4
+    body = page.locator("table").last.inner_text()
+    for t in trials:
+        assert str(t["id"]) in body
+    assert "null" not in page.inner_text("main") and "undefined" not in page.inner_text("main")
+    best = live_master.get(f"/api/v1/experiments/{eid}")["experiment"]["bestTrialId"]
+    assert f"trial {best}" in page.inner_text("dl.facts")
+
+    page.click(f"a[href='/det/trials/{trials[0]['id']}']")
+    page.wait_for_url(f"**/det/trials/{trials[0]['id']}")
+    assert "COMPLETED" in page.inner_text("h1")
+    summary = page.locator("table", has_text="Metric").inner_text()
+    assert "validation\tvalidation_loss" in summary and "training\tloss" in summary
+    checkpoints = live_master.get(f"/api/v1/trials/{trials[0]['id']}/checkpoints")["checkpoints"]
+    assert len(checkpoints) == 4
+    for c in checkpoints:
+        assert c["uuid"] in page.inner_text("body")
+    # Log lines are text: the markup in them is shown, not rendered.
+    assert "epoch 1: <b>done</b>" in page.inner_text("pre.logs")
+    assert page.locator("pre.logs b").count() == 0
+    # Both metric groups are charted; choosing another training metric redraws the chart.
+    assert page.locator("section.chart-box").count() == 2
+    assert page.locator("figcaption", has_text="validation_loss by batches").count() == 1
+    page.select_option("select[aria-label='validation metric']", "batches")
+    page.wait_for_selector("figcaption:text('batches by batches')")
+
+
+def test_pause_activate_and_kill_from_the_experiment_list(live_master: Master, page: Any) -> None:
+    eid = create(live_master, SEARCH)  # no agents: its trials stay queued
+    login(page, live_master)
+    row = page.locator("tbody tr", has_text="webui-search")
+    row.get_by_role("button", name="Pause").click()
+    row.get_by_role("button", name="Activate").wait_for()
+    assert live_master.get(f"/api/v1/experiments/{eid}")["experiment"]["state"] == "STATE_PAUSED"
+    row.get_by_role("button", name="Activate").click()
+    row.get_by_role("button", name="Pause").wait_for()
+    assert live_master.get(f"/api/v1/experiments/{eid}")["experiment"]["state"] == "STATE_ACTIVE"
+    # Kill asks first; dismissing the question changes nothing.
+    page.once("dialog", lambda d: d.dismiss())
+    row.get_by_role("button", name="Kill").click()
+    assert live_master.get(f"/api/v1/experiments/{eid}")["experiment"]["state"] == "STATE_ACTIVE"
+    page.once("dialog", lambda d: d.accept())
+    row.get_by_role("button", name="Kill").click()
+    wait_for(
+        lambda: (
+            live_master.get(f"/api/v1/experiments/{eid}")["experiment"]["state"]
+            in ("STATE_STOPPING_KILLED", "STATE_CANCELED")
+        ),
+        20,
+        what="the kill",
+    )
+
+
+def test_an_action_the_master_refuses_shows_its_message(live_master: Master, page: Any) -> None:
+    create(live_master, SEARCH)
+    login(page, live_master, "/det/jobs")
+    page.once("dialog", lambda d: d.accept("500"))
+    page.get_by_role("button", name="Priority…").click()
+    page.wait_for_selector("#error:not([hidden])")
+    assert "priority" in page.inner_text("#error")
+
+
+def test_job_queue_priority_and_cluster_pages(live_master: Master, page: Any) -> None:
+    agent = SimAgent(
+        live_master.url,
+        live_master.agent_token,
+        "sim-busy",
+        train=lambda m, s, k: (k.wait(60), 0)[1],
+    ).start()
+    try:
+        first = create(live_master, SEARCH.replace("webui-search", "first-job"))
+        second = create(live_master, SEARCH.replace("webui-search", "second-job"))
+        login(page, live_master, "/det/jobs")
+        page.wait_for_selector("tbody tr:has-text('second-job')")
+        row = page.locator("tbody tr", has_text="second-job")
+        assert "42" in row.inner_text()
+        page.once("dialog", lambda d: d.accept("7"))
+        row.get_by_role("button", name="Priority…").click()
+        page.wait_for_selector("tbody tr:first-child:has-text('second-job')")
+        jobs = live_master.get("/api/v1/job-queues")["jobs"]
+        by_name = {j["name"]: j for j in jobs}
+        assert by_name["second-job"]["priority"] == 7
+        assert jobs[0]["entityId"] == str(second) and {j["entityId"] for j in jobs} >= {
+            str(first),
+            str(second),
+        }
+
+        page.click("#nav a[data-section=cluster]")
+        page.wait_for_url("**/det/cluster")
+        agents = page.locator("table").last.inner_text()
+        assert "sim-busy" in agents and "1/1" in agents
+        assert "default" in page.locator("table").first.inner_text()
+    finally:
+        agent.stop()
+
+
+def test_names_from_users_are_text_not_markup(live_master: Master, page: Any) -> None:
+    evil = '<img src=x onerror="window.pwned=1">'
+    eid = create(live_master, SEARCH.replace("name: webui-search", f"name: '{evil}'"), False)
+    login(page, live_master, f"/det/experiments/{eid}")
+    assert evil in page.inner_text("h1")
+    assert page.locator("main img").count() == 0
+    assert page.evaluate("window.pwned") is None
+
+
+def test_the_app_is_served_with_a_strict_policy(live_master: Master, page: Any) -> None:
+    r = requests.get(live_master.url + "/det/experiments/1", timeout=10)
+    assert r.status_code == 200 and "text/html" in r.headers["Content-Type"]
+    csp = r.headers["Content-Security-Policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+    assert r.headers["X-Frame-Options"] == "DENY"
+    assert requests.get(live_master.url + "/det/static/app.js", timeout=10).status_code == 200
+    assert requests.get(live_master.url + "/det/static/secrets.txt", timeout=10).status_code == 404
+    assert (
+        requests.get(live_master.url + "/", timeout=10, allow_redirects=False)
+        .headers["Location"]
+        .endswith("/det/")
+    )
+    # The API stays closed without a token, whatever the WebUI serves.
+    assert requests.get(live_master.url + "/api/v1/experiments", timeout=10).status_code == 401
+    paths = live_master.get("/api/v1/openapi.json")["paths"]
+    assert "/api/v1/experiments" in paths and not [p for p in paths if p.startswith("/det")]
+    page.goto(live_master.url + "/det/no/such/page")
+    assert page.inner_text("h1") == "Page not found"
