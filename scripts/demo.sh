@@ -105,6 +105,7 @@ echo
 python3 scripts/best_trial.py "$TMP/experiment.json" "$TMP/checkpoints.json"
 echo
 echo "done in $((SECONDS - START)) s. The cluster keeps running: DET_MASTER=$URL det experiment list"
+echo "WebUI: $URL/det/ (user admin, password in $STATE_DIR/admin_password)"
 echo "stop it with: det deploy local down"
 if [[ -n "${DET_DEMO_DOWN:-}" ]]; then
   det deploy local down
