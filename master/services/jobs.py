@@ -56,6 +56,10 @@ def list_jobs(conn: Conn, st: MasterState, pool: str | None, desc: bool) -> list
     out = []
     for r in rows:
         r["pending_reason"] = reasons.get(r["id"]) if not r["allocated"] else None
+        if r["exp_state"] == states.PAUSED and not r["requested"]:
+            # Kept in the list (its priority can be changed before it resumes), but it asks
+            # for nothing: say so rather than look stuck.
+            r["pending_reason"] = "the experiment is paused; activate it to queue its trials"
         q = info.get(r["id"])
         r["queue_state"] = q["state"] if q else ("SCHEDULED" if r["allocated"] else "QUEUED")
         r["jobs_ahead"] = q["jobsAhead"] if q else 0
