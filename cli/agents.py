@@ -137,6 +137,49 @@ def list_pools(args: argparse.Namespace) -> None:
     )
 
 
+def pool_events(args: argparse.Namespace) -> None:
+    events = session(args).get(
+        f"/api/v1/resource-pools/{args.pool}/events", params={"limit": args.limit}
+    )["events"]
+    if args.json:
+        render.print_json(events)
+        return
+    render.table(
+        ["Time", "Kind", "Message"],
+        [[render.when(e["time"]), e["kind"], e["message"]] for e in events],
+    )
+
+
+def pool_cost(args: argparse.Namespace) -> None:
+    cost = session(args).get(f"/api/v1/resource-pools/{args.pool}/cost")
+    if args.json:
+        render.print_json(cost)
+        return
+    cap = cost["maxHourlyCost"]
+    budget = cost["monthlyBudget"]
+    print(f"running now:   ${cost['hourlyRate']:.2f}/h" + (f" (cap ${cap:.2f}/h)" if cap else ""))
+    print(
+        f"this month:    ${cost['spentThisMonth']:.2f}"
+        + (f" of a ${budget:.2f} budget" if budget else "")
+        + f" (since {cost['periodStart'][:10]})"
+    )
+    render.table(
+        ["Instance", "Type", "Market", "$/h", "Hours", "Cost", "Running"],
+        [
+            [
+                i["id"],
+                i["instanceType"],
+                i["market"],
+                f"{i['hourlyPrice']:.3f}",
+                f"{i['hoursThisMonth']:.2f}",
+                f"{i['costThisMonth']:.2f}",
+                i["running"],
+            ]
+            for i in cost["instances"]
+        ],
+    )
+
+
 def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     sub = noun(nouns, "agent", aliases, "manage agents")
     add_json(verb(sub, "list ls", list_agents, "list agents"))
@@ -156,3 +199,10 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
         p.add_argument("slot_id")
     sub = noun(nouns, "resource-pool", aliases, "resource pools")
     add_json(verb(sub, "list ls", list_pools, "list resource pools"))
+    p = verb(sub, "events", pool_events, "why the pool launched, terminated or waits")
+    add_json(p)
+    p.add_argument("pool")
+    p.add_argument("--limit", type=int, default=50, help="the newest N events (default 50)")
+    p = verb(sub, "cost", pool_cost, "what the pool's instances cost this month")
+    add_json(p)
+    p.add_argument("pool")

@@ -1,7 +1,8 @@
-"""Autoscaling views: a resource pool's provisioner events and its cloud instances."""
+"""Autoscaling views: a resource pool's provisioner events, its cloud instances and their cost."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from flask import Blueprint, request
@@ -9,6 +10,9 @@ from flask import Blueprint, request
 from det.master.api._common import db, state
 from det.master.db import Conn
 from det.master.errors import NotFound
+from det.master.provisioner import cost
+from det.master.provisioner.config import parse_provider_config
+from det.master.services import provisioning
 
 bp = Blueprint("provisioning", __name__)
 
@@ -70,3 +74,39 @@ def pool_instances(name: str) -> Any:
     _check_pool(name)
     with db() as conn:
         return {"instances": pool_instances_of(conn, name)}
+
+
+@bp.get("/api/v1/resource-pools/<name>/cost")
+def pool_cost(name: str) -> Any:
+    """What the pool's instances cost: the hourly rate now and this month's spend, per instance."""
+    _check_pool(name)
+    pool = state().config.pool(name)
+    raw = pool.provider if pool is not None else None
+    config = parse_provider_config(raw) if raw else None
+    if config is None or config.cost is None or not config.cost.prices:
+        raise NotFound(f"resource pool '{name}' has no prices (provider.cost.prices)")
+    policy = config.cost.policy()
+    now = dt.datetime.now(dt.UTC)
+    start = cost.month_start(now)
+    with db() as conn:
+        rows = cost.costs(provisioning.pool_usage(conn, name, start), policy, start, now)
+    return {
+        "currency": "USD",
+        "periodStart": start.isoformat(),
+        "hourlyRate": sum(c.hourly_price for c in rows if c.running),
+        "spentThisMonth": sum(c.cost for c in rows),
+        "maxHourlyCost": policy.max_hourly_cost,
+        "monthlyBudget": policy.monthly_budget,
+        "instances": [
+            {
+                "id": c.id,
+                "instanceType": c.instance_type,
+                "market": c.market.value,
+                "hourlyPrice": c.hourly_price,
+                "hoursThisMonth": c.hours,
+                "costThisMonth": c.cost,
+                "running": c.running,
+            }
+            for c in rows
+        ],
+    }

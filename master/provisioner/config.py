@@ -21,6 +21,7 @@ import pydantic
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from det.master.provisioner import instance_types
+from det.master.provisioner.cost import CostPolicy
 from det.master.provisioner.decider import ScalePolicy
 from det.master.provisioner.provider import LaunchOption, Market
 
@@ -78,6 +79,23 @@ class FallbackEntry(_Model):
     spot: bool | None = None
 
 
+class CostConfig(_Model):
+    """det's cost control for the pool (see ``det.master.provisioner.cost``)."""
+
+    prices: dict[str, Annotated[float, Field(ge=0)]] = {}
+    spot_prices: dict[str, Annotated[float, Field(ge=0)]] = {}
+    max_hourly_cost: float | None = Field(None, gt=0)
+    monthly_budget: float | None = Field(None, gt=0)
+
+    def policy(self) -> CostPolicy:
+        return CostPolicy(
+            prices=dict(self.prices),
+            spot_prices=dict(self.spot_prices),
+            max_hourly_cost=self.max_hourly_cost,
+            monthly_budget=self.monthly_budget,
+        )
+
+
 class ProvisionerConfig(_Model):
     """Keys every cloud shares (Determined's provisioner config)."""
 
@@ -104,6 +122,8 @@ class ProvisionerConfig(_Model):
     launch_error_timeout: Duration = dt.timedelta(minutes=5)
     # Errors tolerated (retried at the next pass) before backing off.
     launch_error_retries: int = Field(0, ge=0)
+    # Ours: instance prices, an hourly cap and a monthly budget for the pool's launches.
+    cost: CostConfig | None = None
 
     @pydantic.field_validator("master_url")
     @classmethod
@@ -124,6 +144,18 @@ class ProvisionerConfig(_Model):
     def launch_options(self) -> list[LaunchOption]:  # pragma: no cover - per cloud
         raise NotImplementedError
 
+    def check_cost(self) -> None:
+        """With a cap or a budget, every instance type the pool may launch needs a price."""
+        cost = self.cost
+        if cost is None or (cost.max_hourly_cost is None and cost.monthly_budget is None):
+            return
+        missing = sorted({o.instance_type for o in self.launch_options()} - set(cost.prices))
+        if missing:
+            raise ValueError(
+                f"cost.prices: no price for {', '.join(missing)} (needed by"
+                " cost.max_hourly_cost / cost.monthly_budget; USD per instance-hour)"
+            )
+
     def scale_policy(self, *, max_aux_containers_per_agent: int = 100) -> ScalePolicy:
         """The decider's view of this config.
 
@@ -140,6 +172,7 @@ class ProvisionerConfig(_Model):
             launch_error_timeout=self.launch_error_timeout,
             launch_error_retries=self.launch_error_retries,
             max_aux_per_instance=max(1, max_aux_containers_per_agent),
+            cost=self.cost.policy() if self.cost else None,
         )
 
 
@@ -317,4 +350,8 @@ def parse_provider_config(data: Any, *, path: str = "provider") -> ProvisionerCo
         config: ProvisionerConfig = _provider_adapter().validate_python(data)
     except pydantic.ValidationError as exc:
         raise ProviderConfigError(_format_errors(exc, path, str(data["type"]))) from None
+    try:
+        config.check_cost()
+    except ValueError as exc:
+        raise ProviderConfigError(f"{path}.{exc}") from None
     return config

@@ -20,6 +20,8 @@ Where we do better:
   other errors (bad image, permissions) hold every option.
 * Every launch and termination carries a reason, and :class:`Event` messages explain why work
   is still pending.
+* Cost control (``cost.py``): launches stay under the pool's ``max_hourly_cost`` and stop once
+  this month's spend reaches its ``monthly_budget``; both say so in an event.
 
 State that must outlive a pass (idle since, last heartbeat, the launch history) is an input, so
 the master can restart at any time. Apply :func:`record_launch` after each launch attempt to keep
@@ -34,6 +36,7 @@ import enum
 import math
 from collections.abc import Iterable, Sequence
 
+from det.master.provisioner.cost import CostPolicy, hourly_rate, next_month_start, usd
 from det.master.provisioner.provider import Instance, InstanceState, LaunchOption
 
 BASE_BACKOFF = dt.timedelta(seconds=10)
@@ -77,6 +80,7 @@ class ScalePolicy:
     launch_error_retries: int = 0
     max_aux_per_instance: int = 100
     base_backoff: dt.timedelta = BASE_BACKOFF
+    cost: CostPolicy | None = None  # prices and caps (see ``cost.py``); None: no cost control
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +97,7 @@ class PoolSnapshot:
     instances: tuple[Instance, ...] = ()
     agents: tuple[AgentInfo, ...] = ()
     history: tuple[LaunchRecord, ...] = ()
+    spent: float = 0.0  # USD this pool's instances cost since the start of this month
 
 
 class TerminateReason(enum.Enum):
@@ -190,7 +195,8 @@ def decide(snapshot: PoolSnapshot, policy: ScalePolicy, now: dt.datetime) -> Dec
 
     n = len(live) - _count_live(terminate, live)
     n_starting = sum(1 for i in starting if i.id not in terminate)
-    launches = _launches(snapshot, policy, now, n, n_starting, events)
+    staying = [i for i in live if i.id not in terminate]
+    launches = _launches(snapshot, policy, now, n, n_starting, staying, events)
 
     terminations = tuple(Termination(i, r) for i, r in sorted(terminate.items()))
     for term in terminations:
@@ -208,6 +214,7 @@ def _launches(
     now: dt.datetime,
     n: int,
     n_starting: int,
+    staying: Sequence[Instance],
     events: list[Event],
 ) -> tuple[LaunchOrder, ...]:
     option, wait_event = _pick_option(snapshot.history, policy, now)
@@ -239,6 +246,8 @@ def _launches(
                 f" capped by max_instances={policy.max_instances}",
             )
         )
+    if policy.cost is not None and count > 0:
+        count = _cost_cap(snapshot, policy.cost, option, count, staying, now, events)
     if count == 0:
         return ()
     if policy.min_instances - n >= count and desired - n_starting < count:
@@ -251,6 +260,46 @@ def _launches(
     if wait_event is not None:
         events.append(wait_event)
     return (LaunchOrder(option=option, count=count, reason=reason),)
+
+
+def _cost_cap(
+    snapshot: PoolSnapshot,
+    cost: CostPolicy,
+    option: LaunchOption,
+    count: int,
+    staying: Sequence[Instance],
+    now: dt.datetime,
+    events: list[Event],
+) -> int:
+    """How many of ``count`` launches the pool's budget and hourly cap allow."""
+    if cost.monthly_budget is not None and snapshot.spent >= cost.monthly_budget:
+        events.append(
+            Event(
+                "budget-spent",
+                f"pool {snapshot.pool!r} has spent {usd(snapshot.spent)} of its monthly_budget"
+                f" {usd(cost.monthly_budget)}; no launches until"
+                f" {next_month_start(now).date().isoformat()}",
+            )
+        )
+        return 0
+    if cost.max_hourly_cost is None:
+        return count
+    rate = hourly_rate(((i.instance_type, i.market) for i in staying), cost)
+    price = cost.price(option.instance_type, option.market)
+    if price <= 0:
+        return count
+    # A hair of tolerance so that exactly reaching the cap is allowed despite float sums.
+    allowed = max(0, min(count, math.floor((cost.max_hourly_cost - rate) / price + 1e-9)))
+    if allowed < count:
+        events.append(
+            Event(
+                "cost-cap",
+                f"pool {snapshot.pool!r} needs {count} more {option.instance_type} instances"
+                f" ({usd(price)}/h each) but max_hourly_cost={usd(cost.max_hourly_cost)}/h"
+                f" allows {allowed} (running now: {usd(rate)}/h)",
+            )
+        )
+    return allowed
 
 
 def _clamp(low: int, value: int, high: int) -> int:

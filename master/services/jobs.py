@@ -16,7 +16,15 @@ from det.master.state import MasterState
 
 # Provisioner events that explain why a queued job waits ("why is my job pending?").
 PENDING_EVENT_KINDS = frozenset(
-    {"cannot-fit", "launch-backoff", "no-capacity", "at-max", "fallback"}
+    {
+        "cannot-fit",
+        "launch-backoff",
+        "no-capacity",
+        "at-max",
+        "fallback",
+        "cost-cap",
+        "budget-spent",
+    }
 )
 
 

@@ -27,12 +27,13 @@ from typing import Any
 from det.master import scheduler as sched
 from det.master import states
 from det.master.db import Conn
-from det.master.provisioner import decider
+from det.master.provisioner import cost, decider
 from det.master.provisioner.config import ProvisionerConfig, parse_provider_config
 from det.master.provisioner.provider import (
     Instance,
     InstanceState,
     LaunchError,
+    Market,
     Provider,
 )
 from det.master.services import scheduling
@@ -43,7 +44,17 @@ logger = logging.getLogger(__name__)
 # The same event (same entity, code and message) is written again only after this long.
 EVENT_REPEAT = dt.timedelta(minutes=5)
 # Decider events that explain why queued work waits: also written on each queued job.
-JOB_EVENT_CODES = frozenset({"cannot-fit", "launch-backoff", "no-capacity", "at-max", "fallback"})
+JOB_EVENT_CODES = frozenset(
+    {
+        "cannot-fit",
+        "launch-backoff",
+        "no-capacity",
+        "at-max",
+        "fallback",
+        "cost-cap",
+        "budget-spent",
+    }
+)
 
 # A pass that would change nothing decides on a list up to this old; a pass about to launch or
 # terminate always lists again first. Keeps the cloud's list API off the 0.5 s tick.
@@ -196,6 +207,27 @@ def load_pool(
             )
     history.sort(key=lambda rec: rec.at)
     return PoolLoad(tuple(agents), decision.demand(), queued, tuple(history))
+
+
+def pool_usage(conn: Conn, pool: str, since: dt.datetime) -> list[cost.Usage]:
+    """The pool's instances that ran at some point after ``since``, as the master saw them."""
+    return [
+        cost.Usage(
+            r["id"], r["instance_type"], Market(r["market"]), r["launched_at"], r["terminated_at"]
+        )
+        for r in conn.execute(
+            "SELECT id, instance_type, market, launched_at, terminated_at FROM instances"
+            " WHERE resource_pool = %s AND (terminated_at IS NULL OR terminated_at > %s)"
+            " ORDER BY launched_at, id",
+            (pool, since),
+        )
+    ]
+
+
+def month_spend(conn: Conn, pool: str, policy: cost.CostPolicy, now: dt.datetime) -> float:
+    """USD the pool's instances cost since the start of ``now``'s month."""
+    start = cost.month_start(now)
+    return sum(c.cost for c in cost.costs(pool_usage(conn, pool, start), policy, start, now))
 
 
 def sync_instances(conn: Conn, pool: str, instances: Iterable[Instance]) -> None:
@@ -372,12 +404,14 @@ def run_pool(st: MasterState, pool: str, raw: dict[str, Any]) -> decider.Decisio
             if fresh:
                 sync_instances(conn, pool, instances)
             load = load_pool(conn, st, pool, policy, now)
+            spent = month_spend(conn, pool, policy.cost, now) if policy.cost else 0.0
         snapshot = decider.PoolSnapshot(
             pool=pool,
             demand=load.demand,
             instances=instances,
             agents=load.agents,
             history=load.history,
+            spent=spent,
         )
         decision = decider.decide(snapshot, policy, now)
         if fresh or not (decision.launches or decision.terminations):

@@ -392,12 +392,17 @@ async function jobsPage(main) {
 
 async function clusterPage(main) {
   const [{ resourcePools }, { agents }] = await Promise.all([api("/api/v1/resource-pools"), api("/api/v1/agents")]);
+  // Pools with prices (provider.cost.prices) report their spend; others answer 404.
+  const costs = await Promise.all(
+    resourcePools.map((p) => (p.type === "RESOURCE_POOL_TYPE_STATIC" ? null : api(`/api/v1/resource-pools/${encodeURIComponent(p.name)}/cost`).catch(() => null))),
+  );
+  const usd = (v) => "$" + Number(v).toFixed(2);
   render(main, 
     h("h1", {}, "Cluster"),
     h("h2", {}, "Resource pools"),
     table(
-      ["Pool", "Type", "Agents", "Slots used", "Slot type", "Instances (min–max)", "Instance type"],
-      resourcePools.map((p) => [
+      ["Pool", "Type", "Agents", "Slots used", "Slot type", "Instances (min–max)", "Instance type", "Cost now", "This month"],
+      resourcePools.map((p, i) => [
         p.name,
         String(p.type || "").replace(/^RESOURCE_POOL_TYPE_/, ""),
         String(p.numAgents),
@@ -405,6 +410,8 @@ async function clusterPage(main) {
         String(p.slotType || "").replace(/^TYPE_/, ""),
         p.maxAgents ? `${p.minAgents}–${p.maxAgents}` : "",
         p.instanceType || "",
+        costs[i] ? usd(costs[i].hourlyRate) + "/h" + (costs[i].maxHourlyCost ? ` (cap ${usd(costs[i].maxHourlyCost)}/h)` : "") : "",
+        costs[i] ? usd(costs[i].spentThisMonth) + (costs[i].monthlyBudget ? ` of ${usd(costs[i].monthlyBudget)}` : "") : "",
       ]),
     ),
     h("h2", {}, "Agents"),

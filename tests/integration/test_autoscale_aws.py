@@ -5,6 +5,7 @@ that runs the trials in Docker, and idle instances are terminated."""
 from __future__ import annotations
 
 import http.server
+import json
 import threading
 import urllib.error
 import urllib.request
@@ -27,6 +28,7 @@ from tests.integration.autoscale_support import (
     trials,
     wait_completed,
 )
+from tests.integration.cli_support import Det
 from tests.integration.conftest import Master, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
@@ -97,10 +99,17 @@ def cloud(tmp_path: Path) -> Iterator[Any]:
 
 
 def test_four_trials_launch_two_instances_which_end_when_idle(
-    master_factory: Any, aws_endpoint: str, cloud: Any, tmp_path: Path
+    master_factory: Any,
+    aws_endpoint: str,
+    cloud: Any,
+    tmp_path: Path,
+    capsys: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     docker_or_skip()
-    master = master_factory(extra=master_extra(aws_endpoint, tmp_path / "ckpt"))
+    # Prices and a cap that admits exactly max_instances: cost control must not get in the way.
+    priced = {"prices": {"m5.large": 0.096, "m5.xlarge": 0.192}, "max_hourly_cost": 0.2}
+    master = master_factory(extra=master_extra(aws_endpoint, tmp_path / "ckpt", cost=priced))
     machines: CloudAgents = cloud(master, aws_endpoint)
     eid = create_experiment(master, experiment_config(trials=4, steps=3, pause=0.2, pool=POOL))
     wait_completed(master, eid)
@@ -124,6 +133,20 @@ def test_four_trials_launch_two_instances_which_end_when_idle(
     assert any("idle" in m for m in terminated), events
     assert all(i["terminatedAt"] for i in pool_instances(master, POOL))
     assert not machines.errors, machines.errors
+
+    # What they cost, through the CLI.
+    det = Det(master, tmp_path / "home", capsys, monkeypatch)
+    det.login()
+    cost = json.loads(det.ok("resource-pool", "cost", POOL, "--json").out)
+    assert sorted(i["id"] for i in cost["instances"]) == sorted(machines.seen)
+    assert cost["hourlyRate"] == 0 and not any(i["running"] for i in cost["instances"])
+    assert all(i["hourlyPrice"] == 0.096 for i in cost["instances"])
+    assert cost["spentThisMonth"] == pytest.approx(
+        sum(i["costThisMonth"] for i in cost["instances"])
+    )
+    assert 0 < cost["spentThisMonth"] < 0.096 * 2  # two machines, well under an hour each
+    assert "this month" in det.ok("resource-pool", "cost", POOL).out
+    assert "idle" in det.ok("resource-pool", "events", POOL).out
 
 
 class CapacityProxy:

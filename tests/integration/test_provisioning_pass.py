@@ -72,11 +72,16 @@ PROVIDER: dict[str, Any] = {
 
 
 @pytest.fixture
-def st(pg_url: str) -> Iterator[MasterState]:
+def provider_config() -> dict[str, Any]:
+    return PROVIDER
+
+
+@pytest.fixture
+def st(pg_url: str, provider_config: dict[str, Any]) -> Iterator[MasterState]:
     upgrade(pg_url)
     pool = open_pool(pg_url, min_size=1, max_size=4)
     cfg = master_config.parse_config(
-        {"resource_pools": [{"pool_name": POOL, "provider": PROVIDER}]}
+        {"resource_pools": [{"pool_name": POOL, "provider": provider_config}]}
     )
     with pool.connection() as conn:
         conn.execute("INSERT INTO users (username, password_hash) VALUES ('u', 'x')")
@@ -87,9 +92,9 @@ def st(pg_url: str) -> Iterator[MasterState]:
 
 
 @pytest.fixture
-def cloud(st: MasterState) -> RecordingProvider:
+def cloud(st: MasterState, provider_config: dict[str, Any]) -> RecordingProvider:
     provider = RecordingProvider()
-    key = (POOL, json.dumps(PROVIDER, sort_keys=True, default=str))
+    key = (POOL, json.dumps(provider_config, sort_keys=True, default=str))
     provisioning._providers[key] = provider  # the pass's per-process provider cache
     return provider
 
@@ -272,3 +277,60 @@ def test_job_list_says_why_a_queued_job_waits(st: MasterState, cloud: RecordingP
     assert [j["id"] for j in listed] == ["job-wide"]
     reason = jobs.job_json(listed[0])["pendingReason"]
     assert reason and "4 slots" in reason
+
+
+COSTED = {
+    **PROVIDER,
+    "max_instances": 5,
+    "cost": {"prices": {"m5.large": 0.1, "m5.xlarge": 0.2}, "max_hourly_cost": 0.25},
+}
+
+
+@pytest.mark.parametrize("provider_config", [COSTED])
+def test_the_hourly_cost_cap_holds_launches_and_the_job_says_why(
+    st: MasterState, cloud: RecordingProvider
+) -> None:
+    from det.master.services import jobs
+
+    with st.pool.connection() as conn:
+        eid = conn.execute(
+            "INSERT INTO experiments (name, config, original_config, state, owner_id)"
+            " VALUES ('many', '{}', '', 'ACTIVE', (SELECT id FROM users LIMIT 1)) RETURNING id"
+        ).fetchone()["id"]
+    pending(st, "job-many", n=4)
+    with st.pool.connection() as conn:
+        conn.execute("UPDATE jobs SET experiment_id = %s WHERE id = 'job-many'", (eid,))
+    provisioning.run_pass(st)
+    assert cloud.launches == [("m5.large", 2)]  # 0.25 $/h allows two at 0.1 $/h
+    provisioning.run_pass(st)
+    assert cloud.launches == [("m5.large", 2)]  # the two running ones use the budget
+    caps = [m for k, m in events(st, "pool", POOL) if k == "cost-cap"]
+    assert caps and "max_hourly_cost=$0.25/h allows 2" in caps[0]
+    assert "allows 0 (running now: $0.20/h)" in caps[-1]
+    with st.pool.connection() as conn:
+        (job,) = jobs.list_jobs(conn, st, POOL, False)
+    assert "max_hourly_cost" in jobs.job_json(job)["pendingReason"]
+
+
+BUDGETED = {
+    **PROVIDER,
+    "cost": {"prices": {"m5.large": 0.1, "m5.xlarge": 0.2}, "monthly_budget": 0.0001},
+}
+
+
+@pytest.mark.parametrize("provider_config", [BUDGETED])
+def test_a_spent_monthly_budget_stops_launches(st: MasterState, cloud: RecordingProvider) -> None:
+    # An instance that ran for the last hour at 0.1 $/h: far past a 0.0001 $ budget (which
+    # 3.6 s of this month already reach).
+    with st.pool.connection() as conn:
+        conn.execute(
+            "INSERT INTO instances (id, resource_pool, instance_type, market, state, launched_at,"
+            " terminated_at) VALUES ('i-old', %s, 'm5.large', 'on_demand', 'terminated',"
+            " now() - interval '1 hour', now())",
+            (POOL,),
+        )
+    pending(st, "job-a")
+    provisioning.run_pass(st)
+    assert cloud.launches == []
+    (message,) = [m for k, m in events(st, "pool", POOL) if k == "budget-spent"]
+    assert "monthly_budget $0.0001" in message and "no launches until" in message

@@ -242,3 +242,39 @@ def test_the_app_is_served_with_a_strict_policy(live_master: Master, page: Any) 
     assert "/api/v1/experiments" in paths and not [p for p in paths if p.startswith("/det")]
     page.goto(live_master.url + "/det/no/such/page")
     assert page.inner_text("h1") == "Page not found"
+
+
+def test_the_cluster_page_shows_what_a_priced_pool_costs(
+    master_factory: Any, aws_endpoint: str, pg_url: str, page: Any
+) -> None:
+    import psycopg
+
+    provider = {
+        "type": "aws",
+        "region": "us-east-1",
+        "image_id": "ami-12c6146b",
+        "instance_type": "m5.large",
+        "instance_slots": 1,
+        "endpoint_url": aws_endpoint,
+        "cost": {"prices": {"m5.large": 0.5}, "max_hourly_cost": 2, "monthly_budget": 50},
+    }
+    m = master_factory(
+        extra={
+            "resource_pools": [{"pool_name": "default"}, {"pool_name": "gpu", "provider": provider}]
+        }
+    )
+    with psycopg.connect(pg_url) as conn:  # a machine that ran for two hours this month
+        conn.execute(
+            "INSERT INTO instances (id, resource_pool, instance_type, market, state, launched_at,"
+            " terminated_at) VALUES ('i-1', 'gpu', 'm5.large', 'on_demand', 'terminated',"
+            " greatest(now() - interval '2 hours', date_trunc('month', now() AT TIME ZONE 'UTC')"
+            " AT TIME ZONE 'UTC'), now())"
+        )
+    spent = m.get("/api/v1/resource-pools/gpu/cost")["spentThisMonth"]
+    assert 0 < spent <= 1.0
+    login(page, m, "/det/cluster")
+    row = page.locator("tbody tr", has_text="gpu").first
+    row.wait_for()
+    text = row.inner_text()
+    assert "$0.00/h (cap $2.00/h)" in text and f"${spent:.2f} of $50.00" in text
+    assert "$" not in page.locator("tbody tr", has_text="default").first.inner_text()
