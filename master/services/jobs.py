@@ -12,20 +12,11 @@ from typing import Any
 from det.master import states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
+from det.master.services.provisioning import JOB_EVENT_CODES
 from det.master.state import MasterState
 
 # Provisioner events that explain why a queued job waits ("why is my job pending?").
-PENDING_EVENT_KINDS = frozenset(
-    {
-        "cannot-fit",
-        "launch-backoff",
-        "no-capacity",
-        "at-max",
-        "fallback",
-        "cost-cap",
-        "budget-spent",
-    }
-)
+PENDING_EVENT_KINDS = JOB_EVENT_CODES
 
 
 def queue_info(conn: Conn, st: MasterState, pool: str | None = None) -> dict[str, dict[str, Any]]:

@@ -115,6 +115,18 @@ def pending(st: MasterState, job: str, slots: int = 1, n: int = 1) -> None:
             )
 
 
+def experiment_job(st: MasterState, job: str, slots: int = 1, n: int = 1) -> None:
+    """An ACTIVE experiment whose job has ``n`` pending requests (so the job list shows it)."""
+    pending(st, job, slots=slots, n=n)
+    with st.pool.connection() as conn:
+        conn.execute(
+            "WITH e AS (INSERT INTO experiments (name, config, original_config, state, owner_id)"
+            " VALUES (%s, '{}', '', 'ACTIVE', (SELECT id FROM users LIMIT 1)) RETURNING id)"
+            " UPDATE jobs SET experiment_id = (SELECT id FROM e) WHERE id = %s",
+            (job, job),
+        )
+
+
 def agent(st: MasterState, agent_id: str, *, registered_ago: float = 0.0) -> None:
     with st.pool.connection() as conn:
         conn.execute(
@@ -263,14 +275,7 @@ def test_an_instance_the_cloud_no_longer_lists_is_recorded_as_ended(
 def test_job_list_says_why_a_queued_job_waits(st: MasterState, cloud: RecordingProvider) -> None:
     from det.master.services import jobs
 
-    with st.pool.connection() as conn:
-        eid = conn.execute(
-            "INSERT INTO experiments (name, config, original_config, state, owner_id)"
-            " VALUES ('wide', '{}', '', 'ACTIVE', (SELECT id FROM users LIMIT 1)) RETURNING id"
-        ).fetchone()["id"]
-    pending(st, "job-wide", slots=4)
-    with st.pool.connection() as conn:
-        conn.execute("UPDATE jobs SET experiment_id = %s WHERE id = 'job-wide'", (eid,))
+    experiment_job(st, "job-wide", slots=4)
     provisioning.run_pass(st)
     with st.pool.connection() as conn:
         listed = jobs.list_jobs(conn, st, POOL, False)
@@ -292,14 +297,7 @@ def test_the_hourly_cost_cap_holds_launches_and_the_job_says_why(
 ) -> None:
     from det.master.services import jobs
 
-    with st.pool.connection() as conn:
-        eid = conn.execute(
-            "INSERT INTO experiments (name, config, original_config, state, owner_id)"
-            " VALUES ('many', '{}', '', 'ACTIVE', (SELECT id FROM users LIMIT 1)) RETURNING id"
-        ).fetchone()["id"]
-    pending(st, "job-many", n=4)
-    with st.pool.connection() as conn:
-        conn.execute("UPDATE jobs SET experiment_id = %s WHERE id = 'job-many'", (eid,))
+    experiment_job(st, "job-many", n=4)
     provisioning.run_pass(st)
     assert cloud.launches == [("m5.large", 2)]  # 0.25 $/h allows two at 0.1 $/h
     provisioning.run_pass(st)
