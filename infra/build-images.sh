@@ -4,7 +4,7 @@
 #   det-base:bookworm            Debian bookworm minbase + python3 (debootstrap | docker import);
 #                                cached: skipped when the image exists (FORCE_BASE=1 rebuilds).
 #   det-task:py3.11-cpu          det-base + a venv with the det harness (wheel of this repo).
-#   det-task:py3.11-cpu-torch    det-base + torch (CPU) + determined==0.38.1 + the det harness
+#   det-task:py3.11-cpu-torch    det-base + torch (CPU) + determined==0.38.1 + tensorboard + the det harness
 #                                (torch first: a det change rebuilds only the last layer).
 #
 # Python packages are downloaded on the host (pip honours the host's index, find-links and CA
@@ -81,16 +81,17 @@ prepare_harness_wheels() {
 }
 
 prepare_torch_wheels() {
-  local stamp="$WHEELS/torch/.complete-torch-$TORCH_VERSION-determined-$DETERMINED_VERSION"
+  local stamp="$WHEELS/torch/.complete-torch-$TORCH_VERSION-determined-$DETERMINED_VERSION-tensorboard"
   if [[ -f "$stamp" ]]; then
     log "wheels for torch $TORCH_VERSION and determined $DETERMINED_VERSION already downloaded"
     return
   fi
   rm -rf "$WHEELS/torch" && mkdir -p "$WHEELS/torch"
   # torch CPU comes from pip's configured find-links (a local CPU wheel) or the index.
-  timed "pip download torch==$TORCH_VERSION (cpu) and determined==$DETERMINED_VERSION" \
+  # tensorboard: Determined's trial classes (PyTorchTrial) always write TensorBoard events.
+  timed "pip download torch==$TORCH_VERSION (cpu), determined==$DETERMINED_VERSION, tensorboard" \
     "$PYTHON" -m pip download --quiet --dest "$WHEELS/torch" "${PIP_TARGET_ARGS[@]}" \
-    "torch==$TORCH_VERSION" "determined==$DETERMINED_VERSION"
+    "torch==$TORCH_VERSION" "determined==$DETERMINED_VERSION" tensorboard
   ls "$WHEELS"/torch/torch-"$TORCH_VERSION"*.whl >/dev/null 2>&1 || die "no torch $TORCH_VERSION wheel downloaded"
   touch "$stamp"
 }

@@ -6,15 +6,22 @@
 3. If ``startup-hook.sh`` exists there, source it with ``sh`` (``set -e``): variables it exports
    reach the entrypoint, as in Determined. If it fails, the task fails with its exit code.
 4. Run the entrypoint: a single argument is a shell command (``sh -c``); several are an argv.
+   Determined's legacy trial-class form (``model_def:MyTrial``) runs the official package's
+   harness (``python3 -m determined.exec.harness model_def:MyTrial``), which the image must
+   carry, and gets a copy of the context at ``/run/determined/train/model`` as in Determined;
+   one slot only (for more, use a script entrypoint with a launcher).
    SIGTERM/SIGINT are forwarded to the entrypoint's whole process group (so the training
    process gets them even under ``sh -c``); we exit with its code (128+N if killed by N).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,6 +37,8 @@ from ..common.proc import exit_code, forward_signals, run_forwarding
 logger = logging.getLogger("det.exec.run")
 
 DEFAULT_WORKDIR = "/run/determined/workdir"
+# Where the official harness expects a clean copy of the context (it saves it with checkpoints).
+MODEL_COPY = "/run/determined/train/model"
 STARTUP_HOOK = "startup-hook.sh"
 
 # Sources the hook in a POSIX shell, then dumps the resulting environment as JSON.
@@ -39,13 +48,42 @@ _HOOK_SCRIPT = (
 )
 
 
-def entrypoint_argv(entrypoint: list[str]) -> list[str]:
-    """One string → ``sh -c``; a list → as is (pure)."""
+# ``package.module:TrialClass``: Determined's legacy entrypoint for trial classes.
+_TRIAL_CLASS = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+def is_trial_class(entrypoint: list[str]) -> bool:
+    return len(entrypoint) == 1 and bool(_TRIAL_CLASS.match(entrypoint[0].strip()))
+
+
+def entrypoint_argv(entrypoint: list[str], python: str = "python3") -> list[str]:
+    """One string → ``sh -c``; a list → as is; a trial class → the official harness (pure)."""
     if not entrypoint:
         raise ValueError("empty entrypoint")
+    if is_trial_class(entrypoint):
+        return [python, "-m", "determined.exec.harness", entrypoint[0].strip()]
     if len(entrypoint) == 1:
         return ["sh", "-c", entrypoint[0]]
     return list(entrypoint)
+
+
+def trial_class_problem(env: dict[str, str], have_official: bool) -> str | None:
+    """Why a trial-class entrypoint cannot run here, or None (pure)."""
+    if not have_official:
+        return (
+            "a trial-class entrypoint (module:Class) needs the official determined package in"
+            " the task image (pip install determined==0.38.1); or use a script entrypoint"
+        )
+    try:
+        slots = len(json.loads(env.get("DET_SLOT_IDS") or "[]"))
+    except ValueError:
+        slots = 1
+    if slots > 1:
+        return (
+            f"a trial-class entrypoint (module:Class) runs on one slot here, not {slots}: use a"
+            " script entrypoint with a launcher (python3 -m det.launch.torch_distributed …)"
+        )
+    return None
 
 
 def choose_workdir(env: dict[str, str], exists: bool) -> str | None:
@@ -85,10 +123,27 @@ def main(argv: list[str]) -> int:
     written = []
     if info is not None:
         written = write_official_info_files(info, env.get("DET_INFO_DIR", OFFICIAL_INFO_DIR))
+    copied = None
+    if info is not None and is_trial_class(argv):
+        copied = copy_model_definition(".", env.get("DET_MODEL_COPY", MODEL_COPY))
     try:
         return _run(argv, env)
     finally:
         remove_files(written)
+        if copied is not None:
+            shutil.rmtree(copied, ignore_errors=True)
+
+
+def copy_model_definition(source: str, target: str) -> str | None:
+    """A copy of the context before the entrypoint runs (best effort); the path, if we made it."""
+    if os.path.exists(target):
+        return None
+    try:
+        shutil.copytree(source, target, symlinks=True)
+    except OSError as e:
+        logger.warning("could not copy the model definition to %s: %s", target, e)
+        return None
+    return target
 
 
 def _run(argv: list[str], env: dict[str, str]) -> int:
@@ -96,7 +151,13 @@ def _run(argv: list[str], env: dict[str, str]) -> int:
     if code != 0:
         print(f"det.exec.run: {STARTUP_HOOK} failed with exit code {code}", file=sys.stderr)
         return code
-    cmd = entrypoint_argv(argv)
+    if is_trial_class(argv):
+        have_official = importlib.util.find_spec("determined") is not None
+        problem = trial_class_problem(env, have_official)
+        if problem is not None:
+            print(f"det.exec.run: {problem}", file=sys.stderr)
+            return 2
+    cmd = entrypoint_argv(argv, sys.executable)
     try:
         return run_forwarding(cmd, group=True, env=env)
     except FileNotFoundError as e:

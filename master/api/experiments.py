@@ -19,7 +19,7 @@ from det.master.api._common import (
     state,
     ts,
 )
-from det.master.errors import InvalidArgument, PermissionDenied
+from det.master.errors import InvalidArgument, NotFound, PermissionDenied
 from det.master.services import experiments as svc
 from det.master.services import trials as trial_svc
 
@@ -234,7 +234,10 @@ def best_searcher_validation_metric(experiment_id: int) -> Any:
     with db() as conn:
         row = svc.get(conn, experiment_id)
         best = trial_svc.best_trial(conn, experiment_id, row["config"])
-    return {"metric": best.get("searcher_metric") if best else None}
+    if best is None:
+        # Determined answers 404 here, and its client reads that as "no validations yet".
+        raise NotFound(f"experiment {experiment_id} has no validation of its searcher metric yet")
+    return {"metric": best["searcher_metric"]}
 
 
 @bp.get("/api/v1/experiments/<int:experiment_id>/trials")

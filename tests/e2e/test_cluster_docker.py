@@ -237,3 +237,23 @@ def test_official_determined_client_runs_unmodified(cluster: Cluster) -> None:
         assert (cluster.checkpoints / c["uuid"] / "model.pt").is_file()
     logs = "\n".join(e["log"] or "" for e in cluster.trial_logs(t["id"]))
     assert "official_client_example" in logs
+
+
+def test_a_trial_class_runs_with_its_legacy_entrypoint(cluster: Cluster) -> None:
+    """Determined's PyTorchTrial with ``entrypoint: model_def:RegressionTrial``, unchanged: the
+    official package's harness trains it against this master."""
+    example = EXAMPLES / "pytorch_trial"
+    eid = cluster.create(example / "const.yaml", example)
+    cluster.wait_state(eid, "STATE_COMPLETED", 300)
+    t = only_trial(cluster, eid)
+    validation = cluster.metrics(t["id"], "validation")
+    assert [m["totalBatches"] for m in validation] == [100, 200]
+    losses = [m["metrics"]["avg_metrics"]["validation_loss"] for m in validation]
+    assert losses[-1] < 0.05, losses  # y = 3x - 1 with noise 0.05: learned
+    assert cluster.metrics(t["id"], "training")
+    ckpts = cluster.checkpoints_of(t["id"])
+    assert 200 in [int(c["metadata"]["steps_completed"]) for c in ckpts]
+    for c in ckpts:  # the official format: state dict plus a copy of the model definition
+        assert (cluster.checkpoints / c["uuid"] / "state_dict.pth").is_file()
+        assert (cluster.checkpoints / c["uuid"] / "code" / "model_def.py").is_file()
+    assert t["searcherMetricValue"] == pytest.approx(min(losses))

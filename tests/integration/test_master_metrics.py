@@ -143,3 +143,22 @@ def test_reports_for_an_unknown_trial_are_refused(live_master: Master) -> None:
         timeout=10,
     )
     assert r.status_code == 404 and "999999" in r.json()["message"]
+
+
+def test_best_validation_is_404_until_there_is_one(live_master: Master) -> None:
+    """Determined's client reads a 404 as "no validations yet" (and a null as a crash)."""
+    tid = _trial(live_master)
+    eid = live_master.get(f"/api/v1/trials/{tid}")["trial"]["experimentId"]
+    url = f"{live_master.url}/api/v1/experiments/{eid}/searcher/best_searcher_validation_metric"
+    r = live_master.session().get(url, timeout=10)
+    assert r.status_code == 404 and "no validation" in r.json()["message"]
+    live_master.post(
+        f"/api/v1/trials/{tid}/metrics/batch",
+        {
+            "reports": [
+                _report("validation", 5, {"loss": 0.7}),
+                _report("validation", 9, {"loss": 0.4}),
+            ]
+        },
+    )
+    assert live_master.session().get(url, timeout=10).json() == {"metric": 0.4}

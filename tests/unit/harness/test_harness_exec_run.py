@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from det.exec.run import choose_workdir, entrypoint_argv
+from det.exec.run import choose_workdir, entrypoint_argv, is_trial_class, trial_class_problem
 from tests.unit.harness.fake_master import FakeMaster
 
 
@@ -30,6 +30,30 @@ def test_entrypoint_argv() -> None:
     assert choose_workdir({"DET_WORKDIR": "/w"}, False) == "/w"
     assert choose_workdir({}, True) == "/run/determined/workdir"
     assert choose_workdir({}, False) is None
+
+
+def test_legacy_trial_class_entrypoints_run_the_official_harness() -> None:
+    assert is_trial_class(["model_def:MyTrial"]) and is_trial_class(["pkg.sub.mod:T_2"])
+    for not_a_class in (["python3 train.py"], ["a:b c"], ["python3", "m:T"], ["http://x"], [":T"]):
+        assert not is_trial_class(not_a_class), not_a_class
+    assert entrypoint_argv(["model_def:MyTrial"], "/usr/bin/python3") == [
+        "/usr/bin/python3",
+        "-m",
+        "determined.exec.harness",
+        "model_def:MyTrial",
+    ]
+    assert trial_class_problem({"DET_SLOT_IDS": "[0]"}, True) is None
+    assert "determined==0.38.1" in str(trial_class_problem({}, False))
+    assert "not 2" in str(trial_class_problem({"DET_SLOT_IDS": "[0, 1]"}, True))
+
+
+def test_a_trial_class_without_the_official_package_fails_with_a_clear_line(
+    tmp_path: Path,
+) -> None:
+    # This venv has no `determined` package: the runner says what to install.
+    r = run(tmp_path, "model_def:MyTrial")
+    assert r.returncode == 2
+    assert "needs the official determined package" in r.stderr
 
 
 def test_runs_in_workdir_and_keeps_the_exit_code(tmp_path: Path) -> None:
