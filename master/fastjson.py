@@ -35,7 +35,10 @@ def dumps(value: Any, *, finite: bool) -> str:
     """
     if finite:
         return orjson.dumps(value).decode()
-    return json.dumps(cleaned(value), allow_nan=False)
+    try:  # usually there are none after all: the C encoder finds out without a Python walk
+        return json.dumps(value, allow_nan=False)
+    except ValueError:
+        return json.dumps(cleaned(value), allow_nan=False)
 
 
 def clean(value: Any) -> Any:

@@ -210,6 +210,8 @@ def report_metrics(
     best = trial["searcher_metric"]
     smaller = _smaller_is_better(trial["config"])
     for i, r in enumerate(reports):
+        if not isinstance(r, dict):
+            raise InvalidArgument(f"metrics[{i}]: must be an object")
         group = r.get("group") or TRAINING
         m = r.get("metrics")
         if not isinstance(m, dict) or not isinstance(m.get("avgMetrics"), dict):

@@ -117,10 +117,11 @@ def test_non_finite_literals_in_a_batch_are_kept_as_strings(
         ({"group": "training", "stepsCompleted": 3, "metrics": {}}, "avgMetrics"),
         (_report("training", "three", {"loss": 1.0}), "stepsCompleted"),  # type: ignore[arg-type]
         ({**_report("training", 3, {"loss": 1.0}), "group": 7}, "group"),
+        ("not-an-object", "must be an object"),
     ],
 )
 def test_a_bad_report_rejects_the_whole_batch(
-    live_master: Master, pg_url: str, bad: dict[str, Any], needle: str
+    live_master: Master, pg_url: str, bad: Any, needle: str
 ) -> None:
     tid = _trial(live_master)
     before = live_master.get(f"/api/v1/trials/{tid}")["trial"]
