@@ -60,6 +60,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     _say("to use it:")
     _say(f"  export DET_MASTER={c.master_url}")
     _say(f"  det user login admin        # password: cat {c.password_file}")
+    _say(f"  WebUI: {c.master_url}/det/")
     return 0
 
 

@@ -76,6 +76,9 @@ def _cluster_life_cycle(state: Path) -> None:
         r = _det([*up, "--master-port", str(port), "--initial-user-password", "Local-pw-123"], env)
         assert r.returncode == 0, r.stdout + r.stderr
         assert f"export DET_MASTER=http://127.0.0.1:{port}" in r.stdout
+        webui = f"http://127.0.0.1:{port}/det/"
+        assert f"WebUI: {webui}" in r.stdout
+        assert "text/html" in requests.get(webui, timeout=10).headers["Content-Type"]
         assert (state / "admin_password").read_text().strip() == "Local-pw-123"
         assert (state / "admin_password").stat().st_mode & 0o077 == 0
 
