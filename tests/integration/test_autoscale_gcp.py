@@ -191,3 +191,29 @@ def test_preemption_notice_resumes_the_trial_from_gcs_on_another_vm_without_a_re
     assert len(machines.seen) == 2 and machines.seen[0] == first
     assert_resumed_elsewhere(master, trial["id"], first, machines.seen[1])
     wait_for(lambda: not gce.instances(), 60, 0.5, "VMs to be deleted")
+
+
+def test_an_hourly_cost_cap_holds_the_pool_to_what_it_pays_for(
+    master_factory: Any, gce: FakeGce, gcs_emulator: str, cloud: Any
+) -> None:
+    """max_instances would allow 2 VMs; a $0.30/h cap at $0.19/h per VM allows 1. The search
+    still completes, one trial after the other, and the queue says why it waits."""
+    docker_or_skip()
+    cost = {"prices": {MACHINE: 0.19}, "max_hourly_cost": 0.3}
+    master = master_factory(extra=master_extra(gcs_emulator, endpoint_url=gce.url, cost=cost))
+    machines: CloudAgents = cloud(master, gce)
+    eid = create_experiment(master, config(gcs_emulator, trials=2, steps=3, pause=0.5))
+
+    def capped_reason() -> str | None:
+        for job in master.get("/api/v1/job-queues")["jobs"]:
+            if "max_hourly_cost" in str(job.get("pendingReason") or ""):
+                return str(job["pendingReason"])
+        return None
+
+    reason = wait_for(capped_reason, 60, 0.3, "the cost cap to show in the job queue")
+    assert "max_hourly_cost=$0.30/h" in reason and "$0.19/h each" in reason
+    wait_completed(master, eid)
+    assert all(t["state"] == "STATE_COMPLETED" for t in trials(master, eid))
+    assert machines.peak == 1
+    assert any(e["kind"] == "cost-cap" for e in pool_events(master, POOL))
+    assert not machines.errors, machines.errors
