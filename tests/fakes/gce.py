@@ -40,6 +40,8 @@ import threading
 import urllib.parse
 from typing import Any, Literal
 
+from tests.fakes.local_http import LocalHttpFake
+
 _PREFIX = re.compile(
     r"^/compute/v1/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/(?P<rest>.*)$"
 )
@@ -83,7 +85,7 @@ class _HttpFault:
     after: bool
 
 
-class FakeGce:
+class FakeGce(LocalHttpFake):
     def __init__(
         self,
         *,
@@ -103,41 +105,16 @@ class FakeGce:
         self._capacity: dict[str, int] = {}
         self._http_faults: list[_HttpFault] = []
         self._ids = itertools.count(1000)
-        self._server: http.server.ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def start(self) -> FakeGce:
+    def handler(self) -> type[http.server.BaseHTTPRequestHandler]:
         fake = self
 
         class Handler(_Handler):
             gce = fake
 
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FakeGce:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        assert self._server is not None, "start() the fake first"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return Handler
 
     # -- test controls -----------------------------------------------------------------------
 

@@ -20,10 +20,12 @@ import threading
 import urllib.parse
 from typing import Any
 
+from tests.fakes.local_http import LocalHttpFake
+
 PREFIX = "/computeMetadata/v1/"
 
 
-class FakeGceMetadata:
+class FakeGceMetadata(LocalHttpFake):
     def __init__(
         self,
         *,
@@ -50,45 +52,20 @@ class FakeGceMetadata:
         self._failures = 0
         self._stopping = False
         self._changed = threading.Condition()
-        self._server: http.server.ThreadingHTTPServer | None = None
 
-    def start(self) -> FakeGceMetadata:
+    def handler(self) -> type[http.server.BaseHTTPRequestHandler]:
         fake = self
 
         class Handler(_Handler):
             metadata = fake
 
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        ).start()
-        return self
+        return Handler
 
     def stop(self) -> None:
-        with self._changed:
+        with self._changed:  # release requests waiting for a change
             self._stopping = True
             self._changed.notify_all()
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FakeGceMetadata:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def url(self) -> str:
-        assert self._server is not None, "start() the fake first"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    @property
-    def host(self) -> str:
-        """``host:port``, for ``GCE_METADATA_HOST``."""
-        return self.url.removeprefix("http://")
+        super().stop()
 
     def set(self, key: str, value: str) -> None:
         with self._changed:

@@ -21,9 +21,11 @@ import socket
 import threading
 from typing import Any
 
+from tests.fakes.local_http import LocalHttpFake
+
 
 class _Handler(http.server.BaseHTTPRequestHandler):
-    server: _Server
+    server: Any  # the fake is server.fake
     protocol_version = "HTTP/1.1"
 
     def setup(self) -> None:
@@ -99,12 +101,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(200, value, {"Metadata-Flavor": "Google"})
 
 
-class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    fake: FakeImds
-
-
-class FakeImds:
+class FakeImds(LocalHttpFake):
     def __init__(
         self, instance_id: str = "i-0fake0000000000001", instance_name: str = "det-agent-1"
     ):
@@ -114,26 +111,9 @@ class FakeImds:
         self.requests: list[str] = []
         self.metadata: dict[str, str] = {"instance-id": instance_id}
         self.gce: dict[str, str] = {"instance/name": instance_name, "instance/preempted": "FALSE"}
-        self._server = _Server(("127.0.0.1", 0), _Handler)
-        self._server.fake = self
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
 
-    def start(self) -> FakeImds:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> FakeImds:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def handler(self) -> type[http.server.BaseHTTPRequestHandler]:
+        return _Handler
 
     def trigger_spot_interruption(
         self, when: dt.datetime | None = None, action: str = "terminate"
