@@ -15,7 +15,14 @@ from collections.abc import Callable
 import psycopg
 
 from det.master.db import LEADER_LOCK_KEY, Conn
-from det.master.services import agents, lifecycle, provisioning, scheduling, searching
+from det.master.services import (
+    agents,
+    checkpoint_gc,
+    lifecycle,
+    provisioning,
+    scheduling,
+    searching,
+)
 from det.master.state import MasterState
 
 logger = logging.getLogger(__name__)
@@ -108,6 +115,7 @@ class ControlLoop:
 
     def _experiments_pass(self) -> None:
         self._tx(lifecycle.experiments_pass)
+        self._tx(lambda c: checkpoint_gc.gc_pass(c, self.state))
 
 
 def run_passes_until(state: MasterState, done: Callable[[], bool], timeout: float = 30.0) -> None:

@@ -29,7 +29,12 @@ def best_trial(experiment: dict[str, Any], checkpoints: list[dict[str, Any]]) ->
         raise SystemExit("no trial reported the searcher metric")
     sign = 1.0 if smaller else -1.0
     trial = min(scored, key=lambda t: sign * float(t["searcherMetricValue"]))
-    own = [c for c in checkpoints if (c.get("training") or {}).get("trialId") == trial["id"]]
+    own = [
+        c
+        for c in checkpoints
+        if (c.get("training") or {}).get("trialId") == trial["id"]
+        and c.get("state") != "STATE_DELETED"  # removed by the retention policy
+    ]
     with_metric = [c for c in own if _number(c["training"].get("searcherMetric")) is not None]
     if with_metric:
         ckpt = min(with_metric, key=lambda c: sign * float(c["training"]["searcherMetric"]))

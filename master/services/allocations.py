@@ -87,6 +87,9 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason:
     )
     states.transition(conn, "allocation", allocation_id, states.TERMINATED, reason, strict=False)
     if alloc["trial_id"] is None:
+        from det.master.services import checkpoint_gc
+
+        checkpoint_gc.on_terminated(conn, allocation_id, exit_code)
         return
     trial = conn.execute(
         "SELECT t.*, e.state AS exp_state, e.config FROM trials t JOIN experiments e ON e.id = t.experiment_id"
@@ -184,6 +187,10 @@ def container_spec(
     conn: Conn, st: MasterState, alloc: dict[str, Any], agent_id: str
 ) -> dict[str, Any]:
     """What the agent needs to start this allocation's container (see docs/internals.md)."""
+    if alloc["trial_id"] is None:
+        from det.master.services import checkpoint_gc
+
+        return checkpoint_gc.container_spec(conn, st, alloc, agent_id)
     trial = conn.execute(
         "SELECT t.*, e.config, e.owner_id, u.username FROM trials t JOIN experiments e ON e.id = t.experiment_id"
         " JOIN users u ON u.id = e.owner_id WHERE t.id = %s",
@@ -194,17 +201,7 @@ def container_spec(
     env_cfg = config.get("environment") or {}
     slot_ids = (alloc["placement"] or {}).get(agent_id, [])
     device = "cuda" if _slot_type(conn, agent_id) == "cuda" else "cpu"
-    image = env_cfg.get("image")
-    if isinstance(image, dict):
-        image = image.get(device) or image.get("cpu")
-    image = image or "det-task:py3.11-cpu-torch"
-    env: dict[str, str] = {}
-    variables = env_cfg.get("environment_variables") or []
-    if isinstance(variables, dict):
-        variables = variables.get(device) or []
-    for item in variables:
-        key, _, value = str(item).partition("=")
-        env[key] = value
+    image, env = image_and_env(conn, config, agent_id)
     env.update(
         {
             "DET_MASTER": st.config.url(),
@@ -243,20 +240,41 @@ def container_spec(
         "deviceType": device,
         "shmSize": res.get("shm_size"),
         "networkMode": "host",
-        "bindMounts": [
-            {
-                "hostPath": m.get("host_path"),
-                "containerPath": m.get("container_path"),
-                "readOnly": bool(m.get("read_only")),
-                "propagation": m.get("propagation") or "rprivate",
-            }
-            for m in config.get("bind_mounts") or []
-        ]
-        + _storage_mounts(config.get("checkpoint_storage")),
+        "bindMounts": bind_mounts(config),
         "contextPath": f"/api/v1/tasks/{alloc['task_id']}/context",
         "workdir": WORKDIR,
         "killGraceSeconds": 30,
     }
+
+
+def image_and_env(conn: Conn, config: dict[str, Any], agent_id: str) -> tuple[str, dict[str, str]]:
+    """The task image and the user's environment variables for the agent's device type."""
+    env_cfg = config.get("environment") or {}
+    device = "cuda" if _slot_type(conn, agent_id) == "cuda" else "cpu"
+    image = env_cfg.get("image")
+    if isinstance(image, dict):
+        image = image.get(device) or image.get("cpu")
+    env: dict[str, str] = {}
+    variables = env_cfg.get("environment_variables") or []
+    if isinstance(variables, dict):
+        variables = variables.get(device) or []
+    for item in variables:
+        key, _, value = str(item).partition("=")
+        env[key] = value
+    return str(image or "det-task:py3.11-cpu-torch"), env
+
+
+def bind_mounts(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The experiment's bind mounts, plus its shared_fs checkpoint storage."""
+    return [
+        {
+            "hostPath": m.get("host_path"),
+            "containerPath": m.get("container_path"),
+            "readOnly": bool(m.get("read_only")),
+            "propagation": m.get("propagation") or "rprivate",
+        }
+        for m in config.get("bind_mounts") or []
+    ] + _storage_mounts(config.get("checkpoint_storage"))
 
 
 def _storage_mounts(storage: Any) -> list[dict[str, Any]]:

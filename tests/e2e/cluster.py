@@ -87,6 +87,7 @@ class Cluster:
     tmp: Path
     docker: Any
     checkpoints: Path
+    db_url: str = ""
     experiments: list[int] = field(default_factory=list)
 
     # --- experiments ------------------------------------------------------------------------
@@ -151,6 +152,22 @@ class Cluster:
     def metrics(self, tid: int, group: str) -> list[dict[str, Any]]:
         r = self.master.get(f"/api/v1/trials/{tid}/metrics", params={"group": group})
         return list(r["metrics"] or [])
+
+    def wait_checkpoint_gc(self, eid: int, timeout: float = 120) -> None:
+        """Until the ended experiment's checkpoint GC was decided and its task (if any) ended."""
+        import psycopg
+
+        def done() -> bool:
+            with psycopg.connect(self.db_url) as conn:
+                row = conn.execute(
+                    "SELECT e.checkpoint_gc_at IS NOT NULL, (SELECT count(*) FROM checkpoint_gc g"
+                    " JOIN allocations a ON a.id = g.allocation_id WHERE g.experiment_id = e.id"
+                    " AND a.state <> 'TERMINATED') FROM experiments e WHERE e.id = %s",
+                    (eid,),
+                ).fetchone()
+            return bool(row and row[0] and row[1] == 0)
+
+        wait_for(done, timeout, f"experiment {eid}'s checkpoint GC")
 
     def checkpoints_of(self, tid: int) -> list[dict[str, Any]]:
         return list(self.master.get(f"/api/v1/trials/{tid}/checkpoints")["checkpoints"] or [])
@@ -272,7 +289,7 @@ def start_cluster(
         state.mkdir(parents=True, exist_ok=True)
         argv = agent_argv(master, aid, state, slots)
         started.append(Agent(aid, argv, tmp / f"agent-{i}.log").start())
-    cluster = Cluster(master, started, tmp, client, tmp / "checkpoints")
+    cluster = Cluster(master, started, tmp, client, tmp / "checkpoints", db_url)
 
     def registered() -> bool:
         ids = {str(a["id"]) for a in master.get("/api/v1/agents")["agents"] or []}

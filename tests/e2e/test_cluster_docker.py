@@ -233,10 +233,29 @@ def test_official_determined_client_runs_unmodified(cluster: Cluster) -> None:
     assert [s for _, s in steps(cluster, t["id"], "validation")] == [50, 100]
     ckpts = cluster.checkpoints_of(t["id"])
     assert sorted(int(c["metadata"]["steps_completed"]) for c in ckpts) == [50, 100]
-    for c in ckpts:
-        assert (cluster.checkpoints / c["uuid"] / "model.pt").is_file()
+    assert_retention_applied(cluster, eid, t["id"], "model.pt")
     logs = "\n".join(e["log"] or "" for e in cluster.trial_logs(t["id"]))
     assert "official_client_example" in logs
+
+
+def assert_retention_applied(
+    cluster: Cluster, eid: int, tid: int, file: str
+) -> list[dict[str, Any]]:
+    """After the experiment's checkpoint GC (default policy: each trial's best and latest),
+    kept checkpoints have their files and deleted ones have none; returns the kept ones."""
+    cluster.wait_checkpoint_gc(eid)
+    ckpts = cluster.checkpoints_of(tid)
+    latest = max(ckpts, key=lambda c: int(c["metadata"]["steps_completed"]))
+    scored = [c for c in ckpts if c["training"]["searcherMetric"] is not None]
+    best = min(scored, key=lambda c: c["training"]["searcherMetric"])
+    keep = {latest["uuid"], best["uuid"]}
+    for c in ckpts:
+        stored = cluster.checkpoints / c["uuid"]
+        if c["uuid"] in keep:
+            assert c["state"] == "STATE_COMPLETED" and (stored / file).is_file(), c
+        else:
+            assert c["state"] == "STATE_DELETED" and not stored.exists(), c
+    return [c for c in ckpts if c["uuid"] in keep]
 
 
 def test_a_trial_class_runs_with_its_legacy_entrypoint(cluster: Cluster) -> None:
@@ -253,7 +272,7 @@ def test_a_trial_class_runs_with_its_legacy_entrypoint(cluster: Cluster) -> None
     assert cluster.metrics(t["id"], "training")
     ckpts = cluster.checkpoints_of(t["id"])
     assert 200 in [int(c["metadata"]["steps_completed"]) for c in ckpts]
-    for c in ckpts:  # the official format: state dict plus a copy of the model definition
-        assert (cluster.checkpoints / c["uuid"] / "state_dict.pth").is_file()
-        assert (cluster.checkpoints / c["uuid"] / "code" / "model_def.py").is_file()
+    # the official format: a state dict plus a copy of the model definition
+    for kept in assert_retention_applied(cluster, eid, t["id"], "state_dict.pth"):
+        assert (cluster.checkpoints / kept["uuid"] / "code" / "model_def.py").is_file()
     assert t["searcherMetricValue"] == pytest.approx(min(losses))

@@ -233,6 +233,13 @@ class SimAgent:
             del self.tasks[aid]
 
     def _run(self, task: Task) -> None:
+        if task.spec.get("taskType") == "CHECKPOINT_GC":
+            # The real GC command, in this process (storage paths are host paths here).
+            from det.exec import gc_checkpoints
+
+            task.exit_code = gc_checkpoints.main(task.spec["env"])
+            task.state = "TERMINATED"
+            return
         try:
             code = self.train(self.master, task.spec, task.killed)
         except Exception:  # the "training script" crashed

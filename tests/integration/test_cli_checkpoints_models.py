@@ -101,6 +101,12 @@ def saved_exp(cli_master: Master) -> Iterator[int]:
     try:
         eid = cli_support.create_via_api(cli_master, sim_config("saver", trials=2))
         cli_support.wait(lambda: exp_state(cli_master, eid) == "STATE_COMPLETED", 60, "completion")
+        # Checkpoint GC (each trial's best and latest: step 2) removes both step-1 checkpoints.
+        cli_support.wait(
+            lambda: [c["state"] for c in checkpoints(cli_master, eid)].count("STATE_DELETED") == 2,
+            60,
+            "checkpoint GC",
+        )
         yield eid
     finally:
         agent.stop()
@@ -108,6 +114,10 @@ def saved_exp(cli_master: Master) -> Iterator[int]:
 
 def checkpoints(master: Master, eid: int) -> list[dict[str, Any]]:
     return list(master.get(f"/api/v1/experiments/{eid}/checkpoints")["checkpoints"])
+
+
+def kept(master: Master, eid: int) -> list[dict[str, Any]]:
+    return [c for c in checkpoints(master, eid) if c["state"] == "STATE_COMPLETED"]
 
 
 def test_checkpoint_list_and_best(det: Det, cli_master: Master, saved_exp: int) -> None:
@@ -124,7 +134,7 @@ def test_checkpoint_list_and_best(det: Det, cli_master: Master, saved_exp: int) 
 
 def test_checkpoint_describe(det: Det, cli_master: Master, saved_exp: int) -> None:
     det.login()
-    ck = checkpoints(cli_master, saved_exp)[0]
+    ck = kept(cli_master, saved_exp)[0]
     body = det.ok("checkpoint", "describe", ck["uuid"], "--json").json()
     assert body["uuid"] == ck["uuid"]
     assert body["resources"] == ck["resources"]
@@ -138,18 +148,18 @@ def test_checkpoint_download_copies_the_files(
     det: Det, cli_master: Master, saved_exp: int, tmp_path: Path
 ) -> None:
     det.login()
-    ck = checkpoints(cli_master, saved_exp)[-1]
+    ck = kept(cli_master, saved_exp)[-1]
     out = tmp_path / "dl"
     r = det.ok("checkpoint", "download", ck["uuid"], "-o", str(out))
     assert str(out) in r.out
     src = storage_dir(cli_master) / ck["uuid"]
     assert (out / "model.bin").read_bytes() == (src / "model.bin").read_bytes()
     assert (out / "meta" / "info.json").read_text() == "{}"
-    # Files that are gone from storage: one line, exit 1.
-    other = checkpoints(cli_master, saved_exp)[0]["uuid"]
-    for p in sorted((storage_dir(cli_master) / other).rglob("*"), reverse=True):
-        p.unlink() if p.is_file() else p.rmdir()
-    (storage_dir(cli_master) / other).rmdir()
+    # A checkpoint the GC deleted: its files are gone from storage; one line, exit 1.
+    other = next(
+        c["uuid"] for c in checkpoints(cli_master, saved_exp) if c["state"] == "STATE_DELETED"
+    )
+    assert not (storage_dir(cli_master) / other).exists()
     r = det("checkpoint", "download", other, "-o", str(tmp_path / "gone"))
     assert r.rc == 1 and "not found" in r.err and r.err.count("\n") == 1
 
@@ -160,7 +170,7 @@ def test_model_registry(det: Det, cli_master: Master, saved_exp: int) -> None:
     assert made["name"] == "mnist-cnn"
     assert "mnist-cnn" in det.ok("model", "list").out
     assert [m["name"] for m in det.ok("model", "list", "--json").json()] == ["mnist-cnn"]
-    cks = checkpoints(cli_master, saved_exp)
+    cks = kept(cli_master, saved_exp)
     for i, ck in enumerate(cks[:2], start=1):
         v = det.ok("model", "register-version", "mnist-cnn", ck["uuid"], "--json").json()
         assert v["version"] == i

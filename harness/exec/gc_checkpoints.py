@@ -1,0 +1,42 @@
+"""The checkpoint GC task's command: ``python3 -m det.exec.gc_checkpoints``.
+
+Deletes the checkpoints ``$DET_DELETE_CHECKPOINTS`` (a JSON list of uuids) from the storage
+``$DET_CHECKPOINT_STORAGE`` (the experiment's ``checkpoint_storage``, JSON), with the same
+storage code trials write with. A checkpoint already gone is not an error; any other failure
+exits 1 after trying the rest, and the master then keeps the checkpoints' records as they are.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import Mapping
+
+from .. import storage
+
+logger = logging.getLogger("det.exec.gc_checkpoints")
+
+
+def main(env: Mapping[str, str] | None = None) -> int:
+    env = os.environ if env is None else env
+    config = json.loads(env["DET_CHECKPOINT_STORAGE"])
+    uuids = json.loads(env["DET_DELETE_CHECKPOINTS"])
+    manager = storage.from_config(config, container_path=storage.in_container_path(config))
+    failed = 0
+    for uuid in uuids:
+        try:
+            removed = manager.delete(uuid)  # idempotent: a checkpoint already gone is {}
+        except Exception as e:
+            failed += 1
+            logger.error("checkpoint %s: could not delete: %s", uuid, e)
+            continue
+        logger.info("checkpoint %s: deleted %d files", uuid, len(removed))
+    logger.info("deleted %d of %d checkpoints", len(uuids) - failed, len(uuids))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    sys.exit(main())

@@ -1,0 +1,11 @@
+-- Checkpoint garbage collection: once an experiment has ended, a zero-slot task deletes the
+-- checkpoints its retention policy does not keep (checkpoint_storage.save_*).
+-- When the experiment's GC was decided (queued, or nothing to delete); NULL: not yet.
+ALTER TABLE experiments ADD COLUMN checkpoint_gc_at timestamptz;
+-- Experiments that ended before this migration have had no GC: leave them as they are.
+UPDATE experiments SET checkpoint_gc_at = now() WHERE state IN ('COMPLETED', 'CANCELED', 'ERROR');
+CREATE TABLE checkpoint_gc (
+    allocation_id  text PRIMARY KEY REFERENCES allocations(id) ON DELETE CASCADE,
+    experiment_id  int NOT NULL REFERENCES experiments(id) ON DELETE CASCADE,
+    uuids          uuid[] NOT NULL
+);

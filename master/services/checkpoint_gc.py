@@ -1,0 +1,179 @@
+"""Checkpoint GC: when an experiment has ended, delete what its retention policy does not keep.
+
+The policy is :mod:`det.master.checkpoint_policy`. The deleting is done by a zero-slot task in
+the experiment's resource pool (``python3 -m det.exec.gc_checkpoints`` in the experiment's
+image, with its storage config and bind mounts), as in Determined: agents can reach the storage
+the trials wrote to, the master need not. When that task exits 0 the checkpoints are marked
+``DELETED`` (their rows stay, without resources); if it fails they stay as they were and an
+event says so. Checkpoints registered in the model registry are never collected. Each
+experiment is collected once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from det.master import states
+from det.master.checkpoint_policy import Checkpoint, Retention, to_delete
+from det.master.db import Conn
+from det.master.services import allocations
+from det.master.services import checkpoints as ckpt_svc
+from det.master.services.users import token_digest
+from det.master.state import MasterState
+
+logger = logging.getLogger(__name__)
+
+DELETED = "DELETED"
+TASK_TYPE = "CHECKPOINT_GC"
+
+
+def retention(config: dict[str, Any]) -> Retention:
+    storage = config.get("checkpoint_storage") or {}
+    searcher = config.get("searcher") or {}
+    return Retention(
+        experiment_best=int(storage.get("save_experiment_best", 0)),
+        trial_best=int(storage.get("save_trial_best", 1)),
+        trial_latest=int(storage.get("save_trial_latest", 1)),
+        smaller_is_better=bool(searcher.get("smaller_is_better", True)),
+    )
+
+
+def candidates(conn: Conn, experiment_id: int, config: dict[str, Any]) -> list[Checkpoint]:
+    metric = (config.get("searcher") or {}).get("metric")
+    out = []
+    for r in ckpt_svc.list_for(conn, experiment_id=experiment_id):
+        if r["state"] != "COMPLETED":
+            continue
+        value = ((r.get("validation") or {}).get("avg_metrics") or {}).get(metric)
+        number = float(value) if isinstance(value, int | float) else None
+        out.append(
+            Checkpoint(str(r["uuid"]), int(r["trial_id"]), int(r["steps_completed"]), number)
+        )
+    return out
+
+
+def gc_pass(conn: Conn, st: MasterState) -> None:
+    """Queue a GC task for every ended experiment not yet collected."""
+    rows = conn.execute(
+        "SELECT e.id, e.config, j.id AS job_id, j.resource_pool FROM experiments e"
+        " JOIN jobs j ON j.experiment_id = e.id"
+        " WHERE e.checkpoint_gc_at IS NULL AND NOT e.deleted"
+        " AND e.state IN ('COMPLETED', 'CANCELED', 'ERROR')"
+        " FOR NO KEY UPDATE OF e SKIP LOCKED"
+    ).fetchall()
+    for exp in rows:
+        eid = exp["id"]
+        registered = {
+            str(r["checkpoint_uuid"])
+            for r in conn.execute(
+                "SELECT v.checkpoint_uuid FROM model_versions v JOIN checkpoints c"
+                " ON c.uuid = v.checkpoint_uuid JOIN trials t ON t.id = c.trial_id"
+                " WHERE t.experiment_id = %s",
+                (eid,),
+            )
+        }
+        # Checkpoints registered as model versions are always kept, as in Determined.
+        doomed = [
+            u
+            for u in to_delete(candidates(conn, eid, exp["config"]), retention(exp["config"]))
+            if u not in registered
+        ]
+        conn.execute("UPDATE experiments SET checkpoint_gc_at = now() WHERE id = %s", (eid,))
+        if not doomed:
+            continue
+        task_id = f"gc.{eid}"
+        allocation_id = f"{task_id}.1"
+        conn.execute(
+            "INSERT INTO allocations (id, task_id, trial_id, job_id, resource_pool, slots_needed,"
+            " state, token_hash) VALUES (%s, %s, NULL, %s, %s, 0, %s, %s)"
+            " ON CONFLICT (id) DO NOTHING",
+            (
+                allocation_id,
+                task_id,
+                exp["job_id"],
+                exp["resource_pool"],
+                states.PENDING,
+                token_digest(allocations.allocation_token(st, allocation_id)),
+            ),
+        )
+        conn.execute(
+            "INSERT INTO checkpoint_gc (allocation_id, experiment_id, uuids) VALUES (%s, %s, %s)"
+            " ON CONFLICT DO NOTHING",
+            (allocation_id, eid, doomed),
+        )
+        states.record_event(
+            conn, "experiment", eid, "checkpoint-gc", f"deleting {len(doomed)} checkpoints"
+        )
+        logger.info("experiment %d: checkpoint GC of %d checkpoints queued", eid, len(doomed))
+
+
+def container_spec(
+    conn: Conn, st: MasterState, alloc: dict[str, Any], agent_id: str
+) -> dict[str, Any]:
+    """The GC task's container: the experiment's image, storage and mounts; no context."""
+    row = conn.execute(
+        "SELECT g.uuids, e.id, e.config FROM checkpoint_gc g JOIN experiments e"
+        " ON e.id = g.experiment_id WHERE g.allocation_id = %s",
+        (alloc["id"],),
+    ).fetchone()
+    assert row is not None, f"allocation {alloc['id']} is neither a trial's nor a GC task's"
+    config: dict[str, Any] = row["config"]
+    image, env = allocations.image_and_env(conn, config, agent_id)
+    env.update(
+        {
+            "DET_MASTER": st.config.url(),
+            "DET_CLUSTER_ID": st.cluster_id,
+            "DET_TASK_ID": alloc["task_id"],
+            "DET_ALLOCATION_ID": alloc["id"],
+            "DET_SESSION_TOKEN": allocations.allocation_token(st, alloc["id"]),
+            "DET_TASK_TYPE": TASK_TYPE,
+            "DET_EXPERIMENT_ID": str(row["id"]),
+            "DET_CHECKPOINT_STORAGE": json.dumps(config.get("checkpoint_storage") or {}),
+            "DET_DELETE_CHECKPOINTS": json.dumps([str(u) for u in row["uuids"]]),
+        }
+    )
+    env_cfg = config.get("environment") or {}
+    return {
+        "taskId": alloc["task_id"],
+        "taskType": TASK_TYPE,
+        "image": image,
+        "forcePull": bool(env_cfg.get("force_pull_image")),
+        "command": ["python3", "-m", "det.exec.gc_checkpoints"],
+        "env": env,
+        "slotIds": [],
+        "deviceType": "cpu",
+        "shmSize": None,
+        "networkMode": "host",
+        "bindMounts": allocations.bind_mounts(config),
+        "contextPath": None,
+        "workdir": allocations.WORKDIR,
+        "killGraceSeconds": 30,
+    }
+
+
+def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None) -> None:
+    row = conn.execute(
+        "SELECT experiment_id, uuids FROM checkpoint_gc WHERE allocation_id = %s",
+        (allocation_id,),
+    ).fetchone()
+    if row is None:
+        return
+    eid = row["experiment_id"]
+    if exit_code == 0:
+        conn.execute(
+            "UPDATE checkpoints SET state = %s, resources = '{}' WHERE uuid = ANY(%s)",
+            (DELETED, row["uuids"]),
+        )
+        states.record_event(
+            conn, "experiment", eid, "checkpoint-gc", f"deleted {len(row['uuids'])} checkpoints"
+        )
+    else:
+        states.record_event(
+            conn,
+            "experiment",
+            eid,
+            "checkpoint-gc-failed",
+            f"checkpoint GC exited with {exit_code}; the checkpoints are kept (see the task's logs)",
+        )

@@ -1,0 +1,160 @@
+"""Checkpoint GC after an experiment ends: the retention policy decides, a task deletes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.fakes.sim_agent import SimAgent
+from tests.integration.conftest import Master, wait_for
+
+pytestmark = pytest.mark.integration
+
+CONFIG = """
+name: gc
+entrypoint: python3 train.py
+searcher: {name: single, metric: validation_loss}
+hyperparameters: {lr: 0.5}
+"""
+
+
+def states_by_step(m: Master, eid: int) -> dict[int, str]:
+    return {
+        int(c["metadata"]["steps_completed"]): c["state"]
+        for c in m.get(f"/api/v1/experiments/{eid}/checkpoints")["checkpoints"]
+    }
+
+
+def run(m: Master, config: str) -> int:
+    agent = SimAgent(m.url, m.agent_token, "sim-gc").start()
+    try:
+        eid = int(
+            m.post("/api/v1/experiments", {"config": config, "activate": True})["experiment"]["id"]
+        )
+        wait_for(
+            lambda: m.get(f"/api/v1/experiments/{eid}")["experiment"]["state"] == "STATE_COMPLETED",
+            60,
+            what="the experiment",
+        )
+        # The simulated trial checkpoints and validates at steps 2, 4, 6, 8 (loss falling).
+        wait_for(
+            lambda: "STATE_DELETED" in states_by_step(m, eid).values(), 30, what="the checkpoint GC"
+        )
+    finally:
+        agent.stop()
+    return eid
+
+
+def test_the_default_policy_keeps_the_best_and_latest(live_master: Master, pg_url: str) -> None:
+    eid = run(live_master, CONFIG)
+    assert states_by_step(live_master, eid) == {
+        2: "STATE_DELETED",
+        4: "STATE_DELETED",
+        6: "STATE_DELETED",
+        8: "STATE_COMPLETED",
+    }
+    with psycopg.connect(pg_url) as conn:
+        gc = conn.execute(
+            "SELECT a.state, a.exit_code, a.slots_needed FROM allocations a"
+            " JOIN checkpoint_gc g ON g.allocation_id = a.id WHERE g.experiment_id = %s",
+            (eid,),
+        ).fetchall()
+        events = [
+            r[0]
+            for r in conn.execute(
+                "SELECT message FROM events WHERE entity = 'experiment' AND entity_id = %s"
+                " AND kind = 'checkpoint-gc' ORDER BY id",
+                (str(eid),),
+            )
+        ]
+    assert gc == [("TERMINATED", 0, 0)]
+    assert events == ["deleting 3 checkpoints", "deleted 3 checkpoints"]
+
+
+def test_the_policy_comes_from_checkpoint_storage(live_master: Master, tmp_path: Any) -> None:
+    config = CONFIG + (
+        f"checkpoint_storage: {{type: shared_fs, host_path: {tmp_path}, save_trial_best: 0,"
+        " save_trial_latest: 2}\n"
+    )
+    eid = run(live_master, config)
+    assert states_by_step(live_master, eid) == {
+        2: "STATE_DELETED",
+        4: "STATE_DELETED",
+        6: "STATE_COMPLETED",
+        8: "STATE_COMPLETED",
+    }
+
+
+def test_nothing_to_delete_queues_no_task(live_master: Master, pg_url: str, tmp_path: Any) -> None:
+    config = CONFIG + (
+        f"checkpoint_storage: {{type: shared_fs, host_path: {tmp_path}, save_trial_latest: 10}}\n"
+    )
+    agent = SimAgent(live_master.url, live_master.agent_token, "sim-keep").start()
+    try:
+        eid = live_master.post("/api/v1/experiments", {"config": config, "activate": True})[
+            "experiment"
+        ]["id"]
+        wait_for(
+            lambda: (
+                live_master.get(f"/api/v1/experiments/{eid}")["experiment"]["state"]
+                == "STATE_COMPLETED"
+            ),
+            60,
+            what="the experiment",
+        )
+
+        def decided() -> bool:
+            with psycopg.connect(pg_url) as conn:
+                row = conn.execute(
+                    "SELECT checkpoint_gc_at IS NOT NULL FROM experiments WHERE id = %s", (eid,)
+                ).fetchone()
+            return bool(row and row[0])
+
+        wait_for(decided, 30, what="the GC decision")
+    finally:
+        agent.stop()
+    assert set(states_by_step(live_master, eid).values()) == {"STATE_COMPLETED"}
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM checkpoint_gc").fetchone() == (0,)
+
+
+def test_checkpoints_in_the_model_registry_are_kept(live_master: Master) -> None:
+    import threading
+
+    from tests.fakes.sim_agent import default_training
+
+    gate = threading.Event()
+
+    def train(master: str, spec: dict[str, Any], killed: threading.Event) -> int:
+        code = default_training(master, spec, killed)
+        gate.wait(30)  # the test registers a model version before the trial ends
+        return code
+
+    agent = SimAgent(live_master.url, live_master.agent_token, "sim-reg", train=train).start()
+    try:
+        eid = live_master.post("/api/v1/experiments", {"config": CONFIG, "activate": True})[
+            "experiment"
+        ]["id"]
+        wait_for(lambda: len(states_by_step(live_master, eid)) == 4, 30, what="4 checkpoints")
+        (step2,) = [
+            c["uuid"]
+            for c in live_master.get(f"/api/v1/experiments/{eid}/checkpoints")["checkpoints"]
+            if c["metadata"]["steps_completed"] == 2
+        ]
+        live_master.post("/api/v1/models", {"name": "keeper"})
+        live_master.post("/api/v1/models/keeper/versions", {"checkpointUuid": step2})
+        gate.set()
+        wait_for(
+            lambda: "STATE_DELETED" in states_by_step(live_master, eid).values(), 60, what="GC"
+        )
+    finally:
+        gate.set()
+        agent.stop()
+    assert states_by_step(live_master, eid) == {
+        2: "STATE_COMPLETED",
+        4: "STATE_DELETED",
+        6: "STATE_DELETED",
+        8: "STATE_COMPLETED",
+    }
