@@ -6,7 +6,7 @@ image, with its storage config and bind mounts), as in Determined: agents can re
 the trials wrote to, the master need not. When that task exits 0 the checkpoints are marked
 ``DELETED`` (their rows stay, without resources); if it fails they stay as they were and an
 event says so. Checkpoints registered in the model registry are never collected. Each
-experiment is collected once.
+experiment is collected once when it ends, and once more (everything) when it is deleted.
 """
 
 from __future__ import annotations
@@ -55,58 +55,71 @@ def candidates(conn: Conn, experiment_id: int, config: dict[str, Any]) -> list[C
 
 
 def gc_pass(conn: Conn, st: MasterState) -> None:
-    """Queue a GC task for every ended experiment not yet collected."""
-    rows = conn.execute(
+    """Queue a GC task for every ended experiment not yet collected, and for every deleted one
+    (all its checkpoints)."""
+    ended = conn.execute(
         "SELECT e.id, e.config, j.id AS job_id, j.resource_pool FROM experiments e"
         " JOIN jobs j ON j.experiment_id = e.id"
         " WHERE e.checkpoint_gc_at IS NULL AND NOT e.deleted"
         " AND e.state IN ('COMPLETED', 'CANCELED', 'ERROR')"
         " FOR NO KEY UPDATE OF e SKIP LOCKED"
     ).fetchall()
-    for exp in rows:
-        eid = exp["id"]
-        registered = {
-            str(r["checkpoint_uuid"])
-            for r in conn.execute(
-                "SELECT v.checkpoint_uuid FROM model_versions v JOIN checkpoints c"
-                " ON c.uuid = v.checkpoint_uuid JOIN trials t ON t.id = c.trial_id"
-                " WHERE t.experiment_id = %s",
-                (eid,),
-            )
-        }
-        # Checkpoints registered as model versions are always kept, as in Determined.
-        doomed = [
-            u
-            for u in to_delete(candidates(conn, eid, exp["config"]), retention(exp["config"]))
-            if u not in registered
-        ]
-        conn.execute("UPDATE experiments SET checkpoint_gc_at = now() WHERE id = %s", (eid,))
-        if not doomed:
-            continue
-        task_id = f"gc.{eid}"
-        allocation_id = f"{task_id}.1"
-        conn.execute(
-            "INSERT INTO allocations (id, task_id, trial_id, job_id, resource_pool, slots_needed,"
-            " state, token_hash) VALUES (%s, %s, NULL, %s, %s, 0, %s, %s)"
-            " ON CONFLICT (id) DO NOTHING",
-            (
-                allocation_id,
-                task_id,
-                exp["job_id"],
-                exp["resource_pool"],
-                states.PENDING,
-                token_digest(allocations.allocation_token(st, allocation_id)),
-            ),
+    for exp in ended:
+        conn.execute("UPDATE experiments SET checkpoint_gc_at = now() WHERE id = %s", (exp["id"],))
+        _queue(conn, st, exp, run=1, policy=retention(exp["config"]))
+    deleted = conn.execute(
+        "SELECT e.id, e.config, j.id AS job_id, j.resource_pool FROM experiments e"
+        " JOIN jobs j ON j.experiment_id = e.id"
+        " WHERE e.delete_gc_at IS NULL AND e.deleted FOR NO KEY UPDATE OF e SKIP LOCKED"
+    ).fetchall()
+    for exp in deleted:
+        conn.execute("UPDATE experiments SET delete_gc_at = now() WHERE id = %s", (exp["id"],))
+        _queue(conn, st, exp, run=2, policy=Retention(0, 0, 0))
+
+
+def _queue(
+    conn: Conn, st: MasterState, exp: dict[str, Any], *, run: int, policy: Retention
+) -> None:
+    eid = exp["id"]
+    registered = {
+        str(r["checkpoint_uuid"])
+        for r in conn.execute(
+            "SELECT v.checkpoint_uuid FROM model_versions v JOIN checkpoints c"
+            " ON c.uuid = v.checkpoint_uuid JOIN trials t ON t.id = c.trial_id"
+            " WHERE t.experiment_id = %s",
+            (eid,),
         )
-        conn.execute(
-            "INSERT INTO checkpoint_gc (allocation_id, experiment_id, uuids) VALUES (%s, %s, %s)"
-            " ON CONFLICT DO NOTHING",
-            (allocation_id, eid, doomed),
-        )
-        states.record_event(
-            conn, "experiment", eid, "checkpoint-gc", f"deleting {len(doomed)} checkpoints"
-        )
-        logger.info("experiment %d: checkpoint GC of %d checkpoints queued", eid, len(doomed))
+    }
+    # Checkpoints registered as model versions are always kept, as in Determined.
+    doomed = [
+        u for u in to_delete(candidates(conn, eid, exp["config"]), policy) if u not in registered
+    ]
+    if not doomed:
+        return
+    task_id = f"gc.{eid}"
+    allocation_id = f"{task_id}.{run}"
+    conn.execute(
+        "INSERT INTO allocations (id, task_id, trial_id, job_id, resource_pool, slots_needed,"
+        " state, token_hash) VALUES (%s, %s, NULL, %s, %s, 0, %s, %s)"
+        " ON CONFLICT (id) DO NOTHING",
+        (
+            allocation_id,
+            task_id,
+            exp["job_id"],
+            exp["resource_pool"],
+            states.PENDING,
+            token_digest(allocations.allocation_token(st, allocation_id)),
+        ),
+    )
+    conn.execute(
+        "INSERT INTO checkpoint_gc (allocation_id, experiment_id, uuids) VALUES (%s, %s, %s)"
+        " ON CONFLICT DO NOTHING",
+        (allocation_id, eid, doomed),
+    )
+    states.record_event(
+        conn, "experiment", eid, "checkpoint-gc", f"deleting {len(doomed)} checkpoints"
+    )
+    logger.info("experiment %d: checkpoint GC of %d checkpoints queued", eid, len(doomed))
 
 
 def container_spec(

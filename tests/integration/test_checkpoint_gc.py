@@ -158,3 +158,30 @@ def test_checkpoints_in_the_model_registry_are_kept(live_master: Master) -> None
         6: "STATE_DELETED",
         8: "STATE_COMPLETED",
     }
+
+
+def test_deleting_an_experiment_deletes_all_its_checkpoints(live_master: Master) -> None:
+    eid = run(live_master, CONFIG)  # the end-of-experiment GC kept step 8
+    r = live_master.session().delete(f"{live_master.url}/api/v1/experiments/{eid}", timeout=10)
+    assert r.status_code == 200, r.text
+    agent = SimAgent(live_master.url, live_master.agent_token, "sim-del").start()  # runs the GC
+
+    def all_deleted() -> bool:
+        with psycopg.connect(live_master_db(live_master)) as conn:
+            rows = conn.execute(
+                "SELECT c.state FROM checkpoints c JOIN trials t ON t.id = c.trial_id"
+                " WHERE t.experiment_id = %s",
+                (eid,),
+            ).fetchall()
+        return bool(rows) and all(s == "DELETED" for (s,) in rows)
+
+    try:
+        wait_for(all_deleted, 30, what="the deleted experiment's checkpoints to go")
+    finally:
+        agent.stop()
+
+
+def live_master_db(m: Master) -> str:
+    import yaml
+
+    return str(yaml.safe_load(m.config_file.read_text())["db"]["url"])
