@@ -12,3 +12,7 @@ CREATE TABLE checkpoint_gc (
     experiment_id  int NOT NULL REFERENCES experiments(id) ON DELETE CASCADE,
     uuids          uuid[] NOT NULL
 );
+-- The GC pass looks for experiments not yet collected on every tick.
+CREATE INDEX experiments_gc_pending ON experiments (id) WHERE checkpoint_gc_at IS NULL;
+CREATE INDEX experiments_delete_gc_pending ON experiments (id)
+    WHERE delete_gc_at IS NULL AND deleted;
