@@ -54,27 +54,32 @@ def candidates(conn: Conn, experiment_id: int, config: dict[str, Any]) -> list[C
     return out
 
 
+# Which experiments a GC is due for: (the column that marks it queued, which experiments,
+# whether everything goes, the GC task's run number).
+_DUE = (
+    (
+        "checkpoint_gc_at",
+        "NOT e.deleted AND e.state IN ('COMPLETED', 'CANCELED', 'ERROR')",
+        False,
+        1,
+    ),
+    ("delete_gc_at", "e.deleted", True, 2),
+)
+
+
 def gc_pass(conn: Conn, st: MasterState) -> None:
     """Queue a GC task for every ended experiment not yet collected, and for every deleted one
     (all its checkpoints)."""
-    ended = conn.execute(
-        "SELECT e.id, e.config, j.id AS job_id, j.resource_pool FROM experiments e"
-        " JOIN jobs j ON j.experiment_id = e.id"
-        " WHERE e.checkpoint_gc_at IS NULL AND NOT e.deleted"
-        " AND e.state IN ('COMPLETED', 'CANCELED', 'ERROR')"
-        " FOR NO KEY UPDATE OF e SKIP LOCKED"
-    ).fetchall()
-    for exp in ended:
-        conn.execute("UPDATE experiments SET checkpoint_gc_at = now() WHERE id = %s", (exp["id"],))
-        _queue(conn, st, exp, run=1, policy=retention(exp["config"]))
-    deleted = conn.execute(
-        "SELECT e.id, e.config, j.id AS job_id, j.resource_pool FROM experiments e"
-        " JOIN jobs j ON j.experiment_id = e.id"
-        " WHERE e.delete_gc_at IS NULL AND e.deleted FOR NO KEY UPDATE OF e SKIP LOCKED"
-    ).fetchall()
-    for exp in deleted:
-        conn.execute("UPDATE experiments SET delete_gc_at = now() WHERE id = %s", (exp["id"],))
-        _queue(conn, st, exp, run=2, policy=Retention(0, 0, 0))
+    for column, which, everything, run in _DUE:
+        rows = conn.execute(
+            "SELECT e.id, e.config, j.id AS job_id, j.resource_pool FROM experiments e"
+            f" JOIN jobs j ON j.experiment_id = e.id WHERE e.{column} IS NULL AND {which}"
+            " FOR NO KEY UPDATE OF e SKIP LOCKED"
+        ).fetchall()
+        for exp in rows:
+            conn.execute(f"UPDATE experiments SET {column} = now() WHERE id = %s", (exp["id"],))
+            policy = Retention(0, 0, 0) if everything else retention(exp["config"])
+            _queue(conn, st, exp, run=run, policy=policy)
 
 
 def _queue(

@@ -27,17 +27,23 @@ def states_by_step(m: Master, eid: int) -> dict[int, str]:
     }
 
 
+def create_and_complete(m: Master, config: str) -> int:
+    """Creates an experiment and waits until it has COMPLETED (an agent must be running)."""
+    eid = int(
+        m.post("/api/v1/experiments", {"config": config, "activate": True})["experiment"]["id"]
+    )
+    wait_for(
+        lambda: m.get(f"/api/v1/experiments/{eid}")["experiment"]["state"] == "STATE_COMPLETED",
+        60,
+        what="the experiment",
+    )
+    return eid
+
+
 def run(m: Master, config: str) -> int:
     agent = SimAgent(m.url, m.agent_token, "sim-gc").start()
     try:
-        eid = int(
-            m.post("/api/v1/experiments", {"config": config, "activate": True})["experiment"]["id"]
-        )
-        wait_for(
-            lambda: m.get(f"/api/v1/experiments/{eid}")["experiment"]["state"] == "STATE_COMPLETED",
-            60,
-            what="the experiment",
-        )
+        eid = create_and_complete(m, config)
         # The simulated trial checkpoints and validates at steps 2, 4, 6, 8 (loss falling).
         wait_for(
             lambda: "STATE_DELETED" in states_by_step(m, eid).values(), 30, what="the checkpoint GC"
@@ -93,17 +99,7 @@ def test_nothing_to_delete_queues_no_task(live_master: Master, pg_url: str, tmp_
     )
     agent = SimAgent(live_master.url, live_master.agent_token, "sim-keep").start()
     try:
-        eid = live_master.post("/api/v1/experiments", {"config": config, "activate": True})[
-            "experiment"
-        ]["id"]
-        wait_for(
-            lambda: (
-                live_master.get(f"/api/v1/experiments/{eid}")["experiment"]["state"]
-                == "STATE_COMPLETED"
-            ),
-            60,
-            what="the experiment",
-        )
+        eid = create_and_complete(live_master, config)
 
         def decided() -> bool:
             with psycopg.connect(pg_url) as conn:
