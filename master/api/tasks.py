@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import math
 import time
 from typing import Any
 
@@ -29,14 +30,25 @@ bp = Blueprint("tasks", __name__)
 MAX_LONG_POLL_SECONDS = 30.0
 
 
+def _long_poll_timeout(raw: str | None) -> float:
+    """A finite number of seconds in [0, MAX_LONG_POLL_SECONDS]; NaN, infinities and negatives
+    are refused (``min(nan, 30)`` is NaN, which would make the wait loop never sleep)."""
+    try:
+        value = float(raw or 0)
+    except ValueError:
+        raise InvalidArgument("timeout_seconds: must be a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise InvalidArgument(
+            f"timeout_seconds: must be a finite number >= 0 (at most {MAX_LONG_POLL_SECONDS:g})"
+        )
+    return min(value, MAX_LONG_POLL_SECONDS)
+
+
 @bp.get("/api/v1/allocations/<allocation_id>/signals/preemption")
 @allow(TASK, USER)
 def preemption_signal(allocation_id: str) -> Any:
+    timeout = _long_poll_timeout(request.args.get("timeout_seconds"))
     check_task_scope(allocation_id=allocation_id)
-    try:
-        timeout = min(float(request.args.get("timeout_seconds") or 0), MAX_LONG_POLL_SECONDS)
-    except ValueError:
-        raise InvalidArgument("timeout_seconds: must be a number") from None
     deadline = time.monotonic() + timeout
     while True:
         with db() as conn:

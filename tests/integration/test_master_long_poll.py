@@ -61,3 +61,17 @@ def test_long_polls_beyond_the_pool_size_do_not_starve_the_api(master_factory: A
     finally:
         release.set()
         agent.stop()
+
+
+@pytest.mark.parametrize("bad", ["nan", "NaN", "inf", "-inf", "-1", "x", "1e400"])
+def test_preemption_poll_refuses_a_timeout_that_is_not_a_finite_non_negative_number(
+    live_master: Master, bad: str
+) -> None:
+    # The allocation need not exist: the parameter is checked before anything is read.
+    r = live_master.session().get(
+        f"{live_master.url}/api/v1/allocations/a-1/signals/preemption",
+        params={"timeout_seconds": bad},
+        timeout=10,
+    )
+    assert r.status_code == 400, r.text
+    assert "timeout_seconds" in r.json()["message"]
