@@ -9,7 +9,7 @@ from flask import Flask, jsonify
 from werkzeug.exceptions import HTTPException
 
 from det.master.api import _common
-from det.master.errors import APIError
+from det.master.errors import APIError, TooManyRequests
 from det.master.state import MasterState
 
 logger = logging.getLogger(__name__)
@@ -34,13 +34,18 @@ def create_app(state: MasterState) -> Flask:
 
     @app.errorhandler(APIError)
     def _api_error(e: APIError) -> Any:
-        return jsonify(_error_body(e.message, e.grpc_code, e.status)), e.status
+        headers = {}
+        if isinstance(e, TooManyRequests):
+            headers["Retry-After"] = str(e.retry_after)
+        return jsonify(_error_body(e.message, e.grpc_code, e.status)), e.status, headers
 
     @app.errorhandler(HTTPException)
     def _http_error(e: HTTPException) -> Any:
         status = e.code or 500
         grpc = {404: 5, 405: 12, 413: 8}.get(status, 3 if status < 500 else 13)
-        return jsonify(_error_body(e.description or e.name, grpc, status)), status
+        # Keep the exception's own headers (a 405's Allow, for one) but not its content type.
+        headers = [(k, v) for k, v in e.get_headers() if k.lower() != "content-type"]
+        return jsonify(_error_body(e.description or e.name, grpc, status)), status, headers
 
     @app.errorhandler(Exception)
     def _unexpected(e: Exception) -> Any:

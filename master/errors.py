@@ -8,7 +8,8 @@
     ├── PermissionDenied (403, "permission_denied")
     ├── NotFound (404, "not_found")
     ├── Conflict (409, "already_exists" / "failed_precondition")
-    └── PayloadTooLarge (413, "payload_too_large")
+    ├── PayloadTooLarge (413, "payload_too_large")
+    └── TooManyRequests (429, "resource_exhausted") - throttled; ``retry_after`` seconds
 
 One Flask handler (``det.master.app``) turns them into Determined's error JSON:
 ``{"error": {"error": "<message>"}, "code": <grpc code>, "message": "<message>"}``.
@@ -61,3 +62,13 @@ class PayloadTooLarge(APIError):
     status = 413
     code = "payload_too_large"
     grpc_code = 8
+
+
+class TooManyRequests(APIError):
+    status = 429
+    code = "resource_exhausted"
+    grpc_code = 8
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

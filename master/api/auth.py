@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from flask import Blueprint, request
@@ -19,8 +20,8 @@ from det.master.api._common import (
     require_admin,
     state,
 )
-from det.master.errors import InvalidArgument, PermissionDenied
-from det.master.services import users
+from det.master.errors import InvalidArgument, PermissionDenied, TooManyRequests, Unauthenticated
+from det.master.services import login_limits, users
 
 bp = Blueprint("auth", __name__)
 
@@ -53,14 +54,29 @@ def login() -> Any:
     password = data.get("password") or ""
     if not isinstance(password, str):
         raise InvalidArgument("password: must be a string")
+    address = request.remote_addr or ""
+    now = dt.datetime.now(dt.UTC)
     with db() as conn:
-        token, user = users.login(
-            conn,
-            username,
-            password,
-            hashed=bool(data.get("isHashed")),
-            session_hours=state().config.security.session_hours,
+        wait = login_limits.retry_after(conn, username, address, now)
+    if wait is not None:
+        raise TooManyRequests(
+            f"too many failed logins as {username!r} from {address}; try again in {wait} s",
+            retry_after=wait,
         )
+    try:
+        with db() as conn:
+            token, user = users.login(
+                conn,
+                username,
+                password,
+                hashed=bool(data.get("isHashed")),
+                session_hours=state().config.security.session_hours,
+            )
+            login_limits.clear(conn, username, address)
+    except Unauthenticated:
+        with db() as conn:  # the failed attempt's transaction was rolled back: a new one
+            login_limits.record_failure(conn, username, address, now)
+        raise
     return {"token": token, "user": user_json(user)}
 
 

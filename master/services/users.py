@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import functools
 import hashlib
 import hmac
 import logging
@@ -54,6 +55,12 @@ def verify_password(client_hashed: str, stored: str) -> bool:
         return False
     digest = hashlib.scrypt(client_hashed.encode(), salt=base64.b64decode(salt_b64), **_SCRYPT)
     return hmac.compare_digest(digest, base64.b64decode(digest_b64))
+
+
+@functools.cache
+def _unknown_user_hash() -> str:
+    """A hash no password matches, with the same scrypt cost as real ones."""
+    return hash_password(secrets.token_hex(32))
 
 
 def token_digest(token: str) -> str:
@@ -133,7 +140,10 @@ def login(
 ) -> tuple[str, User]:
     row = conn.execute("SELECT * FROM users WHERE username = %s", (username,)).fetchone()
     pw = password if hashed else client_hash(password)
-    if row is None or not row["active"] or not verify_password(pw, row["password_hash"]):
+    # An unknown user costs the same scrypt as a known one: the answer's timing must not tell
+    # which usernames exist.
+    stored = row["password_hash"] if row is not None else _unknown_user_hash()
+    if not verify_password(pw, stored) or row is None or not row["active"]:
         raise Unauthenticated("invalid credentials")
     token = secrets.token_urlsafe(32)
     expires = dt.datetime.now(dt.UTC) + dt.timedelta(hours=session_hours)
