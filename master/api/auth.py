@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from typing import Any
 
 from flask import Blueprint, request
@@ -22,6 +23,8 @@ from det.master.api._common import (
 )
 from det.master.errors import InvalidArgument, PermissionDenied, TooManyRequests, Unauthenticated
 from det.master.services import login_limits, users
+
+logger = logging.getLogger(__name__)
 
 bp = Blueprint("auth", __name__)
 
@@ -128,6 +131,8 @@ def create_user() -> Any:
         )
         if spec.get("displayName"):
             user = users.update_user(conn, user.id, {"display_name": spec["displayName"]})
+    # Logged once committed: a create that rolled back must not read as done in the log.
+    logger.info("user %s created (admin=%s)", user.username, user.admin)
     return {"user": user_json(user)}
 
 

@@ -239,8 +239,10 @@ def list_(
         where.append("u.username = ANY(%s)")
         params.append(users_in)
     if name:
-        where.append("e.name ILIKE %s")
-        params.append(f"%{name}%")
+        # A substring match: the user's % and _ are literal characters, not wildcards.
+        where.append("e.name ILIKE %s ESCAPE '\\'")
+        escaped = name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        params.append(f"%{escaped}%")
     clause = " WHERE " + " AND ".join(where)
     total_row = conn.execute(
         "SELECT count(*) AS n FROM experiments e JOIN users u ON u.id = e.owner_id" + clause, params

@@ -81,9 +81,24 @@ def ensure_admin(conn: Conn, initial_password: str) -> None:
         )
 
 
+_USERNAME_PUNCTUATION = frozenset("._@+-")
+
+
+def check_username(username: str) -> None:
+    """Letters and digits (any script) and ``. _ @ + -``, starting with a letter or digit, at
+    most 128 characters: no spaces, slashes, control or bidirectional-override characters."""
+    if (
+        not 1 <= len(username) <= 128
+        or not username[0].isalnum()
+        or not all(c.isalnum() or c in _USERNAME_PUNCTUATION for c in username)
+    ):
+        raise InvalidArgument(
+            "username: must be 1-128 letters, digits or . _ @ + -, starting with a letter or digit"
+        )
+
+
 def create_user(conn: Conn, username: str, password: str, *, admin: bool, hashed: bool) -> User:
-    if not username or len(username) > 128 or any(c.isspace() for c in username):
-        raise InvalidArgument("username: must be 1-128 characters without spaces")
+    check_username(username)
     pw = password if hashed else client_hash(password)
     row = conn.execute(
         "INSERT INTO users (username, password_hash, admin) VALUES (%s, %s, %s)"
@@ -92,7 +107,6 @@ def create_user(conn: Conn, username: str, password: str, *, admin: bool, hashed
     ).fetchone()
     if row is None:
         raise Conflict(f"user '{username}' already exists")
-    logger.info("user %s created (admin=%s)", username, admin)
     return _user(row)
 
 

@@ -151,3 +151,39 @@ def test_allocation_token_is_limited_to_its_own_task(live_master: Master) -> Non
     finally:
         done.set()
         agent.stop()
+
+
+@pytest.mark.parametrize(
+    "username",
+    [
+        "",
+        "a b",
+        "../admin",
+        "x/y",
+        "evil\u202egnp.exe",
+        "tab\there",
+        ".hidden",
+        "nul\x00x",
+        "u" * 129,
+    ],
+)
+def test_usernames_that_could_mislead_are_refused(live_master: Master, username: str) -> None:
+    before = live_master.get("/api/v1/users")["users"]
+    r = live_master.session().post(
+        live_master.url + "/api/v1/users",
+        json={"user": {"username": username}, "password": "pw-123456"},
+        timeout=5,
+    )
+    assert r.status_code == 400, r.text
+    assert "username" in r.json()["message"]
+    assert live_master.get("/api/v1/users")["users"] == before
+
+
+def test_ordinary_usernames_are_accepted(live_master: Master) -> None:
+    for name in ("alice", "bob.smith@example.com", "j_doe-2+ml", "José"):
+        r = live_master.session().post(
+            live_master.url + "/api/v1/users",
+            json={"user": {"username": name}, "password": "pw-123456"},
+            timeout=5,
+        )
+        assert r.status_code == 200, (name, r.text)

@@ -228,3 +228,16 @@ def test_kill_ends_running_trial_canceled(live_master: Master) -> None:
         assert trials(live_master, eid)[0]["state"] == "STATE_CANCELED"
     finally:
         agent.stop()
+
+
+def test_name_filter_takes_percent_and_underscore_literally(live_master: Master) -> None:
+    config = "name: {}\nentrypoint: x\nsearcher: {{name: single, metric: loss, max_length: 1}}\n"
+    ids = {n: create(live_master, config.format(n), activate=False) for n in ("a%b", "a_c", "abc")}
+
+    def named(fragment: str) -> set[int]:
+        found = live_master.get("/api/v1/experiments", params={"name": fragment})["experiments"]
+        return {int(e["id"]) for e in found}
+
+    assert named("%") == {ids["a%b"]}
+    assert named("_") == {ids["a_c"]}
+    assert named("a") == set(ids.values())
