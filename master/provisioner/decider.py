@@ -15,7 +15,9 @@ Where we do better:
   of ``k`` slots needs one instance with ``k`` free slots, or ``k / s`` whole instances of ``s``
   slots. A request no option can ever host launches nothing and emits an event instead.
 * Launch errors back off exponentially (``10 s · 2^n``, capped at ``launch_error_timeout``)
-  instead of retrying every pass. Capacity errors mark only the option that failed, and the
+  instead of retrying every pass. An agent that does not register within
+  ``max_agent_starting_period`` is a launch failure too, not churn (see "Never-registered agents"
+  below). Capacity errors mark only the option that failed, and the
   decider moves down the pool's fallback list (instance types, subnets/zones, spot → on-demand);
   other errors (bad image, permissions) hold every option.
 * Every launch and termination carries a reason, and :class:`Event` messages explain why work
@@ -26,6 +28,27 @@ Where we do better:
 State that must outlive a pass (idle since, last heartbeat, the launch history) is an input, so
 the master can restart at any time. Apply :func:`record_launch` after each launch attempt to keep
 the history the next pass needs.
+
+Never-registered agents
+-----------------------
+
+A launch the cloud accepted is undecided until its agent registers (a success: a record with
+``code=None`` at the registration time) or ``max_agent_starting_period`` passes without it (a
+failure: code :data:`AGENT_NOT_REGISTERED` at the time it is found). Such instances are still
+terminated, but they also join the launch history, so a pool whose machines never come up (a
+bad bootstrap, a master address the VMs cannot reach, a firewall) waits instead of paying for a
+new machine every period.
+
+One counter: the general streak is every non-capacity failure since the last success, launch
+errors and never-registered agents alike, in time order; ``launch_error_retries`` tolerates
+that many of them. The wait after the streak's last failure is :func:`backoff` of the streak's
+length, with the base and cap of that last failure's kind: a launch error waits
+``10 s · 2^(n-1)`` up to ``launch_error_timeout``; a never-registered agent took a whole starting
+period to find out, so it waits ``max_agent_starting_period · 2^(n-1)`` up to
+``max_no_agent_backoff`` (default 2 h), which keeps the time spent booting machines that never
+come up under half of the pool's time, falling towards a seventh. Only a registered agent resets
+the counter (an accepted launch proves nothing about the boot). The history is kept long enough
+(:func:`history_horizon`) for a streak at the cap to stay there.
 """
 
 from __future__ import annotations
@@ -40,8 +63,11 @@ from det.master.provisioner.cost import CostPolicy, hourly_rate, next_month_star
 from det.master.provisioner.provider import Instance, InstanceState, LaunchOption
 
 BASE_BACKOFF = dt.timedelta(seconds=10)
-# Launch records older than this are forgotten even without a success.
+# Launch records older than this are forgotten even without a success (at least: see
+# ``history_horizon``).
 HISTORY_HORIZON = dt.timedelta(hours=1)
+# The failure code of an instance whose agent did not register within max_agent_starting_period.
+AGENT_NOT_REGISTERED = "AgentNotRegistered"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,12 +84,23 @@ class AgentInfo:
 
 @dataclasses.dataclass(frozen=True)
 class LaunchRecord:
-    """One launch attempt; ``code`` is ``None`` when it succeeded."""
+    """One launch attempt's outcome; ``code`` is ``None`` when it succeeded.
+
+    The master records a success when the instance's agent registers (``at`` is then the
+    registration time) and :data:`AGENT_NOT_REGISTERED` when it never did; a simulator without
+    agents may record a success at launch. ``instance_id`` names the instance an outcome is
+    about, when there is one.
+    """
 
     at: dt.datetime
     option: LaunchOption
     code: str | None = None
     capacity: bool = False
+    instance_id: str | None = None
+
+    @property
+    def no_agent(self) -> bool:
+        return self.code == AGENT_NOT_REGISTERED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +115,8 @@ class ScalePolicy:
     max_agent_disconnected_period: dt.timedelta = dt.timedelta(minutes=5)
     launch_error_timeout: dt.timedelta = dt.timedelta(minutes=5)
     launch_error_retries: int = 0
+    # The cap of the wait after agents that never registered (see the module docstring).
+    max_no_agent_backoff: dt.timedelta = dt.timedelta(hours=2)
     max_aux_per_instance: int = 100
     base_backoff: dt.timedelta = BASE_BACKOFF
     cost: CostPolicy | None = None  # prices and caps (see ``cost.py``); None: no cost control
@@ -196,7 +235,20 @@ def decide(snapshot: PoolSnapshot, policy: ScalePolicy, now: dt.datetime) -> Dec
     n = len(live) - _count_live(terminate, live)
     n_starting = sum(1 for i in starting if i.id not in terminate)
     staying = [i for i in live if i.id not in terminate]
-    launches = _launches(snapshot, policy, now, n, n_starting, staying, events)
+    # Agents found missing in this pass are failures now, before the apply step records them:
+    # otherwise this very pass would launch their replacements.
+    known = {r.instance_id for r in snapshot.history if r.instance_id is not None}
+    history = snapshot.history + tuple(
+        LaunchRecord(
+            at=now,
+            option=option_of(inst, policy),
+            code=AGENT_NOT_REGISTERED,
+            instance_id=inst.id,
+        )
+        for inst in live
+        if terminate.get(inst.id) is TerminateReason.NEVER_CONNECTED and inst.id not in known
+    )
+    launches = _launches(snapshot, history, policy, now, n, n_starting, staying, events)
 
     terminations = tuple(Termination(i, r) for i, r in sorted(terminate.items()))
     for term in terminations:
@@ -208,8 +260,24 @@ def _count_live(terminate: dict[str, TerminateReason], live: Sequence[Instance])
     return sum(1 for i in live if i.id in terminate)
 
 
+def option_of(inst: Instance, policy: ScalePolicy) -> LaunchOption:
+    """The launch option an instance most likely came from (for its failure record)."""
+    for option in policy.options:
+        if (option.instance_type, option.market, option.zone) == (
+            inst.instance_type,
+            inst.market,
+            inst.zone,
+        ):
+            return option
+    for option in policy.options:
+        if option.instance_type == inst.instance_type:
+            return option
+    return LaunchOption(inst.instance_type, zone=inst.zone, market=inst.market)
+
+
 def _launches(
     snapshot: PoolSnapshot,
+    history: Sequence[LaunchRecord],
     policy: ScalePolicy,
     now: dt.datetime,
     n: int,
@@ -217,7 +285,7 @@ def _launches(
     staying: Sequence[Instance],
     events: list[Event],
 ) -> tuple[LaunchOrder, ...]:
-    option, wait_event = _pick_option(snapshot.history, policy, now)
+    option, wait_event = _pick_option(snapshot.pool, history, policy, now)
     if option is None:
         if wait_event is not None and (snapshot.demand or n < policy.min_instances):
             events.append(wait_event)
@@ -356,12 +424,35 @@ def _describe_options(options: Sequence[LaunchOption]) -> str:
     return ", ".join(f"{o.instance_type}: {max(o.slots, 0)} slots" for o in options) or "no options"
 
 
-def backoff(streak: int, policy: ScalePolicy) -> dt.timedelta:
-    """Wait after ``streak`` consecutive failures: ``base · 2^(streak-1)``, capped."""
+def backoff(streak: int, policy: ScalePolicy, *, no_agent: bool = False) -> dt.timedelta:
+    """Wait after ``streak`` consecutive failures: ``base · 2^(streak-1)``, capped.
+
+    Launch errors: base ``base_backoff``, cap ``launch_error_timeout``. When the last failure
+    was an agent that never registered (``no_agent``): base ``max_agent_starting_period``, cap
+    ``max_no_agent_backoff``.
+    """
     if streak <= 0:
         return dt.timedelta(0)
-    delay = policy.base_backoff * (1 << min(streak - 1, 30))
-    return min(delay, max(policy.launch_error_timeout, policy.base_backoff))
+    base, cap = _base_and_cap(policy, no_agent)
+    return min(base * (1 << min(streak - 1, 30)), cap)
+
+
+def _base_and_cap(policy: ScalePolicy, no_agent: bool) -> tuple[dt.timedelta, dt.timedelta]:
+    if no_agent:
+        base = policy.max_agent_starting_period
+        return base, max(policy.max_no_agent_backoff, base)
+    return policy.base_backoff, max(policy.launch_error_timeout, policy.base_backoff)
+
+
+def history_horizon(policy: ScalePolicy) -> dt.timedelta:
+    """How far back launch records matter: at least :data:`HISTORY_HORIZON`, and long enough
+    to hold a never-registered streak that reached its cap (failures then come one starting
+    period plus the cap apart), so such a pool stays at the cap instead of forgetting."""
+    base, cap = _base_and_cap(policy, True)
+    if base <= dt.timedelta(0):
+        return HISTORY_HORIZON
+    to_cap = max(1, math.ceil(math.log2(max(cap / base, 1.0))) + 1)
+    return max(HISTORY_HORIZON, (to_cap + 1) * (base + cap))
 
 
 def _streak(records: Sequence[LaunchRecord]) -> list[LaunchRecord]:
@@ -376,17 +467,21 @@ def _streak(records: Sequence[LaunchRecord]) -> list[LaunchRecord]:
 
 
 def _pick_option(
-    history: Sequence[LaunchRecord], policy: ScalePolicy, now: dt.datetime
+    pool: str, history: Sequence[LaunchRecord], policy: ScalePolicy, now: dt.datetime
 ) -> tuple[LaunchOption | None, Event | None]:
     """The first option not backing off, and an event if any option is being skipped."""
-    records = sorted((r for r in history if now - r.at <= HISTORY_HORIZON), key=lambda r: r.at)
-    # Non-capacity errors (bad image, permissions…) hold every option: any success resets.
+    horizon = history_horizon(policy)
+    records = sorted((r for r in history if now - r.at <= horizon), key=lambda r: r.at)
+    # Non-capacity errors (bad image, permissions…) and agents that never registered hold every
+    # option: one counter, reset only by a success.
     general = [r for r in _streak(records) if not r.capacity]
     retries = policy.launch_error_retries
     if len(general) > retries:
         last = general[-1]
-        until = last.at + backoff(len(general) - retries, policy)
+        until = last.at + backoff(len(general) - retries, policy, no_agent=last.no_agent)
         if now < until:
+            if last.no_agent:
+                return None, _no_agent_event(pool, general, policy, until, now)
             return None, Event(
                 "launch-backoff",
                 f"launches paused until {until.isoformat()} after {len(general)} failures"
@@ -412,14 +507,50 @@ def _pick_option(
     return None, Event("no-capacity", f"every launch option lacks capacity: {'; '.join(skipped)}")
 
 
+def _no_agent_event(
+    pool: str,
+    general: Sequence[LaunchRecord],
+    policy: ScalePolicy,
+    until: dt.datetime,
+    now: dt.datetime,
+) -> Event:
+    missing = [r for r in general if r.no_agent]
+    last = missing[-1]
+    which = f" (last: {last.instance_id})" if last.instance_id else ""
+    return Event(
+        "agent-not-registered",
+        f"agents launched in pool {pool!r} did not register within"
+        f" {_span(policy.max_agent_starting_period)} ({len(missing)} of the last"
+        f" {len(general)} launch failures){which}; next launch in {_span(until - now)}"
+        f" (at {until.isoformat(timespec='seconds')}); see the instance's boot log",
+    )
+
+
+def _span(delta: dt.timedelta) -> str:
+    """A short duration for people: ``45s``, ``20m``, ``1h30m`` (rounded up to the unit)."""
+    seconds = math.ceil(delta.total_seconds())
+    if seconds < 60:
+        return f"{max(seconds, 0)}s"
+    minutes = math.ceil(seconds / 60)
+    if minutes < 60:
+        return f"{minutes}m"
+    hours, rest = divmod(minutes, 60)
+    return f"{hours}h{rest}m" if rest else f"{hours}h"
+
+
 def _label(option: LaunchOption) -> str:
     where = f" in {option.zone}" if option.zone else ""
     return f"{option.instance_type}{where} ({option.market.value})"
 
 
 def record_launch(
-    history: Sequence[LaunchRecord], record: LaunchRecord, now: dt.datetime
+    history: Sequence[LaunchRecord],
+    record: LaunchRecord,
+    now: dt.datetime,
+    policy: ScalePolicy | None = None,
 ) -> tuple[LaunchRecord, ...]:
-    """The history to store after a launch attempt: append and drop expired records."""
-    kept = [r for r in history if now - r.at <= HISTORY_HORIZON]
+    """The history to store after a launch outcome: append and drop expired records (those
+    older than ``history_horizon(policy)``, or :data:`HISTORY_HORIZON` without a policy)."""
+    horizon = history_horizon(policy) if policy is not None else HISTORY_HORIZON
+    kept = [r for r in history if now - r.at <= horizon]
     return (*kept, record)

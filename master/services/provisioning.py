@@ -7,9 +7,11 @@ scheduler's unplaced demand, and the launch history. Decide: the pure scale deci
 launches and terminations (cloud calls, again outside transactions), then short transactions
 that record what happened.
 
-Everything a restart must keep lives in the database: successful launches are the ``instances``
-rows (their ``launched_at``), failed ones the ``launch_errors`` rows, so the backoff survives a
-master restart. Decision events go to ``events`` (entity ``pool``; the waiting-related ones also
+Everything a restart must keep lives in the database, so the backoff survives a master restart:
+launches the cloud refused are the ``launch_errors`` rows; a launch succeeded when its instance's
+agent registered (the ``agents`` row with the instance's id, at its ``registered_at``) and failed
+when the instance was terminated because its agent never did (the ``instances`` row's
+``reason``, at its ``terminated_at``). Decision events go to ``events`` (entity ``pool``; the waiting-related ones also
 on each queued job), written only when they change or after :data:`EVENT_REPEAT`.
 """
 
@@ -53,6 +55,7 @@ JOB_EVENT_CODES = frozenset(
         "fallback",
         "cost-cap",
         "budget-spent",
+        "agent-not-registered",
     }
 )
 
@@ -180,7 +183,7 @@ def load_pool(
     queued = tuple(
         dict.fromkeys(e.job_id for e in decision.queue if e.state == sched.QueueState.QUEUED)
     )
-    since = now - decider.HISTORY_HORIZON
+    since = now - decider.history_horizon(policy)
     history: list[decider.LaunchRecord] = []
     for r in conn.execute(
         "SELECT option_index, code, capacity, at FROM launch_errors"
@@ -196,17 +199,54 @@ def load_pool(
                     capacity=r["capacity"],
                 )
             )
-    for r in conn.execute(
-        "SELECT option_index, launched_at FROM instances"
-        " WHERE resource_pool = %s AND launched_at > %s AND option_index IS NOT NULL",
-        (pool, since),
-    ):
-        if 0 <= r["option_index"] < len(policy.options):
-            history.append(
-                decider.LaunchRecord(at=r["launched_at"], option=policy.options[r["option_index"]])
-            )
+    history.extend(_agent_outcomes(conn, pool, policy, since))
     history.sort(key=lambda rec: rec.at)
     return PoolLoad(tuple(agents), decision.demand(), queued, tuple(history))
+
+
+def _agent_outcomes(
+    conn: Conn, pool: str, policy: decider.ScalePolicy, since: dt.datetime
+) -> list[decider.LaunchRecord]:
+    """Successes (an agent registered) and never-registered failures of the pool's instances."""
+    out = []
+    for r in conn.execute(
+        "SELECT i.id, i.option_index, i.instance_type, i.zone, i.market, i.launched_at,"
+        " i.terminated_at, a.registered_at FROM instances i LEFT JOIN agents a ON a.id = i.id"
+        " WHERE i.resource_pool = %s AND i.launched_at > %s"
+        " AND (a.id IS NOT NULL OR (i.reason = %s AND i.terminated_at IS NOT NULL))",
+        (
+            pool,
+            since - policy.max_agent_starting_period,
+            decider.TerminateReason.NEVER_CONNECTED.value,
+        ),
+    ):
+        index = r["option_index"]
+        if index is not None and 0 <= index < len(policy.options):
+            option = policy.options[index]
+        else:
+            option = decider.option_of(
+                Instance(
+                    r["id"],
+                    InstanceState.TERMINATED,
+                    r["launched_at"],
+                    r["instance_type"],
+                    r["zone"],
+                    Market(r["market"]),
+                ),
+                policy,
+            )
+        if r["registered_at"] is not None:
+            out.append(decider.LaunchRecord(r["registered_at"], option, instance_id=r["id"]))
+        else:
+            out.append(
+                decider.LaunchRecord(
+                    r["terminated_at"],
+                    option,
+                    code=decider.AGENT_NOT_REGISTERED,
+                    instance_id=r["id"],
+                )
+            )
+    return out
 
 
 def pool_usage(conn: Conn, pool: str, since: dt.datetime) -> list[cost.Usage]:

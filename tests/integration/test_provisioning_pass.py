@@ -4,6 +4,7 @@ events it writes, how often."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import uuid
@@ -332,3 +333,85 @@ def test_a_spent_monthly_budget_stops_launches(st: MasterState, cloud: Recording
     assert cloud.launches == []
     (message,) = [m for k, m in events(st, "pool", POOL) if k == "budget-spent"]
     assert "monthly_budget $0.0001" in message and "no launches until" in message
+
+
+STARTING_SOON = {**PROVIDER, "max_agent_starting_period": "2s"}
+
+
+@pytest.mark.parametrize("provider_config", [STARTING_SOON])
+def test_instances_whose_agent_never_starts_back_off_and_the_job_says_why(
+    st: MasterState, cloud: RecordingProvider
+) -> None:
+    """The fake cloud's instances run but never start an agent: the instance is terminated,
+    the failure is stored (a restart keeps the backoff), nothing is relaunched while the
+    backoff lasts, and the waiting job says why; an agent that registers later resets it."""
+    from det.master.services import jobs
+
+    def age_instances(seconds: float) -> None:
+        for iid, inst in list(cloud.instances.items()):
+            cloud.instances[iid] = dataclasses.replace(
+                inst, launched_at=inst.launched_at - dt.timedelta(seconds=seconds)
+            )
+        with st.pool.connection() as conn:
+            conn.execute(
+                "UPDATE instances SET launched_at = launched_at - make_interval(secs => %s)",
+                (seconds,),
+            )
+        provisioning._listed.clear()
+
+    experiment_job(st, "job-a")
+    provisioning.run_pass(st)
+    assert cloud.launches == [("m5.large", 1)]
+    (first,) = cloud.instances
+    age_instances(3)  # past max_agent_starting_period, no agent
+    provisioning.run_pass(st)
+    assert cloud.terminated == [first]
+    assert cloud.launches == [("m5.large", 1)]  # no replacement in the same pass
+
+    # A master restart: the failure comes back from the database and still holds launches.
+    provisioning.reset()
+    provisioning._providers[(POOL, json.dumps(STARTING_SOON, sort_keys=True, default=str))] = cloud
+    for _ in range(3):
+        provisioning.run_pass(st)
+    assert cloud.launches == [("m5.large", 1)]
+    with st.pool.connection() as conn:
+        row = conn.execute("SELECT reason FROM instances WHERE id = %s", (first,)).fetchone()
+        (listed,) = jobs.list_jobs(conn, st, POOL, False)
+    assert row is not None and "did not connect" in row["reason"]
+    reason = jobs.job_json(listed)["pendingReason"]
+    assert reason.startswith("agents launched in pool 'cloud' did not register within 2s")
+    assert f"(last: {first})" in reason and "see the instance's boot log" in reason
+    pool_kinds = [k for k, _ in events(st, "pool", POOL)]
+    assert "terminate" in pool_kinds and "agent-not-registered" in pool_kinds
+
+    # The backoff (one starting period: 2 s) ends: one more try, which fails the same way and
+    # now waits twice as long.
+    with st.pool.connection() as conn:
+        conn.execute("UPDATE instances SET terminated_at = terminated_at - interval '3 seconds'")
+    provisioning.run_pass(st)
+    assert cloud.launches == [("m5.large", 1)] * 2
+    (second,) = cloud.instances
+    age_instances(3)
+    provisioning.run_pass(st)
+    assert cloud.terminated == [first, second]
+    with st.pool.connection() as conn:
+        conn.execute("UPDATE instances SET terminated_at = terminated_at - interval '3 seconds'")
+    provisioning.run_pass(st)
+    assert len(cloud.launches) == 2  # 3 s after the second failure: it waits 4 s now
+    (listed,) = (jobs.job_json(j) for j in _jobs(st))
+    assert "(2 of the last 2 launch failures)" in listed["pendingReason"]
+
+    # The second instance's agent did register after all (a slow boot), then went away with
+    # its machine: a registration is a success and resets the streak.
+    agent(st, second)
+    with st.pool.connection() as conn:
+        conn.execute("UPDATE agents SET connected = false WHERE id = %s", (second,))
+    provisioning.run_pass(st)
+    assert len(cloud.launches) == 3
+
+
+def _jobs(st: MasterState) -> list[dict[str, Any]]:
+    from det.master.services import jobs
+
+    with st.pool.connection() as conn:
+        return jobs.list_jobs(conn, st, POOL, False)
