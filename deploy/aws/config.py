@@ -5,16 +5,48 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from det.deploy.aws import checks
 from det.deploy.common.errors import DeployError
 
 PROJECT = "det-aws"
 # Every instance of the cluster carries this tag; the master's IAM policy only lets it create
 # and terminate instances that carry it with the cluster's id.
 CLUSTER_TAG = "det-cluster"
+# Agents carry a hash of the master.yaml they were launched for; `up` replaces agents whose
+# hash differs from the new config's (see commands.replace_stale_agents).
+CONFIG_HASH_TAG = "det-config-hash"
 CLUSTER_ID_RE = re.compile(r"^[a-zA-Z][-a-zA-Z0-9]{0,31}$")
-# Ubuntu 22.04 LTS from Canonical's account, for the master (and agents unless --agent-image-id).
-UBUNTU_OWNER = "099720109477"
-UBUNTU_NAME = "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*"
+
+# Public SSM parameters that name the current image in every region. They are read once, at the
+# first `up`, and the ids are pinned in the stack (outputs `images`): a later `up` keeps them
+# unless `--refresh-images`, so the master is never replaced by a new image by surprise.
+# Canonical's Ubuntu 24.04 LTS (Python 3.12), for the master and the aux (CPU) pool.
+UBUNTU_SSM_PARAMETER = (
+    "/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/ebs-gp3/ami-id"
+)
+# AWS Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04): NVIDIA driver, Docker and the
+# NVIDIA container toolkit, for the compute (GPU) pool.
+DLAMI_SSM_PARAMETER = (
+    "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id"
+)
+# Determined 0.38.1's default task images (expconf CPUImage/CUDAImage), public on Docker Hub.
+DEFAULT_CPU_ENV_IMAGE = "determinedai/pytorch-ngc-dev:0736b6d"
+DEFAULT_GPU_ENV_IMAGE = "determinedai/pytorch-ngc-dev:0736b6d"
+HTTPS_PORT = 8443
+HTTP_PORT = 8080
+LOG_RETENTION_DAYS = 30
+
+
+@dataclasses.dataclass(frozen=True)
+class Images:
+    """AMI ids of one cluster: resolved once and pinned (see :data:`UBUNTU_SSM_PARAMETER`)."""
+
+    master: str
+    aux_agent: str
+    compute_agent: str
+
+    def as_dict(self) -> dict[str, str]:
+        return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,11 +56,15 @@ class AwsConfig:
     keypair: str | None = None
     inbound_cidr: str = "0.0.0.0/0"
     enable_ssh: bool = False
-    port: int = 8080
+    tls: bool = True
+    port: int = HTTPS_PORT
     master_instance_type: str = "m6i.large"
     aux_agent_instance_type: str = "m5.xlarge"
     compute_agent_instance_type: str = "g4dn.metal"
     agent_image_id: str | None = None
+    """One AMI for both agent pools (``--agent-image-id``), instead of the defaults."""
+    images: Images | None = None
+    """Pinned AMI ids; None renders SSM look-ups (the offline dry-run)."""
     min_dynamic_agents: int = 0
     max_dynamic_agents: int = 5
     max_aux_containers_per_agent: int = 16
@@ -36,6 +72,9 @@ class AwsConfig:
     max_agent_starting_period: str = "20m"
     spot: bool = False
     spot_max_price: str | None = None
+    create_spot_service_role: bool = True
+    """With ``spot``: the account has no spot service-linked role yet, so the stack makes one
+    (preflight sets False when it exists)."""
     scheduler_type: str = "fair_share"
     preemption_enabled: bool = False
     db_instance_type: str = "db.m7g.large"
@@ -49,12 +88,26 @@ class AwsConfig:
     extra_tags: tuple[tuple[str, str], ...] = ()
     cpu_env_image: str | None = None
     gpu_env_image: str | None = None
+    log_retention_days: int = LOG_RETENTION_DAYS
 
     def validate(self) -> None:
         if not CLUSTER_ID_RE.match(self.cluster_id):
             raise DeployError(
                 "--cluster-id must start with a letter and contain only letters, digits and '-' (max 32)"
             )
+        checks.check_region(self.region)
+        checks.check_cidr("--inbound-cidr", self.inbound_cidr)
+        for flag, value in (
+            ("--master-instance-type", self.master_instance_type),
+            ("--aux-agent-instance-type", self.aux_agent_instance_type),
+            ("--compute-agent-instance-type", self.compute_agent_instance_type),
+        ):
+            checks.check_instance_type(flag, value)
+        checks.check_db_instance_class(self.db_instance_type)
+        if self.agent_image_id:
+            checks.check_ami_id("--agent-image-id", self.agent_image_id)
+        if not 1 <= self.port <= 65535:
+            raise DeployError(f"--port must be between 1 and 65535, got {self.port}")
         if self.min_dynamic_agents < 0 or self.max_dynamic_agents < self.min_dynamic_agents:
             raise DeployError("--max-dynamic-agents must be >= --min-dynamic-agents >= 0")
         if self.vpc_id and (len(self.public_subnet_ids) < 1 or len(self.private_subnet_ids) < 2):
@@ -73,3 +126,18 @@ class AwsConfig:
     @property
     def tags(self) -> dict[str, str]:
         return {**dict(self.extra_tags), CLUSTER_TAG: self.cluster_id, "managed-by": "det"}
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls else "http"
+
+    @property
+    def env_images(self) -> tuple[str, str]:
+        """The task images ``(cpu, cuda)``: the flags, else Determined's published defaults."""
+        if self.cpu_env_image and self.gpu_env_image:
+            return self.cpu_env_image, self.gpu_env_image
+        return DEFAULT_CPU_ENV_IMAGE, DEFAULT_GPU_ENV_IMAGE
+
+    @property
+    def log_group_name(self) -> str:
+        return f"/det/{self.cluster_id}"

@@ -4,7 +4,12 @@ The master may create, tag and terminate EC2 instances only when they carry
 ``det-cluster=<cluster id>`` (``aws:RequestTag`` at creation, ``aws:ResourceTag`` afterwards),
 launch them only into the agent subnet and security group, pass only the agent role, and read
 and write only the checkpoint bucket and its own secret. ``Describe*`` cannot be scoped by
-resource in EC2, so those actions alone use ``"*"``.
+resource in EC2, so those actions alone use ``"*"`` (and ``ecr:GetAuthorizationToken``, which
+IAM only grants on ``"*"``).
+
+Both roles may write boot logs to the cluster's log group only; agents may pull images from
+ECR with their role. With ``--spot`` on an account that never used spot, the stack creates the
+account-wide spot service-linked role and keeps it on ``down`` (other clusters may use it).
 """
 
 from __future__ import annotations
@@ -60,6 +65,39 @@ def _bucket_statements(bucket_arn: str) -> list[dict[str, Any]]:
     ]
 
 
+def log_statements(log_group_arn: str) -> list[dict[str, Any]]:
+    """Write boot logs into one log group (its streams are ``<group arn>:log-stream:*``)."""
+    return [
+        {
+            "Sid": "BootLogs",
+            "Effect": "Allow",
+            "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+            "Resource": [log_group_arn, f"{log_group_arn}:*"],
+        }
+    ]
+
+
+def ecr_pull_statements(region: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "Sid": "EcrLogin",
+            "Effect": "Allow",
+            "Action": "ecr:GetAuthorizationToken",
+            "Resource": "*",
+        },
+        {
+            "Sid": "EcrPull",
+            "Effect": "Allow",
+            "Action": [
+                "ecr:BatchGetImage",
+                "ecr:GetDownloadUrlForLayer",
+                "ecr:BatchCheckLayerAvailability",
+            ],
+            "Resource": f"arn:aws:ecr:{region}:*:repository/*",
+        },
+    ]
+
+
 def master_policy(
     *,
     cluster_id: str,
@@ -70,6 +108,7 @@ def master_policy(
     agent_sg_arn: str,
     secret_arn: str,
     keypair: str | None,
+    log_group_arn: str | None = None,
 ) -> dict[str, Any]:
     request_tag = {"StringEquals": {f"aws:RequestTag/{CLUSTER_TAG}": cluster_id}}
     resource_tag = {"StringEquals": {f"aws:ResourceTag/{CLUSTER_TAG}": cluster_id}}
@@ -155,11 +194,24 @@ def master_policy(
             "Resource": secret_arn,
         },
     ]
+    if log_group_arn:
+        statements += log_statements(log_group_arn)
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-def agent_policy(bucket_arn: str) -> dict[str, Any]:
-    return {"Version": "2012-10-17", "Statement": _bucket_statements(bucket_arn)}
+def agent_policy(
+    bucket_arn: str, region: str | None = None, log_group_arn: str | None = None
+) -> dict[str, Any]:
+    statements = _bucket_statements(bucket_arn)
+    if region:
+        statements += ecr_pull_statements(region)
+    if log_group_arn:
+        statements += log_statements(log_group_arn)
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def log_group_arn(region: str, name: str) -> str:
+    return f"arn:aws:logs:{region}:*:log-group:{name}"
 
 
 @dataclasses.dataclass
@@ -172,6 +224,9 @@ class IamArgs:
     agent_sg_arn: pulumi.Input[str]
     secret_arn: pulumi.Input[str]
     tags: Mapping[str, str]
+    log_group_name: str | None = None
+    spot_service_role: bool = False
+    """Create the account's spot service-linked role (preflight found none)."""
 
 
 class Iam(pulumi.ComponentResource):
@@ -183,6 +238,14 @@ class Iam(pulumi.ComponentResource):
         super().__init__("det:aws:Iam", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         tags = dict(args.tags)
+        logs_arn = log_group_arn(args.region, args.log_group_name) if args.log_group_name else None
+        if args.spot_service_role:
+            # Account-wide and shared by every cluster: kept when this stack is destroyed.
+            aws.iam.ServiceLinkedRole(
+                f"{name}-spot",
+                aws_service_name="spot.amazonaws.com",
+                opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
+            )
         agent_role = aws.iam.Role(
             f"{name}-agent", assume_role_policy=assume_role_policy(), tags=tags, opts=child
         )
@@ -190,7 +253,7 @@ class Iam(pulumi.ComponentResource):
             f"{name}-agent",
             role=agent_role.id,
             policy=pulumi.Output.from_input(args.bucket_arn).apply(
-                lambda b: json.dumps(agent_policy(b))
+                lambda b: json.dumps(agent_policy(b, args.region, logs_arn))
             ),
             opts=child,
         )
@@ -218,6 +281,7 @@ class Iam(pulumi.ComponentResource):
                     agent_sg_arn=v["sg"],
                     secret_arn=v["secret"],
                     keypair=args.keypair,
+                    log_group_arn=logs_arn,
                 )
             )
         )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import shlex
 from collections.abc import Mapping
 from typing import Any
@@ -10,7 +12,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from det.deploy.aws.config import CLUSTER_TAG, AwsConfig
+from det.deploy.aws.config import CLUSTER_TAG, CONFIG_HASH_TAG, AwsConfig
 from det.deploy.common import masteryaml, userdata
 
 _IMDS_IP = (
@@ -30,9 +32,25 @@ class Resolved:
     agent_subnet_id: str
     agent_sg_id: str
     agent_profile_arn: str
+    compute_image_id: str | None = None
+    """The compute (GPU) pool's AMI; None: ``agent_image_id`` for both pools."""
+
+
+def config_hash(config: Mapping[str, Any]) -> str:
+    """A short digest of a master.yaml document (before the hash tag is added to it)."""
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def agent_config_hash(config: Mapping[str, Any]) -> str:
+    """The hash tag :func:`master_yaml_config` put on the agents of ``config``."""
+    tags = config["resource_pools"][0]["provider"]["custom_tags"]
+    return str(next(t["value"] for t in tags if t["key"] == CONFIG_HASH_TAG))
 
 
 def master_yaml_config(cfg: AwsConfig, r: Resolved) -> dict[str, Any]:
+    """The master.yaml: the aux pool boots ``agent_image_id`` (Ubuntu), the compute pool
+    ``compute_image_id`` (the GPU image); agents are tagged with :func:`config_hash`."""
     provider: dict[str, Any] = {
         "type": "aws",
         "region": cfg.region,
@@ -59,9 +77,8 @@ def master_yaml_config(cfg: AwsConfig, r: Resolved) -> dict[str, Any]:
         provider["spot_max_price"] = cfg.spot_max_price
     if cfg.keypair:
         provider["ssh_key_name"] = cfg.keypair
-    tcd = None
-    if cfg.cpu_env_image and cfg.gpu_env_image:
-        tcd = {"image": {"cpu": cfg.cpu_env_image, "cuda": cfg.gpu_env_image}}
+    cpu_image, cuda_image = cfg.env_images
+    tcd: dict[str, Any] = {"image": {"cpu": cpu_image, "cuda": cuda_image}}
     spec = masteryaml.MasterYamlSpec(
         cluster_name=cfg.cluster_id,
         port=cfg.port,
@@ -84,6 +101,12 @@ def master_yaml_config(cfg: AwsConfig, r: Resolved) -> dict[str, Any]:
         task_container_defaults=tcd,
     )
     config: dict[str, Any] = masteryaml.master_config(spec)
+    for pool in config["resource_pools"]:
+        if pool["pool_name"] == masteryaml.COMPUTE_POOL and r.compute_image_id:
+            pool["provider"]["image_id"] = r.compute_image_id
+    digest = config_hash(config)
+    for pool in config["resource_pools"]:
+        pool["provider"]["custom_tags"].append({"key": CONFIG_HASH_TAG, "value": digest})
     return config
 
 
@@ -105,6 +128,8 @@ class MasterArgs:
     master_yaml: pulumi.Input[str]
     secret_arn: pulumi.Input[str]
     tags: Mapping[str, str]
+    log_group: pulumi.Input[str] | None = None
+    """The CloudWatch Logs group for boot logs (the bootstrap's log shipper writes there)."""
 
 
 class Master(pulumi.ComponentResource):

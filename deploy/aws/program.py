@@ -1,8 +1,10 @@
 """The AWS cluster program: reads an :class:`AwsConfig`, wires the components, returns outputs.
 
 ``build`` is the Pulumi program body; the Automation API runs it for ``up`` and the dry-run
-renders it under mocks. It calls ``aws.get_availability_zones`` (new VPC) and ``aws.ec2.get_ami``
-(unless both images are given); :data:`MOCK_CALLS` answers those offline.
+renders it under mocks. It calls ``aws.get_availability_zones`` (new VPC) and, when the images
+are not pinned yet (the dry-run), ``aws.ssm.get_parameter`` for the public image parameters;
+:data:`MOCK_CALLS` answers those offline. ``up`` always passes pinned images
+(``commands.pin_images``), so a later ``up`` never picks a newer image by itself.
 """
 
 from __future__ import annotations
@@ -13,17 +15,33 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from det.deploy.aws import iam, master, network, storage
-from det.deploy.aws.config import UBUNTU_NAME, UBUNTU_OWNER, AwsConfig
+from det.deploy.aws import iam, logs, master, network, storage
+from det.deploy.aws.config import (
+    DLAMI_SSM_PARAMETER,
+    UBUNTU_SSM_PARAMETER,
+    AwsConfig,
+)
 from det.deploy.common import masteryaml
 
 
-def _ubuntu_ami() -> pulumi.Output[str]:
-    return aws.ec2.get_ami_output(
-        most_recent=True,
-        owners=[UBUNTU_OWNER],
-        filters=[aws.ec2.GetAmiFilterArgs(name="name", values=[UBUNTU_NAME])],
-    ).id
+def _ssm_image(parameter: str) -> pulumi.Output[str]:
+    return aws.ssm.get_parameter_output(name=parameter).insecure_value
+
+
+def images(cfg: AwsConfig) -> dict[str, pulumi.Output[str]]:
+    """AMI ids by role (``master``, ``aux_agent``, ``compute_agent``): pinned, or looked up."""
+    if cfg.images:
+        found = {k: pulumi.Output.from_input(v) for k, v in cfg.images.as_dict().items()}
+    else:
+        ubuntu = _ssm_image(UBUNTU_SSM_PARAMETER)
+        found = {
+            "master": ubuntu,
+            "aux_agent": ubuntu,
+            "compute_agent": _ssm_image(DLAMI_SSM_PARAMETER),
+        }
+    if cfg.agent_image_id:
+        found["aux_agent"] = found["compute_agent"] = pulumi.Output.from_input(cfg.agent_image_id)
+    return found
 
 
 def build(
@@ -63,6 +81,12 @@ def build(
         if cfg.agent_subnet_id
         else net.public_subnet_ids[0]
     )
+    log_group = logs.BootLogs(
+        f"{name}-logs",
+        logs.BootLogsArgs(
+            name=cfg.log_group_name, retention_days=cfg.log_retention_days, tags=tags
+        ),
+    )
     roles = iam.Iam(
         name,
         iam.IamArgs(
@@ -75,6 +99,8 @@ def build(
                 lambda s: f"arn:aws:ec2:{cfg.region}:*:security-group/{s}"
             ),
             secret_arn=secret.arn,
+            log_group_name=cfg.log_group_name,
+            spot_service_role=cfg.spot and cfg.create_spot_service_role,
             tags=tags,
         ),
     )
@@ -87,36 +113,39 @@ def build(
             tags=tags,
             instance_class=cfg.db_instance_type,
             allocated_storage=cfg.db_size,
+            final_snapshot_prefix=f"{name}-final",
         ),
     )
-    master_ami = _ubuntu_ami()
-    agent_ami = pulumi.Output.from_input(cfg.agent_image_id) if cfg.agent_image_id else master_ami
-    master_yaml = pulumi.Output.all(
+    amis = images(cfg)
+    master_config = pulumi.Output.all(
         bucket=bucket.bucket,
         db_host=db.address,
         db_port=db.port,
-        agent_image_id=agent_ami,
+        agent_image_id=amis["aux_agent"],
+        compute_image_id=amis["compute_agent"],
         agent_subnet_id=agent_subnet,
         agent_sg_id=sgs.agent_sg_id,
         agent_profile_arn=roles.agent_profile_arn,
-    ).apply(lambda v: masteryaml.render(master.master_yaml_config(cfg, master.Resolved(**v))))
+    ).apply(lambda v: master.master_yaml_config(cfg, master.Resolved(**v)))
+    master_yaml = master_config.apply(masteryaml.render)
     node = master.Master(
         f"{name}-master",
         master.MasterArgs(
             config=cfg,
-            image_id=master_ami,
+            image_id=amis["master"],
             subnet_id=net.public_subnet_ids[0],
             security_group_id=sgs.master_sg_id,
             instance_profile=roles.master_profile_name,
             master_yaml=master_yaml,
             secret_arn=secret.arn,
             tags=tags,
+            log_group=log_group.name,
         ),
     )
     return {
         "cluster_id": pulumi.Output.from_input(cfg.cluster_id),
         "region": pulumi.Output.from_input(cfg.region),
-        "master_url": node.public_ip.apply(lambda ip: f"http://{ip}:{cfg.port}"),
+        "master_url": node.public_ip.apply(lambda ip: f"{cfg.scheme}://{ip}:{cfg.port}"),
         "master_instance_id": node.instance_id,
         "master_public_ip": node.public_ip,
         "bucket": bucket.bucket,
@@ -127,13 +156,26 @@ def build(
         "secret_arn": secret.arn,
         "initial_user_password": secret.initial_user_password,
         "master_yaml": master_yaml,
+        "images": pulumi.Output.all(**amis),
+        "log_group": log_group.name,
+        "db_final_snapshot": db.final_snapshot_identifier,
+        "config_hash": master_config.apply(master.agent_config_hash),
     }
 
 
+MOCK_AMIS = {
+    UBUNTU_SSM_PARAMETER: "ami-0123456789abcdef0",
+    DLAMI_SSM_PARAMETER: "ami-0fedcba9876543210",
+}
 MOCK_CALLS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "aws:index/getAvailabilityZones:getAvailabilityZones": lambda a: {
         "names": ["us-west-2a", "us-west-2b", "us-west-2c"],
         "zoneIds": ["usw2-az1", "usw2-az2", "usw2-az3"],
     },
-    "aws:ec2/getAmi:getAmi": lambda a: {"id": "ami-0123456789abcdef0", "name": UBUNTU_NAME},
+    "aws:ssm/getParameter:getParameter": lambda a: {
+        "name": a["name"],
+        "type": "String",
+        "insecureValue": MOCK_AMIS[a["name"]],
+        "value": MOCK_AMIS[a["name"]],
+    },
 }

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import pulumi
 import pulumi_aws as aws
+import pulumi_random as random
 
 from det.deploy.common import passwords
 
@@ -118,15 +119,27 @@ class DatabaseArgs:
     tags: Mapping[str, str]
     instance_class: str = "db.m7g.large"
     allocated_storage: int = 20
+    final_snapshot_prefix: str | None = None
+    """RDS takes a snapshot ``<prefix>-<random hex>`` (unique per stack, so a later cluster of
+    the same id cannot collide with it) when the stack deletes the database; None: none."""
 
 
 class Database(pulumi.ComponentResource):
+    """PostgreSQL on RDS. With ``final_snapshot_identifier``, deleting it (``down``) keeps a
+    final snapshot; ``down --delete-data`` deletes that snapshot afterwards."""
+
     address: pulumi.Output[str]
     port: pulumi.Output[int]
+    final_snapshot_identifier: pulumi.Output[str | None]
 
     def __init__(self, name: str, args: DatabaseArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("det:aws:Database", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        snapshot: pulumi.Output[str] | None = None
+        if args.final_snapshot_prefix:
+            prefix = args.final_snapshot_prefix
+            suffix = random.RandomId(f"{name}-final", byte_length=4, opts=child)
+            snapshot = suffix.hex.apply(lambda h: f"{prefix}-{h}")
         subnets = aws.rds.SubnetGroup(
             name, subnet_ids=list(args.private_subnet_ids), tags=dict(args.tags), opts=child
         )
@@ -146,7 +159,9 @@ class Database(pulumi.ComponentResource):
             password=args.password,
             backup_retention_period=7,
             # PostgreSQL 15+ on RDS defaults to rds.force_ssl=1: only TLS connections.
-            skip_final_snapshot=True,
+            skip_final_snapshot=snapshot is None,
+            final_snapshot_identifier=snapshot,
+            copy_tags_to_snapshot=True,
             deletion_protection=False,
             apply_immediately=True,
             tags=dict(args.tags),
@@ -154,4 +169,5 @@ class Database(pulumi.ComponentResource):
         )
         self.address = db.address
         self.port = db.port
+        self.final_snapshot_identifier = pulumi.Output.from_input(snapshot)
         self.register_outputs({"address": db.address, "port": db.port})
