@@ -65,7 +65,7 @@ def test_aws_dry_run_json_without_credentials(no_credentials: Path):
     )
     policies = [r for r in doc["resources"] if r["type"] == "aws:iam/rolePolicy:RolePolicy"]
     assert any("iam:PassRole" in s for p in policies for s in p["security"]["statements"])
-    assert doc["outputs"]["master_url"].startswith("http://")
+    assert doc["outputs"]["master_url"].startswith("https://")
     assert not (no_credentials / "det").exists()
 
 

@@ -44,7 +44,7 @@ def test_aws_master_yaml_is_a_valid_master_config():
     assert config.db is not None and config.db.host == "db.example" and config.db.password == "pw"
     assert config.resource_manager.scheduler.type == "fair_share"
     assert [p.pool_name for p in config.resource_pools] == ["aux-pool", "compute-pool"]
-    assert config.master_url == "http://10.0.0.7:8080"
+    assert config.master_url == f"http://10.0.0.7:{AWS.port}"
 
 
 def test_aws_pool_providers_parse_with_the_provisioner_model():
@@ -58,7 +58,7 @@ def test_aws_pool_providers_parse_with_the_provisioner_model():
     ]
     assert parsed[1].effective_subnet_id == "subnet-1" and parsed[1].spot is True
     assert parsed[1].tag_key == "det-cluster" and parsed[1].tag_value == "c1"
-    assert parsed[1].master_url == "http://10.0.0.7:8080"
+    assert parsed[1].master_url == f"http://10.0.0.7:{AWS.port}"
 
 
 def test_gcp_master_yaml_and_providers_parse():
