@@ -19,9 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from det.agent import images
 from det.agent.context import context_tar
 from det.agent.devices import Slot
 from det.agent.follower import LogFollower
+from det.agent.harness_bundle import HarnessBundle
 from det.agent.logs import LogShipper
 from det.agent.master_client import MasterClient
 from det.agent.reconcile import Actual, State
@@ -72,6 +74,37 @@ def container_env(
     return env
 
 
+def gpu_env(gpu_ids: list[str]) -> dict[str, str]:
+    """``NVIDIA_VISIBLE_DEVICES`` as Docker's nvidia driver sets it for the device request
+    (the slots' GPU ids), and ``void`` for a task without GPUs so that an engine whose default
+    runtime is nvidia's does not hand a CPU task every GPU (CUDA images say ``all``).
+    ``CUDA_VISIBLE_DEVICES`` is left alone, as Determined leaves it: the container sees only
+    its GPUs, already numbered from 0."""
+    if not gpu_ids:
+        return {"NVIDIA_VISIBLE_DEVICES": "void"}
+    return {
+        "NVIDIA_VISIBLE_DEVICES": ",".join(gpu_ids),
+        "NVIDIA_DRIVER_CAPABILITIES": "compute,utility",
+    }
+
+
+def docker_options(spec: dict[str, Any]) -> dict[str, Any]:
+    """Capabilities and host devices of the spec, as docker-py's ``containers.create`` takes them."""
+    out: dict[str, Any] = {}
+    if spec.get("capAdd"):
+        out["cap_add"] = [str(c) for c in spec["capAdd"]]
+    if spec.get("capDrop"):
+        out["cap_drop"] = [str(c) for c in spec["capDrop"]]
+    devices = [
+        f"{d['hostPath']}:{d.get('containerPath') or d['hostPath']}:{d.get('mode') or 'mrw'}"
+        for d in spec.get("devices") or []
+        if isinstance(d, dict) and d.get("hostPath")
+    ]
+    if devices:
+        out["devices"] = devices
+    return out
+
+
 class DockerRuntime:
     def __init__(
         self,
@@ -82,6 +115,7 @@ class DockerRuntime:
         slots: list[Slot],
         network_mode: str = "host",
         on_change: Callable[[], None] = lambda: None,
+        harness: HarnessBundle | None = None,
     ) -> None:
         """`on_change` is called (from worker threads) when a start finishes or fails, so the
         loop can report the new state at once instead of a heartbeat interval later."""
@@ -92,6 +126,7 @@ class DockerRuntime:
         self.agent_id = agent_id
         self._slots = {s.id: s for s in slots}
         self._network_mode = network_mode
+        self._harness = harness  # det's task-side code, mounted into every container
         self._records: dict[str, Record] = {}
         self._lock = threading.Lock()
 
@@ -208,7 +243,7 @@ class DockerRuntime:
                 if not self._set(rec, State.PULLING):
                     raise _Cancelled()
                 logger.info("pulling %s for %s", image, rec.allocation_id)
-                self._docker.images.pull(image)
+                images.pull(self._docker, image, spec.get("registryAuth"))
             if not self._set(rec, State.STARTING):
                 raise _Cancelled()
             workdir = str(spec.get("workdir") or DEFAULT_WORKDIR)
@@ -234,6 +269,9 @@ class DockerRuntime:
             logger.info("%s running in %s", rec.allocation_id, container.short_id)
         except _Cancelled:
             self._terminate_unstarted(rec, container, "killed before it started")
+        except images.ImagePullError as e:
+            logger.warning("starting %s failed: %s", rec.allocation_id, e)
+            self._terminate_unstarted(rec, container, str(e))
         except Exception as e:
             logger.warning("starting %s failed: %s", rec.allocation_id, e)
             self._terminate_unstarted(rec, container, f"start failed: {e}")
@@ -292,12 +330,26 @@ class DockerRuntime:
         if shm:
             # Bytes, or a size string Docker understands ("4G"), as Determined's shm_size allows.
             args["shm_size"] = int(shm) if str(shm).isdigit() else str(shm)
-        if spec.get("deviceType") == "cuda" and slot_ids:
-            ids = [self._slots[s].uuid or s if s in self._slots else s for s in slot_ids]
+        args.update(docker_options(spec))
+        gpus = self._gpu_ids(spec, slot_ids)
+        args["environment"].update(gpu_env(gpus))
+        if gpus:
+            # As Determined's agent asks for them; Docker's nvidia driver then exposes only these
+            # GPUs (numbered from 0 inside the container).
             args["device_requests"] = [
-                docker.types.DeviceRequest(device_ids=ids, capabilities=[["gpu"]])
+                docker.types.DeviceRequest(
+                    driver="nvidia", device_ids=gpus, capabilities=[["gpu", "compute", "utility"]]
+                )
             ]
+        if self._harness is not None:
+            self._harness.apply(args, self._docker)
         return args
+
+    def _gpu_ids(self, spec: dict[str, Any], slot_ids: list[str]) -> list[str]:
+        """The NVIDIA ids (UUIDs where known, else indices) of a CUDA task's slots."""
+        if spec.get("deviceType") != "cuda":
+            return []
+        return [self._slots[s].uuid or s if s in self._slots else s for s in slot_ids]
 
     def _follow(self, rec: Record) -> None:
         if rec.docker_id is None or rec.follower is not None:

@@ -64,7 +64,9 @@ def test_cuda_tasks_get_only_their_assigned_gpus_by_uuid() -> None:
     args = _create_args({"deviceType": "cuda", "slotIds": ["1"]}, GPUS)
     (request,) = args["device_requests"]
     assert request["DeviceIDs"] == ["GPU-bbb"]
-    assert request["Capabilities"] == [["gpu"]]
+    # as Determined's agent asks: the nvidia driver, with compute and utility capabilities
+    assert request["Driver"] == "nvidia"
+    assert request["Capabilities"] == [["gpu", "compute", "utility"]]
 
 
 def test_cpu_tasks_get_no_gpus_and_the_agents_default_network() -> None:
