@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import pydantic
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class ConfigError(ValueError):
@@ -72,6 +72,95 @@ class ResourceManagerConfig(_Model):
     no_default_resource_pools: bool = False
 
 
+class TaskContainerDefaults(_Model):
+    """Determined's ``task_container_defaults`` keys (master.yaml, top level or per pool).
+
+    Only checked here (unknown keys and wrong types are refused at start); the config keeps the
+    block as the dict the user wrote, and ``det.master.expconf.merge_cluster_defaults`` merges it
+    under each experiment's config. ``network_mode`` applies to every task container of the pool
+    (it is no experiment field). Kubernetes, Slurm and PBS keys are accepted and unused.
+    """
+
+    image: str | dict[str, str | None] | None = None
+    registry_auth: dict[str, Any] | None = None
+    force_pull_image: bool | None = None
+    environment_variables: list[str] | dict[str, list[str] | None] | None = None
+    shm_size_bytes: int | str | None = None
+    network_mode: str | None = None
+    bind_mounts: list[dict[str, Any]] | None = None
+    devices: list[dict[str, Any] | str] | None = None
+    add_capabilities: list[str] | None = None
+    drop_capabilities: list[str] | None = None
+    log_policies: list[dict[str, Any]] | None = None
+    preemption_timeout: int | None = Field(None, ge=0)
+    work_dir: str | None = None
+    startup_hook: str | None = None
+    dtrain_network_interface: str | None = None
+    nccl_port_range: str | None = None
+    gloo_port_range: str | None = None
+    cpu_pod_spec: dict[str, Any] | None = None
+    gpu_pod_spec: dict[str, Any] | None = None
+    checkpoint_gc_pod_spec: dict[str, Any] | None = None
+    kubernetes: dict[str, Any] | None = None
+    slurm: dict[str, Any] | None = None
+    pbs: dict[str, Any] | None = None
+
+
+def _check_tcd(value: Any) -> Any:
+    if value is not None:
+        TaskContainerDefaults.model_validate(value)
+    return value
+
+
+def merge_task_container_defaults(
+    cluster: dict[str, Any], pool: dict[str, Any] | None
+) -> dict[str, Any]:
+    """A pool's defaults over the master's, as Determined's agent resource manager merges them:
+    the pool's value wins key by key; environment variables are combined by name, capabilities
+    are the union, bind mounts and devices are combined by container path (the pool's first),
+    image maps by device type, and ``registry_auth`` is replaced whole."""
+    if not pool:
+        return dict(cluster)
+    out = dict(cluster)
+    for key, value in pool.items():
+        if value is None:
+            continue
+        mine = out.get(key)
+        if key in ("add_capabilities", "drop_capabilities") and isinstance(mine, list):
+            out[key] = sorted(set(mine) | set(value))
+        elif key in ("bind_mounts", "devices") and isinstance(mine, list):
+            paths = {_container_path(v) for v in value}
+            out[key] = list(value) + [v for v in mine if _container_path(v) not in paths]
+        elif key == "environment_variables" and mine is not None:
+            out[key] = _merge_env(mine, value)
+        elif key == "image" and isinstance(mine, dict) and isinstance(value, dict):
+            out[key] = {**mine, **{k: v for k, v in value.items() if v}}
+        else:
+            out[key] = value
+    return out
+
+
+def _container_path(mount: Any) -> Any:
+    if isinstance(mount, dict):
+        return mount.get("container_path")
+    parts = str(mount).split(":")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _merge_env(cluster: Any, pool: Any) -> dict[str, list[str]]:
+    def per_device(v: Any) -> dict[str, list[str]]:
+        if isinstance(v, list):
+            return {t: list(v) for t in ("cpu", "cuda", "rocm")}
+        return {t: list(v.get(t) or []) for t in ("cpu", "cuda", "rocm")}
+
+    c, p = per_device(cluster), per_device(pool)
+    out = {}
+    for t in ("cpu", "cuda", "rocm"):
+        merged = {e.split("=", 1)[0]: e for e in c[t] + p[t]}
+        out[t] = list(merged.values())
+    return out
+
+
 class ResourcePoolConfig(_Model):
     pool_name: str
     description: str = ""
@@ -82,6 +171,8 @@ class ResourcePoolConfig(_Model):
     # The cloud provider block; validated by det.master.provisioner when the pool has one.
     provider: dict[str, Any] | None = None
     task_container_defaults: dict[str, Any] | None = None
+
+    _tcd = field_validator("task_container_defaults")(_check_tcd)
 
 
 class SecurityConfig(_Model):
@@ -136,8 +227,17 @@ class MasterConfig(_Model):
     # back while they wait, so this can be far below api_threads.
     db_pool_size: int = Field(20, ge=2)
 
+    _tcd = field_validator("task_container_defaults")(_check_tcd)
+
     def pool(self, name: str) -> ResourcePoolConfig | None:
         return next((p for p in self.resource_pools if p.pool_name == name), None)
+
+    def task_container_defaults_for(self, pool_name: str) -> dict[str, Any]:
+        """The ``task_container_defaults`` that apply in a pool: the pool's over the master's."""
+        pool = self.pool(pool_name)
+        return merge_task_container_defaults(
+            self.task_container_defaults, pool.task_container_defaults if pool else None
+        )
 
     def url(self) -> str:
         return self.master_url or f"http://127.0.0.1:{self.port}"
@@ -152,6 +252,13 @@ class MasterConfig(_Model):
         out["security"]["initial_user_password"] = "********"
         if out["security"].get("agent_token"):
             out["security"]["agent_token"] = "********"
+        for tcd in [out.get("task_container_defaults")] + [
+            p.get("task_container_defaults") for p in out.get("resource_pools") or []
+        ]:
+            auth = (tcd or {}).get("registry_auth")
+            for key in ("password", "auth", "identitytoken", "registrytoken"):
+                if isinstance(auth, dict) and auth.get(key):
+                    auth[key] = "********"
         return out
 
 

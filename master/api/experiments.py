@@ -20,6 +20,7 @@ from det.master.api._common import (
     ts,
 )
 from det.master.errors import InvalidArgument, NotFound, PermissionDenied
+from det.master.expconf import redact
 from det.master.services import experiments as svc
 from det.master.services import trials as trial_svc
 
@@ -31,7 +32,7 @@ def _searcher_metric(config: dict[str, Any]) -> str:
 
 
 def experiment_json(row: dict[str, Any], best: dict[str, Any] | None = None) -> dict[str, Any]:
-    config = row["config"]
+    config = redact(row["config"])
     out = {
         "id": row["id"],
         "name": row["name"],
@@ -89,7 +90,7 @@ def create() -> Any:
         )
     if row is None:
         return {"experiment": None, "config": {}, "warnings": []}
-    return {"experiment": experiment_json(row), "config": row["config"], "warnings": []}
+    return {"experiment": experiment_json(row), "config": redact(row["config"]), "warnings": []}
 
 
 _SORT_DESC = {"ORDER_BY_DESC", "2"}
@@ -129,7 +130,7 @@ def get(experiment_id: int) -> Any:
         summary = trial_svc.job_summary(conn, state(), row["job_id"])
     return {
         "experiment": experiment_json(row, best),
-        "config": row["config"],
+        "config": redact(row["config"]),
         "jobSummary": summary,
     }
 

@@ -7,6 +7,8 @@ Public API::
     merge_cluster_defaults(config_dict, task_container_defaults, checkpoint_storage) -> dict
     apply_overrides(config_dict, ["searcher.max_trials=4", ...]) -> dict
     load_yaml(text) -> dict
+    redact(config_dict) -> dict / redact_text(yaml_text) -> str   # registry secrets as ********
+    docker_notes(config_dict) -> [str]   # warnings for fields Docker agents ignore
     ConfigError(message, field_path)   # message: one line naming the field path and the reason
 
 Accepted fields (defaults in brackets; ``null`` anywhere means "the default"):
@@ -42,8 +44,9 @@ Accepted fields (defaults in brackets; ``null`` anywhere means "the default"):
   ``scheduling_unit`` [100], ``preemption_timeout``, ``debug`` [false], ``data`` [{}].
 - ``environment``: ``image`` (string or {cpu, cuda, rocm}; resolved to the map),
   ``environment_variables`` (["K=V"] or {cpu, cuda, rocm}; resolved to the map),
-  ``force_pull_image``, ``registry_auth``, ``add_capabilities``, ``drop_capabilities``, ``ports``,
-  ``proxy_ports``; ``pod_spec``, ``slurm``, ``pbs`` accepted and ignored.
+  ``force_pull_image``, ``registry_auth``, ``add_capabilities``, ``drop_capabilities``, ``ports``;
+  ``pod_spec``, ``proxy_ports``, ``slurm``, ``pbs`` accepted and ignored (the
+  experiment gets a warning event: see ``docker_notes``).
 - ``bind_mounts``: [{host_path (absolute), container_path, read_only [false], propagation
   [rprivate]}].
 - ``reproducibility.experiment_seed`` [generated at creation and stored].
@@ -54,6 +57,7 @@ Accepted fields (defaults in brackets; ``null`` anywhere means "the default"):
 Deprecated fields still load; ``ExperimentConfig.warnings`` lists what to change.
 """
 
+from .environment import docker_notes, redact, redact_text
 from .errors import ConfigError
 from .merge import apply_overrides, merge_cluster_defaults
 from .parse import default_name, default_seed, load_yaml, parse_experiment_config
@@ -72,8 +76,11 @@ __all__ = [
     "apply_overrides",
     "default_name",
     "default_seed",
+    "docker_notes",
     "load_yaml",
     "merge_cluster_defaults",
     "parse_experiment_config",
     "parse_memory_size",
+    "redact",
+    "redact_text",
 ]

@@ -13,8 +13,17 @@ exit 0, paused                              stays PAUSED, resumes on activate
 exit 0, preempted (scheduler / spot)        re-queued; no restart counted
 exit 0 otherwise                            COMPLETED (it trained to its length)
 non-zero after a preemption or agent loss   re-queued; no restart counted
+image refused by the registry (see below)   ERROR at once; no restart counted
 non-zero otherwise                          restarts += 1; ERROR past ``max_restarts``
 ==========================================  ==========================================
+
+A container that never started because its image could not be pulled ends with the agent's one
+line ``image pull failed: IMAGE: ANSWER``. When ANSWER is a refusal that a retry gets again (the
+image or tag does not exist, access denied, wrong or missing credentials) the trial is ERROR at
+once with that line as its reason, and its searcher is told, so a single-trial experiment ends
+ERROR after one attempt and a search spends one attempt per trial, never ``max_restarts``. Other
+pull failures (registry unreachable, timeouts, server errors, rate limits) may pass, so they count
+as restarts like any failed run and stop at ``max_restarts``.
 """
 
 from __future__ import annotations
@@ -24,11 +33,12 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from det.master import states
+from det.master import expconf, states
 from det.master.db import Conn
 from det.master.services.users import token_digest
 from det.master.state import MasterState
@@ -36,6 +46,11 @@ from det.master.state import MasterState
 logger = logging.getLogger(__name__)
 
 AGENT_LOST = "agent lost"
+#: How an agent's container error starts when the image could not be pulled (det.agent.images).
+IMAGE_PULL_FAILED = "image pull failed: "
+START_FAILED = "start failed: "
+#: Determined's default /dev/shm for task containers (task_container_defaults.shm_size_bytes).
+DEFAULT_SHM_SIZE = 4 * 1024**3
 WORKDIR = "/run/determined/workdir"
 
 
@@ -86,6 +101,18 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason:
         (exit_code, reason, allocation_id),
     )
     states.transition(conn, "allocation", allocation_id, states.TERMINATED, reason, strict=False)
+    if reason.startswith((IMAGE_PULL_FAILED, START_FAILED)):
+        # The container never ran, so it left no log of its own: the reason is the task's log.
+        conn.execute(
+            "INSERT INTO task_logs (task_id, allocation_id, agent_id, log, level, stdtype, source)"
+            " VALUES (%s, %s, %s, %s, 'ERROR', 'stderr', 'master')",
+            (
+                alloc["task_id"],
+                allocation_id,
+                next(iter(alloc["placement"] or {}), None),
+                reason + "\n",
+            ),
+        )
     if alloc["trial_id"] is None:
         from det.master.services import checkpoint_gc
 
@@ -116,6 +143,10 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason:
             finish_trial(conn, trial, states.COMPLETED, "training finished")
     elif preempted:
         logger.info("trial %d lost its allocation (%s); re-queued without a restart", tid, reason)
+    elif image_refused(reason):
+        # The registry refused the image (unknown, denied, bad credentials): every retry would
+        # be refused the same way, so the trial ends now instead of spending its restarts.
+        finish_trial(conn, trial, states.ERROR, reason)
     else:
         counts = True
         restarts = trial["restarts"] + 1
@@ -137,6 +168,23 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason:
         "UPDATE allocations SET counts_as_restart = %s WHERE id = %s", (counts, allocation_id)
     )
     conn.execute("NOTIFY det_wakeup")
+
+
+# Answers of a registry (or the engine on its behalf) that do not change on retry. Anything else
+# in a pull failure (timeouts, connection refused, 5xx, rate limits) counts as a restart.
+_REFUSALS = re.compile(
+    r"unauthorized|denied|forbidden|authentication required|no basic auth credentials"
+    r"|not found|manifest unknown|name unknown|blob unknown|does not exist|invalid reference"
+    r"|repository name must|no matching manifest|invalid tag|invalid reference format",
+    re.IGNORECASE,
+)
+
+
+def image_refused(reason: str | None) -> bool:
+    """Whether an allocation's end reason is a pull failure that retrying cannot fix."""
+    if not reason or not reason.startswith(IMAGE_PULL_FAILED):
+        return False
+    return bool(_REFUSALS.search(reason.removeprefix(IMAGE_PULL_FAILED)))
 
 
 def finish_trial(conn: Conn, trial: dict[str, Any], state: str, reason: str) -> None:
@@ -198,7 +246,6 @@ def container_spec(
     ).fetchone()
     assert trial is not None
     config: dict[str, Any] = trial["config"]
-    env_cfg = config.get("environment") or {}
     slot_ids = (alloc["placement"] or {}).get(agent_id, [])
     device = "cuda" if _slot_type(conn, agent_id) == "cuda" else "cpu"
     image, env = image_and_env(conn, config, agent_id)
@@ -217,7 +264,7 @@ def container_spec(
             "DET_TRIAL_RUN_ID": str(trial["run_id"]),
             "DET_TRIAL_SEED": str(trial["seed"]),
             "DET_HPARAMS": json.dumps(trial["hparams"]),
-            "DET_EXPERIMENT_CONFIG": json.dumps(config),
+            "DET_EXPERIMENT_CONFIG": json.dumps(expconf.redact(config)),
             "DET_STEPS_COMPLETED": str(trial["steps_completed"]),
             "DET_SLOT_IDS": json.dumps([int(s) if str(s).isdigit() else s for s in slot_ids]),
             "DET_UNIQUE_PORT_OFFSET": str(_port_offset(alloc["id"])),
@@ -228,22 +275,47 @@ def container_spec(
     entrypoint = config.get("entrypoint") or "python3 train.py"
     command = ["python3", "-m", "det.exec.run", "--"]
     command += entrypoint if isinstance(entrypoint, list) else [entrypoint]
-    res = config.get("resources") or {}
     return {
         "taskId": alloc["task_id"],
         "taskType": "TRIAL",
         "image": image,
-        "forcePull": bool(env_cfg.get("force_pull_image")),
         "command": command,
         "env": env,
         "slotIds": slot_ids,
         "deviceType": device,
-        "shmSize": res.get("shm_size"),
-        "networkMode": "host",
-        "bindMounts": bind_mounts(config),
+        **docker_options(st, config, alloc["resource_pool"]),
         "contextPath": f"/api/v1/tasks/{alloc['task_id']}/context",
         "workdir": WORKDIR,
         "killGraceSeconds": 30,
+    }
+
+
+def docker_options(st: MasterState, config: dict[str, Any], pool: str) -> dict[str, Any]:
+    """The container spec's Docker settings from the experiment's resolved config (which already
+    holds the cluster's task_container_defaults) and the pool's ``network_mode``.
+
+    ``registryAuth`` goes to the agent that pulls and nowhere else (see expconf.environment).
+    """
+    env_cfg = config.get("environment") or {}
+    res = config.get("resources") or {}
+    tcd = st.config.task_container_defaults_for(pool)
+    auth = env_cfg.get("registry_auth")
+    return {
+        "forcePull": bool(env_cfg.get("force_pull_image")),
+        "registryAuth": {k: v for k, v in auth.items() if v} if isinstance(auth, dict) else None,
+        "capAdd": list(env_cfg.get("add_capabilities") or []),
+        "capDrop": list(env_cfg.get("drop_capabilities") or []),
+        "shmSize": res.get("shm_size") or DEFAULT_SHM_SIZE,
+        "devices": [
+            {
+                "hostPath": d.get("host_path"),
+                "containerPath": d.get("container_path"),
+                "mode": d.get("mode") or "mrw",
+            }
+            for d in res.get("devices") or []
+        ],
+        "networkMode": tcd.get("network_mode") or "host",
+        "bindMounts": bind_mounts(config),
     }
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from det.master import states
+from det.master import expconf, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.wire import ts
@@ -111,7 +111,7 @@ def checkpoint_json(r: dict[str, Any]) -> dict[str, Any]:
         "training": {
             "trialId": r["trial_id"],
             "experimentId": r.get("experiment_id"),
-            "experimentConfig": config,
+            "experimentConfig": expconf.redact(config),
             "hparams": r.get("hparams"),
             "trainingMetrics": {"avgMetrics": (r.get("training") or {}).get("avg_metrics")},
             "validationMetrics": {"avgMetrics": validation},

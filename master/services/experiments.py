@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from det.master import states
+from det.master import expconf, states
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound, PayloadTooLarge
 from det.master.state import MasterState
@@ -111,10 +111,18 @@ def parse_config(st: MasterState, config_text: str) -> dict[str, Any]:
     from det.master import expconf
 
     try:
+        raw = expconf.load_yaml(config_text)
+        res = raw.get("resources")
+        named = res.get("resource_pool") if isinstance(res, dict) else None
+        pool_name = (
+            named
+            if isinstance(named, str) and named
+            else st.config.resource_manager.default_compute_resource_pool
+        )
         cfg = expconf.parse_experiment_config(
-            config_text,
+            raw,
             cluster_defaults={
-                "task_container_defaults": st.config.task_container_defaults,
+                "task_container_defaults": st.config.task_container_defaults_for(pool_name),
                 "checkpoint_storage": st.config.checkpoint_storage,
             },
         )
@@ -166,7 +174,7 @@ def create(
             config.get("description") or "",
             json.dumps(list(config.get("labels") or [])),
             json.dumps(config),
-            config_text,
+            expconf.redact_text(config_text),
             states.ACTIVE if activate else states.PAUSED,
             owner_id,
             pack_context(files),
@@ -192,6 +200,8 @@ def create(
     states.record_event(
         conn, "experiment", row["id"], "created", f"created ({'active' if activate else 'paused'})"
     )
+    for note in expconf.docker_notes(config):
+        states.record_event(conn, "experiment", row["id"], "warning", note)
     wake(conn)
     logger.info("experiment %d created by user %d", row["id"], owner_id)
     return get(conn, row["id"])
