@@ -193,7 +193,22 @@ def _aws(sub: Any) -> None:
     up.add_argument(
         "--agent-subnet-id", help="subnet for agents (default: the first public subnet)"
     )
-    up.add_argument("--agent-image-id", help="AMI of agents (default: Ubuntu 22.04)")
+    up.add_argument(
+        "--agent-image-id",
+        help="AMI of both agent pools (default: Ubuntu 24.04 for the aux pool, the AWS Deep "
+        "Learning Base GPU AMI for the compute pool)",
+    )
+    up.add_argument(
+        "--refresh-images",
+        action="store_true",
+        help="look the default images up again instead of keeping the ones the cluster pinned "
+        "(replaces the master)",
+    )
+    up.add_argument(
+        "--keep-agents",
+        action="store_true",
+        help="keep agents launched for an older master config (default: replace them)",
+    )
     up.add_argument("--vpc-id", help="use this VPC instead of creating one")
     up.add_argument(
         "--public-subnet-ids", nargs="+", help="with --vpc-id: subnets for the master and agents"
@@ -207,8 +222,19 @@ def _aws(sub: Any) -> None:
     up.add_argument("--spot-max-price", type=_price, help="maximum hourly spot price")
     down.add_argument("--region", help="AWS region (default: the cluster's)")
     down.add_argument("--profile", help="AWS profile")
+    down.add_argument(
+        "--delete-data",
+        action="store_true",
+        help="also delete the database's final snapshot (default: kept)",
+    )
     ls.add_argument("--region", help=argparse.SUPPRESS)
     ls.add_argument("--profile", help=argparse.SUPPRESS)
+    for parser in (up, down, ls):
+        parser.add_argument(
+            "--state-url",
+            help="where the deploy state lives, e.g. s3://bucket/prefix (default: "
+            "$DET_DEPLOY_STATE_URL, else this machine)",
+        )
     _finish_verbs(up, down, ls, commands)
 
 

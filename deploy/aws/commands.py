@@ -1,20 +1,30 @@
-"""``det deploy aws up|down|list``: preflight, then the Automation API; or a dry-run."""
+"""``det deploy aws up|down|list``: preflight, then the Automation API; or a dry-run.
+
+``up`` on an existing stack keeps the stack's region (another ``--region`` is refused) and its
+pinned images (unless ``--refresh-images``), and afterwards replaces the agents launched for an
+older master config (unless ``--keep-agents``). ``down`` keeps the database's final snapshot
+unless ``--delete-data``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
+import os
 from collections.abc import Mapping
 from typing import Any, TextIO
 
 from det.deploy.aws import preflight, program, teardown
-from det.deploy.aws.config import PROJECT, AwsConfig
-from det.deploy.common import commands, flow
+from det.deploy.aws.config import PROJECT, AwsConfig, Images
+from det.deploy.common import automation, commands, flow, state
+from det.deploy.common.errors import DeployError
+from det.deploy.common.preflight import check_pulumi_cli
 
 logger = logging.getLogger(__name__)
 
 
-def config_from_args(args: argparse.Namespace) -> AwsConfig:
+def config_from_args(args: argparse.Namespace, region: str | None = None) -> AwsConfig:
     defaults = AwsConfig(cluster_id=args.cluster_id)
 
     def pick(name: str) -> Any:
@@ -22,7 +32,7 @@ def config_from_args(args: argparse.Namespace) -> AwsConfig:
 
     cfg = AwsConfig(
         cluster_id=args.cluster_id,
-        region=pick("region"),
+        region=region or pick("region"),
         keypair=args.keypair,
         agent_image_id=args.agent_image_id,
         spot=args.spot,
@@ -42,6 +52,37 @@ def config_from_args(args: argparse.Namespace) -> AwsConfig:
     return cfg
 
 
+def stack_region(given: str | None, previous: Mapping[str, Any] | None) -> str | None:
+    """The region of ``up``: an existing stack's, which ``--region`` may not contradict."""
+    recorded = (previous or {}).get("region")
+    if given and recorded and given != recorded:
+        raise DeployError(
+            f"the cluster is deployed in {recorded}, not {given}: pass --region {recorded} "
+            "(a cluster cannot move; `down` it and deploy it anew in the other region)"
+        )
+    return given or recorded
+
+
+def pinned_images(previous: Mapping[str, Any] | None, refresh: bool) -> Images | None:
+    """The images an existing stack pinned (None: look them up, on a new stack or refresh)."""
+    recorded = (previous or {}).get("images")
+    if refresh or not isinstance(recorded, Mapping):
+        return None
+    try:
+        return Images(**{k: str(recorded[k]) for k in ("master", "aux_agent", "compute_agent")})
+    except KeyError:
+        return None
+
+
+def use_state_url(args: argparse.Namespace) -> None:
+    """``--state-url`` overrides ``DET_DEPLOY_STATE_URL`` for this process."""
+    url = getattr(args, "state_url", None)
+    if url:
+        os.environ[state.STATE_URL_ENV] = state.check_state_url(url)
+    elif os.environ.get(state.STATE_URL_ENV):
+        state.check_state_url(os.environ[state.STATE_URL_ENV])
+
+
 def _session(region: str | None, profile: str | None) -> Any:
     import boto3
 
@@ -49,7 +90,14 @@ def _session(region: str | None, profile: str | None) -> Any:
 
 
 def up(args: argparse.Namespace, out: TextIO) -> int:
-    cfg = config_from_args(args)
+    use_state_url(args)
+    previous: dict[str, Any] | None = None
+    if not args.dry_run:
+        check_pulumi_cli()
+        if automation.has_stack(PROJECT, args.cluster_id):
+            previous = automation.outputs(PROJECT, args.cluster_id)
+    current = {"cfg": config_from_args(args, stack_region(args.region, previous))}
+    cfg = current["cfg"]
     config: dict[str, tuple[str, bool]] = {"aws:region": (cfg.region, False)}
     if args.profile:
         config["aws:profile"] = (args.profile, False)
@@ -59,6 +107,15 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         preflight.check_credentials(session)
         if cfg.keypair:
             preflight.check_keypair(session, cfg.keypair)
+        images = pinned_images(previous, getattr(args, "refresh_images", False))
+        if images is None:
+            images = preflight.resolve_images(session)
+            out.write(
+                f"Images: master and aux pool {images.master}, compute pool "
+                f"{images.compute_agent} (pinned; `up --refresh-images` to update)\n"
+            )
+        spot_role = cfg.spot and not preflight.spot_service_role_exists(session)
+        current["cfg"] = dataclasses.replace(cfg, images=images, create_spot_service_role=spot_role)
         if not quota:
             return None
         return preflight.check_vcpu_quota(
@@ -69,19 +126,49 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         cloud="aws",
         project=PROJECT,
         cluster_id=cfg.cluster_id,
-        build=lambda password: program.build(cfg, password),
+        build=lambda password: program.build(current["cfg"], password),
         mock_calls=program.MOCK_CALLS,
         stack_config=config,
         target=cfg.region,
         preflight=check,
     )
-    return flow.up(plan, args, out)
+    code = flow.up(plan, args, out)
+    if code == 0 and previous is not None and not args.dry_run:
+        _replace_stale_agents(args, cfg, previous, out)
+    return code
+
+
+def _replace_stale_agents(
+    args: argparse.Namespace, cfg: AwsConfig, previous: Mapping[str, Any], out: TextIO
+) -> None:
+    outputs = automation.outputs(PROJECT, cfg.cluster_id)
+    digest = outputs.get("config_hash")
+    if not digest or digest == previous.get("config_hash"):
+        return
+    if getattr(args, "keep_agents", False):
+        out.write("The master's config changed; agents keep running (--keep-agents).\n")
+        return
+    master_id = outputs.get("master_instance_id")
+    ec2 = _session(cfg.region, args.profile).client("ec2")
+    replaced = teardown.replace_stale_agents(
+        ec2, cfg.cluster_id, str(digest), exclude=frozenset({master_id} if master_id else ())
+    )
+    if replaced:
+        out.write(
+            f"The master's config changed: terminated {len(replaced)} agents launched for the "
+            "old one; the master launches new ones for queued work (trials resume from their "
+            "latest checkpoints).\n"
+        )
 
 
 def down(args: argparse.Namespace, out: TextIO) -> int:
+    use_state_url(args)
+    found: dict[str, Any] = {}
+
     def connect(outputs: Mapping[str, Any]) -> flow.Teardown:
         session = _session(args.region or outputs.get("region"), args.profile)
         preflight.check_credentials(session)
+        found.update(session=session, snapshot=outputs.get("db_final_snapshot"))
 
         def remove_instances() -> str:
             ec2 = session.client("ec2")
@@ -98,8 +185,42 @@ def down(args: argparse.Namespace, out: TextIO) -> int:
             delete_bucket=lambda bucket: teardown.delete_bucket(session.client("s3"), bucket),
         )
 
-    return flow.down("aws", PROJECT, args, out, connect)
+    code = flow.down("aws", PROJECT, args, out, connect)
+    snapshot = found.get("snapshot")
+    if code != 0 or not snapshot:
+        return code
+    if getattr(args, "delete_data", False):
+        deleted = teardown.delete_final_snapshot(found["session"].client("rds"), str(snapshot))
+        out.write(f"Deleted the database's final snapshot {snapshot}.\n" if deleted else "")
+    else:
+        out.write(
+            f"Kept the database's final snapshot {snapshot} (restore it with "
+            f"`aws rds restore-db-instance-from-db-snapshot`; `down --delete-data` skips it).\n"
+        )
+    return code
 
 
 def list_(args: argparse.Namespace, out: TextIO) -> int:
-    return int(commands.print_list(PROJECT, args.json, out))
+    use_state_url(args)
+    directory = state.state_dir()
+    if state.is_local(state.backend_url(directory), directory):
+        return int(commands.print_list(PROJECT, args.json, out))
+    check_pulumi_cli()
+    rows = []
+    for cluster_id in automation.stack_names(PROJECT):
+        outputs = automation.outputs(PROJECT, cluster_id)
+        rows.append(
+            {
+                "clusterId": cluster_id,
+                "masterUrl": outputs.get("master_url"),
+                "bucket": outputs.get("bucket"),
+            }
+        )
+    if args.json:
+        import json
+
+        json.dump(rows, out, indent=2)
+        out.write("\n")
+    for row in [] if args.json else rows:
+        out.write(f"{row['clusterId']}\t{row['masterUrl'] or '-'}\t{row['bucket'] or '-'}\n")
+    return 0

@@ -1,4 +1,5 @@
-"""AWS checks before ``up``: credentials, key pair, vCPU quota for the agents.
+"""AWS checks before ``up``: credentials, key pair, vCPU quota for the agents, the spot
+service-linked role; and the one-time look-up of the images the stack pins.
 
 Quota codes by instance family (EC2 "Running On-Demand/Spot ... instances", counted in vCPUs);
 there is no API that maps an instance type to its quota, so the table is by first letters.
@@ -10,6 +11,7 @@ import logging
 import re
 from typing import Any
 
+from det.deploy.aws.config import DLAMI_SSM_PARAMETER, UBUNTU_SSM_PARAMETER, Images
 from det.deploy.common.errors import PreflightError
 
 logger = logging.getLogger(__name__)
@@ -112,3 +114,47 @@ def check_vcpu_quota(session: Any, instance_type: str, max_agents: int, spot: bo
             "or lower --max-dynamic-agents"
         )
     return None
+
+
+SPOT_SERVICE_ROLE = "AWSServiceRoleForEC2Spot"
+SPOT_ROLE_FIX = "aws iam create-service-linked-role --aws-service-name spot.amazonaws.com"
+
+
+def spot_service_role_exists(session: Any) -> bool:
+    """Whether the account has the spot service-linked role (without it every spot launch
+    fails with ``AuthFailure.ServiceLinkedRoleCreationNotPermitted`` unless the caller may
+    create it). The stack creates it when missing; it cannot be created twice, so this check
+    decides."""
+    from botocore import exceptions
+
+    try:
+        session.client("iam").get_role(RoleName=SPOT_SERVICE_ROLE)
+        return True
+    except exceptions.ClientError as e:
+        if e.response.get("Error", {}).get("Code") == "NoSuchEntity":
+            return False
+        raise PreflightError(
+            f"cannot check the spot service-linked role {SPOT_SERVICE_ROLE} "
+            f"({e.response.get('Error', {}).get('Code')}); have an administrator run "
+            f"`{SPOT_ROLE_FIX}` once, or deploy without --spot"
+        ) from None
+
+
+def resolve_images(session: Any) -> Images:
+    """Read the public SSM parameters once: Ubuntu 24.04 for the master and the aux pool, the
+    Deep Learning Base GPU AMI for the compute pool."""
+    from botocore import exceptions
+
+    ssm = session.client("ssm")
+    found: dict[str, str] = {}
+    for parameter in (UBUNTU_SSM_PARAMETER, DLAMI_SSM_PARAMETER):
+        try:
+            found[parameter] = str(ssm.get_parameter(Name=parameter)["Parameter"]["Value"])
+        except exceptions.ClientError as e:
+            code = e.response.get("Error", {}).get("Code")
+            raise PreflightError(
+                f"cannot read the image parameter {parameter} in {session.region_name} ({code}); "
+                "pass --agent-image-id, or allow ssm:GetParameter on public parameters"
+            ) from None
+    ubuntu = found[UBUNTU_SSM_PARAMETER]
+    return Images(master=ubuntu, aux_agent=ubuntu, compute_agent=found[DLAMI_SSM_PARAMETER])

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from det.deploy.aws.config import CLUSTER_TAG
+from det.deploy.aws.config import CLUSTER_TAG, CONFIG_HASH_TAG
 
 logger = logging.getLogger(__name__)
 
@@ -83,3 +83,49 @@ def delete_bucket(s3: Any, bucket: str) -> int:
         if e.response.get("Error", {}).get("Code") != "NoSuchBucket":
             raise
     return removed
+
+
+def stale_agents(ec2: Any, cluster_id: str, config_hash: str, exclude: frozenset[str]) -> list[str]:
+    """Live instances of the cluster whose config-hash tag differs from ``config_hash``."""
+    ids = []
+    tag_filter = {"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster_id]}
+    for page in ec2.get_paginator("describe_instances").paginate(
+        Filters=[tag_filter, {"Name": "instance-state-name", "Values": ["pending", "running"]}]
+    ):
+        for reservation in page["Reservations"]:
+            for instance in reservation["Instances"]:
+                tags = {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
+                if instance["InstanceId"] in exclude or tags.get("det-role") == "master":
+                    continue
+                if tags.get(CONFIG_HASH_TAG) != config_hash:
+                    ids.append(instance["InstanceId"])
+    return ids
+
+
+def replace_stale_agents(
+    ec2: Any, cluster_id: str, config_hash: str, exclude: frozenset[str]
+) -> list[str]:
+    """Terminate the agents launched for an older master config; the master launches new ones
+    for the work still queued (trials resume from their latest checkpoints)."""
+    ids = stale_agents(ec2, cluster_id, config_hash, exclude)
+    if ids:
+        ec2.terminate_instances(InstanceIds=ids)
+    logger.info("replaced %d agents of %s launched for an older config", len(ids), cluster_id)
+    return ids
+
+
+def delete_final_snapshot(rds: Any, snapshot_id: str, wait: bool = True) -> bool:
+    """Delete the database's final snapshot (``down --delete-data``); False when there is none."""
+    from botocore import exceptions
+
+    try:
+        rds.describe_db_snapshots(DBSnapshotIdentifier=snapshot_id)
+        if wait:
+            # A snapshot being created cannot be deleted yet.
+            rds.get_waiter("db_snapshot_available").wait(DBSnapshotIdentifier=snapshot_id)
+        rds.delete_db_snapshot(DBSnapshotIdentifier=snapshot_id)
+    except exceptions.ClientError as e:
+        if e.response.get("Error", {}).get("Code") == "DBSnapshotNotFound":
+            return False
+        raise
+    return True

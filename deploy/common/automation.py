@@ -7,6 +7,7 @@ program is inline: the same Python function the dry-run renders under mocks.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -25,8 +26,9 @@ def _workspace_options(project: str) -> Any:
     from pulumi import automation as auto
 
     directory = state.state_dir()
-    passphrase = state.ensure_passphrase(directory)
     url = state.backend_url(directory)
+    # A shared (remote) state needs the same passphrase on every machine.
+    passphrase = os.environ.get("PULUMI_CONFIG_PASSPHRASE") or state.ensure_passphrase(directory)
     return auto.LocalWorkspaceOptions(
         project_settings=auto.ProjectSettings(
             name=project, runtime="python", backend=auto.ProjectBackend(url=url)
@@ -84,8 +86,24 @@ def outputs(project: str, cluster_id: str) -> dict[str, Any]:
     return {k: v.value for k, v in stack.outputs().items()}
 
 
+def stack_names(project: str) -> list[str]:
+    """The project's stacks: read from disk for the local state, else through the Pulumi CLI."""
+    directory = state.state_dir()
+    if state.is_local(state.backend_url(directory), directory):
+        return state.list_stacks(directory, project)
+    from pulumi import automation as auto
+
+    try:
+        workspace = auto.LocalWorkspace(**vars(_workspace_options(project)))
+        return sorted(s.name for s in workspace.list_stacks())
+    except auto.errors.CommandError as e:
+        raise DeployError(
+            f"cannot list the stacks in {state.backend_url(directory)}: {_last_line(e)}"
+        ) from None
+
+
 def has_stack(project: str, cluster_id: str) -> bool:
-    return cluster_id in state.list_stacks(state.state_dir(), project)
+    return cluster_id in stack_names(project)
 
 
 def destroy(project: str, cluster_id: str, on_output: Callable[[str], None]) -> None:

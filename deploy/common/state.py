@@ -5,6 +5,11 @@ Layout (Pulumi's file backend)::
     $XDG_DATA_HOME/det/pulumi/            (default ~/.local/share/det/pulumi)
         passphrase                        encrypts stack secrets (mode 0600, made once)
         .pulumi/stacks/<project>/<cluster-id>.json
+
+A remote backend (``DET_DEPLOY_STATE_URL`` or the ``--state-url`` flag, e.g.
+``s3://bucket/prefix`` or ``gs://bucket/prefix``) keeps the stacks where every machine can
+reach them, so ``list`` and ``down`` work from anywhere; stack secrets are then encrypted with
+``PULUMI_CONFIG_PASSPHRASE``, which every machine must share.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ import secrets
 from collections.abc import Mapping
 from pathlib import Path
 
+from det.deploy.common.errors import DeployError
+
 
 def state_dir(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
@@ -21,8 +28,27 @@ def state_dir(env: Mapping[str, str] | None = None) -> Path:
     return Path(base) / "det" / "pulumi"
 
 
-def backend_url(directory: Path) -> str:
-    return f"file://{directory}"
+STATE_URL_ENV = "DET_DEPLOY_STATE_URL"
+_REMOTE_SCHEMES = ("s3://", "gs://", "azblob://", "file://")
+
+
+def backend_url(directory: Path, env: Mapping[str, str] | None = None) -> str:
+    env = os.environ if env is None else env
+    return env.get(STATE_URL_ENV) or f"file://{directory}"
+
+
+def is_local(url: str, directory: Path) -> bool:
+    return url == f"file://{directory}"
+
+
+def check_state_url(url: str) -> str:
+    """``--state-url``: one of the backends Pulumi's self-managed state supports."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or f"{scheme}://" not in _REMOTE_SCHEMES or not rest.strip("/"):
+        raise DeployError(
+            f"--state-url {url!r}: expected s3://bucket[/prefix] or gs://bucket[/prefix]"
+        )
+    return url
 
 
 def ensure_passphrase(directory: Path) -> str:
