@@ -13,6 +13,7 @@ from det.deploy.gcp.config import PROJECT, GcpConfig
 
 
 def config_from_args(args: argparse.Namespace) -> GcpConfig:
+    # HTTPS on 8443 by default; shared_settings gives tls=False and port 8080 with --no-tls.
     defaults = GcpConfig(cluster_id=args.cluster_id, project_id=args.project_id)
 
     def pick(name: str) -> Any:
@@ -31,15 +32,17 @@ def config_from_args(args: argparse.Namespace) -> GcpConfig:
         gpu_num=pick("gpu_num"),
         preemptible=bool(args.preemptible),
         agent_image=pick("agent_image"),
+        aux_agent_image=args.agent_image or defaults.aux_agent_image,
         disk_size=pick("disk_size"),
         disk_type=pick("disk_type"),
         operation_timeout_period=pick("operation_timeout_period"),
         db_tier=pick("db_tier"),
+        db_edition=getattr(args, "db_edition", None),
         filestore=args.filestore,
         filestore_address=args.filestore_address or None,
         labels=tuple(args.add_label or ()),
-        cpu_env_image=args.cpu_env_image or None,
-        gpu_env_image=args.gpu_env_image or None,
+        cpu_env_image=pick("cpu_env_image"),
+        gpu_env_image=pick("gpu_env_image"),
         **commands.shared_settings(args, defaults),
     )
     cfg.validate()
@@ -84,6 +87,7 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         },
         target=f"{cfg.project_id}/{cfg.zone_name}",
         preflight=check,
+        cert=cfg.boot.tls if cfg.tls else None,
     )
     return flow.up(plan, args, out)
 

@@ -5,14 +5,30 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from det.deploy.common.boot import BootOptions
 from det.deploy.common.errors import DeployError
+from det.deploy.gcp import catalog
 
 PROJECT = "det-gcp"
 # Every VM of the cluster carries this label with the cluster id.
 CLUSTER_LABEL = "det-cluster"
 # GCE names and label values: lower case, digits, '-'; Determined allows 35 characters.
 CLUSTER_ID_RE = re.compile(r"^[a-z][-a-z0-9]{0,34}$")
-UBUNTU_IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"
+# Boot images, as image families: ``up`` resolves each to one concrete image the first time and
+# pins it in the stack (images.py), so a new image in the family never replaces a VM unplanned.
+# The master and CPU agents: Ubuntu 24.04 LTS (Python 3.12).
+UBUNTU_IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2404-lts-amd64"
+# GPU agents: Google's Deep Learning VM "Base" image (NVIDIA driver R580, CUDA 12.9, Docker and the
+# NVIDIA container toolkit) on Ubuntu 24.04, supported until August 2028.
+GPU_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu129-ubuntu-2404-nvidia-580"
+# Determined 0.38.1's default task images (expconf.CPUImage / CUDAImage), public on Docker Hub.
+DEFAULT_CPU_ENV_IMAGE = "determinedai/pytorch-ngc:0.38.1"
+DEFAULT_GPU_ENV_IMAGE = "determinedai/pytorch-ngc:0.38.1"
+HTTPS_PORT = 8443
+HTTP_PORT = 8080
+# The Cloud Logging log the VMs' boot and service logs are shipped to (one per cluster, told apart
+# by the det-cluster label on the entries).
+BOOT_LOG_NAME = "det-boot"
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 
 
@@ -28,14 +44,19 @@ class GcpConfig:
     subnet_cidr: str = "10.10.0.0/16"
     inbound_cidr: str = "0.0.0.0/0"
     enable_ssh: bool = False
-    port: int = 8080
+    port: int = HTTPS_PORT
+    tls: bool = True
     master_instance_type: str = "n1-standard-2"
     aux_agent_instance_type: str = "n1-standard-4"
     compute_agent_instance_type: str = "n1-standard-32"
     gpu_type: str = "nvidia-tesla-t4"
     gpu_num: int = 4
     preemptible: bool = False
-    agent_image: str = UBUNTU_IMAGE
+    master_image: str = UBUNTU_IMAGE
+    aux_agent_image: str = UBUNTU_IMAGE
+    agent_image: str = GPU_IMAGE
+    # (role, family or image asked for) once images.pin made the three images concrete.
+    image_sources: tuple[tuple[str, str], ...] = ()
     disk_size: int = 200
     disk_type: str = "pd-standard"
     min_dynamic_agents: int = 0
@@ -47,17 +68,27 @@ class GcpConfig:
     scheduler_type: str = "fair_share"
     preemption_enabled: bool = False
     db_tier: str = "db-custom-1-3840"
+    db_edition: str | None = None
     bucket_versioning: bool = False
     filestore: bool = False
     filestore_address: str | None = None
-    det_package: str = "det[master,gcp]"
+    boot: BootOptions = dataclasses.field(default_factory=BootOptions)
+    """Which det the VMs install and the master's TLS material (``common.boot``)."""
     labels: tuple[tuple[str, str], ...] = ()
-    cpu_env_image: str | None = None
-    gpu_env_image: str | None = None
+    cpu_env_image: str = DEFAULT_CPU_ENV_IMAGE
+    gpu_env_image: str = DEFAULT_GPU_ENV_IMAGE
 
     @property
     def zone_name(self) -> str:
         return self.zone or f"{self.region}-b"
+
+    @property
+    def sql_edition(self) -> str:
+        return catalog.check_sql_edition(self.db_tier, self.db_edition)
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls else "http"
 
     @property
     def network_name(self) -> str:
@@ -85,12 +116,21 @@ class GcpConfig:
             raise DeployError("--subnetwork is only used with --existing-network")
         if self.filestore and self.filestore_address:
             raise DeployError("use either --filestore or --filestore-address, not both")
-        if bool(self.cpu_env_image) != bool(self.gpu_env_image):
-            raise DeployError("if a CPU or GPU environment image is specified, both should be")
         if self.preemption_enabled and self.scheduler_type != "priority":
             raise DeployError(
                 "--preemption-enabled is only supported with --scheduler-type priority"
             )
+        catalog.check_region(self.region)
+        if self.zone:
+            catalog.check_zone(self.zone, self.region)
+        for flag, machine_type in (
+            ("--master-instance-type", self.master_instance_type),
+            ("--aux-agent-instance-type", self.aux_agent_instance_type),
+            ("--compute-agent-instance-type", self.compute_agent_instance_type),
+        ):
+            catalog.check_machine_type(flag, machine_type)
+        catalog.check_gpu(self.gpu_type, self.gpu_num, self.compute_agent_instance_type)
+        catalog.check_sql_edition(self.db_tier, self.db_edition)
         reserved = {CLUSTER_LABEL, "managed-by"} & {k for k, _ in self.labels}
         if reserved:
             raise DeployError(f"labels {sorted(reserved)} are reserved")

@@ -4,7 +4,10 @@
   (:data:`PROVISIONER_PERMISSIONS`); ``roles/iam.serviceAccountUser`` on the agent service
   account only (to attach it to agents); object admin on the checkpoint bucket only; secret
   accessor on the cluster secret only (granted in ``storage.py``).
-* agents: object admin on the checkpoint bucket only.
+* agents: object admin on the checkpoint bucket only; Artifact Registry reader (task images
+  from the project's own registries, pulled with the VM's token).
+* both: ``roles/logging.logWriter`` (boot and service logs to Cloud Logging); the bucket grant
+  covers reading the ``det-release/`` objects ``up`` ships det in.
 
 No primitive role (owner/editor/viewer) anywhere.
 """
@@ -12,6 +15,7 @@ No primitive role (owner/editor/viewer) anywhere.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 
 import pulumi
 import pulumi_gcp as gcp
@@ -36,6 +40,25 @@ PROVISIONER_PERMISSIONS = (
 )
 
 
+# Project-level roles (these services grant no narrower scope), by account.
+MASTER_PROJECT_ROLES = ("roles/logging.logWriter",)
+AGENT_PROJECT_ROLES = ("roles/logging.logWriter", "roles/artifactregistry.reader")
+
+# Service-account ids: 6-30 characters, [a-z][-a-z0-9]*[a-z0-9].
+_ACCOUNT_ID_MAX = 30
+
+
+def account_id(cluster_id: str, role: str) -> str:
+    """``det-<cluster id>-<role>``; a cluster id too long for that keeps its first characters
+    and gains a hash of the whole id, so two clusters never share an account."""
+    plain = f"det-{cluster_id}-{role}"
+    if len(plain) <= _ACCOUNT_ID_MAX - 1:  # ids of at most 23 characters: as before the hash
+        return plain
+    digest = hashlib.sha256(cluster_id.encode()).hexdigest()[:6]
+    keep = _ACCOUNT_ID_MAX - len(f"det--{digest}-{role}")
+    return f"det-{cluster_id[:keep]}-{digest}-{role}"
+
+
 @dataclasses.dataclass
 class ServiceAccountsArgs:
     project: str
@@ -56,14 +79,14 @@ class ServiceAccounts(pulumi.ComponentResource):
         master = gcp.serviceaccount.Account(
             f"{name}-master",
             project=args.project,
-            account_id=f"{name[:27]}-m",
+            account_id=account_id(args.cluster_id, "m"),
             display_name=f"det master ({args.cluster_id})",
             opts=child,
         )
         agent = gcp.serviceaccount.Account(
             f"{name}-agent",
             project=args.project,
-            account_id=f"{name[:27]}-a",
+            account_id=account_id(args.cluster_id, "a"),
             display_name=f"det agents ({args.cluster_id})",
             opts=child,
         )
@@ -96,6 +119,18 @@ class ServiceAccounts(pulumi.ComponentResource):
             member=master_member,
             opts=child,
         )
+        for who, member, roles in (
+            ("master", master_member, MASTER_PROJECT_ROLES),
+            ("agent", agent_member, AGENT_PROJECT_ROLES),
+        ):
+            for role_name in roles:
+                gcp.projects.IAMMember(
+                    f"{name}-{who}-{role_name.rsplit('.', 1)[-1].lower()}",
+                    project=args.project,
+                    role=role_name,
+                    member=member,
+                    opts=child,
+                )
         for who, member in (("master", master_member), ("agent", agent_member)):
             gcp.storage.BucketIAMMember(
                 f"{name}-{who}-bucket",

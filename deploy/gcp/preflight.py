@@ -13,15 +13,48 @@ from det.deploy.common.errors import PreflightError
 
 GetJson = Callable[[str], tuple[int, dict[str, Any]]]
 
-REQUIRED_APIS = (
-    "compute.googleapis.com",
-    "sqladmin.googleapis.com",
-    "servicenetworking.googleapis.com",
+# The APIs behind each pulumi_gcp module the program creates resources in (the module is the
+# part of the type token between ':' and '/'). A test renders the program and fails when a
+# resource's module is missing here, so a new kind of resource cannot forget its API.
+MODULE_APIS: dict[str, tuple[str, ...]] = {
+    "compute": ("compute.googleapis.com",),
+    "sql": ("sqladmin.googleapis.com",),
+    "servicenetworking": ("servicenetworking.googleapis.com",),
+    "secretmanager": ("secretmanager.googleapis.com",),
+    "serviceaccount": ("iam.googleapis.com",),
+    # Custom roles live in IAM; project IAM bindings go through Resource Manager.
+    "projects": ("iam.googleapis.com", "cloudresourcemanager.googleapis.com"),
+    "storage": ("storage.googleapis.com",),
+    "filestore": ("file.googleapis.com",),
+}
+# APIs the VMs call once they run: boot and service logs, the cluster secret, the bucket.
+RUNTIME_APIS = (
+    "logging.googleapis.com",
     "secretmanager.googleapis.com",
-    "iam.googleapis.com",
     "storage.googleapis.com",
+    "compute.googleapis.com",
 )
 FILESTORE_API = "file.googleapis.com"
+REQUIRED_APIS = tuple(
+    sorted(
+        {api for apis in MODULE_APIS.values() for api in apis} - {FILESTORE_API} | set(RUNTIME_APIS)
+    )
+)
+
+
+def apis_for(resource_types: Iterable[str]) -> set[str]:
+    """The APIs the given Pulumi resource types need; an unknown gcp module is an error."""
+    needed: set[str] = set()
+    for type_ in resource_types:
+        package, _, rest = type_.partition(":")
+        if package != "gcp":
+            continue
+        module = rest.split("/", 1)[0]
+        if module not in MODULE_APIS:
+            raise KeyError(f"no API known for pulumi_gcp module {module!r} ({type_})")
+        needed |= set(MODULE_APIS[module])
+    return needed
+
 
 GPU_QUOTA_METRICS = {
     "nvidia-tesla-t4": "NVIDIA_T4_GPUS",
@@ -31,6 +64,10 @@ GPU_QUOTA_METRICS = {
     "nvidia-tesla-a100": "NVIDIA_A100_GPUS",
     "nvidia-a100-80gb": "NVIDIA_A100_80GB_GPUS",
     "nvidia-l4": "NVIDIA_L4_GPUS",
+    "nvidia-h100-80gb": "NVIDIA_H100_GPUS",
+    "nvidia-h100-mega-80gb": "NVIDIA_H100_MEGA_GPUS",
+    "nvidia-h200-141gb": "NVIDIA_H200_GPUS",
+    "nvidia-b200": "NVIDIA_B200_GPUS",
 }
 
 
@@ -99,6 +136,9 @@ def gpu_quota_metric(gpu_type: str, preemptible: bool) -> str | None:
     return f"PREEMPTIBLE_{metric}" if metric and preemptible else metric
 
 
+ALL_REGIONS_METRIC = "GPUS_ALL_REGIONS"
+
+
 def check_gpu_quota(
     get_json: GetJson,
     project_id: str,
@@ -108,10 +148,57 @@ def check_gpu_quota(
     max_agents: int,
     preemptible: bool,
 ) -> str | None:
-    """Fails when the regional GPU quota is too small; returns a warning when it cannot be checked."""
+    """Fails when the project-wide (``GPUS_ALL_REGIONS``) or the regional GPU quota is too small;
+    returns a warning when one cannot be checked."""
     needed = gpu_num * max_agents
     if needed == 0:
         return None
+    warning = _check_all_regions(get_json, project_id, needed, gpu_num, max_agents, preemptible)
+    regional = _check_regional(
+        get_json, project_id, region, gpu_type, gpu_num, max_agents, preemptible
+    )
+    return "; ".join(w for w in (warning, regional) if w) or None
+
+
+def _check_all_regions(
+    get_json: GetJson,
+    project_id: str,
+    needed: int,
+    gpu_num: int,
+    max_agents: int,
+    preemptible: bool,
+) -> str | None:
+    status, body = get_json(f"https://compute.googleapis.com/compute/v1/projects/{project_id}")
+    if status != 200:
+        return f"could not read the project-wide quotas of {project_id} (HTTP {status})"
+    quota = next((q for q in body.get("quotas", []) if q.get("metric") == ALL_REGIONS_METRIC), None)
+    if quota is None:
+        return f"quota {ALL_REGIONS_METRIC} not reported for {project_id}; not checked"
+    available = int(quota["limit"] - quota.get("usage", 0))
+    if needed <= available:
+        return None
+    text = (
+        f"{max_agents} agents x {gpu_num} GPUs need {needed} GPUs but the project-wide quota "
+        f"{ALL_REGIONS_METRIC} of {project_id} has {available} available (new projects have 0); "
+        "request more at https://console.cloud.google.com/iam-admin/quotas "
+        "or lower --max-dynamic-agents"
+    )
+    if preemptible:
+        # Preemptible GPUs have their own regional quota; the project-wide one may not apply.
+        return text
+    raise PreflightError(text)
+
+
+def _check_regional(
+    get_json: GetJson,
+    project_id: str,
+    region: str,
+    gpu_type: str,
+    gpu_num: int,
+    max_agents: int,
+    preemptible: bool,
+) -> str | None:
+    needed = gpu_num * max_agents
     metric = gpu_quota_metric(gpu_type, preemptible)
     if metric is None:
         return f"no known quota metric for GPU type {gpu_type!r}; quota not checked"

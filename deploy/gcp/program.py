@@ -12,8 +12,8 @@ from typing import Any
 import pulumi
 
 from det.deploy.common import masteryaml
-from det.deploy.gcp import iam, master, network, storage
-from det.deploy.gcp.config import GcpConfig
+from det.deploy.gcp import iam, images, master, network, storage
+from det.deploy.gcp.config import BOOT_LOG_NAME, GcpConfig
 
 
 def build(
@@ -66,6 +66,7 @@ def build(
             project=cfg.project_id,
             secret_id=f"{name}-secret",
             initial_user_password=initial_user_password,
+            tls=cfg.boot.tls_material() if cfg.tls else None,
         ),
     )
     secret.grant_access(f"{name}-master-secret", accounts.master_member, cfg.project_id)
@@ -77,6 +78,7 @@ def build(
             network_id=net.network_id,
             password=secret.db_password,
             tier=cfg.db_tier,
+            edition=cfg.sql_edition,
         ),
     )
     filestore: pulumi.Output[str | None] = pulumi.Output.from_input(cfg.filestore_address)
@@ -109,18 +111,32 @@ def build(
             master_yaml=master_yaml,
             secret_path=secret.resource_path,
             master_tag=master_tag,
+            bucket=bucket.name,
         ),
     )
     return {
         "cluster_id": pulumi.Output.from_input(cfg.cluster_id),
         "project_id": pulumi.Output.from_input(cfg.project_id),
         "zone": pulumi.Output.from_input(cfg.zone_name),
-        "master_url": node.public_ip.apply(lambda ip: f"http://{ip}:{cfg.port}"),
+        "master_url": node.public_ip.apply(lambda ip: f"{cfg.scheme}://{ip}:{cfg.port}"),
         "master_instance_name": node.instance_name,
         "master_public_ip": node.public_ip,
         "bucket": bucket.name,
         "db_endpoint": db.host.apply(lambda h: f"{h}:5432"),
         "network": net.network_name,
+        # What `down` needs to remove the private-services peering (only from a network it made).
+        "network_created": pulumi.Output.from_input(not cfg.existing_network),
+        "service_peering": db.peering,
+        "boot_log_name": pulumi.Output.from_input(BOOT_LOG_NAME),
+        # The images the VMs boot and what was asked for: the next `up` reuses them (images.pin).
+        "images": pulumi.Output.from_input(
+            {
+                "master": cfg.master_image,
+                "aux_agent": cfg.aux_agent_image,
+                "compute_agent": cfg.agent_image,
+            }
+        ),
+        "image_sources": pulumi.Output.from_input(images.sources(cfg)),
         "agent_service_account": accounts.agent_email,
         "master_service_account": accounts.master_email,
         "filestore_address": filestore,

@@ -13,6 +13,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from det.deploy.common import passwords
+from det.deploy.common.tls import TlsMaterial
 
 
 @dataclasses.dataclass
@@ -48,6 +49,8 @@ class ClusterSecretArgs:
     project: str
     secret_id: str
     initial_user_password: pulumi.Input[str] | None = None
+    tls: TlsMaterial | None = None
+    """The master's certificate and key, stored in the secret beside the passwords."""
 
 
 class ClusterSecret(pulumi.ComponentResource):
@@ -64,7 +67,7 @@ class ClusterSecret(pulumi.ComponentResource):
     ):
         super().__init__("det:gcp:ClusterSecret", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        made = passwords.generate(name, args.initial_user_password, child)
+        made = passwords.generate(name, args.initial_user_password, child, args.tls)
         secret = gcp.secretmanager.Secret(
             name,
             project=args.project,
@@ -104,10 +107,25 @@ class DatabaseArgs:
     network_id: pulumi.Input[str]
     password: pulumi.Input[str]
     tier: str = "db-custom-1-3840"
+    # Always explicit: for POSTGRES_16 the API defaults to ENTERPRISE_PLUS, which refuses the
+    # custom and shared-core tiers (catalog.sql_edition gives the tier's own edition).
+    edition: str = "ENTERPRISE"
 
 
 class Database(pulumi.ComponentResource):
+    """Cloud SQL over private services access.
+
+    ``down`` and the private-services connection: Cloud SQL keeps producer resources behind the
+    connection for days after the instance is deleted, so deleting the connection fails with
+    "Producer services ... are still using this connection". The connection is therefore
+    abandoned on delete, and ``det deploy gcp down`` removes its VPC peering (``peering``) from
+    the network before Pulumi deletes the network (teardown.remove_service_peering).
+    ``update_on_creation_fail`` lets a cluster re-created under the same network name update the
+    connection Google still remembers instead of failing to create it.
+    """
+
     host: pulumi.Output[str]
+    peering: pulumi.Output[str]
 
     def __init__(self, name: str, args: DatabaseArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("det:gcp:Database", name, None, opts)
@@ -127,6 +145,8 @@ class Database(pulumi.ComponentResource):
             network=args.network_id,
             service="servicenetworking.googleapis.com",
             reserved_peering_ranges=[peering.name],
+            deletion_policy="ABANDON",
+            update_on_creation_fail=True,
             opts=child,
         )
         instance = gcp.sql.DatabaseInstance(
@@ -137,6 +157,7 @@ class Database(pulumi.ComponentResource):
             deletion_protection=False,
             settings=gcp.sql.DatabaseInstanceSettingsArgs(
                 tier=args.tier,
+                edition=args.edition,
                 availability_type="ZONAL",
                 disk_autoresize=True,
                 backup_configuration=gcp.sql.DatabaseInstanceSettingsBackupConfigurationArgs(
@@ -166,7 +187,8 @@ class Database(pulumi.ComponentResource):
             opts=child,
         )
         self.host = instance.private_ip_address
-        self.register_outputs({"host": instance.private_ip_address})
+        self.peering = connection.peering
+        self.register_outputs({"host": instance.private_ip_address, "peering": connection.peering})
 
 
 @dataclasses.dataclass

@@ -10,6 +10,11 @@ Serves, for any project::
     DELETE /compute/v1/projects/P/zones/Z/instances/NAME          delete
     GET    /compute/v1/projects/P/zones/Z/operations/OP           get operation
     POST   /compute/v1/projects/P/zones/Z/operations/OP/wait      wait operation
+    GET    /compute/v1/projects/P/global/images/family/F          getFromFamily
+    GET    /compute/v1/projects/P/global/images/NAME              get image
+
+Images are added with :meth:`FakeGce.add_image`; like GCE, ``getFromFamily`` answers the newest
+image of the family that is not deprecated.
 
 Like real GCE, capacity and quota failures do not fail the insert call: they arrive in the
 ``error`` field of the finished zone operation (:meth:`FakeGce.fail_zone`,
@@ -45,6 +50,9 @@ from tests.fakes.local_http import LocalHttpFake
 _PREFIX = re.compile(
     r"^/compute/v1/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/(?P<rest>.*)$"
 )
+_IMAGES = re.compile(
+    r"^/compute/v1/projects/(?P<project>[^/]+)/global/images/(?:family/(?P<family>[^/]+)|(?P<name>[^/]+))$"
+)
 _AGGREGATED = re.compile(r"^/compute/v1/projects/(?P<project>[^/]+)/aggregated/instances$")
 _FILTER_TERM = re.compile(r'labels\.([A-Za-z0-9_-]+)\s*(=|!=)\s*"?([^"\s)]*)"?')
 _NAME_PATTERN = re.compile(r"#+")
@@ -63,6 +71,9 @@ class RecordedRequest:
         ``operation``, ``wait``."""
         if _AGGREGATED.match(self.path):
             return "aggregatedList"
+        m = _IMAGES.match(self.path)
+        if m:
+            return "getFromFamily" if m.group("family") else "getImage"
         m = _PREFIX.match(self.path)
         rest = m.group("rest") if m else ""
         parts = rest.split("/")
@@ -105,6 +116,7 @@ class FakeGce(LocalHttpFake):
         self._capacity: dict[str, int] = {}
         self._http_faults: list[_HttpFault] = []
         self._ids = itertools.count(1000)
+        self._images: dict[tuple[str, str], dict[str, Any]] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -178,6 +190,22 @@ class FakeGce(LocalHttpFake):
             self._create(
                 "fake-project", zone, {"name": name, "labels": labels, **fields}, status="RUNNING"
             )
+
+    def add_image(
+        self, project: str, name: str, family: str = "", *, deprecated: bool = False
+    ) -> None:
+        """Publish an image (newer than every image added before it)."""
+        with self._lock:
+            self._images[(project, name)] = {
+                "kind": "compute#image",
+                "id": str(next(self._ids)),
+                "name": name,
+                "family": family,
+                "status": "READY",
+                "selfLink": f"https://www.googleapis.com/compute/v1/projects/{project}/global/images/{name}",
+                "creationTimestamp": dt.datetime.now(dt.UTC).isoformat(timespec="microseconds"),
+                **({"deprecated": {"state": "DEPRECATED"}} if deprecated else {}),
+            }
 
     def instances(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -296,6 +324,13 @@ class FakeGce(LocalHttpFake):
                 if fault is not None:
                     return _error(fault.status, fault.reason, fault.message)
                 return 200, self._list(None, query)
+            image = _IMAGES.match(path)
+            if image is not None:
+                if fault is not None:
+                    return _error(fault.status, fault.reason, fault.message)
+                return self._image(
+                    image.group("project"), image.group("family"), image.group("name")
+                )
             m = _PREFIX.match(path)
             if m is None:
                 return _error(404, "notFound", f"The resource '{path}' was not found")
@@ -355,6 +390,28 @@ class FakeGce(LocalHttpFake):
         if op["_polls"] > self.operation_polls:
             op.update(status="DONE", progress=100)
         return 200, {k: v for k, v in op.items() if not k.startswith("_")}
+
+    def _image(
+        self, project: str, family: str | None, name: str | None
+    ) -> tuple[int, dict[str, Any]]:
+        if name is not None:
+            image = self._images.get((project, name))
+        else:
+            # Added later = newer; like GCE, deprecated images are skipped.
+            matching = [
+                i
+                for (p, _), i in self._images.items()
+                if p == project and i["family"] == family and "deprecated" not in i
+            ]
+            image = matching[-1] if matching else None
+        if image is None:
+            what = f"family/{family}" if family is not None else name
+            return _error(
+                404,
+                "notFound",
+                f"The resource 'projects/{project}/global/images/{what}' was not found",
+            )
+        return 200, dict(image)
 
     def _list(self, zone: str | None, query: dict[str, str]) -> dict[str, Any]:
         """One zone's list, or (``zone=None``) the aggregated list grouped by ``zones/Z``."""

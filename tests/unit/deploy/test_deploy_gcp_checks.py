@@ -62,10 +62,14 @@ def test_unknown_project_is_a_clear_error():
         preflight.check_apis(get_json, "p", preflight.REQUIRED_APIS)
 
 
-REGION_URL = "https://compute.googleapis.com/compute/v1/projects/p/regions/us-west1"
+PROJECT_URL = "https://compute.googleapis.com/compute/v1/projects/p"
+REGION_URL = f"{PROJECT_URL}/regions/us-west1"
 
 
-def _region(metric: str, limit: float, usage: float) -> dict[str, tuple[int, dict[str, Any]]]:
+def _region(
+    metric: str, limit: float, usage: float, all_regions: float = 64
+) -> dict[str, tuple[int, dict[str, Any]]]:
+    # The region's URL first: the project's is a prefix of it.
     return {
         REGION_URL: (
             200,
@@ -75,8 +79,47 @@ def _region(metric: str, limit: float, usage: float) -> dict[str, tuple[int, dic
                     {"metric": metric, "limit": limit, "usage": usage},
                 ]
             },
-        )
+        ),
+        PROJECT_URL: (
+            200,
+            {
+                "quotas": [
+                    {"metric": "CPUS_ALL_REGIONS", "limit": 32, "usage": 0},
+                    {"metric": "GPUS_ALL_REGIONS", "limit": all_regions, "usage": 0},
+                ]
+            },
+        ),
     }
+
+
+def test_project_wide_gpu_quota_too_small_fails_even_when_the_region_has_room():
+    # A new project: 16 T4s in the region, but GPUS_ALL_REGIONS is 0.
+    get_json, seen = _answers(_region("NVIDIA_T4_GPUS", 16, 0, all_regions=0))
+    with pytest.raises(
+        PreflightError,
+        match=r"need 8 GPUs but the project-wide quota GPUS_ALL_REGIONS of p has 0 available",
+    ):
+        preflight.check_gpu_quota(
+            get_json, "p", "us-west1", "nvidia-tesla-t4", 4, 2, preemptible=False
+        )
+    assert PROJECT_URL in seen
+
+
+def test_project_wide_gpu_quota_for_preemptible_agents_is_a_warning():
+    get_json, _ = _answers(_region("PREEMPTIBLE_NVIDIA_T4_GPUS", 16, 0, all_regions=1))
+    warning = preflight.check_gpu_quota(
+        get_json, "p", "us-west1", "nvidia-tesla-t4", 4, 2, preemptible=True
+    )
+    assert warning and "GPUS_ALL_REGIONS" in warning
+
+
+def test_enough_gpu_quota_everywhere_passes():
+    get_json, seen = _answers(_region("NVIDIA_L4_GPUS", 8, 0, all_regions=8))
+    assert (
+        preflight.check_gpu_quota(get_json, "p", "us-west1", "nvidia-l4", 1, 8, preemptible=False)
+        is None
+    )
+    assert set(seen) == {PROJECT_URL, REGION_URL}
 
 
 def test_gpu_quota_too_small_fails_with_the_numbers():
@@ -97,7 +140,7 @@ def test_preemptible_agents_use_the_preemptible_quota():
         )
         is None
     )
-    assert "not reported" in preflight.check_gpu_quota(
+    assert "NVIDIA_T4_GPUS not reported" in preflight.check_gpu_quota(
         get_json, "p", "us-west1", "nvidia-tesla-t4", 4, 5, preemptible=False
     )
 

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 import pulumi
+import pytest
 import yaml
 from conftest import GCP
 
 from det.deploy.common import dryrun
-from det.deploy.gcp import iam, program, storage
+from det.deploy.gcp import iam, preflight, program, storage
 from det.deploy.gcp.config import CLUSTER_LABEL
 
 WORLD = ("0.0.0.0/0", "::/0")
+ACCOUNT = "gcp:serviceaccount/account:Account"
 PRIMITIVE = {"roles/owner", "roles/editor", "roles/viewer"}
 
 
@@ -103,16 +106,56 @@ def test_no_primitive_roles(gcp_graph):
         )
 
 
+MASTER_SA = "serviceAccount:det-c1-m@proj.iam.gserviceaccount.com"
+AGENT_SA = "serviceAccount:det-c1-a@proj.iam.gserviceaccount.com"
+
+
+def _project_bindings(graph: dryrun.Rendered) -> set[tuple[str, str]]:
+    return {
+        (b["role"], b["member"])
+        for b in _bindings(graph)
+        if "project" in b and "bucket" not in b and "secretId" not in b
+    }
+
+
 def test_master_provisions_through_a_narrow_custom_role(gcp_graph, one):
     role = one(gcp_graph, "gcp:projects/iAMCustomRole:IAMCustomRole")
     assert set(role["permissions"]) == set(iam.PROVISIONER_PERMISSIONS)
-    project_bindings = [
-        b
-        for b in _bindings(gcp_graph)
-        if "project" in b and "bucket" not in b and "secretId" not in b
-    ]
-    assert [b["role"] for b in project_bindings] == [f"projects/proj/roles/{role['roleId']}"]
-    assert project_bindings[0]["member"] == "serviceAccount:det-c1-m@proj.iam.gserviceaccount.com"
+    provisioner = {
+        b for b in _project_bindings(gcp_graph) if b[0].startswith("projects/proj/roles/")
+    }
+    assert provisioner == {(f"projects/proj/roles/{role['roleId']}", MASTER_SA)}
+
+
+def test_project_roles_are_exactly_log_writing_and_registry_reading(gcp_graph):
+    others = {b for b in _project_bindings(gcp_graph) if b[0].startswith("roles/")}
+    assert others == {
+        ("roles/logging.logWriter", MASTER_SA),
+        ("roles/logging.logWriter", AGENT_SA),
+        ("roles/artifactregistry.reader", AGENT_SA),
+    }
+
+
+def test_service_account_ids_are_unique_for_cluster_ids_sharing_23_characters():
+    ids = set()
+    for cluster_id in ("research-team-cluster-a-east", "research-team-cluster-a-west"):
+        graph = dryrun.render(
+            lambda cluster_id=cluster_id: program.build(
+                dataclasses.replace(GCP, cluster_id=cluster_id, filestore=False)
+            ),
+            program.MOCK_CALLS,
+        )
+        accounts = [r.inputs["accountId"] for r in graph.of_type(ACCOUNT)]
+        assert len(accounts) == 2
+        for account in accounts:
+            assert 6 <= len(account) <= 30 and re.fullmatch(r"[a-z][-a-z0-9]*[a-z0-9]", account)
+        ids |= set(accounts)
+    assert len(ids) == 4
+
+
+def test_short_cluster_ids_keep_their_service_account_ids(gcp_graph):
+    assert {r.inputs["accountId"] for r in gcp_graph.of_type(ACCOUNT)} == {"det-c1-m", "det-c1-a"}
+    assert iam.account_id("x" * 23, "m") == f"det-{'x' * 23}-m"
 
 
 def test_service_account_user_only_on_the_agent_account(gcp_graph):
@@ -152,7 +195,7 @@ def test_outputs_exist(gcp_graph):
         "filestore_address",
     ):
         assert gcp_graph.outputs[key], key
-    assert gcp_graph.outputs["master_url"] == "http://203.0.113.20:8080"
+    assert gcp_graph.outputs["master_url"] == "https://203.0.113.20:8443"
 
 
 def test_master_yaml_parses_and_has_the_gcp_pools(gcp_graph):
@@ -216,3 +259,104 @@ def test_bucket_component_exposes_its_name():
         assert name == "b"
 
     return bucket.name.apply(check)
+
+
+def test_cloud_sql_edition_is_explicit_and_matches_the_tier(gcp_graph, one):
+    settings = one(gcp_graph, "gcp:sql/databaseInstance:DatabaseInstance")["settings"]
+    assert settings["tier"] == "db-custom-1-3840"
+    assert settings["edition"] == "ENTERPRISE"
+    plus = dataclasses.replace(GCP, db_tier="db-perf-optimized-N-2", filestore=False)
+    graph = dryrun.render(lambda: program.build(plus), program.MOCK_CALLS)
+    assert (
+        graph.of_type("gcp:sql/databaseInstance:DatabaseInstance")[0].inputs["settings"]["edition"]
+        == "ENTERPRISE_PLUS"
+    )
+
+
+def test_private_services_connection_is_abandoned_on_delete(gcp_graph, one):
+    connection = one(gcp_graph, "gcp:servicenetworking/connection:Connection")
+    assert connection["deletionPolicy"] == "ABANDON"
+    assert connection["updateOnCreationFail"] is True
+    # What `down` needs to remove the peering before Pulumi deletes the network.
+    assert gcp_graph.outputs["network_created"] is True
+    assert gcp_graph.outputs["network"] == "det-c1"
+
+
+def test_master_is_reachable_from_outside_only_on_the_https_port(gcp_graph):
+    rules = {r.name: r.inputs for r in gcp_graph.of_type("gcp:compute/firewall:Firewall")}
+    api = rules["det-c1-master-api"]
+    assert api["sourceRanges"] == [GCP.inbound_cidr]
+    assert api["allows"] == [{"protocol": "tcp", "ports": ["8443"]}]
+    outside = [r for r in rules.values() if set(r["sourceRanges"]) & {*WORLD, GCP.inbound_cidr}]
+    opened = set().union(*(_ports(a) for r in outside for a in r["allows"]))
+    assert opened == {8443, 22}  # SSH only because GCP asks for it (enable_ssh=True)
+    assert 8080 not in opened
+
+
+def test_plain_http_port_only_without_tls_and_no_ssh_unless_asked():
+    cfg = dataclasses.replace(GCP, tls=False, port=8080, enable_ssh=False, filestore=False)
+    graph = dryrun.render(lambda: program.build(cfg), program.MOCK_CALLS)
+    rules = {r.name: r.inputs for r in graph.of_type("gcp:compute/firewall:Firewall")}
+    assert "det-c1-ssh" not in rules
+    assert rules["det-c1-master-api"]["allows"] == [{"protocol": "tcp", "ports": ["8080"]}]
+    assert graph.outputs["master_url"] == "http://203.0.113.20:8080"
+
+
+PINNED = {
+    "master_image": "projects/ubuntu-os-cloud/global/images/ubuntu-2404-noble-amd64-v20250101",
+    "aux_agent_image": "projects/ubuntu-os-cloud/global/images/ubuntu-2404-noble-amd64-v20250101",
+    "agent_image": "projects/deeplearning-platform-release/global/images/common-cu129-v20250102",
+}
+
+
+def test_vms_boot_the_pinned_images_per_pool():
+    cfg = dataclasses.replace(GCP, filestore=False, **PINNED)
+    graph = dryrun.render(lambda: program.build(cfg), program.MOCK_CALLS)
+    vm = graph.of_type("gcp:compute/instance:Instance")[0].inputs
+    assert vm["bootDisk"]["initializeParams"]["image"] == PINNED["master_image"]
+    pools = {
+        p["pool_name"]: p["provider"]
+        for p in yaml.safe_load(graph.outputs["master_yaml"])["resource_pools"]
+    }
+    assert pools["aux-pool"]["boot_disk_source_image"] == PINNED["aux_agent_image"]
+    assert pools["compute-pool"]["boot_disk_source_image"] == PINNED["agent_image"]
+    assert graph.outputs["images"] == {
+        "master": PINNED["master_image"],
+        "aux_agent": PINNED["aux_agent_image"],
+        "compute_agent": PINNED["agent_image"],
+    }
+
+
+def test_default_images_are_ubuntu_2404_and_the_deep_learning_vm(gcp_graph):
+    images = gcp_graph.outputs["images"]
+    assert images["master"].endswith("ubuntu-os-cloud/global/images/family/ubuntu-2404-lts-amd64")
+    assert images["aux_agent"] == images["master"]
+    assert images["compute_agent"].startswith(
+        "projects/deeplearning-platform-release/global/images/family/common-cu"
+    )
+
+
+def test_default_task_images_are_determineds_published_ones(gcp_graph):
+    config = yaml.safe_load(gcp_graph.outputs["master_yaml"])
+    assert config["task_container_defaults"]["image"] == {
+        "cpu": "determinedai/pytorch-ngc:0.38.1",
+        "cuda": "determinedai/pytorch-ngc:0.38.1",
+    }
+
+
+def test_boot_log_name_is_an_output(gcp_graph):
+    assert gcp_graph.outputs["boot_log_name"] == "det-boot"
+
+
+def test_preflight_checks_the_api_of_every_resource_the_program_creates(gcp_graph):
+    types = {r.type for r in gcp_graph.resources}
+    needed = preflight.apis_for(types)
+    assert needed <= {*preflight.REQUIRED_APIS, preflight.FILESTORE_API}
+    assert {"cloudresourcemanager.googleapis.com", "logging.googleapis.com"} <= set(
+        preflight.REQUIRED_APIS
+    )
+
+
+def test_a_resource_of_an_unmapped_module_fails_the_api_coverage():
+    with pytest.raises(KeyError, match="redis"):
+        preflight.apis_for(["gcp:redis/instance:Instance"])

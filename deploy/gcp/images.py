@@ -1,0 +1,103 @@
+"""Boot images of a GCP cluster: image families resolved once, then pinned in the stack.
+
+A family (``projects/P/global/images/family/F``) always means its newest image, so booting VMs
+from a family would replace the master whenever Google publishes an image and give agents of
+one pool different systems. The first ``up`` resolves each family to the concrete image it
+means that day (Compute ``images.getFromFamily``) and records both in the stack (the ``images``
+and ``image_sources`` outputs, and the ``det:*Image`` config keys). A later ``up`` reuses the
+recorded image as long as the source asked for is the same; ``--refresh-images`` resolves again.
+A concrete image (``projects/P/global/images/NAME``) is used as given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from det.deploy.common.errors import DeployError
+from det.deploy.gcp.config import GcpConfig
+
+_FAMILY = re.compile(
+    r"^projects/(?P<project>[a-z][-a-z0-9.:]*)/global/images/family/(?P<family>[-a-z0-9]+)$"
+)
+
+# Image role → the GcpConfig field and the stack config key holding the pinned image.
+ROLES: dict[str, tuple[str, str]] = {
+    "master": ("master_image", "det:masterImage"),
+    "aux_agent": ("aux_agent_image", "det:auxAgentImage"),
+    "compute_agent": ("agent_image", "det:computeAgentImage"),
+}
+
+
+def sources(cfg: GcpConfig) -> dict[str, str]:
+    """What each role asked for (a family or a concrete image), by role: recorded by
+    :func:`pin`, else the configured images themselves."""
+    if cfg.image_sources:
+        return dict(cfg.image_sources)
+    return {role: getattr(cfg, field) for role, (field, _) in ROLES.items()}
+
+
+def is_family(image: str) -> bool:
+    return _FAMILY.match(image) is not None
+
+
+def resolve(images_client: Any, image: str) -> str:
+    """The concrete image a family means now; a concrete image is returned as it is."""
+    m = _FAMILY.match(image)
+    if m is None:
+        return image
+    from google.api_core import exceptions
+
+    project, family = m.group("project"), m.group("family")
+    try:
+        found = images_client.get_from_family(project=project, family=family)
+    except exceptions.NotFound:
+        raise DeployError(
+            f"image family {family!r} not found in project {project!r}; "
+            "pass another image with --agent-image"
+        ) from None
+    except exceptions.GoogleAPICallError as e:
+        raise DeployError(
+            f"cannot resolve image family {family!r} of {project!r}: {e.message}"
+        ) from None
+    return f"projects/{project}/global/images/{found.name}"
+
+
+def pin(
+    cfg: GcpConfig,
+    previous: Mapping[str, Any],
+    refresh: bool,
+    images_client: Callable[[], Any],
+) -> GcpConfig:
+    """``cfg`` with every image concrete. ``previous``: the stack's outputs from the last ``up``
+    (empty for a new cluster); its ``images``/``image_sources`` are reused unless ``refresh``
+    or the source asked for changed. ``images_client`` is called only when a family must be
+    resolved."""
+    pinned = previous.get("images") or {}
+    asked_before = previous.get("image_sources") or {}
+    client: Any = None
+    changes: dict[str, str] = {}
+    for role, source in sources(cfg).items():
+        if not refresh and asked_before.get(role) == source and pinned.get(role):
+            changes[ROLES[role][0]] = pinned[role]
+            continue
+        if is_family(source):
+            client = client or images_client()
+        changes[ROLES[role][0]] = resolve(client, source)
+    return dataclasses.replace(cfg, image_sources=tuple(sources(cfg).items()), **changes)
+
+
+def stack_config(cfg: GcpConfig) -> dict[str, tuple[str, bool]]:
+    """The pinned images as Pulumi config (shown by ``pulumi config``; not secret)."""
+    return {key: (getattr(cfg, field), False) for field, key in ROLES.values()}
+
+
+def images_client(credentials: Any = None, endpoint: str | None = None) -> Any:
+    """The real Compute images client (``endpoint``: a local fake in tests)."""
+    from google.api_core.client_options import ClientOptions
+    from google.cloud import compute_v1
+
+    options = ClientOptions(api_endpoint=endpoint) if endpoint else None
+    return compute_v1.ImagesClient(credentials=credentials, client_options=options)
