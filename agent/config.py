@@ -46,6 +46,8 @@ class AgentConfig(BaseModel):
     heartbeat_seconds: float = Field(default=1.0, gt=0)
     max_backoff_seconds: float = Field(default=30.0, gt=0)
     state_dir: Path = Field(default_factory=lambda: _default_state_dir())
+    # Where the harness bundle is built (det.agent.harness_bundle); default: state_dir/harness.
+    harness_dir: Path | None = None
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @field_validator("master_url")

@@ -18,6 +18,7 @@ from urllib.parse import urlparse
 from det.agent.config import AgentConfig
 from det.agent.containers import DockerRuntime
 from det.agent.devices import Slot, discover_slots
+from det.agent.harness_bundle import HarnessBundle
 from det.agent.logs import CursorStore, LogShipper
 from det.agent.master_client import MasterClient, MasterUnavailable
 from det.agent.preemption import NoticePoller, load_notice_source
@@ -87,6 +88,7 @@ class Agent:
             self.slots,
             config.container_network_mode,
             on_change=self.wake,
+            harness=HarnessBundle(config.harness_dir or config.state_dir / "harness"),
         )
         self.notices: NoticePoller | None = None
         url = config.notice_url()

@@ -317,7 +317,7 @@ class CheckpointContext:
             resources,
             metadata,
             self._storage_backend_id,
-            datetime.datetime.now(datetime.UTC),
+            datetime.datetime.now(datetime.timezone.utc),
         )
         self._session.post("/api/v1/checkpoints", json=body)
         logger.info("reported checkpoint %s to the master", storage_id)
