@@ -1,4 +1,4 @@
-"""``/api/v1/checkpoints``."""
+"""``/api/v1/checkpoints``: tasks report their checkpoints (and deletions); users read them."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from typing import Any
 from flask import Blueprint
 from psycopg.types.json import Jsonb
 
-from det.master.api._common import TASK, USER, allow, body, check_task_scope, db, principal
+from det.master.api import _access
+from det.master.api._common import TASK, USER, allow, body, db, principal
+from det.master.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
 from det.master.services import checkpoints as svc
 
 bp = Blueprint("checkpoints", __name__)
@@ -16,14 +18,34 @@ bp = Blueprint("checkpoints", __name__)
 @bp.post("/api/v1/checkpoints")
 @allow(TASK, USER)
 def report() -> Any:
+    """A checkpoint is created once, for its own trial: a task reports only into its own task;
+    a user only into a trial they may change; an existing uuid of another trial is refused."""
     data = body()
     ckpt = data.get("checkpoint", data)
+    if not isinstance(ckpt, dict):
+        raise InvalidArgument("checkpoint: required object")
+    uid = ckpt.get("uuid")
+    if not isinstance(uid, str):
+        raise InvalidArgument("uuid: required string")
     p = principal()
-    task_id = p.task.task_id if p.task else None
-    if p.task is not None and ckpt.get("taskId") not in (None, task_id):
-        check_task_scope(task_id=str(ckpt.get("taskId")))
     with db() as conn:
-        svc.report(conn, ckpt, task_id=task_id or ckpt.get("taskId"))
+        if p.task is not None:
+            if ckpt.get("taskId") not in (None, p.task.task_id):
+                raise PermissionDenied("an allocation token is valid only for its own task")
+            task_id = p.task.task_id
+        else:
+            task_id = ckpt.get("taskId")
+            if not isinstance(task_id, str):
+                raise InvalidArgument("taskId: required string")
+        trial = conn.execute("SELECT id FROM trials WHERE task_id = %s", (task_id,)).fetchone()
+        if trial is None and p.task is None:
+            raise NotFound(f"taskId: no trial has task id {task_id!r}")
+        if trial is not None:
+            _access.trial(conn, trial["id"])
+        existing = _access.checkpoint(conn, uid, for_write=True)
+        if existing is not None and existing["task_id"] != task_id:
+            raise Conflict(f"checkpoint {uid} already exists for another task")
+        svc.report(conn, ckpt, task_id=task_id)
     return {}
 
 
@@ -31,21 +53,33 @@ def report() -> Any:
 @allow(TASK, USER)
 def get(uid: str) -> Any:
     with db() as conn:
+        if _access.checkpoint(conn, uid, for_write=False) is None:
+            raise NotFound(f"checkpoint {uid} not found")
         return {"checkpoint": svc.checkpoint_json(svc.get(conn, uid))}
 
 
 @bp.patch("/api/v1/checkpoints")
 @allow(TASK, USER)
 def patch() -> Any:
-    # Deletions reported by the harness (partial deletes keep the remaining resources).
+    """Deletions reported by the GC task or the harness (a partial delete keeps the rest)."""
     items = body().get("checkpoints") or []
+    if not isinstance(items, list):
+        raise InvalidArgument("checkpoints: must be a list")
     with db() as conn:
-        for item in items:
-            res = (item.get("resources") or {}).get("resources")
-            if res is not None:
-                conn.execute(
-                    "UPDATE checkpoints SET resources = %s, state = CASE WHEN %s THEN 'DELETED' ELSE 'PARTIALLY_DELETED' END"
-                    " WHERE uuid = %s",
-                    (Jsonb(res), not res, item.get("uuid")),
-                )
+        for i, item in enumerate(items):
+            if not isinstance(item, dict) or not isinstance(item.get("uuid"), str):
+                raise InvalidArgument(f"checkpoints[{i}].uuid: required string")
+            resources = item.get("resources") or {}
+            res = resources.get("resources") if isinstance(resources, dict) else None
+            if res is None:
+                continue
+            if not isinstance(res, dict):
+                raise InvalidArgument(f"checkpoints[{i}].resources.resources: must be an object")
+            if _access.checkpoint(conn, item["uuid"], for_write=True) is None:
+                raise NotFound(f"checkpoint {item['uuid']} not found")
+            conn.execute(
+                "UPDATE checkpoints SET resources = %s,"
+                " state = CASE WHEN %s THEN 'DELETED' ELSE 'PARTIALLY_DELETED' END WHERE uuid = %s",
+                (Jsonb(res), not res, item["uuid"]),
+            )
     return {}

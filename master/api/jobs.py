@@ -6,6 +6,7 @@ from typing import Any
 
 from flask import Blueprint, request
 
+from det.master.api import _access
 from det.master.api._common import body, db, int_arg, pagination, state
 from det.master.errors import InvalidArgument
 from det.master.services import jobs as svc
@@ -48,6 +49,7 @@ def update() -> Any:
         for i, u in enumerate(updates):
             if not isinstance(u, dict) or not isinstance(u.get("jobId"), str):
                 raise InvalidArgument(f"updates[{i}].jobId: required string")
+            _access.job(conn, u["jobId"])
             svc.update(
                 conn,
                 u["jobId"],

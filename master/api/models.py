@@ -6,6 +6,7 @@ from typing import Any
 
 from flask import Blueprint
 
+from det.master.api import _access
 from det.master.api._common import body, current_user, db, pagination
 from det.master.services import models as svc
 
@@ -35,6 +36,7 @@ def get(name: str) -> Any:
 def register_version(name: str) -> Any:
     data = body()
     with db() as conn:
+        _access.model(conn, name)
         return {"modelVersion": svc.register_version(conn, current_user().id, name, data)}
 
 

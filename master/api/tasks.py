@@ -10,7 +10,7 @@ from typing import Any
 
 from flask import Blueprint, request
 
-from det.master.api import _logs
+from det.master.api import _access, _logs
 from det.master.api._common import (
     AGENT,
     TASK,
@@ -48,7 +48,8 @@ def _long_poll_timeout(raw: str | None) -> float:
 @allow(TASK, USER)
 def preemption_signal(allocation_id: str) -> Any:
     timeout = _long_poll_timeout(request.args.get("timeout_seconds"))
-    check_task_scope(allocation_id=allocation_id)
+    with db() as conn:
+        _access.allocation(conn, allocation_id)
     deadline = time.monotonic() + timeout
     while True:
         with db() as conn:
@@ -77,8 +78,8 @@ def ack_preemption(allocation_id: str) -> Any:
 @bp.get("/api/v1/allocations/<allocation_id>/signals/pending_preemption")
 @allow(TASK, USER)
 def pending_preemption(allocation_id: str) -> Any:
-    check_task_scope(allocation_id=allocation_id)
     with db() as conn:
+        _access.allocation(conn, allocation_id)
         row = conn.execute(
             "SELECT preempt_requested FROM allocations WHERE id = %s", (allocation_id,)
         ).fetchone()

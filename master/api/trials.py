@@ -7,7 +7,7 @@ from typing import Any
 
 from flask import Blueprint, Response, request, stream_with_context
 
-from det.master.api import _logs
+from det.master.api import _access, _logs
 from det.master.api._common import (
     TASK,
     USER,
@@ -37,8 +37,8 @@ def get(trial_id: int) -> Any:
 @allow(USER, TASK)
 def patch(trial_id: int) -> Any:
     # The official harness sends its runner state here; we keep the trial's state ours.
-    check_task_scope(trial_id=trial_id)
     with db() as conn:
+        _access.trial(conn, trial_id)
         return {"trial": svc.trial_json(svc.get(conn, trial_id))}
 
 
@@ -60,6 +60,7 @@ def run_prepare() -> Any:
 @bp.post("/api/v1/trials/<int:trial_id>/kill")
 def kill(trial_id: int) -> Any:
     with db() as conn:
+        _access.trial(conn, trial_id)
         svc.kill(conn, trial_id)
     return {}
 
@@ -67,7 +68,6 @@ def kill(trial_id: int) -> Any:
 @bp.post("/api/v1/trials/<int:trial_id>/metrics")
 @allow(USER, TASK)
 def report_metrics(trial_id: int) -> Any:
-    check_task_scope(trial_id=trial_id)
     data, finite = body_and_finiteness()
     m = data.get("metrics")
     if not isinstance(m, dict):
@@ -79,6 +79,7 @@ def report_metrics(trial_id: int) -> Any:
         "metrics": m.get("metrics"),
     }
     with db() as conn:
+        _access.trial(conn, trial_id)
         svc.report_metrics(conn, trial_id, [report], finite=finite)
     return {}
 
@@ -87,12 +88,12 @@ def report_metrics(trial_id: int) -> Any:
 @allow(USER, TASK)
 def report_metrics_batch(trial_id: int) -> Any:
     """det's batched form: ``{"reports": [{group, trialRunId, stepsCompleted, metrics}]}``."""
-    check_task_scope(trial_id=trial_id)
     data, finite = body_and_finiteness()
     reports = data.get("reports")
     if not isinstance(reports, list):  # the service checks each entry
         raise InvalidArgument("reports: required list of objects")
     with db() as conn:
+        _access.trial(conn, trial_id)
         n = svc.report_metrics(conn, trial_id, reports, finite=finite)
     return {"rows": n}
 
@@ -111,12 +112,12 @@ def report_validation(trial_id: int) -> Any:
 
 
 def _legacy(trial_id: int, group: str) -> Any:
-    check_task_scope(trial_id=trial_id)
     data, finite = body_and_finiteness()
     m = data.get("trainingMetrics") or data.get("validationMetrics") or data.get("metrics")
     if not isinstance(m, dict):
         raise InvalidArgument("metrics: required object")
     with db() as conn:
+        _access.trial(conn, trial_id)
         svc.report_metrics(conn, trial_id, [{"group": group, **m}], finite=finite)
     return {}
 
@@ -158,18 +159,18 @@ def metrics_of_trial(trial_id: int) -> Any:
 @bp.post("/api/v1/trials/<int:trial_id>/progress")
 @allow(USER, TASK)
 def progress(trial_id: int) -> Any:
-    check_task_scope(trial_id=trial_id)
     data = request.get_json(force=True, silent=True)
     value = data.get("progress") if isinstance(data, dict) else data
-    if not isinstance(value, (int, float)) or not 0 <= value <= 1:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
         raise InvalidArgument("progress: a number between 0 and 1")
+    with db() as conn:
+        _access.trial(conn, trial_id)
     return {}
 
 
 @bp.post("/api/v1/trials/<int:trial_id>/early_exit")
 @allow(USER, TASK)
 def early_exit(trial_id: int) -> Any:
-    check_task_scope(trial_id=trial_id)
     reason = str(body().get("reason") or "")
     short = reason.removeprefix("EXITED_REASON_")
     if short not in (
@@ -181,6 +182,7 @@ def early_exit(trial_id: int) -> Any:
     ):
         raise InvalidArgument(f"reason: unknown early-exit reason {reason!r}")
     with db() as conn:
+        _access.trial(conn, trial_id)
         svc.report_early_exit(conn, trial_id, "INVALID_HP" if short == "INIT_INVALID_HP" else short)
     return {}
 
@@ -188,7 +190,8 @@ def early_exit(trial_id: int) -> Any:
 @bp.post("/api/v1/trials/<int:trial_id>/runner/metadata")
 @allow(USER, TASK)
 def runner_metadata(trial_id: int) -> Any:
-    check_task_scope(trial_id=trial_id)
+    with db() as conn:
+        _access.trial(conn, trial_id)
     return {}
 
 
