@@ -198,6 +198,7 @@ def _aws(sub: Any) -> None:
         help="AMI of both agent pools (default: Ubuntu 24.04 for the aux pool, the AWS Deep "
         "Learning Base GPU AMI for the compute pool)",
     )
+    up.add_argument("--master-image-id", help="AMI of the master (default: Ubuntu 24.04)")
     up.add_argument(
         "--refresh-images",
         action="store_true",

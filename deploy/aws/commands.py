@@ -35,6 +35,7 @@ def config_from_args(args: argparse.Namespace, region: str | None = None) -> Aws
         region=region or pick("region"),
         keypair=args.keypair,
         agent_image_id=args.agent_image_id,
+        master_image_id=getattr(args, "master_image_id", None),
         spot=args.spot,
         spot_max_price=args.spot_max_price,
         db_instance_type=pick("db_instance_type"),
@@ -108,6 +109,8 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         if cfg.keypair:
             preflight.check_keypair(session, cfg.keypair)
         images = pinned_images(previous, getattr(args, "refresh_images", False))
+        if images is None and cfg.agent_image_id and cfg.master_image_id:
+            images = Images(cfg.master_image_id, cfg.agent_image_id, cfg.agent_image_id)
         if images is None:
             images = preflight.resolve_images(session)
             out.write(

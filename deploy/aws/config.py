@@ -62,6 +62,8 @@ class AwsConfig:
     aux_agent_instance_type: str = "m5.xlarge"
     compute_agent_instance_type: str = "g4dn.metal"
     agent_image_id: str | None = None
+    master_image_id: str | None = None
+    """The master's AMI (``--master-image-id``), instead of Ubuntu 24.04."""
     """One AMI for both agent pools (``--agent-image-id``), instead of the defaults."""
     images: Images | None = None
     """Pinned AMI ids; None renders SSM look-ups (the offline dry-run)."""
@@ -106,6 +108,8 @@ class AwsConfig:
         checks.check_db_instance_class(self.db_instance_type)
         if self.agent_image_id:
             checks.check_ami_id("--agent-image-id", self.agent_image_id)
+        if self.master_image_id:
+            checks.check_ami_id("--master-image-id", self.master_image_id)
         if not 1 <= self.port <= 65535:
             raise DeployError(f"--port must be between 1 and 65535, got {self.port}")
         if self.min_dynamic_agents < 0 or self.max_dynamic_agents < self.min_dynamic_agents:

@@ -117,6 +117,7 @@ def check_vcpu_quota(session: Any, instance_type: str, max_agents: int, spot: bo
 
 
 SPOT_SERVICE_ROLE = "AWSServiceRoleForEC2Spot"
+SPOT_ROLE_PATH = "/aws-service-role/spot.amazonaws.com/"
 SPOT_ROLE_FIX = "aws iam create-service-linked-role --aws-service-name spot.amazonaws.com"
 
 
@@ -124,15 +125,15 @@ def spot_service_role_exists(session: Any) -> bool:
     """Whether the account has the spot service-linked role (without it every spot launch
     fails with ``AuthFailure.ServiceLinkedRoleCreationNotPermitted`` unless the caller may
     create it). The stack creates it when missing; it cannot be created twice, so this check
-    decides."""
+    decides. Found by its path, which AWS fixes for the service, not by its name."""
     from botocore import exceptions
 
     try:
-        session.client("iam").get_role(RoleName=SPOT_SERVICE_ROLE)
-        return True
+        pages = (
+            session.client("iam").get_paginator("list_roles").paginate(PathPrefix=SPOT_ROLE_PATH)
+        )
+        return any(page["Roles"] for page in pages)
     except exceptions.ClientError as e:
-        if e.response.get("Error", {}).get("Code") == "NoSuchEntity":
-            return False
         raise PreflightError(
             f"cannot check the spot service-linked role {SPOT_SERVICE_ROLE} "
             f"({e.response.get('Error', {}).get('Code')}); have an administrator run "

@@ -41,6 +41,8 @@ def images(cfg: AwsConfig) -> dict[str, pulumi.Output[str]]:
         }
     if cfg.agent_image_id:
         found["aux_agent"] = found["compute_agent"] = pulumi.Output.from_input(cfg.agent_image_id)
+    if cfg.master_image_id:
+        found["master"] = pulumi.Output.from_input(cfg.master_image_id)
     return found
 
 

@@ -213,9 +213,24 @@ def test_up_turns_a_pulumi_failure_into_one_line(session, fake_pulumi):
             "--yes",
             "--compute-agent-instance-type",
             "m5.xlarge",
+            # moto has no public image parameters; given images need no look-up.
+            "--agent-image-id",
+            AMI,
+            "--master-image-id",
+            AMI,
         ]
     )
     assert code == 1
     assert "warning: could not check the vCPU quota L-1216C47A" in out
     assert err.startswith("det deploy: error: ") and err.count("\n") == 1
     assert "not a real pulumi" in err
+
+
+def test_up_stops_at_an_unreadable_image_parameter(session, fake_pulumi):
+    session.client("ec2").create_key_pair(KeyName="kp")
+    code, _, err = _cli(
+        ["aws", "up", "--cluster-id", "c1", "--keypair", "kp", "--region", REGION, "--yes"]
+    )
+    assert code == 1 and err.count("\n") == 1
+    assert "cannot read the image parameter /aws/service/canonical/ubuntu/server/24.04/" in err
+    assert not (fake_pulumi / "det" / "pulumi" / ".pulumi").exists()

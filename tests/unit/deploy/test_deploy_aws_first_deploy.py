@@ -321,3 +321,9 @@ def test_real_instance_types_are_accepted(instance_type):
 def test_regions_come_from_botocore_offline():
     regions = checks.known_regions()
     assert {"us-west-2", "eu-central-1", "cn-north-1", "us-gov-west-1"} <= set(regions)
+
+
+def test_master_image_id_replaces_only_the_masters_image():
+    graph = _render(dataclasses.replace(AWS, images=PINNED, master_image_id="ami-0123abcd"))
+    assert graph.of_type("aws:ec2/instance:Instance")[0].inputs["ami"] == "ami-0123abcd"
+    assert _pools(graph)["compute-pool"]["image_id"] == PINNED.compute_agent

@@ -1,0 +1,143 @@
+"""AWS account checks and upkeep of a first deploy, against moto in server mode."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from det.deploy.aws import preflight, teardown
+from det.deploy.aws.config import CONFIG_HASH_TAG, DLAMI_SSM_PARAMETER, UBUNTU_SSM_PARAMETER
+from det.deploy.common.errors import PreflightError
+from tests.fakes.moto_server import REGION, MotoServer, aws_env
+
+pytestmark = pytest.mark.integration
+AMI = "ami-12c6146b"
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[MotoServer]:
+    with MotoServer() as server:
+        yield server
+
+
+@pytest.fixture
+def session(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> boto3.Session:
+    moto.reset()
+    for key, value in aws_env(moto.endpoint).items():
+        monkeypatch.setenv(key, value)
+    return boto3.Session(region_name=REGION)
+
+
+def test_spot_service_linked_role_is_found_once_it_exists(session):
+    assert preflight.spot_service_role_exists(session) is False
+    session.client("iam").create_service_linked_role(AWSServiceName="spot.amazonaws.com")
+    assert preflight.spot_service_role_exists(session) is True
+
+
+def test_unreadable_spot_role_fails_with_the_fix():
+    client = boto3.client(
+        "iam", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    stub = Stubber(client)
+    stub.add_client_error("list_roles", service_error_code="AccessDenied", http_status_code=403)
+    stub.activate()
+
+    class _Session:
+        region_name = "us-east-1"
+
+        def client(self, name: str):
+            return client
+
+    with pytest.raises(
+        PreflightError, match=r"create-service-linked-role --aws-service-name spot.amazonaws.com"
+    ) as e:
+        preflight.spot_service_role_exists(_Session())
+    assert "\n" not in str(e.value)
+
+
+def test_missing_image_parameter_is_one_line_naming_it(session):
+    # moto does not carry the public parameters: the error path of a region without them.
+    with pytest.raises(PreflightError, match=r"cannot read the image parameter /aws/service/") as e:
+        preflight.resolve_images(session)
+    assert "ParameterNotFound" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_images_resolve_from_both_parameters():
+    client = boto3.client(
+        "ssm", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    stub = Stubber(client)
+    for name, value in ((UBUNTU_SSM_PARAMETER, "ami-0u"), (DLAMI_SSM_PARAMETER, "ami-0g")):
+        stub.add_response(
+            "get_parameter", {"Parameter": {"Name": name, "Value": value}}, {"Name": name}
+        )
+    stub.activate()
+
+    class _Session:
+        region_name = "us-east-1"
+
+        def client(self, name: str):
+            return client
+
+    images = preflight.resolve_images(_Session())
+    assert (images.master, images.aux_agent, images.compute_agent) == ("ami-0u", "ami-0u", "ami-0g")
+    stub.assert_no_pending_responses()
+
+
+def _launch(ec2, cluster: str, role: str = "agent", digest: str | None = None) -> str:
+    tags = [{"Key": "det-cluster", "Value": cluster}, {"Key": "det-role", "Value": role}]
+    if digest:
+        tags.append({"Key": CONFIG_HASH_TAG, "Value": digest})
+    reservation = ec2.run_instances(
+        ImageId=AMI,
+        InstanceType="t3.micro",
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+    )
+    return str(reservation["Instances"][0]["InstanceId"])
+
+
+def _state(ec2, instance_id: str) -> str:
+    (reservation,) = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
+    return str(reservation["Instances"][0]["State"]["Name"])
+
+
+def test_agents_of_an_older_config_are_replaced_and_the_rest_kept(session):
+    ec2 = session.client("ec2")
+    master = _launch(ec2, "c1", role="master")
+    old = _launch(ec2, "c1", digest="old")
+    untagged = _launch(ec2, "c1")
+    current = _launch(ec2, "c1", digest="new")
+    other = _launch(ec2, "c2", digest="old")
+    replaced = teardown.replace_stale_agents(ec2, "c1", "new", exclude=frozenset({master}))
+    assert sorted(replaced) == sorted([old, untagged])
+    assert {i: _state(ec2, i) for i in (old, untagged)} == {
+        old: "terminated",
+        untagged: "terminated",
+    }
+    assert [_state(ec2, i) for i in (master, current, other)] == ["running"] * 3
+    assert teardown.replace_stale_agents(ec2, "c1", "new", exclude=frozenset({master})) == []
+
+
+def test_delete_data_removes_the_final_snapshot(session):
+    rds = session.client("rds")
+    rds.create_db_instance(
+        DBInstanceIdentifier="det-c1-db",
+        DBInstanceClass="db.m7g.large",
+        Engine="postgres",
+        MasterUsername="postgres",
+        MasterUserPassword="password123",
+        AllocatedStorage=20,
+    )
+    rds.delete_db_instance(
+        DBInstanceIdentifier="det-c1-db", FinalDBSnapshotIdentifier="det-c1-final-a1b2"
+    )
+    assert rds.describe_db_snapshots(DBSnapshotIdentifier="det-c1-final-a1b2")["DBSnapshots"]
+    assert teardown.delete_final_snapshot(rds, "det-c1-final-a1b2") is True
+    snapshots = rds.describe_db_snapshots()["DBSnapshots"]
+    assert "det-c1-final-a1b2" not in [s["DBSnapshotIdentifier"] for s in snapshots]
+    assert teardown.delete_final_snapshot(rds, "det-c1-final-a1b2") is False
