@@ -7,8 +7,8 @@ import os
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from det.deploy.common import commands, flow
-from det.deploy.gcp import preflight, program, teardown
+from det.deploy.common import automation, commands, flow
+from det.deploy.gcp import images, preflight, program, teardown
 from det.deploy.gcp.config import PROJECT, GcpConfig
 
 
@@ -54,14 +54,36 @@ def _use_keypath(keypath: str | None) -> None:
         os.environ["GOOGLE_APPLICATION_CREDENTIALS"] = os.path.abspath(keypath)
 
 
+def _previous_outputs(cluster_id: str) -> Mapping[str, Any]:
+    """The outputs of the cluster's last ``up`` (empty for a new cluster)."""
+    if not automation.has_stack(PROJECT, cluster_id):
+        return {}
+    return automation.outputs(PROJECT, cluster_id)
+
+
 def up(args: argparse.Namespace, out: TextIO) -> int:
     cfg = config_from_args(args)
+    # The dry-run renders the image families as asked; a real `up` pins them in `check` (after
+    # the credentials and APIs are known good) and the program is built from the pinned config.
+    pinned = {"cfg": cfg}
+    stack_config = {
+        "gcp:project": (cfg.project_id, False),
+        "gcp:region": (cfg.region, False),
+        "gcp:zone": (cfg.zone_name, False),
+    }
 
     def check(quota: bool) -> str | None:
         _use_keypath(args.keypath)
-        _, get_json = preflight.check_credentials(cfg.project_id)
+        credentials, get_json = preflight.check_credentials(cfg.project_id)
         required = [*preflight.REQUIRED_APIS, *([preflight.FILESTORE_API] if cfg.filestore else [])]
         preflight.check_apis(get_json, cfg.project_id, required)
+        pinned["cfg"] = images.pin(
+            cfg,
+            _previous_outputs(cfg.cluster_id),
+            bool(getattr(args, "refresh_images", False)),
+            lambda: images.images_client(credentials),
+        )
+        stack_config.update(images.stack_config(pinned["cfg"]))
         if not quota:
             return None
         return preflight.check_gpu_quota(
@@ -78,13 +100,9 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         cloud="gcp",
         project=PROJECT,
         cluster_id=cfg.cluster_id,
-        build=lambda password: program.build(cfg, password),
+        build=lambda password: program.build(pinned["cfg"], password),
         mock_calls=program.MOCK_CALLS,
-        stack_config={
-            "gcp:project": (cfg.project_id, False),
-            "gcp:region": (cfg.region, False),
-            "gcp:zone": (cfg.zone_name, False),
-        },
+        stack_config=stack_config,
         target=f"{cfg.project_id}/{cfg.zone_name}",
         preflight=check,
         cert=cfg.boot.tls if cfg.tls else None,
@@ -100,15 +118,9 @@ def down(args: argparse.Namespace, out: TextIO) -> int:
         preflight.check_credentials(project)
 
         def remove_instances() -> str:
-            instances, operations = teardown.compute_clients()
-            zone = outputs["zone"]
-            master_name = outputs.get("master_instance_name")
-            if master_name:
-                teardown.stop_master(instances, operations, project, zone, master_name)
-            removed = teardown.delete_agents(
-                instances, operations, project, args.cluster_id, master_name
+            return teardown.remove_cluster_machines(
+                teardown.compute_clients(), project, args.cluster_id, outputs
             )
-            return f"Deleted {len(removed)} agent instances."
 
         def delete_bucket(bucket: str) -> int:
             import google.cloud.storage as gcs

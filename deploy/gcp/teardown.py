@@ -1,4 +1,13 @@
-"""What ``det deploy gcp down`` does outside Pulumi: stop the master, delete agents, empty the bucket.
+"""What ``det deploy gcp down`` does outside Pulumi: stop the master, delete agents, remove the
+private-services peering, empty the bucket.
+
+Order, before ``pulumi destroy``: stop the master (nothing writes to the database any more),
+delete the agents (Pulumi does not know them), then remove the VPC peering Google's service
+producer made for Cloud SQL. The private-services connection is abandoned on delete (Cloud SQL
+keeps using it for days after the instance is gone: "Producer services ... are still using this
+connection"), and a peering left on the network would make Pulumi's delete of the network fail.
+The peering is only removed from a network the cluster created (never from ``--existing-network``,
+where other services may use it).
 
 Agents are created by the master, so Pulumi does not know them. Every agent carries the label
 ``det-cluster=<cluster id>`` (the master.yaml ``label_key``/``label_value`` the provisioner
@@ -11,6 +20,7 @@ own cluster id (stored in its database); once it can list by the deploy label, c
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from det.deploy.gcp.config import CLUSTER_LABEL
@@ -66,10 +76,68 @@ def delete_agents(
     return [name for _, name in found]
 
 
-def compute_clients() -> tuple[Any, Any]:
+# The peering Google's service networking makes on the consumer network (the connection's
+# ``peering`` attribute); used when the stack does not record it.
+SERVICE_PEERING = "servicenetworking-googleapis-com"
+
+
+def remove_service_peering(
+    networks: Any, operations: Any, project: str, network: str, peering: str
+) -> bool:
+    """Remove ``peering`` from ``network``; False when it is not there (idempotent)."""
+    from google.api_core import exceptions
+
+    try:
+        op = networks.remove_peering_unary(
+            project=project,
+            network=network,
+            networks_remove_peering_request_resource={"name": peering},
+        )
+    except exceptions.NotFound:
+        return False
+    except exceptions.BadRequest as e:
+        # GCE answers 400 for a peering the network does not have.
+        if peering in str(e.message) or "no peering" in str(e.message).lower():
+            return False
+        raise
+    for _ in range(15):
+        done = operations.wait(project=project, operation=op.name)
+        if getattr(done.status, "name", done.status) == "DONE":
+            break
+    logger.info("removed peering %s from network %s", peering, network)
+    return True
+
+
+def remove_cluster_machines(
+    clients: Any, project: str, cluster_id: str, outputs: Mapping[str, Any]
+) -> str:
+    """Stop the master, delete the agents, remove the service peering (in this order); returns
+    the line ``down`` prints. ``clients``: :func:`compute_clients`'s answer."""
+    instances, zone_operations, networks, global_operations = clients
+    zone = outputs["zone"]
+    master_name = outputs.get("master_instance_name")
+    if master_name:
+        stop_master(instances, zone_operations, project, zone, master_name)
+    removed = delete_agents(instances, zone_operations, project, cluster_id, master_name)
+    line = f"Deleted {len(removed)} agent instances."
+    network = outputs.get("network")
+    if outputs.get("network_created") and network:
+        peering = outputs.get("service_peering") or SERVICE_PEERING
+        if remove_service_peering(networks, global_operations, project, network, peering):
+            line += f" Removed peering {peering} from network {network}."
+    return line
+
+
+def compute_clients() -> tuple[Any, Any, Any, Any]:
+    """Instances, zone operations, networks and global operations clients."""
     from google.cloud import compute_v1
 
-    return compute_v1.InstancesClient(), compute_v1.ZoneOperationsClient()
+    return (
+        compute_v1.InstancesClient(),
+        compute_v1.ZoneOperationsClient(),
+        compute_v1.NetworksClient(),
+        compute_v1.GlobalOperationsClient(),
+    )
 
 
 def delete_bucket(client: Any, bucket: str) -> int:

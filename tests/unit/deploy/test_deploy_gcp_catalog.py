@@ -86,3 +86,31 @@ def test_sql_edition_by_tier():
     assert catalog.sql_edition("db-custom-2-7680") == "ENTERPRISE"
     assert catalog.sql_edition("db-f1-micro") == "ENTERPRISE"
     assert catalog.sql_edition("db-perf-optimized-N-2") == "ENTERPRISE_PLUS"
+
+
+def test_cli_refuses_an_unknown_region_with_one_line_before_anything_runs():
+    import io
+
+    from det.deploy import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.run(
+        ["gcp", "up", "--cluster-id", "c1", "--project-id", "p", "--region", "mars-central-9"],
+        out,
+        err,
+    )
+    assert code == 1
+    line = err.getvalue()
+    assert line.startswith("det deploy: error: --region 'mars-central-9' is not a GCP region")
+    assert line.count("\n") == 1 and out.getvalue() == ""
+
+
+def test_cli_db_edition_flag_reaches_the_check():
+    import io
+
+    from det.deploy import cli
+
+    err = io.StringIO()
+    argv = ["gcp", "up", "--cluster-id", "c1", "--project-id", "p", "--dry-run"]
+    assert cli.run([*argv, "--db-edition", "ENTERPRISE_PLUS"], io.StringIO(), err) == 1
+    assert "cannot run as --db-edition ENTERPRISE_PLUS" in err.getvalue()

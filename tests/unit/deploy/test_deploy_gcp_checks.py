@@ -219,3 +219,100 @@ def test_delete_agents_in_every_zone_but_not_the_master_or_other_clusters():
     assert compute.zones["us-west1-b"][0].status == "TERMINATED"
     assert compute.zones["us-west1-c"] == []
     assert sorted(compute.waited) == ["delete-a1", "delete-a2", "stop-det-master-c1"]
+
+
+class _Networks:
+    """NetworksClient.remove_peering_unary / GlobalOperationsClient.wait over a dict of peerings;
+    records the order of every call into the shared ``log``."""
+
+    def __init__(self, peerings: dict[str, set[str]], log: list[str]) -> None:
+        self.peerings = peerings
+        self.log = log
+
+    def remove_peering_unary(
+        self, project: str, network: str, networks_remove_peering_request_resource: dict[str, str]
+    ) -> _Op:
+        from google.api_core import exceptions
+
+        name = networks_remove_peering_request_resource["name"]
+        if name not in self.peerings.get(network, set()):
+            raise exceptions.BadRequest(f"There is no peering with name '{name}' on {network}.")
+        self.peerings[network].discard(name)
+        self.log.append(f"remove-peering {network}/{name}")
+        return _Op(f"peering-{name}")
+
+    def wait(self, project: str, operation: str) -> _Op:
+        return _Op(operation)
+
+
+class _LoggedCompute(_Compute):
+    def __init__(self, zones: dict[str, list[_Vm]], log: list[str]) -> None:
+        super().__init__(zones)
+        self.log = log
+
+    def stop_unary(self, project: str, zone: str, instance: str) -> _Op:
+        self.log.append(f"stop {instance}")
+        return super().stop_unary(project, zone, instance)
+
+    def delete_unary(self, project: str, zone: str, instance: str) -> _Op:
+        self.log.append(f"delete {instance}")
+        return super().delete_unary(project, zone, instance)
+
+
+OUTPUTS = {
+    "zone": "us-west1-b",
+    "master_instance_name": "det-master-c1",
+    "network": "det-c1",
+    "network_created": True,
+    "service_peering": "servicenetworking-googleapis-com",
+}
+
+
+def _cluster(log: list[str]) -> tuple[_LoggedCompute, _Networks]:
+    mine = {"det-cluster": "c1"}
+    compute = _LoggedCompute(
+        {"us-west1-b": [_Vm("det-master-c1", mine), _Vm("a1", mine)]},
+        log,
+    )
+    networks = _Networks({"det-c1": {"servicenetworking-googleapis-com", "other"}}, log)
+    return compute, networks
+
+
+def test_down_stops_master_deletes_agents_then_removes_the_service_peering():
+    log: list[str] = []
+    compute, networks = _cluster(log)
+    line = teardown.remove_cluster_machines(
+        (compute, compute, networks, networks), "p", "c1", OUTPUTS
+    )
+    assert log == [
+        "stop det-master-c1",
+        "delete a1",
+        "remove-peering det-c1/servicenetworking-googleapis-com",
+    ]
+    assert networks.peerings["det-c1"] == {"other"}
+    assert line == (
+        "Deleted 1 agent instances. "
+        "Removed peering servicenetworking-googleapis-com from network det-c1."
+    )
+    # Again (a `down` that failed later and is run once more): nothing left to remove, no error.
+    log.clear()
+    again = teardown.remove_cluster_machines(
+        (compute, compute, networks, networks), "p", "c1", OUTPUTS
+    )
+    assert again == "Deleted 0 agent instances." and "remove-peering" not in " ".join(log)
+
+
+def test_down_leaves_the_peering_of_an_existing_network_alone():
+    log: list[str] = []
+    compute, networks = _cluster(log)
+    outputs = {**OUTPUTS, "network_created": False}
+    teardown.remove_cluster_machines((compute, compute, networks, networks), "p", "c1", outputs)
+    assert networks.peerings["det-c1"] == {"servicenetworking-googleapis-com", "other"}
+
+
+def test_peering_name_defaults_when_the_stack_did_not_record_it():
+    log: list[str] = []
+    compute, networks = _cluster(log)
+    outputs = {**OUTPUTS, "service_peering": None}
+    teardown.remove_cluster_machines((compute, compute, networks, networks), "p", "c1", outputs)
+    assert networks.peerings["det-c1"] == {"other"}
