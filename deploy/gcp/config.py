@@ -26,8 +26,8 @@ DEFAULT_CPU_ENV_IMAGE = "determinedai/pytorch-ngc:0.38.1"
 DEFAULT_GPU_ENV_IMAGE = "determinedai/pytorch-ngc:0.38.1"
 HTTPS_PORT = 8443
 HTTP_PORT = 8080
-# The Cloud Logging log the VMs' boot and service logs are shipped to (one per cluster, told apart
-# by the det-cluster label on the entries).
+# The Cloud Logging log the VMs' boot and service logs are shipped to (one per project; entries are
+# told apart by their instance label: det-master-<cluster id>, det-agent-<cluster id>-...).
 BOOT_LOG_NAME = "det-boot"
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 
