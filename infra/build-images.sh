@@ -3,6 +3,11 @@
 #
 #   det-base:bookworm            Debian bookworm minbase + python3 (debootstrap | docker import);
 #                                cached: skipped when the image exists (FORCE_BASE=1 rebuilds).
+#   det-base:trixie              Debian trixie minbase + python3 (3.13), python3-venv, ca-certificates;
+#                                nothing of det, no pip packages: tasks get det from the agent's
+#                                harness bundle, and tests use it as a second interpreter. Cached.
+#   det-base:bullseye            Debian bullseye minbase + python3 (3.9, the oldest Python on Debian's
+#                                mirror): the harness's oldest tested interpreter. Cached.
 #   det-task:py3.11-cpu          det-base + a venv with the det harness (wheel of this repo).
 #   det-task:py3.11-cpu-torch    det-base + torch (CPU) + determined==0.38.1 + tensorboard + the det harness
 #                                (torch first: a det change rebuilds only the last layer).
@@ -11,12 +16,13 @@
 # bundle) into a wheelhouse that is part of the build context, so builds inside Docker never
 # touch the network. Idempotent: re-running re-uses the base image and Docker's layer cache.
 #
-# Usage: infra/build-images.sh [base|cpu|torch|all]     (default: all)
+# Usage: infra/build-images.sh [TARGET...]   TARGET: base|trixie|bullseye|cpu|torch|all (default: all)
 # Environment: PYTHON (host python used for pip, default python3), DEBIAN_MIRROR,
-#              TORCH_VERSION (2.13.0), DETERMINED_VERSION (0.38.1), FORCE_BASE=1.
+#              TORCH_VERSION (2.13.0), DETERMINED_VERSION (0.38.1), FORCE_BASE=1 (rebuilds the
+#              debootstrap images too).
 set -euo pipefail
 
-TARGET="${1:-all}"
+TARGETS=("${@:-all}")
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 HERE="$REPO/infra/task-image"
 PYTHON="${PYTHON:-python3}"
@@ -24,6 +30,8 @@ DEBIAN_MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 TORCH_VERSION="${TORCH_VERSION:-2.13.0}"
 DETERMINED_VERSION="${DETERMINED_VERSION:-0.38.1}"
 BASE_IMAGE="det-base:bookworm"
+TRIXIE_IMAGE="det-base:trixie"
+BULLSEYE_IMAGE="det-base:bullseye"
 CPU_IMAGE="det-task:py3.11-cpu"
 TORCH_IMAGE="det-task:py3.11-cpu-torch"
 # The task images run CPython 3.11 on manylinux x86_64 (bookworm's python3).
@@ -44,27 +52,34 @@ timed() {
 command -v docker >/dev/null || die "docker CLI not found"
 docker info >/dev/null 2>&1 || die "cannot reach the Docker engine (is dockerd running, may you use its socket?)"
 
-build_base() {
-  if [[ -z "${FORCE_BASE:-}" ]] && docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
-    log "$BASE_IMAGE exists: skipping debootstrap (FORCE_BASE=1 to rebuild)"
+# debootstrap_image SUITE IMAGE PACKAGES: a minbase root file system imported as IMAGE (cached).
+debootstrap_image() {
+  local suite="$1" image="$2" packages="$3"
+  if [[ -z "${FORCE_BASE:-}" ]] && docker image inspect "$image" >/dev/null 2>&1; then
+    log "$image exists: skipping debootstrap (FORCE_BASE=1 to rebuild)"
     return
   fi
   command -v debootstrap >/dev/null || die "debootstrap not installed (apt-get install debootstrap)"
   [[ $EUID -eq 0 ]] || die "debootstrap needs root"
   local rootfs
-  rootfs="$(mktemp -d -t det-base-rootfs.XXXXXX)"
+  rootfs="$(mktemp -d -t "det-$suite-rootfs.XXXXXX")"
   # shellcheck disable=SC2064
   trap "rm -rf '$rootfs'" RETURN
-  timed "debootstrap bookworm into $rootfs" debootstrap --variant=minbase \
-    --include=python3,python3-venv,ca-certificates bookworm "$rootfs" "$DEBIAN_MIRROR"
+  timed "debootstrap $suite into $rootfs" debootstrap --variant=minbase \
+    --include="$packages" "$suite" "$rootfs" "$DEBIAN_MIRROR"
   # Keep the image small: package caches and lists are not needed at run time.
   rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
-  timed "docker import -> $BASE_IMAGE" bash -c \
+  timed "docker import -> $image" bash -c \
     "tar -C '$rootfs' -c . | docker import \
        --change 'ENV LANG=C.UTF-8' \
        --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-       --change 'CMD [\"/bin/bash\"]' - '$BASE_IMAGE' >/dev/null"
+       --change 'CMD [\"/bin/bash\"]' - '$image' >/dev/null"
 }
+
+build_base() { debootstrap_image bookworm "$BASE_IMAGE" python3,python3-venv,ca-certificates; }
+# Nothing but Debian's python3 (and what makes a venv possible): no det, no pip packages.
+build_trixie() { debootstrap_image trixie "$TRIXIE_IMAGE" python3,python3-venv,ca-certificates; }
+build_bullseye() { debootstrap_image bullseye "$BULLSEYE_IMAGE" python3,ca-certificates; }
 
 # Wheelhouse inside the build context (ignored by git, see infra/task-image/.gitignore).
 WHEELS="$HERE/wheels"
@@ -111,12 +126,16 @@ build_torch() {
     -f "$HERE/Dockerfile.torch" "$HERE"
 }
 
-case "$TARGET" in
-  base) build_base ;;
-  cpu) build_base; build_cpu ;;
-  torch) build_base; prepare_harness_wheels; build_torch ;;
-  all) build_base; build_cpu; build_torch ;;
-  *) die "unknown target '$TARGET' (base|cpu|torch|all)" ;;
-esac
+for target in "${TARGETS[@]}"; do
+  case "$target" in
+    base) build_base ;;
+    trixie) build_trixie ;;
+    bullseye) build_bullseye ;;
+    cpu) build_base; build_cpu ;;
+    torch) build_base; prepare_harness_wheels; build_torch ;;
+    all) build_base; build_trixie; build_bullseye; build_cpu; build_torch ;;
+    *) die "unknown target '$target' (base|trixie|bullseye|cpu|torch|all)" ;;
+  esac
+done
 log "images:"
 docker image ls --format '  {{.Repository}}:{{.Tag}}  {{.Size}}' | grep -E 'det-(base|task)' >&2 || true
