@@ -161,11 +161,16 @@ def test_defaults_apply_and_the_experiment_overrides_them_inside_the_container(
 USER, PASSWORD = "det-user", "right-horse-battery-staple"
 
 
+# A plain Debian image with only python3 (no det: the agent mounts the harness), so the push
+# stays small.
+PUSHED_IMAGE = "det-base:bookworm"
+
+
 def push(docker: Any, registry: str, repo: str, tag: str) -> str:
-    """Pushes the task image to the registry under ``repo:tag`` and drops the local name, so a
+    """Pushes PUSHED_IMAGE to the registry under ``repo:tag`` and drops the local name, so a
     trial has to pull it (its layers stay: the pull itself is quick)."""
     ref = f"{registry}/{repo}"
-    docker.images.get(TASK_IMAGE).tag(ref, tag)
+    docker.images.get(PUSHED_IMAGE).tag(ref, tag)
     auth = {"username": USER, "password": PASSWORD, "serveraddress": registry}
     for event in docker.api.push(ref, tag=tag, stream=True, decode=True, auth_config=auth):
         assert "error" not in event, event
