@@ -176,7 +176,7 @@ class TrainContext:
         for k, v in metrics.items():
             if v is None:
                 raise ValueError(f"validation metric {k!r} is None")
-        kept = {k: v for k, v in metrics.items() if not isinstance(v, bytes | bytearray)}
+        kept = {k: v for k, v in metrics.items() if not isinstance(v, (bytes, bytearray))}
         self._report(VALIDATION, steps_completed, kept, None)
 
     def _report(
