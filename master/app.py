@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import psycopg
 from flask import Flask, jsonify
 from werkzeug.exceptions import HTTPException
 
@@ -46,6 +47,14 @@ def create_app(state: MasterState) -> Flask:
         # Keep the exception's own headers (a 405's Allow, for one) but not its content type.
         headers = [(k, v) for k, v in e.get_headers() if k.lower() != "content-type"]
         return jsonify(_error_body(e.description or e.name, grpc, status)), status, headers
+
+    @app.errorhandler(psycopg.DataError)
+    def _data_error(e: psycopg.DataError) -> Any:
+        # A value PostgreSQL cannot take (an integer beyond its column, a negative OFFSET, a
+        # malformed uuid that slipped past a route's checks): the client's input, not our fault.
+        # The request's transaction is rolled back, so nothing changed.
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return jsonify(_error_body(f"invalid value: {reason}", 3, 400)), 400
 
     @app.errorhandler(Exception)
     def _unexpected(e: Exception) -> Any:

@@ -24,7 +24,11 @@ def loads(data: bytes) -> tuple[Any, bool]:
         return orjson.loads(data), True
     except orjson.JSONDecodeError:
         pass
-    return json.loads(data), False
+    try:
+        return json.loads(data), False
+    except RecursionError:
+        # orjson stops at 1,024 levels; the standard library would overflow the stack.
+        raise ValueError("nested too deeply") from None
 
 
 def dumps(value: Any, *, finite: bool) -> str:

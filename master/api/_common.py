@@ -223,10 +223,14 @@ def body_and_finiteness() -> tuple[dict[str, Any], bool]:
     if not raw:
         parsed = {}, True
     else:
+        if b"\\u0000" in raw:
+            # PostgreSQL text and jsonb cannot hold NUL; refuse it here, for every field.
+            raise InvalidArgument("request body: strings must not contain NUL (\\u0000)")
         try:
             data, finite = fastjson.loads(raw)
-        except ValueError:
-            raise InvalidArgument("request body is not valid JSON") from None
+        except ValueError as e:
+            reason = "nested too deeply" if "nested too deeply" in str(e) else "not valid JSON"
+            raise InvalidArgument(f"request body is {reason}") from None
         if not isinstance(data, dict):
             raise InvalidArgument("request body must be a JSON object")
         parsed = data, finite
@@ -234,11 +238,17 @@ def body_and_finiteness() -> tuple[dict[str, Any], bool]:
     return parsed
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
 def int_arg(name: str, default: int | None = None) -> int | None:
     raw = request.args.get(name)
     if raw is None or raw == "":
         return default
     try:
-        return int(raw)
+        value = int(raw)
     except ValueError:
         raise InvalidArgument(f"{name}: not an integer: {raw!r}") from None
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise InvalidArgument(f"{name}: {raw} is out of range (a 64-bit integer)")
+    return value

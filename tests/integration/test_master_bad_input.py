@@ -176,3 +176,31 @@ def test_searcher_that_cannot_be_built_is_refused(live_master: Master, pg_url: s
     assert r.status_code == 400, r.text
     assert "count" in r.json()["message"]
     assert counts(pg_url) == before
+
+
+_DEEP = b'{"username": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "data", "needle"),
+    [
+        ("POST", "/api/v1/auth/login", _DEEP, "nested too deeply"),
+        ("POST", "/api/v1/auth/login", b'{"username": "ad\\u0000min", "password": "x"}', "NUL"),
+        ("POST", "/api/v1/models", b'{"name": "m\\u0000"}', "NUL"),
+        ("GET", "/api/v1/experiments?limit=9223372036854775808", None, "limit"),
+        ("GET", "/api/v1/experiments?offset=-1", None, "OFFSET"),
+        ("GET", "/api/v1/experiments?offset=99999999999999999999", None, "offset"),
+    ],
+)
+def test_malformed_input_is_a_400_naming_the_problem_not_a_500(
+    live_master: Master, method: str, path: str, data: bytes | None, needle: str
+) -> None:
+    r = live_master.session().request(
+        method,
+        live_master.url + path,
+        data=data,
+        headers={"Content-Type": "application/json"},
+        timeout=30,
+    )
+    assert r.status_code == 400, r.text
+    assert needle.lower() in r.json()["message"].lower(), r.text
