@@ -102,13 +102,32 @@ def _common_up(p: argparse.ArgumentParser) -> None:
         "--inbound-cidr", help="addresses allowed to reach the master (default 0.0.0.0/0)"
     )
     p.add_argument("--enable-ssh", action="store_true", help="allow SSH from --inbound-cidr")
-    p.add_argument("--port", type=int, help="master port (default 8080)")
+    p.add_argument("--port", type=int, help="master port (default 8443; 8080 with --no-tls)")
     p.add_argument("--cpu-env-image", help="Docker image for CPU tasks")
     p.add_argument("--gpu-env-image", help="Docker image for GPU tasks")
     p.add_argument(
         "--bucket-versioning", action="store_true", help="keep old versions of checkpoint objects"
     )
-    p.add_argument("--det-package", help="pip requirement installed on the master")
+    p.add_argument(
+        "--det-wheel-url",
+        help="install det on the VMs from this wheel (s3://, gs:// or https://) instead of "
+        "the running det's wheel, which is uploaded into the cluster's bucket",
+    )
+    p.add_argument("--det-wheel-sha256", help="with --det-wheel-url: the wheel's sha256")
+    p.add_argument(
+        "--det-package-index",
+        help="package index the VMs install det's dependencies from (pinned by a constraints "
+        "file; det itself always comes from its wheel)",
+    )
+    p.add_argument(
+        "--master-tls-cert", help="the master's TLS certificate (PEM; default: generated)"
+    )
+    p.add_argument("--master-tls-key", help="the key of --master-tls-cert (PEM)")
+    p.add_argument(
+        "--no-tls",
+        action="store_true",
+        help="serve the master over plain HTTP (default: HTTPS on port 8443)",
+    )
     p.add_argument(
         "--initial-user-password", help="password of the built-in admin and determined users"
     )

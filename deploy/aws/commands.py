@@ -134,6 +134,7 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         stack_config=config,
         target=cfg.region,
         preflight=check,
+        cert=cfg.boot.tls if cfg.tls else None,
     )
     code = flow.up(plan, args, out)
     if code == 0 and previous is not None and not args.dry_run:

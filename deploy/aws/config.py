@@ -6,6 +6,7 @@ import dataclasses
 import re
 
 from det.deploy.aws import checks
+from det.deploy.common.boot import BootOptions
 from det.deploy.common.errors import DeployError
 
 PROJECT = "det-aws"
@@ -86,7 +87,8 @@ class AwsConfig:
     public_subnet_ids: tuple[str, ...] = ()
     private_subnet_ids: tuple[str, ...] = ()
     agent_subnet_id: str | None = None
-    det_package: str = "det[master,aws]"
+    boot: BootOptions = dataclasses.field(default_factory=BootOptions)
+    """Which det the VMs install and the master's TLS material (``common.boot``)."""
     extra_tags: tuple[tuple[str, str], ...] = ()
     cpu_env_image: str | None = None
     gpu_env_image: str | None = None

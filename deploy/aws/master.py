@@ -13,11 +13,14 @@ import pulumi
 import pulumi_aws as aws
 
 from det.deploy.aws.config import CLUSTER_TAG, CONFIG_HASH_TAG, AwsConfig
-from det.deploy.common import masteryaml, userdata
+from det.deploy.common import boot, masteryaml, userdata
+from det.deploy.common.boot import BootOptions
 
+# DET_IMDS_URL: only set where the boot runs against a fake metadata service (tests).
+_IMDS = "${DET_IMDS_URL:-http://169.254.169.254}"
 _IMDS_IP = (
-    'curl -sf -X PUT -H "X-aws-ec2-metadata-token-ttl-seconds: 60" http://169.254.169.254/latest/api/token'
-    ' | xargs -I{} curl -sf -H "X-aws-ec2-metadata-token: {}" http://169.254.169.254/latest/meta-data/local-ipv4'
+    f'curl -sf -X PUT -H "X-aws-ec2-metadata-token-ttl-seconds: 60" {_IMDS}/latest/api/token'
+    f' | xargs -I{{}} curl -sf -H "X-aws-ec2-metadata-token: {{}}" {_IMDS}/latest/meta-data/local-ipv4'
 )
 
 
@@ -99,6 +102,8 @@ def master_yaml_config(cfg: AwsConfig, r: Resolved) -> dict[str, Any]:
         scheduler_type=cfg.scheduler_type,
         preemption=cfg.preemption_enabled,
         task_container_defaults=tcd,
+        tls=cfg.tls,
+        agent_install=boot.agent_install(cfg.boot, "s3", r.bucket, "agent,aws"),
     )
     config: dict[str, Any] = masteryaml.master_config(spec)
     for pool in config["resource_pools"]:
@@ -118,6 +123,60 @@ def fetch_secret_command(region: str, secret_arn: str) -> str:
     return f"/opt/det/bin/python3 -c {shlex.quote(code)} {shlex.quote(region)} {shlex.quote(secret_arn)}"
 
 
+def user_data(
+    cfg: AwsConfig, master_yaml: str, secret_arn: str, bucket: str, log_group: str | None
+) -> str:
+    """The master's user data: the boot script, run by cloud-init at every boot."""
+    wheel, sha, constraints = boot.wheel_location(cfg.boot, "s3", bucket)
+    script = userdata.render_master_boot(
+        userdata.MasterBoot(
+            cloud="aws",
+            master_yaml=master_yaml,
+            local_ip=_IMDS_IP,
+            fetch_secret=fetch_secret_command(cfg.region, secret_arn),
+            wheel_url=wheel,
+            wheel_sha256=sha,
+            constraints_url=constraints,
+            extras="master,aws",
+            package_index=cfg.boot.package_index,
+            region=cfg.region,
+            tls=cfg.tls,
+            log_target=log_group,
+        )
+    )
+    return userdata.every_boot_user_data(script)
+
+
+def release_objects(
+    name: str, opts: BootOptions, bucket: pulumi.Input[str] | None, child: pulumi.ResourceOptions
+) -> list[pulumi.Output[str]]:
+    """det's wheel and constraints as objects of the bucket (none with ``--det-wheel-url``);
+    returns their ids, so the user data is rendered once they exist."""
+    rel = opts.uploads
+    if rel is None or bucket is None:
+        return []
+    wheel_source: pulumi.Asset = (
+        pulumi.FileAsset(str(rel.path)) if rel.path else pulumi.StringAsset("(built at up)")
+    )
+    wheel = aws.s3.BucketObjectv2(
+        f"{name}-det-wheel",
+        bucket=bucket,
+        key=rel.wheel_key,
+        source=wheel_source,
+        content_type="application/zip",
+        opts=child,
+    )
+    constraints = aws.s3.BucketObjectv2(
+        f"{name}-det-constraints",
+        bucket=bucket,
+        key=rel.constraints_key,
+        content=rel.constraints,
+        content_type="text/plain",
+        opts=child,
+    )
+    return [wheel.id, constraints.id]
+
+
 @dataclasses.dataclass
 class MasterArgs:
     config: AwsConfig
@@ -130,6 +189,8 @@ class MasterArgs:
     tags: Mapping[str, str]
     log_group: pulumi.Input[str] | None = None
     """The CloudWatch Logs group for boot logs (the bootstrap's log shipper writes there)."""
+    bucket: pulumi.Input[str] | None = None
+    """The cluster's bucket: det's wheel and constraints are uploaded there for the VMs."""
 
 
 class Master(pulumi.ComponentResource):
@@ -141,14 +202,10 @@ class Master(pulumi.ComponentResource):
         super().__init__("det:aws:Master", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         cfg = args.config
-        self.user_data = pulumi.Output.all(args.master_yaml, args.secret_arn).apply(
-            lambda v: userdata.render_bootstrap(
-                master_yaml=v[0],
-                package=cfg.det_package,
-                local_ip=_IMDS_IP,
-                fetch_secret=fetch_secret_command(cfg.region, v[1]),
-            )
-        )
+        uploads = release_objects(name, cfg.boot, args.bucket, child)
+        self.user_data = pulumi.Output.all(
+            args.master_yaml, args.secret_arn, args.bucket, args.log_group, *uploads
+        ).apply(lambda v: user_data(cfg, v[0], v[1], v[2] or "", v[3]))
         instance = aws.ec2.Instance(
             name,
             ami=args.image_id,

@@ -76,7 +76,11 @@ def build(
     )
     secret = storage.ClusterSecret(
         f"{name}-secret",
-        storage.ClusterSecretArgs(tags=tags, initial_user_password=initial_user_password),
+        storage.ClusterSecretArgs(
+            tags=tags,
+            initial_user_password=initial_user_password,
+            tls=cfg.boot.tls_material() if cfg.tls else None,
+        ),
     )
     agent_subnet = (
         pulumi.Output.from_input(cfg.agent_subnet_id)
@@ -142,6 +146,7 @@ def build(
             secret_arn=secret.arn,
             tags=tags,
             log_group=log_group.name,
+            bucket=bucket.bucket,
         ),
     )
     return {

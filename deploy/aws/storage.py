@@ -14,6 +14,7 @@ import pulumi_aws as aws
 import pulumi_random as random
 
 from det.deploy.common import passwords
+from det.deploy.common.tls import TlsMaterial
 
 
 @dataclasses.dataclass
@@ -80,6 +81,8 @@ class ClusterSecretArgs:
 
     tags: Mapping[str, str]
     initial_user_password: pulumi.Input[str] | None = None
+    tls: TlsMaterial | None = None
+    """The master's certificate and key, stored in the secret beside the passwords."""
 
 
 class ClusterSecret(pulumi.ComponentResource):
@@ -95,7 +98,7 @@ class ClusterSecret(pulumi.ComponentResource):
     ):
         super().__init__("det:aws:ClusterSecret", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        made = passwords.generate(name, args.initial_user_password, child)
+        made = passwords.generate(name, args.initial_user_password, child, args.tls)
         secret = aws.secretsmanager.Secret(
             name, recovery_window_in_days=0, tags=dict(args.tags), opts=child
         )

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from det.deploy.common import automation, dryrun, state, summary
+from det.deploy.common import automation, boot, dryrun, state, summary, tls
 from det.deploy.common.errors import DeployError
 
 # Settings named like the ``up`` flags every cloud shares (``deploy.cli._common_up``); an unset
@@ -27,7 +27,6 @@ _SHARED_DEFAULTED = (
     "max_idle_agent_period",
     "max_agent_starting_period",
     "scheduler_type",
-    "det_package",
 )
 
 
@@ -35,7 +34,13 @@ def shared_settings(args: argparse.Namespace, defaults: Any) -> dict[str, Any]:
     """Config keyword arguments from the shared ``up`` flags; ``defaults`` is the cloud's config
     with its default values."""
     settings = {name: pick(args, defaults, name) for name in _SHARED_DEFAULTED}
+    plain_http = bool(getattr(args, "no_tls", False))
+    if plain_http and getattr(args, "port", None) is None:
+        settings["port"] = tls.PLAIN_PORT
+    cloud = "aws" if type(defaults).__name__.lower().startswith("aws") else "gcp"
     settings.update(
+        tls=not plain_http,
+        boot=boot.from_args(args, cloud, args.cluster_id),
         enable_ssh=args.enable_ssh,
         preemption_enabled=bool(args.preemption_enabled),
         bucket_versioning=args.bucket_versioning,
@@ -146,13 +151,25 @@ def print_list(project: str, as_json: bool, out: TextIO) -> int:
 
 
 def finish_up(
-    outputs: Mapping[str, Any], wait: bool, timeout: float, password_generated: bool, out: TextIO
+    outputs: Mapping[str, Any],
+    wait: bool,
+    timeout: float,
+    password_generated: bool,
+    out: TextIO,
+    cert: tls.TlsMaterial | None = None,
 ) -> int:
+    """``cert``: the master's certificate as saved here (None: plain HTTP)."""
     url = str(outputs["master_url"])
+    cert_file = cert.cert_file if cert else None
     if wait:
         out.write(f"Waiting for the master at {url} (up to {timeout:.0f}s)...\n")
-        automation.wait_for_master(url, timeout)
-    out.write(f"Cluster ready. Point the CLI at it:\n\n  export DET_MASTER={url}\n\n")
+        get = tls.verified_get(cert_file, cert.cert_name) if cert and cert_file else None
+        automation.wait_for_master(url, timeout, **({"get": get} if get else {}))
+    if cert_file:
+        out.write(f"The master's TLS certificate is saved in {cert_file}\n")
+    out.write(
+        f"Cluster ready. Point the CLI at it:\n\n  {tls.client_exports(url, cert_file, cert.cert_name if cert else tls.CERT_NAME)}\n\n"
+    )
     if password_generated and outputs.get("initial_user_password"):
         out.write(
             f"Generated password for `admin` and `determined`: {outputs['initial_user_password']}\n"

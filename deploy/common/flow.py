@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from det.deploy.common import automation, commands
+from det.deploy.common import automation, commands, tls
 from det.deploy.common.errors import DeployError
 from det.deploy.common.preflight import check_pulumi_cli
 
@@ -36,6 +36,8 @@ class UpPlan:
     """Where the cluster goes, as shown in "Deploying cluster … to <target>"."""
     preflight: Callable[[bool], str | None]
     """Check credentials (and the quota when passed True); raise, or return a warning."""
+    cert: tls.TlsMaterial | None = None
+    """The master's certificate (None: plain HTTP): ``up`` prints where it is saved."""
 
 
 def up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
@@ -65,12 +67,19 @@ def up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
         for key, value in plan.build(given).items():
             pulumi.export(key, value)
 
+    if plan.cert:
+        tls.save(plan.cert)
     out.write(f"Deploying cluster {plan.cluster_id!r} to {plan.target}...\n")
     outputs = automation.up(
         plan.project, plan.cluster_id, pulumi_program, config, on_output=commands.lines(out)
     )
     return commands.finish_up(
-        outputs, not args.no_wait_for_master, args.master_timeout, new and not password, out
+        outputs,
+        not args.no_wait_for_master,
+        args.master_timeout,
+        new and not password,
+        out,
+        cert=plan.cert,
     )
 
 

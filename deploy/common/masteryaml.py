@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from det.deploy.common.tls import CERT_NAME, MASTER_CERT_PATH, MASTER_KEY_PATH
+
 LOCAL_IP_PLACEHOLDER = "__DET_MASTER_PRIVATE_IP__"
 AUX_POOL = "aux-pool"
 COMPUTE_POOL = "compute-pool"
@@ -50,16 +52,28 @@ class MasterYamlSpec:
     scheduler_type: str = "fair_share"
     preemption: bool = False
     task_container_defaults: dict[str, Any] | None = None
+    tls: bool = False
+    """Serve HTTPS from the certificate the boot script writes (``security.tls``); agents
+    verify it by name (``master_cert_name``)."""
+    agent_install: dict[str, str] | None = None
+    """How agents install det (provider key ``agent_install``: ``wheel_url``, ``wheel_sha256``,
+    ``constraints_url``, ``package_index``, ``extras``)."""
 
 
-def master_url(port: int) -> str:
-    return f"http://{LOCAL_IP_PLACEHOLDER}:{port}"
+def master_url(port: int, tls: bool = False) -> str:
+    return f"{'https' if tls else 'http'}://{LOCAL_IP_PLACEHOLDER}:{port}"
 
 
 def master_config(spec: MasterYamlSpec) -> dict[str, Any]:
     pools = []
+    shared = dict(spec.provider)
+    if spec.tls:
+        shared["master_url"] = master_url(spec.port, tls=True)
+        shared["master_cert_name"] = CERT_NAME
+    if spec.agent_install:
+        shared["agent_install"] = dict(spec.agent_install)
     for pool in spec.pools:
-        provider = copy.deepcopy(spec.provider)
+        provider = copy.deepcopy(shared)
         provider["instance_type"] = pool.instance_type
         if pool.cpu_slots_allowed:
             provider["cpu_slots_allowed"] = True
@@ -74,7 +88,7 @@ def master_config(spec: MasterYamlSpec) -> dict[str, Any]:
     config: dict[str, Any] = {
         "cluster_name": spec.cluster_name,
         "port": spec.port,
-        "master_url": master_url(spec.port),
+        "master_url": master_url(spec.port, spec.tls),
         "data_dir": "/var/lib/det/master",
         "db": dataclasses.asdict(spec.db),
         "checkpoint_storage": dict(spec.checkpoint_storage),
@@ -86,6 +100,8 @@ def master_config(spec: MasterYamlSpec) -> dict[str, Any]:
         },
         "resource_pools": pools,
     }
+    if spec.tls:
+        config["security"] = {"tls": {"cert": MASTER_CERT_PATH, "key": MASTER_KEY_PATH}}
     if spec.task_container_defaults:
         config["task_container_defaults"] = spec.task_container_defaults
     return config

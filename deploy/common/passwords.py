@@ -1,7 +1,8 @@
 """The cluster's passwords, made the same way on every cloud.
 
 Each cloud's ``ClusterSecret`` stores :attr:`Passwords.payload` in its secret store; the master
-reads that JSON document (``db_password``, ``initial_user_password``) at boot, so no password
+reads that JSON document (``db_password``, ``initial_user_password`` and, with TLS, the
+master's ``tls_key`` and ``tls_cert``) at boot, so no password
 appears in user data or instance metadata.
 """
 
@@ -13,6 +14,8 @@ import json
 import pulumi
 import pulumi_random as random
 
+from det.deploy.common.tls import TlsMaterial
+
 
 @dataclasses.dataclass(frozen=True)
 class Passwords:
@@ -23,10 +26,14 @@ class Passwords:
 
 
 def generate(
-    name: str, initial_user_password: pulumi.Input[str] | None, opts: pulumi.ResourceOptions
+    name: str,
+    initial_user_password: pulumi.Input[str] | None,
+    opts: pulumi.ResourceOptions,
+    tls: TlsMaterial | None = None,
 ) -> Passwords:
     """A generated database password and the admin password (given, else generated), as
-    ``RandomPassword`` resources ``<name>-db`` and ``<name>-user`` created with ``opts``."""
+    ``RandomPassword`` resources ``<name>-db`` and ``<name>-user`` created with ``opts``; with
+    ``tls`` the payload also carries the master's ``tls_key`` and ``tls_cert``."""
     db_password = random.RandomPassword(f"{name}-db", length=32, special=False, opts=opts)
     if initial_user_password is not None:
         user_password = pulumi.Output.secret(initial_user_password)
@@ -34,8 +41,9 @@ def generate(
         user_password = random.RandomPassword(
             f"{name}-user", length=20, special=False, opts=opts
         ).result
+    extra = {"tls_key": tls.key_pem, "tls_cert": tls.cert_pem} if tls else {}
     payload = pulumi.Output.all(db_password.result, user_password).apply(
-        lambda v: json.dumps({"db_password": v[0], "initial_user_password": v[1]})
+        lambda v: json.dumps({"db_password": v[0], "initial_user_password": v[1], **extra})
     )
     return Passwords(
         db_password=pulumi.Output.secret(db_password.result),

@@ -1,41 +1,170 @@
-"""The bootstrap script a fresh master VM runs (pure text rendering).
+"""The boot script of the master VM (pure text rendering).
 
-It installs det into a venv, writes master.yaml (with the machine's private address filled
-in), turns the cluster secret (JSON: ``db_password``, ``initial_user_password``) into a 0600
-environment file and starts the ``det-master`` systemd unit. It is idempotent, so a reboot
-re-running it is harmless.
+It runs on EVERY boot (AWS: user data as cloud-init MIME with ``scripts-user`` set to
+``always``, see :func:`every_boot_user_data`; GCP: the ``startup-script``, which the guest
+agent runs at each boot), so ``up`` on an existing stack re-applies master.yaml. The script
+itself only writes files and starts ``det-bootstrap.service``, a oneshot unit that retries on
+failure and logs to ``/var/log/det-bootstrap.log``; that unit:
+
+1. waits for the dpkg/apt lock (cloud-init and unattended-upgrades hold it on a fresh Ubuntu)
+   and installs ``python3-venv`` only if ``ensurepip`` is missing;
+2. downloads det's wheel and the constraints file from the cluster's bucket with the
+   instance's role (``fetch_release.py``: standard library only), checks the wheel's sha256,
+   and installs ``det-X.whl[extras]`` into ``/opt/det`` with ``--constraint`` (only the
+   dependencies come from a package index; det itself never by name), unless that exact
+   wheel is installed already;
+3. writes master.yaml (the machine's private address filled in), turns the cluster secret
+   (JSON: ``db_password``, ``initial_user_password``, ``tls_key``, ``tls_cert``) into a 0600
+   environment file and the TLS files (key 0600);
+4. (re)starts ``det-master`` and, when a log target is set, ``det-logship`` (boot and master
+   logs to CloudWatch Logs / Cloud Logging).
 """
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import gzip
+import importlib.resources
 import shlex
 
+from det.deploy.common import tls as tlsmod
 from det.deploy.common.masteryaml import LOCAL_IP_PLACEHOLDER
 
-_TEMPLATE = """#!/bin/bash
+BOOT_LOG = "/var/log/det-bootstrap.log"
+MASTER_LOG = "/var/log/det-master.log"
+LIB_DIR = "/usr/local/lib/det"
+VENV = "/opt/det"
+
+
+def fetcher_source() -> str:
+    """The standard-library downloader the VMs run before det is installed."""
+    return (
+        importlib.resources.files("det.master.provisioner")
+        .joinpath("fetch_release.py")
+        .read_text(encoding="utf-8")
+    )
+
+
+def fetcher_gzip_base64() -> str:
+    """:func:`fetcher_source` gzipped and in base64 lines (user data is limited to 16 KiB)."""
+    packed = base64.b64encode(gzip.compress(fetcher_source().encode(), mtime=0)).decode()
+    return "\n".join(packed[i : i + 76] for i in range(0, len(packed), 76))
+
+
+@dataclasses.dataclass(frozen=True)
+class MasterBoot:
+    cloud: str
+    """``aws`` or ``gcp``."""
+    master_yaml: str
+    local_ip: str
+    """A shell command printing the machine's private address."""
+    fetch_secret: str
+    """A shell command printing the cluster secret's JSON (runs after det is installed)."""
+    wheel_url: str
+    wheel_sha256: str
+    """Empty: not checked (only for an organisation's own ``--det-wheel-url``)."""
+    constraints_url: str | None
+    extras: str
+    """The wheel's extras, e.g. ``master,aws``."""
+    package_index: str | None = None
+    region: str | None = None
+    tls: bool = True
+    log_target: str | None = None
+    """CloudWatch Logs group (AWS) or Cloud Logging log name (GCP); None: no shipping."""
+    gcp_project: str | None = None
+
+
+_PREAMBLE = """#!/bin/bash
+# det master boot (rendered by `det deploy`): runs at every boot, starts det-bootstrap.service.
 set -euo pipefail
-exec >>/var/log/det-bootstrap.log 2>&1
+umask 022
+mkdir -p {lib} /etc/det /var/lib/det/master
+base64 -d > {lib}/fetch_release.py.gz <<'DET_FETCH_RELEASE_PY'
+{fetcher}
+DET_FETCH_RELEASE_PY
+gzip -dc {lib}/fetch_release.py.gz > {lib}/fetch_release.py
+cat > {lib}/master-boot.sh <<'DET_MASTER_BOOT_SH'
+{boot}DET_MASTER_BOOT_SH
+chmod 0755 {lib}/master-boot.sh
+cat > /etc/systemd/system/det-bootstrap.service <<'DET_UNIT'
+[Unit]
+Description=det master boot: install det, apply master.yaml, start det-master
+After=network-online.target
+Wants=network-online.target
+StartLimitIntervalSec=0
+
+[Service]
+Type=oneshot
+ExecStart=/bin/bash {lib}/master-boot.sh
+Restart=on-failure
+RestartSec=30
+TimeoutStartSec=3600
+DET_UNIT
+systemctl daemon-reload
+systemctl restart --no-block det-bootstrap.service
+"""
+
+_BOOT = """#!/bin/bash
+# Installs det's own wheel, writes master.yaml and the secrets, starts det-master. Idempotent.
+set -euo pipefail
+exec >>{boot_log} 2>&1
 export DEBIAN_FRONTEND=noninteractive
-mkdir -p /etc/det /var/lib/det/master
-if [ ! -x /opt/det/bin/det-master ]; then
-  apt-get update -y
-  apt-get install -y python3-venv python3-pip curl
-  python3 -m venv /opt/det
-  /opt/det/bin/pip install --upgrade pip
-  /opt/det/bin/pip install {package}
+{values}
+log() {{ echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) det-bootstrap: $*" >&2; }}
+retry() {{
+  local n=1
+  until "$@"; do
+    if [ "$n" -ge 5 ]; then log "giving up: $*"; return 1; fi
+    log "attempt $n failed: $*; retrying in $((n * 15))s"
+    sleep $((n * 15)); n=$((n + 1))
+  done
+}}
+# apt waits up to 10 minutes for the dpkg lock (cloud-init, unattended-upgrades).
+apt_get() {{ apt-get -o DPkg::Lock::Timeout=600 -q "$@"; }}
+log "boot: det wheel $DET_WHEEL_URL"
+if ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
+  retry apt_get update
+  retry apt_get install -y python3-venv
+fi
+mkdir -p /var/lib/det/release
+if [ "$(cat {venv}/.det-wheel-sha256 2>/dev/null || true)" != "$DET_WHEEL_SHA256:$DET_WHEEL_URL" ]; then
+  WHEEL="/var/lib/det/release/$(basename "$DET_WHEEL_URL")"
+  python3 {lib}/fetch_release.py "$DET_WHEEL_URL" "$WHEEL" $DET_WHEEL_SHA256
+  PIP_ARGS=()
+  if [ -n "$DET_CONSTRAINTS_URL" ]; then
+    python3 {lib}/fetch_release.py "$DET_CONSTRAINTS_URL" /var/lib/det/release/constraints.txt
+    PIP_ARGS+=(--constraint /var/lib/det/release/constraints.txt)
+  fi
+  if [ -n "$DET_PACKAGE_INDEX" ]; then PIP_ARGS+=(--index-url "$DET_PACKAGE_INDEX"); fi
+  [ -x {venv}/bin/python3 ] || python3 -m venv {venv}
+  {venv}/bin/python3 -m pip uninstall -q -y det >/dev/null 2>&1 || true
+  retry {venv}/bin/python3 -m pip install -q --disable-pip-version-check "${{PIP_ARGS[@]}}" "$WHEEL[$DET_EXTRAS]"
+  echo "$DET_WHEEL_SHA256:$DET_WHEEL_URL" > {venv}/.det-wheel-sha256
+  log "installed $(basename "$WHEEL")"
 fi
 LOCAL_IP="$({local_ip})"
 cat > /etc/det/master.yaml.tmpl <<'DET_MASTER_YAML'
 {master_yaml}DET_MASTER_YAML
 sed "s/{placeholder}/${{LOCAL_IP}}/g" /etc/det/master.yaml.tmpl > /etc/det/master.yaml
-umask 077
-{fetch_secret} | /opt/det/bin/python3 -c '
-import json, sys
+mkdir -p {tls_dir}
+SECRET_JSON="$(retry {fetch_secret})"
+printf '%s' "$SECRET_JSON" | {venv}/bin/python3 -c '
+import json, os, sys
 s = json.load(sys.stdin)
-print("DET_DB_PASSWORD=" + s["db_password"])
-print("DET_SECURITY_INITIAL_USER_PASSWORD=" + s["initial_user_password"])
-' > /etc/det/master.env
-umask 022
+def write(path, text, mode):
+    fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(path + ".tmp", mode)
+    os.replace(path + ".tmp", path)
+write(sys.argv[1], "DET_DB_PASSWORD=" + s["db_password"] + "\\n"
+      + "DET_SECURITY_INITIAL_USER_PASSWORD=" + s["initial_user_password"] + "\\n", 0o600)
+if sys.argv[2] == "yes":
+    write(sys.argv[3], s["tls_cert"], 0o644)
+    write(sys.argv[4], s["tls_key"], 0o600)
+' /etc/det/master.env "$DET_TLS" {cert} {key}
+unset SECRET_JSON
 cat > /etc/systemd/system/det-master.service <<'DET_UNIT'
 [Unit]
 Description=det master
@@ -44,27 +173,113 @@ Wants=network-online.target
 
 [Service]
 EnvironmentFile=/etc/det/master.env
-ExecStart=/opt/det/bin/det-master --config-file /etc/det/master.yaml
+ExecStart={venv}/bin/det-master --config-file /etc/det/master.yaml
+StandardOutput=append:{master_log}
+StandardError=append:{master_log}
 Restart=always
 RestartSec=5
 
 [Install]
 WantedBy=multi-user.target
 DET_UNIT
-systemctl daemon-reload
+{logship}systemctl daemon-reload
 systemctl enable det-master
 systemctl restart det-master
+log "det-master (re)started"
+"""
+
+_LOGSHIP = """cat > /etc/systemd/system/det-logship.service <<'DET_UNIT'
+[Unit]
+Description=det boot and master logs to {where}
+After=network-online.target
+
+[Service]
+ExecStart={venv}/bin/python3 -m det.deploy.common.logship {args} {boot_log} {master_log}
+Restart=always
+RestartSec=30
+
+[Install]
+WantedBy=multi-user.target
+DET_UNIT
+systemctl daemon-reload
+systemctl enable det-logship
+systemctl restart det-logship
 """
 
 
-def render_bootstrap(*, master_yaml: str, package: str, local_ip: str, fetch_secret: str) -> str:
-    """``local_ip`` and ``fetch_secret`` are shell commands printing the address / secret JSON."""
-    if not master_yaml.endswith("\n"):
-        master_yaml += "\n"
-    return _TEMPLATE.format(
-        package=shlex.quote(package),
-        local_ip=local_ip,
+def _values(b: MasterBoot) -> str:
+    values = {
+        "DET_WHEEL_URL": b.wheel_url,
+        "DET_WHEEL_SHA256": b.wheel_sha256,
+        "DET_CONSTRAINTS_URL": b.constraints_url or "",
+        "DET_PACKAGE_INDEX": b.package_index or "",
+        "DET_EXTRAS": b.extras,
+        "DET_TLS": "yes" if b.tls else "no",
+    }
+    if b.region:
+        # The fetcher signs S3 requests for this region (not the instance's, which could differ).
+        values["AWS_REGION"] = b.region
+    return "\n".join(f"{k}={shlex.quote(v)}" for k, v in values.items()) + (
+        "\nexport AWS_REGION" if b.region else ""
+    )
+
+
+def _logship(b: MasterBoot) -> str:
+    if not b.log_target:
+        return ""
+    if b.cloud == "aws":
+        args = f"--cloud aws --region {shlex.quote(b.region or '')} --target {shlex.quote(b.log_target)}"
+        where = "CloudWatch Logs"
+    else:
+        args = f"--cloud gcp --project {shlex.quote(b.gcp_project or '')} --target {shlex.quote(b.log_target)}"
+        where = "Cloud Logging"
+    return _LOGSHIP.format(
+        where=where, venv=VENV, args=args, boot_log=BOOT_LOG, master_log=MASTER_LOG
+    )
+
+
+def render_master_boot(b: MasterBoot) -> str:
+    """The startup script (a bash script) for ``b``."""
+    master_yaml = b.master_yaml if b.master_yaml.endswith("\n") else b.master_yaml + "\n"
+    boot = _BOOT.format(
+        boot_log=BOOT_LOG,
+        master_log=MASTER_LOG,
+        values=_values(b),
+        venv=VENV,
+        lib=LIB_DIR,
+        local_ip=b.local_ip,
         master_yaml=master_yaml,
         placeholder=LOCAL_IP_PLACEHOLDER,
-        fetch_secret=fetch_secret,
+        tls_dir=tlsmod.MASTER_CERT_PATH.rsplit("/", 1)[0],
+        fetch_secret=b.fetch_secret,
+        cert=tlsmod.MASTER_CERT_PATH,
+        key=tlsmod.MASTER_KEY_PATH,
+        logship=_logship(b),
+    )
+    fetcher = fetcher_gzip_base64()
+    return _PREAMBLE.format(lib=LIB_DIR, fetcher=fetcher, boot=boot)
+
+
+_BOUNDARY = "==DET-BOOT-BOUNDARY=="
+
+
+def every_boot_user_data(script: str) -> str:
+    """EC2 user data that cloud-init runs at every boot, not only the first (a MIME multipart:
+    ``cloud_final_modules`` with ``scripts-user`` set to ``always``, then the script)."""
+    return (
+        f'Content-Type: multipart/mixed; boundary="{_BOUNDARY}"\n'
+        "MIME-Version: 1.0\n\n"
+        f"--{_BOUNDARY}\n"
+        'Content-Type: text/cloud-config; charset="us-ascii"\n'
+        "MIME-Version: 1.0\n"
+        'Content-Disposition: attachment; filename="det-every-boot.txt"\n\n'
+        "#cloud-config\n"
+        "cloud_final_modules:\n"
+        "- [scripts-user, always]\n\n"
+        f"--{_BOUNDARY}\n"
+        'Content-Type: text/x-shellscript; charset="us-ascii"\n'
+        "MIME-Version: 1.0\n"
+        'Content-Disposition: attachment; filename="det-master-boot.sh"\n\n'
+        f"{script}\n"
+        f"--{_BOUNDARY}--\n"
     )

@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import gzip
 import importlib.resources
 import re
 import shlex
 import urllib.parse
 from collections.abc import Callable, Mapping
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from det.master.provisioner.config import AgentInstall
 
 Cloud = Literal["aws", "gcp", "auto"]
 
@@ -25,6 +29,8 @@ DEFAULT_CONFIG_PATH = "/etc/det/agent.yaml"
 DEFAULT_IMDS_URL = "http://169.254.169.254"
 DEFAULT_GCE_METADATA_URL = "http://metadata.google.internal"
 MARKER = "# DET_RENDERED_VALUES"
+# Replaced by fetch_release.py (gzip, base64): the agent downloads det's wheel with it.
+FETCHER_MARKER = "# DET_FETCHER_GZIP_BASE64"
 # AWS rejects user data above 16 KiB (before base64).
 MAX_USER_DATA_BYTES = 16 * 1024
 
@@ -73,11 +79,51 @@ def render_user_data(
     text = script_text()
     if MARKER not in text:  # pragma: no cover - guards edits of bootstrap.sh
         raise RuntimeError("bootstrap.sh lost its values marker")
-    rendered = text.replace(MARKER, block, 1)
+    rendered = _strip_comments(text).replace(MARKER, block, 1)
+    rendered = rendered.replace(FETCHER_MARKER, fetcher_gzip_base64(), 1)
     size = len(rendered.encode())
     if size > MAX_USER_DATA_BYTES:
         raise ValueError(f"user data is {size} bytes, above the 16 KiB limit of EC2")
     return rendered
+
+
+def _strip_comments(text: str) -> str:
+    """Drop whole-line comments (user data is limited to 16 KiB); keeps the shebang and the
+    markers. bootstrap.sh has no heredoc whose lines start with '#'."""
+    keep = (MARKER, FETCHER_MARKER)
+    lines = text.splitlines(keepends=True)
+    out = lines[:1] + [
+        line for line in lines[1:] if not line.lstrip().startswith("#") or line.strip() in keep
+    ]
+    return "".join(out)
+
+
+def fetcher_gzip_base64() -> str:
+    """fetch_release.py (standard library only) gzipped, in base64 lines."""
+    source = importlib.resources.files("det.master.provisioner").joinpath("fetch_release.py")
+    packed = base64.b64encode(gzip.compress(source.read_bytes(), mtime=0)).decode()
+    return "\n".join(packed[i : i + 76] for i in range(0, len(packed), 76))
+
+
+def install_env(
+    install: AgentInstall | None, cert_pem: str | None, cert_name: str | None
+) -> dict[str, str]:
+    """The ``extra_env`` that makes bootstrap.sh install det from the master's own wheel
+    (``agent_install`` of the pool's provider) and trust the master's certificate."""
+    env: dict[str, str] = {}
+    if install is not None:
+        env["DET_AGENT_WHEEL_URL"] = install.wheel_url
+        env["DET_AGENT_WHEEL_SHA256"] = install.wheel_sha256
+        env["DET_AGENT_EXTRAS"] = install.extras
+        if install.constraints_url:
+            env["DET_AGENT_CONSTRAINTS_URL"] = install.constraints_url
+        if install.package_index:
+            env["DET_AGENT_PACKAGE_INDEX"] = install.package_index
+    if cert_pem:
+        env["DET_MASTER_CERT_B64"] = base64.b64encode(cert_pem.encode()).decode()
+        if cert_name:
+            env["DET_MASTER_CERT_NAME"] = cert_name
+    return env
 
 
 # Determined's master_url hosts that stand for "this master machine's address" (EC2 metadata).

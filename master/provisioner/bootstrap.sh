@@ -3,7 +3,7 @@
 # agent image runs at boot. It works on the det agent image and on a stock Ubuntu or Deep
 # Learning AMI: whatever is missing (Docker, Python, the agent) is installed first.
 #
-# Steps: install what is missing -> find the agent id (AWS: instance id from IMDSv2; GCP:
+# Steps: install what is missing (det from the master's own wheel, see ensure_agent) -> find the agent id (AWS: instance id from IMDSv2; GCP:
 # instance name from the metadata server) -> write agent.yaml -> start det-agent.
 #
 # The master renders the values block below (see det.master.provisioner.bootstrap); anything
@@ -21,11 +21,31 @@ set -euo pipefail
 : "${DET_GCE_METADATA_URL:=http://metadata.google.internal}"
 : "${DET_AGENT_CONFIG:=/etc/det/agent.yaml}"
 : "${DET_AGENT_VENV:=/opt/det/venv}"
-: "${DET_AGENT_PIP_SPEC:=det[agent]}"
+: "${DET_AGENT_WHEEL_URL:=}"       # det's wheel: s3://, gs:// (the VM's role) or https://
+: "${DET_AGENT_WHEEL_SHA256:=}"
+: "${DET_AGENT_CONSTRAINTS_URL:=}" # pins det's dependencies
+: "${DET_AGENT_PACKAGE_INDEX:=}"   # where pip finds the dependencies (default: pip's own)
+: "${DET_AGENT_EXTRAS:=agent}"
+: "${DET_AGENT_PIP_SPEC:=}"        # instead of a wheel URL: a pip requirement (never bare "det")
+: "${DET_MASTER_CERT_B64:=}"       # the master's TLS certificate (PEM, base64)
+: "${DET_MASTER_CERT_NAME:=}"
+: "${DET_MASTER_CERT_FILE:=/etc/det/master.crt}"
+: "${DET_LIB_DIR:=/usr/local/lib/det}"
+: "${DET_BOOT_LOG:=/var/log/det-bootstrap.log}"
 : "${DET_STARTUP_SCRIPT_B64:=}"
 : "${DET_SYSTEMD:=auto}" # auto | yes | no: run det-agent as a systemd unit or exec it
 
-log() { echo "det-bootstrap: $*" >&2; }
+log() { echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) det-bootstrap: $*" >&2; }
+
+# Run "$@" up to 5 times, 15 s, 30 s... apart (package mirrors and buckets have bad minutes).
+retry() {
+  local n=1
+  until "$@"; do
+    if [ "$n" -ge "${DET_RETRY_ATTEMPTS:-5}" ]; then log "giving up: $*"; return 1; fi
+    log "attempt $n failed: $*; retrying"
+    sleep $((n * ${DET_RETRY_SLEEP:-15})); n=$((n + 1))
+  done
+}
 
 aws_instance_id() {
   local token
@@ -82,6 +102,12 @@ write_agent_config() {
       echo "agent_token: $(yaml_quote "$DET_AGENT_TOKEN")"
       echo "resource_pool: $(yaml_quote "$DET_RESOURCE_POOL")"
       echo "preemption_notice: $notice"
+      if [ -n "$DET_MASTER_CERT_B64" ]; then
+        echo "master_cert_file: $(yaml_quote "$DET_MASTER_CERT_FILE")"
+      fi
+      if [ -n "$DET_MASTER_CERT_NAME" ]; then
+        echo "master_cert_name: $(yaml_quote "$DET_MASTER_CERT_NAME")"
+      fi
       if [ "$notice" = aws ] && [ "$DET_IMDS_URL" != "http://169.254.169.254" ]; then
         echo "preemption_metadata_url: $(yaml_quote "$DET_IMDS_URL")"
       fi
@@ -92,9 +118,12 @@ write_agent_config() {
   )
 }
 
+# apt waits up to 10 minutes for the dpkg lock (cloud-init and unattended-upgrades hold it
+# on a fresh Ubuntu).
 apt_install() {
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q && apt-get install -y -q "$@"
+  retry apt-get -o DPkg::Lock::Timeout=600 update -q &&
+    retry apt-get -o DPkg::Lock::Timeout=600 install -y -q "$@"
 }
 
 ensure_docker() {
@@ -119,14 +148,60 @@ ensure_nvidia() {
   fi
 }
 
+# fetch_release.py (standard library only: S3 with the instance role, GCS with the service
+# account, https), filled in by the master when it renders this script.
+write_fetcher() {
+  mkdir -p "$(dirname "$1")"
+  base64 -d <<'DET_FETCHER' | gzip -dc >"$1"
+# DET_FETCHER_GZIP_BASE64
+DET_FETCHER
+}
+
+installed_marker() { cat "$DET_AGENT_VENV/.det-wheel" 2>/dev/null || true; }
+
+# Install det from the master's own wheel (hash-checked), dependencies pinned by its
+# constraints; never det by name from a package index.
 ensure_agent() {
-  if command -v det-agent >/dev/null 2>&1; then return 0; fi
-  log "installing the det agent ($DET_AGENT_PIP_SPEC)"
+  local want="$DET_AGENT_WHEEL_SHA256:$DET_AGENT_WHEEL_URL"
+  if command -v det-agent >/dev/null 2>&1; then
+    if [ -z "$DET_AGENT_WHEEL_URL" ] || [ "$(installed_marker)" = "$want" ]; then return 0; fi
+  fi
+  if [ -z "$DET_AGENT_WHEEL_URL" ] && [ -z "$DET_AGENT_PIP_SPEC" ]; then
+    log "det-agent is not installed and no det wheel was given (DET_AGENT_WHEEL_URL)"
+    return 2
+  fi
   # Ubuntu ships python3 without ensurepip (python3-venv), which venv needs.
   python3 -c 'import ensurepip' >/dev/null 2>&1 || apt_install python3 python3-venv
-  python3 -m venv "$DET_AGENT_VENV"
-  "$DET_AGENT_VENV/bin/pip" install -q "$DET_AGENT_PIP_SPEC"
+  [ -x "$DET_AGENT_VENV/bin/python3" ] || python3 -m venv "$DET_AGENT_VENV"
+  local pip_args=() spec
+  if [ -n "$DET_AGENT_PACKAGE_INDEX" ]; then pip_args+=(--index-url "$DET_AGENT_PACKAGE_INDEX"); fi
+  if [ -n "$DET_AGENT_WHEEL_URL" ]; then
+    local wheel="$DET_LIB_DIR/release/${DET_AGENT_WHEEL_URL##*/}"
+    mkdir -p "$DET_LIB_DIR/release"
+    write_fetcher "$DET_LIB_DIR/fetch_release.py"
+    log "installing det from $DET_AGENT_WHEEL_URL"
+    # shellcheck disable=SC2086 # an empty hash is no argument
+    python3 "$DET_LIB_DIR/fetch_release.py" "$DET_AGENT_WHEEL_URL" "$wheel" $DET_AGENT_WHEEL_SHA256
+    if [ -n "$DET_AGENT_CONSTRAINTS_URL" ]; then
+      python3 "$DET_LIB_DIR/fetch_release.py" "$DET_AGENT_CONSTRAINTS_URL" "$DET_LIB_DIR/release/constraints.txt"
+      pip_args+=(--constraint "$DET_LIB_DIR/release/constraints.txt")
+    fi
+    spec="$wheel[$DET_AGENT_EXTRAS]"
+  else
+    log "installing the det agent ($DET_AGENT_PIP_SPEC)"
+    spec=$DET_AGENT_PIP_SPEC
+  fi
+  "$DET_AGENT_VENV/bin/python3" -m pip uninstall -q -y det >/dev/null 2>&1 || true
+  retry "$DET_AGENT_VENV/bin/python3" -m pip install -q --disable-pip-version-check "${pip_args[@]}" "$spec"
+  echo "$want" >"$DET_AGENT_VENV/.det-wheel"
   ln -sf "$DET_AGENT_VENV/bin/det-agent" /usr/local/bin/det-agent
+}
+
+write_master_cert() {
+  if [ -z "$DET_MASTER_CERT_B64" ]; then return 0; fi
+  mkdir -p "$(dirname "$DET_MASTER_CERT_FILE")"
+  echo "$DET_MASTER_CERT_B64" | base64 -d >"$DET_MASTER_CERT_FILE"
+  chmod 0644 "$DET_MASTER_CERT_FILE"
 }
 
 run_startup_script() {
@@ -170,9 +245,13 @@ main() {
     log "DET_MASTER_URL is not set"
     return 2
   fi
+  if [ -n "$DET_BOOT_LOG" ] && touch "$DET_BOOT_LOG" 2>/dev/null; then
+    exec > >(tee -a "$DET_BOOT_LOG") 2>&1
+  fi
   ensure_docker
   ensure_nvidia
   ensure_agent
+  write_master_cert
   run_startup_script
   local agent_id
   agent_id=$(discover_agent_id_with_retry) || { log "cannot find the agent id"; return 1; }

@@ -96,6 +96,19 @@ class CostConfig(_Model):
         )
 
 
+class AgentInstall(_Model):
+    """Ours: how a new agent VM installs det (``det deploy`` writes it): the wheel the master
+    was installed from (``s3://``, ``gs://`` or ``https://``, fetched with the VM's role and
+    checked against ``wheel_sha256``), its constraints file, an optional package index for the
+    dependencies, and the wheel's extras."""
+
+    wheel_url: str
+    wheel_sha256: str = ""
+    constraints_url: str | None = None
+    package_index: str | None = None
+    extras: str = "agent"
+
+
 class ProvisionerConfig(_Model):
     """Keys every cloud shares (Determined's provisioner config)."""
 
@@ -111,6 +124,7 @@ class ProvisionerConfig(_Model):
     agent_reconnect_attempts: int = Field(5, ge=0)
     agent_reconnect_backoff: int = Field(5, ge=0)
     agent_config_file_contents: dict[str, Any] | None = None
+    agent_install: AgentInstall | None = None
     max_idle_agent_period: Duration = dt.timedelta(minutes=20)
     max_agent_starting_period: Duration = dt.timedelta(minutes=20)
     # Ours: how long a registered agent may miss heartbeats before its machine is replaced.

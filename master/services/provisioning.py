@@ -24,6 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from det.master import scheduler as sched
@@ -84,6 +85,20 @@ def _now() -> dt.datetime:
 # -- building providers ------------------------------------------------------------------------
 
 
+def _agent_install_env(st: MasterState, config: ProvisionerConfig) -> dict[str, str]:
+    """New agents install the master's own det wheel and trust the master's certificate."""
+    from det.master.provisioner import bootstrap
+
+    cert_pem = None
+    cert_path = (st.config.security.tls or {}).get("cert")
+    if cert_path:
+        try:
+            cert_pem = Path(cert_path).read_text()
+        except OSError as e:
+            logger.warning("cannot read the master's certificate for agents: %s", e)
+    return bootstrap.install_env(config.agent_install, cert_pem, config.master_cert_name)
+
+
 def build_provider(st: MasterState, pool: str, config: ProvisionerConfig) -> Provider:
     """The pool's provider, with the agent bootstrap pointing at this master."""
     common: dict[str, Any] = {
@@ -91,6 +106,7 @@ def build_provider(st: MasterState, pool: str, config: ProvisionerConfig) -> Pro
         "pool": pool,
         "master_url": st.config.url(),
         "agent_token": st.agent_token,
+        "extra_env": _agent_install_env(st, config),
     }
     from det.master.provisioner.config import AwsProviderConfig
 

@@ -243,7 +243,7 @@ def test_master_yaml_parses_and_has_the_aws_pools(aws_graph):
         == aws_graph.outputs["agent_security_group_id"]
     )
     assert provider["iam_instance_profile_arn"] == aws_graph.outputs["agent_instance_profile_arn"]
-    assert provider["master_url"] == f"http://{LOCAL_IP_PLACEHOLDER}:{AWS.port}"
+    assert provider["master_url"] == f"https://{LOCAL_IP_PLACEHOLDER}:{AWS.port}"
 
 
 def test_existing_vpc_creates_no_network():

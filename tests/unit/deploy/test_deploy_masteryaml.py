@@ -8,7 +8,7 @@ import yaml
 from conftest import AWS, GCP
 
 from det.deploy.aws import master as aws_master
-from det.deploy.common import masteryaml, userdata
+from det.deploy.common import masteryaml
 from det.deploy.gcp import master as gcp_master
 
 AWS_RESOLVED = aws_master.Resolved(
@@ -44,7 +44,11 @@ def test_aws_master_yaml_is_a_valid_master_config():
     assert config.db is not None and config.db.host == "db.example" and config.db.password == "pw"
     assert config.resource_manager.scheduler.type == "fair_share"
     assert [p.pool_name for p in config.resource_pools] == ["aux-pool", "compute-pool"]
-    assert config.master_url == f"http://10.0.0.7:{AWS.port}"
+    assert config.master_url == f"https://10.0.0.7:{AWS.port}"
+    assert config.security.tls == {
+        "cert": "/etc/det/tls/master.crt",
+        "key": "/etc/det/tls/master.key",
+    }
 
 
 def test_aws_pool_providers_parse_with_the_provisioner_model():
@@ -58,7 +62,20 @@ def test_aws_pool_providers_parse_with_the_provisioner_model():
     ]
     assert parsed[1].effective_subnet_id == "subnet-1" and parsed[1].spot is True
     assert parsed[1].tag_key == "det-cluster" and parsed[1].tag_value == "c1"
-    assert parsed[1].master_url == f"http://10.0.0.7:{AWS.port}"
+    assert parsed[1].master_url == f"https://10.0.0.7:{AWS.port}"
+    assert parsed[1].master_cert_name == "det-master"
+    install = parsed[1].agent_install
+    assert install is not None and install.extras == "agent,aws"
+    assert install.wheel_url.startswith("s3://b/det-release/det-")
+    assert install.constraints_url == "s3://b/det-release/constraints.txt"
+
+
+def test_plain_http_has_no_tls_block():
+    cfg = dataclasses.replace(AWS, tls=False, port=8080)
+    raw = _booted(aws_master.master_yaml_config(cfg, AWS_RESOLVED))
+    assert "security" not in raw
+    assert raw["master_url"] == "http://10.0.0.7:8080"
+    assert "master_cert_name" not in raw["resource_pools"][0]["provider"]
 
 
 def test_gcp_master_yaml_and_providers_parse():
@@ -77,63 +94,3 @@ def test_priority_scheduler_with_preemption():
     cfg = dataclasses.replace(AWS, **{"scheduler_type": "priority", "preemption_enabled": True})
     raw = aws_master.master_yaml_config(cfg, AWS_RESOLVED)
     assert raw["resource_manager"]["scheduler"] == {"type": "priority", "preemption": True}
-
-
-def test_bootstrap_replaces_the_placeholder_and_keeps_yaml_verbatim():
-    yaml_text = masteryaml.render(aws_master.master_yaml_config(AWS, AWS_RESOLVED))
-    script = userdata.render_bootstrap(
-        master_yaml=yaml_text,
-        package="det[master]",
-        local_ip="echo 10.1.1.1",
-        fetch_secret="cat /s",
-    )
-    assert script.startswith("#!/bin/bash\nset -euo pipefail")
-    assert yaml_text in script  # quoted heredoc: no shell expansion inside
-    assert f"s/{masteryaml.LOCAL_IP_PLACEHOLDER}/${{LOCAL_IP}}/g" in script
-    assert "'det[master]'" in script
-
-
-def test_bootstraps_are_valid_bash(tmp_path):
-    import subprocess
-
-    for script in (
-        userdata.render_bootstrap(
-            master_yaml=masteryaml.render(aws_master.master_yaml_config(AWS, AWS_RESOLVED)),
-            package=AWS.det_package,
-            local_ip="echo 1",
-            fetch_secret=aws_master.fetch_secret_command("us-west-2", "arn:x"),
-        ),
-        userdata.render_bootstrap(
-            master_yaml=masteryaml.render(
-                gcp_master.master_yaml_config(GCP, GCP_RESOLVED, "m", "a")
-            ),
-            package=GCP.det_package,
-            local_ip="echo 1",
-            fetch_secret=gcp_master.fetch_secret_command("projects/p/secrets/s"),
-        ),
-    ):
-        path = tmp_path / "boot.sh"
-        path.write_text(script)
-        result = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
-        assert result.returncode == 0, result.stderr
-
-
-def test_secret_json_becomes_the_master_env_file(tmp_path):
-    """Run the bootstrap's secret step for real: JSON in, an env file the master reads out."""
-    import subprocess
-    import sys
-
-    script = userdata.render_bootstrap(
-        master_yaml="port: 1\n", package="x", local_ip="echo 1", fetch_secret="cat secret.json"
-    )
-    step = script[
-        script.index("{fetch}".format(fetch="cat secret.json")) : script.index("umask 022")
-    ]
-    step = step.replace("/opt/det/bin/python3", sys.executable).replace(
-        "/etc/det/master.env", str(tmp_path / "master.env")
-    )
-    (tmp_path / "secret.json").write_text('{"db_password": "d b", "initial_user_password": "u"}')
-    subprocess.run(["bash", "-c", step], cwd=tmp_path, check=True)
-    assert (
-        tmp_path / "master.env"
-    ).read_text() == "DET_DB_PASSWORD=d b\nDET_SECURITY_INITIAL_USER_PASSWORD=u\n"

@@ -1,0 +1,116 @@
+"""What a cluster's VMs need at boot besides master.yaml: which det to install and how, and the
+master's TLS material. Resolved once from the ``up`` flags (:func:`from_args`) and carried in the
+cloud's config (``boot``), so the Pulumi program stays a pure function of its config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+from pathlib import Path
+
+from det.deploy.common import release, state, tls
+from det.deploy.common.errors import DeployError
+
+
+@dataclasses.dataclass(frozen=True)
+class BootOptions:
+    release: release.Release | None = None
+    """The wheel uploaded into the bucket; None: a placeholder (dry-run)."""
+    wheel_url: str | None = None
+    """``--det-wheel-url``: the organisation's own wheel (s3://, gs:// or https://); nothing is
+    uploaded then."""
+    wheel_sha256: str | None = None
+    package_index: str | None = None
+    """``--det-package-index``: where the VMs' pip finds det's dependencies."""
+    tls: tls.TlsMaterial | None = None
+    """None with ``plain_http`` False: a throwaway certificate is generated (dry-run, tests)."""
+    plain_http: bool = False
+
+    @property
+    def uploads(self) -> release.Release | None:
+        """The release to put into the bucket (None when ``--det-wheel-url`` is used)."""
+        if self.wheel_url:
+            return None
+        return self.release or release.placeholder()
+
+    def tls_material(self) -> tls.TlsMaterial | None:
+        if self.plain_http:
+            return None
+        return self.tls or _throwaway()
+
+    @property
+    def scheme(self) -> str:
+        return "http" if self.plain_http else "https"
+
+    def default_port(self) -> int:
+        return tls.PLAIN_PORT if self.plain_http else tls.TLS_PORT
+
+
+@functools.lru_cache(maxsize=1)
+def _throwaway() -> tls.TlsMaterial:
+    return tls.generate()
+
+
+def wheel_location(opts: BootOptions, scheme: str, bucket: str) -> tuple[str, str, str | None]:
+    """(wheel URL, sha256 or "", constraints URL or None) the VMs download with their role;
+    ``scheme`` is ``s3`` or ``gs``."""
+    if opts.wheel_url:
+        return opts.wheel_url, opts.wheel_sha256 or "", None
+    rel = opts.uploads
+    assert rel is not None
+    return (
+        f"{scheme}://{bucket}/{rel.wheel_key}",
+        rel.sha256,
+        f"{scheme}://{bucket}/{rel.constraints_key}",
+    )
+
+
+def from_args(args: argparse.Namespace, cloud: str, cluster_id: str) -> BootOptions:
+    """Resolve the ``up`` flags: build the wheel and load or make the certificate (a dry-run
+    builds and saves nothing)."""
+    wheel_url = getattr(args, "det_wheel_url", None)
+    sha = getattr(args, "det_wheel_sha256", None)
+    if wheel_url and not wheel_url.startswith(("s3://", "gs://", "https://", "http://")):
+        raise DeployError(f"--det-wheel-url: {wheel_url!r} is not an s3://, gs:// or https:// URL")
+    if sha and (len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha.lower())):
+        raise DeployError("--det-wheel-sha256: expected 64 hexadecimal digits")
+    plain = bool(getattr(args, "no_tls", False))
+    cert, key = getattr(args, "master_tls_cert", None), getattr(args, "master_tls_key", None)
+    if bool(cert) != bool(key):
+        raise DeployError("--master-tls-cert and --master-tls-key go together")
+    if plain and cert:
+        raise DeployError("--no-tls cannot be combined with --master-tls-cert")
+    material: tls.TlsMaterial | None = None
+    if cert and key:
+        material = tls.load(cert, key)
+    elif not plain and not args.dry_run:
+        material = tls.for_cluster(state.state_dir(), cloud, cluster_id)
+    built = None
+    if not wheel_url and not args.dry_run:
+        built = release.build()
+    return BootOptions(
+        release=built,
+        wheel_url=wheel_url,
+        wheel_sha256=sha,
+        package_index=getattr(args, "det_package_index", None),
+        tls=material,
+        plain_http=plain,
+    )
+
+
+def cert_path_line(opts: BootOptions) -> Path | None:
+    material = opts.tls_material()
+    return material.cert_file if material else None
+
+
+def agent_install(opts: BootOptions, scheme: str, bucket: str, extras: str) -> dict[str, str]:
+    """The master.yaml provider key ``agent_install``: the agents fetch the same wheel."""
+    wheel, sha, constraints = wheel_location(opts, scheme, bucket)
+    out = {"wheel_url": wheel, "wheel_sha256": sha, "extras": extras}
+    if constraints:
+        out["constraints_url"] = constraints
+    if opts.package_index:
+        out["package_index"] = opts.package_index
+    return out

@@ -1,0 +1,173 @@
+"""The det that ``det deploy`` ships to its VMs: a wheel of the running version and a
+constraints file pinning every dependency as installed here.
+
+Nothing is ever installed by the bare name ``det`` from a package index (that name belongs to
+another project there). ``up`` uploads the wheel and the constraints into the cluster's bucket
+(bucket objects of the stack, so a later ``up`` replaces them); the VMs download both with their
+instance role, check the wheel's sha256 (rendered into their user data) and run
+``pip install --constraint constraints.txt det-X.whl[extras]``: only the dependencies come from
+an index.
+
+Where the wheel comes from: a source checkout (an editable install, or running from the
+repository) is built with ``pip wheel`` and a fixed ``SOURCE_DATE_EPOCH``, so the same code
+gives the same bytes and hash (no spurious replacement on ``up``); an installed,
+non-editable det is packed back into a wheel from its ``RECORD``.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import dataclasses
+import functools
+import hashlib
+import importlib.metadata
+import io
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from det.deploy.common.errors import DeployError
+
+# Keys of the release objects in the cluster's bucket.
+OBJECT_PREFIX = "det-release"
+CONSTRAINTS_NAME = "constraints.txt"
+# Not pinned: pip's own tooling (the VM's venv brings its own).
+_UNPINNED = frozenset({"det", "pip", "setuptools", "wheel", "distribute"})
+_FIXED_EPOCH = "315532800"  # 1980-01-01: zip's earliest time
+
+
+@dataclasses.dataclass(frozen=True)
+class Release:
+    """A wheel and its constraints. ``path`` is None for a placeholder (dry-run: not built)."""
+
+    filename: str
+    sha256: str
+    constraints: str
+    path: Path | None
+
+    @property
+    def wheel_key(self) -> str:
+        return f"{OBJECT_PREFIX}/{self.filename}"
+
+    @property
+    def constraints_key(self) -> str:
+        return f"{OBJECT_PREFIX}/{CONSTRAINTS_NAME}"
+
+
+def _normalize(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def constraints_text() -> str:
+    """``name==version`` for every distribution installed from an index in this environment."""
+    pins: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"]
+        if not name or _normalize(name) in _UNPINNED:
+            continue
+        if dist.read_text("direct_url.json"):  # a local path or VCS checkout: not on an index
+            continue
+        if "+" in dist.version:  # a local version label (e.g. +cpu): not on the public index
+            continue
+        pins.setdefault(_normalize(name), dist.version)
+    lines = [f"{name}=={version}" for name, version in sorted(pins.items())]
+    header = f"# Dependencies of det {det_version()} as installed where `det deploy` ran.\n"
+    return header + "\n".join(lines) + "\n"
+
+
+def det_version() -> str:
+    return importlib.metadata.version("det")
+
+
+def source_tree() -> Path | None:
+    """The repository this det runs from (a directory with det's pyproject.toml), if any."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        pyproject = parent / "pyproject.toml"
+        if pyproject.is_file() and 'name = "det"' in pyproject.read_text(encoding="utf-8"):
+            return parent
+    return None
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _build_from_source(tree: Path, out: Path) -> Path:
+    env = {**os.environ, "SOURCE_DATE_EPOCH": _FIXED_EPOCH}
+    cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out)]
+    try:
+        import setuptools  # noqa: F401
+
+        cmd.append("--no-build-isolation")  # build offline with what is installed
+    except ImportError:
+        pass
+    done = subprocess.run([*cmd, str(tree)], capture_output=True, text=True, env=env)
+    wheels = sorted(out.glob("det-*.whl"))
+    if done.returncode != 0 or not wheels:
+        last = (done.stderr.strip().splitlines() or ["no wheel written"])[-1]
+        raise DeployError(f"cannot build det's wheel from {tree}: {last}")
+    return wheels[0]
+
+
+def _repack_installed(out: Path) -> Path:
+    """A wheel from the files of the installed det distribution (its RECORD)."""
+    dist = importlib.metadata.distribution("det")
+    files = [f for f in dist.files or () if not str(f).startswith("..")]
+    if not files:
+        raise DeployError("the installed det has no file list (RECORD): cannot ship it")
+    wheel = out / f"det-{dist.version}-py3-none-any.whl"
+    record_name = next((str(f) for f in files if str(f).endswith(".dist-info/RECORD")), None)
+    if record_name is None:
+        raise DeployError("the installed det has no RECORD: cannot ship it")
+    rows: list[list[str]] = []
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        for f in sorted(files, key=str):
+            name = str(f)
+            if name == record_name or "__pycache__" in name or name.endswith(".pyc"):
+                continue
+            data = Path(str(f.locate())).read_bytes()
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, data, zipfile.ZIP_DEFLATED)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+            rows.append([name, f"sha256={digest.decode()}", str(len(data))])
+        rows.append([record_name, "", ""])
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows(rows)
+        info = zipfile.ZipInfo(record_name, date_time=(1980, 1, 1, 0, 0, 0))
+        info.external_attr = 0o644 << 16
+        zf.writestr(info, buf.getvalue())
+    return wheel
+
+
+@functools.lru_cache(maxsize=1)
+def build(cache_dir: Path | None = None) -> Release:
+    """Build (or pack) the running det once per process."""
+    out = cache_dir or Path(tempfile.mkdtemp(prefix="det-release-"))
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("det-*.whl"):
+        old.unlink()
+    tree = source_tree()
+    wheel = _build_from_source(tree, out) if tree else _repack_installed(out)
+    return Release(
+        filename=wheel.name, sha256=_sha256(wheel), constraints=constraints_text(), path=wheel
+    )
+
+
+def placeholder() -> Release:
+    """What a dry-run shows: the release ``up`` would build, without building it."""
+    return Release(
+        filename=f"det-{det_version()}-py3-none-any.whl",
+        sha256="0" * 64,
+        constraints=f"# dependencies of det {det_version()} (written at up)\n",
+        path=None,
+    )

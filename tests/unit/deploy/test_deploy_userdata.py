@@ -1,0 +1,302 @@
+"""The master's boot script, det's own release, the TLS material and the boot-time downloader."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import email
+import hashlib
+import http.server
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import AWS, GCP
+
+from det.deploy.aws import master as aws_master
+from det.deploy.aws import program as aws_program
+from det.deploy.common import boot, dryrun, logship, release, tls
+from det.deploy.common.errors import DeployError
+from det.deploy.gcp import master as gcp_master
+from det.master.provisioner import fetch_release
+
+REL = release.Release(
+    filename="det-0.1.0-py3-none-any.whl", sha256="ab" * 32, constraints="x==1\n", path=None
+)
+BOOT = boot.BootOptions(release=REL)
+
+
+def _aws_user_data(cfg=AWS, log_group: str | None = "/det/c1") -> str:
+    cfg = dataclasses.replace(cfg, boot=BOOT)
+    return aws_master.user_data(cfg, "port: 8443\n", "arn:aws:secretsmanager:x", "bkt", log_group)
+
+
+def _parts(user_data: str) -> dict[str, str]:
+    msg = email.message_from_string(user_data)
+    return {
+        part.get_content_type(): part.get_payload()
+        for part in msg.walk()
+        if not part.is_multipart()
+    }
+
+
+def _inner_boot(script: str) -> str:
+    start = script.index("<<'DET_MASTER_BOOT_SH'\n") + len("<<'DET_MASTER_BOOT_SH'\n")
+    return script[start : script.index("DET_MASTER_BOOT_SH\n", start)]
+
+
+def test_aws_user_data_runs_at_every_boot_and_fits_the_limit():
+    ud = _aws_user_data()
+    assert len(ud.encode()) < 16 * 1024
+    parts = _parts(ud)
+    assert "- [scripts-user, always]" in parts["text/cloud-config"]
+    script = parts["text/x-shellscript"]
+    assert script.startswith("#!/bin/bash\n")
+    assert "systemctl restart --no-block det-bootstrap.service" in script
+    assert "Restart=on-failure" in script
+
+
+def test_boot_scripts_are_valid_bash(tmp_path):
+    gcp_cfg = dataclasses.replace(GCP, boot=BOOT)
+    scripts = {
+        "aws": _parts(_aws_user_data())["text/x-shellscript"],
+        "gcp": gcp_master.startup_script(gcp_cfg, "port: 1\n", "projects/p/secrets/s", "b"),
+    }
+    for name, script in scripts.items():
+        for n, text in enumerate((script, _inner_boot(script))):
+            path = tmp_path / f"{name}{n}.sh"
+            path.write_text(text)
+            done = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+            assert done.returncode == 0, (name, done.stderr)
+
+
+def test_det_is_installed_only_from_its_hash_checked_wheel():
+    inner = _inner_boot(_parts(_aws_user_data())["text/x-shellscript"])
+    assert f"DET_WHEEL_SHA256={REL.sha256}" in inner
+    assert "DET_WHEEL_URL=s3://bkt/det-release/det-0.1.0-py3-none-any.whl" in inner
+    assert "DET_CONSTRAINTS_URL=s3://bkt/det-release/constraints.txt" in inner
+    installs = [line for line in inner.splitlines() if "pip install" in line]
+    assert installs and all('"$WHEEL[$DET_EXTRAS]"' in line for line in installs)
+    assert "det[" not in inner.replace("$WHEEL[", "")
+    assert "apt-get -o DPkg::Lock::Timeout=600" in inner
+
+
+def test_own_wheel_url_and_package_index_are_rendered():
+    opts = boot.BootOptions(
+        wheel_url="https://pkgs.example/det-0.1.0-py3-none-any.whl",
+        wheel_sha256="cd" * 32,
+        package_index="https://pypi.example/simple",
+    )
+    assert opts.uploads is None
+    cfg = dataclasses.replace(AWS, boot=opts)
+    inner = _inner_boot(
+        _parts(aws_master.user_data(cfg, "p: 1\n", "arn", "bkt", None))["text/x-shellscript"]
+    )
+    assert "DET_WHEEL_URL=https://pkgs.example/det-0.1.0-py3-none-any.whl" in inner
+    assert "DET_CONSTRAINTS_URL=''" in inner
+    assert "DET_PACKAGE_INDEX=https://pypi.example/simple" in inner
+    assert "det-logship" not in inner
+
+
+def test_log_shipping_unit_follows_the_log_group():
+    inner = _inner_boot(_parts(_aws_user_data(log_group="/det/c1"))["text/x-shellscript"])
+    assert "-m det.deploy.common.logship --cloud aws --region us-west-2 --target /det/c1" in inner
+
+
+def test_secret_json_becomes_env_and_tls_files(tmp_path):
+    """Run the script's secret step for real: JSON in, 0600 env file and key out."""
+    inner = _inner_boot(_parts(_aws_user_data())["text/x-shellscript"])
+    step = inner[inner.index("printf '%s' \"$SECRET_JSON\"") : inner.index("unset SECRET_JSON")]
+    step = (
+        step.replace("/opt/det/bin/python3", sys.executable)
+        .replace("/etc/det/master.env", str(tmp_path / "master.env"))
+        .replace(tls.MASTER_CERT_PATH, str(tmp_path / "master.crt"))
+        .replace(tls.MASTER_KEY_PATH, str(tmp_path / "master.key"))
+    )
+    material = tls.generate()
+    secret = {
+        "db_password": "d b",
+        "initial_user_password": "u",
+        "tls_key": material.key_pem,
+        "tls_cert": material.cert_pem,
+    }
+    import json
+
+    env = {**os.environ, "SECRET_JSON": json.dumps(secret), "DET_TLS": "yes"}
+    subprocess.run(["bash", "-c", step], cwd=tmp_path, check=True, env=env)
+    assert (tmp_path / "master.env").read_text() == (
+        "DET_DB_PASSWORD=d b\nDET_SECURITY_INITIAL_USER_PASSWORD=u\n"
+    )
+    assert (tmp_path / "master.key").read_text() == material.key_pem
+    assert (tmp_path / "master.env").stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "master.key").stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "master.crt").read_text() == material.cert_pem
+
+
+def test_graph_uploads_wheel_and_constraints_into_the_bucket():
+    cfg = dataclasses.replace(AWS, boot=BOOT)
+    graph = dryrun.render(lambda: aws_program.build(cfg), aws_program.MOCK_CALLS)
+    objects = {
+        r.inputs["key"]: r.inputs for r in graph.of_type("aws:s3/bucketObjectv2:BucketObjectv2")
+    }
+    assert set(objects) == {REL.wheel_key, REL.constraints_key}
+    assert objects[REL.constraints_key]["content"] == "x==1\n"
+    assert all(o["bucket"] == graph.outputs["bucket"] for o in objects.values())
+    (instance,) = graph.of_type("aws:ec2/instance:Instance")
+    assert REL.sha256 in instance.inputs["userData"]
+
+
+# -- the downloader ----------------------------------------------------------------------------
+
+
+def test_sigv4_matches_botocore():
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    now = dt.datetime(2026, 11, 23, 12, 0, 0, tzinfo=dt.UTC)
+    url = "https://bkt.s3.us-west-2.amazonaws.com/det-release/det-0.1.0-py3-none-any.whl"
+    ours = fetch_release.sigv4_headers(
+        "GET",
+        url,
+        access_key="AKID",
+        secret_key="SECRET",
+        session_token="TOK",
+        region="us-west-2",
+        now=now,
+    )
+    request = AWSRequest(
+        method="GET", url=url, headers={"x-amz-content-sha256": ours["x-amz-content-sha256"]}
+    )
+    signer = S3SigV4Auth(Credentials("AKID", "SECRET", "TOK"), "s3", "us-west-2")
+    import unittest.mock
+
+    with unittest.mock.patch("botocore.auth.get_current_datetime", return_value=now):
+        signer.add_auth(request)
+    assert ours["Authorization"] == request.headers["Authorization"]
+
+
+class _Files(http.server.BaseHTTPRequestHandler):
+    body = b"wheel bytes"
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *a: object) -> None:
+        pass
+
+
+@pytest.fixture
+def file_server():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Files)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_fetch_checks_the_hash(tmp_path, file_server):
+    good = hashlib.sha256(_Files.body).hexdigest()
+    dest = tmp_path / "w.whl"
+    assert fetch_release.main([f"{file_server}/w.whl", str(dest), good]) == 0
+    assert dest.read_bytes() == _Files.body
+    bad = tmp_path / "bad.whl"
+    assert fetch_release.main([f"{file_server}/w.whl", str(bad), "0" * 64]) == 3
+    assert not bad.exists() and not Path(f"{bad}.part").exists()
+
+
+def test_fetch_refuses_unknown_schemes(tmp_path):
+    assert fetch_release.main(["ftp://x/y", str(tmp_path / "y")]) == 3
+
+
+# -- release, TLS and flags --------------------------------------------------------------------
+
+
+def test_release_is_reproducible_and_pins_dependencies(tmp_path):
+    release.build.cache_clear()
+    first = release.build(tmp_path / "a")
+    release.build.cache_clear()
+    second = release.build(tmp_path / "b")
+    assert first.sha256 == second.sha256
+    assert first.filename.startswith("det-") and first.filename.endswith("-py3-none-any.whl")
+    assert first.path and hashlib.sha256(first.path.read_bytes()).hexdigest() == first.sha256
+    pins = dict(line.split("==") for line in first.constraints.splitlines() if "==" in line)
+    assert "det" not in pins and "pyyaml" in pins and "boto3" in pins
+
+
+def test_generated_certificate_names_det_master(tmp_path):
+    from cryptography import x509
+
+    made = tls.for_cluster(tmp_path, "aws", "c1")
+    assert made.cert_file and not made.cert_file.exists()  # written only when up starts
+    tls.save(made)
+    key_file = made.cert_file.parent / "master.key"
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    again = tls.for_cluster(tmp_path, "aws", "c1")
+    assert again.cert_pem == made.cert_pem and again.key_pem == made.key_pem
+    cert = x509.load_pem_x509_certificate(made.cert_pem.encode())
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "det-master" in names.get_values_for_type(x509.DNSName)
+    loaded = tls.load(str(made.cert_file), str(key_file))
+    assert loaded.cert_name == "det-master"
+
+
+def test_mismatched_key_is_one_line_error(tmp_path):
+    a, b = tls.generate(), tls.generate()
+    (tmp_path / "c.pem").write_text(a.cert_pem)
+    (tmp_path / "k.pem").write_text(b.key_pem)
+    with pytest.raises(DeployError, match="does not match"):
+        tls.load(str(tmp_path / "c.pem"), str(tmp_path / "k.pem"))
+    with pytest.raises(DeployError, match="not a PEM certificate"):
+        tls.load(str(tmp_path / "k.pem"), str(tmp_path / "k.pem"))
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"det_wheel_url": "ftp://x/det.whl"}, "--det-wheel-url"),
+        ({"det_wheel_url": "https://x/det.whl", "det_wheel_sha256": "xyz"}, "--det-wheel-sha256"),
+        ({"master_tls_cert": "c.pem"}, "go together"),
+    ],
+)
+def test_bad_boot_flags_are_refused(flags, message):
+    args = argparse.Namespace(dry_run=True, **flags)
+    with pytest.raises(DeployError, match=message):
+        boot.from_args(args, "aws", "c1")
+
+
+def test_client_exports_line():
+    line = tls.client_exports("https://1.2.3.4:8443", Path("/h/master.crt"))
+    assert line == (
+        "export DET_MASTER=https://1.2.3.4:8443 DET_MASTER_CERT_FILE=/h/master.crt "
+        "DET_MASTER_CERT_NAME=det-master"
+    )
+
+
+# -- the log shipper ---------------------------------------------------------------------------
+
+
+def test_log_shipper_sends_complete_lines_once(tmp_path):
+    log = tmp_path / "boot.log"
+    log.write_text("one\ntwo\npart")
+    sent: list[tuple[str, list[str]]] = []
+
+    def send(name, events):
+        sent.append((name, [line for _, line in events]))
+
+    offsets: dict[str, int] = {}
+    assert logship.ship_once([log], offsets, send) == 2
+    assert logship.ship_once([log], offsets, send) == 0
+    with log.open("a") as f:
+        f.write("ial\n")
+    assert logship.ship_once([log], offsets, send) == 1
+    assert sent == [("boot.log", ["one", "two"]), ("boot.log", ["partial"])]
+    log.write_text("new\n")  # truncated (rotated): start over
+    assert logship.ship_once([log], offsets, send) == 1
