@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -164,6 +165,21 @@ def describe(args: argparse.Namespace) -> None:
                 for t in body["trials"]
             ],
         )
+        for t in body["trials"]:
+            why = _why_errored(s, t) if t["state"] == "STATE_ERROR" else None
+            if why:
+                print(f"Trial {t['id']}: {why}")
+
+
+def _why_errored(s: Session, trial: dict[str, Any]) -> str | None:
+    """The master's own last line in an errored trial's log (a container that never started,
+    for example an image the registry refused, says why there)."""
+    r = s.request("GET", f"/api/v1/trials/{trial['id']}/logs", params={"limit": 20})
+    for raw in reversed(r.text.splitlines()):
+        entry = (json.loads(raw) if raw.strip() else {}).get("result") or {}
+        if entry.get("source") == "master" and entry.get("log"):
+            return str(entry["log"]).strip()
+    return None
 
 
 def _ids(values: list[str]) -> list[int]:

@@ -32,7 +32,7 @@ SHOW = textwrap.dedent(
     dev = "/dev/det-null"
     print("ENVCHECK " + json.dumps({
         "env": {k: os.environ.get(k) for k in (
-            "FROM_TCD", "SHARED", "EXP_ONLY", "NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")},
+            "FROM_TCD", "FROM_POOL", "SHARED", "EXP_ONLY", "NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")},
         "cap_eff": status["CapEff"].strip(),
         "shm_bytes": shutil.disk_usage("/dev/shm").total,
         "tcd_file": read("/tcd-data/hello.txt"),
@@ -106,7 +106,13 @@ def test_defaults_apply_and_the_experiment_overrides_them_inside_the_container(
                     {"host_path": tcd_dir, "container_path": "/tcd-data", "read_only": True},
                     {"host_path": shared_cluster, "container_path": "/shared"},
                 ],
-            }
+            },
+            "resource_pools": [
+                {
+                    "pool_name": "default",
+                    "task_container_defaults": {"environment_variables": ["FROM_POOL=pool"]},
+                }
+            ],
         },
     )
     eid = cluster.create(
@@ -130,6 +136,7 @@ def test_defaults_apply_and_the_experiment_overrides_them_inside_the_container(
 
     assert seen["env"] == {
         "FROM_TCD": "cluster",  # the cluster's default applies
+        "FROM_POOL": "pool",  # and the pool's, merged over it
         "SHARED": "experiment",  # the experiment's value of the same name wins
         "EXP_ONLY": "1",
         "NVIDIA_VISIBLE_DEVICES": "void",  # a CPU task sees no GPU even in a CUDA image
@@ -232,6 +239,8 @@ def test_private_registry_with_registry_auth_and_a_refused_pull_that_does_not_lo
         assert line.startswith(f"image pull failed: {image}: ")
         assert "unauthorized" in line.lower(), line
         assert "wrong-horse" not in line
+        described = cluster.det("experiment", "describe", str(bad))
+        assert f"Trial {trial['id']}: {line}" in described.splitlines()
 
         missing = cluster.create(
             {**BASE, "environment": {"image": f"{registry}/team/task:nope", "registry_auth": auth}},
