@@ -10,6 +10,7 @@ from typing import Any
 
 from flask import Blueprint, request
 
+from det.master import limits
 from det.master.api import _access, _logs
 from det.master.api._common import (
     AGENT,
@@ -150,7 +151,7 @@ def post_logs() -> Any:
                 entry.get("agentId"),
                 entry.get("containerId"),
                 entry.get("rankId"),
-                str(entry["log"]),
+                limits.log_line(str(entry["log"])),
                 entry.get("level"),
                 entry.get("stdtype"),
                 entry.get("source"),

@@ -7,7 +7,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from det.master import expconf, states
+from det.master import expconf, limits, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.wire import ts
@@ -18,8 +18,8 @@ def report(conn: Conn, ckpt: dict[str, Any], *, task_id: str | None) -> None:
         uid = uuidlib.UUID(str(ckpt.get("uuid")))
     except ValueError:
         raise InvalidArgument("uuid: not a UUID") from None
-    metadata = ckpt.get("metadata")
-    if not isinstance(metadata, dict) or "steps_completed" not in metadata:
+    metadata = limits.json_object("metadata", ckpt.get("metadata"))
+    if "steps_completed" not in metadata:
         raise InvalidArgument("metadata.steps_completed: required")
     resources = ckpt.get("resources") or {}
     if not isinstance(resources, dict):

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from det.master import expconf, states
+from det.master import expconf, limits, states
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound, PayloadTooLarge
 from det.master.state import MasterState
@@ -161,6 +161,10 @@ def create(
     config = parse_config(st, config_text)
     from det.master.services import scheduling
 
+    limits.text("name", config.get("name"), limits.NAME)
+    limits.text("description", config.get("description"), limits.DESCRIPTION)
+    limits.labels("labels", config.get("labels"))
+    limits.hyperparameters(config.get("hyperparameters"))
     scheduling.refuse_if_never_fits(conn, st, config)
     if validate_only:
         return None
@@ -212,8 +216,15 @@ def wake(conn: Conn) -> None:
     conn.execute("NOTIFY det_wakeup")
 
 
+# Every column but the context archive (up to 95 MB) and the searcher's snapshot: lists and
+# gets never need them, and reading them made every list as slow as the largest context.
+_COLUMNS = (
+    "e.id, e.name, e.description, e.labels, e.notes, e.config, e.original_config, e.state,"
+    " e.archived, e.owner_id, e.project_id, e.progress, e.created_at, e.ended_at, e.deleted,"
+    " e.checkpoint_gc_at, e.delete_gc_at"
+)
 _SELECT = (
-    "SELECT e.*, j.id AS job_id, j.resource_pool, j.priority, j.weight, u.username,"
+    "SELECT " + _COLUMNS + ", j.id AS job_id, j.resource_pool, j.priority, j.weight, u.username,"
     " (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id) AS num_trials"
     " FROM experiments e JOIN jobs j ON j.experiment_id = e.id JOIN users u ON u.id = e.owner_id"
 )
@@ -368,24 +379,18 @@ def delete(conn: Conn, experiment_id: int) -> None:
 def patch(conn: Conn, experiment_id: int, fields: dict[str, Any]) -> None:
     _lock(conn, experiment_id)
     if "name" in fields:
-        if not isinstance(fields["name"], str) or not fields["name"].strip():
-            raise InvalidArgument("name: must be a non-empty string")
-        conn.execute(
-            "UPDATE experiments SET name = %s WHERE id = %s", (fields["name"], experiment_id)
-        )
+        name = limits.text("name", fields["name"], limits.NAME, required=True)
+        conn.execute("UPDATE experiments SET name = %s WHERE id = %s", (name, experiment_id))
     if "description" in fields:
+        description = limits.text("description", fields["description"], limits.DESCRIPTION)
         conn.execute(
-            "UPDATE experiments SET description = %s WHERE id = %s",
-            (str(fields["description"]), experiment_id),
+            "UPDATE experiments SET description = %s WHERE id = %s", (description, experiment_id)
         )
     if "notes" in fields:
-        conn.execute(
-            "UPDATE experiments SET notes = %s WHERE id = %s", (str(fields["notes"]), experiment_id)
-        )
+        notes = limits.text("notes", fields["notes"], limits.NOTES)
+        conn.execute("UPDATE experiments SET notes = %s WHERE id = %s", (notes, experiment_id))
     if "labels" in fields:
-        labels = fields["labels"]
-        if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
-            raise InvalidArgument("labels: must be a list of strings")
+        labels = limits.labels("labels", fields["labels"])
         conn.execute(
             "UPDATE experiments SET labels = %s WHERE id = %s", (json.dumps(labels), experiment_id)
         )

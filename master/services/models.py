@@ -6,8 +6,9 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from det.master import limits
 from det.master.db import Conn
-from det.master.errors import Conflict, InvalidArgument, NotFound
+from det.master.errors import Conflict, NotFound
 from det.master.services import checkpoints
 from det.master.wire import ts
 
@@ -37,21 +38,20 @@ _SELECT = (
 
 
 def create(conn: Conn, owner_id: int, data: dict[str, Any]) -> dict[str, Any]:
-    name = data.get("name")
-    if not isinstance(name, str) or not name.strip():
-        raise InvalidArgument("name: required non-empty string")
-    labels = data.get("labels") or []
-    if not isinstance(labels, list):
-        raise InvalidArgument("labels: must be a list of strings")
+    name = limits.text("name", data.get("name"), limits.NAME, required=True)
+    labels = limits.labels("labels", data.get("labels"))
+    description = limits.text("description", data.get("description"), limits.DESCRIPTION)
+    metadata = limits.json_object("metadata", data.get("metadata"))
+    notes = limits.text("notes", data.get("notes"), limits.NOTES)
     row = conn.execute(
         "INSERT INTO models (name, description, metadata, labels, notes, owner_id) VALUES (%s, %s, %s, %s, %s, %s)"
         " ON CONFLICT (name) DO NOTHING RETURNING id",
         (
             name,
-            str(data.get("description") or ""),
-            Jsonb(data.get("metadata") or {}),
+            description,
+            Jsonb(metadata),
             Jsonb(labels),
-            str(data.get("notes") or ""),
+            notes,
             owner_id,
         ),
     ).fetchone()
@@ -75,6 +75,11 @@ def register_version(
     conn: Conn, owner_id: int, model_name: str, data: dict[str, Any]
 ) -> dict[str, Any]:
     model = get(conn, model_name)
+    version_name = limits.text("name", data.get("name"), limits.NAME)
+    comment = limits.text("comment", data.get("comment"), limits.DESCRIPTION)
+    metadata = limits.json_object("metadata", data.get("metadata"))
+    labels = limits.labels("labels", data.get("labels"))
+    notes = limits.text("notes", data.get("notes"), limits.NOTES)
     uid = str(data.get("checkpointUuid") or "")
     checkpoints.get(conn, uid)  # 404 / 400 if it does not exist
     conn.execute("SELECT id FROM models WHERE id = %s FOR NO KEY UPDATE", (model["id"],))
@@ -90,11 +95,11 @@ def register_version(
             model["id"],
             version_row["v"],
             uid,
-            str(data.get("name") or ""),
-            str(data.get("comment") or ""),
-            Jsonb(data.get("metadata") or {}),
-            Jsonb(data.get("labels") or []),
-            str(data.get("notes") or ""),
+            version_name,
+            comment,
+            Jsonb(metadata),
+            Jsonb(labels),
+            notes,
             owner_id,
         ),
     ).fetchone()

@@ -204,3 +204,19 @@ def test_malformed_input_is_a_400_naming_the_problem_not_a_500(
     )
     assert r.status_code == 400, r.text
     assert needle.lower() in r.json()["message"].lower(), r.text
+
+
+def test_oversize_fields_are_413_naming_the_field_and_change_nothing(live_master: Master) -> None:
+    s = live_master.session()
+    r = s.post(live_master.url + "/api/v1/models", json={"name": "m" * 10_000_000}, timeout=60)
+    assert r.status_code == 413, r.text[:300]
+    assert "name" in r.json()["message"] and "limit" in r.json()["message"]
+    assert live_master.get("/api/v1/models")["models"] == []
+    cfg = "name: n\nentrypoint: x\nsearcher: {name: single, metric: loss, max_length: 1}\n"
+    eid = int(live_master.post("/api/v1/experiments", {"config": cfg})["experiment"]["id"])
+    r = s.patch(
+        f"{live_master.url}/api/v1/experiments/{eid}", json={"notes": "n" * 2_000_000}, timeout=60
+    )
+    assert r.status_code == 413, r.text[:300]
+    assert "notes" in r.json()["message"]
+    assert live_master.get(f"/api/v1/experiments/{eid}")["experiment"]["notes"] == ""
