@@ -78,15 +78,21 @@ def pin(
     pinned = previous.get("images") or {}
     asked_before = previous.get("image_sources") or {}
     client: Any = None
-    changes: dict[str, str] = {}
+    chosen: dict[str, str] = {}
     for role, source in sources(cfg).items():
         if not refresh and asked_before.get(role) == source and pinned.get(role):
-            changes[ROLES[role][0]] = pinned[role]
+            chosen[role] = str(pinned[role])
             continue
         if is_family(source):
             client = client or images_client()
-        changes[ROLES[role][0]] = resolve(client, source)
-    return dataclasses.replace(cfg, image_sources=tuple(sources(cfg).items()), **changes)
+        chosen[role] = resolve(client, source)
+    return dataclasses.replace(
+        cfg,
+        master_image=chosen["master"],
+        aux_agent_image=chosen["aux_agent"],
+        agent_image=chosen["compute_agent"],
+        image_sources=tuple(sources(cfg).items()),
+    )
 
 
 def stack_config(cfg: GcpConfig) -> dict[str, tuple[str, bool]]:
