@@ -36,16 +36,21 @@ def main() -> None:
     hp: dict[str, Any] = {"learning_rate": 0.1, "report_every": 10, "checkpoint_every": 50}
     hp.update(info.trial.hparams if info and info.trial else {})
     train, val = make_data(512, 1), make_data(128, 2)
-    w, b, steps = 0.0, 0.0, 0
+    w, b, steps, saved_at = 0.0, 0.0, 0, -1
     logger.info("python %s, det from %s", platform.python_version(), det.__file__)
     with core.init() as ctx:
         if info and info.latest_checkpoint:
             with ctx.checkpoint.restore_path(info.latest_checkpoint) as path:
                 state = json.loads((path / "state.json").read_text())
             w, b, steps = state["w"], state["b"], state["steps_completed"]
+            saved_at = steps
             logger.info("resumed at step %d", steps)
 
         def save() -> None:
+            nonlocal saved_at
+            if saved_at == steps:
+                return
+            saved_at = steps
             md = {"steps_completed": steps}
             with ctx.checkpoint.store_path(md) as (path, _storage_id):
                 (path / "state.json").write_text(json.dumps({"w": w, "b": b, **md}))
