@@ -10,6 +10,7 @@ from flask import Flask, jsonify
 from werkzeug.exceptions import HTTPException
 
 from det.master.api import _common
+from det.master.api._admission import Admission, Limits
 from det.master.errors import APIError, TooManyRequests
 from det.master.state import MasterState
 
@@ -28,8 +29,10 @@ def create_app(state: MasterState) -> Flask:
     app.extensions["det"] = state
     app.config["MAX_CONTENT_LENGTH"] = 200 * 1024 * 1024
     app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.extensions["det_admission"] = Admission(Limits.for_threads(state.config.api_threads))
     app.before_request(_common.authenticate)
     app.teardown_request(_common.release_connection)
+    app.teardown_request(_common.release_admission)
     for bp in BLUEPRINTS:
         app.register_blueprint(bp)
 

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from flask import current_app, g, request
 
 from det.master import fastjson
+from det.master.api._admission import Admission, Ticket
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, PermissionDenied, Unauthenticated
 from det.master.services import users
@@ -129,6 +130,8 @@ def authenticate() -> None:
             if USER not in allowed:
                 raise PermissionDenied("this endpoint is not for user sessions")
             g.principal = Principal(USER, user=user)
+            admission: Admission = current_app.extensions["det_admission"]
+            g._det_ticket = admission.admit(user.id, waiting=_is_waiting_request())
             return
     for candidate in (task_token, token):
         if not candidate:
@@ -158,6 +161,26 @@ def _task_for_token(conn: Conn, token: str) -> TaskPrincipal | None:
     return TaskPrincipal(
         row["id"], row["task_id"], row["trial_id"], row["experiment_id"], row["owner_id"]
     )
+
+
+def _is_waiting_request() -> bool:
+    """A request that may hold its thread for long: a log follow or a preemption long-poll."""
+    args = request.args
+    if args.get("follow", "").lower() == "true":
+        return True
+    timeout = args.get("timeout_seconds")
+    try:
+        return timeout is not None and float(timeout) > 0
+    except ValueError:
+        return False  # the view refuses it
+
+
+def release_admission(_exc: BaseException | None = None) -> None:
+    """``teardown_request`` hook: the user request no longer counts against the limits."""
+    ticket: Ticket | None = g.pop("_det_ticket", None)
+    if ticket is not None:
+        admission: Admission = current_app.extensions["det_admission"]
+        admission.release(ticket)
 
 
 def principal() -> Principal:

@@ -75,3 +75,51 @@ def test_preemption_poll_refuses_a_timeout_that_is_not_a_finite_non_negative_num
     )
     assert r.status_code == 400, r.text
     assert "timeout_seconds" in r.json()["message"]
+
+
+def test_a_users_flood_of_long_polls_is_capped_and_agents_are_still_served(
+    master_factory: Any,
+) -> None:
+    # api_threads 16: a user may hold 1 waiting request; heartbeats are never counted.
+    m: Master = master_factory(extra={"api_threads": 16})
+    specs: list[dict[str, Any]] = []
+    release = threading.Event()
+
+    def hold(master: str, spec: dict[str, Any], killed: threading.Event) -> int:
+        specs.append(spec)
+        release.wait(60)
+        return 0
+
+    agent = SimAgent(m.url, m.agent_token, "sim-0", slots=1, train=hold).start()
+    try:
+        m.post("/api/v1/experiments", {"config": CONFIG, "activate": True})
+        wait(lambda: len(specs) == 1, 60, "a task")
+        alloc = specs[0]["env"]["DET_ALLOCATION_ID"]
+        url = f"{m.url}/api/v1/allocations/{alloc}/signals/preemption"
+        user = m.session()
+        statuses: list[int] = []
+
+        def poll() -> None:
+            statuses.append(user.get(url, params={"timeout_seconds": 5}, timeout=30).status_code)
+
+        pollers = [threading.Thread(target=poll) for _ in range(6)]
+        for t in pollers:
+            t.start()
+        # While the user's polls are held or refused, heartbeats and /info are answered.
+        for _ in range(5):
+            assert requests.get(m.url + "/info", timeout=5).status_code == 200
+            beat = requests.post(
+                f"{m.url}/api/v1/agents/probe/heartbeat",
+                json={"resourcePool": "default", "version": "probe", "slots": [], "containers": []},
+                headers={"Authorization": f"Bearer {m.agent_token}"},
+                timeout=5,
+            )
+            assert beat.status_code == 200, beat.text
+        for t in pollers:
+            t.join(30)
+        assert sorted(statuses) == [200] + [429] * 5, statuses
+        again = user.get(url, params={"timeout_seconds": 1}, timeout=30)
+        assert again.status_code == 200  # the held poll ended: its slot is free again
+    finally:
+        release.set()
+        agent.stop()
