@@ -152,19 +152,16 @@ def container_spec(
             "DET_DELETE_CHECKPOINTS": json.dumps([str(u) for u in row["uuids"]]),
         }
     )
-    env_cfg = config.get("environment") or {}
     return {
         "taskId": alloc["task_id"],
         "taskType": TASK_TYPE,
         "image": image,
-        "forcePull": bool(env_cfg.get("force_pull_image")),
         "command": ["python3", "-m", "det.exec.gc_checkpoints"],
         "env": env,
         "slotIds": [],
         "deviceType": "cpu",
-        "shmSize": None,
-        "networkMode": "host",
-        "bindMounts": allocations.bind_mounts(config),
+        # the experiment's Docker settings: its registry credentials pull the same image
+        **allocations.docker_options(st, config, alloc["resource_pool"]),
         "contextPath": None,
         "workdir": allocations.WORKDIR,
         "killGraceSeconds": 30,
