@@ -146,3 +146,39 @@ def test_the_master_config_endpoint_hides_registry_passwords() -> None:
         "serveraddress": "reg.example",
     }
     assert "cluster-pw" not in repr(out)
+
+
+def test_the_container_spec_carries_the_docker_settings_of_the_pool_and_experiment() -> None:
+    from types import SimpleNamespace
+
+    from det.master.services.allocations import DEFAULT_SHM_SIZE, docker_options
+
+    st: Any = SimpleNamespace(config=parse_config(MASTER))
+    exp = {
+        **EXP,
+        "environment": {"drop_capabilities": ["CHOWN"]},
+        "resources": {"devices": ["/dev/fuse:/dev/fuse"]},
+    }
+    tcd = st.config.task_container_defaults_for("gpu")
+    config = parse_experiment_config(exp, {"task_container_defaults": tcd}).to_dict()
+    opts = docker_options(st, config, "gpu")
+    assert opts["networkMode"] == "bridge"  # the pool's
+    assert opts["registryAuth"] == {
+        "username": "ci",
+        "password": "cluster-pw",  # the agent needs it to pull; only the agent gets it
+        "serveraddress": "reg.example",
+    }
+    assert opts["capAdd"] == ["IPC_LOCK", "SYS_PTRACE"]
+    assert opts["capDrop"] == ["CHOWN"]
+    assert opts["devices"] == [
+        {"hostPath": "/dev/fuse", "containerPath": "/dev/fuse", "mode": "mrw"}
+    ]
+    assert opts["shmSize"] == 2147483648
+    assert [m["containerPath"] for m in opts["bindMounts"]][:1] == ["/data"]
+
+    plain = parse_experiment_config(EXP).to_dict()
+    opts = docker_options(SimpleNamespace(config=parse_config({})), plain, "default")  # type: ignore[arg-type]
+    assert opts["networkMode"] == "host"
+    assert opts["shmSize"] == DEFAULT_SHM_SIZE  # Determined's 4 GiB
+    assert opts["registryAuth"] is None
+    assert (opts["capAdd"], opts["capDrop"], opts["devices"]) == ([], [], [])
