@@ -86,6 +86,8 @@ def det_source_dir() -> Path:
 
 def _task_files(source: Path) -> list[Path]:
     """The task-side files of det, relative to ``source``, in a stable order."""
+    if not (source / "__init__.py").is_file():
+        raise BundleError(f"{source} is not the det package (no __init__.py)")
     files = [Path("__init__.py")]
     for package in TASK_PACKAGES:
         root = source / package
@@ -112,8 +114,9 @@ def digest(source: Path) -> str:
 def build(root: Path, source: Path | None = None, version: str | None = None) -> Path:
     """The bundle directory under ``root`` for this det, built if it is not there yet."""
     source = source or det_source_dir()
+    tag = digest(source)  # first: it names a missing task-side package
     version = version or _det_version(source)
-    target = root / f"{version}-{digest(source)}"
+    target = root / f"{version}-{tag}"
     if (target / _COMPLETE).is_file():
         return target
     root.mkdir(parents=True, exist_ok=True)
