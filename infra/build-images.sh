@@ -8,6 +8,9 @@
 #                                harness bundle, and tests use it as a second interpreter. Cached.
 #   det-base:bullseye            Debian bullseye minbase + python3 (3.9, the oldest Python on Debian's
 #                                mirror): the harness's oldest tested interpreter. Cached.
+#   det-vm:trixie                Debian trixie minbase + python3, python3-venv, ca-certificates, curl:
+#                                what a fresh cloud VM has before its boot script runs (the deploy
+#                                boot simulation runs the rendered startup scripts in it); cached.
 #   det-task:py3.11-cpu          det-base + a venv with the det harness (wheel of this repo).
 #   det-task:py3.11-cpu-torch    det-base + torch (CPU) + determined==0.38.1 + tensorboard + the det harness
 #                                (torch first: a det change rebuilds only the last layer).
@@ -16,7 +19,7 @@
 # bundle) into a wheelhouse that is part of the build context, so builds inside Docker never
 # touch the network. Idempotent: re-running re-uses the base image and Docker's layer cache.
 #
-# Usage: infra/build-images.sh [TARGET...]   TARGET: base|trixie|bullseye|cpu|torch|all (default: all)
+# Usage: infra/build-images.sh [TARGET...]   TARGET: base|trixie|bullseye|vm|cpu|torch|all (default: all)
 # Environment: PYTHON (host python used for pip, default python3), DEBIAN_MIRROR,
 #              TORCH_VERSION (2.13.0), DETERMINED_VERSION (0.38.1), FORCE_BASE=1 (rebuilds the
 #              debootstrap images too).
@@ -32,6 +35,7 @@ DETERMINED_VERSION="${DETERMINED_VERSION:-0.38.1}"
 BASE_IMAGE="det-base:bookworm"
 TRIXIE_IMAGE="det-base:trixie"
 BULLSEYE_IMAGE="det-base:bullseye"
+VM_IMAGE="det-vm:trixie"
 CPU_IMAGE="det-task:py3.11-cpu"
 TORCH_IMAGE="det-task:py3.11-cpu-torch"
 # The task images run CPython 3.11 on manylinux x86_64 (bookworm's python3).
@@ -79,6 +83,7 @@ debootstrap_image() {
 build_base() { debootstrap_image bookworm "$BASE_IMAGE" python3,python3-venv,ca-certificates; }
 # Nothing but Debian's python3 (and what makes a venv possible): no det, no pip packages.
 build_trixie() { debootstrap_image trixie "$TRIXIE_IMAGE" python3,python3-venv,ca-certificates; }
+build_vm() { debootstrap_image trixie "$VM_IMAGE" python3,python3-venv,ca-certificates,curl,gzip; }
 build_bullseye() { debootstrap_image bullseye "$BULLSEYE_IMAGE" python3,ca-certificates; }
 
 # Wheelhouse inside the build context (ignored by git, see infra/task-image/.gitignore).
@@ -130,11 +135,12 @@ for target in "${TARGETS[@]}"; do
   case "$target" in
     base) build_base ;;
     trixie) build_trixie ;;
+    vm) build_vm ;;
     bullseye) build_bullseye ;;
     cpu) build_base; build_cpu ;;
     torch) build_base; prepare_harness_wheels; build_torch ;;
     all) build_base; build_trixie; build_bullseye; build_cpu; build_torch ;;
-    *) die "unknown target '$target' (base|trixie|bullseye|cpu|torch|all)" ;;
+    *) die "unknown target '$target' (base|trixie|bullseye|vm|cpu|torch|all)" ;;
   esac
 done
 log "images:"

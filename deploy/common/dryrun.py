@@ -87,8 +87,13 @@ def _computed(type_: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
 
 
 class RecordingMocks(pulumi.runtime.Mocks):
-    def __init__(self, call_results: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]]):
+    def __init__(
+        self,
+        call_results: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]],
+        overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    ):
         self.call_results = call_results
+        self.overrides = overrides or {}
         self.resources: list[RecordedResource] = []
         self.calls: list[str] = []
 
@@ -99,6 +104,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self.resources.append(RecordedResource(args.typ, args.name, inputs))
         state = dict(args.inputs)
         state.update(_computed(args.typ, args.name, inputs))
+        state.update(self.overrides.get(args.typ, {}))
         if "name" not in state:
             state["name"] = args.name
         return f"{args.name}-id", state
@@ -115,9 +121,12 @@ def render(
     *,
     project: str = "det",
     stack: str = "dry-run",
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Rendered:
-    """Run ``program`` (returns its outputs) under mocks; return what it would create."""
-    mocks = RecordingMocks(call_results or {})
+    """Run ``program`` (returns its outputs) under mocks; return what it would create.
+    ``overrides`` (resource type → attributes) replace the mocks' computed values, e.g. to
+    point a rendered boot script at local stand-ins of the cloud (tests)."""
+    mocks = RecordingMocks(call_results or {}, overrides)
     pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False)
     outputs: dict[str, Any] = {}
 
