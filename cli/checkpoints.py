@@ -40,13 +40,15 @@ def describe(args: argparse.Namespace) -> None:
 
 def list_(args: argparse.Namespace) -> None:
     s = session(args)
-    ckpts = s.get(f"/api/v1/experiments/{args.experiment_id}/checkpoints")["checkpoints"]
-    if args.best is not None:
-        exp = s.get(f"/api/v1/experiments/{args.experiment_id}")["experiment"]
-        smaller = (exp["config"].get("searcher") or {}).get("smaller_is_better", True)
-        scored = [c for c in ckpts if (c.get("training") or {}).get("searcherMetric") is not None]
-        scored.sort(key=lambda c: c["training"]["searcherMetric"], reverse=not smaller)
-        ckpts = scored[: args.best]
+    params: dict[str, Any] = {}
+    if args.best is not None:  # the master sorts, best first (Determined's ``--best``)
+        params = {
+            "sortByAttr": "SORT_BY_SEARCHER_METRIC",
+            "states": "STATE_COMPLETED",
+            "limit": args.best,
+        }
+    path = f"/api/v1/experiments/{args.experiment_id}/checkpoints"
+    ckpts = s.get(path, params=params)["checkpoints"]
     if args.json:
         render.print_json(ckpts)
         return

@@ -71,22 +71,57 @@ def _wait_first_trial(s: Session, eid: int) -> int:
         time.sleep(0.5)
 
 
+_LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
 def _print_logs(
-    s: Session, trial_id: int, follow: bool, tail: int | None = None, head: int | None = None
+    s: Session,
+    trial_id: int,
+    follow: bool,
+    tail: int | None = None,
+    head: int | None = None,
+    level: str | None = None,
+    after: str | None = None,
+    before: str | None = None,
 ) -> None:
-    params: dict[str, Any] = {"follow": str(follow).lower()}
+    """Prints a trial's log lines as Determined's CLI does: ``head`` the first N, ``tail`` the
+    last N in order (then new ones with ``follow``), ``level`` that level and above, and only
+    lines between ``after`` and ``before`` (RFC 3339)."""
+    filters: dict[str, Any] = {}
+    if level:
+        filters["levels"] = [
+            "LOG_LEVEL_" + lv for lv in _LOG_LEVELS[_LOG_LEVELS.index(level.upper()) :]
+        ]
+    if after:
+        filters["timestampAfter"] = after
+    if before:
+        filters["timestampBefore"] = before
+    path = f"/api/v1/trials/{trial_id}/logs"
+    last_id = 0
+    if tail:  # the master gives the newest first; shown oldest first
+        entries = list(
+            s.stream(path, params={**filters, "limit": tail, "orderBy": "ORDER_BY_DESC"})
+        )
+        for entry in reversed(entries):
+            _print_entry(entry)
+        last_id = max((int(e.get("id") or 0) for e in entries), default=0)
+        if not follow:
+            return
+    params: dict[str, Any] = {**filters, "follow": str(follow).lower()}
     if head:  # the first N lines
         params["limit"] = head
-        params["orderBy"] = "ORDER_BY_ASC"
-    elif tail:  # the last N lines (then follow, if asked)
-        params["limit"] = tail
-    for entry in s.stream(f"/api/v1/trials/{trial_id}/logs", params=params):
-        line = entry.get("log") or entry.get("message") or ""
-        # The agent moved a worker's "[rank=N] " prefix into rankId; show it again.
-        if entry.get("rankId") is not None:
-            line = f"[rank={entry['rankId']}] {line}"
-        sys.stdout.write(line if line.endswith("\n") else line + "\n")
-        sys.stdout.flush()
+    for entry in s.stream(path, params=params):
+        if int(entry.get("id") or 0) > last_id:
+            _print_entry(entry)
+
+
+def _print_entry(entry: dict[str, Any]) -> None:
+    line = entry.get("log") or entry.get("message") or ""
+    # The agent moved a worker's "[rank=N] " prefix into rankId; show it again.
+    if entry.get("rankId") is not None:
+        line = f"[rank={entry['rankId']}] {line}"
+    sys.stdout.write(line if line.endswith("\n") else line + "\n")
+    sys.stdout.flush()
 
 
 def add_log_flags(p: argparse.ArgumentParser) -> None:
@@ -94,6 +129,18 @@ def add_log_flags(p: argparse.ArgumentParser) -> None:
     group = p.add_mutually_exclusive_group()
     group.add_argument("--head", type=int, metavar="N", help="only the first N lines")
     group.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
+    p.add_argument(
+        "--level",
+        type=str.upper,
+        choices=_LOG_LEVELS,
+        help="only lines of this level or higher",
+    )
+    p.add_argument(
+        "--timestamp-after",
+        metavar="TIME",
+        help="only lines after TIME (RFC 3339, e.g. 2021-10-26T23:17:12Z)",
+    )
+    p.add_argument("--timestamp-before", metavar="TIME", help="only lines before TIME (RFC 3339)")
 
 
 def list_(args: argparse.Namespace) -> None:
@@ -174,8 +221,12 @@ def describe(args: argparse.Namespace) -> None:
 def _why_errored(s: Session, trial: dict[str, Any]) -> str | None:
     """The master's own last line in an errored trial's log (a container that never started,
     for example an image the registry refused, says why there)."""
-    r = s.request("GET", f"/api/v1/trials/{trial['id']}/logs", params={"limit": 20})
-    for raw in reversed(r.text.splitlines()):
+    r = s.request(
+        "GET",
+        f"/api/v1/trials/{trial['id']}/logs",
+        params={"limit": 20, "orderBy": "ORDER_BY_DESC"},  # the newest first
+    )
+    for raw in r.text.splitlines():
         entry = (json.loads(raw) if raw.strip() else {}).get("result") or {}
         if entry.get("source") == "master" and entry.get("log"):
             return str(entry["log"]).strip()
@@ -211,7 +262,16 @@ def _action(name: str) -> Any:
 def logs(args: argparse.Namespace) -> None:
     s = session(args)
     trial_id = _wait_first_trial(s, args.experiment_id)
-    _print_logs(s, trial_id, follow=args.follow, tail=args.tail, head=args.head)
+    _print_logs(
+        s,
+        trial_id,
+        follow=args.follow,
+        tail=args.tail,
+        head=args.head,
+        level=args.level,
+        after=args.timestamp_after,
+        before=args.timestamp_before,
+    )
 
 
 def wait(args: argparse.Namespace) -> int:

@@ -32,9 +32,30 @@ def config(args: argparse.Namespace) -> None:
 
 
 def logs(args: argparse.Namespace) -> None:
-    entries = session(args).get("/api/v1/master/logs")["masterLogs"]
-    for e in entries[-args.tail :] if args.tail else entries:
-        print(e["logEntry"]["timestamp"], e["logEntry"]["message"])
+    params: dict[str, Any] = {"follow": str(bool(args.follow)).lower()}
+    if args.tail:
+        params["offset"] = -args.tail
+    for e in session(args).stream("/api/v1/master/logs", params=params):
+        entry = e["logEntry"]
+        print(entry["timestamp"], entry["message"], flush=bool(args.follow))
+
+
+def version(args: argparse.Namespace) -> None:
+    """The client's version, and the master's: det's own and the Determined API it speaks."""
+    import det
+
+    master = canonical_master(args.master)
+    rows = [["client", det.__version__]]
+    try:
+        body = requests.get(master + "/info", timeout=10).json()
+    except requests.ConnectionError:
+        raise MasterUnreachable(f"cannot reach the master at {master}") from None
+    rows.append(["master", str(body.get("detVersion") or body.get("version"))])
+    rows.append(["Determined API", str(body.get("version"))])
+    if args.json:
+        render.print_json({k: v for k, v in rows})
+        return
+    render.table(["Component", "Version"], rows)
 
 
 def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
@@ -42,4 +63,8 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     add_json(verb(sub, "info", info, "show master information"))
     add_json(verb(sub, "config", config, "show the master's configuration (secrets hidden)"))
     p = verb(sub, "logs", logs, "show the master's recent logs")
-    p.add_argument("--tail", type=int, default=0)
+    p.add_argument("--tail", type=int, default=0, metavar="N", help="only the last N lines")
+    p.add_argument("-f", "--follow", action="store_true", help="keep streaming new lines")
+    p = nouns.add_parser("version", help="show the client's and the master's versions")
+    p.set_defaults(func=version)
+    add_json(p)

@@ -67,7 +67,16 @@ def describe(args: argparse.Namespace) -> None:
 
 
 def logs(args: argparse.Namespace) -> None:
-    _print_logs(session(args), args.trial_id, follow=args.follow, tail=args.tail, head=args.head)
+    _print_logs(
+        session(args),
+        args.trial_id,
+        follow=args.follow,
+        tail=args.tail,
+        head=args.head,
+        level=args.level,
+        after=args.timestamp_after,
+        before=args.timestamp_before,
+    )
 
 
 def kill(args: argparse.Namespace) -> None:

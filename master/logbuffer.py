@@ -10,6 +10,7 @@ from typing import Any
 
 _LINES: collections.deque[dict[str, Any]] = collections.deque(maxlen=5000)
 _LOCK = threading.Lock()
+_NEXT_ID = [1]  # ids only grow, so a follower asks for what came after the last it saw
 
 
 class BufferHandler(logging.Handler):
@@ -23,12 +24,12 @@ class BufferHandler(logging.Handler):
             "level": "LOG_LEVEL_" + record.levelname.replace("WARNING", "WARNING"),
         }
         with _LOCK:
+            entry["id"] = _NEXT_ID[0]
+            _NEXT_ID[0] += 1
             _LINES.append(entry)
 
 
-def recent() -> list[dict[str, Any]]:
+def recent(after: int = 0) -> list[dict[str, Any]]:
+    """The buffered entries (oldest first) whose id is greater than ``after``."""
     with _LOCK:
-        out = list(_LINES)
-    for i, e in enumerate(out):
-        e["id"] = i
-    return out
+        return [dict(e) for e in _LINES if e["id"] > after]

@@ -44,6 +44,25 @@ def _slot_json(agent: dict[str, Any], s: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def slot_stats(slots: list[dict[str, Any]]) -> dict[str, Any]:
+    """Determined's v1SlotStats: per device type and per brand, how many slots, how many
+    disabled or draining, and how many containers in each state."""
+    stats: dict[str, dict[str, dict[str, Any]]] = {"typeStats": {}, "brandStats": {}}
+    for s in slots:
+        keys = (("typeStats", s["device"]["type"]), ("brandStats", s["device"]["brand"]))
+        for group, key in keys:
+            d = stats[group].setdefault(
+                key, {"total": 0, "disabled": 0, "draining": 0, "states": {}}
+            )
+            d["total"] += 1
+            d["disabled"] += 0 if s["enabled"] else 1
+            d["draining"] += 1 if s["draining"] else 0
+            if s["container"] is not None:
+                state = s["container"]["state"]
+                d["states"][state] = d["states"].get(state, 0) + 1
+    return stats
+
+
 def agent_json(a: dict[str, Any]) -> dict[str, Any]:
     slots = {f"/agents/{a['id']}/slots/{s['slot_id']}": _slot_json(a, s) for s in a["slots"]}
     containers = {}
@@ -68,6 +87,7 @@ def agent_json(a: dict[str, Any]) -> dict[str, Any]:
         "label": "",
         "labels": a["labels"],
         "preemptionNotice": a["preemption_notice"],
+        "slotStats": slot_stats(list(slots.values())),
     }
 
 

@@ -4,15 +4,38 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint
+from flask import Blueprint, request
 from psycopg.types.json import Jsonb
 
 from det.master.api import _access
-from det.master.api._common import TASK, USER, allow, body, db, principal
+from det.master.api._common import TASK, USER, allow, body, db, int_arg, pagination, principal
 from det.master.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
 from det.master.services import checkpoints as svc
 
 bp = Blueprint("checkpoints", __name__)
+
+
+def listing(rows: list[dict[str, Any]], config: dict[str, Any]) -> dict[str, Any]:
+    """A ``GetExperimentCheckpoints``/``GetTrialCheckpoints`` answer for ``rows``, honouring the
+    request's ``states``, ``sortByAttr``, ``sortByMetric``, ``orderBy``, ``offset`` and
+    ``limit`` as Determined does (a negative offset counts from the end)."""
+    items = svc.filter_states(
+        [svc.checkpoint_json(r) for r in rows], request.args.getlist("states")
+    )
+    items = svc.sort_json(
+        items,
+        attr=request.args.get("sortByAttr"),
+        metric=request.args.get("sortByMetric") or None,
+        order=request.args.get("orderBy"),
+        smaller_is_better=bool((config.get("searcher") or {}).get("smaller_is_better", True)),
+    )
+    total = len(items)
+    offset = int_arg("offset", 0) or 0
+    if offset < 0:
+        offset = max(0, total + offset)
+    limit = int_arg("limit", 0) or 0
+    page = items[offset : (offset + limit) if limit > 0 else None]
+    return {"checkpoints": page, "pagination": pagination(offset, limit, total)}
 
 
 @bp.post("/api/v1/checkpoints")

@@ -248,27 +248,28 @@ def trials(experiment_id: int) -> Any:
     offset = int_arg("offset", 0) or 0
     limit = int_arg("limit", 0) or 0
     with db() as conn:
-        svc.get(conn, experiment_id)
+        exp = svc.get(conn, experiment_id)
         rows = trial_svc.list_for_experiment(conn, experiment_id)
-    total = len(rows)
-    page = rows[offset : (offset + limit) if limit > 0 else None]
-    return {
-        "trials": [trial_svc.trial_json(r) for r in page],
-        "pagination": pagination(offset, limit, total),
-    }
+    wanted = request.args.getlist("states")
+    items = [trial_svc.trial_json(r) for r in rows]
+    if wanted:
+        items = [t for t in items if t["state"] in wanted]
+    items = trial_svc.sort_trials(
+        items, exp["config"], request.args.get("sortBy"), request.args.get("orderBy")
+    )
+    total = len(items)
+    if offset < 0:
+        offset = max(0, total + offset)
+    page = items[offset : (offset + limit) if limit > 0 else None]
+    return {"trials": page, "pagination": pagination(offset, limit, total)}
 
 
 @bp.get("/api/v1/experiments/<int:experiment_id>/checkpoints")
 def checkpoints(experiment_id: int) -> Any:
+    from det.master.api.checkpoints import listing
     from det.master.services import checkpoints as ckpt_svc
 
-    offset = int_arg("offset", 0) or 0
-    limit = int_arg("limit", 0) or 0
     with db() as conn:
-        svc.get(conn, experiment_id)
+        exp = svc.get(conn, experiment_id)
         rows = ckpt_svc.list_for(conn, experiment_id=experiment_id)
-    page = rows[offset : (offset + limit) if limit > 0 else None]
-    return {
-        "checkpoints": [ckpt_svc.checkpoint_json(r) for r in page],
-        "pagination": pagination(offset, limit, len(rows)),
-    }
+    return listing(rows, exp["config"])

@@ -122,13 +122,25 @@ def _legacy(trial_id: int, group: str) -> Any:
     return {}
 
 
+def _wire_report(row: dict[str, Any]) -> dict[str, Any]:
+    """A metrics row as Determined's v1MetricsReport: a validation's values sit under
+    ``validation_metrics`` (its clients read them there), every other group's under
+    ``avg_metrics``."""
+    if row["group"] != "validation":
+        return row
+    metrics = dict(row["metrics"])
+    metrics["validation_metrics"] = metrics.pop("avg_metrics", {})
+    return {**row, "metrics": metrics}
+
+
 def _series(trial_ids: list[int], group: str | None) -> Any:
     def gen() -> Any:
         with db() as conn:
             for tid in trial_ids:
                 rows = svc.metrics_series(conn, tid, group)
                 if rows:
-                    yield json.dumps({"result": {"metrics": rows}}) + "\n"
+                    yield json.dumps({"result": {"metrics": [_wire_report(r) for r in rows]}})
+                    yield "\n"
 
     return Response(stream_with_context(gen()), mimetype="application/x-ndjson")
 
@@ -198,19 +210,14 @@ def runner_metadata(trial_id: int) -> Any:
 @bp.get("/api/v1/trials/<int:trial_id>/checkpoints")
 @allow(USER, TASK)
 def checkpoints(trial_id: int) -> Any:
+    from det.master.api.checkpoints import listing
     from det.master.services import checkpoints as ckpt
 
     check_task_scope(trial_id=trial_id)
-    offset = int_arg("offset", 0) or 0
-    limit = int_arg("limit", 0) or 0
     with db() as conn:
-        svc.get(conn, trial_id)
+        trial = svc.get(conn, trial_id)
         rows = ckpt.list_for(conn, trial_id=trial_id)
-    page = rows[offset : (offset + limit) if limit > 0 else None]
-    return {
-        "checkpoints": [ckpt.checkpoint_json(r) for r in page],
-        "pagination": pagination(offset, limit, len(rows)),
-    }
+    return listing(rows, trial["config"])
 
 
 @bp.get("/api/v1/trials/<int:trial_id>/logs")

@@ -6,6 +6,7 @@ and updates the trial's searcher metric and summary.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 from typing import Any
@@ -40,6 +41,42 @@ _SUBSTATE = {
 }
 
 
+_UTC = '\'YYYY-MM-DD"T"HH24:MI:SS.US"Z"\''
+# What Determined's trial message carries beside the row: the latest and the best validation
+# (by the searcher metric, honouring smaller_is_better), the best checkpoint (the completed one
+# whose validation at the same step is best) and the count and size of completed checkpoints.
+_METRIC = "e.config->'searcher'->>'metric'"
+_BETTER_FIRST = (
+    f" ORDER BY CASE WHEN (e.config->'searcher'->>'smaller_is_better') = 'false'"
+    f" THEN -(m.metrics->'avg_metrics'->>({_METRIC}))::float8"
+    f" ELSE (m.metrics->'avg_metrics'->>({_METRIC}))::float8 END, m.total_batches, m.id"
+)
+_HAS_METRIC = f" AND jsonb_typeof(m.metrics->'avg_metrics'->({_METRIC})) = 'number'"
+_VALIDATION_JSON = (
+    "jsonb_build_object('totalBatches', m.total_batches, 'numInputs', 0,"
+    f" 'endTime', to_char(m.reported_at AT TIME ZONE 'UTC', {_UTC}),"
+    " 'metrics', jsonb_build_object('avgMetrics', m.metrics->'avg_metrics'))"
+)
+_SUMMARY_COLUMNS = (
+    f", (SELECT {_VALIDATION_JSON} FROM metrics m WHERE m.trial_id = t.id"
+    " AND m.metric_group = 'validation' ORDER BY m.total_batches DESC, m.id DESC LIMIT 1)"
+    " AS latest_validation"
+    f", (SELECT {_VALIDATION_JSON} FROM metrics m WHERE m.trial_id = t.id"
+    f" AND m.metric_group = 'validation'{_HAS_METRIC}{_BETTER_FIRST} LIMIT 1) AS best_validation"
+    ", (SELECT jsonb_build_object('uuid', c.uuid::text, 'totalBatches', c.steps_completed,"
+    " 'state', 'STATE_' || c.state, 'resources', c.resources, 'metadata', c.metadata,"
+    f" 'endTime', to_char(c.report_time AT TIME ZONE 'UTC', {_UTC}))"
+    " FROM checkpoints c JOIN metrics m ON m.trial_id = c.trial_id"
+    " AND m.metric_group = 'validation' AND m.total_batches = c.steps_completed"
+    f" WHERE c.trial_id = t.id AND c.state = 'COMPLETED'{_HAS_METRIC}{_BETTER_FIRST} LIMIT 1)"
+    " AS best_checkpoint"
+    ", (SELECT count(*) FROM checkpoints c WHERE c.trial_id = t.id AND c.state = 'COMPLETED')"
+    " AS checkpoint_count"
+    ", (SELECT coalesce(sum(c.size), 0) FROM checkpoints c WHERE c.trial_id = t.id"
+    " AND c.state = 'COMPLETED') AS checkpoint_size"
+)
+
+
 def display_state(row: dict[str, Any]) -> str:
     state = str(row["state"])
     if state == "ACTIVE" and row.get("alloc_state"):
@@ -51,6 +88,7 @@ def get(conn: Conn, trial_id: int) -> dict[str, Any]:
     row = conn.execute(
         "SELECT t.*, e.config,"
         + _LIVE_STATE
+        + _SUMMARY_COLUMNS
         + " FROM trials t JOIN experiments e ON e.id = t.experiment_id WHERE t.id = %s",
         (trial_id,),
     ).fetchone()
@@ -63,6 +101,7 @@ def list_for_experiment(conn: Conn, experiment_id: int) -> list[dict[str, Any]]:
     return conn.execute(
         "SELECT t.*, e.config,"
         + _LIVE_STATE
+        + _SUMMARY_COLUMNS
         + " FROM trials t JOIN experiments e ON e.id = t.experiment_id"
         " WHERE t.experiment_id = %s ORDER BY t.id",
         (experiment_id,),
@@ -111,7 +150,86 @@ def trial_json(row: dict[str, Any]) -> dict[str, Any]:
         "warmStartCheckpointUuid": None,
         "latestCheckpointUuid": str(row["latest_checkpoint"]) if row["latest_checkpoint"] else None,
         "metadata": {},
+        "latestValidation": row.get("latest_validation"),
+        "bestValidation": row.get("best_validation"),
+        "bestCheckpoint": _checkpoint_workload(row.get("best_checkpoint")),
+        "checkpointCount": int(row.get("checkpoint_count") or 0),
+        "totalCheckpointSize": str(int(row.get("checkpoint_size") or 0)),
     }
+
+
+# Determined's v1GetExperimentTrialsRequestSortBy values the official client sends in ``sortBy``.
+TRIAL_SORTS = (
+    "SORT_BY_UNSPECIFIED",
+    "SORT_BY_ID",
+    "SORT_BY_START_TIME",
+    "SORT_BY_END_TIME",
+    "SORT_BY_STATE",
+    "SORT_BY_BEST_VALIDATION_METRIC",
+    "SORT_BY_LATEST_VALIDATION_METRIC",
+    "SORT_BY_BATCHES_PROCESSED",
+    "SORT_BY_DURATION",
+    "SORT_BY_RESTARTS",
+    "SORT_BY_CHECKPOINT_SIZE",
+    "SORT_BY_LOG_RETENTION_DAYS",
+)
+
+
+def _validation_value(w: dict[str, Any] | None, metric: str) -> float | None:
+    value = (((w or {}).get("metrics") or {}).get("avgMetrics") or {}).get(metric)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def sort_trials(
+    trials: list[dict[str, Any]], config: dict[str, Any], sort_by: str | None, order: str | None
+) -> list[dict[str, Any]]:
+    """Trials (as :func:`trial_json` renders them) sorted as Determined's
+    ``GetExperimentTrials`` does; the id breaks ties, and trials lacking the key (no end time,
+    no validation) come last in either order."""
+    sort_by = sort_by or "SORT_BY_UNSPECIFIED"
+    if sort_by not in TRIAL_SORTS:
+        raise InvalidArgument(
+            f"sortBy: unknown value {sort_by!r} (one of {', '.join(TRIAL_SORTS)})"
+        )
+    if order not in (None, "", "ORDER_BY_UNSPECIFIED", "ORDER_BY_ASC", "ORDER_BY_DESC"):
+        raise InvalidArgument(f"orderBy: unknown value {order!r} (ORDER_BY_ASC or ORDER_BY_DESC)")
+    desc = order == "ORDER_BY_DESC"
+    metric = str((config.get("searcher") or {}).get("metric") or "")
+
+    def duration(t: dict[str, Any]) -> Any:
+        if not t.get("endTime") or not t.get("startTime"):
+            return None
+        start = dt.datetime.fromisoformat(t["startTime"].replace("Z", "+00:00"))
+        end = dt.datetime.fromisoformat(t["endTime"].replace("Z", "+00:00"))
+        return (end - start).total_seconds()
+
+    keys: dict[str, Any] = {
+        "SORT_BY_START_TIME": lambda t: t.get("startTime"),
+        "SORT_BY_END_TIME": lambda t: t.get("endTime"),
+        "SORT_BY_STATE": lambda t: t["state"],
+        "SORT_BY_BEST_VALIDATION_METRIC": lambda t: _validation_value(t["bestValidation"], metric),
+        "SORT_BY_LATEST_VALIDATION_METRIC": lambda t: _validation_value(
+            t["latestValidation"], metric
+        ),
+        "SORT_BY_BATCHES_PROCESSED": lambda t: t["totalBatchesProcessed"],
+        "SORT_BY_DURATION": duration,
+        "SORT_BY_RESTARTS": lambda t: t["restarts"],
+        "SORT_BY_CHECKPOINT_SIZE": lambda t: int(t["totalCheckpointSize"]),
+    }
+    key = keys.get(sort_by, lambda t: t["id"])
+    have = [t for t in trials if key(t) is not None]
+    lacking = [t for t in trials if key(t) is None]
+    have.sort(key=lambda t: (key(t), t["id"]), reverse=desc)
+    lacking.sort(key=lambda t: t["id"], reverse=desc)
+    return have + lacking
+
+
+def _checkpoint_workload(c: dict[str, Any] | None) -> dict[str, Any] | None:
+    if c is None:
+        return None
+    return {**c, "resources": {k: str(v) for k, v in (c.get("resources") or {}).items()}}
 
 
 _NUMBER_TYPES = frozenset((int, float))

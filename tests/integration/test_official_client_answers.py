@@ -1,0 +1,393 @@
+"""The official ``determined==0.38.1`` CLI and SDK get the right answer from det's master (issue 12:
+sorted checkpoints and trials, log filters, validation metrics, agents, master logs, the trial's
+summary fields, the version check), and our own ``det`` shows the same answers.
+
+Every answer the official package parses goes through its own generated bindings (in its venv)."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+import os
+import re
+import subprocess
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from tests.compat.official import ensure_official_venv
+from tests.integration import cli_support
+from tests.integration.cli_support import Det, exp_state, sim_config, trials
+from tests.integration.conftest import ADMIN_PASSWORD, Master
+
+pytestmark = pytest.mark.integration
+cli_master = cli_support.cli_master
+det = cli_support.det
+sim_agents = cli_support.sim_agents
+
+
+class Official:
+    """The official ``det`` CLI and Python, logged in as admin, against one master."""
+
+    def __init__(self, bin_dir: Path, master: Master, home: Path) -> None:
+        self.bin_dir = bin_dir
+        self.master = master
+        self.home = home
+        self.env = {
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "HOME": str(home),
+            "DET_MASTER": master.url,
+        }
+
+    def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.bin_dir / "det"), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=120,
+        )
+
+    def __call__(self, *args: str, stdin: str | None = None) -> str:
+        r = self.run(*args, stdin=stdin)
+        assert r.returncode == 0, (
+            f"official det {' '.join(args)}: {r.returncode}\n{r.stdout}\n{r.stderr}"
+        )
+        return r.stdout
+
+    def csv(self, *args: str) -> list[dict[str, str]]:
+        return list(csv.DictReader(io.StringIO(self(*args, "--csv"))))
+
+    def python(self, body: str) -> Any:
+        """Runs ``body`` with the official SDK logged in as ``client`` (and ``bindings``,
+        ``session``); the script prints one JSON value, which is returned."""
+        script = (
+            "import json, warnings\n"
+            "warnings.simplefilter('ignore')\n"
+            "from determined.experimental import client\n"
+            "from determined.common.api import bindings\n"
+            f"client.login(master={self.master.url!r}, user='admin', password={ADMIN_PASSWORD!r})\n"
+            "session = client._determined._session\n" + textwrap.dedent(body)
+        )
+        r = subprocess.run(
+            [str(self.bin_dir / "python"), "-c", script],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=120,
+        )
+        assert r.returncode == 0, f"official SDK script failed:\n{r.stdout}\n{r.stderr}"
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def official(cli_master: Master, tmp_path_factory: pytest.TempPathFactory) -> Official:
+    o = Official(ensure_official_venv(), cli_master, tmp_path_factory.mktemp("official-home"))
+    o("user", "login", "admin", stdin=ADMIN_PASSWORD + "\n")
+    return o
+
+
+@pytest.fixture(scope="module")
+def finished(cli_master: Master, sim_agents: object) -> Iterator[int]:
+    """Three trials of a random search (validation_loss = lr / (step + 1): the trial with the
+    smallest lr is best), each with two checkpoints and validations."""
+    eid = cli_support.create_via_api(cli_master, sim_config("answers", trials=3))
+    cli_support.wait(lambda: exp_state(cli_master, eid) == "STATE_COMPLETED", 90, "completion")
+    yield eid
+
+
+def _checkpoints(master: Master, eid: int) -> list[dict[str, Any]]:
+    return list(master.get(f"/api/v1/experiments/{eid}/checkpoints")["checkpoints"])
+
+
+def _loss(c: dict[str, Any]) -> float:
+    return float(c["training"]["validationMetrics"]["avgMetrics"]["validation_loss"])
+
+
+def _best_uuid(master: Master, eid: int) -> str:
+    ckpts = _checkpoints(master, eid)
+    assert len(ckpts) == 6
+    best = min(ckpts, key=_loss)
+    # The fixture is only a test of sorting if the best is not what an unsorted list starts with.
+    assert best["uuid"] != ckpts[0]["uuid"]
+    return str(best["uuid"])
+
+
+def test_sdk_top_checkpoint_and_sorted_list_return_the_best(
+    cli_master: Master, official: Official, finished: int
+) -> None:
+    best = _best_uuid(cli_master, finished)
+    got = official.python(
+        f"""
+        exp = client.get_experiment({finished})
+        top = exp.top_checkpoint().uuid
+        asc = [c.uuid for c in exp.list_checkpoints(
+            sort_by=client.CheckpointSortBy.SEARCHER_METRIC, order_by=client.OrderBy.ASC,
+            max_results=1)]
+        desc = [c.uuid for c in exp.list_checkpoints(
+            sort_by="validation_loss", order_by=client.OrderBy.DESC)]
+        print(json.dumps({{"top": top, "asc": asc, "desc": desc}}))
+        """
+    )
+    # The SDK asks for completed checkpoints only (the GC deleted the others).
+    ordered = sorted(
+        (c for c in _checkpoints(cli_master, finished) if c["state"] == "STATE_COMPLETED"),
+        key=_loss,
+    )
+    assert len(ordered) >= 3
+    assert got["top"] == best
+    assert got["asc"] == [best]
+    assert got["desc"] == [c["uuid"] for c in reversed(ordered)]
+
+
+def test_cli_best_checkpoints_and_download_top_n(
+    cli_master: Master, official: Official, det: Det, finished: int, tmp_path: Path
+) -> None:
+    best = _best_uuid(cli_master, finished)
+    rows = official.csv("experiment", "list-checkpoints", str(finished), "--best", "1")
+    assert [r["UUID"] for r in rows] == [best]
+    out = tmp_path / "dl"
+    # Checkpoint files are not on this machine: the download fails after picking the checkpoint,
+    # so what it picked is named in its error or its output.
+    r = official.run(
+        "experiment", "download", str(finished), "--top-n", "1", "-o", str(out), "--quiet"
+    )
+    others = {c["uuid"] for c in _checkpoints(cli_master, finished)} - {best}
+    text = r.stdout + r.stderr
+    assert best in text or (out / best).exists(), text
+    assert not any(u in text for u in others), text
+
+    det.login()
+    ours = det.ok("checkpoint", "list", str(finished), "--best", "1", "--json").json()
+    assert [c["uuid"] for c in ours] == [best]
+
+
+def test_list_trials_honours_sort_and_order(
+    cli_master: Master, official: Official, finished: int
+) -> None:
+    got = official.python(
+        f"""
+        exp = client.get_experiment({finished})
+        desc = [t.id for t in exp.list_trials(
+            sort_by=client.TrialSortBy.ID, order_by=client.OrderBy.DESC)]
+        asc = [t.id for t in exp.list_trials(
+            sort_by=client.TrialSortBy.ID, order_by=client.OrderBy.ASC)]
+        best = [t.id for t in exp.list_trials(
+            sort_by=client.TrialSortBy.BEST_VALIDATION_METRIC, order_by=client.OrderBy.ASC)]
+        print(json.dumps({{"desc": desc, "asc": asc, "best": best}}))
+        """
+    )
+    ids = sorted(t["id"] for t in trials(cli_master, finished))
+    assert got["asc"] == ids
+    assert got["desc"] == ids[::-1]
+    by_lr = sorted(trials(cli_master, finished), key=lambda t: t["hparams"]["lr"])
+    assert got["best"] == [t["id"] for t in by_lr]
+
+
+def _post_logs(master: Master, task_id: str, entries: list[tuple[str, str, str]]) -> None:
+    r = requests.post(
+        f"{master.url}/api/v1/task/logs",
+        json={
+            "logs": [
+                {
+                    "taskId": task_id,
+                    "allocationId": f"{task_id}.1",
+                    "agentId": "sim-0",
+                    "containerId": "sim",
+                    "rankId": None,
+                    "log": line + "\n",
+                    "stdtype": "stdout",
+                    "source": "container",
+                    "level": level,
+                    "timestamp": when,
+                }
+                for line, level, when in entries
+            ]
+        },
+        headers={"Authorization": f"Bearer {master.agent_token}"},
+        timeout=10,
+    )
+    assert r.status_code == 200, r.text
+
+
+@pytest.fixture(scope="module")
+def logged_trial(cli_master: Master, finished: int) -> dict[str, Any]:
+    """A trial of the finished experiment whose log holds the simulated agent's 4 lines and
+    then 8 more, one an ERROR, an hour apart from 2030-01-01T00:00Z."""
+    trial = trials(cli_master, finished)[0]
+    base = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
+    entries = [
+        (
+            f"extra {i}",
+            "LOG_LEVEL_ERROR" if i == 6 else "LOG_LEVEL_INFO",
+            (base + dt.timedelta(hours=i)).isoformat().replace("+00:00", "Z"),
+        )
+        for i in range(8)
+    ]
+    _post_logs(cli_master, trial["taskId"], entries)
+    return dict(trial)
+
+
+def _lines(text: str) -> list[str]:
+    """The log lines printed, without the official CLI's closing "Trial log stream ended" note."""
+    return [
+        line
+        for line in text.splitlines()
+        if line.strip() and not line.startswith("Trial log stream ended")
+    ]
+
+
+def test_trial_logs_head_tail_level_and_time_filters(
+    official: Official, det: Det, logged_trial: dict[str, Any]
+) -> None:
+    tid = str(logged_trial["id"])
+    everything = _lines(official("trial", "logs", tid))
+    assert everything[-8:] == [f"extra {i}" for i in range(8)]
+    assert len(everything) >= 12
+    cases: list[tuple[list[str], list[str]]] = [
+        (["--head", "3"], everything[:3]),
+        (["--tail", "5"], everything[-5:]),
+        (["--level", "ERROR"], ["extra 6"]),
+        (
+            [
+                "--timestamp-after",
+                "2030-01-01T01:30:00Z",
+                "--timestamp-before",
+                "2030-01-01T04:30:00Z",
+            ],
+            ["extra 2", "extra 3", "extra 4"],
+        ),
+    ]
+    det.login()
+    for flags, expected in cases:
+        assert _lines(official("trial", "logs", tid, *flags)) == expected, flags
+        # Ours shows a worker's rank as a "[rank=N] " prefix, as the agent received it.
+        ours = [
+            re.sub(r"^\[rank=\d+\] ", "", x)
+            for x in _lines(det.ok("trial", "logs", tid, *flags).out)
+        ]
+        assert ours == expected, flags
+
+
+def test_bad_log_filters_are_refused_with_the_field(
+    cli_master: Master, logged_trial: dict[str, Any]
+) -> None:
+    for params, field in (
+        ({"timestampAfter": "yesterday"}, "timestampAfter"),
+        ({"levels": "LOUD"}, "levels"),
+        ({"orderBy": "SIDEWAYS"}, "orderBy"),
+    ):
+        r = requests.get(
+            f"{cli_master.url}/api/v1/trials/{logged_trial['id']}/logs",
+            params=params,
+            headers={"Authorization": f"Bearer {cli_master.token}"},
+            timeout=10,
+        )
+        assert r.status_code == 400, r.text
+        assert field in r.text
+
+
+def test_sdk_validation_metrics_streams(
+    cli_master: Master, official: Official, finished: int
+) -> None:
+    tids = sorted(t["id"] for t in trials(cli_master, finished))
+    got = official.python(
+        f"""
+        t = client.get_trial({tids[0]})
+        it = [(m.steps_completed, m.metrics["validation_loss"])
+              for m in t.iter_metrics("validation")]
+        train = [m.steps_completed for m in t.iter_metrics("training")]
+        old = [(m.steps_completed, m.metrics["validation_loss"])
+               for m in t.stream_validation_metrics()]
+        many = sorted((m.trial_id, m.steps_completed)
+                      for m in client.stream_trials_validation_metrics({tids}))
+        print(json.dumps({{"it": it, "old": old, "many": many, "train": train}}))
+        """
+    )
+    trial = cli_master.get(f"/api/v1/trials/{tids[0]}")["trial"]
+    lr = trial["hparams"]["lr"]
+    expected = [[2, lr / 3], [4, lr / 5]]
+    assert got["it"] == expected
+    assert got["old"] == expected
+    assert got["train"] == [1, 2, 3, 4]
+    assert got["many"] == [[tid, step] for tid in tids for step in (2, 4)]
+
+
+def test_trial_carries_best_and_latest_validation_and_checkpoints(
+    cli_master: Master, official: Official, finished: int
+) -> None:
+    tid = trials(cli_master, finished)[0]["id"]
+    got = official.python(
+        f"""
+        r = bindings.get_GetTrial(session, trialId={tid}).trial
+        print(json.dumps({{
+            "best": r.bestValidation.metrics.avgMetrics["validation_loss"],
+            "bestBatches": r.bestValidation.totalBatches,
+            "latest": r.latestValidation.totalBatches,
+            "ckpt": r.bestCheckpoint.uuid,
+            "ckptBatches": r.bestCheckpoint.totalBatches,
+            "count": r.checkpointCount,
+            "size": r.totalCheckpointSize,
+        }}))
+        """
+    )
+    ckpts = cli_master.get(f"/api/v1/trials/{tid}/checkpoints")["checkpoints"]
+    best = min(ckpts, key=_loss)
+    assert got["best"] == _loss(best)
+    assert got["bestBatches"] == 4 and got["latest"] == 4
+    assert got["ckpt"] == best["uuid"] and got["ckptBatches"] == 4
+    completed = [c for c in ckpts if c["state"] == "STATE_COMPLETED"]  # the GC keeps the best
+    assert best in completed
+    assert got["count"] == len(completed) and got["size"] == str(10 * len(completed))
+
+
+def test_agent_list_and_enable_disable_all(
+    cli_master: Master, official: Official, finished: int
+) -> None:
+    rows = official.csv("agent", "list")
+    assert sorted(r["Agent ID"] for r in rows) == ["sim-0", "sim-1"]
+    assert all(r["Slots"] == "2" for r in rows)
+    official("agent", "disable", "--all")
+    agents = cli_master.get("/api/v1/agents")["agents"]
+    assert [a["enabled"] for a in agents] == [False, False]
+    official("agent", "enable", "--all")
+    agents = cli_master.get("/api/v1/agents")["agents"]
+    assert [a["enabled"] for a in agents] == [True, True]
+    stats = official.python(
+        """
+        a = bindings.get_GetAgents(session).agents[0]
+        print(json.dumps({k: v.total for k, v in a.slotStats.typeStats.items()}))
+        """
+    )
+    assert stats == {"TYPE_CPU": 2}
+
+
+def test_master_logs_stream(cli_master: Master, official: Official, det: Det) -> None:
+    out = _lines(official("master", "logs", "--tail", "5"))
+    assert 1 <= len(out) <= 5
+    det.login()
+    ours = _lines(det.ok("master", "logs", "--tail", "5").out)
+    assert 1 <= len(ours) <= 5
+
+
+def test_no_version_warning_and_det_version_shows_both(
+    cli_master: Master, official: Official, det: Det
+) -> None:
+    r = official.run("master", "info")
+    assert r.returncode == 0, r.stderr
+    assert "less than CLI version" not in r.stderr
+    info = requests.get(f"{cli_master.url}/info", timeout=10).json()
+    assert info["version"] == "0.38.1"
+    import det as det_pkg
+
+    assert info["detVersion"] == det_pkg.__version__
+    shown = det.ok("version", "--json").json()
+    assert shown["Determined API"] == "0.38.1"
+    assert shown["master"] == det_pkg.__version__
