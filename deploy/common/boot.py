@@ -12,11 +12,13 @@ from pathlib import Path
 
 from det.deploy.common import release, state, tls
 from det.deploy.common.errors import DeployError
+from det.deploy.common.release import Release
+from det.deploy.common.tls import TlsMaterial
 
 
 @dataclasses.dataclass(frozen=True)
 class BootOptions:
-    release: release.Release | None = None
+    release: Release | None = None
     """The wheel uploaded into the bucket; None: a placeholder (dry-run)."""
     wheel_url: str | None = None
     """``--det-wheel-url``: the organisation's own wheel (s3://, gs:// or https://); nothing is
@@ -24,18 +26,18 @@ class BootOptions:
     wheel_sha256: str | None = None
     package_index: str | None = None
     """``--det-package-index``: where the VMs' pip finds det's dependencies."""
-    tls: tls.TlsMaterial | None = None
+    tls: TlsMaterial | None = None
     """None with ``plain_http`` False: a throwaway certificate is generated (dry-run, tests)."""
     plain_http: bool = False
 
     @property
-    def uploads(self) -> release.Release | None:
+    def uploads(self) -> Release | None:
         """The release to put into the bucket (None when ``--det-wheel-url`` is used)."""
         if self.wheel_url:
             return None
         return self.release or release.placeholder()
 
-    def tls_material(self) -> tls.TlsMaterial | None:
+    def tls_material(self) -> TlsMaterial | None:
         if self.plain_http:
             return None
         return self.tls or _throwaway()
@@ -49,7 +51,7 @@ class BootOptions:
 
 
 @functools.lru_cache(maxsize=1)
-def _throwaway() -> tls.TlsMaterial:
+def _throwaway() -> TlsMaterial:
     return tls.generate()
 
 
@@ -82,7 +84,7 @@ def from_args(args: argparse.Namespace, cloud: str, cluster_id: str) -> BootOpti
         raise DeployError("--master-tls-cert and --master-tls-key go together")
     if plain and cert:
         raise DeployError("--no-tls cannot be combined with --master-tls-cert")
-    material: tls.TlsMaterial | None = None
+    material: TlsMaterial | None = None
     if cert and key:
         material = tls.load(cert, key)
     elif not plain and not args.dry_run:

@@ -163,8 +163,12 @@ def finish_up(
     cert_file = cert.cert_file if cert else None
     if wait:
         out.write(f"Waiting for the master at {url} (up to {timeout:.0f}s)...\n")
-        get = tls.verified_get(cert_file, cert.cert_name) if cert and cert_file else None
-        automation.wait_for_master(url, timeout, **({"get": get} if get else {}))
+        if cert and cert_file:
+            automation.wait_for_master(
+                url, timeout, get=tls.verified_get(cert_file, cert.cert_name)
+            )
+        else:
+            automation.wait_for_master(url, timeout)
     if cert_file:
         out.write(f"The master's TLS certificate is saved in {cert_file}\n")
     out.write(
