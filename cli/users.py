@@ -79,6 +79,13 @@ def change_password(args: argparse.Namespace) -> None:
     print(f"password changed for {target}")
 
 
+def rename(args: argparse.Namespace) -> None:
+    s = session(args)
+    user = s.get(f"/api/v1/users/{args.target_user}/by-username")["user"]
+    s.patch(f"/api/v1/users/{user['id']}", {"username": args.new_username})
+    print(f"renamed user {args.target_user} to {args.new_username}")
+
+
 def list_(args: argparse.Namespace) -> None:
     users = session(args).get("/api/v1/users")["users"]
     if args.json:
@@ -104,3 +111,6 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     p.add_argument("--password", help="the new password (prompted if omitted)")
     p = verb(sub, "list ls", list_, "list users")
     add_json(p)
+    p = verb(sub, "rename", rename, "rename a user (admins only)")
+    p.add_argument("target_user")
+    p.add_argument("new_username")

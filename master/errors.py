@@ -58,6 +58,15 @@ class Conflict(APIError):
     grpc_code = 9
 
 
+class Unimplemented(APIError):
+    """A Determined feature det deliberately does not build: the message names it and says
+    where the README explains what to do instead."""
+
+    status = 501
+    code = "unimplemented"
+    grpc_code = 12
+
+
 class PayloadTooLarge(APIError):
     status = 413
     code = "payload_too_large"

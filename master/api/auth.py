@@ -21,7 +21,13 @@ from det.master.api._common import (
     require_admin,
     state,
 )
-from det.master.errors import InvalidArgument, PermissionDenied, TooManyRequests, Unauthenticated
+from det.master.errors import (
+    InvalidArgument,
+    PermissionDenied,
+    TooManyRequests,
+    Unauthenticated,
+    Unimplemented,
+)
 from det.master.services import login_limits, users
 
 logger = logging.getLogger(__name__)
@@ -157,6 +163,11 @@ def patch_user(user_id: int) -> Any:
         raise PermissionDenied("only an admin may change another user")
     if not self_service and not me_.admin:
         raise PermissionDenied("only an admin may change admin or active")
+    if data.get("agentUserGroup") is not None:
+        raise Unimplemented(
+            "agentUserGroup: det does not link users to agent users (link-with-agent-user);"
+            " task containers run as their image's user (README: task containers)"
+        )
     with db() as conn:
         if "password" in data:
             if not isinstance(data["password"], str):
@@ -165,9 +176,11 @@ def patch_user(user_id: int) -> Any:
         fields = {}
         if "displayName" in data:
             fields["display_name"] = data["displayName"]
-        for key in ("admin", "active"):
+        for key in ("admin", "active", "remote"):
             if key in data:
                 fields[key] = bool(data[key])
+        if "username" in data:
+            fields["username"] = data["username"]
         user = users.update_user(conn, user_id, fields)
     return {"user": user_json(user)}
 

@@ -142,11 +142,34 @@ def set_password(conn: Conn, user_id: int, password: str, *, hashed: bool) -> No
 
 
 def update_user(conn: Conn, user_id: int, fields: dict[str, Any]) -> User:
-    allowed = {"display_name": "display_name", "admin": "admin", "active": "active"}
+    if "username" in fields:
+        rename_user(conn, user_id, fields["username"])
+    allowed = {
+        "display_name": "display_name",
+        "admin": "admin",
+        "active": "active",
+        "remote": "remote",
+    }
     for key, column in allowed.items():
         if key in fields:
             conn.execute(f"UPDATE users SET {column} = %s WHERE id = %s", (fields[key], user_id))
     return get_user(conn, user_id)
+
+
+def rename_user(conn: Conn, user_id: int, username: Any) -> None:
+    """Renames a user (sessions and ownership follow the id, so nothing else changes)."""
+    if not isinstance(username, str):
+        raise InvalidArgument("username: must be a string")
+    check_username(username)
+    get_user(conn, user_id)
+    taken = conn.execute(
+        "SELECT id FROM users WHERE username = %s AND id <> %s", (username, user_id)
+    ).fetchone()
+    if taken is not None:
+        raise Conflict(f"user '{username}' already exists")
+    conn.execute(
+        "UPDATE users SET username = %s, modified_at = now() WHERE id = %s", (username, user_id)
+    )
 
 
 def login(

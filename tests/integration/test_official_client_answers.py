@@ -391,3 +391,41 @@ def test_no_version_warning_and_det_version_shows_both(
     shown = det.ok("version", "--json").json()
     assert shown["Determined API"] == "0.38.1"
     assert shown["master"] == det_pkg.__version__
+
+
+def test_user_rename_and_edit_take_effect_and_agent_user_link_is_refused(
+    cli_master: Master, official: Official, det: Det
+) -> None:
+    def names() -> list[str]:
+        return [u["username"] for u in cli_master.get("/api/v1/users")["users"]]
+
+    official("user", "create", "renamee", "--password", "Renamee-pw-1")
+    official("user", "rename", "renamee", "renamed")
+    assert "renamed" in names() and "renamee" not in names()
+    official("user", "edit", "renamed", "--username", "edited")
+    assert "edited" in names() and "renamed" not in names()
+    det.login()
+    det.ok("user", "rename", "edited", "ours")
+    assert "ours" in names() and "edited" not in names()
+
+    bad = official.run("user", "rename", "ours", "has space")
+    assert bad.returncode != 0 and "username" in bad.stderr, bad.stderr
+    taken = official.run("user", "rename", "ours", "admin")
+    assert taken.returncode != 0 and "already exists" in taken.stderr, taken.stderr
+    assert "ours" in names()
+
+    link = official.run(
+        "user",
+        "link-with-agent-user",
+        "ours",
+        "--agent-uid",
+        "1000",
+        "--agent-gid",
+        "1000",
+        "--agent-user",
+        "u",
+        "--agent-group",
+        "g",
+    )
+    assert link.returncode != 0
+    assert "link-with-agent-user" in link.stderr and "README" in link.stderr, link.stderr
