@@ -45,10 +45,9 @@ def test_aws_master_yaml_is_a_valid_master_config():
     assert config.resource_manager.scheduler.type == "fair_share"
     assert [p.pool_name for p in config.resource_pools] == ["aux-pool", "compute-pool"]
     assert config.master_url == f"https://10.0.0.7:{AWS.port}"
-    assert config.security.tls == {
-        "cert": "/etc/det/tls/master.crt",
-        "key": "/etc/det/tls/master.key",
-    }
+    tls = config.security.tls
+    assert tls is not None
+    assert str(tls.cert) == "/etc/det/tls/master.crt" and str(tls.key) == "/etc/det/tls/master.key"
 
 
 def test_aws_pool_providers_parse_with_the_provisioner_model():
