@@ -19,7 +19,7 @@ from det.master.api._common import (
     state,
     ts,
 )
-from det.master.errors import InvalidArgument, NotFound, PermissionDenied
+from det.master.errors import InvalidArgument, NotFound, PermissionDenied, Unimplemented
 from det.master.expconf import redact
 from det.master.services import experiments as svc
 from det.master.services import trials as trial_svc
@@ -186,9 +186,19 @@ def delete(experiment_id: int) -> Any:
 
 @bp.patch("/api/v1/experiments/<int:experiment_id>")
 def patch(experiment_id: int) -> Any:
+    from det.master.services import checkpoint_gc
+
     data = body()
+    res = data.get("resources")
+    if isinstance(res, dict) and res.get("maxSlots") is not None:
+        raise Unimplemented(
+            "resources.maxSlots: det's scheduler does not cap an experiment's slots"
+            " (set max-slots); limit concurrency with searcher.max_concurrent_trials"
+        )
     with db() as conn:
         _owner_or_admin(conn, experiment_id)
+        if "checkpointStorage" in data:
+            checkpoint_gc.set_policy(conn, experiment_id, data["checkpointStorage"])
         svc.patch(conn, experiment_id, data)
         row = svc.get(conn, experiment_id)
     return {"experiment": experiment_json(row)}

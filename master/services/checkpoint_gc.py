@@ -18,6 +18,7 @@ from typing import Any
 from det.master import states
 from det.master.checkpoint_policy import Checkpoint, Retention, to_delete
 from det.master.db import Conn
+from det.master.errors import InvalidArgument
 from det.master.services import allocations
 from det.master.services import checkpoints as ckpt_svc
 from det.master.services.users import token_digest
@@ -102,7 +103,11 @@ def _queue(
     if not doomed:
         return
     task_id = f"gc.{eid}"
-    allocation_id = f"{task_id}.{run}"
+    # A changed GC policy (``det e set gc-policy``) collects again: a fresh allocation each time.
+    earlier = conn.execute(
+        "SELECT count(*) AS n FROM allocations WHERE task_id = %s", (task_id,)
+    ).fetchone()
+    allocation_id = f"{task_id}.{max(run, int(earlier['n']) + 1) if earlier else run}"
     conn.execute(
         "INSERT INTO allocations (id, task_id, trial_id, job_id, resource_pool, slots_needed,"
         " state, token_hash) VALUES (%s, %s, NULL, %s, %s, 0, %s, %s)"
@@ -192,3 +197,40 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None) -> None
             "checkpoint-gc-failed",
             f"checkpoint GC exited with {exit_code}; the checkpoints are kept (see the task's logs)",
         )
+
+
+_POLICY_FIELDS = {
+    "saveExperimentBest": "save_experiment_best",
+    "saveTrialBest": "save_trial_best",
+    "saveTrialLatest": "save_trial_latest",
+}
+
+
+def set_policy(conn: Conn, experiment_id: int, storage: Any) -> None:
+    """``det e set gc-policy`` (PATCH ``checkpointStorage``): the experiment's
+    checkpoint_storage save_* change and its checkpoints are collected again under the new
+    policy, now if it has ended, else when it ends. Deleted checkpoints stay deleted."""
+    if not isinstance(storage, dict):
+        raise InvalidArgument("checkpointStorage: must be an object")
+    changes: dict[str, int] = {}
+    for wire, key in _POLICY_FIELDS.items():
+        value = storage.get(wire)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidArgument(
+                f"checkpointStorage.{wire}: must be a non-negative integer (got {value!r})"
+            )
+        changes[key] = value
+    if not changes:
+        return
+    conn.execute(
+        "UPDATE experiments SET config = jsonb_set(config, '{checkpoint_storage}',"
+        " coalesce(config->'checkpoint_storage', '{}'::jsonb) || %s::jsonb),"
+        " checkpoint_gc_at = NULL WHERE id = %s",
+        (json.dumps(changes), experiment_id),
+    )
+    states.record_event(
+        conn, "experiment", experiment_id, "gc-policy", f"checkpoint GC policy set to {changes}"
+    )
+    conn.execute("NOTIFY det_wakeup")

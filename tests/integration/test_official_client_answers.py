@@ -429,3 +429,35 @@ def test_user_rename_and_edit_take_effect_and_agent_user_link_is_refused(
     )
     assert link.returncode != 0
     assert "link-with-agent-user" in link.stderr and "README" in link.stderr, link.stderr
+
+
+def test_set_gc_policy_collects_again_and_max_slots_is_refused(
+    cli_master: Master, official: Official, sim_agents: object
+) -> None:
+    eid = cli_support.create_via_api(cli_master, sim_config("gc-policy", trials=1))
+    cli_support.wait(lambda: exp_state(cli_master, eid) == "STATE_COMPLETED", 90, "completion")
+
+    def completed() -> int:
+        return sum(c["state"] == "STATE_COMPLETED" for c in _checkpoints(cli_master, eid))
+
+    cli_support.wait(lambda: completed() == 1, 60, "the default GC (best and latest kept)")
+    official(
+        "experiment",
+        "set",
+        "gc-policy",
+        str(eid),
+        "--save-experiment-best",
+        "0",
+        "--save-trial-best",
+        "0",
+        "--save-trial-latest",
+        "0",
+        "--yes",
+    )
+    storage = cli_master.get(f"/api/v1/experiments/{eid}")["config"]["checkpoint_storage"]
+    assert (storage["save_trial_best"], storage["save_trial_latest"]) == (0, 0)
+    cli_support.wait(lambda: completed() == 0, 60, "the GC under the new policy")
+
+    r = official.run("experiment", "set", "max-slots", str(eid), "2")
+    assert r.returncode != 0
+    assert "maxSlots" in r.stderr and "max_concurrent_trials" in r.stderr, r.stderr
