@@ -5,20 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import requests
-
 from det.cli import render
 from det.cli._util import add_json, noun, session, verb
-from det.cli.errors import MasterUnreachable
-from det.cli.session import canonical_master
+from det.cli.session import canonical_master, get_info
 
 
 def info(args: argparse.Namespace) -> None:
     master = canonical_master(args.master)
-    try:
-        body = requests.get(master + "/info", timeout=10).json()
-    except requests.ConnectionError:
-        raise MasterUnreachable(f"cannot reach the master at {master}") from None
+    body = get_info(master)
     if args.json:
         render.print_json(body)
         return
@@ -46,10 +40,7 @@ def version(args: argparse.Namespace) -> None:
 
     master = canonical_master(args.master)
     rows = [["client", det.__version__]]
-    try:
-        body = requests.get(master + "/info", timeout=10).json()
-    except requests.ConnectionError:
-        raise MasterUnreachable(f"cannot reach the master at {master}") from None
+    body = get_info(master)
     rows.append(["master", str(body.get("detVersion") or body.get("version"))])
     rows.append(["Determined API", str(body.get("version"))])
     if args.json:

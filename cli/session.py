@@ -17,6 +17,7 @@ from typing import Any
 import requests
 
 from det.cli.errors import APIError, CliError, MasterUnreachable
+from det.common import tls
 
 DEFAULT_MASTER = "http://127.0.0.1:8080"
 
@@ -80,6 +81,26 @@ class TokenStore:
         tmp.replace(self.path)
 
 
+def http_session() -> requests.Session:
+    """A requests session that verifies the master as ``DET_MASTER_CERT_FILE`` and
+    ``DET_MASTER_CERT_NAME`` say (det.common.tls)."""
+    try:
+        cert = tls.from_env()
+    except tls.CertError as e:
+        raise CliError(str(e)) from None
+    if cert.noverify:  # asked for: one warning per request would only be noise
+        import warnings
+
+        from urllib3.exceptions import InsecureRequestWarning
+
+        warnings.simplefilter("ignore", InsecureRequestWarning)
+    return tls.session(cert)
+
+
+def tls_failure(master: str, e: requests.exceptions.SSLError) -> CliError:
+    return CliError(tls.describe(e, master))
+
+
 class Session:
     """A logged-in connection to one master."""
 
@@ -87,7 +108,7 @@ class Session:
         self.master = master
         self.token = token
         self.user = user
-        self.http = requests.Session()
+        self.http = http_session()
 
     def request(
         self, method: str, path: str, *, stream: bool = False, timeout: float | None = 60, **kw: Any
@@ -99,6 +120,8 @@ class Session:
             r = self.http.request(
                 method, self.master + path, headers=headers, stream=stream, timeout=timeout, **kw
             )
+        except requests.exceptions.SSLError as e:
+            raise tls_failure(self.master, e) from None
         except (requests.ConnectionError, requests.Timeout):
             raise unreachable(self.master) from None
         if r.status_code >= 400:
@@ -150,12 +173,29 @@ def unreachable(master: str) -> MasterUnreachable:
     )
 
 
-def check_reachable(master: str) -> None:
-    """Raises MasterUnreachable unless the master answers its unauthenticated ``/info``."""
+def _get_unauthenticated(master: str, path: str) -> requests.Response:
     try:
-        requests.get(master + "/info", timeout=10)
+        return http_session().get(master + path, timeout=10)
+    except requests.exceptions.SSLError as e:
+        raise tls_failure(master, e) from None
     except (requests.ConnectionError, requests.Timeout):
         raise unreachable(master) from None
+
+
+def get_info(master: str) -> dict[str, Any]:
+    """The master's unauthenticated ``/info``; MasterUnreachable when it does not answer, a
+    one-line CliError when its TLS certificate cannot be verified."""
+    r = _get_unauthenticated(master, "/info")
+    try:
+        body = r.json()
+    except ValueError:
+        raise CliError(f"{master}/info answered {r.status_code} without JSON") from None
+    return body if isinstance(body, dict) else {}
+
+
+def check_reachable(master: str) -> None:
+    """Raises MasterUnreachable unless the master answers its unauthenticated ``/info``."""
+    _get_unauthenticated(master, "/info")
 
 
 def login(master: str, user: str, password: str) -> Session:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import pydantic
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class ConfigError(ValueError):
@@ -175,13 +175,32 @@ class ResourcePoolConfig(_Model):
     _tcd = field_validator("task_container_defaults")(_check_tcd)
 
 
+class TlsConfig(_Model):
+    """Determined's ``security.tls``: PEM files of the master's certificate (its chain may
+    follow it in the same file) and private key. Both set: the master serves HTTPS only."""
+
+    cert: Path | None = None
+    key: Path | None = None
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> TlsConfig:
+        if (self.cert is None) != (self.key is None):
+            missing = "key" if self.key is None else "cert"
+            raise ValueError(f"cert and key go together: {missing} is not set")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.cert is not None and self.key is not None
+
+
 class SecurityConfig(_Model):
     initial_user_password: str = ""
     # Local development only: lets the master start with an empty admin password.
     allow_empty_initial_password: bool = False
     agent_token: str | None = None
     session_hours: float = Field(24 * 7, gt=0)
-    tls: dict[str, Any] | None = None
+    tls: TlsConfig = TlsConfig()
     ssh: dict[str, Any] | None = None
     authz: dict[str, Any] | None = None
 
@@ -240,7 +259,8 @@ class MasterConfig(_Model):
         )
 
     def url(self) -> str:
-        return self.master_url or f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self.security.tls.enabled else "http"
+        return self.master_url or f"{scheme}://127.0.0.1:{self.port}"
 
     def redacted(self) -> dict[str, Any]:
         """The config as JSON, secrets replaced (for ``GET /api/v1/master/config``)."""
@@ -269,6 +289,8 @@ _ENV_SCALARS = {
     "DET_LOG_LEVEL": ("log", "level"),
     "DET_SECURITY_INITIAL_USER_PASSWORD": ("security", "initial_user_password"),
     "DET_SECURITY_AGENT_TOKEN": ("security", "agent_token"),
+    "DET_SECURITY_TLS_CERT": ("security", "tls", "cert"),
+    "DET_SECURITY_TLS_KEY": ("security", "tls", "key"),
     "DET_DB_URL": ("db", "url"),
     "DET_DB_HOST": ("db", "host"),
     "DET_DB_PORT": ("db", "port"),

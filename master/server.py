@@ -8,6 +8,7 @@ import secrets
 import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 from det.master import db
 from det.master.config import ConfigError, MasterConfig
@@ -62,6 +63,10 @@ def prepare(config: MasterConfig) -> MasterState:
             " for local development only, security.allow_empty_initial_password: true"
         )
     _check_providers(config)
+    if config.security.tls.enabled:
+        from det.master.tls import server_context
+
+        server_context(config.security.tls)  # a bad certificate or key stops us before the DB
     config.data_dir.mkdir(parents=True, exist_ok=True)
     conninfo = database_url(config)
     db.upgrade(conninfo)
@@ -135,17 +140,25 @@ def _serve_socket(state: MasterState, sock: object, *, run_loops: bool) -> None:
         loop = ControlLoop(state, stop)
         threading.Thread(target=loop.run_forever, name="det-control-loop", daemon=True).start()
     app = create_app(state)
+    tls = state.config.security.tls
     logger.info(
-        "master %s serving on %s:%d", state.master_id, state.config.bind_address, state.config.port
+        "master %s serving %s on %s:%d",
+        state.master_id,
+        "HTTPS" if tls.enabled else "HTTP",
+        state.config.bind_address,
+        state.config.port,
     )
+    adjustments: dict[str, Any] = {
+        "threads": state.config.api_threads,
+        "channel_timeout": 600,
+        "ident": "det-master",
+    }
     try:
-        waitress.serve(
-            app,
-            sockets=[sock],
-            threads=state.config.api_threads,
-            channel_timeout=600,
-            ident="det-master",
-            _quiet=True,
-        )
+        if tls.enabled:
+            from det.master.tls import make_server, server_context
+
+            make_server(app, sock, server_context(tls), **adjustments).run()
+        else:
+            waitress.serve(app, sockets=[sock], _quiet=True, **adjustments)
     finally:
         stop.set()

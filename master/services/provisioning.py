@@ -90,7 +90,7 @@ def _agent_install_env(st: MasterState, config: ProvisionerConfig) -> dict[str, 
     from det.master.provisioner import bootstrap
 
     cert_pem = None
-    cert_path = (st.config.security.tls or {}).get("cert")
+    cert_path = st.config.security.tls.cert
     if cert_path:
         try:
             cert_pem = Path(cert_path).read_text()
