@@ -43,6 +43,8 @@ git -C "$REPO" ls-files -z -co --exclude-standard |
 rm -f "$CACHE"/det/det-*.whl
 "$PYTHON" -m pip wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation \
   --wheel-dir "$CACHE/det" "$src" 2>&1 | grep -v '^WARNING: Location' || true
+# The build leaves det.egg-info in the copy: it would shadow the installed det's metadata.
+rm -rf "$src"/*.egg-info "$src/build"
 wheel="$(ls "$CACHE"/det/det-*.whl 2>/dev/null | head -1)"
 [[ -n "$wheel" ]] || die "could not build det's wheel"
 mark "det wheel built"
