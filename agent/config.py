@@ -18,6 +18,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from det.common import tls
+
 DEFAULT_NOTICE_URLS = {
     "aws": "http://169.254.169.254",
     "gcp": "http://metadata.google.internal",
@@ -49,6 +51,11 @@ class AgentConfig(BaseModel):
     # Where the harness bundle is built (det.agent.harness_bundle); default: state_dir/harness.
     harness_dir: Path | None = None
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # The master's TLS certificate (PEM) to trust besides the public CAs, or "noverify"; and the
+    # name it was issued for when it differs from master_url's host (Determined's agent flags;
+    # DET_MASTER_CERT_FILE / DET_MASTER_CERT_NAME). Task containers get both.
+    master_cert_file: str | None = None
+    master_cert_name: str | None = None
 
     @field_validator("master_url")
     @classmethod
@@ -69,6 +76,15 @@ class AgentConfig(BaseModel):
                     f"agent_token_file: cannot read {self.agent_token_file}: {e}"
                 ) from e
         return None
+
+    def master_cert(self) -> tls.MasterCert:
+        """How to verify the master; ConfigError when master_cert_file cannot be used."""
+        try:
+            return tls.load(
+                self.master_cert_file, self.master_cert_name, setting="master_cert_file"
+            )
+        except tls.CertError as e:
+            raise ConfigError(str(e)) from None
 
     def notice_url(self) -> str | None:
         if self.preemption_notice == "none":
@@ -119,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--heartbeat-seconds", dest="heartbeat_seconds", type=float)
     p.add_argument("--state-dir", dest="state_dir")
     p.add_argument("--log-level", dest="log_level")
+    p.add_argument("--master-cert-file", dest="master_cert_file", metavar="PEM|noverify")
+    p.add_argument("--master-cert-name", dest="master_cert_name", metavar="HOSTNAME")
     return p
 
 
@@ -177,6 +195,8 @@ def load_config(
         origin[name] = f"from --{name.replace('_', '-')}"
 
     try:
-        return AgentConfig.model_validate(values)
+        config = AgentConfig.model_validate(values)
     except ValidationError as e:
         raise ConfigError(_format_error(e, origin)) from None
+    config.master_cert()  # an unreadable certificate stops the agent here, with its name
+    return config

@@ -25,8 +25,9 @@ from det.agent.devices import Slot
 from det.agent.follower import LogFollower
 from det.agent.harness_bundle import HarnessBundle
 from det.agent.logs import LogShipper
-from det.agent.master_client import MasterClient
+from det.agent.master_client import MasterClient, task_container_cert
 from det.agent.reconcile import Actual, State
+from det.common.tls import MasterCert
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +117,7 @@ class DockerRuntime:
         network_mode: str = "host",
         on_change: Callable[[], None] = lambda: None,
         harness: HarnessBundle | None = None,
+        master_cert: MasterCert | None = None,
     ) -> None:
         """`on_change` is called (from worker threads) when a start finishes or fails, so the
         loop can report the new state at once instead of a heartbeat interval later."""
@@ -127,6 +129,7 @@ class DockerRuntime:
         self._slots = {s.id: s for s in slots}
         self._network_mode = network_mode
         self._harness = harness  # det's task-side code, mounted into every container
+        self._master_cert = master_cert  # how the harness verifies the master (TLS)
         self._records: dict[str, Record] = {}
         self._lock = threading.Lock()
 
@@ -343,6 +346,8 @@ class DockerRuntime:
             ]
         if self._harness is not None:
             self._harness.apply(args, self._docker)
+        if self._master_cert is not None:
+            task_container_cert(args, self._master_cert)
         return args
 
     def _gpu_ids(self, spec: dict[str, Any], slot_ids: list[str]) -> list[str]:

@@ -77,7 +77,7 @@ class Agent:
             if slots is not None
             else discover_slots(config.slot_type, config.artificial_slots)
         )
-        self.master = MasterClient(config.master_url, config.token())
+        self.master = MasterClient(config.master_url, config.token(), cert=config.master_cert())
         cursor_dir = config.state_dir / config.agent_id.replace("/", "_") / "log-cursors"
         self.shipper = LogShipper(self.master, CursorStore(cursor_dir))
         self.runtime = DockerRuntime(
@@ -89,6 +89,7 @@ class Agent:
             config.container_network_mode,
             on_change=self.wake,
             harness=HarnessBundle(config.harness_dir or config.state_dir / "harness"),
+            master_cert=config.master_cert(),
         )
         self.notices: NoticePoller | None = None
         url = config.notice_url()

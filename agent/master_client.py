@@ -11,12 +11,18 @@ import base64
 import logging
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import requests
 
+from det.common import tls
+
 logger = logging.getLogger(__name__)
+
+# Where task containers find the master's certificate (a read-only bind mount of the agent's).
+CONTAINER_CERT_PATH = "/run/det/master-cert.pem"
 
 
 class MasterUnavailable(Exception):
@@ -34,16 +40,23 @@ class MasterRejected(MasterUnavailable):
 class MasterClient:
     """Thread-safe: each thread gets its own `requests.Session` (sessions are not)."""
 
-    def __init__(self, master_url: str, token: str | None, timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        master_url: str,
+        token: str | None,
+        timeout: float = 10.0,
+        cert: tls.MasterCert | None = None,
+    ) -> None:
         self.master_url = master_url.rstrip("/")
         self._token = token
         self._timeout = timeout
+        self._cert = cert or tls.MasterCert()
         self._local = threading.local()
 
     def _session(self) -> requests.Session:
         session: requests.Session | None = getattr(self._local, "session", None)
         if session is None:
-            session = requests.Session()
+            session = tls.session(self._cert)
             if self._token:
                 session.headers["Authorization"] = f"Bearer {self._token}"
             self._local.session = session
@@ -53,6 +66,9 @@ class MasterClient:
         url = f"{self.master_url}{path}"
         try:
             resp = self._session().request(method, url, timeout=self._timeout, **kwargs)
+        except requests.exceptions.SSLError as e:
+            # Retried like any outage (the master's certificate may be replaced), but said plainly.
+            raise MasterUnavailable(tls.describe(e, self.master_url, "master_cert_file")) from e
         except requests.RequestException as e:
             raise MasterUnavailable(f"{method} {path}: {e}") from e
         if resp.status_code >= 500:
@@ -90,3 +106,23 @@ class MasterClient:
 
     def post_logs(self, logs: Sequence[dict[str, Any]]) -> None:
         self._request("POST", "/api/v1/task/logs", json={"logs": list(logs)})
+
+
+def task_container_cert(create_args: dict[str, Any], cert: tls.MasterCert) -> None:
+    """Lets the harness in a task container verify the master as this agent does: the agent's
+    certificate file bind-mounted read-only, ``DET_MASTER_CERT_FILE``/``_NAME`` pointing at it."""
+    env = create_args.setdefault("environment", {})
+    if cert.noverify:
+        env[tls.CERT_FILE_ENV] = tls.NOVERIFY
+    elif cert.cert_file:
+        import docker.types
+
+        source = str(Path(cert.cert_file).resolve())
+        create_args.setdefault("mounts", []).append(
+            docker.types.Mount(
+                target=CONTAINER_CERT_PATH, source=source, type="bind", read_only=True
+            )
+        )
+        env[tls.CERT_FILE_ENV] = CONTAINER_CERT_PATH
+    if cert.name:
+        env[tls.CERT_NAME_ENV] = cert.name

@@ -8,6 +8,10 @@ Retry policy: connection errors, timeouts and 502/503/504 answers are retried wi
 exponential backoff for up to ``retry_seconds`` (default 120 s), so a task survives a master
 restart. Other errors are raised immediately as :class:`APIError` (4xx are never retried: they
 would fail again).
+
+TLS: the master's certificate is verified as ``DET_MASTER_CERT_FILE``/``DET_MASTER_CERT_NAME``
+say (:mod:`det.common.tls`; the agent sets both in task containers). A certificate that cannot be
+verified is never retried: it raises :class:`MasterTLSError`, one line naming the problem.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 import requests
+
+from det.common import tls
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +44,10 @@ class NotFoundError(APIError):
     """The master answered 404."""
 
 
+class MasterTLSError(Exception):
+    """The master's TLS certificate cannot be verified (or the TLS handshake failed)."""
+
+
 class Session:
     """Thread-safe enough for our use: each call builds its own request on a pooled session."""
 
@@ -55,7 +65,7 @@ class Session:
         self._retry_seconds = retry_seconds
         self._backoff_cap = backoff_cap
         self._sleep = sleep
-        self._http = requests.Session()
+        self._http = tls.session(tls.from_env())
         if allocation_token:
             self._http.headers[ALLOCATION_TOKEN_HEADER] = f"Bearer {allocation_token}"
         if user_token:
@@ -80,6 +90,8 @@ class Session:
         while True:
             try:
                 resp = self._http.request(method, url, json=json, params=params, timeout=timeout)
+            except requests.exceptions.SSLError as e:
+                raise MasterTLSError(tls.describe(e, self.master_url)) from None
             except (requests.ConnectionError, requests.Timeout) as e:
                 if not retry or time.monotonic() + delay > deadline:
                     raise

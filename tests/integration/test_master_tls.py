@@ -20,8 +20,11 @@ import requests
 import yaml
 
 from det.common import tls
-from tests.integration.cli_support import run_subprocess
+from tests.docker_support import docker_client
+from tests.integration.cli_support import REPO, run_subprocess
 from tests.integration.conftest import ADMIN_PASSWORD, Master, free_port
+
+TASK_IMAGE_BARE = "det-base:bookworm"  # Debian's Python 3.11, nothing of det
 
 
 @dataclass
@@ -34,10 +37,13 @@ def make_cert(dir: Path, name: str, san: str) -> Cert:
     """A self-signed certificate and its key, valid for ``san`` (openssl's subjectAltName)."""
     dir.mkdir(parents=True, exist_ok=True)
     cert, key = dir / f"{name}.crt", dir / f"{name}.key"
+    argv = [
+        "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        "-keyout", str(key), "-out", str(cert), "-subj", f"/CN={name}",
+        "-addext", f"subjectAltName={san}",
+    ]  # fmt: skip
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2"]
-        + ["-keyout", str(key), "-out", str(cert), "-subj", f"/CN={name}"]
-        + ["-addext", f"subjectAltName={san}"],
+        argv,
         check=True,
         capture_output=True,
     )
@@ -143,9 +149,7 @@ def test_master_serves_https_only_with_its_certificate(
     assert info["clusterId"]
     # The certificate served is the configured one.
     served = ssl.get_server_certificate(("127.0.0.1", int(m.url.rsplit(":", 1)[1])))
-    assert ssl.PEM_cert_to_DER_cert(served) == ssl.PEM_cert_to_DER_cert(
-        local_cert.cert.read_text()
-    )
+    assert ssl.PEM_cert_to_DER_cert(served) == ssl.PEM_cert_to_DER_cert(local_cert.cert.read_text())
     with pytest.raises(requests.exceptions.SSLError):
         requests.get(m.url + "/info", timeout=10)  # the public CAs do not vouch for it
     # Plain HTTP on the HTTPS port gets no answer, and the master keeps serving.
@@ -286,3 +290,93 @@ def test_cli_checks_the_name_in_det_master_cert_name(
     assert r.returncode == 0, r.stderr
     r = det_cli(m, home, "experiment", "list", **trusted, DET_MASTER_CERT_NAME="elsewhere")
     assert r.returncode != 0 and "DET_MASTER_CERT_NAME" in one_line(r.stderr)
+
+
+# ---- an agent and the harness in a real task container ----------------------------------
+
+
+@pytest.mark.docker
+def test_agent_and_harness_verify_the_master(
+    tmp_path: Path, pg_url: str, local_cert: Cert, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real agent registers over HTTPS with master_cert_file, and a trial in a bare Debian
+    image (no det: the harness bundle with its vendored requests) completes against the HTTPS
+    master, which its harness could only reach through the mounted certificate."""
+    from tests.e2e.cluster import Cluster, master_extra, wait_for
+
+    client = docker_client(TASK_IMAGE_BARE)
+    plain_env = {k: v for k, v in os.environ.items() if not k.startswith("DET_MASTER_CERT")}
+    plain_env["PYTHONUNBUFFERED"] = "1"
+    m = start_tls_master(tmp_path / "master", pg_url, local_cert, **master_extra(tmp_path))
+    # This test process's own requests (the Cluster helpers) trust the certificate.
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(local_cert.cert))
+    cluster = Cluster(m, [], tmp_path, client, tmp_path / "checkpoints", pg_url)
+    agent_id = f"tls-{os.urandom(3).hex()}"
+    argv = [
+        sys.executable, "-m", "det.agent",
+        "--master-url", m.url,
+        "--agent-id", agent_id,
+        f"--agent-token={m.agent_token}",
+        "--slot-type", "cpu",
+        "--artificial-slots", "1",
+        "--heartbeat-seconds", "0.2",
+        "--state-dir", str(tmp_path / "agent-state"),
+    ]  # fmt: skip
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start_agent(log: Path, *extra: str) -> subprocess.Popen[bytes]:
+        with open(log, "ab") as out:
+            p = subprocess.Popen(
+                [*argv, *extra], stdout=out, stderr=subprocess.STDOUT, env=plain_env
+            )
+        procs.append(p)
+        return p
+
+    try:
+        # Without the certificate: the agent says why it cannot register, and keeps trying.
+        log = tmp_path / "agent-nocert.log"
+        p = start_agent(log)
+        wait_for(lambda: "cannot verify" in log.read_text(), 30, "the agent's certificate error")
+        line = next(x for x in log.read_text().splitlines() if "cannot verify" in x)
+        assert f"cannot verify the master's TLS certificate at {m.url}" in line, line
+        assert "self-signed certificate; set master_cert_file" in line, line
+        assert "Traceback" not in log.read_text()
+        assert p.poll() is None
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=30)
+
+        # With master_cert_file (from agent.yaml): registers and runs a trial.
+        config = tmp_path / "agent.yaml"
+        config.write_text(yaml.safe_dump({"master_cert_file": str(local_cert.cert)}))
+        log = tmp_path / "agent.log"
+        start_agent(log, "--config-file", str(config))
+
+        def registered() -> bool:
+            return any(a["id"] == agent_id for a in m.get("/api/v1/agents")["agents"] or [])
+
+        wait_for(registered, 60, "the agent to register over HTTPS")
+        example = REPO / "examples" / "stdlib_core_api"
+        overrides = {
+            "environment": {"image": TASK_IMAGE_BARE},
+            "searcher": {"max_length": {"batches": 20}},
+            "hyperparameters": {"report_every": 5, "checkpoint_every": 10},
+        }
+        eid = cluster.create(example / "const.yaml", example, overrides)
+        try:
+            cluster.wait_state(eid, "STATE_COMPLETED", 300)
+        except (TimeoutError, AssertionError) as e:
+            raise AssertionError(f"{e}\n{cluster.dump()}\n{tail(log)}") from None
+        (trial,) = cluster.trials(eid)
+        assert cluster.metrics(trial["id"], "validation"), "the harness reported no validation"
+        assert cluster.checkpoints_of(trial["id"])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                p.wait(timeout=30)
+        for c in client.containers.list(all=True, filters={"label": f"ai.det.agent-id={agent_id}"}):
+            c.remove(force=True)
+
+
+def tail(path: Path, n: int = 40) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
