@@ -380,3 +380,62 @@ def test_agent_and_harness_verify_the_master(
 
 def tail(path: Path, n: int = 40) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+
+
+# ---- the official determined client ------------------------------------------------------
+
+
+def test_official_client_logs_in_and_lists_over_https(
+    tls_master_factory: Any, tmp_path: Path
+) -> None:
+    """determined==0.38.1 with Determined's own DET_MASTER_CERT_FILE and DET_MASTER_CERT_NAME."""
+    from tests.compat.official import ensure_official_venv
+
+    official_bin = ensure_official_venv()
+    cert = make_cert(tmp_path / "tls", "det-master", "DNS:det-master")
+    m = tls_master_factory(cert, "det-master")
+    http = tls.session(tls.load(str(cert.cert), "det-master"))
+    token = http.post(
+        m.url + "/api/v1/auth/login",
+        json={"username": "admin", "password": ADMIN_PASSWORD},
+        timeout=10,
+    ).json()["token"]
+    config = yaml.safe_dump(
+        {
+            "name": "tls-listed",
+            "entrypoint": "python3 train.py",
+            "searcher": {"name": "single", "metric": "x", "max_length": {"batches": 1}},
+        }
+    )
+    r = http.post(
+        m.url + "/api/v1/experiments",
+        json={"config": config, "modelDefinition": [], "activate": False},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
+    assert r.ok, r.text
+    home = tmp_path / "home"
+    home.mkdir()
+
+    def official(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        env = {
+            "PATH": f"{official_bin}:{os.environ['PATH']}",
+            "HOME": str(home),
+            "DET_MASTER": m.url,
+            "DET_MASTER_CERT_FILE": str(cert.cert),
+            "DET_MASTER_CERT_NAME": "det-master",
+        }
+        return subprocess.run(
+            [str(official_bin / "det"), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+
+    login = official("user", "login", "admin", stdin=ADMIN_PASSWORD + "\n")
+    assert login.returncode == 0, login.stderr
+    listing = official("experiment", "list")
+    assert listing.returncode == 0, listing.stderr
+    assert "tls-listed" in listing.stdout
