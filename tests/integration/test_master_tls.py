@@ -417,14 +417,16 @@ def test_official_client_logs_in_and_lists_over_https(
     home = tmp_path / "home"
     home.mkdir()
 
-    def official(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    def official(
+        *args: str, stdin: str | None = None, trust: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         env = {
             "PATH": f"{official_bin}:{os.environ['PATH']}",
             "HOME": str(home),
             "DET_MASTER": m.url,
-            "DET_MASTER_CERT_FILE": str(cert.cert),
-            "DET_MASTER_CERT_NAME": "det-master",
         }
+        if trust:
+            env |= {"DET_MASTER_CERT_FILE": str(cert.cert), "DET_MASTER_CERT_NAME": "det-master"}
         return subprocess.run(
             [str(official_bin / "det"), *args],
             input=stdin,
@@ -434,6 +436,9 @@ def test_official_client_logs_in_and_lists_over_https(
             timeout=120,
         )
 
+    untrusted = official("user", "login", "admin", stdin=ADMIN_PASSWORD + "\n", trust=False)
+    assert untrusted.returncode != 0
+    assert "certificate" in (untrusted.stdout + untrusted.stderr).lower()
     login = official("user", "login", "admin", stdin=ADMIN_PASSWORD + "\n")
     assert login.returncode == 0, login.stderr
     listing = official("experiment", "list")
