@@ -234,8 +234,6 @@ def describe(exc: BaseException, url: str, hint: str = CERT_FILE_ENV) -> str:
 
 def _short(e: BaseException) -> str:
     if isinstance(e, ssl.SSLError) and e.reason:
-        text = str(e.reason).replace("_", " ").lower()
-        if getattr(e, "verify_message", None):
-            text = str(e.verify_message)
-        return text
+        verify_message = getattr(e, "verify_message", None)
+        return str(verify_message or str(e.reason).replace("_", " ").lower())
     return " ".join(str(e).split()) or type(e).__name__
