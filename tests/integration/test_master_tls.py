@@ -105,11 +105,14 @@ def start_tls_master(
             if r.status_code == 200:
                 return m
         except requests.exceptions.SSLError:
+            proc.kill()
+            proc.wait()
             raise
         except requests.RequestException:
             pass
         time.sleep(0.1)
     proc.kill()
+    proc.wait()
     raise RuntimeError(f"master did not come up:\n{m.logs()}")
 
 
@@ -376,6 +379,7 @@ def test_agent_and_harness_verify_the_master(
                 p.wait(timeout=30)
         for c in client.containers.list(all=True, filters={"label": f"ai.det.agent-id={agent_id}"}):
             c.remove(force=True)
+        m.kill(signal.SIGTERM)
 
 
 def tail(path: Path, n: int = 40) -> str:
