@@ -284,11 +284,24 @@ def _gcp(sub: Any) -> None:
     up.add_argument(
         "--preemptible", type=_bool, nargs="?", const=True, default=False, help="preemptible agents"
     )
-    up.add_argument("--agent-image", help="boot image of agents")
+    up.add_argument(
+        "--agent-image",
+        help="boot image (or projects/P/global/images/family/F) of all agents "
+        "(default: Ubuntu 24.04 for CPU agents, a Deep Learning VM image for GPU agents)",
+    )
+    up.add_argument(
+        "--refresh-images",
+        action="store_true",
+        help="resolve the image families again (default: keep the images pinned at the first up)",
+    )
     up.add_argument("--disk-size", type=int, help="agent boot disk in GB (default 200)")
     up.add_argument("--disk-type", help="agent boot disk type (default pd-standard)")
     up.add_argument("--operation-timeout-period", help="GCE operation timeout, e.g. 5m")
     up.add_argument("--db-tier", help="Cloud SQL tier (default db-custom-1-3840)")
+    up.add_argument(
+        "--db-edition",
+        help="Cloud SQL edition, ENTERPRISE or ENTERPRISE_PLUS (default: the tier's own)",
+    )
     up.add_argument(
         "--filestore", action="store_true", help="create a Filestore share mounted into tasks"
     )

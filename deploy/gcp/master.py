@@ -9,11 +9,16 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from det.deploy.common import masteryaml, userdata
-from det.deploy.gcp.config import CLUSTER_LABEL, SCOPES, UBUNTU_IMAGE, GcpConfig
+from det.deploy.common import boot, masteryaml, userdata
+from det.deploy.common.boot import BootOptions
+from det.deploy.gcp.config import BOOT_LOG_NAME, CLUSTER_LABEL, SCOPES, GcpConfig
 
 _METADATA = "http://metadata.google.internal/computeMetadata/v1"
-_LOCAL_IP = f'curl -sf -H "Metadata-Flavor: Google" {_METADATA}/instance/network-interfaces/0/ip'
+# GCE_METADATA_HOST: only set where the boot runs against a fake metadata server (tests).
+_LOCAL_IP = (
+    'curl -sf -H "Metadata-Flavor: Google" '
+    "http://${GCE_METADATA_HOST:-metadata.google.internal}/computeMetadata/v1/instance/network-interfaces/0/ip"
+)
 SHARED_FS_HOST_PATH = "/mnt/det-shared"
 
 
@@ -66,8 +71,7 @@ def master_yaml_config(
                 "container_path": "/run/determined/workdir/shared_fs",
             }
         ]
-    if cfg.cpu_env_image and cfg.gpu_env_image:
-        tcd["image"] = {"cpu": cfg.cpu_env_image, "cuda": cfg.gpu_env_image}
+    tcd["image"] = {"cpu": cfg.cpu_env_image, "cuda": cfg.gpu_env_image}
     aux = {
         "machine_type": cfg.aux_agent_instance_type,
         "gpu_type": "",
@@ -96,22 +100,82 @@ def master_yaml_config(
         scheduler_type=cfg.scheduler_type,
         preemption=cfg.preemption_enabled,
         task_container_defaults=tcd or None,
+        tls=cfg.tls,
+        agent_install=boot.agent_install(cfg.boot, "gs", r.bucket, "agent,gcp"),
     )
     config: dict[str, Any] = masteryaml.master_config(spec)
+    # Per-pool boot images: CPU agents run Ubuntu, GPU agents the Deep Learning VM image (the
+    # shared provider block carries the GPU one).
+    images = {masteryaml.AUX_POOL: cfg.aux_agent_image, masteryaml.COMPUTE_POOL: cfg.agent_image}
+    for pool in config["resource_pools"]:
+        if pool["pool_name"] in images:
+            pool["provider"]["boot_disk_source_image"] = images[pool["pool_name"]]
     return config
 
 
 def fetch_secret_command(secret_path: str) -> str:
     """Reads the secret with the VM's own token (stdlib only: no SDK needed at boot)."""
     code = (
-        "import base64,json,sys,urllib.request as u\n"
-        f"t=json.load(u.urlopen(u.Request('{_METADATA}/instance/service-accounts/default/token',"
+        "import base64,json,os,sys,urllib.request as u\n"
+        "m=os.environ.get('GCE_METADATA_HOST','metadata.google.internal')\n"
+        "t=json.load(u.urlopen(u.Request('http://'+m+'/computeMetadata/v1/instance/service-accounts/default/token',"
         "headers={'Metadata-Flavor':'Google'})))['access_token']\n"
-        "r=u.Request('https://secretmanager.googleapis.com/v1/'+sys.argv[1]+'/versions/latest:access',"
+        "e=os.environ.get('DET_SECRETMANAGER_ENDPOINT','https://secretmanager.googleapis.com')\n"
+        "r=u.Request(e+'/v1/'+sys.argv[1]+'/versions/latest:access',"
         "headers={'Authorization':'Bearer '+t})\n"
         "sys.stdout.write(base64.b64decode(json.load(u.urlopen(r))['payload']['data']).decode())"
     )
     return f"/opt/det/bin/python3 -c {shlex.quote(code)} {shlex.quote(secret_path)}"
+
+
+def startup_script(cfg: GcpConfig, master_yaml: str, secret_path: str, bucket: str) -> str:
+    """The master's startup script (the guest agent runs it at every boot)."""
+    wheel, sha, constraints = boot.wheel_location(cfg.boot, "gs", bucket)
+    return userdata.render_master_boot(
+        userdata.MasterBoot(
+            cloud="gcp",
+            master_yaml=master_yaml,
+            local_ip=_LOCAL_IP,
+            fetch_secret=fetch_secret_command(secret_path),
+            wheel_url=wheel,
+            wheel_sha256=sha,
+            constraints_url=constraints,
+            extras="master,gcp",
+            package_index=cfg.boot.package_index,
+            tls=cfg.tls,
+            log_target=BOOT_LOG_NAME,
+            gcp_project=cfg.project_id,
+        )
+    )
+
+
+def release_objects(
+    name: str, opts: BootOptions, bucket: pulumi.Input[str] | None, child: pulumi.ResourceOptions
+) -> list[pulumi.Output[str]]:
+    """det's wheel and constraints as objects of the bucket (none with ``--det-wheel-url``)."""
+    rel = opts.uploads
+    if rel is None or bucket is None:
+        return []
+    wheel_source: pulumi.Asset = (
+        pulumi.FileAsset(str(rel.path)) if rel.path else pulumi.StringAsset("(built at up)")
+    )
+    wheel = gcp.storage.BucketObject(
+        f"{name}-det-wheel",
+        bucket=bucket,
+        name=rel.wheel_key,
+        source=wheel_source,
+        content_type="application/zip",
+        opts=child,
+    )
+    constraints = gcp.storage.BucketObject(
+        f"{name}-det-constraints",
+        bucket=bucket,
+        name=rel.constraints_key,
+        content=rel.constraints,
+        content_type="text/plain",
+        opts=child,
+    )
+    return [wheel.id, constraints.id]
 
 
 @dataclasses.dataclass
@@ -122,6 +186,8 @@ class MasterArgs:
     master_yaml: pulumi.Input[str]
     secret_path: str
     master_tag: str
+    bucket: pulumi.Input[str] | None = None
+    """The cluster's bucket: det's wheel and constraints are uploaded there for the VMs."""
 
 
 class Master(pulumi.ComponentResource):
@@ -135,13 +201,9 @@ class Master(pulumi.ComponentResource):
         address = gcp.compute.Address(
             name, project=cfg.project_id, region=cfg.region, address_type="EXTERNAL", opts=child
         )
-        script = pulumi.Output.from_input(args.master_yaml).apply(
-            lambda y: userdata.render_bootstrap(
-                master_yaml=y,
-                package=cfg.det_package,
-                local_ip=_LOCAL_IP,
-                fetch_secret=fetch_secret_command(args.secret_path),
-            )
+        uploads = release_objects(name, cfg.boot, args.bucket, child)
+        script = pulumi.Output.all(args.master_yaml, args.bucket, *uploads).apply(
+            lambda v: startup_script(cfg, v[0], args.secret_path, v[1] or "")
         )
         instance = gcp.compute.Instance(
             name,
@@ -151,7 +213,7 @@ class Master(pulumi.ComponentResource):
             machine_type=cfg.master_instance_type,
             boot_disk=gcp.compute.InstanceBootDiskArgs(
                 initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                    image=UBUNTU_IMAGE, size=100, type="pd-balanced"
+                    image=cfg.master_image, size=100, type="pd-balanced"
                 )
             ),
             network_interfaces=[
