@@ -173,19 +173,17 @@ def unreachable(master: str) -> MasterUnreachable:
     )
 
 
-def _get_unauthenticated(master: str, path: str) -> requests.Response:
+def get_info(master: str) -> dict[str, Any]:
+    """The master's unauthenticated ``/info``; MasterUnreachable when it does not answer, a
+    one-line CliError when its TLS certificate cannot be verified."""
     try:
-        return http_session().get(master + path, timeout=10)
+        r = http_session().get(master + "/info", timeout=10)
     except requests.exceptions.SSLError as e:
         raise tls_failure(master, e) from None
     except (requests.ConnectionError, requests.Timeout):
         raise unreachable(master) from None
-
-
-def get_info(master: str) -> dict[str, Any]:
-    """The master's unauthenticated ``/info``; MasterUnreachable when it does not answer, a
-    one-line CliError when its TLS certificate cannot be verified."""
-    r = _get_unauthenticated(master, "/info")
+    if r.status_code >= 400:
+        raise APIError(r.status_code, f"{master}/info: {r.text.strip()[:300] or r.reason}")
     try:
         body = r.json()
     except ValueError:
@@ -194,8 +192,9 @@ def get_info(master: str) -> dict[str, Any]:
 
 
 def check_reachable(master: str) -> None:
-    """Raises MasterUnreachable unless the master answers its unauthenticated ``/info``."""
-    _get_unauthenticated(master, "/info")
+    """Raises MasterUnreachable unless the master answers its unauthenticated ``/info`` (and
+    the master's own error when it refuses, e.g. plain HTTP on its HTTPS port)."""
+    get_info(master)
 
 
 def login(master: str, user: str, password: str) -> Session:

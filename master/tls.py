@@ -12,14 +12,17 @@ of several API processes, channel timeouts, client addresses) stays waitress's o
   the socket, and bytes already decrypted would otherwise wait for the client's next packet;
   "want read/write" from OpenSSL is "try again later", never an end of connection.
 
+A plain HTTP request on the HTTPS port gets a clear-text 400 that says to use https://.
 TLS 1.2 or newer, renegotiation off (it would make a write wait for a read).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
+import socket
 import ssl
 import time
 from pathlib import Path
@@ -33,6 +36,7 @@ from det.master.config import ConfigError, TlsConfig
 logger = logging.getLogger(__name__)
 
 HANDSHAKE_SECONDS = 30.0
+_TLS_HANDSHAKE_RECORD = b"\x16"  # the first byte of every TLS connection (a ClientHello record)
 _DISCONNECTED = frozenset(
     {errno.ECONNRESET, errno.ENOTCONN, errno.ESHUTDOWN, errno.ECONNABORTED, errno.EPIPE}
 )
@@ -105,9 +109,37 @@ class _TLSChannel(HTTPChannel):  # type: ignore[misc]
         self.handshaking = True
         self.handshake_started = time.monotonic()
         self._handshake_wants_write = False
+        self._checked_first_byte = False
+
+    def _refuse_plain_http(self) -> None:
+        """A plain HTTP request on the HTTPS port: one short answer that says so, in clear."""
+        body = b"this port speaks HTTPS: use an https:// URL for the det master\n"
+        head = (
+            "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        )
+        with contextlib.suppress(OSError):
+            # Read what the client sent first: closing on unread bytes resets the connection,
+            # and the client would never see the answer.
+            socket.socket.recv(self.socket, 65536)
+            socket.socket.send(self.socket, head.encode() + body)
+        logger.debug("plain HTTP from %s on the HTTPS port", self.addr)
+        self.handle_close()
 
     def _handshake(self) -> bool:
         """One step of the handshake; True once it is done."""
+        if not self._checked_first_byte:
+            try:
+                first = socket.socket.recv(self.socket, 1, socket.MSG_PEEK)
+            except (BlockingIOError, InterruptedError):
+                return False
+            except OSError:
+                self.handle_close()
+                return False
+            self._checked_first_byte = True
+            if first and first != _TLS_HANDSHAKE_RECORD:
+                self._refuse_plain_http()
+                return False
         try:
             self.socket.do_handshake()
         except ssl.SSLWantReadError:

@@ -155,9 +155,9 @@ def test_master_serves_https_only_with_its_certificate(
     assert ssl.PEM_cert_to_DER_cert(served) == ssl.PEM_cert_to_DER_cert(local_cert.cert.read_text())
     with pytest.raises(requests.exceptions.SSLError):
         requests.get(m.url + "/info", timeout=10)  # the public CAs do not vouch for it
-    # Plain HTTP on the HTTPS port gets no answer, and the master keeps serving.
-    with pytest.raises(requests.ConnectionError):
-        requests.get(m.url.replace("https://", "http://") + "/info", timeout=10)
+    # Plain HTTP on the HTTPS port is told to use HTTPS, and the master keeps serving.
+    plain = requests.get(m.url.replace("https://", "http://") + "/info", timeout=10)
+    assert plain.status_code == 400 and "use an https:// URL" in plain.text
     assert requests.get(m.url + "/info", verify=str(local_cert.cert), timeout=10).ok
 
 
@@ -264,6 +264,13 @@ def test_cli_trusts_the_master_with_det_master_cert_file(
         line = one_line(r.stderr)
         assert f"cannot verify the master's TLS certificate at {m.url}" in line, line
         assert "self-signed certificate" in line and "DET_MASTER_CERT_FILE" in line, line
+
+    # http:// to the HTTPS master: the master's clear-text answer says what to do.
+    plain_url = m.url.replace("https://", "http://")
+    for args in (("experiment", "list"), ("master", "info")):
+        r = run_subprocess(plain_url, home, *args, env={"DET_PASS": ADMIN_PASSWORD})
+        assert r.returncode != 0
+        assert "use an https:// URL" in one_line(r.stderr), r.stderr
 
     r = det_cli(m, home, "experiment", "list", DET_MASTER_CERT_FILE=str(tmp_path / "no.crt"))
     assert r.returncode != 0
