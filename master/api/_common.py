@@ -231,6 +231,37 @@ def require_admin() -> None:
         raise PermissionDenied("only an admin may do this")
 
 
+def any_json() -> Any:
+    """The request's body as any JSON value (None when empty), for the few routes whose body is
+    a bare value (Determined's generated client sends some that way). Same checks as
+    :func:`body_and_finiteness`."""
+    raw = request.get_data(cache=True)
+    if not raw:
+        return None
+    if b"\\u0000" in raw:
+        raise InvalidArgument("request body: strings must not contain NUL (\\u0000)")
+    try:
+        return fastjson.loads(raw)[0]
+    except ValueError as e:
+        reason = "nested too deeply" if "nested too deeply" in str(e) else "not valid JSON"
+        raise InvalidArgument(f"request body is {reason}") from None
+
+
+def int_list_arg(name: str) -> list[int]:
+    """A repeated or comma-separated integer query parameter (``trialIds=1&trialIds=2``)."""
+    out = []
+    for raw in request.args.getlist(name):
+        for part in raw.split(","):
+            try:
+                value = int(part)
+            except ValueError:
+                raise InvalidArgument(f"{name}: not an integer: {part!r}") from None
+            if not _INT64_MIN <= value <= _INT64_MAX:
+                raise InvalidArgument(f"{name}: {part} is out of range (a 64-bit integer)")
+            out.append(value)
+    return out
+
+
 def body() -> dict[str, Any]:
     """The request's JSON object (``{}`` for an empty body)."""
     return body_and_finiteness()[0]

@@ -8,12 +8,14 @@ from typing import Any
 
 from flask import Blueprint, request
 
+from det.master import limits
 from det.master.api._common import (
     PUBLIC,
     TASK,
     USER,
     acting_user_id,
     allow,
+    any_json,
     body,
     current_user,
     db,
@@ -60,6 +62,8 @@ def _str_field(data: dict[str, Any], name: str) -> str:
 def login() -> Any:
     data = body()
     username = _str_field(data, "username")
+    if len(username) > users.USERNAME_MAX:
+        raise InvalidArgument(f"username: longer than {users.USERNAME_MAX} characters")
     password = data.get("password") or ""
     if not isinstance(password, str):
         raise InvalidArgument("password: must be a string")
@@ -136,7 +140,8 @@ def create_user() -> Any:
             hashed=bool(data.get("isHashed")),
         )
         if spec.get("displayName"):
-            user = users.update_user(conn, user.id, {"display_name": spec["displayName"]})
+            name = limits.text("displayName", spec["displayName"], limits.NAME)
+            user = users.update_user(conn, user.id, {"display_name": name})
     # Logged once committed: a create that rolled back must not read as done in the log.
     logger.info("user %s created (admin=%s)", user.username, user.admin)
     return {"user": user_json(user)}
@@ -173,9 +178,9 @@ def patch_user(user_id: int) -> Any:
             if not isinstance(data["password"], str):
                 raise InvalidArgument("password: must be a string")
             users.set_password(conn, user_id, data["password"], hashed=bool(data.get("isHashed")))
-        fields = {}
+        fields: dict[str, Any] = {}
         if "displayName" in data:
-            fields["display_name"] = data["displayName"]
+            fields["display_name"] = limits.text("displayName", data["displayName"], limits.NAME)
         for key in ("admin", "active", "remote"):
             if key in data:
                 fields[key] = bool(data[key])
@@ -190,9 +195,9 @@ def set_password(user_id: int) -> Any:
     me_ = current_user()
     if user_id != me_.id and not me_.admin:
         raise PermissionDenied("only an admin may change another user's password")
-    data = request.get_json(force=True, silent=True)
+    data = any_json()
     # The generated client sends the bare (hashed) password as a JSON string.
-    password = data if isinstance(data, str) else (data or {}).get("password")
+    password = data.get("password") if isinstance(data, dict) else data
     if not isinstance(password, str):
         raise InvalidArgument("password: required string")
     with db() as conn:

@@ -57,9 +57,10 @@ def report() -> Any:
                 raise PermissionDenied("an allocation token is valid only for its own task")
             task_id = p.task.task_id
         else:
-            task_id = ckpt.get("taskId")
-            if not isinstance(task_id, str):
+            given = ckpt.get("taskId")
+            if not isinstance(given, str):
                 raise InvalidArgument("taskId: required string")
+            task_id = given
         trial = conn.execute("SELECT id FROM trials WHERE task_id = %s", (task_id,)).fetchone()
         if trial is None and p.task is None:
             raise NotFound(f"taskId: no trial has task id {task_id!r}")

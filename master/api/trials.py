@@ -12,11 +12,13 @@ from det.master.api._common import (
     TASK,
     USER,
     allow,
+    any_json,
     body,
     body_and_finiteness,
     check_task_scope,
     db,
     int_arg,
+    int_list_arg,
     pagination,
 )
 from det.master.errors import InvalidArgument, NotFound
@@ -49,7 +51,7 @@ def run_prepare() -> Any:
     (a run is a trial). det keeps no per-storage ids, so the answer has no ``storageId``."""
     data = body()
     run_id = data.get("runId")
-    if not isinstance(run_id, int):
+    if isinstance(run_id, bool) or not isinstance(run_id, int):
         raise InvalidArgument("runId: required integer")
     check_task_scope(trial_id=run_id)
     with db() as conn:
@@ -147,17 +149,17 @@ def _series(trial_ids: list[int], group: str | None) -> Any:
 
 @bp.get("/api/v1/trials/metrics/training_metrics")
 def training_metrics() -> Any:
-    return _series([int(x) for x in request.args.getlist("trialIds")], "training")
+    return _series(int_list_arg("trialIds"), "training")
 
 
 @bp.get("/api/v1/trials/metrics/validation_metrics")
 def validation_metrics() -> Any:
-    return _series([int(x) for x in request.args.getlist("trialIds")], "validation")
+    return _series(int_list_arg("trialIds"), "validation")
 
 
 @bp.get("/api/v1/trials/metrics/trial_metrics")
 def trial_metrics() -> Any:
-    return _series([int(x) for x in request.args.getlist("trialIds")], request.args.get("group"))
+    return _series(int_list_arg("trialIds"), request.args.get("group"))
 
 
 @bp.get("/api/v1/trials/<int:trial_id>/metrics")
@@ -171,7 +173,7 @@ def metrics_of_trial(trial_id: int) -> Any:
 @bp.post("/api/v1/trials/<int:trial_id>/progress")
 @allow(USER, TASK)
 def progress(trial_id: int) -> Any:
-    data = request.get_json(force=True, silent=True)
+    data = any_json()
     value = data.get("progress") if isinstance(data, dict) else data
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
         raise InvalidArgument("progress: a number between 0 and 1")

@@ -395,6 +395,8 @@ def patch(conn: Conn, experiment_id: int, fields: dict[str, Any]) -> None:
             "UPDATE experiments SET labels = %s WHERE id = %s", (json.dumps(labels), experiment_id)
         )
     res = fields.get("resources") or {}
+    if not isinstance(res, dict):
+        raise InvalidArgument("resources: must be an object")
     if "priority" in res or "weight" in res or "maxSlots" in res:
         from det.master.services import jobs
 

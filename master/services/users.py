@@ -82,13 +82,14 @@ def ensure_admin(conn: Conn, initial_password: str) -> None:
 
 
 _USERNAME_PUNCTUATION = frozenset("._@+-")
+USERNAME_MAX = 128
 
 
 def check_username(username: str) -> None:
     """Letters and digits (any script) and ``. _ @ + -``, starting with a letter or digit, at
     most 128 characters: no spaces, slashes, control or bidirectional-override characters."""
     if (
-        not 1 <= len(username) <= 128
+        not 1 <= len(username) <= USERNAME_MAX
         or not username[0].isalnum()
         or not all(c.isalnum() or c in _USERNAME_PUNCTUATION for c in username)
     ):

@@ -1,0 +1,310 @@
+"""Every route with a body, and every list with query parameters, fed malformed input.
+
+As an admin (the widest rights), as an agent and as a running task: wrong types, huge and
+negative numbers, NaN, NUL, deep nesting, 1 MB strings, bidi and other unicode. No answer may be
+a 5xx, and a refused request (4xx) may change nothing in the database.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+import requests
+from flask import Flask
+
+from det.master.api import BLUEPRINTS
+from tests.fakes.sim_agent import SimAgent, wait
+from tests.integration.conftest import Master
+
+pytestmark = pytest.mark.integration
+
+CONFIG = """
+name: fuzz
+entrypoint: x
+searcher: {name: single, metric: loss, max_length: 10}
+"""
+
+# Keys the routes read, each given every bad value in turn.
+KEYS = [
+    "name",
+    "config",
+    "labels",
+    "notes",
+    "description",
+    "username",
+    "password",
+    "user",
+    "admin",
+    "active",
+    "displayName",
+    "isHashed",
+    "checkpoint",
+    "uuid",
+    "taskId",
+    "allocationId",
+    "metrics",
+    "reports",
+    "logs",
+    "updates",
+    "jobId",
+    "priority",
+    "weight",
+    "resourcePool",
+    "reason",
+    "progress",
+    "resources",
+    "metadata",
+    "checkpointUuid",
+    "comment",
+    "runId",
+    "checkpoints",
+    "activate",
+    "modelDefinition",
+    "validateOnly",
+    "group",
+    "slots",
+    "containers",
+    "version",
+    "oldPassword",
+    "newPassword",
+    "archived",
+    "state",
+]
+# Every bad value, all keys at once; then each key alone with the values most likely to slip.
+BAD: list[Any] = [
+    None,
+    True,
+    -1,
+    0,
+    2**63,
+    -(2**63) - 1,
+    1.5e308,
+    "",
+    "x" * 1_000_000,
+    "\u202eabc",
+    "\x00",
+    [],
+    [None],
+    {},
+    {"a": {"b": {"c": []}}},
+    ["x", 1, None, {}],
+]
+BAD_PER_KEY: list[Any] = [None, 2**63, "x" * 100_000, [1], {"a": 1}]
+BODIES: list[bytes] = [
+    b"",
+    b"null",
+    b"[]",
+    b"1",
+    b'"s"',
+    b"{",
+    b'{"a": NaN}',
+    b'{"a": Infinity}',
+    b'{"a": 1e999}',
+    b"[" * 3000 + b"]" * 3000,
+    b'{"a": "\\u0000"}',
+    b"\xff\xfe",
+]
+
+
+# Routes that end or remove what the others need (the running trial, the session); their
+# refusals are covered by the ownership and lifecycle tests.
+DESTRUCTIVE = ("/kill", "/cancel", "/auth/logout", "/disable", "/early_exit")
+
+
+def _routes() -> list[tuple[str, str, str]]:
+    """(method, rule, principal) for every route with a body, called as who it is for."""
+    app = Flask("routes")
+    for bp in BLUEPRINTS:
+        app.register_blueprint(bp)
+    out = []
+    for rule in app.url_map.iter_rules():
+        allowed = getattr(app.view_functions[rule.endpoint], "_det_allow", frozenset({"user"}))
+        who = "user" if "user" in allowed or "public" in allowed else sorted(allowed)[0]
+        for method in sorted(rule.methods & {"POST", "PATCH", "PUT", "DELETE"}):
+            if method == "DELETE" or rule.rule.endswith(DESTRUCTIVE):
+                continue
+            out.append((method, rule.rule, who))
+    return sorted(out)
+
+
+def _fill(rule: str, ids: dict[str, str]) -> str:
+    if rule.endswith("/heartbeat"):
+        # Not the simulated agent's own id: its next heartbeat would undo what a fuzz body set.
+        return rule.replace("<agent_id>", "fuzz-agent")
+    path = rule
+    for name, value in ids.items():
+        path = path.replace(f"<int:{name}>", value).replace(f"<{name}>", value)
+    return path
+
+
+def _fingerprint(db_url: str) -> dict[str, str]:
+    """A digest of each table's content but the throttling and log tables (one round trip)."""
+    with psycopg.connect(db_url) as conn:
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+                " AND tablename NOT IN ('login_failures', 'task_logs', 'schema_migrations')"
+                " ORDER BY tablename"
+            )
+        ]
+        # The heartbeat time moves on its own; everything else must stand still.
+        row = "(to_jsonb(x) - 'last_heartbeat')::text"
+        sql = " UNION ALL ".join(
+            f"SELECT '{t}', md5(coalesce(string_agg({row}, '|' ORDER BY {row}), '')) FROM {t} x"
+            for t in tables
+        )
+        return {str(t): str(d) for t, d in conn.execute(sql)}
+
+
+class World:
+    def __init__(self, m: Master, db_url: str, env: dict[str, str], user_id: str) -> None:
+        self.m = m
+        self.db_url = db_url
+        self.env = env
+        self.admin = m.session()
+        self.agent = requests.Session()
+        self.agent.headers["Authorization"] = f"Bearer {m.agent_token}"
+        self.task = requests.Session()
+        self.task.headers["Grpc-Metadata-x-allocation-token"] = f"Bearer {env['DET_SESSION_TOKEN']}"
+        self.ids = {
+            "experiment_id": env["DET_EXPERIMENT_ID"],
+            "trial_id": env["DET_TRIAL_ID"],
+            "allocation_id": env["DET_ALLOCATION_ID"],
+            "agent_id": "sim-0",
+            "slot_id": "0",
+            "user_id": user_id,
+            "name": "fuzz-model",
+            "uid": "00000000-0000-0000-0000-000000000000",
+        }
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory, pg_server: str) -> Iterator[World]:
+    # One master for the whole module: it has to survive everything sent to it.
+    from tests.integration.conftest import start_master
+
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute('DROP DATABASE IF EXISTS "det_fuzz" WITH (FORCE)')
+        conn.execute('CREATE DATABASE "det_fuzz"')
+    head, sep, query = pg_server.partition("?")
+    db_url = f"{head.rpartition('/')[0]}/det_fuzz{sep}{query}"
+    m = start_master(tmp_path_factory.mktemp("fuzz"), db_url, name="fuzz")
+    specs: list[dict[str, Any]] = []
+    release = threading.Event()
+
+    def hold(master: str, spec: dict[str, Any], killed: threading.Event) -> int:
+        specs.append(spec)
+        release.wait(600)
+        return 0
+
+    agent = SimAgent(m.url, m.agent_token, "sim-0", slots=1, train=hold).start()
+    try:
+        m.post("/api/v1/experiments", {"config": CONFIG, "activate": True})
+        wait(lambda: len(specs) == 1, 60, "a running task")
+        m.post("/api/v1/models", {"name": "fuzz-model"})
+        # Fuzz the user routes on another user: a password change would end the admin's session.
+        victim = m.post(
+            "/api/v1/users", {"user": {"username": "victim"}, "password": "Victim-pw-1"}
+        )
+        yield World(m, db_url, specs[0]["env"], str(victim["user"]["id"]))
+    finally:
+        release.set()
+        agent.stop()
+        m.kill()
+
+
+def _send(w: World, who: requests.Session, method: str, path: str, data: bytes) -> int:
+    r = who.request(
+        method,
+        w.m.url + path,
+        data=data,
+        headers={"Content-Type": "application/json"},
+        timeout=60,
+    )
+    return r.status_code
+
+
+def _bodies() -> Iterator[bytes]:
+    import json
+
+    yield from BODIES
+    for v in BAD:
+        yield json.dumps({k: v for k in KEYS}).encode()
+    for k in KEYS:
+        for v in BAD_PER_KEY:
+            yield json.dumps({k: v}).encode()
+
+
+@pytest.mark.parametrize(("method", "rule", "who"), _routes())
+def test_no_body_makes_a_5xx_and_refusals_change_nothing(
+    world: World, method: str, rule: str, who: str
+) -> None:
+    w = world
+    path = _fill(rule, w.ids)
+    session = {"user": w.admin, "agent": w.agent, "task": w.task}[who]
+    failures: list[str] = []
+    known = _fingerprint(w.db_url)
+    for data in _bodies():
+        status = _send(w, session, method, path, data)
+        if status >= 500:
+            failures.append(f"{method} {path} {data[:80]!r} -> {status}")
+            known = _fingerprint(w.db_url)
+        elif status >= 400:
+            now = _fingerprint(w.db_url)
+            if now != known:
+                changed = sorted(t for t in now if now[t] != known.get(t))
+                failures.append(f"{method} {path} {data[:80]!r} -> {status} changed {changed}")
+            known = now
+        else:
+            known = _fingerprint(w.db_url)
+    assert not failures, "\n".join(failures[:40]) + f"\n({len(failures)} in all)"
+
+
+QUERIES = [
+    {"offset": "-1"},
+    {"offset": str(2**63)},
+    {"limit": str(2**63)},
+    {"limit": "-5"},
+    {"limit": "x"},
+    {"orderBy": "garbage", "sortBy": "\u202e"},
+    {"trialIds": "x"},
+    {"trialIds": "1,2,x"},
+    {"name": "%_\\"},
+    {"states": "STATE_BOGUS"},
+    {"follow": "maybe", "timeout_seconds": "nan"},
+    {"timeout_seconds": "inf"},
+    {"group": "\x00"},
+    {"archived": "maybe"},
+    {"resourcePool": "x" * 10_000},
+]
+
+
+def _get_routes() -> list[str]:
+    app = Flask("routes")
+    for bp in BLUEPRINTS:
+        app.register_blueprint(bp)
+    out = []
+    for rule in app.url_map.iter_rules():
+        allowed = getattr(app.view_functions[rule.endpoint], "_det_allow", frozenset({"user"}))
+        for_users = "user" in allowed or "public" in allowed
+        if "GET" in rule.methods and for_users and rule.rule.startswith("/api/"):
+            out.append(rule.rule)
+    return sorted(out)
+
+
+@pytest.mark.parametrize("rule", _get_routes())
+def test_no_query_makes_a_5xx(world: World, rule: str) -> None:
+    w = world
+    path = _fill(rule, w.ids)
+    failures = []
+    for q in QUERIES:
+        r = w.admin.get(w.m.url + path, params=q, timeout=60, stream=True)
+        r.close()  # a follow stream need not be read to its end
+        if r.status_code >= 500:
+            failures.append(f"GET {path} {q} -> {r.status_code}")
+    assert not failures, "\n".join(failures)
