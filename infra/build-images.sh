@@ -14,6 +14,8 @@
 #   det-task:py3.11-cpu          det-base + a venv with the det harness (wheel of this repo).
 #   det-task:py3.11-cpu-torch    det-base + torch (CPU) + determined==0.38.1 + tensorboard + the det harness
 #                                (torch first: a det change rebuilds only the last layer).
+#   det-official:py3.11-torch    the same without det: only the official determined package (built with
+#                                the torch target, from the cached first stage).
 #
 # Python packages are downloaded on the host (pip honours the host's index, find-links and CA
 # bundle) into a wheelhouse that is part of the build context, so builds inside Docker never
@@ -38,6 +40,7 @@ BULLSEYE_IMAGE="det-base:bullseye"
 VM_IMAGE="det-vm:trixie"
 CPU_IMAGE="det-task:py3.11-cpu"
 TORCH_IMAGE="det-task:py3.11-cpu-torch"
+OFFICIAL_IMAGE="det-official:py3.11-torch"
 # The task images run CPython 3.11 on manylinux x86_64 (bookworm's python3).
 PIP_TARGET_ARGS=(--only-binary=:all: --python-version 3.11 --implementation cp --abi cp311
   --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64
@@ -129,6 +132,11 @@ build_torch() {
     --build-arg "BASE_IMAGE=$BASE_IMAGE" --build-arg "TORCH_VERSION=$TORCH_VERSION" \
     --build-arg "DETERMINED_VERSION=$DETERMINED_VERSION" \
     -f "$HERE/Dockerfile.torch" "$HERE"
+  # The same build's first stage (cached layers): torch + the official package, no det.
+  timed "docker build $OFFICIAL_IMAGE" docker build --quiet -t "$OFFICIAL_IMAGE" --target official \
+    --build-arg "BASE_IMAGE=$BASE_IMAGE" --build-arg "TORCH_VERSION=$TORCH_VERSION" \
+    --build-arg "DETERMINED_VERSION=$DETERMINED_VERSION" \
+    -f "$HERE/Dockerfile.torch" "$HERE"
 }
 
 for target in "${TARGETS[@]}"; do
@@ -144,4 +152,4 @@ for target in "${TARGETS[@]}"; do
   esac
 done
 log "images:"
-docker image ls --format '  {{.Repository}}:{{.Tag}}  {{.Size}}' | grep -E 'det-(base|task)' >&2 || true
+docker image ls --format '  {{.Repository}}:{{.Tag}}  {{.Size}}' | grep -E 'det-(base|task|vm|official)' >&2 || true

@@ -2,6 +2,18 @@
 # Expects REPO (the repository root) to be set.
 
 DET_TASK_IMAGE="det-task:py3.11-cpu-torch"
+# What the test suite runs containers of, and the build-images.sh targets that make them.
+DET_TEST_IMAGES=(det-task:py3.11-cpu-torch det-official:py3.11-torch det-base:bookworm
+  det-base:trixie det-base:bullseye det-vm:trixie)
+DET_TEST_IMAGE_TARGETS="torch trixie bullseye vm"
+
+# det_images_present: true when every image the tests use exists.
+det_images_present() {
+  local image
+  for image in "${DET_TEST_IMAGES[@]}"; do
+    docker image inspect "$image" >/dev/null 2>&1 || return 1
+  done
+}
 
 # det_venv VENV EXTRAS [PIP ARGS...]: create VENV and `pip install -e ".[EXTRAS]"` into it, unless
 # it already has det from this checkout's current pyproject.toml/setup.py with these extras.

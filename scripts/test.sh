@@ -17,9 +17,9 @@ VENV="${DET_TEST_VENV:-$REPO/.venv}"
 det_venv "$VENV" dev "torch==${TORCH_VERSION:-2.13.0}"
 
 if docker info >/dev/null 2>&1; then
-  if det_image_stale; then
+  if det_image_stale || ! det_images_present; then
     echo "building the task images (infra/build-images.sh)"
-    PYTHON="$VENV/bin/python" bash infra/build-images.sh torch
+    PYTHON="$VENV/bin/python" bash infra/build-images.sh $DET_TEST_IMAGE_TARGETS
   fi
 else
   echo "no Docker engine: tests that need Docker will be skipped" >&2

@@ -276,3 +276,26 @@ def test_a_trial_class_runs_with_its_legacy_entrypoint(cluster: Cluster) -> None
     for kept in assert_retention_applied(cluster, eid, t["id"], "state_dict.pth"):
         assert (cluster.checkpoints / kept["uuid"] / "code" / "model_def.py").is_file()
     assert t["searcherMetricValue"] == pytest.approx(min(losses))
+
+
+@pytest.mark.slow
+def test_official_example_runs_in_an_image_with_only_the_official_package(
+    cluster: Cluster,
+) -> None:
+    """A Determined user's image: torch and determined==0.38.1, no det. The agent's harness
+    bundle supplies det's task runner; the script's own ``import determined`` is the image's."""
+    import docker
+
+    image = "det-official:py3.11-torch"
+    probe = docker.from_env().containers.run(
+        image,
+        ["python3", "-c", "import importlib.util as u; print(bool(u.find_spec('det')))"],
+        remove=True,
+    )
+    assert probe.decode().strip() == "False", "the image must not carry det"
+    eid = cluster.create(OFFICIAL / "const.yaml", OFFICIAL, {"environment": {"image": image}})
+    cluster.wait_state(eid, "STATE_COMPLETED", 300)
+    t = only_trial(cluster, eid)
+    assert [s for _, s in steps(cluster, t["id"], "validation")] == [50, 100]
+    logs = "\n".join(e["log"] or "" for e in cluster.trial_logs(t["id"]))
+    assert "official_client_example" in logs
