@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import signal
 import sys
 
 from det.master.config import ConfigError, load_config
@@ -48,8 +50,16 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"det-master: {e}", file=sys.stderr)
         return 2
-    server.serve(state, run_loops=not args.no_loops)
+    # SIGTERM (systemd stop, `det deploy local down`) exits like Ctrl-C: finally blocks and
+    # atexit hooks run, so an embedded PostgreSQL this master started is stopped with it.
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.serve(state, run_loops=not args.no_loops)
     return 0
+
+
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 if __name__ == "__main__":

@@ -81,14 +81,15 @@ def upgrade(conninfo: str) -> list[int]:
 def start_embedded(data_dir: Path) -> str:
     """Starts (or reuses) a private PostgreSQL under ``data_dir/postgres``; returns its URI.
 
-    The server outlives this process on purpose (``cleanup_mode=None``): a second master on
-    the same data directory shares it, and a master restart finds the data where it was.
+    Masters on the same data directory share the server (pgserver records each process that
+    uses it); it stops when the last of them exits normally (``det-master`` turns SIGTERM into a
+    normal exit). A SIGKILLed master leaves it running, and the next master reuses it.
     """
     import pgserver  # type: ignore[attr-defined,unused-ignore]
 
     pgdata = data_dir / "postgres"
     pgdata.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(pgdata, cleanup_mode=None)  # type: ignore[attr-defined,unused-ignore]
+    server = pgserver.get_server(pgdata, cleanup_mode="stop")  # type: ignore[attr-defined,unused-ignore]
     uri: str = server.get_uri()
     with psycopg.connect(uri, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = 'determined'").fetchone()
