@@ -128,6 +128,22 @@ def _die_with_parent() -> None:
         logger.warning("cannot tie API processes to the master's lifetime on this platform")
 
 
+def _connection_limit() -> int:
+    """As many connections as the descriptor limit allows (raised to its hard cap), leaving
+    room for database connections and files; at least waitress's default of 100."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 16384 if hard == resource.RLIM_INFINITY else min(hard, 16384)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            soft = want
+        except (ValueError, OSError):
+            logger.warning("cannot raise the open-file limit above %d", soft)
+    return max(100, (soft if soft != resource.RLIM_INFINITY else want) - 256)
+
+
 def _serve_socket(state: MasterState, sock: object, *, run_loops: bool) -> None:
     import waitress
 
@@ -152,6 +168,12 @@ def _serve_socket(state: MasterState, sock: object, *, run_loops: bool) -> None:
         "threads": state.config.api_threads,
         "channel_timeout": 600,
         "ident": "det-master",
+        # waitress stops accepting at 100 open connections by default: a client holding 100
+        # keep-alive connections would lock agents out (a reconnecting agent's heartbeat waits
+        # in the listen backlog until it is declared lost). poll(), unlike select(), takes
+        # descriptors above 1024.
+        "connection_limit": _connection_limit(),
+        "asyncore_use_poll": True,
     }
     try:
         if tls.enabled:

@@ -1,0 +1,93 @@
+"""A user flooding the master (200 concurrent long-polls and 200 concurrent list loops) while a
+real agent runs a trial in Docker: the agent is never declared lost, the trial runs once to
+COMPLETED, and the flood gets quick 429s instead of the agents' capacity.
+
+(/info latency during such a flood is measured by bench/user_flood.py, not asserted here.)"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+import requests
+
+from tests.e2e.cluster import EXAMPLES, Cluster, cluster_factory, wait_for
+
+__all__ = ["cluster_factory"]
+
+pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]
+
+CORE = EXAMPLES / "core_api"
+
+
+def test_a_users_flood_never_makes_the_agent_look_lost(cluster_factory: Any) -> None:
+    cluster: Cluster = cluster_factory(agents=1, slots=1)
+    m = cluster.master
+    eid = cluster.create(
+        CORE / "single.yaml", CORE, {"searcher": {"max_length": {"batches": 3000}}}
+    )
+    trial = wait_for(lambda: (cluster.trials(eid) or [None])[0], 60, "the trial")
+    with psycopg.connect(cluster.db_url) as conn:
+
+        def allocation() -> str | None:
+            row = conn.execute(
+                "SELECT id FROM allocations WHERE trial_id = %s AND state = 'RUNNING'",
+                (trial["id"],),
+            ).fetchone()
+            conn.commit()
+            return str(row[0]) if row else None
+
+        alloc = wait_for(allocation, 120, "the trial's allocation running")
+    token = m.token
+    stop = threading.Event()
+    counts: dict[int, int] = {}
+    lock = threading.Lock()
+
+    def note(status: int) -> None:
+        with lock:
+            counts[status] = counts.get(status, 0) + 1
+
+    def flood(path: str, params: dict[str, Any]) -> None:
+        s = requests.Session()
+        s.headers["Authorization"] = f"Bearer {token}"
+        while not stop.is_set():
+            try:
+                r = s.get(m.url + path, params=params, timeout=60)
+                note(r.status_code)
+                if r.status_code == 429:
+                    stop.wait(float(r.headers.get("Retry-After", "1")))
+            except requests.RequestException:
+                note(0)
+
+    threads = [
+        threading.Thread(
+            target=flood,
+            args=(f"/api/v1/allocations/{alloc}/signals/preemption", {"timeout_seconds": 30}),
+        )
+        for _ in range(200)
+    ] + [
+        threading.Thread(target=flood, args=("/api/v1/experiments", {"limit": 100}))
+        for _ in range(200)
+    ]
+    for t in threads:
+        t.start()
+    try:
+        cluster.wait_state(eid, "STATE_COMPLETED", 600)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(90)
+    with psycopg.connect(cluster.db_url) as conn:
+        runs = conn.execute(
+            "SELECT count(*) FROM allocations WHERE trial_id = %s", (trial["id"],)
+        ).fetchone()
+        lost = conn.execute(
+            "SELECT count(*) FROM events WHERE entity = 'agent' AND kind = 'lost'"
+        ).fetchone()
+    assert runs is not None and runs[0] == 1, "the trial ran more than once: an agent was lost"
+    assert lost is not None and lost[0] == 0
+    assert counts.get(429, 0) > 0, counts  # the flood was held back...
+    assert counts.get(200, 0) > 0, counts  # ...not shut out
+    assert not any(code >= 500 or code == 0 for code in counts), counts
