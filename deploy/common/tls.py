@@ -172,9 +172,11 @@ def verified_get(cert_file: Path, cert_name: str) -> Callable[..., Any]:
 
     session = requests.Session()
     session.mount("https://", _NamedAdapter())
-    session.verify = str(cert_file)
 
     def get(url: str, **kwargs: Any) -> Any:
+        # Per request: a session's ``verify`` loses to REQUESTS_CA_BUNDLE/CURL_CA_BUNDLE in the
+        # environment, which would then trust the public CAs instead of the cluster's cert.
+        kwargs["verify"] = str(cert_file)
         return session.get(url, **kwargs)
 
     return get
