@@ -175,12 +175,15 @@ def _serve_socket(state: MasterState, sock: object, *, run_loops: bool) -> None:
         "connection_limit": _connection_limit(),
         "asyncore_use_poll": True,
     }
+    from det.master.dispatch import dispatcher
+
+    tasks = dispatcher(state.config.api_threads)
     try:
         if tls.enabled:
             from det.master.tls import make_server, server_context
 
-            make_server(app, sock, server_context(tls), **adjustments).run()
+            make_server(app, sock, server_context(tls), dispatcher=tasks, **adjustments).run()
         else:
-            waitress.serve(app, sockets=[sock], _quiet=True, **adjustments)
+            waitress.serve(app, sockets=[sock], _quiet=True, _dispatcher=tasks, **adjustments)
     finally:
         stop.set()

@@ -236,7 +236,9 @@ class TLSWSGIServer(TcpWSGIServer):  # type: ignore[misc]
                 channel.handle_close()
 
 
-def make_server(app: Any, sock: Any, context: ssl.SSLContext, **adjustments: Any) -> Any:
+def make_server(
+    app: Any, sock: Any, context: ssl.SSLContext, dispatcher: Any = None, **adjustments: Any
+) -> Any:
     """A waitress server for ``app`` on the bound, listening ``sock``, speaking TLS."""
     from waitress.adjustments import Adjustments
 
@@ -244,6 +246,7 @@ def make_server(app: Any, sock: Any, context: ssl.SSLContext, **adjustments: Any
     return TLSWSGIServer(
         app,
         _sock=sock,
+        dispatcher=dispatcher,
         adj=adj,
         bind_socket=False,
         sockinfo=(sock.family, sock.type, sock.proto, sock.getsockname()),

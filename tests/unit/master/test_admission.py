@@ -10,7 +10,7 @@ from det.master.errors import TooManyRequests
 
 def test_limits_leave_an_eighth_of_the_threads_to_agents_and_tasks() -> None:
     lim = Limits.for_threads(128)
-    assert (lim.per_user, lim.users_total, lim.waits_per_user, lim.waits_total) == (32, 112, 8, 64)
+    assert (lim.per_user, lim.users_total, lim.waits_per_user, lim.waits_total) == (8, 112, 8, 64)
     assert Limits.for_threads(1) == Limits(1, 1, 1, 1)
 
 
