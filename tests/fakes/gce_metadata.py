@@ -123,7 +123,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         data = body.encode()
         self.send_response(status)
         self.send_header("Metadata-Flavor", "Google")
-        self.send_header("Content-Type", "application/text")
+        # As the real server: JSON documents (service accounts, ?recursive=true) as JSON, which
+        # google-auth needs to parse them.
+        json_body = body.startswith(("{", "["))
+        self.send_header("Content-Type", "application/json" if json_body else "application/text")
         if etag:
             self.send_header("ETag", etag)
         self.send_header("Content-Length", str(len(data)))

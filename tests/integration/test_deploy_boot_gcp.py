@@ -1,0 +1,199 @@
+"""The GCP master's first boot, for real: the startup script the Pulumi program renders (under
+its mocks, never a copy) runs in a container of a fresh Debian VM image (``det-vm:trixie``)
+against gcp-storage-emulator (the bucket), a fake metadata server (instance address, the
+service account's token, the project) and fakes of Secret Manager and Cloud Logging. det's wheel
+comes from the bucket with the service account's token, hash-checked; its dependencies from a
+local package index only (which also offers a decoy ``det`` that must never be asked for); the
+master answers ``/info`` over HTTPS with the generated certificate; the boot log reaches Cloud
+Logging.
+
+The container has no systemd: a ``systemctl`` stand-in (test only) runs a unit's ExecStart.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import requests
+
+from det.deploy.common import boot, dryrun, release, tls
+from det.deploy.gcp import program
+from det.deploy.gcp.config import GcpConfig
+from tests.fakes.gce_metadata import FakeGceMetadata
+from tests.fakes.google_apis import FakeGoogleApis
+from tests.fakes.moto_server import free_port
+from tests.fakes.package_index import PackageIndex, wheelhouse
+from tests.integration import deploy_boot_support as vm
+from tests.integration.storage_support import gcs_emulator
+
+pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow, vm.needs_vm]
+
+CLUSTER = "g1"
+PROJECT = "test-project"
+PASSWORD = "Boot-Sim-Passw0rd!"
+
+
+def _socket_dir(pg_url: str) -> str:
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(pg_url).query)
+    return query["host"][0]
+
+
+def _service_account(meta: FakeGceMetadata, email: str, token: str) -> None:
+    """The metadata paths google-auth and the boot read for the VM's service account; "" is the
+    root google-auth pings to tell it runs on GCE."""
+    meta.values[""] = ""
+    meta.values["instance/service-accounts/default"] = json.dumps(
+        {"email": email, "scopes": ["https://www.googleapis.com/auth/cloud-platform"],
+         "aliases": ["default"]}
+    )  # fmt: skip
+    meta.values["instance/service-accounts/default/email"] = email
+    meta.values["instance/service-accounts/default/token"] = json.dumps(
+        {"access_token": token, "expires_in": 3600, "token_type": "Bearer"}
+    )
+    meta.values["project/numeric-project-id"] = "123456789"
+
+
+def _upload(emulator: str, bucket: str, key: str, body: bytes) -> None:
+    r = requests.post(
+        f"{emulator}/upload/storage/v1/b/{bucket}/o",
+        params={"uploadType": "media", "name": key},
+        data=body,
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+
+
+@dataclass
+class Booted:
+    container: str
+    url: str
+    cert_file: Path
+    rel: release.Release
+    index: PackageIndex
+    apis: FakeGoogleApis
+    meta: FakeGceMetadata
+
+
+@pytest.fixture(scope="module")
+def gcp_master(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Booted]:
+    import psycopg
+
+    tmp = tmp_path_factory.mktemp("boot-gcp")
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS determined WITH (FORCE)")
+        if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'det'").fetchone():
+            conn.execute("CREATE ROLE det LOGIN SUPERUSER PASSWORD 'pw'")
+        conn.execute("CREATE DATABASE determined OWNER det")
+    rel = release.build()
+    material = tls.generate()
+    (tmp / "master.crt").write_text(material.cert_pem)
+    (tmp / "index").mkdir()
+    index = PackageIndex(wheelhouse(rel, vm.VM_IMAGE), tmp / "index")
+    port = free_port()
+    token = secrets.token_urlsafe(16)
+    cfg = GcpConfig(
+        cluster_id=CLUSTER,
+        project_id=PROJECT,
+        port=port,
+        boot=boot.BootOptions(release=rel, package_index=index.url, tls=material),
+    )
+    graph = dryrun.render(
+        lambda: program.build(cfg),
+        program.MOCK_CALLS,
+        overrides={
+            "gcp:sql/databaseInstance:DatabaseInstance": {
+                "privateIpAddress": _socket_dir(pg_server)
+            },
+        },
+    )
+    (instance,) = graph.of_type("gcp:compute/instance:Instance")
+    (tmp / "startup-script.sh").write_text(instance.inputs["metadataStartupScript"])
+    shim = vm.write_shim(tmp)
+    apis = FakeGoogleApis(token).start()
+    apis.secrets[f"projects/{PROJECT}/secrets/det-{CLUSTER}-secret"] = json.dumps(
+        {
+            "db_password": "pw",
+            "initial_user_password": PASSWORD,
+            "tls_key": material.key_pem,
+            "tls_cert": material.cert_pem,
+        }
+    )
+    meta = FakeGceMetadata(instance_name=f"det-master-{CLUSTER}", project=PROJECT, ip="127.0.0.1")
+    _service_account(meta, f"det-{CLUSTER}-master@{PROJECT}.iam.gserviceaccount.com", token)
+    meta.start()
+    socket_dir = _socket_dir(pg_server)
+    name = vm.vm_name("gcp-master")
+    try:
+        with gcs_emulator(tmp) as emulator:
+            bucket = graph.outputs["bucket"]
+            r = requests.post(
+                f"{emulator}/storage/v1/b", params={"project": PROJECT}, json={"name": bucket},
+                timeout=30,
+            )  # fmt: skip
+            assert r.status_code == 200, r.text
+            objects = {
+                o.inputs["name"]: o for o in graph.of_type("gcp:storage/bucketObject:BucketObject")
+            }
+            assert set(objects) == {rel.wheel_key, rel.constraints_key}
+            _upload(
+                emulator, bucket, rel.wheel_key,
+                Path(objects[rel.wheel_key].inputs["source"].path).read_bytes(),
+            )  # fmt: skip
+            # The GCP provider marks an object's content secret: the mocks show it masked.
+            _upload(emulator, bucket, rel.constraints_key, rel.constraints.encode())
+            vm.run_vm(
+                name,
+                ["-v", f"{tmp}:/boot:ro", "-v", f"{shim}:/usr/local/bin/systemctl:ro",
+                 "-v", f"{socket_dir}:{socket_dir}",
+                 "-e", f"GCE_METADATA_HOST={meta.host}", "-e", f"GCE_METADATA_IP={meta.host}",
+                 "-e", f"STORAGE_EMULATOR_HOST={emulator}",
+                 "-e", f"DET_SECRETMANAGER_ENDPOINT={apis.url}",
+                 "-e", f"DET_LOGGING_ENDPOINT={apis.url}"],
+                "bash /boot/startup-script.sh && exec sleep infinity",
+            )  # fmt: skip
+            url = f"https://127.0.0.1:{port}"
+            get = tls.verified_get(tmp / "master.crt", tls.CERT_NAME)
+            info = vm.wait_for_info(get, url, name)
+            assert info["clusterName"] == CLUSTER
+            yield Booted(name, url, tmp / "master.crt", rel, index, apis, meta)
+    finally:
+        vm.dump_and_remove(name, "/var/log/det-bootstrap.log /var/log/det-master.log")
+        meta.stop()
+        apis.stop()
+        index.close()
+
+
+def test_master_boots_from_the_bucket_and_answers_over_https(gcp_master: Booted) -> None:
+    b = gcp_master
+    version = vm.sh(
+        b.container,
+        "/opt/det/bin/python3 -c 'import importlib.metadata as m; print(m.version(\"det\"))'",
+    )
+    assert version.strip() == "0.1.0"
+    assert vm.sh(b.container, "cat /opt/det/.det-wheel-sha256").startswith(b.rel.sha256 + ":gs://")
+    assert b.index.asked_for("google-cloud-compute")
+    assert not b.index.asked_for("det")
+    # The secret was read with the service account's token; the key file is the root's only.
+    assert any("versions/latest:access" in r for r in b.apis.requests)
+    assert vm.sh(b.container, "stat -c %a /etc/det/master.env").strip() == "600"
+    assert vm.sh(b.container, f"stat -c %a {tls.MASTER_KEY_PATH}").strip() == "600"
+    boot_log = vm.sh(b.container, "cat /var/log/det-bootstrap.log")
+    assert f"installed {b.rel.filename}" in boot_log
+    plain = requests.get(b.url.replace("https://", "http://") + "/info", timeout=5)
+    assert plain.status_code == 400
+    with pytest.raises(requests.exceptions.SSLError):
+        requests.get(b.url + "/info", timeout=5, verify=vm.HOST_CA_BUNDLE)
+
+
+def test_boot_log_reaches_cloud_logging(gcp_master: Booted) -> None:
+    vm.poll(
+        "the boot log in Cloud Logging",
+        lambda: "det-master (re)started" in gcp_master.apis.logged_text(),
+        90,
+    )
