@@ -6,12 +6,12 @@ import logging
 from typing import Any
 
 import psycopg
-from flask import Flask, jsonify
-from werkzeug.exceptions import HTTPException
+from flask import Flask, jsonify, request
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
-from det.master.api import _common
+from det.master.api import _common, _unbuilt
 from det.master.api._admission import Admission, Limits
-from det.master.errors import APIError, TooManyRequests
+from det.master.errors import APIError, TooManyRequests, Unimplemented
 from det.master.state import MasterState
 
 logger = logging.getLogger(__name__)
@@ -46,10 +46,23 @@ def create_app(state: MasterState) -> Flask:
     @app.errorhandler(HTTPException)
     def _http_error(e: HTTPException) -> Any:
         status = e.code or 500
+        if status in (404, 405):
+            # A route of Determined's that det does not serve: say so, with the feature's name.
+            unbuilt = _unbuilt.message(request.method, request.path)
+            if unbuilt is not None:
+                return _api_error(Unimplemented(unbuilt))
         grpc = {404: 5, 405: 12, 413: 8}.get(status, 3 if status < 500 else 13)
+        description = e.description or e.name
+        if status == 404 and description == NotFound.description:
+            description = (
+                f"no route {request.method} {request.path} (not a det or Determined API path)"
+            )
+        elif status == 405 and description == MethodNotAllowed.description:
+            allowed = ", ".join(e.valid_methods or []) if isinstance(e, MethodNotAllowed) else ""
+            description = f"{request.method} is not allowed on {request.path} (allowed: {allowed})"
         # Keep the exception's own headers (a 405's Allow, for one) but not its content type.
         headers = [(k, v) for k, v in e.get_headers() if k.lower() != "content-type"]
-        return jsonify(_error_body(e.description or e.name, grpc, status)), status, headers
+        return jsonify(_error_body(description, grpc, status)), status, headers
 
     @app.errorhandler(psycopg.DataError)
     def _data_error(e: psycopg.DataError) -> Any:

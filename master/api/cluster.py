@@ -56,7 +56,9 @@ def health() -> Any:
 
 
 @bp.get("/api/v1/master")
+@allow(PUBLIC)
 def master() -> Any:
+    # Unauthenticated in Determined too: its CLI reads feature flags (rbacEnabled) before login.
     return _info()
 
 

@@ -1,0 +1,75 @@
+"""What det answers for a Determined route it does not serve: a 501 whose message names the
+feature (or the operation) and points to the README, never a bare 404/405.
+
+A request that matches no det route but does match one of Determined 0.38.1's
+(:mod:`det.master.api._determined_routes`) is a call from Determined's own clients for something
+det has not built; anything else is an ordinary 404.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from det.master.api._determined_routes import ROUTES
+
+README = "see README: Where det differs from Determined"
+
+# Path prefix → the feature, as the message names it. First match wins.
+_FEATURES: tuple[tuple[str, str], ...] = (
+    ("/api/v1/notebooks", "det does not run notebooks yet"),
+    ("/api/v1/shells", "det does not run shells yet"),
+    ("/api/v1/commands", "det does not run commands yet"),
+    ("/api/v1/tensorboards", "det does not run TensorBoard yet"),
+    ("/api/v1/generic-tasks", "det does not run generic tasks yet"),
+    ("/api/v1/usergroups", "det has no user groups (a Determined Enterprise feature)"),
+    ("/api/v1/roles", "det has no RBAC roles (a Determined Enterprise feature)"),
+    ("/api/v1/permissions", "det has no RBAC permissions (a Determined Enterprise feature)"),
+    ("/api/v1/oauth2", "det has no OAuth clients (a Determined Enterprise feature)"),
+    ("/api/v1/config-policies", "det has no config policies (a Determined Enterprise feature)"),
+    ("/api/v1/webhooks", "det has no webhooks yet"),
+    ("/api/v1/namespace-bindings", "det has no Kubernetes namespace bindings"),
+    ("/api/v1/master/cluster_message", "det has no cluster-wide messages yet"),
+    ("/api/v1/resources/allocation", "det has no resource allocation reports yet"),
+    ("/api/v1/allocations/raw", "det has no resource allocation reports yet"),
+    ("/api/v1/resource-pools/", "det has no resource-pool workspace bindings yet"),
+)
+
+# Operations on a path det serves for other methods (so the prefix table cannot tell them).
+_OPERATIONS: dict[str, str] = {
+    "KillGenericTask": "det does not run generic tasks yet",
+    "PauseGenericTask": "det does not run generic tasks yet",
+    "UnpauseGenericTask": "det does not run generic tasks yet",
+    "GetGenericTaskConfig": "det does not run generic tasks yet",
+    "CleanupLogs": "det does not clean up task logs by retention yet",
+}
+
+
+@functools.cache
+def _compiled() -> tuple[tuple[str, re.Pattern[str], str], ...]:
+    out = []
+    for method, template, op in ROUTES:
+        pattern = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
+        out.append((method, re.compile(pattern + "/?"), op))
+    return tuple(out)
+
+
+def operation(method: str, path: str) -> str | None:
+    """Determined's operation name for ``method path``, or None when Determined has none."""
+    for m, pattern, op in _compiled():
+        if m == method and pattern.fullmatch(path):
+            return op
+    return None
+
+
+def message(method: str, path: str) -> str | None:
+    """The 501 message for a Determined route det does not serve, or None for other paths."""
+    op = operation(method, path)
+    if op is None:
+        return None
+    feature = _OPERATIONS.get(op) or next(
+        (text for prefix, text in _FEATURES if path.startswith(prefix)), None
+    )
+    if feature is None:
+        feature = f"det does not implement Determined's {op} ({method} {path}) yet"
+    return f"{feature} ({README})"

@@ -1,0 +1,27 @@
+"""Determined routes det does not serve are named in a 501's message; other paths are not."""
+
+from __future__ import annotations
+
+from det.master.api import _unbuilt
+
+
+def test_names_the_feature_for_notebooks_and_points_to_the_readme() -> None:
+    msg = _unbuilt.message("GET", "/api/v1/notebooks")
+    assert msg is not None
+    assert "det does not run notebooks yet" in msg
+    assert "README" in msg
+
+
+def test_names_the_operation_for_a_route_without_a_feature_line() -> None:
+    msg = _unbuilt.message("GET", "/api/v1/workspaces/3/projects")
+    assert msg is not None and "GetWorkspaceProjects" in msg
+
+
+def test_path_parameters_match_one_segment_only() -> None:
+    assert _unbuilt.operation("POST", "/api/v1/tasks/abc/kill") == "KillGenericTask"
+    assert _unbuilt.operation("POST", "/api/v1/tasks/a/b/kill") is None
+
+
+def test_paths_and_methods_determined_does_not_have_get_none() -> None:
+    assert _unbuilt.message("GET", "/api/v1/nothing-here") is None
+    assert _unbuilt.message("PUT", "/api/v1/agents") is None
