@@ -12,8 +12,10 @@ from det.master.api.experiments import bp as experiments_bp
 from det.master.api.jobs import bp as jobs_bp
 from det.master.api.models import bp as models_bp
 from det.master.api.openapi import bp as openapi_bp
+from det.master.api.preview import bp as preview_bp
 from det.master.api.provisioning import bp as provisioning_bp
 from det.master.api.tasks import bp as tasks_bp
+from det.master.api.tokens import bp as tokens_bp
 from det.master.api.trials import bp as trials_bp
 from det.master.webui import bp as webui_bp
 
@@ -28,6 +30,8 @@ BLUEPRINTS: list[Blueprint] = [
     jobs_bp,
     models_bp,
     openapi_bp,
+    preview_bp,
     provisioning_bp,
+    tokens_bp,
     webui_bp,
 ]

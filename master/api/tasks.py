@@ -24,6 +24,7 @@ from det.master.api._common import (
     release_connection,
 )
 from det.master.errors import InvalidArgument, NotFound
+from det.master.services import tasks as tasks_svc
 
 bp = Blueprint("tasks", __name__)
 
@@ -165,6 +166,13 @@ def post_logs() -> Any:
             rows,
         )
     return {}
+
+
+@bp.get("/api/v1/tasks")
+def list_tasks() -> Any:
+    """Determined's ``GetTasks``: the live allocations (trials and checkpoint-GC tasks)."""
+    with db() as conn:
+        return {"allocationIdToSummary": tasks_svc.live_allocations(conn)}
 
 
 @bp.get("/api/v1/tasks/<task_id>/logs")
