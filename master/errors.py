@@ -9,7 +9,9 @@
     ├── NotFound (404, "not_found")
     ├── Conflict (409, "already_exists" / "failed_precondition")
     ├── PayloadTooLarge (413, "payload_too_large")
-    └── TooManyRequests (429, "resource_exhausted") - throttled; ``retry_after`` seconds
+    ├── TooManyRequests (429, "resource_exhausted") - throttled; ``retry_after`` seconds
+    ├── Unimplemented (501, "unimplemented")        - a Determined feature det does not build
+    └── Unavailable (503, "unavailable")            - a store the master reads could not answer
 
 One Flask handler (``det.master.app``) turns them into Determined's error JSON:
 ``{"error": {"error": "<message>"}, "code": <grpc code>, "message": "<message>"}``.
@@ -81,3 +83,11 @@ class TooManyRequests(APIError):
     def __init__(self, message: str, *, retry_after: int) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class Unavailable(APIError):
+    """Something the master depends on for this request (a checkpoint's storage) failed."""
+
+    status = 503
+    code = "unavailable"
+    grpc_code = 14

@@ -4,12 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, request
+from flask import Blueprint, request, send_file
 from psycopg.types.json import Jsonb
 
+from det.master import limits
 from det.master.api import _access
-from det.master.api._common import TASK, USER, allow, body, db, int_arg, pagination, principal
+from det.master.api._common import (
+    TASK,
+    USER,
+    allow,
+    body,
+    db,
+    int_arg,
+    pagination,
+    principal,
+    release_connection,
+    state,
+)
 from det.master.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
+from det.master.services import checkpoint_gc
 from det.master.services import checkpoints as svc
 
 bp = Blueprint("checkpoints", __name__)
@@ -107,3 +120,33 @@ def patch() -> Any:
                 (Jsonb(res), not res, item["uuid"]),
             )
     return {}
+
+
+@bp.delete("/api/v1/checkpoints")
+def delete() -> Any:
+    """``det checkpoint delete``: the experiment's checkpoint-GC task deletes them."""
+    uuids = body().get("checkpointUuids")
+    if not isinstance(uuids, list) or not uuids or not all(isinstance(u, str) for u in uuids):
+        raise InvalidArgument("checkpointUuids: required non-empty list of uuids")
+    if len(uuids) > limits.LABELS * 10:
+        raise InvalidArgument(f"checkpointUuids: at most {limits.LABELS * 10} per request")
+    with db() as conn:
+        for uid in uuids:
+            if _access.checkpoint(conn, uid, for_write=True) is None:
+                raise NotFound(f"checkpoint {uid} not found")
+        checkpoint_gc.delete(conn, state(), list(dict.fromkeys(uuids)))
+    return {}
+
+
+@bp.get("/checkpoints/<uid>")
+def download(uid: str) -> Any:
+    """Determined's download through the master (``det checkpoint download --mode master``,
+    ``Checkpoint.download(mode=MASTER)``): the checkpoint's files as a gzip tar, read from its
+    experiment's storage (shared_fs, S3, GCS) by the master."""
+    with db() as conn:
+        if _access.checkpoint(conn, uid, for_write=False) is None:
+            raise NotFound(f"checkpoint {uid} not found")
+        storage = svc.storage_config(conn, uid) or state().config.checkpoint_storage
+    release_connection()  # no pooled connection held while reading storage
+    archive = svc.archive(storage, uid)
+    return send_file(archive, mimetype="application/gzip", download_name=f"{uid}.tar.gz")

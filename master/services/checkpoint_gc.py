@@ -18,7 +18,7 @@ from typing import Any
 from det.master import states
 from det.master.checkpoint_policy import Checkpoint, Retention, to_delete
 from det.master.db import Conn
-from det.master.errors import InvalidArgument
+from det.master.errors import Conflict, InvalidArgument
 from det.master.services import allocations
 from det.master.services import checkpoints as ckpt_svc
 from det.master.services.users import token_digest
@@ -102,6 +102,13 @@ def _queue(
     ]
     if not doomed:
         return
+    _queue_task(conn, st, exp, doomed, run=run)
+
+
+def _queue_task(
+    conn: Conn, st: MasterState, exp: dict[str, Any], doomed: list[str], *, run: int
+) -> None:
+    eid = exp["id"]
     task_id = f"gc.{eid}"
     # A changed GC policy (``det e set gc-policy``) collects again: a fresh allocation each time.
     earlier = conn.execute(
@@ -130,6 +137,42 @@ def _queue(
         conn, "experiment", eid, "checkpoint-gc", f"deleting {len(doomed)} checkpoints"
     )
     logger.info("experiment %d: checkpoint GC of %d checkpoints queued", eid, len(doomed))
+
+
+def delete(conn: Conn, st: MasterState, uuids: list[str]) -> None:
+    """``det checkpoint delete``: the GC task of each checkpoint's experiment deletes the given
+    checkpoints from storage; they are marked ``DELETED`` when it succeeds. Checkpoints
+    registered as model versions, already deleted or of a running experiment are refused."""
+    rows = conn.execute(
+        "SELECT c.uuid, c.state, t.experiment_id, e.state AS exp_state,"
+        " j.id AS job_id, j.resource_pool,"
+        " EXISTS (SELECT 1 FROM model_versions v WHERE v.checkpoint_uuid = c.uuid) AS registered"
+        " FROM checkpoints c JOIN trials t ON t.id = c.trial_id"
+        " JOIN experiments e ON e.id = t.experiment_id JOIN jobs j ON j.experiment_id = e.id"
+        " WHERE c.uuid = ANY(%s::uuid[]) FOR NO KEY UPDATE OF e",
+        (uuids,),
+    ).fetchall()
+    by_uuid = {str(r["uuid"]): r for r in rows}
+    by_experiment: dict[int, list[str]] = {}
+    for uid in uuids:
+        r = by_uuid.get(uid)
+        if r is None:
+            raise InvalidArgument(f"checkpointUuids: checkpoint {uid} has no trial to delete from")
+        if r["registered"]:
+            raise Conflict(f"checkpoint {uid} is registered as a model version; it is kept")
+        if r["state"] not in ("COMPLETED", "PARTIALLY_DELETED"):
+            raise Conflict(f"checkpoint {uid} is {r['state']}; only a completed one is deleted")
+        if r["exp_state"] not in states.TERMINAL:
+            raise Conflict(
+                f"checkpoint {uid}: experiment {r['experiment_id']} is {r['exp_state']};"
+                " delete its checkpoints once it has ended"
+            )
+        by_experiment.setdefault(int(r["experiment_id"]), []).append(uid)
+    for eid, doomed in by_experiment.items():
+        r = by_uuid[doomed[0]]
+        exp = {"id": eid, "job_id": r["job_id"], "resource_pool": r["resource_pool"]}
+        _queue_task(conn, st, exp, doomed, run=1)
+    conn.execute("NOTIFY det_wakeup")
 
 
 def container_spec(

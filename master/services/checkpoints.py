@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import tarfile
+import tempfile
 import uuid as uuidlib
-from typing import Any
+from typing import IO, Any
 
 from psycopg.types.json import Jsonb
 
 from det.master import expconf, limits, states
 from det.master.db import Conn
-from det.master.errors import InvalidArgument, NotFound
+from det.master.errors import InvalidArgument, NotFound, Unavailable
 from det.master.wire import ts
+
+logger = logging.getLogger(__name__)
 
 
 def report(conn: Conn, ckpt: dict[str, Any], *, task_id: str | None) -> None:
@@ -203,3 +209,39 @@ def filter_states(items: list[dict[str, Any]], wanted: list[str]) -> list[dict[s
     if not wanted:
         return items
     return [c for c in items if c["state"] in wanted]
+
+
+def storage_config(conn: Conn, uid: str) -> dict[str, Any] | None:
+    """The checkpoint storage its experiment wrote to (None: the master's default)."""
+    row = conn.execute(
+        "SELECT e.config->'checkpoint_storage' AS storage FROM checkpoints c"
+        " JOIN trials t ON t.id = c.trial_id JOIN experiments e ON e.id = t.experiment_id"
+        " WHERE c.uuid = %s",
+        (uid,),
+    ).fetchone()
+    storage = row["storage"] if row is not None else None
+    return storage if isinstance(storage, dict) else None
+
+
+def archive(storage: dict[str, Any], uid: str) -> IO[bytes]:
+    """Checkpoint ``uid``'s files as a gzip tar in a temporary file (rewound; deleted when
+    closed), read from ``storage`` by the master itself (no DB connection held: this is network
+    and disk work). NotFound when the storage has no such checkpoint."""
+    from det import storage as det_storage
+
+    out = tempfile.TemporaryFile()  # noqa: SIM115 (handed to the response, which closes it)
+    with tempfile.TemporaryDirectory(prefix="det-download-") as tmp:
+        try:
+            det_storage.from_config(storage).download(uid, tmp)
+        except det_storage.CheckpointNotFoundError:
+            out.close()
+            raise NotFound(f"checkpoint {uid}: no files in its storage") from None
+        except Exception as e:
+            out.close()
+            logger.warning("checkpoint %s: download from storage failed: %s", uid, e)
+            raise Unavailable(f"checkpoint {uid}: its storage could not be read: {e}") from None
+        with tarfile.open(fileobj=out, mode="w:gz") as tf:
+            for entry in sorted(os.listdir(tmp)):
+                tf.add(os.path.join(tmp, entry), arcname=entry)
+    out.seek(0)
+    return out
