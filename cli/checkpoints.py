@@ -1,4 +1,4 @@
-"""``det checkpoint``: describe, list, download."""
+"""``det checkpoint``: describe, list, download, delete."""
 
 from __future__ import annotations
 
@@ -55,9 +55,24 @@ def list_(args: argparse.Namespace) -> None:
     render.table(HEADERS, [_row(c) for c in ckpts])
 
 
+def _download_via_master(args: argparse.Namespace, dst: Path) -> None:
+    """The master reads the storage and sends a gzip tar (for storage this machine cannot reach)."""
+    import tarfile
+
+    r = session(args).request("GET", f"/checkpoints/{args.uuid}", stream=True, timeout=None)
+    with tarfile.open(fileobj=r.raw, mode="r|gz") as tf:
+        tf.extractall(dst, filter="data")
+
+
 def download(args: argparse.Namespace) -> None:
     from det.storage import CheckpointNotFoundError, download_checkpoint
 
+    if args.mode == "master":
+        dst = Path(args.output_dir or Path("checkpoints") / args.uuid)
+        dst.mkdir(parents=True, exist_ok=True)
+        _download_via_master(args, dst)
+        print(f"Local checkpoint path: {dst}")
+        return
     c = session(args).get(f"/api/v1/checkpoints/{args.uuid}")["checkpoint"]
     storage = ((c.get("training") or {}).get("experimentConfig") or {}).get("checkpoint_storage")
     if not storage:
@@ -69,6 +84,12 @@ def download(args: argparse.Namespace) -> None:
     except CheckpointNotFoundError as e:
         raise CliError(f"checkpoint {args.uuid}: files not found in storage ({e})") from None
     print(f"Local checkpoint path: {dst}")
+
+
+def delete(args: argparse.Namespace) -> None:
+    uuids = [u for raw in args.uuids for u in raw.split(",") if u]
+    session(args).delete("/api/v1/checkpoints", json={"checkpointUuids": uuids})
+    print(f"Deleting {len(uuids)} checkpoint(s) (their experiment's GC task removes the files)")
 
 
 def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
@@ -83,3 +104,11 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     p = verb(sub, "download", download, "download a checkpoint's files")
     p.add_argument("uuid")
     p.add_argument("-o", "--output-dir")
+    p.add_argument(
+        "--mode",
+        choices=["direct", "master"],
+        default="direct",
+        help="direct: read the storage from here; master: the master reads it and sends a tar",
+    )
+    p = verb(sub, "delete rm", delete, "delete checkpoints (their experiment's GC task does it)")
+    p.add_argument("uuids", nargs="+", help="checkpoint uuids (or comma-separated lists)")
