@@ -8,6 +8,7 @@ import re
 from det.deploy.aws import checks
 from det.deploy.common.boot import BootOptions
 from det.deploy.common.errors import DeployError
+from det.deploy.common.masteryaml import DEFAULT_CPU_ENV_IMAGE, DEFAULT_GPU_ENV_IMAGE
 
 PROJECT = "det-aws"
 # Every instance of the cluster carries this tag; the master's IAM policy only lets it create
@@ -30,9 +31,6 @@ UBUNTU_SSM_PARAMETER = (
 DLAMI_SSM_PARAMETER = (
     "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id"
 )
-# Determined 0.38.1's default task images (expconf CPUImage/CUDAImage), public on Docker Hub.
-DEFAULT_CPU_ENV_IMAGE = "determinedai/pytorch-ngc-dev:0736b6d"
-DEFAULT_GPU_ENV_IMAGE = "determinedai/pytorch-ngc-dev:0736b6d"
 HTTPS_PORT = 8443
 HTTP_PORT = 8080
 LOG_RETENTION_DAYS = 30

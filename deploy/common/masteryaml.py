@@ -19,6 +19,10 @@ from det.deploy.common.tls import CERT_NAME, MASTER_CERT_PATH, MASTER_KEY_PATH
 LOCAL_IP_PLACEHOLDER = "__DET_MASTER_PRIVATE_IP__"
 AUX_POOL = "aux-pool"
 COMPUTE_POOL = "compute-pool"
+# Determined 0.38.1's default task images (master/pkg/schemas/expconf/const.go at v0.38.1:
+# CPUImage and CUDAImage), public on Docker Hub; both clouds' deploys and the agent image use them.
+DEFAULT_CPU_ENV_IMAGE = "determinedai/pytorch-ngc:0.38.1"
+DEFAULT_GPU_ENV_IMAGE = "determinedai/pytorch-ngc:0.38.1"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,6 +7,7 @@ import re
 
 from det.deploy.common.boot import BootOptions
 from det.deploy.common.errors import DeployError
+from det.deploy.common.masteryaml import DEFAULT_CPU_ENV_IMAGE, DEFAULT_GPU_ENV_IMAGE
 from det.deploy.gcp import catalog
 
 PROJECT = "det-gcp"
@@ -21,9 +22,6 @@ UBUNTU_IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2404-lts-am
 # GPU agents: Google's Deep Learning VM "Base" image (NVIDIA driver R580, CUDA 12.9, Docker and the
 # NVIDIA container toolkit) on Ubuntu 24.04, supported until August 2028.
 GPU_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu129-ubuntu-2404-nvidia-580"
-# Determined 0.38.1's default task images (expconf.CPUImage / CUDAImage), public on Docker Hub.
-DEFAULT_CPU_ENV_IMAGE = "determinedai/pytorch-ngc:0.38.1"
-DEFAULT_GPU_ENV_IMAGE = "determinedai/pytorch-ngc:0.38.1"
 HTTPS_PORT = 8443
 HTTP_PORT = 8080
 # The Cloud Logging log the VMs' boot and service logs are shipped to (one per project; entries are

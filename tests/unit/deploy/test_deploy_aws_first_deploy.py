@@ -13,8 +13,6 @@ from conftest import AWS
 from det.deploy.aws import checks, commands, program
 from det.deploy.aws.config import (
     CONFIG_HASH_TAG,
-    DEFAULT_CPU_ENV_IMAGE,
-    DEFAULT_GPU_ENV_IMAGE,
     DLAMI_SSM_PARAMETER,
     UBUNTU_SSM_PARAMETER,
     AwsConfig,
@@ -108,12 +106,12 @@ def test_a_later_up_keeps_the_pinned_images_unless_refreshed():
 
 
 def test_task_images_default_to_determineds_published_images(aws_graph):
+    # Determined 0.38.1's expconf CPUImage/CUDAImage (the -dev:0736b6d tag was an earlier one).
     config = yaml.safe_load(aws_graph.outputs["master_yaml"])
     assert config["task_container_defaults"]["image"] == {
-        "cpu": DEFAULT_CPU_ENV_IMAGE,
-        "cuda": DEFAULT_GPU_ENV_IMAGE,
+        "cpu": "determinedai/pytorch-ngc:0.38.1",
+        "cuda": "determinedai/pytorch-ngc:0.38.1",
     }
-    assert DEFAULT_CPU_ENV_IMAGE.startswith("determinedai/")
 
 
 def test_task_image_flags_replace_the_defaults():
