@@ -298,6 +298,13 @@ _ENV_SCALARS = {
     "DET_DB_USER": ("db", "user"),
     "DET_DB_PASSWORD": ("db", "password"),
     "DET_DB_SSL_MODE": ("db", "ssl_mode"),
+    # The private registry's password (``det deploy … --registry-password``): kept in the
+    # cluster's secret store, never in master.yaml.
+    "DET_TASK_CONTAINER_DEFAULTS_REGISTRY_AUTH_PASSWORD": (
+        "task_container_defaults",
+        "registry_auth",
+        "password",
+    ),
 }
 
 

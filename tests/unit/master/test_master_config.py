@@ -52,3 +52,24 @@ def test_config_file_errors_are_one_line(tmp_path: Path) -> None:
         load_config(bad, env={})
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "missing.yaml", env={})
+
+
+def test_registry_password_comes_from_the_environment_and_stays_hidden() -> None:
+    # det deploy writes server and username into master.yaml and the password only into the
+    # master's environment file (from the cluster secret).
+    cfg = parse_config(
+        {
+            "task_container_defaults": {
+                "image": {"cpu": "r.example.com/t:1"},
+                "registry_auth": {"serveraddress": "r.example.com", "username": "bot"},
+            }
+        },
+        env={"DET_TASK_CONTAINER_DEFAULTS_REGISTRY_AUTH_PASSWORD": "reg-s3cret"},
+    )
+    assert cfg.task_container_defaults_for("default")["registry_auth"] == {
+        "serveraddress": "r.example.com",
+        "username": "bot",
+        "password": "reg-s3cret",
+    }
+    assert cfg.task_container_defaults["image"] == {"cpu": "r.example.com/t:1"}
+    assert "reg-s3cret" not in str(cfg.redacted())
