@@ -106,6 +106,16 @@ def _common_up(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpu-env-image", help="Docker image for CPU tasks")
     p.add_argument("--gpu-env-image", help="Docker image for GPU tasks")
     p.add_argument(
+        "--registry-server",
+        help="private registry of the task images (host[:port]); agents log in to it",
+    )
+    p.add_argument("--registry-username", help="user name for --registry-server")
+    p.add_argument(
+        "--registry-password",
+        help="password for --registry-server (default: $DET_REGISTRY_PASSWORD); kept in the "
+        "cluster's secret store, never in master.yaml or the VMs' user data",
+    )
+    p.add_argument(
         "--bucket-versioning", action="store_true", help="keep old versions of checkpoint objects"
     )
     p.add_argument(

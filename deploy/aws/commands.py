@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from det.deploy.aws import preflight, program, teardown
 from det.deploy.aws.config import PROJECT, AwsConfig, Images
-from det.deploy.common import automation, commands, flow, state
+from det.deploy.common import automation, commands, flow, registry, state
 from det.deploy.common.errors import DeployError
 from det.deploy.common.preflight import check_pulumi_cli
 
@@ -129,12 +129,15 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         cloud="aws",
         project=PROJECT,
         cluster_id=cfg.cluster_id,
-        build=lambda password: program.build(current["cfg"], password),
+        build=lambda password, registry_password: program.build(
+            current["cfg"], password, registry_password
+        ),
         mock_calls=program.MOCK_CALLS,
         stack_config=config,
         target=cfg.region,
         preflight=check,
         cert=cfg.boot.tls if cfg.tls else None,
+        registry_password=registry.password_from_args(args, cfg.registry),
     )
     code = flow.up(plan, args, out)
     if code == 0 and previous is not None and not args.dry_run:

@@ -9,6 +9,7 @@ from det.deploy.aws import checks
 from det.deploy.common.boot import BootOptions
 from det.deploy.common.errors import DeployError
 from det.deploy.common.masteryaml import DEFAULT_CPU_ENV_IMAGE, DEFAULT_GPU_ENV_IMAGE
+from det.deploy.common.registry import RegistryAuth
 
 PROJECT = "det-aws"
 # Every instance of the cluster carries this tag; the master's IAM policy only lets it create
@@ -87,6 +88,8 @@ class AwsConfig:
     agent_subnet_id: str | None = None
     boot: BootOptions = dataclasses.field(default_factory=BootOptions)
     """Which det the VMs install and the master's TLS material (``common.boot``)."""
+    registry: RegistryAuth | None = None
+    """A private registry for task images (``--registry-*``; its password is in the secret)."""
     extra_tags: tuple[tuple[str, str], ...] = ()
     cpu_env_image: str | None = None
     gpu_env_image: str | None = None

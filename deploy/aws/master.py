@@ -103,6 +103,7 @@ def master_yaml_config(cfg: AwsConfig, r: Resolved) -> dict[str, Any]:
         preemption=cfg.preemption_enabled,
         task_container_defaults=tcd,
         tls=cfg.tls,
+        registry_auth=cfg.registry.registry_auth() if cfg.registry else None,
         agent_install=boot.agent_install(cfg.boot, "s3", r.bucket, "agent,aws"),
     )
     config: dict[str, Any] = masteryaml.master_config(spec)

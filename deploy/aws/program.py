@@ -47,7 +47,9 @@ def images(cfg: AwsConfig) -> dict[str, pulumi.Output[str]]:
 
 
 def build(
-    cfg: AwsConfig, initial_user_password: pulumi.Input[str] | None = None
+    cfg: AwsConfig,
+    initial_user_password: pulumi.Input[str] | None = None,
+    registry_password: pulumi.Input[str] | None = None,
 ) -> dict[str, pulumi.Output[Any]]:
     name = f"det-{cfg.cluster_id}"
     tags = cfg.tags
@@ -80,6 +82,7 @@ def build(
             tags=tags,
             initial_user_password=initial_user_password,
             tls=cfg.boot.tls_material() if cfg.tls else None,
+            registry_password=registry_password if cfg.registry else None,
         ),
     )
     agent_subnet = (

@@ -83,6 +83,8 @@ class ClusterSecretArgs:
     initial_user_password: pulumi.Input[str] | None = None
     tls: TlsMaterial | None = None
     """The master's certificate and key, stored in the secret beside the passwords."""
+    registry_password: pulumi.Input[str] | None = None
+    """A private registry's password (``--registry-password``), stored beside them."""
 
 
 class ClusterSecret(pulumi.ComponentResource):
@@ -98,7 +100,9 @@ class ClusterSecret(pulumi.ComponentResource):
     ):
         super().__init__("det:aws:ClusterSecret", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        made = passwords.generate(name, args.initial_user_password, child, args.tls)
+        made = passwords.generate(
+            name, args.initial_user_password, child, args.tls, args.registry_password
+        )
         secret = aws.secretsmanager.Secret(
             name, recovery_window_in_days=0, tags=dict(args.tags), opts=child
         )

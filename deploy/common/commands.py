@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from det.deploy.common import automation, boot, dryrun, state, summary, tls
+from det.deploy.common import automation, boot, dryrun, registry, state, summary, tls
 from det.deploy.common.errors import DeployError
 
 # Settings named like the ``up`` flags every cloud shares (``deploy.cli._common_up``); an unset
@@ -41,6 +41,7 @@ def shared_settings(args: argparse.Namespace, defaults: Any) -> dict[str, Any]:
     settings.update(
         tls=not plain_http,
         boot=boot.from_args(args, cloud, args.cluster_id),
+        registry=registry.from_args(args),
         enable_ssh=args.enable_ssh,
         preemption_enabled=bool(args.preemption_enabled),
         bucket_versioning=args.bucket_versioning,

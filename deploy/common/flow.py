@@ -13,12 +13,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from det.deploy.common import automation, commands, tls
+from det.deploy.common import automation, commands, registry, tls
 from det.deploy.common.errors import DeployError
 from det.deploy.common.preflight import check_pulumi_cli
 
-# program.build(initial_user_password) → the stack's outputs; None renders without a password.
-Build = Callable[[Any], Mapping[str, Any]]
+# program.build(initial_user_password, registry_password) → the stack's outputs; None renders
+# without that password (the dry-run).
+Build = Callable[[Any, Any], Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ class UpPlan:
     """Check credentials (and the quota when passed True); raise, or return a warning."""
     cert: tls.TlsMaterial | None = None
     """The master's certificate (None: plain HTTP): ``up`` prints where it is saved."""
+    registry_password: str | None = None
+    """A private registry's password, stored as the secret stack config ``det:registryPassword``
+    (None: keep what the stack has)."""
 
 
 def up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
@@ -45,7 +49,7 @@ def up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
         return commands.print_dry_run(
             plan.cloud,
             plan.cluster_id,
-            lambda: plan.build(None),
+            lambda: plan.build(None, None),
             plan.mock_calls,
             args.json,
             out,
@@ -59,12 +63,16 @@ def up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
     config = dict(plan.stack_config)
     if password:
         config["det:initialUserPassword"] = (password, True)
+    if plan.registry_password:
+        config[f"det:{registry.STACK_CONFIG_KEY}"] = (plan.registry_password, True)
 
     def pulumi_program() -> None:
         import pulumi
 
-        given = pulumi.Config("det").get_secret("initialUserPassword")
-        for key, value in plan.build(given).items():
+        stack_config = pulumi.Config("det")
+        given = stack_config.get_secret("initialUserPassword")
+        registry_password = stack_config.get_secret(registry.STACK_CONFIG_KEY)
+        for key, value in plan.build(given, registry_password).items():
             pulumi.export(key, value)
 
     if plan.cert:

@@ -1,8 +1,8 @@
 """The master.yaml a cloud deploy writes onto its master machine (pure: no I/O, no SDKs).
 
-Secrets never go into this file: the master reads ``DET_DB_PASSWORD`` and
-``DET_SECURITY_INITIAL_USER_PASSWORD`` from an environment file its bootstrap fetches from
-the cloud's secret store. The master's own private address is only known on the machine, so
+Secrets never go into this file: the master reads ``DET_DB_PASSWORD``,
+``DET_SECURITY_INITIAL_USER_PASSWORD`` (and a private registry's password) from an environment
+file its bootstrap fetches from the cloud's secret store. The master's own private address is only known on the machine, so
 the YAML carries :data:`LOCAL_IP_PLACEHOLDER`, which the bootstrap replaces at boot.
 """
 
@@ -62,6 +62,9 @@ class MasterYamlSpec:
     agent_install: dict[str, str] | None = None
     """How agents install det (provider key ``agent_install``: ``wheel_url``, ``wheel_sha256``,
     ``constraints_url``, ``package_index``, ``extras``)."""
+    registry_auth: dict[str, str] | None = None
+    """``task_container_defaults.registry_auth`` without its password (the master reads that
+    from its environment: ``common.registry``)."""
 
 
 def master_url(port: int, tls: bool = False) -> str:
@@ -106,8 +109,11 @@ def master_config(spec: MasterYamlSpec) -> dict[str, Any]:
     }
     if spec.tls:
         config["security"] = {"tls": {"cert": MASTER_CERT_PATH, "key": MASTER_KEY_PATH}}
-    if spec.task_container_defaults:
-        config["task_container_defaults"] = spec.task_container_defaults
+    tcd = dict(spec.task_container_defaults or {})
+    if spec.registry_auth:
+        tcd["registry_auth"] = dict(spec.registry_auth)
+    if tcd:
+        config["task_container_defaults"] = tcd
     return config
 
 

@@ -1,9 +1,9 @@
 """The cluster's passwords, made the same way on every cloud.
 
 Each cloud's ``ClusterSecret`` stores :attr:`Passwords.payload` in its secret store; the master
-reads that JSON document (``db_password``, ``initial_user_password`` and, with TLS, the
-master's ``tls_key`` and ``tls_cert``) at boot, so no password
-appears in user data or instance metadata.
+reads that JSON document (``db_password``, ``initial_user_password``, with TLS the
+master's ``tls_key`` and ``tls_cert``, with a private registry ``registry_password``) at
+boot, so no password appears in user data or instance metadata.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import json
 import pulumi
 import pulumi_random as random
 
+from det.deploy.common import registry
 from det.deploy.common.tls import TlsMaterial
 
 
@@ -30,10 +31,12 @@ def generate(
     initial_user_password: pulumi.Input[str] | None,
     opts: pulumi.ResourceOptions,
     tls: TlsMaterial | None = None,
+    registry_password: pulumi.Input[str] | None = None,
 ) -> Passwords:
     """A generated database password and the admin password (given, else generated), as
     ``RandomPassword`` resources ``<name>-db`` and ``<name>-user`` created with ``opts``; with
-    ``tls`` the payload also carries the master's ``tls_key`` and ``tls_cert``."""
+    ``tls`` the payload also carries the master's ``tls_key`` and ``tls_cert``, with
+    ``registry_password`` the private registry's password (``common.registry``)."""
     db_password = random.RandomPassword(f"{name}-db", length=32, special=False, opts=opts)
     if initial_user_password is not None:
         user_password = pulumi.Output.secret(initial_user_password)
@@ -42,11 +45,20 @@ def generate(
             f"{name}-user", length=20, special=False, opts=opts
         ).result
     extra = {"tls_key": tls.key_pem, "tls_cert": tls.cert_pem} if tls else {}
-    payload = pulumi.Output.all(db_password.result, user_password).apply(
-        lambda v: json.dumps({"db_password": v[0], "initial_user_password": v[1], **extra})
+    payload = pulumi.Output.all(
+        db_password.result, user_password, pulumi.Output.from_input(registry_password)
+    ).apply(
+        lambda v: json.dumps(
+            {
+                "db_password": v[0],
+                "initial_user_password": v[1],
+                **extra,
+                **registry.secret_entry(v[2]),
+            }
+        )
     )
     return Passwords(
         db_password=pulumi.Output.secret(db_password.result),
         initial_user_password=pulumi.Output.secret(user_password),
-        payload=payload,
+        payload=pulumi.Output.secret(payload),
     )

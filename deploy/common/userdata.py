@@ -14,8 +14,8 @@ failure and logs to ``/var/log/det-bootstrap.log``; that unit:
    dependencies come from a package index; det itself never by name), unless that exact
    wheel is installed already;
 3. writes master.yaml (the machine's private address filled in), turns the cluster secret
-   (JSON: ``db_password``, ``initial_user_password``, ``tls_key``, ``tls_cert``) into a 0600
-   environment file and the TLS files (key 0600);
+   (JSON: ``db_password``, ``initial_user_password``, ``tls_key``, ``tls_cert``, optionally
+   ``registry_password``) into a 0600 environment file and the TLS files (key 0600);
 4. (re)starts ``det-master`` and, when a log target is set, ``det-logship`` (boot and master
    logs to CloudWatch Logs / Cloud Logging).
 """
@@ -28,6 +28,7 @@ import gzip
 import importlib.resources
 import shlex
 
+from det.deploy.common import registry
 from det.deploy.common import tls as tlsmod
 from det.deploy.common.masteryaml import LOCAL_IP_PLACEHOLDER
 
@@ -158,8 +159,17 @@ def write(path, text, mode):
         f.write(text)
     os.chmod(path + ".tmp", mode)
     os.replace(path + ".tmp", path)
-write(sys.argv[1], "DET_DB_PASSWORD=" + s["db_password"] + "\\n"
-      + "DET_SECURITY_INITIAL_USER_PASSWORD=" + s["initial_user_password"] + "\\n", 0o600)
+def quoted(v):
+    # Double quotes: systemd and bash both take a backslash before these four literally.
+    out = ""
+    for c in v:
+        out += chr(92) + c if c in chr(92) + chr(34) + "$`" else c
+    return chr(34) + out + chr(34)
+env = ("DET_DB_PASSWORD=" + s["db_password"] + "\\n"
+       + "DET_SECURITY_INITIAL_USER_PASSWORD=" + s["initial_user_password"] + "\\n")
+if s.get("{registry_key}"):
+    env += "{registry_env}=" + quoted(s["{registry_key}"]) + "\\n"
+write(sys.argv[1], env, 0o600)
 if sys.argv[2] == "yes":
     write(sys.argv[3], s["tls_cert"], 0o644)
     write(sys.argv[4], s["tls_key"], 0o600)
@@ -255,6 +265,8 @@ def render_master_boot(b: MasterBoot) -> str:
         cert=tlsmod.MASTER_CERT_PATH,
         key=tlsmod.MASTER_KEY_PATH,
         logship=_logship(b),
+        registry_key=registry.SECRET_KEY,
+        registry_env=registry.PASSWORD_ENV,
     )
     fetcher = fetcher_gzip_base64()
     return _PREAMBLE.format(lib=LIB_DIR, fetcher=fetcher, boot=boot)

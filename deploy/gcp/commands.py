@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from det.deploy.common import automation, commands, flow
+from det.deploy.common import automation, commands, flow, registry
 from det.deploy.gcp import images, preflight, program, teardown
 from det.deploy.gcp.config import PROJECT, GcpConfig
 
@@ -100,12 +100,15 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         cloud="gcp",
         project=PROJECT,
         cluster_id=cfg.cluster_id,
-        build=lambda password: program.build(pinned["cfg"], password),
+        build=lambda password, registry_password: program.build(
+            pinned["cfg"], password, registry_password
+        ),
         mock_calls=program.MOCK_CALLS,
         stack_config=stack_config,
         target=f"{cfg.project_id}/{cfg.zone_name}",
         preflight=check,
         cert=cfg.boot.tls if cfg.tls else None,
+        registry_password=registry.password_from_args(args, cfg.registry),
     )
     return flow.up(plan, args, out)
 

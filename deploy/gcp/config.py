@@ -8,6 +8,7 @@ import re
 from det.deploy.common.boot import BootOptions
 from det.deploy.common.errors import DeployError
 from det.deploy.common.masteryaml import DEFAULT_CPU_ENV_IMAGE, DEFAULT_GPU_ENV_IMAGE
+from det.deploy.common.registry import RegistryAuth
 from det.deploy.gcp import catalog
 
 PROJECT = "det-gcp"
@@ -72,6 +73,8 @@ class GcpConfig:
     filestore_address: str | None = None
     boot: BootOptions = dataclasses.field(default_factory=BootOptions)
     """Which det the VMs install and the master's TLS material (``common.boot``)."""
+    registry: RegistryAuth | None = None
+    """A private registry for task images (``--registry-*``; its password is in the secret)."""
     labels: tuple[tuple[str, str], ...] = ()
     cpu_env_image: str = DEFAULT_CPU_ENV_IMAGE
     gpu_env_image: str = DEFAULT_GPU_ENV_IMAGE

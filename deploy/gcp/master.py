@@ -101,6 +101,7 @@ def master_yaml_config(
         preemption=cfg.preemption_enabled,
         task_container_defaults=tcd or None,
         tls=cfg.tls,
+        registry_auth=cfg.registry.registry_auth() if cfg.registry else None,
         agent_install=boot.agent_install(cfg.boot, "gs", r.bucket, "agent,gcp"),
     )
     config: dict[str, Any] = masteryaml.master_config(spec)

@@ -17,7 +17,9 @@ from det.deploy.gcp.config import BOOT_LOG_NAME, GcpConfig
 
 
 def build(
-    cfg: GcpConfig, initial_user_password: pulumi.Input[str] | None = None
+    cfg: GcpConfig,
+    initial_user_password: pulumi.Input[str] | None = None,
+    registry_password: pulumi.Input[str] | None = None,
 ) -> dict[str, pulumi.Output[Any]]:
     name = f"det-{cfg.cluster_id}"
     master_tag, agent_tag = f"{name}-master", f"{name}-agent"
@@ -67,6 +69,7 @@ def build(
             secret_id=f"{name}-secret",
             initial_user_password=initial_user_password,
             tls=cfg.boot.tls_material() if cfg.tls else None,
+            registry_password=registry_password if cfg.registry else None,
         ),
     )
     secret.grant_access(f"{name}-master-secret", accounts.master_member, cfg.project_id)
