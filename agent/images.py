@@ -8,7 +8,12 @@ by ``********``. The credentials never reach a log line or an exception message 
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
+import os
+import re
+import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
@@ -73,13 +78,74 @@ def _answer(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+#: An ECR private registry's host (also FIPS endpoints and the China partition).
+ECR_HOST = re.compile(
+    r"^(?P<account>[0-9]{12})\.dkr\.ecr(?:-fips)?\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$"
+)
+
+
+def registry_host(image: str) -> str | None:
+    """The registry part of ``image`` as Docker reads it (a first path component with a ``.``
+    or ``:``, or ``localhost``); None for Docker Hub."""
+    first, sep, _ = image.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost"):
+        return first
+    return None
+
+
+def cloud_auth(image: str) -> dict[str, str] | None:
+    """Credentials from this machine's cloud role for an image in that cloud's own registry:
+    ECR (``ACCOUNT.dkr.ecr.REGION.amazonaws.com``) through ``ecr.get_authorization_token`` with
+    the instance role, Artifact Registry (``*-docker.pkg.dev``) and Container Registry
+    (``gcr.io``, ``*.gcr.io``) with the service account's access token from the metadata server
+    (user ``oauth2accesstoken``). None for other registries, or when no token can be had (the
+    pull then goes without, and the registry's refusal is the error the user sees)."""
+    host = registry_host(image)
+    if host is None:
+        return None
+    try:
+        ecr = ECR_HOST.match(host)
+        if ecr:
+            return _ecr_auth(host, ecr.group("region"))
+        if host.endswith("-docker.pkg.dev") or host == "gcr.io" or host.endswith(".gcr.io"):
+            return _gcp_auth(host)
+    except Exception as e:  # any SDK or network failure: pull without credentials
+        logger.warning("no credentials from the machine's role for %s: %s", host, type(e).__name__)
+    return None
+
+
+def _ecr_auth(host: str, region: str) -> dict[str, str]:
+    import boto3
+
+    answer = boto3.client("ecr", region_name=region).get_authorization_token()
+    token = answer["authorizationData"][0]["authorizationToken"]
+    username, _, password = base64.b64decode(token).decode().partition(":")
+    return {"username": username, "password": password, "serveraddress": f"https://{host}"}
+
+
+def _metadata_base() -> str:
+    """The GCE metadata server; ``GCE_METADATA_HOST`` (as google-auth reads it) names another."""
+    return f"http://{os.environ.get('GCE_METADATA_HOST') or 'metadata.google.internal'}"
+
+
+def _gcp_auth(host: str) -> dict[str, str]:
+    request = urllib.request.Request(
+        f"{_metadata_base()}/computeMetadata/v1/instance/service-accounts/default/token",
+        headers={"Metadata-Flavor": "Google"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        token = json.load(answer)["access_token"]
+    return {"username": "oauth2accesstoken", "password": str(token), "serveraddress": host}
+
+
 def pull(docker_client: Any, image: str, registry_auth: Mapping[str, Any] | None) -> None:
-    """Pull ``image`` (with ``registry_auth`` when given) or raise :class:`ImagePullError`.
+    """Pull ``image`` (with ``registry_auth`` when given, else with the machine's cloud role
+    for its cloud's own registry: :func:`cloud_auth`) or raise :class:`ImagePullError`.
 
     The engine's progress stream is read to the end: a registry refusal may arrive in it
     (``errorDetail``) after the HTTP request itself succeeded.
     """
-    auth = auth_config(registry_auth)
+    auth = auth_config(registry_auth) or cloud_auth(image)
     repo, tag = _split(image)
     try:
         stream = docker_client.api.pull(repo, tag=tag, stream=True, decode=True, auth_config=auth)
