@@ -7,7 +7,17 @@ local package index only (which also offers a decoy ``det`` that must never be a
 master answers ``/info`` over HTTPS with the generated certificate; the boot log reaches Cloud
 Logging.
 
-The container has no systemd: a ``systemctl`` stand-in (test only) runs a unit's ExecStart.
+Then the agent half: the agent startup script is rendered by the master's own code
+(``GcpProvider.for_pool``: ``render_user_data`` with ``cloud="gcp"``) from the compute pool of
+the master.yaml the program produced (``agent_install``, ``master_cert_name``, the master's URL),
+the master's certificate and its agent token, and runs in a second container against its own
+fake metadata server (the instance name is the agent id; the service account's token fetches
+det's wheel from the bucket). The agent registers over HTTPS and runs the one trial to
+COMPLETED. The master cannot launch that instance itself here: the GCP provider block of the
+rendered master.yaml has no endpoint override, so its Compute calls would go to the real
+``compute.googleapis.com``; the test plays the launch.
+
+The containers have no systemd: a ``systemctl`` stand-in (test only) runs a unit's ExecStart.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ import pytest
 import requests
 
 from det.deploy.common import boot, dryrun, release, tls
+from det.deploy.common.masteryaml import COMPUTE_POOL, LOCAL_IP_PLACEHOLDER
 from det.deploy.gcp import program
 from det.deploy.gcp.config import GcpConfig
 from tests.fakes.gce_metadata import FakeGceMetadata
@@ -78,6 +89,13 @@ class Booted:
     index: PackageIndex
     apis: FakeGoogleApis
     meta: FakeGceMetadata
+    token: str
+    emulator: str
+    master_yaml: str
+    """The program's master.yaml output (the private address still a placeholder)."""
+    cluster_id: str
+    bucket: str
+    shared: Path
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +179,12 @@ def gcp_master(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
             get = tls.verified_get(tmp / "master.crt", tls.CERT_NAME)
             info = vm.wait_for_info(get, url, name)
             assert info["clusterName"] == CLUSTER
-            yield Booted(name, url, tmp / "master.crt", rel, index, apis, meta)
+            shared = tmp / "shared"
+            shared.mkdir()
+            yield Booted(
+                name, url, tmp / "master.crt", rel, index, apis, meta, token, emulator,
+                graph.outputs["master_yaml"], info["clusterId"], bucket, shared,
+            )  # fmt: skip
     finally:
         vm.dump_and_remove(name, "/var/log/det-bootstrap.log /var/log/det-master.log")
         meta.stop()
@@ -197,3 +220,79 @@ def test_boot_log_reaches_cloud_logging(gcp_master: Booted) -> None:
         lambda: "det-master (re)started" in gcp_master.apis.logged_text(),
         90,
     )
+
+
+def test_agent_boots_from_the_startup_script_and_runs_a_trial(gcp_master: Booted) -> None:
+    """The compute pool's agent startup script, rendered by the master's own provider code from
+    the master.yaml the program produced, boots an agent VM that runs the one trial."""
+    import yaml
+
+    from det.master.provisioner import bootstrap
+    from det.master.provisioner.config import parse_provider_config
+    from det.master.provisioner.gcp import GcpProvider
+    from det.master.provisioner.gcp_config import GcpProviderConfig
+
+    b = gcp_master
+    # The master.yaml on the VM is the program's, with the machine's address filled in.
+    on_vm = vm.sh(b.container, "cat /etc/det/master.yaml")
+    assert on_vm == b.master_yaml.replace(LOCAL_IP_PLACEHOLDER, "127.0.0.1")
+    master_yaml = yaml.safe_load(on_vm)
+    (pool,) = [p for p in master_yaml["resource_pools"] if p["pool_name"] == COMPUTE_POOL]
+    config = parse_provider_config(pool["provider"])
+    assert isinstance(config, GcpProviderConfig) and config.agent_install is not None
+    assert config.master_url == b.url and config.master_cert_name == tls.CERT_NAME
+    assert config.agent_install.wheel_url == f"gs://{b.bucket}/{b.rel.wheel_key}"
+    # What the master reads when it builds the pool's provider (services.provisioning).
+    cert_pem = vm.sh(b.container, f"cat {master_yaml['security']['tls']['cert']}")
+    agent_token = vm.sh(b.container, f"cat {master_yaml['data_dir']}/agent_token").strip()
+    provider = GcpProvider.for_pool(
+        config,
+        cluster_id=b.cluster_id,
+        pool=COMPUTE_POOL,
+        master_url=b.url,
+        agent_token=agent_token,
+        extra_env=bootstrap.install_env(config.agent_install, cert_pem, config.master_cert_name),
+    )
+    script = provider.startup_script
+    assert script.startswith("#!/bin/bash") and "export DET_CLOUD=gcp" in script
+    assert f"export DET_AGENT_WHEEL_URL={config.agent_install.wheel_url}" in script
+
+    api = vm.MasterApi(b.url, b.cert_file, tls.CERT_NAME)
+    api.login(PASSWORD)
+    eid = api.create_example(b.shared / "checkpoints")
+    instance = f"{config.name_prefix}boot0001"
+    meta = FakeGceMetadata(instance_name=instance, project=PROJECT, ip="127.0.0.1")
+    agent_email = f"det-{CLUSTER}-agent@{PROJECT}.iam.gserviceaccount.com"
+    _service_account(meta, agent_email, b.token)
+    meta.start()
+    env = {
+        # The overrides the master's startup script is run with: the metadata server (agent id,
+        # preemption notice, the service account's token for gs://) and the bucket.
+        "DET_GCE_METADATA_URL": meta.url,
+        "GCE_METADATA_HOST": meta.host,
+        "STORAGE_EMULATOR_HOST": b.emulator,
+        # The harness bundle's pure-Python copies of requests & co. come from the same index.
+        "PIP_INDEX_URL": b.index.url,
+    }
+    try:
+        with vm.agent_vm(script, b.shared, env, instance_id=instance) as agent:
+            api.wait_completed(eid, 300)
+            agents = {a["id"]: a for a in api.get("/api/v1/agents")["agents"]}
+            assert instance in agents
+            assert agents[instance]["resourcePools"] == [COMPUTE_POOL]
+            # det's wheel came from the bucket with the service account's token, hash-checked;
+            # the agent trusts exactly the master's certificate and watches for preemption.
+            marker = vm.sh(agent, "cat /opt/det/venv/.det-wheel")
+            assert marker.strip() == f"{b.rel.sha256}:{config.agent_install.wheel_url}"
+            assert "instance/service-accounts/default/token" in " ".join(meta.requests)
+            assert (b.shared / "master.crt").read_text() == cert_pem
+            agent_yaml = yaml.safe_load(vm.sh(agent, "cat /etc/det/agent.yaml"))
+            assert agent_yaml["agent_id"] == instance
+            assert agent_yaml["master_cert_name"] == tls.CERT_NAME
+            assert agent_yaml["preemption_notice"] == "gcp"
+            assert any(
+                p.startswith("/computeMetadata/v1/instance/preempted") for p in meta.requests
+            )
+            assert not b.index.asked_for("det")
+    finally:
+        meta.stop()
