@@ -32,6 +32,7 @@ _FEATURES: tuple[tuple[str, str], ...] = (
     ("/api/v1/master/cluster_message", "det has no cluster-wide messages yet"),
     ("/api/v1/resources/allocation", "det has no resource allocation reports yet"),
     ("/api/v1/allocations/raw", "det has no resource allocation reports yet"),
+    ("/resources/allocation", "det has no resource allocation reports yet"),
     ("/api/v1/resource-pools/", "det has no resource-pool workspace bindings yet"),
 )
 
@@ -45,10 +46,18 @@ _OPERATIONS: dict[str, str] = {
 }
 
 
+# Determined's master serves these outside /api/v1 (its ``det resources`` commands call them).
+_NON_API_ROUTES = (
+    ("GET", "/resources/allocation/raw", "ResourceAllocationRaw"),
+    ("GET", "/resources/allocation/aggregated", "ResourceAllocationAggregated"),
+    ("GET", "/resources/allocation/allocations-csv", "ResourceAllocationCSV"),
+)
+
+
 @functools.cache
 def _compiled() -> tuple[tuple[str, re.Pattern[str], str], ...]:
     out = []
-    for method, template, op in ROUTES:
+    for method, template, op in ROUTES + _NON_API_ROUTES:
         pattern = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
         out.append((method, re.compile(pattern + "/?"), op))
     return tuple(out)

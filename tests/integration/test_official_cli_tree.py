@@ -1,0 +1,530 @@
+"""The conformance walk (issue 12): every leaf command of the official ``determined==0.38.1`` CLI,
+enumerated from its own argparse tree, runs against a live det master with real arguments (a
+finished simulated experiment, its trials and checkpoints, a model, an agent, a user…).
+
+Each outcome is one of:
+
+* **works**: exit 0, and where the command changes something, the change is seen in the master;
+* **refused**: non-zero exit with one readable line (det does not build it, or the request is
+  wrong for this object), no traceback;
+* **broken**: a traceback, a bare 404/405 body, exit 0 without its effect, or arguments argparse
+  refuses (the walk's own mistake). The test fails on any broken leaf.
+
+The outcome table is written to docs/compatibility.md by every run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.compat.official import ensure_official_venv
+from tests.integration import cli_support
+from tests.integration.cli_support import exp_state, sim_config, trials
+from tests.integration.conftest import ADMIN_PASSWORD, Master
+
+pytestmark = pytest.mark.integration
+cli_master = cli_support.cli_master
+sim_agents = cli_support.sim_agents
+
+REPO = Path(__file__).resolve().parents[2]
+DOC = REPO / "docs" / "compatibility.md"
+
+# Leaves the walk does not run, and why.
+NOT_RUN = {
+    "deploy": "needs cloud credentials or a Docker engine of its own (det deploy is our own CLI's)",
+    "notebook open": "opens a browser on a running notebook",
+    "shell open": "opens an interactive ssh session",
+    "shell show-ssh-command": "prints an ssh command for a running shell",
+    "shell show_ssh_command": "prints an ssh command for a running shell",
+    "tensorboard open": "opens a browser on a running TensorBoard",
+    "experiment wait": "blocks until an experiment ends (covered by the SDK tests)",
+    "auth login": "an SSO browser flow (Enterprise)",
+    "user logout": "would end the walk's session (covered by test_cli_users_master)",
+}
+
+# Leaves that end an object other leaves use: run after the rest.
+LAST = {"experiment delete", "experiment kill", "experiment cancel", "token revoke", "model delete"}
+
+_TREE_SCRIPT = """
+import argparse, json
+from determined import cli
+from determined.cli import cli as c
+parser = c.make_parser()
+cli.add_args(parser, c.all_args_description)
+out = []
+def walk(p, path):
+    subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        out.append(" ".join(path))
+        return
+    seen = set()
+    for a in subs:
+        for name, sp in a.choices.items():
+            if id(sp) not in seen:
+                seen.add(id(sp))
+                walk(sp, path + [name])
+walk(parser, [])
+print(json.dumps(out))
+"""
+
+
+@dataclass
+class World:
+    """The objects the walk's arguments name."""
+
+    eid: int  # a finished experiment
+    spare: int  # a finished experiment the walk may delete, archive, move…
+    tid: int
+    task: str  # the trial's task id
+    job: str  # the spare experiment's job
+    token: str  # an access token of ``user``
+    uuid: str  # a completed checkpoint of ``eid``, registered as model ``model`` version 1
+    doomed: str  # a completed checkpoint of ``spare``, deleted by the walk
+    model: str
+    agent: str
+    user: str
+    cfg: Path
+    ctx: Path
+    out: Path
+
+
+def args_for(w: World) -> dict[str, list[str]]:
+    e, s, t = str(w.eid), str(w.spare), str(w.tid)
+    return {
+        "agent disable": ["--drain", w.agent],
+        "agent enable": [w.agent],
+        "command config": ["1"],
+        "command describe": ["1"],
+        "command kill": ["1"],
+        "command logs": ["1"],
+        "command run": ["true"],
+        "command set priority": ["1", "5"],
+        "config-policies delete": ["--workspace", "Uncategorized", "experiment"],
+        "config-policies describe": ["--workspace", "Uncategorized", "experiment"],
+        "config-policies set": ["--workspace", "Uncategorized", "experiment", str(w.cfg)],
+        "checkpoint delete": [w.doomed, "--yes"],
+        "checkpoint describe": [w.uuid],
+        "checkpoint download": [w.uuid, "--mode", "master", "-o", str(w.out / "ckpt")],
+        "checkpoint rm": [w.doomed, "--yes"],
+        "dev auth-token": [],
+        "dev bindings call": ["get_GetMaster"],
+        "dev curl": ["/api/v1/me"],
+        "experiment activate": [s],
+        "experiment archive": [s],
+        "experiment cancel": [s],
+        "experiment config": [e],
+        "experiment continue": [s],
+        "experiment create": [str(w.cfg), str(w.ctx), "--paused"],
+        "experiment delete": [s, "--yes"],
+        "experiment delete-tb-files": [s],
+        "experiment describe": [e],
+        "experiment download": [e, "--top-n", "1", "-o", str(w.out / "exp-dl")],
+        "experiment download-model-def": [e],
+        "experiment kill": [s],
+        "experiment label add": [s, "walked"],
+        "experiment label remove": [s, "walked"],
+        "experiment list": [],
+        "experiment list-checkpoints": [e],
+        "experiment list-trials": [e],
+        "experiment logs": [e],
+        "experiment move": [s, "Uncategorized", "Uncategorized"],
+        "experiment pause": [s],
+        "experiment set description": [s, "walked"],
+        "experiment set gc-policy": [
+            s,
+            "--save-experiment-best",
+            "1",
+            "--save-trial-best",
+            "1",
+            "--save-trial-latest",
+            "1",
+            "--yes",
+        ],
+        "experiment set log-retention": [s, "--days", "30"],
+        "experiment set max-slots": [s, "2"],
+        "experiment set name": [s, "walked-name"],
+        "experiment set priority": [s, "10"],
+        "experiment set weight": [s, "2"],
+        "experiment unarchive": [s],
+        "job update": [w.job, "--priority", "5"],
+        "job update-batch": [f"{w.job}.priority=5"],
+        "master cluster-message set": ["-m", "hello"],
+        "master config set": ["--log.level", "INFO"],
+        "master logs": ["--tail", "5"],
+        "model create": ["walker-model"],
+        "model delete": ["walker-model"],
+        "model describe": [w.model],
+        "model list-versions": [w.model],
+        "model move": [w.model, "-w", "Uncategorized"],
+        "model register-version": [w.model, w.uuid],
+        "notebook config": ["1"],
+        "notebook kill": ["1"],
+        "notebook logs": ["1"],
+        "notebook set priority": ["1", "5"],
+        "notebook start": ["--detach"],
+        "oauth client add": ["c", "example.com"],
+        "oauth client remove": ["1"],
+        "preview-search": [str(w.cfg)],
+        "project archive": ["Uncategorized", "Uncategorized"],
+        "project create": ["Uncategorized", "walker-project"],
+        "project delete": ["Uncategorized", "walker-project", "--yes"],
+        "project describe": ["Uncategorized", "Uncategorized"],
+        "project edit": ["Uncategorized", "walker-project", "--description", "d"],
+        "project list": ["Uncategorized"],
+        "project list-experiments": ["Uncategorized", "Uncategorized"],
+        "project unarchive": ["Uncategorized", "Uncategorized"],
+        "rbac assign-role": ["Viewer", "--username-to-assign", w.user],
+        "rbac describe-role": ["Viewer"],
+        "rbac list-groups-roles": ["g"],
+        "rbac list-users-roles": [w.user],
+        "rbac unassign-role": ["Viewer", "--username-to-assign", w.user],
+        "resource-pool bindings add": ["default", "Uncategorized"],
+        "resource-pool bindings list-workspaces": ["default"],
+        "resource-pool bindings remove": ["default", "Uncategorized"],
+        "resource-pool bindings replace": ["default", "Uncategorized"],
+        "resources aggregated": ["2024-01-01", "2024-01-02"],
+        "resources allocations": ["2024-01-01T00:00:00Z", "2024-01-02T00:00:00Z"],
+        "resources raw": ["2024-01-01T00:00:00Z", "2024-01-02T00:00:00Z"],
+        "shell config": ["1"],
+        "shell kill": ["1"],
+        "shell logs": ["1"],
+        "shell set priority": ["1", "5"],
+        "shell start": ["--detach"],
+        "slot disable": [w.agent, "1"],
+        "slot enable": [w.agent, "1"],
+        "task config": ["1"],
+        "task create": [str(w.cfg)],
+        "task fork": ["1"],
+        "task kill": ["1"],
+        "task logs": [w.task],
+        "task pause": ["1"],
+        "task unpause": ["1"],
+        "template create": ["walker-template", str(w.cfg)],
+        "template describe": ["walker-template"],
+        "template remove": ["walker-template"],
+        "template set": ["walker-template", str(w.cfg)],
+        "template set-value config": ["walker-template", str(w.cfg)],
+        "tensorboard config": ["1"],
+        "tensorboard kill": ["1"],
+        "tensorboard logs": ["1"],
+        "tensorboard set priority": ["1", "5"],
+        "tensorboard start": [e, "--detach"],
+        "token create": [w.user, "-d", "walker", "-e", "2"],
+        "token describe": [w.token],
+        "token edit": [w.token, "-d", "edited"],
+        "token list": [],
+        "token login": ["not-a-token"],
+        "token revoke": [w.token],
+        "trial describe": [t],
+        "trial download": [t, "--latest", "-o", str(w.out / "trial-dl")],
+        "trial kill": [t],
+        "trial logs": [t],
+        "trial set log-retention": [t, "--days", "30"],
+        "trial support-bundle": [t, "-o", str(w.out)],
+        "user activate": [w.user],
+        "user change-password": [w.user],
+        "user create": ["walker2", "--password", "Walker2-pw-1"],
+        "user deactivate": ["walker2"],
+        "user edit": [w.user, "--display-name", "Walker"],
+        "user link-with-agent-user": [
+            w.user,
+            "--agent-uid",
+            "1000",
+            "--agent-gid",
+            "1000",
+            "--agent-user",
+            "u",
+            "--agent-group",
+            "g",
+        ],
+        "user login": ["admin"],
+        "user rename": ["walker2", "walker3"],
+        "user-group add-user": ["g", w.user],
+        "user-group change-name": ["g", "h"],
+        "user-group create": ["g"],
+        "user-group delete": ["g", "--yes"],
+        "user-group describe": ["g"],
+        "user-group remove-user": ["g", w.user],
+        "workspace archive": ["Uncategorized"],
+        "workspace bindings delete": ["Uncategorized", "--cluster-name", "c"],
+        "workspace bindings list": ["Uncategorized"],
+        "workspace bindings set": ["Uncategorized", "--namespace", "n"],
+        "workspace create": ["walker-ws"],
+        "workspace delete": ["walker-ws", "--yes"],
+        "workspace describe": ["Uncategorized"],
+        "workspace edit": ["walker-ws", "--name", "walker-ws2"],
+        "workspace list-members": ["Uncategorized"],
+        "workspace list-pools": ["Uncategorized"],
+        "workspace list-projects": ["Uncategorized"],
+        "workspace resource-quota set": ["Uncategorized", "1"],
+        "workspace unarchive": ["Uncategorized"],
+    }
+
+
+STDIN = {
+    "user login": ADMIN_PASSWORD + "\n",
+    "user change-password": "Walker-pw-2\nWalker-pw-2\n",
+}
+
+
+def effects(w: World, m: Master) -> dict[str, Callable[[], bool]]:
+    """What a leaf that exits 0 must have changed, read back from the master."""
+
+    def exp(eid: int) -> dict[str, Any]:
+        return dict(m.get(f"/api/v1/experiments/{eid}")["experiment"])
+
+    def ckpt_state(u: str) -> str:
+        return str(m.get(f"/api/v1/checkpoints/{u}")["checkpoint"]["state"])
+
+    def token(token_id: str) -> dict[str, Any]:
+        return dict(m.get("/api/v1/tokens", params={"tokenIds": token_id})["tokenInfo"][0])
+
+    def wait_deleted(u: str) -> bool:
+        cli_support.wait(lambda: ckpt_state(u) == "STATE_DELETED", 30, "the GC task")
+        return True
+
+    def user(name: str) -> dict[str, Any]:
+        return dict(m.get(f"/api/v1/users/{name}/by-username")["user"])
+
+    return {
+        "agent disable": lambda: True,  # checked by "agent enable" turning it back on
+        "agent enable": lambda: bool(m.get(f"/api/v1/agents/{w.agent}")["agent"]["enabled"]),
+        "slot disable": lambda: (
+            not m.get(f"/api/v1/agents/{w.agent}")["agent"]["slots"][f"/agents/{w.agent}/slots/1"][
+                "enabled"
+            ]
+        ),
+        "slot enable": lambda: bool(
+            m.get(f"/api/v1/agents/{w.agent}")["agent"]["slots"][f"/agents/{w.agent}/slots/1"][
+                "enabled"
+            ]
+        ),
+        "checkpoint download": lambda: any((w.out / "ckpt").rglob("model.pt")),
+        "experiment set description": lambda: exp(w.spare)["description"] == "walked",
+        "experiment set name": lambda: exp(w.spare)["name"] == "walked-name",
+        "experiment archive": lambda: bool(exp(w.spare)["archived"]),
+        "experiment unarchive": lambda: not exp(w.spare)["archived"],
+        "experiment label add": lambda: "walked" in (exp(w.spare).get("labels") or []),
+        "experiment label remove": lambda: "walked" not in (exp(w.spare).get("labels") or []),
+        "model create": lambda: True,
+        "user create": lambda: user("walker2")["username"] == "walker2",
+        "user edit": lambda: user(w.user)["displayName"] == "Walker",
+        "user rename": lambda: user("walker3")["username"] == "walker3",
+        "token create": lambda: len(m.get("/api/v1/tokens")["tokenInfo"]) >= 2,
+        "token edit": lambda: token(w.token)["description"] == "edited",
+        "token revoke": lambda: bool(token(w.token)["revoked"]),
+        "checkpoint delete": lambda: wait_deleted(w.doomed),
+    }
+
+
+@dataclass
+class Outcome:
+    leaf: str
+    kind: str  # works, refused, not run, broken
+    detail: str
+
+
+_GENERIC_404 = ("The requested URL was not found", "Method Not Allowed", "no route ")
+_NOISE = (
+    "Master version",
+    "CLI version",
+    "GetPassWarning",
+    "passwd = fallback_getpass",
+    "Warning: Password input may be echoed",
+)
+
+
+def classify(
+    leaf: str, r: subprocess.CompletedProcess[str], effect: Callable[[], bool] | None
+) -> Outcome:
+    text = r.stdout + r.stderr
+    lines = [
+        ln
+        for ln in r.stderr.splitlines()
+        if ln.strip() and not any(n in ln for n in _NOISE) and "Password for user" not in ln
+    ]
+    if "Traceback (most recent call last)" in text:
+        return Outcome(leaf, "broken", "traceback: " + (lines[-1] if lines else "")[:200])
+    if any(g in text for g in _GENERIC_404):
+        return Outcome(leaf, "broken", "generic 404/405: " + (lines[-1] if lines else "")[:200])
+    if r.returncode == 2 and "usage:" in r.stderr:
+        return Outcome(leaf, "broken", "the walk's arguments: " + (lines[-1] if lines else ""))
+    if r.returncode == 0:
+        if effect is not None and not effect():
+            return Outcome(leaf, "broken", "exit 0 without its effect")
+        return Outcome(leaf, "works", "")
+    message = lines[-1] if lines else ""
+    if not message:
+        return Outcome(leaf, "broken", f"exit {r.returncode} with no message")
+    return Outcome(leaf, "refused", message)
+
+
+class OfficialCLI:
+    def __init__(self, bin_dir: Path, master: Master, home: Path) -> None:
+        self.bin_dir = bin_dir
+        self.home = home  # also the working directory: some leaves write files into it
+        self.env = {
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "HOME": str(home),
+            "DET_MASTER": master.url,
+            "NO_COLOR": "1",
+        }
+
+    def run(self, args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        try:
+            return subprocess.run(
+                [str(self.bin_dir / "det"), *args],
+                input=stdin if stdin is not None else "",
+                capture_output=True,
+                text=True,
+                env=self.env,
+                cwd=self.home,
+                timeout=90,
+            )
+        except subprocess.TimeoutExpired:
+            return subprocess.CompletedProcess(args, 124, "", "Traceback (most recent call last)")
+
+    def leaves(self) -> list[str]:
+        r = subprocess.run(
+            [str(self.bin_dir / "python"), "-c", _TREE_SCRIPT],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=self.env,
+        )
+        return list(json.loads(r.stdout))
+
+
+@pytest.fixture(scope="module")
+def world(
+    cli_master: Master, sim_agents: object, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[World]:
+    m = cli_master
+    eid = cli_support.create_via_api(m, sim_config("walk", trials=2))
+    spare = cli_support.create_via_api(m, sim_config("walk-spare", trials=1))
+    for x in (eid, spare):
+        cli_support.wait(lambda x=x: exp_state(m, x) == "STATE_COMPLETED", 90, "completion")
+    first = min(trials(m, eid), key=lambda t: t["id"])
+    tid, task = int(first["id"]), str(first["taskId"])
+
+    def completed(x: int) -> list[dict[str, Any]]:
+        cks = m.get(f"/api/v1/experiments/{x}/checkpoints")["checkpoints"]
+        return [c for c in cks if c["state"] == "STATE_COMPLETED"]
+
+    def latest(x: int) -> str:
+        # A trial's latest checkpoint is one the default GC policy always keeps.
+        cks = completed(x)
+        return str(max(cks, key=lambda c: c["metadata"]["steps_completed"])["uuid"])
+
+    cli_support.wait(lambda: completed(eid) and completed(spare), 30, "checkpoints")
+    uuid, doomed = latest(eid), latest(spare)
+    # Downloads read shared_fs checkpoints from the host path; the simulated trials wrote none.
+    for c in completed(eid):
+        storage = Path(m.config_file.parent / "checkpoints" / str(c["uuid"]))
+        storage.mkdir(parents=True, exist_ok=True)
+        (storage / "model.pt").write_text("weights")
+    m.post("/api/v1/models", {"name": "walker-registry"})
+    m.post("/api/v1/models/walker-registry/versions", {"checkpointUuid": uuid})
+    m.post(
+        "/api/v1/users",
+        {"user": {"username": "walker", "admin": False}, "password": "Walker-pw-1"},
+    )
+    root = tmp_path_factory.mktemp("walk")
+    ctx = cli_support.context_dir(root)
+    cfg = cli_support.write_config(root, sim_config("walk-created", trials=1))
+    out = root / "out"
+    out.mkdir()
+    job = str(m.get(f"/api/v1/experiments/{spare}")["experiment"]["jobId"])
+    walker = m.get("/api/v1/users/walker/by-username")["user"]["id"]
+    token = str(m.post("/api/v1/tokens", {"userId": walker, "description": "w"})["tokenId"])
+    yield World(
+        eid,
+        spare,
+        tid,
+        task,
+        job,
+        token,
+        uuid,
+        doomed,
+        "walker-registry",
+        "sim-0",
+        "walker",
+        cfg,
+        ctx,
+        out,
+    )
+
+
+def test_every_leaf_of_the_official_cli_works_or_refuses_clearly(
+    cli_master: Master, world: World, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    cli = OfficialCLI(ensure_official_venv(), cli_master, home)
+    login = cli.run(["user", "login", "admin"], ADMIN_PASSWORD + "\n")
+    assert login.returncode == 0, login.stderr
+    leaves = cli.leaves()
+    assert len(leaves) > 150, leaves  # the whole tree, not a stub
+    args = args_for(world)
+    checks = effects(world, cli_master)
+
+    outcomes: dict[str, Outcome] = {}
+    helps = [leaf for leaf in leaves if leaf.split()[-1] == "help" or leaf == "help"]
+    with ThreadPoolExecutor(2) as pool:
+        for leaf, r in zip(helps, pool.map(lambda x: cli.run(x.split()), helps), strict=True):
+            outcomes[leaf] = classify(leaf, r, None)
+    # What ends an object the other leaves use runs last.
+    for leaf in sorted(leaves, key=lambda x: x in LAST):
+        if leaf in outcomes:
+            continue
+        if leaf in NOT_RUN:
+            outcomes[leaf] = Outcome(leaf, "not run", NOT_RUN[leaf])
+            continue
+        r = cli.run([*leaf.split(), *args.get(leaf, [])], STDIN.get(leaf))
+        outcomes[leaf] = classify(leaf, r, checks.get(leaf))
+
+    _write_doc([outcomes[leaf] for leaf in leaves], world)
+    broken = [o for o in outcomes.values() if o.kind == "broken"]
+    assert not broken, "\n".join(f"det {o.leaf}: {o.detail}" for o in broken)
+
+
+def _normalise(text: str, w: World) -> str:
+    for value, name in (
+        (w.uuid, "UUID"), (w.doomed, "UUID2"), (str(w.out), "OUT"), (str(w.cfg), "CONFIG"),
+    ):  # fmt: skip
+        text = text.replace(value, name)
+    text = re.sub(r"\s+", " ", text).replace("|", "\\|")
+    return text[:160]
+
+
+def _write_doc(outcomes: list[Outcome], w: World) -> None:
+    counts = {k: sum(o.kind == k for o in outcomes) for k in ("works", "refused", "not run")}
+    lines = [
+        "# Compatibility with Determined's `det` CLI",
+        "",
+        "Generated by `tests/integration/test_official_cli_tree.py`, which walks every leaf command",
+        "of the official `determined==0.38.1` CLI against a live det master (a finished simulated",
+        "experiment, its trials and checkpoints, a registered model, a simulated agent, a user) and",
+        "fails on any leaf that ends in a traceback, a bare 404/405 body, or exit 0 without its",
+        "effect. **works**: exit 0 (with its effect where it changes something); **refused**:",
+        "non-zero exit with the one line shown; **not run**: needs a terminal, browser or cloud.",
+        "",
+        f"{len(outcomes)} leaves: {counts['works']} work, {counts['refused']} refused,"
+        f" {counts['not run']} not run.",
+        "",
+        "| command | outcome | message |",
+        "|---|---|---|",
+    ]
+    for o in outcomes:
+        lines.append(f"| `det {o.leaf}` | {o.kind} | {_normalise(o.detail, w)} |")
+    DOC.write_text("\n".join(lines) + "\n")
