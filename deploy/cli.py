@@ -156,21 +156,40 @@ def _common_up(p: argparse.ArgumentParser) -> None:
 
 def _cloud_verbs(
     sub: Any, cloud: str, help: str
-) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argparse.ArgumentParser]:
-    """The ``up``, ``down`` and ``list`` parsers of one cloud; ``down`` has ``--cluster-id``."""
+) -> tuple[
+    argparse.ArgumentParser,
+    argparse.ArgumentParser,
+    argparse.ArgumentParser,
+    argparse.ArgumentParser,
+]:
+    """The ``up``, ``down``, ``list`` and ``status`` parsers of one cloud; ``down`` and
+    ``status`` have ``--cluster-id``."""
     parser = sub.add_parser(cloud, help=help)
-    verbs = parser.add_subparsers(dest="verb", metavar="{up,down,list}", required=True)
+    verbs = parser.add_subparsers(dest="verb", metavar="{up,down,list,status}", required=True)
     up = verbs.add_parser("up", help="create or update a cluster")
     down = verbs.add_parser("down", help="delete a cluster")
     down.add_argument("--cluster-id", required=True)
     ls = verbs.add_parser("list", aliases=["ls"], help="list clusters deployed from this machine")
-    return up, down, ls
+    status = verbs.add_parser(
+        "status",
+        aliases=["logs"],
+        help="a cluster's outputs, its master's health and the tail of its boot logs",
+    )
+    status.add_argument("--cluster-id", required=True)
+    status.add_argument("--lines", type=int, default=50, help="boot log lines to show (default 50)")
+    status.add_argument(
+        "--master-cert-file",
+        help="the master's certificate (default: the one `up` saved for the cluster)",
+    )
+    status.add_argument("--json", action="store_true")
+    return up, down, ls, status
 
 
 def _finish_verbs(
     up: argparse.ArgumentParser,
     down: argparse.ArgumentParser,
     ls: argparse.ArgumentParser,
+    status: argparse.ArgumentParser,
     commands: Any,
 ) -> None:
     """Add the flags every cloud shares after its own, and bind the cloud's commands."""
@@ -187,6 +206,7 @@ def _finish_verbs(
     down.set_defaults(func=handle, _deploy_func=commands.down)
     ls.add_argument("--json", action="store_true")
     ls.set_defaults(func=handle, _deploy_func=commands.list_)
+    status.set_defaults(func=handle, _deploy_func=commands.status)
 
 
 class _Lazy:
@@ -208,7 +228,7 @@ class _Lazy:
 def _aws(sub: Any) -> None:
     commands = _Lazy("det.deploy.aws.commands")
 
-    up, down, ls = _cloud_verbs(sub, "aws", "a cluster on AWS (EC2, RDS, S3)")
+    up, down, ls, status = _cloud_verbs(sub, "aws", "a cluster on AWS (EC2, RDS, S3)")
     up.add_argument("--cluster-id", required=True, help="unique name of the cluster")
     up.add_argument("--keypair", required=True, help="EC2 key pair for the master and agents")
     up.add_argument("--region", help="AWS region (default us-west-2)")
@@ -259,19 +279,21 @@ def _aws(sub: Any) -> None:
     )
     ls.add_argument("--region", help=argparse.SUPPRESS)
     ls.add_argument("--profile", help=argparse.SUPPRESS)
-    for parser in (up, down, ls):
+    status.add_argument("--region", help="AWS region (default: the cluster's)")
+    status.add_argument("--profile", help="AWS profile")
+    for parser in (up, down, ls, status):
         parser.add_argument(
             "--state-url",
             help="where the deploy state lives, e.g. s3://bucket/prefix (default: "
             "$DET_DEPLOY_STATE_URL, else this machine)",
         )
-    _finish_verbs(up, down, ls, commands)
+    _finish_verbs(up, down, ls, status, commands)
 
 
 def _gcp(sub: Any) -> None:
     commands = _Lazy("det.deploy.gcp.commands")
 
-    up, down, ls = _cloud_verbs(sub, "gcp", "a cluster on GCP (GCE, Cloud SQL, GCS)")
+    up, down, ls, status = _cloud_verbs(sub, "gcp", "a cluster on GCP (GCE, Cloud SQL, GCS)")
     up.add_argument(
         "--cluster-id", required=True, help="unique name of the cluster (lower case, at most 35)"
     )
@@ -326,7 +348,9 @@ def _gcp(sub: Any) -> None:
     down.add_argument("--project-id", help="GCP project (default: the cluster's)")
     down.add_argument("--keypath", help="service account key file")
     ls.add_argument("--project-id", help=argparse.SUPPRESS)
-    _finish_verbs(up, down, ls, commands)
+    status.add_argument("--project-id", help="GCP project (default: the cluster's)")
+    status.add_argument("--keypath", help="service account key file")
+    _finish_verbs(up, down, ls, status, commands)
 
 
 def add_parsers(subparsers: Any) -> None:

@@ -1,4 +1,4 @@
-"""``det deploy aws up|down|list``: preflight, then the Automation API; or a dry-run.
+"""``det deploy aws up|down|list|status``: preflight, then the Automation API; or a dry-run.
 
 ``up`` on an existing stack keeps the stack's region (another ``--region`` is refused) and its
 pinned images (unless ``--refresh-images``), and afterwards replaces the agents launched for an
@@ -15,9 +15,10 @@ import os
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from det.deploy.aws import preflight, program, teardown
+from det.deploy.aws import bootlog, preflight, program, teardown
 from det.deploy.aws.config import PROJECT, AwsConfig, Images
 from det.deploy.common import automation, commands, flow, registry, state
+from det.deploy.common import status as status_report
 from det.deploy.common.errors import DeployError
 from det.deploy.common.preflight import check_pulumi_cli
 
@@ -231,3 +232,18 @@ def list_(args: argparse.Namespace, out: TextIO) -> int:
     for row in [] if args.json else rows:
         out.write(f"{row['clusterId']}\t{row['masterUrl'] or '-'}\t{row['bucket'] or '-'}\n")
     return 0
+
+
+def status(args: argparse.Namespace, out: TextIO) -> int:
+    """The stack's outputs, the master's health and the tail of the boot logs."""
+    use_state_url(args)
+
+    def boot_log(outputs: Mapping[str, Any], lines: int) -> tuple[str, list[str]]:
+        group = str(outputs.get("log_group") or f"/det/{args.cluster_id}")
+        region = args.region or outputs.get("region")
+        where = f"CloudWatch Logs group {group}"
+        session = _session(region, args.profile)
+        preflight.check_credentials(session)
+        return where, bootlog.tail(session.client("logs"), group, lines)
+
+    return status_report.report(args, out, "aws", PROJECT, boot_log)

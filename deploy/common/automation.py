@@ -125,8 +125,10 @@ def wait_for_master(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     interval: float = 5.0,
+    status_command: str | None = None,
 ) -> dict[str, Any]:
-    """Poll ``GET {master_url}/info`` until it answers 200 or ``timeout`` seconds pass."""
+    """Poll ``GET {master_url}/info`` until it answers 200 or ``timeout`` seconds pass;
+    the timeout's message names ``status_command`` (which shows the boot log) when given."""
     deadline = clock() + timeout
     last = "no answer yet"
     while True:
@@ -139,9 +141,14 @@ def wait_for_master(
         except requests.RequestException as e:
             last = type(e).__name__
         if clock() >= deadline:
+            where = (
+                f"`{status_command}` shows its boot log; on the machine, "
+                if status_command
+                else "see "
+            )
             raise DeployError(
                 f"the master at {master_url} did not answer within {timeout:.0f}s ({last}); "
-                "see /var/log/det-bootstrap.log and `journalctl -u det-master` on the master"
+                f"{where}/var/log/det-bootstrap.log and `journalctl -u det-master`"
             )
         logger.debug("master not ready (%s), retrying", last)
         sleep(interval)

@@ -110,24 +110,30 @@ def initial_password(given: str | None, new_cluster: bool, assume_yes: bool) -> 
     return first
 
 
+def stack_outputs(project: str, cluster_id: str, directory: Path) -> dict[str, Any]:
+    """A stack's outputs as its local state file has them, secret ones (stored encrypted) left
+    out."""
+    path = directory / ".pulumi" / "stacks" / project / f"{cluster_id}.json"
+    try:
+        doc = json.loads(path.read_text())
+        for res in doc.get("checkpoint", {}).get("latest", {}).get("resources", []) or []:
+            if res.get("type") == "pulumi:pulumi:Stack":
+                return {
+                    k: v
+                    for k, v in (res.get("outputs") or {}).items()
+                    if not (isinstance(v, dict) and dryrun.SECRET_SIG_KEY in v)
+                }
+    except (OSError, ValueError):
+        pass
+    return {}
+
+
 def cluster_summaries(project: str, directory: Path | None = None) -> list[dict[str, Any]]:
     """Clusters with their plain (non-secret) outputs, read from the state files only."""
     directory = directory or state.state_dir()
     rows = []
     for cluster_id in state.list_stacks(directory, project):
-        outputs: dict[str, Any] = {}
-        path = directory / ".pulumi" / "stacks" / project / f"{cluster_id}.json"
-        try:
-            doc = json.loads(path.read_text())
-            for res in doc.get("checkpoint", {}).get("latest", {}).get("resources", []) or []:
-                if res.get("type") == "pulumi:pulumi:Stack":
-                    outputs = {
-                        k: v
-                        for k, v in (res.get("outputs") or {}).items()
-                        if not isinstance(v, dict)
-                    }
-        except (OSError, ValueError):
-            pass
+        outputs = stack_outputs(project, cluster_id, directory)
         rows.append(
             {
                 "clusterId": cluster_id,
@@ -158,18 +164,23 @@ def finish_up(
     password_generated: bool,
     out: TextIO,
     cert: tls.TlsMaterial | None = None,
+    status_command: str | None = None,
 ) -> int:
-    """``cert``: the master's certificate as saved here (None: plain HTTP)."""
+    """``cert``: the master's certificate as saved here (None: plain HTTP);
+    ``status_command``: what the timeout message tells the user to run."""
     url = str(outputs["master_url"])
     cert_file = cert.cert_file if cert else None
     if wait:
         out.write(f"Waiting for the master at {url} (up to {timeout:.0f}s)...\n")
         if cert and cert_file:
             automation.wait_for_master(
-                url, timeout, get=tls.verified_get(cert_file, cert.cert_name)
+                url,
+                timeout,
+                get=tls.verified_get(cert_file, cert.cert_name),
+                status_command=status_command,
             )
         else:
-            automation.wait_for_master(url, timeout)
+            automation.wait_for_master(url, timeout, status_command=status_command)
     if cert_file:
         out.write(f"The master's TLS certificate is saved in {cert_file}\n")
     out.write(

@@ -19,6 +19,7 @@ from pulumi.runtime.sync_await import _sync_await
 SECRET = "(secret)"
 # Pulumi's wire marker for secret values (rpc._special_sig_key / _special_secret_sig).
 _SIG_KEY = "4dabf18193072939515e22adb298388d"
+SECRET_SIG_KEY = _SIG_KEY
 _SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
 
 

@@ -88,6 +88,7 @@ def up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
         new and not password,
         out,
         cert=plan.cert,
+        status_command=f"det deploy {plan.cloud} status --cluster-id {plan.cluster_id}",
     )
 
 

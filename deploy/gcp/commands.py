@@ -1,4 +1,4 @@
-"""``det deploy gcp up|down|list``: preflight, then the Automation API; or a dry-run."""
+"""``det deploy gcp up|down|list|status``: preflight, then the Automation API; or a dry-run."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from det.deploy.common import automation, commands, flow, registry
-from det.deploy.gcp import images, preflight, program, teardown
-from det.deploy.gcp.config import PROJECT, GcpConfig
+from det.deploy.common import status as status_report
+from det.deploy.gcp import bootlog, images, preflight, program, teardown
+from det.deploy.gcp.config import BOOT_LOG_NAME, PROJECT, GcpConfig
 
 
 def config_from_args(args: argparse.Namespace) -> GcpConfig:
@@ -137,3 +138,20 @@ def down(args: argparse.Namespace, out: TextIO) -> int:
 
 def list_(args: argparse.Namespace, out: TextIO) -> int:
     return int(commands.print_list(PROJECT, args.json, out))
+
+
+def status(args: argparse.Namespace, out: TextIO) -> int:
+    """The stack's outputs, the master's health and the tail of the boot logs."""
+
+    def boot_log(outputs: Mapping[str, Any], lines: int) -> tuple[str, list[str]]:
+        project = args.project_id or str(outputs.get("project_id") or "")
+        log_name = str(outputs.get("boot_log_name") or BOOT_LOG_NAME)
+        where = f"Cloud Logging log {log_name} in {project}"
+        _use_keypath(args.keypath)
+        credentials, _ = preflight.check_credentials(project)
+        from google.auth.transport.requests import AuthorizedSession
+
+        session = AuthorizedSession(credentials)  # type: ignore[no-untyped-call]
+        return where, bootlog.tail(session.post, project, log_name, args.cluster_id, lines)
+
+    return status_report.report(args, out, "gcp", PROJECT, boot_log)

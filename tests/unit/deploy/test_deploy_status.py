@@ -1,0 +1,285 @@
+"""`det deploy aws|gcp status`: outputs from the local state, the master's health over HTTPS with
+the saved certificate, and the boot log's tail (AWS: moto's CloudWatch Logs in server mode; GCP:
+a small fake of Cloud Logging's entries:list, reached with credentials from the fake metadata
+server as on a GCE machine)."""
+
+from __future__ import annotations
+
+import http.server
+import io
+import json
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from det.deploy import cli
+from det.deploy.common import automation, dryrun, state, tls
+from det.deploy.common.errors import DeployError
+from det.deploy.gcp import bootlog
+from tests.fakes.gce_metadata import FakeGceMetadata
+from tests.fakes.local_http import LocalHttpFake
+from tests.fakes.moto_server import REGION, MotoServer, aws_env
+
+SECRET = {dryrun.SECRET_SIG_KEY: "1b47061264138c4ac30d75fd1eb44270", "ciphertext": "x"}
+
+
+def _write_stack(project: str, cluster_id: str, outputs: dict[str, Any]) -> None:
+    stacks = state.state_dir() / ".pulumi" / "stacks" / project
+    stacks.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "checkpoint": {
+            "latest": {"resources": [{"type": "pulumi:pulumi:Stack", "outputs": outputs}]}
+        }
+    }
+    (stacks / f"{cluster_id}.json").write_text(json.dumps(doc))
+
+
+class _Info(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = json.dumps({"clusterName": "c1", "version": "0.1.0"}).encode()
+        self.send_response(200 if self.path == "/info" else 404)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def https_master(tmp_path: Path) -> Iterator[tuple[str, tls.TlsMaterial]]:
+    material = tls.generate()
+    (tmp_path / "c.pem").write_text(material.cert_pem)
+    (tmp_path / "k.pem").write_text(material.key_pem)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "c.pem", tmp_path / "k.pem")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Info)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"https://127.0.0.1:{server.server_address[1]}", material
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv(state.STATE_URL_ENV, raising=False)
+    return tmp_path
+
+
+def _run(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.run(argv, out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _save_cert(cloud: str, material: tls.TlsMaterial) -> None:
+    tls.save(
+        tls.TlsMaterial(
+            material.cert_pem,
+            material.key_pem,
+            tls.cluster_dir(state.state_dir(), cloud, "c1") / "master.crt",
+        )
+    )
+
+
+@pytest.mark.integration
+def test_aws_status_shows_outputs_health_and_the_boot_logs_tail(
+    home: Path, https_master: tuple[str, tls.TlsMaterial], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, material = https_master
+    _save_cert("aws", material)
+    _write_stack(
+        "det-aws",
+        "c1",
+        {
+            "master_url": url,
+            "region": REGION,
+            "bucket": "det-c1-checkpoints",
+            "log_group": "/det/c1",
+            "initial_user_password": SECRET,
+        },
+    )
+    with MotoServer() as moto:
+        for key, value in aws_env(moto.endpoint).items():
+            monkeypatch.setenv(key, value)
+        logs = boto3.client("logs", region_name=REGION)
+        now = int(time.time() * 1000) - 60_000  # CloudWatch drops events older than 14 days
+        logs.create_log_group(logGroupName="/det/c1")
+        for stream, lines in (
+            ("i-0master/det-bootstrap.log", ["installing det", "det-master (re)started"]),
+            ("i-0agent/det-bootstrap.log", ["agent registered"]),
+        ):
+            logs.create_log_stream(logGroupName="/det/c1", logStreamName=stream)
+            logs.put_log_events(
+                logGroupName="/det/c1",
+                logStreamName=stream,
+                logEvents=[
+                    {
+                        "timestamp": now + i * 1000 + (5000 if "agent" in stream else 0),
+                        "message": m,
+                    }
+                    for i, m in enumerate(lines)
+                ],
+            )
+        code, out, err = _run(["aws", "status", "--cluster-id", "c1", "--lines", "2"])
+    assert code == 0, err
+    assert f"master_url: {url}" in out and "bucket: det-c1-checkpoints" in out
+    assert "is up: cluster c1, version 0.1.0" in out
+    assert "CloudWatch Logs group /det/c1" in out
+    tail = out.split("last 2 lines:\n", 1)[1]
+    assert "[i-0master/det-bootstrap.log] det-master (re)started" in tail
+    assert "[i-0agent/det-bootstrap.log] agent registered" in tail
+    assert "installing det" not in tail  # only the last 2 lines, oldest first
+    assert tail.index("det-master (re)started") < tail.index("agent registered")
+    assert "initial_user_password" not in out
+
+
+def test_status_of_an_unknown_cluster_is_one_line(home: Path) -> None:
+    code, _, err = _run(["aws", "status", "--cluster-id", "nope"])
+    assert code == 1 and "no cluster 'nope'" in err and "Traceback" not in err
+
+
+def test_health_with_another_certificate_says_so(
+    home: Path, https_master: tuple[str, tls.TlsMaterial], tmp_path: Path
+) -> None:
+    url, _ = https_master
+    other = tmp_path / "other.crt"
+    other.write_text(tls.generate().cert_pem)
+    from det.deploy.common import status
+
+    healthy, line = status.master_health(url, other, tls.CERT_NAME)
+    assert not healthy and "does not present the cluster's certificate" in line
+    healthy, line = status.master_health(url, tmp_path / "missing.crt", tls.CERT_NAME)
+    assert not healthy and "--master-cert-file" in line
+
+
+def test_up_timeout_names_the_status_command() -> None:
+    with pytest.raises(DeployError, match=r"`det deploy aws status --cluster-id c1` shows"):
+        automation.wait_for_master(
+            "http://127.0.0.1:9",
+            0,
+            sleep=lambda s: None,
+            status_command="det deploy aws status --cluster-id c1",
+        )
+
+
+# --- GCP -----------------------------------------------------------------------------------------
+
+
+class FakeLogging(LocalHttpFake):
+    """Cloud Logging's ``POST /v2/entries:list``: the entries of the filter's log, newest first,
+    ``pageSize`` of them; a bearer token is required."""
+
+    def __init__(self, token: str, entries: list[dict[str, Any]]) -> None:
+        self.token, self.entries = token, entries
+        self.requests: list[dict[str, Any]] = []
+
+    def handler(self) -> type[http.server.BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                doc = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                fake.requests.append(doc)
+                if self.headers.get("Authorization") != f"Bearer {fake.token}":
+                    self._send(401, {"error": {"code": 401}})
+                    return
+                log = doc["filter"].split('"')[1]
+                found = sorted(
+                    (e for e in fake.entries if e["logName"] == log),
+                    key=lambda e: e["timestamp"],
+                    reverse=doc.get("orderBy") == "timestamp desc",
+                )
+                self._send(200, {"entries": found[: doc.get("pageSize", 50)]})
+
+            def _send(self, status: int, doc: dict[str, Any]) -> None:
+                body = json.dumps(doc).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        return Handler
+
+
+def _entry(ts: str, instance: str, text: str) -> dict[str, Any]:
+    return {
+        "logName": "projects/proj/logs/det-boot",
+        "timestamp": ts,
+        "labels": {"instance": instance, "file": "det-bootstrap.log"},
+        "textPayload": text,
+    }
+
+
+def test_gcp_status_reads_cloud_logging_with_the_machines_credentials(
+    home: Path, https_master: tuple[str, tls.TlsMaterial], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, material = https_master
+    _save_cert("gcp", material)
+    _write_stack(
+        "det-gcp",
+        "c1",
+        {
+            "master_url": url,
+            "project_id": "proj",
+            "boot_log_name": "det-boot",
+            "zone": "us-west1-b",
+        },
+    )
+    entries = [
+        _entry("2026-01-01T10:00:00.000Z", "det-master-c1", "installing det"),
+        _entry("2026-01-01T10:01:00.000Z", "det-master-c1", "det-master (re)started"),
+        _entry("2026-01-01T10:02:00.000Z", "det-agent-c1-0001", "agent registered"),
+    ]
+    meta = FakeGceMetadata(project="proj")
+    meta.values[""] = ""
+    meta.values["instance/service-accounts/default"] = json.dumps(
+        {"email": "me@proj.iam.gserviceaccount.com", "scopes": [], "aliases": ["default"]}
+    )
+    meta.values["instance/service-accounts/default/email"] = "me@proj.iam.gserviceaccount.com"
+    meta.values["instance/service-accounts/default/token"] = json.dumps(
+        {"access_token": "tok-1", "expires_in": 3600, "token_type": "Bearer"}
+    )
+    with meta, FakeLogging("tok-1", entries) as logging_api:
+        for var in ("GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG"):
+            monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv("CLOUDSDK_CONFIG", str(home / "gcloud"))
+        monkeypatch.setenv("GCE_METADATA_HOST", meta.host)
+        monkeypatch.setenv("GCE_METADATA_IP", meta.host)
+        monkeypatch.setenv("DET_LOGGING_ENDPOINT", logging_api.url)
+        code, out, err = _run(["gcp", "status", "--cluster-id", "c1", "--lines", "2"])
+    assert code == 0, err
+    assert "is up: cluster c1" in out and "Cloud Logging log det-boot in proj" in out
+    tail = out.split("last 2 lines:\n", 1)[1]
+    assert tail.splitlines() == [
+        "  2026-01-01T10:01:00Z [det-master-c1] det-master (re)started",
+        "  2026-01-01T10:02:00Z [det-agent-c1-0001] agent registered",
+    ]
+    (request,) = logging_api.requests
+    assert request["resourceNames"] == ["projects/proj"]
+    assert 'labels.instance:"det-master-c1"' in request["filter"]
+
+
+def test_gcp_log_refusal_is_one_line() -> None:
+    import requests
+
+    with FakeLogging("right", []) as logging_api:
+        session = requests.Session()
+        session.headers["Authorization"] = "Bearer wrong"
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("DET_LOGGING_ENDPOINT", logging_api.url)
+            with pytest.raises(DeployError, match="Cloud Logging answered HTTP 401"):
+                bootlog.tail(session.post, "proj", "det-boot", "c1", 10)
