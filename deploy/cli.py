@@ -209,6 +209,13 @@ def _finish_verbs(
     status.set_defaults(func=handle, _deploy_func=commands.status)
 
 
+# Top-level modules of the packages the ``deploy`` extra adds (pyproject.toml).
+DEPLOY_EXTRA_MODULES = frozenset(
+    {"pulumi", "pulumi_aws", "pulumi_gcp", "pulumi_random", "boto3", "botocore", "google",
+     "cryptography"}
+)  # fmt: skip
+
+
 class _Lazy:
     """Stands for a cloud's ``commands`` module without importing it (and Pulumi and the cloud
     SDKs) until a command of that cloud actually runs: ``det deploy local`` needs none of them."""
@@ -220,7 +227,16 @@ class _Lazy:
         def call(*args: Any, **kwargs: Any) -> Any:
             import importlib
 
-            return getattr(importlib.import_module(self.module), name)(*args, **kwargs)
+            try:
+                module = importlib.import_module(self.module)
+            except ModuleNotFoundError as e:
+                if (e.name or "").split(".")[0] not in DEPLOY_EXTRA_MODULES:
+                    raise
+                raise DeployError(
+                    f"the cloud deploy needs the 'deploy' extra ({e.name} is not installed): "
+                    "pip install 'det[deploy]'"
+                ) from None
+            return getattr(module, name)(*args, **kwargs)
 
         return call
 
