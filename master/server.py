@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import secrets
+import sys
 import threading
 import uuid
 from pathlib import Path
@@ -21,6 +23,13 @@ logger = logging.getLogger(__name__)
 def database_url(config: MasterConfig) -> str:
     if config.db is not None:
         return config.db.conninfo()
+    if importlib.util.find_spec("pgserver") is None:
+        # pgserver has no wheel for Python 3.13 and later (pyproject.toml leaves it out there).
+        raise ConfigError(
+            "no db: configured and the embedded PostgreSQL (the pgserver package) is not "
+            f"available on Python {sys.version_info[0]}.{sys.version_info[1]}: configure db: "
+            "(host, port, user, password, name) or DET_DB_HOST/DET_DB_PASSWORD"
+        )
     logger.info("no db configured: using the embedded PostgreSQL under %s", config.data_dir)
     return db.start_embedded(config.data_dir)
 
