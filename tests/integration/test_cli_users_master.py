@@ -140,7 +140,7 @@ def test_master_info_config_logs(det: Det, cli_master: Master) -> None:
     assert config["port"] == int(cli_master.url.rsplit(":", 1)[1])
     assert "postgres" not in json.dumps(config["db"]).lower() or "****" in json.dumps(config["db"])
     logs = det.ok("master", "logs").out.splitlines()
-    assert any("serving on" in line for line in logs)
+    assert any("serving HTTP on" in line for line in logs)
     assert len(det.ok("master", "logs", "--tail", "2").out.splitlines()) == 2
 
 
