@@ -35,6 +35,9 @@ def create_app(state: MasterState) -> Flask:
     app.teardown_request(_common.release_admission)
     for bp in BLUEPRINTS:
         app.register_blueprint(bp)
+    served = _unbuilt.served_operations(
+        (m, rule.rule) for rule in app.url_map.iter_rules() for m in rule.methods or ()
+    )
 
     @app.errorhandler(APIError)
     def _api_error(e: APIError) -> Any:
@@ -48,7 +51,7 @@ def create_app(state: MasterState) -> Flask:
         status = e.code or 500
         if status in (404, 405):
             # A route of Determined's that det does not serve: say so, with the feature's name.
-            unbuilt = _unbuilt.message(request.method, request.path)
+            unbuilt = _unbuilt.message(request.method, request.path, served)
             if unbuilt is not None:
                 return _api_error(Unimplemented(unbuilt))
         grpc = {404: 5, 405: 12, 413: 8}.get(status, 3 if status < 500 else 13)

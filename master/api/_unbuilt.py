@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 
 from det.master.api._determined_routes import ROUTES
 
@@ -71,10 +72,21 @@ def operation(method: str, path: str) -> str | None:
     return None
 
 
-def message(method: str, path: str) -> str | None:
+def _shape(template: str) -> str:
+    return re.sub(r"\{[^/]+?\}|<[^/]+?>", "{}", template)
+
+
+def served_operations(rules: Iterable[tuple[str, str]]) -> frozenset[str]:
+    """Determined's operations that det serves, from det's (method, Flask rule) pairs: a request
+    for one of them that matched no det rule (a malformed id, say) is a plain 404, not a 501."""
+    shapes = {(m, _shape(r)) for m, r in rules}
+    return frozenset(op for m, t, op in ROUTES if (m, _shape(t)) in shapes)
+
+
+def message(method: str, path: str, served: frozenset[str] = frozenset()) -> str | None:
     """The 501 message for a Determined route det does not serve, or None for other paths."""
     op = operation(method, path)
-    if op is None:
+    if op is None or op in served:
         return None
     feature = _OPERATIONS.get(op) or next(
         (text for prefix, text in _FEATURES if path.startswith(prefix)), None

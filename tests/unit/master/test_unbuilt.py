@@ -25,3 +25,10 @@ def test_path_parameters_match_one_segment_only() -> None:
 def test_paths_and_methods_determined_does_not_have_get_none() -> None:
     assert _unbuilt.message("GET", "/api/v1/nothing-here") is None
     assert _unbuilt.message("PUT", "/api/v1/agents") is None
+
+
+def test_a_route_det_serves_is_never_answered_501() -> None:
+    served = _unbuilt.served_operations([("PATCH", "/api/v1/tokens/<int:token_id>")])
+    assert "PatchAccessToken" in served
+    # A malformed id matched no det rule: a plain 404, not "det does not implement".
+    assert _unbuilt.message("PATCH", "/api/v1/tokens/not-a-number", served) is None
