@@ -13,10 +13,13 @@ from det.master.api.jobs import bp as jobs_bp
 from det.master.api.models import bp as models_bp
 from det.master.api.openapi import bp as openapi_bp
 from det.master.api.preview import bp as preview_bp
+from det.master.api.projects import bp as projects_bp
 from det.master.api.provisioning import bp as provisioning_bp
 from det.master.api.tasks import bp as tasks_bp
+from det.master.api.templates import bp as templates_bp
 from det.master.api.tokens import bp as tokens_bp
 from det.master.api.trials import bp as trials_bp
+from det.master.api.workspaces import bp as workspaces_bp
 from det.master.webui import bp as webui_bp
 
 BLUEPRINTS: list[Blueprint] = [
@@ -33,5 +36,8 @@ BLUEPRINTS: list[Blueprint] = [
     preview_bp,
     provisioning_bp,
     tokens_bp,
+    workspaces_bp,
+    projects_bp,
+    templates_bp,
     webui_bp,
 ]

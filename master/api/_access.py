@@ -2,7 +2,10 @@
 
 * **Users** read everything (Determined's open-source edition has no per-user read
   permissions). Changing a resource is for its owner and for admins: an experiment's owner owns
-  its trials, checkpoints, allocations and job; a model's owner owns its versions.
+  its trials, checkpoints, allocations and job; a model's owner owns its versions. Workspaces,
+  projects and templates belong to whoever created them; the default "Uncategorized" workspace
+  and project (no owner) are for admins. Any user may add a project to a workspace and put
+  experiments in any project that is not archived.
 * **Tasks** (allocation tokens) act for their experiment's owner but only inside their own
   task: their own allocation, trial and experiment (:func:`check_task_scope`), checkpoints of
   their own trial (create once, report deletions), and reads of checkpoints whose experiment
@@ -151,3 +154,35 @@ def model(conn: Conn, name: str) -> None:
     if row is None:
         raise NotFound(f"model {name} not found")
     _may_change(row["owner_id"], f"model {name}", row["username"])
+
+
+def _owned(conn: Conn, table: str, key: str, value: object, what: str) -> None:
+    """Workspaces, projects and templates: an owner of NULL (the defaults) is for admins."""
+    row = conn.execute(
+        f"SELECT t.owner_id, u.username FROM {table} t LEFT JOIN users u ON u.id = t.owner_id"
+        f" WHERE t.{key} = %s",
+        (value,),
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"{what} not found")
+    if row["owner_id"] is None:
+        p = principal()
+        if p.user is None or not p.user.admin:
+            raise PermissionDenied(f"{what} is a default; only an admin may change it")
+        return
+    _may_change(row["owner_id"], what, row["username"])
+
+
+def workspace(conn: Conn, workspace_id: int) -> None:
+    """The caller may change workspace ``workspace_id`` (edit, archive, delete it)."""
+    _owned(conn, "workspaces", "id", workspace_id, f"workspace {workspace_id}")
+
+
+def project(conn: Conn, project_id: int) -> None:
+    """The caller may change project ``project_id`` (edit, archive, move, delete it)."""
+    _owned(conn, "projects", "id", project_id, f"project {project_id}")
+
+
+def template(conn: Conn, name: str) -> None:
+    """The caller may change template ``name``."""
+    _owned(conn, "templates", "name", name, f"template {name}")

@@ -6,6 +6,8 @@ from typing import Any
 
 from flask import Blueprint, request
 
+from det.master import limits
+from det.master.api import _access
 from det.master.api._common import (
     TASK,
     USER,
@@ -56,11 +58,11 @@ def experiment_json(row: dict[str, Any], best: dict[str, Any] | None = None) -> 
         "searcherMetric": _searcher_metric(config),
         "progress": row["progress"],
         "projectId": row["project_id"],
-        "projectName": "Uncategorized",
-        "projectOwnerId": 1,
-        "workspaceId": 1,
-        "workspaceName": "Uncategorized",
-        "parentArchived": False,
+        "projectName": row["project_name"] or "",
+        "projectOwnerId": row["project_owner_id"],
+        "workspaceId": row["workspace_id"] or 0,
+        "workspaceName": row["workspace_name"] or "",
+        "parentArchived": row["parent_archived"],
         "unmanaged": False,
         "hyperparameters": config.get("hyperparameters") or {},
     }
@@ -78,6 +80,12 @@ def create() -> Any:
         raise InvalidArgument("config: required (the experiment config as YAML text)")
     files = svc.parse_files(data.get("modelDefinition"))
     validate_only = bool(data.get("validateOnly"))
+    project_id = data.get("projectId")
+    if project_id is not None and type(project_id) is not int:
+        raise InvalidArgument("projectId: must be an integer")
+    template = data.get("template")
+    if template is not None and not isinstance(template, str):
+        raise InvalidArgument("template: must be a template's name")
     with db() as conn:
         row = svc.create(
             conn,
@@ -87,6 +95,8 @@ def create() -> Any:
             files=files,
             activate=bool(data.get("activate")),
             validate_only=validate_only,
+            project_id=project_id or None,
+            template=template or None,
         )
     if row is None:
         return {"experiment": None, "config": {}, "warnings": []}
@@ -113,6 +123,7 @@ def list_() -> Any:
             order_desc=request.args.get("orderBy") in _SORT_DESC,
             offset=offset,
             limit=limit,
+            project_id=int_arg("projectId"),
         )
     return {
         "experiments": [experiment_json(r) for r in rows],
@@ -283,3 +294,49 @@ def checkpoints(experiment_id: int) -> Any:
         exp = svc.get(conn, experiment_id)
         rows = ckpt_svc.list_for(conn, experiment_id=experiment_id)
     return listing(rows, exp["config"])
+
+
+@bp.post("/api/v1/experiments/<int:experiment_id>/move")
+def move(experiment_id: int) -> Any:
+    data = body()
+    dest = data.get("destinationProjectId")
+    if type(dest) is not int:
+        raise InvalidArgument("destinationProjectId: required integer")
+    eid = data.get("experimentId")
+    if eid is not None and eid != experiment_id:
+        raise InvalidArgument(f"experimentId: {eid!r} differs from the path's {experiment_id}")
+    with db() as conn:
+        _access.experiment(conn, experiment_id)
+        svc.move(conn, experiment_id, dest)
+    return {}
+
+
+def _label(experiment_id: int, label: str, present: bool) -> Any:
+    limits.text("label", label, limits.LABEL, required=True)
+    with db() as conn:
+        _access.experiment(conn, experiment_id)
+        return {"labels": svc.set_label(conn, experiment_id, label, present)}
+
+
+@bp.put("/api/v1/experiments/<int:experiment_id>/labels/<path:label>")
+def put_label(experiment_id: int, label: str) -> Any:
+    return _label(experiment_id, label, True)
+
+
+@bp.delete("/api/v1/experiments/<int:experiment_id>/labels/<path:label>")
+def delete_label(experiment_id: int, label: str) -> Any:
+    return _label(experiment_id, label, False)
+
+
+@bp.post("/api/v1/experiments/continue")
+def continue_() -> Any:
+    """Determined 0.38's ContinueExperiment re-opens a finished experiment's trial with more
+    training; det's searchers end an experiment for good, so it is refused, never half done."""
+    data = body()
+    if type(data.get("id")) is not int:
+        raise InvalidArgument("id: required integer (the experiment to continue)")
+    raise Unimplemented(
+        "det does not continue finished experiments (ContinueExperiment): create a new"
+        " experiment whose searcher.source_checkpoint_uuid is the trial's latest checkpoint"
+        " (see README: Where det differs from Determined)"
+    )

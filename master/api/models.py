@@ -50,3 +50,67 @@ def versions(name: str) -> Any:
         "modelVersions": rows,
         "pagination": pagination(0, 0, len(rows)),
     }
+
+
+@bp.patch("/api/v1/models/<name>")
+def patch(name: str) -> Any:
+    data = body()
+    with db() as conn:
+        _access.model(conn, svc.get(conn, name)["name"])
+        return {"model": svc.model_json(svc.patch(conn, name, data))}
+
+
+@bp.delete("/api/v1/models/<name>")
+def delete(name: str) -> Any:
+    with db() as conn:
+        _access.model(conn, svc.get(conn, name)["name"])
+        svc.delete(conn, name)
+    return {}
+
+
+@bp.post("/api/v1/models/<name>/archive")
+def archive(name: str) -> Any:
+    with db() as conn:
+        _access.model(conn, svc.get(conn, name)["name"])
+        svc.set_archived(conn, name, True)
+    return {}
+
+
+@bp.post("/api/v1/models/<name>/unarchive")
+def unarchive(name: str) -> Any:
+    with db() as conn:
+        _access.model(conn, svc.get(conn, name)["name"])
+        svc.set_archived(conn, name, False)
+    return {}
+
+
+@bp.post("/api/v1/models/<name>/move")
+def move(name: str) -> Any:
+    data = body()
+    with db() as conn:
+        _access.model(conn, svc.get(conn, name)["name"])
+        svc.move(conn, name, data)
+    return {}
+
+
+@bp.get("/api/v1/models/<name>/versions/<int:number>")
+def get_version(name: str, number: int) -> Any:
+    with db() as conn:
+        return {"modelVersion": svc.version_json(conn, svc.version(conn, name, number))}
+
+
+@bp.patch("/api/v1/models/<name>/versions/<int:number>")
+def patch_version(name: str, number: int) -> Any:
+    data = body()
+    with db() as conn:
+        _access.model(conn, svc.get(conn, name)["name"])
+        row = svc.patch_version(conn, name, number, data)
+        return {"modelVersion": svc.version_json(conn, row)}
+
+
+@bp.delete("/api/v1/models/<name>/versions/<int:number>")
+def delete_version(name: str, number: int) -> Any:
+    with db() as conn:
+        _access.model(conn, svc.get(conn, name)["name"])
+        svc.delete_version(conn, name, number)
+    return {}

@@ -5,6 +5,7 @@ Public API::
     parse_experiment_config(text_or_dict, cluster_defaults=None, *, seed_factory, name_factory)
         -> ExperimentConfig        # .to_dict() / .resolved(), .warnings
     merge_cluster_defaults(config_dict, task_container_defaults, checkpoint_storage) -> dict
+    merge_template(config_dict, template_dict) -> dict   # a config template under the config
     apply_overrides(config_dict, ["searcher.max_trials=4", ...]) -> dict
     load_yaml(text) -> dict
     redact(config_dict) -> dict / redact_text(yaml_text) -> str   # registry secrets as ********
@@ -59,7 +60,7 @@ Deprecated fields still load; ``ExperimentConfig.warnings`` lists what to change
 
 from .environment import docker_notes, redact, redact_text
 from .errors import ConfigError
-from .merge import apply_overrides, merge_cluster_defaults
+from .merge import apply_overrides, merge_cluster_defaults, merge_template
 from .parse import default_name, default_seed, load_yaml, parse_experiment_config
 from .schema import (
     DEFAULT_CPU_IMAGE,
@@ -79,6 +80,7 @@ __all__ = [
     "docker_notes",
     "load_yaml",
     "merge_cluster_defaults",
+    "merge_template",
     "parse_experiment_config",
     "parse_memory_size",
     "redact",

@@ -139,6 +139,43 @@ def merge_cluster_defaults(
     return out
 
 
+def _union_kind(value: dict[str, Any]) -> Any:
+    """The discriminator of a union value (storage/hyperparameter ``type``, searcher ``name``)."""
+    return value.get("type", value.get("name"))
+
+
+def _merge_under(template: Any, exp: Any, path: str) -> Any:
+    if exp is None:
+        return copy.deepcopy(template)
+    if not isinstance(template, dict) or not isinstance(exp, dict):
+        return exp  # scalars and lists: the experiment's value wins outright
+    if path in ("checkpoint_storage", "searcher") or "type" in exp or "type" in template:
+        kind_t, kind_e = _union_kind(template), _union_kind(exp)
+        if kind_e is not None and kind_t is not None and kind_e != kind_t:
+            return exp  # another kind of the union: nothing of the template's applies
+    out = {k: copy.deepcopy(v) for k, v in template.items()}
+    for key, value in exp.items():
+        child = f"{path}.{key}" if path else key
+        if child in ("bind_mounts", "resources.devices"):
+            out[key] = _merge_by_container_path(template.get(key), value)
+        elif child == "environment.environment_variables":
+            out[key] = _merge_env_vars(template.get(key), value)
+        else:
+            out[key] = _merge_under(template.get(key), value, child)
+    return out
+
+
+def merge_template(config_dict: dict[str, Any], template: dict[str, Any]) -> dict[str, Any]:
+    """A new config dict with a configuration template merged under the experiment's config,
+    as Determined applies templates: mappings merge key by key and the experiment's value wins;
+    lists are the experiment's (``bind_mounts`` and ``resources.devices`` combine by container
+    path, environment variables by name); a union value of another kind (a storage ``type``, a
+    searcher ``name``, a hyperparameter ``type``) is the experiment's alone."""
+    merged = _merge_under(template, config_dict, "")
+    assert isinstance(merged, dict)
+    return merged
+
+
 def apply_overrides(config_dict: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
     """A new dict with ``a.b.c=value`` overrides set; values are parsed as YAML scalars
     (``4`` is an int, ``true`` a bool, ``[1, 2]`` a list, ``null`` clears the field).

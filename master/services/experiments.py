@@ -106,12 +106,18 @@ def context_files_json(blob: bytes | None) -> list[dict[str, Any]]:
     return out
 
 
-def parse_config(st: MasterState, config_text: str) -> dict[str, Any]:
-    """The resolved experiment config (cluster defaults merged in) or InvalidArgument."""
+def parse_config(
+    st: MasterState, config_text: str, template: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The resolved experiment config (a configuration template, then the cluster defaults,
+    merged under it) or InvalidArgument."""
     from det.master import expconf
 
     try:
         raw = expconf.load_yaml(config_text)
+        raw.pop("template", None)  # the template's name: applied by the caller
+        if template is not None:
+            raw = expconf.merge_template(raw, template)
         res = raw.get("resources")
         named = res.get("resource_pool") if isinstance(res, dict) else None
         pool_name = (
@@ -157,8 +163,20 @@ def create(
     files: list[ContextFile],
     activate: bool,
     validate_only: bool,
+    project_id: int | None = None,
+    template: str | None = None,
 ) -> dict[str, Any] | None:
-    config = parse_config(st, config_text)
+    from det.master.services import projects, templates
+
+    template_name = template or _template_named_in(config_text)
+    template_config = None
+    if template_name:
+        try:
+            template_config = templates.get(conn, template_name)["config"]
+        except NotFound:
+            raise InvalidArgument(f"template: no template named {template_name!r}") from None
+    config = parse_config(st, config_text, template_config)
+    project = projects.usable(conn, _project_for(conn, config, project_id))
     from det.master.services import scheduling
 
     limits.text("name", config.get("name"), limits.NAME)
@@ -171,8 +189,8 @@ def create(
     res = config["resources"]
     priority = res.get("priority") or st.config.resource_manager.scheduler.default_priority
     row = conn.execute(
-        "INSERT INTO experiments (name, description, labels, config, original_config, state, owner_id, context)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING *",
+        "INSERT INTO experiments (name, description, labels, config, original_config, state,"
+        " owner_id, context, project_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING *",
         (
             config.get("name") or "Experiment",
             config.get("description") or "",
@@ -182,6 +200,7 @@ def create(
             states.ACTIVE if activate else states.PAUSED,
             owner_id,
             pack_context(files),
+            project["id"],
         ),
     ).fetchone()
     assert row is not None
@@ -211,6 +230,73 @@ def create(
     return get(conn, row["id"])
 
 
+def _template_named_in(config_text: str) -> str | None:
+    """``template:`` in the config names a configuration template too."""
+    from det.master import expconf
+
+    try:
+        raw = expconf.load_yaml(config_text)
+    except expconf.ConfigError:
+        return None  # parse_config reports it
+    name = raw.get("template")
+    if name is None:
+        return None
+    if not isinstance(name, str) or not name:
+        raise InvalidArgument("invalid experiment config: template: must be a template's name")
+    return name
+
+
+def _project_for(conn: Conn, config: dict[str, Any], project_id: int | None) -> int:
+    """Where a new experiment goes: the request's ``projectId``, else the config's
+    ``workspace`` and ``project`` names, else the default project."""
+    from det.master.services import projects
+
+    ws, proj = config.get("workspace"), config.get("project")
+    if not ws and not proj:
+        return project_id or projects.DEFAULT_ID
+    if not ws or not proj:
+        missing = "workspace" if not ws else "project"
+        raise InvalidArgument(
+            f"invalid experiment config: {missing}: required when"
+            f" {'project' if missing == 'workspace' else 'workspace'} is set"
+        )
+    named = projects.by_names(conn, ws, proj)
+    if project_id and project_id != named["id"]:
+        raise InvalidArgument(
+            f"projectId: {project_id} is not the config's project '{proj}' in workspace '{ws}'"
+            f" (project {named['id']})"
+        )
+    return int(named["id"])
+
+
+def move(conn: Conn, experiment_id: int, project_id: int) -> None:
+    from det.master.services import projects
+
+    _lock(conn, experiment_id)
+    projects.usable(conn, project_id)
+    conn.execute(
+        "UPDATE experiments SET project_id = %s WHERE id = %s", (project_id, experiment_id)
+    )
+    states.record_event(
+        conn, "experiment", experiment_id, "moved", f"moved to project {project_id}"
+    )
+
+
+def set_label(conn: Conn, experiment_id: int, label: str, present: bool) -> list[str]:
+    """Adds (or removes) one label; returns the experiment's labels after the change."""
+    exp = _lock(conn, experiment_id)
+    current = list(exp["labels"] or [])
+    if present and label not in current:
+        current.append(label)
+    elif not present:
+        current = [x for x in current if x != label]
+    labels = limits.labels("labels", current)
+    conn.execute(
+        "UPDATE experiments SET labels = %s WHERE id = %s", (json.dumps(labels), experiment_id)
+    )
+    return labels
+
+
 def wake(conn: Conn) -> None:
     """Asks the control loop (in whichever process leads) for a pass now, at commit."""
     conn.execute("NOTIFY det_wakeup")
@@ -225,8 +311,12 @@ _COLUMNS = (
 )
 _SELECT = (
     "SELECT " + _COLUMNS + ", j.id AS job_id, j.resource_pool, j.priority, j.weight, u.username,"
-    " (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id) AS num_trials"
+    " (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id) AS num_trials,"
+    " p.name AS project_name, coalesce(p.owner_id, 1) AS project_owner_id,"
+    " p.workspace_id, w.name AS workspace_name,"
+    " coalesce(p.archived OR w.archived, false) AS parent_archived"
     " FROM experiments e JOIN jobs j ON j.experiment_id = e.id JOIN users u ON u.id = e.owner_id"
+    " LEFT JOIN projects p ON p.id = e.project_id LEFT JOIN workspaces w ON w.id = p.workspace_id"
 )
 
 
@@ -247,9 +337,13 @@ def list_(
     order_desc: bool,
     offset: int,
     limit: int,
+    project_id: int | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     where = ["NOT e.deleted"]
     params: list[Any] = []
+    if project_id:
+        where.append("e.project_id = %s")
+        params.append(project_id)
     if archived is not None:
         where.append("e.archived = %s")
         params.append(archived)

@@ -8,7 +8,7 @@ from psycopg.types.json import Jsonb
 
 from det.master import limits
 from det.master.db import Conn
-from det.master.errors import Conflict, NotFound
+from det.master.errors import Conflict, InvalidArgument, NotFound
 from det.master.services import checkpoints
 from det.master.wire import ts
 
@@ -27,7 +27,7 @@ def model_json(r: dict[str, Any]) -> dict[str, Any]:
         "numVersions": int(r["num_versions"]),
         "userId": r["owner_id"],
         "username": r["username"],
-        "workspaceId": 1,
+        "workspaceId": r["workspace_id"],
     }
 
 
@@ -37,15 +37,35 @@ _SELECT = (
 )
 
 
+def _workspace_id(conn: Conn, data: dict[str, Any]) -> int | None:
+    """The workspace named by ``workspaceId`` or ``workspaceName`` (None when neither)."""
+    from det.master.services import workspaces
+
+    wid, wname = data.get("workspaceId"), data.get("workspaceName")
+    if wid is not None and wid != 0:
+        if type(wid) is not int:
+            raise InvalidArgument("workspaceId: must be an integer")
+        return int(workspaces.usable(conn, wid)["id"])
+    if wname is not None and wname != "":
+        limits.text("workspaceName", wname, limits.NAME)
+        try:
+            row = workspaces.by_name(conn, wname)
+        except NotFound:
+            raise InvalidArgument(f"workspaceName: no workspace named {wname!r}") from None
+        return int(workspaces.usable(conn, row["id"])["id"])
+    return None
+
+
 def create(conn: Conn, owner_id: int, data: dict[str, Any]) -> dict[str, Any]:
     name = limits.text("name", data.get("name"), limits.NAME, required=True)
+    workspace_id = _workspace_id(conn, data) or 1
     labels = limits.labels("labels", data.get("labels"))
     description = limits.text("description", data.get("description"), limits.DESCRIPTION)
     metadata = limits.json_object("metadata", data.get("metadata"))
     notes = limits.text("notes", data.get("notes"), limits.NOTES)
     row = conn.execute(
-        "INSERT INTO models (name, description, metadata, labels, notes, owner_id) VALUES (%s, %s, %s, %s, %s, %s)"
-        " ON CONFLICT (name) DO NOTHING RETURNING id",
+        "INSERT INTO models (name, description, metadata, labels, notes, owner_id, workspace_id)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING RETURNING id",
         (
             name,
             description,
@@ -53,6 +73,7 @@ def create(conn: Conn, owner_id: int, data: dict[str, Any]) -> dict[str, Any]:
             Jsonb(labels),
             notes,
             owner_id,
+            workspace_id,
         ),
     ).fetchone()
     if row is None:
@@ -75,6 +96,8 @@ def register_version(
     conn: Conn, owner_id: int, model_name: str, data: dict[str, Any]
 ) -> dict[str, Any]:
     model = get(conn, model_name)
+    if model["archived"]:
+        raise Conflict(f"model '{model['name']}' is archived: unarchive it to register versions")
     version_name = limits.text("name", data.get("name"), limits.NAME)
     comment = limits.text("comment", data.get("comment"), limits.DESCRIPTION)
     metadata = limits.json_object("metadata", data.get("metadata"))
@@ -144,3 +167,94 @@ def version_json(conn: Conn, v: dict[str, Any]) -> dict[str, Any]:
         "userId": v["owner_id"],
         "username": v["username"],
     }
+
+
+def patch(conn: Conn, model_name: str, data: dict[str, Any]) -> dict[str, Any]:
+    """Determined's PatchModel: each field that is present (not null) replaces the model's."""
+    model = get(conn, model_name)
+    mid = model["id"]
+    sets: list[tuple[str, Any]] = []
+    if data.get("name") is not None:
+        name = limits.text("name", data["name"], limits.NAME, required=True)
+        if name != model["name"]:
+            if conn.execute("SELECT 1 FROM models WHERE name = %s", (name,)).fetchone():
+                raise Conflict(f"model '{name}' already exists")
+            sets.append(("name", name))
+    if data.get("description") is not None:
+        sets.append(
+            ("description", limits.text("description", data["description"], limits.DESCRIPTION))
+        )
+    if data.get("notes") is not None:
+        sets.append(("notes", limits.text("notes", data["notes"], limits.NOTES)))
+    if data.get("labels") is not None:
+        sets.append(("labels", Jsonb(limits.labels("labels", data["labels"]))))
+    if data.get("metadata") is not None:
+        sets.append(("metadata", Jsonb(limits.json_object("metadata", data["metadata"]))))
+    workspace_id = _workspace_id(conn, data)
+    if workspace_id is not None:
+        sets.append(("workspace_id", workspace_id))
+    for column, value in sets:
+        conn.execute(f"UPDATE models SET {column} = %s WHERE id = %s", (value, mid))
+    conn.execute("UPDATE models SET modified_at = now() WHERE id = %s", (mid,))
+    return get(conn, str(mid))
+
+
+def set_archived(conn: Conn, model_name: str, archived: bool) -> None:
+    model = get(conn, model_name)
+    conn.execute(
+        "UPDATE models SET archived = %s, modified_at = now() WHERE id = %s",
+        (archived, model["id"]),
+    )
+
+
+def move(conn: Conn, model_name: str, data: dict[str, Any]) -> None:
+    dest = data.get("destinationWorkspaceId")
+    if type(dest) is not int:
+        raise InvalidArgument("destinationWorkspaceId: required integer")
+    patch(conn, model_name, {"workspaceId": dest})
+
+
+def delete(conn: Conn, model_name: str) -> None:
+    """The model and its versions (their checkpoints are no longer kept for the registry)."""
+    model = get(conn, model_name)
+    conn.execute("DELETE FROM models WHERE id = %s", (model["id"],))
+
+
+def version(conn: Conn, model_name: str, number: int) -> dict[str, Any]:
+    model = get(conn, model_name)
+    row = conn.execute(
+        "SELECT v.*, u.username FROM model_versions v JOIN users u ON u.id = v.owner_id"
+        " WHERE v.model_id = %s AND v.version = %s",
+        (model["id"], number),
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"model '{model['name']}' has no version {number}")
+    return row
+
+
+def patch_version(conn: Conn, model_name: str, number: int, data: dict[str, Any]) -> dict[str, Any]:
+    """Determined's PatchModelVersion: name, comment, notes, labels, metadata."""
+    v = version(conn, model_name, number)
+    if data.get("checkpoint") is not None:
+        raise InvalidArgument("checkpoint: a version's checkpoint cannot be changed")
+    fields: list[tuple[str, Any]] = []
+    for key, limit in (
+        ("name", limits.NAME),
+        ("comment", limits.DESCRIPTION),
+        ("notes", limits.NOTES),
+    ):
+        if data.get(key) is not None:
+            fields.append((key, limits.text(key, data[key], limit)))
+    if data.get("labels") is not None:
+        fields.append(("labels", Jsonb(limits.labels("labels", data["labels"]))))
+    if data.get("metadata") is not None:
+        fields.append(("metadata", Jsonb(limits.json_object("metadata", data["metadata"]))))
+    for column, value in fields:
+        conn.execute(f"UPDATE model_versions SET {column} = %s WHERE id = %s", (value, v["id"]))
+    return version_by_id(conn, v["id"])
+
+
+def delete_version(conn: Conn, model_name: str, number: int) -> None:
+    v = version(conn, model_name, number)
+    conn.execute("DELETE FROM model_versions WHERE id = %s", (v["id"],))
+    conn.execute("UPDATE models SET modified_at = now() WHERE id = %s", (v["model_id"],))

@@ -1,0 +1,280 @@
+"""Projects: named collections of experiments inside a workspace.
+
+The default project "Uncategorized" (id 1, in workspace 1) is immutable. A project's ``key``
+is unique across the cluster (Determined's: up to 5 letters or digits, generated from the name
+when not given). Deleting a project deletes its experiments (marked deleted, their checkpoints
+collected) and is refused while one of them has not finished.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from det.master import limits, states
+from det.master.db import Conn
+from det.master.errors import Conflict, InvalidArgument, NotFound
+
+DEFAULT_ID = 1
+KEY_LENGTH = 5
+
+_SELECT = (
+    "SELECT p.*, w.name AS workspace_name, w.archived AS workspace_archived,"
+    " coalesce(p.owner_id, 1) AS user_id, coalesce(u.username, 'admin') AS username,"
+    " (SELECT count(*) FROM experiments e WHERE e.project_id = p.id AND NOT e.deleted)"
+    "  AS num_experiments,"
+    " (SELECT count(*) FROM experiments e WHERE e.project_id = p.id AND NOT e.deleted"
+    "  AND e.state = 'ACTIVE') AS num_active_experiments,"
+    " (SELECT count(*) FROM trials t JOIN experiments e ON e.id = t.experiment_id"
+    "  WHERE e.project_id = p.id AND NOT e.deleted) AS num_runs,"
+    " (SELECT max(e.created_at) FROM experiments e WHERE e.project_id = p.id AND NOT e.deleted)"
+    "  AS last_experiment_at"
+    " FROM projects p JOIN workspaces w ON w.id = p.workspace_id"
+    " LEFT JOIN users u ON u.id = coalesce(p.owner_id, 1)"
+)
+
+
+def project_json(r: dict[str, Any]) -> dict[str, Any]:
+    """Determined's ``v1Project``."""
+    from det.master.wire import ts
+
+    out: dict[str, Any] = {
+        "id": r["id"],
+        "name": r["name"],
+        "workspaceId": r["workspace_id"],
+        "workspaceName": r["workspace_name"],
+        "description": r["description"],
+        "notes": r["notes"],
+        "numActiveExperiments": int(r["num_active_experiments"]),
+        "numExperiments": int(r["num_experiments"]),
+        "numRuns": int(r["num_runs"]),
+        "state": "WORKSPACE_STATE_UNSPECIFIED",
+        "archived": r["archived"],
+        "username": r["username"],
+        "immutable": r["immutable"],
+        "userId": r["user_id"],
+        "errorMessage": "",
+        "key": r["key"],
+    }
+    if r["last_experiment_at"] is not None:
+        out["lastExperimentStartedAt"] = ts(r["last_experiment_at"])
+    return out
+
+
+def get(conn: Conn, project_id: int) -> dict[str, Any]:
+    row = conn.execute(_SELECT + " WHERE p.id = %s", (project_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"project {project_id} not found")
+    return row
+
+
+def by_key(conn: Conn, key: str) -> dict[str, Any]:
+    row = conn.execute(_SELECT + " WHERE p.key = %s", (key.upper(),)).fetchone()
+    if row is None:
+        raise NotFound(f"project with key '{key}' not found")
+    return row
+
+
+def by_names(conn: Conn, workspace_name: str, project_name: str) -> dict[str, Any]:
+    row = conn.execute(
+        _SELECT + " WHERE w.name = %s AND p.name = %s", (workspace_name, project_name)
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"project '{project_name}' not found in workspace '{workspace_name}'")
+    return row
+
+
+_SORTS = {
+    "SORT_BY_NAME": "p.name",
+    "SORT_BY_DESCRIPTION": "p.description",
+    "SORT_BY_CREATION_TIME": "p.created_at",
+    "SORT_BY_LAST_EXPERIMENT_START_TIME": "last_experiment_at",
+    "SORT_BY_ID": "p.id",
+}
+
+
+def list_(
+    conn: Conn,
+    *,
+    workspace_id: int,
+    name: str | None,
+    archived: bool | None,
+    users_in: list[str] | None,
+    user_ids: list[int] | None,
+    sort_by: str | None,
+    order_desc: bool,
+    offset: int,
+    limit: int,
+) -> tuple[list[dict[str, Any]], int]:
+    """A workspace's projects (every workspace's for ``workspace_id`` 0, as Determined)."""
+    where: list[str] = ["true"]
+    params: list[Any] = []
+    if workspace_id:
+        where.append("p.workspace_id = %s")
+        params.append(workspace_id)
+    if name:
+        where.append("p.name = %s")
+        params.append(name)
+    if archived is not None:
+        where.append("p.archived = %s")
+        params.append(archived)
+    if users_in:
+        where.append("coalesce(u.username, 'admin') = ANY(%s)")
+        params.append(users_in)
+    if user_ids:
+        where.append("coalesce(p.owner_id, 1) = ANY(%s)")
+        params.append(user_ids)
+    order = _SORTS.get(sort_by or "", "p.id")
+    rows = conn.execute(
+        _SELECT
+        + " WHERE "
+        + " AND ".join(where)
+        + f" ORDER BY {order} {'DESC' if order_desc else 'ASC'} NULLS LAST, p.id",
+        params,
+    ).fetchall()
+    total = len(rows)
+    if offset < 0:
+        offset = max(0, total + offset)
+    return rows[offset : (offset + limit) if limit > 0 else None], total
+
+
+_KEY_RE = re.compile(rf"^[A-Za-z0-9]{{1,{KEY_LENGTH}}}$")
+
+
+def _key(conn: Conn, given: Any, name: str, *, current_id: int | None = None) -> str:
+    if given is not None and given != "":
+        key = limits.text("key", given, KEY_LENGTH * 4)
+        if not _KEY_RE.match(key):
+            raise InvalidArgument(f"key: 1 to {KEY_LENGTH} letters or digits, got {key!r}")
+        key = key.upper()
+        row = conn.execute("SELECT id FROM projects WHERE key = %s", (key,)).fetchone()
+        if row is not None and row["id"] != current_id:
+            raise Conflict(f"project key '{key}' is already taken")
+        return key
+    base = ("".join(c for c in name if c.isascii() and c.isalnum()).upper() or "P")[:KEY_LENGTH]
+    for n in range(10**KEY_LENGTH):
+        suffix = "" if n == 0 else str(n)
+        key = base[: KEY_LENGTH - len(suffix)] + suffix
+        if conn.execute("SELECT 1 FROM projects WHERE key = %s", (key,)).fetchone() is None:
+            return key
+    raise Conflict("no free project key: pass one with key")  # pragma: no cover
+
+
+def create(conn: Conn, owner_id: int, workspace_id: int, data: dict[str, Any]) -> dict[str, Any]:
+    from det.master.services import workspaces
+
+    name = limits.text("name", data.get("name"), limits.NAME, required=True)
+    description = limits.text("description", data.get("description"), limits.DESCRIPTION)
+    if "workspaceId" in data and data["workspaceId"] not in (None, workspace_id):
+        raise InvalidArgument(
+            f"workspaceId: {data['workspaceId']!r} differs from the path's {workspace_id}"
+        )
+    workspaces.usable(conn, workspace_id)
+    conn.execute("SELECT id FROM workspaces WHERE id = %s FOR KEY SHARE", (workspace_id,))
+    key = _key(conn, data.get("key"), name)
+    row = conn.execute(
+        "INSERT INTO projects (workspace_id, name, key, description, owner_id)"
+        " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING id",
+        (workspace_id, name, key, description, owner_id),
+    ).fetchone()
+    if row is None:
+        raise Conflict(f"project '{name}' already exists in this workspace")
+    return get(conn, row["id"])
+
+
+def _lock(conn: Conn, project_id: int) -> dict[str, Any]:
+    row = conn.execute(
+        "SELECT * FROM projects WHERE id = %s FOR NO KEY UPDATE", (project_id,)
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"project {project_id} not found")
+    return row
+
+
+def _mutable(row: dict[str, Any], what: str) -> None:
+    if row["immutable"]:
+        raise Conflict(f"project '{row['name']}' is the default project: it cannot be {what}")
+
+
+def patch(conn: Conn, project_id: int, data: dict[str, Any]) -> dict[str, Any]:
+    row = _lock(conn, project_id)
+    if data.get("name") is not None:
+        name = limits.text("name", data["name"], limits.NAME, required=True)
+        if name != row["name"]:
+            _mutable(row, "renamed")
+            taken = conn.execute(
+                "SELECT 1 FROM projects WHERE workspace_id = %s AND name = %s",
+                (row["workspace_id"], name),
+            ).fetchone()
+            if taken is not None:
+                raise Conflict(f"project '{name}' already exists in this workspace")
+            conn.execute("UPDATE projects SET name = %s WHERE id = %s", (name, project_id))
+    if data.get("description") is not None:
+        description = limits.text("description", data["description"], limits.DESCRIPTION)
+        conn.execute(
+            "UPDATE projects SET description = %s WHERE id = %s", (description, project_id)
+        )
+    if data.get("key") is not None:
+        key = _key(conn, data["key"], row["name"], current_id=project_id)
+        conn.execute("UPDATE projects SET key = %s WHERE id = %s", (key, project_id))
+    return get(conn, project_id)
+
+
+def set_archived(conn: Conn, project_id: int, archived: bool) -> None:
+    row = _lock(conn, project_id)
+    _mutable(row, "archived")
+    if not archived:
+        ws = conn.execute(
+            "SELECT name, archived FROM workspaces WHERE id = %s", (row["workspace_id"],)
+        ).fetchone()
+        if ws is not None and ws["archived"]:
+            raise Conflict(f"workspace '{ws['name']}' is archived: unarchive it first")
+    conn.execute("UPDATE projects SET archived = %s WHERE id = %s", (archived, project_id))
+
+
+def move(conn: Conn, project_id: int, workspace_id: int) -> None:
+    from det.master.services import workspaces
+
+    row = _lock(conn, project_id)
+    _mutable(row, "moved")
+    dest = workspaces.usable(conn, workspace_id)
+    if workspace_id == row["workspace_id"]:
+        return
+    taken = conn.execute(
+        "SELECT 1 FROM projects WHERE workspace_id = %s AND name = %s",
+        (workspace_id, row["name"]),
+    ).fetchone()
+    if taken is not None:
+        raise Conflict(f"workspace '{dest['name']}' already has a project '{row['name']}'")
+    conn.execute("UPDATE projects SET workspace_id = %s WHERE id = %s", (workspace_id, project_id))
+
+
+def delete(conn: Conn, project_id: int, *, removing_workspace: bool = False) -> None:
+    from det.master.services import experiments
+
+    row = _lock(conn, project_id)
+    if not removing_workspace:
+        _mutable(row, "deleted")
+    exps = conn.execute(
+        "SELECT id, state FROM experiments WHERE project_id = %s AND NOT deleted ORDER BY id",
+        (project_id,),
+    ).fetchall()
+    running = [e["id"] for e in exps if e["state"] not in states.TERMINAL]
+    if running:
+        raise Conflict(
+            f"project '{row['name']}' has experiments that have not finished"
+            f" ({', '.join(map(str, running[:5]))}): kill them before deleting it"
+        )
+    for e in exps:
+        experiments.delete(conn, e["id"])
+    conn.execute("DELETE FROM projects WHERE id = %s", (project_id,))
+
+
+def usable(conn: Conn, project_id: int) -> dict[str, Any]:
+    """The project, refused when it or its workspace is archived."""
+    row = get(conn, project_id)
+    if row["archived"]:
+        raise Conflict(f"project '{row['name']}' is archived")
+    if row["workspace_archived"]:
+        raise Conflict(f"workspace '{row['workspace_name']}' is archived")
+    return row

@@ -1,0 +1,142 @@
+"""Configuration templates: named partial experiment configs stored by the master.
+
+An experiment that names a template (``template`` in the create request, or ``template:`` in
+its config) gets the template merged *under* its own config
+(:func:`det.master.expconf.merge_template`: the experiment's values win) before validation,
+and stores the expanded config, so later changes to the template do not change it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from det.master import limits
+from det.master.db import Conn
+from det.master.errors import Conflict, InvalidArgument, NotFound
+
+CONFIG = 256 * 1024  # bytes of a template's config as JSON
+
+
+def template_json(r: dict[str, Any]) -> dict[str, Any]:
+    """Determined's ``v1Template``."""
+    return {"name": r["name"], "config": r["config"], "workspaceId": r["workspace_id"]}
+
+
+def _name(field: str, value: Any) -> str:
+    return limits.text(field, value, limits.NAME, required=True)
+
+
+def _config(value: Any) -> dict[str, Any]:
+    if value is None:
+        raise InvalidArgument("config: required (the template's config as an object)")
+    return limits.json_object("config", value, CONFIG)
+
+
+def _workspace(conn: Conn, value: Any) -> int:
+    from det.master.services import workspaces
+
+    if value is None or value == 0:
+        return workspaces.DEFAULT_ID  # Determined's CLI sends 0 for "no workspace"
+    if type(value) is not int:
+        raise InvalidArgument("workspaceId: must be an integer")
+    workspaces.usable(conn, value)
+    return value
+
+
+def get(conn: Conn, name: str) -> dict[str, Any]:
+    row = conn.execute("SELECT * FROM templates WHERE name = %s", (name,)).fetchone()
+    if row is None:
+        raise NotFound(f"template '{name}' not found")
+    return row
+
+
+def list_(
+    conn: Conn,
+    *,
+    name: str | None,
+    workspace_ids: list[int],
+    order_desc: bool,
+    offset: int,
+    limit: int,
+) -> tuple[list[dict[str, Any]], int]:
+    where: list[str] = ["true"]
+    params: list[Any] = []
+    if name:
+        where.append("name ILIKE %s ESCAPE '\\'")
+        escaped = name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        params.append(f"%{escaped}%")
+    if workspace_ids:
+        where.append("workspace_id = ANY(%s)")
+        params.append(workspace_ids)
+    rows = conn.execute(
+        "SELECT * FROM templates WHERE "
+        + " AND ".join(where)
+        + f" ORDER BY name {'DESC' if order_desc else 'ASC'}",
+        params,
+    ).fetchall()
+    total = len(rows)
+    if offset < 0:
+        offset = max(0, total + offset)
+    return rows[offset : (offset + limit) if limit > 0 else None], total
+
+
+def create(conn: Conn, owner_id: int, name: str, data: dict[str, Any]) -> dict[str, Any]:
+    _name("name", name)
+    if data.get("name") not in (None, name):
+        raise InvalidArgument(f"name: {data['name']!r} differs from the path's {name!r}")
+    config = _config(data.get("config"))
+    workspace_id = _workspace(conn, data.get("workspaceId"))
+    row = conn.execute(
+        "INSERT INTO templates (name, config, workspace_id, owner_id) VALUES (%s, %s, %s, %s)"
+        " ON CONFLICT (name) DO NOTHING RETURNING *",
+        (name, Jsonb(config), workspace_id, owner_id),
+    ).fetchone()
+    if row is None:
+        raise Conflict(f"template '{name}' already exists")
+    return row
+
+
+def set_config(conn: Conn, name: str, config: Any) -> dict[str, Any]:
+    get(conn, name)
+    row = conn.execute(
+        "UPDATE templates SET config = %s WHERE name = %s RETURNING *",
+        (Jsonb(_config(config)), name),
+    ).fetchone()
+    assert row is not None
+    return row
+
+
+def put(conn: Conn, owner_id: int, name: str, data: dict[str, Any]) -> dict[str, Any]:
+    """Create or replace (Determined's PutTemplate)."""
+    existing = conn.execute("SELECT 1 FROM templates WHERE name = %s", (name,)).fetchone()
+    if existing is None:
+        return create(conn, owner_id, name, data)
+    if data.get("name") not in (None, name):
+        raise InvalidArgument(f"name: {data['name']!r} differs from the path's {name!r}")
+    config = _config(data.get("config"))
+    workspace_id = _workspace(conn, data.get("workspaceId"))
+    row = conn.execute(
+        "UPDATE templates SET config = %s, workspace_id = %s WHERE name = %s RETURNING *",
+        (Jsonb(config), workspace_id, name),
+    ).fetchone()
+    assert row is not None
+    return row
+
+
+def rename(conn: Conn, old: str, new: str) -> dict[str, Any]:
+    get(conn, old)
+    _name("newName", new)
+    if conn.execute("SELECT 1 FROM templates WHERE name = %s", (new,)).fetchone() is not None:
+        raise Conflict(f"template '{new}' already exists")
+    row = conn.execute(
+        "UPDATE templates SET name = %s WHERE name = %s RETURNING *", (new, old)
+    ).fetchone()
+    assert row is not None
+    return row
+
+
+def delete(conn: Conn, name: str) -> None:
+    get(conn, name)
+    conn.execute("DELETE FROM templates WHERE name = %s", (name,))
