@@ -25,6 +25,9 @@ NOUN_ALIASES = {
     "model": ["m", "models"],
     "resource-pool": ["rp", "resource-pools"],
     "user": ["u", "users"],
+    "workspace": ["w", "workspaces"],
+    "project": ["p", "projects"],
+    "template": ["tpl", "templates"],
     "master": [],
     "deploy": ["d"],
 }
@@ -46,9 +49,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         jobs,
         master,
         models,
+        projects,
         search,
+        templates,
         trials,
         users,
+        workspaces,
     )
 
     parser = argparse.ArgumentParser(
@@ -64,6 +70,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="store_true", help="print the client version")
     nouns = parser.add_subparsers(dest="noun", metavar="COMMAND")
     for module in (users, master, experiments, trials, jobs, agents, checkpoints, models, search):
+        module.register(nouns, NOUN_ALIASES)
+    for module in (workspaces, projects, templates):
         module.register(nouns, NOUN_ALIASES)
     deploy.register(nouns, NOUN_ALIASES, full=_wants_deploy(argv))
     return parser

@@ -45,6 +45,10 @@ def create(args: argparse.Namespace) -> None:
         "activate": not args.paused,
         "validateOnly": args.test_mode,
     }
+    if args.template:
+        body["template"] = args.template
+    if args.project_id:
+        body["projectId"] = args.project_id
     try:
         resp = s.post("/api/v1/experiments", body)
     except APIError as e:
@@ -301,6 +305,39 @@ def set_(args: argparse.Namespace) -> None:
     print(f"experiment {args.experiment_id}: {args.field} set")
 
 
+def move(args: argparse.Namespace) -> None:
+    from det.cli.projects import by_names
+
+    s = session(args)
+    p = by_names(s, args.workspace_name, args.project_name)
+    s.post(
+        f"/api/v1/experiments/{args.experiment_id}/move",
+        {"experimentId": args.experiment_id, "destinationProjectId": p["id"]},
+    )
+    print(f'Moved experiment {args.experiment_id} to project "{args.project_name}"')
+
+
+def label(args: argparse.Namespace) -> None:
+    from urllib.parse import quote
+
+    s = session(args)
+    path = f"/api/v1/experiments/{args.experiment_id}/labels/{quote(args.label, safe='')}"
+    if args.label_action == "add":
+        s.request("PUT", path)
+        print(f"Added label '{args.label}' to experiment {args.experiment_id}")
+    else:
+        s.delete(path)
+        print(f"Removed label '{args.label}' from experiment {args.experiment_id}")
+
+
+def continue_(args: argparse.Namespace) -> None:
+    text = _config_text(args.config_file, args.config or []) if args.config_file else ""
+    session(args).post(
+        "/api/v1/experiments/continue", {"id": args.experiment_id, "overrideConfig": text}
+    )
+    print(f"Continued experiment {args.experiment_id}")
+
+
 def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     sub = noun(nouns, "experiment", aliases, "manage experiments")
     p = verb(
@@ -309,6 +346,8 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     p.add_argument("config_file")
     p.add_argument("model_def", help="the context directory (code) to upload")
     p.add_argument("--paused", action="store_true", help="create it paused")
+    p.add_argument("--template", help="a configuration template to merge under the config")
+    p.add_argument("--project-id", "--project_id", dest="project_id", type=int)
     p.add_argument(
         "--config",
         action="append",
@@ -346,6 +385,18 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     p = verb(sub, "wait", wait, "wait until the experiment ends (exit 0 if it completed)")
     p.add_argument("experiment_id", type=int)
     p.add_argument("--polling-interval", type=float, default=2.0)
+    p = verb(sub, "move", move, "move an experiment to another project")
+    p.add_argument("experiment_id", type=int)
+    p.add_argument("workspace_name")
+    p.add_argument("project_name")
+    p = verb(sub, "label", label, "add or remove an experiment's label")
+    p.add_argument("label_action", choices=["add", "remove"])
+    p.add_argument("experiment_id", type=int)
+    p.add_argument("label")
+    p = verb(sub, "continue", continue_, "continue a finished experiment (not in det: refused)")
+    p.add_argument("experiment_id", type=int)
+    p.add_argument("config_file", nargs="?")
+    p.add_argument("--config", action="append", metavar="KEY=VALUE")
     p = verb(sub, "set", set_, "change an experiment's name, description, priority or weight")
     p.add_argument("field", choices=["name", "description", "priority", "weight"])
     p.add_argument("experiment_id", type=int)

@@ -1,0 +1,87 @@
+"""``det template`` (alias ``tpl``): configuration templates the master merges under an
+experiment's config (``det experiment create --template NAME``)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from det.cli import render
+from det.cli._util import add_json, noun, session, verb
+from det.cli.errors import APIError, UsageError
+from det.cli.workspaces import quoted
+
+
+def _read(path: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except OSError as e:
+        raise UsageError(f"cannot read template file {path}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise UsageError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: a template is a YAML mapping of config fields")
+    return data
+
+
+def list_(args: argparse.Namespace) -> None:
+    s = session(args)
+    templates = s.get("/api/v1/templates")["templates"]
+    if args.json:
+        render.print_json(templates)
+        return
+    names = {w["id"]: w["name"] for w in s.get("/api/v1/workspaces")["workspaces"]}
+    headers = ["Name", "Workspace"] + (["Config"] if args.details else [])
+    rows = [
+        [t["name"], names.get(t["workspaceId"], "missing workspace")]
+        + ([yaml.safe_dump(t["config"], default_flow_style=False)] if args.details else [])
+        for t in templates
+    ]
+    render.table(headers, rows)
+
+
+def describe(args: argparse.Namespace) -> None:
+    t = session(args).get(f"/api/v1/templates/{quoted(args.template_name)}")["template"]
+    if args.json:
+        render.print_json(t)
+    else:
+        print(yaml.safe_dump(t["config"], default_flow_style=False), end="")
+
+
+def set_(args: argparse.Namespace) -> None:
+    """Create the template, or replace its config."""
+    s = session(args)
+    config = _read(args.template_file)
+    path = f"/api/v1/templates/{quoted(args.template_name)}"
+    try:
+        s.get(path)
+    except APIError as e:
+        if e.status != 404:
+            raise
+        s.post(path, {"name": args.template_name, "config": config, "workspaceId": 0})
+    else:
+        s.patch(path, config)
+    print(f"Set template {args.template_name}")
+
+
+def remove(args: argparse.Namespace) -> None:
+    session(args).delete(f"/api/v1/templates/{quoted(args.template_name)}")
+    print(f"Removed template {args.template_name}")
+
+
+def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
+    sub = noun(nouns, "template", aliases, "manage configuration templates")
+    p = verb(sub, "list ls", list_, "list templates")
+    p.add_argument("-d", "--details", action="store_true", help="show their configs")
+    add_json(p)
+    p = verb(sub, "describe", describe, "show a template's config")
+    p.add_argument("template_name")
+    add_json(p)
+    p = verb(sub, "set", set_, "create a template or replace its config")
+    p.add_argument("template_name")
+    p.add_argument("template_file", help="the template's config (.yaml)")
+    p = verb(sub, "remove rm", remove, "remove a template")
+    p.add_argument("template_name")

@@ -1,0 +1,145 @@
+"""``det workspace`` (alias ``w``): workspaces, as Determined's CLI shows them."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+from urllib.parse import quote
+
+from det.cli import render
+from det.cli._util import add_json, noun, session, verb
+from det.cli.errors import CliError
+from det.cli.session import Session
+
+HEADERS = ["ID", "Name", "# Projects", "Default Compute Pool", "Default Aux Pool", "Archived"]
+
+
+def by_name(s: Session, name: str) -> dict[str, Any]:
+    """The workspace named ``name`` (exactly), or an error naming it."""
+    found = s.get("/api/v1/workspaces", params={"nameCaseSensitive": name})["workspaces"]
+    if not found:
+        raise CliError(f"workspace '{name}' not found")
+    workspace: dict[str, Any] = s.get(f"/api/v1/workspaces/{found[0]['id']}")["workspace"]
+    return workspace
+
+
+def _rows(workspaces: list[dict[str, Any]]) -> list[list[Any]]:
+    return [
+        [
+            w["id"],
+            w["name"],
+            w["numProjects"],
+            w.get("defaultComputePool") or "",
+            w.get("defaultAuxPool") or "",
+            w["archived"],
+        ]
+        for w in workspaces
+    ]
+
+
+def _show(args: argparse.Namespace, w: dict[str, Any]) -> None:
+    if args.json:
+        render.print_json(w)
+    else:
+        render.table(HEADERS, _rows([w]))
+
+
+def list_(args: argparse.Namespace) -> None:
+    found = session(args).get("/api/v1/workspaces")["workspaces"]
+    if args.json:
+        render.print_json(found)
+    else:
+        render.table(HEADERS, _rows(found))
+
+
+def list_projects(args: argparse.Namespace) -> None:
+    from det.cli import projects
+
+    projects.list_(args)
+
+
+def create(args: argparse.Namespace) -> None:
+    body: dict[str, Any] = {"name": args.name}
+    if args.default_compute_pool:
+        body["defaultComputePool"] = args.default_compute_pool
+    if args.default_aux_pool:
+        body["defaultAuxPool"] = args.default_aux_pool
+    _show(args, session(args).post("/api/v1/workspaces", body)["workspace"])
+
+
+def describe(args: argparse.Namespace) -> None:
+    _show(args, by_name(session(args), args.workspace_name))
+
+
+def edit(args: argparse.Namespace) -> None:
+    s = session(args)
+    w = by_name(s, args.workspace_name)
+    body: dict[str, Any] = {}
+    if args.name:
+        body["name"] = args.name
+    if args.default_compute_pool:
+        body["defaultComputePool"] = args.default_compute_pool
+    if args.default_aux_pool:
+        body["defaultAuxPool"] = args.default_aux_pool
+    _show(args, s.patch(f"/api/v1/workspaces/{w['id']}", body)["workspace"])
+
+
+def _action(verb_name: str, done: str) -> Any:
+    def run(args: argparse.Namespace) -> None:
+        s = session(args)
+        w = by_name(s, args.workspace_name)
+        s.post(f"/api/v1/workspaces/{w['id']}/{verb_name}")
+        print(f"Successfully {done} workspace {args.workspace_name}.")
+
+    return run
+
+
+def delete(args: argparse.Namespace) -> None:
+    s = session(args)
+    w = by_name(s, args.workspace_name)
+    if not args.yes:
+        answer = input(
+            f'Deleting workspace "{args.workspace_name}" deletes its projects, experiments and'
+            " templates. Continue? [y/N] "
+        )
+        if answer.strip().lower() not in ("y", "yes"):
+            print("Aborting workspace deletion.")
+            return
+    s.delete(f"/api/v1/workspaces/{w['id']}")
+    print(f"Successfully deleted workspace {args.workspace_name}.")
+
+
+def _pool_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--default-compute-pool", help="the workspace's default compute pool")
+    p.add_argument("--default-aux-pool", help="the workspace's default auxiliary pool")
+
+
+def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
+    sub = noun(nouns, "workspace", aliases, "manage workspaces")
+    add_json(verb(sub, "list ls", list_, "list workspaces"))
+    p = verb(sub, "list-projects", list_projects, "list a workspace's projects")
+    p.add_argument("workspace_name")
+    add_json(p)
+    p = verb(sub, "create", create, "create a workspace")
+    p.add_argument("name")
+    _pool_flags(p)
+    add_json(p)
+    p = verb(sub, "describe", describe, "describe a workspace")
+    p.add_argument("workspace_name")
+    add_json(p)
+    p = verb(sub, "edit", edit, "rename a workspace or change its default pools")
+    p.add_argument("workspace_name")
+    p.add_argument("--name", help="the new name")
+    _pool_flags(p)
+    add_json(p)
+    p = verb(sub, "archive", _action("archive", "archived"), "archive a workspace")
+    p.add_argument("workspace_name")
+    p = verb(sub, "unarchive", _action("unarchive", "un-archived"), "unarchive a workspace")
+    p.add_argument("workspace_name")
+    p = verb(sub, "delete", delete, "delete a workspace, its projects and their experiments")
+    p.add_argument("workspace_name")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask")
+
+
+def quoted(name: str) -> str:
+    return quote(name, safe="")
