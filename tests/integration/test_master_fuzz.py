@@ -180,6 +180,11 @@ class World:
             "user_id": user_id,
             "name": "fuzz-model",
             "uid": "00000000-0000-0000-0000-000000000000",
+            "workspace_id": "1",
+            "project_id": "1",
+            "number": "1",
+            "key": "UNCAT",
+            "label": "fuzz",
         }
 
 
