@@ -238,13 +238,42 @@ def any_json() -> Any:
     raw = request.get_data(cache=True)
     if not raw:
         return None
-    if b"\\u0000" in raw:
-        raise InvalidArgument("request body: strings must not contain NUL (\\u0000)")
+    return _parse(raw)[0]
+
+
+def _parse(raw: bytes) -> tuple[Any, bool]:
     try:
-        return fastjson.loads(raw)[0]
+        value, finite = fastjson.loads(raw)
     except ValueError as e:
         reason = "nested too deeply" if "nested too deeply" in str(e) else "not valid JSON"
         raise InvalidArgument(f"request body is {reason}") from None
+    if b"\\u0000" in raw:
+        # PostgreSQL text and jsonb cannot hold NUL: refused here for every field (the byte
+        # test is cheap; the walk that names the field runs only when it matches).
+        where = _nul_path(value, "")
+        if where is not None:
+            raise InvalidArgument(f"{where or 'request body'}: must not contain NUL (\\u0000)")
+    return value, finite
+
+
+def _nul_path(value: Any, path: str) -> str | None:
+    """The path of the first string (or key) holding NUL, or None."""
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            sub = f"{path}.{k}" if path else str(k)
+            if "\x00" in str(k):
+                return sub
+            found = _nul_path(v, sub)
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            found = _nul_path(v, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 def int_list_arg(name: str) -> list[int]:
@@ -277,14 +306,7 @@ def body_and_finiteness() -> tuple[dict[str, Any], bool]:
     if not raw:
         parsed = {}, True
     else:
-        if b"\\u0000" in raw:
-            # PostgreSQL text and jsonb cannot hold NUL; refuse it here, for every field.
-            raise InvalidArgument("request body: strings must not contain NUL (\\u0000)")
-        try:
-            data, finite = fastjson.loads(raw)
-        except ValueError as e:
-            reason = "nested too deeply" if "nested too deeply" in str(e) else "not valid JSON"
-            raise InvalidArgument(f"request body is {reason}") from None
+        data, finite = _parse(raw)
         if not isinstance(data, dict):
             raise InvalidArgument("request body must be a JSON object")
         parsed = data, finite
