@@ -1,7 +1,7 @@
 """`det deploy aws|gcp status`: outputs from the local state, the master's health over HTTPS with
 the saved certificate, and the boot log's tail (AWS: moto's CloudWatch Logs in server mode; GCP:
-a small fake of Cloud Logging's entries:list, reached with credentials from the fake metadata
-server as on a GCE machine)."""
+a small fake of Cloud Logging's entries:list and of the OAuth2 token endpoint a service account
+key file names)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from det.deploy import cli
 from det.deploy.common import automation, dryrun, state, tls
 from det.deploy.common.errors import DeployError
 from det.deploy.gcp import bootlog
-from tests.fakes.gce_metadata import FakeGceMetadata
 from tests.fakes.local_http import LocalHttpFake
 from tests.fakes.moto_server import REGION, MotoServer, aws_env
 
@@ -188,7 +187,11 @@ class FakeLogging(LocalHttpFake):
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self) -> None:
-                doc = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                raw = self.rfile.read(int(self.headers["Content-Length"]))
+                if self.path == "/token":  # OAuth2: the signed JWT traded for a token
+                    self._send(200, {"access_token": fake.token, "expires_in": 3600})
+                    return
+                doc = json.loads(raw)
                 fake.requests.append(doc)
                 if self.headers.get("Authorization") != f"Bearer {fake.token}":
                     self._send(401, {"error": {"code": 401}})
@@ -215,6 +218,27 @@ class FakeLogging(LocalHttpFake):
         return Handler
 
 
+def _service_account_key(token_uri: str) -> dict[str, str]:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    return {
+        "type": "service_account",
+        "project_id": "proj",
+        "private_key_id": "k1",
+        "private_key": pem,
+        "client_email": "deployer@proj.iam.gserviceaccount.com",
+        "client_id": "1",
+        "token_uri": token_uri,
+    }
+
+
 def _entry(ts: str, instance: str, text: str) -> dict[str, Any]:
     return {
         "logName": "projects/proj/logs/det-boot",
@@ -224,7 +248,7 @@ def _entry(ts: str, instance: str, text: str) -> dict[str, Any]:
     }
 
 
-def test_gcp_status_reads_cloud_logging_with_the_machines_credentials(
+def test_gcp_status_reads_cloud_logging_with_a_service_account_key(
     home: Path, https_master: tuple[str, tls.TlsMaterial], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url, material = https_master
@@ -244,21 +268,12 @@ def test_gcp_status_reads_cloud_logging_with_the_machines_credentials(
         _entry("2026-01-01T10:01:00.000Z", "det-master-c1", "det-master (re)started"),
         _entry("2026-01-01T10:02:00.000Z", "det-agent-c1-0001", "agent registered"),
     ]
-    meta = FakeGceMetadata(project="proj")
-    meta.values[""] = ""
-    meta.values["instance/service-accounts/default"] = json.dumps(
-        {"email": "me@proj.iam.gserviceaccount.com", "scopes": [], "aliases": ["default"]}
-    )
-    meta.values["instance/service-accounts/default/email"] = "me@proj.iam.gserviceaccount.com"
-    meta.values["instance/service-accounts/default/token"] = json.dumps(
-        {"access_token": "tok-1", "expires_in": 3600, "token_type": "Bearer"}
-    )
-    with meta, FakeLogging("tok-1", entries) as logging_api:
-        for var in ("GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG"):
-            monkeypatch.delenv(var, raising=False)
-        monkeypatch.setenv("CLOUDSDK_CONFIG", str(home / "gcloud"))
-        monkeypatch.setenv("GCE_METADATA_HOST", meta.host)
-        monkeypatch.setenv("GCE_METADATA_IP", meta.host)
+    with FakeLogging("tok-1", entries) as logging_api:
+        # A service account key file (`--keypath`), its token endpoint the fake's: google-auth
+        # signs a JWT with the key and trades it there for an access token.
+        creds = home / "key.json"
+        creds.write_text(json.dumps(_service_account_key(f"{logging_api.url}/token")))
+        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(creds))
         monkeypatch.setenv("DET_LOGGING_ENDPOINT", logging_api.url)
         code, out, err = _run(["gcp", "status", "--cluster-id", "c1", "--lines", "2"])
     assert code == 0, err
