@@ -138,6 +138,9 @@ def _fill(rule: str, ids: dict[str, str]) -> str:
     path = rule
     for name, value in ids.items():
         path = path.replace(f"<int:{name}>", value).replace(f"<{name}>", value)
+    while "<" in path:  # any other id (a token's, a model version's number, ...): the first one
+        start, end = path.index("<"), path.index(">")
+        path = path[:start] + "1" + path[end + 1 :]
     return path
 
 
