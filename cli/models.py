@@ -7,6 +7,7 @@ from typing import Any
 
 from det.cli import render
 from det.cli._util import add_json, noun, session, verb
+from det.cli.errors import UsageError
 
 
 def create(args: argparse.Namespace) -> None:
@@ -65,6 +66,75 @@ def register_version(args: argparse.Namespace) -> None:
     print(f"registered version {v['version']} of {args.name}")
 
 
+def _path(name: str) -> str:
+    from urllib.parse import quote
+
+    return f"/api/v1/models/{quote(name, safe='')}"
+
+
+def delete(args: argparse.Namespace) -> None:
+    session(args).delete(_path(args.name))
+    print(f"deleted model {args.name}")
+
+
+def move(args: argparse.Namespace) -> None:
+    s = session(args)
+    from det.cli.workspaces import by_name
+
+    w = by_name(s, args.workspace_name)
+    s.post(_path(args.name) + "/move", {"modelName": args.name, "destinationWorkspaceId": w["id"]})
+    print(f"moved model {args.name} to workspace {args.workspace_name}")
+
+
+def edit(args: argparse.Namespace) -> None:
+    body: dict[str, Any] = {}
+    if args.new_name is not None:
+        body["name"] = args.new_name
+    if args.description is not None:
+        body["description"] = args.description
+    if args.labels is not None:
+        body["labels"] = [x for x in args.labels.split(",") if x]
+    m = session(args).patch(_path(args.name), body)["model"]
+    if args.json:
+        render.print_json(m)
+        return
+    print(f"updated model {m['name']}")
+
+
+def _archiver(action: str) -> Any:
+    def run(args: argparse.Namespace) -> None:
+        session(args).post(_path(args.name) + f"/{action}")
+        print(f"{action}d model {args.name}")
+
+    return run
+
+
+def add_metadata(args: argparse.Namespace) -> None:
+    s = session(args)
+    meta = dict(s.get(_path(args.name))["model"].get("metadata") or {})
+    for pair in args.pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"metadata {pair!r}: expected KEY=VALUE")
+        meta[key] = value
+    s.patch(_path(args.name), {"metadata": meta})
+    print(f"updated the metadata of model {args.name}")
+
+
+def remove_metadata(args: argparse.Namespace) -> None:
+    s = session(args)
+    meta = dict(s.get(_path(args.name))["model"].get("metadata") or {})
+    for key in args.keys:
+        meta.pop(key, None)
+    s.patch(_path(args.name), {"metadata": meta})
+    print(f"updated the metadata of model {args.name}")
+
+
+def delete_version(args: argparse.Namespace) -> None:
+    session(args).delete(_path(args.name) + f"/versions/{args.version_number}")
+    print(f"deleted version {args.version_number} of model {args.name}")
+
+
 def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     sub = noun(nouns, "model", aliases, "the model registry")
     p = verb(sub, "create", create, "create a model")
@@ -84,3 +154,26 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     p.add_argument("name")
     p.add_argument("uuid")
     add_json(p)
+    p = verb(sub, "delete", delete, "delete a model and its versions")
+    p.add_argument("name")
+    p = verb(sub, "move", move, "move a model to another workspace")
+    p.add_argument("name")
+    p.add_argument("-w", "--workspace-name", required=True)
+    p = verb(sub, "edit", edit, "rename a model or change its description or labels")
+    p.add_argument("name")
+    p.add_argument("--new-name")
+    p.add_argument("--description")
+    p.add_argument("--labels", help="comma-separated; replaces the labels")
+    add_json(p)
+    for action in ("archive", "unarchive"):
+        p = verb(sub, action, _archiver(action), f"{action} a model")
+        p.add_argument("name")
+    p = verb(sub, "add-metadata", add_metadata, "add or replace metadata entries")
+    p.add_argument("name")
+    p.add_argument("pairs", nargs="+", metavar="KEY=VALUE")
+    p = verb(sub, "remove-metadata", remove_metadata, "remove metadata entries")
+    p.add_argument("name")
+    p.add_argument("keys", nargs="+", metavar="KEY")
+    p = verb(sub, "delete-version", delete_version, "delete a model version")
+    p.add_argument("name")
+    p.add_argument("version_number", metavar="version", type=int)

@@ -431,3 +431,34 @@ def test_model_edits_with_the_sdk_and_official_cli(
     official("model", "delete", "edit-me")
     r = _status(cli_master, "GET", "/api/v1/models/edit-me")
     assert r.status_code == 404
+
+
+def test_our_cli_model_edits_show_in_the_official_sdk(
+    cli_master: Master, official: Official, det: Det, registered_source: int
+) -> None:
+    det.login()
+    det.ok("model", "create", "ours-model", "--description", "d")
+    det.ok("model", "edit", "ours-model", "--description", "e", "--labels", "p,q")
+    det.ok("model", "add-metadata", "ours-model", "k=v", "z=1")
+    det.ok("model", "remove-metadata", "ours-model", "z")
+    det.ok("model", "archive", "ours-model")
+    cli_master.post("/api/v1/workspaces", {"name": "ours-models"})
+    det.ok("model", "move", "ours-model", "-w", "ours-models")
+    got = official.python(
+        """
+        m = client.get_model("ours-model")
+        print(json.dumps([m.description, m.labels, m.metadata, m.archived, m.workspace_id]))
+        """
+    )
+    ws = cli_master.get("/api/v1/workspaces", params={"name": "ours-models"})["workspaces"][0]
+    assert got == ["e", ["p", "q"], {"k": "v"}, True, ws["id"]]
+    ckpts = cli_master.get(f"/api/v1/experiments/{registered_source}/checkpoints")["checkpoints"]
+    uuid = next(c["uuid"] for c in ckpts if c["state"] == "STATE_COMPLETED")
+    r = det("model", "register-version", "ours-model", uuid)
+    assert r.rc != 0 and "archived" in r.err
+    det.ok("model", "unarchive", "ours-model")
+    det.ok("model", "register-version", "ours-model", uuid)
+    det.ok("model", "delete-version", "ours-model", "1")
+    assert cli_master.get("/api/v1/models/ours-model/versions")["modelVersions"] == []
+    det.ok("model", "delete", "ours-model")
+    assert det("model", "describe", "ours-model").rc != 0
