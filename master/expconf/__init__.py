@@ -14,8 +14,10 @@ Public API::
 
 Accepted fields (defaults in brackets; ``null`` anywhere means "the default"):
 
-- ``name`` [generated "Experiment (…)"], ``description``, ``labels`` [[]], ``workspace``,
-  ``project``, ``entrypoint`` (string or list of strings; required).
+- ``name`` [generated "Experiment (…)"], ``description``, ``labels`` [[]], ``workspace`` and
+  ``project`` (names, together: where the experiment goes), ``template`` (a configuration
+  template's name; the master merges it under the config and drops the key), ``entrypoint``
+  (string or list of strings; required).
 - ``hyperparameters``: ``{type: const, val}``, ``{type: int|double, minval, maxval, count}``,
   ``{type: log, minval, maxval, base [10], count}``, ``{type: categorical, vals}``; a bare value is
   const; a mapping without ``type`` is a nested group. minval < maxval, count >= 1, base > 0,
