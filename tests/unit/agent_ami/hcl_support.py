@@ -21,9 +21,9 @@ def load(name: str) -> dict[str, Any]:
 
 
 def _commands(body: dict[str, Any]) -> list[str]:
-    """A shell provisioner's commands: its ``inline`` list, or the lines of its ``script``."""
+    """A shell provisioner's commands: its ``inline`` list, or the lines of its ``script`` (as written)."""
     if "script" not in body:
-        return list(body.get("inline", []))
+        return [unquote(line) for line in body.get("inline", [])]
     script = AMI_DIR / unquote(body["script"]).removeprefix("${path.root}/")
     return [
         line
@@ -44,7 +44,7 @@ def _provisioners(template: dict[str, Any], kind: str) -> list[dict[str, Any]]:
 
 def shell_lines(template: dict[str, Any]) -> list[str]:
     """Every command the template's shell provisioners run, in order."""
-    return [unquote(line) for body in _provisioners(template, "shell") for line in _commands(body)]
+    return [line for body in _provisioners(template, "shell") for line in _commands(body)]
 
 
 def uploads(template: dict[str, Any]) -> list[str]:
