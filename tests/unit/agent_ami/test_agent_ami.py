@@ -200,3 +200,10 @@ def test_unit_runs_what_the_bootstrap_runs() -> None:
 
 def test_install_script_is_valid_bash() -> None:
     subprocess.run(["bash", "-n", str(AMI_DIR / "install-agent.sh")], check=True)
+
+
+def test_the_documented_only_names_are_the_templates_builds(template: dict[str, Any]) -> None:
+    docs = (AMI_DIR.parent / "docs" / "deploy.md").read_text() + (AMI_DIR / TEMPLATE).read_text()
+    named = set(re.findall(r"-only=([a-z-]+\.[a-z-]+)", docs))
+    [build] = template["build"]
+    assert named == {unquote(s).removeprefix("source.") for s in build["sources"]}
