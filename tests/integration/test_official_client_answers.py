@@ -100,6 +100,15 @@ def finished(cli_master: Master, sim_agents: object) -> Iterator[int]:
     smallest lr is best), each with two checkpoints and validations."""
     eid = cli_support.create_via_api(cli_master, sim_config("answers", trials=3))
     cli_support.wait(lambda: exp_state(cli_master, eid) == "STATE_COMPLETED", 90, "completion")
+
+    # The checkpoint GC runs after completion; the tests compare lists taken at different
+    # moments, so they start once it is done. Each trial's later checkpoint is both its best
+    # (loss = lr / (step + 1)) and its latest: the GC deletes the three earlier ones.
+    def collected() -> bool:
+        states = [c["state"] for c in _checkpoints(cli_master, eid)]
+        return states.count("STATE_DELETED") == 3
+
+    cli_support.wait(collected, 90, "the checkpoint GC")
     yield eid
 
 
