@@ -78,7 +78,7 @@ def pack(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
                     "type": 53,
                     "content": "",
                     "mode": st.st_mode & 0o7777,
-                    "mtime": int(st.st_mtime),
+                    "mtime": str(int(st.st_mtime)),  # int64 as protobuf JSON writes it
                     "uid": 0,
                     "gid": 0,
                 }
@@ -90,7 +90,7 @@ def pack(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
                     "type": 48,
                     "content": base64.b64encode(p.read_bytes()).decode(),
                     "mode": st.st_mode & 0o7777,
-                    "mtime": int(st.st_mtime),
+                    "mtime": str(int(st.st_mtime)),  # int64 as protobuf JSON writes it
                     "uid": 0,
                     "gid": 0,
                 }

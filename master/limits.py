@@ -22,6 +22,8 @@ LABELS = 100
 METADATA = 256 * 1024  # model, version and checkpoint metadata, as JSON
 HYPERPARAMETERS = 1000  # leaves of an experiment's hyperparameter tree
 LOG_LINE = 64 * 1024
+PASSWORD = 1024
+CONFIG_TEXT = 1024 * 1024  # an experiment or template config as YAML text
 
 
 def text(field: str, value: Any, limit: int, *, required: bool = False) -> str:

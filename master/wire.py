@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from det.master.schemas import d
 
 
 def ts(value: dt.datetime | None) -> str | None:
@@ -12,7 +16,7 @@ def ts(value: dt.datetime | None) -> str | None:
     return value.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
 
 
-def pagination(offset: int, limit: int, total: int) -> dict[str, int]:
+def pagination(offset: int, limit: int, total: int) -> d.v1Pagination:
     """Determined's ``v1Pagination``."""
     end = total if limit <= 0 else min(offset + limit, total)
     return {

@@ -19,73 +19,34 @@ from det.master.api._common import (
     int_arg,
     pagination,
     state,
-    ts,
 )
+from det.master.api._contract import contract
 from det.master.errors import InvalidArgument, NotFound, PermissionDenied, Unimplemented
 from det.master.expconf import redact
+from det.master.schemas import d
+from det.master.schemas import experiments as wire
 from det.master.services import experiments as svc
 from det.master.services import trials as trial_svc
 
 bp = Blueprint("experiments", __name__)
 
 
-def _searcher_metric(config: dict[str, Any]) -> str:
-    return str((config.get("searcher") or {}).get("metric") or "")
-
-
-def experiment_json(row: dict[str, Any], best: dict[str, Any] | None = None) -> dict[str, Any]:
-    config = redact(row["config"])
-    out = {
-        "id": row["id"],
-        "name": row["name"],
-        "description": row["description"],
-        "labels": row["labels"],
-        "notes": row["notes"],
-        "state": "STATE_" + row["state"],
-        "archived": row["archived"],
-        "config": config,
-        "originalConfig": row["original_config"],
-        "startTime": ts(row["created_at"]),
-        "endTime": ts(row["ended_at"]),
-        "numTrials": row["num_trials"],
-        "trialIds": [],
-        "username": row["username"],
-        "userId": row["owner_id"],
-        "displayName": row["username"],
-        "jobId": row["job_id"],
-        "resourcePool": row["resource_pool"],
-        "searcherType": (config.get("searcher") or {}).get("name", ""),
-        "searcherMetric": _searcher_metric(config),
-        "progress": row["progress"],
-        "projectId": row["project_id"],
-        "projectName": row["project_name"] or "",
-        "projectOwnerId": row["project_owner_id"],
-        "workspaceId": row["workspace_id"] or 0,
-        "workspaceName": row["workspace_name"] or "",
-        "parentArchived": row["parent_archived"],
-        "unmanaged": False,
-        "hyperparameters": config.get("hyperparameters") or {},
-    }
-    if best:
-        out["bestTrialId"] = best.get("id")
-        out["bestTrialSearcherMetric"] = best.get("searcher_metric")
-    return out
-
-
 @bp.post("/api/v1/experiments")
-def create() -> Any:
-    data = body()
-    config_text = data.get("config")
-    if not isinstance(config_text, str) or not config_text.strip():
+@contract("CreateExperiment")
+def create(body: d.v1CreateExperimentRequest) -> Any:
+    config_text = body.get("config")
+    if not config_text or not config_text.strip():
         raise InvalidArgument("config: required (the experiment config as YAML text)")
-    files = svc.parse_files(data.get("modelDefinition"))
-    validate_only = bool(data.get("validateOnly"))
-    project_id = data.get("projectId")
-    if project_id is not None and type(project_id) is not int:
-        raise InvalidArgument("projectId: must be an integer")
-    template = data.get("template")
-    if template is not None and not isinstance(template, str):
-        raise InvalidArgument("template: must be a template's name")
+    if body.get("parentId"):
+        raise Unimplemented(
+            "parentId: det does not fork experiments on create; `det e create` the new config"
+        )
+    if body.get("unmanaged"):
+        raise Unimplemented("unmanaged: det does not track experiments run outside the cluster")
+    files = svc.parse_files(body.get("modelDefinition"))
+    validate_only = bool(body.get("validateOnly"))
+    project_id = body.get("projectId")
+    template = body.get("template")
     with db() as conn:
         row = svc.create(
             conn,
@@ -93,54 +54,56 @@ def create() -> Any:
             owner_id=current_user().id,
             config_text=config_text,
             files=files,
-            activate=bool(data.get("activate")),
+            activate=bool(body.get("activate")),
             validate_only=validate_only,
             project_id=project_id or None,
             template=template or None,
         )
-    if row is None:
+    if row is None:  # validateOnly: Determined sends no experiment
         return {"experiment": None, "config": {}, "warnings": []}
-    return {"experiment": experiment_json(row), "config": redact(row["config"]), "warnings": []}
-
-
-_SORT_DESC = {"ORDER_BY_DESC", "2"}
+    out: d.v1CreateExperimentResponse = {
+        "experiment": wire.experiment(row),
+        "config": redact(row["config"]),
+        "warnings": [],
+    }
+    return out
 
 
 @bp.get("/api/v1/experiments")
-def list_() -> Any:
-    archived_raw = request.args.get("archived")
-    archived = None if archived_raw is None else archived_raw.lower() == "true"
-    st_filter = [s.removeprefix("STATE_") for s in request.args.getlist("states")]
-    offset = int_arg("offset", 0) or 0
-    limit = int_arg("limit", 0) or 0
+@contract("GetExperiments")
+def list_(params: d.GetExperimentsParams) -> d.v1GetExperimentsResponse:
+    st_filter = [s.removeprefix("STATE_") for s in params.get("states") or []]
+    offset = params.get("offset") or 0
+    limit = params.get("limit") or 0
     with db() as conn:
         rows, total = svc.list_(
             conn,
-            archived=archived,
+            archived=params.get("archived"),
             states_in=st_filter or None,
-            users_in=request.args.getlist("users") or None,
-            name=request.args.get("name"),
-            order_desc=request.args.get("orderBy") in _SORT_DESC,
+            users_in=params.get("users") or None,
+            name=params.get("name"),
+            order_desc=params.get("orderBy") == "ORDER_BY_DESC",
             offset=offset,
             limit=limit,
-            project_id=int_arg("projectId"),
+            project_id=params.get("projectId"),
         )
     return {
-        "experiments": [experiment_json(r) for r in rows],
+        "experiments": [wire.experiment(r) for r in rows],
         "pagination": pagination(offset, limit, total),
     }
 
 
 @bp.get("/api/v1/experiments/<int:experiment_id>")
 @allow(USER, TASK)
-def get(experiment_id: int) -> Any:
+@contract("GetExperiment")
+def get(experiment_id: int) -> d.v1GetExperimentResponse:
     check_task_scope(experiment_id=experiment_id)
     with db() as conn:
         row = svc.get(conn, experiment_id)
         best = trial_svc.best_trial(conn, experiment_id, row["config"])
         summary = trial_svc.job_summary(conn, state(), row["job_id"])
     return {
-        "experiment": experiment_json(row, best),
+        "experiment": wire.experiment(row, best),
         "config": redact(row["config"]),
         "jobSummary": summary,
     }
@@ -212,7 +175,7 @@ def patch(experiment_id: int) -> Any:
             checkpoint_gc.set_policy(conn, experiment_id, data["checkpointStorage"])
         svc.patch(conn, experiment_id, data)
         row = svc.get(conn, experiment_id)
-    return {"experiment": experiment_json(row)}
+    return {"experiment": wire.experiment(row)}
 
 
 @bp.get("/api/v1/experiments/<int:experiment_id>/model_def")

@@ -9,13 +9,14 @@ from flask import Blueprint, request
 from det.master.api import _access
 from det.master.api._common import body, db, int_arg, pagination, state
 from det.master.errors import InvalidArgument
+from det.master.schemas import d
 from det.master.services import jobs as svc
 from det.master.services import pools as pool_svc
 
 bp = Blueprint("jobs", __name__)
 
 
-def _page(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def _page(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], d.v1Pagination]:
     offset = int_arg("offset", 0) or 0
     limit = int_arg("limit", 0) or 0
     page = rows[offset : (offset + limit) if limit > 0 else None]

@@ -1,7 +1,9 @@
 """``GET /api/v1/openapi.json``: an OpenAPI 3 document of the routes this master serves.
 
-Built from the Flask URL map, so it can never list a route we do not serve or miss one we do.
-Bodies follow Determined's v1 wire format (see its ``bindings``); they are not spelled out here.
+Built from the Flask URL map, so it can never list a route we do not serve or miss one we do,
+and from each route's ``@contract`` (:mod:`det.master.api._contract`): request bodies, query
+parameters and responses are the same types the master validates requests with, as JSON Schema
+under ``components/schemas``. A route without a contract is listed with its path only.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import re
 from typing import Any
 
 from flask import Blueprint, current_app
+from pydantic import TypeAdapter
+from pydantic.json_schema import JsonSchemaMode
 
 import det
 from det.master.api._common import PUBLIC, USER
@@ -19,12 +23,61 @@ bp = Blueprint("openapi", __name__)
 _CONVERTER = re.compile(r"<(?:(\w+):)?(\w+)>")
 
 
+_REF = "#/components/schemas/{model}"
+
+
+def _schemas(
+    types: list[tuple[Any, JsonSchemaMode]],
+) -> tuple[dict[tuple[Any, JsonSchemaMode], Any], dict[str, Any]]:
+    """JSON Schemas of ``types`` (by (type, mode)) and the definitions they refer to."""
+    inputs = [((tp, mode), mode, TypeAdapter(tp)) for tp, mode in types]
+    by_key, defs = TypeAdapter.json_schemas(inputs, ref_template=_REF)
+    return dict(by_key), dict(defs.get("$defs", {}))
+
+
+def _query_parameters(
+    params: Any, schemas: dict[tuple[Any, JsonSchemaMode], Any], defs: dict[str, Any]
+) -> list[Any]:
+    schema = schemas[(params, "validation")]
+    if "$ref" in schema:
+        schema = defs[schema["$ref"].rsplit("/", 1)[-1]]
+    props = schema.get("properties", {})
+    out = []
+    for name, schema in sorted(props.items()):
+        is_list = any(s.get("type") == "array" for s in [schema, *schema.get("anyOf", [])])
+        out.append(
+            {
+                "name": name,
+                "in": "query",
+                "required": False,
+                "schema": schema,
+                **({"style": "form", "explode": True} if is_list else {}),
+            }
+        )
+    return out
+
+
 def document() -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
-    for rule in current_app.url_map.iter_rules():
-        if rule.endpoint == "static" or rule.endpoint.startswith("webui."):  # not the API
+    views = [
+        (rule, current_app.view_functions[rule.endpoint])
+        for rule in current_app.url_map.iter_rules()
+        if rule.endpoint != "static" and not rule.endpoint.startswith("webui.")
+    ]
+    wanted: set[tuple[Any, JsonSchemaMode]] = set()
+    for _, view in views:
+        spec = getattr(view, "_det_contract", None)
+        if spec is None:
             continue
-        view = current_app.view_functions[rule.endpoint]
+        if spec.body is not None:
+            wanted.add((spec.body, "validation"))
+        if spec.params is not None:
+            wanted.add((spec.params, "validation"))
+        if spec.response is not None:
+            wanted.add((spec.response, "serialization"))
+    schemas, defs = _schemas(sorted(wanted, key=lambda t: (t[0].__name__, t[1])))
+    for rule, view in views:
+        spec = getattr(view, "_det_contract", None)
         allowed = sorted(getattr(view, "_det_allow", frozenset({USER})))
         path = _CONVERTER.sub(lambda m: "{" + m.group(2) + "}", rule.rule)
         params = [
@@ -50,11 +103,30 @@ def document() -> dict[str, Any]:
             }
             if PUBLIC in allowed:
                 op["security"] = []
+            if spec is not None:
+                if spec.name:
+                    op["x-determined-operation"] = spec.name
+                if spec.params is not None:
+                    op["parameters"] = params + _query_parameters(spec.params, schemas, defs)
+                if spec.body is not None:
+                    op["requestBody"] = {
+                        "required": True,
+                        "content": {
+                            "application/json": {"schema": schemas[(spec.body, "validation")]}
+                        },
+                    }
+                if spec.response is not None:
+                    media = "application/x-ndjson" if spec.stream else "application/json"
+                    op["responses"]["200"] = {
+                        "description": "OK",
+                        "content": {media: {"schema": schemas[(spec.response, "serialization")]}},
+                    }
             paths.setdefault(path, {})[method.lower()] = op
     return {
         "openapi": "3.0.3",
         "info": {"title": "det master API", "version": det.__version__},
         "components": {
+            "schemas": dict(sorted(defs.items())),
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer"},
                 "allocationToken": {
@@ -62,7 +134,7 @@ def document() -> dict[str, Any]:
                     "in": "header",
                     "name": "Grpc-Metadata-x-allocation-token",
                 },
-            }
+            },
         },
         "security": [{"bearer": []}, {"allocationToken": []}],
         "paths": dict(sorted(paths.items())),

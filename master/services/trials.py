@@ -9,13 +9,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from typing import Any
+from typing import Any, cast
 
 from psycopg.types.json import Jsonb
 
 from det.master import fastjson, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
+from det.master.schemas import d
 from det.master.state import MasterState
 from det.master.wire import ts
 
@@ -121,13 +122,13 @@ def best_trial(conn: Conn, experiment_id: int, config: dict[str, Any]) -> dict[s
     ).fetchone()
 
 
-def job_summary(conn: Conn, st: MasterState, job_id: str) -> dict[str, Any]:
+def job_summary(conn: Conn, st: MasterState, job_id: str) -> d.v1JobSummary:
     from det.master.services import jobs
 
     info = jobs.queue_info(conn, st).get(job_id)
     if info is None:
         return {"state": "STATE_UNSPECIFIED", "jobsAhead": 0}
-    return {"state": "STATE_" + info["state"], "jobsAhead": info["jobsAhead"]}
+    return {"state": cast("d.jobv1State", "STATE_" + info["state"]), "jobsAhead": info["jobsAhead"]}
 
 
 def trial_json(row: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,82 @@
+"""det's typed wire contracts: one type per Determined v1 message, and how requests are checked.
+
+- :mod:`det.master.schemas._determined` (generated from the official bindings) has every
+  Determined v1 message as a ``TypedDict``, every enum as a ``Literal`` and every operation's
+  query parameters; ``d.OPERATIONS[name]`` says what an operation carries.
+- :mod:`det.master.schemas.det` has det's own messages (routes Determined does not have), in the
+  same style.
+- Routes declare their contract with ``det.master.api._contract.contract``: the request body and
+  query string are validated here before the view runs (wrong types, out-of-range integers and
+  oversized fields are refused with a message naming the field), responses are typed with the
+  same ``TypedDict`` so mypy checks every serializer, and the OpenAPI document is built from them.
+
+Serializers (row -> message) live beside the messages they build, in the resource modules of
+this package.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pydantic
+
+from det.master.errors import InvalidArgument, PayloadTooLarge
+from det.master.schemas import _determined as d
+from det.master.schemas._types import TOO_LARGE, Operation
+
+__all__ = ["Operation", "adapter", "d", "validate"]
+
+
+@functools.cache
+def adapter(tp: Any) -> pydantic.TypeAdapter[Any]:
+    """The (cached) pydantic validator of a message type."""
+    return pydantic.TypeAdapter(tp)
+
+
+def _where(loc: tuple[str | int, ...], prefix: str) -> str:
+    out = prefix
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part.startswith(("function-", "list[", "dict[", "int", "str", "bool", "float")):
+            continue  # pydantic's name for a union member or a validator, not a field
+        else:
+            out = f"{out}.{part}" if out else part
+    return out or "request"
+
+
+def _reason(err: Any) -> str:
+    kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
+    if kind == "missing":
+        return "required"
+    if kind in ("string_too_long", "too_long"):
+        limit = ctx.get("max_length")
+        got = len(value) if isinstance(value, str | list | dict) else "?"
+        unit = "characters" if isinstance(value, str) else "items"
+        return f"{got} {unit}, the limit is {limit}"
+    if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
+        return "out of range (a 64-bit integer)"
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected')} (got {str(value)[:80]!r})"
+    if kind.startswith(("int_", "bool_", "float_", "string_", "list_", "dict_", "typed_dict")):
+        shown = type(value).__name__ if not isinstance(value, str) else repr(value[:80])
+        return f"{err['msg'].lower()} (got {shown})"
+    return str(err["msg"])
+
+
+def validate(tp: Any, value: Any, where: str = "") -> Any:
+    """``value`` checked against the message type ``tp``; bad input raises
+    :class:`InvalidArgument` (400) or, for a field over its size limit, :class:`PayloadTooLarge`
+    (413), naming the field (``where`` prefixes its path, e.g. ``"query"``)."""
+    try:
+        return adapter(tp).validate_python(value)
+    except pydantic.ValidationError as e:
+        errors = e.errors(include_url=False)
+        first = errors[0]
+        message = f"{_where(first['loc'], where)}: {_reason(first)}"
+        if len(errors) > 1:
+            message += f" (and {len(errors) - 1} more)"
+        if first["type"] in ("string_too_long", "too_long", TOO_LARGE):
+            raise PayloadTooLarge(message) from None
+        raise InvalidArgument(message) from None

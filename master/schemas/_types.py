@@ -1,0 +1,62 @@
+"""The field types det's generated wire schemas use, with det's limits on what users send.
+
+To mypy each alias is its plain type (``str``, ``int``, ``list[str]``, ``dict``); pydantic
+enforces the limit when a request is validated. The numbers live in :mod:`det.master.limits`;
+which Determined fields get which alias is the table in ``scripts/determined_schemas.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field
+from pydantic_core import PydanticCustomError
+
+from det.master import limits
+
+# The pydantic error type of a value over its size limit (a 413, not a 400).
+TOO_LARGE = "det_too_large"
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+Int64 = Annotated[int, Field(ge=INT64_MIN, le=INT64_MAX)]
+Name = Annotated[str, Field(max_length=limits.NAME)]
+Description = Annotated[str, Field(max_length=limits.DESCRIPTION)]
+Notes = Annotated[str, Field(max_length=limits.NOTES)]
+Label = Annotated[str, Field(max_length=limits.LABEL)]
+Labels = Annotated[list[Label], Field(max_length=limits.LABELS)]
+Password = Annotated[str, Field(max_length=limits.PASSWORD)]
+ConfigText = Annotated[str, Field(max_length=limits.CONFIG_TEXT)]
+
+
+def _json_size(limit: int) -> AfterValidator:
+    def check(value: Any) -> Any:
+        size = len(json.dumps(value, default=str))
+        if size > limit:
+            raise PydanticCustomError(
+                TOO_LARGE,
+                "{size} bytes as JSON, the limit is {limit}",
+                {"size": size, "limit": limit},
+            )
+        return value
+
+    return AfterValidator(check)
+
+
+Metadata = Annotated[dict[str, Any], _json_size(limits.METADATA)]
+Resources = Annotated[dict[str, str], _json_size(limits.METADATA)]
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One of Determined's v1 operations: how it is called and what it carries."""
+
+    name: str
+    method: str
+    path: str
+    params: Any  # a TypedDict of the query parameters (wire names), or None
+    body: Any  # the request message, or None
+    response: Any  # the response message, or None
+    stream: bool  # the response is NDJSON lines of {"result": <response>}
