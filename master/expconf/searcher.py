@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from .base import ConfigModel, Length
 
@@ -51,7 +51,24 @@ class SingleSearcher(_SearcherBase):
     name: Literal["single"]
 
 
-class RandomSearcher(_SearcherBase):
+# det's own (Determined has no such field): "tpe" proposes new trials from the search's
+# results (det.master.searcher.tpe); unset means uniform sampling, as in Determined.
+Sampler = Literal["random", "tpe"]
+
+
+class _WithSampler(_SearcherBase):
+    sampler: Sampler | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_sampler(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A Determined config dumps back without det's ``sampler`` key."""
+        out: dict[str, Any] = handler(self)
+        if out.get("sampler") is None:
+            out.pop("sampler", None)
+        return out
+
+
+class RandomSearcher(_WithSampler):
     name: Literal["random"]
     max_trials: int = Field(ge=1)
     max_concurrent_trials: int = Field(default=DEFAULT_MAX_CONCURRENT_TRIALS, ge=0)
@@ -62,7 +79,7 @@ class GridSearcher(_SearcherBase):
     max_concurrent_trials: int = Field(default=DEFAULT_MAX_CONCURRENT_TRIALS, ge=0)
 
 
-class _AshaBase(_SearcherBase):
+class _AshaBase(_WithSampler):
     max_trials: int = Field(ge=1)
     max_concurrent_trials: int = Field(default=DEFAULT_MAX_CONCURRENT_TRIALS, ge=0)
     divisor: float = Field(default=4.0, gt=1)

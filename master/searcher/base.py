@@ -12,10 +12,13 @@ import copy
 import math
 import random
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .actions import Action, CreateTrial, ExitedReason
 from .hparams import HParamSpace, sample_all
+
+if TYPE_CHECKING:
+    from .tpe import TPESampler
 
 
 class SearchContext:
@@ -25,14 +28,23 @@ class SearchContext:
     experiment seed give the same trials, and restoring the RNG state continues the sequence.
     """
 
-    def __init__(self, space: HParamSpace, seed: int) -> None:
+    def __init__(self, space: HParamSpace, seed: int, sampler: TPESampler | None = None) -> None:
         self.space = space
         self.rng = random.Random(seed)
+        # ``sampler: tpe`` (det's own); None: uniform sampling, as in Determined.
+        self.sampler = sampler
 
     def create(self, hparams: dict[str, Any] | None = None) -> CreateTrial:
         """A new trial: sampled hparams unless given, then a request id, then a trial seed."""
-        hparams = sample_all(self.space, self.rng) if hparams is None else copy.deepcopy(hparams)
+        if hparams is not None:
+            hparams = copy.deepcopy(hparams)
+        elif self.sampler is not None:
+            hparams = self.sampler.suggest(self.rng)
+        else:
+            hparams = sample_all(self.space, self.rng)
         request_id = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+        if self.sampler is not None:
+            self.sampler.created(request_id, hparams)
         # Trial seeds fit a signed 32-bit column, like Determined's.
         return CreateTrial(request_id, hparams, self.rng.randrange(2**31))
 

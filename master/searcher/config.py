@@ -9,6 +9,9 @@ Defaults follow Determined 0.38: ``smaller_is_better: true``, ``max_concurrent_t
 ``max_trials``, for ``adaptive_asha`` see ``asha.bracket_max_concurrent``), ``divisor: 4``, ``mode: standard``, ``max_rungs: 5``. The legacy
 ``max_length: {batches: N}`` still works for the ASHA searchers in place of
 ``time_metric: batches`` + ``max_time: N``.
+
+``sampler`` (``random`` or ``tpe``, for ``random`` and the ASHA searchers) is det's own: Determined
+configs never set it and get uniform sampling, as in Determined.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 
 SEARCHER_NAMES = ("single", "random", "grid", "async_halving", "adaptive_asha")
 MODES = ("aggressive", "standard", "conservative")
+SAMPLERS = ("random", "tpe")
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,8 @@ class SearcherConfig:
     bracket_rungs: tuple[int, ...] = ()
     # Deprecated ``max_length`` (its number of units), passed through to trial_target_length.
     max_length: float | None = None
+    # det's own: how new trials' hyperparameters are chosen (random, ASHA); see tpe.py.
+    sampler: str = "random"
 
 
 def _field(name: str) -> str:
@@ -107,6 +113,12 @@ def parse_searcher_config(raw: Mapping[str, Any]) -> SearcherConfig:
     if name == "grid":
         return SearcherConfig(**common, max_trials=0, max_concurrent_trials=concurrency)
     max_trials = _int(raw, "max_trials", None, minimum=1)
+    sampler = raw.get("sampler", "random")
+    if sampler not in SAMPLERS:
+        raise ValueError(
+            f"{_field('sampler')}: must be one of {', '.join(SAMPLERS)}, got {sampler!r}"
+        )
+    common["sampler"] = sampler
     if name == "random":
         return SearcherConfig(**common, max_trials=max_trials, max_concurrent_trials=concurrency)
 

@@ -9,11 +9,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from .actions import Action, CreateTrial, ExitedReason, Shutdown, StopTrial
-from .asha import AdaptiveASHA, new_async_halving
+from .asha import AdaptiveASHA, bracket_rungs, new_async_halving, rung_times
 from .base import SearchContext, SearchMethod
 from .basic import GridSearch, RandomSearch
 from .config import SearcherConfig, parse_searcher_config
 from .hparams import parse_hyperparameters
+from .tpe import TPESampler
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +99,8 @@ class Searcher:
         loss = float(metric) if self.config.smaller_is_better else -float(metric)
         if math.isnan(loss):
             loss = math.inf
+        if self.ctx.sampler is not None:
+            self.ctx.sampler.observe(request_id, loss, float(time_value))
         return self._record(self.method.validation_completed(request_id, loss, float(time_value)))
 
     def validation_metrics(self, request_id: str, metrics: Mapping[str, Any]) -> list[Action]:
@@ -126,6 +129,8 @@ class Searcher:
         if request_id in self.exited:
             return []
         self.exited[request_id] = ExitedReason(reason).value
+        if self.ctx.sampler is not None and ExitedReason(reason) is ExitedReason.INVALID_HP:
+            self.ctx.sampler.forget(request_id)
         return self._after_exit(self.method.trial_exited_early(request_id, ExitedReason(reason)))
 
     # -- queries -------------------------------------------------------------------------
@@ -154,8 +159,9 @@ class Searcher:
     # -- persistence ---------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
-        """A JSON-serialisable dict (config, seed, RNG state, bookkeeping, method state)."""
-        return {
+        """A JSON-serialisable dict (config, seed, RNG state, bookkeeping, method state, and the
+        ``tpe`` sampler's observations when the search has one)."""
+        state = {
             "version": SNAPSHOT_VERSION,
             "searcher": copy.deepcopy(self._raw_config),
             "hyperparameters": copy.deepcopy(self._raw_hparams),
@@ -171,6 +177,9 @@ class Searcher:
             "exited": dict(self.exited),
             "method": self.method.snapshot(),
         }
+        if self.ctx.sampler is not None:
+            state["sampler"] = self.ctx.sampler.snapshot()
+        return state
 
     @classmethod
     def restore(cls, snapshot: Mapping[str, Any]) -> Searcher:
@@ -189,6 +198,8 @@ class Searcher:
         searcher.stopped = set(snapshot["stopped"])
         searcher.exited = dict(snapshot["exited"])
         searcher.method.restore(snapshot["method"])
+        if searcher.ctx.sampler is not None and "sampler" in snapshot:
+            searcher.ctx.sampler.restore(snapshot["sampler"])
         return searcher
 
 
@@ -202,6 +213,16 @@ def _number_in(metrics: Mapping[str, Any], name: str) -> float:
     return float(value)
 
 
+def _level_times(config: SearcherConfig) -> list[float]:
+    """The rung times every bracket shares (``max_time / divisor ** k``): what a ``tpe`` sampler
+    ranks trials by before their loss. None for random search (every trial is judged by its
+    loss alone)."""
+    if config.max_time is None:
+        return []
+    count = config.num_rungs if config.name == "async_halving" else max(bracket_rungs(config))
+    return rung_times(count, config.divisor, config.max_time)
+
+
 def new_searcher(
     searcher_config: Mapping[str, Any], hyperparameters: Mapping[str, Any] | None, seed: int
 ) -> Searcher:
@@ -212,7 +233,9 @@ def new_searcher(
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"seed: must be an integer, got {seed!r}")
     config = parse_searcher_config(searcher_config)
-    ctx = SearchContext(parse_hyperparameters(hyperparameters), seed)
+    space = parse_hyperparameters(hyperparameters)
+    sampler = TPESampler(space, _level_times(config)) if config.sampler == "tpe" else None
+    ctx = SearchContext(space, seed, sampler)
     method: SearchMethod
     if config.name in ("single", "random"):
         method = RandomSearch(ctx, config)

@@ -1,0 +1,270 @@
+"""``sampler: tpe``: a Tree-structured Parzen Estimator proposing the hyperparameters of new trials.
+
+det's own extension (Determined has no model-based sampler); ``random`` and the ASHA searchers use
+it when ``searcher.sampler`` is ``tpe``. It changes *which* configurations are tried, never when
+trials are created or stopped, so the searcher's own rules (rungs, ``max_trials``, concurrency)
+keep their Determined meaning.
+
+What it learns from, as BOHB does for Hyperband: every validation the searcher sees. A trial is
+summarised by the highest *level* it reached (for ASHA: how many rungs of ``max_time /
+divisor ** k`` its time has passed; 0 for random search) and its loss when it first reached that
+level. Trials are ranked by level, then loss, so a trial the searcher let train longer ranks above
+one it stopped, and trials stopped at the same rung compare by the metric they were judged on.
+The best ``min(ceil(0.1 n), 25)`` form the "good" set, the rest the "bad" set. Each set gets a
+multivariate Parzen density on the unit cube (one product kernel per trial plus a broad prior),
+and the new trial is the one of 24 candidates drawn from the good density that maximises
+``l(x) / g(x)``. Until 10 trials have reported, or when the space has no dimension to model, new
+trials are sampled uniformly exactly as ``random`` would.
+
+Every draw comes from the search's seeded RNG, so a search is reproducible; the observations are
+part of the searcher snapshot, so a restored search proposes what the original would have.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from .base import decode_float, encode_float
+from .hparams import (
+    CategoricalHP,
+    ConstHP,
+    DoubleHP,
+    HParam,
+    HParamSpace,
+    IntHP,
+    LogHP,
+    NestedHP,
+    sample_all,
+)
+
+N_STARTUP = 10
+N_CANDIDATES = 24
+MAX_GOOD = 25
+# The bad density is fit on at most this many trials (evenly spaced through the ranking), which
+# bounds the cost of a proposal on long searches without changing the density's shape much.
+MAX_BAD = 200
+PRIOR_WEIGHT = 1.0
+PRIOR_SIGMA = 1.0
+SIGMA0 = 0.2
+CAT_PRIOR_MIX = 0.2  # how much a categorical kernel spreads over the other values
+
+
+@dataclass(frozen=True)
+class _Dim:
+    route: tuple[str, ...]
+    hp: IntHP | DoubleHP | LogHP | CategoricalHP
+
+
+def _dims(items: tuple[tuple[str, HParam], ...], route: tuple[str, ...] = ()) -> list[_Dim]:
+    out: list[_Dim] = []
+    for name, hp in items:
+        if isinstance(hp, NestedHP):
+            out += _dims(hp.items, (*route, name))
+        elif isinstance(hp, IntHP | DoubleHP | LogHP | CategoricalHP):
+            out.append(_Dim((*route, name), hp))
+    return out
+
+
+def _span(hp: IntHP | DoubleHP | LogHP) -> tuple[float, float]:
+    return float(hp.minval), float(hp.maxval)
+
+
+def _encode(dim: _Dim, value: Any) -> float:
+    """A numeric value's place in [0, 1]; a categorical value's index."""
+    hp = dim.hp
+    if isinstance(hp, CategoricalHP):
+        return float(next((i for i, v in enumerate(hp.vals) if v == value), 0))
+    lo, hi = _span(hp)
+    x = math.log(value, hp.base) if isinstance(hp, LogHP) else float(value)
+    return 0.5 if hi == lo else min(max((x - lo) / (hi - lo), 0.0), 1.0)
+
+
+def _decode(dim: _Dim, u: float) -> Any:
+    hp = dim.hp
+    if isinstance(hp, CategoricalHP):
+        return copy.deepcopy(hp.vals[int(u)])
+    lo, hi = _span(hp)
+    x = lo + u * (hi - lo)
+    if isinstance(hp, IntHP):
+        return min(max(math.floor(x + 0.5), hp.minval), hp.maxval)
+    if isinstance(hp, LogHP):
+        return float(hp.base**x)
+    return x
+
+
+def _get(hparams: dict[str, Any], route: tuple[str, ...]) -> Any:
+    value: Any = hparams
+    for key in route:
+        value = value[key]
+    return value
+
+
+def _build(items: tuple[tuple[str, HParam], ...], values: dict[tuple[str, ...], Any],
+           route: tuple[str, ...] = ()) -> dict[str, Any]:  # fmt: skip
+    out: dict[str, Any] = {}
+    for name, hp in items:
+        sub = (*route, name)
+        if isinstance(hp, NestedHP):
+            out[name] = _build(hp.items, values, sub)
+        elif isinstance(hp, ConstHP):
+            out[name] = copy.deepcopy(hp.val)
+        else:
+            out[name] = values[sub]
+    return out
+
+
+def _log_norm_cdf_mass(mu: float, sigma: float) -> float:
+    """log P(0 <= X <= 1) for X ~ N(mu, sigma): the truncation constant of a kernel."""
+    z = 1.0 / (sigma * math.sqrt(2.0))
+    mass = 0.5 * (math.erf((1.0 - mu) * z) - math.erf(-mu * z))
+    return math.log(max(mass, 1e-300))
+
+
+class _Parzen:
+    """A mixture of product kernels on [0, 1]^d (categorical axes: index kernels)."""
+
+    def __init__(self, dims: list[_Dim], points: list[list[float]]) -> None:
+        self.dims = dims
+        n = len(points)
+        sigma = SIGMA0 * max(n, 1) ** (-1.0 / (len(dims) + 4))
+        # Components: (weight, centers, sigmas); the prior is one broad component at the middle.
+        self.components: list[tuple[float, list[float], list[float]]] = [
+            (1.0, p, [sigma] * len(dims)) for p in points
+        ]
+        prior = [0.5 if not isinstance(d.hp, CategoricalHP) else -1.0 for d in dims]
+        self.components.append((PRIOR_WEIGHT, prior, [PRIOR_SIGMA] * len(dims)))
+        total = sum(w for w, _, _ in self.components)
+        self.log_weights = [math.log(w / total) for w, _, _ in self.components]
+        self.log_mass = [
+            [
+                0.0 if isinstance(d.hp, CategoricalHP) else _log_norm_cdf_mass(c[i], s[i])
+                for i, d in enumerate(dims)
+            ]
+            for _, c, s in self.components
+        ]
+
+    def _cat_log_p(self, dim: _Dim, center: float, value: float) -> float:
+        assert isinstance(dim.hp, CategoricalHP)
+        k = len(dim.hp.vals)
+        if center < 0 or k == 1:  # the prior: uniform over the values
+            return -math.log(k)
+        keep = 1.0 - CAT_PRIOR_MIX * (k - 1) / k
+        return math.log(keep if int(value) == int(center) else (1.0 - keep) / (k - 1))
+
+    def log_pdf(self, x: list[float]) -> float:
+        terms = []
+        for (_, centers, sigmas), log_w, masses in zip(
+            self.components, self.log_weights, self.log_mass, strict=True
+        ):
+            total = log_w
+            for i, dim in enumerate(self.dims):
+                if isinstance(dim.hp, CategoricalHP):
+                    total += self._cat_log_p(dim, centers[i], x[i])
+                else:
+                    z = (x[i] - centers[i]) / sigmas[i]
+                    total -= 0.5 * z * z + math.log(sigmas[i]) + masses[i]
+            terms.append(total)
+        top = max(terms)
+        return top + math.log(sum(math.exp(t - top) for t in terms))
+
+    def sample(self, rng: random.Random) -> list[float]:
+        weights = [w for w, _, _ in self.components]
+        index = rng.choices(range(len(self.components)), weights=weights)[0]
+        _, centers, sigmas = self.components[index]
+        out = []
+        for i, dim in enumerate(self.dims):
+            if isinstance(dim.hp, CategoricalHP):
+                k = len(dim.hp.vals)
+                if centers[i] < 0 or rng.random() < CAT_PRIOR_MIX:
+                    out.append(float(rng.randrange(k)))
+                else:
+                    out.append(centers[i])
+                continue
+            for _ in range(100):  # rejection sampling from the truncated kernel
+                u = rng.gauss(centers[i], sigmas[i])
+                if 0.0 <= u <= 1.0:
+                    break
+            else:
+                u = min(max(centers[i], 0.0), 1.0)
+            out.append(u)
+        return out
+
+
+class TPESampler:
+    """Proposes hyperparameters from the observations of a search (see the module docstring)."""
+
+    def __init__(self, space: HParamSpace, level_times: list[float]) -> None:
+        self.space = space
+        self.dims = _dims(space.items)
+        self.level_times = sorted(level_times)
+        # request id -> [unit coordinates, level, loss at that level]; insertion = creation order.
+        self.trials: dict[str, list[Any]] = {}
+
+    def _level(self, time_value: float) -> int:
+        return sum(1 for t in self.level_times if time_value >= t * (1 - 1e-9))
+
+    # -- events ----------------------------------------------------------------------------
+
+    def created(self, request_id: str, hparams: dict[str, Any]) -> None:
+        units = [_encode(d, _get(hparams, d.route)) for d in self.dims]
+        self.trials[request_id] = [units, -1, math.inf]
+
+    def observe(self, request_id: str, loss: float, time_value: float) -> None:
+        """A validation: keeps the loss at the highest level reached (first report there); with
+        no levels (random search), the best loss so far."""
+        entry = self.trials.get(request_id)
+        if entry is None:
+            return
+        level = self._level(time_value)
+        if level > entry[1]:
+            entry[1], entry[2] = level, loss
+        elif level == entry[1] and not self.level_times:
+            entry[2] = min(entry[2], loss)
+
+    def forget(self, request_id: str) -> None:
+        """An INVALID_HP trial: its configuration says nothing about the metric."""
+        self.trials.pop(request_id, None)
+
+    # -- proposals -------------------------------------------------------------------------
+
+    def _ranked(self) -> list[list[float]]:
+        seen = [e for e in self.trials.values() if e[1] >= 0]
+        # Stable sort: equal keys keep creation order, so the ranking is deterministic.
+        seen.sort(key=lambda e: (-e[1], e[2]))
+        return [e[0] for e in seen]
+
+    def suggest(self, rng: random.Random) -> dict[str, Any]:
+        ranked = self._ranked()
+        if len(ranked) < N_STARTUP or not self.dims:
+            return sample_all(self.space, rng)
+        n_good = min(math.ceil(0.1 * len(ranked)), MAX_GOOD)
+        good, bad = ranked[:n_good], ranked[n_good:]
+        if len(bad) > MAX_BAD:
+            step = len(bad) / MAX_BAD
+            bad = [bad[int(i * step)] for i in range(MAX_BAD)]
+        lower, upper = _Parzen(self.dims, good), _Parzen(self.dims, bad)
+        best: tuple[float, list[float]] | None = None
+        for _ in range(N_CANDIDATES):
+            x = lower.sample(rng)
+            score = lower.log_pdf(x) - upper.log_pdf(x)
+            if best is None or score > best[0]:
+                best = (score, x)
+        assert best is not None
+        values = {d.route: _decode(d, u) for d, u in zip(self.dims, best[1], strict=True)}
+        return _build(self.space.items, values)
+
+    # -- persistence -----------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"trials": [[rid, u, lvl, encode_float(loss)] for rid, (u, lvl, loss) in
+                           self.trials.items()]}  # fmt: skip
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.trials = {
+            str(rid): [[float(v) for v in units], int(level), decode_float(loss)]
+            for rid, units, level, loss in state["trials"]
+        }
