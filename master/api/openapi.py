@@ -30,7 +30,7 @@ def _schemas(
     types: list[tuple[Any, JsonSchemaMode]],
 ) -> tuple[dict[tuple[Any, JsonSchemaMode], Any], dict[str, Any]]:
     """JSON Schemas of ``types`` (by (type, mode)) and the definitions they refer to."""
-    inputs = [((tp, mode), mode, TypeAdapter(tp)) for tp, mode in types]
+    inputs = [(tp, mode, TypeAdapter(tp)) for tp, mode in types]
     by_key, defs = TypeAdapter.json_schemas(inputs, ref_template=_REF)
     return dict(by_key), dict(defs.get("$defs", {}))
 
@@ -44,6 +44,10 @@ def _query_parameters(
     props = schema.get("properties", {})
     out = []
     for name, schema in sorted(props.items()):
+        # A query parameter is absent or has a value: "null" is not something a query can say.
+        members = [m for m in schema.get("anyOf", []) if m.get("type") != "null"]
+        if len(members) == 1:
+            schema = {k: v for k, v in schema.items() if k != "anyOf"} | members[0]
         is_list = any(s.get("type") == "array" for s in [schema, *schema.get("anyOf", [])])
         out.append(
             {
@@ -123,7 +127,7 @@ def document() -> dict[str, Any]:
                     }
             paths.setdefault(path, {})[method.lower()] = op
     return {
-        "openapi": "3.0.3",
+        "openapi": "3.1.0",
         "info": {"title": "det master API", "version": det.__version__},
         "components": {
             "schemas": dict(sorted(defs.items())),

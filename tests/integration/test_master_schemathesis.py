@@ -1,0 +1,108 @@
+"""Schemathesis against the master's own OpenAPI document: every operation, inputs drawn from
+its declared request body and query parameters (valid and not).
+
+No answer may be a 5xx (but a deliberate 501 for a Determined feature det does not build), a refused request (4xx) may change nothing in the database, and a 2xx
+body must match the response schema the document declares
+(the same types the master validates with, generated from Determined's bindings). Runs on the
+body fuzzer's master (``world`` in test_master_fuzz.py: a running trial, a model, a second
+user), as the admin. Operations that would end the admin's own session (logout, its password,
+deactivating users) are left out; their refusals are covered by the authorization tests.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+import hypothesis
+import pytest
+import schemathesis
+from hypothesis import HealthCheck
+from schemathesis.specs.openapi.checks import response_schema_conformance
+
+from tests.integration.test_master_fuzz import World, _fingerprint, world
+
+__all__ = ["world"]
+
+pytestmark = pytest.mark.integration
+
+# Calls that would end the fuzzing session itself.
+_SKIP = re.compile(
+    r"^(POST /api/v1/auth/logout|POST /api/v1/users/\{[^}]+\}/password|PATCH /api/v1/users/"
+    r"|POST /api/v1/users/\{[^}]+\}/(deactivate|activate)|DELETE /api/v1/tokens|PATCH /api/v1/tokens)"
+)
+EXAMPLES = 12
+
+
+def _deliberate_501(response: Any) -> bool:
+    """A feature det deliberately does not build: 501 with Determined's error shape (code 12,
+    UNIMPLEMENTED) and a message naming it. Not a server error."""
+    if response.status_code != 501:
+        return False
+    body = response.json()
+    return body.get("code") == 12 and bool(body.get("message"))
+
+
+def _operations(doc: dict[str, Any]) -> list[str]:
+    out = []
+    for path, methods in doc["paths"].items():
+        for method in methods:
+            label = f"{method.upper()} {path}"
+            if not _SKIP.match(label):
+                out.append(label)
+    return sorted(out)
+
+
+def _test_of(op: Any, label: str, w: World, calls: list[Any], failures: list[str]) -> Any:
+    @hypothesis.settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+        phases=[hypothesis.Phase.generate],
+    )
+    @hypothesis.given(case=op.as_strategy())
+    def run(case: Any) -> None:
+        before = _fingerprint(w.db_url)
+        response = case.call(base_url=w.m.url, session=w.admin, timeout=60)
+        calls.append((label, response.status_code))
+        if 400 <= response.status_code < 500:
+            changed = sorted(k for k, v in _fingerprint(w.db_url).items() if before.get(k) != v)
+            if changed:
+                failures.append(f"{label}: refused ({response.status_code}) but changed {changed}")
+                raise AssertionError(changed)
+        try:
+            assert response.status_code < 500 or _deliberate_501(response), (
+                f"{response.status_code}: {response.text[:300]}"
+            )
+            case.validate_response(response, checks=[response_schema_conformance])
+        except Exception as e:
+            failures.append(f"{label}: {str(e).strip()[:400]}")
+            raise
+
+    return run
+
+
+def test_every_operation_answers_without_a_5xx_and_as_declared(world: World) -> None:
+    doc = world.admin.get(world.m.url + "/api/v1/openapi.json", timeout=30).json()
+    schema = schemathesis.openapi.from_dict(doc)
+    failures: list[str] = []
+    calls: list[tuple[str, int]] = []
+    labels = _operations(doc)
+    assert len(labels) > 100, labels
+    for label in labels:
+        op = schema.find_operation_by_label(label)
+        assert op is not None, label
+        try:
+            _test_of(op, label, world, calls, failures)()
+        except Exception as e:  # the first failing example of each operation is kept
+            if not failures or not failures[-1].startswith(label):
+                failures.append(f"{label}: {type(e).__name__}: {str(e).strip()[:400]}")
+    # Every operation was called (an operation whose inputs cannot be drawn is a failure above).
+    assert {label for label, _ in calls} == set(labels) - {f.split(":")[0] for f in failures}
+    print(
+        f"schemathesis: {len(calls)} calls, statuses {sorted(Counter(s for _, s in calls).items())}"
+    )
+    assert not failures, "\n".join(sorted(set(failures)))
