@@ -8,7 +8,11 @@ runs 200 threads of preemption long-polls (``timeout_seconds=30``) on the task's
 Prints the probe's latency percentiles, the flood's answers by status, and the master's peak
 RSS (all its processes), per run and as medians.
 
-    .venv/bin/python bench/user_flood.py [--runs 3] [--seconds 20]
+    .venv/bin/python bench/user_flood.py [--runs 3] [--seconds 20] [--set KEY=YAML ...]
+
+``--set`` adds a key to the master's config (``--set user_api_processes=0`` for the master
+without its user processes). ``--py-spy DIR`` records a py-spy profile of each master process
+during the first run (py-spy must be on PATH) and writes them to DIR.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import argparse
 import contextlib
 import multiprocessing
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -27,6 +32,7 @@ from typing import Any
 import psutil
 import psycopg
 import requests
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -40,13 +46,45 @@ searcher: {{name: single, metric: loss, max_length: 10}}
 """
 
 
-def rss_of_tree(pid: int) -> int:
+def memory_of_tree(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) summed over the master's processes: RSS counts the pages forked processes
+    share once per process, PSS divides them among the sharers."""
+    rss = pss = 0
     proc = psutil.Process(pid)
-    total = proc.memory_info().rss
-    for child in proc.children(recursive=True):
+    for p in [proc, *proc.children(recursive=True)]:
         with contextlib.suppress(psutil.NoSuchProcess):
-            total += child.memory_info().rss
-    return total
+            info = p.memory_full_info()
+            rss += info.rss
+            pss += getattr(info, "pss", info.rss)
+    return rss, pss
+
+
+def profile(pid: int, seconds: float, out_dir: Path) -> list[subprocess.Popen[bytes]]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    procs = []
+    for p in [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]:
+        procs.append(
+            subprocess.Popen(
+                [
+                    "py-spy",
+                    "record",
+                    "--pid",
+                    str(p.pid),
+                    "--duration",
+                    str(int(seconds)),
+                    "--format",
+                    "raw",
+                    "--threads",
+                    "--gil",  # only the thread holding the interpreter: where its time goes
+                    "--nonblocking",  # never pause the master (it would distort the probe)
+                    "--output",
+                    str(out_dir / f"master-{p.pid}.txt"),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+    return procs
 
 
 def flood_process(
@@ -85,10 +123,12 @@ def flood_process(
     out.put(dict(sorted(counts.items())))
 
 
-def one_run(url: str, token: str, alloc: str, master_pid: int, seconds: float) -> dict[str, Any]:
+def one_run(
+    url: str, token: str, alloc: str, master_pid: int, seconds: float, spy: Path | None
+) -> dict[str, Any]:
     stop = threading.Event()
     latencies: list[float] = []
-    peak = [0]
+    peak = [0, 0]
 
     def probe() -> None:
         s = requests.Session()
@@ -103,13 +143,15 @@ def one_run(url: str, token: str, alloc: str, master_pid: int, seconds: float) -
 
     def memory() -> None:
         while not stop.is_set():
-            peak[0] = max(peak[0], rss_of_tree(master_pid))
+            rss, pss = memory_of_tree(master_pid)
+            peak[0], peak[1] = max(peak[0], rss), max(peak[1], pss)
             stop.wait(0.2)
 
     out: multiprocessing.Queue[Any] = multiprocessing.Queue()
     flooder = multiprocessing.Process(target=flood_process, args=(url, token, alloc, seconds, out))
     flooder.start()
     time.sleep(2)  # the flood is under way before the probe starts
+    spies = profile(master_pid, seconds - 4, spy) if spy is not None else []
     threads = [threading.Thread(target=probe), threading.Thread(target=memory)]
     for t in threads:
         t.start()
@@ -118,6 +160,8 @@ def one_run(url: str, token: str, alloc: str, master_pid: int, seconds: float) -
     stop.set()
     for t in threads:
         t.join(60)
+    for p in spies:
+        p.wait(60)
     lat = sorted(latencies)
     return {
         "p50_ms": 1000 * lat[len(lat) // 2],
@@ -125,6 +169,7 @@ def one_run(url: str, token: str, alloc: str, master_pid: int, seconds: float) -
         "max_ms": 1000 * lat[-1],
         "probes": len(lat),
         "rss_mb": peak[0] / 2**20,
+        "pss_mb": peak[1] / 2**20,
         "counts": dict(sorted(counts.items())),
     }
 
@@ -133,7 +178,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=YAML")
+    ap.add_argument("--py-spy", type=Path, default=None, metavar="DIR")
     args = ap.parse_args()
+    extra = {}
+    for item in args.set:
+        key, _, value = item.partition("=")
+        extra[key] = yaml.safe_load(value)
     import pgserver
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -143,7 +194,7 @@ def main() -> None:
             c.execute("CREATE DATABASE bench")
         head, sep, q = base.partition("?")
         db_url = head.rsplit("/", 1)[0] + "/bench" + sep + q
-        m = start_master(Path(tmp), db_url)
+        m = start_master(Path(tmp), db_url, extra=extra)
         specs: list[dict[str, Any]] = []
         release = threading.Event()
 
@@ -165,26 +216,33 @@ def main() -> None:
                 ).raise_for_status()
             wait(lambda: len(specs) == 1, 60, "the task running")
             alloc = specs[0]["env"]["DET_ALLOCATION_ID"]
-            rss_idle = rss_of_tree(m.proc.pid) / 2**20
+            rss_idle, pss_idle = (b / 2**20 for b in memory_of_tree(m.proc.pid))
             runs = [
-                one_run(m.url, token, alloc, m.proc.pid, args.seconds) for _ in range(args.runs)
+                one_run(
+                    m.url, token, alloc, m.proc.pid, args.seconds, args.py_spy if i == 0 else None
+                )
+                for i in range(args.runs)
             ]
         finally:
             release.set()
             agent.stop()
             m.kill()
             server.cleanup()
-    print(f"master RSS before the flood: {rss_idle:.0f} MB")
+    print(f"master config: {extra or 'defaults'}")
+    print(f"master before the flood: RSS {rss_idle:.0f} MB, PSS {pss_idle:.0f} MB")
     for i, r in enumerate(runs):
         print(
             f"run {i + 1}: /info p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, max"
-            f" {r['max_ms']:.0f} ms ({r['probes']} probes); peak RSS {r['rss_mb']:.0f} MB;"
+            f" {r['max_ms']:.0f} ms ({r['probes']} probes); peak RSS {r['rss_mb']:.0f} MB, PSS"
+            f" {r['pss_mb']:.0f} MB;"
             f" flood answers {r['counts']}"
         )
-    med = {k: statistics.median(r[k] for r in runs) for k in ("p50_ms", "p99_ms", "rss_mb")}
+    med = {
+        k: statistics.median(r[k] for r in runs) for k in ("p50_ms", "p99_ms", "rss_mb", "pss_mb")
+    }
     print(
         f"median: /info p50 {med['p50_ms']:.1f} ms, p99 {med['p99_ms']:.1f} ms"
-        f" (goal p99 < 100 ms); peak RSS {med['rss_mb']:.0f} MB"
+        f" (goal p99 < 100 ms); peak RSS {med['rss_mb']:.0f} MB, PSS {med['pss_mb']:.0f} MB"
     )
 
 

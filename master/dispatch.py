@@ -1,22 +1,48 @@
-"""Agents and tasks first: the order in which waitress's threads take parsed requests.
+"""Agents and tasks first: where and in which order the master serves requests.
 
-waitress parses requests in its event loop and queues them for its worker threads in arrival
-order. Under a flood of user requests a heartbeat would wait behind all of them; the admission
-limits (:mod:`det.master.api._admission`) keep user requests from holding every thread, and
-this dispatcher puts the requests that keep the cluster alive at the front of the queue, so the
-next free thread takes them: agent heartbeats, anything carrying an allocation token (task
-reports, logs, preemption signals) and ``/info`` / ``/health`` (load balancers' and clients'
-health checks). Among themselves they are served newest first, which is harmless for
-idempotent heartbeats and reports.
+Two levels keep a flood of user requests from making an agent look lost:
+
+**Processes.** A user's requests are CPU work in Python (listing experiments is mostly JSON
+decoding and encoding): in the process that also answers heartbeats they hold the interpreter
+lock, and a heartbeat or ``/info`` waits for it however early it is queued. So the master's
+API processes (the *front*, which accepts every connection) serve only the cluster's own
+traffic; each connection whose first request is a user's is handed over, socket and the bytes
+already read, to the ``user_api_processes`` (:class:`Handoff` sends the descriptor over a Unix
+datagram socket, :class:`Receiver` adopts it into that process's waitress loop). The first
+request decides for the connection's lifetime: cluster traffic is a request for ``/info`` or
+``/health``, a heartbeat, or one carrying an allocation token (task reports, logs, preemption
+long-polls) or the agent token. A user process serves any request it gets (a connection that
+changes its mind is still answered) and the user processes run at a lower CPU priority. On
+HTTPS the front holds the TLS session: a user connection's decrypted bytes are relayed to the
+user process over a socket pair (:class:`Relay`).
+
+**Threads.** waitress parses requests in its event loop and queues them for its worker threads
+in arrival order; :class:`PriorityDispatcher` puts the requests that keep the cluster alive at
+the front of the queue, so the next free thread takes them. Among themselves they are served
+newest first, which is harmless for idempotent heartbeats and reports. The admission limits
+(:mod:`det.master.api._admission`) keep user requests from holding every thread.
 """
 
 from __future__ import annotations
 
+import collections
+import hmac
+import json
+import logging
+import socket
 from typing import Any
 
+from waitress import wasyncore
+from waitress.channel import HTTPChannel
 from waitress.task import ThreadedTaskDispatcher
 
+logger = logging.getLogger(__name__)
+
 _FIRST_PATHS = ("/info", "/health")
+# A first request whose head is not complete within this many bytes is served where it came.
+MAX_HEAD = 65536
+# How far a relayed connection may run ahead of its reader, each way.
+_RELAY_BUFFER = 1 << 20
 
 
 def goes_first(path: str, headers: dict[str, str]) -> bool:
@@ -26,6 +52,30 @@ def goes_first(path: str, headers: dict[str, str]) -> bool:
         or path.endswith("/heartbeat")
         or "GRPC_METADATA_X_ALLOCATION_TOKEN" in headers
     )
+
+
+def cluster_traffic(head: bytes, agent_token: str) -> bool:
+    """Whether a request (its request line and header lines, raw) is an agent's, a task's or a
+    health check; a malformed one counts as such (waitress answers it where it came)."""
+    lines = head.lstrip(b"\r\n").split(b"\r\n")
+    parts = lines[0].split(b" ")
+    if len(parts) < 3:
+        return True
+    path = parts[1].split(b"?", 1)[0]
+    if path in (b"/info", b"/health") or path.endswith(b"/heartbeat"):
+        return True
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        name = name.strip().lower()
+        if name == b"grpc-metadata-x-allocation-token":
+            return True
+        if name == b"authorization":
+            scheme, _, token = value.strip().partition(b" ")
+            if scheme.lower() == b"bearer" and hmac.compare_digest(
+                token.strip(), agent_token.encode()
+            ):
+                return True
+    return False
 
 
 class PriorityDispatcher(ThreadedTaskDispatcher):  # type: ignore[misc]
@@ -45,3 +95,226 @@ def dispatcher(threads: int) -> PriorityDispatcher:
     d = PriorityDispatcher()
     d.set_thread_count(threads)
     return d
+
+
+class RoutingMixin:
+    """For a front's HTTP channel: holds back the first request until its head is complete,
+    then serves the connection here or hands it to the user processes (``server.handoff``)."""
+
+    _head = b""
+    _routed = False
+    server: Any
+
+    def received(self, data: bytes) -> bool:
+        if self._routed:
+            return bool(super().received(data))  # type: ignore[misc]
+        self._head += data
+        end = self._head.find(b"\r\n\r\n")
+        handoff: Handoff | None = self.server.handoff
+        if end < 0 and len(self._head) < MAX_HEAD:
+            return True
+        if end < 0 or handoff is None or cluster_traffic(self._head[:end], handoff.agent_token):
+            return self.serve_here()
+        handoff.pass_on(self, self._head)  # type: ignore[arg-type]
+        return True
+
+    def serve_here(self) -> bool:
+        self._routed = True
+        data, self._head = self._head, b""
+        return bool(super().received(data))  # type: ignore[misc]
+
+
+class RoutingChannel(RoutingMixin, HTTPChannel):  # type: ignore[misc]
+    pass
+
+
+def _message(addr: Any, head: bytes) -> bytes:
+    return json.dumps(list(addr) if isinstance(addr, tuple) else addr).encode() + b"\n" + head
+
+
+class Handoff(wasyncore.dispatcher):  # type: ignore[misc]
+    """A front's sending end of the user processes' datagram socket. Each message is one
+    connection: its descriptor, and as data the client's address and the bytes read so far.
+    When the socket is full (the user processes are slow to take connections) they wait here,
+    unread, and go as soon as there is room."""
+
+    def __init__(self, sock: socket.socket, agent_token: str, map: dict[int, Any]) -> None:
+        super().__init__(sock, map=map)
+        self.agent_token = agent_token
+        self._pending: collections.deque[tuple[Any, socket.socket, bytes]] = collections.deque()
+
+    def readable(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return bool(self._pending)
+
+    def handle_write(self) -> None:
+        self._drain()
+
+    def handle_close(self) -> None:
+        pass  # a datagram socket has no end; a send failing says the user processes are gone
+
+    def pass_on(self, channel: Any, head: bytes) -> None:
+        if isinstance(channel.socket, _TLS_SOCKET):
+            # The TLS session stays here: the user process gets one end of a socket pair.
+            ours, theirs = socket.socketpair()
+            Relay(channel, ours)
+            self._pending.append((None, theirs, _message(channel.addr, head)))
+        else:
+            channel.del_channel()  # read nothing more of it here
+            self._pending.append((channel, channel.socket, _message(channel.addr, head)))
+        self._drain()
+
+    def _drain(self) -> None:
+        while self._pending:
+            channel, sock, msg = self._pending[0]
+            try:
+                socket.send_fds(self.socket, [msg], [sock.fileno()])
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:  # no user process is left: serve it here
+                self._pending.popleft()
+                logger.error("cannot hand a connection to the user processes: %s", e)
+                if channel is None:
+                    sock.close()  # its relay sees the end and closes the client's connection
+                    continue
+                channel._fileno = sock.fileno()
+                channel.add_channel()
+                channel.serve_here()
+                continue
+            self._pending.popleft()
+            if channel is not None:
+                channel.handle_close()  # our descriptor only: the user process has its own
+            else:
+                sock.close()
+
+
+try:
+    import ssl
+
+    _TLS_SOCKET: type = ssl.SSLSocket
+except ImportError:  # pragma: no cover - Python without ssl
+    _TLS_SOCKET = type(None)
+
+
+class Relay(wasyncore.dispatcher):  # type: ignore[misc]
+    """Our end of a socket pair to a user process, relaying a TLS connection's decrypted bytes:
+    the channel's further input goes to the pair, the pair's output to the channel's buffers
+    (the channel encrypts and sends it)."""
+
+    def __init__(self, channel: Any, sock: socket.socket) -> None:
+        super().__init__(sock, map=channel._map)
+        self.channel = channel
+        self.out = bytearray()
+        channel.relay = self
+
+    # The channel side (called by RelayedMixin).
+    def from_client(self, data: bytes) -> None:
+        self.out += data
+
+    def client_closed(self) -> None:
+        self.channel = None
+        if not self.out:
+            self.close()
+
+    # The pair side.
+    def readable(self) -> bool:
+        ch = self.channel
+        return ch is not None and ch.total_outbufs_len < _RELAY_BUFFER
+
+    def writable(self) -> bool:
+        return bool(self.out)
+
+    def handle_read(self) -> None:
+        try:
+            data = self.socket.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        ch = self.channel
+        if ch is None:
+            return
+        if not data:  # the user process closed the connection: so do we, once it is sent
+            ch.close_when_flushed = True
+            self.channel = None
+            self.close()
+            return
+        with ch.outbuf_lock:
+            ch.outbufs[-1].append(data)
+            ch.total_outbufs_len += len(data)
+
+    def handle_write(self) -> None:
+        try:
+            sent = self.socket.send(self.out)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self.handle_close()
+            return
+        del self.out[:sent]
+        if not self.out and self.channel is None:
+            self.close()
+
+    def handle_close(self) -> None:
+        ch, self.channel = self.channel, None
+        if ch is not None:
+            ch.will_close = True
+        self.close()
+
+
+class RelayedMixin(RoutingMixin):
+    """For a front's TLS channel: once relayed, its input goes to the relay."""
+
+    relay: Relay | None = None
+
+    def received(self, data: bytes) -> bool:
+        if self.relay is not None:
+            self.relay.from_client(data)
+            return True
+        return super().received(data)
+
+    def readable(self) -> bool:
+        if self.relay is not None:
+            return len(self.relay.out) < _RELAY_BUFFER
+        return bool(super().readable())  # type: ignore[misc]
+
+    def handle_close(self) -> None:
+        if self.relay is not None:
+            self.relay.client_closed()
+            self.relay = None
+        super().handle_close()  # type: ignore[misc]
+
+
+class Receiver(wasyncore.dispatcher):  # type: ignore[misc]
+    """A user process's end of the datagram socket: each connection handed over becomes a
+    channel of this process's server, fed first the bytes the front already read. All user
+    processes read the same socket; the kernel gives each message to one of them."""
+
+    def __init__(self, server: Any, sock: socket.socket) -> None:
+        super().__init__(sock, map=server._map)
+        self.server = server
+
+    def writable(self) -> bool:
+        return False
+
+    def handle_close(self) -> None:
+        pass
+
+    def handle_read(self) -> None:
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(self.socket, MAX_HEAD + 4096, 1)
+        except (BlockingIOError, InterruptedError):
+            return  # another user process took it
+        if not fds:
+            return
+        conn = socket.socket(fileno=fds[0])
+        conn.setblocking(False)
+        line, _, head = data.partition(b"\n")
+        addr = json.loads(line)
+        srv = self.server
+        channel = srv.channel_class(
+            srv, conn, tuple(addr) if isinstance(addr, list) else addr, srv.adj, map=srv._map
+        )
+        channel.received(head)

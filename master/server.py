@@ -97,12 +97,17 @@ def prepare(config: MasterConfig) -> MasterState:
     )
 
 
+# User processes yield the CPU to the front processes when both want it.
+USER_PROCESS_NICENESS = 5
+
+
 def serve(state: MasterState, *, run_loops: bool = True) -> None:
     """Serves the API until interrupted; runs the control loops when this process leads.
 
-    With ``api_processes > 1`` the listening socket is bound once and shared by that many
-    processes (forked before any of them opens a database connection); each serves the API with
-    its own pool, and they die with the parent.
+    The listening socket is bound once and shared by ``api_processes`` front processes, which
+    serve agents, tasks and ``/info`` and hand every user's connection to the
+    ``user_api_processes`` (:mod:`det.master.dispatch`). All are forked before any of them
+    opens a database connection; each has its own pool, and they die with the parent.
     """
     import socket
 
@@ -111,18 +116,32 @@ def serve(state: MasterState, *, run_loops: bool = True) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((cfg.bind_address, cfg.port))
     sock.listen(1024)
-    if cfg.api_processes > 1:
+    handoff: socket.socket | None = None
+    if cfg.api_processes > 1 or cfg.user_api_processes > 0:
         conninfo = str(state.pool.conninfo)
         state.pool.close()
+        if cfg.user_api_processes > 0:
+            handoff, receive = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+            for i in range(cfg.user_api_processes):
+                if os.fork() == 0:
+                    _die_with_parent()
+                    sock.close()
+                    handoff.close()
+                    os.nice(USER_PROCESS_NICENESS)
+                    state.pool = db.open_pool(conninfo, max_size=cfg.db_pool_size)
+                    logger.info("user API process %d serving", i + 1)
+                    _serve_users(state, receive)
+                    os._exit(0)
+            receive.close()
         for i in range(1, cfg.api_processes):
             if os.fork() == 0:
                 _die_with_parent()
                 state.pool = db.open_pool(conninfo, max_size=cfg.db_pool_size)
                 logger.info("API process %d serving", i)
-                _serve_socket(state, sock, run_loops=False)
+                _serve_socket(state, sock, handoff, run_loops=False)
                 os._exit(0)
         state.pool = db.open_pool(conninfo, max_size=cfg.db_pool_size)
-    _serve_socket(state, sock, run_loops=run_loops)
+    _serve_socket(state, sock, handoff, run_loops=run_loops)
 
 
 def _die_with_parent() -> None:
@@ -153,9 +172,28 @@ def _connection_limit() -> int:
     return max(100, (soft if soft != resource.RLIM_INFINITY else want) - 256)
 
 
-def _serve_socket(state: MasterState, sock: object, *, run_loops: bool) -> None:
-    import waitress
+def _adjustments(state: MasterState) -> dict[str, Any]:
+    return {
+        "threads": state.config.api_threads,
+        "channel_timeout": 600,
+        "ident": "det-master",
+        # waitress stops accepting at 100 open connections by default: a client holding 100
+        # keep-alive connections would lock agents out (a reconnecting agent's heartbeat waits
+        # in the listen backlog until it is declared lost). poll(), unlike select(), takes
+        # descriptors above 1024.
+        "connection_limit": _connection_limit(),
+        "asyncore_use_poll": True,
+        "url_scheme": "https" if state.config.security.tls.enabled else "http",
+    }
 
+
+def _serve_socket(state: MasterState, sock: Any, handoff: Any, *, run_loops: bool) -> None:
+    """A front process: accepts connections on ``sock``; hands users' to ``handoff`` (the
+    user processes' datagram socket), when there is one."""
+    from waitress.adjustments import Adjustments
+    from waitress.server import TcpWSGIServer
+
+    from det.master import dispatch
     from det.master.app import create_app
 
     stop = threading.Event()
@@ -173,26 +211,53 @@ def _serve_socket(state: MasterState, sock: object, *, run_loops: bool) -> None:
         state.config.bind_address,
         state.config.port,
     )
-    adjustments: dict[str, Any] = {
-        "threads": state.config.api_threads,
-        "channel_timeout": 600,
-        "ident": "det-master",
-        # waitress stops accepting at 100 open connections by default: a client holding 100
-        # keep-alive connections would lock agents out (a reconnecting agent's heartbeat waits
-        # in the listen backlog until it is declared lost). poll(), unlike select(), takes
-        # descriptors above 1024.
-        "connection_limit": _connection_limit(),
-        "asyncore_use_poll": True,
-    }
-    from det.master.dispatch import dispatcher
+    base: type = TcpWSGIServer
+    channel: type = dispatch.RoutingChannel
+    extra: dict[str, Any] = {}
+    if tls.enabled:
+        from det.master.tls import TLSWSGIServer, _TLSChannel, server_context
 
-    tasks = dispatcher(state.config.api_threads)
+        base, extra = TLSWSGIServer, {"context": server_context(tls)}
+        channel = type("_TLSRoutingChannel", (dispatch.RelayedMixin, _TLSChannel), {})
+    front = type("_FrontServer", (base,), {"channel_class": channel, "handoff": None})
+    server = front(
+        app,
+        _sock=sock,
+        dispatcher=dispatch.dispatcher(state.config.api_threads),
+        adj=Adjustments(sockets=[sock], **_adjustments(state)),
+        bind_socket=False,
+        sockinfo=(sock.family, sock.type, sock.proto, sock.getsockname()),
+        **extra,
+    )
+    if handoff is not None:
+        server.handoff = dispatch.Handoff(handoff, state.agent_token, server._map)
     try:
-        if tls.enabled:
-            from det.master.tls import make_server, server_context
-
-            make_server(app, sock, server_context(tls), dispatcher=tasks, **adjustments).run()
-        else:
-            waitress.serve(app, sockets=[sock], _quiet=True, _dispatcher=tasks, **adjustments)
+        server.run()
     finally:
         stop.set()
+
+
+def _serve_users(state: MasterState, receive: Any) -> None:
+    """A user process: serves the connections the fronts hand over on ``receive``."""
+    import socket
+
+    from waitress.adjustments import Adjustments
+    from waitress.server import TcpWSGIServer
+
+    from det.master import dispatch
+    from det.master.app import create_app
+
+    app = create_app(state)
+    # No listening socket: a placeholder the server never accepts on (it is not started).
+    placeholder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server = TcpWSGIServer(
+        app,
+        _sock=placeholder,
+        _start=False,
+        dispatcher=dispatch.dispatcher(state.config.api_threads),
+        adj=Adjustments(**_adjustments(state)),
+        bind_socket=False,
+        sockinfo=(socket.AF_INET, socket.SOCK_STREAM, 0, ("127.0.0.1", 0)),
+    )
+    dispatch.Receiver(server, receive)
+    server.run()
