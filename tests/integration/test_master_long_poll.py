@@ -1,16 +1,26 @@
 """Waiting requests (preemption long-polls) hold no database connection: with more of them
-than the pool has connections, every other call is still answered while they wait."""
+than the pool has connections, every other call is still answered while they wait. Users'
+requests are served by processes of their own: however busy those are, agents, tasks and
+``/info`` are answered, over HTTP and HTTPS."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+from collections.abc import Callable
 from typing import Any
 
+import psutil
 import pytest
 import requests
 
+from det.common import tls
 from tests.fakes.sim_agent import SimAgent, wait
-from tests.integration.conftest import Master
+from tests.integration.conftest import ADMIN_PASSWORD, Master
+from tests.integration.test_master_tls import Cert, local_cert, tls_master_factory
+
+__all__ = ["local_cert", "tls_master_factory"]
 
 pytestmark = pytest.mark.integration
 
@@ -123,3 +133,88 @@ def test_a_users_flood_of_long_polls_is_capped_and_agents_are_still_served(
     finally:
         release.set()
         agent.stop()
+
+
+def _frozen_user_processes_hold_up_no_cluster_traffic(
+    m: Master, session: Callable[[], requests.Session]
+) -> None:
+    """With the user processes stopped (SIGSTOP: an infinitely slow flood), a user's request
+    gets no answer, while /info, an agent's heartbeat and a task's call are answered; once they
+    run again, the user's request is answered, and more on the same connection."""
+    children = psutil.Process(m.proc.pid).children()
+    assert len(children) == 1, children  # api_processes 1, user_api_processes 1 (the default)
+    assert children[0].nice() > os.nice(0)  # they yield the CPU to the front
+    specs: list[dict[str, Any]] = []
+    release = threading.Event()
+
+    def hold(master: str, spec: dict[str, Any], killed: threading.Event) -> int:
+        specs.append(spec)
+        release.wait(60)
+        return 0
+
+    user = session()
+    login = user.post(
+        m.url + "/api/v1/auth/login",
+        json={"username": "admin", "password": ADMIN_PASSWORD},
+        timeout=10,
+    )
+    user.headers["Authorization"] = f"Bearer {login.json()['token']}"
+    assert user.post(
+        m.url + "/api/v1/experiments", json={"config": CONFIG, "activate": True}, timeout=10
+    ).ok
+    agent = SimAgent(m.url, m.agent_token, "sim-0", slots=1, train=hold)
+    agent._session = session()  # on HTTPS: the fake agent trusts the master's certificate
+    agent._session.headers["Authorization"] = f"Bearer {m.agent_token}"
+    agent.start()
+    try:
+        wait(lambda: len(specs) == 1, 60, "a task")
+        env = specs[0]["env"]
+        for child in children:
+            child.send_signal(signal.SIGSTOP)
+        try:
+            fresh = session()
+            fresh.headers["Authorization"] = user.headers["Authorization"]
+            with pytest.raises(requests.exceptions.ReadTimeout):
+                fresh.get(m.url + "/api/v1/me", timeout=3)
+            for _ in range(3):
+                assert session().get(m.url + "/info", timeout=5).status_code == 200
+                beat = session().post(
+                    f"{m.url}/api/v1/agents/probe/heartbeat",
+                    json={"resourcePool": "default", "version": "p", "slots": [], "containers": []},
+                    headers={"Authorization": f"Bearer {m.agent_token}"},
+                    timeout=5,
+                )
+                assert beat.status_code == 200, beat.text
+                task = session().get(
+                    f"{m.url}/api/v1/allocations/{env['DET_ALLOCATION_ID']}/signals/preemption",
+                    params={"timeout_seconds": 0},
+                    headers={
+                        "Grpc-Metadata-x-allocation-token": f"Bearer {env['DET_SESSION_TOKEN']}"
+                    },
+                    timeout=5,
+                )
+                assert task.status_code == 200, task.text
+        finally:
+            for child in children:
+                child.send_signal(signal.SIGCONT)
+        for _ in range(3):  # one connection, several requests (relayed on HTTPS)
+            me = user.get(m.url + "/api/v1/me", timeout=10)
+            assert me.status_code == 200 and me.json()["user"]["username"] == "admin", me.text
+            listed = user.get(m.url + "/api/v1/experiments", params={"limit": 100}, timeout=10)
+            assert listed.status_code == 200 and len(listed.json()["experiments"]) == 1
+    finally:
+        release.set()
+        agent.stop()
+
+
+def test_frozen_user_processes_hold_up_no_agent_task_or_info(master_factory: Any) -> None:
+    m: Master = master_factory()
+    _frozen_user_processes_hold_up_no_cluster_traffic(m, requests.Session)
+
+
+def test_frozen_user_processes_hold_up_no_agent_task_or_info_over_https(
+    tls_master_factory: Any, local_cert: Cert
+) -> None:
+    m: Master = tls_master_factory(local_cert)
+    trust = tls.load(str(local_cert.cert), None)
+    _frozen_user_processes_hold_up_no_cluster_traffic(m, lambda: tls.session(trust))
