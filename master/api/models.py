@@ -7,60 +7,79 @@ from typing import Any
 from flask import Blueprint
 
 from det.master.api import _access
-from det.master.api._common import body, current_user, db, pagination
+from det.master.api._common import current_user, db, pagination
+from det.master.api._contract import contract
+from det.master.db import Conn
+from det.master.schemas import d
+from det.master.schemas import models as wire
+from det.master.services import checkpoints
 from det.master.services import models as svc
 
 bp = Blueprint("models", __name__)
 
 
+def _version(conn: Conn, v: dict[str, Any]) -> d.v1ModelVersion:
+    checkpoint = checkpoints.checkpoint_json(checkpoints.get(conn, str(v["checkpoint_uuid"])))
+    return wire.version(v, svc.by_id(conn, v["model_id"]), checkpoint)
+
+
 @bp.post("/api/v1/models")
-def create() -> Any:
+@contract("PostModel")
+def create(body: d.v1PostModelRequest) -> d.v1PostModelResponse:
     with db() as conn:
-        return {"model": svc.model_json(svc.create(conn, current_user().id, body()))}
+        return {"model": wire.model(svc.create(conn, current_user().id, body))}
 
 
 @bp.get("/api/v1/models")
-def list_() -> Any:
+@contract("GetModels")
+def list_(params: d.GetModelsParams) -> d.v1GetModelsResponse:
     with db() as conn:
-        rows = svc.list_(conn)
-    return {"models": [svc.model_json(r) for r in rows], "pagination": pagination(0, 0, len(rows))}
+        rows, total = svc.list_(conn, params)
+    offset, limit = params.get("offset") or 0, params.get("limit") or 0
+    return {"models": [wire.model(r) for r in rows], "pagination": pagination(offset, limit, total)}
 
 
 @bp.get("/api/v1/models/<name>")
-def get(name: str) -> Any:
+@contract("GetModel")
+def get(name: str) -> d.v1GetModelResponse:
     with db() as conn:
-        return {"model": svc.model_json(svc.get(conn, name))}
+        return {"model": wire.model(svc.get(conn, name))}
 
 
 @bp.post("/api/v1/models/<name>/versions")
-def register_version(name: str) -> Any:
-    data = body()
+@contract("PostModelVersion")
+def register_version(name: str, body: d.v1PostModelVersionRequest) -> d.v1PostModelVersionResponse:
     with db() as conn:
         _access.model(conn, name)
-        return {"modelVersion": svc.register_version(conn, current_user().id, name, data)}
+        row = svc.register_version(conn, current_user().id, name, body)
+        return {"modelVersion": _version(conn, row)}
 
 
 @bp.get("/api/v1/models/<name>/versions")
-def versions(name: str) -> Any:
+@contract("GetModelVersions")
+def versions(name: str, params: d.GetModelVersionsParams) -> d.v1GetModelVersionsResponse:
     with db() as conn:
         model = svc.get(conn, name)
-        rows = [svc.version_json(conn, v) for v in svc.versions(conn, name)]
+        rows, total = svc.versions(conn, model["id"], params)
+        out = [_version(conn, v) for v in rows]
+    offset, limit = params.get("offset") or 0, params.get("limit") or 0
     return {
-        "model": svc.model_json(model),
-        "modelVersions": rows,
-        "pagination": pagination(0, 0, len(rows)),
+        "model": wire.model(model),
+        "modelVersions": out,
+        "pagination": pagination(offset, limit, total),
     }
 
 
 @bp.patch("/api/v1/models/<name>")
-def patch(name: str) -> Any:
-    data = body()
+@contract("PatchModel")
+def patch(name: str, body: d.v1PatchModel) -> d.v1PatchModelResponse:
     with db() as conn:
         _access.model(conn, svc.get(conn, name)["name"])
-        return {"model": svc.model_json(svc.patch(conn, name, data))}
+        return {"model": wire.model(svc.patch(conn, name, body))}
 
 
 @bp.delete("/api/v1/models/<name>")
+@contract("DeleteModel")
 def delete(name: str) -> Any:
     with db() as conn:
         _access.model(conn, svc.get(conn, name)["name"])
@@ -69,6 +88,7 @@ def delete(name: str) -> Any:
 
 
 @bp.post("/api/v1/models/<name>/archive")
+@contract("ArchiveModel")
 def archive(name: str) -> Any:
     with db() as conn:
         _access.model(conn, svc.get(conn, name)["name"])
@@ -77,6 +97,7 @@ def archive(name: str) -> Any:
 
 
 @bp.post("/api/v1/models/<name>/unarchive")
+@contract("UnarchiveModel")
 def unarchive(name: str) -> Any:
     with db() as conn:
         _access.model(conn, svc.get(conn, name)["name"])
@@ -85,30 +106,33 @@ def unarchive(name: str) -> Any:
 
 
 @bp.post("/api/v1/models/<name>/move")
-def move(name: str) -> Any:
-    data = body()
+@contract("MoveModel")
+def move(name: str, body: d.v1MoveModelRequest) -> Any:
     with db() as conn:
         _access.model(conn, svc.get(conn, name)["name"])
-        svc.move(conn, name, data)
+        svc.move(conn, name, body)
     return {}
 
 
 @bp.get("/api/v1/models/<name>/versions/<int:number>")
-def get_version(name: str, number: int) -> Any:
+@contract("GetModelVersion")
+def get_version(name: str, number: int) -> d.v1GetModelVersionResponse:
     with db() as conn:
-        return {"modelVersion": svc.version_json(conn, svc.version(conn, name, number))}
+        return {"modelVersion": _version(conn, svc.version(conn, name, number))}
 
 
 @bp.patch("/api/v1/models/<name>/versions/<int:number>")
-def patch_version(name: str, number: int) -> Any:
-    data = body()
+@contract("PatchModelVersion")
+def patch_version(
+    name: str, number: int, body: d.v1PatchModelVersion
+) -> d.v1PatchModelVersionResponse:
     with db() as conn:
         _access.model(conn, svc.get(conn, name)["name"])
-        row = svc.patch_version(conn, name, number, data)
-        return {"modelVersion": svc.version_json(conn, row)}
+        return {"modelVersion": _version(conn, svc.patch_version(conn, name, number, body))}
 
 
 @bp.delete("/api/v1/models/<name>/versions/<int:number>")
+@contract("DeleteModelVersion")
 def delete_version(name: str, number: int) -> Any:
     with db() as conn:
         _access.model(conn, svc.get(conn, name)["name"])

@@ -7,42 +7,44 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint
-from psycopg.types.json import Jsonb
 
-from det.master import limits
 from det.master.api import _access
-from det.master.api._common import body, db
+from det.master.api._common import db
+from det.master.api._contract import contract
 from det.master.errors import InvalidArgument
+from det.master.schemas import d
+from det.master.schemas import workspaces as wire
 from det.master.services import projects as svc
 
 bp = Blueprint("projects", __name__)
 
-NOTES = 100  # notes per project
-
 
 @bp.get("/api/v1/projects/<int:project_id>")
-def get(project_id: int) -> Any:
+@contract("GetProject")
+def get(project_id: int) -> d.v1GetProjectResponse:
     with db() as conn:
-        return {"project": svc.project_json(svc.get(conn, project_id))}
+        return {"project": wire.project(svc.get(conn, project_id))}
 
 
 @bp.get("/api/v1/projects/key/<key>")
-def get_by_key(key: str) -> Any:
+@contract("GetProjectByKey")
+def get_by_key(key: str) -> d.v1GetProjectByKeyResponse:
     with db() as conn:
-        return {"project": svc.project_json(svc.by_key(conn, key))}
+        return {"project": wire.project(svc.by_key(conn, key))}
 
 
 @bp.patch("/api/v1/projects/<int:project_id>")
-def patch(project_id: int) -> Any:
-    data = body()
+@contract("PatchProject")
+def patch(project_id: int, body: d.v1PatchProject) -> d.v1PatchProjectResponse:
     with db() as conn:
         _access.project(conn, project_id)
-        row = svc.patch(conn, project_id, data)
-    return {"project": svc.project_json(row)}
+        row = svc.patch(conn, project_id, body)
+    return {"project": wire.project(row)}
 
 
 @bp.delete("/api/v1/projects/<int:project_id>")
-def delete(project_id: int) -> Any:
+@contract("DeleteProject")
+def delete(project_id: int) -> d.v1DeleteProjectResponse:
     with db() as conn:
         _access.project(conn, project_id)
         svc.delete(conn, project_id)
@@ -50,6 +52,7 @@ def delete(project_id: int) -> Any:
 
 
 @bp.post("/api/v1/projects/<int:project_id>/archive")
+@contract("ArchiveProject")
 def archive(project_id: int) -> Any:
     with db() as conn:
         _access.project(conn, project_id)
@@ -58,6 +61,7 @@ def archive(project_id: int) -> Any:
 
 
 @bp.post("/api/v1/projects/<int:project_id>/unarchive")
+@contract("UnarchiveProject")
 def unarchive(project_id: int) -> Any:
     with db() as conn:
         _access.project(conn, project_id)
@@ -65,65 +69,40 @@ def unarchive(project_id: int) -> Any:
     return {}
 
 
-def _int_field(data: dict[str, Any], name: str, *, required: bool = True) -> int | None:
-    value = data.get(name)
-    if value is None and not required:
-        return None
-    if type(value) is not int:
-        raise InvalidArgument(f"{name}: required integer")
-    return value
+def _same_project(given: int | None, project_id: int) -> None:
+    if given is not None and given != project_id:
+        raise InvalidArgument(f"projectId: {given} differs from the path's {project_id}")
 
 
 @bp.post("/api/v1/projects/<int:project_id>/move")
-def move(project_id: int) -> Any:
-    data = body()
-    dest = _int_field(data, "destinationWorkspaceId")
-    assert dest is not None
-    pid = _int_field(data, "projectId", required=False)
-    if pid is not None and pid != project_id:
-        raise InvalidArgument(f"projectId: {pid} differs from the path's {project_id}")
+@contract("MoveProject")
+def move(project_id: int, body: d.v1MoveProjectRequest) -> Any:
+    dest = body.get("destinationWorkspaceId")
+    if dest is None:
+        raise InvalidArgument("destinationWorkspaceId: required")
+    _same_project(body.get("projectId"), project_id)
     with db() as conn:
         _access.project(conn, project_id)
         svc.move(conn, project_id, dest)
     return {}
 
 
-def _note(value: Any, field: str) -> dict[str, str]:
-    if not isinstance(value, dict):
-        raise InvalidArgument(f"{field}: must be an object with name and contents")
-    return {
-        "name": limits.text(f"{field}.name", value.get("name"), limits.NAME),
-        "contents": limits.text(f"{field}.contents", value.get("contents"), limits.NOTES),
-    }
-
-
-def _save_notes(conn: Any, project_id: int, notes: list[dict[str, str]]) -> None:
-    if len(notes) > NOTES:
-        raise InvalidArgument(f"notes: {len(notes)} notes, the limit is {NOTES}")
-    size = sum(len(n["contents"]) for n in notes)
-    if size > limits.NOTES:
-        raise InvalidArgument(f"notes: {size} characters in all, the limit is {limits.NOTES}")
-    conn.execute("UPDATE projects SET notes = %s WHERE id = %s", (Jsonb(notes), project_id))
-
-
 @bp.put("/api/v1/projects/<int:project_id>/notes")
-def put_notes(project_id: int) -> Any:
-    data = body()
-    raw = data.get("notes")
-    if not isinstance(raw, list):
+@contract("PutProjectNotes")
+def put_notes(project_id: int, body: d.v1PutProjectNotesRequest) -> d.v1PutProjectNotesResponse:
+    notes = body.get("notes")
+    if notes is None:
         raise InvalidArgument("notes: required list of {name, contents}")
-    notes = [_note(n, f"notes[{i}]") for i, n in enumerate(raw)]
+    _same_project(body.get("projectId"), project_id)
     with db() as conn:
         _access.project(conn, project_id)
-        _save_notes(conn, project_id, notes)
-    return {"notes": notes}
+        return {"notes": svc.set_notes(conn, project_id, notes)}
 
 
 @bp.post("/api/v1/projects/<int:project_id>/notes")
-def add_note(project_id: int) -> Any:
-    note = _note(body(), "note")
+@contract("AddProjectNote")
+def add_note(project_id: int, body: d.v1Note) -> d.v1AddProjectNoteResponse:
     with db() as conn:
         _access.project(conn, project_id)
-        notes = [*svc.get(conn, project_id)["notes"], note]
-        _save_notes(conn, project_id, notes)
-    return {"notes": notes}
+        notes = [*svc.get(conn, project_id)["notes"], body]
+        return {"notes": svc.set_notes(conn, project_id, notes)}

@@ -9,79 +9,67 @@ from typing import Any
 from flask import Blueprint, request
 
 from det.master.api import _access
-from det.master.api._common import (
-    any_json,
-    body,
-    current_user,
-    db,
-    int_arg,
-    int_list_arg,
-    pagination,
-)
-from det.master.api.workspaces import order_desc, sort_arg
+from det.master.api._common import current_user, db, pagination
+from det.master.api._contract import contract
 from det.master.errors import InvalidArgument
+from det.master.schemas import d
+from det.master.schemas import templates as wire
 from det.master.services import templates as svc
 
 bp = Blueprint("templates", __name__)
 
 
 @bp.get("/api/v1/templates")
-def list_() -> Any:
-    offset = int_arg("offset", 0) or 0
-    limit = int_arg("limit", 0) or 0
-    sort_arg(("SORT_BY_UNSPECIFIED", "SORT_BY_NAME"))
+@contract("GetTemplates")
+def list_(params: d.GetTemplatesParams) -> d.v1GetTemplatesResponse:
     with db() as conn:
-        rows, total = svc.list_(
-            conn,
-            name=request.args.get("name") or None,
-            workspace_ids=int_list_arg("workspaceIds"),
-            order_desc=order_desc(),
-            offset=offset,
-            limit=limit,
-        )
+        rows, total = svc.list_(conn, params)
+    offset, limit = params.get("offset") or 0, params.get("limit") or 0
     return {
-        "templates": [svc.template_json(r) for r in rows],
+        "templates": [wire.template(r) for r in rows],
         "pagination": pagination(offset, limit, total),
     }
 
 
 @bp.get("/api/v1/templates/<name>")
-def get(name: str) -> Any:
+@contract("GetTemplate")
+def get(name: str) -> d.v1GetTemplateResponse:
     with db() as conn:
-        return {"template": svc.template_json(svc.get(conn, name))}
+        return {"template": wire.template(svc.get(conn, name))}
 
 
 @bp.post("/api/v1/templates/<name>")
-def create(name: str) -> Any:
-    data = body()
+@contract("PostTemplate")
+def create(name: str, body: d.v1Template) -> d.v1PostTemplateResponse:
     with db() as conn:
-        row = svc.create(conn, current_user().id, name, data)
-    return {"template": svc.template_json(row)}
+        row = svc.create(conn, current_user().id, name, body)
+    return {"template": wire.template(row)}
 
 
 @bp.put("/api/v1/templates/<name>")
-def put(name: str) -> Any:
-    data = body()
+@contract("PutTemplate")
+def put(name: str, body: d.v1Template) -> d.v1PutTemplateResponse:
     with db() as conn:
         if conn.execute("SELECT 1 FROM templates WHERE name = %s", (name,)).fetchone():
             _access.template(conn, name)
-        row = svc.put(conn, current_user().id, name, data)
-    return {"template": svc.template_json(row)}
+        row = svc.put(conn, current_user().id, name, body)
+    return {"template": wire.template(row)}
 
 
 @bp.patch("/api/v1/templates/<name>")
-def patch_config(name: str) -> Any:
+@contract("PatchTemplateConfig", body=dict[str, Any])
+def patch_config(name: str, body: dict[str, Any]) -> d.v1PatchTemplateConfigResponse:
     """Determined's client sends the new config itself as the body."""
-    config = any_json()
-    if not isinstance(config, dict):
+    if not request.get_data(cache=True):
         raise InvalidArgument("request body: the template's config as a JSON object")
     with db() as conn:
         _access.template(conn, name)
-        row = svc.set_config(conn, name, config)
-    return {"template": svc.template_json(row)}
+        row = svc.set_config(conn, name, body)
+    return {"template": wire.template(row)}
 
 
 @bp.delete("/api/v1/templates/<name>")
+@contract("DeleteTemplate")
 def delete(name: str) -> Any:
     with db() as conn:
         _access.template(conn, name)
@@ -90,14 +78,14 @@ def delete(name: str) -> Any:
 
 
 @bp.patch("/api/v1/template/rename")
-def rename() -> Any:
-    data = body()
-    old, new = data.get("oldName"), data.get("newName")
-    if not isinstance(old, str) or not old:
-        raise InvalidArgument("oldName: required string")
-    if not isinstance(new, str) or not new:
-        raise InvalidArgument("newName: required string")
+@contract("PatchTemplateName")
+def rename(body: d.v1PatchTemplateNameRequest) -> d.v1PatchTemplateNameResponse:
+    old, new = body.get("oldName"), body.get("newName")
+    if not old:
+        raise InvalidArgument("oldName: required")
+    if not new:
+        raise InvalidArgument("newName: required")
     with db() as conn:
         _access.template(conn, old)
         row = svc.rename(conn, old, new)
-    return {"template": svc.template_json(row)}
+    return {"template": wire.template(row)}

@@ -9,27 +9,8 @@ from psycopg.types.json import Jsonb
 from det.master import limits
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound
-from det.master.services import checkpoints
-from det.master.wire import ts
-
-
-def model_json(r: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": r["id"],
-        "name": r["name"],
-        "description": r["description"],
-        "metadata": r["metadata"],
-        "labels": r["labels"],
-        "notes": r["notes"],
-        "archived": r["archived"],
-        "creationTime": ts(r["created_at"]),
-        "lastUpdatedTime": ts(r["modified_at"]),
-        "numVersions": int(r["num_versions"]),
-        "userId": r["owner_id"],
-        "username": r["username"],
-        "workspaceId": r["workspace_id"],
-    }
-
+from det.master.schemas import d
+from det.master.services import checkpoints, listing, workspaces
 
 _SELECT = (
     "SELECT m.*, u.username, (SELECT count(*) FROM model_versions v WHERE v.model_id = m.id) AS num_versions"
@@ -37,32 +18,17 @@ _SELECT = (
 )
 
 
-def _workspace_id(conn: Conn, data: dict[str, Any]) -> int | None:
-    """The workspace named by ``workspaceId`` or ``workspaceName`` (None when neither)."""
-    from det.master.services import workspaces
-
-    wid, wname = data.get("workspaceId"), data.get("workspaceName")
-    if wid is not None and wid != 0:
-        if type(wid) is not int:
-            raise InvalidArgument("workspaceId: must be an integer")
-        return int(workspaces.usable(conn, wid)["id"])
-    if wname is not None and wname != "":
-        limits.text("workspaceName", wname, limits.NAME)
-        try:
-            row = workspaces.by_name(conn, wname)
-        except NotFound:
-            raise InvalidArgument(f"workspaceName: no workspace named {wname!r}") from None
-        return int(workspaces.usable(conn, row["id"])["id"])
-    return None
-
-
-def create(conn: Conn, owner_id: int, data: dict[str, Any]) -> dict[str, Any]:
+def create(conn: Conn, owner_id: int, data: d.v1PostModelRequest) -> dict[str, Any]:
+    """Determined's PostModel (field types and sizes are checked with the request)."""
     name = limits.text("name", data.get("name"), limits.NAME, required=True)
-    workspace_id = _workspace_id(conn, data) or 1
-    labels = limits.labels("labels", data.get("labels"))
-    description = limits.text("description", data.get("description"), limits.DESCRIPTION)
-    metadata = limits.json_object("metadata", data.get("metadata"))
-    notes = limits.text("notes", data.get("notes"), limits.NOTES)
+    workspace_id = (
+        workspaces.named(conn, data.get("workspaceId"), data.get("workspaceName"))
+        or workspaces.DEFAULT_ID
+    )
+    labels = data.get("labels") or []
+    description = data.get("description") or ""
+    metadata = data.get("metadata") or {}
+    notes = data.get("notes") or ""
     row = conn.execute(
         "INSERT INTO models (name, description, metadata, labels, notes, owner_id, workspace_id)"
         " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING RETURNING id",
@@ -88,22 +54,71 @@ def get(conn: Conn, name: str) -> dict[str, Any]:
     return row
 
 
-def list_(conn: Conn) -> list[dict[str, Any]]:
-    return conn.execute(_SELECT + " ORDER BY m.id").fetchall()
+_SORTS = {
+    "SORT_BY_NAME": "m.name",
+    "SORT_BY_DESCRIPTION": "m.description",
+    "SORT_BY_CREATION_TIME": "m.created_at",
+    "SORT_BY_LAST_UPDATED_TIME": "m.modified_at",
+    "SORT_BY_NUM_VERSIONS": "num_versions",
+    "SORT_BY_WORKSPACE": "w.name",
+}
+
+
+def list_(conn: Conn, params: d.GetModelsParams) -> tuple[list[dict[str, Any]], int]:
+    """Determined's GetModels: ``name`` and ``description`` match any part (case-insensitive),
+    a model has every one of ``labels``, the lists of users and workspaces are alternatives;
+    sorted by ``sortBy`` (id by default) in ``orderBy``, then paged."""
+    where: list[str] = ["true"]
+    args: list[Any] = []
+    if params.get("id"):
+        where.append("m.id = %s")
+        args.append(params.get("id"))
+    for column, text in (
+        ("m.name", params.get("name")),
+        ("m.description", params.get("description")),
+    ):
+        if text:
+            condition, arg = listing.contains(column, text)
+            where.append(condition)
+            args.append(arg)
+    if params.get("labels"):
+        where.append("m.labels @> %s")
+        args.append(Jsonb(params.get("labels")))
+    if params.get("archived") is not None:
+        where.append("m.archived = %s")
+        args.append(params.get("archived"))
+    if params.get("users"):
+        where.append("u.username = ANY(%s)")
+        args.append(params.get("users"))
+    if params.get("userIds"):
+        where.append("m.owner_id = ANY(%s)")
+        args.append(params.get("userIds"))
+    if params.get("workspaceIds"):
+        where.append("m.workspace_id = ANY(%s)")
+        args.append(params.get("workspaceIds"))
+    if params.get("workspaceNames"):
+        where.append("w.name = ANY(%s)")
+        args.append(params.get("workspaceNames"))
+    order = _SORTS.get(params.get("sortBy") or "", "m.id")
+    direction = "DESC" if params.get("orderBy") == "ORDER_BY_DESC" else "ASC"
+    rows = conn.execute(
+        _SELECT
+        + " LEFT JOIN workspaces w ON w.id = m.workspace_id WHERE "
+        + " AND ".join(where)
+        + f" ORDER BY {order} {direction}, m.id",
+        args,
+    ).fetchall()
+    return listing.page(rows, params.get("offset") or 0, params.get("limit") or 0)
 
 
 def register_version(
-    conn: Conn, owner_id: int, model_name: str, data: dict[str, Any]
+    conn: Conn, owner_id: int, model_name: str, data: d.v1PostModelVersionRequest
 ) -> dict[str, Any]:
+    """Determined's PostModelVersion; the new version's row (see :func:`version_by_id`)."""
     model = get(conn, model_name)
     if model["archived"]:
         raise Conflict(f"model '{model['name']}' is archived: unarchive it to register versions")
-    version_name = limits.text("name", data.get("name"), limits.NAME)
-    comment = limits.text("comment", data.get("comment"), limits.DESCRIPTION)
-    metadata = limits.json_object("metadata", data.get("metadata"))
-    labels = limits.labels("labels", data.get("labels"))
-    notes = limits.text("notes", data.get("notes"), limits.NOTES)
-    uid = str(data.get("checkpointUuid") or "")
+    uid = data.get("checkpointUuid") or ""
     checkpoints.get(conn, uid)  # 404 / 400 if it does not exist
     conn.execute("SELECT id FROM models WHERE id = %s FOR NO KEY UPDATE", (model["id"],))
     version_row = conn.execute(
@@ -112,91 +127,90 @@ def register_version(
     ).fetchone()
     assert version_row is not None
     row = conn.execute(
-        "INSERT INTO model_versions (model_id, version, checkpoint_uuid, name, comment, metadata, labels, notes, owner_id)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+        "INSERT INTO model_versions (model_id, version, checkpoint_uuid, name, comment, metadata,"
+        " labels, notes, owner_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
         (
             model["id"],
             version_row["v"],
             uid,
-            version_name,
-            comment,
-            Jsonb(metadata),
-            Jsonb(labels),
-            notes,
+            data.get("name") or "",
+            data.get("comment") or "",
+            Jsonb(data.get("metadata") or {}),
+            Jsonb(data.get("labels") or []),
+            data.get("notes") or "",
             owner_id,
         ),
     ).fetchone()
     assert row is not None
     conn.execute("UPDATE models SET modified_at = now() WHERE id = %s", (model["id"],))
-    return version_json(conn, version_by_id(conn, row["id"]))
+    return version_by_id(conn, row["id"])
+
+
+_VERSION = "SELECT v.*, u.username FROM model_versions v JOIN users u ON u.id = v.owner_id"
 
 
 def version_by_id(conn: Conn, version_id: int) -> dict[str, Any]:
-    row = conn.execute(
-        "SELECT v.*, u.username FROM model_versions v JOIN users u ON u.id = v.owner_id WHERE v.id = %s",
-        (version_id,),
-    ).fetchone()
+    row = conn.execute(_VERSION + " WHERE v.id = %s", (version_id,)).fetchone()
     if row is None:
         raise NotFound(f"model version {version_id} not found")
     return row
 
 
-def versions(conn: Conn, model_name: str) -> list[dict[str, Any]]:
-    model = get(conn, model_name)
-    return conn.execute(
-        "SELECT v.*, u.username FROM model_versions v JOIN users u ON u.id = v.owner_id WHERE v.model_id = %s ORDER BY v.version",
-        (model["id"],),
+_VERSION_SORTS = {"SORT_BY_VERSION": "v.version", "SORT_BY_CREATION_TIME": "v.created_at"}
+
+
+def versions(
+    conn: Conn, model_id: int, params: d.GetModelVersionsParams
+) -> tuple[list[dict[str, Any]], int]:
+    """Determined's GetModelVersions: a model's versions sorted by ``sortBy`` (the version
+    number by default) in ``orderBy``, then paged."""
+    order = _VERSION_SORTS.get(params.get("sortBy") or "", "v.version")
+    direction = "DESC" if params.get("orderBy") == "ORDER_BY_DESC" else "ASC"
+    rows = conn.execute(
+        _VERSION + f" WHERE v.model_id = %s ORDER BY {order} {direction}, v.version",
+        (model_id,),
     ).fetchall()
+    return listing.page(rows, params.get("offset") or 0, params.get("limit") or 0)
 
 
-def version_json(conn: Conn, v: dict[str, Any]) -> dict[str, Any]:
-    model = conn.execute(_SELECT + " WHERE m.id = %s", (v["model_id"],)).fetchone()
-    assert model is not None
-    return {
-        "id": v["id"],
-        "version": v["version"],
-        "model": model_json(model),
-        "checkpoint": checkpoints.checkpoint_json(checkpoints.get(conn, str(v["checkpoint_uuid"]))),
-        "name": v["name"],
-        "comment": v["comment"],
-        "metadata": v["metadata"],
-        "labels": v["labels"],
-        "notes": v["notes"],
-        "creationTime": ts(v["created_at"]),
-        "lastUpdatedTime": ts(v["created_at"]),
-        "userId": v["owner_id"],
-        "username": v["username"],
-    }
+def by_id(conn: Conn, model_id: int) -> dict[str, Any]:
+    row = conn.execute(_SELECT + " WHERE m.id = %s", (model_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"model {model_id} not found")
+    return row
 
 
-def patch(conn: Conn, model_name: str, data: dict[str, Any]) -> dict[str, Any]:
+def patch(conn: Conn, model_name: str, data: d.v1PatchModel) -> dict[str, Any]:
     """Determined's PatchModel: each field that is present (not null) replaces the model's."""
     model = get(conn, model_name)
     mid = model["id"]
     sets: list[tuple[str, Any]] = []
     if data.get("name") is not None:
-        name = limits.text("name", data["name"], limits.NAME, required=True)
+        name = limits.text("name", data.get("name"), limits.NAME, required=True)
         if name != model["name"]:
             if conn.execute("SELECT 1 FROM models WHERE name = %s", (name,)).fetchone():
                 raise Conflict(f"model '{name}' already exists")
             sets.append(("name", name))
-    if data.get("description") is not None:
-        sets.append(
-            ("description", limits.text("description", data["description"], limits.DESCRIPTION))
-        )
-    if data.get("notes") is not None:
-        sets.append(("notes", limits.text("notes", data["notes"], limits.NOTES)))
-    if data.get("labels") is not None:
-        sets.append(("labels", Jsonb(limits.labels("labels", data["labels"]))))
-    if data.get("metadata") is not None:
-        sets.append(("metadata", Jsonb(limits.json_object("metadata", data["metadata"]))))
-    workspace_id = _workspace_id(conn, data)
-    if workspace_id is not None:
-        sets.append(("workspace_id", workspace_id))
+    for column, value in (
+        ("description", data.get("description")),
+        ("notes", data.get("notes")),
+        ("labels", _jsonb(data.get("labels"))),
+        ("metadata", _jsonb(data.get("metadata"))),
+        (
+            "workspace_id",
+            workspaces.named(conn, data.get("workspaceId"), data.get("workspaceName")),
+        ),
+    ):
+        if value is not None:
+            sets.append((column, value))
     for column, value in sets:
         conn.execute(f"UPDATE models SET {column} = %s WHERE id = %s", (value, mid))
     conn.execute("UPDATE models SET modified_at = now() WHERE id = %s", (mid,))
-    return get(conn, str(mid))
+    return by_id(conn, mid)
+
+
+def _jsonb(value: Any) -> Jsonb | None:
+    return None if value is None else Jsonb(value)
 
 
 def set_archived(conn: Conn, model_name: str, archived: bool) -> None:
@@ -207,10 +221,10 @@ def set_archived(conn: Conn, model_name: str, archived: bool) -> None:
     )
 
 
-def move(conn: Conn, model_name: str, data: dict[str, Any]) -> None:
+def move(conn: Conn, model_name: str, data: d.v1MoveModelRequest) -> None:
     dest = data.get("destinationWorkspaceId")
-    if type(dest) is not int:
-        raise InvalidArgument("destinationWorkspaceId: required integer")
+    if dest is None:
+        raise InvalidArgument("destinationWorkspaceId: required")
     patch(conn, model_name, {"workspaceId": dest})
 
 
@@ -223,34 +237,29 @@ def delete(conn: Conn, model_name: str) -> None:
 def version(conn: Conn, model_name: str, number: int) -> dict[str, Any]:
     model = get(conn, model_name)
     row = conn.execute(
-        "SELECT v.*, u.username FROM model_versions v JOIN users u ON u.id = v.owner_id"
-        " WHERE v.model_id = %s AND v.version = %s",
-        (model["id"], number),
+        _VERSION + " WHERE v.model_id = %s AND v.version = %s", (model["id"], number)
     ).fetchone()
     if row is None:
         raise NotFound(f"model '{model['name']}' has no version {number}")
     return row
 
 
-def patch_version(conn: Conn, model_name: str, number: int, data: dict[str, Any]) -> dict[str, Any]:
+def patch_version(
+    conn: Conn, model_name: str, number: int, data: d.v1PatchModelVersion
+) -> dict[str, Any]:
     """Determined's PatchModelVersion: name, comment, notes, labels, metadata."""
     v = version(conn, model_name, number)
     if data.get("checkpoint") is not None:
         raise InvalidArgument("checkpoint: a version's checkpoint cannot be changed")
-    fields: list[tuple[str, Any]] = []
-    for key, limit in (
-        ("name", limits.NAME),
-        ("comment", limits.DESCRIPTION),
-        ("notes", limits.NOTES),
+    for column, value in (
+        ("name", data.get("name")),
+        ("comment", data.get("comment")),
+        ("notes", data.get("notes")),
+        ("labels", _jsonb(data.get("labels"))),
+        ("metadata", _jsonb(data.get("metadata"))),
     ):
-        if data.get(key) is not None:
-            fields.append((key, limits.text(key, data[key], limit)))
-    if data.get("labels") is not None:
-        fields.append(("labels", Jsonb(limits.labels("labels", data["labels"]))))
-    if data.get("metadata") is not None:
-        fields.append(("metadata", Jsonb(limits.json_object("metadata", data["metadata"]))))
-    for column, value in fields:
-        conn.execute(f"UPDATE model_versions SET {column} = %s WHERE id = %s", (value, v["id"]))
+        if value is not None:
+            conn.execute(f"UPDATE model_versions SET {column} = %s WHERE id = %s", (value, v["id"]))
     return version_by_id(conn, v["id"])
 
 

@@ -11,9 +11,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from psycopg.types.json import Jsonb
+
 from det.master import limits, states
 from det.master.db import Conn
-from det.master.errors import Conflict, InvalidArgument, NotFound
+from det.master.errors import Conflict, InvalidArgument, NotFound, PayloadTooLarge
+from det.master.schemas import d
+from det.master.services import listing, workspaces
 
 DEFAULT_ID = 1
 KEY_LENGTH = 5
@@ -32,33 +36,6 @@ _SELECT = (
     " FROM projects p JOIN workspaces w ON w.id = p.workspace_id"
     " LEFT JOIN users u ON u.id = coalesce(p.owner_id, 1)"
 )
-
-
-def project_json(r: dict[str, Any]) -> dict[str, Any]:
-    """Determined's ``v1Project``."""
-    from det.master.wire import ts
-
-    out: dict[str, Any] = {
-        "id": r["id"],
-        "name": r["name"],
-        "workspaceId": r["workspace_id"],
-        "workspaceName": r["workspace_name"],
-        "description": r["description"],
-        "notes": r["notes"],
-        "numActiveExperiments": int(r["num_active_experiments"]),
-        "numExperiments": int(r["num_experiments"]),
-        "numRuns": int(r["num_runs"]),
-        "state": "WORKSPACE_STATE_UNSPECIFIED",
-        "archived": r["archived"],
-        "username": r["username"],
-        "immutable": r["immutable"],
-        "userId": r["user_id"],
-        "errorMessage": "",
-        "key": r["key"],
-    }
-    if r["last_experiment_at"] is not None:
-        out["lastExperimentStartedAt"] = ts(r["last_experiment_at"])
-    return out
 
 
 def get(conn: Conn, project_id: int) -> dict[str, Any]:
@@ -107,23 +84,15 @@ def list_(
     limit: int,
 ) -> tuple[list[dict[str, Any]], int]:
     """A workspace's projects (every workspace's for ``workspace_id`` 0, as Determined)."""
-    where: list[str] = ["true"]
-    params: list[Any] = []
+    where, params = workspaces.owned_filters(
+        "p", archived=archived, users_in=users_in, user_ids=user_ids
+    )
     if workspace_id:
         where.append("p.workspace_id = %s")
         params.append(workspace_id)
     if name:
         where.append("p.name = %s")
         params.append(name)
-    if archived is not None:
-        where.append("p.archived = %s")
-        params.append(archived)
-    if users_in:
-        where.append("coalesce(u.username, 'admin') = ANY(%s)")
-        params.append(users_in)
-    if user_ids:
-        where.append("coalesce(p.owner_id, 1) = ANY(%s)")
-        params.append(user_ids)
     order = _SORTS.get(sort_by or "", "p.id")
     rows = conn.execute(
         _SELECT
@@ -132,10 +101,7 @@ def list_(
         + f" ORDER BY {order} {'DESC' if order_desc else 'ASC'} NULLS LAST, p.id",
         params,
     ).fetchall()
-    total = len(rows)
-    if offset < 0:
-        offset = max(0, total + offset)
-    return rows[offset : (offset + limit) if limit > 0 else None], total
+    return listing.page(rows, offset, limit)
 
 
 _KEY_RE = re.compile(rf"^[A-Za-z0-9]{{1,{KEY_LENGTH}}}$")
@@ -160,9 +126,9 @@ def _key(conn: Conn, given: Any, name: str, *, current_id: int | None = None) ->
     raise Conflict("no free project key: pass one with key")  # pragma: no cover
 
 
-def create(conn: Conn, owner_id: int, workspace_id: int, data: dict[str, Any]) -> dict[str, Any]:
-    from det.master.services import workspaces
-
+def create(
+    conn: Conn, owner_id: int, workspace_id: int, data: d.v1PostProjectRequest
+) -> dict[str, Any]:
     name = limits.text("name", data.get("name"), limits.NAME, required=True)
     description = limits.text("description", data.get("description"), limits.DESCRIPTION)
     if "workspaceId" in data and data["workspaceId"] not in (None, workspace_id):
@@ -183,20 +149,14 @@ def create(conn: Conn, owner_id: int, workspace_id: int, data: dict[str, Any]) -
 
 
 def _lock(conn: Conn, project_id: int) -> dict[str, Any]:
-    row = conn.execute(
-        "SELECT * FROM projects WHERE id = %s FOR NO KEY UPDATE", (project_id,)
-    ).fetchone()
-    if row is None:
-        raise NotFound(f"project {project_id} not found")
-    return row
+    return workspaces.lock(conn, "projects", project_id)
 
 
 def _mutable(row: dict[str, Any], what: str) -> None:
-    if row["immutable"]:
-        raise Conflict(f"project '{row['name']}' is the default project: it cannot be {what}")
+    workspaces.refuse_default(row, "project", what)
 
 
-def patch(conn: Conn, project_id: int, data: dict[str, Any]) -> dict[str, Any]:
+def patch(conn: Conn, project_id: int, data: d.v1PatchProject) -> dict[str, Any]:
     row = _lock(conn, project_id)
     if data.get("name") is not None:
         name = limits.text("name", data["name"], limits.NAME, required=True)
@@ -233,8 +193,6 @@ def set_archived(conn: Conn, project_id: int, archived: bool) -> None:
 
 
 def move(conn: Conn, project_id: int, workspace_id: int) -> None:
-    from det.master.services import workspaces
-
     row = _lock(conn, project_id)
     _mutable(row, "moved")
     dest = workspaces.usable(conn, workspace_id)
@@ -278,3 +236,21 @@ def usable(conn: Conn, project_id: int) -> dict[str, Any]:
     if row["workspace_archived"]:
         raise Conflict(f"workspace '{row['workspace_name']}' is archived")
     return row
+
+
+NOTES = 100  # notes per project
+
+
+def set_notes(conn: Conn, project_id: int, notes: list[d.v1Note]) -> list[d.v1Note]:
+    """Replace the project's notes (each one's fields are checked with the request); the
+    notes as stored, each with its name and contents."""
+    if len(notes) > NOTES:
+        raise InvalidArgument(f"notes: {len(notes)} notes, the limit is {NOTES}")
+    stored: list[d.v1Note] = [
+        {"name": n.get("name") or "", "contents": n.get("contents") or ""} for n in notes
+    ]
+    size = sum(len(n.get("contents") or "") for n in stored)
+    if size > limits.NOTES:
+        raise PayloadTooLarge(f"notes: {size} characters in all, the limit is {limits.NOTES}")
+    conn.execute("UPDATE projects SET notes = %s WHERE id = %s", (Jsonb(stored), project_id))
+    return stored

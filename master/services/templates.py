@@ -15,13 +15,10 @@ from psycopg.types.json import Jsonb
 from det.master import limits
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound
+from det.master.schemas import d
+from det.master.services import listing
 
 CONFIG = 256 * 1024  # bytes of a template's config as JSON
-
-
-def template_json(r: dict[str, Any]) -> dict[str, Any]:
-    """Determined's ``v1Template``."""
-    return {"name": r["name"], "config": r["config"], "workspaceId": r["workspace_id"]}
 
 
 def _name(field: str, value: Any) -> str:
@@ -34,15 +31,10 @@ def _config(value: Any) -> dict[str, Any]:
     return limits.json_object("config", value, CONFIG)
 
 
-def _workspace(conn: Conn, value: Any) -> int:
+def _workspace(conn: Conn, workspace_id: int | None) -> int:
     from det.master.services import workspaces
 
-    if value is None or value == 0:
-        return workspaces.DEFAULT_ID  # Determined's CLI sends 0 for "no workspace"
-    if type(value) is not int:
-        raise InvalidArgument("workspaceId: must be an integer")
-    workspaces.usable(conn, value)
-    return value
+    return workspaces.named(conn, workspace_id) or workspaces.DEFAULT_ID
 
 
 def get(conn: Conn, name: str) -> dict[str, Any]:
@@ -52,40 +44,30 @@ def get(conn: Conn, name: str) -> dict[str, Any]:
     return row
 
 
-def list_(
-    conn: Conn,
-    *,
-    name: str | None,
-    workspace_ids: list[int],
-    order_desc: bool,
-    offset: int,
-    limit: int,
-) -> tuple[list[dict[str, Any]], int]:
+def list_(conn: Conn, params: d.GetTemplatesParams) -> tuple[list[dict[str, Any]], int]:
+    """Determined's GetTemplates: ``name`` matches any part of a name (case-insensitive), in
+    these workspaces, sorted by name in ``orderBy``, then paged."""
     where: list[str] = ["true"]
-    params: list[Any] = []
-    if name:
-        where.append("name ILIKE %s ESCAPE '\\'")
-        escaped = name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        params.append(f"%{escaped}%")
-    if workspace_ids:
+    args: list[Any] = []
+    if params.get("name"):
+        condition, arg = listing.contains("name", params.get("name") or "")
+        where.append(condition)
+        args.append(arg)
+    if params.get("workspaceIds"):
         where.append("workspace_id = ANY(%s)")
-        params.append(workspace_ids)
+        args.append(params.get("workspaceIds"))
+    direction = "DESC" if params.get("orderBy") == "ORDER_BY_DESC" else "ASC"
     rows = conn.execute(
-        "SELECT * FROM templates WHERE "
-        + " AND ".join(where)
-        + f" ORDER BY name {'DESC' if order_desc else 'ASC'}",
-        params,
+        "SELECT * FROM templates WHERE " + " AND ".join(where) + f" ORDER BY name {direction}",
+        args,
     ).fetchall()
-    total = len(rows)
-    if offset < 0:
-        offset = max(0, total + offset)
-    return rows[offset : (offset + limit) if limit > 0 else None], total
+    return listing.page(rows, params.get("offset") or 0, params.get("limit") or 0)
 
 
-def create(conn: Conn, owner_id: int, name: str, data: dict[str, Any]) -> dict[str, Any]:
+def create(conn: Conn, owner_id: int, name: str, data: d.v1Template) -> dict[str, Any]:
     _name("name", name)
     if data.get("name") not in (None, name):
-        raise InvalidArgument(f"name: {data['name']!r} differs from the path's {name!r}")
+        raise InvalidArgument(f"name: {data.get('name')!r} differs from the path's {name!r}")
     config = _config(data.get("config"))
     workspace_id = _workspace(conn, data.get("workspaceId"))
     row = conn.execute(
@@ -108,13 +90,13 @@ def set_config(conn: Conn, name: str, config: Any) -> dict[str, Any]:
     return row
 
 
-def put(conn: Conn, owner_id: int, name: str, data: dict[str, Any]) -> dict[str, Any]:
+def put(conn: Conn, owner_id: int, name: str, data: d.v1Template) -> dict[str, Any]:
     """Create or replace (Determined's PutTemplate)."""
     existing = conn.execute("SELECT 1 FROM templates WHERE name = %s", (name,)).fetchone()
     if existing is None:
         return create(conn, owner_id, name, data)
     if data.get("name") not in (None, name):
-        raise InvalidArgument(f"name: {data['name']!r} differs from the path's {name!r}")
+        raise InvalidArgument(f"name: {data.get('name')!r} differs from the path's {name!r}")
     config = _config(data.get("config"))
     workspace_id = _workspace(conn, data.get("workspaceId"))
     row = conn.execute(

@@ -8,13 +8,15 @@ templates; it is refused while one of its experiments is still running or a mode
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from psycopg.types.json import Jsonb
 
 from det.master import limits
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound
+from det.master.schemas import d
+from det.master.services import listing
 
 DEFAULT_ID = 1
 
@@ -25,29 +27,6 @@ _SELECT = (
     "  WHERE p.workspace_id = w.id AND NOT e.deleted) AS num_experiments"
     " FROM workspaces w LEFT JOIN users u ON u.id = coalesce(w.owner_id, 1)"
 )
-
-
-def workspace_json(r: dict[str, Any]) -> dict[str, Any]:
-    """Determined's ``v1Workspace``."""
-    out: dict[str, Any] = {
-        "id": r["id"],
-        "name": r["name"],
-        "archived": r["archived"],
-        "username": r["username"],
-        "immutable": r["immutable"],
-        "numProjects": int(r["num_projects"]),
-        "pinned": False,
-        "userId": r["user_id"],
-        "numExperiments": int(r["num_experiments"]),
-        "state": "WORKSPACE_STATE_UNSPECIFIED",
-        "errorMessage": "",
-        "checkpointStorageConfig": r["checkpoint_storage"],
-        "defaultComputePool": r["default_compute_pool"],
-        "defaultAuxPool": r["default_aux_pool"],
-    }
-    if r["agent_user_group"] is not None:
-        out["agentUserGroup"] = r["agent_user_group"]
-    return out
 
 
 def get(conn: Conn, workspace_id: int) -> dict[str, Any]:
@@ -80,8 +59,7 @@ def list_(
     offset: int,
     limit: int,
 ) -> tuple[list[dict[str, Any]], int]:
-    where: list[str] = ["true"]
-    params: list[Any] = []
+    where, params = owned_filters("w", archived=archived, users_in=users_in, user_ids=user_ids)
     if name:
         # Determined's ``name`` is a case-insensitive match; ``nameCaseSensitive`` is exact.
         where.append("lower(w.name) = lower(%s)")
@@ -89,26 +67,30 @@ def list_(
     if name_exact:
         where.append("w.name = %s")
         params.append(name_exact)
+    order = f"{_SORTS.get(sort_by or '', 'w.id')} {'DESC' if order_desc else 'ASC'}"
+    rows = conn.execute(
+        _SELECT + " WHERE " + " AND ".join(where) + f" ORDER BY {order}, w.id", params
+    ).fetchall()
+    return listing.page(rows, offset, limit)
+
+
+def owned_filters(
+    alias: str, *, archived: bool | None, users_in: list[str] | None, user_ids: list[int] | None
+) -> tuple[list[str], list[Any]]:
+    """The filters workspace and project lists share (``alias`` is the listed table's): archived
+    or not, and made by these users (by name or id; no owner is the admin's)."""
+    where: list[str] = ["true"]
+    params: list[Any] = []
     if archived is not None:
-        where.append("w.archived = %s")
+        where.append(f"{alias}.archived = %s")
         params.append(archived)
     if users_in:
         where.append("coalesce(u.username, 'admin') = ANY(%s)")
         params.append(users_in)
     if user_ids:
-        where.append("coalesce(w.owner_id, 1) = ANY(%s)")
+        where.append(f"coalesce({alias}.owner_id, 1) = ANY(%s)")
         params.append(user_ids)
-    clause = " WHERE " + " AND ".join(where)
-    rows = conn.execute(
-        _SELECT
-        + clause
-        + f" ORDER BY {_SORTS.get(sort_by or '', 'w.id')} {'DESC' if order_desc else 'ASC'}, w.id",
-        params,
-    ).fetchall()
-    total = len(rows)
-    if offset < 0:
-        offset = max(0, total + offset)
-    return rows[offset : (offset + limit) if limit > 0 else None], total
+    return where, params
 
 
 def _pool(field: str, value: Any) -> str:
@@ -123,20 +105,17 @@ def _storage(value: Any) -> Any:
     return stored or None
 
 
-def _agent_user_group(value: Any) -> Any:
+def _agent_user_group(value: d.v1AgentUserGroup | None) -> Any:
+    """Its fields' types are checked with the request; only the names' lengths are det's."""
     if value is None:
         return None
-    group = limits.json_object("agentUserGroup", value)
-    for key in ("agentUid", "agentGid"):
-        if key in group and group[key] is not None and type(group[key]) is not int:
-            raise InvalidArgument(f"agentUserGroup.{key}: must be an integer")
     for key in ("agentUser", "agentGroup"):
-        if key in group and group[key] is not None:
-            limits.text(f"agentUserGroup.{key}", group[key], limits.NAME)
-    return group
+        if value.get(key) is not None:
+            limits.text(f"agentUserGroup.{key}", value.get(key), limits.NAME)
+    return value
 
 
-def create(conn: Conn, owner_id: int, data: dict[str, Any]) -> dict[str, Any]:
+def create(conn: Conn, owner_id: int, data: d.v1PostWorkspaceRequest) -> dict[str, Any]:
     name = limits.text("name", data.get("name"), limits.NAME, required=True)
     row = conn.execute(
         "INSERT INTO workspaces (name, owner_id, default_compute_pool, default_aux_pool,"
@@ -156,40 +135,49 @@ def create(conn: Conn, owner_id: int, data: dict[str, Any]) -> dict[str, Any]:
     return get(conn, row["id"])
 
 
-def _lock(conn: Conn, workspace_id: int) -> dict[str, Any]:
+def lock(conn: Conn, table: Literal["workspaces", "projects"], row_id: int) -> dict[str, Any]:
+    """A workspace's or project's own row, locked against concurrent changes."""
     row = conn.execute(
-        "SELECT * FROM workspaces WHERE id = %s FOR NO KEY UPDATE", (workspace_id,)
+        f"SELECT * FROM {table} WHERE id = %s FOR NO KEY UPDATE", (row_id,)
     ).fetchone()
     if row is None:
-        raise NotFound(f"workspace {workspace_id} not found")
+        raise NotFound(f"{table[:-1]} {row_id} not found")
     return row
 
 
-def _mutable(row: dict[str, Any], what: str) -> None:
+def refuse_default(row: dict[str, Any], noun: str, what: str) -> None:
+    """The default ("Uncategorized") workspace and project cannot be renamed, archived, moved
+    or deleted."""
     if row["immutable"]:
-        raise Conflict(f"workspace '{row['name']}' is the default workspace: it cannot be {what}")
+        raise Conflict(f"{noun} '{row['name']}' is the default {noun}: it cannot be {what}")
 
 
-def patch(conn: Conn, workspace_id: int, data: dict[str, Any]) -> dict[str, Any]:
-    row = _lock(conn, workspace_id)
+def patch(conn: Conn, workspace_id: int, data: d.v1PatchWorkspace) -> dict[str, Any]:
+    row = lock(conn, "workspaces", workspace_id)
     if data.get("name") is not None:
         name = limits.text("name", data["name"], limits.NAME, required=True)
         if name != row["name"]:
-            _mutable(row, "renamed")
+            refuse_default(row, "workspace", "renamed")
             taken = conn.execute("SELECT 1 FROM workspaces WHERE name = %s", (name,)).fetchone()
             if taken is not None:
                 raise Conflict(f"workspace '{name}' already exists")
             conn.execute("UPDATE workspaces SET name = %s WHERE id = %s", (name, workspace_id))
-    for column, keys in (
-        ("default_compute_pool", ("defaultComputePool", "defaultComputeResourcePool")),
-        ("default_aux_pool", ("defaultAuxPool", "defaultAuxResourcePool")),
-    ):
-        for key in keys:
-            if data.get(key) is not None:
-                conn.execute(
-                    f"UPDATE workspaces SET {column} = %s WHERE id = %s",
-                    (_pool(key, data[key]), workspace_id),
-                )
+    pools = (
+        ("default_compute_pool", "defaultComputePool", data.get("defaultComputePool")),
+        (
+            "default_compute_pool",
+            "defaultComputeResourcePool",
+            data.get("defaultComputeResourcePool"),
+        ),
+        ("default_aux_pool", "defaultAuxPool", data.get("defaultAuxPool")),
+        ("default_aux_pool", "defaultAuxResourcePool", data.get("defaultAuxResourcePool")),
+    )
+    for column, key, value in pools:
+        if value is not None:
+            conn.execute(
+                f"UPDATE workspaces SET {column} = %s WHERE id = %s",
+                (_pool(key, value), workspace_id),
+            )
     if data.get("checkpointStorageConfig") is not None:
         conn.execute(
             "UPDATE workspaces SET checkpoint_storage = %s WHERE id = %s",
@@ -204,16 +192,16 @@ def patch(conn: Conn, workspace_id: int, data: dict[str, Any]) -> dict[str, Any]
 
 
 def set_archived(conn: Conn, workspace_id: int, archived: bool) -> None:
-    row = _lock(conn, workspace_id)
-    _mutable(row, "archived")
+    row = lock(conn, "workspaces", workspace_id)
+    refuse_default(row, "workspace", "archived")
     conn.execute("UPDATE workspaces SET archived = %s WHERE id = %s", (archived, workspace_id))
 
 
 def delete(conn: Conn, workspace_id: int) -> None:
     from det.master.services import projects
 
-    row = _lock(conn, workspace_id)
-    _mutable(row, "deleted")
+    row = lock(conn, "workspaces", workspace_id)
+    refuse_default(row, "workspace", "deleted")
     model = conn.execute(
         "SELECT name FROM models WHERE workspace_id = %s ORDER BY id LIMIT 1", (workspace_id,)
     ).fetchone()
@@ -228,6 +216,21 @@ def delete(conn: Conn, workspace_id: int) -> None:
         projects.delete(conn, p["id"], removing_workspace=True)
     conn.execute("DELETE FROM templates WHERE workspace_id = %s", (workspace_id,))
     conn.execute("DELETE FROM workspaces WHERE id = %s", (workspace_id,))
+
+
+def named(conn: Conn, workspace_id: int | None, workspace_name: str | None = None) -> int | None:
+    """The usable workspace a request names by id or by name, None when it names none
+    (Determined's clients send 0 and "" for none)."""
+    if workspace_id:
+        return int(usable(conn, workspace_id)["id"])
+    if workspace_name:
+        limits.text("workspaceName", workspace_name, limits.NAME)
+        try:
+            row = by_name(conn, workspace_name)
+        except NotFound:
+            raise InvalidArgument(f"workspaceName: no workspace named {workspace_name!r}") from None
+        return int(usable(conn, row["id"])["id"])
+    return None
 
 
 def usable(conn: Conn, workspace_id: int) -> dict[str, Any]:

@@ -230,7 +230,7 @@ def test_bad_workspace_and_project_input_names_the_field(cli_master: Master) -> 
         ("POST", "/api/v1/workspaces", {"name": ""}, "name"),
         ("POST", "/api/v1/workspaces", {"name": "x" * 600}, "name"),
         ("POST", "/api/v1/workspaces/1/projects", {"name": "k", "key": "no-dash"}, "key"),
-        ("POST", "/api/v1/projects/1/move", {"destinationWorkspaceId": "1"}, "destination"),
+        ("POST", "/api/v1/projects/1/move", {"destinationWorkspaceId": "one"}, "destination"),
         ("GET", "/api/v1/workspaces?orderBy=SIDEWAYS", None, "orderBy"),
         ("GET", "/api/v1/workspaces/1/projects?archived=maybe", None, "archived"),
         ("POST", "/api/v1/templates/t1", {"config": [1]}, "config"),
@@ -462,3 +462,71 @@ def test_our_cli_model_edits_show_in_the_official_sdk(
     assert cli_master.get("/api/v1/models/ours-model/versions")["modelVersions"] == []
     det.ok("model", "delete", "ours-model")
     assert det("model", "describe", "ours-model").rc != 0
+
+
+def test_model_list_filters_sorts_and_pages_as_the_bindings_ask(
+    cli_master: Master, official: Official
+) -> None:
+    """GetModels' filters, as the official bindings send them (repeated keys for lists)."""
+    ws = cli_master.post("/api/v1/workspaces", {"name": "flt-ws"})["workspace"]["id"]
+    cli_master.post(
+        "/api/v1/models",
+        {
+            "name": "flt-alpha",
+            "description": "first ResNet",
+            "labels": ["a", "b"],
+            "workspaceId": ws,
+        },
+    )
+    cli_master.post(
+        "/api/v1/models", {"name": "flt-beta", "description": "second", "labels": ["b"]}
+    )
+    cli_master.post("/api/v1/models/flt-beta/archive", {})
+    cli_master.post(
+        "/api/v1/models", {"name": "flt-gAMMA", "description": "third resnet", "labels": ["a"]}
+    )
+    got = official.python(
+        f"""
+        B = bindings
+        def names(**kw):
+            r = B.get_GetModels(session, **kw)
+            return [m.name for m in r.models]
+        page = B.get_GetModels(session, name="flt", sortBy=B.v1GetModelsRequestSortBy.NAME,
+                               offset=1, limit=1)
+        print(json.dumps({{
+            "name": names(name="flt-a"),
+            "any_case": names(name="FLT-", sortBy=B.v1GetModelsRequestSortBy.NAME),
+            "desc": names(name="flt", description="RESNET"),
+            "labels": names(name="flt", labels=["a", "b"]),
+            "label": names(name="flt", labels=["b"]),
+            "unarchived": names(name="flt", archived=False),
+            "archived": names(name="flt", archived=True),
+            "ws_ids": names(name="flt", workspaceIds=[{ws}]),
+            "ws_names": names(name="flt", workspaceNames=["flt-ws"]),
+            "users": names(name="flt", users=["nobody-here"]),
+            "user_ids": names(name="flt", userIds=[1_000_000]),
+            "id": names(id=B.get_GetModel(session, modelName="flt-beta").model.id),
+            "desc_order": names(name="flt", sortBy=B.v1GetModelsRequestSortBy.NAME,
+                                orderBy=B.v1OrderBy.DESC),
+            "page": [[m.name for m in page.models], page.pagination.total],
+        }}))
+        """
+    )
+    assert got == {
+        "name": ["flt-alpha"],
+        "any_case": ["flt-alpha", "flt-beta", "flt-gAMMA"],
+        "desc": ["flt-alpha", "flt-gAMMA"],
+        "labels": ["flt-alpha"],
+        "label": ["flt-alpha", "flt-beta"],
+        "unarchived": ["flt-alpha", "flt-gAMMA"],
+        "archived": ["flt-beta"],
+        "ws_ids": ["flt-alpha"],
+        "ws_names": ["flt-alpha"],
+        "users": [],
+        "user_ids": [],
+        "id": ["flt-beta"],
+        "desc_order": ["flt-gAMMA", "flt-beta", "flt-alpha"],
+        "page": [["flt-beta"], 3],
+    }
+    r = _status(cli_master, "GET", "/api/v1/models?sortBy=SORT_BY_SIZE")
+    assert r.status_code == 400 and "sortBy" in r.json()["message"], r.text
