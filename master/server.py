@@ -118,6 +118,9 @@ def serve(state: MasterState, *, run_loops: bool = True) -> None:
     sock.listen(1024)
     handoff: socket.socket | None = None
     if cfg.api_processes > 1 or cfg.user_api_processes > 0:
+        # Imported once, before forking: the processes share its pages (no threads, no I/O).
+        import det.master.app  # noqa: F401
+
         conninfo = str(state.pool.conninfo)
         state.pool.close()
         if cfg.user_api_processes > 0:
