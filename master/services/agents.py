@@ -10,19 +10,25 @@ from psycopg.types.json import Jsonb
 from det.master import states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
+from det.master.schemas.agents import (
+    DesiredContainer,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    HeartbeatSlot,
+)
 from det.master.services import allocations
 from det.master.state import MasterState
 
 logger = logging.getLogger(__name__)
 
 
-def heartbeat(conn: Conn, st: MasterState, agent_id: str, report: dict[str, Any]) -> dict[str, Any]:
+def heartbeat(
+    conn: Conn, st: MasterState, agent_id: str, report: HeartbeatRequest
+) -> HeartbeatResponse:
     pool = report.get("resourcePool") or "default"
     if st.config.pool(pool) is None:
         raise InvalidArgument(f"resourcePool: no pool named '{pool}'")
-    slots = report.get("slots")
-    if not isinstance(slots, list):
-        raise InvalidArgument("slots: required list")
+    slots = report["slots"]
     row = conn.execute(
         "INSERT INTO agents (id, resource_pool, version, labels, addresses, preemption_notice)"
         " VALUES (%s, %s, %s, %s, %s, %s)"
@@ -51,19 +57,20 @@ def heartbeat(conn: Conn, st: MasterState, agent_id: str, report: dict[str, Any]
         )
         logger.info("agent %s registered (pool %s, %d slots)", agent_id, pool, len(slots))
     _sync_slots(conn, agent_id, slots)
-    if report.get("preemptionNotice"):
-        _preempt_agent(conn, agent_id, report["preemptionNotice"])
+    notice = report.get("preemptionNotice")
+    if notice:
+        _preempt_agent(conn, agent_id, notice)
     reported = {}
     for c in report.get("containers") or []:
         aid = c.get("allocationId")
         if isinstance(aid, str):
             reported[aid] = c
-            allocations.update_container(conn, aid, c)
+            allocations.update_container(conn, aid, dict(c))
     desired = conn.execute(
         "SELECT * FROM allocations WHERE placement ? %s AND state <> 'TERMINATED' ORDER BY id",
         (agent_id,),
     ).fetchall()
-    out = []
+    out: list[DesiredContainer] = []
     for alloc in desired:
         if alloc["kill_requested"]:
             out.append({"allocationId": alloc["id"], "action": "KILL"})
@@ -92,11 +99,9 @@ def heartbeat(conn: Conn, st: MasterState, agent_id: str, report: dict[str, Any]
     }
 
 
-def _sync_slots(conn: Conn, agent_id: str, slots: list[dict[str, Any]]) -> None:
+def _sync_slots(conn: Conn, agent_id: str, slots: list[HeartbeatSlot]) -> None:
     ids = []
-    for i, s in enumerate(slots):
-        if not isinstance(s, dict) or "id" not in s:
-            raise InvalidArgument(f"slots[{i}].id: required")
+    for s in slots:
         ids.append(str(s["id"]))
         conn.execute(
             "INSERT INTO slots (agent_id, slot_id, type, uuid, brand, memory_mb) VALUES (%s, %s, %s, %s, %s, %s)"
