@@ -4,56 +4,63 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, request
+from flask import Blueprint
 
 from det.master.api import _access
-from det.master.api._common import body, db, int_arg, pagination, state
+from det.master.api._common import db, pagination, state
+from det.master.api._contract import contract
 from det.master.errors import InvalidArgument
 from det.master.schemas import d
+from det.master.schemas import jobs as wire
 from det.master.services import jobs as svc
 from det.master.services import pools as pool_svc
 
 bp = Blueprint("jobs", __name__)
 
 
-def _page(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], d.v1Pagination]:
-    offset = int_arg("offset", 0) or 0
-    limit = int_arg("limit", 0) or 0
-    page = rows[offset : (offset + limit) if limit > 0 else None]
-    return page, pagination(offset, limit, len(rows))
-
-
-def _jobs() -> list[dict[str, Any]]:
-    desc = request.args.get("orderBy") in ("ORDER_BY_DESC", "2")
+def _jobs(params: d.GetJobsParams) -> tuple[list[wire.Job], d.v1Pagination]:
+    desc = params.get("orderBy") == "ORDER_BY_DESC"
     with db() as conn:
-        return svc.list_jobs(conn, state(), request.args.get("resourcePool"), desc)
+        rows = svc.list_jobs(conn, state(), params.get("resourcePool"), desc)
+    jobs = [wire.job(r) for r in rows]
+    wanted = set(params.get("states") or [])
+    if wanted:
+        jobs = [j for j in jobs if (s := j.get("summary")) is not None and s["state"] in wanted]
+    offset = params.get("offset") or 0
+    limit = params.get("limit") or 0
+    page = jobs[offset : (offset + limit) if limit > 0 else None]
+    return page, pagination(offset, limit, len(jobs))
 
 
 @bp.get("/api/v1/job-queues")
-def list_v1() -> Any:
-    page, pag = _page(_jobs())
-    return {"jobs": [svc.job_json(r) for r in page], "pagination": pag}
+@contract("GetJobs", response=wire.GetJobsResponse)
+def list_v1(params: d.GetJobsParams) -> wire.GetJobsResponse:
+    page, pag = _jobs(params)
+    return {"jobs": page, "pagination": pag}
 
 
 @bp.get("/api/v1/job-queues-v2")
-def list_v2() -> Any:
-    page, pag = _page(_jobs())
-    return {"jobs": [{"full": svc.job_json(r)} for r in page], "pagination": pag}
+@contract("GetJobsV2", response=wire.GetJobsV2Response)
+def list_v2(params: d.GetJobsV2Params) -> wire.GetJobsV2Response:
+    page, pag = _jobs(params)
+    return {"jobs": [{"full": j} for j in page], "pagination": pag}
 
 
 @bp.post("/api/v1/job-queues")
-def update() -> Any:
-    updates = body().get("updates")
-    if not isinstance(updates, list) or not updates:
+@contract("UpdateJobQueue")
+def update(body: d.v1UpdateJobQueueRequest) -> Any:
+    updates = body.get("updates")
+    if not updates:
         raise InvalidArgument("updates: required non-empty list")
     with db() as conn:
         for i, u in enumerate(updates):
-            if not isinstance(u, dict) or not isinstance(u.get("jobId"), str):
+            job_id = u.get("jobId")
+            if not job_id:
                 raise InvalidArgument(f"updates[{i}].jobId: required string")
-            _access.job(conn, u["jobId"])
+            _access.job(conn, job_id)
             svc.update(
                 conn,
-                u["jobId"],
+                job_id,
                 priority=u.get("priority"),
                 weight=u.get("weight"),
                 resource_pool=u.get("resourcePool"),
@@ -65,7 +72,11 @@ def update() -> Any:
 
 
 @bp.get("/api/v1/resource-pools")
-def resource_pools() -> Any:
+@contract("GetResourcePools")
+def resource_pools(params: d.GetResourcePoolsParams) -> d.v1GetResourcePoolsResponse:
     with db() as conn:
         pools = pool_svc.list_pools(conn, state())
-    return {"resourcePools": pools, "pagination": pagination(0, 0, len(pools))}
+    offset = params.get("offset") or 0
+    limit = params.get("limit") or 0
+    page = pools[offset : (offset + limit) if limit > 0 else None]
+    return {"resourcePools": page, "pagination": pagination(offset, limit, len(pools))}

@@ -12,8 +12,11 @@ from typing import Any
 from det.master import states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
+from det.master.schemas.jobs import job as job_json  # the wire shape of a listed job
 from det.master.services.provisioning import JOB_EVENT_CODES
 from det.master.state import MasterState
+
+__all__ = ["PENDING_EVENT_KINDS", "job_json", "list_jobs", "queue_info", "update"]
 
 # Provisioner events that explain why a queued job waits ("why is my job pending?").
 PENDING_EVENT_KINDS = JOB_EVENT_CODES
@@ -34,6 +37,7 @@ def list_jobs(conn: Conn, st: MasterState, pool: str | None, desc: bool) -> list
         params.append(pool)
     rows = conn.execute(
         "SELECT j.*, e.name, e.state AS exp_state, e.progress, u.username,"
+        " (SELECT p.workspace_id FROM projects p WHERE p.id = e.project_id) AS workspace_id,"
         " (SELECT coalesce(sum(a.slots_needed), 0) FROM allocations a WHERE a.job_id = j.id"
         "   AND a.state NOT IN ('PENDING','TERMINATED')) AS allocated,"
         " (SELECT coalesce(sum(a.slots_needed), 0) FROM allocations a WHERE a.job_id = j.id"
@@ -60,37 +64,14 @@ def list_jobs(conn: Conn, st: MasterState, pool: str | None, desc: bool) -> list
             # for nothing: say so rather than look stuck.
             r["pending_reason"] = "the experiment is paused; activate it to queue its trials"
         q = info.get(r["id"])
+        if q and q.get("capped"):
+            r["pending_reason"] = q["capped"]
         r["queue_state"] = q["state"] if q else ("SCHEDULED" if r["allocated"] else "QUEUED")
         r["jobs_ahead"] = q["jobsAhead"] if q else 0
         r["position"] = q["position"] if q else 10**9
         out.append(r)
     out.sort(key=lambda r: (r["priority"], r["queue_key"]), reverse=desc)
     return out
-
-
-def job_json(r: dict[str, Any]) -> dict[str, Any]:
-    from det.master.wire import ts
-
-    return {
-        "jobId": r["id"],
-        "type": "TYPE_EXPERIMENT",
-        "entityId": str(r["experiment_id"]),
-        "name": r["name"],
-        "username": r["username"],
-        "userId": r["owner_id"],
-        "resourcePool": r["resource_pool"],
-        "submissionTime": ts(r["submitted_at"]),
-        "isPreemptible": True,
-        "priority": r["priority"],
-        "weight": r["weight"],
-        "allocatedSlots": int(r["allocated"]),
-        "requestedSlots": int(r["requested"]),
-        "progress": r["progress"],
-        "workspaceId": 1,
-        "summary": {"state": "STATE_" + r["queue_state"], "jobsAhead": r["jobs_ahead"]},
-        # det's addition (ignored by Determined's client): why a queued job is still waiting.
-        "pendingReason": r.get("pending_reason"),
-    }
 
 
 def _job(conn: Conn, job_id: str) -> dict[str, Any]:
