@@ -7,11 +7,14 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from flask import Blueprint, Response, request, stream_with_context
+from flask import Blueprint, Response, stream_with_context
+from typing_extensions import TypedDict
 
 import det
-from det.master.api._common import PUBLIC, allow, db, int_arg, require_admin, state
+from det.master.api._common import PUBLIC, allow, db, require_admin, state
+from det.master.api._contract import contract
 from det.master.errors import InvalidArgument
+from det.master.schemas import d
 
 # The Determined API version det speaks: its clients compare /info's ``version`` with their own
 # and warn when the master's is older. det's own version is reported beside it.
@@ -19,8 +22,23 @@ DETERMINED_API_VERSION = "0.38.1"
 
 bp = Blueprint("cluster", __name__)
 
+_LOG_LEVELS = frozenset(
+    "LOG_LEVEL_" + x for x in ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+)
 
-def _info() -> dict[str, Any]:
+
+class Info(d.v1GetMasterResponse, total=False):
+    """``GetMaster`` with det's own version beside the Determined API version it speaks."""
+
+    detVersion: str
+
+
+class Health(TypedDict):
+    healthy: bool
+    database: str
+
+
+def _info() -> Info:
     st = state()
     return {
         "version": DETERMINED_API_VERSION,
@@ -43,13 +61,15 @@ def _info() -> dict[str, Any]:
 
 @bp.get("/info")
 @allow(PUBLIC)
-def info() -> Any:
+@contract(response=Info)
+def info() -> Info:
     return _info()
 
 
 @bp.get("/health")
 @allow(PUBLIC)
-def health() -> Any:
+@contract(response=Health)
+def health() -> Health:
     with db() as conn:
         conn.execute("SELECT 1")
     return {"healthy": True, "database": "ok"}
@@ -57,30 +77,33 @@ def health() -> Any:
 
 @bp.get("/api/v1/master")
 @allow(PUBLIC)
-def master() -> Any:
+@contract("GetMaster", response=Info)
+def master() -> Info:
     # Unauthenticated in Determined too: its CLI reads feature flags (rbacEnabled) before login.
     return _info()
 
 
 @bp.get("/api/v1/master/config")
-def master_config() -> Any:
+@contract("GetMasterConfig")
+def master_config() -> d.v1GetMasterConfigResponse:
     require_admin()
     return {"config": state().config.redacted()}
 
 
 @bp.get("/api/v1/master/logs")
-def master_logs() -> Any:
+@contract("MasterLogs")
+def master_logs(params: d.MasterLogsParams) -> Any:
     """Determined's MasterLogs stream: NDJSON ``{"result": {"logEntry": …}}`` lines, the
     ``limit`` first after ``offset`` (a negative offset counts from the end), following new
     lines while ``follow=true``."""
     require_admin()
     from det.master import logbuffer
 
-    offset = int_arg("offset", 0) or 0
-    limit = int_arg("limit", 0) or 0
+    offset = params.get("offset") or 0
+    limit = params.get("limit") or 0
     if limit < 0:
         raise InvalidArgument(f"limit: must not be negative (got {limit})")
-    follow = request.args.get("follow", "false").lower() == "true"
+    follow = bool(params.get("follow"))
     lines = logbuffer.recent()
     lines = lines[offset:] if offset >= 0 else lines[max(0, len(lines) + offset) :]
     if limit:
@@ -92,6 +115,8 @@ def master_logs() -> Any:
         while True:
             for e in batch:
                 last = e["id"]
+                if e.get("level") not in _LOG_LEVELS:  # a custom logging level
+                    e["level"] = "LOG_LEVEL_UNSPECIFIED"
                 yield json.dumps({"result": {"logEntry": e}}) + "\n"
                 sent += 1
                 if limit and sent >= limit:
