@@ -168,7 +168,8 @@ def _is_waiting_request() -> bool:
     args = request.args
     if args.get("follow", "").lower() == "true":
         return True
-    timeout = args.get("timeout_seconds")
+    # Determined's client sends ``timeoutSeconds``; det's harness the proto name.
+    timeout = args.get("timeoutSeconds", args.get("timeout_seconds"))
     try:
         return timeout is not None and float(timeout) > 0
     except ValueError:

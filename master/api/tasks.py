@@ -10,20 +10,22 @@ from typing import Any
 
 from flask import Blueprint, request
 
-from det.master import limits
+from det.master import limits, states
 from det.master.api import _access, _logs
 from det.master.api._common import (
     AGENT,
     TASK,
     USER,
     allow,
-    body,
     check_task_scope,
     db,
     principal,
     release_connection,
 )
+from det.master.api._contract import contract
 from det.master.errors import InvalidArgument, NotFound
+from det.master.schemas import d
+from det.master.schemas import tasks as wire
 from det.master.services import tasks as tasks_svc
 
 bp = Blueprint("tasks", __name__)
@@ -34,7 +36,10 @@ MAX_LONG_POLL_SECONDS = 30.0
 
 def _long_poll_timeout(raw: str | None) -> float:
     """A finite number of seconds in [0, MAX_LONG_POLL_SECONDS]; NaN, infinities and negatives
-    are refused (``min(nan, 30)`` is NaN, which would make the wait loop never sleep)."""
+    are refused (``min(nan, 30)`` is NaN, which would make the wait loop never sleep).
+
+    Determined's client sends ``timeoutSeconds`` (an integer, checked by the contract); det's
+    harness sends the proto name ``timeout_seconds``, which the gateway accepts too."""
     try:
         value = float(raw or 0)
     except ValueError:
@@ -48,8 +53,15 @@ def _long_poll_timeout(raw: str | None) -> float:
 
 @bp.get("/api/v1/allocations/<allocation_id>/signals/preemption")
 @allow(TASK, USER)
-def preemption_signal(allocation_id: str) -> Any:
-    timeout = _long_poll_timeout(request.args.get("timeout_seconds"))
+@contract("AllocationPreemptionSignal")
+def preemption_signal(
+    allocation_id: str, params: d.AllocationPreemptionSignalParams
+) -> d.v1AllocationPreemptionSignalResponse:
+    camel = params.get("timeoutSeconds")
+    if camel is not None:
+        timeout = _long_poll_timeout(str(camel))
+    else:
+        timeout = _long_poll_timeout(request.args.get("timeout_seconds"))
     with db() as conn:
         _access.allocation(conn, allocation_id)
     deadline = time.monotonic() + timeout
@@ -70,16 +82,43 @@ def preemption_signal(allocation_id: str) -> Any:
 
 @bp.post("/api/v1/allocations/<allocation_id>/signals/ack_preemption")
 @allow(TASK)
-def ack_preemption(allocation_id: str) -> Any:
+@contract("AckAllocationPreemptionSignal")
+def ack_preemption(allocation_id: str, body: d.v1AckAllocationPreemptionSignalRequest) -> Any:
     check_task_scope(allocation_id=allocation_id)
     with db() as conn:
         conn.execute("UPDATE allocations SET preempt_acked = true WHERE id = %s", (allocation_id,))
     return {}
 
 
+@bp.post("/api/v1/allocations/<allocation_id>/signals/pending_preemption")
+@allow(TASK)
+@contract("AllocationPendingPreemptionSignal")
+def report_pending_preemption(
+    allocation_id: str, body: d.v1AllocationPendingPreemptionSignalRequest
+) -> Any:
+    """Determined's ``AllocationPendingPreemptionSignal``: the task learnt (from its host's
+    scheduler) that it is about to be preempted; the allocation is asked to checkpoint and
+    exit, as a preemption by det's own scheduler would."""
+    check_task_scope(allocation_id=allocation_id)
+    with db() as conn:
+        row = conn.execute(
+            "UPDATE allocations SET preempt_requested = true,"
+            " exit_reason = coalesce(exit_reason, 'preempted: pending preemption reported by the task')"
+            " WHERE id = %s AND state <> 'TERMINATED' AND NOT preempt_requested RETURNING id",
+            (allocation_id,),
+        ).fetchone()
+        if row is not None:
+            states.record_event(
+                conn, "allocation", allocation_id, "preempt", "pending preemption reported"
+            )
+    return {}
+
+
 @bp.get("/api/v1/allocations/<allocation_id>/signals/pending_preemption")
 @allow(TASK, USER)
-def pending_preemption(allocation_id: str) -> Any:
+@contract(response=wire.PendingPreemption)
+def pending_preemption(allocation_id: str) -> wire.PendingPreemption:
+    """det's read of whether a preemption is pending (the signal without the long poll)."""
     with db() as conn:
         _access.allocation(conn, allocation_id)
         row = conn.execute(
@@ -92,14 +131,18 @@ def pending_preemption(allocation_id: str) -> Any:
 
 @bp.post("/api/v1/allocations/<allocation_id>/proxy_address")
 @allow(TASK)
-def proxy_address(allocation_id: str) -> Any:
+@contract("PostAllocationProxyAddress")
+def proxy_address(allocation_id: str, body: d.v1PostAllocationProxyAddressRequest) -> Any:
     check_task_scope(allocation_id=allocation_id)
     return {}
 
 
 @bp.post("/api/v1/allocations/<allocation_id>/notify_container_running")
 @allow(TASK)
-def notify_container_running(allocation_id: str) -> Any:
+@contract("NotifyContainerRunning")
+def notify_container_running(
+    allocation_id: str, body: d.v1NotifyContainerRunningRequest
+) -> d.v1NotifyContainerRunningResponse:
     check_task_scope(allocation_id=allocation_id)
     return {"data": []}
 
@@ -107,7 +150,8 @@ def notify_container_running(allocation_id: str) -> Any:
 @bp.get("/api/v1/tasks/<task_id>/context")
 @bp.get("/api/v1/tasks/<task_id>/context_directory")
 @allow(AGENT, TASK, USER)
-def context(task_id: str) -> Any:
+@contract("GetTaskContextDirectory")
+def context(task_id: str) -> d.v1GetTaskContextDirectoryResponse:
     check_task_scope(task_id=task_id)
     with db() as conn:
         row = conn.execute(
@@ -121,21 +165,19 @@ def context(task_id: str) -> Any:
 
 @bp.post("/api/v1/task/logs")
 @allow(AGENT, TASK)
-def post_logs() -> Any:
-    logs = body().get("logs")
-    if not isinstance(logs, list):
+@contract("PostTaskLogs")
+def post_logs(body: d.v1PostTaskLogsRequest) -> Any:
+    logs = body.get("logs")
+    if logs is None:
         raise InvalidArgument("logs: required list")
     rows = []
     p = principal()
     for i, entry in enumerate(logs):
-        if (
-            not isinstance(entry, dict)
-            or not isinstance(entry.get("taskId"), str)
-            or "log" not in entry
-        ):
+        task_id, log = entry.get("taskId"), entry.get("log")
+        if task_id is None or log is None:
             raise InvalidArgument(f"logs[{i}]: taskId and log are required")
-        if p.task is not None and entry["taskId"] != p.task.task_id:
-            check_task_scope(task_id=entry["taskId"])
+        if p.task is not None and task_id != p.task.task_id:
+            check_task_scope(task_id=task_id)
         stamp = entry.get("timestamp")
         try:
             when = (
@@ -147,12 +189,12 @@ def post_logs() -> Any:
             raise InvalidArgument(f"logs[{i}].timestamp: not an RFC 3339 time") from None
         rows.append(
             (
-                entry["taskId"],
+                task_id,
                 entry.get("allocationId"),
                 entry.get("agentId"),
                 entry.get("containerId"),
                 entry.get("rankId"),
-                limits.log_line(str(entry["log"])),
+                limits.log_line(log),
                 entry.get("level"),
                 entry.get("stdtype"),
                 entry.get("source"),
@@ -169,12 +211,14 @@ def post_logs() -> Any:
 
 
 @bp.get("/api/v1/tasks")
-def list_tasks() -> Any:
+@contract("GetTasks")
+def list_tasks() -> d.v1GetTasksResponse:
     """Determined's ``GetTasks``: the live allocations (trials and checkpoint-GC tasks)."""
     with db() as conn:
         return {"allocationIdToSummary": tasks_svc.live_allocations(conn)}
 
 
 @bp.get("/api/v1/tasks/<task_id>/logs")
-def task_logs(task_id: str) -> Any:
+@contract("TaskLogs")
+def task_logs(task_id: str, params: d.TaskLogsParams) -> Any:
     return _logs.stream(task_id)

@@ -1,0 +1,64 @@
+"""Tasks and allocations on the wire: ``v1AllocationSummary`` (``GetTasks``) from a live
+allocation's row, and det's own allocation messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from typing_extensions import TypedDict
+
+from det.master.schemas import d
+from det.master.schemas.agents import device
+from det.master.wire import ts
+
+
+class PendingPreemption(TypedDict):
+    """det's ``GET .../signals/pending_preemption``: whether a preemption is pending."""
+
+    preempt: bool
+
+
+def _name(row: dict[str, Any]) -> str:
+    if row["trial_id"] is not None:
+        return f"Trial {row['trial_id']} (Experiment {row['experiment_id']})"
+    if row["gc_experiment_id"] is not None:
+        return f"Checkpoint GC (Experiment {row['gc_experiment_id']})"
+    return str(row["task_id"])
+
+
+def allocation_summary(
+    r: dict[str, Any], slots: dict[tuple[str, str], dict[str, Any]]
+) -> d.v1AllocationSummary:
+    """``r`` is a row of ``services.tasks.live_allocations``' query; ``slots`` the ``slots``
+    rows by (agent, slot id)."""
+    resources: list[d.v1ResourcesSummary] = []
+    if r["placement"] is not None:
+        devices: dict[str, d.ResourcesSummaryDevices] = {}
+        for agent_id, slot_ids in r["placement"].items():
+            devices[agent_id] = {
+                "devices": [device(slots.get((agent_id, str(s))), str(s)) for s in slot_ids]
+            }
+        resources.append(
+            {
+                "resourcesId": r["id"],
+                "allocationId": r["id"],
+                "agentDevices": devices,
+                # the id det's agent listing gives the slot's container (det slot list joins them)
+                "containerId": r["container_id"] or r["id"],
+                "resourcesType": "docker-container",
+                "started": {} if r["started_at"] is not None else None,
+                "exited": None,
+            }
+        )
+    return {
+        "taskId": r["task_id"],
+        "allocationId": r["id"],
+        "name": _name(r),
+        "registeredTime": ts(r["created_at"]),
+        "resourcePool": r["resource_pool"],
+        "slotsNeeded": r["slots_needed"],
+        "resources": resources,
+        "schedulerType": "priority",
+        "priority": r["priority"],
+        "proxyPorts": [],
+    }
