@@ -17,7 +17,7 @@ Public API::
         AgentState.with_slots(id, n) numbers the slots "0".."n-1"
     Request(allocation_id, job_id, slots, priority=42, weight=1.0, order=0.0,
             preemptible=True, placement: {agent id: (slot id, ...)} | None = None,
-            preempting=False, started=0.0)
+            preempting=False, started=0.0, max_slots=None)
     Policy(kind="priority" | "fair_share" | "round_robin", preemption=False,
            fitting="best" | "worst")
 
@@ -27,8 +27,10 @@ Public API::
     Decision.jobs         (JobSummary(job_id, state, jobs_ahead, requested_slots,
                            allocated_slots), ...): the queue reduced to jobs
     Decision.waiting      pending allocations whose slots are held until victims exit
+    Decision.capped       pending allocations held back by their job's max_slots
     Decision.slot_counts() {allocation id: {agent id: slot count}}
-    Decision.demand()      slot counts still queued and not waiting: the provisioner's demand
+    Decision.demand()      slot counts still queued, not waiting nor capped: the provisioner's
+                           demand
 
 Semantics, in short (each module's docstring has the details and where we differ from
 Determined 0.38):
@@ -46,6 +48,8 @@ Determined 0.38):
   preempted by the scheduler.
 * ``queue``/``jobs`` follow the order the pass used; ``jobs_ahead`` is Determined's
   ``jobsAhead`` (distinct jobs ahead); a job is SCHEDULED when any of its requests is.
+* ``max_slots`` (:mod:`.caps`): a job at its cap gets nothing more placed; its pending
+  requests are ``capped``, wait without blocking others or preempting, and add no demand.
 * :func:`can_ever_fit` explains why a request could never be placed (:mod:`.capacity`); a
   pool with neither agents nor a provider gets ``None`` (its agents may not have registered).
 """

@@ -6,6 +6,7 @@ import logging
 import operator
 from collections.abc import Sequence
 
+from det.master.scheduler.caps import JobCaps
 from det.master.scheduler.fair_share import schedule_fair_share
 from det.master.scheduler.fitting import Cluster
 from det.master.scheduler.model import (
@@ -34,16 +35,17 @@ def schedule(snapshot: PoolSnapshot) -> Decision:
         policy.fitting,
         snapshot.max_aux_containers_per_agent,
     )
+    caps = JobCaps(requests)
     if policy.kind == PolicyKind.FAIR_SHARE:
         fifo = sorted(requests, key=operator.attrgetter("order", "allocation_id"))
-        result = schedule_fair_share([r for r in fifo if r.slots > 0], cluster)
+        result = schedule_fair_share([r for r in fifo if r.slots > 0], cluster, caps)
         # Determined's fair share places zero-slot tasks FIFO, outside the share.
         zero = [r for r in fifo if r.slots == 0]
         order = result.order + zero
     elif policy.kind in (PolicyKind.PRIORITY, PolicyKind.ROUND_ROBIN):
         order = sorted(requests, key=sort_key(policy.kind))
         result = schedule_priority(
-            [r for r in order if r.slots > 0], cluster, policy.kind, policy.preemption
+            [r for r in order if r.slots > 0], cluster, policy.kind, policy.preemption, caps
         )
         # Zero-slot tasks are scheduled independently of slot-holding ones (as Determined):
         # a pending gang never holds up a notebook or a TensorBoard, nor the reverse.
@@ -59,6 +61,15 @@ def schedule(snapshot: PoolSnapshot) -> Decision:
             break  # every schedulable agent is at max_aux_containers_per_agent
         placements[r.allocation_id] = where
     queue, jobs = _queue(order, placements)
+    waiting = set(result.waiting)
+    capped = tuple(
+        r.allocation_id
+        for r in order
+        if r.placement is None
+        and r.allocation_id not in placements
+        and r.allocation_id not in waiting
+        and not caps.allows(r)
+    )
     if placements or result.preemptions:
         logger.debug(
             "scheduling pass: %d placed, %d to preempt, %d waiting for preemptions",
@@ -72,6 +83,7 @@ def schedule(snapshot: PoolSnapshot) -> Decision:
         queue=queue,
         jobs=jobs,
         waiting=tuple(result.waiting),
+        capped=capped,
     )
 
 

@@ -20,6 +20,9 @@ gangs, which needs no fix-up:
    are still free (work-conserving); a later pass takes them back if a granted request needs
    the room.
 
+A job at its ``max_slots`` (``caps``) is granted no more pending requests, and is not given
+free slots in step 4: the share it leaves goes to the other jobs.
+
 Zero-slot requests are not part of the share: they are placed FIFO (see ``core``).
 The queue order is the grant order, then the ungranted requests in submission order.
 """
@@ -32,6 +35,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from det.master.scheduler.capacity import fits_sizes
+from det.master.scheduler.caps import JobCaps
 from det.master.scheduler.fitting import Cluster
 from det.master.scheduler.model import PassResult, Request
 
@@ -46,9 +50,12 @@ class _Job:
     next: int = 0
 
 
-def schedule_fair_share(requests: Sequence[Request], cluster: Cluster) -> PassResult:
+def schedule_fair_share(
+    requests: Sequence[Request], cluster: Cluster, caps: JobCaps | None = None
+) -> PassResult:
     """One pass over the pool's slot-holding requests (sorted by ``order``)."""
-    granted = _grant(requests, cluster)
+    caps = caps if caps is not None else JobCaps(requests)
+    granted = _grant(requests, cluster, caps)
     granted_ids = {r.allocation_id for r in granted}
     rest = [r for r in requests if r.allocation_id not in granted_ids]
     out = PassResult(order=granted + rest)
@@ -69,6 +76,7 @@ def schedule_fair_share(requests: Sequence[Request], cluster: Cluster) -> PassRe
             r.slots, (c for c in candidates if c.allocation_id not in taken)
         )
         if found is None:
+            caps.release(r)  # granted, but it waits for room like any other
             continue
         fit, victims = found
         cluster.reserve(fit, victims)
@@ -77,15 +85,17 @@ def schedule_fair_share(requests: Sequence[Request], cluster: Cluster) -> PassRe
         out.waiting.append(r.allocation_id)
     if not out.preemptions:
         for r in rest:
-            if r.placement is None:
+            if r.placement is None and caps.allows(r):
                 fit = cluster.find(r.slots)
                 if fit is not None:
                     out.placements[r.allocation_id] = cluster.take(fit)
+                    caps.take(r)
     return out
 
 
-def _grant(requests: Sequence[Request], cluster: Cluster) -> list[Request]:
-    """The requests that fit in their job's weighted max-min share, in grant order."""
+def _grant(requests: Sequence[Request], cluster: Cluster, caps: JobCaps) -> list[Request]:
+    """The requests that fit in their job's weighted max-min share (and its cap), in grant
+    order; a granted pending request counts against its job's cap from here on."""
     capacity = sum(cluster.total[a] for a in cluster.total if cluster.usable(a))
     for r in requests:
         if r.placement is not None and not r.preempting:
@@ -120,7 +130,11 @@ def _grant(requests: Sequence[Request], cluster: Cluster) -> list[Request]:
         while job.next < len(job.queue):
             r = job.queue[job.next]
             job.next += 1
+            if r.placement is None and not caps.allows(r):
+                continue
             if r.slots <= capacity:
+                if r.placement is None:
+                    caps.take(r)
                 granted.append(r)
                 job.granted += r.slots
                 capacity -= r.slots

@@ -75,7 +75,8 @@ class Request:
     when placed (``None`` while pending); placed requests are never moved. ``started``: when it
     was placed (any increasing number, e.g. epoch seconds); among victims of equal priority the
     most recently started goes first, then the latest ``order``. ``preempting``: the master
-    already asked it to stop; its slots are on their way to being free.
+    already asked it to stop; its slots are on their way to being free. ``max_slots``: the
+    job's cap on the slots its requests hold at once (``None`` or ``0``: none; see ``caps``).
     """
 
     allocation_id: str
@@ -88,6 +89,7 @@ class Request:
     placement: Placement | None = None
     preempting: bool = False
     started: float = 0.0
+    max_slots: int | None = None
 
     @property
     def placed(self) -> bool:
@@ -147,6 +149,7 @@ class Decision:
     ``queue``: every request of the pool in the order the pass used, with its state after this
     decision. ``jobs``: the same reduced to jobs. ``waiting``: pending allocations for which
     slots are held back until preempted work exits (they are placed by a later pass).
+    ``capped``: pending allocations left queued because their job is at its ``max_slots``.
     """
 
     placements: Mapping[str, Placement] = dataclasses.field(default_factory=dict)
@@ -154,11 +157,13 @@ class Decision:
     queue: tuple[QueueEntry, ...] = ()
     jobs: tuple[JobSummary, ...] = ()
     waiting: tuple[str, ...] = ()
+    capped: tuple[str, ...] = ()
 
     def demand(self) -> tuple[int, ...]:
-        """Slot counts of the requests left queued that are not waiting for preempted work:
-        what the provisioner may need more machines for (0 for a zero-slot task)."""
-        waiting = set(self.waiting)
+        """Slot counts of the requests left queued that are not waiting for preempted work nor
+        held back by their job's cap: what the provisioner may need more machines for (0 for a
+        zero-slot task)."""
+        waiting = set(self.waiting) | set(self.capped)
         return tuple(
             e.slots
             for e in self.queue

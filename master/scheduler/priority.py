@@ -27,6 +27,7 @@ import itertools
 import operator
 from collections.abc import Callable, Iterator, Sequence
 
+from det.master.scheduler.caps import JobCaps
 from det.master.scheduler.fitting import Cluster
 from det.master.scheduler.model import PassResult, PolicyKind, Request
 
@@ -39,10 +40,16 @@ def sort_key(kind: str) -> Callable[[Request], tuple[float | str, ...]]:
 
 
 def schedule_priority(
-    requests: Sequence[Request], cluster: Cluster, kind: str, preemption: bool
+    requests: Sequence[Request],
+    cluster: Cluster,
+    kind: str,
+    preemption: bool,
+    caps: JobCaps | None = None,
 ) -> PassResult:
     """One pass over the pool's slot-holding requests. ``requests`` must be sorted by
-    :func:`sort_key`; the result's ``order`` is that same order."""
+    :func:`sort_key`; the result's ``order`` is that same order. A request whose job is at its
+    cap (``caps``) is passed over: it neither blocks the levels below nor preempts."""
+    caps = caps if caps is not None else JobCaps(requests)
     preemption = preemption and kind == PolicyKind.PRIORITY
     out = PassResult(order=list(requests))
     pending = [r for r in requests if r.placement is None]
@@ -60,11 +67,14 @@ def schedule_priority(
         for r in level:
             if blocked and not (preemption and r.preemptible):
                 continue
+            if not caps.allows(r):
+                continue
             fit = cluster.find(r.slots)
             if fit is None:
                 unplaced.append(r)
             else:
                 out.placements[r.allocation_id] = cluster.take(fit)
+                caps.take(r)
         if not unplaced:
             continue
         blocked = True
@@ -73,7 +83,7 @@ def schedule_priority(
         for r in unplaced:
             # The pool only fills up as the pass goes on, and later requests have fewer
             # victims to choose from, so a size that failed once fails for the rest.
-            if r.slots in failed_sizes:
+            if r.slots in failed_sizes or not caps.allows(r):
                 continue
             # Victims are mostly taken from the front: skip the taken prefix once, not per search.
             while start < len(candidates) and candidates[start].allocation_id in taken:
@@ -85,6 +95,7 @@ def schedule_priority(
                 continue
             fit, victims = found
             cluster.reserve(fit, victims)
+            caps.take(r)
             taken.update(v.allocation_id for v in victims)
             out.preemptions.extend(v.allocation_id for v in victims if not v.preempting)
             out.waiting.append(r.allocation_id)

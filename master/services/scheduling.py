@@ -34,7 +34,10 @@ def snapshot(conn: Conn, st: MasterState, pool: str) -> Any:
     ).fetchall()
     alloc_rows = conn.execute(
         "SELECT a.id, a.job_id, a.slots_needed, a.state, a.placement, a.created_at, a.placed_at, a.preempt_requested,"
-        " j.priority, j.weight, j.queue_key FROM allocations a JOIN jobs j ON j.id = a.job_id"
+        " j.priority, j.weight, j.queue_key,"
+        " (SELECT (e.config #>> '{resources,max_slots}')::bigint FROM experiments e"
+        "   WHERE e.id = j.experiment_id) AS max_slots"
+        " FROM allocations a JOIN jobs j ON j.id = a.job_id"
         " WHERE a.resource_pool = %s AND a.state <> 'TERMINATED' ORDER BY j.queue_key, a.created_at, a.id",
         (pool,),
     ).fetchall()
@@ -75,6 +78,7 @@ def sched_snapshot(
                 placement={k: tuple(v) for k, v in placement.items()} if placement else None,
                 preempting=bool(r["preempt_requested"]),
                 started=r["placed_at"].timestamp() if r["placed_at"] else 0.0,
+                max_slots=r.get("max_slots"),
             )
         )
     return sched.PoolSnapshot(
@@ -113,18 +117,31 @@ def schedule_all(conn: Conn, st: MasterState) -> None:
 
 
 def queue_view(conn: Conn, st: MasterState, pool: str | None) -> dict[str, dict[str, Any]]:
-    """Per job: its queue state and jobsAhead, from the scheduler's decision on a fresh snapshot."""
+    """Per job: its queue state and jobsAhead, from the scheduler's decision on a fresh snapshot,
+    and ``capped`` (a reason) when requests of it wait only because it is at its max_slots."""
     out: dict[str, dict[str, Any]] = {}
     for p in st.config.resource_pools:
         if pool and p.pool_name != pool:
             continue
-        decision = sched.schedule(snapshot(conn, st, p.pool_name))
+        snap = snapshot(conn, st, p.pool_name)
+        decision = sched.schedule(snap)
         for position, job in enumerate(decision.jobs):
             out[job.job_id] = {
                 "state": str(job.state),
                 "jobsAhead": job.jobs_ahead,
                 "position": position,
+                "capped": None,
             }
+        held = set(decision.capped)
+        by_id = {j.job_id: j for j in decision.jobs} if held else {}
+        for r in snap.requests:
+            if r.allocation_id in held and r.job_id in by_id:
+                job = by_id[r.job_id]
+                out[r.job_id]["capped"] = (
+                    f"at its resources.max_slots: {job.allocated_slots} of {r.max_slots} slots"
+                    " in use; its other trials wait until one of its own finishes"
+                    " (raise it with `det e set max-slots`)"
+                )
     return out
 
 
