@@ -26,6 +26,7 @@ newest first, which is harmless for idempotent heartbeats and reports. The admis
 from __future__ import annotations
 
 import collections
+import contextlib
 import hmac
 import json
 import logging
@@ -233,14 +234,13 @@ class Relay(wasyncore.dispatcher):  # type: ignore[misc]
             return
         except OSError:
             data = b""
-        ch = self.channel
-        if ch is None:
-            return
-        if not data:  # the user process closed the connection: so do we, once it is sent
-            ch.close_when_flushed = True
-            self.channel = None
-            self.close()
-            return
+        if not data:
+            self.handle_close()
+        elif self.channel is not None:
+            self._to_client(self.channel, data)
+
+    @staticmethod
+    def _to_client(ch: Any, data: bytes) -> None:
         with ch.outbuf_lock:
             ch.outbufs[-1].append(data)
             ch.total_outbufs_len += len(data)
@@ -258,9 +258,15 @@ class Relay(wasyncore.dispatcher):  # type: ignore[misc]
             self.close()
 
     def handle_close(self) -> None:
+        """The user process closed the connection (or the pair broke): what it sent before is
+        still to be read (poll reports the hang-up with the last data) and sent, then the
+        client's connection is closed."""
         ch, self.channel = self.channel, None
         if ch is not None:
-            ch.will_close = True
+            with contextlib.suppress(OSError):
+                while data := self.socket.recv(1 << 20):
+                    self._to_client(ch, data)
+            ch.close_when_flushed = True
         self.close()
 
 
@@ -277,7 +283,8 @@ class RelayedMixin(RoutingMixin):
 
     def readable(self) -> bool:
         if self.relay is not None:
-            return len(self.relay.out) < _RELAY_BUFFER
+            closing = self.will_close or self.close_when_flushed  # type: ignore[attr-defined]
+            return not closing and len(self.relay.out) < _RELAY_BUFFER
         return bool(super().readable())  # type: ignore[misc]
 
     def handle_close(self) -> None:

@@ -202,6 +202,15 @@ def _frozen_user_processes_hold_up_no_cluster_traffic(
             assert me.status_code == 200 and me.json()["user"]["username"] == "admin", me.text
             listed = user.get(m.url + "/api/v1/experiments", params={"limit": 100}, timeout=10)
             assert listed.status_code == 200 and len(listed.json()["experiments"]) == 1
+        # A large answer, and the user process closes the connection after it: all of it comes.
+        big = session().get(
+            m.url + "/api/v1/openapi.json",
+            headers={"Connection": "close", "Authorization": user.headers["Authorization"]},
+            timeout=30,
+        )
+        assert big.status_code == 200 and len(big.content) > 128 * 1024, len(big.content)
+        assert len(big.content) == int(big.headers["Content-Length"])
+        assert big.json()["openapi"].startswith("3.")
     finally:
         release.set()
         agent.stop()

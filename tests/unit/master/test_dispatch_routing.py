@@ -1,9 +1,14 @@
 """Which connections a front process keeps (agents, tasks, health checks) and which it hands to
-the user processes (det.master.dispatch.cluster_traffic)."""
+the user processes (det.master.dispatch.cluster_traffic); the relay of an HTTPS connection."""
 
 from __future__ import annotations
 
-from det.master.dispatch import cluster_traffic
+import socket
+import threading
+
+from waitress.buffers import OverflowableBuffer
+
+from det.master.dispatch import Relay, cluster_traffic
 
 AGENT_TOKEN = "a" * 64
 
@@ -47,3 +52,33 @@ def test_users_go() -> None:
 def test_a_malformed_request_line_stays_for_waitress_to_answer() -> None:
     assert cluster_traffic(b"GARBAGE", AGENT_TOKEN)
     assert cluster_traffic(head("GET /api/v1/experiments"), AGENT_TOKEN)
+
+
+class _Channel:
+    """What a Relay touches of a front's TLS channel."""
+
+    def __init__(self) -> None:
+        self._map: dict[int, object] = {}
+        self.outbufs = [OverflowableBuffer(1 << 20)]
+        self.outbuf_lock = threading.Condition()
+        self.total_outbufs_len = 0
+        self.close_when_flushed = False
+        self.will_close = False
+
+    def sent(self) -> bytes:
+        return b"".join(bytes(b.get(len(b))) for b in self.outbufs)
+
+
+def test_a_relay_forwards_all_a_user_process_sent_before_it_closed() -> None:
+    ours, theirs = socket.socketpair()
+    channel = _Channel()
+    relay = Relay(channel, ours)
+    answer = bytes(range(256)) * 400  # 100 KiB: more than one read, less than the socket holds
+    theirs.sendall(answer)
+    theirs.close()  # the user process answers with "Connection: close" and closes
+    relay.handle_read()  # poll reports the data and the hang-up together: one read, ...
+    assert 0 < len(channel.sent()) < len(answer)
+    relay.handle_close()  # ... then the hang-up, with the rest of the answer still unread
+    assert channel.sent() == answer
+    assert channel.close_when_flushed and not channel.will_close
+    assert relay.channel is None and ours.fileno() == -1
