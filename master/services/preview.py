@@ -7,12 +7,13 @@ import json
 from typing import Any
 
 from det.master.errors import InvalidArgument
+from det.master.schemas import d
 from det.master.searcher.simulate import preview
 from det.master.services.experiments import parse_config
 from det.master.state import MasterState
 
 
-def preview_search(st: MasterState, config: Any) -> dict[str, Any]:
+def preview_search(st: MasterState, config: Any) -> d.v1PreviewHPSearchResponse:
     """``v1PreviewHPSearchResponse`` for ``config`` (an experiment config object)."""
     if not isinstance(config, dict):
         raise InvalidArgument("config: required object (an experiment config)")
@@ -26,7 +27,7 @@ def preview_search(st: MasterState, config: Any) -> dict[str, Any]:
     except ValueError as e:
         raise InvalidArgument(f"invalid experiment config: {e}") from None
     unit = result.time_metric or "batches"
-    trials = [
+    trials: list[d.v1TrialSummary] = [
         {
             "count": count,
             "unit": (
