@@ -3,55 +3,35 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
-from flask import Blueprint, request
+from flask import Blueprint
 
 from det.master.api._common import db, state
+from det.master.api._contract import contract
 from det.master.db import Conn
 from det.master.errors import NotFound
 from det.master.provisioner import cost
 from det.master.provisioner.config import parse_provider_config
+from det.master.schemas import pools as wire
 from det.master.services import provisioning
 
 bp = Blueprint("provisioning", __name__)
 
 
-def pool_events_of(conn: Conn, pool: str, limit: int = 100) -> list[dict[str, Any]]:
+def pool_events_of(conn: Conn, pool: str, limit: int = 100) -> list[wire.PoolEvent]:
     rows = conn.execute(
         "SELECT id, kind, message, created_at FROM events WHERE entity = 'pool' AND entity_id = %s"
         " ORDER BY id DESC LIMIT %s",
         (pool, limit),
     ).fetchall()
-    return [
-        {
-            "id": r["id"],
-            "kind": r["kind"],
-            "message": r["message"],
-            "time": r["created_at"].isoformat(),
-        }
-        for r in reversed(rows)
-    ]
+    return [wire.pool_event(r) for r in reversed(rows)]
 
 
-def pool_instances_of(conn: Conn, pool: str) -> list[dict[str, Any]]:
+def pool_instances_of(conn: Conn, pool: str) -> list[wire.PoolInstance]:
     rows = conn.execute(
         "SELECT * FROM instances WHERE resource_pool = %s ORDER BY launched_at, id", (pool,)
     ).fetchall()
-    return [
-        {
-            "id": r["id"],
-            "instanceType": r["instance_type"],
-            "zone": r["zone"],
-            "market": r["market"],
-            "state": r["state"],
-            "launchedAt": r["launched_at"].isoformat(),
-            "terminatedAt": r["terminated_at"].isoformat() if r["terminated_at"] else None,
-            "reason": r["reason"],
-            "optionIndex": r["option_index"],
-        }
-        for r in rows
-    ]
+    return [wire.pool_instance(r) for r in rows]
 
 
 def _check_pool(name: str) -> None:
@@ -60,16 +40,19 @@ def _check_pool(name: str) -> None:
 
 
 @bp.get("/api/v1/resource-pools/<name>/events")
-def pool_events(name: str) -> Any:
+@contract(params=wire.PoolEventsParams, response=wire.PoolEventsResponse)
+def pool_events(name: str, params: wire.PoolEventsParams) -> wire.PoolEventsResponse:
     """Why the pool launched, terminated or is waiting, oldest first (``limit``: newest N)."""
     _check_pool(name)
-    limit = max(1, min(int(request.args.get("limit", 100)), 1000))
+    raw = params.get("limit")
+    limit = max(1, min(100 if raw is None else raw, 1000))
     with db() as conn:
         return {"events": pool_events_of(conn, name, limit)}
 
 
 @bp.get("/api/v1/resource-pools/<name>/instances")
-def pool_instances(name: str) -> Any:
+@contract(response=wire.PoolInstancesResponse)
+def pool_instances(name: str) -> wire.PoolInstancesResponse:
     """Every instance the provisioner has seen in this pool, ended ones included."""
     _check_pool(name)
     with db() as conn:
@@ -77,7 +60,8 @@ def pool_instances(name: str) -> Any:
 
 
 @bp.get("/api/v1/resource-pools/<name>/cost")
-def pool_cost(name: str) -> Any:
+@contract(response=wire.PoolCostResponse)
+def pool_cost(name: str) -> wire.PoolCostResponse:
     """What the pool's instances cost: the hourly rate now and this month's spend, per instance."""
     _check_pool(name)
     pool = state().config.pool(name)

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from typing_extensions import TypedDict
+
 from det.master.schemas import d
+from det.master.schemas._types import Int64
 
 _SCHEDULER: dict[str, d.v1SchedulerType] = {
     "priority": "SCHEDULER_TYPE_PRIORITY",
@@ -77,4 +80,83 @@ def resource_pool(
         },
         "accelerator": "",
         "stats": None,
+    }
+
+
+# det's own autoscaling views of a pool (``/api/v1/resource-pools/{name}/events|instances|cost``).
+
+
+class PoolEvent(TypedDict):
+    id: int
+    kind: str
+    message: str
+    time: str
+
+
+class PoolEventsParams(TypedDict, total=False):
+    limit: Int64 | None  # the newest N (clamped to 1..1000; default 100)
+
+
+class PoolEventsResponse(TypedDict):
+    events: list[PoolEvent]
+
+
+class PoolInstance(TypedDict):
+    id: str
+    instanceType: str
+    zone: str | None
+    market: str
+    state: str
+    launchedAt: str
+    terminatedAt: str | None
+    reason: str | None
+    optionIndex: int | None
+
+
+class PoolInstancesResponse(TypedDict):
+    instances: list[PoolInstance]
+
+
+class InstanceCost(TypedDict):
+    id: str
+    instanceType: str
+    market: str
+    hourlyPrice: float
+    hoursThisMonth: float
+    costThisMonth: float
+    running: bool
+
+
+class PoolCostResponse(TypedDict):
+    currency: str
+    periodStart: str
+    hourlyRate: float
+    spentThisMonth: float
+    maxHourlyCost: float | None
+    monthlyBudget: float | None
+    instances: list[InstanceCost]
+
+
+def pool_event(r: dict[str, Any]) -> PoolEvent:
+    """``r`` is an ``events`` row of the pool."""
+    return {
+        "id": r["id"],
+        "kind": r["kind"],
+        "message": r["message"],
+        "time": r["created_at"].isoformat(),
+    }
+
+
+def pool_instance(r: dict[str, Any]) -> PoolInstance:
+    """``r`` is an ``instances`` row."""
+    return {
+        "id": r["id"],
+        "instanceType": r["instance_type"],
+        "zone": r["zone"],
+        "market": r["market"],
+        "state": r["state"],
+        "launchedAt": r["launched_at"].isoformat(),
+        "terminatedAt": r["terminated_at"].isoformat() if r["terminated_at"] else None,
+        "reason": r["reason"],
+        "optionIndex": r["option_index"],
     }
