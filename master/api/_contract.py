@@ -21,9 +21,10 @@ import typing
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import typing_extensions
 from flask import request
 
-from det.master.api._common import body_and_finiteness
+from det.master.api._common import any_json, body_and_finiteness
 from det.master.schemas import Operation, d, validate
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -34,8 +35,8 @@ def _list_keys(params: Any) -> frozenset[str]:
     hints = typing.get_type_hints(params, include_extras=False)
     out = set()
     for key, hint in hints.items():
-        args = typing.get_args(hint) or (hint,)
-        if any(typing.get_origin(a) is list for a in args):
+        # ``list[X]`` itself, or a union with one (``list[X] | None``)
+        if any(typing.get_origin(a) is list for a in (hint, *typing.get_args(hint))):
             out.add(key)
     return frozenset(out)
 
@@ -72,11 +73,16 @@ def contract(
     if operation is not None and (body, params, response) != (op.body, op.params, op.response):
         spec = Operation(op.name, op.method, op.path, params, body, response, op.stream)
 
+    # A body that is not a message (SetUserPassword's is a bare JSON string) is read as any
+    # JSON value; a message's must be a JSON object.
+    bare = body is not None and not typing_extensions.is_typeddict(body)
+
     def mark(fn: F) -> F:
         @functools.wraps(fn)
         def view(*args: Any, **kwargs: Any) -> Any:
             if body is not None:
-                kwargs["body"] = validate(body, body_and_finiteness()[0])
+                raw = any_json() if bare else body_and_finiteness()[0]
+                kwargs["body"] = validate(body, raw)
             if params is not None:
                 kwargs["params"] = validate(params, query_dict(params), "query")
             return fn(*args, **kwargs)

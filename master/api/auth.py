@@ -15,14 +15,13 @@ from det.master.api._common import (
     USER,
     acting_user_id,
     allow,
-    any_json,
-    body,
     current_user,
     db,
     pagination,
     require_admin,
     state,
 )
+from det.master.api._contract import contract
 from det.master.errors import (
     InvalidArgument,
     PermissionDenied,
@@ -30,6 +29,8 @@ from det.master.errors import (
     Unauthenticated,
     Unimplemented,
 )
+from det.master.schemas import d
+from det.master.schemas import users as wire
 from det.master.services import login_limits, users
 
 logger = logging.getLogger(__name__)
@@ -37,36 +38,20 @@ logger = logging.getLogger(__name__)
 bp = Blueprint("auth", __name__)
 
 
-def user_json(u: users.User) -> dict[str, Any]:
-    return {
-        "id": u.id,
-        "username": u.username,
-        "admin": u.admin,
-        "active": u.active,
-        "displayName": u.display_name or "",
-        "remote": False,
-        "agentUserGroup": None,
-        "modifiedAt": None,
-    }
-
-
-def _str_field(data: dict[str, Any], name: str) -> str:
-    value = data.get(name)
-    if not isinstance(value, str) or not value:
+def _username(value: str | None, name: str = "username") -> str:
+    if not value:
         raise InvalidArgument(f"{name}: required string")
     return value
 
 
 @bp.post("/api/v1/auth/login")
 @allow(PUBLIC)
-def login() -> Any:
-    data = body()
-    username = _str_field(data, "username")
+@contract("Login")
+def login(body: d.v1LoginRequest) -> d.v1LoginResponse:
+    username = _username(body.get("username"))
     if len(username) > users.USERNAME_MAX:
         raise InvalidArgument(f"username: longer than {users.USERNAME_MAX} characters")
-    password = data.get("password") or ""
-    if not isinstance(password, str):
-        raise InvalidArgument("password: must be a string")
+    password = body.get("password") or ""
     address = request.remote_addr or ""
     now = dt.datetime.now(dt.UTC)
     with db() as conn:
@@ -82,7 +67,7 @@ def login() -> Any:
                 conn,
                 username,
                 password,
-                hashed=bool(data.get("isHashed")),
+                hashed=bool(body.get("isHashed")),
                 session_hours=state().config.security.session_hours,
             )
             login_limits.clear(conn, username, address)
@@ -90,10 +75,11 @@ def login() -> Any:
         with db() as conn:  # the failed attempt's transaction was rolled back: a new one
             login_limits.record_failure(conn, username, address, now)
         raise
-    return {"token": token, "user": user_json(user)}
+    return {"token": token, "user": wire.user(user)}
 
 
 @bp.post("/api/v1/auth/logout")
+@contract("Logout")
 def logout() -> Any:
     token = (request.headers.get("Authorization") or "").partition(" ")[2].strip()
     with db() as conn:
@@ -103,66 +89,97 @@ def logout() -> Any:
 
 @bp.get("/api/v1/me")
 @allow(USER, TASK)
-def me() -> Any:
+@contract("GetMe")
+def me() -> d.v1GetMeResponse:
     with db() as conn:
-        return {"user": user_json(users.get_user(conn, acting_user_id()))}
+        return {"user": wire.user(users.get_user(conn, acting_user_id()))}
+
+
+_USER_SORT = {
+    "SORT_BY_USER_NAME": lambda u: u.username,
+    "SORT_BY_DISPLAY_NAME": lambda u: (u.display_name or "", u.username),
+    "SORT_BY_ADMIN": lambda u: (u.admin, u.id),
+    "SORT_BY_ACTIVE": lambda u: (u.active, u.id),
+    "SORT_BY_MODIFIED_TIME": lambda u: (u.modified_at is not None, u.modified_at, u.id),
+    "SORT_BY_NAME": lambda u: ((u.display_name or u.username).lower(), u.id),
+    "SORT_BY_REMOTE": lambda u: (u.remote, u.id),
+}
 
 
 @bp.get("/api/v1/users")
-def list_users() -> Any:
+@contract("GetUsers")
+def list_users(params: d.GetUsersParams) -> d.v1GetUsersResponse:
     with db() as conn:
         found = users.list_users(conn)
-    active = request.args.get("active")
-    if active is not None:
-        want = active.lower() == "true"
-        found = [u for u in found if u.active == want]
-    return {"users": [user_json(u) for u in found], "pagination": pagination(0, 0, len(found))}
+    if params.get("active") is not None:
+        found = [u for u in found if u.active == params.get("active")]
+    if params.get("admin") is not None:
+        found = [u for u in found if u.admin == params.get("admin")]
+    name = (params.get("name") or "").lower()
+    if name:
+        found = [
+            u for u in found if name in u.username.lower() or name in (u.display_name or "").lower()
+        ]
+    key = _USER_SORT.get(str(params.get("sortBy")))
+    if key is not None:
+        found.sort(key=key)  # type: ignore[arg-type]
+    if params.get("orderBy") == "ORDER_BY_DESC":
+        found.reverse()
+    offset = params.get("offset") or 0
+    limit = params.get("limit") or 0
+    page = found[offset : (offset + limit) if limit > 0 else None]
+    return {
+        "users": [wire.user(u) for u in page],
+        "pagination": pagination(offset, limit, len(found)),
+    }
 
 
 @bp.post("/api/v1/users")
-def create_user() -> Any:
+@contract("PostUser")
+def create_user(body: d.v1PostUserRequest) -> d.v1PostUserResponse:
     require_admin()
-    data = body()
-    spec = data.get("user")
-    if not isinstance(spec, dict):
+    spec = body.get("user")
+    if spec is None:
         raise InvalidArgument("user: required object")
-    password = data.get("password") or ""
-    if not isinstance(password, str):
-        raise InvalidArgument("password: must be a string")
+    password = body.get("password") or ""
     if not password and not spec.get("remote"):
         raise InvalidArgument("password: required for a non-remote user")
     with db() as conn:
         user = users.create_user(
             conn,
-            _str_field(spec, "username"),
+            _username(spec.get("username"), "user.username"),
             password,
             admin=bool(spec.get("admin")),
-            hashed=bool(data.get("isHashed")),
+            hashed=bool(body.get("isHashed")),
         )
-        if spec.get("displayName"):
-            name = limits.text("displayName", spec["displayName"], limits.NAME)
+        display_name = spec.get("displayName")
+        if display_name:
+            name = limits.text("displayName", display_name, limits.NAME)
             user = users.update_user(conn, user.id, {"display_name": name})
     # Logged once committed: a create that rolled back must not read as done in the log.
     logger.info("user %s created (admin=%s)", user.username, user.admin)
-    return {"user": user_json(user)}
+    return {"user": wire.user(user)}
 
 
 @bp.get("/api/v1/users/<int:user_id>")
-def get_user(user_id: int) -> Any:
+@contract("GetUser")
+def get_user(user_id: int) -> d.v1GetUserResponse:
     with db() as conn:
-        return {"user": user_json(users.get_user(conn, user_id))}
+        return {"user": wire.user(users.get_user(conn, user_id))}
 
 
 @bp.get("/api/v1/users/<username>/by-username")
-def get_user_by_name(username: str) -> Any:
+@contract("GetUserByUsername")
+def get_user_by_name(username: str) -> d.v1GetUserByUsernameResponse:
     with db() as conn:
-        return {"user": user_json(users.get_user_by_name(conn, username))}
+        return {"user": wire.user(users.get_user_by_name(conn, username))}
 
 
 @bp.patch("/api/v1/users/<int:user_id>")
-def patch_user(user_id: int) -> Any:
+@contract("PatchUser")
+def patch_user(user_id: int, body: d.v1PatchUser) -> d.v1PatchUserResponse:
     me_ = current_user()
-    data = body()
+    data = body
     self_service = set(data) <= {"password", "isHashed", "displayName"}
     if user_id != me_.id and not me_.admin:
         raise PermissionDenied("only an admin may change another user")
@@ -174,33 +191,31 @@ def patch_user(user_id: int) -> Any:
             " task containers run as their image's user (README: task containers)"
         )
     with db() as conn:
-        if "password" in data:
-            if not isinstance(data["password"], str):
-                raise InvalidArgument("password: must be a string")
-            users.set_password(conn, user_id, data["password"], hashed=bool(data.get("isHashed")))
+        password = data.get("password")
+        if password is not None:
+            users.set_password(conn, user_id, password, hashed=bool(data.get("isHashed")))
         fields: dict[str, Any] = {}
         if "displayName" in data:
             fields["display_name"] = limits.text("displayName", data["displayName"], limits.NAME)
         for key in ("admin", "active", "remote"):
-            if key in data:
-                fields[key] = bool(data[key])
-        if "username" in data:
-            fields["username"] = data["username"]
+            if data.get(key) is not None:
+                fields[key] = bool(data.get(key))
+        username = data.get("username")
+        if username is not None:
+            fields["username"] = username
         user = users.update_user(conn, user_id, fields)
-    return {"user": user_json(user)}
+    return {"user": wire.user(user)}
 
 
 @bp.post("/api/v1/users/<int:user_id>/password")
-def set_password(user_id: int) -> Any:
+@contract("SetUserPassword", body=wire.SetPasswordBody)
+def set_password(user_id: int, body: wire.SetPasswordBody) -> d.v1SetUserPasswordResponse:
     me_ = current_user()
     if user_id != me_.id and not me_.admin:
         raise PermissionDenied("only an admin may change another user's password")
-    data = any_json()
     # The generated client sends the bare (hashed) password as a JSON string.
-    password = data.get("password") if isinstance(data, dict) else data
-    if not isinstance(password, str):
-        raise InvalidArgument("password: required string")
+    password = body if isinstance(body, str) else body["password"]
     with db() as conn:
         users.set_password(conn, user_id, password, hashed=True)
         user = users.get_user(conn, user_id)
-    return {"user": user_json(user)}
+    return {"user": wire.user(user)}

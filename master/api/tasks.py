@@ -147,11 +147,7 @@ def notify_container_running(
     return {"data": []}
 
 
-@bp.get("/api/v1/tasks/<task_id>/context")
-@bp.get("/api/v1/tasks/<task_id>/context_directory")
-@allow(AGENT, TASK, USER)
-@contract("GetTaskContextDirectory")
-def context(task_id: str) -> d.v1GetTaskContextDirectoryResponse:
+def _context(task_id: str) -> d.v1GetTaskContextDirectoryResponse:
     check_task_scope(task_id=task_id)
     with db() as conn:
         row = conn.execute(
@@ -161,6 +157,21 @@ def context(task_id: str) -> d.v1GetTaskContextDirectoryResponse:
     if row is None:
         raise NotFound(f"task {task_id} not found")
     return {"b64Tgz": base64.b64encode(row["context"] or b"").decode()}
+
+
+@bp.get("/api/v1/tasks/<task_id>/context_directory")
+@allow(AGENT, TASK, USER)
+@contract("GetTaskContextDirectory")
+def context_directory(task_id: str) -> d.v1GetTaskContextDirectoryResponse:
+    return _context(task_id)
+
+
+@bp.get("/api/v1/tasks/<task_id>/context")
+@allow(AGENT, TASK, USER)
+@contract(response=d.v1GetTaskContextDirectoryResponse)
+def context(task_id: str) -> d.v1GetTaskContextDirectoryResponse:
+    """det's name for ``GetTaskContextDirectory`` (its agent fetches a task's files here)."""
+    return _context(task_id)
 
 
 @bp.post("/api/v1/task/logs")

@@ -5,13 +5,14 @@ A user manages their own tokens; an admin anyone's."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
-from flask import Blueprint, request
+from flask import Blueprint
 
 from det.master import limits
-from det.master.api._common import body, current_user, db, int_list_arg, pagination
+from det.master.api._common import current_user, db, pagination
+from det.master.api._contract import contract
 from det.master.errors import InvalidArgument, PermissionDenied
+from det.master.schemas import d
 from det.master.services import tokens as svc
 from det.master.services import users
 
@@ -25,10 +26,11 @@ def _may_manage(user_id: int) -> None:
 
 
 @bp.post("/api/v1/tokens")
-def create() -> Any:
-    data = body()
+@contract("PostAccessToken")
+def create(body: d.v1PostAccessTokenRequest) -> d.v1PostAccessTokenResponse:
+    data = body
     user_id = data.get("userId")
-    if isinstance(user_id, bool) or not isinstance(user_id, int):
+    if user_id is None:
         raise InvalidArgument("userId: required integer")
     description = limits.text("description", data.get("description"), limits.NAME)
     _may_manage(user_id)
@@ -45,11 +47,12 @@ def create() -> Any:
 
 
 @bp.get("/api/v1/tokens")
-def list_() -> Any:
+@contract("GetAccessTokens")
+def list_(params: d.GetAccessTokensParams) -> d.v1GetAccessTokensResponse:
     me = current_user()
-    username = request.args.get("username") or None
-    show_inactive = (request.args.get("showInactive") or "").lower() == "true"
-    token_ids = int_list_arg("tokenIds")
+    username = params.get("username") or None
+    show_inactive = bool(params.get("showInactive"))
+    token_ids = list(params.get("tokenIds") or [])
     with db() as conn:
         user_id = users.get_user_by_name(conn, username).id if username else None
         if not me.admin:
@@ -62,18 +65,22 @@ def list_() -> Any:
             token_ids=token_ids,
             show_inactive=show_inactive or bool(token_ids),
         )
-    return {"tokenInfo": found, "pagination": pagination(0, 0, len(found))}
+    if params.get("orderBy") == "ORDER_BY_DESC":
+        found.reverse()
+    offset = params.get("offset") or 0
+    limit = params.get("limit") or 0
+    page = found[offset : (offset + limit) if limit > 0 else None]
+    return {"tokenInfo": page, "pagination": pagination(offset, limit, len(found))}
 
 
 @bp.patch("/api/v1/tokens/<int:token_id>")
-def patch(token_id: int) -> Any:
-    data = body()
+@contract("PatchAccessToken")
+def patch(token_id: int, body: d.v1PatchAccessTokenRequest) -> d.v1PatchAccessTokenResponse:
+    data = body
     description = data.get("description")
     if description is not None:
         description = limits.text("description", description, limits.NAME)
     revoke = data.get("setRevoked")
-    if revoke is not None and not isinstance(revoke, bool):
-        raise InvalidArgument("setRevoked: must be a boolean")
     with db() as conn:
         _may_manage(int(svc.get(conn, token_id)["user_id"]))
         info = svc.patch(conn, token_id, description=description, revoke=bool(revoke))

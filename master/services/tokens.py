@@ -12,8 +12,9 @@ from typing import Any
 
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
+from det.master.schemas import d
+from det.master.schemas.users import token_info
 from det.master.services.users import token_digest
-from det.master.wire import ts
 
 ACCESS_TOKEN = "ACCESS_TOKEN"
 DEFAULT_LIFESPAN = dt.timedelta(days=30)
@@ -57,26 +58,13 @@ def create(
     return int(row["id"]), token
 
 
-def token_info(row: dict[str, Any]) -> dict[str, Any]:
-    """Determined's ``v1TokenInfo``."""
-    return {
-        "id": row["id"],
-        "userId": row["user_id"],
-        "description": row["description"],
-        "createdAt": ts(row["created_at"]),
-        "expiry": ts(row["expires_at"]),
-        "revoked": row["revoked_at"] is not None,
-        "tokenType": "TOKEN_TYPE_" + row["token_type"],
-    }
-
-
 def list_tokens(
     conn: Conn,
     *,
     user_id: int | None,
     token_ids: list[int],
     show_inactive: bool,
-) -> list[dict[str, Any]]:
+) -> list[d.v1TokenInfo]:
     """Access tokens, optionally of one user or with the given ids; revoked and expired ones
     only with ``show_inactive``."""
     where = ["token_type = %s"]
@@ -106,7 +94,7 @@ def get(conn: Conn, token_id: int, *, for_update: bool = False) -> dict[str, Any
     return dict(row)
 
 
-def patch(conn: Conn, token_id: int, *, description: str | None, revoke: bool) -> dict[str, Any]:
+def patch(conn: Conn, token_id: int, *, description: str | None, revoke: bool) -> d.v1TokenInfo:
     """Edits a token's description and/or revokes it (a revoked token stays revoked)."""
     get(conn, token_id, for_update=True)
     if description is not None:

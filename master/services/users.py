@@ -34,6 +34,8 @@ class User:
     admin: bool
     active: bool
     display_name: str | None = None
+    remote: bool = False
+    modified_at: dt.datetime | None = None
 
 
 def client_hash(password: str) -> str:
@@ -68,7 +70,15 @@ def token_digest(token: str) -> str:
 
 
 def _user(row: dict[str, Any]) -> User:
-    return User(row["id"], row["username"], row["admin"], row["active"], row.get("display_name"))
+    return User(
+        row["id"],
+        row["username"],
+        row["admin"],
+        row["active"],
+        row.get("display_name"),
+        bool(row.get("remote")),
+        row.get("modified_at"),
+    )
 
 
 def ensure_admin(conn: Conn, initial_password: str) -> None:
@@ -153,7 +163,10 @@ def update_user(conn: Conn, user_id: int, fields: dict[str, Any]) -> User:
     }
     for key, column in allowed.items():
         if key in fields:
-            conn.execute(f"UPDATE users SET {column} = %s WHERE id = %s", (fields[key], user_id))
+            conn.execute(
+                f"UPDATE users SET {column} = %s, modified_at = now() WHERE id = %s",
+                (fields[key], user_id),
+            )
     return get_user(conn, user_id)
 
 
