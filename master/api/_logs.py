@@ -5,43 +5,17 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
-from typing import Any
+from typing import Any, cast
 
-from flask import Response, request, stream_with_context
+from flask import Response, stream_with_context
 
-from det.master.api._common import db, int_arg, release_connection
+from det.master.api._common import db, release_connection
+from det.master.api._contract import query_dict
 from det.master.errors import InvalidArgument
-from det.master.wire import ts
+from det.master.schemas import d, validate
+from det.master.schemas import logs as wire
 
-_LEVELS = {
-    "debug": "LOG_LEVEL_DEBUG",
-    "info": "LOG_LEVEL_INFO",
-    "warning": "LOG_LEVEL_WARNING",
-    "error": "LOG_LEVEL_ERROR",
-    "critical": "LOG_LEVEL_CRITICAL",
-}
-
-
-def _entry(r: dict[str, Any], trial_id: int | None) -> dict[str, Any]:
-    level = r["level"] or "LOG_LEVEL_INFO"
-    level = _LEVELS.get(level.lower(), level)
-    out: dict[str, Any] = {
-        "id": str(r["id"]),
-        "taskId": r["task_id"],
-        "allocationId": r["allocation_id"],
-        "agentId": r["agent_id"],
-        "containerId": r["container_id"],
-        "rankId": r["rank_id"],
-        "timestamp": ts(r["timestamp"]),
-        "level": level,
-        "log": r["log"],
-        "message": r["log"],
-        "source": r["source"],
-        "stdtype": r["stdtype"],
-    }
-    if trial_id is not None:
-        out["trialId"] = trial_id
-    return out
+LogsParams = d.TaskLogsParams | d.TrialLogsParams
 
 
 def _task_done(conn: Any, task_id: str) -> bool:
@@ -55,20 +29,7 @@ def _task_done(conn: Any, task_id: str) -> bool:
     return row["live"] == 0 and row["trial_state"] in ("COMPLETED", "CANCELED", "ERROR", None)
 
 
-_LEVEL_NAMES = (
-    "LOG_LEVEL_UNSPECIFIED",
-    "LOG_LEVEL_TRACE",
-    "LOG_LEVEL_DEBUG",
-    "LOG_LEVEL_INFO",
-    "LOG_LEVEL_WARNING",
-    "LOG_LEVEL_ERROR",
-    "LOG_LEVEL_CRITICAL",
-)
-_ORDERS = ("ORDER_BY_UNSPECIFIED", "ORDER_BY_ASC", "ORDER_BY_DESC")
-
-
-def _timestamp(name: str) -> dt.datetime | None:
-    raw = request.args.get(name)
+def _timestamp(name: str, raw: str | None) -> dt.datetime | None:
     if not raw:
         return None
     try:
@@ -80,72 +41,78 @@ def _timestamp(name: str) -> dt.datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
-def _filters() -> tuple[str, list[Any]]:
+def _stored_names(levels: list[d.v1LogLevel]) -> list[str]:
+    """What a row stores for ``levels``: Determined's names or Python's (``info``, ``warn``)."""
+    out: list[str] = list(levels)
+    for name, lv in wire.PYTHON_LEVELS.items():
+        if lv in levels:
+            out.append(name)
+    return out
+
+
+def _filters(params: LogsParams) -> tuple[str, list[Any]]:
     """The request's filters (Determined's TaskLogs/TrialLogs fields) as SQL and parameters."""
     clauses: list[str] = []
-    params: list[Any] = []
-    levels = request.args.getlist("levels")
-    for level in levels:
-        if level not in _LEVEL_NAMES:
-            raise InvalidArgument(
-                f"levels: unknown level {level!r} (one of {', '.join(_LEVEL_NAMES)})"
-            )
+    values: list[Any] = []
+    levels = params.get("levels") or []
     if levels:
-        # Stored levels are either Determined's names or Python's ("info"); none means INFO.
-        raw = levels + [lv.removeprefix("LOG_LEVEL_").lower() for lv in levels]
+        # A row with no level is INFO.
         clause = "level = ANY(%s)"
         if "LOG_LEVEL_INFO" in levels:
             clause = "(level IS NULL OR level = ANY(%s))"
         clauses.append(clause)
-        params.append(raw)
-    for arg, column in (
-        ("agentIds", "agent_id"),
-        ("containerIds", "container_id"),
-        ("allocationIds", "allocation_id"),
-        ("sources", "source"),
-        ("stdtypes", "stdtype"),
-    ):
-        values = request.args.getlist(arg)
-        if values:
+        values.append(_stored_names(levels))
+    given_params = cast("dict[str, Any]", params)  # allocationIds: TaskLogs' only
+    wanted: dict[str, list[str] | None] = {
+        "agent_id": params.get("agentIds"),
+        "container_id": params.get("containerIds"),
+        "allocation_id": given_params.get("allocationIds"),
+        "source": params.get("sources"),
+        "stdtype": params.get("stdtypes"),
+    }
+    for column, given in wanted.items():
+        if given:
             clauses.append(f"{column} = ANY(%s)")
-            params.append(values)
-    ranks = request.args.getlist("rankIds")
+            values.append(given)
+    ranks = params.get("rankIds")
     if ranks:
-        try:
-            params.append([int(r) for r in ranks])
-        except ValueError:
-            raise InvalidArgument(f"rankIds: must be integers (got {ranks})") from None
         clauses.append("rank_id = ANY(%s)")
-    after, before = _timestamp("timestampAfter"), _timestamp("timestampBefore")
+        values.append(list(ranks))
+    after = _timestamp("timestampAfter", params.get("timestampAfter"))
+    before = _timestamp("timestampBefore", params.get("timestampBefore"))
     if after is not None:
         clauses.append("timestamp > %s")
-        params.append(after)
+        values.append(after)
     if before is not None:
         clauses.append("timestamp < %s")
-        params.append(before)
-    text = request.args.get("searchText")
+        values.append(before)
+    text = params.get("searchText")
     if text:
-        if request.args.get("enableRegex", "false").lower() == "true":
-            clauses.append("log ~ %s")
-        else:
-            clauses.append("strpos(log, %s) > 0")
-        params.append(text)
-    return "".join(" AND " + c for c in clauses), params
+        clauses.append("log ~ %s" if params.get("enableRegex") else "strpos(log, %s) > 0")
+        values.append(text)
+    return "".join(" AND " + c for c in clauses), values
 
 
-def stream(task_id: str, trial_id: int | None = None) -> Response:
+def stream(
+    task_id: str, params: LogsParams | None = None, *, trial_id: int | None = None
+) -> Response:
     """Log lines of a task as Determined sends them: oldest first, the first ``limit`` of them;
     ``orderBy=ORDER_BY_DESC`` gives the newest first (how its client asks for a tail, which it
-    then reverses). ``follow`` keeps streaming new lines until the task ends."""
-    follow = request.args.get("follow", "false").lower() == "true"
-    limit = int_arg("limit", 0) or 0
+    then reverses). ``follow`` keeps streaming new lines until the task ends. ``params`` are the
+    route's validated query (None: the request's, checked as ``TaskLogs``'); a trial's lines
+    are ``v1TrialLogsResponse`` (``trial_id``), a task's ``v1TaskLogsResponse``."""
+    if params is None:
+        params = validate(d.TaskLogsParams, query_dict(d.TaskLogsParams), "query")
+    follow = bool(params.get("follow"))
+    limit = params.get("limit") or 0
     if limit < 0:
-        raise InvalidArgument(f"limit: must not be negative (got {limit})")
-    order = request.args.get("orderBy") or "ORDER_BY_UNSPECIFIED"
-    if order not in _ORDERS:
-        raise InvalidArgument(f"orderBy: unknown value {order!r} (ORDER_BY_ASC or ORDER_BY_DESC)")
-    newest_first = order == "ORDER_BY_DESC"
-    where, params = _filters()
+        raise InvalidArgument(f"query.limit: must not be negative (got {limit})")
+    newest_first = params.get("orderBy") == "ORDER_BY_DESC"
+    where, values = _filters(params)
+
+    def line(r: dict[str, Any]) -> str:
+        entry = wire.task_log(r) if trial_id is None else wire.trial_log(r, trial_id)
+        return json.dumps({"result": entry}) + "\n"
 
     def gen() -> Any:
         last_id = 0
@@ -154,11 +121,11 @@ def stream(task_id: str, trial_id: int | None = None) -> Response:
         with db() as conn:
             rows = conn.execute(
                 sql + (" LIMIT %s" if limit else ""),
-                [task_id, *params, *([limit] if limit else [])],
+                [task_id, *values, *([limit] if limit else [])],
             ).fetchall()
         for r in rows:
             last_id = max(last_id, r["id"])
-            yield json.dumps({"result": _entry(r, trial_id)}) + "\n"
+            yield line(r)
         if limit and len(rows) >= limit:
             return
         sent = len(rows)
@@ -168,12 +135,12 @@ def stream(task_id: str, trial_id: int | None = None) -> Response:
                     "SELECT * FROM task_logs WHERE task_id = %s AND id > %s"
                     + where
                     + " ORDER BY id LIMIT 1000",
-                    [task_id, last_id, *params],
+                    [task_id, last_id, *values],
                 ).fetchall()
                 done = not rows and _task_done(conn, task_id)
             for r in rows:
                 last_id = r["id"]
-                yield json.dumps({"result": _entry(r, trial_id)}) + "\n"
+                yield line(r)
                 sent += 1
                 if limit and sent >= limit:
                     return

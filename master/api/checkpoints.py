@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, request, send_file
+from flask import Blueprint, send_file
 from psycopg.types.json import Jsonb
 
 from det.master import limits
@@ -13,55 +13,60 @@ from det.master.api._common import (
     TASK,
     USER,
     allow,
-    body,
     db,
-    int_arg,
     pagination,
     principal,
     release_connection,
     state,
 )
+from det.master.api._contract import contract, query_dict
 from det.master.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
+from det.master.schemas import checkpoints as wire
+from det.master.schemas import d, validate
 from det.master.services import checkpoint_gc
 from det.master.services import checkpoints as svc
 
 bp = Blueprint("checkpoints", __name__)
 
+ListParams = d.GetExperimentCheckpointsParams | d.GetTrialCheckpointsParams
 
-def listing(rows: list[dict[str, Any]], config: dict[str, Any]) -> dict[str, Any]:
+
+def listing(
+    rows: list[dict[str, Any]], config: dict[str, Any], params: ListParams | None = None
+) -> d.v1GetExperimentCheckpointsResponse:
     """A ``GetExperimentCheckpoints``/``GetTrialCheckpoints`` answer for ``rows``, honouring the
     request's ``states``, ``sortByAttr``, ``sortByMetric``, ``orderBy``, ``offset`` and
-    ``limit`` as Determined does (a negative offset counts from the end)."""
-    items = svc.filter_states(
-        [svc.checkpoint_json(r) for r in rows], request.args.getlist("states")
-    )
-    items = svc.sort_json(
+    ``limit`` as Determined does (a negative offset counts from the end). ``params``: the
+    route's validated query (None: the request's, checked as ``GetExperimentCheckpoints``')."""
+    if params is None:
+        kind = d.GetExperimentCheckpointsParams
+        params = validate(kind, query_dict(kind), "query")
+    items = wire.filter_states([wire.checkpoint(r) for r in rows], params.get("states"))
+    items = wire.sort(
         items,
-        attr=request.args.get("sortByAttr"),
-        metric=request.args.get("sortByMetric") or None,
-        order=request.args.get("orderBy"),
+        attr=params.get("sortByAttr"),
+        metric=params.get("sortByMetric") or None,
+        order=params.get("orderBy"),
         smaller_is_better=bool((config.get("searcher") or {}).get("smaller_is_better", True)),
     )
     total = len(items)
-    offset = int_arg("offset", 0) or 0
+    offset = params.get("offset") or 0
     if offset < 0:
         offset = max(0, total + offset)
-    limit = int_arg("limit", 0) or 0
+    limit = params.get("limit") or 0
     page = items[offset : (offset + limit) if limit > 0 else None]
     return {"checkpoints": page, "pagination": pagination(offset, limit, total)}
 
 
 @bp.post("/api/v1/checkpoints")
 @allow(TASK, USER)
-def report() -> Any:
+@contract("ReportCheckpoint", body=wire.ReportCheckpointRequest)
+def report(body: wire.ReportCheckpointRequest) -> Any:
     """A checkpoint is created once, for its own trial: a task reports only into its own task;
     a user only into a trial they may change; an existing uuid of another trial is refused."""
-    data = body()
-    ckpt = data.get("checkpoint", data)
-    if not isinstance(ckpt, dict):
-        raise InvalidArgument("checkpoint: required object")
+    ckpt: wire.ReportedCheckpoint = body.get("checkpoint") or body
     uid = ckpt.get("uuid")
-    if not isinstance(uid, str):
+    if uid is None:
         raise InvalidArgument("uuid: required string")
     p = principal()
     with db() as conn:
@@ -71,7 +76,7 @@ def report() -> Any:
             task_id = p.task.task_id
         else:
             given = ckpt.get("taskId")
-            if not isinstance(given, str):
+            if given is None:
                 raise InvalidArgument("taskId: required string")
             task_id = given
         trial = conn.execute("SELECT id FROM trials WHERE task_id = %s", (task_id,)).fetchone()
@@ -82,51 +87,50 @@ def report() -> Any:
         existing = _access.checkpoint(conn, uid, for_write=True)
         if existing is not None and existing["task_id"] != task_id:
             raise Conflict(f"checkpoint {uid} already exists for another task")
-        svc.report(conn, ckpt, task_id=task_id)
+        svc.report(conn, dict(ckpt), task_id=task_id)
     return {}
 
 
 @bp.get("/api/v1/checkpoints/<uid>")
 @allow(TASK, USER)
-def get(uid: str) -> Any:
+@contract("GetCheckpoint")
+def get(uid: str) -> d.v1GetCheckpointResponse:
     with db() as conn:
         if _access.checkpoint(conn, uid, for_write=False) is None:
             raise NotFound(f"checkpoint {uid} not found")
-        return {"checkpoint": svc.checkpoint_json(svc.get(conn, uid))}
+        return {"checkpoint": wire.checkpoint(svc.get(conn, uid))}
 
 
 @bp.patch("/api/v1/checkpoints")
 @allow(TASK, USER)
-def patch() -> Any:
+@contract("PatchCheckpoints", body=wire.PatchCheckpointsRequest)
+def patch(body: wire.PatchCheckpointsRequest) -> Any:
     """Deletions reported by the GC task or the harness (a partial delete keeps the rest)."""
-    items = body().get("checkpoints") or []
-    if not isinstance(items, list):
-        raise InvalidArgument("checkpoints: must be a list")
     with db() as conn:
-        for i, item in enumerate(items):
-            if not isinstance(item, dict) or not isinstance(item.get("uuid"), str):
+        for i, item in enumerate(body.get("checkpoints") or []):
+            uid = item.get("uuid")
+            if uid is None:
                 raise InvalidArgument(f"checkpoints[{i}].uuid: required string")
-            resources = item.get("resources") or {}
-            res = resources.get("resources") if isinstance(resources, dict) else None
+            res = (item.get("resources") or {}).get("resources")
             if res is None:
                 continue
-            if not isinstance(res, dict):
-                raise InvalidArgument(f"checkpoints[{i}].resources.resources: must be an object")
-            if _access.checkpoint(conn, item["uuid"], for_write=True) is None:
-                raise NotFound(f"checkpoint {item['uuid']} not found")
+            left = wire.sizes(f"checkpoints[{i}].resources.resources", res)
+            if _access.checkpoint(conn, uid, for_write=True) is None:
+                raise NotFound(f"checkpoint {uid} not found")
             conn.execute(
                 "UPDATE checkpoints SET resources = %s,"
                 " state = CASE WHEN %s THEN 'DELETED' ELSE 'PARTIALLY_DELETED' END WHERE uuid = %s",
-                (Jsonb(res), not res, item["uuid"]),
+                (Jsonb(left), not left, uid),
             )
     return {}
 
 
 @bp.delete("/api/v1/checkpoints")
-def delete() -> Any:
+@contract("DeleteCheckpoints")
+def delete(body: d.v1DeleteCheckpointsRequest) -> Any:
     """``det checkpoint delete``: the experiment's checkpoint-GC task deletes them."""
-    uuids = body().get("checkpointUuids")
-    if not isinstance(uuids, list) or not uuids or not all(isinstance(u, str) for u in uuids):
+    uuids = body.get("checkpointUuids")
+    if not uuids:
         raise InvalidArgument("checkpointUuids: required non-empty list of uuids")
     if len(uuids) > limits.LABELS * 10:
         raise InvalidArgument(f"checkpointUuids: at most {limits.LABELS * 10} per request")
@@ -139,6 +143,7 @@ def delete() -> Any:
 
 
 @bp.get("/checkpoints/<uid>")
+@contract()
 def download(uid: str) -> Any:
     """Determined's download through the master (``det checkpoint download --mode master``,
     ``Checkpoint.download(mode=MASTER)``): the checkpoint's files as a gzip tar, read from its

@@ -5,23 +5,22 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from flask import Blueprint, Response, request, stream_with_context
+from flask import Blueprint, Response, stream_with_context
 
 from det.master.api import _access, _logs
 from det.master.api._common import (
     TASK,
     USER,
     allow,
-    any_json,
-    body,
     body_and_finiteness,
     check_task_scope,
     db,
-    int_arg,
-    int_list_arg,
     pagination,
 )
+from det.master.api._contract import contract
 from det.master.errors import InvalidArgument, NotFound
+from det.master.schemas import d
+from det.master.schemas import trials as wire
 from det.master.services import trials as svc
 
 bp = Blueprint("trials", __name__)
@@ -29,29 +28,31 @@ bp = Blueprint("trials", __name__)
 
 @bp.get("/api/v1/trials/<int:trial_id>")
 @allow(USER, TASK)
-def get(trial_id: int) -> Any:
+@contract("GetTrial")
+def get(trial_id: int) -> d.v1GetTrialResponse:
     check_task_scope(trial_id=trial_id)
     with db() as conn:
-        return {"trial": svc.trial_json(svc.get(conn, trial_id))}
+        return {"trial": wire.trial(svc.get(conn, trial_id))}
 
 
 @bp.patch("/api/v1/trials/<int:trial_id>")
 @allow(USER, TASK)
-def patch(trial_id: int) -> Any:
+@contract("PatchTrial")
+def patch(trial_id: int, body: d.v1PatchTrialRequest) -> d.v1PatchTrialResponse:
     # The official harness sends its runner state here; we keep the trial's state ours.
     with db() as conn:
         _access.trial(conn, trial_id)
-        return {"trial": svc.trial_json(svc.get(conn, trial_id))}
+        return {"trial": wire.trial(svc.get(conn, trial_id))}
 
 
 @bp.post("/api/v1/runs/start")
 @allow(USER, TASK)
-def run_prepare() -> Any:
+@contract("RunPrepareForReporting")
+def run_prepare(body: d.v1RunPrepareForReportingRequest) -> d.v1RunPrepareForReportingResponse:
     """Determined's ``RunPrepareForReporting``, called by the official harness's ``core.init``
     (a run is a trial). det keeps no per-storage ids, so the answer has no ``storageId``."""
-    data = body()
-    run_id = data.get("runId")
-    if isinstance(run_id, bool) or not isinstance(run_id, int):
+    run_id = body.get("runId")
+    if run_id is None:
         raise InvalidArgument("runId: required integer")
     check_task_scope(trial_id=run_id)
     with db() as conn:
@@ -60,6 +61,7 @@ def run_prepare() -> Any:
 
 
 @bp.post("/api/v1/trials/<int:trial_id>/kill")
+@contract("KillTrial")
 def kill(trial_id: int) -> Any:
     with db() as conn:
         _access.trial(conn, trial_id)
@@ -67,115 +69,129 @@ def kill(trial_id: int) -> Any:
     return {}
 
 
+def _finite() -> bool:
+    """Whether every number of the request's body is finite (allows the fast encoder)."""
+    return body_and_finiteness()[1]
+
+
 @bp.post("/api/v1/trials/<int:trial_id>/metrics")
 @allow(USER, TASK)
-def report_metrics(trial_id: int) -> Any:
-    data, finite = body_and_finiteness()
-    m = data.get("metrics")
-    if not isinstance(m, dict):
+@contract("ReportTrialMetrics")
+def report_metrics(trial_id: int, body: d.v1ReportTrialMetricsRequest) -> Any:
+    m = body.get("metrics")
+    if m is None:
         raise InvalidArgument("metrics: required object")
     report = {
-        "group": data.get("group") or "training",
+        "group": body.get("group") or "training",
         "trialRunId": m.get("trialRunId"),
         "stepsCompleted": m.get("stepsCompleted"),
         "metrics": m.get("metrics"),
     }
     with db() as conn:
         _access.trial(conn, trial_id)
-        svc.report_metrics(conn, trial_id, [report], finite=finite)
+        svc.report_metrics(conn, trial_id, [report], finite=_finite())
     return {}
 
 
 @bp.post("/api/v1/trials/<int:trial_id>/metrics/batch")
 @allow(USER, TASK)
-def report_metrics_batch(trial_id: int) -> Any:
+@contract(body=wire.ReportMetricsBatchRequest, response=wire.ReportMetricsBatchResponse)
+def report_metrics_batch(
+    trial_id: int, body: wire.ReportMetricsBatchRequest
+) -> wire.ReportMetricsBatchResponse:
     """det's batched form: ``{"reports": [{group, trialRunId, stepsCompleted, metrics}]}``."""
-    data, finite = body_and_finiteness()
-    reports = data.get("reports")
-    if not isinstance(reports, list):  # the service checks each entry
+    reports = body.get("reports")
+    if reports is None:
         raise InvalidArgument("reports: required list of objects")
+    for i, r in enumerate(reports):
+        if (r.get("metrics") or {}).get("avgMetrics") is None:
+            raise InvalidArgument(f"reports[{i}].metrics.avgMetrics: required object")
     with db() as conn:
         _access.trial(conn, trial_id)
-        n = svc.report_metrics(conn, trial_id, reports, finite=finite)
+        n = svc.report_metrics(conn, trial_id, list(reports), finite=_finite())  # type: ignore[arg-type]
     return {"rows": n}
 
 
-# Determined's legacy per-group endpoints.
+# Determined's legacy per-group endpoints: the body is the report itself (``v1TrialMetrics``).
 @bp.post("/api/v1/trials/<int:trial_id>/training_metrics")
 @allow(USER, TASK)
-def report_training(trial_id: int) -> Any:
-    return _legacy(trial_id, "training")
+@contract("ReportTrialTrainingMetrics")
+def report_training(trial_id: int, body: d.v1TrialMetrics) -> Any:
+    return _legacy(trial_id, "training", body)
 
 
 @bp.post("/api/v1/trials/<int:trial_id>/validation_metrics")
 @allow(USER, TASK)
-def report_validation(trial_id: int) -> Any:
-    return _legacy(trial_id, "validation")
+@contract("ReportTrialValidationMetrics")
+def report_validation(trial_id: int, body: d.v1TrialMetrics) -> Any:
+    return _legacy(trial_id, "validation", body)
 
 
-def _legacy(trial_id: int, group: str) -> Any:
-    data, finite = body_and_finiteness()
-    m = data.get("trainingMetrics") or data.get("validationMetrics") or data.get("metrics")
-    if not isinstance(m, dict):
+def _legacy(trial_id: int, group: str, m: d.v1TrialMetrics) -> Any:
+    if m.get("metrics") is None:
         raise InvalidArgument("metrics: required object")
+    report = {
+        "group": group,
+        "trialRunId": m.get("trialRunId"),
+        "stepsCompleted": m.get("stepsCompleted"),
+        "metrics": m.get("metrics"),
+    }
     with db() as conn:
         _access.trial(conn, trial_id)
-        svc.report_metrics(conn, trial_id, [{"group": group, **m}], finite=finite)
+        svc.report_metrics(conn, trial_id, [report], finite=_finite())
     return {}
 
 
-def _wire_report(row: dict[str, Any]) -> dict[str, Any]:
-    """A metrics row as Determined's v1MetricsReport: a validation's values sit under
-    ``validation_metrics`` (its clients read them there), every other group's under
-    ``avg_metrics``."""
-    if row["group"] != "validation":
-        return row
-    metrics = dict(row["metrics"])
-    metrics["validation_metrics"] = metrics.pop("avg_metrics", {})
-    return {**row, "metrics": metrics}
+def _series(trial_ids: list[int], group: str | None) -> Response:
+    """One ``{"result": {"metrics": [...]}}`` line per trial with reports (Determined's metric
+    streams)."""
 
-
-def _series(trial_ids: list[int], group: str | None) -> Any:
     def gen() -> Any:
         with db() as conn:
             for tid in trial_ids:
-                rows = svc.metrics_series(conn, tid, group)
+                rows = svc.metrics_rows(conn, tid, group)
                 if rows:
-                    yield json.dumps({"result": {"metrics": [_wire_report(r) for r in rows]}})
+                    line: d.v1GetMetricsResponse = {"metrics": [wire.wire_report(r) for r in rows]}
+                    yield json.dumps({"result": line})
                     yield "\n"
 
     return Response(stream_with_context(gen()), mimetype="application/x-ndjson")
 
 
 @bp.get("/api/v1/trials/metrics/training_metrics")
-def training_metrics() -> Any:
-    return _series(int_list_arg("trialIds"), "training")
+@contract("GetTrainingMetrics")
+def training_metrics(params: d.GetTrainingMetricsParams) -> Response:
+    return _series(params.get("trialIds") or [], "training")
 
 
 @bp.get("/api/v1/trials/metrics/validation_metrics")
-def validation_metrics() -> Any:
-    return _series(int_list_arg("trialIds"), "validation")
+@contract("GetValidationMetrics")
+def validation_metrics(params: d.GetValidationMetricsParams) -> Response:
+    return _series(params.get("trialIds") or [], "validation")
 
 
 @bp.get("/api/v1/trials/metrics/trial_metrics")
-def trial_metrics() -> Any:
-    return _series(int_list_arg("trialIds"), request.args.get("group"))
+@contract("GetMetrics")
+def trial_metrics(params: d.GetMetricsParams) -> Response:
+    return _series(params.get("trialIds") or [], params.get("group"))
 
 
 @bp.get("/api/v1/trials/<int:trial_id>/metrics")
-def metrics_of_trial(trial_id: int) -> Any:
+@contract(params=wire.TrialMetricsParams, response=wire.TrialMetricsResponse)
+def metrics_of_trial(trial_id: int, params: wire.TrialMetricsParams) -> wire.TrialMetricsResponse:
     """All reported rows of one trial as JSON (det's non-streaming convenience)."""
     with db() as conn:
         svc.get(conn, trial_id)
-        return {"metrics": svc.metrics_series(conn, trial_id, request.args.get("group"))}
+        rows = svc.metrics_rows(conn, trial_id, params.get("group"))
+    return {"metrics": [wire.metrics_report(r) for r in rows]}
 
 
 @bp.post("/api/v1/trials/<int:trial_id>/progress")
 @allow(USER, TASK)
-def progress(trial_id: int) -> Any:
-    data = any_json()
-    value = data.get("progress") if isinstance(data, dict) else data
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+@contract("ReportTrialProgress")
+def progress(trial_id: int, body: d.v1ReportTrialProgressRequest) -> Any:
+    value = body.get("progress")
+    if value is None or not 0 <= value <= 1:
         raise InvalidArgument("progress: a number between 0 and 1")
     with db() as conn:
         _access.trial(conn, trial_id)
@@ -184,17 +200,12 @@ def progress(trial_id: int) -> Any:
 
 @bp.post("/api/v1/trials/<int:trial_id>/early_exit")
 @allow(USER, TASK)
-def early_exit(trial_id: int) -> Any:
-    reason = str(body().get("reason") or "")
+@contract("ReportTrialSearcherEarlyExit", body=wire.TrialEarlyExit)
+def early_exit(trial_id: int, body: wire.TrialEarlyExit) -> Any:
+    reason = body.get("reason")
+    if reason is None:
+        raise InvalidArgument("reason: required")
     short = reason.removeprefix("EXITED_REASON_")
-    if short not in (
-        "INVALID_HP",
-        "USER_REQUESTED_STOP",
-        "ERRORED",
-        "USER_CANCELED",
-        "INIT_INVALID_HP",
-    ):
-        raise InvalidArgument(f"reason: unknown early-exit reason {reason!r}")
     with db() as conn:
         _access.trial(conn, trial_id)
         svc.report_early_exit(conn, trial_id, "INVALID_HP" if short == "INIT_INVALID_HP" else short)
@@ -203,7 +214,8 @@ def early_exit(trial_id: int) -> Any:
 
 @bp.post("/api/v1/trials/<int:trial_id>/runner/metadata")
 @allow(USER, TASK)
-def runner_metadata(trial_id: int) -> Any:
+@contract("PostTrialRunnerMetadata")
+def runner_metadata(trial_id: int, body: d.v1TrialRunnerMetadata) -> Any:
     with db() as conn:
         _access.trial(conn, trial_id)
     return {}
@@ -211,7 +223,10 @@ def runner_metadata(trial_id: int) -> Any:
 
 @bp.get("/api/v1/trials/<int:trial_id>/checkpoints")
 @allow(USER, TASK)
-def checkpoints(trial_id: int) -> Any:
+@contract("GetTrialCheckpoints")
+def checkpoints(
+    trial_id: int, params: d.GetTrialCheckpointsParams
+) -> d.v1GetTrialCheckpointsResponse:
     from det.master.api.checkpoints import listing
     from det.master.services import checkpoints as ckpt
 
@@ -219,70 +234,31 @@ def checkpoints(trial_id: int) -> Any:
     with db() as conn:
         trial = svc.get(conn, trial_id)
         rows = ckpt.list_for(conn, trial_id=trial_id)
-    return listing(rows, trial["config"])
+    return listing(rows, trial["config"], params)
 
 
 @bp.get("/api/v1/trials/<int:trial_id>/logs")
-def logs(trial_id: int) -> Any:
+@contract("TrialLogs")
+def logs(trial_id: int, params: d.TrialLogsParams) -> Response:
     with db() as conn:
         row = conn.execute("SELECT task_id FROM trials WHERE id = %s", (trial_id,)).fetchone()
     if row is None:
         raise NotFound(f"trial {trial_id} not found")
-    return _logs.stream(row["task_id"], trial_id=trial_id)
+    return _logs.stream(row["task_id"], params, trial_id=trial_id)
 
 
 @bp.get("/api/v1/trials/<int:trial_id>/workloads")
-def workloads(trial_id: int) -> Any:
+@contract("GetTrialWorkloads")
+def workloads(trial_id: int, params: d.GetTrialWorkloadsParams) -> d.v1GetTrialWorkloadsResponse:
     """Training, validation and checkpoint workloads of a trial, in training order."""
     from det.master.services import checkpoints as ckpt
-    from det.master.wire import ts
 
-    offset = int_arg("offset", 0) or 0
-    limit = int_arg("limit", 0) or 0
+    offset = params.get("offset") or 0
+    limit = params.get("limit") or 0
     with db() as conn:
         svc.get(conn, trial_id)
-        metrics = svc.metrics_series(conn, trial_id, None)
+        reports = svc.metrics_rows(conn, trial_id, None)
         ckpts = ckpt.list_for(conn, trial_id=trial_id)
-    items: list[tuple[int, int, dict[str, Any]]] = []
-    for m in metrics:
-        kind = "validation" if m["group"] == "validation" else "training"
-        if m["group"] not in ("training", "validation"):
-            continue
-        body = {"avgMetrics": m["metrics"].get("avg_metrics") or {}}
-        if request.args.get("includeBatchMetrics") == "true" and m["metrics"].get("batch_metrics"):
-            body["batchMetrics"] = m["metrics"]["batch_metrics"]
-        items.append(
-            (
-                m["totalBatches"],
-                0 if kind == "training" else 1,
-                {
-                    kind: {
-                        "totalBatches": m["totalBatches"],
-                        "endTime": m["endTime"],
-                        "metrics": body,
-                        "numInputs": 0,
-                    }
-                },
-            )
-        )
-    for c in ckpts:
-        items.append(
-            (
-                c["steps_completed"],
-                2,
-                {
-                    "checkpoint": {
-                        "uuid": str(c["uuid"]),
-                        "totalBatches": c["steps_completed"],
-                        "state": "STATE_" + c["state"],
-                        "endTime": ts(c["report_time"]),
-                        "resources": {k: str(v) for k, v in (c["resources"] or {}).items()},
-                        "metadata": c["metadata"],
-                    }
-                },
-            )
-        )
-    items.sort(key=lambda x: (x[0], x[1]))
-    rows = [w for _, _, w in items]
+    rows = wire.workloads(reports, ckpts, batch_metrics=bool(params.get("includeBatchMetrics")))
     page = rows[offset : (offset + limit) if limit > 0 else None]
     return {"workloads": page, "pagination": pagination(offset, limit, len(rows))}

@@ -18,7 +18,6 @@ from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.schemas import d
 from det.master.state import MasterState
-from det.master.wire import ts
 
 TRAINING = "training"
 VALIDATION = "validation"
@@ -32,15 +31,6 @@ _LIVE_STATE = (
     " (SELECT a.state FROM allocations a WHERE a.trial_id = t.id AND a.state <> 'TERMINATED'"
     " ORDER BY a.created_at DESC LIMIT 1) AS alloc_state"
 )
-_SUBSTATE = {
-    "PENDING": "QUEUED",
-    "ASSIGNED": "QUEUED",
-    "PULLING": "PULLING",
-    "STARTING": "STARTING",
-    "RUNNING": "RUNNING",
-    "TERMINATING": "RUNNING",
-}
-
 
 _UTC = '\'YYYY-MM-DD"T"HH24:MI:SS.US"Z"\''
 # What Determined's trial message carries beside the row: the latest and the best validation
@@ -76,13 +66,6 @@ _SUMMARY_COLUMNS = (
     ", (SELECT coalesce(sum(c.size), 0) FROM checkpoints c WHERE c.trial_id = t.id"
     " AND c.state = 'COMPLETED') AS checkpoint_size"
 )
-
-
-def display_state(row: dict[str, Any]) -> str:
-    state = str(row["state"])
-    if state == "ACTIVE" and row.get("alloc_state"):
-        return _SUBSTATE.get(str(row["alloc_state"]), state)
-    return state
 
 
 def get(conn: Conn, trial_id: int) -> dict[str, Any]:
@@ -131,34 +114,6 @@ def job_summary(conn: Conn, st: MasterState, job_id: str) -> d.v1JobSummary:
     return {"state": cast("d.jobv1State", "STATE_" + info["state"]), "jobsAhead": info["jobsAhead"]}
 
 
-def trial_json(row: dict[str, Any]) -> dict[str, Any]:
-    summary = row["summary_metrics"] or {}
-    return {
-        "id": row["id"],
-        "experimentId": row["experiment_id"],
-        "state": "STATE_" + display_state(row),
-        "restarts": row["restarts"],
-        "startTime": ts(row["created_at"]),
-        "endTime": ts(row["ended_at"]),
-        "hparams": row["hparams"],
-        "totalBatchesProcessed": row["steps_completed"],
-        "searcherMetricValue": row["searcher_metric"],
-        "summaryMetrics": summary,
-        "taskId": row["task_id"],
-        "taskIds": [row["task_id"]],
-        "runnerState": "",
-        "wallClockTime": 0.0,
-        "warmStartCheckpointUuid": None,
-        "latestCheckpointUuid": str(row["latest_checkpoint"]) if row["latest_checkpoint"] else None,
-        "metadata": {},
-        "latestValidation": row.get("latest_validation"),
-        "bestValidation": row.get("best_validation"),
-        "bestCheckpoint": _checkpoint_workload(row.get("best_checkpoint")),
-        "checkpointCount": int(row.get("checkpoint_count") or 0),
-        "totalCheckpointSize": str(int(row.get("checkpoint_size") or 0)),
-    }
-
-
 # Determined's v1GetExperimentTrialsRequestSortBy values the official client sends in ``sortBy``.
 TRIAL_SORTS = (
     "SORT_BY_UNSPECIFIED",
@@ -176,17 +131,19 @@ TRIAL_SORTS = (
 )
 
 
-def _validation_value(w: dict[str, Any] | None, metric: str) -> float | None:
-    value = (((w or {}).get("metrics") or {}).get("avgMetrics") or {}).get(metric)
+def _validation_value(w: d.v1MetricsWorkload | None, metric: str) -> float | None:
+    if w is None:
+        return None
+    value = (w["metrics"].get("avgMetrics") or {}).get(metric)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
 
 
 def sort_trials(
-    trials: list[dict[str, Any]], config: dict[str, Any], sort_by: str | None, order: str | None
-) -> list[dict[str, Any]]:
-    """Trials (as :func:`trial_json` renders them) sorted as Determined's
+    trials: list[d.trialv1Trial], config: dict[str, Any], sort_by: str | None, order: str | None
+) -> list[d.trialv1Trial]:
+    """Trials sorted as Determined's
     ``GetExperimentTrials`` does; the id breaks ties, and trials lacking the key (no end time,
     no validation) come last in either order."""
     sort_by = sort_by or "SORT_BY_UNSPECIFIED"
@@ -199,25 +156,27 @@ def sort_trials(
     desc = order == "ORDER_BY_DESC"
     metric = str((config.get("searcher") or {}).get("metric") or "")
 
-    def duration(t: dict[str, Any]) -> Any:
+    def duration(t: d.trialv1Trial) -> Any:
         if not t.get("endTime") or not t.get("startTime"):
             return None
         start = dt.datetime.fromisoformat(t["startTime"].replace("Z", "+00:00"))
-        end = dt.datetime.fromisoformat(t["endTime"].replace("Z", "+00:00"))
+        end = dt.datetime.fromisoformat(str(t["endTime"]).replace("Z", "+00:00"))
         return (end - start).total_seconds()
 
     keys: dict[str, Any] = {
         "SORT_BY_START_TIME": lambda t: t.get("startTime"),
         "SORT_BY_END_TIME": lambda t: t.get("endTime"),
         "SORT_BY_STATE": lambda t: t["state"],
-        "SORT_BY_BEST_VALIDATION_METRIC": lambda t: _validation_value(t["bestValidation"], metric),
+        "SORT_BY_BEST_VALIDATION_METRIC": lambda t: _validation_value(
+            t.get("bestValidation"), metric
+        ),
         "SORT_BY_LATEST_VALIDATION_METRIC": lambda t: _validation_value(
-            t["latestValidation"], metric
+            t.get("latestValidation"), metric
         ),
         "SORT_BY_BATCHES_PROCESSED": lambda t: t["totalBatchesProcessed"],
         "SORT_BY_DURATION": duration,
         "SORT_BY_RESTARTS": lambda t: t["restarts"],
-        "SORT_BY_CHECKPOINT_SIZE": lambda t: int(t["totalCheckpointSize"]),
+        "SORT_BY_CHECKPOINT_SIZE": lambda t: int(t.get("totalCheckpointSize") or 0),
     }
     key = keys.get(sort_by, lambda t: t["id"])
     have = [t for t in trials if key(t) is not None]
@@ -225,12 +184,6 @@ def sort_trials(
     have.sort(key=lambda t: (key(t), t["id"]), reverse=desc)
     lacking.sort(key=lambda t: t["id"], reverse=desc)
     return have + lacking
-
-
-def _checkpoint_workload(c: dict[str, Any] | None) -> dict[str, Any] | None:
-    if c is None:
-        return None
-    return {**c, "resources": {k: str(v) for k, v in (c.get("resources") or {}).items()}}
 
 
 _NUMBER_TYPES = frozenset((int, float))
@@ -390,28 +343,16 @@ def report_metrics(
     return len(rows)
 
 
-def metrics_series(conn: Conn, trial_id: int, group: str | None) -> list[dict[str, Any]]:
+def metrics_rows(conn: Conn, trial_id: int, group: str | None) -> list[dict[str, Any]]:
+    """A trial's ``metrics`` rows (one group's, or all) in training order."""
     params: list[Any] = [trial_id]
     clause = ""
     if group:
         clause = " AND metric_group = %s"
         params.append(group)
-    rows = conn.execute(
+    return conn.execute(
         "SELECT * FROM metrics WHERE trial_id = %s" + clause + " ORDER BY total_batches, id", params
     ).fetchall()
-    return [
-        {
-            "id": r["id"],
-            "trialId": r["trial_id"],
-            "trialRunId": r["trial_run_id"],
-            "totalBatches": r["total_batches"],
-            "endTime": ts(r["reported_at"]),
-            "metrics": r["metrics"],
-            "group": r["metric_group"],
-            "archived": False,
-        }
-        for r in rows
-    ]
 
 
 def report_early_exit(conn: Conn, trial_id: int, reason: str) -> None:
@@ -437,3 +378,10 @@ def kill(conn: Conn, trial_id: int) -> None:
         conn, "trial", trial_id, states.STOPPING_KILLED, "killed by user", strict=False
     )
     conn.execute("NOTIFY det_wakeup")
+
+
+def trial_json(row: dict[str, Any]) -> d.trialv1Trial:
+    """Kept for callers not yet moved: :func:`det.master.schemas.trials.trial`."""
+    from det.master.schemas import trials as wire
+
+    return wire.trial(row)

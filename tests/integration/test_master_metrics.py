@@ -117,7 +117,7 @@ def test_non_finite_literals_in_a_batch_are_kept_as_strings(
         ({"group": "training", "stepsCompleted": 3, "metrics": {}}, "avgMetrics"),
         (_report("training", "three", {"loss": 1.0}), "stepsCompleted"),  # type: ignore[arg-type]
         ({**_report("training", 3, {"loss": 1.0}), "group": 7}, "group"),
-        ("not-an-object", "must be an object"),
+        ("not-an-object", "valid dictionary"),
     ],
 )
 def test_a_bad_report_rejects_the_whole_batch(
@@ -131,7 +131,7 @@ def test_a_bad_report_rejects_the_whole_batch(
         timeout=10,
     )
     assert r.status_code == 400, r.text
-    assert needle in r.json()["message"] and "metrics[1]" in r.json()["message"]
+    assert needle in r.json()["message"] and "reports[1]" in r.json()["message"]
     assert _rows(pg_url, tid) == []
     after = live_master.get(f"/api/v1/trials/{tid}")["trial"]
     assert after["summaryMetrics"] == before["summaryMetrics"] == {}
@@ -163,3 +163,29 @@ def test_best_validation_is_404_until_there_is_one(live_master: Master) -> None:
         },
     )
     assert live_master.session().get(url, timeout=10).json() == {"metric": 0.4}
+
+
+def test_the_legacy_per_group_routes_take_determined_s_body(
+    live_master: Master, pg_url: str
+) -> None:
+    """``ReportTrialTrainingMetrics``/``ReportTrialValidationMetrics``: the body is the
+    ``v1TrialMetrics`` itself (the request's ``body: "training_metrics"``), not wrapped."""
+    tid = _trial(live_master)
+    for group in ("training", "validation"):
+        live_master.post(
+            f"/api/v1/trials/{tid}/{group}_metrics",
+            {
+                "trialId": tid,
+                "trialRunId": 1,
+                "stepsCompleted": "6",  # an int64, as protobuf JSON may send it
+                "metrics": {"avgMetrics": {"loss": 0.5}},
+            },
+        )
+    rows = _rows(pg_url, tid)
+    assert [(g, b, r, m["avg_metrics"]) for g, b, r, m in rows] == [
+        ("training", 6, 1, {"loss": 0.5}),
+        ("validation", 6, 1, {"loss": 0.5}),
+    ]
+    trial = live_master.get(f"/api/v1/trials/{tid}")["trial"]
+    assert trial["searcherMetricValue"] == 0.5
+    assert trial["latestValidation"]["metrics"] == {"avgMetrics": {"loss": 0.5}}

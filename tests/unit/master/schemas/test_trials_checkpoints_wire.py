@@ -1,0 +1,173 @@
+"""Trials, checkpoints and log lines as det sends them: shapes Determined's generated client
+reads without failing (it parses enums strictly, calls ``float()`` on the searcher metric and
+indexes ``avgMetrics``), and the bodies det's and Determined's tasks send."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+import pytest
+
+from det.master.errors import InvalidArgument, PayloadTooLarge
+from det.master.schemas import checkpoints, d, logs, trials, validate
+
+NOW = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
+
+
+def _checkpoint_row(**over: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "uuid": uuid.UUID(int=1),
+        "task_id": "t",
+        "allocation_id": "t.1",
+        "report_time": NOW,
+        "resources": {"model.pt": 10},
+        "metadata": {"steps_completed": 5},
+        "state": "COMPLETED",
+        "trial_id": 3,
+        "experiment_id": 2,
+        "hparams": {"lr": 0.1},
+        "config": {"searcher": {"metric": "loss"}},
+        "validation": None,
+        "training": None,
+    }
+    row.update(over)
+    return row
+
+
+def test_a_checkpoint_without_metrics_has_empty_sections_and_no_searcher_metric() -> None:
+    c = checkpoints.checkpoint(_checkpoint_row())
+    assert c["resources"] == {"model.pt": "10"}  # int64s travel as strings
+    assert c["state"] == "STATE_COMPLETED"
+    training = c["training"]
+    assert training.get("trainingMetrics") == {"avgMetrics": {}}
+    assert training.get("validationMetrics") == {"avgMetrics": {}}
+    assert training.get("searcherMetric") is None
+
+
+@pytest.mark.parametrize("value", ["0.5", True, float("nan"), {"x": 1}])
+def test_a_searcher_metric_that_is_not_a_finite_number_is_not_sent(value: Any) -> None:
+    row = _checkpoint_row(validation={"avg_metrics": {"loss": value}})
+    assert checkpoints.checkpoint(row)["training"].get("searcherMetric") is None
+
+
+def test_the_searcher_metric_is_the_validation_s_value() -> None:
+    row = _checkpoint_row(validation={"avg_metrics": {"loss": 2}})
+    assert checkpoints.checkpoint(row)["training"].get("searcherMetric") == 2.0
+
+
+def test_checkpoints_sort_by_searcher_metric_in_the_asked_order() -> None:
+    rows = [
+        _checkpoint_row(uuid=uuid.UUID(int=i), validation={"avg_metrics": {"loss": v}})
+        for i, v in ((1, 0.3), (2, 0.1), (3, None), (4, 0.2))
+    ]
+    items = [checkpoints.checkpoint(r) for r in rows]
+
+    def order(o: d.v1OrderBy | None, smaller: bool = True) -> list[int]:
+        out = checkpoints.sort(
+            items, attr="SORT_BY_SEARCHER_METRIC", metric=None, order=o, smaller_is_better=smaller
+        )
+        return [uuid.UUID(c.get("uuid", "")).int for c in out]
+
+    assert order("ORDER_BY_ASC") == [2, 4, 1, 3]
+    assert order("ORDER_BY_DESC") == [1, 4, 2, 3]
+    assert order(None, smaller=False) == [1, 4, 2, 3]  # best first
+
+
+@pytest.mark.parametrize(
+    ("stored", "sent"),
+    [
+        (None, "LOG_LEVEL_INFO"),
+        ("LOG_LEVEL_ERROR", "LOG_LEVEL_ERROR"),
+        ("warning", "LOG_LEVEL_WARNING"),
+        ("WARN", "LOG_LEVEL_WARNING"),
+        ("verbose", "LOG_LEVEL_UNSPECIFIED"),
+        ("LOG_LEVEL_LOUD", "LOG_LEVEL_UNSPECIFIED"),
+    ],
+)
+def test_a_log_line_s_level_is_one_determined_knows(stored: str | None, sent: str) -> None:
+    row = {
+        "id": 7,
+        "task_id": "t",
+        "allocation_id": None,
+        "agent_id": None,
+        "container_id": None,
+        "rank_id": None,
+        "timestamp": NOW,
+        "level": stored,
+        "log": "hello\n",
+        "source": None,
+        "stdtype": None,
+    }
+    line = logs.trial_log(row, 3)
+    assert line["level"] == sent and line["trialId"] == 3 and line["id"] == "7"
+    assert "taskId" not in line  # not a field of v1TrialLogsResponse
+    assert logs.task_log(row)["level"] == sent
+
+
+def test_a_trial_s_workloads_come_from_json_the_query_builds() -> None:
+    row = {
+        "id": 3,
+        "experiment_id": 2,
+        "state": "ACTIVE",
+        "alloc_state": "PULLING",
+        "restarts": 0,
+        "created_at": NOW,
+        "ended_at": None,
+        "hparams": None,
+        "steps_completed": 8,
+        "searcher_metric": 0.1,
+        "summary_metrics": None,
+        "task_id": "t",
+        "latest_checkpoint": None,
+        "latest_validation": {"totalBatches": 8, "numInputs": 0, "metrics": {"avgMetrics": None}},
+        "best_validation": None,
+        "best_checkpoint": {
+            "uuid": "u",
+            "totalBatches": 8,
+            "state": "STATE_COMPLETED",
+            "resources": {"a": 3},
+            "metadata": None,
+        },
+        "checkpoint_count": 1,
+        "checkpoint_size": 3,
+    }
+    t = trials.trial(row)
+    assert t["state"] == "STATE_PULLING" and t["hparams"] == {}
+    assert t.get("latestValidation") == {
+        "totalBatches": 8,
+        "numInputs": 0,
+        "endTime": None,
+        "metrics": {"avgMetrics": {}},
+    }
+    best = t.get("bestCheckpoint") or {}
+    assert best.get("resources") == {"a": "3"} and best.get("metadata") == {}
+    assert t.get("totalCheckpointSize") == "3" and t.get("checkpointCount") == 1
+
+
+def test_checkpoint_bodies_take_sizes_as_numbers_or_strings() -> None:
+    # Determined's own checkpoint-GC task sends numbers; its bindings declare strings.
+    body = {"checkpoints": [{"uuid": "u", "resources": {"resources": {"a": 1, "b": "2"}}}]}
+    got = validate(checkpoints.PatchCheckpointsRequest, body)
+    assert got["checkpoints"][0]["resources"]["resources"] == {"a": 1, "b": "2"}
+    report = validate(checkpoints.ReportCheckpointRequest, {"uuid": "u", "resources": {"a": 1}})
+    assert report["resources"] == {"a": 1}
+    with pytest.raises(InvalidArgument, match=r"resources\.resources"):
+        validate(
+            checkpoints.PatchCheckpointsRequest,
+            {"checkpoints": [{"resources": {"resources": {"a": [1]}}}]},
+        )
+    with pytest.raises(InvalidArgument, match="sizes must be integers"):
+        checkpoints.sizes("resources", {"a": "ten"})
+    with pytest.raises(PayloadTooLarge):
+        validate(
+            checkpoints.ReportCheckpointRequest,
+            {"resources": {f"f{i}" * 50: i for i in range(5000)}},
+        )
+
+
+def test_early_exit_takes_det_s_reasons_and_refuses_unspecified() -> None:
+    assert validate(trials.TrialEarlyExit, {"reason": "EXITED_REASON_USER_REQUESTED_STOP"})
+    with pytest.raises(InvalidArgument, match="reason"):
+        validate(trials.TrialEarlyExit, {"reason": "EXITED_REASON_UNSPECIFIED"})
