@@ -301,6 +301,9 @@ def set_(args: argparse.Namespace) -> None:
         body["resources"] = {
             args.field: float(args.value) if args.field == "weight" else int(args.value)
         }
+    elif args.field == "max-slots":
+        # 0 removes the cap (as the config's resources.max_slots).
+        body["resources"] = {"maxSlots": int(args.value)}
     s.patch(f"/api/v1/experiments/{args.experiment_id}", body)
     print(f"experiment {args.experiment_id}: {args.field} set")
 
@@ -397,7 +400,12 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     p.add_argument("experiment_id", type=int)
     p.add_argument("config_file", nargs="?")
     p.add_argument("--config", action="append", metavar="KEY=VALUE")
-    p = verb(sub, "set", set_, "change an experiment's name, description, priority or weight")
-    p.add_argument("field", choices=["name", "description", "priority", "weight"])
+    p = verb(
+        sub,
+        "set",
+        set_,
+        "change an experiment's name, description, priority, weight or max-slots (0: no cap)",
+    )
+    p.add_argument("field", choices=["name", "description", "priority", "weight", "max-slots"])
     p.add_argument("experiment_id", type=int)
     p.add_argument("value")

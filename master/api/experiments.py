@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
-from flask import Blueprint, request
+from flask import Blueprint
 
 from det.master import limits
 from det.master.api import _access
@@ -12,11 +13,9 @@ from det.master.api._common import (
     TASK,
     USER,
     allow,
-    body,
     check_task_scope,
     current_user,
     db,
-    int_arg,
     pagination,
     state,
 )
@@ -25,6 +24,7 @@ from det.master.errors import InvalidArgument, NotFound, PermissionDenied, Unimp
 from det.master.expconf import redact
 from det.master.schemas import d
 from det.master.schemas import experiments as wire
+from det.master.schemas import trials as trial_wire
 from det.master.services import experiments as svc
 from det.master.services import trials as trial_svc
 
@@ -124,97 +124,106 @@ def _action(experiment_id: int, fn: Any, *args: Any) -> Any:
 
 
 @bp.post("/api/v1/experiments/<int:experiment_id>/activate")
+@contract("ActivateExperiment")
 def activate(experiment_id: int) -> Any:
     return _action(experiment_id, svc.activate)
 
 
 @bp.post("/api/v1/experiments/<int:experiment_id>/pause")
+@contract("PauseExperiment")
 def pause(experiment_id: int) -> Any:
     return _action(experiment_id, svc.pause)
 
 
 @bp.post("/api/v1/experiments/<int:experiment_id>/cancel")
+@contract("CancelExperiment")
 def cancel(experiment_id: int) -> Any:
     return _action(experiment_id, svc.cancel)
 
 
 @bp.post("/api/v1/experiments/<int:experiment_id>/kill")
+@contract("KillExperiment")
 def kill(experiment_id: int) -> Any:
     return _action(experiment_id, svc.kill)
 
 
 @bp.post("/api/v1/experiments/<int:experiment_id>/archive")
+@contract("ArchiveExperiment")
 def archive(experiment_id: int) -> Any:
     return _action(experiment_id, svc.set_archived, True)
 
 
 @bp.post("/api/v1/experiments/<int:experiment_id>/unarchive")
+@contract("UnarchiveExperiment")
 def unarchive(experiment_id: int) -> Any:
     return _action(experiment_id, svc.set_archived, False)
 
 
 @bp.delete("/api/v1/experiments/<int:experiment_id>")
+@contract("DeleteExperiment")
 def delete(experiment_id: int) -> Any:
     return _action(experiment_id, svc.delete)
 
 
 @bp.patch("/api/v1/experiments/<int:experiment_id>")
-def patch(experiment_id: int) -> Any:
+@contract("PatchExperiment")
+def patch(experiment_id: int, body: d.v1PatchExperiment) -> d.v1PatchExperimentResponse:
     from det.master.services import checkpoint_gc
 
-    data = body()
-    res = data.get("resources")
-    if isinstance(res, dict) and res.get("maxSlots") is not None:
-        raise Unimplemented(
-            "resources.maxSlots: det's scheduler does not cap an experiment's slots"
-            " (set max-slots); limit concurrency with searcher.max_concurrent_trials"
-        )
+    eid = body.get("id")
+    if eid and eid != experiment_id:
+        raise InvalidArgument(f"id: {eid} differs from the path's {experiment_id}")
     with db() as conn:
         _owner_or_admin(conn, experiment_id)
-        if "checkpointStorage" in data:
-            checkpoint_gc.set_policy(conn, experiment_id, data["checkpointStorage"])
-        svc.patch(conn, experiment_id, data)
+        storage = body.get("checkpointStorage")
+        if storage is not None:
+            checkpoint_gc.set_policy(conn, experiment_id, dict(storage))
+        svc.patch(conn, experiment_id, body)
         row = svc.get(conn, experiment_id)
     return {"experiment": wire.experiment(row)}
 
 
-@bp.get("/api/v1/experiments/<int:experiment_id>/model_def")
-def model_def(experiment_id: int) -> Any:
-    import base64
-
+def _context(experiment_id: int) -> bytes:
     with db() as conn:
+        svc.get(conn, experiment_id)  # 404 for a missing or deleted experiment
         row = conn.execute(
             "SELECT context FROM experiments WHERE id = %s", (experiment_id,)
         ).fetchone()
-    if row is None:
-        raise InvalidArgument(f"experiment {experiment_id} not found")
-    return {"b64Tgz": base64.b64encode(row["context"] or b"").decode()}
+    return bytes(row["context"] or b"") if row else b""
+
+
+@bp.get("/api/v1/experiments/<int:experiment_id>/model_def")
+@contract("GetModelDef")
+def model_def(experiment_id: int) -> d.v1GetModelDefResponse:
+    return {"b64Tgz": base64.b64encode(_context(experiment_id)).decode()}
 
 
 @bp.get("/api/v1/experiments/<int:experiment_id>/file_tree")
-def file_tree(experiment_id: int) -> Any:
-    with db() as conn:
-        row = conn.execute(
-            "SELECT context FROM experiments WHERE id = %s", (experiment_id,)
-        ).fetchone()
-    files = svc.context_files_json(row["context"] if row else None)
-    return {
-        "files": [
-            {
-                "path": f["path"],
-                "name": f["path"].rsplit("/", 1)[-1],
-                "isDir": f["type"] == 53,
-                "contentLength": len(f["content"]) * 3 // 4,
-                "files": [],
-            }
-            for f in files
-        ]
-    }
+@contract("GetModelDefTree")
+def file_tree(experiment_id: int) -> d.v1GetModelDefTreeResponse:
+    return {"files": wire.file_tree(_context(experiment_id))}
+
+
+@bp.post("/api/v1/experiments/<int:experiment_id>/file")
+@contract("GetModelDefFile")
+def model_def_file(
+    experiment_id: int, body: d.v1GetModelDefFileRequest
+) -> d.v1GetModelDefFileResponse:
+    path = body.get("path")
+    if not path:
+        raise InvalidArgument("path: required (a file of the experiment's context)")
+    content = wire.context_file(_context(experiment_id), path)
+    if content is None:
+        raise NotFound(f"experiment {experiment_id} has no file {path!r} in its context")
+    return {"file": base64.b64encode(content).decode()}
 
 
 @bp.get("/api/v1/experiments/<int:experiment_id>/searcher/best_searcher_validation_metric")
 @allow(USER, TASK)
-def best_searcher_validation_metric(experiment_id: int) -> Any:
+@contract("GetBestSearcherValidationMetric")
+def best_searcher_validation_metric(
+    experiment_id: int,
+) -> d.v1GetBestSearcherValidationMetricResponse:
     check_task_scope(experiment_id=experiment_id)
     with db() as conn:
         row = svc.get(conn, experiment_id)
@@ -227,77 +236,83 @@ def best_searcher_validation_metric(experiment_id: int) -> Any:
 
 @bp.get("/api/v1/experiments/<int:experiment_id>/trials")
 @allow(USER, TASK)
-def trials(experiment_id: int) -> Any:
+@contract("GetExperimentTrials")
+def trials(
+    experiment_id: int, params: d.GetExperimentTrialsParams
+) -> d.v1GetExperimentTrialsResponse:
     check_task_scope(experiment_id=experiment_id)
-    offset = int_arg("offset", 0) or 0
-    limit = int_arg("limit", 0) or 0
+    offset = params.get("offset") or 0
+    limit = params.get("limit") or 0
     with db() as conn:
         exp = svc.get(conn, experiment_id)
         rows = trial_svc.list_for_experiment(conn, experiment_id)
-    wanted = request.args.getlist("states")
-    items = [trial_svc.trial_json(r) for r in rows]
+    items = [trial_wire.trial(r) for r in rows]
+    wanted = params.get("states")
     if wanted:
         items = [t for t in items if t["state"] in wanted]
-    items = trial_svc.sort_trials(
-        items, exp["config"], request.args.get("sortBy"), request.args.get("orderBy")
-    )
+    items = trial_svc.sort_trials(items, exp["config"], params.get("sortBy"), params.get("orderBy"))
     total = len(items)
     if offset < 0:
         offset = max(0, total + offset)
-    page = items[offset : (offset + limit) if limit > 0 else None]
+    page: list[d.trialv1Trial] = list(items[offset : (offset + limit) if limit > 0 else None])
     return {"trials": page, "pagination": pagination(offset, limit, total)}
 
 
 @bp.get("/api/v1/experiments/<int:experiment_id>/checkpoints")
-def checkpoints(experiment_id: int) -> Any:
+@contract("GetExperimentCheckpoints")
+def checkpoints(
+    experiment_id: int, params: d.GetExperimentCheckpointsParams
+) -> d.v1GetExperimentCheckpointsResponse:
     from det.master.api.checkpoints import listing
     from det.master.services import checkpoints as ckpt_svc
 
     with db() as conn:
         exp = svc.get(conn, experiment_id)
         rows = ckpt_svc.list_for(conn, experiment_id=experiment_id)
-    return listing(rows, exp["config"])
+    return listing(rows, exp["config"], params)
 
 
 @bp.post("/api/v1/experiments/<int:experiment_id>/move")
-def move(experiment_id: int) -> Any:
-    data = body()
-    dest = data.get("destinationProjectId")
-    if type(dest) is not int:
-        raise InvalidArgument("destinationProjectId: required integer")
-    eid = data.get("experimentId")
-    if eid is not None and eid != experiment_id:
-        raise InvalidArgument(f"experimentId: {eid!r} differs from the path's {experiment_id}")
+@contract("MoveExperiment")
+def move(experiment_id: int, body: d.v1MoveExperimentRequest) -> Any:
+    dest = body.get("destinationProjectId")
+    if dest is None:
+        raise InvalidArgument("destinationProjectId: required")
+    eid = body.get("experimentId")
+    if eid and eid != experiment_id:
+        raise InvalidArgument(f"experimentId: {eid} differs from the path's {experiment_id}")
     with db() as conn:
         _access.experiment(conn, experiment_id)
         svc.move(conn, experiment_id, dest)
     return {}
 
 
-def _label(experiment_id: int, label: str, present: bool) -> Any:
+def _label(experiment_id: int, label: str, present: bool) -> list[str]:
     limits.text("label", label, limits.LABEL, required=True)
     with db() as conn:
         _access.experiment(conn, experiment_id)
-        return {"labels": svc.set_label(conn, experiment_id, label, present)}
+        return svc.set_label(conn, experiment_id, label, present)
 
 
 @bp.put("/api/v1/experiments/<int:experiment_id>/labels/<path:label>")
-def put_label(experiment_id: int, label: str) -> Any:
-    return _label(experiment_id, label, True)
+@contract("PutExperimentLabel")
+def put_label(experiment_id: int, label: str) -> d.v1PutExperimentLabelResponse:
+    return {"labels": _label(experiment_id, label, True)}
 
 
 @bp.delete("/api/v1/experiments/<int:experiment_id>/labels/<path:label>")
-def delete_label(experiment_id: int, label: str) -> Any:
-    return _label(experiment_id, label, False)
+@contract("DeleteExperimentLabel")
+def delete_label(experiment_id: int, label: str) -> d.v1DeleteExperimentLabelResponse:
+    return {"labels": _label(experiment_id, label, False)}
 
 
 @bp.post("/api/v1/experiments/continue")
-def continue_() -> Any:
+@contract("ContinueExperiment")
+def continue_(body: d.v1ContinueExperimentRequest) -> d.v1ContinueExperimentResponse:
     """Determined 0.38's ContinueExperiment re-opens a finished experiment's trial with more
     training; det's searchers end an experiment for good, so it is refused, never half done."""
-    data = body()
-    if type(data.get("id")) is not int:
-        raise InvalidArgument("id: required integer (the experiment to continue)")
+    if body.get("id") is None:
+        raise InvalidArgument("id: required (the experiment to continue)")
     raise Unimplemented(
         "det does not continue finished experiments (ContinueExperiment): create a new"
         " experiment whose searcher.source_checkpoint_uuid is the trial's latest checkpoint"

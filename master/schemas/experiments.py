@@ -1,7 +1,11 @@
-"""Experiments on the wire: ``v1Experiment`` from an ``experiments`` row."""
+"""Experiments on the wire: ``v1Experiment`` from an ``experiments`` row, and the experiment's
+context (the files it was created with) as Determined's file tree, and one file of it."""
 
 from __future__ import annotations
 
+import io
+import tarfile
+from datetime import UTC, datetime
 from typing import Any
 
 from det.master.expconf import redact
@@ -52,3 +56,67 @@ def experiment(row: dict[str, Any], best: dict[str, Any] | None = None) -> d.v1E
         out["bestTrialId"] = best.get("id")
         out["bestTrialSearcherMetric"] = best.get("searcher_metric")
     return out
+
+
+def context_file(blob: bytes | None, path: str) -> bytes | None:
+    """The content of the context's file ``path`` (``None``: no such file)."""
+    if not blob:
+        return None
+    with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
+        for m in tar.getmembers():
+            if m.isfile() and m.name.strip("/") == path.strip("/"):
+                return (tar.extractfile(m) or io.BytesIO()).read()
+    return None
+
+
+def file_tree(blob: bytes | None) -> list[d.v1FileNode]:
+    """The context as Determined's ``GetModelDefTree`` answer: top-level nodes, a directory's
+    entries under its ``files`` (directories first, then by name). A directory the archive has
+    no entry for (``pkg/`` of ``pkg/model.py``) is still a node."""
+    roots: list[d.v1FileNode] = []
+    children: dict[str, list[d.v1FileNode]] = {"": roots}
+
+    def directory(path: str) -> list[d.v1FileNode]:
+        """The entries of directory ``path``, creating its node (and its parents') if new."""
+        entries = children.get(path)
+        if entries is None:
+            entries = children[path] = []
+            parent, _, name = path.rpartition("/")
+            node: d.v1FileNode = {
+                "path": path,
+                "name": name,
+                "isDir": True,
+                "contentLength": 0,
+                "files": entries,
+            }
+            directory(parent).append(node)
+        return entries
+
+    if blob:
+        with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
+            for m in tar.getmembers():
+                path = m.name.strip("/")
+                if not path or path == ".":
+                    continue
+                if m.isdir():
+                    directory(path)
+                    continue
+                parent, _, name = path.rpartition("/")
+                directory(parent).append(
+                    {
+                        "path": path,
+                        "name": name,
+                        "isDir": False,
+                        "contentLength": m.size,
+                        "modifiedTime": ts(datetime.fromtimestamp(m.mtime, UTC)) or "",
+                        "files": [],
+                    }
+                )
+
+    def order(nodes: list[d.v1FileNode]) -> None:
+        nodes.sort(key=lambda n: (not n.get("isDir"), n.get("name") or ""))
+        for n in nodes:
+            order(n.get("files") or [])
+
+    order(roots)
+    return roots

@@ -84,28 +84,6 @@ def pack_context(files: list[ContextFile]) -> bytes:
     return buf.getvalue()
 
 
-def context_files_json(blob: bytes | None) -> list[dict[str, Any]]:
-    """The context back as Determined's File list (``GET /experiments/{id}/model_def`` files)."""
-    out: list[dict[str, Any]] = []
-    if not blob:
-        return out
-    with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
-        for m in tar.getmembers():
-            data = b"" if m.isdir() else (tar.extractfile(m) or io.BytesIO()).read()
-            out.append(
-                {
-                    "path": m.name,
-                    "type": 53 if m.isdir() else 48,
-                    "content": base64.b64encode(data).decode(),
-                    "mode": m.mode,
-                    "mtime": int(m.mtime),
-                    "uid": 0,
-                    "gid": 0,
-                }
-            )
-    return out
-
-
 def parse_config(
     st: MasterState, config_text: str, template: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -470,8 +448,11 @@ def delete(conn: Conn, experiment_id: int) -> None:
     states.record_event(conn, "experiment", experiment_id, "deleted", "deleted by user")
 
 
-def patch(conn: Conn, experiment_id: int, fields: dict[str, Any]) -> None:
-    _lock(conn, experiment_id)
+def patch(conn: Conn, experiment_id: int, fields: Any) -> None:
+    """Determined's PatchExperiment: name, description, notes, labels, and the job's priority,
+    weight and ``resources.maxSlots`` (stored as the config's ``resources.max_slots``, which the
+    scheduler reads on its next pass; ``0`` removes the cap)."""
+    exp = _lock(conn, experiment_id)
     if "name" in fields:
         name = limits.text("name", fields["name"], limits.NAME, required=True)
         conn.execute("UPDATE experiments SET name = %s WHERE id = %s", (name, experiment_id))
@@ -491,7 +472,9 @@ def patch(conn: Conn, experiment_id: int, fields: dict[str, Any]) -> None:
     res = fields.get("resources") or {}
     if not isinstance(res, dict):
         raise InvalidArgument("resources: must be an object")
-    if "priority" in res or "weight" in res or "maxSlots" in res:
+    if res.get("maxSlots") is not None:
+        set_max_slots(conn, exp, int(res["maxSlots"]))
+    if res.get("priority") is not None or res.get("weight") is not None:
         from det.master.services import jobs
 
         job = conn.execute(
@@ -499,3 +482,30 @@ def patch(conn: Conn, experiment_id: int, fields: dict[str, Any]) -> None:
         ).fetchone()
         assert job is not None
         jobs.update(conn, job["id"], priority=res.get("priority"), weight=res.get("weight"))
+
+
+def set_max_slots(conn: Conn, exp: dict[str, Any], max_slots: int) -> None:
+    """The experiment's cap on the slots its trials hold at once (``0``: no cap). Like the
+    config's ``resources.max_slots``, it may not be below one trial's ``slots_per_trial``."""
+    per_trial = int((exp["config"].get("resources") or {}).get("slots_per_trial", 1))
+    if max_slots < 0:
+        raise InvalidArgument(f"resources.maxSlots: must be >= 0 (got {max_slots})")
+    if 0 < max_slots < per_trial:
+        raise InvalidArgument(
+            f"resources.maxSlots: must be >= resources.slots_per_trial ({per_trial}),"
+            f" or no trial could ever run (got {max_slots})"
+        )
+    conn.execute(
+        "UPDATE experiments SET config = jsonb_set(config, '{resources}',"
+        " coalesce(config->'resources', '{}'::jsonb) || jsonb_build_object('max_slots', %s::bigint))"
+        " WHERE id = %s",
+        (max_slots, exp["id"]),
+    )
+    states.record_event(
+        conn,
+        "experiment",
+        exp["id"],
+        "max_slots",
+        f"resources.max_slots set to {max_slots}" if max_slots else "resources.max_slots removed",
+    )
+    wake(conn)

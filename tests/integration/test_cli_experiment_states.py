@@ -3,6 +3,7 @@ nothing runs away: experiments stay queued for as long as a test needs them."""
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
@@ -244,6 +245,23 @@ def test_create_uploads_only_what_detignore_lets_through(
 
     tree = cli_master.get(f"/api/v1/experiments/{eid}/file_tree")["files"]
     assert paths(tree) == {"train.py", "pkg/model.py"}
+    # Determined's tree: pkg/model.py under the pkg directory's node, directories first, sizes
+    # in bytes.
+    assert [(n["name"], n["isDir"]) for n in tree] == [("pkg", True), ("train.py", False)]
+    assert [(n["path"], n["contentLength"]) for n in tree[0]["files"]] == [("pkg/model.py", 8)]
+    got = cli_master.post(f"/api/v1/experiments/{eid}/file", {"path": "pkg/model.py"})
+    assert base64.b64decode(got["file"]) == b"content\n"
+    s = cli_master.session()
+    base = f"{cli_master.url}/api/v1/experiments"
+    for path, missing in (
+        (f"{eid}/file", {"path": "data/big.csv"}),
+        ("999999/file", {"path": "x"}),
+    ):
+        r = s.post(f"{base}/{path}", json=missing, timeout=10)
+        assert r.status_code == 404, r.text
+    for route in ("file_tree", "model_def"):
+        r = s.get(f"{base}/999999/{route}", timeout=10)
+        assert r.status_code == 404, r.text
     det.ok("e", "kill", str(eid))
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -205,3 +208,79 @@ def test_bad_config_exits_2_naming_the_field(det: Det, tmp_path: Path) -> None:
     assert r.rc == 2
     for r in [det("experiment", "create", str(bad_field), ctx)]:
         assert r.err.count("\n") == 1
+
+
+CAPPED_CONFIG = """
+name: capped
+entrypoint: python3 train.py
+searcher: {name: random, metric: validation_loss, max_trials: 4, max_concurrent_trials: 4}
+hyperparameters:
+  lr: {type: double, minval: 0.01, maxval: 1.0}
+reproducibility: {experiment_seed: 7}
+"""
+
+
+def test_set_max_slots_caps_what_the_experiment_runs_at_once(
+    live_master: Master, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``det e set max-slots``: stored in the config, honoured by the scheduler (the job says
+    why it waits), raised while the experiment runs. Its own master and one 4-slot agent whose
+    trials train only once released, and count how many of them run at once."""
+    from tests.fakes.sim_agent import SimAgent, default_training, wait
+
+    release = threading.Event()
+    lock = threading.Lock()
+    running = [0, 0]  # now, peak
+
+    def gated(master: str, spec: dict[str, Any], killed: threading.Event) -> int:
+        with lock:
+            running[0] += 1
+            running[1] = max(running)
+        try:
+            while not release.is_set() and not killed.is_set():
+                killed.wait(0.05)
+            return default_training(master, spec, killed, steps=2, validate_every=2)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    m = live_master
+    agent = SimAgent(m.url, m.agent_token, "sim-cap", slots=4, train=gated).start()
+    try:
+        wait(lambda: len(m.get("/api/v1/agents")["agents"]) == 1, 30, "the agent")
+        d = Det(m, tmp_path, capsys, monkeypatch)
+        d.login()
+        eid = cli_support.create_via_api(m, CAPPED_CONFIG, activate=False)
+        assert m.get(f"/api/v1/experiments/{eid}")["config"]["resources"].get("max_slots") is None
+        out = d.ok("experiment", "set", "max-slots", str(eid), "1").out
+        assert "max-slots set" in out, out
+        assert m.get(f"/api/v1/experiments/{eid}")["config"]["resources"]["max_slots"] == 1
+        d.ok("experiment", "activate", str(eid))
+
+        def job() -> dict[str, Any]:
+            listed = m.get("/api/v1/job-queues")["jobs"]
+            return dict(next(j for j in listed if j["entityId"] == str(eid)))
+
+        wait(lambda: len(trials(m, eid)) == 4, 30, "the searcher's 4 trials")
+        wait(lambda: job()["allocatedSlots"] == 1 and running[0] == 1, 30, "one trial running")
+        reason = str(job().get("pendingReason"))
+        assert "max_slots" in reason and "1 of 1" in reason, reason
+        # Many scheduling passes later, still one: the 3 other slots stay free.
+        for _ in range(10):
+            assert job()["allocatedSlots"] == 1 and running[1] == 1
+            time.sleep(0.2)
+        assert job()["requestedSlots"] == 4
+
+        refused = d("experiment", "set", "max-slots", str(eid), "-1")
+        assert refused.rc != 0 and "maxSlots" in refused.err, refused.err
+        d.ok("experiment", "set", "max-slots", str(eid), "3")
+        assert m.get(f"/api/v1/experiments/{eid}")["config"]["resources"]["max_slots"] == 3
+        wait(lambda: job()["allocatedSlots"] == 3 and running[0] == 3, 30, "three trials")
+        assert "3 of 3" in str(job()["pendingReason"])
+
+        release.set()
+        cli_support.wait(lambda: exp_state(m, eid) == "STATE_COMPLETED", 90, "completion")
+        assert running[1] == 3  # never more than the cap, at any moment
+    finally:
+        release.set()
+        agent.stop()

@@ -141,3 +141,91 @@ def test_trial_describe_json_matches(det: Det, official: Official, finished: int
             ]
 
         assert validations(ours) == validations(theirs)
+
+
+@pytest.fixture(scope="module")
+def changed(cli_master: Master, sim_agents: object) -> Iterator[int]:
+    """A finished experiment of its own, for the tests that change one."""
+    eid = cli_support.create_via_api(cli_master, sim_config("to-change", trials=1))
+    cli_support.wait(lambda: exp_state(cli_master, eid) == "STATE_COMPLETED", 90, "completion")
+    yield eid
+
+
+def official_experiment(official: Official, eid: int) -> dict[str, Any]:
+    theirs = json.loads(official("experiment", "describe", str(eid), "--json"))
+    assert isinstance(theirs, list) and len(theirs) == 1
+    return dict(theirs[0]["experiment"])
+
+
+def test_labels_set_by_either_cli_show_in_both(det: Det, official: Official, changed: int) -> None:
+    det.login()
+    official("experiment", "label", "add", str(changed), "from-official")
+    det.ok("experiment", "label", "add", str(changed), "from-ours")
+    ours = ours_describe(det, changed)["experiment"]
+    theirs = official_experiment(official, changed)
+    assert sorted(ours["labels"]) == sorted(theirs["labels"]) == ["from-official", "from-ours"]
+    official("experiment", "label", "remove", str(changed), "from-ours")
+    det.ok("experiment", "label", "remove", str(changed), "from-official")
+    assert ours_describe(det, changed)["experiment"]["labels"] == []
+    assert official_experiment(official, changed)["labels"] == []
+
+
+def test_max_slots_set_by_either_cli_show_in_both(
+    det: Det, official: Official, changed: int
+) -> None:
+    det.login()
+    out = official("experiment", "set", "max-slots", str(changed), "2")
+    assert f"Set `max_slots` of experiment {changed} to 2" in out
+    assert ours_describe(det, changed)["experiment"]["config"]["resources"]["max_slots"] == 2
+    det.ok("experiment", "set", "max-slots", str(changed), "4")
+    assert official_experiment(official, changed)["config"]["resources"]["max_slots"] == 4
+    assert ours_describe(det, changed)["config"]["resources"]["max_slots"] == 4
+
+
+def _official_ids(official: Official, *args: str) -> list[int]:
+    return [int(r["ID"]) for r in official.csv("experiment", "list", *args)]
+
+
+def _our_ids(det: Det, *args: str) -> list[int]:
+    return [e["id"] for e in det.ok("experiment", "list", "--json", *args).json()]
+
+
+def test_archive_and_list_filters_agree(
+    det: Det, official: Official, changed: int, finished: int
+) -> None:
+    det.login()
+    for args in ((), ("--all",)):
+        assert _our_ids(det, *args) == _official_ids(official, *args), args
+    assert changed in _our_ids(det)
+    det.ok("experiment", "archive", str(changed))
+    assert official_experiment(official, changed)["archived"] is True
+    for args in ((), ("--all",)):
+        assert _our_ids(det, *args) == _official_ids(official, *args), args
+    assert changed not in _official_ids(official) and changed in _official_ids(official, "--all")
+    archived = {r["ID"]: r["Archived"] for r in official.csv("experiment", "list", "--all")}
+    assert archived[str(changed)] == "True" and archived[str(finished)] == "False"
+    official("experiment", "unarchive", str(changed))
+    assert ours_describe(det, changed)["experiment"]["archived"] is False
+    assert changed in _our_ids(det) and changed in _official_ids(official)
+
+
+def test_move_by_either_cli_shows_in_both(
+    det: Det, official: Official, changed: int, cli_master: Master
+) -> None:
+    ws = cli_master.post("/api/v1/workspaces", {"name": "moved-to"})["workspace"]
+    project = cli_master.post(
+        f"/api/v1/workspaces/{ws['id']}/projects", {"name": "target", "workspaceId": ws["id"]}
+    )["project"]
+    det.login()
+    before = ours_describe(det, changed)["experiment"]["projectId"]
+    official("experiment", "move", str(changed), "moved-to", "target")
+    ours = ours_describe(det, changed)["experiment"]
+    assert (ours["projectId"], ours["projectName"], ours["workspaceName"]) == (
+        project["id"],
+        "target",
+        "moved-to",
+    )
+    det.ok("experiment", "move", str(changed), "Uncategorized", "Uncategorized")
+    theirs = official_experiment(official, changed)
+    assert theirs["projectId"] == before == 1
+    assert theirs["workspaceName"] == "Uncategorized"
