@@ -290,10 +290,31 @@ def wait(args: argparse.Namespace) -> int:
         time.sleep(args.polling_interval)
 
 
+_GC_FLAGS = {
+    "save_experiment_best": "saveExperimentBest",
+    "save_trial_best": "saveTrialBest",
+    "save_trial_latest": "saveTrialLatest",
+}
+
+
 def set_(args: argparse.Namespace) -> None:
     s = session(args)
     body: dict[str, Any] = {}
-    if args.field == "description":
+    if args.field == "gc-policy":
+        policy = {
+            wire: getattr(args, flag)
+            for flag, wire in _GC_FLAGS.items()
+            if getattr(args, flag) is not None
+        }
+        if not policy or args.value is not None:
+            raise UsageError(
+                "gc-policy: give the policy as --save-experiment-best N, --save-trial-best N"
+                " and/or --save-trial-latest N (no value after the experiment id)"
+            )
+        body["checkpointStorage"] = policy
+    elif args.value is None:
+        raise UsageError(f"{args.field}: the new value is required after the experiment id")
+    elif args.field == "description":
         body["description"] = args.value
     elif args.field == "name":
         body["name"] = args.value
@@ -404,8 +425,13 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
         sub,
         "set",
         set_,
-        "change an experiment's name, description, priority, weight or max-slots (0: no cap)",
+        "change an experiment's name, description, priority, weight, max-slots (0: no cap) or"
+        " gc-policy (the checkpoints its GC keeps; collected again at once)",
     )
-    p.add_argument("field", choices=["name", "description", "priority", "weight", "max-slots"])
+    p.add_argument(
+        "field", choices=["name", "description", "priority", "weight", "max-slots", "gc-policy"]
+    )
     p.add_argument("experiment_id", type=int)
-    p.add_argument("value")
+    p.add_argument("value", nargs="?")
+    for flag in _GC_FLAGS:
+        p.add_argument("--" + flag.replace("_", "-"), dest=flag, type=int, metavar="N")

@@ -229,3 +229,26 @@ def test_move_by_either_cli_shows_in_both(
     theirs = official_experiment(official, changed)
     assert theirs["projectId"] == before == 1
     assert theirs["workspaceName"] == "Uncategorized"
+
+
+def test_gc_policy_set_by_ours_shows_in_theirs_and_collects(
+    det: Det, official: Official, changed: int, cli_master: Master
+) -> None:
+    det.login()
+
+    def kept() -> int:
+        listed = cli_master.get(f"/api/v1/experiments/{changed}/checkpoints")["checkpoints"]
+        return sum(c["state"] == "STATE_COMPLETED" for c in listed)
+
+    cli_support.wait(lambda: kept() == 1, 60, "the default GC (best and latest kept)")
+    refused = det("experiment", "set", "gc-policy", str(changed))
+    assert refused.rc == 2 and "--save-trial-best" in refused.err, refused.err
+    flags = ("--save-experiment-best", "0", "--save-trial-best", "0", "--save-trial-latest", "0")
+    det.ok("experiment", "set", "gc-policy", str(changed), *flags)
+    storage = official_experiment(official, changed)["config"]["checkpoint_storage"]
+    assert (
+        storage["save_experiment_best"],
+        storage["save_trial_best"],
+        storage["save_trial_latest"],
+    ) == (0, 0, 0)
+    cli_support.wait(lambda: kept() == 0, 60, "the GC under the new policy")
