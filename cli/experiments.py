@@ -355,7 +355,17 @@ def label(args: argparse.Namespace) -> None:
 
 
 def continue_(args: argparse.Namespace) -> None:
-    text = _config_text(args.config_file, args.config or []) if args.config_file else ""
+    if args.config_file:
+        text = _config_text(args.config_file, args.config or [])
+    elif args.config:
+        from det.master.expconf import ConfigError, apply_overrides
+
+        try:
+            text = yaml.safe_dump(apply_overrides({}, args.config), sort_keys=False)
+        except (ConfigError, ValueError) as e:
+            raise UsageError(f"--config: {e}") from None
+    else:
+        text = ""
     session(args).post(
         "/api/v1/experiments/continue", {"id": args.experiment_id, "overrideConfig": text}
     )
@@ -417,7 +427,12 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     p.add_argument("label_action", choices=["add", "remove"])
     p.add_argument("experiment_id", type=int)
     p.add_argument("label")
-    p = verb(sub, "continue", continue_, "continue a finished experiment (not in det: refused)")
+    p = verb(
+        sub,
+        "continue",
+        continue_,
+        "train a finished single-trial experiment further from its latest checkpoint",
+    )
     p.add_argument("experiment_id", type=int)
     p.add_argument("config_file", nargs="?")
     p.add_argument("--config", action="append", metavar="KEY=VALUE")

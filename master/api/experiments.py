@@ -309,12 +309,14 @@ def delete_label(experiment_id: int, label: str) -> d.v1DeleteExperimentLabelRes
 @bp.post("/api/v1/experiments/continue")
 @contract("ContinueExperiment")
 def continue_(body: d.v1ContinueExperimentRequest) -> d.v1ContinueExperimentResponse:
-    """Determined 0.38's ContinueExperiment re-opens a finished experiment's trial with more
-    training; det's searchers end an experiment for good, so it is refused, never half done."""
-    if body.get("id") is None:
+    """Determined 0.38's ContinueExperiment, for single-trial experiments that ended: the same
+    experiment and trial train on from the trial's latest checkpoint, under the config with
+    ``overrideConfig`` merged in (see ``services.experiments.continue_``)."""
+    experiment_id = body.get("id")
+    if experiment_id is None:
         raise InvalidArgument("id: required (the experiment to continue)")
-    raise Unimplemented(
-        "det does not continue finished experiments (ContinueExperiment): create a new"
-        " experiment whose searcher.source_checkpoint_uuid is the trial's latest checkpoint"
-        " (see README: Where det differs from Determined)"
-    )
+    with db() as conn:
+        _owner_or_admin(conn, experiment_id)
+        svc.continue_(conn, state(), experiment_id, body.get("overrideConfig"))
+        row = svc.get(conn, experiment_id)
+    return {"experiment": wire.experiment(row), "warnings": []}

@@ -509,3 +509,117 @@ def set_max_slots(conn: Conn, exp: dict[str, Any], max_slots: int) -> None:
         f"resources.max_slots set to {max_slots}" if max_slots else "resources.max_slots removed",
     )
     wake(conn)
+
+
+def _merged(base: Any, override: Any) -> Any:
+    """``override`` laid over ``base``: objects merge key by key, anything else replaces."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        out = dict(base)
+        for key, value in override.items():
+            out[key] = _merged(base.get(key), value)
+        return out
+    return override
+
+
+def continue_(
+    conn: Conn, st: MasterState, experiment_id: int, override_text: str | None
+) -> dict[str, Any]:
+    """Determined's ContinueExperiment for a single-trial (``single`` searcher) experiment that
+    ended: the override (YAML, e.g. a longer ``searcher.max_length``) is merged into its config,
+    and the same experiment and trial become ACTIVE again; the trial's next run resumes from its
+    latest checkpoint (``DET_LATEST_CHECKPOINT``), as after a pause. The searcher, already done
+    with its one trial, ends the experiment again when the trial exits."""
+    import yaml
+
+    exp = _lock(conn, experiment_id)
+    if exp["state"] not in states.TERMINAL:
+        raise Conflict(
+            f"experiment {experiment_id} is {exp['state']}: only an experiment that ended"
+            " (COMPLETED, CANCELED or ERROR) can be continued"
+        )
+    if exp["archived"]:
+        raise Conflict(f"experiment {experiment_id} is archived: unarchive it to continue it")
+    config = exp["config"]
+    searcher_name = (config.get("searcher") or {}).get("name")
+    if searcher_name != "single":
+        raise InvalidArgument(
+            f"experiment {experiment_id} uses the {searcher_name!r} searcher: det continues"
+            " single-trial experiments (searcher.name: single) only"
+        )
+    trial = conn.execute(
+        "SELECT t.id, t.state, t.latest_checkpoint, c.state AS checkpoint_state FROM trials t"
+        " LEFT JOIN checkpoints c ON c.uuid = t.latest_checkpoint"
+        " WHERE t.experiment_id = %s ORDER BY t.id FOR NO KEY UPDATE OF t",
+        (experiment_id,),
+    ).fetchall()
+    if len(trial) != 1:
+        raise Conflict(
+            f"experiment {experiment_id} has {len(trial)} trials: there is no one trial to continue"
+        )
+    t = trial[0]
+    if t["latest_checkpoint"] and t["checkpoint_state"] != "COMPLETED":
+        raise Conflict(
+            f"trial {t['id']}'s latest checkpoint {t['latest_checkpoint']} is"
+            f" {t['checkpoint_state'] or 'gone'}: there is nothing to resume from"
+        )
+    override: dict[str, Any] = {}
+    if override_text and override_text.strip():
+        from det.master import expconf
+
+        try:
+            loaded = expconf.load_yaml(override_text)
+        except expconf.ConfigError as e:
+            raise InvalidArgument(f"overrideConfig: {e}") from None
+        if not isinstance(loaded, dict):
+            raise InvalidArgument("overrideConfig: must be a YAML mapping of config keys")
+        override = loaded
+    new_config = config
+    if override:
+        new_config = parse_config(st, yaml.safe_dump(_merged(config, override)))
+        changed = [
+            what
+            for what, before, after in (
+                (
+                    "hyperparameters",
+                    config.get("hyperparameters"),
+                    new_config.get("hyperparameters"),
+                ),
+                ("searcher.name", searcher_name, (new_config.get("searcher") or {}).get("name")),
+            )
+            if before != after
+        ]
+        if changed:
+            raise InvalidArgument(
+                f"overrideConfig: {changed[0]} cannot change when continuing (the trial is the same)"
+            )
+    conn.execute(
+        "UPDATE experiments SET state = %s, ended_at = NULL, config = %s, checkpoint_gc_at = NULL,"
+        " searcher_state = CASE WHEN searcher_state IS NULL THEN NULL"
+        "   ELSE jsonb_set(searcher_state, '{failure}', 'false') END"
+        " WHERE id = %s",
+        (states.ACTIVE, json.dumps(new_config), experiment_id),
+    )
+    conn.execute(
+        "UPDATE trials SET state = %s, ended_at = NULL, stop_reason = NULL WHERE id = %s",
+        (states.ACTIVE, t["id"]),
+    )
+    states.record_event(
+        conn,
+        "experiment",
+        experiment_id,
+        "state",
+        f"{exp['state']} -> ACTIVE: continued by user"
+        + (f" (config override: {', '.join(sorted(override))})" if override else ""),
+    )
+    states.record_event(
+        conn,
+        "trial",
+        t["id"],
+        "state",
+        f"{t['state']} -> ACTIVE: experiment continued"
+        + (
+            f", resuming from checkpoint {t['latest_checkpoint']}" if t["latest_checkpoint"] else ""
+        ),
+    )
+    wake(conn)
+    return exp

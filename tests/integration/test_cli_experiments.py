@@ -284,3 +284,79 @@ def test_set_max_slots_caps_what_the_experiment_runs_at_once(
     finally:
         release.set()
         agent.stop()
+
+
+SINGLE_CONFIG = """
+name: continued
+entrypoint: python3 train.py
+searcher: {name: single, metric: validation_loss, max_length: 4}
+hyperparameters: {lr: 0.5}
+"""
+
+
+def test_continue_trains_the_same_trial_further_from_its_latest_checkpoint(
+    live_master: Master, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``det e continue`` (ContinueExperiment) on a single-trial experiment that completed: the
+    same experiment and trial train on to the new ``searcher.max_length``, starting from the
+    trial's latest checkpoint, then complete again."""
+    import json
+
+    from tests.fakes.sim_agent import SimAgent, default_training, wait
+
+    starts: list[tuple[int, str | None]] = []
+
+    def by_config(master: str, spec: dict[str, Any], killed: threading.Event) -> int:
+        env = spec["env"]
+        length = json.loads(env["DET_EXPERIMENT_CONFIG"])["searcher"].get("max_length") or 4
+        steps = int(length["batches"] if isinstance(length, dict) else length)
+        starts.append((steps, env.get("DET_LATEST_CHECKPOINT")))
+        return default_training(master, spec, killed, steps=steps, validate_every=2)
+
+    m = live_master
+    agent = SimAgent(m.url, m.agent_token, "sim-continue", slots=1, train=by_config).start()
+    try:
+        wait(lambda: len(m.get("/api/v1/agents")["agents"]) == 1, 30, "the agent")
+        d = Det(m, tmp_path, capsys, monkeypatch)
+        d.login()
+        eid = cli_support.create_via_api(m, SINGLE_CONFIG)
+        cli_support.wait(lambda: exp_state(m, eid) == "STATE_COMPLETED", 60, "completion")
+        (trial,) = trials(m, eid)
+        assert trial["totalBatchesProcessed"] == 4 and starts == [(4, None)]
+        latest = trial["latestCheckpointUuid"]
+        assert latest
+
+        # A change of hyperparameters would make it another trial: refused, nothing changes.
+        r = d("experiment", "continue", str(eid), "--config", "hyperparameters.lr=0.1")
+        assert r.rc != 0 and "hyperparameters" in r.err, r.err
+        assert exp_state(m, eid) == "STATE_COMPLETED"
+
+        for bad in ("searcher: 5", "- a\n- b", "a: [", "resources: {slots_per_trial: -1}"):
+            r2 = m.session().post(
+                f"{m.url}/api/v1/experiments/continue",
+                json={"id": eid, "overrideConfig": bad},
+                timeout=30,
+            )
+            assert r2.status_code == 400, (bad, r2.status_code, r2.text)
+        assert exp_state(m, eid) == "STATE_COMPLETED"
+
+        out = d.ok("experiment", "continue", str(eid), "--config", "searcher.max_length=8").out
+        assert f"Continued experiment {eid}" in out
+        again = d("experiment", "continue", str(eid))
+        assert again.rc != 0 and "only an experiment that ended" in again.err, again.err
+        cli_support.wait(lambda: exp_state(m, eid) == "STATE_COMPLETED", 60, "completion again")
+        (after,) = trials(m, eid)
+        assert after["id"] == trial["id"] and after["state"] == "STATE_COMPLETED"
+        assert after["totalBatchesProcessed"] == 8
+        assert starts == [(4, None), (8, latest)]  # the second run resumed from the checkpoint
+        body = m.get(f"/api/v1/experiments/{eid}")
+        assert body["experiment"]["numTrials"] == 1
+        assert body["config"]["searcher"]["max_length"] in (8, {"batches": 8})
+
+        # Only single-trial experiments: a random search is refused by name.
+        many = cli_support.create_via_api(m, sim_config("many", trials=2))
+        cli_support.wait(lambda: exp_state(m, many) == "STATE_COMPLETED", 60, "completion")
+        r = d("experiment", "continue", str(many))
+        assert r.rc != 0 and "single" in r.err, r.err
+    finally:
+        agent.stop()

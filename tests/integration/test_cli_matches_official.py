@@ -32,13 +32,13 @@ class Official:
         self.master = master
         self.home = home
 
-    def __call__(self, *args: str, stdin: str | None = None) -> str:
+    def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         env = {
             "PATH": f"{self.bin_dir}:{os.environ['PATH']}",
             "HOME": str(self.home),
             "DET_MASTER": self.master.url,
         }
-        r = subprocess.run(
+        return subprocess.run(
             [str(self.bin_dir / "det"), *args],
             input=stdin,
             capture_output=True,
@@ -46,6 +46,9 @@ class Official:
             env=env,
             timeout=120,
         )
+
+    def __call__(self, *args: str, stdin: str | None = None) -> str:
+        r = self.run(*args, stdin=stdin)
         assert r.returncode == 0, (
             f"official det {' '.join(args)}: {r.returncode}\n{r.stdout}\n{r.stderr}"
         )
@@ -252,3 +255,30 @@ def test_gc_policy_set_by_ours_shows_in_theirs_and_collects(
         storage["save_trial_latest"],
     ) == (0, 0, 0)
     cli_support.wait(lambda: kept() == 0, 60, "the GC under the new policy")
+
+
+SINGLE = """
+name: single-to-continue
+entrypoint: python3 train.py
+searcher: {name: single, metric: validation_loss, max_length: 4}
+hyperparameters: {lr: 0.5}
+"""
+
+
+def test_official_continue_reopens_a_single_trial_experiment(
+    det: Det, official: Official, finished: int, cli_master: Master
+) -> None:
+    det.login()
+    eid = cli_support.create_via_api(cli_master, SINGLE)
+    cli_support.wait(lambda: exp_state(cli_master, eid) == "STATE_COMPLETED", 90, "completion")
+    (trial,) = cli_support.trials(cli_master, eid)
+    out = official("experiment", "continue", str(eid), "--config", "searcher.max_length=8")
+    assert f"Continued experiment {eid}" in out
+    cli_support.wait(lambda: exp_state(cli_master, eid) == "STATE_COMPLETED", 90, "completion")
+    ours = ours_describe(det, eid)
+    assert [t["id"] for t in ours["trials"]] == [trial["id"]]
+    assert ours["config"]["searcher"]["max_length"] in (8, {"batches": 8})
+    assert official_experiment(official, eid)["state"] == "STATE_COMPLETED"
+    # A multi-trial search is refused, in one line naming why.
+    r = official.run("experiment", "continue", str(finished))
+    assert r.returncode != 0 and "single" in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -366,19 +366,19 @@ def test_labels_with_sdk_and_both_clis(cli_master: Master, official: Official, d
     assert cli_master.get(f"/api/v1/experiments/{eid}")["experiment"]["labels"] == ["d"]
 
 
-def test_continue_is_refused_with_501_naming_the_feature(
+def test_continue_of_an_experiment_that_has_not_ended_is_refused(
     cli_master: Master, official: Official
 ) -> None:
+    # Continuing itself is tested in test_cli_experiments and test_cli_matches_official.
     eid = cli_support.create_via_api(cli_master, sim_config("cont"), activate=False)
     r = _status(cli_master, "POST", "/api/v1/experiments/continue", json={"id": eid})
-    assert r.status_code == 501
-    body = r.json()
-    assert "continue" in body["message"] and "README" in body["message"]
-    assert body["code"] == 12
+    assert r.status_code == 409
+    assert "only an experiment that ended" in r.json()["message"]
     res = official.run("experiment", "continue", str(eid))
     assert res.returncode != 0
-    assert "det does not continue" in res.stderr
+    assert "only an experiment that ended" in res.stderr
     assert "Traceback" not in res.stderr
+    assert cli_master.get(f"/api/v1/experiments/{eid}")["experiment"]["state"] == "STATE_PAUSED"
 
 
 def test_model_edits_with_the_sdk_and_official_cli(
