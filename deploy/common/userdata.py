@@ -15,7 +15,8 @@ failure and logs to ``/var/log/det-bootstrap.log``; that unit:
    wheel is installed already;
 3. writes master.yaml (the machine's private address filled in), turns the cluster secret
    (JSON: ``db_password``, ``initial_user_password``, ``tls_key``, ``tls_cert``, optionally
-   ``registry_password``) into a 0600 environment file and the TLS files (key 0600);
+   ``registry_password``) into a 0600 environment file (every value double-quoted by the rules
+   of systemd's ``EnvironmentFile=``, its reader) and the TLS files (key 0600);
 4. (re)starts ``det-master`` and, when a log target is set, ``det-logship`` (boot and master
    logs to CloudWatch Logs / Cloud Logging).
 """
@@ -160,16 +161,20 @@ def write(path, text, mode):
     os.chmod(path + ".tmp", mode)
     os.replace(path + ".tmp", path)
 def quoted(v):
-    # Double quotes: systemd and bash both take a backslash before these four literally.
+    # systemd.exec(5), EnvironmentFile=: a double-quoted value keeps every character (spaces,
+    # #, quotes, line breaks) except that a backslash before one of these four is dropped, and
+    # nothing is expanded; bash reads it the same. NUL cannot be in an environment.
+    if chr(0) in v:
+        raise SystemExit("det-bootstrap: a secret value contains NUL")
     out = ""
     for c in v:
         out += chr(92) + c if c in chr(92) + chr(34) + "$`" else c
     return chr(34) + out + chr(34)
-env = ("DET_DB_PASSWORD=" + s["db_password"] + "\\n"
-       + "DET_SECURITY_INITIAL_USER_PASSWORD=" + s["initial_user_password"] + "\\n")
+pairs = [("DET_DB_PASSWORD", s["db_password"]),
+         ("DET_SECURITY_INITIAL_USER_PASSWORD", s["initial_user_password"])]
 if s.get("{registry_key}"):
-    env += "{registry_env}=" + quoted(s["{registry_key}"]) + "\\n"
-write(sys.argv[1], env, 0o600)
+    pairs.append(("{registry_env}", s["{registry_key}"]))
+write(sys.argv[1], "".join(k + "=" + quoted(v) + "\\n" for k, v in pairs), 0o600)
 if sys.argv[2] == "yes":
     write(sys.argv[3], s["tls_cert"], 0o644)
     write(sys.argv[4], s["tls_key"], 0o600)

@@ -43,7 +43,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow, vm.
 
 REGION = "us-east-1"
 CLUSTER = "c1"
-PASSWORD = "Boot-Sim-Passw0rd!"
+# Read back from the env file by its reader: blanks, quotes, $, backslash and # must survive.
+PASSWORD = 'Boot Sim $HOME "Pa\'ss\\w0rd" #1!'
 
 
 @pytest.fixture(scope="module")

@@ -47,7 +47,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow, vm.
 
 CLUSTER = "g1"
 PROJECT = "test-project"
-PASSWORD = "Boot-Sim-Passw0rd!"
+# Read back from the env file by its reader: blanks, quotes, $, backslash and # must survive.
+PASSWORD = 'Boot Sim $HOME "Pa\'ss\\w0rd" #1!'
 
 
 def _socket_dir(pg_url: str) -> str:

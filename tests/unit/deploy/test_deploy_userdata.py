@@ -8,7 +8,9 @@ import datetime as dt
 import email
 import hashlib
 import http.server
+import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -107,7 +109,16 @@ def test_log_shipping_unit_follows_the_log_group():
     assert "-m det.deploy.common.logship --cloud aws --region us-west-2 --target /det/c1" in inner
 
 
-def test_secret_json_becomes_env_and_tls_files(tmp_path):
+# Passwords a user may choose: each breaks or changes an unquoted or badly quoted value.
+HOSTILE = {
+    # (systemd-analyze's condition cannot express a leading blank: none here, bash has one.)
+    "DET_DB_PASSWORD": "tab\tand trailing blank ",
+    "DET_SECURITY_INITIAL_USER_PASSWORD": "a b$HOME`id`\\\"x\\y'z#q;w=v\\",
+    "DET_TASK_CONTAINER_DEFAULTS_REGISTRY_AUTH_PASSWORD": "#not a comment $(true) \\$x",
+}
+
+
+def _write_env(tmp_path: Path, values: dict[str, str]) -> Path:
     """Run the script's secret step for real: JSON in, 0600 env file and key out."""
     inner = _inner_boot(_parts(_aws_user_data())["text/x-shellscript"])
     step = inner[inner.index("printf '%s' \"$SECRET_JSON\"") : inner.index("unset SECRET_JSON")]
@@ -119,22 +130,75 @@ def test_secret_json_becomes_env_and_tls_files(tmp_path):
     )
     material = tls.generate()
     secret = {
-        "db_password": "d b",
-        "initial_user_password": "u",
+        "db_password": values["DET_DB_PASSWORD"],
+        "initial_user_password": values["DET_SECURITY_INITIAL_USER_PASSWORD"],
+        "registry_password": values["DET_TASK_CONTAINER_DEFAULTS_REGISTRY_AUTH_PASSWORD"],
         "tls_key": material.key_pem,
         "tls_cert": material.cert_pem,
     }
-    import json
-
     env = {**os.environ, "SECRET_JSON": json.dumps(secret), "DET_TLS": "yes"}
     subprocess.run(["bash", "-c", step], cwd=tmp_path, check=True, env=env)
-    assert (tmp_path / "master.env").read_text() == (
-        "DET_DB_PASSWORD=d b\nDET_SECURITY_INITIAL_USER_PASSWORD=u\n"
-    )
     assert (tmp_path / "master.key").read_text() == material.key_pem
     assert (tmp_path / "master.env").stat().st_mode & 0o777 == 0o600
     assert (tmp_path / "master.key").stat().st_mode & 0o777 == 0o600
     assert (tmp_path / "master.crt").read_text() == material.cert_pem
+    return tmp_path / "master.env"
+
+
+def test_secret_json_becomes_env_and_tls_files(tmp_path):
+    """The env file read by bash (``set -a; . file``, as the boot simulations' systemctl
+    stand-in does) gives back every hostile value unchanged and runs nothing."""
+    values = {**HOSTILE, "DET_DB_PASSWORD": " leading blank"}
+    path = _write_env(tmp_path, values)
+    names = " ".join(values)
+    read = subprocess.run(
+        ["bash", "-c", f'set -a; . "$1"; for n in {names}; do printf "%s\\0" "${{!n}}"; done',
+         "_", str(path)],
+        capture_output=True, text=True, check=True, env={"PATH": os.environ["PATH"]},
+    )  # fmt: skip
+    assert read.stdout.split("\0")[:-1] == list(values.values())
+    assert read.stderr == ""
+
+
+def _systemd_reads(env_file: Path, key: str, expected: str) -> bool:
+    """Whether systemd's own environment-file parser reads ``key`` of ``env_file`` as
+    ``expected``. The file stands in for /etc/os-release (a private mount namespace), which
+    systemd parses with the lexer EnvironmentFile= uses; ``systemd-analyze condition``
+    compares one of its values (the condition's argument is double-quoted itself)."""
+    arg = expected.replace("\\", "\\\\").replace('"', '\\"')
+    condition = f'ConditionOSRelease="{key}={arg}"'
+    done = subprocess.run(
+        ["unshare", "-rm", "sh", "-c",
+         'mount --bind "$1" /etc/os-release && exec systemd-analyze condition "$2"',
+         "_", str(env_file), condition],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert "ConditionOSRelease" in done.stdout + done.stderr, done.stderr
+    return done.returncode == 0
+
+
+def _can_run_systemd_parser(tmp_path: Path) -> bool:
+    if not shutil.which("systemd-analyze") or not shutil.which("unshare"):
+        return False
+    probe = tmp_path / "probe"
+    probe.write_text("ID=probe\n")
+    try:
+        return _systemd_reads(probe, "ID", "probe")
+    except AssertionError:
+        return False
+
+
+def test_env_file_is_read_back_by_systemd(tmp_path):
+    """systemd itself (the reader of ``EnvironmentFile=/etc/det/master.env``) gives back each
+    hostile value unchanged; a changed value does not compare equal (the check is not blind)."""
+    if not _can_run_systemd_parser(tmp_path):
+        pytest.skip("needs systemd-analyze and unshare (user and mount namespaces)")
+    # systemd-analyze compares with fnmatch: no * ? [ in these values.
+    assert not any(c in v for v in HOSTILE.values() for c in "*?[")
+    path = _write_env(tmp_path, HOSTILE)
+    for key, value in HOSTILE.items():
+        assert _systemd_reads(path, key, value), (key, path.read_text())
+        assert not _systemd_reads(path, key, value + "x")
 
 
 def test_graph_uploads_wheel_and_constraints_into_the_bucket():
