@@ -1,5 +1,8 @@
 """The tail of an AWS cluster's boot logs in CloudWatch Logs (``det deploy aws status``).
 
+It calls DescribeLogStreams and GetLogEvents only: ``iam.LOG_READ_ACTIONS``, the documented
+grant (docs/deploy.md) and the test that records these calls must change together.
+
 Every machine ships its boot log (and the master its service log) to the group
 ``/det/<cluster id>``, one stream per machine and file (``common.logship``); the tail merges
 the streams written last.

@@ -65,16 +65,39 @@ def _bucket_statements(bucket_arn: str) -> list[dict[str, Any]]:
     ]
 
 
+#: What the machines' log shipper (``common.logship``) calls, and no more.
+LOG_WRITE_ACTIONS = ("logs:CreateLogStream", "logs:PutLogEvents")
+#: What ``det deploy aws status`` (``bootlog.tail``) calls with the deploying user's
+#: credentials, besides ``sts:GetCallerIdentity``, which needs no permission.
+LOG_READ_ACTIONS = ("logs:DescribeLogStreams", "logs:GetLogEvents")
+
+
 def log_statements(log_group_arn: str) -> list[dict[str, Any]]:
     """Write boot logs into one log group (its streams are ``<group arn>:log-stream:*``)."""
     return [
         {
             "Sid": "BootLogs",
             "Effect": "Allow",
-            "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+            "Action": list(LOG_WRITE_ACTIONS),
             "Resource": [log_group_arn, f"{log_group_arn}:*"],
         }
     ]
+
+
+def status_reader_policy(log_group_arn: str) -> dict[str, Any]:
+    """The deploying user's grant for ``status``: read one cluster's boot logs (the group for
+    DescribeLogStreams, its streams ``<group arn>:log-stream:*`` for GetLogEvents)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "ReadBootLogs",
+                "Effect": "Allow",
+                "Action": list(LOG_READ_ACTIONS),
+                "Resource": [log_group_arn, f"{log_group_arn}:*"],
+            }
+        ],
+    }
 
 
 def ecr_pull_statements(region: str) -> list[dict[str, Any]]:

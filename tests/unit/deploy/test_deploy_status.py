@@ -19,7 +19,8 @@ import boto3
 import pytest
 
 from det.deploy import cli
-from det.deploy.common import automation, dryrun, state, tls
+from det.deploy.aws import iam
+from det.deploy.common import automation, dryrun, logship, state, tls
 from det.deploy.common.errors import DeployError
 from det.deploy.gcp import bootlog
 from tests.fakes.local_http import LocalHttpFake
@@ -90,10 +91,33 @@ def _save_cert(cloud: str, material: tls.TlsMaterial) -> None:
     )
 
 
+class AwsCalls:
+    """Every AWS API call botocore makes, as IAM actions (``logs:GetLogEvents``)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import botocore.client
+
+        self.actions: set[str] = set()
+        self.recording = False
+        original = botocore.client.BaseClient._make_api_call
+
+        def record(client: Any, operation: str, params: Any) -> Any:
+            if self.recording:
+                self.actions.add(f"{client.meta.service_model.signing_name}:{operation}")
+            return original(client, operation, params)
+
+        monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", record)
+
+
+# sts:GetCallerIdentity needs no permission (it is never denied).
+NO_PERMISSION_NEEDED = {"sts:GetCallerIdentity"}
+
+
 @pytest.mark.integration
 def test_aws_status_shows_outputs_health_and_the_boot_logs_tail(
     home: Path, https_master: tuple[str, tls.TlsMaterial], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    calls = AwsCalls(monkeypatch)
     url, material = https_master
     _save_cert("aws", material)
     _write_stack(
@@ -129,8 +153,11 @@ def test_aws_status_shows_outputs_health_and_the_boot_logs_tail(
                     for i, m in enumerate(lines)
                 ],
             )
+        calls.recording = True
         code, out, err = _run(["aws", "status", "--cluster-id", "c1", "--lines", "2"])
     assert code == 0, err
+    # The deploying user's documented grant covers exactly what status called.
+    assert calls.actions - NO_PERMISSION_NEEDED == set(iam.LOG_READ_ACTIONS)
     assert f"master_url: {url}" in out and "bucket: det-c1-checkpoints" in out
     assert "is up: cluster c1, version 0.1.0" in out
     assert "CloudWatch Logs group /det/c1" in out
@@ -140,6 +167,38 @@ def test_aws_status_shows_outputs_health_and_the_boot_logs_tail(
     assert "installing det" not in tail  # only the last 2 lines, oldest first
     assert tail.index("det-master (re)started") < tail.index("agent registered")
     assert "initial_user_password" not in out
+
+
+@pytest.mark.integration
+def test_machines_log_shipper_calls_only_what_their_roles_grant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = AwsCalls(monkeypatch)
+    with MotoServer() as moto:
+        for key, value in aws_env(moto.endpoint).items():
+            monkeypatch.setenv(key, value)
+        boto3.client("logs", region_name=REGION).create_log_group(logGroupName="/det/c1")
+        calls.recording = True
+        send = logship.aws_sender(REGION, "/det/c1", "i-0master")
+        send("det-bootstrap.log", [(int(time.time() * 1000), "a line")])
+        send("det-bootstrap.log", [(int(time.time() * 1000), "another")])
+    assert calls.actions == set(iam.LOG_WRITE_ACTIONS)
+    (statement,) = iam.log_statements("arn:aws:logs:r:1:log-group:/det/c1")
+    assert set(statement["Action"]) == set(iam.LOG_WRITE_ACTIONS)
+
+
+def _documented_policy(heading: str) -> dict[str, Any]:
+    """The first JSON block after ``heading`` in docs/deploy.md."""
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "deploy.md").read_text()
+    rest = doc[doc.index(heading) :]
+    start = rest.index("```json\n") + len("```json\n")
+    return dict(json.loads(rest[start : rest.index("```", start)]))
+
+
+def test_documented_status_policy_is_the_one_status_needs() -> None:
+    documented = _documented_policy("### Reading boot logs")
+    arn = iam.log_group_arn("REGION", "/det/CLUSTER_ID").replace(":*:", ":ACCOUNT:")
+    assert documented == iam.status_reader_policy(arn)
 
 
 def test_status_of_an_unknown_cluster_is_one_line(home: Path) -> None:
