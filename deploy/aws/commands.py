@@ -130,8 +130,8 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         cloud="aws",
         project=PROJECT,
         cluster_id=cfg.cluster_id,
-        build=lambda password, registry_password: program.build(
-            current["cfg"], password, registry_password
+        build=lambda password, registry_password, auth: program.build(
+            dataclasses.replace(current["cfg"], registry=auth), password, registry_password
         ),
         mock_calls=program.MOCK_CALLS,
         stack_config=config,
@@ -139,6 +139,7 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         preflight=check,
         cert=cfg.boot.tls if cfg.tls else None,
         registry_password=registry.password_from_args(args, cfg.registry),
+        registry=cfg.registry,
     )
     code = flow.up(plan, args, out)
     if code == 0 and previous is not None and not args.dry_run:

@@ -17,9 +17,10 @@ from det.deploy.common import automation, commands, registry, tls
 from det.deploy.common.errors import DeployError
 from det.deploy.common.preflight import check_pulumi_cli
 
-# program.build(initial_user_password, registry_password) → the stack's outputs; None renders
-# without that password (the dry-run).
-Build = Callable[[Any, Any], Mapping[str, Any]]
+# program.build(initial_user_password, registry_password, registry_auth) → the stack's outputs;
+# None renders without that password (the dry-run); registry_auth is the flags' registry, else
+# the one the stack config recorded at an earlier ``up``.
+Build = Callable[[Any, Any, "registry.RegistryAuth | None"], Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,9 @@ class UpPlan:
     registry_password: str | None = None
     """A private registry's password, stored as the secret stack config ``det:registryPassword``
     (None: keep what the stack has)."""
+    registry: registry.RegistryAuth | None = None
+    """The ``--registry-server``/``--registry-username`` flags, stored as stack config (None:
+    keep what the stack has)."""
 
 
 def up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
@@ -49,7 +53,7 @@ def up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
         return commands.print_dry_run(
             plan.cloud,
             plan.cluster_id,
-            lambda: plan.build(None, None),
+            lambda: plan.build(None, None, plan.registry),
             plan.mock_calls,
             args.json,
             out,
@@ -65,6 +69,7 @@ def up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
         config["det:initialUserPassword"] = (password, True)
     if plan.registry_password:
         config[f"det:{registry.STACK_CONFIG_KEY}"] = (plan.registry_password, True)
+    config.update(registry.stack_config(plan.registry))
 
     def pulumi_program() -> None:
         import pulumi
@@ -72,7 +77,8 @@ def up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
         stack_config = pulumi.Config("det")
         given = stack_config.get_secret("initialUserPassword")
         registry_password = stack_config.get_secret(registry.STACK_CONFIG_KEY)
-        for key, value in plan.build(given, registry_password).items():
+        auth = plan.registry or registry.from_stack_config(stack_config.get)
+        for key, value in plan.build(given, registry_password, auth).items():
             pulumi.export(key, value)
 
     if plan.cert:

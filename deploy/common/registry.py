@@ -20,6 +20,10 @@ from det.deploy.common.errors import DeployError
 PASSWORD_ENV = "DET_TASK_CONTAINER_DEFAULTS_REGISTRY_AUTH_PASSWORD"
 SECRET_KEY = "registry_password"
 STACK_CONFIG_KEY = "registryPassword"
+#: The server and user name are kept as plain stack config, so a later ``up`` without the
+#: ``--registry-*`` flags keeps the registry (flags given again replace them).
+SERVER_CONFIG_KEY = "registryServer"
+USERNAME_CONFIG_KEY = "registryUsername"
 #: Where ``up`` takes the password from when ``--registry-password`` is not given (a flag's
 #: value would be visible in the process list and the shell's history).
 PASSWORD_FROM_ENV = "DET_REGISTRY_PASSWORD"
@@ -66,6 +70,23 @@ def password_from_args(args: argparse.Namespace, auth: RegistryAuth | None) -> s
     if given and ("\n" in given or "\r" in given or "\0" in given):
         raise DeployError("the registry password may not contain line breaks or NUL")
     return given or None
+
+
+def stack_config(auth: RegistryAuth | None) -> dict[str, tuple[str, bool]]:
+    """The stack config (``det:`` key → (value, secret)) that records ``auth``; nothing for None
+    (the stack keeps what it has)."""
+    if auth is None:
+        return {}
+    return {
+        f"det:{SERVER_CONFIG_KEY}": (auth.server, False),
+        f"det:{USERNAME_CONFIG_KEY}": (auth.username, False),
+    }
+
+
+def from_stack_config(get: Any) -> RegistryAuth | None:
+    """The registry recorded in the stack config; ``get`` is ``pulumi.Config("det").get``."""
+    server, username = get(SERVER_CONFIG_KEY), get(USERNAME_CONFIG_KEY)
+    return RegistryAuth(server=server, username=username) if server and username else None
 
 
 def secret_entry(password: str | None) -> dict[str, Any]:

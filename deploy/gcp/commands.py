@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from collections.abc import Mapping
 from typing import Any, TextIO
@@ -101,8 +102,8 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         cloud="gcp",
         project=PROJECT,
         cluster_id=cfg.cluster_id,
-        build=lambda password, registry_password: program.build(
-            pinned["cfg"], password, registry_password
+        build=lambda password, registry_password, auth: program.build(
+            dataclasses.replace(pinned["cfg"], registry=auth), password, registry_password
         ),
         mock_calls=program.MOCK_CALLS,
         stack_config=stack_config,
@@ -110,6 +111,7 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         preflight=check,
         cert=cfg.boot.tls if cfg.tls else None,
         registry_password=registry.password_from_args(args, cfg.registry),
+        registry=cfg.registry,
     )
     return flow.up(plan, args, out)
 

@@ -215,16 +215,54 @@ def test_up_stores_the_password_as_secret_stack_config(
     assert PASSWORD not in seen["printed"]
 
 
-def _up_with_recorded_pulumi(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+@pytest.mark.integration
+def test_a_later_up_without_registry_flags_keeps_the_registry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The registry's server and user (plain) and password (secret) stay in the stack config:
+    a second ``up`` without ``--registry-*`` renders the same registry_auth and secret."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "pulumi").write_text("#!/bin/sh\necho v3.200.0\n")
+    (bin_dir / "pulumi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    stored: dict[str, tuple[str, bool]] = {}
+    with MotoServer() as moto:
+        for key, value in aws_env(moto.endpoint).items():
+            monkeypatch.setenv(key, value)
+        boto3.client("ec2", region_name=REGION).create_key_pair(KeyName="kp")
+        first = _up_with_recorded_pulumi(monkeypatch, stored)
+        second = _up_with_recorded_pulumi(monkeypatch, stored, registry_flags=False)
+    assert stored[f"det:{registry.SERVER_CONFIG_KEY}"] == (AUTH.server, False)
+    assert stored[f"det:{registry.USERNAME_CONFIG_KEY}"] == (AUTH.username, False)
+    assert f"det:{registry.STACK_CONFIG_KEY}" not in second["config"]  # not given: kept
+    for seen in (first, second):
+        version = _one(seen["mocks"], "aws:secretsmanager/secretVersion:SecretVersion")
+        assert json.loads(_reveal(version["secretString"]))[registry.SECRET_KEY] == PASSWORD
+        user_data = _reveal(_one(seen["mocks"], "aws:ec2/instance:Instance")["userData"])
+        assert f"serveraddress: {AUTH.server}" in user_data, user_data[-3000:]
+        assert f"username: {AUTH.username}" in user_data
+
+
+def _up_with_recorded_pulumi(
+    monkeypatch: pytest.MonkeyPatch,
+    stored: dict[str, tuple[str, bool]] | None = None,
+    registry_flags: bool = True,
+) -> dict[str, Any]:
+    """One ``det deploy aws up``; ``stored`` is the stack's config, kept across calls."""
     seen: dict[str, Any] = {}
+    stored = {} if stored is None else stored
 
     def fake_up(project: str, cluster_id: str, program: Any, config: Any, on_output: Any) -> Any:
         seen["config"] = dict(config)
+        # The stack keeps its config between runs; this run's set_config calls update it.
+        stored.update(config)
         mocks = RawMocks(aws_program.MOCK_CALLS)
         pulumi.runtime.set_mocks(mocks, project=project, stack=cluster_id, preview=False)
         pulumi.runtime.set_all_config(
-            {f"det:{registry.STACK_CONFIG_KEY}": config[f"det:{registry.STACK_CONFIG_KEY}"][0]},
-            [f"det:{registry.STACK_CONFIG_KEY}"],
+            {k: v for k, (v, _) in stored.items()}, [k for k, (_, sec) in stored.items() if sec]
         )
         seen["mocks"] = mocks
         from pulumi.runtime.stack import run_pulumi_func
@@ -242,9 +280,12 @@ def _up_with_recorded_pulumi(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         "--region", REGION, "--no-preflight-checks",
         "--master-image-id", "ami-0aaaaaaaaaaaaaaaa", "--agent-image-id", "ami-0bbbbbbbbbbbbbbbb",
         "--det-wheel-url", "https://packages.example.com/det-0.1.0-py3-none-any.whl",
-        "--registry-server", "registry.example.com:5000", "--registry-username", "ci-bot",
     ]  # fmt: skip
-    monkeypatch.setenv(registry.PASSWORD_FROM_ENV, PASSWORD)
+    if registry_flags:
+        argv += ["--registry-server", AUTH.server, "--registry-username", AUTH.username]
+        monkeypatch.setenv(registry.PASSWORD_FROM_ENV, PASSWORD)
+    else:
+        monkeypatch.delenv(registry.PASSWORD_FROM_ENV, raising=False)
     out, err = io.StringIO(), io.StringIO()
     assert cli.run(argv, out, err) == 0, err.getvalue()
     seen["printed"] = out.getvalue() + err.getvalue()
