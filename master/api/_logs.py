@@ -114,15 +114,19 @@ def stream(
         entry = wire.task_log(r) if trial_id is None else wire.trial_log(r, trial_id)
         return json.dumps({"result": entry}) + "\n"
 
+    # The first page is read before the response starts, so a filter the database refuses (a
+    # bad regular expression, a rank beyond its column) is a 400, not a broken stream.
+    sql = "SELECT * FROM task_logs WHERE task_id = %s" + where
+    sql += " ORDER BY id DESC" if newest_first else " ORDER BY id"
+    with db() as conn:
+        first = conn.execute(
+            sql + (" LIMIT %s" if limit else ""),
+            [task_id, *values, *([limit] if limit else [])],
+        ).fetchall()
+
     def gen() -> Any:
         last_id = 0
-        sql = "SELECT * FROM task_logs WHERE task_id = %s" + where
-        sql += " ORDER BY id DESC" if newest_first else " ORDER BY id"
-        with db() as conn:
-            rows = conn.execute(
-                sql + (" LIMIT %s" if limit else ""),
-                [task_id, *values, *([limit] if limit else [])],
-            ).fetchall()
+        rows = first
         for r in rows:
             last_id = max(last_id, r["id"])
             yield line(r)
