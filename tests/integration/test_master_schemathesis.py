@@ -70,7 +70,9 @@ def _test_of(op: Any, label: str, w: World, calls: list[Any], failures: list[str
         try:
             response = case.call(base_url=w.m.url, session=w.admin, timeout=5 if follow else 60)
         except Exception as e:  # schemathesis wraps requests' ReadTimeout in its own error
-            if follow and "Read timed out" in str(e):  # a followed log stream stays open until its task ends: as documented
+            if follow and "Read timed out" in str(
+                e
+            ):  # a followed log stream stays open until its task ends: as documented
                 calls.append((label, 200))
                 return
             raise
