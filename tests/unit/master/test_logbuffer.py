@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 
@@ -49,9 +50,7 @@ def test_the_ring_keeps_the_newest_lines_and_cuts_long_ones() -> None:
     lines = logbuffer.recent()
     assert len(lines) == logbuffer.SLOTS
     assert lines[-2]["message"].endswith(f"line {logbuffer.SLOTS + 9}")
-    assert [b["id"] - a["id"] for a, b in zip(lines, lines[1:], strict=False)] == [1] * (
-        logbuffer.SLOTS - 1
-    )
+    assert all(b["id"] - a["id"] == 1 for a, b in itertools.pairwise(lines))
     long = lines[-1]["message"]
     assert long.startswith("det.test.logbuffer: éé") and long.endswith("é…")
     assert 500 < len(long.encode()) < logbuffer.SLOT_BYTES
