@@ -152,6 +152,7 @@ UNIT_TESTS = [
     "tests/unit/harness/test_harness_distributed.py",
     "tests/unit/harness/test_harness_exec_run.py",
     "tests/unit/harness/test_harness_launch.py",
+    "tests/unit/harness/test_harness_proc.py",
     "tests/unit/harness/test_harness_storage_shared.py",
     "--deselect=tests/unit/harness/test_harness_launch.py::test_torch_distributed_runs_one_worker_per_slot",
 ]
