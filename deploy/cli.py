@@ -342,6 +342,11 @@ def _gcp(sub: Any) -> None:
         action="store_true",
         help="resolve the image families again (default: keep the images pinned at the first up)",
     )
+    up.add_argument(
+        "--keep-agents",
+        action="store_true",
+        help="keep agents launched for an older master config (default: replace them)",
+    )
     up.add_argument("--disk-size", type=int, help="agent boot disk in GB (default 200)")
     up.add_argument("--disk-type", help="agent boot disk type (default pd-standard)")
     up.add_argument("--operation-timeout-period", help="GCE operation timeout, e.g. 5m")

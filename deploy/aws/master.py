@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import shlex
 from collections.abc import Mapping
 from typing import Any
@@ -39,12 +37,6 @@ class Resolved:
     """The compute (GPU) pool's AMI; None: ``agent_image_id`` for both pools."""
 
 
-def config_hash(config: Mapping[str, Any]) -> str:
-    """A short digest of a master.yaml document (before the hash tag is added to it)."""
-    text = json.dumps(config, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 def agent_config_hash(config: Mapping[str, Any]) -> str:
     """The hash tag :func:`master_yaml_config` put on the agents of ``config``."""
     tags = config["resource_pools"][0]["provider"]["custom_tags"]
@@ -53,7 +45,7 @@ def agent_config_hash(config: Mapping[str, Any]) -> str:
 
 def master_yaml_config(cfg: AwsConfig, r: Resolved) -> dict[str, Any]:
     """The master.yaml: the aux pool boots ``agent_image_id`` (Ubuntu), the compute pool
-    ``compute_image_id`` (the GPU image); agents are tagged with :func:`config_hash`."""
+    ``compute_image_id`` (the GPU image); agents are tagged with :func:`masteryaml.config_hash`."""
     provider: dict[str, Any] = {
         "type": "aws",
         "region": cfg.region,
@@ -110,7 +102,7 @@ def master_yaml_config(cfg: AwsConfig, r: Resolved) -> dict[str, Any]:
     for pool in config["resource_pools"]:
         if pool["pool_name"] == masteryaml.COMPUTE_POOL and r.compute_image_id:
             pool["provider"]["image_id"] = r.compute_image_id
-    digest = config_hash(config)
+    digest = masteryaml.config_hash(config)
     for pool in config["resource_pools"]:
         pool["provider"]["custom_tags"].append({"key": CONFIG_HASH_TAG, "value": digest})
     return config

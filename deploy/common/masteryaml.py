@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -129,3 +132,11 @@ def standard_pools(
         PoolSpec(AUX_POOL, aux_instance_type, max_aux_containers_per_agent),
         PoolSpec(COMPUTE_POOL, compute_instance_type, 0, cpu_slots_allowed=True),
     )
+
+
+def config_hash(config: Mapping[str, Any]) -> str:
+    """A short digest of a master.yaml document (before the hash tag or label is added to it):
+    agents carry the digest of the config they were launched for, so ``up`` can tell which
+    agents an older config launched."""
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

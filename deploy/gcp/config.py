@@ -14,6 +14,8 @@ from det.deploy.gcp import catalog
 PROJECT = "det-gcp"
 # Every VM of the cluster carries this label with the cluster id.
 CLUSTER_LABEL = "det-cluster"
+# On every agent: the digest of the master config it was launched for (masteryaml.config_hash).
+CONFIG_HASH_LABEL = "det-config-hash"
 # GCE names and label values: lower case, digits, '-'; Determined allows 35 characters.
 CLUSTER_ID_RE = re.compile(r"^[a-z][-a-z0-9]{0,34}$")
 # Boot images, as image families: ``up`` resolves each to one concrete image the first time and

@@ -11,7 +11,13 @@ import pulumi_gcp as gcp
 
 from det.deploy.common import boot, masteryaml, userdata
 from det.deploy.common.boot import BootOptions
-from det.deploy.gcp.config import BOOT_LOG_NAME, CLUSTER_LABEL, SCOPES, GcpConfig
+from det.deploy.gcp.config import (
+    BOOT_LOG_NAME,
+    CLUSTER_LABEL,
+    CONFIG_HASH_LABEL,
+    SCOPES,
+    GcpConfig,
+)
 
 _METADATA = "http://metadata.google.internal/computeMetadata/v1"
 # GCE_METADATA_HOST: only set where the boot runs against a fake metadata server (tests).
@@ -111,7 +117,18 @@ def master_yaml_config(
     for pool in config["resource_pools"]:
         if pool["pool_name"] in images:
             pool["provider"]["boot_disk_source_image"] = images[pool["pool_name"]]
+    digest = masteryaml.config_hash(config)
+    for pool in config["resource_pools"]:
+        pool["provider"]["labels"] = {
+            **pool["provider"].get("labels", {}),
+            CONFIG_HASH_LABEL: digest,
+        }
     return config
+
+
+def agent_config_hash(config: dict[str, Any]) -> str:
+    """The label :func:`master_yaml_config` put on the agents of ``config``."""
+    return str(config["resource_pools"][0]["provider"]["labels"][CONFIG_HASH_LABEL])
 
 
 def fetch_secret_command(secret_path: str) -> str:
@@ -235,7 +252,11 @@ class Master(pulumi.ComponentResource):
                 enable_secure_boot=True, enable_vtpm=True, enable_integrity_monitoring=True
             ),
             allow_stopping_for_update=True,
-            opts=child,
+            # The start-up script carries the master's config: a change replaces the VM. The old
+            # one goes first, as the new one takes its name and its static address.
+            opts=pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions(delete_before_replace=True)
+            ),
         )
         self.public_ip = address.address
         self.instance_name = instance.name

@@ -93,18 +93,15 @@ def build(
             ),
         )
         filestore = fs.address
-    master_yaml = pulumi.Output.all(
+    master_config = pulumi.Output.all(
         bucket=bucket.name,
         db_host=db.host,
         agent_email=accounts.agent_email,
         network_id=net.network_id,
         subnetwork_id=net.subnetwork_id,
         filestore_address=filestore,
-    ).apply(
-        lambda v: masteryaml.render(
-            master.master_yaml_config(cfg, master.Resolved(**v), master_tag, agent_tag)
-        )
-    )
+    ).apply(lambda v: master.master_yaml_config(cfg, master.Resolved(**v), master_tag, agent_tag))
+    master_yaml = master_config.apply(masteryaml.render)
     node = master.Master(
         f"det-master-{cfg.cluster_id}",
         master.MasterArgs(
@@ -123,6 +120,8 @@ def build(
         "zone": pulumi.Output.from_input(cfg.zone_name),
         "master_url": node.public_ip.apply(lambda ip: f"{cfg.scheme}://{ip}:{cfg.port}"),
         "master_instance_name": node.instance_name,
+        # The label on the agents this config launches: the next `up` replaces older ones.
+        "config_hash": master_config.apply(master.agent_config_hash),
         "master_public_ip": node.public_ip,
         "bucket": bucket.name,
         "db_endpoint": db.host.apply(lambda h: f"{h}:5432"),

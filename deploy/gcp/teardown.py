@@ -23,7 +23,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from det.deploy.gcp.config import CLUSTER_LABEL
+from det.deploy.gcp.config import CLUSTER_LABEL, CONFIG_HASH_LABEL
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +74,42 @@ def delete_agents(
         _wait(operations, project, zone, op.name)
     logger.info("deleted %d agents of %s", len(found), cluster_id)
     return [name for _, name in found]
+
+
+def replace_stale_agents(
+    instances: Any,
+    operations: Any,
+    project: str,
+    cluster_id: str,
+    config_hash: str,
+    master_name: str | None,
+) -> list[str]:
+    """Delete the cluster's agents (any zone; never the master) whose config-hash label is not
+    ``config_hash``: they were launched for an older master config. Returns their names; the
+    master launches new agents for the work that is still queued."""
+    from google.api_core import exceptions
+
+    stale: list[tuple[str, str]] = []
+    request = {"project": project, "filter": label_filter(cluster_id)}
+    for scope, scoped in instances.aggregated_list(request=request):
+        zone = scope.rsplit("/", 1)[-1]
+        for inst in scoped.instances:
+            if inst.name == master_name or inst.labels.get("det-role") == "master":
+                continue
+            if inst.labels.get(CONFIG_HASH_LABEL) != config_hash:
+                stale.append((zone, inst.name))
+    pending = []
+    for zone, name in stale:
+        try:
+            pending.append(
+                (zone, instances.delete_unary(project=project, zone=zone, instance=name))
+            )
+        except exceptions.NotFound:
+            continue
+    for zone, op in pending:
+        _wait(operations, project, zone, op.name)
+    logger.info("replaced %d agents of %s launched for an older config", len(stale), cluster_id)
+    return [name for _, name in stale]
 
 
 # The peering Google's service networking makes on the consumer network (the connection's

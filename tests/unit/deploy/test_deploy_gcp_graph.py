@@ -13,7 +13,7 @@ from conftest import GCP
 
 from det.deploy.common import dryrun
 from det.deploy.gcp import iam, preflight, program, storage
-from det.deploy.gcp.config import CLUSTER_LABEL
+from det.deploy.gcp.config import CLUSTER_LABEL, CONFIG_HASH_LABEL
 
 WORLD = ("0.0.0.0/0", "::/0")
 ACCOUNT = "gcp:serviceaccount/account:Account"
@@ -360,3 +360,15 @@ def test_preflight_checks_the_api_of_every_resource_the_program_creates(gcp_grap
 def test_a_resource_of_an_unmapped_module_fails_the_api_coverage():
     with pytest.raises(KeyError, match="redis"):
         preflight.apis_for(["gcp:redis/instance:Instance"])
+
+
+def test_agents_carry_a_label_of_the_master_config_that_changes_with_it(gcp_graph):
+    config = yaml.safe_load(gcp_graph.outputs["master_yaml"])
+    digest = gcp_graph.outputs["config_hash"]
+    assert re.fullmatch(r"[0-9a-f]{16}", digest)  # a valid GCE label value
+    labels = [pool["provider"]["labels"] for pool in config["resource_pools"]]
+    assert [lab[CONFIG_HASH_LABEL] for lab in labels] == [digest, digest]
+    render = lambda cfg: dryrun.render(lambda: program.build(cfg), program.MOCK_CALLS)  # noqa: E731
+    assert render(GCP).outputs["config_hash"] == digest
+    changed = render(dataclasses.replace(GCP, max_idle_agent_period="30m"))
+    assert changed.outputs["config_hash"] != digest
