@@ -11,6 +11,7 @@ check:
 	$(PY) -m ruff check .
 	scripts/mypy-tree.sh build/mypy
 	MYPYPATH=build/mypy $(PY) -m mypy -p det
+	cd build/mypy && PYTHONPATH=. $(abspath $(PY)) -c 'import sys; from importlinter.cli import lint_imports_command as c; sys.exit(c())' ../../.importlinter
 
 test:
 	$(PY) -m pytest
