@@ -116,6 +116,12 @@ def _common_up(p: argparse.ArgumentParser) -> None:
         "cluster's secret store, never in master.yaml or the VMs' user data",
     )
     p.add_argument(
+        "--no-registry",
+        action="store_true",
+        help="stop using the private registry a previous up set (its server, user name and "
+        "password are removed from the cluster)",
+    )
+    p.add_argument(
         "--bucket-versioning", action="store_true", help="keep old versions of checkpoint objects"
     )
     p.add_argument(

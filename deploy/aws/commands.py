@@ -140,6 +140,7 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         cert=cfg.boot.tls if cfg.tls else None,
         registry_password=registry.password_from_args(args, cfg.registry),
         registry=cfg.registry,
+        remove_config=registry.removed_keys(args),
     )
     code = flow.up(plan, args, out)
     if code == 0 and previous is not None and not args.dry_run:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import requests
@@ -67,11 +67,16 @@ def up(
     program: Program,
     config: Mapping[str, tuple[str, bool]],
     on_output: Callable[[str], None],
+    remove: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Create or update the stack; ``config`` maps keys to ``(value, secret)``. Returns outputs."""
+    """Create or update the stack; ``config`` maps keys to ``(value, secret)``, the ``remove``
+    keys are deleted from the stack's config first. Returns outputs."""
     from pulumi import automation as auto
 
     stack = _stack(project, cluster_id, program, create=True)
+    present = [key for key in remove if key in stack.get_all_config()] if remove else []
+    if present:
+        stack.remove_all_config(present)
     for key, (value, secret) in config.items():
         stack.set_config(key, auto.ConfigValue(value=value, secret=secret))
     try:

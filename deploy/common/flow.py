@@ -46,6 +46,8 @@ class UpPlan:
     registry: registry.RegistryAuth | None = None
     """The ``--registry-server``/``--registry-username`` flags, stored as stack config (None:
     keep what the stack has)."""
+    remove_config: tuple[str, ...] = ()
+    """Stack config keys to remove before the update (``--no-registry``)."""
 
 
 def up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
@@ -85,7 +87,12 @@ def up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
         tls.save(plan.cert)
     out.write(f"Deploying cluster {plan.cluster_id!r} to {plan.target}...\n")
     outputs = automation.up(
-        plan.project, plan.cluster_id, pulumi_program, config, on_output=commands.lines(out)
+        plan.project,
+        plan.cluster_id,
+        pulumi_program,
+        config,
+        on_output=commands.lines(out),
+        remove=plan.remove_config,
     )
     return commands.finish_up(
         outputs,

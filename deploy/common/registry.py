@@ -45,6 +45,10 @@ def from_args(args: argparse.Namespace) -> RegistryAuth | None:
     """``--registry-server`` and ``--registry-username`` (both or neither)."""
     server = getattr(args, "registry_server", None)
     username = getattr(args, "registry_username", None)
+    if getattr(args, "no_registry", False):
+        if server or username or getattr(args, "registry_password", None):
+            raise DeployError("--no-registry cannot be combined with --registry-* flags")
+        return None
     if not server and not username:
         if getattr(args, "registry_password", None):
             raise DeployError("--registry-password needs --registry-server and --registry-username")
@@ -81,6 +85,13 @@ def stack_config(auth: RegistryAuth | None) -> dict[str, tuple[str, bool]]:
         f"det:{SERVER_CONFIG_KEY}": (auth.server, False),
         f"det:{USERNAME_CONFIG_KEY}": (auth.username, False),
     }
+
+
+def removed_keys(args: argparse.Namespace) -> tuple[str, ...]:
+    """The stack config keys ``--no-registry`` removes (none without it)."""
+    if not getattr(args, "no_registry", False):
+        return ()
+    return tuple(f"det:{k}" for k in (SERVER_CONFIG_KEY, USERNAME_CONFIG_KEY, STACK_CONFIG_KEY))
 
 
 def from_stack_config(get: Any) -> RegistryAuth | None:

@@ -112,6 +112,7 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         cert=cfg.boot.tls if cfg.tls else None,
         registry_password=registry.password_from_args(args, cfg.registry),
         registry=cfg.registry,
+        remove_config=registry.removed_keys(args),
     )
     previous = _previous_outputs(cfg.cluster_id) if not args.dry_run else None
     code = flow.up(plan, args, out)

@@ -246,18 +246,64 @@ def test_a_later_up_without_registry_flags_keeps_the_registry(
         assert f"username: {AUTH.username}" in user_data
 
 
+@pytest.mark.integration
+def test_no_registry_removes_the_registry_a_previous_up_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "pulumi").write_text("#!/bin/sh\necho v3.200.0\n")
+    (bin_dir / "pulumi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    stored: dict[str, tuple[str, bool]] = {}
+    with MotoServer() as moto:
+        for key, value in aws_env(moto.endpoint).items():
+            monkeypatch.setenv(key, value)
+        boto3.client("ec2", region_name=REGION).create_key_pair(KeyName="kp")
+        _up_with_recorded_pulumi(monkeypatch, stored)
+        removed = _up_with_recorded_pulumi(
+            monkeypatch, stored, registry_flags=False, extra=("--no-registry",)
+        )
+        after = _up_with_recorded_pulumi(monkeypatch, stored, registry_flags=False)
+    assert not any("registry" in key for key in stored)
+    for seen in (removed, after):
+        version = _one(seen["mocks"], "aws:secretsmanager/secretVersion:SecretVersion")
+        assert registry.SECRET_KEY not in json.loads(_reveal(version["secretString"]))
+        user_data = _reveal(_one(seen["mocks"], "aws:ec2/instance:Instance")["userData"])
+        assert "registry_auth" not in user_data and AUTH.server not in user_data
+
+
+def test_no_registry_with_registry_flags_is_refused() -> None:
+    with pytest.raises(DeployError, match="--no-registry cannot be combined"):
+        registry.from_args(_args(no_registry=True, registry_server="r:5000"))
+    assert registry.removed_keys(_args(no_registry=True)) == (
+        "det:registryServer",
+        "det:registryUsername",
+        "det:registryPassword",
+    )
+    assert registry.removed_keys(_args()) == ()
+
+
 def _up_with_recorded_pulumi(
     monkeypatch: pytest.MonkeyPatch,
     stored: dict[str, tuple[str, bool]] | None = None,
     registry_flags: bool = True,
+    extra: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """One ``det deploy aws up``; ``stored`` is the stack's config, kept across calls."""
     seen: dict[str, Any] = {}
     stored = {} if stored is None else stored
 
-    def fake_up(project: str, cluster_id: str, program: Any, config: Any, on_output: Any) -> Any:
+    def fake_up(
+        project: str, cluster_id: str, program: Any, config: Any, on_output: Any, remove: Any = ()
+    ) -> Any:
         seen["config"] = dict(config)
-        # The stack keeps its config between runs; this run's set_config calls update it.
+        # The stack keeps its config between runs; this run's removals and set_config calls
+        # update it.
+        for key in remove:
+            stored.pop(key, None)
         stored.update(config)
         mocks = RawMocks(aws_program.MOCK_CALLS)
         pulumi.runtime.set_mocks(mocks, project=project, stack=cluster_id, preview=False)
@@ -286,6 +332,7 @@ def _up_with_recorded_pulumi(
         monkeypatch.setenv(registry.PASSWORD_FROM_ENV, PASSWORD)
     else:
         monkeypatch.delenv(registry.PASSWORD_FROM_ENV, raising=False)
+    argv += extra
     out, err = io.StringIO(), io.StringIO()
     assert cli.run(argv, out, err) == 0, err.getvalue()
     seen["printed"] = out.getvalue() + err.getvalue()
