@@ -471,3 +471,28 @@ def test_set_gc_policy_collects_again_and_max_slots_is_stored(
     assert r.returncode == 0, r.stderr
     assert f"Set `max_slots` of experiment {eid} to 2" in r.stdout
     assert cli_master.get(f"/api/v1/experiments/{eid}")["config"]["resources"]["max_slots"] == 2
+
+
+def test_sdk_download_through_the_master_returns_the_checkpoints_files(
+    cli_master: Master, official: Official, finished: int, tmp_path: Path
+) -> None:
+    """``Checkpoint.download(mode=DownloadMode.MASTER)``: the official SDK reads the checkpoint
+    as a tar stream from the master (GET /checkpoints/UUID) and unpacks every file as stored."""
+    best = _best_uuid(cli_master, finished)
+    # The simulated trials wrote no files: put some where the master's shared_fs storage is.
+    stored = cli_master.config_file.parent / "checkpoints" / best
+    files = {"model.pt": b"weights\x00\xff", "state/optimizer.json": b'{"lr": 0.1}', "e": b""}
+    for name, data in files.items():
+        (stored / name).parent.mkdir(parents=True, exist_ok=True)
+        (stored / name).write_bytes(data)
+    out = tmp_path / "dl"
+    official.python(
+        f"""
+        from determined.common.experimental import checkpoint
+        ck = client.get_checkpoint({best!r})
+        ck.download(path={str(out)!r}, mode=checkpoint.DownloadMode.MASTER)
+        print(json.dumps(ck.uuid))
+        """
+    )
+    got = {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert {k: v for k, v in got.items() if k != "metadata.json"} == files
