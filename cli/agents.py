@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from det.cli import render
 from det.cli._util import add_json, noun, session, verb
 from det.cli.errors import UsageError
 
+if TYPE_CHECKING:
+    from det.master.schemas import d
+
 
 def list_agents(args: argparse.Namespace) -> None:
-    agents = session(args).get("/api/v1/agents")["agents"]
+    agents = cast("d.v1GetAgentsResponse", session(args).get("/api/v1/agents"))["agents"]
     if args.json:
         render.print_json(agents)
         return
@@ -30,9 +33,9 @@ def list_agents(args: argparse.Namespace) -> None:
             [
                 a["id"],
                 render.when(a["registeredTime"]),
-                len(a["slots"]),
-                len(a["containers"]),
-                ", ".join(a["resourcePools"]),
+                len(a.get("slots") or {}),
+                len(a.get("containers") or {}),
+                ", ".join(a.get("resourcePools") or []),
                 a["enabled"],
                 a["draining"],
                 ", ".join(a.get("addresses") or []),
@@ -47,7 +50,11 @@ def _agent_action(enable: bool) -> Any:
         if bool(args.all) == bool(args.agent_id):
             raise UsageError("give an agent id or --all")
         s = session(args)
-        ids = [a["id"] for a in s.get("/api/v1/agents")["agents"]] if args.all else [args.agent_id]
+        ids = (
+            [a["id"] for a in cast("d.v1GetAgentsResponse", s.get("/api/v1/agents"))["agents"]]
+            if args.all
+            else [args.agent_id]
+        )
         for agent_id in ids:
             if enable:
                 s.post(f"/api/v1/agents/{agent_id}/enable")
@@ -59,21 +66,23 @@ def _agent_action(enable: bool) -> Any:
 
 
 def list_slots(args: argparse.Namespace) -> None:
-    agents = session(args).get("/api/v1/agents")["agents"]
-    rows = []
+    agents = cast("d.v1GetAgentsResponse", session(args).get("/api/v1/agents"))["agents"]
+    rows: list[dict[str, Any]] = []
     for a in agents:
-        for s in a["slots"].values():
-            c = s.get("container") or {}
+        pools = a.get("resourcePools") or [""]
+        for s in (a.get("slots") or {}).values():
+            container = s.get("container")
+            device = s.get("device") or {}
             rows.append(
                 {
                     "agentId": a["id"],
-                    "resourcePool": a["resourcePools"][0],
+                    "resourcePool": pools[0],
                     "slotId": s["id"],
                     "enabled": s["enabled"],
                     "draining": s["draining"],
-                    "allocationId": c.get("parent"),
-                    "type": s["device"]["type"],
-                    "brand": s["device"]["brand"],
+                    "allocationId": container.get("parent") if container else None,
+                    "type": device.get("type") or "TYPE_UNSPECIFIED",
+                    "brand": device.get("brand") or "",
                 }
             )
     if args.json:
@@ -117,7 +126,9 @@ def _slot_action(enable: bool) -> Any:
 
 
 def list_pools(args: argparse.Namespace) -> None:
-    pools = session(args).get("/api/v1/resource-pools")["resourcePools"]
+    pools = cast("d.v1GetResourcePoolsResponse", session(args).get("/api/v1/resource-pools"))[
+        "resourcePools"
+    ]
     if args.json:
         render.print_json(pools)
         return
@@ -132,7 +143,7 @@ def list_pools(args: argparse.Namespace) -> None:
                 p["schedulerType"].removeprefix("SCHEDULER_TYPE_"),
                 p["preemptible"],
             ]
-            for p in pools
+            for p in pools or []
         ],
     )
 

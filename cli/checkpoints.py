@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from det.cli import render
 from det.cli._util import add_json, noun, session, verb
 from det.cli.errors import CliError
 
+if TYPE_CHECKING:
+    from det.master.schemas import d
 
-def _row(c: dict[str, Any]) -> list[Any]:
+
+def _row(c: d.v1Checkpoint) -> list[Any]:
     t = c.get("training") or {}
     size = sum(int(v) for v in (c.get("resources") or {}).values())
     return [
@@ -29,7 +32,9 @@ HEADERS = ["UUID", "Trial ID", "Batches", "State", "Searcher Metric", "Size (byt
 
 
 def describe(args: argparse.Namespace) -> None:
-    c = session(args).get(f"/api/v1/checkpoints/{args.uuid}")["checkpoint"]
+    c = cast("d.v1GetCheckpointResponse", session(args).get(f"/api/v1/checkpoints/{args.uuid}"))[
+        "checkpoint"
+    ]
     if args.json:
         render.print_json(c)
         return
@@ -48,7 +53,7 @@ def list_(args: argparse.Namespace) -> None:
             "limit": args.best,
         }
     path = f"/api/v1/experiments/{args.experiment_id}/checkpoints"
-    ckpts = s.get(path, params=params)["checkpoints"]
+    ckpts = cast("d.v1GetExperimentCheckpointsResponse", s.get(path, params=params))["checkpoints"]
     if args.json:
         render.print_json(ckpts)
         return
@@ -73,7 +78,9 @@ def download(args: argparse.Namespace) -> None:
         _download_via_master(args, dst)
         print(f"Local checkpoint path: {dst}")
         return
-    c = session(args).get(f"/api/v1/checkpoints/{args.uuid}")["checkpoint"]
+    c = cast("d.v1GetCheckpointResponse", session(args).get(f"/api/v1/checkpoints/{args.uuid}"))[
+        "checkpoint"
+    ]
     storage = ((c.get("training") or {}).get("experimentConfig") or {}).get("checkpoint_storage")
     if not storage:
         raise CliError(f"checkpoint {args.uuid} has no storage configuration to download from")

@@ -7,7 +7,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import yaml
 
@@ -15,6 +15,9 @@ from det.cli import context, render
 from det.cli._util import add_json, noun, session, verb
 from det.cli.errors import APIError, CliError, UsageError
 from det.cli.session import Session
+
+if TYPE_CHECKING:
+    from det.master.schemas import d
 
 TERMINAL = {"STATE_COMPLETED", "STATE_CANCELED", "STATE_ERROR", "STATE_DELETED"}
 
@@ -50,7 +53,7 @@ def create(args: argparse.Namespace) -> None:
     if args.project_id:
         body["projectId"] = args.project_id
     try:
-        resp = s.post("/api/v1/experiments", body)
+        resp = cast("d.v1CreateExperimentResponse", s.post("/api/v1/experiments", body))
     except APIError as e:
         if e.status == 400:  # the master names the bad field: a usage error, like a local one
             raise UsageError(f"{args.config_file}: {e}") from None
@@ -67,10 +70,13 @@ def create(args: argparse.Namespace) -> None:
 
 def _wait_first_trial(s: Session, eid: int) -> int:
     while True:
-        trials = s.get(f"/api/v1/experiments/{eid}/trials")["trials"]
+        trials = cast(
+            "d.v1GetExperimentTrialsResponse", s.get(f"/api/v1/experiments/{eid}/trials")
+        )["trials"]
         if trials:
             return int(trials[0]["id"])
-        if s.get(f"/api/v1/experiments/{eid}")["experiment"]["state"] in TERMINAL:
+        got = cast("d.v1GetExperimentResponse", s.get(f"/api/v1/experiments/{eid}"))
+        if got["experiment"]["state"] in TERMINAL:
             raise CliError(f"experiment {eid} ended before creating a trial")
         time.sleep(0.5)
 
@@ -153,7 +159,9 @@ def list_(args: argparse.Namespace) -> None:
     if not args.all:
         params["archived"] = "false"
         params["users"] = s.user
-    exps = s.get("/api/v1/experiments", params=params)["experiments"]
+    exps = cast("d.v1GetExperimentsResponse", s.get("/api/v1/experiments", params=params))[
+        "experiments"
+    ]
     if args.json:
         render.print_json(exps)
         return
@@ -281,7 +289,9 @@ def logs(args: argparse.Namespace) -> None:
 def wait(args: argparse.Namespace) -> int:
     s = session(args)
     while True:
-        e = s.get(f"/api/v1/experiments/{args.experiment_id}")["experiment"]
+        e = cast("d.v1GetExperimentResponse", s.get(f"/api/v1/experiments/{args.experiment_id}"))[
+            "experiment"
+        ]
         render.progress(f"experiment {e['id']}", float(e.get("progress") or 0), 1.0)
         if e["state"] in TERMINAL:
             render.progress_done()

@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from det.cli import render
 from det.cli._util import add_json, noun, session, verb
 from det.cli.errors import UsageError
+
+if TYPE_CHECKING:
+    from det.master.schemas import d
+
+
+def _state(job: d.v1Job) -> str:
+    summary = job.get("summary")
+    return summary["state"] if summary else "STATE_UNSPECIFIED"
 
 
 def list_(args: argparse.Namespace) -> None:
     params: dict[str, Any] = {"orderBy": "ORDER_BY_DESC" if args.reverse else "ORDER_BY_ASC"}
     if args.resource_pool:
         params["resourcePool"] = args.resource_pool
-    jobs = [j["full"] for j in session(args).get("/api/v1/job-queues-v2", params=params)["jobs"]]
+    queue = cast("d.v1GetJobsV2Response", session(args).get("/api/v1/job-queues-v2", params=params))
+    # ``limited`` jobs (no details for this user) have no row; det sends every job in full.
+    jobs = [full for j in queue["jobs"] if (full := j.get("full"))]
     if args.json:
         render.print_json({"jobs": jobs})
         return
@@ -40,7 +50,7 @@ def list_(args: argparse.Namespace) -> None:
                 j.get("priority"),
                 render.when(j["submissionTime"]),
                 f"{j['allocatedSlots']}/{j['requestedSlots']}",
-                render.state(j["summary"]["state"]),
+                render.state(_state(j)),
                 j["username"],
                 j.get("pendingReason") or "",
             ]

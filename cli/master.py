@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from det.cli import render
 from det.cli._util import add_json, noun, session, verb
 from det.cli.session import canonical_master, get_info
+
+if TYPE_CHECKING:
+    from det.master.schemas import d
 
 
 def info(args: argparse.Namespace) -> None:
@@ -22,7 +25,8 @@ def info(args: argparse.Namespace) -> None:
 
 
 def config(args: argparse.Namespace) -> None:
-    render.print_json(session(args).get("/api/v1/master/config")["config"])
+    config = cast("d.v1GetMasterConfigResponse", session(args).get("/api/v1/master/config"))
+    render.print_json(config["config"])
 
 
 def logs(args: argparse.Namespace) -> None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from det.cli import render
 from det.cli._util import add_json, noun, session, verb
 from det.cli.errors import UsageError
+
+if TYPE_CHECKING:
+    from det.master.schemas import d
 
 
 def create(args: argparse.Namespace) -> None:
@@ -21,7 +24,7 @@ def create(args: argparse.Namespace) -> None:
 
 
 def list_(args: argparse.Namespace) -> None:
-    models = session(args).get("/api/v1/models")["models"]
+    models = cast("d.v1GetModelsResponse", session(args).get("/api/v1/models"))["models"]
     if args.json:
         render.print_json(models)
         return
@@ -35,7 +38,9 @@ def list_(args: argparse.Namespace) -> None:
 
 
 def describe(args: argparse.Namespace) -> None:
-    body = session(args).get(f"/api/v1/models/{args.name}/versions")
+    body = cast(
+        "d.v1GetModelVersionsResponse", session(args).get(f"/api/v1/models/{args.name}/versions")
+    )
     if args.json:
         render.print_json(body)
         return
@@ -111,7 +116,9 @@ def _archiver(action: str) -> Any:
 
 def add_metadata(args: argparse.Namespace) -> None:
     s = session(args)
-    meta = dict(s.get(_path(args.name))["model"].get("metadata") or {})
+    meta = dict(
+        cast("d.v1GetModelResponse", s.get(_path(args.name)))["model"].get("metadata") or {}
+    )
     for pair in args.pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
@@ -123,7 +130,9 @@ def add_metadata(args: argparse.Namespace) -> None:
 
 def remove_metadata(args: argparse.Namespace) -> None:
     s = session(args)
-    meta = dict(s.get(_path(args.name))["model"].get("metadata") or {})
+    meta = dict(
+        cast("d.v1GetModelResponse", s.get(_path(args.name)))["model"].get("metadata") or {}
+    )
     for key in args.keys:
         meta.pop(key, None)
     s.patch(_path(args.name), {"metadata": meta})

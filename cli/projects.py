@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from det.cli import render
 from det.cli._util import add_json, noun, session, verb
@@ -11,19 +11,24 @@ from det.cli.errors import CliError
 from det.cli.session import Session
 from det.cli.workspaces import by_name as workspace_by_name
 
+if TYPE_CHECKING:
+    from det.master.schemas import d
+
 HEADERS = ["ID", "Key", "Name", "Description", "# Experiments", "# Active Experiments"]
 
 
-def by_names(s: Session, workspace: str, project: str) -> dict[str, Any]:
+def by_names(s: Session, workspace: str, project: str) -> d.v1Project:
     w = workspace_by_name(s, workspace)
-    found = s.get(f"/api/v1/workspaces/{w['id']}/projects", params={"name": project})["projects"]
+    found = cast(
+        "d.v1GetWorkspaceProjectsResponse",
+        s.get(f"/api/v1/workspaces/{w['id']}/projects", params={"name": project}),
+    )["projects"]
     if not found:
         raise CliError(f"project '{project}' not found in workspace '{workspace}'")
-    p: dict[str, Any] = found[0]
-    return p
+    return found[0]
 
 
-def _rows(projects: list[dict[str, Any]]) -> list[list[Any]]:
+def _rows(projects: list[d.v1Project]) -> list[list[Any]]:
     return [
         [
             p["id"],
@@ -37,7 +42,7 @@ def _rows(projects: list[dict[str, Any]]) -> list[list[Any]]:
     ]
 
 
-def _show(args: argparse.Namespace, p: dict[str, Any]) -> None:
+def _show(args: argparse.Namespace, p: d.v1Project) -> None:
     if args.json:
         render.print_json(p)
     else:
@@ -47,7 +52,9 @@ def _show(args: argparse.Namespace, p: dict[str, Any]) -> None:
 def list_(args: argparse.Namespace) -> None:
     s = session(args)
     w = workspace_by_name(s, args.workspace_name)
-    found = s.get(f"/api/v1/workspaces/{w['id']}/projects")["projects"]
+    found = cast(
+        "d.v1GetWorkspaceProjectsResponse", s.get(f"/api/v1/workspaces/{w['id']}/projects")
+    )["projects"]
     if args.json:
         render.print_json(found)
     else:
@@ -57,7 +64,9 @@ def list_(args: argparse.Namespace) -> None:
 def list_experiments(args: argparse.Namespace) -> None:
     s = session(args)
     p = by_names(s, args.workspace_name, args.project_name)
-    exps = s.get("/api/v1/experiments", params={"projectId": p["id"]})["experiments"]
+    exps = cast(
+        "d.v1GetExperimentsResponse", s.get("/api/v1/experiments", params={"projectId": p["id"]})
+    )["experiments"]
     if args.json:
         render.print_json(exps)
         return
@@ -87,13 +96,18 @@ def create(args: argparse.Namespace) -> None:
         body["description"] = args.description
     if args.key:
         body["key"] = args.key
-    _show(args, s.post(f"/api/v1/workspaces/{w['id']}/projects", body)["project"])
+    _show(
+        args,
+        cast("d.v1PostProjectResponse", s.post(f"/api/v1/workspaces/{w['id']}/projects", body))[
+            "project"
+        ],
+    )
 
 
 def describe(args: argparse.Namespace) -> None:
     s = session(args)
     p = by_names(s, args.workspace_name, args.project_name)
-    _show(args, s.get(f"/api/v1/projects/{p['id']}")["project"])
+    _show(args, cast("d.v1GetProjectResponse", s.get(f"/api/v1/projects/{p['id']}"))["project"])
 
 
 def edit(args: argparse.Namespace) -> None:
@@ -104,7 +118,10 @@ def edit(args: argparse.Namespace) -> None:
         for k, v in (("name", args.new_name), ("description", args.description), ("key", args.key))
         if v is not None
     }
-    _show(args, s.patch(f"/api/v1/projects/{p['id']}", body)["project"])
+    _show(
+        args,
+        cast("d.v1PatchProjectResponse", s.patch(f"/api/v1/projects/{p['id']}", body))["project"],
+    )
 
 
 def _action(verb_name: str, done: str) -> Any:

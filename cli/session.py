@@ -12,12 +12,15 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import requests
 
 from det.cli.errors import APIError, CliError, MasterUnreachable
 from det.common import tls
+
+if TYPE_CHECKING:
+    from det.master.schemas import d
 
 DEFAULT_MASTER = "http://127.0.0.1:8080"
 
@@ -200,7 +203,10 @@ def check_reachable(master: str) -> None:
 def login(master: str, user: str, password: str) -> Session:
     s = Session(master)
     try:
-        body = s.post("/api/v1/auth/login", {"username": user, "password": password})
+        body = cast(
+            "d.v1LoginResponse",
+            s.post("/api/v1/auth/login", {"username": user, "password": password}),
+        )
     except APIError as e:
         if e.status == 401:
             raise APIError(401, f"cannot log in as {user}: wrong username or password") from None

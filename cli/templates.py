@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import yaml
 
@@ -13,6 +13,9 @@ from det.cli import render
 from det.cli._util import add_json, noun, session, verb
 from det.cli.errors import APIError, UsageError
 from det.cli.workspaces import quoted
+
+if TYPE_CHECKING:
+    from det.master.schemas import d
 
 
 def _read(path: str) -> dict[str, Any]:
@@ -29,11 +32,12 @@ def _read(path: str) -> dict[str, Any]:
 
 def list_(args: argparse.Namespace) -> None:
     s = session(args)
-    templates = s.get("/api/v1/templates")["templates"]
+    templates = cast("d.v1GetTemplatesResponse", s.get("/api/v1/templates"))["templates"]
     if args.json:
         render.print_json(templates)
         return
-    names = {w["id"]: w["name"] for w in s.get("/api/v1/workspaces")["workspaces"]}
+    workspaces = cast("d.v1GetWorkspacesResponse", s.get("/api/v1/workspaces"))["workspaces"]
+    names = {w["id"]: w["name"] for w in workspaces}
     headers = ["Name", "Workspace"] + (["Config"] if args.details else [])
     rows = [
         [t["name"], names.get(t["workspaceId"], "missing workspace")]
@@ -44,7 +48,10 @@ def list_(args: argparse.Namespace) -> None:
 
 
 def describe(args: argparse.Namespace) -> None:
-    t = session(args).get(f"/api/v1/templates/{quoted(args.template_name)}")["template"]
+    t = cast(
+        "d.v1GetTemplateResponse",
+        session(args).get(f"/api/v1/templates/{quoted(args.template_name)}"),
+    )["template"]
     if args.json:
         render.print_json(t)
     else:

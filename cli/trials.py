@@ -3,23 +3,30 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from det.cli import render
 from det.cli._util import add_json, noun, session, verb
 from det.cli.experiments import _print_logs, add_log_flags
 from det.cli.session import Session
 
+if TYPE_CHECKING:
+    from det.master.schemas import d
+
 
 def workloads(s: Session, trial_id: int) -> list[dict[str, Any]]:
     """Determined's workload list: training, validation and checkpoint entries by batch."""
-    body = s.get(f"/api/v1/trials/{trial_id}/workloads", params={"limit": 0})
-    return list(body["workloads"])
+    body = cast(
+        "d.v1GetTrialWorkloadsResponse",
+        s.get(f"/api/v1/trials/{trial_id}/workloads", params={"limit": 0}),
+    )
+    # Read by kind (training / validation / checkpoint): plain dicts.
+    return [dict(w) for w in body["workloads"]]
 
 
 def describe(args: argparse.Namespace) -> None:
     s = session(args)
-    trial = s.get(f"/api/v1/trials/{args.trial_id}")["trial"]
+    trial = cast("d.v1GetTrialResponse", s.get(f"/api/v1/trials/{args.trial_id}"))["trial"]
     wls = workloads(s, args.trial_id)
     if args.json:
         # Determined's shape: the GetTrial response plus its workloads.

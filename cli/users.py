@@ -6,12 +6,15 @@ import argparse
 import getpass
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from det.cli import render
 from det.cli._util import add_json, noun, session, verb
 from det.cli.errors import APIError, UsageError
 from det.cli.session import Session, TokenStore, canonical_master, login
+
+if TYPE_CHECKING:
+    from det.master.schemas import d
 
 
 def _password(prompt: str) -> str:
@@ -46,7 +49,7 @@ def do_logout(args: argparse.Namespace) -> None:
 
 
 def whoami(args: argparse.Namespace) -> None:
-    me = session(args).get("/api/v1/me")["user"]
+    me = cast("d.v1GetMeResponse", session(args).get("/api/v1/me"))["user"]
     print(f"You are logged in as user '{me['username']}'")
 
 
@@ -65,7 +68,9 @@ def create(args: argparse.Namespace) -> None:
 def change_password(args: argparse.Namespace) -> None:
     s = session(args)
     target = args.target_user or s.user
-    user = s.get(f"/api/v1/users/{target}/by-username")["user"]
+    user = cast("d.v1GetUserByUsernameResponse", s.get(f"/api/v1/users/{target}/by-username"))[
+        "user"
+    ]
     password = (
         args.password
         if args.password is not None
@@ -81,18 +86,21 @@ def change_password(args: argparse.Namespace) -> None:
 
 def rename(args: argparse.Namespace) -> None:
     s = session(args)
-    user = s.get(f"/api/v1/users/{args.target_user}/by-username")["user"]
+    user = cast(
+        "d.v1GetUserByUsernameResponse", s.get(f"/api/v1/users/{args.target_user}/by-username")
+    )["user"]
     s.patch(f"/api/v1/users/{user['id']}", {"username": args.new_username})
     print(f"renamed user {args.target_user} to {args.new_username}")
 
 
 def list_(args: argparse.Namespace) -> None:
-    users = session(args).get("/api/v1/users")["users"]
+    users = cast("d.v1GetUsersResponse", session(args).get("/api/v1/users"))["users"]
     if args.json:
         render.print_json(users)
         return
     render.table(
-        ["Username", "Admin", "Active"], [[u["username"], u["admin"], u["active"]] for u in users]
+        ["Username", "Admin", "Active"],
+        [[u["username"], u["admin"], u["active"]] for u in users or []],
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
 from det.cli import render
@@ -11,19 +11,24 @@ from det.cli._util import add_json, noun, session, verb
 from det.cli.errors import CliError
 from det.cli.session import Session
 
+if TYPE_CHECKING:
+    from det.master.schemas import d
+
 HEADERS = ["ID", "Name", "# Projects", "Default Compute Pool", "Default Aux Pool", "Archived"]
 
 
-def by_name(s: Session, name: str) -> dict[str, Any]:
+def by_name(s: Session, name: str) -> d.v1Workspace:
     """The workspace named ``name`` (exactly), or an error naming it."""
-    found = s.get("/api/v1/workspaces", params={"nameCaseSensitive": name})["workspaces"]
+    found = cast(
+        "d.v1GetWorkspacesResponse", s.get("/api/v1/workspaces", params={"nameCaseSensitive": name})
+    )["workspaces"]
     if not found:
         raise CliError(f"workspace '{name}' not found")
-    workspace: dict[str, Any] = s.get(f"/api/v1/workspaces/{found[0]['id']}")["workspace"]
-    return workspace
+    one = cast("d.v1GetWorkspaceResponse", s.get(f"/api/v1/workspaces/{found[0]['id']}"))
+    return one["workspace"]
 
 
-def _rows(workspaces: list[dict[str, Any]]) -> list[list[Any]]:
+def _rows(workspaces: list[d.v1Workspace]) -> list[list[Any]]:
     return [
         [
             w["id"],
@@ -37,7 +42,7 @@ def _rows(workspaces: list[dict[str, Any]]) -> list[list[Any]]:
     ]
 
 
-def _show(args: argparse.Namespace, w: dict[str, Any]) -> None:
+def _show(args: argparse.Namespace, w: d.v1Workspace) -> None:
     if args.json:
         render.print_json(w)
     else:
@@ -45,7 +50,7 @@ def _show(args: argparse.Namespace, w: dict[str, Any]) -> None:
 
 
 def list_(args: argparse.Namespace) -> None:
-    found = session(args).get("/api/v1/workspaces")["workspaces"]
+    found = cast("d.v1GetWorkspacesResponse", session(args).get("/api/v1/workspaces"))["workspaces"]
     if args.json:
         render.print_json(found)
     else:
