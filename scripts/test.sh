@@ -4,8 +4,11 @@
 # Installs what is missing first: .venv with det[dev] and torch (the harness tests train small
 # models); with a Docker engine, the task images (infra/build-images.sh: needs root and
 # debootstrap the first time). Without a Docker engine the Docker and e2e tests are skipped.
-# Then runs pytest (the same as `make test`); "no tests collected" (exit 5) is a failure.
-# Environment: DET_TEST_VENV (default .venv), TORCH_VERSION (default 2.13.0).
+# Then runs pytest (the same as `make test`) in DET_TEST_WORKERS parallel processes (default 3:
+# most tests wait on masters, agents and containers rather than compute, so 3 beat the 2 cores;
+# a test file stays in one process, so module fixtures are shared as before; 0 runs it serially);
+# "no tests collected" (exit 5) is a failure.
+# Environment: DET_TEST_VENV (default .venv), TORCH_VERSION (default 2.13.0), DET_TEST_WORKERS.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,8 +28,10 @@ else
   echo "no Docker engine: tests that need Docker will be skipped" >&2
 fi
 
+workers=(-n "${DET_TEST_WORKERS:-3}" --dist loadfile)
+[[ "${DET_TEST_WORKERS:-3}" == 0 ]] && workers=(-p no:xdist)
 set +e
-"$VENV/bin/python" -m pytest "$@"
+"$VENV/bin/python" -m pytest "${workers[@]}" "$@"
 rc=$?
 set -e
 if [[ $rc -eq 5 ]]; then
