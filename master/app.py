@@ -9,7 +9,7 @@ import psycopg
 from flask import Flask, jsonify, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
-from det.master.api import _common, _unbuilt
+from det.master.api import _common, _unbuilt, _wirelog
 from det.master.api._admission import Admission, Limits
 from det.master.errors import APIError, TooManyRequests, Unimplemented
 from det.master.state import MasterState
@@ -35,6 +35,7 @@ def create_app(state: MasterState) -> Flask:
     app.teardown_request(_common.release_admission)
     for bp in BLUEPRINTS:
         app.register_blueprint(bp)
+    _wirelog.install(app)
     served = _unbuilt.served_operations(
         (m, rule.rule) for rule in app.url_map.iter_rules() for m in rule.methods or ()
     )

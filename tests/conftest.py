@@ -56,3 +56,60 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     if os.environ.get("DET_NO_SKIPS") == "1" and report.skipped and not hasattr(report, "wasxfail"):
         report.outcome = "failed"
         report.longrepr = f"skipped, but DET_NO_SKIPS=1 forbids skips: {report.longrepr}"
+
+
+# --- every answer the tests' masters give, checked by the official client's bindings ----------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Masters started by the tests record their answers (det.master.api._wirelog) into one
+    folder per run; set here, in the controlling process, so every worker and master inherits
+    it."""
+    if hasattr(config, "workerinput") or os.environ.get("DET_WIRE_LOG"):
+        return
+    folder = tempfile.mkdtemp(prefix="det-wire-")
+    os.environ["DET_WIRE_LOG"] = folder
+    config.stash[_WIRE_LOG] = folder
+
+
+_WIRE_LOG = pytest.StashKey[str]()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Runs tests/compat/check_wire.py over the recorded answers in the official client's venv;
+    a body its bindings cannot parse fails the run."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    folder = session.config.stash.get(_WIRE_LOG, None)
+    if folder is None:
+        return
+    try:
+        if not any(Path(folder).glob("wire-*.ndjson")):
+            return
+        from tests.compat.official import venv_dir
+
+        python = venv_dir() / "bin" / "python"
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        write = reporter.write_line if reporter is not None else print
+        if not (venv_dir() / ".det-ok").exists():
+            write("wire check: the official client's venv is missing: answers not checked")
+            if os.environ.get("DET_NO_SKIPS") == "1":
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            return
+        checker = Path(__file__).parent / "compat" / "check_wire.py"
+        r = subprocess.run(
+            [str(python), str(checker), folder],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        for line in (r.stdout + r.stderr).splitlines():
+            write(line)
+        if r.returncode == 1:
+            write("wire check: answers the official client cannot parse (see above): failing")
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
