@@ -86,6 +86,18 @@ def list_(params: d.GetExperimentsParams) -> d.v1GetExperimentsResponse:
             offset=offset,
             limit=limit,
             project_id=params.get("projectId"),
+            sort_by=params.get("sortBy") or "SORT_BY_ID",
+            description=params.get("description"),
+            labels=params.get("labels") or None,
+            user_ids=params.get("userIds") or None,
+            ids=svc.IdFilter(
+                gt=params.get("experimentIdFilter.gt"),
+                gte=params.get("experimentIdFilter.gte"),
+                lt=params.get("experimentIdFilter.lt"),
+                lte=params.get("experimentIdFilter.lte"),
+                incl=params.get("experimentIdFilter.incl"),
+                not_in=params.get("experimentIdFilter.notIn"),
+            ),
         )
     return {
         "experiments": [wire.experiment(r) for r in rows],

@@ -18,6 +18,7 @@ from typing import Any
 from det.master import expconf, limits, states
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound, PayloadTooLarge
+from det.master.services import listing
 from det.master.state import MasterState
 
 logger = logging.getLogger(__name__)
@@ -305,6 +306,48 @@ def get(conn: Conn, experiment_id: int) -> dict[str, Any]:
     return row
 
 
+# GetExperiments' sortBy: the SQL of each key (ties broken by id, in the same direction).
+_BEST_METRIC = (
+    "(SELECT CASE WHEN coalesce((e.config->'searcher'->>'smaller_is_better')::boolean, true)"
+    " THEN min(t.searcher_metric) ELSE max(t.searcher_metric) END"
+    " FROM trials t WHERE t.experiment_id = e.id)"
+)
+_COMPLETED_CHECKPOINTS = (
+    " FROM checkpoints c JOIN trials t ON t.id = c.trial_id"
+    " WHERE t.experiment_id = e.id AND c.state = 'COMPLETED')"
+)
+SORT_KEYS = {
+    "SORT_BY_UNSPECIFIED": "e.id",
+    "SORT_BY_ID": "e.id",
+    "SORT_BY_DESCRIPTION": "e.description",
+    "SORT_BY_START_TIME": "e.created_at",
+    "SORT_BY_END_TIME": "e.ended_at",
+    "SORT_BY_STATE": "e.state",
+    "SORT_BY_NUM_TRIALS": "(SELECT count(*) FROM trials t WHERE t.experiment_id = e.id)",
+    "SORT_BY_PROGRESS": "e.progress",
+    "SORT_BY_USER": "u.username",
+    "SORT_BY_NAME": "e.name",
+    "SORT_BY_FORKED_FROM": "NULL::int",  # det does not fork experiments: all equal
+    "SORT_BY_RESOURCE_POOL": "j.resource_pool",
+    "SORT_BY_PROJECT_ID": "e.project_id",
+    "SORT_BY_CHECKPOINT_SIZE": "(SELECT coalesce(sum(c.size), 0)" + _COMPLETED_CHECKPOINTS,
+    "SORT_BY_CHECKPOINT_COUNT": "(SELECT count(*)" + _COMPLETED_CHECKPOINTS,
+    "SORT_BY_SEARCHER_METRIC_VAL": _BEST_METRIC,
+}
+
+
+@dataclass(frozen=True)
+class IdFilter:
+    """Determined's experimentIdFilter: each bound that is set must hold."""
+
+    gt: int | None = None
+    gte: int | None = None
+    lt: int | None = None
+    lte: int | None = None
+    incl: list[int] | None = None
+    not_in: list[int] | None = None
+
+
 def list_(
     conn: Conn,
     *,
@@ -316,7 +359,13 @@ def list_(
     offset: int,
     limit: int,
     project_id: int | None = None,
+    sort_by: str = "SORT_BY_ID",
+    description: str | None = None,
+    labels: list[str] | None = None,
+    user_ids: list[int] | None = None,
+    ids: IdFilter | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
+    """A page of experiments and how many match; every filter given must hold."""
     where = ["NOT e.deleted"]
     params: list[Any] = []
     if project_id:
@@ -331,17 +380,37 @@ def list_(
     if users_in:
         where.append("u.username = ANY(%s)")
         params.append(users_in)
-    if name:
-        # A substring match: the user's % and _ are literal characters, not wildcards.
-        where.append("e.name ILIKE %s ESCAPE '\\'")
-        escaped = name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        params.append(f"%{escaped}%")
+    # Substring matches: the user's % and _ are literal characters, not wildcards.
+    for column, text in (("e.name", name), ("e.description", description)):
+        if text:
+            sql, pattern = listing.contains(column, text)
+            where.append(sql)
+            params.append(pattern)
+    if labels:  # every label given (Determined: the experiment's labels contain them all)
+        where.append("e.labels @> %s::jsonb")
+        params.append(json.dumps(labels))
+    if user_ids:
+        where.append("e.owner_id = ANY(%s)")
+        params.append(user_ids)
+    if ids is not None:
+        for op, value in (("<", ids.lt), ("<=", ids.lte), (">", ids.gt), (">=", ids.gte)):
+            if value is not None:
+                where.append(f"e.id {op} %s")
+                params.append(value)
+        if ids.incl:
+            where.append("e.id = ANY(%s)")
+            params.append(ids.incl)
+        if ids.not_in:
+            where.append("NOT (e.id = ANY(%s))")
+            params.append(ids.not_in)
     clause = " WHERE " + " AND ".join(where)
     total_row = conn.execute(
         "SELECT count(*) AS n FROM experiments e JOIN users u ON u.id = e.owner_id" + clause, params
     ).fetchone()
     total = int(total_row["n"]) if total_row else 0
-    order = " ORDER BY e.id " + ("DESC" if order_desc else "ASC")
+    direction = "DESC" if order_desc else "ASC"
+    key = SORT_KEYS.get(sort_by, "e.id")
+    order = f" ORDER BY {key} {direction} NULLS LAST, e.id {direction}"
     page = " OFFSET %s" + (" LIMIT %s" if limit > 0 else "")
     page_params = [offset] + ([limit] if limit > 0 else [])
     rows = conn.execute(_SELECT + clause + order + page, params + page_params).fetchall()

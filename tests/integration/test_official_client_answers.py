@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import textwrap
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 import requests
 
+from det.master.schemas import d
 from tests.compat.official import ensure_official_venv
 from tests.integration import cli_support
 from tests.integration.cli_support import Det, exp_state, sim_config, trials
@@ -496,3 +498,63 @@ def test_sdk_download_through_the_master_returns_the_checkpoints_files(
     )
     got = {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert {k: v for k, v in got.items() if k != "metadata.json"} == files
+
+
+def test_experiment_list_honours_sort_and_every_filter(
+    cli_master: Master, official: Official
+) -> None:
+    """GetExperiments: sortBy, orderBy, description, labels, userIds and experimentIdFilter
+    (they were ignored: a filtered list answered every experiment, silently)."""
+    made: dict[str, int] = {}
+    for name, description, labels in (
+        ("lst-b", "alpha run", ["x", "y"]),
+        ("lst-a", "beta run", ["x"]),
+        ("lst-c", "alpha two", []),
+    ):
+        config = sim_config(name, trials=1) + f"description: {description}\nlabels: {labels}\n"
+        made[name] = cli_support.create_via_api(cli_master, config, activate=False)
+    ids = sorted(made.values())
+    window = {"experimentIdFilter.gte": ids[0], "experimentIdFilter.lte": ids[-1]}
+
+    def names(**params: Any) -> list[str]:
+        body = cli_master.get("/api/v1/experiments", params={**window, **params})
+        return [e["name"] for e in body["experiments"]]
+
+    assert names() == ["lst-b", "lst-a", "lst-c"]  # by id
+    assert names(sortBy="SORT_BY_NAME") == ["lst-a", "lst-b", "lst-c"]
+    assert names(sortBy="SORT_BY_NAME", orderBy="ORDER_BY_DESC") == ["lst-c", "lst-b", "lst-a"]
+    assert names(sortBy="SORT_BY_DESCRIPTION") == [
+        "lst-b",
+        "lst-c",
+        "lst-a",
+    ]  # alpha r, alpha t, beta
+    for key in typing.get_args(d.v1GetExperimentsRequestSortBy):  # every key Determined has
+        assert sorted(names(sortBy=key)) == ["lst-a", "lst-b", "lst-c"], key
+    assert names(description="alpha") == ["lst-b", "lst-c"]
+    assert names(labels=["x", "y"]) == ["lst-b"]
+    assert names(labels="x") == ["lst-b", "lst-a"]
+    assert names(**{"experimentIdFilter.notIn": [made["lst-a"]]}) == ["lst-b", "lst-c"]
+    assert names(**{"experimentIdFilter.gt": ids[0]}) == ["lst-a", "lst-c"]
+    me = cli_master.get("/api/v1/me")["user"]["id"]
+    assert names(userIds=[me]) == ["lst-b", "lst-a", "lst-c"]
+    assert names(userIds=[me + 1000]) == []
+    assert (
+        cli_master.get("/api/v1/experiments", params={**window, "labels": "x"})["pagination"][
+            "total"
+        ]
+        == 2
+    )
+    # The official SDK's list with its sort, order, ids and labels.
+    got = official.python(
+        f"""
+        from determined.common.experimental import experiment
+        exps = client.list_experiments(
+            sort_by=experiment.ExperimentSortBy.NAME,
+            order_by=client.OrderBy.DESC,
+            experiment_ids={ids},
+            labels=["x"],
+        )
+        print(json.dumps([e.name for e in exps]))
+        """
+    )
+    assert got == ["lst-b", "lst-a"]
