@@ -247,6 +247,15 @@ def logs(trial_id: int, params: d.TrialLogsParams) -> Response:
     return _logs.stream(row["task_id"], params, trial_id=trial_id)
 
 
+# GetTrialWorkloads' filter: which kinds of workload it keeps.
+_WORKLOAD_FILTERS = {
+    "FILTER_OPTION_UNSPECIFIED": ("training", "validation", "checkpoint"),
+    "FILTER_OPTION_CHECKPOINT": ("checkpoint",),
+    "FILTER_OPTION_VALIDATION": ("validation",),
+    "FILTER_OPTION_CHECKPOINT_OR_VALIDATION": ("checkpoint", "validation"),
+}
+
+
 @bp.get("/api/v1/trials/<int:trial_id>/workloads")
 @contract("GetTrialWorkloads")
 def workloads(trial_id: int, params: d.GetTrialWorkloadsParams) -> d.v1GetTrialWorkloadsResponse:
@@ -260,5 +269,11 @@ def workloads(trial_id: int, params: d.GetTrialWorkloadsParams) -> d.v1GetTrialW
         reports = svc.metrics_rows(conn, trial_id, None)
         ckpts = ckpt.list_for(conn, trial_id=trial_id)
     rows = wire.workloads(reports, ckpts, batch_metrics=bool(params.get("includeBatchMetrics")))
+    kinds = _WORKLOAD_FILTERS[params.get("filter") or "FILTER_OPTION_UNSPECIFIED"]
+    rows = [w for w in rows if any(w.get(k) for k in kinds)]
+    if params.get("removeDeletedCheckpoints"):
+        rows = [w for w in rows if (w.get("checkpoint") or {}).get("state") != "STATE_DELETED"]
+    if params.get("orderBy") == "ORDER_BY_DESC":  # by batches, the only order det keeps
+        rows.reverse()
     page = rows[offset : (offset + limit) if limit > 0 else None]
     return {"workloads": page, "pagination": pagination(offset, limit, len(rows))}

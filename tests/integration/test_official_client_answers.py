@@ -558,3 +558,44 @@ def test_experiment_list_honours_sort_and_every_filter(
         """
     )
     assert got == ["lst-b", "lst-a"]
+
+
+def test_trial_workloads_honour_filter_order_and_deleted_checkpoints(
+    cli_master: Master, official: Official, finished: int
+) -> None:
+    trial_id = trials(cli_master, finished)[0]["id"]
+
+    def kinds(**params: Any) -> list[str]:
+        body = cli_master.get(f"/api/v1/trials/{trial_id}/workloads", params=params)
+        return [next(k for k in ("training", "validation", "checkpoint") if w.get(k))
+                for w in body["workloads"]]  # fmt: skip
+
+    every = kinds()
+    assert {"training", "validation", "checkpoint"} <= set(every)
+    assert kinds(filter="FILTER_OPTION_VALIDATION") == [k for k in every if k == "validation"]
+    assert kinds(filter="FILTER_OPTION_CHECKPOINT") == [k for k in every if k == "checkpoint"]
+    assert kinds(filter="FILTER_OPTION_CHECKPOINT_OR_VALIDATION") == [
+        k for k in every if k != "training"
+    ]
+    assert kinds(orderBy="ORDER_BY_DESC") == every[::-1]
+
+    def checkpoint_states(**params: Any) -> list[str]:
+        body = cli_master.get(
+            f"/api/v1/trials/{trial_id}/workloads",
+            params={"filter": "FILTER_OPTION_CHECKPOINT", **params},
+        )
+        return [w["checkpoint"]["state"] for w in body["workloads"]]
+
+    assert "STATE_DELETED" in checkpoint_states()  # the GC collected the earlier one
+    assert checkpoint_states(removeDeletedCheckpoints="true") == ["STATE_COMPLETED"]
+    # The official bindings send the filter as Determined's enum and parse the answer.
+    got = official.python(
+        f"""
+        r = bindings.get_GetTrialWorkloads(
+            session, trialId={trial_id},
+            filter=bindings.GetTrialWorkloadsRequestFilterOption.VALIDATION,
+        )
+        print(json.dumps([w.validation is not None for w in r.workloads]))
+        """
+    )
+    assert got and all(got)
