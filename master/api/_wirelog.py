@@ -63,6 +63,12 @@ def _write(entry: dict[str, Any]) -> None:
             f.write(line)
 
 
+def _full(op: str) -> bool:
+    """Whether this process has recorded all it will of ``op`` (checked before any parsing, so
+    a load test's thousands of answers cost a dictionary lookup each)."""
+    return _counts.get(op, 0) >= PER_OPERATION or _written[0] >= PER_PROCESS
+
+
 def _operation() -> tuple[str, str] | None:
     """The Determined operation and its response message of the request's route, if any."""
     view = current_app.view_functions.get(request.endpoint or "")
@@ -79,6 +85,8 @@ def _after(response: Response) -> Response:
         if op is None or not 200 <= response.status_code < 300:
             return response
         name, message = op
+        if _full(name):
+            return response
         if response.is_streamed:
             response.response = _tee(response.response, name, message, response.status_code)
             return response
@@ -108,6 +116,8 @@ def _tee(chunks: Iterable[Any], name: str, message: str, status: int) -> Iterato
             pending += chunk.encode() if isinstance(chunk, str) else bytes(chunk)
             *lines, pending = pending.split(b"\n")
             for line in lines:
+                if _full(name):
+                    break
                 if line.strip() and len(line) <= MAX_BODY:
                     body = json.loads(line)
                     _write(
