@@ -9,15 +9,27 @@ thread count, measured the same way in the same run, so the figures can be compa
 machines. The metric series read is shown beside the same rows read by an indexed SELECT through
 psycopg (one client, medians of ``--runs``).
 
-    .venv/bin/python bench/api_reads.py [--runs 3] [--seconds 5] [--threads 16] [--set KEY=YAML]
+Each client thread reads as a user of its own (``--users``, default one per thread): a single
+user's 16 concurrent requests would be over the master's per-user admission limit and answered
+429, which is the limit working, not a read. Answers other than 200/304 are counted and printed.
+The clients are lean (``http.client`` keep-alive connections; ``--client requests`` for
+``requests`` sessions) because they share the cores with the master and PostgreSQL.
 
-``--set`` adds a key to the master's config (``--set user_api_processes=2``).
+    .venv/bin/python bench/api_reads.py [--runs 3] [--seconds 5] [--threads 16] [--set KEY=YAML]
+        [--only NAME]... [--profile DIR]
+
+``--set`` adds a key to the master's config (``--set user_api_processes=2``). ``--profile DIR``
+records a py-spy profile (``--gil``) of each master process during the first run's list of 20
+and series reads. The CPU each read costs (master processes, PostgreSQL, the clients) is
+printed per request beside the figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
+import os
 import socket
 import statistics
 import subprocess
@@ -25,16 +37,19 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
 import psycopg
 import requests
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.user_flood import profile
 from tests.integration.conftest import start_master
 
 CONFIG = """
@@ -61,6 +76,12 @@ def hello():
 serve(app, host="127.0.0.1", port=int(sys.argv[1]), threads=int(sys.argv[2]), _quiet=True)
 """
 
+SERIES_TRIALS = 10  # trials with a series; the sampled read asks for all of them
+SAMPLED_POINTS = 500
+READER_PASSWORD = "Reader-pw-1"
+
+Call = Callable[[Any], int]
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -68,25 +89,116 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def load(call: Callable[[requests.Session], None], make: Callable[[], requests.Session],
-         threads: int, seconds: float) -> dict[str, float]:  # fmt: skip
-    """``threads`` threads calling ``call`` for ``seconds``: req/s, p50, p99 (ms)."""
-    latencies: list[list[float]] = [[] for _ in range(threads)]
-    errors = [0]
+class Lean:
+    """A keep-alive HTTP client with a bearer token, as light as the standard library allows."""
+
+    def __init__(self, url: str, token: str | None = None) -> None:
+        parsed = urllib.parse.urlsplit(url)
+        self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port or 80
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.conn: http.client.HTTPConnection | None = None
+
+    def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, bytes, Any]:
+        if self.conn is None:
+            self.conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
+        try:
+            self.conn.request("GET", path, headers={**self.headers, **(headers or {})})
+            resp = self.conn.getresponse()
+            return resp.status, resp.read(), resp.headers
+        except (OSError, http.client.HTTPException):
+            self.conn.close()
+            self.conn = None
+            raise
+
+
+class Requests:
+    """The same interface over a ``requests`` session."""
+
+    def __init__(self, url: str, token: str | None = None) -> None:
+        self.url = url
+        self.s = requests.Session()
+        if token:
+            self.s.headers["Authorization"] = f"Bearer {token}"
+
+    def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, bytes, Any]:
+        r = self.s.get(self.url + path, headers=headers, timeout=60)
+        return r.status_code, r.content, r.headers
+
+
+def get(path: str) -> Call:
+    def call(c: Any) -> int:
+        return int(c.get(path)[0])
+
+    return call
+
+
+def conditional(path: str) -> Call:
+    """Reads ``path`` once, then asks again with its ETag (a 304 when unchanged)."""
+
+    def call(c: Any) -> int:
+        tag = getattr(c, "etags", {}).get(path)
+        status, _, headers = c.get(path, {"If-None-Match": tag} if tag else None)
+        if status == 200 and headers.get("ETag"):
+            c.etags = {**getattr(c, "etags", {}), path: headers["ETag"]}
+        return int(status)
+
+    return call
+
+
+class CPU:
+    """CPU seconds used by the processes of a tree (re-listed on each read: forked workers)."""
+
+    def __init__(self, *pids: int) -> None:
+        self.pids = pids
+
+    def read(self) -> float:
+        total = 0.0
+        for pid in self.pids:
+            try:
+                root = psutil.Process(pid)
+                procs = [root, *root.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                continue
+            for p in procs:
+                try:
+                    t = p.cpu_times()
+                    total += t.user + t.system
+                except psutil.NoSuchProcess:
+                    pass
+        return total
+
+
+def self_cpu() -> float:
+    t = psutil.Process().cpu_times()
+    return t.user + t.system
+
+
+def load(call: Call, clients: list[Any], seconds: float, cpus: dict[str, CPU]) -> dict[str, Any]:
+    """One thread per client calling ``call`` for ``seconds``: req/s, p50, p99 (ms), the
+    statuses other than 200/304, and CPU ms per answered request of each process group."""
+    latencies: list[list[float]] = [[] for _ in clients]
+    other: dict[int, int] = {}
+    lock = threading.Lock()
     stop = threading.Event()
 
     def worker(i: int) -> None:
-        s = make()
+        c = clients[i]
         while not stop.is_set():
             t0 = time.perf_counter()
             try:
-                call(s)
-            except requests.RequestException:
-                errors[0] += 1
-                continue
-            latencies[i].append(time.perf_counter() - t0)
+                status = call(c)
+            except (OSError, http.client.HTTPException, requests.RequestException):
+                status = 0
+            if status in (200, 304):
+                latencies[i].append(time.perf_counter() - t0)
+            else:
+                with lock:
+                    other[status] = other.get(status, 0) + 1
+                stop.wait(0.05)
 
-    pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    pool = [threading.Thread(target=worker, args=(i,)) for i in range(len(clients))]
+    before = {k: c.read() for k, c in cpus.items()}
+    before["clients"] = self_cpu()
     start = time.perf_counter()
     for t in pool:
         t.start()
@@ -95,20 +207,25 @@ def load(call: Callable[[requests.Session], None], make: Callable[[], requests.S
     for t in pool:
         t.join(60)
     elapsed = time.perf_counter() - start
+    used = {k: c.read() - before[k] for k, c in cpus.items()}
+    used["clients"] = self_cpu() - before["clients"]
     lat = sorted(x for per in latencies for x in per)
+    n = len(lat)
+    out: dict[str, Any] = {"other": other, "n": n}
     if not lat:
-        return {"rps": 0.0, "p50": float("nan"), "p99": float("nan"), "errors": errors[0]}
+        return {**out, "rps": 0.0, "p50": float("nan"), "p99": float("nan"), "cpu": {}}
     return {
-        "rps": len(lat) / elapsed,
-        "p50": 1000 * lat[len(lat) // 2],
-        "p99": 1000 * lat[min(len(lat) - 1, int(len(lat) * 0.99))],
-        "errors": errors[0],
+        **out,
+        "rps": n / elapsed,
+        "p50": 1000 * lat[n // 2],
+        "p99": 1000 * lat[min(n - 1, int(n * 0.99))],
+        "cpu": {k: 1000 * v / n for k, v in used.items()},
     }
 
 
-def seed(m: Any, db_url: str, experiments: int, steps: int) -> tuple[int, int]:
-    """Creates the experiments (the first with 100 trials) and one trial's series; returns
-    (the 100-trial experiment, the trial with the series)."""
+def seed(m: Any, db_url: str, experiments: int, steps: int) -> tuple[int, list[int]]:
+    """Creates the experiments (the first with 100 trials) and ``SERIES_TRIALS`` trials' series;
+    returns (the 100-trial experiment, the trials with a series)."""
     token = m.login()
     s = requests.Session()
     s.headers["Authorization"] = f"Bearer {token}"
@@ -129,17 +246,41 @@ def seed(m: Any, db_url: str, experiments: int, steps: int) -> tuple[int, int]:
             " FROM generate_series(1, 100) g",
             (big, json.dumps({"lr": 0.01, "layers": 3, "dropout": 0.1})),
         )
-        trial = c.execute("SELECT min(id) FROM trials WHERE experiment_id = %s", (big,)).fetchone()[
-            0
-        ]  # type: ignore[index]
-        # The series straight into the table, as the ingest path writes it (this bench reads).
-        c.execute(
-            "INSERT INTO metrics (trial_id, metric_group, total_batches, metrics)"
-            " SELECT %s, 'training', g, jsonb_build_object('avgMetrics', %s::jsonb)"
-            " FROM generate_series(1, %s) g",
-            (trial, json.dumps({f"m{k}": 0.5 for k in range(10)}), steps),
-        )
-    return big, trial
+        trials = [
+            r[0]
+            for r in c.execute(
+                "SELECT id FROM trials WHERE experiment_id = %s ORDER BY id LIMIT %s",
+                (big, SERIES_TRIALS),
+            )
+        ]
+        # The series straight into the table, in the form the ingest path writes (this bench
+        # reads): {"avg_metrics": {...}}, values that change from step to step.
+        metrics = ", ".join(f"'m{k}', (g * {k + 1}) %% 997 / 997.0 + %s" for k in range(10))
+        for t in trials:
+            c.execute(
+                "INSERT INTO metrics (trial_id, metric_group, total_batches, metrics)"
+                f" SELECT %s, 'training', g, jsonb_build_object('avg_metrics',"
+                f" jsonb_build_object({metrics})) FROM generate_series(1, %s) g",
+                (t, *([t / 1000] * 10), steps),
+            )
+    return big, trials
+
+
+def readers(m: Any, n: int) -> list[str]:
+    """``n`` users' session tokens (non-admin users of their own)."""
+    s = m.session()
+    tokens = []
+    for i in range(n):
+        name = f"reader{i}"
+        r = s.post(
+            f"{m.url}/api/v1/users",
+            json={"user": {"username": name, "admin": False, "active": True},
+                  "password": READER_PASSWORD},
+            timeout=30,
+        )  # fmt: skip
+        r.raise_for_status()
+        tokens.append(m.login(name, READER_PASSWORD))
+    return tokens
 
 
 def main() -> None:
@@ -147,17 +288,22 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--threads", type=int, default=16)
+    ap.add_argument("--users", type=int, default=0, help="0: one per thread")
     ap.add_argument("--experiments", type=int, default=1000)
     ap.add_argument("--steps", type=int, default=10000)
+    ap.add_argument("--client", choices=("lean", "requests"), default="lean")
+    ap.add_argument("--only", action="append", default=[], help="a substring of a read's name")
+    ap.add_argument("--profile", type=Path, default=None, metavar="DIR")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=YAML")
     args = ap.parse_args()
     extra = {}
     for item in args.set:
         key, _, value = item.partition("=")
         extra[key] = yaml.safe_load(value)
+    client_cls: Any = Lean if args.client == "lean" else Requests
     import pgserver
 
-    results: dict[str, list[dict[str, float]]] = {}
+    results: dict[str, list[dict[str, Any]]] = {}
     series: dict[str, list[float]] = {"api": [], "select": []}
     with tempfile.TemporaryDirectory() as tmp:
         server = pgserver.get_server(Path(tmp) / "pg", cleanup_mode="stop")
@@ -173,70 +319,140 @@ def main() -> None:
         )
         try:
             t0 = time.perf_counter()
-            big, trial = seed(m, db_url, args.experiments, args.steps)
+            big, trials = seed(m, db_url, args.experiments, args.steps)
+            tokens = readers(m, args.users or args.threads)
             print(f"seeded {args.experiments} experiments in {time.perf_counter() - t0:.0f} s")
-            token = m.login()
-
-            def session() -> requests.Session:
-                s = requests.Session()
-                s.headers["Authorization"] = f"Bearer {token}"
-                return s
-
-            def get(path: str) -> Callable[[requests.Session], None]:
-                def call(s: requests.Session) -> None:
-                    s.get(m.url + path, timeout=60).raise_for_status()
-
-                return call
-
-            reads: dict[str, tuple[Callable[[requests.Session], None], Any]] = {
-                "hello (reference)": (
-                    lambda s: s.get(
-                        f"http://127.0.0.1:{port}/hello", timeout=60
-                    ).raise_for_status(),
-                    requests.Session,
-                ),
-                "experiment list, limit 20": (get("/api/v1/experiments?limit=20"), session),
-                "experiment list, limit 100": (get("/api/v1/experiments?limit=100"), session),
-                "experiment get": (get(f"/api/v1/experiments/{big}"), session),
-                "trial list (100 trials)": (get(f"/api/v1/experiments/{big}/trials"), session),
-                "job queue": (get("/api/v1/job-queues-v2"), session),
+            cpus = {
+                "master": CPU(m.proc.pid),
+                "postgres": CPU(int(server.get_pid() or 0)),
+                "hello": CPU(hello.pid),
             }
+            hello_url = f"http://127.0.0.1:{port}"
+            ids = "&".join(f"trialIds={t}" for t in trials)
+            sampled = (
+                f"/api/v1/trials/time-series?{ids}&metricNames=m3&metricType=METRIC_TYPE_TRAINING"
+                f"&maxDatapoints={SAMPLED_POINTS}"
+            )
+            reads: dict[str, tuple[Call, str]] = {
+                "hello (reference)": (get("/hello"), hello_url),
+                "experiment list, limit 20": (get("/api/v1/experiments?limit=20"), m.url),
+                "experiment list, limit 100": (get("/api/v1/experiments?limit=100"), m.url),
+                "experiment list 20, If-None-Match": (
+                    conditional("/api/v1/experiments?limit=20"),
+                    m.url,
+                ),
+                "experiment get": (get(f"/api/v1/experiments/{big}"), m.url),
+                "trial list (100 trials)": (get(f"/api/v1/experiments/{big}/trials"), m.url),
+                "job queue": (get("/api/v1/job-queues-v2"), m.url),
+                f"sampled series ({SERIES_TRIALS}x1x{SAMPLED_POINTS})": (get(sampled), m.url),
+            }
+            only = args.only
+            if only:
+                reads = {k: v for k, v in reads.items() if k.startswith("hello")
+                         or any(o in k for o in only)}  # fmt: skip
+            probe = client_cls(m.url, tokens[0])
+            for name, (call, url) in list(reads.items()):
+                status = call(probe) if url == m.url else 200
+                if status != 200:
+                    print(f"{name}: {status} (not served by this master; left out)")
+                    del reads[name]
             for run in range(args.runs):
-                for name, (call, make) in reads.items():
-                    results.setdefault(name, []).append(
-                        load(call, make, args.threads, args.seconds)
-                    )
-                s = session()
-                t1 = time.perf_counter()
-                r = s.get(f"{m.url}/api/v1/trials/{trial}/metrics?group=training", timeout=120)
-                r.raise_for_status()
-                series["api"].append(time.perf_counter() - t1)
-                with psycopg.connect(db_url) as c:
-                    t1 = time.perf_counter()
-                    c.execute(
-                        "SELECT * FROM metrics WHERE trial_id = %s AND metric_group = 'training'"
-                        " ORDER BY total_batches",
-                        (trial,),
-                    ).fetchall()
-                    series["select"].append(time.perf_counter() - t1)
+                for name, (call, url) in reads.items():
+                    clients = [
+                        client_cls(url, tokens[i % len(tokens)] if url == m.url else None)
+                        for i in range(args.threads)
+                    ]
+                    spies: list[subprocess.Popen[bytes]] = []
+                    if args.profile and run == 0 and name == "experiment list, limit 20":
+                        spies = spy(m.proc.pid, args.seconds, args.profile / "list20")
+                    results.setdefault(name, []).append(load(call, clients, args.seconds, cpus))
+                    for p in spies:
+                        p.wait(60)
+                if not only or "series" in only:
+                    series_run(m, tokens[0], db_url, trials[0], series, client_cls,
+                               args.profile if run == 0 else None)  # fmt: skip
                 print(f"run {run + 1} done", file=sys.stderr)
         finally:
             hello.kill()
             m.kill()
             server.cleanup()
+    report(args, extra, results, series)
+
+
+def spy(pid: int, seconds: float, out: Path) -> list[subprocess.Popen[bytes]]:
+    """py-spy on every master process (the venv's py-spy on the PATH)."""
+    os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]
+    return profile(pid, max(1, seconds - 1), out)
+
+
+def series_run(
+    m: Any,
+    token: str,
+    db_url: str,
+    trial: int,
+    series: dict[str, list[float]],
+    client_cls: Any,
+    profile_dir: Path | None,
+) -> None:
+    """The series read (API and SELECT), each the median of 5 reads, one client."""
+    c = client_cls(m.url, token)
+    c.get(f"/api/v1/trials/{trial}/metrics?group=training")  # warm
+    spies = spy(m.proc.pid, 4, profile_dir / "series") if profile_dir else []
+    times = []
+    end = time.perf_counter() + (4 if profile_dir else 0)
+    while len(times) < 5 or time.perf_counter() < end:
+        t1 = time.perf_counter()
+        status, body, _ = c.get(f"/api/v1/trials/{trial}/metrics?group=training")
+        assert status == 200, (status, body[:200])
+        times.append(time.perf_counter() - t1)
+    for p in spies:
+        p.wait(60)
+    series["api"].append(statistics.median(times))
+    times = []
+    with psycopg.connect(db_url) as conn:
+        for _ in range(5):
+            t1 = time.perf_counter()
+            conn.execute(
+                "SELECT * FROM metrics WHERE trial_id = %s AND metric_group = 'training'"
+                " ORDER BY total_batches",
+                (trial,),
+            ).fetchall()
+            times.append(time.perf_counter() - t1)
+    series["select"].append(statistics.median(times))
+
+
+def report(
+    args: Any,
+    extra: dict[str, Any],
+    results: dict[str, list[dict[str, Any]]],
+    series: dict[str, list[float]],
+) -> None:
     print(
-        f"master config: {extra or 'defaults'}; {args.threads} threads, {args.seconds} s per read,"
+        f"master config: {extra or 'defaults'}; {args.threads} threads ({args.client} clients,"
+        f" {args.users or args.threads} users), {args.seconds} s per read, medians of {args.runs}"
+        " runs; CPU ms per answered request"
     )
-    print(f"medians of {args.runs} runs")
-    print(f"{'read':32} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8}")
+    groups = ("master", "postgres", "hello", "clients")
+    print(f"{'read':36} {'req/s':>7} {'p50 ms':>7} {'p99 ms':>7}  "
+          + " ".join(f"{g:>8}" for g in groups) + "  other answers")  # fmt: skip
     for name, rs in results.items():
         med = {k: statistics.median(r[k] for r in rs) for k in ("rps", "p50", "p99")}
-        print(f"{name:32} {med['rps']:8.0f} {med['p50']:8.1f} {med['p99']:8.1f}")
-    api, sel = statistics.median(series["api"]), statistics.median(series["select"])
-    print(
-        f"series of {args.steps} steps x 10 metrics: API {1000 * api:.0f} ms,"
-        f" indexed SELECT {1000 * sel:.0f} ms ({api / sel:.1f}x)"
-    )
+        cpu = {g: statistics.median(r["cpu"].get(g, 0.0) for r in rs) for g in groups}
+        other: dict[int, int] = {}
+        for r in rs:
+            for k, v in r["other"].items():
+                other[k] = other.get(k, 0) + v
+        print(
+            f"{name:36} {med['rps']:7.0f} {med['p50']:7.1f} {med['p99']:7.1f}  "
+            + " ".join(f"{cpu[g]:8.2f}" for g in groups)
+            + (f"  {dict(sorted(other.items()))}" if other else "")
+        )
+    if series["api"]:
+        api, sel = statistics.median(series["api"]), statistics.median(series["select"])
+        print(
+            f"series of {args.steps} steps x 10 metrics: API {1000 * api:.0f} ms,"
+            f" indexed SELECT {1000 * sel:.0f} ms ({api / sel:.1f}x)"
+        )
 
 
 if __name__ == "__main__":

@@ -256,6 +256,11 @@ _WORKLOAD_FILTERS = {
 }
 
 
+def _deleted_checkpoint(w: d.v1WorkloadContainer) -> bool:
+    c = w.get("checkpoint")
+    return c is not None and c.get("state") == "STATE_DELETED"
+
+
 @bp.get("/api/v1/trials/<int:trial_id>/workloads")
 @contract("GetTrialWorkloads")
 def workloads(trial_id: int, params: d.GetTrialWorkloadsParams) -> d.v1GetTrialWorkloadsResponse:
@@ -272,7 +277,7 @@ def workloads(trial_id: int, params: d.GetTrialWorkloadsParams) -> d.v1GetTrialW
     kinds = _WORKLOAD_FILTERS[params.get("filter") or "FILTER_OPTION_UNSPECIFIED"]
     rows = [w for w in rows if any(w.get(k) for k in kinds)]
     if params.get("removeDeletedCheckpoints"):
-        rows = [w for w in rows if (w.get("checkpoint") or {}).get("state") != "STATE_DELETED"]
+        rows = [w for w in rows if not _deleted_checkpoint(w)]
     if params.get("orderBy") == "ORDER_BY_DESC":  # by batches, the only order det keeps
         rows.reverse()
     page = rows[offset : (offset + limit) if limit > 0 else None]
