@@ -45,6 +45,12 @@ def dumps(value: Any, *, finite: bool) -> str:
         return json.dumps(cleaned(value), allow_nan=False)
 
 
+def fragment(text: str | None, default: str = "null") -> orjson.Fragment:
+    """JSON text (a jsonb column read as text, say) that :func:`orjson.dumps` writes as it is:
+    neither decoded into Python objects nor encoded again (``default`` for NULL)."""
+    return orjson.Fragment(text if text is not None else default)
+
+
 def clean(value: Any) -> Any:
     """One value with a non-finite float replaced by its string."""
     if isinstance(value, float) and not math.isfinite(value):

@@ -5,10 +5,11 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from flask import Blueprint
+from flask import Blueprint, Response
 
 from det.master import limits
 from det.master.api import _access
+from det.master.api._answers import answer
 from det.master.api._common import (
     TASK,
     USER,
@@ -71,7 +72,8 @@ def create(body: d.v1CreateExperimentRequest) -> Any:
 
 @bp.get("/api/v1/experiments")
 @contract("GetExperiments")
-def list_(params: d.GetExperimentsParams) -> d.v1GetExperimentsResponse:
+def list_(params: d.GetExperimentsParams) -> Response:
+    """A page of experiments (conditional: see :func:`det.master.api._answers.answer`)."""
     st_filter = [s.removeprefix("STATE_") for s in params.get("states") or []]
     offset = params.get("offset") or 0
     limit = params.get("limit") or 0
@@ -99,26 +101,30 @@ def list_(params: d.GetExperimentsParams) -> d.v1GetExperimentsResponse:
                 not_in=params.get("experimentIdFilter.notIn"),
             ),
         )
-    return {
-        "experiments": [wire.experiment(r) for r in rows],
+    out: d.v1GetExperimentsResponse = {
+        "experiments": [wire.listed(r) for r in rows],
         "pagination": pagination(offset, limit, total),
     }
+    return answer(out, etag=True)
 
 
 @bp.get("/api/v1/experiments/<int:experiment_id>")
 @allow(USER, TASK)
 @contract("GetExperiment")
-def get(experiment_id: int) -> d.v1GetExperimentResponse:
+def get(experiment_id: int) -> Response:
+    """One experiment (conditional: see :func:`det.master.api._answers.answer`)."""
     check_task_scope(experiment_id=experiment_id)
     with db() as conn:
-        row = svc.get(conn, experiment_id)
-        best = trial_svc.best_trial(conn, experiment_id, row["config"])
+        row = svc.get_for_wire(conn, experiment_id)
+        best = trial_svc.best_trial_of(conn, experiment_id)
         summary = trial_svc.job_summary(conn, state(), row["job_id"])
-    return {
-        "experiment": wire.experiment(row, best),
-        "config": redact(row["config"]),
+    config = wire.wire_config(row)
+    out: d.v1GetExperimentResponse = {
+        "experiment": wire.got(row, best, config),
+        "config": config,
         "jobSummary": summary,
     }
+    return answer(out, etag=True)
 
 
 def _owner_or_admin(conn: Any, experiment_id: int) -> None:
@@ -249,14 +255,13 @@ def best_searcher_validation_metric(
 @bp.get("/api/v1/experiments/<int:experiment_id>/trials")
 @allow(USER, TASK)
 @contract("GetExperimentTrials")
-def trials(
-    experiment_id: int, params: d.GetExperimentTrialsParams
-) -> d.v1GetExperimentTrialsResponse:
+def trials(experiment_id: int, params: d.GetExperimentTrialsParams) -> Response:
+    """The experiment's trials (conditional: see :func:`det.master.api._answers.answer`)."""
     check_task_scope(experiment_id=experiment_id)
     offset = params.get("offset") or 0
     limit = params.get("limit") or 0
     with db() as conn:
-        exp = svc.get(conn, experiment_id)
+        exp = {"config": {"searcher": svc.searcher_config(conn, experiment_id)}}
         rows = trial_svc.list_for_experiment(conn, experiment_id)
     items = [trial_wire.trial(r) for r in rows]
     wanted = params.get("states")
@@ -267,7 +272,11 @@ def trials(
     if offset < 0:
         offset = max(0, total + offset)
     page: list[d.trialv1Trial] = list(items[offset : (offset + limit) if limit > 0 else None])
-    return {"trials": page, "pagination": pagination(offset, limit, total)}
+    out: d.v1GetExperimentTrialsResponse = {
+        "trials": page,
+        "pagination": pagination(offset, limit, total),
+    }
+    return answer(out, etag=True)
 
 
 @bp.get("/api/v1/experiments/<int:experiment_id>/checkpoints")

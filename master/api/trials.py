@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
-from flask import Blueprint, Response, stream_with_context
+from flask import Blueprint, Response, request, stream_with_context
 
 from det.master.api import _access, _logs
+from det.master.api._answers import answer
 from det.master.api._common import (
     TASK,
     USER,
@@ -19,6 +20,7 @@ from det.master.api._common import (
 )
 from det.master.api._contract import contract
 from det.master.errors import InvalidArgument, NotFound
+from det.master.fastjson import fragment
 from det.master.schemas import d
 from det.master.schemas import trials as wire
 from det.master.services import trials as svc
@@ -176,14 +178,146 @@ def trial_metrics(params: d.GetMetricsParams) -> Response:
     return _series(params.get("trialIds") or [], params.get("group"))
 
 
+# CompareTrials' legacy metricType, as a group, and back (other groups have no type).
+_GROUP_OF_TYPE = {
+    "METRIC_TYPE_TRAINING": "training",
+    "METRIC_TYPE_VALIDATION": "validation",
+    "METRIC_TYPE_PROFILING": "profiling",
+}
+_TYPE_OF_GROUP: dict[str, d.v1MetricType] = {
+    "training": "METRIC_TYPE_TRAINING",
+    "validation": "METRIC_TYPE_VALIDATION",
+    "profiling": "METRIC_TYPE_PROFILING",
+}
+_DEFAULT_DATAPOINTS = 200  # Determined's, when maxDatapoints is 0 or unset
+
+
+def _float_arg(name: str) -> float | None:
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        raise InvalidArgument(f"{name}: not a number: {raw!r}") from None
+
+
+def _series_filter(params: d.CompareTrialsParams) -> svc.SeriesFilter:
+    """``timeSeriesFilter.*``; the double range is read from the query string as the official
+    client sends it (``timeSeriesFilter.doubleRange.gt``)."""
+    p: dict[str, Any] = dict(params)
+    dr = "timeSeriesFilter.doubleRange."
+    ir = "timeSeriesFilter.integerRange."
+    tr = "timeSeriesFilter.timeRange."
+    return svc.SeriesFilter(
+        name=p.get("timeSeriesFilter.name"),
+        int_gt=p.get(ir + "gt"),
+        int_gte=p.get(ir + "gte"),
+        int_lt=p.get(ir + "lt"),
+        int_lte=p.get(ir + "lte"),
+        int_in=p.get(ir + "incl"),
+        int_not_in=p.get(ir + "notIn"),
+        float_gt=_float_arg(dr + "gt"),
+        float_gte=_float_arg(dr + "gte"),
+        float_lt=_float_arg(dr + "lt"),
+        float_lte=_float_arg(dr + "lte"),
+        time_gt=p.get(tr + "gt"),
+        time_gte=p.get(tr + "gte"),
+        time_lt=p.get(tr + "lt"),
+        time_lte=p.get(tr + "lte"),
+    )
+
+
+def _metrics_by_group(params: d.CompareTrialsParams) -> dict[str, list[str]]:
+    """Which metrics of which groups: ``metricNames`` of ``group``/``metricType`` (of training
+    and validation when neither is given, as Determined keeps it for old clients), or
+    ``metricIds`` (``group.name``)."""
+    names = list(params.get("metricNames") or [])
+    ids = list(params.get("metricIds") or [])
+    if names and ids:
+        raise InvalidArgument("metricNames, metricIds: give one of them, not both")
+    group = params.get("group") or None
+    mtype = params.get("metricType") or "METRIC_TYPE_UNSPECIFIED"
+    if group and mtype != "METRIC_TYPE_UNSPECIFIED":
+        raise InvalidArgument("group, metricType: give one of them, not both")
+    if mtype != "METRIC_TYPE_UNSPECIFIED":
+        group = _GROUP_OF_TYPE[mtype]
+    out: dict[str, list[str]] = {}
+    if names:
+        for g in [group] if group else ["training", "validation"]:
+            out[g] = names
+    for mid in ids:
+        g, sep, name = mid.partition(".")
+        if not sep or not g or not name:
+            raise InvalidArgument(f"metricIds: {mid!r} is not group.metric_name")
+        out.setdefault(g, []).append(name)
+    return out
+
+
+@bp.get("/api/v1/trials/time-series")
+@contract("CompareTrials")
+def compare(params: d.CompareTrialsParams) -> Response:
+    """Determined's CompareTrials: per trial, its metrics sampled to at most ``maxDatapoints``
+    points per group (first and last kept, evenly spaced between; sampled by PostgreSQL, see
+    ``services.trials.sampled_series``), the trials in the order asked."""
+    trial_ids = list(params.get("trialIds") or [])
+    if not trial_ids:
+        raise InvalidArgument("trialIds: required (the trials to compare)")
+    groups = _metrics_by_group(params)
+    max_points = params.get("maxDatapoints") or _DEFAULT_DATAPOINTS
+    if max_points < 0:
+        raise InvalidArgument(f"maxDatapoints: {max_points} is negative")
+    start = params.get("startBatches") or 0
+    end = params.get("endBatches") or None
+    series_filter = _series_filter(params)
+    unique = sorted(set(trial_ids))
+    with db() as conn:
+        rows = svc.basic(conn, unique)
+        missing = [t for t in unique if t not in rows]
+        if missing:
+            raise NotFound(f"trial {missing[0]} not found")
+        series = {
+            g: svc.sampled_series(
+                conn,
+                unique,
+                g,
+                names,
+                max_points=max_points,
+                start_batches=start,
+                end_batches=end,
+                series_filter=series_filter,
+            )
+            for g, names in sorted(groups.items())
+        }
+    out: d.v1CompareTrialsResponse = {
+        "trials": [
+            {
+                "trial": wire.trial(rows[t]),
+                "metrics": [
+                    {
+                        "type": _TYPE_OF_GROUP.get(g, "METRIC_TYPE_UNSPECIFIED"),
+                        "group": g,
+                        "data": cast("list[d.v1DataPoint]", fragment(by_trial[t])),
+                    }
+                    for g, by_trial in series.items()
+                    if t in by_trial
+                ],
+            }
+            for t in trial_ids
+        ]
+    }
+    return answer(out)
+
+
 @bp.get("/api/v1/trials/<int:trial_id>/metrics")
 @contract(params=wire.TrialMetricsParams, response=wire.TrialMetricsResponse)
-def metrics_of_trial(trial_id: int, params: wire.TrialMetricsParams) -> wire.TrialMetricsResponse:
-    """All reported rows of one trial as JSON (det's non-streaming convenience)."""
+def metrics_of_trial(trial_id: int, params: wire.TrialMetricsParams) -> Response:
+    """All reported rows of one trial as JSON (det's non-streaming convenience), built by
+    PostgreSQL and passed through."""
     with db() as conn:
-        svc.get(conn, trial_id)
-        rows = svc.metrics_rows(conn, trial_id, params.get("group"))
-    return {"metrics": [wire.metrics_report(r) for r in rows]}
+        svc.exists(conn, trial_id)
+        text = svc.metrics_json(conn, trial_id, params.get("group"))
+    return answer({"metrics": fragment(text, "[]")})
 
 
 @bp.post("/api/v1/trials/<int:trial_id>/progress")

@@ -8,7 +8,10 @@ import tarfile
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+
 from det.master.expconf import redact
+from det.master.fastjson import fragment
 from det.master.schemas import d
 from det.master.wire import ts
 
@@ -18,19 +21,78 @@ def searcher_metric(config: dict[str, Any]) -> str:
 
 
 def experiment(row: dict[str, Any], best: dict[str, Any] | None = None) -> d.v1Experiment:
-    """``row`` is a row of ``services.experiments.get``/``list_`` (with its project's columns);
-    ``best`` the best trial's row, when the caller asked for it."""
+    """``row`` is a row of ``services.experiments.get`` (with its project's columns); ``best``
+    the best trial's row, when the caller asked for it."""
     config = redact(row["config"])
+    return _experiment(
+        row,
+        config,
+        row["labels"],
+        (config.get("searcher") or {}).get("name", ""),
+        searcher_metric(config),
+        config.get("hyperparameters") or {},
+        row["original_config"],
+        best,
+    )
+
+
+def wire_config(row: dict[str, Any]) -> Any:
+    """The config of a row with the wire columns (``services.experiments.list_``,
+    ``get_for_wire``), redacted: its JSON text as it is unless it holds a secret."""
+    if row["config_secret"]:
+        return redact(orjson.loads(row["config_json"]))
+    return fragment(row["config_json"])
+
+
+def listed(row: dict[str, Any], *, config: Any = None) -> d.v1Experiment:
+    """An experiment of GetExperiments (a row of ``services.experiments.list_``). As in
+    Determined's list, no original config (an empty string: the field is required) and no
+    hyperparameters (they are in the config); GetExperiment sends both."""
+    return _experiment(
+        row,
+        wire_config(row) if config is None else config,
+        fragment(row["labels_json"], "[]"),
+        row["searcher_name"] or "",
+        row["searcher_metric_name"] or "",
+        None,
+        "",
+    )
+
+
+def got(row: dict[str, Any], best: dict[str, Any] | None, config: Any) -> d.v1Experiment:
+    """The experiment of GetExperiment (a row of ``services.experiments.get_for_wire``)."""
+    return _experiment(
+        row,
+        config,
+        fragment(row["labels_json"], "[]"),
+        row["searcher_name"] or "",
+        row["searcher_metric_name"] or "",
+        fragment(row["hyperparameters_json"], "{}"),
+        row["original_config"],
+        best,
+    )
+
+
+def _experiment(
+    row: dict[str, Any],
+    config: Any,
+    labels: Any,
+    searcher_type: str,
+    metric: str,
+    hyperparameters: Any,
+    original_config: str,
+    best: dict[str, Any] | None = None,
+) -> d.v1Experiment:
     out: d.v1Experiment = {
         "id": row["id"],
         "name": row["name"],
         "description": row["description"],
-        "labels": row["labels"],
+        "labels": labels,
         "notes": row["notes"],
         "state": "STATE_" + row["state"],  # type: ignore[typeddict-item]
         "archived": row["archived"],
         "config": config,
-        "originalConfig": row["original_config"],
+        "originalConfig": original_config,
         "startTime": ts(row["created_at"]) or "",
         "endTime": ts(row["ended_at"]),
         "numTrials": row["num_trials"],
@@ -40,8 +102,8 @@ def experiment(row: dict[str, Any], best: dict[str, Any] | None = None) -> d.v1E
         "displayName": row["username"],
         "jobId": row["job_id"],
         "resourcePool": row["resource_pool"],
-        "searcherType": (config.get("searcher") or {}).get("name", ""),
-        "searcherMetric": searcher_metric(config),
+        "searcherType": searcher_type,
+        "searcherMetric": metric,
         "progress": row["progress"],
         "projectId": row["project_id"],
         "projectName": row["project_name"] or "",
@@ -50,8 +112,9 @@ def experiment(row: dict[str, Any], best: dict[str, Any] | None = None) -> d.v1E
         "workspaceName": row["workspace_name"] or "",
         "parentArchived": row["parent_archived"],
         "unmanaged": False,
-        "hyperparameters": config.get("hyperparameters") or {},
     }
+    if hyperparameters is not None:
+        out["hyperparameters"] = hyperparameters
     if best:
         out["bestTrialId"] = best.get("id")
         out["bestTrialSearcherMetric"] = best.get("searcher_metric")

@@ -7,6 +7,7 @@ from typing import Any, Literal, NotRequired, cast
 
 from typing_extensions import TypedDict
 
+from det.master.fastjson import fragment
 from det.master.schemas import d
 from det.master.schemas._types import Int64
 from det.master.wire import ts
@@ -65,8 +66,13 @@ def checkpoint_workload(c: dict[str, Any] | None) -> d.v1CheckpointWorkload | No
 
 
 def trial(row: dict[str, Any]) -> d.trialv1Trial:
-    """``row`` is a row of ``services.trials.get``/``list_for_experiment`` (det's
-    :class:`Trial`)."""
+    """``row`` is a row of ``services.trials.get`` or ``list_for_experiment`` (det's
+    :class:`Trial`); the latter's JSON columns are text, sent as they are."""
+    if "hparams_json" in row:
+        hparams: Any = fragment(row["hparams_json"], "{}")
+        summary: Any = fragment(row["summary_metrics_json"], "{}")
+    else:
+        hparams, summary = row["hparams"] or {}, row["summary_metrics"] or {}
     out: Trial = {
         "id": row["id"],
         "experimentId": row["experiment_id"],
@@ -74,10 +80,10 @@ def trial(row: dict[str, Any]) -> d.trialv1Trial:
         "restarts": row["restarts"],
         "startTime": ts(row["created_at"]) or "",
         "endTime": ts(row["ended_at"]),
-        "hparams": row["hparams"] or {},
+        "hparams": hparams,
         "totalBatchesProcessed": row["steps_completed"],
         "searcherMetricValue": row["searcher_metric"],
-        "summaryMetrics": row["summary_metrics"] or {},
+        "summaryMetrics": summary,
         "taskId": row["task_id"],
         "taskIds": [row["task_id"]],
         "runnerState": "",

@@ -288,8 +288,8 @@ _COLUMNS = (
     " e.archived, e.owner_id, e.project_id, e.progress, e.created_at, e.ended_at, e.deleted,"
     " e.checkpoint_gc_at, e.delete_gc_at"
 )
-_SELECT = (
-    "SELECT " + _COLUMNS + ", j.id AS job_id, j.resource_pool, j.priority, j.weight, u.username,"
+_JOINS = (
+    ", j.id AS job_id, j.resource_pool, j.priority, j.weight, u.username,"
     " (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id) AS num_trials,"
     " p.name AS project_name, coalesce(p.owner_id, 1) AS project_owner_id,"
     " p.workspace_id, w.name AS workspace_name,"
@@ -297,10 +297,51 @@ _SELECT = (
     " FROM experiments e JOIN jobs j ON j.experiment_id = e.id JOIN users u ON u.id = e.owner_id"
     " LEFT JOIN projects p ON p.id = e.project_id LEFT JOIN workspaces w ON w.id = p.workspace_id"
 )
+_SELECT = "SELECT " + _COLUMNS + _JOINS
+
+# What the wire needs of an experiment, for the reads that send it (GetExperiments,
+# GetExperiment): the JSON columns as text, passed to the client as they are (neither decoded
+# nor encoded in Python; see det.master.api._answers), what the answer reads inside the config
+# picked out here, and whether the config holds a secret to redact (then it is decoded).
+_WIRE_COLUMNS = (
+    "e.id, e.name, e.description, e.labels::text AS labels_json, e.notes,"
+    " e.config::text AS config_json,"
+    " (e.config->'environment'->'registry_auth') IS NOT NULL AS config_secret,"
+    " e.config->'searcher'->>'name' AS searcher_name,"
+    " e.config->'searcher'->>'metric' AS searcher_metric_name,"
+    " e.state, e.archived, e.owner_id, e.project_id, e.progress, e.created_at, e.ended_at"
+)
+_WIRE = _WIRE_COLUMNS + _JOINS
 
 
 def get(conn: Conn, experiment_id: int) -> dict[str, Any]:
     row = conn.execute(_SELECT + " WHERE e.id = %s AND NOT e.deleted", (experiment_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"experiment {experiment_id} not found")
+    return row
+
+
+def searcher_config(conn: Conn, experiment_id: int) -> dict[str, Any]:
+    """The experiment's ``searcher`` section (NotFound as :func:`get`)."""
+    row = conn.execute(
+        "SELECT coalesce(config->'searcher', '{}') AS searcher FROM experiments"
+        " WHERE id = %s AND NOT deleted",
+        (experiment_id,),
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"experiment {experiment_id} not found")
+    return dict(row["searcher"])
+
+
+def get_for_wire(conn: Conn, experiment_id: int) -> dict[str, Any]:
+    """The experiment as GetExperiment sends it: the wire columns (see ``_WIRE_COLUMNS``), the
+    original config and the hyperparameters (as JSON text)."""
+    row = conn.execute(
+        "SELECT e.original_config, (e.config->'hyperparameters')::text AS hyperparameters_json, "
+        + _WIRE
+        + " WHERE e.id = %s AND NOT e.deleted",
+        (experiment_id,),
+    ).fetchone()
     if row is None:
         raise NotFound(f"experiment {experiment_id} not found")
     return row
@@ -365,7 +406,11 @@ def list_(
     user_ids: list[int] | None = None,
     ids: IdFilter | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
-    """A page of experiments and how many match; every filter given must hold."""
+    """A page of experiments and how many match; every filter given must hold. The rows have
+    the wire columns (see ``_WIRE_COLUMNS``).
+
+    One statement answers both: the count is an uncorrelated subquery PostgreSQL evaluates once
+    beside the page. A page past the end has no row to carry it, and is counted apart."""
     where = ["NOT e.deleted"]
     params: list[Any] = []
     if project_id:
@@ -404,17 +449,20 @@ def list_(
             where.append("NOT (e.id = ANY(%s))")
             params.append(ids.not_in)
     clause = " WHERE " + " AND ".join(where)
-    total_row = conn.execute(
-        "SELECT count(*) AS n FROM experiments e JOIN users u ON u.id = e.owner_id" + clause, params
-    ).fetchone()
-    total = int(total_row["n"]) if total_row else 0
+    count = "SELECT count(*) FROM experiments e JOIN users u ON u.id = e.owner_id" + clause
     direction = "DESC" if order_desc else "ASC"
     key = SORT_KEYS.get(sort_by, "e.id")
     order = f" ORDER BY {key} {direction} NULLS LAST, e.id {direction}"
     page = " OFFSET %s" + (" LIMIT %s" if limit > 0 else "")
     page_params = [offset] + ([limit] if limit > 0 else [])
-    rows = conn.execute(_SELECT + clause + order + page, params + page_params).fetchall()
-    return rows, total
+    rows = conn.execute(
+        f"SELECT ({count}) AS total, " + _WIRE + clause + order + page,
+        params + params + page_params,
+    ).fetchall()
+    if rows:
+        return rows, int(rows[0]["total"])
+    total_row = conn.execute(count.replace("count(*)", "count(*) AS n", 1), params).fetchone()
+    return rows, int(total_row["n"]) if total_row else 0
 
 
 def _lock(conn: Conn, experiment_id: int) -> dict[str, Any]:

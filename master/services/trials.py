@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+from dataclasses import dataclass
 from typing import Any, cast
 
 from psycopg.types.json import Jsonb
@@ -81,9 +82,21 @@ def get(conn: Conn, trial_id: int) -> dict[str, Any]:
     return row
 
 
+# A trial's columns as GetExperimentTrials sends them; the JSON ones as text, passed through
+# (see det.master.fastjson.fragment).
+_LIST_COLUMNS = (
+    "t.id, t.experiment_id, t.state, t.restarts, t.created_at, t.ended_at,"
+    " t.hparams::text AS hparams_json, t.steps_completed, t.searcher_metric,"
+    " t.summary_metrics::text AS summary_metrics_json, t.task_id, t.latest_checkpoint"
+)
+
+
 def list_for_experiment(conn: Conn, experiment_id: int) -> list[dict[str, Any]]:
+    """The experiment's trials in id order, with the wire's columns (``_LIST_COLUMNS``)."""
     return conn.execute(
-        "SELECT t.*, e.config,"
+        "SELECT "
+        + _LIST_COLUMNS
+        + ","
         + _LIVE_STATE
         + _SUMMARY_COLUMNS
         + " FROM trials t JOIN experiments e ON e.id = t.experiment_id"
@@ -101,6 +114,19 @@ def best_trial(conn: Conn, experiment_id: int, config: dict[str, Any]) -> dict[s
     return conn.execute(
         "SELECT id, searcher_metric FROM trials WHERE experiment_id = %s AND searcher_metric IS NOT NULL"
         f" ORDER BY searcher_metric {order} LIMIT 1",
+        (experiment_id,),
+    ).fetchone()
+
+
+def best_trial_of(conn: Conn, experiment_id: int) -> dict[str, Any] | None:
+    """:func:`best_trial` with the searcher's direction read from the experiment's config in the
+    same statement."""
+    return conn.execute(
+        "SELECT t.id, t.searcher_metric FROM experiments e CROSS JOIN LATERAL ("
+        " SELECT id, searcher_metric FROM trials WHERE experiment_id = e.id"
+        " AND searcher_metric IS NOT NULL ORDER BY CASE WHEN"
+        " coalesce((e.config->'searcher'->>'smaller_is_better')::boolean, true)"
+        " THEN searcher_metric ELSE -searcher_metric END LIMIT 1) t WHERE e.id = %s",
         (experiment_id,),
     ).fetchone()
 
@@ -353,6 +379,164 @@ def metrics_rows(conn: Conn, trial_id: int, group: str | None) -> list[dict[str,
     return conn.execute(
         "SELECT * FROM metrics WHERE trial_id = %s" + clause + " ORDER BY total_batches, id", params
     ).fetchall()
+
+
+# ``det.master.wire.ts`` in SQL: RFC 3339 in UTC, microseconds only when there are any.
+def _ts_sql(column: str) -> str:
+    utc = f"({column} AT TIME ZONE 'UTC')"
+    return (
+        f"to_char({utc}, 'YYYY-MM-DD\"T\"HH24:MI:SS') || CASE WHEN"
+        f" mod(date_part('microseconds', {utc})::int, 1000000) = 0 THEN ''"
+        f" ELSE to_char({utc}, '.US') END || 'Z'"
+    )
+
+
+_REPORT_JSON = (
+    "json_build_object('id', id, 'trialId', trial_id, 'trialRunId', trial_run_id,"
+    f" 'totalBatches', total_batches, 'endTime', {_ts_sql('reported_at')}, 'metrics', metrics,"
+    " 'group', metric_group, 'archived', false)"
+)
+
+
+def metrics_json(conn: Conn, trial_id: int, group: str | None) -> str:
+    """:func:`metrics_rows` as the JSON text of a list of ``v1MetricsReport``
+    (``det.master.schemas.trials.metrics_report``), built by PostgreSQL."""
+    params: list[Any] = [trial_id]
+    clause = ""
+    if group:
+        clause = " AND metric_group = %s"
+        params.append(group)
+    row = conn.execute(
+        f"SELECT coalesce(json_agg({_REPORT_JSON} ORDER BY total_batches, id), '[]')::text AS j"
+        " FROM metrics WHERE trial_id = %s" + clause,
+        params,
+    ).fetchone()
+    return str(row["j"]) if row else "[]"
+
+
+@dataclass(frozen=True)
+class SeriesFilter:
+    """Determined's ``timeSeriesFilter`` (a ``PolymorphicFilter``): ``name`` is the column the
+    integer and double ranges bound (``batches``, the default; ``epoch``; or a metric of the
+    group); the time range bounds when the row was reported. Unset bounds do not bound."""
+
+    name: str | None = None
+    int_gt: int | None = None
+    int_gte: int | None = None
+    int_lt: int | None = None
+    int_lte: int | None = None
+    int_in: list[int] | None = None
+    int_not_in: list[int] | None = None
+    float_gt: float | None = None
+    float_gte: float | None = None
+    float_lt: float | None = None
+    float_lte: float | None = None
+    time_gt: str | None = None
+    time_gte: str | None = None
+    time_lt: str | None = None
+    time_lte: str | None = None
+
+
+def _filter_sql(f: SeriesFilter) -> tuple[list[str], list[Any]]:
+    where: list[str] = []
+    params: list[Any] = []
+    if f.name in (None, "", "batches"):
+        column = "m.total_batches"
+    else:
+        # A number of the row's values (a row without it, or with a string, fails the bound).
+        column = (
+            "(CASE WHEN jsonb_typeof(m.metrics->'avg_metrics'->%s) = 'number'"
+            " THEN (m.metrics->'avg_metrics'->>%s)::float8 END)"
+        )
+    bounds: list[tuple[str, Any]] = [
+        (">", f.int_gt),
+        (">=", f.int_gte),
+        ("<", f.int_lt),
+        ("<=", f.int_lte),
+        (">", f.float_gt),
+        (">=", f.float_gte),
+        ("<", f.float_lt),
+        ("<=", f.float_lte),
+    ]
+    for op, value in bounds:
+        if value is not None:
+            where.append(f"{column} {op} %s")
+            params += ([] if column == "m.total_batches" else [f.name, f.name]) + [value]
+    for negate, values in ((False, f.int_in), (True, f.int_not_in)):
+        if values:
+            where.append(("NOT " if negate else "") + f"({column} = ANY(%s))")
+            params += ([] if column == "m.total_batches" else [f.name, f.name]) + [values]
+    for op, value in (
+        (">", f.time_gt),
+        (">=", f.time_gte),
+        ("<", f.time_lt),
+        ("<=", f.time_lte),
+    ):
+        if value is not None:
+            where.append(f"m.reported_at {op} %s::timestamptz")
+            params.append(value)
+    return where, params
+
+
+def sampled_series(
+    conn: Conn,
+    trial_ids: list[int],
+    group: str,
+    names: list[str],
+    *,
+    max_points: int,
+    start_batches: int = 0,
+    end_batches: int | None = None,
+    series_filter: SeriesFilter | None = None,
+) -> dict[int, str]:
+    """Per trial with any: the JSON text of its ``v1DataPoint`` list of ``group`` for the
+    metrics ``names`` (each point: batches, time, epoch, values), sampled by PostgreSQL to at
+    most ``max_points`` evenly spaced rows, the first and the last always among them.
+
+    Row ``k`` (0-based, in training order) of ``n`` is kept when it is the first of its bucket
+    ``k * (max_points - 1) / (n - 1)`` (integer division): buckets ``0 .. max_points - 1`` each
+    get exactly one row, the last row alone fills the last bucket."""
+    values = ", ".join("%s::text, m.metrics->'avg_metrics'->%s" for _ in names)
+    where, fparams = _filter_sql(series_filter or SeriesFilter())
+    extra = "".join(" AND " + w for w in where)
+    params: list[Any] = [n for name in names for n in (name, name)]
+    params += [trial_ids, group, start_batches, end_batches, end_batches, names, *fparams]
+    params += [max_points] * 3
+    rows = conn.execute(
+        "WITH s AS (SELECT m.trial_id, m.id, m.total_batches, m.reported_at,"
+        " CASE WHEN jsonb_typeof(m.metrics->'avg_metrics'->'epoch') = 'number'"
+        " THEN m.metrics->'avg_metrics'->'epoch' END AS epoch,"
+        f" jsonb_strip_nulls(jsonb_build_object({values})) AS vals,"
+        " row_number() OVER w - 1 AS k, count(*) OVER (PARTITION BY m.trial_id) AS n"
+        " FROM metrics m WHERE m.trial_id = ANY(%s) AND m.metric_group = %s"
+        " AND m.total_batches >= %s AND (%s::bigint IS NULL OR m.total_batches <= %s)"
+        " AND (m.metrics->'avg_metrics') ?| %s"
+        + extra
+        + " WINDOW w AS (PARTITION BY m.trial_id ORDER BY m.total_batches, m.id))"
+        " SELECT trial_id, json_agg(json_build_object('batches', total_batches,"
+        f" 'time', {_ts_sql('reported_at')}, 'epoch', epoch, 'values', vals)"
+        " ORDER BY k)::text AS data FROM s"
+        " WHERE n <= %s OR k = 0 OR k * (%s - 1) / (n - 1) <> (k - 1) * (%s - 1) / (n - 1)"
+        " GROUP BY trial_id",
+        params,
+    ).fetchall()
+    return {int(r["trial_id"]): str(r["data"]) for r in rows}
+
+
+def basic(conn: Conn, trial_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """The trials' rows as :func:`list_for_experiment` reads them, by id."""
+    rows = conn.execute(
+        "SELECT " + _LIST_COLUMNS + "," + _LIVE_STATE + _SUMMARY_COLUMNS
+        + " FROM trials t JOIN experiments e ON e.id = t.experiment_id WHERE t.id = ANY(%s)",
+        (trial_ids,),
+    ).fetchall()  # fmt: skip
+    return {int(r["id"]): r for r in rows}
+
+
+def exists(conn: Conn, trial_id: int) -> None:
+    """NotFound unless the trial exists."""
+    if conn.execute("SELECT 1 FROM trials WHERE id = %s", (trial_id,)).fetchone() is None:
+        raise NotFound(f"trial {trial_id} not found")
 
 
 def report_early_exit(conn: Conn, trial_id: int, reason: str) -> None:

@@ -1,0 +1,54 @@
+"""Fast JSON answers for the read paths: orjson, raw JSON fragments, conditional reads.
+
+A read that PostgreSQL can hand over as JSON text (an experiment's config, a metric series)
+passes through as a fragment (:func:`det.master.fastjson.fragment`): it is neither decoded into Python objects nor
+encoded again. :func:`answer` encodes the rest with orjson.
+
+:func:`answer` with ``etag=True`` makes the read conditional: the answer carries a weak ETag
+(a hash of its body) and a request whose ``If-None-Match`` names it gets ``304 Not Modified``
+with no body. The body is still built (the hash is of it), so a 304 saves the network and the
+client's parsing, not the master's query.
+
+orjson writes a non-finite float as ``null`` where the standard encoder wrote ``NaN``; the
+values these reads send come from jsonb (which holds no non-finite number: det stores them as
+Determined's strings ``"NaN"``/``"Infinity"``) or are finite by construction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+from flask import Response, request
+
+_OPTIONS = orjson.OPT_NON_STR_KEYS
+
+
+def etag_of(body: bytes) -> str:
+    return 'W/"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
+
+
+def _matches(header: str | None, tag: str) -> bool:
+    if not header:
+        return False
+    if header.strip() == "*":
+        return True
+    # Weak comparison (RFC 9110 13.1.2): W/ prefixes do not count.
+    wanted = tag.removeprefix("W/")
+    return any(t.strip().removeprefix("W/") == wanted for t in header.split(","))
+
+
+def answer(value: Any, *, etag: bool = False, status: int = 200) -> Response:
+    body = orjson.dumps(value, option=_OPTIONS)
+    if not etag:
+        return Response(body, status=status, mimetype="application/json")
+    tag = etag_of(body)
+    if _matches(request.headers.get("If-None-Match"), tag):
+        resp = Response(status=304)
+    else:
+        resp = Response(body, status=status, mimetype="application/json")
+    resp.headers["ETag"] = tag
+    # The answer depends on who asks (what they may see): shared caches must not reuse it.
+    resp.headers["Cache-Control"] = "private, no-cache"
+    return resp

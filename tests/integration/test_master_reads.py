@@ -1,0 +1,255 @@
+"""The read paths of issue 14: the sampled metric series (Determined's CompareTrials), the metric
+rows passed through as PostgreSQL builds them, what the experiment list carries, and
+conditional reads (ETag / If-None-Match)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+from typing import Any
+
+import psycopg
+import pytest
+import requests
+
+from tests.compat.official import ensure_official_venv
+from tests.integration.conftest import Master, wait_for
+
+pytestmark = pytest.mark.integration
+
+CONFIG = """
+name: reads
+entrypoint: python3 train.py
+searcher: {name: single, metric: loss, smaller_is_better: true}
+hyperparameters: {lr: 0.1}
+"""
+
+
+def _trials(pg_url: str, experiment_id: int, n: int) -> list[int]:
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        return [
+            r[0]
+            for r in c.execute(
+                "INSERT INTO trials (experiment_id, request_id, task_id, hparams, seed, state)"
+                " SELECT %s, 'r' || g, 'reads-' || %s || '-' || g, '{\"lr\": 0.1}', g, 'PAUSED'"
+                " FROM generate_series(1, %s) g RETURNING id",
+                (experiment_id, experiment_id, n),
+            )
+        ]
+
+
+def _experiment(m: Master) -> int:
+    out = m.post("/api/v1/experiments", {"config": CONFIG, "activate": False})
+    return int(out["experiment"]["id"])
+
+
+def _report(m: Master, trial: int, group: str, steps: range, **extra: float) -> None:
+    reports = [
+        {
+            "group": group,
+            "trialRunId": 1,
+            "stepsCompleted": s,
+            "metrics": {"avgMetrics": {"loss": 1.0 / s, "acc": s / 100, **extra}},
+        }
+        for s in steps
+    ]
+    m.post(f"/api/v1/trials/{trial}/metrics/batch", {"reports": reports})
+
+
+def _compare(m: Master, **params: Any) -> Any:
+    r = m.session().get(f"{m.url}/api/v1/trials/time-series", params=params, timeout=30)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_compare_trials_samples_each_series_keeping_first_and_last(
+    live_master: Master, pg_url: str
+) -> None:
+    m = live_master
+    eid = _experiment(m)
+    t1, t2, t3 = _trials(pg_url, eid, 3)
+    _report(m, t1, "training", range(1, 101))
+    _report(m, t2, "training", range(1, 6))
+    _report(m, t1, "validation", range(10, 101, 10))
+
+    out = _compare(
+        m, trialIds=[t2, t1, t3], metricNames=["loss"], maxDatapoints=10, group="training"
+    )
+    assert [c["trial"]["id"] for c in out["trials"]] == [t2, t1, t3]  # the order asked
+    by_id = {c["trial"]["id"]: c for c in out["trials"]}
+    (series,) = by_id[t1]["metrics"]
+    assert series["group"] == "training" and series["type"] == "METRIC_TYPE_TRAINING"
+    batches = [p["batches"] for p in series["data"]]
+    assert len(batches) == 10 and batches[0] == 1 and batches[-1] == 100
+    assert batches == sorted(batches) and len(set(batches)) == 10
+    gaps = [b - a for a, b in itertools.pairwise(batches)]
+    assert max(gaps) - min(gaps) <= 1  # evenly spaced
+    assert series["data"][0]["values"] == {"loss": 1.0}  # only the metrics asked
+    assert series["data"][0]["time"].endswith("Z")
+    # Fewer rows than asked for: every one of them.
+    assert [p["batches"] for p in by_id[t2]["metrics"][0]["data"]] == [1, 2, 3, 4, 5]
+    assert by_id[t3]["metrics"] == []  # no reports: no series
+
+    # No group: training and validation (as Determined keeps it for old clients).
+    both = _compare(m, trialIds=[t1], metricNames=["loss"], maxDatapoints=3)
+    groups = {s["group"]: [p["batches"] for p in s["data"]] for s in both["trials"][0]["metrics"]}
+    assert groups == {"training": [1, 51, 100], "validation": [10, 60, 100]}
+
+    # metricIds, a batch range and a filter on batches.
+    ids = _compare(
+        m,
+        trialIds=[t1],
+        metricIds=["training.acc"],
+        startBatches=20,
+        endBatches=40,
+        maxDatapoints=100,
+        **{"timeSeriesFilter.integerRange.notIn": [30]},
+    )
+    data = ids["trials"][0]["metrics"][0]["data"]
+    assert [p["batches"] for p in data] == [b for b in range(20, 41) if b != 30]
+    assert data[0]["values"] == {"acc": 0.2}
+
+    # A filter on a metric's value (the double range, as the official client sends it).
+    low = _compare(
+        m,
+        trialIds=[t1],
+        metricNames=["loss"],
+        group="training",
+        **{"timeSeriesFilter.name": "loss", "timeSeriesFilter.doubleRange.lt": 0.02},
+    )
+    assert [p["batches"] for p in low["trials"][0]["metrics"][0]["data"]] == list(range(51, 101))
+
+
+def test_compare_trials_refuses_bad_requests(live_master: Master, pg_url: str) -> None:
+    m = live_master
+    (t,) = _trials(pg_url, _experiment(m), 1)
+    s = m.session()
+
+    def status(**params: Any) -> int:
+        return s.get(f"{m.url}/api/v1/trials/time-series", params=params, timeout=30).status_code
+
+    assert status(metricNames=["loss"]) == 400  # no trials
+    assert status(trialIds=[t], metricNames=["loss"], metricIds=["training.loss"]) == 400
+    assert status(trialIds=[t], metricIds=["loss"]) == 400  # not group.name
+    assert status(trialIds=[t + 1000], metricNames=["loss"]) == 404
+
+
+def test_official_client_parses_compare_trials(live_master: Master, pg_url: str) -> None:
+    m = live_master
+    eid = _experiment(m)
+    (t,) = _trials(pg_url, eid, 1)
+    _report(m, t, "training", range(1, 21), epoch=0.5)
+    bin_dir = ensure_official_venv()
+    script = f"""
+import json, warnings
+warnings.simplefilter("ignore")
+from determined.common import api
+from determined.common.api import authentication, bindings
+from determined.experimental import client
+client.login(master={m.url!r}, user="admin", password={json.dumps(_password())})
+session = client._determined._session
+r = bindings.get_CompareTrials(session, trialIds=[{t}], metricNames=["loss"],
+    metricType=bindings.v1MetricType.TRAINING, maxDatapoints=5)
+(c,) = r.trials
+(s,) = c.metrics
+print(json.dumps({{"trial": c.trial.id, "batches": [p.batches for p in s.data],
+    "epoch": s.data[0].epoch, "values": s.data[-1].values}}))
+"""
+    out = subprocess.run(
+        [str(bin_dir / "python"), "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {
+        "trial": t,
+        "batches": [1, 6, 11, 16, 20],
+        "epoch": 0.5,
+        "values": {"loss": 0.05},
+    }
+
+
+def _password() -> str:
+    from tests.integration.conftest import ADMIN_PASSWORD
+
+    return ADMIN_PASSWORD
+
+
+def test_metric_rows_of_a_trial_are_the_stored_reports(live_master: Master, pg_url: str) -> None:
+    m = live_master
+    (t,) = _trials(pg_url, _experiment(m), 1)
+    _report(m, t, "training", range(1, 4))
+    _report(m, t, "validation", range(3, 4))
+    rows = m.get(f"/api/v1/trials/{t}/metrics?group=training")["metrics"]
+    assert [r["totalBatches"] for r in rows] == [1, 2, 3]
+    first = rows[0]
+    assert first["metrics"] == {"avg_metrics": {"loss": 1.0, "acc": 0.01}}
+    assert first["trialId"] == t and first["group"] == "training" and first["archived"] is False
+    assert first["trialRunId"] == 1 and first["endTime"].endswith("Z")
+    assert len(m.get(f"/api/v1/trials/{t}/metrics")["metrics"]) == 4
+    assert m.get(f"/api/v1/trials/{t}/metrics?group=nothing")["metrics"] == []
+    r = m.session().get(f"{m.url}/api/v1/trials/{t + 1000}/metrics", timeout=30)
+    assert r.status_code == 404
+
+
+def test_experiment_list_carries_the_config_and_get_the_rest(live_master: Master) -> None:
+    m = live_master
+    eid = _experiment(m)
+    listed = next(
+        e for e in m.get("/api/v1/experiments?limit=100")["experiments"] if e["id"] == eid
+    )
+    got = m.get(f"/api/v1/experiments/{eid}")
+    assert listed["config"] == got["experiment"]["config"] == got["config"]
+    assert listed["config"]["searcher"]["metric"] == "loss"
+    assert listed["searcherType"] == "single" and listed["searcherMetric"] == "loss"
+    assert listed["labels"] == [] and listed["numTrials"] == got["experiment"]["numTrials"]
+    # As in Determined's list: no original config (required, so empty) and no hyperparameters.
+    assert listed["originalConfig"] == "" and "hyperparameters" not in listed
+    assert "searcher:" in got["experiment"]["originalConfig"]
+    assert got["experiment"]["hyperparameters"] == {"lr": {"type": "const", "val": 0.1}}
+
+
+def _conditional(m: Master, path: str, tag: str | None) -> requests.Response:
+    headers = {"If-None-Match": tag} if tag else {}
+    return m.session().get(m.url + path, headers=headers, timeout=30)
+
+
+@pytest.mark.parametrize("what", ["list", "experiment", "trials"])
+def test_an_unchanged_read_is_304_and_a_change_changes_the_etag(
+    live_master: Master, pg_url: str, what: str
+) -> None:
+    m = live_master
+    eid = _experiment(m)
+    # The searcher's own trial first (its creation changes every answer below).
+    wait_for(
+        lambda: m.get(f"/api/v1/experiments/{eid}")["experiment"]["numTrials"] >= 1,
+        30,
+        what="the searcher's trial",
+    )
+    _trials(pg_url, eid, 2)
+    path = {
+        "list": "/api/v1/experiments?limit=100",
+        "experiment": f"/api/v1/experiments/{eid}",
+        "trials": f"/api/v1/experiments/{eid}/trials",
+    }[what]
+    first = _conditional(m, path, None)
+    assert first.status_code == 200
+    tag = first.headers["ETag"]
+    assert tag.startswith('W/"')
+    again = _conditional(m, path, tag)
+    assert again.status_code == 304 and again.content == b""
+    assert again.headers["ETag"] == tag
+    assert _conditional(m, path, f'"other", {tag}').status_code == 304  # one of a list
+    assert _conditional(m, path, '"other"').status_code == 200
+
+    # A change: a label (list, experiment) or a trial's state (trials).
+    if what == "trials":
+        with psycopg.connect(pg_url, autocommit=True) as c:
+            c.execute("UPDATE trials SET restarts = restarts + 1 WHERE experiment_id = %s", (eid,))
+    else:
+        r = m.session().put(f"{m.url}/api/v1/experiments/{eid}/labels/changed", timeout=30)
+        assert r.status_code == 200, r.text
+    changed = _conditional(m, path, tag)
+    assert changed.status_code == 200
+    assert changed.headers["ETag"] != tag
+    assert _conditional(m, path, changed.headers["ETag"]).status_code == 304
