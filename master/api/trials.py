@@ -56,9 +56,8 @@ def run_prepare(body: d.v1RunPrepareForReportingRequest) -> d.v1RunPrepareForRep
     run_id = body.get("runId")
     if run_id is None:
         raise InvalidArgument("runId: required integer")
-    check_task_scope(trial_id=run_id)
     with db() as conn:
-        svc.get(conn, run_id)
+        _access.trial(conn, run_id)  # Determined checks the right to edit the run's experiment
     return {}
 
 
