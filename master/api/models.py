@@ -10,6 +10,7 @@ from det.master.api import _access
 from det.master.api._common import current_user, db, pagination
 from det.master.api._contract import contract
 from det.master.db import Conn
+from det.master.schemas import checkpoints as checkpoint_wire
 from det.master.schemas import d
 from det.master.schemas import models as wire
 from det.master.services import checkpoints
@@ -19,7 +20,7 @@ bp = Blueprint("models", __name__)
 
 
 def _version(conn: Conn, v: dict[str, Any]) -> d.v1ModelVersion:
-    checkpoint = checkpoints.checkpoint_json(checkpoints.get(conn, str(v["checkpoint_uuid"])))
+    checkpoint = checkpoint_wire.checkpoint(checkpoints.get(conn, str(v["checkpoint_uuid"])))
     return wire.version(v, svc.by_id(conn, v["model_id"]), checkpoint)
 
 

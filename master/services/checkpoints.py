@@ -14,7 +14,6 @@ from psycopg.types.json import Jsonb
 from det.master import limits, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound, Unavailable
-from det.master.schemas import d
 
 logger = logging.getLogger(__name__)
 
@@ -135,10 +134,3 @@ def archive(storage: dict[str, Any], uid: str) -> IO[bytes]:
                 tf.add(os.path.join(tmp, entry), arcname=entry)
     out.seek(0)
     return out
-
-
-def checkpoint_json(r: dict[str, Any]) -> d.v1Checkpoint:
-    """Kept for callers not yet moved: :func:`det.master.schemas.checkpoints.checkpoint`."""
-    from det.master.schemas import checkpoints as wire
-
-    return wire.checkpoint(r)

@@ -562,10 +562,3 @@ def kill(conn: Conn, trial_id: int) -> None:
         conn, "trial", trial_id, states.STOPPING_KILLED, "killed by user", strict=False
     )
     conn.execute("NOTIFY det_wakeup")
-
-
-def trial_json(row: dict[str, Any]) -> d.trialv1Trial:
-    """Kept for callers not yet moved: :func:`det.master.schemas.trials.trial`."""
-    from det.master.schemas import trials as wire
-
-    return wire.trial(row)
