@@ -2,10 +2,16 @@
 
 Each problem is a noise-free objective ``f(x)`` on the unit cube, seen through learning curves
 ``y(x, t)`` that equal ``f(x)`` plus noise at ``t = R`` and are worse earlier. Every method gets
-``budget`` x R epochs, trains one trial at a time and samples its first configurations uniformly.
-Score of a run: the true regret ``f(x*) - f_min`` of ``x*``, the configuration with the best
-observed value at ``R`` among the trials trained to ``R``. Printed per method: median and IQR over
-seeds (lower is better).
+``budget`` x R epochs, trains one trial at a time and samples its first configurations uniformly;
+a trial the budget cuts off before ``R`` does not count as trained to ``R``. Score of a run: the
+true regret ``f(x*) - f_min`` of ``x*``, the configuration with the best observed value at ``R``
+among the trials trained to ``R``. Printed per method: median and IQR over seeds (lower is better).
+
+The methods that sample uniformly (random search, the plain rule, det's searchers without a
+sampler) try the same configurations in the same order on the same noisy curves for a seed: det's
+seeded stream. Their differences on a seed come from their decisions only, so each is also printed
+paired with the plain rule, seed by seed over ``--paired-seeds`` (they cost milliseconds a run):
+the mean difference with a 95% interval and the count of seeds better / equal / worse.
 
 Problems:
 
@@ -17,7 +23,7 @@ Problems:
   (R^0.5 - 1) + N(0, 0.05^2)``. Fast learners lead at the first rungs and finish worse: curves
   cross.
 
-    python bench/hpo.py [--seeds 20] [--problems hartmann6,hartmann3_lr] [--methods ...] [-j 2]
+    python bench/hpo.py [--seeds 20] [--paired-seeds 200] [--problems hartmann6,hartmann3_lr] [--methods ...] [-j 2]
 
 Needs the dev extra (Optuna) for the Optuna rows; ``--methods`` without them runs without it.
 """
@@ -30,11 +36,13 @@ import multiprocessing
 import random
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from det.master.searcher import new_searcher
+from det.master.searcher.base import SearchContext
+from det.master.searcher.hparams import parse_hyperparameters
 from det.master.searcher.simulate import simulate
 
 R = 81  # epochs of a full trial
@@ -82,7 +90,9 @@ class Problem:
     excess: Callable[[list[float], float], float]  # how much worse than final at epoch t
 
     def curve(self, x: list[float], t: float, noise_key: str) -> float:
-        eps = random.Random(f"{noise_key}:{t!r}").gauss(0.0, NOISE)
+        # float(t): the same draw whether epoch t arrives as 3 (the bench's loops) or 3.0 (det's
+        # rung times), so a configuration gets the same curve from every method.
+        eps = random.Random(f"{noise_key}:{float(t)!r}").gauss(0.0, NOISE)
         return self.objective(x) + self.excess(x, t) + eps
 
 
@@ -131,31 +141,49 @@ def _regret(problem: Problem, finals: list[tuple[float, list[float]]]) -> float:
     return problem.objective(x) - problem.f_min
 
 
+def _space(problem: Problem) -> dict[str, Any]:
+    return {f"x{i}": {"type": "double", "minval": 0.0, "maxval": 1.0} for i in range(problem.dims)}
+
+
+def _point(problem: Problem, hparams: dict[str, Any]) -> list[float]:
+    return [hparams[f"x{i}"] for i in range(problem.dims)]
+
+
+def _configurations(problem: Problem, seed: int) -> Iterator[tuple[list[float], str]]:
+    """The uniform configurations det's searchers draw for ``seed``, in order, each with its
+    trial's noise key: the methods that sample uniformly (random search, the plain rule and
+    det's searchers without a sampler) try the same configurations on the same curves, so
+    their per-seed differences come from their decisions alone (common random numbers)."""
+    ctx = SearchContext(parse_hyperparameters(_space(problem)), seed)
+    while True:
+        create = ctx.create()
+        yield _point(problem, create.hparams), f"{seed}:{create.seed}"
+
+
 def run_random(problem: Problem, seed: int, budget: float) -> float:
-    rng = random.Random(seed)
+    configurations = _configurations(problem, seed)
     finals = []
-    for trial in range(int(budget)):
-        x = [rng.random() for _ in range(problem.dims)]
-        finals.append((problem.curve(x, R, f"{seed}:{trial}"), x))
+    for _ in range(int(budget)):
+        x, key = next(configurations)
+        finals.append((problem.curve(x, R, key), x))
     return _regret(problem, finals)
 
 
 def run_plain_asha(problem: Problem, seed: int, budget: float) -> float:
     """The textbook stopping rule: a trial continues past a rung iff it is in the top third of
     the values recorded at that rung so far (itself included)."""
-    rng = random.Random(seed)
+    configurations = _configurations(problem, seed)
     left = Budget(budget * R)
     rungs: list[list[float]] = [[] for _ in RUNGS]
     finals = []
-    trial = 0
     while left.left > 0:
-        x = [rng.random() for _ in range(problem.dims)]
+        x, key = next(configurations)
         done = 0
         for i, t in enumerate(RUNGS):
             if not left.train(t - done):
                 break
             done = t
-            y = problem.curve(x, t, f"{seed}:{trial}")
+            y = problem.curve(x, t, key)
             if t == R:
                 finals.append((y, x))
                 break
@@ -163,14 +191,10 @@ def run_plain_asha(problem: Problem, seed: int, budget: float) -> float:
             rank = sorted(rungs[i]).index(y)
             if rank >= len(rungs[i]) / 3:
                 break
-        trial += 1
     return _regret(problem, finals)
 
 
 def run_det(problem: Problem, seed: int, budget: float, searcher: dict[str, Any]) -> float:
-    hparams = {
-        f"x{i}": {"type": "double", "minval": 0.0, "maxval": 1.0} for i in range(problem.dims)
-    }
     config = {
         "metric": "loss",
         "time_metric": "epochs",
@@ -179,21 +203,24 @@ def run_det(problem: Problem, seed: int, budget: float, searcher: dict[str, Any]
         **searcher,
     }
 
-    def point(h: dict[str, Any]) -> list[float]:
-        return [h[f"x{i}"] for i in range(problem.dims)]
-
     def curve(h: dict[str, Any], t: float, trial_seed: int) -> float:
-        return problem.curve(point(h), t, f"{seed}:{trial_seed}")
+        return problem.curve(_point(problem, h), t, f"{seed}:{trial_seed}")
 
     result = simulate(
-        new_searcher(config, hparams, seed),
+        new_searcher(config, _space(problem), seed),
         curve,
         default_length=R,
         max_budget=budget * R,
     )
+    trials = list(result.trials)
+    if result.budget > budget * R and trials:
+        # The simulator stops after the event that spent the budget; with one trial at a time
+        # that is the last trial's, which ran past the budget: not trained to R in time, as the
+        # other methods' Budget cuts it off.
+        trials.pop()
     finals = [
-        (curve(t.hparams, R, t.seed), point(t.hparams))
-        for t in result.trials
+        (curve(t.hparams, R, t.seed), _point(problem, t.hparams))
+        for t in trials
         if t.trained >= R * (1 - 1e-9)
     ]
     return _regret(problem, finals)
@@ -270,6 +297,11 @@ METHODS: dict[str, Callable[[Problem, int, float], float]] = {
 }
 
 
+# Methods that try the configurations of ``_configurations`` (uniform, det's seeded stream): their
+# regrets pair seed by seed with the plain rule's.
+PAIRED = ("random", "det_random", "det_aggressive", "det_standard", "det_conservative")
+
+
 def _job(args: tuple[str, str, int, float]) -> tuple[str, str, int, float, float]:
     problem, method, seed, budget = args
     started = time.process_time()
@@ -282,9 +314,41 @@ def _quartiles(values: list[float]) -> tuple[float, float, float]:
     return q1, q2, q3
 
 
+def _print_paired(problem: str, methods: list[str], results: list[Any]) -> None:
+    """Per seed, method minus plain rule on the same configurations and curves: the mean with a
+    95% interval (normal approximation), and on how many seeds the method was better, equal
+    (usually: the same configuration chosen) or worse."""
+    plain = {r[2]: r[3] for r in results if r[0] == problem and r[1] == "plain_asha"}
+    if not plain or not methods:
+        return
+    print(
+        f"  paired with plain_asha over {len(plain)} seeds (same configurations and noise): "
+        "method - plain_asha"
+    )
+    print(f"  {'method':<22} {'mean':>7} {'95% CI':>17} {'median':>7}  better/equal/worse")
+    for method in methods:
+        diffs = [r[3] - plain[r[2]] for r in results if r[0] == problem and r[1] == method]
+        mean = statistics.fmean(diffs)
+        half = (
+            1.96 * statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else math.nan
+        )
+        better = sum(d < 0 for d in diffs)
+        worse = sum(d > 0 for d in diffs)
+        print(
+            f"  {method:<22} {mean:+7.3f} [{mean - half:+7.3f}, {mean + half:+7.3f}] "
+            f"{statistics.median(diffs):+7.3f}  {better}/{len(diffs) - better - worse}/{worse}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument(
+        "--paired-seeds",
+        type=int,
+        default=200,
+        help="seeds of the paired comparison with plain_asha (its methods cost milliseconds)",
+    )
     parser.add_argument("--budget", type=float, default=40, help="in full trials (x R epochs)")
     parser.add_argument("--problems", default=",".join(PROBLEMS))
     parser.add_argument("--methods", default=",".join(METHODS))
@@ -292,7 +356,16 @@ def main() -> None:
     args = parser.parse_args()
     problems = args.problems.split(",")
     methods = args.methods.split(",")
-    jobs = [(p, m, s, args.budget) for p in problems for m in methods for s in range(args.seeds)]
+    paired = [m for m in methods if m in PAIRED]
+    if "plain_asha" not in methods:
+        paired = []
+
+    def seeds(method: str) -> int:
+        if method in paired or (paired and method == "plain_asha"):
+            return max(args.seeds, args.paired_seeds)
+        return args.seeds
+
+    jobs = [(p, m, s, args.budget) for p in problems for m in methods for s in range(seeds(m))]
     started = time.perf_counter()
     if args.jobs > 1:
         with multiprocessing.Pool(args.jobs) as pool:
@@ -308,11 +381,12 @@ def main() -> None:
     for problem in problems:
         print(f"\n{problem}: {'method':<22} {'median':>7} {'q1':>7} {'q3':>7} {'cpu s/run':>9}")
         for method in methods:
-            rows = [r for r in results if r[0] == problem and r[1] == method]
+            rows = [r for r in results if r[0] == problem and r[1] == method and r[2] < args.seeds]
             regrets = [r[3] for r in rows]
             q1, q2, q3 = _quartiles(regrets)
             cpu = statistics.median(r[4] for r in rows)
             print(f"{'':<{len(problem) + 1}} {method:<22} {q2:7.3f} {q1:7.3f} {q3:7.3f} {cpu:9.2f}")
+        _print_paired(problem, paired, results)
     print(f"\nwall time: {elapsed:.1f} s")
 
 

@@ -92,3 +92,22 @@ def test_progress_averages_brackets() -> None:
     ids = [a.request_id for a in searcher.initial_trials()]
     searcher.trial_exited(ids[0])
     assert searcher.progress() == pytest.approx(0.25)
+
+
+def test_aggressive_bracket_keeps_floor_of_a_third_as_determined_does() -> None:
+    """Hand-worked, rung 1 (1 batch) of the one aggressive bracket, divisor 3: a trial continues
+    iff it ranks among the best max(floor(n / 3), 1) of the n losses recorded there. The "top
+    third, rounded up" variant (rank < n / 3) would keep D (2nd of 4) too: Determined's
+    asha_stopping.go does not, and bench/hpo.py measures this rounding as the better one."""
+    searcher = new_searcher(
+        {**BASE, "mode": "aggressive", "max_concurrent_trials": 7},
+        {"x": {"type": "double", "minval": 0, "maxval": 1}},
+        1,
+    )
+    ids = [a.request_id for a in searcher.initial_trials() if isinstance(a, CreateTrial)]
+    losses = [0.5, 0.4, 0.6, 0.45, 0.3, 0.42, 0.35]
+    # n=1 keep 1: A 1st; n=2 keep 1: B 1st; n=3 keep 1: C 3rd; n=4 keep 1: D 2nd;
+    # n=5 keep 1: E 1st; n=6 keep 2: F 3rd; n=7 keep 2: G 2nd.
+    pairs = zip(ids, losses, strict=True)
+    stopped = [searcher.validation_completed(rid, loss, 1) != [] for rid, loss in pairs]
+    assert stopped == [False, False, True, True, False, True, False]
