@@ -28,6 +28,7 @@ NOUN_ALIASES = {
     "workspace": ["w", "workspaces"],
     "project": ["p", "projects"],
     "template": ["tpl", "templates"],
+    "token": ["tkn"],
     "master": [],
     "deploy": ["d"],
 }
@@ -52,6 +53,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         projects,
         search,
         templates,
+        tokens,
         trials,
         users,
         workspaces,
@@ -71,7 +73,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     nouns = parser.add_subparsers(dest="noun", metavar="COMMAND")
     for module in (users, master, experiments, trials, jobs, agents, checkpoints, models, search):
         module.register(nouns, NOUN_ALIASES)
-    for module in (workspaces, projects, templates):
+    for module in (tokens, workspaces, projects, templates):
         module.register(nouns, NOUN_ALIASES)
     deploy.register(nouns, NOUN_ALIASES, full=_wants_deploy(argv))
     return parser

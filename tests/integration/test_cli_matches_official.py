@@ -5,6 +5,7 @@ completion on SimAgents."""
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import json
 import os
@@ -282,3 +283,48 @@ def test_official_continue_reopens_a_single_trial_experiment(
     # A multi-trial search is refused, in one line naming why.
     r = official.run("experiment", "continue", str(finished))
     assert r.returncode != 0 and "single" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_access_tokens_with_both_clis(det: Det, official: Official, cli_master: Master) -> None:
+    import re
+
+    import requests
+
+    det.login()
+    out = det.ok("token", "create", "-d", "for ci", "-e", "2").out
+    token_id = int(re.search(r"TokenID: (\d+)", out).group(1))  # type: ignore[union-attr]
+    token = re.search(r"Access-Token: (\S+)", out).group(1)  # type: ignore[union-attr]
+    theirs = json.loads(official("token", "describe", str(token_id), "--json"))
+    ours = det.ok("token", "describe", str(token_id), "--json").json()
+    keys = ("id", "userId", "description", "createdAt", "expiry", "revoked")
+    assert [{k: t.get(k) for k in keys} for t in ours] == [
+        {k: t.get(k) for k in keys} for t in theirs
+    ]
+    assert theirs[0]["description"] == "for ci" and not theirs[0]["revoked"]
+    # Two days, in Determined's form ("48h").
+    created = dt.datetime.fromisoformat(theirs[0]["createdAt"].replace("Z", "+00:00"))
+    expiry = dt.datetime.fromisoformat(theirs[0]["expiry"].replace("Z", "+00:00"))
+    assert abs((expiry - created) - dt.timedelta(days=2)) < dt.timedelta(minutes=1)
+
+    official("token", "edit", str(token_id), "-d", "renamed")
+    assert (
+        det.ok("token", "describe", str(token_id), "--json").json()[0]["description"] == "renamed"
+    )
+    assert det.ok("token", "login", token).out.strip() == "Authenticated as admin."
+    assert str(token_id) in det.ok("token", "list").out
+
+    det.ok("token", "revoke", str(token_id))
+    me = requests.get(
+        cli_master.url + "/api/v1/me", headers={"Authorization": f"Bearer {token}"}, timeout=10
+    )
+    assert me.status_code == 401
+    det.login()
+    listed = {
+        t["id"]: t for t in json.loads(official("token", "list", "--show-inactive", "--json"))
+    }
+    assert listed[token_id]["revoked"] is True
+    assert token_id not in {t["id"] for t in det.ok("token", "list", "--json").json()}
+    # Bad input is refused in one line, changing nothing.
+    bad = det("token", "create", "-e", "0")
+    assert bad.rc != 0 and "--expiration-days" in bad.err
+    assert det("token", "describe", "999999").rc != 0
