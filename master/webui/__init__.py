@@ -19,7 +19,14 @@ from det.master.api._common import PUBLIC, allow
 
 bp = Blueprint("webui", __name__)
 
-_ASSETS = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
+_JS = "text/javascript; charset=utf-8"
+_ASSETS = {
+    "app.css": "text/css; charset=utf-8",
+    **{
+        f"{name}.js": _JS
+        for name in ("app", "charts", "experiments", "analysis", "trials", "models", "admin")
+    },
+}
 _HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:;"

@@ -79,6 +79,73 @@ function facts(pairs) {
   );
 }
 
+const TERMINAL = new Set(["COMPLETED", "CANCELED", "ERROR", "DELETED", "STOPPING_KILLED", "STOPPING_CANCELED", "STOPPING_COMPLETED", "STOPPING_ERROR"]);
+const isTerminal = (st) => TERMINAL.has(stateName(st));
+
+// The page's query string as an object, and a way to change it without a reload.
+function query() {
+  return Object.fromEntries(new URLSearchParams(location.search));
+}
+function setQuery(values) {
+  const q = new URLSearchParams(location.search);
+  for (const [k, v] of Object.entries(values)) {
+    if (v === undefined || v === null || v === "") q.delete(k);
+    else q.set(k, String(v));
+  }
+  const text = q.toString();
+  history.replaceState(null, "", location.pathname + (text ? "?" + text : ""));
+}
+
+// A table whose headers sort it: columns [{label, key?, cell(row), value?(row)}];
+// sort {key, desc}; onSort(key) is called with the clicked column's key.
+function sortTable(columns, rows, sort, onSort, { empty = "Nothing here yet.", rowAttrs } = {}) {
+  if (!rows.length) return h("p", { class: "muted" }, empty);
+  const head = columns.map((c) => {
+    if (!c.key) return h("th", {}, c.label);
+    const active = sort && sort.key === c.key;
+    return h("th", { "aria-sort": active ? (sort.desc ? "descending" : "ascending") : "none", class: "sortable" },
+      h("button", { class: "sort", "data-sort": c.key, onclick: () => onSort(c.key) }, c.label, active ? (sort.desc ? " ▼" : " ▲") : ""));
+  });
+  return h("table", { class: "sorted" },
+    h("thead", {}, h("tr", {}, head)),
+    h("tbody", {}, rows.map((r) => h("tr", rowAttrs ? rowAttrs(r) : {}, columns.map((c) => h("td", {}, c.cell(r)))))),
+  );
+}
+
+// Sorts rows in place by value(row) (numbers before text, missing values last either way).
+function sortRows(rows, value, desc) {
+  const missing = (v) => v === undefined || v === null || v === "" || (typeof v === "number" && !Number.isFinite(v));
+  rows.sort((a, b) => {
+    const x = value(a), y = value(b);
+    if (missing(x) || missing(y)) return missing(x) - missing(y);
+    const c = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y), undefined, { numeric: true });
+    return desc ? -c : c;
+  });
+  return rows;
+}
+
+// Runs fn over items one by one after one confirmation; failures are listed in the error box.
+async function batch(verb, items, label, fn) {
+  if (!items.length) return false;
+  if (!confirm(`${verb} ${items.length} ${label}${items.length === 1 ? "" : "s"}?`)) return false;
+  const failed = [];
+  for (const it of items) {
+    try {
+      await fn(it);
+    } catch (e) {
+      failed.push(`${it}: ${e.message}`);
+    }
+  }
+  showError(failed.length ? `${verb}: ${failed.length} of ${items.length} failed: ${failed.join("; ")}` : "");
+  return true;
+}
+
+let meCache = null;
+async function me() {
+  if (!meCache) meCache = api("/api/v1/me").then((r) => r.user);
+  return meCache;
+}
+
 // ---------------------------------------------------------------- API
 
 class ApiError extends Error {}
@@ -119,58 +186,14 @@ function showError(message) {
   box.hidden = !message;
 }
 
-async function act(what, fn) {
+async function act(what, fn, after = refresh) {
   try {
     await fn();
     showError("");
-    await refresh();
+    await after();
   } catch (e) {
     showError(what + ": " + e.message);
   }
-}
-
-// ---------------------------------------------------------------- chart
-
-// series: [{name, points: [[x, y], ...]}]; an SVG line chart with labelled axes and a legend.
-function lineChart(series, { xLabel, yLabel }) {
-  const pts = series.flatMap((x) => x.points).filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y));
-  if (!pts.length) return h("p", { class: "muted chart-empty" }, "No " + yLabel + " reported yet.");
-  const W = 720, H = 260, L = 64, R = 12, T = 12, B = 36;
-  let [x0, x1] = [Math.min(...pts.map((p) => p[0])), Math.max(...pts.map((p) => p[0]))];
-  let [y0, y1] = [Math.min(...pts.map((p) => p[1])), Math.max(...pts.map((p) => p[1]))];
-  if (x0 === x1) [x0, x1] = [x0 - 1, x1 + 1];
-  if (y0 === y1) [y0, y1] = [y0 - Math.abs(y0 || 1) * 0.1, y1 + Math.abs(y1 || 1) * 0.1];
-  const X = (x) => L + ((x - x0) / (x1 - x0)) * (W - L - R);
-  const Y = (y) => H - B - ((y - y0) / (y1 - y0)) * (H - T - B);
-  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img", "aria-label": yLabel + " by " + xLabel });
-  svg.appendChild(s("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, class: "axis" }));
-  svg.appendChild(s("line", { x1: L, y1: T, x2: L, y2: H - B, class: "axis" }));
-  for (let i = 0; i <= 4; i++) {
-    const xv = x0 + ((x1 - x0) * i) / 4, yv = y0 + ((y1 - y0) * i) / 4;
-    svg.appendChild(s("text", { x: X(xv), y: H - B + 16, class: "tick", "text-anchor": "middle" }, num(+xv.toPrecision(4))));
-    svg.appendChild(s("text", { x: L - 6, y: Y(yv) + 4, class: "tick", "text-anchor": "end" }, num(yv)));
-    svg.appendChild(s("line", { x1: L, y1: Y(yv), x2: W - R, y2: Y(yv), class: "grid" }));
-  }
-  svg.appendChild(s("text", { x: (L + W - R) / 2, y: H - 4, class: "label", "text-anchor": "middle" }, xLabel));
-  series.forEach((ser, i) => {
-    const good = ser.points.filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y));
-    if (!good.length) return;
-    const cls = "series s" + (i % 8);
-    const line = s("polyline", { points: good.map(([x, y]) => X(x) + "," + Y(y)).join(" "), class: cls, "data-series": ser.name });
-    line.appendChild(s("title", {}, ser.name));
-    svg.appendChild(line);
-    for (const [x, y] of good) {
-      svg.appendChild(s("circle", { cx: X(x), cy: Y(y), r: 2.5, class: cls }, s("title", {}, `${ser.name}: ${num(y)} at ${num(x)}`)));
-    }
-  });
-  const legend = h("ul", { class: "legend" }, series.map((ser, i) => h("li", {}, h("span", { class: "swatch s" + (i % 8) }), ser.name)));
-  return h("figure", {}, h("figcaption", {}, yLabel + " by " + xLabel), svg, legend);
-}
-
-function seriesOf(rows, metric) {
-  return rows
-    .map((r) => [r.totalBatches, ((r.metrics || {}).avg_metrics || {})[metric]])
-    .filter(([, y]) => typeof y === "number");
 }
 
 // ---------------------------------------------------------------- pages
@@ -213,154 +236,6 @@ async function loginPage(main) {
   return null;
 }
 
-function experimentActions(e) {
-  const st = stateName(e.state);
-  const post = (verb) => () => act(verb + " experiment " + e.id, () => api(`/api/v1/experiments/${e.id}/${verb}`, { method: "POST", body: {} }));
-  const buttons = [];
-  if (st === "ACTIVE") buttons.push(h("button", { onclick: post("pause") }, "Pause"));
-  if (st === "PAUSED") buttons.push(h("button", { onclick: post("activate") }, "Activate"));
-  if (st === "ACTIVE" || st === "PAUSED") {
-    buttons.push(
-      h("button", {
-        class: "danger",
-        onclick: () => {
-          if (confirm(`Kill experiment ${e.id} (${e.name})? Running trials stop without a checkpoint.`)) post("kill")();
-        },
-      }, "Kill"),
-    );
-  }
-  return h("span", { class: "actions" }, buttons);
-}
-
-async function experimentsPage(main) {
-  const out = await api("/api/v1/experiments?limit=200&orderBy=ORDER_BY_DESC");
-  const rows = out.experiments.map((e) => [
-    link("/det/experiments/" + e.id, String(e.id)),
-    link("/det/experiments/" + e.id, e.name),
-    badge(e.state),
-    e.searcherType,
-    String(e.numTrials),
-    e.progress === null || e.progress === undefined ? "" : Math.round(e.progress * 100) + "%",
-    e.username,
-    when(e.startTime),
-    experimentActions(e),
-  ]);
-  render(main, 
-    h("h1", {}, "Experiments"),
-    table(["ID", "Name", "State", "Searcher", "Trials", "Progress", "User", "Started", ""], rows,
-      "No experiments yet. Create one with: det experiment create CONFIG.yaml CONTEXT_DIR"),
-  );
-}
-
-async function experimentPage(main, id) {
-  const [{ experiment: e, config, jobSummary }, { trials }] = await Promise.all([
-    api("/api/v1/experiments/" + id),
-    api(`/api/v1/experiments/${id}/trials`),
-  ]);
-  const metric = e.searcherMetric;
-  const shown = trials.slice(0, 50);
-  const curves = await Promise.all(
-    shown.map((t) => api(`/api/v1/trials/${t.id}/metrics?group=validation`).then((r) => ({ name: "trial " + t.id, points: seriesOf(r.metrics, metric) }))),
-  );
-  const smaller = ((config || {}).searcher || {}).smaller_is_better !== false;
-  const configOpen = !!document.querySelector("details.config-box[open]");
-  render(main, 
-    h("h1", {}, `Experiment ${e.id}: `, e.name, " ", badge(e.state), " ", experimentActions(e)),
-    e.description ? h("p", {}, e.description) : null,
-    facts([
-      ["Searcher", `${e.searcherType} on ${metric} (${smaller ? "smaller" : "larger"} is better)`],
-      ["Trials", String(trials.length)],
-      ["Best trial", e.bestTrialId ? h("span", {}, link("/det/trials/" + e.bestTrialId, "trial " + e.bestTrialId), ` (${metric} ${num(e.bestTrialSearcherMetric)})`) : ""],
-      ["Queue", jobSummary && stateName(jobSummary.state) !== "UNSPECIFIED" ? `${stateName(jobSummary.state)}, ${jobSummary.jobsAhead} job(s) ahead` : ""],
-      ["Progress", e.progress === null || e.progress === undefined ? "" : Math.round(e.progress * 100) + "%"],
-      ["Labels", (e.labels || []).join(", ")],
-      ["Owner", e.username],
-      ["Started", when(e.startTime)],
-      ["Ended", when(e.endTime)],
-    ]),
-    h("h2", {}, "Validation"),
-    lineChart(curves, { xLabel: "batches", yLabel: metric }),
-    h("h2", {}, "Trials"),
-    table(
-      ["ID", "State", "Batches", metric, "Restarts", "Hyperparameters"],
-      trials.map((t) => [
-        link("/det/trials/" + t.id, String(t.id)),
-        badge(t.state),
-        String(t.totalBatchesProcessed),
-        num(t.searcherMetricValue),
-        String(t.restarts),
-        flat(t.hparams).map(([k, v]) => `${k}=${num(v)}`).join("  "),
-      ]),
-      "No trials yet.",
-    ),
-    h("details", { class: "config-box", open: configOpen }, h("summary", {}, "Configuration"), h("pre", { class: "config" }, JSON.stringify(config, null, 2))),
-  );
-}
-
-const chosenMetric = {};
-
-async function trialPage(main, id) {
-  const [{ trial: t }, train, valid, ckpts, logs] = await Promise.all([
-    api("/api/v1/trials/" + id),
-    api(`/api/v1/trials/${id}/metrics?group=training`),
-    api(`/api/v1/trials/${id}/metrics?group=validation`),
-    api(`/api/v1/trials/${id}/checkpoints`),
-    api(`/api/v1/trials/${id}/logs?limit=200`, { raw: true }),
-  ]);
-  const { experiment: exp } = await api("/api/v1/experiments/" + t.experimentId);
-  const preferred = [exp.searcherMetric, "loss"];
-  const charts = [];
-  for (const [group, rows] of [["training", train.metrics], ["validation", valid.metrics]]) {
-    const names = [...new Set(rows.flatMap((r) => Object.keys((r.metrics || {}).avg_metrics || {})))]
-      .filter((n) => rows.some((r) => typeof r.metrics.avg_metrics[n] === "number"));
-    if (!names.length) continue;
-    const key = id + "/" + group;
-    if (!names.includes(chosenMetric[key])) chosenMetric[key] = preferred.find((n) => names.includes(n)) || names[0];
-    const select = h("select", { "aria-label": group + " metric", onchange: (ev) => { chosenMetric[key] = ev.target.value; refresh(); } },
-      names.map((n) => h("option", { value: n, selected: n === chosenMetric[key] }, n)));
-    charts.push(h("section", { class: "chart-box" }, h("h3", {}, group, " ", select), lineChart([{ name: group + " " + chosenMetric[key], points: seriesOf(rows, chosenMetric[key]) }], { xLabel: "batches", yLabel: chosenMetric[key] })));
-  }
-  const summaryRows = [];
-  const groupName = { avg_metrics: "training", validation_metrics: "validation" };
-  for (const [key, metrics] of Object.entries(t.summaryMetrics || {})) {
-    const group = groupName[key] || key;
-    for (const [name, m] of Object.entries(metrics || {})) {
-      summaryRows.push([group, name, num(m.last), num(m.min), num(m.max), m.count === undefined ? "" : String(m.count)]);
-    }
-  }
-  const lines = logs.split("\n").filter(Boolean).map((l) => {
-    try {
-      const r = JSON.parse(l).result;
-      return (r.rankId !== null && r.rankId !== undefined ? `[rank=${r.rankId}] ` : "") + (r.log || "").replace(/\n$/, "");
-    } catch (e) {
-      return l;
-    }
-  });
-  const active = !["COMPLETED", "CANCELED", "ERROR", "STOPPING_KILLED", "STOPPING_CANCELED", "STOPPING_COMPLETED", "STOPPING_ERROR"].includes(stateName(t.state));
-  render(main, 
-    h("h1", {}, `Trial ${t.id} `, badge(t.state), " ",
-      active ? h("button", { class: "danger", onclick: () => { if (confirm(`Kill trial ${t.id}?`)) act("kill trial " + t.id, () => api(`/api/v1/trials/${t.id}/kill`, { method: "POST", body: {} })); } }, "Kill") : null),
-    facts([
-      ["Experiment", link("/det/experiments/" + t.experimentId, "experiment " + t.experimentId)],
-      ["Batches", String(t.totalBatchesProcessed)],
-      ["Searcher metric", num(t.searcherMetricValue)],
-      ["Restarts", String(t.restarts)],
-      ["Hyperparameters", flat(t.hparams).map(([k, v]) => `${k}=${num(v)}`).join("  ")],
-      ["Started", when(t.startTime)],
-      ["Ended", when(t.endTime)],
-    ]),
-    h("h2", {}, "Metrics"),
-    ...(charts.length ? charts : [h("p", { class: "muted" }, "No metrics reported yet.")]),
-    table(["Group", "Metric", "Last", "Min", "Max", "Count"], summaryRows, "No summary yet."),
-    h("h2", {}, "Checkpoints"),
-    table(["UUID", "Batches", "State", "Reported"], (ckpts.checkpoints || []).map((c) => [
-      h("code", {}, c.uuid), String(((c.metadata || {}).steps_completed) ?? ""), stateName(c.state), when(c.reportTime),
-    ]), "No checkpoints yet."),
-    h("h2", {}, "Logs"),
-    h("pre", { class: "logs" }, lines.length ? lines.join("\n") : "No log lines yet."),
-  );
-}
-
 async function jobsPage(main) {
   const { jobs } = await api("/api/v1/job-queues");
   const setPriority = (j) => () => {
@@ -396,6 +271,9 @@ async function clusterPage(main) {
   const costs = await Promise.all(
     resourcePools.map((p) => (p.type === "RESOURCE_POOL_TYPE_STATIC" ? null : api(`/api/v1/resource-pools/${encodeURIComponent(p.name)}/cost`).catch(() => null))),
   );
+  const events = await Promise.all(
+    resourcePools.map((p) => api(`/api/v1/resource-pools/${encodeURIComponent(p.name)}/events?limit=10`).then((r) => r.events).catch(() => [])),
+  );
   const usd = (v) => "$" + Number(v).toFixed(2);
   render(main, 
     h("h1", {}, "Cluster"),
@@ -414,6 +292,12 @@ async function clusterPage(main) {
         costs[i] ? usd(costs[i].spentThisMonth) + (costs[i].monthlyBudget ? ` of ${usd(costs[i].monthlyBudget)}` : "") : "",
       ]),
     ),
+    h("h2", {}, "Recent pool events"),
+    resourcePools.some((p, i) => events[i].length)
+      ? resourcePools.filter((p, i) => events[i].length).map((p) => h("section", { class: "pool-events", "data-pool": p.name },
+        h("h3", {}, p.name),
+        table(["Time", "Kind", "Message"], events[resourcePools.indexOf(p)].slice().reverse().map((ev) => [when(ev.time), ev.kind, ev.message]))))
+      : h("p", { class: "muted" }, "No pool has recorded an event yet (launches, terminations, waits)."),
     h("h2", {}, "Agents"),
     table(
       ["Agent", "Pool", "Slots in use", "Devices", "Status", "Last heartbeat", "Address"],
@@ -431,23 +315,32 @@ async function clusterPage(main) {
 
 // ---------------------------------------------------------------- routing
 
-const ROUTES = [
-  [/^\/det\/login\/?$/, loginPage, null],
-  [/^\/det\/?$/, experimentsPage, "experiments"],
-  [/^\/det\/experiments\/?$/, experimentsPage, "experiments"],
-  [/^\/det\/experiments\/(\d+)(\/.*)?$/, experimentPage, "experiments"],
-  [/^\/det\/trials\/(\d+)(\/.*)?$/, trialPage, "experiments"],
-  [/^\/det\/jobs\/?$/, jobsPage, "jobs"],
-  [/^\/det\/cluster(s)?\/?$/, clusterPage, "cluster"],
-];
+// A page is page(main, ...routeArgs). It returns nothing (the router calls it again every
+// REFRESH_MS) or {refresh} (a function the router calls instead, or null: the page keeps itself
+// up to date, e.g. an interactive view that a redraw would disturb).
+function routes() {
+  return [
+    [/^\/det\/login\/?$/, loginPage, null],
+    [/^\/det\/?$/, experimentsPage, "experiments"],
+    [/^\/det\/experiments\/?$/, experimentsPage, "experiments"],
+    [/^\/det\/experiments\/(\d+)\/?$/, experimentPage, "experiments"],
+    [/^\/det\/compare\/?$/, comparePage, "experiments"],
+    [/^\/det\/trials\/(\d+)(?:\/.*)?$/, trialPage, "experiments"],
+    [/^\/det\/models\/?$/, modelsPage, "models"],
+    [/^\/det\/models\/([^/]+)\/?$/, modelPage, "models"],
+    [/^\/det\/models\/([^/]+)\/versions\/(\d+)\/?$/, modelVersionPage, "models"],
+    [/^\/det\/jobs\/?$/, jobsPage, "jobs"],
+    [/^\/det\/cluster(s)?\/?$/, clusterPage, "cluster"],
+    [/^\/det\/admin\/users\/?$/, usersPage, "users"],
+  ];
+}
 
 let current = null;
 
 async function refresh() {
   if (!current) return;
-  const main = document.getElementById("main");
   try {
-    await current(main);
+    await current(document.getElementById("main"));
     showError("");
   } catch (e) {
     showError(e.message);
@@ -456,7 +349,7 @@ async function refresh() {
 
 async function start() {
   const path = location.pathname;
-  const route = ROUTES.find(([re]) => re.test(path));
+  const route = routes().find(([re]) => re.test(path));
   const main = document.getElementById("main");
   if (!route) {
     render(main, h("h1", {}, "Page not found"), h("p", {}, link("/det/", "Back to the experiments")));
@@ -466,10 +359,10 @@ async function start() {
   if (page === loginPage) return loginPage(main);
   if (!token()) return toLogin();
   for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("current", a.dataset.section === section);
-  const args = path.match(re).slice(1);
-  current = (m) => page(m, ...args);
-  api("/api/v1/me")
-    .then(({ user }) => {
+  const args = path.match(re).slice(1).map((x) => (x === undefined ? x : decodeURIComponent(x)));
+  me()
+    .then((user) => {
+      document.getElementById("nav-users").hidden = !user.admin;
       document.getElementById("who").replaceChildren(
         user.username + " ",
         h("button", {
@@ -483,7 +376,14 @@ async function start() {
       );
     })
     .catch(() => {});
-  await refresh();
+  let out;
+  try {
+    out = await page(main, ...args);
+    showError("");
+  } catch (e) {
+    showError(e.message);
+  }
+  current = out && typeof out === "object" ? out.refresh : (m) => page(m, ...args);
   setInterval(() => {
     if (!document.hidden) refresh();
   }, REFRESH_MS);

@@ -115,7 +115,8 @@ def test_a_finished_search_shows_its_trials_curves_metrics_checkpoints_and_logs(
     page.wait_for_url(f"**/det/experiments/{eid}")
     assert "webui-search" in page.inner_text("h1")
     # One validation curve per trial, with a point per validation (8 steps, every 2).
-    lines = page.locator("svg.chart polyline")
+    page.wait_for_selector("figure.curves[data-ready-ms]")
+    lines = page.locator("figure.curves svg polyline")
     assert lines.count() == 2
     for i in range(2):
         assert len(lines.nth(i).get_attribute("points").split()) == 4
@@ -136,6 +137,7 @@ def test_a_finished_search_shows_its_trials_curves_metrics_checkpoints_and_logs(
     for c in checkpoints:
         assert c["uuid"] in page.inner_text("body")
     # Log lines are text: the markup in them is shown, not rendered.
+    page.wait_for_selector("pre.logs .log-line")
     assert "epoch 1: <b>done</b>" in page.inner_text("pre.logs")
     assert page.locator("pre.logs b").count() == 0
     # Both metric groups are charted; choosing another training metric redraws the chart.

@@ -1,0 +1,249 @@
+// det WebUI: an experiment's page (learning curves of all trials, hyperparameter views with
+// brushing, the trials table, compare) and the trial comparison page.
+"use strict";
+
+const CURVE_POINTS = 1000; // per trial and metric, sampled by the master (CompareTrials)
+const SERIES_CHUNK = 50; // trials per time-series request (keeps the URL short)
+
+// The metric ids ("group.name") a trial has reported, from its summary.
+function metricIdsOf(trials) {
+  const ids = new Set();
+  for (const t of trials) {
+    for (const [key, metrics] of Object.entries(t.summaryMetrics || {})) {
+      const group = key === "avg_metrics" ? "training" : key === "validation_metrics" ? "validation" : key;
+      for (const [name, m] of Object.entries(metrics || {})) if (m && (typeof m.last === "number" || m.type === "number")) ids.add(group + "." + name);
+    }
+  }
+  return [...ids].sort((a, b) => (a.startsWith("validation.") === b.startsWith("validation.") ? a.localeCompare(b) : a.startsWith("validation.") ? -1 : 1));
+}
+
+function lastOf(t, metricId) {
+  const [group, ...rest] = metricId.split(".");
+  const key = group === "training" ? "avg_metrics" : group === "validation" ? "validation_metrics" : group;
+  const m = ((t.summaryMetrics || {})[key] || {})[rest.join(".")];
+  return m ? m.last : undefined;
+}
+
+// {trialId: [[batches, value], ...]} of one metric, sampled by the master.
+async function seriesOf(trialIds, metricId) {
+  const name = metricId.slice(metricId.indexOf(".") + 1);
+  const out = {};
+  for (let i = 0; i < trialIds.length; i += SERIES_CHUNK) {
+    const p = new URLSearchParams({ maxDatapoints: CURVE_POINTS });
+    for (const id of trialIds.slice(i, i + SERIES_CHUNK)) p.append("trialIds", id);
+    p.append("metricIds", metricId);
+    const r = await api("/api/v1/trials/time-series?" + p.toString());
+    for (const t of r.trials) {
+      const pts = [];
+      for (const m of t.metrics || []) for (const dp of m.data || []) {
+        const v = (dp.values || {})[name];
+        if (typeof v === "number") pts.push([dp.batches, v]);
+      }
+      out[t.trial.id] = pts;
+    }
+  }
+  return out;
+}
+
+function metricSelect(ids, chosen, label, onchange) {
+  return h("select", { "aria-label": label, onchange: (ev) => onchange(ev.target.value) }, ids.map((id) => h("option", { value: id, selected: id === chosen }, id)));
+}
+
+// Draws the curves, then records when the browser has laid them out (data-ready-ms: ms since
+// navigation; data-draw-ms: building the SVG) for the benchmark in the WebUI test.
+function curvesFigure(series, metricId, highlight) {
+  const t0 = performance.now();
+  const fig = lineChart(series, { xLabel: "batches", yLabel: metricId, cls: "curves", highlight });
+  const drawn = performance.now() - t0;
+  requestAnimationFrame(() => requestAnimationFrame(() => {
+    fig.setAttribute("data-draw-ms", drawn.toFixed(1));
+    fig.setAttribute("data-ready-ms", performance.now().toFixed(1));
+  }));
+  return fig;
+}
+
+async function experimentPage(main, id) {
+  const st = { metric: null, brushes: {}, sort: { key: "metric", desc: false }, picked: new Set(), heat: [null, null], series: {}, seriesMetric: null };
+  const boxes = {
+    head: h("div"),
+    curves: h("section", { class: "curves-box" }),
+    hp: h("section", { class: "hp-box" }),
+    trials: h("section", { class: "trials-box" }),
+    config: h("div"),
+  };
+  render(main, boxes.head, h("h2", {}, "Learning curves"), boxes.curves, h("h2", {}, "Hyperparameters"), boxes.hp, h("h2", {}, "Trials"), boxes.trials, boxes.config);
+  let data = null;
+
+  const load = async () => {
+    const [{ experiment: e, config, jobSummary }, { trials }] = await Promise.all([api("/api/v1/experiments/" + id), api(`/api/v1/experiments/${id}/trials`)]);
+    const metricIds = metricIdsOf(trials);
+    if (!st.metric || !metricIds.includes(st.metric)) st.metric = metricIds.includes("validation." + e.searcherMetric) ? "validation." + e.searcherMetric : metricIds[0] || null;
+    const smaller = ((config || {}).searcher || {}).smaller_is_better !== false;
+    data = { e, config, jobSummary, trials, metricIds, smaller };
+    drawHead();
+    if (st.metric) {
+      st.series = await seriesOf(trials.map((t) => t.id), st.metric);
+      st.seriesMetric = st.metric;
+    }
+    draw();
+  };
+
+  const drawHead = () => {
+    const { e, config, jobSummary, trials, smaller } = data;
+    const metric = e.searcherMetric;
+    const configOpen = !!boxes.config.querySelector("details[open]");
+    render(boxes.head,
+      h("h1", {}, `Experiment ${e.id}: `, e.name, " ", badge(e.state), " ", experimentActions(e)),
+      e.description ? h("p", {}, e.description) : null,
+      facts([
+        ["Searcher", `${e.searcherType} on ${metric} (${smaller ? "smaller" : "larger"} is better)`],
+        ["Trials", String(trials.length)],
+        ["Best trial", e.bestTrialId ? h("span", {}, link("/det/trials/" + e.bestTrialId, "trial " + e.bestTrialId), ` (${metric} ${num(e.bestTrialSearcherMetric)})`) : ""],
+        ["Queue", jobSummary && stateName(jobSummary.state) !== "UNSPECIFIED" ? `${stateName(jobSummary.state)}, ${jobSummary.jobsAhead} job(s) ahead` : ""],
+        ["Progress", e.progress === null || e.progress === undefined ? "" : Math.round(e.progress * 100) + "%"],
+        ["Labels", (e.labels || []).join(", ")],
+        ["Owner", e.username],
+        ["Started", when(e.startTime)],
+        ["Ended", when(e.endTime)],
+      ]),
+    );
+    render(boxes.config, h("details", { class: "config-box", open: configOpen }, h("summary", {}, "Configuration"), h("pre", { class: "config" }, JSON.stringify(config, null, 2))));
+  };
+
+  // Rows of the hyperparameter views: flattened hparams and the searcher metric.
+  const hpRows = () => data.trials.map((t) => ({ id: t.id, trial: t, values: Object.fromEntries(flat(t.hparams)), metric: typeof t.searcherMetricValue === "number" ? t.searcherMetricValue : NaN }));
+
+  const draw = () => {
+    if (!data) return;
+    const { e, trials, metricIds, smaller } = data;
+    const rows = hpRows();
+    const keys = [...new Set(rows.flatMap((r) => Object.keys(r.values)))].sort();
+    const dims = keys.map((k) => ({ key: k, label: k, scale: scaleOf(rows.map((r) => r.values[k])) }));
+    const metricDim = { key: "\u0000metric", label: e.searcherMetric, scale: scaleOf(rows.map((r) => r.metric).filter(Number.isFinite)) };
+    const allDims = [...dims, metricDim];
+    const valueOf = (r, k) => (k === metricDim.key ? r.metric : r.values[k]);
+    const selected = new Set(rows.filter((r) => Object.entries(st.brushes).every(([k, [lo, hi]]) => {
+      const d = allDims.find((x) => x.key === k);
+      const p = d ? d.scale.pos(valueOf(r, k)) : NaN;
+      return !d || (Number.isFinite(p) && p >= lo - 1e-9 && p <= hi + 1e-9);
+    })).map((r) => r.id));
+    const brushed = Object.keys(st.brushes).length > 0;
+
+    // Learning curves.
+    const series = trials.filter((t) => st.series[t.id] && st.series[t.id].length).map((t) => ({ name: "trial " + t.id, key: t.id, points: st.series[t.id] }));
+    render(boxes.curves,
+      h("div", { class: "toolbar" }, h("label", {}, "Metric", metricSelect(metricIds, st.metric, "curve metric", async (v) => {
+        st.metric = v;
+        st.series = await seriesOf(trials.map((t) => t.id), v);
+        st.seriesMetric = v;
+        draw();
+      }))),
+      st.metric ? curvesFigure(series, st.metric, brushed ? selected : null) : h("p", { class: "muted" }, "No metrics reported yet."),
+    );
+
+    // Hyperparameter views.
+    const pdata = rows.map((r) => ({ id: r.id, values: { ...r.values, [metricDim.key]: r.metric } }));
+    const onBrush = (key, range) => {
+      if (range) st.brushes[key] = range;
+      else delete st.brushes[key];
+      draw();
+    };
+    if (!dims.length) {
+      render(boxes.hp, h("p", { class: "muted" }, "This experiment has no hyperparameters to compare."));
+    } else {
+      if (!keys.includes(st.heat[0])) st.heat[0] = keys[0];
+      if (!keys.includes(st.heat[1])) st.heat[1] = keys[1] || keys[0];
+      const heatSelect = (i, label) => h("select", { "aria-label": label, onchange: (ev) => { st.heat[i] = ev.target.value; draw(); } }, keys.map((k) => h("option", { value: k, selected: k === st.heat[i] }, k)));
+      render(boxes.hp,
+        h("h3", {}, "Parallel coordinates"),
+        h("p", { class: "muted hint" }, "Drag along an axis to keep only the trials inside the range; click an axis to clear its range."),
+        h("figure", { class: "pcoords-box" }, parallelCoords(allDims, pdata, st.brushes, onBrush, selected),
+          h("figcaption", { class: "brush-state" }, `${selected.size} of ${rows.length} trials selected`, " ",
+            brushed ? h("button", { onclick: () => { st.brushes = {}; draw(); } }, "Clear ranges") : null)),
+        h("h3", {}, `Each hyperparameter against ${e.searcherMetric}`),
+        h("div", { class: "scatters" }, dims.map((d) => h("div", { class: "scatter-box", "data-hp": d.key },
+          h("h4", {}, d.key),
+          scatter(rows.map((r) => ({ id: r.id, x: r.values[d.key], y: r.metric })), { xLabel: d.key, yLabel: e.searcherMetric, scale: d.scale, selected })))),
+        h("h3", {}, "Heat map ", heatSelect(0, "heat map x"), " by ", heatSelect(1, "heat map y")),
+        heatMap(rows.filter((r) => selected.has(r.id)), { xKey: st.heat[0], yKey: st.heat[1], xScale: dims.find((d) => d.key === st.heat[0]).scale, yScale: dims.find((d) => d.key === st.heat[1]).scale, metric: e.searcherMetric, smallerIsBetter: smaller }),
+      );
+    }
+
+    // Trials table: the brushed set, sortable by any column; pick trials to compare.
+    const shown = sortRows(trials.filter((t) => selected.has(t.id)), (t) => {
+      const k = st.sort.key;
+      if (k === "metric") return t.searcherMetricValue;
+      if (k.startsWith("hp:")) return Object.fromEntries(flat(t.hparams))[k.slice(3)];
+      if (k.startsWith("m:")) return lastOf(t, k.slice(2));
+      return { id: t.id, state: stateName(t.state), batches: t.totalBatchesProcessed, restarts: t.restarts }[k];
+    }, st.sort.desc);
+    const onSort = (key) => {
+      st.sort = { key, desc: st.sort.key === key ? !st.sort.desc : false };
+      draw();
+    };
+    const columns = [
+      { label: "", cell: (t) => h("input", { type: "checkbox", class: "pick", "aria-label": "compare trial " + t.id, checked: st.picked.has(t.id), onchange: (ev) => { ev.target.checked ? st.picked.add(t.id) : st.picked.delete(t.id); drawCompare(); } }) },
+      { label: "ID", key: "id", cell: (t) => link("/det/trials/" + t.id, String(t.id)) },
+      { label: "State", key: "state", cell: (t) => badge(t.state) },
+      { label: "Batches", key: "batches", cell: (t) => String(t.totalBatchesProcessed) },
+      { label: e.searcherMetric + " (searcher)", key: "metric", cell: (t) => num(t.searcherMetricValue) },
+      ...metricIds.filter((m) => m !== "validation." + e.searcherMetric).map((m) => ({ label: m, key: "m:" + m, cell: (t) => num(lastOf(t, m)) })),
+      ...keys.map((k) => ({ label: k, key: "hp:" + k, cell: (t) => num(Object.fromEntries(flat(t.hparams))[k]) })),
+      { label: "Restarts", key: "restarts", cell: (t) => String(t.restarts) },
+    ];
+    const compareBox = h("span", { class: "compare" });
+    const drawCompare = () => {
+      const ids = [...st.picked];
+      render(compareBox, ids.length >= 2 ? link("/det/compare?trials=" + ids.join(","), `Compare ${ids.length} trials`) : h("span", { class: "muted" }, "Pick two or more trials to compare them."));
+    };
+    drawCompare();
+    render(boxes.trials,
+      h("p", { class: "toolbar" }, h("span", { class: "trial-count" }, brushed ? `${shown.length} of ${trials.length} trials (in the selected ranges)` : `${trials.length} trials`), " ", compareBox),
+      sortTable(columns, shown, st.sort, onSort, { empty: brushed ? "No trial is inside the selected ranges." : "No trials yet.", rowAttrs: (t) => ({ "data-trial": t.id }) }),
+    );
+  };
+
+  await load();
+  // A finished experiment does not change: no refresh that could disturb a brush or a choice.
+  return { refresh: () => (data && isTerminal(data.e.state) ? null : load()) };
+}
+
+async function comparePage(main) {
+  const ids = (query().trials || "").split(",").map((x) => parseInt(x, 10)).filter(Number.isFinite);
+  if (!ids.length) {
+    render(main, h("h1", {}, "Compare trials"), h("p", { class: "muted" }, "Pick trials on an experiment's page to compare them."));
+    return { refresh: null };
+  }
+  const trials = (await Promise.all(ids.map((t) => api("/api/v1/trials/" + t)))).map((r) => r.trial);
+  const metricIds = metricIdsOf(trials);
+  let metric = metricIds[0];
+  const curves = h("section");
+  const drawCurves = async () => {
+    const series = metric ? await seriesOf(ids, metric) : {};
+    render(curves,
+      h("div", { class: "toolbar" }, h("label", {}, "Metric", metricSelect(metricIds, metric, "compare metric", (v) => { metric = v; drawCurves(); }))),
+      metric ? curvesFigure(trials.map((t) => ({ name: "trial " + t.id, points: series[t.id] || [] })), metric, null) : h("p", { class: "muted" }, "No metrics."),
+    );
+  };
+  const hps = trials.map((t) => Object.fromEntries(flat(t.hparams)));
+  const hpKeys = [...new Set(hps.flatMap((x) => Object.keys(x)))].sort();
+  const head = ["", ...trials.map((t) => link("/det/trials/" + t.id, `trial ${t.id} (experiment ${t.experimentId})`))];
+  const differs = (values) => new Set(values.map((v) => JSON.stringify(v))).size > 1;
+  const rowOf = (label, values) => h("tr", { class: differs(values) ? "differs" : "" }, h("th", {}, label), values.map((v) => h("td", {}, num(v))));
+  const sideBySide = (cls, rows) => h("table", { class: "side " + cls }, h("thead", {}, h("tr", {}, head.map((x) => h("th", {}, x)))), h("tbody", {}, rows));
+  render(main,
+    h("h1", {}, `Compare ${trials.length} trials`),
+    h("h2", {}, "Curves"), curves,
+    h("h2", {}, "Hyperparameters"),
+    sideBySide("hparams", hpKeys.map((k) => rowOf(k, hps.map((x) => x[k])))),
+    h("h2", {}, "Metrics (latest)"),
+    sideBySide("metrics", [
+      rowOf("state", trials.map((t) => stateName(t.state))),
+      rowOf("batches", trials.map((t) => t.totalBatchesProcessed)),
+      rowOf("searcher metric", trials.map((t) => t.searcherMetricValue)),
+      ...metricIds.map((m) => rowOf(m, trials.map((t) => lastOf(t, m)))),
+    ]),
+  );
+  await drawCurves();
+  return { refresh: null };
+}

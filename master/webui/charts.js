@@ -1,0 +1,227 @@
+// det WebUI charts: hand-written SVG (line chart, parallel coordinates with brushing, scatter,
+// heat map). No library: each chart is a few dozen lines, and what a library would add (zoom,
+// canvas) is not needed at the sizes we draw (100 trials x 1,000 points; see docs/webui.md).
+"use strict";
+
+const PALETTE = 8; // colour classes s0..s7 in app.css
+
+function extent(values) {
+  let lo = Infinity, hi = -Infinity;
+  for (const v of values) {
+    if (!Number.isFinite(v)) continue;
+    if (v < lo) lo = v;
+    if (v > hi) hi = v;
+  }
+  if (lo === Infinity) return null;
+  if (lo === hi) {
+    const pad = Math.abs(lo || 1) * 0.1;
+    return [lo - pad, hi + pad];
+  }
+  return [lo, hi];
+}
+
+const fmt = (v) => num(+(+v).toPrecision(4));
+
+function axes(svg, { W, H, L, R, T, B, xr, yr, xLabel, yLabel, X, Y, xTicks }) {
+  svg.appendChild(s("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, class: "axis" }));
+  svg.appendChild(s("line", { x1: L, y1: T, x2: L, y2: H - B, class: "axis" }));
+  for (let i = 0; i <= 4; i++) {
+    const yv = yr[0] + ((yr[1] - yr[0]) * i) / 4;
+    svg.appendChild(s("text", { x: L - 6, y: Y(yv) + 4, class: "tick", "text-anchor": "end" }, fmt(yv)));
+    svg.appendChild(s("line", { x1: L, y1: Y(yv), x2: W - R, y2: Y(yv), class: "grid" }));
+  }
+  const ticks = xTicks || [0, 1, 2, 3, 4].map((i) => [xr[0] + ((xr[1] - xr[0]) * i) / 4, null]);
+  for (const [xv, text] of ticks) {
+    svg.appendChild(s("text", { x: X(xv), y: H - B + 16, class: "tick", "text-anchor": "middle" }, text === null ? fmt(xv) : text));
+  }
+  svg.appendChild(s("text", { x: (L + W - R) / 2, y: H - 4, class: "label", "text-anchor": "middle" }, xLabel));
+  if (yLabel) svg.appendChild(s("text", { x: 12, y: (T + H - B) / 2, class: "label", "text-anchor": "middle", transform: `rotate(-90 12 ${(T + H - B) / 2})` }, yLabel));
+}
+
+// series: [{name, key?, points: [[x, y], ...]}]. Points get circles only when there are few of
+// them (hover titles); large charts are polylines only, one element per series.
+function lineChart(series, { xLabel, yLabel, cls = "", highlight = null }) {
+  const xs = [], ys = [];
+  for (const ser of series) for (const [x, y] of ser.points) if (Number.isFinite(x) && Number.isFinite(y)) { xs.push(x); ys.push(y); }
+  if (!xs.length) return h("p", { class: "muted chart-empty" }, "No " + yLabel + " reported yet.");
+  const W = 720, H = 260, L = 64, R = 12, T = 12, B = 36;
+  const xr = extent(xs), yr = extent(ys);
+  const X = (x) => L + ((x - xr[0]) / (xr[1] - xr[0])) * (W - L - R);
+  const Y = (y) => H - B - ((y - yr[0]) / (yr[1] - yr[0])) * (H - T - B);
+  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img", "aria-label": yLabel + " by " + xLabel });
+  axes(svg, { W, H, L, R, T, B, xr, yr, xLabel, yLabel: "", X, Y });
+  const dots = xs.length <= 600;
+  series.forEach((ser, i) => {
+    const good = ser.points.filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y));
+    if (!good.length) return;
+    const dim = highlight && !highlight.has(ser.key ?? ser.name);
+    const c = "series s" + (i % PALETTE) + (dim ? " dim" : "");
+    let pts = "";
+    for (const [x, y] of good) pts += X(x).toFixed(1) + "," + Y(y).toFixed(1) + " ";
+    const line = s("polyline", { points: pts.trim(), class: c, "data-series": ser.name });
+    line.appendChild(s("title", {}, ser.name));
+    svg.appendChild(line);
+    if (dots) {
+      for (const [x, y] of good) {
+        svg.appendChild(s("circle", { cx: X(x), cy: Y(y), r: 2.5, class: c }, s("title", {}, `${ser.name}: ${num(y)} at ${num(x)}`)));
+      }
+    }
+  });
+  const shown = series.slice(0, 24);
+  const legend = h("ul", { class: "legend" }, shown.map((ser, i) => h("li", {}, h("span", { class: "swatch s" + (i % PALETTE) }), ser.name)),
+    series.length > shown.length ? h("li", { class: "muted" }, `and ${series.length - shown.length} more`) : null);
+  return h("figure", { class: cls }, h("figcaption", {}, yLabel + " by " + xLabel), svg, legend);
+}
+
+// An axis of a hyperparameter view: numeric (linear) or categorical (evenly spaced values).
+function scaleOf(values) {
+  const nums = values.filter((v) => typeof v === "number" && Number.isFinite(v));
+  if (nums.length && nums.length === values.filter((v) => v !== undefined && v !== null).length) {
+    const [lo, hi] = extent(nums);
+    return { kind: "num", lo, hi, pos: (v) => (typeof v === "number" ? (v - lo) / (hi - lo) : NaN), label: fmt };
+  }
+  const cats = [...new Set(values.filter((v) => v !== undefined && v !== null).map((v) => JSON.stringify(v)))].sort();
+  const n = cats.length;
+  return {
+    kind: "cat",
+    cats,
+    pos: (v) => (v === undefined || v === null ? NaN : n === 1 ? 0.5 : cats.indexOf(JSON.stringify(v)) / (n - 1)),
+    label: (x) => x,
+  };
+}
+
+// Parallel coordinates. dims: [{key, label, scale}]; rows: [{id, values: {key: v}}];
+// brushes: {key: [lo, hi]} in axis position (0 bottom .. 1 top); onBrush(key, range|null) after
+// a drag on an axis (a click without a drag clears that axis's brush).
+function parallelCoords(dims, rows, brushes, onBrush, selected) {
+  const W = 720, H = 300, L = 40, R = 60, T = 24, B = 30;
+  const gap = dims.length > 1 ? (W - L - R) / (dims.length - 1) : 0;
+  const X = (i) => L + i * gap;
+  const Y = (p) => H - B - p * (H - T - B);
+  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart pcoords", role: "img", "aria-label": "parallel coordinates" });
+  const lines = s("g", { class: "lines" });
+  svg.appendChild(lines);
+  for (const r of rows) {
+    let pts = "";
+    dims.forEach((d, i) => {
+      const p = d.scale.pos(r.values[d.key]);
+      if (Number.isFinite(p)) pts += X(i).toFixed(1) + "," + Y(p).toFixed(1) + " ";
+    });
+    const on = selected.has(r.id);
+    const line = s("polyline", { points: pts.trim(), class: "pline" + (on ? " on" : " off"), "data-trial": r.id });
+    line.appendChild(s("title", {}, "trial " + r.id));
+    lines.appendChild(line);
+  }
+  dims.forEach((d, i) => {
+    const g = s("g", { class: "paxis", "data-axis": d.key });
+    g.appendChild(s("line", { x1: X(i), y1: Y(0), x2: X(i), y2: Y(1), class: "axis" }));
+    g.appendChild(s("text", { x: X(i), y: T - 10, class: "label", "text-anchor": "middle" }, d.label));
+    const ticks = d.scale.kind === "num" ? [0, 0.5, 1].map((p) => [p, d.scale.label(d.scale.lo + p * (d.scale.hi - d.scale.lo))]) : d.scale.cats.map((c, j) => [d.scale.cats.length === 1 ? 0.5 : j / (d.scale.cats.length - 1), c]);
+    for (const [p, text] of ticks) g.appendChild(s("text", { x: X(i) + 5, y: Y(p) + 4, class: "tick" }, String(text)));
+    const b = brushes[d.key];
+    if (b) g.appendChild(s("rect", { x: X(i) - 8, y: Y(b[1]), width: 16, height: Math.max(1, Y(b[0]) - Y(b[1])), class: "brush" }));
+    // The hit area a drag starts on.
+    const hit = s("rect", { x: X(i) - 14, y: Y(1), width: 28, height: Y(0) - Y(1), class: "brush-area", "data-axis": d.key });
+    hit.addEventListener("pointerdown", (ev) => startBrush(ev, svg, d.key, Y(0), Y(1), X(i), onBrush));
+    g.appendChild(hit);
+    svg.appendChild(g);
+  });
+  return svg;
+}
+
+function svgY(svg, ev) {
+  const m = svg.getScreenCTM();
+  return m ? (ev.clientY - m.f) / m.d : ev.clientY;
+}
+
+function startBrush(ev, svg, key, y0, y1, x, onBrush) {
+  ev.preventDefault();
+  const from = svgY(svg, ev);
+  const rect = s("rect", { x: x - 8, y: from, width: 16, height: 0, class: "brush live" });
+  svg.appendChild(rect);
+  const clamp = (y) => Math.min(y0, Math.max(y1, y));
+  const move = (e) => {
+    const a = clamp(from), b = clamp(svgY(svg, e));
+    rect.setAttribute("y", Math.min(a, b));
+    rect.setAttribute("height", Math.abs(a - b));
+  };
+  const up = (e) => {
+    window.removeEventListener("pointermove", move);
+    window.removeEventListener("pointerup", up);
+    rect.remove();
+    const a = clamp(from), b = clamp(svgY(svg, e));
+    const p = (y) => (y0 - y) / (y0 - y1);
+    onBrush(key, Math.abs(a - b) < 3 ? null : [Math.min(p(a), p(b)), Math.max(p(a), p(b))]);
+  };
+  window.addEventListener("pointermove", move);
+  window.addEventListener("pointerup", up);
+}
+
+// points: [{id, x, y}] with x any value (scale), y a number.
+function scatter(points, { xLabel, yLabel, scale, selected }) {
+  const ys = points.map((p) => p.y).filter(Number.isFinite);
+  if (!ys.length) return h("p", { class: "muted chart-empty" }, "No " + yLabel + " yet.");
+  const W = 340, H = 220, L = 56, R = 12, T = 10, B = 36;
+  const yr = extent(ys);
+  const X = (p) => L + 8 + p * (W - L - R - 16);
+  const Y = (y) => H - B - ((y - yr[0]) / (yr[1] - yr[0])) * (H - T - B);
+  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart scatter", role: "img", "aria-label": yLabel + " by " + xLabel });
+  const xTicks = scale.kind === "num" ? [0, 0.5, 1].map((p) => [p, fmt(scale.lo + p * (scale.hi - scale.lo))]) : scale.cats.map((c, j) => [scale.cats.length === 1 ? 0.5 : j / (scale.cats.length - 1), c]);
+  axes(svg, { W, H, L, R, T, B, xr: [0, 1], yr, xLabel, yLabel, X, Y, xTicks });
+  for (const p of points) {
+    const x = scale.pos(p.x);
+    if (!Number.isFinite(x) || !Number.isFinite(p.y)) continue;
+    svg.appendChild(s("circle", { cx: X(x), cy: Y(p.y), r: 3.5, class: "dot" + (selected.has(p.id) ? " on" : " off"), "data-trial": p.id },
+      s("title", {}, `trial ${p.id}: ${xLabel}=${num(p.x)}, ${yLabel}=${num(p.y)}`)));
+  }
+  return h("figure", { class: "small" }, svg);
+}
+
+// Bins of a scale: numeric ones in `n` equal ranges, categorical ones one per value.
+function binsOf(scale, n = 6) {
+  if (scale.kind === "cat") {
+    const of = (v) => (v === undefined || v === null ? -1 : scale.cats.indexOf(JSON.stringify(v)));
+    return scale.cats.map((label) => ({ label, of }));
+  }
+  const w = (scale.hi - scale.lo) / n;
+  return Array.from({ length: n }, (_, i) => ({
+    label: fmt(scale.lo + i * w) + "–" + fmt(scale.lo + (i + 1) * w),
+    of: (v) => (typeof v === "number" ? Math.min(n - 1, Math.max(0, Math.floor((v - scale.lo) / w))) : -1),
+  }));
+}
+
+// Heat map of the mean metric per (x bin, y bin); darker is better.
+function heatMap(rows, { xKey, yKey, xScale, yScale, metric, smallerIsBetter }) {
+  const xb = binsOf(xScale), yb = binsOf(yScale);
+  const cells = new Map();
+  for (const r of rows) {
+    if (!Number.isFinite(r.metric)) continue;
+    const i = xb.length ? xb[0].of(r.values[xKey]) : -1, j = yb.length ? yb[0].of(r.values[yKey]) : -1;
+    if (i < 0 || j < 0) continue;
+    const c = cells.get(i + "," + j) || { sum: 0, n: 0 };
+    c.sum += r.metric;
+    c.n += 1;
+    cells.set(i + "," + j, c);
+  }
+  if (!cells.size) return h("p", { class: "muted chart-empty" }, "No trial has both hyperparameters and " + metric + ".");
+  const means = [...cells.values()].map((c) => c.sum / c.n);
+  const [lo, hi] = extent(means);
+  const W = 720, H = 300, L = 120, R = 12, T = 10, B = 46;
+  const cw = (W - L - R) / xb.length, ch = (H - T - B) / yb.length;
+  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart heatmap", role: "img", "aria-label": `${metric} by ${xKey} and ${yKey}` });
+  for (const [k, c] of cells) {
+    const [i, j] = k.split(",").map(Number);
+    const mean = c.sum / c.n;
+    let t = (mean - lo) / (hi - lo); // 0 smallest .. 1 largest
+    if (smallerIsBetter) t = 1 - t; // 1 = best = darkest
+    const shade = (a, b) => Math.round(a + (b - a) * t);
+    const fill = `rgb(${shade(232, 20)},${shade(240, 70)},${shade(252, 180)})`;
+    svg.appendChild(s("rect", { x: L + i * cw + 1, y: H - B - (j + 1) * ch + 1, width: cw - 2, height: ch - 2, fill, class: "cell", "data-cell": k },
+      s("title", {}, `${xKey} ${xb[i].label}, ${yKey} ${yb[j].label}: mean ${metric} ${num(mean)} over ${c.n} trial(s)`)));
+    svg.appendChild(s("text", { x: L + (i + 0.5) * cw, y: H - B - (j + 0.5) * ch + 4, class: "cell-text" + (t > 0.55 ? " light" : ""), "text-anchor": "middle" }, fmt(mean)));
+  }
+  xb.forEach((b, i) => svg.appendChild(s("text", { x: L + (i + 0.5) * cw, y: H - B + 16, class: "tick", "text-anchor": "middle" }, b.label)));
+  yb.forEach((b, j) => svg.appendChild(s("text", { x: L - 6, y: H - B - (j + 0.5) * ch + 4, class: "tick", "text-anchor": "end" }, b.label)));
+  svg.appendChild(s("text", { x: (L + W - R) / 2, y: H - 6, class: "label", "text-anchor": "middle" }, xKey));
+  return h("figure", {}, h("figcaption", {}, `mean ${metric} by ${xKey} and ${yKey} (darker is better)`), svg);
+}
