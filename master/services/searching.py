@@ -119,7 +119,9 @@ def _create_trial(conn: Conn, exp: dict[str, Any], action: Any) -> bool:
             trial_id,
             exp["id"],
             action.request_id,
-            f"{exp['id']}.{trial_id}",
+            # Determined's form, "<experiment id>.<request uuid>": its clients check task ids
+            # against it (``det task logs`` refuses anything else as a partial UUID).
+            f"{exp['id']}.{action.request_id}",
             Jsonb(action.hparams),
             int(action.seed) % (2**31),
             state,
