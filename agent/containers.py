@@ -14,6 +14,7 @@ import json
 import logging
 import re
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ LABEL_KILL_GRACE = "ai.det.kill-grace-seconds"
 
 DEFAULT_WORKDIR = "/run/determined/workdir"
 _ACTIVE_DOCKER = ("running", "restarting", "paused")
+#: How long an exited container's end is reported as TERMINATING while its logs are shipped.
+LOG_GRACE_SECONDS = 15.0
 
 
 @dataclass
@@ -53,6 +56,8 @@ class Record:
     error: str | None = None
     killing: bool = False
     follower: LogFollower | None = None
+    #: When (monotonic) the container was seen to exit.
+    exited_at: float | None = None
 
 
 def _name(allocation_id: str, container_id: str) -> str:
@@ -194,22 +199,36 @@ class DockerRuntime:
                 error = c.attrs.get("State", {}).get("Error") or None
             with self._lock:
                 rec.state, rec.exit_code, rec.error = State.TERMINATED, exit_code, error
+                rec.exited_at = time.monotonic()
             logger.info("container of %s terminated (exit %s)", rec.allocation_id, exit_code)
 
     def actual(self) -> list[Actual]:
+        now = time.monotonic()
+        out = []
         with self._lock:
-            return [
-                Actual(
-                    allocation_id=r.allocation_id,
-                    state=r.state,
-                    container_id=r.container_id,
-                    exit_code=r.exit_code,
-                    error=r.error,
-                    killing=r.killing,
-                    logs_done=r.follower is None or self._shipper.is_done(r.container_id),
+            for r in self._records.values():
+                logs_done = r.follower is None or self._shipper.is_done(r.container_id)
+                # An exited container's end waits for its last log lines, but not forever (a
+                # master that refuses them must not keep the allocation alive).
+                holding = (
+                    r.state == State.TERMINATED
+                    and not logs_done
+                    and r.exited_at is not None
+                    and now - r.exited_at < LOG_GRACE_SECONDS
                 )
-                for r in self._records.values()
-            ]
+                out.append(
+                    Actual(
+                        allocation_id=r.allocation_id,
+                        state=r.state,
+                        container_id=r.container_id,
+                        exit_code=r.exit_code,
+                        error=r.error,
+                        killing=r.killing,
+                        logs_done=logs_done,
+                        holding_end=holding,
+                    )
+                )
+        return out
 
     # ---- what to do ----
 

@@ -27,6 +27,8 @@ class State(StrEnum):
     PULLING = "PULLING"
     STARTING = "STARTING"
     RUNNING = "RUNNING"
+    #: Reported (never held) while an exited container's last log lines are still being shipped.
+    TERMINATING = "TERMINATING"
     TERMINATED = "TERMINATED"
 
 
@@ -53,6 +55,9 @@ class Actual:
     killing: bool = False
     #: Every log line of the container has been shipped (safe to remove it).
     logs_done: bool = True
+    #: The container exited but its last lines are still on their way: report TERMINATING, so
+    #: that whoever follows the task's logs until it ends (``det cmd run``) gets all of them.
+    holding_end: bool = False
 
 
 @dataclass(frozen=True)
@@ -92,9 +97,9 @@ def reports(desired: Sequence[Desired] | None, actual: Sequence[Actual]) -> list
         {
             "allocationId": a.allocation_id,
             "containerId": a.container_id,
-            "state": a.state.value,
-            "exitCode": a.exit_code,
-            "error": a.error,
+            "state": State.TERMINATING.value if a.holding_end else a.state.value,
+            "exitCode": None if a.holding_end else a.exit_code,
+            "error": None if a.holding_end else a.error,
         }
         for a in actual
     ]

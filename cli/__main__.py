@@ -29,6 +29,8 @@ NOUN_ALIASES = {
     "project": ["p", "projects"],
     "template": ["tpl", "templates"],
     "token": ["tkn"],
+    "command": ["cmd", "commands"],
+    "task": ["tasks"],
     "master": [],
     "deploy": ["d"],
 }
@@ -45,6 +47,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     from det.cli import (
         agents,
         checkpoints,
+        commands,
         deploy,
         experiments,
         jobs,
@@ -52,6 +55,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         models,
         projects,
         search,
+        tasks,
         templates,
         tokens,
         trials,
@@ -73,7 +77,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     nouns = parser.add_subparsers(dest="noun", metavar="COMMAND")
     for module in (users, master, experiments, trials, jobs, agents, checkpoints, models, search):
         module.register(nouns, NOUN_ALIASES)
-    for module in (tokens, workspaces, projects, templates):
+    for module in (tokens, workspaces, projects, templates, commands, tasks):
         module.register(nouns, NOUN_ALIASES)
     deploy.register(nouns, NOUN_ALIASES, full=_wants_deploy(argv))
     return parser

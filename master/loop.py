@@ -19,6 +19,7 @@ from det.master.services import (
     agents,
     checkpoint_gc,
     lifecycle,
+    ntsc,
     provisioning,
     scheduling,
     searching,
@@ -106,6 +107,7 @@ class ControlLoop:
         self._tx(lifecycle.carry_intent)
         self._tx(lifecycle.end_unstarted)
         self._tx(lambda c: lifecycle.trials_pass(c, self.state))
+        self._tx(lambda c: ntsc.tasks_pass(c, self.state))
 
     def _scheduling_pass(self) -> None:
         self._tx(lambda c: scheduling.schedule_all(c, self.state))

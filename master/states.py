@@ -1,4 +1,4 @@
-"""State machines of experiments, trials and allocations, as tables, and the one function that
+"""State machines of experiments, trials, allocations and interactive tasks, as tables, and the one function that
 changes a ``state`` column (and records why).
 
 Experiments and trials use Determined's states (sent on the wire as ``STATE_<NAME>``).
@@ -80,10 +80,19 @@ ALLOCATION_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 LIVE_ALLOCATION = frozenset(ALLOCATION_ORDER[:-1])
 
+# Interactive tasks (commands, notebooks, shells, TensorBoards): ACTIVE while they want to run
+# (queued, running, or re-queued after a preemption), TERMINATED once they end for good. What the
+# wire shows in between (QUEUED, PULLING, RUNNING…) is their live allocation's state.
+TASK_TRANSITIONS: dict[str, frozenset[str]] = {
+    ACTIVE: frozenset({TERMINATED}),
+    TERMINATED: frozenset(),
+}
+
 _TABLES = {
     "experiment": ("experiments", EXPERIMENT_TRANSITIONS),
     "trial": ("trials", TRIAL_TRANSITIONS),
     "allocation": ("allocations", ALLOCATION_TRANSITIONS),
+    "task": ("ntsc_tasks", TASK_TRANSITIONS),
 }
 
 
@@ -115,7 +124,7 @@ def transition(
     extra = ""
     if entity in ("experiment", "trial") and new in TERMINAL:
         extra = ", ended_at = now()"
-    if entity == "allocation" and new == TERMINATED:
+    if entity in ("allocation", "task") and new == TERMINATED:
         extra = ", ended_at = now()"
     if entity == "allocation" and new == RUNNING:
         extra = ", started_at = coalesce(started_at, now())"

@@ -8,6 +8,7 @@ from det.master.api.agents import bp as agents_bp
 from det.master.api.auth import bp as auth_bp
 from det.master.api.checkpoints import bp as checkpoints_bp
 from det.master.api.cluster import bp as cluster_bp
+from det.master.api.commands import bp as commands_bp
 from det.master.api.experiments import bp as experiments_bp
 from det.master.api.jobs import bp as jobs_bp
 from det.master.api.models import bp as models_bp
@@ -28,6 +29,7 @@ BLUEPRINTS: list[Blueprint] = [
     experiments_bp,
     trials_bp,
     tasks_bp,
+    commands_bp,
     checkpoints_bp,
     agents_bp,
     jobs_bp,

@@ -186,3 +186,18 @@ def project(conn: Conn, project_id: int) -> None:
 def template(conn: Conn, name: str) -> None:
     """The caller may change template ``name``."""
     _owned(conn, "templates", "name", name, f"template {name}")
+
+
+def ntsc_task(conn: Conn, task_id: str, kind: str) -> None:
+    """The caller may change (kill, reprioritise, reach through the proxy) the interactive task
+    ``task_id`` of ``kind``: its owner or an admin; tasks' own tokens may not."""
+    row = conn.execute(
+        "SELECT n.owner_id, u.username FROM ntsc_tasks n JOIN users u ON u.id = n.owner_id"
+        " WHERE n.id = %s AND n.kind = %s",
+        (task_id, kind),
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"{kind.lower()} {task_id} not found")
+    if principal().task is not None:
+        raise PermissionDenied("an allocation token cannot change interactive tasks")
+    _may_change(row["owner_id"], f"{kind.lower()} {task_id}", row["username"])

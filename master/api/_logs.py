@@ -21,12 +21,19 @@ LogsParams = d.TaskLogsParams | d.TrialLogsParams
 def _task_done(conn: Any, task_id: str) -> bool:
     row = conn.execute(
         "SELECT count(*) FILTER (WHERE state <> 'TERMINATED') AS live,"
-        " (SELECT state FROM trials WHERE task_id = %s) AS trial_state FROM allocations WHERE task_id = %s",
-        (task_id, task_id),
+        " (SELECT state FROM trials WHERE task_id = %s) AS trial_state,"
+        " (SELECT state FROM ntsc_tasks WHERE id = %s) AS ntsc_state"
+        " FROM allocations WHERE task_id = %s",
+        (task_id, task_id, task_id),
     ).fetchone()
     if row is None:
         return True
-    return row["live"] == 0 and row["trial_state"] in ("COMPLETED", "CANCELED", "ERROR", None)
+    # A preempted trial or interactive task is between allocations, not done.
+    return (
+        row["live"] == 0
+        and row["trial_state"] in ("COMPLETED", "CANCELED", "ERROR", None)
+        and row["ntsc_state"] in ("TERMINATED", None)
+    )
 
 
 def _timestamp(name: str, raw: str | None) -> dt.datetime | None:

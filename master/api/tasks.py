@@ -154,8 +154,8 @@ def _context(task_id: str) -> d.v1GetTaskContextDirectoryResponse:
             "SELECT e.context FROM trials t JOIN experiments e ON e.id = t.experiment_id WHERE t.task_id = %s",
             (task_id,),
         ).fetchone()
-    if row is None:
-        raise NotFound(f"task {task_id} not found")
+        if row is None:
+            return {"b64Tgz": base64.b64encode(tasks_svc.ntsc_context(conn, task_id)).decode()}
     return {"b64Tgz": base64.b64encode(row["context"] or b"").decode()}
 
 

@@ -17,6 +17,16 @@ _QUEUE_STATE: dict[str, d.jobv1State] = {
 }
 
 
+# jobs.kind → Determined's job type (interactive tasks are jobs of their own).
+_TYPES: dict[str, d.jobv1Type] = {
+    "EXPERIMENT": "TYPE_EXPERIMENT",
+    "COMMAND": "TYPE_COMMAND",
+    "NOTEBOOK": "TYPE_NOTEBOOK",
+    "SHELL": "TYPE_SHELL",
+    "TENSORBOARD": "TYPE_TENSORBOARD",
+}
+
+
 class Job(d.v1Job, total=False):
     """``v1Job`` with det's addition (ignored by Determined's client): why a queued job is
     still waiting."""
@@ -47,8 +57,8 @@ def job(r: dict[str, Any]) -> Job:
     """``r`` is a row of ``services.jobs.list_jobs``."""
     return {
         "jobId": r["id"],
-        "type": "TYPE_EXPERIMENT",
-        "entityId": str(r["experiment_id"]),
+        "type": _TYPES.get(r.get("kind") or "", "TYPE_EXPERIMENT"),
+        "entityId": str(r["experiment_id"] if r["experiment_id"] is not None else r["ntsc_id"]),
         "name": r["name"],
         "username": r["username"],
         "userId": r["owner_id"],

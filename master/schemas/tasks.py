@@ -23,6 +23,8 @@ def _name(row: dict[str, Any]) -> str:
         return f"Trial {row['trial_id']} (Experiment {row['experiment_id']})"
     if row["gc_experiment_id"] is not None:
         return f"Checkpoint GC (Experiment {row['gc_experiment_id']})"
+    if row.get("ntsc_description"):
+        return str(row["ntsc_description"])
     return str(row["task_id"])
 
 

@@ -1,4 +1,5 @@
-"""Allocations: one run of a trial on slots, from PENDING to TERMINATED.
+"""Allocations: one run of a trial (or of a task: checkpoint GC, ``services.ntsc``) on slots,
+from PENDING to TERMINATED.
 
 The rules for what a trial does when its allocation ends live in :func:`on_terminated`, in one
 place:
@@ -114,9 +115,12 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason:
             ),
         )
     if alloc["trial_id"] is None:
-        from det.master.services import checkpoint_gc
+        from det.master.services import checkpoint_gc, ntsc
 
-        checkpoint_gc.on_terminated(conn, allocation_id, exit_code)
+        if ntsc.owns(conn, alloc["task_id"]):
+            ntsc.on_terminated(conn, alloc, exit_code, reason)
+        else:
+            checkpoint_gc.on_terminated(conn, allocation_id, exit_code)
         return
     trial = conn.execute(
         "SELECT t.*, e.state AS exp_state, e.config FROM trials t JOIN experiments e ON e.id = t.experiment_id"
@@ -236,8 +240,10 @@ def container_spec(
 ) -> dict[str, Any]:
     """What the agent needs to start this allocation's container (see docs/internals.md)."""
     if alloc["trial_id"] is None:
-        from det.master.services import checkpoint_gc
+        from det.master.services import checkpoint_gc, ntsc
 
+        if ntsc.owns(conn, alloc["task_id"]):
+            return ntsc.container_spec(conn, st, alloc, agent_id)
         return checkpoint_gc.container_spec(conn, st, alloc, agent_id)
     trial = conn.execute(
         "SELECT t.*, e.config, e.owner_id, u.username FROM trials t JOIN experiments e ON e.id = t.experiment_id"
@@ -247,7 +253,7 @@ def container_spec(
     assert trial is not None
     config: dict[str, Any] = trial["config"]
     slot_ids = (alloc["placement"] or {}).get(agent_id, [])
-    device = "cuda" if _slot_type(conn, agent_id) == "cuda" else "cpu"
+    device = "cuda" if slot_type(conn, agent_id) == "cuda" else "cpu"
     image, env = image_and_env(conn, config, agent_id)
     env.update(
         {
@@ -267,7 +273,7 @@ def container_spec(
             "DET_EXPERIMENT_CONFIG": json.dumps(expconf.redact(config)),
             "DET_STEPS_COMPLETED": str(trial["steps_completed"]),
             "DET_SLOT_IDS": json.dumps([int(s) if str(s).isdigit() else s for s in slot_ids]),
-            "DET_UNIQUE_PORT_OFFSET": str(_port_offset(alloc["id"])),
+            "DET_UNIQUE_PORT_OFFSET": str(port_offset(alloc["id"])),
         }
     )
     if trial["latest_checkpoint"]:
@@ -322,7 +328,7 @@ def docker_options(st: MasterState, config: dict[str, Any], pool: str) -> dict[s
 def image_and_env(conn: Conn, config: dict[str, Any], agent_id: str) -> tuple[str, dict[str, str]]:
     """The task image and the user's environment variables for the agent's device type."""
     env_cfg = config.get("environment") or {}
-    device = "cuda" if _slot_type(conn, agent_id) == "cuda" else "cpu"
+    device = "cuda" if slot_type(conn, agent_id) == "cuda" else "cpu"
     image = env_cfg.get("image")
     if isinstance(image, dict):
         image = image.get(device) or image.get("cpu")
@@ -364,10 +370,10 @@ def _storage_mounts(storage: Any) -> list[dict[str, Any]]:
     ]
 
 
-def _slot_type(conn: Conn, agent_id: str) -> str:
+def slot_type(conn: Conn, agent_id: str) -> str:
     row = conn.execute("SELECT type FROM slots WHERE agent_id = %s LIMIT 1", (agent_id,)).fetchone()
     return str(row["type"]) if row else "cpu"
 
 
-def _port_offset(allocation_id: str) -> int:
+def port_offset(allocation_id: str) -> int:
     return int(hashlib.sha1(allocation_id.encode()).hexdigest()[:4], 16) % 1000

@@ -1,4 +1,5 @@
-"""The job queue: one job per experiment, ordered by priority then ``queue_key``.
+"""The job queue: one job per experiment or interactive task, ordered by priority then
+``queue_key``.
 
 What a job's queue state and ``jobsAhead`` are is never stored: it is what the scheduler's own
 decision over the current snapshot says (``scheduling.queue_view``), so the queue the user sees is
@@ -36,15 +37,18 @@ def list_jobs(conn: Conn, st: MasterState, pool: str | None, desc: bool) -> list
         clause = " AND j.resource_pool = %s"
         params.append(pool)
     rows = conn.execute(
-        "SELECT j.*, e.name, e.state AS exp_state, e.progress, u.username,"
-        " (SELECT p.workspace_id FROM projects p WHERE p.id = e.project_id) AS workspace_id,"
+        "SELECT j.*, coalesce(e.name, n.description) AS name, e.state AS exp_state, e.progress,"
+        " u.username, n.id AS ntsc_id,"
+        " coalesce((SELECT p.workspace_id FROM projects p WHERE p.id = e.project_id),"
+        "   n.workspace_id) AS workspace_id,"
         " (SELECT coalesce(sum(a.slots_needed), 0) FROM allocations a WHERE a.job_id = j.id"
         "   AND a.state NOT IN ('PENDING','TERMINATED')) AS allocated,"
         " (SELECT coalesce(sum(a.slots_needed), 0) FROM allocations a WHERE a.job_id = j.id"
         "   AND a.state <> 'TERMINATED') AS requested"
-        " FROM jobs j JOIN experiments e ON e.id = j.experiment_id JOIN users u ON u.id = j.owner_id"
-        " WHERE e.state NOT IN ('COMPLETED','CANCELED','ERROR','DELETING') AND NOT e.deleted"
-        + clause,
+        " FROM jobs j LEFT JOIN experiments e ON e.id = j.experiment_id"
+        " LEFT JOIN ntsc_tasks n ON n.job_id = j.id JOIN users u ON u.id = j.owner_id"
+        " WHERE (e.state NOT IN ('COMPLETED','CANCELED','ERROR','DELETING') AND NOT e.deleted)"
+        "   OR n.state = 'ACTIVE'" + clause,
         params,
     ).fetchall()
     reasons = {

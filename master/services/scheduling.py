@@ -145,8 +145,11 @@ def queue_view(conn: Conn, st: MasterState, pool: str | None) -> dict[str, dict[
     return out
 
 
-def refuse_if_never_fits(conn: Conn, st: MasterState, config: dict[str, Any]) -> None:
-    """A job that could never be scheduled is refused at creation, with the reason."""
+def refuse_if_never_fits(
+    conn: Conn, st: MasterState, config: dict[str, Any], field: str = "resources.slots_per_trial"
+) -> None:
+    """A job that could never be scheduled is refused at creation, with the reason (``field``
+    names the setting in the user's config)."""
     res = config.get("resources") or {}
     pool = res.get("resource_pool")
     slots = int(res.get("slots_per_trial", 1))
@@ -171,4 +174,4 @@ def refuse_if_never_fits(conn: Conn, st: MasterState, config: dict[str, Any]) ->
         growth = (policy.max_instances, max((o.slots for o in policy.options), default=0))
     reason = sched.can_ever_fit(slots, tuple(agent_slots), growth)
     if reason:
-        raise InvalidArgument(f"resources.slots_per_trial: {reason}")
+        raise InvalidArgument(f"{field}: {reason}")

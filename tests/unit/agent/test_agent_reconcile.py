@@ -117,3 +117,11 @@ def test_backoff_grows_and_is_capped() -> None:
     assert delays[3] > delays[1]
     assert max(delays) <= 30.0 and delays[-1] >= 30.0 * 0.75
     assert backoff_seconds(5, 1.0, 30.0, 0.0) == 30.0
+
+
+def test_an_exit_whose_logs_are_still_shipping_is_reported_terminating() -> None:
+    held = Actual("1", T, container_id="c-1", exit_code=3, logs_done=False, holding_end=True)
+    done = Actual("2", T, container_id="c-2", exit_code=3, logs_done=True)
+    out = {r["allocationId"]: r for r in reports([Desired("1", R), Desired("2", R)], [held, done])}
+    assert (out["1"]["state"], out["1"]["exitCode"]) == ("TERMINATING", None)
+    assert (out["2"]["state"], out["2"]["exitCode"]) == ("TERMINATED", 3)

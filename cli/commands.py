@@ -1,0 +1,184 @@
+"""``det command`` (alias ``cmd``): run a command on the cluster, list, logs, kill; and the
+launch, list and kill that notebooks, shells and TensorBoards share with it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from det.cli import context, render
+from det.cli._util import add_json, noun, session, verb
+from det.cli.errors import CliError, UsageError
+from det.cli.experiments import _print_entry, add_log_flags
+from det.cli.session import Session
+
+
+def task_config(config_file: Any, overrides: list[str], volumes: list[str]) -> dict[str, Any]:
+    """A task config from ``--config-file``, ``--config a.b=c`` and ``-v host:container``."""
+    from det.master.expconf import ConfigError, apply_overrides
+
+    data: dict[str, Any] = {}
+    if config_file:
+        try:
+            data = yaml.safe_load(Path(config_file).read_text()) or {}
+        except (OSError, yaml.YAMLError) as e:
+            raise UsageError(f"cannot read config file {config_file}: {e}") from None
+        if not isinstance(data, dict):
+            raise UsageError(f"{config_file}: the config must be a mapping")
+    try:
+        data = apply_overrides(data, overrides)
+    except (ConfigError, ValueError) as e:
+        raise UsageError(f"--config: {e}") from None
+    for v in volumes:
+        host, sep, container = v.partition(":")
+        if not sep or not host or not container:
+            raise UsageError(f"-v {v}: expected HOST_PATH:CONTAINER_PATH")
+        data.setdefault("bind_mounts", []).append({"host_path": host, "container_path": container})
+    return data
+
+
+def launch_body(args: argparse.Namespace, config: dict[str, Any]) -> dict[str, Any]:
+    body: dict[str, Any] = {"config": config}
+    if getattr(args, "context", None):
+        body["files"] = context.pack(args.context)
+    if getattr(args, "template", None):
+        body["templateName"] = args.template
+    return body
+
+
+def add_launch_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config-file", help="task config file (.yaml)")
+    p.add_argument(
+        "--config", action="append", default=[], metavar="KEY=VALUE", help="config override"
+    )
+    p.add_argument(
+        "-v", "--volume", action="append", default=[], help="bind mount HOST_PATH:CONTAINER_PATH"
+    )
+    p.add_argument("-c", "--context", help="a directory whose files go into the task's workdir")
+    p.add_argument("--template", help="a config template to apply")
+    p.add_argument("-d", "--detach", action="store_true", help="print the id and return")
+
+
+def follow_logs(s: Session, task_id: str) -> None:
+    """Prints the task's log lines until it ends."""
+    for entry in s.stream(f"/api/v1/tasks/{task_id}/logs", params={"follow": "true"}):
+        _print_entry(entry)
+
+
+def wait_ended(s: Session, path: str, key: str, timeout: float = 60.0) -> dict[str, Any]:
+    """The task's record once it is TERMINATED (its logs may end a moment before)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        item: dict[str, Any] = s.get(path)[key]
+        if item["state"] == "STATE_TERMINATED" or time.monotonic() > deadline:
+            return item
+        time.sleep(0.2)
+
+
+def run(args: argparse.Namespace) -> int:
+    entrypoint = list(args.entrypoint)
+    if entrypoint and entrypoint[0] == "--":
+        entrypoint = entrypoint[1:]
+    config = task_config(args.config_file, args.config, args.volume)
+    if entrypoint:
+        config["entrypoint"] = entrypoint
+    if not config.get("entrypoint"):
+        raise UsageError("give the command to run: det cmd run CMD [ARG...]")
+    s = session(args)
+    cmd = s.post("/api/v1/commands", launch_body(args, config))["command"]
+    if args.detach:
+        print(cmd["id"])
+        return 0
+    print(f"Launched command (id: {cmd['id']})", file=sys.stderr)
+    follow_logs(s, cmd["id"])
+    ended = wait_ended(s, f"/api/v1/commands/{cmd['id']}", "command")
+    code = ended.get("exitCode")
+    if ended["state"] != "STATE_TERMINATED":
+        raise CliError(f"command {cmd['id']} has not ended; det cmd logs -f {cmd['id']}")
+    if code is None:
+        raise CliError(f"command {cmd['id']}: {ended.get('exitStatus') or 'ended'}")
+    return int(code) if 0 <= int(code) < 256 else 1
+
+
+def list_tasks(args: argparse.Namespace, plural: str) -> None:
+    s = session(args)
+    params: dict[str, Any] = {}
+    if not args.all:
+        params["users"] = s.user
+    items = s.get(f"/api/v1/{plural}", params=params)[plural]
+    if args.quiet:
+        for it in items:
+            print(it["id"])
+        return
+    if args.json:
+        render.print_json(items)
+        return
+    render.table(
+        ["ID", "User", "Description", "State", "Exit Status", "Resource Pool"],
+        [
+            [
+                it["id"],
+                it["username"],
+                it["description"],
+                render.state(it["state"]),
+                it.get("exitStatus") or "",
+                it["resourcePool"],
+            ]
+            for it in items
+        ],
+    )
+
+
+def kill_tasks(args: argparse.Namespace, plural: str, ids: list[str], name: str) -> None:
+    s = session(args)
+    for task_id in ids:
+        try:
+            s.post(f"/api/v1/{plural}/{task_id}/kill")
+        except CliError as e:
+            if not args.force:
+                raise
+            print(f"skipping {name} {task_id}: {e}", file=sys.stderr)
+            continue
+        print(f"killed {name} {task_id}")
+
+
+def logs(args: argparse.Namespace) -> None:
+    params: dict[str, Any] = {"follow": str(args.follow).lower()}
+    if args.tail:
+        params.update({"limit": args.tail, "orderBy": "ORDER_BY_DESC"})
+        entries = list(session(args).stream(f"/api/v1/tasks/{args.task_id}/logs", params=params))
+        for entry in reversed(entries):
+            _print_entry(entry)
+        return
+    if args.head:
+        params["limit"] = args.head
+    for entry in session(args).stream(f"/api/v1/tasks/{args.task_id}/logs", params=params):
+        _print_entry(entry)
+
+
+def add_list_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-a", "--all", action="store_true", help="other users' too")
+    p.add_argument("-q", "--quiet", action="store_true", help="only the ids")
+    add_json(p)
+
+
+def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
+    sub = noun(nouns, "command", aliases, "run commands on the cluster")
+    p = verb(sub, "run", run, "run a command and stream its output; exits with its code")
+    p.add_argument("entrypoint", nargs=argparse.REMAINDER, help="the command and its arguments")
+    add_launch_flags(p)
+    p = verb(sub, "list ls", lambda a: list_tasks(a, "commands"), "list commands")
+    add_list_flags(p)
+    p = verb(sub, "logs", logs, "show a command's logs")
+    p.add_argument("task_id", metavar="command_id")
+    add_log_flags(p)
+    p = verb(
+        sub, "kill", lambda a: kill_tasks(a, "commands", a.command_id, "command"), "kill commands"
+    )
+    p.add_argument("command_id", nargs="+")
+    p.add_argument("-f", "--force", action="store_true", help="go on past errors")

@@ -1,0 +1,104 @@
+"""Commands on the wire: ``v1Command`` (with det's ``exitCode``) from a row of
+``services.ntsc.get``/``list_tasks``, and the parts every interactive task's message shares."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from typing_extensions import TypedDict
+
+from det.master.expconf import redact
+from det.master.schemas import d
+from det.master.wire import ts
+
+# A live allocation's state → the task's wire state. An active task whose last allocation has
+# ended is waiting for its next one (it was preempted): QUEUED.
+_STATES: dict[str, d.taskv1State] = {
+    "PENDING": "STATE_QUEUED",
+    "ASSIGNED": "STATE_PULLING",
+    "PULLING": "STATE_PULLING",
+    "STARTING": "STATE_STARTING",
+    "RUNNING": "STATE_RUNNING",
+    "TERMINATING": "STATE_TERMINATING",
+    "TERMINATED": "STATE_QUEUED",
+}
+_CONTAINER_STATES: dict[str, d.containerv1State] = {
+    "ASSIGNED": "STATE_ASSIGNED",
+    "PULLING": "STATE_PULLING",
+    "STARTING": "STATE_STARTING",
+    "RUNNING": "STATE_RUNNING",
+    "TERMINATING": "STATE_RUNNING",
+    "TERMINATED": "STATE_TERMINATED",
+}
+
+
+class TaskFields(TypedDict):
+    """What ``v1Command``, ``v1Notebook``, ``v1Shell`` and ``v1Tensorboard`` share."""
+
+    id: str
+    description: str
+    jobId: str
+    resourcePool: str
+    startTime: str
+    state: d.taskv1State
+    username: str
+    userId: int
+    displayName: str
+    workspaceId: int
+    exitStatus: str | None
+    container: d.v1Container | None
+
+
+class Command(d.v1Command, total=False):
+    """``v1Command`` with det's addition (ignored by Determined's client): the exit code of
+    the command once it has ended (``null`` while it runs, or when it never started)."""
+
+    exitCode: int | None
+
+
+class GetCommandsResponse(TypedDict):
+    commands: list[Command]
+    pagination: d.v1Pagination
+
+
+class CommandResponse(TypedDict):
+    """``v1LaunchCommandResponse`` / ``v1GetCommandResponse``."""
+
+    command: Command
+    config: dict[str, Any]
+
+
+def state(r: dict[str, Any]) -> d.taskv1State:
+    if r["state"] == "TERMINATED":
+        return "STATE_TERMINATED"
+    return _STATES.get(r.get("alloc_state") or "PENDING", "STATE_QUEUED")
+
+
+def task_fields(r: dict[str, Any]) -> TaskFields:
+    container: d.v1Container | None = None
+    if r.get("container_id") and r.get("alloc_state") in _CONTAINER_STATES:
+        container = {"id": r["container_id"], "state": _CONTAINER_STATES[r["alloc_state"]]}
+    return {
+        "id": r["id"],
+        "description": r["description"],
+        "jobId": r["job_id"],
+        "resourcePool": r["resource_pool"],
+        "startTime": ts(r["created_at"]) or "",
+        "state": state(r),
+        "username": r["username"],
+        "userId": r["owner_id"],
+        "displayName": r["username"],
+        "workspaceId": r["workspace_id"],
+        "exitStatus": r["exit_status"] if r["state"] == "TERMINATED" else None,
+        "container": container,
+    }
+
+
+def config(r: dict[str, Any]) -> dict[str, Any]:
+    """The task's config as shown (registry secrets hidden)."""
+    return redact(r["config"])
+
+
+def command(r: dict[str, Any]) -> Command:
+    out: Command = {**task_fields(r), "exitCode": r["exit_code"]}  # type: ignore[typeddict-item]
+    return out

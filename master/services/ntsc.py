@@ -1,0 +1,332 @@
+"""Interactive tasks: commands, notebooks, shells and TensorBoards (Determined's "NTSC" tasks).
+
+Each task is a job of its own in its resource pool's queue (``jobs.kind`` names its type), and
+each run of it is an allocation like a trial's: the same scheduler places it (priority, fair
+share, gang of its ``resources.slots``), preempts it for higher-priority work, and the agent runs
+it in a container from the same spec. What happens when an allocation ends:
+
+==========================================  ==========================================
+how the allocation ended                    what happens to the task
+==========================================  ==========================================
+killed (``det cmd kill``, idle timeout)     TERMINATED, "killed" (or the idle reason)
+preempted (scheduler, spot) or agent lost   re-queued: a new allocation, run again (a
+                                            preempted container is stopped: tasks have
+                                            no checkpoint to save)
+otherwise                                   TERMINATED with the container's exit code
+==========================================  ==========================================
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from typing import Any
+
+from det.master import expconf, states
+from det.master.db import Conn
+from det.master.errors import InvalidArgument, NotFound
+from det.master.expconf.task import TaskKind, parse_task_config
+from det.master.services import allocations
+from det.master.services.experiments import ContextFile, pack_context
+from det.master.services.users import token_digest
+from det.master.state import MasterState
+
+logger = logging.getLogger(__name__)
+
+#: The user-facing name of each kind (descriptions, messages).
+NAMES: dict[str, str] = {
+    "COMMAND": "Command",
+    "NOTEBOOK": "JupyterLab",
+    "SHELL": "Shell",
+    "TENSORBOARD": "TensorBoard",
+}
+
+
+def resolve_config(st: MasterState, kind: TaskKind, raw: Any) -> dict[str, Any]:
+    """The task's config with the cluster's defaults under it, or InvalidArgument."""
+    res = raw.get("resources") if isinstance(raw, dict) else None
+    named = res.get("resource_pool") if isinstance(res, dict) else None
+    pool = (
+        named
+        if isinstance(named, str) and named
+        else st.config.resource_manager.default_aux_resource_pool
+    )
+    try:
+        config = parse_task_config(kind, raw, st.config.task_container_defaults_for(pool))
+    except expconf.ConfigError as e:
+        raise InvalidArgument(f"invalid {NAMES[kind].lower()} config: {e}") from None
+    if st.config.pool(pool) is None:
+        raise InvalidArgument(f"resources.resource_pool: no pool named '{pool}'")
+    config["resources"]["resource_pool"] = pool
+    return config
+
+
+def launch(
+    conn: Conn,
+    st: MasterState,
+    *,
+    kind: TaskKind,
+    owner_id: int,
+    config: dict[str, Any],
+    files: list[ContextFile],
+    workspace_id: int | None = None,
+    data: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Queues a new task of ``kind`` (``config`` from :func:`resolve_config`); returns its row."""
+    from det.master.services import scheduling
+
+    res = config["resources"]
+    scheduling.refuse_if_never_fits(
+        conn,
+        st,
+        {"resources": {"resource_pool": res["resource_pool"], "slots_per_trial": res["slots"]}},
+        field="resources.slots",
+    )
+    if workspace_id is not None:
+        ws = conn.execute("SELECT id FROM workspaces WHERE id = %s", (workspace_id,)).fetchone()
+        if ws is None:
+            raise InvalidArgument(f"workspaceId: no workspace {workspace_id}")
+    task_id = str(uuid.uuid4())
+    if not config.get("description"):
+        config["description"] = f"{NAMES[kind]} ({task_id[:8]})"
+    priority = res.get("priority") or st.config.resource_manager.scheduler.default_priority
+    queue_key = conn.execute("SELECT coalesce(max(queue_key), 0) + 1 AS k FROM jobs").fetchone()
+    assert queue_key is not None
+    job_id = str(uuid.uuid4())
+    conn.execute(
+        "INSERT INTO jobs (id, kind, experiment_id, owner_id, resource_pool, priority, weight,"
+        " queue_key) VALUES (%s, %s, NULL, %s, %s, %s, %s, %s)",
+        (job_id, kind, owner_id, res["resource_pool"], priority, res["weight"], queue_key["k"]),
+    )
+    row = conn.execute(
+        "INSERT INTO ntsc_tasks (id, kind, owner_id, workspace_id, job_id, description, config,"
+        " context, data) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING *",
+        (
+            task_id,
+            kind,
+            owner_id,
+            workspace_id or 1,
+            job_id,
+            config["description"],
+            json.dumps(config),
+            pack_context(files) if files else None,
+            json.dumps(data or {}),
+        ),
+    ).fetchone()
+    assert row is not None
+    queue_run(conn, st, row)
+    states.record_event(conn, "task", task_id, "launched", f"{kind.lower()} launched")
+    conn.execute("NOTIFY det_wakeup")
+    logger.info("%s %s launched", kind.lower(), task_id)
+    return row
+
+
+def queue_run(conn: Conn, st: MasterState, task: dict[str, Any]) -> str:
+    """Queues the next run of ``task``; returns the allocation id."""
+    run_id = task["run_id"] + 1
+    allocation_id = f"{task['id']}.{run_id}"
+    job = conn.execute("SELECT resource_pool FROM jobs WHERE id = %s", (task["job_id"],)).fetchone()
+    assert job is not None
+    conn.execute(
+        "INSERT INTO allocations (id, task_id, trial_id, job_id, resource_pool, slots_needed,"
+        " state, token_hash) VALUES (%s, %s, NULL, %s, %s, %s, %s, %s)"
+        " ON CONFLICT (id) DO NOTHING",
+        (
+            allocation_id,
+            task["id"],
+            task["job_id"],
+            job["resource_pool"],
+            int(task["config"]["resources"]["slots"]),
+            states.PENDING,
+            token_digest(allocations.allocation_token(st, allocation_id)),
+        ),
+    )
+    conn.execute("UPDATE ntsc_tasks SET run_id = %s WHERE id = %s", (run_id, task["id"]))
+    return allocation_id
+
+
+def owns(conn: Conn, task_id: str) -> bool:
+    """Whether ``task_id`` is an interactive task's."""
+    return conn.execute("SELECT 1 FROM ntsc_tasks WHERE id = %s", (task_id,)).fetchone() is not None
+
+
+def get(conn: Conn, task_id: str, kind: str | None = None) -> dict[str, Any]:
+    """A task with its wire view's columns (see :func:`_SELECT`); NotFound names the kind."""
+    row = conn.execute(
+        _SELECT + " WHERE n.id = %s" + (" AND n.kind = %s" if kind else ""),
+        (task_id, kind) if kind else (task_id,),
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"{NAMES.get(kind or '', 'task').lower()} {task_id} not found")
+    return row
+
+
+def list_tasks(
+    conn: Conn,
+    kind: str,
+    *,
+    user_ids: list[int] | None = None,
+    usernames: list[str] | None = None,
+    workspace_id: int | None = None,
+) -> list[dict[str, Any]]:
+    clauses, values = ["n.kind = %s"], [kind]
+    if user_ids:
+        clauses.append("n.owner_id = ANY(%s)")
+        values.append(user_ids)  # type: ignore[arg-type]
+    if usernames:
+        clauses.append("u.username = ANY(%s)")
+        values.append(usernames)  # type: ignore[arg-type]
+    if workspace_id is not None:
+        clauses.append("n.workspace_id = %s")
+        values.append(workspace_id)  # type: ignore[arg-type]
+    return conn.execute(
+        _SELECT + " WHERE " + " AND ".join(clauses) + " ORDER BY n.created_at, n.id", values
+    ).fetchall()
+
+
+# A task with its owner and its latest allocation (the live one, if any).
+_SELECT = (
+    "SELECT n.*, u.username, j.resource_pool, a.id AS allocation_id, a.state AS alloc_state,"
+    " a.container_id, a.placement, a.started_at AS alloc_started_at"
+    " FROM ntsc_tasks n JOIN users u ON u.id = n.owner_id JOIN jobs j ON j.id = n.job_id"
+    " LEFT JOIN LATERAL (SELECT * FROM allocations x WHERE x.task_id = n.id"
+    "   ORDER BY x.created_at DESC, x.id DESC LIMIT 1) a ON true"
+)
+
+
+def kill(conn: Conn, task_id: str, reason: str = "killed") -> None:
+    """Asks the task's live allocation to stop (its container gets SIGTERM, then SIGKILL); a
+    queued one ends at once. Killing an ended task changes nothing.
+
+    Locks allocations before the task row, as an allocation's end does (lock order)."""
+    row = conn.execute("SELECT id, state FROM ntsc_tasks WHERE id = %s", (task_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"task {task_id} not found")
+    if row["state"] == states.TERMINATED:
+        return
+    live = conn.execute(
+        "UPDATE allocations SET kill_requested = true, exit_reason = coalesce(exit_reason, %s)"
+        " WHERE task_id = %s AND state <> 'TERMINATED' RETURNING id, state",
+        (reason, task_id),
+    ).fetchall()
+    conn.execute(
+        "UPDATE ntsc_tasks SET exit_status = coalesce(exit_status, %s) WHERE id = %s",
+        (reason, task_id),
+    )
+    for a in live:
+        if a["state"] == states.PENDING:
+            allocations.on_terminated(conn, a["id"], None, reason)
+    if not live:
+        _finish(conn, task_id, None, reason)
+    conn.execute("NOTIFY det_wakeup")
+
+
+def on_terminated(conn: Conn, alloc: dict[str, Any], exit_code: int | None, reason: str) -> None:
+    """An allocation of a task ended (``alloc`` is its row as it was, locked by the caller)."""
+    task = conn.execute(
+        "SELECT * FROM ntsc_tasks WHERE id = %s FOR NO KEY UPDATE", (alloc["task_id"],)
+    ).fetchone()
+    if task is None or task["state"] == states.TERMINATED:
+        return
+    preempted = alloc["preempt_requested"] or reason == allocations.AGENT_LOST
+    if task["exit_status"] is not None:  # killed (kill() gave the reason)
+        _finish(conn, task["id"], exit_code, task["exit_status"])
+    elif preempted:
+        logger.info("task %s preempted (%s); re-queued", task["id"], reason)
+        states.record_event(conn, "task", task["id"], "preempted", f"{reason}; re-queued")
+    elif exit_code == 0:
+        _finish(conn, task["id"], 0, "exited with code 0")
+    else:
+        status = reason if exit_code is None else f"exited with code {exit_code}"
+        _finish(conn, task["id"], exit_code, status)
+    conn.execute("NOTIFY det_wakeup")
+
+
+def _finish(conn: Conn, task_id: str, exit_code: int | None, status: str) -> None:
+    conn.execute(
+        "UPDATE ntsc_tasks SET exit_code = %s, exit_status = coalesce(exit_status, %s)"
+        " WHERE id = %s",
+        (exit_code, status, task_id),
+    )
+    states.transition(conn, "task", task_id, states.TERMINATED, status, strict=False)
+
+
+def tasks_pass(conn: Conn, st: MasterState) -> None:
+    """Stops the allocations the scheduler preempts (a task has no checkpoint to save: its
+    container is stopped, SIGTERM then SIGKILL) and queues a new run of every active task
+    without a live allocation (a preempted one)."""
+    conn.execute(
+        "UPDATE allocations a SET kill_requested = true FROM ntsc_tasks n"
+        " WHERE a.task_id = n.id AND a.preempt_requested AND NOT a.kill_requested"
+        " AND a.state <> 'TERMINATED'"
+    )
+    rows = conn.execute(
+        "SELECT n.* FROM ntsc_tasks n WHERE n.state = 'ACTIVE' AND NOT EXISTS"
+        " (SELECT 1 FROM allocations a WHERE a.task_id = n.id AND a.state <> 'TERMINATED')"
+        " ORDER BY n.created_at FOR NO KEY UPDATE SKIP LOCKED"
+    ).fetchall()
+    for task in rows:
+        queue_run(conn, st, task)
+
+
+def context(conn: Conn, task_id: str) -> bytes | None:
+    """The task's context directory (a gzip tar), None when it has none; NotFound if no task."""
+    row = conn.execute("SELECT context FROM ntsc_tasks WHERE id = %s", (task_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"task {task_id} not found")
+    return bytes(row["context"]) if row["context"] is not None else None
+
+
+def container_spec(
+    conn: Conn, st: MasterState, alloc: dict[str, Any], agent_id: str
+) -> dict[str, Any]:
+    """The task's container, built as a trial's is (image, env, mounts, Docker options)."""
+    task = conn.execute(
+        "SELECT n.*, u.username FROM ntsc_tasks n JOIN users u ON u.id = n.owner_id"
+        " WHERE n.id = %s",
+        (alloc["task_id"],),
+    ).fetchone()
+    assert task is not None
+    config: dict[str, Any] = task["config"]
+    slot_ids = (alloc["placement"] or {}).get(agent_id, [])
+    image, env = allocations.image_and_env(conn, config, agent_id)
+    env.update(
+        {
+            "DET_MASTER": st.config.url(),
+            "DET_CLUSTER_ID": st.cluster_id,
+            "DET_TASK_ID": task["id"],
+            "DET_ALLOCATION_ID": alloc["id"],
+            "DET_SESSION_TOKEN": allocations.allocation_token(st, alloc["id"]),
+            "DET_USER": task["username"],
+            "DET_TASK_TYPE": task["kind"],
+            "DET_RESOURCES_TYPE": "docker-container",
+            "DET_SLOT_IDS": json.dumps([int(s) if str(s).isdigit() else s for s in slot_ids]),
+            "DET_UNIQUE_PORT_OFFSET": str(allocations.port_offset(alloc["id"])),
+        }
+    )
+    command = _command(task)
+    if config.get("work_dir"):
+        command = ["sh", "-c", 'cd "$0" && exec "$@"', str(config["work_dir"]), *command]
+    return {
+        "taskId": task["id"],
+        "taskType": task["kind"],
+        "image": image,
+        "command": command,
+        "env": env,
+        "slotIds": slot_ids,
+        "deviceType": "cuda" if allocations.slot_type(conn, agent_id) == "cuda" else "cpu",
+        **allocations.docker_options(st, config, alloc["resource_pool"]),
+        "contextPath": f"/api/v1/tasks/{task['id']}/context" if task["context"] else None,
+        "workdir": allocations.WORKDIR,
+        "killGraceSeconds": 10,
+    }
+
+
+def _command(task: dict[str, Any]) -> list[str]:
+    entrypoint = task["config"].get("entrypoint")
+    if isinstance(entrypoint, list):
+        return [str(a) for a in entrypoint]
+    if isinstance(entrypoint, str):
+        return ["sh", "-c", entrypoint]
+    raise InvalidArgument(f"{task['kind'].lower()} {task['id']} has no entrypoint")
