@@ -34,7 +34,10 @@ def preview_search(args: argparse.Namespace) -> None:
         render.print_json(result.to_dict())
         return
     unit = result.time_metric or "units"
-    print(f"Using {result.searcher} search; trials and their training length ({unit}):")
+    print(
+        f"Using {result.searcher} search, sampler {result.sampler}; "
+        f"trials and their training length ({unit}):"
+    )
     render.table(
         ["Trials", f"Length ({unit})"],
         [
@@ -42,6 +45,17 @@ def preview_search(args: argparse.Namespace) -> None:
             for length, n in result.length_counts()
         ],
     )
+    if result.brackets:
+        print(f"\nRungs: how many trials are ranked at each length ({unit})")
+        render.table(
+            ["Bracket", "Trials", "Rung", f"Length ({unit})", "Trials reaching it"],
+            [
+                [b + 1 if r == 0 else "", bracket.trials if r == 0 else "", r + 1,
+                 render.metric(rung.length), rung.trials]
+                for b, bracket in enumerate(result.brackets)
+                for r, rung in enumerate(bracket.rungs)
+            ],
+        )  # fmt: skip
     total = result.total_length
     print(
         f"\n{len(result.trials)} trials; total budget: {'unknown' if total is None else render.metric(total)} {unit}"

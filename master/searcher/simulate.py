@@ -285,6 +285,21 @@ class PreviewTrial:
 
 
 @dataclass(frozen=True)
+class PreviewRung:
+    length: float  # units of the time metric a trial has trained when it is ranked here
+    trials: int  # how many of the bracket's trials reach it
+
+
+@dataclass(frozen=True)
+class PreviewBracket:
+    """One ASHA bracket of the preview (``async_halving`` has one; ``adaptive_asha`` one per
+    bracket of its mode, most rungs first)."""
+
+    trials: int
+    rungs: tuple[PreviewRung, ...]
+
+
+@dataclass(frozen=True)
 class Preview:
     """What a searcher would do, simulated with random metrics (``det preview-search``)."""
 
@@ -292,6 +307,8 @@ class Preview:
     time_metric: str | None
     trials: tuple[PreviewTrial, ...]
     total_length: float | None  # summed over trials; None when lengths are unknown
+    sampler: str = "random"  # how new trials' hyperparameters are chosen (det's ``sampler``)
+    brackets: tuple[PreviewBracket, ...] = ()  # the ASHA searchers' rungs; () for the others
 
     def length_counts(self) -> list[tuple[float | None, int]]:
         """(length, number of trials that train that long), longest first."""
@@ -307,6 +324,14 @@ class Preview:
             "numTrials": len(self.trials),
             "totalLength": self.total_length,
             "lengthCounts": [{"length": n, "trials": c} for n, c in self.length_counts()],
+            "sampler": self.sampler,
+            "brackets": [
+                {
+                    "trials": b.trials,
+                    "rungs": [{"length": r.length, "trials": r.trials} for r in b.rungs],
+                }
+                for b in self.brackets
+            ],
             "trials": [
                 {
                     "requestId": t.request_id,
@@ -318,6 +343,26 @@ class Preview:
                 for t in self.trials
             ],
         }
+
+
+def _preview_brackets(searcher: Searcher, result: SimResult) -> tuple[PreviewBracket, ...]:
+    method = searcher.method
+    owner: Callable[[str], int]
+    if isinstance(method, AdaptiveASHA):
+        halvings, owner = method.brackets, method.bracket_of
+    elif isinstance(method, AsyncHalving):
+        halvings, owner = [method], (lambda _: 0)
+    else:
+        return ()
+    out = []
+    for index, halving in enumerate(halvings):
+        trained = [t.trained for t in result.trials if owner(t.request_id) == index]
+        rungs = tuple(
+            PreviewRung(length, sum(1 for units in trained if units >= length * (1 - 1e-9)))
+            for length in halving.rung_times
+        )
+        out.append(PreviewBracket(len(trained), rungs))
+    return tuple(out)
 
 
 def preview(
@@ -341,4 +386,6 @@ def preview(
         time_metric=searcher.config.time_metric,
         trials=trials,
         total_length=result.budget if known else None,
+        sampler=searcher.config.sampler,
+        brackets=_preview_brackets(searcher, result),
     )

@@ -1,5 +1,7 @@
 """Determined's ``PreviewHPSearch`` (``det preview-search``): the trials a config's searcher
-would create and how long each trains, from the pure searcher's offline preview."""
+would create and how long each trains, from the pure searcher's offline preview; and det's
+additions to the summary: the sampler and, for the ASHA searchers, each bracket's rungs with how
+many trials reach them."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from typing import Any
 
 from det.master.errors import InvalidArgument
 from det.master.schemas import d
+from det.master.schemas.preview import PreviewBracket, SearchSummary
 from det.master.searcher.simulate import preview
 from det.master.services.experiments import parse_config
 from det.master.state import MasterState
@@ -38,4 +41,18 @@ def preview_search(st: MasterState, config: Any) -> d.v1PreviewHPSearchResponse:
         }
         for length, count in result.length_counts()
     ]
-    return {"summary": {"config": resolved["searcher"], "trials": trials}}
+    brackets: list[PreviewBracket] = [
+        {
+            "trials": b.trials,
+            "rungs": [{"length": r.length, "trials": r.trials} for r in b.rungs],
+        }
+        for b in result.brackets
+    ]
+    summary: SearchSummary = {
+        "config": resolved["searcher"],
+        "trials": trials,
+        "sampler": result.sampler,
+        "timeMetric": result.time_metric,
+        "brackets": brackets,
+    }
+    return {"summary": summary}

@@ -102,6 +102,29 @@ def test_preview_of_asha_lists_lengths_and_budget() -> None:
     assert preview(cfg, HP, seed=3) == result
 
 
+def test_preview_shows_the_sampler_and_how_many_trials_reach_each_rung() -> None:
+    """async_halving, rungs at 1, 2, 4 batches: every trial is ranked at rung 1, and a trial
+    reaches a rung iff it trained at least that long (the lengths the preview also counts)."""
+    cfg = {**ASHA, "num_rungs": 3, "max_time": 4, "max_trials": 8, "sampler": "tpe"}
+    result = preview(cfg, HP, seed=3)
+    assert result.sampler == "tpe"
+    ((trials, rungs),) = [(b.trials, b.rungs) for b in result.brackets]
+    assert trials == 8 and [r.length for r in rungs] == [1.0, 2.0, 4.0]
+    lengths = [t.length or 0.0 for t in result.trials]
+    assert [r.trials for r in rungs] == [sum(n >= r.length for n in lengths) for r in rungs]
+    assert rungs[0].trials == 8 and rungs[-1].trials < 8
+    assert result.to_dict()["brackets"][0]["rungs"][0] == {"length": 1.0, "trials": 8}
+    assert preview({**cfg, "sampler": "random"}, HP, seed=3).sampler == "random"
+    # adaptive_asha: one bracket per rung count of its mode, most rungs first; random: none.
+    adaptive = {**cfg, "name": "adaptive_asha", "mode": "conservative", "max_trials": 20}
+    del adaptive["num_rungs"]
+    brackets = preview(adaptive, HP, seed=3).brackets
+    assert [[r.length for r in b.rungs] for b in brackets] == [[1.0, 2.0, 4.0], [2.0, 4.0], [4.0]]
+    assert sum(b.trials for b in brackets) == 20
+    random_cfg = {"name": "random", "metric": "loss", "max_trials": 3, "max_length": 5}
+    assert preview(random_cfg, HP, seed=3).brackets == ()
+
+
 def test_preview_of_random_without_length_reports_unknown_lengths() -> None:
     result = preview({"name": "random", "metric": "loss", "max_trials": 3}, HP, seed=0)
     assert [t.length for t in result.trials] == [None, None, None]
