@@ -11,7 +11,9 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 from det.master.api import _common, _unbuilt, _wirelog
 from det.master.api._admission import Admission, Limits
+from det.master.authcache import SessionCache
 from det.master.errors import APIError, TooManyRequests, Unimplemented
+from det.master.services import users
 from det.master.state import MasterState
 
 logger = logging.getLogger(__name__)
@@ -30,6 +32,10 @@ def create_app(state: MasterState) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = 200 * 1024 * 1024
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions["det_admission"] = Admission(Limits.for_threads(state.config.api_threads))
+    if state.auth_epoch is not None:
+        app.extensions["det_sessions"] = SessionCache[users.User](
+            state.auth_epoch, state.config.session_cache_seconds
+        )
     app.before_request(_common.authenticate)
     app.teardown_request(_common.release_connection)
     app.teardown_request(_common.release_admission)

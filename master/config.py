@@ -248,6 +248,9 @@ class MasterConfig(_Model):
     # Database connections per process. Waiting requests (long-polls, log follows) give theirs
     # back while they wait, so this can be far below api_threads.
     db_pool_size: int = Field(20, ge=2)
+    # How long an API process may answer from its own cache of session lookups (revocations
+    # reach every process at once: det.master.authcache); 0 looks every request's token up.
+    session_cache_seconds: float = Field(10.0, ge=0)
 
     _tcd = field_validator("task_container_defaults")(_check_tcd)
 

@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from det.master import db
+from det.master import authcache, db
 from det.master.config import ConfigError, MasterConfig
 from det.master.services import users
 from det.master.state import MasterState
@@ -84,7 +84,9 @@ def prepare(config: MasterConfig) -> MasterState:
     fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(agent_token)
-    pool = db.open_pool(conninfo, max_size=config.db_pool_size)
+    # Before any fork, so that every process of this master shares it.
+    epoch = authcache.Epoch()
+    pool = db.open_pool(conninfo, max_size=config.db_pool_size, configure=epoch.watch)
     with pool.connection() as conn:
         users.ensure_admin(conn, password)
     return MasterState(
@@ -94,6 +96,16 @@ def prepare(config: MasterConfig) -> MasterState:
         agent_token=agent_token,
         token_secret=token_secret,
         master_id=str(uuid.uuid4()),
+        auth_epoch=epoch,
+    )
+
+
+def _open_pool(state: MasterState, conninfo: str) -> None:
+    epoch = state.auth_epoch
+    state.pool = db.open_pool(
+        conninfo,
+        max_size=state.config.db_pool_size,
+        configure=epoch.watch if epoch is not None else None,
     )
 
 
@@ -131,7 +143,7 @@ def serve(state: MasterState, *, run_loops: bool = True) -> None:
                     sock.close()
                     handoff.close()
                     os.nice(USER_PROCESS_NICENESS)
-                    state.pool = db.open_pool(conninfo, max_size=cfg.db_pool_size)
+                    _open_pool(state, conninfo)
                     logger.info("user API process %d serving", i + 1)
                     _serve_users(state, receive)
                     os._exit(0)
@@ -139,11 +151,20 @@ def serve(state: MasterState, *, run_loops: bool = True) -> None:
         for i in range(1, cfg.api_processes):
             if os.fork() == 0:
                 _die_with_parent()
-                state.pool = db.open_pool(conninfo, max_size=cfg.db_pool_size)
+                _open_pool(state, conninfo)
                 logger.info("API process %d serving", i)
                 _serve_socket(state, sock, handoff, run_loops=False)
                 os._exit(0)
-        state.pool = db.open_pool(conninfo, max_size=cfg.db_pool_size)
+        _open_pool(state, conninfo)
+    if state.auth_epoch is not None:
+        # One listener per master (here, after the forks): other masters' revocations.
+        conninfo = str(state.pool.conninfo)
+        threading.Thread(
+            target=authcache.listen_forever,
+            args=(conninfo, state.auth_epoch, threading.Event()),
+            name="det-auth-listener",
+            daemon=True,
+        ).start()
     _serve_socket(state, sock, handoff, run_loops=run_loops)
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from psycopg_pool import ConnectionPool
 
+from det.master.authcache import Epoch
 from det.master.config import MasterConfig
 from det.master.db import Conn
 
@@ -18,3 +19,5 @@ class MasterState:
     agent_token: str
     token_secret: str
     master_id: str
+    # Shared by the master's processes (made before they fork); None: no session cache.
+    auth_epoch: Epoch | None = None

@@ -14,16 +14,20 @@ Views say who may call them with :func:`allow`; unmarked views are for users onl
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import psycopg
 from flask import current_app, g, request
+from psycopg.pq import TransactionStatus
 
 from det.master import fastjson
 from det.master.api._admission import Admission, Ticket
+from det.master.authcache import SessionCache
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, PermissionDenied, Unauthenticated
 from det.master.services import users
@@ -73,6 +77,9 @@ def _request_conn() -> Conn:
     conn: Conn | None = g.get("_det_conn")
     if conn is None:
         conn = state().pool.getconn()
+        # Outside db() blocks statements run on their own, with no transaction to begin and
+        # commit: authentication and reads cost one round trip per statement.
+        conn.autocommit = True
         g._det_conn = conn
     return conn
 
@@ -83,19 +90,26 @@ def db() -> Iterator[Conn]:
     on error. One pooled connection serves the whole request (authentication included) and goes
     back to the pool when the request ends (:func:`release_connection`)."""
     conn = _request_conn()
-    try:
+    with conn.transaction():
         yield conn
-    except BaseException:
-        conn.rollback()
-        raise
-    conn.commit()
+
+
+@contextmanager
+def reads() -> Iterator[Conn]:
+    """The request's connection for a view that only reads: no transaction (no BEGIN and COMMIT
+    round trips); each statement sees what was committed when it started. A view that writes
+    uses :func:`db`."""
+    yield _request_conn()
 
 
 def release_connection(_exc: BaseException | None = None) -> None:
     """``teardown_request`` hook: return the request's connection to the pool."""
     conn: Conn | None = g.pop("_det_conn", None)
     if conn is not None:
-        conn.rollback()
+        with contextlib.suppress(psycopg.Error):  # a broken connection: the pool drops it
+            if conn.info.transaction_status != TransactionStatus.IDLE:
+                conn.rollback()
+            conn.autocommit = False  # as the pool's other users expect it
         state().pool.putconn(conn)
 
 
@@ -121,11 +135,8 @@ def authenticate() -> None:
     if token and AGENT in allowed and hmac.compare_digest(token, st.agent_token):
         g.principal = Principal(AGENT)
         return
-    # Authentication only reads: it opens the request's transaction and the view's work
-    # continues in it (one commit per request).
-    conn = _request_conn()
     if token:
-        user = users.user_for_token(conn, token)
+        user = _session_user(token)
         if user is not None:
             if USER not in allowed:
                 raise PermissionDenied("this endpoint is not for user sessions")
@@ -136,13 +147,24 @@ def authenticate() -> None:
     for candidate in (task_token, token):
         if not candidate:
             continue
-        task = _task_for_token(conn, candidate)
+        task = _task_for_token(_request_conn(), candidate)
         if task is not None:
             if TASK not in allowed:
                 raise PermissionDenied("allocation tokens may not call this endpoint")
             g.principal = Principal(TASK, task=task)
             return
     raise Unauthenticated("missing or invalid token")
+
+
+def _session_user(token: str) -> users.User | None:
+    """The token's user, from this process's session cache (:mod:`det.master.authcache`) when
+    the app has one."""
+    digest = users.token_digest(token)
+    cache: SessionCache[users.User] | None = current_app.extensions.get("det_sessions")
+    if cache is None:
+        found = users.session_for_digest(_request_conn(), digest)
+        return found[0] if found else None
+    return cache.lookup(digest, lambda: users.session_for_digest(_request_conn(), digest))
 
 
 def _task_for_token(conn: Conn, token: str) -> TaskPrincipal | None:

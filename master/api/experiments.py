@@ -18,6 +18,7 @@ from det.master.api._common import (
     current_user,
     db,
     pagination,
+    reads,
     state,
 )
 from det.master.api._contract import contract
@@ -77,7 +78,7 @@ def list_(params: d.GetExperimentsParams) -> Response:
     st_filter = [s.removeprefix("STATE_") for s in params.get("states") or []]
     offset = params.get("offset") or 0
     limit = params.get("limit") or 0
-    with db() as conn:
+    with reads() as conn:
         rows, total = svc.list_(
             conn,
             archived=params.get("archived"),
@@ -114,7 +115,7 @@ def list_(params: d.GetExperimentsParams) -> Response:
 def get(experiment_id: int) -> Response:
     """One experiment (conditional: see :func:`det.master.api._answers.answer`)."""
     check_task_scope(experiment_id=experiment_id)
-    with db() as conn:
+    with reads() as conn:
         row = svc.get_for_wire(conn, experiment_id)
         best = trial_svc.best_trial_of(conn, experiment_id)
         summary = trial_svc.job_summary(conn, state(), row["job_id"])
@@ -260,7 +261,7 @@ def trials(experiment_id: int, params: d.GetExperimentTrialsParams) -> Response:
     check_task_scope(experiment_id=experiment_id)
     offset = params.get("offset") or 0
     limit = params.get("limit") or 0
-    with db() as conn:
+    with reads() as conn:
         exp = {"config": {"searcher": svc.searcher_config(conn, experiment_id)}}
         rows = trial_svc.list_for_experiment(conn, experiment_id)
     items = [trial_wire.trial(r) for r in rows]

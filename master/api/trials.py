@@ -17,6 +17,7 @@ from det.master.api._common import (
     check_task_scope,
     db,
     pagination,
+    reads,
 )
 from det.master.api._contract import contract
 from det.master.errors import InvalidArgument, NotFound
@@ -270,7 +271,7 @@ def compare(params: d.CompareTrialsParams) -> Response:
     end = params.get("endBatches") or None
     series_filter = _series_filter(params)
     unique = sorted(set(trial_ids))
-    with db() as conn:
+    with reads() as conn:
         rows = svc.basic(conn, unique)
         missing = [t for t in unique if t not in rows]
         if missing:
@@ -313,7 +314,7 @@ def compare(params: d.CompareTrialsParams) -> Response:
 def metrics_of_trial(trial_id: int, params: wire.TrialMetricsParams) -> Response:
     """All reported rows of one trial as JSON (det's non-streaming convenience), built by
     PostgreSQL and passed through."""
-    with db() as conn:
+    with reads() as conn:
         svc.exists(conn, trial_id)
         text = svc.metrics_json(conn, trial_id, params.get("group"))
     return answer({"metrics": fragment(text, "[]")})

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -24,12 +25,20 @@ LEADER_LOCK_KEY = 0x6465745F6C656164  # "det_lead"
 _MIGRATION_LOCK_KEY = 0x6465745F6D696772  # "det_migr"
 
 
-def open_pool(conninfo: str, *, min_size: int = 2, max_size: int = 20) -> ConnectionPool[Conn]:
+def open_pool(
+    conninfo: str,
+    *,
+    min_size: int = 2,
+    max_size: int = 20,
+    configure: Callable[[Conn], None] | None = None,
+) -> ConnectionPool[Conn]:
+    """``configure`` runs on each new connection (leaving no transaction open)."""
     pool: ConnectionPool[Conn] = ConnectionPool(
         conninfo,
         min_size=min_size,
         max_size=max_size,
         kwargs={"row_factory": dict_row, "autocommit": False},
+        configure=configure,
         open=True,
         name="det-master",
     )

@@ -213,12 +213,20 @@ def logout(conn: Conn, token: str) -> None:
 
 
 def user_for_token(conn: Conn, token: str) -> User | None:
+    found = session_for_digest(conn, token_digest(token))
+    return found[0] if found else None
+
+
+def session_for_digest(conn: Conn, digest: str) -> tuple[User, float] | None:
+    """The active user of a live session (by its token's digest) and when it expires (a Unix
+    time), or None."""
     row = conn.execute(
-        "SELECT u.* FROM user_sessions s JOIN users u ON u.id = s.user_id"
+        "SELECT u.*, extract(epoch FROM s.expires_at)::float8 AS session_expires"
+        " FROM user_sessions s JOIN users u ON u.id = s.user_id"
         " WHERE s.token_hash = %s AND s.revoked_at IS NULL AND s.expires_at > now() AND u.active",
-        (token_digest(token),),
+        (digest,),
     ).fetchone()
-    return _user(row) if row else None
+    return (_user(row), float(row["session_expires"])) if row else None
 
 
 def issue_task_session(conn: Conn, user_id: int, hours: float = 24 * 30) -> str:
