@@ -152,3 +152,61 @@ def test_tpe_concentrates_near_the_optimum() -> None:
 
     for seed in range(3):
         assert late_distance("tpe", seed) < 0.5 * late_distance("random", seed)
+
+
+MIXED = {
+    "d": {"type": "double", "minval": -2, "maxval": 2},
+    "i": {"type": "int", "minval": 1, "maxval": 50},
+    "l": {"type": "log", "base": 10, "minval": -5, "maxval": -1},
+    "c": {"type": "categorical", "vals": ["a", 2, {"k": [1]}, None]},
+    "net": {"const": 7, "act": {"type": "categorical", "vals": ["relu", "tanh"]}},
+}
+GOOD = {"d": 1.2, "i": 40, "log_l": -4.0, "c": {"k": [1]}}
+
+
+def _mixed_loss(h: dict[str, Any], t: float, seed: int) -> float:
+    return float(
+        ((h["d"] - GOOD["d"]) / 4) ** 2
+        + ((h["i"] - GOOD["i"]) / 49) ** 2
+        + ((math.log10(h["l"]) - GOOD["log_l"]) / 4) ** 2
+        + (0.0 if h["c"] == GOOD["c"] else 0.3)
+    )
+
+
+def _mixed_late(sampler: str, seed: int) -> list[dict[str, Any]]:
+    config = {"name": "random", "metric": "loss", "max_trials": 80,
+              "max_concurrent_trials": 1, "sampler": sampler}  # fmt: skip
+    trials = simulate(new_searcher(config, MIXED, seed), _mixed_loss, default_length=1).trials
+    assert len(trials) == 80
+    for t in trials:
+        h = t.hparams
+        # Every proposal, uniform or from the model, is a value of its hyperparameter.
+        assert isinstance(h["d"], float) and -2 <= h["d"] <= 2
+        assert type(h["i"]) is int and 1 <= h["i"] <= 50
+        assert isinstance(h["l"], float) and 1e-5 * (1 - 1e-9) <= h["l"] <= 1e-1 * (1 + 1e-9)
+        assert h["c"] in MIXED["c"]["vals"]  # type: ignore[operator]
+        assert h["net"]["const"] == 7 and h["net"]["act"] in ("relu", "tanh")
+    return [t.hparams for t in trials[40:]]
+
+
+def test_tpe_learns_double_int_log_and_categorical_dimensions() -> None:
+    """Past the start-up, each kind of dimension lands nearer its optimum than uniform sampling
+    does, summed over six seeds: fails if a kind is decoded or modelled wrongly (ignored, it
+    would be about as far as uniform). Per seed the categorical can stay on a wrong value: a
+    seed whose start-up tried the best value once, with poor other values, never returns to it
+    (1 seed of 10 measured), hence the sum."""
+    distance = {
+        "d": lambda h: abs(h["d"] - GOOD["d"]) / 4,
+        "i": lambda h: abs(h["i"] - GOOD["i"]) / 49,
+        "l": lambda h: abs(math.log10(h["l"]) - GOOD["log_l"]) / 4,
+        "c": lambda h: float(h["c"] != GOOD["c"]),
+    }
+    tpe_sum = dict.fromkeys(distance, 0.0)
+    uniform_sum = dict.fromkeys(distance, 0.0)
+    for seed in range(6):
+        tpe_late, uniform_late = _mixed_late("tpe", seed), _mixed_late("random", seed)
+        for name, dist in distance.items():
+            tpe_sum[name] += sum(dist(h) for h in tpe_late)
+            uniform_sum[name] += sum(dist(h) for h in uniform_late)
+    for name in distance:
+        assert tpe_sum[name] < 0.7 * uniform_sum[name], (name, tpe_sum, uniform_sum)
