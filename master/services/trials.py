@@ -491,36 +491,68 @@ def sampled_series(
 ) -> dict[int, str]:
     """Per trial with any: the JSON text of its ``v1DataPoint`` list of ``group`` for the
     metrics ``names`` (each point: batches, time, epoch, values), sampled by PostgreSQL to at
-    most ``max_points`` evenly spaced rows, the first and the last always among them.
+    most ``max_points`` rows spread evenly over the batches, the first and the last always
+    among them.
 
-    Row ``k`` (0-based, in training order) of ``n`` is kept when it is the first of its bucket
-    ``k * (max_points - 1) / (n - 1)`` (integer division): buckets ``0 .. max_points - 1`` each
-    get exactly one row, the last row alone fills the last bucket."""
-    values = ", ".join("%s::text, m.metrics->'avg_metrics'->%s" for _ in names)
+    A row *matches* when it carries one of ``names`` and passes the range and the filter. When
+    at most ``max_points`` rows match, all of them. Otherwise the batches from the first
+    matching row's ``lo`` to the last's ``hi`` are cut into ``max_points - 1`` buckets
+    ``[lo + ceil((hi - lo) * i / (max_points - 1)), ...)`` and each bucket gives its first
+    matching row, then the last row is added (``max_points`` 1: the first row alone). Each
+    bucket is an index range scan that stops at its first match, so a long series costs about
+    ``max_points`` index probes, not a pass over every row."""
+    values = ", ".join("%s::text, p.metrics->'avg_metrics'->%s" for _ in names)
+    vparams: list[Any] = [n for name in names for n in (name, name)]
     where, fparams = _filter_sql(series_filter or SeriesFilter())
-    extra = "".join(" AND " + w for w in where)
-    params: list[Any] = [n for name in names for n in (name, name)]
-    params += [trial_ids, group, start_batches, end_batches, end_batches, names, *fparams]
-    params += [max_points] * 3
-    rows = conn.execute(
-        "WITH s AS (SELECT m.trial_id, m.id, m.total_batches, m.reported_at,"
-        " CASE WHEN jsonb_typeof(m.metrics->'avg_metrics'->'epoch') = 'number'"
-        " THEN m.metrics->'avg_metrics'->'epoch' END AS epoch,"
-        f" jsonb_strip_nulls(jsonb_build_object({values})) AS vals,"
-        " row_number() OVER w - 1 AS k, count(*) OVER (PARTITION BY m.trial_id) AS n"
-        " FROM metrics m WHERE m.trial_id = ANY(%s) AND m.metric_group = %s"
-        " AND m.total_batches >= %s AND (%s::bigint IS NULL OR m.total_batches <= %s)"
-        " AND (m.metrics->'avg_metrics') ?| %s"
-        + extra
-        + " WINDOW w AS (PARTITION BY m.trial_id ORDER BY m.total_batches, m.id))"
-        " SELECT trial_id, json_agg(json_build_object('batches', total_batches,"
-        f" 'time', {_ts_sql('reported_at')}, 'epoch', epoch, 'values', vals)"
-        " ORDER BY k)::text AS data FROM s"
-        " WHERE n <= %s OR k = 0 OR k * (%s - 1) / (n - 1) <> (k - 1) * (%s - 1) / (n - 1)"
-        " GROUP BY trial_id",
-        params,
-    ).fetchall()
-    return {int(r["trial_id"]): str(r["data"]) for r in rows}
+    match = (
+        "m.trial_id = t.id AND m.metric_group = %s AND m.total_batches >= %s"
+        + (" AND m.total_batches <= %s" if end_batches is not None else "")
+        + " AND (m.metrics->'avg_metrics') ?| %s"
+        + "".join(" AND " + w for w in where)
+    )
+    mparams: list[Any] = [group, start_batches]
+    mparams += [end_batches] if end_batches is not None else []
+    mparams += [names, *fparams]
+    rows_of = f"SELECT m.total_batches FROM metrics m WHERE {match} ORDER BY m.total_batches"
+    tail = max_points >= 2
+    buckets = max(max_points - 1, 1)
+    # The buckets' upper end: the last row's batches (kept apart), or past it for one point.
+    top = "t.hi" if tail else "t.hi + 1"
+
+    def bound(i: str) -> str:
+        return f"t.lo + ((({top}) - t.lo) * ({i}) + {buckets - 1}) / {buckets}"
+
+    sql = (
+        # Per trial, once: whether few rows match (an ordered scan that stops after
+        # max_points + 1), and the batches of the first and the last.
+        "WITH b AS MATERIALIZED (SELECT t.id, (SELECT count(*) FROM (SELECT 1 FROM metrics m"
+        f" WHERE {match} ORDER BY m.total_batches LIMIT %s) x) <= %s AS few,"
+        f" ({rows_of}, m.id LIMIT 1) AS lo, ({rows_of} DESC, m.id DESC LIMIT 1) AS hi"
+        " FROM unnest(%s::int[]) AS t(id))"
+        " SELECT t.id AS trial_id, (SELECT json_agg(json_build_object('batches', p.total_batches,"
+        f" 'time', {_ts_sql('p.reported_at')}, 'epoch', CASE WHEN"
+        " jsonb_typeof(p.metrics->'avg_metrics'->'epoch') = 'number'"
+        " THEN p.metrics->'avg_metrics'->'epoch' END,"
+        f" 'values', jsonb_strip_nulls(jsonb_build_object({values})))"
+        " ORDER BY p.total_batches, p.id)::text FROM ("
+        # At most max_points rows match: all of them.
+        f" SELECT m.* FROM metrics m WHERE t.few AND {match}"
+        # Otherwise each bucket's first match ...
+        f" UNION ALL SELECT m.* FROM generate_series(0, {buckets - 1}) i, LATERAL ("
+        f" SELECT m.* FROM metrics m WHERE {match} AND m.total_batches >= {bound('i')}"
+        f" AND m.total_batches < {bound('i + 1')} ORDER BY m.total_batches, m.id LIMIT 1) m"
+        " WHERE NOT t.few"
+        # ... and the last.
+        f" UNION ALL (SELECT m.* FROM metrics m WHERE NOT t.few AND {str(tail).lower()}"
+        f" AND {match} ORDER BY m.total_batches DESC, m.id DESC LIMIT 1)"
+        ") p) AS data FROM b AS t"
+    )
+    # Placeholders in the order they appear: match in the few, lo and hi subqueries (the first
+    # with its limit and bound); the trials; the values; match in the three parts.
+    params: list[Any] = [*mparams, max_points + 1, max_points, *mparams, *mparams, trial_ids]
+    params += [*vparams, *mparams, *mparams, *mparams]
+    rows = conn.execute(sql, params).fetchall()
+    return {int(r["trial_id"]): str(r["data"]) for r in rows if r["data"] is not None}
 
 
 def basic(conn: Conn, trial_ids: list[int]) -> dict[int, dict[str, Any]]:

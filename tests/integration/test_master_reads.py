@@ -121,6 +121,27 @@ def test_compare_trials_samples_each_series_keeping_first_and_last(
     assert [p["batches"] for p in low["trials"][0]["metrics"][0]["data"]] == list(range(51, 101))
 
 
+def test_compare_trials_spreads_points_over_the_batches_not_the_rows(
+    live_master: Master, pg_url: str
+) -> None:
+    """Sampled by batches: a dense stretch does not take the points a chart's x axis needs."""
+    m = live_master
+    (t,) = _trials(pg_url, _experiment(m), 1)
+    _report(m, t, "training", range(1, 51))
+    _report(m, t, "training", range(1000, 1050))
+    out = _compare(m, trialIds=[t], metricNames=["loss"], maxDatapoints=10, group="training")
+    # Buckets of ~117 batches from 1 to 1049: the first's first row, the one bucket reaching
+    # 1000's first, and the last row (the empty buckets give nothing).
+    batches = [p["batches"] for p in out["trials"][0]["metrics"][0]["data"]]
+    assert batches == [1, 1000, 1049]
+    # A metric only some rows carry: the rows that carry it, spread the same way.
+    _report(m, t, "training", range(2000, 2101, 20), rare=1.0)
+    rare = _compare(m, trialIds=[t], metricNames=["rare"], maxDatapoints=3, group="training")
+    assert [p["batches"] for p in rare["trials"][0]["metrics"][0]["data"]] == [2000, 2060, 2100]
+    one = _compare(m, trialIds=[t], metricNames=["loss"], maxDatapoints=1, group="training")
+    assert [p["batches"] for p in one["trials"][0]["metrics"][0]["data"]] == [1]
+
+
 def test_compare_trials_refuses_bad_requests(live_master: Master, pg_url: str) -> None:
     m = live_master
     (t,) = _trials(pg_url, _experiment(m), 1)
