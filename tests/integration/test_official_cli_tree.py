@@ -52,8 +52,14 @@ NOT_RUN = {
     "user logout": "would end the walk's session (covered by test_cli_users_master)",
 }
 
-# Leaves that end an object other leaves use: run after the rest.
-LAST = {"experiment delete", "experiment kill", "experiment cancel", "token revoke", "model delete"}
+# Leaves that end an object other leaves use: run after the rest, the deletes last of all.
+LAST = {"experiment kill", "experiment cancel", "token revoke"}
+FINAL = {"experiment delete", "model delete", "project delete", "workspace delete"}
+
+
+def run_order(leaf: str) -> int:
+    return 2 if leaf in FINAL else 1 if leaf in LAST else 0
+
 
 _TREE_SCRIPT = """
 import argparse, json
@@ -175,14 +181,14 @@ def args_for(w: World) -> dict[str, list[str]]:
         "oauth client add": ["c", "example.com"],
         "oauth client remove": ["1"],
         "preview-search": [str(w.cfg)],
-        "project archive": ["Uncategorized", "Uncategorized"],
-        "project create": ["Uncategorized", "walker-project"],
-        "project delete": ["Uncategorized", "walker-project", "--yes"],
-        "project describe": ["Uncategorized", "Uncategorized"],
-        "project edit": ["Uncategorized", "walker-project", "--description", "d"],
-        "project list": ["Uncategorized"],
-        "project list-experiments": ["Uncategorized", "Uncategorized"],
-        "project unarchive": ["Uncategorized", "Uncategorized"],
+        "project archive": ["walker-ws", "walker-project"],
+        "project create": ["walker-ws", "walker-new-project"],
+        "project delete": ["walker-ws", "walker-new-project", "--yes"],
+        "project describe": ["walker-ws", "walker-project"],
+        "project edit": ["walker-ws", "walker-project", "--description", "d"],
+        "project list": ["walker-ws"],
+        "project list-experiments": ["walker-ws", "walker-project"],
+        "project unarchive": ["walker-ws", "walker-project"],
         "rbac assign-role": ["Viewer", "--username-to-assign", w.user],
         "rbac describe-role": ["Viewer"],
         "rbac list-groups-roles": ["g"],
@@ -255,19 +261,19 @@ def args_for(w: World) -> dict[str, list[str]]:
         "user-group delete": ["g", "--yes"],
         "user-group describe": ["g"],
         "user-group remove-user": ["g", w.user],
-        "workspace archive": ["Uncategorized"],
+        "workspace archive": ["walker-ws"],
         "workspace bindings delete": ["Uncategorized", "--cluster-name", "c"],
         "workspace bindings list": ["Uncategorized"],
         "workspace bindings set": ["Uncategorized", "--namespace", "n"],
-        "workspace create": ["walker-ws"],
-        "workspace delete": ["walker-ws", "--yes"],
+        "workspace create": ["walker-new-ws"],
+        "workspace delete": ["walker-new-ws2", "--yes"],
         "workspace describe": ["Uncategorized"],
-        "workspace edit": ["walker-ws", "--name", "walker-ws2"],
+        "workspace edit": ["walker-new-ws", "--name", "walker-new-ws2"],
         "workspace list-members": ["Uncategorized"],
         "workspace list-pools": ["Uncategorized"],
         "workspace list-projects": ["Uncategorized"],
         "workspace resource-quota set": ["Uncategorized", "1"],
-        "workspace unarchive": ["Uncategorized"],
+        "workspace unarchive": ["walker-ws"],
     }
 
 
@@ -295,6 +301,20 @@ def effects(w: World, m: Master) -> dict[str, Callable[[], bool]]:
 
     def user(name: str) -> dict[str, Any]:
         return dict(m.get(f"/api/v1/users/{name}/by-username")["user"])
+
+    def workspace(name: str) -> dict[str, Any] | None:
+        found = m.get("/api/v1/workspaces", params={"name": name})["workspaces"]
+        return next((dict(x) for x in found if x["name"] == name), None)
+
+    def project(name: str) -> dict[str, Any] | None:
+        ws = workspace("walker-ws")
+        assert ws is not None
+        found = m.get(f"/api/v1/workspaces/{ws['id']}/projects")["projects"]
+        return next((dict(x) for x in found if x["name"] == name), None)
+
+    def gone(get: Callable[[], Any]) -> bool:
+        cli_support.wait(lambda: get() is None, 30, "the deletion")
+        return True
 
     return {
         "agent disable": lambda: True,  # checked by "agent enable" turning it back on
@@ -324,7 +344,27 @@ def effects(w: World, m: Master) -> dict[str, Callable[[], bool]]:
         "token edit": lambda: token(w.token)["description"] == "edited",
         "token revoke": lambda: bool(token(w.token)["revoked"]),
         "checkpoint delete": lambda: wait_deleted(w.doomed),
+        "project create": lambda: project("walker-new-project") is not None,
+        "project edit": lambda: (project("walker-project") or {}).get("description") == "d",
+        "project archive": lambda: bool((project("walker-project") or {}).get("archived")),
+        "project unarchive": lambda: (project("walker-project") or {}).get("archived") is False,
+        "project delete": lambda: gone(lambda: project("walker-new-project")),
+        "workspace create": lambda: workspace("walker-new-ws") is not None,
+        "workspace edit": lambda: workspace("walker-new-ws2") is not None,
+        "workspace archive": lambda: bool((workspace("walker-ws") or {}).get("archived")),
+        "workspace unarchive": lambda: (workspace("walker-ws") or {}).get("archived") is False,
+        "workspace delete": lambda: gone(lambda: workspace("walker-new-ws2")),
+        "experiment delete": lambda: gone(lambda: _maybe(m, f"/api/v1/experiments/{w.spare}")),
     }
+
+
+def _maybe(m: Master, path: str) -> Any:
+    """The answer at ``path``, or None when it is 404."""
+    r = m.session().get(m.url + path, timeout=30)
+    if r.status_code == 404:
+        return None
+    assert r.status_code == 200, (path, r.status_code, r.text)
+    return r.json()
 
 
 @dataclass
@@ -433,6 +473,11 @@ def world(
         storage = Path(m.config_file.parent / "checkpoints" / str(c["uuid"]))
         storage.mkdir(parents=True, exist_ok=True)
         (storage / "model.pt").write_text("weights")
+    ws = m.post("/api/v1/workspaces", {"name": "walker-ws"})["workspace"]
+    m.post(
+        f"/api/v1/workspaces/{ws['id']}/projects",
+        {"name": "walker-project", "workspaceId": ws["id"]},
+    )
     m.post("/api/v1/models", {"name": "walker-registry"})
     m.post("/api/v1/models/walker-registry/versions", {"checkpointUuid": uuid})
     m.post(
@@ -484,7 +529,7 @@ def test_every_leaf_of_the_official_cli_works_or_refuses_clearly(
         for leaf, r in zip(helps, pool.map(lambda x: cli.run(x.split()), helps), strict=True):
             outcomes[leaf] = classify(leaf, r, None)
     # What ends an object the other leaves use runs last.
-    for leaf in sorted(leaves, key=lambda x: x in LAST):
+    for leaf in sorted(leaves, key=run_order):
         if leaf in outcomes:
             continue
         if leaf in NOT_RUN:
