@@ -2,8 +2,13 @@
 // brushing, the trials table, compare) and the trial comparison page.
 "use strict";
 
-const CURVE_POINTS = 1000; // per trial and metric, sampled by the master (CompareTrials)
-const SERIES_CHUNK = 50; // trials per time-series request (keeps the URL short)
+// Points per trial and metric, sampled by the master (CompareTrials' maxDatapoints): up to
+// CURVE_POINTS each, and CURVE_BUDGET over all the trials drawn (100 trials: 500 each, still
+// finer than the chart's 720 units across); first and last points are always kept.
+const CURVE_POINTS = 1000;
+const CURVE_BUDGET = 50000;
+const pointsPerTrial = (n) => Math.max(100, Math.min(CURVE_POINTS, Math.floor(CURVE_BUDGET / Math.max(1, n))));
+const SERIES_CHUNK = 25; // trials per time-series request (short URLs; requests in parallel)
 
 // The metric ids ("group.name") a trial has reported, from its summary.
 function metricIdsOf(trials) {
@@ -27,12 +32,16 @@ function lastOf(t, metricId) {
 // {trialId: [[batches, value], ...]} of one metric, sampled by the master.
 async function seriesOf(trialIds, metricId) {
   const name = metricId.slice(metricId.indexOf(".") + 1);
-  const out = {};
-  for (let i = 0; i < trialIds.length; i += SERIES_CHUNK) {
-    const p = new URLSearchParams({ maxDatapoints: CURVE_POINTS });
-    for (const id of trialIds.slice(i, i + SERIES_CHUNK)) p.append("trialIds", id);
+  const chunks = [];
+  for (let i = 0; i < trialIds.length; i += SERIES_CHUNK) chunks.push(trialIds.slice(i, i + SERIES_CHUNK));
+  const answers = await Promise.all(chunks.map((ids) => {
+    const p = new URLSearchParams({ maxDatapoints: pointsPerTrial(trialIds.length) });
+    for (const id of ids) p.append("trialIds", id);
     p.append("metricIds", metricId);
-    const r = await api("/api/v1/trials/time-series?" + p.toString());
+    return api("/api/v1/trials/time-series?" + p.toString());
+  }));
+  const out = {};
+  for (const r of answers) {
     for (const t of r.trials) {
       const pts = [];
       for (const m of t.metrics || []) for (const dp of m.data || []) {
@@ -119,7 +128,7 @@ async function experimentPage(main, id) {
     const rows = hpRows();
     const keys = [...new Set(rows.flatMap((r) => Object.keys(r.values)))].sort();
     const dims = keys.map((k) => ({ key: k, label: k, scale: scaleOf(rows.map((r) => r.values[k])) }));
-    const metricDim = { key: "\u0000metric", label: e.searcherMetric, scale: scaleOf(rows.map((r) => r.metric).filter(Number.isFinite)) };
+    const metricDim = { key: "__metric__", label: e.searcherMetric, scale: scaleOf(rows.map((r) => r.metric).filter(Number.isFinite)) };
     const allDims = [...dims, metricDim];
     const valueOf = (r, k) => (k === metricDim.key ? r.metric : r.values[k]);
     const selected = new Set(rows.filter((r) => Object.entries(st.brushes).every(([k, [lo, hi]]) => {
@@ -227,10 +236,10 @@ async function comparePage(main) {
   };
   const hps = trials.map((t) => Object.fromEntries(flat(t.hparams)));
   const hpKeys = [...new Set(hps.flatMap((x) => Object.keys(x)))].sort();
-  const head = ["", ...trials.map((t) => link("/det/trials/" + t.id, `trial ${t.id} (experiment ${t.experimentId})`))];
+  const head = () => ["", ...trials.map((t) => link("/det/trials/" + t.id, `trial ${t.id} (experiment ${t.experimentId})`))];
   const differs = (values) => new Set(values.map((v) => JSON.stringify(v))).size > 1;
   const rowOf = (label, values) => h("tr", { class: differs(values) ? "differs" : "" }, h("th", {}, label), values.map((v) => h("td", {}, num(v))));
-  const sideBySide = (cls, rows) => h("table", { class: "side " + cls }, h("thead", {}, h("tr", {}, head.map((x) => h("th", {}, x)))), h("tbody", {}, rows));
+  const sideBySide = (cls, rows) => h("table", { class: "side " + cls }, h("thead", {}, h("tr", {}, head().map((x) => h("th", {}, x)))), h("tbody", {}, rows));
   render(main,
     h("h1", {}, `Compare ${trials.length} trials`),
     h("h2", {}, "Curves"), curves,

@@ -86,7 +86,10 @@ function scaleOf(values) {
     kind: "cat",
     cats,
     pos: (v) => (v === undefined || v === null ? NaN : n === 1 ? 0.5 : cats.indexOf(JSON.stringify(v)) / (n - 1)),
-    label: (x) => x,
+    label: (c) => {
+      const v = JSON.parse(c);
+      return typeof v === "string" ? v : c;
+    },
   };
 }
 
@@ -116,7 +119,7 @@ function parallelCoords(dims, rows, brushes, onBrush, selected) {
     const g = s("g", { class: "paxis", "data-axis": d.key });
     g.appendChild(s("line", { x1: X(i), y1: Y(0), x2: X(i), y2: Y(1), class: "axis" }));
     g.appendChild(s("text", { x: X(i), y: T - 10, class: "label", "text-anchor": "middle" }, d.label));
-    const ticks = d.scale.kind === "num" ? [0, 0.5, 1].map((p) => [p, d.scale.label(d.scale.lo + p * (d.scale.hi - d.scale.lo))]) : d.scale.cats.map((c, j) => [d.scale.cats.length === 1 ? 0.5 : j / (d.scale.cats.length - 1), c]);
+    const ticks = d.scale.kind === "num" ? [0, 0.5, 1].map((p) => [p, d.scale.label(d.scale.lo + p * (d.scale.hi - d.scale.lo))]) : d.scale.cats.map((c, j) => [d.scale.cats.length === 1 ? 0.5 : j / (d.scale.cats.length - 1), d.scale.label(c)]);
     for (const [p, text] of ticks) g.appendChild(s("text", { x: X(i) + 5, y: Y(p) + 4, class: "tick" }, String(text)));
     const b = brushes[d.key];
     if (b) g.appendChild(s("rect", { x: X(i) - 8, y: Y(b[1]), width: 16, height: Math.max(1, Y(b[0]) - Y(b[1])), class: "brush" }));
@@ -150,7 +153,11 @@ function startBrush(ev, svg, key, y0, y1, x, onBrush) {
     window.removeEventListener("pointerup", up);
     rect.remove();
     const a = clamp(from), b = clamp(svgY(svg, e));
-    const p = (y) => (y0 - y) / (y0 - y1);
+    // A range that starts within a few pixels of an axis end reaches it (keeps the extremes).
+    const p = (y) => {
+      const v = (y0 - y) / (y0 - y1);
+      return v > 0.98 ? 1 : v < 0.02 ? 0 : v;
+    };
     onBrush(key, Math.abs(a - b) < 3 ? null : [Math.min(p(a), p(b)), Math.max(p(a), p(b))]);
   };
   window.addEventListener("pointermove", move);
@@ -166,7 +173,7 @@ function scatter(points, { xLabel, yLabel, scale, selected }) {
   const X = (p) => L + 8 + p * (W - L - R - 16);
   const Y = (y) => H - B - ((y - yr[0]) / (yr[1] - yr[0])) * (H - T - B);
   const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart scatter", role: "img", "aria-label": yLabel + " by " + xLabel });
-  const xTicks = scale.kind === "num" ? [0, 0.5, 1].map((p) => [p, fmt(scale.lo + p * (scale.hi - scale.lo))]) : scale.cats.map((c, j) => [scale.cats.length === 1 ? 0.5 : j / (scale.cats.length - 1), c]);
+  const xTicks = scale.kind === "num" ? [0, 0.5, 1].map((p) => [p, fmt(scale.lo + p * (scale.hi - scale.lo))]) : scale.cats.map((c, j) => [scale.cats.length === 1 ? 0.5 : j / (scale.cats.length - 1), scale.label(c)]);
   axes(svg, { W, H, L, R, T, B, xr: [0, 1], yr, xLabel, yLabel, X, Y, xTicks });
   for (const p of points) {
     const x = scale.pos(p.x);
@@ -181,7 +188,7 @@ function scatter(points, { xLabel, yLabel, scale, selected }) {
 function binsOf(scale, n = 6) {
   if (scale.kind === "cat") {
     const of = (v) => (v === undefined || v === null ? -1 : scale.cats.indexOf(JSON.stringify(v)));
-    return scale.cats.map((label) => ({ label, of }));
+    return scale.cats.map((c) => ({ label: scale.label(c), of }));
   }
   const w = (scale.hi - scale.lo) / n;
   return Array.from({ length: n }, (_, i) => ({

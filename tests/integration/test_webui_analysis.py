@@ -1,0 +1,251 @@
+# ruff: noqa: F811 (the fixtures imported from webui_support are parameters here)
+"""The WebUI's experiment page in Chromium against a live master with a finished adaptive ASHA
+search: learning curves of every trial, parallel coordinates brushed to narrow the trial set,
+scatters, the heat map, the trials table sorted by a metric, and comparing trials; and the
+render time of 100 trials x 1,000 points (printed for docs/benchmarks.md, never asserted)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import Master
+from tests.integration.webui_support import (  # noqa: F401 (fixtures)
+    browser,
+    create,
+    login,
+    module_db,
+    page,
+    screenshot,
+    search,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
+
+
+def table_ids(page: Any) -> list[int]:
+    return [
+        int(x)
+        for x in page.locator(".trials-box tbody tr").evaluate_all(
+            "rs => rs.map(r => r.dataset.trial)"
+        )
+    ]
+
+
+def test_curves_hyperparameter_views_brushing_and_the_trials_table(
+    search: tuple[Master, int], page: Any
+) -> None:
+    m, eid = search
+    trials = m.get(f"/api/v1/experiments/{eid}/trials")["trials"]
+    by_id = {t["id"]: t for t in trials}
+    assert len(trials) == 8
+    login(page, m, f"/det/experiments/{eid}")
+    page.wait_for_selector("figure.curves[data-ready-ms]")
+    # One learning curve per trial, its points those the trial reported (every 2 batches).
+    curves = page.locator("figure.curves polyline")
+    assert curves.count() == 8
+    points = sorted(
+        len(p.split()) for p in curves.evaluate_all("ls => ls.map(l => l.getAttribute('points'))")
+    )
+    assert points == sorted(t["totalBatchesProcessed"] // 2 for t in trials)
+    # Any metric: the training loss has a point per batch.
+    page.select_option("select[aria-label='curve metric']", "training.loss")
+    page.wait_for_selector("figure.curves figcaption:text('training.loss by batches')")
+    points = sorted(
+        len(p.split()) for p in curves.evaluate_all("ls => ls.map(l => l.getAttribute('points'))")
+    )
+    assert points == sorted(t["totalBatchesProcessed"] for t in trials)
+    page.select_option("select[aria-label='curve metric']", "validation.validation_loss")
+    page.wait_for_selector("figure.curves figcaption:text('validation.validation_loss by batches')")
+
+    # Parallel coordinates: an axis per hyperparameter and the metric, a line per trial.
+    axes = page.locator("svg.pcoords g.paxis").evaluate_all("gs => gs.map(g => g.dataset.axis)")
+    assert axes[:3] == ["layers", "lr", "optimizer"] and len(axes) == 4
+    assert page.locator("svg.pcoords polyline.on").count() == 8
+    assert page.inner_text(".brush-state").startswith("8 of 8 trials selected")
+    assert sorted(table_ids(page)) == sorted(by_id)
+    screenshot(page, "experiment")
+
+    # Brush the upper half of the lr axis: the trials with a larger lr stay.
+    lrs = [t["hparams"]["lr"] for t in trials]
+    lo, hi = min(lrs), max(lrs)
+    axis = page.locator("rect.brush-area[data-axis=lr]")
+    axis.scroll_into_view_if_needed()
+    box = axis.bounding_box()
+    x = box["x"] + box["width"] / 2
+    page.mouse.move(x, box["y"] + 1)
+    page.mouse.down()
+    page.mouse.move(x, box["y"] + box["height"] * 0.25, steps=4)
+    page.mouse.move(x, box["y"] + box["height"] * 0.5, steps=4)
+    page.mouse.up()
+    page.wait_for_selector("svg.pcoords rect.brush")
+    kept = table_ids(page)
+    expected_min = lo + (hi - lo) * 0.47
+    assert 0 < len(kept) < 8
+    for t in trials:
+        pos = (t["hparams"]["lr"] - lo) / (hi - lo)
+        if pos > 0.53:
+            assert t["id"] in kept
+        if pos < 0.47:
+            assert t["id"] not in kept
+    assert all(by_id[k]["hparams"]["lr"] >= expected_min for k in kept)
+    on = page.locator("svg.pcoords polyline.on").evaluate_all("ls => ls.map(l => +l.dataset.trial)")
+    assert sorted(on) == sorted(kept)
+    assert page.inner_text(".brush-state").startswith(f"{len(kept)} of 8 trials selected")
+    assert page.locator("figure.curves polyline.dim").count() == 8 - len(kept)
+    assert page.locator("svg.scatter circle.on").count() == 3 * len(kept)
+
+    # The trials table is sorted by the searcher metric, best first; a click reverses it.
+    values = [by_id[t]["searcherMetricValue"] for t in table_ids(page)]
+    assert values == sorted(values)
+    page.locator("th button[data-sort=metric]").click()
+    values = [by_id[t]["searcherMetricValue"] for t in table_ids(page)]
+    assert values == sorted(values, reverse=True)
+    page.locator("th button[data-sort=metric]").click()
+    values = [by_id[t]["searcherMetricValue"] for t in table_ids(page)]
+    assert values == sorted(values)
+    page.locator("th button[data-sort='hp:layers']").click()
+    layers = [by_id[t]["hparams"]["layers"] for t in table_ids(page)]
+    assert layers == sorted(layers)
+
+    # A second range on the metric axis narrows further; clearing brings every trial back.
+    axis = page.locator("rect.brush-area[data-axis=__metric__]")
+    axis.scroll_into_view_if_needed()
+    box = axis.bounding_box()
+    x = box["x"] + box["width"] / 2
+    page.mouse.move(x, box["y"] + box["height"] - 1)
+    page.mouse.down()
+    page.mouse.move(x, box["y"] + box["height"] * 0.5, steps=4)
+    page.mouse.up()
+    both = table_ids(page)
+    assert set(both) <= set(kept)
+    page.get_by_role("button", name="Clear ranges").click()
+    assert len(table_ids(page)) == 8
+
+    # Scatter of each hyperparameter against the metric, and a heat map of two of them.
+    assert page.locator(".scatter-box").count() == 3
+    for hp in ("lr", "layers", "optimizer"):
+        assert page.locator(f".scatter-box[data-hp={hp}] circle").count() == 8
+    page.select_option("select[aria-label='heat map x']", "optimizer")
+    page.select_option("select[aria-label='heat map y']", "layers")
+    cells = page.locator("svg.heatmap rect.cell")
+    combos = {(t["hparams"]["optimizer"], t["hparams"]["layers"]) for t in trials}
+    assert cells.count() == len(combos)
+    titles = cells.evaluate_all("rs => rs.map(r => r.textContent)")
+    assert sum(int(t.rsplit("over ", 1)[1].split()[0]) for t in titles) == 8
+
+
+def test_comparing_two_trials_side_by_side(search: tuple[Master, int], page: Any) -> None:
+    m, eid = search
+    trials = m.get(f"/api/v1/experiments/{eid}/trials")["trials"]
+    a, b = trials[0], trials[-1]
+    login(page, m, f"/det/experiments/{eid}")
+    page.wait_for_selector("figure.curves[data-ready-ms]")
+    page.get_by_role("checkbox", name=f"compare trial {a['id']}", exact=True).check()
+    assert "Pick two" in page.inner_text(".trials-box .compare")
+    page.get_by_role("checkbox", name=f"compare trial {b['id']}", exact=True).check()
+    page.get_by_role("link", name="Compare 2 trials").click()
+    page.wait_for_url(f"**/det/compare?trials={a['id']},{b['id']}")
+    page.wait_for_selector("figure.curves[data-ready-ms]")
+    assert page.locator("figure.curves polyline").count() == 2
+    hp = page.locator("table.hparams")
+    assert f"trial {a['id']}" in hp.inner_text() and f"trial {b['id']}" in hp.inner_text()
+    for name in ("lr", "layers", "optimizer"):
+        cells = hp.locator("tr", has=page.locator(f"th:text-is('{name}')")).locator("td")
+        assert cells.all_inner_texts() == [
+            page.evaluate("v => num(v)", t["hparams"][name]) for t in (a, b)
+        ]
+    metrics = page.locator("table.metrics")
+    row = metrics.locator("tr", has=page.locator("th:text-is('validation.validation_loss')"))
+    assert row.locator("td").all_inner_texts() == [
+        page.evaluate(
+            "v => num(v)", t["summaryMetrics"]["validation_metrics"]["validation_loss"]["last"]
+        )
+        for t in (a, b)
+    ]
+    screenshot(page, "compare")
+
+
+def seed_big_experiment(m: Master, db_url: str, trials: int, points: int) -> int:
+    """An experiment of ``trials`` trials with ``points`` validations each, written straight
+    into the tables (as the ingest path stores them): the render benchmark's input."""
+    import psycopg
+
+    eid = create(
+        m,
+        "name: big\nentrypoint: x\nsearcher: {name: single, metric: loss, max_length: 1000}\n"
+        "hyperparameters: {lr: {type: double, minval: 0.001, maxval: 1}}\n",
+        activate=False,
+    )
+    with psycopg.connect(db_url, autocommit=True) as c:
+        have = c.execute("SELECT count(*) FROM trials WHERE experiment_id = %s", (eid,)).fetchone()
+        c.execute(
+            "INSERT INTO trials (experiment_id, request_id, task_id, hparams, seed, state,"
+            " summary_metrics, searcher_metric, steps_completed)"
+            " SELECT %s, 'big-' || g, 'big-' || %s || '-' || g,"
+            " jsonb_build_object('lr', g / 1000.0), g, 'COMPLETED',"
+            " jsonb_build_object('validation_metrics', jsonb_build_object('loss',"
+            "   jsonb_build_object('last', 1.0 / g, 'min', 1.0 / g, 'max', 1.0, 'count', %s,"
+            "   'type', 'number'))), 1.0 / g, %s"
+            " FROM generate_series(1, %s) g",
+            (eid, eid, points, points, trials - have[0]),
+        )
+        # Finished, so the page does not refresh it while it is measured.
+        c.execute("UPDATE experiments SET state = 'COMPLETED' WHERE id = %s", (eid,))
+        c.execute(
+            "INSERT INTO metrics (trial_id, metric_group, total_batches, metrics)"
+            " SELECT t.id, 'validation', s,"
+            " jsonb_build_object('avg_metrics', jsonb_build_object('loss',"
+            "   1.0 / (1 + s / 100.0) + (t.id %% 17) / 100.0))"
+            " FROM trials t, generate_series(1, %s) s WHERE t.experiment_id = %s",
+            (points, eid),
+        )
+    return eid
+
+
+def test_render_time_of_100_trials_by_1000_points(
+    search: tuple[Master, int], module_db: str, page: Any
+) -> None:
+    m, _ = search
+    eid = seed_big_experiment(m, module_db, 100, 1000)
+    login(page, m, "/det/")
+    figures = []
+    for _ in range(3):
+        page.goto(f"{m.url}/det/experiments/{eid}")
+        fig = page.wait_for_selector("figure.curves[data-ready-ms]", timeout=60_000)
+        series = page.evaluate(
+            "performance.getEntriesByType('resource')"
+            ".filter(e => e.name.includes('/trials/time-series'))"
+            ".map(e => [e.startTime, e.responseEnd, e.transferSize])"
+        )
+        figures.append(
+            (
+                float(fig.get_attribute("data-ready-ms")),
+                float(fig.get_attribute("data-draw-ms")),
+                min(s[0] for s in series),
+                max(s[1] for s in series),
+                sum(s[2] for s in series),
+            )
+        )
+    lines = page.locator("figure.curves polyline")
+    assert lines.count() == 100, (
+        lines.count(),
+        m.get(f"/api/v1/experiments/{eid}/trials?limit=1")["pagination"]["total"],
+        page.inner_text("#error"),
+    )
+    # The master samples each series to 500 points (a budget of 50,000 over 100 trials), the
+    # first and last batches kept: every curve spans batches 1 to 1000.
+    polylines = lines.evaluate_all("ls => ls.map(l => l.getAttribute('points').split(' '))")
+    assert {len(p) for p in polylines} == {500}
+    xs = {(p[0].split(",")[0], p[-1].split(",")[0]) for p in polylines}
+    assert len(xs) == 1
+    # ms since the navigation began: curves laid out (ready), building their SVG (draw), the
+    # time-series requests' first start and last end; bytes of those answers.
+    keys = ("ready_ms", "draw_ms", "series_start_ms", "series_end_ms", "series_bytes")
+    print(
+        "\nBENCH webui 100 trials x 1000 points (median of 3 loads): "
+        + json.dumps({k: statistics.median(f[i] for f in figures) for i, k in enumerate(keys)})
+    )
