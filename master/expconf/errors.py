@@ -14,8 +14,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-# A long list of errors helps no one: show a few, count the rest.
-MAX_SHOWN_ERRORS = 3
+# Every problem is listed, so one round of fixes is enough; past this many (a generated config
+# gone wrong) the rest are counted rather than shown.
+MAX_SHOWN_ERRORS = 20
 
 
 class ConfigError(ValueError):
@@ -129,7 +130,10 @@ _UNION_WHAT = {
 
 
 def _reason(
-    err: dict[str, Any], path: list[str | int], known_names: Collection[str]
+    err: dict[str, Any],
+    path: list[str | int],
+    known_names: Collection[str],
+    top_names: Collection[str] = (),
 ) -> tuple[str, str]:
     """(path shown, reason) for one pydantic error."""
     kind = err["type"]
@@ -140,7 +144,12 @@ def _reason(
         name = str(path[-1]) if path else "?"
         parent = join_path(path[:-1])
         hint = ""
-        close = difflib.get_close_matches(name, list(known_names), n=1, cutoff=0.8)
+        # At the top level the candidates are few (the config's own fields), so a looser match
+        # still names the right one ("serach" -> "searcher"); deeper, any known field name.
+        if len(path) == 1 and top_names:
+            close = difflib.get_close_matches(name, list(top_names), n=1, cutoff=0.6)
+        else:
+            close = difflib.get_close_matches(name, list(known_names), n=1, cutoff=0.8)
         if close:
             hint = f" (did you mean '{close[0]}'?)"
         return where, f"unknown field '{name}'" + (f" at {parent}" if parent else "") + hint
@@ -182,13 +191,27 @@ def _reason(
 
 
 def from_validation_error(
-    exc: ValidationError, data: Any, known_names: Collection[str] = ()
+    exc: ValidationError,
+    data: Any,
+    known_names: Collection[str] = (),
+    top_names: Collection[str] = (),
 ) -> ConfigError:
-    """Collapse a pydantic ValidationError into one ConfigError.
+    """Collapse a pydantic ValidationError into one ConfigError (see :func:`problems_of`)."""
+    return make_error(problems_of(exc, data, known_names, top_names))
+
+
+def problems_of(
+    exc: ValidationError,
+    data: Any,
+    known_names: Collection[str] = (),
+    top_names: Collection[str] = (),
+) -> list[tuple[str, str]]:
+    """Every problem of a pydantic ValidationError as ``(path, message)``, in order.
 
     Errors of a plain union (``entrypoint: str | list[str]``) come once per member: they are
-    merged into one "expected X or Y" message for that path. ``known_names`` feeds the
-    "did you mean" hint of unknown fields.
+    merged into one "expected X or Y" message for that path. ``known_names`` (every field name
+    of the schema) and ``top_names`` (the top level's) feed the "did you mean" hint of unknown
+    fields.
     """
     problems: list[tuple[str, str]] = []
     seen: set[str] = set()
@@ -204,7 +227,7 @@ def from_validation_error(
                 problems.append((where, ""))
             union_types[where].append(_MEMBER_NAMES.get(member, member))
             continue
-        where, message = _reason(dict(err), path, known_names)
+        where, message = _reason(dict(err), path, known_names, top_names)
         if message in seen:
             continue
         seen.add(message)
@@ -215,7 +238,7 @@ def from_validation_error(
             kinds = " or ".join(dict.fromkeys(union_types[where]))
             message = f"{where}: expected {kinds} (got {_show(_lookup(data, where))})"
         resolved.append((where, message))
-    return make_error(resolved)
+    return resolved
 
 
 def _lookup(data: Any, dotted: str) -> Any:

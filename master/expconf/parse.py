@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 from . import hyperparameters as hp
 from . import searcher as searchers
 from . import storage
-from .errors import ConfigError, at, from_validation_error, make_error
+from .errors import ConfigError, at, make_error, problems_of
 from .merge import merge_cluster_defaults
 from .schema import ExperimentConfig
 
@@ -132,6 +132,12 @@ def _known_field_names() -> frozenset[str]:
 
 
 _KNOWN = _known_field_names()
+_TOP = frozenset(ExperimentConfig.model_fields)
+
+
+def _within(path: str, parent: str) -> bool:
+    """``path`` is ``parent`` or lies under it (``searcher.name`` within ``searcher``)."""
+    return path == parent or path.startswith((parent + ".", parent + "["))
 
 
 def _prechecks(data: dict[str, Any]) -> list[tuple[str, str]]:
@@ -255,13 +261,21 @@ def parse_experiment_config(
     cluster_storage = defaults.get("checkpoint_storage")
     merged = merge_cluster_defaults(data, defaults.get("task_container_defaults"), cluster_storage)
 
-    problems = _prechecks(merged)
-    if problems:
-        raise make_error([at(p, m) for p, m in problems])
+    # Every problem at once: the prechecks' (better worded) and the schema's, except where the
+    # schema repeats a precheck's path (a missing searcher is both).
+    problems = [at(p, m) for p, m in _prechecks(merged)]
     try:
         cfg = ExperimentConfig.model_validate(merged)
     except ValidationError as e:
-        raise from_validation_error(e, merged, _KNOWN) from None
+        covered = [p for p, _ in problems]
+        problems += [
+            (where, message)
+            for where, message in problems_of(e, merged, _KNOWN, _TOP)
+            if not any(_within(where, c) for c in covered)
+        ]
+        raise make_error(problems) from None
+    if problems:
+        raise make_error(problems)
     env = merged.get("environment")
     problems = _checks(cfg, env.get("environment_variables") if isinstance(env, dict) else None)
     if problems:

@@ -297,8 +297,21 @@ def test_bind_mount_needs_absolute_host_path() -> None:
     assert str(e) == "bind_mounts[0].host_path: must be an absolute path (got 'data')"
 
 
-def test_several_errors_are_joined_and_capped() -> None:
+def test_every_error_is_listed_up_to_the_cap() -> None:
     e = error_of(with_(a=1, b=2, c=3, d=4, e=5))
-    text = str(e)
-    assert text.count(";") == 2
-    assert text.endswith("(and 2 more)")
+    assert str(e) == (
+        "unknown field 'a'; unknown field 'b'; unknown field 'c'; unknown field 'd'; "
+        "unknown field 'e'"
+    )
+    many = error_of(with_(**{f"field{i}": i for i in range(25)}))
+    assert str(many).count(";") == 19
+    assert str(many).endswith("(and 5 more)")
+
+
+def test_a_misspelt_required_field_is_named_with_its_suggestion() -> None:
+    cfg = with_(searcher=None, serach=GOOD["searcher"])
+    cfg["resources"] = {"slots_per_trail": 2}
+    text = str(error_of(cfg))
+    assert text.startswith("searcher: required field missing")
+    assert "unknown field 'serach' (did you mean 'searcher'?)" in text
+    assert "unknown field 'slots_per_trail' at resources (did you mean 'slots_per_trial'?)" in text
