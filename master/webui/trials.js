@@ -169,9 +169,15 @@ function logViewer(box, trialId, live) {
     }
     return p;
   };
+  let lastId = -1; // lines come in id order; a followed stream may repeat the newest ones
   const add = (lines) => {
     const frag = document.createDocumentFragment();
     for (const r of lines) {
+      const lid = Number(r.id);
+      if (Number.isFinite(lid)) {
+        if (lid <= lastId) continue;
+        lastId = lid;
+      }
       const l = logLine(r);
       frag.appendChild(h("span", { class: "log-line lvl-" + l.level }, l.text + "\n"));
     }
@@ -207,6 +213,7 @@ function logViewer(box, trialId, live) {
     const signal = controller.signal;
     out.replaceChildren();
     count = 0;
+    lastId = -1;
     showError("");
     try {
       status.textContent = "loading…";
@@ -222,9 +229,11 @@ function logViewer(box, trialId, live) {
       if (!lines.length) out.appendChild(h("span", { class: "muted empty" }, "No log lines" + (st.levels.size < LEVELS.length || st.rank || st.text ? " match the filters." : " yet.") + "\n"));
       if (st.follow && st.from === "end") {
         status.textContent = "following…";
-        const after = lines.length ? lines[lines.length - 1].timestamp : null;
+        // From just before the newest line shown (timestampAfter is strict; the repeats are
+        // dropped by id), or from the start when there is none.
+        const newest = lines.length ? Date.parse(lines[lines.length - 1].timestamp) : NaN;
         const p = params({ follow: "true" });
-        if (after) p.set("timestampAfter", after);
+        if (Number.isFinite(newest)) p.set("timestampAfter", new Date(newest - 1).toISOString());
         await stream(`/api/v1/trials/${trialId}/logs?` + p, signal);
         if (!signal.aborted) status.textContent = `${count} lines; the trial has ended`;
       } else {

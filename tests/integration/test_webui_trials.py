@@ -1,0 +1,240 @@
+# ruff: noqa: F811 (the fixtures imported from webui_support are parameters here)
+"""The WebUI's trial page and model registry in Chromium against a live master with a finished
+adaptive ASHA search: following a running trial's log and filtering it (level, rank, text),
+jumping to its start and end, downloading it; registering a checkpoint as a model version and
+finding it on the model's pages; notes, metadata, archive and creating a model."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.sim_agent import SimAgent
+from tests.integration.conftest import Master, wait_for
+from tests.integration.webui_support import (  # noqa: F401 (fixtures)
+    browser,
+    create,
+    login,
+    module_db,
+    page,
+    post_logs,
+    screenshot,
+    search,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
+
+SINGLE = """
+name: live-logs
+entrypoint: python3 train.py
+searcher: {name: single, metric: validation_loss, max_length: {batches: 8}}
+hyperparameters: {lr: 0.5}
+max_restarts: 0
+"""
+
+
+def shown_lines(page: Any) -> list[str]:
+    return [x.rstrip("\n") for x in page.locator("pre.logs .log-line").all_inner_texts()]
+
+
+def test_following_a_running_trials_log_with_level_rank_and_text_filters(
+    search: tuple[Master, int], page: Any, tmp_path: Path
+) -> None:
+    m, _ = search
+    release = threading.Event()
+
+    def wait_until_released(master: str, spec: dict[str, Any], killed: threading.Event) -> int:
+        while not (release.is_set() or killed.is_set()):
+            killed.wait(0.1)
+        return 0
+
+    agent = SimAgent(m.url, m.agent_token, "sim-logs", train=wait_until_released).start()
+    try:
+        eid = create(m, SINGLE)
+        trial = wait_for(
+            lambda: next(
+                (
+                    t
+                    for t in m.get(f"/api/v1/experiments/{eid}/trials")["trials"]
+                    if t["state"] == "STATE_RUNNING"
+                ),
+                None,
+            ),
+            30,
+            what="the trial to run",
+        )
+        task = trial["taskId"]
+        post_logs(
+            m,
+            task,
+            [
+                {"log": "first line\n", "rankId": 0},
+                {"log": "loading data\n", "level": "LOG_LEVEL_DEBUG", "rankId": 0},
+                {"log": "disk almost full\n", "level": "LOG_LEVEL_WARNING", "rankId": 1},
+                {"log": "step 1 failed: needle\n", "level": "LOG_LEVEL_ERROR", "rankId": 1},
+                {"log": "epoch 1 <b>done</b>\n", "level": "LOG_LEVEL_INFO", "rankId": 0},
+            ],
+        )
+        login(page, m, f"/det/trials/{trial['id']}")
+        page.wait_for_selector(".log-status:text('following…')")
+        assert page.locator("input[name=follow]").is_checked()
+        wait_for(lambda: len(shown_lines(page)) == 5, 15, what="the five lines")
+        assert shown_lines(page)[0].endswith("first line")
+        assert "[rank=1] ERROR    step 1 failed: needle" in shown_lines(page)[3]
+        assert page.locator("pre.logs b").count() == 0  # text, not markup
+
+        # Following: a line written now shows up without a reload.
+        post_logs(m, task, [{"log": "fresh line 42\n", "rankId": 0}])
+        wait_for(lambda: shown_lines(page)[-1].endswith("fresh line 42"), 15, what="a new line")
+        screenshot(page, "trial-logs")
+
+        # Level: only errors and worse, and so the lines that come later.
+        for level in ("DEBUG", "INFO", "WARNING"):
+            page.locator(f"input[name=level][value={level}]").uncheck()
+        wait_for(lambda: len(shown_lines(page)) == 1, 15, what="the level filter")
+        assert shown_lines(page)[0].endswith("step 1 failed: needle")
+        page.wait_for_selector(".log-status:text('following…')")
+        post_logs(
+            m,
+            task,
+            [
+                {"log": "quiet info\n", "rankId": 0},
+                {"log": "loud failure\n", "level": "LOG_LEVEL_CRITICAL", "rankId": 0},
+            ],
+        )
+        wait_for(lambda: len(shown_lines(page)) == 2, 15, what="the critical line")
+        assert shown_lines(page)[-1].endswith("loud failure")
+        assert not any("quiet info" in x for x in shown_lines(page))
+        for level in ("DEBUG", "INFO", "WARNING"):
+            page.locator(f"input[name=level][value={level}]").check()
+        wait_for(lambda: len(shown_lines(page)) == 8, 15, what="every level again")
+
+        # Rank and text.
+        page.fill("input[name=rank]", "1")
+        wait_for(lambda: len(shown_lines(page)) == 2, 15, what="the rank filter")
+        assert all("[rank=1]" in x for x in shown_lines(page))
+        page.fill("input[name=rank]", "")
+        page.fill("input[name=search]", "needle")
+        wait_for(lambda: len(shown_lines(page)) == 1, 15, what="the text filter")
+        page.check("input[name=regex]")
+        page.fill("input[name=search]", "^(first|fresh) line")
+        wait_for(lambda: len(shown_lines(page)) == 2, 15, what="the regex filter")
+        page.uncheck("input[name=regex]")
+        page.fill("input[name=search]", "")
+        wait_for(lambda: len(shown_lines(page)) == 8, 15, what="no filter")
+
+        # Start stops following and shows the oldest lines; End follows again.
+        page.get_by_role("button", name="Start").click()
+        page.wait_for_selector(".log-status:text('8 lines')")
+        assert not page.locator("input[name=follow]").is_checked()
+        assert page.locator("pre.logs").evaluate("e => e.scrollTop") == 0
+        page.get_by_role("button", name="End").click()
+        page.wait_for_selector(".log-status:text('8 lines')")
+        page.check("input[name=follow]")
+        page.wait_for_selector(".log-status:text('following…')")
+
+        # Download: every line that matches the filters, as text.
+        page.locator("input[name=level][value=DEBUG]").uncheck()
+        wait_for(lambda: len(shown_lines(page)) == 7, 15, what="no debug")
+        with page.expect_download() as dl:
+            page.get_by_role("button", name="Download").click()
+        path = tmp_path / "logs.txt"
+        dl.value.save_as(path)
+        text = path.read_text().splitlines()
+        assert len(text) == 7 and text[0].endswith("first line")
+        assert not any("loading data" in x for x in text)
+
+        # The trial ends: the stream says so.
+        release.set()
+        page.wait_for_selector(".log-status:text('the trial has ended')", timeout=30_000)
+    finally:
+        release.set()
+        agent.stop()
+
+
+def test_registering_a_checkpoint_and_the_model_pages(
+    search: tuple[Master, int], page: Any
+) -> None:
+    m, eid = search
+    # Two checkpoints the search kept (its GC may have deleted others).
+    done = [
+        (t["id"], c["uuid"])
+        for t in m.get(f"/api/v1/experiments/{eid}/trials")["trials"]
+        for c in m.get(f"/api/v1/trials/{t['id']}/checkpoints")["checkpoints"]
+        if c["state"] == "STATE_COMPLETED"
+    ]
+    (best, last), (other, first) = done[0], done[-1]
+    login(page, m, f"/det/trials/{best}")
+    row = page.locator(f"tr[data-uuid='{last}']")
+    row.get_by_role("button", name="Register as model version…").click()
+    form = page.locator("form.register")
+    form.locator("input[name=newModel]").fill("asha-best")
+    form.locator("input[name=name]").fill("best of the search")
+    form.locator("input[name=comment]").fill("lowest validation loss")
+    screenshot(page, "trial-register")
+    form.get_by_role("button", name="Register").click()
+    page.get_by_role("link", name="asha-best version 1").click()
+    page.wait_for_url("**/det/models/asha-best/versions/1")
+    assert last in page.inner_text("main")
+    assert f"trial {best}" in page.inner_text("main")
+    version = m.get("/api/v1/models/asha-best/versions/1")["modelVersion"]
+    assert version["checkpoint"]["uuid"] == last and version["name"] == "best of the search"
+    assert version["comment"] == "lowest validation loss"
+
+    # A second version into the same model, chosen from the list.
+    page.goto(f"{m.url}/det/trials/{other}")
+    page.locator(f"tr[data-uuid='{first}']").get_by_role(
+        "button", name="Register as model version…"
+    ).click()
+    page.locator("form.register select[name=model] option[value=asha-best]").wait_for(
+        state="attached"
+    )
+    page.select_option("form.register select[name=model]", "asha-best")
+    page.locator("form.register").get_by_role("button", name="Register").click()
+    page.get_by_role("link", name="asha-best version 2").wait_for()
+
+    # The model's page: both versions with their checkpoints; notes and metadata saved.
+    page.goto(f"{m.url}/det/models/asha-best")
+    versions = page.locator("table").first.inner_text()
+    assert first in versions and last in versions and "best of the search" in versions
+    page.fill("textarea[name=notes]", "Use version 1 for the demo.")
+    page.get_by_role("button", name="Save notes").click()
+    page.wait_for_selector(".saved:text('Saved.')")
+    assert m.get("/api/v1/models/asha-best")["model"]["notes"] == "Use version 1 for the demo."
+    page.fill("input[name=key]", "owner")
+    page.fill("input[name=value]", "team-a")
+    page.get_by_role("button", name="Set").click()
+    page.wait_for_selector("td:text('team-a')")
+    assert m.get("/api/v1/models/asha-best")["model"]["metadata"] == {"owner": "team-a"}
+    page.once("dialog", lambda d: d.accept("searches, demo"))
+    page.get_by_role("button", name="Edit labels…").click()
+    wait_for(
+        lambda: m.get("/api/v1/models/asha-best")["model"]["labels"] == ["searches", "demo"],
+        15,
+        what="the labels",
+    )
+    screenshot(page, "model")
+    page.get_by_role("button", name="Archive").click()
+    page.wait_for_selector("h1 .state-ARCHIVED")
+    assert m.get("/api/v1/models/asha-best")["model"]["archived"] is True
+
+    # The list hides archived models unless asked; a model can be created there.
+    page.goto(f"{m.url}/det/models")
+    page.fill("input[aria-label='new model name']", "hand-made")
+    page.fill("input[aria-label='new model description']", "made in the browser")
+    page.get_by_role("button", name="Create model").click()
+    page.wait_for_url("**/det/models/hand-made")
+    assert m.get("/api/v1/models/hand-made")["model"]["description"] == "made in the browser"
+    page.goto(f"{m.url}/det/models")
+    page.wait_for_selector("td a:text-is('hand-made')")
+    assert page.locator("td a:text-is('asha-best')").count() == 0
+    page.check("input[name=archived]")
+    page.wait_for_selector("td a:text-is('asha-best')")
+    # A name taken is refused with the master's message, and nothing changes.
+    page.fill("input[aria-label='new model name']", "hand-made")
+    page.get_by_role("button", name="Create model").click()
+    page.wait_for_selector(".create-model .form-error:text-matches('.+')")
+    assert len(m.get("/api/v1/models")["models"]) == 2
