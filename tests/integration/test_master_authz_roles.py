@@ -91,7 +91,8 @@ def world(tmp_path_factory: pytest.TempPathFactory, pg_server: str) -> Iterator[
     release = threading.Event()
 
     def hold(master: str, spec: dict[str, Any], killed: threading.Event) -> int:
-        specs[int(spec["env"]["DET_TRIAL_ID"])] = spec
+        if "DET_TRIAL_ID" in spec["env"]:  # not a command's
+            specs[int(spec["env"]["DET_TRIAL_ID"])] = spec
         while not release.is_set() and not killed.is_set():
             release.wait(0.2)
         return 0
@@ -185,6 +186,9 @@ def world(tmp_path_factory: pytest.TempPathFactory, pg_server: str) -> Iterator[
         w.ids["bob_job"] = m.get(f"/api/v1/experiments/{w.ids['bob_experiment']}")["experiment"][
             "jobId"
         ]
+        w.ids["bob_command"] = bob_post(
+            "/api/v1/commands", {"config": {"entrypoint": ["true"], "resources": {"slots": 0}}}
+        )["command"]["id"]
         # An idle agent for the agent and slot routes (disabling sim-0 would stop both trials).
         w.agents.append(SimAgent(m.url, m.agent_token, "sim-idle", slots=1, train=hold).start())
         wait(
@@ -321,6 +325,8 @@ ROUTES: list[Route] = [
     Route("GET", "/api/v1/users", ANY_USER),
     Route("GET", "/api/v1/users/<int:user_id>", ANY_USER),
     Route("GET", "/api/v1/users/<username>/by-username", ANY_USER),
+    Route("GET", "/api/v1/commands", ANY_USER),
+    Route("GET", "/api/v1/commands/<command_id>", ANY_USER),
     # --- a task's own calls, and reports into Bob's trial ---------------------------------
     Route("POST", AL + "/notify_container_running", OWN_TASK,
           lambda w, c: {"allocationId": w.ids["bob_allocation"], "data": {}}),
@@ -390,6 +396,10 @@ ROUTES: list[Route] = [
     Route("POST", "/api/v1/tokens", OWNER, lambda w, c: {"userId": w.ids["bob_id"]}),
     Route("PATCH", "/api/v1/tokens/<int:token_id>", OWNER,
           lambda w, c: {"tokenId": w.ids["bob_token"], "description": f"by {c}"}),
+    Route("POST", "/api/v1/commands", ANY_USER,
+          lambda w, c: {"config": {"entrypoint": ["true"], "resources": {"slots": 0}}}),
+    Route("POST", "/api/v1/commands/<command_id>/set_priority", OWNER,
+          lambda w, c: {"commandId": w.ids["bob_command"], "priority": 30}),
     Route("POST", "/api/v1/users", ADMIN, lambda w, c: {
         "user": {"username": f"user-by-{c}", "active": True}, "password": "Pw-of-a-new-user-1"}),
     Route("PATCH", "/api/v1/users/<int:user_id>", OWNER, lambda w, c: {"displayName": f"Bob by {c}"}),
@@ -404,6 +414,7 @@ ROUTES: list[Route] = [
     Route("POST", T + "/early_exit", OWNER_AND_OWN_TASK,
           lambda w, c: {"reason": "EXITED_REASON_USER_REQUESTED_STOP"}),
     Route("POST", T + "/kill", OWNER),
+    Route("POST", "/api/v1/commands/<command_id>/kill", OWNER),
     Route("POST", E + "/cancel", OWNER),
     Route("POST", E + "/kill", OWNER),
     Route("DELETE", "/api/v1/checkpoints", OWNER,
@@ -442,7 +453,7 @@ def _path(w: World, route: Route, caller: str) -> str:
         "uid": ids["bob_checkpoint"], "agent_id": "sim-idle", "slot_id": "0", "name": name,
         "number": 1, "user_id": ids["bob_id"], "username": "bob", "label": "l",
         "project_id": ids["bob_project"], "workspace_id": ids["bob_workspace"],
-        "key": ids["bob_project_key"], "token_id": ids["bob_token"], "page": "experiments",
+        "key": ids["bob_project_key"], "token_id": ids["bob_token"], "page": "experiments", "command_id": ids["bob_command"],
     }  # fmt: skip
     path = rule
     for key, value in values.items():
