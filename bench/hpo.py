@@ -169,9 +169,10 @@ def run_random(problem: Problem, seed: int, budget: float) -> float:
     return _regret(problem, finals)
 
 
-def run_plain_asha(problem: Problem, seed: int, budget: float) -> float:
+def run_plain_asha(problem: Problem, seed: int, budget: float, floor: bool = False) -> float:
     """The textbook stopping rule: a trial continues past a rung iff it is in the top third of
-    the values recorded at that rung so far (itself included)."""
+    the values recorded at that rung so far (itself included): rank < n / 3. ``floor``:
+    Determined's count instead, rank < max(floor(n / 3), 1)."""
     configurations = _configurations(problem, seed)
     left = Budget(budget * R)
     rungs: list[list[float]] = [[] for _ in RUNGS]
@@ -189,7 +190,8 @@ def run_plain_asha(problem: Problem, seed: int, budget: float) -> float:
                 break
             rungs[i].append(y)
             rank = sorted(rungs[i]).index(y)
-            if rank >= len(rungs[i]) / 3:
+            keep = max(len(rungs[i]) // 3, 1) if floor else len(rungs[i]) / 3
+            if rank >= keep:
                 break
     return _regret(problem, finals)
 

@@ -54,3 +54,12 @@ def test_a_trial_that_would_reach_r_only_past_the_budget_does_not_count() -> Non
     # With the 54 epochs it needs, trial 2 finishes and is chosen, by both.
     assert hpo.run_plain_asha(spike, seed, 175 / hpo.R) == 0.0
     assert hpo.run_det(spike, seed, 175 / hpo.R, AGGRESSIVE) == 0.0
+
+
+@pytest.mark.parametrize("problem", ["hartmann6", "hartmann3_lr"])
+def test_det_aggressive_is_the_plain_rule_with_determineds_survivor_count(problem: str) -> None:
+    """On the same configurations and curves, det's aggressive adaptive_asha chooses what the
+    30-line rule chooses when it keeps max(floor(n / 3), 1) per rung (Determined's count)."""
+    for seed in range(3):
+        det = hpo.run_det(hpo.PROBLEMS[problem], seed, 40, AGGRESSIVE)
+        assert det == hpo.run_plain_asha(hpo.PROBLEMS[problem], seed, 40, floor=True), seed
