@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import socket
 import threading
 import time
 import uuid
@@ -37,6 +38,7 @@ LABEL_ALLOCATION = "ai.det.allocation-id"
 LABEL_TASK = "ai.det.task-id"
 LABEL_CONTAINER = "ai.det.container-id"
 LABEL_KILL_GRACE = "ai.det.kill-grace-seconds"
+LABEL_PROXY_PORT = "ai.det.proxy-port"
 
 DEFAULT_WORKDIR = "/run/determined/workdir"
 _ACTIVE_DOCKER = ("running", "restarting", "paused")
@@ -58,6 +60,10 @@ class Record:
     follower: LogFollower | None = None
     #: When (monotonic) the container was seen to exit.
     exited_at: float | None = None
+    #: The port an interactive task's service listens on (host networking), and whether it
+    #: has been seen accepting connections.
+    proxy_port: int | None = None
+    service_up: bool = False
 
 
 def _name(allocation_id: str, container_id: str) -> str:
@@ -168,6 +174,7 @@ class DockerRuntime:
                 state=State.RUNNING if c.status in _ACTIVE_DOCKER else State.TERMINATED,
                 kill_grace=float(labels.get(LABEL_KILL_GRACE, "30")),
                 docker_id=c.id,
+                proxy_port=int(labels[LABEL_PROXY_PORT]) if LABEL_PROXY_PORT in labels else None,
             )
             if rec.state == State.TERMINATED:
                 rec.exit_code = c.attrs.get("State", {}).get("ExitCode")
@@ -202,7 +209,26 @@ class DockerRuntime:
                 rec.exited_at = time.monotonic()
             logger.info("container of %s terminated (exit %s)", rec.allocation_id, exit_code)
 
+    def _probe_services(self) -> None:
+        """Marks the running tasks whose service now accepts connections (host networking:
+        on this machine's loopback)."""
+        with self._lock:
+            waiting = [
+                r
+                for r in self._records.values()
+                if r.proxy_port and not r.service_up and r.state == State.RUNNING
+            ]
+        for r in waiting:
+            try:
+                socket.create_connection(("127.0.0.1", int(r.proxy_port or 0)), timeout=0.2).close()
+            except OSError:
+                continue
+            with self._lock:
+                r.service_up = True
+            logger.info("%s serves on port %s", r.allocation_id, r.proxy_port)
+
     def actual(self) -> list[Actual]:
+        self._probe_services()
         now = time.monotonic()
         out = []
         with self._lock:
@@ -226,6 +252,7 @@ class DockerRuntime:
                         killing=r.killing,
                         logs_done=logs_done,
                         holding_end=holding,
+                        proxy_port=r.proxy_port if r.service_up else None,
                     )
                 )
         return out
@@ -239,6 +266,7 @@ class DockerRuntime:
             container_id=str(uuid.uuid4()),
             state=State.ASSIGNED,
             kill_grace=float(spec.get("killGraceSeconds", 30)),
+            proxy_port=int(spec["proxyPort"]) if spec.get("proxyPort") else None,
         )
         with self._lock:
             if allocation_id in self._records:
@@ -332,6 +360,7 @@ class DockerRuntime:
                 LABEL_TASK: rec.task_id,
                 LABEL_CONTAINER: rec.container_id,
                 LABEL_KILL_GRACE: str(rec.kill_grace),
+                **({LABEL_PROXY_PORT: str(rec.proxy_port)} if rec.proxy_port else {}),
             },
             "name": _name(rec.allocation_id, rec.container_id),
             "working_dir": workdir,

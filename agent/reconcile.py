@@ -58,6 +58,8 @@ class Actual:
     #: The container exited but its last lines are still on their way: report TERMINATING, so
     #: that whoever follows the task's logs until it ends (``det cmd run``) gets all of them.
     holding_end: bool = False
+    #: An interactive task's service port, once it accepts connections (None before).
+    proxy_port: int | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,7 @@ def reports(desired: Sequence[Desired] | None, actual: Sequence[Actual]) -> list
             "state": State.TERMINATING.value if a.holding_end else a.state.value,
             "exitCode": None if a.holding_end else a.exit_code,
             "error": None if a.holding_end else a.error,
+            **({"proxyPort": a.proxy_port} if a.proxy_port else {}),
         }
         for a in actual
     ]

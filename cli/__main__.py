@@ -31,6 +31,7 @@ NOUN_ALIASES = {
     "token": ["tkn"],
     "command": ["cmd", "commands"],
     "task": ["tasks"],
+    "notebook": ["notebooks"],
     "master": [],
     "deploy": ["d"],
 }
@@ -53,6 +54,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         jobs,
         master,
         models,
+        notebooks,
         projects,
         search,
         tasks,
@@ -77,7 +79,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     nouns = parser.add_subparsers(dest="noun", metavar="COMMAND")
     for module in (users, master, experiments, trials, jobs, agents, checkpoints, models, search):
         module.register(nouns, NOUN_ALIASES)
-    for module in (tokens, workspaces, projects, templates, commands, tasks):
+    for module in (tokens, workspaces, projects, templates, commands, notebooks, tasks):
         module.register(nouns, NOUN_ALIASES)
     deploy.register(nouns, NOUN_ALIASES, full=_wants_deploy(argv))
     return parser

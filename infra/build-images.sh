@@ -12,8 +12,8 @@
 #                                what a fresh cloud VM has before its boot script runs (the deploy
 #                                boot simulation runs the rendered startup scripts in it); cached.
 #   det-task:py3.11-cpu          det-base + a venv with the det harness (wheel of this repo).
-#   det-task:py3.11-cpu-torch    det-base + torch (CPU) + determined==0.38.1 + tensorboard + the det harness
-#                                (torch first: a det change rebuilds only the last layer).
+#   det-task:py3.11-cpu-torch    det-base + torch (CPU) + determined==0.38.1 + tensorboard + JupyterLab
+#                                + the det harness (torch first: a det change rebuilds only the last layer).
 #   det-official:py3.11-torch    the same without det: only the official determined package (built with
 #                                the torch target, from the cached first stage).
 #
@@ -119,6 +119,18 @@ prepare_torch_wheels() {
   touch "$stamp"
 }
 
+prepare_notebook_wheels() {
+  local stamp="$WHEELS/notebook/.complete-jupyterlab"
+  if [[ -f "$stamp" ]]; then
+    log "wheels for jupyterlab already downloaded"
+    return
+  fi
+  rm -rf "$WHEELS/notebook" && mkdir -p "$WHEELS/notebook"
+  timed "pip download jupyterlab" "$PYTHON" -m pip download --quiet --dest "$WHEELS/notebook" \
+    "${PIP_TARGET_ARGS[@]}" jupyterlab
+  touch "$stamp"
+}
+
 build_cpu() {
   prepare_harness_wheels
   timed "docker build $CPU_IMAGE" docker build --quiet -t "$CPU_IMAGE" \
@@ -127,6 +139,7 @@ build_cpu() {
 
 build_torch() {
   prepare_torch_wheels
+  prepare_notebook_wheels
   [[ -d "$WHEELS/harness" ]] || prepare_harness_wheels
   timed "docker build $TORCH_IMAGE" docker build --quiet -t "$TORCH_IMAGE" \
     --build-arg "BASE_IMAGE=$BASE_IMAGE" --build-arg "TORCH_VERSION=$TORCH_VERSION" \

@@ -37,6 +37,9 @@ from waitress import wasyncore
 from waitress.channel import HTTPChannel
 from waitress.task import ThreadedTaskDispatcher
 
+from det.master.proxy import start as proxy_start
+from det.master.proxy import wants_proxy
+
 logger = logging.getLogger(__name__)
 
 _FIRST_PATHS = ("/info", "/health")
@@ -100,7 +103,8 @@ def dispatcher(threads: int) -> PriorityDispatcher:
 
 class RoutingMixin:
     """For a front's HTTP channel: holds back the first request until its head is complete,
-    then serves the connection here or hands it to the user processes (``server.handoff``)."""
+    then serves the connection here, hands it to the user processes (``server.handoff``), or,
+    for ``/proxy/…``, to the task proxy (:mod:`det.master.proxy`)."""
 
     _head = b""
     _routed = False
@@ -113,6 +117,14 @@ class RoutingMixin:
         end = self._head.find(b"\r\n\r\n")
         handoff: Handoff | None = self.server.handoff
         if end < 0 and len(self._head) < MAX_HEAD:
+            return True
+        if end >= 0 and wants_proxy(self._head[:end]):
+            # A task's service (HTTP or a WebSocket): a thread relays the connection's bytes.
+            self._routed = True
+            self.del_channel()  # type: ignore[attr-defined]  # waitress lets go of it
+            sock = self.socket  # type: ignore[attr-defined]
+            proxy_start(sock, self._head)
+            self._head = b""
             return True
         if end < 0 or handoff is None or cluster_traffic(self._head[:end], handoff.agent_token):
             return self.serve_here()

@@ -18,6 +18,7 @@ from det.master.db import LEADER_LOCK_KEY, Conn
 from det.master.services import (
     agents,
     checkpoint_gc,
+    idle,
     lifecycle,
     ntsc,
     provisioning,
@@ -40,6 +41,7 @@ class ControlLoop:
             ("scheduler", self._scheduling_pass),
             ("provisioner", self._provisioner_pass),
             ("experiments", self._experiments_pass),
+            ("idle notebooks", lambda: idle.idle_pass(self.state)),
         ]
         self.extra_passes: list[tuple[str, Callable[[], None]]] = []
 

@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 import pulumi
 import pulumi_aws as aws
 
+from det.common.ports import TASK_SERVICE_PORTS
+
 VPC_CIDR = "10.0.0.0/16"
 PUBLIC_CIDRS = ("10.0.0.0/20", "10.0.16.0/20")
 PRIVATE_CIDRS = ("10.0.128.0/20", "10.0.144.0/20")
@@ -203,9 +205,9 @@ class SecurityGroups(pulumi.ComponentResource):
             "master-to-agent",
             agent,
             "tcp",
-            (1024, 65535),
+            (TASK_SERVICE_PORTS[0], TASK_SERVICE_PORTS[-1]),
             source=master,
-            description="master to agents (proxied tasks)",
+            description="master to agents' task services (the task proxy)",
         )
         rule(
             "master-to-db",

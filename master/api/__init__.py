@@ -12,6 +12,7 @@ from det.master.api.commands import bp as commands_bp
 from det.master.api.experiments import bp as experiments_bp
 from det.master.api.jobs import bp as jobs_bp
 from det.master.api.models import bp as models_bp
+from det.master.api.notebooks import bp as notebooks_bp
 from det.master.api.openapi import bp as openapi_bp
 from det.master.api.preview import bp as preview_bp
 from det.master.api.projects import bp as projects_bp
@@ -30,6 +31,7 @@ BLUEPRINTS: list[Blueprint] = [
     trials_bp,
     tasks_bp,
     commands_bp,
+    notebooks_bp,
     checkpoints_bp,
     agents_bp,
     jobs_bp,

@@ -229,6 +229,15 @@ def list_tasks() -> d.v1GetTasksResponse:
         return {"allocationIdToSummary": tasks_svc.live_allocations(conn)}
 
 
+@bp.get("/api/v1/tasks/<task_id>")
+@contract("GetTask")
+def get_task(task_id: str) -> d.v1GetTaskResponse:
+    """Determined's ``GetTask``: a task and its allocations (newest first), ``isReady`` once
+    an interactive task's service is up."""
+    with db() as conn:
+        return {"task": tasks_svc.task_view(conn, task_id)}
+
+
 @bp.get("/api/v1/tasks/<task_id>/logs")
 @contract("TaskLogs")
 def task_logs(task_id: str, params: d.TaskLogsParams) -> Any:

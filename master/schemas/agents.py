@@ -160,6 +160,8 @@ class ContainerReport(TypedDict, total=False):
     state: str | None
     exitCode: int | None
     error: str | None
+    #: An interactive task's service port, once the agent saw it accept connections.
+    proxyPort: int | None
 
 
 class HeartbeatRequest(TypedDict, total=False):

@@ -218,6 +218,10 @@ def update_container(conn: Conn, allocation_id: str, container: dict[str, Any]) 
     row = conn.execute("SELECT state FROM allocations WHERE id = %s", (allocation_id,)).fetchone()
     if row is None:
         return
+    if isinstance(container.get("proxyPort"), int):  # an interactive task's service is up
+        from det.master.services import ntsc
+
+        ntsc.service_ready(conn, allocation_id, container["proxyPort"])
     if container.get("containerId"):
         conn.execute(
             "UPDATE allocations SET container_id = %s WHERE id = %s AND container_id IS DISTINCT FROM %s",

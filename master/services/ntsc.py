@@ -23,6 +23,7 @@ import logging
 import uuid
 from typing import Any
 
+from det.common import ports
 from det.master import expconf, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
@@ -233,6 +234,7 @@ def on_terminated(conn: Conn, alloc: dict[str, Any], exit_code: int | None, reas
     if task["exit_status"] is not None:  # killed (kill() gave the reason)
         _finish(conn, task["id"], exit_code, task["exit_status"])
     elif preempted:
+        conn.execute("UPDATE ntsc_tasks SET proxy_address = NULL WHERE id = %s", (task["id"],))
         logger.info("task %s preempted (%s); re-queued", task["id"], reason)
         states.record_event(conn, "task", task["id"], "preempted", f"{reason}; re-queued")
     elif exit_code == 0:
@@ -245,8 +247,8 @@ def on_terminated(conn: Conn, alloc: dict[str, Any], exit_code: int | None, reas
 
 def _finish(conn: Conn, task_id: str, exit_code: int | None, status: str) -> None:
     conn.execute(
-        "UPDATE ntsc_tasks SET exit_code = %s, exit_status = coalesce(exit_status, %s)"
-        " WHERE id = %s",
+        "UPDATE ntsc_tasks SET exit_code = %s, exit_status = coalesce(exit_status, %s),"
+        " proxy_address = NULL WHERE id = %s",
         (exit_code, status, task_id),
     )
     states.transition(conn, "task", task_id, states.TERMINATED, status, strict=False)
@@ -305,7 +307,12 @@ def container_spec(
             "DET_UNIQUE_PORT_OFFSET": str(allocations.port_offset(alloc["id"])),
         }
     )
-    command = _command(task)
+    port = None
+    if task["kind"] in SERVED:
+        port = service_port(alloc["id"])
+        env["DET_TASK_PORT"] = str(port)
+        env["JUPYTER_TOKEN"] = service_token(st, task["id"])
+    command = _command(task, port)
     if config.get("work_dir"):
         command = ["sh", "-c", 'cd "$0" && exec "$@"', str(config["work_dir"]), *command]
     return {
@@ -320,13 +327,92 @@ def container_spec(
         "contextPath": f"/api/v1/tasks/{task['id']}/context" if task["context"] else None,
         "workdir": allocations.WORKDIR,
         "killGraceSeconds": 10,
+        **({"proxyPort": port} if port else {}),
     }
 
 
-def _command(task: dict[str, Any]) -> list[str]:
+def _command(task: dict[str, Any], port: int | None) -> list[str]:
     entrypoint = task["config"].get("entrypoint")
+    if entrypoint is None and task["kind"] == "NOTEBOOK" and port is not None:
+        # JupyterLab under the proxy's path; it admits only the master (JUPYTER_TOKEN, which
+        # the proxy adds to every request it forwards).
+        return [
+            "jupyter",
+            "lab",
+            "--no-browser",
+            "--allow-root",
+            "--ServerApp.ip=0.0.0.0",
+            f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0",
+            f"--ServerApp.base_url=/proxy/{task['id']}/",
+            "--ServerApp.allow_remote_access=True",
+            f"--ServerApp.root_dir={task['config'].get('work_dir') or allocations.WORKDIR}",
+        ]
     if isinstance(entrypoint, list):
         return [str(a) for a in entrypoint]
     if isinstance(entrypoint, str):
         return ["sh", "-c", entrypoint]
     raise InvalidArgument(f"{task['kind'].lower()} {task['id']} has no entrypoint")
+
+
+#: The kinds that serve something through the proxy.
+SERVED = frozenset({"NOTEBOOK", "TENSORBOARD", "SHELL"})
+
+
+def service_token(st: MasterState, task_id: str) -> str:
+    """The secret a task's service admits the master's proxy with (only the master knows it:
+    the service's port on the agent admits no one else)."""
+    return allocations.allocation_token(st, "service:" + task_id)
+
+
+def service_port(allocation_id: str) -> int:
+    """Where a task's service listens on its agent (host networking): a port per allocation,
+    as Determined offsets its tasks' ports by DET_UNIQUE_PORT_OFFSET (det.common.ports)."""
+    offset = allocations.port_offset(allocation_id) % ports.TASK_SERVICE_PORT_COUNT
+    return ports.FIRST_TASK_SERVICE_PORT + offset
+
+
+def service_ready(conn: Conn, allocation_id: str, port: int) -> None:
+    """The agent found the task's service accepting connections: the proxy may forward to it
+    (the agent's address, the one it reaches the master from, at ``port``)."""
+    row = conn.execute(
+        "SELECT a.task_id, a.placement, a.state, n.proxy_address FROM allocations a"
+        " JOIN ntsc_tasks n ON n.id = a.task_id WHERE a.id = %s",
+        (allocation_id,),
+    ).fetchone()
+    if row is None or row["state"] == states.TERMINATED or not row["placement"]:
+        return
+    agent_id = next(iter(row["placement"]))
+    agent = conn.execute("SELECT addresses FROM agents WHERE id = %s", (agent_id,)).fetchone()
+    addresses = (agent or {}).get("addresses") or []
+    if not addresses:
+        return
+    address = f"{addresses[0]}:{int(port)}"
+    if row["proxy_address"] != address:
+        conn.execute(
+            "UPDATE ntsc_tasks SET proxy_address = %s, last_activity = now() WHERE id = %s",
+            (address, row["task_id"]),
+        )
+        states.record_event(conn, "task", row["task_id"], "ready", f"serving on {address}")
+
+
+def proxy_target(conn: Conn, task_id: str, user_id: int, admin: bool) -> tuple[str, int] | str:
+    """Where the proxy forwards a request of user ``user_id`` for task ``task_id``, or why not
+    (``"not found: …"``, ``"forbidden: …"``, ``"unavailable: …"``). Counts as activity."""
+    row = conn.execute(
+        "SELECT n.kind, n.owner_id, n.state, n.proxy_address, u.username FROM ntsc_tasks n"
+        " JOIN users u ON u.id = n.owner_id WHERE n.id = %s",
+        (task_id,),
+    ).fetchone()
+    if row is None:
+        return f"not found: no task {task_id}"
+    name = f"{NAMES[row['kind']].lower()} {task_id}"
+    if not admin and row["owner_id"] != user_id:
+        return f"forbidden: {name} belongs to {row['username']}; only its owner or an admin may open it"
+    if row["state"] == states.TERMINATED:
+        return f"unavailable: {name} has ended"
+    if not row["proxy_address"]:
+        return f"unavailable: {name} is not ready yet"
+    conn.execute("UPDATE ntsc_tasks SET last_activity = now() WHERE id = %s", (task_id,))
+    host, _, port = str(row["proxy_address"]).rpartition(":")
+    return host, int(port)

@@ -30,3 +30,38 @@ def live_allocations(conn: Conn) -> dict[str, d.v1AllocationSummary]:
 def ntsc_context(conn: Conn, task_id: str) -> bytes:
     """An interactive task's context directory (empty when it has none); NotFound if no task."""
     return ntsc.context(conn, task_id) or b""
+
+
+def task_view(conn: Conn, task_id: str) -> d.v1Task:
+    """Determined's ``GetTask``: a trial's, a checkpoint GC's or an interactive task's task."""
+    from det.master.errors import NotFound
+    from det.master.schemas.notebooks import task
+
+    allocs = conn.execute(
+        "SELECT * FROM allocations WHERE task_id = %s ORDER BY created_at DESC, id DESC",
+        (task_id,),
+    ).fetchall()
+    row = conn.execute(
+        "SELECT kind, created_at, ended_at, proxy_address IS NOT NULL AS ready FROM ntsc_tasks"
+        " WHERE id = %s",
+        (task_id,),
+    ).fetchone()
+    if row is None:
+        row = conn.execute(
+            "SELECT 'TRIAL' AS kind, created_at, ended_at, false AS ready FROM trials"
+            " WHERE task_id = %s",
+            (task_id,),
+        ).fetchone()
+    if row is None and allocs:
+        last = allocs[0]
+        live = last["state"] != "TERMINATED"
+        row = {
+            "kind": "CHECKPOINT_GC",
+            "created_at": allocs[-1]["created_at"],
+            "ended_at": None if live else last["ended_at"],
+            "ready": False,
+        }
+    if row is None:
+        raise NotFound(f"task {task_id} not found")
+    ready = bool(row["ready"]) or (row["kind"] == "TRIAL")
+    return task(task_id, row["kind"], row["created_at"], row["ended_at"], allocs, ready)

@@ -319,3 +319,24 @@ def test_database_component_exposes_address_and_port():
         assert args == ["d.abc.us-west-2.rds.amazonaws.com", 5432]
 
     return pulumi.Output.all(db.address, db.port).apply(check)
+
+
+def test_only_the_master_reaches_the_agents_task_service_ports(aws_graph):
+    # The task proxy (master -> agent, JupyterLab, TensorBoard, shells): exactly those ports.
+    from det.common.ports import TASK_SERVICE_PORTS
+
+    groups = {g.name: g for g in aws_graph.of_type("aws:ec2/securityGroup:SecurityGroup")}
+    rules = {
+        r.name: r.inputs
+        for r in aws_graph.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+    }
+    proxy = next(i for n, i in rules.items() if n.endswith("master-to-agent"))
+    assert (proxy["ipProtocol"], proxy["fromPort"], proxy["toPort"]) == (
+        "tcp",
+        TASK_SERVICE_PORTS[0],
+        TASK_SERVICE_PORTS[-1],
+    )
+    master = next(n for n in groups if n.endswith("-master"))
+    agent = next(n for n in groups if n.endswith("-agent"))
+    assert proxy["referencedSecurityGroupId"] == f"{master}-id"
+    assert proxy["securityGroupId"] == f"{agent}-id"

@@ -372,3 +372,15 @@ def test_agents_carry_a_label_of_the_master_config_that_changes_with_it(gcp_grap
     assert render(GCP).outputs["config_hash"] == digest
     changed = render(dataclasses.replace(GCP, max_idle_agent_period="30m"))
     assert changed.outputs["config_hash"] != digest
+
+
+def test_the_master_reaches_the_agents_task_service_ports(gcp_graph):
+    # The task proxy connects from the master (in the subnet) to the agents' task ports.
+    from det.common.ports import TASK_SERVICE_PORTS
+
+    rules = {r.name: r.inputs for r in gcp_graph.of_type("gcp:compute/firewall:Firewall")}
+    agents = next(i for n, i in rules.items() if n.endswith("internal-agents"))
+    assert agents["sourceRanges"] == [GCP.subnet_cidr]
+    tcp = [a for a in agents["allows"] if a["protocol"] == "tcp"]
+    spans = [tuple(int(p) for p in port.split("-")) for a in tcp for port in a["ports"]]
+    assert any(lo <= TASK_SERVICE_PORTS[0] and TASK_SERVICE_PORTS[-1] <= hi for lo, hi in spans)

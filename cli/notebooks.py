@@ -1,0 +1,73 @@
+"""``det notebook``: start JupyterLab on the cluster and reach it through the master's proxy;
+list, logs, kill."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import webbrowser
+from typing import Any
+
+from det.cli._util import noun, session, verb
+from det.cli.commands import (
+    add_launch_flags,
+    add_list_flags,
+    kill_tasks,
+    launch_body,
+    list_tasks,
+    logs,
+    task_config,
+)
+from det.cli.errors import CliError
+from det.cli.experiments import add_log_flags
+from det.cli.session import Session
+
+
+def wait_ready(s: Session, task_id: str, what: str, timeout: float = 600.0) -> None:
+    """Waits until the task's service is up (its allocation ``isReady``) or it has ended."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        task: dict[str, Any] = s.get(f"/api/v1/tasks/{task_id}")["task"]
+        if task.get("endTime"):
+            raise CliError(f"{what} {task_id} ended before it was ready; det task logs {task_id}")
+        allocs = task.get("allocations") or []
+        if allocs and allocs[0].get("isReady"):
+            return
+        time.sleep(1.0)
+    raise CliError(f"{what} {task_id} is not ready after {timeout:.0f} s; det task logs {task_id}")
+
+
+def start(args: argparse.Namespace) -> None:
+    config = task_config(args.config_file, args.config, args.volume)
+    s = session(args)
+    nb = s.post("/api/v1/notebooks", launch_body(args, config))["notebook"]
+    if args.detach:
+        print(nb["id"])
+        return
+    print(f"Launched notebook (id: {nb['id']}), waiting for it to be ready", file=sys.stderr)
+    wait_ready(s, nb["id"], "notebook")
+    url = f"{s.master.rstrip('/')}{nb['serviceAddress']}lab"
+    print(f"JupyterLab is running at: {url}")
+    if not args.no_browser:
+        webbrowser.open(url)
+
+
+def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
+    sub = noun(nouns, "notebook", aliases, "JupyterLab on the cluster")
+    p = verb(sub, "start", start, "start a notebook and print (or open) its URL")
+    add_launch_flags(p)
+    p.add_argument("--no-browser", action="store_true", help="only print the URL")
+    p = verb(sub, "list ls", lambda a: list_tasks(a, "notebooks"), "list notebooks")
+    add_list_flags(p)
+    p = verb(sub, "logs", logs, "show a notebook's logs")
+    p.add_argument("task_id", metavar="notebook_id")
+    add_log_flags(p)
+    p = verb(
+        sub,
+        "kill",
+        lambda a: kill_tasks(a, "notebooks", a.notebook_id, "notebook"),
+        "kill notebooks",
+    )
+    p.add_argument("notebook_id", nargs="+")
+    p.add_argument("-f", "--force", action="store_true", help="go on past errors")

@@ -1,0 +1,231 @@
+"""``/proxy/<task id>/…``: a user reaches an interactive task's service (JupyterLab, TensorBoard,
+a shell's SSH server) through the master, over HTTP and WebSockets.
+
+The front (:mod:`det.master.dispatch`) hands a connection whose first request is for
+``/proxy/`` to :func:`start` with the bytes read so far; a thread of its own then checks the
+request head (a user's session token, ``Authorization: Bearer`` or the ``auth`` cookie: 401
+without a valid one; 403 unless the caller owns the task or is an admin; 404 for no such task;
+503 while it is not ready), connects to the address the task's agent reported, sends the head on
+without the caller's credentials, and relays bytes both ways until either side closes. waitress
+cannot upgrade a connection, so a WebSocket is carried this way, as is any HTTP request. A
+plain request goes on with ``Connection: close`` (each request on a connection is checked); an
+upgrade keeps its connection for as long as the WebSocket lives.
+
+The master connects to the agent's address (the one the agent reaches the master from) at the
+task's port: the deploy must let the master reach the agents' task ports (docs/deploy.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import select
+import socket
+import ssl
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from det.master.state import MasterState
+
+logger = logging.getLogger(__name__)
+
+PREFIX = b"/proxy/"
+#: The cookie Determined's WebUI keeps the session token in.
+COOKIE = "auth"
+_CONNECT_TIMEOUT = 10.0
+_CHUNK = 65536
+
+
+def wants_proxy(head: bytes) -> bool:
+    """Whether a request head (request line first) is for the proxy."""
+    line = head.lstrip(b"\r\n").split(b"\r\n", 1)[0]
+    parts = line.split(b" ")
+    return len(parts) >= 3 and parts[1].startswith(PREFIX)
+
+
+@dataclass
+class Head:
+    method: str
+    target: str
+    version: str
+    headers: list[tuple[str, str]]
+
+    def get(self, name: str) -> str | None:
+        for k, v in self.headers:
+            if k.lower() == name:
+                return v
+        return None
+
+    @property
+    def task_id(self) -> str:
+        return self.target[len(PREFIX) :].split("/", 1)[0].split("?", 1)[0]
+
+    @property
+    def upgrade(self) -> bool:
+        return "upgrade" in (self.get("connection") or "").lower() and bool(self.get("upgrade"))
+
+
+def parse_head(raw: bytes) -> Head:
+    lines = raw.decode("latin-1").split("\r\n")
+    method, target, version = lines[0].split(" ", 2)
+    headers = []
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, _, value = line.partition(":")
+        headers.append((name.strip(), value.strip()))
+    return Head(method, target, version, headers)
+
+
+def token_of(head: Head) -> str | None:
+    auth = head.get("authorization") or ""
+    scheme, _, token = auth.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    for part in (head.get("cookie") or "").split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == COOKIE and value:
+            return value
+    return None
+
+
+def forwarded_head(head: Head, service_token: str) -> bytes:
+    """The head sent to the task: the master's credentials for the service instead of the
+    caller's, one request per connection unless it upgrades."""
+    out = [f"{head.method} {head.target} {head.version}", f"Authorization: token {service_token}"]
+    for name, value in head.headers:
+        low = name.lower()
+        if low == "authorization" or (low == "connection" and not head.upgrade):
+            continue
+        if low == "cookie":
+            kept = [p.strip() for p in value.split(";") if p.strip().partition("=")[0] != COOKIE]
+            if not kept:
+                continue
+            value = "; ".join(kept)
+        out.append(f"{name}: {value}")
+    if not head.upgrade:
+        out.append("Connection: close")
+    return ("\r\n".join(out) + "\r\n\r\n").encode("latin-1")
+
+
+class Refused(Exception):
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.reason, self.message = status, reason, message
+
+
+def _answer(sock: socket.socket, e: Refused) -> None:
+    body = json.dumps({"error": {"error": e.message}, "message": e.message}).encode()
+    head = (
+        f"HTTP/1.1 {e.status} {e.reason}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    with contextlib.suppress(OSError):
+        sock.sendall(head + body)
+
+
+def _target(state: MasterState, head: Head) -> tuple[str, int]:
+    from det.master.services import ntsc, users
+
+    token = token_of(head)
+    if not token:
+        raise Refused(401, "Unauthorized", "the proxy needs a session token (det user login)")
+    with state.pool.connection() as conn:
+        user = users.user_for_token(conn, token)
+        if user is None:
+            raise Refused(401, "Unauthorized", "missing or invalid token")
+        found = ntsc.proxy_target(conn, head.task_id, user.id, user.admin)
+    if isinstance(found, str):
+        status, reason = {
+            "not found": (404, "Not Found"),
+            "forbidden": (403, "Forbidden"),
+        }.get(found.split(":", 1)[0], (503, "Service Unavailable"))
+        raise Refused(status, reason, found.split(": ", 1)[-1])
+    return found
+
+
+def serve(state: MasterState, sock: socket.socket, data: bytes) -> None:
+    """Serves one proxied connection (``data``: what the front read, the head and any more)."""
+    from det.master.services import ntsc
+
+    sock.setblocking(True)
+    end = data.find(b"\r\n\r\n")
+    upstream = None
+    try:
+        head = parse_head(data[:end])
+        host, port = _target(state, head)
+        try:
+            upstream = socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT)
+        except OSError as e:
+            raise Refused(
+                502, "Bad Gateway", f"cannot reach the task at {host}:{port}: {e}"
+            ) from None
+        upstream.settimeout(None)
+        token = ntsc.service_token(state, head.task_id)
+        upstream.sendall(forwarded_head(head, token) + data[end + 4 :])
+        _relay(sock, upstream)
+    except Refused as e:
+        _answer(sock, e)
+    except (ValueError, IndexError):
+        _answer(sock, Refused(400, "Bad Request", "malformed request"))
+    except Exception:
+        logger.exception("proxy connection failed")
+        _answer(sock, Refused(500, "Internal Server Error", "proxy error"))
+    finally:
+        for s in (upstream, sock):
+            if s is not None:
+                with contextlib.suppress(OSError):
+                    s.close()
+
+
+def _relay(client: socket.socket, upstream: socket.socket) -> None:
+    peers = {client: upstream, upstream: client}
+    open_ = [client, upstream]
+    while open_:
+        # TLS may hold decrypted bytes that select() cannot see.
+        ready: list[socket.socket] = [
+            s for s in open_ if isinstance(s, ssl.SSLSocket) and s.pending()
+        ]
+        if not ready:
+            ready, _, _ = select.select(open_, [], [])
+        for s in ready:
+            try:
+                chunk = s.recv(_CHUNK)
+            except (ssl.SSLWantReadError, BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                chunk = b""
+            if not chunk:
+                if s is upstream:
+                    return  # the task ended the exchange: nothing more goes to the client
+                open_.remove(s)
+                with contextlib.suppress(OSError):
+                    upstream.shutdown(socket.SHUT_WR)
+                continue
+            try:
+                peers[s].sendall(chunk)
+            except OSError:
+                return
+
+
+_state: list[MasterState] = []
+
+
+def bind(state: MasterState | None) -> None:
+    """The process's state, for the front's channels (which see only waitress's wrapped app):
+    bound when the app registers the interactive tasks' routes (an app without one binds
+    nothing)."""
+    if state is not None:
+        _state[:] = [state]
+
+
+def start(sock: Any, data: bytes) -> None:
+    """Takes over a connection the front read ``data`` of (see the module's docstring)."""
+    if not _state:
+        _answer(sock, Refused(503, "Service Unavailable", "the proxy is not set up"))
+        sock.close()
+        return
+    state = _state[0]
+    threading.Thread(target=serve, args=(state, sock, data), name="det-proxy", daemon=True).start()

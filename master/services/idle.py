@@ -1,0 +1,82 @@
+"""Idle notebooks: a notebook with an ``idle_timeout`` is killed once it has been idle that
+long, by Determined's ``notebook_idle_type``:
+
+* ``activity``: no request reached it through the proxy;
+* ``kernels_or_terminals`` (the default): no kernel busy and no Jupyter activity (Jupyter's
+  own ``last_activity``: kernel messages, API requests);
+* ``kernel_connections``: as above, and no client connected to a kernel.
+
+Jupyter is asked over the same path the proxy uses (the agent's address, the service token),
+outside any transaction; an unanswered status counts as activity (a notebook is never killed
+because the master could not reach it).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import time
+import urllib.request
+from typing import Any
+
+from det.master.services import ntsc
+from det.master.state import MasterState
+
+logger = logging.getLogger(__name__)
+
+#: How often the pass asks Jupyter (every tick would be a request per notebook per tick).
+EVERY_SECONDS = 5.0
+_last_run = 0.0
+# Straight to the agent: never through an HTTP proxy of the environment's.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _jupyter(st: MasterState, task: dict[str, Any], path: str) -> Any:
+    url = f"http://{task['proxy_address']}/proxy/{task['id']}/api/{path}"
+    req = urllib.request.Request(
+        url, headers={"Authorization": f"token {ntsc.service_token(st, task['id'])}"}
+    )
+    with _OPENER.open(req, timeout=2.0) as resp:
+        return json.loads(resp.read())
+
+
+def idle_since(st: MasterState, task: dict[str, Any], now: dt.datetime) -> dt.datetime:
+    """Since when ``task`` (a row of ``ntsc_tasks``) has been idle; ``now`` when busy."""
+    kind = task["config"].get("notebook_idle_type") or "kernels_or_terminals"
+    if kind == "activity":
+        return task["last_activity"]  # type: ignore[no-any-return]
+    try:
+        status = _jupyter(st, task, "status")
+        kernels = _jupyter(st, task, "kernels")
+    except (OSError, ValueError) as e:
+        logger.debug("notebook %s: no status (%s); counted as active", task["id"], e)
+        return now
+    if any(k.get("execution_state") == "busy" for k in kernels):
+        return now
+    if kind == "kernel_connections" and any(k.get("connections") for k in kernels):
+        return now
+    last = dt.datetime.fromisoformat(str(status["last_activity"]).replace("Z", "+00:00"))
+    return max(last, task["last_activity"] if kind != "kernel_connections" else last)
+
+
+def idle_pass(st: MasterState) -> None:
+    global _last_run
+    if time.monotonic() - _last_run < EVERY_SECONDS:
+        return
+    _last_run = time.monotonic()
+    with st.pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT id, config, last_activity, proxy_address FROM ntsc_tasks"
+            " WHERE kind = 'NOTEBOOK' AND state = 'ACTIVE' AND proxy_address IS NOT NULL"
+            " AND config->>'idle_timeout' IS NOT NULL"
+        ).fetchall()
+        now = conn.execute("SELECT now() AS t").fetchone()["t"]  # type: ignore[index]
+    for task in rows:
+        timeout = float(task["config"]["idle_timeout"])
+        since = idle_since(st, task, now)
+        if (now - since).total_seconds() < timeout:
+            continue
+        with st.pool.connection() as conn:
+            logger.info("notebook %s idle since %s: killing it", task["id"], since)
+            ntsc.kill(conn, task["id"], f"killed: idle for more than {timeout:g} s (idle_timeout)")

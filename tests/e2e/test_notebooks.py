@@ -1,0 +1,143 @@
+"""Notebooks on a real cluster: ``det notebook start`` prints the proxied URL, JupyterLab is
+served through the master's proxy to its owner only (401 without a token, 403 for another user),
+a kernel started through the proxy runs code over its WebSocket, and an idle notebook is
+killed after its ``idle_timeout``. The official CLI's ``notebook start --no-browser`` too."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import requests
+
+from tests.e2e.cluster import Cluster, cluster_factory, wait_for
+from tests.e2e.test_commands import det
+from tests.e2e.ws import WebSocket
+
+pytestmark = pytest.mark.e2e
+__all__ = ["cluster_factory"]
+
+
+@pytest.fixture
+def cluster(cluster_factory: Callable[..., Cluster]) -> Cluster:
+    return cluster_factory(agents=1, slots=1)
+
+
+def plain() -> requests.Session:
+    s = requests.Session()
+    s.trust_env = False  # straight to the master
+    return s
+
+
+def notebook(c: Cluster, nid: str) -> dict[str, Any]:
+    return dict(c.master.get(f"/api/v1/notebooks/{nid}")["notebook"])
+
+
+def execute(c: Cluster, base: str, token: str, code: str) -> str:
+    """Starts a kernel through the proxy, runs ``code`` over its WebSocket; its result."""
+    auth = {"Authorization": f"Bearer {token}"}
+    r = plain().post(f"{base}api/kernels", json={"name": "python3"}, headers=auth, timeout=60)
+    assert r.status_code == 201, r.text
+    kernel = r.json()["id"]
+    ws = WebSocket(f"{base}api/kernels/{kernel}/channels".replace("http", "ws", 1), auth)
+    assert ws.status == 101, ws.head
+    msg_id = uuid.uuid4().hex
+    session = uuid.uuid4().hex
+    ws.send_json(
+        {
+            "header": {
+                "msg_id": msg_id,
+                "msg_type": "execute_request",
+                "username": "test",
+                "session": session,
+                "version": "5.3",
+                "date": "2026-01-01T00:00:00Z",
+            },
+            "parent_header": {},
+            "metadata": {},
+            "content": {"code": code, "silent": False, "store_history": True,
+                        "user_expressions": {}, "allow_stdin": False},
+            "channel": "shell",
+            "buffers": [],
+        }
+    )  # fmt: skip
+    try:
+        while True:
+            m = ws.recv_json()
+            if m.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            if m["msg_type"] == "execute_result":
+                return str(m["content"]["data"]["text/plain"])
+            if m["msg_type"] == "error":
+                raise AssertionError(m["content"])
+    finally:
+        ws.close()
+
+
+def test_notebook_through_the_proxy(cluster: Cluster) -> None:
+    c = cluster
+    r = det(c, "notebook", "start", "--no-browser")
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{c.dump()}"
+    m = re.search(r"(http://\S+/proxy/([0-9a-f-]{36})/)lab", r.stdout)
+    assert m, r.stdout
+    base, nid = m.group(1), m.group(2)
+    assert notebook(c, nid)["state"] == "STATE_RUNNING"
+    token = c.master.token
+
+    page = plain().get(f"{base}lab", headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    assert page.status_code == 200 and "JupyterLab" in page.text, page.text[:300]
+    # The session cookie works as the header does.
+    page = plain().get(f"{base}api/status", cookies={"auth": token}, timeout=60)
+    assert page.status_code == 200 and "last_activity" in page.json()
+
+    assert plain().get(f"{base}lab", timeout=30).status_code == 401
+    assert plain().get(f"{base}lab", headers={"Authorization": "Bearer nope"}).status_code == 401
+    c.master.post(
+        "/api/v1/users",
+        {"user": {"username": "other", "admin": False}, "password": "Other-pw-1"},
+    )
+    other = c.master.login("other", "Other-pw-1")
+    denied = plain().get(f"{base}lab", headers={"Authorization": f"Bearer {other}"}, timeout=30)
+    assert denied.status_code == 403, denied.text
+    assert "belongs to admin" in denied.json()["message"]
+    ws = WebSocket(
+        f"{base}api/kernels".replace("http", "ws", 1), {"Authorization": f"Bearer {other}"}
+    )
+    assert ws.status == 403
+    ws.close()
+
+    assert execute(c, base, token, "6*7") == "42"
+
+    killed = det(c, "notebook", "kill", nid)
+    assert killed.returncode == 0, killed.stderr
+    wait_for(lambda: notebook(c, nid)["state"] == "STATE_TERMINATED", 60, "the kill")
+    gone = plain().get(f"{base}lab", headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    assert gone.status_code == 503
+
+
+def test_idle_notebook_is_killed(cluster: Cluster) -> None:
+    c = cluster
+    body = {"config": {"idle_timeout": "5s", "notebook_idle_type": "activity"}}
+    nid = c.master.post("/api/v1/notebooks", body)["notebook"]["id"]
+    wait_for(
+        lambda: c.master.get(f"/api/v1/tasks/{nid}")["task"]["allocations"][0].get("isReady"),
+        180,
+        "the notebook to be ready",
+    )
+    wait_for(lambda: notebook(c, nid)["state"] == "STATE_TERMINATED", 60, "the idle kill")
+    assert "idle" in str(notebook(c, nid)["exitStatus"])
+
+
+def test_official_cli_starts_a_notebook(cluster: Cluster) -> None:
+    c = cluster
+    r = det(c, "notebook", "start", "--no-browser", official=True)
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
+    assert "Jupyter Notebook is running at" in r.stdout, r.stdout
+    listed = json.loads(det(c, "notebook", "list", "--json", official=True).stdout)
+    assert [n["state"] for n in listed] == ["RUNNING"]
+    for n in listed:
+        c.master.post(f"/api/v1/notebooks/{n['id']}/kill")

@@ -1,0 +1,47 @@
+"""The task proxy's handling of a request head: which requests are its, whose token, and what
+goes on to the task (never the caller's credentials; one request per connection unless it
+upgrades)."""
+
+from __future__ import annotations
+
+from det.master.proxy import forwarded_head, parse_head, token_of, wants_proxy
+
+TID = "0b6f1f5e-1f5e-4c1a-9b7e-2f1d3c4b5a69"
+
+
+def head(*lines: str, target: str = f"/proxy/{TID}/lab") -> bytes:
+    return "\r\n".join([f"GET {target} HTTP/1.1", "Host: m:8080", *lines]).encode()
+
+
+def test_only_proxy_paths_are_the_proxys() -> None:
+    assert wants_proxy(head())
+    assert not wants_proxy(head(target="/api/v1/proxyish"))
+    assert not wants_proxy(head(target="/det/proxy/x"))
+    assert not wants_proxy(b"garbage")
+
+
+def test_token_from_the_bearer_header_or_the_auth_cookie() -> None:
+    assert token_of(parse_head(head("Authorization: Bearer abc"))) == "abc"
+    assert token_of(parse_head(head("Cookie: theme=dark; auth=xyz"))) == "xyz"
+    assert token_of(parse_head(head("Authorization: Basic abc"))) is None
+    assert token_of(parse_head(head())) is None
+    assert parse_head(head()).task_id == TID
+
+
+def test_the_callers_credentials_never_reach_the_task() -> None:
+    h = parse_head(head("Authorization: Bearer secret", "Cookie: auth=secret; _xsrf=1",
+                        "Connection: keep-alive"))  # fmt: skip
+    out = forwarded_head(h, "svc").decode()
+    assert "secret" not in out
+    assert "Authorization: token svc" in out
+    assert "Cookie: _xsrf=1" in out
+    assert out.count("Connection:") == 1 and "Connection: close" in out
+    assert out.endswith("\r\n\r\n")
+
+
+def test_an_upgrade_keeps_its_connection() -> None:
+    h = parse_head(head("Connection: Upgrade", "Upgrade: websocket", "Cookie: auth=s"))
+    assert h.upgrade
+    out = forwarded_head(h, "svc").decode()
+    assert "Connection: Upgrade" in out and "Connection: close" not in out
+    assert "Cookie" not in out
