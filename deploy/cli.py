@@ -251,7 +251,9 @@ def _aws(sub: Any) -> None:
     commands = _Lazy("det.deploy.aws.commands")
 
     up, down, ls, status = _cloud_verbs(sub, "aws", "a cluster on AWS (EC2, RDS, S3)")
-    up.add_argument("--cluster-id", required=True, help="unique name of the cluster")
+    up.add_argument(
+        "--cluster-id", required=True, help="unique name of the cluster (lower case, at most 32)"
+    )
     up.add_argument("--keypair", required=True, help="EC2 key pair for the master and agents")
     up.add_argument("--region", help="AWS region (default us-west-2)")
     up.add_argument("--profile", help="AWS profile")

@@ -6,6 +6,7 @@ import dataclasses
 import re
 
 from det.deploy.aws import checks
+from det.deploy.common import limits
 from det.deploy.common.boot import BootOptions
 from det.deploy.common.errors import DeployError
 from det.deploy.common.masteryaml import DEFAULT_CPU_ENV_IMAGE, DEFAULT_GPU_ENV_IMAGE
@@ -18,7 +19,9 @@ CLUSTER_TAG = "det-cluster"
 # Agents carry a hash of the master.yaml they were launched for; `up` replaces agents whose
 # hash differs from the new config's (see commands.replace_stale_agents).
 CONFIG_HASH_TAG = "det-config-hash"
-CLUSTER_ID_RE = re.compile(r"^[a-zA-Z][-a-zA-Z0-9]{0,31}$")
+# Lower case, no "--", no "-" at the end: the id names the RDS instance (Pulumi's autoname keeps
+# the case and Terraform's check refuses upper case) and its final snapshot (limits.rds_identifier).
+CLUSTER_ID_RE = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
 
 # Public SSM parameters that name the current image in every region. They are read once, at the
 # first `up`, and the ids are pinned in the stack (outputs `images`): a later `up` keeps them
@@ -96,9 +99,10 @@ class AwsConfig:
     log_retention_days: int = LOG_RETENTION_DAYS
 
     def validate(self) -> None:
-        if not CLUSTER_ID_RE.match(self.cluster_id):
+        if not CLUSTER_ID_RE.match(self.cluster_id) or "--" in self.cluster_id:
             raise DeployError(
-                "--cluster-id must start with a letter and contain only letters, digits and '-' (max 32)"
+                f"--cluster-id {self.cluster_id!r}: at most 32 lower-case letters, digits and '-', "
+                "a letter first, no '--' and no '-' at the end (it names the RDS database)"
             )
         checks.check_region(self.region)
         checks.check_cidr("--inbound-cidr", self.inbound_cidr)
@@ -113,6 +117,17 @@ class AwsConfig:
             checks.check_ami_id("--agent-image-id", self.agent_image_id)
         if self.master_image_id:
             checks.check_ami_id("--master-image-id", self.master_image_id)
+        if not limits.RDS_GP3_MIN_GIB <= self.db_size <= limits.RDS_GP3_MAX_GIB:
+            raise DeployError(
+                f"--db-size {self.db_size}: RDS for PostgreSQL on gp3 takes "
+                f"{limits.RDS_GP3_MIN_GIB}-{limits.RDS_GP3_MAX_GIB} GiB"
+            )
+        room = limits.AWS_MAX_TAGS - limits.AWS_OWN_AGENT_TAGS
+        if len(self.extra_tags) > room:
+            raise DeployError(f"--add-tag: at most {room} tags (AWS allows 50 per resource)")
+        for key, value in self.extra_tags:
+            if problem := limits.aws_tag(key, value):
+                raise DeployError(f"--add-tag: {problem}")
         if not 1 <= self.port <= 65535:
             raise DeployError(f"--port must be between 1 and 65535, got {self.port}")
         if self.min_dynamic_agents < 0 or self.max_dynamic_agents < self.min_dynamic_agents:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from det.deploy.common import limits
 from det.deploy.common.boot import BootOptions
 from det.deploy.common.errors import DeployError
 from det.deploy.common.masteryaml import DEFAULT_CPU_ENV_IMAGE, DEFAULT_GPU_ENV_IMAGE
@@ -17,7 +18,8 @@ CLUSTER_LABEL = "det-cluster"
 # On every agent: the digest of the master config it was launched for (masteryaml.config_hash).
 CONFIG_HASH_LABEL = "det-config-hash"
 # GCE names and label values: lower case, digits, '-'; Determined allows 35 characters.
-CLUSTER_ID_RE = re.compile(r"^[a-z][-a-z0-9]{0,34}$")
+# No '-' at the end: the id ends the network's and the master VM's names (RFC 1035).
+CLUSTER_ID_RE = re.compile(r"^[a-z]([-a-z0-9]{0,33}[a-z0-9])?$")
 # Boot images, as image families: ``up`` resolves each to one concrete image the first time and
 # pins it in the stack (images.py), so a new image in the family never replaces a VM unplanned.
 # The master and CPU agents: Ubuntu 24.04 LTS (Python 3.12).
@@ -109,8 +111,19 @@ class GcpConfig:
         if not CLUSTER_ID_RE.match(self.cluster_id):
             raise DeployError(
                 "--cluster-id must start with a lower-case letter and contain only lower-case "
-                "letters, digits and '-' (max 35)"
+                "letters, digits and '-', not end with '-' (max 35)"
             )
+        if limits.looks_like_google(self.cluster_id):
+            raise DeployError(
+                f"--cluster-id {self.cluster_id!r}: Cloud Storage refuses bucket names containing "
+                "'google' (or a look-alike such as 'g00gle'), and the id names the bucket"
+            )
+        room = limits.GCP_MAX_LABELS - limits.GCP_OWN_LABELS
+        if len(self.labels) > room:
+            raise DeployError(f"--add-label: at most {room} labels (GCP allows 64 per resource)")
+        for key, value in self.labels:
+            if problem := limits.gcp_label(key, value):
+                raise DeployError(f"--add-label: {problem}")
         if self.min_dynamic_agents < 0 or self.max_dynamic_agents < self.min_dynamic_agents:
             raise DeployError("--max-dynamic-agents must be >= --min-dynamic-agents >= 0")
         if self.existing_network and not self.network:
