@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from det.master.provisioner.config import Duration, ProvisionerConfig
+from det.master.provisioner.config_base import Duration, ProvisionerConfig
 from det.master.provisioner.provider import LaunchOption, Market
 
 
