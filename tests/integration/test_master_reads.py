@@ -230,6 +230,22 @@ def test_experiment_list_carries_the_config_and_get_the_rest(live_master: Master
     assert got["experiment"]["hyperparameters"] == {"lr": {"type": "const", "val": 0.1}}
 
 
+def test_a_registry_password_never_leaves_in_a_list_or_a_get(live_master: Master) -> None:
+    m = live_master
+    secret = CONFIG + "environment:\n  registry_auth: {username: bot, password: Reg-s3cret}\n"
+    out = m.post("/api/v1/experiments", {"config": secret, "activate": False})
+    eid = int(out["experiment"]["id"])
+    plain = _experiment(m)
+    r = m.session().get(f"{m.url}/api/v1/experiments?limit=100", timeout=30)
+    assert r.status_code == 200 and "Reg-s3cret" not in r.text
+    by_id = {e["id"]: e for e in r.json()["experiments"]}
+    auth = by_id[eid]["config"]["environment"]["registry_auth"]
+    assert auth["username"] == "bot" and auth["password"] != "Reg-s3cret"
+    assert by_id[plain]["config"]["environment"]["registry_auth"] is None
+    got = m.session().get(f"{m.url}/api/v1/experiments/{eid}", timeout=30)
+    assert got.status_code == 200 and "Reg-s3cret" not in got.text
+
+
 def _conditional(m: Master, path: str, tag: str | None) -> requests.Response:
     headers = {"If-None-Match": tag} if tag else {}
     return m.session().get(m.url + path, headers=headers, timeout=30)
