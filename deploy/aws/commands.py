@@ -15,9 +15,9 @@ import os
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from det.deploy.aws import bootlog, preflight, program, teardown
+from det.deploy.aws import bootlog, master, preflight, program, teardown
 from det.deploy.aws.config import PROJECT, AwsConfig, Images
-from det.deploy.common import automation, commands, flow, registry, state
+from det.deploy.common import automation, boot, commands, flow, registry, state
 from det.deploy.common import status as status_report
 from det.deploy.common.errors import DeployError
 from det.deploy.common.preflight import check_pulumi_cli
@@ -51,6 +51,8 @@ def config_from_args(args: argparse.Namespace, region: str | None = None) -> Aws
         **commands.shared_settings(args, defaults),
     )
     cfg.validate()
+    master.check_user_data_size(cfg)
+    boot.check_agent_user_data(cfg.boot, "s3", "agent,aws", cfg.port)
     return cfg
 
 

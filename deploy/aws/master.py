@@ -11,8 +11,9 @@ import pulumi
 import pulumi_aws as aws
 
 from det.deploy.aws.config import CLUSTER_TAG, CONFIG_HASH_TAG, AwsConfig
-from det.deploy.common import boot, masteryaml, userdata
+from det.deploy.common import boot, limits, masteryaml, userdata
 from det.deploy.common.boot import BootOptions
+from det.deploy.common.errors import DeployError
 
 # DET_IMDS_URL: only set where the boot runs against a fake metadata service (tests).
 _IMDS = "${DET_IMDS_URL:-http://169.254.169.254}"
@@ -137,7 +138,40 @@ def user_data(
             log_target=log_group,
         )
     )
-    return userdata.every_boot_user_data(script)
+    return _check_size(userdata.every_boot_user_data(script))
+
+
+def _check_size(user_data: str) -> str:
+    size = len(user_data.encode())
+    if size > limits.EC2_USER_DATA_MAX:
+        raise DeployError(
+            f"the master's user data is {size} bytes, above EC2's limit of "
+            f"{limits.EC2_USER_DATA_MAX}: use fewer or shorter --add-tag values"
+        )
+    return user_data
+
+
+# Stand-ins for the values only known once the stack exists, each as long as AWS makes them
+# (a bucket name has at most 63 characters, an RDS endpoint is the instance identifier, 12
+# characters, the region and the domain), so the size check below holds for the real ones.
+_LONGEST = Resolved(
+    bucket="b" * 63,
+    db_host="d" * 63 + ".c0123456789a.ap-southeast-5.rds.amazonaws.com",
+    db_port=65535,
+    agent_image_id="ami-0123456789abcdef0",
+    agent_subnet_id="subnet-0123456789abcdef0",
+    agent_sg_id="sg-0123456789abcdef0",
+    agent_profile_arn="arn:aws:iam::123456789012:instance-profile/" + "p" * 128,
+    compute_image_id="ami-0123456789abcdef1",
+)
+
+
+def check_user_data_size(cfg: AwsConfig) -> int:
+    """The size of the master's user data for ``cfg`` with the longest values AWS can fill in;
+    a :class:`DeployError` before anything is created when it would exceed EC2's 16 KiB."""
+    yaml_text = masteryaml.render(master_yaml_config(cfg, _LONGEST))
+    secret = f"arn:aws:secretsmanager:{cfg.region}:123456789012:secret:det-{cfg.cluster_id}-secret-0123abc-AbCdEf"
+    return len(user_data(cfg, yaml_text, secret, _LONGEST.bucket, cfg.log_group_name).encode())
 
 
 def release_objects(

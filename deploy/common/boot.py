@@ -116,3 +116,41 @@ def agent_install(opts: BootOptions, scheme: str, bucket: str, extras: str) -> d
     if opts.package_index:
         out["package_index"] = opts.package_index
     return out
+
+
+def check_agent_user_data(opts: BootOptions, scheme: str, extras: str, port: int) -> int:
+    """The size of an agent's user data (the master renders it at each launch with its own
+    certificate, ``bootstrap.render_user_data``) with the longest values the cluster can give it.
+    A :class:`DeployError` now, before anything is created, when it would be over EC2's 16 KiB:
+    the master would otherwise fail every launch (a certificate chain is the usual cause)."""
+    from det.master.provisioner import bootstrap
+    from det.master.provisioner.config import AgentInstall
+
+    install = agent_install(opts, scheme, "b" * 63, extras)
+    material = opts.tls_material()
+    env = bootstrap.install_env(
+        AgentInstall(**install),
+        material.cert_pem if material else None,
+        material.cert_name if material else None,
+    )
+    try:
+        text = bootstrap.render_user_data(
+            f"https://255.255.255.255:{port}",
+            "f" * 64,  # the master's agent token: 32 bytes in hex
+            "compute-pool",
+            "00000000-0000-0000-0000-000000000000",  # the master's cluster id: a UUID
+            "aws",
+            env,
+            # The longest pool startup_script a deploy writes (GCP's Filestore mount).
+            startup_script="apt-get install -y nfs-common && mkdir -p /mnt/det-shared && "
+            "mount 255.255.255.255:/det /mnt/det-shared",
+        )
+    except ValueError as e:
+        where = (
+            f" (--master-tls-cert is {len(material.cert_pem)} bytes of PEM, which the agents' "
+            "user data carries: use a shorter certificate, e.g. ECDSA as the generated one)"
+            if material
+            else ""
+        )
+        raise DeployError(f"agents could not be launched: their {e}{where}") from None
+    return len(text.encode())

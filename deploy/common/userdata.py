@@ -48,10 +48,14 @@ def fetcher_source() -> str:
     )
 
 
+def _gzip_base64(data: bytes) -> str:
+    packed = base64.b64encode(gzip.compress(data, compresslevel=9, mtime=0)).decode()
+    return "\n".join(packed[i : i + 76] for i in range(0, len(packed), 76))
+
+
 def fetcher_gzip_base64() -> str:
     """:func:`fetcher_source` gzipped and in base64 lines (user data is limited to 16 KiB)."""
-    packed = base64.b64encode(gzip.compress(fetcher_source().encode(), mtime=0)).decode()
-    return "\n".join(packed[i : i + 76] for i in range(0, len(packed), 76))
+    return _gzip_base64(fetcher_source().encode())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,8 +150,10 @@ if [ "$(cat {venv}/.det-wheel-sha256 2>/dev/null || true)" != "$DET_WHEEL_SHA256
   log "installed $(basename "$WHEEL")"
 fi
 LOCAL_IP="$({local_ip})"
-cat > /etc/det/master.yaml.tmpl <<'DET_MASTER_YAML'
-{master_yaml}DET_MASTER_YAML
+base64 -d > /etc/det/master.yaml.tmpl.gz <<'DET_MASTER_YAML'
+{master_yaml}
+DET_MASTER_YAML
+gzip -dc /etc/det/master.yaml.tmpl.gz > /etc/det/master.yaml.tmpl
 sed "s/{placeholder}/${{LOCAL_IP}}/g" /etc/det/master.yaml.tmpl > /etc/det/master.yaml
 mkdir -p {tls_dir}
 SECRET_JSON="$(retry {fetch_secret})"
@@ -256,6 +262,8 @@ def _logship(b: MasterBoot) -> str:
 def render_master_boot(b: MasterBoot) -> str:
     """The startup script (a bash script) for ``b``."""
     master_yaml = b.master_yaml if b.master_yaml.endswith("\n") else b.master_yaml + "\n"
+    # Gzipped (EC2's user data is limited to 16 KiB): the pools repeat the provider block.
+    packed = _gzip_base64(master_yaml.encode())
     boot = _BOOT.format(
         boot_log=BOOT_LOG,
         master_log=MASTER_LOG,
@@ -263,7 +271,7 @@ def render_master_boot(b: MasterBoot) -> str:
         venv=VENV,
         lib=LIB_DIR,
         local_ip=b.local_ip,
-        master_yaml=master_yaml,
+        master_yaml=packed,
         placeholder=LOCAL_IP_PLACEHOLDER,
         tls_dir=tlsmod.MASTER_CERT_PATH.rsplit("/", 1)[0],
         fetch_secret=b.fetch_secret,
@@ -275,6 +283,17 @@ def render_master_boot(b: MasterBoot) -> str:
     )
     fetcher = fetcher_gzip_base64()
     return _PREAMBLE.format(lib=LIB_DIR, fetcher=fetcher, boot=boot)
+
+
+_YAML_START = "base64 -d > /etc/det/master.yaml.tmpl.gz <<'DET_MASTER_YAML'\n"
+
+
+def master_yaml_of(script: str) -> str:
+    """The master.yaml (placeholder included) that a script or user data rendered by
+    :func:`render_master_boot` carries, gzipped and in base64."""
+    start = script.index(_YAML_START) + len(_YAML_START)
+    packed = script[start : script.index("\nDET_MASTER_YAML\n", start)]
+    return gzip.decompress(base64.b64decode(packed)).decode()
 
 
 _BOUNDARY = "==DET-BOOT-BOUNDARY=="

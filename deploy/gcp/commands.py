@@ -8,7 +8,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from det.deploy.common import automation, commands, flow, registry
+from det.deploy.common import automation, boot, commands, flow, registry
 from det.deploy.common import status as status_report
 from det.deploy.gcp import bootlog, images, preflight, program, teardown
 from det.deploy.gcp.config import BOOT_LOG_NAME, PROJECT, GcpConfig
@@ -48,6 +48,7 @@ def config_from_args(args: argparse.Namespace) -> GcpConfig:
         **commands.shared_settings(args, defaults),
     )
     cfg.validate()
+    boot.check_agent_user_data(cfg.boot, "gs", "agent,gcp", cfg.port)
     return cfg
 
 

@@ -6,14 +6,21 @@ here, where they can fail."""
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import random
+import string
+import subprocess
 from typing import Any
 
 import pytest
+from conftest import AWS
 
+from det.deploy.aws import master as aws_master
 from det.deploy.aws import program as aws_program
 from det.deploy.aws.config import AwsConfig
-from det.deploy.common import dryrun, limits
+from det.deploy.common import boot, dryrun, limits, release, tls
 from det.deploy.common.errors import DeployError
+from det.deploy.common.registry import RegistryAuth
 from det.deploy.gcp import program as gcp_program
 from det.deploy.gcp.config import GcpConfig
 
@@ -21,6 +28,9 @@ from det.deploy.gcp.config import GcpConfig
 AWS_ID = "a1b2c3d4e5f6-" + "x" * 18 + "z"
 GCP_ID = "a1b2c3d4e5f6-" + "x" * 21 + "z"
 HEX = "0123abc"  # what Pulumi's autonaming appends: 7 hexadecimal digits
+_REL = release.Release(
+    filename="det-0.1.0-py3-none-any.whl", sha256="ab" * 32, constraints="x==1\n", path=None
+)
 LONG_TAGS = (("k" * 128, "v" * 256), ("team", "ml platform/gpu = 1 @ us-west-2"))
 
 
@@ -205,3 +215,136 @@ def test_gcp_cluster_ids_a_real_cloud_refuses_are_refused(cluster_id):
 def test_labels_gcp_refuses_are_refused(labels, message):
     with pytest.raises(DeployError, match=message):
         dataclasses.replace(GcpConfig(cluster_id="c1", project_id="p"), labels=labels).validate()
+
+
+def _random_text(rng: random.Random, n: int) -> str:
+    return "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(n))
+
+
+def _longest_aws(tags: tuple[tuple[str, str], ...]) -> AwsConfig:
+    """Every option that ends up in the master's user data, each as long as realistic."""
+    rel = release.Release(
+        filename="det-0.38.1.dev123+g0123456789ab-py3-none-any.whl",
+        sha256="ab" * 32,
+        constraints="x==1\n",
+        path=None,
+    )
+    return AwsConfig(
+        cluster_id=AWS_ID,
+        keypair="k" * 255,
+        region="ap-southeast-4",
+        spot=True,
+        spot_max_price="12.3456",
+        scheduler_type="priority",
+        preemption_enabled=True,
+        registry=RegistryAuth(
+            server="123456789012.dkr.ecr.ap-southeast-4.amazonaws.com", username="u" * 64
+        ),
+        cpu_env_image="123456789012.dkr.ecr.ap-southeast-4.amazonaws.com/ml/pytorch-cpu:"
+        "2.5.1-py3.11-ubuntu22.04-2025-01-01",
+        gpu_env_image="123456789012.dkr.ecr.ap-southeast-4.amazonaws.com/ml/pytorch-cuda:"
+        "2.5.1-cuda12.4-py3.11-ubuntu22.04-2025-01-01",
+        boot=boot.BootOptions(
+            release=rel,
+            package_index="https://pypi.example.com/artifactory/api/pypi/pypi-remote/simple",
+        ),
+        vpc_id="vpc-0123456789abcdef0",
+        public_subnet_ids=("subnet-0123456789abcdef0",),
+        private_subnet_ids=("subnet-0123456789abcdef1", "subnet-0123456789abcdef2"),
+        agent_subnet_id="subnet-0123456789abcdef3",
+        extra_tags=tags,
+    )
+
+
+def test_master_user_data_fits_ec2s_16_kib_with_the_longest_realistic_inputs():
+    rng = random.Random(7)
+    tags = tuple((f"k{i}-" + _random_text(rng, 40), _random_text(rng, 100)) for i in range(10))
+    cfg = _longest_aws(tags)
+    cfg.validate()
+    graph = dryrun.render(lambda: aws_program.build(cfg), aws_program.MOCK_CALLS)
+    (master,) = graph.of_type("aws:ec2/instance:Instance")
+    assert len(master.inputs["userData"].encode()) <= limits.EC2_USER_DATA_MAX
+    assert aws_master.check_user_data_size(cfg) <= limits.EC2_USER_DATA_MAX
+
+
+def test_master_user_data_over_16_kib_is_refused_before_anything_is_created():
+    rng = random.Random(7)
+    tags = tuple((f"k{i:02d}" + _random_text(rng, 125), _random_text(rng, 256)) for i in range(43))
+    cfg = _longest_aws(tags)
+    cfg.validate()  # each tag is valid; together they do not fit
+    with pytest.raises(DeployError, match=r"user data is \d+ bytes, above EC2's limit of 16384"):
+        aws_master.check_user_data_size(cfg)
+
+
+def test_compressed_master_yaml_is_written_back_by_the_boot_script(tmp_path):
+    text = "cluster_name: c1\nresource_pools:\n" + "- pool_name: x\n  provider: {a: 1}\n" * 50
+    script = aws_master.user_data(
+        dataclasses.replace(AWS, boot=boot.BootOptions(release=_REL)), text, "arn:x", "b", None
+    )
+    start = script.index("base64 -d > /etc/det/master.yaml.tmpl.gz")
+    end = script.index("> /etc/det/master.yaml.tmpl\n", start) + len(
+        "> /etc/det/master.yaml.tmpl\n"
+    )
+    snippet = script[start:end].replace("/etc/det/", f"{tmp_path}/")
+    subprocess.run(["bash", "-euo", "pipefail", "-c", snippet], check=True)
+    assert (tmp_path / "master.yaml.tmpl").read_text() == text
+    assert len(snippet) < len(text) / 4  # the repeated pools cost almost nothing
+
+
+def _rsa_chain(links: int) -> tls.TlsMaterial:
+    """A certificate chain as an organisation's CA issues it: RSA 4096, several links."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=4096)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "det-master.ml.example.com")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    pem = cert.public_bytes(serialization.Encoding.PEM).decode()
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    return tls.TlsMaterial(cert_pem=pem * links, key_pem=key_pem)
+
+
+def test_agent_user_data_with_the_cluster_certificate_fits_or_up_refuses_it():
+    opts = boot.BootOptions(
+        release=_REL, package_index="https://pypi.example.com/api/pypi/pypi-remote/simple"
+    )
+    generated = dataclasses.replace(opts, tls=tls.generate())
+    assert boot.check_agent_user_data(generated, "s3", "agent,aws", 8443) <= 16384
+    assert boot.check_agent_user_data(generated, "gs", "agent,gcp", 8443) <= 16384
+    chain = dataclasses.replace(opts, tls=_rsa_chain(3))
+    with pytest.raises(DeployError, match=r"--master-tls-cert is \d+ bytes"):
+        boot.check_agent_user_data(chain, "s3", "agent,aws", 8443)
+
+
+def test_gcp_master_startup_script_fits_gce_metadata():
+    cfg = GcpConfig(
+        cluster_id=GCP_ID,
+        project_id="p" * 30,
+        filestore=True,
+        registry=RegistryAuth(server="us-docker.pkg.dev", username="u" * 64),
+        boot=boot.BootOptions(release=_REL, package_index="https://pypi.example.com/simple"),
+    )
+    graph = dryrun.render(lambda: gcp_program.build(cfg), gcp_program.MOCK_CALLS)
+    (master,) = [
+        r
+        for r in graph.of_type("gcp:compute/instance:Instance")
+        if "metadataStartupScript" in r.inputs
+    ]
+    size = len(master.inputs["metadataStartupScript"].encode())
+    assert size <= limits.GCE_METADATA_VALUE_MAX and size <= limits.GCE_METADATA_TOTAL_MAX

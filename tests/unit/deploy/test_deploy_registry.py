@@ -22,7 +22,7 @@ from conftest import AWS, GCP
 from det.deploy import cli
 from det.deploy.aws import master as aws_master
 from det.deploy.aws import program as aws_program
-from det.deploy.common import automation, boot, dryrun, registry, release, tls
+from det.deploy.common import automation, boot, dryrun, registry, release, tls, userdata
 from det.deploy.common.errors import DeployError
 from det.deploy.gcp import program as gcp_program
 from tests.fakes.moto_server import REGION, MotoServer, aws_env
@@ -102,7 +102,8 @@ def test_password_is_in_the_secret_only_and_marked_secret(cloud: str) -> None:
     assert isinstance(version, dict) and version.get(_SIG) == _SECRET
     assert json.loads(_reveal(version))[registry.SECRET_KEY] == PASSWORD
     # Nowhere else: not the boot script, master.yaml or any other resource's inputs.
-    assert PASSWORD not in str(_reveal(boot_text))
+    boot_text = _reveal(boot_text)
+    assert PASSWORD not in boot_text + userdata.master_yaml_of(boot_text)
     master_yaml = yaml.safe_load(outputs["master_yaml"])
     assert master_yaml["task_container_defaults"]["registry_auth"] == {
         "serveraddress": "registry.example.com:5000",
@@ -241,7 +242,8 @@ def test_a_later_up_without_registry_flags_keeps_the_registry(
     for seen in (first, second):
         version = _one(seen["mocks"], "aws:secretsmanager/secretVersion:SecretVersion")
         assert json.loads(_reveal(version["secretString"]))[registry.SECRET_KEY] == PASSWORD
-        user_data = _reveal(_one(seen["mocks"], "aws:ec2/instance:Instance")["userData"])
+        raw = _reveal(_one(seen["mocks"], "aws:ec2/instance:Instance")["userData"])
+        user_data = raw + userdata.master_yaml_of(raw)
         assert f"serveraddress: {AUTH.server}" in user_data, user_data[-3000:]
         assert f"username: {AUTH.username}" in user_data
 
@@ -271,7 +273,8 @@ def test_no_registry_removes_the_registry_a_previous_up_set(
     for seen in (removed, after):
         version = _one(seen["mocks"], "aws:secretsmanager/secretVersion:SecretVersion")
         assert registry.SECRET_KEY not in json.loads(_reveal(version["secretString"]))
-        user_data = _reveal(_one(seen["mocks"], "aws:ec2/instance:Instance")["userData"])
+        raw = _reveal(_one(seen["mocks"], "aws:ec2/instance:Instance")["userData"])
+        user_data = raw + userdata.master_yaml_of(raw)
         assert "registry_auth" not in user_data and AUTH.server not in user_data
 
 
