@@ -120,8 +120,13 @@ def run_instances_request(
     user_data: str,
     client_token: str,
     root_device_name: str = "/dev/sda1",
+    image_root_size: int = 0,
 ) -> dict[str, Any]:
     """The ``RunInstances`` keyword arguments for ``count`` instances of ``option``.
+
+    The root volume is ``root_volume_size`` GiB, but never smaller than the image's root
+    snapshot (``image_root_size``): EC2 refuses such a mapping (``InvalidBlockDeviceMapping``),
+    and a Deep Learning AMI's snapshot is larger than a stock Ubuntu's.
 
     ``option.zone`` is a subnet id (``subnet-…``) or an availability zone. With a subnet the
     request uses a network interface so ``network_interface.public_ip`` applies.
@@ -145,7 +150,7 @@ def run_instances_request(
             {
                 "DeviceName": root_device_name,
                 "Ebs": {
-                    "VolumeSize": config.root_volume_size,
+                    "VolumeSize": max(config.root_volume_size, image_root_size),
                     "VolumeType": "gp3",
                     "DeleteOnTermination": True,
                 },
@@ -263,7 +268,7 @@ class AwsProvider:
         self._client = client
         self._sleep = sleep
         self._max_attempts = max(1, max_attempts)
-        self._root_device: str | None = None
+        self._root_cache: tuple[str, int] | None = None
 
     @classmethod
     def for_pool(
@@ -340,10 +345,11 @@ class AwsProvider:
             logger.debug("%s: %s, retry %d in %.1fs", what, reason, attempt, delay)
             self._sleep(delay)
 
-    def _root_device_name(self) -> str:
-        """The image's root device (``/dev/sda1`` on Ubuntu, ``/dev/xvda`` on Amazon Linux)."""
-        if self._root_device is None:
-            name = "/dev/sda1"
+    def _root_device(self) -> tuple[str, int]:
+        """The image's root device (``/dev/sda1`` on Ubuntu, ``/dev/xvda`` on Amazon Linux) and
+        the size of its snapshot in GiB (0 when unknown)."""
+        if self._root_cache is None:
+            name, size = "/dev/sda1", 0
             try:
                 images = self._call(
                     "DescribeImages",
@@ -351,12 +357,23 @@ class AwsProvider:
                 )["Images"]
                 if images and images[0].get("RootDeviceName"):
                     name = images[0]["RootDeviceName"]
+                for mapping in images[0].get("BlockDeviceMappings", []) if images else []:
+                    if mapping.get("DeviceName") == name:
+                        size = int(mapping.get("Ebs", {}).get("VolumeSize") or 0)
             except Exception as exc:
                 logger.warning("cannot read image %s: %s", self.config.image_id, exc)
-            self._root_device = name
-        return self._root_device
+            if size > self.config.root_volume_size:
+                logger.warning(
+                    "root_volume_size %d GiB is smaller than image %s's snapshot: using %d GiB",
+                    self.config.root_volume_size,
+                    self.config.image_id,
+                    size,
+                )
+            self._root_cache = (name, size)
+        return self._root_cache
 
     def launch(self, option: LaunchOption, count: int) -> list[Instance]:
+        root_device, image_root_size = self._root_device()
         request = run_instances_request(
             self.config,
             option,
@@ -365,7 +382,8 @@ class AwsProvider:
             pool=self.pool,
             user_data=self.user_data,
             client_token=uuid.uuid4().hex,
-            root_device_name=self._root_device_name(),
+            root_device_name=root_device,
+            image_root_size=image_root_size,
         )
         try:
             response = self._call("RunInstances", lambda: self.client.run_instances(**request))

@@ -351,6 +351,45 @@ def test_root_device_comes_from_the_image() -> None:
     assert client.calls[0][1]["BlockDeviceMappings"][0]["DeviceName"] == "/dev/xvda"
 
 
+class DlamiClient(ScriptedClient):
+    """An image whose root snapshot is larger than the pool's root_volume_size (a Deep
+    Learning AMI's is; EC2 refuses a smaller volume with InvalidBlockDeviceMapping)."""
+
+    def describe_images(self, **kw: Any) -> Any:
+        mappings = [
+            {"DeviceName": "/dev/sda1", "Ebs": {"SnapshotId": "snap-1", "VolumeSize": 75}},
+            {"DeviceName": "/dev/sdb", "VirtualName": "ephemeral0"},
+        ]
+        return {"Images": [{"RootDeviceName": "/dev/sda1", "BlockDeviceMappings": mappings}]}
+
+
+@pytest.mark.parametrize(("configured", "expected"), [(50, 75), (75, 75), (200, 200)])
+def test_root_volume_is_never_smaller_than_the_images_snapshot(
+    configured: int, expected: int
+) -> None:
+    client = DlamiClient(RUNNING)
+    p = AwsProvider(
+        config(root_volume_size=configured), cluster_id="c-1", pool="gpu", user_data="x",
+        client=client, sleep=lambda s: None,
+    )  # fmt: skip
+    p.launch(p.config.launch_options()[0], 1)
+    (ebs,) = [m["Ebs"] for m in client.calls[0][1]["BlockDeviceMappings"]]
+    assert ebs["VolumeSize"] == expected
+
+
+def test_containers_on_agents_reach_imds_and_spot_ends_in_termination() -> None:
+    # Task containers (bridge network: one more hop) read the instance role from IMDSv2 for S3
+    # checkpoints: a hop limit of 1 would drop the token's answer. A one-time spot request
+    # only allows "terminate" as its interruption behaviour.
+    request = build(config(spot=True))
+    assert request["MetadataOptions"]["HttpPutResponseHopLimit"] >= 2
+    spot = request["InstanceMarketOptions"]["SpotOptions"]
+    assert (spot["SpotInstanceType"], spot["InstanceInterruptionBehavior"]) == (
+        "one-time",
+        "terminate",
+    )
+
+
 def test_terminate_skips_unknown_ids_one_by_one() -> None:
     client = ScriptedClient(
         client_error("InvalidInstanceID.NotFound", "TerminateInstances"),
