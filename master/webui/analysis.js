@@ -108,7 +108,7 @@ async function experimentPage(main, id) {
         ["Searcher", `${e.searcherType} on ${metric} (${smaller ? "smaller" : "larger"} is better)`],
         ["Trials", String(trials.length)],
         ["Best trial", e.bestTrialId ? h("span", {}, link("/det/trials/" + e.bestTrialId, "trial " + e.bestTrialId), ` (${metric} ${num(e.bestTrialSearcherMetric)})`) : ""],
-        ["Queue", jobSummary && stateName(jobSummary.state) !== "UNSPECIFIED" ? `${stateName(jobSummary.state)}, ${jobSummary.jobsAhead} job(s) ahead` : ""],
+        ["Queue", jobSummary && !isTerminal(e.state) && stateName(jobSummary.state) !== "UNSPECIFIED" ? `${stateName(jobSummary.state)}, ${jobSummary.jobsAhead} job(s) ahead` : ""],
         ["Progress", e.progress === null || e.progress === undefined ? "" : Math.round(e.progress * 100) + "%"],
         ["Labels", (e.labels || []).join(", ")],
         ["Owner", e.username],
@@ -143,7 +143,9 @@ async function experimentPage(main, id) {
     render(boxes.curves,
       h("div", { class: "toolbar" }, h("label", {}, "Metric", metricSelect(metricIds, st.metric, "curve metric", async (v) => {
         st.metric = v;
-        st.series = await seriesOf(trials.map((t) => t.id), v);
+        const series = await seriesOf(trials.map((t) => t.id), v);
+        if (st.metric !== v) return; // another metric was chosen meanwhile
+        st.series = series;
         st.seriesMetric = v;
         draw();
       }))),
@@ -228,7 +230,9 @@ async function comparePage(main) {
   let metric = metricIds[0];
   const curves = h("section");
   const drawCurves = async () => {
+    const asked = metric;
     const series = metric ? await seriesOf(ids, metric) : {};
+    if (asked !== metric) return; // another metric was chosen meanwhile
     render(curves,
       h("div", { class: "toolbar" }, h("label", {}, "Metric", metricSelect(metricIds, metric, "compare metric", (v) => { metric = v; drawCurves(); }))),
       metric ? curvesFigure(trials.map((t) => ({ name: "trial " + t.id, points: series[t.id] || [] })), metric, null) : h("p", { class: "muted" }, "No metrics."),

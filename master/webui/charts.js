@@ -168,7 +168,7 @@ function startBrush(ev, svg, key, y0, y1, x, onBrush) {
 function scatter(points, { xLabel, yLabel, scale, selected }) {
   const ys = points.map((p) => p.y).filter(Number.isFinite);
   if (!ys.length) return h("p", { class: "muted chart-empty" }, "No " + yLabel + " yet.");
-  const W = 340, H = 220, L = 56, R = 12, T = 10, B = 36;
+  const W = 340, H = 220, L = 72, R = 12, T = 10, B = 36;
   const yr = extent(ys);
   const X = (p) => L + 8 + p * (W - L - R - 16);
   const Y = (y) => H - B - ((y - yr[0]) / (yr[1] - yr[0])) * (H - T - B);

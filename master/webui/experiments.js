@@ -120,9 +120,12 @@ async function experimentsPage(main) {
       await load(false);
     } }, "Add label…"),
   );
+  let latest = 0; // answers can arrive out of order: only the newest request's is drawn
   const load = async (clearSelection = true) => {
+    const mine = ++latest;
     const cur = experimentFilters();
     const out = await api(experimentsUrl(cur));
+    if (mine !== latest) return;
     rows = out.experiments;
     if (clearSelection) selected.clear();
     for (const id of [...selected]) if (!rows.some((e) => e.id === id)) selected.delete(id);

@@ -22,11 +22,14 @@ async function modelsPage(main) {
   h("input", { name: "name", placeholder: "model name", "aria-label": "new model name", required: true }),
   h("input", { name: "description", placeholder: "description", "aria-label": "new model description" }),
   h("button", { type: "submit" }, "Create model"), error);
+  let latest = 0; // only the newest request's answer is drawn
   const load = async () => {
+    const mine = ++latest;
     const p = new URLSearchParams({ sortBy: "SORT_BY_LAST_UPDATED_TIME", orderBy: "ORDER_BY_DESC", limit: 200 });
     if (f.name) p.set("name", f.name);
     if (!f.archived) p.set("archived", "false");
     const { models } = await api("/api/v1/models?" + p);
+    if (mine !== latest) return;
     render(list, table(["Name", "Description", "Versions", "Labels", "Owner", "Updated", ""], models.map((m) => [
       link(modelHref(m.name), m.name), m.description || "", String(m.numVersions), (m.labels || []).join(", "), m.username, when(m.lastUpdatedTime),
       m.archived ? h("span", { class: "state state-ARCHIVED" }, "ARCHIVED") : "",

@@ -98,12 +98,14 @@ def test_the_list_filters_sorts_pages_labels_and_archives_in_batches(
             page.locator(f"th button[data-sort={key}]").click()
             page.wait_for_url(f"**sort={key}**")
             order = "desc" if "order=desc" in page.url else "asc"
+            head = page.locator("th[aria-sort]:not([aria-sort=none])")
+            wait_for(
+                lambda h=head, x=label: h.inner_text().startswith(x), 15, what=f"{label} marked"
+            )
             settle(
                 page, m, f"sortBy={key}&orderBy=ORDER_BY_{order.upper()}&limit=50&archived=false"
             )
             assert not page.locator("#error").is_visible(), page.inner_text("#error")
-            head = page.locator("th[aria-sort]:not([aria-sort=none])")
-            assert head.inner_text().startswith(label)
             seen.append(order)
         assert sorted(seen) == ["asc", "desc"], (label, seen)
     page.locator("th button[data-sort=SORT_BY_NAME]").click()

@@ -77,11 +77,11 @@ def login(
 
 def screenshot(page: Any, name: str) -> None:
     """With DET_WEBUI_SCREENSHOTS set to a folder (docs/webui to refresh the docs' pictures),
-    saves what the page shows there as NAME.png."""
+    saves what the page's window shows there as NAME.jpg (JPEG, to keep them small)."""
     folder = os.environ.get("DET_WEBUI_SCREENSHOTS")
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(folder) / f"{name}.png"))
+        page.screenshot(path=str(Path(folder) / f"{name}.jpg"), type="jpeg", quality=60)
 
 
 def create(m: Master, config: str, activate: bool = True) -> int:
