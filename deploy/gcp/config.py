@@ -27,6 +27,8 @@ UBUNTU_IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2404-lts-am
 # GPU agents: Google's Deep Learning VM "Base" image (NVIDIA driver R580, CUDA 12.9, Docker and the
 # NVIDIA container toolkit) on Ubuntu 24.04, supported until August 2028.
 GPU_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu129-ubuntu-2404-nvidia-580"
+# The master VM's boot disk (pd-balanced), in GB.
+MASTER_DISK_GB = 100
 HTTPS_PORT = 8443
 HTTP_PORT = 8080
 # The Cloud Logging log the VMs' boot and service logs are shipped to (one per project; entries are

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from det.deploy.common.errors import DeployError
-from det.deploy.gcp.config import GcpConfig
+from det.deploy.gcp.config import MASTER_DISK_GB, GcpConfig
 
 _FAMILY = re.compile(
     r"^projects/(?P<project>[a-z][-a-z0-9.:]*)/global/images/family/(?P<family>[-a-z0-9]+)$"
@@ -43,8 +43,11 @@ def is_family(image: str) -> bool:
     return _FAMILY.match(image) is not None
 
 
-def resolve(images_client: Any, image: str) -> str:
-    """The concrete image a family means now; a concrete image is returned as it is."""
+def resolve(images_client: Any, image: str, disk_gb: int | None = None) -> str:
+    """The concrete image a family means now; a concrete image is returned as it is.
+
+    ``disk_gb``: the boot disk the image goes on, which GCE refuses when smaller than the image
+    (its ``diskSizeGb``)."""
     m = _FAMILY.match(image)
     if m is None:
         return image
@@ -62,6 +65,11 @@ def resolve(images_client: Any, image: str) -> str:
         raise DeployError(
             f"cannot resolve image family {family!r} of {project!r}: {e.message}"
         ) from None
+    if disk_gb is not None and int(found.disk_size_gb or 0) > disk_gb:
+        raise DeployError(
+            f"image {found.name} needs a boot disk of at least {found.disk_size_gb} GB, and the "
+            f"disk is {disk_gb} GB: pass --disk-size {found.disk_size_gb} or more"
+        )
     return f"projects/{project}/global/images/{found.name}"
 
 
@@ -85,7 +93,8 @@ def pin(
             continue
         if is_family(source):
             client = client or images_client()
-        chosen[role] = resolve(client, source)
+        disk = MASTER_DISK_GB if role == "master" else cfg.disk_size
+        chosen[role] = resolve(client, source, disk)
     return dataclasses.replace(
         cfg,
         master_image=chosen["master"],

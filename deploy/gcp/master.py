@@ -15,6 +15,7 @@ from det.deploy.gcp.config import (
     BOOT_LOG_NAME,
     CLUSTER_LABEL,
     CONFIG_HASH_LABEL,
+    MASTER_DISK_GB,
     SCOPES,
     GcpConfig,
 )
@@ -231,7 +232,7 @@ class Master(pulumi.ComponentResource):
             machine_type=cfg.master_instance_type,
             boot_disk=gcp.compute.InstanceBootDiskArgs(
                 initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                    image=cfg.master_image, size=100, type="pd-balanced"
+                    image=cfg.master_image, size=MASTER_DISK_GB, type="pd-balanced"
                 )
             ),
             network_interfaces=[

@@ -192,7 +192,13 @@ class FakeGce(LocalHttpFake):
             )
 
     def add_image(
-        self, project: str, name: str, family: str = "", *, deprecated: bool = False
+        self,
+        project: str,
+        name: str,
+        family: str = "",
+        *,
+        deprecated: bool = False,
+        disk_size_gb: int = 10,
     ) -> None:
         """Publish an image (newer than every image added before it)."""
         with self._lock:
@@ -202,6 +208,7 @@ class FakeGce(LocalHttpFake):
                 "name": name,
                 "family": family,
                 "status": "READY",
+                "diskSizeGb": str(disk_size_gb),
                 "selfLink": f"https://www.googleapis.com/compute/v1/projects/{project}/global/images/{name}",
                 "creationTimestamp": dt.datetime.now(dt.UTC).isoformat(timespec="microseconds"),
                 **({"deprecated": {"state": "DEPRECATED"}} if deprecated else {}),

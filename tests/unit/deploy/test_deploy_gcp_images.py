@@ -28,6 +28,7 @@ def gce() -> Iterator[FakeGce]:
             "deeplearning-platform-release",
             "common-cu129-ubuntu-2404-nvidia-580-v20250102",
             "common-cu129-ubuntu-2404-nvidia-580",
+            disk_size_gb=50,
         )
         yield fake
 
@@ -119,3 +120,13 @@ def test_only_concrete_images_need_no_client():
         raise AssertionError("no lookup expected")
 
     assert images.pin(cfg, {}, refresh=False, images_client=no_client).master_image == concrete
+
+
+def test_a_boot_disk_smaller_than_the_image_is_refused_before_anything_is_created(client: Any):
+    # GCE refuses a boot disk smaller than its image; the Deep Learning VM image is 50 GB.
+    small = dataclasses.replace(CFG, disk_size=30)
+    with pytest.raises(
+        DeployError, match=r"at least 50 GB, and the disk is 30 GB: pass --disk-size 50"
+    ):
+        images.pin(small, {}, refresh=False, images_client=lambda: client)
+    assert images.pin(dataclasses.replace(CFG, disk_size=50), {}, False, lambda: client)
