@@ -207,7 +207,7 @@ class SecurityGroups(pulumi.ComponentResource):
             "tcp",
             (TASK_SERVICE_PORTS[0], TASK_SERVICE_PORTS[-1]),
             source=master,
-            description="master to agents' task services (the task proxy)",
+            description="master to task services on the agents (the task proxy)",
         )
         rule(
             "master-to-db",
