@@ -19,13 +19,11 @@ from det.master.api._common import PUBLIC, allow
 
 bp = Blueprint("webui", __name__)
 
-_JS = "text/javascript; charset=utf-8"
+# One script per area of the app (app.js first: the helpers and the router the others use).
+_SCRIPTS = ("app", "charts", "experiments", "analysis", "trials", "models", "admin", "workspaces")
 _ASSETS = {
     "app.css": "text/css; charset=utf-8",
-    **{
-        f"{name}.js": _JS
-        for name in ("app", "charts", "experiments", "analysis", "trials", "models", "admin")
-    },
+    **{f"{name}.js": "text/javascript; charset=utf-8" for name in _SCRIPTS},
 }
 _HEADERS = {
     "Content-Security-Policy": (

@@ -321,11 +321,14 @@ async function clusterPage(main) {
 function routes() {
   return [
     [/^\/det\/login\/?$/, loginPage, null],
-    [/^\/det\/?$/, experimentsPage, "experiments"],
-    [/^\/det\/experiments\/?$/, experimentsPage, "experiments"],
+    [/^\/det\/?$/, (main) => experimentsPage(main), "experiments"],
+    [/^\/det\/experiments\/?$/, (main) => experimentsPage(main), "experiments"],
     [/^\/det\/experiments\/(\d+)\/?$/, experimentPage, "experiments"],
     [/^\/det\/compare\/?$/, comparePage, "experiments"],
     [/^\/det\/trials\/(\d+)(?:\/.*)?$/, trialPage, "experiments"],
+    [/^\/det\/workspaces\/?$/, workspacesPage, "workspaces"],
+    [/^\/det\/workspaces\/(\d+)\/?$/, workspacePage, "workspaces"],
+    [/^\/det\/projects\/(\d+)\/?$/, projectPage, "workspaces"],
     [/^\/det\/models\/?$/, modelsPage, "models"],
     [/^\/det\/models\/([^/]+)\/?$/, modelPage, "models"],
     [/^\/det\/models\/([^/]+)\/versions\/(\d+)\/?$/, modelVersionPage, "models"],

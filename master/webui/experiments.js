@@ -62,8 +62,9 @@ function experimentFilters() {
   };
 }
 
-function experimentsUrl(f) {
+function experimentsUrl(f, projectId) {
   const p = new URLSearchParams({ sortBy: f.sort, orderBy: f.desc ? "ORDER_BY_DESC" : "ORDER_BY_ASC", limit: f.limit, offset: f.offset });
+  if (projectId) p.set("projectId", projectId);
   if (f.name) p.set("name", f.name);
   if (f.state) p.append("states", "STATE_" + f.state);
   for (const u of f.user.split(",").map((x) => x.trim()).filter(Boolean)) p.append("users", u);
@@ -72,7 +73,8 @@ function experimentsUrl(f) {
   return "/api/v1/experiments?" + p.toString();
 }
 
-async function experimentsPage(main) {
+// The experiment list; a project's page shows it for that project under its own heading.
+async function experimentsPage(main, projectId = null, heading = null) {
   const selected = new Set();
   const tableBox = h("div", { class: "table-box" });
   const pager = h("div", { class: "pager" });
@@ -124,7 +126,7 @@ async function experimentsPage(main) {
   const load = async (clearSelection = true) => {
     const mine = ++latest;
     const cur = experimentFilters();
-    const out = await api(experimentsUrl(cur));
+    const out = await api(experimentsUrl(cur, projectId));
     if (mine !== latest) return;
     rows = out.experiments;
     if (clearSelection) selected.clear();
@@ -166,7 +168,7 @@ async function experimentsPage(main) {
     );
     drawBatch();
   };
-  render(main, h("h1", {}, "Experiments"), toolbar, batchBar, tableBox, pager);
+  render(main, heading || h("h1", {}, "Experiments"), toolbar, batchBar, tableBox, pager);
   await load();
   // The list refreshes, keeping the selection, unless the user is typing in a filter.
   return { refresh: () => (toolbar.contains(document.activeElement) && document.activeElement.tagName === "INPUT" ? null : load(false)) };
