@@ -32,6 +32,7 @@ NOUN_ALIASES = {
     "command": ["cmd", "commands"],
     "task": ["tasks"],
     "notebook": ["notebooks"],
+    "shell": ["shells"],
     "master": [],
     "deploy": ["d"],
 }
@@ -57,6 +58,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         notebooks,
         projects,
         search,
+        shells,
         tasks,
         templates,
         tokens,
@@ -79,7 +81,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     nouns = parser.add_subparsers(dest="noun", metavar="COMMAND")
     for module in (users, master, experiments, trials, jobs, agents, checkpoints, models, search):
         module.register(nouns, NOUN_ALIASES)
-    for module in (tokens, workspaces, projects, templates, commands, notebooks, tasks):
+    for module in (tokens, workspaces, projects, templates, commands, notebooks, shells, tasks):
         module.register(nouns, NOUN_ALIASES)
     deploy.register(nouns, NOUN_ALIASES, full=_wants_deploy(argv))
     return parser

@@ -13,7 +13,7 @@
 #                                boot simulation runs the rendered startup scripts in it); cached.
 #   det-task:py3.11-cpu          det-base + a venv with the det harness (wheel of this repo).
 #   det-task:py3.11-cpu-torch    det-base + torch (CPU) + determined==0.38.1 + tensorboard + JupyterLab
-#                                + the det harness (torch first: a det change rebuilds only the last layer).
+#                                + asyncssh (shell tasks) + the det harness (torch first: a det change rebuilds only the last layer).
 #   det-official:py3.11-torch    the same without det: only the official determined package (built with
 #                                the torch target, from the cached first stage).
 #
@@ -120,14 +120,15 @@ prepare_torch_wheels() {
 }
 
 prepare_notebook_wheels() {
-  local stamp="$WHEELS/notebook/.complete-jupyterlab"
+  local stamp="$WHEELS/notebook/.complete-jupyterlab-asyncssh"
   if [[ -f "$stamp" ]]; then
-    log "wheels for jupyterlab already downloaded"
+    log "wheels for jupyterlab and asyncssh already downloaded"
     return
   fi
   rm -rf "$WHEELS/notebook" && mkdir -p "$WHEELS/notebook"
-  timed "pip download jupyterlab" "$PYTHON" -m pip download --quiet --dest "$WHEELS/notebook" \
-    "${PIP_TARGET_ARGS[@]}" jupyterlab
+  # asyncssh: the SSH server of shell tasks (det shell start).
+  timed "pip download jupyterlab asyncssh" "$PYTHON" -m pip download --quiet \
+    --dest "$WHEELS/notebook" "${PIP_TARGET_ARGS[@]}" jupyterlab asyncssh
   touch "$stamp"
 }
 

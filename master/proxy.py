@@ -5,7 +5,8 @@ The front (:mod:`det.master.dispatch`) hands a connection whose first request is
 ``/proxy/`` to :func:`start` with the bytes read so far; a thread of its own then checks the
 request head (a user's session token, ``Authorization: Bearer`` or the ``auth`` cookie: 401
 without a valid one; 403 unless the caller owns the task or is an admin; 404 for no such task;
-503 while it is not ready), connects to the address the task's agent reported, sends the head on
+503 while it is not ready; a shell's WebSocket may come without a token, as Determined's CLI
+sends it, because what it carries is SSH, which admits only the shell's own key), connects to the address the task's agent reported, sends the head on
 without the caller's credentials, and relays bytes both ways until either side closes. waitress
 cannot upgrade a connection, so a WebSocket is carried this way, as is any HTTP request. A
 plain request goes on with ``Connection: close`` (each request on a connection is checked); an
@@ -17,7 +18,9 @@ task's port: the deploy must let the master reach the agents' task ports (docs/d
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import json
 import logging
 import select
@@ -27,6 +30,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from det.master import ws_bridge
 from det.master.state import MasterState
 
 logger = logging.getLogger(__name__)
@@ -110,6 +114,16 @@ def forwarded_head(head: Head, service_token: str) -> bytes:
     return ("\r\n".join(out) + "\r\n\r\n").encode("latin-1")
 
 
+def websocket_accept(key: str) -> bytes:
+    """The 101 answer to a WebSocket handshake with ``Sec-WebSocket-Key: key`` (RFC 6455)."""
+    digest = hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()
+    accept = base64.b64encode(digest).decode()
+    return (
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Accept: {accept}\r\n\r\n"
+    ).encode()
+
+
 class Refused(Exception):
     def __init__(self, status: int, reason: str, message: str) -> None:
         super().__init__(message)
@@ -126,17 +140,19 @@ def _answer(sock: socket.socket, e: Refused) -> None:
         sock.sendall(head + body)
 
 
-def _target(state: MasterState, head: Head) -> tuple[str, int]:
+def _target(state: MasterState, head: Head) -> tuple[str, int, str]:
     from det.master.services import ntsc, users
 
     token = token_of(head)
-    if not token:
-        raise Refused(401, "Unauthorized", "the proxy needs a session token (det user login)")
     with state.pool.connection() as conn:
-        user = users.user_for_token(conn, token)
-        if user is None:
+        user = users.user_for_token(conn, token) if token else None
+        if token and user is None:
             raise Refused(401, "Unauthorized", "missing or invalid token")
-        found = ntsc.proxy_target(conn, head.task_id, user.id, user.admin)
+        found = ntsc.proxy_target(
+            conn, head.task_id, user.id if user else None, bool(user and user.admin)
+        )
+    if found == "unauthenticated":
+        raise Refused(401, "Unauthorized", "the proxy needs a session token (det user login)")
     if isinstance(found, str):
         status, reason = {
             "not found": (404, "Not Found"),
@@ -155,7 +171,9 @@ def serve(state: MasterState, sock: socket.socket, data: bytes) -> None:
     upstream = None
     try:
         head = parse_head(data[:end])
-        host, port = _target(state, head)
+        host, port, kind = _target(state, head)
+        if kind == "SHELL" and not (head.upgrade and head.get("sec-websocket-key")):
+            raise Refused(400, "Bad Request", "a shell is reached over a WebSocket (det shell)")
         try:
             upstream = socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT)
         except OSError as e:
@@ -163,6 +181,12 @@ def serve(state: MasterState, sock: socket.socket, data: bytes) -> None:
                 502, "Bad Gateway", f"cannot reach the task at {host}:{port}: {e}"
             ) from None
         upstream.settimeout(None)
+        if kind == "SHELL":
+            # A TCP service (the shell's SSH server): the WebSocket's binary messages carry
+            # its bytes, as Determined's master does for its CLI's ssh ProxyCommand.
+            sock.sendall(websocket_accept(head.get("sec-websocket-key") or ""))
+            ws_bridge.bridge(sock, upstream, data[end + 4 :])
+            return
         token = ntsc.service_token(state, head.task_id)
         upstream.sendall(forwarded_head(head, token) + data[end + 4 :])
         _relay(sock, upstream)
@@ -176,6 +200,8 @@ def serve(state: MasterState, sock: socket.socket, data: bytes) -> None:
     finally:
         for s in (upstream, sock):
             if s is not None:
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)  # wakes a thread still reading it
                 with contextlib.suppress(OSError):
                     s.close()
 

@@ -17,6 +17,7 @@ from det.master.api.openapi import bp as openapi_bp
 from det.master.api.preview import bp as preview_bp
 from det.master.api.projects import bp as projects_bp
 from det.master.api.provisioning import bp as provisioning_bp
+from det.master.api.shells import bp as shells_bp
 from det.master.api.tasks import bp as tasks_bp
 from det.master.api.templates import bp as templates_bp
 from det.master.api.tokens import bp as tokens_bp
@@ -32,6 +33,7 @@ BLUEPRINTS: list[Blueprint] = [
     tasks_bp,
     commands_bp,
     notebooks_bp,
+    shells_bp,
     checkpoints_bp,
     agents_bp,
     jobs_bp,

@@ -312,6 +312,8 @@ def container_spec(
         port = service_port(alloc["id"])
         env["DET_TASK_PORT"] = str(port)
         env["JUPYTER_TOKEN"] = service_token(st, task["id"])
+        if task["kind"] == "SHELL":
+            env["DET_SHELL_AUTHORIZED_KEY"] = str(task["data"].get("publicKey") or "")
     command = _command(task, port)
     if config.get("work_dir"):
         command = ["sh", "-c", 'cd "$0" && exec "$@"', str(config["work_dir"]), *command]
@@ -333,6 +335,9 @@ def container_spec(
 
 def _command(task: dict[str, Any], port: int | None) -> list[str]:
     entrypoint = task["config"].get("entrypoint")
+    if task["kind"] == "SHELL":
+        # The shell's SSH server (det.exec.shell_server, in the harness): its own entrypoint.
+        return ["python3", "-m", "det.exec.shell_server"]
     if entrypoint is None and task["kind"] == "NOTEBOOK" and port is not None:
         # JupyterLab under the proxy's path; it admits only the master (JUPYTER_TOKEN, which
         # the proxy adds to every request it forwards).
@@ -396,23 +401,50 @@ def service_ready(conn: Conn, allocation_id: str, port: int) -> None:
         states.record_event(conn, "task", row["task_id"], "ready", f"serving on {address}")
 
 
-def proxy_target(conn: Conn, task_id: str, user_id: int, admin: bool) -> tuple[str, int] | str:
+def key_pair() -> dict[str, str]:
+    """A shell's SSH key pair (OpenSSH formats): the public half goes to its server, the
+    private half to its owner's CLI."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key = Ed25519PrivateKey.generate()
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.OpenSSH,
+        serialization.NoEncryption(),
+    ).decode()
+    public = (
+        key.public_key()
+        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        .decode()
+    )
+    return {"privateKey": private, "publicKey": public}
+
+
+def proxy_target(
+    conn: Conn, task_id: str, user_id: int | None, admin: bool
+) -> tuple[str, int, str] | str:
     """Where the proxy forwards a request of user ``user_id`` for task ``task_id``, or why not
-    (``"not found: …"``, ``"forbidden: …"``, ``"unavailable: …"``). Counts as activity."""
+    (``"not found: …"``, ``"forbidden: …"``, ``"unavailable: …"``, ``"unauthenticated"``).
+    Counts as activity. Without a user (no token) only a shell is reached: its SSH server
+    admits only the shell's key, which only its owner and admins are given."""
     row = conn.execute(
         "SELECT n.kind, n.owner_id, n.state, n.proxy_address, u.username FROM ntsc_tasks n"
         " JOIN users u ON u.id = n.owner_id WHERE n.id = %s",
         (task_id,),
     ).fetchone()
+    if user_id is None and (row is None or row["kind"] != "SHELL"):
+        return "unauthenticated"
     if row is None:
         return f"not found: no task {task_id}"
     name = f"{NAMES[row['kind']].lower()} {task_id}"
-    if not admin and row["owner_id"] != user_id:
-        return f"forbidden: {name} belongs to {row['username']}; only its owner or an admin may open it"
+    if user_id is not None and not admin and row["owner_id"] != user_id:
+        owner = row["username"]
+        return f"forbidden: {name} belongs to {owner}; only its owner or an admin may open it"
     if row["state"] == states.TERMINATED:
         return f"unavailable: {name} has ended"
     if not row["proxy_address"]:
         return f"unavailable: {name} is not ready yet"
     conn.execute("UPDATE ntsc_tasks SET last_activity = now() WHERE id = %s", (task_id,))
     host, _, port = str(row["proxy_address"]).rpartition(":")
-    return host, int(port)
+    return host, int(port), str(row["kind"])

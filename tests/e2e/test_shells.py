@@ -1,0 +1,80 @@
+"""Shells on a real cluster: ``det shell start -- CMD`` runs CMD over SSH through the master
+(the CLI as ssh's ProxyCommand, the shell's own key), an interactive session runs what it is
+given, the key and the shell are its owner's only; the official CLI's ``shell start -- CMD``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+
+import pytest
+
+from tests.compat.official import ensure_official_venv
+from tests.e2e.cluster import Cluster, cluster_factory
+from tests.e2e.test_commands import det
+from tests.e2e.ws import WebSocket
+from tests.integration.conftest import ADMIN_PASSWORD
+
+pytestmark = pytest.mark.e2e
+__all__ = ["cluster_factory"]
+
+
+@pytest.fixture
+def cluster(cluster_factory: Callable[..., Cluster]) -> Cluster:
+    return cluster_factory(agents=1, slots=1)
+
+
+def test_shell_runs_a_command_and_an_interactive_session(cluster: Cluster) -> None:
+    c = cluster
+    r = det(c, "shell", "start", "--", "echo", "ok")
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{c.dump()}"
+    assert r.stdout.splitlines() == ["ok"], r.stdout
+    shells = c.master.get("/api/v1/shells")["shells"]
+    assert len(shells) == 1
+    sid = shells[0]["id"]
+    code = det(c, "shell", "open", sid, "--", "sh", "-c", "exit 7")
+    assert code.returncode == 7, code.stderr
+
+    env = {
+        **os.environ,
+        "HOME": str(c.tmp / "home"),
+        "DET_MASTER": c.master.url,
+        "DET_USER": "admin",
+        "DET_PASS": ADMIN_PASSWORD,
+    }
+    session = subprocess.run(
+        [sys.executable, "-m", "det.cli", "shell", "open", sid],
+        input="echo hi-$((6*7))\ncd /tmp && pwd\nexit\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert session.returncode == 0, session.stderr
+    assert "hi-42" in session.stdout and "/tmp" in session.stdout, session.stdout
+
+    # Another user sees the shell without its key and cannot reach it.
+    c.master.post(
+        "/api/v1/users", {"user": {"username": "eve", "admin": False}, "password": "Eve-pw-1"}
+    )
+    eve = c.master.login("eve", "Eve-pw-1")
+    seen = c.master.session(eve).get(f"{c.master.url}/api/v1/shells/{sid}").json()["shell"]
+    assert seen["privateKey"] is None and seen["publicKey"]
+    ws = WebSocket(f"{c.master.url}/proxy/{sid}/".replace("http", "ws", 1),
+                   {"Authorization": f"Bearer {eve}"})  # fmt: skip
+    assert ws.status == 403
+    ws.close()
+    c.master.post(f"/api/v1/shells/{sid}/kill")
+
+
+def test_official_cli_runs_a_command_in_a_shell(cluster: Cluster) -> None:
+    c = cluster
+    ensure_official_venv()
+    r = det(c, "shell", "start", "--", "echo", "official-ok", official=True)
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{c.dump()}"
+    assert "official-ok" in r.stdout
+    for s in c.master.get("/api/v1/shells")["shells"]:
+        c.master.post(f"/api/v1/shells/{s['id']}/kill")
