@@ -216,6 +216,11 @@ def test_metric_rows_of_a_trial_are_the_stored_reports(live_master: Master, pg_u
 def test_experiment_list_carries_the_config_and_get_the_rest(live_master: Master) -> None:
     m = live_master
     eid = _experiment(m)
+    # The searcher creates the trial in the control loop's next pass: compare once it exists.
+    wait_for(
+        lambda: m.get(f"/api/v1/experiments/{eid}")["experiment"]["numTrials"] == 1,
+        what="the experiment's trial",
+    )
     listed = next(
         e for e in m.get("/api/v1/experiments?limit=100")["experiments"] if e["id"] == eid
     )
