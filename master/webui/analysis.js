@@ -78,9 +78,11 @@ async function experimentPage(main, id) {
     curves: h("section", { class: "curves-box" }),
     hp: h("section", { class: "hp-box" }),
     trials: h("section", { class: "trials-box" }),
+    ckpts: h("section", { class: "checkpoints-box" }),
     config: h("div"),
   };
-  render(main, boxes.head, h("h2", {}, "Learning curves"), boxes.curves, h("h2", {}, "Hyperparameters"), boxes.hp, h("h2", {}, "Trials"), boxes.trials, boxes.config);
+  render(main, boxes.head, h("h2", {}, "Learning curves"), boxes.curves, h("h2", {}, "Hyperparameters"), boxes.hp, h("h2", {}, "Trials"), boxes.trials,
+    h("h2", {}, "Checkpoints"), boxes.ckpts, boxes.config);
   let data = null;
 
   const load = async () => {
@@ -90,6 +92,12 @@ async function experimentPage(main, id) {
     const smaller = ((config || {}).searcher || {}).smaller_is_better !== false;
     data = { e, config, jobSummary, trials, metricIds, smaller };
     drawHead();
+    // The kept checkpoints, best first by the searcher metric (not redrawn under an open form).
+    if (!boxes.ckpts.querySelector("form.register")) {
+      const q = `states=STATE_COMPLETED&limit=100&sortByAttr=SORT_BY_SEARCHER_METRIC&orderBy=${smaller ? "ORDER_BY_ASC" : "ORDER_BY_DESC"}`;
+      const { checkpoints } = await api(`/api/v1/experiments/${id}/checkpoints?${q}`);
+      render(boxes.ckpts, checkpointsTable(checkpoints, true));
+    }
     if (st.metric) {
       st.series = await seriesOf(trials.map((t) => t.id), st.metric);
       st.seriesMetric = st.metric;

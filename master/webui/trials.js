@@ -67,12 +67,14 @@ function registerForm(c, done) {
   return box;
 }
 
-function checkpointsTable(ckpts) {
+// Checkpoints with "register as model version"; withTrial adds the trial (an experiment's list).
+function checkpointsTable(ckpts, withTrial = false) {
   if (!ckpts.length) return h("p", { class: "muted" }, "No checkpoints yet.");
+  const heads = [...(withTrial ? ["Trial"] : []), "UUID", "Batches", "State", "Reported", "Validation", ""];
   return h("table", { class: "checkpoints" },
-    h("thead", {}, h("tr", {}, ["UUID", "Batches", "State", "Reported", "Validation", ""].map((x) => h("th", {}, x)))),
+    h("thead", {}, h("tr", {}, heads.map((x) => h("th", {}, x)))),
     h("tbody", {}, ckpts.map((c) => {
-      const slot = h("td", { colspan: 6 });
+      const slot = h("td", { colspan: heads.length });
       const extra = h("tr", { class: "register-row", hidden: true }, slot);
       const done = (node) => {
         if (node) render(slot, node);
@@ -81,6 +83,7 @@ function checkpointsTable(ckpts) {
       const vmetrics = ((c.training || {}).validationMetrics || {}).avgMetrics || {};
       return [
         h("tr", { "data-uuid": c.uuid },
+          withTrial ? h("td", {}, link("/det/trials/" + (c.training || {}).trialId, "trial " + (c.training || {}).trialId)) : null,
           h("td", {}, h("code", {}, c.uuid)),
           h("td", {}, String(((c.metadata || {}).steps_completed) ?? "")),
           h("td", {}, stateName(c.state)),

@@ -120,7 +120,7 @@ def test_a_finished_search_shows_its_trials_curves_metrics_checkpoints_and_logs(
     assert lines.count() == 2
     for i in range(2):
         assert len(lines.nth(i).get_attribute("points").split()) == 4
-    body = page.locator("table").last.inner_text()
+    body = page.locator(".trials-box table").inner_text()
     for t in trials:
         assert str(t["id"]) in body
     assert "null" not in page.inner_text("main") and "undefined" not in page.inner_text("main")

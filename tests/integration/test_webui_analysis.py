@@ -68,6 +68,16 @@ def test_curves_hyperparameter_views_brushing_and_the_trials_table(
     assert page.inner_text(".brush-state").startswith("8 of 8 trials selected")
     assert sorted(table_ids(page)) == sorted(by_id)
     screenshot(page, "experiment")
+    # The kept checkpoints of every trial, best first, each with its trial.
+    kept_ckpts = m.get(
+        f"/api/v1/experiments/{eid}/checkpoints?states=STATE_COMPLETED&limit=100"
+        "&sortByAttr=SORT_BY_SEARCHER_METRIC&orderBy=ORDER_BY_ASC"
+    )["checkpoints"]
+    assert kept_ckpts
+    rows = page.locator(".checkpoints-box tbody tr[data-uuid]")
+    assert rows.evaluate_all("rs => rs.map(r => r.dataset.uuid)") == [c["uuid"] for c in kept_ckpts]
+    assert rows.first.locator("a").inner_text() == f"trial {kept_ckpts[0]['training']['trialId']}"
+    assert rows.first.get_by_role("button", name="Register as model version…").count() == 1
 
     # Brush the upper half of the lr axis: the trials with a larger lr stay.
     lrs = [t["hparams"]["lr"] for t in trials]
