@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from det.deploy.aws import bootlog, master, preflight, program, teardown
-from det.deploy.aws.config import PROJECT, AwsConfig, Images
+from det.deploy.aws.config import POSTGRES_MAJOR, PROJECT, AwsConfig, Images
 from det.deploy.common import automation, boot, commands, flow, registry, state
 from det.deploy.common import status as status_report
 from det.deploy.common.errors import DeployError
@@ -122,11 +122,17 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
             )
         spot_role = cfg.spot and not preflight.spot_service_role_exists(session)
         current["cfg"] = dataclasses.replace(cfg, images=images, create_spot_service_role=spot_role)
-        if not quota:
-            return None
-        return preflight.check_vcpu_quota(
-            session, cfg.compute_agent_instance_type, cfg.max_dynamic_agents, cfg.spot
+        db_warning = preflight.check_db_instance_class(
+            session, cfg.db_instance_type, POSTGRES_MAJOR
         )
+        quota_warning = (
+            preflight.check_vcpu_quota(
+                session, cfg.compute_agent_instance_type, cfg.max_dynamic_agents, cfg.spot
+            )
+            if quota
+            else None
+        )
+        return "; ".join(w for w in (db_warning, quota_warning) if w) or None
 
     plan = flow.UpPlan(
         cloud="aws",

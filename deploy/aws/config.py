@@ -35,6 +35,8 @@ UBUNTU_SSM_PARAMETER = (
 DLAMI_SSM_PARAMETER = (
     "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id"
 )
+# RDS for PostgreSQL's major version (storage.Database; preflight checks the class runs it).
+POSTGRES_MAJOR = "16"
 HTTPS_PORT = 8443
 HTTP_PORT = 8080
 LOG_RETENTION_DAYS = 30

@@ -78,6 +78,43 @@ def check_keypair(session: Any, name: str) -> None:
         raise PreflightError(f"cannot check key pair {name!r}: {e}") from None
 
 
+def check_db_instance_class(session: Any, instance_class: str, version: str) -> str | None:
+    """The RDS class runs PostgreSQL ``version`` (a major version) on gp3 in the session's
+    region (DescribeOrderableDBInstanceOptions), else a :class:`PreflightError` naming classes
+    that do; returns a warning when it cannot be checked."""
+    from botocore import exceptions
+
+    try:
+        pages = session.client("rds").get_paginator("describe_orderable_db_instance_options")
+        options = [
+            o
+            for page in pages.paginate(Engine="postgres", DBInstanceClass=instance_class)
+            for o in page.get("OrderableDBInstanceOptions", [])
+        ]
+        if not options:
+            # None at all for PostgreSQL is not an answer real RDS gives (an emulator's).
+            known = pages.paginate(Engine="postgres", PaginationConfig={"MaxItems": 1})
+            if not any(page.get("OrderableDBInstanceOptions") for page in known):
+                return f"cannot check RDS class {instance_class}: no offerings listed"
+    except (exceptions.ClientError, exceptions.BotoCoreError) as e:
+        return f"cannot check RDS class {instance_class}: {e}"
+    if not options:
+        raise PreflightError(
+            f"RDS offers no PostgreSQL on {instance_class} in {session.region_name}; "
+            "pass another --db-instance-type (e.g. db.m7g.large or db.m6i.large)"
+        )
+    versions = sorted(
+        {str(o.get("EngineVersion", "")) for o in options if o.get("StorageType") == "gp3"}
+    )
+    if not any(v == version or v.startswith(version + ".") for v in versions):
+        have = ", ".join(versions[-3:]) or "none"
+        raise PreflightError(
+            f"RDS does not run PostgreSQL {version} on {instance_class} with gp3 storage in "
+            f"{session.region_name} (it does: {have}); pass another --db-instance-type"
+        )
+    return None
+
+
 def check_vcpu_quota(session: Any, instance_type: str, max_agents: int, spot: bool) -> str | None:
     """Fails when the quota is too small; returns a warning when it cannot be checked."""
     from botocore import exceptions

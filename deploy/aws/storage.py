@@ -13,6 +13,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_random as random
 
+from det.deploy.aws.config import POSTGRES_MAJOR
 from det.deploy.common import passwords
 from det.deploy.common.tls import TlsMaterial
 
@@ -153,7 +154,7 @@ class Database(pulumi.ComponentResource):
         db = aws.rds.Instance(
             name,
             engine="postgres",
-            engine_version="16",
+            engine_version=POSTGRES_MAJOR,
             instance_class=args.instance_class,
             allocated_storage=args.allocated_storage,
             storage_type="gp3",

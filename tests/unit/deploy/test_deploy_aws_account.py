@@ -141,3 +141,60 @@ def test_delete_data_removes_the_final_snapshot(session):
     snapshots = rds.describe_db_snapshots()["DBSnapshots"]
     assert "det-c1-final-a1b2" not in [s["DBSnapshotIdentifier"] for s in snapshots]
     assert teardown.delete_final_snapshot(rds, "det-c1-final-a1b2") is False
+
+
+def _rds_session(*answers: list[dict[str, str]]):
+    """A session whose RDS client answers DescribeOrderableDBInstanceOptions with ``answers``
+    in turn (botocore's Stubber checks each request against the API's model)."""
+    client = boto3.client(
+        "rds", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    stub = Stubber(client)
+    for options in answers:
+        stub.add_response(
+            "describe_orderable_db_instance_options", {"OrderableDBInstanceOptions": options}
+        )
+    stub.activate()
+
+    class _Session:
+        region_name = "us-west-2"
+
+        def client(self, name: str):
+            assert name == "rds"
+            return client
+
+    return _Session()
+
+
+def _offer(cls: str, version: str, storage: str = "gp3") -> dict[str, str]:
+    return {
+        "Engine": "postgres",
+        "DBInstanceClass": cls,
+        "EngineVersion": version,
+        "StorageType": storage,
+    }
+
+
+def test_db_class_that_runs_postgres_16_on_gp3_passes():
+    session = _rds_session([_offer("db.m7g.large", "15.8"), _offer("db.m7g.large", "16.4")])
+    assert preflight.check_db_instance_class(session, "db.m7g.large", "16") is None
+
+
+def test_db_class_without_postgres_16_on_gp3_is_refused_naming_what_it_runs():
+    session = _rds_session(
+        [_offer("db.t2.micro", "12.22"), _offer("db.t2.micro", "16.4", storage="standard")]
+    )
+    with pytest.raises(PreflightError, match=r"PostgreSQL 16 on db.t2.micro .*\(it does: 12.22\)"):
+        preflight.check_db_instance_class(session, "db.t2.micro", "16")
+
+
+def test_db_class_not_offered_in_the_region_is_refused():
+    session = _rds_session([], [_offer("db.m6i.large", "16.4")])
+    with pytest.raises(PreflightError, match=r"no PostgreSQL on db\.x9z\.large in us-west-2"):
+        preflight.check_db_instance_class(session, "db.x9z.large", "16")
+
+
+def test_db_class_is_a_warning_when_rds_lists_nothing_at_all():
+    # moto lists no PostgreSQL offerings; real RDS always does.
+    session = _rds_session([], [])
+    assert "cannot check" in str(preflight.check_db_instance_class(session, "db.m7g.large", "16"))
