@@ -18,6 +18,22 @@ const EXP_COLUMNS = [
   ["Ended", "SORT_BY_END_TIME", (e) => when(e.endTime)],
 ];
 
+// Columns the user chose to hide (ID and Name always show), kept in this browser.
+const HIDDEN_KEY = "det.experiments.hiddenColumns";
+const hiddenColumns = () => new Set(JSON.parse(localStorage.getItem(HIDDEN_KEY) || "[]"));
+
+function columnChooser(onchange) {
+  const hidden = hiddenColumns();
+  return h("details", { class: "columns" }, h("summary", {}, "Columns"),
+    h("div", { class: "column-list" }, EXP_COLUMNS.filter(([, key]) => key !== "SORT_BY_ID" && key !== "SORT_BY_NAME").map(([label, key]) =>
+      h("label", {}, h("input", { type: "checkbox", name: "column", value: key, checked: !hidden.has(key), onchange: (ev) => {
+        const now = hiddenColumns();
+        ev.target.checked ? now.delete(key) : now.add(key);
+        localStorage.setItem(HIDDEN_KEY, JSON.stringify([...now]));
+        onchange();
+      } }), label))));
+}
+
 const expPost = (id, verb) => api(`/api/v1/experiments/${id}/${verb}`, { method: "POST", body: {} });
 
 function labelChips(e) {
@@ -97,6 +113,7 @@ async function experimentsPage(main, projectId = null, heading = null) {
     input("user", "User", "user names, comma-separated"),
     input("label", "Label", "labels, comma-separated"),
     select("archived", "Archived", [["no", "hide"], ["any", "show"], ["yes", "only archived"]]),
+    columnChooser(() => load(false)),
   );
   let rows = [];
   const selectedRows = () => rows.filter((e) => selected.has(e.id));
@@ -131,6 +148,7 @@ async function experimentsPage(main, projectId = null, heading = null) {
     rows = out.experiments;
     if (clearSelection) selected.clear();
     for (const id of [...selected]) if (!rows.some((e) => e.id === id)) selected.delete(id);
+    const hidden = hiddenColumns();
     const all = h("input", { type: "checkbox", "aria-label": "select all", checked: rows.length > 0 && rows.every((e) => selected.has(e.id)), onchange: (ev) => {
       for (const e of rows) ev.target.checked ? selected.add(e.id) : selected.delete(e.id);
       for (const box of tableBox.querySelectorAll("input.pick")) box.checked = ev.target.checked;
@@ -141,7 +159,7 @@ async function experimentsPage(main, projectId = null, heading = null) {
         ev.target.checked ? selected.add(e.id) : selected.delete(e.id);
         drawBatch();
       } }) },
-      ...EXP_COLUMNS.map(([label, key, cell]) => ({ label, key, cell })),
+      ...EXP_COLUMNS.filter(([, key]) => !hidden.has(key)).map(([label, key, cell]) => ({ label, key, cell })),
       { label: "", cell: experimentActions },
     ];
     const onSort = (key) => {

@@ -129,6 +129,19 @@ def test_the_list_filters_sorts_pages_labels_and_archives_in_batches(
     wait_for(lambda: len(shown_ids(page)) == 24, 15, what="no filter")
     screenshot(page, "experiments")
 
+    # Columns can be hidden; the choice stays in this browser.
+    page.locator("details.columns summary").click()
+    page.locator("input[name=column][value=SORT_BY_RESOURCE_POOL]").uncheck()
+    wait_for(lambda: page.locator("th button[data-sort=SORT_BY_RESOURCE_POOL]").count() == 0, 15)
+    page.reload()
+    page.wait_for_selector("tbody tr")
+    assert page.locator("th button[data-sort=SORT_BY_RESOURCE_POOL]").count() == 0
+    assert page.locator("th button[data-sort=SORT_BY_USER]").count() == 1
+    page.locator("details.columns summary").click()
+    page.locator("input[name=column][value=SORT_BY_RESOURCE_POOL]").check()
+    page.locator("th button[data-sort=SORT_BY_RESOURCE_POOL]").wait_for()
+    page.locator("details.columns summary").click()
+
     # Labels: add one on a row, follow it as a filter, remove it.
     row = page.locator(f"tbody tr[data-id='{mine[3]}']")
     page.once("dialog", lambda d: d.accept("urgent"))
