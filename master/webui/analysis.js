@@ -227,10 +227,19 @@ async function experimentPage(main, id) {
   return { refresh: () => (data && isTerminal(data.e.state) ? null : load()) };
 }
 
+// Compares trials (?trials=1,2) or experiments (?experiments=3,4: each by its best trial).
 async function comparePage(main) {
-  const ids = (query().trials || "").split(",").map((x) => parseInt(x, 10)).filter(Number.isFinite);
+  const list = (key) => (query()[key] || "").split(",").map((x) => parseInt(x, 10)).filter(Number.isFinite);
+  let ids = list("trials");
+  const expIds = list("experiments");
+  const noBest = [];
+  if (expIds.length) {
+    const exps = (await Promise.all(expIds.map((e) => api("/api/v1/experiments/" + e)))).map((r) => r.experiment);
+    ids = exps.filter((e) => e.bestTrialId).map((e) => e.bestTrialId);
+    noBest.push(...exps.filter((e) => !e.bestTrialId).map((e) => `experiment ${e.id} (${e.name})`));
+  }
   if (!ids.length) {
-    render(main, h("h1", {}, "Compare trials"), h("p", { class: "muted" }, "Pick trials on an experiment's page to compare them."));
+    render(main, h("h1", {}, "Compare trials"), h("p", { class: "muted" }, noBest.length ? `No validated trial yet in ${noBest.join(", ")}.` : "Pick trials on an experiment's page, or experiments in the list, to compare them."));
     return { refresh: null };
   }
   const trials = (await Promise.all(ids.map((t) => api("/api/v1/trials/" + t)))).map((r) => r.trial);
@@ -253,7 +262,8 @@ async function comparePage(main) {
   const rowOf = (label, values) => h("tr", { class: differs(values) ? "differs" : "" }, h("th", {}, label), values.map((v) => h("td", {}, num(v))));
   const sideBySide = (cls, rows) => h("table", { class: "side " + cls }, h("thead", {}, h("tr", {}, head().map((x) => h("th", {}, x)))), h("tbody", {}, rows));
   render(main,
-    h("h1", {}, `Compare ${trials.length} trials`),
+    h("h1", {}, expIds.length ? `Compare ${trials.length} experiments (their best trials)` : `Compare ${trials.length} trials`),
+    noBest.length ? h("p", { class: "muted" }, `Left out, no validated trial yet: ${noBest.join(", ")}.`) : null,
     h("h2", {}, "Curves"), curves,
     h("h2", {}, "Hyperparameters"),
     sideBySide("hparams", hpKeys.map((k) => rowOf(k, hps.map((x) => x[k])))),

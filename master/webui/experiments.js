@@ -127,6 +127,7 @@ async function experimentsPage(main, projectId = null, heading = null) {
   };
   const drawBatch = () => render(batchBar,
     h("span", { class: "muted" }, `${selected.size} selected`),
+    selected.size >= 2 ? link("/det/compare?experiments=" + [...selected].join(","), `Compare ${selected.size}`) : h("button", { disabled: true, title: "select two or more" }, "Compare"),
     h("button", { disabled: !selected.size, onclick: () => runBatch("Archive", "archive", (e) => isTerminal(e.state) && !e.archived) }, "Archive"),
     h("button", { disabled: !selected.size, onclick: () => runBatch("Unarchive", "unarchive", (e) => e.archived) }, "Unarchive"),
     h("button", { disabled: !selected.size, onclick: () => runBatch("Pause", "pause", (e) => stateName(e.state) === "ACTIVE") }, "Pause"),

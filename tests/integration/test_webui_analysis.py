@@ -279,3 +279,25 @@ def test_render_time_of_100_trials_by_1000_points(
         "\nBENCH webui 100 trials x 1000 points (median of 3 loads): "
         + json.dumps({k: statistics.median(f[i] for f in figures) for i, k in enumerate(keys)})
     )
+
+
+def test_comparing_experiments_by_their_best_trials(
+    search: tuple[Master, int], module_db: str, page: Any
+) -> None:
+    m, eid = search
+    other = seed_big_experiment(m, module_db, 2, 10)
+    best = {e: m.get(f"/api/v1/experiments/{e}")["experiment"]["bestTrialId"] for e in (eid, other)}
+    login(page, m, "/det/experiments")
+    for e in (eid, other):
+        page.get_by_role("checkbox", name=f"select {e}", exact=True).check()
+    page.get_by_role("link", name="Compare 2").click()
+    page.wait_for_url("**/det/compare?experiments=*")
+    page.wait_for_selector("figure.curves[data-ready-ms]")
+    assert "Compare 2 experiments" in page.inner_text("h1")
+    heads = page.locator("table.hparams thead th").all_inner_texts()
+    assert heads[1:] == [
+        f"trial {best[eid]} (experiment {eid})",
+        f"trial {best[other]} (experiment {other})",
+    ]
+    rows = page.locator("table.hparams tbody th").all_inner_texts()
+    assert rows == ["layers", "lr", "optimizer"]
