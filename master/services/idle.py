@@ -47,8 +47,8 @@ def idle_since(st: MasterState, task: dict[str, Any], now: dt.datetime) -> dt.da
     if kind == "activity":
         return task["last_activity"]  # type: ignore[no-any-return]
     try:
-        status = _jupyter(st, task, "status")
-        kernels = _jupyter(st, task, "kernels")
+        status = _jupyter(st, task, "status")  # Jupyter does not count it as activity
+        kernels = _jupyter(st, task, "kernels?no_track_activity=1")
     except (OSError, ValueError) as e:
         logger.debug("notebook %s: no status (%s); counted as active", task["id"], e)
         return now
@@ -57,7 +57,7 @@ def idle_since(st: MasterState, task: dict[str, Any], now: dt.datetime) -> dt.da
     if kind == "kernel_connections" and any(k.get("connections") for k in kernels):
         return now
     last = dt.datetime.fromisoformat(str(status["last_activity"]).replace("Z", "+00:00"))
-    return max(last, task["last_activity"] if kind != "kernel_connections" else last)
+    return max(last, task["last_activity"])
 
 
 def idle_pass(st: MasterState) -> None:

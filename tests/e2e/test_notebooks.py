@@ -132,6 +132,24 @@ def test_idle_notebook_is_killed(cluster: Cluster) -> None:
     assert "idle" in str(notebook(c, nid)["exitStatus"])
 
 
+def test_a_busy_kernel_keeps_a_notebook_alive_until_it_is_idle(cluster: Cluster) -> None:
+    # The default notebook_idle_type (kernels_or_terminals): Jupyter's own activity and kernels.
+    c = cluster
+    body = {"config": {"idle_timeout": "8s"}}
+    nid = c.master.post("/api/v1/notebooks", body)["notebook"]["id"]
+    wait_for(
+        lambda: c.master.get(f"/api/v1/tasks/{nid}")["task"]["allocations"][0].get("isReady"),
+        180,
+        "the notebook to be ready",
+    )
+    base = f"{c.master.url}/proxy/{nid}/"
+    # Busy for longer than the timeout, silently: the notebook must live through it.
+    assert execute(c, base, c.master.token, "import time; time.sleep(20); 6*7") == "42"
+    assert notebook(c, nid)["state"] == "STATE_RUNNING"
+    wait_for(lambda: notebook(c, nid)["state"] == "STATE_TERMINATED", 90, "the idle kill")
+    assert "idle" in str(notebook(c, nid)["exitStatus"])
+
+
 def test_official_cli_starts_a_notebook(cluster: Cluster) -> None:
     c = cluster
     r = det(c, "notebook", "start", "--no-browser", official=True)
