@@ -78,6 +78,15 @@ def pinned_images(previous: Mapping[str, Any] | None, refresh: bool) -> Images |
         return None
 
 
+def pinned_zones(previous: Mapping[str, Any] | None) -> tuple[str, ...] | None:
+    """The availability zones an existing stack's VPC was made in; () for a stack that did not
+    record them (its subnets stay in the region's first two zones); None for a new stack."""
+    if previous is None:
+        return None
+    recorded = previous.get("zones")
+    return tuple(str(z) for z in recorded) if isinstance(recorded, list) else ()
+
+
 def use_state_url(args: argparse.Namespace) -> None:
     """``--state-url`` overrides ``DET_DEPLOY_STATE_URL`` for this process."""
     url = getattr(args, "state_url", None)
@@ -121,7 +130,15 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
                 f"{images.compute_agent} (pinned; `up --refresh-images` to update)\n"
             )
         spot_role = cfg.spot and not preflight.spot_service_role_exists(session)
-        current["cfg"] = dataclasses.replace(cfg, images=images, create_spot_service_role=spot_role)
+        zones = pinned_zones(previous)
+        if zones is None and not cfg.vpc_id:
+            types = [cfg.master_instance_type]
+            if not cfg.agent_subnet_id:
+                types += [cfg.aux_agent_instance_type, cfg.compute_agent_instance_type]
+            zones = preflight.pick_zones(session, types)
+        current["cfg"] = dataclasses.replace(
+            cfg, images=images, create_spot_service_role=spot_role, zones=zones or ()
+        )
         db_warning = preflight.check_db_instance_class(
             session, cfg.db_instance_type, POSTGRES_MAJOR
         )

@@ -72,6 +72,10 @@ class AwsConfig:
     """One AMI for both agent pools (``--agent-image-id``), instead of the defaults."""
     images: Images | None = None
     """Pinned AMI ids; None renders SSM look-ups (the offline dry-run)."""
+    zones: tuple[str, ...] = ()
+    """A new VPC's two availability zones, chosen by preflight (``pick_zones``) among those
+    offering the instance types and pinned in the stack (output ``zones``); empty: the region's
+    first two (the dry-run, and stacks made before zones were pinned)."""
     min_dynamic_agents: int = 0
     max_dynamic_agents: int = 5
     max_aux_containers_per_agent: int = 16

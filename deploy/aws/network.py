@@ -33,12 +33,16 @@ class NetworkArgs:
     vpc_id: str | None = None
     public_subnet_ids: Sequence[str] = ()
     private_subnet_ids: Sequence[str] = ()
+    zones: Sequence[str] = ()
+    """The two availability zones of a new VPC's subnets; empty: the region's first two."""
 
 
 class Network(pulumi.ComponentResource):
     vpc_id: pulumi.Output[str]
     public_subnet_ids: list[pulumi.Output[str]]
     private_subnet_ids: list[pulumi.Output[str]]
+    zones: list[pulumi.Output[str]]
+    """The availability zones of the subnets it made (none for an existing VPC)."""
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("det:aws:Network", name, None, opts)
@@ -47,6 +51,7 @@ class Network(pulumi.ComponentResource):
             self.vpc_id = pulumi.Output.from_input(args.vpc_id)
             self.public_subnet_ids = [pulumi.Output.from_input(s) for s in args.public_subnet_ids]
             self.private_subnet_ids = [pulumi.Output.from_input(s) for s in args.private_subnet_ids]
+            self.zones = []
         else:
             self._create(name, args, child)
         self.register_outputs(
@@ -78,8 +83,13 @@ class Network(pulumi.ComponentResource):
         # The private route table has only the implicit local route: the database never
         # needs to reach the internet.
         private_rt = aws.ec2.RouteTable(f"{name}-private", vpc_id=vpc.id, tags=tags, opts=child)
-        zones = aws.get_availability_zones_output(state="available").names
+        zones: pulumi.Output[list[str]] = (
+            pulumi.Output.from_input(list(args.zones))
+            if args.zones
+            else aws.get_availability_zones_output(state="available").names
+        )
         self.public_subnet_ids, self.private_subnet_ids = [], []
+        self.zones = []
         for i in range(2):
             az = zones.apply(functools.partial(_pick, index=i))
             public = aws.ec2.Subnet(
@@ -109,6 +119,7 @@ class Network(pulumi.ComponentResource):
                 route_table_id=private_rt.id,
                 opts=child,
             )
+            self.zones.append(az)
             self.public_subnet_ids.append(public.id)
             self.private_subnet_ids.append(private.id)
         self.vpc_id = vpc.id

@@ -115,6 +115,46 @@ def check_db_instance_class(session: Any, instance_class: str, version: str) -> 
     return None
 
 
+def pick_zones(session: Any, instance_types: list[str]) -> tuple[str, str]:
+    """The two availability zones of a new VPC's subnets: the first offers every one of
+    ``instance_types`` (the master and both agent pools launch into it), the second is another
+    zone (RDS wants subnets in two). Zones are not alike: a GPU type missing from the first zone
+    would fail every agent launch ("not supported in your requested Availability Zone")."""
+    ec2 = session.client("ec2")
+    zones = [
+        z["ZoneName"]
+        for z in ec2.describe_availability_zones(
+            Filters=[
+                {"Name": "state", "Values": ["available"]},
+                {"Name": "zone-type", "Values": ["availability-zone"]},
+            ]
+        )["AvailabilityZones"]
+    ]
+    offered: dict[str, set[str]] = {}
+    pages = ec2.get_paginator("describe_instance_type_offerings")
+    for instance_type in dict.fromkeys(instance_types):
+        offered[instance_type] = {
+            o["Location"]
+            for page in pages.paginate(
+                LocationType="availability-zone",
+                Filters=[{"Name": "instance-type", "Values": [instance_type]}],
+            )
+            for o in page.get("InstanceTypeOfferings", [])
+        }
+    good = [z for z in zones if all(z in where for where in offered.values())]
+    if not good:
+        missing = ", ".join(
+            f"{t} ({', '.join(sorted(where)) or 'no zone'})" for t, where in offered.items()
+        )
+        raise PreflightError(
+            f"no availability zone of {session.region_name} offers all of the cluster's "
+            f"instance types: {missing}; pick other instance types or another --region"
+        )
+    if len(zones) < 2:
+        raise PreflightError(f"{session.region_name} has fewer than two availability zones")
+    return good[0], next(z for z in good[1:] + zones if z != good[0])
+
+
 def check_vcpu_quota(session: Any, instance_type: str, max_agents: int, spot: bool) -> str | None:
     """Fails when the quota is too small; returns a warning when it cannot be checked."""
     from botocore import exceptions

@@ -60,6 +60,7 @@ def build(
             vpc_id=cfg.vpc_id,
             public_subnet_ids=cfg.public_subnet_ids,
             private_subnet_ids=cfg.private_subnet_ids,
+            zones=cfg.zones,
         ),
     )
     sgs = network.SecurityGroups(
@@ -161,6 +162,8 @@ def build(
         "bucket": bucket.bucket,
         "db_endpoint": pulumi.Output.all(db.address, db.port).apply(lambda v: f"{v[0]}:{v[1]}"),
         "vpc_id": net.vpc_id,
+        # A new VPC's zones: the next `up` passes them again (commands.pinned_zones).
+        "zones": pulumi.Output.all(*net.zones),
         "agent_security_group_id": sgs.agent_sg_id,
         "agent_instance_profile_arn": roles.agent_profile_arn,
         "secret_arn": secret.arn,

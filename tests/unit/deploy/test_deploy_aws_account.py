@@ -198,3 +198,74 @@ def test_db_class_is_a_warning_when_rds_lists_nothing_at_all():
     # moto lists no PostgreSQL offerings; real RDS always does.
     session = _rds_session([], [])
     assert "cannot check" in str(preflight.check_db_instance_class(session, "db.m7g.large", "16"))
+
+
+def _ec2_session(zones: list[str], offered: dict[str, list[str]]):
+    """A session whose EC2 client lists ``zones`` and, per instance type in turn, the zones
+    that offer it (botocore's Stubber checks each request against EC2's model)."""
+    client = boto3.client(
+        "ec2", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    stub = Stubber(client)
+    stub.add_response(
+        "describe_availability_zones",
+        {"AvailabilityZones": [{"ZoneName": z, "State": "available"} for z in zones]},
+    )
+    for instance_type, where in offered.items():
+        stub.add_response(
+            "describe_instance_type_offerings",
+            {
+                "InstanceTypeOfferings": [
+                    {
+                        "InstanceType": instance_type,
+                        "LocationType": "availability-zone",
+                        "Location": z,
+                    }
+                    for z in where
+                ]
+            },
+        )
+    stub.activate()
+
+    class _Session:
+        region_name = "us-west-2"
+
+        def client(self, name: str):
+            assert name == "ec2"
+            return client
+
+    return _Session()
+
+
+def test_new_vpc_zones_are_ones_that_offer_the_gpu_type():
+    # The first zone lacks the GPU type: agents there would never launch.
+    zones = ["us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d"]
+    session = _ec2_session(
+        zones,
+        {
+            "m6i.large": zones,
+            "m5.xlarge": zones,
+            "g4dn.metal": ["us-west-2b", "us-west-2d"],
+        },
+    )
+    assert preflight.pick_zones(session, ["m6i.large", "m5.xlarge", "g4dn.metal"]) == (
+        "us-west-2b",
+        "us-west-2d",
+    )
+
+
+def test_one_zone_with_the_gpu_type_gets_another_for_the_database():
+    session = _ec2_session(["us-west-2a", "us-west-2b"], {"p4d.24xlarge": ["us-west-2b"]})
+    assert preflight.pick_zones(session, ["p4d.24xlarge"]) == ("us-west-2b", "us-west-2a")
+
+
+def test_a_gpu_type_no_zone_offers_is_refused_naming_it():
+    session = _ec2_session(["us-west-2a"], {"m6i.large": ["us-west-2a"], "p5.48xlarge": []})
+    with pytest.raises(PreflightError, match=r"p5\.48xlarge \(no zone\)") as e:
+        preflight.pick_zones(session, ["m6i.large", "p5.48xlarge"])
+    assert "\n" not in str(e.value)
+
+
+def test_zones_are_picked_through_the_real_sdk(session):
+    first, second = preflight.pick_zones(session, ["m6i.large", "g4dn.metal"])
+    assert first != second and first.startswith(REGION) and second.startswith(REGION)

@@ -102,6 +102,27 @@ def test_a_later_up_keeps_the_pinned_images_unless_refreshed():
     assert commands.pinned_images({"images": {"master": "ami-1"}}, refresh=False) is None
 
 
+def test_subnets_go_into_the_chosen_zones_which_the_stack_records():
+    graph = _render(dataclasses.replace(AWS, images=PINNED, zones=("us-west-2c", "us-west-2d")))
+    assert "aws:index/getAvailabilityZones:getAvailabilityZones" not in graph.calls
+    subnets = {r.name: r.inputs["availabilityZone"] for r in graph.of_type("aws:ec2/subnet:Subnet")}
+    assert sorted(subnets.values()) == ["us-west-2c", "us-west-2c", "us-west-2d", "us-west-2d"]
+    assert subnets["det-c1-public-0"] == "us-west-2c"  # the master's and the agents' subnet
+    assert graph.outputs["zones"] == ["us-west-2c", "us-west-2d"]
+
+
+def test_a_later_up_keeps_the_zones_and_an_older_stack_its_subnets():
+    assert commands.pinned_zones(None) is None  # a new stack: preflight picks
+    assert commands.pinned_zones({"zones": ["us-west-2c", "us-west-2d"]}) == (
+        "us-west-2c",
+        "us-west-2d",
+    )
+    # A stack made before zones were recorded keeps the region's first two (no replacement).
+    assert commands.pinned_zones({"region": "us-west-2"}) == ()
+    graph = _render(dataclasses.replace(AWS, images=PINNED))
+    assert graph.outputs["zones"] == ["us-west-2a", "us-west-2b"]
+
+
 # --- task images --------------------------------------------------------------------------------
 
 
