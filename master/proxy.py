@@ -141,14 +141,14 @@ def _answer(sock: socket.socket, e: Refused) -> None:
 
 
 def _target(state: MasterState, head: Head) -> tuple[str, int, str]:
-    from det.master.services import ntsc, users
+    from det.master.services import task_services, users
 
     token = token_of(head)
     with state.pool.connection() as conn:
         user = users.user_for_token(conn, token) if token else None
         if token and user is None:
             raise Refused(401, "Unauthorized", "missing or invalid token")
-        found = ntsc.proxy_target(
+        found = task_services.proxy_target(
             conn, head.task_id, user.id if user else None, bool(user and user.admin)
         )
     if found == "unauthenticated":
@@ -164,7 +164,7 @@ def _target(state: MasterState, head: Head) -> tuple[str, int, str]:
 
 def serve(state: MasterState, sock: socket.socket, data: bytes) -> None:
     """Serves one proxied connection (``data``: what the front read, the head and any more)."""
-    from det.master.services import ntsc
+    from det.master.services import task_services
 
     sock.setblocking(True)
     end = data.find(b"\r\n\r\n")
@@ -187,7 +187,7 @@ def serve(state: MasterState, sock: socket.socket, data: bytes) -> None:
             sock.sendall(websocket_accept(head.get("sec-websocket-key") or ""))
             ws_bridge.bridge(sock, upstream, data[end + 4 :])
             return
-        token = ntsc.service_token(state, head.task_id)
+        token = task_services.service_token(state, head.task_id)
         upstream.sendall(forwarded_head(head, token) + data[end + 4 :])
         _relay(sock, upstream)
     except Refused as e:

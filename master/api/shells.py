@@ -15,7 +15,7 @@ from det.master.schemas import commands as task_wire
 from det.master.schemas import d
 from det.master.schemas import shells as wire
 from det.master.services import experiments as exp_svc
-from det.master.services import ntsc
+from det.master.services import ntsc, task_services
 
 bp = Blueprint("shells", __name__)
 
@@ -41,7 +41,7 @@ def launch_shell(body: d.v1LaunchShellRequest) -> d.v1LaunchShellResponse:
             config=config,
             files=files,
             workspace_id=body.get("workspaceId") or None,
-            data=ntsc.key_pair(),
+            data=task_services.key_pair(),
         )
         row = ntsc.get(conn, row["id"])
     return {"shell": wire.shell(row, with_key=True), "config": task_wire.config(row)}

@@ -219,9 +219,9 @@ def update_container(conn: Conn, allocation_id: str, container: dict[str, Any]) 
     if row is None:
         return
     if isinstance(container.get("proxyPort"), int):  # an interactive task's service is up
-        from det.master.services import ntsc
+        from det.master.services import task_services
 
-        ntsc.service_ready(conn, allocation_id, container["proxyPort"])
+        task_services.service_ready(conn, allocation_id, container["proxyPort"])
     if container.get("containerId"):
         conn.execute(
             "UPDATE allocations SET container_id = %s WHERE id = %s AND container_id IS DISTINCT FROM %s",

@@ -20,7 +20,7 @@ import time
 import urllib.request
 from typing import Any
 
-from det.master.services import ntsc
+from det.master.services import ntsc, task_services
 from det.master.state import MasterState
 
 logger = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 def _jupyter(st: MasterState, task: dict[str, Any], path: str) -> Any:
     url = f"http://{task['proxy_address']}/proxy/{task['id']}/api/{path}"
     req = urllib.request.Request(
-        url, headers={"Authorization": f"token {ntsc.service_token(st, task['id'])}"}
+        url, headers={"Authorization": f"token {task_services.service_token(st, task['id'])}"}
     )
     with _OPENER.open(req, timeout=2.0) as resp:
         return json.loads(resp.read())
@@ -57,7 +57,8 @@ def idle_since(st: MasterState, task: dict[str, Any], now: dt.datetime) -> dt.da
     if kind == "kernel_connections" and any(k.get("connections") for k in kernels):
         return now
     last = dt.datetime.fromisoformat(str(status["last_activity"]).replace("Z", "+00:00"))
-    return max(last, task["last_activity"])
+    proxied: dt.datetime = task["last_activity"]
+    return max(last, proxied)
 
 
 def idle_pass(st: MasterState) -> None:

@@ -23,7 +23,6 @@ import logging
 import uuid
 from typing import Any
 
-from det.common import ports
 from det.master import expconf, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
@@ -307,11 +306,13 @@ def container_spec(
             "DET_UNIQUE_PORT_OFFSET": str(allocations.port_offset(alloc["id"])),
         }
     )
+    from det.master.services import task_services
+
     port = None
-    if task["kind"] in SERVED:
-        port = service_port(alloc["id"])
+    if task["kind"] in task_services.SERVED:
+        port = task_services.service_port(alloc["id"])
         env["DET_TASK_PORT"] = str(port)
-        env["JUPYTER_TOKEN"] = service_token(st, task["id"])
+        env["JUPYTER_TOKEN"] = task_services.service_token(st, task["id"])
         if task["kind"] == "SHELL":
             env["DET_SHELL_AUTHORIZED_KEY"] = str(task["data"].get("publicKey") or "")
     command = _command(task, port)
@@ -358,93 +359,3 @@ def _command(task: dict[str, Any], port: int | None) -> list[str]:
     if isinstance(entrypoint, str):
         return ["sh", "-c", entrypoint]
     raise InvalidArgument(f"{task['kind'].lower()} {task['id']} has no entrypoint")
-
-
-#: The kinds that serve something through the proxy.
-SERVED = frozenset({"NOTEBOOK", "TENSORBOARD", "SHELL"})
-
-
-def service_token(st: MasterState, task_id: str) -> str:
-    """The secret a task's service admits the master's proxy with (only the master knows it:
-    the service's port on the agent admits no one else)."""
-    return allocations.allocation_token(st, "service:" + task_id)
-
-
-def service_port(allocation_id: str) -> int:
-    """Where a task's service listens on its agent (host networking): a port per allocation,
-    as Determined offsets its tasks' ports by DET_UNIQUE_PORT_OFFSET (det.common.ports)."""
-    offset = allocations.port_offset(allocation_id) % ports.TASK_SERVICE_PORT_COUNT
-    return ports.FIRST_TASK_SERVICE_PORT + offset
-
-
-def service_ready(conn: Conn, allocation_id: str, port: int) -> None:
-    """The agent found the task's service accepting connections: the proxy may forward to it
-    (the agent's address, the one it reaches the master from, at ``port``)."""
-    row = conn.execute(
-        "SELECT a.task_id, a.placement, a.state, n.proxy_address FROM allocations a"
-        " JOIN ntsc_tasks n ON n.id = a.task_id WHERE a.id = %s",
-        (allocation_id,),
-    ).fetchone()
-    if row is None or row["state"] == states.TERMINATED or not row["placement"]:
-        return
-    agent_id = next(iter(row["placement"]))
-    agent = conn.execute("SELECT addresses FROM agents WHERE id = %s", (agent_id,)).fetchone()
-    addresses = (agent or {}).get("addresses") or []
-    if not addresses:
-        return
-    address = f"{addresses[0]}:{int(port)}"
-    if row["proxy_address"] != address:
-        conn.execute(
-            "UPDATE ntsc_tasks SET proxy_address = %s, last_activity = now() WHERE id = %s",
-            (address, row["task_id"]),
-        )
-        states.record_event(conn, "task", row["task_id"], "ready", f"serving on {address}")
-
-
-def key_pair() -> dict[str, str]:
-    """A shell's SSH key pair (OpenSSH formats): the public half goes to its server, the
-    private half to its owner's CLI."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    key = Ed25519PrivateKey.generate()
-    private = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.OpenSSH,
-        serialization.NoEncryption(),
-    ).decode()
-    public = (
-        key.public_key()
-        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
-        .decode()
-    )
-    return {"privateKey": private, "publicKey": public}
-
-
-def proxy_target(
-    conn: Conn, task_id: str, user_id: int | None, admin: bool
-) -> tuple[str, int, str] | str:
-    """Where the proxy forwards a request of user ``user_id`` for task ``task_id``, or why not
-    (``"not found: …"``, ``"forbidden: …"``, ``"unavailable: …"``, ``"unauthenticated"``).
-    Counts as activity. Without a user (no token) only a shell is reached: its SSH server
-    admits only the shell's key, which only its owner and admins are given."""
-    row = conn.execute(
-        "SELECT n.kind, n.owner_id, n.state, n.proxy_address, u.username FROM ntsc_tasks n"
-        " JOIN users u ON u.id = n.owner_id WHERE n.id = %s",
-        (task_id,),
-    ).fetchone()
-    if user_id is None and (row is None or row["kind"] != "SHELL"):
-        return "unauthenticated"
-    if row is None:
-        return f"not found: no task {task_id}"
-    name = f"{NAMES[row['kind']].lower()} {task_id}"
-    if user_id is not None and not admin and row["owner_id"] != user_id:
-        owner = row["username"]
-        return f"forbidden: {name} belongs to {owner}; only its owner or an admin may open it"
-    if row["state"] == states.TERMINATED:
-        return f"unavailable: {name} has ended"
-    if not row["proxy_address"]:
-        return f"unavailable: {name} is not ready yet"
-    conn.execute("UPDATE ntsc_tasks SET last_activity = now() WHERE id = %s", (task_id,))
-    host, _, port = str(row["proxy_address"]).rpartition(":")
-    return host, int(port), str(row["kind"])
