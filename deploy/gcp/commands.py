@@ -80,6 +80,17 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         credentials, get_json = preflight.check_credentials(cfg.project_id)
         required = [*preflight.REQUIRED_APIS, *([preflight.FILESTORE_API] if cfg.filestore else [])]
         preflight.check_apis(get_json, cfg.project_id, required)
+        preflight.check_zone_offers(
+            get_json,
+            cfg.project_id,
+            cfg.zone_name,
+            [
+                cfg.master_instance_type,
+                cfg.aux_agent_instance_type,
+                cfg.compute_agent_instance_type,
+            ],
+            cfg.gpu_type if cfg.gpu_num else None,
+        )
         pinned["cfg"] = images.pin(
             cfg,
             _previous_outputs(cfg.cluster_id),

@@ -131,6 +131,40 @@ def check_apis(get_json: GetJson, project_id: str, required: Iterable[str]) -> N
         )
 
 
+def check_zone_offers(
+    get_json: GetJson,
+    project_id: str,
+    zone: str,
+    machine_types: Iterable[str],
+    gpu_type: str | None,
+) -> None:
+    """The zone offers every machine type and the GPU type (``acceleratorTypes.get``,
+    ``machineTypes.get``): zones of one region are not alike, and a GPU the zone lacks fails
+    every agent launch. A refusal names the zones of the region that offer the GPU."""
+    base = f"https://compute.googleapis.com/compute/v1/projects/{project_id}"
+    if gpu_type:
+        status, _ = get_json(f"{base}/zones/{zone}/acceleratorTypes/{gpu_type}")
+        if status == 404:
+            region = zone.rsplit("-", 1)[0]
+            status, body = get_json(f"{base}/aggregated/acceleratorTypes?filter=name%3D{gpu_type}")
+            zones = sorted(
+                scope.rsplit("/", 1)[-1]
+                for scope, found in body.get("items", {}).items()
+                if found.get("acceleratorTypes")
+                and scope.rsplit("/", 1)[-1].startswith(region + "-")
+            )
+            raise PreflightError(
+                f"zone {zone} offers no {gpu_type} GPUs; zones of {region} that do: "
+                f"{', '.join(zones) or 'none'} (pass --zone, or another --region or --gpu-type)"
+            )
+    for machine_type in dict.fromkeys(machine_types):
+        status, _ = get_json(f"{base}/zones/{zone}/machineTypes/{machine_type}")
+        if status == 404:
+            raise PreflightError(
+                f"zone {zone} offers no {machine_type} machines; pass another --zone or machine type"
+            )
+
+
 def gpu_quota_metric(gpu_type: str, preemptible: bool) -> str | None:
     metric = GPU_QUOTA_METRICS.get(gpu_type)
     return f"PREEMPTIBLE_{metric}" if metric and preemptible else metric

@@ -316,3 +316,44 @@ def test_peering_name_defaults_when_the_stack_did_not_record_it():
     outputs = {**OUTPUTS, "service_peering": None}
     teardown.remove_cluster_machines((compute, compute, networks, networks), "p", "c1", outputs)
     assert networks.peerings["det-c1"] == {"other"}
+
+
+COMPUTE = "https://compute.googleapis.com/compute/v1/projects/p"
+
+
+def test_zone_that_offers_the_gpu_and_machine_types_passes():
+    get_json, seen = _answers(
+        {
+            f"{COMPUTE}/zones/us-west1-b/acceleratorTypes/nvidia-tesla-t4": (200, {}),
+            f"{COMPUTE}/zones/us-west1-b/machineTypes/": (200, {}),
+        }
+    )
+    preflight.check_zone_offers(
+        get_json, "p", "us-west1-b", ["n1-standard-2", "n1-standard-32"], "nvidia-tesla-t4"
+    )
+    assert f"{COMPUTE}/zones/us-west1-b/machineTypes/n1-standard-32" in seen
+
+
+def test_zone_without_the_gpu_is_refused_naming_the_zones_that_have_it():
+    # GCE answers 404 for an accelerator type the zone does not offer.
+    items = {
+        "zones/us-west1-a": {"acceleratorTypes": [{"name": "nvidia-l4"}]},
+        "zones/us-west1-c": {"acceleratorTypes": [{"name": "nvidia-l4"}]},
+        "zones/us-central1-a": {"acceleratorTypes": [{"name": "nvidia-l4"}]},
+        "zones/us-west1-b": {"warning": {"code": "NO_RESULTS_ON_PAGE"}},
+    }
+    get_json, _ = _answers({f"{COMPUTE}/aggregated/acceleratorTypes": (200, {"items": items})})
+    with pytest.raises(
+        PreflightError,
+        match=r"us-west1-b offers no nvidia-l4 GPUs; zones of us-west1 that do: "
+        r"us-west1-a, us-west1-c \(pass --zone",
+    ):
+        preflight.check_zone_offers(get_json, "p", "us-west1-b", ["g2-standard-8"], "nvidia-l4")
+
+
+def test_zone_without_a_machine_type_is_refused():
+    get_json, _ = _answers({f"{COMPUTE}/zones/us-west1-b/machineTypes/n1-standard-2": (200, {})})
+    with pytest.raises(PreflightError, match="offers no a3-highgpu-8g machines"):
+        preflight.check_zone_offers(
+            get_json, "p", "us-west1-b", ["n1-standard-2", "a3-highgpu-8g"], None
+        )
