@@ -180,10 +180,20 @@ async function api(path, { method = "GET", body, raw = false } = {}) {
   return raw ? r.text() : r.json();
 }
 
-function showError(message) {
+// The error box. Each part of a page clears only what it showed itself: the periodic refresh
+// must not hide the message of an action or a log filter the master refused.
+let errorFrom = null;
+function showError(message, from = "page") {
   const box = document.getElementById("error");
-  box.textContent = message || "";
-  box.hidden = !message;
+  if (message) {
+    box.textContent = message;
+    box.hidden = false;
+    errorFrom = from;
+  } else if (errorFrom === from) {
+    box.textContent = "";
+    box.hidden = true;
+    errorFrom = null;
+  }
 }
 
 async function act(what, fn, after = refresh) {
@@ -344,9 +354,9 @@ async function refresh() {
   if (!current) return;
   try {
     await current(document.getElementById("main"));
-    showError("");
+    showError("", "refresh");
   } catch (e) {
-    showError(e.message);
+    showError(e.message, "refresh");
   }
 }
 
@@ -382,9 +392,9 @@ async function start() {
   let out;
   try {
     out = await page(main, ...args);
-    showError("");
+    showError("", "refresh");
   } catch (e) {
-    showError(e.message);
+    showError(e.message, "refresh");
   }
   current = out && typeof out === "object" ? out.refresh : (m) => page(m, ...args);
   setInterval(() => {

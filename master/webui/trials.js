@@ -217,7 +217,7 @@ function logViewer(box, trialId, live) {
     out.replaceChildren();
     count = 0;
     lastId = -1;
-    showError("");
+    showError("", "logs");
     try {
       status.textContent = "loading…";
       let lines;
@@ -243,7 +243,7 @@ function logViewer(box, trialId, live) {
         status.textContent = `${count} lines` + (lines.length >= LOG_PAGE ? ` (the ${st.from === "end" ? "last" : "first"} ${LOG_PAGE})` : "");
       }
     } catch (e) {
-      if (e.name !== "AbortError") showError("logs: " + e.message);
+      if (e.name !== "AbortError") showError("logs: " + e.message, "logs");
     }
   };
 
@@ -257,7 +257,7 @@ function logViewer(box, trialId, live) {
       a.remove();
       setTimeout(() => URL.revokeObjectURL(url), 10000);
     } catch (e) {
-      showError("download logs: " + e.message);
+      showError("download logs: " + e.message, "logs");
     }
   };
 

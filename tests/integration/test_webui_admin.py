@@ -31,7 +31,7 @@ def test_an_admin_manages_users_and_a_non_admin_is_refused(
 ) -> None:
     m = live_master
     login(page, m, "/det/admin/users")
-    assert page.locator("#nav-users").is_visible()
+    page.locator("#nav-users").wait_for()  # shown once /api/v1/me says admin
     page.fill("input[aria-label='new user name']", "carol")
     page.fill("input[aria-label='new user display name']", "Carol <i>C</i>")
     page.fill("input[aria-label='new user password']", "Carol-pw-1")

@@ -147,6 +147,14 @@ def test_following_a_running_trials_log_with_level_rank_and_text_filters(
         assert len(text) == 7 and text[0].endswith("first line")
         assert not any("loading data" in x for x in text)
 
+        # A filter the master refuses shows its message; fixing it clears it.
+        page.fill("input[name=rank]", "first")
+        page.wait_for_selector("#error:not([hidden])")
+        assert "rankIds" in page.inner_text("#error")
+        page.fill("input[name=rank]", "")
+        page.wait_for_selector("#error[hidden]", state="attached")
+        wait_for(lambda: len(shown_lines(page)) == 7, 15, what="the lines again")
+
         # The trial ends: the stream says so.
         release.set()
         page.wait_for_selector(".log-status:text('the trial has ended')", timeout=30_000)
@@ -178,11 +186,25 @@ def test_registering_a_checkpoint_and_the_model_pages(
     form.get_by_role("button", name="Register").click()
     page.get_by_role("link", name="asha-best version 1").click()
     page.wait_for_url("**/det/models/asha-best/versions/1")
+    page.wait_for_selector("h1:has-text('version 1')")
     assert last in page.inner_text("main")
     assert f"trial {best}" in page.inner_text("main")
     version = m.get("/api/v1/models/asha-best/versions/1")["modelVersion"]
     assert version["checkpoint"]["uuid"] == last and version["name"] == "best of the search"
     assert version["comment"] == "lowest validation loss"
+    # The version's own notes and metadata.
+    page.fill("textarea[name=notes]", "exported to ONNX")
+    page.get_by_role("button", name="Save notes").click()
+    page.wait_for_selector(".saved:text('Saved.')")
+    page.fill("input[name=key]", "stage")
+    page.fill("input[name=value]", "production")
+    page.get_by_role("button", name="Set").click()
+    page.wait_for_selector("td:text('production')")
+    version = m.get("/api/v1/models/asha-best/versions/1")["modelVersion"]
+    assert version["notes"] == "exported to ONNX" and version["metadata"] == {"stage": "production"}
+    page.get_by_role("button", name="Remove").click()
+    page.wait_for_selector(".metadata p:text('No metadata.')")
+    assert m.get("/api/v1/models/asha-best/versions/1")["modelVersion"]["metadata"] == {}
 
     # A second version into the same model, chosen from the list.
     page.goto(f"{m.url}/det/trials/{other}")
@@ -198,6 +220,7 @@ def test_registering_a_checkpoint_and_the_model_pages(
 
     # The model's page: both versions with their checkpoints; notes and metadata saved.
     page.goto(f"{m.url}/det/models/asha-best")
+    page.wait_for_selector("h1:has-text('asha-best')")
     versions = page.locator("table").first.inner_text()
     assert first in versions and last in versions and "best of the search" in versions
     page.fill("textarea[name=notes]", "Use version 1 for the demo.")

@@ -42,6 +42,7 @@ def test_workspaces_projects_their_experiments_and_notes(live_master: Master, pa
     page.fill("input[aria-label='new project description']", "image <b>models</b>")
     page.get_by_role("button", name="Create project").click()
     page.wait_for_url("**/det/projects/*")
+    page.wait_for_selector("h1:has-text('vision')")
     project = m.get(f"/api/v1/workspaces/{ws['id']}/projects")["projects"][0]
     assert project["name"] == "vision" and project["description"] == "image <b>models</b>"
     assert "image <b>models</b>" in page.inner_text("main") and page.locator("main b").count() == 0
