@@ -243,8 +243,9 @@ class MasterConfig(_Model):
     api_threads: int = Field(128, ge=1)
     api_processes: int = Field(1, ge=1, le=64)
     # Processes that serve users' requests, apart from the ones serving agents, tasks and /info
-    # (det.master.dispatch): 0 serves everything in the api_processes.
-    user_api_processes: int = Field(1, ge=0, le=64)
+    # (det.master.dispatch): 0 serves everything in the api_processes. Two by default: on a
+    # 2-core machine the second serves 1.1-1.6x the reads of one (docs/benchmarks.md).
+    user_api_processes: int = Field(2, ge=0, le=64)
     # Database connections per process. Waiting requests (long-polls, log follows) give theirs
     # back while they wait, so this can be far below api_threads.
     db_pool_size: int = Field(20, ge=2)
