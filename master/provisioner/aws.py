@@ -26,6 +26,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from det.common import master_url as master_url_
+from det.common.backoff import backoff
 from det.master.provisioner import bootstrap
 from det.master.provisioner.config import AwsProviderConfig
 from det.master.provisioner.provider import (
@@ -238,11 +240,6 @@ def error_code(exc: BaseException) -> str | None:
     return None
 
 
-def retry_delay(attempt: int, *, base: float = 0.5, cap: float = 10.0) -> float:
-    """Seconds to wait before retry ``attempt`` (1-based): base · 2^(attempt-1), capped."""
-    return float(min(cap, base * (1 << min(attempt - 1, 20))))
-
-
 class AwsProvider:
     """EC2 for one resource pool. Not thread-safe: one provisioner loop uses it.
 
@@ -291,8 +288,10 @@ class AwsProvider:
         """
         url = master_url
         if config.master_url:
-            url = bootstrap.resolve_master_url(
-                config.master_url, bootstrap.ec2_metadata_lookup(imds_url)
+            url = master_url_.resolve(
+                config.master_url,
+                bootstrap.EC2_ADDRESS_PLACEHOLDERS,
+                bootstrap.ec2_metadata_lookup(imds_url),
             )
         user_data = bootstrap.render_user_data(
             url,
@@ -341,7 +340,7 @@ class AwsProvider:
                 if code not in TRANSIENT_CODES or attempt >= self._max_attempts:
                     raise
                 reason = code
-            delay = retry_delay(attempt)
+            delay = backoff(attempt - 1, base=0.5, cap=10.0)
             logger.debug("%s: %s, retry %d in %.1fs", what, reason, attempt, delay)
             self._sleep(delay)
 

@@ -16,7 +16,6 @@ import gzip
 import importlib.resources
 import re
 import shlex
-import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Literal
 
@@ -126,28 +125,15 @@ def install_env(
     return env
 
 
-# Determined's master_url hosts that stand for "this master machine's address" (EC2 metadata).
-EC2_ADDRESS_PLACEHOLDERS = ("local-ipv4", "public-ipv4", "local-hostname", "public-hostname")
-DEFAULT_MASTER_PORT = 8080
-
-
-def resolve_master_url(url: str, lookup: Callable[[str], str]) -> str:
-    """Replace a placeholder host (``http://local-ipv4:8080``) with the master's own address.
-
-    ``lookup(key)`` reads the EC2 metadata key of the same name (see :func:`ec2_metadata_lookup`)
-    and is only called for a placeholder. A missing scheme means ``http``, a missing port 8080,
-    as in Determined.
-    """
-    parts = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
-    host = parts.hostname or ""
-    if host in EC2_ADDRESS_PLACEHOLDERS:
-        host = lookup(host)
-    port = parts.port or DEFAULT_MASTER_PORT
-    return f"{parts.scheme or 'http'}://{host}:{port}"
+# Determined's master_url hosts that stand for "this master machine's address", each read from
+# the EC2 metadata key of the same name (det.common.master_url.resolve takes this table).
+EC2_ADDRESS_PLACEHOLDERS = {
+    key: key for key in ("local-ipv4", "public-ipv4", "local-hostname", "public-hostname")
+}
 
 
 def ec2_metadata_lookup(base_url: str = DEFAULT_IMDS_URL) -> Callable[[str], str]:
-    """A ``lookup`` for :func:`resolve_master_url` that asks this machine's IMDSv2."""
+    """A ``lookup`` for :func:`det.common.master_url.resolve` that asks this machine's IMDSv2."""
     from det.agent.notice_aws import AwsSpotNotice
 
     lookup: Callable[[str], str] = AwsSpotNotice(base_url).metadata

@@ -27,10 +27,11 @@ import random
 import re
 import string
 import time
-import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from det.common import master_url as master_url_
+from det.common.backoff import backoff
 from det.master.provisioner.gcp_config import GcpProviderConfig
 from det.master.provisioner.provider import (
     Instance,
@@ -243,21 +244,6 @@ GCE_ADDRESS_PLACEHOLDERS = {
 }
 
 
-def resolve_master_url(url: str, lookup: Callable[[str], str]) -> str:
-    """``http://internal-ip:8080`` → the master's own address; ``lookup(path)`` reads GCE
-    metadata and is only called for a placeholder. Missing scheme: http; missing port: 8080."""
-    parts = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
-    host = parts.hostname or ""
-    if host in GCE_ADDRESS_PLACEHOLDERS:
-        host = lookup(GCE_ADDRESS_PLACEHOLDERS[host])
-    return f"{parts.scheme or 'http'}://{host}:{parts.port or 8080}"
-
-
-def backoff(attempt: int, rng: random.Random, *, base: float = 0.5, cap: float = 8.0) -> float:
-    """Full-jitter exponential backoff for retry number ``attempt`` (0-based)."""
-    return rng.uniform(0, min(cap, base * 2**attempt))
-
-
 # -- the provider ------------------------------------------------------------------------------
 
 
@@ -318,7 +304,9 @@ class GcpProvider:
         """
         from det.master.provisioner import bootstrap
 
-        url = resolve_master_url(config.master_url, _metadata) if config.master_url else master_url
+        url = master_url
+        if config.master_url:
+            url = master_url_.resolve(config.master_url, GCE_ADDRESS_PLACEHOLDERS, _metadata)
         script = bootstrap.render_user_data(
             url,
             agent_token,
@@ -362,7 +350,7 @@ class GcpProvider:
                 transient = http_error_reason(exc) in TRANSIENT_REASONS or exc.code == 429
                 if not transient or attempt == self._max_attempts - 1:
                     raise
-                delay = backoff(attempt, self._rng)
+                delay = backoff(attempt, base=0.5, cap=8.0, jitter=self._rng.random())
                 logger.debug("%s: transient %s, retrying in %.2fs", what, exc, delay)
                 self._sleep(delay)
         raise AssertionError("unreachable")

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from det.common import master_url
 from det.master.provisioner import gcp
 from det.master.provisioner.config import parse_provider_config
 from det.master.provisioner.gcp_config import GcpProviderConfig
@@ -305,14 +306,6 @@ def test_operation_errors_are_classified(
     assert (err.code, err.capacity) == (code, capacity)
 
 
-def test_backoff_is_capped_and_jittered() -> None:
-    rng = random.Random(3)
-    delays = [gcp.backoff(n, rng, base=0.5, cap=4.0) for n in range(12)]
-    assert all(0 <= d <= 4.0 for d in delays)
-    assert max(delays[6:]) > 1.0  # grows past the first steps
-    assert len(set(delays)) == len(delays)
-
-
 @pytest.mark.parametrize(
     ("url", "expected"),
     [
@@ -327,4 +320,4 @@ def test_master_url_placeholders_are_read_from_metadata(url: str, expected: str)
         "instance/network-interfaces/0/ip": "10.0.0.5",
         "instance/network-interfaces/0/access-configs/0/external-ip": "203.0.113.9",
     }
-    assert gcp.resolve_master_url(url, answers.__getitem__) == expected
+    assert master_url.resolve(url, gcp.GCE_ADDRESS_PLACEHOLDERS, answers.__getitem__) == expected

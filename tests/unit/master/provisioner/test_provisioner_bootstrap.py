@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from det.common import master_url
 from det.master.provisioner import bootstrap
 from tests.fakes.imds import FakeImds
 
@@ -205,10 +206,12 @@ def test_agent_config_is_accepted_by_the_agent(tmp_path: Path) -> None:
 )
 def test_resolve_master_url_placeholders(url: str, expected: str) -> None:
     values = {"local-ipv4": "10.1.2.3", "public-ipv4": "54.1.2.3"}
-    assert bootstrap.resolve_master_url(url, values.__getitem__) == expected
+    resolved = master_url.resolve(url, bootstrap.EC2_ADDRESS_PLACEHOLDERS, values.__getitem__)
+    assert resolved == expected
 
 
 def test_resolve_master_url_reads_the_masters_own_imds(imds: FakeImds) -> None:
     imds.metadata["local-ipv4"] = "10.9.8.7"
     lookup = bootstrap.ec2_metadata_lookup(imds.url)
-    assert bootstrap.resolve_master_url("http://local-ipv4:8080", lookup) == "http://10.9.8.7:8080"
+    url = master_url.resolve("http://local-ipv4:8080", bootstrap.EC2_ADDRESS_PLACEHOLDERS, lookup)
+    assert url == "http://10.9.8.7:8080"
