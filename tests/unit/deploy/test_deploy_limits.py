@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import random
 import string
 import subprocess
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 from conftest import AWS
 
+from det.deploy.aws import iam
 from det.deploy.aws import master as aws_master
 from det.deploy.aws import program as aws_program
 from det.deploy.aws.config import AwsConfig
@@ -348,3 +350,24 @@ def test_gcp_master_startup_script_fits_gce_metadata():
     ]
     size = len(master.inputs["metadataStartupScript"].encode())
     assert size <= limits.GCE_METADATA_VALUE_MAX and size <= limits.GCE_METADATA_TOTAL_MAX
+
+
+def test_inline_role_policies_fit_iams_10240_characters_for_the_longest_inputs():
+    # IAM: a role's inline policies together at most 10,240 characters (whitespace not counted).
+    region = "ap-southeast-4"
+    logs = iam.log_group_arn(region, f"/det/{AWS_ID}")
+    bucket = "arn:aws:s3:::" + "b" * 63
+    master = iam.master_policy(
+        cluster_id=AWS_ID,
+        region=region,
+        bucket_arn=bucket,
+        agent_role_arn="arn:aws:iam::123456789012:role/" + "r" * 64,
+        agent_subnet_arn=f"arn:aws:ec2:{region}:*:subnet/subnet-0123456789abcdef0",
+        agent_sg_arn=f"arn:aws:ec2:{region}:*:security-group/sg-0123456789abcdef0",
+        secret_arn=f"arn:aws:secretsmanager:{region}:123456789012:secret:{'s' * 60}-AbCdEf",
+        keypair="k" * 255,
+        log_group_arn=logs,
+    )
+    agent = iam.agent_policy(bucket, region, logs)
+    for policy in (master, agent):
+        assert len(json.dumps(policy, separators=(",", ":"))) <= 10240
