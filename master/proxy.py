@@ -27,6 +27,8 @@ import select
 import socket
 import ssl
 import threading
+import time
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,7 +106,11 @@ def forwarded_head(head: Head, service_token: str) -> bytes:
         if low == "authorization" or (low == "connection" and not head.upgrade):
             continue
         if low == "cookie":
-            kept = [p.strip() for p in value.split(";") if p.strip().partition("=")[0] != COOKIE]
+            kept = [
+                p.strip()
+                for p in value.split(";")
+                if p.strip().partition("=")[0] not in (COOKIE, TASK_COOKIE)
+            ]
             if not kept:
                 continue
             value = "; ".join(kept)
@@ -140,17 +146,44 @@ def _answer(sock: socket.socket, e: Refused) -> None:
         sock.sendall(head + body)
 
 
-def _target(state: MasterState, head: Head) -> tuple[str, int, str]:
+def _caller(state: MasterState, conn: Any, head: Head) -> tuple[int | None, bool]:
+    """(user id, admin) from the session token, or from this task's cookie; (None, False)
+    when the request carries neither."""
     from det.master.services import task_services, users
 
     token = token_of(head)
-    with state.pool.connection() as conn:
-        user = users.user_for_token(conn, token) if token else None
-        if token and user is None:
+    if token:
+        user = users.user_for_token(conn, token)
+        if user is None:
             raise Refused(401, "Unauthorized", "missing or invalid token")
-        found = task_services.proxy_target(
-            conn, head.task_id, user.id if user else None, bool(user and user.admin)
-        )
+        return user.id, user.admin
+    ticket = query_value(head.target, TICKET) or cookie_value(head, TASK_COOKIE)
+    if ticket:
+        kind = "ticket" if query_value(head.target, TICKET) else "cookie"
+        user_id = task_services.verify(state, ticket, head.task_id, kind, time.time())
+        if user_id is None:
+            raise Refused(401, "Unauthorized", "the task's ticket or cookie is invalid or expired")
+        row = conn.execute(
+            "SELECT admin FROM users WHERE id = %s AND active", (user_id,)
+        ).fetchone()
+        if row is None:
+            raise Refused(401, "Unauthorized", "the ticket's user is not active")
+        return user_id, bool(row["admin"])
+    return None, False
+
+
+def _target(state: MasterState, head: Head) -> tuple[str, int, str]:
+    from det.master.services import task_services
+
+    with state.pool.connection() as conn:
+        user_id, admin = _caller(state, conn, head)
+        found = task_services.proxy_target(conn, head.task_id, user_id, admin)
+        if user_id is not None and query_value(head.target, TICKET) and not isinstance(found, str):
+            # A browser opened the CLI's URL: trade the ticket for a cookie for this task only.
+            raise _Redirect(head, task_services.sign(
+                state, head.task_id, user_id,
+                int(time.time()) + task_services.COOKIE_SECONDS, "cookie",
+            ))  # fmt: skip
     if found == "unauthenticated":
         raise Refused(401, "Unauthorized", "the proxy needs a session token (det user login)")
     if isinstance(found, str):
@@ -160,6 +193,43 @@ def _target(state: MasterState, head: Head) -> tuple[str, int, str]:
         }.get(found.split(":", 1)[0], (503, "Service Unavailable"))
         raise Refused(status, reason, found.split(": ", 1)[-1])
     return found
+
+
+#: The query parameter of an opened URL (``det notebook start``) and the cookie it becomes.
+TICKET = "det_ticket"
+TASK_COOKIE = "det_task"
+
+
+def query_value(target: str, name: str) -> str | None:
+    query = target.partition("?")[2]
+    values = urllib.parse.parse_qs(query).get(name)
+    return values[0] if values else None
+
+
+def cookie_value(head: Head, name: str) -> str | None:
+    for part in (head.get("cookie") or "").split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == name and value:
+            return value
+    return None
+
+
+class _Redirect(Exception):
+    """The answer to a ticket: the same URL without it, and this task's cookie."""
+
+    def __init__(self, head: Head, cookie: str) -> None:
+        path, _, query = head.target.partition("?")
+        kept = [(k, v) for k, v in urllib.parse.parse_qsl(query) if k != TICKET]
+        self.location = path + (f"?{urllib.parse.urlencode(kept)}" if kept else "")
+        self.cookie = (
+            f"{TASK_COOKIE}={cookie}; Path={PREFIX.decode()}{head.task_id}/; HttpOnly; SameSite=Lax"
+        )
+
+    def answer(self) -> bytes:
+        return (
+            f"HTTP/1.1 302 Found\r\nLocation: {self.location}\r\nSet-Cookie: {self.cookie}\r\n"
+            "Content-Length: 0\r\nConnection: close\r\n\r\n"
+        ).encode()
 
 
 def serve(state: MasterState, sock: socket.socket, data: bytes) -> None:
@@ -192,6 +262,9 @@ def serve(state: MasterState, sock: socket.socket, data: bytes) -> None:
         _relay(sock, upstream)
     except Refused as e:
         _answer(sock, e)
+    except _Redirect as r:
+        with contextlib.suppress(OSError):
+            sock.sendall(r.answer())
     except (ValueError, IndexError):
         _answer(sock, Refused(400, "Bad Request", "malformed request"))
     except Exception:

@@ -18,9 +18,11 @@ from det.master.api._common import (
     USER,
     allow,
     check_task_scope,
+    current_user,
     db,
     principal,
     release_connection,
+    state,
 )
 from det.master.api._contract import contract
 from det.master.errors import InvalidArgument, NotFound
@@ -236,6 +238,16 @@ def get_task(task_id: str) -> d.v1GetTaskResponse:
     an interactive task's service is up."""
     with db() as conn:
         return {"task": tasks_svc.task_view(conn, task_id)}
+
+
+@bp.post("/api/v1/proxy_tickets")
+@contract(body=wire.ProxyTicketRequest, response=wire.ProxyTicket)
+def proxy_ticket(body: wire.ProxyTicketRequest) -> wire.ProxyTicket:
+    """det's: a ticket that opens an interactive task's page in a browser for a minute
+    (``/proxy/<task id>/...?det_ticket=…``; the proxy trades it for a cookie for that task)."""
+    with db() as conn:
+        ticket = tasks_svc.proxy_ticket(conn, state(), body["taskId"], current_user())
+    return {"ticket": ticket}
 
 
 @bp.get("/api/v1/tasks/<task_id>/logs")

@@ -12,6 +12,18 @@ from det.master.schemas.agents import device
 from det.master.wire import ts
 
 
+class ProxyTicketRequest(TypedDict):
+    """det's ``POST /api/v1/proxy_tickets``: for which interactive task."""
+
+    taskId: str
+
+
+class ProxyTicket(TypedDict):
+    """A minute's ticket that opens the task's proxied page in a browser."""
+
+    ticket: str
+
+
 class PendingPreemption(TypedDict):
     """det's ``GET .../signals/pending_preemption``: whether a preemption is pending."""
 

@@ -99,3 +99,29 @@ def proxy_target(
     conn.execute("UPDATE ntsc_tasks SET last_activity = now() WHERE id = %s", (task_id,))
     host, _, port = str(row["proxy_address"]).rpartition(":")
     return host, int(port), str(row["kind"])
+
+
+#: How long a ticket in an opened URL is good for, and the browser cookie it becomes.
+TICKET_SECONDS = 60
+COOKIE_SECONDS = 24 * 3600
+
+
+def sign(st: MasterState, task_id: str, user_id: int, expires: int, kind: str) -> str:
+    """A credential for one task and one user until ``expires`` (Unix time): ``kind``
+    ``ticket`` (in a URL the CLI opens) or ``cookie`` (what the proxy sets in exchange)."""
+    body = f"{kind}.{task_id}.{user_id}.{expires}"
+    return f"{user_id}.{expires}.{allocations.allocation_token(st, body)}"
+
+
+def verify(st: MasterState, value: str, task_id: str, kind: str, now: float) -> int | None:
+    """The user a ``sign``ed value is for, if it is for this task and has not expired."""
+    import hmac
+
+    parts = value.split(".")
+    if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit():
+        return None
+    user_id, expires = int(parts[0]), int(parts[1])
+    if expires < now:
+        return None
+    good = sign(st, task_id, user_id, expires, kind)
+    return user_id if hmac.compare_digest(good, value) else None

@@ -3,10 +3,13 @@ where they run, as ``GetTasks`` answers (``det task list``, ``det slot list``, `
 
 from __future__ import annotations
 
+from typing import Any
+
 from det.master.db import Conn
 from det.master.schemas import d
 from det.master.schemas.tasks import allocation_summary
 from det.master.services import ntsc
+from det.master.state import MasterState
 
 
 def live_allocations(conn: Conn) -> dict[str, d.v1AllocationSummary]:
@@ -65,3 +68,26 @@ def task_view(conn: Conn, task_id: str) -> d.v1Task:
         raise NotFound(f"task {task_id} not found")
     ready = bool(row["ready"]) or (row["kind"] == "TRIAL")
     return task(task_id, row["kind"], row["created_at"], row["ended_at"], allocs, ready)
+
+
+def proxy_ticket(conn: Conn, st: MasterState, task_id: str, user: Any) -> str:
+    """A one-minute ticket to task ``task_id``'s proxied page for ``user`` (its owner or an
+    admin: the proxy checks again when it is used)."""
+    import time
+
+    from det.master.errors import NotFound, PermissionDenied
+    from det.master.services import task_services
+
+    row = conn.execute(
+        "SELECT n.owner_id, u.username FROM ntsc_tasks n JOIN users u ON u.id = n.owner_id"
+        " WHERE n.id = %s",
+        (task_id,),
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"task {task_id} not found")
+    if not user.admin and user.id != row["owner_id"]:
+        raise PermissionDenied(
+            f"task {task_id} belongs to {row['username']}; only its owner or an admin may open it"
+        )
+    expires = int(time.time()) + task_services.TICKET_SECONDS
+    return task_services.sign(st, task_id, user.id, expires, "ticket")

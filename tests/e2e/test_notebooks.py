@@ -112,6 +112,23 @@ def test_notebook_through_the_proxy(cluster: Cluster) -> None:
 
     assert execute(c, base, token, "6*7") == "42"
 
+    # A browser: the CLI's ticket in the URL becomes a cookie for this notebook only.
+    ticket = c.master.post("/api/v1/proxy_tickets", {"taskId": nid})["ticket"]
+    browser = plain()
+    hop = browser.get(f"{base}lab?det_ticket={ticket}", allow_redirects=False, timeout=30)
+    assert hop.status_code == 302 and hop.headers["Location"] == f"/proxy/{nid}/lab", hop.text
+    assert "HttpOnly" in hop.headers["Set-Cookie"]
+    assert f"Path=/proxy/{nid}/" in hop.headers["Set-Cookie"]
+    page = browser.get(f"{base}lab", timeout=60)
+    assert page.status_code == 200 and "JupyterLab" in page.text
+    forged = plain().get(f"{base}lab?det_ticket={ticket[:-2]}xx", timeout=30)
+    assert forged.status_code == 401
+    assert plain().get(f"{base}lab", cookies={"det_task": ticket}, timeout=30).status_code == 401
+    theirs = c.master.session(other).post(
+        f"{c.master.url}/api/v1/proxy_tickets", json={"taskId": nid}, timeout=30
+    )
+    assert theirs.status_code == 403
+
     killed = det(c, "notebook", "kill", nid)
     assert killed.returncode == 0, killed.stderr
     wait_for(lambda: notebook(c, nid)["state"] == "STATE_TERMINATED", 60, "the kill")

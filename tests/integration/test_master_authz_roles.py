@@ -436,6 +436,7 @@ ROUTES: list[Route] = [
     Route("POST", "/api/v1/commands/<command_id>/kill", OWNER),
     Route("POST", "/api/v1/notebooks/<notebook_id>/kill", OWNER),
     Route("POST", "/api/v1/shells/<shell_id>/kill", OWNER),
+    Route("POST", "/api/v1/proxy_tickets", OWNER, lambda w, c: {"taskId": w.ids["bob_notebook"]}),
     Route("POST", E + "/cancel", OWNER),
     Route("POST", E + "/kill", OWNER),
     Route("DELETE", "/api/v1/checkpoints", OWNER,
