@@ -7,7 +7,8 @@ paused experiments (default 1,000), one of them with 100 trials, and one trial w
 second, p50 and p99. The reference is a "hello" Flask app served by waitress with the master's
 thread count, measured the same way in the same run, so the figures can be compared across
 machines. The metric series read is shown beside the same rows read by an indexed SELECT through
-psycopg (one client, medians of ``--runs``).
+psycopg, and the sampled series (CompareTrials) is also read by one client alone (medians of
+``--runs``).
 
 Each client thread reads as a user of its own (``--users``, default one per thread): a single
 user's 16 concurrent requests would be over the master's per-user admission limit and answered
@@ -304,7 +305,7 @@ def main() -> None:
     import pgserver
 
     results: dict[str, list[dict[str, Any]]] = {}
-    series: dict[str, list[float]] = {"api": [], "select": []}
+    series: dict[str, list[float]] = {"api": [], "select": [], "sampled": []}
     with tempfile.TemporaryDirectory() as tmp:
         server = pgserver.get_server(Path(tmp) / "pg", cleanup_mode="stop")
         base = server.get_uri()
@@ -370,7 +371,7 @@ def main() -> None:
                         p.wait(60)
                 if not only or "series" in only:
                     series_run(m, tokens[0], db_url, trials[0], series, client_cls,
-                               args.profile if run == 0 else None)  # fmt: skip
+                               args.profile if run == 0 else None, sampled)  # fmt: skip
                 print(f"run {run + 1} done", file=sys.stderr)
         finally:
             hello.kill()
@@ -393,9 +394,19 @@ def series_run(
     series: dict[str, list[float]],
     client_cls: Any,
     profile_dir: Path | None,
+    sampled: str,
 ) -> None:
-    """The series read (API and SELECT), each the median of 5 reads, one client."""
+    """The series read (API and SELECT) and the sampled series, each the median of 5 reads,
+    one client."""
     c = client_cls(m.url, token)
+    c.get(sampled)  # warm
+    times = []
+    for _ in range(5):
+        t1 = time.perf_counter()
+        status, body, _ = c.get(sampled)
+        assert status == 200, (status, body[:200])
+        times.append(time.perf_counter() - t1)
+    series["sampled"].append(statistics.median(times))
     c.get(f"/api/v1/trials/{trial}/metrics?group=training")  # warm
     spies = spy(m.proc.pid, 4, profile_dir / "series") if profile_dir else []
     times = []
@@ -452,6 +463,11 @@ def report(
         print(
             f"series of {args.steps} steps x 10 metrics: API {1000 * api:.0f} ms,"
             f" indexed SELECT {1000 * sel:.0f} ms ({api / sel:.1f}x)"
+        )
+    if series["sampled"]:
+        print(
+            f"sampled series ({SERIES_TRIALS}x1x{SAMPLED_POINTS}), one client:"
+            f" {1000 * statistics.median(series['sampled']):.0f} ms"
         )
 
 
