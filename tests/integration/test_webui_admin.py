@@ -84,12 +84,12 @@ def test_an_admin_manages_users_and_a_non_admin_is_refused(
     # Deactivated after one question: carol can no longer log in; activated again, she can.
     asked: list[str] = []
     page.once("dialog", lambda d: (asked.append(d.message), d.accept()))
-    row.get_by_role("button", name="Deactivate").click()
-    row.get_by_role("button", name="Activate").wait_for()
+    row.get_by_role("button", name="Deactivate", exact=True).click()
+    row.get_by_role("button", name="Activate", exact=True).wait_for()
     assert asked and "Deactivate carol" in asked[0]
     assert user(m, "carol")["active"] is False and not can_log_in(m, "carol", "Carol-new-2")
-    row.get_by_role("button", name="Activate").click()
-    row.get_by_role("button", name="Deactivate").wait_for()
+    row.get_by_role("button", name="Activate", exact=True).click()
+    row.get_by_role("button", name="Deactivate", exact=True).wait_for()
     assert can_log_in(m, "carol", "Carol-new-2")
     # An admin cannot lock themselves out from here.
     assert page.locator("tbody tr", has_text="admin").first.locator("button").count() == 1

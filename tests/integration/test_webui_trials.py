@@ -240,7 +240,7 @@ def test_registering_a_checkpoint_and_the_model_pages(
         what="the labels",
     )
     screenshot(page, "model")
-    page.get_by_role("button", name="Archive").click()
+    page.get_by_role("button", name="Archive", exact=True).click()
     page.wait_for_selector("h1 .state-ARCHIVED")
     assert m.get("/api/v1/models/asha-best")["model"]["archived"] is True
 

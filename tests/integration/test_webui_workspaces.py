@@ -74,14 +74,14 @@ def test_workspaces_projects_their_experiments_and_notes(live_master: Master, pa
     page.wait_for_url(f"**/det/workspaces/{ws['id']}")
     row = page.locator("tbody tr", has_text="vision")
     assert "1" in row.locator("td").nth(3).inner_text()
-    row.get_by_role("button", name="Archive").click()
+    row.get_by_role("button", name="Archive", exact=True).click()
     row.get_by_role("button", name="Unarchive").wait_for()
     assert m.get(f"/api/v1/projects/{project['id']}")["project"]["archived"] is True
 
     # Workspaces: archived ones hidden unless asked.
     page.goto(m.url + "/det/workspaces")
     row = page.locator("tbody tr", has_text="research")
-    row.get_by_role("button", name="Archive").click()
+    row.get_by_role("button", name="Archive", exact=True).click()
     wait_for(lambda: page.locator("tbody tr", has_text="research").count() == 0, 15, what="hidden")
     assert m.get(f"/api/v1/workspaces/{ws['id']}")["workspace"]["archived"] is True
     page.check("input[name=archived]")
