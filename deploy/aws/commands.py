@@ -139,15 +139,16 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         current["cfg"] = dataclasses.replace(
             cfg, images=images, create_spot_service_role=spot_role, zones=zones or ()
         )
+        if not quota:  # --no-preflight-checks: only what the config needs (above)
+            return None
+        preflight.check_master_image(
+            session, cfg.master_image_id or images.master, master.MASTER_VOLUME_GIB
+        )
         db_warning = preflight.check_db_instance_class(
             session, cfg.db_instance_type, POSTGRES_MAJOR
         )
-        quota_warning = (
-            preflight.check_vcpu_quota(
-                session, cfg.compute_agent_instance_type, cfg.max_dynamic_agents, cfg.spot
-            )
-            if quota
-            else None
+        quota_warning = preflight.check_vcpu_quota(
+            session, cfg.compute_agent_instance_type, cfg.max_dynamic_agents, cfg.spot
         )
         return "; ".join(w for w in (db_warning, quota_warning) if w) or None
 

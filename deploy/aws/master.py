@@ -23,6 +23,10 @@ _IMDS_IP = (
 )
 
 
+# The master's root volume (gp3, encrypted); preflight checks its image fits (check_master_image).
+MASTER_VOLUME_GIB = 100
+
+
 @dataclasses.dataclass(frozen=True)
 class Resolved:
     """Values only known once the other components exist."""
@@ -247,7 +251,7 @@ class Master(pulumi.ComponentResource):
                 http_tokens="required", http_put_response_hop_limit=2
             ),
             root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
-                volume_size=100, volume_type="gp3", encrypted=True
+                volume_size=MASTER_VOLUME_GIB, volume_type="gp3", encrypted=True
             ),
             tags={**dict(args.tags), "Name": f"det-master-{cfg.cluster_id}", "det-role": "master"},
             opts=child,

@@ -115,6 +115,29 @@ def check_db_instance_class(session: Any, instance_class: str, version: str) -> 
     return None
 
 
+def check_master_image(session: Any, image_id: str, volume_gib: int) -> None:
+    """The master's root volume (``volume_gib``) is at least its image's root snapshot: EC2
+    refuses a smaller one (InvalidBlockDeviceMapping), e.g. with a large ``--master-image-id``."""
+    from botocore import exceptions
+
+    try:
+        images = session.client("ec2").describe_images(ImageIds=[image_id])["Images"]
+    except exceptions.ClientError as e:
+        raise PreflightError(f"cannot read the master's image {image_id}: {e}") from None
+    if not images:
+        raise PreflightError(
+            f"the master's image {image_id} does not exist in {session.region_name}"
+        )
+    root = images[0].get("RootDeviceName")
+    for mapping in images[0].get("BlockDeviceMappings", []):
+        size = int(mapping.get("Ebs", {}).get("VolumeSize") or 0)
+        if mapping.get("DeviceName") == root and size > volume_gib:
+            raise PreflightError(
+                f"the master's image {image_id} has a {size} GiB root snapshot, more than the "
+                f"master's {volume_gib} GiB volume; use an image of at most {volume_gib} GiB"
+            )
+
+
 def pick_zones(session: Any, instance_types: list[str]) -> tuple[str, str]:
     """The two availability zones of a new VPC's subnets: the first offers every one of
     ``instance_types`` (the master and both agent pools launch into it), the second is another

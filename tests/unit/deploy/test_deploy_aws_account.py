@@ -269,3 +269,39 @@ def test_a_gpu_type_no_zone_offers_is_refused_naming_it():
 def test_zones_are_picked_through_the_real_sdk(session):
     first, second = preflight.pick_zones(session, ["m6i.large", "g4dn.metal"])
     assert first != second and first.startswith(REGION) and second.startswith(REGION)
+
+
+def _image_session(root_gib: int):
+    client = boto3.client(
+        "ec2", region_name="us-west-2", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    stub = Stubber(client)
+    mappings = [
+        {"DeviceName": "/dev/sda1", "Ebs": {"SnapshotId": "snap-1", "VolumeSize": root_gib}},
+        {"DeviceName": "/dev/sdb", "Ebs": {"SnapshotId": "snap-2", "VolumeSize": 500}},
+    ]
+    stub.add_response(
+        "describe_images",
+        {
+            "Images": [
+                {"ImageId": "ami-1", "RootDeviceName": "/dev/sda1", "BlockDeviceMappings": mappings}
+            ]
+        },
+        {"ImageIds": ["ami-1"]},
+    )
+    stub.activate()
+
+    class _Session:
+        region_name = "us-west-2"
+
+        def client(self, name: str):
+            return client
+
+    return _Session()
+
+
+def test_a_master_image_larger_than_the_masters_volume_is_refused():
+    # EC2 refuses a root volume smaller than the image's snapshot (InvalidBlockDeviceMapping).
+    preflight.check_master_image(_image_session(8), "ami-1", 100)  # Ubuntu's is 8 GiB
+    with pytest.raises(PreflightError, match="a 120 GiB root snapshot, more than the master's 100"):
+        preflight.check_master_image(_image_session(120), "ami-1", 100)
