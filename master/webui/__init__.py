@@ -20,7 +20,17 @@ from det.master.api._common import PUBLIC, allow
 bp = Blueprint("webui", __name__)
 
 # One script per area of the app (app.js first: the helpers and the router the others use).
-_SCRIPTS = ("app", "charts", "experiments", "analysis", "trials", "models", "admin", "workspaces")
+_SCRIPTS = (
+    "app",
+    "charts",
+    "experiments",
+    "analysis",
+    "trials",
+    "models",
+    "admin",
+    "workspaces",
+    "tasks",
+)
 _ASSETS = {
     "app.css": "text/css; charset=utf-8",
     **{f"{name}.js": "text/javascript; charset=utf-8" for name in _SCRIPTS},

@@ -342,6 +342,8 @@ function routes() {
     [/^\/det\/models\/?$/, modelsPage, "models"],
     [/^\/det\/models\/([^/]+)\/?$/, modelPage, "models"],
     [/^\/det\/models\/([^/]+)\/versions\/(\d+)\/?$/, modelVersionPage, "models"],
+    [/^\/det\/tasks\/?$/, tasksPage, "tasks"],
+    [/^\/det\/tasks\/([^/]+)\/logs\/?$/, taskLogsPage, "tasks"],
     [/^\/det\/jobs\/?$/, jobsPage, "jobs"],
     [/^\/det\/cluster(s)?\/?$/, clusterPage, "cluster"],
     [/^\/det\/admin\/users\/?$/, usersPage, "users"],

@@ -139,7 +139,7 @@ async function trialPage(main, id) {
     );
   };
   await load();
-  logViewer(logs, id, !isTerminal(t.state));
+  logViewer(logs, `/api/v1/trials/${id}/logs`, `trial-${id}`, !isTerminal(t.state));
   // The summary refreshes while the trial runs, unless a registration form is open.
   return { refresh: () => (t && isTerminal(t.state)) || top.querySelector("form.register") ? null : load() };
 }
@@ -155,7 +155,8 @@ function logLine(r) {
   };
 }
 
-function logViewer(box, trialId, live) {
+// A log viewer over a TrialLogs or TaskLogs path (NDJSON); name: the download's file name.
+function logViewer(box, path, name, live) {
   const st = { levels: new Set(LEVELS.slice(1)), rank: "", text: "", regex: false, follow: live, from: "end" };
   const out = h("pre", { class: "logs", tabindex: 0, "aria-label": "log lines" });
   const status = h("span", { class: "muted log-status" });
@@ -222,9 +223,9 @@ function logViewer(box, trialId, live) {
       status.textContent = "loading…";
       let lines;
       if (st.from === "end") {
-        lines = parse(await api(`/api/v1/trials/${trialId}/logs?` + params({ limit: LOG_PAGE, orderBy: "ORDER_BY_DESC" }), { raw: true })).reverse();
+        lines = parse(await api(`${path}?` + params({ limit: LOG_PAGE, orderBy: "ORDER_BY_DESC" }), { raw: true })).reverse();
       } else {
-        lines = parse(await api(`/api/v1/trials/${trialId}/logs?` + params({ limit: LOG_PAGE }), { raw: true }));
+        lines = parse(await api(`${path}?` + params({ limit: LOG_PAGE }), { raw: true }));
       }
       if (signal.aborted) return;
       add(lines);
@@ -237,7 +238,7 @@ function logViewer(box, trialId, live) {
         const newest = lines.length ? Date.parse(lines[lines.length - 1].timestamp) : NaN;
         const p = params({ follow: "true" });
         if (Number.isFinite(newest)) p.set("timestampAfter", new Date(newest - 1).toISOString());
-        await stream(`/api/v1/trials/${trialId}/logs?` + p, signal);
+        await stream(`${path}?` + p, signal);
         if (!signal.aborted) status.textContent = `${count} lines; the trial has ended`;
       } else {
         status.textContent = `${count} lines` + (lines.length >= LOG_PAGE ? ` (the ${st.from === "end" ? "last" : "first"} ${LOG_PAGE})` : "");
@@ -249,9 +250,9 @@ function logViewer(box, trialId, live) {
 
   const download = async () => {
     try {
-      const text = parse(await api(`/api/v1/trials/${trialId}/logs?` + params({}), { raw: true })).map((r) => logLine(r).text).join("\n") + "\n";
+      const text = parse(await api(`${path}?` + params({}), { raw: true })).map((r) => logLine(r).text).join("\n") + "\n";
       const url = URL.createObjectURL(new Blob([text], { type: "text/plain" }));
-      const a = h("a", { href: url, download: `trial-${trialId}-logs.txt` });
+      const a = h("a", { href: url, download: `${name}-logs.txt` });
       document.body.appendChild(a);
       a.click();
       a.remove();

@@ -1,0 +1,49 @@
+// det WebUI: interactive tasks (commands, notebooks, shells): list, open a notebook, logs, kill.
+"use strict";
+
+const TASK_KINDS = [
+  ["commands", "Commands", "command"],
+  ["notebooks", "Notebooks", "notebook"],
+  ["shells", "Shells", "shell"],
+];
+const taskDone = (x) => stateName(x.state) === "TERMINATED";
+
+// Opens a notebook's page: a minute's ticket the proxy trades for a cookie for that task only.
+async function openNotebook(n) {
+  const { ticket } = await api("/api/v1/proxy_tickets", { method: "POST", body: { taskId: n.id } });
+  window.open(`${n.serviceAddress || "/proxy/" + n.id + "/"}?det_ticket=${encodeURIComponent(ticket)}`, "_blank", "noopener");
+}
+
+async function tasksPage(main) {
+  const showEnded = query().ended === "show";
+  const all = await Promise.all(TASK_KINDS.map(([path]) => api("/api/v1/" + path).then((r) => r[path] || [])));
+  const sections = TASK_KINDS.map(([path, title, noun], i) => {
+    const rows = all[i].filter((x) => showEnded || !taskDone(x)).sort((a, b) => String(b.startTime).localeCompare(String(a.startTime)));
+    return h("section", { class: "tasks-" + path },
+      h("h2", {}, title),
+      table(["ID", "Description", "State", "Owner", "Pool", "Started", "Exit", ""], rows.map((x) => [
+        h("code", { title: x.id }, x.id.slice(0, 8)), x.description || "", badge(x.state), x.username, x.resourcePool || "", when(x.startTime), x.exitStatus || "",
+        h("span", { class: "actions", "data-task": x.id },
+          link("/det/tasks/" + encodeURIComponent(x.id) + "/logs", "Logs"),
+          noun === "notebook" && stateName(x.state) === "RUNNING" ? h("button", { onclick: () => act("open notebook", () => openNotebook(x), async () => {}) }, "Open") : null,
+          taskDone(x) ? null : h("button", { class: "danger", onclick: () => {
+            if (confirm(`Kill ${noun} ${x.description || x.id}?`)) act(`kill ${noun}`, () => api(`/api/v1/${path}/${encodeURIComponent(x.id)}/kill`, { method: "POST", body: {} }));
+          } }, "Kill")),
+      ]), `No ${title.toLowerCase()}${showEnded ? "" : " running"}. Start one with det ${noun === "command" ? "cmd run" : noun + " start"}.`));
+  });
+  render(main, h("h1", {}, "Tasks"),
+    h("form", { class: "toolbar", onsubmit: (ev) => ev.preventDefault() }, h("label", {}, h("input", { type: "checkbox", name: "ended", checked: showEnded, onchange: (ev) => {
+      setQuery({ ended: ev.target.checked ? "show" : "" });
+      refresh();
+    } }), "show ended tasks")),
+    sections);
+}
+
+async function taskLogsPage(main, id) {
+  const { task } = await api("/api/v1/tasks/" + encodeURIComponent(id));
+  const box = h("section", { class: "logs-box" });
+  const ended = !!task.endTime;
+  render(main, h("h1", {}, "Task ", h("code", {}, id), " ", link("/det/tasks", "all tasks")), box);
+  logViewer(box, `/api/v1/tasks/${encodeURIComponent(id)}/logs`, "task-" + id.slice(0, 8), !ended);
+  return { refresh: null };
+}
