@@ -121,9 +121,9 @@ def agent_install(opts: BootOptions, scheme: str, bucket: str, extras: str) -> d
 def check_agent_user_data(opts: BootOptions, scheme: str, extras: str, port: int) -> int:
     """The size of an agent's user data (the master renders it at each launch with its own
     certificate, ``bootstrap.render_user_data``) with the longest values the cluster can give it.
-    A :class:`DeployError` now, before anything is created, when it would be over the 16 KiB the
-    master's renderer allows (EC2's limit, applied to GCE's startup scripts too): the master would
-    otherwise fail every launch (a certificate chain is the usual cause)."""
+    A :class:`DeployError` now, before anything is created, when it would be over the cloud's
+    limit (``scheme`` s3: EC2's 16 KiB; gs: a GCE metadata value's 256 KiB): the master would
+    otherwise fail every launch (a certificate chain is the usual cause on AWS)."""
     from det.master.provisioner import bootstrap
     from det.master.provisioner.config import AgentInstall
 
@@ -140,7 +140,7 @@ def check_agent_user_data(opts: BootOptions, scheme: str, extras: str, port: int
             "f" * 64,  # the master's agent token: 32 bytes in hex
             "compute-pool",
             "00000000-0000-0000-0000-000000000000",  # the master's cluster id: a UUID
-            "aws",
+            "gcp" if scheme == "gs" else "aws",
             env,
             # The longest pool startup_script a deploy writes (GCP's Filestore mount).
             startup_script="apt-get install -y nfs-common && mkdir -p /mnt/det-shared && "

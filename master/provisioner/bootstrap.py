@@ -30,8 +30,9 @@ DEFAULT_GCE_METADATA_URL = "http://metadata.google.internal"
 MARKER = "# DET_RENDERED_VALUES"
 # Replaced by fetch_release.py (gzip, base64): the agent downloads det's wheel with it.
 FETCHER_MARKER = "# DET_FETCHER_GZIP_BASE64"
-# AWS rejects user data above 16 KiB (before base64).
+# AWS rejects user data above 16 KiB (before base64); GCE a metadata value above 256 KiB.
 MAX_USER_DATA_BYTES = 16 * 1024
+MAX_GCE_METADATA_BYTES = 256 * 1024
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -81,7 +82,9 @@ def render_user_data(
     rendered = _strip_comments(text).replace(MARKER, block, 1)
     rendered = rendered.replace(FETCHER_MARKER, fetcher_gzip_base64(), 1)
     size = len(rendered.encode())
-    if size > MAX_USER_DATA_BYTES:
+    if cloud == "gcp" and size > MAX_GCE_METADATA_BYTES:
+        raise ValueError(f"user data is {size} bytes, above the 256 KiB limit of GCE metadata")
+    if cloud != "gcp" and size > MAX_USER_DATA_BYTES:
         raise ValueError(f"user data is {size} bytes, above the 16 KiB limit of EC2")
     return rendered
 

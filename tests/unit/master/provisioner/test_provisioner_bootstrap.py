@@ -93,6 +93,13 @@ def test_oversized_user_data_is_rejected() -> None:
         render(startup_script="x" * 20000)
 
 
+def test_gce_startup_scripts_have_gces_larger_limit() -> None:
+    # A GCE metadata value may hold 256 KiB; EC2's user data only 16 KiB.
+    assert len(render("gcp", startup_script="x" * 20000).encode()) > 16 * 1024
+    with pytest.raises(ValueError, match="256 KiB"):
+        render("gcp", startup_script="x" * 200_000)
+
+
 def discover(cloud: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     script = bootstrap.script_text()
     return subprocess.run(
