@@ -71,6 +71,20 @@ function curvesFigure(series, metricId, highlight) {
   return fig;
 }
 
+// A brushed range in words: "lr 0.4776 to 0.9097", "optimizer in adam, sgd".
+function rangeText(d, [lo, hi]) {
+  if (!d) return "";
+  if (d.scale.kind === "num") {
+    const at = (p) => fmt(d.scale.lo + p * (d.scale.hi - d.scale.lo));
+    return `${d.label} ${at(lo)} to ${at(hi)}`;
+  }
+  const inside = d.scale.cats.filter((c) => {
+    const p = d.scale.pos(JSON.parse(c));
+    return p >= lo - 1e-9 && p <= hi + 1e-9;
+  });
+  return `${d.label} in ${inside.map((c) => d.scale.label(c)).join(", ") || "nothing"}`;
+}
+
 async function experimentPage(main, id) {
   const st = { metric: null, brushes: {}, sort: { key: "metric", desc: false }, picked: new Set(), heat: [null, null], series: {}, seriesMetric: null };
   const boxes = {
@@ -177,7 +191,8 @@ async function experimentPage(main, id) {
         h("h3", {}, "Parallel coordinates"),
         h("p", { class: "muted hint" }, "Drag along an axis to keep only the trials inside the range; click an axis to clear its range."),
         h("figure", { class: "pcoords-box" }, parallelCoords(allDims, pdata, st.brushes, onBrush, selected),
-          h("figcaption", { class: "brush-state" }, `${selected.size} of ${rows.length} trials selected`, " ",
+          h("figcaption", { class: "brush-state" }, `${selected.size} of ${rows.length} trials selected`,
+            brushed ? h("span", { class: "ranges" }, ": ", Object.entries(st.brushes).map(([k, r]) => rangeText(allDims.find((d) => d.key === k), r)).join("; ")) : null, " ",
             brushed ? h("button", { onclick: () => { st.brushes = {}; draw(); } }, "Clear ranges") : null)),
         h("h3", {}, `Each hyperparameter against ${e.searcherMetric}`),
         h("div", { class: "scatters" }, dims.map((d) => h("div", { class: "scatter-box", "data-hp": d.key },

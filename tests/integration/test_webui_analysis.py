@@ -105,6 +105,10 @@ def test_curves_hyperparameter_views_brushing_and_the_trials_table(
     on = page.locator("svg.pcoords polyline.on").evaluate_all("ls => ls.map(l => +l.dataset.trial)")
     assert sorted(on) == sorted(kept)
     assert page.inner_text(".brush-state").startswith(f"{len(kept)} of 8 trials selected")
+    # The range in words: from about the middle of lr's span to its largest value.
+    words = page.inner_text(".brush-state .ranges")
+    low, high = (float(x) for x in words.removeprefix(": lr ").split(" to "))
+    assert abs(low - (lo + hi) / 2) < 0.05 * (hi - lo) and abs(high - hi) < 1e-3 * hi
     assert page.locator("figure.curves polyline.dim").count() == 8 - len(kept)
     assert page.locator("svg.scatter circle.on").count() == 3 * len(kept)
     page.evaluate("document.querySelector('.hp-box').scrollIntoView()")
