@@ -18,16 +18,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from det.agent.errors import ConfigError as ConfigError
 from det.common import tls
 
 DEFAULT_NOTICE_URLS = {
     "aws": "http://169.254.169.254",
     "gcp": "http://metadata.google.internal",
 }
-
-
-class ConfigError(Exception):
-    """A bad agent configuration; the message names the field and the reason."""
 
 
 class AgentConfig(BaseModel):

@@ -12,11 +12,9 @@ import logging
 import posixpath
 import tarfile
 
+from det.agent.errors import BadContext as BadContext
+
 logger = logging.getLogger(__name__)
-
-
-class BadContext(ValueError):
-    """The context is not a readable gzip tar."""
 
 
 def _safe(name: str) -> str | None:

@@ -18,11 +18,13 @@ from urllib.parse import urlparse
 from det.agent.config import AgentConfig
 from det.agent.containers import DockerRuntime
 from det.agent.devices import Slot, discover_slots
+from det.agent.errors import MasterError, MasterRejected
 from det.agent.harness_bundle import HarnessBundle
 from det.agent.logs import CursorStore, LogShipper
-from det.agent.master_client import MasterClient, MasterUnavailable
+from det.agent.master_client import MasterClient
 from det.agent.preemption import NoticePoller, load_notice_source
-from det.agent.reconcile import Actual, Desired, backoff_seconds, decide, reports
+from det.agent.reconcile import Actual, Desired, decide, reports
+from det.common.backoff import backoff
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +121,32 @@ class Agent:
             "preemptionNotice": self.notices.current() if self.notices else None,
         }
 
+    def _heartbeat_failed(self, e: MasterError) -> float:
+        """Keep every container running and try again later (0.25 jitter spreads a fleet's
+        reconnects after a master restart). An outage is logged as a warning at the 1st and 10th
+        failure in a row; a refusal (4xx: wrong token, unknown pool) is not an outage: an error,
+        at the 1st and every 10th, naming the status, since only the operator can fix it."""
+        self._failures += 1
+        delay = backoff(
+            self._failures,
+            base=self._interval,
+            cap=self.config.max_backoff_seconds,
+            jitter=0.25 * self._rng.random(),
+        )
+        if isinstance(e, MasterRejected):
+            log = logger.error if self._failures % 10 == 1 else logger.debug
+            log(
+                "heartbeat refused by the master (check the agent token and resource pool; "
+                "%d in a row, next in %.1fs): %s",
+                self._failures,
+                delay,
+                e,
+            )
+        else:
+            log = logger.warning if self._failures in (1, 10) else logger.debug
+            log("heartbeat failed (%d in a row, next in %.1fs): %s", self._failures, delay, e)
+        return delay
+
     def tick(self) -> float:
         """One pass; returns how long to wait before the next one."""
         try:
@@ -130,14 +158,8 @@ class Agent:
         specs: dict[str, dict[str, Any]] = {}
         try:
             answer = self.master.heartbeat(self.config.agent_id, self._body(actual))
-        except MasterUnavailable as e:
-            self._failures += 1
-            delay = backoff_seconds(
-                self._failures, self._interval, self.config.max_backoff_seconds, self._rng.random()
-            )
-            log = logger.warning if self._failures in (1, 10) else logger.debug
-            log("heartbeat failed (%d in a row, next in %.1fs): %s", self._failures, delay, e)
-            return float(delay)
+        except MasterError as e:
+            return self._heartbeat_failed(e)
         if self._failures or not self.registered.is_set():
             logger.info("heartbeat ok: connected to %s", self.config.master_url)
         self._failures = 0

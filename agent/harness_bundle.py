@@ -41,6 +41,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from det.agent.errors import BundleError as BundleError
+
 logger = logging.getLogger(__name__)
 
 CONTAINER_PATH = "/run/det/harness"
@@ -50,10 +52,6 @@ OLDEST_PYTHON = "3.8"
 _RECIPE = f"1 {OLDEST_PYTHON} {' '.join(VENDORED)} {' '.join(TASK_PACKAGES)}"
 _COMPLETE = ".complete"
 _SKIP_SUFFIXES = (".so", ".pyd", ".pyc", ".c", ".pyi")
-
-
-class BundleError(Exception):
-    """The harness bundle could not be built; the message says why."""
 
 
 def python_path(existing: str | None) -> str:

@@ -17,6 +17,8 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
+from det.agent.errors import ImagePullError as ImagePullError
+
 logger = logging.getLogger(__name__)
 
 #: The start of a container error that says the image could not be pulled (the master's
@@ -35,10 +37,6 @@ AUTH_KEYS = (
 )
 _SECRET_KEYS = ("password", "auth", "identitytoken", "registrytoken")
 HIDDEN = "********"
-
-
-class ImagePullError(Exception):
-    """The image could not be pulled; ``str()`` is the one line the master shows."""
 
 
 def auth_config(registry_auth: Mapping[str, Any] | None) -> dict[str, str] | None:

@@ -28,7 +28,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from det.agent.master_client import MasterClient, MasterRejected, MasterUnavailable
+from det.agent.errors import MasterRejected, MasterUnavailable
+from det.agent.master_client import MasterClient
+from det.common.backoff import backoff
 
 logger = logging.getLogger(__name__)
 
@@ -226,8 +228,10 @@ class LogShipper:
             self._ship(batch)
 
     def _ship(self, batch: list[_Entry]) -> None:
-        delay = 0.5
+        attempt = 0
         while True:
+            delay = backoff(attempt, base=0.5, cap=10.0)
+            attempt += 1
             try:
                 self._client.post_logs([e.body for e in batch])
                 break
@@ -240,7 +244,6 @@ class LogShipper:
             except MasterUnavailable as e:
                 logger.debug("posting logs failed (%s), retrying in %.1fs", e, delay)
             time.sleep(delay)
-            delay = min(delay * 2, 10.0)
         touched: dict[str, _Stream] = {}
         for entry in batch:
             s = self.stream(entry.key)

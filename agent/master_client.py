@@ -1,15 +1,17 @@
-"""HTTP client for the agent side of the agent <-> master protocol (docs/internals.md).
+"""The agent's side of the agent <-> master protocol (docs/internals.md), over the shared REST
+client (:class:`det.common.api.Session`: URL joining, TLS, thread-local connection pools).
 
-Every call raises `MasterUnavailable` for anything that is not a successful answer (connection
-errors, timeouts, 5xx, malformed JSON): the daemon treats all of them the same way, by keeping
-its containers running and retrying with backoff. 4xx answers raise `MasterRejected`.
+One attempt per call: the daemon owns the retry policy (heartbeats back off with
+:func:`det.common.backoff.backoff`, capped at ``max_backoff_seconds``; log batches are retried by
+the shipper). The shared client's errors are translated here, and only here, into the agent's
+(:mod:`det.agent.errors`): no usable answer (network error, timeout, 5xx, TLS failure, malformed
+JSON) is ``MasterUnavailable``, an outage; a 4xx is ``MasterRejected``, which is not.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,28 +19,20 @@ from urllib.parse import quote
 
 import requests
 
-from det.common import tls
+from det.agent.errors import MasterRejected, MasterUnavailable
+from det.common import api, tls
+from det.common import errors as common
 
 logger = logging.getLogger(__name__)
 
 # Where task containers find the master's certificate (a read-only bind mount of the agent's).
 CONTAINER_CERT_PATH = "/run/det/master-cert.pem"
 
-
-class MasterUnavailable(Exception):
-    """No usable answer from the master (network error, timeout, 5xx, bad body)."""
-
-
-class MasterRejected(MasterUnavailable):
-    """The master answered 4xx (bad token, unknown resource pool, ...)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"master answered {status}: {message}")
-        self.status = status
+__all__ = ["CONTAINER_CERT_PATH", "MasterClient", "MasterRejected", "MasterUnavailable"]
 
 
 class MasterClient:
-    """Thread-safe: each thread gets its own `requests.Session` (sessions are not)."""
+    """Thread-safe (the shared client gives each thread its own connection pool)."""
 
     def __init__(
         self,
@@ -47,35 +41,31 @@ class MasterClient:
         timeout: float = 10.0,
         cert: tls.MasterCert | None = None,
     ) -> None:
-        self.master_url = master_url.rstrip("/")
-        self._token = token
+        self._api = api.Session(
+            master_url,
+            user_token=token,
+            retry_seconds=0,
+            cert=cert or tls.MasterCert(),
+            cert_setting="master_cert_file",
+        )
+        self.master_url = self._api.master_url
         self._timeout = timeout
-        self._cert = cert or tls.MasterCert()
-        self._local = threading.local()
-
-    def _session(self) -> requests.Session:
-        session: requests.Session | None = getattr(self._local, "session", None)
-        if session is None:
-            session = tls.session(self._cert)
-            if self._token:
-                session.headers["Authorization"] = f"Bearer {self._token}"
-            self._local.session = session
-        return session
 
     def _request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
-        url = f"{self.master_url}{path}"
         try:
-            resp = self._session().request(method, url, timeout=self._timeout, **kwargs)
-        except requests.exceptions.SSLError as e:
-            # Retried like any outage (the master's certificate may be replaced), but said plainly.
-            raise MasterUnavailable(tls.describe(e, self.master_url, "master_cert_file")) from e
-        except requests.RequestException as e:
-            raise MasterUnavailable(f"{method} {path}: {e}") from e
-        if resp.status_code >= 500:
-            raise MasterUnavailable(f"{method} {path}: {resp.status_code} {resp.text[:200]}")
-        if resp.status_code >= 400:
-            raise MasterRejected(resp.status_code, f"{method} {path}: {resp.text[:200]}")
-        return resp
+            return self._api.request(method, path, timeout=self._timeout, **kwargs)
+        except common.APIError as e:
+            what = f"{method} {path}: {e.body[:200]}"
+            if e.rejected:
+                raise MasterRejected(e.status, what) from e
+            raise MasterUnavailable(f"{method} {path}: {e.status} {e.body[:200]}") from e
+        except common.MasterTLSError as e:
+            # Retried like any outage (the master's certificate may be replaced), said plainly.
+            raise MasterUnavailable(str(e)) from e
+        except common.MasterUnreachable as e:
+            raise MasterUnavailable(e.detail) from e
+        except common.MasterError as e:
+            raise MasterUnavailable(str(e)) from e
 
     def _json(self, resp: requests.Response) -> dict[str, Any]:
         try:

@@ -19,16 +19,14 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+from det.agent.errors import MetadataError as MetadataError
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL = "http://169.254.169.254"
 TOKEN_TTL_SECONDS = 21600
 TOKEN_PATH = "/latest/api/token"
 ACTION_PATH = "/latest/meta-data/spot/instance-action"
-
-
-class MetadataError(Exception):
-    """The metadata service answered something unexpected or could not be reached."""
 
 
 class AwsSpotNotice:

@@ -24,6 +24,8 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+from det.agent.errors import MetadataError as MetadataError
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL = "http://metadata.google.internal"
@@ -33,10 +35,6 @@ HEADERS = {"Metadata-Flavor": "Google"}
 # What GCE documents between the preemption notice and the power-off.
 NOTICE_SECONDS = 30
 RETRY_SECONDS = 1.0
-
-
-class MetadataError(Exception):
-    """The metadata server answered something unexpected or could not be reached."""
 
 
 class GcpPreemptionNotice:

@@ -120,15 +120,3 @@ def reports(desired: Sequence[Desired] | None, actual: Sequence[Actual]) -> list
             )
             have.add(d.allocation_id)
     return out
-
-
-def backoff_seconds(failures: int, base: float, cap: float, jitter: float) -> float:
-    """Capped exponential backoff after `failures` consecutive failed heartbeats.
-
-    `jitter` in [0, 1) comes from the caller's seeded random source, spreading reconnects of a
-    fleet after a master restart.
-    """
-    if failures <= 0:
-        return base
-    delay: float = min(cap, base * (2 ** min(failures, 30)))
-    return float(delay * (1 - 0.25 * jitter))

@@ -12,7 +12,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from det.cli.errors import CliError
+from det.cli.errors import CliError, translate
+from det.common.errors import HarnessError
 
 # Determined's short aliases.
 NOUN_ALIASES = {
@@ -111,11 +112,12 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
-    except CliError as e:
+    except (CliError, HarnessError) as e:
         if args.debug:
             raise
-        print(f"det: error: {e}", file=sys.stderr)
-        return int(e.exit_code)
+        cli_error = e if isinstance(e, CliError) else translate(e)
+        print(f"det: error: {cli_error}", file=sys.stderr)
+        return int(cli_error.exit_code)
     except Exception as e:  # anything unexpected: still one line unless --debug
         if args.debug:
             raise

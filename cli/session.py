@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 import requests
 
-from det.cli.errors import APIError, CliError, MasterUnreachable
-from det.common import tls
+from det.cli.errors import APIError, CliError, UsageError, translate, unreachable
+from det.common import api, master_url, tls
+from det.common import errors as common_errors
+from det.common.errors import MasterError
 
 if TYPE_CHECKING:
     from det.master.schemas import d
@@ -26,12 +28,13 @@ DEFAULT_MASTER = "http://127.0.0.1:8080"
 
 
 def canonical_master(url: str | None) -> str:
-    url = (url or os.environ.get("DET_MASTER") or DEFAULT_MASTER).strip().rstrip("/")
-    if "://" not in url:
-        url = "http://" + url
-    if url.count(":") == 1:  # no port given
-        url += ":8080"
-    return url
+    """The master from ``-m``, else ``$DET_MASTER``, else the local default, canonicalized
+    (det.common.master_url: a scheme, port 8080 when none is given, no trailing slash)."""
+    given = url or os.environ.get("DET_MASTER") or DEFAULT_MASTER
+    try:
+        return master_url.canonicalize(given, default_port=master_url.DEFAULT_PORT)
+    except ValueError as e:
+        raise UsageError(f"-m/DET_MASTER: {e}") from None
 
 
 def _store_path() -> Path:
@@ -84,59 +87,45 @@ class TokenStore:
         tmp.replace(self.path)
 
 
-def http_session() -> requests.Session:
-    """A requests session that verifies the master as ``DET_MASTER_CERT_FILE`` and
-    ``DET_MASTER_CERT_NAME`` say (det.common.tls)."""
+def master_cert() -> tls.MasterCert:
+    """How to verify the master, as ``DET_MASTER_CERT_FILE`` and ``DET_MASTER_CERT_NAME`` say
+    (det.common.tls); CliError naming the setting when it cannot be used."""
     try:
         cert = tls.from_env()
     except tls.CertError as e:
-        raise CliError(str(e)) from None
+        raise translate(e) from None
     if cert.noverify:  # asked for: one warning per request would only be noise
         import warnings
 
         from urllib3.exceptions import InsecureRequestWarning
 
         warnings.simplefilter("ignore", InsecureRequestWarning)
-    return tls.session(cert)
+    return cert
 
 
-def tls_failure(master: str, e: requests.exceptions.SSLError) -> CliError:
-    return CliError(tls.describe(e, master))
+def _client(master: str, token: str | None = None) -> api.Session:
+    """The shared REST client for one command: no retries (a command says at once that the
+    master is down, exit 4, rather than hang for two minutes)."""
+    return api.Session(master, user_token=token, retry_seconds=0, cert=master_cert())
 
 
 class Session:
-    """A logged-in connection to one master."""
+    """A logged-in connection to one master, over the shared client (det.common.api): its
+    errors become CLI errors (det.cli.errors.translate)."""
 
     def __init__(self, master: str, token: str | None = None, user: str | None = None) -> None:
         self.master = master
         self.token = token
         self.user = user
-        self.http = http_session()
+        self.api = _client(master, token)
 
     def request(
         self, method: str, path: str, *, stream: bool = False, timeout: float | None = 60, **kw: Any
     ) -> requests.Response:
-        headers = kw.pop("headers", {})
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
         try:
-            r = self.http.request(
-                method, self.master + path, headers=headers, stream=stream, timeout=timeout, **kw
-            )
-        except requests.exceptions.SSLError as e:
-            raise tls_failure(self.master, e) from None
-        except (requests.ConnectionError, requests.Timeout):
-            raise unreachable(self.master) from None
-        if r.status_code >= 400:
-            try:
-                body = r.json()
-                message = body.get("message") or body.get("error", {}).get("error") or r.text
-            except ValueError:
-                message = r.text.strip() or r.reason
-            if r.status_code == 401:
-                message = f"{message} (log in with: det user login)"
-            raise APIError(r.status_code, message)
-        return r
+            return self.api.request(method, path, stream=stream, timeout=timeout, **kw)
+        except MasterError as e:
+            raise translate(e, self.master) from None
 
     def get(self, path: str, **kw: Any) -> Any:
         return self.request("GET", path, **kw).json()
@@ -170,23 +159,16 @@ class Session:
                 yield obj.get("result", obj)
 
 
-def unreachable(master: str) -> MasterUnreachable:
-    return MasterUnreachable(
-        f"cannot reach the master at {master} (is it running? set -m or DET_MASTER)"
-    )
-
-
 def get_info(master: str) -> dict[str, Any]:
     """The master's unauthenticated ``/info``; MasterUnreachable when it does not answer, a
     one-line CliError when its TLS certificate cannot be verified."""
     try:
-        r = http_session().get(master + "/info", timeout=10)
-    except requests.exceptions.SSLError as e:
-        raise tls_failure(master, e) from None
-    except (requests.ConnectionError, requests.Timeout):
-        raise unreachable(master) from None
-    if r.status_code >= 400:
-        raise APIError(r.status_code, f"{master}/info: {r.text.strip()[:300] or r.reason}")
+        r = _client(master).get("/info", timeout=10)
+    except common_errors.APIError as e:
+        text = e.body.strip()[:300] or f"HTTP {e.status}"
+        raise APIError(e.status, f"{master}/info: {text}") from None
+    except MasterError as e:
+        raise translate(e, master) from None
     try:
         body = r.json()
     except ValueError:

@@ -30,13 +30,11 @@ from typing import Any, Mapping
 import requests
 import requests.adapters
 
+from det.common.errors import CertError as CertError  # re-exported: callers name tls.CertError
+
 CERT_FILE_ENV = "DET_MASTER_CERT_FILE"
 CERT_NAME_ENV = "DET_MASTER_CERT_NAME"
 NOVERIFY = "noverify"
-
-
-class CertError(ValueError):
-    """A certificate setting cannot be used; the message names the setting and the file."""
 
 
 class MasterCert:

@@ -18,13 +18,11 @@ import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from det.common.errors import CheckpointNotFoundError as CheckpointNotFoundError
+
 logger = logging.getLogger(__name__)
 
 Selector = Callable[[str], bool]
-
-
-class CheckpointNotFoundError(Exception):
-    """No checkpoint with this storage id exists in storage."""
 
 
 def list_directory(root: str | os.PathLike[str]) -> dict[str, int]:

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from det.agent.reconcile import (
@@ -10,7 +8,6 @@ from det.agent.reconcile import (
     Desired,
     Plan,
     State,
-    backoff_seconds,
     decide,
     reports,
 )
@@ -107,16 +104,6 @@ def test_kill_of_known_allocation_reports_the_container_not_a_synthetic_entry() 
 
 def test_reports_without_an_answer_yet() -> None:
     assert reports(None, [Actual("1", RU)])[0]["state"] == "RUNNING"
-
-
-def test_backoff_grows_and_is_capped() -> None:
-    rng = random.Random(7)
-    delays = [backoff_seconds(n, 1.0, 30.0, rng.random()) for n in range(0, 12)]
-    assert delays[0] == 1.0
-    assert all(0 < d <= 30.0 for d in delays)
-    assert delays[3] > delays[1]
-    assert max(delays) <= 30.0 and delays[-1] >= 30.0 * 0.75
-    assert backoff_seconds(5, 1.0, 30.0, 0.0) == 30.0
 
 
 def test_an_exit_whose_logs_are_still_shipping_is_reported_terminating() -> None:
