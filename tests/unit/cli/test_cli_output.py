@@ -11,6 +11,7 @@ import pytest
 from det.cli import render
 from det.cli.__main__ import main
 from det.cli.errors import APIError, CliError, MasterUnreachable, UsageError
+from det.common import errors as common_errors
 
 
 class Tty(io.StringIO):
@@ -115,3 +116,56 @@ def test_deploy_commands_are_built_only_when_asked_for() -> None:
 
     assert verbs(build_parser(["experiment", "list"])) == set()
     assert {"aws", "gcp"} <= verbs(build_parser(["deploy", "aws", "--help"]))
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "line"),
+    [
+        (
+            common_errors.APIError("GET", "/api/v1/me", 401, '{"message": "invalid token"}'),
+            3,
+            "invalid token (log in with: det user login)",
+        ),
+        (
+            common_errors.APIError("GET", "/api/v1/x", 403, '{"error": {"error": "not yours"}}'),
+            1,
+            "not yours",
+        ),
+        (common_errors.APIError("GET", "/x", 502, "bad gateway\n"), 1, "bad gateway"),
+        (
+            common_errors.MasterUnreachable("http://x:8080", "GET /info: refused"),
+            4,
+            "cannot reach the master at http://x:8080 (is it running? set -m or DET_MASTER)",
+        ),
+        (common_errors.MasterTLSError("cannot verify the master's TLS certificate"), 1, "verify"),
+        (common_errors.CertError("DET_MASTER_CERT_FILE=/x: cannot read"), 1, "CERT_FILE=/x"),
+    ],
+)
+def test_the_shared_clients_errors_become_cli_lines_and_exit_codes(
+    error: Exception,
+    code: int,
+    line: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Whatever escapes a command from det.common (the REST client under the CLI's Session) is
+    translated in the one place: the master's own message, the exit code of the CLI error."""
+
+    def fail(args: Any) -> None:
+        raise error
+
+    import det.cli.__main__ as entry
+
+    real = entry.build_parser
+
+    def patched(argv: Any = None) -> Any:
+        p = real(argv)
+        sub = next(a for a in p._actions if a.dest == "noun")
+        sub.choices["preview-search"].set_defaults(func=fail)  # type: ignore[union-attr]
+        return p
+
+    monkeypatch.setattr(entry, "build_parser", patched)
+    assert main(["preview-search", "x.yaml"]) == code
+    err = capsys.readouterr().err
+    assert err.startswith("det: error:") and err.count("\n") == 1
+    assert line in err and "Traceback" not in err
