@@ -53,6 +53,25 @@ def test_table_and_hparams_are_readable(capsys: pytest.CaptureFixture[str]) -> N
     assert out[2].startswith("1 ") and '{"b": 2, "lr": 0.1}' in out[2]
 
 
+def _raise_from_a_command(error: Exception, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make preview-search (offline) raise ``error``."""
+
+    def fail(args: Any) -> None:
+        raise error
+
+    import det.cli.__main__ as entry
+
+    real = entry.build_parser
+
+    def patched(argv: Any = None) -> Any:
+        p = real(argv)
+        sub = next(a for a in p._actions if a.dest == "noun")
+        sub.choices["preview-search"].set_defaults(func=fail)  # type: ignore[union-attr]
+        return p
+
+    monkeypatch.setattr(entry, "build_parser", patched)
+
+
 @pytest.mark.parametrize(
     ("error", "code"),
     [
@@ -67,21 +86,7 @@ def test_table_and_hparams_are_readable(capsys: pytest.CaptureFixture[str]) -> N
 def test_errors_become_one_line_and_an_exit_code(
     error: Exception, code: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def fail(args: Any) -> None:
-        raise error
-
-    # Make preview-search (offline) raise the error.
-    import det.cli.__main__ as entry
-
-    real = entry.build_parser
-
-    def patched(argv: Any = None) -> Any:
-        p = real(argv)
-        sub = next(a for a in p._actions if a.dest == "noun")
-        sub.choices["preview-search"].set_defaults(func=fail)  # type: ignore[union-attr]
-        return p
-
-    monkeypatch.setattr(entry, "build_parser", patched)
+    _raise_from_a_command(error, monkeypatch)
     assert main(["preview-search", "x.yaml"]) == code
     err = capsys.readouterr().err
     assert err.startswith("det: error:") and err.count("\n") == 1
@@ -151,20 +156,7 @@ def test_the_shared_clients_errors_become_cli_lines_and_exit_codes(
     """Whatever escapes a command from det.common (the REST client under the CLI's Session) is
     translated in the one place: the master's own message, the exit code of the CLI error."""
 
-    def fail(args: Any) -> None:
-        raise error
-
-    import det.cli.__main__ as entry
-
-    real = entry.build_parser
-
-    def patched(argv: Any = None) -> Any:
-        p = real(argv)
-        sub = next(a for a in p._actions if a.dest == "noun")
-        sub.choices["preview-search"].set_defaults(func=fail)  # type: ignore[union-attr]
-        return p
-
-    monkeypatch.setattr(entry, "build_parser", patched)
+    _raise_from_a_command(error, monkeypatch)
     assert main(["preview-search", "x.yaml"]) == code
     err = capsys.readouterr().err
     assert err.startswith("det: error:") and err.count("\n") == 1
