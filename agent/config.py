@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from det.agent.errors import ConfigError as ConfigError
+from det.common import master_url as master_url_
 from det.common import tls
 
 DEFAULT_NOTICE_URLS = {
@@ -59,7 +60,7 @@ class AgentConfig(BaseModel):
     def _strip_slash(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
-        return value.rstrip("/")
+        return master_url_.canonicalize(value)
 
     def token(self) -> str | None:
         """The agent token: `agent_token`, else the first line of `agent_token_file`."""
