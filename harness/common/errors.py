@@ -12,6 +12,9 @@ CLI and the agent, which talk to the master through :mod:`det.common.api`, trans
         └── APIError                  the master answered an error status (.status, .body)
             └── NotFoundError         404
 
+``det.core.InvalidHP`` stands outside the tree on purpose: user code raises it to end a trial
+as "invalid hyperparameters"; it is a signal to det, not an error of det.
+
 ``APIError.rejected`` tells a refusal (4xx: the request is wrong, retrying cannot help) from an
 outage that outlasted the retries (5xx). Only ``MasterUnreachable`` and a 5xx ``APIError`` mean
 "the master is not there"; a 4xx never does.
