@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint
+from flask import Blueprint, Response, request
 
 from det.master import proxy
 from det.master.api import commands as common
@@ -19,6 +19,28 @@ from det.master.services import ntsc
 bp = Blueprint("notebooks", __name__)
 # The front's proxy (det.master.proxy) serves /proxy/<task id>/ with this app's state.
 bp.record_once(lambda setup: proxy.bind(setup.app.extensions.get("det")))
+
+
+@bp.before_app_request
+def _proxy_on_a_new_connection() -> Response | None:
+    """A /proxy/ request on a connection that began with an API request (a browser or a client
+    reusing its connection) reached the API, not the proxy, which takes a connection from its
+    first request: the same URL again on a new connection (307 keeps method and body)."""
+    if not request.path.startswith("/proxy/"):
+        return None
+    # WSGI may not say "Connection: close"; waitress closes after the answer to a request that
+    # asked for it, so the request is marked (its channel is the one waitress's disconnect
+    # check is bound to). Without the close, the client would come back on this connection.
+    channel = getattr(request.environ.get("waitress.client_disconnected"), "__self__", None)
+    for pending in getattr(channel, "requests", [])[:1]:
+        pending.headers["CONNECTION"] = "close"
+    return Response(
+        "the proxy takes a new connection\n",
+        status=307,
+        headers={"Location": request.full_path.rstrip("?")},
+        mimetype="text/plain",
+    )
+
 
 KIND: TaskKind = "NOTEBOOK"
 
