@@ -217,7 +217,7 @@ def _serve_socket(state: MasterState, sock: Any, handoff: Any, *, run_loops: boo
     from waitress.adjustments import Adjustments
     from waitress.server import TcpWSGIServer
 
-    from det.master import dispatch
+    from det.master import dispatch, httptask
     from det.master.app import create_app
 
     stop = threading.Event()
@@ -243,6 +243,7 @@ def _serve_socket(state: MasterState, sock: Any, handoff: Any, *, run_loops: boo
 
         base, extra = TLSWSGIServer, {"context": server_context(tls)}
         channel = type("_TLSRoutingChannel", (dispatch.RelayedMixin, _TLSChannel), {})
+    channel = httptask.keep_alive(channel)
     front = type("_FrontServer", (base,), {"channel_class": channel, "handoff": None})
     server = front(
         app,
@@ -268,13 +269,14 @@ def _serve_users(state: MasterState, receive: Any) -> None:
     from waitress.adjustments import Adjustments
     from waitress.server import TcpWSGIServer
 
-    from det.master import dispatch
+    from det.master import dispatch, httptask
     from det.master.app import create_app
 
     app = create_app(state)
     # No listening socket: a placeholder the server never accepts on (it is not started).
     placeholder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    server = TcpWSGIServer(
+    users = type("_UserServer", (TcpWSGIServer,), {"channel_class": httptask.KeepAliveChannel})
+    server = users(
         app,
         _sock=placeholder,
         _start=False,

@@ -4,6 +4,7 @@ conditional reads (ETag / If-None-Match)."""
 
 from __future__ import annotations
 
+import http.client
 import itertools
 import json
 import subprocess
@@ -295,3 +296,27 @@ def test_an_unchanged_read_is_304_and_a_change_changes_the_etag(
     assert changed.status_code == 200
     assert changed.headers["ETag"] != tag
     assert _conditional(m, path, changed.headers["ETag"]).status_code == 304
+
+
+def test_a_304_keeps_the_connection_open(live_master: Master) -> None:
+    """A poller's unchanged read costs no new connection (waitress closed it after each 304)."""
+    m = live_master
+    host, port = m.url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    auth = {"Authorization": f"Bearer {m.token}"}
+    conn.request("GET", "/api/v1/experiments?limit=5", headers=auth)
+    first = conn.getresponse()
+    first.read()
+    tag = first.headers["ETag"]
+    sock = conn.sock
+    for _ in range(3):
+        conn.request("GET", "/api/v1/experiments?limit=5", headers={**auth, "If-None-Match": tag})
+        r = conn.getresponse()
+        assert r.status == 304 and r.read() == b""
+        assert not r.will_close and r.headers.get("Connection") != "close"
+        assert conn.sock is sock  # the same connection all along
+    conn.request("GET", "/api/v1/experiments?limit=5", headers=auth)
+    again = conn.getresponse()
+    assert again.status == 200 and again.headers["ETag"] == tag and conn.sock is sock
+    conn.close()
+
