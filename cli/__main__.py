@@ -34,6 +34,7 @@ NOUN_ALIASES = {
     "task": ["tasks"],
     "notebook": ["notebooks"],
     "shell": ["shells"],
+    "tensorboard": ["tensorboards"],
     "master": [],
     "deploy": ["d"],
 }
@@ -62,6 +63,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         shells,
         tasks,
         templates,
+        tensorboards,
         tokens,
         trials,
         users,
@@ -82,7 +84,17 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     nouns = parser.add_subparsers(dest="noun", metavar="COMMAND")
     for module in (users, master, experiments, trials, jobs, agents, checkpoints, models, search):
         module.register(nouns, NOUN_ALIASES)
-    for module in (tokens, workspaces, projects, templates, commands, notebooks, shells, tasks):
+    for module in (
+        tokens,
+        workspaces,
+        projects,
+        templates,
+        commands,
+        notebooks,
+        shells,
+        tasks,
+        tensorboards,
+    ):
         module.register(nouns, NOUN_ALIASES)
     deploy.register(nouns, NOUN_ALIASES, full=_wants_deploy(argv))
     return parser
