@@ -319,4 +319,3 @@ def test_a_304_keeps_the_connection_open(live_master: Master) -> None:
     again = conn.getresponse()
     assert again.status == 200 and again.headers["ETag"] == tag and conn.sock is sock
     conn.close()
-
