@@ -12,7 +12,6 @@ deactivating users) are left out; their refusals are covered by the authorizatio
 from __future__ import annotations
 
 import re
-import time
 from collections import Counter
 from typing import Any
 
@@ -22,6 +21,7 @@ import schemathesis
 from hypothesis import HealthCheck
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
+from tests.integration.ntsc_support import stop_launched
 from tests.integration.test_master_fuzz import World, _fingerprint, world
 
 __all__ = ["world"]
@@ -92,35 +92,9 @@ def _test_of(op: Any, label: str, w: World, calls: list[Any], failures: list[str
             failures.append(f"{label}: {str(e).strip()[:400]}")
             raise
         if 200 <= response.status_code < 300:
-            _stop_launched(w, label, response)
+            stop_launched(w.admin, w.m.url, label, response)
 
     return run
-
-
-_LAUNCH = re.compile(r"^POST /api/v1/(commands|notebooks|shells|tensorboards)$")
-
-
-def _stop_launched(w: World, label: str, response: Any) -> None:
-    """An interactive task the fuzzer launched is killed and waited for until it has ended, so
-    that its scheduling on the world's agent does not move the database under the next call."""
-    match = _LAUNCH.match(label)
-    body = response.json() if match else {}
-    kind = match.group(1) if match else ""
-    task = body.get(kind.rstrip("s")) if isinstance(body, dict) else None
-    if not task:
-        return
-    w.admin.post(f"{w.m.url}/api/v1/{kind}/{task['id']}/kill", timeout=30)
-
-    def ended() -> bool:
-        t = w.admin.get(f"{w.m.url}/api/v1/tasks/{task['id']}", timeout=30).json()["task"]
-        return bool(t.get("endTime")) and all(
-            a["state"] == "STATE_TERMINATED" for a in t["allocations"]
-        )
-
-    deadline = time.monotonic() + 60
-    while not ended():
-        assert time.monotonic() < deadline, f"{kind} {task['id']} did not end after its kill"
-        time.sleep(0.2)
 
 
 def test_every_operation_answers_without_a_5xx_and_as_declared(world: World) -> None:
