@@ -21,7 +21,7 @@ import re
 import subprocess
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +53,14 @@ NOT_RUN = {
 }
 
 # Leaves that end an object other leaves use: run after the rest, the deletes last of all.
-LAST = {"experiment kill", "experiment cancel", "token revoke"}
+LAST = {
+    "experiment kill",
+    "experiment cancel",
+    "token revoke",
+    "command kill",
+    "notebook kill",
+    "shell kill",
+}
 FINAL = {"experiment delete", "model delete", "project delete", "workspace delete"}
 
 
@@ -102,6 +109,8 @@ class World:
     cfg: Path
     ctx: Path
     out: Path
+    # Interactive tasks launched for the walk (ids: the official CLI takes full ones or prefixes)
+    ntsc: dict[str, str] = field(default_factory=dict)
 
 
 def args_for(w: World) -> dict[str, list[str]]:
@@ -109,12 +118,12 @@ def args_for(w: World) -> dict[str, list[str]]:
     return {
         "agent disable": ["--drain", w.agent],
         "agent enable": [w.agent],
-        "command config": ["1"],
-        "command describe": ["1"],
-        "command kill": ["1"],
-        "command logs": ["1"],
+        "command config": [w.ntsc["command"]],
+        "command describe": [w.ntsc["command"]],
+        "command kill": [w.ntsc["command"]],
+        "command logs": [w.ntsc["command"]],
         "command run": ["true"],
-        "command set priority": ["1", "5"],
+        "command set priority": [w.ntsc["command"], "5"],
         "config-policies delete": ["--workspace", "Uncategorized", "experiment"],
         "config-policies describe": ["--workspace", "Uncategorized", "experiment"],
         "config-policies set": ["--workspace", "Uncategorized", "experiment", str(w.cfg)],
@@ -173,10 +182,10 @@ def args_for(w: World) -> dict[str, list[str]]:
         "model list-versions": [w.model],
         "model move": [w.model, "-w", "Uncategorized"],
         "model register-version": [w.model, w.uuid],
-        "notebook config": ["1"],
-        "notebook kill": ["1"],
-        "notebook logs": ["1"],
-        "notebook set priority": ["1", "5"],
+        "notebook config": [w.ntsc["notebook"]],
+        "notebook kill": [w.ntsc["notebook"]],
+        "notebook logs": [w.ntsc["notebook"]],
+        "notebook set priority": [w.ntsc["notebook"], "5"],
         "notebook start": ["--detach"],
         "oauth client add": ["c", "example.com"],
         "oauth client remove": ["1"],
@@ -201,10 +210,10 @@ def args_for(w: World) -> dict[str, list[str]]:
         "resources aggregated": ["2024-01-01", "2024-01-02"],
         "resources allocations": ["2024-01-01T00:00:00Z", "2024-01-02T00:00:00Z"],
         "resources raw": ["2024-01-01T00:00:00Z", "2024-01-02T00:00:00Z"],
-        "shell config": ["1"],
-        "shell kill": ["1"],
-        "shell logs": ["1"],
-        "shell set priority": ["1", "5"],
+        "shell config": [w.ntsc["shell"]],
+        "shell kill": [w.ntsc["shell"]],
+        "shell logs": [w.ntsc["shell"]],
+        "shell set priority": [w.ntsc["shell"], "5"],
         "shell start": ["--detach"],
         "slot disable": [w.agent, "1"],
         "slot enable": [w.agent, "1"],
@@ -492,6 +501,14 @@ def world(
     job = str(m.get(f"/api/v1/experiments/{spare}")["experiment"]["jobId"])
     walker = m.get("/api/v1/users/walker/by-username")["user"]["id"]
     token = str(m.post("/api/v1/tokens", {"userId": walker, "description": "w"})["tokenId"])
+    launched = {
+        kind: str(m.post(f"/api/v1/{kind}s", body)[kind]["id"])
+        for kind, body in (
+            ("command", {"config": {"entrypoint": ["sleep", "600"]}}),
+            ("notebook", {}),
+            ("shell", {}),
+        )
+    }
     yield World(
         eid,
         spare,
@@ -507,6 +524,7 @@ def world(
         cfg,
         ctx,
         out,
+        launched,
     )
 
 
