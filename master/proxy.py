@@ -320,11 +320,36 @@ def bind(state: MasterState | None) -> None:
         _state[:] = [state]
 
 
+#: Proxied connections served at once by a master process. Each holds a thread of the process
+#: that also answers the agents' heartbeats, and the head is read before anyone is known, so the
+#: cap keeps a flood of (even unauthenticated) proxy connections from taking the process down.
+MAX_CONNECTIONS = 256
+_slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+
 def start(sock: Any, data: bytes) -> None:
     """Takes over a connection the front read ``data`` of (see the module's docstring)."""
     if not _state:
         _answer(sock, Refused(503, "Service Unavailable", "the proxy is not set up"))
         sock.close()
         return
+    if not _slots.acquire(blocking=False):
+        _answer(
+            sock,
+            Refused(
+                503,
+                "Service Unavailable",
+                f"the proxy is serving {MAX_CONNECTIONS} connections; try again shortly",
+            ),
+        )
+        sock.close()
+        return
     state = _state[0]
-    threading.Thread(target=serve, args=(state, sock, data), name="det-proxy", daemon=True).start()
+
+    def run() -> None:
+        try:
+            serve(state, sock, data)
+        finally:
+            _slots.release()
+
+    threading.Thread(target=run, name="det-proxy", daemon=True).start()

@@ -4,6 +4,10 @@ upgrades)."""
 
 from __future__ import annotations
 
+import time
+
+import pytest
+
 from det.master.proxy import forwarded_head, parse_head, token_of, wants_proxy
 
 TID = "0b6f1f5e-1f5e-4c1a-9b7e-2f1d3c4b5a69"
@@ -45,3 +49,49 @@ def test_an_upgrade_keeps_its_connection() -> None:
     out = forwarded_head(h, "svc").decode()
     assert "Connection: Upgrade" in out and "Connection: close" not in out
     assert "Cookie" not in out
+
+
+def test_connections_past_the_cap_get_a_503_and_free_their_slot_when_done(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import socket
+    import threading
+
+    from det.master import proxy
+
+    release = threading.Event()
+    served: list[socket.socket] = []
+
+    def serve(state: object, sock: socket.socket, data: bytes) -> None:
+        served.append(sock)
+        release.wait(10)
+        sock.close()
+
+    monkeypatch.setattr(proxy, "serve", serve)
+    monkeypatch.setattr(proxy, "_slots", threading.BoundedSemaphore(2))
+    monkeypatch.setattr(proxy, "MAX_CONNECTIONS", 2)
+    monkeypatch.setattr(proxy, "_state", [object()])
+    pairs = [socket.socketpair() for _ in range(4)]
+    for ours, _ in pairs[:3]:
+        proxy.start(ours, b"GET /proxy/x/ HTTP/1.1\r\n\r\n")
+    refused = pairs[2][1].recv(4096).decode()
+    assert refused.startswith("HTTP/1.1 503") and "serving 2 connections" in refused
+    release.set()
+    deadline = time.monotonic() + 10
+    while len(served) < 2 or any(s.fileno() != -1 for s in served):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    time.sleep(0.1)  # the threads release their slots after serve returns
+    release.clear()
+    proxy.start(pairs[3][0], b"GET /proxy/x/ HTTP/1.1\r\n\r\n")
+    deadline = time.monotonic() + 10
+    while len(served) < 3:
+        assert time.monotonic() < deadline, "a freed slot serves the next connection"
+        time.sleep(0.01)
+    release.set()
+    while served[-1].fileno() != -1:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    for pair in pairs:
+        for s in pair:
+            s.close()
