@@ -37,13 +37,11 @@ _UTC = '\'YYYY-MM-DD"T"HH24:MI:SS.US"Z"\''
 # What Determined's trial message carries beside the row: the latest and the best validation
 # (by the searcher metric, honouring smaller_is_better), the best checkpoint (the completed one
 # whose validation at the same step is best) and the count and size of completed checkpoints.
-_METRIC = "e.config->'searcher'->>'metric'"
-_BETTER_FIRST = (
-    f" ORDER BY CASE WHEN (e.config->'searcher'->>'smaller_is_better') = 'false'"
-    f" THEN -(m.metrics->'avg_metrics'->>({_METRIC}))::float8"
-    f" ELSE (m.metrics->'avg_metrics'->>({_METRIC}))::float8 END, m.total_batches, m.id"
-)
-_HAS_METRIC = f" AND jsonb_typeof(m.metrics->'avg_metrics'->({_METRIC})) = 'number'"
+# The best validation is a key lookup: the ingest keeps its pointer (migration 0009, whose
+# det_validation_key is also the best checkpoint's order). The best checkpoint probes the
+# validations at its checkpoints' steps; OFFSET 0 keeps the planner from inlining the searcher's
+# metric and direction into every probed row (which read the experiment's config per row: twice
+# the time).
 _VALIDATION_JSON = (
     "jsonb_build_object('totalBatches', m.total_batches, 'numInputs', 0,"
     f" 'endTime', to_char(m.reported_at AT TIME ZONE 'UTC', {_UTC}),"
@@ -53,14 +51,19 @@ _SUMMARY_COLUMNS = (
     f", (SELECT {_VALIDATION_JSON} FROM metrics m WHERE m.trial_id = t.id"
     " AND m.metric_group = 'validation' ORDER BY m.total_batches DESC, m.id DESC LIMIT 1)"
     " AS latest_validation"
-    f", (SELECT {_VALIDATION_JSON} FROM metrics m WHERE m.trial_id = t.id"
-    f" AND m.metric_group = 'validation'{_HAS_METRIC}{_BETTER_FIRST} LIMIT 1) AS best_validation"
+    # The best validation by the pointer the ingest keeps (migration 0009).
+    f", (SELECT {_VALIDATION_JSON} FROM metrics m WHERE m.id = t.best_validation_id)"
+    " AS best_validation"
     ", (SELECT jsonb_build_object('uuid', c.uuid::text, 'totalBatches', c.steps_completed,"
     " 'state', 'STATE_' || c.state, 'resources', c.resources, 'metadata', c.metadata,"
     f" 'endTime', to_char(c.report_time AT TIME ZONE 'UTC', {_UTC}))"
-    " FROM checkpoints c JOIN metrics m ON m.trial_id = c.trial_id"
-    " AND m.metric_group = 'validation' AND m.total_batches = c.steps_completed"
-    f" WHERE c.trial_id = t.id AND c.state = 'COMPLETED'{_HAS_METRIC}{_BETTER_FIRST} LIMIT 1)"
+    " FROM (SELECT e.config->'searcher'->>'metric' AS name,"
+    " det_larger_is_better(e.config) AS larger OFFSET 0) s, checkpoints c"
+    " CROSS JOIN LATERAL (SELECT det_validation_key(m.metrics, s.name, s.larger) AS k,"
+    " m.total_batches, m.id FROM metrics m WHERE m.trial_id = c.trial_id"
+    " AND m.metric_group = 'validation' AND m.total_batches = c.steps_completed OFFSET 0) v"
+    " WHERE c.trial_id = t.id AND c.state = 'COMPLETED' AND v.k IS NOT NULL"
+    " ORDER BY v.k, v.total_batches, v.id LIMIT 1)"
     " AS best_checkpoint"
     ", (SELECT count(*) FROM checkpoints c WHERE c.trial_id = t.id AND c.state = 'COMPLETED')"
     " AS checkpoint_count"
@@ -280,6 +283,35 @@ _WRITE_BATCH = (
     " UPDATE trials SET summary_metrics = %(summary)s::text::jsonb, steps_completed = %(steps)s,"
     " searcher_metric = %(best)s WHERE id = %(trial)s"
 )
+# The same for a batch with validations of the searcher metric: the trial's best validation
+# pointer (``best_validation_id``, migration 0009) becomes the best of the rows just written and
+# the row it pointed to, by the order the read used to sort every validation in (the metric's
+# value, negated when larger is better; then fewer batches; then the earlier row).
+_WRITE_BATCH_VALIDATED = (
+    "WITH written AS ("
+    " INSERT INTO metrics (trial_id, trial_run_id, metric_group, total_batches, metrics)"
+    " SELECT %(trial)s, r.run, r.grp, r.total, r.body FROM jsonb_to_recordset(%(rows)s::text::jsonb)"
+    " AS r(run int, grp text, total bigint, body jsonb)"
+    " RETURNING id, metric_group, total_batches, metrics)"
+    " UPDATE trials SET summary_metrics = %(summary)s::text::jsonb, steps_completed = %(steps)s,"
+    " searcher_metric = %(best)s, best_validation_id = (SELECT c.id FROM ("
+    " SELECT w.id, w.total_batches, w.metrics FROM written w WHERE w.metric_group = 'validation'"
+    " UNION ALL SELECT m.id, m.total_batches, m.metrics FROM metrics m"
+    " WHERE m.id = trials.best_validation_id) c"
+    " WHERE det_validation_key(c.metrics, %(metric)s, %(larger)s) IS NOT NULL"
+    " ORDER BY det_validation_key(c.metrics, %(metric)s, %(larger)s), c.total_batches, c.id"
+    " LIMIT 1) WHERE id = %(trial)s"
+)
+
+
+def refresh_best_validations(conn: Conn, trial_ids: list[int]) -> None:
+    """Recomputes the trials' best validation pointers from all their rows: for validations
+    written into ``metrics`` by other means than :func:`report_metrics` (a bench's or a test's
+    seed)."""
+    conn.execute(
+        "UPDATE trials SET best_validation_id = det_best_validation(id) WHERE id = ANY(%s)",
+        (trial_ids,),
+    )
 
 
 def report_metrics(
@@ -293,7 +325,8 @@ def report_metrics(
     """
     trial = conn.execute(
         "SELECT t.id, t.experiment_id, t.request_id, t.summary_metrics, t.steps_completed,"
-        " t.searcher_metric, jsonb_build_object('searcher', e.config->'searcher') AS config"
+        " t.searcher_metric, jsonb_build_object('searcher', e.config->'searcher') AS config,"
+        " e.config->'searcher'->>'metric' AS metric_text, det_larger_is_better(e.config) AS larger"
         " FROM trials t JOIN experiments e ON e.id = t.experiment_id"
         " WHERE t.id = %s FOR NO KEY UPDATE OF t",
         (trial_id,),
@@ -354,14 +387,20 @@ def report_metrics(
             " VALUES (%s, 'validation', %s, %s)",
             (experiment_id, request_id, Jsonb(payload)),
         )
+    metric_text = trial["metric_text"]
+    validated = metric_text is not None and any(
+        metric_text in avg for avg in by_group.get(VALIDATION, ())
+    )
     conn.execute(
-        _WRITE_BATCH,
+        _WRITE_BATCH_VALIDATED if validated else _WRITE_BATCH,
         {
             "trial": trial_id,
             "rows": fastjson.dumps(rows, finite=finite),
             "summary": fastjson.dumps(summary, finite=False),
             "steps": steps,
             "best": best,
+            "metric": metric_text,
+            "larger": trial["larger"],
         },
     )
     if events:
