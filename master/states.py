@@ -1,15 +1,25 @@
-"""State machines of experiments, trials, allocations and interactive tasks, as tables, and the one function that
-changes a ``state`` column (and records why).
+"""State machines of experiments, trials, allocations, interactive tasks, checkpoints and cloud
+instances, as tables, and the only functions that change a ``state`` column (and record why).
 
 Experiments and trials use Determined's states (sent on the wire as ``STATE_<NAME>``).
+:func:`transition` moves one row by its id; the functions after it are the moves that write
+more than the state (a placement, a config) or many rows at once, each checked against its
+table and guarded in SQL by the states the table allows the move from. No other module writes a
+``state`` column (``scripts/check_layers.py``, run by ``make check``, holds that).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from psycopg.types.json import Jsonb
 
 from det.master.db import Conn
 from det.master.errors import Conflict
+from det.master.provisioner.provider import Instance, InstanceState
 
 logger = logging.getLogger(__name__)
 
@@ -88,16 +98,66 @@ TASK_TRANSITIONS: dict[str, frozenset[str]] = {
     TERMINATED: frozenset(),
 }
 
+# Continuing an experiment that ended (Determined's ContinueExperiment, single-trial only): the
+# same experiment and trial become ACTIVE again. Only continue_experiment makes this move: a user's
+# activate or a loop's transition() may not revive an ended experiment.
+CONTINUE_TRANSITIONS: dict[str, frozenset[str]] = {s: frozenset({ACTIVE}) for s in TERMINAL}
+
+# Checkpoints: COMPLETED when reported; their files deleted by the GC task or the harness, in
+# part (what is left is kept) or in full. A deleted checkpoint stays deleted.
+PARTIALLY_DELETED = "PARTIALLY_DELETED"
+DELETED = "DELETED"
+CHECKPOINT_TRANSITIONS: dict[str, frozenset[str]] = {
+    COMPLETED: frozenset({PARTIALLY_DELETED, DELETED}),
+    PARTIALLY_DELETED: frozenset({DELETED}),
+    DELETED: frozenset(),
+}
+
+# Cloud instances: the moves the master makes itself, namely asking the cloud to terminate one
+# and noticing that the cloud no longer lists one. What the cloud lists is recorded as it says
+# (instances_listed): the cloud is the truth about its machines, and a listing may still show
+# running a machine the master asked to terminate a moment ago.
+_I = InstanceState
+INSTANCE_TRANSITIONS: dict[str, frozenset[str]] = {
+    _I.STARTING.value: frozenset({_I.TERMINATING.value, _I.TERMINATED.value}),
+    _I.RUNNING.value: frozenset({_I.TERMINATING.value, _I.TERMINATED.value}),
+    _I.STOPPING.value: frozenset({_I.TERMINATING.value, _I.TERMINATED.value}),
+    _I.STOPPED.value: frozenset({_I.TERMINATING.value, _I.TERMINATED.value}),
+    _I.TERMINATING.value: frozenset({_I.TERMINATED.value}),
+    _I.TERMINATED.value: frozenset(),
+}
+
 _TABLES = {
     "experiment": ("experiments", EXPERIMENT_TRANSITIONS),
     "trial": ("trials", TRIAL_TRANSITIONS),
     "allocation": ("allocations", ALLOCATION_TRANSITIONS),
     "task": ("ntsc_tasks", TASK_TRANSITIONS),
 }
+# Tables that transition() does not move by id (their own functions below do).
+_OTHER_TABLES = {
+    "checkpoint": CHECKPOINT_TRANSITIONS,
+    "instance": INSTANCE_TRANSITIONS,
+    "continue": CONTINUE_TRANSITIONS,
+}
+
+
+def _rules(entity: str) -> dict[str, frozenset[str]]:
+    return _TABLES[entity][1] if entity in _TABLES else _OTHER_TABLES[entity]
 
 
 def can_transition(entity: str, current: str, new: str) -> bool:
-    return new in _TABLES[entity][1].get(current, frozenset())
+    return new in _rules(entity).get(current, frozenset())
+
+
+def sources(entity: str, new: str) -> list[str]:
+    """The states ``entity``'s table allows a move to ``new`` from (sorted, for SQL)."""
+    return sorted(s for s, targets in _rules(entity).items() if new in targets)
+
+
+def _check_move(entity: str, current: str, new: str) -> None:
+    """A bulk move the code asks for must be in the table: a programming error otherwise."""
+    if not can_transition(entity, current, new):
+        raise ValueError(f"{entity}: {current} -> {new} is not in its transition table")
 
 
 def transition(
@@ -139,3 +199,178 @@ def record_event(conn: Conn, entity: str, entity_id: int | str, kind: str, messa
         "INSERT INTO events (entity, entity_id, kind, message) VALUES (%s, %s, %s, %s)",
         (entity, str(entity_id), kind, message),
     )
+
+
+# -- moves that write more than the state, or many rows ---------------------------------------
+
+
+def allocations_placed(
+    conn: Conn, placements: Mapping[str, Mapping[str, Sequence[str]]]
+) -> list[str]:
+    """The scheduler's placements (allocation id -> agent id -> slot ids): PENDING -> ASSIGNED
+    with the placement, each only if still PENDING (the apply step of a pass that may be stale).
+    Returns the ids that moved."""
+    moved = []
+    for allocation_id, placement in placements.items():
+        row = conn.execute(
+            "UPDATE allocations SET state = %s, placement = %s, placed_at = now()"
+            " WHERE id = %s AND state = ANY(%s) RETURNING id",
+            (
+                ASSIGNED,
+                Jsonb({k: list(v) for k, v in placement.items()}),
+                allocation_id,
+                sources("allocation", ASSIGNED),
+            ),
+        ).fetchone()
+        if row:
+            moved.append(allocation_id)
+            record_event(
+                conn,
+                "allocation",
+                allocation_id,
+                "state",
+                f"PENDING -> ASSIGNED: placed on {', '.join(placement)}",
+            )
+    return moved
+
+
+def experiment_trials(conn: Conn, experiment_id: int, current: str, new: str) -> None:
+    """Every trial of the experiment that is ``current`` becomes ``new`` (pause, activate); the
+    caller holds the experiment's row lock."""
+    _check_move("trial", current, new)
+    conn.execute(
+        "UPDATE trials SET state = %s WHERE experiment_id = %s AND state = %s",
+        (new, experiment_id, current),
+    )
+
+
+def experiment_deleted(conn: Conn, experiment_id: int, reason: str) -> None:
+    """An ended experiment becomes DELETING (and hidden); its rows go once its checkpoints
+    have been collected. Anything else is refused."""
+    row = conn.execute(
+        "UPDATE experiments SET deleted = true, state = %s WHERE id = %s AND state = ANY(%s)"
+        " RETURNING id",
+        (DELETING, experiment_id, sources("experiment", DELETING)),
+    ).fetchone()
+    if row is None:
+        current = conn.execute(
+            "SELECT state FROM experiments WHERE id = %s", (experiment_id,)
+        ).fetchone()
+        raise Conflict(
+            f"experiment {experiment_id} is {current['state'] if current else 'gone'};"
+            f" it cannot become {DELETING}"
+        )
+    record_event(conn, "experiment", experiment_id, "deleted", reason)
+
+
+def continue_experiment(
+    conn: Conn,
+    experiment_id: int,
+    trial_id: int,
+    config: dict[str, Any],
+    experiment_reason: str,
+    trial_reason: str,
+) -> None:
+    """An ended single-trial experiment and its trial become ACTIVE again (CONTINUE_TRANSITIONS),
+    with the experiment's new ``config``; its searcher's failure flag and GC mark are cleared,
+    the trial's end and stop reason too. Refused (Conflict) unless both have ended."""
+    rows = {
+        what: conn.execute(
+            f"SELECT state FROM {table} WHERE id = %s FOR NO KEY UPDATE", (key,)
+        ).fetchone()
+        for what, table, key in (
+            ("experiment", "experiments", experiment_id),
+            ("trial", "trials", trial_id),
+        )
+    }
+    for what, row in rows.items():
+        current = row["state"] if row else "gone"
+        if not can_transition("continue", current, ACTIVE):
+            raise Conflict(
+                f"{what} {trial_id if what == 'trial' else experiment_id} is {current};"
+                f" only one that ended can be continued"
+            )
+    assert rows["experiment"] is not None and rows["trial"] is not None
+    conn.execute(
+        "UPDATE experiments SET state = %s, ended_at = NULL, config = %s, checkpoint_gc_at = NULL,"
+        " searcher_state = CASE WHEN searcher_state IS NULL THEN NULL"
+        "   ELSE jsonb_set(searcher_state, '{failure}', 'false') END"
+        " WHERE id = %s",
+        (ACTIVE, json.dumps(config), experiment_id),
+    )
+    conn.execute(
+        "UPDATE trials SET state = %s, ended_at = NULL, stop_reason = NULL WHERE id = %s",
+        (ACTIVE, trial_id),
+    )
+    exp_state, trial_state = rows["experiment"]["state"], rows["trial"]["state"]
+    record_event(
+        conn, "experiment", experiment_id, "state", f"{exp_state} -> ACTIVE: {experiment_reason}"
+    )
+    record_event(conn, "trial", trial_id, "state", f"{trial_state} -> ACTIVE: {trial_reason}")
+
+
+def checkpoints_deleted(conn: Conn, uuids: Sequence[Any]) -> int:
+    """The GC task deleted these checkpoints' files: DELETED, without resources. Returns how
+    many moved (an already deleted one does not)."""
+    cur = conn.execute(
+        "UPDATE checkpoints SET state = %s, resources = '{}' WHERE uuid = ANY(%s)"
+        " AND state = ANY(%s)",
+        (DELETED, list(uuids), sources("checkpoint", DELETED)),
+    )
+    return cur.rowcount
+
+
+def checkpoint_files_left(conn: Conn, uuid: str, left: Mapping[str, int]) -> None:
+    """A deletion was reported for checkpoint ``uuid``: ``left`` is what remains (DELETED when
+    nothing, else PARTIALLY_DELETED; the same report again is no move and is accepted). A deleted
+    checkpoint cannot get files back (Conflict)."""
+    new = PARTIALLY_DELETED if left else DELETED
+    row = conn.execute(
+        "UPDATE checkpoints SET resources = %s, state = %s WHERE uuid = %s AND state = ANY(%s)"
+        " RETURNING uuid",
+        (Jsonb(dict(left)), new, uuid, [*sources("checkpoint", new), new]),
+    ).fetchone()
+    if row is None:
+        current = conn.execute("SELECT state FROM checkpoints WHERE uuid = %s", (uuid,)).fetchone()
+        if current is not None:
+            raise Conflict(f"checkpoint {uuid} is {current['state']}; it cannot become {new}")
+
+
+def instances_listed(conn: Conn, pool: str, instances: Iterable[Instance]) -> None:
+    """What the cloud lists for ``pool``, recorded as it says (an instance seen again is no
+    longer terminated); an instance it no longer lists has ended (TERMINATED)."""
+    ids = []
+    for inst in instances:
+        ids.append(inst.id)
+        live = inst.state in (_I.STARTING, _I.RUNNING)
+        conn.execute(
+            "INSERT INTO instances (id, resource_pool, instance_type, zone, market, state, launched_at)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, zone = EXCLUDED.zone,"
+            " terminated_at = CASE WHEN %s THEN NULL ELSE instances.terminated_at END",
+            (
+                inst.id,
+                pool,
+                inst.instance_type,
+                inst.zone,
+                inst.market.value,
+                inst.state.value,
+                inst.launched_at,
+                live,
+            ),
+        )
+    conn.execute(
+        "UPDATE instances SET state = %s, terminated_at = coalesce(terminated_at, now())"
+        " WHERE resource_pool = %s AND state = ANY(%s) AND NOT (id = ANY(%s))",
+        (_I.TERMINATED.value, pool, sources("instance", _I.TERMINATED.value), ids),
+    )
+
+
+def instances_terminating(conn: Conn, reasons: Mapping[str, str]) -> None:
+    """The master asked the cloud to terminate these instances (id -> why)."""
+    for iid, reason in reasons.items():
+        conn.execute(
+            "UPDATE instances SET state = %s, terminated_at = coalesce(terminated_at, now()),"
+            " reason = %s WHERE id = %s AND state = ANY(%s)",
+            (_I.TERMINATING.value, reason, iid, sources("instance", _I.TERMINATING.value)),
+        )

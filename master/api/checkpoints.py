@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, send_file
-from psycopg.types.json import Jsonb
 
 from det.master import limits
 from det.master.api import _access
@@ -79,11 +78,11 @@ def report(body: wire.ReportCheckpointRequest) -> Any:
             if given is None:
                 raise InvalidArgument("taskId: required string")
             task_id = given
-        trial = conn.execute("SELECT id FROM trials WHERE task_id = %s", (task_id,)).fetchone()
-        if trial is None and p.task is None:
+        trial_id = svc.trial_of_task(conn, task_id)
+        if trial_id is None and p.task is None:
             raise NotFound(f"taskId: no trial has task id {task_id!r}")
-        if trial is not None:
-            _access.trial(conn, trial["id"])
+        if trial_id is not None:
+            _access.trial(conn, trial_id)
         existing = _access.checkpoint(conn, uid, for_write=True)
         if existing is not None and existing["task_id"] != task_id:
             raise Conflict(f"checkpoint {uid} already exists for another task")
@@ -117,11 +116,7 @@ def patch(body: wire.PatchCheckpointsRequest) -> Any:
             left = wire.sizes(f"checkpoints[{i}].resources.resources", res)
             if _access.checkpoint(conn, uid, for_write=True) is None:
                 raise NotFound(f"checkpoint {uid} not found")
-            conn.execute(
-                "UPDATE checkpoints SET resources = %s,"
-                " state = CASE WHEN %s THEN 'DELETED' ELSE 'PARTIALLY_DELETED' END WHERE uuid = %s",
-                (Jsonb(left), not left, uid),
-            )
+            svc.files_deleted(conn, uid, left)
     return {}
 
 

@@ -26,7 +26,7 @@ from det.master.state import MasterState
 
 logger = logging.getLogger(__name__)
 
-DELETED = "DELETED"
+DELETED = states.DELETED
 TASK_TYPE = "CHECKPOINT_GC"
 
 
@@ -160,7 +160,7 @@ def delete(conn: Conn, st: MasterState, uuids: list[str]) -> None:
             raise InvalidArgument(f"checkpointUuids: checkpoint {uid} has no trial to delete from")
         if r["registered"]:
             raise Conflict(f"checkpoint {uid} is registered as a model version; it is kept")
-        if r["state"] not in ("COMPLETED", "PARTIALLY_DELETED"):
+        if r["state"] not in (states.COMPLETED, states.PARTIALLY_DELETED):
             raise Conflict(f"checkpoint {uid} is {r['state']}; only a completed one is deleted")
         if r["exp_state"] not in states.TERMINAL:
             raise Conflict(
@@ -225,10 +225,7 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None) -> None
         return
     eid = row["experiment_id"]
     if exit_code == 0:
-        conn.execute(
-            "UPDATE checkpoints SET state = %s, resources = '{}' WHERE uuid = ANY(%s)",
-            (DELETED, row["uuids"]),
-        )
+        states.checkpoints_deleted(conn, row["uuids"])
         states.record_event(
             conn, "experiment", eid, "checkpoint-gc", f"deleted {len(row['uuids'])} checkpoints"
         )

@@ -65,6 +65,17 @@ def report(conn: Conn, ckpt: dict[str, Any], *, task_id: str | None) -> None:
         )
 
 
+def trial_of_task(conn: Conn, task_id: str) -> int | None:
+    """The id of the trial whose task is ``task_id`` (None: not a trial's task)."""
+    row = conn.execute("SELECT id FROM trials WHERE task_id = %s", (task_id,)).fetchone()
+    return int(row["id"]) if row else None
+
+
+def files_deleted(conn: Conn, uid: str, left: dict[str, int]) -> None:
+    """The GC task or the harness deleted files of checkpoint ``uid``; ``left`` remain."""
+    states.checkpoint_files_left(conn, uid, left)
+
+
 _SELECT = (
     "SELECT c.*, t.experiment_id, t.hparams, e.config, t.searcher_metric,"
     " (SELECT m.metrics FROM metrics m WHERE m.trial_id = c.trial_id AND m.metric_group = 'validation'"

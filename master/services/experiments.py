@@ -488,10 +488,7 @@ def activate(conn: Conn, experiment_id: int) -> None:
     if exp["state"] == states.ACTIVE:
         return
     states.transition(conn, "experiment", experiment_id, states.ACTIVE, "activated by user")
-    conn.execute(
-        "UPDATE trials SET state = %s WHERE experiment_id = %s AND state = %s",
-        (states.ACTIVE, experiment_id, states.PAUSED),
-    )
+    states.experiment_trials(conn, experiment_id, states.PAUSED, states.ACTIVE)
     wake(conn)
 
 
@@ -503,10 +500,7 @@ def pause(conn: Conn, experiment_id: int) -> None:
     # Running trials checkpoint and exit (graceful preemption); queued ones just wait.
     # Lock order everywhere: experiment, then allocations, then trials.
     _preempt_live(conn, experiment_id)
-    conn.execute(
-        "UPDATE trials SET state = %s WHERE experiment_id = %s AND state = %s",
-        (states.PAUSED, experiment_id, states.ACTIVE),
-    )
+    states.experiment_trials(conn, experiment_id, states.ACTIVE, states.PAUSED)
     wake(conn)
 
 
@@ -566,11 +560,7 @@ def delete(conn: Conn, experiment_id: int) -> None:
     exp = _lock(conn, experiment_id)
     if exp["state"] not in states.TERMINAL:
         raise Conflict(f"experiment {experiment_id} is {exp['state']}: kill it before deleting it")
-    conn.execute(
-        "UPDATE experiments SET deleted = true, state = %s WHERE id = %s",
-        (states.DELETING, experiment_id),
-    )
-    states.record_event(conn, "experiment", experiment_id, "deleted", "deleted by user")
+    states.experiment_deleted(conn, experiment_id, "deleted by user")
 
 
 def patch(conn: Conn, experiment_id: int, fields: Any) -> None:
@@ -717,31 +707,14 @@ def continue_(
             raise InvalidArgument(
                 f"overrideConfig: {changed[0]} cannot change when continuing (the trial is the same)"
             )
-    conn.execute(
-        "UPDATE experiments SET state = %s, ended_at = NULL, config = %s, checkpoint_gc_at = NULL,"
-        " searcher_state = CASE WHEN searcher_state IS NULL THEN NULL"
-        "   ELSE jsonb_set(searcher_state, '{failure}', 'false') END"
-        " WHERE id = %s",
-        (states.ACTIVE, json.dumps(new_config), experiment_id),
-    )
-    conn.execute(
-        "UPDATE trials SET state = %s, ended_at = NULL, stop_reason = NULL WHERE id = %s",
-        (states.ACTIVE, t["id"]),
-    )
-    states.record_event(
+    states.continue_experiment(
         conn,
-        "experiment",
         experiment_id,
-        "state",
-        f"{exp['state']} -> ACTIVE: continued by user"
-        + (f" (config override: {', '.join(sorted(override))})" if override else ""),
-    )
-    states.record_event(
-        conn,
-        "trial",
         t["id"],
-        "state",
-        f"{t['state']} -> ACTIVE: experiment continued"
+        new_config,
+        "continued by user"
+        + (f" (config override: {', '.join(sorted(override))})" if override else ""),
+        "experiment continued"
         + (
             f", resuming from checkpoint {t['latest_checkpoint']}" if t["latest_checkpoint"] else ""
         ),

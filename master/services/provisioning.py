@@ -288,31 +288,7 @@ def month_spend(conn: Conn, pool: str, policy: cost.CostPolicy, now: dt.datetime
 
 def sync_instances(conn: Conn, pool: str, instances: Iterable[Instance]) -> None:
     """Upsert what the cloud lists; what it no longer lists has ended."""
-    ids = []
-    for inst in instances:
-        ids.append(inst.id)
-        live = inst.state in (InstanceState.STARTING, InstanceState.RUNNING)
-        conn.execute(
-            "INSERT INTO instances (id, resource_pool, instance_type, zone, market, state, launched_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s)"
-            " ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, zone = EXCLUDED.zone,"
-            " terminated_at = CASE WHEN %s THEN NULL ELSE instances.terminated_at END",
-            (
-                inst.id,
-                pool,
-                inst.instance_type,
-                inst.zone,
-                inst.market.value,
-                inst.state.value,
-                inst.launched_at,
-                live,
-            ),
-        )
-    conn.execute(
-        "UPDATE instances SET state = %s, terminated_at = coalesce(terminated_at, now())"
-        " WHERE resource_pool = %s AND state <> %s AND NOT (id = ANY(%s))",
-        (InstanceState.TERMINATED.value, pool, InstanceState.TERMINATED.value, ids),
-    )
+    states.instances_listed(conn, pool, instances)
 
 
 # -- apply ---------------------------------------------------------------------------------
@@ -427,12 +403,7 @@ def _terminate(
     logger.info("pool %s: terminated %s", pool, ids)
     reasons = {t.instance_id: t.reason.value for t in terms}
     with st.pool.connection() as conn:
-        for iid in ids:
-            conn.execute(
-                "UPDATE instances SET state = %s, terminated_at = coalesce(terminated_at, now()),"
-                " reason = %s WHERE id = %s",
-                (InstanceState.TERMINATING.value, reasons[iid], iid),
-            )
+        states.instances_terminating(conn, {iid: reasons[iid] for iid in ids})
 
 
 def _list(provider: Provider, pool: str, fresh: bool) -> tuple[tuple[Instance, ...], bool]:

@@ -7,8 +7,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from psycopg.types.json import Jsonb
-
 from det.master import scheduler as sched
 from det.master import states
 from det.master.db import Conn
@@ -94,20 +92,7 @@ def sched_snapshot(
 def schedule_all(conn: Conn, st: MasterState) -> None:
     for p in st.config.resource_pools:
         decision = sched.schedule(snapshot(conn, st, p.pool_name))
-        for allocation_id, placement in decision.placements.items():
-            row = conn.execute(
-                "UPDATE allocations SET state = 'ASSIGNED', placement = %s, placed_at = now()"
-                " WHERE id = %s AND state = 'PENDING' RETURNING id",
-                (Jsonb({k: list(v) for k, v in placement.items()}), allocation_id),
-            ).fetchone()
-            if row:
-                states.record_event(
-                    conn,
-                    "allocation",
-                    allocation_id,
-                    "state",
-                    f"PENDING -> ASSIGNED: placed on {', '.join(placement)}",
-                )
+        states.allocations_placed(conn, decision.placements)
         for allocation_id in decision.preemptions:
             conn.execute(
                 "UPDATE allocations SET preempt_requested = true, exit_reason = coalesce(exit_reason, 'preempted by higher-priority work')"

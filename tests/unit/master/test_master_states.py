@@ -36,3 +36,34 @@ def test_terminal_states_have_no_way_back() -> None:
     for s in states.TERMINAL:
         assert not (states.TRIAL_TRANSITIONS[s] - {states.DELETING})
         assert states.EXPERIMENT_TRANSITIONS[s] <= {states.DELETING}
+
+
+@pytest.mark.parametrize(
+    ("entity", "current", "new", "allowed"),
+    [
+        ("checkpoint", "COMPLETED", "PARTIALLY_DELETED", True),
+        ("checkpoint", "COMPLETED", "DELETED", True),
+        ("checkpoint", "PARTIALLY_DELETED", "DELETED", True),
+        ("checkpoint", "DELETED", "PARTIALLY_DELETED", False),
+        ("checkpoint", "DELETED", "COMPLETED", False),
+        ("instance", "running", "terminating", True),
+        ("instance", "terminating", "terminated", True),
+        ("instance", "terminated", "terminating", False),
+        ("instance", "terminating", "running", False),
+        ("continue", "COMPLETED", "ACTIVE", True),
+        ("continue", "ERROR", "ACTIVE", True),
+        ("continue", "PAUSED", "ACTIVE", False),
+        ("continue", "DELETING", "ACTIVE", False),
+    ],
+)
+def test_checkpoint_instance_and_continue_tables(
+    entity: str, current: str, new: str, allowed: bool
+) -> None:
+    assert states.can_transition(entity, current, new) is allowed
+
+
+def test_the_guards_come_from_the_tables() -> None:
+    assert states.sources("allocation", "ASSIGNED") == ["PENDING"]
+    assert states.sources("checkpoint", "DELETED") == ["COMPLETED", "PARTIALLY_DELETED"]
+    assert states.sources("experiment", "DELETING") == ["CANCELED", "COMPLETED", "ERROR"]
+    assert "terminated" not in states.sources("instance", "terminating")
