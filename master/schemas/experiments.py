@@ -70,6 +70,7 @@ def got(row: dict[str, Any], best: dict[str, Any] | None, config: Any) -> d.v1Ex
         fragment(row["hyperparameters_json"], "{}"),
         row["original_config"],
         best,
+        fragment(row["trial_ids_json"], "[]"),
     )
 
 
@@ -82,6 +83,7 @@ def _experiment(
     hyperparameters: Any,
     original_config: str,
     best: dict[str, Any] | None = None,
+    trial_ids: Any = None,
 ) -> d.v1Experiment:
     out: d.v1Experiment = {
         "id": row["id"],
@@ -96,7 +98,7 @@ def _experiment(
         "startTime": ts(row["created_at"]) or "",
         "endTime": ts(row["ended_at"]),
         "numTrials": row["num_trials"],
-        "trialIds": [],
+        "trialIds": [] if trial_ids is None else trial_ids,
         "username": row["username"],
         "userId": row["owner_id"],
         "displayName": row["username"],

@@ -337,9 +337,11 @@ def searcher_config(conn: Conn, experiment_id: int) -> dict[str, Any]:
 
 def get_for_wire(conn: Conn, experiment_id: int) -> dict[str, Any]:
     """The experiment as GetExperiment sends it: the wire columns (see ``_WIRE_COLUMNS``), the
-    original config and the hyperparameters (as JSON text)."""
+    original config, the hyperparameters and the ids of its trials (as JSON text)."""
     row = conn.execute(
-        "SELECT e.original_config, (e.config->'hyperparameters')::text AS hyperparameters_json, "
+        "SELECT e.original_config, (e.config->'hyperparameters')::text AS hyperparameters_json,"
+        " (SELECT coalesce(json_agg(t.id ORDER BY t.id), '[]')::text FROM trials t"
+        " WHERE t.experiment_id = e.id) AS trial_ids_json, "
         + _WIRE
         + " WHERE e.id = %s AND NOT e.deleted",
         (experiment_id,),

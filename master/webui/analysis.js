@@ -86,7 +86,7 @@ function rangeText(d, [lo, hi]) {
 }
 
 async function experimentPage(main, id) {
-  const st = { metric: null, brushes: {}, sort: { key: "metric", desc: false }, picked: new Set(), heat: [null, null], series: {}, seriesMetric: null };
+  const st = { metric: null, brushes: {}, sort: { key: "metric", desc: false }, picked: new Set(), heat: [null, null], series: {}, seriesMetric: null, seriesIds: "", seriesVersion: 0, selected: null, drawn: "" };
   const boxes = {
     head: h("div"),
     curves: h("section", { class: "curves-box" }),
@@ -95,28 +95,71 @@ async function experimentPage(main, id) {
     ckpts: h("section", { class: "checkpoints-box" }),
     config: h("div"),
   };
+  const curveTools = h("div", { class: "toolbar" });
+  const curveChart = h("div", { class: "curve-chart" }, h("p", { class: "muted" }, "Loading curves…"));
+  render(boxes.curves, curveTools, curveChart);
   render(main, boxes.head, h("h2", {}, "Learning curves"), boxes.curves, h("h2", {}, "Hyperparameters"), boxes.hp, h("h2", {}, "Trials"), boxes.trials,
     h("h2", {}, "Checkpoints"), boxes.ckpts, boxes.config);
-  let data = null;
+  let data = null; // {e, config, jobSummary, smaller, trials (null until listed), metricIds}
+  let loads = 0; // only the newest load draws
 
+  const setSeries = (series, metric, ids) => {
+    st.series = series;
+    st.seriesMetric = metric;
+    st.seriesIds = ids.join(",");
+    st.seriesVersion++;
+  };
+
+  // The kept checkpoints, best first by the searcher metric (not redrawn under an open form).
+  const loadCheckpoints = async (smaller) => {
+    if (boxes.ckpts.querySelector("form.register")) return;
+    const q = `states=STATE_COMPLETED&limit=100&sortByAttr=SORT_BY_SEARCHER_METRIC&orderBy=${smaller ? "ORDER_BY_ASC" : "ORDER_BY_DESC"}`;
+    const { checkpoints } = await api(`/api/v1/experiments/${id}/checkpoints?${q}`);
+    if (!boxes.ckpts.querySelector("form.register")) render(boxes.ckpts, checkpointsTable(checkpoints, true));
+  };
+
+  // The page draws its curves as soon as their series are in: they need only the experiment
+  // (its trial ids and searcher metric), so they are asked for at once, in parallel with the
+  // trial list (which the hyperparameter views and the table wait for) and the checkpoints.
   const load = async () => {
-    const [{ experiment: e, config, jobSummary }, { trials }] = await Promise.all([api("/api/v1/experiments/" + id), api(`/api/v1/experiments/${id}/trials`)]);
+    const gen = ++loads;
+    const { experiment: e, config, jobSummary } = await api("/api/v1/experiments/" + id);
+    if (gen !== loads) return;
+    const smaller = ((config || {}).searcher || {}).smaller_is_better !== false;
+    data = { e, config, jobSummary, smaller, trials: data ? data.trials : null, metricIds: data ? data.metricIds : [] };
+    drawHead();
+    const ids = e.trialIds || [];
+    const guess = st.metric || (e.searcherMetric ? "validation." + e.searcherMetric : null);
+    if (!st.metric) st.metric = guess;
+    if (!data.trials) drawCurveTools();
+    const early = guess && ids.length
+      ? seriesOf(ids, guess).then((series) => {
+        if (gen !== loads || st.metric !== guess) return; // a newer load, or another metric chosen
+        setSeries(series, guess, ids);
+        drawCurves();
+      })
+      : Promise.resolve();
+    const ckpts = loadCheckpoints(smaller);
+    const { trials } = await api(`/api/v1/experiments/${id}/trials`);
+    if (gen !== loads) return;
     const metricIds = metricIdsOf(trials);
     if (!st.metric || !metricIds.includes(st.metric)) st.metric = metricIds.includes("validation." + e.searcherMetric) ? "validation." + e.searcherMetric : metricIds[0] || null;
-    const smaller = ((config || {}).searcher || {}).smaller_is_better !== false;
-    data = { e, config, jobSummary, trials, metricIds, smaller };
+    data.trials = trials;
+    data.metricIds = metricIds;
     drawHead();
-    // The kept checkpoints, best first by the searcher metric (not redrawn under an open form).
-    if (!boxes.ckpts.querySelector("form.register")) {
-      const q = `states=STATE_COMPLETED&limit=100&sortByAttr=SORT_BY_SEARCHER_METRIC&orderBy=${smaller ? "ORDER_BY_ASC" : "ORDER_BY_DESC"}`;
-      const { checkpoints } = await api(`/api/v1/experiments/${id}/checkpoints?${q}`);
-      render(boxes.ckpts, checkpointsTable(checkpoints, true));
-    }
-    if (st.metric) {
-      st.series = await seriesOf(trials.map((t) => t.id), st.metric);
-      st.seriesMetric = st.metric;
-    }
     draw();
+    await early;
+    // The list may hold trials the experiment did not (created meanwhile), or the metric
+    // guessed may not be one the trials report: then the series are asked again.
+    const listed = trials.map((t) => t.id);
+    if (gen === loads && st.metric && (st.seriesMetric !== st.metric || st.seriesIds !== listed.join(","))) {
+      const want = st.metric;
+      const series = await seriesOf(listed, want);
+      if (gen !== loads || st.metric !== want) return;
+      setSeries(series, want, listed);
+      drawCurves();
+    }
+    await ckpts;
   };
 
   const drawHead = () => {
@@ -128,7 +171,7 @@ async function experimentPage(main, id) {
       e.description ? h("p", {}, e.description) : null,
       facts([
         ["Searcher", `${e.searcherType} on ${metric} (${smaller ? "smaller" : "larger"} is better)`],
-        ["Trials", String(trials.length)],
+        ["Trials", String(trials ? trials.length : e.numTrials)],
         ["Best trial", e.bestTrialId ? h("span", {}, link("/det/trials/" + e.bestTrialId, "trial " + e.bestTrialId), ` (${metric} ${num(e.bestTrialSearcherMetric)})`) : ""],
         ["Queue", jobSummary && !isTerminal(e.state) && stateName(jobSummary.state) !== "UNSPECIFIED" ? `${stateName(jobSummary.state)}, ${jobSummary.jobsAhead} job(s) ahead` : ""],
         ["Progress", e.progress === null || e.progress === undefined ? "" : Math.round(e.progress * 100) + "%"],
@@ -141,11 +184,47 @@ async function experimentPage(main, id) {
     render(boxes.config, h("details", { class: "config-box", open: configOpen }, h("summary", {}, "Configuration"), h("pre", { class: "config" }, JSON.stringify(config, null, 2))));
   };
 
+  // The metric chooser (before the trial list is in: the metric asked for only).
+  const drawCurveTools = () => {
+    const ids = data && data.trials ? data.metricIds : st.metric ? [st.metric] : [];
+    render(curveTools, h("label", {}, "Metric", metricSelect(ids, st.metric, "curve metric", async (v) => {
+      st.metric = v;
+      drawCurves();
+      const trialIds = data.trials ? data.trials.map((t) => t.id) : data.e.trialIds || [];
+      const series = await seriesOf(trialIds, v);
+      if (st.metric !== v) return; // another metric was chosen meanwhile
+      setSeries(series, v, trialIds);
+      drawCurves();
+    })));
+  };
+
+  // The curves of the series in hand, dimmed outside the brushed ranges; not redrawn when
+  // nothing they show has changed (a sort, a pick, the trial list arriving).
+  const drawCurves = () => {
+    if (!st.metric) {
+      st.drawn = "";
+      render(curveChart, h("p", { class: "muted" }, "No metrics reported yet."));
+      return;
+    }
+    if (st.seriesMetric !== st.metric) {
+      st.drawn = "";
+      render(curveChart, h("p", { class: "muted" }, "Loading curves…"));
+      return;
+    }
+    const sel = st.selected;
+    const key = `${st.seriesVersion}|${sel ? [...sel].join(",") : "*"}`;
+    if (key === st.drawn) return;
+    st.drawn = key;
+    const ids = st.seriesIds ? st.seriesIds.split(",").map(Number) : [];
+    const series = ids.filter((t) => st.series[t] && st.series[t].length).map((t) => ({ name: "trial " + t, key: t, points: st.series[t] }));
+    render(curveChart, curvesFigure(series, st.metric, sel));
+  };
+
   // Rows of the hyperparameter views: flattened hparams and the searcher metric.
   const hpRows = () => data.trials.map((t) => ({ id: t.id, trial: t, values: Object.fromEntries(flat(t.hparams)), metric: typeof t.searcherMetricValue === "number" ? t.searcherMetricValue : NaN }));
 
   const draw = () => {
-    if (!data) return;
+    if (!data || !data.trials) return;
     const { e, trials, metricIds, smaller } = data;
     const rows = hpRows();
     const keys = [...new Set(rows.flatMap((r) => Object.keys(r.values)))].sort();
@@ -161,18 +240,9 @@ async function experimentPage(main, id) {
     const brushed = Object.keys(st.brushes).length > 0;
 
     // Learning curves.
-    const series = trials.filter((t) => st.series[t.id] && st.series[t.id].length).map((t) => ({ name: "trial " + t.id, key: t.id, points: st.series[t.id] }));
-    render(boxes.curves,
-      h("div", { class: "toolbar" }, h("label", {}, "Metric", metricSelect(metricIds, st.metric, "curve metric", async (v) => {
-        st.metric = v;
-        const series = await seriesOf(trials.map((t) => t.id), v);
-        if (st.metric !== v) return; // another metric was chosen meanwhile
-        st.series = series;
-        st.seriesMetric = v;
-        draw();
-      }))),
-      st.metric ? curvesFigure(series, st.metric, brushed ? selected : null) : h("p", { class: "muted" }, "No metrics reported yet."),
-    );
+    st.selected = brushed ? selected : null;
+    drawCurveTools();
+    drawCurves();
 
     // Hyperparameter views.
     const pdata = rows.map((r) => ({ id: r.id, values: { ...r.values, [metricDim.key]: r.metric } }));

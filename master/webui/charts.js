@@ -1,6 +1,6 @@
-// det WebUI charts: hand-written SVG (line chart, parallel coordinates with brushing, scatter,
-// heat map). No library: each chart is a few dozen lines, and what a library would add (zoom,
-// canvas) is not needed at the sizes we draw (100 trials x 1,000 points; see docs/webui.md).
+// det WebUI charts, hand-written (line chart, parallel coordinates with brushing, scatter, heat
+// map): SVG, and a canvas under the SVG axes for line charts with many points. No library: each
+// chart is a few dozen lines (see docs/webui.md).
 "use strict";
 
 const PALETTE = 8; // colour classes s0..s7 in app.css
@@ -38,24 +38,54 @@ function axes(svg, { W, H, L, R, T, B, xr, yr, xLabel, yLabel, X, Y, xTicks }) {
   if (yLabel) svg.appendChild(s("text", { x: 12, y: (T + H - B) / 2, class: "label", "text-anchor": "middle", transform: `rotate(-90 12 ${(T + H - B) / 2})` }, yLabel));
 }
 
+// Colours of the classes s0..s7 in app.css, for the canvas (which cannot read CSS classes).
+const COLORS = ["#2456c8", "#d9480f", "#2b8a3e", "#862e9c", "#c2255c", "#0b7285", "#e67700", "#5c677d"];
+// Charts with more points than this draw their lines on a canvas (one bitmap, no element per
+// series: 100 trials x 500 points lay out and repaint in a few ms), with the axes in SVG above.
+const CANVAS_POINTS = 5000;
+
 // series: [{name, key?, points: [[x, y], ...]}]. Points get circles only when there are few of
-// them (hover titles); large charts are polylines only, one element per series.
+// them (hover titles); larger charts are one polyline per series; large ones a canvas.
 function lineChart(series, { xLabel, yLabel, cls = "", highlight = null }) {
-  const xs = [], ys = [];
-  for (const ser of series) for (const [x, y] of ser.points) if (Number.isFinite(x) && Number.isFinite(y)) { xs.push(x); ys.push(y); }
-  if (!xs.length) return h("p", { class: "muted chart-empty" }, "No " + yLabel + " reported yet.");
+  let n = 0, x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
+  for (const ser of series) {
+    for (const [x, y] of ser.points) {
+      if (!Number.isFinite(x) || !Number.isFinite(y)) continue;
+      n++;
+      if (x < x0) x0 = x;
+      if (x > x1) x1 = x;
+      if (y < y0) y0 = y;
+      if (y > y1) y1 = y;
+    }
+  }
+  if (!n) return h("p", { class: "muted chart-empty" }, "No " + yLabel + " reported yet.");
   const W = 720, H = 260, L = 64, R = 12, T = 12, B = 36;
-  const xr = extent(xs), yr = extent(ys);
+  const xr = extent([x0, x1]), yr = extent([y0, y1]);
   const X = (x) => L + ((x - xr[0]) / (xr[1] - xr[0])) * (W - L - R);
   const Y = (y) => H - B - ((y - yr[0]) / (yr[1] - yr[0])) * (H - T - B);
-  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img", "aria-label": yLabel + " by " + xLabel });
+  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img", "aria-label": `${yLabel} by ${xLabel}, ${series.length} series` });
   axes(svg, { W, H, L, R, T, B, xr, yr, xLabel, yLabel: "", X, Y });
-  const dots = xs.length <= 600;
+  const dimmed = (ser) => highlight && !highlight.has(ser.key ?? ser.name);
+  const shown = series.slice(0, 24);
+  const legend = h("ul", { class: "legend" }, shown.map((ser, i) => h("li", {}, h("span", { class: "swatch s" + (i % PALETTE) }), ser.name)),
+    series.length > shown.length ? h("li", { class: "muted" }, `and ${series.length - shown.length} more`) : null);
+  if (n > CANVAS_POINTS) {
+    const readout = h("span", { class: "readout", "aria-live": "polite" });
+    const fig = h("figure", { class: cls + " canvas-chart" }, h("figcaption", {}, yLabel + " by " + xLabel, " ", readout),
+      h("div", { class: "plot" }, canvasLines(series, { W, H, L, R, T, B, X, Y, dimmed }), svg), legend);
+    const drawn = series.map((ser) => ser.points.filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y)).length);
+    fig.setAttribute("data-series", String(drawn.filter(Boolean).length));
+    fig.setAttribute("data-series-points", drawn.filter(Boolean).join(","));
+    fig.setAttribute("data-x", `${x0},${x1}`);
+    fig.setAttribute("data-dimmed", String(series.filter((ser, i) => drawn[i] && dimmed(ser)).length));
+    hoverReadout(svg, series, { X, Y, dimmed }, readout);
+    return fig;
+  }
+  const dots = n <= 600;
   series.forEach((ser, i) => {
     const good = ser.points.filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y));
     if (!good.length) return;
-    const dim = highlight && !highlight.has(ser.key ?? ser.name);
-    const c = "series s" + (i % PALETTE) + (dim ? " dim" : "");
+    const c = "series s" + (i % PALETTE) + (dimmed(ser) ? " dim" : "");
     let pts = "";
     for (const [x, y] of good) pts += X(x).toFixed(1) + "," + Y(y).toFixed(1) + " ";
     const line = s("polyline", { points: pts.trim(), class: c, "data-series": ser.name });
@@ -67,10 +97,57 @@ function lineChart(series, { xLabel, yLabel, cls = "", highlight = null }) {
       }
     }
   });
-  const shown = series.slice(0, 24);
-  const legend = h("ul", { class: "legend" }, shown.map((ser, i) => h("li", {}, h("span", { class: "swatch s" + (i % PALETTE) }), ser.name)),
-    series.length > shown.length ? h("li", { class: "muted" }, `and ${series.length - shown.length} more`) : null);
   return h("figure", { class: cls }, h("figcaption", {}, yLabel + " by " + xLabel), svg, legend);
+}
+
+// The lines of a large chart on one canvas (sized for the chart's widest CSS size and the
+// screen's pixel ratio; the SVG of the axes lies on top). Dimmed series first, in grey.
+function canvasLines(series, { W, H, L, R, T, B, X, Y, dimmed }) {
+  const k = (900 / W) * Math.min(2, Math.max(1, window.devicePixelRatio || 1));
+  const canvas = h("canvas", { width: Math.round(W * k), height: Math.round(H * k), "aria-hidden": "true" });
+  const ctx = canvas.getContext("2d");
+  ctx.scale(k, k);
+  ctx.beginPath();
+  ctx.rect(L, T - 2, W - L - R, H - T - B + 4);
+  ctx.clip();
+  ctx.lineJoin = "round";
+  const stroke = (ser, color, width, alpha) => {
+    let first = true;
+    ctx.beginPath();
+    for (const [x, y] of ser.points) {
+      if (!Number.isFinite(x) || !Number.isFinite(y)) continue;
+      if (first) ctx.moveTo(X(x), Y(y));
+      else ctx.lineTo(X(x), Y(y));
+      first = false;
+    }
+    ctx.strokeStyle = color;
+    ctx.lineWidth = width;
+    ctx.globalAlpha = alpha;
+    ctx.stroke();
+  };
+  series.forEach((ser) => { if (dimmed(ser)) stroke(ser, "#c9ced8", 1, 0.5); });
+  series.forEach((ser, i) => { if (!dimmed(ser)) stroke(ser, COLORS[i % COLORS.length], 1.3, 0.85); });
+  return canvas;
+}
+
+// A canvas has no per-line titles: the point nearest the pointer (within 10 units) is named
+// in the caption instead.
+function hoverReadout(svg, series, { X, Y, dimmed }, out) {
+  svg.addEventListener("pointermove", (ev) => {
+    const m = svg.getScreenCTM();
+    if (!m) return;
+    const px = (ev.clientX - m.e) / m.a, py = (ev.clientY - m.f) / m.d;
+    let best = null, bd = 100;
+    for (const ser of series) {
+      if (dimmed(ser)) continue;
+      for (const [x, y] of ser.points) {
+        const dx = X(x) - px, dy = Y(y) - py, d = dx * dx + dy * dy;
+        if (d < bd) { bd = d; best = [ser.name, x, y]; }
+      }
+    }
+    out.textContent = best ? `${best[0]}: ${num(best[2])} at ${num(best[1])}` : "";
+  });
+  svg.addEventListener("pointerleave", () => { out.textContent = ""; });
 }
 
 // An axis of a hyperparameter view: numeric (linear) or categorical (evenly spaced values).

@@ -234,6 +234,9 @@ def test_experiment_list_carries_the_config_and_get_the_rest(live_master: Master
     assert listed["originalConfig"] == "" and "hyperparameters" not in listed
     assert "searcher:" in got["experiment"]["originalConfig"]
     assert got["experiment"]["hyperparameters"] == {"lr": {"type": "const", "val": 0.1}}
+    # The get names its trials (as Determined's does; the WebUI asks for their series at once).
+    trials = m.get(f"/api/v1/experiments/{eid}/trials")["trials"]
+    assert trials and got["experiment"]["trialIds"] == sorted(t["id"] for t in trials)
 
 
 def test_a_registry_password_never_leaves_in_a_list_or_a_get(live_master: Master) -> None:
