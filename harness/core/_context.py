@@ -26,6 +26,9 @@ from ._searcher import (
     parse_max_length,
     parse_units,
 )
+from ._tensorboard import TensorboardManager
+from ._tensorboard import base_path as tensorboard_base_path
+from ._tensorboard import sync_path as tensorboard_sync_path
 from ._train import DummyTrainContext, EarlyExitReason, TrainContext
 
 logger = logging.getLogger(__name__)
@@ -34,8 +37,10 @@ DEFAULT_LOCAL_CHECKPOINT_DIR = "checkpoints"
 
 
 class TensorboardMode(enum.Enum):
-    """Accepted for compatibility with Determined's ``core.init``; TensorBoard files are not
-    uploaded by this harness in either mode."""
+    """AUTO: reported metrics are written as TensorBoard scalars and the TensorBoard directory
+    (``core.train.get_tensorboard_path()``) is uploaded after each report and at the end.
+    MANUAL: nothing is written, and files are uploaded only by
+    ``core.train.upload_tensorboard_files()``."""
 
     AUTO = "AUTO"
     MANUAL = "MANUAL"
@@ -151,7 +156,8 @@ def init(
         checkpoint_storage: overrides the experiment's ``checkpoint_storage`` (a dict of the
             same shape, a path, ``s3://bucket/prefix`` or ``gs://bucket/prefix``).
         preempt_mode: how workers learn about preemption (see ``PreemptMode``).
-        tensorboard_mode: accepted for compatibility; TensorBoard upload is not supported.
+        tensorboard_mode: AUTO (metrics become TensorBoard scalars, uploaded to checkpoint
+            storage) or MANUAL (see ``TensorboardMode``).
     """
     info = get_cluster_info()
     if info is None:
@@ -195,6 +201,12 @@ def init(
         manager = storage.from_config(storage_cfg)
         reported_cfg = storage.shortcut_to_config(storage_cfg)
     backend_id = _prepare_run(session, trial.trial_id, reported_cfg) if dist.rank == 0 else None
+    tensorboard = TensorboardManager(
+        tensorboard_base_path(storage_cfg, info.allocation_id, dist.rank),
+        manager,
+        tensorboard_sync_path(info.cluster_id, trial.experiment_id, trial.trial_id),
+        dist.rank,
+    )
 
     return Context(
         checkpoint=CheckpointContext(
@@ -202,7 +214,14 @@ def init(
         ),
         distributed=dist,
         preempt=PreemptContext(session, info.allocation_id, dist, preempt_mode),
-        train=TrainContext(session, trial.trial_id, trial.trial_run_id, trial.experiment_id),
+        train=TrainContext(
+            session,
+            trial.trial_id,
+            trial.trial_run_id,
+            trial.experiment_id,
+            tensorboard,
+            tensorboard_auto=TensorboardMode(tensorboard_mode) == TensorboardMode.AUTO,
+        ),
         searcher=SearcherContext(
             session,
             dist,

@@ -14,12 +14,14 @@ from __future__ import annotations
 import enum
 import logging
 import math
+import pathlib
 import queue
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ..common.api import NotFoundError, Session
+from ._tensorboard import TensorboardManager, training_scalars, validation_scalars
 
 logger = logging.getLogger(__name__)
 
@@ -135,23 +137,65 @@ class _MetricsShipper(threading.Thread):
 
 
 class TrainContext:
-    """Reports metrics and progress of the current trial to the master."""
+    """Reports metrics and progress of the current trial to the master, and (``tensorboard``,
+    unless its mode is MANUAL) writes them as TensorBoard scalars uploaded to checkpoint
+    storage (see ``det.core._tensorboard``)."""
 
     def __init__(
-        self, session: Session, trial_id: int, trial_run_id: int, experiment_id: int
+        self,
+        session: Session,
+        trial_id: int,
+        trial_run_id: int,
+        experiment_id: int,
+        tensorboard: TensorboardManager | None = None,
+        tensorboard_auto: bool = True,
     ) -> None:
         self._session = session
         self._trial_id = trial_id
         self._experiment_id = experiment_id
         self._shipper = _MetricsShipper(session, trial_id, trial_run_id)
+        self._tensorboard = tensorboard
+        self._tensorboard_auto = tensorboard_auto
 
     def _start(self) -> None:
         self._shipper.start()
 
     def _close(self) -> None:
-        if self._shipper.is_alive():
-            self._shipper.stop()
-        self._raise_shipper_error()
+        try:
+            if self._tensorboard is not None:
+                self._tensorboard.close(sync=self._tensorboard_auto)
+        finally:
+            if self._shipper.is_alive():
+                self._shipper.stop()
+            self._raise_shipper_error()
+
+    def get_tensorboard_path(self) -> pathlib.Path:
+        """The directory whose files are uploaded for ``det tensorboard`` (write events here)."""
+        if self._tensorboard is None:
+            raise ValueError("this task has no TensorBoard directory (only trials have one)")
+        return self._tensorboard.base_path
+
+    def upload_tensorboard_files(
+        self,
+        selector: Callable[[pathlib.Path], bool] = lambda _: True,
+        mangler: Callable[[pathlib.Path, int], pathlib.Path] = lambda p, _: p,
+    ) -> None:
+        """Uploads the TensorBoard directory's new and changed files (``TensorboardMode.MANUAL``
+        only; AUTO uploads after every report). ``mangler(relative path, rank)`` renames."""
+        if self._tensorboard_auto:
+            raise RuntimeError("upload_tensorboard_files can only be used in MANUAL mode")
+        if self._tensorboard is None:
+            raise ValueError("this task has no TensorBoard directory (only trials have one)")
+        self._tensorboard.sync(selector, mangler, force=True)
+
+    def _tensorboard_write(self, step: int, scalars: dict[str, float]) -> None:
+        if self._tensorboard is None or not self._tensorboard_auto:
+            return
+        try:
+            self._tensorboard.writer.add_scalars(step, scalars)
+            self._tensorboard.sync()
+        except OSError as e:  # storage trouble must not stop training; said once per report
+            logger.warning("TensorBoard files not written or uploaded: %s", e)
 
     def _raise_shipper_error(self) -> None:
         err, self._shipper.error = self._shipper.error, None
@@ -170,6 +214,14 @@ class TrainContext:
     ) -> None:
         logger.info("training metrics at %d: %s", steps_completed, metrics)
         self._report(TRAINING, steps_completed, metrics, batch_metrics)
+        if self._tensorboard is not None:
+            seen: set[str] = set()
+            for i, batch in enumerate(batch_metrics or []):
+                step = steps_completed - len(batch_metrics or []) + i
+                self._tensorboard_write(step, training_scalars(batch))
+                seen.update(batch)
+            rest = {k: v for k, v in metrics.items() if k not in seen}
+            self._tensorboard_write(steps_completed, training_scalars(rest))
 
     def report_validation_metrics(self, steps_completed: int, metrics: dict[str, Any]) -> None:
         logger.info("validation metrics at %d: %s", steps_completed, metrics)
@@ -178,6 +230,7 @@ class TrainContext:
                 raise ValueError(f"validation metric {k!r} is None")
         kept = {k: v for k, v in metrics.items() if not isinstance(v, (bytes, bytearray))}
         self._report(VALIDATION, steps_completed, kept, None)
+        self._tensorboard_write(steps_completed, validation_scalars(kept))
 
     def _report(
         self,
@@ -231,8 +284,26 @@ class TrainContext:
 class DummyTrainContext(TrainContext):
     """Off-cluster: metrics are logged and kept in ``self.reports`` (group, steps, metrics)."""
 
-    def __init__(self) -> None:
+    def __init__(self, tensorboard_path: pathlib.Path | None = None) -> None:
         self.reports: list[tuple[str, int, dict[str, Any]]] = []
+        self._tensorboard = None
+        self._tensorboard_auto = True
+        self._tbd_directory = tensorboard_path
+
+    def get_tensorboard_path(self) -> pathlib.Path:
+        """Off-cluster: a local directory (nothing is uploaded)."""
+        if self._tbd_directory is None:
+            import tempfile
+
+            self._tbd_directory = pathlib.Path(tempfile.mkdtemp(prefix="det-tensorboard-"))
+        return self._tbd_directory
+
+    def upload_tensorboard_files(
+        self,
+        selector: Callable[[pathlib.Path], bool] = lambda _: True,
+        mangler: Callable[[pathlib.Path, int], pathlib.Path] = lambda p, _: p,
+    ) -> None:
+        logger.info("off-cluster: TensorBoard files are not uploaded")
 
     def _start(self) -> None:
         pass

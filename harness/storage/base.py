@@ -10,6 +10,7 @@ from __future__ import annotations
 import abc
 import concurrent.futures
 import contextlib
+import copy
 import logging
 import os
 import pathlib
@@ -73,6 +74,11 @@ class StorageManager(abc.ABC):
         """The checkpoint's final directory when storage is a local filesystem, else None."""
         return None
 
+    @abc.abstractmethod
+    def under(self, subpath: str) -> StorageManager:
+        """The same storage rooted at ``subpath`` (relative, ``/``-separated) below this one's
+        root: TensorBoard files go to ``<cluster id>/tensorboard/experiment/<id>/trial``."""
+
     @contextlib.contextmanager
     def store_path(self, storage_id: str) -> Iterator[pathlib.Path]:
         """A directory to write a checkpoint into; uploaded when the block exits cleanly."""
@@ -104,6 +110,14 @@ def select_paths(resources: dict[str, int], paths: set[str] | None) -> list[tupl
 def copy_file(src: str, dst: str) -> None:
     os.makedirs(os.path.dirname(dst), exist_ok=True)
     shutil.copy2(src, dst)
+
+
+def validate_subpath(subpath: str) -> str:
+    """A relative path below a storage root: no empty, ``.`` or ``..`` part."""
+    parts = subpath.split("/")
+    if not subpath or subpath.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"invalid storage sub-path {subpath!r}")
+    return subpath
 
 
 def normalize_prefix(prefix: str | None) -> str:
@@ -156,6 +170,11 @@ class ObjectStorageManager(StorageManager):
     @abc.abstractmethod
     def _delete_keys(self, keys: list[str]) -> None:
         """Delete these objects."""
+
+    def under(self, subpath: str) -> ObjectStorageManager:
+        sub = copy.copy(self)
+        sub.prefix = "/".join(p for p in (self.prefix, validate_subpath(subpath)) if p)
+        return sub
 
     def _key_prefix(self, storage_id: str) -> str:
         validate_storage_id(storage_id)

@@ -24,6 +24,7 @@ from .base import (
     list_directory,
     select_paths,
     validate_storage_id,
+    validate_subpath,
 )
 
 logger = logging.getLogger(__name__)
@@ -59,6 +60,9 @@ class DirectoryStorageManager(StorageManager):
 
     def direct_path(self, storage_id: str) -> pathlib.Path | None:
         return self._dir(storage_id)
+
+    def under(self, subpath: str) -> DirectoryStorageManager:
+        return type(self)(self.base_path / validate_subpath(subpath))
 
     def upload(
         self, src_dir: str | os.PathLike[str], storage_id: str, paths: set[str] | None = None

@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
+import det.core._tensorboard
 from tests.unit.harness.fake_master import FakeMaster
 
 _TASK_VARS = (
@@ -40,6 +41,9 @@ def master() -> Iterator[FakeMaster]:
 @pytest.fixture
 def on_cluster(master: FakeMaster, monkeypatch: pytest.MonkeyPatch, tmp_path):  # type: ignore[no-untyped-def]
     """Sets a trial's task environment whose checkpoints go to ``tmp_path/ckpts`` (shared_fs)."""
+
+    # The trial's local TensorBoard directory (under /tmp in a container) in this test's own.
+    monkeypatch.setattr(det.core._tensorboard, "DEFAULT_ROOT", str(tmp_path / "tmp"))
 
     def apply(**overrides: object) -> FakeMaster:
         overrides.setdefault(
