@@ -246,10 +246,15 @@ async function experimentPage(main, id) {
 
     // Hyperparameter views.
     const pdata = rows.map((r) => ({ id: r.id, values: { ...r.values, [metricDim.key]: r.metric } }));
-    const onBrush = (key, range) => {
+    const onBrush = (key, range, bound) => {
       if (range) st.brushes[key] = range;
       else delete st.brushes[key];
       draw();
+      // A key moved a bound: the redrawn bound keeps the focus (and is read out again).
+      if (bound) {
+        const again = [...boxes.hp.querySelectorAll("svg.pcoords .handle")].find((x) => x.dataset.axis === key && x.dataset.bound === bound);
+        if (again) again.focus();
+      }
     };
     if (!dims.length) {
       render(boxes.hp, h("p", { class: "muted" }, "This experiment has no hyperparameters to compare."));
@@ -259,9 +264,9 @@ async function experimentPage(main, id) {
       const heatSelect = (i, label) => h("select", { "aria-label": label, onchange: (ev) => { st.heat[i] = ev.target.value; draw(); } }, keys.map((k) => h("option", { value: k, selected: k === st.heat[i] }, k)));
       render(boxes.hp,
         h("h3", {}, "Parallel coordinates"),
-        h("p", { class: "muted hint" }, "Drag along an axis to keep only the trials inside the range; click an axis to clear its range."),
+        h("p", { class: "muted hint" }, "Drag along an axis to keep only the trials inside the range; click an axis to clear its range. With the keyboard: Tab to an axis's lower or upper bound and move it with the arrow keys (Page Up/Down: bigger steps, Home/End: the axis ends, Escape: clear the axis)."),
         h("figure", { class: "pcoords-box" }, parallelCoords(allDims, pdata, st.brushes, onBrush, selected),
-          h("figcaption", { class: "brush-state" }, `${selected.size} of ${rows.length} trials selected`,
+          h("figcaption", { class: "brush-state", "aria-live": "polite" }, `${selected.size} of ${rows.length} trials selected`,
             brushed ? h("span", { class: "ranges" }, ": ", Object.entries(st.brushes).map(([k, r]) => rangeText(allDims.find((d) => d.key === k), r)).join("; ")) : null, " ",
             brushed ? h("button", { onclick: () => { st.brushes = {}; draw(); } }, "Clear ranges") : null)),
         h("h3", {}, `Each hyperparameter against ${e.searcherMetric}`),

@@ -171,8 +171,9 @@ function scaleOf(values) {
 }
 
 // Parallel coordinates. dims: [{key, label, scale}]; rows: [{id, values: {key: v}}];
-// brushes: {key: [lo, hi]} in axis position (0 bottom .. 1 top); onBrush(key, range|null) after
-// a drag on an axis (a click without a drag clears that axis's brush).
+// brushes: {key: [lo, hi]} in axis position (0 bottom .. 1 top); onBrush(key, range|null, bound?)
+// after a drag on an axis (a click without a drag clears that axis's brush) or a key on one of
+// its bounds (bound: "lower" or "upper", to be focused again once redrawn).
 function parallelCoords(dims, rows, brushes, onBrush, selected) {
   const W = 720, H = 300, L = 40, R = 60, T = 24, B = 30;
   const gap = dims.length > 1 ? (W - L - R) / (dims.length - 1) : 0;
@@ -204,9 +205,54 @@ function parallelCoords(dims, rows, brushes, onBrush, selected) {
     const hit = s("rect", { x: X(i) - 14, y: Y(1), width: 28, height: Y(0) - Y(1), class: "brush-area", "data-axis": d.key });
     hit.addEventListener("pointerdown", (ev) => startBrush(ev, svg, d.key, Y(0), Y(1), X(i), onBrush));
     g.appendChild(hit);
+    // The keyboard's way: each axis's range has two bounds, each a slider (Tab to it, arrows
+    // move it). Drawn over the axis ends or the range's; the pointer goes through them.
+    const range = b || [0, 1];
+    ["lower", "upper"].forEach((bound, j) => {
+      const p = range[j];
+      const handle = s("rect", {
+        x: X(i) - 9, y: Y(p) - 3, width: 18, height: 6, rx: 2, class: "handle" + (b ? " set" : ""), tabindex: 0, role: "slider",
+        "aria-label": `${d.label} ${bound} bound`, "aria-orientation": "vertical", "aria-valuemin": 0, "aria-valuemax": 100,
+        "aria-valuenow": Math.round(p * 100), "aria-valuetext": boundText(d, p), "data-axis": d.key, "data-bound": bound,
+      });
+      handle.addEventListener("keydown", (ev) => keyBrush(ev, d, j, range, onBrush));
+      g.appendChild(handle);
+    });
     svg.appendChild(g);
   });
   return svg;
+}
+
+// A bound's value in the axis's own terms: a number, or the category at or next inside it.
+function boundText(d, p) {
+  if (d.scale.kind === "num") return fmt(d.scale.lo + p * (d.scale.hi - d.scale.lo));
+  const n = d.scale.cats.length;
+  if (!n) return "";
+  const at = n === 1 ? 0 : Math.min(n - 1, Math.max(0, Math.round(p * (n - 1))));
+  return d.scale.label(d.scale.cats[at]);
+}
+
+// Keys on a bound (j: 0 lower, 1 upper) of the range [lo, hi] (axis positions 0..1): arrows a
+// step (a twentieth of a numeric axis, one category), Page Up/Down four, Home/End the axis
+// ends, Escape or Delete clear the axis. A range back to the whole axis is no range.
+function keyBrush(ev, d, j, [lo, hi], onBrush) {
+  const n = d.scale.kind === "cat" ? d.scale.cats.length : 0;
+  const step = n > 1 ? 1 / (n - 1) : n === 1 ? 1 : 0.05;
+  const moves = { ArrowUp: step, ArrowRight: step, ArrowDown: -step, ArrowLeft: -step, PageUp: 4 * step, PageDown: -4 * step };
+  const bound = j === 0 ? "lower" : "upper";
+  let p = j === 0 ? lo : hi;
+  if (ev.key in moves) p += moves[ev.key];
+  else if (ev.key === "Home") p = 0;
+  else if (ev.key === "End") p = 1;
+  else if (ev.key === "Escape" || ev.key === "Delete") {
+    ev.preventDefault();
+    onBrush(d.key, null, bound);
+    return;
+  } else return;
+  ev.preventDefault();
+  p = Math.round(Math.min(1, Math.max(0, p)) * 1e6) / 1e6;
+  const next = j === 0 ? [Math.min(p, hi), hi] : [lo, Math.max(p, lo)];
+  onBrush(d.key, next[0] <= 0 && next[1] >= 1 ? null : next, bound);
 }
 
 function svgY(svg, ev) {

@@ -154,6 +154,62 @@ def test_curves_hyperparameter_views_brushing_and_the_trials_table(
     assert sum(int(t.rsplit("over ", 1)[1].split()[0]) for t in titles) == 8
 
 
+def focused(page: Any) -> str:
+    return str(page.evaluate("document.activeElement.getAttribute('aria-label')"))
+
+
+def test_brushing_the_parallel_coordinates_from_the_keyboard(
+    search: tuple[Master, int], page: Any
+) -> None:
+    m, eid = search
+    trials = m.get(f"/api/v1/experiments/{eid}/trials")["trials"]
+    lrs = {t["id"]: t["hparams"]["lr"] for t in trials}
+    lo, hi = min(lrs.values()), max(lrs.values())
+    pos = {t: (v - lo) / (hi - lo) for t, v in lrs.items()}
+    optimizer = {t["id"]: t["hparams"]["optimizer"] for t in trials}
+    assert set(optimizer.values()) == {"adam", "sgd"}
+    login(page, m, f"/det/experiments/{eid}")
+    page.wait_for_selector(".trials-box tbody tr")
+
+    # Each axis has a lower and an upper bound, sliders in the tab order.
+    lower = page.get_by_role("slider", name="lr lower bound")
+    assert lower.get_attribute("aria-valuenow") == "0"
+    lower.focus()
+    for _ in range(10):  # a twentieth of the axis each
+        page.keyboard.press("ArrowUp")
+    kept = set(table_ids(page))
+    assert kept == {t for t, p in pos.items() if p >= 0.5 - 1e-9} and 0 < len(kept) < 8
+    on = page.locator("svg.pcoords polyline.on").evaluate_all("ls => ls.map(l => +l.dataset.trial)")
+    assert set(on) == kept
+    assert page.inner_text(".brush-state").startswith(f"{len(kept)} of 8 trials selected")
+    # The bound keeps the focus through the redraw and says where it is, in lr's terms.
+    assert focused(page) == "lr lower bound"
+    assert lower.get_attribute("aria-valuenow") == "50"
+    assert abs(float(lower.get_attribute("aria-valuetext")) - (lo + hi) / 2) < 1e-3 * hi
+
+    # Tab to the upper bound; Page Down twice: the range is the middle tenth (or less).
+    page.keyboard.press("Tab")
+    assert focused(page) == "lr upper bound"
+    page.keyboard.press("PageDown")
+    page.keyboard.press("PageDown")
+    assert set(table_ids(page)) == {t for t, p in pos.items() if 0.5 - 1e-9 <= p <= 0.6 + 1e-9}
+    assert page.get_by_role("slider", name="lr upper bound").get_attribute("aria-valuenow") == "60"
+    # Escape clears the axis: every trial again.
+    page.keyboard.press("Escape")
+    assert len(table_ids(page)) == 8
+    assert page.locator("svg.pcoords rect.brush").count() == 0
+    assert focused(page) == "lr upper bound"
+
+    # A categorical axis steps by category: the lower bound up one keeps sgd alone.
+    page.keyboard.press("Tab")
+    assert focused(page) == "optimizer lower bound"
+    page.keyboard.press("ArrowUp")
+    assert set(table_ids(page)) == {t for t, o in optimizer.items() if o == "sgd"}
+    assert page.inner_text(".brush-state .ranges") == ": optimizer in sgd"
+    page.keyboard.press("Home")
+    assert len(table_ids(page)) == 8
+
+
 def test_comparing_two_trials_side_by_side(search: tuple[Master, int], page: Any) -> None:
     m, eid = search
     trials = m.get(f"/api/v1/experiments/{eid}/trials")["trials"]
