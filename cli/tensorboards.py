@@ -1,22 +1,96 @@
-"""``det tensorboard``: TensorBoard tasks are not built yet; ``start`` asks the master, which
-answers with what is missing (a 501 naming the feature), so the user reads one clear line."""
+"""``det tensorboard``: start TensorBoard over experiments' or trials' TensorBoard files and
+reach it through the master's proxy; list, open, logs, kill."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+import webbrowser
 from typing import Any
 
 from det.cli._util import noun, session, verb
+from det.cli.commands import (
+    add_list_flags,
+    kill_tasks,
+    list_tasks,
+    logs,
+    task_config,
+)
+from det.cli.context import pack
+from det.cli.errors import UsageError
+from det.cli.experiments import add_log_flags
+from det.cli.notebooks import wait_ready
+from det.cli.session import Session
+
+
+def _url(s: Session, tb: dict[str, Any]) -> str:
+    return f"{s.master.rstrip('/')}{tb['serviceAddress']}"
+
+
+def _open(s: Session, tb: dict[str, Any]) -> None:
+    # A minute's ticket in the URL; the master trades it for a cookie for this TensorBoard.
+    ticket = s.post("/api/v1/proxy_tickets", {"taskId": tb["id"]})["ticket"]
+    webbrowser.open(f"{_url(s, tb)}?det_ticket={ticket}")
 
 
 def start(args: argparse.Namespace) -> None:
-    body: dict[str, Any] = {"experimentIds": args.experiment_ids, "trialIds": args.trial_ids}
-    tb = session(args).post("/api/v1/tensorboards", body)["tensorboard"]
-    print(tb["id"])
+    if not args.experiment_ids and not args.trial_ids:
+        raise UsageError("name experiment ids or --trial-ids")
+    config = task_config(args.config_file, args.config, [])
+    body: dict[str, Any] = {
+        "experimentIds": args.experiment_ids,
+        "trialIds": args.trial_ids,
+        "config": config,
+    }
+    if args.context:
+        body["files"] = pack(args.context)
+    s = session(args)
+    tb = s.post("/api/v1/tensorboards", body)["tensorboard"]
+    if args.detach:
+        print(tb["id"])
+        return
+    print(f"Launched TensorBoard (id: {tb['id']}), waiting for it to be ready", file=sys.stderr)
+    wait_ready(s, tb["id"], "TensorBoard")
+    print(f"TensorBoard is running at: {_url(s, tb)}")
+    if not args.no_browser:
+        _open(s, tb)
+
+
+def open_(args: argparse.Namespace) -> None:
+    s = session(args)
+    tb = s.get(f"/api/v1/tensorboards/{args.tensorboard_id}")["tensorboard"]
+    if tb["state"] == "STATE_TERMINATED":
+        raise UsageError(f"TensorBoard {tb['id']} has ended")
+    print(_url(s, tb))
+    if not args.no_browser:
+        _open(s, tb)
 
 
 def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
-    sub = noun(nouns, "tensorboard", aliases, "TensorBoard on the cluster (not built yet)")
+    sub = noun(nouns, "tensorboard", aliases, "TensorBoard on the cluster")
     p = verb(sub, "start", start, "start TensorBoard for experiments or trials")
     p.add_argument("experiment_ids", type=int, nargs="*", help="experiment ids")
     p.add_argument("-t", "--trial-ids", type=int, nargs="+", default=[], help="trial ids")
+    p.add_argument("--config-file", help="task config file (.yaml)")
+    p.add_argument(
+        "--config", action="append", default=[], metavar="KEY=VALUE", help="config override"
+    )
+    p.add_argument("-c", "--context", help="a directory whose files go into the task's workdir")
+    p.add_argument("--no-browser", action="store_true", help="only print the URL")
+    p.add_argument("-d", "--detach", action="store_true", help="print the id and return")
+    p = verb(sub, "list ls", lambda a: list_tasks(a, "tensorboards"), "list TensorBoards")
+    add_list_flags(p)
+    p = verb(sub, "open", open_, "print (and open in a browser) a TensorBoard's URL")
+    p.add_argument("tensorboard_id")
+    p.add_argument("--no-browser", action="store_true", help="only print the URL")
+    p = verb(sub, "logs", logs, "show a TensorBoard's logs")
+    p.add_argument("task_id", metavar="tensorboard_id")
+    add_log_flags(p)
+    p = verb(
+        sub,
+        "kill",
+        lambda a: kill_tasks(a, "tensorboards", a.tensorboard_id, "TensorBoard"),
+        "kill TensorBoards",
+    )
+    p.add_argument("tensorboard_id", nargs="+")
+    p.add_argument("-f", "--force", action="store_true", help="go on past errors")

@@ -20,6 +20,7 @@ from det.master.api.provisioning import bp as provisioning_bp
 from det.master.api.shells import bp as shells_bp
 from det.master.api.tasks import bp as tasks_bp
 from det.master.api.templates import bp as templates_bp
+from det.master.api.tensorboards import bp as tensorboards_bp
 from det.master.api.tokens import bp as tokens_bp
 from det.master.api.trials import bp as trials_bp
 from det.master.api.workspaces import bp as workspaces_bp
@@ -34,6 +35,7 @@ BLUEPRINTS: list[Blueprint] = [
     commands_bp,
     notebooks_bp,
     shells_bp,
+    tensorboards_bp,
     checkpoints_bp,
     agents_bp,
     jobs_bp,

@@ -21,7 +21,6 @@ _FEATURES: tuple[tuple[str, str], ...] = (
     ("/api/v1/notebooks", "det does not run notebooks yet"),
     ("/api/v1/shells", "det does not run shells yet"),
     ("/api/v1/commands", "det does not run commands yet"),
-    ("/api/v1/tensorboards", "det does not run TensorBoard yet"),
     ("/api/v1/generic-tasks", "det does not run generic tasks yet"),
     ("/api/v1/usergroups", "det has no user groups (a Determined Enterprise feature)"),
     ("/api/v1/roles", "det has no RBAC roles (a Determined Enterprise feature)"),

@@ -312,9 +312,19 @@ def container_spec(
     if task["kind"] in task_services.SERVED:
         port = task_services.service_port(alloc["id"])
         env["DET_TASK_PORT"] = str(port)
-        env["JUPYTER_TOKEN"] = task_services.service_token(st, task["id"])
+        env["JUPYTER_TOKEN"] = env["DET_SERVICE_TOKEN"] = task_services.service_token(
+            st, task["id"]
+        )
         if task["kind"] == "SHELL":
             env["DET_SHELL_AUTHORIZED_KEY"] = str(task["data"].get("publicKey") or "")
+    docker = allocations.docker_options(st, config, alloc["resource_pool"])
+    if task["kind"] == "TENSORBOARD":
+        from det.master.services import tensorboards
+
+        sources, mounts = tensorboards.container_sources(task["data"])
+        env["DET_TENSORBOARD_SOURCES"] = json.dumps(sources)
+        env["DET_TENSORBOARD_ARGS"] = json.dumps(config.get("tensorboard_args") or [])
+        docker["bindMounts"] = docker["bindMounts"] + mounts
     command = _command(task, port)
     if config.get("work_dir"):
         command = ["sh", "-c", 'cd "$0" && exec "$@"', str(config["work_dir"]), *command]
@@ -326,7 +336,7 @@ def container_spec(
         "env": env,
         "slotIds": slot_ids,
         "deviceType": "cuda" if allocations.slot_type(conn, agent_id) == "cuda" else "cpu",
-        **allocations.docker_options(st, config, alloc["resource_pool"]),
+        **docker,
         "contextPath": f"/api/v1/tasks/{task['id']}/context" if task["context"] else None,
         "workdir": allocations.WORKDIR,
         "killGraceSeconds": 10,
@@ -354,6 +364,9 @@ def _command(task: dict[str, Any], port: int | None) -> list[str]:
             "--ServerApp.allow_remote_access=True",
             f"--ServerApp.root_dir={task['config'].get('work_dir') or allocations.WORKDIR}",
         ]
+    if entrypoint is None and task["kind"] == "TENSORBOARD":
+        # Fetches the trials' files and serves TensorBoard under the proxy's path.
+        return ["python3", "-m", "det.exec.tensorboard"]
     if isinstance(entrypoint, list):
         return [str(a) for a in entrypoint]
     if isinstance(entrypoint, str):

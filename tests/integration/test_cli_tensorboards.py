@@ -1,21 +1,68 @@
-"""``det tensorboard start`` says in one line that det does not run TensorBoard yet (the
-master's 501), and exits non-zero."""
+"""``det tensorboard``: start (over an experiment's or trials' TensorBoard files), list, open,
+kill against a real master; bad ids are refused with a line naming them and launch nothing.
+Serving the files through the proxy is tested on real Docker (tests/e2e/test_tensorboards.py)."""
 
 from __future__ import annotations
 
 import pytest
+import requests
 
+from tests.fakes.sim_agent import wait
 from tests.integration import cli_support
-from tests.integration.cli_support import Det
+from tests.integration.cli_support import Det, create_via_api, sim_config, trials
+from tests.integration.conftest import Master
 
 pytestmark = pytest.mark.integration
 cli_master = cli_support.cli_master
 det = cli_support.det
 
 
-def test_tensorboard_start_says_it_is_not_built(det: Det) -> None:
+def test_tensorboard_refuses_bad_ids_and_launches_nothing(det: Det, cli_master: Master) -> None:
     det.login()
-    r = det("tensorboard", "start", "1")
-    assert r.rc != 0
-    lines = [line for line in r.err.splitlines() if line.strip()]
-    assert len(lines) == 1 and "det does not run TensorBoard yet" in lines[0], r.err
+    r = det("tensorboard", "start")
+    assert r.rc != 0 and "experiment ids or --trial-ids" in r.err, r.err
+    r = det("tensorboard", "start", "987654")
+    assert r.rc != 0 and "no experiment 987654" in r.err, r.err
+    r = det("tensorboard", "start", "-t", "987654", "987655")
+    assert r.rc != 0 and "no trial 987654, 987655" in r.err, r.err
+    bad = requests.post(
+        f"{cli_master.url}/api/v1/tensorboards",
+        json={"filters": {"name": "x"}},
+        headers={"Authorization": f"Bearer {cli_master.token}"},
+        timeout=10,
+    )
+    assert bad.status_code == 400 and "filters" in bad.json()["message"]
+    assert cli_master.get("/api/v1/tensorboards")["tensorboards"] == []
+
+
+def test_tensorboard_start_list_open_kill(det: Det, cli_master: Master) -> None:
+    det.login()
+    eid = create_via_api(cli_master, sim_config("tb-exp", trials=2))
+    wait(lambda: len(trials(cli_master, eid)) == 2, 30, "the experiment's trials")
+    tid = det.ok("tensorboard", "start", str(eid), "--detach").out.strip()
+    tb = cli_master.get(f"/api/v1/tensorboards/{tid}")["tensorboard"]
+    assert tb["experimentIds"] == [eid] and tb["trialIds"] == []
+    assert tb["serviceAddress"] == f"/proxy/{tid}/"
+    assert tb["description"].startswith("TensorBoard (")
+
+    one = trials(cli_master, eid)[0]["id"]
+    by_trial = det.ok("tensorboard", "start", "-t", str(one), "--detach").out.strip()
+    assert cli_master.get(f"/api/v1/tensorboards/{by_trial}")["tensorboard"]["trialIds"] == [one]
+
+    listed = det.ok("tensorboard", "list", "--json").json()
+    assert sorted(t["id"] for t in listed) == sorted([tid, by_trial])
+    opened = det.ok("tensorboard", "open", tid, "--no-browser").out.strip()
+    assert opened.endswith(f"/proxy/{tid}/"), opened
+
+    det.ok("tensorboard", "kill", tid, by_trial)
+    wait(
+        lambda: all(
+            cli_master.get(f"/api/v1/tensorboards/{t}")["tensorboard"]["state"]
+            == "STATE_TERMINATED"
+            for t in (tid, by_trial)
+        ),
+        30,
+        "the kills",
+    )
+    r = det("tensorboard", "open", tid, "--no-browser")
+    assert r.rc != 0 and "has ended" in r.err

@@ -195,6 +195,10 @@ def world(tmp_path_factory: pytest.TempPathFactory, pg_server: str) -> Iterator[
         w.ids["bob_shell"] = bob_post("/api/v1/shells", {"config": {"resources": {"slots": 0}}})[
             "shell"
         ]["id"]
+        w.ids["bob_tensorboard"] = bob_post(
+            "/api/v1/tensorboards",
+            {"experimentIds": [w.ids["bob_experiment"]], "config": {"resources": {"slots": 0}}},
+        )["tensorboard"]["id"]
         # An idle agent for the agent and slot routes (disabling sim-0 would stop both trials).
         w.agents.append(SimAgent(m.url, m.agent_token, "sim-idle", slots=1, train=hold).start())
         wait(
@@ -338,6 +342,8 @@ ROUTES: list[Route] = [
     Route("GET", "/api/v1/tasks/<task_id>", ANY_USER),
     Route("GET", "/api/v1/shells", ANY_USER),
     Route("GET", "/api/v1/shells/<shell_id>", ANY_USER),
+    Route("GET", "/api/v1/tensorboards", ANY_USER),
+    Route("GET", "/api/v1/tensorboards/<tensorboard_id>", ANY_USER),
     # --- a task's own calls, and reports into Bob's trial ---------------------------------
     Route("POST", AL + "/notify_container_running", OWN_TASK,
           lambda w, c: {"allocationId": w.ids["bob_allocation"], "data": {}}),
@@ -419,6 +425,10 @@ ROUTES: list[Route] = [
           lambda w, c: {"config": {"resources": {"slots": 0}}}),
     Route("POST", "/api/v1/shells/<shell_id>/set_priority", OWNER,
           lambda w, c: {"shellId": w.ids["bob_shell"], "priority": 30}),
+    Route("POST", "/api/v1/tensorboards", ANY_USER, lambda w, c: {
+        "experimentIds": [w.ids["bob_experiment"]], "config": {"resources": {"slots": 0}}}),
+    Route("POST", "/api/v1/tensorboards/<tensorboard_id>/set_priority", OWNER,
+          lambda w, c: {"tensorboardId": w.ids["bob_tensorboard"], "priority": 30}),
     Route("POST", "/api/v1/users", ADMIN, lambda w, c: {
         "user": {"username": f"user-by-{c}", "active": True}, "password": "Pw-of-a-new-user-1"}),
     Route("PATCH", "/api/v1/users/<int:user_id>", OWNER, lambda w, c: {"displayName": f"Bob by {c}"}),
@@ -436,6 +446,7 @@ ROUTES: list[Route] = [
     Route("POST", "/api/v1/commands/<command_id>/kill", OWNER),
     Route("POST", "/api/v1/notebooks/<notebook_id>/kill", OWNER),
     Route("POST", "/api/v1/shells/<shell_id>/kill", OWNER),
+    Route("POST", "/api/v1/tensorboards/<tensorboard_id>/kill", OWNER),
     Route("POST", "/api/v1/proxy_tickets", OWNER, lambda w, c: {"taskId": w.ids["bob_notebook"]}),
     Route("POST", E + "/cancel", OWNER),
     Route("POST", E + "/kill", OWNER),
@@ -477,6 +488,7 @@ def _path(w: World, route: Route, caller: str) -> str:
         "project_id": ids["bob_project"], "workspace_id": ids["bob_workspace"],
         "key": ids["bob_project_key"], "token_id": ids["bob_token"], "page": "experiments", "command_id": ids["bob_command"],
         "notebook_id": ids["bob_notebook"], "shell_id": ids["bob_shell"],
+        "tensorboard_id": ids["bob_tensorboard"],
     }  # fmt: skip
     path = rule
     for key, value in values.items():

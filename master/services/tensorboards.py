@@ -1,0 +1,110 @@
+"""TensorBoard tasks (``det tensorboard start``): which trials' files a TensorBoard serves and
+where its container finds them.
+
+A trial's harness uploads its TensorBoard files to its experiment's checkpoint storage under
+``<cluster id>/tensorboard/experiment/<experiment id>/trial/<trial id>`` (det.core._tensorboard);
+the task (det.exec.tensorboard) fetches them from there. Each source carries its experiment's
+``checkpoint_storage``; a shared_fs one is mounted read-only into the task's container.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from det.master.db import Conn
+from det.master.errors import InvalidArgument
+
+#: At most this many trials per TensorBoard (Determined's limit): an experiment with more
+#: contributes its best ones by its searcher metric.
+MAX_TRIALS = 100
+
+_SHARED_FS_MOUNT = "/determined_shared_fs"
+
+
+def resolve(conn: Conn, experiment_ids: list[int], trial_ids: list[int]) -> dict[str, Any]:
+    """The task's ``data``: the experiments and trials asked for and one source per trial;
+    InvalidArgument names an id that does not exist or a request for nothing."""
+    experiment_ids = sorted({int(i) for i in experiment_ids})
+    trial_ids = sorted({int(i) for i in trial_ids})
+    if not experiment_ids and not trial_ids:
+        raise InvalidArgument("experimentIds or trialIds: name at least one experiment or trial")
+    rows: list[dict[str, Any]] = []
+    for eid in experiment_ids:
+        exp = conn.execute(
+            "SELECT id, config FROM experiments WHERE id = %s AND NOT deleted", (eid,)
+        ).fetchone()
+        if exp is None:
+            raise InvalidArgument(f"experimentIds: no experiment {eid}")
+        searcher = (exp["config"] or {}).get("searcher") or {}
+        order = "ASC" if searcher.get("smaller_is_better", True) else "DESC"
+        rows += conn.execute(
+            "SELECT t.id, t.experiment_id, e.config FROM trials t"
+            " JOIN experiments e ON e.id = t.experiment_id WHERE t.experiment_id = %s"
+            f" ORDER BY t.searcher_metric {order} NULLS LAST, t.id LIMIT {MAX_TRIALS}",
+            (eid,),
+        ).fetchall()
+    if trial_ids:
+        found = conn.execute(
+            "SELECT t.id, t.experiment_id, e.config FROM trials t"
+            " JOIN experiments e ON e.id = t.experiment_id"
+            " WHERE t.id = ANY(%s) AND NOT e.deleted ORDER BY t.id",
+            (trial_ids,),
+        ).fetchall()
+        missing = sorted(set(trial_ids) - {r["id"] for r in found})
+        if missing:
+            raise InvalidArgument(f"trialIds: no trial {', '.join(map(str, missing))}")
+        rows += found
+    seen: set[int] = set()
+    sources = []
+    for r in rows:
+        if r["id"] in seen:
+            continue
+        seen.add(r["id"])
+        sources.append(
+            {
+                "experimentId": r["experiment_id"],
+                "trialId": r["id"],
+                "storage": (r["config"] or {}).get("checkpoint_storage"),
+            }
+        )
+    if len(sources) > MAX_TRIALS:
+        raise InvalidArgument(
+            f"a TensorBoard shows at most {MAX_TRIALS} trials; these ask for {len(sources)}"
+        )
+    if not sources:
+        raise InvalidArgument("the experiments named have no trials yet")
+    for s in sources:
+        if not isinstance(s["storage"], dict):
+            raise InvalidArgument(
+                f"experiment {s['experimentId']} has no checkpoint_storage to read from"
+            )
+    return {"experimentIds": experiment_ids, "trialIds": trial_ids, "sources": sources}
+
+
+def container_sources(data: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The sources as the container sees them, and the bind mounts that make it so: each
+    shared_fs host path is mounted read-only, the first at ``/determined_shared_fs`` (or the
+    config's ``container_path``), others beside it (pure)."""
+    mounts: dict[str, str] = {}
+    used: set[str] = set()
+    out = []
+    for s in data.get("sources") or []:
+        cfg = copy.deepcopy(s["storage"])
+        if cfg.get("type") == "shared_fs":
+            host = str(cfg["host_path"])
+            if host not in mounts:
+                want = str(cfg.get("container_path") or _SHARED_FS_MOUNT)
+                path, n = want, 1
+                while path in used:
+                    n += 1
+                    path = f"{want}_{n}"
+                used.add(path)
+                mounts[host] = path
+            cfg["container_path"] = mounts[host]
+        out.append({**s, "storage": cfg})
+    binds = [
+        {"hostPath": host, "containerPath": path, "readOnly": True, "propagation": "rprivate"}
+        for host, path in mounts.items()
+    ]
+    return out, binds
