@@ -89,8 +89,13 @@ async function modelPage(main, name) {
   const { model: m, modelVersions } = await api(modelPath(name) + "/versions?sortBy=SORT_BY_VERSION&orderBy=ORDER_BY_DESC");
   const patch = (body) => api(modelPath(m.name), { method: "PATCH", body });
   const archive = h("button", { onclick: () => act((m.archived ? "unarchive" : "archive") + " model", () => api(modelPath(m.name) + (m.archived ? "/unarchive" : "/archive"), { method: "POST", body: {} }), () => location.reload()) }, m.archived ? "Unarchive" : "Archive");
+  const n = modelVersions.length;
+  const remove = h("button", { class: "danger", onclick: () => {
+    if (!confirm(`Delete model ${m.name}${n ? ` and its ${n} version${n === 1 ? "" : "s"}` : ""}? This cannot be undone (the checkpoints stay).`)) return;
+    act("delete model", () => api(modelPath(m.name), { method: "DELETE" }), () => location.assign("/det/models"));
+  } }, "Delete model…");
   render(main,
-    h("h1", {}, "Model ", m.name, " ", m.archived ? h("span", { class: "state state-ARCHIVED" }, "ARCHIVED") : null, " ", archive),
+    h("h1", {}, "Model ", m.name, " ", m.archived ? h("span", { class: "state state-ARCHIVED" }, "ARCHIVED") : null, " ", archive, " ", remove),
     facts([
       ["Description", h("span", {}, m.description || h("span", { class: "muted" }, "none"), " ", editButton("Description", m.description, (v) => patch({ description: v })))],
       ["Labels", h("span", {}, (m.labels || []).join(", ") || h("span", { class: "muted" }, "none"), " ", editButton("Labels", (m.labels || []).join(", "), (v) => patch({ labels: v.split(",").map((x) => x.trim()).filter(Boolean) })))],
@@ -127,8 +132,12 @@ async function modelVersionPage(main, name, number) {
   const c = v.checkpoint || {};
   const tr = c.training || {};
   const resources = Object.entries(c.resources || {});
+  const remove = h("button", { class: "danger", onclick: () => {
+    if (!confirm(`Delete version ${v.version} of model ${v.model.name}? This cannot be undone (the checkpoint stays).`)) return;
+    act("delete version", () => api(`${modelPath(name)}/versions/${number}`, { method: "DELETE" }), () => location.assign(modelHref(v.model.name)));
+  } }, "Delete version…");
   render(main,
-    h("h1", {}, link(modelHref(v.model.name), v.model.name), ` version ${v.version}`, v.name ? ": " + v.name : ""),
+    h("h1", {}, link(modelHref(v.model.name), v.model.name), ` version ${v.version}`, v.name ? ": " + v.name : "", " ", remove),
     facts([
       ["Name", h("span", {}, v.name || "", " ", editButton("Name", v.name, (x) => patch({ name: x })))],
       ["Comment", h("span", {}, v.comment || "", " ", editButton("Comment", v.comment, (x) => patch({ comment: x })))],

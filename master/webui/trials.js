@@ -67,7 +67,22 @@ function registerForm(c, done) {
   return box;
 }
 
-// Checkpoints with "register as model version"; withTrial adds the trial (an experiment's list).
+// Deletes a checkpoint after one question: its experiment's checkpoint-GC task removes the
+// files (the row says so until then); a refusal (not the owner, registered, a running
+// experiment) shows the master's message.
+async function deleteCheckpoint(c, cell) {
+  if (!confirm(`Delete checkpoint ${c.uuid}? Its files are removed from storage; this cannot be undone.`)) return;
+  try {
+    await api("/api/v1/checkpoints", { method: "DELETE", body: { checkpointUuids: [c.uuid] } });
+    showError("");
+    render(cell, h("span", { class: "muted deleting" }, "Deletion queued (the checkpoint GC removes its files)"));
+  } catch (e) {
+    showError("delete checkpoint: " + e.message);
+  }
+}
+
+// Checkpoints with "register as model version" and delete; withTrial adds the trial (an
+// experiment's list).
 function checkpointsTable(ckpts, withTrial = false) {
   if (!ckpts.length) return h("p", { class: "muted" }, "No checkpoints yet.");
   const heads = [...(withTrial ? ["Trial"] : []), "UUID", "Batches", "State", "Reported", "Validation", ""];
@@ -81,6 +96,10 @@ function checkpointsTable(ckpts, withTrial = false) {
         else extra.hidden = true;
       };
       const vmetrics = ((c.training || {}).validationMetrics || {}).avgMetrics || {};
+      const state = stateName(c.state);
+      const actions = h("span", { class: "actions" },
+        state === "COMPLETED" ? h("button", { onclick: () => { extra.hidden = false; render(slot, registerForm(c, done)); } }, "Register as model version…") : null,
+        state === "COMPLETED" || state === "PARTIALLY_DELETED" ? h("button", { class: "danger", onclick: () => deleteCheckpoint(c, actions) }, "Delete…") : null);
       return [
         h("tr", { "data-uuid": c.uuid },
           withTrial ? h("td", {}, link("/det/trials/" + (c.training || {}).trialId, "trial " + (c.training || {}).trialId)) : null,
@@ -89,7 +108,7 @@ function checkpointsTable(ckpts, withTrial = false) {
           h("td", {}, stateName(c.state)),
           h("td", {}, when(c.reportTime)),
           h("td", {}, Object.entries(vmetrics).map(([k, v]) => `${k}=${num(v)}`).join(" ")),
-          h("td", {}, stateName(c.state) === "COMPLETED" ? h("button", { onclick: () => { extra.hidden = false; render(slot, registerForm(c, done)); } }, "Register as model version…") : null),
+          h("td", {}, actions),
         ),
         extra,
       ];
@@ -151,13 +170,14 @@ function logLine(r) {
   return {
     level,
     text: (r.timestamp ? r.timestamp.replace("T", " ").replace(/\.\d+Z?$/, "").replace(/Z$/, "") + " " : "") +
+      (r.agentId ? `[${r.agentId}] ` : "") +
       (r.rankId !== null && r.rankId !== undefined ? `[rank=${r.rankId}] ` : "") + level.padEnd(8) + " " + String(r.log || "").replace(/\n$/, ""),
   };
 }
 
 // A log viewer over a TrialLogs or TaskLogs path (NDJSON); name: the download's file name.
 function logViewer(box, path, name, live) {
-  const st = { levels: new Set(LEVELS.slice(1)), rank: "", text: "", regex: false, follow: live, from: "end" };
+  const st = { levels: new Set(LEVELS.slice(1)), rank: "", agent: "", text: "", regex: false, follow: live, from: "end" };
   const out = h("pre", { class: "logs", tabindex: 0, "aria-label": "log lines" });
   const status = h("span", { class: "muted log-status" });
   let controller = null;
@@ -167,6 +187,7 @@ function logViewer(box, path, name, live) {
     const p = new URLSearchParams(extra);
     if (st.levels.size < LEVELS.length) for (const l of st.levels) p.append("levels", "LOG_LEVEL_" + l);
     for (const r of st.rank.split(",").map((x) => x.trim()).filter(Boolean)) p.append("rankIds", r);
+    for (const a of st.agent.split(",").map((x) => x.trim()).filter(Boolean)) p.append("agentIds", a);
     if (st.text) {
       p.set("searchText", st.text);
       if (st.regex) p.set("enableRegex", "true");
@@ -230,7 +251,7 @@ function logViewer(box, path, name, live) {
       if (signal.aborted) return;
       add(lines);
       if (st.from === "start") out.scrollTop = 0;
-      if (!lines.length) out.appendChild(h("span", { class: "muted empty" }, "No log lines" + (st.levels.size < LEVELS.length || st.rank || st.text ? " match the filters." : " yet.") + "\n"));
+      if (!lines.length) out.appendChild(h("span", { class: "muted empty" }, "No log lines" + (st.levels.size < LEVELS.length || st.rank || st.agent || st.text ? " match the filters." : " yet.") + "\n"));
       if (st.follow && st.from === "end") {
         status.textContent = "following…";
         // From just before the newest line shown (timestampAfter is strict; the repeats are
@@ -278,6 +299,7 @@ function logViewer(box, path, name, live) {
         reload();
       } }), l))),
       h("label", {}, "Ranks ", h("input", { name: "rank", size: 6, placeholder: "0,1", oninput: debounced((ev) => { st.rank = ev.target.value; reload(); }) })),
+      h("label", {}, "Agents ", h("input", { name: "agent", size: 10, placeholder: "agent ids", oninput: debounced((ev) => { st.agent = ev.target.value; reload(); }) })),
       h("label", {}, "Text ", h("input", { name: "search", placeholder: "contains…", oninput: debounced((ev) => { st.text = ev.target.value; reload(); }) })),
       h("label", {}, h("input", { type: "checkbox", name: "regex", onchange: (ev) => { st.regex = ev.target.checked; if (st.text) reload(); } }), "regex"),
       h("label", {}, follow, "follow"),

@@ -1,6 +1,6 @@
 # ruff: noqa: F811 (the fixtures imported from webui_support are parameters here)
 """The WebUI's trial page and model registry in Chromium against a live master with a finished
-adaptive ASHA search: following a running trial's log and filtering it (level, rank, text),
+adaptive ASHA search: following a running trial's log and filtering it (level, rank, agent, text),
 jumping to its start and end, downloading it; registering a checkpoint as a model version and
 finding it on the model's pages; notes, metadata, archive and creating a model."""
 
@@ -40,7 +40,7 @@ def shown_lines(page: Any) -> list[str]:
     return [x.rstrip("\n") for x in page.locator("pre.logs .log-line").all_inner_texts()]
 
 
-def test_following_a_running_trials_log_with_level_rank_and_text_filters(
+def test_following_a_running_trials_log_with_level_rank_agent_and_text_filters(
     search: tuple[Master, int], page: Any, tmp_path: Path
 ) -> None:
     m, _ = search
@@ -71,11 +71,16 @@ def test_following_a_running_trials_log_with_level_rank_and_text_filters(
             m,
             task,
             [
-                {"log": "first line\n", "rankId": 0},
+                {"log": "first line\n", "rankId": 0, "agentId": "node-a"},
                 {"log": "loading data\n", "level": "LOG_LEVEL_DEBUG", "rankId": 0},
                 {"log": "disk almost full\n", "level": "LOG_LEVEL_WARNING", "rankId": 1},
-                {"log": "step 1 failed: needle\n", "level": "LOG_LEVEL_ERROR", "rankId": 1},
-                {"log": "epoch 1 <b>done</b>\n", "level": "LOG_LEVEL_INFO", "rankId": 0},
+                {
+                    "log": "step 1 failed: needle\n",
+                    "level": "LOG_LEVEL_ERROR",
+                    "rankId": 1,
+                    "agentId": "node-b",
+                },
+                {"log": "epoch 1 <b>done</b>\n", "level": "LOG_LEVEL_INFO", "agentId": "node-b"},
             ],
         )
         login(page, m, f"/det/trials/{trial['id']}")
@@ -83,7 +88,7 @@ def test_following_a_running_trials_log_with_level_rank_and_text_filters(
         assert page.locator("input[name=follow]").is_checked()
         wait_for(lambda: len(shown_lines(page)) == 5, 15, what="the five lines")
         assert shown_lines(page)[0].endswith("first line")
-        assert "[rank=1] ERROR    step 1 failed: needle" in shown_lines(page)[3]
+        assert "[node-b] [rank=1] ERROR    step 1 failed: needle" in shown_lines(page)[3]
         assert page.locator("pre.logs b").count() == 0  # text, not markup
 
         # Following: a line written now shows up without a reload.
@@ -125,6 +130,21 @@ def test_following_a_running_trials_log_with_level_rank_and_text_filters(
         page.uncheck("input[name=regex]")
         page.fill("input[name=search]", "")
         wait_for(lambda: len(shown_lines(page)) == 8, 15, what="no filter")
+
+        # Agent: the lines that agent shipped (two agents or one), with rank too.
+        page.fill("input[name=agent]", "node-b")
+        wait_for(lambda: len(shown_lines(page)) == 2, 15, what="the agent filter")
+        assert all("[node-b]" in x for x in shown_lines(page))
+        page.fill("input[name=agent]", "node-a, node-b")
+        wait_for(lambda: len(shown_lines(page)) == 3, 15, what="two agents")
+        page.fill("input[name=rank]", "1")
+        wait_for(lambda: len(shown_lines(page)) == 1, 15, what="agent and rank")
+        assert shown_lines(page)[0].endswith("step 1 failed: needle")
+        page.fill("input[name=agent]", "node-c")
+        page.wait_for_selector("pre.logs .empty:text('No log lines match the filters.')")
+        page.fill("input[name=agent]", "")
+        page.fill("input[name=rank]", "")
+        wait_for(lambda: len(shown_lines(page)) == 8, 15, what="no filter again")
 
         # Start stops following and shows the oldest lines; End follows again.
         page.get_by_role("button", name="Start").click()
@@ -261,3 +281,123 @@ def test_registering_a_checkpoint_and_the_model_pages(
     page.get_by_role("button", name="Create model").click()
     page.wait_for_selector(".create-model .form-error:text-matches('.+')")
     assert len(m.get("/api/v1/models")["models"]) == 2
+
+
+def test_deleting_a_model_a_version_and_a_checkpoint(
+    search: tuple[Master, int], page: Any, browser: Any
+) -> None:
+    m, eid = search
+    trial_of = {
+        c["uuid"]: t["id"]
+        for t in m.get(f"/api/v1/experiments/{eid}/trials")["trials"]
+        for c in m.get(f"/api/v1/trials/{t['id']}/checkpoints")["checkpoints"]
+        if c["state"] == "STATE_COMPLETED"
+    }
+    registered = {
+        v["checkpoint"]["uuid"]
+        for model in m.get("/api/v1/models?limit=100")["models"]
+        for v in m.get(f"/api/v1/models/{model['name']}/versions")["modelVersions"]
+    }
+    free = [u for u in trial_of if u not in registered]
+    assert len(free) >= 2
+    kept, other = free[0], free[1]
+    m.post("/api/v1/users", {"user": {"username": "dave", "active": True}, "password": "Dave-pw-1"})
+    m.post("/api/v1/models", {"name": "doomed"})
+    for uid in (kept, other):
+        m.post("/api/v1/models/doomed/versions", {"modelName": "doomed", "checkpointUuid": uid})
+
+    def state_of(uid: str) -> str:
+        return str(m.get(f"/api/v1/checkpoints/{uid}")["checkpoint"]["state"])
+
+    # Dave is not the owner: each delete is asked once, refused with the master's message (the
+    # same his own API call gets), and nothing changes.
+    context = browser.new_context()
+    try:
+        dave = context.new_page()
+        dave.set_default_timeout(15_000)
+        dave_asked: list[str] = []
+        dave.on("dialog", lambda d: (dave_asked.append(d.message), d.accept()))
+        login(dave, m, "/det/models/doomed", user="dave", password="Dave-pw-1")
+        as_dave = m.session(m.login("dave", "Dave-pw-1"))
+        refusals = [
+            (
+                "/det/models/doomed",
+                "Delete model…",
+                ("DELETE", "/api/v1/models/doomed", None),
+            ),
+            (
+                "/det/models/doomed/versions/1",
+                "Delete version…",
+                ("DELETE", "/api/v1/models/doomed/versions/1", None),
+            ),
+            (
+                f"/det/trials/{trial_of[other]}",
+                None,
+                ("DELETE", "/api/v1/checkpoints", {"checkpointUuids": [other]}),
+            ),
+        ]
+        for path, button, (method, api_path, body) in refusals:
+            dave.goto(m.url + path)
+            if button:
+                dave.get_by_role("button", name=button).click()
+            else:
+                dave.locator(f"tr[data-uuid='{other}']").get_by_role(
+                    "button", name="Delete…"
+                ).click()
+            dave.wait_for_selector("#error:not([hidden])")
+            r = as_dave.request(method, m.url + api_path, json=body, timeout=10)
+            assert r.status_code == 403, r.text
+            assert r.json()["message"] in dave.inner_text("#error")
+            dave.evaluate("document.getElementById('error').hidden = true")
+        assert len(dave_asked) == 3
+        assert "Delete model doomed and its 2 versions?" in dave_asked[0]
+        assert len(m.get("/api/v1/models/doomed/versions")["modelVersions"]) == 2
+        assert state_of(other) == "STATE_COMPLETED"
+    finally:
+        context.close()
+
+    # The owner (an admin here). A question answered no changes nothing.
+    answer = {"accept": False}
+    asked: list[str] = []
+    page.on(
+        "dialog",
+        lambda d: (asked.append(d.message), d.accept() if answer["accept"] else d.dismiss()),
+    )
+    login(page, m, f"/det/trials/{trial_of[kept]}")
+    row = page.locator(f"tr[data-uuid='{kept}']")
+    row.get_by_role("button", name="Delete…").click()
+    wait_for(lambda: len(asked) == 1, 15, what="the question")
+    assert kept in asked[0]
+    answer["accept"] = True
+    # A registered checkpoint is kept: the master's reason is shown.
+    row.get_by_role("button", name="Delete…").click()
+    page.wait_for_selector("#error:not([hidden])")
+    assert "registered as a model version" in page.inner_text("#error")
+    assert state_of(kept) == "STATE_COMPLETED"
+
+    # A version, then the model (and with it the version that held the checkpoint).
+    page.goto(f"{m.url}/det/models/doomed/versions/2")
+    page.get_by_role("button", name="Delete version…").click()
+    page.wait_for_url("**/det/models/doomed")
+    page.wait_for_selector("h1:has-text('doomed')")
+    assert [v["version"] for v in m.get("/api/v1/models/doomed/versions")["modelVersions"]] == [1]
+    assert page.locator("a:text-is('Version 2')").count() == 0
+    page.get_by_role("button", name="Delete model…").click()
+    page.wait_for_url("**/det/models")
+    assert m.session().get(m.url + "/api/v1/models/doomed", timeout=10).status_code == 404
+    assert "Delete model doomed and its 1 version?" in asked[-1]
+
+    # Now free, the checkpoint is deleted: its experiment's GC task removes it once an agent
+    # runs the task.
+    page.goto(f"{m.url}/det/trials/{trial_of[kept]}")
+    row.get_by_role("button", name="Delete…").click()
+    row.locator(".deleting").wait_for()
+    assert len(asked) == 5
+    agent = SimAgent(m.url, m.agent_token, "sim-gc").start()
+    try:
+        wait_for(lambda: state_of(kept) == "STATE_DELETED", 60, what="the checkpoint GC")
+    finally:
+        agent.stop()
+    page.reload()
+    row.locator("td:text-is('DELETED')").wait_for()
+    assert row.get_by_role("button", name="Delete…").count() == 0
