@@ -24,6 +24,8 @@ from det.master.errors import InvalidArgument, NotFound
 from det.master.fastjson import fragment
 from det.master.schemas import d
 from det.master.schemas import trials as wire
+from det.master.seriescache import SAMPLED
+from det.master.services import task_logs
 from det.master.services import trials as svc
 
 bp = Blueprint("trials", __name__)
@@ -276,19 +278,34 @@ def compare(params: d.CompareTrialsParams) -> Response:
         missing = [t for t in unique if t not in rows]
         if missing:
             raise NotFound(f"trial {missing[0]} not found")
-        series = {
-            g: svc.sampled_series(
-                conn,
-                unique,
-                g,
-                names,
-                max_points=max_points,
-                start_batches=start,
-                end_batches=end,
-                series_filter=series_filter,
-            )
-            for g, names in sorted(groups.items())
-        }
+        # Each trial's points come from this process's cache while its row is unchanged (see
+        # det.master.seriescache): its version was read above, before any sampling.
+        series: dict[str, dict[int, str]] = {}
+        for g, names in sorted(groups.items()):
+            request_key = (g, tuple(names), max_points, start, end, repr(series_filter))
+            got: dict[int, str] = {}
+            stale = []
+            for t in unique:
+                hit, points = SAMPLED.get((request_key, t), rows[t]["row_version"])
+                if not hit:
+                    stale.append(t)
+                elif points is not None:
+                    got[t] = points
+            if stale:
+                fresh = svc.sampled_series(
+                    conn,
+                    stale,
+                    g,
+                    names,
+                    max_points=max_points,
+                    start_batches=start,
+                    end_batches=end,
+                    series_filter=series_filter,
+                )
+                for t in stale:
+                    SAMPLED.put((request_key, t), rows[t]["row_version"], fresh.get(t))
+                got.update(fresh)
+            series[g] = got
     out: d.v1CompareTrialsResponse = {
         "trials": [
             {
@@ -375,10 +392,10 @@ def checkpoints(
 @contract("TrialLogs")
 def logs(trial_id: int, params: d.TrialLogsParams) -> Response:
     with db() as conn:
-        row = conn.execute("SELECT task_id FROM trials WHERE id = %s", (trial_id,)).fetchone()
-    if row is None:
+        task_id = task_logs.task_of_trial(conn, trial_id)
+    if task_id is None:
         raise NotFound(f"trial {trial_id} not found")
-    return _logs.stream(row["task_id"], params, trial_id=trial_id)
+    return _logs.stream(task_id, params, trial_id=trial_id)
 
 
 # GetTrialWorkloads' filter: which kinds of workload it keeps.

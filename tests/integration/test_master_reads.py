@@ -122,6 +122,32 @@ def test_compare_trials_samples_each_series_keeping_first_and_last(
     assert [p["batches"] for p in low["trials"][0]["metrics"][0]["data"]] == list(range(51, 101))
 
 
+def test_compare_trials_answers_a_new_report_at_once(live_master: Master, pg_url: str) -> None:
+    """Each API process keeps sampled series while their trial is unchanged
+    (det.master.seriescache); a report, or a first report, shows in the very next read, in
+    whichever process answers it."""
+    m = live_master
+    t1, t2, t3 = _trials(pg_url, _experiment(m), 3)
+    _report(m, t1, "training", range(1, 101))
+    _report(m, t2, "training", range(1, 11))
+
+    def last_batches() -> dict[int, int | None]:
+        out = _compare(
+            m, trialIds=[t1, t2, t3], metricNames=["loss"], maxDatapoints=10, group="training"
+        )
+        return {
+            c["trial"]["id"]: c["metrics"][0]["data"][-1]["batches"] if c["metrics"] else None
+            for c in out["trials"]
+        }
+
+    for _ in range(6):  # new connections: both user processes answer and keep the series
+        assert last_batches() == {t1: 100, t2: 10, t3: None}
+    _report(m, t1, "training", range(101, 121))
+    _report(m, t3, "training", range(1, 3))
+    for _ in range(6):
+        assert last_batches() == {t1: 120, t2: 10, t3: 2}
+
+
 def test_compare_trials_spreads_points_over_the_batches_not_the_rows(
     live_master: Master, pg_url: str
 ) -> None:
