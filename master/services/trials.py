@@ -599,9 +599,11 @@ def sampled_series(
 
 
 def basic(conn: Conn, trial_ids: list[int]) -> dict[int, dict[str, Any]]:
-    """The trials' rows as :func:`list_for_experiment` reads them, by id."""
+    """The trials' rows as :func:`list_for_experiment` reads them, by id, with ``row_version``:
+    the row's ``xmin``, which every update of it (every metric report) changes."""
     rows = conn.execute(
-        "SELECT " + _LIST_COLUMNS + "," + _LIVE_STATE + _SUMMARY_COLUMNS
+        "SELECT " + _LIST_COLUMNS + ", t.xmin::text::bigint AS row_version,"
+        + _LIVE_STATE + _SUMMARY_COLUMNS
         + " FROM trials t JOIN experiments e ON e.id = t.experiment_id WHERE t.id = ANY(%s)",
         (trial_ids,),
     ).fetchall()  # fmt: skip
