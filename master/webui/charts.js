@@ -59,7 +59,7 @@ function lineChart(series, { xLabel, yLabel, cls = "", highlight = null }) {
     }
   }
   if (!n) return h("p", { class: "muted chart-empty" }, "No " + yLabel + " reported yet.");
-  const W = 720, H = 260, L = 64, R = 12, T = 12, B = 36;
+  const W = 720, H = 260, L = 64, R = 20, T = 12, B = 36;
   const xr = extent([x0, x1]), yr = extent([y0, y1]);
   const X = (x) => L + ((x - xr[0]) / (xr[1] - xr[0])) * (W - L - R);
   const Y = (y) => H - B - ((y - yr[0]) / (yr[1] - yr[0])) * (H - T - B);
@@ -72,7 +72,7 @@ function lineChart(series, { xLabel, yLabel, cls = "", highlight = null }) {
   if (n > CANVAS_POINTS) {
     const readout = h("span", { class: "readout", "aria-live": "polite" });
     const fig = h("figure", { class: cls + " canvas-chart" }, h("figcaption", {}, yLabel + " by " + xLabel, " ", readout),
-      h("div", { class: "plot" }, canvasLines(series, { W, H, L, R, T, B, X, Y, dimmed }), svg), legend);
+      h("div", { class: "plot" }, canvasLines(series, svg, { W, H, L, R, T, B, X, Y, dimmed }), svg), legend);
     const drawn = series.map((ser) => ser.points.filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y)).length);
     fig.setAttribute("data-series", String(drawn.filter(Boolean).length));
     fig.setAttribute("data-series-points", drawn.filter(Boolean).join(","));
@@ -101,12 +101,22 @@ function lineChart(series, { xLabel, yLabel, cls = "", highlight = null }) {
 }
 
 // The lines of a large chart on one canvas (sized for the chart's widest CSS size and the
-// screen's pixel ratio; the SVG of the axes lies on top). Dimmed series first, in grey.
-function canvasLines(series, { W, H, L, R, T, B, X, Y, dimmed }) {
+// screen's pixel ratio; the SVG of the axes lies on top, its grid lines moved under the
+// curves onto the canvas). Dimmed series first, in grey.
+function canvasLines(series, svg, { W, H, L, R, T, B, X, Y, dimmed }) {
   const k = (900 / W) * Math.min(2, Math.max(1, window.devicePixelRatio || 1));
   const canvas = h("canvas", { width: Math.round(W * k), height: Math.round(H * k), "aria-hidden": "true" });
   const ctx = canvas.getContext("2d");
   ctx.scale(k, k);
+  ctx.strokeStyle = "#eceef2";
+  ctx.lineWidth = 1;
+  for (const g of svg.querySelectorAll("line.grid")) {
+    ctx.beginPath();
+    ctx.moveTo(+g.getAttribute("x1"), +g.getAttribute("y1"));
+    ctx.lineTo(+g.getAttribute("x2"), +g.getAttribute("y2"));
+    ctx.stroke();
+    g.remove();
+  }
   ctx.beginPath();
   ctx.rect(L, T - 2, W - L - R, H - T - B + 4);
   ctx.clip();
@@ -175,7 +185,7 @@ function scaleOf(values) {
 // after a drag on an axis (a click without a drag clears that axis's brush) or a key on one of
 // its bounds (bound: "lower" or "upper", to be focused again once redrawn).
 function parallelCoords(dims, rows, brushes, onBrush, selected) {
-  const W = 720, H = 300, L = 40, R = 60, T = 24, B = 30;
+  const W = 720, H = 300, L = 40, R = 72, T = 24, B = 30;
   const gap = dims.length > 1 ? (W - L - R) / (dims.length - 1) : 0;
   const X = (i) => L + i * gap;
   const Y = (p) => H - B - p * (H - T - B);
@@ -198,7 +208,7 @@ function parallelCoords(dims, rows, brushes, onBrush, selected) {
     g.appendChild(s("line", { x1: X(i), y1: Y(0), x2: X(i), y2: Y(1), class: "axis" }));
     g.appendChild(s("text", { x: X(i), y: T - 10, class: "label", "text-anchor": "middle" }, d.label));
     const ticks = d.scale.kind === "num" ? [0, 0.5, 1].map((p) => [p, d.scale.label(d.scale.lo + p * (d.scale.hi - d.scale.lo))]) : d.scale.cats.map((c, j) => [d.scale.cats.length === 1 ? 0.5 : j / (d.scale.cats.length - 1), d.scale.label(c)]);
-    for (const [p, text] of ticks) g.appendChild(s("text", { x: X(i) + 5, y: Y(p) + 4, class: "tick" }, String(text)));
+    for (const [p, text] of ticks) g.appendChild(s("text", { x: X(i) + 11, y: Y(p) + 4, class: "tick" }, String(text)));
     const b = brushes[d.key];
     if (b) g.appendChild(s("rect", { x: X(i) - 8, y: Y(b[1]), width: 16, height: Math.max(1, Y(b[0]) - Y(b[1])), class: "brush" }));
     // The hit area a drag starts on.
@@ -211,7 +221,7 @@ function parallelCoords(dims, rows, brushes, onBrush, selected) {
     ["lower", "upper"].forEach((bound, j) => {
       const p = range[j];
       const handle = s("rect", {
-        x: X(i) - 9, y: Y(p) - 3, width: 18, height: 6, rx: 2, class: "handle" + (b ? " set" : ""), tabindex: 0, role: "slider",
+        x: X(i) - 7, y: Y(p) - 3, width: 14, height: 6, rx: 2, class: "handle" + (b ? " set" : ""), tabindex: 0, role: "slider",
         "aria-label": `${d.label} ${bound} bound`, "aria-orientation": "vertical", "aria-valuemin": 0, "aria-valuemax": 100,
         "aria-valuenow": Math.round(p * 100), "aria-valuetext": boundText(d, p), "data-axis": d.key, "data-bound": bound,
       });

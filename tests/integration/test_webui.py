@@ -74,7 +74,8 @@ def test_pages_need_a_login_and_a_wrong_password_is_refused(live_master: Master,
     page.click("button[type=submit]")
     page.wait_for_url(live_master.url + "/det/experiments")
     assert page.inner_text("h1") == "Experiments"
-    assert "admin" in page.inner_text("#who")
+    # Who is logged in comes from /api/v1/me, answered after the page (it was read too early).
+    page.wait_for_selector("#who:has-text('admin')")
     # Logging out revokes the session: the stored token no longer works against the API.
     token = page.evaluate("localStorage.getItem('det.token')")
     assert live_master.session(token).get(live_master.url + "/api/v1/me").status_code == 200

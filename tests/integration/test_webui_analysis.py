@@ -331,6 +331,7 @@ def test_render_time_of_100_trials_by_1000_points(
     assert painted > 0.05, painted
     # The rest of the page, which waits for the trial list: a row per trial.
     assert page.locator(".trials-box tbody tr").count() == 100
+    screenshot(page, "experiment-large")
 
     def med(f: Any) -> float:
         return round(statistics.median(f(r) for r in runs), 1)
