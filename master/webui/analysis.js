@@ -132,14 +132,16 @@ async function experimentPage(main, id) {
     const guess = st.metric || (e.searcherMetric ? "validation." + e.searcherMetric : null);
     if (!st.metric) st.metric = guess;
     if (!data.trials) drawCurveTools();
-    const early = guess && ids.length
+    // Both run on while the list is read; each settles to its error (or null), thrown below.
+    const settled = (p) => p.then(() => null, (err) => err);
+    const early = settled(guess && ids.length
       ? seriesOf(ids, guess).then((series) => {
         if (gen !== loads || st.metric !== guess) return; // a newer load, or another metric chosen
         setSeries(series, guess, ids);
         drawCurves();
       })
-      : Promise.resolve();
-    const ckpts = loadCheckpoints(smaller);
+      : Promise.resolve());
+    const ckpts = settled(loadCheckpoints(smaller));
     const { trials } = await api(`/api/v1/experiments/${id}/trials`);
     if (gen !== loads) return;
     const metricIds = metricIdsOf(trials);
@@ -148,7 +150,8 @@ async function experimentPage(main, id) {
     data.metricIds = metricIds;
     drawHead();
     draw();
-    await early;
+    const failed = await early;
+    if (failed) throw failed;
     // The list may hold trials the experiment did not (created meanwhile), or the metric
     // guessed may not be one the trials report: then the series are asked again.
     const listed = trials.map((t) => t.id);
@@ -159,7 +162,8 @@ async function experimentPage(main, id) {
       setSeries(series, want, listed);
       drawCurves();
     }
-    await ckpts;
+    const refused = await ckpts;
+    if (refused) throw refused;
   };
 
   const drawHead = () => {

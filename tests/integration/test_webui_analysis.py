@@ -7,6 +7,7 @@ render time of 100 trials x 1,000 points (printed for docs/benchmarks.md, never 
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from typing import Any
 
@@ -329,6 +330,18 @@ def test_render_time_of_100_trials_by_1000_points(
         " let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return n / (d.length / 4); }"
     )
     assert painted > 0.05, painted
+    # No per-line titles on a canvas: the point nearest the pointer is named in the caption.
+    plot = fig.locator(".plot").bounding_box()
+    readout = fig.locator(".readout")
+    x = plot["x"] + plot["width"] * 0.5
+    for step in range(60):
+        page.mouse.move(x, plot["y"] + plot["height"] * step / 60)
+        if readout.inner_text():
+            break
+    named = re.fullmatch(r"trial (\d+): [\d.e-]+ at (\d+)", readout.inner_text())
+    assert named and 1 <= int(named[2]) <= 1000, readout.inner_text()
+    trial_ids = {t["id"] for t in m.get(f"/api/v1/experiments/{eid}/trials?limit=200")["trials"]}
+    assert int(named[1]) in trial_ids
     # The rest of the page, which waits for the trial list: a row per trial.
     assert page.locator(".trials-box tbody tr").count() == 100
     screenshot(page, "experiment-large")
