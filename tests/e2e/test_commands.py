@@ -150,3 +150,62 @@ def test_official_cli_runs_a_command(one_slot: Cluster) -> None:
     assert listed.returncode == 0, listed.stderr
     tasks = det(c, "task", "list", official=True)
     assert tasks.returncode == 0, tasks.stderr
+
+
+def test_tasks_and_trials_share_the_queue_and_preempt_each_other_by_priority(
+    cluster_factory: Callable[..., Cluster],
+) -> None:
+    """With the priority scheduler, a command of lower priority than a running trial waits in
+    the job queue (queued, its job listed) until the slot is free; one of higher priority
+    preempts the trial, which runs again once the command is done."""
+    from pathlib import Path
+
+    c = cluster_factory(
+        agents=1,
+        slots=1,
+        extra={"resource_manager": {"scheduler": {"type": "priority", "preemption": True}}},
+    )
+    core = Path(__file__).resolve().parents[2] / "examples" / "core_api"
+    eid = c.create(
+        core / "single.yaml",
+        core,
+        {
+            "hyperparameters": {
+                "report_every": 50,
+                "validate_every": 5000,
+                "checkpoint_every": 5000,
+            },
+            "searcher": {"max_length": {"batches": 5_000_000}},
+            "resources": {"priority": 50},
+        },
+    )
+
+    def trial() -> dict[str, Any]:
+        trials = c.trials(eid)
+        return trials[0] if trials else {}
+
+    wait_for(lambda: trial().get("state") == "STATE_RUNNING", 180, "the trial to run")
+    waiting = launch(c, ["sh", "-c", "echo waited"], resources={"priority": 60})
+    for _ in range(5):  # it stays queued behind the trial (sampled, not timed)
+        assert command(c, waiting)["state"] == "STATE_QUEUED"
+        jobs = [j["full"] for j in c.master.get("/api/v1/job-queues-v2")["jobs"]]
+        job = next(j for j in jobs if j["entityId"] == waiting)
+        assert job["summary"]["state"] == "STATE_QUEUED", job
+        wait_for(lambda: trial().get("state") == "STATE_RUNNING", 30, "the trial still running")
+    urgent = launch(c, ["sh", "-c", "echo urgent"], resources={"priority": 10})
+    wait_for(lambda: command(c, urgent)["state"] == "STATE_TERMINATED", 180, "the urgent command")
+    assert command(c, urgent)["exitCode"] == 0
+    # The trial was preempted for it (a new allocation) and runs again; the waiting one waits.
+    task_id = trial()["taskId"]
+    wait_for(
+        lambda: (
+            len(c.master.get(f"/api/v1/tasks/{task_id}")["task"]["allocations"]) >= 2
+            and trial().get("state") == "STATE_RUNNING"
+        ),
+        180,
+        "the trial to run again",
+    )
+    assert command(c, waiting)["state"] == "STATE_QUEUED"
+    c.master.post(f"/api/v1/experiments/{eid}/kill")
+    wait_for(lambda: command(c, waiting)["state"] == "STATE_TERMINATED", 180, "the waiting one")
+    assert command(c, waiting)["exitCode"] == 0
