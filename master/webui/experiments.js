@@ -60,6 +60,11 @@ function experimentActions(e) {
   }
   if (isTerminal(e.state) && !e.archived) buttons.push(h("button", { onclick: post("archive") }, "Archive"));
   if (e.archived) buttons.push(h("button", { onclick: post("unarchive") }, "Unarchive"));
+  // A TensorBoard over the experiment's trials; the tasks page opens it once it runs.
+  buttons.push(h("button", { title: "Start TensorBoard over this experiment's trials", onclick: () => act("start TensorBoard for experiment " + e.id, async () => {
+    await api("/api/v1/tensorboards", { method: "POST", body: { experimentIds: [e.id] } });
+    location.href = "/det/tasks";
+  }, async () => {}) }, "TensorBoard"));
   return h("span", { class: "actions" }, buttons);
 }
 

@@ -1,14 +1,18 @@
-// det WebUI: interactive tasks (commands, notebooks, shells): list, open a notebook, logs, kill.
+// det WebUI: interactive tasks (commands, notebooks, shells, TensorBoards): list, open a notebook
+// or a TensorBoard, logs, kill.
 "use strict";
 
 const TASK_KINDS = [
   ["commands", "Commands", "command"],
   ["notebooks", "Notebooks", "notebook"],
   ["shells", "Shells", "shell"],
+  ["tensorboards", "TensorBoards", "tensorboard"],
 ];
+const OPENS = new Set(["notebook", "tensorboard"]);
 const taskDone = (x) => stateName(x.state) === "TERMINATED";
 
-// Opens a notebook's page: a minute's ticket the proxy trades for a cookie for that task only.
+// Opens a notebook's or a TensorBoard's page: a minute's ticket the proxy trades for a cookie for
+// that task only.
 async function openNotebook(n) {
   const { ticket } = await api("/api/v1/proxy_tickets", { method: "POST", body: { taskId: n.id } });
   window.open(`${n.serviceAddress || "/proxy/" + n.id + "/"}?det_ticket=${encodeURIComponent(ticket)}`, "_blank", "noopener");
@@ -25,7 +29,7 @@ async function tasksPage(main) {
         h("code", { title: x.id }, x.id.slice(0, 8)), x.description || "", badge(x.state), x.username, x.resourcePool || "", when(x.startTime), x.exitStatus || "",
         h("span", { class: "actions", "data-task": x.id },
           link("/det/tasks/" + encodeURIComponent(x.id) + "/logs", "Logs"),
-          noun === "notebook" && stateName(x.state) === "RUNNING" ? h("button", { onclick: () => act("open notebook", () => openNotebook(x), async () => {}) }, "Open") : null,
+          OPENS.has(noun) && stateName(x.state) === "RUNNING" ? h("button", { onclick: () => act("open " + noun, () => openNotebook(x), async () => {}) }, "Open") : null,
           taskDone(x) ? null : h("button", { class: "danger", onclick: () => {
             if (confirm(`Kill ${noun} ${x.description || x.id}?`)) act(`kill ${noun}`, () => api(`/api/v1/${path}/${encodeURIComponent(x.id)}/kill`, { method: "POST", body: {} }));
           } }, "Kill")),

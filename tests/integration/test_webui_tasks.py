@@ -59,3 +59,37 @@ def test_a_command_listed_its_log_followed_and_killed(live_master: Master, page:
 
 def stateof(m: Master, command_id: str) -> str:
     return str(m.get(f"/api/v1/commands/{command_id}")["command"]["state"]).removeprefix("STATE_")
+
+
+def test_tensorboard_started_from_an_experiment_is_listed_and_killed(
+    live_master: Master, page: Any
+) -> None:
+    from tests.integration.cli_support import create_via_api, sim_config
+
+    m = live_master
+    eid = create_via_api(m, sim_config("webui-tb", trials=1))
+    wait_for(
+        lambda: len(m.get(f"/api/v1/experiments/{eid}/trials")["trials"]) == 1,
+        30,
+        what="the trial",
+    )
+    login(page, m, f"/det/experiments/{eid}")
+    page.get_by_role("button", name="TensorBoard").first.click()
+    page.wait_for_url("**/det/tasks")
+    (tb,) = m.get("/api/v1/tensorboards")["tensorboards"]
+    assert tb["experimentIds"] == [eid]
+    row = page.locator(
+        ".tasks-tensorboards tbody tr", has=page.locator(f"[data-task='{tb['id']}']")
+    )
+    row.wait_for()
+    assert "admin" in row.inner_text() and "QUEUED" in row.inner_text()  # no agent here
+    assert row.get_by_role("button", name="Open").count() == 0  # only once it runs
+    page.once("dialog", lambda d: d.accept())
+    row.get_by_role("button", name="Kill").click()
+    wait_for(
+        lambda: (
+            m.get(f"/api/v1/tensorboards/{tb['id']}")["tensorboard"]["state"] == "STATE_TERMINATED"
+        ),
+        30,
+        what="the TensorBoard killed",
+    )
