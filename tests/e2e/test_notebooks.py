@@ -17,9 +17,10 @@ import requests
 from tests.e2e.cluster import Cluster, cluster_factory, wait_for
 from tests.e2e.test_commands import det
 from tests.e2e.ws import WebSocket
+from tests.integration.webui_support import browser, page
 
 pytestmark = pytest.mark.e2e
-__all__ = ["cluster_factory"]
+__all__ = ["browser", "cluster_factory", "page"]
 
 
 @pytest.fixture
@@ -176,3 +177,40 @@ def test_official_cli_starts_a_notebook(cluster: Cluster) -> None:
     assert [n["state"] for n in listed] == ["RUNNING"]
     for n in listed:
         c.master.post(f"/api/v1/notebooks/{n['id']}/kill")
+
+
+@pytest.mark.browser
+def test_a_browser_runs_code_in_the_proxied_jupyterlab(cluster: Cluster, page: Any) -> None:
+    """Chromium opens the URL ``det notebook start`` opens (a ticket for a cookie), starts a
+    Python notebook from JupyterLab's launcher and runs ``6*7`` in its kernel, whose
+    WebSocket goes through the master's proxy."""
+    c = cluster
+    nid = c.master.post("/api/v1/notebooks", {})["notebook"]["id"]
+    wait_for(
+        lambda: c.master.get(f"/api/v1/tasks/{nid}")["task"]["allocations"][0].get("isReady"),
+        180,
+        "the notebook to be ready",
+    )
+    ticket = c.master.post("/api/v1/proxy_tickets", {"taskId": nid})["ticket"]
+    page.set_default_timeout(90_000)  # JupyterLab's bundles on a busy machine
+    page.goto(f"{c.master.url}/proxy/{nid}/lab?det_ticket={ticket}")
+    page.wait_for_url(f"**/proxy/{nid}/lab**")
+    page.locator(".jp-LauncherCard[data-category='Notebook']").first.click()
+    cell = page.locator(".jp-Notebook .jp-Cell").first
+    cell.locator(".cm-content").click()
+    page.keyboard.type("6*7")
+    page.keyboard.press("Shift+Enter")
+    out = page.locator(".jp-Notebook .jp-OutputArea-output").first
+    out.wait_for()
+    assert out.inner_text().strip() == "42"
+    kernels = (
+        plain()
+        .get(
+            f"{c.master.url}/proxy/{nid}/api/kernels",
+            headers={"Authorization": f"Bearer {c.master.token}"},
+            timeout=30,
+        )
+        .json()
+    )
+    assert len(kernels) == 1 and kernels[0]["connections"] >= 1, kernels
+    c.master.post(f"/api/v1/notebooks/{nid}/kill")
