@@ -108,6 +108,8 @@ def test_command_is_a_task_and_a_job_and_is_killed(one_slot: Cluster) -> None:
     assert (job["type"], job["name"], job["allocatedSlots"]) == ("TYPE_COMMAND", "sleeper", 1)
     out = det(c, "task", "list")
     assert out.returncode == 0 and cid in out.stdout, out.stderr
+    official = det(c, "task", "list", official=True)
+    assert official.returncode == 0 and cid in official.stdout, official.stdout + official.stderr
     killed = det(c, "cmd", "kill", cid)
     assert killed.returncode == 0, killed.stderr
     wait_for(lambda: command(c, cid)["state"] == "STATE_TERMINATED", 60, "the kill")
