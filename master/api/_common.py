@@ -168,12 +168,7 @@ def _session_user(token: str) -> users.User | None:
 
 
 def _task_for_token(conn: Conn, token: str) -> TaskPrincipal | None:
-    row = conn.execute(
-        "SELECT a.id, a.task_id, a.trial_id, a.state, a.ended_at, t.experiment_id, e.owner_id"
-        " FROM allocations a LEFT JOIN trials t ON t.id = a.trial_id"
-        " LEFT JOIN experiments e ON e.id = t.experiment_id WHERE a.token_hash = %s",
-        (users.token_digest(token),),
-    ).fetchone()
+    row = users.allocation_for_digest(conn, users.token_digest(token))
     if row is None:
         return None
     # An allocation's token dies with it: a stray process of an ended run (a container the

@@ -15,6 +15,7 @@ from det.master.api._common import PUBLIC, allow, db, require_admin, state
 from det.master.api._contract import contract
 from det.master.errors import InvalidArgument
 from det.master.schemas import d
+from det.master.services import health as health_svc
 
 # The Determined API version det speaks: its clients compare /info's ``version`` with their own
 # and warn when the master's is older. det's own version is reported beside it.
@@ -71,7 +72,7 @@ def info() -> Info:
 @contract(response=Health)
 def health() -> Health:
     with db() as conn:
-        conn.execute("SELECT 1")
+        health_svc.check_database(conn)
     return {"healthy": True, "database": "ok"}
 
 

@@ -19,19 +19,11 @@ bp = Blueprint("provisioning", __name__)
 
 
 def pool_events_of(conn: Conn, pool: str, limit: int = 100) -> list[wire.PoolEvent]:
-    rows = conn.execute(
-        "SELECT id, kind, message, created_at FROM events WHERE entity = 'pool' AND entity_id = %s"
-        " ORDER BY id DESC LIMIT %s",
-        (pool, limit),
-    ).fetchall()
-    return [wire.pool_event(r) for r in reversed(rows)]
+    return [wire.pool_event(r) for r in provisioning.pool_events(conn, pool, limit)]
 
 
 def pool_instances_of(conn: Conn, pool: str) -> list[wire.PoolInstance]:
-    rows = conn.execute(
-        "SELECT * FROM instances WHERE resource_pool = %s ORDER BY launched_at, id", (pool,)
-    ).fetchall()
-    return [wire.pool_instance(r) for r in rows]
+    return [wire.pool_instance(r) for r in provisioning.pool_instances(conn, pool)]
 
 
 def _check_pool(name: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from flask import Blueprint, request
 
-from det.master import limits, states
+from det.master import limits
 from det.master.api import _access, _logs
 from det.master.api._common import (
     AGENT,
@@ -28,6 +28,7 @@ from det.master.api._contract import contract
 from det.master.errors import InvalidArgument, NotFound
 from det.master.schemas import d
 from det.master.schemas import tasks as wire
+from det.master.services import preemption
 from det.master.services import tasks as tasks_svc
 
 bp = Blueprint("tasks", __name__)
@@ -69,9 +70,7 @@ def preemption_signal(
     deadline = time.monotonic() + timeout
     while True:
         with db() as conn:
-            row = conn.execute(
-                "SELECT preempt_requested, state FROM allocations WHERE id = %s", (allocation_id,)
-            ).fetchone()
+            row = preemption.signal(conn, allocation_id)
         if row is None:
             raise NotFound(f"allocation {allocation_id} not found")
         if row["preempt_requested"] or row["state"] == "TERMINATED":
@@ -88,7 +87,7 @@ def preemption_signal(
 def ack_preemption(allocation_id: str, body: d.v1AckAllocationPreemptionSignalRequest) -> Any:
     check_task_scope(allocation_id=allocation_id)
     with db() as conn:
-        conn.execute("UPDATE allocations SET preempt_acked = true WHERE id = %s", (allocation_id,))
+        preemption.acknowledge(conn, allocation_id)
     return {}
 
 
@@ -103,16 +102,7 @@ def report_pending_preemption(
     exit, as a preemption by det's own scheduler would."""
     check_task_scope(allocation_id=allocation_id)
     with db() as conn:
-        row = conn.execute(
-            "UPDATE allocations SET preempt_requested = true,"
-            " exit_reason = coalesce(exit_reason, 'preempted: pending preemption reported by the task')"
-            " WHERE id = %s AND state <> 'TERMINATED' AND NOT preempt_requested RETURNING id",
-            (allocation_id,),
-        ).fetchone()
-        if row is not None:
-            states.record_event(
-                conn, "allocation", allocation_id, "preempt", "pending preemption reported"
-            )
+        preemption.report_pending(conn, allocation_id)
     return {}
 
 
@@ -123,9 +113,7 @@ def pending_preemption(allocation_id: str) -> wire.PendingPreemption:
     """det's read of whether a preemption is pending (the signal without the long poll)."""
     with db() as conn:
         _access.allocation(conn, allocation_id)
-        row = conn.execute(
-            "SELECT preempt_requested FROM allocations WHERE id = %s", (allocation_id,)
-        ).fetchone()
+        row = preemption.signal(conn, allocation_id)
     if row is None:
         raise NotFound(f"allocation {allocation_id} not found")
     return {"preempt": bool(row["preempt_requested"])}
@@ -152,13 +140,8 @@ def notify_container_running(
 def _context(task_id: str) -> d.v1GetTaskContextDirectoryResponse:
     check_task_scope(task_id=task_id)
     with db() as conn:
-        row = conn.execute(
-            "SELECT e.context FROM trials t JOIN experiments e ON e.id = t.experiment_id WHERE t.task_id = %s",
-            (task_id,),
-        ).fetchone()
-        if row is None:
-            return {"b64Tgz": base64.b64encode(tasks_svc.ntsc_context(conn, task_id)).decode()}
-    return {"b64Tgz": base64.b64encode(row["context"] or b"").decode()}
+        archive = tasks_svc.context(conn, task_id)
+    return {"b64Tgz": base64.b64encode(archive).decode()}
 
 
 @bp.get("/api/v1/tasks/<task_id>/context_directory")

@@ -50,7 +50,7 @@ def create(name: str, body: d.v1Template) -> d.v1PostTemplateResponse:
 @contract("PutTemplate")
 def put(name: str, body: d.v1Template) -> d.v1PutTemplateResponse:
     with db() as conn:
-        if conn.execute("SELECT 1 FROM templates WHERE name = %s", (name,)).fetchone():
+        if svc.exists(conn, name):
             _access.template(conn, name)
         row = svc.put(conn, current_user().id, name, body)
     return {"template": wire.template(row)}

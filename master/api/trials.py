@@ -85,16 +85,7 @@ def report_metrics(trial_id: int, body: d.v1ReportTrialMetricsRequest) -> Any:
     m = body.get("metrics")
     if m is None:
         raise InvalidArgument("metrics: required object")
-    report = {
-        "group": body.get("group") or "training",
-        "trialRunId": m.get("trialRunId"),
-        "stepsCompleted": m.get("stepsCompleted"),
-        "metrics": m.get("metrics"),
-    }
-    with db() as conn:
-        _access.trial(conn, trial_id)
-        svc.report_metrics(conn, trial_id, [report], finite=_finite())
-    return {}
+    return _report(trial_id, body.get("group") or "training", m)
 
 
 @bp.post("/api/v1/trials/<int:trial_id>/metrics/batch")
@@ -134,6 +125,10 @@ def report_validation(trial_id: int, body: d.v1TrialMetrics) -> Any:
 def _legacy(trial_id: int, group: str, m: d.v1TrialMetrics) -> Any:
     if m.get("metrics") is None:
         raise InvalidArgument("metrics: required object")
+    return _report(trial_id, group, m)
+
+
+def _report(trial_id: int, group: str, m: d.v1TrialMetrics) -> Any:
     report = {
         "group": group,
         "trialRunId": m.get("trialRunId"),

@@ -323,6 +323,12 @@ def get(conn: Conn, experiment_id: int) -> dict[str, Any]:
     return row
 
 
+def context(conn: Conn, experiment_id: int) -> bytes:
+    """The experiment's model definition: its context directory as a gzip tar."""
+    row = conn.execute("SELECT context FROM experiments WHERE id = %s", (experiment_id,)).fetchone()
+    return bytes(row["context"] or b"") if row else b""
+
+
 def searcher_config(conn: Conn, experiment_id: int) -> dict[str, Any]:
     """The experiment's ``searcher`` section (NotFound as :func:`get`)."""
     row = conn.execute(

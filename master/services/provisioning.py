@@ -286,6 +286,23 @@ def month_spend(conn: Conn, pool: str, policy: cost.CostPolicy, now: dt.datetime
     return sum(c.cost for c in cost.costs(pool_usage(conn, pool, start), policy, start, now))
 
 
+def pool_events(conn: Conn, pool: str, limit: int) -> list[dict[str, Any]]:
+    """The pool's newest ``limit`` events (launches, terminations, waits), oldest first."""
+    rows = conn.execute(
+        "SELECT id, kind, message, created_at FROM events WHERE entity = 'pool' AND entity_id = %s"
+        " ORDER BY id DESC LIMIT %s",
+        (pool, limit),
+    ).fetchall()
+    return list(reversed(rows))
+
+
+def pool_instances(conn: Conn, pool: str) -> list[dict[str, Any]]:
+    """Every instance the provisioner has seen in the pool, ended ones too, oldest first."""
+    return conn.execute(
+        "SELECT * FROM instances WHERE resource_pool = %s ORDER BY launched_at, id", (pool,)
+    ).fetchall()
+
+
 def sync_instances(conn: Conn, pool: str, instances: Iterable[Instance]) -> None:
     """Upsert what the cloud lists; what it no longer lists has ended."""
     states.instances_listed(conn, pool, instances)

@@ -30,6 +30,18 @@ def live_allocations(conn: Conn) -> dict[str, d.v1AllocationSummary]:
     return {r["id"]: allocation_summary(r, slots) for r in rows}
 
 
+def context(conn: Conn, task_id: str) -> bytes:
+    """The files a task starts with (a gzip tar): a trial's experiment's context, else the
+    interactive task's (:func:`ntsc_context`)."""
+    row = conn.execute(
+        "SELECT e.context FROM trials t JOIN experiments e ON e.id = t.experiment_id WHERE t.task_id = %s",
+        (task_id,),
+    ).fetchone()
+    if row is None:
+        return ntsc_context(conn, task_id)
+    return bytes(row["context"] or b"")
+
+
 def ntsc_context(conn: Conn, task_id: str) -> bytes:
     """An interactive task's context directory (empty when it has none); NotFound if no task."""
     return ntsc.context(conn, task_id) or b""

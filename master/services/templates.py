@@ -37,6 +37,10 @@ def _workspace(conn: Conn, workspace_id: int | None) -> int:
     return workspaces.named(conn, workspace_id) or workspaces.DEFAULT_ID
 
 
+def exists(conn: Conn, name: str) -> bool:
+    return conn.execute("SELECT 1 FROM templates WHERE name = %s", (name,)).fetchone() is not None
+
+
 def get(conn: Conn, name: str) -> dict[str, Any]:
     row = conn.execute("SELECT * FROM templates WHERE name = %s", (name,)).fetchone()
     if row is None:

@@ -229,6 +229,18 @@ def session_for_digest(conn: Conn, digest: str) -> tuple[User, float] | None:
     return (_user(row), float(row["session_expires"])) if row else None
 
 
+def allocation_for_digest(conn: Conn, digest: str) -> dict[str, Any] | None:
+    """The allocation whose token has this digest (with its state, trial, experiment and the
+    experiment's owner), or None."""
+    row = conn.execute(
+        "SELECT a.id, a.task_id, a.trial_id, a.state, a.ended_at, t.experiment_id, e.owner_id"
+        " FROM allocations a LEFT JOIN trials t ON t.id = a.trial_id"
+        " LEFT JOIN experiments e ON e.id = t.experiment_id WHERE a.token_hash = %s",
+        (digest,),
+    ).fetchone()
+    return dict(row) if row is not None else None
+
+
 def issue_task_session(conn: Conn, user_id: int, hours: float = 24 * 30) -> str:
     """A user session for a task's own use (``DET_USER_TOKEN``), revoked when the task ends."""
     token = secrets.token_urlsafe(32)

@@ -1,0 +1,129 @@
+"""Reads of task logs (``task_logs``): Determined's TaskLogs/TrialLogs filters as SQL, the first
+page, the pages a follow reads after it, and whether a task has ended for good."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, cast
+
+from det.master import states
+from det.master.db import Conn
+from det.master.errors import InvalidArgument
+from det.master.schemas import d
+from det.master.schemas import logs as wire
+
+LogsParams = d.TaskLogsParams | d.TrialLogsParams
+
+
+def task_of_trial(conn: Conn, trial_id: int) -> str | None:
+    """The task id of trial ``trial_id`` (its logs are its task's), None for no such trial."""
+    row = conn.execute("SELECT task_id FROM trials WHERE id = %s", (trial_id,)).fetchone()
+    return str(row["task_id"]) if row else None
+
+
+def task_done(conn: Conn, task_id: str) -> bool:
+    """The task has no live allocation and will get no other: a preempted trial or interactive
+    task is between allocations, not done."""
+    row = conn.execute(
+        "SELECT count(*) FILTER (WHERE state <> 'TERMINATED') AS live,"
+        " (SELECT state FROM trials WHERE task_id = %s) AS trial_state,"
+        " (SELECT state FROM ntsc_tasks WHERE id = %s) AS ntsc_state"
+        " FROM allocations WHERE task_id = %s",
+        (task_id, task_id, task_id),
+    ).fetchone()
+    if row is None:
+        return True
+    return (
+        row["live"] == 0
+        and (row["trial_state"] is None or row["trial_state"] in states.TERMINAL)
+        and row["ntsc_state"] in (states.TERMINATED, None)
+    )
+
+
+def _timestamp(name: str, raw: str | None) -> dt.datetime | None:
+    if not raw:
+        return None
+    try:
+        value = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidArgument(
+            f"{name}: not an RFC 3339 time: {raw!r} (e.g. 2021-10-26T23:17:12Z)"
+        ) from None
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+def _stored_names(levels: list[d.v1LogLevel]) -> list[str]:
+    """What a row stores for ``levels``: Determined's names or Python's (``info``, ``warn``)."""
+    out: list[str] = list(levels)
+    for name, lv in wire.PYTHON_LEVELS.items():
+        if lv in levels:
+            out.append(name)
+    return out
+
+
+def filters(params: LogsParams) -> tuple[str, list[Any]]:
+    """The request's filters (Determined's TaskLogs/TrialLogs fields) as SQL and parameters."""
+    clauses: list[str] = []
+    values: list[Any] = []
+    levels = params.get("levels") or []
+    if levels:
+        # A row with no level is INFO.
+        clause = "level = ANY(%s)"
+        if "LOG_LEVEL_INFO" in levels:
+            clause = "(level IS NULL OR level = ANY(%s))"
+        clauses.append(clause)
+        values.append(_stored_names(levels))
+    given_params = cast("dict[str, Any]", params)  # allocationIds: TaskLogs' only
+    wanted: dict[str, list[str] | None] = {
+        "agent_id": params.get("agentIds"),
+        "container_id": params.get("containerIds"),
+        "allocation_id": given_params.get("allocationIds"),
+        "source": params.get("sources"),
+        "stdtype": params.get("stdtypes"),
+    }
+    for column, given in wanted.items():
+        if given:
+            clauses.append(f"{column} = ANY(%s)")
+            values.append(given)
+    ranks = params.get("rankIds")
+    if ranks:
+        clauses.append("rank_id = ANY(%s)")
+        values.append(list(ranks))
+    after = _timestamp("timestampAfter", params.get("timestampAfter"))
+    before = _timestamp("timestampBefore", params.get("timestampBefore"))
+    if after is not None:
+        clauses.append("timestamp > %s")
+        values.append(after)
+    if before is not None:
+        clauses.append("timestamp < %s")
+        values.append(before)
+    text = params.get("searchText")
+    if text:
+        clauses.append("log ~ %s" if params.get("enableRegex") else "strpos(log, %s) > 0")
+        values.append(text)
+    return "".join(" AND " + c for c in clauses), values
+
+
+def first_page(
+    conn: Conn, task_id: str, where: str, values: list[Any], limit: int, newest_first: bool
+) -> list[dict[str, Any]]:
+    """The task's lines that pass ``where`` (from :func:`filters`), oldest first or newest
+    first, the first ``limit`` of them (0: all)."""
+    sql = "SELECT * FROM task_logs WHERE task_id = %s" + where
+    sql += " ORDER BY id DESC" if newest_first else " ORDER BY id"
+    return conn.execute(
+        sql + (" LIMIT %s" if limit else ""),
+        [task_id, *values, *([limit] if limit else [])],
+    ).fetchall()
+
+
+def lines_after(
+    conn: Conn, task_id: str, last_id: int, where: str, values: list[Any]
+) -> list[dict[str, Any]]:
+    """Up to 1,000 of the task's lines after line ``last_id`` that pass ``where``."""
+    return conn.execute(
+        "SELECT * FROM task_logs WHERE task_id = %s AND id > %s"
+        + where
+        + " ORDER BY id LIMIT 1000",
+        [task_id, last_id, *values],
+    ).fetchall()

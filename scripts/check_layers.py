@@ -1,0 +1,96 @@
+"""Two rules of docs/internals.md ("Layers") that an import contract cannot see, checked by
+``make check`` (and by tests/unit/test_layers.py, which also shows them failing):
+
+- a ``state`` column is written only by ``master/states.py`` (the state machines): no SQL
+  ``UPDATE ... SET ... state = ...`` (nor an upsert's ``DO UPDATE SET state``) anywhere else;
+- ``master/api/`` runs no SQL: no ``execute(`` there (routes call services).
+
+Usage: ``python scripts/check_layers.py [ROOT]`` (ROOT: the repository, default this one's).
+Prints one line per violation (file:line: what) and exits 1 if there is any.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+STATE_MODULE = Path("master/states.py")
+PACKAGES = ("master", "agent", "harness", "cli", "deploy")
+API = Path("master/api")
+
+# The SET list of an UPDATE (up to WHERE, FROM, RETURNING or the end) that names ``state``.
+_SET = re.compile(
+    r"\bUPDATE\s+(?:\w+\s+)?(?:\w+\s+)?SET\s+(.*?)(?:\bWHERE\b|\bFROM\b|\bRETURNING\b|$)",
+    re.I | re.S,
+)
+_STATE = re.compile(r"(?<![\w.])(?:\w+\.)?state\s*=", re.I)
+
+
+def _strings(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """Every string literal, with ``"a" + "b"`` chains folded (SQL is built that way)."""
+
+    def fold(node: ast.AST) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = fold(node.left), fold(node.right)
+            if left is not None or right is not None:
+                return (left or " ") + (right or " ")
+        if isinstance(node, ast.JoinedStr):
+            return "".join(v.value if isinstance(v, ast.Constant) else " X " for v in node.values)
+        return None
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr)):
+            text = fold(node)
+            if text:
+                yield node.lineno, text
+
+
+def state_writes(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+    for line, text in _strings(tree):
+        for m in _SET.finditer(text):
+            if _STATE.search(m.group(1)):
+                found.append((line, " ".join(m.group(0).split())[:100]))
+    return sorted(set(found))
+
+
+def sql_in_api(path: Path) -> list[tuple[int, str]]:
+    return [
+        (i, line.strip()[:100])
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if "execute(" in line
+    ]
+
+
+def violations(root: Path) -> list[str]:
+    out = []
+    for pkg in PACKAGES:
+        for path in sorted((root / pkg).rglob("*.py")):
+            rel = path.relative_to(root)
+            if rel == STATE_MODULE:
+                continue
+            for line, what in state_writes(path):
+                out.append(f"{rel}:{line}: a state column written outside {STATE_MODULE}: {what}")
+    for path in sorted((root / API).rglob("*.py")):
+        for line, what in sql_in_api(path):
+            out.append(f"{path.relative_to(root)}:{line}: SQL in the API layer: {what}")
+    return out
+
+
+def main(argv: list[str]) -> int:
+    root = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parents[1]
+    found = violations(root)
+    for v in found:
+        print(v)
+    print(f"check_layers: {len(found)} violation(s)")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
