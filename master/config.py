@@ -17,8 +17,10 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from det.master.errors import MasterError
 
-class ConfigError(ValueError):
+
+class ConfigError(MasterError, ValueError):
     """The master configuration is invalid; the message names the key."""
 
 

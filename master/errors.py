@@ -1,6 +1,14 @@
-"""The master's API errors.
+"""The master's errors: one root, :class:`MasterError`, and the API's branch.
 
 ::
+
+    MasterError                                     - anything the master raises on purpose
+    ├── APIError (500, "internal")                  - answered to a request (below)
+    ├── det.master.config.ConfigError               - master.yaml (also a ValueError)
+    ├── det.master.expconf.ConfigError              - an experiment or task config (ValueError)
+    ├── det.master.provisioner.config_base.ProviderConfigError - a pool's provider (ValueError)
+    ├── det.master.provisioner.provider.LaunchError - the cloud refused a launch
+    └── det.master.proxy.Refused                    - the task proxy refuses a connection
 
     APIError (500, "internal")
     ├── InvalidArgument (400, "invalid_argument")  - bad input; nothing was changed
@@ -13,14 +21,24 @@
     ├── Unimplemented (501, "unimplemented")        - a Determined feature det does not build
     └── Unavailable (503, "unavailable")            - a store the master reads could not answer
 
-One Flask handler (``det.master.app``) turns them into Determined's error JSON:
-``{"error": {"error": "<message>"}, "code": <grpc code>, "message": "<message>"}``.
+One Flask handler (``det.master.app``) turns APIErrors into Determined's error JSON:
+``{"error": {"error": "<message>"}, "code": <grpc code>, "message": "<message>"}``; a service
+turns a config error into :class:`InvalidArgument` where a request carried the config, and the
+server's entry point turns master.yaml's into one line and an exit code.
+
+Outside the tree on purpose: ``provisioner/fetch_release.py`` (a standard-library script a new
+VM runs before det is installed) and two private control-flow signals (``proxy._Redirect``,
+``tls._Encrypted``), never seen outside their modules.
 """
 
 from __future__ import annotations
 
 
-class APIError(Exception):
+class MasterError(Exception):
+    """The root of every error the master raises on purpose."""
+
+
+class APIError(MasterError):
     status = 500
     code = "internal"
     grpc_code = 13

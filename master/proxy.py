@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from det.master import ws_bridge
+from det.master.errors import MasterError
 from det.master.state import MasterState
 
 logger = logging.getLogger(__name__)
@@ -130,7 +131,7 @@ def websocket_accept(key: str) -> bytes:
     ).encode()
 
 
-class Refused(Exception):
+class Refused(MasterError):
     def __init__(self, status: int, reason: str, message: str) -> None:
         super().__init__(message)
         self.status, self.reason, self.message = status, reason, message

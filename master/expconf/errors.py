@@ -14,12 +14,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from det.master.errors import MasterError
+
 # Every problem is listed, so one round of fixes is enough; past this many (a generated config
 # gone wrong) the rest are counted rather than shown.
 MAX_SHOWN_ERRORS = 20
 
 
-class ConfigError(ValueError):
+class ConfigError(MasterError, ValueError):
     """An experiment config that cannot be used.
 
     ``message`` is one line naming the field path and the reason; ``field_path`` is the path of the

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import pydantic
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from det.master.errors import MasterError
 from det.master.provisioner.cost import CostPolicy
 from det.master.provisioner.decider import ScalePolicy
 from det.master.provisioner.provider import LaunchOption
@@ -56,7 +57,7 @@ def parse_duration(value: Any) -> dt.timedelta:
 Duration = Annotated[dt.timedelta, BeforeValidator(parse_duration)]
 
 
-class ProviderConfigError(ValueError):
+class ProviderConfigError(MasterError, ValueError):
     """The provider block is invalid; the message names the field path."""
 
 

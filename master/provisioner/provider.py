@@ -23,6 +23,8 @@ import datetime as dt
 import enum
 from typing import Protocol
 
+from det.master.errors import MasterError
+
 
 class InstanceState(enum.Enum):
     STARTING = "starting"  # pending / provisioning / staging
@@ -63,7 +65,7 @@ class Instance:
     address: str | None = None
 
 
-class LaunchError(Exception):
+class LaunchError(MasterError):
     """The cloud refused a launch.
 
     ``code`` is the cloud's own error code (``InsufficientInstanceCapacity``,
