@@ -58,6 +58,12 @@ def launch(kind: TaskKind, body: Any, data: dict[str, Any] | None = None) -> Any
         return ntsc.get(conn, row["id"])
 
 
+def get(kind: str, task_id: str) -> dict[str, Any]:
+    """The task's row (NotFound unless it is a task of ``kind``)."""
+    with db() as conn:
+        return ntsc.get(conn, task_id, kind)
+
+
 def list_rows(kind: str, params: Any) -> list[dict[str, Any]]:
     with db() as conn:
         rows = ntsc.list_tasks(
@@ -114,8 +120,7 @@ def list_commands(params: d.GetCommandsParams) -> wire.GetCommandsResponse:
 @bp.get("/api/v1/commands/<command_id>")
 @contract("GetCommand", response=wire.CommandResponse)
 def get_command(command_id: str) -> wire.CommandResponse:
-    with db() as conn:
-        row = ntsc.get(conn, command_id, KIND)
+    row = get(KIND, command_id)
     return {"command": wire.command(row), "config": wire.config(row)}
 
 

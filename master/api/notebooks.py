@@ -14,7 +14,6 @@ from det.master.expconf.task import TaskKind
 from det.master.schemas import commands as task_wire
 from det.master.schemas import d
 from det.master.schemas import notebooks as wire
-from det.master.services import ntsc
 
 bp = Blueprint("notebooks", __name__)
 # The front's proxy (det.master.proxy) serves /proxy/<task id>/ with this app's state.
@@ -71,8 +70,7 @@ def list_notebooks(params: d.GetNotebooksParams) -> d.v1GetNotebooksResponse:
 @bp.get("/api/v1/notebooks/<notebook_id>")
 @contract("GetNotebook")
 def get_notebook(notebook_id: str) -> d.v1GetNotebookResponse:
-    with db() as conn:
-        row = ntsc.get(conn, notebook_id, KIND)
+    row = common.get(KIND, notebook_id)
     return {"notebook": wire.notebook(row), "config": task_wire.config(row)}
 
 

@@ -8,14 +8,13 @@ from typing import Any
 from flask import Blueprint
 
 from det.master.api import commands as common
-from det.master.api._common import current_user, db, state
+from det.master.api._common import current_user
 from det.master.api._contract import contract
 from det.master.expconf.task import TaskKind
 from det.master.schemas import commands as task_wire
 from det.master.schemas import d
 from det.master.schemas import shells as wire
-from det.master.services import experiments as exp_svc
-from det.master.services import ntsc, task_services
+from det.master.services import task_services
 
 bp = Blueprint("shells", __name__)
 
@@ -30,20 +29,7 @@ def _mine(row: dict[str, Any]) -> bool:
 @bp.post("/api/v1/shells")
 @contract("LaunchShell")
 def launch_shell(body: d.v1LaunchShellRequest) -> d.v1LaunchShellResponse:
-    files = exp_svc.parse_files(body.get("files") or [])
-    with db() as conn:
-        config = common.launch_config(conn, KIND, body)
-        row = ntsc.launch(
-            conn,
-            state(),
-            kind=KIND,
-            owner_id=current_user().id,
-            config=config,
-            files=files,
-            workspace_id=body.get("workspaceId") or None,
-            data=task_services.key_pair(),
-        )
-        row = ntsc.get(conn, row["id"])
+    row = common.launch(KIND, body, data=task_services.key_pair())
     return {"shell": wire.shell(row, with_key=True), "config": task_wire.config(row)}
 
 
@@ -57,8 +43,7 @@ def list_shells(params: d.GetShellsParams) -> d.v1GetShellsResponse:
 @bp.get("/api/v1/shells/<shell_id>")
 @contract("GetShell")
 def get_shell(shell_id: str) -> d.v1GetShellResponse:
-    with db() as conn:
-        row = ntsc.get(conn, shell_id, KIND)
+    row = common.get(KIND, shell_id)
     return {"shell": wire.shell(row, with_key=_mine(row)), "config": task_wire.config(row)}
 
 
