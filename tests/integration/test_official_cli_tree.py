@@ -60,6 +60,7 @@ LAST = {
     "command kill",
     "notebook kill",
     "shell kill",
+    "tensorboard kill",
 }
 FINAL = {"experiment delete", "model delete", "project delete", "workspace delete"}
 
@@ -229,10 +230,10 @@ def args_for(w: World) -> dict[str, list[str]]:
         "template remove": ["walker-template"],
         "template set": ["walker-template", str(w.cfg)],
         "template set-value config": ["walker-template", str(w.cfg)],
-        "tensorboard config": ["1"],
-        "tensorboard kill": ["1"],
-        "tensorboard logs": ["1"],
-        "tensorboard set priority": ["1", "5"],
+        "tensorboard config": [w.ntsc["tensorboard"]],
+        "tensorboard kill": [w.ntsc["tensorboard"]],
+        "tensorboard logs": [w.ntsc["tensorboard"]],
+        "tensorboard set priority": [w.ntsc["tensorboard"], "5"],
         "tensorboard start": [e, "--detach"],
         "token create": [w.user, "-d", "walker", "-e", "2"],
         "token describe": [w.token],
@@ -507,6 +508,7 @@ def world(
             ("command", {"config": {"entrypoint": ["sleep", "600"]}}),
             ("notebook", {}),
             ("shell", {}),
+            ("tensorboard", {"experimentIds": [eid]}),
         )
     }
     yield World(
