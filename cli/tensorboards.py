@@ -8,6 +8,8 @@ import sys
 import webbrowser
 from typing import Any
 
+import yaml
+
 from det.cli._util import noun, session, verb
 from det.cli.commands import (
     add_list_flags,
@@ -66,6 +68,20 @@ def open_(args: argparse.Namespace) -> None:
         _open(s, tb)
 
 
+def show_config(args: argparse.Namespace) -> None:
+    config = session(args).get(f"/api/v1/tensorboards/{args.tensorboard_id}")["config"]
+    print(yaml.safe_dump(config, sort_keys=True), end="")
+
+
+def set_priority(args: argparse.Namespace) -> None:
+    s = session(args)
+    s.post(
+        f"/api/v1/tensorboards/{args.tensorboard_id}/set_priority",
+        {"tensorboardId": args.tensorboard_id, "priority": args.priority},
+    )
+    print(f"set priority of TensorBoard {args.tensorboard_id} to {args.priority}")
+
+
 def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     sub = noun(nouns, "tensorboard", aliases, "TensorBoard on the cluster")
     p = verb(sub, "start", start, "start TensorBoard for experiments or trials")
@@ -83,6 +99,12 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     p = verb(sub, "open", open_, "print (and open in a browser) a TensorBoard's URL")
     p.add_argument("tensorboard_id")
     p.add_argument("--no-browser", action="store_true", help="only print the URL")
+    p = verb(sub, "config", show_config, "show a TensorBoard's config")
+    p.add_argument("tensorboard_id")
+    p = verb(sub, "set", set_priority, "change a TensorBoard's priority (1-99)")
+    p.add_argument("field", choices=["priority"])
+    p.add_argument("tensorboard_id")
+    p.add_argument("priority", type=int)
     p = verb(sub, "logs", logs, "show a TensorBoard's logs")
     p.add_argument("task_id", metavar="tensorboard_id")
     add_log_flags(p)

@@ -51,6 +51,12 @@ def test_tensorboard_start_list_open_kill(det: Det, cli_master: Master) -> None:
 
     listed = det.ok("tensorboard", "list", "--json").json()
     assert sorted(t["id"] for t in listed) == sorted([tid, by_trial])
+    config = det.ok("tensorboard", "config", tid).out
+    assert "resources:" in config and "slots: 0" in config, config
+    det.ok("tensorboard", "set", "priority", tid, "7")
+    job = cli_master.get(f"/api/v1/tensorboards/{tid}")["tensorboard"]["jobId"]
+    jobs = cli_master.get("/api/v1/job-queues-v2")["jobs"]
+    assert [j["full"]["priority"] for j in jobs if j["full"]["jobId"] == job] == [7]
     opened = det.ok("tensorboard", "open", tid, "--no-browser").out.strip()
     assert opened.endswith(f"/proxy/{tid}/"), opened
 
