@@ -44,7 +44,7 @@ def _may_change(owner_id: int, what: str, owner_name: str) -> None:
 def experiment(conn: Conn, experiment_id: int) -> None:
     """The caller may change experiment ``experiment_id``."""
     check_task_scope(experiment_id=experiment_id)
-    row = owners.experiment(conn, experiment_id)
+    row = owners.of(conn, "experiment", experiment_id)
     if row is None:
         raise NotFound(f"experiment {experiment_id} not found")
     _may_change(row["owner_id"], f"experiment {experiment_id}", row["username"])
@@ -74,7 +74,7 @@ def allocation(conn: Conn, allocation_id: str) -> None:
 
 def job(conn: Conn, job_id: str) -> None:
     """The caller may change job ``job_id`` (priority, weight, pool, queue position)."""
-    row = owners.job(conn, job_id)
+    row = owners.of(conn, "job", job_id)
     if row is None:
         raise NotFound(f"job {job_id} not found")
     if principal().task is not None:
@@ -115,7 +115,7 @@ def checkpoint(conn: Conn, uuid: str, *, for_write: bool) -> dict[str, Any] | No
 
 def model(conn: Conn, name: str) -> None:
     """The caller may change model ``name`` (register versions, edit it)."""
-    row = owners.model(conn, name)
+    row = owners.of(conn, "model", name)
     if row is None:
         raise NotFound(f"model {name} not found")
     _may_change(row["owner_id"], f"model {name}", row["username"])
@@ -123,7 +123,7 @@ def model(conn: Conn, name: str) -> None:
 
 def _owned(conn: Conn, kind: str, key: object, what: str) -> None:
     """Workspaces, projects and templates: an owner of NULL (the defaults) is for admins."""
-    row = owners.created(conn, kind, key)
+    row = owners.of(conn, kind, key)
     if row is None:
         raise NotFound(f"{what} not found")
     if row["owner_id"] is None:

@@ -19,15 +19,6 @@ def _one(conn: Conn, sql: str, *args: object) -> Row | None:
     return dict(row) if row is not None else None
 
 
-def experiment(conn: Conn, experiment_id: int) -> Row | None:
-    return _one(
-        conn,
-        "SELECT e.owner_id, u.username FROM experiments e JOIN users u ON u.id = e.owner_id"
-        " WHERE e.id = %s",
-        experiment_id,
-    )
-
-
 def trial(conn: Conn, trial_id: int) -> Row | None:
     """A trial's owner: its experiment's."""
     return _one(
@@ -45,15 +36,6 @@ def allocation(conn: Conn, allocation_id: str) -> Row | None:
         "SELECT j.owner_id, u.username FROM allocations a JOIN jobs j ON j.id = a.job_id"
         " JOIN users u ON u.id = j.owner_id WHERE a.id = %s",
         allocation_id,
-    )
-
-
-def job(conn: Conn, job_id: str) -> Row | None:
-    return _one(
-        conn,
-        "SELECT j.owner_id, u.username FROM jobs j JOIN users u ON u.id = j.owner_id"
-        " WHERE j.id = %s",
-        job_id,
     )
 
 
@@ -84,26 +66,23 @@ def gc_task_has(conn: Conn, allocation_id: str, uuid: str) -> bool:
     )
 
 
-def model(conn: Conn, name: str) -> Row | None:
-    return _one(
-        conn,
-        "SELECT m.owner_id, u.username FROM models m JOIN users u ON u.id = m.owner_id"
-        " WHERE m.name = %s",
-        name,
-    )
-
-
-# The resources owned by whoever created them (an owner of NULL: a default, for admins).
-_CREATED = {
+# Resources with an owner column of their own, by kind: (table, key column). Experiments, jobs
+# and models always have an owner; workspaces, projects and templates have None for the
+# defaults.
+_OWNED = {
+    "experiment": ("experiments", "id"),
+    "job": ("jobs", "id"),
+    "model": ("models", "name"),
     "workspace": ("workspaces", "id"),
     "project": ("projects", "id"),
     "template": ("templates", "name"),
 }
 
 
-def created(conn: Conn, kind: str, key: object) -> Row | None:
-    """The owner of the workspace, project (by id) or template (by name) ``key``."""
-    table, column = _CREATED[kind]
+def of(conn: Conn, kind: str, key: object) -> Row | None:
+    """The owner of the experiment, job, workspace, project (by id), model or template (by
+    name) ``key``."""
+    table, column = _OWNED[kind]
     return _one(
         conn,
         f"SELECT t.owner_id, u.username FROM {table} t LEFT JOIN users u ON u.id = t.owner_id"
