@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 import re
 import statistics
+import threading
 from typing import Any
 
 import pytest
+import requests
 
+from tests.fakes.sim_agent import SimAgent
 from tests.integration.conftest import Master, wait_for
 from tests.integration.webui_support import (  # noqa: F401 (fixtures)
     browser,
@@ -240,6 +243,76 @@ def test_comparing_two_trials_side_by_side(search: tuple[Master, int], page: Any
         for t in (a, b)
     ]
     screenshot(page, "compare")
+
+
+RUNNING = """
+name: running-curves
+entrypoint: python3 train.py
+searcher: {name: single, metric: validation_loss, max_length: {batches: 8}}
+hyperparameters: {lr: 0.5}
+max_restarts: 0
+"""
+
+
+def test_a_running_experiments_curves_follow_new_validations(
+    search: tuple[Master, int], page: Any
+) -> None:
+    m, _ = search
+    halfway, more, release = threading.Event(), threading.Event(), threading.Event()
+
+    def train(master: str, spec: dict[str, Any], killed: threading.Event) -> int:
+        env = spec["env"]
+        s = requests.Session()
+        s.headers["Grpc-Metadata-x-allocation-token"] = f"Bearer {env['DET_SESSION_TOKEN']}"
+        trial = int(env["DET_TRIAL_ID"])
+
+        def validate(steps: range) -> None:
+            for step in steps:
+                body = {
+                    "trialId": trial,
+                    "trialRunId": int(env["DET_TRIAL_RUN_ID"]),
+                    "stepsCompleted": step,
+                    "metrics": {"avgMetrics": {"validation_loss": 1 / step}},
+                }
+                r = s.post(
+                    f"{master}/api/v1/trials/{trial}/metrics",
+                    json={"group": "validation", "metrics": body},
+                    timeout=10,
+                )
+                r.raise_for_status()
+
+        validate(range(1, 5))
+        halfway.set()
+        while not (more.is_set() or killed.is_set()):
+            killed.wait(0.1)
+        validate(range(5, 9))
+        while not (release.is_set() or killed.is_set()):
+            killed.wait(0.1)
+        return 0
+
+    agent = SimAgent(m.url, m.agent_token, "sim-curves", train=train).start()
+    try:
+        eid = create(m, RUNNING)
+        assert halfway.wait(60), "the trial did not report its first validations"
+        login(page, m, f"/det/experiments/{eid}")
+        page.wait_for_selector("figure.curves[data-ready-ms]")
+        line = page.locator("figure.curves polyline")
+
+        def points() -> int:
+            return len(str(line.get_attribute("points")).split()) if line.count() == 1 else 0
+
+        assert points() == 4
+        assert "RUNNING" in page.inner_text(".trials-box tbody tr")
+        # The page refreshes itself while the experiment runs: the curve grows.
+        more.set()
+        wait_for(lambda: points() == 8, 30, what="the curve to follow the new validations")
+        release.set()
+        page.wait_for_selector("h1 .state-COMPLETED", timeout=60_000)
+        assert points() == 8
+    finally:
+        release.set()
+        more.set()
+        agent.stop()
 
 
 def seed_big_experiment(m: Master, db_url: str, trials: int, points: int) -> int:
