@@ -418,6 +418,12 @@ def test_render_time_of_100_trials_by_1000_points(
     # The rest of the page, which waits for the trial list: a row per trial.
     assert page.locator(".trials-box tbody tr").count() == 100
     screenshot(page, "experiment-large")
+    # A range on lr: the canvas is redrawn with the trials outside it in grey.
+    page.get_by_role("slider", name="lr lower bound").focus()
+    page.keyboard.press("PageUp")
+    kept = page.locator(".trials-box tbody tr").count()
+    assert 0 < kept < 100
+    assert fig.get_attribute("data-dimmed") == str(100 - kept)
 
     def med(f: Any) -> float:
         return round(statistics.median(f(r) for r in runs), 1)
