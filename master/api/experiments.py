@@ -259,13 +259,15 @@ def trials(experiment_id: int, params: d.GetExperimentTrialsParams) -> Response:
     offset = params.get("offset") or 0
     limit = params.get("limit") or 0
     with reads() as conn:
-        exp = {"config": {"searcher": svc.searcher_config(conn, experiment_id)}}
         rows = trial_svc.list_for_experiment(conn, experiment_id)
+        if not rows:
+            svc.searcher_config(conn, experiment_id)  # NotFound for no such experiment
     items = [trial_wire.trial(r) for r in rows]
     wanted = params.get("states")
     if wanted:
         items = [t for t in items if t["state"] in wanted]
-    items = trial_svc.sort_trials(items, exp["config"], params.get("sortBy"), params.get("orderBy"))
+    values = {r["id"]: (r["best_value"], r["latest_value"]) for r in rows}
+    items = trial_svc.sort_trials(items, values, params.get("sortBy"), params.get("orderBy"))
     total = len(items)
     if offset < 0:
         offset = max(0, total + offset)

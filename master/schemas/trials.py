@@ -73,6 +73,14 @@ def trial(row: dict[str, Any]) -> d.trialv1Trial:
         summary: Any = fragment(row["summary_metrics_json"], "{}")
     else:
         hparams, summary = row["hparams"] or {}, row["summary_metrics"] or {}
+    if "best_validation_json" in row:  # built by the query as the wire's messages
+        latest: Any = fragment(row["latest_validation_json"])
+        best: Any = fragment(row["best_validation_json"])
+        best_checkpoint: Any = fragment(row["best_checkpoint_json"])
+    else:
+        latest = metrics_workload(row.get("latest_validation"))
+        best = metrics_workload(row.get("best_validation"))
+        best_checkpoint = checkpoint_workload(row.get("best_checkpoint"))
     out: Trial = {
         "id": row["id"],
         "experimentId": row["experiment_id"],
@@ -91,9 +99,9 @@ def trial(row: dict[str, Any]) -> d.trialv1Trial:
         "warmStartCheckpointUuid": None,
         "latestCheckpointUuid": str(row["latest_checkpoint"]) if row["latest_checkpoint"] else None,
         "metadata": {},
-        "latestValidation": metrics_workload(row.get("latest_validation")),
-        "bestValidation": metrics_workload(row.get("best_validation")),
-        "bestCheckpoint": checkpoint_workload(row.get("best_checkpoint")),
+        "latestValidation": latest,
+        "bestValidation": best,
+        "bestCheckpoint": best_checkpoint,
         "checkpointCount": int(row.get("checkpoint_count") or 0),
         "totalCheckpointSize": str(int(row.get("checkpoint_size") or 0)),
     }

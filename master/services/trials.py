@@ -39,46 +39,73 @@ _UTC = '\'YYYY-MM-DD"T"HH24:MI:SS.US"Z"\''
 # whose validation at the same step is best) and the count and size of completed checkpoints.
 # The best validation is a key lookup: the ingest keeps its pointer (migration 0009, whose
 # det_validation_key is also the best checkpoint's order). The best checkpoint probes the
-# validations at its checkpoints' steps; OFFSET 0 keeps the planner from inlining the searcher's
-# metric and direction into every probed row (which read the experiment's config per row: twice
-# the time).
+# validations at its checkpoints' steps (OFFSET 0: each probed row's key computed once, not in
+# the filter and again in the sort).
+# Each as the JSON text of its wire message (v1MetricsWorkload, v1CheckpointWorkload), passed
+# through (see det.master.fastjson.fragment); the validations' values of the searcher metric
+# beside them for sorting (``latest_value``, ``best_value``).
 _VALIDATION_JSON = (
     "jsonb_build_object('totalBatches', m.total_batches, 'numInputs', 0,"
     f" 'endTime', to_char(m.reported_at AT TIME ZONE 'UTC', {_UTC}),"
-    " 'metrics', jsonb_build_object('avgMetrics', m.metrics->'avg_metrics'))"
+    " 'metrics', jsonb_build_object('avgMetrics', CASE WHEN"
+    " jsonb_typeof(m.metrics->'avg_metrics') = 'object' THEN m.metrics->'avg_metrics'"
+    " ELSE '{}' END))::text AS j,"
+    " det_validation_key(m.metrics, s.name, false) AS v"
 )
 _SUMMARY_COLUMNS = (
-    f", (SELECT {_VALIDATION_JSON} FROM metrics m WHERE m.trial_id = t.id"
-    " AND m.metric_group = 'validation' ORDER BY m.total_batches DESC, m.id DESC LIMIT 1)"
-    " AS latest_validation"
-    # The best validation by the pointer the ingest keeps (migration 0009).
-    f", (SELECT {_VALIDATION_JSON} FROM metrics m WHERE m.id = t.best_validation_id)"
-    " AS best_validation"
+    ", lv.j AS latest_validation_json, lv.v AS latest_value"
+    ", bv.j AS best_validation_json, bv.v AS best_value"
+    # Sizes are int64s: strings on the wire.
     ", (SELECT jsonb_build_object('uuid', c.uuid::text, 'totalBatches', c.steps_completed,"
-    " 'state', 'STATE_' || c.state, 'resources', c.resources, 'metadata', c.metadata,"
-    f" 'endTime', to_char(c.report_time AT TIME ZONE 'UTC', {_UTC}))"
-    " FROM (SELECT e.config->'searcher'->>'metric' AS name,"
-    " det_larger_is_better(e.config) AS larger OFFSET 0) s, checkpoints c"
-    " CROSS JOIN LATERAL (SELECT det_validation_key(m.metrics, s.name, s.larger) AS k,"
+    " 'state', 'STATE_' || c.state, 'resources', (SELECT coalesce(jsonb_object_agg(r.key,"
+    " r.value #>> '{}'), '{}') FROM jsonb_each(CASE WHEN jsonb_typeof(c.resources) = 'object'"
+    " THEN c.resources ELSE '{}' END) r), 'metadata', CASE WHEN"
+    " jsonb_typeof(c.metadata) = 'object' THEN c.metadata ELSE '{}' END,"
+    f" 'endTime', to_char(c.report_time AT TIME ZONE 'UTC', {_UTC}))::text"
+    " FROM checkpoints c CROSS JOIN LATERAL (SELECT det_validation_key(m.metrics, s.name, s.larger) AS k,"
     " m.total_batches, m.id FROM metrics m WHERE m.trial_id = c.trial_id"
     " AND m.metric_group = 'validation' AND m.total_batches = c.steps_completed OFFSET 0) v"
     " WHERE c.trial_id = t.id AND c.state = 'COMPLETED' AND v.k IS NOT NULL"
     " ORDER BY v.k, v.total_batches, v.id LIMIT 1)"
-    " AS best_checkpoint"
-    ", (SELECT count(*) FROM checkpoints c WHERE c.trial_id = t.id AND c.state = 'COMPLETED')"
-    " AS checkpoint_count"
-    ", (SELECT coalesce(sum(c.size), 0) FROM checkpoints c WHERE c.trial_id = t.id"
-    " AND c.state = 'COMPLETED') AS checkpoint_size"
+    " AS best_checkpoint_json"
+    ", ck.n AS checkpoint_count, ck.size AS checkpoint_size"
+)
+# The joins the summary columns read.
+_SUMMARY_JOINS = (
+    f" LEFT JOIN LATERAL (SELECT {_VALIDATION_JSON} FROM metrics m WHERE m.trial_id = t.id"
+    " AND m.metric_group = 'validation' ORDER BY m.total_batches DESC, m.id DESC LIMIT 1) lv"
+    " ON true"
+    # The best validation by the pointer the ingest keeps (migration 0009).
+    f" LEFT JOIN LATERAL (SELECT {_VALIDATION_JSON} FROM metrics m"
+    " WHERE m.id = t.best_validation_id) bv ON true"
+    " CROSS JOIN LATERAL (SELECT count(*) AS n, coalesce(sum(c.size), 0) AS size"
+    " FROM checkpoints c WHERE c.trial_id = t.id AND c.state = 'COMPLETED') ck"
 )
 
 
+def _summary_from(experiments: str) -> tuple[str, str]:
+    """The statement's head and its FROM for the summary columns of the trials of
+    ``experiments`` (a condition on ``e``): each experiment's searcher metric and direction
+    (``s``) are read from its config once, not per trial or per probed row: the config is
+    compressed in its row, and each reference to it decompressed it (most of the list's time
+    once the best validation was a key lookup)."""
+    head = (
+        "WITH s AS MATERIALIZED (SELECT e.id, e.config->'searcher'->>'metric' AS name,"
+        f" det_larger_is_better(e.config) AS larger FROM experiments e WHERE {experiments}) "
+    )
+    return head, " FROM trials t JOIN s ON s.id = t.experiment_id" + _SUMMARY_JOINS
+
+
 def get(conn: Conn, trial_id: int) -> dict[str, Any]:
+    head, from_ = _summary_from("e.id = (SELECT experiment_id FROM trials WHERE id = %s)")
     row = conn.execute(
-        "SELECT t.*, e.config,"
+        head
+        + "SELECT t.*, e.config,"
         + _LIVE_STATE
         + _SUMMARY_COLUMNS
-        + " FROM trials t JOIN experiments e ON e.id = t.experiment_id WHERE t.id = %s",
-        (trial_id,),
+        + from_
+        + " JOIN experiments e ON e.id = t.experiment_id WHERE t.id = %s",
+        (trial_id, trial_id),
     ).fetchone()
     if row is None:
         raise NotFound(f"trial {trial_id} not found")
@@ -95,16 +122,19 @@ _LIST_COLUMNS = (
 
 
 def list_for_experiment(conn: Conn, experiment_id: int) -> list[dict[str, Any]]:
-    """The experiment's trials in id order, with the wire's columns (``_LIST_COLUMNS``)."""
+    """The experiment's trials in id order, with the wire's columns (``_LIST_COLUMNS``); none
+    when the experiment is deleted."""
+    head, from_ = _summary_from("e.id = %s AND NOT e.deleted")
     return conn.execute(
-        "SELECT "
+        head
+        + "SELECT "
         + _LIST_COLUMNS
         + ","
         + _LIVE_STATE
         + _SUMMARY_COLUMNS
-        + " FROM trials t JOIN experiments e ON e.id = t.experiment_id"
-        " WHERE t.experiment_id = %s ORDER BY t.id",
-        (experiment_id,),
+        + from_
+        + " WHERE t.experiment_id = %s ORDER BY t.id",
+        (experiment_id, experiment_id),
     ).fetchall()
 
 
@@ -160,21 +190,16 @@ TRIAL_SORTS = (
 )
 
 
-def _validation_value(w: d.v1MetricsWorkload | None, metric: str) -> float | None:
-    if w is None:
-        return None
-    value = (w["metrics"].get("avgMetrics") or {}).get(metric)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value)
-
-
 def sort_trials(
-    trials: list[d.trialv1Trial], config: dict[str, Any], sort_by: str | None, order: str | None
+    trials: list[d.trialv1Trial],
+    values: dict[int, tuple[float | None, float | None]],
+    sort_by: str | None,
+    order: str | None,
 ) -> list[d.trialv1Trial]:
-    """Trials sorted as Determined's
-    ``GetExperimentTrials`` does; the id breaks ties, and trials lacking the key (no end time,
-    no validation) come last in either order."""
+    """Trials sorted as Determined's ``GetExperimentTrials`` does; the id breaks ties, and
+    trials lacking the key (no end time, no validation) come last in either order. ``values``:
+    by trial id, its best and its latest validation's value of the searcher metric (the rows'
+    ``best_value`` and ``latest_value``; None without a number)."""
     sort_by = sort_by or "SORT_BY_UNSPECIFIED"
     if sort_by not in TRIAL_SORTS:
         raise InvalidArgument(
@@ -183,7 +208,6 @@ def sort_trials(
     if order not in (None, "", "ORDER_BY_UNSPECIFIED", "ORDER_BY_ASC", "ORDER_BY_DESC"):
         raise InvalidArgument(f"orderBy: unknown value {order!r} (ORDER_BY_ASC or ORDER_BY_DESC)")
     desc = order == "ORDER_BY_DESC"
-    metric = str((config.get("searcher") or {}).get("metric") or "")
 
     def duration(t: d.trialv1Trial) -> Any:
         if not t.get("endTime") or not t.get("startTime"):
@@ -196,12 +220,8 @@ def sort_trials(
         "SORT_BY_START_TIME": lambda t: t.get("startTime"),
         "SORT_BY_END_TIME": lambda t: t.get("endTime"),
         "SORT_BY_STATE": lambda t: t["state"],
-        "SORT_BY_BEST_VALIDATION_METRIC": lambda t: _validation_value(
-            t.get("bestValidation"), metric
-        ),
-        "SORT_BY_LATEST_VALIDATION_METRIC": lambda t: _validation_value(
-            t.get("latestValidation"), metric
-        ),
+        "SORT_BY_BEST_VALIDATION_METRIC": lambda t: values.get(t["id"], (None, None))[0],
+        "SORT_BY_LATEST_VALIDATION_METRIC": lambda t: values.get(t["id"], (None, None))[1],
         "SORT_BY_BATCHES_PROCESSED": lambda t: t["totalBatchesProcessed"],
         "SORT_BY_DURATION": duration,
         "SORT_BY_RESTARTS": lambda t: t["restarts"],
@@ -601,11 +621,11 @@ def sampled_series(
 def basic(conn: Conn, trial_ids: list[int]) -> dict[int, dict[str, Any]]:
     """The trials' rows as :func:`list_for_experiment` reads them, by id, with ``row_version``:
     the row's ``xmin``, which every update of it (every metric report) changes."""
+    head, from_ = _summary_from("e.id IN (SELECT experiment_id FROM trials WHERE id = ANY(%s))")
     rows = conn.execute(
-        "SELECT " + _LIST_COLUMNS + ", t.xmin::text::bigint AS row_version,"
-        + _LIVE_STATE + _SUMMARY_COLUMNS
-        + " FROM trials t JOIN experiments e ON e.id = t.experiment_id WHERE t.id = ANY(%s)",
-        (trial_ids,),
+        head + "SELECT " + _LIST_COLUMNS + ", t.xmin::text::bigint AS row_version,"
+        + _LIVE_STATE + _SUMMARY_COLUMNS + from_ + " WHERE t.id = ANY(%s)",
+        (trial_ids, trial_ids),
     ).fetchall()  # fmt: skip
     return {int(r["id"]): r for r in rows}
 
