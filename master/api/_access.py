@@ -22,8 +22,7 @@ from __future__ import annotations
 import uuid as uuidlib
 from typing import Any
 
-from det.master.api._common import check_task_scope, principal
-from det.master.db import Conn
+from det.master.api._common import Conn, check_task_scope, principal
 from det.master.errors import InvalidArgument, NotFound, PermissionDenied
 from det.master.services import owners
 

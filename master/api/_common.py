@@ -28,7 +28,7 @@ from psycopg.pq import TransactionStatus
 from det.master import fastjson
 from det.master.api._admission import Admission, Ticket
 from det.master.authcache import SessionCache
-from det.master.db import Conn
+from det.master.db import Conn as Conn  # the request connection's type, for the other api modules
 from det.master.errors import InvalidArgument, PermissionDenied, Unauthenticated
 from det.master.services import users
 from det.master.state import MasterState

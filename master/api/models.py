@@ -7,9 +7,8 @@ from typing import Any
 from flask import Blueprint
 
 from det.master.api import _access
-from det.master.api._common import current_user, db, pagination
+from det.master.api._common import Conn, current_user, db, pagination
 from det.master.api._contract import contract
-from det.master.db import Conn
 from det.master.schemas import checkpoints as checkpoint_wire
 from det.master.schemas import d
 from det.master.schemas import models as wire

@@ -6,9 +6,8 @@ import datetime as dt
 
 from flask import Blueprint
 
-from det.master.api._common import db, state
+from det.master.api._common import Conn, db, state
 from det.master.api._contract import contract
-from det.master.db import Conn
 from det.master.errors import NotFound
 from det.master.provisioner import cost
 from det.master.provisioner.config import parse_provider_config
