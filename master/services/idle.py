@@ -1,5 +1,6 @@
-"""Idle notebooks: a notebook with an ``idle_timeout`` is killed once it has been idle that
-long, by Determined's ``notebook_idle_type``:
+"""Idle notebooks and TensorBoards: a notebook or a TensorBoard with an ``idle_timeout`` is
+killed once it has been idle that long; a TensorBoard by ``activity`` (no request through the
+proxy), a notebook by Determined's ``notebook_idle_type``:
 
 * ``activity``: no request reached it through the proxy;
 * ``kernels_or_terminals`` (the default): no kernel busy and no Jupyter activity (Jupyter's
@@ -44,7 +45,7 @@ def _jupyter(st: MasterState, task: dict[str, Any], path: str) -> Any:
 def idle_since(st: MasterState, task: dict[str, Any], now: dt.datetime) -> dt.datetime:
     """Since when ``task`` (a row of ``ntsc_tasks``) has been idle; ``now`` when busy."""
     kind = task["config"].get("notebook_idle_type") or "kernels_or_terminals"
-    if kind == "activity":
+    if kind == "activity" or task.get("kind") == "TENSORBOARD":
         return task["last_activity"]  # type: ignore[no-any-return]
     try:
         status = _jupyter(st, task, "status")  # Jupyter does not count it as activity
@@ -68,8 +69,9 @@ def idle_pass(st: MasterState) -> None:
     _last_run = time.monotonic()
     with st.pool.connection() as conn:
         rows = conn.execute(
-            "SELECT id, config, last_activity, proxy_address FROM ntsc_tasks"
-            " WHERE kind = 'NOTEBOOK' AND state = 'ACTIVE' AND proxy_address IS NOT NULL"
+            "SELECT id, kind, config, last_activity, proxy_address FROM ntsc_tasks"
+            " WHERE kind IN ('NOTEBOOK', 'TENSORBOARD') AND state = 'ACTIVE'"
+            " AND proxy_address IS NOT NULL"
             " AND config->>'idle_timeout' IS NOT NULL"
         ).fetchall()
         now = conn.execute("SELECT now() AS t").fetchone()["t"]  # type: ignore[index]
@@ -79,5 +81,5 @@ def idle_pass(st: MasterState) -> None:
         if (now - since).total_seconds() < timeout:
             continue
         with st.pool.connection() as conn:
-            logger.info("notebook %s idle since %s: killing it", task["id"], since)
+            logger.info("%s %s idle since %s: killing it", task["kind"].lower(), task["id"], since)
             ntsc.kill(conn, task["id"], f"killed: idle for more than {timeout:g} s (idle_timeout)")

@@ -11,6 +11,7 @@ import re
 import socket
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -121,3 +122,25 @@ def test_tensorboard_serves_the_trials_scalars_through_the_proxy(cluster: Cluste
     )
     gone = plain().get(f"{base}data/runs", headers=auth, timeout=30)
     assert gone.status_code == 503
+
+
+def test_an_idle_tensorboard_is_killed(cluster: Cluster) -> None:
+    """``idle_timeout`` kills a TensorBoard no request has reached through the proxy for that
+    long (its trial need not have written anything yet)."""
+    c = cluster
+    eid = c.create(CORE / "single.yaml", CORE, {"searcher": {"max_length": {"batches": 5_000_000}}})
+    wait_for(lambda: c.trials(eid), 120, "the trial")
+    body = {"experimentIds": [eid], "config": {"idle_timeout": "5s"}}
+    tid = c.master.post("/api/v1/tensorboards", body)["tensorboard"]["id"]
+
+    def tensorboard() -> dict[str, Any]:
+        return dict(c.master.get(f"/api/v1/tensorboards/{tid}")["tensorboard"])
+
+    wait_for(
+        lambda: c.master.get(f"/api/v1/tasks/{tid}")["task"]["allocations"][0].get("isReady"),
+        180,
+        "the TensorBoard to be ready",
+    )
+    wait_for(lambda: tensorboard()["state"] == "STATE_TERMINATED", 90, "the idle kill")
+    assert "idle" in str(tensorboard()["exitStatus"])
+    c.master.post(f"/api/v1/experiments/{eid}/kill")
