@@ -5,16 +5,17 @@ Accepted fields (defaults in brackets; ``null`` means the default):
 
 - ``description`` [e.g. "Command (tidy-owl)"], ``entrypoint`` (string or list; a command's
   is required, the others get their service's), ``work_dir`` [the context directory],
-  ``debug`` [false], ``idle_timeout`` (a duration such as ``30m``, ``1h``, ``90s`` or seconds;
-  none: never), ``notebook_idle_type`` [kernels_or_terminals] (``kernels_or_terminals``,
-  ``kernel_connections``, ``activity``).
+  ``debug`` [false], ``idle_timeout`` (a notebook's or a TensorBoard's: a duration such as
+  ``30m``, ``1h``, ``90s`` or seconds; none: never), ``notebook_idle_type``
+  [kernels_or_terminals] (``kernels_or_terminals``, ``kernel_connections``, ``activity``).
 - ``resources``: ``slots`` [1 for commands, 0 for the others], ``resource_pool``
   [the cluster's default], ``priority`` (1-99), ``weight`` [1], ``shm_size``, ``devices``,
   ``is_single_node``, ``agent_label`` (ignored).
 - ``environment`` and ``bind_mounts``: as an experiment's (the cluster's
   ``task_container_defaults`` merged under them).
-- Accepted as Determined accepts them and unused here: ``tensorboard_args``, ``pbs``,
-  ``slurm``, ``integrations``, ``log_policies``, ``preemption_timeout``.
+- ``tensorboard_args``: more flags for a TensorBoard's ``tensorboard`` program.
+- Accepted as Determined accepts them and unused here: ``pbs``, ``slurm``, ``integrations``,
+  ``log_policies``, ``preemption_timeout``.
 """
 
 from __future__ import annotations
