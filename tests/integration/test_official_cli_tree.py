@@ -530,6 +530,8 @@ def world(
     )
 
 
+# 224 leaves, each a process of the official client: 520 s on a loaded 2-core machine.
+@pytest.mark.timeout(1500)
 def test_every_leaf_of_the_official_cli_works_or_refuses_clearly(
     cli_master: Master, world: World, tmp_path: Path
 ) -> None:
