@@ -452,8 +452,16 @@ def test_render_time_of_100_trials_by_1000_points(
     print(
         f"\nBENCH webui 100 trials x 1000 points (median of {len(runs)} loads): "
         + json.dumps(figures)
-        + "\nBENCH loads: "
+        + "\nBENCH loads (painted; the first with the master's series cache cold): "
         + json.dumps([round(r["ready"]) for r in runs])
+        + "\nBENCH first load: "
+        + json.dumps(
+            {
+                "ready_ms": round(runs[0]["ready"]),
+                "api_ms": round(runs[0]["series"][1] - runs[0]["experiment"][0]),
+                "render_ms": round(runs[0]["ready"] - runs[0]["series"][1]),
+            }
+        )
     )
 
 
