@@ -247,7 +247,7 @@ function boundText(d, p) {
 // ends, Escape or Delete clear the axis. A range back to the whole axis is no range.
 function keyBrush(ev, d, j, [lo, hi], onBrush) {
   const n = d.scale.kind === "cat" ? d.scale.cats.length : 0;
-  const step = n > 1 ? 1 / (n - 1) : n === 1 ? 1 : 0.05;
+  const step = n > 1 ? 1 / (n - 1) : n === 1 ? 0.5 : 0.05; // one category sits at 0.5
   const moves = { ArrowUp: step, ArrowRight: step, ArrowDown: -step, ArrowLeft: -step, PageUp: 4 * step, PageDown: -4 * step };
   const bound = j === 0 ? "lower" : "upper";
   let p = j === 0 ? lo : hi;
