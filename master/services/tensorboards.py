@@ -29,6 +29,10 @@ def resolve(conn: Conn, experiment_ids: list[int], trial_ids: list[int]) -> dict
     trial_ids = sorted({int(i) for i in trial_ids})
     if not experiment_ids and not trial_ids:
         raise InvalidArgument("experimentIds or trialIds: name at least one experiment or trial")
+    if len(experiment_ids) + len(trial_ids) > MAX_TRIALS:
+        raise InvalidArgument(
+            f"a TensorBoard shows at most {MAX_TRIALS} trials; name fewer experiments and trials"
+        )
     rows: list[dict[str, Any]] = []
     for eid in experiment_ids:
         exp = conn.execute(

@@ -32,6 +32,13 @@ def test_tensorboard_refuses_bad_ids_and_launches_nothing(det: Det, cli_master: 
         timeout=10,
     )
     assert bad.status_code == 400 and "filters" in bad.json()["message"]
+    many = requests.post(
+        f"{cli_master.url}/api/v1/tensorboards",
+        json={"experimentIds": list(range(1, 102))},
+        headers={"Authorization": f"Bearer {cli_master.token}"},
+        timeout=10,
+    )
+    assert many.status_code == 400 and "at most 100 trials" in many.json()["message"]
     assert cli_master.get("/api/v1/tensorboards")["tensorboards"] == []
 
 
