@@ -426,6 +426,21 @@ def test_render_time_of_100_trials_by_1000_points(
     kept = page.locator(".trials-box tbody tr").count()
     assert 0 < kept < 100
     assert fig.get_attribute("data-dimmed") == str(100 - kept)
+    # How long a brush takes to redraw the page (curves, parallel coordinates, scatters, heat
+    # map, table) and have it painted: a key on lr's upper bound, three times.
+    redraws = [
+        page.evaluate(
+            """() => new Promise((done) => {
+              const bound = [...document.querySelectorAll('svg.pcoords .handle')]
+                .find((x) => x.getAttribute('aria-label') === 'lr upper bound');
+              const t0 = performance.now();
+              bound.dispatchEvent(new KeyboardEvent('keydown', { key: 'ArrowDown', bubbles: true }));
+              requestAnimationFrame(() => requestAnimationFrame(() => done(performance.now() - t0)));
+            })"""
+        )
+        for _ in range(3)
+    ]
+    assert page.get_by_role("slider", name="lr upper bound").get_attribute("aria-valuenow") == "85"
 
     def med(f: Any) -> float:
         return round(statistics.median(f(r) for r in runs), 1)
@@ -448,6 +463,7 @@ def test_render_time_of_100_trials_by_1000_points(
         "trial_list_ms": med(lambda r: r["list"][1] - r["list"][0]),
         "trial_list_end_ms": med(lambda r: r["list"][1]),
         "series_bytes": med(lambda r: r["seriesBytes"]),
+        "brush_redraw_ms": round(statistics.median(redraws), 1),
     }
     print(
         f"\nBENCH webui 100 trials x 1000 points (median of {len(runs)} loads): "
