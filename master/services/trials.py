@@ -37,10 +37,8 @@ _UTC = '\'YYYY-MM-DD"T"HH24:MI:SS.US"Z"\''
 # What Determined's trial message carries beside the row: the latest and the best validation
 # (by the searcher metric, honouring smaller_is_better), the best checkpoint (the completed one
 # whose validation at the same step is best) and the count and size of completed checkpoints.
-# The best validation is a key lookup: the ingest keeps its pointer (migration 0009, whose
-# det_validation_key is also the best checkpoint's order). The best checkpoint probes the
-# validations at its checkpoints' steps (OFFSET 0: each probed row's key computed once, not in
-# the filter and again in the sort).
+# Both bests are key lookups: the ingest keeps the best validation's pointer (migration 0009),
+# the database the best checkpoint's (migration 0010: a trigger on checkpoints, and the ingest).
 # Each as the JSON text of its wire message (v1MetricsWorkload, v1CheckpointWorkload), passed
 # through (see det.master.fastjson.fragment); the validations' values of the searcher metric
 # beside them for sorting (``latest_value``, ``best_value``).
@@ -55,18 +53,15 @@ _VALIDATION_JSON = (
 _SUMMARY_COLUMNS = (
     ", lv.j AS latest_validation_json, lv.v AS latest_value"
     ", bv.j AS best_validation_json, bv.v AS best_value"
-    # Sizes are int64s: strings on the wire.
+    # The best checkpoint by the pointer kept in the database (migration 0010); sizes are
+    # int64s, strings on the wire.
     ", (SELECT jsonb_build_object('uuid', c.uuid::text, 'totalBatches', c.steps_completed,"
     " 'state', 'STATE_' || c.state, 'resources', (SELECT coalesce(jsonb_object_agg(r.key,"
     " r.value #>> '{}'), '{}') FROM jsonb_each(CASE WHEN jsonb_typeof(c.resources) = 'object'"
     " THEN c.resources ELSE '{}' END) r), 'metadata', CASE WHEN"
     " jsonb_typeof(c.metadata) = 'object' THEN c.metadata ELSE '{}' END,"
     f" 'endTime', to_char(c.report_time AT TIME ZONE 'UTC', {_UTC}))::text"
-    " FROM checkpoints c CROSS JOIN LATERAL (SELECT det_validation_key(m.metrics, s.name, s.larger) AS k,"
-    " m.total_batches, m.id FROM metrics m WHERE m.trial_id = c.trial_id"
-    " AND m.metric_group = 'validation' AND m.total_batches = c.steps_completed OFFSET 0) v"
-    " WHERE c.trial_id = t.id AND c.state = 'COMPLETED' AND v.k IS NOT NULL"
-    " ORDER BY v.k, v.total_batches, v.id LIMIT 1)"
+    " FROM checkpoints c WHERE c.uuid = t.best_checkpoint)"
     " AS best_checkpoint_json"
     ", ck.n AS checkpoint_count, ck.size AS checkpoint_size"
 )
@@ -324,16 +319,6 @@ _WRITE_BATCH_VALIDATED = (
 )
 
 
-def refresh_best_validations(conn: Conn, trial_ids: list[int]) -> None:
-    """Recomputes the trials' best validation pointers from all their rows: for validations
-    written into ``metrics`` by other means than :func:`report_metrics` (a bench's or a test's
-    seed)."""
-    conn.execute(
-        "UPDATE trials SET best_validation_id = det_best_validation(id) WHERE id = ANY(%s)",
-        (trial_ids,),
-    )
-
-
 def report_metrics(
     conn: Conn, trial_id: int, reports: list[dict[str, Any]], *, finite: bool = False
 ) -> int:
@@ -423,6 +408,10 @@ def report_metrics(
             "larger": trial["larger"],
         },
     )
+    if validated:
+        # A validation at a checkpoint's step can make that checkpoint the best (the rows just
+        # written are visible to this statement, not to the one that wrote them).
+        conn.execute("SELECT det_refresh_best_checkpoint(%s)", (trial_id,))
     if events:
         conn.execute("NOTIFY det_wakeup")
     return len(rows)

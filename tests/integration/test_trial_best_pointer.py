@@ -1,9 +1,10 @@
-"""A trial's best validation is a pointer the ingest keeps (``trials.best_validation_id``,
-migration 0009) instead of a sort of every validation at each read. These tests hold the
-pointer, and what the trial list answers, against the query the read used to run (kept here as
-the reference): ties, larger-is-better searchers, rows without a number for the metric, trials
-without validations, deleted checkpoints, the migration's backfill and a change of the
-searcher's direction."""
+"""A trial's best validation and best checkpoint are pointers kept as the rows are written
+(``trials.best_validation_id`` by the ingest, migration 0009; ``trials.best_checkpoint`` by a
+trigger on checkpoints and the ingest, migration 0010) instead of sorts at each read. These
+tests hold the pointers, and what the trial list answers, against the queries the read used to
+run (kept here as the references): ties, larger-is-better searchers, rows without a number for
+the metric, trials without validations, deleted checkpoints, a checkpoint before its
+validation, the migrations' backfill and a change of the searcher's direction."""
 
 from __future__ import annotations
 
@@ -189,45 +190,61 @@ def test_the_kept_pointer_is_what_sorting_every_validation_gives(
     assert no_validation["bestValidation"] is None and no_validation["latestValidation"] is None
 
 
-def test_best_checkpoint_skips_deleted_ones(live_master: Master, pg_url: str) -> None:
+def _best_checkpoint(c: psycopg.Connection[Any], trial: int) -> tuple[Any, Any]:
+    """(the kept pointer, the reference query's answer)."""
+    row = c.execute("SELECT best_checkpoint::text FROM trials WHERE id = %s", (trial,)).fetchone()
+    ref = c.execute(REFERENCE_BEST_CHECKPOINT, (trial,)).fetchone()
+    return (row[0] if row else None), (ref[0] if ref else None)
+
+
+def test_best_checkpoint_follows_checkpoints_validations_and_deletions(
+    live_master: Master, pg_url: str
+) -> None:
     m = live_master
     eid = _experiment(m, False)
     (tid,) = _trials(pg_url, eid, 1)
     _post(m, tid, [_report("validation", s, {"loss": v})
                    for s, v in ((2, 0.1), (4, 0.9), (6, 0.9), (8, 0.5), (10, "NaN"))])  # fmt: skip
-    ckpts = {s: str(uuid.uuid4()) for s in (2, 4, 6, 8, 10)}
+    ckpts = {s: str(uuid.uuid4()) for s in (2, 4, 6, 8, 10, 12)}
 
     def best() -> Any:
         return m.get(f"/api/v1/experiments/{eid}/trials")["trials"][0]["bestCheckpoint"]
 
     with psycopg.connect(pg_url, autocommit=True) as c:
+        assert _best_checkpoint(c, tid) == (None, None)
         for s, u in ckpts.items():
             c.execute(
                 "INSERT INTO checkpoints (uuid, trial_id, steps_completed, size, resources)"
                 " VALUES (%s, %s, %s, 10, '{\"a\": 10}')",
                 (u, tid, s),
             )
+            kept, ref = _best_checkpoint(c, tid)
+            assert kept == ref
         # Larger is better: 0.9 at 4 and at 6, the tie to fewer batches.
-        assert (
-            best()["uuid"] == ckpts[4] == c.execute(REFERENCE_BEST_CHECKPOINT, (tid,)).fetchone()[0]
-        )
+        assert best()["uuid"] == ckpts[4] == _best_checkpoint(c, tid)[0]
+        assert best()["resources"] == {"a": "10"} and best()["state"] == "STATE_COMPLETED"
         c.execute("UPDATE checkpoints SET state = 'DELETED' WHERE uuid = %s", (ckpts[4],))
-        assert (
-            best()["uuid"] == ckpts[6] == c.execute(REFERENCE_BEST_CHECKPOINT, (tid,)).fetchone()[0]
-        )
+        assert best()["uuid"] == ckpts[6] == _best_checkpoint(c, tid)[1]
         c.execute("UPDATE checkpoints SET state = 'PARTIALLY_DELETED' WHERE uuid = %s", (ckpts[6],))
-        assert best()["uuid"] == ckpts[8]
+        assert best()["uuid"] == ckpts[8] == _best_checkpoint(c, tid)[1]
+        # The checkpoint at 12 came before its validation: the validation makes it the best.
+        _post(m, tid, [_report("validation", 12, {"loss": 0.95})])
+        assert best()["uuid"] == ckpts[12] == _best_checkpoint(c, tid)[1]
+        # A validation that is not better, at a checkpoint's step: nothing moves.
+        _post(m, tid, [_report("validation", 2, {"loss": 0.2})])
+        assert _best_checkpoint(c, tid) == (ckpts[12], ckpts[12])
         c.execute("UPDATE checkpoints SET state = 'DELETED' WHERE steps_completed <> 10")
         # The one left has no number for the metric: no best checkpoint.
-        assert c.execute(REFERENCE_BEST_CHECKPOINT, (tid,)).fetchone() is None
+        assert _best_checkpoint(c, tid) == (None, None)
     assert best() is None
     listed = m.get(f"/api/v1/experiments/{eid}/trials")["trials"][0]
-    assert listed["checkpointCount"] == 1 and listed["bestValidation"]["totalBatches"] == 4
+    assert listed["checkpointCount"] == 1 and listed["bestValidation"]["totalBatches"] == 12
 
 
 def test_migration_backfills_and_a_searcher_change_moves_the_pointers(pg_url: str) -> None:
-    """Rows written before migration 0009 get their pointer from it; continuing an experiment
-    with another direction (its config updated) recomputes its trials' pointers."""
+    """Rows written before migrations 0009 and 0010 get their pointers from them; continuing
+    an experiment with another direction (its config updated) recomputes its trials'
+    pointers."""
     from det.master import db
 
     with psycopg.connect(pg_url, autocommit=True) as c:
@@ -261,11 +278,22 @@ def test_migration_backfills_and_a_searcher_change_moves_the_pointers(pg_url: st
             " (%s, 'training', 1, '{\"avg_metrics\": {\"loss\": 0}}')",
             (trials[1], trials[2]),
         )
+        # A checkpoint at each of trial 1's steps 1-10 (values 2, 4, 1, 3, 0, 2, ...).
+        c.execute(
+            "INSERT INTO checkpoints (uuid, trial_id, steps_completed)"
+            " SELECT gen_random_uuid(), %s, s FROM generate_series(1, 10) s",
+            (trials[0],),
+        )
     assert db.upgrade(pg_url) == [v for v, _, _ in db._migrations() if v >= 9]
     with psycopg.connect(pg_url, autocommit=True) as c:
         assert [_pointer(c, t) for t in trials] == [_reference(c, t) for t in trials]
         assert _pointer(c, trials[0]) is not None and _pointer(c, trials[1]) is None
+        assert [_best_checkpoint(c, t) for t in trials] == [
+            (_best_checkpoint(c, t)[1],) * 2 for t in trials
+        ]
         before = _pointer(c, trials[0])
+        ckpt_before = _best_checkpoint(c, trials[0])[0]
+        assert ckpt_before is not None
         c.execute(
             "UPDATE experiments SET config = jsonb_set(config, '{searcher,smaller_is_better}',"
             " 'false') WHERE id = %s",
@@ -273,6 +301,10 @@ def test_migration_backfills_and_a_searcher_change_moves_the_pointers(pg_url: st
         )
         assert _pointer(c, trials[0]) != before
         assert [_pointer(c, t) for t in trials] == [_reference(c, t) for t in trials]
+        assert _best_checkpoint(c, trials[0])[0] not in (None, ckpt_before)
+        assert [_best_checkpoint(c, t) for t in trials] == [
+            (_best_checkpoint(c, t)[1],) * 2 for t in trials
+        ]
         c.execute(
             "UPDATE experiments SET config = jsonb_set(config, '{searcher,metric}', '\"other\"')"
             " WHERE id = %s",
