@@ -258,7 +258,8 @@ def test_a_running_experiments_curves_follow_new_validations(
     search: tuple[Master, int], page: Any
 ) -> None:
     m, _ = search
-    halfway, more, release = threading.Event(), threading.Event(), threading.Event()
+    go, halfway = threading.Event(), threading.Event()
+    more, release = threading.Event(), threading.Event()
 
     def train(master: str, spec: dict[str, Any], killed: threading.Event) -> int:
         env = spec["env"]
@@ -281,6 +282,8 @@ def test_a_running_experiments_curves_follow_new_validations(
                 )
                 r.raise_for_status()
 
+        while not (go.is_set() or killed.is_set()):
+            killed.wait(0.1)
         validate(range(1, 5))
         halfway.set()
         while not (more.is_set() or killed.is_set()):
@@ -293,15 +296,20 @@ def test_a_running_experiments_curves_follow_new_validations(
     agent = SimAgent(m.url, m.agent_token, "sim-curves", train=train).start()
     try:
         eid = create(m, RUNNING)
-        assert halfway.wait(60), "the trial did not report its first validations"
+        # Opened before anything is reported: no curve, no error, and the page keeps reading.
         login(page, m, f"/det/experiments/{eid}")
-        page.wait_for_selector("figure.curves[data-ready-ms]")
+        page.wait_for_selector("h1:has-text('running-curves')")
+        page.wait_for_selector(".trials-box > *")  # the trial list is in
+        assert page.locator("figure.curves").count() == 0
+        assert page.locator(".curve-chart p.muted").count() == 1
+        go.set()
+        assert halfway.wait(60), "the trial did not report its first validations"
         line = page.locator("figure.curves polyline")
 
         def points() -> int:
             return len(str(line.get_attribute("points")).split()) if line.count() == 1 else 0
 
-        assert points() == 4
+        wait_for(lambda: points() == 4, 30, what="the first validations' curve")
         assert "RUNNING" in page.inner_text(".trials-box tbody tr")
         # The page refreshes itself while the experiment runs: the curve grows.
         more.set()
@@ -310,8 +318,8 @@ def test_a_running_experiments_curves_follow_new_validations(
         page.wait_for_selector("h1 .state-COMPLETED", timeout=60_000)
         assert points() == 8
     finally:
-        release.set()
-        more.set()
+        for event in (go, more, release):
+            event.set()
         agent.stop()
 
 
