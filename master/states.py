@@ -37,6 +37,18 @@ DELETING = "DELETING"
 TERMINAL = frozenset({COMPLETED, CANCELED, ERROR})
 STOPPING = frozenset({STOPPING_CANCELED, STOPPING_KILLED, STOPPING_COMPLETED, STOPPING_ERROR})
 
+
+def sql_list(values: Iterable[str]) -> str:
+    """A set of these constant states as an SQL list literal, ``('A', 'B')``: written into a
+    statement (not passed as a parameter) so PostgreSQL can match it to partial indexes and keep
+    a prepared statement's plan."""
+    return "(" + ", ".join(f"'{v}'" for v in sorted(values)) + ")"
+
+
+# For SQL: an experiment or trial that ended; an experiment that ended or is being deleted.
+TERMINAL_SQL = sql_list(TERMINAL)
+ENDED_SQL = sql_list(TERMINAL | {DELETING})
+
 EXPERIMENT_TRANSITIONS: dict[str, frozenset[str]] = {
     ACTIVE: frozenset(
         {PAUSED, STOPPING_CANCELED, STOPPING_KILLED, STOPPING_COMPLETED, STOPPING_ERROR}

@@ -3,7 +3,9 @@
 
 - a ``state`` column is written only by ``master/states.py`` (the state machines): no SQL
   ``UPDATE ... SET ... state = ...`` (nor an upsert's ``DO UPDATE SET state``) anywhere else;
-- ``master/api/`` runs no SQL: no ``execute(`` there (routes call services).
+- ``master/api/`` runs no SQL: no ``execute(`` there (routes call services);
+- the terminal states are not typed out as an SQL list (``('COMPLETED','CANCELED','ERROR')``)
+  outside the state module: SQL takes ``states.TERMINAL_SQL`` / ``states.ENDED_SQL``.
 
 Usage: ``python scripts/check_layers.py [ROOT]`` (ROOT: the repository, default this one's).
 Prints one line per violation (file:line: what) and exits 1 if there is any.
@@ -27,6 +29,8 @@ _SET = re.compile(
     re.I | re.S,
 )
 _STATE = re.compile(r"(?<![\w.])(?:\w+\.)?state\s*=", re.I)
+_SQL_LIST = re.compile(r"\(\s*'[A-Z_]+'(?:\s*,\s*'[A-Z_]+')*\s*\)")
+TERMINAL = {"COMPLETED", "CANCELED", "ERROR"}
 
 
 def _strings(tree: ast.AST) -> Iterator[tuple[int, str]]:
@@ -60,6 +64,16 @@ def state_writes(path: Path) -> list[tuple[int, str]]:
     return sorted(set(found))
 
 
+def terminal_lists(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+    for line, text in _strings(tree):
+        for m in _SQL_LIST.finditer(text):
+            if set(re.findall(r"'([A-Z_]+)'", m.group(0))) >= TERMINAL:
+                found.append((line, m.group(0)))
+    return sorted(set(found))
+
+
 def sql_in_api(path: Path) -> list[tuple[int, str]]:
     return [
         (i, line.strip()[:100])
@@ -77,6 +91,10 @@ def violations(root: Path) -> list[str]:
                 continue
             for line, what in state_writes(path):
                 out.append(f"{rel}:{line}: a state column written outside {STATE_MODULE}: {what}")
+            for line, what in terminal_lists(path):
+                out.append(
+                    f"{rel}:{line}: the terminal states typed out (states.TERMINAL_SQL): {what}"
+                )
     for path in sorted((root / API).rglob("*.py")):
         for line, what in sql_in_api(path):
             out.append(f"{path.relative_to(root)}:{line}: SQL in the API layer: {what}")

@@ -60,7 +60,7 @@ def candidates(conn: Conn, experiment_id: int, config: dict[str, Any]) -> list[C
 _DUE = (
     (
         "checkpoint_gc_at",
-        "NOT e.deleted AND e.state IN ('COMPLETED', 'CANCELED', 'ERROR')",
+        f"NOT e.deleted AND e.state IN {states.TERMINAL_SQL}",
         False,
         1,
     ),

@@ -523,7 +523,8 @@ def cancel(conn: Conn, experiment_id: int) -> None:
         conn, "experiment", experiment_id, states.STOPPING_CANCELED, "canceled by user"
     )
     conn.execute(
-        "UPDATE trials SET stop_reason = 'canceled' WHERE experiment_id = %s AND state NOT IN ('COMPLETED','CANCELED','ERROR')",
+        "UPDATE trials SET stop_reason = 'canceled' WHERE experiment_id = %s"
+        f" AND state NOT IN {states.TERMINAL_SQL}",
         (experiment_id,),
     )
     _preempt_live(conn, experiment_id)
@@ -541,7 +542,8 @@ def kill(conn: Conn, experiment_id: int) -> None:
         (experiment_id,),
     )
     conn.execute(
-        "UPDATE trials SET stop_reason = 'killed' WHERE experiment_id = %s AND state NOT IN ('COMPLETED','CANCELED','ERROR')",
+        "UPDATE trials SET stop_reason = 'killed' WHERE experiment_id = %s"
+        f" AND state NOT IN {states.TERMINAL_SQL}",
         (experiment_id,),
     )
     wake(conn)

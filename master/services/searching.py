@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 
 def pending_experiments(conn: Conn) -> list[int]:
     rows = conn.execute(
-        "SELECT id FROM experiments e WHERE NOT deleted AND state NOT IN ('COMPLETED','CANCELED','ERROR','DELETING')"
+        f"SELECT id FROM experiments e WHERE NOT deleted AND state NOT IN {states.ENDED_SQL}"
         " AND (searcher_state IS NULL OR EXISTS (SELECT 1 FROM searcher_events s"
         "      WHERE s.experiment_id = e.id AND NOT s.processed))"
         " ORDER BY id"
@@ -137,7 +137,8 @@ def _create_trial(conn: Conn, exp: dict[str, Any], action: Any) -> bool:
 
 def _stop_trial(conn: Conn, experiment_id: int, request_id: str) -> None:
     trial = conn.execute(
-        "SELECT id FROM trials WHERE experiment_id = %s AND request_id = %s AND state NOT IN ('COMPLETED','CANCELED','ERROR')",
+        "SELECT id FROM trials WHERE experiment_id = %s AND request_id = %s"
+        f" AND state NOT IN {states.TERMINAL_SQL}",
         (experiment_id, request_id),
     ).fetchone()
     if trial is None:

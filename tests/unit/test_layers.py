@@ -48,7 +48,10 @@ def test_a_state_write_outside_the_state_module_and_sql_in_a_route_fail(tmp_path
         "        \" state = 'ASSIGNED' WHERE a.id = %s\",\n"
         "    )\n"
         '    conn.execute("UPDATE experiments SET searcher_state = %s WHERE id = %s")\n'
-        '    conn.execute("UPDATE trials SET x = 1 WHERE state = %s")\n',
+        '    conn.execute("UPDATE trials SET x = 1 WHERE state = %s")\n'
+        "    conn.execute(\"SELECT 1 FROM trials WHERE state IN ('COMPLETED','ERROR')\")\n"
+        "    conn.execute(\"SELECT 1 FROM e WHERE state NOT IN ('ERROR', 'COMPLETED',"
+        " 'DELETING', 'CANCELED')\")\n",
     )
     _write(
         tmp_path,
@@ -60,8 +63,9 @@ def test_a_state_write_outside_the_state_module_and_sql_in_a_route_fail(tmp_path
     r = _run(tmp_path)
     assert r.returncode == 1
     lines = r.stdout.splitlines()
-    assert lines[-1] == "check_layers: 3 violation(s)"
+    assert lines[-1] == "check_layers: 4 violation(s)"
     assert lines[0].startswith("master/services/jobs.py:3: a state column written outside")
     assert "SET placement = %s, state = 'ASSIGNED'" in lines[0]
-    assert lines[1].startswith("agent/x.py:1: a state column written outside master/states.py")
-    assert lines[2].startswith("master/api/things.py:2: SQL in the API layer")
+    assert lines[1].startswith("master/services/jobs.py:9: the terminal states typed out")
+    assert lines[2].startswith("agent/x.py:1: a state column written outside master/states.py")
+    assert lines[3].startswith("master/api/things.py:2: SQL in the API layer")
