@@ -164,6 +164,8 @@ class TrainContext:
         try:
             if self._tensorboard is not None:
                 self._tensorboard.close(sync=self._tensorboard_auto)
+        except Exception as e:  # the trial's result does not hang on its TensorBoard files
+            logger.warning("the last TensorBoard files were not uploaded: %s", e)
         finally:
             if self._shipper.is_alive():
                 self._shipper.stop()
@@ -194,7 +196,7 @@ class TrainContext:
         try:
             self._tensorboard.writer.add_scalars(step, scalars)
             self._tensorboard.sync()
-        except OSError as e:  # storage trouble must not stop training; said once per report
+        except Exception as e:  # storage trouble must not stop training; said at each report
             logger.warning("TensorBoard files not written or uploaded: %s", e)
 
     def _raise_shipper_error(self) -> None:

@@ -213,3 +213,20 @@ def test_the_gate_admits_only_the_master_credential() -> None:
     assert not tb_task.authorized(head, "other")
     assert not tb_task.authorized(head.replace(b"token", b"Bearer"), "s3cret")
     assert not tb_task.authorized(b"GET / HTTP/1.1\r\nHost: a", "s3cret")
+
+
+def test_a_storage_failure_does_not_stop_training(
+    on_cluster, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:  # type: ignore[no-untyped-def]
+    master = on_cluster()
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("bucket gone")
+
+    monkeypatch.setattr(storage.DirectoryStorageManager, "upload", broken)
+    with det.core.init() as ctx:
+        ctx.train.report_training_metrics(1, {"loss": 1.0})
+        ctx.train.report_validation_metrics(1, {"loss": 0.5})
+    assert [r["group"] for r in master.metric_reports(11)] == ["training", "validation"]
+    warned = [r.getMessage() for r in caplog.records if "bucket gone" in r.getMessage()]
+    assert warned and all("TensorBoard" in w for w in warned), warned
