@@ -25,6 +25,7 @@ class Task:
     spec: dict[str, Any]
     state: str = "RUNNING"
     exit_code: int | None = None
+    error: str | None = None
     thread: threading.Thread | None = None
     killed: threading.Event = field(default_factory=threading.Event)
 
@@ -193,6 +194,7 @@ class SimAgent:
                     "containerId": f"sim-{t.allocation_id}",
                     "state": t.state,
                     "exitCode": t.exit_code,
+                    **({"error": t.error} if t.error else {}),
                 }
                 for t in self.tasks.values()
             ],
@@ -227,6 +229,12 @@ class SimAgent:
                 task.thread.start()
             elif c["action"] == "KILL" and task is not None and task.state != "TERMINATED":
                 task.killed.set()
+            elif c["action"] == "KILL" and task is None:
+                # Killed before this agent started it: reported ended, as the real agent does
+                # (agent/reconcile.py), or the master would wait for it forever.
+                self.tasks[aid] = Task(
+                    aid, {}, state="TERMINATED", error="no container for this allocation"
+                )
         for aid in [
             a for a, t in self.tasks.items() if a not in listed and t.state == "TERMINATED"
         ]:

@@ -30,13 +30,11 @@ def stop_launched(admin: requests.Session, url: str, label: str, response: Any) 
     assert r.status_code == 200, f"kill of {kind} {task['id']}: {r.status_code} {r.text[:300]}"
 
     def settled() -> bool:
-        # Ended, or killed where the test's simulated agent holds it (it never starts it): then
-        # nothing moves the database on its behalf any more.
+        # Ended: the tests' simulated agents end a task they hold once it is killed, and that
+        # end (the allocation's TERMINATED and its event) is written after the kill answers.
+        # Until then the database still moves on the task's behalf.
         t = admin.get(f"{url}/api/v1/tasks/{task['id']}", timeout=30).json()["task"]
-        return all(
-            a["state"] == "STATE_TERMINATED" or a.get("exitReason") == "killed"
-            for a in t["allocations"]
-        )
+        return all(a["state"] == "STATE_TERMINATED" for a in t["allocations"])
 
     deadline = time.monotonic() + 60
     while not settled():
