@@ -6,6 +6,11 @@ every trial run pulls its image with them, but they leave the master only toward
 pulls: the experiment's ``config`` and ``originalConfig`` in the API, the WebUI, the CLI and the
 ``DET_EXPERIMENT_CONFIG`` a task sees all carry ``********`` instead (Determined 0.38 returns the
 password as written; it hides only the master config's).
+
+Checkpoint storage credentials (S3's ``access_key``/``secret_key``, Azure's
+``connection_string``/``credential``) are hidden the same way in everything shown to users (any
+user may read any experiment's config), but the trial's own ``DET_EXPERIMENT_CONFIG`` keeps
+them: its harness writes the checkpoints with them.
 """
 
 from __future__ import annotations
@@ -20,21 +25,32 @@ HIDDEN = "********"
 SECRET_KEYS = ("password", "auth", "identitytoken", "registrytoken")
 
 
-def _has_secret(auth: Any) -> bool:
-    return isinstance(auth, dict) and any(auth.get(k) for k in SECRET_KEYS)
+#: The checkpoint_storage keys whose values are secrets (S3 and Azure).
+STORAGE_SECRET_KEYS = ("access_key", "secret_key", "connection_string", "credential")
 
 
-def redact(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` (resolved or raw) with registry secrets replaced; the input is not changed."""
+def _has_secret(block: Any, keys: tuple[str, ...] = SECRET_KEYS) -> bool:
+    return isinstance(block, dict) and any(block.get(k) for k in keys)
+
+
+def _hidden(block: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: HIDDEN if k in keys and v else v for k, v in block.items()}
+
+
+def redact(config: dict[str, Any], *, storage: bool = True) -> dict[str, Any]:
+    """``config`` (resolved or raw) with registry secrets replaced, and checkpoint storage
+    credentials too unless ``storage`` is false (the trial's own copy); the input is not changed
+    (it is returned as it is when it holds no secret)."""
+    out = config
     env = config.get("environment")
-    if not isinstance(env, dict) or not _has_secret(env.get("registry_auth")):
-        return config
-    out = dict(config)
-    auth = dict(env["registry_auth"])
-    for key in SECRET_KEYS:
-        if auth.get(key):
-            auth[key] = HIDDEN
-    out["environment"] = {**env, "registry_auth": auth}
+    if isinstance(env, dict) and _has_secret(env.get("registry_auth")):
+        out = dict(out)
+        out["environment"] = {**env, "registry_auth": _hidden(env["registry_auth"], SECRET_KEYS)}
+    cs = config.get("checkpoint_storage")
+    if storage and _has_secret(cs, STORAGE_SECRET_KEYS):
+        assert isinstance(cs, dict)
+        out = dict(out) if out is config else out
+        out["checkpoint_storage"] = _hidden(cs, STORAGE_SECRET_KEYS)
     return out
 
 

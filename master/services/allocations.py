@@ -274,7 +274,7 @@ def container_spec(
             "DET_TRIAL_RUN_ID": str(trial["run_id"]),
             "DET_TRIAL_SEED": str(trial["seed"]),
             "DET_HPARAMS": json.dumps(trial["hparams"]),
-            "DET_EXPERIMENT_CONFIG": json.dumps(expconf.redact(config)),
+            "DET_EXPERIMENT_CONFIG": json.dumps(expconf.redact(config, storage=False)),
             "DET_STEPS_COMPLETED": str(trial["steps_completed"]),
             "DET_SLOT_IDS": json.dumps([int(s) if str(s).isdigit() else s for s in slot_ids]),
             "DET_UNIQUE_PORT_OFFSET": str(port_offset(alloc["id"])),

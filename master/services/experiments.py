@@ -308,7 +308,10 @@ _WIRE_COLUMNS = (
     " e.config::text AS config_json,"
     # A registry_auth that may hold a secret is an object (the resolved config's default is a
     # JSON null, which "IS NOT NULL" took for one: every listed config was decoded).
-    " jsonb_typeof(e.config->'environment'->'registry_auth') = 'object' AS config_secret,"
+    " (jsonb_typeof(e.config->'environment'->'registry_auth') = 'object'"
+    # Checkpoint storage credentials (S3, Azure) are hidden too (expconf.redact).
+    "  OR jsonb_typeof(e.config->'checkpoint_storage') = 'object' AND e.config->'checkpoint_storage'"
+    "   ?| array['access_key', 'secret_key', 'connection_string', 'credential']) AS config_secret,"
     " e.config->'searcher'->>'name' AS searcher_name,"
     " e.config->'searcher'->>'metric' AS searcher_metric_name,"
     " e.state, e.archived, e.owner_id, e.project_id, e.progress, e.created_at, e.ended_at"

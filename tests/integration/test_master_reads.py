@@ -281,6 +281,22 @@ def test_a_registry_password_never_leaves_in_a_list_or_a_get(live_master: Master
     assert got.status_code == 200 and "Reg-s3cret" not in got.text
 
 
+def test_storage_credentials_never_leave_in_a_list_or_a_get(live_master: Master) -> None:
+    m = live_master
+    secret = CONFIG + (
+        "checkpoint_storage: {type: s3, bucket: b, access_key: AKIA-KEY-1, secret_key: S3-s3cret}\n"
+    )
+    eid = int(
+        m.post("/api/v1/experiments", {"config": secret, "activate": False})["experiment"]["id"]
+    )
+    for path in ("/api/v1/experiments?limit=100", f"/api/v1/experiments/{eid}"):
+        r = m.session().get(m.url + path, timeout=30)
+        assert r.status_code == 200, r.text[:300]
+        assert "S3-s3cret" not in r.text and "AKIA-KEY-1" not in r.text, path
+    storage = m.get(f"/api/v1/experiments/{eid}")["experiment"]["config"]["checkpoint_storage"]
+    assert storage["bucket"] == "b" and storage["secret_key"] == "********"
+
+
 def _conditional(m: Master, path: str, tag: str | None) -> requests.Response:
     headers = {"If-None-Match": tag} if tag else {}
     return m.session().get(m.url + path, headers=headers, timeout=30)

@@ -90,3 +90,35 @@ def test_kubernetes_and_proxy_fields_load_with_a_note() -> None:
     assert notes[0].startswith("environment.pod_spec is ignored")
     assert notes[1].startswith("environment.proxy_ports (8888) is ignored")
     assert docker_notes(resolved({})) == []
+
+
+def test_storage_credentials_are_hidden_from_users_and_kept_for_the_trial() -> None:
+    config = {
+        "checkpoint_storage": {
+            "type": "s3",
+            "bucket": "b",
+            "access_key": "AKIAEXAMPLE",
+            "secret_key": "s3cret",
+            "endpoint_url": None,
+        },
+        "environment": {"registry_auth": {"username": "u", "password": "pw"}},
+    }
+    shown = redact(config)
+    assert shown["checkpoint_storage"] == {
+        "type": "s3",
+        "bucket": "b",
+        "access_key": "********",
+        "secret_key": "********",
+        "endpoint_url": None,
+    }
+    assert shown["environment"]["registry_auth"]["password"] == "********"
+    assert config["checkpoint_storage"]["secret_key"] == "s3cret"  # the input is left alone
+    trial = redact(config, storage=False)  # the trial's own copy writes checkpoints with them
+    assert trial["checkpoint_storage"] is config["checkpoint_storage"]
+    assert trial["environment"]["registry_auth"]["password"] == "********"
+    azure = {"checkpoint_storage": {"type": "azure", "container": "c", "connection_string": "x"}}
+    assert redact(azure)["checkpoint_storage"]["connection_string"] == "********"
+    text = "checkpoint_storage:\n  type: s3\n  bucket: b\n  secret_key: s3cret # keep out\n"
+    assert "s3cret" not in redact_text(text) and "bucket: b" in redact_text(text)
+    unset = {"checkpoint_storage": {"type": "s3", "bucket": "b", "access_key": None}}
+    assert redact(unset) is unset
