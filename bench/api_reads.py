@@ -46,10 +46,10 @@ from typing import Any
 import psutil
 import psycopg
 import requests
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._pg import bench_database, master_settings
 from bench.user_flood import profile
 from tests.integration.conftest import start_master
 
@@ -325,22 +325,13 @@ def main() -> None:
     ap.add_argument("--profile", type=Path, default=None, metavar="DIR")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=YAML")
     args = ap.parse_args()
-    extra = {}
-    for item in args.set:
-        key, _, value = item.partition("=")
-        extra[key] = yaml.safe_load(value)
+    extra = master_settings(args.set)
     client_cls: Any = Lean if args.client == "lean" else Requests
-    import pgserver
 
     results: dict[str, list[dict[str, Any]]] = {}
     series: dict[str, list[float]] = {"api": [], "select": [], "sampled": [], "sampled_cold": []}
     with tempfile.TemporaryDirectory() as tmp:
-        server = pgserver.get_server(Path(tmp) / "pg", cleanup_mode="stop")
-        base = server.get_uri()
-        with psycopg.connect(base, autocommit=True) as c:
-            c.execute("CREATE DATABASE bench")
-        head, sep, q = base.partition("?")
-        db_url = head.rsplit("/", 1)[0] + "/bench" + sep + q
+        server, db_url = bench_database(Path(tmp))
         m = start_master(Path(tmp), db_url, extra=extra)
         port = free_port()
         hello = subprocess.Popen(

@@ -268,10 +268,10 @@ def end_to_end(runs: int, cloud_name: str) -> None:
     import tempfile
     import threading
 
-    import pgserver
     import psycopg
     import requests
 
+    from bench._pg import bench_database
     from tests.fakes.sim_agent import SimAgent
     from tests.integration.conftest import start_master
 
@@ -293,12 +293,7 @@ def end_to_end(runs: int, cloud_name: str) -> None:
     to_launch: list[float] = []
     to_delete: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
-        server = pgserver.get_server(Path(tmp) / "pg", cleanup_mode="stop")
-        base = server.get_uri()
-        with psycopg.connect(base, autocommit=True) as c:
-            c.execute("CREATE DATABASE bench")
-        head, sep, q = base.partition("?")
-        db_url = head.rsplit("/", 1)[0] + "/bench" + sep + q
+        server, db_url = bench_database(Path(tmp))
         m = start_master(Path(tmp), db_url, extra=extra)
         agents: dict[str, SimAgent] = {}
         stop = threading.Event()

@@ -26,6 +26,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._pg import bench_database
 from tests.integration.conftest import start_master
 
 REPORTERS = 8
@@ -122,15 +123,9 @@ def main() -> None:
     ap.add_argument("--processes", type=int, default=2, help="master API processes")
     ap.add_argument("--requests", type=int, default=40, help="requests per reporter per run")
     args = ap.parse_args()
-    import pgserver
 
     with tempfile.TemporaryDirectory() as tmp:
-        server = pgserver.get_server(Path(tmp) / "pg", cleanup_mode="stop")
-        base = server.get_uri()
-        with psycopg.connect(base, autocommit=True) as c:
-            c.execute("CREATE DATABASE bench")
-        head, sep, q = base.partition("?")
-        db_url = head.rsplit("/", 1)[0] + "/bench" + sep + q
+        server, db_url = bench_database(Path(tmp))
         m = start_master(Path(tmp), db_url, extra={"api_processes": args.processes})
         try:
             token = m.login()

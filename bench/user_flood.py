@@ -30,12 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-import psycopg
 import requests
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._pg import bench_database, master_settings
 from tests.fakes.sim_agent import SimAgent, wait
 from tests.integration.conftest import start_master
 
@@ -181,19 +180,10 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=YAML")
     ap.add_argument("--py-spy", type=Path, default=None, metavar="DIR")
     args = ap.parse_args()
-    extra = {}
-    for item in args.set:
-        key, _, value = item.partition("=")
-        extra[key] = yaml.safe_load(value)
-    import pgserver
+    extra = master_settings(args.set)
 
     with tempfile.TemporaryDirectory() as tmp:
-        server = pgserver.get_server(Path(tmp) / "pg", cleanup_mode="stop")
-        base = server.get_uri()
-        with psycopg.connect(base, autocommit=True) as c:
-            c.execute("CREATE DATABASE bench")
-        head, sep, q = base.partition("?")
-        db_url = head.rsplit("/", 1)[0] + "/bench" + sep + q
+        server, db_url = bench_database(Path(tmp))
         m = start_master(Path(tmp), db_url, extra=extra)
         specs: list[dict[str, Any]] = []
         release = threading.Event()
