@@ -1,9 +1,8 @@
+# ruff: noqa: F811 (the fixtures imported from webui_support are parameters here)
 """The WebUI in a real browser (Debian's Chromium driven by Playwright) against a live master."""
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -11,6 +10,7 @@ import requests
 
 from tests.fakes.sim_agent import SimAgent
 from tests.integration.conftest import ADMIN_PASSWORD, Master, wait_for
+from tests.integration.webui_support import browser, create, login, page  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
@@ -21,45 +21,6 @@ searcher: {name: random, metric: validation_loss, max_trials: 2, max_concurrent_
 hyperparameters: {lr: {type: double, minval: 0.1, maxval: 1.0}}
 max_restarts: 0
 """
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.skip("Chromium is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context()
-    pg = context.new_page()
-    pg.set_default_timeout(15_000)
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    yield pg
-    context.close()
-    assert not errors, f"JavaScript errors on the page: {errors}"
-
-
-def login(page: Any, m: Master, path: str = "/det/") -> None:
-    page.goto(m.url + path)
-    page.wait_for_url("**/det/login**")
-    page.fill("input[name=username]", "admin")
-    page.fill("input[name=password]", ADMIN_PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(m.url + path)
-
-
-def create(m: Master, config: str, activate: bool = True) -> int:
-    out = m.post("/api/v1/experiments", {"config": config, "activate": activate})
-    return int(out["experiment"]["id"])
 
 
 def test_pages_need_a_login_and_a_wrong_password_is_refused(live_master: Master, page: Any) -> None:
