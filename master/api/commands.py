@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint
@@ -103,6 +104,59 @@ def set_priority(kind: str, task_id: str, priority: Any) -> dict[str, Any]:
         return ntsc.get(conn, task_id, kind)
 
 
+def task_routes(
+    bp: Blueprint,
+    kind: TaskKind,
+    noun: str,
+    show: Callable[[dict[str, Any], bool], Any],
+    *,
+    responses: dict[str, Any] | None = None,
+) -> None:
+    """Adds the list, get, kill and set_priority routes of one interactive task kind to ``bp``
+    (``/api/v1/<noun>s``, operations Get<Noun>s, Get<Noun>, Kill<Noun>, Set<Noun>Priority).
+    What differs between kinds is data: ``show(row, reader_may_see_secrets)`` is the kind's
+    wire object (a list or a get passes whether the caller may see the task's secrets, a kill
+    or a set_priority False), ``responses`` an operation's own response type."""
+    plural, title = f"{noun}s", noun[0].upper() + noun[1:]
+    responses = responses or {}
+
+    def may_see(row: dict[str, Any]) -> bool:
+        user = current_user()
+        return bool(user.admin or user.id == row["owner_id"])
+
+    def list_tasks(params: Any) -> Any:
+        rows, pag = page(list_rows(kind, params), params)
+        return {plural: [show(r, may_see(r)) for r in rows], "pagination": pag}
+
+    key = f"{noun}_id"  # the path's variable, as the OpenAPI document names it
+
+    def get_task(**path: str) -> Any:
+        row = get(kind, path[key])
+        return {noun: show(row, may_see(row)), "config": wire.config(row)}
+
+    def kill_task(**path: str) -> Any:
+        return {noun: show(kill(kind, path[key]), False)}
+
+    def set_task_priority(body: Any, **path: str) -> Any:
+        return {noun: show(set_priority(kind, path[key], body.get("priority")), False)}
+
+    base, one = f"/api/v1/{plural}", f"/api/v1/{plural}/<{key}>"
+    for path, method, operation, endpoint, fn in (
+        (base, "GET", f"Get{title}s", f"list_{plural}", list_tasks),
+        (one, "GET", f"Get{title}", f"get_{noun}", get_task),
+        (one + "/kill", "POST", f"Kill{title}", f"kill_{noun}", kill_task),
+        (
+            one + "/set_priority",
+            "POST",
+            f"Set{title}Priority",
+            f"set_{noun}_priority",
+            set_task_priority,
+        ),
+    ):
+        view = contract(operation, response=responses.get(operation))(fn)
+        bp.add_url_rule(path, endpoint=endpoint, view_func=view, methods=[method])
+
+
 @bp.post("/api/v1/commands")
 @contract("LaunchCommand", response=wire.CommandResponse)
 def launch_command(body: d.v1LaunchCommandRequest) -> wire.CommandResponse:
@@ -110,30 +164,10 @@ def launch_command(body: d.v1LaunchCommandRequest) -> wire.CommandResponse:
     return {"command": wire.command(row), "config": wire.config(row)}
 
 
-@bp.get("/api/v1/commands")
-@contract("GetCommands", response=wire.GetCommandsResponse)
-def list_commands(params: d.GetCommandsParams) -> wire.GetCommandsResponse:
-    rows, pag = page(list_rows(KIND, params), params)
-    return {"commands": [wire.command(r) for r in rows], "pagination": pag}
-
-
-@bp.get("/api/v1/commands/<command_id>")
-@contract("GetCommand", response=wire.CommandResponse)
-def get_command(command_id: str) -> wire.CommandResponse:
-    row = get(KIND, command_id)
-    return {"command": wire.command(row), "config": wire.config(row)}
-
-
-@bp.post("/api/v1/commands/<command_id>/kill")
-@contract("KillCommand")
-def kill_command(command_id: str) -> d.v1KillCommandResponse:
-    return {"command": wire.command(kill(KIND, command_id))}
-
-
-@bp.post("/api/v1/commands/<command_id>/set_priority")
-@contract("SetCommandPriority")
-def set_command_priority(
-    command_id: str, body: d.v1SetCommandPriorityRequest
-) -> d.v1SetCommandPriorityResponse:
-    row = set_priority(KIND, command_id, body.get("priority"))
-    return {"command": wire.command(row)}
+task_routes(
+    bp,
+    KIND,
+    "command",
+    lambda row, _: wire.command(row),
+    responses={"GetCommands": wire.GetCommandsResponse, "GetCommand": wire.CommandResponse},
+)

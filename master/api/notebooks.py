@@ -60,29 +60,4 @@ def launch_notebook(body: d.v1LaunchNotebookRequest) -> Any:
     return out
 
 
-@bp.get("/api/v1/notebooks")
-@contract("GetNotebooks")
-def list_notebooks(params: d.GetNotebooksParams) -> d.v1GetNotebooksResponse:
-    rows, pag = common.page(common.list_rows(KIND, params), params)
-    return {"notebooks": [wire.notebook(r) for r in rows], "pagination": pag}
-
-
-@bp.get("/api/v1/notebooks/<notebook_id>")
-@contract("GetNotebook")
-def get_notebook(notebook_id: str) -> d.v1GetNotebookResponse:
-    row = common.get(KIND, notebook_id)
-    return {"notebook": wire.notebook(row), "config": task_wire.config(row)}
-
-
-@bp.post("/api/v1/notebooks/<notebook_id>/kill")
-@contract("KillNotebook")
-def kill_notebook(notebook_id: str) -> d.v1KillNotebookResponse:
-    return {"notebook": wire.notebook(common.kill(KIND, notebook_id))}
-
-
-@bp.post("/api/v1/notebooks/<notebook_id>/set_priority")
-@contract("SetNotebookPriority")
-def set_notebook_priority(
-    notebook_id: str, body: d.v1SetNotebookPriorityRequest
-) -> d.v1SetNotebookPriorityResponse:
-    return {"notebook": wire.notebook(common.set_priority(KIND, notebook_id, body.get("priority")))}
+common.task_routes(bp, KIND, "notebook", lambda row, _: wire.notebook(row))
