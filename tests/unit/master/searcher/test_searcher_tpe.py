@@ -210,3 +210,57 @@ def test_tpe_learns_double_int_log_and_categorical_dimensions() -> None:
             uniform_sum[name] += sum(dist(h) for h in uniform_late)
     for name in distance:
         assert tpe_sum[name] < 0.7 * uniform_sum[name], (name, tpe_sum, uniform_sum)
+
+
+def test_kernel_widths_follow_the_gaps_between_trials() -> None:
+    """Hand-worked: on one axis, points 0.1, 0.5, 0.6 (in that list order, floor 1 / (3 + 2)):
+    0.1 takes its inner gap 0.4, 0.5 the larger of 0.4 and 0.1, 0.6 its inner gap 0.1, raised to
+    the floor 0.2. A categorical axis has no width (1.0). Fails with a fixed width per count."""
+    from det.master.searcher.hparams import parse_hyperparameters
+    from det.master.searcher.tpe import _dims, _widths
+
+    double = {"type": "double", "minval": 0, "maxval": 1}
+    space = parse_hyperparameters({"a": double, "c": {"type": "categorical", "vals": [1, 2]}})
+    widths = _widths(_dims(space.items), [[0.1, 0.0], [0.5, 1.0], [0.6, 0.0]])
+    assert [w[0] for w in widths] == pytest.approx([0.4, 0.4, 0.2])
+    assert [w[1] for w in widths] == [1.0, 1.0, 1.0]
+    # Clustered points: the kernels narrow to the floor, 1 / min(100, n + 2).
+    cluster = [[0.5 + 0.001 * k, 0.0] for k in range(30)]
+    assert max(w[0] for w in _widths(_dims(space.items), cluster)) == pytest.approx(1 / 32)
+
+
+def test_integers_get_equal_cells_ends_included() -> None:
+    """int 1..4 on the unit interval: four cells of 0.25 (the ends used to get half cells, so a
+    uniform draw on the model's axis proposed 1 and 4 half as often as 2 and 3)."""
+    from det.master.searcher.hparams import parse_hyperparameters
+    from det.master.searcher.tpe import _decode, _dims, _encode
+
+    (dim,) = _dims(parse_hyperparameters({"i": {"type": "int", "minval": 1, "maxval": 4}}).items)
+    assert [_encode(dim, v) for v in (1, 2, 3, 4)] == pytest.approx([0.125, 0.375, 0.625, 0.875])
+    counts = {v: 0 for v in (1, 2, 3, 4)}
+    for k in range(1000):
+        counts[_decode(dim, (k + 0.5) / 1000)] += 1
+    assert counts == {1: 250, 2: 250, 3: 250, 4: 250}
+    assert _decode(dim, 0.0) == 1 and _decode(dim, 1.0) == 4
+
+
+def test_tpe_refines_within_the_best_region() -> None:
+    """On a narrow 4-D bowl, the last 40 of 120 random-search proposals land within 0.1 of the
+    optimum far more often than uniform sampling would (its chance: under 0.1%): the kernels
+    narrow as the good trials cluster. A fixed Scott's-rule width (the sampler before) kept them
+    about 0.15 wide per axis, and its late proposals rarely came that close."""
+    space = {f"x{i}": {"type": "double", "minval": 0, "maxval": 1} for i in range(4)}
+    best = [0.3, 0.7, 0.45, 0.6]
+
+    def curve(h: dict[str, Any], t: float, seed: int) -> float:
+        return float(sum((h[f"x{i}"] - b) ** 2 for i, b in enumerate(best)))
+
+    close = 0
+    for seed in range(3):
+        config = {"name": "random", "metric": "loss", "max_trials": 120,
+                  "max_concurrent_trials": 1, "sampler": "tpe"}  # fmt: skip
+        trials = simulate(new_searcher(config, space, seed), curve, default_length=1).trials
+        close += sum(
+            math.dist([t.hparams[f"x{i}"] for i in range(4)], best) < 0.1 for t in trials[80:]
+        )
+    assert close >= 40, close  # of 120
