@@ -23,7 +23,7 @@ Problems:
   (R^0.5 - 1) + N(0, 0.05^2)``. Fast learners lead at the first rungs and finish worse: curves
   cross.
 
-    python bench/hpo.py [--seeds 20] [--paired-seeds 200] [--problems hartmann6,hartmann3_lr] [--methods ...] [-j 2]
+    python bench/hpo.py [--seeds 20] [--first-seed 0] [--paired-seeds 200] [--problems hartmann6,hartmann3_lr] [--methods ...] [-j 2]
 
 Needs the dev extra (Optuna) for the Optuna rows; ``--methods`` without them runs without it.
 """
@@ -346,6 +346,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument(
+        "--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1"
+    )
+    parser.add_argument(
         "--paired-seeds",
         type=int,
         default=200,
@@ -367,7 +370,12 @@ def main() -> None:
             return max(args.seeds, args.paired_seeds)
         return args.seeds
 
-    jobs = [(p, m, s, args.budget) for p in problems for m in methods for s in range(seeds(m))]
+    jobs = [
+        (p, m, s, args.budget)
+        for p in problems
+        for m in methods
+        for s in range(args.first_seed, args.first_seed + seeds(m))
+    ]
     started = time.perf_counter()
     if args.jobs > 1:
         with multiprocessing.Pool(args.jobs) as pool:
@@ -383,7 +391,11 @@ def main() -> None:
     for problem in problems:
         print(f"\n{problem}: {'method':<22} {'median':>7} {'q1':>7} {'q3':>7} {'cpu s/run':>9}")
         for method in methods:
-            rows = [r for r in results if r[0] == problem and r[1] == method and r[2] < args.seeds]
+            rows = [
+                r
+                for r in results
+                if r[0] == problem and r[1] == method and r[2] < args.first_seed + args.seeds
+            ]
             regrets = [r[3] for r in rows]
             q1, q2, q3 = _quartiles(regrets)
             cpu = statistics.median(r[4] for r in rows)
