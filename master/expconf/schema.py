@@ -8,9 +8,9 @@ pod_spec, slurm, pbs…) are accepted as Determined accepts them and have no eff
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, PrivateAttr, field_validator
+from pydantic import BeforeValidator, Field, PrivateAttr, field_validator
 
 from . import hyperparameters as hp
 from .base import ConfigModel, Length
@@ -67,29 +67,31 @@ def _device_from_string(value: Any) -> Any:
     return value
 
 
+# resources.shm_size and resources.devices, typed once for the experiment's and the task's
+# resources (each model keeps its own fields, in the order the wire shows them).
+ShmSize = Annotated[
+    int | None,
+    BeforeValidator(lambda v: parse_memory_size(v) if isinstance(v, int | str) else v),
+]
+Devices = Annotated[
+    list[Device],
+    BeforeValidator(lambda v: [_device_from_string(d) for d in v] if isinstance(v, list) else v),
+]
+
+
 class Resources(ConfigModel):
     slots_per_trial: int = Field(default=1, ge=0)
     max_slots: int | None = Field(default=None, ge=0)
     weight: float = Field(default=1.0, ge=0)
     priority: int | None = Field(default=None, ge=1, le=99)
     resource_pool: str = ""
-    shm_size: int | None = None
-    devices: list[Device] = Field(default_factory=list)
+    shm_size: ShmSize = None
+    devices: Devices = Field(default_factory=list)
     native_parallel: bool = False
     is_single_node: bool | None = None
     # Ignored by Determined since 0.20 (agent_label) or never used by trials (slots).
     agent_label: str | None = None
     slots: int | None = None
-
-    @field_validator("shm_size", mode="before")
-    @classmethod
-    def _shm_bytes(cls, v: Any) -> Any:
-        return parse_memory_size(v) if isinstance(v, int | str) else v
-
-    @field_validator("devices", mode="before")
-    @classmethod
-    def _devices(cls, v: Any) -> Any:
-        return [_device_from_string(d) for d in v] if isinstance(v, list) else v
 
 
 class BindMount(ConfigModel):

@@ -28,7 +28,7 @@ from pydantic import Field, ValidationError, field_validator
 from .base import ConfigModel
 from .errors import ConfigError, from_validation_error
 from .merge import merge_cluster_defaults
-from .schema import BindMount, Device, Environment, _device_from_string, parse_memory_size
+from .schema import BindMount, Devices, Environment, ShmSize
 
 TaskKind = Literal["COMMAND", "NOTEBOOK", "SHELL", "TENSORBOARD"]
 IdleType = Literal["kernels_or_terminals", "kernel_connections", "activity"]
@@ -58,21 +58,11 @@ class TaskResources(ConfigModel):
     resource_pool: str = ""
     priority: int | None = Field(default=None, ge=1, le=99)
     weight: float = Field(default=1.0, ge=0)
-    shm_size: int | None = None
-    devices: list[Device] = Field(default_factory=list)
+    shm_size: ShmSize = None
+    devices: Devices = Field(default_factory=list)
     is_single_node: bool | None = None
     agent_label: str | None = None
     max_slots: int | None = Field(default=None, ge=0)
-
-    @field_validator("shm_size", mode="before")
-    @classmethod
-    def _shm_bytes(cls, v: Any) -> Any:
-        return parse_memory_size(v) if isinstance(v, int | str) else v
-
-    @field_validator("devices", mode="before")
-    @classmethod
-    def _devices(cls, v: Any) -> Any:
-        return [_device_from_string(d) for d in v] if isinstance(v, list) else v
 
 
 class TaskConfig(ConfigModel):
