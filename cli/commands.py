@@ -167,18 +167,31 @@ def add_list_flags(p: argparse.ArgumentParser) -> None:
     add_json(p)
 
 
+def add_list_verb(sub: Any, kind: str, what: str) -> None:
+    """``det <kind> list``, shared by the interactive task kinds (``kind`` as in the API's
+    path, singular; ``what`` as the help and messages name it)."""
+    p = verb(sub, "list ls", lambda a: list_tasks(a, f"{kind}s"), f"list {what}s")
+    add_list_flags(p)
+
+
+def add_logs_and_kill_verbs(sub: Any, kind: str, what: str, *, with_logs: bool = True) -> None:
+    """``det <kind> logs ID`` (unless ``with_logs`` is False) and ``det <kind> kill ID...``."""
+    key = f"{kind}_id"
+    if with_logs:
+        p = verb(sub, "logs", logs, f"show a {what}'s logs")
+        p.add_argument("task_id", metavar=key)
+        add_log_flags(p)
+    p = verb(
+        sub, "kill", lambda a: kill_tasks(a, f"{kind}s", getattr(a, key), what), f"kill {what}s"
+    )
+    p.add_argument(key, nargs="+")
+    p.add_argument("-f", "--force", action="store_true", help="go on past errors")
+
+
 def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     sub = noun(nouns, "command", aliases, "run commands on the cluster")
     p = verb(sub, "run", run, "run a command and stream its output; exits with its code")
     p.add_argument("entrypoint", nargs=argparse.REMAINDER, help="the command and its arguments")
     add_launch_flags(p)
-    p = verb(sub, "list ls", lambda a: list_tasks(a, "commands"), "list commands")
-    add_list_flags(p)
-    p = verb(sub, "logs", logs, "show a command's logs")
-    p.add_argument("task_id", metavar="command_id")
-    add_log_flags(p)
-    p = verb(
-        sub, "kill", lambda a: kill_tasks(a, "commands", a.command_id, "command"), "kill commands"
-    )
-    p.add_argument("command_id", nargs="+")
-    p.add_argument("-f", "--force", action="store_true", help="go on past errors")
+    add_list_verb(sub, "command", "command")
+    add_logs_and_kill_verbs(sub, "command", "command")

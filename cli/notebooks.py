@@ -12,15 +12,12 @@ from typing import Any
 from det.cli._util import noun, session, verb
 from det.cli.commands import (
     add_launch_flags,
-    add_list_flags,
-    kill_tasks,
+    add_list_verb,
+    add_logs_and_kill_verbs,
     launch_body,
-    list_tasks,
-    logs,
     task_config,
 )
 from det.cli.errors import CliError
-from det.cli.experiments import add_log_flags
 from det.cli.session import Session
 
 
@@ -60,16 +57,5 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     p = verb(sub, "start", start, "start a notebook and print (or open) its URL")
     add_launch_flags(p)
     p.add_argument("--no-browser", action="store_true", help="only print the URL")
-    p = verb(sub, "list ls", lambda a: list_tasks(a, "notebooks"), "list notebooks")
-    add_list_flags(p)
-    p = verb(sub, "logs", logs, "show a notebook's logs")
-    p.add_argument("task_id", metavar="notebook_id")
-    add_log_flags(p)
-    p = verb(
-        sub,
-        "kill",
-        lambda a: kill_tasks(a, "notebooks", a.notebook_id, "notebook"),
-        "kill notebooks",
-    )
-    p.add_argument("notebook_id", nargs="+")
-    p.add_argument("-f", "--force", action="store_true", help="go on past errors")
+    add_list_verb(sub, "notebook", "notebook")
+    add_logs_and_kill_verbs(sub, "notebook", "notebook")

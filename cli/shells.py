@@ -16,10 +16,9 @@ from det.cli import tunnel
 from det.cli._util import noun, session, verb
 from det.cli.commands import (
     add_launch_flags,
-    add_list_flags,
-    kill_tasks,
+    add_list_verb,
+    add_logs_and_kill_verbs,
     launch_body,
-    list_tasks,
     task_config,
 )
 from det.cli.errors import CliError
@@ -112,10 +111,7 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     p.add_argument("command", nargs=argparse.REMAINDER)
     p = verb(sub, "show_ssh_command show-ssh-command", show_ssh_command, "print the ssh command")
     p.add_argument("shell_id")
-    p = verb(sub, "list ls", lambda a: list_tasks(a, "shells"), "list shells")
-    add_list_flags(p)
-    p = verb(sub, "kill", lambda a: kill_tasks(a, "shells", a.shell_id, "shell"), "kill shells")
-    p.add_argument("shell_id", nargs="+")
-    p.add_argument("-f", "--force", action="store_true", help="go on past errors")
+    add_list_verb(sub, "shell", "shell")
+    add_logs_and_kill_verbs(sub, "shell", "shell", with_logs=False)
     p = verb(sub, "tunnel", tunnel_, "carry stdin/stdout to the shell (ssh's ProxyCommand)")
     p.add_argument("shell_id")

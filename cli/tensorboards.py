@@ -12,15 +12,12 @@ import yaml
 
 from det.cli._util import noun, session, verb
 from det.cli.commands import (
-    add_list_flags,
-    kill_tasks,
-    list_tasks,
-    logs,
+    add_list_verb,
+    add_logs_and_kill_verbs,
     task_config,
 )
 from det.cli.context import pack
 from det.cli.errors import UsageError
-from det.cli.experiments import add_log_flags
 from det.cli.notebooks import wait_ready
 from det.cli.session import Session
 
@@ -94,8 +91,7 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     p.add_argument("-c", "--context", help="a directory whose files go into the task's workdir")
     p.add_argument("--no-browser", action="store_true", help="only print the URL")
     p.add_argument("-d", "--detach", action="store_true", help="print the id and return")
-    p = verb(sub, "list ls", lambda a: list_tasks(a, "tensorboards"), "list TensorBoards")
-    add_list_flags(p)
+    add_list_verb(sub, "tensorboard", "TensorBoard")
     p = verb(sub, "open", open_, "print (and open in a browser) a TensorBoard's URL")
     p.add_argument("tensorboard_id")
     p.add_argument("--no-browser", action="store_true", help="only print the URL")
@@ -105,14 +101,4 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     p.add_argument("field", choices=["priority"])
     p.add_argument("tensorboard_id")
     p.add_argument("priority", type=int)
-    p = verb(sub, "logs", logs, "show a TensorBoard's logs")
-    p.add_argument("task_id", metavar="tensorboard_id")
-    add_log_flags(p)
-    p = verb(
-        sub,
-        "kill",
-        lambda a: kill_tasks(a, "tensorboards", a.tensorboard_id, "TensorBoard"),
-        "kill TensorBoards",
-    )
-    p.add_argument("tensorboard_id", nargs="+")
-    p.add_argument("-f", "--force", action="store_true", help="go on past errors")
+    add_logs_and_kill_verbs(sub, "tensorboard", "TensorBoard")
