@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 import yaml
 
 from tests import docker_support
@@ -333,3 +334,16 @@ def cluster_factory(tmp_path: Path, pg_url: str) -> Iterator[Callable[..., Clust
 def cluster(cluster_factory: Callable[..., Cluster]) -> Cluster:
     """Two agents with two artificial CPU slots each."""
     return cluster_factory()
+
+
+@pytest.fixture
+def one_slot(cluster_factory: Callable[..., Cluster]) -> Cluster:
+    """One agent with one slot: what an interactive task's tests need."""
+    return cluster_factory(agents=1, slots=1)
+
+
+def plain() -> requests.Session:
+    """A client that goes straight to the master (no proxy from the environment)."""
+    s = requests.Session()
+    s.trust_env = False
+    return s

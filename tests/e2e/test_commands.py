@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from tests.compat.official import ensure_official_venv
-from tests.e2e.cluster import Cluster, cluster_factory, wait_for
+from tests.e2e.cluster import Cluster, cluster_factory, one_slot, wait_for
 from tests.integration.conftest import ADMIN_PASSWORD
 
 pytestmark = pytest.mark.e2e
-__all__ = ["cluster_factory"]
+__all__ = ["cluster_factory", "one_slot"]
 
 
 def det(c: Cluster, *args: str, official: bool = False) -> subprocess.CompletedProcess[str]:
@@ -48,11 +48,6 @@ def command(c: Cluster, cid: str) -> dict[str, Any]:
 def launch(c: Cluster, entrypoint: list[str], **config: Any) -> str:
     body = {"config": {"entrypoint": entrypoint, **config}}
     return str(c.master.post("/api/v1/commands", body)["command"]["id"])
-
-
-@pytest.fixture
-def one_slot(cluster_factory: Callable[..., Cluster]) -> Cluster:
-    return cluster_factory(agents=1, slots=1)
 
 
 def test_cmd_run_prints_output_and_exits_with_its_code(one_slot: Cluster) -> None:

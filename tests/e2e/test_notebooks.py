@@ -8,30 +8,17 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-import requests
 
-from tests.e2e.cluster import Cluster, cluster_factory, wait_for
+from tests.e2e.cluster import Cluster, cluster_factory, one_slot, plain, wait_for
 from tests.e2e.test_commands import det
 from tests.e2e.ws import WebSocket
 from tests.integration.webui_support import browser, page
 
 pytestmark = pytest.mark.e2e
-__all__ = ["browser", "cluster_factory", "page"]
-
-
-@pytest.fixture
-def cluster(cluster_factory: Callable[..., Cluster]) -> Cluster:
-    return cluster_factory(agents=1, slots=1)
-
-
-def plain() -> requests.Session:
-    s = requests.Session()
-    s.trust_env = False  # straight to the master
-    return s
+__all__ = ["browser", "cluster_factory", "one_slot", "page"]
 
 
 def notebook(c: Cluster, nid: str) -> dict[str, Any]:
@@ -79,8 +66,8 @@ def execute(c: Cluster, base: str, token: str, code: str) -> str:
         ws.close()
 
 
-def test_notebook_through_the_proxy(cluster: Cluster) -> None:
-    c = cluster
+def test_notebook_through_the_proxy(one_slot: Cluster) -> None:
+    c = one_slot
     r = det(c, "notebook", "start", "--no-browser")
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{c.dump()}"
     m = re.search(r"(http://\S+/proxy/([0-9a-f-]{36})/)lab", r.stdout)
@@ -137,8 +124,8 @@ def test_notebook_through_the_proxy(cluster: Cluster) -> None:
     assert gone.status_code == 503
 
 
-def test_idle_notebook_is_killed(cluster: Cluster) -> None:
-    c = cluster
+def test_idle_notebook_is_killed(one_slot: Cluster) -> None:
+    c = one_slot
     body = {"config": {"idle_timeout": "5s", "notebook_idle_type": "activity"}}
     nid = c.master.post("/api/v1/notebooks", body)["notebook"]["id"]
     wait_for(
@@ -150,9 +137,9 @@ def test_idle_notebook_is_killed(cluster: Cluster) -> None:
     assert "idle" in str(notebook(c, nid)["exitStatus"])
 
 
-def test_a_busy_kernel_keeps_a_notebook_alive_until_it_is_idle(cluster: Cluster) -> None:
+def test_a_busy_kernel_keeps_a_notebook_alive_until_it_is_idle(one_slot: Cluster) -> None:
     # The default notebook_idle_type (kernels_or_terminals): Jupyter's own activity and kernels.
-    c = cluster
+    c = one_slot
     body = {"config": {"idle_timeout": "8s"}}
     nid = c.master.post("/api/v1/notebooks", body)["notebook"]["id"]
     wait_for(
@@ -168,8 +155,8 @@ def test_a_busy_kernel_keeps_a_notebook_alive_until_it_is_idle(cluster: Cluster)
     assert "idle" in str(notebook(c, nid)["exitStatus"])
 
 
-def test_official_cli_starts_a_notebook(cluster: Cluster) -> None:
-    c = cluster
+def test_official_cli_starts_a_notebook(one_slot: Cluster) -> None:
+    c = one_slot
     r = det(c, "notebook", "start", "--no-browser", official=True)
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
     assert "Jupyter Notebook is running at" in r.stdout, r.stdout
@@ -180,11 +167,11 @@ def test_official_cli_starts_a_notebook(cluster: Cluster) -> None:
 
 
 @pytest.mark.browser
-def test_a_browser_runs_code_in_the_proxied_jupyterlab(cluster: Cluster, page: Any) -> None:
+def test_a_browser_runs_code_in_the_proxied_jupyterlab(one_slot: Cluster, page: Any) -> None:
     """Chromium opens the URL ``det notebook start`` opens (a ticket for a cookie), starts a
     Python notebook from JupyterLab's launcher and runs ``6*7`` in its kernel, whose
     WebSocket goes through the master's proxy."""
-    c = cluster
+    c = one_slot
     nid = c.master.post("/api/v1/notebooks", {})["notebook"]["id"]
     wait_for(
         lambda: c.master.get(f"/api/v1/tasks/{nid}")["task"]["allocations"][0].get("isReady"),

@@ -7,27 +7,21 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 
 import pytest
 
 from tests.compat.official import ensure_official_venv
-from tests.e2e.cluster import Cluster, cluster_factory
+from tests.e2e.cluster import Cluster, cluster_factory, one_slot
 from tests.e2e.test_commands import det
 from tests.e2e.ws import WebSocket
 from tests.integration.conftest import ADMIN_PASSWORD
 
 pytestmark = pytest.mark.e2e
-__all__ = ["cluster_factory"]
+__all__ = ["cluster_factory", "one_slot"]
 
 
-@pytest.fixture
-def cluster(cluster_factory: Callable[..., Cluster]) -> Cluster:
-    return cluster_factory(agents=1, slots=1)
-
-
-def test_shell_runs_a_command_and_an_interactive_session(cluster: Cluster) -> None:
-    c = cluster
+def test_shell_runs_a_command_and_an_interactive_session(one_slot: Cluster) -> None:
+    c = one_slot
     r = det(c, "shell", "start", "--", "echo", "ok")
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{c.dump()}"
     assert r.stdout.splitlines() == ["ok"], r.stdout
@@ -70,8 +64,8 @@ def test_shell_runs_a_command_and_an_interactive_session(cluster: Cluster) -> No
     c.master.post(f"/api/v1/shells/{sid}/kill")
 
 
-def test_official_cli_runs_a_command_in_a_shell(cluster: Cluster) -> None:
-    c = cluster
+def test_official_cli_runs_a_command_in_a_shell(one_slot: Cluster) -> None:
+    c = one_slot
     ensure_official_venv()
     r = det(c, "shell", "start", "--", "echo", "official-ok", official=True)
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{c.dump()}"

@@ -9,18 +9,16 @@ from __future__ import annotations
 import json
 import re
 import socket
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
-from tests.e2e.cluster import Cluster, cluster_factory, wait_for
+from tests.e2e.cluster import Cluster, cluster_factory, one_slot, plain, wait_for
 from tests.e2e.test_commands import det
 
 pytestmark = pytest.mark.e2e
-__all__ = ["cluster_factory"]
+__all__ = ["cluster_factory", "one_slot"]
 
 CORE = Path(__file__).resolve().parents[2] / "examples" / "core_api"
 SHORT = {
@@ -29,19 +27,8 @@ SHORT = {
 }
 
 
-@pytest.fixture
-def cluster(cluster_factory: Callable[..., Cluster]) -> Cluster:
-    return cluster_factory(agents=1, slots=1)
-
-
-def plain() -> requests.Session:
-    s = requests.Session()
-    s.trust_env = False  # straight to the master
-    return s
-
-
-def test_tensorboard_serves_the_trials_scalars_through_the_proxy(cluster: Cluster) -> None:
-    c = cluster
+def test_tensorboard_serves_the_trials_scalars_through_the_proxy(one_slot: Cluster) -> None:
+    c = one_slot
     eid = c.create(CORE / "single.yaml", CORE, SHORT)
     c.wait_state(eid, "STATE_COMPLETED", 600)
     (trial,) = c.trials(eid)
@@ -124,10 +111,10 @@ def test_tensorboard_serves_the_trials_scalars_through_the_proxy(cluster: Cluste
     assert gone.status_code == 503
 
 
-def test_an_idle_tensorboard_is_killed(cluster: Cluster) -> None:
+def test_an_idle_tensorboard_is_killed(one_slot: Cluster) -> None:
     """``idle_timeout`` kills a TensorBoard no request has reached through the proxy for that
     long (its trial need not have written anything yet)."""
-    c = cluster
+    c = one_slot
     eid = c.create(CORE / "single.yaml", CORE, {"searcher": {"max_length": {"batches": 5_000_000}}})
     wait_for(lambda: c.trials(eid), 120, "the trial")
     body = {"experimentIds": [eid], "config": {"idle_timeout": "5s"}}
