@@ -120,7 +120,7 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason:
         if ntsc.owns(conn, alloc["task_id"]):
             ntsc.on_terminated(conn, alloc, exit_code, reason)
         else:
-            checkpoint_gc.on_terminated(conn, allocation_id, exit_code)
+            checkpoint_gc.on_terminated(conn, allocation_id, exit_code, reason)
         return
     trial = conn.execute(
         "SELECT t.*, e.state AS exp_state, e.config FROM trials t JOIN experiments e ON e.id = t.experiment_id"

@@ -7,6 +7,8 @@ the trials wrote to, the master need not. When that task exits 0 the checkpoints
 ``DELETED`` (their rows stay, without resources); if it fails they stay as they were and an
 event says so. Checkpoints registered in the model registry are never collected. Each
 experiment is collected once when it ends, and once more (everything) when it is deleted.
+A GC task whose agent was lost may not have run at all: it is queued again (deleting is
+idempotent) for the checkpoints not yet deleted, up to ``MAX_LOST_RUNS`` times per experiment.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ logger = logging.getLogger(__name__)
 
 DELETED = states.DELETED
 TASK_TYPE = "CHECKPOINT_GC"
+#: How many GC runs of one experiment may end by a lost agent before it is not queued again.
+MAX_LOST_RUNS = 3
 
 
 def retention(config: dict[str, Any]) -> Retention:
@@ -81,6 +85,47 @@ def gc_pass(conn: Conn, st: MasterState) -> None:
             conn.execute(f"UPDATE experiments SET {column} = now() WHERE id = %s", (exp["id"],))
             policy = Retention(0, 0, 0) if everything else retention(exp["config"])
             _queue(conn, st, exp, run=run, policy=policy)
+    _requeue_lost(conn, st)
+
+
+def _requeue_lost(conn: Conn, st: MasterState) -> None:
+    """GC runs that ended because their agent was lost, queued again for what is left."""
+    rows = conn.execute(
+        "SELECT g.allocation_id, g.experiment_id, g.uuids, j.id AS job_id, j.resource_pool"
+        " FROM checkpoint_gc g JOIN allocations a ON a.id = g.allocation_id"
+        " JOIN jobs j ON j.experiment_id = g.experiment_id"
+        " WHERE a.state = %s AND a.exit_reason = %s FOR UPDATE OF g SKIP LOCKED",
+        (states.TERMINATED, allocations.AGENT_LOST),
+    ).fetchall()
+    for r in rows:
+        eid = r["experiment_id"]
+        # The lost run's record goes: it is handled once, and its event stays.
+        conn.execute("DELETE FROM checkpoint_gc WHERE allocation_id = %s", (r["allocation_id"],))
+        lost = conn.execute(
+            "SELECT count(*) AS n FROM allocations WHERE task_id = %s AND exit_reason = %s",
+            (f"gc.{eid}", allocations.AGENT_LOST),
+        ).fetchone()
+        left = [
+            str(c["uuid"])
+            for c in conn.execute(
+                "SELECT uuid FROM checkpoints WHERE uuid = ANY(%s::uuid[]) AND state = ANY(%s)",
+                (r["uuids"], states.sources("checkpoint", DELETED)),
+            )
+        ]
+        if not left:
+            continue
+        if lost is not None and lost["n"] > MAX_LOST_RUNS:
+            states.record_event(
+                conn,
+                "experiment",
+                eid,
+                "checkpoint-gc-failed",
+                f"checkpoint GC lost its agent {lost['n']} times; {len(left)} checkpoints are"
+                " kept (det checkpoint delete asks again)",
+            )
+            continue
+        exp = {"id": eid, "job_id": r["job_id"], "resource_pool": r["resource_pool"]}
+        _queue_task(conn, st, exp, left, run=1)
 
 
 def _queue(
@@ -216,7 +261,7 @@ def container_spec(
     }
 
 
-def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None) -> None:
+def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason: str = "") -> None:
     row = conn.execute(
         "SELECT experiment_id, uuids FROM checkpoint_gc WHERE allocation_id = %s",
         (allocation_id,),
@@ -228,6 +273,14 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None) -> None
         states.checkpoints_deleted(conn, row["uuids"])
         states.record_event(
             conn, "experiment", eid, "checkpoint-gc", f"deleted {len(row['uuids'])} checkpoints"
+        )
+    elif reason == allocations.AGENT_LOST:  # it may not have run: _requeue_lost queues it again
+        states.record_event(
+            conn,
+            "experiment",
+            eid,
+            "checkpoint-gc",
+            "checkpoint GC interrupted: its agent was lost; it is queued again",
         )
     else:
         states.record_event(

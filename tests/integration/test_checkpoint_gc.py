@@ -181,3 +181,62 @@ def live_master_db(m: Master) -> str:
     import yaml
 
     return str(yaml.safe_load(m.config_file.read_text())["db"]["url"])
+
+
+def test_a_gc_whose_agent_is_lost_runs_again_on_another(live_master: Master, pg_url: str) -> None:
+    import threading
+
+    gc_held = threading.Event()
+
+    class Vanishing(SimAgent):
+        """Trains as usual, takes the GC task and then vanishes without running it."""
+
+        def _run(self, task: Any) -> None:
+            if task.spec.get("taskType") == "CHECKPOINT_GC":
+                gc_held.set()
+                task.killed.wait(120)
+                return
+            super()._run(task)
+
+    first = Vanishing(live_master.url, live_master.agent_token, "sim-vanishing").start()
+    try:
+        eid = create_and_complete(live_master, CONFIG)
+        wait_for(gc_held.is_set, 30, what="the GC task on the first agent")
+    finally:
+        first.stop()  # no more heartbeats: the master declares it lost
+
+    def lost_run_ended() -> bool:
+        with psycopg.connect(pg_url) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM allocations WHERE task_id = %s AND exit_reason = 'agent lost'",
+                (f"gc.{eid}",),
+            ).fetchone()
+        return bool(row and row[0] == 1)
+
+    wait_for(lost_run_ended, 60, what="the lost agent's GC run to end")
+    assert set(states_by_step(live_master, eid).values()) == {"STATE_COMPLETED"}  # not run yet
+    second = SimAgent(live_master.url, live_master.agent_token, "sim-after-loss").start()
+    try:
+        wait_for(
+            lambda: list(states_by_step(live_master, eid).values()).count("STATE_DELETED") == 3,
+            60,
+            what="the GC run again by the second agent",
+        )
+    finally:
+        second.stop()
+    assert states_by_step(live_master, eid)[8] == "STATE_COMPLETED"
+    with psycopg.connect(pg_url) as conn:
+        events = [
+            r[0]
+            for r in conn.execute(
+                "SELECT message FROM events WHERE entity = 'experiment' AND entity_id = %s"
+                " AND kind LIKE 'checkpoint-gc%%' ORDER BY id",
+                (str(eid),),
+            )
+        ]
+    assert events == [
+        "deleting 3 checkpoints",
+        "checkpoint GC interrupted: its agent was lost; it is queued again",
+        "deleting 3 checkpoints",
+        "deleted 3 checkpoints",
+    ]
