@@ -59,6 +59,11 @@ def launch(kind: TaskKind, body: Any, data: dict[str, Any] | None = None) -> Any
         return ntsc.get(conn, row["id"])
 
 
+def launched(noun: str, shown: Any, row: dict[str, Any]) -> dict[str, Any]:
+    """A Launch*Response: the task as its kind shows it, its config, no warnings."""
+    return {noun: shown, "config": wire.config(row), "warnings": []}
+
+
 def get(kind: str, task_id: str) -> dict[str, Any]:
     """The task's row (NotFound unless it is a task of ``kind``)."""
     with db() as conn:

@@ -11,7 +11,6 @@ from det.master.api import commands as common
 from det.master.api._common import db
 from det.master.api._contract import contract
 from det.master.expconf.task import TaskKind
-from det.master.schemas import commands as task_wire
 from det.master.schemas import d
 from det.master.schemas import notebooks as wire
 
@@ -52,12 +51,7 @@ def launch_notebook(body: d.v1LaunchNotebookRequest) -> Any:
             config = common.launch_config(conn, KIND, body)
         return {"notebook": None, "config": config, "warnings": []}
     row = common.launch(KIND, body)
-    out: d.v1LaunchNotebookResponse = {
-        "notebook": wire.notebook(row),
-        "config": task_wire.config(row),
-        "warnings": [],
-    }
-    return out
+    return common.launched("notebook", wire.notebook(row), row)
 
 
 common.task_routes(bp, KIND, "notebook", lambda row, _: wire.notebook(row))

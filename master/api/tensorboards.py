@@ -12,7 +12,6 @@ from det.master.api._common import db
 from det.master.api._contract import contract
 from det.master.errors import InvalidArgument
 from det.master.expconf.task import TaskKind
-from det.master.schemas import commands as task_wire
 from det.master.schemas import d
 from det.master.schemas import tensorboards as wire
 from det.master.services import tensorboards
@@ -32,12 +31,7 @@ def launch_tensorboard(body: d.v1LaunchTensorboardRequest) -> Any:
             conn, list(body.get("experimentIds") or []), list(body.get("trialIds") or [])
         )
     row = common.launch(KIND, body, data)
-    out: d.v1LaunchTensorboardResponse = {
-        "tensorboard": wire.tensorboard(row),
-        "config": task_wire.config(row),
-        "warnings": [],
-    }
-    return out
+    return common.launched("tensorboard", wire.tensorboard(row), row)
 
 
 common.task_routes(bp, KIND, "tensorboard", lambda row, _: wire.tensorboard(row))
