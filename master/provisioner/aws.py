@@ -307,6 +307,7 @@ class AwsProvider:
     @property
     def client(self) -> Any:
         if self._client is None:
+            # boto3 is the optional extra det[aws], needed only once an AWS pool calls EC2
             import boto3
             from botocore.config import Config
 
@@ -324,6 +325,7 @@ class AwsProvider:
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         """Run ``fn``, retrying named transient errors only."""
+        # boto3 is the optional extra det[aws] (see client)
         from botocore.exceptions import ConnectionError as BotoConnectionError
 
         attempt = 0

@@ -329,6 +329,7 @@ class GcpProvider:
 
     def _sdk(self) -> tuple[Any, Any]:
         if self._clients is None:
+            # the Google SDK is the optional extra det[gcp], needed only once a GCP pool calls it
             from google.api_core.client_options import ClientOptions
             from google.cloud import compute_v1
 
@@ -341,6 +342,7 @@ class GcpProvider:
         return self._clients
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
+        # det[gcp], optional (see _sdk)
         from google.api_core import exceptions
 
         for attempt in range(self._max_attempts):
@@ -358,6 +360,7 @@ class GcpProvider:
     # -- Provider ------------------------------------------------------------------------------
 
     def launch(self, option: LaunchOption, count: int) -> list[Instance]:
+        # det[gcp], optional (see _sdk)
         from google.api_core import exceptions
         from google.cloud import compute_v1
 
@@ -495,6 +498,7 @@ class GcpProvider:
         return found
 
     def terminate(self, instance_ids: list[str]) -> None:
+        # det[gcp], optional (see _sdk)
         from google.api_core import exceptions
 
         instances, _ = self._sdk()

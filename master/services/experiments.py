@@ -15,6 +15,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 from det.master import expconf, limits, states
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound, PayloadTooLarge
@@ -90,8 +92,6 @@ def parse_config(
 ) -> dict[str, Any]:
     """The resolved experiment config (a configuration template, then the cluster defaults,
     merged under it) or InvalidArgument."""
-    from det.master import expconf
-
     try:
         raw = expconf.load_yaml(config_text)
         raw.pop("template", None)  # the template's name: applied by the caller
@@ -211,8 +211,6 @@ def create(
 
 def _template_named_in(config_text: str) -> str | None:
     """``template:`` in the config names a configuration template too."""
-    from det.master import expconf
-
     try:
         raw = expconf.load_yaml(config_text)
     except expconf.ConfigError:
@@ -301,19 +299,13 @@ _SELECT = "SELECT " + _COLUMNS + _JOINS
 
 # What the wire needs of an experiment, for the reads that send it (GetExperiments,
 # GetExperiment): the JSON columns as text, passed to the client as they are (neither decoded
-# nor encoded in Python; see det.master.api._answers), what the answer reads inside the config
-# picked out here, and whether the config holds a secret to redact (then it is decoded).
+# nor encoded in Python; see det.master.api._answers), what the answer reads inside the config,
+# and whether the config holds a secret to redact (then it is decoded). The config's text, the
+# secret flag and the searcher's fields are generated columns (migration 0011), computed when
+# the config is written: a read converts no config from jsonb.
 _WIRE_COLUMNS = (
-    "e.id, e.name, e.description, e.labels::text AS labels_json, e.notes,"
-    " e.config::text AS config_json,"
-    # A registry_auth that may hold a secret is an object (the resolved config's default is a
-    # JSON null, which "IS NOT NULL" took for one: every listed config was decoded).
-    " (jsonb_typeof(e.config->'environment'->'registry_auth') = 'object'"
-    # Checkpoint storage credentials (S3, Azure) are hidden too (expconf.redact).
-    "  OR jsonb_typeof(e.config->'checkpoint_storage') = 'object' AND e.config->'checkpoint_storage'"
-    "   ?| array['access_key', 'secret_key', 'connection_string', 'credential']) AS config_secret,"
-    " e.config->'searcher'->>'name' AS searcher_name,"
-    " e.config->'searcher'->>'metric' AS searcher_metric_name,"
+    "e.id, e.name, e.description, e.labels::text AS labels_json, e.notes, e.config_json,"
+    " e.config_secret, e.searcher_name, e.searcher_metric_name,"
     " e.state, e.archived, e.owner_id, e.project_id, e.progress, e.created_at, e.ended_at"
 )
 _WIRE = _WIRE_COLUMNS + _JOINS
@@ -657,8 +649,6 @@ def continue_(
     and the same experiment and trial become ACTIVE again; the trial's next run resumes from its
     latest checkpoint (``DET_LATEST_CHECKPOINT``), as after a pause. The searcher, already done
     with its one trial, ends the experiment again when the trial exits."""
-    import yaml
-
     exp = _lock(conn, experiment_id)
     if exp["state"] not in states.TERMINAL:
         raise Conflict(
@@ -692,8 +682,6 @@ def continue_(
         )
     override: dict[str, Any] = {}
     if override_text and override_text.strip():
-        from det.master import expconf
-
         try:
             loaded = expconf.load_yaml(override_text)
         except expconf.ConfigError as e:

@@ -4,6 +4,8 @@ keep everyone but the master (and a shell's owner) out of them. See det.master.p
 
 from __future__ import annotations
 
+import hmac
+
 from det.common import ports
 from det.master import states
 from det.master.db import Conn
@@ -115,8 +117,6 @@ def sign(st: MasterState, task_id: str, user_id: int, expires: int, kind: str) -
 
 def verify(st: MasterState, value: str, task_id: str, kind: str, now: float) -> int | None:
     """The user a ``sign``ed value is for, if it is for this task and has not expired."""
-    import hmac
-
     parts = value.split(".")
     if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit():
         return None

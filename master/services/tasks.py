@@ -3,12 +3,15 @@ where they run, as ``GetTasks`` answers (``det task list``, ``det slot list``, `
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from det.master.db import Conn
+from det.master.errors import NotFound, PermissionDenied
 from det.master.schemas import d
+from det.master.schemas.notebooks import task
 from det.master.schemas.tasks import allocation_summary
-from det.master.services import ntsc
+from det.master.services import ntsc, task_services
 from det.master.state import MasterState
 
 
@@ -49,9 +52,6 @@ def ntsc_context(conn: Conn, task_id: str) -> bytes:
 
 def task_view(conn: Conn, task_id: str) -> d.v1Task:
     """Determined's ``GetTask``: a trial's, a checkpoint GC's or an interactive task's task."""
-    from det.master.errors import NotFound
-    from det.master.schemas.notebooks import task
-
     allocs = conn.execute(
         "SELECT * FROM allocations WHERE task_id = %s ORDER BY created_at DESC, id DESC",
         (task_id,),
@@ -85,11 +85,6 @@ def task_view(conn: Conn, task_id: str) -> d.v1Task:
 def proxy_ticket(conn: Conn, st: MasterState, task_id: str, user: Any) -> str:
     """A one-minute ticket to task ``task_id``'s proxied page for ``user`` (its owner or an
     admin: the proxy checks again when it is used)."""
-    import time
-
-    from det.master.errors import NotFound, PermissionDenied
-    from det.master.services import task_services
-
     row = conn.execute(
         "SELECT n.owner_id, u.username FROM ntsc_tasks n JOIN users u ON u.id = n.owner_id"
         " WHERE n.id = %s",
