@@ -30,7 +30,7 @@ from typing import Any
 from det.master import scheduler as sched
 from det.master import states
 from det.master.db import Conn
-from det.master.provisioner import cost, decider
+from det.master.provisioner import cost, decider, registry
 from det.master.provisioner.config import ProvisionerConfig, parse_provider_config
 from det.master.provisioner.provider import (
     Instance,
@@ -108,32 +108,7 @@ def build_provider(st: MasterState, pool: str, config: ProvisionerConfig) -> Pro
         "agent_token": st.agent_token,
         "extra_env": _agent_install_env(st, config),
     }
-    from det.master.provisioner.config import AwsProviderConfig
-
-    if isinstance(config, AwsProviderConfig):
-        from det.master.provisioner.aws import AwsProvider
-
-        return AwsProvider.for_pool(config, **common)
-    from det.master.provisioner.gcp_config import GcpProviderConfig
-
-    if isinstance(config, GcpProviderConfig):
-        from det.master.provisioner.gcp import GcpProvider
-
-        endpoint = (
-            config.endpoint_url.rstrip("/").removesuffix("/compute/v1")
-            if config.endpoint_url
-            else None
-        )
-        extra: dict[str, Any] = {}
-        if endpoint:
-            extra["api_endpoint"] = endpoint
-            if endpoint.startswith("http://"):
-                # A local emulator: google-auth would otherwise probe for real credentials.
-                from google.auth.credentials import AnonymousCredentials
-
-                extra["credentials"] = AnonymousCredentials()  # type: ignore[no-untyped-call]
-        return GcpProvider.for_pool(config, **common, **extra)
-    raise ValueError(f"provider.type: no provider for {config.type!r}")
+    return registry.build(config, common)
 
 
 def provider_for(
