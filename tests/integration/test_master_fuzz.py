@@ -214,7 +214,9 @@ def world(tmp_path_factory: pytest.TempPathFactory, pg_server: str) -> Iterator[
                 release.wait(0.2)
             return 0
         specs.append(spec)
-        release.wait(600)
+        # Held until the module ends, however long it takes (a 600 s limit ended the trial in
+        # the middle of a slow run, and its end moved the database under a refusal's check).
+        release.wait()
         return 0
 
     agent = SimAgent(m.url, m.agent_token, "sim-0", slots=1, train=hold).start()
