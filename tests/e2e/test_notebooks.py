@@ -183,9 +183,24 @@ def test_a_browser_runs_code_in_the_proxied_jupyterlab(one_slot: Cluster, page: 
     page.goto(f"{c.master.url}/proxy/{nid}/lab?det_ticket={ticket}")
     page.wait_for_url(f"**/proxy/{nid}/lab**")
     page.locator(".jp-LauncherCard[data-category='Notebook']").first.click()
+
+    def kernel_idle() -> bool:
+        # The new notebook's kernel has started (keys typed before then were lost on a busy
+        # machine, and Shift+Enter ran an empty cell).
+        r = plain().get(
+            f"{c.master.url}/proxy/{nid}/api/kernels",
+            headers={"Authorization": f"Bearer {c.master.token}"},
+            timeout=30,
+        )
+        return r.ok and any(k.get("execution_state") == "idle" for k in r.json())
+
+    wait_for(kernel_idle, 120, "the notebook's kernel to be idle")
     cell = page.locator(".jp-Notebook .jp-Cell").first
     cell.locator(".cm-content").click()
     page.keyboard.type("6*7")
+    wait_for(
+        lambda: cell.locator(".cm-content").inner_text().strip() == "6*7", 30, "the typed code"
+    )
     page.keyboard.press("Shift+Enter")
     out = page.locator(".jp-Notebook .jp-OutputArea-output").first
     out.wait_for()
