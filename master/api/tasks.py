@@ -29,6 +29,7 @@ from det.master.errors import InvalidArgument, NotFound
 from det.master.schemas import d
 from det.master.schemas import tasks as wire
 from det.master.services import preemption
+from det.master.services import task_logs as task_logs_svc
 from det.master.services import tasks as tasks_svc
 
 bp = Blueprint("tasks", __name__)
@@ -197,12 +198,8 @@ def post_logs(body: d.v1PostTaskLogsRequest) -> Any:
                 when,
             )
         )
-    with db() as conn, conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO task_logs (task_id, allocation_id, agent_id, container_id, rank_id, log, level, stdtype,"
-            " source, timestamp) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            rows,
-        )
+    with db() as conn:
+        task_logs_svc.insert(conn, rows)
     return {}
 
 

@@ -15,6 +15,27 @@ from det.master.schemas import logs as wire
 LogsParams = d.TaskLogsParams | d.TrialLogsParams
 
 
+def insert(conn: Conn, rows: list[tuple[Any, ...]]) -> None:
+    """Stores log lines, each ``(task_id, allocation_id, agent_id, container_id, rank_id, log,
+    level, stdtype, source, timestamp)``, in one statement. A container line the master already
+    holds (same container, Docker timestamp and text: an agent restarted between a post and
+    saving its cursor ships it again) is skipped; repeats inside one batch are separate lines
+    and all kept."""
+    if not rows:
+        return
+    conn.execute(
+        "INSERT INTO task_logs (task_id, allocation_id, agent_id, container_id, rank_id, log,"
+        " level, stdtype, source, timestamp)"
+        " SELECT v.* FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::int[],"
+        "  %s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[])"
+        "  AS v(task_id, allocation_id, agent_id, container_id, rank_id, log, level, stdtype,"
+        "  source, ts)"
+        " WHERE v.container_id IS NULL OR NOT EXISTS (SELECT 1 FROM task_logs t"
+        "  WHERE t.container_id = v.container_id AND t.timestamp = v.ts AND t.log = v.log)",
+        [list(c) for c in zip(*rows, strict=True)],
+    )
+
+
 def task_of_trial(conn: Conn, trial_id: int) -> str | None:
     """The task id of trial ``trial_id`` (its logs are its task's), None for no such trial."""
     row = conn.execute("SELECT task_id FROM trials WHERE id = %s", (trial_id,)).fetchone()

@@ -1,0 +1,53 @@
+"""A container's lines shipped again by a restarted agent are stored once."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+import requests
+
+from tests.integration.conftest import Master
+
+pytestmark = pytest.mark.integration
+
+
+def _line(text: str, ts: str, container: str | None = "c-reship") -> dict[str, object]:
+    return {
+        "taskId": "reship-task",
+        "allocationId": "reship-task.1",
+        "agentId": "a-1",
+        "containerId": container,
+        "log": text,
+        "timestamp": ts,
+        "source": "container",
+    }
+
+
+def test_a_reshipped_batch_is_stored_once_and_repeats_in_a_batch_are_kept(
+    live_master: Master, pg_url: str
+) -> None:
+    agent = requests.Session()
+    agent.headers["Authorization"] = f"Bearer {live_master.agent_token}"
+    first = [
+        _line("blank\n", "2026-11-25T10:00:00.000000001Z"),
+        _line("blank\n", "2026-11-25T10:00:00.000000001Z"),  # the same instant, twice: 2 lines
+        _line("step 50\n", "2026-11-25T10:00:01.5Z"),
+        _line("from the harness\n", "2026-11-25T10:00:01.5Z", container=None),
+    ]
+    # The agent died before saving its cursor: it ships the same lines again, and new ones.
+    again = [*first, _line("step 100\n", "2026-11-25T10:00:02Z")]
+    for batch in (first, again):
+        r = agent.post(f"{live_master.url}/api/v1/task/logs", json={"logs": batch}, timeout=30)
+        assert r.status_code == 200, r.text
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute(
+            "SELECT container_id, log FROM task_logs WHERE task_id = 'reship-task' ORDER BY id"
+        ).fetchall()
+    assert rows == [
+        ("c-reship", "blank\n"),
+        ("c-reship", "blank\n"),
+        ("c-reship", "step 50\n"),
+        (None, "from the harness\n"),
+        (None, "from the harness\n"),  # no container: nothing says it is the same line
+        ("c-reship", "step 100\n"),
+    ]
