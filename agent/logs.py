@@ -8,8 +8,9 @@ batch (the followers block on a bounded queue meanwhile; Docker keeps the lines 
 Restart safety: after each successful post the shipper records, per container, a `Cursor` (the
 last shipped Docker timestamp and how many lines carried exactly that timestamp) in a small
 JSON file. A follower started for an existing container (agent restart) asks Docker for logs
-`since` that timestamp and skips the lines already counted, so nothing is lost and nothing
-shipped twice (except lines posted in the instant between a post and its cursor write).
+`since` that timestamp and skips the lines already counted, so nothing is lost. Lines posted in
+the instant between a post and its cursor write are shipped again; the master skips a container
+line it already holds (same container, timestamp and text), so none is stored twice.
 """
 
 from __future__ import annotations
