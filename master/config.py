@@ -15,9 +15,10 @@ from typing import Any, Literal
 
 import pydantic
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from det.master.errors import MasterError
+from det.master.provisioner.config import ProvisionerConfig, parse_provider_config
 
 
 class ConfigError(MasterError, ValueError):
@@ -170,11 +171,21 @@ class ResourcePoolConfig(_Model):
     agent_reattach_enabled: bool = True
     agent_reconnect_wait: str = "25s"
     scheduler: SchedulerConfig | None = None
-    # The cloud provider block; validated by det.master.provisioner when the pool has one.
+    # The cloud provider block as written (``GET /api/v1/master/config`` shows it); parsed
+    # once, when the master config is, into :attr:`provider_config`.
     provider: dict[str, Any] | None = None
     task_container_defaults: dict[str, Any] | None = None
+    _provider_config: ProvisionerConfig | None = PrivateAttr(None)
 
     _tcd = field_validator("task_container_defaults")(_check_tcd)
+
+    @property
+    def provider_config(self) -> ProvisionerConfig | None:
+        """The parsed ``provider`` block (None for a static pool): what the provisioner, the
+        scheduler's never-fits check and the cost view read."""
+        if self.provider is not None and self._provider_config is None:
+            self._provider_config = parse_provider_config(self.provider)
+        return self._provider_config
 
 
 class TlsConfig(_Model):
@@ -257,6 +268,16 @@ class MasterConfig(_Model):
 
     _tcd = field_validator("task_container_defaults")(_check_tcd)
 
+    @model_validator(mode="after")
+    def _parse_providers(self) -> MasterConfig:
+        # Once, here: an invalid provider block stops the master at start-up, naming the field.
+        for i, pool in enumerate(self.resource_pools):
+            if pool.provider is not None:
+                pool._provider_config = parse_provider_config(
+                    pool.provider, path=f"resource_pools[{i}].provider"
+                )
+        return self
+
     def pool(self, name: str) -> ResourcePoolConfig | None:
         return next((p for p in self.resource_pools if p.pool_name == name), None)
 
@@ -323,6 +344,8 @@ def _format_error(err: pydantic.ValidationError) -> str:
         path = ".".join(str(p) for p in e["loc"])
         if e["type"] == "extra_forbidden":
             parts.append(f"unknown key '{path}'")
+        elif not path:  # a check of the whole config: its message names the key
+            parts.append(e["msg"].removeprefix("Value error, "))
         else:
             parts.append(f"{path}: {e['msg']}")
     return "invalid master config: " + "; ".join(parts)

@@ -34,6 +34,8 @@ class ControlLoop:
     def __init__(self, state: MasterState, stop: threading.Event) -> None:
         self.state = state
         self.stop = stop
+        # The provisioner's providers, cloud lists and recent events live as long as this loop.
+        self.provisioner = provisioning.Provisioner()
         self.passes: list[tuple[str, Callable[[], None]]] = [
             ("agents", self._agents_pass),
             ("searcher", self._searcher_pass),
@@ -115,7 +117,8 @@ class ControlLoop:
         self._tx(lambda c: scheduling.schedule_all(c, self.state))
 
     def _provisioner_pass(self) -> None:
-        provisioning.run_pass(self.state)  # makes cloud calls: opens its own short transactions
+        # Makes cloud calls: opens its own short transactions.
+        provisioning.run_pass(self.state, self.provisioner)
 
     def _experiments_pass(self) -> None:
         self._tx(lifecycle.experiments_pass)

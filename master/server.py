@@ -52,17 +52,6 @@ def _cluster_identity(conninfo: str, config: MasterConfig) -> tuple[str, str, st
     return cluster_id, token, token_secret
 
 
-def _check_providers(config: MasterConfig) -> None:
-    from det.master.provisioner.config import ProviderConfigError, parse_provider_config
-
-    for i, pool in enumerate(config.resource_pools):
-        if pool.provider is not None:
-            try:
-                parse_provider_config(pool.provider, path=f"resource_pools[{i}].provider")
-            except ProviderConfigError as e:
-                raise ConfigError(f"invalid master config: {e}") from None
-
-
 def prepare(config: MasterConfig) -> MasterState:
     """Everything before serving: fails with ConfigError on a config we cannot run with."""
     password = config.security.initial_user_password
@@ -71,7 +60,6 @@ def prepare(config: MasterConfig) -> MasterState:
             "security.initial_user_password is empty: set it (or DET_SECURITY_INITIAL_USER_PASSWORD);"
             " for local development only, security.allow_empty_initial_password: true"
         )
-    _check_providers(config)
     if config.security.tls.enabled:
         from det.master.tls import server_context
 

@@ -10,7 +10,6 @@ from det.master.api._common import Conn, db, state
 from det.master.api._contract import contract
 from det.master.errors import NotFound
 from det.master.provisioner import cost
-from det.master.provisioner.config import parse_provider_config
 from det.master.schemas import pools as wire
 from det.master.services import provisioning
 
@@ -56,8 +55,7 @@ def pool_cost(name: str) -> wire.PoolCostResponse:
     """What the pool's instances cost: the hourly rate now and this month's spend, per instance."""
     _check_pool(name)
     pool = state().config.pool(name)
-    raw = pool.provider if pool is not None else None
-    config = parse_provider_config(raw) if raw else None
+    config = pool.provider_config if pool is not None else None
     if config is None or config.cost is None or not config.cost.prices:
         raise NotFound(f"resource pool '{name}' has no prices (provider.cost.prices)")
     policy = config.cost.policy()

@@ -19,19 +19,18 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from det.master import scheduler as sched
 from det.master import states
 from det.master.db import Conn
-from det.master.provisioner import cost, decider, registry
-from det.master.provisioner.config import ProvisionerConfig, parse_provider_config
+from det.master.provisioner import bootstrap, cost, decider, registry
+from det.master.provisioner.config import ProvisionerConfig
 from det.master.provisioner.provider import (
     Instance,
     InstanceState,
@@ -64,19 +63,6 @@ JOB_EVENT_CODES = frozenset(
 # terminate always lists again first. Keeps the cloud's list API off the 0.5 s tick.
 LIST_SECONDS = 5.0
 
-_lock = threading.Lock()
-_providers: dict[tuple[str, str], Provider] = {}
-_listed: dict[str, tuple[float, tuple[Instance, ...]]] = {}
-_written: dict[tuple[str, str, str], tuple[str, dt.datetime]] = {}
-
-
-def reset() -> None:
-    """Forget everything held in memory, as a master restart does (tests)."""
-    with _lock:
-        _providers.clear()
-        _listed.clear()
-        _written.clear()
-
 
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
@@ -87,8 +73,6 @@ def _now() -> dt.datetime:
 
 def _agent_install_env(st: MasterState, config: ProvisionerConfig) -> dict[str, str]:
     """New agents install the master's own det wheel and trust the master's certificate."""
-    from det.master.provisioner import bootstrap
-
     cert_pem = None
     cert_path = st.config.security.tls.cert
     if cert_path:
@@ -100,7 +84,8 @@ def _agent_install_env(st: MasterState, config: ProvisionerConfig) -> dict[str, 
 
 
 def build_provider(st: MasterState, pool: str, config: ProvisionerConfig) -> Provider:
-    """The pool's provider, with the agent bootstrap pointing at this master."""
+    """The pool's provider (``registry.build``), with the agent bootstrap pointing at this
+    master."""
     common: dict[str, Any] = {
         "cluster_id": st.cluster_id,
         "pool": pool,
@@ -111,18 +96,64 @@ def build_provider(st: MasterState, pool: str, config: ProvisionerConfig) -> Pro
     return registry.build(config, common)
 
 
-def provider_for(
-    st: MasterState, pool: str, raw: dict[str, Any]
-) -> tuple[Provider, ProvisionerConfig]:
-    """Built once per process and pool (and rebuilt if the pool's config changes)."""
-    config = parse_provider_config(raw)
-    key = (pool, json.dumps(raw, sort_keys=True, default=str))
-    with _lock:
-        provider = _providers.get(key)
-        if provider is None:
-            provider = build_provider(st, pool, config)
-            _providers[key] = provider
-    return provider, config
+ProviderFactory = Callable[[MasterState, str, ProvisionerConfig], Provider]
+
+
+class Provisioner:
+    """What the provisioner pass keeps in memory between passes, owned by the control loop
+    that creates it (a new one is what a master restart gives): each pool's provider, built
+    once by ``factory`` (tests pass a fake cloud's), the cloud's last list of each pool, and
+    the events written lately (so an unchanged one is not written again within
+    :data:`EVENT_REPEAT`). Everything a decision needs across restarts is in the database."""
+
+    def __init__(self, factory: ProviderFactory = build_provider) -> None:
+        self.factory = factory
+        self._lock = threading.Lock()
+        self._providers: dict[str, tuple[ProvisionerConfig, Provider]] = {}
+        self._listed: dict[str, tuple[float, tuple[Instance, ...]]] = {}
+        self._written: dict[tuple[str, str, str], tuple[str, dt.datetime]] = {}
+
+    def provider(self, st: MasterState, pool: str, config: ProvisionerConfig) -> Provider:
+        """Built once per pool (and rebuilt if the pool's config is another one)."""
+        with self._lock:
+            held = self._providers.get(pool)
+            if held is None or held[0] != config:
+                held = (config, self.factory(st, pool, config))
+                self._providers[pool] = held
+        return held[1]
+
+    def instances(
+        self, provider: Provider, pool: str, fresh: bool
+    ) -> tuple[tuple[Instance, ...], bool]:
+        """The pool's instances, from a recent list unless ``fresh``; and whether it is new."""
+        cached = self._listed.get(pool)
+        if not fresh and cached is not None and time.monotonic() - cached[0] < LIST_SECONDS:
+            return cached[1], False
+        instances = tuple(provider.list_instances())  # a cloud call: no transaction open
+        self._listed[pool] = (time.monotonic(), instances)
+        return instances, True
+
+    def forget_list(self, pool: str) -> None:
+        """The next pass lists the pool's instances again (after acting on them)."""
+        self._listed.pop(pool, None)
+
+    def write_event(
+        self, conn: Conn, entity: str, entity_id: str, code: str, message: str, now: dt.datetime
+    ) -> bool:
+        """Record an event unless the same one was written less than :data:`EVENT_REPEAT`
+        ago."""
+        key = (entity, entity_id, code)
+        last = self._written.get(key)
+        if last is not None and last[0] == message and now - last[1] < EVENT_REPEAT:
+            return False
+        self._written[key] = (message, now)
+        states.record_event(conn, entity, entity_id, code, message)
+        return True
+
+    def prune(self, now: dt.datetime) -> None:
+        for key, (_, at) in list(self._written.items()):
+            if now - at >= EVENT_REPEAT:
+                del self._written[key]
 
 
 # -- load ----------------------------------------------------------------------------------
@@ -286,19 +317,6 @@ def sync_instances(conn: Conn, pool: str, instances: Iterable[Instance]) -> None
 # -- apply ---------------------------------------------------------------------------------
 
 
-def write_event(
-    conn: Conn, entity: str, entity_id: str, code: str, message: str, now: dt.datetime
-) -> bool:
-    """Record an event unless the same one was written less than :data:`EVENT_REPEAT` ago."""
-    key = (entity, entity_id, code)
-    last = _written.get(key)
-    if last is not None and last[0] == message and now - last[1] < EVENT_REPEAT:
-        return False
-    _written[key] = (message, now)
-    states.record_event(conn, entity, entity_id, code, message)
-    return True
-
-
 def _launch(
     st: MasterState,
     pool: str,
@@ -398,26 +416,18 @@ def _terminate(
         states.instances_terminating(conn, {iid: reasons[iid] for iid in ids})
 
 
-def _list(provider: Provider, pool: str, fresh: bool) -> tuple[tuple[Instance, ...], bool]:
-    """The pool's instances, from a recent list unless ``fresh``; and whether it is new."""
-    cached = _listed.get(pool)
-    if not fresh and cached is not None and time.monotonic() - cached[0] < LIST_SECONDS:
-        return cached[1], False
-    instances = tuple(provider.list_instances())  # a cloud call: no transaction open
-    _listed[pool] = (time.monotonic(), instances)
-    return instances, True
-
-
-def run_pool(st: MasterState, pool: str, raw: dict[str, Any]) -> decider.Decision:
+def run_pool(
+    st: MasterState, prov: Provisioner, pool: str, config: ProvisionerConfig
+) -> decider.Decision:
     """One provisioner pass over one pool."""
-    provider, config = provider_for(st, pool, raw)
+    provider = prov.provider(st, pool, config)
     pool_cfg = st.config.pool(pool)
     policy = config.scale_policy(
         max_aux_containers_per_agent=pool_cfg.max_aux_containers_per_agent if pool_cfg else 100
     )
     fresh = False
     while True:
-        instances, fresh = _list(provider, pool, fresh)
+        instances, fresh = prov.instances(provider, pool, fresh)
         now = _now()
         with st.pool.connection() as conn:
             if fresh:
@@ -437,34 +447,29 @@ def run_pool(st: MasterState, pool: str, raw: dict[str, Any]) -> decider.Decisio
             break
         fresh = True  # about to act: decide again on what the cloud says now
     if decision.terminations:
-        _listed.pop(pool, None)
+        prov.forget_list(pool)
         _terminate(st, pool, provider, decision.terminations)
     for order in decision.launches:
-        _listed.pop(pool, None)
+        prov.forget_list(pool)
         _launch(st, pool, provider, policy, order)
     if decision.events:
         with st.pool.connection() as conn:
             for event in decision.events:
-                write_event(conn, "pool", pool, event.code, event.message, now)
+                prov.write_event(conn, "pool", pool, event.code, event.message, now)
                 if event.code in JOB_EVENT_CODES:
                     for job_id in load.queued_jobs:
-                        write_event(conn, "job", job_id, event.code, event.message, now)
-    _prune(now)
+                        prov.write_event(conn, "job", job_id, event.code, event.message, now)
+    prov.prune(now)
     return decision
 
 
-def _prune(now: dt.datetime) -> None:
-    for key, (_, at) in list(_written.items()):
-        if now - at >= EVENT_REPEAT:
-            del _written[key]
-
-
-def run_pass(st: MasterState) -> None:
+def run_pass(st: MasterState, prov: Provisioner) -> None:
     """Every pool with a ``provider`` block; a failing pool does not hold up the others."""
     for p in st.config.resource_pools:
-        if not p.provider:
+        config = p.provider_config
+        if config is None:
             continue
         try:
-            run_pool(st, p.pool_name, p.provider)
+            run_pool(st, prov, p.pool_name, config)
         except Exception:
             logger.exception("provisioner pass failed for pool %s", p.pool_name)

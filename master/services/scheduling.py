@@ -150,12 +150,11 @@ def refuse_if_never_fits(
         )
     ]
     growth = None
-    if not agent_slots and not cfg.provider:
+    provider = cfg.provider_config
+    if not agent_slots and provider is None:
         return  # a static pool whose agents have not registered yet: the job waits for them
-    if cfg.provider:
-        from det.master.provisioner.config import parse_provider_config
-
-        policy = parse_provider_config(cfg.provider).scale_policy()
+    if provider is not None:
+        policy = provider.scale_policy()
         growth = (policy.max_instances, max((o.slots for o in policy.options), default=0))
     reason = sched.can_ever_fit(slots, tuple(agent_slots), growth)
     if reason:

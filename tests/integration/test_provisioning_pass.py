@@ -86,18 +86,24 @@ def st(pg_url: str, provider_config: dict[str, Any]) -> Iterator[MasterState]:
     )
     with pool.connection() as conn:
         conn.execute("INSERT INTO users (username, password_hash) VALUES ('u', 'x')")
-    provisioning.reset()
     yield MasterState(cfg, pool, "cluster-1", "agent-tok", "secret", "master-1")
-    provisioning.reset()
     pool.close()
 
 
 @pytest.fixture
-def cloud(st: MasterState, provider_config: dict[str, Any]) -> RecordingProvider:
-    provider = RecordingProvider()
-    key = (POOL, json.dumps(provider_config, sort_keys=True, default=str))
-    provisioning._providers[key] = provider  # the pass's per-process provider cache
-    return provider
+def cloud() -> RecordingProvider:
+    return RecordingProvider()
+
+
+def provisioner(cloud: RecordingProvider) -> provisioning.Provisioner:
+    """What a control loop holds between passes, building every pool's provider as ``cloud``;
+    a new one is what a master restart gives."""
+    return provisioning.Provisioner(factory=lambda st, pool, config: cloud)
+
+
+@pytest.fixture
+def prov(cloud: RecordingProvider) -> provisioning.Provisioner:
+    return provisioner(cloud)
 
 
 def pending(st: MasterState, job: str, slots: int = 1, n: int = 1) -> None:
@@ -150,13 +156,13 @@ def events(st: MasterState, entity: str, entity_id: str) -> list[tuple[str, str]
 
 
 def test_demand_launches_once_and_starting_instances_count(
-    st: MasterState, cloud: RecordingProvider
+    st: MasterState, cloud: RecordingProvider, prov: provisioning.Provisioner
 ) -> None:
     pending(st, "job-a", n=3)
-    provisioning.run_pass(st)
+    provisioning.run_pass(st, prov)
     assert cloud.launches == [("m5.large", 2)]  # three requests, capped at max_instances=2
-    provisioning.run_pass(st)
-    provisioning.run_pass(st)
+    provisioning.run_pass(st, prov)
+    provisioning.run_pass(st, prov)
     assert cloud.launches == [("m5.large", 2)]  # the two starting machines are not relaunched
     with st.pool.connection() as conn:
         rows = conn.execute("SELECT id, option_index, state FROM instances").fetchall()
@@ -171,30 +177,29 @@ def test_demand_launches_once_and_starting_instances_count(
 
 
 def test_capacity_error_falls_back_and_the_backoff_survives_a_restart(
-    st: MasterState, cloud: RecordingProvider
+    st: MasterState, cloud: RecordingProvider, prov: provisioning.Provisioner
 ) -> None:
     cloud.refuse["m5.large"] = "InsufficientInstanceCapacity"
     pending(st, "job-a")
-    provisioning.run_pass(st)
+    provisioning.run_pass(st, prov)
     assert cloud.launches == [("m5.large", 1)]
-    provisioning.run_pass(st)
+    provisioning.run_pass(st, prov)
     assert cloud.launches[-1] == ("m5.xlarge", 1)
     with st.pool.connection() as conn:
         (err,) = conn.execute("SELECT option_index, code, capacity FROM launch_errors").fetchall()
     assert err == {"option_index": 0, "code": "InsufficientInstanceCapacity", "capacity": True}
 
     # A master restart: nothing in memory; more work arrives within the 10 s backoff.
-    provisioning.reset()
-    provisioning._providers[(POOL, json.dumps(PROVIDER, sort_keys=True, default=str))] = cloud
+    prov = provisioner(cloud)
     pending(st, "job-b")
-    provisioning.run_pass(st)
+    provisioning.run_pass(st, prov)
     assert cloud.launches[-1] == ("m5.xlarge", 1)
     assert ("m5.large", 1) not in cloud.launches[1:]
     assert any(k == "fallback" for k, _ in events(st, "job", "job-b"))
 
 
 def test_idle_agents_past_the_period_are_terminated_and_busy_ones_kept(
-    st: MasterState, cloud: RecordingProvider
+    st: MasterState, cloud: RecordingProvider, prov: provisioning.Provisioner
 ) -> None:
     idle, busy = (i.id for i in cloud.launch(LaunchOption("m5.large", slots=1), 2))
     agent(st, idle, registered_ago=60)
@@ -204,7 +209,7 @@ def test_idle_agents_past_the_period_are_terminated_and_busy_ones_kept(
         conn.execute(
             "UPDATE allocations SET state = 'RUNNING', placement = %s", (json.dumps({busy: ["0"]}),)
         )
-    provisioning.run_pass(st)
+    provisioning.run_pass(st, prov)
     assert cloud.terminated == [idle]
     with st.pool.connection() as conn:
         draining = conn.execute("SELECT id FROM agents WHERE draining").fetchall()
@@ -214,7 +219,7 @@ def test_idle_agents_past_the_period_are_terminated_and_busy_ones_kept(
 
 
 def test_an_agent_idle_for_less_than_the_period_stays(
-    st: MasterState, cloud: RecordingProvider
+    st: MasterState, cloud: RecordingProvider, prov: provisioning.Provisioner
 ) -> None:
     (inst,) = cloud.launch(LaunchOption("m5.large", slots=1), 1)
     agent(st, inst.id, registered_ago=60)
@@ -226,16 +231,16 @@ def test_an_agent_idle_for_less_than_the_period_stays(
             " ended_at = now() - interval '5 seconds'",
             (json.dumps({inst.id: ["0"]}),),
         )
-    provisioning.run_pass(st)
+    provisioning.run_pass(st, prov)
     assert cloud.terminated == []
 
 
 def test_waiting_events_go_to_the_pool_and_the_job_once(
-    st: MasterState, cloud: RecordingProvider
+    st: MasterState, cloud: RecordingProvider, prov: provisioning.Provisioner
 ) -> None:
     pending(st, "job-wide", slots=4)  # 4 one-slot machines needed, max_instances=2
     for _ in range(3):
-        provisioning.run_pass(st)
+        provisioning.run_pass(st, prov)
     assert cloud.launches == []
     pool_events = [k for k, _ in events(st, "pool", POOL)]
     job_events = events(st, "job", "job-wide")
@@ -245,27 +250,27 @@ def test_waiting_events_go_to_the_pool_and_the_job_once(
 
 
 def test_a_fresh_list_is_taken_only_before_acting(
-    st: MasterState, cloud: RecordingProvider
+    st: MasterState, cloud: RecordingProvider, prov: provisioning.Provisioner
 ) -> None:
-    provisioning.run_pass(st)
-    provisioning.run_pass(st)
+    provisioning.run_pass(st, prov)
+    provisioning.run_pass(st, prov)
     assert cloud.lists == 1  # nothing to do: the cached list serves
     pending(st, "job-a")
-    provisioning.run_pass(st)
+    provisioning.run_pass(st, prov)
     assert cloud.lists == 2 and cloud.launches == [("m5.large", 1)]
 
 
 def test_an_instance_the_cloud_no_longer_lists_is_recorded_as_ended(
-    st: MasterState, cloud: RecordingProvider
+    st: MasterState, cloud: RecordingProvider, prov: provisioning.Provisioner
 ) -> None:
     pending(st, "job-a")
-    provisioning.run_pass(st)
+    provisioning.run_pass(st, prov)
     (iid,) = cloud.instances
     cloud.instances.clear()  # the cloud took it (a spot reclaim)
-    provisioning._listed.clear()  # as after LIST_SECONDS
+    prov.forget_list(POOL)  # as after LIST_SECONDS
     with st.pool.connection() as conn:
         conn.execute("UPDATE allocations SET state = 'TERMINATED', ended_at = now()")
-    provisioning.run_pass(st)
+    provisioning.run_pass(st, prov)
     with st.pool.connection() as conn:
         row = conn.execute(
             "SELECT state, terminated_at FROM instances WHERE id = %s", (iid,)
@@ -273,11 +278,13 @@ def test_an_instance_the_cloud_no_longer_lists_is_recorded_as_ended(
     assert row is not None and row["state"] == "terminated" and row["terminated_at"] is not None
 
 
-def test_job_list_says_why_a_queued_job_waits(st: MasterState, cloud: RecordingProvider) -> None:
+def test_job_list_says_why_a_queued_job_waits(
+    st: MasterState, cloud: RecordingProvider, prov: provisioning.Provisioner
+) -> None:
     from det.master.services import jobs
 
     experiment_job(st, "job-wide", slots=4)
-    provisioning.run_pass(st)
+    provisioning.run_pass(st, prov)
     with st.pool.connection() as conn:
         listed = jobs.list_jobs(conn, st, POOL, False)
     assert [j["id"] for j in listed] == ["job-wide"]
@@ -294,14 +301,14 @@ COSTED = {
 
 @pytest.mark.parametrize("provider_config", [COSTED])
 def test_the_hourly_cost_cap_holds_launches_and_the_job_says_why(
-    st: MasterState, cloud: RecordingProvider
+    st: MasterState, cloud: RecordingProvider, prov: provisioning.Provisioner
 ) -> None:
     from det.master.services import jobs
 
     experiment_job(st, "job-many", n=4)
-    provisioning.run_pass(st)
+    provisioning.run_pass(st, prov)
     assert cloud.launches == [("m5.large", 2)]  # 0.25 $/h allows two at 0.1 $/h
-    provisioning.run_pass(st)
+    provisioning.run_pass(st, prov)
     assert cloud.launches == [("m5.large", 2)]  # the two running ones use the budget
     caps = [m for k, m in events(st, "pool", POOL) if k == "cost-cap"]
     assert caps and "max_hourly_cost=$0.25/h allows 2" in caps[0]
@@ -318,7 +325,9 @@ BUDGETED = {
 
 
 @pytest.mark.parametrize("provider_config", [BUDGETED])
-def test_a_spent_monthly_budget_stops_launches(st: MasterState, cloud: RecordingProvider) -> None:
+def test_a_spent_monthly_budget_stops_launches(
+    st: MasterState, cloud: RecordingProvider, prov: provisioning.Provisioner
+) -> None:
     # An instance that ran for the last hour at 0.1 $/h: far past a 0.0001 $ budget (which
     # 3.6 s of this month already reach).
     with st.pool.connection() as conn:
@@ -329,7 +338,7 @@ def test_a_spent_monthly_budget_stops_launches(st: MasterState, cloud: Recording
             (POOL,),
         )
     pending(st, "job-a")
-    provisioning.run_pass(st)
+    provisioning.run_pass(st, prov)
     assert cloud.launches == []
     (message,) = [m for k, m in events(st, "pool", POOL) if k == "budget-spent"]
     assert "monthly_budget $0.0001" in message and "no launches until" in message
@@ -340,7 +349,7 @@ STARTING_SOON = {**PROVIDER, "max_agent_starting_period": "2s"}
 
 @pytest.mark.parametrize("provider_config", [STARTING_SOON])
 def test_instances_whose_agent_never_starts_back_off_and_the_job_says_why(
-    st: MasterState, cloud: RecordingProvider
+    st: MasterState, cloud: RecordingProvider, prov: provisioning.Provisioner
 ) -> None:
     """The fake cloud's instances run but never start an agent: the instance is terminated,
     the failure is stored (a restart keeps the backoff), nothing is relaunched while the
@@ -357,22 +366,21 @@ def test_instances_whose_agent_never_starts_back_off_and_the_job_says_why(
                 "UPDATE instances SET launched_at = launched_at - make_interval(secs => %s)",
                 (seconds,),
             )
-        provisioning._listed.clear()
+        prov.forget_list(POOL)
 
     experiment_job(st, "job-a")
-    provisioning.run_pass(st)
+    provisioning.run_pass(st, prov)
     assert cloud.launches == [("m5.large", 1)]
     (first,) = cloud.instances
     age_instances(3)  # past max_agent_starting_period, no agent
-    provisioning.run_pass(st)
+    provisioning.run_pass(st, prov)
     assert cloud.terminated == [first]
     assert cloud.launches == [("m5.large", 1)]  # no replacement in the same pass
 
     # A master restart: the failure comes back from the database and still holds launches.
-    provisioning.reset()
-    provisioning._providers[(POOL, json.dumps(STARTING_SOON, sort_keys=True, default=str))] = cloud
+    prov = provisioner(cloud)
     for _ in range(3):
-        provisioning.run_pass(st)
+        provisioning.run_pass(st, prov)
     assert cloud.launches == [("m5.large", 1)]
     with st.pool.connection() as conn:
         row = conn.execute("SELECT reason FROM instances WHERE id = %s", (first,)).fetchone()
@@ -388,15 +396,15 @@ def test_instances_whose_agent_never_starts_back_off_and_the_job_says_why(
     # now waits twice as long.
     with st.pool.connection() as conn:
         conn.execute("UPDATE instances SET terminated_at = terminated_at - interval '3 seconds'")
-    provisioning.run_pass(st)
+    provisioning.run_pass(st, prov)
     assert cloud.launches == [("m5.large", 1)] * 2
     (second,) = cloud.instances
     age_instances(3)
-    provisioning.run_pass(st)
+    provisioning.run_pass(st, prov)
     assert cloud.terminated == [first, second]
     with st.pool.connection() as conn:
         conn.execute("UPDATE instances SET terminated_at = terminated_at - interval '3 seconds'")
-    provisioning.run_pass(st)
+    provisioning.run_pass(st, prov)
     assert len(cloud.launches) == 2  # 3 s after the second failure: it waits 4 s now
     (listed,) = (jobs.job_json(j) for j in _jobs(st))
     assert "(2 of the last 2 launch failures)" in listed["pendingReason"]
@@ -406,7 +414,7 @@ def test_instances_whose_agent_never_starts_back_off_and_the_job_says_why(
     agent(st, second)
     with st.pool.connection() as conn:
         conn.execute("UPDATE agents SET connected = false WHERE id = %s", (second,))
-    provisioning.run_pass(st)
+    provisioning.run_pass(st, prov)
     assert len(cloud.launches) == 3
 
 
@@ -415,3 +423,25 @@ def _jobs(st: MasterState) -> list[dict[str, Any]]:
 
     with st.pool.connection() as conn:
         return jobs.list_jobs(conn, st, POOL, False)
+
+
+def test_the_loop_state_builds_each_pools_provider_once(
+    st: MasterState, cloud: RecordingProvider
+) -> None:
+    """The providers live in the Provisioner the control loop holds: built on a pool's first
+    pass from the master config's parsed provider block, kept for the next passes; a new
+    Provisioner (a master restart) builds again."""
+    built: list[tuple[str, Any]] = []
+
+    def factory(_st: MasterState, pool: str, config: Any) -> RecordingProvider:
+        built.append((pool, config))
+        return cloud
+
+    prov = provisioning.Provisioner(factory=factory)
+    for _ in range(3):
+        provisioning.run_pass(st, prov)
+    pool_cfg = st.config.pool(POOL)
+    assert pool_cfg is not None
+    assert built == [(POOL, pool_cfg.provider_config)]
+    provisioning.run_pass(st, provisioning.Provisioner(factory=factory))
+    assert len(built) == 2

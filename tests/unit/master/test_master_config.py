@@ -73,3 +73,32 @@ def test_registry_password_comes_from_the_environment_and_stays_hidden() -> None
     }
     assert cfg.task_container_defaults["image"] == {"cpu": "r.example.com/t:1"}
     assert "reg-s3cret" not in str(cfg.redacted())
+
+
+AWS_POOL = {"type": "aws", "image_id": "ami-1", "instance_type": "m5.large", "max_instances": 3}
+
+
+def test_a_pools_provider_block_is_parsed_once_with_the_master_config() -> None:
+    cfg = parse_config(
+        {"resource_pools": [{"pool_name": "static"}, {"pool_name": "c", "provider": AWS_POOL}]},
+        env={},
+    )
+    static, cloud = cfg.resource_pools
+    assert static.provider_config is None
+    parsed = cloud.provider_config
+    assert parsed is not None and parsed.max_instances == 3
+    assert cloud.provider_config is parsed  # the same model for every reader, not re-parsed
+    assert cfg.redacted()["resource_pools"][1]["provider"] == AWS_POOL  # shown as written
+
+
+def test_a_bad_provider_block_stops_the_config_naming_the_pool_and_field() -> None:
+    bad = {**AWS_POOL, "max_instances": -1}
+    with pytest.raises(ConfigError) as e:
+        parse_config(
+            {"resource_pools": [{"pool_name": "a"}, {"pool_name": "b", "provider": bad}]}, env={}
+        )
+    assert str(e.value).startswith(
+        "invalid master config: resource_pools[1].provider.max_instances"
+    )
+    with pytest.raises(ConfigError, match=r"resource_pools\[0\]\.provider\.type: required"):
+        parse_config({"resource_pools": [{"pool_name": "a", "provider": {}}]}, env={})
