@@ -7,7 +7,8 @@ encoded again. :func:`answer` encodes the rest with orjson.
 :func:`answer` with ``etag=True`` makes the read conditional: the answer carries a weak ETag
 (a hash of its body) and a request whose ``If-None-Match`` names it gets ``304 Not Modified``
 with no body. The body is still built (the hash is of it), so a 304 saves the network and the
-client's parsing, not the master's query.
+client's parsing, not the master's query; a read whose rendered page is kept
+(:mod:`det.master.listcache`) answers from the kept page and its ETag without building it.
 
 orjson writes a non-finite float as ``null`` where the standard encoder wrote ``NaN``; the
 values these reads send come from jsonb (which holds no non-finite number: det stores them as
@@ -21,6 +22,8 @@ from typing import Any
 
 import orjson
 from flask import Response, request
+
+from det.master.listcache import Page
 
 _OPTIONS = orjson.OPT_NON_STR_KEYS
 
@@ -43,12 +46,22 @@ def answer(value: Any, *, etag: bool = False, status: int = 200) -> Response:
     body = orjson.dumps(value, option=_OPTIONS)
     if not etag:
         return Response(body, status=status, mimetype="application/json")
-    tag = etag_of(body)
-    if _matches(request.headers.get("If-None-Match"), tag):
+    return conditional(Page(body, etag_of(body)), status=status)
+
+
+def render(value: Any) -> Page:
+    """``value``'s JSON body and its ETag, to answer with :func:`conditional` (now or later)."""
+    body = orjson.dumps(value, option=_OPTIONS)
+    return Page(body, etag_of(body))
+
+
+def conditional(page: Page, *, status: int = 200) -> Response:
+    """``page`` as a conditional answer: 304 with no body when ``If-None-Match`` names its ETag."""
+    if _matches(request.headers.get("If-None-Match"), page.etag):
         resp = Response(status=304)
     else:
-        resp = Response(body, status=status, mimetype="application/json")
-    resp.headers["ETag"] = tag
+        resp = Response(page.body, status=status, mimetype="application/json")
+    resp.headers["ETag"] = page.etag
     # The answer depends on who asks (what they may see): shared caches must not reuse it.
     resp.headers["Cache-Control"] = "private, no-cache"
     return resp

@@ -7,9 +7,9 @@ from typing import Any
 
 from flask import Blueprint, Response
 
-from det.master import limits
+from det.master import limits, listcache
 from det.master.api import _access
-from det.master.api._answers import answer
+from det.master.api._answers import answer, conditional, render
 from det.master.api._common import (
     TASK,
     USER,
@@ -24,6 +24,7 @@ from det.master.api._common import (
 from det.master.api._contract import contract
 from det.master.errors import InvalidArgument, NotFound, PermissionDenied, Unimplemented
 from det.master.expconf import redact
+from det.master.listcache import Page
 from det.master.schemas import d
 from det.master.schemas import experiments as wire
 from det.master.schemas import trials as trial_wire
@@ -71,42 +72,63 @@ def create(body: d.v1CreateExperimentRequest) -> Any:
     return out
 
 
+# Sort keys whose order follows rows the list's version does not track (the ingest writes them).
+_UNCACHED_SORTS = frozenset(
+    {"SORT_BY_SEARCHER_METRIC_VAL", "SORT_BY_CHECKPOINT_SIZE", "SORT_BY_CHECKPOINT_COUNT"}
+)
+
+
 @bp.get("/api/v1/experiments")
 @contract("GetExperiments")
 def list_(params: d.GetExperimentsParams) -> Response:
-    """A page of experiments (conditional: see :func:`det.master.api._answers.answer`)."""
+    """A page of experiments (conditional: see :func:`det.master.api._answers.answer`). A page
+    already rendered by this process is answered again while the list's version is unchanged
+    (:mod:`det.master.listcache`): one short statement, no rows, no encoding."""
+    key = None if params.get("sortBy") in _UNCACHED_SORTS else listcache.key_of(params)
+    with reads() as conn:
+        held = listcache.version(conn, "experiments") if key is not None else ""
+        if key is not None:
+            page = listcache.EXPERIMENTS.get(key, held)
+            if page is not None:
+                return conditional(page)
+        page = _list_page(conn, params)
+    if key is not None:
+        listcache.EXPERIMENTS.put(key, held, page)
+    return conditional(page)
+
+
+def _list_page(conn: Any, params: d.GetExperimentsParams) -> Page:
     st_filter = [s.removeprefix("STATE_") for s in params.get("states") or []]
     offset = params.get("offset") or 0
     limit = params.get("limit") or 0
-    with reads() as conn:
-        rows, total = svc.list_(
-            conn,
-            archived=params.get("archived"),
-            states_in=st_filter or None,
-            users_in=params.get("users") or None,
-            name=params.get("name"),
-            order_desc=params.get("orderBy") == "ORDER_BY_DESC",
-            offset=offset,
-            limit=limit,
-            project_id=params.get("projectId"),
-            sort_by=params.get("sortBy") or "SORT_BY_ID",
-            description=params.get("description"),
-            labels=params.get("labels") or None,
-            user_ids=params.get("userIds") or None,
-            ids=svc.IdFilter(
-                gt=params.get("experimentIdFilter.gt"),
-                gte=params.get("experimentIdFilter.gte"),
-                lt=params.get("experimentIdFilter.lt"),
-                lte=params.get("experimentIdFilter.lte"),
-                incl=params.get("experimentIdFilter.incl"),
-                not_in=params.get("experimentIdFilter.notIn"),
-            ),
-        )
+    rows, total = svc.list_(
+        conn,
+        archived=params.get("archived"),
+        states_in=st_filter or None,
+        users_in=params.get("users") or None,
+        name=params.get("name"),
+        order_desc=params.get("orderBy") == "ORDER_BY_DESC",
+        offset=offset,
+        limit=limit,
+        project_id=params.get("projectId"),
+        sort_by=params.get("sortBy") or "SORT_BY_ID",
+        description=params.get("description"),
+        labels=params.get("labels") or None,
+        user_ids=params.get("userIds") or None,
+        ids=svc.IdFilter(
+            gt=params.get("experimentIdFilter.gt"),
+            gte=params.get("experimentIdFilter.gte"),
+            lt=params.get("experimentIdFilter.lt"),
+            lte=params.get("experimentIdFilter.lte"),
+            incl=params.get("experimentIdFilter.incl"),
+            not_in=params.get("experimentIdFilter.notIn"),
+        ),
+    )
     out: d.v1GetExperimentsResponse = {
         "experiments": [wire.listed(r) for r in rows],
         "pagination": pagination(offset, limit, total),
     }
-    return answer(out, etag=True)
+    return render(out)
 
 
 @bp.get("/api/v1/experiments/<int:experiment_id>")

@@ -1,0 +1,99 @@
+"""Rendered pages of a list kept per API process while a version in the database says the list
+is unchanged.
+
+The WebUI and the CLI poll the experiment list; most polls find it as it was. Building a page
+costs the list's statement (joins, a count, 20 rows) and turning its rows into JSON; checking
+whether anything the list shows changed costs one read of a one-row table.
+
+**Validity, across processes and masters.** ``list_versions`` holds, per list, the id of the
+last transaction that changed anything the list shows: triggers (migration 0013) write it in
+that transaction, at its commit, so the new version becomes visible to other connections exactly
+when the change does. Transaction ids never repeat, so a version names one committed state of
+the list's data. A page is stored under the version read *before* its rows were read (so the
+page is at least as new as its version) and served only to a request whose own read of the
+version, a new statement, finds the same value. A write committed and answered by any process
+of any master is therefore seen by the very next request anywhere: its commit changed the
+version before its answer was sent.
+
+**Who may see a page.** A page depends on the request's validated query and nothing else: every
+user reads every experiment (:mod:`det.master.api._access`). Reads that sort by values the
+metric ingest changes (a trial's best metric, checkpoint sizes) are not cached: the triggers do
+not follow those tables, so that the ingest writes no shared row.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
+from typing import Any, NamedTuple
+
+from det.master.db import Conn
+
+
+class Page(NamedTuple):
+    """A rendered answer: its JSON body and the ETag of that body."""
+
+    body: bytes
+    etag: str
+
+
+def version(conn: Conn, name: str) -> str:
+    """The list's current version (one short statement; opaque, compared for equality)."""
+    row = conn.execute(
+        "SELECT version::text AS v FROM list_versions WHERE name = %s", (name,)
+    ).fetchone()
+    # No row (a database before migration 0013 cannot be served by this code): nothing matches.
+    return str(row["v"]) if row else ""
+
+
+class ListCache:
+    """A least-recently-used map of request key -> (version, page), bounded in bytes."""
+
+    def __init__(self, max_bytes: int = 32 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[Hashable, tuple[str, Page]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, held: str) -> Page | None:
+        """The page stored for ``key`` under version ``held``, if any."""
+        if not held:
+            return None
+        with self._lock:
+            entry = self._items.get(key)
+            if entry is None:
+                return None
+            if entry[0] != held:
+                self._drop(key)  # its version is gone for good: ids are not reused
+                return None
+            self._items.move_to_end(key)
+            return entry[1]
+
+    def put(self, key: Hashable, held: str, page: Page) -> None:
+        size = len(page.body)
+        if not held or size > self.max_bytes // 8:
+            return
+        with self._lock:
+            self._drop(key)
+            self._items[key] = (held, page)
+            self._bytes += size
+            while self._bytes > self.max_bytes and self._items:
+                self._drop(next(iter(self._items)))
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def _drop(self, key: Hashable) -> None:
+        entry = self._items.pop(key, None)
+        if entry is not None:
+            self._bytes -= len(entry[1].body)
+
+
+def key_of(params: Any) -> Hashable:
+    """A hashable key of a request's validated query parameters (lists as tuples)."""
+    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in params.items()))
+
+
+# One per process (the API processes are forked before they serve).
+EXPERIMENTS = ListCache()
