@@ -1,4 +1,6 @@
-"""``det deploy local|aws|gcp``: the commands live with their programs in ``det.deploy``."""
+"""The ``det`` CLI's ``deploy`` noun: only registers ``det deploy local|aws|gcp``; the commands
+(flags, dispatch, programs) live in ``det.deploy``: ``deploy/local/`` and, for the clouds,
+``deploy/clouds.py``."""
 
 from __future__ import annotations
 
@@ -19,6 +21,6 @@ def register(nouns: Any, aliases: dict[str, list[str]], full: bool = True) -> No
         local = None  # type: ignore[assignment]
     if local is not None and hasattr(local, "add_parsers"):
         local.add_parsers(sub)
-    from det.deploy.cli import add_parsers as add_clouds
+    from det.deploy.clouds import add_parsers as add_clouds
 
     add_clouds(sub)

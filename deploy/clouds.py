@@ -1,4 +1,6 @@
-"""``det deploy aws|gcp up|down|list``: flags (Determined's names and defaults) and dispatch.
+"""``det deploy aws|gcp up|down|list``: the cloud commands' flags (Determined's names and
+defaults) and dispatch (``det deploy local`` is ``deploy/local/``; ``cli/deploy.py`` adds both
+to the ``det`` CLI).
 
 Integration with the ``det`` CLI: call :func:`add_parsers` with the ``deploy`` noun's
 subparsers; each leaf parser gets ``func=handle`` (``handle(args) -> int`` exit code). On its

@@ -13,8 +13,8 @@ from det.master.api import _common, _unbuilt, _wirelog
 from det.master.api._admission import Admission, Limits
 from det.master.authcache import SessionCache
 from det.master.errors import APIError, TooManyRequests, Unimplemented
+from det.master.handles import MasterState
 from det.master.services import users
-from det.master.state import MasterState
 
 logger = logging.getLogger(__name__)
 

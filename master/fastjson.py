@@ -42,7 +42,7 @@ def dumps(value: Any, *, finite: bool) -> str:
     try:  # usually there are none after all: the C encoder finds out without a Python walk
         return json.dumps(value, allow_nan=False)
     except ValueError:
-        return json.dumps(cleaned(value), allow_nan=False)
+        return json.dumps(encodable(value), allow_nan=False)
 
 
 def fragment(text: str | None, default: str = "null") -> orjson.Fragment:
@@ -51,17 +51,19 @@ def fragment(text: str | None, default: str = "null") -> orjson.Fragment:
     return orjson.Fragment(text if text is not None else default)
 
 
-def clean(value: Any) -> Any:
-    """One value with a non-finite float replaced by its string."""
+def encodable_scalar(value: Any) -> Any:
+    """One scalar made strict-JSON encodable: a non-finite float becomes its string, anything
+    else is returned as it is (lists and dicts too: :func:`encodable` walks those)."""
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     return value
 
 
-def cleaned(value: Any) -> Any:
-    """``value`` with every non-finite float, however deep, replaced by its string."""
+def encodable(value: Any) -> Any:
+    """``value`` made strict-JSON encodable: every non-finite float in it, however deep,
+    replaced by its string."""
     if isinstance(value, dict):
-        return {k: cleaned(v) for k, v in value.items()}
+        return {k: encodable(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [cleaned(v) for v in value]
-    return clean(value)
+        return [encodable(v) for v in value]
+    return encodable_scalar(value)

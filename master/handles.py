@@ -1,4 +1,5 @@
-"""What a master process holds: configuration and handles, never state a restart would lose."""
+"""What a master process holds: its configuration and handles (the database pool, the cluster
+identity and tokens), never state a restart would lose; the state machines are ``states.py``."""
 
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 import psycopg
 
 from det.master.db import LEADER_LOCK_KEY, Conn
+from det.master.handles import MasterState
 from det.master.services import (
     agents,
     checkpoint_gc,
@@ -25,7 +26,6 @@ from det.master.services import (
     scheduling,
     searching,
 )
-from det.master.state import MasterState
 
 logger = logging.getLogger(__name__)
 

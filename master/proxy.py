@@ -34,7 +34,7 @@ from typing import Any
 
 from det.master import ws_bridge
 from det.master.errors import MasterError
-from det.master.state import MasterState
+from det.master.handles import MasterState
 
 logger = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from det.master import authcache, db
 from det.master.config import ConfigError, MasterConfig
+from det.master.handles import MasterState
 from det.master.services import users
-from det.master.state import MasterState
 
 logger = logging.getLogger(__name__)
 

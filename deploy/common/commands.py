@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from det.deploy.common import automation, boot, dryrun, registry, state, summary, tls
 from det.deploy.common.errors import DeployError
 
-# Settings named like the ``up`` flags every cloud shares (``deploy.cli._common_up``); an unset
+# Settings named like the ``up`` flags every cloud shares (``deploy.clouds._common_up``); an unset
 # flag (None) keeps the cloud's default.
 _SHARED_DEFAULTED = (
     "inbound_cidr",

@@ -30,8 +30,8 @@ from det.master.api._admission import Admission, Ticket
 from det.master.authcache import SessionCache
 from det.master.db import Conn as Conn  # the request connection's type, for the other api modules
 from det.master.errors import InvalidArgument, PermissionDenied, Unauthenticated
+from det.master.handles import MasterState
 from det.master.services import users
-from det.master.state import MasterState
 from det.master.wire import pagination, ts
 
 F = TypeVar("F", bound=Callable[..., Any])

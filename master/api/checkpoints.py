@@ -23,7 +23,7 @@ from det.master.errors import Conflict, InvalidArgument, NotFound, PermissionDen
 from det.master.schemas import checkpoints as wire
 from det.master.schemas import d, validate
 from det.master.services import checkpoint_gc
-from det.master.services import checkpoints as svc
+from det.master.services import checkpoints as ckpt_svc
 
 bp = Blueprint("checkpoints", __name__)
 
@@ -78,7 +78,7 @@ def report(body: wire.ReportCheckpointRequest) -> Any:
             if given is None:
                 raise InvalidArgument("taskId: required string")
             task_id = given
-        trial_id = svc.trial_of_task(conn, task_id)
+        trial_id = ckpt_svc.trial_of_task(conn, task_id)
         if trial_id is None and p.task is None:
             raise NotFound(f"taskId: no trial has task id {task_id!r}")
         if trial_id is not None:
@@ -86,7 +86,7 @@ def report(body: wire.ReportCheckpointRequest) -> Any:
         existing = _access.checkpoint(conn, uid, for_write=True)
         if existing is not None and existing["task_id"] != task_id:
             raise Conflict(f"checkpoint {uid} already exists for another task")
-        svc.report(conn, dict(ckpt), task_id=task_id)
+        ckpt_svc.report(conn, dict(ckpt), task_id=task_id)
     return {}
 
 
@@ -97,7 +97,7 @@ def get(uid: str) -> d.v1GetCheckpointResponse:
     with db() as conn:
         if _access.checkpoint(conn, uid, for_write=False) is None:
             raise NotFound(f"checkpoint {uid} not found")
-        return {"checkpoint": wire.checkpoint(svc.get(conn, uid))}
+        return {"checkpoint": wire.checkpoint(ckpt_svc.get(conn, uid))}
 
 
 @bp.patch("/api/v1/checkpoints")
@@ -116,7 +116,7 @@ def patch(body: wire.PatchCheckpointsRequest) -> Any:
             left = wire.sizes(f"checkpoints[{i}].resources.resources", res)
             if _access.checkpoint(conn, uid, for_write=True) is None:
                 raise NotFound(f"checkpoint {uid} not found")
-            svc.files_deleted(conn, uid, left)
+            ckpt_svc.files_deleted(conn, uid, left)
     return {}
 
 
@@ -146,7 +146,7 @@ def download(uid: str) -> Any:
     with db() as conn:
         if _access.checkpoint(conn, uid, for_write=False) is None:
             raise NotFound(f"checkpoint {uid} not found")
-        storage = svc.storage_config(conn, uid) or state().config.checkpoint_storage
+        storage = ckpt_svc.storage_config(conn, uid) or state().config.checkpoint_storage
     release_connection()  # no pooled connection held while reading storage
-    archive = svc.archive(storage, uid)
+    archive = ckpt_svc.archive(storage, uid)
     return send_file(archive, mimetype="application/gzip", download_name=f"{uid}.tar.gz")

@@ -12,14 +12,14 @@ from det.master.api._contract import contract
 from det.master.schemas import checkpoints as checkpoint_wire
 from det.master.schemas import d
 from det.master.schemas import models as wire
-from det.master.services import checkpoints
+from det.master.services import checkpoints as ckpt_svc
 from det.master.services import models as svc
 
 bp = Blueprint("models", __name__)
 
 
 def _version(conn: Conn, v: dict[str, Any]) -> d.v1ModelVersion:
-    checkpoint = checkpoint_wire.checkpoint(checkpoints.get(conn, str(v["checkpoint_uuid"])))
+    checkpoint = checkpoint_wire.checkpoint(ckpt_svc.get(conn, str(v["checkpoint_uuid"])))
     return wire.version(v, svc.by_id(conn, v["model_id"]), checkpoint)
 
 

@@ -8,6 +8,7 @@ from typing import Any, cast
 from flask import Blueprint, Response, request, stream_with_context
 
 from det.master.api import _access, _logs
+from det.master.api import checkpoints as checkpoints_api
 from det.master.api._answers import answer
 from det.master.api._common import (
     TASK,
@@ -25,6 +26,7 @@ from det.master.fastjson import fragment
 from det.master.schemas import d
 from det.master.schemas import trials as wire
 from det.master.seriescache import SAMPLED
+from det.master.services import checkpoints as ckpt_svc
 from det.master.services import task_logs
 from det.master.services import trials as svc
 
@@ -377,14 +379,11 @@ def runner_metadata(trial_id: int, body: d.v1TrialRunnerMetadata) -> Any:
 def checkpoints(
     trial_id: int, params: d.GetTrialCheckpointsParams
 ) -> d.v1GetTrialCheckpointsResponse:
-    from det.master.api.checkpoints import listing
-    from det.master.services import checkpoints as ckpt
-
     check_task_scope(trial_id=trial_id)
     with db() as conn:
         trial = svc.get(conn, trial_id)
-        rows = ckpt.list_for(conn, trial_id=trial_id)
-    return listing(rows, trial["config"], params)
+        rows = ckpt_svc.list_for(conn, trial_id=trial_id)
+    return checkpoints_api.listing(rows, trial["config"], params)
 
 
 @bp.get("/api/v1/trials/<int:trial_id>/logs")
@@ -415,14 +414,12 @@ def _deleted_checkpoint(w: d.v1WorkloadContainer) -> bool:
 @contract("GetTrialWorkloads")
 def workloads(trial_id: int, params: d.GetTrialWorkloadsParams) -> d.v1GetTrialWorkloadsResponse:
     """Training, validation and checkpoint workloads of a trial, in training order."""
-    from det.master.services import checkpoints as ckpt
-
     offset = params.get("offset") or 0
     limit = params.get("limit") or 0
     with db() as conn:
         svc.get(conn, trial_id)
         reports = svc.metrics_rows(conn, trial_id, None)
-        ckpts = ckpt.list_for(conn, trial_id=trial_id)
+        ckpts = ckpt_svc.list_for(conn, trial_id=trial_id)
     rows = wire.workloads(reports, ckpts, batch_metrics=bool(params.get("includeBatchMetrics")))
     kinds = _WORKLOAD_FILTERS[params.get("filter") or "FILTER_OPTION_UNSPECIFIED"]
     rows = [w for w in rows if any(w.get(k) for k in kinds)]

@@ -10,6 +10,7 @@ from psycopg.types.json import Jsonb
 from det.master import states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
+from det.master.handles import MasterState
 from det.master.schemas.agents import (
     DesiredContainer,
     HeartbeatRequest,
@@ -17,7 +18,6 @@ from det.master.schemas.agents import (
     HeartbeatSlot,
 )
 from det.master.services import allocations
-from det.master.state import MasterState
 
 logger = logging.getLogger(__name__)
 

@@ -41,8 +41,8 @@ from psycopg.types.json import Jsonb
 
 from det.master import expconf, states
 from det.master.db import Conn
+from det.master.handles import MasterState
 from det.master.services.users import token_digest
-from det.master.state import MasterState
 
 logger = logging.getLogger(__name__)
 

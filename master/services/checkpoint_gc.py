@@ -21,10 +21,10 @@ from det.master import states
 from det.master.checkpoint_policy import Checkpoint, Retention, to_delete
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument
+from det.master.handles import MasterState
 from det.master.services import allocations
 from det.master.services import checkpoints as ckpt_svc
 from det.master.services.users import token_digest
-from det.master.state import MasterState
 
 logger = logging.getLogger(__name__)
 

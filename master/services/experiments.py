@@ -20,8 +20,8 @@ import yaml
 from det.master import expconf, limits, states
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound, PayloadTooLarge
+from det.master.handles import MasterState
 from det.master.services import listing
-from det.master.state import MasterState
 
 logger = logging.getLogger(__name__)
 

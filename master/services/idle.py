@@ -21,8 +21,8 @@ import time
 import urllib.request
 from typing import Any
 
+from det.master.handles import MasterState
 from det.master.services import ntsc, task_services
-from det.master.state import MasterState
 
 logger = logging.getLogger(__name__)
 

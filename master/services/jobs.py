@@ -13,9 +13,9 @@ from typing import Any
 from det.master import states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
+from det.master.handles import MasterState
 from det.master.schemas.jobs import job as job_json  # the wire shape of a listed job
 from det.master.services.provisioning import JOB_EVENT_CODES
-from det.master.state import MasterState
 
 __all__ = ["PENDING_EVENT_KINDS", "job_json", "list_jobs", "queue_info", "update"]
 

@@ -7,8 +7,8 @@ import logging
 
 from det.master import states
 from det.master.db import Conn
+from det.master.handles import MasterState
 from det.master.services import allocations
-from det.master.state import MasterState
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,8 @@ from det.master import limits
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound
 from det.master.schemas import d
-from det.master.services import checkpoints, listing, workspaces
+from det.master.services import checkpoints as ckpt_svc
+from det.master.services import listing, workspaces
 
 _SELECT = (
     "SELECT m.*, u.username, (SELECT count(*) FROM model_versions v WHERE v.model_id = m.id) AS num_versions"
@@ -119,7 +120,7 @@ def register_version(
     if model["archived"]:
         raise Conflict(f"model '{model['name']}' is archived: unarchive it to register versions")
     uid = data.get("checkpointUuid") or ""
-    checkpoints.get(conn, uid)  # 404 / 400 if it does not exist
+    ckpt_svc.get(conn, uid)  # 404 / 400 if it does not exist
     conn.execute("SELECT id FROM models WHERE id = %s FOR NO KEY UPDATE", (model["id"],))
     version_row = conn.execute(
         "SELECT coalesce(max(version), 0) + 1 AS v FROM model_versions WHERE model_id = %s",

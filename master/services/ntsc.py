@@ -27,10 +27,10 @@ from det.master import expconf, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.expconf.task import TaskKind, parse_task_config
+from det.master.handles import MasterState
 from det.master.services import allocations
 from det.master.services.experiments import ContextFile, pack_context
 from det.master.services.users import token_digest
-from det.master.state import MasterState
 
 logger = logging.getLogger(__name__)
 

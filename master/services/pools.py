@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from det.master.db import Conn
+from det.master.handles import MasterState
 from det.master.schemas import d
 from det.master.schemas.pools import resource_pool
-from det.master.state import MasterState
 
 
 def list_pools(conn: Conn, st: MasterState) -> list[d.v1ResourcePool]:

@@ -9,11 +9,11 @@ import json
 from typing import Any
 
 from det.master.errors import InvalidArgument
+from det.master.handles import MasterState
 from det.master.schemas import d
 from det.master.schemas.preview import PreviewBracket, SearchSummary
 from det.master.searcher.simulate import preview
 from det.master.services.experiments import parse_config
-from det.master.state import MasterState
 
 
 def preview_search(st: MasterState, config: Any) -> d.v1PreviewHPSearchResponse:

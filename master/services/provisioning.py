@@ -29,6 +29,7 @@ from typing import Any
 from det.master import scheduler as sched
 from det.master import states
 from det.master.db import Conn
+from det.master.handles import MasterState
 from det.master.provisioner import bootstrap, cost, decider, registry
 from det.master.provisioner.config import ProvisionerConfig
 from det.master.provisioner.provider import (
@@ -39,7 +40,6 @@ from det.master.provisioner.provider import (
     Provider,
 )
 from det.master.services import scheduling
-from det.master.state import MasterState
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from det.master import scheduler as sched
 from det.master import states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument
-from det.master.state import MasterState
+from det.master.handles import MasterState
 
 logger = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ import hmac
 from det.common import ports
 from det.master import states
 from det.master.db import Conn
+from det.master.handles import MasterState
 from det.master.services import allocations
 from det.master.services.ntsc import NAMES
-from det.master.state import MasterState
 
 #: The kinds that serve something through the proxy.
 SERVED = frozenset({"NOTEBOOK", "TENSORBOARD", "SHELL"})

@@ -8,11 +8,11 @@ from typing import Any
 
 from det.master.db import Conn
 from det.master.errors import NotFound, PermissionDenied
+from det.master.handles import MasterState
 from det.master.schemas import d
 from det.master.schemas.notebooks import task
 from det.master.schemas.tasks import allocation_summary
 from det.master.services import ntsc, task_services
-from det.master.state import MasterState
 
 
 def live_allocations(conn: Conn) -> dict[str, d.v1AllocationSummary]:

@@ -17,8 +17,8 @@ from psycopg.types.json import Jsonb
 from det.master import fastjson, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
+from det.master.handles import MasterState
 from det.master.schemas import d
-from det.master.state import MasterState
 
 TRAINING = "training"
 VALIDATION = "validation"
@@ -280,7 +280,7 @@ def _update_summary(
             entry["max"] = hi if "max" not in entry else max(entry["max"], hi)
         else:
             entry["type"] = "string" if isinstance(values[-1], str) else entry.get("type", "object")
-        entry["last"] = fastjson.clean(values[-1])
+        entry["last"] = fastjson.encodable_scalar(values[-1])
         section[name] = entry
     out = dict(summary)
     out[key] = section

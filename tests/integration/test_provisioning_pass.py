@@ -15,9 +15,9 @@ import pytest
 
 from det.master import config as master_config
 from det.master.db import open_pool, upgrade
+from det.master.handles import MasterState
 from det.master.provisioner.provider import Instance, InstanceState, LaunchError, LaunchOption
 from det.master.services import provisioning
-from det.master.state import MasterState
 
 pytestmark = pytest.mark.integration
 

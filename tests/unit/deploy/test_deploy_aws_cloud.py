@@ -169,10 +169,10 @@ def test_delete_bucket_removes_every_version(session):
 def _cli(argv: list[str]) -> tuple[int, str, str]:
     import io
 
-    from det.deploy import cli
+    from det.deploy import clouds
 
     out, err = io.StringIO(), io.StringIO()
-    return cli.run(argv, out, err), out.getvalue(), err.getvalue()
+    return clouds.run(argv, out, err), out.getvalue(), err.getvalue()
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from det.deploy import cli
+from det.deploy import clouds
 from det.deploy.common import state
 from det.deploy.common.preflight import PULUMI_INSTALL_HINT
 
@@ -43,7 +43,7 @@ def no_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 def _run(argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = cli.run(argv, out, err)
+    code = clouds.run(argv, out, err)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -180,7 +180,7 @@ def test_bad_flag_value_is_an_argparse_error(
     no_credentials: Path, capsys: pytest.CaptureFixture[str]
 ):
     assert (
-        cli.run(["aws", "up", "--cluster-id", "c1", "--keypair", "k", "--spot-max-price", "$1"])
+        clouds.run(["aws", "up", "--cluster-id", "c1", "--keypair", "k", "--spot-max-price", "$1"])
         == 2
     )
     assert "positive number" in capsys.readouterr().err
@@ -220,11 +220,11 @@ def test_add_parsers_registers_aws_and_gcp_under_a_noun():
     parser = argparse.ArgumentParser(prog="det")
     nouns = parser.add_subparsers(dest="noun")
     deploy = nouns.add_parser("deploy")
-    cli.add_parsers(deploy.add_subparsers(dest="cloud"))
+    clouds.add_parsers(deploy.add_subparsers(dest="cloud"))
     args = parser.parse_args(
         ["deploy", "gcp", "up", "--cluster-id", "c", "--project-id", "p", "--dry-run", "--json"]
     )
-    assert args.func is cli.handle
+    assert args.func is clouds.handle
     out = io.StringIO()
     assert args.func(args, out) == 0
     assert json.loads(out.getvalue())["cloud"] == "gcp"

@@ -91,10 +91,10 @@ def test_sql_edition_by_tier():
 def test_cli_refuses_an_unknown_region_with_one_line_before_anything_runs():
     import io
 
-    from det.deploy import cli
+    from det.deploy import clouds
 
     out, err = io.StringIO(), io.StringIO()
-    code = cli.run(
+    code = clouds.run(
         ["gcp", "up", "--cluster-id", "c1", "--project-id", "p", "--region", "mars-central-9"],
         out,
         err,
@@ -108,9 +108,9 @@ def test_cli_refuses_an_unknown_region_with_one_line_before_anything_runs():
 def test_cli_db_edition_flag_reaches_the_check():
     import io
 
-    from det.deploy import cli
+    from det.deploy import clouds
 
     err = io.StringIO()
     argv = ["gcp", "up", "--cluster-id", "c1", "--project-id", "p", "--dry-run"]
-    assert cli.run([*argv, "--db-edition", "ENTERPRISE_PLUS"], io.StringIO(), err) == 1
+    assert clouds.run([*argv, "--db-edition", "ENTERPRISE_PLUS"], io.StringIO(), err) == 1
     assert "cannot run as --db-edition ENTERPRISE_PLUS" in err.getvalue()

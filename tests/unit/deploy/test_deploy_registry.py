@@ -19,7 +19,7 @@ import pytest
 import yaml
 from conftest import AWS, GCP
 
-from det.deploy import cli
+from det.deploy import clouds
 from det.deploy.aws import master as aws_master
 from det.deploy.aws import program as aws_program
 from det.deploy.common import automation, boot, dryrun, registry, release, tls, userdata
@@ -337,6 +337,6 @@ def _up_with_recorded_pulumi(
         monkeypatch.delenv(registry.PASSWORD_FROM_ENV, raising=False)
     argv += extra
     out, err = io.StringIO(), io.StringIO()
-    assert cli.run(argv, out, err) == 0, err.getvalue()
+    assert clouds.run(argv, out, err) == 0, err.getvalue()
     seen["printed"] = out.getvalue() + err.getvalue()
     return seen

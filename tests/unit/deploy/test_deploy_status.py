@@ -18,7 +18,7 @@ from typing import Any
 import boto3
 import pytest
 
-from det.deploy import cli
+from det.deploy import clouds
 from det.deploy.aws import iam
 from det.deploy.common import automation, dryrun, logship, state, tls
 from det.deploy.common.errors import DeployError
@@ -77,7 +77,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _run(argv: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = cli.run(argv, out, err)
+    code = clouds.run(argv, out, err)
     return code, out.getvalue(), err.getvalue()
 
 
