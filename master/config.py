@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import pydantic
 import yaml
+from psycopg.conninfo import make_conninfo
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from det.master.errors import MasterError
@@ -44,7 +45,6 @@ class DbConfig(_Model):
     def conninfo(self) -> str:
         if self.url:
             return self.url
-        from psycopg.conninfo import make_conninfo
 
         extra: dict[str, Any] = {}
         if self.ssl_root_cert:
@@ -265,6 +265,12 @@ class MasterConfig(_Model):
     # How long an API process may answer from its own cache of session lookups (revocations
     # reach every process at once: det.master.authcache); 0 looks every request's token up.
     session_cache_seconds: float = Field(10.0, ge=0)
+    # Idle interactive tasks (Determined's keys and defaults): a TensorBoard no request reached
+    # through the proxy for this many seconds is killed; a notebook idle this long (by its
+    # ``notebook_idle_type``) too, off by default. A task's own ``idle_timeout`` wins; 0 or null
+    # here: never.
+    tensorboard_timeout: int | None = Field(300, ge=0)
+    notebook_timeout: int | None = Field(None, ge=0)
 
     _tcd = field_validator("task_container_defaults")(_check_tcd)
 

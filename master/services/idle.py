@@ -1,6 +1,7 @@
-"""Idle notebooks and TensorBoards: a notebook or a TensorBoard with an ``idle_timeout`` is
-killed once it has been idle that long; a TensorBoard by ``activity`` (no request through the
-proxy), a notebook by Determined's ``notebook_idle_type``:
+"""Idle notebooks and TensorBoards: one is killed once it has been idle for its ``idle_timeout``,
+or without one the master's ``tensorboard_timeout`` (300 s unless configured) or
+``notebook_timeout`` (none unless configured); a TensorBoard is idle by ``activity`` (no request
+through the proxy), a notebook by Determined's ``notebook_idle_type``:
 
 * ``activity``: no request reached it through the proxy;
 * ``kernels_or_terminals`` (the default): no kernel busy and no Jupyter activity (Jupyter's
@@ -72,14 +73,21 @@ def idle_pass(st: MasterState) -> None:
             "SELECT id, kind, config, last_activity, proxy_address FROM ntsc_tasks"
             " WHERE kind IN ('NOTEBOOK', 'TENSORBOARD') AND state = 'ACTIVE'"
             " AND proxy_address IS NOT NULL"
-            " AND config->>'idle_timeout' IS NOT NULL"
         ).fetchall()
         now = conn.execute("SELECT now() AS t").fetchone()["t"]  # type: ignore[index]
+    defaults = {
+        "TENSORBOARD": st.config.tensorboard_timeout,
+        "NOTEBOOK": st.config.notebook_timeout,
+    }
     for task in rows:
-        timeout = float(task["config"]["idle_timeout"])
+        own = task["config"].get("idle_timeout")
+        timeout = float(own) if own is not None else float(defaults[task["kind"]] or 0)
+        if timeout <= 0:
+            continue
+        source = "idle_timeout" if own is not None else f"{task['kind'].lower()}_timeout"
         since = idle_since(st, task, now)
         if (now - since).total_seconds() < timeout:
             continue
         with st.pool.connection() as conn:
             logger.info("%s %s idle since %s: killing it", task["kind"].lower(), task["id"], since)
-            ntsc.kill(conn, task["id"], f"killed: idle for more than {timeout:g} s (idle_timeout)")
+            ntsc.kill(conn, task["id"], f"killed: idle for more than {timeout:g} s ({source})")
