@@ -2,8 +2,10 @@
 
 Deletes the checkpoints ``$DET_DELETE_CHECKPOINTS`` (a JSON list of uuids) from the storage
 ``$DET_CHECKPOINT_STORAGE`` (the experiment's ``checkpoint_storage``, JSON), with the same
-storage code trials write with. A checkpoint already gone is not an error; any other failure
-exits 1 after trying the rest, and the master then keeps the checkpoints' records as they are.
+storage code trials write with; with ``$DET_DELETE_TENSORBOARDS=1`` also the experiment's
+TensorBoard files (``<cluster id>/tensorboard/experiment/<id>``, where trials upload them).
+A checkpoint already gone is not an error; any other failure exits 1 after trying the rest,
+and the master then keeps the checkpoints' records as they are.
 """
 
 from __future__ import annotations
@@ -34,6 +36,16 @@ def main(env: Mapping[str, str] | None = None) -> int:
             continue
         logger.info("checkpoint %s: deleted %d files", uuid, len(removed))
     logger.info("deleted %d of %d checkpoints", len(uuids) - failed, len(uuids))
+    if env.get("DET_DELETE_TENSORBOARDS") == "1":
+        experiment = env["DET_EXPERIMENT_ID"]
+        root = manager.under(f"{env['DET_CLUSTER_ID']}/tensorboard/experiment")
+        try:
+            removed = root.delete(experiment)
+        except Exception as e:
+            failed += 1
+            logger.error("experiment %s: could not delete its TensorBoard files: %s", experiment, e)
+        else:
+            logger.info("experiment %s: deleted %d TensorBoard files", experiment, len(removed))
     return 1 if failed else 0
 
 

@@ -28,6 +28,7 @@ from det.master.listcache import Page
 from det.master.schemas import d
 from det.master.schemas import experiments as wire
 from det.master.schemas import trials as trial_wire
+from det.master.services import checkpoint_gc
 from det.master.services import experiments as svc
 from det.master.services import trials as trial_svc
 
@@ -204,6 +205,15 @@ def unarchive(experiment_id: int) -> Any:
 @contract("DeleteExperiment")
 def delete(experiment_id: int) -> Any:
     return _action(experiment_id, svc.delete)
+
+
+@bp.delete("/api/v1/experiments/<int:experiment_id>/tensorboard-files")
+@contract("DeleteTensorboardFiles")
+def delete_tensorboard_files(experiment_id: int) -> Any:
+    with db() as conn:
+        _owner_or_admin(conn, experiment_id)
+        checkpoint_gc.delete_tensorboards(conn, state(), experiment_id)
+    return {}
 
 
 @bp.patch("/api/v1/experiments/<int:experiment_id>")

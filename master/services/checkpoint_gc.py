@@ -6,7 +6,8 @@ image, with its storage config and bind mounts), as in Determined: agents can re
 the trials wrote to, the master need not. When that task exits 0 the checkpoints are marked
 ``DELETED`` (their rows stay, without resources); if it fails they stay as they were and an
 event says so. Checkpoints registered in the model registry are never collected. Each
-experiment is collected once when it ends, and once more (everything) when it is deleted.
+experiment is collected once when it ends, and once more (everything, with its TensorBoard
+files) when it is deleted; ``delete_tensorboards`` deletes only the TensorBoard files.
 A GC task whose agent was lost may not have run at all: it is queued again (deleting is
 idempotent) for the checkpoints not yet deleted, up to ``MAX_LOST_RUNS`` times per experiment.
 """
@@ -20,7 +21,7 @@ from typing import Any
 from det.master import states
 from det.master.checkpoint_policy import Checkpoint, Retention, to_delete
 from det.master.db import Conn
-from det.master.errors import Conflict, InvalidArgument
+from det.master.errors import Conflict, InvalidArgument, NotFound
 from det.master.handles import MasterState
 from det.master.services import allocations
 from det.master.services import checkpoints as ckpt_svc
@@ -60,7 +61,7 @@ def candidates(conn: Conn, experiment_id: int, config: dict[str, Any]) -> list[C
 
 
 # Which experiments a GC is due for: (the column that marks it queued, which experiments,
-# whether everything goes, the GC task's run number).
+# whether everything goes (the TensorBoard files too), the GC task's run number).
 _DUE = (
     (
         "checkpoint_gc_at",
@@ -84,14 +85,15 @@ def gc_pass(conn: Conn, st: MasterState) -> None:
         for exp in rows:
             conn.execute(f"UPDATE experiments SET {column} = now() WHERE id = %s", (exp["id"],))
             policy = Retention(0, 0, 0) if everything else retention(exp["config"])
-            _queue(conn, st, exp, run=run, policy=policy)
+            _queue(conn, st, exp, run=run, policy=policy, tensorboards=everything)
     _requeue_lost(conn, st)
 
 
 def _requeue_lost(conn: Conn, st: MasterState) -> None:
     """GC runs that ended because their agent was lost, queued again for what is left."""
     rows = conn.execute(
-        "SELECT g.allocation_id, g.experiment_id, g.uuids, j.id AS job_id, j.resource_pool"
+        "SELECT g.allocation_id, g.experiment_id, g.uuids, g.tensorboards, j.id AS job_id,"
+        " j.resource_pool"
         " FROM checkpoint_gc g JOIN allocations a ON a.id = g.allocation_id"
         " JOIN jobs j ON j.experiment_id = g.experiment_id"
         " WHERE a.state = %s AND a.exit_reason = %s FOR UPDATE OF g SKIP LOCKED",
@@ -112,7 +114,7 @@ def _requeue_lost(conn: Conn, st: MasterState) -> None:
                 (r["uuids"], states.sources("checkpoint", DELETED)),
             )
         ]
-        if not left:
+        if not left and not r["tensorboards"]:
             continue
         if lost is not None and lost["n"] > MAX_LOST_RUNS:
             states.record_event(
@@ -120,16 +122,23 @@ def _requeue_lost(conn: Conn, st: MasterState) -> None:
                 "experiment",
                 eid,
                 "checkpoint-gc-failed",
-                f"checkpoint GC lost its agent {lost['n']} times; {len(left)} checkpoints are"
-                " kept (det checkpoint delete asks again)",
+                f"checkpoint GC lost its agent {lost['n']} times;"
+                f" {_what(len(left), r['tensorboards'])} are kept (det checkpoint delete or"
+                " det experiment delete-tb-files asks again)",
             )
             continue
         exp = {"id": eid, "job_id": r["job_id"], "resource_pool": r["resource_pool"]}
-        _queue_task(conn, st, exp, left, run=1)
+        _queue_task(conn, st, exp, left, run=1, tensorboards=r["tensorboards"])
 
 
 def _queue(
-    conn: Conn, st: MasterState, exp: dict[str, Any], *, run: int, policy: Retention
+    conn: Conn,
+    st: MasterState,
+    exp: dict[str, Any],
+    *,
+    run: int,
+    policy: Retention,
+    tensorboards: bool = False,
 ) -> None:
     eid = exp["id"]
     registered = {
@@ -146,12 +155,20 @@ def _queue(
         u for u in to_delete(candidates(conn, eid, exp["config"]), policy) if u not in registered
     ]
     if not doomed:
+        # Nothing to delete, no GC task: a deleted experiment without checkpoints keeps any
+        # TensorBoard files its trials wrote (delete-tb-files before deleting removes them).
         return
-    _queue_task(conn, st, exp, doomed, run=run)
+    _queue_task(conn, st, exp, doomed, run=run, tensorboards=tensorboards)
 
 
 def _queue_task(
-    conn: Conn, st: MasterState, exp: dict[str, Any], doomed: list[str], *, run: int
+    conn: Conn,
+    st: MasterState,
+    exp: dict[str, Any],
+    doomed: list[str],
+    *,
+    run: int,
+    tensorboards: bool = False,
 ) -> None:
     eid = exp["id"]
     task_id = f"gc.{eid}"
@@ -174,14 +191,42 @@ def _queue_task(
         ),
     )
     conn.execute(
-        "INSERT INTO checkpoint_gc (allocation_id, experiment_id, uuids) VALUES (%s, %s, %s)"
-        " ON CONFLICT DO NOTHING",
-        (allocation_id, eid, doomed),
+        "INSERT INTO checkpoint_gc (allocation_id, experiment_id, uuids, tensorboards)"
+        " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+        (allocation_id, eid, doomed, tensorboards),
     )
-    states.record_event(
-        conn, "experiment", eid, "checkpoint-gc", f"deleting {len(doomed)} checkpoints"
-    )
-    logger.info("experiment %d: checkpoint GC of %d checkpoints queued", eid, len(doomed))
+    what = _what(len(doomed), tensorboards)
+    states.record_event(conn, "experiment", eid, "checkpoint-gc", f"deleting {what}")
+    logger.info("experiment %d: checkpoint GC of %s queued", eid, what)
+
+
+def _what(checkpoints: int, tensorboards: bool) -> str:
+    if not tensorboards:
+        return f"{checkpoints} checkpoints"
+    if not checkpoints:
+        return "the TensorBoard files"
+    return f"{checkpoints} checkpoints and the TensorBoard files"
+
+
+def delete_tensorboards(conn: Conn, st: MasterState, experiment_id: int) -> None:
+    """``det experiment delete-tb-files``: the experiment's GC task deletes its TensorBoard
+    files from its checkpoint storage (its checkpoints stay). Refused while it runs: its
+    trials would write new ones."""
+    row = conn.execute(
+        "SELECT e.id, e.state, j.id AS job_id, j.resource_pool FROM experiments e"
+        " JOIN jobs j ON j.experiment_id = e.id WHERE e.id = %s AND NOT e.deleted"
+        " FOR NO KEY UPDATE OF e",
+        (experiment_id,),
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"experiment {experiment_id} not found")
+    if row["state"] not in states.TERMINAL:
+        raise Conflict(
+            f"experiment {experiment_id} is {row['state']}; delete its TensorBoard files once"
+            " it has ended"
+        )
+    _queue_task(conn, st, dict(row), [], run=1, tensorboards=True)
+    conn.execute("NOTIFY det_wakeup")
 
 
 def delete(conn: Conn, st: MasterState, uuids: list[str]) -> None:
@@ -225,7 +270,7 @@ def container_spec(
 ) -> dict[str, Any]:
     """The GC task's container: the experiment's image, storage and mounts; no context."""
     row = conn.execute(
-        "SELECT g.uuids, e.id, e.config FROM checkpoint_gc g JOIN experiments e"
+        "SELECT g.uuids, g.tensorboards, e.id, e.config FROM checkpoint_gc g JOIN experiments e"
         " ON e.id = g.experiment_id WHERE g.allocation_id = %s",
         (alloc["id"],),
     ).fetchone()
@@ -245,6 +290,8 @@ def container_spec(
             "DET_DELETE_CHECKPOINTS": json.dumps([str(u) for u in row["uuids"]]),
         }
     )
+    if row["tensorboards"]:
+        env["DET_DELETE_TENSORBOARDS"] = "1"
     return {
         "taskId": alloc["task_id"],
         "taskType": TASK_TYPE,
@@ -263,17 +310,17 @@ def container_spec(
 
 def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason: str = "") -> None:
     row = conn.execute(
-        "SELECT experiment_id, uuids FROM checkpoint_gc WHERE allocation_id = %s",
+        "SELECT experiment_id, uuids, tensorboards FROM checkpoint_gc WHERE allocation_id = %s",
         (allocation_id,),
     ).fetchone()
     if row is None:
         return
     eid = row["experiment_id"]
     if exit_code == 0:
-        states.checkpoints_deleted(conn, row["uuids"])
-        states.record_event(
-            conn, "experiment", eid, "checkpoint-gc", f"deleted {len(row['uuids'])} checkpoints"
-        )
+        if row["uuids"]:
+            states.checkpoints_deleted(conn, row["uuids"])
+        what = _what(len(row["uuids"]), row["tensorboards"])
+        states.record_event(conn, "experiment", eid, "checkpoint-gc", f"deleted {what}")
     elif reason == allocations.AGENT_LOST:  # it may not have run: _requeue_lost queues it again
         states.record_event(
             conn,
