@@ -377,6 +377,7 @@ ROUTES: list[Route] = [
     Route("POST", E + "/activate", OWNER),
     Route("POST", E + "/archive", OWNER),
     Route("POST", E + "/unarchive", OWNER),
+    Route("DELETE", E + "/tensorboard-files", OWNER),
     Route("POST", E + "/move", OWNER, lambda w, c: {
         "experimentId": w.ids["bob_experiment"], "destinationProjectId": w.ids["bob_project"]}),
     Route("POST", "/api/v1/experiments/continue", OWNER, lambda w, c: {"id": w.ids["bob_experiment"]}),
