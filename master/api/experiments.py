@@ -22,6 +22,7 @@ from det.master.api._common import (
     state,
 )
 from det.master.api._contract import contract
+from det.master.api.checkpoints import listing
 from det.master.errors import InvalidArgument, NotFound, PermissionDenied, Unimplemented
 from det.master.expconf import redact
 from det.master.listcache import Page
@@ -29,6 +30,7 @@ from det.master.schemas import d
 from det.master.schemas import experiments as wire
 from det.master.schemas import trials as trial_wire
 from det.master.services import checkpoint_gc
+from det.master.services import checkpoints as ckpt_svc
 from det.master.services import experiments as svc
 from det.master.services import trials as trial_svc
 
@@ -219,8 +221,6 @@ def delete_tensorboard_files(experiment_id: int) -> Any:
 @bp.patch("/api/v1/experiments/<int:experiment_id>")
 @contract("PatchExperiment")
 def patch(experiment_id: int, body: d.v1PatchExperiment) -> d.v1PatchExperimentResponse:
-    from det.master.services import checkpoint_gc
-
     eid = body.get("id")
     if eid and eid != experiment_id:
         raise InvalidArgument(f"id: {eid} differs from the path's {experiment_id}")
@@ -316,9 +316,6 @@ def trials(experiment_id: int, params: d.GetExperimentTrialsParams) -> Response:
 def checkpoints(
     experiment_id: int, params: d.GetExperimentCheckpointsParams
 ) -> d.v1GetExperimentCheckpointsResponse:
-    from det.master.api.checkpoints import listing
-    from det.master.services import checkpoints as ckpt_svc
-
     with db() as conn:
         exp = svc.get(conn, experiment_id)
         rows = ckpt_svc.list_for(conn, experiment_id=experiment_id)
