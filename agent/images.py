@@ -22,7 +22,7 @@ from det.agent.errors import ImagePullError as ImagePullError
 logger = logging.getLogger(__name__)
 
 #: The start of a container error that says the image could not be pulled (the master's
-#: restart rules read it: see det.master.services.allocations.IMAGE_PULL_FAILED).
+#: restart rules read it: see det.master.services.containers.IMAGE_PULL_FAILED).
 PULL_FAILED = "image pull failed: "
 
 #: The keys of Docker's AuthConfig (what ``X-Registry-Auth`` carries); others are dropped.
@@ -113,6 +113,7 @@ def cloud_auth(image: str) -> dict[str, str] | None:
 
 
 def _ecr_auth(host: str, region: str) -> dict[str, str]:
+    # boto3 is the optional extra det[aws], needed only on a machine pulling from ECR
     import boto3
 
     answer = boto3.client("ecr", region_name=region).get_authorization_token()

@@ -8,12 +8,12 @@ import logging
 import signal
 import sys
 
+from det.master import db, server
 from det.master.config import ConfigError, load_config
+from det.master.logbuffer import BufferHandler
 
 
 def _setup_logging(level: str) -> None:
-    from det.master.logbuffer import BufferHandler
-
     lvl = {"trace": "DEBUG", "warn": "WARNING", "fatal": "CRITICAL"}.get(level, level.upper())
     fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
     logging.basicConfig(level=lvl, format=fmt, stream=sys.stderr)
@@ -39,7 +39,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"det-master: {e}", file=sys.stderr)
         return 2
     _setup_logging(config.log.level)
-    from det.master import db, server
 
     try:
         if args.command == "db":

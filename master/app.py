@@ -9,7 +9,7 @@ import psycopg
 from flask import Flask, jsonify, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
-from det.master.api import _common, _unbuilt, _wirelog
+from det.master.api import BLUEPRINTS, _common, _unbuilt, _wirelog
 from det.master.api._admission import Admission, Limits
 from det.master.authcache import SessionCache
 from det.master.errors import APIError, TooManyRequests, Unimplemented
@@ -25,8 +25,6 @@ def _error_body(message: str, grpc_code: int, status: int) -> dict[str, Any]:
 
 
 def create_app(state: MasterState) -> Flask:
-    from det.master.api import BLUEPRINTS
-
     app = Flask("det.master")
     app.extensions["det"] = state
     app.config["MAX_CONTENT_LENGTH"] = 200 * 1024 * 1024

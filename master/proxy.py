@@ -35,6 +35,7 @@ from typing import Any
 from det.master import ws_bridge
 from det.master.errors import MasterError
 from det.master.handles import MasterState
+from det.master.services import task_services, users
 
 logger = logging.getLogger(__name__)
 
@@ -150,8 +151,6 @@ def _answer(sock: socket.socket, e: Refused) -> None:
 def _caller(state: MasterState, conn: Any, head: Head) -> tuple[int | None, bool]:
     """(user id, admin) from the session token, or from this task's cookie; (None, False)
     when the request carries neither."""
-    from det.master.services import task_services, users
-
     token = token_of(head)
     if token:
         user = users.user_for_token(conn, token)
@@ -174,8 +173,6 @@ def _caller(state: MasterState, conn: Any, head: Head) -> tuple[int | None, bool
 
 
 def _target(state: MasterState, head: Head) -> tuple[str, int, str]:
-    from det.master.services import task_services
-
     with state.pool.connection() as conn:
         user_id, admin = _caller(state, conn, head)
         found = task_services.proxy_target(conn, head.task_id, user_id, admin)
@@ -235,8 +232,6 @@ class _Redirect(Exception):
 
 def serve(state: MasterState, sock: socket.socket, data: bytes) -> None:
     """Serves one proxied connection (``data``: what the front read, the head and any more)."""
-    from det.master.services import task_services
-
     sock.setblocking(True)
     end = data.find(b"\r\n\r\n")
     upstream = None

@@ -2,20 +2,31 @@
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import logging
 import os
+import resource
 import secrets
+import signal
+import socket
 import sys
 import threading
 import uuid
 from pathlib import Path
 from typing import Any
 
-from det.master import authcache, db
+import psycopg
+from waitress.adjustments import Adjustments
+from waitress.server import TcpWSGIServer
+
+from det.master import authcache, db, dispatch, httptask
+from det.master.app import create_app
 from det.master.config import ConfigError, MasterConfig
 from det.master.handles import MasterState
+from det.master.loop import ControlLoop
 from det.master.services import users
+from det.master.tls import TLSWSGIServer, _TLSChannel, server_context
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +46,6 @@ def database_url(config: MasterConfig) -> str:
 
 
 def _cluster_identity(conninfo: str, config: MasterConfig) -> tuple[str, str, str]:
-    import psycopg
-
     with psycopg.connect(conninfo) as conn:
         conn.execute(
             "INSERT INTO cluster (cluster_id, agent_token, token_secret) VALUES (%s, %s, %s)"
@@ -61,8 +70,6 @@ def prepare(config: MasterConfig) -> MasterState:
             " for local development only, security.allow_empty_initial_password: true"
         )
     if config.security.tls.enabled:
-        from det.master.tls import server_context
-
         server_context(config.security.tls)  # a bad certificate or key stops us before the DB
     config.data_dir.mkdir(parents=True, exist_ok=True)
     conninfo = database_url(config)
@@ -109,8 +116,6 @@ def serve(state: MasterState, *, run_loops: bool = True) -> None:
     ``user_api_processes`` (:mod:`det.master.dispatch`). All are forked before any of them
     opens a database connection; each has its own pool, and they die with the parent.
     """
-    import socket
-
     cfg = state.config
     sock = socket.socket(socket.AF_INET6 if ":" in cfg.bind_address else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -118,9 +123,6 @@ def serve(state: MasterState, *, run_loops: bool = True) -> None:
     sock.listen(1024)
     handoff: socket.socket | None = None
     if cfg.api_processes > 1 or cfg.user_api_processes > 0:
-        # Imported once, before forking: the processes share its pages (no threads, no I/O).
-        import det.master.app  # noqa: F401
-
         conninfo = str(state.pool.conninfo)
         state.pool.close()
         if cfg.user_api_processes > 0:
@@ -159,9 +161,6 @@ def serve(state: MasterState, *, run_loops: bool = True) -> None:
 def _die_with_parent() -> None:
     """Linux: SIGTERM this process when its parent dies (so a killed master leaves no strays)."""
     try:
-        import ctypes
-        import signal
-
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except OSError:  # not Linux: children outlive a SIGKILLed parent
@@ -171,8 +170,6 @@ def _die_with_parent() -> None:
 def _connection_limit() -> int:
     """As many connections as the descriptor limit allows (raised to its hard cap), leaving
     room for database connections and files; at least waitress's default of 100."""
-    import resource
-
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = 16384 if hard == resource.RLIM_INFINITY else min(hard, 16384)
     if soft != resource.RLIM_INFINITY and soft < want:
@@ -202,16 +199,8 @@ def _adjustments(state: MasterState) -> dict[str, Any]:
 def _serve_socket(state: MasterState, sock: Any, handoff: Any, *, run_loops: bool) -> None:
     """A front process: accepts connections on ``sock``; hands users' to ``handoff`` (the
     user processes' datagram socket), when there is one."""
-    from waitress.adjustments import Adjustments
-    from waitress.server import TcpWSGIServer
-
-    from det.master import dispatch, httptask
-    from det.master.app import create_app
-
     stop = threading.Event()
     if run_loops:
-        from det.master.loop import ControlLoop
-
         loop = ControlLoop(state, stop)
         threading.Thread(target=loop.run_forever, name="det-control-loop", daemon=True).start()
     app = create_app(state)
@@ -227,8 +216,6 @@ def _serve_socket(state: MasterState, sock: Any, handoff: Any, *, run_loops: boo
     channel: type = dispatch.RoutingChannel
     extra: dict[str, Any] = {}
     if tls.enabled:
-        from det.master.tls import TLSWSGIServer, _TLSChannel, server_context
-
         base, extra = TLSWSGIServer, {"context": server_context(tls)}
         channel = type("_TLSRoutingChannel", (dispatch.RelayedMixin, _TLSChannel), {})
     channel = httptask.keep_alive(channel)
@@ -252,14 +239,6 @@ def _serve_socket(state: MasterState, sock: Any, handoff: Any, *, run_loops: boo
 
 def _serve_users(state: MasterState, receive: Any) -> None:
     """A user process: serves the connections the fronts hand over on ``receive``."""
-    import socket
-
-    from waitress.adjustments import Adjustments
-    from waitress.server import TcpWSGIServer
-
-    from det.master import dispatch, httptask
-    from det.master.app import create_app
-
     app = create_app(state)
     # No listening socket: a placeholder the server never accepts on (it is not started).
     placeholder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

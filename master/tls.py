@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
 
@@ -240,8 +241,6 @@ def make_server(
     app: Any, sock: Any, context: ssl.SSLContext, dispatcher: Any = None, **adjustments: Any
 ) -> Any:
     """A waitress server for ``app`` on the bound, listening ``sock``, speaking TLS."""
-    from waitress.adjustments import Adjustments
-
     adj = Adjustments(sockets=[sock], url_scheme="https", **adjustments)
     return TLSWSGIServer(
         app,

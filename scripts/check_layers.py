@@ -5,7 +5,11 @@
   ``UPDATE ... SET ... state = ...`` (nor an upsert's ``DO UPDATE SET state``) anywhere else;
 - ``master/api/`` runs no SQL: no ``execute(`` there (routes call services);
 - the terminal states are not typed out as an SQL list (``('COMPLETED','CANCELED','ERROR')``)
-  outside the state module: SQL takes ``states.TERMINAL_SQL`` / ``states.ENDED_SQL``.
+  outside the state module: SQL takes ``states.TERMINAL_SQL`` / ``states.ENDED_SQL``;
+- ``master/`` imports at module level: an ``import`` inside a function is allowed only with a
+  comment saying why (an optional dependency, say ``det[aws]``), on its line or on the comment
+  lines just above it (a run of imports shares one comment). A function-level import hides a
+  cycle that belongs broken by moving code (docs/internals.md, "Layers").
 
 Usage: ``python scripts/check_layers.py [ROOT]`` (ROOT: the repository, default this one's).
 Prints one line per violation (file:line: what) and exits 1 if there is any.
@@ -22,6 +26,7 @@ from pathlib import Path
 STATE_MODULE = Path("master/states.py")
 PACKAGES = ("master", "agent", "harness", "cli", "deploy")
 API = Path("master/api")
+MODULE_LEVEL_IMPORTS = Path("master")
 
 # The SET list of an UPDATE (up to WHERE, FROM, RETURNING or the end) that names ``state``.
 _SET = re.compile(
@@ -82,6 +87,43 @@ def sql_in_api(path: Path) -> list[tuple[int, str]]:
     ]
 
 
+def function_imports(path: Path) -> list[tuple[int, str, bool]]:
+    """Every ``import`` inside a function: (line, statement, whether a comment says why)."""
+    text = path.read_text()
+    lines = text.splitlines()
+    found = []
+
+    def commented(node: ast.stmt, body: list[ast.stmt]) -> bool:
+        # The comment is on the import's line, or above the run of imports it opens.
+        if "#" in lines[node.lineno - 1]:
+            return True
+        first = node
+        for prev in reversed(body[: body.index(node)]):
+            if not isinstance(prev, (ast.Import, ast.ImportFrom)):
+                break
+            if "#" in lines[prev.lineno - 1]:
+                return True
+            first = prev
+        above = first.lineno - 2
+        return above >= 0 and lines[above].strip().startswith("#")
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list):
+                continue
+            for child in block:
+                if in_function and isinstance(child, (ast.Import, ast.ImportFrom)):
+                    statement = " ".join(lines[child.lineno - 1].split())
+                    found.append((child.lineno, statement, commented(child, block)))
+                visit(
+                    child, in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
+                )
+
+    visit(ast.parse(text, str(path)), False)
+    return found
+
+
 def violations(root: Path) -> list[str]:
     out = []
     for pkg in PACKAGES:
@@ -98,6 +140,14 @@ def violations(root: Path) -> list[str]:
     for path in sorted((root / API).rglob("*.py")):
         for line, what in sql_in_api(path):
             out.append(f"{path.relative_to(root)}:{line}: SQL in the API layer: {what}")
+    for path in sorted((root / MODULE_LEVEL_IMPORTS).rglob("*.py")):
+        for line, what, why in function_imports(path):
+            if not why:
+                out.append(
+                    f"{path.relative_to(root)}:{line}: an import inside a function without a"
+                    f" comment saying why (move it to the top, or say which optional dependency"
+                    f" needs it): {what}"
+                )
     return out
 
 

@@ -23,8 +23,8 @@ from det.master.api.templates import bp as templates_bp
 from det.master.api.tensorboards import bp as tensorboards_bp
 from det.master.api.tokens import bp as tokens_bp
 from det.master.api.trials import bp as trials_bp
+from det.master.api.webui import bp as webui_bp
 from det.master.api.workspaces import bp as workspaces_bp
-from det.master.webui import bp as webui_bp
 
 BLUEPRINTS: list[Blueprint] = [
     cluster_bp,

@@ -11,6 +11,7 @@ from flask import Blueprint, Response, stream_with_context
 from typing_extensions import TypedDict
 
 import det
+from det.master import logbuffer
 from det.master.api._common import PUBLIC, allow, db, require_admin, state
 from det.master.api._contract import contract
 from det.master.errors import InvalidArgument
@@ -98,7 +99,6 @@ def master_logs(params: d.MasterLogsParams) -> Any:
     ``limit`` first after ``offset`` (a negative offset counts from the end), following new
     lines while ``follow=true``."""
     require_admin()
-    from det.master import logbuffer
 
     offset = params.get("offset") or 0
     limit = params.get("limit") or 0

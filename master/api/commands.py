@@ -18,6 +18,7 @@ from det.master.schemas import d
 from det.master.services import experiments as exp_svc
 from det.master.services import jobs as jobs_svc
 from det.master.services import ntsc
+from det.master.services import tasks as tasks_svc
 from det.master.services import templates as templates_svc
 
 bp = Blueprint("commands", __name__)
@@ -95,7 +96,7 @@ def page(rows: list[Any], params: Any) -> tuple[list[Any], d.v1Pagination]:
 def kill(kind: str, task_id: str) -> dict[str, Any]:
     with db() as conn:
         _access.ntsc_task(conn, task_id, kind)
-        ntsc.kill(conn, task_id)
+        tasks_svc.kill(conn, task_id)
         return ntsc.get(conn, task_id, kind)
 
 

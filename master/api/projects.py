@@ -14,6 +14,7 @@ from det.master.api._contract import contract
 from det.master.errors import InvalidArgument
 from det.master.schemas import d
 from det.master.schemas import workspaces as wire
+from det.master.services import deletion
 from det.master.services import projects as svc
 
 bp = Blueprint("projects", __name__)
@@ -47,7 +48,7 @@ def patch(project_id: int, body: d.v1PatchProject) -> d.v1PatchProjectResponse:
 def delete(project_id: int) -> d.v1DeleteProjectResponse:
     with db() as conn:
         _access.project(conn, project_id)
-        svc.delete(conn, project_id)
+        deletion.delete_project(conn, project_id)
     return {"completed": True}
 
 

@@ -15,6 +15,7 @@ from det.master.api._contract import contract
 from det.master.errors import Unimplemented
 from det.master.schemas import d
 from det.master.schemas import workspaces as wire
+from det.master.services import deletion
 from det.master.services import projects as project_svc
 from det.master.services import workspaces as svc
 
@@ -87,7 +88,7 @@ def patch(workspace_id: int, body: d.v1PatchWorkspace) -> d.v1PatchWorkspaceResp
 def delete(workspace_id: int) -> d.v1DeleteWorkspaceResponse:
     with db() as conn:
         _access.workspace(conn, workspace_id)
-        svc.delete(conn, workspace_id)
+        deletion.delete_workspace(conn, workspace_id)
     return {"completed": True}
 
 

@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from . import hyperparameters as hp
+from . import schema as schema_mod
 from . import searcher as searchers
 from . import storage
 from .errors import ConfigError, at, make_error, problems_of
@@ -116,7 +117,6 @@ def _known_field_names() -> frozenset[str]:
     names: set[str] = set()
     todo: list[type[BaseModel]] = [ExperimentConfig]
     done: set[type[BaseModel]] = set()
-    from . import schema as schema_mod
 
     todo += [
         v

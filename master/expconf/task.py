@@ -31,6 +31,13 @@ from .merge import merge_cluster_defaults
 from .schema import BindMount, Devices, Environment, ShmSize
 
 TaskKind = Literal["COMMAND", "NOTEBOOK", "SHELL", "TENSORBOARD"]
+#: The user-facing name of each kind (descriptions, messages).
+KIND_NAMES: dict[str, str] = {
+    "COMMAND": "Command",
+    "NOTEBOOK": "JupyterLab",
+    "SHELL": "Shell",
+    "TENSORBOARD": "TensorBoard",
+}
 IdleType = Literal["kernels_or_terminals", "kernel_connections", "activity"]
 
 _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(s|m|h|d)?\s*$")

@@ -19,6 +19,8 @@ import shlex
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Literal
 
+from det.agent.notice_aws import AwsSpotNotice
+
 if TYPE_CHECKING:
     from det.master.provisioner.config import AgentInstall
 
@@ -137,8 +139,6 @@ EC2_ADDRESS_PLACEHOLDERS = {
 
 def ec2_metadata_lookup(base_url: str = DEFAULT_IMDS_URL) -> Callable[[str], str]:
     """A ``lookup`` for :func:`det.common.master_url.resolve` that asks this machine's IMDSv2."""
-    from det.agent.notice_aws import AwsSpotNotice
-
     lookup: Callable[[str], str] = AwsSpotNotice(base_url).metadata
     return lookup
 

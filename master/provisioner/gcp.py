@@ -30,8 +30,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+import requests
+
 from det.common import master_url as master_url_
 from det.common.backoff import backoff
+from det.master.provisioner import bootstrap
 from det.master.provisioner.gcp_config import GcpProviderConfig
 from det.master.provisioner.provider import (
     Instance,
@@ -302,8 +305,6 @@ class GcpProvider:
         The pool's ``master_url`` wins over the master's own; Determined's placeholder hosts
         (``http://internal-ip:8080``, ``external-ip``) are read from this machine's metadata.
         """
-        from det.master.provisioner import bootstrap
-
         url = master_url
         if config.master_url:
             url = master_url_.resolve(config.master_url, GCE_ADDRESS_PLACEHOLDERS, _metadata)
@@ -524,8 +525,6 @@ def _metadata(path: str) -> str:
 
     ``GCE_METADATA_HOST`` points it elsewhere, as it does for google-auth.
     """
-    import requests
-
     host = os.environ.get("GCE_METADATA_HOST") or "metadata.google.internal"
     try:
         resp = requests.get(

@@ -9,6 +9,7 @@ from typing_extensions import TypedDict
 
 from det.master.schemas import d
 from det.master.schemas._types import Int64
+from det.master.schemas.agents import device_type
 
 _SCHEDULER: dict[str, d.v1SchedulerType] = {
     "priority": "SCHEDULER_TYPE_PRIORITY",
@@ -34,8 +35,6 @@ def resource_pool(
 ) -> d.v1ResourcePool:
     """``p`` is the pool's config, ``scheduler`` its (or the resource manager's) scheduler
     config, ``counts`` the pool's live agents/slots row (empty when none)."""
-    from det.master.schemas.agents import device_type
-
     provider = p.provider or {}
     agents = int(counts.get("agents") or 0)
     return {

@@ -17,7 +17,7 @@ from det.master.schemas.agents import (
     HeartbeatResponse,
     HeartbeatSlot,
 )
-from det.master.services import allocations
+from det.master.services import allocations, containers
 
 logger = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ def mark_lost(conn: Conn, timeout_seconds: float) -> list[str]:
         for a in conn.execute(
             "SELECT id FROM allocations WHERE placement ? %s AND state <> 'TERMINATED'", (agent_id,)
         ).fetchall():
-            allocations.on_terminated(conn, a["id"], None, allocations.AGENT_LOST)
+            allocations.on_terminated(conn, a["id"], None, containers.AGENT_LOST)
     return ids
 
 

@@ -29,9 +29,6 @@ as restarts like any failed run and stop at ``max_restarts``.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import json
 import logging
 import re
@@ -42,22 +39,10 @@ from psycopg.types.json import Jsonb
 from det.master import expconf, states
 from det.master.db import Conn
 from det.master.handles import MasterState
+from det.master.services import checkpoint_gc, containers, ntsc, task_services
 from det.master.services.users import token_digest
 
 logger = logging.getLogger(__name__)
-
-AGENT_LOST = "agent lost"
-#: How an agent's container error starts when the image could not be pulled (det.agent.images).
-IMAGE_PULL_FAILED = "image pull failed: "
-START_FAILED = "start failed: "
-#: Determined's default /dev/shm for task containers (task_container_defaults.shm_size_bytes).
-DEFAULT_SHM_SIZE = 4 * 1024**3
-WORKDIR = "/run/determined/workdir"
-
-
-def allocation_token(st: MasterState, allocation_id: str) -> str:
-    mac = hmac.new(st.token_secret.encode(), allocation_id.encode(), hashlib.sha256).digest()
-    return base64.urlsafe_b64encode(mac).decode().rstrip("=")
 
 
 def create_for_trial(
@@ -82,7 +67,7 @@ def create_for_trial(
             job["resource_pool"],
             int(res.get("slots_per_trial", 1)),
             states.PENDING,
-            token_digest(allocation_token(st, allocation_id)),
+            token_digest(containers.allocation_token(st, allocation_id)),
         ),
     )
     conn.execute("UPDATE trials SET run_id = %s WHERE id = %s", (run_id, trial["id"]))
@@ -102,7 +87,7 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason:
         (exit_code, reason, allocation_id),
     )
     states.transition(conn, "allocation", allocation_id, states.TERMINATED, reason, strict=False)
-    if reason.startswith((IMAGE_PULL_FAILED, START_FAILED)):
+    if reason.startswith((containers.IMAGE_PULL_FAILED, containers.START_FAILED)):
         # The container never ran, so it left no log of its own: the reason is the task's log.
         conn.execute(
             "INSERT INTO task_logs (task_id, allocation_id, agent_id, log, level, stdtype, source)"
@@ -115,8 +100,6 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason:
             ),
         )
     if alloc["trial_id"] is None:
-        from det.master.services import checkpoint_gc, ntsc
-
         if ntsc.owns(conn, alloc["task_id"]):
             ntsc.on_terminated(conn, alloc, exit_code, reason)
         else:
@@ -132,7 +115,7 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason:
         return
     tid = trial["id"]
     stop = trial["stop_reason"]
-    preempted = alloc["preempt_requested"] or reason == AGENT_LOST
+    preempted = alloc["preempt_requested"] or reason == containers.AGENT_LOST
     counts = False
     if alloc["kill_requested"] or stop == "killed":
         finish_trial(conn, trial, states.CANCELED, "killed")
@@ -186,9 +169,9 @@ _REFUSALS = re.compile(
 
 def image_refused(reason: str | None) -> bool:
     """Whether an allocation's end reason is a pull failure that retrying cannot fix."""
-    if not reason or not reason.startswith(IMAGE_PULL_FAILED):
+    if not reason or not reason.startswith(containers.IMAGE_PULL_FAILED):
         return False
-    return bool(_REFUSALS.search(reason.removeprefix(IMAGE_PULL_FAILED)))
+    return bool(_REFUSALS.search(reason.removeprefix(containers.IMAGE_PULL_FAILED)))
 
 
 def finish_trial(conn: Conn, trial: dict[str, Any], state: str, reason: str) -> None:
@@ -219,8 +202,6 @@ def update_container(conn: Conn, allocation_id: str, container: dict[str, Any]) 
     if row is None:
         return
     if isinstance(container.get("proxyPort"), int):  # an interactive task's service is up
-        from det.master.services import task_services
-
         task_services.service_ready(conn, allocation_id, container["proxyPort"])
     if container.get("containerId"):
         conn.execute(
@@ -244,8 +225,6 @@ def container_spec(
 ) -> dict[str, Any]:
     """What the agent needs to start this allocation's container (see docs/internals.md)."""
     if alloc["trial_id"] is None:
-        from det.master.services import checkpoint_gc, ntsc
-
         if ntsc.owns(conn, alloc["task_id"]):
             return ntsc.container_spec(conn, st, alloc, agent_id)
         return checkpoint_gc.container_spec(conn, st, alloc, agent_id)
@@ -257,15 +236,15 @@ def container_spec(
     assert trial is not None
     config: dict[str, Any] = trial["config"]
     slot_ids = (alloc["placement"] or {}).get(agent_id, [])
-    device = "cuda" if slot_type(conn, agent_id) == "cuda" else "cpu"
-    image, env = image_and_env(conn, config, agent_id)
+    device = "cuda" if containers.slot_type(conn, agent_id) == "cuda" else "cpu"
+    image, env = containers.image_and_env(conn, config, agent_id)
     env.update(
         {
             "DET_MASTER": st.config.url(),
             "DET_CLUSTER_ID": st.cluster_id,
             "DET_TASK_ID": alloc["task_id"],
             "DET_ALLOCATION_ID": alloc["id"],
-            "DET_SESSION_TOKEN": allocation_token(st, alloc["id"]),
+            "DET_SESSION_TOKEN": containers.allocation_token(st, alloc["id"]),
             "DET_USER": trial["username"],
             "DET_TASK_TYPE": "TRIAL",
             "DET_RESOURCES_TYPE": "docker-container",
@@ -277,7 +256,7 @@ def container_spec(
             "DET_EXPERIMENT_CONFIG": json.dumps(expconf.redact(config, storage=False)),
             "DET_STEPS_COMPLETED": str(trial["steps_completed"]),
             "DET_SLOT_IDS": json.dumps([int(s) if str(s).isdigit() else s for s in slot_ids]),
-            "DET_UNIQUE_PORT_OFFSET": str(port_offset(alloc["id"])),
+            "DET_UNIQUE_PORT_OFFSET": str(containers.port_offset(alloc["id"])),
         }
     )
     if trial["latest_checkpoint"]:
@@ -293,91 +272,8 @@ def container_spec(
         "env": env,
         "slotIds": slot_ids,
         "deviceType": device,
-        **docker_options(st, config, alloc["resource_pool"]),
+        **containers.docker_options(st, config, alloc["resource_pool"]),
         "contextPath": f"/api/v1/tasks/{alloc['task_id']}/context",
-        "workdir": WORKDIR,
+        "workdir": containers.WORKDIR,
         "killGraceSeconds": 30,
     }
-
-
-def docker_options(st: MasterState, config: dict[str, Any], pool: str) -> dict[str, Any]:
-    """The container spec's Docker settings from the experiment's resolved config (which already
-    holds the cluster's task_container_defaults) and the pool's ``network_mode``.
-
-    ``registryAuth`` goes to the agent that pulls and nowhere else (see expconf.environment).
-    """
-    env_cfg = config.get("environment") or {}
-    res = config.get("resources") or {}
-    tcd = st.config.task_container_defaults_for(pool)
-    auth = env_cfg.get("registry_auth")
-    return {
-        "forcePull": bool(env_cfg.get("force_pull_image")),
-        "registryAuth": {k: v for k, v in auth.items() if v} if isinstance(auth, dict) else None,
-        "capAdd": list(env_cfg.get("add_capabilities") or []),
-        "capDrop": list(env_cfg.get("drop_capabilities") or []),
-        "shmSize": res.get("shm_size") or DEFAULT_SHM_SIZE,
-        "devices": [
-            {
-                "hostPath": d.get("host_path"),
-                "containerPath": d.get("container_path"),
-                "mode": d.get("mode") or "mrw",
-            }
-            for d in res.get("devices") or []
-        ],
-        "networkMode": tcd.get("network_mode") or "host",
-        "bindMounts": bind_mounts(config),
-    }
-
-
-def image_and_env(conn: Conn, config: dict[str, Any], agent_id: str) -> tuple[str, dict[str, str]]:
-    """The task image and the user's environment variables for the agent's device type."""
-    env_cfg = config.get("environment") or {}
-    device = "cuda" if slot_type(conn, agent_id) == "cuda" else "cpu"
-    image = env_cfg.get("image")
-    if isinstance(image, dict):
-        image = image.get(device) or image.get("cpu")
-    env: dict[str, str] = {}
-    variables = env_cfg.get("environment_variables") or []
-    if isinstance(variables, dict):
-        variables = variables.get(device) or []
-    for item in variables:
-        key, _, value = str(item).partition("=")
-        env[key] = value
-    return str(image or "det-task:py3.11-cpu-torch"), env
-
-
-def bind_mounts(config: dict[str, Any]) -> list[dict[str, Any]]:
-    """The experiment's bind mounts, plus its shared_fs checkpoint storage."""
-    return [
-        {
-            "hostPath": m.get("host_path"),
-            "containerPath": m.get("container_path"),
-            "readOnly": bool(m.get("read_only")),
-            "propagation": m.get("propagation") or "rprivate",
-        }
-        for m in config.get("bind_mounts") or []
-    ] + _storage_mounts(config.get("checkpoint_storage"))
-
-
-def _storage_mounts(storage: Any) -> list[dict[str, Any]]:
-    """shared_fs checkpoint storage is mounted into every task container at its
-    ``container_path``, as Determined does: the official harness writes there."""
-    if not isinstance(storage, dict) or storage.get("type") != "shared_fs":
-        return []
-    return [
-        {
-            "hostPath": storage["host_path"],
-            "containerPath": storage.get("container_path") or "/determined_shared_fs",
-            "readOnly": False,
-            "propagation": storage.get("propagation") or "rprivate",
-        }
-    ]
-
-
-def slot_type(conn: Conn, agent_id: str) -> str:
-    row = conn.execute("SELECT type FROM slots WHERE agent_id = %s LIMIT 1", (agent_id,)).fetchone()
-    return str(row["type"]) if row else "cpu"
-
-
-def port_offset(allocation_id: str) -> int:
-    return int(hashlib.sha1(allocation_id.encode()).hexdigest()[:4], 16) % 1000

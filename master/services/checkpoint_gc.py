@@ -23,8 +23,8 @@ from det.master.checkpoint_policy import Checkpoint, Retention, to_delete
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound
 from det.master.handles import MasterState
-from det.master.services import allocations
 from det.master.services import checkpoints as ckpt_svc
+from det.master.services import containers
 from det.master.services.users import token_digest
 
 logger = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ def _requeue_lost(conn: Conn, st: MasterState) -> None:
         " FROM checkpoint_gc g JOIN allocations a ON a.id = g.allocation_id"
         " JOIN jobs j ON j.experiment_id = g.experiment_id"
         " WHERE a.state = %s AND a.exit_reason = %s FOR UPDATE OF g SKIP LOCKED",
-        (states.TERMINATED, allocations.AGENT_LOST),
+        (states.TERMINATED, containers.AGENT_LOST),
     ).fetchall()
     for r in rows:
         eid = r["experiment_id"]
@@ -105,7 +105,7 @@ def _requeue_lost(conn: Conn, st: MasterState) -> None:
         conn.execute("DELETE FROM checkpoint_gc WHERE allocation_id = %s", (r["allocation_id"],))
         lost = conn.execute(
             "SELECT count(*) AS n FROM allocations WHERE task_id = %s AND exit_reason = %s",
-            (f"gc.{eid}", allocations.AGENT_LOST),
+            (f"gc.{eid}", containers.AGENT_LOST),
         ).fetchone()
         left = [
             str(c["uuid"])
@@ -187,7 +187,7 @@ def _queue_task(
             exp["job_id"],
             exp["resource_pool"],
             states.PENDING,
-            token_digest(allocations.allocation_token(st, allocation_id)),
+            token_digest(containers.allocation_token(st, allocation_id)),
         ),
     )
     conn.execute(
@@ -276,14 +276,14 @@ def container_spec(
     ).fetchone()
     assert row is not None, f"allocation {alloc['id']} is neither a trial's nor a GC task's"
     config: dict[str, Any] = row["config"]
-    image, env = allocations.image_and_env(conn, config, agent_id)
+    image, env = containers.image_and_env(conn, config, agent_id)
     env.update(
         {
             "DET_MASTER": st.config.url(),
             "DET_CLUSTER_ID": st.cluster_id,
             "DET_TASK_ID": alloc["task_id"],
             "DET_ALLOCATION_ID": alloc["id"],
-            "DET_SESSION_TOKEN": allocations.allocation_token(st, alloc["id"]),
+            "DET_SESSION_TOKEN": containers.allocation_token(st, alloc["id"]),
             "DET_TASK_TYPE": TASK_TYPE,
             "DET_EXPERIMENT_ID": str(row["id"]),
             "DET_CHECKPOINT_STORAGE": json.dumps(config.get("checkpoint_storage") or {}),
@@ -301,9 +301,9 @@ def container_spec(
         "slotIds": [],
         "deviceType": "cpu",
         # the experiment's Docker settings: its registry credentials pull the same image
-        **allocations.docker_options(st, config, alloc["resource_pool"]),
+        **containers.docker_options(st, config, alloc["resource_pool"]),
         "contextPath": None,
-        "workdir": allocations.WORKDIR,
+        "workdir": containers.WORKDIR,
         "killGraceSeconds": 30,
     }
 
@@ -321,7 +321,7 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason:
             states.checkpoints_deleted(conn, row["uuids"])
         what = _what(len(row["uuids"]), row["tensorboards"])
         states.record_event(conn, "experiment", eid, "checkpoint-gc", f"deleted {what}")
-    elif reason == allocations.AGENT_LOST:  # it may not have run: _requeue_lost queues it again
+    elif reason == containers.AGENT_LOST:  # it may not have run: _requeue_lost queues it again
         states.record_event(
             conn,
             "experiment",

@@ -11,6 +11,7 @@ from typing import IO, Any
 
 from psycopg.types.json import Jsonb
 
+from det import storage as det_storage
 from det.master import limits, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound, Unavailable
@@ -127,8 +128,6 @@ def archive(storage: dict[str, Any], uid: str) -> IO[bytes]:
     """Checkpoint ``uid``'s files as a gzip tar in a temporary file (rewound; deleted when
     closed), read from ``storage`` by the master itself (no DB connection held: this is network
     and disk work). NotFound when the storage has no such checkpoint."""
-    from det import storage as det_storage
-
     out = tempfile.TemporaryFile()  # noqa: SIM115 (handed to the response, which closes it)
     with tempfile.TemporaryDirectory(prefix="det-download-") as tmp:
         try:

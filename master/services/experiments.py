@@ -17,11 +17,11 @@ from typing import Any
 
 import yaml
 
-from det.master import expconf, limits, states
+from det.master import expconf, limits, searcher, states
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound, PayloadTooLarge
 from det.master.handles import MasterState
-from det.master.services import listing
+from det.master.services import jobs, listing, projects, scheduling, templates
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +114,6 @@ def parse_config(
     except expconf.ConfigError as e:
         raise InvalidArgument(f"invalid experiment config: {e}") from None
     resolved: dict[str, Any] = cfg.to_dict()
-    from det.master import searcher
 
     try:
         # The searcher pass builds the same searcher later; refuse here what it would refuse.
@@ -145,8 +144,6 @@ def create(
     project_id: int | None = None,
     template: str | None = None,
 ) -> dict[str, Any] | None:
-    from det.master.services import projects, templates
-
     template_name = template or _template_named_in(config_text)
     template_config = None
     if template_name:
@@ -156,7 +153,6 @@ def create(
             raise InvalidArgument(f"template: no template named {template_name!r}") from None
     config = parse_config(st, config_text, template_config)
     project = projects.usable(conn, _project_for(conn, config, project_id))
-    from det.master.services import scheduling
 
     limits.text("name", config.get("name"), limits.NAME)
     limits.text("description", config.get("description"), limits.DESCRIPTION)
@@ -226,8 +222,6 @@ def _template_named_in(config_text: str) -> str | None:
 def _project_for(conn: Conn, config: dict[str, Any], project_id: int | None) -> int:
     """Where a new experiment goes: the request's ``projectId``, else the config's
     ``workspace`` and ``project`` names, else the default project."""
-    from det.master.services import projects
-
     ws, proj = config.get("workspace"), config.get("project")
     if not ws and not proj:
         return project_id or projects.DEFAULT_ID
@@ -247,8 +241,6 @@ def _project_for(conn: Conn, config: dict[str, Any], project_id: int | None) -> 
 
 
 def move(conn: Conn, experiment_id: int, project_id: int) -> None:
-    from det.master.services import projects
-
     _lock(conn, experiment_id)
     projects.usable(conn, project_id)
     conn.execute(
@@ -595,8 +587,6 @@ def patch(conn: Conn, experiment_id: int, fields: Any) -> None:
     if res.get("maxSlots") is not None:
         set_max_slots(conn, exp, int(res["maxSlots"]))
     if res.get("priority") is not None or res.get("weight") is not None:
-        from det.master.services import jobs
-
         job = conn.execute(
             "SELECT id FROM jobs WHERE experiment_id = %s", (experiment_id,)
         ).fetchone()

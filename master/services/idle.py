@@ -23,7 +23,7 @@ import urllib.request
 from typing import Any
 
 from det.master.handles import MasterState
-from det.master.services import ntsc, task_services
+from det.master.services import task_services, tasks
 
 logger = logging.getLogger(__name__)
 
@@ -90,4 +90,4 @@ def idle_pass(st: MasterState) -> None:
             continue
         with st.pool.connection() as conn:
             logger.info("%s %s idle since %s: killing it", task["kind"].lower(), task["id"], since)
-            ntsc.kill(conn, task["id"], f"killed: idle for more than {timeout:g} s ({source})")
+            tasks.kill(conn, task["id"], f"killed: idle for more than {timeout:g} s ({source})")

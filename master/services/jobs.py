@@ -15,6 +15,7 @@ from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.handles import MasterState
 from det.master.schemas.jobs import job as job_json  # the wire shape of a listed job
+from det.master.services import scheduling
 from det.master.services.provisioning import JOB_EVENT_CODES
 
 __all__ = ["PENDING_EVENT_KINDS", "job_json", "list_jobs", "queue_info", "update"]
@@ -24,8 +25,6 @@ PENDING_EVENT_KINDS = JOB_EVENT_CODES
 
 
 def queue_info(conn: Conn, st: MasterState, pool: str | None = None) -> dict[str, dict[str, Any]]:
-    from det.master.services import scheduling
-
     return scheduling.queue_view(conn, st, pool)
 
 

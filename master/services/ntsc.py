@@ -26,21 +26,13 @@ from typing import Any
 from det.master import expconf, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
-from det.master.expconf.task import TaskKind, parse_task_config
+from det.master.expconf.task import KIND_NAMES, TaskKind, parse_task_config
 from det.master.handles import MasterState
-from det.master.services import allocations
+from det.master.services import containers, scheduling, task_services, tensorboards
 from det.master.services.experiments import ContextFile, pack_context
 from det.master.services.users import token_digest
 
 logger = logging.getLogger(__name__)
-
-#: The user-facing name of each kind (descriptions, messages).
-NAMES: dict[str, str] = {
-    "COMMAND": "Command",
-    "NOTEBOOK": "JupyterLab",
-    "SHELL": "Shell",
-    "TENSORBOARD": "TensorBoard",
-}
 
 
 def resolve_config(st: MasterState, kind: TaskKind, raw: Any) -> dict[str, Any]:
@@ -55,7 +47,7 @@ def resolve_config(st: MasterState, kind: TaskKind, raw: Any) -> dict[str, Any]:
     try:
         config = parse_task_config(kind, raw, st.config.task_container_defaults_for(pool))
     except expconf.ConfigError as e:
-        raise InvalidArgument(f"invalid {NAMES[kind].lower()} config: {e}") from None
+        raise InvalidArgument(f"invalid {KIND_NAMES[kind].lower()} config: {e}") from None
     if st.config.pool(pool) is None:
         raise InvalidArgument(f"resources.resource_pool: no pool named '{pool}'")
     config["resources"]["resource_pool"] = pool
@@ -74,8 +66,6 @@ def launch(
     data: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Queues a new task of ``kind`` (``config`` from :func:`resolve_config`); returns its row."""
-    from det.master.services import scheduling
-
     res = config["resources"]
     scheduling.refuse_if_never_fits(
         conn,
@@ -89,7 +79,7 @@ def launch(
             raise InvalidArgument(f"workspaceId: no workspace {workspace_id}")
     task_id = str(uuid.uuid4())
     if not config.get("description"):
-        config["description"] = f"{NAMES[kind]} ({task_id[:8]})"
+        config["description"] = f"{KIND_NAMES[kind]} ({task_id[:8]})"
     priority = res.get("priority") or st.config.resource_manager.scheduler.default_priority
     queue_key = conn.execute("SELECT coalesce(max(queue_key), 0) + 1 AS k FROM jobs").fetchone()
     assert queue_key is not None
@@ -139,7 +129,7 @@ def queue_run(conn: Conn, st: MasterState, task: dict[str, Any]) -> str:
             job["resource_pool"],
             int(task["config"]["resources"]["slots"]),
             states.PENDING,
-            token_digest(allocations.allocation_token(st, allocation_id)),
+            token_digest(containers.allocation_token(st, allocation_id)),
         ),
     )
     conn.execute("UPDATE ntsc_tasks SET run_id = %s WHERE id = %s", (run_id, task["id"]))
@@ -158,7 +148,7 @@ def get(conn: Conn, task_id: str, kind: str | None = None) -> dict[str, Any]:
         (task_id, kind) if kind else (task_id,),
     ).fetchone()
     if row is None:
-        raise NotFound(f"{NAMES.get(kind or '', 'task').lower()} {task_id} not found")
+        raise NotFound(f"{KIND_NAMES.get(kind or '', 'task').lower()} {task_id} not found")
     return row
 
 
@@ -195,33 +185,6 @@ _SELECT = (
 )
 
 
-def kill(conn: Conn, task_id: str, reason: str = "killed") -> None:
-    """Asks the task's live allocation to stop (its container gets SIGTERM, then SIGKILL); a
-    queued one ends at once. Killing an ended task changes nothing.
-
-    Locks allocations before the task row, as an allocation's end does (lock order)."""
-    row = conn.execute("SELECT id, state FROM ntsc_tasks WHERE id = %s", (task_id,)).fetchone()
-    if row is None:
-        raise NotFound(f"task {task_id} not found")
-    if row["state"] == states.TERMINATED:
-        return
-    live = conn.execute(
-        "UPDATE allocations SET kill_requested = true, exit_reason = coalesce(exit_reason, %s)"
-        " WHERE task_id = %s AND state <> 'TERMINATED' RETURNING id, state",
-        (reason, task_id),
-    ).fetchall()
-    conn.execute(
-        "UPDATE ntsc_tasks SET exit_status = coalesce(exit_status, %s) WHERE id = %s",
-        (reason, task_id),
-    )
-    for a in live:
-        if a["state"] == states.PENDING:
-            allocations.on_terminated(conn, a["id"], None, reason)
-    if not live:
-        _finish(conn, task_id, None, reason)
-    conn.execute("NOTIFY det_wakeup")
-
-
 def on_terminated(conn: Conn, alloc: dict[str, Any], exit_code: int | None, reason: str) -> None:
     """An allocation of a task ended (``alloc`` is its row as it was, locked by the caller)."""
     task = conn.execute(
@@ -229,22 +192,22 @@ def on_terminated(conn: Conn, alloc: dict[str, Any], exit_code: int | None, reas
     ).fetchone()
     if task is None or task["state"] == states.TERMINATED:
         return
-    preempted = alloc["preempt_requested"] or reason == allocations.AGENT_LOST
-    if task["exit_status"] is not None:  # killed (kill() gave the reason)
-        _finish(conn, task["id"], exit_code, task["exit_status"])
+    preempted = alloc["preempt_requested"] or reason == containers.AGENT_LOST
+    if task["exit_status"] is not None:  # killed (tasks.kill gave the reason)
+        finish(conn, task["id"], exit_code, task["exit_status"])
     elif preempted:
         conn.execute("UPDATE ntsc_tasks SET proxy_address = NULL WHERE id = %s", (task["id"],))
         logger.info("task %s preempted (%s); re-queued", task["id"], reason)
         states.record_event(conn, "task", task["id"], "preempted", f"{reason}; re-queued")
     elif exit_code == 0:
-        _finish(conn, task["id"], 0, "exited with code 0")
+        finish(conn, task["id"], 0, "exited with code 0")
     else:
         status = reason if exit_code is None else f"exited with code {exit_code}"
-        _finish(conn, task["id"], exit_code, status)
+        finish(conn, task["id"], exit_code, status)
     conn.execute("NOTIFY det_wakeup")
 
 
-def _finish(conn: Conn, task_id: str, exit_code: int | None, status: str) -> None:
+def finish(conn: Conn, task_id: str, exit_code: int | None, status: str) -> None:
     conn.execute(
         "UPDATE ntsc_tasks SET exit_code = %s, exit_status = coalesce(exit_status, %s),"
         " proxy_address = NULL WHERE id = %s",
@@ -291,22 +254,21 @@ def container_spec(
     assert task is not None
     config: dict[str, Any] = task["config"]
     slot_ids = (alloc["placement"] or {}).get(agent_id, [])
-    image, env = allocations.image_and_env(conn, config, agent_id)
+    image, env = containers.image_and_env(conn, config, agent_id)
     env.update(
         {
             "DET_MASTER": st.config.url(),
             "DET_CLUSTER_ID": st.cluster_id,
             "DET_TASK_ID": task["id"],
             "DET_ALLOCATION_ID": alloc["id"],
-            "DET_SESSION_TOKEN": allocations.allocation_token(st, alloc["id"]),
+            "DET_SESSION_TOKEN": containers.allocation_token(st, alloc["id"]),
             "DET_USER": task["username"],
             "DET_TASK_TYPE": task["kind"],
             "DET_RESOURCES_TYPE": "docker-container",
             "DET_SLOT_IDS": json.dumps([int(s) if str(s).isdigit() else s for s in slot_ids]),
-            "DET_UNIQUE_PORT_OFFSET": str(allocations.port_offset(alloc["id"])),
+            "DET_UNIQUE_PORT_OFFSET": str(containers.port_offset(alloc["id"])),
         }
     )
-    from det.master.services import task_services
 
     port = None
     if task["kind"] in task_services.SERVED:
@@ -317,10 +279,8 @@ def container_spec(
         )
         if task["kind"] == "SHELL":
             env["DET_SHELL_AUTHORIZED_KEY"] = str(task["data"].get("publicKey") or "")
-    docker = allocations.docker_options(st, config, alloc["resource_pool"])
+    docker = containers.docker_options(st, config, alloc["resource_pool"])
     if task["kind"] == "TENSORBOARD":
-        from det.master.services import tensorboards
-
         sources, mounts = tensorboards.container_sources(task["data"])
         env["DET_TENSORBOARD_SOURCES"] = json.dumps(sources)
         env["DET_TENSORBOARD_ARGS"] = json.dumps(config.get("tensorboard_args") or [])
@@ -335,10 +295,10 @@ def container_spec(
         "command": command,
         "env": env,
         "slotIds": slot_ids,
-        "deviceType": "cuda" if allocations.slot_type(conn, agent_id) == "cuda" else "cpu",
+        "deviceType": "cuda" if containers.slot_type(conn, agent_id) == "cuda" else "cpu",
         **docker,
         "contextPath": f"/api/v1/tasks/{task['id']}/context" if task["context"] else None,
-        "workdir": allocations.WORKDIR,
+        "workdir": containers.WORKDIR,
         "killGraceSeconds": 10,
         **({"proxyPort": port} if port else {}),
     }
@@ -362,7 +322,7 @@ def _command(task: dict[str, Any], port: int | None) -> list[str]:
             "--ServerApp.port_retries=0",
             f"--ServerApp.base_url=/proxy/{task['id']}/",
             "--ServerApp.allow_remote_access=True",
-            f"--ServerApp.root_dir={task['config'].get('work_dir') or allocations.WORKDIR}",
+            f"--ServerApp.root_dir={task['config'].get('work_dir') or containers.WORKDIR}",
         ]
     if entrypoint is None and task["kind"] == "TENSORBOARD":
         # Fetches the trials' files and serves TensorBoard under the proxy's path.

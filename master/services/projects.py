@@ -13,7 +13,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from det.master import limits, states
+from det.master import limits
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound, PayloadTooLarge
 from det.master.schemas import d
@@ -205,27 +205,6 @@ def move(conn: Conn, project_id: int, workspace_id: int) -> None:
     if taken is not None:
         raise Conflict(f"workspace '{dest['name']}' already has a project '{row['name']}'")
     conn.execute("UPDATE projects SET workspace_id = %s WHERE id = %s", (workspace_id, project_id))
-
-
-def delete(conn: Conn, project_id: int, *, removing_workspace: bool = False) -> None:
-    from det.master.services import experiments
-
-    row = _lock(conn, project_id)
-    if not removing_workspace:
-        _mutable(row, "deleted")
-    exps = conn.execute(
-        "SELECT id, state FROM experiments WHERE project_id = %s AND NOT deleted ORDER BY id",
-        (project_id,),
-    ).fetchall()
-    running = [e["id"] for e in exps if e["state"] not in states.TERMINAL]
-    if running:
-        raise Conflict(
-            f"project '{row['name']}' has experiments that have not finished"
-            f" ({', '.join(map(str, running[:5]))}): kill them before deleting it"
-        )
-    for e in exps:
-        experiments.delete(conn, e["id"])
-    conn.execute("DELETE FROM projects WHERE id = %s", (project_id,))
 
 
 def usable(conn: Conn, project_id: int) -> dict[str, Any]:

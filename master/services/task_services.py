@@ -9,9 +9,9 @@ import hmac
 from det.common import ports
 from det.master import states
 from det.master.db import Conn
+from det.master.expconf.task import KIND_NAMES
 from det.master.handles import MasterState
-from det.master.services import allocations
-from det.master.services.ntsc import NAMES
+from det.master.services import containers
 
 #: The kinds that serve something through the proxy.
 SERVED = frozenset({"NOTEBOOK", "TENSORBOARD", "SHELL"})
@@ -20,13 +20,13 @@ SERVED = frozenset({"NOTEBOOK", "TENSORBOARD", "SHELL"})
 def service_token(st: MasterState, task_id: str) -> str:
     """The secret a task's service admits the master's proxy with (only the master knows it:
     the service's port on the agent admits no one else)."""
-    return allocations.allocation_token(st, "service:" + task_id)
+    return containers.allocation_token(st, "service:" + task_id)
 
 
 def service_port(allocation_id: str) -> int:
     """Where a task's service listens on its agent (host networking): a port per allocation,
     as Determined offsets its tasks' ports by DET_UNIQUE_PORT_OFFSET (det.common.ports)."""
-    offset = allocations.port_offset(allocation_id) % ports.TASK_SERVICE_PORT_COUNT
+    offset = containers.port_offset(allocation_id) % ports.TASK_SERVICE_PORT_COUNT
     return ports.FIRST_TASK_SERVICE_PORT + offset
 
 
@@ -57,6 +57,8 @@ def service_ready(conn: Conn, allocation_id: str, port: int) -> None:
 def key_pair() -> dict[str, str]:
     """A shell's SSH key pair (OpenSSH formats): the public half goes to its server, the
     private half to its owner's CLI."""
+    # cryptography is not among det[master]'s dependencies (det[deploy] brings it): only a
+    # shell's launch needs it, so a master without it serves everything else.
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -90,7 +92,7 @@ def proxy_target(
         return "unauthenticated"
     if row is None:
         return f"not found: no task {task_id}"
-    name = f"{NAMES[row['kind']].lower()} {task_id}"
+    name = f"{KIND_NAMES[row['kind']].lower()} {task_id}"
     if user_id is not None and not admin and row["owner_id"] != user_id:
         owner = row["username"]
         return f"forbidden: {name} belongs to {owner}; only its owner or an admin may open it"
@@ -112,7 +114,7 @@ def sign(st: MasterState, task_id: str, user_id: int, expires: int, kind: str) -
     """A credential for one task and one user until ``expires`` (Unix time): ``kind``
     ``ticket`` (in a URL the CLI opens) or ``cookie`` (what the proxy sets in exchange)."""
     body = f"{kind}.{task_id}.{user_id}.{expires}"
-    return f"{user_id}.{expires}.{allocations.allocation_token(st, body)}"
+    return f"{user_id}.{expires}.{containers.allocation_token(st, body)}"
 
 
 def verify(st: MasterState, value: str, task_id: str, kind: str, now: float) -> int | None:

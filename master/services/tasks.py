@@ -6,13 +6,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from det.master import states
 from det.master.db import Conn
 from det.master.errors import NotFound, PermissionDenied
 from det.master.handles import MasterState
 from det.master.schemas import d
 from det.master.schemas.notebooks import task
 from det.master.schemas.tasks import allocation_summary
-from det.master.services import ntsc, task_services
+from det.master.services import allocations, ntsc, task_services
 
 
 def live_allocations(conn: Conn) -> dict[str, d.v1AllocationSummary]:
@@ -98,3 +99,32 @@ def proxy_ticket(conn: Conn, st: MasterState, task_id: str, user: Any) -> str:
         )
     expires = int(time.time()) + task_services.TICKET_SECONDS
     return task_services.sign(st, task_id, user.id, expires, "ticket")
+
+
+def kill(conn: Conn, task_id: str, reason: str = "killed") -> None:
+    """Asks an interactive task's live allocation to stop (its container gets SIGTERM, then
+    SIGKILL); a queued one ends at once. Killing an ended task changes nothing. Here, above
+    ``ntsc`` and ``allocations``: a queued allocation's end goes through ``allocations``, which
+    hands a task's end to ``ntsc``.
+
+    Locks allocations before the task row, as an allocation's end does (lock order)."""
+    row = conn.execute("SELECT id, state FROM ntsc_tasks WHERE id = %s", (task_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"task {task_id} not found")
+    if row["state"] == states.TERMINATED:
+        return
+    live = conn.execute(
+        "UPDATE allocations SET kill_requested = true, exit_reason = coalesce(exit_reason, %s)"
+        " WHERE task_id = %s AND state <> 'TERMINATED' RETURNING id, state",
+        (reason, task_id),
+    ).fetchall()
+    conn.execute(
+        "UPDATE ntsc_tasks SET exit_status = coalesce(exit_status, %s) WHERE id = %s",
+        (reason, task_id),
+    )
+    for a in live:
+        if a["state"] == states.PENDING:
+            allocations.on_terminated(conn, a["id"], None, reason)
+    if not live:
+        ntsc.finish(conn, task_id, None, reason)
+    conn.execute("NOTIFY det_wakeup")

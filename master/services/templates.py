@@ -16,7 +16,7 @@ from det.master import limits
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound
 from det.master.schemas import d
-from det.master.services import listing
+from det.master.services import listing, workspaces
 
 CONFIG = 256 * 1024  # bytes of a template's config as JSON
 
@@ -32,8 +32,6 @@ def _config(value: Any) -> dict[str, Any]:
 
 
 def _workspace(conn: Conn, workspace_id: int | None) -> int:
-    from det.master.services import workspaces
-
     return workspaces.named(conn, workspace_id) or workspaces.DEFAULT_ID
 
 

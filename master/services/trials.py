@@ -19,6 +19,7 @@ from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.handles import MasterState
 from det.master.schemas import d
+from det.master.services import jobs
 
 TRAINING = "training"
 VALIDATION = "validation"
@@ -160,8 +161,6 @@ def best_trial_of(conn: Conn, experiment_id: int) -> dict[str, Any] | None:
 
 
 def job_summary(conn: Conn, st: MasterState, job_id: str) -> d.v1JobSummary:
-    from det.master.services import jobs
-
     info = jobs.queue_info(conn, st).get(job_id)
     if info is None:
         return {"state": "STATE_UNSPECIFIED", "jobsAhead": 0}

@@ -197,27 +197,6 @@ def set_archived(conn: Conn, workspace_id: int, archived: bool) -> None:
     conn.execute("UPDATE workspaces SET archived = %s WHERE id = %s", (archived, workspace_id))
 
 
-def delete(conn: Conn, workspace_id: int) -> None:
-    from det.master.services import projects
-
-    row = lock(conn, "workspaces", workspace_id)
-    refuse_default(row, "workspace", "deleted")
-    model = conn.execute(
-        "SELECT name FROM models WHERE workspace_id = %s ORDER BY id LIMIT 1", (workspace_id,)
-    ).fetchone()
-    if model is not None:
-        raise Conflict(
-            f"workspace '{row['name']}' holds model '{model['name']}': move or delete its models"
-            " first"
-        )
-    for p in conn.execute(
-        "SELECT id FROM projects WHERE workspace_id = %s ORDER BY id", (workspace_id,)
-    ).fetchall():
-        projects.delete(conn, p["id"], removing_workspace=True)
-    conn.execute("DELETE FROM templates WHERE workspace_id = %s", (workspace_id,))
-    conn.execute("DELETE FROM workspaces WHERE id = %s", (workspace_id,))
-
-
 def named(conn: Conn, workspace_id: int | None, workspace_name: str | None = None) -> int | None:
     """The usable workspace a request names by id or by name, None when it names none
     (Determined's clients send 0 and "" for none)."""

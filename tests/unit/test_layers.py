@@ -1,5 +1,6 @@
 """scripts/check_layers.py (run by ``make check``): no state column written outside
-master/states.py, no SQL in master/api/; it holds on this tree and fails on a violation."""
+master/states.py, no SQL in master/api/, no uncommented import inside a function in master/; it
+holds on this tree and fails on a violation."""
 
 from __future__ import annotations
 
@@ -69,3 +70,50 @@ def test_a_state_write_outside_the_state_module_and_sql_in_a_route_fail(tmp_path
     assert lines[1].startswith("master/services/jobs.py:9: the terminal states typed out")
     assert lines[2].startswith("agent/x.py:1: a state column written outside master/states.py")
     assert lines[3].startswith("master/api/things.py:2: SQL in the API layer")
+
+
+def test_a_function_level_import_in_the_master_needs_a_comment(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        "master/provisioner/cloud.py",
+        "import json\n\n\n"
+        "def client():\n"
+        "    # boto3 is the optional extra det[aws]\n"
+        "    import boto3\n"
+        "    from botocore.config import Config\n\n"
+        "    return boto3, Config, json\n\n\n"
+        "def other():\n"
+        "    import socket  # the standard library: no reason to wait\n"
+        "    return socket\n",
+    )
+    _write(
+        tmp_path,
+        "master/services/a.py",
+        "def f():\n"
+        "    x = 1\n"
+        "    from det.master.services import b\n\n"
+        "    if x:\n"
+        "        import det.master.services.c as c\n"
+        "    return b, c\n\n\n"
+        "class K:\n"
+        "    def m(self):\n"
+        "        # a comment that is not above the import\n"
+        "        y = 2\n"
+        "        from det.master import d\n"
+        "        return d, y\n",
+    )
+    # Outside master/, and at module level, imports are not this rule's business.
+    _write(tmp_path, "agent/z.py", "def f():\n    import os\n    return os\n")
+    _write(tmp_path, "master/top.py", "import os\n")
+    r = _run(tmp_path)
+    assert r.returncode == 1
+    lines = r.stdout.splitlines()
+    assert lines[-1] == "check_layers: 3 violation(s)"
+    assert [
+        line.split(": an import inside a function without a comment")[0] for line in lines[:3]
+    ] == [
+        "master/services/a.py:3",
+        "master/services/a.py:6",
+        "master/services/a.py:14",
+    ]
+    assert lines[0].endswith(": from det.master.services import b")

@@ -13,7 +13,7 @@ from det.agent import images
 from det.agent.containers import DockerRuntime, Record
 from det.agent.devices import Slot, discover_slots
 from det.agent.reconcile import State
-from det.master.services import allocations
+from det.master.services import allocations, containers
 from tests.fakes.nvml import FakeGpu, make_pynvml
 
 GPUS = [
@@ -142,7 +142,7 @@ def test_an_engine_error_keeps_its_explanation() -> None:
 
 
 def test_the_master_reads_the_agents_pull_failures() -> None:
-    assert images.PULL_FAILED == allocations.IMAGE_PULL_FAILED
+    assert images.PULL_FAILED == containers.IMAGE_PULL_FAILED
     refused = [
         "img:v2: Head http://r/v2/img/manifests/v2: unauthorized: authentication required",
         "img:nope: manifest for img:nope not found: manifest unknown",

@@ -151,7 +151,7 @@ def test_the_master_config_endpoint_hides_registry_passwords() -> None:
 def test_the_container_spec_carries_the_docker_settings_of_the_pool_and_experiment() -> None:
     from types import SimpleNamespace
 
-    from det.master.services.allocations import DEFAULT_SHM_SIZE, docker_options
+    from det.master.services.containers import DEFAULT_SHM_SIZE, docker_options
 
     st: Any = SimpleNamespace(config=parse_config(MASTER))
     exp = {

@@ -1,0 +1,113 @@
+"""What every task container is made of, whatever runs in it (a trial, a notebook, a command, a
+checkpoint GC): the allocation's token, the image and environment for the agent's device type,
+the Docker options from the resolved config, the mounts, the service port, and the reasons an
+allocation ends that the agent or the master writes. ``allocations`` (trials), ``ntsc``
+(interactive tasks), ``checkpoint_gc`` and ``task_services`` build on it; it imports none of
+them.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from typing import Any
+
+from det.master.db import Conn
+from det.master.handles import MasterState
+
+AGENT_LOST = "agent lost"
+#: How an agent's container error starts when the image could not be pulled (det.agent.images).
+IMAGE_PULL_FAILED = "image pull failed: "
+START_FAILED = "start failed: "
+#: Determined's default /dev/shm for task containers (task_container_defaults.shm_size_bytes).
+DEFAULT_SHM_SIZE = 4 * 1024**3
+WORKDIR = "/run/determined/workdir"
+
+
+def allocation_token(st: MasterState, allocation_id: str) -> str:
+    mac = hmac.new(st.token_secret.encode(), allocation_id.encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(mac).decode().rstrip("=")
+
+
+def docker_options(st: MasterState, config: dict[str, Any], pool: str) -> dict[str, Any]:
+    """The container spec's Docker settings from the experiment's resolved config (which already
+    holds the cluster's task_container_defaults) and the pool's ``network_mode``.
+
+    ``registryAuth`` goes to the agent that pulls and nowhere else (see expconf.environment).
+    """
+    env_cfg = config.get("environment") or {}
+    res = config.get("resources") or {}
+    tcd = st.config.task_container_defaults_for(pool)
+    auth = env_cfg.get("registry_auth")
+    return {
+        "forcePull": bool(env_cfg.get("force_pull_image")),
+        "registryAuth": {k: v for k, v in auth.items() if v} if isinstance(auth, dict) else None,
+        "capAdd": list(env_cfg.get("add_capabilities") or []),
+        "capDrop": list(env_cfg.get("drop_capabilities") or []),
+        "shmSize": res.get("shm_size") or DEFAULT_SHM_SIZE,
+        "devices": [
+            {
+                "hostPath": d.get("host_path"),
+                "containerPath": d.get("container_path"),
+                "mode": d.get("mode") or "mrw",
+            }
+            for d in res.get("devices") or []
+        ],
+        "networkMode": tcd.get("network_mode") or "host",
+        "bindMounts": bind_mounts(config),
+    }
+
+
+def image_and_env(conn: Conn, config: dict[str, Any], agent_id: str) -> tuple[str, dict[str, str]]:
+    """The task image and the user's environment variables for the agent's device type."""
+    env_cfg = config.get("environment") or {}
+    device = "cuda" if slot_type(conn, agent_id) == "cuda" else "cpu"
+    image = env_cfg.get("image")
+    if isinstance(image, dict):
+        image = image.get(device) or image.get("cpu")
+    env: dict[str, str] = {}
+    variables = env_cfg.get("environment_variables") or []
+    if isinstance(variables, dict):
+        variables = variables.get(device) or []
+    for item in variables:
+        key, _, value = str(item).partition("=")
+        env[key] = value
+    return str(image or "det-task:py3.11-cpu-torch"), env
+
+
+def bind_mounts(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The experiment's bind mounts, plus its shared_fs checkpoint storage."""
+    return [
+        {
+            "hostPath": m.get("host_path"),
+            "containerPath": m.get("container_path"),
+            "readOnly": bool(m.get("read_only")),
+            "propagation": m.get("propagation") or "rprivate",
+        }
+        for m in config.get("bind_mounts") or []
+    ] + _storage_mounts(config.get("checkpoint_storage"))
+
+
+def _storage_mounts(storage: Any) -> list[dict[str, Any]]:
+    """shared_fs checkpoint storage is mounted into every task container at its
+    ``container_path``, as Determined does: the official harness writes there."""
+    if not isinstance(storage, dict) or storage.get("type") != "shared_fs":
+        return []
+    return [
+        {
+            "hostPath": storage["host_path"],
+            "containerPath": storage.get("container_path") or "/determined_shared_fs",
+            "readOnly": False,
+            "propagation": storage.get("propagation") or "rprivate",
+        }
+    ]
+
+
+def slot_type(conn: Conn, agent_id: str) -> str:
+    row = conn.execute("SELECT type FROM slots WHERE agent_id = %s LIMIT 1", (agent_id,)).fetchone()
+    return str(row["type"]) if row else "cpu"
+
+
+def port_offset(allocation_id: str) -> int:
+    return int(hashlib.sha1(allocation_id.encode()).hexdigest()[:4], 16) % 1000
