@@ -295,6 +295,24 @@ def seed(m: Any, db_url: str, experiments: int, steps: int) -> tuple[int, list[i
     return big, trials
 
 
+# The list of 20 while its first page changes: an experiment on it is renamed (PATCH, by the
+# admin) every RENAME_SECONDS during the read, so the pages kept by the API processes
+# (det.master.listcache) go stale that often and are built again.
+CHANGING = "experiment list 20, renames 10/s"
+RENAME_SECONDS = 0.1
+
+
+def renames(m: Any, experiment_id: int, stop: threading.Event) -> None:
+    s = m.session()
+    i = 0
+    while not stop.wait(RENAME_SECONDS):
+        i += 1
+        r = s.patch(
+            f"{m.url}/api/v1/experiments/{experiment_id}", json={"name": f"renamed-{i}"}, timeout=60
+        )
+        r.raise_for_status()
+
+
 def readers(m: Any, n: int) -> list[str]:
     """``n`` users' session tokens (non-admin users of their own)."""
     s = m.session()
@@ -361,6 +379,7 @@ def main() -> None:
                     conditional("/api/v1/experiments?limit=20"),
                     m.url,
                 ),
+                CHANGING: (get("/api/v1/experiments?limit=20"), m.url),
                 "experiment get": (get(f"/api/v1/experiments/{big}"), m.url),
                 "trial list (100 trials)": (get(f"/api/v1/experiments/{big}/trials"), m.url),
                 "job queue": (get("/api/v1/job-queues-v2"), m.url),
@@ -385,7 +404,15 @@ def main() -> None:
                     spies: list[subprocess.Popen[bytes]] = []
                     if args.profile and run == 0 and name == "experiment list, limit 20":
                         spies = spy(m.proc.pid, args.seconds, args.profile / "list20")
+                    stop = threading.Event()
+                    # The second experiment: on the first page (ids ascend in creation order).
+                    writer = threading.Thread(target=renames, args=(m, big + 1, stop))
+                    if name == CHANGING:
+                        writer.start()
                     results.setdefault(name, []).append(load(call, clients, args.seconds, cpus))
+                    stop.set()
+                    if writer.is_alive():
+                        writer.join(60)
                     for p in spies:
                         p.wait(60)
                 if not only or "series" in only:
