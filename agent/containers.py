@@ -21,6 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import docker.errors
+import docker.types
+
 from det.agent import images
 from det.agent.context import context_tar
 from det.agent.devices import Slot
@@ -338,8 +341,6 @@ class DockerRuntime:
             rec.state, rec.error, rec.docker_id = State.TERMINATED, error, None
 
     def _has_image(self, image: str) -> bool:
-        import docker.errors
-
         try:
             self._docker.images.get(image)
             return True
@@ -347,8 +348,6 @@ class DockerRuntime:
             return False
 
     def _create_args(self, rec: Record, spec: dict[str, Any], workdir: str) -> dict[str, Any]:
-        import docker.types
-
         slot_ids = [str(s) for s in spec.get("slotIds") or []]
         args: dict[str, Any] = {
             "image": str(spec["image"]),

@@ -15,6 +15,8 @@ from importlib import metadata
 from typing import Any
 from urllib.parse import urlparse
 
+import docker
+
 from det.agent.config import AgentConfig
 from det.agent.containers import DockerRuntime
 from det.agent.devices import Slot, discover_slots
@@ -70,8 +72,6 @@ class Agent:
         rng: random.Random | None = None,
     ) -> None:
         if docker_client is None:
-            import docker
-
             docker_client = docker.from_env()
         self.config = config
         self.slots = (

@@ -41,6 +41,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import docker.types
+
 from det.agent.errors import BundleError as BundleError
 
 logger = logging.getLogger(__name__)
@@ -236,8 +238,6 @@ class HarnessBundle:
     def apply(self, create_args: dict[str, Any], docker_client: Any) -> None:
         """Add the bundle to docker-py ``containers.create`` arguments: the read-only mount and
         ``PYTHONPATH`` (the bundle, then the experiment's own ``PYTHONPATH``, else the image's)."""
-        import docker.types
-
         create_args.setdefault("mounts", []).append(
             docker.types.Mount(
                 target=CONTAINER_PATH, source=str(self.path()), type="bind", read_only=True

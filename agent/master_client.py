@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import docker.types
 import requests
 
 from det.agent.errors import MasterRejected, MasterUnavailable
@@ -105,8 +106,6 @@ def task_container_cert(create_args: dict[str, Any], cert: tls.MasterCert) -> No
     if cert.noverify:
         env[tls.CERT_FILE_ENV] = tls.NOVERIFY
     elif cert.cert_file:
-        import docker.types
-
         source = str(Path(cert.cert_file).resolve())
         create_args.setdefault("mounts", []).append(
             docker.types.Mount(

@@ -12,6 +12,28 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import det
+from det.cli import (
+    agents,
+    checkpoints,
+    commands,
+    deploy,
+    experiments,
+    jobs,
+    master,
+    models,
+    notebooks,
+    projects,
+    search,
+    shells,
+    tasks,
+    templates,
+    tensorboards,
+    tokens,
+    trials,
+    users,
+    workspaces,
+)
 from det.cli.errors import CliError, translate
 from det.common.errors import HarnessError
 
@@ -48,28 +70,6 @@ def _wants_deploy(argv: list[str] | None) -> bool:
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The whole ``det`` parser. ``det deploy``'s sub-commands import the cloud SDKs (a quarter
     of a second), so they are only built when ``argv`` asks for them."""
-    from det.cli import (
-        agents,
-        checkpoints,
-        commands,
-        deploy,
-        experiments,
-        jobs,
-        master,
-        models,
-        notebooks,
-        projects,
-        search,
-        shells,
-        tasks,
-        templates,
-        tensorboards,
-        tokens,
-        trials,
-        users,
-        workspaces,
-    )
-
     parser = argparse.ArgumentParser(
         prog="det", description="det: a cluster platform for deep-learning training."
     )
@@ -104,8 +104,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     if args.version:
-        import det
-
         print(f"det {det.__version__}")
         return 0
     func: Callable[[argparse.Namespace], Any] | None = getattr(args, "func", None)

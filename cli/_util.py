@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
+from det.cli.errors import CliError
 from det.cli.session import Session, setup_session
+
+if TYPE_CHECKING:
+    from det.master.schemas import d
 
 
 def session(args: argparse.Namespace) -> Session:
@@ -28,3 +32,14 @@ def verb(sub: Any, names: str, func: Any, help_: str) -> argparse.ArgumentParser
 
 def add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def workspace_by_name(s: Session, name: str) -> d.v1Workspace:
+    """The workspace named ``name`` (exactly), or an error naming it."""
+    found = cast(
+        "d.v1GetWorkspacesResponse", s.get("/api/v1/workspaces", params={"nameCaseSensitive": name})
+    )["workspaces"]
+    if not found:
+        raise CliError(f"workspace '{name}' not found")
+    one = cast("d.v1GetWorkspaceResponse", s.get(f"/api/v1/workspaces/{found[0]['id']}"))
+    return one["workspace"]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import tarfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from det.cli import render
 from det.cli._util import add_json, noun, session, verb
 from det.cli.errors import CliError
+from det.storage import CheckpointNotFoundError, download_checkpoint
 
 if TYPE_CHECKING:
     from det.master.schemas import d
@@ -62,16 +64,12 @@ def list_(args: argparse.Namespace) -> None:
 
 def _download_via_master(args: argparse.Namespace, dst: Path) -> None:
     """The master reads the storage and sends a gzip tar (for storage this machine cannot reach)."""
-    import tarfile
-
     r = session(args).request("GET", f"/checkpoints/{args.uuid}", stream=True, timeout=None)
     with tarfile.open(fileobj=r.raw, mode="r|gz") as tf:
         tf.extractall(dst, filter="data")
 
 
 def download(args: argparse.Namespace) -> None:
-    from det.storage import CheckpointNotFoundError, download_checkpoint
-
     if args.mode == "master":
         dst = Path(args.output_dir or Path("checkpoints") / args.uuid)
         dst.mkdir(parents=True, exist_ok=True)

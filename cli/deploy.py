@@ -16,11 +16,14 @@ def register(nouns: Any, aliases: dict[str, list[str]], full: bool = True) -> No
     if not full:
         return
     try:
+        # Only when `det deploy` is asked for: the deploy programs import Pulumi and the cloud
+        # SDKs (det[deploy]); the local deploy is optional in a harness-only install.
         from det.deploy import local
     except ImportError:  # the local deploy is optional in a harness-only install
         local = None  # type: ignore[assignment]
     if local is not None and hasattr(local, "add_parsers"):
         local.add_parsers(sub)
+    # the cloud commands' parsers, with the same reason as the local ones above
     from det.deploy.clouds import add_parsers as add_clouds
 
     add_clouds(sub)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any, cast
 
+import det
 from det.cli import render
 from det.cli._util import add_json, noun, session, verb
 from det.cli.session import canonical_master, get_info
@@ -40,8 +41,6 @@ def logs(args: argparse.Namespace) -> None:
 
 def version(args: argparse.Namespace) -> None:
     """The client's version, and the master's: det's own and the Determined API it speaks."""
-    import det
-
     master = canonical_master(args.master)
     rows = [["client", det.__version__]]
     body = get_info(master)

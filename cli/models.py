@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import quote
 
 from det.cli import render
-from det.cli._util import add_json, noun, session, verb
+from det.cli._util import add_json, noun, session, verb, workspace_by_name
 from det.cli.errors import UsageError
 
 if TYPE_CHECKING:
@@ -72,8 +73,6 @@ def register_version(args: argparse.Namespace) -> None:
 
 
 def _path(name: str) -> str:
-    from urllib.parse import quote
-
     return f"/api/v1/models/{quote(name, safe='')}"
 
 
@@ -84,9 +83,7 @@ def delete(args: argparse.Namespace) -> None:
 
 def move(args: argparse.Namespace) -> None:
     s = session(args)
-    from det.cli.workspaces import by_name
-
-    w = by_name(s, args.workspace_name)
+    w = workspace_by_name(s, args.workspace_name)
     s.post(_path(args.name) + "/move", {"modelName": args.name, "destinationWorkspaceId": w["id"]})
     print(f"moved model {args.name} to workspace {args.workspace_name}")
 

@@ -6,10 +6,9 @@ import argparse
 from typing import TYPE_CHECKING, Any, cast
 
 from det.cli import render
-from det.cli._util import add_json, noun, session, verb
+from det.cli._util import add_json, noun, session, verb, workspace_by_name
 from det.cli.errors import CliError
 from det.cli.session import Session
-from det.cli.workspaces import by_name as workspace_by_name
 
 if TYPE_CHECKING:
     from det.master.schemas import d

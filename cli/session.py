@@ -10,11 +10,13 @@ import getpass
 import json
 import os
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import requests
+from urllib3.exceptions import InsecureRequestWarning
 
 from det.cli.errors import APIError, CliError, UsageError, translate, unreachable
 from det.common import api, master_url, tls
@@ -95,10 +97,6 @@ def master_cert() -> tls.MasterCert:
     except tls.CertError as e:
         raise translate(e) from None
     if cert.noverify:  # asked for: one warning per request would only be noise
-        import warnings
-
-        from urllib3.exceptions import InsecureRequestWarning
-
         warnings.simplefilter("ignore", InsecureRequestWarning)
     return cert
 

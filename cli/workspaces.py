@@ -6,26 +6,13 @@ import argparse
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
-from det.cli import render
-from det.cli._util import add_json, noun, session, verb
-from det.cli.errors import CliError
-from det.cli.session import Session
+from det.cli import projects, render
+from det.cli._util import add_json, noun, session, verb, workspace_by_name
 
 if TYPE_CHECKING:
     from det.master.schemas import d
 
 HEADERS = ["ID", "Name", "# Projects", "Default Compute Pool", "Default Aux Pool", "Archived"]
-
-
-def by_name(s: Session, name: str) -> d.v1Workspace:
-    """The workspace named ``name`` (exactly), or an error naming it."""
-    found = cast(
-        "d.v1GetWorkspacesResponse", s.get("/api/v1/workspaces", params={"nameCaseSensitive": name})
-    )["workspaces"]
-    if not found:
-        raise CliError(f"workspace '{name}' not found")
-    one = cast("d.v1GetWorkspaceResponse", s.get(f"/api/v1/workspaces/{found[0]['id']}"))
-    return one["workspace"]
 
 
 def _rows(workspaces: list[d.v1Workspace]) -> list[list[Any]]:
@@ -58,8 +45,6 @@ def list_(args: argparse.Namespace) -> None:
 
 
 def list_projects(args: argparse.Namespace) -> None:
-    from det.cli import projects
-
     projects.list_(args)
 
 
@@ -73,12 +58,12 @@ def create(args: argparse.Namespace) -> None:
 
 
 def describe(args: argparse.Namespace) -> None:
-    _show(args, by_name(session(args), args.workspace_name))
+    _show(args, workspace_by_name(session(args), args.workspace_name))
 
 
 def edit(args: argparse.Namespace) -> None:
     s = session(args)
-    w = by_name(s, args.workspace_name)
+    w = workspace_by_name(s, args.workspace_name)
     body: dict[str, Any] = {}
     if args.name:
         body["name"] = args.name
@@ -92,7 +77,7 @@ def edit(args: argparse.Namespace) -> None:
 def _action(verb_name: str, done: str) -> Any:
     def run(args: argparse.Namespace) -> None:
         s = session(args)
-        w = by_name(s, args.workspace_name)
+        w = workspace_by_name(s, args.workspace_name)
         s.post(f"/api/v1/workspaces/{w['id']}/{verb_name}")
         print(f"Successfully {done} workspace {args.workspace_name}.")
 
@@ -101,7 +86,7 @@ def _action(verb_name: str, done: str) -> Any:
 
 def delete(args: argparse.Namespace) -> None:
     s = session(args)
-    w = by_name(s, args.workspace_name)
+    w = workspace_by_name(s, args.workspace_name)
     if not args.yes:
         answer = input(
             f'Deleting workspace "{args.workspace_name}" deletes its projects, experiments and'

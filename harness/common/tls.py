@@ -29,6 +29,7 @@ from typing import Any, Mapping
 
 import requests
 import requests.adapters
+from requests.utils import DEFAULT_CA_BUNDLE_PATH
 
 from det.common.errors import CertError as CertError  # re-exported: callers name tls.CertError
 
@@ -138,7 +139,6 @@ def _public_bundle() -> str:
     for var in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
         if os.environ.get(var):
             return os.environ[var]
-    from requests.utils import DEFAULT_CA_BUNDLE_PATH
 
     return str(DEFAULT_CA_BUNDLE_PATH)
 

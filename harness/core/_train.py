@@ -16,6 +16,7 @@ import logging
 import math
 import pathlib
 import queue
+import tempfile
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -295,8 +296,6 @@ class DummyTrainContext(TrainContext):
     def get_tensorboard_path(self) -> pathlib.Path:
         """Off-cluster: a local directory (nothing is uploaded)."""
         if self._tbd_directory is None:
-            import tempfile
-
             self._tbd_directory = pathlib.Path(tempfile.mkdtemp(prefix="det-tensorboard-"))
         return self._tbd_directory
 

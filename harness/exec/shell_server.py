@@ -32,6 +32,8 @@ async def _run(process: Any) -> None:
     extra = {"TERM": process.term_type or "xterm"} if process.term_type else {}
     try:
         if process.term_type:
+            # POSIX only, as this server is (it runs in Linux task containers): kept out of the
+            # module's imports so that the harness package imports anywhere.
             import pty
 
             leader, follower = pty.openpty()
@@ -46,6 +48,7 @@ async def _run(process: Any) -> None:
             os.close(follower)
             size = process.term_size
             if size and size[0] and size[1]:
+                # POSIX only (see pty above)
                 import fcntl
                 import struct
                 import termios
@@ -129,6 +132,7 @@ async def _pump_pty(process: Any, leader: int, proc: Any) -> None:
 
 
 async def serve(port: int, authorized_key: str, host_key: str | None) -> None:
+    # asyncssh is in det's task images, not in the harness's dependencies (only shells need it)
     import asyncssh
 
     key = (

@@ -68,10 +68,12 @@ def from_config(
     if kind == "directory":
         return DirectoryStorageManager(str(cfg["container_path"]))
     if kind == "s3":
+        # boto3 (det[aws]) is imported by s3.py only when S3 is used
         from .s3 import S3StorageManager
 
         return S3StorageManager.from_config(cfg)
     if kind == "gcs":
+        # the Google SDK (det[gcp]) is imported by gcs.py only when GCS is used
         from .gcs import GCSStorageManager
 
         return GCSStorageManager.from_config(cfg)

@@ -21,9 +21,11 @@ class GCSStorageManager(ObjectStorageManager):
     scheme = "gs"
 
     def __init__(self, bucket: str, *, prefix: str | None = None, max_workers: int = 8) -> None:
+        # google-cloud-storage is the optional extra det[gcp], needed only once GCS is used
         from google.cloud import storage as gcs
 
         if os.environ.get("STORAGE_EMULATOR_HOST"):
+            # google-auth comes with det[gcp] too (an emulator needs no real credentials)
             from google.auth.credentials import AnonymousCredentials
 
             client = gcs.Client(

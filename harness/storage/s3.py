@@ -32,6 +32,7 @@ class S3StorageManager(ObjectStorageManager):
         region: str | None = None,
         max_workers: int = 8,
     ) -> None:
+        # boto3 is the optional extra det[aws], needed only once S3 is used
         import boto3
         import boto3.s3.transfer
 
