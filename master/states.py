@@ -348,6 +348,29 @@ def checkpoint_files_left(conn: Conn, uuid: str, left: Mapping[str, int]) -> Non
             raise Conflict(f"checkpoint {uuid} is {current['state']}; it cannot become {new}")
 
 
+# An instance row as the cloud describes it: the columns and their values, in this order.
+_INSTANCE_COLUMNS = "id, resource_pool, instance_type, zone, market, state"
+
+
+def _instance_values(pool: str, inst: Instance) -> tuple[str, str, str, str | None, str, str]:
+    return (inst.id, pool, inst.instance_type, inst.zone, inst.market.value, inst.state.value)
+
+
+def instances_launched(
+    conn: Conn, pool: str, launched: Iterable[Instance], option_index: int, reason: str
+) -> None:
+    """Instances the master just launched, in the state the cloud gave (a later list may have
+    recorded one already: then only which option and why are added)."""
+    for inst in launched:
+        conn.execute(
+            f"INSERT INTO instances ({_INSTANCE_COLUMNS}, launched_at, option_index, reason)"
+            " VALUES (%s, %s, %s, %s, %s, %s, now(), %s, %s)"
+            " ON CONFLICT (id) DO UPDATE SET option_index = EXCLUDED.option_index,"
+            " reason = EXCLUDED.reason",
+            (*_instance_values(pool, inst), option_index, reason),
+        )
+
+
 def instances_listed(conn: Conn, pool: str, instances: Iterable[Instance]) -> None:
     """What the cloud lists for ``pool``, recorded as it says (an instance seen again is no
     longer terminated); an instance it no longer lists has ended (TERMINATED)."""
@@ -356,20 +379,11 @@ def instances_listed(conn: Conn, pool: str, instances: Iterable[Instance]) -> No
         ids.append(inst.id)
         live = inst.state in (_I.STARTING, _I.RUNNING)
         conn.execute(
-            "INSERT INTO instances (id, resource_pool, instance_type, zone, market, state, launched_at)"
+            f"INSERT INTO instances ({_INSTANCE_COLUMNS}, launched_at)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s)"
             " ON CONFLICT (id) DO UPDATE SET state = EXCLUDED.state, zone = EXCLUDED.zone,"
             " terminated_at = CASE WHEN %s THEN NULL ELSE instances.terminated_at END",
-            (
-                inst.id,
-                pool,
-                inst.instance_type,
-                inst.zone,
-                inst.market.value,
-                inst.state.value,
-                inst.launched_at,
-                live,
-            ),
+            (*_instance_values(pool, inst), inst.launched_at, live),
         )
     conn.execute(
         "UPDATE instances SET state = %s, terminated_at = coalesce(terminated_at, now())"

@@ -54,7 +54,7 @@ def trial(conn: Conn, trial_id: int) -> None:
     check_task_scope(trial_id=trial_id)
     if principal().task is not None:
         return  # its own trial (checked above): no query on the metric-report path
-    row = owners.trial(conn, trial_id)
+    row = owners.of(conn, "trial", trial_id)
     if row is None:
         raise NotFound(f"trial {trial_id} not found")
     _may_change(row["owner_id"], f"trial {trial_id}", row["username"])
@@ -65,7 +65,7 @@ def allocation(conn: Conn, allocation_id: str) -> None:
     check_task_scope(allocation_id=allocation_id)
     if principal().task is not None:
         return  # its own allocation (checked above)
-    row = owners.allocation(conn, allocation_id)
+    row = owners.of(conn, "allocation", allocation_id)
     if row is None:
         raise NotFound(f"allocation {allocation_id} not found")
     _may_change(row["owner_id"], f"allocation {allocation_id}", row["username"])

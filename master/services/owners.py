@@ -19,26 +19,6 @@ def _one(conn: Conn, sql: str, *args: object) -> Row | None:
     return dict(row) if row is not None else None
 
 
-def trial(conn: Conn, trial_id: int) -> Row | None:
-    """A trial's owner: its experiment's."""
-    return _one(
-        conn,
-        "SELECT e.owner_id, u.username FROM trials t JOIN experiments e ON e.id = t.experiment_id"
-        " JOIN users u ON u.id = e.owner_id WHERE t.id = %s",
-        trial_id,
-    )
-
-
-def allocation(conn: Conn, allocation_id: str) -> Row | None:
-    """An allocation's owner: its job's."""
-    return _one(
-        conn,
-        "SELECT j.owner_id, u.username FROM allocations a JOIN jobs j ON j.id = a.job_id"
-        " JOIN users u ON u.id = j.owner_id WHERE a.id = %s",
-        allocation_id,
-    )
-
-
 def checkpoint(conn: Conn, uuid: str) -> Row | None:
     """A checkpoint's trial, task, experiment and owner (None for a checkpoint of no
     experiment), and whether it is registered as a model version."""
@@ -66,27 +46,30 @@ def gc_task_has(conn: Conn, allocation_id: str, uuid: str) -> bool:
     )
 
 
-# Resources with an owner column of their own, by kind: (table, key column). Experiments, jobs
-# and models always have an owner; workspaces, projects and templates have None for the
-# defaults.
+# The owner of each kind of resource, as (FROM, key column): ``t`` is the row with the
+# ``owner_id``, the resource itself or what it belongs to (a trial's experiment, an allocation's
+# job). Experiments, jobs and models always have an owner; workspaces, projects and templates
+# have None for the defaults.
 _OWNED = {
-    "experiment": ("experiments", "id"),
-    "job": ("jobs", "id"),
-    "model": ("models", "name"),
-    "workspace": ("workspaces", "id"),
-    "project": ("projects", "id"),
-    "template": ("templates", "name"),
+    "experiment": ("experiments t", "t.id"),
+    "trial": ("trials x JOIN experiments t ON t.id = x.experiment_id", "x.id"),
+    "job": ("jobs t", "t.id"),
+    "allocation": ("allocations x JOIN jobs t ON t.id = x.job_id", "x.id"),
+    "model": ("models t", "t.name"),
+    "workspace": ("workspaces t", "t.id"),
+    "project": ("projects t", "t.id"),
+    "template": ("templates t", "t.name"),
 }
 
 
 def of(conn: Conn, kind: str, key: object) -> Row | None:
-    """The owner of the experiment, job, workspace, project (by id), model or template (by
-    name) ``key``."""
-    table, column = _OWNED[kind]
+    """The owner of the experiment, trial (its experiment's), job, allocation (its job's),
+    workspace or project (by id), model or template (by name) ``key``."""
+    source, column = _OWNED[kind]
     return _one(
         conn,
-        f"SELECT t.owner_id, u.username FROM {table} t LEFT JOIN users u ON u.id = t.owner_id"
-        f" WHERE t.{column} = %s",
+        f"SELECT t.owner_id, u.username FROM {source} LEFT JOIN users u ON u.id = t.owner_id"
+        f" WHERE {column} = %s",
         key,
     )
 

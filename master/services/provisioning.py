@@ -357,23 +357,7 @@ def _launch(
         return
     logger.info("pool %s: launched %s (%s)", pool, [i.id for i in launched], order.reason)
     with st.pool.connection() as conn:
-        for inst in launched:
-            conn.execute(
-                "INSERT INTO instances (id, resource_pool, instance_type, zone, market, state,"
-                " launched_at, option_index, reason) VALUES (%s, %s, %s, %s, %s, %s, now(), %s, %s)"
-                " ON CONFLICT (id) DO UPDATE SET option_index = EXCLUDED.option_index,"
-                " reason = EXCLUDED.reason",
-                (
-                    inst.id,
-                    pool,
-                    inst.instance_type,
-                    inst.zone,
-                    inst.market.value,
-                    inst.state.value,
-                    index,
-                    order.reason,
-                ),
-            )
+        states.instances_launched(conn, pool, launched, index, order.reason)
         states.record_event(
             conn,
             "pool",

@@ -26,21 +26,6 @@ from det.master import states
         ("allocation", "RUNNING", "TERMINATED", True),
         ("allocation", "RUNNING", "PULLING", False),
         ("allocation", "TERMINATED", "RUNNING", False),
-    ],
-)
-def test_transition_table(entity: str, current: str, new: str, allowed: bool) -> None:
-    assert states.can_transition(entity, current, new) is allowed
-
-
-def test_terminal_states_have_no_way_back() -> None:
-    for s in states.TERMINAL:
-        assert not (states.TRIAL_TRANSITIONS[s] - {states.DELETING})
-        assert states.EXPERIMENT_TRANSITIONS[s] <= {states.DELETING}
-
-
-@pytest.mark.parametrize(
-    ("entity", "current", "new", "allowed"),
-    [
         ("checkpoint", "COMPLETED", "PARTIALLY_DELETED", True),
         ("checkpoint", "COMPLETED", "DELETED", True),
         ("checkpoint", "PARTIALLY_DELETED", "DELETED", True),
@@ -56,10 +41,14 @@ def test_terminal_states_have_no_way_back() -> None:
         ("continue", "DELETING", "ACTIVE", False),
     ],
 )
-def test_checkpoint_instance_and_continue_tables(
-    entity: str, current: str, new: str, allowed: bool
-) -> None:
+def test_transition_table(entity: str, current: str, new: str, allowed: bool) -> None:
     assert states.can_transition(entity, current, new) is allowed
+
+
+def test_terminal_states_have_no_way_back() -> None:
+    for s in states.TERMINAL:
+        assert not (states.TRIAL_TRANSITIONS[s] - {states.DELETING})
+        assert states.EXPERIMENT_TRANSITIONS[s] <= {states.DELETING}
 
 
 def test_the_guards_come_from_the_tables() -> None:
