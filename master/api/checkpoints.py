@@ -20,6 +20,7 @@ from det.master.api._common import (
 )
 from det.master.api._contract import contract, query_dict
 from det.master.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
+from det.master.expconf import stored
 from det.master.schemas import checkpoints as wire
 from det.master.schemas import d, validate
 from det.master.services import checkpoint_gc
@@ -46,7 +47,7 @@ def listing(
         attr=params.get("sortByAttr"),
         metric=params.get("sortByMetric") or None,
         order=params.get("orderBy"),
-        smaller_is_better=bool((config.get("searcher") or {}).get("smaller_is_better", True)),
+        smaller_is_better=stored.smaller_is_better(config),
     )
     total = len(items)
     offset = params.get("offset") or 0

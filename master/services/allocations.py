@@ -38,6 +38,7 @@ from psycopg.types.json import Jsonb
 
 from det.master import expconf, states
 from det.master.db import Conn
+from det.master.expconf import stored
 from det.master.handles import MasterState
 from det.master.services import checkpoint_gc, containers, ntsc, task_services
 from det.master.services.users import token_digest
@@ -51,7 +52,6 @@ def create_for_trial(
     """Queues the next run of ``trial``; returns the allocation id."""
     run_id = trial["run_id"] + 1
     allocation_id = f"{trial['task_id']}.{run_id}"
-    res = experiment["config"].get("resources") or {}
     job = conn.execute(
         "SELECT id, resource_pool FROM jobs WHERE experiment_id = %s", (experiment["id"],)
     ).fetchone()
@@ -65,7 +65,7 @@ def create_for_trial(
             trial["id"],
             job["id"],
             job["resource_pool"],
-            int(res.get("slots_per_trial", 1)),
+            stored.slots_per_trial(experiment["config"]),
             states.PENDING,
             token_digest(containers.allocation_token(st, allocation_id)),
         ),
@@ -137,7 +137,7 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason:
     else:
         counts = True
         restarts = trial["restarts"] + 1
-        max_restarts = int(trial["config"].get("max_restarts", 5))
+        max_restarts = stored.max_restarts(trial["config"])
         conn.execute("UPDATE trials SET restarts = %s WHERE id = %s", (restarts, tid))
         if restarts > max_restarts:
             finish_trial(

@@ -22,6 +22,7 @@ from det.master import states
 from det.master.checkpoint_policy import Checkpoint, Retention, to_delete
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound
+from det.master.expconf import stored
 from det.master.handles import MasterState
 from det.master.services import checkpoints as ckpt_svc
 from det.master.services import containers
@@ -36,13 +37,12 @@ MAX_LOST_RUNS = 3
 
 
 def retention(config: dict[str, Any]) -> Retention:
-    storage = config.get("checkpoint_storage") or {}
-    searcher = config.get("searcher") or {}
+    experiment_best, trial_best, trial_latest = stored.retention(config)
     return Retention(
-        experiment_best=int(storage.get("save_experiment_best", 0)),
-        trial_best=int(storage.get("save_trial_best", 1)),
-        trial_latest=int(storage.get("save_trial_latest", 1)),
-        smaller_is_better=bool(searcher.get("smaller_is_better", True)),
+        experiment_best=experiment_best,
+        trial_best=trial_best,
+        trial_latest=trial_latest,
+        smaller_is_better=stored.smaller_is_better(config),
     )
 
 

@@ -14,6 +14,9 @@ import hmac
 from typing import Any
 
 from det.master.db import Conn
+from det.master.expconf import stored
+from det.master.expconf.schema import DEFAULT_CPU_IMAGE
+from det.master.expconf.storage import SharedFSStorage
 from det.master.handles import MasterState
 
 AGENT_LOST = "agent lost"
@@ -41,7 +44,7 @@ def docker_options(st: MasterState, config: dict[str, Any], pool: str) -> dict[s
     tcd = st.config.task_container_defaults_for(pool)
     auth = env_cfg.get("registry_auth")
     return {
-        "forcePull": bool(env_cfg.get("force_pull_image")),
+        "forcePull": stored.force_pull_image(config),
         "registryAuth": {k: v for k, v in auth.items() if v} if isinstance(auth, dict) else None,
         "capAdd": list(env_cfg.get("add_capabilities") or []),
         "capDrop": list(env_cfg.get("drop_capabilities") or []),
@@ -50,7 +53,7 @@ def docker_options(st: MasterState, config: dict[str, Any], pool: str) -> dict[s
             {
                 "hostPath": d.get("host_path"),
                 "containerPath": d.get("container_path"),
-                "mode": d.get("mode") or "mrw",
+                "mode": stored.device_mode(d),
             }
             for d in res.get("devices") or []
         ],
@@ -73,7 +76,7 @@ def image_and_env(conn: Conn, config: dict[str, Any], agent_id: str) -> tuple[st
     for item in variables:
         key, _, value = str(item).partition("=")
         env[key] = value
-    return str(image or "det-task:py3.11-cpu-torch"), env
+    return str(image or DEFAULT_CPU_IMAGE), env
 
 
 def bind_mounts(config: dict[str, Any]) -> list[dict[str, Any]]:
@@ -83,7 +86,7 @@ def bind_mounts(config: dict[str, Any]) -> list[dict[str, Any]]:
             "hostPath": m.get("host_path"),
             "containerPath": m.get("container_path"),
             "readOnly": bool(m.get("read_only")),
-            "propagation": m.get("propagation") or "rprivate",
+            "propagation": stored.mount_propagation(m),
         }
         for m in config.get("bind_mounts") or []
     ] + _storage_mounts(config.get("checkpoint_storage"))
@@ -97,9 +100,9 @@ def _storage_mounts(storage: Any) -> list[dict[str, Any]]:
     return [
         {
             "hostPath": storage["host_path"],
-            "containerPath": storage.get("container_path") or "/determined_shared_fs",
+            "containerPath": stored.shared_fs_container_path(storage),
             "readOnly": False,
-            "propagation": storage.get("propagation") or "rprivate",
+            "propagation": stored.value(storage, SharedFSStorage, "propagation"),
         }
     ]
 

@@ -20,6 +20,7 @@ import yaml
 from det.master import expconf, limits, searcher, states
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound, PayloadTooLarge
+from det.master.expconf import stored
 from det.master.handles import MasterState
 from det.master.services import jobs, listing, projects, scheduling, templates
 
@@ -89,9 +90,10 @@ def pack_context(files: list[ContextFile]) -> bytes:
 
 def parse_config(
     st: MasterState, config_text: str, template: dict[str, Any] | None = None
-) -> dict[str, Any]:
+) -> expconf.ExperimentConfig:
     """The resolved experiment config (a configuration template, then the cluster defaults,
-    merged under it) or InvalidArgument."""
+    merged under it, and the pool named), typed, or InvalidArgument; ``.to_dict()`` is what is
+    stored."""
     try:
         raw = expconf.load_yaml(config_text)
         raw.pop("template", None)  # the template's name: applied by the caller
@@ -128,8 +130,8 @@ def parse_config(
     if pool_cfg is None:
         names = ", ".join(p.pool_name for p in st.config.resource_pools)
         raise InvalidArgument(f"resources.resource_pool: no pool named '{pool}' (pools: {names})")
-    resolved.setdefault("resources", {})["resource_pool"] = pool
-    return resolved
+    cfg.resources.resource_pool = pool
+    return cfg
 
 
 def create(
@@ -151,18 +153,19 @@ def create(
             template_config = templates.get(conn, template_name)["config"]
         except NotFound:
             raise InvalidArgument(f"template: no template named {template_name!r}") from None
-    config = parse_config(st, config_text, template_config)
+    cfg = parse_config(st, config_text, template_config)
+    config = cfg.to_dict()
     project = projects.usable(conn, _project_for(conn, config, project_id))
 
     limits.text("name", config.get("name"), limits.NAME)
     limits.text("description", config.get("description"), limits.DESCRIPTION)
     limits.labels("labels", config.get("labels"))
     limits.hyperparameters(config.get("hyperparameters"))
-    scheduling.refuse_if_never_fits(conn, st, config)
+    res = cfg.resources
+    scheduling.refuse_if_never_fits(conn, st, res.resource_pool, res.slots_per_trial)
     if validate_only:
         return None
-    res = config["resources"]
-    priority = res.get("priority") or st.config.resource_manager.scheduler.default_priority
+    priority = res.priority or st.config.resource_manager.scheduler.default_priority
     row = conn.execute(
         "INSERT INTO experiments (name, description, labels, config, original_config, state,"
         " owner_id, context, project_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING *",
@@ -189,9 +192,9 @@ def create(
             job_id,
             row["id"],
             owner_id,
-            res["resource_pool"],
+            res.resource_pool,
             priority,
-            res.get("weight") or 1,
+            res.weight or 1,  # a weight of 0 is queued as 1, as it always was
             queue_key["k"],
         ),
     )
@@ -597,7 +600,7 @@ def patch(conn: Conn, experiment_id: int, fields: Any) -> None:
 def set_max_slots(conn: Conn, exp: dict[str, Any], max_slots: int) -> None:
     """The experiment's cap on the slots its trials hold at once (``0``: no cap). Like the
     config's ``resources.max_slots``, it may not be below one trial's ``slots_per_trial``."""
-    per_trial = int((exp["config"].get("resources") or {}).get("slots_per_trial", 1))
+    per_trial = stored.slots_per_trial(exp["config"])
     if max_slots < 0:
         raise InvalidArgument(f"resources.maxSlots: must be >= 0 (got {max_slots})")
     if 0 < max_slots < per_trial:
@@ -681,7 +684,7 @@ def continue_(
         override = loaded
     new_config = config
     if override:
-        new_config = parse_config(st, yaml.safe_dump(_merged(config, override)))
+        new_config = parse_config(st, yaml.safe_dump(_merged(config, override))).to_dict()
         changed = [
             what
             for what, before, after in (

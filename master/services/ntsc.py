@@ -68,10 +68,7 @@ def launch(
     """Queues a new task of ``kind`` (``config`` from :func:`resolve_config`); returns its row."""
     res = config["resources"]
     scheduling.refuse_if_never_fits(
-        conn,
-        st,
-        {"resources": {"resource_pool": res["resource_pool"], "slots_per_trial": res["slots"]}},
-        field="resources.slots",
+        conn, st, res["resource_pool"], int(res["slots"]), field="resources.slots"
     )
     if workspace_id is not None:
         ws = conn.execute("SELECT id FROM workspaces WHERE id = %s", (workspace_id,)).fetchone()

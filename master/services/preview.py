@@ -20,7 +20,7 @@ def preview_search(st: MasterState, config: Any) -> d.v1PreviewHPSearchResponse:
     """``v1PreviewHPSearchResponse`` for ``config`` (an experiment config object)."""
     if not isinstance(config, dict):
         raise InvalidArgument("config: required object (an experiment config)")
-    resolved = parse_config(st, json.dumps(config))
+    resolved = parse_config(st, json.dumps(config)).to_dict()
     try:
         result = preview(
             resolved["searcher"],

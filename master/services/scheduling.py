@@ -131,13 +131,14 @@ def queue_view(conn: Conn, st: MasterState, pool: str | None) -> dict[str, dict[
 
 
 def refuse_if_never_fits(
-    conn: Conn, st: MasterState, config: dict[str, Any], field: str = "resources.slots_per_trial"
+    conn: Conn,
+    st: MasterState,
+    pool: str | None,
+    slots: int,
+    field: str = "resources.slots_per_trial",
 ) -> None:
-    """A job that could never be scheduled is refused at creation, with the reason (``field``
-    names the setting in the user's config)."""
-    res = config.get("resources") or {}
-    pool = res.get("resource_pool")
-    slots = int(res.get("slots_per_trial", 1))
+    """A job of ``slots`` slots per gang that could never be scheduled in ``pool`` is refused
+    at creation, with the reason (``field`` names the setting in the user's config)."""
     cfg = st.config.pool(pool) if pool else None
     if cfg is None:
         return

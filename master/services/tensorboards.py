@@ -14,6 +14,7 @@ from typing import Any
 
 from det.master.db import Conn
 from det.master.errors import InvalidArgument
+from det.master.expconf import stored
 
 #: At most this many trials per TensorBoard (Determined's limit): an experiment with more
 #: contributes its best ones by its searcher metric.
@@ -40,8 +41,7 @@ def resolve(conn: Conn, experiment_ids: list[int], trial_ids: list[int]) -> dict
         ).fetchone()
         if exp is None:
             raise InvalidArgument(f"experimentIds: no experiment {eid}")
-        searcher = (exp["config"] or {}).get("searcher") or {}
-        order = "ASC" if searcher.get("smaller_is_better", True) else "DESC"
+        order = "ASC" if stored.smaller_is_better(exp["config"] or {}) else "DESC"
         rows += conn.execute(
             "SELECT t.id, t.experiment_id, e.config FROM trials t"
             " JOIN experiments e ON e.id = t.experiment_id WHERE t.experiment_id = %s"

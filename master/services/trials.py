@@ -17,6 +17,7 @@ from psycopg.types.json import Jsonb
 from det.master import fastjson, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
+from det.master.expconf import stored
 from det.master.handles import MasterState
 from det.master.schemas import d
 from det.master.services import jobs
@@ -135,7 +136,7 @@ def list_for_experiment(conn: Conn, experiment_id: int) -> list[dict[str, Any]]:
 
 
 def _smaller_is_better(config: dict[str, Any]) -> bool:
-    return bool((config.get("searcher") or {}).get("smaller_is_better", True))
+    return stored.smaller_is_better(config)
 
 
 def best_trial(conn: Conn, experiment_id: int, config: dict[str, Any]) -> dict[str, Any] | None:
