@@ -32,6 +32,7 @@ from det.agent.harness_bundle import HarnessBundle
 from det.agent.logs import LogShipper
 from det.agent.master_client import MasterClient, task_container_cert
 from det.agent.reconcile import Actual, State
+from det.common.container_spec import ContainerSpec
 from det.common.tls import MasterCert
 
 logger = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ def _name(allocation_id: str, container_id: str) -> str:
 
 
 def container_env(
-    spec: dict[str, Any], agent_id: str, container_id: str, allocation_id: str
+    spec: ContainerSpec, agent_id: str, container_id: str, allocation_id: str
 ) -> dict[str, str]:
     env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
     env["DET_AGENT_ID"] = agent_id
@@ -103,7 +104,7 @@ def gpu_env(gpu_ids: list[str]) -> dict[str, str]:
     }
 
 
-def docker_options(spec: dict[str, Any]) -> dict[str, Any]:
+def docker_options(spec: ContainerSpec) -> dict[str, Any]:
     """Capabilities and host devices of the spec, as docker-py's ``containers.create`` takes them."""
     out: dict[str, Any] = {}
     if spec.get("capAdd"):
@@ -262,14 +263,14 @@ class DockerRuntime:
 
     # ---- what to do ----
 
-    def start(self, allocation_id: str, spec: dict[str, Any]) -> None:
+    def start(self, allocation_id: str, spec: ContainerSpec) -> None:
         rec = Record(
             allocation_id=allocation_id,
             task_id=str(spec.get("taskId", "")),
             container_id=str(uuid.uuid4()),
             state=State.ASSIGNED,
             kill_grace=float(spec.get("killGraceSeconds", 30)),
-            proxy_port=int(spec["proxyPort"]) if spec.get("proxyPort") else None,
+            proxy_port=spec.get("proxyPort") or None,
         )
         with self._lock:
             if allocation_id in self._records:
@@ -288,7 +289,7 @@ class DockerRuntime:
             rec.state = state
             return True
 
-    def _start(self, rec: Record, spec: dict[str, Any]) -> None:
+    def _start(self, rec: Record, spec: ContainerSpec) -> None:
         container = None
         try:
             image = str(spec["image"])
@@ -347,7 +348,7 @@ class DockerRuntime:
         except docker.errors.ImageNotFound:
             return False
 
-    def _create_args(self, rec: Record, spec: dict[str, Any], workdir: str) -> dict[str, Any]:
+    def _create_args(self, rec: Record, spec: ContainerSpec, workdir: str) -> dict[str, Any]:
         slot_ids = [str(s) for s in spec.get("slotIds") or []]
         args: dict[str, Any] = {
             "image": str(spec["image"]),
@@ -397,7 +398,7 @@ class DockerRuntime:
             task_container_cert(args, self._master_cert)
         return args
 
-    def _gpu_ids(self, spec: dict[str, Any], slot_ids: list[str]) -> list[str]:
+    def _gpu_ids(self, spec: ContainerSpec, slot_ids: list[str]) -> list[str]:
         """The NVIDIA ids (UUIDs where known, else indices) of a CUDA task's slots."""
         if spec.get("deviceType") != "cuda":
             return []

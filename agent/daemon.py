@@ -12,7 +12,7 @@ import random
 import socket
 import threading
 from importlib import metadata
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlparse
 
 import docker
@@ -27,6 +27,7 @@ from det.agent.master_client import MasterClient
 from det.agent.preemption import NoticePoller, load_notice_source
 from det.agent.reconcile import Actual, Desired, decide, reports
 from det.common.backoff import backoff
+from det.common.container_spec import ContainerSpec
 
 logger = logging.getLogger(__name__)
 
@@ -49,9 +50,10 @@ def local_addresses(master_url: str) -> list[str]:
         return []
 
 
-def parse_desired(answer: dict[str, Any]) -> tuple[list[Desired], dict[str, dict[str, Any]]]:
+def parse_desired(answer: dict[str, Any]) -> tuple[list[Desired], dict[str, ContainerSpec]]:
     """The heartbeat answer's containers as `Desired` items, plus the RUN specs by allocation."""
-    desired, specs = [], {}
+    desired: list[Desired] = []
+    specs: dict[str, ContainerSpec] = {}
     for item in answer.get("containers") or []:
         alloc, action = str(item.get("allocationId", "")), item.get("action")
         if not alloc or action not in ("RUN", "KILL"):
@@ -59,7 +61,7 @@ def parse_desired(answer: dict[str, Any]) -> tuple[list[Desired], dict[str, dict
             continue
         desired.append(Desired(alloc, action))
         if action == "RUN":
-            specs[alloc] = dict(item.get("spec") or {})
+            specs[alloc] = cast(ContainerSpec, dict(item.get("spec") or {}))
     return desired, specs
 
 
@@ -155,7 +157,7 @@ class Agent:
             logger.warning("cannot list containers: %s", e)
         actual = self.runtime.actual()
         desired: list[Desired] | None = None
-        specs: dict[str, dict[str, Any]] = {}
+        specs: dict[str, ContainerSpec] = {}
         try:
             answer = self.master.heartbeat(self.config.agent_id, self._body(actual))
         except MasterError as e:

@@ -7,6 +7,7 @@ from typing import Any, Literal, NotRequired, Required
 
 from typing_extensions import TypedDict
 
+from det.common.container_spec import ContainerSpec
 from det.master.schemas import d
 from det.master.schemas._types import Name
 from det.master.wire import ts
@@ -177,7 +178,7 @@ class HeartbeatRequest(TypedDict, total=False):
 class DesiredContainer(TypedDict):
     allocationId: str
     action: Literal["RUN", "KILL"]
-    spec: NotRequired[dict[str, Any]]
+    spec: NotRequired[ContainerSpec]
 
 
 class HeartbeatResponse(TypedDict):

@@ -36,6 +36,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from det.common.container_spec import ContainerSpec
 from det.master import expconf, states
 from det.master.db import Conn
 from det.master.expconf import stored
@@ -222,7 +223,7 @@ def update_container(conn: Conn, allocation_id: str, container: dict[str, Any]) 
 
 def container_spec(
     conn: Conn, st: MasterState, alloc: dict[str, Any], agent_id: str
-) -> dict[str, Any]:
+) -> ContainerSpec:
     """What the agent needs to start this allocation's container (see docs/internals.md)."""
     if alloc["trial_id"] is None:
         if ntsc.owns(conn, alloc["task_id"]):
@@ -235,7 +236,7 @@ def container_spec(
     ).fetchone()
     assert trial is not None
     config: dict[str, Any] = trial["config"]
-    slot_ids = (alloc["placement"] or {}).get(agent_id, [])
+    slot_ids = [str(s) for s in (alloc["placement"] or {}).get(agent_id, [])]
     device = "cuda" if containers.slot_type(conn, agent_id) == "cuda" else "cpu"
     image, env = containers.image_and_env(conn, config, agent_id)
     env.update(
@@ -255,7 +256,6 @@ def container_spec(
             "DET_HPARAMS": json.dumps(trial["hparams"]),
             "DET_EXPERIMENT_CONFIG": json.dumps(expconf.redact(config, storage=False)),
             "DET_STEPS_COMPLETED": str(trial["steps_completed"]),
-            "DET_SLOT_IDS": json.dumps([int(s) if str(s).isdigit() else s for s in slot_ids]),
             "DET_UNIQUE_PORT_OFFSET": str(containers.port_offset(alloc["id"])),
         }
     )
@@ -276,4 +276,5 @@ def container_spec(
         "contextPath": f"/api/v1/tasks/{alloc['task_id']}/context",
         "workdir": containers.WORKDIR,
         "killGraceSeconds": 30,
+        "proxyPort": None,
     }

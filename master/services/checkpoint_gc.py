@@ -18,6 +18,7 @@ import json
 import logging
 from typing import Any
 
+from det.common.container_spec import ContainerSpec
 from det.master import states
 from det.master.checkpoint_policy import Checkpoint, Retention, to_delete
 from det.master.db import Conn
@@ -267,7 +268,7 @@ def delete(conn: Conn, st: MasterState, uuids: list[str]) -> None:
 
 def container_spec(
     conn: Conn, st: MasterState, alloc: dict[str, Any], agent_id: str
-) -> dict[str, Any]:
+) -> ContainerSpec:
     """The GC task's container: the experiment's image, storage and mounts; no context."""
     row = conn.execute(
         "SELECT g.uuids, g.tensorboards, e.id, e.config FROM checkpoint_gc g JOIN experiments e"
@@ -305,6 +306,7 @@ def container_spec(
         "contextPath": None,
         "workdir": containers.WORKDIR,
         "killGraceSeconds": 30,
+        "proxyPort": None,
     }
 
 

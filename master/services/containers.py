@@ -13,6 +13,7 @@ import hashlib
 import hmac
 from typing import Any
 
+from det.common.container_spec import BindMount, DockerOptions
 from det.master.db import Conn
 from det.master.expconf import stored
 from det.master.expconf.schema import DEFAULT_CPU_IMAGE
@@ -33,7 +34,7 @@ def allocation_token(st: MasterState, allocation_id: str) -> str:
     return base64.urlsafe_b64encode(mac).decode().rstrip("=")
 
 
-def docker_options(st: MasterState, config: dict[str, Any], pool: str) -> dict[str, Any]:
+def docker_options(st: MasterState, config: dict[str, Any], pool: str) -> DockerOptions:
     """The container spec's Docker settings from the experiment's resolved config (which already
     holds the cluster's task_container_defaults) and the pool's ``network_mode``.
 
@@ -79,9 +80,9 @@ def image_and_env(conn: Conn, config: dict[str, Any], agent_id: str) -> tuple[st
     return str(image or DEFAULT_CPU_IMAGE), env
 
 
-def bind_mounts(config: dict[str, Any]) -> list[dict[str, Any]]:
+def bind_mounts(config: dict[str, Any]) -> list[BindMount]:
     """The experiment's bind mounts, plus its shared_fs checkpoint storage."""
-    return [
+    mounts: list[BindMount] = [
         {
             "hostPath": m.get("host_path"),
             "containerPath": m.get("container_path"),
@@ -89,10 +90,11 @@ def bind_mounts(config: dict[str, Any]) -> list[dict[str, Any]]:
             "propagation": stored.mount_propagation(m),
         }
         for m in config.get("bind_mounts") or []
-    ] + _storage_mounts(config.get("checkpoint_storage"))
+    ]
+    return mounts + _storage_mounts(config.get("checkpoint_storage"))
 
 
-def _storage_mounts(storage: Any) -> list[dict[str, Any]]:
+def _storage_mounts(storage: Any) -> list[BindMount]:
     """shared_fs checkpoint storage is mounted into every task container at its
     ``container_path``, as Determined does: the official harness writes there."""
     if not isinstance(storage, dict) or storage.get("type") != "shared_fs":

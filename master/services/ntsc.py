@@ -23,6 +23,7 @@ import logging
 import uuid
 from typing import Any
 
+from det.common.container_spec import ContainerSpec
 from det.master import expconf, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
@@ -241,7 +242,7 @@ def context(conn: Conn, task_id: str) -> bytes | None:
 
 def container_spec(
     conn: Conn, st: MasterState, alloc: dict[str, Any], agent_id: str
-) -> dict[str, Any]:
+) -> ContainerSpec:
     """The task's container, built as a trial's is (image, env, mounts, Docker options)."""
     task = conn.execute(
         "SELECT n.*, u.username FROM ntsc_tasks n JOIN users u ON u.id = n.owner_id"
@@ -250,7 +251,7 @@ def container_spec(
     ).fetchone()
     assert task is not None
     config: dict[str, Any] = task["config"]
-    slot_ids = (alloc["placement"] or {}).get(agent_id, [])
+    slot_ids = [str(s) for s in (alloc["placement"] or {}).get(agent_id, [])]
     image, env = containers.image_and_env(conn, config, agent_id)
     env.update(
         {
@@ -262,7 +263,6 @@ def container_spec(
             "DET_USER": task["username"],
             "DET_TASK_TYPE": task["kind"],
             "DET_RESOURCES_TYPE": "docker-container",
-            "DET_SLOT_IDS": json.dumps([int(s) if str(s).isdigit() else s for s in slot_ids]),
             "DET_UNIQUE_PORT_OFFSET": str(containers.port_offset(alloc["id"])),
         }
     )
@@ -285,7 +285,7 @@ def container_spec(
     command = _command(task, port)
     if config.get("work_dir"):
         command = ["sh", "-c", 'cd "$0" && exec "$@"', str(config["work_dir"]), *command]
-    return {
+    spec: ContainerSpec = {
         "taskId": task["id"],
         "taskType": task["kind"],
         "image": image,
@@ -297,8 +297,9 @@ def container_spec(
         "contextPath": f"/api/v1/tasks/{task['id']}/context" if task["context"] else None,
         "workdir": containers.WORKDIR,
         "killGraceSeconds": 10,
-        **({"proxyPort": port} if port else {}),
+        "proxyPort": port,
     }
+    return spec
 
 
 def _command(task: dict[str, Any], port: int | None) -> list[str]:

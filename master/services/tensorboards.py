@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from det.common.container_spec import BindMount
 from det.master.db import Conn
 from det.master.errors import InvalidArgument
 from det.master.expconf import stored
@@ -86,7 +87,7 @@ def resolve(conn: Conn, experiment_ids: list[int], trial_ids: list[int]) -> dict
     return {"experimentIds": experiment_ids, "trialIds": trial_ids, "sources": sources}
 
 
-def container_sources(data: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def container_sources(data: dict[str, Any]) -> tuple[list[dict[str, Any]], list[BindMount]]:
     """The sources as the container sees them, and the bind mounts that make it so: each
     shared_fs host path is mounted read-only, the first at ``/determined_shared_fs`` (or the
     config's ``container_path``), others beside it (pure)."""
@@ -107,8 +108,9 @@ def container_sources(data: dict[str, Any]) -> tuple[list[dict[str, Any]], list[
                 mounts[host] = path
             cfg["container_path"] = mounts[host]
         out.append({**s, "storage": cfg})
-    binds = [
-        {"hostPath": host, "containerPath": path, "readOnly": True, "propagation": "rprivate"}
+    propagation = stored.mount_propagation({})  # the schema's default
+    binds: list[BindMount] = [
+        {"hostPath": host, "containerPath": path, "readOnly": True, "propagation": propagation}
         for host, path in mounts.items()
     ]
     return out, binds
