@@ -6,6 +6,7 @@ it; changes the list does not show (the ingest's, a searcher's state) leave it a
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -168,34 +169,49 @@ def test_the_version_moves_when_the_change_commits_not_before(
     assert _version(conn) == v
 
 
-def test_writers_of_the_version_in_opposite_orders_do_not_deadlock(
+def test_the_version_row_is_locked_only_at_commit(
     conn: psycopg.Connection[Any], pg_url: str
 ) -> None:
-    """The version row is taken at commit, after every other lock: two transactions changing
-    two experiments in opposite orders wait for each other's rows only, as before."""
+    """Two transactions each change an experiment; the first then changes the second's
+    experiment too, so it waits for that row until the second commits. Both commit: neither
+    holds the version's row while it waits (taken at the change instead, the second would wait
+    for it while holding its row, and the two would never meet at the barrier)."""
     a, b = _new_experiment(conn, "a"), _new_experiment(conn, "b")
+    v = _version(conn)
     errors: list[BaseException] = []
     barrier = threading.Barrier(2)
 
-    def change(first: int, second: int) -> None:
+    def first() -> None:
         try:
             with psycopg.connect(pg_url) as w:
-                w.execute("UPDATE experiments SET notes = 'x' WHERE id = %s", (first,))
+                w.execute("UPDATE experiments SET notes = 'first' WHERE id = %s", (a,))
                 barrier.wait(10)
-                w.execute("UPDATE jobs SET resource_pool = 'p' WHERE experiment_id = %s", (second,))
+                w.execute("UPDATE experiments SET notes = 'first' WHERE id = %s", (b,))
                 w.commit()
         except BaseException as e:
             errors.append(e)
 
-    threads = [
-        threading.Thread(target=change, args=(a, b)),
-        threading.Thread(target=change, args=(b, a)),
-    ]
+    def second() -> None:
+        try:
+            with psycopg.connect(pg_url) as w:
+                w.execute("UPDATE experiments SET notes = 'second' WHERE id = %s", (b,))
+                barrier.wait(10)
+                time.sleep(0.5)  # the first is waiting for this row now
+                w.commit()
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(30)
     assert not errors, errors
+    rows = conn.execute(
+        "SELECT id, notes FROM experiments WHERE id = ANY(%s) ORDER BY id", ([a, b],)
+    ).fetchall()
+    assert rows == [(a, "first"), (b, "first")]
+    assert _version(conn) != v
 
 
 # --- the API, across processes and masters --------------------------------------------------
