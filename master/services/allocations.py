@@ -239,15 +239,10 @@ def container_spec(
     slot_ids = [str(s) for s in (alloc["placement"] or {}).get(agent_id, [])]
     device = "cuda" if containers.slot_type(conn, agent_id) == "cuda" else "cpu"
     image, env = containers.image_and_env(conn, config, agent_id)
+    env.update(containers.task_env(st, alloc, "TRIAL"))
     env.update(
         {
-            "DET_MASTER": st.config.url(),
-            "DET_CLUSTER_ID": st.cluster_id,
-            "DET_TASK_ID": alloc["task_id"],
-            "DET_ALLOCATION_ID": alloc["id"],
-            "DET_SESSION_TOKEN": containers.allocation_token(st, alloc["id"]),
             "DET_USER": trial["username"],
-            "DET_TASK_TYPE": "TRIAL",
             "DET_RESOURCES_TYPE": "docker-container",
             "DET_EXPERIMENT_ID": str(trial["experiment_id"]),
             "DET_TRIAL_ID": str(trial["id"]),

@@ -278,14 +278,9 @@ def container_spec(
     assert row is not None, f"allocation {alloc['id']} is neither a trial's nor a GC task's"
     config: dict[str, Any] = row["config"]
     image, env = containers.image_and_env(conn, config, agent_id)
+    env.update(containers.task_env(st, alloc, TASK_TYPE))
     env.update(
         {
-            "DET_MASTER": st.config.url(),
-            "DET_CLUSTER_ID": st.cluster_id,
-            "DET_TASK_ID": alloc["task_id"],
-            "DET_ALLOCATION_ID": alloc["id"],
-            "DET_SESSION_TOKEN": containers.allocation_token(st, alloc["id"]),
-            "DET_TASK_TYPE": TASK_TYPE,
             "DET_EXPERIMENT_ID": str(row["id"]),
             "DET_CHECKPOINT_STORAGE": json.dumps(config.get("checkpoint_storage") or {}),
             "DET_DELETE_CHECKPOINTS": json.dumps([str(u) for u in row["uuids"]]),

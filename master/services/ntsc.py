@@ -253,15 +253,10 @@ def container_spec(
     config: dict[str, Any] = task["config"]
     slot_ids = [str(s) for s in (alloc["placement"] or {}).get(agent_id, [])]
     image, env = containers.image_and_env(conn, config, agent_id)
+    env.update(containers.task_env(st, alloc, task["kind"]))
     env.update(
         {
-            "DET_MASTER": st.config.url(),
-            "DET_CLUSTER_ID": st.cluster_id,
-            "DET_TASK_ID": task["id"],
-            "DET_ALLOCATION_ID": alloc["id"],
-            "DET_SESSION_TOKEN": containers.allocation_token(st, alloc["id"]),
             "DET_USER": task["username"],
-            "DET_TASK_TYPE": task["kind"],
             "DET_RESOURCES_TYPE": "docker-container",
             "DET_UNIQUE_PORT_OFFSET": str(containers.port_offset(alloc["id"])),
         }
