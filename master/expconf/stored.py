@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from det.master.expconf.schema import BindMount, Device, Environment, ExperimentConfig, Resources
 from det.master.expconf.searcher import _SearcherBase
 from det.master.expconf.storage import SharedFSStorage, _StorageBase
+from det.master.expconf.task import TaskConfig
 
 
 def default(model: type[BaseModel], field: str) -> Any:
@@ -72,3 +73,8 @@ def device_mode(device: Mapping[str, Any]) -> str:
 
 def shared_fs_container_path(storage: Mapping[str, Any]) -> str:
     return str(value(storage, SharedFSStorage, "container_path"))
+
+
+def notebook_idle_type(task_config: Mapping[str, Any]) -> str:
+    """An interactive task's ``notebook_idle_type`` (what counts as a notebook's activity)."""
+    return str(value(task_config, TaskConfig, "notebook_idle_type"))

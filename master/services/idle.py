@@ -22,6 +22,7 @@ import time
 import urllib.request
 from typing import Any
 
+from det.master.expconf import stored
 from det.master.handles import MasterState
 from det.master.services import task_services, tasks
 
@@ -45,7 +46,7 @@ def _jupyter(st: MasterState, task: dict[str, Any], path: str) -> Any:
 
 def idle_since(st: MasterState, task: dict[str, Any], now: dt.datetime) -> dt.datetime:
     """Since when ``task`` (a row of ``ntsc_tasks``) has been idle; ``now`` when busy."""
-    kind = task["config"].get("notebook_idle_type") or "kernels_or_terminals"
+    kind = stored.notebook_idle_type(task["config"])
     if kind == "activity" or task.get("kind") == "TENSORBOARD":
         return task["last_activity"]  # type: ignore[no-any-return]
     try:

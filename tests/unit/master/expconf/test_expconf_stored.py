@@ -81,7 +81,9 @@ def test_what_the_config_sets_is_read_and_null_is_the_default() -> None:
         (stored.device_mode, {"mode": "r"}, "r"),
         (stored.shared_fs_container_path, {}, "/determined_shared_fs"),
         (stored.shared_fs_container_path, {"container_path": "/ckpt"}, "/ckpt"),
+        (stored.notebook_idle_type, {}, "kernels_or_terminals"),
+        (stored.notebook_idle_type, {"notebook_idle_type": "activity"}, "activity"),
     ],
 )
-def test_mount_and_device_parts(read: Any, part: dict[str, Any], expected: str) -> None:
+def test_mount_device_and_task_parts(read: Any, part: dict[str, Any], expected: str) -> None:
     assert read(part) == expected
