@@ -310,7 +310,11 @@ def test_no_body_makes_a_5xx_and_refusals_change_nothing(
                 failures.append(f"{method} {path} {data[:80]!r} -> {status} changed {changed}")
             known = now
         else:
-            known = _quiet(w.db_url, f"{method} {path} {data[:80]!r} -> {status}", window=0.5)
+            # No settling window here: some routes accept most of the 243 bodies, and a window
+            # after each made the module run for over half an hour. A launched task is stopped
+            # and settled in _send; the late write CI met (the trial's RUNNING report) is
+            # waited for at setup, and each route starts on a quiet database.
+            known = _fingerprint(w.db_url)
     assert not failures, "\n".join(failures[:40]) + f"\n({len(failures)} in all)"
 
 

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from tests.integration.ntsc_support import stop_launched
-from tests.integration.test_master_fuzz import World, _fingerprint, _quiet, world
+from tests.integration.test_master_fuzz import World, _fingerprint, world
 
 __all__ = ["world"]
 
@@ -93,7 +93,6 @@ def _test_of(op: Any, label: str, w: World, calls: list[Any], failures: list[str
             raise
         if 200 <= response.status_code < 300:
             stop_launched(w.admin, w.m.url, label, response)
-            _quiet(w.db_url, f"{label} -> {response.status_code}", window=0.5)
 
     return run
 
