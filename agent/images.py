@@ -113,8 +113,10 @@ def cloud_auth(image: str) -> dict[str, str] | None:
 
 
 def _ecr_auth(host: str, region: str) -> dict[str, str]:
-    # boto3 is the optional extra det[aws], needed only on a machine pulling from ECR
+    # Here, not at the top: only a pull from ECR needs boto3 (det[agent] has it), and its
+    # import costs the agent's start a third of a second on every other machine.
     import boto3
+
 
     answer = boto3.client("ecr", region_name=region).get_authorization_token()
     token = answer["authorizationData"][0]["authorizationToken"]

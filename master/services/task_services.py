@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import hmac
 
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from det.common import ports
 from det.master import states
 from det.master.db import Conn
@@ -57,11 +60,6 @@ def service_ready(conn: Conn, allocation_id: str, port: int) -> None:
 def key_pair() -> dict[str, str]:
     """A shell's SSH key pair (OpenSSH formats): the public half goes to its server, the
     private half to its owner's CLI."""
-    # cryptography is not among det[master]'s dependencies (det[deploy] brings it): only a
-    # shell's launch needs it, so a master without it serves everything else.
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
     key = Ed25519PrivateKey.generate()
     private = key.private_bytes(
         serialization.Encoding.PEM,
