@@ -6,6 +6,7 @@ simulated agent runs it in process) on a real shared_fs directory."""
 from __future__ import annotations
 
 import pathlib
+from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -56,38 +57,44 @@ def _gc_events(m: Master, eid: int) -> list[str]:
         ]
 
 
+@pytest.fixture
+def agent(live_master: Master) -> Iterator[SimAgent]:
+    """A simulated agent: it trains the experiments and runs the GC tasks (the real command)."""
+    a = SimAgent(live_master.url, live_master.agent_token, "sim-tb").start()
+    yield a
+    a.stop()
+
+
+def _finished_with_files(m: Master, tmp: pathlib.Path) -> tuple[int, pathlib.Path]:
+    """A completed experiment that keeps every checkpoint, with TensorBoard files in its
+    storage (``tmp/storage``): its id and its TensorBoard directory."""
+    root = tmp / "storage"
+    root.mkdir(exist_ok=True)
+    eid = create_and_complete(m, _config(root, keep=10))
+    _upload_tensorboard_files(m, root, eid, tmp)
+    return eid, _tensorboard_dir(m, root, eid)
+
+
 def test_delete_tb_files_deletes_the_tensorboard_files_and_nothing_else(
-    live_master: Master, tmp_path: pathlib.Path
+    live_master: Master, agent: SimAgent, tmp_path: pathlib.Path
 ) -> None:
     m = live_master
-    root = tmp_path / "storage"
-    root.mkdir()
-    agent = SimAgent(m.url, m.agent_token, "sim-tb").start()
-    try:
-        eid = create_and_complete(m, _config(root, keep=10))  # every checkpoint kept
-        other = create_and_complete(m, _config(root, keep=10))
-        for e in (eid, other):
-            _upload_tensorboard_files(m, root, e, tmp_path)
-        ours, theirs = _tensorboard_dir(m, root, eid), _tensorboard_dir(m, root, other)
-        assert list(ours.rglob("events.out.tfevents.*"))
+    eid, ours = _finished_with_files(m, tmp_path)
+    _, theirs = _finished_with_files(m, tmp_path)  # another experiment
+    assert list(ours.rglob("events.out.tfevents.*"))
+    # Another user may not; an unknown experiment is 404.
+    m.post("/api/v1/users", {"user": {"username": "tb-other"}, "password": "Other-pw-1"})
+    stranger = m.session(m.login("tb-other", "Other-pw-1"))
+    r = stranger.delete(f"{m.url}/api/v1/experiments/{eid}/tensorboard-files", timeout=30)
+    assert r.status_code == 403, r.text
+    r = m.session().delete(f"{m.url}/api/v1/experiments/999999/tensorboard-files", timeout=30)
+    assert r.status_code == 404, r.text
+    assert ours.exists()
 
-        # Another user may not; an unknown experiment is 404.
-        m.post("/api/v1/users", {"user": {"username": "tb-other"}, "password": "Other-pw-1"})
-        stranger = m.session(m.login("tb-other", "Other-pw-1"))
-        r = stranger.delete(f"{m.url}/api/v1/experiments/{eid}/tensorboard-files", timeout=30)
-        assert r.status_code == 403, r.text
-        r = m.session().delete(f"{m.url}/api/v1/experiments/999999/tensorboard-files", timeout=30)
-        assert r.status_code == 404, r.text
-        assert ours.exists()
-
-        r = m.session().delete(f"{m.url}/api/v1/experiments/{eid}/tensorboard-files", timeout=30)
-        assert r.status_code == 200, r.text
-        wait_for(lambda: not ours.exists(), 60, what="the TensorBoard files to go")
-        wait_for(
-            lambda: "deleted the TensorBoard files" in _gc_events(m, eid), 30, what="the event"
-        )
-    finally:
-        agent.stop()
+    r = m.session().delete(f"{m.url}/api/v1/experiments/{eid}/tensorboard-files", timeout=30)
+    assert r.status_code == 200, r.text
+    wait_for(lambda: not ours.exists(), 60, what="the TensorBoard files to go")
+    wait_for(lambda: "deleted the TensorBoard files" in _gc_events(m, eid), 30, what="the event")
     assert _gc_events(m, eid) == ["deleting the TensorBoard files", "deleted the TensorBoard files"]
     assert list(theirs.rglob("events.out.tfevents.*"))  # another experiment's stay
     assert set(states_by_step(m, eid).values()) == {"STATE_COMPLETED"}  # checkpoints stay
@@ -110,20 +117,12 @@ def test_a_running_experiment_keeps_its_files_and_says_why(live_master: Master) 
 
 
 def test_deleting_an_experiment_deletes_its_tensorboard_files(
-    live_master: Master, tmp_path: pathlib.Path
+    live_master: Master, agent: SimAgent, tmp_path: pathlib.Path
 ) -> None:
     m = live_master
-    root = tmp_path / "storage"
-    root.mkdir()
-    agent = SimAgent(m.url, m.agent_token, "sim-tb-del").start()
-    try:
-        eid = create_and_complete(m, _config(root, keep=10))
-        _upload_tensorboard_files(m, root, eid, tmp_path)
-        ours = _tensorboard_dir(m, root, eid)
-        r = m.session().delete(f"{m.url}/api/v1/experiments/{eid}", timeout=30)
-        assert r.status_code == 200, r.text
-        wait_for(lambda: not ours.exists(), 60, what="the deleted experiment's TensorBoard files")
-        done = "deleted 4 checkpoints and the TensorBoard files"
-        wait_for(lambda: done in _gc_events(m, eid), 30, what="the GC's end")
-    finally:
-        agent.stop()
+    eid, ours = _finished_with_files(m, tmp_path)
+    r = m.session().delete(f"{m.url}/api/v1/experiments/{eid}", timeout=30)
+    assert r.status_code == 200, r.text
+    wait_for(lambda: not ours.exists(), 60, what="the deleted experiment's TensorBoard files")
+    done = "deleted 4 checkpoints and the TensorBoard files"
+    wait_for(lambda: done in _gc_events(m, eid), 30, what="the GC's end")
