@@ -117,7 +117,6 @@ def _ecr_auth(host: str, region: str) -> dict[str, str]:
     # import costs the agent's start a third of a second on every other machine.
     import boto3
 
-
     answer = boto3.client("ecr", region_name=region).get_authorization_token()
     token = answer["authorizationData"][0]["authorizationToken"]
     username, _, password = base64.b64decode(token).decode().partition(":")
