@@ -1,0 +1,152 @@
+"""The log follower of a container that has already stopped: a read that cannot be opened or
+breaks is tried again from the last line read, and the follower ends once a read got to the end
+of the log and a last read after it (Docker can end a quick container's stream before its
+logger wrote the last lines) found nothing more. The Docker engine is a stand-in here (its HTTP API's log stream, multiplexed
+frames with timestamps); tests/integration/test_agent_docker.py follows real containers."""
+
+from __future__ import annotations
+
+import io
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from det.agent import follower as follower_module
+from det.agent.follower import LogFollower
+from det.agent.logs import CursorStore, LogShipper, Timestamp
+from det.agent.master_client import MasterClient
+from tests.fakes.master import FakeMaster
+
+META = {"task_id": "7.1", "allocation_id": "7.1.1", "agent_id": "a1", "container_id": "c1"}
+LINES = [(f"2026-11-25T10:00:0{i // 2}.00000000{i % 2}Z", f"line {i}\n") for i in range(6)]
+
+
+def _frame(text: str) -> bytes:
+    data = text.encode()
+    return struct.pack(">BxxxL", 1, len(data)) + data
+
+
+class _Breaking(io.RawIOBase):
+    """A stream that serves ``data`` and then fails like a dropped connection."""
+
+    def __init__(self, data: bytes) -> None:
+        self._buf = io.BytesIO(data)
+
+    def read(self, n: int = -1) -> bytes:
+        chunk = self._buf.read(n)
+        if not chunk:
+            raise OSError("connection reset")
+        return chunk
+
+
+class _Response:
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+
+    def raise_for_status(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _Engine:
+    """The parts of docker-py's client the follower uses, for one exited container whose log
+    holds LINES. ``script`` says what each open of the log stream does: ``fail`` (cannot
+    open), ``break:N`` (N lines, then the connection drops), ``end:N`` (N lines, then the
+    stream ends) or ``all``."""
+
+    def __init__(self, script: list[str]) -> None:
+        self.script = script
+        self.sinces: list[str | None] = []
+        self.api = self
+        self.base_url = "http+docker://engine"
+        self.api_version = "1.45"
+        self.containers = self
+
+    def get(self, url: str, *, params: dict[str, Any] | None = None, **_: Any) -> Any:
+        if params is None:  # containers.get(id): the container has exited
+            return type("C", (), {"status": "exited"})()
+        since = params.get("since")
+        self.sinces.append(since)
+        step = self.script.pop(0) if self.script else "all"
+        if step == "fail":
+            raise requests.ConnectionError("engine busy")
+        lines = [
+            (ts, text)
+            for ts, text in LINES
+            if since is None or Timestamp.parse(ts).docker_since() >= since
+        ]
+        if step.startswith("break:"):
+            n = int(step.partition(":")[2])
+            return _Response(_Breaking(b"".join(_frame(f"{t} {x}") for t, x in lines[:n])))
+        if step.startswith("end:"):  # the stream ends before the logger wrote the rest
+            n = int(step.partition(":")[2])
+            return _Response(io.BytesIO(b"".join(_frame(f"{t} {x}") for t, x in lines[:n])))
+        return _Response(io.BytesIO(b"".join(_frame(f"{t} {x}") for t, x in lines)))
+
+
+def _since(i: int) -> str:
+    return Timestamp.parse(LINES[i][0]).docker_since()
+
+
+@pytest.fixture
+def master() -> Iterator[FakeMaster]:
+    m = FakeMaster(token="t").start()
+    yield m
+    m.stop()
+
+
+def _follow(master: FakeMaster, tmp_path: Path, engine: _Engine) -> LogFollower:
+    shipper = LogShipper(MasterClient(master.url, "t"), CursorStore(tmp_path), flush_seconds=0.05)
+    shipper.start()
+    f = LogFollower(engine, shipper, "docker-1", "c1", META)
+    f.start()
+    assert f.stopped.wait(30), "the follower of a stopped container never ended"
+    master.wait_for(lambda: shipper.is_done("c1"), desc="every line read shipped")
+    shipper.stop()
+    return f
+
+
+@pytest.fixture(autouse=True)
+def no_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(follower_module.time, "sleep", lambda s: None)
+
+
+def test_a_stopped_container_whose_first_read_fails_ships_every_line(
+    master: FakeMaster, tmp_path: Path
+) -> None:
+    engine = _Engine(["fail", "fail"])
+    _follow(master, tmp_path, engine)
+    assert master.log_lines("7.1.1") == [text for _, text in LINES]
+    # Two failed opens, the whole log, then the sweep after its last line.
+    assert engine.sinces == [None, None, None, _since(5)]
+
+
+def test_a_broken_read_resumes_after_the_last_line_read(master: FakeMaster, tmp_path: Path) -> None:
+    engine = _Engine(["break:3"])
+    _follow(master, tmp_path, engine)
+    assert master.log_lines("7.1.1") == [text for _, text in LINES]  # each once, in order
+    assert engine.sinces == [None, _since(2), _since(5)]
+
+
+def test_lines_written_after_the_stream_ended_are_read_by_the_sweep(
+    master: FakeMaster, tmp_path: Path
+) -> None:
+    engine = _Engine(["end:4"])
+    _follow(master, tmp_path, engine)
+    assert master.log_lines("7.1.1") == [text for _, text in LINES]
+    assert engine.sinces == [None, _since(3)]
+
+
+def test_a_log_that_never_opens_is_given_up_after_a_few_tries(
+    master: FakeMaster, tmp_path: Path
+) -> None:
+    engine = _Engine(["fail"] * 100)
+    _follow(master, tmp_path, engine)
+    assert master.log_lines("7.1.1") == []
+    assert len(engine.sinces) == follower_module.STOPPED_RETRIES + 1
