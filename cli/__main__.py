@@ -100,7 +100,21 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _token_as_operand(argv: list[str]) -> list[str]:
+    """``det token login TOKEN`` where TOKEN begins with ``-`` (one token in 64 does): argparse
+    would take it for an option, so a ``--`` goes before it. ``det token login -- TOKEN`` and
+    ``-h``/``--help`` are left alone."""
+    for i in range(len(argv) - 2):
+        if argv[i] in ("token", *NOUN_ALIASES["token"]) and argv[i + 1] == "login":
+            operand = argv[i + 2]
+            if operand.startswith("-") and operand not in ("--", "-h", "--help"):
+                return [*argv[: i + 2], "--", *argv[i + 2 :]]
+            break
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = _token_as_operand(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     if args.version:

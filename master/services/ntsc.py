@@ -320,6 +320,10 @@ def _command(task: dict[str, Any], port: int | None) -> list[str]:
     if entrypoint is None and task["kind"] == "TENSORBOARD":
         # Fetches the trials' files and serves TensorBoard under the proxy's path.
         return ["python3", "-m", "det.exec.tensorboard"]
+    if isinstance(entrypoint, list) and len(entrypoint) == 1:
+        # Determined's command semantics: one argument is a shell command line
+        # (`det cmd run 'pip install x && python y.py'`); several are exec'd as given.
+        return ["sh", "-c", str(entrypoint[0])]
     if isinstance(entrypoint, list):
         return [str(a) for a in entrypoint]
     if isinstance(entrypoint, str):

@@ -67,6 +67,20 @@ def test_cmd_run_prints_output_and_exits_with_its_code(one_slot: Cluster) -> Non
     assert sorted(x for _, x in states.values()) == ["exited with code 0", "exited with code 3"]
 
 
+def test_one_argument_is_a_shell_command_line(one_slot: Cluster) -> None:
+    """As in Determined: `det cmd run 'a && b'` runs its one argument through /bin/sh -c (it
+    was exec'd as a program named 'a && b' before); several arguments are exec'd as given."""
+    c = one_slot
+    for official in (False, True):
+        r = det(c, "cmd", "run", "echo one && echo two; exit 4", official=official)
+        # det's CLI exits with the command's code; the official one exits 0 once the log ends.
+        assert r.returncode == (0 if official else 4), f"{r.stdout}\n{r.stderr}\n{c.dump()}"
+        assert [x for x in r.stdout.splitlines() if x in ("one", "two")] == ["one", "two"]
+    exec_d = det(c, "cmd", "run", "echo", "a && b")
+    assert exec_d.returncode == 0, exec_d.stderr
+    assert "a && b" in exec_d.stdout.splitlines(), exec_d.stdout
+
+
 def test_context_config_and_work_dir_reach_the_container(one_slot: Cluster) -> None:
     c = one_slot
     ctx = c.tmp / "ctx"
