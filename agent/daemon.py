@@ -11,7 +11,6 @@ import logging
 import random
 import socket
 import threading
-from importlib import metadata
 from typing import Any, cast
 from urllib.parse import urlparse
 
@@ -28,15 +27,13 @@ from det.agent.preemption import NoticePoller, load_notice_source
 from det.agent.reconcile import Actual, Desired, decide, reports
 from det.common.backoff import backoff
 from det.common.container_spec import ContainerSpec
+from det.common.distribution import installed_version
 
 logger = logging.getLogger(__name__)
 
 
 def _version() -> str:
-    try:
-        return metadata.version("det")
-    except metadata.PackageNotFoundError:
-        return "0.0.0"
+    return installed_version()
 
 
 def local_addresses(master_url: str) -> list[str]:

@@ -9,11 +9,11 @@
 # name from a package index), its systemd unit, the bootstrap script and the pre-pulled default
 # task image, so a new agent registers without pulling ~10 GB first.
 #
-#   python -m build --wheel        # dist/det-<version>-py3-none-any.whl
+#   python -m build --wheel        # dist/det_platform-<version>-py3-none-any.whl
 #   packer init agent_ami
 #   packer build -only=amazon-ebs.det-agent \
-#     -var det_wheel=dist/det-0.1.0-py3-none-any.whl \
-#     -var det_wheel_sha256=$(sha256sum dist/det-0.1.0-py3-none-any.whl | cut -d' ' -f1) \
+#     -var det_wheel=dist/det_platform-0.1.0-py3-none-any.whl \
+#     -var det_wheel_sha256=$(sha256sum dist/det_platform-0.1.0-py3-none-any.whl | cut -d' ' -f1) \
 #     agent_ami/det-agent.pkr.hcl
 #   packer build -only=googlecompute.det-agent -var gcp_project_id=my-project ... (same -var)
 #

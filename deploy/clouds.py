@@ -242,7 +242,7 @@ class _Lazy:
                     raise
                 raise DeployError(
                     f"the cloud deploy needs the 'deploy' extra ({e.name} is not installed): "
-                    "pip install 'det[deploy]'"
+                    "pip install 'det-platform[deploy]'"
                 ) from None
             return getattr(module, name)(*args, **kwargs)
 

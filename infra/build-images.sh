@@ -96,11 +96,11 @@ prepare_harness_wheels() {
   rm -rf "$WHEELS/harness" && mkdir -p "$WHEELS/harness"
   # A fixed SOURCE_DATE_EPOCH makes the wheel byte-identical when the code is, so Docker's
   # layer cache (content checksums) is hit on re-runs.
-  timed "pip wheel det (this repo)" env SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-315532800}" \
+  timed "pip wheel det-platform (this repo)" env SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-315532800}" \
     "$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$WHEELS/harness" "$REPO"
   # Dependencies of the harness only (the base install is light by design).
   timed "pip download harness dependencies" "$PYTHON" -m pip download --quiet \
-    --dest "$WHEELS/harness" "${PIP_TARGET_ARGS[@]}" "$WHEELS"/harness/det-*.whl
+    --dest "$WHEELS/harness" "${PIP_TARGET_ARGS[@]}" "$WHEELS"/harness/det_platform-*.whl
 }
 
 prepare_torch_wheels() {

@@ -8,7 +8,7 @@
   outside the state module: SQL takes ``states.TERMINAL_SQL`` / ``states.ENDED_SQL``;
 - ``master/``, ``agent/``, ``cli/`` and ``harness/`` import at module level: an ``import``
   inside a function is allowed only with a
-  comment saying why (an optional dependency, say ``det[aws]``), on its line or on the comment
+  comment saying why (an optional dependency, say ``det-platform[aws]``), on its line or on the comment
   lines just above it (a run of imports shares one comment). A function-level import hides a
   cycle that belongs broken by moving code (docs/internals.md, "Layers").
 

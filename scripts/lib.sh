@@ -24,7 +24,7 @@ det_venv() {
   local stamp
   stamp="$venv/.det-installed-$(cat "$REPO/pyproject.toml" "$REPO/setup.py" | sha256sum | cut -c1-12)-${extras//,/-}"
   if [[ -f "$stamp" && -x "$venv/bin/det" ]]; then
-    echo "det[$extras] already installed in $venv"
+    echo "det-platform[$extras] already installed in $venv"
     return
   fi
   (cd "$REPO" && "$venv/bin/python" -m pip install --quiet -e ".[$extras]" "$@")

@@ -42,12 +42,12 @@ src="$(mktemp -d)"
 trap 'rm -rf "$src"' EXIT
 git -C "$REPO" ls-files -z -co --exclude-standard |
   tar -C "$REPO" --null -T - --ignore-failed-read --warning=none -c | tar -C "$src" -x
-rm -f "$CACHE"/det/det-*.whl
+rm -f "$CACHE"/det/det_platform-*.whl
 "$PYTHON" -m pip wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation \
   --wheel-dir "$CACHE/det" "$src" 2>&1 | grep -v '^WARNING: Location' || true
 # The build leaves det.egg-info in the copy: it would shadow the installed det's metadata.
 rm -rf "$src"/*.egg-info "$src/build"
-wheel="$(ls "$CACHE"/det/det-*.whl 2>/dev/null | head -1)"
+wheel="$(ls "$CACHE"/det/det_platform-*.whl 2>/dev/null | head -1)"
 [[ -n "$wheel" ]] || die "could not build det's wheel"
 mark "det wheel built"
 
@@ -81,13 +81,13 @@ while todo:
             continue
         if r.marker is None and extra != "":
             continue
-        if r.name == "det":
+        if r.name in ("det", "det-platform"):
             todo.extend(r.extras)
         else:
             out.add(str(Requirement(f"{r.name}{''.join('[' + ','.join(sorted(r.extras)) + ']' if r.extras else '')}{r.specifier}")))
 print("\n".join(sorted(out)))
 EOF
-  log "downloading cp313 wheels ($(wc -l <"$CACHE/requirements-313.txt") requirements of det[dev], torch excluded)"
+  log "downloading cp313 wheels ($(wc -l <"$CACHE/requirements-313.txt") requirements of det-platform[dev], torch excluded)"
   "$PYTHON" -m pip download --quiet --disable-pip-version-check --dest "$CACHE/wheels" \
     --find-links "$CACHE/wheels" --only-binary=:all: --python-version 3.13 --implementation cp \
     --abi cp313 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs det's test suite: `bash scripts/test.sh [pytest arguments]`.
 #
-# Installs what is missing first: .venv with det[dev] and torch (the harness tests train small
+# Installs what is missing first: .venv with det-platform[dev] and torch (the harness tests train small
 # models); with a Docker engine, the task images (infra/build-images.sh: needs root and
 # debootstrap the first time). Without a Docker engine the Docker and e2e tests are skipped.
 # Then runs pytest (the same as `make test`) in DET_TEST_WORKERS parallel processes (default 3:

@@ -152,6 +152,11 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         )
         return "; ".join(w for w in (db_warning, quota_warning) if w) or None
 
+    def prepare() -> None:
+        current["cfg"] = dataclasses.replace(
+            current["cfg"], boot=boot.with_release(current["cfg"].boot)
+        )
+
     plan = flow.UpPlan(
         cloud="aws",
         project=PROJECT,
@@ -167,6 +172,7 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         registry_password=registry.password_from_args(args, cfg.registry),
         registry=cfg.registry,
         remove_config=registry.removed_keys(args),
+        prepare=prepare,
     )
     code = flow.up(plan, args, out)
     if code == 0 and previous is not None and not args.dry_run:

@@ -19,7 +19,9 @@ from det.deploy.common.tls import TlsMaterial
 @dataclasses.dataclass(frozen=True)
 class BootOptions:
     release: Release | None = None
-    """The wheel uploaded into the bucket; None: a placeholder (dry-run)."""
+    """The wheel uploaded into the bucket; None: a placeholder (dry-run, or not built yet)."""
+    build_release: bool = False
+    """``up`` builds the wheel (:func:`with_release`) once every cheap check has passed."""
     wheel_url: str | None = None
     """``--det-wheel-url``: the organisation's own wheel (s3://, gs:// or https://); nothing is
     uploaded then."""
@@ -70,8 +72,9 @@ def wheel_location(opts: BootOptions, scheme: str, bucket: str) -> tuple[str, st
 
 
 def from_args(args: argparse.Namespace, cloud: str, cluster_id: str) -> BootOptions:
-    """Resolve the ``up`` flags: build the wheel and load or make the certificate (a dry-run
-    builds and saves nothing)."""
+    """Resolve the ``up`` flags: load or make the certificate (a dry-run saves nothing). The
+    wheel is not built here: building it is the slowest local step and can fail on its own, so
+    ``up`` does it after the checks (Pulumi CLI, credentials, quotas), in :func:`with_release`."""
     wheel_url = getattr(args, "det_wheel_url", None)
     sha = getattr(args, "det_wheel_sha256", None)
     if wheel_url and not wheel_url.startswith(("s3://", "gs://", "https://", "http://")):
@@ -89,17 +92,21 @@ def from_args(args: argparse.Namespace, cloud: str, cluster_id: str) -> BootOpti
         material = tls.load(cert, key)
     elif not plain and not args.dry_run:
         material = tls.for_cluster(state.state_dir(), cloud, cluster_id)
-    built = None
-    if not wheel_url and not args.dry_run:
-        built = release.build()
     return BootOptions(
-        release=built,
+        build_release=not wheel_url and not args.dry_run,
         wheel_url=wheel_url,
         wheel_sha256=sha,
         package_index=getattr(args, "det_package_index", None),
         tls=material,
         plain_http=plain,
     )
+
+
+def with_release(opts: BootOptions) -> BootOptions:
+    """``opts`` with det's wheel built, when ``up`` ships one (else ``opts`` as it is)."""
+    if not opts.build_release or opts.release is not None:
+        return opts
+    return dataclasses.replace(opts, release=release.build())
 
 
 def cert_path_line(opts: BootOptions) -> Path | None:

@@ -1,7 +1,7 @@
 """The ``up`` and ``down`` flows every cloud runs; each cloud passes in only what differs.
 
-``up``: dry-run (offline render) or pulumi check → cloud preflight → password → Automation
-API ``up`` → wait for the master. ``down``: confirm → the stack must exist → the cloud stops
+``up``: dry-run (offline render) or pulumi check → cloud preflight → password → the expensive
+local steps (det's wheel) → Automation API ``up`` → wait for the master. ``down``: confirm → the stack must exist → the cloud stops
 the master and removes the agents the master started (Pulumi does not know them) and, when
 asked, empties the bucket → Automation API ``destroy``.
 """
@@ -48,6 +48,8 @@ class UpPlan:
     keep what the stack has)."""
     remove_config: tuple[str, ...] = ()
     """Stack config keys to remove before the update (``--no-registry``)."""
+    prepare: Callable[[], None] = lambda: None
+    """The slow local steps, run once every check has passed (building det's wheel)."""
 
 
 def up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
@@ -66,6 +68,7 @@ def up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"warning: {warning}\n")
     new = not automation.has_stack(plan.project, plan.cluster_id)
     password = commands.initial_password(args.initial_user_password, new, args.yes)
+    plan.prepare()
     config = dict(plan.stack_config)
     if password:
         config["det:initialUserPassword"] = (password, True)

@@ -1,17 +1,20 @@
 """The det that ``det deploy`` ships to its VMs: a wheel of the running version and a
 constraints file pinning every dependency as installed here.
 
-Nothing is ever installed by the bare name ``det`` from a package index (that name belongs to
-another project there). ``up`` uploads the wheel and the constraints into the cluster's bucket
+Nothing is ever installed by name from a package index: det's distribution is
+``det-platform`` (the bare name ``det`` there belongs to another project). ``up`` uploads the wheel and the constraints into the cluster's bucket
 (bucket objects of the stack, so a later ``up`` replaces them); the VMs download both with their
 instance role, check the wheel's sha256 (rendered into their user data) and run
-``pip install --constraint constraints.txt det-X.whl[extras]``: only the dependencies come from
+``pip install --constraint constraints.txt det_platform-X.whl[extras]``: only the dependencies come from
 an index.
 
 Where the wheel comes from: a source checkout (an editable install, or running from the
 repository) is built with ``pip wheel`` and a fixed ``SOURCE_DATE_EPOCH``, so the same code
 gives the same bytes and hash (no spurious replacement on ``up``); an installed,
-non-editable det is packed back into a wheel from its ``RECORD``.
+non-editable det is packed back into a wheel from its ``RECORD``. ``pip wheel`` builds with the
+setuptools installed here when it can make wheels (70.1 and newer, or with the ``wheel``
+package: offline), else in an isolated build environment from the package index pip is set up
+for (a fresh ``python3 -m venv`` on 3.11 has setuptools 65 without ``wheel``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import dataclasses
 import functools
 import hashlib
 import importlib.metadata
+import importlib.util
 import io
 import os
 import subprocess
@@ -30,13 +34,14 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from det.common.distribution import DISTRIBUTION, WHEEL_PREFIX
 from det.deploy.common.errors import DeployError
 
 # Keys of the release objects in the cluster's bucket.
 OBJECT_PREFIX = "det-release"
 CONSTRAINTS_NAME = "constraints.txt"
 # Not pinned: pip's own tooling (the VM's venv brings its own).
-_UNPINNED = frozenset({"det", "pip", "setuptools", "wheel", "distribute"})
+_UNPINNED = frozenset({DISTRIBUTION, "det", "pip", "setuptools", "wheel", "distribute"})
 _FIXED_EPOCH = "315532800"  # 1980-01-01: zip's earliest time
 
 
@@ -80,7 +85,7 @@ def constraints_text() -> str:
 
 
 def det_version() -> str:
-    return importlib.metadata.version("det")
+    return importlib.metadata.version(DISTRIBUTION)
 
 
 def source_tree() -> Path | None:
@@ -88,7 +93,9 @@ def source_tree() -> Path | None:
     here = Path(__file__).resolve()
     for parent in here.parents:
         pyproject = parent / "pyproject.toml"
-        if pyproject.is_file() and 'name = "det"' in pyproject.read_text(encoding="utf-8"):
+        if pyproject.is_file() and f'name = "{DISTRIBUTION}"' in pyproject.read_text(
+            encoding="utf-8"
+        ):
             return parent
     return None
 
@@ -101,30 +108,65 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def setuptools_cannot_build(setuptools_version: str | None, has_wheel: bool) -> str | None:
+    """None when a setuptools of this version (None: not installed) builds a wheel without an
+    index; else why not: setuptools has ``bdist_wheel`` itself from 70.1, before that only with
+    the ``wheel`` package (det's build needs 69 or newer)."""
+    if setuptools_version is None:
+        return "this environment has no setuptools"
+    numbers = tuple(int(p) for p in setuptools_version.split(".")[:2] if p.isdigit())
+    if numbers >= (70, 1) or (numbers >= (69,) and has_wheel):
+        return None
+    why = "" if has_wheel else " without the wheel package"
+    return f"this environment's setuptools {setuptools_version}{why} cannot build det's wheel"
+
+
+def _here_cannot_build() -> str | None:
+    try:
+        installed: str | None = importlib.metadata.version("setuptools")
+    except importlib.metadata.PackageNotFoundError:
+        installed = None
+    return setuptools_cannot_build(installed, importlib.util.find_spec("wheel") is not None)
+
+
+def pip_error(stderr: str) -> str:
+    """The line of pip's output that says what went wrong: the build backend's own ``error:``
+    line if there is one (``invalid command 'bdist_wheel'``), else pip's last ``ERROR:``, never
+    its closing hints."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    own = [line for line in lines if line.startswith("error:") and "subprocess-exited" not in line]
+    pips = [line for line in lines if line.startswith("ERROR:")]
+    rest = [line for line in lines if not line.startswith(("hint:", "note:", "WARNING:", "╰"))]
+    return (own[:1] or pips[-1:] or rest[-1:] or ["no wheel written"])[0]
+
+
 def _build_from_source(tree: Path, out: Path) -> Path:
     env = {**os.environ, "SOURCE_DATE_EPOCH": _FIXED_EPOCH}
     cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out)]
-    try:
-        import setuptools  # noqa: F401
-
+    missing = _here_cannot_build()
+    if missing is None:
         cmd.append("--no-build-isolation")  # build offline with what is installed
-    except ImportError:
-        pass
     done = subprocess.run([*cmd, str(tree)], capture_output=True, text=True, env=env)
-    wheels = sorted(out.glob("det-*.whl"))
+    wheels = sorted(out.glob(f"{WHEEL_PREFIX}-*.whl"))
     if done.returncode != 0 or not wheels:
-        last = (done.stderr.strip().splitlines() or ["no wheel written"])[-1]
-        raise DeployError(f"cannot build det's wheel from {tree}: {last}")
+        last = pip_error(done.stderr)
+        why = (
+            f"{missing}, and pip's isolated build (setuptools and wheel from the package index) "
+            f"failed: {last}; `pip install 'setuptools>=70.1'` here fixes it"
+            if missing
+            else last
+        )
+        raise DeployError(f"cannot build det's wheel from {tree}: {why}")
     return wheels[0]
 
 
 def _repack_installed(out: Path) -> Path:
     """A wheel from the files of the installed det distribution (its RECORD)."""
-    dist = importlib.metadata.distribution("det")
+    dist = importlib.metadata.distribution(DISTRIBUTION)
     files = [f for f in dist.files or () if not str(f).startswith("..")]
     if not files:
         raise DeployError("the installed det has no file list (RECORD): cannot ship it")
-    wheel = out / f"det-{dist.version}-py3-none-any.whl"
+    wheel = out / f"{WHEEL_PREFIX}-{dist.version}-py3-none-any.whl"
     record_name = next((str(f) for f in files if str(f).endswith(".dist-info/RECORD")), None)
     if record_name is None:
         raise DeployError("the installed det has no RECORD: cannot ship it")
@@ -154,7 +196,7 @@ def build(cache_dir: Path | None = None) -> Release:
     """Build (or pack) the running det once per process."""
     out = cache_dir or Path(tempfile.mkdtemp(prefix="det-release-"))
     out.mkdir(parents=True, exist_ok=True)
-    for old in out.glob("det-*.whl"):
+    for old in out.glob(f"{WHEEL_PREFIX}-*.whl"):
         old.unlink()
     tree = source_tree()
     wheel = _build_from_source(tree, out) if tree else _repack_installed(out)
@@ -166,7 +208,7 @@ def build(cache_dir: Path | None = None) -> Release:
 def placeholder() -> Release:
     """What a dry-run shows: the release ``up`` would build, without building it."""
     return Release(
-        filename=f"det-{det_version()}-py3-none-any.whl",
+        filename=f"{WHEEL_PREFIX}-{det_version()}-py3-none-any.whl",
         sha256="0" * 64,
         constraints=f"# dependencies of det {det_version()} (written at up)\n",
         path=None,

@@ -10,7 +10,7 @@ failure and logs to ``/var/log/det-bootstrap.log``; that unit:
    and installs ``python3-venv`` only if ``ensurepip`` is missing;
 2. downloads det's wheel and the constraints file from the cluster's bucket with the
    instance's role (``fetch_release.py``: standard library only), checks the wheel's sha256,
-   and installs ``det-X.whl[extras]`` into ``/opt/det`` with ``--constraint`` (only the
+   and installs ``det_platform-X.whl[extras]`` into ``/opt/det`` with ``--constraint`` (only the
    dependencies come from a package index; det itself never by name), unless that exact
    wheel is installed already;
 3. writes master.yaml (the machine's private address filled in), turns the cluster secret

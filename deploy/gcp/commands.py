@@ -110,6 +110,11 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
             cfg.preemptible,
         )
 
+    def prepare() -> None:
+        pinned["cfg"] = dataclasses.replace(
+            pinned["cfg"], boot=boot.with_release(pinned["cfg"].boot)
+        )
+
     plan = flow.UpPlan(
         cloud="gcp",
         project=PROJECT,
@@ -125,6 +130,7 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         registry_password=registry.password_from_args(args, cfg.registry),
         registry=cfg.registry,
         remove_config=registry.removed_keys(args),
+        prepare=prepare,
     )
     previous = _previous_outputs(cfg.cluster_id) if not args.dry_run else None
     code = flow.up(plan, args, out)

@@ -57,7 +57,7 @@ def client() -> Any:
         import docker
     except ImportError:
         raise NoDockerEngine(
-            "the Docker SDK for Python is missing: pip install 'det[master,agent,cli]', then run"
+            "the Docker SDK for Python is missing: pip install 'det-platform[master,agent,cli]', then run"
             " again"
         ) from None
     try:

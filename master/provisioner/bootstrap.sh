@@ -26,7 +26,7 @@ set -euo pipefail
 : "${DET_AGENT_CONSTRAINTS_URL:=}" # pins det's dependencies
 : "${DET_AGENT_PACKAGE_INDEX:=}"   # where pip finds the dependencies (default: pip's own)
 : "${DET_AGENT_EXTRAS:=agent}"
-: "${DET_AGENT_PIP_SPEC:=}"        # instead of a wheel URL: a pip requirement (never bare "det")
+: "${DET_AGENT_PIP_SPEC:=}"        # instead of a wheel URL: a pip requirement (never the bare name "det": det-platform)
 : "${DET_MASTER_CERT_B64:=}"       # the master's TLS certificate (PEM, base64)
 : "${DET_MASTER_CERT_NAME:=}"
 : "${DET_MASTER_CERT_FILE:=/etc/det/master.crt}"

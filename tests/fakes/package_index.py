@@ -53,7 +53,7 @@ def wheelhouse(rel: release.Release, image: str, extras: str = ALL_EXTRAS) -> Pa
          "-v", f"{work}:/w", image, "bash", "-c", script],
         check=True, timeout=900,
     )  # fmt: skip
-    for wheel in (work / "wheels").glob("det-*.whl"):
+    for wheel in (work / "wheels").glob("det_platform-*.whl"):
         wheel.unlink()
     subprocess.run(["rm", "-rf", str(out)], check=True)
     (work / "wheels").rename(out)

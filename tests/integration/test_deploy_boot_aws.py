@@ -224,7 +224,7 @@ def https_master(
 def _check_installed_from_bucket(b: Booted) -> None:
     version = vm.sh(
         b.container,
-        "/opt/det/bin/python3 -c 'import importlib.metadata as m; print(m.version(\"det\"))'",
+        "/opt/det/bin/python3 -c 'import importlib.metadata as m; print(m.version(\"det-platform\"))'",
     )
     assert version.strip() == "0.1.0"
     assert vm.sh(b.container, "cat /opt/det/.det-wheel-sha256").startswith(b.rel.sha256 + ":s3://")

@@ -197,7 +197,7 @@ def test_master_boots_from_the_bucket_and_answers_over_https(gcp_master: Booted)
     b = gcp_master
     version = vm.sh(
         b.container,
-        "/opt/det/bin/python3 -c 'import importlib.metadata as m; print(m.version(\"det\"))'",
+        "/opt/det/bin/python3 -c 'import importlib.metadata as m; print(m.version(\"det-platform\"))'",
     )
     assert version.strip() == "0.1.0"
     assert vm.sh(b.container, "cat /opt/det/.det-wheel-sha256").startswith(b.rel.sha256 + ":gs://")

@@ -71,7 +71,7 @@ def wheelhouse() -> Path:
             old.unlink()
         stamp.touch()
         print(f"wheelhouse filled in {time.monotonic() - start:.1f} s")
-    for det_wheel in path.glob("det-*.whl"):
+    for det_wheel in path.glob("det_platform-*.whl"):
         det_wheel.unlink()  # det itself comes fresh from this checkout (det_wheel)
     return path
 
@@ -90,7 +90,7 @@ def det_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         sys.executable, "wheel", "--quiet", "--no-deps", "--no-build-isolation",
         "--wheel-dir", str(out), str(src),
     )  # fmt: skip
-    (wheel,) = out.glob("det-*.whl")
+    (wheel,) = out.glob("det_platform-*.whl")
     return wheel
 
 
@@ -114,7 +114,7 @@ def test_every_extra_gives_commands_that_start(
     start = time.monotonic()
     # No pip inside (ensurepip takes seconds): this pip installs into it.
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    requirement = f"det[{extra}]" if extra else "det"
+    requirement = f"det-platform[{extra}]" if extra else "det-platform"
     _pip(
         sys.executable, "--python", str(venv / "bin" / "python"), "install", "--quiet",
         "--no-compile", "--no-index",

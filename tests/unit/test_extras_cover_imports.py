@@ -1,12 +1,12 @@
 """Each part of det imports only what the install that runs it declares.
 
-A cloud master VM installs ``det[master,aws]`` or ``det[master,gcp]``, an agent VM ``det[agent]``,
+A cloud master VM installs ``det-platform[master,aws]`` or ``det-platform[master,gcp]``, an agent VM ``det-platform[agent]``,
 a task container the base install (plus what det's task images add). A master or agent module
 must import, at its top or inside a function, only distributions of its part's extras, the base
 or what those require: every code path of a deployed master must be able to run. A task
 container's and the CLI's imports inside a function (a storage backend's SDK) may come from any
 extra; ``try: ... except ImportError`` marks an optional one anywhere. A shell's launch in the
-master imported ``cryptography``, which only ``det[deploy]`` brought: a deployed master could
+master imported ``cryptography``, which only ``det-platform[deploy]`` brought: a deployed master could
 not start a shell. This test fails on that.
 """
 
@@ -46,7 +46,7 @@ def _declared() -> tuple[set[str], dict[str, set[str]]]:
         out: set[str] = set()
         for line in raw[extra]:
             req = Requirement(line)
-            if canonicalize_name(req.name) == "det":
+            if canonicalize_name(req.name) == canonicalize_name(project["name"]):
                 for inner in req.extras:
                     out |= expand(inner)
             else:
@@ -120,7 +120,7 @@ def test_every_import_comes_from_a_declared_distribution() -> None:
     problems: list[str] = []
     for folder, (part_extras, strict) in PARTS.items():
         allowed = _closure(base.union(*(extras[e] for e in part_extras)))
-        wanted = f"det[{','.join(part_extras)}]" if part_extras else "the base install"
+        wanted = f"det-platform[{','.join(part_extras)}]" if part_extras else "the base install"
         for path in sorted((REPO / folder).rglob("*.py")):
             for name, how, scope in _imports(path):
                 if name in sys.stdlib_module_names or name in local or name == "__future__":
@@ -134,7 +134,7 @@ def test_every_import_comes_from_a_declared_distribution() -> None:
                     ok, where = anywhere, "any extra"
                 elif folder == "master" and cloud:
                     ok = _closure(base | extras["master"] | extras[cloud])
-                    where = f"det[master,{cloud}]"
+                    where = f"det-platform[master,{cloud}]"
                 else:
                     ok, where = allowed, wanted
                 if canonicalize_name(name) in ok:

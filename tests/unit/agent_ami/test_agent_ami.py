@@ -158,7 +158,7 @@ def test_the_default_task_image_is_pre_pulled(template: dict[str, Any]) -> None:
 def test_install_script_hash_check_refuses_a_wrong_wheel(tmp_path: Path) -> None:
     """The hash-check line, run as the image build runs it, stops at a mismatch."""
     [line] = [line for line in shell_lines(load(TEMPLATE)) if "sha256sum --check" in line]
-    wheel = tmp_path / "det-0.1.0-py3-none-any.whl"
+    wheel = tmp_path / "det_platform-0.1.0-py3-none-any.whl"
     wheel.write_bytes(b"wheel")
     import hashlib
 

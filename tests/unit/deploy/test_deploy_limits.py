@@ -31,7 +31,10 @@ AWS_ID = "a1b2c3d4e5f6-" + "x" * 18 + "z"
 GCP_ID = "a1b2c3d4e5f6-" + "x" * 21 + "z"
 HEX = "0123abc"  # what Pulumi's autonaming appends: 7 hexadecimal digits
 _REL = release.Release(
-    filename="det-0.1.0-py3-none-any.whl", sha256="ab" * 32, constraints="x==1\n", path=None
+    filename="det_platform-0.1.0-py3-none-any.whl",
+    sha256="ab" * 32,
+    constraints="x==1\n",
+    path=None,
 )
 LONG_TAGS = (("k" * 128, "v" * 256), ("team", "ml platform/gpu = 1 @ us-west-2"))
 
@@ -226,7 +229,7 @@ def _random_text(rng: random.Random, n: int) -> str:
 def _longest_aws(tags: tuple[tuple[str, str], ...]) -> AwsConfig:
     """Every option that ends up in the master's user data, each as long as realistic."""
     rel = release.Release(
-        filename="det-0.38.1.dev123+g0123456789ab-py3-none-any.whl",
+        filename="det_platform-0.38.1.dev123+g0123456789ab-py3-none-any.whl",
         sha256="ab" * 32,
         constraints="x==1\n",
         path=None,

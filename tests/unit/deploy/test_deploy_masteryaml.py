@@ -65,7 +65,7 @@ def test_aws_pool_providers_parse_with_the_provisioner_model():
     assert parsed[1].master_cert_name == "det-master"
     install = parsed[1].agent_install
     assert install is not None and install.extras == "agent,aws"
-    assert install.wheel_url.startswith("s3://b/det-release/det-")
+    assert install.wheel_url.startswith("s3://b/det-release/det_platform-")
     assert install.constraints_url == "s3://b/det-release/constraints.txt"
 
 

@@ -132,7 +132,10 @@ def test_boot_step_writes_the_password_into_the_env_file_quoted(tmp_path: Path) 
         registry=AUTH,
         boot=boot.BootOptions(
             release=release.Release(
-                filename="det-0.1.0-py3-none-any.whl", sha256="ab" * 32, constraints="", path=None
+                filename="det_platform-0.1.0-py3-none-any.whl",
+                sha256="ab" * 32,
+                constraints="",
+                path=None,
             )
         ),
     )
@@ -328,7 +331,7 @@ def _up_with_recorded_pulumi(
         "aws", "up", "--cluster-id", "c1", "--keypair", "kp", "--yes", "--no-wait-for-master",
         "--region", REGION, "--no-preflight-checks",
         "--master-image-id", "ami-0aaaaaaaaaaaaaaaa", "--agent-image-id", "ami-0bbbbbbbbbbbbbbbb",
-        "--det-wheel-url", "https://packages.example.com/det-0.1.0-py3-none-any.whl",
+        "--det-wheel-url", "https://packages.example.com/det_platform-0.1.0-py3-none-any.whl",
     ]  # fmt: skip
     if registry_flags:
         argv += ["--registry-server", AUTH.server, "--registry-username", AUTH.username]

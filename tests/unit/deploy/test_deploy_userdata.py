@@ -27,7 +27,10 @@ from det.deploy.gcp import master as gcp_master
 from det.master.provisioner import fetch_release
 
 REL = release.Release(
-    filename="det-0.1.0-py3-none-any.whl", sha256="ab" * 32, constraints="x==1\n", path=None
+    filename="det_platform-0.1.0-py3-none-any.whl",
+    sha256="ab" * 32,
+    constraints="x==1\n",
+    path=None,
 )
 BOOT = boot.BootOptions(release=REL)
 
@@ -79,7 +82,7 @@ def test_boot_scripts_are_valid_bash(tmp_path):
 def test_det_is_installed_only_from_its_hash_checked_wheel():
     inner = _inner_boot(_parts(_aws_user_data())["text/x-shellscript"])
     assert f"DET_WHEEL_SHA256={REL.sha256}" in inner
-    assert "DET_WHEEL_URL=s3://bkt/det-release/det-0.1.0-py3-none-any.whl" in inner
+    assert "DET_WHEEL_URL=s3://bkt/det-release/det_platform-0.1.0-py3-none-any.whl" in inner
     assert "DET_CONSTRAINTS_URL=s3://bkt/det-release/constraints.txt" in inner
     installs = [line for line in inner.splitlines() if "pip install" in line]
     assert installs and all('"$WHEEL[$DET_EXTRAS]"' in line for line in installs)
@@ -89,7 +92,7 @@ def test_det_is_installed_only_from_its_hash_checked_wheel():
 
 def test_own_wheel_url_and_package_index_are_rendered():
     opts = boot.BootOptions(
-        wheel_url="https://pkgs.example/det-0.1.0-py3-none-any.whl",
+        wheel_url="https://pkgs.example/det_platform-0.1.0-py3-none-any.whl",
         wheel_sha256="cd" * 32,
         package_index="https://pypi.example/simple",
     )
@@ -98,7 +101,7 @@ def test_own_wheel_url_and_package_index_are_rendered():
     inner = _inner_boot(
         _parts(aws_master.user_data(cfg, "p: 1\n", "arn", "bkt", None))["text/x-shellscript"]
     )
-    assert "DET_WHEEL_URL=https://pkgs.example/det-0.1.0-py3-none-any.whl" in inner
+    assert "DET_WHEEL_URL=https://pkgs.example/det_platform-0.1.0-py3-none-any.whl" in inner
     assert "DET_CONSTRAINTS_URL=''" in inner
     assert "DET_PACKAGE_INDEX=https://pypi.example/simple" in inner
     assert "det-logship" not in inner
@@ -223,7 +226,7 @@ def test_sigv4_matches_botocore():
     from botocore.credentials import Credentials
 
     now = dt.datetime(2026, 11, 23, 12, 0, 0, tzinfo=dt.UTC)
-    url = "https://bkt.s3.us-west-2.amazonaws.com/det-release/det-0.1.0-py3-none-any.whl"
+    url = "https://bkt.s3.us-west-2.amazonaws.com/det-release/det_platform-0.1.0-py3-none-any.whl"
     ours = fetch_release.sigv4_headers(
         "GET",
         url,
@@ -289,10 +292,12 @@ def test_release_is_reproducible_and_pins_dependencies(tmp_path):
     release.build.cache_clear()
     second = release.build(tmp_path / "b")
     assert first.sha256 == second.sha256
-    assert first.filename.startswith("det-") and first.filename.endswith("-py3-none-any.whl")
+    assert first.filename.startswith("det_platform-") and first.filename.endswith(
+        "-py3-none-any.whl"
+    )
     assert first.path and hashlib.sha256(first.path.read_bytes()).hexdigest() == first.sha256
     pins = dict(line.split("==") for line in first.constraints.splitlines() if "==" in line)
-    assert "det" not in pins and "pyyaml" in pins and "boto3" in pins
+    assert "det" not in pins and "det-platform" not in pins and "pyyaml" in pins and "boto3" in pins
 
 
 def test_generated_certificate_names_det_master(tmp_path):

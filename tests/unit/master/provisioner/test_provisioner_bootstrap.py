@@ -56,7 +56,13 @@ def test_rendered_script_is_valid_bash_and_small(tmp_path: Path) -> None:
 
 def test_values_are_shell_quoted(tmp_path: Path) -> None:
     script = tmp_path / "s.sh"
-    script.write_text(render(extra_env={"DET_AGENT_PIP_SPEC": "det[agent] @ http://m/det.whl"}))
+    script.write_text(
+        render(
+            extra_env={
+                "DET_AGENT_PIP_SPEC": "det-platform[agent] @ http://m/det_platform-0.1.0-py3-none-any.whl"
+            }
+        )
+    )
     out = subprocess.run(
         [
             "bash",
@@ -73,7 +79,7 @@ def test_values_are_shell_quoted(tmp_path: Path) -> None:
         "gpu",
         "c-1",
         "aws",
-        "det[agent] @ http://m/det.whl",
+        "det-platform[agent] @ http://m/det_platform-0.1.0-py3-none-any.whl",
     ]
 
 

@@ -1,0 +1,90 @@
+"""How ``up`` builds det's wheel (deploy/common/release.py, boot.with_release) and when: after
+every cheap check, so a missing Pulumi CLI or bad credentials are named before a slow build."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from det.deploy.common import boot, release
+
+
+@pytest.mark.parametrize(
+    ("setuptools", "has_wheel", "builds"),
+    [
+        (None, False, False),
+        ("65.5.0", False, False),  # python3 -m venv on 3.11: the issue's "invalid command"
+        ("65.5.0", True, False),  # under det's build requirement (69)
+        ("69.5.1", False, False),
+        ("69.5.1", True, True),
+        ("70.0.0", False, False),
+        ("70.1.0", False, True),  # bdist_wheel is part of setuptools from 70.1
+        ("80.9.0", False, True),
+    ],
+)
+def test_offline_build_only_with_a_setuptools_that_makes_wheels(setuptools, has_wheel, builds):
+    why = release.setuptools_cannot_build(setuptools, has_wheel)
+    assert (why is None) == builds
+    if why:
+        assert "\n" not in why and (setuptools or "no setuptools") in why
+
+
+def test_pip_error_is_the_backends_line_not_the_hint():
+    stderr = (
+        "  error: subprocess-exited-with-error\n"
+        "  \u00d7 python setup.py bdist_wheel did not run successfully.\n"
+        "  │ exit code: 1\n"
+        "  ╰─> [5 lines of output]\n"
+        "      usage: setup.py [global_opts] cmd1 [cmd1_opts] [cmd2 [cmd2_opts] ...]\n"
+        "      error: invalid command 'bdist_wheel'\n"
+        "      [end of output]\n"
+        "  note: This error originates from a subprocess, and is likely not a problem with pip.\n"
+        "ERROR: Failed building wheel for det-platform\n"
+        "hint: See above for details.\n"
+    )
+    assert release.pip_error(stderr) == "error: invalid command 'bdist_wheel'"
+    assert release.pip_error(
+        "ERROR: Could not find a version that satisfies setuptools>=69\nhint: See above.\n"
+    ) == ("ERROR: Could not find a version that satisfies setuptools>=69")
+    assert release.pip_error("") == "no wheel written"
+
+
+def test_with_release_builds_only_when_up_ships_the_wheel(monkeypatch):
+    built = []
+    monkeypatch.setattr(release, "build", lambda: built.append(1) or "the wheel")
+    assert boot.with_release(boot.BootOptions()) == boot.BootOptions()
+    assert boot.with_release(boot.BootOptions(wheel_url="https://x/w.whl")).release is None
+    assert boot.with_release(boot.BootOptions(build_release=True)).release == "the wheel"
+    assert built == [1]
+
+
+@pytest.mark.parametrize(
+    ("cloud", "flags"),
+    [("gcp", ["--project-id", "p-123456"]), ("aws", ["--keypair", "k"])],
+)
+def test_up_without_pulumi_stops_naming_it_before_any_wheel_is_built(tmp_path, cloud, flags):
+    """The issue's first user: no Pulumi CLI. GCP built det's wheel first (a minute, and its own
+    failure in a plain venv) and named Pulumi only after it."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {
+        "PATH": str(bindir),  # no pulumi (nor anything else) on PATH
+        "HOME": str(tmp_path / "home"),
+        "TMPDIR": str(tmp),
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "det.cli", "deploy", cloud, "up", "--cluster-id", "c1",
+         "--yes", "--initial-user-password", "Sup3r-secret-pw", *flags],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Pulumi CLI is not on PATH" in lines[0], done.stderr
+    assert not [p.name for p in tmp.rglob("*") if "det-release" in p.name or p.suffix == ".whl"]
+    assert not (tmp_path / "home" / ".local" / "share" / "det" / "pulumi").exists()
