@@ -5,7 +5,9 @@
    ``$DET_INFO_DIR`` overrides the directory) and remove them when the task ends.
 3. If ``startup-hook.sh`` exists there, source it with ``sh`` (``set -e``): variables it exports
    reach the entrypoint, as in Determined. If it fails, the task fails with its exit code.
-4. Run the entrypoint: a single argument is a shell command (``sh -c``); several are an argv.
+4. A trial in an image with the official package loads its checkpoints as torch < 2.6 did
+   (``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1`` unless set: :func:`with_official_torch_loads`).
+5. Run the entrypoint: a single argument is a shell command (``sh -c``); several are an argv.
    Determined's legacy trial-class form (``model_def:MyTrial``) runs the official package's
    harness (``python3 -m determined.exec.harness model_def:MyTrial``), which the image must
    carry, and gets a copy of the context at ``/run/determined/train/model`` as in Determined;
@@ -86,6 +88,23 @@ def trial_class_problem(env: dict[str, str], have_official: bool) -> str | None:
     return None
 
 
+#: torch >= 2.6 loads with ``weights_only=True`` unless told otherwise; this variable tells it.
+TORCH_NO_WEIGHTS_ONLY = "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"
+
+
+def with_official_torch_loads(env: dict[str, str], have_official: bool) -> dict[str, str]:
+    """The environment a trial runs with (pure). The official package (0.38.1) restores a
+    ``PyTorchTrial``'s or ``Trainer``'s state with ``torch.load`` and no ``weights_only``, which
+    torch >= 2.6 refuses for its pickled optimizer and RNG state (``Weights only load failed``):
+    a paused, continued or restarted trial ended in ERROR. Trials in an image that has the
+    official package load their own checkpoints as torch < 2.6 did; a value the user set
+    (config or startup hook) wins, and commands, notebooks and images without the package are
+    left as torch made them."""
+    if env.get("DET_TASK_TYPE") != "TRIAL" or not have_official or TORCH_NO_WEIGHTS_ONLY in env:
+        return env
+    return {**env, TORCH_NO_WEIGHTS_ONLY: "1"}
+
+
 def choose_workdir(env: dict[str, str], exists: bool) -> str | None:
     """The directory to run in, or None to stay where we are (pure)."""
     if env.get("DET_WORKDIR"):
@@ -157,6 +176,7 @@ def _run(argv: list[str], env: dict[str, str]) -> int:
         if problem is not None:
             print(f"det.exec.run: {problem}", file=sys.stderr)
             return 2
+    env = with_official_torch_loads(env, importlib.util.find_spec("determined") is not None)
     cmd = entrypoint_argv(argv, sys.executable)
     try:
         return run_forwarding(cmd, group=True, env=env)

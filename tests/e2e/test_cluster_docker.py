@@ -279,6 +279,50 @@ def test_a_trial_class_runs_with_its_legacy_entrypoint(cluster: Cluster) -> None
 
 
 @pytest.mark.slow
+def test_a_trial_class_resumes_after_pause_and_continues_on_the_default_image(
+    cluster: Cluster,
+) -> None:
+    """The official package restores a PyTorchTrial with torch.load and no weights_only, which
+    torch >= 2.6 (the default image has 2.13) refused: the resumed trial ended in ERROR
+    ("Weights only load failed"). Paused and activated, it resumes from its checkpoint; a
+    finished one continued trains on from its last checkpoint."""
+    example = EXAMPLES / "pytorch_trial"
+    long = {"searcher": {"max_length": {"batches": 100000}}, "max_restarts": 0}
+    eid = cluster.create(example / "const.yaml", example, long)
+    t = only_trial(cluster, eid)
+    first = wait_for(lambda: cluster.checkpoints_of(t["id"]), 300, "a first checkpoint")
+    cluster.det("experiment", "pause", str(eid))
+    cluster.wait_state(eid, "STATE_PAUSED", 180)
+    saved = max(int(c["metadata"]["steps_completed"]) for c in cluster.checkpoints_of(t["id"]))
+    assert saved >= int(first[0]["metadata"]["steps_completed"])
+    run_before = max(r for r, _ in steps(cluster, t["id"]))
+    cluster.det("experiment", "activate", str(eid))
+
+    def resumed() -> bool:
+        if cluster.trial(t["id"])["state"] == "STATE_ERROR":
+            raise AssertionError(f"the resumed trial failed\n{cluster.dump()}")
+        later = [b for r, b in steps(cluster, t["id"]) if r > run_before]
+        return bool(later) and min(later) > saved
+
+    wait_for(resumed, 300, "the trial to report again after its checkpoint")
+    cluster.det("experiment", "kill", str(eid))
+    cluster.wait_state(eid, "STATE_CANCELED", 180)
+
+    done = cluster.create(example / "const.yaml", example)
+    cluster.wait_state(done, "STATE_COMPLETED", 300)
+    cluster.det("experiment", "continue", str(done), "--config", "searcher.max_length.batches=300")
+    trained = only_trial(cluster, done)
+
+    def trained_on() -> bool:
+        if cluster.state(done) == "STATE_ERROR":
+            raise AssertionError(f"the continued trial failed\n{cluster.dump()}")
+        return max(b for _, b in steps(cluster, trained["id"], "validation")) == 300
+
+    wait_for(trained_on, 300, "the continued trial to validate at 300 batches")
+    cluster.wait_state(done, "STATE_COMPLETED", 120)
+
+
+@pytest.mark.slow
 def test_official_example_runs_in_an_image_with_only_the_official_package(
     cluster: Cluster,
 ) -> None:

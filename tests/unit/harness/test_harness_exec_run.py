@@ -147,3 +147,16 @@ def test_sigterm_reaches_a_process_under_a_shell_entrypoint(tmp_path: Path) -> N
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 128 + signal.SIGTERM
     assert (tmp_path / "got-term").read_text() == "1"
+
+
+def test_trials_with_the_official_package_load_checkpoints_as_before_torch_2_6() -> None:
+    from det.exec.run import TORCH_NO_WEIGHTS_ONLY, with_official_torch_loads
+
+    trial = {"DET_TASK_TYPE": "TRIAL"}
+    assert with_official_torch_loads(trial, True)[TORCH_NO_WEIGHTS_ONLY] == "1"
+    # the user's own choice wins; other tasks and images without the package are untouched
+    mine = {**trial, TORCH_NO_WEIGHTS_ONLY: "0"}
+    assert with_official_torch_loads(mine, True) == mine
+    assert with_official_torch_loads(trial, False) == trial
+    command = {"DET_TASK_TYPE": "COMMAND"}
+    assert with_official_torch_loads(command, True) == command
