@@ -37,6 +37,25 @@ from det.master.services import trials as trial_svc
 bp = Blueprint("experiments", __name__)
 
 
+# What Determined answers to ``validateOnly``: an experiment message with every field at its zero
+# value (its bindings require the object; the official `det e create --test` parses it).
+_NOTHING_CREATED: d.v1Experiment = {
+    "archived": False,
+    "config": {},
+    "id": 0,
+    "jobId": "",
+    "name": "",
+    "numTrials": 0,
+    "originalConfig": "",
+    "projectId": 0,
+    "projectOwnerId": 0,
+    "searcherType": "",
+    "startTime": "1970-01-01T00:00:00Z",
+    "state": "STATE_UNSPECIFIED",
+    "username": "",
+}
+
+
 @bp.post("/api/v1/experiments")
 @contract("CreateExperiment")
 def create(body: d.v1CreateExperimentRequest) -> Any:
@@ -65,8 +84,8 @@ def create(body: d.v1CreateExperimentRequest) -> Any:
             project_id=project_id or None,
             template=template or None,
         )
-    if row is None:  # validateOnly: Determined sends no experiment
-        return {"experiment": None, "config": {}, "warnings": []}
+    if row is None:  # validateOnly: the config is valid and nothing was created
+        return {"experiment": _NOTHING_CREATED, "config": {}, "warnings": []}
     out: d.v1CreateExperimentResponse = {
         "experiment": wire.experiment(row),
         "config": redact(row["config"]),

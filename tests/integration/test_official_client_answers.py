@@ -599,3 +599,21 @@ def test_trial_workloads_honour_filter_order_and_deleted_checkpoints(
         """
     )
     assert got and all(got)
+
+
+def test_validate_only_answers_what_the_bindings_parse_and_creates_nothing(
+    cli_master: Master, official: Official
+) -> None:
+    """`det e create --test` first posts the config with validateOnly: the bindings require an
+    experiment object in the answer (det sent null and the official CLI crashed)."""
+    before = len(cli_master.get("/api/v1/experiments?limit=1000")["experiments"])
+    config = sim_config("validate-only", trials=1)
+    answer = official.python(
+        f"""
+        req = bindings.v1CreateExperimentRequest(config={config!r}, validateOnly=True)
+        resp = bindings.post_CreateExperiment(session, body=req)
+        print(json.dumps([resp.experiment.id, resp.experiment.state.value]))
+        """
+    )
+    assert answer == [0, "STATE_UNSPECIFIED"]
+    assert len(cli_master.get("/api/v1/experiments?limit=1000")["experiments"]) == before
