@@ -65,13 +65,15 @@ def _merge_by_container_path(cluster: Any, exp: Any) -> Any:
 
 
 def _merge_storage(cluster: dict[str, Any] | None, exp: Any) -> Any:
-    """The cluster's storage when the experiment has none; field by field for the same type."""
+    """The cluster's storage when the experiment has none; field by field when the experiment's
+    is of the same type or names none (``checkpoint_storage: {save_trial_best: 2}`` keeps the
+    master's storage and changes one policy, as Determined merges it)."""
     if exp is None:
         return copy.deepcopy(cluster) if cluster else None
     if (
         isinstance(exp, dict)
         and isinstance(cluster, dict)
-        and exp.get("type") == cluster.get("type")
+        and exp.get("type") in (None, cluster.get("type"))
     ):
         return {**copy.deepcopy(cluster), **{k: v for k, v in exp.items() if v is not None}}
     return exp

@@ -105,6 +105,20 @@ def test_same_storage_type_is_merged_field_by_field() -> None:
     assert (s["bucket"], s["prefix"], s["save_trial_best"]) == ("cluster-bucket", "exp7", 3)
 
 
+def test_storage_without_a_type_is_merged_over_the_masters() -> None:
+    """``checkpoint_storage: {save_trial_best: 2}`` (two of Determined's own example configs)
+    keeps the master's storage and changes one policy; det refused it as missing ``type``."""
+    d = resolve({**EXP, "checkpoint_storage": {"save_trial_best": 2}}, storage=CLUSTER_STORAGE)
+    s = d["checkpoint_storage"]
+    assert (s["type"], s["bucket"], s["save_trial_best"]) == ("s3", "cluster-bucket", 2)
+
+
+def test_storage_without_a_type_and_no_masters_names_the_field() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_experiment_config({**EXP, "checkpoint_storage": {"save_trial_best": 2}})
+    assert info.value.field_path.startswith("checkpoint_storage")
+
+
 def test_merge_does_not_modify_its_inputs() -> None:
     exp = {**EXP, "bind_mounts": [{"host_path": "/x", "container_path": "/x"}]}
     before = repr(exp), repr(TCD), repr(CLUSTER_STORAGE)
