@@ -21,8 +21,10 @@ logger = logging.getLogger(__name__)
 _LIVE = ["pending", "running", "stopping", "stopped"]
 
 
-def stop_master(ec2: Any, instance_id: str) -> None:
-    """Stop the master first so it cannot launch agents while they are being removed."""
+def stop_master(ec2: Any, instance_id: str, wait: bool = True) -> None:
+    """Stop the master first so it cannot launch agents while they are being removed, and wait
+    until it has stopped: a stopping master still runs its loops, and an agent it launched after
+    the agents were listed would hold the agent group and the subnet (the VPC's deletion fails)."""
     from botocore import exceptions
 
     try:
@@ -30,6 +32,9 @@ def stop_master(ec2: Any, instance_id: str) -> None:
     except exceptions.ClientError as e:
         if "NotFound" not in e.response.get("Error", {}).get("Code", ""):
             raise
+        return
+    if wait:
+        ec2.get_waiter("instance_stopped").wait(InstanceIds=[instance_id])
     logger.info("stopped master %s", instance_id)
 
 

@@ -1,7 +1,8 @@
 """The ``up`` and ``down`` flows every cloud runs; each cloud passes in only what differs.
 
 ``up``: dry-run (offline render) or pulumi check → cloud preflight → password → the expensive
-local steps (det's wheel) → Automation API ``up`` → wait for the master. ``down``: confirm → the stack must exist → the cloud stops
+local steps (det's wheel) → Automation API ``up`` → wait for the master. ``down``: pulumi check
+→ the stack (none: nothing to do, so a second ``down`` is a no-op) → confirm → the cloud stops
 the master and removes the agents the master started (Pulumi does not know them) and, when
 asked, empties the bucket → Automation API ``destroy``.
 """
@@ -14,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from det.deploy.common import automation, commands, registry, tls
-from det.deploy.common.errors import DeployError
 from det.deploy.common.preflight import check_pulumi_cli
 
 # program.build(initial_user_password, registry_password, registry_auth) → the stack's outputs;
@@ -126,6 +126,14 @@ def down(
     connect: Callable[[Mapping[str, Any]], Teardown],
 ) -> int:
     """``connect(outputs)`` checks credentials and returns the cloud's teardown steps."""
+    check_pulumi_cli()
+    if not automation.has_stack(project, args.cluster_id):
+        # Nothing left to delete (a second `down`, or a name that was never deployed).
+        out.write(
+            f"No {cloud.upper()} cluster {args.cluster_id!r}: nothing to delete "
+            f"(see `det deploy {cloud} list`).\n"
+        )
+        return 0
     question = (
         f"Delete cluster {args.cluster_id!r}: its master, agents, database and network"
         f"{' and the checkpoint bucket' if args.delete_bucket else ''}?"
@@ -133,11 +141,6 @@ def down(
     if not commands.confirm(question, args.yes):
         out.write("Delete cancelled.\n")
         return 0
-    check_pulumi_cli()
-    if not automation.has_stack(project, args.cluster_id):
-        raise DeployError(
-            f"no {cloud.upper()} cluster {args.cluster_id!r} (see `det deploy {cloud} list`)"
-        )
     outputs = automation.outputs(project, args.cluster_id)
     teardown = connect(outputs)
     out.write(teardown.remove_instances() + "\n")

@@ -175,11 +175,16 @@ class Database(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[connection]),
         )
+        # The det user owns every table the master creates, and PostgreSQL refuses to drop a
+        # role that owns objects: deleted in parallel with the database (they do not depend on
+        # each other), the user's deletion failed and `down` needed a second run. Both are
+        # abandoned instead; deleting the instance removes them with it.
         gcp.sql.Database(
             f"{name}-determined",
             project=args.project,
             name="determined",
             instance=instance.name,
+            deletion_policy="ABANDON",
             opts=child,
         )
         gcp.sql.User(
@@ -188,6 +193,7 @@ class Database(pulumi.ComponentResource):
             name="det",
             instance=instance.name,
             password=args.password,
+            deletion_policy="ABANDON",
             opts=child,
         )
         self.host = instance.private_ip_address

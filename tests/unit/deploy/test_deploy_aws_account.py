@@ -123,6 +123,22 @@ def test_agents_of_an_older_config_are_replaced_and_the_rest_kept(session):
     assert teardown.replace_stale_agents(ec2, "c1", "new", exclude=frozenset({master})) == []
 
 
+def test_down_waits_for_the_master_to_stop_before_listing_agents(session):
+    ec2 = session.client("ec2")
+    master = _launch(ec2, "c1", role="master")
+    calls: list[str] = []
+    ec2.meta.events.register("before-call.ec2.*", lambda model, **_: calls.append(model.name))
+    teardown.stop_master(ec2, master)
+    # The waiter's describe comes before anything lists the agents: a master still stopping
+    # could launch one after the list (its interface then holds the VPC).
+    assert calls[0] == "StopInstances" and calls[1:] and set(calls[1:]) == {"DescribeInstances"}
+    state = ec2.describe_instances(InstanceIds=[master])["Reservations"][0]["Instances"][0]
+    assert state["State"]["Name"] == "stopped"
+    calls.clear()
+    teardown.stop_master(ec2, "i-0123456789abcdef0")  # already gone: nothing to wait for
+    assert calls == ["StopInstances"]
+
+
 def test_delete_data_removes_the_final_snapshot(session):
     rds = session.client("rds")
     rds.create_db_instance(

@@ -331,3 +331,15 @@ def test_inconsistent_flags_are_rejected_before_anything_runs(
     code, out, err = _run([*argv, "--dry-run"])
     assert code == 1 and out == ""
     assert message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("cloud", ["aws", "gcp"])
+def test_down_of_a_cluster_already_deleted_is_a_no_op(no_credentials: Path, cloud: str):
+    # A stand-in for the Pulumi CLI's presence only: with the local state the stacks are read
+    # from disk, and a cluster that is gone never reaches Pulumi.
+    pulumi = Path(os.environ["PATH"]) / "pulumi"
+    pulumi.write_text("#!/bin/sh\nexit 99\n")
+    pulumi.chmod(0o755)
+    code, out, err = _run([cloud, "down", "--cluster-id", "c1", "--yes"])
+    assert (code, err) == (0, "")
+    assert f"No {cloud.upper()} cluster 'c1': nothing to delete" in out

@@ -282,6 +282,15 @@ def test_private_services_connection_is_abandoned_on_delete(gcp_graph, one):
     assert gcp_graph.outputs["network"] == "det-c1"
 
 
+def test_database_and_its_user_go_with_the_instance_so_down_completes_in_one_run(gcp_graph, one):
+    # The det user owns the master's tables: PostgreSQL refuses to drop it while they exist, and
+    # Pulumi deleted the user and the database in parallel (the first `down` failed).
+    assert one(gcp_graph, "gcp:sql/user:User")["deletionPolicy"] == "ABANDON"
+    assert one(gcp_graph, "gcp:sql/database:Database")["deletionPolicy"] == "ABANDON"
+    instance = one(gcp_graph, "gcp:sql/databaseInstance:DatabaseInstance")
+    assert instance["deletionProtection"] is False
+
+
 def test_master_is_reachable_from_outside_only_on_the_https_port(gcp_graph):
     rules = {r.name: r.inputs for r in gcp_graph.of_type("gcp:compute/firewall:Firewall")}
     api = rules["det-c1-master-api"]
