@@ -24,6 +24,7 @@ from .shared import (
     SharedFSStorageManager,
     shared_fs_base_path,
 )
+from .tree import Tree, UnsafeCheckpointError
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +108,8 @@ __all__ = [
     "Selector",
     "SharedFSStorageManager",
     "StorageManager",
+    "Tree",
+    "UnsafeCheckpointError",
     "download_checkpoint",
     "from_config",
     "in_container_path",

@@ -15,11 +15,14 @@ import logging
 import os
 import pathlib
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
 from det.common.errors import CheckpointNotFoundError as CheckpointNotFoundError
+
+from .tree import Tree
 
 logger = logging.getLogger(__name__)
 
@@ -27,22 +30,15 @@ Selector = Callable[[str], bool]
 
 
 def list_directory(root: str | os.PathLike[str]) -> dict[str, int]:
-    """Relative path → size for every file and directory (``dir/`` → 0) under ``root``."""
-    root = os.fspath(root)
-    if not os.path.isdir(root):
-        raise NotADirectoryError(root)
-    out: dict[str, int] = {}
-    for cur, dirs, files in os.walk(root):
-        for d in dirs:
-            out[os.path.relpath(os.path.join(cur, d), root) + "/"] = 0
-        for f in files:
-            p = os.path.join(cur, f)
-            out[os.path.relpath(p, root)] = os.path.getsize(p)
-    return out
+    """Relative path → size for every file and directory (``dir/`` → 0) of the checkpoint
+    content under ``root``: links count only when they lead to a file inside (see
+    :mod:`det.storage.tree`); what is skipped is named in a warning."""
+    with Tree(root, checkpoint=False) as tree:
+        return dict(tree.resources)
 
 
 def validate_storage_id(storage_id: str) -> None:
-    if not storage_id or "/" in storage_id or storage_id in (".", ".."):
+    if not storage_id or "/" in storage_id or "\x00" in storage_id or storage_id in (".", ".."):
         raise ValueError(f"invalid storage id {storage_id!r}")
 
 
@@ -107,9 +103,26 @@ def select_paths(resources: dict[str, int], paths: set[str] | None) -> list[tupl
     return [(n, n.endswith("/")) for n in names]
 
 
-def copy_file(src: str, dst: str) -> None:
+def copy_file(tree: Tree, rel: str, dst: str) -> None:
+    """Copy content file ``rel`` of ``tree`` (a link's target's bytes) to the path ``dst``,
+    with its mode bits and times."""
     os.makedirs(os.path.dirname(dst), exist_ok=True)
-    shutil.copy2(src, dst)
+    with tree.open(rel) as src, open(dst, "wb") as out:
+        shutil.copyfileobj(src, out, 1024 * 1024)
+        st = os.fstat(src.fileno())
+    os.chmod(dst, stat.S_IMODE(st.st_mode))
+    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def safe_relative(rel: str) -> bool:
+    """Whether a stored object's relative key names a place inside a download's directory."""
+    parts = rel.rstrip("/").split("/")
+    return (
+        bool(rel.rstrip("/"))
+        and not rel.startswith("/")
+        and "\x00" not in rel
+        and not any(p in ("", ".", "..") for p in parts)
+    )
 
 
 def validate_subpath(subpath: str) -> str:
@@ -160,8 +173,8 @@ class ObjectStorageManager(StorageManager):
         """Store an empty object at ``key``."""
 
     @abc.abstractmethod
-    def _put_file(self, path: str, key: str) -> None:
-        """Upload the local file ``path`` to ``key``."""
+    def _put_file(self, f: BinaryIO, key: str) -> None:
+        """Upload the open local file ``f`` (from its start) to ``key``."""
 
     @abc.abstractmethod
     def _get_file(self, key: str, path: str) -> None:
@@ -189,20 +202,25 @@ class ObjectStorageManager(StorageManager):
     def upload(
         self, src_dir: str | os.PathLike[str], storage_id: str, paths: set[str] | None = None
     ) -> None:
-        src = os.fspath(src_dir)
         kp = self._key_prefix(storage_id)
-        entries = select_paths(list_directory(src), paths)
-        logger.info(
-            "uploading %d entries to %s://%s/%s", len(entries), self.scheme, self.bucket_name, kp
-        )
+        with Tree(src_dir, checkpoint=False) as tree:
+            entries = select_paths(tree.resources, paths)
+            logger.info(
+                "uploading %d entries to %s://%s/%s",
+                len(entries),
+                self.scheme,
+                self.bucket_name,
+                kp,
+            )
 
-        def one(rel: str, is_dir: bool) -> None:
-            if is_dir:
-                self._put_dir(kp + rel)
-            else:
-                self._put_file(os.path.join(src, rel), kp + rel)
+            def one(rel: str, is_dir: bool) -> None:
+                if is_dir:
+                    self._put_dir(kp + rel)
+                else:
+                    with tree.open(rel) as f:
+                        self._put_file(f, kp + rel)
 
-        _run_parallel(one, entries, self._max_workers)
+            _run_parallel(one, entries, self._max_workers)
 
     def download(
         self, storage_id: str, dst_dir: str | os.PathLike[str], selector: Selector | None = None
@@ -215,9 +233,16 @@ class ObjectStorageManager(StorageManager):
             )
         dst = pathlib.Path(dst_dir)
         dst.mkdir(parents=True, exist_ok=True)
-        entries = [
-            (rel, rel.endswith("/")) for rel in sorted(listing) if selector is None or selector(rel)
-        ]
+        entries = []
+        for rel in sorted(listing):
+            if not safe_relative(rel):
+                # Keys are written by whoever holds the bucket's credentials (a task): one
+                # with "..", an absolute or an empty part would land outside ``dst``.
+                logger.warning(
+                    "checkpoint %s%s: skipped: not a path inside the checkpoint", kp, rel
+                )
+            elif selector is None or selector(rel):
+                entries.append((rel, rel.endswith("/")))
         for rel, is_dir in entries:
             target = dst / rel
             (target if is_dir else target.parent).mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
 from .base import ObjectStorageManager
 
@@ -48,11 +48,11 @@ class GCSStorageManager(ObjectStorageManager):
     def _put_dir(self, key: str) -> None:
         self._bucket.blob(key).upload_from_string(b"")
 
-    def _put_file(self, path: str, key: str) -> None:
+    def _put_file(self, f: BinaryIO, key: str) -> None:
         blob = self._bucket.blob(key)
         # Resumable upload in 32 MiB chunks for large files.
         blob.chunk_size = 32 * 1024 * 1024
-        blob.upload_from_filename(path)
+        blob.upload_from_file(f, size=os.fstat(f.fileno()).st_size)
 
     def _get_file(self, key: str, path: str) -> None:
         self._bucket.blob(key).download_to_filename(path)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
 from .base import ObjectStorageManager
 
@@ -68,8 +68,8 @@ class S3StorageManager(ObjectStorageManager):
     def _put_dir(self, key: str) -> None:
         self._client.put_object(Bucket=self.bucket, Key=key, Body=b"")
 
-    def _put_file(self, path: str, key: str) -> None:
-        self._client.upload_file(path, self.bucket, key, Config=self._transfer)
+    def _put_file(self, f: BinaryIO, key: str) -> None:
+        self._client.upload_fileobj(f, self.bucket, key, Config=self._transfer)
 
     def _get_file(self, key: str, path: str) -> None:
         self._client.download_file(self.bucket, key, path, Config=self._transfer)

@@ -21,11 +21,11 @@ from .base import (
     Selector,
     StorageManager,
     copy_file,
-    list_directory,
     select_paths,
     validate_storage_id,
     validate_subpath,
 )
+from .tree import Tree
 
 logger = logging.getLogger(__name__)
 
@@ -71,40 +71,55 @@ class DirectoryStorageManager(StorageManager):
         src = os.fspath(src_dir)
         if os.path.realpath(src) == os.path.realpath(dst):
             return
-        dst.mkdir(parents=True, exist_ok=True)
-        for rel, is_dir in select_paths(list_directory(src), paths):
-            if is_dir:
-                (dst / rel).mkdir(parents=True, exist_ok=True)
-            else:
-                copy_file(os.path.join(src, rel), os.fspath(dst / rel))
+        with Tree(src, checkpoint=False) as tree:
+            dst.mkdir(parents=True, exist_ok=True)
+            for rel, is_dir in select_paths(tree.resources, paths):
+                if is_dir:
+                    (dst / rel).mkdir(parents=True, exist_ok=True)
+                else:
+                    copy_file(tree, rel, os.fspath(dst / rel))
 
     def download(
         self, storage_id: str, dst_dir: str | os.PathLike[str], selector: Selector | None = None
     ) -> None:
+        """Copies the checkpoint's content (:mod:`det.storage.tree`): a link is never followed
+        out of its directory, nor is the directory itself a link (the master reads here)."""
         src = self._dir(storage_id)
-        if not src.is_dir():
+        if not src.is_dir() and not src.is_symlink():
             raise CheckpointNotFoundError(f"checkpoint {storage_id} not found in {self.base_path}")
-        dst = pathlib.Path(dst_dir)
-        dst.mkdir(parents=True, exist_ok=True)
-        for rel, is_dir in select_paths(list_directory(src), None):
-            if selector is not None and not selector(rel):
-                continue
-            if is_dir:
-                (dst / rel).mkdir(parents=True, exist_ok=True)
-            else:
-                copy_file(os.fspath(src / rel), os.fspath(dst / rel))
+        with Tree(src, checkpoint=True) as tree:
+            dst = pathlib.Path(dst_dir)
+            dst.mkdir(parents=True, exist_ok=True)
+            for rel, is_dir in select_paths(tree.resources, None):
+                if selector is not None and not selector(rel):
+                    continue
+                if is_dir:
+                    (dst / rel).mkdir(parents=True, exist_ok=True)
+                else:
+                    copy_file(tree, rel, os.fspath(dst / rel))
 
     def delete(self, storage_id: str) -> dict[str, int]:
         path = self._dir(storage_id)
+        if path.is_symlink():
+            # Not a checkpoint's directory: remove the link, never what it points at.
+            logger.warning(
+                "checkpoint %s: %s is a link; removed, its target left", storage_id, path
+            )
+            path.unlink()
+            return {}
         if not path.exists():
             return {}
-        resources = list_directory(path)
-        shutil.rmtree(path)
+        with Tree(path, checkpoint=True) as tree:
+            resources = dict(tree.resources)
+        shutil.rmtree(path)  # removes links themselves, never descends into their targets
         return resources
 
     def list_files(self, storage_id: str) -> dict[str, int]:
         path = self._dir(storage_id)
-        return list_directory(path) if path.is_dir() else {}
+        if path.is_symlink() or not path.is_dir():
+            return {}
+        with Tree(path, checkpoint=True) as tree:
+            return dict(tree.resources)
 
     @contextlib.contextmanager
     def store_path(self, storage_id: str) -> Iterator[pathlib.Path]:

@@ -14,7 +14,7 @@ from psycopg.types.json import Jsonb
 from det import storage as det_storage
 from det.master import limits, states
 from det.master.db import Conn
-from det.master.errors import InvalidArgument, NotFound, Unavailable
+from det.master.errors import Conflict, InvalidArgument, NotFound, Unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -124,10 +124,17 @@ def storage_config(conn: Conn, uid: str) -> dict[str, Any] | None:
     return storage if isinstance(storage, dict) else None
 
 
+def _plain(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    """Only files and directories go into a download (the storage's copy makes no others)."""
+    return info if info.isfile() or info.isdir() else None
+
+
 def archive(storage: dict[str, Any], uid: str) -> IO[bytes]:
     """Checkpoint ``uid``'s files as a gzip tar in a temporary file (rewound; deleted when
     closed), read from ``storage`` by the master itself (no DB connection held: this is network
-    and disk work). NotFound when the storage has no such checkpoint."""
+    and disk work). NotFound when the storage has no such checkpoint. Only the checkpoint's
+    content is read (:mod:`det.storage.tree`): a link out of its directory is skipped, and a
+    checkpoint directory that is itself a link is refused (Conflict)."""
     out = tempfile.TemporaryFile()  # noqa: SIM115 (handed to the response, which closes it)
     with tempfile.TemporaryDirectory(prefix="det-download-") as tmp:
         try:
@@ -135,12 +142,16 @@ def archive(storage: dict[str, Any], uid: str) -> IO[bytes]:
         except det_storage.CheckpointNotFoundError:
             out.close()
             raise NotFound(f"checkpoint {uid}: no files in its storage") from None
+        except det_storage.UnsafeCheckpointError as e:
+            out.close()
+            logger.warning("checkpoint %s: download refused: %s", uid, e)
+            raise Conflict(f"checkpoint {uid}: {e}") from None
         except Exception as e:
             out.close()
             logger.warning("checkpoint %s: download from storage failed: %s", uid, e)
             raise Unavailable(f"checkpoint {uid}: its storage could not be read: {e}") from None
         with tarfile.open(fileobj=out, mode="w:gz") as tf:
             for entry in sorted(os.listdir(tmp)):
-                tf.add(os.path.join(tmp, entry), arcname=entry)
+                tf.add(os.path.join(tmp, entry), arcname=entry, filter=_plain)
     out.seek(0)
     return out

@@ -43,14 +43,40 @@ def digests(root: Path) -> dict[str, str]:
     }
 
 
+SECRET = b"a file outside the checkpoint"
+
+
+def linked_source(tmp_path: Path) -> Path:
+    """A checkpoint directory with a link to a file inside it and links that leave it."""
+    (tmp_path / "secret").write_bytes(SECRET)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "model.pt").write_bytes(b"weights")
+    os.symlink("model.pt", src / "latest.pt")
+    os.symlink(str(tmp_path / "secret"), src / "leak")
+    os.symlink("../secret", src / "leak-relative")
+    os.symlink(str(tmp_path), src / "dir-out")
+    return src
+
+
 @contextlib.contextmanager
 def gcs_emulator(workdir: Path, timeout: float = 30.0) -> Iterator[str]:
     port = free_port()
     log = workdir / "emulator.log"
-    exe = Path(sys.executable).parent / "gcp-storage-emulator"
     with log.open("w") as out:
         proc = subprocess.Popen(
-            [str(exe), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory"],
+            # by module, not by its script: a venv may see the package through another's path
+            [
+                sys.executable,
+                "-m",
+                "gcp_storage_emulator",
+                "start",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--in-memory",
+            ],
             stdout=out,
             stderr=out,
             cwd=workdir,

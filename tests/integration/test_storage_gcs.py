@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from det import storage
-from tests.integration.storage_support import BIG, digests, gcs_emulator, make_checkpoint
+from tests.integration.storage_support import (
+    BIG,
+    digests,
+    gcs_emulator,
+    linked_source,
+    make_checkpoint,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -56,3 +62,17 @@ def test_delete_and_list(gcs_config: dict[str, str], tmp_path: Path) -> None:
     assert mgr.list_files("uuid-2") == {"m.pt": 4}
     assert mgr.delete("uuid-2") == {"m.pt": 4}
     assert mgr.list_files("uuid-2") == {}
+
+
+def test_upload_never_stores_a_file_outside_the_checkpoint(
+    gcs_config: dict[str, str], emulator_url: str, tmp_path: Path
+) -> None:
+    """Issue 23, item 1: links that leave the directory are skipped; one to a file inside is
+    stored as a copy."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage as gcs
+
+    storage.from_config(gcs_config).upload(linked_source(tmp_path), "uuid-3")
+    bucket = gcs.Client(project="test", credentials=AnonymousCredentials()).bucket("ckpts")
+    stored = {b.name: b.download_as_bytes() for b in bucket.list_blobs(prefix="runs/uuid-3/")}
+    assert stored == {"runs/uuid-3/model.pt": b"weights", "runs/uuid-3/latest.pt": b"weights"}

@@ -11,7 +11,7 @@ import requests
 from det import storage
 from det.storage import CheckpointNotFoundError
 from tests.fakes.moto_server import MotoServer
-from tests.integration.storage_support import BIG, digests, make_checkpoint
+from tests.integration.storage_support import BIG, digests, linked_source, make_checkpoint
 
 pytestmark = pytest.mark.integration
 
@@ -99,3 +99,45 @@ def test_download_with_selector(s3_config: dict[str, str], tmp_path: Path) -> No
     dst = tmp_path / "dst"
     mgr.download("uuid-4", dst, selector=lambda p: p.startswith("keep"))
     assert sorted(p.name for p in dst.iterdir()) == ["keep.txt"]
+
+
+def test_upload_never_stores_a_file_outside_the_checkpoint(
+    s3_config: dict[str, str], tmp_path: Path
+) -> None:
+    """Issue 23, item 1: links that leave the directory are skipped; one to a file inside is
+    stored as a copy."""
+    import boto3
+
+    storage.from_config(s3_config).upload(linked_source(tmp_path), "uuid-5")
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3_config["endpoint_url"],
+        aws_access_key_id="k",
+        aws_secret_access_key="s",
+    )
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket="ckpts")["Contents"]]
+    stored = {k: client.get_object(Bucket="ckpts", Key=k)["Body"].read() for k in keys}
+    assert stored == {"team/a/uuid-5/model.pt": b"weights", "team/a/uuid-5/latest.pt": b"weights"}
+
+
+def test_download_writes_nothing_outside_its_directory(
+    s3_config: dict[str, str], tmp_path: Path
+) -> None:
+    """A key with ``..`` (put there by whoever holds the bucket's credentials, e.g. a task)
+    would land outside the download's directory: on the master, anywhere it may write."""
+    import boto3
+
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3_config["endpoint_url"],
+        aws_access_key_id="k",
+        aws_secret_access_key="s",
+    )
+    for key in ("team/a/uuid-6/model.pt", "team/a/uuid-6/../../../../escaped"):
+        client.put_object(Bucket="ckpts", Key=key, Body=b"x")
+    listed = [o["Key"] for o in client.list_objects_v2(Bucket="ckpts")["Contents"]]
+    assert "team/a/uuid-6/../../../../escaped" in listed  # the store keeps such keys
+    dst = tmp_path / "a" / "b" / "c" / "dst"
+    storage.download_checkpoint(s3_config, "uuid-6", str(dst))
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    assert written == ["a/b/c/dst/model.pt"]
