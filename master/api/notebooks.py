@@ -6,7 +6,7 @@ from typing import Any
 
 from flask import Blueprint, Response, request
 
-from det.master import proxy
+from det.master import expconf, proxy
 from det.master.api import commands as common
 from det.master.api._common import db
 from det.master.api._contract import contract
@@ -41,6 +41,16 @@ def _proxy_on_a_new_connection() -> Response | None:
 
 
 KIND: TaskKind = "NOTEBOOK"
+_EMPTY: d.v1Notebook = {
+    "description": "",
+    "id": "",
+    "jobId": "",
+    "resourcePool": "",
+    "startTime": "1970-01-01T00:00:00Z",
+    "state": "STATE_UNSPECIFIED",
+    "username": "",
+    "workspaceId": 0,
+}
 
 
 @bp.post("/api/v1/notebooks")
@@ -49,7 +59,9 @@ def launch_notebook(body: d.v1LaunchNotebookRequest) -> Any:
     if body.get("preview"):
         with db() as conn:
             config = common.launch_config(conn, KIND, body)
-        return {"notebook": None, "config": config, "warnings": []}
+        # Determined answers a preview with an empty notebook (every field its zero value),
+        # which its client parses; the config is shown as every stored config is (redacted).
+        return {"notebook": _EMPTY, "config": expconf.redact(config), "warnings": []}
     row = common.launch(KIND, body)
     return common.launched("notebook", wire.notebook(row), row)
 

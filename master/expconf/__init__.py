@@ -60,7 +60,7 @@ Accepted fields (defaults in brackets; ``null`` anywhere means "the default"):
 Deprecated fields still load; ``ExperimentConfig.warnings`` lists what to change.
 """
 
-from .environment import docker_notes, redact, redact_text
+from .environment import docker_notes, redact, redact_text, unredact
 from .errors import ConfigError
 from .merge import apply_overrides, merge_cluster_defaults, merge_template
 from .parse import default_name, default_seed, load_yaml, parse_experiment_config
@@ -87,4 +87,5 @@ __all__ = [
     "parse_memory_size",
     "redact",
     "redact_text",
+    "unredact",
 ]

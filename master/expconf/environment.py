@@ -11,6 +11,10 @@ Checkpoint storage credentials (S3's ``access_key``/``secret_key``, Azure's
 ``connection_string``/``credential``) are hidden the same way in everything shown to users (any
 user may read any experiment's config), but the trial's own ``DET_EXPERIMENT_CONFIG`` keeps
 them: its harness writes the checkpoints with them.
+
+:func:`redact` is the one rule for every stored config the API returns, to every user, its
+owner and admins included (Determined's API hides S3 keys the same way for everyone):
+experiments, checkpoints, templates, commands, notebooks, TensorBoards and shells.
 """
 
 from __future__ import annotations
@@ -52,6 +56,39 @@ def redact(config: dict[str, Any], *, storage: bool = True) -> dict[str, Any]:
         out = dict(out) if out is config else out
         out["checkpoint_storage"] = _hidden(cs, STORAGE_SECRET_KEYS)
     return out
+
+
+def unredact(config: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
+    """``config`` sent back by a client that read it redacted: each secret that reads
+    ``********`` takes ``stored``'s value again (a template read, edited and put back keeps its
+    credentials); other values, and secrets the client changed, stay as sent."""
+    out = config
+    for section, sub, keys in (
+        ("environment", "registry_auth", SECRET_KEYS),
+        ("checkpoint_storage", None, STORAGE_SECRET_KEYS),
+    ):
+        new_block, old_block = _block(config, section, sub), _block(stored, section, sub)
+        if new_block is None or old_block is None:
+            continue
+        restored = {
+            k: old_block[k] if k in keys and v == HIDDEN and old_block.get(k) else v
+            for k, v in new_block.items()
+        }
+        if restored == new_block:
+            continue
+        out = copy.deepcopy(out) if out is config else out
+        if sub is None:
+            out[section] = restored
+        else:
+            out[section][sub] = restored
+    return out
+
+
+def _block(config: dict[str, Any], section: str, sub: str | None) -> dict[str, Any] | None:
+    block = config.get(section)
+    if sub is not None:
+        block = block.get(sub) if isinstance(block, dict) else None
+    return block if isinstance(block, dict) else None
 
 
 def redact_text(config_text: str) -> str:

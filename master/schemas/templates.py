@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from det.master.expconf import redact
 from det.master.schemas import d
 
 
 def template(r: dict[str, Any]) -> d.v1Template:
-    return {"name": r["name"], "config": r["config"], "workspaceId": r["workspace_id"]}
+    """A template as every reader sees it, its owner included: secrets hidden (the rule of
+    :func:`det.master.expconf.redact`)."""
+    return {"name": r["name"], "config": redact(r["config"]), "workspaceId": r["workspace_id"]}

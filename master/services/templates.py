@@ -4,6 +4,9 @@ An experiment that names a template (``template`` in the create request, or ``te
 its config) gets the template merged *under* its own config
 (:func:`det.master.expconf.merge_template`: the experiment's values win) before validation,
 and stores the expanded config, so later changes to the template do not change it.
+
+Templates are shown with their secrets hidden (:func:`det.master.expconf.redact`); a config put
+back with ``********`` where a secret was keeps the stored secret (:func:`expconf.unredact`).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from det.master import limits
+from det.master import expconf, limits
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound
 from det.master.schemas import d
@@ -83,10 +86,10 @@ def create(conn: Conn, owner_id: int, name: str, data: d.v1Template) -> dict[str
 
 
 def set_config(conn: Conn, name: str, config: Any) -> dict[str, Any]:
-    get(conn, name)
+    stored = get(conn, name)["config"]
     row = conn.execute(
         "UPDATE templates SET config = %s WHERE name = %s RETURNING *",
-        (Jsonb(_config(config)), name),
+        (Jsonb(expconf.unredact(_config(config), stored)), name),
     ).fetchone()
     assert row is not None
     return row
@@ -94,12 +97,12 @@ def set_config(conn: Conn, name: str, config: Any) -> dict[str, Any]:
 
 def put(conn: Conn, owner_id: int, name: str, data: d.v1Template) -> dict[str, Any]:
     """Create or replace (Determined's PutTemplate)."""
-    existing = conn.execute("SELECT 1 FROM templates WHERE name = %s", (name,)).fetchone()
+    existing = conn.execute("SELECT config FROM templates WHERE name = %s", (name,)).fetchone()
     if existing is None:
         return create(conn, owner_id, name, data)
     if data.get("name") not in (None, name):
         raise InvalidArgument(f"name: {data.get('name')!r} differs from the path's {name!r}")
-    config = _config(data.get("config"))
+    config = expconf.unredact(_config(data.get("config")), existing["config"])
     workspace_id = _workspace(conn, data.get("workspaceId"))
     row = conn.execute(
         "UPDATE templates SET config = %s, workspace_id = %s WHERE name = %s RETURNING *",

@@ -6,7 +6,13 @@ from typing import Any
 
 import yaml
 
-from det.master.expconf import docker_notes, parse_experiment_config, redact, redact_text
+from det.master.expconf import (
+    docker_notes,
+    parse_experiment_config,
+    redact,
+    redact_text,
+    unredact,
+)
 
 BASE: dict[str, Any] = {
     "entrypoint": "python3 train.py",
@@ -122,3 +128,30 @@ def test_storage_credentials_are_hidden_from_users_and_kept_for_the_trial() -> N
     assert "s3cret" not in redact_text(text) and "bucket: b" in redact_text(text)
     unset = {"checkpoint_storage": {"type": "s3", "bucket": "b", "access_key": None}}
     assert redact(unset) is unset
+
+
+def test_unredact_puts_stored_secrets_back_where_the_client_sent_the_mask() -> None:
+    stored = {
+        "environment": {"registry_auth": {"username": "u", "password": "pw", "auth": "a"}},
+        "checkpoint_storage": {"type": "s3", "bucket": "b", "access_key": "ak", "secret_key": "sk"},
+    }
+    sent = redact(stored)
+    sent["checkpoint_storage"] = {**sent["checkpoint_storage"], "bucket": "b2"}
+    sent["environment"]["registry_auth"]["auth"] = "new-auth"  # changed: kept as sent
+    out = unredact(sent, stored)
+    assert out["environment"]["registry_auth"] == {
+        "username": "u",
+        "password": "pw",
+        "auth": "new-auth",
+    }
+    assert out["checkpoint_storage"] == {**stored["checkpoint_storage"], "bucket": "b2"}
+    assert sent["checkpoint_storage"]["secret_key"] == "********"  # the input is not changed
+    plain = {"environment": {"image": "x"}}
+    assert unredact(plain, stored) is plain
+
+
+def test_unredact_never_fills_a_mask_the_stored_config_has_no_secret_for() -> None:
+    """A non-secret key or a secret absent from what is stored keeps the literal mask."""
+    sent = {"checkpoint_storage": {"type": "s3", "bucket": "********", "secret_key": "********"}}
+    stored = {"checkpoint_storage": {"type": "s3", "bucket": "real-bucket"}}
+    assert unredact(sent, stored) == sent
