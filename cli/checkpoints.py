@@ -59,7 +59,7 @@ def list_(args: argparse.Namespace) -> None:
     if args.json:
         render.print_json(ckpts)
         return
-    render.table(HEADERS, [_row(c) for c in ckpts])
+    render.rows(HEADERS, [_row(c) for c in ckpts], getattr(args, "csv", False))
 
 
 def _download_via_master(args: argparse.Namespace, dst: Path) -> None:
@@ -97,15 +97,20 @@ def delete(args: argparse.Namespace) -> None:
     print(f"Deleting {len(uuids)} checkpoint(s) (their experiment's GC task removes the files)")
 
 
+def add_list_flags(p: argparse.ArgumentParser) -> None:
+    """``det checkpoint list`` and ``det experiment list-checkpoints`` (Determined's name)."""
+    p.add_argument("experiment_id", type=int)
+    p.add_argument("--best", type=int, metavar="N", help="only the N best by the searcher metric")
+    p.add_argument("--csv", action="store_true", help="print as CSV")
+    add_json(p)
+
+
 def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     sub = noun(nouns, "checkpoint", aliases, "checkpoints")
     p = verb(sub, "describe", describe, "describe a checkpoint")
     p.add_argument("uuid")
     add_json(p)
-    p = verb(sub, "list ls", list_, "list an experiment's checkpoints")
-    p.add_argument("experiment_id", type=int)
-    p.add_argument("--best", type=int, help="only the N best by the searcher metric")
-    add_json(p)
+    add_list_flags(verb(sub, "list ls", list_, "list an experiment's checkpoints"))
     p = verb(sub, "download", download, "download a checkpoint's files")
     p.add_argument("uuid")
     p.add_argument("-o", "--output-dir")

@@ -58,7 +58,33 @@ def collect(root: str | os.PathLike[str]) -> list[tuple[str, Path]]:
 
 def pack(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Determined's ``modelDefinition`` file list for the context directory."""
-    entries = collect(root)
+    return pack_all(root, [])
+
+
+def with_includes(entries: list[tuple[str, Path]], includes: list[str]) -> list[tuple[str, Path]]:
+    """``entries`` plus each ``--include`` path under its own name (a directory with what its
+    own ``.detignore`` keeps), as Determined's ``det e create -i`` adds them; a name that is
+    already in the context is refused."""
+    out = list(entries)
+    taken = {rel for rel, _ in entries}
+    for raw in includes:
+        path = Path(raw)
+        name = path.resolve().name
+        if not path.exists():
+            raise UsageError(f"--include {raw!r}: no such file or directory")
+        if name in taken:
+            raise UsageError(f"--include {raw!r}: the context already has {name!r}")
+        added = [(name, path)]
+        if path.is_dir():
+            added += [(f"{name}/{rel}", p) for rel, p in collect(path)]
+        out += added
+        taken.update(rel for rel, _ in added)
+    return sorted(out)
+
+
+def pack_all(root: str | os.PathLike[str] | None, includes: list[str]) -> list[dict[str, Any]]:
+    """The ``modelDefinition`` of a context directory (or none) and ``--include`` paths."""
+    entries = with_includes(collect(root) if root is not None else [], includes)
     sizes = [(rel, p.stat().st_size) for rel, p in entries if p.is_file()]
     total = sum(s for _, s in sizes)
     if total > MAX_BYTES:

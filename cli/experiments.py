@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import sys
 import time
@@ -12,7 +13,7 @@ from urllib.parse import quote
 
 import yaml
 
-from det.cli import context, render
+from det.cli import checkpoints, context, render
 from det.cli._util import add_json, noun, session, verb
 from det.cli.errors import APIError, CliError, UsageError
 from det.cli.projects import by_names
@@ -44,7 +45,7 @@ def _config_text(path: str, overrides: list[str]) -> str:
 
 def create(args: argparse.Namespace) -> None:
     text = _config_text(args.config_file, args.config or [])
-    files = context.pack(args.model_def)
+    files = context.pack_all(args.model_def, args.include or [])
     s = session(args)
     body = {
         "config": text,
@@ -185,6 +186,62 @@ def list_(args: argparse.Namespace) -> None:
             for e in exps
         ],
     )
+
+
+TRIAL_HEADERS = ["Trial ID", "State", "H-Params", "Started", "Ended", "# of Batches"]
+
+
+def list_trials(args: argparse.Namespace) -> None:
+    s = session(args)
+    path = f"/api/v1/experiments/{args.experiment_id}/trials"
+    found: list[d.v1Trial] = []
+    offset = args.offset
+    while True:
+        page = cast(
+            "d.v1GetExperimentTrialsResponse",
+            s.get(path, params={"limit": args.limit, "offset": offset}),
+        )["trials"]
+        found += page
+        offset += len(page)
+        if args.pages == "1" or not page or len(page) < args.limit:
+            break
+    if args.json:
+        render.print_json(found)
+        return
+    render.rows(
+        TRIAL_HEADERS,
+        [
+            [
+                t["id"],
+                render.state(t["state"]),
+                render.hparams(t["hparams"]),
+                render.when(t.get("startTime")),
+                render.when(t.get("endTime")),
+                t["totalBatchesProcessed"],
+            ]
+            for t in found
+        ],
+        args.csv,
+    )
+
+
+def show_config(args: argparse.Namespace) -> None:
+    e = cast(
+        "d.v1GetExperimentResponse", session(args).get(f"/api/v1/experiments/{args.experiment_id}")
+    )
+    print(yaml.safe_dump(e["experiment"]["config"], sort_keys=False), end="")
+
+
+def download_model_def(args: argparse.Namespace) -> None:
+    path = f"/api/v1/experiments/{args.experiment_id}/model_def"
+    body = cast("d.v1GetModelDefResponse", session(args).get(path))
+    out = Path(args.output_dir) / f"experiment_{args.experiment_id}_model_def.tgz"
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(base64.b64decode(body["b64Tgz"]))
+    except OSError as e:
+        raise CliError(f"cannot write {out}: {e.strerror}") from None
+    print(f"Wrote {out}")
 
 
 def describe(args: argparse.Namespace) -> None:
@@ -390,7 +447,16 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
         sub, "create", create, "create an experiment from a config file and a context directory"
     )
     p.add_argument("config_file")
-    p.add_argument("model_def", help="the context directory (code) to upload")
+    p.add_argument(
+        "model_def", nargs="?", help="the context directory (code) to upload; none: no files"
+    )
+    p.add_argument(
+        "-i",
+        "--include",
+        action="append",
+        metavar="PATH",
+        help="a file or directory to add to the context under its own name (repeatable)",
+    )
     p.add_argument("--paused", action="store_true", help="create it paused")
     p.add_argument("--template", help="a configuration template to merge under the config")
     p.add_argument("--project-id", "--project_id", dest="project_id", type=int)
@@ -417,6 +483,26 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     p.add_argument("--limit", type=int, default=0)
     p.add_argument("--offset", type=int, default=0)
     add_json(p)
+    p = verb(sub, "list-trials lt", list_trials, "list an experiment's trials")
+    p.add_argument("experiment_id", type=int)
+    p.add_argument("--limit", type=int, default=200, help="trials per page")
+    p.add_argument("--offset", type=int, default=0)
+    p.add_argument("--pages", choices=["1", "all"], default="all", help="one page, or every page")
+    p.add_argument("--csv", action="store_true", help="print as CSV")
+    add_json(p)
+    checkpoints.add_list_flags(
+        verb(sub, "list-checkpoints lc", checkpoints.list_, "list an experiment's checkpoints")
+    )
+    p = verb(sub, "config", show_config, "print the experiment's config (YAML)")
+    p.add_argument("experiment_id", type=int)
+    p = verb(
+        sub,
+        "download-model-def",
+        download_model_def,
+        "download the experiment's context as experiment_<id>_model_def.tgz",
+    )
+    p.add_argument("experiment_id", type=int)
+    p.add_argument("--output-dir", default=".", help="where to write it (default: .)")
     p = verb(sub, "describe", describe, "describe experiments and their trials")
     p.add_argument("experiment_ids", nargs="+", help="ids, separated by spaces or commas")
     add_json(p)

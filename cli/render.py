@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
 import json
 import os
@@ -51,6 +52,16 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
             [list(r) for r in rows], headers=list(headers), tablefmt="simple", disable_numparse=True
         )
     )
+
+
+def rows(headers: Sequence[str], body: Sequence[Sequence[Any]], as_csv: bool = False) -> None:
+    """A table, or CSV (header row first) with ``as_csv``, as Determined's ``--csv`` prints."""
+    if not as_csv:
+        table(headers, body)
+        return
+    out = csv.writer(sys.stdout, lineterminator="\n")
+    out.writerow(headers)
+    out.writerows(["" if v is None else v for v in r] for r in body)
 
 
 def print_json(obj: Any) -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 import yaml
 
 from det.cli import render
-from det.cli._util import add_json, noun, session, verb
+from det.cli._util import add_json, noun, session, verb, workspace_by_name
 from det.cli.errors import APIError, UsageError
 from det.cli.workspaces import quoted
 
@@ -68,7 +68,8 @@ def set_(args: argparse.Namespace) -> None:
     except APIError as e:
         if e.status != 404:
             raise
-        s.post(path, {"name": args.template_name, "config": config, "workspaceId": 0})
+        workspace = workspace_by_name(s, args.workspace_name)["id"] if args.workspace_name else 0
+        s.post(path, {"name": args.template_name, "config": config, "workspaceId": workspace})
     else:
         s.patch(path, config)
     print(f"Set template {args.template_name}")
@@ -87,8 +88,9 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     p = verb(sub, "describe", describe, "show a template's config")
     p.add_argument("template_name")
     add_json(p)
-    p = verb(sub, "set", set_, "create a template or replace its config")
+    p = verb(sub, "set create", set_, "create a template or replace its config")
     p.add_argument("template_name")
     p.add_argument("template_file", help="the template's config (.yaml)")
+    p.add_argument("-w", "--workspace-name", help="a new template's workspace (default: none)")
     p = verb(sub, "remove rm", remove, "remove a template")
     p.add_argument("template_name")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any, cast
 
-from det.cli import render
+from det.cli import checkpoints, render
 from det.cli._util import add_json, noun, session, verb
+from det.cli.errors import CliError, UsageError
 from det.cli.experiments import _print_logs, add_log_flags
 from det.cli.session import Session
 
@@ -73,6 +74,42 @@ def describe(args: argparse.Namespace) -> None:
     render.table(["Batches", "Workload", "Metrics / Checkpoint", "Time"], rows)
 
 
+def _checkpoint_to_download(s: Session, args: argparse.Namespace) -> str:
+    """The uuid ``det trial download`` means: ``--uuid``, the latest, or the best (by the
+    searcher metric, or by ``--sort-by`` in the order ``--smaller-is-better`` gives)."""
+    if args.uuid:
+        return str(args.uuid)
+    if args.sort_by and args.smaller_is_better is None:
+        raise UsageError("--sort-by needs --smaller-is-better true|false")
+    params: dict[str, Any] = {"states": "STATE_COMPLETED", "limit": 1}
+    if args.latest:
+        params |= {"sortByAttr": "SORT_BY_END_TIME", "orderBy": "ORDER_BY_DESC"}
+    elif args.sort_by:
+        params |= {
+            "sortByMetric": args.sort_by,
+            "orderBy": "ORDER_BY_ASC" if args.smaller_is_better else "ORDER_BY_DESC",
+        }
+    else:
+        params |= {"sortByAttr": "SORT_BY_SEARCHER_METRIC"}
+    path = f"/api/v1/trials/{args.trial_id}/checkpoints"
+    found = cast("d.v1GetTrialCheckpointsResponse", s.get(path, params=params))["checkpoints"]
+    if not found:
+        raise CliError(f"trial {args.trial_id} has no completed checkpoint")
+    return str(found[0]["uuid"])
+
+
+def download(args: argparse.Namespace) -> None:
+    args.uuid = _checkpoint_to_download(session(args), args)
+    args.mode = "direct"
+    checkpoints.download(args)
+
+
+def _bool(value: str) -> bool:
+    if value.lower() not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, not {value!r}")
+    return value.lower() == "true"
+
+
 def logs(args: argparse.Namespace) -> None:
     _print_logs(
         session(args),
@@ -99,6 +136,16 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
         "--metrics", action="store_true", help="also list training metrics (validations always)"
     )
     add_json(p)
+    p = verb(sub, "download", download, "download a trial's best, latest or named checkpoint")
+    p.add_argument("trial_id", type=int)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--best", action="store_true", help="the best by the searcher metric")
+    which.add_argument("--latest", action="store_true", help="the most recent")
+    which.add_argument("--uuid", help="this checkpoint")
+    p.add_argument("-o", "--output-dir")
+    p.add_argument("--sort-by", metavar="METRIC", help="with --best: this validation metric")
+    p.add_argument("--smaller-is-better", type=_bool, metavar="(true|false)")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the path")
     p = verb(sub, "logs", logs, "show a trial's logs")
     p.add_argument("trial_id", type=int)
     add_log_flags(p)

@@ -6,7 +6,10 @@ reports them, so ``det checkpoint download`` has something to copy.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import tarfile
 import threading
 import uuid
 from collections.abc import Iterator
@@ -15,11 +18,14 @@ from typing import Any
 
 import pytest
 import requests
+import yaml
 
+from tests.compat.official import ensure_official_venv
 from tests.fakes.sim_agent import SimAgent
 from tests.integration import cli_support
 from tests.integration.cli_support import Det, exp_state, sim_config, trials, write_config
-from tests.integration.conftest import Master
+from tests.integration.conftest import ADMIN_PASSWORD, Master
+from tests.integration.test_cli_matches_official import Official
 
 pytestmark = pytest.mark.integration
 cli_master = cli_support.cli_master
@@ -236,3 +242,102 @@ hyperparameters:
     )
     r = det("preview-search", str(bad))
     assert r.rc == 2 and "searcher.max_trials" in r.err
+
+
+# --- Determined's verb names (issue 26): ours beside the official CLI ---------------------------
+
+
+@pytest.fixture(scope="module")
+def official(cli_master: Master, tmp_path_factory: pytest.TempPathFactory) -> Official:
+    o = Official(ensure_official_venv(), cli_master, tmp_path_factory.mktemp("official-home"))
+    o("user", "login", "admin", stdin=ADMIN_PASSWORD + "\n")
+    return o
+
+
+def _csv(text: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def test_list_trials_list_checkpoints_and_config_as_the_official_cli(
+    det: Det, official: Official, saved_exp: int
+) -> None:
+    det.login()
+    eid = str(saved_exp)
+    ours = _csv(det.ok("experiment", "list-trials", eid, "--csv").out)
+    theirs = official.csv("experiment", "list-trials", eid)
+    assert len(ours) == 2
+    assert [r["Trial ID"] for r in ours] == [r["Trial ID"] for r in theirs]
+    assert [r["# of Batches"] for r in ours] == [r["# of Batches"] for r in theirs]
+    best = _csv(det.ok("e", "list-checkpoints", eid, "--best", "1", "--csv").out)
+    their_best = official.csv("e", "list-checkpoints", eid, "--best", "1")
+    assert [r["UUID"] for r in best] == [r["UUID"] for r in their_best]
+    assert len(best) == 1
+    mine = yaml.safe_load(det.ok("e", "config", eid).out)
+    assert mine == yaml.safe_load(official("e", "config", eid))
+    assert mine["name"] == "saver"
+
+
+def test_download_model_def_and_trial_download_as_the_official_cli(
+    det: Det, official: Official, cli_master: Master, saved_exp: int, tmp_path: Path
+) -> None:
+    det.login()
+    eid = str(saved_exp)
+    names = []
+    for who, run in (("ours", lambda *a: det.ok(*a).out), ("official", official)):
+        (tmp_path / who).mkdir()  # the official CLI writes only into an existing directory
+        run("e", "download-model-def", eid, "--output-dir", str(tmp_path / who))
+        with tarfile.open(tmp_path / who / f"experiment_{eid}_model_def.tgz") as tf:
+            names.append(sorted(n.lstrip("./") for n in tf.getnames() if n.strip("./")))
+    assert names[0] == names[1] and "train.py" in names[0]
+    best = kept(cli_master, saved_exp)
+    by_loss = min(best, key=lambda c: c["training"]["searcherMetric"])
+    tid = str(by_loss["training"]["trialId"])
+    src = storage_dir(cli_master) / by_loss["uuid"]
+    out = tmp_path / "ckpt-ours"
+    det.ok("trial", "download", tid, "--best", "-o", str(out))
+    assert (out / "model.bin").read_bytes() == (src / "model.bin").read_bytes()
+    # The official CLI (0.38.1's cli/trial.py download) cannot be the reference here: --uuid is
+    # refused ("exactly one of ... must be set": it counts a string as not True), and --best and
+    # --latest give up when the checkpoint they want is the last one their loop pops.
+    out = tmp_path / "by-uuid"
+    det.ok("trial", "download", tid, "--uuid", by_loss["uuid"], "-o", str(out))
+    assert (out / "model.bin").read_bytes() == (src / "model.bin").read_bytes()
+    latest = tmp_path / "latest"
+    det.ok("trial", "download", tid, "--latest", "-o", str(latest))
+    assert (latest / "meta" / "info.json").is_file()
+    r = det("trial", "download", tid, "--best", "--sort-by", "validation_loss")
+    assert r.rc != 0 and "--smaller-is-better" in r.err
+
+
+def test_template_create_and_create_with_include_and_no_context(
+    det: Det, official: Official, cli_master: Master, tmp_path: Path
+) -> None:
+    det.login()
+    tpl = write_config(tmp_path, "description: from a template\n", "tpl.yaml")
+    det.ok("template", "create", "ours-tpl", str(tpl))
+    official("template", "create", "official-tpl", str(tpl))
+    listed = {t["name"] for t in cli_master.get("/api/v1/templates")["templates"]}
+    assert {"ours-tpl", "official-tpl"} <= listed
+    config = write_config(tmp_path, sim_config("include", trials=1))
+    extra = tmp_path / "data"
+    (extra / "sub").mkdir(parents=True)
+    (extra / "sub" / "table.csv").write_text("a,b\n")
+    single = tmp_path / "notes.txt"
+    single.write_text("hello\n")
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    (ctx / "train.py").write_text("print(1)\n")
+    out = det.ok(
+        "e", "create", str(config), str(ctx), "-i", str(extra), "--include", str(single), "--paused"
+    ).out
+    eid = int(out.split()[-1])
+    tree = cli_master.get(f"/api/v1/experiments/{eid}/file_tree")["files"]
+
+    def paths(nodes: list[dict[str, Any]]) -> set[str]:
+        return {n["path"] for n in nodes} | {p for n in nodes for p in paths(n.get("files") or [])}
+
+    assert {"train.py", "data", "data/sub/table.csv", "notes.txt"} <= paths(tree)
+    bare = int(det.ok("e", "create", str(config), "--paused").out.split()[-1])
+    assert cli_master.get(f"/api/v1/experiments/{bare}/file_tree")["files"] == []
+    r = det("e", "create", str(config), str(ctx), "-i", str(ctx / "train.py"))
+    assert r.rc != 0 and "already has 'train.py'" in r.err
