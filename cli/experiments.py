@@ -194,7 +194,7 @@ TRIAL_HEADERS = ["Trial ID", "State", "H-Params", "Started", "Ended", "# of Batc
 def list_trials(args: argparse.Namespace) -> None:
     s = session(args)
     path = f"/api/v1/experiments/{args.experiment_id}/trials"
-    found: list[d.v1Trial] = []
+    found: list[d.trialv1Trial] = []
     offset = args.offset
     while True:
         page = cast(
