@@ -5,6 +5,7 @@ Services take a ``psycopg.Connection`` explicitly; nothing here holds state a re
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 from collections.abc import Callable
@@ -53,7 +54,14 @@ def _migrations() -> list[tuple[int, str, str]]:
         m = re.match(r"(\d+)_(.+)\.sql$", entry.name)
         if m:
             out.append((int(m.group(1)), m.group(2), entry.read_text()))
-    return sorted(out)
+    out.sort()
+    for (v1, n1, _), (v2, n2, _) in itertools.pairwise(out):
+        if v1 == v2:  # the version is the key of schema_migrations: the second would never run
+            raise RuntimeError(
+                f"two migrations are numbered {v1:04d}: {v1:04d}_{n1}.sql and {v2:04d}_{n2}.sql;"
+                " give the newer one the next free number"
+            )
+    return out
 
 
 def upgrade(conninfo: str) -> list[int]:
