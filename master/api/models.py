@@ -39,6 +39,13 @@ def list_(params: d.GetModelsParams) -> d.v1GetModelsResponse:
     return {"models": [wire.model(r) for r in rows], "pagination": pagination(offset, limit, total)}
 
 
+@bp.get("/api/v1/model/labels")
+@contract("GetModelLabels")
+def labels(params: d.GetModelLabelsParams) -> d.v1GetModelLabelsResponse:
+    with db() as conn:
+        return {"labels": svc.labels(conn, params.get("workspaceId") or None)}
+
+
 @bp.get("/api/v1/models/<name>")
 @contract("GetModel")
 def get(name: str) -> d.v1GetModelResponse:

@@ -65,6 +65,18 @@ _SORTS = {
 }
 
 
+def labels(conn: Conn, workspace_id: int | None) -> list[str]:
+    """Determined's GetModelLabels: every label on a model (of one workspace, if given), the
+    most used first, then by name."""
+    rows = conn.execute(
+        "SELECT label, count(*) AS uses FROM models m, jsonb_array_elements_text(m.labels) label"
+        " WHERE %(ws)s::bigint IS NULL OR m.workspace_id = %(ws)s"
+        " GROUP BY label ORDER BY uses DESC, label",
+        {"ws": workspace_id},
+    ).fetchall()
+    return [r["label"] for r in rows]
+
+
 def list_(conn: Conn, params: d.GetModelsParams) -> tuple[list[dict[str, Any]], int]:
     """Determined's GetModels: ``name`` and ``description`` match any part (case-insensitive),
     a model has every one of ``labels``, the lists of users and workspaces are alternatives;

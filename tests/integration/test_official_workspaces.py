@@ -530,3 +530,21 @@ def test_model_list_filters_sorts_and_pages_as_the_bindings_ask(
     }
     r = _status(cli_master, "GET", "/api/v1/models?sortBy=SORT_BY_SIZE")
     assert r.status_code == 400 and "sortBy" in r.json()["message"], r.text
+
+
+def test_model_labels_most_used_first_with_the_sdk(cli_master: Master, official: Official) -> None:
+    """client.get_model_labels(): every label on a model, the most used first (det refused
+    GetModelLabels); a workspace's own when asked."""
+    ws = cli_master.post("/api/v1/workspaces", {"name": "labels-ws"})["workspace"]["id"]
+    for name, labels, workspace in (
+        ("lab-a", ["vision", "prod"], 1),
+        ("lab-b", ["vision"], 1),
+        ("lab-c", ["vision", "audio", "prod"], ws),
+    ):
+        cli_master.post(
+            "/api/v1/models", {"name": name, "labels": labels, "workspaceId": workspace}
+        )
+    got = official.python("print(json.dumps(client.get_model_labels()))")
+    assert got[:2] == ["vision", "prod"] and "audio" in got
+    only = cli_master.get("/api/v1/model/labels", params={"workspaceId": ws})["labels"]
+    assert sorted(only) == ["audio", "prod", "vision"]
