@@ -11,7 +11,7 @@ import requests
 from det import storage
 from det.storage import CheckpointNotFoundError
 from tests.fakes.moto_server import MotoServer
-from tests.integration.storage_support import BIG, digests, linked_source, make_checkpoint
+from tests.integration.storage_support import BIG, SECRET, digests, linked_source, make_checkpoint
 
 pytestmark = pytest.mark.integration
 
@@ -141,3 +141,30 @@ def test_download_writes_nothing_outside_its_directory(
     storage.download_checkpoint(s3_config, "uuid-6", str(dst))
     written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
     assert written == ["a/b/c/dst/model.pt"]
+
+
+def test_core_api_upload_never_stores_a_file_outside_the_checkpoint(
+    s3_config: dict[str, str], tmp_path: Path
+) -> None:
+    """The same through the harness's Core API (``core.checkpoint.upload``, off-cluster), as
+    training code calls it."""
+    import boto3
+
+    import det
+
+    with det.core.init(checkpoint_storage=s3_config) as core:
+        storage_id = core.checkpoint.upload(linked_source(tmp_path), {"steps_completed": 1})
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3_config["endpoint_url"],
+        aws_access_key_id="k",
+        aws_secret_access_key="s",
+    )
+    prefix = f"team/a/{storage_id}/"
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket="ckpts", Prefix=prefix)["Contents"]]
+    stored = {
+        k[len(prefix) :]: client.get_object(Bucket="ckpts", Key=k)["Body"].read() for k in keys
+    }
+    assert set(stored) == {"model.pt", "latest.pt", "metadata.json"}
+    assert stored["latest.pt"] == b"weights"
+    assert all(SECRET not in v for v in stored.values())
