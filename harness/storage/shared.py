@@ -131,11 +131,21 @@ class DirectoryStorageManager(StorageManager):
     def restore_path(
         self, storage_id: str, selector: Selector | None = None
     ) -> Iterator[pathlib.Path]:
-        # Direct access: no copy (a selector cannot hide files here; it is only an optimisation).
+        # Direct access, no copy, when the directory holds only files and directories (a
+        # selector cannot hide files then; it is only an optimisation). A checkpoint with links
+        # or special files (another user's, say) is read through a copy of its content instead,
+        # so the reading trial's code never follows a link its writer made (det.storage.tree).
         path = self._dir(storage_id)
-        if not path.is_dir():
+        if not path.is_dir() and not path.is_symlink():
             raise CheckpointNotFoundError(f"checkpoint {storage_id} not found in {self.base_path}")
-        yield path
+        with Tree(path, checkpoint=True) as tree:
+            plain = not tree.skipped and all(r == s for r, s in tree.sources.items())
+        if plain:
+            yield path
+            return
+        logger.info("checkpoint %s holds links or special files: restoring a copy", storage_id)
+        with super().restore_path(storage_id, selector) as copy:
+            yield copy
 
 
 class SharedFSStorageManager(DirectoryStorageManager):

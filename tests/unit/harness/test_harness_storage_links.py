@@ -258,3 +258,26 @@ def test_memory_bucket_round_trips(tmp_path: Path) -> None:
     bucket._put_file(io.BytesIO(b"abc"), "p/ck7/f")
     bucket.download("ck7", tmp_path)
     assert (tmp_path / "f").read_bytes() == b"abc"
+
+
+def test_restore_reads_a_checkpoint_with_links_through_a_copy(
+    tmp_path: Path, outside: Path
+) -> None:
+    """A trial restoring another user's checkpoint: links in it would be followed by the
+    reader's own code, in the reader's container (its token, its files). A plain checkpoint
+    is still read in place."""
+    base = tmp_path / "shared"
+    linked_checkpoint(base / "ck8", outside)
+    (base / "plain" / "sub").mkdir(parents=True)
+    (base / "plain" / "sub" / "m.pt").write_bytes(b"m")
+    mgr = DirectoryStorageManager(base)
+    with mgr.restore_path("plain") as p:
+        assert p == base / "plain"
+    with mgr.restore_path("ck8") as p:
+        assert p != base / "ck8"
+        assert files_under(p) == INSIDE
+        assert not any(q.is_symlink() for q in p.rglob("*"))
+    os.symlink(str(outside.parent), base / "ck9")
+    restore = mgr.restore_path("ck9")
+    with pytest.raises(UnsafeCheckpointError, match="the checkpoint directory is a link"):
+        restore.__enter__()
