@@ -140,7 +140,7 @@ def pip_error(stderr: str) -> str:
     return (own[:1] or pips[-1:] or rest[-1:] or ["no wheel written"])[0]
 
 
-def _build_from_source(tree: Path, out: Path) -> Path:
+def build_from_source(tree: Path, out: Path) -> Path:
     env = {**os.environ, "SOURCE_DATE_EPOCH": _FIXED_EPOCH}
     cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out)]
     missing = _here_cannot_build()
@@ -199,7 +199,7 @@ def build(cache_dir: Path | None = None) -> Release:
     for old in out.glob(f"{WHEEL_PREFIX}-*.whl"):
         old.unlink()
     tree = source_tree()
-    wheel = _build_from_source(tree, out) if tree else _repack_installed(out)
+    wheel = build_from_source(tree, out) if tree else _repack_installed(out)
     return Release(
         filename=wheel.name, sha256=_sha256(wheel), constraints=constraints_text(), path=wheel
     )
