@@ -218,6 +218,26 @@ class SecurityConfig(_Model):
     authz: dict[str, Any] | None = None
 
 
+class ProxyConfig(_Model):
+    """How many connections the task proxy serves at once in each master process: in all, for
+    one user and for one task (det.master.proxy_limits). A user's or a task's share stays below
+    the whole, so that no one user fills it."""
+
+    max_connections: int = Field(1024, ge=1)
+    max_connections_per_user: int = Field(128, ge=1)
+    max_connections_per_task: int = Field(64, ge=1)
+
+    @model_validator(mode="after")
+    def _shares_below_total(self) -> ProxyConfig:
+        for name in ("max_connections_per_user", "max_connections_per_task"):
+            if getattr(self, name) > self.max_connections:
+                raise ValueError(
+                    f"{name} ({getattr(self, name)}) must not exceed max_connections"
+                    f" ({self.max_connections})"
+                )
+        return self
+
+
 class LogConfig(_Model):
     level: Literal["trace", "debug", "info", "warn", "warning", "error", "fatal"] = "info"
     color: bool = True
@@ -245,6 +265,7 @@ class MasterConfig(_Model):
     security: SecurityConfig = SecurityConfig()
     task_container_defaults: dict[str, Any] = Field(default_factory=dict)
     log: LogConfig = LogConfig()
+    proxy: ProxyConfig = ProxyConfig()
     telemetry: dict[str, Any] | None = None
     # Control loop tuning (seconds).
     tick_seconds: float = Field(0.5, gt=0)

@@ -29,10 +29,11 @@ import ssl
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from det.master import ws_bridge
+from det.master import proxy_limits, ws_bridge
 from det.master.errors import MasterError
 from det.master.handles import MasterState
 from det.master.services import task_services, users
@@ -133,16 +134,20 @@ def websocket_accept(key: str) -> bytes:
 
 
 class Refused(MasterError):
-    def __init__(self, status: int, reason: str, message: str) -> None:
+    def __init__(
+        self, status: int, reason: str, message: str, retry_after: int | None = None
+    ) -> None:
         super().__init__(message)
         self.status, self.reason, self.message = status, reason, message
+        self.retry_after = retry_after
 
 
 def _answer(sock: socket.socket, e: Refused) -> None:
     body = json.dumps({"error": {"error": e.message}, "message": e.message}).encode()
+    retry = f"Retry-After: {e.retry_after}\r\n" if e.retry_after is not None else ""
     head = (
         f"HTTP/1.1 {e.status} {e.reason}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        f"Content-Length: {len(body)}\r\n{retry}Connection: close\r\n\r\n"
     ).encode()
     with contextlib.suppress(OSError):
         sock.sendall(head + body)
@@ -172,7 +177,8 @@ def _caller(state: MasterState, conn: Any, head: Head) -> tuple[int | None, bool
     return None, False
 
 
-def _target(state: MasterState, head: Head) -> tuple[str, int, str]:
+def _target(state: MasterState, head: Head) -> tuple[str, int, str, int | None]:
+    """(host, port, kind) of the task's service and the caller's user id (None: no token)."""
     with state.pool.connection() as conn:
         user_id, admin = _caller(state, conn, head)
         found = task_services.proxy_target(conn, head.task_id, user_id, admin)
@@ -190,7 +196,7 @@ def _target(state: MasterState, head: Head) -> tuple[str, int, str]:
             "forbidden": (403, "Forbidden"),
         }.get(found.split(":", 1)[0], (503, "Service Unavailable"))
         raise Refused(status, reason, found.split(": ", 1)[-1])
-    return found
+    return (*found, user_id)
 
 
 #: The query parameter of an opened URL (``det notebook start``) and the cookie it becomes.
@@ -235,11 +241,13 @@ def serve(state: MasterState, sock: socket.socket, data: bytes) -> None:
     sock.setblocking(True)
     end = data.find(b"\r\n\r\n")
     upstream = None
+    release: Callable[[], None] | None = None
     try:
         head = parse_head(data[:end])
-        host, port, kind = _target(state, head)
+        host, port, kind, user_id = _target(state, head)
         if kind == "SHELL" and not (head.upgrade and head.get("sec-websocket-key")):
             raise Refused(400, "Bad Request", "a shell is reached over a WebSocket (det shell)")
+        release = _admit(sock, user_id, head.task_id)
         try:
             upstream = socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT)
         except OSError as e:
@@ -267,12 +275,32 @@ def serve(state: MasterState, sock: socket.socket, data: bytes) -> None:
         logger.exception("proxy connection failed")
         _answer(sock, Refused(500, "Internal Server Error", "proxy error"))
     finally:
+        if release is not None:
+            release()
         for s in (upstream, sock):
             if s is not None:
                 with contextlib.suppress(OSError):
                     s.shutdown(socket.SHUT_RDWR)  # wakes a thread still reading it
                 with contextlib.suppress(OSError):
                     s.close()
+
+
+def _admit(sock: socket.socket, user_id: int | None, task_id: str) -> Callable[[], None]:
+    """Counts the connection against its caller's and its task's caps (caller: the user, or
+    the peer's address without a token); Refused 429 past one of them. Returns what uncounts
+    it."""
+    if user_id is not None:
+        caller = f"user:{user_id}"
+    else:
+        try:
+            caller = "address:" + str(sock.getpeername()[0])
+        except (OSError, IndexError, TypeError):
+            caller = "address:?"
+    counts = _counts[0]
+    why = counts.enter(caller, task_id)
+    if why is not None:
+        raise Refused(429, "Too Many Requests", why, proxy_limits.RETRY_AFTER)
+    return lambda: counts.leave(caller, task_id)
 
 
 def _relay(client: socket.socket, upstream: socket.socket) -> None:
@@ -311,16 +339,28 @@ _state: list[MasterState] = []
 def bind(state: MasterState | None) -> None:
     """The process's state, for the front's channels (which see only waitress's wrapped app):
     bound when the app registers the interactive tasks' routes (an app without one binds
-    nothing)."""
+    nothing); the caps are the state's config's (``proxy``, see det.master.proxy_limits)."""
+    global MAX_CONNECTIONS, _slots
     if state is not None:
         _state[:] = [state]
+        conf = state.config.proxy
+        caps = proxy_limits.Caps(
+            conf.max_connections, conf.max_connections_per_user, conf.max_connections_per_task
+        )
+        if caps != _counts[0].caps:
+            MAX_CONNECTIONS = caps.total
+            _slots = threading.BoundedSemaphore(caps.total)
+            _counts[0] = proxy_limits.Counts(caps)
 
 
-#: Proxied connections served at once by a master process. Each holds a thread of the process
-#: that also answers the agents' heartbeats, and the head is read before anyone is known, so the
-#: cap keeps a flood of (even unauthenticated) proxy connections from taking the process down.
-MAX_CONNECTIONS = 256
+#: Proxied connections served at once by a master process (``proxy.max_connections``). Each
+#: holds a thread of the process that also answers the agents' heartbeats, and the head is read
+#: before anyone is known, so the cap keeps a flood of (even unauthenticated) proxy connections
+#: from taking the process down; the per-user and per-task caps (taken once the caller is
+#: known) keep one user from filling it.
+MAX_CONNECTIONS = proxy_limits.Caps().total
 _slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+_counts = [proxy_limits.Counts(proxy_limits.Caps())]
 
 
 def start(sock: Any, data: bytes) -> None:
@@ -329,13 +369,16 @@ def start(sock: Any, data: bytes) -> None:
         _answer(sock, Refused(503, "Service Unavailable", "the proxy is not set up"))
         sock.close()
         return
-    if not _slots.acquire(blocking=False):
+    slots = _slots  # bind() may replace it; this one is released
+    if not slots.acquire(blocking=False):
         _answer(
             sock,
             Refused(
                 503,
                 "Service Unavailable",
-                f"the proxy is serving {MAX_CONNECTIONS} connections; try again shortly",
+                f"the proxy is serving {MAX_CONNECTIONS} connections, its most"
+                " (proxy.max_connections); try again shortly",
+                proxy_limits.RETRY_AFTER,
             ),
         )
         sock.close()
@@ -346,6 +389,6 @@ def start(sock: Any, data: bytes) -> None:
         try:
             serve(state, sock, data)
         finally:
-            _slots.release()
+            slots.release()
 
     threading.Thread(target=run, name="det-proxy", daemon=True).start()
