@@ -6,7 +6,9 @@ The front (:mod:`det.master.dispatch`) hands a connection whose first request is
 request head (a user's session token, ``Authorization: Bearer`` or the ``auth`` cookie: 401
 without a valid one; 403 unless the caller owns the task or is an admin; 404 for no such task;
 503 while it is not ready; a shell's WebSocket may come without a token, as Determined's CLI
-sends it, because what it carries is SSH, which admits only the shell's own key), connects to the address the task's agent reported, sends the head on
+sends it, because what it carries is SSH, which admits only the shell's own key; 403 for a
+write or a WebSocket from another origin, :mod:`det.master.proxy_origin`), connects to the
+address the task's agent reported, sends the head on
 without the caller's credentials, and relays bytes both ways until either side closes. waitress
 cannot upgrade a connection, so a WebSocket is carried this way, as is any HTTP request. A
 plain request goes on with ``Connection: close`` (each request on a connection is checked); an
@@ -33,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from det.master import proxy_limits, ws_bridge
+from det.master import proxy_limits, proxy_origin, ws_bridge
 from det.master.errors import MasterError
 from det.master.handles import MasterState
 from det.master.services import task_services, users
@@ -244,6 +246,12 @@ def serve(state: MasterState, sock: socket.socket, data: bytes) -> None:
     release: Callable[[], None] | None = None
     try:
         head = parse_head(data[:end])
+        cross = proxy_origin.refusal(
+            head.method, head.upgrade, head.get("host"), head.get("origin"),
+            head.get("sec-fetch-site"), (state.config.url(),),
+        )  # fmt: skip
+        if cross is not None:
+            raise Refused(403, "Forbidden", cross)
         host, port, kind, user_id = _target(state, head)
         if kind == "SHELL" and not (head.upgrade and head.get("sec-websocket-key")):
             raise Refused(400, "Bad Request", "a shell is reached over a WebSocket (det shell)")
