@@ -304,7 +304,9 @@ def _command(task: dict[str, Any], port: int | None) -> list[str]:
         return ["python3", "-m", "det.exec.shell_server"]
     if entrypoint is None and task["kind"] == "NOTEBOOK" and port is not None:
         # JupyterLab under the proxy's path; it admits only the master (JUPYTER_TOKEN, which
-        # the proxy adds to every request it forwards).
+        # the proxy adds to every request it forwards). Its kernels talk over Unix sockets in
+        # the container, not TCP ports on the loopback the agent's other tasks share (host
+        # networking): a kernel's output channel admits anyone who connects.
         return [
             "jupyter",
             "lab",
@@ -315,6 +317,7 @@ def _command(task: dict[str, Any], port: int | None) -> list[str]:
             "--ServerApp.port_retries=0",
             f"--ServerApp.base_url=/proxy/{task['id']}/",
             "--ServerApp.allow_remote_access=True",
+            "--KernelManager.transport=ipc",
             f"--ServerApp.root_dir={task['config'].get('work_dir') or containers.WORKDIR}",
         ]
     if entrypoint is None and task["kind"] == "TENSORBOARD":

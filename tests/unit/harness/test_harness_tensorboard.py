@@ -207,12 +207,30 @@ def test_the_task_fetches_new_and_grown_files_in_place(tmp_path: Path) -> None:
 
 
 def test_the_gate_admits_only_the_master_credential() -> None:
-    head = b"GET /proxy/x/data/runs HTTP/1.1\r\nHost: a\r\nAuthorization: token s3cret"
-    assert tb_task.authorized(head, "s3cret")
-    assert tb_task.authorized(head.replace(b"Authorization", b"authorization"), "s3cret")
-    assert not tb_task.authorized(head, "other")
-    assert not tb_task.authorized(head.replace(b"token", b"Bearer"), "s3cret")
-    assert not tb_task.authorized(b"GET / HTTP/1.1\r\nHost: a", "s3cret")
+    assert tb_task.authorized("token s3cret", "s3cret")
+    assert tb_task.authorized(" Token s3cret ", "s3cret")
+    assert not tb_task.authorized("token other", "s3cret")
+    assert not tb_task.authorized("Bearer s3cret", "s3cret")
+    assert not tb_task.authorized("", "s3cret")
+
+    seen: list[str] = []
+
+    def board(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        seen.append(environ["PATH_INFO"])
+        start_response("200 OK", [])
+        return [b"runs"]
+
+    app = tb_task.guarded(board, "s3cret")
+    statuses: list[str] = []
+
+    def call(auth: str | None) -> bytes:
+        environ = {"PATH_INFO": "/data/runs", **({"HTTP_AUTHORIZATION": auth} if auth else {})}
+        return b"".join(app(environ, lambda status, headers: statuses.append(status)))
+
+    assert call(None).startswith(b"this TensorBoard is reached through") and not seen
+    assert call("token nope") and not seen
+    assert call("token s3cret") == b"runs" and seen == ["/data/runs"]
+    assert statuses == ["403 Forbidden", "403 Forbidden", "200 OK"]
 
 
 def test_a_storage_failure_does_not_stop_training(
