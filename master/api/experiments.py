@@ -62,17 +62,19 @@ def create(body: d.v1CreateExperimentRequest) -> Any:
     config_text = body.get("config")
     if not config_text or not config_text.strip():
         raise InvalidArgument("config: required (the experiment config as YAML text)")
-    if body.get("parentId"):
-        raise Unimplemented(
-            "parentId: det does not fork experiments on create; `det e create` the new config"
-        )
     if body.get("unmanaged"):
         raise Unimplemented("unmanaged: det does not track experiments run outside the cluster")
     files = svc.parse_files(body.get("modelDefinition"))
     validate_only = bool(body.get("validateOnly"))
     project_id = body.get("projectId")
     template = body.get("template")
+    parent_id = body.get("parentId") or None
     with db() as conn:
+        if parent_id is not None:
+            try:  # anyone who may read the parent may fork it (its code goes to the fork)
+                svc.get(conn, parent_id)
+            except NotFound:
+                raise InvalidArgument(f"parentId: no experiment {parent_id}") from None
         row = svc.create(
             conn,
             state(),
@@ -83,6 +85,7 @@ def create(body: d.v1CreateExperimentRequest) -> Any:
             validate_only=validate_only,
             project_id=project_id or None,
             template=template or None,
+            parent_id=parent_id,
         )
     if row is None:  # validateOnly: the config is valid and nothing was created
         return {"experiment": _NOTHING_CREATED, "config": {}, "warnings": []}

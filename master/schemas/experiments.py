@@ -115,6 +115,8 @@ def _experiment(
         "parentArchived": row["parent_archived"],
         "unmanaged": False,
     }
+    if row.get("parent_id") is not None:
+        out["forkedFrom"] = row["parent_id"]
     if hyperparameters is not None:
         out["hyperparameters"] = hyperparameters
     if best:

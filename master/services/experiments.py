@@ -145,6 +145,7 @@ def create(
     validate_only: bool,
     project_id: int | None = None,
     template: str | None = None,
+    parent_id: int | None = None,
 ) -> dict[str, Any] | None:
     template_name = template or _template_named_in(config_text)
     template_config = None
@@ -166,9 +167,14 @@ def create(
     if validate_only:
         return None
     priority = res.priority or st.config.resource_manager.scheduler.default_priority
+    context_blob = pack_context(files)
+    if parent_id is not None and not files:
+        # A fork from the WebUI sends a config alone: it trains the parent's code.
+        context_blob = context(conn, parent_id)
     row = conn.execute(
         "INSERT INTO experiments (name, description, labels, config, original_config, state,"
-        " owner_id, context, project_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING *",
+        " owner_id, context, project_id, parent_id)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING *",
         (
             config.get("name") or "Experiment",
             config.get("description") or "",
@@ -177,8 +183,9 @@ def create(
             expconf.redact_text(config_text),
             states.ACTIVE if activate else states.PAUSED,
             owner_id,
-            pack_context(files),
+            context_blob,
             project["id"],
+            parent_id,
         ),
     ).fetchone()
     assert row is not None
@@ -279,7 +286,7 @@ def wake(conn: Conn) -> None:
 _COLUMNS = (
     "e.id, e.name, e.description, e.labels, e.notes, e.config, e.original_config, e.state,"
     " e.archived, e.owner_id, e.project_id, e.progress, e.created_at, e.ended_at, e.deleted,"
-    " e.checkpoint_gc_at, e.delete_gc_at"
+    " e.checkpoint_gc_at, e.delete_gc_at, e.parent_id"
 )
 _JOINS = (
     ", j.id AS job_id, j.resource_pool, j.priority, j.weight, u.username,"
@@ -301,7 +308,8 @@ _SELECT = "SELECT " + _COLUMNS + _JOINS
 _WIRE_COLUMNS = (
     "e.id, e.name, e.description, e.labels::text AS labels_json, e.notes, e.config_json,"
     " e.config_secret, e.searcher_name, e.searcher_metric_name,"
-    " e.state, e.archived, e.owner_id, e.project_id, e.progress, e.created_at, e.ended_at"
+    " e.state, e.archived, e.owner_id, e.project_id, e.progress, e.created_at, e.ended_at,"
+    " e.parent_id"
 )
 _WIRE = _WIRE_COLUMNS + _JOINS
 

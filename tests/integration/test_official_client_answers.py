@@ -617,3 +617,32 @@ def test_validate_only_answers_what_the_bindings_parse_and_creates_nothing(
     )
     assert answer == [0, "STATE_UNSPECIFIED"]
     assert len(cli_master.get("/api/v1/experiments?limit=1000")["experiments"]) == before
+
+
+def test_fork_with_parent_id_trains_the_parents_code_and_records_the_lineage(
+    cli_master: Master, official: Official
+) -> None:
+    """What Determined's WebUI Fork sends: CreateExperiment with parentId and a config alone.
+    The fork gets the parent's code; forkedFrom names the parent in both reads."""
+    parent = cli_support.create_via_api(cli_master, sim_config("fork-parent", trials=1), False)
+    config = sim_config("the-fork", trials=1)
+    fork = official.python(
+        f"""
+        req = bindings.v1CreateExperimentRequest(config={config!r}, parentId={parent})
+        made = bindings.post_CreateExperiment(session, body=req).experiment
+        got = bindings.get_GetExperiment(session, experimentId=made.id).experiment
+        print(json.dumps([made.id, made.forkedFrom, got.forkedFrom, got.name]))
+        """
+    )
+    assert fork[1:] == [parent, parent, "the-fork"]
+    tree = cli_master.get(f"/api/v1/experiments/{fork[0]}/file_tree")["files"]
+    assert [n["path"] for n in tree] == ["train.py"]
+    listed = cli_master.get("/api/v1/experiments", params={"limit": 1000})["experiments"]
+    lineage = {e["id"]: e.get("forkedFrom") for e in listed}
+    assert lineage[fork[0]] == parent and lineage[parent] is None
+    r = cli_master.session().post(
+        f"{cli_master.url}/api/v1/experiments",
+        json={"config": config, "parentId": 987654},
+        timeout=30,
+    )
+    assert r.status_code == 400 and "parentId" in r.text
