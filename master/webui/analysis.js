@@ -87,6 +87,43 @@ function rangeText(d, [lo, hi]) {
   return `${d.label} in ${inside.map((c) => d.scale.label(c)).join(", ") || "nothing"}`;
 }
 
+// Fork (a new experiment from this one's code, with a config edited first) and Continue (a
+// finished single-trial experiment trains further from its latest checkpoint). Their forms go
+// in their own box, which the page's periodic redraw leaves alone.
+function lineageActions(e, box) {
+  const fork = () => {
+    const area = h("textarea", { name: "fork-config", rows: 18, "aria-label": "fork config" });
+    area.value = e.originalConfig || JSON.stringify(e.config, null, 2);
+    render(box, h("form", { class: "fork", onsubmit: (ev) => {
+      ev.preventDefault();
+      act("fork experiment " + e.id, async () => {
+        const made = await api("/api/v1/experiments", { method: "POST", body: { config: area.value, parentId: e.id, projectId: e.projectId, activate: true } });
+        location.assign("/det/experiments/" + made.experiment.id);
+      }, async () => {});
+    } }, h("h2", {}, `Fork experiment ${e.id}`), h("p", { class: "muted" }, "The fork trains this experiment's code with the config below. Secrets show as ******** and must be typed again."),
+      area, h("div", {}, h("button", { type: "submit" }, "Create fork"), " ", h("button", { type: "button", onclick: () => render(box) }, "Cancel"))));
+  };
+  const cont = () => {
+    const length = ((e.config || {}).searcher || {}).max_length;
+    const unit = length && typeof length === "object" ? Object.keys(length)[0] : null;
+    const now = unit ? length[unit] : length;
+    const more = h("input", { name: "max-length", type: "number", min: 1, value: now || "", "aria-label": "new max length" });
+    render(box, h("form", { class: "continue", onsubmit: (ev) => {
+      ev.preventDefault();
+      const value = Number(more.value);
+      const overrideConfig = JSON.stringify({ searcher: { max_length: unit ? { [unit]: value } : value } });
+      act("continue experiment " + e.id, async () => {
+        await api("/api/v1/experiments/continue", { method: "POST", body: { id: e.id, overrideConfig } });
+        render(box);
+      });
+    } }, h("h2", {}, `Continue experiment ${e.id}`), h("label", {}, `Train its trial to ${unit || "length"} `, more), " ",
+      h("button", { type: "submit" }, "Continue"), " ", h("button", { type: "button", onclick: () => render(box) }, "Cancel")));
+  };
+  const buttons = [h("button", { title: "Create a new experiment from this one's code and an edited config", onclick: fork }, "Fork")];
+  if (isTerminal(e.state) && e.numTrials === 1) buttons.push(h("button", { title: "Train the trial further from its latest checkpoint", onclick: cont }, "Continue"));
+  return h("span", { class: "actions" }, buttons);
+}
+
 async function experimentPage(main, id) {
   const st = { metric: null, brushes: {}, sort: { key: "metric", desc: false }, picked: new Set(), heat: [null, null], series: {}, seriesMetric: null, seriesIds: "", seriesVersion: 0, selected: null, drawn: "" };
   const boxes = {
@@ -96,11 +133,12 @@ async function experimentPage(main, id) {
     trials: h("section", { class: "trials-box" }),
     ckpts: h("section", { class: "checkpoints-box" }),
     config: h("div"),
+    lineage: h("div"),
   };
   const curveTools = h("div", { class: "toolbar" });
   const curveChart = h("div", { class: "curve-chart" }, h("p", { class: "muted" }, "Loading curves…"));
   render(boxes.curves, curveTools, curveChart);
-  render(main, boxes.head, h("h2", {}, "Learning curves"), boxes.curves, h("h2", {}, "Hyperparameters"), boxes.hp, h("h2", {}, "Trials"), boxes.trials,
+  render(main, boxes.head, boxes.lineage, h("h2", {}, "Learning curves"), boxes.curves, h("h2", {}, "Hyperparameters"), boxes.hp, h("h2", {}, "Trials"), boxes.trials,
     h("h2", {}, "Checkpoints"), boxes.ckpts, boxes.config);
   let data = null; // {e, config, jobSummary, smaller, trials (null until listed), metricIds}
   let loads = 0; // only the newest load draws
@@ -173,7 +211,7 @@ async function experimentPage(main, id) {
     const metric = e.searcherMetric;
     const configOpen = !!boxes.config.querySelector("details[open]");
     render(boxes.head,
-      h("h1", {}, `Experiment ${e.id}: `, e.name, " ", badge(e.state), " ", experimentActions(e)),
+      h("h1", {}, `Experiment ${e.id}: `, e.name, " ", badge(e.state), " ", experimentActions(e), " ", lineageActions(e, boxes.lineage)),
       e.description ? h("p", {}, e.description) : null,
       facts([
         ["Searcher", `${e.searcherType} on ${metric} (${smaller ? "smaller" : "larger"} is better)`],
@@ -182,6 +220,7 @@ async function experimentPage(main, id) {
         ["Queue", jobSummary && !isTerminal(e.state) && stateName(jobSummary.state) !== "UNSPECIFIED" ? `${stateName(jobSummary.state)}, ${jobSummary.jobsAhead} job(s) ahead` : ""],
         ["Progress", e.progress === null || e.progress === undefined ? "" : Math.round(e.progress * 100) + "%"],
         ["Labels", (e.labels || []).join(", ")],
+        ["Forked from", e.forkedFrom ? link("/det/experiments/" + e.forkedFrom, "experiment " + e.forkedFrom) : ""],
         ["Owner", e.username],
         ["Started", when(e.startTime)],
         ["Ended", when(e.endTime)],

@@ -509,3 +509,21 @@ def test_comparing_experiments_by_their_best_trials(
     ]
     rows = page.locator("table.hparams tbody th").all_inner_texts()
     assert rows == ["layers", "lr", "optimizer"]
+
+
+def test_forking_an_experiment_from_its_page(search: tuple[Master, int], page: Any) -> None:
+    """Fork: the config is edited first, the new experiment records its parent, and its page
+    links back to it (last in this module: the fork joins the experiment list)."""
+    m, eid = search
+    login(page, m, f"/det/experiments/{eid}")
+    page.get_by_role("button", name="Fork", exact=True).click()
+    area = page.get_by_role("textbox", name="fork config")
+    assert "searcher" in area.input_value()
+    area.evaluate("el => { el.value = el.value.replace(/^name: .*$/m, 'name: forked-in-ui'); }")
+    page.get_by_role("button", name="Create fork").click()
+    page.wait_for_url(re.compile(rf".*/det/experiments/(?!{eid}$)\d+$"))
+    fork_id = int(page.url.rsplit("/", 1)[1])
+    made = m.get(f"/api/v1/experiments/{fork_id}")["experiment"]
+    assert (made["name"], made["forkedFrom"]) == ("forked-in-ui", eid)
+    page.get_by_role("link", name=f"experiment {eid}", exact=True).wait_for()
+    screenshot(page, "fork")
