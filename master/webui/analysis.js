@@ -379,7 +379,11 @@ async function comparePage(main) {
   }
   const trials = (await Promise.all(ids.map((t) => api("/api/v1/trials/" + t)))).map((r) => r.trial);
   const metricIds = metricIdsOf(trials);
-  let metric = metricIds[0];
+  // The curves open on the experiments' searcher metric (not whichever validation metric sorts
+  // first: Determined's trials report "batches" too).
+  const searcherMetrics = await Promise.all([...new Set(trials.map((t) => t.experimentId))].map((e) =>
+    api("/api/v1/experiments/" + e).then((r) => r.experiment.searcherMetric, () => null)));
+  let metric = searcherMetrics.map((m) => "validation." + m).find((m) => metricIds.includes(m)) || metricIds[0];
   const curves = h("section");
   const drawCurves = async () => {
     const asked = metric;

@@ -226,6 +226,9 @@ def test_comparing_two_trials_side_by_side(search: tuple[Master, int], page: Any
     page.get_by_role("link", name="Compare 2 trials").click()
     page.wait_for_url(f"**/det/compare?trials={a['id']},{b['id']}")
     page.wait_for_selector("figure.curves[data-ready-ms]")
+    # the searcher metric, not "validation.batches" (which sorts first)
+    chosen = page.get_by_role("combobox", name="compare metric").input_value()
+    assert chosen == "validation.validation_loss"
     assert page.locator("figure.curves polyline").count() == 2
     hp = page.locator("table.hparams")
     assert f"trial {a['id']}" in hp.inner_text() and f"trial {b['id']}" in hp.inner_text()
