@@ -59,6 +59,12 @@ def _price(text: str) -> str:
 
 def _common_up(p: argparse.ArgumentParser) -> None:
     p.add_argument(
+        "--master",
+        choices=["vm", "serverless"],
+        help="where the master runs: a VM (the default), or serverless (Cloud Run / ECS "
+        "Fargate behind the platform's HTTPS, scaling to zero when idle)",
+    )
+    p.add_argument(
         "--dry-run",
         action="store_true",
         help="render every resource offline (no credentials needed); create nothing",
@@ -291,6 +297,17 @@ def _aws(sub: Any) -> None:
     )
     up.add_argument(
         "--private-subnet-ids", nargs="+", help="with --vpc-id: subnets (2 AZs) for the database"
+    )
+    up.add_argument(
+        "--db",
+        choices=["rds", "serverless"],
+        help="the database: RDS for PostgreSQL, or Aurora Serverless v2 pausing at 0 ACU when "
+        "idle (default: rds with --master vm, serverless with --master serverless)",
+    )
+    up.add_argument(
+        "--domain",
+        help="with --master serverless: serve the master on this name with an ACM certificate "
+        "on the load balancer (default: a CloudFront distribution's own name)",
     )
     up.add_argument("--db-instance-type", help="RDS instance class (default db.m7g.large)")
     up.add_argument("--db-size", type=int, help="database storage in GB (default 20)")

@@ -398,19 +398,32 @@ def parse_config(raw: dict[str, Any] | None, env: dict[str, str] | None = None) 
         raise ConfigError(_format_error(e)) from None
 
 
+# The whole master.yaml document in one environment variable, for platforms that give a
+# container no file of its own (Cloud Run, ECS Fargate: ``det deploy … --master serverless``).
+# A ``--config-file`` wins over it; the ``DET_*`` overrides apply on top of either.
+CONFIG_ENV = "DET_MASTER_CONFIG"
+
+
 def load_config(
     path: str | os.PathLike[str] | None, env: dict[str, str] | None = None
 ) -> MasterConfig:
+    env = env if env is not None else dict(os.environ)
     raw: dict[str, Any] | None = None
+    text: str | None = None
+    where = f"${CONFIG_ENV}"
     if path is not None:
+        where = str(path)
         try:
             text = Path(path).read_text()
         except OSError as e:
             raise ConfigError(f"cannot read master config {path}: {e.strerror}") from None
+    elif env.get(CONFIG_ENV):
+        text = env[CONFIG_ENV]
+    if text is not None:
         try:
             raw = yaml.safe_load(text)
         except yaml.YAMLError as e:
-            raise ConfigError(f"invalid YAML in {path}: {e}") from None
+            raise ConfigError(f"invalid YAML in {where}: {e}") from None
         if raw is not None and not isinstance(raw, dict):
-            raise ConfigError(f"master config {path} must be a mapping of keys")
-    return parse_config(raw, env if env is not None else dict(os.environ))
+            raise ConfigError(f"master config {where} must be a mapping of keys")
+    return parse_config(raw, env)

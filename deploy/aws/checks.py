@@ -101,3 +101,12 @@ def check_cidr(flag: str, value: str) -> None:
 def check_ami_id(flag: str, value: str) -> None:
     if not _AMI_RE.match(value):
         raise DeployError(f"{flag} {value!r} is not an AMI id (ami- and 8 or 17 hex digits)")
+
+
+_HOST_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
+
+
+def looks_like_host_name(name: str) -> bool:
+    """A fully qualified DNS name of at least two labels (what ACM issues a certificate for)."""
+    labels = name.lower().rstrip(".").split(".")
+    return len(name) <= 253 and len(labels) >= 2 and all(_HOST_LABEL.match(x) for x in labels)

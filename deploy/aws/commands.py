@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from det.deploy.aws import bootlog, master, preflight, program, teardown
 from det.deploy.aws.config import POSTGRES_MAJOR, PROJECT, AwsConfig, Images
-from det.deploy.common import automation, boot, commands, flow, registry, state
+from det.deploy.common import automation, boot, commands, costs, flow, registry, serverless, state
 from det.deploy.common import status as status_report
 from det.deploy.common.errors import DeployError
 from det.deploy.common.preflight import check_pulumi_cli
@@ -48,12 +48,35 @@ def config_from_args(args: argparse.Namespace, region: str | None = None) -> Aws
         extra_tags=tuple(args.add_tag or ()),
         cpu_env_image=args.cpu_env_image,
         gpu_env_image=args.gpu_env_image,
+        db=getattr(args, "db", None),
+        domain=getattr(args, "domain", None),
         **commands.shared_settings(args, defaults),
     )
+    kind = getattr(args, "master", None) or serverless.DEFAULT_MASTER
+    if kind == serverless.SERVERLESS:
+        serverless.check_flags(args)
+        cfg = dataclasses.replace(cfg, master=kind, tls=False, port=serverless.CONTAINER_PORT)
+    else:
+        cfg = dataclasses.replace(cfg, master=kind)
     cfg.validate()
     master.check_user_data_size(cfg)
     boot.check_agent_user_data(cfg.boot, "s3", "agent,aws", cfg.port)
     return cfg
+
+
+def estimates(cfg: AwsConfig) -> tuple[costs.Estimate, ...]:
+    """The control plane's cost with these flags, for ``--master vm`` and ``serverless``."""
+    vm, sl = costs.aws(
+        costs.AwsChoices(
+            master_instance_type=cfg.master_instance_type,
+            db_instance_type=cfg.db_instance_type,
+            db_size_gb=cfg.db_size,
+            serverless_db="rds" if cfg.db == "rds" else "aurora",
+            secrets=3 + (1 if cfg.registry else 0),
+            public_alb=bool(cfg.domain),
+        )
+    )
+    return (vm, sl)
 
 
 def stack_region(given: str | None, previous: Mapping[str, Any] | None) -> str | None:
@@ -169,6 +192,8 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         target=cfg.region,
         preflight=check,
         cert=cfg.boot.tls if cfg.tls else None,
+        estimates=estimates(cfg),
+        master=cfg.master,
         registry_password=registry.password_from_args(args, cfg.registry),
         registry=cfg.registry,
         remove_config=registry.removed_keys(args),

@@ -11,6 +11,7 @@ from det.deploy.common.boot import BootOptions
 from det.deploy.common.errors import DeployError
 from det.deploy.common.masteryaml import DEFAULT_CPU_ENV_IMAGE, DEFAULT_GPU_ENV_IMAGE
 from det.deploy.common.registry import RegistryAuth
+from det.deploy.common.serverless import DEFAULT_MASTER, MASTER_KINDS, SERVERLESS, Rollout
 
 PROJECT = "det-aws"
 # Every instance of the cluster carries this tag; the master's IAM policy only lets it create
@@ -40,6 +41,10 @@ POSTGRES_MAJOR = "16"
 HTTPS_PORT = 8443
 HTTP_PORT = 8080
 LOG_RETENTION_DAYS = 30
+DB_KINDS = ("rds", "serverless")
+# Aurora PostgreSQL for ``--db serverless``: a minimum of 0 ACU (automatic pause) needs 16.3 or
+# later in the 16 line (Aurora Serverless v2 capacity, Amazon Aurora User Guide).
+AURORA_POSTGRES_VERSION = "16.6"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,8 +108,40 @@ class AwsConfig:
     cpu_env_image: str | None = None
     gpu_env_image: str | None = None
     log_retention_days: int = LOG_RETENTION_DAYS
+    master: str = DEFAULT_MASTER
+    """``vm`` (an EC2 master) or ``serverless`` (ECS Fargate: ``aws/serverless.py``)."""
+    db: str | None = None
+    """``rds`` or ``serverless`` (Aurora Serverless v2); None: ``serverless`` with a serverless
+    master, else ``rds``."""
+    domain: str | None = None
+    """Serverless: the master's host name (an ACM certificate on the load balancer); None: a
+    CloudFront distribution's own name."""
+    rollout: Rollout | None = None
+    """Serverless: the images of this pass of ``up`` (None: the release everywhere, dry-run)."""
+
+    @property
+    def serverless(self) -> bool:
+        return self.master == SERVERLESS
+
+    @property
+    def db_kind(self) -> str:
+        return self.db or ("serverless" if self.serverless else "rds")
 
     def validate(self) -> None:
+        if self.master not in MASTER_KINDS:
+            raise DeployError(
+                f"--master must be one of {', '.join(MASTER_KINDS)}, not {self.master!r}"
+            )
+        if self.db is not None and self.db not in DB_KINDS:
+            raise DeployError(f"--db must be one of {', '.join(DB_KINDS)}, not {self.db!r}")
+        if self.domain and not self.serverless:
+            raise DeployError("--domain is only used with --master serverless")
+        if self.db == "serverless" and not self.serverless:
+            raise DeployError("--db serverless is only used with --master serverless")
+        if self.domain and not checks.looks_like_host_name(self.domain):
+            raise DeployError(
+                f"--domain {self.domain!r}: expected a DNS name such as det.example.com"
+            )
         if not CLUSTER_ID_RE.match(self.cluster_id) or "--" in self.cluster_id:
             raise DeployError(
                 f"--cluster-id {self.cluster_id!r}: at most 32 lower-case letters, digits and '-', "

@@ -15,7 +15,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from det.deploy.aws import iam, logs, master, network, storage
+from det.deploy.aws import iam, logs, master, network, serverless, storage
 from det.deploy.aws.config import (
     DLAMI_SSM_PARAMETER,
     UBUNTU_SSM_PARAMETER,
@@ -51,6 +51,8 @@ def build(
     initial_user_password: pulumi.Input[str] | None = None,
     registry_password: pulumi.Input[str] | None = None,
 ) -> dict[str, pulumi.Output[Any]]:
+    if cfg.serverless:
+        return serverless.build(cfg, images(cfg), initial_user_password, registry_password)
     name = f"det-{cfg.cluster_id}"
     tags = cfg.tags
     net = network.Network(
@@ -190,5 +192,9 @@ MOCK_CALLS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
         "type": "String",
         "insecureValue": MOCK_AMIS[a["name"]],
         "value": MOCK_AMIS[a["name"]],
+    },
+    "aws:ec2/getManagedPrefixList:getManagedPrefixList": lambda a: {
+        "id": "pl-82a045eb",
+        "name": a.get("name"),
     },
 }

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from det.deploy.common import automation, boot, dryrun, registry, state, summary, tls
+from det.deploy.common import automation, boot, costs, dryrun, registry, state, summary, tls
 from det.deploy.common.errors import DeployError
 
 # Settings named like the ``up`` flags every cloud shares (``deploy.clouds._common_up``); an unset
@@ -62,9 +62,14 @@ def print_dry_run(
     mock_calls: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]],
     as_json: bool,
     out: TextIO,
+    estimates: tuple[costs.Estimate, ...] = (),
+    master: str = "vm",
 ) -> int:
+    """``estimates``: the control plane's cost for each ``--master`` (``master``: this one)."""
     rendered = dryrun.render(program, mock_calls, project=f"det-{cloud}", stack=cluster_id)
     doc = summary.to_json(rendered, cloud, cluster_id)
+    if estimates:
+        doc["costEstimate"] = costs.to_json(estimates, master)
     if as_json:
         json.dump(doc, out, indent=2, sort_keys=False)
         out.write("\n")
@@ -77,6 +82,8 @@ def print_dry_run(
         out.write(f"  {key}: {value}\n")
     out.write("\nmaster.yaml (passwords come from the cloud's secret store at boot):\n")
     out.write("".join(f"  {line}\n" for line in str(master_yaml).splitlines()))
+    if estimates:
+        out.write("\n" + costs.render(estimates, master) + "\n")
     out.write(
         f"\n{len(doc['resources'])} resources. Nothing was created: run without --dry-run to deploy.\n"
     )

@@ -65,6 +65,29 @@ def _computed(type_: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
         out |= {"publicIp": "203.0.113.10", "publicDns": "ec2-203-0-113-10.compute.amazonaws.com"}
     elif type_ == "aws:ec2/instance:Instance":
         out |= {"privateIp": "10.0.0.10", "publicIp": "203.0.113.10"}
+    elif type_ == "aws:lb/loadBalancer:LoadBalancer":
+        out |= {
+            "dnsName": f"{name}-1234567890.us-west-2.elb.amazonaws.com",
+            "arnSuffix": f"app/{name}/50dc6c495c0c9188",
+        }
+    elif type_ == "aws:cloudfront/distribution:Distribution":
+        out["domainName"] = "d111111abcdef8.cloudfront.net"
+    elif type_ == "aws:ecr/repository:Repository":
+        out["repositoryUrl"] = (
+            f"123456789012.dkr.ecr.us-west-2.amazonaws.com/{inputs.get('name', name)}"
+        )
+    elif type_ == "aws:rds/cluster:Cluster":
+        out |= {"endpoint": f"{name}.cluster-abc.us-west-2.rds.amazonaws.com", "port": 5432}
+    elif type_ == "aws:acm/certificate:Certificate":
+        domain = inputs.get("domainName", "example.com")
+        out["domainValidationOptions"] = [
+            {
+                "domainName": domain,
+                "resourceRecordName": f"_x1.{domain}.",
+                "resourceRecordType": "CNAME",
+                "resourceRecordValue": "_x2.acm-validations.aws.",
+            }
+        ]
     elif type_ == "aws:s3/bucket:Bucket":
         out["bucket"] = inputs.get("bucket") or f"{name}-1234567"
     elif type_ == "gcp:serviceaccount/account:Account":

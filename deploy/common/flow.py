@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from det.deploy.common import automation, commands, registry, tls
+from det.deploy.common import automation, commands, costs, registry, tls
 from det.deploy.common.preflight import check_pulumi_cli
 
 # program.build(initial_user_password, registry_password, registry_auth) → the stack's outputs;
@@ -50,6 +50,10 @@ class UpPlan:
     """Stack config keys to remove before the update (``--no-registry``)."""
     prepare: Callable[[], None] = lambda: None
     """The slow local steps, run once every check has passed (building det's wheel)."""
+    estimates: tuple[costs.Estimate, ...] = ()
+    """The control plane's cost for each ``--master`` (printed by the dry-run)."""
+    master: str = "vm"
+    """``vm`` or ``serverless``: the control plane being deployed."""
 
 
 def up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
@@ -61,6 +65,8 @@ def up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
             plan.mock_calls,
             args.json,
             out,
+            estimates=plan.estimates,
+            master=plan.master,
         )
     check_pulumi_cli()
     warning = plan.preflight(not args.no_preflight_checks)

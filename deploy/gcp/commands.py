@@ -8,10 +8,10 @@ import os
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from det.deploy.common import automation, boot, commands, flow, registry
+from det.deploy.common import automation, boot, commands, costs, flow, registry, serverless
 from det.deploy.common import status as status_report
 from det.deploy.gcp import bootlog, images, preflight, program, teardown
-from det.deploy.gcp.config import BOOT_LOG_NAME, PROJECT, GcpConfig
+from det.deploy.gcp.config import BOOT_LOG_NAME, PROJECT, SERVERLESS_DB_TIER, GcpConfig
 
 
 def config_from_args(args: argparse.Namespace) -> GcpConfig:
@@ -47,9 +47,40 @@ def config_from_args(args: argparse.Namespace) -> GcpConfig:
         gpu_env_image=pick("gpu_env_image"),
         **commands.shared_settings(args, defaults),
     )
+    cfg = _master_kind(args, cfg)
     cfg.validate()
     boot.check_agent_user_data(cfg.boot, "gs", "agent,gcp", cfg.port)
     return cfg
+
+
+def _master_kind(args: argparse.Namespace, cfg: GcpConfig) -> GcpConfig:
+    """``--master``: a serverless master is served by Cloud Run's HTTPS on its port, and its
+    database defaults to the smallest tier (the idle cluster pays for it)."""
+    kind = getattr(args, "master", None) or serverless.DEFAULT_MASTER
+    if kind != serverless.SERVERLESS:
+        return dataclasses.replace(cfg, master=kind)
+    serverless.check_flags(args)
+    return dataclasses.replace(
+        cfg,
+        master=kind,
+        tls=False,
+        port=serverless.CONTAINER_PORT,
+        db_tier=getattr(args, "db_tier", None) or SERVERLESS_DB_TIER,
+    )
+
+
+def estimates(args: argparse.Namespace, cfg: GcpConfig) -> tuple[costs.Estimate, ...]:
+    """The control plane's cost with these flags, for ``--master vm`` and ``serverless``."""
+    given_tier = getattr(args, "db_tier", None)
+    vm, sl = costs.gcp(
+        costs.GcpChoices(
+            master_machine_type=cfg.master_instance_type,
+            db_tier=given_tier or GcpConfig.db_tier,
+            serverless_db_tier=given_tier or SERVERLESS_DB_TIER,
+            secrets=3 + (1 if cfg.registry else 0),
+        )
+    )
+    return (vm, sl)
 
 
 def _use_keypath(keypath: str | None) -> None:
@@ -127,6 +158,8 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         target=f"{cfg.project_id}/{cfg.zone_name}",
         preflight=check,
         cert=cfg.boot.tls if cfg.tls else None,
+        estimates=estimates(args, cfg),
+        master=cfg.master,
         registry_password=registry.password_from_args(args, cfg.registry),
         registry=cfg.registry,
         remove_config=registry.removed_keys(args),

@@ -10,6 +10,7 @@ from det.deploy.common.boot import BootOptions
 from det.deploy.common.errors import DeployError
 from det.deploy.common.masteryaml import DEFAULT_CPU_ENV_IMAGE, DEFAULT_GPU_ENV_IMAGE
 from det.deploy.common.registry import RegistryAuth
+from det.deploy.common.serverless import DEFAULT_MASTER, MASTER_KINDS, SERVERLESS, Rollout
 from det.deploy.gcp import catalog
 
 PROJECT = "det-gcp"
@@ -35,6 +36,9 @@ HTTP_PORT = 8080
 # told apart by their instance label: det-master-<cluster id>, det-agent-<cluster id>-...).
 BOOT_LOG_NAME = "det-boot"
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
+# The serverless master's database: shared-core, the smallest Cloud SQL (25 connections), as the
+# idle cluster pays for it around the clock (--db-tier chooses another).
+SERVERLESS_DB_TIER = "db-f1-micro"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +88,14 @@ class GcpConfig:
     labels: tuple[tuple[str, str], ...] = ()
     cpu_env_image: str = DEFAULT_CPU_ENV_IMAGE
     gpu_env_image: str = DEFAULT_GPU_ENV_IMAGE
+    master: str = DEFAULT_MASTER
+    """``vm`` (a VM runs the master) or ``serverless`` (Cloud Run: ``gcp/serverless.py``)."""
+    rollout: Rollout | None = None
+    """Serverless: the images of this pass of ``up`` (None: the release everywhere, dry-run)."""
+
+    @property
+    def serverless(self) -> bool:
+        return self.master == SERVERLESS
 
     @property
     def zone_name(self) -> str:
@@ -110,6 +122,10 @@ class GcpConfig:
         return {**dict(self.labels), CLUSTER_LABEL: self.cluster_id, "managed-by": "det"}
 
     def validate(self) -> None:
+        if self.master not in MASTER_KINDS:
+            raise DeployError(
+                f"--master must be one of {', '.join(MASTER_KINDS)}, not {self.master!r}"
+            )
         if not CLUSTER_ID_RE.match(self.cluster_id):
             raise DeployError(
                 "--cluster-id must start with a lower-case letter and contain only lower-case "

@@ -59,11 +59,28 @@ def account_id(cluster_id: str, role: str) -> str:
     return f"det-{cluster_id[:keep]}-{digest}-{role}"
 
 
+def agents_only_condition(prefix: str) -> str:
+    """An IAM condition (CEL) that lets the provisioner role act on instances and disks only
+    when their name starts with ``prefix`` (an agent's boot disk takes its instance's name).
+    Other resource types the role needs (subnetworks, images, operations, the zone or project a
+    list is made in) are not named after the cluster and pass unchanged. Labels cannot be used:
+    IAM conditions see resource names and Resource Manager tags, not labels."""
+    kinds = '["compute.googleapis.com/Instance", "compute.googleapis.com/Disk"]'
+    return (
+        f"!(resource.type in {kinds}) || "
+        f'resource.name.extract("/instances/{{name}}").startsWith("{prefix}") || '
+        f'resource.name.extract("/disks/{{name}}").startsWith("{prefix}")'
+    )
+
+
 @dataclasses.dataclass
 class ServiceAccountsArgs:
     project: str
     cluster_id: str
     bucket: pulumi.Input[str]
+    agent_name_prefix: str | None = None
+    """Grant the provisioner role only on instances and disks named with this prefix (an IAM
+    condition, :func:`agents_only_condition`); None: unconditionally (the VM master)."""
 
 
 class ServiceAccounts(pulumi.ComponentResource):
@@ -110,6 +127,15 @@ class ServiceAccounts(pulumi.ComponentResource):
             project=args.project,
             role=role.name,
             member=master_member,
+            condition=(
+                gcp.projects.IAMMemberConditionArgs(
+                    title="det agents only",
+                    description=f"instances and disks named {args.agent_name_prefix}*",
+                    expression=agents_only_condition(args.agent_name_prefix),
+                )
+                if args.agent_name_prefix
+                else None
+            ),
             opts=child,
         )
         gcp.serviceaccount.IAMMember(

@@ -12,7 +12,7 @@ from typing import Any
 import pulumi
 
 from det.deploy.common import masteryaml
-from det.deploy.gcp import iam, images, master, network, storage
+from det.deploy.gcp import iam, images, master, network, serverless, storage
 from det.deploy.gcp.config import BOOT_LOG_NAME, GcpConfig
 
 
@@ -21,6 +21,8 @@ def build(
     initial_user_password: pulumi.Input[str] | None = None,
     registry_password: pulumi.Input[str] | None = None,
 ) -> dict[str, pulumi.Output[Any]]:
+    if cfg.serverless:
+        return serverless.build(cfg, initial_user_password, registry_password)
     name = f"det-{cfg.cluster_id}"
     master_tag, agent_tag = f"{name}-master", f"{name}-agent"
     net = network.Network(
@@ -153,4 +155,5 @@ MOCK_CALLS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
         "name": a.get("name"),
         "selfLink": f"https://www.googleapis.com/compute/v1/projects/{a.get('project')}/regions/{a.get('region')}/subnetworks/{a.get('name')}",
     },
+    **serverless.MOCK_CALLS,
 }

@@ -54,6 +54,22 @@ def test_config_file_errors_are_one_line(tmp_path: Path) -> None:
         load_config(tmp_path / "missing.yaml", env={})
 
 
+def test_config_document_from_the_environment_for_serverless_platforms(tmp_path: Path) -> None:
+    # Cloud Run and Fargate give the container no file: det deploy passes master.yaml as
+    # $DET_MASTER_CONFIG and the secrets as their own variables, which still win.
+    env = {"DET_MASTER_CONFIG": "port: 8181\ndb:\n  host: db.internal\n", "DET_DB_PASSWORD": "s3"}
+    cfg = load_config(None, env=env)
+    assert cfg.port == 8181 and cfg.db is not None
+    assert cfg.db.host == "db.internal" and cfg.db.password == "s3"
+    given = tmp_path / "master.yaml"
+    given.write_text("port: 8282\n")
+    assert load_config(given, env=env).port == 8282  # a file given wins
+    with pytest.raises(ConfigError, match=r"invalid YAML in \$DET_MASTER_CONFIG"):
+        load_config(None, env={"DET_MASTER_CONFIG": "port: [1\n"})
+    with pytest.raises(ConfigError, match="unknown key 'bogus'"):
+        load_config(None, env={"DET_MASTER_CONFIG": "bogus: 1\n"})
+
+
 def test_registry_password_comes_from_the_environment_and_stays_hidden() -> None:
     # det deploy writes server and username into master.yaml and the password only into the
     # master's environment file (from the cluster secret).

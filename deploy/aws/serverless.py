@@ -1,0 +1,1051 @@
+"""The AWS cluster with a serverless master (``up --master serverless``): ECS Fargate.
+
+* The ``det-master`` image in the cluster's ECR repository (``up`` pushes it between its two
+  passes, ``common.serverless.Rollout``).
+* An ECS Fargate service (API, WebUI and loops) behind an Application Load Balancer. With
+  ``--domain`` the ALB faces the internet with an ACM certificate for that name; without, the
+  ALB is internal and a CloudFront distribution (a VPC origin: CloudFront alone reaches the
+  ALB) serves the master on its own ``*.cloudfront.net`` name with CloudFront's certificate.
+  WebSockets pass through both. Agents and clients use that URL with public-CA TLS.
+* Scale to zero: 0 to :data:`~det.deploy.common.serverless.MAX_INSTANCES` tasks (Application
+  Auto Scaling). A request (the ALB answers 503 while no task runs) or a scheduled wake-up
+  (EventBridge Scheduler puts a ``WakeUp`` datapoint in the cluster's CloudWatch namespace)
+  sets one task running within about a minute; 15 minutes without either sets none.
+* The database: Aurora Serverless v2 pausing at 0 ACU (``--db serverless``, the default here),
+  or RDS (``--db rds``); private subnets only, reachable from the master's tasks only.
+* Secrets in Secrets Manager (database password, agent token, admin password, a registry's
+  password), injected by ECS; only the task execution role may read them.
+* The migration (``det-master migrate``) is its own task definition; ``up`` runs it once and
+  waits for it to succeed before the second pass rolls the service. The service never migrates.
+* The task role may launch and terminate only instances tagged with the cluster
+  (``aws:RequestTag``/``aws:ResourceTag``, ``iam.master_policy``), pass only the agent role,
+  manage only schedules in the cluster's schedule group and pass only the scheduler's role.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_random as random
+
+from det.common.ports import TASK_SERVICE_PORTS
+from det.deploy.aws import iam, logs, master, network, storage
+from det.deploy.aws.config import AURORA_POSTGRES_VERSION, AwsConfig
+from det.deploy.common import passwords, release
+from det.deploy.common import serverless as sl
+
+TASK_CPU = "512"
+TASK_MEMORY = "1024"
+CONTAINER = "master"
+# CloudFront's limit on waiting for the origin's first byte (and between bytes) is 60 s unless
+# a quota increase is granted; long requests end before it (docs/deploy.md).
+CLOUDFRONT_READ_TIMEOUT_S = 60
+# Managed CloudFront policies (ids are the same in every account).
+CACHING_DISABLED = "4135ea2d-6df8-44a3-9df3-4b5a84be39ad"
+ALL_VIEWER = "216adef6-5c7f-47e4-b989-5492eafa07d3"
+CLOUDFRONT_PREFIX_LIST = "com.amazonaws.global.cloudfront.origin-facing"
+TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
+SLEEP_AFTER_MINUTES = 15
+AURORA_MAX_ACU = 4.0
+AURORA_PAUSE_AFTER_S = 600
+WAKEUP_KIND = "eventbridge_scheduler"
+WAKEUP_METRIC = "WakeUp"
+
+
+def short_name(cfg: AwsConfig, role: str) -> str:
+    """A load balancer's or target group's name (at most 32 characters): ``det-<id>-<role>``,
+    a long id cut and followed by a hash of the whole id, so two clusters never share one."""
+    plain = f"det-{cfg.cluster_id}-{role}"
+    if len(plain) <= 32:
+        return plain
+    digest = hashlib.sha256(cfg.cluster_id.encode()).hexdigest()[:6]
+    keep = 32 - len(f"det--{digest}-{role}")
+    return f"det-{cfg.cluster_id[:keep]}-{digest}-{role}"
+
+
+def metric_namespace(cfg: AwsConfig) -> str:
+    return f"det/{cfg.cluster_id}"
+
+
+def release_image(cfg: AwsConfig, repository_url: str) -> str:
+    rel = cfg.boot.release or release.placeholder()
+    return f"{repository_url}:{sl.image_tag(rel)}"
+
+
+def assume(service: str) -> str:
+    return iam.assume_role_policy(service)
+
+
+def execution_policy(repo_arn: str, log_group_arn: str, secret_arns: list[str]) -> dict[str, Any]:
+    """What ECS needs to start the master's tasks: pull its image, write its logs, read its
+    secrets (those only)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "EcrLogin",
+                "Effect": "Allow",
+                "Action": "ecr:GetAuthorizationToken",
+                "Resource": "*",
+            },
+            {
+                "Sid": "PullMasterImage",
+                "Effect": "Allow",
+                "Action": [
+                    "ecr:BatchGetImage",
+                    "ecr:GetDownloadUrlForLayer",
+                    "ecr:BatchCheckLayerAvailability",
+                ],
+                "Resource": repo_arn,
+            },
+            {
+                "Sid": "Logs",
+                "Effect": "Allow",
+                "Action": list(iam.LOG_WRITE_ACTIONS),
+                "Resource": [log_group_arn, f"{log_group_arn}:*"],
+            },
+            {
+                "Sid": "MasterSecrets",
+                "Effect": "Allow",
+                "Action": "secretsmanager:GetSecretValue",
+                "Resource": secret_arns,
+            },
+        ],
+    }
+
+
+def task_policy(
+    *,
+    cfg: AwsConfig,
+    bucket_arn: str,
+    agent_role_arn: str,
+    agent_subnet_arn: str,
+    agent_sg_arn: str,
+    schedule_group: str,
+    scheduler_role_arn: str,
+) -> dict[str, Any]:
+    """The master's own identity: the VM master's policy (tagged agents only, the bucket)
+    without its secret (ECS injects the secrets), plus its wake-up schedules."""
+    doc = iam.master_policy(
+        cluster_id=cfg.cluster_id,
+        region=cfg.region,
+        bucket_arn=bucket_arn,
+        agent_role_arn=agent_role_arn,
+        agent_subnet_arn=agent_subnet_arn,
+        agent_sg_arn=agent_sg_arn,
+        secret_arn="",
+        keypair=cfg.keypair,
+    )
+    statements = [s for s in doc["Statement"] if s.get("Sid") != "ClusterSecret"]
+    statements += [
+        {
+            "Sid": "WakeUpSchedules",
+            "Effect": "Allow",
+            "Action": [
+                "scheduler:CreateSchedule",
+                "scheduler:UpdateSchedule",
+                "scheduler:DeleteSchedule",
+                "scheduler:GetSchedule",
+            ],
+            "Resource": f"arn:aws:scheduler:{cfg.region}:*:schedule/{schedule_group}/*",
+        },
+        {
+            "Sid": "PassSchedulerRole",
+            "Effect": "Allow",
+            "Action": "iam:PassRole",
+            "Resource": scheduler_role_arn,
+            "Condition": {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}},
+        },
+    ]
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def scheduler_policy(namespace: str) -> dict[str, Any]:
+    """The wake-up schedules' role: put the wake-up datapoint, in the cluster's namespace only."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "WakeUp",
+                "Effect": "Allow",
+                "Action": "cloudwatch:PutMetricData",
+                "Resource": "*",
+                "Condition": {"StringEquals": {"cloudwatch:namespace": namespace}},
+            }
+        ],
+    }
+
+
+def container_definitions(
+    *,
+    image: str,
+    command: list[str] | None,
+    environment: Mapping[str, str],
+    secrets: Mapping[str, str],
+    log_group: str,
+    region: str,
+    prefix: str,
+) -> str:
+    """One container: plain HTTP on the container port, a read-only root with a scratch volume
+    on ``/tmp`` (the data directory), secrets from Secrets Manager by ARN."""
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": image,
+        "essential": True,
+        "readonlyRootFilesystem": True,
+        "portMappings": [{"containerPort": sl.CONTAINER_PORT, "protocol": "tcp"}],
+        "environment": [{"name": k, "value": v} for k, v in environment.items()],
+        "secrets": [{"name": k, "valueFrom": v} for k, v in secrets.items()],
+        "mountPoints": [{"sourceVolume": "tmp", "containerPath": "/tmp", "readOnly": False}],
+        "logConfiguration": {
+            "logDriver": "awslogs",
+            "options": {
+                "awslogs-group": log_group,
+                "awslogs-region": region,
+                "awslogs-stream-prefix": prefix,
+            },
+        },
+    }
+    if command:
+        container["command"] = command
+    return json.dumps([container])
+
+
+@dataclasses.dataclass
+class _Groups:
+    alb: aws.ec2.SecurityGroup
+    task: aws.ec2.SecurityGroup
+    agent: aws.ec2.SecurityGroup
+    db: aws.ec2.SecurityGroup
+
+
+def _security_groups(
+    name: str, cfg: AwsConfig, vpc_id: pulumi.Input[str], child: pulumi.ResourceOptions
+) -> _Groups:
+    """Who reaches whom: the world (``--inbound-cidr``, HTTPS) or CloudFront (HTTP, through its
+    VPC origin) the ALB; the ALB the tasks' port; the tasks the agents' task ports and the
+    database; agents each other. Tasks and agents go out to the internet (the master's public
+    URL, the AWS APIs); the ALB and the database nowhere else."""
+    tags = cfg.tags
+    everywhere = [
+        aws.ec2.SecurityGroupEgressArgs(
+            protocol="-1", from_port=0, to_port=0, cidr_blocks=["0.0.0.0/0"]
+        )
+    ]
+
+    def group(role: str, description: str, egress: bool) -> aws.ec2.SecurityGroup:
+        return aws.ec2.SecurityGroup(
+            f"{name}-{role}",
+            vpc_id=vpc_id,
+            description=description,
+            egress=everywhere if egress else [],
+            tags={**tags, "Name": f"{name}-{role}"},
+            opts=child,
+        )
+
+    groups = _Groups(
+        alb=group("alb", "det master load balancer", False),
+        task=group("task", "det master tasks", True),
+        agent=group("agent", "det agents", True),
+        db=group("db", "det database", False),
+    )
+
+    def ingress(
+        rule: str,
+        to: aws.ec2.SecurityGroup,
+        ports: tuple[int, int] | None,
+        description: str,
+        *,
+        source: aws.ec2.SecurityGroup | None = None,
+        cidr: str | None = None,
+        prefix_list: pulumi.Input[str] | None = None,
+    ) -> None:
+        aws.vpc.SecurityGroupIngressRule(
+            f"{name}-{rule}",
+            security_group_id=to.id,
+            ip_protocol="tcp" if ports else "-1",
+            from_port=ports[0] if ports else None,
+            to_port=ports[1] if ports else None,
+            referenced_security_group_id=source.id if source else None,
+            cidr_ipv4=cidr,
+            prefix_list_id=prefix_list,
+            description=description,
+            opts=child,
+        )
+
+    if cfg.domain:
+        ingress(
+            "world-to-alb",
+            groups.alb,
+            (443, 443),
+            "det API and WebUI (HTTPS)",
+            cidr=cfg.inbound_cidr,
+        )
+        ingress(
+            "world-to-alb-http", groups.alb, (80, 80), "redirect to HTTPS", cidr=cfg.inbound_cidr
+        )
+    else:
+        cloudfront = aws.ec2.get_managed_prefix_list_output(name=CLOUDFRONT_PREFIX_LIST)
+        ingress(
+            "cloudfront-to-alb",
+            groups.alb,
+            (80, 80),
+            "CloudFront (VPC origin)",
+            prefix_list=cloudfront.id,
+        )
+    port = (sl.CONTAINER_PORT, sl.CONTAINER_PORT)
+    aws.vpc.SecurityGroupEgressRule(
+        f"{name}-alb-to-task",
+        security_group_id=groups.alb.id,
+        ip_protocol="tcp",
+        from_port=port[0],
+        to_port=port[1],
+        referenced_security_group_id=groups.task.id,
+        description="the master's tasks",
+        opts=child,
+    )
+    ingress("alb-to-task", groups.task, port, "the load balancer", source=groups.alb)
+    ingress(
+        "task-to-agent",
+        groups.agent,
+        (TASK_SERVICE_PORTS[0], TASK_SERVICE_PORTS[-1]),
+        "master to task services on the agents (the task proxy)",
+        source=groups.task,
+    )
+    ingress(
+        "agent-to-agent",
+        groups.agent,
+        None,
+        "between agents (distributed training)",
+        source=groups.agent,
+    )
+    ingress(
+        "task-to-db", groups.db, (5432, 5432), "PostgreSQL from the master only", source=groups.task
+    )
+    if cfg.enable_ssh:
+        ingress("ssh-agent", groups.agent, (22, 22), "SSH", cidr=cfg.inbound_cidr)
+    return groups
+
+
+@dataclasses.dataclass
+class _Database:
+    host: pulumi.Output[str]
+    port: pulumi.Output[int]
+    final_snapshot: pulumi.Output[str | None]
+
+
+def _aurora(
+    name: str,
+    cfg: AwsConfig,
+    subnets: list[pulumi.Output[str]],
+    sg: pulumi.Input[str],
+    password: pulumi.Input[str],
+    child: pulumi.ResourceOptions,
+) -> _Database:
+    """Aurora PostgreSQL Serverless v2, 0 ACU (paused) after 10 minutes without connections."""
+    tags = cfg.tags
+    suffix = random.RandomId(f"{name}-final", byte_length=4, opts=child)
+    snapshot = suffix.hex.apply(lambda h: f"{name}-final-{h}")
+    group = aws.rds.SubnetGroup(name, subnet_ids=subnets, tags=tags, opts=child)
+    cluster = aws.rds.Cluster(
+        name,
+        engine="aurora-postgresql",
+        engine_mode="provisioned",
+        engine_version=AURORA_POSTGRES_VERSION,
+        database_name="determined",
+        master_username="postgres",
+        master_password=password,
+        db_subnet_group_name=group.name,
+        vpc_security_group_ids=[sg],
+        storage_encrypted=True,
+        backup_retention_period=7,
+        copy_tags_to_snapshot=True,
+        deletion_protection=False,
+        final_snapshot_identifier=snapshot,
+        apply_immediately=True,
+        serverlessv2_scaling_configuration=aws.rds.ClusterServerlessv2ScalingConfigurationArgs(
+            min_capacity=0,
+            max_capacity=AURORA_MAX_ACU,
+            seconds_until_auto_pause=AURORA_PAUSE_AFTER_S,
+        ),
+        tags=tags,
+        opts=child,
+    )
+    aws.rds.ClusterInstance(
+        name,
+        cluster_identifier=cluster.id,
+        instance_class="db.serverless",
+        engine=cluster.engine,
+        engine_version=cluster.engine_version,
+        db_subnet_group_name=group.name,
+        publicly_accessible=False,
+        tags=tags,
+        opts=child,
+    )
+    return _Database(cluster.endpoint, cluster.port, snapshot)
+
+
+def build(
+    cfg: AwsConfig,
+    amis: dict[str, pulumi.Output[str]],
+    initial_user_password: pulumi.Input[str] | None = None,
+    registry_password: pulumi.Input[str] | None = None,
+) -> dict[str, pulumi.Output[Any]]:
+    name = f"det-{cfg.cluster_id}"
+    tags = cfg.tags
+    child = pulumi.ResourceOptions()
+    net = network.Network(
+        name,
+        network.NetworkArgs(
+            tags=tags,
+            vpc_id=cfg.vpc_id,
+            public_subnet_ids=cfg.public_subnet_ids,
+            private_subnet_ids=cfg.private_subnet_ids,
+            zones=cfg.zones,
+        ),
+    )
+    sgs = _security_groups(name, cfg, net.vpc_id, child)
+    bucket = storage.CheckpointBucket(
+        f"{name}-checkpoints",
+        storage.CheckpointBucketArgs(tags=tags, versioning=cfg.bucket_versioning),
+    )
+    log_group = logs.BootLogs(
+        f"{name}-logs",
+        logs.BootLogsArgs(
+            name=cfg.log_group_name, retention_days=cfg.log_retention_days, tags=tags
+        ),
+    )
+    made = passwords.generate(name, initial_user_password, child)
+    token = random.RandomPassword(f"{name}-agent-token", length=40, special=False, opts=child)
+    values: dict[str, tuple[str, pulumi.Input[str]]] = {
+        sl.DB_PASSWORD_ENV: ("db-password", made.db_password),
+        sl.AGENT_TOKEN_ENV: ("agent-token", pulumi.Output.secret(token.result)),
+        sl.ADMIN_PASSWORD_ENV: ("admin-password", made.initial_user_password),
+    }
+    if cfg.registry and registry_password is not None:
+        values[sl.REGISTRY_PASSWORD_ENV] = (
+            "registry-password",
+            pulumi.Output.secret(registry_password),
+        )
+    secret_arns: dict[str, pulumi.Output[str]] = {}
+    for env, (suffix, value) in values.items():
+        secret = aws.secretsmanager.Secret(
+            f"{name}-{suffix}", recovery_window_in_days=0, tags=tags, opts=child
+        )
+        aws.secretsmanager.SecretVersion(
+            f"{name}-{suffix}", secret_id=secret.id, secret_string=value, opts=child
+        )
+        secret_arns[env] = secret.arn
+    if cfg.db_kind == "serverless":
+        db = _aurora(f"{name}-db", cfg, net.private_subnet_ids, sgs.db.id, made.db_password, child)
+    else:
+        rds = storage.Database(
+            f"{name}-db",
+            storage.DatabaseArgs(
+                private_subnet_ids=net.private_subnet_ids,
+                security_group_id=sgs.db.id,
+                password=made.db_password,
+                tags=tags,
+                instance_class=cfg.db_instance_type,
+                allocated_storage=cfg.db_size,
+                final_snapshot_prefix=f"{name}-final",
+            ),
+        )
+        db = _Database(rds.address, rds.port, rds.final_snapshot_identifier)
+    plane = ServerlessMaster(
+        f"{name}-master",
+        ServerlessMasterArgs(
+            config=cfg,
+            vpc_id=net.vpc_id,
+            public_subnet_ids=net.public_subnet_ids,
+            private_subnet_ids=net.private_subnet_ids,
+            alb_sg=sgs.alb.id,
+            task_sg=sgs.task.id,
+            agent_sg=sgs.agent,
+            bucket=bucket,
+            log_group=log_group.name,
+            secret_arns=secret_arns,
+            db=db,
+            amis=amis,
+        ),
+    )
+    return {
+        "cluster_id": pulumi.Output.from_input(cfg.cluster_id),
+        "region": pulumi.Output.from_input(cfg.region),
+        "master": pulumi.Output.from_input(sl.SERVERLESS),
+        "master_url": plane.url,
+        "master_image": pulumi.Output.from_input(
+            cfg.rollout.service if cfg.rollout else plane.release
+        ),
+        "image_repository": plane.repository_url,
+        "ecs_cluster": plane.ecs_cluster,
+        "ecs_service": plane.ecs_service,
+        "migration_task_definition": plane.migration_task_definition,
+        "task_subnet_ids": pulumi.Output.all(*net.public_subnet_ids),
+        "task_security_group_id": sgs.task.id,
+        "load_balancer_dns": plane.alb_dns,
+        "certificate_validation": plane.certificate_validation,
+        "bucket": bucket.bucket,
+        "db_endpoint": pulumi.Output.all(db.host, db.port).apply(lambda v: f"{v[0]}:{v[1]}"),
+        "db_final_snapshot": db.final_snapshot,
+        "vpc_id": net.vpc_id,
+        "zones": pulumi.Output.all(*net.zones),
+        "agent_security_group_id": sgs.agent.id,
+        "agent_instance_profile_arn": plane.agent_profile_arn,
+        "initial_user_password": made.initial_user_password,
+        "master_yaml": plane.master_yaml,
+        "images": pulumi.Output.all(**amis),
+        "log_group": log_group.name,
+        "config_hash": plane.config_hash,
+    }
+
+
+@dataclasses.dataclass
+class ServerlessMasterArgs:
+    config: AwsConfig
+    vpc_id: pulumi.Output[str]
+    public_subnet_ids: list[pulumi.Output[str]]
+    private_subnet_ids: list[pulumi.Output[str]]
+    alb_sg: pulumi.Output[str]
+    task_sg: pulumi.Output[str]
+    agent_sg: aws.ec2.SecurityGroup
+    bucket: storage.CheckpointBucket
+    log_group: pulumi.Output[str]
+    secret_arns: dict[str, pulumi.Output[str]]
+    db: _Database
+    amis: dict[str, pulumi.Output[str]]
+
+
+class ServerlessMaster(pulumi.ComponentResource):
+    url: pulumi.Output[str]
+    release: pulumi.Output[str]
+    repository_url: pulumi.Output[str]
+    ecs_cluster: pulumi.Output[str]
+    ecs_service: pulumi.Output[str | None]
+    migration_task_definition: pulumi.Output[str]
+    alb_dns: pulumi.Output[str]
+    certificate_validation: pulumi.Output[Any]
+    agent_profile_arn: pulumi.Output[str]
+    master_yaml: pulumi.Output[str]
+    config_hash: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: ServerlessMasterArgs, opts: pulumi.ResourceOptions | None = None
+    ):
+        super().__init__("det:aws:ServerlessMaster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        cfg = args.config
+        tags = cfg.tags
+        repo = aws.ecr.Repository(
+            name,
+            name=f"det-{cfg.cluster_id}/{sl.IMAGE_NAME}",
+            image_tag_mutability="IMMUTABLE",
+            image_scanning_configuration=aws.ecr.RepositoryImageScanningConfigurationArgs(
+                scan_on_push=True
+            ),
+            force_delete=True,
+            tags=tags,
+            opts=child,
+        )
+        self.repository_url = repo.repository_url
+        self.release = repo.repository_url.apply(lambda u: release_image(cfg, u))
+        roll = cfg.rollout
+        service_image: pulumi.Output[str] | None = (
+            self.release
+            if roll is None
+            else (pulumi.Output.from_input(roll.service) if roll.service else None)
+        )
+        migration_image = self.release if roll is None else pulumi.Output.from_input(roll.release)
+        agent_subnet = (
+            pulumi.Output.from_input(cfg.agent_subnet_id)
+            if cfg.agent_subnet_id
+            else args.public_subnet_ids[0]
+        )
+        roles = self._roles(name, cfg, args, repo, agent_subnet, child)
+        front = self._front(name, cfg, args, child)
+        self.url = front["url"]
+        self.alb_dns = front["alb_dns"]
+        self.certificate_validation = front["validation"]
+        uploads = master.release_objects(name, cfg.boot, args.bucket.bucket, child)
+        config = pulumi.Output.all(
+            url=self.url,
+            bucket=args.bucket.bucket,
+            db_host=args.db.host,
+            db_port=args.db.port,
+            agent_image_id=args.amis["aux_agent"],
+            compute_image_id=args.amis["compute_agent"],
+            agent_subnet_id=agent_subnet,
+            agent_sg_id=args.agent_sg.id,
+            agent_profile_arn=roles["agent_profile"],
+            uploads=pulumi.Output.all(*uploads),
+        ).apply(lambda v: _master_config(cfg, v))
+        self.master_yaml = config.apply(sl.render_config)
+        self.config_hash = config.apply(master.agent_config_hash)
+        cluster = aws.ecs.Cluster(name, tags=tags, opts=child)
+        self.ecs_cluster = cluster.name
+        region = cfg.region
+
+        def task_definition(
+            role: str, image: pulumi.Input[str], migrate: bool
+        ) -> aws.ecs.TaskDefinition:
+            env_names = [sl.DB_PASSWORD_ENV] if migrate else list(args.secret_arns)
+            plain: dict[str, pulumi.Input[str]] = {sl.CONFIG_ENV: self.master_yaml}
+            if not migrate:
+                plain.update(roles["wakeup_env"])
+            definitions = pulumi.Output.all(
+                image=image,
+                log_group=args.log_group,
+                env=pulumi.Output.all(**plain),
+                secrets=pulumi.Output.all(**{k: args.secret_arns[k] for k in env_names}),
+            ).apply(
+                lambda v: container_definitions(
+                    image=v["image"],
+                    command=list(sl.MIGRATE_ARGS) if migrate else None,
+                    environment=v["env"],
+                    secrets=v["secrets"],
+                    log_group=v["log_group"],
+                    region=region,
+                    prefix=role,
+                )
+            )
+            return aws.ecs.TaskDefinition(
+                f"{name}-{role}",
+                family=f"{name}-{role}",
+                requires_compatibilities=["FARGATE"],
+                network_mode="awsvpc",
+                cpu=TASK_CPU,
+                memory=TASK_MEMORY,
+                execution_role_arn=roles["execution"],
+                task_role_arn=roles["task"],
+                runtime_platform=aws.ecs.TaskDefinitionRuntimePlatformArgs(
+                    operating_system_family="LINUX", cpu_architecture="X86_64"
+                ),
+                volumes=[aws.ecs.TaskDefinitionVolumeArgs(name="tmp")],
+                container_definitions=definitions,
+                tags=tags,
+                opts=child,
+            )
+
+        migration = task_definition("migrate", migration_image, migrate=True)
+        self.migration_task_definition = migration.arn
+        self.ecs_service = pulumi.Output.from_input(None)
+        self.agent_profile_arn = roles["agent_profile"]
+        if service_image is not None:
+            self._service(
+                name,
+                cfg,
+                args,
+                cluster,
+                task_definition("service", service_image, migrate=False),
+                migration,
+                front,
+                roles,
+                child,
+            )
+        self.register_outputs({"url": self.url, "repository_url": repo.repository_url})
+
+    def _roles(
+        self,
+        name: str,
+        cfg: AwsConfig,
+        args: ServerlessMasterArgs,
+        repo: aws.ecr.Repository,
+        agent_subnet: pulumi.Output[str],
+        child: pulumi.ResourceOptions,
+    ) -> dict[str, Any]:
+        tags = cfg.tags
+        logs_arn = iam.log_group_arn(cfg.region, cfg.log_group_name)
+        agent_role = aws.iam.Role(
+            f"{name}-agent", assume_role_policy=assume("ec2.amazonaws.com"), tags=tags, opts=child
+        )
+        aws.iam.RolePolicy(
+            f"{name}-agent",
+            role=agent_role.id,
+            policy=args.bucket.arn.apply(
+                lambda b: json.dumps(iam.agent_policy(b, cfg.region, logs_arn))
+            ),
+            opts=child,
+        )
+        agent_profile = aws.iam.InstanceProfile(
+            f"{name}-agent", role=agent_role.name, tags=tags, opts=child
+        )
+        execution = aws.iam.Role(
+            f"{name}-execution",
+            assume_role_policy=assume("ecs-tasks.amazonaws.com"),
+            tags=tags,
+            opts=child,
+        )
+        aws.iam.RolePolicy(
+            f"{name}-execution",
+            role=execution.id,
+            policy=pulumi.Output.all(repo.arn, pulumi.Output.all(*args.secret_arns.values())).apply(
+                lambda v: json.dumps(execution_policy(v[0], logs_arn, list(v[1])))
+            ),
+            opts=child,
+        )
+        group = aws.scheduler.ScheduleGroup(name, name=name, tags=tags, opts=child)
+        namespace = metric_namespace(cfg)
+        scheduler = aws.iam.Role(
+            f"{name}-scheduler",
+            assume_role_policy=assume("scheduler.amazonaws.com"),
+            tags=tags,
+            opts=child,
+        )
+        aws.iam.RolePolicy(
+            f"{name}-scheduler",
+            role=scheduler.id,
+            policy=json.dumps(scheduler_policy(namespace)),
+            opts=child,
+        )
+        task = aws.iam.Role(
+            f"{name}-task",
+            assume_role_policy=assume("ecs-tasks.amazonaws.com"),
+            tags=tags,
+            opts=child,
+        )
+        aws.iam.RolePolicy(
+            f"{name}-task",
+            role=task.id,
+            policy=pulumi.Output.all(
+                bucket=args.bucket.arn,
+                agent_role=agent_role.arn,
+                subnet=agent_subnet.apply(lambda s: f"arn:aws:ec2:{cfg.region}:*:subnet/{s}"),
+                sg=args.agent_sg.id.apply(
+                    lambda s: f"arn:aws:ec2:{cfg.region}:*:security-group/{s}"
+                ),
+                group=group.name,
+                scheduler=scheduler.arn,
+            ).apply(
+                lambda v: json.dumps(
+                    task_policy(
+                        cfg=cfg,
+                        bucket_arn=v["bucket"],
+                        agent_role_arn=v["agent_role"],
+                        agent_subnet_arn=v["subnet"],
+                        agent_sg_arn=v["sg"],
+                        schedule_group=v["group"],
+                        scheduler_role_arn=v["scheduler"],
+                    )
+                )
+            ),
+            opts=child,
+        )
+        return {
+            "agent_profile": agent_profile.arn,
+            "execution": execution.arn,
+            "task": task.arn,
+            "wakeup_env": {
+                sl.WAKEUP_KIND_ENV: WAKEUP_KIND,
+                sl.WAKEUP_TARGET_ENV: group.name,
+                sl.WAKEUP_INVOKER_ENV: scheduler.arn,
+                sl.WAKEUP_URL_ENV: f"cloudwatch:{namespace}/{WAKEUP_METRIC}",
+            },
+        }
+
+    def _front(
+        self, name: str, cfg: AwsConfig, args: ServerlessMasterArgs, child: pulumi.ResourceOptions
+    ) -> dict[str, Any]:
+        """The ALB (and CloudFront without a domain); the master's public URL."""
+        tags = cfg.tags
+        alb = aws.lb.LoadBalancer(
+            name,
+            name=short_name(cfg, "alb"),
+            internal=not cfg.domain,
+            load_balancer_type="application",
+            subnets=args.public_subnet_ids if cfg.domain else args.private_subnet_ids,
+            security_groups=[args.alb_sg],
+            idle_timeout=sl.REQUEST_TIMEOUT_S,
+            drop_invalid_header_fields=True,
+            tags=tags,
+            opts=child,
+        )
+        target = aws.lb.TargetGroup(
+            name,
+            name=short_name(cfg, "tg"),
+            port=sl.CONTAINER_PORT,
+            protocol="HTTP",
+            target_type="ip",
+            vpc_id=args.vpc_id,
+            deregistration_delay=30,
+            health_check=aws.lb.TargetGroupHealthCheckArgs(
+                path="/info", interval=10, healthy_threshold=2, unhealthy_threshold=3, matcher="200"
+            ),
+            tags=tags,
+            opts=child,
+        )
+        forward = [aws.lb.ListenerDefaultActionArgs(type="forward", target_group_arn=target.arn)]
+        validation: pulumi.Output[Any] = pulumi.Output.from_input(None)
+        if cfg.domain:
+            cert = aws.acm.Certificate(
+                name, domain_name=cfg.domain, validation_method="DNS", tags=tags, opts=child
+            )
+            validation = cert.domain_validation_options
+            done = aws.acm.CertificateValidation(name, certificate_arn=cert.arn, opts=child)
+            listener = aws.lb.Listener(
+                f"{name}-https",
+                load_balancer_arn=alb.arn,
+                port=443,
+                protocol="HTTPS",
+                ssl_policy=TLS_POLICY,
+                certificate_arn=done.certificate_arn,
+                default_actions=forward,
+                tags=tags,
+                opts=child,
+            )
+            aws.lb.Listener(
+                f"{name}-http",
+                load_balancer_arn=alb.arn,
+                port=80,
+                protocol="HTTP",
+                default_actions=[
+                    aws.lb.ListenerDefaultActionArgs(
+                        type="redirect",
+                        redirect=aws.lb.ListenerDefaultActionRedirectArgs(
+                            port="443", protocol="HTTPS", status_code="HTTP_301"
+                        ),
+                    )
+                ],
+                tags=tags,
+                opts=child,
+            )
+            url: pulumi.Output[str] = pulumi.Output.from_input(f"https://{cfg.domain}")
+        else:
+            # Internal ALB: plain HTTP inside the VPC, from CloudFront's VPC origin only.
+            listener = aws.lb.Listener(
+                f"{name}-http",
+                load_balancer_arn=alb.arn,
+                port=80,
+                protocol="HTTP",
+                default_actions=forward,
+                tags=tags,
+                opts=child,
+            )
+            origin = aws.cloudfront.VpcOrigin(
+                name,
+                vpc_origin_endpoint_config=aws.cloudfront.VpcOriginVpcOriginEndpointConfigArgs(
+                    name=name,
+                    arn=alb.arn,
+                    http_port=80,
+                    https_port=443,
+                    origin_protocol_policy="http-only",
+                    origin_ssl_protocols=aws.cloudfront.VpcOriginVpcOriginEndpointConfigOriginSslProtocolsArgs(
+                        items=["TLSv1.2"], quantity=1
+                    ),
+                ),
+                tags=tags,
+                opts=child,
+            )
+            methods = ["GET", "HEAD", "OPTIONS", "PUT", "POST", "PATCH", "DELETE"]
+            dist = aws.cloudfront.Distribution(
+                name,
+                enabled=True,
+                comment=f"det master ({cfg.cluster_id})",
+                price_class="PriceClass_100",
+                http_version="http2",
+                origins=[
+                    aws.cloudfront.DistributionOriginArgs(
+                        origin_id="master",
+                        domain_name=alb.dns_name,
+                        vpc_origin_config=aws.cloudfront.DistributionOriginVpcOriginConfigArgs(
+                            vpc_origin_id=origin.id,
+                            origin_read_timeout=CLOUDFRONT_READ_TIMEOUT_S,
+                            origin_keepalive_timeout=60,
+                        ),
+                    )
+                ],
+                default_cache_behavior=aws.cloudfront.DistributionDefaultCacheBehaviorArgs(
+                    target_origin_id="master",
+                    viewer_protocol_policy="redirect-to-https",
+                    allowed_methods=methods,
+                    cached_methods=["GET", "HEAD"],
+                    cache_policy_id=CACHING_DISABLED,
+                    origin_request_policy_id=ALL_VIEWER,
+                    compress=True,
+                ),
+                # A sleeping master answers 503 until its task runs: never cache that.
+                custom_error_responses=[
+                    aws.cloudfront.DistributionCustomErrorResponseArgs(
+                        error_code=c, error_caching_min_ttl=0
+                    )
+                    for c in (502, 503, 504)
+                ],
+                restrictions=aws.cloudfront.DistributionRestrictionsArgs(
+                    geo_restriction=aws.cloudfront.DistributionRestrictionsGeoRestrictionArgs(
+                        restriction_type="none"
+                    )
+                ),
+                viewer_certificate=aws.cloudfront.DistributionViewerCertificateArgs(
+                    cloudfront_default_certificate=True
+                ),
+                tags=tags,
+                opts=child,
+            )
+            url = dist.domain_name.apply(lambda d: f"https://{d}")
+        return {
+            "alb": alb,
+            "target": target,
+            "listener": listener,
+            "url": url,
+            "alb_dns": alb.dns_name,
+            "validation": validation,
+        }
+
+    def _service(
+        self,
+        name: str,
+        cfg: AwsConfig,
+        args: ServerlessMasterArgs,
+        cluster: aws.ecs.Cluster,
+        definition: aws.ecs.TaskDefinition,
+        migration: aws.ecs.TaskDefinition,
+        front: dict[str, Any],
+        roles: dict[str, Any],
+        child: pulumi.ResourceOptions,
+    ) -> None:
+        tags = cfg.tags
+        service = aws.ecs.Service(
+            name,
+            cluster=cluster.arn,
+            task_definition=definition.arn,
+            launch_type="FARGATE",
+            # The first task serves `up`'s wait; from then on Application Auto Scaling owns it.
+            desired_count=1,
+            deployment_minimum_healthy_percent=0,
+            deployment_maximum_percent=200,
+            health_check_grace_period_seconds=120,
+            network_configuration=aws.ecs.ServiceNetworkConfigurationArgs(
+                subnets=args.public_subnet_ids,
+                assign_public_ip=True,  # ECR, Secrets Manager and the AWS APIs without a NAT gateway
+                security_groups=[args.task_sg],
+            ),
+            load_balancers=[
+                aws.ecs.ServiceLoadBalancerArgs(
+                    target_group_arn=front["target"].arn,
+                    container_name=CONTAINER,
+                    container_port=sl.CONTAINER_PORT,
+                )
+            ],
+            propagate_tags="SERVICE",
+            enable_execute_command=False,
+            tags=tags,
+            opts=pulumi.ResourceOptions.merge(
+                child,
+                pulumi.ResourceOptions(
+                    depends_on=[front["listener"], migration], ignore_changes=["desiredCount"]
+                ),
+            ),
+        )
+        self.ecs_service = service.name
+        resource_id = pulumi.Output.all(cluster.name, service.name).apply(
+            lambda v: f"service/{v[0]}/{v[1]}"
+        )
+        scalable = aws.appautoscaling.Target(
+            name,
+            service_namespace="ecs",
+            scalable_dimension="ecs:service:DesiredCount",
+            resource_id=resource_id,
+            min_capacity=0,
+            max_capacity=sl.MAX_INSTANCES,
+            opts=child,
+        )
+
+        def policy(role: str, capacity: int, bound: dict[str, float]) -> aws.appautoscaling.Policy:
+            return aws.appautoscaling.Policy(
+                f"{name}-{role}",
+                policy_type="StepScaling",
+                service_namespace=scalable.service_namespace,
+                scalable_dimension=scalable.scalable_dimension,
+                resource_id=scalable.resource_id,
+                step_scaling_policy_configuration=aws.appautoscaling.PolicyStepScalingPolicyConfigurationArgs(
+                    adjustment_type="ExactCapacity",
+                    cooldown=60,
+                    metric_aggregation_type="Maximum",
+                    step_adjustments=[
+                        aws.appautoscaling.PolicyStepScalingPolicyConfigurationStepAdjustmentArgs(
+                            scaling_adjustment=capacity, **bound
+                        )
+                    ],
+                ),
+                opts=child,
+            )
+
+        wake = policy("wake", 1, {"metric_interval_lower_bound": 0})
+        sleep = policy("sleep", 0, {"metric_interval_upper_bound": 0})
+        calls = _calls_query(front["alb"].arn_suffix, metric_namespace(cfg))
+        aws.cloudwatch.MetricAlarm(
+            f"{name}-wake",
+            alarm_description="a request or a scheduled wake-up: run a master task",
+            comparison_operator="GreaterThanOrEqualToThreshold",
+            threshold=1,
+            evaluation_periods=1,
+            metric_queries=calls,
+            treat_missing_data="notBreaching",
+            alarm_actions=[wake.arn],
+            tags=tags,
+            opts=child,
+        )
+        aws.cloudwatch.MetricAlarm(
+            f"{name}-sleep",
+            alarm_description=f"no request and no wake-up for {SLEEP_AFTER_MINUTES} minutes: no task",
+            comparison_operator="LessThanThreshold",
+            threshold=1,
+            evaluation_periods=SLEEP_AFTER_MINUTES,
+            datapoints_to_alarm=SLEEP_AFTER_MINUTES,
+            metric_queries=calls,
+            treat_missing_data="breaching",
+            alarm_actions=[sleep.arn],
+            tags=tags,
+            opts=child,
+        )
+
+
+def _calls_query(
+    alb_suffix: pulumi.Output[str], namespace: str
+) -> list[aws.cloudwatch.MetricAlarmMetricQueryArgs]:
+    """Requests the ALB received (503s while no task runs included) plus wake-up datapoints, a
+    minute at a time."""
+    return [
+        aws.cloudwatch.MetricAlarmMetricQueryArgs(
+            id="requests",
+            metric=aws.cloudwatch.MetricAlarmMetricQueryMetricArgs(
+                namespace="AWS/ApplicationELB",
+                metric_name="RequestCount",
+                dimensions={"LoadBalancer": alb_suffix},
+                period=60,
+                stat="Sum",
+            ),
+        ),
+        aws.cloudwatch.MetricAlarmMetricQueryArgs(
+            id="wakeups",
+            metric=aws.cloudwatch.MetricAlarmMetricQueryMetricArgs(
+                namespace=namespace, metric_name=WAKEUP_METRIC, period=60, stat="Sum"
+            ),
+        ),
+        aws.cloudwatch.MetricAlarmMetricQueryArgs(
+            id="calls",
+            expression="FILL(requests, 0) + FILL(wakeups, 0)",
+            label="calls",
+            return_data=True,
+        ),
+    ]
+
+
+def _master_config(cfg: AwsConfig, v: dict[str, Any]) -> dict[str, Any]:
+    resolved = master.Resolved(
+        bucket=v["bucket"],
+        db_host=v["db_host"],
+        db_port=int(v["db_port"]),
+        agent_image_id=v["agent_image_id"],
+        compute_image_id=v["compute_image_id"],
+        agent_subnet_id=v["agent_subnet_id"],
+        agent_sg_id=v["agent_sg_id"],
+        agent_profile_arn=v["agent_profile_arn"],
+    )
+    plain = dataclasses.replace(cfg, tls=False, port=sl.CONTAINER_PORT)
+    return sl.serverless_master_config(master.master_yaml_config(plain, resolved), v["url"])

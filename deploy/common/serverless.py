@@ -1,0 +1,117 @@
+"""What the serverless control plane (``up --master serverless``) shares on both clouds.
+
+The master runs as the ``det-master`` image (``infra/``): plain HTTP on ``$PORT`` behind the
+platform's TLS, its config from the environment, migrations as a one-off run of the same image
+(``det-master migrate``), never by the service. An ``up`` rolls out in two passes
+(:class:`Rollout`): the first creates or updates everything but leaves the service (and the
+migration job on GCP) on the image it already runs, so the registry exists before the image
+is pushed; then the image is pushed, the migration runs, and the second pass rolls the service.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+from det.deploy.common import masteryaml
+from det.deploy.common.errors import DeployError
+from det.deploy.common.release import Release
+
+VM = "vm"
+SERVERLESS = "serverless"
+MASTER_KINDS = (VM, SERVERLESS)
+# The default ``--master``: ``serverless`` becomes the default once its simulation (the image
+# under Docker behind a TLS proxy, scale to zero and back) passes on both clouds (issue 24).
+DEFAULT_MASTER = VM
+
+IMAGE_NAME = "det-master"
+# The port the platform sends requests to (Cloud Run sets ``$PORT`` to it; the ECS task
+# definition maps it); the master serves plain HTTP there.
+CONTAINER_PORT = 8080
+# Read-only root file system: the master's data directory is on the platform's writable tmpfs.
+DATA_DIR = "/tmp/det-master"
+# Connections per master process: the serverless databases are small (Cloud SQL db-f1-micro
+# allows 25 connections), and up to MAX_INSTANCES processes plus the migration share them.
+DB_POOL_SIZE = 5
+MAX_INSTANCES = 2
+# The platforms' request limit: Cloud Run's maximum request timeout is 60 minutes; an ALB's
+# idle timeout may be set up to 4000 s. Long requests (log follows, WebSockets) end before it.
+REQUEST_TIMEOUT_S = 3600
+# The image's entry point is det-master (after mapping $PORT); its default command is ``run``.
+# The migration job replaces the command only (Cloud Run ``args``, ECS ``command``).
+MIGRATE_ARGS = ("migrate",)
+
+# Environment the master reads (det.master.config): the config document itself and the
+# secrets, each from the platform's secret store.
+CONFIG_ENV = "DET_MASTER_CONFIG"
+DB_PASSWORD_ENV = "DET_DB_PASSWORD"
+AGENT_TOKEN_ENV = "DET_SECURITY_AGENT_TOKEN"
+ADMIN_PASSWORD_ENV = "DET_SECURITY_INITIAL_USER_PASSWORD"
+REGISTRY_PASSWORD_ENV = "DET_TASK_CONTAINER_DEFAULTS_REGISTRY_AUTH_PASSWORD"
+# Where the loop schedules wake-ups (det.master's wake-up interface reads these).
+WAKEUP_KIND_ENV = "DET_WAKEUP_KIND"
+WAKEUP_TARGET_ENV = "DET_WAKEUP_TARGET"
+WAKEUP_INVOKER_ENV = "DET_WAKEUP_INVOKER"
+WAKEUP_URL_ENV = "DET_WAKEUP_URL"
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    """Refuse the ``up`` flags a serverless master has no use for (one line, naming the flag)."""
+    for flag, given in (
+        ("--no-tls", getattr(args, "no_tls", False)),
+        ("--master-tls-cert", getattr(args, "master_tls_cert", None)),
+        ("--master-tls-key", getattr(args, "master_tls_key", None)),
+        ("--port", getattr(args, "port", None)),
+        ("--master-instance-type", getattr(args, "master_instance_type", None)),
+    ):
+        if given:
+            raise DeployError(
+                f"{flag} does not apply to --master serverless: the platform serves the master "
+                "over HTTPS with a public certificate on its own port and sizes its instances"
+            )
+
+
+def image_tag(rel: Release) -> str:
+    """The image's tag: det's version and the wheel's hash, so a new build is a new tag."""
+    return f"{rel.filename.split('-')[1]}-{rel.sha256[:12]}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Rollout:
+    """Which image each part of the serverless master runs in this pass of ``up``."""
+
+    release: str
+    """The image this ``up`` ships (registry path and tag)."""
+    service: str | None
+    """The image the service runs after this pass; None: no service yet (the first pass of
+    a new cluster, before the image is pushed)."""
+
+    @property
+    def final(self) -> bool:
+        """The pass that rolls the service to the release."""
+        return self.service == self.release
+
+
+def serverless_master_config(config: dict[str, Any], public_url: str) -> dict[str, Any]:
+    """A VM master.yaml document (``masteryaml.master_config``, built without TLS) made into the
+    serverless master's: plain HTTP on :data:`CONTAINER_PORT`, the platform's public URL for
+    agents and tasks (public-CA TLS: no pinned certificate), a tmpfs data directory and a small
+    connection pool."""
+    out = dict(config)
+    out["port"] = CONTAINER_PORT
+    out["master_url"] = public_url
+    out["data_dir"] = DATA_DIR
+    out["db_pool_size"] = DB_POOL_SIZE
+    out.pop("security", None)
+    pools = []
+    for pool in out.get("resource_pools", []):
+        provider = dict(pool["provider"], master_url=public_url)
+        provider.pop("master_cert_name", None)
+        pools.append(dict(pool, provider=provider))
+    out["resource_pools"] = pools
+    return out
+
+
+def render_config(config: dict[str, Any]) -> str:
+    return masteryaml.render(config)

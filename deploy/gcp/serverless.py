@@ -1,0 +1,579 @@
+"""The GCP cluster with a serverless master (``up --master serverless``): Cloud Run.
+
+* The ``det-master`` image in the cluster's Artifact Registry repository (``up`` pushes it
+  between its two passes, ``common.serverless.Rollout``).
+* A Cloud Run (v2) service for the API and WebUI on its ``run.app`` URL (Google-managed HTTPS,
+  public CA): request timeout 3600 s (Cloud Run's maximum), CPU always allocated
+  (``cpu_idle=False``: instance-based billing, so the control loop runs while an instance
+  lives), 0 to :data:`~det.deploy.common.serverless.MAX_INSTANCES` instances, Direct VPC egress
+  (private ranges only) into the cluster's subnet: Cloud SQL's private IP and the agents' task
+  ports, with the network tag the firewall gives the master.
+* Secrets in Secret Manager, one per value (database password, agent token, admin password, a
+  private registry's password), read by Cloud Run into the environment; the master's service
+  account may access those secrets and no other.
+* A Cloud Run job ``det-master migrate`` that runs, and must complete, before the service
+  rolls: its ``run_execution_token`` is the image tag (Pulumi waits for the execution to
+  complete), and the service depends on it.
+* A Cloud Tasks queue for the loop's wake-ups, and the waker identity whose OIDC token the
+  tasks carry (``roles/run.invoker`` on the service only); the master may enqueue on that queue
+  only and act as that account only.
+* Least privilege for launching agents: the provisioner role with an IAM condition on the
+  instance and disk names (``det-agent-<cluster>-``, ``iam.agents_only_condition``).
+
+The master's config travels in the environment (``DET_MASTER_CONFIG``): no secret in it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_random as random
+
+from det.deploy.common import passwords, release
+from det.deploy.common import serverless as sl
+from det.deploy.gcp import iam, master, network, storage
+from det.deploy.gcp.config import GcpConfig
+
+RUN_CPU = "1"
+RUN_MEMORY = "1Gi"
+WAKEUP_KIND = "cloud_tasks"
+MIGRATED_ANNOTATION = "det-migrated"
+
+
+def image_repository(cfg: GcpConfig) -> str:
+    """The Artifact Registry path images are pushed to (``up`` appends ``det-master:<tag>``)."""
+    return f"{cfg.region}-docker.pkg.dev/{cfg.project_id}/det-{cfg.cluster_id}"
+
+
+def release_image(cfg: GcpConfig) -> str:
+    """The image this det ships (the placeholder release on a dry-run)."""
+    rel = cfg.boot.release or release.placeholder()
+    return f"{image_repository(cfg)}/{sl.IMAGE_NAME}:{sl.image_tag(rel)}"
+
+
+def rollout(cfg: GcpConfig) -> sl.Rollout:
+    if cfg.rollout is not None:
+        return cfg.rollout
+    image = release_image(cfg)
+    return sl.Rollout(release=image, service=image)
+
+
+def service_name(cfg: GcpConfig) -> str:
+    return f"det-{cfg.cluster_id}"
+
+
+def public_url(cfg: GcpConfig, project_number: str) -> str:
+    """The service's deterministic URL, known before the service exists (the master's config,
+    which the service carries, names it): ``https://SERVICE-PROJECT_NUMBER.REGION.run.app``."""
+    return f"https://{service_name(cfg)}-{project_number}.{cfg.region}.run.app"
+
+
+@dataclasses.dataclass
+class Secrets:
+    """One Secret Manager secret per value the master reads from its environment."""
+
+    ids: dict[str, pulumi.Output[str]]
+    """Environment variable → secret id."""
+    db_password: pulumi.Output[str]
+    initial_user_password: pulumi.Output[str]
+
+
+def _secrets(
+    name: str,
+    cfg: GcpConfig,
+    initial_user_password: pulumi.Input[str] | None,
+    registry_password: pulumi.Input[str] | None,
+    member: pulumi.Output[str],
+    child: pulumi.ResourceOptions,
+) -> Secrets:
+    made = passwords.generate(name, initial_user_password, child)
+    token = random.RandomPassword(f"{name}-agent-token", length=40, special=False, opts=child)
+    values: dict[str, tuple[str, pulumi.Input[str]]] = {
+        sl.DB_PASSWORD_ENV: ("db-password", made.db_password),
+        sl.AGENT_TOKEN_ENV: ("agent-token", pulumi.Output.secret(token.result)),
+        sl.ADMIN_PASSWORD_ENV: ("admin-password", made.initial_user_password),
+    }
+    if cfg.registry and registry_password is not None:
+        values[sl.REGISTRY_PASSWORD_ENV] = (
+            "registry-password",
+            pulumi.Output.secret(registry_password),
+        )
+    ids: dict[str, pulumi.Output[str]] = {}
+    for env, (suffix, value) in values.items():
+        secret = gcp.secretmanager.Secret(
+            f"{name}-{suffix}",
+            project=cfg.project_id,
+            secret_id=f"{name}-{suffix}",
+            labels=cfg.all_labels,
+            replication=gcp.secretmanager.SecretReplicationArgs(
+                auto=gcp.secretmanager.SecretReplicationAutoArgs()
+            ),
+            opts=child,
+        )
+        gcp.secretmanager.SecretVersion(
+            f"{name}-{suffix}", secret=secret.id, secret_data=value, opts=child
+        )
+        gcp.secretmanager.SecretIamMember(
+            f"{name}-{suffix}-master",
+            project=cfg.project_id,
+            secret_id=secret.id,
+            role="roles/secretmanager.secretAccessor",
+            member=member,
+            opts=child,
+        )
+        ids[env] = secret.secret_id
+    return Secrets(ids, made.db_password, made.initial_user_password)
+
+
+def _env(
+    config_yaml: pulumi.Input[str],
+    secrets: Secrets,
+    wakeup: dict[str, pulumi.Input[str]],
+    job: bool,
+) -> list[gcp.cloudrunv2.ServiceTemplateContainerEnvArgs]:
+    plain: dict[str, pulumi.Input[str]] = {sl.CONFIG_ENV: config_yaml}
+    if not job:
+        plain.update(wakeup)
+    out = [
+        gcp.cloudrunv2.ServiceTemplateContainerEnvArgs(name=k, value=v) for k, v in plain.items()
+    ]
+    # The migration needs the database only.
+    wanted = [sl.DB_PASSWORD_ENV] if job else list(secrets.ids)
+    for env in wanted:
+        out.append(
+            gcp.cloudrunv2.ServiceTemplateContainerEnvArgs(
+                name=env,
+                value_source=gcp.cloudrunv2.ServiceTemplateContainerEnvValueSourceArgs(
+                    secret_key_ref=gcp.cloudrunv2.ServiceTemplateContainerEnvValueSourceSecretKeyRefArgs(
+                        secret=secrets.ids[env], version="latest"
+                    )
+                ),
+            )
+        )
+    return out
+
+
+def _job_env(
+    env: list[gcp.cloudrunv2.ServiceTemplateContainerEnvArgs],
+) -> list[gcp.cloudrunv2.JobTemplateTemplateContainerEnvArgs]:
+    out = []
+    for e in env:
+        source = None
+        if e.value_source is not None:
+            ref = e.value_source.secret_key_ref
+            source = gcp.cloudrunv2.JobTemplateTemplateContainerEnvValueSourceArgs(
+                secret_key_ref=gcp.cloudrunv2.JobTemplateTemplateContainerEnvValueSourceSecretKeyRefArgs(
+                    secret=ref.secret, version=ref.version
+                )
+            )
+        out.append(
+            gcp.cloudrunv2.JobTemplateTemplateContainerEnvArgs(
+                name=e.name, value=e.value, value_source=source
+            )
+        )
+    return out
+
+
+def _vpc(
+    network_id: pulumi.Input[str], subnetwork_id: pulumi.Input[str], tag: str
+) -> dict[str, Any]:
+    """Direct VPC egress (no connector): private ranges (Cloud SQL's private IP, the agents)
+    through the cluster's subnet with the master's network tag; the rest (Google APIs, the
+    internet) the usual way."""
+    return {
+        "egress": "PRIVATE_RANGES_ONLY",
+        "network_interfaces": [{"network": network_id, "subnetwork": subnetwork_id, "tags": [tag]}],
+    }
+
+
+def build(
+    cfg: GcpConfig,
+    initial_user_password: pulumi.Input[str] | None = None,
+    registry_password: pulumi.Input[str] | None = None,
+) -> dict[str, pulumi.Output[Any]]:
+    name = f"det-{cfg.cluster_id}"
+    master_tag, agent_tag = f"{name}-master", f"{name}-agent"
+    roll = rollout(cfg)
+    net = network.Network(
+        name,
+        network.NetworkArgs(
+            project=cfg.project_id,
+            region=cfg.region,
+            network=cfg.network_name,
+            subnetwork=cfg.subnetwork_name,
+            cidr=cfg.subnet_cidr,
+            existing=cfg.existing_network,
+        ),
+    )
+    network.Firewall(
+        name,
+        network.FirewallArgs(
+            project=cfg.project_id,
+            network=net.network_id,
+            cidr=net.cidr,
+            inbound_cidr=cfg.inbound_cidr,
+            port=cfg.port,
+            master_tag=master_tag,
+            agent_tag=agent_tag,
+            enable_ssh=cfg.enable_ssh,
+        ),
+    )
+    bucket = storage.CheckpointBucket(
+        f"{name}-checkpoints",
+        storage.BucketArgs(
+            project=cfg.project_id,
+            location=cfg.region,
+            labels=cfg.all_labels,
+            versioning=cfg.bucket_versioning,
+        ),
+    )
+    agent_prefix = f"det-agent-{cfg.cluster_id}-"
+    accounts = iam.ServiceAccounts(
+        name,
+        iam.ServiceAccountsArgs(
+            project=cfg.project_id,
+            cluster_id=cfg.cluster_id,
+            bucket=bucket.name,
+            agent_name_prefix=agent_prefix,
+        ),
+    )
+    plane = ServerlessMaster(
+        f"{name}-master",
+        ServerlessMasterArgs(
+            config=cfg,
+            rollout=roll,
+            network_id=net.network_id,
+            subnetwork_id=net.subnetwork_id,
+            master_tag=master_tag,
+            agent_tag=agent_tag,
+            bucket=bucket.name,
+            master_email=accounts.master_email,
+            master_member=accounts.master_member,
+            agent_email=accounts.agent_email,
+            initial_user_password=initial_user_password,
+            registry_password=registry_password,
+        ),
+    )
+    return {
+        "cluster_id": pulumi.Output.from_input(cfg.cluster_id),
+        "project_id": pulumi.Output.from_input(cfg.project_id),
+        "zone": pulumi.Output.from_input(cfg.zone_name),
+        "master": pulumi.Output.from_input(sl.SERVERLESS),
+        "master_url": plane.url,
+        "master_service": plane.service_name,
+        "master_image": pulumi.Output.from_input(roll.service),
+        "image_repository": plane.repository,
+        "migration_job": plane.job_name,
+        "wakeup_queue": plane.queue,
+        "config_hash": plane.config_hash,
+        "bucket": bucket.name,
+        "db_endpoint": plane.db_host.apply(lambda h: f"{h}:5432"),
+        "network": net.network_name,
+        "network_created": pulumi.Output.from_input(not cfg.existing_network),
+        "service_peering": plane.peering,
+        "agent_service_account": accounts.agent_email,
+        "master_service_account": accounts.master_email,
+        "initial_user_password": plane.initial_user_password,
+        "master_yaml": plane.master_yaml,
+    }
+
+
+@dataclasses.dataclass
+class ServerlessMasterArgs:
+    config: GcpConfig
+    rollout: sl.Rollout
+    network_id: pulumi.Input[str]
+    subnetwork_id: pulumi.Input[str]
+    master_tag: str
+    agent_tag: str
+    bucket: pulumi.Output[str]
+    master_email: pulumi.Output[str]
+    master_member: pulumi.Output[str]
+    agent_email: pulumi.Output[str]
+    initial_user_password: pulumi.Input[str] | None = None
+    registry_password: pulumi.Input[str] | None = None
+
+
+class ServerlessMaster(pulumi.ComponentResource):
+    url: pulumi.Output[str]
+    service_name: pulumi.Output[str | None]
+    job_name: pulumi.Output[str | None]
+    repository: pulumi.Output[str]
+    queue: pulumi.Output[str]
+    db_host: pulumi.Output[str]
+    peering: pulumi.Output[str]
+    master_yaml: pulumi.Output[str]
+    config_hash: pulumi.Output[str]
+    initial_user_password: pulumi.Output[str]
+    _waker_member: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: ServerlessMasterArgs, opts: pulumi.ResourceOptions | None = None
+    ):
+        super().__init__("det:gcp:ServerlessMaster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        cfg = args.config
+        repo = gcp.artifactregistry.Repository(
+            name,
+            project=cfg.project_id,
+            location=cfg.region,
+            repository_id=f"det-{cfg.cluster_id}",
+            format="DOCKER",
+            description=f"det master images ({cfg.cluster_id})",
+            labels=cfg.all_labels,
+            opts=child,
+        )
+        secrets = _secrets(
+            name,
+            cfg,
+            args.initial_user_password,
+            args.registry_password,
+            args.master_member,
+            child,
+        )
+        db = storage.Database(
+            f"{name}-db",
+            storage.DatabaseArgs(
+                project=cfg.project_id,
+                region=cfg.region,
+                network_id=args.network_id,
+                password=secrets.db_password,
+                tier=cfg.db_tier,
+                edition=cfg.sql_edition,
+            ),
+            opts=child,
+        )
+        # Agents install det from the bucket, as with a VM master.
+        uploads = master.release_objects(name, cfg.boot, args.bucket, child)
+        number = gcp.organizations.get_project_output(project_id=cfg.project_id).number
+        url = number.apply(lambda n: public_url(cfg, str(n)))
+        wakeup = self._wakeup(name, cfg, args, url, child)
+        config = pulumi.Output.all(
+            url=url,
+            bucket=args.bucket,
+            db_host=db.host,
+            agent_email=args.agent_email,
+            network_id=args.network_id,
+            subnetwork_id=args.subnetwork_id,
+            uploads=pulumi.Output.all(*uploads),
+        ).apply(lambda v: _master_config(cfg, v, args.master_tag, args.agent_tag))
+        self.master_yaml = config.apply(sl.render_config)
+        self.config_hash = config.apply(master.agent_config_hash)
+        self.service_name = pulumi.Output.from_input(None)
+        self.job_name = pulumi.Output.from_input(None)
+        image = args.rollout.service
+        if image is not None:
+            self._service(name, cfg, args, image, secrets, wakeup, child)
+        self.url = url
+        self.repository = repo.name.apply(lambda _: image_repository(cfg))
+        self.db_host = db.host
+        self.peering = db.peering
+        self.initial_user_password = secrets.initial_user_password
+        self.register_outputs({"url": url, "repository": self.repository})
+
+    def _wakeup(
+        self,
+        name: str,
+        cfg: GcpConfig,
+        args: ServerlessMasterArgs,
+        url: pulumi.Output[str],
+        child: pulumi.ResourceOptions,
+    ) -> dict[str, pulumi.Input[str]]:
+        """The Cloud Tasks queue and the waker account; the environment naming them."""
+        queue = gcp.cloudtasks.Queue(
+            f"{name}-wakeup",
+            project=cfg.project_id,
+            location=cfg.region,
+            rate_limits=gcp.cloudtasks.QueueRateLimitsArgs(
+                max_dispatches_per_second=1, max_concurrent_dispatches=1
+            ),
+            retry_config=gcp.cloudtasks.QueueRetryConfigArgs(
+                max_attempts=5, min_backoff="10s", max_backoff="300s"
+            ),
+            opts=child,
+        )
+        waker = gcp.serviceaccount.Account(
+            f"{name}-waker",
+            project=cfg.project_id,
+            account_id=iam.account_id(cfg.cluster_id, "w"),
+            display_name=f"det wake-ups ({cfg.cluster_id})",
+            opts=child,
+        )
+        gcp.cloudtasks.QueueIamMember(
+            f"{name}-wakeup-enqueuer",
+            project=cfg.project_id,
+            location=cfg.region,
+            name=queue.name,
+            role="roles/cloudtasks.enqueuer",
+            member=args.master_member,
+            opts=child,
+        )
+        # Creating a task that carries the waker's OIDC token needs iam.serviceAccounts.actAs on
+        # that account (on that account only).
+        gcp.serviceaccount.IAMMember(
+            f"{name}-master-acts-as-waker",
+            service_account_id=waker.name,
+            role="roles/iam.serviceAccountUser",
+            member=args.master_member,
+            opts=child,
+        )
+        self._waker_member = waker.email.apply(lambda e: f"serviceAccount:{e}")
+        queue_path = queue.name.apply(
+            lambda q: f"projects/{cfg.project_id}/locations/{cfg.region}/queues/{q}"
+        )
+        self.queue = queue_path
+        return {
+            sl.WAKEUP_KIND_ENV: WAKEUP_KIND,
+            sl.WAKEUP_TARGET_ENV: queue_path,
+            sl.WAKEUP_INVOKER_ENV: waker.email,
+            sl.WAKEUP_URL_ENV: url.apply(lambda u: f"{u}/info"),
+        }
+
+    def _service(
+        self,
+        name: str,
+        cfg: GcpConfig,
+        args: ServerlessMasterArgs,
+        image: str,
+        secrets: Secrets,
+        wakeup: dict[str, pulumi.Input[str]],
+        child: pulumi.ResourceOptions,
+    ) -> None:
+        vpc = _vpc(args.network_id, args.subnetwork_id, args.master_tag)
+        env = _env(self.master_yaml, secrets, wakeup, job=False)
+        job_env = _job_env(_env(self.master_yaml, secrets, wakeup, job=True))
+        tag = image.rsplit(":", 1)[-1]
+        job = gcp.cloudrunv2.Job(
+            f"{name}-migrate",
+            name=f"{service_name(cfg)}-migrate",
+            project=cfg.project_id,
+            location=cfg.region,
+            deletion_protection=False,
+            labels=cfg.all_labels,
+            # A new token (a new image) makes Pulumi run the job and wait for it to complete.
+            run_execution_token=tag,
+            template=gcp.cloudrunv2.JobTemplateArgs(
+                task_count=1,
+                parallelism=1,
+                template=gcp.cloudrunv2.JobTemplateTemplateArgs(
+                    service_account=args.master_email,
+                    max_retries=1,
+                    timeout="900s",
+                    containers=[
+                        gcp.cloudrunv2.JobTemplateTemplateContainerArgs(
+                            image=image,
+                            args=list(sl.MIGRATE_ARGS),
+                            envs=job_env,
+                            resources=gcp.cloudrunv2.JobTemplateTemplateContainerResourcesArgs(
+                                limits={"cpu": RUN_CPU, "memory": RUN_MEMORY}
+                            ),
+                        )
+                    ],
+                    vpc_access=gcp.cloudrunv2.JobTemplateTemplateVpcAccessArgs(**_job_vpc(vpc)),
+                ),
+            ),
+            opts=child,
+        )
+        service = gcp.cloudrunv2.Service(
+            name,
+            name=service_name(cfg),
+            project=cfg.project_id,
+            location=cfg.region,
+            deletion_protection=False,
+            labels=cfg.all_labels,
+            ingress="INGRESS_TRAFFIC_ALL",
+            # det authenticates every request itself (agents, tasks, users): no Google identity.
+            invoker_iam_disabled=True,
+            template=gcp.cloudrunv2.ServiceTemplateArgs(
+                # The execution token of the migration that ran for this image: the revision
+                # waits for the job's output (besides depends_on), so it cannot roll first.
+                annotations={MIGRATED_ANNOTATION: job.run_execution_token.apply(lambda t: t or "")},
+                service_account=args.master_email,
+                timeout=f"{sl.REQUEST_TIMEOUT_S}s",
+                max_instance_request_concurrency=80,
+                session_affinity=True,
+                scaling=gcp.cloudrunv2.ServiceTemplateScalingArgs(
+                    min_instance_count=0, max_instance_count=sl.MAX_INSTANCES
+                ),
+                containers=[
+                    gcp.cloudrunv2.ServiceTemplateContainerArgs(
+                        image=image,
+                        ports=gcp.cloudrunv2.ServiceTemplateContainerPortsArgs(
+                            container_port=sl.CONTAINER_PORT
+                        ),
+                        envs=env,
+                        resources=gcp.cloudrunv2.ServiceTemplateContainerResourcesArgs(
+                            limits={"cpu": RUN_CPU, "memory": RUN_MEMORY},
+                            cpu_idle=False,
+                            startup_cpu_boost=True,
+                        ),
+                        startup_probe=gcp.cloudrunv2.ServiceTemplateContainerStartupProbeArgs(
+                            http_get=gcp.cloudrunv2.ServiceTemplateContainerStartupProbeHttpGetArgs(
+                                path="/info"
+                            ),
+                            period_seconds=5,
+                            failure_threshold=24,
+                        ),
+                    )
+                ],
+                vpc_access=gcp.cloudrunv2.ServiceTemplateVpcAccessArgs(
+                    egress=vpc["egress"],
+                    network_interfaces=[
+                        gcp.cloudrunv2.ServiceTemplateVpcAccessNetworkInterfaceArgs(**n)
+                        for n in vpc["network_interfaces"]
+                    ],
+                ),
+            ),
+            # The migration completes before the service rolls to the image.
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[job])),
+        )
+        gcp.cloudrunv2.ServiceIamMember(
+            f"{name}-waker-invoker",
+            project=cfg.project_id,
+            location=cfg.region,
+            name=service.name,
+            role="roles/run.invoker",
+            member=self._waker_member,
+            opts=child,
+        )
+        self.service_name = service.name
+        self.job_name = job.name
+
+
+def _job_vpc(vpc: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "egress": vpc["egress"],
+        "network_interfaces": [
+            gcp.cloudrunv2.JobTemplateTemplateVpcAccessNetworkInterfaceArgs(**n)
+            for n in vpc["network_interfaces"]
+        ],
+    }
+
+
+def _master_config(
+    cfg: GcpConfig, v: dict[str, Any], master_tag: str, agent_tag: str
+) -> dict[str, Any]:
+    resolved = master.Resolved(
+        bucket=v["bucket"],
+        db_host=v["db_host"],
+        agent_email=v["agent_email"],
+        network_id=v["network_id"],
+        subnetwork_id=v["subnetwork_id"],
+    )
+    plain = dataclasses.replace(cfg, tls=False, port=sl.CONTAINER_PORT)
+    return sl.serverless_master_config(
+        master.master_yaml_config(plain, resolved, master_tag, agent_tag), v["url"]
+    )
+
+
+MOCK_CALLS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "gcp:organizations/getProject:getProject": lambda a: {
+        "number": "123456789012",
+        "projectId": a.get("projectId"),
+        "name": a.get("projectId"),
+    },
+}

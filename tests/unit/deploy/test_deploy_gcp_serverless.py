@@ -1,0 +1,198 @@
+"""The GCP cluster with a serverless master (Cloud Run), as the Pulumi engine would receive it."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+import yaml
+from conftest import GCP
+
+from det.common.ports import TASK_SERVICE_PORTS
+from det.deploy.common import dryrun
+from det.deploy.common import serverless as sl
+from det.deploy.gcp import program
+from det.deploy.gcp import serverless as gsl
+from det.master.config import parse_config
+
+SERVERLESS = dataclasses.replace(GCP, master="serverless", db_tier="db-f1-micro", filestore=False)
+SERVICE = "gcp:cloudrunv2/service:Service"
+JOB = "gcp:cloudrunv2/job:Job"
+PRIMITIVE = {"roles/owner", "roles/editor", "roles/viewer"}
+
+
+@pytest.fixture(scope="module")
+def graph() -> dryrun.Rendered:
+    return dryrun.render(lambda: program.build(SERVERLESS), program.MOCK_CALLS)
+
+
+def _container(inputs: dict[str, Any]) -> dict[str, Any]:
+    template = inputs["template"]
+    template = template.get("template", template)  # a job nests its task template
+    (container,) = template["containers"]
+    return container
+
+
+def _env(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueSource")) for e in container["envs"]}
+
+
+def test_service_runs_the_release_image_from_the_clusters_registry(graph, one):
+    repo = one(graph, "gcp:artifactregistry/repository:Repository")
+    assert repo["format"] == "DOCKER" and repo["repositoryId"] == "det-c1"
+    image = _container(one(graph, SERVICE))["image"]
+    assert image == gsl.release_image(SERVERLESS)
+    assert image.startswith("us-west1-docker.pkg.dev/proj/det-c1/det-master:")
+    assert graph.outputs["master_image"] == image
+
+
+def test_service_scales_to_zero_keeps_cpu_and_allows_long_requests(graph, one):
+    service = one(graph, SERVICE)
+    template = service["template"]
+    assert template["scaling"]["minInstanceCount"] == 0
+    assert template["scaling"]["maxInstanceCount"] == sl.MAX_INSTANCES
+    assert template["timeout"] == "3600s"  # Cloud Run's maximum
+    resources = _container(service)["resources"]
+    assert resources["cpuIdle"] is False  # instance-based billing: the loop runs between requests
+    assert _container(service)["ports"]["containerPort"] == sl.CONTAINER_PORT
+    assert service["ingress"] == "INGRESS_TRAFFIC_ALL"
+
+
+def test_secrets_come_from_secret_manager_and_only_the_master_reads_them(graph):
+    env = _env(_container(graph.of_type(SERVICE)[0].inputs))
+    secret_ids = {r.inputs["secretId"] for r in graph.of_type("gcp:secretmanager/secret:Secret")}
+    for var in (sl.DB_PASSWORD_ENV, sl.AGENT_TOKEN_ENV, sl.ADMIN_PASSWORD_ENV):
+        ref = env[var]["secretKeyRef"]
+        assert ref["secret"] in secret_ids and ref["version"] == "latest"
+    for version in graph.of_type("gcp:secretmanager/secretVersion:SecretVersion"):
+        assert version.inputs["secretData"] == dryrun.SECRET
+    grants = graph.of_type("gcp:secretmanager/secretIamMember:SecretIamMember")
+    # One grant on each of those secrets (the mocks' id of a resource is "<name>-id").
+    secrets = graph.of_type("gcp:secretmanager/secret:Secret")
+    assert sorted(g.inputs["secretId"] for g in grants) == sorted(f"{s.name}-id" for s in secrets)
+    for grant in grants:
+        assert grant.inputs["role"] == "roles/secretmanager.secretAccessor"
+        assert grant.inputs["member"] == "serviceAccount:det-c1-m@proj.iam.gserviceaccount.com"
+    project_roles = {r.inputs["role"] for r in graph.of_type("gcp:projects/iAMMember:IAMMember")}
+    assert not any("secretmanager" in role for role in project_roles)
+    # The config document in the environment carries no secret.
+    assert "password" not in str(env[sl.CONFIG_ENV]).replace("ssl_mode", "")
+
+
+def test_network_path_to_cloud_sql_and_agents_goes_through_the_cluster_subnet(graph, one):
+    vpc = one(graph, SERVICE)["template"]["vpcAccess"]
+    assert vpc["egress"] == "PRIVATE_RANGES_ONLY"
+    (nic,) = vpc["networkInterfaces"]
+    assert nic["subnetwork"] == "det-c1-id" and nic["tags"] == ["det-c1-master"]
+    sql = one(graph, "gcp:sql/databaseInstance:DatabaseInstance")
+    ip = sql["settings"]["ipConfiguration"]
+    assert ip["ipv4Enabled"] is False and not ip.get("authorizedNetworks")  # no public database
+    assert ip["privateNetwork"] == "det-c1-id"
+    assert sql["settings"]["tier"] == "db-f1-micro"
+    config = yaml.safe_load(graph.outputs["master_yaml"])
+    assert config["db"]["host"] == "10.200.0.3"  # Cloud SQL's private IP (the mocks')
+    # The task proxy: from the subnet (the master's Direct VPC egress addresses) to the agents.
+    rule = next(
+        r.inputs
+        for r in graph.of_type("gcp:compute/firewall:Firewall")
+        if r.name.endswith("internal-agents")
+    )
+    assert rule["sourceRanges"] == [SERVERLESS.subnet_cidr]
+    assert rule["targetTags"] == ["det-c1-agent"]
+    (tcp,) = [a for a in rule["allows"] if a["protocol"] == "tcp"]
+    lo, hi = (int(p) for p in tcp["ports"][0].split("-"))
+    assert lo <= TASK_SERVICE_PORTS[0] and TASK_SERVICE_PORTS[-1] <= hi
+
+
+def test_master_config_uses_the_public_url_without_a_pinned_certificate(graph):
+    config = yaml.safe_load(graph.outputs["master_yaml"])
+    url = "https://det-c1-123456789012.us-west1.run.app"
+    assert graph.outputs["master_url"] == url
+    assert config["master_url"] == url and config["port"] == sl.CONTAINER_PORT
+    assert "security" not in config  # TLS is the platform's
+    for pool in config["resource_pools"]:
+        assert pool["provider"]["master_url"] == url
+        assert "master_cert_name" not in pool["provider"]
+    parsed = parse_config(config, env={"DET_DB_PASSWORD": "x"})  # the master accepts it
+    assert parsed.db_pool_size == sl.DB_POOL_SIZE
+
+
+def test_provisioner_may_only_touch_the_clusters_agents(graph):
+    bindings = [
+        r.inputs for r in graph.resources if r.type.endswith("IAMMember") or "Iam" in r.type
+    ]
+    assert not {b.get("role") for b in bindings} & PRIMITIVE
+    (provisioner,) = [
+        r.inputs
+        for r in graph.of_type("gcp:projects/iAMMember:IAMMember")
+        if r.name.endswith("master-provisioner")
+    ]
+    expression = provisioner["condition"]["expression"]
+    assert '.startsWith("det-agent-c1-")' in expression
+    assert "compute.googleapis.com/Instance" in expression
+    project_roles = {
+        r.inputs["role"]
+        for r in graph.of_type("gcp:projects/iAMMember:IAMMember")
+        if r.inputs["member"].startswith("serviceAccount:det-c1-m@")
+    }
+    assert project_roles == {"roles/logging.logWriter", provisioner["role"]}
+
+
+def test_wakeups_enqueue_on_one_queue_as_one_invoker(graph, one):
+    queue = one(graph, "gcp:cloudtasks/queue:Queue")
+    assert queue["location"] == "us-west1"
+    enqueuer = one(graph, "gcp:cloudtasks/queueIamMember:QueueIamMember")
+    assert enqueuer["role"] == "roles/cloudtasks.enqueuer"
+    assert enqueuer["member"] == "serviceAccount:det-c1-m@proj.iam.gserviceaccount.com"
+    invoker = one(graph, "gcp:cloudrunv2/serviceIamMember:ServiceIamMember")
+    assert invoker["role"] == "roles/run.invoker"
+    assert invoker["member"] == "serviceAccount:det-c1-w@proj.iam.gserviceaccount.com"
+    acts_as = [
+        r.inputs
+        for r in graph.of_type("gcp:serviceaccount/iAMMember:IAMMember")
+        if r.name.endswith("acts-as-waker")
+    ]
+    assert acts_as and acts_as[0]["serviceAccountId"] == "projects/proj/serviceAccounts/det-c1-w"
+    env = _env(_container(one(graph, SERVICE)))
+    assert env[sl.WAKEUP_INVOKER_ENV] == "det-c1-w@proj.iam.gserviceaccount.com"
+    assert env[sl.WAKEUP_TARGET_ENV].startswith("projects/proj/locations/us-west1/queues/")
+
+
+def test_migration_job_runs_to_completion_before_the_service_rolls(graph, one):
+    job = one(graph, JOB)
+    container = _container(job)
+    assert container["args"] == list(sl.MIGRATE_ARGS) and not container.get("commands")
+    assert container["image"] == _container(one(graph, SERVICE))["image"]
+    tag = container["image"].rsplit(":", 1)[1]
+    assert job["runExecutionToken"] == tag  # Pulumi runs it and waits for completion
+    # The service's revision carries the job's output: it cannot be created before the job.
+    annotations = one(graph, SERVICE)["template"]["annotations"]
+    assert annotations[gsl.MIGRATED_ANNOTATION] == tag
+    assert [r.type for r in graph.resources].index(JOB) < [r.type for r in graph.resources].index(
+        SERVICE
+    )
+    # The migration reads the database password, no other secret; the service never migrates.
+    job_env = _env(container)
+    assert set(job_env) == {sl.CONFIG_ENV, sl.DB_PASSWORD_ENV}
+    assert "migrate" not in str(_container(one(graph, SERVICE)).get("args"))
+
+
+def test_first_pass_creates_the_registry_but_no_service(one):
+    first = dataclasses.replace(
+        SERVERLESS, rollout=sl.Rollout(release=gsl.release_image(SERVERLESS), service=None)
+    )
+    graph = dryrun.render(lambda: program.build(first), program.MOCK_CALLS)
+    assert graph.of_type("gcp:artifactregistry/repository:Repository")
+    assert not graph.of_type(SERVICE) and not graph.of_type(JOB)
+    assert graph.outputs["master_image"] is None
+
+
+def test_vm_master_has_no_serverless_parts(gcp_graph):
+    assert not gcp_graph.of_type(SERVICE) and not gcp_graph.of_type(JOB)
+    (provisioner,) = [
+        r.inputs
+        for r in gcp_graph.of_type("gcp:projects/iAMMember:IAMMember")
+        if r.name.endswith("master-provisioner")
+    ]
+    assert not provisioner.get("condition")
