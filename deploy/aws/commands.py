@@ -9,6 +9,7 @@ unless ``--delete-data``.
 from __future__ import annotations
 
 import argparse
+import base64
 import dataclasses
 import logging
 import os
@@ -16,8 +17,19 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from det.deploy.aws import bootlog, master, preflight, program, teardown
+from det.deploy.aws import serverless as aws_serverless
 from det.deploy.aws.config import POSTGRES_MAJOR, PROJECT, AwsConfig, Images
-from det.deploy.common import automation, boot, commands, costs, flow, registry, serverless, state
+from det.deploy.common import (
+    automation,
+    boot,
+    commands,
+    costs,
+    flow,
+    registry,
+    rollout,
+    serverless,
+    state,
+)
 from det.deploy.common import status as status_report
 from det.deploy.common.errors import DeployError
 from det.deploy.common.preflight import check_pulumi_cli
@@ -199,10 +211,46 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         remove_config=registry.removed_keys(args),
         prepare=prepare,
     )
+    if cfg.serverless:
+        plan = dataclasses.replace(plan, serverless=_rollout_steps(current, args.profile))
     code = flow.up(plan, args, out)
     if code == 0 and previous is not None and not args.dry_run:
         _replace_stale_agents(args, cfg, previous, out)
     return code
+
+
+def _rollout_steps(current: dict[str, AwsConfig], profile: str | None) -> rollout.Steps:
+    """Push to the cluster's ECR repository with an ECR token; run the migration task."""
+
+    def session() -> Any:
+        return _session(current["cfg"].region, profile)
+
+    def release() -> str:
+        cfg = current["cfg"]
+        account = preflight.check_credentials(session())
+        repository = f"{account}.dkr.ecr.{cfg.region}.amazonaws.com/det-{cfg.cluster_id}/{serverless.IMAGE_NAME}"
+        return aws_serverless.release_image(cfg, repository)
+
+    def local() -> str:
+        rel = current["cfg"].boot.release
+        if rel is None:
+            raise DeployError("det's wheel was not built: nothing to push")
+        return rollout.local_image_name(rel.sha256)
+
+    def set_rollout(r: serverless.Rollout) -> None:
+        current["cfg"] = dataclasses.replace(current["cfg"], rollout=r)
+
+    def login() -> rollout.Login:
+        data = session().client("ecr").get_authorization_token()["authorizationData"][0]
+        user, _, password = base64.b64decode(data["authorizationToken"]).decode().partition(":")
+        return rollout.Login(data["proxyEndpoint"].removeprefix("https://"), user, password)
+
+    def migrate(outputs: Mapping[str, Any]) -> None:
+        rollout.run_ecs_migration(session().client("ecs"), outputs)
+
+    return rollout.Steps(
+        release=release, local_image=local, set_rollout=set_rollout, login=login, migrate=migrate
+    )
 
 
 def _replace_stale_agents(

@@ -381,8 +381,8 @@ def _aurora(
         name,
         cluster_identifier=cluster.id,
         instance_class="db.serverless",
-        engine=cluster.engine,
-        engine_version=cluster.engine_version,
+        engine=aws.rds.EngineType.AURORA_POSTGRESQL,
+        engine_version=AURORA_POSTGRES_VERSION,
         db_subnet_group_name=group.name,
         publicly_accessible=False,
         tags=tags,
@@ -955,7 +955,9 @@ class ServerlessMaster(pulumi.ComponentResource):
             opts=child,
         )
 
-        def policy(role: str, capacity: int, bound: dict[str, float]) -> aws.appautoscaling.Policy:
+        def policy(
+            role: str, capacity: int, lower: str | None, upper: str | None
+        ) -> aws.appautoscaling.Policy:
             return aws.appautoscaling.Policy(
                 f"{name}-{role}",
                 policy_type="StepScaling",
@@ -968,15 +970,17 @@ class ServerlessMaster(pulumi.ComponentResource):
                     metric_aggregation_type="Maximum",
                     step_adjustments=[
                         aws.appautoscaling.PolicyStepScalingPolicyConfigurationStepAdjustmentArgs(
-                            scaling_adjustment=capacity, **bound
+                            scaling_adjustment=capacity,
+                            metric_interval_lower_bound=lower,
+                            metric_interval_upper_bound=upper,
                         )
                     ],
                 ),
                 opts=child,
             )
 
-        wake = policy("wake", 1, {"metric_interval_lower_bound": 0})
-        sleep = policy("sleep", 0, {"metric_interval_upper_bound": 0})
+        wake = policy("wake", 1, "0", None)
+        sleep = policy("sleep", 0, None, "0")
         calls = _calls_query(front["alb"].arn_suffix, metric_namespace(cfg))
         aws.cloudwatch.MetricAlarm(
             f"{name}-wake",

@@ -83,9 +83,9 @@ def aws(c: AwsChoices = AwsChoices()) -> tuple[Estimate, Estimate]:
     p = prices.AWS
     missing: list[str] = []
     db_line: list[Line] = []
-    if c.db_instance_type in p["rds"]:
+    if c.db_instance_type in prices.AWS_RDS:
         db_line.append(
-            _always(f"RDS PostgreSQL {c.db_instance_type}", p["rds"][c.db_instance_type])
+            _always(f"RDS PostgreSQL {c.db_instance_type}", prices.AWS_RDS[c.db_instance_type])
         )
     else:
         missing.append(c.db_instance_type)
@@ -93,9 +93,9 @@ def aws(c: AwsChoices = AwsChoices()) -> tuple[Estimate, Estimate]:
         f"RDS storage {c.db_size_gb} GB gp3", c.db_size_gb * p["rds_gp3_gb_month"]
     )
     vm_lines = [*db_line, db_storage]
-    if c.master_instance_type in p["ec2"]:
+    if c.master_instance_type in prices.AWS_EC2:
         vm_lines.append(
-            _always(f"master VM {c.master_instance_type}", p["ec2"][c.master_instance_type])
+            _always(f"master VM {c.master_instance_type}", prices.AWS_EC2[c.master_instance_type])
         )
     else:
         missing.append(c.master_instance_type)
@@ -153,12 +153,12 @@ class GcpChoices:
 def sql_tier_hour(tier: str) -> float | None:
     """Cloud SQL's hourly price of a tier (Enterprise edition), None when not in the table."""
     p = prices.GCP
-    if tier in p["sql_shared"]:
-        return float(p["sql_shared"][tier])
+    if tier in prices.GCP_SQL_SHARED:
+        return prices.GCP_SQL_SHARED[tier]
     parts = tier.split("-")
     if len(parts) == 4 and parts[:2] == ["db", "custom"]:
         vcpu, memory_mb = int(parts[2]), int(parts[3])
-        return float(vcpu * p["sql_vcpu_hour"] + memory_mb / 1024 * p["sql_gb_hour"])
+        return vcpu * p["sql_vcpu_hour"] + memory_mb / 1024 * p["sql_gb_hour"]
     return None
 
 
@@ -178,9 +178,9 @@ def gcp(c: GcpChoices = GcpChoices()) -> tuple[Estimate, Estimate]:
 
     vm_missing: list[str] = []
     vm_lines = database(c.db_tier, vm_missing)
-    if c.master_machine_type in p["gce"]:
+    if c.master_machine_type in prices.GCP_GCE:
         vm_lines.append(
-            _always(f"master VM {c.master_machine_type}", p["gce"][c.master_machine_type])
+            _always(f"master VM {c.master_machine_type}", prices.GCP_GCE[c.master_machine_type])
         )
     else:
         vm_missing.append(c.master_machine_type)

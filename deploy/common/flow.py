@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from det.deploy.common import automation, commands, costs, registry, tls
+from det.deploy.common import automation, commands, costs, registry, rollout, tls
 from det.deploy.common.preflight import check_pulumi_cli
 
 # program.build(initial_user_password, registry_password, registry_auth) → the stack's outputs;
@@ -54,6 +54,8 @@ class UpPlan:
     """The control plane's cost for each ``--master`` (printed by the dry-run)."""
     master: str = "vm"
     """``vm`` or ``serverless``: the control plane being deployed."""
+    serverless: rollout.Steps | None = None
+    """A serverless master's rollout: two passes around the image push and the migration."""
 
 
 def up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
@@ -95,14 +97,22 @@ def up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
     if plan.cert:
         tls.save(plan.cert)
     out.write(f"Deploying cluster {plan.cluster_id!r} to {plan.target}...\n")
-    outputs = automation.up(
-        plan.project,
-        plan.cluster_id,
-        pulumi_program,
-        config,
-        on_output=commands.lines(out),
-        remove=plan.remove_config,
-    )
+
+    def apply() -> dict[str, Any]:
+        return automation.up(
+            plan.project,
+            plan.cluster_id,
+            pulumi_program,
+            config,
+            on_output=commands.lines(out),
+            remove=plan.remove_config,
+        )
+
+    if plan.serverless is not None:
+        running = None if new else automation.outputs(plan.project, plan.cluster_id)
+        outputs = rollout.run(plan.serverless, (running or {}).get("master_image"), apply, out)
+    else:
+        outputs = apply()
     return commands.finish_up(
         outputs,
         not args.no_wait_for_master,

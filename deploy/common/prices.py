@@ -42,13 +42,18 @@ SOURCES = {
 REGION = {"aws": "us-west-2", "gcp": "us-west1"}
 
 # AWS, us-west-2.
-AWS = {
-    # EC2 on-demand, Linux, per hour.
-    "ec2": {"m6i.large": 0.096, "m6i.xlarge": 0.192, "m7i.large": 0.1008, "t3.medium": 0.0416},
+# EC2 on-demand, Linux, per hour.
+AWS_EC2: dict[str, float] = {
+    "m6i.large": 0.096,
+    "m6i.xlarge": 0.192,
+    "m7i.large": 0.1008,
+    "t3.medium": 0.0416,
+}
+# RDS for PostgreSQL, single-AZ, per hour.
+AWS_RDS: dict[str, float] = {"db.m7g.large": 0.168, "db.t4g.micro": 0.016, "db.t4g.small": 0.032}
+AWS: dict[str, float] = {
     "ebs_gp3_gb_month": 0.08,
     "public_ipv4_hour": 0.005,
-    # RDS for PostgreSQL, single-AZ, per hour.
-    "rds": {"db.m7g.large": 0.168, "db.t4g.micro": 0.016, "db.t4g.small": 0.032},
     "rds_gp3_gb_month": 0.115,
     # Aurora PostgreSQL (Aurora Standard): Serverless v2 capacity and storage; I/O ($0.20 per
     # million requests) is left out: an idle cluster makes none.
@@ -66,14 +71,19 @@ AWS = {
 }
 
 # GCP, us-west1.
-GCP = {
-    "gce": {"n1-standard-2": 0.0950, "n1-standard-4": 0.1900, "e2-standard-2": 0.0670},
+GCP_GCE: dict[str, float] = {
+    "n1-standard-2": 0.0950,
+    "n1-standard-4": 0.1900,
+    "e2-standard-2": 0.0670,
+}
+# Cloud SQL shared-core tiers, per hour.
+GCP_SQL_SHARED: dict[str, float] = {"db-f1-micro": 0.0105, "db-g1-small": 0.0350}
+GCP: dict[str, float] = {
     "pd_balanced_gb_month": 0.10,
     "external_ip_hour": 0.005,
-    # Cloud SQL Enterprise edition: custom tiers per vCPU and GB of memory; shared-core per hour.
+    # Cloud SQL Enterprise edition: custom tiers per vCPU and GB of memory.
     "sql_vcpu_hour": 0.0413,
     "sql_gb_hour": 0.0070,
-    "sql_shared": {"db-f1-micro": 0.0105, "db-g1-small": 0.0350},
     "sql_ssd_gb_month": 0.17,
     # Cloud Run, instance-based billing (CPU always allocated), tier 1 regions.
     "run_vcpu_second": 0.000018,

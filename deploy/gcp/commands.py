@@ -8,9 +8,12 @@ import os
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from det.deploy.common import automation, boot, commands, costs, flow, registry, serverless
+from det.deploy.common import automation, boot, commands, costs, flow, registry, rollout, serverless
 from det.deploy.common import status as status_report
+from det.deploy.common.errors import DeployError
+from det.deploy.common.serverless import Rollout
 from det.deploy.gcp import bootlog, images, preflight, program, teardown
+from det.deploy.gcp import serverless as gcp_serverless
 from det.deploy.gcp.config import BOOT_LOG_NAME, PROJECT, SERVERLESS_DB_TIER, GcpConfig
 
 
@@ -100,6 +103,7 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
     # The dry-run renders the image families as asked; a real `up` pins them in `check` (after
     # the credentials and APIs are known good) and the program is built from the pinned config.
     pinned = {"cfg": cfg}
+    found: dict[str, Any] = {}
     stack_config = {
         "gcp:project": (cfg.project_id, False),
         "gcp:region": (cfg.region, False),
@@ -110,6 +114,9 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         _use_keypath(args.keypath)
         credentials, get_json = preflight.check_credentials(cfg.project_id)
         required = [*preflight.REQUIRED_APIS, *([preflight.FILESTORE_API] if cfg.filestore else [])]
+        if cfg.serverless:
+            required += [a for a in SERVERLESS_APIS if a not in required]
+        found["credentials"] = credentials
         preflight.check_apis(get_json, cfg.project_id, required)
         preflight.check_zone_offers(
             get_json,
@@ -165,11 +172,48 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         remove_config=registry.removed_keys(args),
         prepare=prepare,
     )
+    if cfg.serverless:
+        plan = dataclasses.replace(plan, serverless=_rollout_steps(pinned, found))
     previous = _previous_outputs(cfg.cluster_id) if not args.dry_run else None
     code = flow.up(plan, args, out)
     if code == 0 and previous and not args.dry_run:
         _replace_stale_agents(args, cfg, previous, out)
     return code
+
+
+# What a serverless master needs enabled besides the VM deploy's APIs.
+SERVERLESS_APIS = (
+    "run.googleapis.com",
+    "artifactregistry.googleapis.com",
+    "cloudtasks.googleapis.com",
+)
+
+
+def _rollout_steps(pinned: dict[str, GcpConfig], found: dict[str, Any]) -> rollout.Steps:
+    """Push to the cluster's Artifact Registry with the deploying identity's access token; the
+    migration is the Cloud Run job the program runs before the service."""
+
+    def release() -> str:
+        return gcp_serverless.release_image(pinned["cfg"])
+
+    def local() -> str:
+        rel = pinned["cfg"].boot.release
+        if rel is None:
+            raise DeployError("det's wheel was not built: nothing to push")
+        return rollout.local_image_name(rel.sha256)
+
+    def set_rollout(r: Rollout) -> None:
+        pinned["cfg"] = dataclasses.replace(pinned["cfg"], rollout=r)
+
+    def login() -> rollout.Login:
+        from google.auth.transport.requests import Request
+
+        credentials = found["credentials"]
+        credentials.refresh(Request())
+        host = f"{pinned['cfg'].region}-docker.pkg.dev"
+        return rollout.Login(host, "oauth2accesstoken", str(credentials.token))
+
+    return rollout.Steps(release=release, local_image=local, set_rollout=set_rollout, login=login)
 
 
 def _replace_stale_agents(

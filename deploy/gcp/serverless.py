@@ -129,28 +129,36 @@ def _secrets(
     return Secrets(ids, made.db_password, made.initial_user_password)
 
 
-def _env(
+def _env_spec(
     config_yaml: pulumi.Input[str],
     secrets: Secrets,
     wakeup: dict[str, pulumi.Input[str]],
     job: bool,
-) -> list[gcp.cloudrunv2.ServiceTemplateContainerEnvArgs]:
+) -> tuple[dict[str, pulumi.Input[str]], dict[str, pulumi.Input[str]]]:
+    """(plain variables, variable → secret id): the migration gets the config and the database
+    password only."""
     plain: dict[str, pulumi.Input[str]] = {sl.CONFIG_ENV: config_yaml}
     if not job:
         plain.update(wakeup)
+    wanted = [sl.DB_PASSWORD_ENV] if job else list(secrets.ids)
+    return plain, {env: secrets.ids[env] for env in wanted}
+
+
+def _service_env(
+    plain: dict[str, pulumi.Input[str]], secret: dict[str, pulumi.Input[str]]
+) -> list[gcp.cloudrunv2.ServiceTemplateContainerEnvArgs]:
     out = [
         gcp.cloudrunv2.ServiceTemplateContainerEnvArgs(name=k, value=v) for k, v in plain.items()
     ]
-    # The migration needs the database only.
-    wanted = [sl.DB_PASSWORD_ENV] if job else list(secrets.ids)
-    for env in wanted:
+    for name, secret_id in secret.items():
+        ref = gcp.cloudrunv2.ServiceTemplateContainerEnvValueSourceSecretKeyRefArgs(
+            secret=secret_id, version="latest"
+        )
         out.append(
             gcp.cloudrunv2.ServiceTemplateContainerEnvArgs(
-                name=env,
+                name=name,
                 value_source=gcp.cloudrunv2.ServiceTemplateContainerEnvValueSourceArgs(
-                    secret_key_ref=gcp.cloudrunv2.ServiceTemplateContainerEnvValueSourceSecretKeyRefArgs(
-                        secret=secrets.ids[env], version="latest"
-                    )
+                    secret_key_ref=ref
                 ),
             )
         )
@@ -158,21 +166,22 @@ def _env(
 
 
 def _job_env(
-    env: list[gcp.cloudrunv2.ServiceTemplateContainerEnvArgs],
+    plain: dict[str, pulumi.Input[str]], secret: dict[str, pulumi.Input[str]]
 ) -> list[gcp.cloudrunv2.JobTemplateTemplateContainerEnvArgs]:
-    out = []
-    for e in env:
-        source = None
-        if e.value_source is not None:
-            ref = e.value_source.secret_key_ref
-            source = gcp.cloudrunv2.JobTemplateTemplateContainerEnvValueSourceArgs(
-                secret_key_ref=gcp.cloudrunv2.JobTemplateTemplateContainerEnvValueSourceSecretKeyRefArgs(
-                    secret=ref.secret, version=ref.version
-                )
-            )
+    out = [
+        gcp.cloudrunv2.JobTemplateTemplateContainerEnvArgs(name=k, value=v)
+        for k, v in plain.items()
+    ]
+    for name, secret_id in secret.items():
+        ref = gcp.cloudrunv2.JobTemplateTemplateContainerEnvValueSourceSecretKeyRefArgs(
+            secret=secret_id, version="latest"
+        )
         out.append(
             gcp.cloudrunv2.JobTemplateTemplateContainerEnvArgs(
-                name=e.name, value=e.value, value_source=source
+                name=name,
+                value_source=gcp.cloudrunv2.JobTemplateTemplateContainerEnvValueSourceArgs(
+                    secret_key_ref=ref
+                ),
             )
         )
     return out
@@ -444,8 +453,8 @@ class ServerlessMaster(pulumi.ComponentResource):
         child: pulumi.ResourceOptions,
     ) -> None:
         vpc = _vpc(args.network_id, args.subnetwork_id, args.master_tag)
-        env = _env(self.master_yaml, secrets, wakeup, job=False)
-        job_env = _job_env(_env(self.master_yaml, secrets, wakeup, job=True))
+        env = _service_env(*_env_spec(self.master_yaml, secrets, wakeup, job=False))
+        job_env = _job_env(*_env_spec(self.master_yaml, secrets, wakeup, job=True))
         tag = image.rsplit(":", 1)[-1]
         job = gcp.cloudrunv2.Job(
             f"{name}-migrate",

@@ -16,7 +16,7 @@ H = prices.HOURS_PER_MONTH
 def test_aws_vm_idle_is_the_master_vm_and_rds_around_the_clock():
     vm, _ = costs.aws()
     p = prices.AWS
-    hourly = p["ec2"]["m6i.large"] + p["rds"]["db.m7g.large"] + p["public_ipv4_hour"]
+    hourly = prices.AWS_EC2["m6i.large"] + prices.AWS_RDS["db.m7g.large"] + p["public_ipv4_hour"]
     monthly = 100 * p["ebs_gp3_gb_month"] + 20 * p["rds_gp3_gb_month"] + p["secret_month"]
     assert vm.idle_month == pytest.approx(hourly * H + monthly)
     assert vm.busy_hour == pytest.approx(hourly + monthly / H)
@@ -39,16 +39,18 @@ def test_gcp_estimates_match_the_table():
     vm, sl = costs.gcp()
     p = prices.GCP
     sql = p["sql_vcpu_hour"] + 3840 / 1024 * p["sql_gb_hour"]
-    hourly = p["gce"]["n1-standard-2"] + sql + p["external_ip_hour"]
+    hourly = prices.GCP_GCE["n1-standard-2"] + sql + p["external_ip_hour"]
     monthly = 100 * p["pd_balanced_gb_month"] + 10 * p["sql_ssd_gb_month"]
     monthly += p["secret_version_month"]
     assert vm.idle_month == pytest.approx(hourly * H + monthly)
     assert 130 < vm.idle_month < 140  # docs/deploy.md: about $135 a month
     sl_monthly = 10 * p["sql_ssd_gb_month"] + 3 * p["secret_version_month"]
     sl_monthly += p["artifact_gb_month"]
-    assert sl.idle_month == pytest.approx(p["sql_shared"]["db-f1-micro"] * H + sl_monthly)
+    assert sl.idle_month == pytest.approx(prices.GCP_SQL_SHARED["db-f1-micro"] * H + sl_monthly)
     run = 3600 * (p["run_vcpu_second"] + p["run_gib_second"])
-    assert sl.busy_hour == pytest.approx(run + p["sql_shared"]["db-f1-micro"] + sl_monthly / H)
+    assert sl.busy_hour == pytest.approx(
+        run + prices.GCP_SQL_SHARED["db-f1-micro"] + sl_monthly / H
+    )
 
 
 @pytest.mark.parametrize("estimate", [costs.aws, costs.gcp])

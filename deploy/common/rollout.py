@@ -1,0 +1,151 @@
+"""How ``up --master serverless`` rolls the master out (``common.serverless.Rollout``).
+
+Pass 1 updates everything but leaves the service on the image it runs (a new cluster gets no
+service yet), so the registry exists; then the ``det-master`` image is pushed, the migration
+runs once (on GCP inside pass 2: the Cloud Run job, which the service waits for; on AWS here,
+as its own Fargate task), and pass 2 rolls the service. When the image is already the one
+running, one pass does (nothing to push or migrate).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TextIO
+
+from det.deploy.common.errors import DeployError
+from det.deploy.common.serverless import IMAGE_NAME, Rollout
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Login:
+    """Credentials for ``docker login`` to the cluster's registry (short-lived tokens)."""
+
+    registry: str
+    username: str
+    password: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Steps:
+    """What one cloud does for the serverless rollout."""
+
+    release: Callable[[], str]
+    """The image reference this ``up`` ships (registry path and tag)."""
+    local_image: Callable[[], str]
+    """The local image to push (``det-master:<wheel sha256[:12]>``, built by
+    ``infra/build-images.sh master``)."""
+    set_rollout: Callable[[Rollout], None]
+    """The next Pulumi pass builds the program with this rollout."""
+    login: Callable[[], Login]
+    migrate: Callable[[Mapping[str, Any]], None] | None = None
+    """Run the migration with pass 1's outputs and wait for it to succeed (AWS); None: the
+    program runs it (GCP's job)."""
+
+
+def local_image_name(sha256: str) -> str:
+    return f"{IMAGE_NAME}:{sha256[:12]}"
+
+
+def run(
+    steps: Steps,
+    previous_image: str | None,
+    apply: Callable[[], dict[str, Any]],
+    out: TextIO,
+    push: Callable[[str, str, Login], None] | None = None,
+) -> dict[str, Any]:
+    """Pass 1, push, migrate, pass 2; returns the last pass's outputs."""
+    release = steps.release()
+    if previous_image == release:
+        steps.set_rollout(Rollout(release=release, service=release))
+        return apply()
+    steps.set_rollout(Rollout(release=release, service=previous_image))
+    out.write("Pass 1 of 2: everything but the master service.\n")
+    first = apply()
+    out.write(f"Pushing the master image {release}...\n")
+    (push or push_image)(steps.local_image(), release, steps.login())
+    if steps.migrate is not None:
+        out.write("Running the database migration (det-master migrate)...\n")
+        steps.migrate(first)
+    steps.set_rollout(Rollout(release=release, service=release))
+    out.write("Pass 2 of 2: the migration, then the master service on the new image.\n")
+    return apply()
+
+
+def push_image(local: str, remote: str, login: Login, run_: Run = subprocess.run) -> None:
+    """``docker tag`` and ``docker push`` with a login kept in a throwaway config directory
+    (never in the user's ``~/.docker``)."""
+
+    def docker(*argv: str, stdin: str | None = None, env: dict[str, str] | None = None) -> None:
+        try:
+            done = run_(["docker", *argv], input=stdin, capture_output=True, text=True, env=env)
+        except FileNotFoundError:
+            raise DeployError("pushing the master image needs the docker command") from None
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["failed"])[-1]
+            raise DeployError(f"docker {argv[0]}: {last}")
+
+    try:
+        docker("image", "inspect", local)
+    except DeployError:
+        raise DeployError(
+            f"no local image {local}: build it from a det source checkout with "
+            "`infra/build-images.sh master` (the same wheel this up ships)"
+        ) from None
+    with tempfile.TemporaryDirectory(prefix="det-docker-") as config:
+        env = {**os.environ, "DOCKER_CONFIG": config}
+        docker(
+            "login", "--username", login.username, "--password-stdin", login.registry,
+            stdin=login.password, env=env,
+        )  # fmt: skip
+        docker("tag", local, remote, env=env)
+        docker("push", remote, env=env)
+
+
+def run_ecs_migration(
+    ecs: Any,
+    outputs: Mapping[str, Any],
+    *,
+    timeout: float = 1800.0,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Run the migration task definition once on Fargate and wait for it to exit 0."""
+    started = ecs.run_task(
+        cluster=outputs["ecs_cluster"],
+        taskDefinition=outputs["migration_task_definition"],
+        launchType="FARGATE",
+        count=1,
+        networkConfiguration={
+            "awsvpcConfiguration": {
+                "subnets": list(outputs["task_subnet_ids"]),
+                "securityGroups": [outputs["task_security_group_id"]],
+                "assignPublicIp": "ENABLED",
+            }
+        },
+    )
+    if started.get("failures") or not started.get("tasks"):
+        reason = (started.get("failures") or [{"reason": "no task started"}])[0].get("reason")
+        raise DeployError(f"the migration task did not start: {reason}")
+    arn = started["tasks"][0]["taskArn"]
+    deadline = clock() + timeout
+    while True:
+        (task,) = ecs.describe_tasks(cluster=outputs["ecs_cluster"], tasks=[arn])["tasks"]
+        if task.get("lastStatus") == "STOPPED":
+            codes = [c.get("exitCode") for c in task.get("containers", [])]
+            if codes and all(code == 0 for code in codes):
+                return
+            raise DeployError(
+                f"the migration failed (exit {codes or '?'}: {task.get('stoppedReason', '')}); "
+                f"its log is in {outputs.get('log_group')} under migrate/; the service was not "
+                "rolled"
+            )
+        if clock() >= deadline:
+            raise DeployError(f"the migration task {arn} did not finish in {timeout:.0f}s")
+        sleep(10)
