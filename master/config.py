@@ -19,6 +19,7 @@ from psycopg.conninfo import make_conninfo
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from det.master.errors import MasterError
+from det.master.expconf.environment import SECRET_KEYS, STORAGE_SECRET_KEYS, hide_secrets
 from det.master.provisioner.config import ProvisionerConfig, parse_provider_config
 
 
@@ -329,13 +330,13 @@ class MasterConfig(_Model):
         out["security"]["initial_user_password"] = "********"
         if out["security"].get("agent_token"):
             out["security"]["agent_token"] = "********"
+        # The rule every stored config the API returns follows (det.master.expconf.redact).
+        out["checkpoint_storage"] = hide_secrets(out.get("checkpoint_storage"), STORAGE_SECRET_KEYS)
         for tcd in [out.get("task_container_defaults")] + [
             p.get("task_container_defaults") for p in out.get("resource_pools") or []
         ]:
-            auth = (tcd or {}).get("registry_auth")
-            for key in ("password", "auth", "identitytoken", "registrytoken"):
-                if isinstance(auth, dict) and auth.get(key):
-                    auth[key] = "********"
+            if isinstance(tcd, dict) and "registry_auth" in tcd:
+                tcd["registry_auth"] = hide_secrets(tcd["registry_auth"], SECRET_KEYS)
         return out
 
 

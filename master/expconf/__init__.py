@@ -60,7 +60,15 @@ Accepted fields (defaults in brackets; ``null`` anywhere means "the default"):
 Deprecated fields still load; ``ExperimentConfig.warnings`` lists what to change.
 """
 
-from .environment import docker_notes, redact, redact_text, unredact
+from .environment import (
+    SECRET_KEYS,
+    STORAGE_SECRET_KEYS,
+    docker_notes,
+    hide_secrets,
+    redact,
+    redact_text,
+    unredact,
+)
 from .errors import ConfigError
 from .merge import apply_overrides, merge_cluster_defaults, merge_template
 from .parse import default_name, default_seed, load_yaml, parse_experiment_config
@@ -74,12 +82,15 @@ from .schema import (
 __all__ = [
     "DEFAULT_CPU_IMAGE",
     "DEFAULT_CUDA_IMAGE",
+    "SECRET_KEYS",
+    "STORAGE_SECRET_KEYS",
     "ConfigError",
     "ExperimentConfig",
     "apply_overrides",
     "default_name",
     "default_seed",
     "docker_notes",
+    "hide_secrets",
     "load_yaml",
     "merge_cluster_defaults",
     "merge_template",

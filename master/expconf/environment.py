@@ -41,6 +41,12 @@ def _hidden(block: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     return {k: HIDDEN if k in keys and v else v for k, v in block.items()}
 
 
+def hide_secrets(block: Any, keys: tuple[str, ...]) -> Any:
+    """``block`` with the values of ``keys`` that are set replaced by ``********`` (a new dict),
+    or ``block`` itself when it holds none (or is not a dict)."""
+    return _hidden(block, keys) if _has_secret(block, keys) else block
+
+
 def redact(config: dict[str, Any], *, storage: bool = True) -> dict[str, Any]:
     """``config`` (resolved or raw) with registry secrets replaced, and checkpoint storage
     credentials too unless ``storage`` is false (the trial's own copy); the input is not changed

@@ -118,3 +118,37 @@ def test_a_bad_provider_block_stops_the_config_naming_the_pool_and_field() -> No
     )
     with pytest.raises(ConfigError, match=r"resource_pools\[0\]\.provider\.type: required"):
         parse_config({"resource_pools": [{"pool_name": "a", "provider": {}}]}, env={})
+
+
+def test_the_masters_checkpoint_storage_keys_are_hidden_like_every_stored_config() -> None:
+    """GET /api/v1/master/config (admins only) follows the API's one masking rule: S3 keys of
+    the master's checkpoint_storage were shown in clear."""
+    cfg = parse_config(
+        {
+            "checkpoint_storage": {
+                "type": "s3",
+                "bucket": "ckpts",
+                "access_key": "AKIA-master",
+                "secret_key": "master-s3cret",
+            },
+            "resource_pools": [
+                {
+                    "pool_name": "default",
+                    "task_container_defaults": {"registry_auth": {"username": "u", "auth": "x1"}},
+                }
+            ],
+        },
+        env={},
+    )
+    shown = cfg.redacted()
+    assert shown["checkpoint_storage"] == {
+        "type": "s3",
+        "bucket": "ckpts",
+        "access_key": "********",
+        "secret_key": "********",
+    }
+    assert shown["resource_pools"][0]["task_container_defaults"]["registry_auth"] == {
+        "username": "u",
+        "auth": "********",
+    }
+    assert cfg.checkpoint_storage["secret_key"] == "master-s3cret"  # only the answer is masked
