@@ -36,6 +36,7 @@ from det.master.provisioner.provider import (
     LaunchError,
     LaunchOption,
     Market,
+    is_quota,
 )
 
 logger = logging.getLogger(__name__)
@@ -207,6 +208,19 @@ def describe_filters(cluster_id: str, pool: str) -> list[dict[str, Any]]:
         {"Name": f"tag:{TAG_MANAGED_BY}", "Values": [MANAGED_BY]},
         {"Name": "instance-state-name", "Values": list(LISTED_STATES)},
     ]
+
+
+SERVICE_QUOTAS_EC2 = "https://console.aws.amazon.com/servicequotas/home/services/ec2/quotas"
+
+
+def quota_hint(message: str, region: str | None) -> str:
+    """EC2's quota refusal with where it applies and how to raise it (its own message names
+    neither the region nor the console)."""
+    where = f" in {region}" if region else ""
+    return (
+        f"{message.rstrip('.')}. This is the account's EC2 quota{where}, not capacity: ask for "
+        f"more in the Service Quotas console ({SERVICE_QUOTAS_EC2}); approval can take hours"
+    )
 
 
 def instance_from_description(data: Mapping[str, Any]) -> Instance:
@@ -393,6 +407,11 @@ class AwsProvider:
             if code is None:
                 raise LaunchError(type(exc).__name__, str(exc)) from exc
             message = str(exc.response.get("Error", {}).get("Message", exc))  # type: ignore[attr-defined]
+            if is_quota(code):
+                region = self.config.region or getattr(
+                    getattr(self.client, "meta", None), "region_name", None
+                )
+                message = quota_hint(message, region)
             raise LaunchError(code, message, capacity=code in CAPACITY_CODES) from exc
         instances = [instance_from_description(d) for d in response.get("Instances", [])]
         logger.info(

@@ -19,7 +19,11 @@ Where we do better:
   ``max_agent_starting_period`` is a launch failure too, not churn (see "Never-registered agents"
   below). Capacity errors mark only the option that failed, and the
   decider moves down the pool's fallback list (instance types, subnets/zones, spot → on-demand);
-  other errors (bad image, permissions) hold every option.
+  other errors (bad image, permissions) hold every option. Quota refusals
+  (``provider.QUOTA_CODES``) mark their option too, but back off on their own, slower clock
+  (``quota_backoff · 2^n`` up to ``max_quota_backoff``: a quota is raised by a request to the
+  cloud, not by waiting seconds), and when every option waits the event is ``quota-exceeded``
+  with the cloud's message (the quota, the region, where to ask), not ``no-capacity``.
 * Every launch and termination carries a reason, and :class:`Event` messages explain why work
   is still pending.
 * Cost control (``cost.py``): launches stay under the pool's ``max_hourly_cost`` and stop once
@@ -60,7 +64,7 @@ import math
 from collections.abc import Iterable, Sequence
 
 from det.master.provisioner.cost import CostPolicy, hourly_rate, next_month_start, usd
-from det.master.provisioner.provider import Instance, InstanceState, LaunchOption
+from det.master.provisioner.provider import Instance, InstanceState, LaunchOption, is_quota
 
 BASE_BACKOFF = dt.timedelta(seconds=10)
 # Launch records older than this are forgotten even without a success (at least: see
@@ -97,10 +101,15 @@ class LaunchRecord:
     code: str | None = None
     capacity: bool = False
     instance_id: str | None = None
+    message: str = ""
 
     @property
     def no_agent(self) -> bool:
         return self.code == AGENT_NOT_REGISTERED
+
+    @property
+    def quota(self) -> bool:
+        return is_quota(self.code)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +128,9 @@ class ScalePolicy:
     max_no_agent_backoff: dt.timedelta = dt.timedelta(hours=2)
     max_aux_per_instance: int = 100
     base_backoff: dt.timedelta = BASE_BACKOFF
+    # The wait after an option's quota refusals (see the module docstring).
+    quota_backoff: dt.timedelta = dt.timedelta(minutes=10)
+    max_quota_backoff: dt.timedelta = dt.timedelta(hours=1)
     cost: CostPolicy | None = None  # prices and caps (see ``cost.py``); None: no cost control
 
 
@@ -488,15 +500,24 @@ def _pick_option(
                 f" (last: {last.code})",
             )
     skipped: list[str] = []
+    quotas: list[str] = []
     for option in policy.options:
         mine = _streak([r for r in records if r.option == option])
-        capacity = [r for r in mine if r.capacity]
+        capacity = [r for r in mine if r.capacity or r.quota]
         if capacity:
-            until = capacity[-1].at + backoff(len(capacity), policy)
+            last = capacity[-1]
+            until = last.at + _option_backoff(capacity, policy)
             if now < until:
-                skipped.append(
-                    f"{_label(option)} ({capacity[-1].code}, retry after {until.isoformat()})"
-                )
+                if last.quota:
+                    quotas.append(
+                        f"{_label(option)}: {last.code}: {last.message or 'quota exceeded'}"
+                        f" (retry after {until.isoformat(timespec='seconds')})"
+                    )
+                    skipped.append(f"{_label(option)} (quota {last.code})")
+                else:
+                    skipped.append(
+                        f"{_label(option)} ({last.code}, retry after {until.isoformat()})"
+                    )
                 continue
         event = None
         if skipped:
@@ -504,7 +525,22 @@ def _pick_option(
         return option, event
     if not policy.options:
         return None, Event("no-options", "the pool has no launch options")
+    if quotas:
+        return None, Event(
+            "quota-exceeded",
+            f"launches in pool {pool!r} wait for quota, not capacity: {'; '.join(quotas)}",
+        )
     return None, Event("no-capacity", f"every launch option lacks capacity: {'; '.join(skipped)}")
+
+
+def _option_backoff(failures: Sequence[LaunchRecord], policy: ScalePolicy) -> dt.timedelta:
+    """The wait of one option after its streak of capacity and quota refusals: the last one's
+    kind sets the clock (quota: ``quota_backoff``, capped at ``max_quota_backoff``)."""
+    if not failures[-1].quota:
+        return backoff(len(failures), policy)
+    n = sum(1 for r in failures if r.quota)
+    cap = max(policy.max_quota_backoff, policy.quota_backoff)
+    return min(policy.quota_backoff * (1 << min(n - 1, 30)), cap)
 
 
 def _no_agent_event(

@@ -42,6 +42,7 @@ from det.master.provisioner.provider import (
     LaunchError,
     LaunchOption,
     Market,
+    is_quota,
 )
 
 logger = logging.getLogger(__name__)
@@ -214,6 +215,21 @@ def instance_from_rest(data: Mapping[str, Any]) -> Instance:
         market=Market.SPOT if spot else Market.ON_DEMAND,
         address=nics[0].get("networkIP"),
     )
+
+
+def with_quota_hint(err: LaunchError, project: str | None) -> LaunchError:
+    """A quota refusal with how to raise it (GCE's message names the quota and the region:
+    "Quota 'CPUS' exceeded. Limit: 24.0 in region us-west1.")."""
+    if not is_quota(err.code):
+        return err
+    page = "https://console.cloud.google.com/iam-admin/quotas" + (
+        f"?project={project}" if project else ""
+    )
+    message = (
+        f"{err.message.rstrip('.')}. This is the project's quota, not capacity: ask for more "
+        f"at {page}; approval can take days"
+    )
+    return LaunchError(err.code, message, capacity=err.capacity)
 
 
 def launch_error(errors: list[tuple[str, str]]) -> LaunchError:
@@ -404,13 +420,15 @@ class GcpProvider:
             op = self._call("insert" if count == 1 else "bulkInsert", send)
         except exceptions.GoogleAPICallError as exc:
             if not (attempts > 1 and http_error_reason(exc) == "alreadyExists"):
-                raise self._sync_launch_error(exc) from exc
+                raise with_quota_hint(self._sync_launch_error(exc), self.project) from exc
             # An earlier attempt created them although its answer was lost: that is a success
             # (for a bulk launch the list below finds which).
             op = None
         done = self._wait(zone, op) if op is not None else None
         if done is not None and done.error and done.error.errors:
-            err = launch_error([(e.code, e.message) for e in done.error.errors])
+            err = with_quota_hint(
+                launch_error([(e.code, e.message) for e in done.error.errors]), self.project
+            )
             logger.info(
                 "launch of %d x %s in %s refused: %s", count, option.instance_type, zone, err
             )

@@ -65,12 +65,33 @@ class Instance:
     address: str | None = None
 
 
+# Refusals that mean the account's quota, not the cloud's capacity: retrying soon does not help
+# (an increase is a request to the cloud, reviewed in hours or days), another option may (another
+# family or region has its own quota). EC2: RunInstances' vCPU and spot-count limits; GCE: an
+# operation's QUOTA_EXCEEDED and the HTTP reason quotaExceeded ("Quota 'CPUS' exceeded. Limit:
+# 24.0 in region us-west1.").
+QUOTA_CODES = frozenset(
+    {
+        "VcpuLimitExceeded",
+        "MaxSpotInstanceCountExceeded",
+        "InstanceLimitExceeded",
+        "QUOTA_EXCEEDED",
+        "quotaExceeded",
+    }
+)
+
+
+def is_quota(code: str | None) -> bool:
+    return code in QUOTA_CODES
+
+
 class LaunchError(MasterError):
     """The cloud refused a launch.
 
     ``code`` is the cloud's own error code (``InsufficientInstanceCapacity``,
-    ``ZONE_RESOURCE_POOL_EXHAUSTED``…); ``capacity`` says whether another launch option may
-    succeed where this one failed.
+    ``ZONE_RESOURCE_POOL_EXHAUSTED``, ``VcpuLimitExceeded``…); ``capacity`` says whether another
+    launch option may succeed where this one failed (true for quota refusals too: another option
+    may have its own quota); :attr:`quota` tells quota from capacity.
     """
 
     def __init__(self, code: str, message: str, *, capacity: bool = False) -> None:
@@ -78,6 +99,10 @@ class LaunchError(MasterError):
         self.code = code
         self.message = message
         self.capacity = capacity
+
+    @property
+    def quota(self) -> bool:
+        return is_quota(self.code)
 
 
 class Provider(Protocol):

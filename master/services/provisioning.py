@@ -51,6 +51,7 @@ JOB_EVENT_CODES = frozenset(
         "cannot-fit",
         "launch-backoff",
         "no-capacity",
+        "quota-exceeded",
         "at-max",
         "fallback",
         "cost-cap",
@@ -208,7 +209,7 @@ def load_pool(
     since = now - decider.history_horizon(policy)
     history: list[decider.LaunchRecord] = []
     for r in conn.execute(
-        "SELECT option_index, code, capacity, at FROM launch_errors"
+        "SELECT option_index, code, capacity, message, at FROM launch_errors"
         " WHERE resource_pool = %s AND at > %s ORDER BY at",
         (pool, since),
     ):
@@ -219,6 +220,7 @@ def load_pool(
                     option=policy.options[r["option_index"]],
                     code=r["code"],
                     capacity=r["capacity"],
+                    message=r["message"],
                 )
             )
     history.extend(_agent_outcomes(conn, pool, policy, since))
@@ -317,6 +319,12 @@ def sync_instances(conn: Conn, pool: str, instances: Iterable[Instance]) -> None
 # -- apply ---------------------------------------------------------------------------------
 
 
+def _after_refusal(quota: bool, capacity: bool) -> str:
+    if quota:
+        return " (quota: this option waits, the next one is tried)"
+    return " (capacity: trying the next option)" if capacity else ""
+
+
 def _launch(
     st: MasterState,
     pool: str,
@@ -330,8 +338,9 @@ def _launch(
     except Exception as exc:  # every failure must land in the backoff history
         if isinstance(exc, LaunchError):
             code, message, capacity = exc.code, exc.message, exc.capacity
+            quota = exc.quota
         else:
-            code, message, capacity = type(exc).__name__, str(exc), False
+            code, message, capacity, quota = type(exc).__name__, str(exc), False, False
         logger.warning(
             "pool %s: launch of %d x %s failed: %s",
             pool,
@@ -352,7 +361,7 @@ def _launch(
                 "launch-error",
                 f"launching {order.count} x {order.option.instance_type}"
                 f"{' in ' + order.option.zone if order.option.zone else ''} failed: {code}: {message}"
-                f"{' (capacity: trying the next option)' if capacity else ''}",
+                f"{_after_refusal(quota, capacity)}",
             )
         return
     logger.info("pool %s: launched %s (%s)", pool, [i.id for i in launched], order.reason)

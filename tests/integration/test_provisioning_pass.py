@@ -34,11 +34,13 @@ class RecordingProvider:
         self.terminated: list[str] = []
         self.lists = 0
         self.refuse: dict[str, str] = {}
+        self.messages: dict[str, str] = {}  # the refusal's message by instance type
 
     def launch(self, option: LaunchOption, count: int) -> list[Instance]:
         self.launches.append((option.instance_type, count))
         if option.instance_type in self.refuse:
-            raise LaunchError(self.refuse[option.instance_type], "no capacity", capacity=True)
+            message = self.messages.get(option.instance_type, "no capacity")
+            raise LaunchError(self.refuse[option.instance_type], message, capacity=True)
         out = []
         for _ in range(count):
             inst = Instance(
@@ -290,6 +292,36 @@ def test_job_list_says_why_a_queued_job_waits(
     assert [j["id"] for j in listed] == ["job-wide"]
     reason = jobs.job_json(listed[0])["pendingReason"]
     assert reason and "4 slots" in reason
+
+
+def test_a_quota_refusal_is_not_capacity_and_the_waiting_job_names_the_quota(
+    st: MasterState, cloud: RecordingProvider, prov: provisioning.Provisioner
+) -> None:
+    from det.master.services import jobs
+
+    for instance_type in ("m5.large", "m5.xlarge"):
+        cloud.refuse[instance_type] = "VcpuLimitExceeded"
+        cloud.messages[instance_type] = (
+            "vCPU limit of 0 exceeded. This is the account's EC2 quota in us-west-2, not capacity"
+        )
+    experiment_job(st, "job-q")
+    provisioning.run_pass(st, prov)
+    provisioning.run_pass(st, prov)
+    assert cloud.launches == [("m5.large", 1), ("m5.xlarge", 1)]
+    # A restart 20 s later: a capacity refusal would be retried after 10 s; quota waits longer.
+    with st.pool.connection() as conn:
+        conn.execute("UPDATE launch_errors SET at = at - interval '20 seconds'")
+    prov = provisioner(cloud)
+    provisioning.run_pass(st, prov)
+    assert len(cloud.launches) == 2
+    kinds = [k for k, _ in events(st, "job", "job-q")]
+    assert "quota-exceeded" in kinds and "no-capacity" not in kinds
+    with st.pool.connection() as conn:
+        listed = jobs.list_jobs(conn, st, POOL, False)
+    reason = jobs.job_json(listed[0])["pendingReason"]
+    assert reason and "quota" in reason and "VcpuLimitExceeded" in reason, reason
+    assert "in us-west-2" in reason
+    assert any("quota: this option waits" in m for k, m in events(st, "pool", POOL))
 
 
 COSTED = {

@@ -306,6 +306,17 @@ def test_operation_errors_are_classified(
     assert (err.code, err.capacity) == (code, capacity)
 
 
+def test_quota_refusals_are_told_from_capacity_and_say_where_to_ask() -> None:
+    message = "Quota 'CPUS' exceeded.  Limit: 24.0 in region us-west1."
+    err = gcp.with_quota_hint(gcp.launch_error([("QUOTA_EXCEEDED", message)]), "p-1")
+    assert err.capacity and err.quota and err.code == "QUOTA_EXCEEDED"
+    assert "Quota 'CPUS' exceeded" in err.message and "in region us-west1" in err.message
+    assert "iam-admin/quotas?project=p-1" in err.message and "not capacity" in err.message
+    capacity = gcp.launch_error([("ZONE_RESOURCE_POOL_EXHAUSTED", "no n1 in us-west1-b")])
+    assert capacity.capacity and not capacity.quota
+    assert gcp.with_quota_hint(capacity, "p-1") is capacity
+
+
 @pytest.mark.parametrize(
     ("url", "expected"),
     [

@@ -16,7 +16,13 @@ from det.master.provisioner.aws import (
     run_instances_request,
 )
 from det.master.provisioner.config import AwsProviderConfig, parse_provider_config
-from det.master.provisioner.provider import InstanceState, LaunchError, LaunchOption, Market
+from det.master.provisioner.provider import (
+    QUOTA_CODES,
+    InstanceState,
+    LaunchError,
+    LaunchOption,
+    Market,
+)
 
 
 def config(**kw: Any) -> AwsProviderConfig:
@@ -330,7 +336,15 @@ def test_capacity_errors_are_not_retried_and_marked(code: str) -> None:
     with pytest.raises(LaunchError) as info:
         provider(client, sleeps).launch(config().launch_options()[0], 1)
     assert (info.value.code, info.value.capacity) == (code, True)
-    assert info.value.message == f"{code} happened"
+    assert info.value.quota == (code in QUOTA_CODES)
+    if info.value.quota:
+        # Quota, not capacity: where it applies and where to ask (EC2's message says neither).
+        assert info.value.message.startswith(f"{code} happened. This is the account's EC2 quota")
+        region = config().region
+        assert (f"quota in {region}," if region else "quota, not capacity") in info.value.message
+        assert aws.SERVICE_QUOTAS_EC2 in info.value.message
+    else:
+        assert info.value.message == f"{code} happened"
     assert len(client.calls) == 1 and sleeps == []
 
 

@@ -414,6 +414,48 @@ def test_every_option_without_capacity_waits_and_says_so() -> None:
     assert "g5.12xlarge" in event.message and "on_demand" in event.message
 
 
+QUOTA_MESSAGE = (
+    "You have requested more vCPU capacity than your current vCPU limit of 0 allows. This is the"
+    " account's EC2 quota in us-west-2, not capacity: ask for more in the Service Quotas console"
+)
+
+
+def quota(at: dt.datetime, option: LaunchOption = P3) -> LaunchRecord:
+    return LaunchRecord(
+        at=at, option=option, code="VcpuLimitExceeded", capacity=True, message=QUOTA_MESSAGE
+    )
+
+
+def test_quota_is_not_capacity_the_job_waits_naming_the_quota() -> None:
+    # The only option was refused for quota 5 minutes ago: a capacity refusal would be retried
+    # by now (10 s), a quota one waits on its own clock and says why.
+    decision = decide(snap(demand=(4,), history=(quota(NOW - 5 * MIN),)), POLICY, NOW)
+    assert decision.launches == ()
+    assert not [e for e in decision.events if e.code == "no-capacity"]
+    [event] = [e for e in decision.events if e.code == "quota-exceeded"]
+    assert "wait for quota, not capacity" in event.message
+    assert "VcpuLimitExceeded" in event.message and "in us-west-2" in event.message
+    assert "Service Quotas" in event.message and "p3.8xlarge" in event.message
+    capacity = fail(NOW - 5 * MIN, P3, "InsufficientInstanceCapacity", True)
+    assert launched(decide(snap(demand=(4,), history=(capacity,)), POLICY, NOW)) == 1
+
+
+def test_quota_backs_off_on_its_own_clock() -> None:
+    policy = dataclasses.replace(POLICY, quota_backoff=10 * MIN, max_quota_backoff=60 * MIN)
+    once = (quota(NOW - 11 * MIN),)
+    assert launched(decide(snap(demand=(4,), history=once), policy, NOW)) == 1
+    twice = (quota(NOW - 31 * MIN), quota(NOW - 11 * MIN))
+    assert launched(decide(snap(demand=(4,), history=twice), policy, NOW)) == 0  # waits 20 min
+    assert launched(decide(snap(demand=(4,), history=twice), policy, NOW + 10 * MIN)) == 1
+
+
+def test_quota_on_one_option_falls_back_to_the_next() -> None:
+    decision = decide(snap(demand=(4,), history=(quota(NOW - MIN),)), FALLBACK, NOW)
+    assert [o.option for o in decision.launches] == [G5]
+    [event] = [e for e in decision.events if e.code == "fallback"]
+    assert "quota VcpuLimitExceeded" in event.message
+
+
 def test_capacity_error_on_one_option_does_not_hold_the_others() -> None:
     # Non-capacity errors hold everything; capacity errors only their option.
     history = (fail(NOW - SEC, P3, "InsufficientInstanceCapacity", True),)
