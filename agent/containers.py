@@ -4,6 +4,12 @@ State of this agent's containers lives in Docker itself (labels below), so a res
 finds them again; the in-memory `Record`s only add what Docker cannot know yet (a start in
 progress: ASSIGNED, PULLING, STARTING) or cannot say (start errors).
 
+A container is this agent's when it carries both its agent id and its cluster's id (learnt from
+the master's first heartbeat answer, :meth:`DockerRuntime.adopt`): two clusters on one Docker
+engine may well have agents of the same id (``det deploy local`` names them ``local-agent-<i>``
+in every cluster), and neither may adopt, kill or remove the other's containers. Containers
+started before the cluster label existed are recognised by their ``DET_CLUSTER_ID``.
+
 Threading: `start` and `kill` do their slow work (pull, context download, graceful stop) on
 short-lived worker threads so the heartbeat loop never blocks; `Record`s are guarded by one lock.
 """
@@ -31,6 +37,7 @@ from det.agent.follower import LogFollower
 from det.agent.harness_bundle import HarnessBundle
 from det.agent.logs import LogShipper
 from det.agent.master_client import MasterClient, task_container_cert
+from det.agent.mount_guard import MountGuard
 from det.agent.reconcile import Actual, State
 from det.common.container_spec import ContainerSpec
 from det.common.tls import MasterCert
@@ -38,6 +45,7 @@ from det.common.tls import MasterCert
 logger = logging.getLogger(__name__)
 
 LABEL_AGENT = "ai.det.agent-id"
+LABEL_CLUSTER = "ai.det.cluster-id"
 LABEL_ALLOCATION = "ai.det.allocation-id"
 LABEL_TASK = "ai.det.task-id"
 LABEL_CONTAINER = "ai.det.container-id"
@@ -72,6 +80,15 @@ class Record:
 
 def _name(allocation_id: str, container_id: str) -> str:
     return "det-" + re.sub(r"[^a-zA-Z0-9_.-]", "-", allocation_id) + "-" + container_id[:8]
+
+
+def _env_of(container: Any) -> dict[str, str]:
+    """A container's environment (a sparse listing has none: inspected then)."""
+    env = (container.attrs.get("Config") or {}).get("Env")
+    if env is None:
+        container.reload()
+        env = (container.attrs.get("Config") or {}).get("Env")
+    return dict(str(item).partition("=")[::2] for item in env or [])
 
 
 def container_env(
@@ -133,6 +150,7 @@ class DockerRuntime:
         on_change: Callable[[], None] = lambda: None,
         harness: HarnessBundle | None = None,
         master_cert: MasterCert | None = None,
+        mount_guard: MountGuard | None = None,
     ) -> None:
         """`on_change` is called (from worker threads) when a start finishes or fails, so the
         loop can report the new state at once instead of a heartbeat interval later."""
@@ -145,20 +163,52 @@ class DockerRuntime:
         self._network_mode = network_mode
         self._harness = harness  # det's task-side code, mounted into every container
         self._master_cert = master_cert  # how the harness verifies the master (TLS)
+        self._mount_guard = mount_guard  # mounts refused whatever the master says
         self._records: dict[str, Record] = {}
         self._lock = threading.Lock()
+        #: The master's cluster id, None until the first heartbeat answer gave it (`adopt`).
+        self.cluster_id: str | None = None
 
     # ---- what is ----
 
     def _own_containers(self) -> list[Any]:
-        return list(
-            self._docker.containers.list(
-                all=True, sparse=True, filters={"label": f"{LABEL_AGENT}={self.agent_id}"}
+        """This agent's containers in this cluster (none while the cluster is unknown)."""
+        if self.cluster_id is None:
+            return []
+        mine = []
+        for c in self._docker.containers.list(
+            all=True, sparse=True, filters={"label": f"{LABEL_AGENT}={self.agent_id}"}
+        ):
+            labels = c.attrs.get("Labels") or {}  # a sparse listing's (no `.labels`)
+            if LABEL_CLUSTER in labels:
+                if labels[LABEL_CLUSTER] == self.cluster_id:
+                    mine.append(c)
+            elif _env_of(c).get("DET_CLUSTER_ID") == self.cluster_id:
+                mine.append(c)  # started by an agent that did not label the cluster yet
+        return mine
+
+    def adopt(self, cluster_id: str) -> bool:
+        """Learn (from the master's heartbeat answer) which cluster this agent serves and adopt
+        that cluster's containers of this agent; True when that changed anything. A changed
+        cluster id (the master's database was replaced) forgets the old cluster's containers
+        without touching them."""
+        if cluster_id == self.cluster_id:
+            return False
+        if self.cluster_id is not None:
+            logger.warning(
+                "the master's cluster id changed (%s -> %s): leaving the old cluster's"
+                " containers alone",
+                self.cluster_id,
+                cluster_id,
             )
-        )
+            with self._lock:
+                self._records.clear()
+        self.cluster_id = cluster_id
+        self.reattach()
+        return True
 
     def reattach(self) -> None:
-        """Adopt this agent's containers left by a previous agent process."""
+        """Adopt this agent's containers (of this cluster) left by a previous agent process."""
         for c in self._own_containers():
             c.reload()
             labels = c.labels or {}
@@ -292,6 +342,8 @@ class DockerRuntime:
     def _start(self, rec: Record, spec: ContainerSpec) -> None:
         container = None
         try:
+            if self._mount_guard is not None:
+                self._mount_guard.check(spec.get("bindMounts") or [])
             image = str(spec["image"])
             if spec.get("forcePull") or not self._has_image(image):
                 if not self._set(rec, State.PULLING):
@@ -361,6 +413,8 @@ class DockerRuntime:
                 LABEL_CONTAINER: rec.container_id,
                 LABEL_KILL_GRACE: str(rec.kill_grace),
                 **({LABEL_PROXY_PORT: str(rec.proxy_port)} if rec.proxy_port else {}),
+                # Set once the master named its cluster, before any start (`adopt`).
+                **({LABEL_CLUSTER: self.cluster_id} if self.cluster_id else {}),
             },
             "name": _name(rec.allocation_id, rec.container_id),
             "working_dir": workdir,

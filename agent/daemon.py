@@ -8,6 +8,7 @@ backs off exponentially (capped, jittered); the master never needs to reach the 
 from __future__ import annotations
 
 import logging
+import os
 import random
 import socket
 import threading
@@ -23,6 +24,7 @@ from det.agent.errors import MasterError, MasterRejected
 from det.agent.harness_bundle import HarnessBundle
 from det.agent.logs import CursorStore, LogShipper
 from det.agent.master_client import MasterClient
+from det.agent.mount_guard import MountGuard, engine_sockets
 from det.agent.preemption import NoticePoller, load_notice_source
 from det.agent.reconcile import Actual, Desired, decide, reports
 from det.common.backoff import backoff
@@ -81,6 +83,9 @@ class Agent:
         self.master = MasterClient(config.master_url, config.token(), cert=config.master_cert())
         cursor_dir = config.state_dir / config.agent_id.replace("/", "_") / "log-cursors"
         self.shipper = LogShipper(self.master, CursorStore(cursor_dir))
+        harness_dir = config.harness_dir or config.state_dir / "harness"
+        own = [config.state_dir, harness_dir, config.agent_token_file]
+        guard = MountGuard([*engine_sockets(os.environ), *(p for p in own if p is not None)])
         self.runtime = DockerRuntime(
             docker_client,
             self.master,
@@ -89,8 +94,9 @@ class Agent:
             self.slots,
             config.container_network_mode,
             on_change=self.wake,
-            harness=HarnessBundle(config.harness_dir or config.state_dir / "harness"),
+            harness=HarnessBundle(harness_dir),
             master_cert=config.master_cert(),
+            mount_guard=guard,
         )
         self.notices: NoticePoller | None = None
         url = config.notice_url()
@@ -166,6 +172,10 @@ class Agent:
         hb = answer.get("heartbeatSeconds")
         if isinstance(hb, int | float) and hb > 0:
             self._interval = float(hb)
+        cluster_id = answer.get("clusterId")
+        if isinstance(cluster_id, str) and cluster_id and self.runtime.adopt(cluster_id):
+            # The first answer named the cluster: what runs here is known only now.
+            actual = self.runtime.actual()
         desired, specs = parse_desired(answer)
         self._last_desired = desired
         plan = decide(desired, actual)
@@ -189,7 +199,8 @@ class Agent:
             [s.type for s in self.slots],
             self.config.master_url,
         )
-        self.runtime.reattach()
+        # The containers of a previous agent process are adopted at the first heartbeat answer
+        # (``DockerRuntime.adopt``): which are ours depends on the master's cluster id.
         self.shipper.start()
         if self.notices is not None:
             self.notices.start()

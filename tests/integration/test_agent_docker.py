@@ -300,3 +300,93 @@ def test_master_unreachable_keeps_containers_running(
     )
     ticks = [int(line.split()[1]) for line in master.log_lines("6.1.1")]
     assert sorted(set(ticks)) == list(range(1, max(ticks) + 1))
+
+
+def test_agent_adopts_and_kills_only_its_own_clusters_containers(
+    master: FakeMaster, agent: Callable[..., AgentProcess], docker_client: Any
+) -> None:
+    """Another cluster's agent of the same id shares the engine: its container is never adopted
+    nor killed; a container of ours from before the cluster label is adopted by its env."""
+    first = agent()
+    master.wait_for(lambda: master.heartbeats.get(first.agent_id), desc="first heartbeat")
+    first.kill(signal.SIGKILL)
+    aid = first.agent_id
+    common = {"image": IMAGE, "command": ["sleep", "300"], "detach": True}
+    other = docker_client.containers.run(
+        labels={
+            "ai.det.agent-id": aid,
+            "ai.det.cluster-id": "another-cluster",
+            "ai.det.allocation-id": "9.1.1",
+            "ai.det.task-id": "9.1",
+            "ai.det.container-id": "other",
+        },
+        environment={"DET_CLUSTER_ID": "another-cluster"},
+        name=f"det-other-{uuid.uuid4().hex[:8]}",
+        **common,
+    )
+    legacy = docker_client.containers.run(
+        labels={
+            "ai.det.agent-id": aid,
+            "ai.det.allocation-id": "9.2.1",
+            "ai.det.task-id": "9.2",
+            "ai.det.container-id": "legacy",
+            "ai.det.kill-grace-seconds": "1",
+        },
+        environment={"DET_CLUSTER_ID": "fake-cluster"},
+        name=f"det-legacy-{uuid.uuid4().hex[:8]}",
+        **common,
+    )
+    master.run(aid, "9.2.1", spec("sleep 300", task="9.2"))
+    master.run(aid, "9.3.1", spec("sleep 300", task="9.3", killGraceSeconds=1))
+    b = agent()
+    assert wait_state(master, aid, "9.2.1", "RUNNING")["containerId"] == "legacy"
+    wait_state(master, aid, "9.3.1", "RUNNING")
+    seen = len(master.heartbeats[aid])
+    master.wait_for(lambda: len(master.heartbeats[aid]) > seen + 10, desc="ten more passes")
+
+    other.reload()
+    assert other.status == "running", b.output()[-2000:]
+    assert master.report(aid, "9.1.1") is None
+    assert "9.1.1" not in b.output()
+    started = next(
+        c for c in own_containers(docker_client, aid) if c.labels["ai.det.allocation-id"] == "9.3.1"
+    )
+    assert started.labels["ai.det.cluster-id"] == "fake-cluster"
+    # Dropped by the master: ours are stopped, the other cluster's still runs.
+    master.drop(aid, "9.2.1")
+    master.drop(aid, "9.3.1")
+
+    def left() -> set[str]:  # sparse: a container removed meanwhile is no error
+        found = docker_client.containers.list(
+            all=True, sparse=True, filters={"label": f"ai.det.agent-id={aid}"}
+        )
+        return {c.id for c in found}
+
+    master.wait_for(lambda: left() == {other.id}, timeout=60, desc="our containers removed")
+    assert legacy.id not in left()
+    other.reload()
+    assert other.status == "running"
+
+
+def test_agent_refuses_its_own_state_and_the_engine_socket_whatever_the_master_sends(
+    master: FakeMaster, agent: Callable[..., AgentProcess], docker_client: Any, tmp_path: Path
+) -> None:
+    a = agent()
+    link = tmp_path / "innocent-data"
+    link.symlink_to("/var/run")  # the master sees a data path; the agent resolves it
+    sources = {
+        "10.1.1": "/var/run/docker.sock",
+        "10.2.1": str(tmp_path / "state" / "log-cursors"),
+        "10.3.1": str(link),
+        "10.4.1": "/",
+    }
+    for alloc, source in sources.items():
+        mounts = [{"hostPath": source, "containerPath": "/x", "readOnly": True, "propagation": ""}]
+        master.run(a.agent_id, alloc, spec("true", task=alloc[:-2], bindMounts=mounts))
+    for alloc, source in sources.items():
+        report = wait_state(master, a.agent_id, alloc, "TERMINATED")
+        assert report["error"].startswith(f"start failed: bindMounts[0].hostPath: {source} "), (
+            report
+        )
+        assert "agent mounts it for no task" in report["error"]
+    assert not own_containers(docker_client, a.agent_id)

@@ -53,6 +53,7 @@ def test_parse_desired_keeps_specs_of_runs_and_skips_malformed_items() -> None:
 
 def _create_args(spec: dict[str, object], slots: list[Slot]) -> dict[str, Any]:
     runtime = DockerRuntime(None, None, None, "agent-1", slots, network_mode="bridge")  # type: ignore[arg-type]
+    runtime.cluster_id = "cluster-1"  # learnt from the master's first heartbeat answer
     rec = Record(allocation_id="7.1.1", task_id="7.1", container_id="cid", state=State.ASSIGNED)
     return runtime._create_args(rec, {"image": "img", **spec}, "/run/determined/workdir")
 
@@ -79,6 +80,7 @@ def test_cpu_tasks_get_no_gpus_and_the_agents_default_network() -> None:
         "ai.det.task-id": "7.1",
         "ai.det.container-id": "cid",
         "ai.det.kill-grace-seconds": "30.0",
+        "ai.det.cluster-id": "cluster-1",
     }
 
 
