@@ -18,6 +18,7 @@ import yaml
 from psycopg.conninfo import make_conninfo
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from det.master.container_policy import ContainerPolicy
 from det.master.errors import MasterError
 from det.master.expconf.environment import SECRET_KEYS, STORAGE_SECRET_KEYS, hide_secrets
 from det.master.provisioner.config import ProvisionerConfig, parse_provider_config
@@ -176,6 +177,9 @@ class ResourcePoolConfig(_Model):
     # once, when the master config is, into :attr:`provider_config`.
     provider: dict[str, Any] | None = None
     task_container_defaults: dict[str, Any] | None = None
+    # What non-admins' tasks in this pool may use of the host; the keys set here replace the
+    # master's (det.master.container_policy).
+    task_container_policy: ContainerPolicy | None = None
     _provider_config: ProvisionerConfig | None = PrivateAttr(None)
 
     _tcd = field_validator("task_container_defaults")(_check_tcd)
@@ -265,6 +269,8 @@ class MasterConfig(_Model):
     )
     security: SecurityConfig = SecurityConfig()
     task_container_defaults: dict[str, Any] = Field(default_factory=dict)
+    # What non-admins' tasks may use of the host (det.master.container_policy).
+    task_container_policy: ContainerPolicy = ContainerPolicy()
     log: LogConfig = LogConfig()
     proxy: ProxyConfig = ProxyConfig()
     telemetry: dict[str, Any] | None = None
@@ -315,6 +321,14 @@ class MasterConfig(_Model):
         return merge_task_container_defaults(
             self.task_container_defaults, pool.task_container_defaults if pool else None
         )
+
+    def task_container_policy_for(self, pool_name: str) -> ContainerPolicy:
+        """The ``task_container_policy`` that applies in a pool: the pool's keys over the
+        master's."""
+        pool = self.pool(pool_name)
+        if pool is None or pool.task_container_policy is None:
+            return self.task_container_policy
+        return pool.task_container_policy.over(self.task_container_policy)
 
     def url(self) -> str:
         scheme = "https" if self.security.tls.enabled else "http"

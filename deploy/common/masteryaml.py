@@ -117,7 +117,20 @@ def master_config(spec: MasterYamlSpec) -> dict[str, Any]:
         tcd["registry_auth"] = dict(spec.registry_auth)
     if tcd:
         config["task_container_defaults"] = tcd
+    config["task_container_policy"] = task_container_policy(tcd)
     return config
+
+
+def task_container_policy(tcd: Mapping[str, Any]) -> dict[str, Any]:
+    """A cloud cluster's policy for non-admins' tasks: only the data paths the deploy set up
+    (its task_container_defaults' mounts), no added capability, no host device (the slots' GPUs
+    come with the allocation, not as devices)."""
+    paths = [m["host_path"] for m in tcd.get("bind_mounts") or [] if isinstance(m, dict)]
+    return {
+        "bind_mounts": [{"host_path": p} for p in paths],
+        "add_capabilities": [],
+        "devices": [],
+    }
 
 
 def render(config: dict[str, Any]) -> str:

@@ -89,6 +89,10 @@ def master_config(paths: LocalPaths, port: int, password: str) -> dict[str, Any]
             ],
         },
         "checkpoint_storage": {"type": "shared_fs", "host_path": str(paths.checkpoints)},
+        # Determined's permissive defaults (any host path, capability or device that is not
+        # protected: det.master.container_policy), and never this state directory (the admin
+        # password, the agent token, the agents' state) beyond the checkpoints mounted above.
+        "task_container_policy": {"protected_host_paths": [str(paths.root)]},
         "log": {"level": "info", "color": False},
     }
 

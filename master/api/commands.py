@@ -15,9 +15,9 @@ from det.master.errors import InvalidArgument, NotFound
 from det.master.expconf.task import TaskKind
 from det.master.schemas import commands as wire
 from det.master.schemas import d
+from det.master.services import containers, ntsc, tensorboards
 from det.master.services import experiments as exp_svc
 from det.master.services import jobs as jobs_svc
-from det.master.services import ntsc
 from det.master.services import tasks as tasks_svc
 from det.master.services import templates as templates_svc
 
@@ -45,13 +45,20 @@ def launch_config(conn: Any, kind: TaskKind, body: Any) -> dict[str, Any]:
 def launch(kind: TaskKind, body: Any, data: dict[str, Any] | None = None) -> Any:
     """Launches a task of ``kind`` from a Launch*Request; returns its ``get`` row."""
     files = exp_svc.parse_files(body.get("files") or [])
+    user = current_user()
     with db() as conn:
         config = launch_config(conn, kind, body)
+        containers.check_policy(
+            state(),
+            config,
+            admin=user.admin,
+            extra_mounts=tensorboards.storage_mounts(data or {}),
+        )
         row = ntsc.launch(
             conn,
             state(),
             kind=kind,
-            owner_id=current_user().id,
+            owner_id=user.id,
             config=config,
             files=files,
             workspace_id=body.get("workspaceId") or None,

@@ -86,6 +86,7 @@ def create(body: d.v1CreateExperimentRequest) -> Any:
             project_id=project_id or None,
             template=template or None,
             parent_id=parent_id,
+            admin=current_user().admin,
         )
     if row is None:  # validateOnly: the config is valid and nothing was created
         return {"experiment": _NOTHING_CREATED, "config": {}, "warnings": []}
@@ -389,6 +390,8 @@ def continue_(body: d.v1ContinueExperimentRequest) -> d.v1ContinueExperimentResp
         raise InvalidArgument("id: required (the experiment to continue)")
     with db() as conn:
         _owner_or_admin(conn, experiment_id)
-        svc.continue_(conn, state(), experiment_id, body.get("overrideConfig"))
+        svc.continue_(
+            conn, state(), experiment_id, body.get("overrideConfig"), admin=current_user().admin
+        )
         row = svc.get(conn, experiment_id)
     return {"experiment": wire.experiment(row), "warnings": []}

@@ -11,10 +11,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import os
+from collections.abc import Sequence
 from typing import Any
 
 from det.common.container_spec import BindMount, DockerOptions
+from det.master import container_policy
 from det.master.db import Conn
+from det.master.errors import PermissionDenied
 from det.master.expconf import stored
 from det.master.expconf.schema import DEFAULT_CPU_IMAGE
 from det.master.expconf.storage import SharedFSStorage
@@ -73,6 +77,35 @@ def docker_options(st: MasterState, config: dict[str, Any], pool: str) -> Docker
         "networkMode": tcd.get("network_mode") or "host",
         "bindMounts": bind_mounts(config),
     }
+
+
+def check_policy(
+    st: MasterState,
+    config: dict[str, Any],
+    *,
+    admin: bool,
+    extra_mounts: Sequence[container_policy.Mount] = (),
+) -> None:
+    """PermissionDenied (one line naming the field and the rule) when a non-admin's task
+    ``config`` (resolved, its pool named) breaks the pool's ``task_container_policy``
+    (det.master.container_policy); admins' tasks may use anything. ``extra_mounts``: the
+    mounts the master adds for the task (a TensorBoard's storage), judged as the user's."""
+    if admin:
+        return
+    pool = str((config.get("resources") or {}).get("resource_pool") or "")
+    tcd = st.config.task_container_defaults_for(pool)
+    request = container_policy.request_of(config, extra_mounts, tcd)
+    trusted = container_policy.trusted_of(
+        tcd,
+        st.config.checkpoint_storage,
+        [os.path.abspath(st.config.data_dir)],
+    )
+    refusal = next(
+        container_policy.refusals(request, st.config.task_container_policy_for(pool), trusted),
+        None,
+    )
+    if refusal is not None:
+        raise PermissionDenied(f"task container policy: {refusal}")
 
 
 def image_and_env(conn: Conn, config: dict[str, Any], agent_id: str) -> tuple[str, dict[str, str]]:

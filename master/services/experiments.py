@@ -22,7 +22,7 @@ from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound, PayloadTooLarge
 from det.master.expconf import stored
 from det.master.handles import MasterState
-from det.master.services import jobs, listing, projects, scheduling, templates
+from det.master.services import containers, jobs, listing, projects, scheduling, templates
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +146,10 @@ def create(
     project_id: int | None = None,
     template: str | None = None,
     parent_id: int | None = None,
+    admin: bool = False,
 ) -> dict[str, Any] | None:
+    """A new experiment (None for ``validate_only``); a non-admin's config is held to the
+    pool's task container policy (``containers.check_policy``)."""
     template_name = template or _template_named_in(config_text)
     template_config = None
     if template_name:
@@ -156,6 +159,7 @@ def create(
             raise InvalidArgument(f"template: no template named {template_name!r}") from None
     cfg = parse_config(st, config_text, template_config)
     config = cfg.to_dict()
+    containers.check_policy(st, config, admin=admin)
     project = projects.usable(conn, _project_for(conn, config, project_id))
 
     limits.text("name", config.get("name"), limits.NAME)
@@ -643,7 +647,12 @@ def _merged(base: Any, override: Any) -> Any:
 
 
 def continue_(
-    conn: Conn, st: MasterState, experiment_id: int, override_text: str | None
+    conn: Conn,
+    st: MasterState,
+    experiment_id: int,
+    override_text: str | None,
+    *,
+    admin: bool = False,
 ) -> dict[str, Any]:
     """Determined's ContinueExperiment for a single-trial (``single`` searcher) experiment that
     ended: the override (YAML, e.g. a longer ``searcher.max_length``) is merged into its config,
@@ -709,6 +718,7 @@ def continue_(
             raise InvalidArgument(
                 f"overrideConfig: {changed[0]} cannot change when continuing (the trial is the same)"
             )
+    containers.check_policy(st, new_config, admin=admin)
     states.continue_experiment(
         conn,
         experiment_id,

@@ -13,6 +13,7 @@ import copy
 from typing import Any
 
 from det.common.container_spec import BindMount
+from det.master import container_policy
 from det.master.db import Conn
 from det.master.errors import InvalidArgument
 from det.master.expconf import stored
@@ -85,6 +86,19 @@ def resolve(conn: Conn, experiment_ids: list[int], trial_ids: list[int]) -> dict
                 f"experiment {s['experimentId']} has no checkpoint_storage to read from"
             )
     return {"experimentIds": experiment_ids, "trialIds": trial_ids, "sources": sources}
+
+
+def storage_mounts(data: dict[str, Any]) -> list[container_policy.Mount]:
+    """The host paths a TensorBoard over ``data`` mounts (read-only), named by experiment, for
+    the task container policy."""
+    out: dict[str, container_policy.Mount] = {}
+    for s in data.get("sources") or []:
+        cfg = s.get("storage") or {}
+        host = str(cfg.get("host_path"))
+        if cfg.get("type") == "shared_fs" and host not in out:
+            where = f"experimentIds: experiment {s['experimentId']}'s checkpoint_storage.host_path"
+            out[host] = container_policy.Mount(where, cfg.get("host_path"), True)
+    return list(out.values())
 
 
 def container_sources(data: dict[str, Any]) -> tuple[list[dict[str, Any]], list[BindMount]]:

@@ -145,3 +145,32 @@ def test_no_engine_message_is_one_line_naming_what_to_do(monkeypatch: pytest.Mon
         assert "\n" not in message
         assert "docker" in message.lower()
     assert "usermod" in engine.no_engine_message("Permission denied")
+
+
+def test_local_policy_is_permissive_but_protects_the_clusters_own_state(tmp_path: Path) -> None:
+    from det.master.container_policy import refusals, request_of, trusted_of
+
+    paths = LocalPaths.at(tmp_path)
+    config = parse_config(cluster.master_config(paths, 18123, "Pw-123456"), env={})
+    policy = config.task_container_policy_for("default")
+    trusted = trusted_of(
+        config.task_container_defaults, config.checkpoint_storage, [str(config.data_dir)]
+    )
+
+    def refused(host: str) -> bool:
+        task = {"bind_mounts": [{"host_path": host, "container_path": "/x"}]}
+        return bool(list(refusals(request_of(task), policy, trusted)))
+
+    assert policy.bind_mounts is None and policy.add_capabilities is None
+    assert not refused("/home/someone/data")
+    assert not refused(str(paths.checkpoints / "run-1"))
+    for host in (
+        paths.root,
+        paths.password_file,
+        paths.agent_token,
+        paths.agent_state("local-agent-0"),
+        "/etc",
+        "/root",
+        "/var/run/docker.sock",
+    ):
+        assert refused(str(host)), host

@@ -93,3 +93,30 @@ def test_priority_scheduler_with_preemption():
     cfg = dataclasses.replace(AWS, **{"scheduler_type": "priority", "preemption_enabled": True})
     raw = aws_master.master_yaml_config(cfg, AWS_RESOLVED)
     assert raw["resource_manager"]["scheduler"] == {"type": "priority", "preemption": True}
+
+
+def test_cloud_clusters_allow_non_admins_only_the_data_paths_they_set_up():
+    from det.master.config import parse_config
+
+    seen = []
+    for raw in (
+        _booted(aws_master.master_yaml_config(AWS, AWS_RESOLVED)),
+        _booted(gcp_master.master_yaml_config(GCP, GCP_RESOLVED, "m", "a")),
+        _booted(
+            gcp_master.master_yaml_config(
+                GCP,
+                dataclasses.replace(GCP_RESOLVED, filestore_address="10.0.0.9:/share"),
+                "m",
+                "a",
+            )
+        ),
+    ):
+        config = parse_config(raw, env={"DET_DB_PASSWORD": "pw"})
+        for pool in ("aux-pool", "compute-pool"):
+            policy = config.task_container_policy_for(pool)
+            assert policy.add_capabilities == [] and policy.devices == []
+            mounts = config.task_container_defaults_for(pool).get("bind_mounts") or []
+            assert policy.bind_mounts is not None
+            assert [a.host_path for a in policy.bind_mounts] == [m["host_path"] for m in mounts]
+            seen.append(len(mounts))
+    assert seen == [0, 0, 0, 0, 1, 1]  # Filestore: its mount, in both pools
