@@ -6,6 +6,8 @@ instruction names this one (``pip install 'det-platform[deploy]'``), and nothing
 the bare name (tests/unit/test_install_names.py).
 """
 
+from __future__ import annotations
+
 from importlib import metadata
 
 DISTRIBUTION = "det-platform"

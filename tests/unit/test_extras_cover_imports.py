@@ -34,7 +34,10 @@ PARTS: dict[str, tuple[tuple[str, ...], bool]] = {
 # A master module named for one cloud runs only on that cloud's master, which has its extra.
 CLOUDS = ("aws", "gcp")
 # Installed by det's task images (infra/task-image), not by any extra.
-TASK_IMAGES = {"asyncssh": "the SSH server of shell tasks (det.exec.shell_server)"}
+TASK_IMAGES = {
+    "asyncssh": "the SSH server of shell tasks (det.exec.shell_server)",
+    "tensorboard": "TensorBoard tasks (det.exec.tensorboard runs the image's TensorBoard)",
+}
 
 
 def _declared() -> tuple[set[str], dict[str, set[str]]]:
