@@ -170,3 +170,69 @@ def test_what_the_policy_allows_and_the_clusters_own_defaults_pass(
     # The cluster's own mount (and the master's storage) are the admin's: always allowed.
     ok = launch({"bind_mounts": [{"host_path": f"{shared}/", "container_path": "/shared"}]})
     assert ok.status_code == 200, ok.text
+
+
+def _wait(predicate: Any, what: str, timeout: float = 60) -> Any:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.3)
+
+
+def test_continue_and_tensorboards_are_held_to_the_policy_too(
+    live_master: Master, pg_url: str, users: tuple[requests.Session, requests.Session]
+) -> None:
+    m = live_master
+    carol, admin = users
+    # Continue: carol's own experiment, ended, continued with a host mount in the override.
+    r = carol.post(
+        f"{m.url}/api/v1/experiments", json={"config": yaml.safe_dump(EXPERIMENT)}, timeout=30
+    )
+    assert r.status_code == 200, r.text
+    eid = int(r.json()["experiment"]["id"])
+    _wait(
+        lambda: carol.get(f"{m.url}/api/v1/experiments/{eid}/trials", timeout=30).json()["trials"],
+        "carol's trial",
+    )
+    assert carol.post(f"{m.url}/api/v1/experiments/{eid}/kill", timeout=30).status_code == 200
+
+    def ended() -> bool:
+        r = carol.get(f"{m.url}/api/v1/experiments/{eid}", timeout=30)
+        return bool(r.json()["experiment"]["state"] == "STATE_CANCELED")
+
+    _wait(ended, f"experiment {eid} to be canceled")
+    override = yaml.safe_dump({"bind_mounts": [{"host_path": "/root", "container_path": "/r"}]})
+    r = carol.post(
+        f"{m.url}/api/v1/experiments/continue",
+        json={"id": eid, "overrideConfig": override},
+        timeout=30,
+    )
+    _refused(r, "bind_mounts[0].host_path")
+    r = carol.get(f"{m.url}/api/v1/experiments/{eid}", timeout=30)
+    assert r.json()["experiment"]["state"] == "STATE_CANCELED"
+
+    # TensorBoard: an admin's experiment keeps its checkpoints in /etc (admins may); carol's
+    # TensorBoard of it would mount that read-only.
+    exp = yaml.safe_dump(
+        {**EXPERIMENT, "checkpoint_storage": {"type": "shared_fs", "host_path": "/etc"}}
+    )
+    r = admin.post(f"{m.url}/api/v1/experiments", json={"config": exp}, timeout=30)
+    assert r.status_code == 200, r.text
+    admins = int(r.json()["experiment"]["id"])
+    _wait(
+        lambda: admin.get(f"{m.url}/api/v1/experiments/{admins}/trials", timeout=30).json()[
+            "trials"
+        ],
+        "the admin's trial",
+    )
+    before = _counts(pg_url)[0]
+    r = carol.post(f"{m.url}/api/v1/tensorboards", json={"experimentIds": [admins]}, timeout=30)
+    _refused(r, f"experimentIds: experiment {admins}'s checkpoint_storage.host_path")
+    assert _counts(pg_url)[0] == before
+    r = admin.post(f"{m.url}/api/v1/tensorboards", json={"experimentIds": [admins]}, timeout=30)
+    assert r.status_code == 200, r.text
