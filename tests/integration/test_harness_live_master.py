@@ -64,6 +64,29 @@ def create(master: Master, max_batches: int, config: str = CONFIG, example: Path
     return int(master.post("/api/v1/experiments", body)["experiment"]["id"])
 
 
+PRIVATE_RUN = "/run"
+
+
+def in_private_run(command: list[str]) -> list[str]:
+    """``command`` in a mount namespace of its own with an empty tmpfs on /run: the official
+    package reads its task info only from /run/determined/info, and writing the host's would
+    make every other official client on this machine (other tests, in parallel) believe it runs
+    on a cluster."""
+    user = [] if os.geteuid() == 0 else ["--map-root-user"]
+    return [
+        "unshare",
+        *user,
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        'mount -t tmpfs tmpfs /run && exec "$@"',
+        "sh",
+        *command,
+    ]
+
+
 def process_runner(master: Master, tmp: Path, extra_env: dict[str, str] | None = None) -> Any:
     """A SimAgent ``train`` callable that does what the real agent does, minus Docker."""
     venv_bin = str(Path(sys.executable).parent)
@@ -90,8 +113,11 @@ def process_runner(master: Master, tmp: Path, extra_env: dict[str, str] | None =
             "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),
             **(extra_env or {}),
         }
+        command = list(spec["command"])
+        if env["DET_INFO_DIR"].startswith(PRIVATE_RUN + "/"):
+            command = in_private_run(command)
         with (tmp / f"{aid}.log").open("w") as log:
-            proc = subprocess.Popen(spec["command"], env=env, stdout=log, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
             while proc.poll() is None:
                 if killed.wait(0.2):
                     proc.send_signal(signal.SIGTERM)
@@ -208,7 +234,8 @@ def test_official_harness_reports_to_a_real_master(live_master: Master, tmp_path
 
     env = {"PYTHONPATH": official_pythonpath()}
     env["HOME"] = str(tmp_path)
-    env["DET_INFO_DIR"] = "/run/determined/info"  # the only place the official package looks
+    # The only place the official package looks; in a private /run (in_private_run).
+    env["DET_INFO_DIR"] = "/run/determined/info"
     agent = SimAgent(
         live_master.url,
         live_master.agent_token,
