@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -262,33 +263,59 @@ def any_json() -> Any:
 def _parse(raw: bytes) -> tuple[Any, bool]:
     try:
         value, finite = fastjson.loads(raw)
+    except UnicodeDecodeError:
+        raise InvalidArgument("request body is not valid UTF-8") from None
     except ValueError as e:
         reason = "nested too deeply" if "nested too deeply" in str(e) else "not valid JSON"
         raise InvalidArgument(f"request body is {reason}") from None
-    if b"\\u0000" in raw:
-        # PostgreSQL text and jsonb cannot hold NUL: refused here for every field (the byte
-        # test is cheap; the walk that names the field runs only when it matches).
-        where = _nul_path(value, "")
-        if where is not None:
-            raise InvalidArgument(f"{where or 'request body'}: must not contain NUL (\\u0000)")
+    # Text every route may store: PostgreSQL text and jsonb hold neither NUL nor a lone UTF-16
+    # surrogate ("\ud800", or its bytes encoded as UTF-8), so both are refused here for every
+    # field. orjson refuses surrogates, so only a body it could not parse (the standard
+    # library's) can hold them; cheap byte tests come first (the walk that names the field runs
+    # only when one matches).
+    if b"\\u0000" in raw or (not finite and _MAYBE_SURROGATE.search(raw)):
+        found = _bad_text(value, "")
+        if found is not None:
+            where, rule = found
+            raise InvalidArgument(f"{where or 'request body'}: {rule}")
     return value, finite
 
 
-def _nul_path(value: Any, path: str) -> str | None:
-    """The path of the first string (or key) holding NUL, or None."""
+# A surrogate escaped (\ud800 to \udfff) or encoded as UTF-8 (ED A0-BF ..).
+_MAYBE_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+_NUL = "must not contain NUL (\\u0000)"
+_SURROGATE = "is not valid Unicode text (a lone surrogate such as \\ud800)"
+
+
+def _text_fault(text: str) -> str | None:
+    if "\x00" in text:
+        return _NUL
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE
+    return None
+
+
+def _bad_text(value: Any, path: str) -> tuple[str, str] | None:
+    """The path of the first string (or key) holding NUL or a lone surrogate, and the rule it
+    breaks; or None."""
     if isinstance(value, str):
-        return path if "\x00" in value else None
+        fault = _text_fault(value)
+        return (path, fault) if fault else None
     if isinstance(value, dict):
         for k, v in value.items():
             sub = f"{path}.{k}" if path else str(k)
-            if "\x00" in str(k):
-                return sub
-            found = _nul_path(v, sub)
+            fault = _text_fault(str(k))
+            if fault:
+                # A key that cannot be printed as it is: named by its escaped form.
+                return (path + "." + ascii(k) if path else ascii(k)), fault
+            found = _bad_text(v, sub)
             if found is not None:
                 return found
     if isinstance(value, list):
         for i, v in enumerate(value):
-            found = _nul_path(v, f"{path}[{i}]")
+            found = _bad_text(v, f"{path}[{i}]")
             if found is not None:
                 return found
     return None

@@ -89,6 +89,8 @@ BAD: list[Any] = [
     "x" * 1_000_000,
     "\u202eabc",
     "\x00",
+    # A lone surrogate (escaped by json.dumps): PostgreSQL text cannot hold it.
+    "\ud800",
     [],
     [None],
     {},
@@ -109,6 +111,11 @@ BODIES: list[bytes] = [
     b"[" * 3000 + b"]" * 3000,
     b'{"a": "\\u0000"}',
     b"\xff\xfe",
+    # Lone surrogates: escaped, encoded as UTF-8 bytes, in a key, and after a NaN.
+    b'{"a": "\\ud800"}',
+    b'{"a": "\xed\xa0\x80"}',
+    b'{"\\udfff": 1}',
+    b'{"a": NaN, "b": "x\\udbff"}',
 ]
 
 
