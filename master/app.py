@@ -12,6 +12,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from det.master.api import BLUEPRINTS, _common, _unbuilt, _wirelog
 from det.master.api._admission import Admission, Limits
 from det.master.authcache import SessionCache
+from det.master.clientaddr import Proxies, TrustedProxies, parse_networks
 from det.master.errors import APIError, TooManyRequests, Unimplemented
 from det.master.handles import MasterState
 from det.master.services import users
@@ -40,6 +41,9 @@ def create_app(state: MasterState) -> Flask:
     for bp in BLUEPRINTS:
         app.register_blueprint(bp)
     _wirelog.install(app)
+    # The client's address and scheme, from X-Forwarded-* of trusted proxies only.
+    proxies = Proxies(parse_networks(state.config.security.trusted_proxies))
+    app.wsgi_app = TrustedProxies(app.wsgi_app, proxies)  # type: ignore[method-assign]
     served = _unbuilt.served_operations(
         (m, rule.rule) for rule in app.url_map.iter_rules() for m in rule.methods or ()
     )
@@ -82,7 +86,9 @@ def create_app(state: MasterState) -> Flask:
 
     @app.errorhandler(Exception)
     def _unexpected(e: Exception) -> Any:
-        logger.exception("unhandled error")
+        logger.exception(
+            "unhandled error in %s %s from %s", request.method, request.path, request.remote_addr
+        )
         return jsonify(_error_body("internal error", 13, 500)), 500
 
     return app

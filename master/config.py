@@ -18,6 +18,7 @@ import yaml
 from psycopg.conninfo import make_conninfo
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from det.master.clientaddr import parse_networks
 from det.master.container_policy import ContainerPolicy
 from det.master.errors import MasterError
 from det.master.expconf.environment import SECRET_KEYS, STORAGE_SECRET_KEYS, hide_secrets
@@ -221,6 +222,23 @@ class SecurityConfig(_Model):
     tls: TlsConfig = TlsConfig()
     ssh: dict[str, Any] | None = None
     authz: dict[str, Any] | None = None
+    # Load balancers and reverse proxies whose X-Forwarded-For and X-Forwarded-Proto the master
+    # believes (addresses or networks; det.master.clientaddr). Empty: the TCP peer is the client.
+    trusted_proxies: list[str] = Field(default_factory=list)
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _proxies_from_text(cls, value: Any) -> Any:
+        # DET_SECURITY_TRUSTED_PROXIES gives them comma-separated.
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies_parse(cls, value: list[str]) -> list[str]:
+        parse_networks(value)
+        return value
 
 
 class ProxyConfig(_Model):
@@ -361,6 +379,7 @@ _ENV_SCALARS = {
     "DET_LOG_LEVEL": ("log", "level"),
     "DET_SECURITY_INITIAL_USER_PASSWORD": ("security", "initial_user_password"),
     "DET_SECURITY_AGENT_TOKEN": ("security", "agent_token"),
+    "DET_SECURITY_TRUSTED_PROXIES": ("security", "trusted_proxies"),
     "DET_SECURITY_TLS_CERT": ("security", "tls", "cert"),
     "DET_SECURITY_TLS_KEY": ("security", "tls", "key"),
     "DET_DB_URL": ("db", "url"),

@@ -84,6 +84,7 @@ def prepare(config: MasterConfig) -> MasterState:
     pool = db.open_pool(conninfo, max_size=config.db_pool_size, configure=epoch.watch)
     with pool.connection() as conn:
         users.ensure_admin(conn, password)
+        users.fill_username_keys(conn)
     return MasterState(
         config=config,
         pool=pool,
@@ -193,6 +194,9 @@ def _adjustments(state: MasterState) -> dict[str, Any]:
         "connection_limit": _connection_limit(),
         "asyncore_use_poll": True,
         "url_scheme": "https" if state.config.security.tls.enabled else "http",
+        # X-Forwarded-* reach the app, which believes them only from security.trusted_proxies
+        # and removes them otherwise (det.master.clientaddr); waitress would drop them all.
+        "clear_untrusted_proxy_headers": False,
     }
 
 

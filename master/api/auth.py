@@ -18,6 +18,7 @@ from det.master.api._common import (
     current_user,
     db,
     pagination,
+    principal,
     require_admin,
     state,
 )
@@ -31,7 +32,7 @@ from det.master.errors import (
 )
 from det.master.schemas import d
 from det.master.schemas import users as wire
-from det.master.services import login_limits, users
+from det.master.services import login_limits, usernames, users
 
 logger = logging.getLogger(__name__)
 
@@ -52,11 +53,15 @@ def login(body: d.v1LoginRequest) -> d.v1LoginResponse:
     if len(username) > users.USERNAME_MAX:
         raise InvalidArgument(f"username: longer than {users.USERNAME_MAX} characters")
     password = body.get("password") or ""
+    # The client's address (behind trusted proxies, the one they forwarded: clientaddr), and
+    # the name as users are told apart: ALICE and alice share their limits.
     address = request.remote_addr or ""
+    name_key = usernames.key(username)
     now = dt.datetime.now(dt.UTC)
     with db() as conn:
-        wait = login_limits.retry_after(conn, username, address, now)
+        wait = login_limits.retry_after(conn, name_key, address, now)
     if wait is not None:
+        logger.warning("login as %r from %s refused: too many failed logins", username, address)
         raise TooManyRequests(
             f"too many failed logins as {username!r} from {address}; try again in {wait} s",
             retry_after=wait,
@@ -70,10 +75,11 @@ def login(body: d.v1LoginRequest) -> d.v1LoginResponse:
                 hashed=bool(body.get("isHashed")),
                 session_hours=state().config.security.session_hours,
             )
-            login_limits.clear(conn, username, address)
+            login_limits.clear(conn, name_key, address)
     except Unauthenticated:
         with db() as conn:  # the failed attempt's transaction was rolled back: a new one
-            login_limits.record_failure(conn, username, address, now)
+            login_limits.record_failure(conn, name_key, address, now)
+        logger.info("login as %r from %s failed", username, address)
         raise
     return {"token": token, "user": wire.user(user)}
 
@@ -91,8 +97,16 @@ def logout() -> Any:
 @allow(USER, TASK)
 @contract("GetMe")
 def me() -> d.v1GetMeResponse:
+    """The caller's user; for a task (an allocation token), the user it runs for: its
+    experiment's owner, or the owner of the command, notebook, shell or TensorBoard."""
+    task = principal().task
     with db() as conn:
-        return {"user": wire.user(users.get_user(conn, acting_user_id()))}
+        if task is None:
+            return {"user": wire.user(users.get_user(conn, acting_user_id()))}
+        user_id = task.user_id or users.allocation_owner(conn, task.allocation_id)
+        if user_id is None:
+            raise PermissionDenied(f"allocation {task.allocation_id} runs for no user")
+        return {"user": wire.user(users.get_user(conn, user_id))}
 
 
 _USER_SORT = {
@@ -151,13 +165,15 @@ def create_user(body: d.v1PostUserRequest) -> d.v1PostUserResponse:
             password,
             admin=bool(spec.get("admin")),
             hashed=bool(body.get("isHashed")),
+            # Determined's client sends active: true unless told otherwise.
+            active=spec.get("active") is not False,
         )
         display_name = spec.get("displayName")
         if display_name:
             name = limits.text("displayName", display_name, limits.NAME)
             user = users.update_user(conn, user.id, {"display_name": name})
     # Logged once committed: a create that rolled back must not read as done in the log.
-    logger.info("user %s created (admin=%s)", user.username, user.admin)
+    logger.info("user %s created (admin=%s, active=%s)", user.username, user.admin, user.active)
     return {"user": wire.user(user)}
 
 

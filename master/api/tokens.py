@@ -1,6 +1,7 @@
 """``/api/v1/tokens``: access tokens (``det token create|list|describe|edit|revoke``).
 
-A user manages their own tokens; an admin anyone's."""
+A user manages their own tokens; an admin anyone's. Only an admin creates tokens that never
+expire or live longer than a year (services/tokens.py)."""
 
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ def create(body: d.v1PostAccessTokenRequest) -> d.v1PostAccessTokenResponse:
             lifespan=data.get("lifespan"),
             description=description,
             now=dt.datetime.now(dt.UTC),
+            by_admin=current_user().admin,
         )
     return {"token": token, "tokenId": token_id}
 

@@ -9,9 +9,11 @@ PostgreSQL (every API process sees the same counts, and a restart forgets nothin
 
 There is deliberately no limit per username alone: it would let anyone lock a user (the admin
 included) out from everywhere by failing on purpose. A successful login clears that pair's
-failures. The address is the peer address of the connection (``X-Forwarded-For`` is not trusted:
-any client can set it); behind a proxy every client shares the proxy's address and the
-per-address limit applies to all of them together.
+failures. The address is the client's: the connection's peer, or, when the peer is one of
+``security.trusted_proxies``, the address those proxies forwarded (:mod:`det.master.clientaddr`;
+any client can send ``X-Forwarded-For``, so it counts only from them). Behind a proxy that is
+not listed every client shares the proxy's address and the per-address limit applies to all of
+them together.
 """
 
 from __future__ import annotations

@@ -20,18 +20,28 @@ ACCESS_TOKEN = "ACCESS_TOKEN"
 DEFAULT_LIFESPAN = dt.timedelta(days=30)
 # "-1" asks for a token that never expires; PostgreSQL's 'infinity' has no Python datetime.
 NEVER = dt.datetime(9999, 12, 31, tzinfo=dt.UTC)
+# The longest a non-admin's token may live; only an admin creates tokens that never expire
+# (for a service account, say) or live longer.
+USER_MAX_LIFESPAN = dt.timedelta(days=365)
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|ns)")
 _UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 
 
-def parse_lifespan(raw: Any, now: dt.datetime) -> dt.datetime:
+def parse_lifespan(raw: Any, now: dt.datetime, *, admin: bool = True) -> dt.datetime:
     """When a token with lifespan ``raw`` (a Go duration such as ``"720h"``, ``"-1"`` for
-    never, empty for the default 30 days) created at ``now`` expires."""
+    never, empty for the default 30 days) created at ``now`` expires. A non-admin (``admin``
+    false) may ask for at most :data:`USER_MAX_LIFESPAN`."""
     if raw is None or raw == "":
         return now + DEFAULT_LIFESPAN
     if not isinstance(raw, str):
         raise InvalidArgument("lifespan: must be a duration string such as '720h'")
+    longest = f"{int(USER_MAX_LIFESPAN.total_seconds() // 3600)}h"
     if raw.strip() == "-1":
+        if not admin:
+            raise InvalidArgument(
+                f"lifespan: only an admin may create a token that never expires ('-1');"
+                f" give a duration of at most {longest}"
+            )
         return NEVER
     parts = _DURATION.findall(raw.strip())
     if not parts or "".join(n + u for n, u in parts) != raw.strip():
@@ -39,20 +49,35 @@ def parse_lifespan(raw: Any, now: dt.datetime) -> dt.datetime:
     seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
     if seconds <= 0:
         raise InvalidArgument("lifespan: must be positive (or '-1' for no expiry)")
+    if not admin and seconds > USER_MAX_LIFESPAN.total_seconds():
+        raise InvalidArgument(f"lifespan: {raw!r} is longer than a non-admin's {longest}")
     if seconds > (NEVER - now).total_seconds():
         return NEVER
     return now + dt.timedelta(seconds=seconds)
 
 
 def create(
-    conn: Conn, user_id: int, *, lifespan: Any, description: str, now: dt.datetime
+    conn: Conn,
+    user_id: int,
+    *,
+    lifespan: Any,
+    description: str,
+    now: dt.datetime,
+    by_admin: bool = True,
 ) -> tuple[int, str]:
-    """A new access token for ``user_id``: its id and the token (shown once)."""
+    """A new access token for ``user_id``: its id and the token (shown once). ``by_admin``:
+    whether an admin asks for it (:func:`parse_lifespan`)."""
     token = secrets.token_urlsafe(32)
     row = conn.execute(
         "INSERT INTO user_sessions (user_id, token_hash, expires_at, token_type, description)"
         " VALUES (%s, %s, %s, %s, %s) RETURNING id",
-        (user_id, token_digest(token), parse_lifespan(lifespan, now), ACCESS_TOKEN, description),
+        (
+            user_id,
+            token_digest(token),
+            parse_lifespan(lifespan, now, admin=by_admin),
+            ACCESS_TOKEN,
+            description,
+        ),
     ).fetchone()
     assert row is not None
     return int(row["id"]), token

@@ -19,6 +19,7 @@ from typing import Any
 
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound, Unauthenticated
+from det.master.services import usernames
 
 logger = logging.getLogger(__name__)
 
@@ -85,10 +86,37 @@ def ensure_admin(conn: Conn, initial_password: str) -> None:
     """Creates ``admin`` (and a ``determined`` non-admin user, as Determined does) once."""
     for name, admin in (("admin", True), ("determined", False)):
         conn.execute(
-            "INSERT INTO users (username, password_hash, admin) VALUES (%s, %s, %s)"
-            " ON CONFLICT (username) DO NOTHING",
-            (name, hash_password(client_hash(initial_password)), admin),
+            "INSERT INTO users (username, username_key, password_hash, admin)"
+            " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            (name, usernames.key(name), hash_password(client_hash(initial_password)), admin),
         )
+
+
+# One writer of usernames at a time: the checks against every existing name see them all.
+_USERNAME_LOCK_KEY = 0x6465745F75736572  # "det_user"
+
+
+def fill_username_keys(conn: Conn) -> None:
+    """Gives rows written before usernames had keys (migration 0021) theirs, oldest first. Of
+    names that differ only in case or width, the oldest gets the key (and case-insensitive
+    login); the others keep logging in by their exact name, and a warning names them."""
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_USERNAME_LOCK_KEY,))
+    rows = conn.execute(
+        "SELECT id, username FROM users WHERE username_key IS NULL ORDER BY id"
+    ).fetchall()
+    for row in rows:
+        k = usernames.key(row["username"])
+        other = conn.execute("SELECT username FROM users WHERE username_key = %s", (k,)).fetchone()
+        if other is not None:
+            logger.warning(
+                "users %r and %r differ only in case or width: %r logs in by its exact name"
+                " only; rename one of them",
+                other["username"],
+                row["username"],
+                row["username"],
+            )
+            continue
+        conn.execute("UPDATE users SET username_key = %s WHERE id = %s", (k, row["id"]))
 
 
 _USERNAME_PUNCTUATION = frozenset("._@+-")
@@ -97,7 +125,8 @@ USERNAME_MAX = 128
 
 def check_username(username: str) -> None:
     """Letters and digits (any script) and ``. _ @ + -``, starting with a letter or digit, at
-    most 128 characters: no spaces, slashes, control or bidirectional-override characters."""
+    most 128 characters: no spaces, slashes, control or bidirectional-override characters; its
+    letters from one script (:mod:`det.master.services.usernames`). ``username`` is NFKC."""
     if (
         not 1 <= len(username) <= USERNAME_MAX
         or not username[0].isalnum()
@@ -106,19 +135,64 @@ def check_username(username: str) -> None:
         raise InvalidArgument(
             "username: must be 1-128 letters, digits or . _ @ + -, starting with a letter or digit"
         )
+    mixed = usernames.check_script(username)
+    if mixed is not None:
+        raise InvalidArgument(mixed)
 
 
-def create_user(conn: Conn, username: str, password: str, *, admin: bool, hashed: bool) -> User:
-    check_username(username)
+def _claim_username(conn: Conn, username: Any, user_id: int | None = None) -> str:
+    """``username`` checked and normalised for user ``user_id`` (None: a new user): raises
+    Conflict when another user has the same name up to case and width, or one that reads the
+    same (:func:`det.master.services.usernames.skeleton`). Holds the username lock until the
+    transaction ends."""
+    if not isinstance(username, str):
+        raise InvalidArgument("username: must be a string")
+    name = usernames.normalize(username)
+    check_username(name)
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_USERNAME_LOCK_KEY,))
+    k, sk = usernames.key(name), usernames.skeleton(name)
+    for row in conn.execute("SELECT id, username FROM users ORDER BY id"):
+        if row["id"] == user_id:
+            continue
+        if usernames.key(row["username"]) == k:
+            raise Conflict(f"user '{row['username']}' already exists")
+        if usernames.skeleton(row["username"]) == sk:
+            raise Conflict(
+                f"username: '{name}' reads the same as the existing user '{row['username']}'"
+                " (lookalike letters of another script)"
+            )
+    return name
+
+
+def create_user(
+    conn: Conn,
+    username: str,
+    password: str,
+    *,
+    admin: bool,
+    hashed: bool,
+    active: bool = True,
+) -> User:
+    name = _claim_username(conn, username)
     pw = password if hashed else client_hash(password)
     row = conn.execute(
-        "INSERT INTO users (username, password_hash, admin) VALUES (%s, %s, %s)"
-        " ON CONFLICT (username) DO NOTHING RETURNING *",
-        (username, hash_password(pw), admin),
+        "INSERT INTO users (username, username_key, password_hash, admin, active)"
+        " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING *",
+        (name, usernames.key(name), hash_password(pw), admin, active),
     ).fetchone()
     if row is None:
-        raise Conflict(f"user '{username}' already exists")
+        raise Conflict(f"user '{name}' already exists")
     return _user(row)
+
+
+def _find_by_name(conn: Conn, username: str) -> dict[str, Any] | None:
+    """The user named exactly ``username``, else the one whose name is the same up to case and
+    width (:func:`det.master.services.usernames.key`)."""
+    return conn.execute(
+        "SELECT * FROM users WHERE username = %s OR username_key = %s"
+        " ORDER BY username = %s DESC LIMIT 1",
+        (username, usernames.key(username), username),
+    ).fetchone()
 
 
 def get_user(conn: Conn, user_id: int) -> User:
@@ -129,7 +203,7 @@ def get_user(conn: Conn, user_id: int) -> User:
 
 
 def get_user_by_name(conn: Conn, username: str) -> User:
-    row = conn.execute("SELECT * FROM users WHERE username = %s", (username,)).fetchone()
+    row = _find_by_name(conn, username)
     if row is None:
         raise NotFound(f"user '{username}' not found")
     return _user(row)
@@ -172,24 +246,18 @@ def update_user(conn: Conn, user_id: int, fields: dict[str, Any]) -> User:
 
 def rename_user(conn: Conn, user_id: int, username: Any) -> None:
     """Renames a user (sessions and ownership follow the id, so nothing else changes)."""
-    if not isinstance(username, str):
-        raise InvalidArgument("username: must be a string")
-    check_username(username)
     get_user(conn, user_id)
-    taken = conn.execute(
-        "SELECT id FROM users WHERE username = %s AND id <> %s", (username, user_id)
-    ).fetchone()
-    if taken is not None:
-        raise Conflict(f"user '{username}' already exists")
+    name = _claim_username(conn, username, user_id)
     conn.execute(
-        "UPDATE users SET username = %s, modified_at = now() WHERE id = %s", (username, user_id)
+        "UPDATE users SET username = %s, username_key = %s, modified_at = now() WHERE id = %s",
+        (name, usernames.key(name), user_id),
     )
 
 
 def login(
     conn: Conn, username: str, password: str, *, hashed: bool, session_hours: float
 ) -> tuple[str, User]:
-    row = conn.execute("SELECT * FROM users WHERE username = %s", (username,)).fetchone()
+    row = _find_by_name(conn, username)
     pw = password if hashed else client_hash(password)
     # An unknown user costs the same scrypt as a known one: the answer's timing must not tell
     # which usernames exist.
@@ -239,6 +307,16 @@ def allocation_for_digest(conn: Conn, digest: str) -> dict[str, Any] | None:
         (digest,),
     ).fetchone()
     return dict(row) if row is not None else None
+
+
+def allocation_owner(conn: Conn, allocation_id: str) -> int | None:
+    """The user whose job the allocation runs (a trial's experiment, an interactive task, a
+    checkpoint GC), or None when the job is gone."""
+    row = conn.execute(
+        "SELECT j.owner_id FROM allocations a JOIN jobs j ON j.id = a.job_id WHERE a.id = %s",
+        (allocation_id,),
+    ).fetchone()
+    return int(row["owner_id"]) if row is not None else None
 
 
 def issue_task_session(conn: Conn, user_id: int, hours: float = 24 * 30) -> str:
