@@ -34,6 +34,7 @@ _SCRIPTS = (
 )
 _ASSETS = {
     "app.css": "text/css; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
     **{f"{name}.js": "text/javascript; charset=utf-8" for name in _SCRIPTS},
 }
 _HEADERS = {
@@ -64,6 +65,13 @@ def _respond(name: str, mimetype: str) -> Response:
 def root() -> Any:
     """The WebUI's front page."""
     return redirect("/det/", code=302)
+
+
+@bp.get("/favicon.ico")
+@allow(PUBLIC)
+def favicon() -> Any:
+    """Browsers ask for it on every site whatever the page says: the WebUI's icon."""
+    return redirect("/det/static/favicon.svg", code=301)
 
 
 @bp.get("/det/static/<name>")

@@ -195,6 +195,10 @@ def test_the_app_is_served_with_a_strict_policy(live_master: Master, page: Any) 
     assert r.headers["X-Frame-Options"] == "DENY"
     assert requests.get(live_master.url + "/det/static/app.js", timeout=10).status_code == 200
     assert requests.get(live_master.url + "/det/static/secrets.txt", timeout=10).status_code == 404
+    # the icon browsers ask every site for (a 404 in every log before)
+    icon = requests.get(live_master.url + "/favicon.ico", timeout=10)
+    assert icon.status_code == 200 and icon.headers["Content-Type"].startswith("image/svg+xml")
+    assert icon.history and icon.history[0].status_code == 301
     assert (
         requests.get(live_master.url + "/", timeout=10, allow_redirects=False)
         .headers["Location"]
