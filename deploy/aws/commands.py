@@ -185,7 +185,12 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         quota_warning = preflight.check_vcpu_quota(
             session, cfg.compute_agent_instance_type, cfg.max_dynamic_agents, cfg.spot
         )
-        return "; ".join(w for w in (db_warning, quota_warning) if w) or None
+        # The CPU pool's family quota too (standard vCPUs: m, c, r, t…), or its first task waits.
+        aux_warning = preflight.check_vcpu_quota(
+            session, cfg.aux_agent_instance_type, cfg.max_dynamic_agents, cfg.spot
+        )
+        warnings = (db_warning, quota_warning, aux_warning)
+        return "; ".join(w for w in warnings if w) or None
 
     def prepare() -> None:
         current["cfg"] = dataclasses.replace(
@@ -209,6 +214,7 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         registry_password=registry.password_from_args(args, cfg.registry),
         registry=cfg.registry,
         remove_config=registry.removed_keys(args),
+        quota_needs=tuple(preflight.quota_needs(cfg)),
         prepare=prepare,
     )
     if cfg.serverless:

@@ -70,7 +70,9 @@ class AwsConfig:
     port: int = HTTPS_PORT
     master_instance_type: str = "m6i.large"
     aux_agent_instance_type: str = "m5.xlarge"
-    compute_agent_instance_type: str = "g4dn.metal"
+    # A first cluster that fits a new account (docs/deploy.md, Quotas): one T4 per agent, at
+    # most 2 agents a pool (8 G-family vCPUs); larger fleets are one flag away.
+    compute_agent_instance_type: str = "g4dn.xlarge"
     agent_image_id: str | None = None
     master_image_id: str | None = None
     """The master's AMI (``--master-image-id``), instead of Ubuntu 24.04."""
@@ -82,7 +84,7 @@ class AwsConfig:
     offering the instance types and pinned in the stack (output ``zones``); empty: the region's
     first two (the dry-run, and stacks made before zones were pinned)."""
     min_dynamic_agents: int = 0
-    max_dynamic_agents: int = 5
+    max_dynamic_agents: int = 2
     max_aux_containers_per_agent: int = 16
     max_idle_agent_period: str = "10m"
     max_agent_starting_period: str = "20m"

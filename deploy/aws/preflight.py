@@ -11,8 +11,9 @@ import logging
 import re
 from typing import Any
 
-from det.deploy.aws.config import DLAMI_SSM_PARAMETER, UBUNTU_SSM_PARAMETER, Images
+from det.deploy.aws.config import DLAMI_SSM_PARAMETER, UBUNTU_SSM_PARAMETER, AwsConfig, Images
 from det.deploy.common.errors import PreflightError
+from det.deploy.common.quotas import Need, ec2_vcpus, total
 
 logger = logging.getLogger(__name__)
 
@@ -259,3 +260,29 @@ def resolve_images(session: Any) -> Images:
             ) from None
     ubuntu = found[UBUNTU_SSM_PARAMETER]
     return Images(master=ubuntu, aux_agent=ubuntu, compute_agent=found[DLAMI_SSM_PARAMETER])
+
+
+def quota_needs(cfg: AwsConfig) -> list[Need]:
+    """The vCPU quotas the cluster needs with both pools at ``max_dynamic_agents`` (agents of
+    both pools share ``--spot``; the master is on-demand)."""
+    n = cfg.max_dynamic_agents
+    spot_codes = {*SPOT_QUOTA_CODES.values(), STANDARD_SPOT}
+    parts: dict[str, list[tuple[int | None, int]]] = {}
+    why: dict[str, list[str]] = {}
+    for role, instance_type, count, spot in (
+        ("master", cfg.master_instance_type, 1, False),
+        ("aux", cfg.aux_agent_instance_type, n, cfg.spot),
+        ("compute", cfg.compute_agent_instance_type, n, cfg.spot),
+    ):
+        code = quota_code(instance_type, spot)
+        parts.setdefault(code, []).append((ec2_vcpus(instance_type), count))
+        why.setdefault(code, []).append(f"{count} x {instance_type} ({role})")
+    return [
+        Need(
+            code,
+            cfg.region,
+            total(parts[code]),
+            f"{'spot' if code in spot_codes else 'on-demand'} vCPUs: {' + '.join(why[code])}",
+        )
+        for code in parts
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import getpass
 import json
 import sys
@@ -10,7 +11,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from det.deploy.common import automation, boot, costs, dryrun, registry, state, summary, tls
+from det.deploy.common import automation, boot, costs, dryrun, quotas, registry, state, summary, tls
 from det.deploy.common.errors import DeployError
 
 # Settings named like the ``up`` flags every cloud shares (``deploy.clouds._common_up``); an unset
@@ -64,12 +65,15 @@ def print_dry_run(
     out: TextIO,
     estimates: tuple[costs.Estimate, ...] = (),
     master: str = "vm",
+    quota_needs: tuple[quotas.Need, ...] = (),
 ) -> int:
     """``estimates``: the control plane's cost for each ``--master`` (``master``: this one)."""
     rendered = dryrun.render(program, mock_calls, project=f"det-{cloud}", stack=cluster_id)
     doc = summary.to_json(rendered, cloud, cluster_id)
     if estimates:
         doc["costEstimate"] = costs.to_json(estimates, master)
+    if quota_needs:
+        doc["quotaNeeds"] = [dataclasses.asdict(need) for need in quota_needs]
     if as_json:
         json.dump(doc, out, indent=2, sort_keys=False)
         out.write("\n")
@@ -84,6 +88,8 @@ def print_dry_run(
     out.write("".join(f"  {line}\n" for line in str(master_yaml).splitlines()))
     if estimates:
         out.write("\n" + costs.render(estimates, master) + "\n")
+    if quota_needs:
+        out.write("\n" + quotas.render(list(quota_needs)) + "\n")
     out.write(
         f"\n{len(doc['resources'])} resources. Nothing was created: run without --dry-run to deploy.\n"
     )

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from det.deploy.common import automation, commands, costs, registry, rollout, tls
+from det.deploy.common import automation, commands, costs, quotas, registry, rollout, tls
 from det.deploy.common.preflight import check_pulumi_cli
 
 # program.build(initial_user_password, registry_password, registry_auth) → the stack's outputs;
@@ -51,6 +51,8 @@ class UpPlan:
     prepare: Callable[[], None] = lambda: None
     """The slow local steps, run once every check has passed (building det's wheel)."""
     estimates: tuple[costs.Estimate, ...] = ()
+    quota_needs: tuple[quotas.Need, ...] = ()
+    """What the cluster needs of the account's quotas at its largest (shown by the dry-run)."""
     """The control plane's cost for each ``--master`` (printed by the dry-run)."""
     master: str = "vm"
     """``vm`` or ``serverless``: the control plane being deployed."""
@@ -69,6 +71,7 @@ def up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
             out,
             estimates=plan.estimates,
             master=plan.master,
+            quota_needs=plan.quota_needs,
         )
     check_pulumi_cli()
     warning = plan.preflight(not args.no_preflight_checks)

@@ -138,7 +138,7 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         stack_config.update(images.stack_config(pinned["cfg"]))
         if not quota:
             return None
-        return preflight.check_gpu_quota(
+        gpu_warning = preflight.check_gpu_quota(
             get_json,
             cfg.project_id,
             cfg.region,
@@ -147,6 +147,8 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
             cfg.max_dynamic_agents,
             cfg.preemptible,
         )
+        cpu_warning = preflight.check_cpu_quota(get_json, cfg.project_id, cfg.zone_name, cfg)
+        return "; ".join(w for w in (gpu_warning, cpu_warning) if w) or None
 
     def prepare() -> None:
         pinned["cfg"] = dataclasses.replace(
@@ -166,6 +168,7 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         preflight=check,
         cert=cfg.boot.tls if cfg.tls else None,
         estimates=estimates(args, cfg),
+        quota_needs=tuple(preflight.quota_needs(cfg)),
         master=cfg.master,
         registry_password=registry.password_from_args(args, cfg.registry),
         registry=cfg.registry,

@@ -57,9 +57,11 @@ class GcpConfig:
     tls: bool = True
     master_instance_type: str = "n1-standard-2"
     aux_agent_instance_type: str = "n1-standard-4"
-    compute_agent_instance_type: str = "n1-standard-32"
+    # A first cluster that fits a new project (docs/deploy.md, Quotas): one T4 on an
+    # n1-standard-4 per agent, at most 2 agents a pool; larger fleets are one flag away.
+    compute_agent_instance_type: str = "n1-standard-4"
     gpu_type: str = "nvidia-tesla-t4"
-    gpu_num: int = 4
+    gpu_num: int = 1
     preemptible: bool = False
     master_image: str = UBUNTU_IMAGE
     aux_agent_image: str = UBUNTU_IMAGE
@@ -69,7 +71,7 @@ class GcpConfig:
     disk_size: int = 200
     disk_type: str = "pd-standard"
     min_dynamic_agents: int = 0
-    max_dynamic_agents: int = 5
+    max_dynamic_agents: int = 2
     max_aux_containers_per_agent: int = 16
     max_idle_agent_period: str = "10m"
     max_agent_starting_period: str = "20m"

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from det.deploy.common.errors import PreflightError
+from det.deploy.common.quotas import Need, gce_vcpus, total
 
 GetJson = Callable[[str], tuple[int, dict[str, Any]]]
 
@@ -254,3 +255,104 @@ def _check_regional(
             "https://cloud.google.com/compute/resource-usage#gpu_quota or lower --max-dynamic-agents"
         )
     return None
+
+
+# Regional vCPU quota metrics by machine family (Compute Engine's Quota.Metric: CPUS counts N1,
+# the newer families have their own); CPUS_ALL_REGIONS counts every family.
+CPU_QUOTA_METRICS = {
+    "n1": "CPUS",
+    "e2": "E2_CPUS",
+    "n2": "N2_CPUS",
+    "n2d": "N2D_CPUS",
+    "c2": "C2_CPUS",
+    "c2d": "C2D_CPUS",
+    "c3": "C3_CPUS",
+    "a2": "A2_CPUS",
+}
+CPUS_ALL_REGIONS = "CPUS_ALL_REGIONS"
+QUOTA_PAGE = "https://console.cloud.google.com/iam-admin/quotas"
+
+
+def cpu_metric(machine_type: str) -> str | None:
+    return CPU_QUOTA_METRICS.get(machine_type.split("-", 1)[0])
+
+
+def machines(cfg: Any) -> list[tuple[str, str, int]]:
+    """(role, machine type, count) with both pools at ``max_dynamic_agents``."""
+    n = cfg.max_dynamic_agents
+    return [
+        ("master", cfg.master_instance_type, 1),
+        ("aux", cfg.aux_agent_instance_type, n),
+        ("compute", cfg.compute_agent_instance_type, n),
+    ]
+
+
+def quota_needs(cfg: Any, vcpus: Callable[[str], int | None] = gce_vcpus) -> list[Need]:
+    """What the cluster needs at its largest; ``vcpus`` gives a machine type's vCPUs (by name
+    offline, from the API at ``up``)."""
+    n = cfg.max_dynamic_agents
+    needs: list[Need] = []
+    if cfg.gpu_num:
+        gpus = n * cfg.gpu_num
+        why = f"{n} x {cfg.gpu_num} {cfg.gpu_type}"
+        needs.append(Need(ALL_REGIONS_METRIC, "project", gpus, why))
+        metric = gpu_quota_metric(cfg.gpu_type, cfg.preemptible) or f"{cfg.gpu_type} GPUs"
+        needs.append(Need(metric, cfg.region, gpus, why))
+    parts: dict[str, list[tuple[int | None, int]]] = {}
+    why_cpu: dict[str, list[str]] = {}
+    for role, machine_type, count in machines(cfg):
+        metric = cpu_metric(machine_type) or f"{machine_type.split('-', 1)[0].upper()}_CPUS"
+        parts.setdefault(metric, []).append((vcpus(machine_type), count))
+        why_cpu.setdefault(metric, []).append(f"{count} x {machine_type} ({role})")
+    for metric, counted in parts.items():
+        needs.append(Need(metric, cfg.region, total(counted), " + ".join(why_cpu[metric])))
+    everything = [p for counted in parts.values() for p in counted]
+    all_why = " + ".join(w for whys in why_cpu.values() for w in whys)
+    needs.append(Need(CPUS_ALL_REGIONS, "project", total(everything), all_why))
+    needs.append(
+        Need("IN_USE_ADDRESSES", cfg.region, 1 + 2 * n, "the master and each agent's address")
+    )
+    return needs
+
+
+def check_cpu_quota(get_json: GetJson, project_id: str, zone: str, cfg: Any) -> str | None:
+    """Fails when a regional vCPU quota (``CPUS`` for N1…) or ``CPUS_ALL_REGIONS`` is smaller
+    than the cluster at ``max_dynamic_agents`` needs (the first trial would otherwise wait on
+    quota); returns a warning when one cannot be checked."""
+    base = f"https://compute.googleapis.com/compute/v1/projects/{project_id}"
+    found: dict[str, int] = {}
+    for _, machine_type, _ in machines(cfg):
+        if machine_type in found:
+            continue
+        status, body = get_json(f"{base}/zones/{zone}/machineTypes/{machine_type}")
+        if status != 200 or "guestCpus" not in body:
+            return (
+                f"could not read the vCPUs of {machine_type} (HTTP {status}); CPU quota not checked"
+            )
+        found[machine_type] = int(body["guestCpus"])
+    needs = [
+        need
+        for need in quota_needs(cfg, found.get)
+        if need.quota in (*CPU_QUOTA_METRICS.values(), CPUS_ALL_REGIONS)
+    ]
+    warnings: list[str] = []
+    for scope_url, scope in ((f"{base}/regions/{cfg.region}", cfg.region), (base, "project")):
+        status, body = get_json(scope_url)
+        if status != 200:
+            warnings.append(f"could not read the quotas of {scope} (HTTP {status})")
+            continue
+        quotas = {q.get("metric"): q for q in body.get("quotas", [])}
+        for need in (x for x in needs if x.scope == scope):
+            quota = quotas.get(need.quota)
+            if quota is None or need.amount is None:
+                warnings.append(f"quota {need.quota} not reported for {scope}; not checked")
+                continue
+            available = int(quota["limit"] - quota.get("usage", 0))
+            if need.amount > available:
+                where = f"in {scope}" if scope != "project" else f"of project {project_id}"
+                raise PreflightError(
+                    f"{need.why} need {need.amount} vCPUs but quota {need.quota} {where} has "
+                    f"{available} available (limit {int(quota['limit'])}); request more at "
+                    f"{QUOTA_PAGE}?project={project_id} or lower --max-dynamic-agents"
+                )
+    return "; ".join(warnings) or None
