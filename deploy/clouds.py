@@ -162,8 +162,10 @@ def _common_up(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--master-timeout",
         type=float,
-        default=600.0,
-        help="seconds to wait for the master (default 600)",
+        # The master's first boot alone may wait up to 600 s for apt's lock (unattended
+        # upgrades), then installs its packages and det: 600 s gave up on healthy boots.
+        default=1500.0,
+        help="seconds to wait for the master (default 1500)",
     )
     p.add_argument("--yes", "--no-prompt", dest="yes", action="store_true", help="never prompt")
 

@@ -104,6 +104,33 @@ def authorized_get_json(credentials: Any, project_id: str) -> GetJson:
     return get_json
 
 
+def _error_reasons(body: dict[str, Any]) -> list[str]:
+    """The ``google.rpc.ErrorInfo`` reasons of a Google API error body."""
+    details = (body.get("error") or {}).get("details") or []
+    return [str(d.get("reason")) for d in details if isinstance(d, dict) and d.get("reason")]
+
+
+def service_usage_refusal(project_id: str, status: int, body: dict[str, Any]) -> str:
+    """What a 403 or 404 of the Service Usage API means: a 403 is not "no such project" (it
+    is the API disabled in the project, or a missing permission), and saying so sent users to
+    check a correct --project-id."""
+    message = str((body.get("error") or {}).get("message") or "").splitlines()[0:1]
+    said = f": {message[0]}" if message else ""
+    reasons = _error_reasons(body)
+    if status == 403 and ("SERVICE_DISABLED" in reasons or "has not been used" in str(said)):
+        return (
+            f"the Service Usage API is disabled in project {project_id!r} (HTTP 403); enable "
+            f"it with `gcloud services enable serviceusage.googleapis.com --project {project_id}`"
+        )
+    if status == 403:
+        return (
+            f"these credentials may not list the services of project {project_id!r} (HTTP 403"
+            f"{said}); they need serviceusage.services.list (roles/serviceusage.serviceUsageViewer"
+            "), or check --project-id"
+        )
+    return f"project {project_id!r} does not exist (HTTP 404); check --project-id"
+
+
 def check_apis(get_json: GetJson, project_id: str, required: Iterable[str]) -> None:
     enabled: set[str] = set()
     token = ""
@@ -114,10 +141,7 @@ def check_apis(get_json: GetJson, project_id: str, required: Iterable[str]) -> N
         )
         status, body = get_json(url)
         if status in (403, 404):
-            raise PreflightError(
-                f"project {project_id!r} does not exist or these credentials cannot use it "
-                f"(HTTP {status}); check --project-id"
-            )
+            raise PreflightError(service_usage_refusal(project_id, status, body))
         if status != 200:
             raise PreflightError(f"cannot list the enabled APIs of {project_id!r} (HTTP {status})")
         enabled |= {s["config"]["name"] for s in body.get("services", [])}

@@ -55,9 +55,32 @@ def test_missing_api_names_the_enable_command():
 
 
 def test_unknown_project_is_a_clear_error():
-    get_json, _ = _answers({SERVICES: (403, {"error": {}})})
+    get_json, _ = _answers({SERVICES: (404, {"error": {}})})
+    with pytest.raises(PreflightError, match="project 'p' does not exist"):
+        preflight.check_apis(get_json, "p", preflight.REQUIRED_APIS)
+
+
+def test_a_403_of_service_usage_is_not_called_a_missing_project():
+    denied = {"error": {"code": 403, "message": "Permission denied on resource project p."}}
+    get_json, _ = _answers({SERVICES: (403, denied)})
+    with pytest.raises(PreflightError) as e:
+        preflight.check_apis(get_json, "p", preflight.REQUIRED_APIS)
+    assert "does not exist" not in str(e.value)
+    assert "may not list the services of project 'p'" in str(e.value)
+    assert "serviceusage.services.list" in str(e.value) and "Permission denied" in str(e.value)
+    disabled = {
+        "error": {
+            "code": 403,
+            "message": "Service Usage API has not been used in project 1 before or it is disabled.",
+            "details": [
+                {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "SERVICE_DISABLED"}
+            ],
+        }
+    }
+    get_json, _ = _answers({SERVICES: (403, disabled)})
     with pytest.raises(
-        PreflightError, match="project 'p' does not exist or these credentials cannot use it"
+        PreflightError,
+        match=r"Service Usage API is disabled .*gcloud services enable serviceusage.googleapis.com --project p",
     ):
         preflight.check_apis(get_json, "p", preflight.REQUIRED_APIS)
 
