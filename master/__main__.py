@@ -1,12 +1,16 @@
-"""``det-master``: run the master, or upgrade its database."""
+"""``det-master``: run the master, or migrate its database (``det-master migrate``: applies the
+pending migrations and exits, the one-off job of a serverless deploy)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import logging
+import os
 import signal
 import sys
+
+import psycopg
 
 from det.master import db, server
 from det.master.config import ConfigError, load_config
@@ -24,12 +28,19 @@ def _setup_logging(level: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="det-master", description="The det master.")
-    parser.add_argument("--config-file", help="master.yaml (Determined's keys)")
     parser.add_argument(
-        "--no-loops", action="store_true", help="serve the API only (no control loops)"
+        "--config-file",
+        default=os.environ.get("DET_CONFIG_FILE") or None,
+        help="master.yaml (Determined's keys); default: $DET_CONFIG_FILE",
+    )
+    parser.add_argument(
+        "--no-loops",
+        action="store_true",
+        help="serve the API only (no control loops); also run_loops: false or DET_RUN_LOOPS=false",
     )
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("run", help="run the master (the default)")
+    sub.add_parser("migrate", help="apply the database's pending migrations and exit")
     dbp = sub.add_parser("db", help="database maintenance")
     dbp.add_argument("action", choices=["upgrade"])
     args = parser.parse_args(argv)
@@ -41,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     _setup_logging(config.log.level)
 
     try:
-        if args.command == "db":
+        if args.command in ("db", "migrate"):
             applied = db.upgrade(server.database_url(config))
             print(f"applied migrations: {applied or 'none (up to date)'}")
             return 0
@@ -49,11 +60,15 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"det-master: {e}", file=sys.stderr)
         return 2
+    except psycopg.Error as e:
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        print(f"det-master: database: {reason}", file=sys.stderr)
+        return 1
     # SIGTERM (systemd stop, `det deploy local down`) exits like Ctrl-C: finally blocks and
     # atexit hooks run, so an embedded PostgreSQL this master started is stopped with it.
     signal.signal(signal.SIGTERM, _exit_on_signal)
     with contextlib.suppress(KeyboardInterrupt):
-        server.serve(state, run_loops=not args.no_loops)
+        server.serve(state, run_loops=config.run_loops and not args.no_loops)
     return 0
 
 

@@ -10,6 +10,7 @@ message naming the key.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -261,6 +262,46 @@ class ProxyConfig(_Model):
         return self
 
 
+class WakeupsConfig(_Model):
+    """Where the control loop asks to be woken when a timer must fire while no request keeps a
+    master running (a serverless deploy scaled to zero): see det.master.wakeups.
+
+    ``none``: no wake-ups (a master that always runs). ``http``: POST each wake-up as JSON to
+    ``url``, a scheduler service that calls the master back at the time. ``cloud_tasks``: a task
+    in the Cloud Tasks ``queue`` (``projects/P/locations/L/queues/Q``). ``eventbridge``: a
+    one-time EventBridge Scheduler schedule in ``group`` whose target is ``target_arn`` (an event
+    bus whose rule calls the master), assumed with ``role_arn``.
+    """
+
+    type: Literal["none", "http", "cloud_tasks", "eventbridge"] = "none"
+    url: str | None = None
+    queue: str | None = None
+    target_arn: str | None = None
+    role_arn: str | None = None
+    group: str = "default"
+    region: str | None = None
+    # Tests and private endpoints only: the cloud API's base URL.
+    endpoint_url: str | None = None
+
+    @model_validator(mode="after")
+    def _required(self) -> WakeupsConfig:
+        needs = {
+            "http": ("url",),
+            "cloud_tasks": ("queue",),
+            "eventbridge": ("target_arn", "role_arn"),
+        }.get(self.type, ())
+        for key in needs:
+            if not getattr(self, key):
+                raise ValueError(f"{key} is required when type is {self.type}")
+        if self.type == "http" and not (self.url or "").startswith(("http://", "https://")):
+            raise ValueError("url must be an http:// or https:// URL")
+        if self.type == "cloud_tasks" and not re.fullmatch(
+            r"projects/[^/]+/locations/[^/]+/queues/[^/]+", self.queue or ""
+        ):
+            raise ValueError("queue must be projects/PROJECT/locations/LOCATION/queues/QUEUE")
+        return self
+
+
 class LogConfig(_Model):
     level: Literal["trace", "debug", "info", "warn", "warning", "error", "fatal"] = "info"
     color: bool = True
@@ -292,6 +333,18 @@ class MasterConfig(_Model):
     log: LogConfig = LogConfig()
     proxy: ProxyConfig = ProxyConfig()
     telemetry: dict[str, Any] | None = None
+    # Whether this process runs the control loops (when it holds the leader lock); off: it
+    # serves the API only (``det-master --no-loops`` too). DET_RUN_LOOPS.
+    run_loops: bool = True
+    # Apply pending migrations at start. A serverless deploy runs ``det-master migrate`` as a
+    # one-off job and sets this false: the service then refuses to start on a database that is
+    # not migrated. DET_MIGRATE_ON_START.
+    migrate_on_start: bool = True
+    # The request time limit of the platform in front (Cloud Run's timeout, the load balancer's
+    # idle timeout, CloudFront's origin response timeout): log follows, long-polls and proxied
+    # WebSockets end cleanly before it, and clients resume them. None: no limit.
+    request_time_limit_seconds: float | None = Field(None, gt=0, le=86400)
+    wakeups: WakeupsConfig = WakeupsConfig()
     # Control loop tuning (seconds).
     tick_seconds: float = Field(0.5, gt=0)
     agent_timeout_seconds: float = Field(30.0, gt=0)
@@ -348,6 +401,16 @@ class MasterConfig(_Model):
             return self.task_container_policy
         return pool.task_container_policy.over(self.task_container_policy)
 
+    def long_request_seconds(self, wanted: float | None = None) -> float | None:
+        """How long a long request (a log follow, a long-poll, a proxied WebSocket) may last:
+        ``wanted`` (None: unbounded), ended early enough before ``request_time_limit_seconds``
+        (a tenth of it, between 2 and 10 s) that the platform never cuts it."""
+        limit = self.request_time_limit_seconds
+        if limit is None:
+            return wanted
+        budget = max(limit - min(max(limit * 0.1, 2.0), 10.0), limit / 2)
+        return budget if wanted is None else min(wanted, budget)
+
     def url(self) -> str:
         scheme = "https" if self.security.tls.enabled else "http"
         return self.master_url or f"{scheme}://127.0.0.1:{self.port}"
@@ -382,6 +445,16 @@ _ENV_SCALARS = {
     "DET_SECURITY_TRUSTED_PROXIES": ("security", "trusted_proxies"),
     "DET_SECURITY_TLS_CERT": ("security", "tls", "cert"),
     "DET_SECURITY_TLS_KEY": ("security", "tls", "key"),
+    "DET_RUN_LOOPS": ("run_loops",),
+    "DET_MIGRATE_ON_START": ("migrate_on_start",),
+    "DET_REQUEST_TIME_LIMIT_SECONDS": ("request_time_limit_seconds",),
+    "DET_WAKEUPS_TYPE": ("wakeups", "type"),
+    "DET_WAKEUPS_URL": ("wakeups", "url"),
+    "DET_WAKEUPS_QUEUE": ("wakeups", "queue"),
+    "DET_WAKEUPS_TARGET_ARN": ("wakeups", "target_arn"),
+    "DET_WAKEUPS_ROLE_ARN": ("wakeups", "role_arn"),
+    "DET_WAKEUPS_GROUP": ("wakeups", "group"),
+    "DET_WAKEUPS_REGION": ("wakeups", "region"),
     "DET_DB_URL": ("db", "url"),
     "DET_DB_HOST": ("db", "host"),
     "DET_DB_PORT": ("db", "port"),
@@ -408,7 +481,7 @@ def _format_error(err: pydantic.ValidationError) -> str:
         elif not path:  # a check of the whole config: its message names the key
             parts.append(e["msg"].removeprefix("Value error, "))
         else:
-            parts.append(f"{path}: {e['msg']}")
+            parts.append(f"{path}: {e['msg'].removeprefix('Value error, ')}")
     return "invalid master config: " + "; ".join(parts)
 
 

@@ -73,7 +73,15 @@ def prepare(config: MasterConfig) -> MasterState:
         server_context(config.security.tls)  # a bad certificate or key stops us before the DB
     config.data_dir.mkdir(parents=True, exist_ok=True)
     conninfo = database_url(config)
-    db.upgrade(conninfo)
+    if config.migrate_on_start:
+        db.upgrade(conninfo)
+    else:
+        missing = db.pending(conninfo)
+        if missing:
+            raise ConfigError(
+                f"the database is not migrated ({len(missing)} pending, the latest"
+                f" {missing[-1]}) and migrate_on_start is false: run `det-master migrate` first"
+            )
     cluster_id, agent_token, token_secret = _cluster_identity(conninfo, config)
     token_file = Path(config.data_dir) / "agent_token"
     fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -95,6 +95,17 @@ def upgrade(conninfo: str) -> list[int]:
     return applied
 
 
+def pending(conninfo: str) -> list[str]:
+    """The migrations this database lacks (``0014_name``), oldest first; all of them when it
+    has no ``schema_migrations`` table. Reads only."""
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        exists = conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()
+        done: set[int] = set()
+        if exists and exists[0]:
+            done = {int(r[0]) for r in conn.execute("SELECT version FROM schema_migrations")}
+    return [f"{v:04d}_{name}" for v, name, _ in _migrations() if v not in done]
+
+
 def start_embedded(data_dir: Path) -> str:
     """Starts (or reuses) a private PostgreSQL under ``data_dir/postgres``; returns its URI.
 

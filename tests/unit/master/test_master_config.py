@@ -152,3 +152,59 @@ def test_the_masters_checkpoint_storage_keys_are_hidden_like_every_stored_config
         "auth": "********",
     }
     assert cfg.checkpoint_storage["secret_key"] == "master-s3cret"  # only the answer is masked
+
+
+def test_serverless_keys_come_from_the_environment() -> None:
+    cfg = parse_config(
+        {},
+        {
+            "DET_RUN_LOOPS": "false",
+            "DET_MIGRATE_ON_START": "false",
+            "DET_REQUEST_TIME_LIMIT_SECONDS": "300",
+            "DET_WAKEUPS_TYPE": "cloud_tasks",
+            "DET_WAKEUPS_QUEUE": "projects/p/locations/l/queues/q",
+        },
+    )
+    assert (cfg.run_loops, cfg.migrate_on_start) == (False, False)
+    assert cfg.request_time_limit_seconds == 300
+    assert cfg.wakeups.type == "cloud_tasks" and cfg.wakeups.queue.endswith("/queues/q")  # type: ignore[union-attr]
+    defaults = parse_config({})
+    assert defaults.run_loops and defaults.migrate_on_start
+    assert defaults.request_time_limit_seconds is None and defaults.wakeups.type == "none"
+
+
+@pytest.mark.parametrize(
+    ("limit", "wanted", "expected"),
+    [
+        (None, None, None),  # no platform limit: a follow runs until its task ends
+        (None, 30.0, 30.0),
+        (300, None, 290.0),  # Cloud Run's default: 10 s before it
+        (30, None, 27.0),  # CloudFront's default origin response timeout
+        (60, 30.0, 30.0),  # the long-poll's own cap is shorter
+        (3600, None, 3590.0),
+        (3, None, 1.5),  # a tiny limit: half of it
+    ],
+)
+def test_long_requests_end_before_the_platform_limit(
+    limit: float | None, wanted: float | None, expected: float | None
+) -> None:
+    cfg = parse_config({"request_time_limit_seconds": limit})
+    assert cfg.long_request_seconds(wanted) == expected
+
+
+@pytest.mark.parametrize(
+    ("block", "message"),
+    [
+        ({"type": "http"}, "wakeups: url is required when type is http"),
+        ({"type": "http", "url": "ftp://x"}, "wakeups: url must be an http:// or https:// URL"),
+        ({"type": "cloud_tasks", "queue": "q"}, "wakeups: queue must be projects/PROJECT"),
+        ({"type": "eventbridge", "target_arn": "a"}, "wakeups: role_arn is required"),
+        ({"type": "sqs"}, "wakeups.type: Input should be"),
+    ],
+)
+def test_a_bad_wakeups_block_is_one_line_naming_the_field(
+    block: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigError) as e:
+        parse_config({"wakeups": block})
+    assert message in str(e.value) and "\n" not in str(e.value)

@@ -37,8 +37,8 @@ def test_tls_keys_from_file_and_env(pair: tuple[Path, Path]) -> None:
 @pytest.mark.parametrize(
     "tls, message",
     [
-        ({"cert": "/c.pem"}, "security.tls: Value error, cert and key go together: key is not set"),
-        ({"key": "/k.pem"}, "security.tls: Value error, cert and key go together: cert is not set"),
+        ({"cert": "/c.pem"}, "security.tls: cert and key go together: key is not set"),
+        ({"key": "/k.pem"}, "security.tls: cert and key go together: cert is not set"),
         ({"cert": "/c", "key": "/k", "ca": "/x"}, "unknown key 'security.tls.ca'"),
     ],
 )
