@@ -7,6 +7,7 @@ at any point leaves nothing half-done that the next leader would repeat or lose.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
 import time
@@ -14,6 +15,7 @@ from collections.abc import Callable
 
 import psycopg
 
+from det.master import wakeups
 from det.master.db import LEADER_LOCK_KEY, Conn
 from det.master.handles import MasterState
 from det.master.services import (
@@ -26,6 +28,7 @@ from det.master.services import (
     scheduling,
     searching,
 )
+from det.master.services import wakeups as wakeups_svc
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +47,10 @@ class ControlLoop:
             ("provisioner", self._provisioner_pass),
             ("experiments", self._experiments_pass),
             ("idle notebooks", lambda: idle.idle_pass(self.state)),
+            ("wake-ups", self._wakeups_pass),
         ]
+        # Where the loop asks to be woken when no request would run it (None: never asks).
+        self.scheduler = wakeups.build(state.config.wakeups)
         self.extra_passes: list[tuple[str, Callable[[], None]]] = []
 
     # -- leadership ---------------------------------------------------------------------------
@@ -119,6 +125,12 @@ class ControlLoop:
     def _provisioner_pass(self) -> None:
         # Makes cloud calls: opens its own short transactions.
         provisioning.run_pass(self.state, self.provisioner)
+
+    def _wakeups_pass(self) -> None:
+        # Last: the provisioner pass of this round computed each pool's next change.
+        when = self.provisioner.next_change()
+        if self.scheduler is not None and when is not None:
+            wakeups_svc.arrange(self.state, self.scheduler, when, dt.datetime.now(dt.UTC))
 
     def _experiments_pass(self) -> None:
         self._tx(lifecycle.experiments_pass)

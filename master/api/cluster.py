@@ -1,4 +1,4 @@
-"""``/info``, ``/health``, ``/api/v1/master`` and the master's config and logs."""
+"""``/info``, ``/health``, ``/api/v1/master``, the master's config and logs, and its wake-up URL."""
 
 from __future__ import annotations
 
@@ -7,16 +7,17 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from flask import Blueprint, Response, stream_with_context
+from flask import Blueprint, Response, request, stream_with_context
 from typing_extensions import TypedDict
 
 import det
-from det.master import logbuffer
+from det.master import logbuffer, wakeups
 from det.master.api._common import PUBLIC, allow, db, require_admin, state
 from det.master.api._contract import contract
-from det.master.errors import InvalidArgument
+from det.master.errors import InvalidArgument, Unauthenticated
 from det.master.schemas import d
 from det.master.services import health as health_svc
+from det.master.services import wakeups as wakeups_svc
 
 # The Determined API version det speaks: its clients compare /info's ``version`` with their own
 # and warn when the master's is older. det's own version is reported beside it.
@@ -77,6 +78,24 @@ def health() -> Health:
     return {"healthy": True, "database": "ok"}
 
 
+class WakeupAnswer(TypedDict):
+    woken: bool
+
+
+@bp.post(wakeups.WAKEUP_PATH)
+@allow(PUBLIC)
+@contract(response=WakeupAnswer)
+def wakeup() -> WakeupAnswer:
+    """A scheduled wake-up (det.master.wakeups): the call itself starts an instance of a
+    serverless master; this one tells the control loop's leader to run a pass now. Public by
+    route, authenticated by the wake-up token (derived from the cluster's secret)."""
+    if not wakeups.check_token(state().token_secret, request.headers.get(wakeups.TOKEN_HEADER)):
+        raise Unauthenticated(f"wake-up: missing or wrong {wakeups.TOKEN_HEADER} header")
+    with db() as conn:
+        wakeups_svc.woken(conn)
+    return {"woken": True}
+
+
 @bp.get("/api/v1/master")
 @allow(PUBLIC)
 @contract("GetMaster", response=Info)
@@ -110,6 +129,9 @@ def master_logs(params: d.MasterLogsParams) -> Any:
     if limit:
         lines = lines[:limit]
 
+    budget = state().config.long_request_seconds()
+    deadline = None if budget is None else time.monotonic() + budget
+
     def gen() -> Iterator[str]:
         sent, last = 0, 0
         batch = lines
@@ -122,7 +144,7 @@ def master_logs(params: d.MasterLogsParams) -> Any:
                 sent += 1
                 if limit and sent >= limit:
                     return
-            if not follow:
+            if not follow or (deadline is not None and time.monotonic() >= deadline):
                 return
             time.sleep(0.5)
             batch = logbuffer.recent(after=last)

@@ -590,3 +590,55 @@ def record_launch(
     horizon = history_horizon(policy) if policy is not None else HISTORY_HORIZON
     kept = [r for r in history if now - r.at <= horizon]
     return (*kept, record)
+
+
+def next_change(
+    snapshot: PoolSnapshot, policy: ScalePolicy, now: dt.datetime
+) -> dt.datetime | None:
+    """The earliest time after ``now`` at which :func:`decide` could decide otherwise with no
+    new input (no request, heartbeat or cloud change): a launch backoff ends while work waits,
+    a starting agent's or a disconnected agent's period runs out, an idle agent's period ends,
+    a spent monthly budget renews while work waits. None: nothing is due. What a serverless
+    master schedules as a wake-up (det.master.wakeups)."""
+    times: list[dt.datetime] = []
+    agents = {a.id: a for a in snapshot.agents}
+    live = [
+        i
+        for i in snapshot.instances
+        if i.state in (InstanceState.STARTING, InstanceState.RUNNING, InstanceState.STOPPING)
+    ]
+    for inst in live:
+        agent = agents.get(inst.id)
+        if agent is None:
+            times.append(inst.launched_at + policy.max_agent_starting_period)
+        elif not agent.connected:
+            times.append(agent.last_heartbeat + policy.max_agent_disconnected_period)
+        elif agent.idle_since is not None and len(live) > policy.min_instances:
+            times.append(agent.idle_since + policy.max_idle_agent_period)
+    waiting = bool(snapshot.demand) or len(live) < policy.min_instances
+    if waiting:
+        horizon = history_horizon(policy)
+        records = sorted((r for r in snapshot.history if now - r.at <= horizon), key=lambda r: r.at)
+        general = [r for r in _streak(records) if not r.capacity]
+        if len(general) > policy.launch_error_retries:
+            last = general[-1]
+            streak = len(general) - policy.launch_error_retries
+            times.append(last.at + backoff(streak, policy, no_agent=last.no_agent))
+        for option in policy.options:
+            capacity = [
+                r for r in _streak([r for r in records if r.option == option]) if r.capacity
+            ]
+            if capacity:
+                times.append(capacity[-1].at + backoff(len(capacity), policy))
+        cost = policy.cost
+        if (
+            cost is not None
+            and cost.monthly_budget is not None
+            and snapshot.spent >= cost.monthly_budget
+        ):
+            times.append(next_month_start(now))
+    # A hair past the boundary: the decider's comparisons are strict.
+    due = [
+        t + dt.timedelta(microseconds=1) for t in times if t + dt.timedelta(microseconds=1) > now
+    ]
+    return min(due, default=None)

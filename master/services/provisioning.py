@@ -113,6 +113,12 @@ class Provisioner:
         self._providers: dict[str, tuple[ProvisionerConfig, Provider]] = {}
         self._listed: dict[str, tuple[float, tuple[Instance, ...]]] = {}
         self._written: dict[tuple[str, str, str], tuple[str, dt.datetime]] = {}
+        # Each pool's next_change after its last pass: when the loop must run again unasked.
+        self.next_changes: dict[str, dt.datetime | None] = {}
+
+    def next_change(self) -> dt.datetime | None:
+        """The earliest of the pools' next changes (None: nothing is due)."""
+        return min((t for t in self.next_changes.values() if t is not None), default=None)
 
     def provider(self, st: MasterState, pool: str, config: ProvisionerConfig) -> Provider:
         """Built once per pool (and rebuilt if the pool's config is another one)."""
@@ -436,6 +442,7 @@ def run_pool(
             spent=spent,
         )
         decision = decider.decide(snapshot, policy, now)
+        prov.next_changes[pool] = decider.next_change(snapshot, policy, now)
         if fresh or not (decision.launches or decision.terminations):
             break
         fresh = True  # about to act: decide again on what the cloud says now

@@ -4,11 +4,7 @@ that runs the trials in Docker, and idle instances are terminated."""
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +13,7 @@ import boto3
 import pytest
 
 from tests.fakes.cloud_agents import CloudAgents, moto_lister
+from tests.fakes.ec2_refusals import CapacityProxy
 from tests.integration.autoscale_support import (
     assert_resumed_elsewhere,
     cluster_id,
@@ -147,62 +144,6 @@ def test_four_trials_launch_two_instances_which_end_when_idle(
     assert 0 < cost["spentThisMonth"] < 0.096 * 2  # two machines, well under an hour each
     assert "this month" in det.ok("resource-pool", "cost", POOL).out
     assert "idle" in det.ok("resource-pool", "events", POOL).out
-
-
-class CapacityProxy:
-    """In front of moto: RunInstances for ``instance_type`` gets EC2's capacity error."""
-
-    def __init__(self, upstream: str, instance_type: str) -> None:
-        self.upstream = upstream
-        self.instance_type = instance_type
-        self.refused = 0
-        proxy = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                text = body.decode(errors="replace")
-                if "Action=RunInstances" in text and f"InstanceType={proxy.instance_type}" in text:
-                    proxy.refused += 1
-                    self._answer(
-                        500,
-                        (
-                            b'<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error>'
-                            b"<Code>InsufficientInstanceCapacity</Code><Message>We currently do"
-                            b" not have sufficient capacity.</Message></Error></Errors>"
-                            b"<RequestID>proxy</RequestID></Response>"
-                        ),
-                        "text/xml",
-                    )
-                    return
-                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
-                req = urllib.request.Request(
-                    proxy.upstream + self.path, data=body, headers=headers, method="POST"
-                )
-                try:
-                    with urllib.request.urlopen(req, timeout=60) as resp:
-                        self._answer(resp.status, resp.read(), resp.headers["Content-Type"])
-                except urllib.error.HTTPError as e:
-                    self._answer(e.code, e.read(), e.headers["Content-Type"])
-
-            def _answer(self, status: int, data: bytes, ctype: str | None) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", ctype or "text/xml")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
 
 def test_capacity_error_falls_back_to_the_next_instance_type(

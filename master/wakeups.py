@@ -1,0 +1,244 @@
+"""Wake-ups: timers that must fire while no request keeps a master running.
+
+A serverless master (Cloud Run, ECS Fargate) may have no instance at all when nobody calls. The
+control loop still owes some passes at known times: a launch backoff ends with work queued, an
+idle agent's period runs out, a starting agent's deadline passes, a new budget month begins.
+After each pass the loop computes the earliest such time from PostgreSQL
+(:func:`det.master.provisioner.decider.next_change`) and asks a :class:`Scheduler` for one call
+of the master's wake-up URL (``POST /api/v1/master/wakeup``) at that time. The call is what
+starts an instance; the loop resumes from the database.
+
+Each wake-up is named after the cluster and its time in whole seconds, so asking twice for the
+same time creates one (Cloud Tasks and EventBridge Scheduler refuse a second of the same name,
+which counts as success here). The wake-up URL is authenticated by a token derived from the
+cluster's secret (:func:`token`), carried in the :data:`TOKEN_HEADER` header.
+
+Implementations: :class:`HttpScheduler` (POSTs the wake-up as JSON to a scheduler service; the
+simulation's fake platform), :class:`CloudTasksScheduler` (a Cloud Tasks HTTP task, through the
+REST API with google-auth: no extra SDK) and :class:`EventBridgeScheduler` (a one-time
+EventBridge Scheduler schedule whose target is an event bus; the bus's rule sends it to the
+master through an API destination, the token taken from the event's ``detail.token``). The cloud
+SDKs are imported when a scheduler is built, not at import.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as dt
+import hashlib
+import hmac
+import json
+import logging
+from typing import Any, Protocol
+
+import requests
+
+from det.master.config import WakeupsConfig
+from det.master.errors import MasterError
+
+logger = logging.getLogger(__name__)
+
+WAKEUP_PATH = "/api/v1/master/wakeup"
+TOKEN_HEADER = "X-Det-Wakeup-Token"
+# What EventBridge events of a wake-up carry (the bus's rule matches them).
+EVENT_SOURCE = "det.master"
+EVENT_DETAIL_TYPE = "det wake-up"
+_TIMEOUT = 15.0
+
+
+class WakeupError(MasterError):
+    """The scheduler refused or could not be reached: the loop asks again on a later pass."""
+
+
+def token(token_secret: str) -> str:
+    """The wake-up URL's token: derived from the cluster's secret, never stored."""
+    return hmac.new(token_secret.encode(), b"det-wakeup", hashlib.sha256).hexdigest()
+
+
+def check_token(token_secret: str, presented: str | None) -> bool:
+    return bool(presented) and hmac.compare_digest(token(token_secret), presented or "")
+
+
+@dataclasses.dataclass(frozen=True)
+class Wakeup:
+    """One call of ``url`` at ``at`` (UTC, whole seconds) with the token header."""
+
+    cluster_id: str
+    at: dt.datetime
+    url: str
+    token: str
+
+    @property
+    def name(self) -> str:
+        # Cloud Tasks ids and EventBridge schedule names both take [A-Za-z0-9_-] (64 max).
+        return f"det-{self.cluster_id}-{int(self.at.timestamp())}"[:64]
+
+    def at_text(self) -> str:
+        return self.at.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def at_second(when: dt.datetime) -> dt.datetime:
+    """``when`` rounded up to the next whole second (a wake-up never comes early)."""
+    when = when.astimezone(dt.UTC)
+    if when.microsecond:
+        when = when.replace(microsecond=0) + dt.timedelta(seconds=1)
+    return when
+
+
+class Scheduler(Protocol):
+    def schedule(self, wakeup: Wakeup) -> None:
+        """Arrange one call at ``wakeup.at``; one of the same name already there is success.
+        Raises WakeupError."""
+
+
+class HttpScheduler:
+    """POSTs ``{"name", "at", "url", "method", "headers"}`` to a scheduler service; 2xx or 409
+    (already there) is success."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def schedule(self, wakeup: Wakeup) -> None:
+        body = {
+            "name": wakeup.name,
+            "at": wakeup.at_text(),
+            "url": wakeup.url,
+            "method": "POST",
+            "headers": {TOKEN_HEADER: wakeup.token},
+        }
+        try:
+            r = requests.post(self.url, json=body, timeout=_TIMEOUT)
+        except requests.RequestException as e:
+            raise WakeupError(f"wake-up scheduler {self.url}: {e}") from None
+        if r.status_code != 409 and not 200 <= r.status_code < 300:
+            raise WakeupError(f"wake-up scheduler {self.url}: HTTP {r.status_code}")
+
+
+class CloudTasksScheduler:
+    """An HTTP task in a Cloud Tasks queue (``projects/P/locations/L/queues/Q``), created with
+    the REST API (``tasks.create``) and the service's own credentials."""
+
+    API = "https://cloudtasks.googleapis.com"
+
+    def __init__(self, queue: str, endpoint_url: str | None = None, session: Any = None) -> None:
+        self.queue = queue
+        self.base = (endpoint_url or self.API).rstrip("/")
+        self._session = session
+
+    def _authorized(self) -> Any:
+        if self._session is None:
+            # det[gcp] (google-cloud-compute brings google-auth): only a GCP master needs it.
+            import google.auth
+            import google.auth.transport.requests
+
+            credentials, _ = google.auth.default(
+                scopes=["https://www.googleapis.com/auth/cloud-platform"]
+            )
+            self._session = google.auth.transport.requests.AuthorizedSession(credentials)  # type: ignore[no-untyped-call]
+        return self._session
+
+    def request_body(self, wakeup: Wakeup) -> dict[str, Any]:
+        return {
+            "task": {
+                "name": f"{self.queue}/tasks/{wakeup.name}",
+                "scheduleTime": wakeup.at_text(),
+                "httpRequest": {
+                    "url": wakeup.url,
+                    "httpMethod": "POST",
+                    "headers": {TOKEN_HEADER: wakeup.token, "Content-Type": "application/json"},
+                    "body": base64.b64encode(b"{}").decode(),
+                },
+            }
+        }
+
+    def schedule(self, wakeup: Wakeup) -> None:
+        url = f"{self.base}/v2/{self.queue}/tasks"
+        try:
+            r = self._authorized().post(url, json=self.request_body(wakeup), timeout=_TIMEOUT)
+        except requests.RequestException as e:
+            raise WakeupError(f"Cloud Tasks {self.queue}: {e}") from None
+        if r.status_code == 409:  # ALREADY_EXISTS: this wake-up was asked for before
+            return
+        if not 200 <= r.status_code < 300:
+            raise WakeupError(f"Cloud Tasks {self.queue}: HTTP {r.status_code}: {r.text[:300]}")
+
+
+class EventBridgeScheduler:
+    """A one-time EventBridge Scheduler schedule (``at(...)``, deleted after it fires) that puts
+    an event on ``target_arn`` (an event bus) with the wake-up in its detail."""
+
+    def __init__(
+        self,
+        target_arn: str,
+        role_arn: str,
+        group: str = "default",
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        client: Any = None,
+    ) -> None:
+        self.target_arn = target_arn
+        self.role_arn = role_arn
+        self.group = group
+        self.region = region
+        self.endpoint_url = endpoint_url
+        self._client = client
+
+    def _scheduler(self) -> Any:
+        if self._client is None:
+            # det[aws]: only an AWS master needs boto3.
+            import boto3
+
+            self._client = boto3.client(
+                "scheduler", region_name=self.region, endpoint_url=self.endpoint_url
+            )
+        return self._client
+
+    def request(self, wakeup: Wakeup) -> dict[str, Any]:
+        detail = {"name": wakeup.name, "url": wakeup.url, "token": wakeup.token}
+        return {
+            "Name": wakeup.name,
+            "GroupName": self.group,
+            "ScheduleExpression": f"at({wakeup.at_text().removesuffix('Z')})",
+            "ScheduleExpressionTimezone": "UTC",
+            "FlexibleTimeWindow": {"Mode": "OFF"},
+            "ActionAfterCompletion": "DELETE",
+            "Target": {
+                "Arn": self.target_arn,
+                "RoleArn": self.role_arn,
+                "Input": json.dumps(detail),
+                "EventBridgeParameters": {
+                    "DetailType": EVENT_DETAIL_TYPE,
+                    "Source": EVENT_SOURCE,
+                },
+            },
+        }
+
+    def schedule(self, wakeup: Wakeup) -> None:
+        client = self._scheduler()
+        try:
+            client.create_schedule(**self.request(wakeup))
+        except client.exceptions.ConflictException:
+            return  # this wake-up was asked for before
+        except Exception as e:  # botocore's ClientError and connection errors alike
+            raise WakeupError(f"EventBridge Scheduler {self.group}: {e}") from None
+
+
+def build(config: WakeupsConfig) -> Scheduler | None:
+    """The configured scheduler; None when wake-ups are off."""
+    if config.type == "http":
+        assert config.url is not None  # the config's check
+        return HttpScheduler(config.url)
+    if config.type == "cloud_tasks":
+        assert config.queue is not None
+        return CloudTasksScheduler(config.queue, config.endpoint_url)
+    if config.type == "eventbridge":
+        assert config.target_arn is not None and config.role_arn is not None
+        return EventBridgeScheduler(
+            config.target_arn,
+            config.role_arn,
+            config.group,
+            config.region,
+            config.endpoint_url,
+        )
+    return None
