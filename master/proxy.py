@@ -267,11 +267,13 @@ def serve(state: MasterState, sock: socket.socket, data: bytes) -> None:
             # A TCP service (the shell's SSH server): the WebSocket's binary messages carry
             # its bytes, as Determined's master does for its CLI's ssh ProxyCommand.
             sock.sendall(websocket_accept(head.get("sec-websocket-key") or ""))
-            ws_bridge.bridge(sock, upstream, data[end + 4 :])
+            ws_bridge.bridge(
+                sock, upstream, data[end + 4 :], seconds=state.config.long_request_seconds()
+            )
             return
         token = task_services.service_token(state, head.task_id)
         upstream.sendall(forwarded_head(head, token) + data[end + 4 :])
-        _relay(sock, upstream)
+        _relay(sock, upstream, state.config.long_request_seconds())
     except Refused as e:
         _answer(sock, e)
     except _Redirect as r:
@@ -311,16 +313,22 @@ def _admit(sock: socket.socket, user_id: int | None, task_id: str) -> Callable[[
     return lambda: counts.leave(caller, task_id)
 
 
-def _relay(client: socket.socket, upstream: socket.socket) -> None:
+def _relay(client: socket.socket, upstream: socket.socket, seconds: float | None = None) -> None:
+    """Relays bytes both ways; ends after ``seconds`` (the platform's request time limit is
+    near: the task's page or WebSocket reconnects)."""
     peers = {client: upstream, upstream: client}
     open_ = [client, upstream]
+    deadline = None if seconds is None else time.monotonic() + seconds
     while open_:
         # TLS may hold decrypted bytes that select() cannot see.
         ready: list[socket.socket] = [
             s for s in open_ if isinstance(s, ssl.SSLSocket) and s.pending()
         ]
         if not ready:
-            ready, _, _ = select.select(open_, [], [])
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                return
+            ready, _, _ = select.select(open_, [], [], wait)
         for s in ready:
             try:
                 chunk = s.recv(_CHUNK)

@@ -1,6 +1,8 @@
 """A WebSocket (the client side, after the handshake) bridged to a TCP connection: each binary
 or text message's payload goes to the TCP peer, what the peer sends goes back as binary
-messages. Pings are answered, a close ends both. RFC 6455 framing, no extensions."""
+messages. Pings are answered, a close ends both. RFC 6455 framing, no extensions. With a time
+limit, the bridge closes the WebSocket (1001, going away) before the platform in front would cut
+it, and the client connects again."""
 
 from __future__ import annotations
 
@@ -61,12 +63,29 @@ class _Reader:
         return opcode, payload
 
 
-def bridge(client: socket.socket, upstream: socket.socket, buffered: bytes = b"") -> None:
-    """Relays until either side ends; ``buffered``: client bytes already read."""
+# Close codes (RFC 6455, 7.4.1).
+NORMAL, GOING_AWAY = 1000, 1001
+
+
+def bridge(
+    client: socket.socket,
+    upstream: socket.socket,
+    buffered: bytes = b"",
+    *,
+    seconds: float | None = None,
+) -> None:
+    """Relays until either side ends, or for ``seconds`` at most; ``buffered``: client bytes
+    already read."""
     lock = threading.Lock()
+    closed = threading.Event()
 
     def to_client(opcode: int, payload: bytes) -> None:
+        # Nothing follows a close frame.
         with lock:
+            if closed.is_set():
+                return
+            if opcode == 8:
+                closed.set()
             client.sendall(frame(opcode, payload))
 
     def from_client() -> None:
@@ -87,13 +106,24 @@ def bridge(client: socket.socket, upstream: socket.socket, buffered: bytes = b""
         with contextlib.suppress(OSError):
             upstream.shutdown(socket.SHUT_WR)
 
+    def time_up() -> None:
+        if closed.wait(seconds):
+            return
+        with contextlib.suppress(OSError):
+            to_client(8, struct.pack("!H", GOING_AWAY) + b"request time limit")
+        with contextlib.suppress(OSError):
+            upstream.shutdown(socket.SHUT_RDWR)
+
     reader = threading.Thread(target=from_client, name="det-proxy-ws", daemon=True)
     reader.start()
+    if seconds is not None:
+        threading.Thread(target=time_up, name="det-proxy-ws-limit", daemon=True).start()
     try:
         while chunk := upstream.recv(65536):
             to_client(2, chunk)
         with contextlib.suppress(OSError):
-            to_client(8, struct.pack("!H", 1000))
+            to_client(8, struct.pack("!H", NORMAL))
     except OSError:
         pass
+    closed.set()
     reader.join(timeout=5)

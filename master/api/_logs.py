@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import Response, stream_with_context
 
-from det.master.api._common import db, release_connection
+from det.master.api._common import db, release_connection, state
 from det.master.api._contract import query_dict
 from det.master.errors import InvalidArgument
 from det.master.schemas import d, validate
@@ -43,6 +43,9 @@ def stream(
     with db() as conn:
         first = task_logs.first_page(conn, task_id, where, values, limit, newest_first)
 
+    budget = state().config.long_request_seconds()
+    deadline = None if budget is None else time.monotonic() + budget
+
     def gen() -> Any:
         last_id = 0
         rows = first
@@ -62,7 +65,7 @@ def stream(
                 sent += 1
                 if limit and sent >= limit:
                     return
-            if done:
+            if done or (deadline is not None and time.monotonic() >= deadline):
                 return
             if not rows:
                 release_connection()  # no pooled connection is held while waiting

@@ -68,6 +68,8 @@ def preemption_signal(
         timeout = _long_poll_timeout(request.args.get("timeout_seconds"))
     with db() as conn:
         _access.allocation(conn, allocation_id)
+    # Before the platform's request time limit, if any: the client asks again.
+    timeout = state().config.long_request_seconds(timeout) or 0.0
     deadline = time.monotonic() + timeout
     while True:
         with db() as conn:

@@ -42,3 +42,26 @@ def test_bytes_cross_both_ways_and_a_close_ends_the_tcp_side() -> None:
     assert not t.is_alive()
     for s in (user, master_side, master_up):
         s.close()
+
+
+def test_a_time_limit_closes_the_websocket_as_going_away_and_ends_the_tcp_side() -> None:
+    user, master_side = socket.socketpair()
+    master_up, service = socket.socketpair()
+    for s in (user, service):
+        s.settimeout(10)
+    t = threading.Thread(target=bridge, args=(master_side, master_up), kwargs={"seconds": 0.5})
+    t.start()
+    service.sendall(b"hi")
+    assert recv_exactly(user, 4) == frame(2, b"hi")
+    head = recv_exactly(user, 2)  # then, at the limit, a close frame: 1001 and a reason
+    assert head[0] == 0x88
+    payload = recv_exactly(user, head[1])
+    assert payload[:2] == (1001).to_bytes(2, "big") and b"time limit" in payload
+    assert service.recv(10) == b""  # the TCP peer sees the end
+    user.sendall(_frame(8, b"\x03\xe9"))  # the client answers the close: nothing more is sent
+    t.join(10)
+    assert not t.is_alive()
+    master_side.close()  # the proxy closes the client's socket after the bridge
+    assert user.recv(10) == b""  # no frame came after the close
+    for s in (user, service, master_up):
+        s.close()
