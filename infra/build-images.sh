@@ -16,12 +16,17 @@
 #                                + asyncssh (shell tasks) + the det harness (torch first: a det change rebuilds only the last layer).
 #   det-official:py3.11-torch    the same without det: only the official determined package (built with
 #                                the torch target, from the cached first stage).
+#   det-master:latest            det-base + det[master,aws,gcp] from the wheel `det deploy` ships, as the
+#                                serverless master (infra/master-image); also tagged det-master:SHA12
+#                                (the wheel's sha256) and labelled ai.det.wheel-sha256. The dependency
+#                                layer is cached while the constraints are unchanged.
 #
 # Python packages are downloaded on the host (pip honours the host's index, find-links and CA
 # bundle) into a wheelhouse that is part of the build context, so builds inside Docker never
 # touch the network. Idempotent: re-running re-uses the base image and Docker's layer cache.
 #
-# Usage: infra/build-images.sh [TARGET...]   TARGET: base|trixie|bullseye|vm|cpu|torch|all (default: all)
+# Usage: infra/build-images.sh [TARGET...]   TARGET: base|trixie|bullseye|vm|cpu|torch|master|all
+#        (default: all)
 # Environment: PYTHON (host python used for pip, default python3), DEBIAN_MIRROR,
 #              TORCH_VERSION (2.13.0), DETERMINED_VERSION (0.38.1), FORCE_BASE=1 (rebuilds the
 #              debootstrap images too).
@@ -41,6 +46,8 @@ VM_IMAGE="det-vm:trixie"
 CPU_IMAGE="det-task:py3.11-cpu"
 TORCH_IMAGE="det-task:py3.11-cpu-torch"
 OFFICIAL_IMAGE="det-official:py3.11-torch"
+MASTER_IMAGE="det-master"
+MASTER_HERE="$REPO/infra/master-image"
 # The task images run CPython 3.11 on manylinux x86_64 (bookworm's python3).
 PIP_TARGET_ARGS=(--only-binary=:all: --python-version 3.11 --implementation cp --abi cp311
   --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64
@@ -153,6 +160,47 @@ build_torch() {
     -f "$HERE/Dockerfile.torch" "$HERE"
 }
 
+# The master image: det's wheel as `det deploy` builds it (release.build: a fixed
+# SOURCE_DATE_EPOCH, so the same code gives the same bytes) and its dependencies pinned by the
+# same constraints (release.constraints_text), downloaded for the image's Python.
+prepare_master_wheels() {
+  local mw="$MASTER_HERE/wheels"
+  rm -rf "$mw/det" && mkdir -p "$mw/det" "$mw/deps"
+  timed "det wheel and constraints (det.deploy.common.release)" "$PYTHON" - "$mw/det" <<'PY'
+import sys
+from pathlib import Path
+
+from det.deploy.common import release
+
+out = Path(sys.argv[1])
+built = release.build(out)
+(out / "constraints.txt").write_text(built.constraints)
+(out / "sha256").write_text(built.sha256 + "\n")
+PY
+  local key
+  key="$(cat "$mw/det/constraints.txt" "$REPO/pyproject.toml" | sha256sum | cut -c1-16)"
+  if [[ -f "$mw/deps/.complete-$key" ]]; then
+    log "master dependencies for constraints $key already downloaded"
+  else
+    rm -rf "$mw/deps" && mkdir -p "$mw/deps"
+    # `pip download` of the wheel with its extras; the det wheel itself is left out of deps/.
+    timed "pip download det[master,aws,gcp] dependencies" "$PYTHON" -m pip download --quiet \
+      --dest "$mw/deps" "${PIP_TARGET_ARGS[@]}" --constraint "$mw/det/constraints.txt" \
+      "$(ls "$mw"/det/det-*.whl)[master,aws,gcp]"
+    rm -f "$mw"/deps/det-*.whl
+    touch "$mw/deps/.complete-$key"
+  fi
+}
+
+build_master() {
+  prepare_master_wheels
+  local sha
+  sha="$(cat "$MASTER_HERE/wheels/det/sha256")"
+  timed "docker build $MASTER_IMAGE" docker build --quiet -t "$MASTER_IMAGE:latest" \
+    -t "$MASTER_IMAGE:${sha:0:12}" --label "ai.det.wheel-sha256=$sha" \
+    --build-arg "BASE_IMAGE=$BASE_IMAGE" -f "$MASTER_HERE/Dockerfile" "$MASTER_HERE"
+}
+
 for target in "${TARGETS[@]}"; do
   case "$target" in
     base) build_base ;;
@@ -161,9 +209,10 @@ for target in "${TARGETS[@]}"; do
     bullseye) build_bullseye ;;
     cpu) build_base; build_cpu ;;
     torch) build_base; prepare_harness_wheels; build_torch ;;
-    all) build_base; build_trixie; build_bullseye; build_cpu; build_torch ;;
-    *) die "unknown target '$target' (base|trixie|bullseye|vm|cpu|torch|all)" ;;
+    master) build_base; build_master ;;
+    all) build_base; build_trixie; build_bullseye; build_cpu; build_torch; build_master ;;
+    *) die "unknown target '$target' (base|trixie|bullseye|vm|cpu|torch|master|all)" ;;
   esac
 done
 log "images:"
-docker image ls --format '  {{.Repository}}:{{.Tag}}  {{.Size}}' | grep -E 'det-(base|task|vm|official)' >&2 || true
+docker image ls --format '  {{.Repository}}:{{.Tag}}  {{.Size}}' | grep -E 'det-(base|task|vm|official|master)' >&2 || true
