@@ -16,7 +16,7 @@
 #                                + asyncssh (shell tasks) + the det harness (torch first: a det change rebuilds only the last layer).
 #   det-official:py3.11-torch    the same without det: only the official determined package (built with
 #                                the torch target, from the cached first stage).
-#   det-master:latest            det-base + det[master,aws,gcp] from the wheel `det deploy` ships, as the
+#   det-master:latest            det-base + det-platform[master,aws,gcp] from the wheel `det deploy` ships, as the
 #                                serverless master (infra/master-image); also tagged det-master:SHA12
 #                                (the wheel's sha256) and labelled ai.det.wheel-sha256. The dependency
 #                                layer is cached while the constraints are unchanged.
@@ -184,10 +184,10 @@ PY
   else
     rm -rf "$mw/deps" && mkdir -p "$mw/deps"
     # `pip download` of the wheel with its extras; the det wheel itself is left out of deps/.
-    timed "pip download det[master,aws,gcp] dependencies" "$PYTHON" -m pip download --quiet \
+    timed "pip download det-platform[master,aws,gcp] dependencies" "$PYTHON" -m pip download --quiet \
       --dest "$mw/deps" "${PIP_TARGET_ARGS[@]}" --constraint "$mw/det/constraints.txt" \
-      "$(ls "$mw"/det/det-*.whl)[master,aws,gcp]"
-    rm -f "$mw"/deps/det-*.whl
+      "$(ls "$mw"/det/det_platform-*.whl)[master,aws,gcp]"
+    rm -f "$mw"/deps/det_platform-*.whl
     touch "$mw/deps/.complete-$key"
   fi
 }

@@ -128,7 +128,7 @@ class CloudTasksScheduler:
 
     def _authorized(self) -> Any:
         if self._session is None:
-            # det[gcp] (google-cloud-compute brings google-auth): only a GCP master needs it.
+            # det-platform[gcp] (google-cloud-compute brings google-auth): only a GCP master needs it.
             import google.auth
             import google.auth.transport.requests
 
@@ -186,7 +186,7 @@ class EventBridgeScheduler:
 
     def _scheduler(self) -> Any:
         if self._client is None:
-            # det[aws]: only an AWS master needs boto3.
+            # det-platform[aws]: only an AWS master needs boto3.
             import boto3
 
             self._client = boto3.client(

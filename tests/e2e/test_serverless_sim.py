@@ -74,11 +74,11 @@ def master_image() -> str:
 
 
 class Sim:
-    def __init__(self, tmp: Path, pg_url: str, moto_endpoint: str) -> None:
+    def __init__(self, tmp: Path, image: str, pg_url: str, moto_endpoint: str) -> None:
         self.tmp = tmp
         self.pg_url = pg_url
         self.label = uuid.uuid4().hex[:8]
-        self.image = master_image()
+        self.image = image
         self.cert, self.key, self.bundle = self_signed(tmp)
         db_door = UnixToTcp(tcp_db_url(pg_url, 0)[1])
         self.db_door = db_door
@@ -189,6 +189,7 @@ def sim_db(pg_server: str) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory: pytest.TempPathFactory, sim_db: str, moto_server: Any) -> Iterator[Sim]:
+    image = master_image()  # before the environment below (the build uses the host's CAs)
     moto_server.reset()
     tmp = tmp_path_factory.mktemp("serverless")
     with pytest.MonkeyPatch.context() as mp:
@@ -198,7 +199,7 @@ def sim(tmp_path_factory: pytest.TempPathFactory, sim_db: str, moto_server: Any)
         # bundle they are given, as the system store: no pinned certificate.
         mp.setenv("REQUESTS_CA_BUNDLE", str(tmp / "ca-bundle.pem"))
         mp.setenv("SSL_CERT_FILE", str(tmp / "ca-bundle.pem"))
-        s = Sim(tmp, sim_db, moto_server.endpoint)
+        s = Sim(tmp, image, sim_db, moto_server.endpoint)
         try:
             yield s
         finally:
