@@ -68,8 +68,14 @@ def add_launch_flags(p: argparse.ArgumentParser) -> None:
 
 def follow_logs(s: Session, task_id: str) -> None:
     """Prints the task's log lines until it ends."""
-    for entry in s.stream(f"/api/v1/tasks/{task_id}/logs", params={"follow": "true"}):
+    for entry in s.follow(
+        f"/api/v1/tasks/{task_id}/logs", {"follow": "true"}, lambda: task_ended(s, task_id)
+    ):
         _print_entry(entry)
+
+
+def task_ended(s: Session, task_id: str) -> bool:
+    return bool(s.get(f"/api/v1/tasks/{task_id}")["task"].get("endTime"))
 
 
 def wait_ended(s: Session, path: str, key: str, timeout: float = 60.0) -> dict[str, Any]:
@@ -159,7 +165,12 @@ def logs(args: argparse.Namespace) -> None:
         return
     if args.head:
         params["limit"] = args.head
-    for entry in session(args).stream(f"/api/v1/tasks/{args.task_id}/logs", params=params):
+    s = session(args)
+
+    def ended() -> bool:
+        return not args.follow or bool(args.head) or task_ended(s, args.task_id)
+
+    for entry in s.follow(f"/api/v1/tasks/{args.task_id}/logs", params, ended):
         _print_entry(entry)
 
 

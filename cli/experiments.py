@@ -125,7 +125,14 @@ def _print_logs(
     params: dict[str, Any] = {**filters, "follow": str(follow).lower()}
     if head:  # the first N lines
         params["limit"] = head
-    for entry in s.stream(path, params=params):
+
+    def ended() -> bool:
+        # Not following, or N lines asked for: one answer. Else until the trial has ended.
+        if not follow or head:
+            return True
+        return s.get(f"/api/v1/trials/{trial_id}")["trial"]["state"] in TERMINAL
+
+    for entry in s.follow(path, params, ended):
         if int(entry.get("id") or 0) > last_id:
             _print_entry(entry)
 

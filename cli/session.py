@@ -11,7 +11,7 @@ import json
 import os
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -155,6 +155,24 @@ class Session:
                 if "error" in obj and "result" not in obj:
                     raise CliError(str(obj["error"]))
                 yield obj.get("result", obj)
+
+    def follow(
+        self, path: str, params: dict[str, Any], ended: Callable[[], bool]
+    ) -> Iterator[dict[str, Any]]:
+        """A log follow (``params`` with ``follow=true``) asked again until ``ended()``: a
+        master behind a platform's request time limit ends a follow before that limit
+        (``request_time_limit_seconds``) while the task still runs. Lines already given (by
+        ``id``) are skipped in the next answer."""
+        last = 0
+        while True:
+            for entry in self.stream(path, params=params):
+                entry_id = int(entry.get("id") or 0)
+                if entry_id and entry_id <= last:
+                    continue
+                last = max(last, entry_id)
+                yield entry
+            if ended():
+                return
 
 
 def get_info(master: str) -> dict[str, Any]:
