@@ -400,3 +400,64 @@ def instances_terminating(conn: Conn, reasons: Mapping[str, str]) -> None:
             " reason = %s WHERE id = %s AND state = ANY(%s)",
             (_I.TERMINATING.value, reason, iid, sources("instance", _I.TERMINATING.value)),
         )
+
+
+# Unmanaged experiments (core_v2 scripts run outside the cluster): their trials take whatever
+# state their script reports (a rerun makes an ended trial ACTIVE again), and the experiment
+# follows its most advanced trial, as Determined's UpdateUnmanagedExperimentStatesTx does.
+UNMANAGED_STATES = frozenset({ACTIVE, PAUSED, COMPLETED, CANCELED, ERROR})
+_UNMANAGED_RANK = {PAUSED: 10, CANCELED: 15, ERROR: 20, COMPLETED: 30, ACTIVE: 40}
+_OTHER_TABLES["unmanaged"] = {s: UNMANAGED_STATES - {s} for s in UNMANAGED_STATES}
+
+
+def unmanaged_experiment_state(trial_states: Iterable[str]) -> str | None:
+    """The state of an unmanaged experiment whose trials are in ``trial_states`` (None: no
+    trials). Pure."""
+    ranked = [s for s in trial_states if s in _UNMANAGED_RANK]
+    return max(ranked, key=_UNMANAGED_RANK.__getitem__) if ranked else None
+
+
+def unmanaged_trial(conn: Conn, trial_id: int, new: str, reason: str, *, run: bool = False) -> int:
+    """Unmanaged trial ``trial_id`` is now ``new`` (its script said so); ``run`` starts a new
+    run (StartTrial: run_id + 1). Its experiment follows. Returns the trial's run id. The caller
+    checked that the trial is unmanaged and that ``new`` is in UNMANAGED_STATES."""
+    if new not in UNMANAGED_STATES:
+        raise ValueError(f"unmanaged trial: {new} is not a state it can take")
+    row = conn.execute(
+        "SELECT state, experiment_id FROM trials WHERE id = %s FOR NO KEY UPDATE", (trial_id,)
+    ).fetchone()
+    assert row is not None
+    ended = "now()" if new in TERMINAL else "NULL"
+    out = conn.execute(
+        f"UPDATE trials SET state = %s, ended_at = {ended}, last_activity = now(),"
+        " run_id = run_id + %s, started_at = coalesce(started_at, now())"
+        " WHERE id = %s RETURNING run_id",
+        (new, 1 if run else 0, trial_id),
+    ).fetchone()
+    assert out is not None
+    if row["state"] != new:
+        record_event(conn, "trial", trial_id, "state", f"{row['state']} -> {new}: {reason}")
+    _unmanaged_experiment_follows(conn, row["experiment_id"])
+    return int(out["run_id"])
+
+
+def _unmanaged_experiment_follows(conn: Conn, experiment_id: int) -> None:
+    exp = conn.execute(
+        "SELECT state FROM experiments WHERE id = %s FOR NO KEY UPDATE", (experiment_id,)
+    ).fetchone()
+    assert exp is not None
+    trial_states = [
+        r["state"]
+        for r in conn.execute("SELECT state FROM trials WHERE experiment_id = %s", (experiment_id,))
+    ]
+    new = unmanaged_experiment_state(trial_states)
+    if new is None or new == exp["state"]:
+        return
+    ended = "now()" if new in TERMINAL else "NULL"
+    conn.execute(
+        f"UPDATE experiments SET state = %s, ended_at = {ended} WHERE id = %s",
+        (new, experiment_id),
+    )
+    record_event(
+        conn, "experiment", experiment_id, "state", f"{exp['state']} -> {new}: its trials are {new}"
+    )

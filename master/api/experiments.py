@@ -23,7 +23,7 @@ from det.master.api._common import (
 )
 from det.master.api._contract import contract
 from det.master.api.checkpoints import listing
-from det.master.errors import InvalidArgument, NotFound, PermissionDenied, Unimplemented
+from det.master.errors import InvalidArgument, NotFound, PermissionDenied
 from det.master.expconf import redact
 from det.master.listcache import Page
 from det.master.schemas import d
@@ -33,6 +33,7 @@ from det.master.services import checkpoint_gc
 from det.master.services import checkpoints as ckpt_svc
 from det.master.services import experiments as svc
 from det.master.services import trials as trial_svc
+from det.master.services import unmanaged as unmanaged_svc
 
 bp = Blueprint("experiments", __name__)
 
@@ -62,8 +63,9 @@ def create(body: d.v1CreateExperimentRequest) -> Any:
     config_text = body.get("config")
     if not config_text or not config_text.strip():
         raise InvalidArgument("config: required (the experiment config as YAML text)")
-    if body.get("unmanaged"):
-        raise Unimplemented("unmanaged: det does not track experiments run outside the cluster")
+    unmanaged = bool(body.get("unmanaged"))
+    if unmanaged and body.get("parentId"):
+        raise InvalidArgument("parentId: an unmanaged experiment cannot be a fork")
     files = svc.parse_files(body.get("modelDefinition"))
     validate_only = bool(body.get("validateOnly"))
     project_id = body.get("projectId")
@@ -87,6 +89,7 @@ def create(body: d.v1CreateExperimentRequest) -> Any:
             template=template or None,
             parent_id=parent_id,
             admin=current_user().admin,
+            unmanaged=unmanaged,
         )
     if row is None:  # validateOnly: the config is valid and nothing was created
         return {"experiment": _NOTHING_CREATED, "config": {}, "warnings": []}
@@ -96,6 +99,30 @@ def create(body: d.v1CreateExperimentRequest) -> Any:
         "warnings": [],
     }
     return out
+
+
+@bp.put("/api/v1/experiments/by-external-id/<path:external_id>")
+@contract("PutExperiment")
+def put(external_id: str, body: d.v1CreateExperimentRequest) -> d.v1PutExperimentResponse:
+    """Determined's PutExperiment (core_v2's rerun): the caller's unmanaged experiment of that
+    external id, created or given the new config."""
+    config_text = body.get("config")
+    if not config_text or not config_text.strip():
+        raise InvalidArgument("config: required (the experiment config as YAML text)")
+    if not body.get("unmanaged"):
+        raise InvalidArgument("unmanaged: must be true (only unmanaged experiments are put)")
+    if body.get("parentId"):
+        raise InvalidArgument("parentId: an unmanaged experiment cannot be a fork")
+    with db() as conn:
+        row = unmanaged_svc.put_experiment(
+            conn,
+            state(),
+            owner_id=current_user().id,
+            admin=current_user().admin,
+            config_text=config_text,
+            external_id=external_id,
+        )
+    return {"experiment": wire.experiment(row), "config": redact(row["config"])}
 
 
 # Sort keys whose order follows rows the list's version does not track (the ingest writes them).

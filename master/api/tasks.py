@@ -31,6 +31,7 @@ from det.master.schemas import tasks as wire
 from det.master.services import preemption
 from det.master.services import task_logs as task_logs_svc
 from det.master.services import tasks as tasks_svc
+from det.master.services import unmanaged as unmanaged_svc
 
 bp = Blueprint("tasks", __name__)
 
@@ -203,6 +204,50 @@ def post_logs(body: d.v1PostTaskLogsRequest) -> Any:
     with db() as conn:
         task_logs_svc.insert(conn, rows)
     return {}
+
+
+@bp.post("/task-logs")
+@contract(body=list[wire.LegacyTaskLog])
+def post_legacy_logs(body: list[wire.LegacyTaskLog]) -> Any:
+    """Determined's ``POST /task-logs``, where an unmanaged (core_v2) script ships its output
+    with its owner's session token: only into unmanaged trials the caller may change."""
+    rows = []
+    with db() as conn:
+        allowed: set[str] = set()
+        for i, entry in enumerate(body):
+            task_id = entry["task_id"]
+            if task_id not in allowed:
+                trial = unmanaged_svc.trial_of_task(conn, task_id)
+                if trial is None:
+                    raise NotFound(f"[{i}].task_id: no unmanaged trial has task id {task_id!r}")
+                _access.trial(conn, trial["id"])
+                allowed.add(task_id)
+            rank = entry.get("rank")
+            rows.append(
+                (
+                    task_id,
+                    None,
+                    None,
+                    None,
+                    int(rank) if rank is not None and str(rank).isdigit() else None,
+                    limits.log_line(entry["log"]),
+                    None,
+                    None,
+                    None,
+                    _when(entry.get("timestamp"), f"[{i}].timestamp"),
+                )
+            )
+        task_logs_svc.insert(conn, rows)
+    return {}
+
+
+def _when(stamp: str | None, field: str) -> dt.datetime:
+    if not stamp:
+        return dt.datetime.now(dt.UTC)
+    try:
+        return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidArgument(f"{field}: not an RFC 3339 time") from None
 
 
 @bp.get("/api/v1/tasks")

@@ -29,6 +29,7 @@ from det.master.seriescache import SAMPLED
 from det.master.services import checkpoints as ckpt_svc
 from det.master.services import task_logs
 from det.master.services import trials as svc
+from det.master.services import unmanaged as unmanaged_svc
 
 bp = Blueprint("trials", __name__)
 
@@ -48,12 +49,65 @@ def get(trial_id: int) -> Response:
 @allow(USER, TASK)
 @contract("PatchTrial")
 def patch(trial_id: int, body: d.v1PatchTrialRequest) -> Response:
-    # The official harness sends its runner state here; we keep the trial's state ours.
+    """An unmanaged trial's script reports its state (or a heartbeat) here. A managed trial's
+    state is the master's: what the official harness sends for one is ignored."""
     with db() as conn:
         _access.trial(conn, trial_id)
+        if unmanaged_svc.is_unmanaged_trial(conn, trial_id):
+            unmanaged_svc.report_state(conn, trial_id, body.get("state"))
         row = svc.get(conn, trial_id)
     out: d.v1PatchTrialResponse = {"trial": wire.trial(row)}
     return answer(out)
+
+
+@bp.post("/api/v1/trials")
+@contract("CreateTrial")
+def create(body: d.v1CreateTrialRequest) -> Response:
+    """Determined's CreateTrial: a trial of an unmanaged experiment, made by its script."""
+    out: d.v1CreateTrialResponse = {"trial": _create_unmanaged(body, None)}
+    return answer(out)
+
+
+@bp.put("/api/v1/trials")
+@contract("PutTrial")
+def put(body: d.v1PutTrialRequest) -> Response:
+    """Determined's PutTrial: the unmanaged experiment's trial of that external id, created if
+    new (a rerun of a core_v2 script finds its trial again)."""
+    inner = body.get("createTrialRequest")
+    if inner is None:
+        raise InvalidArgument("createTrialRequest: required object")
+    ext = body.get("externalTrialId")
+    if not ext:
+        raise InvalidArgument("externalTrialId: required non-empty string")
+    out: d.v1PutTrialResponse = {"trial": _create_unmanaged(inner, ext)}
+    return answer(out)
+
+
+def _create_unmanaged(body: d.v1CreateTrialRequest, external_id: str | None) -> d.trialv1Trial:
+    if not body.get("unmanaged"):
+        raise InvalidArgument("unmanaged: must be true (det creates only unmanaged trials)")
+    exp_id = body.get("experimentId")
+    if exp_id is None:
+        raise InvalidArgument("experimentId: required integer")
+    with db() as conn:
+        _access.experiment(conn, exp_id)
+        trial_id = unmanaged_svc.create_trial(conn, exp_id, body.get("hparams"), external_id)
+        row = svc.get(conn, trial_id)
+    return wire.trial(row)
+
+
+@bp.post("/api/v1/trials/<int:trial_id>/start")
+@contract("StartTrial")
+def start(trial_id: int, body: d.v1StartTrialRequest) -> d.v1StartTrialResponse:
+    """Determined's StartTrial: a new run of an unmanaged trial (its run id increments); from
+    the second run on, the latest checkpoint and its steps, where the script resumes."""
+    with db() as conn:
+        _access.trial(conn, trial_id)
+        run_id, steps, latest = unmanaged_svc.start_trial(conn, trial_id, bool(body.get("resume")))
+    out: d.v1StartTrialResponse = {"trialRunId": run_id, "stepsCompleted": steps}
+    if latest is not None:
+        out["latestCheckpoint"] = latest
+    return out
 
 
 @bp.post("/api/v1/runs/start")

@@ -164,10 +164,14 @@ def _check_env_vars(cfg: ExperimentConfig, raw: Any) -> list[tuple[str, str]]:
     return []
 
 
-def _checks(cfg: ExperimentConfig, raw_env_vars: Any) -> list[tuple[str, str]]:
+def _checks(
+    cfg: ExperimentConfig, raw_env_vars: Any, unmanaged: bool = False
+) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     internal = cfg.internal or {}
-    if cfg.entrypoint is None and internal.get("native") is None:
+    if unmanaged and cfg.entrypoint is None:
+        pass  # its script runs outside the cluster: nothing to launch
+    elif cfg.entrypoint is None and internal.get("native") is None:
         problems.append(("entrypoint", "required field missing (e.g. python3 train.py)"))
     elif (isinstance(cfg.entrypoint, str) and not cfg.entrypoint.strip()) or (
         isinstance(cfg.entrypoint, list) and not cfg.entrypoint
@@ -235,13 +239,15 @@ def parse_experiment_config(
     *,
     seed_factory: SeedFactory = default_seed,
     name_factory: NameFactory = default_name,
+    unmanaged: bool = False,
 ) -> ExperimentConfig:
     """Validate an experiment config and fill every default.
 
     ``cluster_defaults`` may hold ``task_container_defaults`` (master.yaml's section) and
     ``checkpoint_storage`` (the master's default storage); the experiment's own values win.
     ``seed_factory`` / ``name_factory`` produce ``reproducibility.experiment_seed`` and ``name``
-    when the config has none (tests inject fixed ones). Raises ConfigError with one readable line.
+    when the config has none (tests inject fixed ones). ``unmanaged`` (a core_v2 script's
+    config) needs no ``entrypoint``. Raises ConfigError with one readable line.
     """
     if isinstance(text_or_dict, bytes):
         text_or_dict = text_or_dict.decode("utf-8", errors="replace")
@@ -277,7 +283,9 @@ def parse_experiment_config(
     if problems:
         raise make_error(problems)
     env = merged.get("environment")
-    problems = _checks(cfg, env.get("environment_variables") if isinstance(env, dict) else None)
+    problems = _checks(
+        cfg, env.get("environment_variables") if isinstance(env, dict) else None, unmanaged
+    )
     if problems:
         raise make_error([at(p, m) for p, m in problems])
 

@@ -113,8 +113,10 @@ def _experiment(
         "workspaceId": row["workspace_id"] or 0,
         "workspaceName": row["workspace_name"] or "",
         "parentArchived": row["parent_archived"],
-        "unmanaged": False,
+        "unmanaged": bool(row.get("unmanaged")),
     }
+    if row.get("external_experiment_id") is not None:
+        out["externalExperimentId"] = row["external_experiment_id"]
     if row.get("parent_id") is not None:
         out["forkedFrom"] = row["parent_id"]
     if hyperparameters is not None:

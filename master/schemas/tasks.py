@@ -3,7 +3,7 @@ allocation's row, and det's own allocation messages."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NotRequired
 
 from typing_extensions import TypedDict
 
@@ -76,3 +76,12 @@ def allocation_summary(
         "priority": r["priority"],
         "proxyPorts": [],
     }
+
+
+class LegacyTaskLog(TypedDict):
+    """One line of Determined's ``POST /task-logs`` (its unmanaged log shipper's format)."""
+
+    task_id: str
+    log: str
+    timestamp: NotRequired[str | None]
+    rank: NotRequired[str | None]

@@ -78,9 +78,12 @@ def gc_pass(conn: Conn, st: MasterState) -> None:
     """Queue a GC task for every ended experiment not yet collected, and for every deleted one
     (all its checkpoints)."""
     for column, which, everything, run in _DUE:
+        # An unmanaged experiment's checkpoints are kept as its script wrote them: its storage
+        # may be one the cluster cannot reach (its own machine's disk).
+        kept = "" if everything else " AND NOT e.unmanaged"
         rows = conn.execute(
             "SELECT e.id, e.config, j.id AS job_id, j.resource_pool FROM experiments e"
-            f" JOIN jobs j ON j.experiment_id = e.id WHERE e.{column} IS NULL AND {which}"
+            f" JOIN jobs j ON j.experiment_id = e.id WHERE e.{column} IS NULL AND {which}{kept}"
             " FOR NO KEY UPDATE OF e SKIP LOCKED"
         ).fetchall()
         for exp in rows:

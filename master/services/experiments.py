@@ -89,7 +89,11 @@ def pack_context(files: list[ContextFile]) -> bytes:
 
 
 def parse_config(
-    st: MasterState, config_text: str, template: dict[str, Any] | None = None
+    st: MasterState,
+    config_text: str,
+    template: dict[str, Any] | None = None,
+    *,
+    unmanaged: bool = False,
 ) -> expconf.ExperimentConfig:
     """The resolved experiment config (a configuration template, then the cluster defaults,
     merged under it, and the pool named), typed, or InvalidArgument; ``.to_dict()`` is what is
@@ -112,6 +116,7 @@ def parse_config(
                 "task_container_defaults": st.config.task_container_defaults_for(pool_name),
                 "checkpoint_storage": st.config.checkpoint_storage,
             },
+            unmanaged=unmanaged,
         )
     except expconf.ConfigError as e:
         raise InvalidArgument(f"invalid experiment config: {e}") from None
@@ -147,9 +152,14 @@ def create(
     template: str | None = None,
     parent_id: int | None = None,
     admin: bool = False,
+    unmanaged: bool = False,
+    external_id: str | None = None,
 ) -> dict[str, Any] | None:
     """A new experiment (None for ``validate_only``); a non-admin's config is held to the
-    pool's task container policy (``containers.check_policy``)."""
+    pool's task container policy (``containers.check_policy``). An ``unmanaged`` one (a core_v2
+    script run outside the cluster) is created PAUSED and is never searched nor scheduled: its job row exists for the joins that read one
+    but is never queued (no allocation is ever made for it); ``external_id`` names it for
+    PutExperiment."""
     template_name = template or _template_named_in(config_text)
     template_config = None
     if template_name:
@@ -157,8 +167,9 @@ def create(
             template_config = templates.get(conn, template_name)["config"]
         except NotFound:
             raise InvalidArgument(f"template: no template named {template_name!r}") from None
-    cfg = parse_config(st, config_text, template_config)
+    cfg = parse_config(st, config_text, template_config, unmanaged=unmanaged)
     config = cfg.to_dict()
+    # Unmanaged too: deleting one runs a GC task with its checkpoint storage mounted.
     containers.check_policy(st, config, admin=admin)
     project = projects.usable(conn, _project_for(conn, config, project_id))
 
@@ -167,7 +178,8 @@ def create(
     limits.labels("labels", config.get("labels"))
     limits.hyperparameters(config.get("hyperparameters"))
     res = cfg.resources
-    scheduling.refuse_if_never_fits(conn, st, res.resource_pool, res.slots_per_trial)
+    if not unmanaged:
+        scheduling.refuse_if_never_fits(conn, st, res.resource_pool, res.slots_per_trial)
     if validate_only:
         return None
     priority = res.priority or st.config.resource_manager.scheduler.default_priority
@@ -177,19 +189,21 @@ def create(
         context_blob = context(conn, parent_id)
     row = conn.execute(
         "INSERT INTO experiments (name, description, labels, config, original_config, state,"
-        " owner_id, context, project_id, parent_id)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING *",
+        " owner_id, context, project_id, parent_id, unmanaged, external_experiment_id)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING *",
         (
             config.get("name") or "Experiment",
             config.get("description") or "",
             json.dumps(list(config.get("labels") or [])),
             json.dumps(config),
             expconf.redact_text(config_text),
-            states.ACTIVE if activate else states.PAUSED,
+            states.ACTIVE if activate and not unmanaged else states.PAUSED,
             owner_id,
             context_blob,
             project["id"],
             parent_id,
+            unmanaged,
+            external_id,
         ),
     ).fetchone()
     assert row is not None
@@ -290,7 +304,7 @@ def wake(conn: Conn) -> None:
 _COLUMNS = (
     "e.id, e.name, e.description, e.labels, e.notes, e.config, e.original_config, e.state,"
     " e.archived, e.owner_id, e.project_id, e.progress, e.created_at, e.ended_at, e.deleted,"
-    " e.checkpoint_gc_at, e.delete_gc_at, e.parent_id"
+    " e.checkpoint_gc_at, e.delete_gc_at, e.parent_id, e.unmanaged, e.external_experiment_id"
 )
 _JOINS = (
     ", j.id AS job_id, j.resource_pool, j.priority, j.weight, u.username,"
@@ -313,7 +327,7 @@ _WIRE_COLUMNS = (
     "e.id, e.name, e.description, e.labels::text AS labels_json, e.notes, e.config_json,"
     " e.config_secret, e.searcher_name, e.searcher_metric_name,"
     " e.state, e.archived, e.owner_id, e.project_id, e.progress, e.created_at, e.ended_at,"
-    " e.parent_id"
+    " e.parent_id, e.unmanaged, e.external_experiment_id"
 )
 _WIRE = _WIRE_COLUMNS + _JOINS
 

@@ -46,7 +46,7 @@ def list_jobs(conn: Conn, st: MasterState, pool: str | None, desc: bool) -> list
         "   AND a.state <> 'TERMINATED') AS requested"
         " FROM jobs j LEFT JOIN experiments e ON e.id = j.experiment_id"
         " LEFT JOIN ntsc_tasks n ON n.job_id = j.id JOIN users u ON u.id = j.owner_id"
-        f" WHERE ((e.state NOT IN {states.ENDED_SQL} AND NOT e.deleted)"
+        f" WHERE ((e.state NOT IN {states.ENDED_SQL} AND NOT e.deleted AND NOT e.unmanaged)"
         "   OR n.state = 'ACTIVE')" + clause,
         params,
     ).fetchall()

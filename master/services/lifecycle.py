@@ -46,7 +46,7 @@ def end_unstarted(conn: Conn) -> None:
 def trials_pass(conn: Conn, st: MasterState) -> None:
     rows = conn.execute(
         "SELECT t.*, e.state AS exp_state FROM trials t JOIN experiments e ON e.id = t.experiment_id"
-        f" WHERE t.state NOT IN {states.TERMINAL_SQL} AND NOT EXISTS"
+        f" WHERE t.state NOT IN {states.TERMINAL_SQL} AND NOT e.unmanaged AND NOT EXISTS"
         " (SELECT 1 FROM allocations a WHERE a.trial_id = t.id AND a.state <> 'TERMINATED')"
         " ORDER BY t.id FOR NO KEY UPDATE OF t SKIP LOCKED"
     ).fetchall()
@@ -76,6 +76,7 @@ def experiments_pass(conn: Conn) -> None:
         " (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id AND t.state = 'COMPLETED') AS completed,"
         " (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id) AS all_trials"
         f" FROM experiments e WHERE NOT e.deleted AND e.state NOT IN {states.ENDED_SQL}"
+        " AND NOT e.unmanaged"
     ).fetchall()
     for exp in rows:
         if exp["open_trials"]:

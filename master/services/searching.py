@@ -21,6 +21,7 @@ logger = logging.getLogger(__name__)
 def pending_experiments(conn: Conn) -> list[int]:
     rows = conn.execute(
         f"SELECT id FROM experiments e WHERE NOT deleted AND state NOT IN {states.ENDED_SQL}"
+        " AND NOT unmanaged"
         " AND (searcher_state IS NULL OR EXISTS (SELECT 1 FROM searcher_events s"
         "      WHERE s.experiment_id = e.id AND NOT s.processed))"
         " ORDER BY id"

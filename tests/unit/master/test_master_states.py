@@ -56,3 +56,20 @@ def test_the_guards_come_from_the_tables() -> None:
     assert states.sources("checkpoint", "DELETED") == ["COMPLETED", "PARTIALLY_DELETED"]
     assert states.sources("experiment", "DELETING") == ["CANCELED", "COMPLETED", "ERROR"]
     assert "terminated" not in states.sources("instance", "terminating")
+
+
+@pytest.mark.parametrize(
+    ("trial_states", "expected"),
+    [
+        ([], None),
+        (["PAUSED"], "PAUSED"),
+        (["COMPLETED", "ERROR"], "COMPLETED"),
+        (["COMPLETED", "ACTIVE"], "ACTIVE"),
+        (["ERROR", "PAUSED", "CANCELED"], "ERROR"),
+        (["STOPPING_KILLED"], None),
+    ],
+)
+def test_an_unmanaged_experiment_follows_its_most_advanced_trial(
+    trial_states: list[str], expected: str | None
+) -> None:
+    assert states.unmanaged_experiment_state(trial_states) == expected

@@ -1,0 +1,203 @@
+"""Unmanaged experiments: Determined's ``core_v2`` scripts that run outside the cluster (a
+laptop, a Slurm node) and report to the master with their owner's session token.
+
+The master never schedules nor searches them: no allocation, no searcher, no container. Their
+trials are created by the script (CreateTrial, PutTrial), started by it (StartTrial: a new run),
+and take the states it reports (PatchTrial); the experiment follows its most advanced trial
+(:func:`det.master.states.unmanaged_trial`). External ids (PutExperiment, PutTrial) let a rerun
+find its experiment and trial again: an experiment's are unique per owner, a trial's within its
+experiment. Callers check who may change what (:mod:`det.master.api._access`).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from det.master import limits, states
+from det.master.db import Conn
+from det.master.errors import Conflict, InvalidArgument, NotFound
+from det.master.handles import MasterState
+from det.master.services import containers, experiments
+
+logger = logging.getLogger(__name__)
+
+# What a script may report in PatchTrial (the wire's trialv1State without STATE_), as det's state.
+_REPORTED = {
+    "ACTIVE": states.ACTIVE,
+    "RUNNING": states.ACTIVE,
+    "QUEUED": states.ACTIVE,
+    "PULLING": states.ACTIVE,
+    "STARTING": states.ACTIVE,
+    "PAUSED": states.PAUSED,
+    "COMPLETED": states.COMPLETED,
+    "CANCELED": states.CANCELED,
+    "ERROR": states.ERROR,
+}
+
+
+def _external_id(field: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument(f"{field}: required non-empty string")
+    return limits.text(field, value, limits.NAME) or value
+
+
+def put_experiment(
+    conn: Conn,
+    st: MasterState,
+    *,
+    owner_id: int,
+    admin: bool,
+    config_text: str,
+    external_id: Any,
+) -> dict[str, Any]:
+    """The caller's unmanaged experiment named ``external_id``: created, or found and given the
+    new config (its name, description and labels too), as Determined's PutExperiment does."""
+    ext = _external_id("externalExperimentId", external_id)
+    found = conn.execute(
+        "SELECT id, unmanaged FROM experiments WHERE owner_id = %s AND external_experiment_id = %s"
+        " AND NOT deleted FOR NO KEY UPDATE",
+        (owner_id, ext),
+    ).fetchone()
+    if found is None:
+        row = experiments.create(
+            conn,
+            st,
+            owner_id=owner_id,
+            config_text=config_text,
+            files=[],
+            activate=False,
+            validate_only=False,
+            admin=admin,
+            unmanaged=True,
+            external_id=ext,
+        )
+        assert row is not None
+        return row
+    cfg = experiments.parse_config(st, config_text, unmanaged=True).to_dict()
+    containers.check_policy(st, cfg, admin=admin)  # as experiments.create does
+    limits.text("name", cfg.get("name"), limits.NAME)
+    limits.text("description", cfg.get("description"), limits.DESCRIPTION)
+    limits.labels("labels", cfg.get("labels"))
+    old = experiments.get(conn, found["id"])
+    # The stored name stays the one the first run gave when the script names none (core_v2
+    # makes up a random one each run).
+    conn.execute(
+        "UPDATE experiments SET config = %s, description = %s, labels = %s WHERE id = %s",
+        (
+            Jsonb({**cfg, "name": old["name"]}),
+            cfg.get("description") or "",
+            Jsonb(list(cfg.get("labels") or [])),
+            found["id"],
+        ),
+    )
+    return experiments.get(conn, found["id"])
+
+
+def require_unmanaged_experiment(conn: Conn, experiment_id: int) -> dict[str, Any]:
+    exp = experiments.get(conn, experiment_id)
+    if not exp["unmanaged"]:
+        raise InvalidArgument(
+            f"experimentId: experiment {experiment_id} is managed by the cluster;"
+            " trials are created only in unmanaged experiments"
+        )
+    return exp
+
+
+def create_trial(conn: Conn, experiment_id: int, hparams: Any, external_id: Any = None) -> int:
+    """A trial of unmanaged experiment ``experiment_id`` (PAUSED until its script starts it);
+    with ``external_id``, the one of that name if it exists. Returns its id."""
+    require_unmanaged_experiment(conn, experiment_id)
+    if hparams is not None and not isinstance(hparams, dict):
+        raise InvalidArgument("hparams: must be an object")
+    ext = None if external_id is None else _external_id("externalTrialId", external_id)
+    if ext is not None:
+        found = conn.execute(
+            "SELECT id FROM trials WHERE experiment_id = %s AND external_trial_id = %s",
+            (experiment_id, ext),
+        ).fetchone()
+        if found is not None:
+            return int(found["id"])
+    suffix = uuid.uuid4().hex
+    row = conn.execute(
+        "INSERT INTO trials (experiment_id, request_id, task_id, hparams, seed, state,"
+        " external_trial_id) VALUES (%s, %s, %s, %s, 0, %s, %s) RETURNING id",
+        (
+            experiment_id,
+            f"unmanaged-{suffix}",
+            f"{experiment_id}.{suffix}",
+            Jsonb(hparams or {}),
+            states.PAUSED,
+            ext,
+        ),
+    ).fetchone()
+    assert row is not None
+    states.record_event(conn, "trial", row["id"], "created", "created by its unmanaged script")
+    return int(row["id"])
+
+
+def _trial(conn: Conn, trial_id: int) -> dict[str, Any]:
+    row = conn.execute(
+        "SELECT t.id, t.run_id, t.latest_checkpoint, e.unmanaged FROM trials t"
+        " JOIN experiments e ON e.id = t.experiment_id WHERE t.id = %s AND NOT e.deleted",
+        (trial_id,),
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"trial {trial_id} not found")
+    if not row["unmanaged"]:
+        raise InvalidArgument(f"trialId: trial {trial_id} is managed by the cluster")
+    return row
+
+
+def start_trial(conn: Conn, trial_id: int, resume: bool) -> tuple[int, int, str | None]:
+    """A new run of unmanaged trial ``trial_id`` (StartTrial): (its run id, the steps of the
+    latest checkpoint, that checkpoint's uuid); the checkpoint only from the second run on.
+    Without ``resume`` a trial that already ran is refused."""
+    row = _trial(conn, trial_id)
+    if not resume and row["run_id"] != 0:
+        raise Conflict(f"trial {trial_id} has already been started")
+    run_id = states.unmanaged_trial(conn, trial_id, states.ACTIVE, "its script started", run=True)
+    if run_id <= 1 or row["latest_checkpoint"] is None:
+        return run_id, 0, None
+    ckpt = conn.execute(
+        "SELECT uuid, steps_completed FROM checkpoints WHERE uuid = %s AND state = 'COMPLETED'",
+        (row["latest_checkpoint"],),
+    ).fetchone()
+    if ckpt is None:
+        return run_id, 0, None
+    return run_id, int(ckpt["steps_completed"]), str(ckpt["uuid"])
+
+
+def is_unmanaged_trial(conn: Conn, trial_id: int) -> bool:
+    row = conn.execute(
+        "SELECT e.unmanaged FROM trials t JOIN experiments e ON e.id = t.experiment_id"
+        " WHERE t.id = %s",
+        (trial_id,),
+    ).fetchone()
+    return bool(row and row["unmanaged"])
+
+
+def report_state(conn: Conn, trial_id: int, state: str | None) -> None:
+    """PatchTrial from an unmanaged trial's script: a heartbeat, with or without a state."""
+    _trial(conn, trial_id)
+    if state is None:
+        conn.execute("UPDATE trials SET last_activity = now() WHERE id = %s", (trial_id,))
+        return
+    new = _REPORTED.get(state.removeprefix("STATE_"))
+    if new is None:
+        allowed = ", ".join(f"STATE_{s}" for s in sorted(_REPORTED))
+        raise InvalidArgument(f"state: {state} is not one an unmanaged trial reports ({allowed})")
+    states.unmanaged_trial(conn, trial_id, new, f"its script reported {state}")
+
+
+def trial_of_task(conn: Conn, task_id: str) -> dict[str, Any] | None:
+    """The unmanaged trial whose task id is ``task_id`` (its id and owner), or None."""
+    row = conn.execute(
+        "SELECT t.id, e.owner_id FROM trials t JOIN experiments e ON e.id = t.experiment_id"
+        " WHERE t.task_id = %s AND e.unmanaged",
+        (task_id,),
+    ).fetchone()
+    return dict(row) if row is not None else None

@@ -1,0 +1,317 @@
+"""Unmanaged experiments (issue 26 item 7): a ``core_v2`` script of the official
+``determined==0.38.1`` package runs outside the cluster (here: a process on this machine, no
+agent, no container), reports metrics and a checkpoint to its own shared_fs storage with its
+owner's session token, and shows up as an unmanaged experiment; a rerun with the same external
+ids resumes from its checkpoint. Nobody else may report into it, and a user token still cannot
+reach a managed trial its holder does not own."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from tests.compat.official import ensure_official_venv
+from tests.integration import cli_support
+from tests.integration.cli_support import sim_config
+from tests.integration.conftest import Master
+
+pytestmark = pytest.mark.integration
+cli_master = cli_support.cli_master
+
+ALICE_PW = "Alice-pw-1"
+BOB_PW = "Bob-pw-1"
+
+# Five steps per run from where the last checkpoint left off; the checkpoint holds the step.
+SCRIPT = textwrap.dedent(
+    """
+    import json, pathlib, sys
+    from determined import core
+    from determined.experimental import client, core_v2
+
+    master, password, ext_exp, ext_trial, store = sys.argv[1:6]
+    alice = client.Determined(master=master, user="alice", password=password)
+    core_v2.init(
+        client=alice,
+        # The official venv has no torch for TensorBoard's writer: no TensorBoard files.
+        tensorboard_mode=core.TensorboardMode.MANUAL,
+        config=core_v2.Config(
+            name="unmanaged-test",
+            hparams={"lr": 0.5},
+            external_experiment_id=ext_exp,
+            external_trial_id=ext_trial,
+            checkpoint_storage=store,
+        ),
+    )
+    latest = core_v2.info.latest_checkpoint
+    start = 0
+    if latest is not None:
+        with core_v2.checkpoint.restore_path(latest) as path:
+            start = int((pathlib.Path(path) / "step").read_text())
+    print(f"training from step {start}", flush=True)
+    for step in range(start + 1, start + 6):
+        core_v2.train.report_training_metrics(steps_completed=step, metrics={"loss": 1.0 / step})
+    end = start + 5
+    core_v2.train.report_validation_metrics(steps_completed=end, metrics={"loss": 1.0 / end})
+    with core_v2.checkpoint.store_path({"steps_completed": end}) as (path, storage_id):
+        (pathlib.Path(path) / "step").write_text(str(end))
+    result = {
+        "start": start,
+        "end": end,
+        "latest": latest,
+        "trial_id": core_v2.info.trial.trial_id,
+        "experiment_id": core_v2.info.trial.experiment_id,
+        "run_id": core_v2.info.trial._trial_run_id,
+        "task_id": core_v2.info.task_id,
+        "checkpoint": storage_id,
+    }
+    core_v2.close()
+    print("RESULT " + json.dumps(result))
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def users(cli_master: Master) -> dict[str, str]:
+    """alice and bob (neither an admin): their session tokens."""
+    for name, pw in (("alice", ALICE_PW), ("bob", BOB_PW)):
+        cli_master.post(
+            "/api/v1/users", {"user": {"username": name, "admin": False}, "password": pw}
+        )
+    return {"alice": cli_master.login("alice", ALICE_PW), "bob": cli_master.login("bob", BOB_PW)}
+
+
+def _run_script(master: Master, tmp: Path, ext_exp: str, ext_trial: str, store: Path) -> Any:
+    bin_dir = ensure_official_venv()
+    script = tmp / "train.py"
+    script.write_text(SCRIPT)
+    home = tmp / "home"
+    home.mkdir(exist_ok=True)
+    r = subprocess.run(
+        [
+            str(bin_dir / "python"),
+            str(script),
+            master.url,
+            ALICE_PW,
+            ext_exp,
+            ext_trial,
+            str(store),
+        ],
+        capture_output=True,
+        text=True,
+        env={"HOME": str(home), "PATH": "/usr/bin:/bin", "DET_MASTER": master.url},
+        timeout=300,
+    )
+    assert r.returncode == 0, f"core_v2 script failed:\n{r.stdout}\n{r.stderr}"
+    line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")][-1]
+    return json.loads(line.removeprefix("RESULT "))
+
+
+def _metrics(master: Master, trial_id: int, group: str) -> list[dict[str, Any]]:
+    """The trial's reports of ``group``, by step (each has totalBatches and trialRunId)."""
+    out = master.get(f"/api/v1/trials/{trial_id}/metrics", params={"group": group})
+    return list(out["metrics"])
+
+
+def test_core_v2_script_runs_unmanaged_and_resumes(
+    cli_master: Master, users: dict[str, str], tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    ext_exp = f"exp-{uuid.uuid4().hex[:8]}"
+    first = _run_script(cli_master, tmp_path, ext_exp, "trial-1", store)
+    assert first["start"] == 0 and first["latest"] is None and first["run_id"] == 1
+
+    eid, tid = first["experiment_id"], first["trial_id"]
+    exp = cli_master.get(f"/api/v1/experiments/{eid}")["experiment"]
+    assert exp["unmanaged"] is True
+    assert exp["externalExperimentId"] == ext_exp
+    assert exp["state"] == "STATE_COMPLETED"
+    assert exp["username"] == "alice"
+    listed = cli_master.get("/api/v1/experiments", params={"limit": 100})["experiments"]
+    assert [e["unmanaged"] for e in listed if e["id"] == eid] == [True]
+    trial = cli_master.get(f"/api/v1/trials/{tid}")["trial"]
+    assert trial["state"] == "STATE_COMPLETED"
+    assert trial["hparams"] == {"lr": 0.5}
+    assert trial["taskId"] == first["task_id"]
+    assert trial["latestCheckpointUuid"] == first["checkpoint"]
+    ckpts = cli_master.get(f"/api/v1/experiments/{eid}/checkpoints")["checkpoints"]
+    assert [(c["uuid"], c["state"]) for c in ckpts] == [(first["checkpoint"], "STATE_COMPLETED")]
+    assert (store / first["checkpoint"] / "step").read_text() == "5"
+    # Never scheduled nor queued: no job in the queue.
+    jobs = cli_master.get("/api/v1/job-queues")["jobs"]
+    assert all(j.get("entityId") != str(eid) for j in jobs)
+
+    second = _run_script(cli_master, tmp_path, ext_exp, "trial-1", store)
+    assert (second["experiment_id"], second["trial_id"]) == (eid, tid)
+    assert second["latest"] == first["checkpoint"]
+    assert second["start"] == 5 and second["end"] == 10
+    assert second["run_id"] == 2
+    steps = [m["totalBatches"] for m in _metrics(cli_master, tid, "training")]
+    assert steps == list(range(1, 11))
+    runs = {m["totalBatches"]: m["trialRunId"] for m in _metrics(cli_master, tid, "training")}
+    assert runs[5] == 1 and runs[6] == 2
+    exp = cli_master.get(f"/api/v1/experiments/{eid}")["experiment"]
+    assert exp["state"] == "STATE_COMPLETED" and exp["numTrials"] == 1
+    trial = cli_master.get(f"/api/v1/trials/{tid}")["trial"]
+    assert trial["latestCheckpointUuid"] == second["checkpoint"]
+    # What the script printed went to the trial's logs (core_v2's log shipper, /task-logs).
+    logs = cli_master.session().get(f"{cli_master.url}/api/v1/trials/{tid}/logs", timeout=30)
+    assert logs.status_code == 200, logs.text
+    assert "training from step 0" in logs.text and "training from step 5" in logs.text
+
+
+def _as(master: Master, token: str) -> requests.Session:
+    return master.session(token)
+
+
+def test_only_the_owner_reports_into_an_unmanaged_trial(
+    cli_master: Master, users: dict[str, str]
+) -> None:
+    alice, bob = _as(cli_master, users["alice"]), _as(cli_master, users["bob"])
+    url = cli_master.url
+    ext = f"exp-{uuid.uuid4().hex[:8]}"
+    config = "name: alice-run\nsearcher: {name: single, metric: loss}\n"
+    r = alice.put(
+        f"{url}/api/v1/experiments/by-external-id/{ext}",
+        json={"config": config, "unmanaged": True},
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    eid = r.json()["experiment"]["id"]
+    r = alice.put(
+        f"{url}/api/v1/trials",
+        json={
+            "createTrialRequest": {"experimentId": eid, "unmanaged": True},
+            "externalTrialId": "t",
+        },
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    trial = r.json()["trial"]
+    tid, task_id = trial["id"], trial["taskId"]
+    assert alice.post(f"{url}/api/v1/trials/{tid}/start", json={"trialId": tid}, timeout=30).ok
+
+    # bob: every route a core_v2 script uses, into alice's trial.
+    attempts = [
+        bob.post(f"{url}/api/v1/trials", json={"experimentId": eid, "unmanaged": True}),
+        bob.put(
+            f"{url}/api/v1/trials",
+            json={
+                "createTrialRequest": {"experimentId": eid, "unmanaged": True},
+                "externalTrialId": "t",
+            },
+        ),
+        bob.post(f"{url}/api/v1/trials/{tid}/start", json={"trialId": tid, "resume": True}),
+        bob.patch(f"{url}/api/v1/trials/{tid}", json={"trialId": tid, "state": "STATE_ERROR"}),
+        bob.post(
+            f"{url}/api/v1/trials/{tid}/metrics",
+            json={
+                "metrics": {
+                    "trialId": tid,
+                    "trialRunId": 1,
+                    "stepsCompleted": 1,
+                    "metrics": {"avgMetrics": {"loss": 9.0}},
+                },
+                "group": "training",
+            },
+        ),
+        bob.post(
+            f"{url}/api/v1/checkpoints",
+            json={
+                "uuid": str(uuid.uuid4()),
+                "taskId": task_id,
+                "resources": {},
+                "metadata": {"steps_completed": 1},
+                "state": "STATE_COMPLETED",
+            },
+        ),
+        bob.post(f"{url}/api/v1/runs/start", json={"runId": tid}),
+        bob.post(f"{url}/task-logs", json=[{"task_id": task_id, "log": "bob was here\n"}]),
+    ]
+    assert [a.status_code for a in attempts] == [403] * len(attempts), [
+        (a.request.method, a.request.url, a.status_code, a.text) for a in attempts
+    ]
+    trial = cli_master.get(f"/api/v1/trials/{tid}")["trial"]
+    assert trial["state"] == "STATE_ACTIVE"
+    assert cli_master.get(f"/api/v1/experiments/{eid}")["experiment"]["numTrials"] == 1
+    assert cli_master.get(f"/api/v1/experiments/{eid}/checkpoints")["checkpoints"] == []
+    assert _metrics(cli_master, tid, "training") == []
+
+    # bob's own run with the same external id is his own experiment, not alice's.
+    r = bob.put(
+        f"{url}/api/v1/experiments/by-external-id/{ext}",
+        json={"config": config, "unmanaged": True},
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["experiment"]["id"] != eid
+
+    # alice's own reports land; her script's states move the experiment.
+    r = alice.patch(
+        f"{url}/api/v1/trials/{tid}", json={"trialId": tid, "state": "STATE_COMPLETED"}, timeout=30
+    )
+    assert r.status_code == 200, r.text
+    assert cli_master.get(f"/api/v1/experiments/{eid}")["experiment"]["state"] == "STATE_COMPLETED"
+    r = alice.patch(
+        f"{url}/api/v1/trials/{tid}", json={"trialId": tid, "state": "STATE_DELETED"}, timeout=30
+    )
+    assert r.status_code == 400 and "state" in r.json()["message"], r.text
+
+
+def test_a_user_token_cannot_reach_a_managed_trial_of_another(
+    cli_master: Master, users: dict[str, str]
+) -> None:
+    """A managed experiment of admin's: bob's token reports nothing into its trial, and
+    nobody turns it into an unmanaged one (CreateTrial, StartTrial refuse managed ones)."""
+    eid = cli_support.create_via_api(cli_master, sim_config("managed-one", trials=1))
+    cli_support.wait(lambda: len(cli_support.trials(cli_master, eid)) == 1, 60, "its trial")
+    trial = cli_support.trials(cli_master, eid)[0]
+    tid, task_id = trial["id"], trial["taskId"]
+    bob = _as(cli_master, users["bob"])
+    url = cli_master.url
+    attempts = [
+        bob.patch(f"{url}/api/v1/trials/{tid}", json={"trialId": tid, "state": "STATE_COMPLETED"}),
+        bob.post(f"{url}/api/v1/trials/{tid}/start", json={"trialId": tid, "resume": True}),
+        bob.post(
+            f"{url}/api/v1/trials/{tid}/metrics",
+            json={
+                "metrics": {
+                    "trialId": tid,
+                    "trialRunId": 1,
+                    "stepsCompleted": 1,
+                    "metrics": {"avgMetrics": {"loss": 9.0}},
+                },
+                "group": "training",
+            },
+        ),
+        bob.post(
+            f"{url}/api/v1/checkpoints",
+            json={
+                "uuid": str(uuid.uuid4()),
+                "taskId": task_id,
+                "resources": {},
+                "metadata": {"steps_completed": 1},
+            },
+        ),
+        bob.post(f"{url}/api/v1/trials", json={"experimentId": eid, "unmanaged": True}),
+    ]
+    assert [a.status_code for a in attempts] == [403] * len(attempts), [
+        (a.request.method, a.request.url, a.status_code, a.text) for a in attempts
+    ]
+    # Logs of a managed task through the unmanaged route: not an unmanaged trial's task.
+    r = bob.post(f"{url}/task-logs", json=[{"task_id": task_id, "log": "x\n"}])
+    assert r.status_code == 404, r.text
+    # Even its owner cannot start it as an unmanaged trial or add trials to it.
+    admin = cli_master.session()
+    r = admin.post(f"{url}/api/v1/trials/{tid}/start", json={"trialId": tid, "resume": True})
+    assert r.status_code == 400 and "managed" in r.json()["message"], r.text
+    r = admin.post(f"{url}/api/v1/trials", json={"experimentId": eid, "unmanaged": True})
+    assert r.status_code == 400 and "managed" in r.json()["message"], r.text
+    assert len(cli_support.trials(cli_master, eid)) == 1
