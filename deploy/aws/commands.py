@@ -296,6 +296,13 @@ def down(args: argparse.Namespace, out: TextIO) -> int:
             master_id = outputs.get("master_instance_id")
             if master_id:
                 teardown.stop_master(ec2, master_id)
+            if outputs.get("ecs_service"):
+                teardown.stop_serverless_master(
+                    session.client("application-autoscaling"),
+                    session.client("ecs"),
+                    str(outputs["ecs_cluster"]),
+                    str(outputs["ecs_service"]),
+                )
             removed = teardown.terminate_agents(
                 ec2, args.cluster_id, exclude=frozenset({master_id} if master_id else ())
             )

@@ -8,9 +8,11 @@
   ALB) serves the master on its own ``*.cloudfront.net`` name with CloudFront's certificate.
   WebSockets pass through both. Agents and clients use that URL with public-CA TLS.
 * Scale to zero: 0 to :data:`~det.deploy.common.serverless.MAX_INSTANCES` tasks (Application
-  Auto Scaling). A request (the ALB answers 503 while no task runs) or a scheduled wake-up
-  (EventBridge Scheduler puts a ``WakeUp`` datapoint in the cluster's CloudWatch namespace)
-  sets one task running within about a minute; 15 minutes without either sets none.
+  Auto Scaling). A request (the ALB answers 503 while no task runs, and counts it) sets one task
+  running within about a minute; 15 minutes without any sets none. The loop's wake-ups
+  (``det.master.wakeups``) are one-time EventBridge Scheduler schedules that put an event on the
+  cluster's event bus, whose rule calls the master's wake-up URL through an API destination
+  (retried until a task answers): such a call is a request like any other.
 * The database: Aurora Serverless v2 pausing at 0 ACU (``--db serverless``, the default here),
   or RDS (``--db rds``); private subnets only, reachable from the master's tasks only.
 * Secrets in Secrets Manager (database password, agent token, admin password, a registry's
@@ -54,8 +56,7 @@ TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
 SLEEP_AFTER_MINUTES = 15
 AURORA_MAX_ACU = 4.0
 AURORA_PAUSE_AFTER_S = 600
-WAKEUP_KIND = "eventbridge_scheduler"
-WAKEUP_METRIC = "WakeUp"
+WAKEUP_KIND = "eventbridge"
 
 
 def short_name(cfg: AwsConfig, role: str) -> str:
@@ -67,10 +68,6 @@ def short_name(cfg: AwsConfig, role: str) -> str:
     digest = hashlib.sha256(cfg.cluster_id.encode()).hexdigest()[:6]
     keep = 32 - len(f"det--{digest}-{role}")
     return f"det-{cfg.cluster_id[:keep]}-{digest}-{role}"
-
-
-def metric_namespace(cfg: AwsConfig) -> str:
-    return f"det/{cfg.cluster_id}"
 
 
 def release_image(cfg: AwsConfig, repository_url: str) -> str:
@@ -166,17 +163,26 @@ def task_policy(
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-def scheduler_policy(namespace: str) -> dict[str, Any]:
-    """The wake-up schedules' role: put the wake-up datapoint, in the cluster's namespace only."""
+def scheduler_policy(bus_arn: str) -> dict[str, Any]:
+    """The wake-up schedules' role: put events on the cluster's event bus only."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Sid": "WakeUp", "Effect": "Allow", "Action": "events:PutEvents", "Resource": bus_arn}
+        ],
+    }
+
+
+def invoke_policy(destination_arn: str) -> dict[str, Any]:
+    """The event rule's role: call the master's wake-up API destination only."""
     return {
         "Version": "2012-10-17",
         "Statement": [
             {
-                "Sid": "WakeUp",
+                "Sid": "CallMaster",
                 "Effect": "Allow",
-                "Action": "cloudwatch:PutMetricData",
-                "Resource": "*",
-                "Condition": {"StringEquals": {"cloudwatch:namespace": namespace}},
+                "Action": "events:InvokeApiDestination",
+                "Resource": destination_arn,
             }
         ],
     }
@@ -572,6 +578,9 @@ class ServerlessMaster(pulumi.ComponentResource):
         self.url = front["url"]
         self.alb_dns = front["alb_dns"]
         self.certificate_validation = front["validation"]
+        self._wakeup_route(name, cfg, roles["bus"], self.url, child)
+        limit = sl.REQUEST_TIMEOUT_S if cfg.domain else CLOUDFRONT_READ_TIMEOUT_S
+        roles["wakeup_env"].update(sl.service_env(limit))
         uploads = master.release_objects(name, cfg.boot, args.bucket.bucket, child)
         config = pulumi.Output.all(
             url=self.url,
@@ -690,7 +699,7 @@ class ServerlessMaster(pulumi.ComponentResource):
             opts=child,
         )
         group = aws.scheduler.ScheduleGroup(name, name=name, tags=tags, opts=child)
-        namespace = metric_namespace(cfg)
+        bus = aws.cloudwatch.EventBus(name, name=name, tags=tags, opts=child)
         scheduler = aws.iam.Role(
             f"{name}-scheduler",
             assume_role_policy=assume("scheduler.amazonaws.com"),
@@ -700,7 +709,7 @@ class ServerlessMaster(pulumi.ComponentResource):
         aws.iam.RolePolicy(
             f"{name}-scheduler",
             role=scheduler.id,
-            policy=json.dumps(scheduler_policy(namespace)),
+            policy=bus.arn.apply(lambda b: json.dumps(scheduler_policy(b))),
             opts=child,
         )
         task = aws.iam.Role(
@@ -740,13 +749,84 @@ class ServerlessMaster(pulumi.ComponentResource):
             "agent_profile": agent_profile.arn,
             "execution": execution.arn,
             "task": task.arn,
+            "bus": bus,
             "wakeup_env": {
-                sl.WAKEUP_KIND_ENV: WAKEUP_KIND,
-                sl.WAKEUP_TARGET_ENV: group.name,
-                sl.WAKEUP_INVOKER_ENV: scheduler.arn,
-                sl.WAKEUP_URL_ENV: f"cloudwatch:{namespace}/{WAKEUP_METRIC}",
+                sl.WAKEUPS_TYPE_ENV: WAKEUP_KIND,
+                sl.WAKEUPS_TARGET_ARN_ENV: bus.arn,
+                sl.WAKEUPS_ROLE_ARN_ENV: scheduler.arn,
+                sl.WAKEUPS_GROUP_ENV: group.name,
+                sl.WAKEUPS_REGION_ENV: cfg.region,
             },
         }
+
+    def _wakeup_route(
+        self,
+        name: str,
+        cfg: AwsConfig,
+        bus: aws.cloudwatch.EventBus,
+        url: pulumi.Output[str],
+        child: pulumi.ResourceOptions,
+    ) -> None:
+        """The event bus's rule: a wake-up event becomes a POST of the master's wake-up URL with
+        the event's token as its header (an API destination; retried for an hour while the
+        master's task starts)."""
+        tags = cfg.tags
+        # API destinations need a connection with an authorization; det authenticates the call
+        # by the wake-up token header instead, so the connection's key is a fixed placeholder.
+        connection = aws.cloudwatch.EventConnection(
+            name,
+            authorization_type="API_KEY",
+            auth_parameters=aws.cloudwatch.EventConnectionAuthParametersArgs(
+                api_key=aws.cloudwatch.EventConnectionAuthParametersApiKeyArgs(
+                    key="X-Det-Connection", value="det-wakeup"
+                )
+            ),
+            opts=child,
+        )
+        destination = aws.cloudwatch.EventApiDestination(
+            name,
+            connection_arn=connection.arn,
+            invocation_endpoint=url.apply(lambda u: f"{u}{sl.WAKEUP_PATH}"),
+            http_method="POST",
+            invocation_rate_limit_per_second=1,
+            opts=child,
+        )
+        rule = aws.cloudwatch.EventRule(
+            name,
+            event_bus_name=bus.name,
+            event_pattern=json.dumps(
+                {"source": [sl.WAKEUP_EVENT_SOURCE], "detail-type": [sl.WAKEUP_EVENT_DETAIL_TYPE]}
+            ),
+            tags=tags,
+            opts=child,
+        )
+        invoker = aws.iam.Role(
+            f"{name}-wakeup",
+            assume_role_policy=assume("events.amazonaws.com"),
+            tags=tags,
+            opts=child,
+        )
+        aws.iam.RolePolicy(
+            f"{name}-wakeup",
+            role=invoker.id,
+            policy=destination.arn.apply(lambda d: json.dumps(invoke_policy(d))),
+            opts=child,
+        )
+        aws.cloudwatch.EventTarget(
+            name,
+            rule=rule.name,
+            event_bus_name=bus.name,
+            arn=destination.arn,
+            role_arn=invoker.arn,
+            input="{}",
+            http_target=aws.cloudwatch.EventTargetHttpTargetArgs(
+                header_parameters={sl.WAKEUP_TOKEN_HEADER: "$.detail.token"}
+            ),
+            retry_policy=aws.cloudwatch.EventTargetRetryPolicyArgs(
+                maximum_event_age_in_seconds=3600, maximum_retry_attempts=185
+            ),
+            opts=child,
+        )
 
     def _front(
         self, name: str, cfg: AwsConfig, args: ServerlessMasterArgs, child: pulumi.ResourceOptions
@@ -981,10 +1061,10 @@ class ServerlessMaster(pulumi.ComponentResource):
 
         wake = policy("wake", 1, "0", None)
         sleep = policy("sleep", 0, None, "0")
-        calls = _calls_query(front["alb"].arn_suffix, metric_namespace(cfg))
+        calls = _calls_query(front["alb"].arn_suffix)
         aws.cloudwatch.MetricAlarm(
             f"{name}-wake",
-            alarm_description="a request or a scheduled wake-up: run a master task",
+            alarm_description="a request (a wake-up call too): run a master task",
             comparison_operator="GreaterThanOrEqualToThreshold",
             threshold=1,
             evaluation_periods=1,
@@ -996,7 +1076,7 @@ class ServerlessMaster(pulumi.ComponentResource):
         )
         aws.cloudwatch.MetricAlarm(
             f"{name}-sleep",
-            alarm_description=f"no request and no wake-up for {SLEEP_AFTER_MINUTES} minutes: no task",
+            alarm_description=f"no request for {SLEEP_AFTER_MINUTES} minutes: no task",
             comparison_operator="LessThanThreshold",
             threshold=1,
             evaluation_periods=SLEEP_AFTER_MINUTES,
@@ -1009,11 +1089,9 @@ class ServerlessMaster(pulumi.ComponentResource):
         )
 
 
-def _calls_query(
-    alb_suffix: pulumi.Output[str], namespace: str
-) -> list[aws.cloudwatch.MetricAlarmMetricQueryArgs]:
-    """Requests the ALB received (503s while no task runs included) plus wake-up datapoints, a
-    minute at a time."""
+def _calls_query(alb_suffix: pulumi.Output[str]) -> list[aws.cloudwatch.MetricAlarmMetricQueryArgs]:
+    """Requests the ALB received a minute at a time (the 503s it answers while no task runs, a
+    wake-up call among them, included); no datapoint counts as none."""
     return [
         aws.cloudwatch.MetricAlarmMetricQueryArgs(
             id="requests",
@@ -1026,16 +1104,7 @@ def _calls_query(
             ),
         ),
         aws.cloudwatch.MetricAlarmMetricQueryArgs(
-            id="wakeups",
-            metric=aws.cloudwatch.MetricAlarmMetricQueryMetricArgs(
-                namespace=namespace, metric_name=WAKEUP_METRIC, period=60, stat="Sum"
-            ),
-        ),
-        aws.cloudwatch.MetricAlarmMetricQueryArgs(
-            id="calls",
-            expression="FILL(requests, 0) + FILL(wakeups, 0)",
-            label="calls",
-            return_data=True,
+            id="calls", expression="FILL(requests, 0)", label="calls", return_data=True
         ),
     ]
 

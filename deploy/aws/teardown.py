@@ -38,6 +38,40 @@ def stop_master(ec2: Any, instance_id: str, wait: bool = True) -> None:
     logger.info("stopped master %s", instance_id)
 
 
+def stop_serverless_master(
+    autoscaling: Any, ecs: Any, cluster: str, service: str, wait: bool = True
+) -> None:
+    """A serverless master's ``stop_master``: suspend its scaling (a request would start a task
+    again), set its service to no task and wait until none runs, so no loop launches an agent
+    while they are being removed. A service already gone is fine."""
+    from botocore import exceptions
+
+    try:
+        autoscaling.register_scalable_target(
+            ServiceNamespace="ecs",
+            ResourceId=f"service/{cluster}/{service}",
+            ScalableDimension="ecs:service:DesiredCount",
+            SuspendedState={
+                "DynamicScalingInSuspended": True,
+                "DynamicScalingOutSuspended": True,
+                "ScheduledScalingSuspended": True,
+            },
+        )
+        ecs.update_service(cluster=cluster, service=service, desiredCount=0)
+    except exceptions.ClientError as e:
+        error = e.response.get("Error", {})
+        gone = error.get("Code") in ("ServiceNotFoundException", "ClusterNotFoundException") or (
+            # Application Auto Scaling names a missing service in a ValidationException.
+            error.get("Code") == "ValidationException" and "exist" in error.get("Message", "")
+        )
+        if not gone:
+            raise
+        return
+    if wait:
+        ecs.get_waiter("services_stable").wait(cluster=cluster, services=[service])
+    logger.info("stopped the master service %s/%s", cluster, service)
+
+
 def terminate_agents(
     ec2: Any, cluster_id: str, exclude: frozenset[str] = frozenset(), wait: bool = True
 ) -> list[str]:

@@ -49,11 +49,28 @@ DB_PASSWORD_ENV = "DET_DB_PASSWORD"
 AGENT_TOKEN_ENV = "DET_SECURITY_AGENT_TOKEN"
 ADMIN_PASSWORD_ENV = "DET_SECURITY_INITIAL_USER_PASSWORD"
 REGISTRY_PASSWORD_ENV = "DET_TASK_CONTAINER_DEFAULTS_REGISTRY_AUTH_PASSWORD"
-# Where the loop schedules wake-ups (det.master's wake-up interface reads these).
-WAKEUP_KIND_ENV = "DET_WAKEUP_KIND"
-WAKEUP_TARGET_ENV = "DET_WAKEUP_TARGET"
-WAKEUP_INVOKER_ENV = "DET_WAKEUP_INVOKER"
-WAKEUP_URL_ENV = "DET_WAKEUP_URL"
+# The serverless keys of det.master.config, as environment variables (``DET_*`` overrides):
+# the service never migrates (the job does), long requests end before the platform's limit,
+# and the loop's wake-ups go to the platform's scheduler (det.master.wakeups).
+MIGRATE_ON_START_ENV = "DET_MIGRATE_ON_START"
+REQUEST_LIMIT_ENV = "DET_REQUEST_TIME_LIMIT_SECONDS"
+WAKEUPS_TYPE_ENV = "DET_WAKEUPS_TYPE"
+WAKEUPS_QUEUE_ENV = "DET_WAKEUPS_QUEUE"
+WAKEUPS_TARGET_ARN_ENV = "DET_WAKEUPS_TARGET_ARN"
+WAKEUPS_ROLE_ARN_ENV = "DET_WAKEUPS_ROLE_ARN"
+WAKEUPS_GROUP_ENV = "DET_WAKEUPS_GROUP"
+WAKEUPS_REGION_ENV = "DET_WAKEUPS_REGION"
+# What the master's wake-up call looks like (det.master.wakeups: POST with a token header the
+# master derives from its cluster secret; EventBridge events carry it in detail.token).
+WAKEUP_PATH = "/api/v1/master/wakeup"
+WAKEUP_TOKEN_HEADER = "X-Det-Wakeup-Token"
+WAKEUP_EVENT_SOURCE = "det.master"
+WAKEUP_EVENT_DETAIL_TYPE = "det wake-up"
+
+
+def service_env(request_limit_s: int) -> dict[str, str]:
+    """The service's own settings (not the migration job's)."""
+    return {MIGRATE_ON_START_ENV: "false", REQUEST_LIMIT_ENV: str(request_limit_s)}
 
 
 def check_flags(args: argparse.Namespace) -> None:

@@ -14,9 +14,8 @@
 * A Cloud Run job ``det-master migrate`` that runs, and must complete, before the service
   rolls: its ``run_execution_token`` is the image tag (Pulumi waits for the execution to
   complete), and the service depends on it.
-* A Cloud Tasks queue for the loop's wake-ups, and the waker identity whose OIDC token the
-  tasks carry (``roles/run.invoker`` on the service only); the master may enqueue on that queue
-  only and act as that account only.
+* A Cloud Tasks queue for the loop's wake-ups (``det.master.wakeups``: HTTP tasks calling the
+  public URL with the master's wake-up token); the master may enqueue on that queue only.
 * Least privilege for launching agents: the provisioner role with an IAM condition on the
   instance and disk names (``det-agent-<cluster>-``, ``iam.agents_only_condition``).
 
@@ -318,7 +317,6 @@ class ServerlessMaster(pulumi.ComponentResource):
     master_yaml: pulumi.Output[str]
     config_hash: pulumi.Output[str]
     initial_user_password: pulumi.Output[str]
-    _waker_member: pulumi.Output[str]
 
     def __init__(
         self, name: str, args: ServerlessMasterArgs, opts: pulumi.ResourceOptions | None = None
@@ -360,7 +358,7 @@ class ServerlessMaster(pulumi.ComponentResource):
         uploads = master.release_objects(name, cfg.boot, args.bucket, child)
         number = gcp.organizations.get_project_output(project_id=cfg.project_id).number
         url = number.apply(lambda n: public_url(cfg, str(n)))
-        wakeup = self._wakeup(name, cfg, args, url, child)
+        wakeup = self._wakeup(name, cfg, args, child)
         config = pulumi.Output.all(
             url=url,
             bucket=args.bucket,
@@ -389,10 +387,11 @@ class ServerlessMaster(pulumi.ComponentResource):
         name: str,
         cfg: GcpConfig,
         args: ServerlessMasterArgs,
-        url: pulumi.Output[str],
         child: pulumi.ResourceOptions,
     ) -> dict[str, pulumi.Input[str]]:
-        """The Cloud Tasks queue and the waker account; the environment naming them."""
+        """The Cloud Tasks queue the loop puts its wake-up calls in (HTTP tasks to the public URL,
+        authenticated by the master's wake-up token: no Google identity needed, as invoker IAM is
+        off); the service's own settings and the queue as environment."""
         queue = gcp.cloudtasks.Queue(
             f"{name}-wakeup",
             project=cfg.project_id,
@@ -405,13 +404,6 @@ class ServerlessMaster(pulumi.ComponentResource):
             ),
             opts=child,
         )
-        waker = gcp.serviceaccount.Account(
-            f"{name}-waker",
-            project=cfg.project_id,
-            account_id=iam.account_id(cfg.cluster_id, "w"),
-            display_name=f"det wake-ups ({cfg.cluster_id})",
-            opts=child,
-        )
         gcp.cloudtasks.QueueIamMember(
             f"{name}-wakeup-enqueuer",
             project=cfg.project_id,
@@ -421,25 +413,14 @@ class ServerlessMaster(pulumi.ComponentResource):
             member=args.master_member,
             opts=child,
         )
-        # Creating a task that carries the waker's OIDC token needs iam.serviceAccounts.actAs on
-        # that account (on that account only).
-        gcp.serviceaccount.IAMMember(
-            f"{name}-master-acts-as-waker",
-            service_account_id=waker.name,
-            role="roles/iam.serviceAccountUser",
-            member=args.master_member,
-            opts=child,
-        )
-        self._waker_member = waker.email.apply(lambda e: f"serviceAccount:{e}")
         queue_path = queue.name.apply(
             lambda q: f"projects/{cfg.project_id}/locations/{cfg.region}/queues/{q}"
         )
         self.queue = queue_path
         return {
-            sl.WAKEUP_KIND_ENV: WAKEUP_KIND,
-            sl.WAKEUP_TARGET_ENV: queue_path,
-            sl.WAKEUP_INVOKER_ENV: waker.email,
-            sl.WAKEUP_URL_ENV: url.apply(lambda u: f"{u}/info"),
+            **sl.service_env(sl.REQUEST_TIMEOUT_S),
+            sl.WAKEUPS_TYPE_ENV: WAKEUP_KIND,
+            sl.WAKEUPS_QUEUE_ENV: queue_path,
         }
 
     def _service(
@@ -539,15 +520,6 @@ class ServerlessMaster(pulumi.ComponentResource):
             ),
             # The migration completes before the service rolls to the image.
             opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[job])),
-        )
-        gcp.cloudrunv2.ServiceIamMember(
-            f"{name}-waker-invoker",
-            project=cfg.project_id,
-            location=cfg.region,
-            name=service.name,
-            role="roles/run.invoker",
-            member=self._waker_member,
-            opts=child,
         )
         self.service_name = service.name
         self.job_name = job.name

@@ -236,3 +236,39 @@ def test_up_stops_at_an_unreadable_image_parameter(session, fake_pulumi):
     assert code == 1 and err.count("\n") == 1
     assert "cannot read the image parameter /aws/service/canonical/ubuntu/server/24.04/" in err
     assert not (fake_pulumi / "det" / "pulumi" / ".pulumi").exists()
+
+
+def test_down_stops_a_serverless_master_before_the_agents(session):
+    # Its scaling is suspended (a request would start a task again) and its service runs none.
+    ecs = session.client("ecs")
+    scaling = session.client("application-autoscaling")
+    ecs.create_cluster(clusterName="det-c1-master")
+    ecs.register_task_definition(
+        family="det-c1-master-service",
+        containerDefinitions=[{"name": "master", "image": "det-master:x", "memory": 512}],
+    )
+    ecs.create_service(
+        cluster="det-c1-master",
+        serviceName="det-c1-master-svc",
+        taskDefinition="det-c1-master-service",
+        desiredCount=1,
+    )
+    resource = "service/det-c1-master/det-c1-master-svc"
+    scaling.register_scalable_target(
+        ServiceNamespace="ecs",
+        ResourceId=resource,
+        ScalableDimension="ecs:service:DesiredCount",
+        MinCapacity=0,
+        MaxCapacity=2,
+    )
+    teardown.stop_serverless_master(scaling, ecs, "det-c1-master", "det-c1-master-svc", wait=False)
+    (service,) = ecs.describe_services(cluster="det-c1-master", services=["det-c1-master-svc"])[
+        "services"
+    ]
+    assert service["desiredCount"] == 0
+    (target,) = scaling.describe_scalable_targets(ServiceNamespace="ecs", ResourceIds=[resource])[
+        "ScalableTargets"
+    ]
+    assert target["SuspendedState"]["DynamicScalingOutSuspended"] is True
+    # A cluster whose service is already gone: nothing to stop.
+    teardown.stop_serverless_master(scaling, ecs, "det-c1-master", "gone", wait=False)

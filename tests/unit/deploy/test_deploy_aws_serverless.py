@@ -182,26 +182,42 @@ def test_task_role_launches_only_the_clusters_tagged_agents(graph):
     )
     schedules = by_sid["WakeUpSchedules"]
     assert schedules["Resource"] == "arn:aws:scheduler:us-west-2:*:schedule/det-c1-master/*"
-    assert (
-        by_sid["PassSchedulerRole"]["Condition"]["StringEquals"]["iam:PassedToService"]
-        == "scheduler.amazonaws.com"
-    )
+    passed = by_sid["PassSchedulerRole"]
+    assert passed["Condition"]["StringEquals"]["iam:PassedToService"] == "scheduler.amazonaws.com"
     for statement in policy["Statement"]:
         if statement["Resource"] == "*":
             assert all(a.startswith("ec2:Describe") for a in statement["Action"]), statement
-    scheduler = _policy(graph, "-scheduler")["Statement"]
-    assert scheduler == [
-        {
-            "Sid": "WakeUp",
-            "Effect": "Allow",
-            "Action": "cloudwatch:PutMetricData",
-            "Resource": "*",
-            "Condition": {"StringEquals": {"cloudwatch:namespace": "det/c1"}},
-        }
+    bus = "arn:aws:cloudwatch:us-west-2:123456789012:det-c1-master"
+    assert _policy(graph, "-scheduler")["Statement"] == [
+        {"Sid": "WakeUp", "Effect": "Allow", "Action": "events:PutEvents", "Resource": bus}
     ]
+    (call,) = _policy(graph, "-wakeup")["Statement"]
+    assert call["Action"] == "events:InvokeApiDestination"
+    assert call["Resource"].endswith(":det-c1-master")
 
 
-def test_scales_to_zero_and_wakes_on_a_request_or_a_scheduled_wakeup(graph, one):
+def test_a_wakeup_event_calls_the_masters_wakeup_url_with_its_token(graph, one):
+    rule = one(graph, "aws:cloudwatch/eventRule:EventRule")
+    assert json.loads(rule["eventPattern"]) == {
+        "source": [sl.WAKEUP_EVENT_SOURCE],
+        "detail-type": [sl.WAKEUP_EVENT_DETAIL_TYPE],
+    }
+    assert rule["eventBusName"] == "det-c1-master"
+    destination = one(graph, "aws:cloudwatch/eventApiDestination:EventApiDestination")
+    assert destination["invocationEndpoint"] == f"{graph.outputs['master_url']}{sl.WAKEUP_PATH}"
+    assert destination["httpMethod"] == "POST"
+    target = one(graph, "aws:cloudwatch/eventTarget:EventTarget")
+    assert target["httpTarget"]["headerParameters"] == {sl.WAKEUP_TOKEN_HEADER: "$.detail.token"}
+    env = {e["name"]: e["value"] for e in _container(graph, "service")["environment"]}
+    assert env[sl.WAKEUPS_TYPE_ENV] == "eventbridge"
+    assert env[sl.WAKEUPS_TARGET_ARN_ENV].endswith(":det-c1-master")
+    assert env[sl.WAKEUPS_ROLE_ARN_ENV].endswith("det-c1-master-scheduler")
+    assert env[sl.WAKEUPS_GROUP_ENV] == "det-c1-master"
+    assert env[sl.MIGRATE_ON_START_ENV] == "false"
+    assert env[sl.REQUEST_LIMIT_ENV] == "60"  # CloudFront's origin read timeout
+
+
+def test_scales_to_zero_and_wakes_on_a_request(graph, one):
     target = one(graph, "aws:appautoscaling/target:Target")
     assert target["minCapacity"] == 0 and target["maxCapacity"] == sl.MAX_INSTANCES
     alarms = {
@@ -223,13 +239,9 @@ def test_scales_to_zero_and_wakes_on_a_request_or_a_scheduled_wakeup(graph, one)
         assert metrics["requests"]["dimensions"] == {
             "LoadBalancer": "app/det-c1-master/50dc6c495c0c9188"
         }
-        assert metrics["wakeups"]["namespace"] == "det/c1"
     assert alarms["wake"]["evaluationPeriods"] == 1
     assert alarms["sleep"]["evaluationPeriods"] == asl.SLEEP_AFTER_MINUTES
     assert alarms["sleep"]["treatMissingData"] == "breaching"
-    env = {e["name"]: e["value"] for e in _container(graph, "service")["environment"]}
-    assert env[sl.WAKEUP_TARGET_ENV] == "det-c1-master"
-    assert env[sl.WAKEUP_INVOKER_ENV].endswith("det-c1-master-scheduler")
 
 
 def test_migration_is_its_own_task_and_the_service_never_migrates(graph):

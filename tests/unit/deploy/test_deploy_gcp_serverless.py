@@ -139,24 +139,18 @@ def test_provisioner_may_only_touch_the_clusters_agents(graph):
     assert project_roles == {"roles/logging.logWriter", provisioner["role"]}
 
 
-def test_wakeups_enqueue_on_one_queue_as_one_invoker(graph, one):
+def test_wakeups_go_to_one_queue_the_master_alone_may_enqueue_on(graph, one):
     queue = one(graph, "gcp:cloudtasks/queue:Queue")
     assert queue["location"] == "us-west1"
     enqueuer = one(graph, "gcp:cloudtasks/queueIamMember:QueueIamMember")
     assert enqueuer["role"] == "roles/cloudtasks.enqueuer"
     assert enqueuer["member"] == "serviceAccount:det-c1-m@proj.iam.gserviceaccount.com"
-    invoker = one(graph, "gcp:cloudrunv2/serviceIamMember:ServiceIamMember")
-    assert invoker["role"] == "roles/run.invoker"
-    assert invoker["member"] == "serviceAccount:det-c1-w@proj.iam.gserviceaccount.com"
-    acts_as = [
-        r.inputs
-        for r in graph.of_type("gcp:serviceaccount/iAMMember:IAMMember")
-        if r.name.endswith("acts-as-waker")
-    ]
-    assert acts_as and acts_as[0]["serviceAccountId"] == "projects/proj/serviceAccounts/det-c1-w"
     env = _env(_container(one(graph, SERVICE)))
-    assert env[sl.WAKEUP_INVOKER_ENV] == "det-c1-w@proj.iam.gserviceaccount.com"
-    assert env[sl.WAKEUP_TARGET_ENV].startswith("projects/proj/locations/us-west1/queues/")
+    assert env[sl.WAKEUPS_TYPE_ENV] == "cloud_tasks"
+    assert env[sl.WAKEUPS_QUEUE_ENV].startswith("projects/proj/locations/us-west1/queues/")
+    # The service never migrates and ends long requests before Cloud Run's limit.
+    assert env[sl.MIGRATE_ON_START_ENV] == "false"
+    assert env[sl.REQUEST_LIMIT_ENV] == "3600"
 
 
 def test_migration_job_runs_to_completion_before_the_service_rolls(graph, one):
