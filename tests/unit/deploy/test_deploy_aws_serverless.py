@@ -299,3 +299,13 @@ def test_flags_a_serverless_master_cannot_use_are_refused_in_one_line(flags, mes
     assert clouds.run(argv, out=out, err=err) == 1
     assert message in err.getvalue() and len(err.getvalue().splitlines()) == 1
     assert not out.getvalue()
+
+
+@pytest.mark.parametrize(("which", "limit"), [("graph", 60), ("domain_graph", 3600)])
+def test_the_master_accepts_the_services_environment(which, limit, request):
+    g = request.getfixturevalue(which)
+    env = {e["name"]: e["value"] for e in _container(g, "service")["environment"]}
+    config = parse_config(yaml.safe_load(env.pop(sl.CONFIG_ENV)), env=env)
+    assert config.wakeups.type == "eventbridge" and config.wakeups.group == "det-c1-master"
+    assert config.wakeups.target_arn == env[sl.WAKEUPS_TARGET_ARN_ENV]
+    assert config.migrate_on_start is False and config.request_time_limit_seconds == limit

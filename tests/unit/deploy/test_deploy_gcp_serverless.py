@@ -190,3 +190,12 @@ def test_vm_master_has_no_serverless_parts(gcp_graph):
         if r.name.endswith("master-provisioner")
     ]
     assert not provisioner.get("condition")
+
+
+def test_the_master_accepts_the_services_environment(graph, one):
+    env = {k: v for k, v in _env(_container(one(graph, SERVICE))).items() if isinstance(v, str)}
+    config = parse_config(yaml.safe_load(env.pop(sl.CONFIG_ENV)), env=env)
+    assert (
+        config.wakeups.type == "cloud_tasks" and config.wakeups.queue == env[sl.WAKEUPS_QUEUE_ENV]
+    )
+    assert config.migrate_on_start is False and config.request_time_limit_seconds == 3600
