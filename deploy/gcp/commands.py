@@ -256,6 +256,19 @@ def down(args: argparse.Namespace, out: TextIO) -> int:
         preflight.check_credentials(project)
 
         def remove_instances() -> str:
+            service, region = outputs.get("master_service"), outputs.get("region")
+            if service and region:
+                # google-auth comes with det[deploy]'s Google clients; only a serverless master
+                # needs a raw authorized session.
+                from google.auth.transport.requests import AuthorizedSession
+
+                credentials, _ = preflight.check_credentials(project)
+                teardown.delete_run_service(
+                    AuthorizedSession(credentials),  # type: ignore[no-untyped-call]
+                    project,
+                    str(region),
+                    str(service),
+                )
             return teardown.remove_cluster_machines(
                 teardown.compute_clients(), project, args.cluster_id, outputs
             )

@@ -270,6 +270,7 @@ def build(
         "cluster_id": pulumi.Output.from_input(cfg.cluster_id),
         "project_id": pulumi.Output.from_input(cfg.project_id),
         "zone": pulumi.Output.from_input(cfg.zone_name),
+        "region": pulumi.Output.from_input(cfg.region),
         "master": pulumi.Output.from_input(sl.SERVERLESS),
         "master_url": plane.url,
         "master_service": plane.service_name,

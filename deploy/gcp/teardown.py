@@ -20,9 +20,11 @@ own cluster id (stored in its database); once it can list by the deploy label, c
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from det.deploy.common.errors import DeployError
 from det.deploy.gcp.config import CLUSTER_LABEL, CONFIG_HASH_LABEL
 
 logger = logging.getLogger(__name__)
@@ -189,3 +191,41 @@ def delete_bucket(client: Any, bucket: str) -> int:
     except exceptions.NotFound:
         return 0
     return len(blobs)
+
+
+RUN_API = "https://run.googleapis.com"
+
+
+def delete_run_service(
+    session: Any,
+    project: str,
+    region: str,
+    name: str,
+    *,
+    timeout: float = 600.0,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> bool:
+    """A serverless master's ``stop_master``: delete its Cloud Run service (Cloud Run has no
+    stopped state: a request would start an instance whose loop launches agents) and wait for
+    the operation, before the agents are removed. ``session`` is an authorized requests
+    session; returns False when the service is already gone (the stack's destroy then finds
+    nothing to delete)."""
+    url = f"{RUN_API}/v2/projects/{project}/locations/{region}/services/{name}"
+    answer = session.delete(url, timeout=30)
+    if answer.status_code == 404:
+        return False
+    if answer.status_code >= 300:
+        raise DeployError(f"Cloud Run: deleting service {name}: HTTP {answer.status_code}")
+    operation = answer.json()
+    deadline = clock() + timeout
+    while not operation.get("done"):
+        if clock() >= deadline:
+            raise DeployError(f"Cloud Run: service {name} was not deleted in {timeout:.0f}s")
+        sleep(2)
+        operation = session.get(f"{RUN_API}/v2/{operation['name']}", timeout=30).json()
+    if operation.get("error"):
+        message = operation["error"].get("message", "failed")
+        raise DeployError(f"Cloud Run: deleting service {name}: {message}")
+    logger.info("deleted the master service %s", name)
+    return True
