@@ -35,6 +35,12 @@ def wait_ready(s: Session, task_id: str, what: str, timeout: float = 600.0) -> N
     raise CliError(f"{what} {task_id} is not ready after {timeout:.0f} s; det task logs {task_id}")
 
 
+def with_path(url: str, path: str) -> str:
+    """A ticket's URL (``…/proxy/<id>/?det_ticket=…``) for ``path`` under the task."""
+    base, _, query = url.partition("?")
+    return f"{base}{path}?{query}"
+
+
 def start(args: argparse.Namespace) -> None:
     config = task_config(args.config_file, args.config, args.volume)
     s = session(args)
@@ -47,9 +53,10 @@ def start(args: argparse.Namespace) -> None:
     url = f"{s.master.rstrip('/')}{nb['serviceAddress']}lab"
     print(f"JupyterLab is running at: {url}")
     if not args.no_browser:
-        # A minute's ticket in the URL; the master trades it for a cookie for this notebook.
-        ticket = s.post("/api/v1/proxy_tickets", {"taskId": nb["id"]})["ticket"]
-        webbrowser.open(f"{url}?det_ticket={ticket}")
+        # A single-use ticket on the tasks' own origin; traded there for a cookie for this
+        # notebook.
+        opened = s.post("/api/v1/proxy_tickets", {"taskId": nb["id"]})
+        webbrowser.open(with_path(opened["url"], "lab"))
 
 
 def register(nouns: Any, aliases: dict[str, list[str]]) -> None:

@@ -27,9 +27,9 @@ def _url(s: Session, tb: dict[str, Any]) -> str:
 
 
 def _open(s: Session, tb: dict[str, Any]) -> None:
-    # A minute's ticket in the URL; the master trades it for a cookie for this TensorBoard.
-    ticket = s.post("/api/v1/proxy_tickets", {"taskId": tb["id"]})["ticket"]
-    webbrowser.open(f"{_url(s, tb)}?det_ticket={ticket}")
+    # A single-use ticket on the tasks' own origin; traded there for a cookie for this
+    # TensorBoard.
+    webbrowser.open(s.post("/api/v1/proxy_tickets", {"taskId": tb["id"]})["url"])
 
 
 def start(args: argparse.Namespace) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import urllib.parse
 from pathlib import Path
 from typing import Any, Literal
 
@@ -314,6 +315,14 @@ class MasterConfig(_Model):
     cluster_name: str = ""
     # The URL agents and task containers use to reach this master (default: derived from port).
     master_url: str | None = None
+    # Interactive tasks' pages are served on an origin that is not the WebUI's (docs/security.md,
+    # det.master.task_origin): the master's second listener, which serves only the task proxy
+    # (0: a port the system picks at start; null: none, when ``task_origin`` names a host the
+    # load balancer sends to ``port``), and the origin browsers reach tasks at
+    # (``scheme://host[:port]``, ``{task}`` as the host's first label for one origin per task;
+    # default: the host the browser reached the master by, at ``task_port``).
+    task_port: int | None = Field(0, ge=0, le=65535)
+    task_origin: str | None = None
     db: DbConfig | None = None
     checkpoint_storage: dict[str, Any] = Field(
         default_factory=lambda: {
@@ -372,6 +381,40 @@ class MasterConfig(_Model):
     notebook_timeout: int | None = Field(None, ge=0)
 
     _tcd = field_validator("task_container_defaults")(_check_tcd)
+
+    @field_validator("task_origin")
+    @classmethod
+    def _check_task_origin(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = value.strip().rstrip("/")
+        m = re.fullmatch(
+            r"(https?)://((?:\{task\}\.)?[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?", value
+        )
+        if m is None:
+            raise ValueError(
+                "must be scheme://host[:port] (http or https, no path; {task} only as the"
+                f" host's first label), not {value!r}"
+            )
+        if m.group(3) and not 0 < int(m.group(3)[1:]) < 65536:
+            raise ValueError(f"port out of range in {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _task_origin_is_not_the_masters(self) -> MasterConfig:
+        if self.task_origin is None and self.task_port is None:
+            raise ValueError(
+                "task_port: null needs task_origin (interactive tasks are served on an origin"
+                " of their own)"
+            )
+        if self.task_port is not None and self.task_port == self.port:
+            raise ValueError(f"task_port: must differ from port ({self.port})")
+        if self.task_origin is not None and self.master_url:
+            ours = urllib.parse.urlsplit(self.master_url)
+            theirs = urllib.parse.urlsplit(self.task_origin)
+            if (ours.scheme, ours.netloc.lower()) == (theirs.scheme, theirs.netloc.lower()):
+                raise ValueError("task_origin: must not be the master's own origin (master_url)")
+        return self
 
     @model_validator(mode="after")
     def _parse_providers(self) -> MasterConfig:
@@ -439,6 +482,8 @@ _ENV_SCALARS = {
     "DET_PORT": ("port",),
     "DET_DATA_DIR": ("data_dir",),
     "DET_MASTER_URL": ("master_url",),
+    "DET_TASK_PORT": ("task_port",),
+    "DET_TASK_ORIGIN": ("task_origin",),
     "DET_LOG_LEVEL": ("log", "level"),
     "DET_SECURITY_INITIAL_USER_PASSWORD": ("security", "initial_user_password"),
     "DET_SECURITY_AGENT_TOKEN": ("security", "agent_token"),

@@ -38,7 +38,7 @@ from waitress.channel import HTTPChannel
 from waitress.task import ThreadedTaskDispatcher
 
 from det.master.proxy import start as proxy_start
-from det.master.proxy import wants_proxy
+from det.master.proxy import wants_proxy, wants_task_origin
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class RoutingMixin:
         handoff: Handoff | None = self.server.handoff
         if end < 0 and len(self._head) < MAX_HEAD:
             return True
-        if end >= 0 and wants_proxy(self._head[:end]):
+        if end >= 0 and (wants_proxy(self._head[:end]) or wants_task_origin(self._head[:end])):
             # A task's service (HTTP or a WebSocket): a thread relays the connection's bytes.
             self._routed = True
             self.del_channel()  # type: ignore[attr-defined]  # waitress lets go of it

@@ -3,8 +3,8 @@ a shell's SSH server) through the master, over HTTP and WebSockets.
 
 The front (:mod:`det.master.dispatch`) hands a connection whose first request is for
 ``/proxy/`` to :func:`start` with the bytes read so far; a thread of its own then checks the
-request head (a user's session token, ``Authorization: Bearer`` or the ``auth`` cookie: 401
-without a valid one; 403 unless the caller owns the task or is an admin; 404 for no such task;
+request head (a user's session token in ``Authorization: Bearer``, or on the task origin this
+task's cookie or a single-use ticket, :mod:`det.master.task_origin`: 401 without a valid one; 403 unless the caller owns the task or is an admin; 404 for no such task;
 503 while it is not ready; a shell's WebSocket may come without a token, as Determined's CLI
 sends it, because what it carries is SSH, which admits only the shell's own key; 403 for a
 write or a WebSocket from another origin, :mod:`det.master.proxy_origin`), connects to the
@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from det.master import proxy_limits, proxy_origin, ws_bridge
+from det.master import proxy_limits, proxy_origin, task_origin, ws_bridge
 from det.master.errors import MasterError
 from det.master.handles import MasterState
 from det.master.services import task_services, users
@@ -54,6 +54,23 @@ def wants_proxy(head: bytes) -> bool:
     line = head.lstrip(b"\r\n").split(b"\r\n", 1)[0]
     parts = line.split(b" ")
     return len(parts) >= 3 and parts[1].startswith(PREFIX)
+
+
+def is_task_host(host: str | None) -> bool:
+    """Whether ``host`` (a ``Host`` header) is the configured task origin's."""
+    if not _state or not _state[0].config.task_origin:
+        return False
+    return task_origin.host_task(_state[0].config, host) is not None
+
+
+def wants_task_origin(head: bytes) -> bool:
+    """Whether a request head arrived for the task origin's host (its connection is the
+    proxy's, whatever the path: the WebUI and the API are never served there)."""
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"host":
+            return is_task_host(value.strip().decode("latin-1"))
+    return False
 
 
 @dataclass
@@ -91,14 +108,12 @@ def parse_head(raw: bytes) -> Head:
 
 
 def token_of(head: Head) -> str | None:
+    """The caller's session token: ``Authorization: Bearer`` only. A cookie never stands for
+    the session (Determined's WebUI kept it in ``auth``; a task's page could have set one)."""
     auth = head.get("authorization") or ""
     scheme, _, token = auth.partition(" ")
     if scheme.lower() == "bearer" and token.strip():
         return token.strip()
-    for part in (head.get("cookie") or "").split(";"):
-        name, _, value = part.strip().partition("=")
-        if name == COOKIE and value:
-            return value
     return None
 
 
@@ -155,55 +170,101 @@ def _answer(sock: socket.socket, e: Refused) -> None:
         sock.sendall(head + body)
 
 
-def _caller(state: MasterState, conn: Any, head: Head) -> tuple[int | None, bool]:
-    """(user id, admin) from the session token, or from this task's cookie; (None, False)
-    when the request carries neither."""
-    token = token_of(head)
-    if token:
-        user = users.user_for_token(conn, token)
-        if user is None:
-            raise Refused(401, "Unauthorized", "missing or invalid token")
-        return user.id, user.admin
-    ticket = query_value(head.target, TICKET) or cookie_value(head, TASK_COOKIE)
-    if ticket:
-        kind = "ticket" if query_value(head.target, TICKET) else "cookie"
-        user_id = task_services.verify(state, ticket, head.task_id, kind, time.time())
-        if user_id is None:
-            raise Refused(401, "Unauthorized", "the task's ticket or cookie is invalid or expired")
-        row = conn.execute(
-            "SELECT admin FROM users WHERE id = %s AND active", (user_id,)
-        ).fetchone()
-        if row is None:
-            raise Refused(401, "Unauthorized", "the ticket's user is not active")
-        return user_id, bool(row["admin"])
-    return None, False
-
-
-def _target(state: MasterState, head: Head) -> tuple[str, int, str, int | None]:
-    """(host, port, kind) of the task's service and the caller's user id (None: no token)."""
-    with state.pool.connection() as conn:
-        user_id, admin = _caller(state, conn, head)
-        found = task_services.proxy_target(conn, head.task_id, user_id, admin)
-        if user_id is not None and query_value(head.target, TICKET) and not isinstance(found, str):
-            # A browser opened the CLI's URL: trade the ticket for a cookie for this task only.
-            raise _Redirect(head, task_services.sign(
-                state, head.task_id, user_id,
-                int(time.time()) + task_services.COOKIE_SECONDS, "cookie",
-            ))  # fmt: skip
+def _refused(found: str) -> Refused:
     if found == "unauthenticated":
-        raise Refused(401, "Unauthorized", "the proxy needs a session token (det user login)")
+        return Refused(401, "Unauthorized", "the proxy needs a session token (det user login)")
+    status, reason = {
+        "not found": (404, "Not Found"),
+        "forbidden": (403, "Forbidden"),
+    }.get(found.split(":", 1)[0], (503, "Service Unavailable"))
+    return Refused(status, reason, found.split(": ", 1)[-1])
+
+
+def _session_caller(conn: Any, head: Head) -> tuple[int | None, bool]:
+    token = token_of(head)
+    if token is None:
+        return None, False
+    user = users.user_for_token(conn, token)
+    if user is None:
+        raise Refused(401, "Unauthorized", "missing or invalid token")
+    return user.id, user.admin
+
+
+def _navigation(head: Head) -> bool:
+    """A browser opening the URL as a page (not a script's request)."""
+    mode = (head.get("sec-fetch-mode") or "").lower()
+    accept = (head.get("accept") or "").lower()
+    return head.method == "GET" and (mode == "navigate" or (not mode and "text/html" in accept))
+
+
+def _target_webui_origin(state: MasterState, head: Head) -> tuple[str, int, str, int | None]:
+    """``/proxy/`` on the WebUI's origin. A task's page is never served here: a bearer token's
+    request (the CLI, the SDK) is relayed, sandboxed and without cookies; a shell's WebSocket
+    carries SSH; a browser is sent to the task's own origin (with the ticket it brought, or to
+    the WebUI, which asks for one with the session it keeps)."""
+    task_id = head.task_id
+    with state.pool.connection() as conn:
+        user_id, admin = _session_caller(conn, head)
+        if user_id is None and query_value(head.target, TICKET):
+            host = head.get("host")
+            base = task_origin.origin(state.config, state.task_port, host, task_id)
+            raise _Redirect(base + head.target)
+        if user_id is None and _navigation(head):
+            rest = head.target[len(PREFIX) + len(task_id) :].lstrip("/")
+            raise _Redirect(f"/det/open/{task_id}?" + urllib.parse.urlencode({"path": rest}))
+        found = task_services.proxy_target(conn, task_id, user_id, admin)
     if isinstance(found, str):
-        status, reason = {
-            "not found": (404, "Not Found"),
-            "forbidden": (403, "Forbidden"),
-        }.get(found.split(":", 1)[0], (503, "Service Unavailable"))
-        raise Refused(status, reason, found.split(": ", 1)[-1])
+        raise _refused(found)
+    return (*found, user_id)
+
+
+def _target_task_origin(state: MasterState, head: Head) -> tuple[str, int, str, int | None]:
+    """``/proxy/<task id>/`` on the task origin: a bearer token, this task's cookie, or a
+    ticket (redeemed once, for the cookie)."""
+    if not head.target.startswith(PREFIX.decode()) or not head.task_id:
+        raise Refused(404, "Not Found", "the task origin serves only /proxy/<task id>/")
+    task_id = head.task_id
+    label = task_origin.host_label(state.config, head.get("host"))
+    if label is not None and label != task_id:
+        raise Refused(404, "Not Found", f"this origin serves task {label} only")
+    site = (head.get("sec-fetch-site") or "").lower()
+    if site in ("cross-site", "same-site") and not _navigation(head):
+        # Another origin's page (the WebUI's, another task's) sending the task cookie along.
+        raise Refused(403, "Forbidden", "a task is not reached from another origin's page")
+    now = time.time()
+    with state.pool.connection() as conn:
+        user_id, admin = _session_caller(conn, head)
+        ticket = query_value(head.target, TICKET)
+        if user_id is None and ticket:
+            p = task_services.verify(state, ticket, task_id, "ticket", now)
+            if p is None:
+                raise Refused(401, "Unauthorized", "the task's ticket is invalid or expired")
+            if task_services.pass_holder(conn, p) is None:
+                raise Refused(401, "Unauthorized", "the ticket's session has ended")
+            used = not task_services.redeem(conn, p)
+            conn.commit()  # the ticket is spent whatever happens next
+            if used:
+                raise Refused(401, "Unauthorized", "the task's ticket was already used")
+            fresh = task_services.cookie_for(state, task_id, p, now)
+            raise _Redirect(_without_ticket(head.target), _cookie(state, task_id, fresh))
+        cookie = cookie_value(head, TASK_COOKIE)
+        if user_id is None and cookie:
+            p = task_services.verify(state, cookie, task_id, "cookie", now)
+            holder = None if p is None else task_services.pass_holder(conn, p)
+            if p is None or holder is None:
+                raise Refused(
+                    401, "Unauthorized", "the task's cookie is invalid, expired or logged out"
+                )
+            user_id, admin = p.user_id, holder
+        found = task_services.proxy_target(conn, task_id, user_id, admin)
+    if isinstance(found, str):
+        raise _refused(found)
     return (*found, user_id)
 
 
 #: The query parameter of an opened URL (``det notebook start``) and the cookie it becomes.
-TICKET = "det_ticket"
-TASK_COOKIE = "det_task"
+TICKET = task_origin.TICKET
+TASK_COOKIE = task_origin.TASK_COOKIE
 
 
 def query_value(target: str, name: str) -> str | None:
@@ -220,39 +281,63 @@ def cookie_value(head: Head, name: str) -> str | None:
     return None
 
 
-class _Redirect(Exception):
-    """The answer to a ticket: the same URL without it, and this task's cookie."""
+def _without_ticket(target: str) -> str:
+    path, _, query = target.partition("?")
+    kept = [(k, v) for k, v in urllib.parse.parse_qsl(query) if k != TICKET]
+    return path + (f"?{urllib.parse.urlencode(kept)}" if kept else "")
 
-    def __init__(self, head: Head, cookie: str) -> None:
-        path, _, query = head.target.partition("?")
-        kept = [(k, v) for k, v in urllib.parse.parse_qsl(query) if k != TICKET]
-        self.location = path + (f"?{urllib.parse.urlencode(kept)}" if kept else "")
-        self.cookie = (
-            f"{TASK_COOKIE}={cookie}; Path={PREFIX.decode()}{head.task_id}/; HttpOnly; SameSite=Lax"
-        )
+
+def _cookie(state: MasterState, task_id: str, value: str) -> str:
+    secure = "; Secure" if state.config.security.tls.enabled else ""
+    if (state.config.task_origin or "").startswith("https:"):
+        secure = "; Secure"
+    return (
+        f"{TASK_COOKIE}={value}; Path={PREFIX.decode()}{task_id}/; HttpOnly; SameSite=Lax"
+        f"; Max-Age={task_services.COOKIE_SECONDS}{secure}"
+    )
+
+
+class _Redirect(Exception):
+    """A 302: to the task's origin, or, for a ticket, the same URL without it and the task's
+    cookie."""
+
+    def __init__(self, location: str, cookie: str | None = None) -> None:
+        self.location, self.cookie = location, cookie
 
     def answer(self) -> bytes:
+        cookie = f"Set-Cookie: {self.cookie}\r\n" if self.cookie else ""
         return (
-            f"HTTP/1.1 302 Found\r\nLocation: {self.location}\r\nSet-Cookie: {self.cookie}\r\n"
-            "Content-Length: 0\r\nConnection: close\r\n\r\n"
+            f"HTTP/1.1 302 Found\r\nLocation: {self.location}\r\n{cookie}"
+            "Cache-Control: no-store\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
         ).encode()
 
 
-def serve(state: MasterState, sock: socket.socket, data: bytes) -> None:
-    """Serves one proxied connection (``data``: what the front read, the head and any more)."""
+def serve(
+    state: MasterState, sock: socket.socket, data: bytes, *, task_listener: bool = False
+) -> None:
+    """Serves one proxied connection (``data``: what the front read, the head and any more;
+    ``task_listener``: it came to the task origin's own port)."""
     sock.setblocking(True)
     end = data.find(b"\r\n\r\n")
     upstream = None
     release: Callable[[], None] | None = None
     try:
+        if end < 0:
+            raise ValueError("no complete request head")
         head = parse_head(data[:end])
+        on_task_origin = (
+            task_listener or task_origin.host_task(state.config, head.get("host")) is not None
+        )
         cross = proxy_origin.refusal(
             head.method, head.upgrade, head.get("host"), head.get("origin"),
-            head.get("sec-fetch-site"), (state.config.url(),),
+            head.get("sec-fetch-site"), () if on_task_origin else (state.config.url(),),
         )  # fmt: skip
         if cross is not None:
             raise Refused(403, "Forbidden", cross)
-        host, port, kind, user_id = _target(state, head)
+        if on_task_origin:
+            host, port, kind, user_id = _target_task_origin(state, head)
+        else:
+            host, port, kind, user_id = _target_webui_origin(state, head)
         if kind == "SHELL" and not (head.upgrade and head.get("sec-websocket-key")):
             raise Refused(400, "Bad Request", "a shell is reached over a WebSocket (det shell)")
         release = _admit(sock, user_id, head.task_id)
@@ -273,7 +358,12 @@ def serve(state: MasterState, sock: socket.socket, data: bytes) -> None:
             return
         token = task_services.service_token(state, head.task_id)
         upstream.sendall(forwarded_head(head, token) + data[end + 4 :])
-        _relay(sock, upstream, state.config.long_request_seconds())
+        _relay(
+            sock,
+            upstream,
+            task_origin.ResponseFilter(head.task_id, task_origin=on_task_origin),
+            state.config.long_request_seconds(),
+        )
     except Refused as e:
         _answer(sock, e)
     except _Redirect as r:
@@ -313,9 +403,15 @@ def _admit(sock: socket.socket, user_id: int | None, task_id: str) -> Callable[[
     return lambda: counts.leave(caller, task_id)
 
 
-def _relay(client: socket.socket, upstream: socket.socket, seconds: float | None = None) -> None:
-    """Relays bytes both ways; ends after ``seconds`` (the platform's request time limit is
-    near: the task's page or WebSocket reconnects)."""
+def _relay(
+    client: socket.socket,
+    upstream: socket.socket,
+    answers: task_origin.ResponseFilter,
+    seconds: float | None = None,
+) -> None:
+    """Relays bytes both ways, the task's response heads through ``answers``; ends after
+    ``seconds`` (the platform's request time limit is near: the task's page or WebSocket
+    reconnects)."""
     peers = {client: upstream, upstream: client}
     open_ = [client, upstream]
     deadline = None if seconds is None else time.monotonic() + seconds
@@ -343,6 +439,10 @@ def _relay(client: socket.socket, upstream: socket.socket, seconds: float | None
                 with contextlib.suppress(OSError):
                     upstream.shutdown(socket.SHUT_WR)
                 continue
+            if s is upstream:
+                chunk = answers.feed(chunk)
+                if not chunk:
+                    continue
             try:
                 peers[s].sendall(chunk)
             except OSError:
@@ -379,7 +479,7 @@ _slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
 _counts = [proxy_limits.Counts(proxy_limits.Caps())]
 
 
-def start(sock: Any, data: bytes) -> None:
+def start(sock: Any, data: bytes, *, task_listener: bool = False) -> None:
     """Takes over a connection the front read ``data`` of (see the module's docstring)."""
     if not _state:
         _answer(sock, Refused(503, "Service Unavailable", "the proxy is not set up"))
@@ -403,8 +503,52 @@ def start(sock: Any, data: bytes) -> None:
 
     def run() -> None:
         try:
-            serve(state, sock, data)
+            serve(state, sock, data, task_listener=task_listener)
         finally:
             slots.release()
 
     threading.Thread(target=run, name="det-proxy", daemon=True).start()
+
+
+#: How long the task listener waits for a request head.
+_HEAD_SECONDS = 30.0
+_MAX_HEAD = 65536
+
+
+def _read_head(sock: socket.socket) -> bytes:
+    sock.settimeout(_HEAD_SECONDS)
+    data = b""
+    while b"\r\n\r\n" not in data and len(data) < _MAX_HEAD:
+        chunk = sock.recv(_CHUNK)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def serve_task_listener(listener: socket.socket, context: ssl.SSLContext | None) -> None:
+    """The task origin's own port (det.master.task_origin): every connection goes to the
+    proxy, one request each; nothing else of the master is served there."""
+
+    def take(conn: socket.socket) -> None:
+        try:
+            if context is not None:
+                conn.settimeout(_HEAD_SECONDS)
+                conn = context.wrap_socket(conn, server_side=True)
+            data = _read_head(conn)
+        except OSError:
+            with contextlib.suppress(OSError):
+                conn.close()
+            return
+        if b"\r\n\r\n" not in data:
+            _answer(conn, Refused(400, "Bad Request", "no complete request head"))
+            conn.close()
+            return
+        start(conn, data, task_listener=True)
+
+    while True:
+        try:
+            conn, _addr = listener.accept()
+        except OSError:
+            return
+        threading.Thread(target=take, args=(conn,), name="det-task-accept", daemon=True).start()

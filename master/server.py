@@ -20,7 +20,7 @@ import psycopg
 from waitress.adjustments import Adjustments
 from waitress.server import TcpWSGIServer
 
-from det.master import authcache, db, dispatch, httptask
+from det.master import authcache, db, dispatch, httptask, proxy
 from det.master.app import create_app
 from det.master.config import ConfigError, MasterConfig
 from det.master.handles import MasterState
@@ -130,6 +130,7 @@ def serve(state: MasterState, *, run_loops: bool = True) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((cfg.bind_address, cfg.port))
     sock.listen(1024)
+    task_sock = _task_listener(state)
     handoff: socket.socket | None = None
     if cfg.api_processes > 1 or cfg.user_api_processes > 0:
         conninfo = str(state.pool.conninfo)
@@ -141,6 +142,8 @@ def serve(state: MasterState, *, run_loops: bool = True) -> None:
                     _die_with_parent()
                     sock.close()
                     handoff.close()
+                    if task_sock is not None:
+                        task_sock.close()
                     os.nice(USER_PROCESS_NICENESS)
                     _open_pool(state, conninfo)
                     logger.info("user API process %d serving", i + 1)
@@ -164,7 +167,30 @@ def serve(state: MasterState, *, run_loops: bool = True) -> None:
             name="det-auth-listener",
             daemon=True,
         ).start()
+    if task_sock is not None:
+        context = server_context(cfg.security.tls) if cfg.security.tls.enabled else None
+        threading.Thread(
+            target=proxy.serve_task_listener,
+            args=(task_sock, context),
+            name="det-task-listener",
+            daemon=True,
+        ).start()
     _serve_socket(state, sock, handoff, run_loops=run_loops)
+
+
+def _task_listener(state: MasterState) -> socket.socket | None:
+    """The task origin's port (det.master.task_origin), bound before the processes fork so that
+    every one knows it; served by this process."""
+    cfg = state.config
+    if cfg.task_port is None:
+        return None
+    sock = socket.socket(socket.AF_INET6 if ":" in cfg.bind_address else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((cfg.bind_address, cfg.task_port))
+    sock.listen(1024)
+    state.task_port = int(sock.getsockname()[1])
+    logger.info("interactive tasks served on port %d", state.task_port)
+    return sock
 
 
 def _die_with_parent() -> None:

@@ -77,6 +77,8 @@ def master_config(paths: LocalPaths, port: int, password: str) -> dict[str, Any]
         # Task containers use the host network, so loopback reaches the master from them too.
         "bind_address": "127.0.0.1",
         "master_url": f"http://127.0.0.1:{port}",
+        # Interactive tasks' pages on an origin of their own: the next port (docs/security.md).
+        "task_port": port + 1,
         "cluster_name": "local",
         "data_dir": str(paths.data_dir),
         "security": {"initial_user_password": password},
@@ -267,8 +269,12 @@ def up(
 
     if images:
         engine.ensure_image(docker_client, note)
-    if not _port_free(master_port):
-        raise DeployError(f"port {master_port} is in use: pick another with --master-port")
+    for busy in (master_port, master_port + 1):
+        if not _port_free(busy):
+            raise DeployError(
+                f"port {busy} is in use: pick another with --master-port (the master takes"
+                f" --master-port and the next one, for interactive tasks)"
+            )
     paths.root.mkdir(parents=True, exist_ok=True)
     paths.checkpoints.mkdir(parents=True, exist_ok=True)
     password, generated = _password(paths, initial_user_password, note)

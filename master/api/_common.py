@@ -125,6 +125,7 @@ def _bearer(value: str | None) -> str | None:
 
 def authenticate() -> None:
     """``before_request`` hook: resolves the caller and checks the view admits that kind."""
+    _refuse_other_sites()
     view = current_app.view_functions.get(request.endpoint or "")
     allowed: frozenset[str] = getattr(view, "_det_allow", frozenset({USER}))
     if PUBLIC in allowed or view is None:
@@ -155,6 +156,20 @@ def authenticate() -> None:
             g.principal = Principal(TASK, task=task)
             return
     raise Unauthenticated("missing or invalid token")
+
+
+def _refuse_other_sites() -> None:
+    """A browser says where a request comes from (``Sec-Fetch-Site``, which no page can set):
+    the API answers only its own origin's pages (the WebUI) and clients that are not browsers.
+    Another site's page, or a task's (same-site: another port or a sibling host name), never
+    reaches it, whatever it carries."""
+    if not request.path.startswith("/api/"):
+        return
+    site = (request.headers.get("Sec-Fetch-Site") or "").lower()
+    if site in ("cross-site", "same-site"):
+        raise PermissionDenied(
+            f"Sec-Fetch-Site: {site}: the API answers only the WebUI's own origin's pages"
+        )
 
 
 def _session_user(token: str) -> users.User | None:

@@ -22,9 +22,10 @@ bp.record_once(lambda setup: proxy.bind(setup.app.extensions.get("det")))
 @bp.before_app_request
 def _proxy_on_a_new_connection() -> Response | None:
     """A /proxy/ request on a connection that began with an API request (a browser or a client
-    reusing its connection) reached the API, not the proxy, which takes a connection from its
-    first request: the same URL again on a new connection (307 keeps method and body)."""
-    if not request.path.startswith("/proxy/"):
+    reusing its connection), or any request for the task origin's host, reached the API, not the
+    proxy, which takes a connection from its first request: the same URL again on a new
+    connection (307 keeps method and body)."""
+    if not request.path.startswith("/proxy/") and not proxy.is_task_host(request.host):
         return None
     # WSGI may not say "Connection: close"; waitress closes after the answer to a request that
     # asked for it, so the request is marked (its channel is the one waitress's disconnect

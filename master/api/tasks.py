@@ -6,16 +6,18 @@ import base64
 import datetime as dt
 import math
 import time
+import urllib.parse
 from typing import Any
 
 from flask import Blueprint, request
 
-from det.master import limits
+from det.master import limits, task_origin
 from det.master.api import _access, _logs
 from det.master.api._common import (
     AGENT,
     TASK,
     USER,
+    _bearer,
     allow,
     check_task_scope,
     current_user,
@@ -25,10 +27,10 @@ from det.master.api._common import (
     state,
 )
 from det.master.api._contract import contract
-from det.master.errors import InvalidArgument, NotFound
+from det.master.errors import InvalidArgument, NotFound, Unauthenticated
 from det.master.schemas import d
 from det.master.schemas import tasks as wire
-from det.master.services import preemption
+from det.master.services import preemption, task_services, users
 from det.master.services import task_logs as task_logs_svc
 from det.master.services import tasks as tasks_svc
 from det.master.services import unmanaged as unmanaged_svc
@@ -270,11 +272,20 @@ def get_task(task_id: str) -> d.v1GetTaskResponse:
 @bp.post("/api/v1/proxy_tickets")
 @contract(body=wire.ProxyTicketRequest, response=wire.ProxyTicket)
 def proxy_ticket(body: wire.ProxyTicketRequest) -> wire.ProxyTicket:
-    """det's: a ticket that opens an interactive task's page in a browser for a minute
-    (``/proxy/<task id>/...?det_ticket=…``; the proxy trades it for a cookie for that task)."""
+    """det's: a ticket that opens an interactive task's page in a browser, once, within a
+    minute, and ``url``, the task's address on its own origin (det.master.task_origin) with the
+    ticket (the proxy trades it for a cookie for that task on that origin)."""
+    st = state()
+    task_id = body["taskId"]
     with db() as conn:
-        ticket = tasks_svc.proxy_ticket(conn, state(), body["taskId"], current_user())
-    return {"ticket": ticket}
+        digest = users.token_digest(_bearer(request.headers.get("Authorization")) or "")
+        session = task_services.session_id(conn, digest)
+        if session is None:
+            raise Unauthenticated("a ticket is given to a session token (det user login)")
+        ticket = tasks_svc.proxy_ticket(conn, st, task_id, current_user(), session)
+    base = task_origin.origin(st.config, st.task_port, request.host, task_id)
+    query = urllib.parse.urlencode({task_origin.TICKET: ticket})
+    return {"ticket": ticket, "url": f"{base}/proxy/{task_id}/?{query}"}
 
 
 @bp.get("/api/v1/tasks/<task_id>/logs")

@@ -19,9 +19,11 @@ class ProxyTicketRequest(TypedDict):
 
 
 class ProxyTicket(TypedDict):
-    """A minute's ticket that opens the task's proxied page in a browser."""
+    """A minute's single-use ticket that opens the task's proxied page in a browser, and the
+    URL that opens it on the task's own origin."""
 
     ticket: str
+    url: str
 
 
 class PendingPreemption(TypedDict):

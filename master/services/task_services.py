@@ -5,6 +5,9 @@ keep everyone but the master (and a shell's owner) out of them. See det.master.p
 from __future__ import annotations
 
 import hmac
+import re
+import secrets
+from dataclasses import dataclass
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -108,20 +111,80 @@ TICKET_SECONDS = 60
 COOKIE_SECONDS = 24 * 3600
 
 
-def sign(st: MasterState, task_id: str, user_id: int, expires: int, kind: str) -> str:
-    """A credential for one task and one user until ``expires`` (Unix time): ``kind``
-    ``ticket`` (in a URL the CLI opens) or ``cookie`` (what the proxy sets in exchange)."""
-    body = f"{kind}.{task_id}.{user_id}.{expires}"
-    return f"{user_id}.{expires}.{containers.allocation_token(st, body)}"
+@dataclass(frozen=True)
+class Pass:
+    """What a ticket or a task cookie carries: for whom, from which of their sessions (the
+    pass dies with it: logout, a password change, expiry), until when, and a ticket's nonce
+    (each is redeemed once)."""
+
+    user_id: int
+    session_id: int
+    expires: int
+    nonce: str = ""
 
 
-def verify(st: MasterState, value: str, task_id: str, kind: str, now: float) -> int | None:
-    """The user a ``sign``ed value is for, if it is for this task and has not expired."""
+def sign(st: MasterState, task_id: str, kind: str, p: Pass) -> str:
+    """A credential for one task, one user's session, until ``p.expires`` (Unix time): ``kind``
+    ``ticket`` (in a URL a browser opens) or ``cookie`` (what the proxy sets in exchange)."""
+    fields = f"{p.user_id}.{p.session_id}.{p.expires}" + (f".{p.nonce}" if p.nonce else "")
+    mac = containers.allocation_token(st, f"{kind}.{task_id}.{fields}")
+    return f"{fields}.{mac}"
+
+
+def verify(st: MasterState, value: str, task_id: str, kind: str, now: float) -> Pass | None:
+    """What a ``sign``ed value carries, if it is for this task and kind and has not expired
+    (whether its session still lives and a ticket is still unused is the caller's to check)."""
     parts = value.split(".")
-    if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit():
+    if len(parts) != (5 if kind == "ticket" else 4) or not all(x.isdigit() for x in parts[:3]):
         return None
-    user_id, expires = int(parts[0]), int(parts[1])
-    if expires < now:
+    nonce = parts[3] if kind == "ticket" else ""
+    if kind == "ticket" and not re.fullmatch(r"[0-9a-f]{32}", nonce):
         return None
-    good = sign(st, task_id, user_id, expires, kind)
-    return user_id if hmac.compare_digest(good, value) else None
+    p = Pass(int(parts[0]), int(parts[1]), int(parts[2]), nonce)
+    if p.expires < now:
+        return None
+    return p if hmac.compare_digest(sign(st, task_id, kind, p), value) else None
+
+
+def new_ticket(st: MasterState, task_id: str, user_id: int, session_id: int, now: float) -> str:
+    p = Pass(user_id, session_id, int(now) + TICKET_SECONDS, secrets.token_hex(16))
+    return sign(st, task_id, "ticket", p)
+
+
+def cookie_for(st: MasterState, task_id: str, ticket: Pass, now: float) -> str:
+    """The task cookie a redeemed ticket becomes: the same session, a day at most."""
+    p = Pass(ticket.user_id, ticket.session_id, int(now) + COOKIE_SECONDS)
+    return sign(st, task_id, "cookie", p)
+
+
+def redeem(conn: Conn, ticket: Pass) -> bool:
+    """Marks a ticket used; False when it was already (a ticket opens a page once)."""
+    conn.execute("DELETE FROM proxy_ticket_uses WHERE expires_at < now() - interval '1 minute'")
+    row = conn.execute(
+        "INSERT INTO proxy_ticket_uses (nonce, expires_at) VALUES (%s, to_timestamp(%s))"
+        " ON CONFLICT DO NOTHING RETURNING nonce",
+        (ticket.nonce, ticket.expires),
+    ).fetchone()
+    return row is not None
+
+
+def pass_holder(conn: Conn, p: Pass) -> bool | None:
+    """Whether the pass's user is an admin, while its session lives (not logged out, revoked
+    by a password change or expired) and the user is active; None otherwise."""
+    row = conn.execute(
+        "SELECT u.admin FROM user_sessions s JOIN users u ON u.id = s.user_id"
+        " WHERE s.id = %s AND s.user_id = %s AND s.revoked_at IS NULL AND s.expires_at > now()"
+        " AND u.active",
+        (p.session_id, p.user_id),
+    ).fetchone()
+    return None if row is None else bool(row["admin"])
+
+
+def session_id(conn: Conn, token_digest: str) -> int | None:
+    """The id of the live session whose token has this digest."""
+    row = conn.execute(
+        "SELECT id FROM user_sessions WHERE token_hash = %s AND revoked_at IS NULL"
+        " AND expires_at > now()",
+        (token_digest,),
+    ).fetchone()
+    return None if row is None else int(row["id"])

@@ -83,9 +83,10 @@ def task_view(conn: Conn, task_id: str) -> d.v1Task:
     return task(task_id, row["kind"], row["created_at"], row["ended_at"], allocs, ready)
 
 
-def proxy_ticket(conn: Conn, st: MasterState, task_id: str, user: Any) -> str:
-    """A one-minute ticket to task ``task_id``'s proxied page for ``user`` (its owner or an
-    admin: the proxy checks again when it is used)."""
+def proxy_ticket(conn: Conn, st: MasterState, task_id: str, user: Any, session_id: int) -> str:
+    """A one-minute, single-use ticket to task ``task_id``'s proxied page for ``user`` (its
+    owner or an admin: the proxy checks again when it is used), bound to the session it was
+    asked with (the cookie it becomes dies with that session)."""
     row = conn.execute(
         "SELECT n.owner_id, u.username FROM ntsc_tasks n JOIN users u ON u.id = n.owner_id"
         " WHERE n.id = %s",
@@ -97,8 +98,7 @@ def proxy_ticket(conn: Conn, st: MasterState, task_id: str, user: Any) -> str:
         raise PermissionDenied(
             f"task {task_id} belongs to {row['username']}; only its owner or an admin may open it"
         )
-    expires = int(time.time()) + task_services.TICKET_SECONDS
-    return task_services.sign(st, task_id, user.id, expires, "ticket")
+    return task_services.new_ticket(st, task_id, user.id, session_id, time.time())
 
 
 def kill(conn: Conn, task_id: str, reason: str = "killed") -> None:

@@ -344,6 +344,7 @@ function routes() {
     [/^\/det\/models\/([^/]+)\/versions\/(\d+)\/?$/, modelVersionPage, "models"],
     [/^\/det\/tasks\/?$/, tasksPage, "tasks"],
     [/^\/det\/tasks\/([^/]+)\/logs\/?$/, taskLogsPage, "tasks"],
+    [/^\/det\/open\/([^/]+)\/?$/, openTaskPage, "tasks"],
     [/^\/det\/jobs\/?$/, jobsPage, "jobs"],
     [/^\/det\/cluster(s)?\/?$/, clusterPage, "cluster"],
     [/^\/det\/admin\/users\/?$/, usersPage, "users"],

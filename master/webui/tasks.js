@@ -11,11 +11,31 @@ const TASK_KINDS = [
 const OPENS = new Set(["notebook", "tensorboard"]);
 const taskDone = (x) => stateName(x.state) === "TERMINATED";
 
-// Opens a notebook's or a TensorBoard's page: a minute's ticket the proxy trades for a cookie for
-// that task only.
+// Opens a notebook's or a TensorBoard's page on the tasks' own origin (never this one, whose
+// storage holds the session): a single-use ticket the proxy there trades for a cookie for that
+// task only.
 async function openNotebook(n) {
-  const { ticket } = await api("/api/v1/proxy_tickets", { method: "POST", body: { taskId: n.id } });
-  window.open(`${n.serviceAddress || "/proxy/" + n.id + "/"}?det_ticket=${encodeURIComponent(ticket)}`, "_blank", "noopener");
+  const { url } = await api("/api/v1/proxy_tickets", { method: "POST", body: { taskId: n.id } });
+  window.open(url, "_blank", "noopener,noreferrer");
+}
+
+// Where the master sends a browser that opened /proxy/<id>/... on this origin (Determined's CLI
+// opens that URL): one click asks for a ticket and goes to the task's own origin. A click, so
+// that another site cannot send a user into a task's page unawares.
+async function openTaskPage(main, id) {
+  const path = query().path || "";
+  const go = async () => {
+    const { url } = await api("/api/v1/proxy_tickets", { method: "POST", body: { taskId: id } });
+    const u = new URL(url);
+    const [p, q] = path.split(/\?(.*)/s);
+    u.pathname = `/proxy/${encodeURIComponent(id)}/${p.split("/").map(encodeURIComponent).join("/")}`;
+    for (const [k, v] of new URLSearchParams(q || "")) if (k !== "det_ticket") u.searchParams.append(k, v);
+    location.assign(u.toString());
+  };
+  render(main, h("h1", {}, "Open task ", h("code", {}, id)),
+    h("p", {}, "Interactive tasks are served on an origin of their own."),
+    h("button", { class: "open-task", onclick: () => act("open task", go, async () => {}) }, "Open"));
+  return { refresh: null };
 }
 
 async function tasksPage(main) {

@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 
+from det.cli.notebooks import with_path
 from tests.e2e.cluster import Cluster, cluster_factory, one_slot, plain, wait_for
 from tests.e2e.test_commands import det
 from tests.e2e.ws import WebSocket
+from tests.integration.task_origin_support import cookie_pair, task_request
 from tests.integration.webui_support import browser, page
 
 pytestmark = pytest.mark.e2e
@@ -78,9 +80,10 @@ def test_notebook_through_the_proxy(one_slot: Cluster) -> None:
 
     page = plain().get(f"{base}lab", headers={"Authorization": f"Bearer {token}"}, timeout=60)
     assert page.status_code == 200 and "JupyterLab" in page.text, page.text[:300]
-    # The session cookie works as the header does.
-    page = plain().get(f"{base}api/status", cookies={"auth": token}, timeout=60)
+    page = plain().get(f"{base}api/status", headers={"Authorization": f"Bearer {token}"})
     assert page.status_code == 200 and "last_activity" in page.json()
+    # Determined's WebUI cookie is no session here (a task's page could have planted it).
+    assert plain().get(f"{base}api/status", cookies={"auth": token}).status_code == 401
 
     assert plain().get(f"{base}lab", timeout=30).status_code == 401
     assert plain().get(f"{base}lab", headers={"Authorization": "Bearer nope"}).status_code == 401
@@ -100,18 +103,22 @@ def test_notebook_through_the_proxy(one_slot: Cluster) -> None:
 
     assert execute(c, base, token, "6*7") == "42"
 
-    # A browser: the CLI's ticket in the URL becomes a cookie for this notebook only.
-    ticket = c.master.post("/api/v1/proxy_tickets", {"taskId": nid})["ticket"]
-    browser = plain()
-    hop = browser.get(f"{base}lab?det_ticket={ticket}", allow_redirects=False, timeout=30)
-    assert hop.status_code == 302 and hop.headers["Location"] == f"/proxy/{nid}/lab", hop.text
-    assert "HttpOnly" in hop.headers["Set-Cookie"]
-    assert f"Path=/proxy/{nid}/" in hop.headers["Set-Cookie"]
-    page = browser.get(f"{base}lab", timeout=60)
-    assert page.status_code == 200 and "JupyterLab" in page.text
-    forged = plain().get(f"{base}lab?det_ticket={ticket[:-2]}xx", timeout=30)
-    assert forged.status_code == 401
-    assert plain().get(f"{base}lab", cookies={"det_task": ticket}, timeout=30).status_code == 401
+    # A browser: the ticket opens the notebook once, on the tasks' own origin, and becomes a
+    # cookie for this notebook only.
+    opened = c.master.post("/api/v1/proxy_tickets", {"taskId": nid})
+    ticket, url = opened["ticket"], opened["url"]
+    assert url.startswith(f"http://{nid}.localhost:"), url
+    hop = task_request(with_path(url, "lab"))
+    assert hop.status == 302 and hop.getheader("Location") == f"/proxy/{nid}/lab"
+    set_cookie = hop.getheader("Set-Cookie") or ""
+    assert "HttpOnly" in set_cookie and f"Path=/proxy/{nid}/" in set_cookie, set_cookie
+    task_base = url.split("?")[0]
+    page = task_request(f"{task_base}lab", headers={"Cookie": cookie_pair(set_cookie)})
+    assert page.status == 200
+    assert task_request(with_path(url, "lab")).status == 401  # used
+    forged = task_request(f"{task_base}lab?det_ticket={ticket[:-2]}xx")
+    assert forged.status == 401
+    assert task_request(f"{task_base}lab", headers={"Cookie": f"det_task={ticket}"}).status == 401
     theirs = c.master.session(other).post(
         f"{c.master.url}/api/v1/proxy_tickets", json={"taskId": nid}, timeout=30
     )
@@ -168,8 +175,8 @@ def test_official_cli_starts_a_notebook(one_slot: Cluster) -> None:
 
 @pytest.mark.browser
 def test_a_browser_runs_code_in_the_proxied_jupyterlab(one_slot: Cluster, page: Any) -> None:
-    """Chromium opens the URL ``det notebook start`` opens (a ticket for a cookie), starts a
-    Python notebook from JupyterLab's launcher and runs ``6*7`` in its kernel, whose
+    """Chromium opens the URL the official CLI opens (the master's, which sends a ticket it
+    carries on to the tasks' origin, where it becomes a cookie), starts a Python notebook from JupyterLab's launcher and runs ``6*7`` in its kernel, whose
     WebSocket goes through the master's proxy."""
     c = one_slot
     nid = c.master.post("/api/v1/notebooks", {})["notebook"]["id"]
