@@ -2,19 +2,21 @@
 The proxy adds the master's token to what it forwards, so Jupyter skips its own XSRF and
 Origin checks; a page of the same site (another port of the master's host) could send the
 notebook's cookie with a form or open a kernel's WebSocket. The proxy refuses those itself:
-checked with plain requests carrying the task cookie, and with Chromium, which holds the cookie
-the ticket link gave it and opens a page on another port that submits a form to the notebook's
-contents API and opens its kernel's WebSocket."""
+checked with plain requests carrying the task cookie on the notebook's own origin, and with
+Chromium, which holds the cookie the ticket link gave it there and opens a page on another port
+that submits a form to the notebook's contents API and opens its kernel's WebSocket."""
 
 from __future__ import annotations
 
 import http.server
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from det.cli.notebooks import with_path
 from tests.e2e.cluster import Cluster, cluster_factory, one_slot, plain, wait_for
 from tests.e2e.ws import WebSocket
 from tests.integration.conftest import free_port
@@ -75,30 +77,42 @@ def test_a_page_of_another_origin_cannot_write_to_a_notebook(
     channels = f"{base}api/kernels/{kernel.json()['id']}/channels".replace("http", "ws", 1)
     before = names(c, base)
 
-    # Requests carrying only the task's cookie (what a browser sends), as the finding's probe.
+    # Requests carrying only the task's cookie (what a browser sends), as the finding's probe,
+    # on the notebook's own origin (<id>.localhost at the master's task port: to 127.0.0.1 with
+    # that Host).
     browser_like = plain()
-    ticket = c.master.post("/api/v1/proxy_tickets", {"taskId": nid})["ticket"]
-    hop = browser_like.get(f"{base}lab?det_ticket={ticket}", allow_redirects=False, timeout=30)
+    opened = c.master.post("/api/v1/proxy_tickets", {"taskId": nid})["url"]
+    task_host = urllib.parse.urlsplit(opened).netloc
+    own_origin = f"http://{task_host}"
+    browser_like.headers["Host"] = task_host
+    local = f"http://127.0.0.1:{urllib.parse.urlsplit(opened).port}/proxy/{nid}/"
+    hop = browser_like.get(
+        with_path(opened, "lab").replace(f"{own_origin}/proxy/{nid}/", local),
+        allow_redirects=False,
+        timeout=30,
+    )
     assert hop.status_code == 302, hop.text
+    task_channels = channels.replace(f"{c.master.url}/proxy/".replace("http", "ws", 1), "")
+    task_channels = f"ws://{task_host}/proxy/{task_channels}"
     evil = browser_like.post(
-        f"{base}api/contents", headers={"Origin": "http://evil.example"}, timeout=30
+        f"{local}api/contents", headers={"Origin": "http://evil.example"}, timeout=30
     )
     assert evil.status_code == 403, evil.text
     assert "cross-origin request refused" in evil.json()["message"]
     same_site = browser_like.post(
-        f"{base}api/contents", headers={"Sec-Fetch-Site": "same-site"}, timeout=30
+        f"{local}api/contents", headers={"Sec-Fetch-Site": "same-site"}, timeout=30
     )
     assert same_site.status_code == 403, same_site.text
     assert names(c, base) == before
     cookie = "; ".join(f"{k}={v}" for k, v in browser_like.cookies.items())
-    ws = WebSocket(channels, {"Cookie": cookie, "Origin": "http://evil.example"})
+    ws = WebSocket(task_channels, {"Cookie": cookie, "Origin": "http://evil.example"})
     assert ws.status == 403, ws.head
     ws.close()
     # The notebook's own pages still write and open WebSockets.
-    own = browser_like.post(f"{base}api/contents", headers={"Origin": c.master.url}, timeout=30)
+    own = browser_like.post(f"{local}api/contents", headers={"Origin": own_origin}, timeout=30)
     assert own.status_code == 201, own.text
     created = own.json()["path"]
-    ws = WebSocket(channels, {"Cookie": cookie, "Origin": c.master.url})
+    ws = WebSocket(task_channels, {"Cookie": cookie, "Origin": own_origin})
     assert ws.status == 101, ws.head
     ws.close()
     gone = plain().delete(f"{base}api/contents/{created}", headers=auth, timeout=30)
@@ -108,18 +122,19 @@ def test_a_page_of_another_origin_cannot_write_to_a_notebook(
     attacker, pages = other_origin
     pages["/ws"] = (
         "<html><body><script>"
-        f"const ws = new WebSocket({channels!r});"
+        f"const ws = new WebSocket({task_channels!r});"
         "ws.onopen = () => { document.title = 'ws-open'; ws.close(); };"
         "ws.onerror = () => { document.title = 'ws-refused'; };"
         "</script></body></html>"
     )
     pages["/form"] = (
         "<html><body>"
-        f'<form id="f" method="POST" action="{base}api/contents" enctype="text/plain"></form>'
+        f'<form id="f" method="POST" action="{own_origin}/proxy/{nid}/api/contents"'
+        ' enctype="text/plain"></form>'
         "<script>document.getElementById('f').submit();</script></body></html>"
     )
-    fresh = c.master.post("/api/v1/proxy_tickets", {"taskId": nid})["ticket"]
-    page.goto(f"{base}lab?det_ticket={fresh}", wait_until="commit")
+    fresh = c.master.post("/api/v1/proxy_tickets", {"taskId": nid})["url"]
+    page.goto(with_path(fresh, "lab"), wait_until="commit")
     assert any(k["name"] == "det_task" for k in page.context.cookies())
     page.goto(f"{attacker}/ws")
     page.wait_for_function("document.title.startsWith('ws-')", timeout=60_000)

@@ -15,7 +15,9 @@ from typing import Any
 class WebSocket:
     def __init__(self, url: str, headers: dict[str, str], timeout: float = 60.0) -> None:
         u = urllib.parse.urlsplit(url)
-        self.sock = socket.create_connection((u.hostname, u.port or 80), timeout=timeout)
+        # Browsers resolve *.localhost (a task's own origin) to this machine themselves.
+        host = "127.0.0.1" if (u.hostname or "").endswith(".localhost") else u.hostname
+        self.sock = socket.create_connection((host, u.port or 80), timeout=timeout)
         key = base64.b64encode(os.urandom(16)).decode()
         path = u.path + (f"?{u.query}" if u.query else "")
         lines = [
