@@ -510,9 +510,12 @@ def start(sock: Any, data: bytes, *, task_listener: bool = False) -> None:
     threading.Thread(target=run, name="det-proxy", daemon=True).start()
 
 
-#: How long the task listener waits for a request head.
+#: How long the task listener waits for a request head, and for how many connections at once
+#: (each waits on a thread of its own: past it a connection is closed unread, so that clients
+#: that never send a head cannot pile threads up).
 _HEAD_SECONDS = 30.0
 _MAX_HEAD = 65536
+MAX_PENDING_HEADS = 256
 
 
 def _read_head(sock: socket.socket) -> bytes:
@@ -530,6 +533,8 @@ def serve_task_listener(listener: socket.socket, context: ssl.SSLContext | None)
     """The task origin's own port (det.master.task_origin): every connection goes to the
     proxy, one request each; nothing else of the master is served there."""
 
+    pending = threading.BoundedSemaphore(MAX_PENDING_HEADS)
+
     def take(conn: socket.socket) -> None:
         try:
             if context is not None:
@@ -540,6 +545,8 @@ def serve_task_listener(listener: socket.socket, context: ssl.SSLContext | None)
             with contextlib.suppress(OSError):
                 conn.close()
             return
+        finally:
+            pending.release()
         if b"\r\n\r\n" not in data:
             _answer(conn, Refused(400, "Bad Request", "no complete request head"))
             conn.close()
@@ -551,4 +558,8 @@ def serve_task_listener(listener: socket.socket, context: ssl.SSLContext | None)
             conn, _addr = listener.accept()
         except OSError:
             return
+        if not pending.acquire(blocking=False):
+            with contextlib.suppress(OSError):
+                conn.close()
+            continue
         threading.Thread(target=take, args=(conn,), name="det-task-accept", daemon=True).start()

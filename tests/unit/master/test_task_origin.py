@@ -117,3 +117,48 @@ def test_the_filter_reads_heads_split_across_chunks_and_passes_bodies_as_they_ar
     ws = ResponseFilter(TID, task_origin=True)
     frames = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n\x81\x02hi"
     assert ws.feed(frames) == frames
+
+
+def test_the_task_listener_waits_for_a_bounded_number_of_heads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Clients that connect and send nothing hold at most MAX_PENDING_HEADS threads; past that a
+    connection is closed unread, and a freed slot takes the next one."""
+    import socket
+    import threading
+    import time
+
+    from det.master import proxy
+
+    started: list[bytes] = []
+    monkeypatch.setattr(proxy, "MAX_PENDING_HEADS", 1)
+
+    def start(sock: socket.socket, data: bytes, **_: object) -> None:
+        started.append(data)
+        sock.close()
+
+    monkeypatch.setattr(proxy, "start", start)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    threading.Thread(target=proxy.serve_task_listener, args=(listener, None), daemon=True).start()
+    try:
+        silent = socket.create_connection(("127.0.0.1", port), timeout=10)
+        time.sleep(0.3)  # accepted: its thread waits for a head
+        extra = socket.create_connection(("127.0.0.1", port), timeout=10)
+        assert extra.recv(1) == b"", "a connection past the cap is closed unread"
+        extra.close()
+        silent.sendall(b"GET /proxy/x/ HTTP/1.1\r\nHost: a\r\n\r\n")
+        deadline = time.monotonic() + 10
+        while not started:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(0.1)  # the slot is released once the head is read
+        after = socket.create_connection(("127.0.0.1", port), timeout=10)
+        after.sendall(b"GET /proxy/y/ HTTP/1.1\r\nHost: a\r\n\r\n")
+        while len(started) < 2:
+            assert time.monotonic() < deadline, "a freed slot serves the next connection"
+            time.sleep(0.01)
+        silent.close()
+        after.close()
+    finally:
+        listener.close()
