@@ -28,6 +28,7 @@ import importlib.metadata
 import importlib.util
 import io
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -142,6 +143,9 @@ def pip_error(stderr: str) -> str:
 
 def build_from_source(tree: Path, out: Path) -> Path:
     env = {**os.environ, "SOURCE_DATE_EPOCH": _FIXED_EPOCH}
+    # setuptools stages the package in the tree's build/lib and never removes what the source
+    # no longer has: a renamed or deleted module or migration would ship in the wheel.
+    shutil.rmtree(tree / "build" / "lib", ignore_errors=True)
     cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out)]
     missing = _here_cannot_build()
     if missing is None:

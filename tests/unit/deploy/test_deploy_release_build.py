@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import zipfile
 
 import pytest
 
@@ -88,3 +89,21 @@ def test_up_without_pulumi_stops_naming_it_before_any_wheel_is_built(tmp_path, c
     assert len(lines) == 1 and "Pulumi CLI is not on PATH" in lines[0], done.stderr
     assert not [p.name for p in tmp.rglob("*") if "det-release" in p.name or p.suffix == ".whl"]
     assert not (tmp_path / "home" / ".local" / "share" / "det" / "pulumi").exists()
+
+
+def test_a_file_gone_from_the_source_is_not_shipped_from_a_stale_build_dir(tmp_path):
+    # setuptools' build/lib keeps what an earlier build staged; a renamed migration once shipped
+    # twice (the det-master image applied both and failed on the second).
+    tree = release.source_tree()
+    assert tree is not None
+    stale = tree / "build" / "lib" / "det" / "master" / "db" / "migrations" / "9999_stale_test.sql"
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    stale.write_text("SELECT 1;\n")
+    try:
+        wheel = release.build_from_source(tree, tmp_path)
+    finally:
+        stale.unlink(missing_ok=True)
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+    assert "det/master/db/migrations/0001_initial.sql" in names
+    assert not any(n.endswith("9999_stale_test.sql") for n in names)
