@@ -277,10 +277,17 @@ class WakeupsConfig(_Model):
     type: Literal["none", "http", "cloud_tasks", "eventbridge"] = "none"
     url: str | None = None
     queue: str | None = None
+    # cloud_tasks: the account whose OIDC token the task carries (for a service that requires
+    # an invoker's identity); none: the task carries only det's wake-up token.
+    service_account_email: str | None = None
     target_arn: str | None = None
     role_arn: str | None = None
     group: str = "default"
     region: str | None = None
+    # eventbridge with EventBridge Scheduler's CloudWatch PutMetricData target: the datapoint
+    # (value 1) an alarm turns into a running task (ECS cannot start one on a request).
+    metric_namespace: str | None = None
+    metric_name: str = "WakeUp"
     # Tests and private endpoints only: the cloud API's base URL.
     endpoint_url: str | None = None
 
@@ -300,6 +307,12 @@ class WakeupsConfig(_Model):
             r"projects/[^/]+/locations/[^/]+/queues/[^/]+", self.queue or ""
         ):
             raise ValueError("queue must be projects/PROJECT/locations/LOCATION/queues/QUEUE")
+        if (
+            self.type == "eventbridge"
+            and (self.target_arn or "").endswith(":cloudwatch:putMetricData")
+            and not self.metric_namespace
+        ):
+            raise ValueError("metric_namespace is required with the putMetricData target")
         return self
 
 

@@ -16,8 +16,10 @@ cluster's secret (:func:`token`), carried in the :data:`TOKEN_HEADER` header.
 Implementations: :class:`HttpScheduler` (POSTs the wake-up as JSON to a scheduler service; the
 simulation's fake platform), :class:`CloudTasksScheduler` (a Cloud Tasks HTTP task, through the
 REST API with google-auth: no extra SDK) and :class:`EventBridgeScheduler` (a one-time
-EventBridge Scheduler schedule whose target is an event bus; the bus's rule sends it to the
-master through an API destination, the token taken from the event's ``detail.token``). The cloud
+EventBridge Scheduler schedule whose target is an event bus, whose rule sends it to the master
+through an API destination with the token from the event's ``detail.token``; or, with the
+scheduler's CloudWatch ``putMetricData`` target, a datapoint that an alarm turns into a running
+ECS task, since ECS starts no task on a request). The cloud
 SDKs are imported when a scheduler is built, not at import.
 """
 
@@ -30,6 +32,7 @@ import hashlib
 import hmac
 import json
 import logging
+import urllib.parse
 from typing import Any, Protocol
 
 import requests
@@ -44,6 +47,8 @@ TOKEN_HEADER = "X-Det-Wakeup-Token"
 # What EventBridge events of a wake-up carry (the bus's rule matches them).
 EVENT_SOURCE = "det.master"
 EVENT_DETAIL_TYPE = "det wake-up"
+# EventBridge Scheduler's universal target for CloudWatch PutMetricData (its ARN ends so).
+PUT_METRIC_DATA = ":cloudwatch:putMetricData"
 _TIMEOUT = 15.0
 
 
@@ -121,10 +126,17 @@ class CloudTasksScheduler:
 
     API = "https://cloudtasks.googleapis.com"
 
-    def __init__(self, queue: str, endpoint_url: str | None = None, session: Any = None) -> None:
+    def __init__(
+        self,
+        queue: str,
+        endpoint_url: str | None = None,
+        session: Any = None,
+        service_account_email: str | None = None,
+    ) -> None:
         self.queue = queue
         self.base = (endpoint_url or self.API).rstrip("/")
         self._session = session
+        self.service_account_email = service_account_email
 
     def _authorized(self) -> Any:
         if self._session is None:
@@ -139,16 +151,23 @@ class CloudTasksScheduler:
         return self._session
 
     def request_body(self, wakeup: Wakeup) -> dict[str, Any]:
+        http: dict[str, Any] = {
+            "url": wakeup.url,
+            "httpMethod": "POST",
+            "headers": {TOKEN_HEADER: wakeup.token, "Content-Type": "application/json"},
+            "body": base64.b64encode(b"{}").decode(),
+        }
+        if self.service_account_email:
+            parts = urllib.parse.urlsplit(wakeup.url)
+            http["oidcToken"] = {
+                "serviceAccountEmail": self.service_account_email,
+                "audience": f"{parts.scheme}://{parts.netloc}",
+            }
         return {
             "task": {
                 "name": f"{self.queue}/tasks/{wakeup.name}",
                 "scheduleTime": wakeup.at_text(),
-                "httpRequest": {
-                    "url": wakeup.url,
-                    "httpMethod": "POST",
-                    "headers": {TOKEN_HEADER: wakeup.token, "Content-Type": "application/json"},
-                    "body": base64.b64encode(b"{}").decode(),
-                },
+                "httpRequest": http,
             }
         }
 
@@ -166,7 +185,9 @@ class CloudTasksScheduler:
 
 class EventBridgeScheduler:
     """A one-time EventBridge Scheduler schedule (``at(...)``, deleted after it fires) that puts
-    an event on ``target_arn`` (an event bus) with the wake-up in its detail."""
+    an event on ``target_arn`` (an event bus) with the wake-up in its detail, or, when
+    ``target_arn`` is the scheduler's CloudWatch ``putMetricData`` target, a datapoint of
+    ``metric_namespace``/``metric_name``."""
 
     def __init__(
         self,
@@ -176,8 +197,12 @@ class EventBridgeScheduler:
         region: str | None = None,
         endpoint_url: str | None = None,
         client: Any = None,
+        metric_namespace: str | None = None,
+        metric_name: str = "WakeUp",
     ) -> None:
         self.target_arn = target_arn
+        self.metric_namespace = metric_namespace
+        self.metric_name = metric_name
         self.role_arn = role_arn
         self.group = group
         self.region = region
@@ -195,7 +220,22 @@ class EventBridgeScheduler:
         return self._client
 
     def request(self, wakeup: Wakeup) -> dict[str, Any]:
-        detail = {"name": wakeup.name, "url": wakeup.url, "token": wakeup.token}
+        target: dict[str, Any] = {"Arn": self.target_arn, "RoleArn": self.role_arn}
+        if self.target_arn.endswith(PUT_METRIC_DATA):
+            # The wake-up is a datapoint an alarm turns into a running task.
+            target["Input"] = json.dumps(
+                {
+                    "Namespace": self.metric_namespace,
+                    "MetricData": [{"MetricName": self.metric_name, "Value": 1, "Unit": "Count"}],
+                }
+            )
+        else:
+            detail = {"name": wakeup.name, "url": wakeup.url, "token": wakeup.token}
+            target["Input"] = json.dumps(detail)
+            target["EventBridgeParameters"] = {
+                "DetailType": EVENT_DETAIL_TYPE,
+                "Source": EVENT_SOURCE,
+            }
         return {
             "Name": wakeup.name,
             "GroupName": self.group,
@@ -203,15 +243,7 @@ class EventBridgeScheduler:
             "ScheduleExpressionTimezone": "UTC",
             "FlexibleTimeWindow": {"Mode": "OFF"},
             "ActionAfterCompletion": "DELETE",
-            "Target": {
-                "Arn": self.target_arn,
-                "RoleArn": self.role_arn,
-                "Input": json.dumps(detail),
-                "EventBridgeParameters": {
-                    "DetailType": EVENT_DETAIL_TYPE,
-                    "Source": EVENT_SOURCE,
-                },
-            },
+            "Target": target,
         }
 
     def schedule(self, wakeup: Wakeup) -> None:
@@ -231,7 +263,9 @@ def build(config: WakeupsConfig) -> Scheduler | None:
         return HttpScheduler(config.url)
     if config.type == "cloud_tasks":
         assert config.queue is not None
-        return CloudTasksScheduler(config.queue, config.endpoint_url)
+        return CloudTasksScheduler(
+            config.queue, config.endpoint_url, service_account_email=config.service_account_email
+        )
     if config.type == "eventbridge":
         assert config.target_arn is not None and config.role_arn is not None
         return EventBridgeScheduler(
@@ -240,5 +274,7 @@ def build(config: WakeupsConfig) -> Scheduler | None:
             config.group,
             config.region,
             config.endpoint_url,
+            metric_namespace=config.metric_namespace,
+            metric_name=config.metric_name,
         )
     return None

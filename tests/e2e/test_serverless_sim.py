@@ -105,7 +105,12 @@ class Sim:
         config = {
             "bind_address": "127.0.0.1",
             "db": {"url": self.db_url},
-            "security": {"initial_user_password": ADMIN_PASSWORD},
+            # The platform relays nginx's connections from this machine: the only peer whose
+            # X-Forwarded-For/-Proto the master believes.
+            "security": {
+                "initial_user_password": ADMIN_PASSWORD,
+                "trusted_proxies": ["127.0.0.1"],
+            },
             "master_url": self.nginx.url,
             "migrate_on_start": False,
             "request_time_limit_seconds": TIME_LIMIT,

@@ -40,3 +40,20 @@ def test_a_refused_schedule_is_a_wakeup_error(aws_endpoint: str) -> None:
     w = wakeups.Wakeup("c1", wakeups.at_second(dt.datetime.now(dt.UTC)), "https://m/w", "t")
     with pytest.raises(wakeups.WakeupError, match="EventBridge Scheduler no-such-group"):
         sched.schedule(w)
+
+
+def test_the_put_metric_data_target_is_scheduled_with_the_datapoint(aws_endpoint: str) -> None:
+    client = boto3.client("scheduler", endpoint_url=aws_endpoint, region_name="us-east-1")
+    sched = wakeups.EventBridgeScheduler(
+        "arn:aws:scheduler:::aws-sdk:cloudwatch:putMetricData",
+        "arn:aws:iam::123456789012:role/det-wakeups",
+        region="us-east-1",
+        endpoint_url=aws_endpoint,
+        metric_namespace="det/c1",
+    )
+    at = wakeups.at_second(dt.datetime.now(dt.UTC) + dt.timedelta(minutes=5))
+    w = wakeups.Wakeup("c1", at, "https://m.example/api/v1/master/wakeup", "tok")
+    sched.schedule(w)
+    got = client.get_schedule(Name=w.name, GroupName="default")
+    assert got["Target"]["Arn"].endswith(":cloudwatch:putMetricData")
+    assert json.loads(got["Target"]["Input"])["Namespace"] == "det/c1"

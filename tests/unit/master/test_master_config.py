@@ -200,6 +200,14 @@ def test_long_requests_end_before_the_platform_limit(
         ({"type": "cloud_tasks", "queue": "q"}, "wakeups: queue must be projects/PROJECT"),
         ({"type": "eventbridge", "target_arn": "a"}, "wakeups: role_arn is required"),
         ({"type": "sqs"}, "wakeups.type: Input should be"),
+        (
+            {
+                "type": "eventbridge",
+                "target_arn": "arn:aws:scheduler:::aws-sdk:cloudwatch:putMetricData",
+                "role_arn": "r",
+            },
+            "wakeups: metric_namespace is required with the putMetricData target",
+        ),
     ],
 )
 def test_a_bad_wakeups_block_is_one_line_naming_the_field(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import http.server
+import json
 import time
 from typing import Any
 
@@ -154,3 +155,34 @@ def test_fired_calls_run_concurrently() -> None:
             sched.schedule(wakeups.Wakeup(cluster, at, target.url, cluster))
         wait(lambda: len(fake.fired) == 2)
         assert sorted(t or "" for t in target.tokens) == ["a", "b"]
+
+
+def test_eventbridge_with_the_put_metric_data_target_sends_a_datapoint() -> None:
+    sched = wakeups.EventBridgeScheduler(
+        "arn:aws:scheduler:::aws-sdk:cloudwatch:putMetricData",
+        "arn:aws:iam::123456789012:role/r",
+        metric_namespace="det/c1",
+    )
+    w = wakeups.Wakeup(
+        CLUSTER, dt.datetime(2026, 5, 1, 10, 0, 1, tzinfo=dt.UTC), "https://m/w", "t"
+    )
+    target = sched.request(w)["Target"]
+    assert json.loads(target["Input"]) == {
+        "Namespace": "det/c1",
+        "MetricData": [{"MetricName": "WakeUp", "Value": 1, "Unit": "Count"}],
+    }
+    assert "EventBridgeParameters" not in target and "secret-token" not in target["Input"]
+
+
+def test_cloud_tasks_carries_an_oidc_token_of_the_named_account() -> None:
+    sched = wakeups.CloudTasksScheduler(
+        "projects/p/locations/l/queues/q", service_account_email="waker@p.iam.gserviceaccount.com"
+    )
+    w = wakeups.Wakeup(CLUSTER, soon(), "https://det-c-1.a.run.app/api/v1/master/wakeup", "t")
+    oidc = sched.request_body(w)["task"]["httpRequest"]["oidcToken"]
+    assert oidc == {
+        "serviceAccountEmail": "waker@p.iam.gserviceaccount.com",
+        "audience": "https://det-c-1.a.run.app",
+    }
+    plain = wakeups.CloudTasksScheduler("projects/p/locations/l/queues/q").request_body(w)
+    assert "oidcToken" not in plain["task"]["httpRequest"]
