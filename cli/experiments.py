@@ -188,7 +188,8 @@ def list_(args: argparse.Namespace) -> None:
                 f"{(e.get('progress') or 0) * 100:.0f}%",
                 render.when(e["startTime"]),
                 render.when(e.get("endTime")),
-                e.get("resourcePool", ""),
+                # An unmanaged experiment (a core_v2 script run outside the cluster) uses no pool.
+                "(unmanaged)" if e.get("unmanaged") else e.get("resourcePool", ""),
             ]
             for e in exps
         ],
@@ -265,8 +266,12 @@ def describe(args: argparse.Namespace) -> None:
     for body in out:
         e = body["experiment"]
         metric = e.get("searcherMetric") or ""
+        kind = f"{e['searcherType']} search"
+        if e.get("unmanaged"):
+            ext = e.get("externalExperimentId")
+            kind = "unmanaged" + (f" (external id {ext})" if ext else "")
         print(
-            f"Experiment {e['id']}: {e['name']} ({render.state(e['state'])}, {e['searcherType']} search, "
+            f"Experiment {e['id']}: {e['name']} ({render.state(e['state'])}, {kind}, "
             f"{(e.get('progress') or 0) * 100:.0f}% done)"
         )
         render.table(

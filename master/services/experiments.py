@@ -507,8 +507,18 @@ def _lock(conn: Conn, experiment_id: int) -> dict[str, Any]:
     return row
 
 
+def _managed(exp: dict[str, Any], verb: str) -> None:
+    """Only the cluster's own experiments are paused, resumed, stopped or continued by it."""
+    if exp["unmanaged"]:
+        raise Conflict(
+            f"experiment {exp['id']} is unmanaged (run outside the cluster): its script decides"
+            f" its state; det cannot {verb} it"
+        )
+
+
 def activate(conn: Conn, experiment_id: int) -> None:
     exp = _lock(conn, experiment_id)
+    _managed(exp, "activate")
     if exp["state"] == states.ACTIVE:
         return
     states.transition(conn, "experiment", experiment_id, states.ACTIVE, "activated by user")
@@ -518,6 +528,7 @@ def activate(conn: Conn, experiment_id: int) -> None:
 
 def pause(conn: Conn, experiment_id: int) -> None:
     exp = _lock(conn, experiment_id)
+    _managed(exp, "pause")
     if exp["state"] == states.PAUSED:
         return
     states.transition(conn, "experiment", experiment_id, states.PAUSED, "paused by user")
@@ -530,6 +541,7 @@ def pause(conn: Conn, experiment_id: int) -> None:
 
 def cancel(conn: Conn, experiment_id: int) -> None:
     exp = _lock(conn, experiment_id)
+    _managed(exp, "cancel")
     if exp["state"] in states.TERMINAL or exp["state"] in (
         states.STOPPING_CANCELED,
         states.STOPPING_KILLED,
@@ -549,6 +561,7 @@ def cancel(conn: Conn, experiment_id: int) -> None:
 
 def kill(conn: Conn, experiment_id: int) -> None:
     exp = _lock(conn, experiment_id)
+    _managed(exp, "kill")
     if exp["state"] in states.TERMINAL or exp["state"] == states.STOPPING_KILLED:
         return
     states.transition(conn, "experiment", experiment_id, states.STOPPING_KILLED, "killed by user")
@@ -674,6 +687,7 @@ def continue_(
     latest checkpoint (``DET_LATEST_CHECKPOINT``), as after a pause. The searcher, already done
     with its one trial, ends the experiment again when the trial exits."""
     exp = _lock(conn, experiment_id)
+    _managed(exp, "continue")
     if exp["state"] not in states.TERMINAL:
         raise Conflict(
             f"experiment {experiment_id} is {exp['state']}: only an experiment that ended"

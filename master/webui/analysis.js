@@ -211,7 +211,7 @@ async function experimentPage(main, id) {
     const metric = e.searcherMetric;
     const configOpen = !!boxes.config.querySelector("details[open]");
     render(boxes.head,
-      h("h1", {}, `Experiment ${e.id}: `, e.name, " ", badge(e.state), " ", experimentActions(e), " ", lineageActions(e, boxes.lineage)),
+      h("h1", {}, `Experiment ${e.id}: `, e.name, " ", badge(e.state), unmanagedMark(e), " ", e.unmanaged ? null : experimentActions(e), " ", e.unmanaged ? null : lineageActions(e, boxes.lineage)),
       e.description ? h("p", {}, e.description) : null,
       facts([
         ["Searcher", `${e.searcherType} on ${metric} (${smaller ? "smaller" : "larger"} is better)`],
@@ -220,6 +220,7 @@ async function experimentPage(main, id) {
         ["Queue", jobSummary && !isTerminal(e.state) && stateName(jobSummary.state) !== "UNSPECIFIED" ? `${stateName(jobSummary.state)}, ${jobSummary.jobsAhead} job(s) ahead` : ""],
         ["Progress", e.progress === null || e.progress === undefined ? "" : Math.round(e.progress * 100) + "%"],
         ["Labels", (e.labels || []).join(", ")],
+        ["Unmanaged", e.unmanaged ? "yes: a script run outside the cluster reports here" + (e.externalExperimentId ? ` (external id ${e.externalExperimentId})` : "") : ""],
         ["Forked from", e.forkedFrom ? link("/det/experiments/" + e.forkedFrom, "experiment " + e.forkedFrom) : ""],
         ["Owner", e.username],
         ["Started", when(e.startTime)],

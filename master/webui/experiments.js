@@ -7,16 +7,21 @@ const PAGE_SIZES = [20, 50, 100];
 
 const EXP_COLUMNS = [
   ["ID", "SORT_BY_ID", (e) => link("/det/experiments/" + e.id, String(e.id))],
-  ["Name", "SORT_BY_NAME", (e) => [link("/det/experiments/" + e.id, e.name), " ", h("span", { class: "muted" }, e.searcherType), labelChips(e)]],
+  ["Name", "SORT_BY_NAME", (e) => [link("/det/experiments/" + e.id, e.name), " ", h("span", { class: "muted" }, e.searcherType), unmanagedMark(e), labelChips(e)]],
   ["Description", "SORT_BY_DESCRIPTION", (e) => e.description || ""],
   ["State", "SORT_BY_STATE", (e) => [badge(e.state), e.archived ? h("span", { class: "state state-ARCHIVED" }, "ARCHIVED") : null]],
   ["Trials", "SORT_BY_NUM_TRIALS", (e) => String(e.numTrials)],
   ["Progress", "SORT_BY_PROGRESS", (e) => (e.progress === null || e.progress === undefined ? "" : Math.round(e.progress * 100) + "%")],
   ["User", "SORT_BY_USER", (e) => e.username],
-  ["Pool", "SORT_BY_RESOURCE_POOL", (e) => e.resourcePool || ""],
+  ["Pool", "SORT_BY_RESOURCE_POOL", (e) => (e.unmanaged ? "" : e.resourcePool || "")],
   ["Started", "SORT_BY_START_TIME", (e) => when(e.startTime)],
   ["Ended", "SORT_BY_END_TIME", (e) => when(e.endTime)],
 ];
+
+// A core_v2 script run outside the cluster: it reports here, the cluster never runs it.
+function unmanagedMark(e) {
+  return e.unmanaged ? h("span", { class: "state state-UNMANAGED", title: "Run outside the cluster (core_v2); the master neither schedules nor stops it" }, "UNMANAGED") : null;
+}
 
 // Columns the user chose to hide (ID and Name always show), kept in this browser.
 const HIDDEN_KEY = "det.experiments.hiddenColumns";

@@ -199,6 +199,16 @@ def world(tmp_path_factory: pytest.TempPathFactory, pg_server: str) -> Iterator[
             "/api/v1/tensorboards",
             {"experimentIds": [w.ids["bob_experiment"]], "config": {"resources": {"slots": 0}}},
         )["tensorboard"]["id"]
+        # Bob's unmanaged experiment (a core_v2 script's) and its trial, for /task-logs.
+        r = bob.put(
+            m.url + "/api/v1/experiments/by-external-id/bobs-unmanaged",
+            json={"config": UNMANAGED_CONFIG, "unmanaged": True},
+            timeout=10,
+        )
+        assert r.status_code == 200, r.text
+        w.ids["bob_unmanaged_task_id"] = bob_post(
+            "/api/v1/trials", {"experimentId": r.json()["experiment"]["id"], "unmanaged": True}
+        )["trial"]["taskId"]
         # An idle agent for the agent and slot routes (disabling sim-0 would stop both trials).
         w.agents.append(SimAgent(m.url, m.agent_token, "sim-idle", slots=1, train=hold).start())
         wait(
@@ -256,6 +266,8 @@ OWNER_AND_OWN_TASK = "DADAAD"
 ADMIN = "DDDADD"
 OWN_TASK = "DDDDAD"
 PUBLIC = "AAAAAA"
+
+UNMANAGED_CONFIG = "name: unmanaged-run\nsearcher: {name: single, metric: loss}\n"
 
 E = "/api/v1/experiments/<int:experiment_id>"
 T = "/api/v1/trials/<int:trial_id>"
@@ -354,6 +366,17 @@ ROUTES: list[Route] = [
     Route("POST", "/api/v1/task/logs", OWN_TASK,
           lambda w, c: {"logs": [{"taskId": w.ids["bob_task_id"], "log": "hello\n"}]}),
     Route("POST", "/api/v1/runs/start", OWNER_AND_OWN_TASK, lambda w, c: {"runId": w.ids["bob_trial"]}),
+    # --- unmanaged (core_v2) scripts: their owner's session; Bob's trial here is managed (400)
+    Route("PUT", "/api/v1/experiments/by-external-id/<path:external_id>", ANY_USER,
+          lambda w, c: {"config": UNMANAGED_CONFIG, "unmanaged": True}),
+    Route("POST", "/api/v1/trials", OWNER,
+          lambda w, c: {"experimentId": w.ids["bob_experiment"], "unmanaged": True}),
+    Route("PUT", "/api/v1/trials", OWNER,
+          lambda w, c: {"createTrialRequest": {"experimentId": w.ids["bob_experiment"],
+                                               "unmanaged": True}, "externalTrialId": "t"}),
+    Route("POST", T + "/start", OWNER, lambda w, c: {"trialId": w.ids["bob_trial"], "resume": True}),
+    Route("POST", "/task-logs", OWNER,
+          lambda w, c: [{"task_id": w.ids["bob_unmanaged_task_id"], "log": "hello\n"}]),
     Route("POST", T + "/metrics", OWNER_AND_OWN_TASK,
           lambda w, c: {"group": "training", "metrics": _metrics(w, "training", 1)}),
     Route("POST", T + "/metrics/batch", OWNER_AND_OWN_TASK,
@@ -489,7 +512,7 @@ def _path(w: World, route: Route, caller: str) -> str:
         "project_id": ids["bob_project"], "workspace_id": ids["bob_workspace"],
         "key": ids["bob_project_key"], "token_id": ids["bob_token"], "page": "experiments", "command_id": ids["bob_command"],
         "notebook_id": ids["bob_notebook"], "shell_id": ids["bob_shell"],
-        "tensorboard_id": ids["bob_tensorboard"],
+        "tensorboard_id": ids["bob_tensorboard"], "external_id": "a-run",
     }  # fmt: skip
     path = rule
     for key, value in values.items():

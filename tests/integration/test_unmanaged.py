@@ -19,11 +19,13 @@ import requests
 
 from tests.compat.official import ensure_official_venv
 from tests.integration import cli_support
-from tests.integration.cli_support import sim_config
-from tests.integration.conftest import Master
+from tests.integration.cli_support import Det, sim_config
+from tests.integration.conftest import ADMIN_PASSWORD, Master
+from tests.integration.webui_support import browser, login, page  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.integration
 cli_master = cli_support.cli_master
+det = cli_support.det
 
 ALICE_PW = "Alice-pw-1"
 BOB_PW = "Bob-pw-1"
@@ -259,6 +261,11 @@ def test_only_the_owner_reports_into_an_unmanaged_trial(
     )
     assert r.status_code == 200, r.text
     assert cli_master.get(f"/api/v1/experiments/{eid}")["experiment"]["state"] == "STATE_COMPLETED"
+    # The cluster does not run it: pause, activate, kill and continue are refused, naming why.
+    for verb in ("activate", "pause", "kill"):
+        r = alice.post(f"{url}/api/v1/experiments/{eid}/{verb}", json={}, timeout=30)
+        assert r.status_code == 409 and "unmanaged" in r.json()["message"], (verb, r.text)
+    assert cli_master.get(f"/api/v1/experiments/{eid}")["experiment"]["state"] == "STATE_COMPLETED"
     r = alice.patch(
         f"{url}/api/v1/trials/{tid}", json={"trialId": tid, "state": "STATE_DELETED"}, timeout=30
     )
@@ -315,3 +322,58 @@ def test_a_user_token_cannot_reach_a_managed_trial_of_another(
     r = admin.post(f"{url}/api/v1/trials", json={"experimentId": eid, "unmanaged": True})
     assert r.status_code == 400 and "managed" in r.json()["message"], r.text
     assert len(cli_support.trials(cli_master, eid)) == 1
+
+
+def _finished_unmanaged(master: Master, token: str, name: str) -> int:
+    """An unmanaged experiment of one trial that its script ran and completed."""
+    s, url = _as(master, token), master.url
+    r = s.put(
+        f"{url}/api/v1/experiments/by-external-id/{uuid.uuid4().hex}",
+        json={
+            "config": f"name: {name}\nsearcher: {{name: single, metric: loss}}\n",
+            "unmanaged": True,
+        },
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    eid = int(r.json()["experiment"]["id"])
+    r = s.post(f"{url}/api/v1/trials", json={"experimentId": eid, "unmanaged": True}, timeout=30)
+    assert r.status_code == 200, r.text
+    tid = r.json()["trial"]["id"]
+    assert s.post(f"{url}/api/v1/trials/{tid}/start", json={"trialId": tid}, timeout=30).ok
+    r = s.patch(
+        f"{url}/api/v1/trials/{tid}", json={"trialId": tid, "state": "STATE_COMPLETED"}, timeout=30
+    )
+    assert r.status_code == 200, r.text
+    return eid
+
+
+def test_det_cli_shows_unmanaged_experiments(
+    cli_master: Master, users: dict[str, str], det: Det
+) -> None:
+    eid = _finished_unmanaged(cli_master, users["alice"], "cli-unmanaged")
+    det.login("admin", ADMIN_PASSWORD)
+    row = [
+        x for x in det.ok("experiment", "list", "--all").out.splitlines() if "cli-unmanaged" in x
+    ]
+    assert len(row) == 1 and "(unmanaged)" in row[0] and "COMPLETED" in row[0], row
+    out = det.ok("experiment", "describe", str(eid)).out
+    assert f"Experiment {eid}: cli-unmanaged (COMPLETED, unmanaged (external id " in out, out
+
+
+@pytest.mark.browser
+def test_webui_marks_unmanaged_experiments(
+    cli_master: Master,
+    users: dict[str, str],
+    page: Any,  # noqa: F811
+) -> None:
+    eid = _finished_unmanaged(cli_master, users["alice"], "webui-unmanaged")
+    login(page, cli_master, "/det/experiments")
+    row = page.locator(f'tbody tr[data-id="{eid}"]')
+    row.locator(".state-UNMANAGED").wait_for()
+    assert row.locator(".state-UNMANAGED").inner_text() == "UNMANAGED"
+    page.goto(f"{cli_master.url}/det/experiments/{eid}")
+    page.locator("h1 .state-UNMANAGED").wait_for()
+    assert "a script run outside the cluster" in page.locator("dl.facts").inner_text()
+    # No Fork, Continue, Pause or Kill: the cluster has no code of it and does not run it.
+    assert page.locator("h1 button").count() == 0
