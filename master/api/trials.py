@@ -401,6 +401,8 @@ def progress(trial_id: int, body: d.v1ReportTrialProgressRequest) -> Any:
         raise InvalidArgument("progress: a number between 0 and 1")
     with db() as conn:
         _access.trial(conn, trial_id)
+        # A managed experiment's progress is its searcher's; an unmanaged one's is its script's.
+        unmanaged_svc.report_progress(conn, trial_id, float(value))
     return {}
 
 

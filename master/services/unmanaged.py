@@ -193,6 +193,16 @@ def report_state(conn: Conn, trial_id: int, state: str | None) -> None:
     states.unmanaged_trial(conn, trial_id, new, f"its script reported {state}")
 
 
+def report_progress(conn: Conn, trial_id: int, progress: float) -> None:
+    """An unmanaged trial's script reports its progress (0..1): its experiment's progress (the
+    last one reported by any of its trials). Nothing for a managed trial."""
+    conn.execute(
+        "UPDATE experiments e SET progress = %s FROM trials t"
+        " WHERE t.id = %s AND e.id = t.experiment_id AND e.unmanaged",
+        (progress, trial_id),
+    )
+
+
 def trial_of_task(conn: Conn, task_id: str) -> dict[str, Any] | None:
     """The unmanaged trial whose task id is ``task_id`` (its id and owner), or None."""
     row = conn.execute(

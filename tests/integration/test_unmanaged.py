@@ -60,6 +60,7 @@ SCRIPT = textwrap.dedent(
     for step in range(start + 1, start + 6):
         core_v2.train.report_training_metrics(steps_completed=step, metrics={"loss": 1.0 / step})
     end = start + 5
+    core_v2.train.report_progress(end / 10)
     core_v2.train.report_validation_metrics(steps_completed=end, metrics={"loss": 1.0 / end})
     with core_v2.checkpoint.store_path({"steps_completed": end}) as (path, storage_id):
         (pathlib.Path(path) / "step").write_text(str(end))
@@ -136,6 +137,7 @@ def test_core_v2_script_runs_unmanaged_and_resumes(
     assert exp["externalExperimentId"] == ext_exp
     assert exp["state"] == "STATE_COMPLETED"
     assert exp["username"] == "alice"
+    assert exp["progress"] == 0.5  # what the script reported
     listed = cli_master.get("/api/v1/experiments", params={"limit": 100})["experiments"]
     assert [e["unmanaged"] for e in listed if e["id"] == eid] == [True]
     trial = cli_master.get(f"/api/v1/trials/{tid}")["trial"]
@@ -161,12 +163,69 @@ def test_core_v2_script_runs_unmanaged_and_resumes(
     assert runs[5] == 1 and runs[6] == 2
     exp = cli_master.get(f"/api/v1/experiments/{eid}")["experiment"]
     assert exp["state"] == "STATE_COMPLETED" and exp["numTrials"] == 1
+    assert exp["progress"] == 1.0
     trial = cli_master.get(f"/api/v1/trials/{tid}")["trial"]
     assert trial["latestCheckpointUuid"] == second["checkpoint"]
     # What the script printed went to the trial's logs (core_v2's log shipper, /task-logs).
     logs = cli_master.session().get(f"{cli_master.url}/api/v1/trials/{tid}/logs", timeout=30)
     assert logs.status_code == 200, logs.text
     assert "training from step 0" in logs.text and "training from step 5" in logs.text
+
+
+# The shape of Determined's examples/features/unmanaged/1: no external ids, no storage given.
+SIMPLE = textwrap.dedent(
+    """
+    import json, sys
+    from determined import core
+    from determined.experimental import client, core_v2
+
+    master, password = sys.argv[1:3]
+    core_v2.init(
+        client=client.Determined(master=master, user="alice", password=password),
+        tensorboard_mode=core.TensorboardMode.MANUAL,
+        config=core_v2.Config(name="unmanaged-simple"),
+    )
+    for i in range(3):
+        core_v2.train.report_training_metrics(steps_completed=i, metrics={"loss": 1.0})
+    core_v2.train.report_validation_metrics(steps_completed=2, metrics={"loss": 0.5})
+    result = {"experiment_id": core_v2.info.trial.experiment_id}
+    core_v2.close()
+    print("RESULT " + json.dumps(result))
+    """
+)
+
+
+def test_a_script_without_external_ids_makes_a_new_experiment_each_run(
+    cli_master: Master, users: dict[str, str], tmp_path: Path
+) -> None:
+    bin_dir = ensure_official_venv()
+    script = tmp_path / "simple.py"
+    script.write_text(SIMPLE)
+    home = tmp_path / "home"
+    home.mkdir()
+    eids = []
+    for _ in range(2):
+        r = subprocess.run(
+            [str(bin_dir / "python"), str(script), cli_master.url, ALICE_PW],
+            capture_output=True,
+            text=True,
+            env={"HOME": str(home), "PATH": "/usr/bin:/bin"},
+            timeout=300,
+        )
+        assert r.returncode == 0, f"core_v2 script failed:\n{r.stdout}\n{r.stderr}"
+        line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")][-1]
+        eids.append(json.loads(line.removeprefix("RESULT "))["experiment_id"])
+    assert eids[0] != eids[1]
+    for eid in eids:
+        exp = cli_master.get(f"/api/v1/experiments/{eid}")["experiment"]
+        assert (exp["unmanaged"], exp["state"], exp["numTrials"]) == (True, "STATE_COMPLETED", 1)
+        assert "externalExperimentId" not in exp
+        (trial,) = cli_support.trials(cli_master, eid)
+        assert [m["totalBatches"] for m in _metrics(cli_master, trial["id"], "training")] == [
+            0,
+            1,
+            2,
+        ]
 
 
 def _as(master: Master, token: str) -> requests.Session:
