@@ -10,6 +10,7 @@ import getpass
 import json
 import os
 import sys
+import urllib.parse
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -213,6 +214,15 @@ def login(master: str, user: str, password: str) -> Session:
     return Session(master, body["token"], user)
 
 
+def _print_cluster_message(r: requests.Response) -> None:
+    """The master's active cluster message (sent with ``/api/v1/me``), on stderr before the
+    command's output."""
+    raw = r.headers.get("X-Det-Cluster-Message")
+    if raw:
+        text = urllib.parse.unquote(raw).replace("\n", " ").strip()
+        print(f"cluster message: {text}", file=sys.stderr)
+
+
 def setup_session(master_arg: str | None, user_arg: str | None) -> Session:
     """A session for ``user_arg`` (or ``$DET_USER``, or the cached active user).
 
@@ -230,7 +240,7 @@ def setup_session(master_arg: str | None, user_arg: str | None) -> Session:
         if token:
             s = Session(master, token, user)
             try:
-                s.get("/api/v1/me")
+                _print_cluster_message(s.request("GET", "/api/v1/me"))
                 return s
             except APIError as e:
                 if e.status != 401:

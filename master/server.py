@@ -25,7 +25,7 @@ from det.master.app import create_app
 from det.master.config import ConfigError, MasterConfig
 from det.master.handles import MasterState
 from det.master.loop import ControlLoop
-from det.master.services import users
+from det.master.services import master_settings, users
 from det.master.tls import TLSWSGIServer, _TLSChannel, server_context
 
 logger = logging.getLogger(__name__)
@@ -238,6 +238,7 @@ def _serve_socket(state: MasterState, sock: Any, handoff: Any, *, run_loops: boo
     """A front process: accepts connections on ``sock``; hands users' to ``handoff`` (the
     user processes' datagram socket), when there is one."""
     stop = threading.Event()
+    _watch_settings(state, stop)
     if run_loops:
         loop = ControlLoop(state, stop)
         threading.Thread(target=loop.run_forever, name="det-control-loop", daemon=True).start()
@@ -275,8 +276,19 @@ def _serve_socket(state: MasterState, sock: Any, handoff: Any, *, run_loops: boo
         stop.set()
 
 
+def _watch_settings(state: MasterState, stop: threading.Event) -> None:
+    """This process applies the settings changed at run time (the log level) as they move."""
+    threading.Thread(
+        target=master_settings.watch_forever,
+        args=(state.pool, stop),
+        name="det-master-settings",
+        daemon=True,
+    ).start()
+
+
 def _serve_users(state: MasterState, receive: Any) -> None:
     """A user process: serves the connections the fronts hand over on ``receive``."""
+    _watch_settings(state, threading.Event())
     app = create_app(state)
     # No listening socket: a placeholder the server never accepts on (it is not started).
     placeholder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import urllib.parse
 from typing import Any
 
-from flask import Blueprint, request
+from flask import Blueprint, Response, after_this_request, request
 
 from det.master import limits
 from det.master.api._common import (
@@ -32,7 +33,7 @@ from det.master.errors import (
 )
 from det.master.schemas import d
 from det.master.schemas import users as wire
-from det.master.services import login_limits, usernames, users
+from det.master.services import cluster_messages, login_limits, usernames, users
 
 logger = logging.getLogger(__name__)
 
@@ -102,11 +103,27 @@ def me() -> d.v1GetMeResponse:
     task = principal().task
     with db() as conn:
         if task is None:
-            return {"user": wire.user(users.get_user(conn, acting_user_id()))}
-        user_id = task.user_id or users.allocation_owner(conn, task.allocation_id)
-        if user_id is None:
-            raise PermissionDenied(f"allocation {task.allocation_id} runs for no user")
-        return {"user": wire.user(users.get_user(conn, user_id))}
+            user = users.get_user(conn, acting_user_id())
+            message = cluster_messages.active(conn)
+        else:
+            user_id = task.user_id or users.allocation_owner(conn, task.allocation_id)
+            if user_id is None:
+                raise PermissionDenied(f"allocation {task.allocation_id} runs for no user")
+            return {"user": wire.user(users.get_user(conn, user_id))}
+    if message is not None:
+        # det's CLI checks its session here before every command and prints the message on
+        # stderr; percent-encoded, as a header carries Latin-1 only.
+        text = urllib.parse.quote(message.message, safe=" ")
+
+        @after_this_request
+        def _header(resp: Response) -> Response:
+            resp.headers[CLUSTER_MESSAGE_HEADER] = text
+            return resp
+
+    return {"user": wire.user(user)}
+
+
+CLUSTER_MESSAGE_HEADER = "X-Det-Cluster-Message"
 
 
 _USER_SORT = {

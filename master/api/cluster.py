@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -16,8 +18,12 @@ from det.master.api._common import PUBLIC, allow, db, require_admin, state
 from det.master.api._contract import contract
 from det.master.errors import InvalidArgument, Unauthenticated
 from det.master.schemas import d
+from det.master.services import cluster_messages as messages
 from det.master.services import health as health_svc
+from det.master.services import master_settings
 from det.master.services import wakeups as wakeups_svc
+
+logger = logging.getLogger(__name__)
 
 # The Determined API version det speaks: its clients compare /info's ``version`` with their own
 # and warn when the master's is older. det's own version is reported beside it.
@@ -41,9 +47,45 @@ class Health(TypedDict):
     database: str
 
 
+def _wire_time(t: dt.datetime) -> str:
+    return t.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def _wire_message(m: messages.ClusterMessage) -> d.v1ClusterMessage:
+    out: d.v1ClusterMessage = {
+        "message": m.message,
+        "startTime": _wire_time(m.start_time),
+        "createdTime": _wire_time(m.created_time),
+    }
+    if m.end_time is not None:
+        out["endTime"] = _wire_time(m.end_time)
+    return out
+
+
+# /info is served without the database otherwise (agents and load balancers poll it): the
+# message is read at most every few seconds per process, and left out while the database is down.
+_MESSAGE_TTL = 5.0
+_message_cache: tuple[float, d.v1ClusterMessage | None] = (0.0, None)
+
+
+def _active_message() -> d.v1ClusterMessage | None:
+    global _message_cache
+    now = time.monotonic()
+    if now - _message_cache[0] < _MESSAGE_TTL:
+        return _message_cache[1]
+    try:
+        with state().pool.connection() as conn:
+            m = messages.active(conn)
+    except Exception as e:  # the database blinked: /info still answers
+        logger.debug("cannot read the cluster message: %s", e)
+        return _message_cache[1]
+    _message_cache = (now, _wire_message(m) if m else None)
+    return _message_cache[1]
+
+
 def _info() -> Info:
     st = state()
-    return {
+    info: Info = {
         "version": DETERMINED_API_VERSION,
         "detVersion": det.__version__,
         "masterId": st.master_id,
@@ -60,6 +102,10 @@ def _info() -> Info:
         "userManagementEnabled": True,
         "hasCustomLogo": False,
     }
+    message = _active_message()
+    if message is not None:
+        info["clusterMessage"] = message
+    return info
 
 
 @bp.get("/info")
@@ -108,7 +154,93 @@ def master() -> Info:
 @contract("GetMasterConfig")
 def master_config() -> d.v1GetMasterConfigResponse:
     require_admin()
-    return {"config": state().config.redacted()}
+    config = state().config.redacted()
+    with db() as conn:
+        _version, settings = master_settings.current(conn)
+    if "log.level" in settings:
+        config["log"]["level"] = settings["log.level"]
+    if "log.color" in settings:
+        config["log"]["color"] = settings["log.color"]
+    return {"config": config}
+
+
+_SETTABLE = ("log.level", "log.color")
+
+
+@bp.patch("/api/v1/master/config")
+@contract("PatchMasterConfig")
+def patch_master_config(body: d.v1PatchMasterConfigRequest) -> Any:
+    """Determined's PatchMasterConfig: the fields its ``fieldMask`` names (``log.level``,
+    ``log.color``) change in every master process on this database, without a restart."""
+    require_admin()
+    paths = list((body.get("fieldMask") or {}).get("paths") or [])
+    if not paths:
+        raise InvalidArgument("fieldMask.paths: name at least one of " + ", ".join(_SETTABLE))
+    log = (body.get("config") or {}).get("log") or {}
+    values: dict[str, Any] = {}
+    for path in paths:
+        if path == "log.level":
+            level = log.get("level")
+            if level not in master_settings.WIRE_LEVELS:
+                raise InvalidArgument(
+                    "config.log.level: must be one of "
+                    + ", ".join(master_settings.WIRE_LEVELS)
+                    + f" (got {level!r})"
+                )
+            values[path] = master_settings.WIRE_LEVELS[level]
+        elif path == "log.color":
+            values[path] = bool(log.get("color"))
+        else:
+            raise InvalidArgument(
+                f"fieldMask.paths: {path!r} cannot be set at run time (only "
+                + ", ".join(_SETTABLE)
+                + ")"
+            )
+    with db() as conn:
+        master_settings.put(conn, values)
+    master_settings.apply(values)  # this process at once; the others on their next poll
+    return {}
+
+
+@bp.get("/api/v1/master/cluster_message")
+@contract("GetClusterMessage")
+def get_cluster_message() -> d.v1GetClusterMessageResponse:
+    """The active message, for every signed-in user (absent when there is none)."""
+    with db() as conn:
+        m = messages.active(conn)
+    return {"clusterMessage": _wire_message(m)} if m else {}
+
+
+@bp.put("/api/v1/master/cluster_message")
+@contract("SetClusterMessage")
+def set_cluster_message(body: d.v1SetClusterMessageRequest) -> Any:
+    require_admin()
+    text, start, end = messages.validate(
+        body.get("message"),
+        body.get("startTime"),
+        body.get("endTime"),
+        body.get("duration"),
+        dt.datetime.now(dt.UTC),
+    )
+    with db() as conn:
+        messages.set_message(conn, text, start, end)
+    _forget_message()
+    return {}
+
+
+@bp.delete("/api/v1/master/cluster_message")
+@contract("DeleteClusterMessage")
+def delete_cluster_message() -> Any:
+    require_admin()
+    with db() as conn:
+        messages.clear(conn)
+    _forget_message()
+    return {}
+
+
+def _forget_message() -> None:
+    global _message_cache
+    _message_cache = (0.0, None)
 
 
 @bp.get("/api/v1/master/logs")
