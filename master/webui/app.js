@@ -363,7 +363,25 @@ async function refresh() {
   }
 }
 
+// The cluster message an admin set (GetMaster answers it without a login, so the login page
+// shows it too), as text: never markup.
+async function showClusterMessage() {
+  const banner = document.getElementById("cluster-message");
+  try {
+    const r = await fetch("/api/v1/master");
+    const m = r.ok ? (await r.json()).clusterMessage : null;
+    banner.textContent = m ? m.message : "";
+    banner.hidden = !m;
+  } catch (e) {
+    /* the master blinked: keep what is shown */
+  }
+}
+
 async function start() {
+  showClusterMessage();
+  setInterval(() => {
+    if (!document.hidden) showClusterMessage();
+  }, REFRESH_MS);
   const path = location.pathname;
   const route = routes().find(([re]) => re.test(path));
   const main = document.getElementById("main");
