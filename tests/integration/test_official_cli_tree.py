@@ -61,6 +61,7 @@ LAST = {
     "notebook kill",
     "shell kill",
     "tensorboard kill",
+    "master cluster-message clear",
 }
 FINAL = {"experiment delete", "model delete", "project delete", "workspace delete"}
 
@@ -328,6 +329,13 @@ def effects(w: World, m: Master) -> dict[str, Callable[[], bool]]:
 
     return {
         "agent disable": lambda: True,  # checked by "agent enable" turning it back on
+        "master cluster-message set": lambda: (
+            m.get("/api/v1/master/cluster_message")["clusterMessage"]["message"] == "hello"
+        ),
+        "master cluster-message clear": lambda: m.get("/api/v1/master/cluster_message") == {},
+        "master config set": lambda: (
+            m.get("/api/v1/master/config")["config"]["log"]["level"] == "info"
+        ),
         "agent enable": lambda: bool(m.get(f"/api/v1/agents/{w.agent}")["agent"]["enabled"]),
         "slot disable": lambda: (
             not m.get(f"/api/v1/agents/{w.agent}")["agent"]["slots"][f"/agents/{w.agent}/slots/1"][
