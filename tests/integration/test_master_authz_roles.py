@@ -293,6 +293,7 @@ ROUTES: list[Route] = [
     Route("GET", "/api/v1/me", "DAAAAA"),  # a task learns the user it acts for
     Route("GET", "/api/v1/openapi.json", ANY_USER),
     Route("GET", "/api/v1/master/config", ADMIN),
+    Route("GET", "/api/v1/master/cluster_message", ANY_USER),
     Route("GET", "/api/v1/master/logs", ADMIN, params={"limit": 1}),
     Route("GET", "/api/v1/agents", ANY_USER),
     Route("GET", AG, ANY_USER),
@@ -394,6 +395,10 @@ ROUTES: list[Route] = [
     Route("POST", "/api/v1/experiments", ANY_USER,
           lambda w, c: {"config": CONFIG.format(name=f"new-{c}"), "activate": False}),
     Route("PATCH", E, OWNER, lambda w, c: {"id": w.ids["bob_experiment"], "notes": f"by {c}"}),
+    Route("PUT", "/api/v1/master/cluster_message", ADMIN, lambda w, c: {"message": f"by {c}"}),
+    Route("DELETE", "/api/v1/master/cluster_message", ADMIN),
+    Route("PATCH", "/api/v1/master/config", ADMIN, lambda w, c: {
+        "config": {"log": {"level": "LOG_LEVEL_INFO"}}, "fieldMask": {"paths": ["log.level"]}}),
     Route("PUT", E + "/labels/<path:label>", OWNER),
     Route("DELETE", E + "/labels/<path:label>", OWNER),
     Route("POST", E + "/pause", OWNER),
