@@ -203,6 +203,14 @@ def test_every_master_process_applies_a_new_level_without_restart(master_factory
     assert {m.proc.pid} | _children(m.proc.pid) == pids
     assert m.get("/api/v1/master/config")["config"]["log"]["level"] == "debug"
 
+    # A second master on the same database (its master.yaml says info) takes the stored level.
+    m2: Master = master_factory(name="second", extra={"user_api_processes": 0})
+    wait_for(
+        lambda: [int(p) for p in _APPLIED.findall(m2.logs())] == [m2.proc.pid],
+        timeout=60,
+        what="the second master at DEBUG",
+    )
+
 
 def _children(pid: int) -> set[int]:
     out = set()
