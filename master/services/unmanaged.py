@@ -39,6 +39,15 @@ _REPORTED = {
 }
 
 
+# Advisory lock class (two-key form) under which two puts of one external id wait for each
+# other, so the second finds what the first created instead of failing on the unique index.
+_PUT_LOCK_CLASS = 0x756E6D31
+
+
+def _lock_external(conn: Conn, key: str) -> None:
+    conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_PUT_LOCK_CLASS, key))
+
+
 def _external_id(field: str, value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidArgument(f"{field}: required non-empty string")
@@ -57,6 +66,7 @@ def put_experiment(
     """The caller's unmanaged experiment named ``external_id``: created, or found and given the
     new config (its name, description and labels too), as Determined's PutExperiment does."""
     ext = _external_id("externalExperimentId", external_id)
+    _lock_external(conn, f"e{owner_id}:{ext}")
     found = conn.execute(
         "SELECT id, unmanaged FROM experiments WHERE owner_id = %s AND external_experiment_id = %s"
         " AND NOT deleted FOR NO KEY UPDATE",
@@ -115,6 +125,7 @@ def create_trial(conn: Conn, experiment_id: int, hparams: Any, external_id: Any 
         raise InvalidArgument("hparams: must be an object")
     ext = None if external_id is None else _external_id("externalTrialId", external_id)
     if ext is not None:
+        _lock_external(conn, f"t{experiment_id}:{ext}")
         found = conn.execute(
             "SELECT id FROM trials WHERE experiment_id = %s AND external_trial_id = %s",
             (experiment_id, ext),

@@ -436,3 +436,38 @@ def test_webui_marks_unmanaged_experiments(
     assert "a script run outside the cluster" in page.locator("dl.facts").inner_text()
     # No Fork, Continue, Pause or Kill: the cluster has no code of it and does not run it.
     assert page.locator("h1 button").count() == 0
+
+
+def test_concurrent_puts_of_one_external_id_make_one_experiment_and_one_trial(
+    cli_master: Master, users: dict[str, str]
+) -> None:
+    """Two copies of a script started at once (say on two nodes) find one experiment and one
+    trial: the second put waits for the first and finds it, instead of failing."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    url, ext = cli_master.url, f"exp-{uuid.uuid4().hex[:8]}"
+    config = "name: raced\nsearcher: {name: single, metric: loss}\n"
+
+    def put_both(_: int) -> tuple[int, int]:
+        s = _as(cli_master, users["alice"])
+        r = s.put(
+            f"{url}/api/v1/experiments/by-external-id/{ext}",
+            json={"config": config, "unmanaged": True},
+            timeout=60,
+        )
+        assert r.status_code == 200, r.text
+        eid = int(r.json()["experiment"]["id"])
+        r = s.put(
+            f"{url}/api/v1/trials",
+            json={
+                "createTrialRequest": {"experimentId": eid, "unmanaged": True},
+                "externalTrialId": "same",
+            },
+            timeout=60,
+        )
+        assert r.status_code == 200, r.text
+        return eid, int(r.json()["trial"]["id"])
+
+    with ThreadPoolExecutor(6) as pool:
+        got = set(pool.map(put_both, range(6)))
+    assert len(got) == 1, got
