@@ -345,6 +345,11 @@ function routes() {
     [/^\/det\/tasks\/?$/, tasksPage, "tasks"],
     [/^\/det\/tasks\/([^/]+)\/logs\/?$/, taskLogsPage, "tasks"],
     [/^\/det\/open\/([^/]+)\/?$/, openTaskPage, "tasks"],
+    // The links Determined's CLI prints and opens (`det notebook start|open`, `det tensorboard
+    // start|open`): /det/interactive/<id>/<kind>/<description>/<pool>/<wait page>, and the wait
+    // page itself, /det/wait/<kind>/<id>: both open the task as above.
+    [/^\/det\/interactive\/([^/]+)(?:\/.*)?$/, openTaskPage, "tasks"],
+    [/^\/det\/wait\/[^/]+\/([^/]+)\/?$/, openTaskPage, "tasks"],
     [/^\/det\/jobs\/?$/, jobsPage, "jobs"],
     [/^\/det\/cluster(s)?\/?$/, clusterPage, "cluster"],
     [/^\/det\/admin\/users\/?$/, usersPage, "users"],

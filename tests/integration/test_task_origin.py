@@ -263,3 +263,53 @@ def test_the_webui_origin_serves_no_task_page_and_the_api_no_other_site(
         )
         assert refused.status_code == 403, refused.text
     assert m.get("/api/v1/me", headers={"Sec-Fetch-Site": "same-origin"})["user"]["admin"]
+
+
+@pytest.mark.browser
+def test_the_links_determineds_cli_opens_open_the_task(
+    live_master: Master, pg_url: str, fake: FakeTask, page: Any, tmp_path: Any
+) -> None:
+    """`det notebook open` of the official CLI opens /det/interactive/<id>/jupyter-lab/...
+    (its wait page's address inside): the WebUI opens the task from it, as from its own link
+    ('Page not found' before). The URL is the one the official CLI hands its browser."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.compat.official import ensure_official_venv
+    from tests.integration.conftest import ADMIN_PASSWORD
+
+    m = live_master
+    nid = _notebook(m, m.token, pg_url, fake.port)
+    fake.page = "<!doctype html><title>the notebook</title><p id=here>opened from the CLI</p>"
+    opened = tmp_path / "opened.txt"
+    recorder = tmp_path / "browser.py"
+    recorder.write_text("import sys\nopen(sys.argv[2], 'a').write(sys.argv[1] + '\\n')\n")
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "DET_MASTER": m.url,
+        "DET_USER": "admin",
+        "DET_PASS": ADMIN_PASSWORD,
+        "BROWSER": f"{sys.executable} {recorder} %s {opened}",
+    }
+    r = subprocess.run(
+        [str(ensure_official_venv() / "det"), "notebook", "open", nid],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    url = opened.read_text().splitlines()[0]
+    assert url.startswith(f"{m.url}/det/interactive/{nid}/jupyter-lab/"), url
+    login(page, m, "/det/tasks")
+    page.goto(url)
+    page.get_by_role("button", name="Open", exact=True).click()
+    page.wait_for_selector("#here")
+    assert page.url.startswith(f"http://{nid}.localhost:"), page.url
+    # the wait page's own address opens it too
+    page.goto(f"{m.url}/det/wait/jupyter-lab/{nid}?eventUrl=x&serviceAddr=y")
+    page.get_by_role("button", name="Open", exact=True).click()
+    page.wait_for_selector("#here")
