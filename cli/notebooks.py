@@ -59,10 +59,24 @@ def start(args: argparse.Namespace) -> None:
         webbrowser.open(with_path(opened["url"], "lab"))
 
 
+def open_(args: argparse.Namespace) -> None:
+    """Determined's ``det notebook open ID``: a running notebook's page in the browser."""
+    s = session(args)
+    task: dict[str, Any] = s.get(f"/api/v1/tasks/{args.notebook_id}")["task"]
+    if task.get("endTime"):
+        raise CliError(f"notebook {args.notebook_id} has ended")
+    opened = s.post("/api/v1/proxy_tickets", {"taskId": args.notebook_id})
+    url = with_path(opened["url"], "lab")
+    print(f"Opening {url.partition('?')[0]}")
+    webbrowser.open(url)
+
+
 def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     sub = noun(nouns, "notebook", aliases, "JupyterLab on the cluster")
     p = verb(sub, "start", start, "start a notebook and print (or open) its URL")
     add_launch_flags(p)
     p.add_argument("--no-browser", action="store_true", help="only print the URL")
+    p = verb(sub, "open", open_, "open a running notebook in the browser")
+    p.add_argument("notebook_id")
     add_list_verb(sub, "notebook", "notebook")
     add_logs_and_kill_verbs(sub, "notebook", "notebook")

@@ -289,6 +289,10 @@ ROUTES: list[Route] = [
     Route("GET", "/det/", PUBLIC),
     Route("GET", "/det/<path:page>", PUBLIC),
     Route("GET", "/det/static/<name>", PUBLIC),
+    Route("GET", "/favicon.ico", PUBLIC),
+    # open at the route, but only the wake-up token derived from the cluster's secret (the
+    # platform's scheduler holds it) is accepted: none of these callers has it
+    Route("POST", "/api/v1/master/wakeup", "DDDDDD"),
     # --- reads ------------------------------------------------------------------------------
     Route("GET", "/api/v1/me", "DAAAAA"),  # a task learns the user it acts for
     Route("GET", "/api/v1/openapi.json", ANY_USER),
@@ -333,6 +337,7 @@ ROUTES: list[Route] = [
     Route("GET", AL + "/signals/preemption", OWNER_AND_OWN_TASK, params={"timeoutSeconds": 0}),
     Route("GET", AL + "/signals/pending_preemption", OWNER_AND_OWN_TASK),
     Route("GET", "/api/v1/models", ANY_USER),
+    Route("GET", "/api/v1/model/labels", ANY_USER),
     Route("GET", M, ANY_USER),
     Route("GET", M + "/versions", ANY_USER),
     Route("GET", M + "/versions/<int:number>", ANY_USER),

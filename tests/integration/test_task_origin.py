@@ -313,3 +313,17 @@ def test_the_links_determineds_cli_opens_open_the_task(
     page.goto(f"{m.url}/det/wait/jupyter-lab/{nid}?eventUrl=x&serviceAddr=y")
     page.get_by_role("button", name="Open", exact=True).click()
     page.wait_for_selector("#here")
+    # det's own `det notebook open` opens the task's origin with a ticket, no click needed
+    ours = subprocess.run(
+        [sys.executable, "-m", "det.cli", "notebook", "open", nid],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": os.environ.get("PYTHONPATH", "")},
+        timeout=120,
+        check=False,
+    )
+    assert ours.returncode == 0, ours.stderr
+    ticketed = opened.read_text().splitlines()[1]
+    assert ticketed.startswith(f"http://{nid}.localhost:") and "det_ticket=" in ticketed
+    page.goto(ticketed)
+    page.wait_for_selector("#here")
