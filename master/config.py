@@ -316,6 +316,14 @@ class WakeupsConfig(_Model):
         return self
 
 
+class WebhooksConfig(_Model):
+    """Determined's ``webhooks`` block. ``signing_key`` signs deliveries (default: derived from
+    the cluster's secret; ``det master config`` never shows it)."""
+
+    signing_key: str | None = None
+    base_url: str | None = None
+
+
 class LogConfig(_Model):
     level: Literal["trace", "debug", "info", "warn", "warning", "error", "fatal"] = "info"
     color: bool = True
@@ -367,6 +375,7 @@ class MasterConfig(_Model):
     # WebSockets end cleanly before it, and clients resume them. None: no limit.
     request_time_limit_seconds: float | None = Field(None, gt=0, le=86400)
     wakeups: WakeupsConfig = WakeupsConfig()
+    webhooks: WebhooksConfig = WebhooksConfig()
     # Control loop tuning (seconds).
     tick_seconds: float = Field(0.5, gt=0)
     agent_timeout_seconds: float = Field(30.0, gt=0)
@@ -481,6 +490,8 @@ class MasterConfig(_Model):
         out["security"]["initial_user_password"] = "********"
         if out["security"].get("agent_token"):
             out["security"]["agent_token"] = "********"
+        if out["webhooks"].get("signing_key"):
+            out["webhooks"]["signing_key"] = "********"
         # The rule every stored config the API returns follows (det.master.expconf.redact).
         out["checkpoint_storage"] = hide_secrets(out.get("checkpoint_storage"), STORAGE_SECRET_KEYS)
         for tcd in [out.get("task_container_defaults")] + [
@@ -513,6 +524,7 @@ _ENV_SCALARS = {
     "DET_WAKEUPS_ROLE_ARN": ("wakeups", "role_arn"),
     "DET_WAKEUPS_GROUP": ("wakeups", "group"),
     "DET_WAKEUPS_REGION": ("wakeups", "region"),
+    "DET_WEBHOOKS_SIGNING_KEY": ("webhooks", "signing_key"),
     "DET_DB_URL": ("db", "url"),
     "DET_DB_HOST": ("db", "host"),
     "DET_DB_PORT": ("db", "port"),

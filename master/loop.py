@@ -27,6 +27,7 @@ from det.master.services import (
     provisioning,
     scheduling,
     searching,
+    webhook_delivery,
 )
 from det.master.services import wakeups as wakeups_svc
 
@@ -48,6 +49,7 @@ class ControlLoop:
             ("experiments", self._experiments_pass),
             ("idle notebooks", lambda: idle.idle_pass(self.state)),
             ("wake-ups", self._wakeups_pass),
+            ("webhooks", lambda: webhook_delivery.kick(self.state)),
         ]
         # Where the loop asks to be woken when no request would run it (None: never asks).
         self.scheduler = wakeups.build(state.config.wakeups)

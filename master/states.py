@@ -20,6 +20,7 @@ from psycopg.types.json import Jsonb
 from det.master.db import Conn
 from det.master.errors import Conflict
 from det.master.provisioner.provider import Instance, InstanceState
+from det.master.services import webhooks
 
 logger = logging.getLogger(__name__)
 
@@ -202,6 +203,8 @@ def transition(
         extra = ", started_at = coalesce(started_at, now())"
     conn.execute(f"UPDATE {table} SET state = %s{extra} WHERE id = %s", (new, entity_id))
     record_event(conn, entity, entity_id, "state", f"{current} -> {new}: {reason}")
+    if entity == "experiment":
+        webhooks.experiment_state_changed(conn, int(entity_id), new)
     logger.info("%s %s: %s -> %s (%s)", entity, entity_id, current, new, reason)
     return True
 

@@ -77,6 +77,33 @@ class Context:
         self.preempt._start()
         self.train._start()
 
+    def alert(
+        self,
+        title: str | None = None,
+        description: str | None = None,
+        level: str | None = "info",
+    ) -> None:
+        """Sends an alert to the webhooks with a CUSTOM trigger that this experiment's config
+        names (``integrations.webhooks.webhook_name`` or ``webhook_id``), as Determined's
+        ``core_context.alert`` does. ``level``: ``debug``, ``info``, ``warn`` or ``error``."""
+        if self._session is None or self.info is None:
+            raise ValueError("alert() works only in a task the master runs (det.core.init())")
+        if self.info.trial is None:
+            raise ValueError("alert() works only in a trial")
+        levels = {"debug": "DEBUG", "info": "INFO", "warn": "WARNING", "error": "ERROR"}
+        self._session.post(
+            "/api/v1/webhooks/custom",
+            json={
+                "data": {
+                    "title": title or "",
+                    "description": description or "",
+                    "level": "LOG_LEVEL_" + levels.get(level or "info", "INFO"),
+                },
+                "experimentId": self.info.trial.experiment_id,
+                "trialId": self.info.trial.trial_id,
+            },
+        )
+
     def close(self) -> None:
         try:
             self.train._close()

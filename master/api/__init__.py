@@ -23,6 +23,7 @@ from det.master.api.templates import bp as templates_bp
 from det.master.api.tensorboards import bp as tensorboards_bp
 from det.master.api.tokens import bp as tokens_bp
 from det.master.api.trials import bp as trials_bp
+from det.master.api.webhooks import bp as webhooks_bp
 from det.master.api.webui import bp as webui_bp
 from det.master.api.workspaces import bp as workspaces_bp
 
@@ -47,5 +48,6 @@ BLUEPRINTS: list[Blueprint] = [
     workspaces_bp,
     projects_bp,
     templates_bp,
+    webhooks_bp,
     webui_bp,
 ]

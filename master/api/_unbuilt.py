@@ -27,7 +27,6 @@ _FEATURES: tuple[tuple[str, str], ...] = (
     ("/api/v1/permissions", "det has no RBAC permissions (a Determined Enterprise feature)"),
     ("/api/v1/oauth2", "det has no OAuth clients (a Determined Enterprise feature)"),
     ("/api/v1/config-policies", "det has no config policies (a Determined Enterprise feature)"),
-    ("/api/v1/webhooks", "det has no webhooks yet"),
     ("/api/v1/namespace-bindings", "det has no Kubernetes namespace bindings"),
     ("/api/v1/resources/allocation", "det has no resource allocation reports yet"),
     ("/api/v1/allocations/raw", "det has no resource allocation reports yet"),

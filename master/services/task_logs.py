@@ -11,6 +11,7 @@ from det.master.db import Conn
 from det.master.errors import InvalidArgument
 from det.master.schemas import d
 from det.master.schemas import logs as wire
+from det.master.services import webhooks
 
 LogsParams = d.TaskLogsParams | d.TrialLogsParams
 
@@ -34,6 +35,7 @@ def insert(conn: Conn, rows: list[tuple[Any, ...]]) -> None:
         "  WHERE t.container_id = v.container_id AND t.timestamp = v.ts AND t.log = v.log)",
         [list(c) for c in zip(*rows, strict=True)],
     )
+    webhooks.logs_arrived(conn, rows)
 
 
 def task_of_trial(conn: Conn, trial_id: int) -> str | None:

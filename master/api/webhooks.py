@@ -1,0 +1,120 @@
+"""``/api/v1/webhooks``: Determined's webhooks (``det webhook create|list|delete``).
+
+Global webhooks (no ``workspaceId``) are for admins; a workspace's webhooks for its owner and
+admins. A user lists the global ones and those of workspaces they own (admins: all). A
+non-admin's URL may not reach this machine or link-local addresses
+(:func:`det.master.services.webhooks.blocked_address`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flask import Blueprint
+
+from det.master.api import _access
+from det.master.api._common import TASK, USER, allow, current_user, db, state
+from det.master.api._contract import contract
+from det.master.errors import InvalidArgument, PermissionDenied
+from det.master.schemas import d
+from det.master.services import owners, webhook_delivery
+from det.master.services import webhooks as svc
+
+bp = Blueprint("webhooks", __name__)
+
+
+def _may_edit(conn: Any, workspace_id: int | None) -> None:
+    user = current_user()
+    if not workspace_id:
+        if not user.admin:
+            raise PermissionDenied("a global webhook (no workspaceId) is for admins only")
+        return
+    _access.workspace(conn, workspace_id)
+
+
+@bp.get("/api/v1/webhooks")
+@contract("GetWebhooks")
+def list_() -> d.v1GetWebhooksResponse:
+    user = current_user()
+    with db() as conn:
+        rows = svc.list_(conn)
+        if not user.admin:
+            mine = {
+                r["workspace_id"]
+                for r in rows
+                if r["workspace_id"]
+                and (o := owners.of(conn, "workspace", r["workspace_id"])) is not None
+                and o["owner_id"] == user.id
+            }
+            rows = [r for r in rows if r["workspace_id"] is None or r["workspace_id"] in mine]
+    return {"webhooks": [svc.wire(r) for r in rows]}  # type: ignore[misc]
+
+
+@bp.post("/api/v1/webhooks")
+@contract("PostWebhook")
+def create(body: d.v1Webhook) -> d.v1PostWebhookResponse:
+    user = current_user()
+    with db() as conn:
+        workspace_id = body.get("workspaceId") or None
+        if workspace_id is not None and not owners.of(conn, "workspace", workspace_id):
+            raise InvalidArgument(f"workspaceId: workspace {workspace_id} not found")
+        _may_edit(conn, workspace_id)
+        row = svc.create(conn, body, user.id, restricted=not user.admin)
+    return {"webhook": svc.wire(row)}  # type: ignore[typeddict-item]
+
+
+@bp.delete("/api/v1/webhooks/<int:webhook_id>")
+@contract("DeleteWebhook")
+def delete(webhook_id: int) -> Any:
+    with db() as conn:
+        row = svc.get(conn, webhook_id)
+        _may_edit(conn, row["workspace_id"])
+        svc.delete(conn, webhook_id)
+    return {}
+
+
+@bp.post("/api/v1/webhooks/<int:webhook_id>/test")
+@contract("TestWebhook")
+def test(webhook_id: int) -> d.v1TestWebhookResponse:
+    """Sends a test event now (no transaction open while it is sent); a failure is a 400 with
+    the receiver's status or error."""
+    with db() as conn:
+        row = svc.get(conn, webhook_id)
+        _may_edit(conn, row["workspace_id"])
+        by_admin = svc.made_by_admin(conn, webhook_id)
+    body = json.dumps(svc.test_payload(row)).encode()
+    key = webhook_delivery.signing_key(state()) if row["webhook_type"] == svc.DEFAULT else None
+    status, error = webhook_delivery.post(row["url"], body, key, restricted=not by_admin)
+    if status is None or status >= 400:
+        raise InvalidArgument(f"url: the receiver answered {status or ''} {error or ''}".strip())
+    return {"completed": True}
+
+
+@bp.get("/api/v1/webhooks/<int:webhook_id>/events")
+@contract(response=dict[str, Any])
+def events(webhook_id: int) -> Any:
+    """det's own: the last 100 deliveries of a webhook with their last status."""
+    with db() as conn:
+        row = svc.get(conn, webhook_id)
+        _may_edit(conn, row["workspace_id"])
+        out = svc.events(conn, webhook_id)
+    return {"events": [{k: _text(v) for k, v in e.items()} for e in out]}
+
+
+def _text(v: Any) -> Any:
+    return v if v is None or isinstance(v, (int, str)) else str(v)
+
+
+@bp.post("/api/v1/webhooks/custom")
+@allow(USER, TASK)
+@contract("PostWebhookEventData")
+def custom(body: d.v1PostWebhookEventDataRequest) -> Any:
+    """Training code's alert (Determined's ``core.train`` ``report_alert`` / PostWebhookEventData)."""
+    experiment_id = int(body.get("experimentId") or 0)
+    trial_id = int(body.get("trialId") or 0) or None
+    if experiment_id <= 0:
+        raise InvalidArgument("experimentId: required")
+    with db() as conn:
+        _access.experiment(conn, experiment_id)
+        svc.custom_event(conn, experiment_id, trial_id, body.get("data"))
+    return {}

@@ -1,0 +1,450 @@
+"""Webhooks (Determined's open-source edition): rows, rules, and the events they queue.
+
+Events are queued in ``webhook_events`` in the transaction that caused them (an experiment's
+state change, a task's log line, a custom event from training code), so a rolled-back change
+queues nothing. Nothing here makes a network call: :mod:`det.master.services.webhook_delivery`
+sends the queue outside any transaction. Payload shapes follow Determined 0.38's master
+(``event_id``, ``event_type``, ``timestamp``, ``condition``, ``event_data``; Slack ``blocks``).
+
+URL rule: http(s) only, with a host. Global webhooks are for admins; a webhook made by a
+non-admin (a workspace's owner) may not point at this machine, link-local addresses (cloud
+metadata) or unspecified/multicast ones, checked when it is made and again at each delivery
+(:func:`blocked_address`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import ipaddress
+import json
+import re
+import socket
+import time
+import uuid
+from typing import Any
+from urllib.parse import urlsplit
+
+from psycopg.types.json import Jsonb
+
+from det.master import limits
+from det.master.db import Conn
+from det.master.errors import InvalidArgument, NotFound
+
+DEFAULT, SLACK = "DEFAULT", "SLACK"
+STATE_CHANGE, TASK_LOG, CUSTOM = "EXPERIMENT_STATE_CHANGE", "TASK_LOG", "CUSTOM"
+WORKSPACE_MODE, SPECIFIC_MODE = "WORKSPACE", "SPECIFIC"
+_EXPERIMENT_STATES = frozenset(
+    {"ACTIVE", "PAUSED", "STOPPING_CANCELED", "STOPPING_KILLED", "STOPPING_COMPLETED",
+     "STOPPING_ERROR", "COMPLETED", "CANCELED", "ERROR", "DELETING"}
+)  # fmt: skip
+URL_MAX = 2048
+REGEX_MAX = 1024
+
+
+# -- wire <-> stored names ----------------------------------------------------------------------
+def _enum(field: str, value: Any, prefix: str, allowed: tuple[str, ...], default: str) -> str:
+    if value in (None, "", f"{prefix}UNSPECIFIED"):
+        if default:
+            return default
+        raise InvalidArgument(
+            f"{field}: required, one of " + ", ".join(prefix + a for a in allowed)
+        )
+    name = str(value).removeprefix(prefix)
+    if name not in allowed:
+        raise InvalidArgument(
+            f"{field}: {value!r} is not one of " + ", ".join(prefix + a for a in allowed)
+        )
+    return name
+
+
+def blocked_address(host: str) -> str | None:
+    """Why ``host`` may not receive a non-admin's webhook (None: it may): any of its addresses
+    is loopback, link-local (cloud metadata), unspecified, multicast or reserved."""
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return f"host {host!r} does not resolve"
+    for info in infos:
+        addr = ipaddress.ip_address(str(info[4][0]).split("%")[0])
+        if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+            addr = addr.ipv4_mapped
+        if (
+            addr.is_loopback
+            or addr.is_link_local
+            or addr.is_unspecified
+            or addr.is_multicast
+            or addr.is_reserved
+        ):
+            return f"host {host!r} is {addr}, a loopback, link-local or reserved address"
+    return None
+
+
+def check_url(url: Any, *, restricted: bool) -> str:
+    text = limits.text("url", url, URL_MAX, required=True)
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidArgument("url: must be an http:// or https:// URL with a host")
+    if parts.username or parts.password:
+        raise InvalidArgument("url: must not carry a user name or password")
+    if restricted:
+        why = blocked_address(parts.hostname)
+        if why:
+            raise InvalidArgument(f"url: {why}; only an admin's global webhook may use it")
+    return text
+
+
+@functools.lru_cache(maxsize=256)
+def _regex(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _trigger(i: int, t: Any, mode: str) -> tuple[str, dict[str, Any]]:
+    field = f"triggers[{i}]"
+    if not isinstance(t, dict):
+        raise InvalidArgument(f"{field}: must be an object")
+    kind = _enum(
+        f"{field}.triggerType",
+        t.get("triggerType"),
+        "TRIGGER_TYPE_",
+        (STATE_CHANGE, TASK_LOG, CUSTOM, "METRIC_THRESHOLD_EXCEEDED"),
+        "",
+    )
+    cond = t.get("condition") or {}
+    if not isinstance(cond, dict):
+        raise InvalidArgument(f"{field}.condition: must be an object")
+    if kind == "METRIC_THRESHOLD_EXCEEDED":
+        raise InvalidArgument(f"{field}.triggerType: det does not fire metric-threshold triggers")
+    if kind == STATE_CHANGE:
+        state = str(cond.get("state") or "").removeprefix("STATE_")
+        if set(cond) != {"state"} or state not in _EXPERIMENT_STATES:
+            raise InvalidArgument(
+                f"{field}.condition: must be {{'state': S}} with S one of "
+                + ", ".join(sorted(_EXPERIMENT_STATES))
+            )
+        return kind, {"state": state}
+    if kind == TASK_LOG:
+        regex = cond.get("regex")
+        if set(cond) != {"regex"} or not isinstance(regex, str) or not regex:
+            raise InvalidArgument(f"{field}.condition: must be {{'regex': '<pattern>'}}")
+        if len(regex) > REGEX_MAX:
+            raise InvalidArgument(f"{field}.condition.regex: longer than {REGEX_MAX} characters")
+        try:
+            _regex(regex)
+        except re.error as e:
+            raise InvalidArgument(f"{field}.condition.regex: not a valid pattern ({e})") from None
+        return kind, {"regex": regex}
+    if mode != SPECIFIC_MODE:
+        raise InvalidArgument(f"{field}: a custom trigger needs mode WEBHOOK_MODE_SPECIFIC")
+    return kind, {}
+
+
+# -- rows ---------------------------------------------------------------------------------------
+def create(conn: Conn, body: Any, user_id: int, *, restricted: bool) -> dict[str, Any]:
+    """Validates everything first; one transaction writes the webhook and its triggers."""
+    if not isinstance(body, dict):
+        raise InvalidArgument("request body: the webhook as a JSON object")
+    name = limits.text("name", body.get("name"), limits.NAME, required=True)
+    url = check_url(body.get("url"), restricted=restricted)
+    kind = _enum("webhookType", body.get("webhookType"), "WEBHOOK_TYPE_", (DEFAULT, SLACK), "")
+    mode = _enum(
+        "mode", body.get("mode"), "WEBHOOK_MODE_", (WORKSPACE_MODE, SPECIFIC_MODE), WORKSPACE_MODE
+    )
+    raw = body.get("triggers")
+    if not isinstance(raw, list) or not raw:
+        raise InvalidArgument("triggers: at least one trigger required")
+    if len(raw) > 32:
+        raise InvalidArgument("triggers: at most 32")
+    triggers = [_trigger(i, t, mode) for i, t in enumerate(raw)]
+    workspace_id = body.get("workspaceId") or None
+    row = conn.execute(
+        "INSERT INTO webhooks (name, url, webhook_type, mode, workspace_id, created_by)"
+        " VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
+        (name, url, kind, mode, workspace_id, user_id),
+    ).fetchone()
+    assert row is not None
+    for t_kind, cond in triggers:
+        conn.execute(
+            "INSERT INTO webhook_triggers (webhook_id, trigger_type, condition) VALUES (%s, %s, %s)",
+            (row["id"], t_kind, Jsonb(cond)),
+        )
+    return get(conn, row["id"])
+
+
+def get(conn: Conn, webhook_id: int) -> dict[str, Any]:
+    row = conn.execute("SELECT * FROM webhooks WHERE id = %s", (webhook_id,)).fetchone()
+    if row is None:
+        raise NotFound(f"webhook {webhook_id} not found")
+    row["triggers"] = conn.execute(
+        "SELECT * FROM webhook_triggers WHERE webhook_id = %s ORDER BY id", (webhook_id,)
+    ).fetchall()
+    return row
+
+
+def list_(conn: Conn) -> list[dict[str, Any]]:
+    ids = conn.execute("SELECT id FROM webhooks ORDER BY id").fetchall()
+    return [get(conn, r["id"]) for r in ids]
+
+
+def made_by_admin(conn: Conn, webhook_id: int) -> bool:
+    row = conn.execute(
+        "SELECT coalesce(u.admin, false) AS admin FROM webhooks w"
+        " LEFT JOIN users u ON u.id = w.created_by WHERE w.id = %s",
+        (webhook_id,),
+    ).fetchone()
+    return bool(row and row["admin"])
+
+
+def delete(conn: Conn, webhook_id: int) -> None:
+    conn.execute("DELETE FROM webhooks WHERE id = %s", (webhook_id,))
+
+
+def events(conn: Conn, webhook_id: int) -> list[dict[str, Any]]:
+    """The deliveries of a webhook, newest first, with their last status."""
+    return conn.execute(
+        "SELECT id, created_at, attempts, last_status, last_error, last_attempt_at,"
+        " delivered_at, failed_at, next_attempt_at FROM webhook_events"
+        " WHERE webhook_id = %s ORDER BY id DESC LIMIT 100",
+        (webhook_id,),
+    ).fetchall()
+
+
+def wire(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "name": row["name"],
+        "url": row["url"],
+        "webhookType": "WEBHOOK_TYPE_" + row["webhook_type"],
+        "mode": "WEBHOOK_MODE_" + row["mode"],
+        "workspaceId": row["workspace_id"] or 0,
+        "triggers": [
+            {
+                "id": t["id"],
+                "triggerType": "TRIGGER_TYPE_" + t["trigger_type"],
+                "condition": t["condition"],
+                "webhookId": row["id"],
+            }
+            for t in row["triggers"]
+        ],
+    }
+
+
+# -- events -------------------------------------------------------------------------------------
+def _enqueue(conn: Conn, hook: dict[str, Any], payload: dict[str, Any]) -> None:
+    conn.execute(
+        "INSERT INTO webhook_events (webhook_id, url, webhook_type, payload)"
+        " VALUES (%s, %s, %s, %s)",
+        (hook["webhook_id"], hook["url"], hook["webhook_type"], json.dumps(payload)),
+    )
+    conn.execute("NOTIFY det_wakeup")
+
+
+def _experiment_config(config: dict[str, Any]) -> dict[str, Any]:
+    hooks = (config.get("integrations") or {}).get("webhooks") or {}
+    return hooks if isinstance(hooks, dict) else {}
+
+
+def _matches(hook: dict[str, Any], workspace_id: int | None, exp_hooks: dict[str, Any]) -> bool:
+    """Determined's matchWebhook: an experiment's ``integrations.webhooks.exclude`` silences all;
+    a workspace webhook fires for its workspace only; a SPECIFIC one only for experiments that
+    name it (``webhook_id`` or ``webhook_name``)."""
+    if exp_hooks.get("exclude"):
+        return False
+    if hook["workspace_id"] is not None and hook["workspace_id"] != workspace_id:
+        return False
+    if hook["mode"] == SPECIFIC_MODE:
+        return hook["webhook_id"] in (exp_hooks.get("webhook_id") or []) or hook["name"] in (
+            exp_hooks.get("webhook_name") or []
+        )
+    return True
+
+
+_EXPERIMENT = (
+    "SELECT e.id, e.name, e.state, e.config, e.created_at, e.ended_at, p.name AS project,"
+    " w.name AS workspace, w.id AS workspace_id FROM experiments e"
+    " LEFT JOIN projects p ON p.id = e.project_id LEFT JOIN workspaces w ON w.id = p.workspace_id"
+    " WHERE e.id = %s"
+)
+
+
+def _experiment_payload(exp: dict[str, Any], trial_id: int | None = None) -> dict[str, Any]:
+    config = exp["config"] or {}
+    resources = config.get("resources") or {}
+    end = exp["ended_at"] or dt.datetime.now(dt.UTC)
+    out = {
+        "id": exp["id"],
+        "state": exp["state"],
+        "name": exp["name"],
+        "duration": int((end - exp["created_at"]).total_seconds()) if exp["ended_at"] else 0,
+        "resource_pool": resources.get("resource_pool") or "default",
+        "slots_per_trial": resources.get("slots_per_trial", 1),
+        "workspace": exp["workspace"] or "",
+        "project": exp["project"] or "",
+    }
+    if trial_id:
+        out["trial_id"] = trial_id
+    return out
+
+
+def _event(kind: str, condition: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "event_id": str(uuid.uuid4()),
+        "event_type": kind,
+        "timestamp": int(time.time()),
+        "condition": condition,
+        "event_data": data,
+    }
+
+
+def _slack(text: str, fields: list[str] | None = None, color: str = "") -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+    if fields:
+        block["fields"] = [{"type": "mrkdwn", "text": f} for f in fields]
+    if color:
+        return {"blocks": [], "attachments": [{"color": color, "blocks": [block]}]}
+    return {"blocks": [block]}
+
+
+def _experiment_slack(exp: dict[str, Any], custom: dict[str, Any] | None, trial: int | None) -> Any:
+    state = exp["state"]
+    status, mark, color = {
+        "COMPLETED": ("Your experiment completed successfully 🎉", "✅ ", "#13B670"),
+        "ERROR": ("Your experiment has stopped with errors", "❌ ", "#DD5040"),
+    }.get(state, (f"The status of your experiment is {state}", "", "#009bde"))
+    fields = [f"*Status*: {state.capitalize()}"]
+    if exp["workspace"]:
+        fields.append(f"*Workspace*: {exp['workspace']}")
+    if exp["project"]:
+        fields.append(f"*Project*: {exp['project']}")
+    if trial:
+        fields.append(f"*Trial ID*: {trial}")
+    body = _slack(f"{mark}{exp['name']} (#{exp['id']})", fields, color)
+    message: dict[str, Any] = {"type": "section", "text": {"type": "plain_text", "text": status}}
+    if custom:
+        message["fields"] = [
+            {"type": "mrkdwn", "text": f"*{k.capitalize()}*: {custom.get(k, '')}"}
+            for k in ("level", "title", "description")
+        ]
+    body["blocks"] = [message]
+    return body
+
+
+def _hooks(conn: Conn, kind: str, extra: str = "", args: tuple[Any, ...] = ()) -> list[Any]:
+    return conn.execute(
+        "SELECT t.id AS trigger_id, t.condition, w.id AS webhook_id, w.name, w.url,"
+        " w.webhook_type, w.mode, w.workspace_id FROM webhook_triggers t"
+        " JOIN webhooks w ON w.id = t.webhook_id WHERE t.trigger_type = %s" + extra,
+        (kind, *args),
+    ).fetchall()
+
+
+def experiment_state_changed(conn: Conn, experiment_id: int, state: str) -> None:
+    """Queues the events of an experiment's move to ``state`` (called by ``states``)."""
+    hooks = _hooks(conn, STATE_CHANGE, " AND t.condition->>'state' = %s", (state,))
+    if not hooks:
+        return
+    exp = conn.execute(_EXPERIMENT, (experiment_id,)).fetchone()
+    if exp is None:
+        return
+    exp["state"] = state
+    exp_hooks = _experiment_config(exp["config"] or {})
+    for h in hooks:
+        if not _matches(h, exp["workspace_id"], exp_hooks):
+            continue
+        if h["webhook_type"] == SLACK:
+            payload = _experiment_slack(exp, None, None)
+        else:
+            data = {"experiment": _experiment_payload(exp)}
+            payload = _event(STATE_CHANGE, {"state": state}, data)
+        _enqueue(conn, h, payload)
+
+
+def custom_event(conn: Conn, experiment_id: int, trial_id: int | None, data: Any) -> None:
+    """Determined's PostWebhookEventData: training code's alert, sent to the SPECIFIC webhooks
+    with a CUSTOM trigger that the experiment's config names."""
+    if not isinstance(data, dict):
+        data = {}
+    custom = {
+        "title": limits.text("data.title", data.get("title") or "", 1024),
+        "description": limits.text("data.description", data.get("description") or "", 8192),
+        "level": str(data.get("level") or "LOG_LEVEL_INFO").removeprefix("LOG_LEVEL_"),
+    }
+    exp = conn.execute(_EXPERIMENT, (experiment_id,)).fetchone()
+    if exp is None:
+        raise NotFound(f"experiment {experiment_id} not found")
+    exp_hooks = _experiment_config(exp["config"] or {})
+    for h in _hooks(conn, CUSTOM):
+        if not _matches(h, exp["workspace_id"], exp_hooks):
+            continue
+        if h["webhook_type"] == SLACK:
+            payload = _experiment_slack(exp, custom, trial_id)
+        else:
+            data_out = {"experiment": _experiment_payload(exp, trial_id), "custom_data": custom}
+            payload = _event(CUSTOM, {}, data_out)
+        _enqueue(conn, h, payload)
+
+
+_TASK = (
+    "SELECT t.experiment_id, t.id AS trial_id, e.config, p.workspace_id FROM trials t"
+    " JOIN experiments e ON e.id = t.experiment_id JOIN projects p ON p.id = e.project_id"
+    " WHERE t.task_id = %s"
+)
+
+
+def logs_arrived(conn: Conn, rows: list[tuple[Any, ...]]) -> None:
+    """Queues a TASK_LOG event for the first line of a task that matches a trigger's regex
+    (once per task and trigger, as Determined does). Rows as ``task_logs.insert`` takes them."""
+    hooks = _hooks(conn, TASK_LOG)
+    if not hooks:
+        return
+    tasks: dict[str, Any] = {}
+    for row in rows:
+        task_id, agent_id, line = row[0], row[2], row[5]
+        for h in hooks:
+            regex = h["condition"].get("regex") or ""
+            if not _regex(regex).search(line or ""):
+                continue
+            if task_id not in tasks:
+                tasks[task_id] = conn.execute(_TASK, (task_id,)).fetchone()
+            task = tasks[task_id]
+            workspace_id = task["workspace_id"] if task else None
+            exp_hooks = _experiment_config(task["config"] or {}) if task else {}
+            if h["mode"] == SPECIFIC_MODE and task is None:
+                continue
+            if not _matches(h, workspace_id, exp_hooks):
+                continue
+            fired = conn.execute(
+                "INSERT INTO webhook_task_log_fired (task_id, trigger_id) VALUES (%s, %s)"
+                " ON CONFLICT DO NOTHING RETURNING 1",
+                (task_id, h["trigger_id"]),
+            ).fetchone()
+            if fired is None:
+                continue
+            if h["webhook_type"] == SLACK:
+                where = (
+                    f"Experiment ID `{task['experiment_id']}`, Trial ID `{task['trial_id']}`"
+                    if task
+                    else f"Task ID `{task_id}`"
+                )
+                text = (
+                    f"{where}, running on node `{agent_id or ''}`, reported a log\n"
+                    f"```{line}```\nThis log matched the regex\n```{regex}```\n"
+                )
+                payload = _slack(text)
+            else:
+                data = {
+                    "task_log": {
+                        "task_id": task_id,
+                        "node_name": agent_id or "",
+                        "triggering_log": line,
+                    }
+                }
+                payload = _event(TASK_LOG, {"regex": regex}, data)
+            _enqueue(conn, h, payload)
+
+
+def test_payload(hook: dict[str, Any]) -> dict[str, Any]:
+    """What TestWebhook sends (Determined's shapes)."""
+    if hook["webhook_type"] == SLACK:
+        return {"blocks": [{"type": "section", "text": {"type": "plain_text", "text": "test"}}]}
+    return _event(STATE_CHANGE, {"state": "COMPLETED"}, {"data": "test"})
