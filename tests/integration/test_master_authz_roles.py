@@ -69,6 +69,15 @@ def client_hash(password: str) -> str:
     return hashlib.sha512((CLIENT_SALT + password).encode()).hexdigest()
 
 
+def _webhook(workspace_id: int, url: str) -> dict[str, Any]:
+    return {
+        "name": "bobs-hook", "url": url, "webhookType": "WEBHOOK_TYPE_DEFAULT",
+        "workspaceId": workspace_id,
+        "triggers": [{"triggerType": "TRIGGER_TYPE_EXPERIMENT_STATE_CHANGE",
+                      "condition": {"state": "COMPLETED"}}],
+    }  # fmt: skip
+
+
 def _task_headers(token: str) -> dict[str, str]:
     return {"Grpc-Metadata-x-allocation-token": f"Bearer {token}"}
 
@@ -178,6 +187,10 @@ def world(tmp_path_factory: pytest.TempPathFactory, pg_server: str) -> Iterator[
         w.ids["bob_project"] = project["id"]
         w.ids["bob_project_key"] = project["key"]
         w.ids["template"] = "bobs-template"
+        # An admin's webhook in bob's workspace (so it may use loopback: port 9 refuses at once).
+        w.ids["bob_webhook"] = m.post(
+            "/api/v1/webhooks", _webhook(ws["id"], "http://127.0.0.1:9/")
+        )["webhook"]["id"]
         bob_post(
             "/api/v1/templates/bobs-template",
             {"name": "bobs-template", "config": {"description": "t"}, "workspaceId": 1},
@@ -348,6 +361,13 @@ ROUTES: list[Route] = [
     Route("GET", P, ANY_USER),
     Route("GET", "/api/v1/projects/key/<key>", ANY_USER),
     Route("GET", "/api/v1/templates", ANY_USER),
+    Route("GET", "/api/v1/webhooks", ANY_USER),
+    Route("GET", "/api/v1/webhooks/<int:webhook_id>/events", OWNER),
+    Route("POST", "/api/v1/webhooks", OWNER,
+          lambda w, c: _webhook(w.ids["bob_workspace"], "http://10.0.0.1/hook")),
+    Route("POST", "/api/v1/webhooks/<int:webhook_id>/test", OWNER),
+    Route("POST", "/api/v1/webhooks/custom", OWNER_AND_OWN_TASK,
+          lambda w, c: {"experimentId": w.ids["bob_experiment"], "data": {"title": "t"}}),
     Route("GET", "/api/v1/templates/<name>", ANY_USER),
     Route("GET", "/api/v1/tokens", ANY_USER),
     Route("GET", "/api/v1/users", ANY_USER),
@@ -491,6 +511,7 @@ ROUTES: list[Route] = [
     Route("PATCH", "/api/v1/template/rename", OWNER,
           lambda w, c: {"oldName": w.ids["template"], "newName": w.ids["template"] + "-r"}),
     Route("DELETE", "/api/v1/templates/<name>", OWNER),
+    Route("DELETE", "/api/v1/webhooks/<int:webhook_id>", OWNER),
     Route("DELETE", E, OWNER),
     Route("DELETE", P, OWNER),
     Route("DELETE", W, OWNER),
@@ -523,6 +544,7 @@ def _path(w: World, route: Route, caller: str) -> str:
         "key": ids["bob_project_key"], "token_id": ids["bob_token"], "page": "experiments", "command_id": ids["bob_command"],
         "notebook_id": ids["bob_notebook"], "shell_id": ids["bob_shell"],
         "tensorboard_id": ids["bob_tensorboard"], "external_id": "a-run",
+        "webhook_id": ids["bob_webhook"],
     }  # fmt: skip
     path = rule
     for key, value in values.items():
