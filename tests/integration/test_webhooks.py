@@ -314,19 +314,23 @@ def test_custom_event_from_training_code(master: Master, receiver: Receiver) -> 
     )
 
     def alerting(url: str, spec: dict[str, Any], killed: threading.Event) -> int:
-        env = spec["env"]
-        s = RetryingSession()
-        s.headers["Grpc-Metadata-x-allocation-token"] = f"Bearer {env['DET_SESSION_TOKEN']}"
-        body = {
-            "data": {
-                "title": "loss spiked",
-                "description": "at step 2",
-                "level": "LOG_LEVEL_WARNING",
-            },
-            "experimentId": int(env["DET_EXPERIMENT_ID"]),
-            "trialId": int(env["DET_TRIAL_ID"]),
-        }
-        s.post(f"{url}/api/v1/webhooks/custom", json=body, timeout=30).raise_for_status()
+        # det's harness: Context.alert() with the task's own env and token (as
+        # core_context.alert() runs in a trial), the other contexts unused here.
+        from det.common.api import Session
+        from det.common.info import cluster_info_from_env
+        from det.core._context import Context
+
+        # The agent adds its own ids and slots; the simulated one does not.
+        extra = {"DET_MASTER": url, "DET_AGENT_ID": "wh-sim-2", "DET_SLOT_IDS": "[0]"}
+        info = cluster_info_from_env({"DET_CLUSTER_ID": "c", **spec["env"], **extra})
+        assert info is not None and info.trial is not None
+        session = Session(url, allocation_token=info.session_token)
+        ctx = Context.__new__(Context)  # only alert() is called: it needs info and a session
+        ctx.info, ctx._session = info, session
+        try:
+            ctx.alert(title="loss spiked", description="at step 2", level="warn")
+        finally:
+            session.close()
         return default_training(url, spec, killed, steps=4)
 
     agent = SimAgent(master.url, master.agent_token, "wh-sim-2", train=alerting).start()
