@@ -101,7 +101,7 @@ def master_yaml_config(cfg: AwsConfig, r: Resolved) -> dict[str, Any]:
         task_container_defaults=tcd,
         tls=cfg.tls,
         registry_auth=cfg.registry.registry_auth() if cfg.registry else None,
-        agent_install=boot.agent_install(cfg.boot, "s3", r.bucket, "agent,aws"),
+        agent_install=boot.agent_install(cfg.boot, "s3", r.bucket, "agent,aws", cfg.log_group_name),
     )
     config: dict[str, Any] = masteryaml.master_config(spec)
     for pool in config["resource_pools"]:
@@ -248,7 +248,9 @@ class Master(pulumi.ComponentResource):
             user_data=self.user_data,
             user_data_replace_on_change=False,
             metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
-                http_tokens="required", http_put_response_hop_limit=2
+                # 1: only the master's own processes (it runs no containers) reach IMDS.
+                http_tokens="required",
+                http_put_response_hop_limit=1,
             ),
             root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
                 volume_size=MASTER_VOLUME_GIB, volume_type="gp3", encrypted=True

@@ -114,10 +114,15 @@ def cert_path_line(opts: BootOptions) -> Path | None:
     return material.cert_file if material else None
 
 
-def agent_install(opts: BootOptions, scheme: str, bucket: str, extras: str) -> dict[str, str]:
-    """The master.yaml provider key ``agent_install``: the agents fetch the same wheel."""
+def agent_install(
+    opts: BootOptions, scheme: str, bucket: str, extras: str, log_target: str | None = None
+) -> dict[str, str]:
+    """The master.yaml provider key ``agent_install``: the agents fetch the same wheel and ship
+    their boot and agent logs to ``log_target`` (the master's log group / log)."""
     wheel, sha, constraints = wheel_location(opts, scheme, bucket)
     out = {"wheel_url": wheel, "wheel_sha256": sha, "extras": extras}
+    if log_target:
+        out["log_target"] = log_target
     if constraints:
         out["constraints_url"] = constraints
     if opts.package_index:
@@ -134,7 +139,8 @@ def check_agent_user_data(opts: BootOptions, scheme: str, extras: str, port: int
     from det.master.provisioner import bootstrap
     from det.master.provisioner.config import AgentInstall
 
-    install = agent_install(opts, scheme, "b" * 63, extras)
+    # The longest log target: AWS /det/<cluster id of up to 32 characters>.
+    install = agent_install(opts, scheme, "b" * 63, extras, "/det/" + "c" * 32)
     material = opts.tls_material()
     env = bootstrap.install_env(
         AgentInstall(**install),

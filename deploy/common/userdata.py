@@ -17,8 +17,12 @@ failure and logs to ``/var/log/det-bootstrap.log``; that unit:
    (JSON: ``db_password``, ``initial_user_password``, ``tls_key``, ``tls_cert``, optionally
    ``registry_password``) into a 0600 environment file (every value double-quoted by the rules
    of systemd's ``EnvironmentFile=``, its reader) and the TLS files (key 0600);
-4. (re)starts ``det-master`` and, when a log target is set, ``det-logship`` (boot and master
-   logs to CloudWatch Logs / Cloud Logging).
+4. (re)starts ``det-master``.
+
+When a log target is set, the script starts ``det-logship`` (boot and master logs to CloudWatch
+Logs / Cloud Logging; ``logship.py``, standard library only, run by the system's python3) before
+anything else, so a failure of apt, of the download or of pip is readable in ``status``; a
+failed step also writes one line to the serial console (``failed``).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import shlex
 from det.deploy.common import registry
 from det.deploy.common import tls as tlsmod
 from det.deploy.common.masteryaml import LOCAL_IP_PLACEHOLDER
+from det.master.provisioner import bootstrap
 
 BOOT_LOG = "/var/log/det-bootstrap.log"
 MASTER_LOG = "/var/log/det-master.log"
@@ -54,8 +59,15 @@ def _gzip_base64(data: bytes) -> str:
 
 
 def fetcher_gzip_base64() -> str:
-    """:func:`fetcher_source` gzipped and in base64 lines (user data is limited to 16 KiB)."""
-    return _gzip_base64(fetcher_source().encode())
+    """:func:`fetcher_source` compacted, gzipped and in base64 lines (user data is limited to
+    16 KiB)."""
+    return bootstrap.packed_module("fetch_release.py")
+
+
+def logship_gzip_base64() -> str:
+    """The standard-library log shipper (``logship.py``, beside ``fetch_release.py``), packed
+    the same way."""
+    return bootstrap.packed_module("logship.py")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,8 +102,13 @@ base64 -d > {lib}/fetch_release.py.gz <<'DET_FETCH_RELEASE_PY'
 {fetcher}
 DET_FETCH_RELEASE_PY
 gzip -dc {lib}/fetch_release.py.gz > {lib}/fetch_release.py
-cat > {lib}/master-boot.sh <<'DET_MASTER_BOOT_SH'
-{boot}DET_MASTER_BOOT_SH
+{logship}base64 -d > /etc/det/master.yaml.tmpl.gz <<'DET_MASTER_YAML'
+{master_yaml}
+DET_MASTER_YAML
+gzip -dc /etc/det/master.yaml.tmpl.gz > /etc/det/master.yaml.tmpl
+base64 -d <<'DET_MASTER_BOOT_SH' | gzip -dc > {lib}/master-boot.sh
+{boot}
+DET_MASTER_BOOT_SH
 chmod 0755 {lib}/master-boot.sh
 cat > /etc/systemd/system/det-bootstrap.service <<'DET_UNIT'
 [Unit]
@@ -118,10 +135,20 @@ exec >>{boot_log} 2>&1
 export DEBIAN_FRONTEND=noninteractive
 {values}
 log() {{ echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) det-bootstrap: $*" >&2; }}
+# A failure gets one line on the serial console (and in the boot log): the command, its line and
+# the last line it printed, so `get-console-output` / the serial port says why without SSH.
+failed() {{
+  local last
+  last="$(grep -v ' det-bootstrap: ' {boot_log} | grep -v '^[[:space:]]*$' | tail -n 1 | cut -c1-300)"
+  log "FAILED (exit $1) at line $2: $3${{last:+ -- $last}}"
+  echo "det-bootstrap FAILED (exit $1) at line $2: $3${{last:+ -- $last}}" >"${{DET_CONSOLE:-/dev/console}}" 2>/dev/null || true
+}}
+GAVE_UP=""
+trap 'failed $? $LINENO "${{GAVE_UP:-$BASH_COMMAND}}"' ERR
 retry() {{
   local n=1
   until "$@"; do
-    if [ "$n" -ge 5 ]; then log "giving up: $*"; return 1; fi
+    if [ "$n" -ge 5 ]; then log "giving up: $*"; GAVE_UP="$*"; return 1; fi
     log "attempt $n failed: $*; retrying in $((n * 15))s"
     sleep $((n * 15)); n=$((n + 1))
   done
@@ -150,10 +177,6 @@ if [ "$(cat {venv}/.det-wheel-sha256 2>/dev/null || true)" != "$DET_WHEEL_SHA256
   log "installed $(basename "$WHEEL")"
 fi
 LOCAL_IP="$({local_ip})"
-base64 -d > /etc/det/master.yaml.tmpl.gz <<'DET_MASTER_YAML'
-{master_yaml}
-DET_MASTER_YAML
-gzip -dc /etc/det/master.yaml.tmpl.gz > /etc/det/master.yaml.tmpl
 sed "s/{placeholder}/${{LOCAL_IP}}/g" /etc/det/master.yaml.tmpl > /etc/det/master.yaml
 mkdir -p {tls_dir}
 SECRET_JSON="$(retry {fetch_secret})"
@@ -203,21 +226,25 @@ RestartSec=5
 [Install]
 WantedBy=multi-user.target
 DET_UNIT
-{logship}systemctl daemon-reload
+systemctl daemon-reload
 systemctl enable det-master
 systemctl restart det-master
 log "det-master (re)started"
 """
 
-_LOGSHIP = """cat > /etc/systemd/system/det-logship.service <<'DET_UNIT'
+_LOGSHIP = """base64 -d > {lib}/logship.py.gz <<'DET_LOGSHIP_PY'
+{source}
+DET_LOGSHIP_PY
+gzip -dc {lib}/logship.py.gz > {lib}/logship.py
+cat > /etc/systemd/system/det-logship.service <<'DET_UNIT'
 [Unit]
 Description=det boot and master logs to {where}
 After=network-online.target
 
 [Service]
-ExecStart={venv}/bin/python3 -m det.deploy.common.logship {args} {boot_log} {master_log}
+ExecStart=/usr/bin/python3 {lib}/logship.py {args} {boot_log} {master_log}
 Restart=always
-RestartSec=30
+RestartSec=10
 
 [Install]
 WantedBy=multi-user.target
@@ -255,7 +282,12 @@ def _logship(b: MasterBoot) -> str:
         args = f"--cloud gcp --project {shlex.quote(b.gcp_project or '')} --target {shlex.quote(b.log_target)}"
         where = "Cloud Logging"
     return _LOGSHIP.format(
-        where=where, venv=VENV, args=args, boot_log=BOOT_LOG, master_log=MASTER_LOG
+        where=where,
+        lib=LIB_DIR,
+        source=logship_gzip_base64(),
+        args=args,
+        boot_log=BOOT_LOG,
+        master_log=MASTER_LOG,
     )
 
 
@@ -271,18 +303,22 @@ def render_master_boot(b: MasterBoot) -> str:
         venv=VENV,
         lib=LIB_DIR,
         local_ip=b.local_ip,
-        master_yaml=packed,
         placeholder=LOCAL_IP_PLACEHOLDER,
         tls_dir=tlsmod.MASTER_CERT_PATH.rsplit("/", 1)[0],
         fetch_secret=b.fetch_secret,
         cert=tlsmod.MASTER_CERT_PATH,
         key=tlsmod.MASTER_KEY_PATH,
-        logship=_logship(b),
         registry_key=registry.SECRET_KEY,
         registry_env=registry.PASSWORD_ENV,
     )
     fetcher = fetcher_gzip_base64()
-    return _PREAMBLE.format(lib=LIB_DIR, fetcher=fetcher, boot=boot)
+    return _PREAMBLE.format(
+        lib=LIB_DIR,
+        fetcher=fetcher,
+        boot=_gzip_base64(boot.encode()),
+        logship=_logship(b),
+        master_yaml=packed,
+    )
 
 
 _YAML_START = "base64 -d > /etc/det/master.yaml.tmpl.gz <<'DET_MASTER_YAML'\n"
@@ -293,6 +329,18 @@ def master_yaml_of(script: str) -> str:
     :func:`render_master_boot` carries, gzipped and in base64."""
     start = script.index(_YAML_START) + len(_YAML_START)
     packed = script[start : script.index("\nDET_MASTER_YAML\n", start)]
+    return gzip.decompress(base64.b64decode(packed)).decode()
+
+
+_BOOT_START = "base64 -d <<'DET_MASTER_BOOT_SH' | gzip -dc > "
+
+
+def boot_script_of(script: str) -> str:
+    """The inner boot script (``master-boot.sh``, run by ``det-bootstrap.service``) that a
+    script or user data rendered by :func:`render_master_boot` carries, gzipped and in base64
+    (EC2's 16 KiB)."""
+    start = script.index("\n", script.index(_BOOT_START)) + 1
+    packed = script[start : script.index("\nDET_MASTER_BOOT_SH\n", start)]
     return gzip.decompress(base64.b64decode(packed)).decode()
 
 

@@ -109,7 +109,7 @@ def master_yaml_config(
         task_container_defaults=tcd or None,
         tls=cfg.tls,
         registry_auth=cfg.registry.registry_auth() if cfg.registry else None,
-        agent_install=boot.agent_install(cfg.boot, "gs", r.bucket, "agent,gcp"),
+        agent_install=boot.agent_install(cfg.boot, "gs", r.bucket, "agent,gcp", BOOT_LOG_NAME),
     )
     config: dict[str, Any] = masteryaml.master_config(spec)
     # Per-pool boot images: CPU agents run Ubuntu, GPU agents the Deep Learning VM image (the

@@ -10,6 +10,7 @@ into a real agent the way a VM would.
 
 from __future__ import annotations
 
+import ast
 import base64
 import dataclasses
 import gzip
@@ -30,8 +31,6 @@ DEFAULT_CONFIG_PATH = "/etc/det/agent.yaml"
 DEFAULT_IMDS_URL = "http://169.254.169.254"
 DEFAULT_GCE_METADATA_URL = "http://metadata.google.internal"
 MARKER = "# DET_RENDERED_VALUES"
-# Replaced by fetch_release.py (gzip, base64): the agent downloads det's wheel with it.
-FETCHER_MARKER = "# DET_FETCHER_GZIP_BASE64"
 # AWS rejects user data above 16 KiB (before base64); GCE a metadata value above 256 KiB.
 MAX_USER_DATA_BYTES = 16 * 1024
 MAX_GCE_METADATA_BYTES = 256 * 1024
@@ -81,8 +80,14 @@ def render_user_data(
     text = script_text()
     if MARKER not in text:  # pragma: no cover - guards edits of bootstrap.sh
         raise RuntimeError("bootstrap.sh lost its values marker")
-    rendered = _strip_comments(text).replace(MARKER, block, 1)
-    rendered = rendered.replace(FETCHER_MARKER, fetcher_gzip_base64(), 1)
+    body = _strip_comments(text).replace(MARKER, "", 1).encode()
+    packed = base64.b64encode(gzip.compress(body, compresslevel=9, mtime=0)).decode()
+    rendered = _WRAPPER.format(
+        values=block,
+        fetcher=fetcher_gzip_base64(),
+        logship=packed_module("logship.py"),
+        bootstrap="\n".join(packed[i : i + 76] for i in range(0, len(packed), 76)),
+    )
     size = len(rendered.encode())
     if cloud == "gcp" and size > MAX_GCE_METADATA_BYTES:
         raise ValueError(f"user data is {size} bytes, above the 256 KiB limit of GCE metadata")
@@ -91,10 +96,41 @@ def render_user_data(
     return rendered
 
 
+# The user data: the values, then the standard-library helpers and bootstrap.sh itself, each
+# gzipped (EC2's 16 KiB); sourcing it (tests) only sets the values.
+_WRAPPER = """#!/bin/bash
+# det agent boot (rendered by the master): the values, then bootstrap.sh, fetch_release.py and
+# logship.py unpacked into DET_LIB_DIR, then bootstrap.sh.
+{values}
+if [ "${{BASH_SOURCE[0]}}" = "$0" ]; then
+  set -euo pipefail
+  lib=${{DET_LIB_DIR:-/usr/local/lib/det}}
+  mkdir -p "$lib"
+  base64 -d <<'DET_FETCHER' | gzip -dc >"$lib/fetch_release.py"
+{fetcher}
+DET_FETCHER
+  base64 -d <<'DET_LOGSHIP' | gzip -dc >"$lib/logship.py"
+{logship}
+DET_LOGSHIP
+  base64 -d <<'DET_BOOTSTRAP' | gzip -dc >"$lib/bootstrap.sh"
+{bootstrap}
+DET_BOOTSTRAP
+  exec bash "$lib/bootstrap.sh" "$@"
+fi
+"""
+
+
+def unpacked_bootstrap(user_data: str) -> str:
+    """The bootstrap.sh that user data rendered by :func:`render_user_data` carries."""
+    start = user_data.index("\n", user_data.index("<<'DET_BOOTSTRAP'")) + 1
+    packed = user_data[start : user_data.index("\nDET_BOOTSTRAP\n", start)]
+    return gzip.decompress(base64.b64decode(packed)).decode()
+
+
 def _strip_comments(text: str) -> str:
     """Drop whole-line comments (user data is limited to 16 KiB); keeps the shebang and the
     markers. bootstrap.sh has no heredoc whose lines start with '#'."""
-    keep = (MARKER, FETCHER_MARKER)
+    keep = (MARKER,)
     lines = text.splitlines(keepends=True)
     out = lines[:1] + [
         line for line in lines[1:] if not line.lstrip().startswith("#") or line.strip() in keep
@@ -102,11 +138,34 @@ def _strip_comments(text: str) -> str:
     return "".join(out)
 
 
+def compact_python(source: str) -> str:
+    """``source`` without docstrings and comments (``ast.unparse``): the same program in fewer
+    bytes, for user data limited to 16 KiB."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            first = node.body[0] if node.body else None
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                node.body = node.body[1:] or [ast.Pass()]
+    return ast.unparse(tree) + "\n"
+
+
+def packed_module(name: str) -> str:
+    """This package's standard-library module ``name`` (``fetch_release.py``, ``logship.py``),
+    compacted, gzipped, in base64 lines of 76 characters."""
+    source = importlib.resources.files("det.master.provisioner").joinpath(name).read_text("utf-8")
+    data = gzip.compress(compact_python(source).encode(), compresslevel=9, mtime=0)
+    packed = base64.b64encode(data).decode()
+    return "\n".join(packed[i : i + 76] for i in range(0, len(packed), 76))
+
+
 def fetcher_gzip_base64() -> str:
     """fetch_release.py (standard library only) gzipped, in base64 lines."""
-    source = importlib.resources.files("det.master.provisioner").joinpath("fetch_release.py")
-    packed = base64.b64encode(gzip.compress(source.read_bytes(), mtime=0)).decode()
-    return "\n".join(packed[i : i + 76] for i in range(0, len(packed), 76))
+    return packed_module("fetch_release.py")
 
 
 def install_env(
@@ -123,6 +182,8 @@ def install_env(
             env["DET_AGENT_CONSTRAINTS_URL"] = install.constraints_url
         if install.package_index:
             env["DET_AGENT_PACKAGE_INDEX"] = install.package_index
+        if install.log_target:
+            env["DET_LOG_TARGET"] = install.log_target
     if cert_pem:
         env["DET_MASTER_CERT_B64"] = base64.b64encode(cert_pem.encode()).decode()
         if cert_name:

@@ -3,7 +3,7 @@
 # agent image runs at boot. It works on the det agent image and on a stock Ubuntu or Deep
 # Learning AMI: whatever is missing (Docker, Python, the agent) is installed first.
 #
-# Steps: install what is missing (det from the master's own wheel, see ensure_agent) -> find the agent id (AWS: instance id from IMDSv2; GCP:
+# Steps: start the log shipper (DET_LOG_TARGET) -> install what is missing (det from the master's own wheel, see ensure_agent) -> find the agent id (AWS: instance id from IMDSv2; GCP:
 # instance name from the metadata server) -> write agent.yaml -> start det-agent.
 #
 # The master renders the values block below (see det.master.provisioner.bootstrap); anything
@@ -32,6 +32,9 @@ set -euo pipefail
 : "${DET_MASTER_CERT_FILE:=/etc/det/master.crt}"
 : "${DET_LIB_DIR:=/usr/local/lib/det}"
 : "${DET_BOOT_LOG:=/var/log/det-bootstrap.log}"
+: "${DET_AGENT_LOG:=/var/log/det-agent.log}"
+: "${DET_LOG_TARGET:=}"            # ship the two logs there: CloudWatch Logs group / Cloud Logging log
+: "${DET_CONSOLE:=/dev/console}"   # the serial console: one line when the boot fails
 : "${DET_STARTUP_SCRIPT_B64:=}"
 : "${DET_SYSTEMD:=auto}" # auto | yes | no: run det-agent as a systemd unit or exec it
 
@@ -149,12 +152,40 @@ ensure_nvidia() {
 }
 
 # fetch_release.py (standard library only: S3 with the instance role, GCS with the service
-# account, https), filled in by the master when it renders this script.
-write_fetcher() {
-  mkdir -p "$(dirname "$1")"
-  base64 -d <<'DET_FETCHER' | gzip -dc >"$1"
-# DET_FETCHER_GZIP_BASE64
-DET_FETCHER
+# account, https) and logship.py are in DET_LIB_DIR: the user data the master renders puts them
+# there (det.master.provisioner.bootstrap).
+
+# The log shipper (standard library only, signs with fetch_release.py): started before
+# anything is installed, so a failure of apt, the download or pip reaches `det deploy status`.
+start_logship() {
+  if [ -z "$DET_LOG_TARGET" ]; then return 0; fi
+  case "$DET_CLOUD" in aws | gcp) ;; *) return 0 ;; esac
+  local py
+  py=$(command -v python3) || { log "no python3: boot logs are not shipped"; return 0; }
+  if [ ! -f "$DET_LIB_DIR/logship.py" ]; then log "no $DET_LIB_DIR/logship.py: boot logs are not shipped"; return 0; fi
+  local cmd="$py $DET_LIB_DIR/logship.py --cloud $DET_CLOUD --target $DET_LOG_TARGET $DET_BOOT_LOG $DET_AGENT_LOG"
+  if use_systemd; then
+    printf '[Unit]\nDescription=det boot and agent logs\n[Service]\nExecStart=%s\nRestart=always\nRestartSec=10\n[Install]\nWantedBy=multi-user.target\n' "$cmd" >/etc/systemd/system/det-logship.service
+    systemctl daemon-reload && systemctl enable det-logship && systemctl restart det-logship
+  else
+    # shellcheck disable=SC2086 # the values have no blanks (log group, paths)
+    setsid nohup $cmd >/dev/null 2>&1 &
+  fi
+  log "shipping $DET_BOOT_LOG and $DET_AGENT_LOG to $DET_LOG_TARGET"
+}
+
+# One line on the serial console when the boot fails: our last message and the last line of
+# the step that failed (pip's error, say), read with `get-console-output` / the serial port.
+boot_failed() {
+  sleep 1
+  local ours theirs
+  ours=$(grep ' det-bootstrap: ' "$DET_BOOT_LOG" 2>/dev/null | tail -n 1 | cut -d' ' -f3- | cut -c1-200)
+  theirs=$(grep -v -e ' det-bootstrap: ' -e '^[[:space:]]*$' "$DET_BOOT_LOG" 2>/dev/null | tail -n 1 | cut -c1-200)
+  echo "det-bootstrap FAILED (exit $1): $ours${theirs:+ -- $theirs}" >>"$DET_CONSOLE" 2>/dev/null || true
+}
+
+use_systemd() {
+  [ "$DET_SYSTEMD" = yes ] || { [ "$DET_SYSTEMD" = auto ] && [ -d /run/systemd/system ]; }
 }
 
 installed_marker() { cat "$DET_AGENT_VENV/.det-wheel" 2>/dev/null || true; }
@@ -178,7 +209,6 @@ ensure_agent() {
   if [ -n "$DET_AGENT_WHEEL_URL" ]; then
     local wheel="$DET_LIB_DIR/release/${DET_AGENT_WHEEL_URL##*/}"
     mkdir -p "$DET_LIB_DIR/release"
-    write_fetcher "$DET_LIB_DIR/fetch_release.py"
     log "installing det from $DET_AGENT_WHEEL_URL"
     # shellcheck disable=SC2086 # an empty hash is no argument
     python3 "$DET_LIB_DIR/fetch_release.py" "$DET_AGENT_WHEEL_URL" "$wheel" $DET_AGENT_WHEEL_SHA256
@@ -217,7 +247,7 @@ run_startup_script() {
 start_agent() {
   local bin
   bin=$(command -v det-agent)
-  if [ "$DET_SYSTEMD" = yes ] || { [ "$DET_SYSTEMD" = auto ] && [ -d /run/systemd/system ]; }; then
+  if use_systemd; then
     cat >/etc/systemd/system/det-agent.service <<UNIT
 [Unit]
 Description=det agent
@@ -226,6 +256,8 @@ Wants=network-online.target docker.service
 
 [Service]
 ExecStart=$bin --config-file $DET_AGENT_CONFIG
+StandardOutput=append:$DET_AGENT_LOG
+StandardError=append:$DET_AGENT_LOG
 Restart=always
 RestartSec=5
 
@@ -236,6 +268,7 @@ UNIT
     systemctl enable det-agent
     systemctl restart det-agent
   else
+    trap - EXIT
     exec "$bin" --config-file "$DET_AGENT_CONFIG"
   fi
 }
@@ -248,6 +281,8 @@ main() {
   if [ -n "$DET_BOOT_LOG" ] && touch "$DET_BOOT_LOG" 2>/dev/null; then
     exec > >(tee -a "$DET_BOOT_LOG") 2>&1
   fi
+  trap 'rc=$?; [ "$rc" = 0 ] || boot_failed "$rc"' EXIT
+  start_logship
   ensure_docker
   ensure_nvidia
   ensure_agent

@@ -101,6 +101,9 @@ class AgentInstall(_Model):
     constraints_url: str | None = None
     package_index: str | None = None
     extras: str = "agent"
+    log_target: str | None = None
+    """Where the agent VM ships its boot and agent logs, from its first second (``logship.py``,
+    standard library only): the CloudWatch Logs group (AWS) or the Cloud Logging log (GCP)."""
 
 
 class ProvisionerConfig(_Model):

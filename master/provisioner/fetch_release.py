@@ -30,7 +30,6 @@ import urllib.request
 from typing import Any
 
 _TIMEOUT = 30
-_EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 
 class FetchError(Exception):
@@ -91,9 +90,13 @@ def sigv4_headers(
     region: str,
     service: str = "s3",
     now: dt.datetime | None = None,
+    body: bytes = b"",
+    extra: dict[str, str] | None = None,
 ) -> dict[str, str]:
-    """Signature V4 headers for a request with an empty body (what ``GET`` needs)."""
+    """Signature V4 headers for a request with ``body`` (empty: what ``GET`` needs); ``extra``
+    headers (lower-case names) are signed too."""
     now = now or dt.datetime.now(dt.UTC)
+    payload = hashlib.sha256(body).hexdigest()
     amz_date = now.strftime("%Y%m%dT%H%M%SZ")
     date = amz_date[:8]
     parts = urllib.parse.urlsplit(url)
@@ -103,7 +106,8 @@ def sigv4_headers(
         f"{urllib.parse.quote(k, safe='~')}={urllib.parse.quote(v, safe='~')}"
         for k, v in sorted(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
     )
-    headers = {"host": host, "x-amz-content-sha256": _EMPTY_SHA256, "x-amz-date": amz_date}
+    headers = {"host": host, "x-amz-content-sha256": payload, "x-amz-date": amz_date}
+    headers.update(extra or {})
     if session_token:
         headers["x-amz-security-token"] = session_token
     names = sorted(headers)
@@ -114,7 +118,7 @@ def sigv4_headers(
             query,
             "".join(f"{n}:{headers[n].strip()}\n" for n in names),
             ";".join(names),
-            _EMPTY_SHA256,
+            payload,
         ]
     )
     scope = f"{date}/{region}/{service}/aws4_request"

@@ -13,7 +13,7 @@ from conftest import AWS
 
 from det.deploy.aws import iam, program, storage
 from det.deploy.aws.config import CLUSTER_TAG
-from det.deploy.common import dryrun
+from det.deploy.common import dryrun, userdata
 from det.deploy.common.masteryaml import LOCAL_IP_PLACEHOLDER
 
 WORLD = ("0.0.0.0/0", "::/0")
@@ -194,13 +194,15 @@ def test_master_instance_has_its_instance_profile_and_imdsv2(aws_graph, one):
     assert master["iamInstanceProfile"] == "det-c1-master"
     assert profiles["det-c1-master"]["role"] == "det-c1-master"
     assert master["metadataOptions"]["httpTokens"] == "required"
+    assert master["metadataOptions"]["httpPutResponseHopLimit"] == 1
     assert master["rootBlockDevice"]["encrypted"] is True
     assert master["keyName"] == "kp"
     assert one(aws_graph, "aws:ec2/eip:Eip")["instance"] == "det-c1-master-id"
 
 
 def test_user_data_starts_the_master_without_secrets(aws_graph, one):
-    user_data = one(aws_graph, "aws:ec2/instance:Instance")["userData"]
+    outer = one(aws_graph, "aws:ec2/instance:Instance")["userData"]
+    user_data = outer + userdata.boot_script_of(outer)  # the boot script is packed (16 KiB)
     assert "systemctl restart det-master" in user_data
     assert "det-master --config-file /etc/det/master.yaml" in user_data
     assert "secretsmanager" in user_data and dryrun.SECRET not in user_data

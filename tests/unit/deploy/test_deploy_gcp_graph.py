@@ -11,7 +11,7 @@ import pytest
 import yaml
 from conftest import GCP
 
-from det.deploy.common import dryrun
+from det.deploy.common import dryrun, userdata
 from det.deploy.gcp import iam, preflight, program, storage
 from det.deploy.gcp.config import CLUSTER_LABEL, CONFIG_HASH_LABEL
 
@@ -180,7 +180,8 @@ def test_master_vm_uses_its_service_account_and_static_ip(gcp_graph, one):
     assert vm["networkInterfaces"][0]["accessConfigs"][0]["natIp"] == "203.0.113.20"
     assert vm["tags"] == ["det-c1-master"]
     assert vm["labels"][CLUSTER_LABEL] == "c1"
-    script = vm["metadataStartupScript"]
+    outer = vm["metadataStartupScript"]
+    script = outer + userdata.boot_script_of(outer)  # the boot script is packed
     assert "secretmanager.googleapis.com" in script and dryrun.SECRET not in script
     assert "det-master --config-file /etc/det/master.yaml" in script
 

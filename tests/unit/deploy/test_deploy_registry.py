@@ -140,7 +140,7 @@ def test_boot_step_writes_the_password_into_the_env_file_quoted(tmp_path: Path) 
         ),
     )
     text = aws_master.user_data(cfg, "port: 8443\n", "arn:x", "bkt", None)
-    inner = text[text.index("<<'DET_MASTER_BOOT_SH'\n") :]
+    inner = userdata.boot_script_of(text)
     step = inner[inner.index("printf '%s' \"$SECRET_JSON\"") : inner.index("unset SECRET_JSON")]
     env_file = tmp_path / "master.env"
     step = (

@@ -21,10 +21,10 @@ from conftest import AWS, GCP
 
 from det.deploy.aws import master as aws_master
 from det.deploy.aws import program as aws_program
-from det.deploy.common import boot, dryrun, logship, release, tls
+from det.deploy.common import boot, dryrun, release, tls, userdata
 from det.deploy.common.errors import DeployError
 from det.deploy.gcp import master as gcp_master
-from det.master.provisioner import fetch_release
+from det.master.provisioner import fetch_release, logship
 
 REL = release.Release(
     filename="det_platform-0.1.0-py3-none-any.whl",
@@ -50,8 +50,7 @@ def _parts(user_data: str) -> dict[str, str]:
 
 
 def _inner_boot(script: str) -> str:
-    start = script.index("<<'DET_MASTER_BOOT_SH'\n") + len("<<'DET_MASTER_BOOT_SH'\n")
-    return script[start : script.index("DET_MASTER_BOOT_SH\n", start)]
+    return userdata.boot_script_of(script)
 
 
 def test_aws_user_data_runs_at_every_boot_and_fits_the_limit():
@@ -107,9 +106,16 @@ def test_own_wheel_url_and_package_index_are_rendered():
     assert "det-logship" not in inner
 
 
-def test_log_shipping_unit_follows_the_log_group():
-    inner = _inner_boot(_parts(_aws_user_data(log_group="/det/c1"))["text/x-shellscript"])
-    assert "-m det.deploy.common.logship --cloud aws --region us-west-2 --target /det/c1" in inner
+def test_log_shipping_starts_first_with_the_system_python():
+    # Before apt, the download and pip (det's venv does not exist yet): their failures are the
+    # likeliest on a real first boot and must reach the log group.
+    script = _parts(_aws_user_data(log_group="/det/c1"))["text/x-shellscript"]
+    ship = "/usr/bin/python3 /usr/local/lib/det/logship.py --cloud aws --region us-west-2 --target /det/c1"
+    assert ship in script
+    assert script.index("systemctl restart det-logship") < script.index(
+        "systemctl restart --no-block det-bootstrap.service"
+    )
+    assert "det-logship" not in _inner_boot(script)
 
 
 # Passwords a user may choose: each breaks or changes an unquoted or badly quoted value.
@@ -214,7 +220,7 @@ def test_graph_uploads_wheel_and_constraints_into_the_bucket():
     assert objects[REL.constraints_key]["content"] == "x==1\n"
     assert all(o["bucket"] == graph.outputs["bucket"] for o in objects.values())
     (instance,) = graph.of_type("aws:ec2/instance:Instance")
-    assert REL.sha256 in instance.inputs["userData"]
+    assert REL.sha256 in userdata.boot_script_of(instance.inputs["userData"])
 
 
 # -- the downloader ----------------------------------------------------------------------------

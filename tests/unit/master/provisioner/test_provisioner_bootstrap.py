@@ -228,3 +228,45 @@ def test_resolve_master_url_reads_the_masters_own_imds(imds: FakeImds) -> None:
     lookup = bootstrap.ec2_metadata_lookup(imds.url)
     url = master_url.resolve("http://local-ipv4:8080", bootstrap.EC2_ADDRESS_PLACEHOLDERS, lookup)
     assert url == "http://10.9.8.7:8080"
+
+
+def test_a_failed_install_writes_one_line_to_the_serial_console(tmp_path: Path) -> None:
+    # pip cannot reach its index (the likeliest real failure): the console (get-console-output,
+    # the serial port) gets one line naming the step and pip's own last words.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "docker").chmod(0o755)
+    console = tmp_path / "console"
+    extra = {
+        "DET_SYSTEMD": "no",
+        "DET_CONSOLE": str(console),
+        "DET_BOOT_LOG": str(tmp_path / "boot.log"),
+        "DET_LIB_DIR": str(tmp_path / "lib"),
+        "DET_AGENT_VENV": str(tmp_path / "venv"),
+        "DET_AGENT_PIP_SPEC": "det-platform[agent]",
+        "DET_AGENT_PACKAGE_INDEX": "http://127.0.0.1:9/simple",
+        "DET_RETRY_ATTEMPTS": "1",
+        "PIP_RETRIES": "0",
+        "PIP_TIMEOUT": "5",
+    }
+    script = tmp_path / "user-data.sh"
+    script.write_text(render("aws", extra))
+    env = {**os.environ, "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin"}
+    result = subprocess.run(
+        ["bash", str(script)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert result.returncode != 0
+    lines = console.read_text().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("det-bootstrap FAILED (exit 1): giving up: ")
+    assert "pip install" in lines[0] and "det-platform[agent]" in lines[0]
+    assert "No matching distribution found for det-platform" in lines[0]
+    assert (tmp_path / "lib" / "logship.py").exists()  # unpacked before anything ran
+
+
+def test_the_agent_ships_its_logs_before_installing_anything() -> None:
+    script = bootstrap.unpacked_bootstrap(render("aws", {"DET_LOG_TARGET": "/det/c-1"}))
+    main = script[script.index("main() {") :]
+    assert main.index("start_logship") < main.index("ensure_docker") < main.index("ensure_agent")
+    assert "StandardOutput=append:$DET_AGENT_LOG" in script
