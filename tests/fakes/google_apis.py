@@ -87,7 +87,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.path.split("?", 1)[0] == "/v2/entries:write":
             doc = json.loads(body or b"{}")
             with fake.lock:
-                fake.log_entries.extend(doc.get("entries", []))
+                # As Cloud Logging does: an entry gets the request's labels and log name.
+                for entry in doc.get("entries", []):
+                    labels = {**(doc.get("labels") or {}), **(entry.get("labels") or {})}
+                    fake.log_entries.append(
+                        {"logName": doc.get("logName"), **entry, "labels": labels}
+                    )
             self._send(200, {})
             return
         self._send(404, {"error": {"code": 404, "status": "NOT_FOUND"}})

@@ -31,9 +31,10 @@ from typing import Any
 import pytest
 import requests
 
-from det.deploy.aws import program
+from det.deploy.aws import bootlog, program
 from det.deploy.aws.config import CLUSTER_TAG, AwsConfig
 from det.deploy.common import boot, dryrun, release, tls
+from det.deploy.common.errors import DeployError
 from tests.fakes.imds import FakeImds
 from tests.fakes.moto_server import MotoServer, free_port
 from tests.fakes.package_index import PackageIndex, wheelhouse
@@ -114,8 +115,17 @@ class Booted:
 
 @contextmanager
 def _boot_master(
-    use_tls: bool, moto: MotoServer, pg_server: str, tmp: Path, rel: release.Release
+    use_tls: bool,
+    moto: MotoServer,
+    pg_server: str,
+    tmp: Path,
+    rel: release.Release,
+    *,
+    index_url: str | None = None,
+    wait: bool = True,
 ) -> Iterator[Booted]:
+    """``index_url``: the package index the VM is told to use (default: the local one);
+    ``wait=False``: yield as soon as the VM runs (a boot that is meant to fail)."""
     import psycopg
 
     with psycopg.connect(pg_server, autocommit=True) as conn:
@@ -154,7 +164,10 @@ def _boot_master(
         tls=use_tls,
         agent_subnet_id=subnet,
         boot=boot.BootOptions(
-            release=rel, package_index=index.url, tls=material, plain_http=not use_tls
+            release=rel,
+            package_index=index_url or index.url,
+            tls=material,
+            plain_http=not use_tls,
         ),
     )
     graph = dryrun.render(
@@ -195,6 +208,9 @@ def _boot_master(
             "bash /boot/user-data.sh && exec sleep infinity",
         )  # fmt: skip
         scheme = "https" if use_tls else "http"
+        if not wait:
+            yield Booted(name, "", None, rel, index, endpoint, tmp)
+            return
         get: Any = tls.verified_get(tmp / "master.crt", tls.CERT_NAME) if use_tls else requests.get
         url = f"{scheme}://127.0.0.1:{port}"
         info = vm.wait_for_info(get, url, name)
@@ -244,6 +260,37 @@ def test_master_boots_with_plain_http_when_asked(
         _check_installed_from_bucket(booted)
         with pytest.raises(requests.RequestException):
             requests.get(booted.url.replace("http://", "https://") + "/info", timeout=5)
+
+
+# Before the HTTPS master (its own moto state and database). pip cannot reach its index, the
+# likeliest real failure: the boot log in CloudWatch Logs, read by status's own code, says so
+# while det is not installed yet (the shipper is the image's python3 and the standard library).
+def test_a_pip_failure_shows_in_status_within_a_minute(
+    moto: MotoServer, pg_server: str, rel: release.Release, tmp_path: Path
+) -> None:
+    dead_index = f"http://127.0.0.1:{free_port()}/simple"
+    with _boot_master(
+        True, moto, pg_server, tmp_path, rel, index_url=dead_index, wait=False
+    ) as booted:
+        logs = _boto("logs", booted.moto)
+        started = time.monotonic()
+
+        def pip_failure() -> str | None:
+            try:
+                text = "\n".join(bootlog.tail(logs, f"/det/{CLUSTER}", 200))
+            except DeployError:
+                return None
+            return text if "attempt 1 failed" in text and "pip install" in text else None
+
+        # "within a minute" on a real VM; generous here, the machine is shared.
+        text = vm.poll("pip's failure in the shipped boot log", pip_failure, 240)
+        print(f"pip's failure was readable after {time.monotonic() - started:.0f} s")
+        assert "/det-bootstrap.log]" in text
+        assert dead_index.split("/simple")[0] in text  # pip names the index it could not reach
+        assert (
+            vm.sh(booted.container, "test -e /opt/det/bin/det-master || echo absent").strip()
+            == "absent"
+        )
 
 
 def test_master_boots_from_the_bucket_and_answers_over_https(https_master: Booted) -> None:
@@ -298,5 +345,13 @@ def test_agent_boots_from_the_masters_user_data_and_runs_a_trial(https_master: B
             assert (b.shared / "master.crt").read_text() == b.cert_file.read_text()
             assert any(p.startswith("/latest/meta-data/iam/") for p in imds.requests)
             assert not b.index.asked_for("det")
+            # The agent ships its boot log (and the agent's own output) to the cluster's
+            # group from its first seconds: status shows its lines beside the master's.
+            streams = _boto("logs", b.moto).describe_log_streams(logGroupName=f"/det/{CLUSTER}")
+            names = {s["logStreamName"] for s in streams["logStreams"]}
+            assert f"{instance_id}/det-bootstrap.log" in names, names
+            tail = "\n".join(bootlog.tail(_boto("logs", b.moto), f"/det/{CLUSTER}", 500))
+            assert f"[{instance_id}/det-bootstrap.log]" in tail
+            assert "det-bootstrap: agent id: " + instance_id in tail
     finally:
         imds.stop()

@@ -272,6 +272,7 @@ def test_agent_boots_from_the_startup_script_and_runs_a_trial(gcp_master: Booted
         "DET_GCE_METADATA_URL": meta.url,
         "GCE_METADATA_HOST": meta.host,
         "STORAGE_EMULATOR_HOST": b.emulator,
+        "DET_LOGGING_ENDPOINT": b.apis.url,
         # The harness bundle's pure-Python copies of requests & co. come from the same index.
         "PIP_INDEX_URL": b.index.url,
     }
@@ -295,5 +296,20 @@ def test_agent_boots_from_the_startup_script_and_runs_a_trial(gcp_master: Booted
                 p.startswith("/computeMetadata/v1/instance/preempted") for p in meta.requests
             )
             assert not b.index.asked_for("det")
+
+            # The agent ships its boot log to the cluster's log from its first seconds
+            # (project and instance from the metadata server), labelled as status reads it.
+            def agent_lines() -> list[str]:
+                with b.apis.lock:
+                    entries = list(b.apis.log_entries)
+                return [
+                    str(e.get("textPayload"))
+                    for e in entries
+                    if e["labels"].get("instance") == instance
+                    and e.get("logName") == f"projects/{PROJECT}/logs/det-boot"
+                ]
+
+            lines = vm.poll("the agent's boot log in Cloud Logging", agent_lines, 60)
+            assert any(f"agent id: {instance}" in line for line in lines), lines[-20:]
     finally:
         meta.stop()
