@@ -141,8 +141,13 @@ class CloudTasksScheduler:
     def _authorized(self) -> Any:
         if self._session is None:
             # det-platform[gcp] (google-cloud-compute brings google-auth): only a GCP master needs it.
-            import google.auth
-            import google.auth.transport.requests
+            try:
+                import google.auth  # det-platform[gcp]
+                import google.auth.transport.requests  # det-platform[gcp]
+            except ImportError:
+                raise MasterError(
+                    "wakeups: Cloud Tasks needs det-platform[gcp] (google-auth) on this master"
+                ) from None
 
             credentials, _ = google.auth.default(
                 scopes=["https://www.googleapis.com/auth/cloud-platform"]
@@ -212,7 +217,12 @@ class EventBridgeScheduler:
     def _scheduler(self) -> Any:
         if self._client is None:
             # det-platform[aws]: only an AWS master needs boto3.
-            import boto3
+            try:
+                import boto3  # det-platform[aws]
+            except ImportError:
+                raise MasterError(
+                    "wakeups: EventBridge Scheduler needs det-platform[aws] (boto3) on this master"
+                ) from None
 
             self._client = boto3.client(
                 "scheduler", region_name=self.region, endpoint_url=self.endpoint_url
