@@ -375,3 +375,30 @@ def test_log_shipper_sends_complete_lines_once(tmp_path):
     assert sent == [("boot.log", ["one", "two"]), ("boot.log", ["partial"])]
     log.write_text("new\n")  # truncated (rotated): start over
     assert logship.ship_once([log], offsets, send) == 1
+
+
+def test_a_failed_master_boot_step_writes_one_line_to_the_serial_console(tmp_path):
+    # The inner boot script's ERR trap, run for real on a step that fails as pip does after
+    # its retries: one line on the console with the command and the step's own last words.
+    inner = _inner_boot(_parts(_aws_user_data(log_group="/det/c1"))["text/x-shellscript"])
+    start = inner.index("log() {")
+    helpers = inner[start : inner.index("# apt waits", start)]
+    boot_log = tmp_path / "boot.log"
+    console = tmp_path / "console"
+    script = (
+        "set -euo pipefail\n"
+        f"exec >>{boot_log} 2>&1\n"
+        + helpers.replace("/var/log/det-bootstrap.log", str(boot_log))
+        + "sleep() { :; }\n"
+        + "pip_step() { echo 'ERROR: No matching distribution found for boto3'; return 1; }\n"
+        + "retry pip_step install det\n"
+        + "echo not reached\n"
+    )
+    result = subprocess.run(
+        ["bash", "-c", script], env={**os.environ, "DET_CONSOLE": str(console)}, timeout=60
+    )
+    assert result.returncode == 1
+    (line,) = console.read_text().splitlines()
+    assert line.startswith("det-bootstrap FAILED (exit 1) at line ")
+    assert ": pip_step install det -- ERROR: No matching distribution found for boto3" in line
+    assert "not reached" not in boot_log.read_text()
