@@ -10,6 +10,7 @@ path asked for.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import http.server
 import io
@@ -38,7 +39,19 @@ def wheelhouse(rel: release.Release, image: str, extras: str = ALL_EXTRAS) -> Pa
     out = cache_dir() / f"vm-wheelhouse-{key}"
     if (out / ".complete").exists():
         return out
-    work = cache_dir() / f"vm-wheelhouse-{key}.tmp"
+    # The AWS and GCP boot simulations ask for the same wheelhouse from parallel workers: one
+    # builds it while the other waits (two builds in one work dir removed each other's files).
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with open(cache_dir() / f"vm-wheelhouse-{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (out / ".complete").exists():
+            return out
+        return _build_wheelhouse(rel, image, extras, out)
+
+
+def _build_wheelhouse(rel: release.Release, image: str, extras: str, out: Path) -> Path:
+    assert rel.path is not None
+    work = out.with_name(out.name + ".tmp")
     subprocess.run(["rm", "-rf", str(work)], check=True)
     work.mkdir(parents=True)
     (work / "constraints.txt").write_text(rel.constraints)
