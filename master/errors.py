@@ -26,9 +26,9 @@ One Flask handler (``det.master.app``) turns APIErrors into Determined's error J
 turns a config error into :class:`InvalidArgument` where a request carried the config, and the
 server's entry point turns master.yaml's into one line and an exit code.
 
-Outside the tree on purpose: ``provisioner/fetch_release.py`` (a standard-library script a new
-VM runs before det is installed) and two private control-flow signals (``proxy._Redirect``,
-``tls._Encrypted``), never seen outside their modules.
+Outside the tree on purpose: ``provisioner/fetch_release.py`` and ``provisioner/logship.py``
+(standard-library scripts a new VM runs before det is installed) and two private control-flow
+signals (``proxy._Redirect``, ``tls._Encrypted``), never seen outside their modules.
 """
 
 from __future__ import annotations
