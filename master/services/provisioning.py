@@ -446,12 +446,9 @@ def run_pool(
         if fresh or not (decision.launches or decision.terminations):
             break
         fresh = True  # about to act: decide again on what the cloud says now
-    if decision.terminations:
-        prov.forget_list(pool)
-        _terminate(st, pool, provider, decision.terminations)
-    for order in decision.launches:
-        prov.forget_list(pool)
-        _launch(st, pool, provider, policy, order)
+    # The decision's events say what is about to happen and why ("terminating i-...: idle"):
+    # they are committed before the cloud calls, so whoever sees an instance go (or a call
+    # hang or fail) can already read the reason.
     if decision.events:
         with st.pool.connection() as conn:
             for event in decision.events:
@@ -459,6 +456,12 @@ def run_pool(
                 if event.code in JOB_EVENT_CODES:
                     for job_id in load.queued_jobs:
                         prov.write_event(conn, "job", job_id, event.code, event.message, now)
+    if decision.terminations:
+        prov.forget_list(pool)
+        _terminate(st, pool, provider, decision.terminations)
+    for order in decision.launches:
+        prov.forget_list(pool)
+        _launch(st, pool, provider, policy, order)
     prov.prune(now)
     return decision
 

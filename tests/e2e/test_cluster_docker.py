@@ -151,8 +151,18 @@ def test_killed_container_restarts_from_latest_checkpoint(cluster: Cluster) -> N
         second_run,
         saved_before_kill,
     )
-    logs = "\n".join(e["log"] or "" for e in cluster.trial_logs(t["id"]))
-    assert re.search(rf"resumed from \S+ at step {resumed_at}\b", logs), logs[-3000:]
+    # Logs travel apart from metrics (the agent ships a container's output in batches; the
+    # trial reports metrics straight to the master), so the restarted run's metrics can be in
+    # the API before its first log lines are: wait for the line, do not read once.
+    resumed = re.compile(rf"resumed from \S+ at step {resumed_at}\b")
+
+    def trial_log() -> str:
+        return "\n".join(e["log"] or "" for e in cluster.trial_logs(t["id"]))
+
+    try:
+        wait_for(lambda: resumed.search(trial_log()), 60, "the 'resumed from' line")
+    except TimeoutError as e:
+        raise AssertionError(f"{e}; the trial's log ends with:\n{trial_log()[-3000:]}") from None
 
     cluster.wait_state(eid, "STATE_COMPLETED", 300)
     trial = cluster.trial(t["id"])

@@ -220,6 +220,29 @@ def test_idle_agents_past_the_period_are_terminated_and_busy_ones_kept(
     assert row is not None and "idle" in row["reason"]
 
 
+def test_the_reason_for_a_termination_is_written_before_the_cloud_call(
+    st: MasterState, cloud: RecordingProvider, prov: provisioning.Provisioner
+) -> None:
+    # Whoever sees an instance go (a user, a test polling the cloud) can already read why: the
+    # pass commits its events before it calls the cloud. (Written after the call, a reader
+    # polling the cloud raced the write: seen on CI.)
+    (inst,) = cloud.launch(LaunchOption("m5.large", slots=1), 1)
+    agent(st, inst.id, registered_ago=60)
+    seen_at_call: list[list[tuple[str, str]]] = []
+    terminate = cloud.terminate
+
+    def terminate_and_look(ids: list[str]) -> None:
+        seen_at_call.append(events(st, "pool", POOL))
+        terminate(ids)
+
+    cloud.terminate = terminate_and_look  # type: ignore[method-assign]
+    provisioning.run_pass(st, prov)
+    assert cloud.terminated == [inst.id]
+    [at_call] = seen_at_call
+    reason = f"terminating {inst.id}: agent idle longer than max_idle_agent_period"
+    assert ("terminate", reason) in at_call, at_call
+
+
 def test_an_agent_idle_for_less_than_the_period_stays(
     st: MasterState, cloud: RecordingProvider, prov: provisioning.Provisioner
 ) -> None:
