@@ -379,6 +379,9 @@ class MasterConfig(_Model):
     # Control loop tuning (seconds).
     tick_seconds: float = Field(0.5, gt=0)
     agent_timeout_seconds: float = Field(30.0, gt=0)
+    # An unmanaged trial (a core_v2 script run outside the cluster) whose script sends nothing
+    # for this long is ERROR (Determined's 5 minutes; its scripts send a heartbeat each minute).
+    unmanaged_timeout_seconds: float = Field(300.0, ge=10)
     # How many API worker threads the HTTP server runs, in each of ``api_processes`` processes
     # sharing the port (the extra processes serve the API only; the control loops run in one).
     # Threads are cheap and mostly wait: every running trial keeps one busy with its preemption

@@ -27,11 +27,15 @@ from det.master.services import (
     provisioning,
     scheduling,
     searching,
+    unmanaged,
     webhook_delivery,
 )
 from det.master.services import wakeups as wakeups_svc
 
 logger = logging.getLogger(__name__)
+
+# How often the leader looks for unmanaged trials whose scripts fell silent.
+_UNMANAGED_CHECK_SECONDS = 5.0
 
 
 class ControlLoop:
@@ -54,6 +58,7 @@ class ControlLoop:
         # Where the loop asks to be woken when no request would run it (None: never asks).
         self.scheduler = wakeups.build(state.config.wakeups)
         self.extra_passes: list[tuple[str, Callable[[], None]]] = []
+        self._next_unmanaged_check = 0.0
 
     # -- leadership ---------------------------------------------------------------------------
     def run_forever(self) -> None:
@@ -104,6 +109,15 @@ class ControlLoop:
             agents.mark_lost(conn, self.state.config.agent_timeout_seconds)
 
         self._tx(lost)
+        # Unmanaged scripts fall silent in minutes, not ticks: look every few seconds.
+        now = time.monotonic()
+        if now >= self._next_unmanaged_check:
+            self._next_unmanaged_check = now + _UNMANAGED_CHECK_SECONDS
+
+            def silent(conn: Conn) -> None:
+                unmanaged.mark_lost(conn, self.state.config.unmanaged_timeout_seconds)
+
+            self._tx(silent)
 
     def _searcher_pass(self) -> None:
         with self.state.pool.connection() as conn:

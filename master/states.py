@@ -420,26 +420,37 @@ def unmanaged_experiment_state(trial_states: Iterable[str]) -> str | None:
     return max(ranked, key=_UNMANAGED_RANK.__getitem__) if ranked else None
 
 
-def unmanaged_trial(conn: Conn, trial_id: int, new: str, reason: str, *, run: bool = False) -> int:
+# The event kind that marks an unmanaged trial the master put in ERROR because its script fell
+# silent (not one its script reported): a later heartbeat from that script revives it.
+UNMANAGED_LOST = "lost"
+
+
+def unmanaged_trial(
+    conn: Conn, trial_id: int, new: str, reason: str, *, run: bool = False, lost: bool = False
+) -> int:
     """Unmanaged trial ``trial_id`` is now ``new`` (its script said so); ``run`` starts a new
-    run (StartTrial: run_id + 1). Its experiment follows. Returns the trial's run id. The caller
-    checked that the trial is unmanaged and that ``new`` is in UNMANAGED_STATES."""
+    run (StartTrial: run_id + 1). ``lost``: the master marks it ERROR because its script has
+    not reported for too long; it ends when it was last heard from. Its experiment follows.
+    Returns the trial's run id. The caller checked that the trial is unmanaged and that ``new``
+    is in UNMANAGED_STATES."""
     if new not in UNMANAGED_STATES:
         raise ValueError(f"unmanaged trial: {new} is not a state it can take")
     row = conn.execute(
         "SELECT state, experiment_id FROM trials WHERE id = %s FOR NO KEY UPDATE", (trial_id,)
     ).fetchone()
     assert row is not None
-    ended = "now()" if new in TERMINAL else "NULL"
+    ended = ("last_activity" if lost else "now()") if new in TERMINAL else "NULL"
+    heard = "last_activity" if lost else "now()"
     out = conn.execute(
-        f"UPDATE trials SET state = %s, ended_at = {ended}, last_activity = now(),"
+        f"UPDATE trials SET state = %s, ended_at = {ended}, last_activity = {heard},"
         " run_id = run_id + %s, started_at = coalesce(started_at, now())"
         " WHERE id = %s RETURNING run_id",
         (new, 1 if run else 0, trial_id),
     ).fetchone()
     assert out is not None
     if row["state"] != new:
-        record_event(conn, "trial", trial_id, "state", f"{row['state']} -> {new}: {reason}")
+        kind = UNMANAGED_LOST if lost else "state"
+        record_event(conn, "trial", trial_id, kind, f"{row['state']} -> {new}: {reason}")
     _unmanaged_experiment_follows(conn, row["experiment_id"])
     return int(out["run_id"])
 

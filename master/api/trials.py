@@ -16,6 +16,7 @@ from det.master.api._common import (
     allow,
     body_and_finiteness,
     check_task_scope,
+    current_user,
     db,
     pagination,
     reads,
@@ -43,6 +44,20 @@ def get(trial_id: int) -> Response:
         row = svc.get(conn, trial_id)
     out: d.v1GetTrialResponse = {"trial": wire.trial(row)}
     return answer(out)  # orjson: the validations come as JSON text (fragments)
+
+
+@bp.get("/api/v1/trials/by-external-id/<path:external_id>/<external_trial_id>")
+@contract("GetTrialByExternalID")
+def get_by_external_id(external_id: str, external_trial_id: str) -> Response:
+    """Determined's GetTrialByExternalID: an unmanaged trial by its experiment's and its own
+    external ids (the caller's own experiment of that id first: see the service)."""
+    with db() as conn:
+        trial_id = unmanaged_svc.trial_by_external_ids(
+            conn, current_user().id, external_id, external_trial_id
+        )
+        row = svc.get(conn, trial_id)
+    out: d.v1GetTrialByExternalIDResponse = {"trial": wire.trial(row)}
+    return answer(out)
 
 
 @bp.patch("/api/v1/trials/<int:trial_id>")

@@ -107,6 +107,33 @@ def put_experiment(
     return experiments.get(conn, found["id"])
 
 
+def trial_by_external_ids(conn: Conn, caller_id: int, experiment_ext: str, trial_ext: str) -> int:
+    """GetTrialByExternalID: the id of the trial named ``trial_ext`` in the experiment named
+    ``experiment_ext``. External experiment ids are unique per owner in det (Determined's are
+    cluster-wide), so the caller's own experiment of that name wins; another user's is found
+    only when it is the one experiment of that name (users read every experiment)."""
+    rows = conn.execute(
+        "SELECT t.id, e.owner_id FROM trials t JOIN experiments e ON e.id = t.experiment_id"
+        " WHERE e.external_experiment_id = %s AND t.external_trial_id = %s AND NOT e.deleted"
+        " ORDER BY t.id",
+        (experiment_ext, trial_ext),
+    ).fetchall()
+    own = [r for r in rows if r["owner_id"] == caller_id]
+    if own:
+        return int(own[0]["id"])
+    if len(rows) == 1:
+        return int(rows[0]["id"])
+    if not rows:
+        raise NotFound(
+            f"no trial with external id '{trial_ext}' in an experiment with external id"
+            f" '{experiment_ext}'"
+        )
+    raise InvalidArgument(
+        f"externalExperimentId: {len(rows)} users' experiments have the external id"
+        f" '{experiment_ext}' (external ids are per user in det): only their owners find theirs"
+    )
+
+
 def require_unmanaged_experiment(conn: Conn, experiment_id: int) -> dict[str, Any]:
     exp = experiments.get(conn, experiment_id)
     if not exp["unmanaged"]:
@@ -192,9 +219,16 @@ def is_unmanaged_trial(conn: Conn, trial_id: int) -> bool:
 
 
 def report_state(conn: Conn, trial_id: int, state: str | None) -> None:
-    """PatchTrial from an unmanaged trial's script: a heartbeat, with or without a state."""
+    """PatchTrial from an unmanaged trial's script: a heartbeat, with or without a state. A
+    heartbeat from a script the master took for lost (:func:`mark_lost`) makes its trial ACTIVE
+    again: the script is alive (a laptop that slept, a network that came back)."""
     _trial(conn, trial_id)
     if state is None:
+        if _marked_lost(conn, trial_id):
+            states.unmanaged_trial(
+                conn, trial_id, states.ACTIVE, "its script reported again after it was lost"
+            )
+            return
         conn.execute("UPDATE trials SET last_activity = now() WHERE id = %s", (trial_id,))
         return
     new = _REPORTED.get(state.removeprefix("STATE_"))
@@ -202,6 +236,44 @@ def report_state(conn: Conn, trial_id: int, state: str | None) -> None:
         allowed = ", ".join(f"STATE_{s}" for s in sorted(_REPORTED))
         raise InvalidArgument(f"state: {state} is not one an unmanaged trial reports ({allowed})")
     states.unmanaged_trial(conn, trial_id, new, f"its script reported {state}")
+
+
+def _marked_lost(conn: Conn, trial_id: int) -> bool:
+    """Whether the trial is in ERROR because the master marked it lost (its latest state event
+    is the master's, not one its script reported)."""
+    row = conn.execute(
+        "SELECT t.state, (SELECT ev.kind FROM events ev WHERE ev.entity = 'trial'"
+        "   AND ev.entity_id = t.id::text AND ev.kind IN ('state', %s) ORDER BY ev.id DESC LIMIT 1)"
+        "   AS last_kind FROM trials t WHERE t.id = %s",
+        (states.UNMANAGED_LOST, trial_id),
+    ).fetchone()
+    return bool(row and row["state"] == states.ERROR and row["last_kind"] == states.UNMANAGED_LOST)
+
+
+def mark_lost(conn: Conn, timeout_seconds: float) -> list[int]:
+    """Unmanaged trials whose script has sent nothing (no heartbeat, no state) for longer than
+    ``timeout_seconds`` are ERROR, ended when last heard from; their experiments follow. As
+    Determined's master does (5 minutes; core_v2 sends a heartbeat every 60 s). Returns their
+    ids."""
+    lost = conn.execute(
+        "SELECT t.id, t.last_activity FROM experiments e JOIN trials t ON t.experiment_id = e.id"
+        " WHERE e.unmanaged AND e.state = %s AND NOT e.deleted AND t.state = %s"
+        " AND t.last_activity < now() - make_interval(secs => %s)"
+        " ORDER BY t.id FOR NO KEY UPDATE OF t SKIP LOCKED",
+        (states.ACTIVE, states.ACTIVE, timeout_seconds),
+    ).fetchall()
+    for r in lost:
+        states.unmanaged_trial(
+            conn,
+            r["id"],
+            states.ERROR,
+            f"its script sent no heartbeat for {timeout_seconds:.0f} s"
+            f" (last heard from at {r['last_activity'].isoformat(timespec='seconds')});"
+            " a heartbeat from it makes the trial ACTIVE again",
+            lost=True,
+        )
+        logger.warning("unmanaged trial %s lost: no heartbeat from its script", r["id"])
+    return [int(r["id"]) for r in lost]
 
 
 def report_progress(conn: Conn, trial_id: int, progress: float) -> None:

@@ -219,9 +219,17 @@ def world(tmp_path_factory: pytest.TempPathFactory, pg_server: str) -> Iterator[
             timeout=10,
         )
         assert r.status_code == 200, r.text
-        w.ids["bob_unmanaged_task_id"] = bob_post(
-            "/api/v1/trials", {"experimentId": r.json()["experiment"]["id"], "unmanaged": True}
-        )["trial"]["taskId"]
+        w.ids["bob_unmanaged_task_id"] = bob.put(
+            m.url + "/api/v1/trials",
+            json={
+                "createTrialRequest": {
+                    "experimentId": r.json()["experiment"]["id"],
+                    "unmanaged": True,
+                },
+                "externalTrialId": "t",
+            },
+            timeout=10,
+        ).json()["trial"]["taskId"]
         # An idle agent for the agent and slot routes (disabling sim-0 would stop both trials).
         w.agents.append(SimAgent(m.url, m.agent_token, "sim-idle", slots=1, train=hold).start())
         wait(
@@ -395,6 +403,7 @@ ROUTES: list[Route] = [
     # --- unmanaged (core_v2) scripts: their owner's session; Bob's trial here is managed (400)
     Route("PUT", "/api/v1/experiments/by-external-id/<path:external_id>", ANY_USER,
           lambda w, c: {"config": UNMANAGED_CONFIG, "unmanaged": True}),
+    Route("GET", "/api/v1/trials/by-external-id/<path:external_id>/<external_trial_id>", ANY_USER),
     Route("POST", "/api/v1/trials", OWNER,
           lambda w, c: {"experimentId": w.ids["bob_experiment"], "unmanaged": True}),
     Route("PUT", "/api/v1/trials", OWNER,
@@ -544,8 +553,11 @@ def _path(w: World, route: Route, caller: str) -> str:
         "key": ids["bob_project_key"], "token_id": ids["bob_token"], "page": "experiments", "command_id": ids["bob_command"],
         "notebook_id": ids["bob_notebook"], "shell_id": ids["bob_shell"],
         "tensorboard_id": ids["bob_tensorboard"], "external_id": "a-run",
+        "external_trial_id": "t",
         "webhook_id": ids["bob_webhook"],
     }  # fmt: skip
+    if rule.startswith("/api/v1/trials/by-external-id/"):
+        values["external_id"] = "bobs-unmanaged"  # bob's unmanaged trial, external id "t"
     path = rule
     for key, value in values.items():
         for conv in ("int:", "path:", ""):

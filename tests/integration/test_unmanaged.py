@@ -7,15 +7,19 @@ reach a managed trial its holder does not own."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import textwrap
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import requests
+import yaml
 
 from tests.compat.official import ensure_official_venv
 from tests.integration import cli_support
@@ -35,6 +39,7 @@ SCRIPT = textwrap.dedent(
     """
     import json, pathlib, sys
     from determined import core
+    from determined.common.api import bindings
     from determined.experimental import client, core_v2
 
     master, password, ext_exp, ext_trial, store = sys.argv[1:6]
@@ -51,6 +56,10 @@ SCRIPT = textwrap.dedent(
             checkpoint_storage=store,
         ),
     )
+    # Determined's GetTrialByExternalID, parsed by the official bindings.
+    found = bindings.get_GetTrialByExternalID(
+        alice._session, externalExperimentId=ext_exp, externalTrialId=ext_trial
+    ).trial
     latest = core_v2.info.latest_checkpoint
     start = 0
     if latest is not None:
@@ -73,6 +82,7 @@ SCRIPT = textwrap.dedent(
         "run_id": core_v2.info.trial._trial_run_id,
         "task_id": core_v2.info.task_id,
         "checkpoint": storage_id,
+        "found": [found.id, found.experimentId, found.state.value],
     }
     core_v2.close()
     print("RESULT " + json.dumps(result))
@@ -132,6 +142,7 @@ def test_core_v2_script_runs_unmanaged_and_resumes(
     assert first["start"] == 0 and first["latest"] is None and first["run_id"] == 1
 
     eid, tid = first["experiment_id"], first["trial_id"]
+    assert first["found"] == [tid, eid, "STATE_ACTIVE"]
     exp = cli_master.get(f"/api/v1/experiments/{eid}")["experiment"]
     assert exp["unmanaged"] is True
     assert exp["externalExperimentId"] == ext_exp
@@ -154,6 +165,7 @@ def test_core_v2_script_runs_unmanaged_and_resumes(
 
     second = _run_script(cli_master, tmp_path, ext_exp, "trial-1", store)
     assert (second["experiment_id"], second["trial_id"]) == (eid, tid)
+    assert second["found"] == [tid, eid, "STATE_ACTIVE"]
     assert second["latest"] == first["checkpoint"]
     assert second["start"] == 5 and second["end"] == 10
     assert second["run_id"] == 2
@@ -312,7 +324,28 @@ def test_only_the_owner_reports_into_an_unmanaged_trial(
         timeout=30,
     )
     assert r.status_code == 200, r.text
-    assert r.json()["experiment"]["id"] != eid
+    bob_eid = r.json()["experiment"]["id"]
+    assert bob_eid != eid
+    # GetTrialByExternalID: only alice's trial has that name so far, and users read everything.
+    by_ext = f"{url}/api/v1/trials/by-external-id/{ext}/t"
+    assert bob.get(by_ext, timeout=30).json()["trial"]["id"] == tid
+    r = bob.put(
+        f"{url}/api/v1/trials",
+        json={
+            "createTrialRequest": {"experimentId": bob_eid, "unmanaged": True},
+            "externalTrialId": "t",
+        },
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    bob_tid = r.json()["trial"]["id"]
+    # Now each finds their own; a third user is told the name is ambiguous; none: a 404.
+    assert alice.get(by_ext, timeout=30).json()["trial"]["id"] == tid
+    assert bob.get(by_ext, timeout=30).json()["trial"]["id"] == bob_tid
+    r = cli_master.session().get(by_ext, timeout=30)
+    assert r.status_code == 400 and "externalExperimentId" in r.json()["message"], r.text
+    r = alice.get(f"{url}/api/v1/trials/by-external-id/{ext}/no-such-trial", timeout=30)
+    assert r.status_code == 404, r.text
 
     # alice's own reports land; her script's states move the experiment.
     r = alice.patch(
@@ -471,3 +504,67 @@ def test_concurrent_puts_of_one_external_id_make_one_experiment_and_one_trial(
     with ThreadPoolExecutor(6) as pool:
         got = set(pool.map(put_both, range(6)))
     assert len(got) == 1, got
+
+
+def _db_url(master: Master) -> str:
+    return str(yaml.safe_load(master.config_file.read_text())["db"]["url"])
+
+
+def test_a_silent_script_is_lost_and_its_next_heartbeat_revives_it(
+    cli_master: Master, users: dict[str, str]
+) -> None:
+    """A script that stops reporting (killed, its node gone) leaves its trial ERROR once
+    ``unmanaged_timeout_seconds`` (300) pass without a heartbeat, ended when it was last heard
+    from; a heartbeat from it afterwards makes it ACTIVE again, while an ERROR the script
+    reported itself stays."""
+    alice, url = _as(cli_master, users["alice"]), cli_master.url
+    r = alice.put(
+        f"{url}/api/v1/experiments/by-external-id/{uuid.uuid4().hex}",
+        json={
+            "config": "name: silent\nsearcher: {name: single, metric: loss}\n",
+            "unmanaged": True,
+        },
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    eid = r.json()["experiment"]["id"]
+    r = alice.post(f"{url}/api/v1/trials", json={"experimentId": eid, "unmanaged": True})
+    tid = r.json()["trial"]["id"]
+    assert alice.post(f"{url}/api/v1/trials/{tid}/start", json={"trialId": tid}, timeout=30).ok
+
+    def states() -> tuple[str, str]:
+        trial = cli_master.get(f"/api/v1/trials/{tid}")["trial"]
+        return trial["state"], cli_master.get(f"/api/v1/experiments/{eid}")["experiment"]["state"]
+
+    assert states() == ("STATE_ACTIVE", "STATE_ACTIVE")
+    with psycopg.connect(_db_url(cli_master), autocommit=True) as conn:
+        # Heard from 4 minutes ago: not lost yet.
+        conn.execute(
+            "UPDATE trials SET last_activity = now() - interval '4 minutes' WHERE id = %s", (tid,)
+        )
+        row = conn.execute("SELECT last_activity FROM trials WHERE id = %s", (tid,)).fetchone()
+        assert row is not None
+        time.sleep(8)  # more than one look of the leader (every 5 s)
+        assert states() == ("STATE_ACTIVE", "STATE_ACTIVE")
+        conn.execute(
+            "UPDATE trials SET last_activity = now() - interval '6 minutes' WHERE id = %s", (tid,)
+        )
+        heard = conn.execute("SELECT last_activity FROM trials WHERE id = %s", (tid,)).fetchone()
+    assert heard is not None
+    cli_support.wait(lambda: states() == ("STATE_ERROR", "STATE_ERROR"), 60, "the trial lost")
+    trial = cli_master.get(f"/api/v1/trials/{tid}")["trial"]
+    ended = dt.datetime.fromisoformat(trial["endTime"].replace("Z", "+00:00"))
+    assert abs((ended - heard[0]).total_seconds()) < 1, (ended, heard[0])
+
+    # The script was alive after all: its next heartbeat (PatchTrial without a state).
+    r = alice.patch(f"{url}/api/v1/trials/{tid}", json={"trialId": tid}, timeout=30)
+    assert r.status_code == 200, r.text
+    assert states() == ("STATE_ACTIVE", "STATE_ACTIVE")
+    # An ERROR the script reports stays one, whatever heartbeat races in after it.
+    r = alice.patch(
+        f"{url}/api/v1/trials/{tid}", json={"trialId": tid, "state": "STATE_ERROR"}, timeout=30
+    )
+    assert r.status_code == 200, r.text
+    r = alice.patch(f"{url}/api/v1/trials/{tid}", json={"trialId": tid}, timeout=30)
+    assert r.status_code == 200, r.text
+    assert states() == ("STATE_ERROR", "STATE_ERROR")
