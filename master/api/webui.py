@@ -31,6 +31,8 @@ _SCRIPTS = (
     "admin",
     "workspaces",
     "tasks",
+    "launch",
+    "settings",
 )
 _ASSETS = {
     "app.css": "text/css; charset=utf-8",

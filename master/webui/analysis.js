@@ -211,7 +211,7 @@ async function experimentPage(main, id) {
     const metric = e.searcherMetric;
     const configOpen = !!boxes.config.querySelector("details[open]");
     render(boxes.head,
-      h("h1", {}, `Experiment ${e.id}: `, e.name, " ", badge(e.state), unmanagedMark(e), " ", e.unmanaged ? null : experimentActions(e), " ", e.unmanaged ? null : lineageActions(e, boxes.lineage)),
+      h("h1", {}, `Experiment ${e.id}: `, e.name, " ", badge(e.state), unmanagedMark(e), " ", experimentActions(e), " ", e.unmanaged ? null : lineageActions(e, boxes.lineage)),
       e.description ? h("p", {}, e.description) : null,
       facts([
         ["Searcher", `${e.searcherType} on ${metric} (${smaller ? "smaller" : "larger"} is better)`],

@@ -343,6 +343,7 @@ function routes() {
     [/^\/det\/models\/([^/]+)\/?$/, modelPage, "models"],
     [/^\/det\/models\/([^/]+)\/versions\/(\d+)\/?$/, modelVersionPage, "models"],
     [/^\/det\/tasks\/?$/, tasksPage, "tasks"],
+    [/^\/det\/tasks\/new\/?$/, launchPage, "tasks"],
     [/^\/det\/tasks\/([^/]+)\/logs\/?$/, taskLogsPage, "tasks"],
     [/^\/det\/open\/([^/]+)\/?$/, openTaskPage, "tasks"],
     // The links Determined's CLI prints and opens (`det notebook start|open`, `det tensorboard
@@ -353,6 +354,7 @@ function routes() {
     [/^\/det\/jobs\/?$/, jobsPage, "jobs"],
     [/^\/det\/cluster(s)?\/?$/, clusterPage, "cluster"],
     [/^\/det\/admin\/users\/?$/, usersPage, "users"],
+    [/^\/det\/settings\/?$/, settingsPage, "settings"],
   ];
 }
 
@@ -403,7 +405,8 @@ async function start() {
     .then((user) => {
       document.getElementById("nav-users").hidden = !user.admin;
       document.getElementById("who").replaceChildren(
-        user.username + " ",
+        h("a", { href: "/det/settings", title: "Your settings: password, default workspace, access tokens", "data-section": "settings", class: section === "settings" ? "current" : "" }, user.username),
+        " ",
         h("button", {
           class: "link",
           onclick: async () => {

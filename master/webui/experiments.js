@@ -52,10 +52,17 @@ function labelChips(e) {
     } }, "+"));
 }
 
+function archiveButtons(e, post) {
+  if (e.archived) return h("button", { onclick: post("unarchive") }, "Unarchive");
+  return isTerminal(e.state) ? h("button", { onclick: post("archive") }, "Archive") : null;
+}
+
 function experimentActions(e) {
   const st = stateName(e.state);
   const post = (verb) => () => act(verb + " experiment " + e.id, () => expPost(e.id, verb));
   const buttons = [];
+  // An unmanaged experiment (a core_v2 script run elsewhere) only archives and unarchives here.
+  if (e.unmanaged) return h("span", { class: "actions" }, archiveButtons(e, post));
   if (st === "ACTIVE") buttons.push(h("button", { onclick: post("pause") }, "Pause"));
   if (st === "PAUSED") buttons.push(h("button", { onclick: post("activate") }, "Activate"));
   if (st === "ACTIVE" || st === "PAUSED") {
@@ -63,8 +70,7 @@ function experimentActions(e) {
       if (confirm(`Kill experiment ${e.id} (${e.name})? Running trials stop without a checkpoint.`)) post("kill")();
     } }, "Kill"));
   }
-  if (isTerminal(e.state) && !e.archived) buttons.push(h("button", { onclick: post("archive") }, "Archive"));
-  if (e.archived) buttons.push(h("button", { onclick: post("unarchive") }, "Unarchive"));
+  buttons.push(archiveButtons(e, post));
   // A TensorBoard over the experiment's trials; the tasks page opens it once it runs.
   buttons.push(h("button", { title: "Start TensorBoard over this experiment's trials", onclick: () => act("start TensorBoard for experiment " + e.id, async () => {
     await api("/api/v1/tensorboards", { method: "POST", body: { experimentIds: [e.id] } });
@@ -143,6 +149,9 @@ async function experimentsPage(main, projectId = null, heading = null) {
     h("button", { disabled: !selected.size, onclick: () => runBatch("Pause", "pause", (e) => stateName(e.state) === "ACTIVE") }, "Pause"),
     h("button", { disabled: !selected.size, onclick: () => runBatch("Activate", "activate", (e) => stateName(e.state) === "PAUSED") }, "Activate"),
     h("button", { class: "danger", disabled: !selected.size, onclick: () => runBatch("Kill", "kill", (e) => !isTerminal(e.state)) }, "Kill"),
+    h("button", { disabled: !selected.size, title: "Start a TensorBoard over the selected experiments", onclick: () => {
+      location.assign("/det/tasks/new?kind=tensorboard&experiments=" + selectedRows().filter((e) => !e.unmanaged).map((e) => e.id).join(","));
+    } }, "TensorBoard…"),
     h("button", { disabled: !selected.size, onclick: async () => {
       const l = prompt(`Label for ${selected.size} experiment(s):`);
       if (!l) return;

@@ -53,9 +53,9 @@ async function tasksPage(main) {
           taskDone(x) ? null : h("button", { class: "danger", onclick: () => {
             if (confirm(`Kill ${noun} ${x.description || x.id}?`)) act(`kill ${noun}`, () => api(`/api/v1/${path}/${encodeURIComponent(x.id)}/kill`, { method: "POST", body: {} }));
           } }, "Kill")),
-      ]), `No ${title.toLowerCase()}${showEnded ? "" : " running"}. Start one with det ${noun === "command" ? "cmd run" : noun + " start"}.`));
+      ]), `No ${title.toLowerCase()}${showEnded ? "" : " running"}. Start one here (Start a task) or with det ${noun === "command" ? "cmd run" : noun + " start"}.`));
   });
-  render(main, h("h1", {}, "Tasks"),
+  render(main, h("h1", {}, "Tasks ", h("a", { class: "button start-task", href: "/det/tasks/new" }, "Start a task…")),
     h("form", { class: "toolbar", onsubmit: (ev) => ev.preventDefault() }, h("label", {}, h("input", { type: "checkbox", name: "ended", checked: showEnded, onchange: (ev) => {
       setQuery({ ended: ev.target.checked ? "show" : "" });
       refresh();

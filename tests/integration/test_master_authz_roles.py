@@ -378,6 +378,11 @@ ROUTES: list[Route] = [
           lambda w, c: {"experimentId": w.ids["bob_experiment"], "data": {"title": "t"}}),
     Route("GET", "/api/v1/templates/<name>", ANY_USER),
     Route("GET", "/api/v1/tokens", ANY_USER),
+    # a user's own WebUI settings: each user their own, never a task
+    Route("GET", "/api/v1/users/setting", ANY_USER),
+    Route("POST", "/api/v1/users/setting", ANY_USER,
+          lambda w, c: {"settings": [{"storagePath": "p", "key": "k", "value": c}]}),
+    Route("POST", "/api/v1/users/setting/reset", ANY_USER),
     Route("GET", "/api/v1/users", ANY_USER),
     Route("GET", "/api/v1/users/<int:user_id>", ANY_USER),
     Route("GET", "/api/v1/users/<username>/by-username", ANY_USER),
