@@ -8,7 +8,9 @@ each read, ``--threads`` client threads (keep-alive sessions, logged in) call it
 Flask app served by waitress with the master's thread count, measured the same way in the same
 run, so the figures can be compared across machines. The metric series read is shown beside the
 same rows read by an indexed SELECT through psycopg, and the sampled series (CompareTrials) is
-also read by one client alone (medians of ``--runs``).
+also read by one client alone (medians of ``--runs``). The job queue read goes over the
+paused experiments' jobs but lists none of them (a paused experiment asks for no slots and is
+left out, as in Determined's queue).
 
 Each client thread reads as a user of its own (``--users``, default one per thread): a single
 user's 16 concurrent requests would be over the master's per-user admission limit and answered

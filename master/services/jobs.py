@@ -1,5 +1,6 @@
 """The job queue: one job per experiment or interactive task, ordered by priority then
-``queue_key``.
+``queue_key``. A paused experiment is left out while it asks for no slots, as Determined's
+queue (built from the resource manager's requests) leaves it out.
 
 What a job's queue state and ``jobsAhead`` are is never stored: it is what the scheduler's own
 decision over the current snapshot says (``scheduling.queue_view``), so the queue the user sees is
@@ -61,11 +62,12 @@ def list_jobs(conn: Conn, st: MasterState, pool: str | None, desc: bool) -> list
     }
     out = []
     for r in rows:
-        r["pending_reason"] = reasons.get(r["id"]) if not r["allocated"] else None
         if r["exp_state"] == states.PAUSED and not r["requested"]:
-            # Kept in the list (its priority can be changed before it resumes), but it asks
-            # for nothing: say so rather than look stuck.
-            r["pending_reason"] = "the experiment is paused; activate it to queue its trials"
+            # As Determined's queue: a job is listed while it asks for slots; a paused
+            # experiment asks for none (its trials let go of theirs). Its row keeps its priority
+            # and place, so it returns there when activated, and `det job update` still works.
+            continue
+        r["pending_reason"] = reasons.get(r["id"]) if not r["allocated"] else None
         q = info.get(r["id"])
         if q and q.get("capped"):
             r["pending_reason"] = q["capped"]

@@ -120,9 +120,10 @@ def test_bad_metric_report_is_refused(live_master: Master) -> None:
 
 
 def test_job_update_with_bad_priority_changes_nothing(live_master: Master) -> None:
-    eid = live_master.post("/api/v1/experiments", {"config": GOOD, "activate": False})[
-        "experiment"
-    ]["id"]
+    # Active: a paused experiment is not in the queue (as in Determined).
+    eid = live_master.post("/api/v1/experiments", {"config": GOOD, "activate": True})["experiment"][
+        "id"
+    ]
     job_id = live_master.get(f"/api/v1/experiments/{eid}")["experiment"]["jobId"]
     r = live_master.session().post(
         live_master.url + "/api/v1/job-queues",

@@ -84,15 +84,15 @@ def test_official_cli_round_trip(official_bin: Path, live_master: Master, tmp_pa
 
     det("experiment", "activate", str(exp_id))
     assert live_master.get(f"/api/v1/experiments/{exp_id}")["experiment"]["state"] == "STATE_ACTIVE"
-    det("experiment", "pause", str(exp_id))
-    assert live_master.get(f"/api/v1/experiments/{exp_id}")["experiment"]["state"] == "STATE_PAUSED"
-
     jobs = det("job", "list")
     job_id = live_master.get(f"/api/v1/experiments/{exp_id}")["experiment"]["jobId"]
     assert job_id[:8] in jobs or str(exp_id) in jobs
     det("job", "update", job_id, "--priority", "7")
     queue = live_master.get("/api/v1/job-queues")["jobs"]
     assert [j["priority"] for j in queue if j["jobId"] == job_id] == [7]
+
+    det("experiment", "pause", str(exp_id))
+    assert live_master.get(f"/api/v1/experiments/{exp_id}")["experiment"]["state"] == "STATE_PAUSED"
 
     det("experiment", "kill", str(exp_id))
     state = live_master.get(f"/api/v1/experiments/{exp_id}")["experiment"]["state"]
