@@ -20,10 +20,12 @@ from tests.e2e.cluster import (
     Cluster,
     cluster,
     cluster_factory,
+    one_slot,
     wait_for,
 )
+from tests.integration.conftest import ADMIN_PASSWORD
 
-__all__ = ["cluster", "cluster_factory"]
+__all__ = ["cluster", "cluster_factory", "one_slot"]
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 
@@ -286,6 +288,52 @@ def test_a_trial_class_runs_with_its_legacy_entrypoint(cluster: Cluster) -> None
     for kept in assert_retention_applied(cluster, eid, t["id"], "state_dict.pth"):
         assert (cluster.checkpoints / kept["uuid"] / "code" / "model_def.py").is_file()
     assert t["searcherMetricValue"] == pytest.approx(min(losses))
+
+
+@pytest.mark.slow
+def test_official_create_test_mode_trains_one_batch_and_succeeds(one_slot: Cluster) -> None:
+    """The official 0.38.1 ``det experiment create --test``: it validates the config
+    (validateOnly), creates a test experiment from it (one batch, validation and checkpoint
+    after it, no restarts, checkpoints not kept) and follows it to COMPLETED, on real Docker."""
+    import subprocess
+
+    from tests.compat.official import ensure_official_venv
+
+    cluster = one_slot
+    example = EXAMPLES / "pytorch_trial"
+    home = cluster.tmp / "official-home"
+    home.mkdir(exist_ok=True)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "DET_MASTER": cluster.master.url}
+    det = str(ensure_official_venv() / "det")
+    login = subprocess.run(
+        [det, "user", "login", "admin"],
+        input=ADMIN_PASSWORD + "\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert login.returncode == 0, login.stderr
+    before = {e["id"] for e in cluster.master.get("/api/v1/experiments")["experiments"]}
+    r = subprocess.run(
+        [det, "experiment", "create", "--test", str(example / "const.yaml"), str(example)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{cluster.dump()}"
+    assert "Experiment configuration validation succeeded" in r.stdout, r.stdout
+    assert "Model definition test succeeded" in r.stdout, r.stdout
+    created = [
+        e for e in cluster.master.get("/api/v1/experiments")["experiments"] if e["id"] not in before
+    ]
+    assert len(created) == 1, created  # validateOnly created nothing; the test experiment one
+    eid = created[0]["id"]
+    assert created[0]["state"] == "STATE_COMPLETED"
+    t = only_trial(cluster, eid)
+    assert [m["totalBatches"] for m in cluster.metrics(t["id"], "validation")] == [1]
+    assert max(m["totalBatches"] for m in cluster.metrics(t["id"], "training")) == 1
 
 
 @pytest.mark.slow
