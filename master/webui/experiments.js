@@ -52,7 +52,10 @@ function labelChips(e) {
     } }, "+"));
 }
 
-function archiveButtons(e, post) {
+// Archive or Unarchive (a finished experiment's page does not refresh itself: it is reloaded).
+function archiveButtons(e) {
+  const onPage = /^\/det\/experiments\/\d+\/?$/.test(location.pathname);
+  const post = (verb) => () => act(verb + " experiment " + e.id, () => expPost(e.id, verb), onPage ? async () => location.reload() : refresh);
   if (e.archived) return h("button", { onclick: post("unarchive") }, "Unarchive");
   return isTerminal(e.state) ? h("button", { onclick: post("archive") }, "Archive") : null;
 }
@@ -62,7 +65,7 @@ function experimentActions(e) {
   const post = (verb) => () => act(verb + " experiment " + e.id, () => expPost(e.id, verb));
   const buttons = [];
   // An unmanaged experiment (a core_v2 script run elsewhere) only archives and unarchives here.
-  if (e.unmanaged) return h("span", { class: "actions" }, archiveButtons(e, post));
+  if (e.unmanaged) return h("span", { class: "actions" }, archiveButtons(e));
   if (st === "ACTIVE") buttons.push(h("button", { onclick: post("pause") }, "Pause"));
   if (st === "PAUSED") buttons.push(h("button", { onclick: post("activate") }, "Activate"));
   if (st === "ACTIVE" || st === "PAUSED") {
@@ -70,7 +73,7 @@ function experimentActions(e) {
       if (confirm(`Kill experiment ${e.id} (${e.name})? Running trials stop without a checkpoint.`)) post("kill")();
     } }, "Kill"));
   }
-  buttons.push(archiveButtons(e, post));
+  buttons.push(archiveButtons(e));
   // A TensorBoard over the experiment's trials; the tasks page opens it once it runs.
   buttons.push(h("button", { title: "Start TensorBoard over this experiment's trials", onclick: () => act("start TensorBoard for experiment " + e.id, async () => {
     await api("/api/v1/tensorboards", { method: "POST", body: { experimentIds: [e.id] } });

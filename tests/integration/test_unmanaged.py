@@ -24,7 +24,7 @@ import yaml
 from tests.compat.official import ensure_official_venv
 from tests.integration import cli_support
 from tests.integration.cli_support import Det, sim_config
-from tests.integration.conftest import ADMIN_PASSWORD, Master
+from tests.integration.conftest import ADMIN_PASSWORD, Master, wait_for
 from tests.integration.webui_support import browser, login, page  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.integration
@@ -467,8 +467,25 @@ def test_webui_marks_unmanaged_experiments(
     page.goto(f"{cli_master.url}/det/experiments/{eid}")
     page.locator("h1 .state-UNMANAGED").wait_for()
     assert "a script run outside the cluster" in page.locator("dl.facts").inner_text()
-    # No Fork, Continue, Pause or Kill: the cluster has no code of it and does not run it.
-    assert page.locator("h1 button").count() == 0
+    # No Fork, Continue, Pause, Kill or TensorBoard: the cluster has no code of it and does not
+    # run it. Archive and Unarchive only (issue 26).
+    head = page.locator("h1")
+    assert [b.strip() for b in head.locator("button").all_inner_texts()] == ["Archive"]
+    head.get_by_role("button", name="Archive", exact=True).click()
+    head.get_by_role("button", name="Unarchive").wait_for()
+    assert cli_master.get(f"/api/v1/experiments/{eid}")["experiment"]["archived"] is True
+    head.get_by_role("button", name="Unarchive").click()
+    head.get_by_role("button", name="Archive", exact=True).wait_for()
+    assert cli_master.get(f"/api/v1/experiments/{eid}")["experiment"]["archived"] is False
+    # The list offers the same, and only that, on its row.
+    page.goto(f"{cli_master.url}/det/experiments")
+    assert [b.strip() for b in row.locator(".actions button").all_inner_texts()] == ["Archive"]
+    row.get_by_role("button", name="Archive", exact=True).click()
+    wait_for(
+        lambda: cli_master.get(f"/api/v1/experiments/{eid}")["experiment"]["archived"],
+        30,
+        what="the archive from the list",
+    )
 
 
 def test_concurrent_puts_of_one_external_id_make_one_experiment_and_one_trial(
