@@ -6,16 +6,22 @@ killed after its ``idle_timeout``. The official CLI's ``notebook start --no-brow
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from det.cli.notebooks import with_path
+from tests.compat.official import ensure_official_venv
 from tests.e2e.cluster import Cluster, cluster_factory, one_slot, plain, wait_for
 from tests.e2e.test_commands import det
 from tests.e2e.ws import WebSocket
+from tests.integration.conftest import ADMIN_PASSWORD
 from tests.integration.task_origin_support import cookie_pair, task_request
 from tests.integration.webui_support import browser, page
 
@@ -174,21 +180,56 @@ def test_official_cli_starts_a_notebook(one_slot: Cluster) -> None:
 
 
 @pytest.mark.browser
-def test_a_browser_runs_code_in_the_proxied_jupyterlab(one_slot: Cluster, page: Any) -> None:
-    """Chromium opens the URL the official CLI opens (the master's, which sends a ticket it
-    carries on to the tasks' origin, where it becomes a cookie), starts a Python notebook from JupyterLab's launcher and runs ``6*7`` in its kernel, whose
-    WebSocket goes through the master's proxy."""
+def test_a_browser_runs_code_in_the_proxied_jupyterlab(
+    one_slot: Cluster, page: Any, tmp_path: Path
+) -> None:
+    """``det notebook start`` of the official CLI, followed to the URL it opens (issue 26):
+    its browser (``BROWSER``, recorded) gets the WebUI's /det/interactive/... link; Chromium
+    logs in there, opens the notebook with one click on the tasks' own origin (a ticket that
+    becomes a cookie), starts a Python notebook from JupyterLab's launcher and runs ``6*7`` in
+    its kernel, whose WebSocket goes through the master's proxy."""
     c = one_slot
-    nid = c.master.post("/api/v1/notebooks", {})["notebook"]["id"]
-    wait_for(
-        lambda: c.master.get(f"/api/v1/tasks/{nid}")["task"]["allocations"][0].get("isReady"),
-        180,
-        "the notebook to be ready",
+    opened = tmp_path / "opened.txt"
+    recorder = tmp_path / "browser.py"
+    recorder.write_text("import sys\nopen(sys.argv[2], 'a').write(sys.argv[1] + '\\n')\n")
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "DET_MASTER": c.master.url,
+        "DET_USER": "admin",
+        "DET_PASS": ADMIN_PASSWORD,
+        "BROWSER": f"{sys.executable} {recorder} %s {opened}",
+    }
+    r = subprocess.run(
+        [str(ensure_official_venv() / "det"), "notebook", "start"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+        check=False,
     )
-    ticket = c.master.post("/api/v1/proxy_tickets", {"taskId": nid})["ticket"]
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{c.dump()}"
+    (url,) = opened.read_text().splitlines()
+    (nid,) = [
+        n["id"]
+        for n in c.master.get("/api/v1/notebooks")["notebooks"]
+        if n["state"] != "STATE_TERMINATED"
+    ]
+    assert url.startswith(f"{c.master.url}/det/interactive/{nid}/"), url
+    assert c.master.get(f"/api/v1/tasks/{nid}")["task"]["allocations"][0].get("isReady")
+
     page.set_default_timeout(90_000)  # JupyterLab's bundles on a busy machine
-    page.goto(f"{c.master.url}/proxy/{nid}/lab?det_ticket={ticket}")
-    page.wait_for_url(f"**/proxy/{nid}/lab**")
+    page.goto(url)
+    page.wait_for_url("**/det/login**")
+    page.fill("input[name=username]", "admin")
+    page.fill("input[name=password]", ADMIN_PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(url)
+    page.get_by_role("button", name="Open", exact=True).click()
+    page.wait_for_url(f"http://{nid}.localhost:*/proxy/{nid}/lab**")
+    # The WebUI's session stays on its origin: JupyterLab's pages cannot read it.
+    assert page.evaluate("() => localStorage.getItem('det.token')") is None
     page.locator(".jp-LauncherCard[data-category='Notebook']").first.click()
 
     def kernel_idle() -> bool:
