@@ -192,7 +192,15 @@ def _cloud_verbs(
         help="a cluster's outputs, its master's health and the tail of its boot logs",
     )
     status.add_argument("--cluster-id", required=True)
-    status.add_argument("--lines", type=int, default=50, help="boot log lines to show (default 50)")
+    status.add_argument(
+        "--lines", type=int, default=50, help="lines of each machine's logs (default 50)"
+    )
+    status.add_argument(
+        "--agents",
+        type=int,
+        default=3,
+        help="agents shown beside the master, those that wrote last (default 3)",
+    )
     status.add_argument(
         "--master-cert-file",
         help="the master's certificate (default: the one `up` saved for the cluster)",

@@ -358,12 +358,19 @@ def status(args: argparse.Namespace, out: TextIO) -> int:
     """The stack's outputs, the master's health and the tail of the boot logs."""
     use_state_url(args)
 
-    def boot_log(outputs: Mapping[str, Any], lines: int) -> tuple[str, list[str]]:
+    def boot_log(
+        outputs: Mapping[str, Any], lines: int, agents: int
+    ) -> tuple[str, list[status_report.MachineLog]]:
         group = str(outputs.get("log_group") or f"/det/{args.cluster_id}")
         region = args.region or outputs.get("region")
         where = f"CloudWatch Logs group {group}"
         session = _session(region, args.profile)
         preflight.check_credentials(session)
-        return where, bootlog.tail(session.client("logs"), group, lines)
+        master = str(outputs.get("master_instance_id") or "") or None
+        logs = session.client("logs")
+        ec2 = session.client("ec2")
+        return where, bootlog.tail(
+            logs, group, lines, master=master, agents=agents, ec2=ec2, cluster_id=args.cluster_id
+        )
 
     return status_report.report(args, out, "aws", PROJECT, boot_log)

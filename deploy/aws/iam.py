@@ -70,6 +70,8 @@ LOG_WRITE_ACTIONS = ("logs:CreateLogStream", "logs:PutLogEvents")
 #: What ``det deploy aws status`` (``bootlog.tail``) calls with the deploying user's
 #: credentials, besides ``sts:GetCallerIdentity``, which needs no permission.
 LOG_READ_ACTIONS = ("logs:DescribeLogStreams", "logs:GetLogEvents")
+#: ... and to find the cluster's running agents (EC2 scopes no Describe action to a resource).
+STATUS_READ_ACTIONS = (*LOG_READ_ACTIONS, "ec2:DescribeInstances")
 
 
 def log_statements(log_group_arn: str) -> list[dict[str, Any]]:
@@ -86,7 +88,8 @@ def log_statements(log_group_arn: str) -> list[dict[str, Any]]:
 
 def status_reader_policy(log_group_arn: str) -> dict[str, Any]:
     """The deploying user's grant for ``status``: read one cluster's boot logs (the group for
-    DescribeLogStreams, its streams ``<group arn>:log-stream:*`` for GetLogEvents)."""
+    DescribeLogStreams, its streams ``<group arn>:log-stream:*`` for GetLogEvents) and list
+    instances (to find the cluster's agents; DescribeInstances takes only ``*``)."""
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -95,7 +98,13 @@ def status_reader_policy(log_group_arn: str) -> dict[str, Any]:
                 "Effect": "Allow",
                 "Action": list(LOG_READ_ACTIONS),
                 "Resource": [log_group_arn, f"{log_group_arn}:*"],
-            }
+            },
+            {
+                "Sid": "FindAgents",
+                "Effect": "Allow",
+                "Action": [a for a in STATUS_READ_ACTIONS if a not in LOG_READ_ACTIONS],
+                "Resource": "*",
+            },
         ],
     }
 

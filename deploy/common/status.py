@@ -1,6 +1,9 @@
-"""``det deploy aws|gcp status``: the stack's outputs, the master's health and the boot log's tail.
+"""``det deploy aws|gcp status``: the stack's outputs, the master's health and the boot logs'
+tails, per machine.
 
-Each cloud passes in how to read its boot log (CloudWatch Logs / Cloud Logging); the rest is
+Each cloud passes in how to read its boot logs (CloudWatch Logs / Cloud Logging) as one
+:class:`MachineLog` per machine: the master and the agents that wrote last, each file's last
+lines on their own, so a busy master's log never crowds an agent's boot out of view. The rest is
 shared: the outputs come from the deploy state (read from the state files when they are on this
 machine, so no Pulumi CLI is needed), the health is ``GET /info`` over HTTPS trusting only the
 cluster's saved certificate.
@@ -10,7 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -31,6 +35,62 @@ _SHOWN = (
     "boot_log_name",
     "images",
 )
+
+
+# The files a machine ships (``common.logship``): its boot log, then its service's log.
+BOOT_FILE = "det-bootstrap.log"
+MASTER_FILE = "det-master.log"
+AGENT_FILE = "det-agent.log"
+
+# How many agents `status` shows by default (those whose logs were written last).
+DEFAULT_AGENTS = 3
+MAX_LINES = 10_000
+
+
+@dataclass(frozen=True)
+class MachineLog:
+    """One machine's shipped logs: ``files`` maps a file name to its last lines as
+    ``(time, text)``, oldest first, the boot log first. ``role`` is ``master``, ``agent`` or
+    ``machine`` (neither, e.g. a master that was replaced)."""
+
+    machine: str
+    role: str
+    files: Mapping[str, Sequence[tuple[str, str]]] = field(default_factory=dict)
+
+    def lines(self, name: str) -> list[str]:
+        """``TIME text`` lines of one file."""
+        return [f"{t} {text}" for t, text in self.files.get(name, ())]
+
+    def flat(self) -> list[str]:
+        """``TIME [machine/file] text`` lines, file after file."""
+        return [
+            f"{t} [{self.machine}/{name}] {text}"
+            for name, lines in self.files.items()
+            for t, text in lines
+        ]
+
+
+def file_order(name: str) -> tuple[int, str]:
+    """The boot log first, then the service's log, then anything else by name."""
+    return ({BOOT_FILE: 0, MASTER_FILE: 1, AGENT_FILE: 1}.get(name, 2), name)
+
+
+def role_of(machine: str, files: Sequence[str], master: str | None) -> str:
+    """``master`` for the cluster's current master; ``agent`` for a machine that shipped no
+    master log; ``machine`` for another (a master an ``up --refresh-images`` replaced)."""
+    if master and machine == master:
+        return "master"
+    if MASTER_FILE in files:
+        return "master" if not master else "machine"
+    return "agent"
+
+
+def check_lines(lines: int, agents: int) -> None:
+    """``--lines`` and ``--agents`` in range, or one line naming the flag."""
+    if not 1 <= lines <= MAX_LINES:
+        raise DeployError(f"--lines must be between 1 and {MAX_LINES} (got {lines})")
+    if not 0 <= agents <= 100:
+        raise DeployError(f"--agents must be between 0 and 100 (got {agents})")
 
 
 def stack_outputs(project: str, cluster_id: str) -> dict[str, Any]:
@@ -83,9 +143,12 @@ def report(
     out: TextIO,
     cloud: str,
     project: str,
-    boot_log: Callable[[Mapping[str, Any], int], tuple[str, list[str]]],
+    boot_log: Callable[[Mapping[str, Any], int, int], tuple[str, list[MachineLog]]],
 ) -> int:
-    """``boot_log(outputs, lines)`` → (where the log is, its last lines, oldest first)."""
+    """``boot_log(outputs, lines, agents)`` → (where the logs are, the master's and the last
+    ``agents`` agents' logs, the master first)."""
+    agents = getattr(args, "agents", DEFAULT_AGENTS)
+    check_lines(args.lines, agents)
     outputs = stack_outputs(project, args.cluster_id)
     cert_file = Path(args.master_cert_file) if getattr(args, "master_cert_file", None) else None
     if cert_file is None:
@@ -94,17 +157,30 @@ def report(
     healthy, health = (
         master_health(url, cert_file, tls.CERT_NAME) if url else (False, "no master_url output")
     )
+    machines: list[MachineLog]
     try:
-        where, lines = boot_log(outputs, args.lines)
+        where, machines = boot_log(outputs, args.lines, agents)
         log_error = None
     except DeployError as e:
-        where, lines, log_error = "boot log", [], str(e)
+        where, machines, log_error = "boot log", [], str(e)
     if args.json:
         doc = {
             "clusterId": args.cluster_id,
             "outputs": outputs,
             "master": {"healthy": healthy, "message": health},
-            "bootLog": {"source": where, "lines": lines, "error": log_error},
+            "bootLog": {
+                "source": where,
+                "machines": [
+                    {
+                        "machine": m.machine,
+                        "role": m.role,
+                        "files": {n: m.lines(n) for n in m.files},
+                    }
+                    for m in machines
+                ],
+                "lines": [line for m in machines for line in m.flat()],
+                "error": log_error,
+            },
         }
         json.dump(doc, out, indent=2, default=str)
         out.write("\n")
@@ -116,10 +192,15 @@ def report(
             shown = json.dumps(value) if isinstance(value, dict | list) else value
             out.write(f"  {key}: {shown}\n")
     out.write(f"\nMaster: {health}\n")
-    out.write(f"\nBoot log ({where}), last {args.lines} lines:\n")
+    out.write(f"\nBoot logs ({where}), the last {args.lines} lines of each file:\n")
     if log_error:
-        out.write(f"  cannot read it: {log_error}\n")
-    elif not lines:
+        out.write(f"  cannot read them: {log_error}\n")
+    elif not machines:
         out.write("  (nothing yet: the machines ship their log about a minute after they boot)\n")
-    out.write("".join(f"  {line}\n" for line in lines))
+    if not log_error and not any(m.role == "master" for m in machines):
+        out.write("  master: nothing shipped yet\n")
+    for m in machines:
+        for name in m.files:
+            out.write(f"  {m.role} {m.machine}, {name}:\n")
+            out.write("".join(f"    {line}\n" for line in m.lines(name)))
     return 0 if healthy else 1

@@ -1,7 +1,9 @@
-"""The tail of a GCP cluster's boot logs in Cloud Logging (``det deploy gcp status``).
+"""The tails of a GCP cluster's boot logs in Cloud Logging (``det deploy gcp status``).
 
 The machines write the log ``det-boot`` (``common.logship``), each entry labelled with its
-instance; ``entries:list`` returns the newest first, so the tail is one request.
+instance and file. The tails are per machine and per file: one ``entries:list`` finds the
+agents that wrote last, then one per file of the master and of each of those agents reads its
+newest entries (``entries:list`` answers newest first with ``orderBy: timestamp desc``).
 """
 
 from __future__ import annotations
@@ -11,8 +13,17 @@ from collections.abc import Callable
 from typing import Any
 
 from det.deploy.common.errors import DeployError
+from det.deploy.common.status import (
+    AGENT_FILE,
+    BOOT_FILE,
+    DEFAULT_AGENTS,
+    MASTER_FILE,
+    MachineLog,
+)
 
 ENDPOINT = "https://logging.googleapis.com"
+# entries:list's largest page (https://cloud.google.com/logging/docs/reference/v2/rest/v2/entries/list).
+_PAGE = 1000
 
 
 def endpoint() -> str:
@@ -21,28 +32,53 @@ def endpoint() -> str:
 
 
 def tail(
-    post: Callable[..., Any], project: str, log_name: str, cluster_id: str, lines: int
-) -> list[str]:
-    """The last ``lines`` entries of the cluster's machines, oldest first, each as
-    ``TIME [instance] text``; ``post`` is an authorized session's ``post``."""
-    body = {
-        "resourceNames": [f"projects/{project}"],
-        "filter": (
-            f'logName="projects/{project}/logs/{log_name}" '
-            f'AND (labels.instance:"det-master-{cluster_id}" '
-            f'OR labels.instance:"det-agent-{cluster_id}-")'
-        ),
-        "orderBy": "timestamp desc",
-        "pageSize": lines,
-    }
-    response = post(f"{endpoint()}/v2/entries:list", json=body, timeout=30)
-    if response.status_code != 200:
-        raise DeployError(
-            f"Cloud Logging answered HTTP {response.status_code} for the log {log_name}"
-        )
-    entries = response.json().get("entries") or []
-    return [
-        f"{e.get('timestamp', '')[:19]}Z [{(e.get('labels') or {}).get('instance', '-')}] "
-        f"{str(e.get('textPayload', '')).rstrip()}"
-        for e in reversed(entries[:lines])
+    post: Callable[..., Any],
+    project: str,
+    log_name: str,
+    cluster_id: str,
+    lines: int,
+    *,
+    master: str | None = None,
+    agents: int = DEFAULT_AGENTS,
+) -> list[MachineLog]:
+    """The master's (instance ``master``, by default ``det-master-<cluster id>``) and the ``agents`` most recently written agents' logs, each file's last
+    ``lines`` entries; ``post`` is an authorized session's ``post``. The master comes first,
+    then the agents, the most recently written first."""
+    log = f'logName="projects/{project}/logs/{log_name}"'
+
+    def newest(filter_: str, size: int) -> list[dict[str, Any]]:
+        body = {
+            "resourceNames": [f"projects/{project}"],
+            "filter": f"{log} AND {filter_}",
+            "orderBy": "timestamp desc",
+            "pageSize": size,
+        }
+        response = post(f"{endpoint()}/v2/entries:list", json=body, timeout=30)
+        if response.status_code != 200:
+            raise DeployError(
+                f"Cloud Logging answered HTTP {response.status_code} for the log {log_name}"
+            )
+        return list(response.json().get("entries") or [])[:size]
+
+    recent: list[str] = []
+    if agents:
+        for entry in newest(f'labels.instance:"det-agent-{cluster_id}-"', _PAGE):
+            name = str((entry.get("labels") or {}).get("instance", ""))
+            if name.startswith(f"det-agent-{cluster_id}-") and name not in recent:
+                recent.append(name)
+    chosen = [(master or f"det-master-{cluster_id}", "master", MASTER_FILE)] + [
+        (name, "agent", AGENT_FILE) for name in recent[:agents]
     ]
+    machines = []
+    for instance, role, service in chosen:
+        files = {}
+        for file in (BOOT_FILE, service):
+            entries = newest(f'labels.instance="{instance}" AND labels.file="{file}"', lines)
+            if entries:
+                files[file] = [
+                    (f"{str(e.get('timestamp', ''))[:19]}Z", str(e.get("textPayload", "")).rstrip())
+                    for e in reversed(entries)
+                ]
+        if files:
+            machines.append(MachineLog(instance, role, files))
+    return machines

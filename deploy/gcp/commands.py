@@ -290,7 +290,9 @@ def list_(args: argparse.Namespace, out: TextIO) -> int:
 def status(args: argparse.Namespace, out: TextIO) -> int:
     """The stack's outputs, the master's health and the tail of the boot logs."""
 
-    def boot_log(outputs: Mapping[str, Any], lines: int) -> tuple[str, list[str]]:
+    def boot_log(
+        outputs: Mapping[str, Any], lines: int, agents: int
+    ) -> tuple[str, list[status_report.MachineLog]]:
         project = args.project_id or str(outputs.get("project_id") or "")
         log_name = str(outputs.get("boot_log_name") or BOOT_LOG_NAME)
         where = f"Cloud Logging log {log_name} in {project}"
@@ -299,6 +301,14 @@ def status(args: argparse.Namespace, out: TextIO) -> int:
         from google.auth.transport.requests import AuthorizedSession
 
         session = AuthorizedSession(credentials)  # type: ignore[no-untyped-call]
-        return where, bootlog.tail(session.post, project, log_name, args.cluster_id, lines)
+        return where, bootlog.tail(
+            session.post,
+            project,
+            log_name,
+            args.cluster_id,
+            lines,
+            master=str(outputs.get("master_instance_name") or "") or None,
+            agents=agents,
+        )
 
     return status_report.report(args, out, "gcp", PROJECT, boot_log)

@@ -1,7 +1,8 @@
 """Fakes of the two Google APIs a GCP master's boot calls with its service account's token:
 Secret Manager (``GET /v1/projects/P/secrets/S/versions/latest:access``, the boot script's
 ``DET_SECRETMANAGER_ENDPOINT``) and Cloud Logging (``POST /v2/entries:write``, the log
-shipper's ``DET_LOGGING_ENDPOINT``). Both answer 401 without ``Authorization: Bearer TOKEN``.
+shipper's ``DET_LOGGING_ENDPOINT``; ``POST /v2/entries:list``, what ``det deploy gcp status``
+reads). Both answer 401 without ``Authorization: Bearer TOKEN``.
 """
 
 from __future__ import annotations
@@ -9,11 +10,35 @@ from __future__ import annotations
 import base64
 import http.server
 import json
+import re
 import socket
 import threading
 from typing import Any
 
 from tests.fakes.local_http import LocalHttpFake
+
+
+def filter_matches(entry: dict[str, Any], filter_: str) -> bool:
+    """Cloud Logging's filter, as far as status uses it: terms joined by ``AND``,
+    ``logName="L"``, ``labels.K="V"`` (equal) and ``labels.K:"V"`` (has: a substring)."""
+    for term in filter_.split(" AND "):
+        m = re.fullmatch(r'(logName|labels\.(\w+))(=|:)"([^"]*)"', term.strip())
+        assert m, f"the fake does not know the filter term {term!r}"
+        value = entry.get("logName") if m[2] is None else (entry.get("labels") or {}).get(m[2])
+        if value is None or (value != m[4] if m[3] == "=" else m[4] not in value):
+            return False
+    return True
+
+
+def list_entries(entries: list[dict[str, Any]], doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """``entries:list``'s answer to ``doc``: the matching entries in ``orderBy`` order, at most
+    ``pageSize`` (50 by default) of them."""
+    found = sorted(
+        (e for e in entries if filter_matches(e, doc["filter"])),
+        key=lambda e: str(e.get("timestamp")),
+        reverse=doc.get("orderBy") == "timestamp desc",
+    )
+    return found[: int(doc.get("pageSize", 50))]
 
 
 class FakeGoogleApis(LocalHttpFake):
@@ -94,5 +119,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                         {"logName": doc.get("logName"), **entry, "labels": labels}
                     )
             self._send(200, {})
+            return
+        if self.path.split("?", 1)[0] == "/v2/entries:list":
+            doc = json.loads(body or b"{}")
+            with fake.lock:
+                self._send(200, {"entries": list_entries(fake.log_entries, doc)})
             return
         self._send(404, {"error": {"code": 404, "status": "NOT_FOUND"}})

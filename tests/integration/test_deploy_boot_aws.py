@@ -44,6 +44,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow, vm.
 
 REGION = "us-east-1"
 CLUSTER = "c1"
+MASTER_ID = "i-0de7a57e40000001"  # the master VM's instance id in its fake IMDS
 # Read back from the env file by its reader: blanks, quotes, $, backslash and # must survive.
 PASSWORD = 'Boot Sim $HOME "Pa\'ss\\w0rd" #1!'
 
@@ -195,7 +196,7 @@ def _boot_master(
     ]
     (tmp / "user-data.sh").write_text(script)
     shim = vm.write_shim(tmp)
-    imds = _role_imds(f"det-{CLUSTER}-master")
+    imds = _role_imds(f"det-{CLUSTER}-master", **{"instance-id": MASTER_ID})
     name = vm.vm_name("master")
     socket_dir = _socket_dir(pg_server)
     try:
@@ -277,7 +278,8 @@ def test_a_pip_failure_shows_in_status_within_a_minute(
 
         def pip_failure() -> str | None:
             try:
-                text = "\n".join(bootlog.tail(logs, f"/det/{CLUSTER}", 200))
+                machines = bootlog.tail(logs, f"/det/{CLUSTER}", 200)
+                text = "\n".join(line for m in machines for line in m.flat())
             except DeployError:
                 return None
             return text if "attempt 1 failed" in text and "pip install" in text else None
@@ -346,12 +348,19 @@ def test_agent_boots_from_the_masters_user_data_and_runs_a_trial(https_master: B
             assert any(p.startswith("/latest/meta-data/iam/") for p in imds.requests)
             assert not b.index.asked_for("det")
             # The agent ships its boot log (and the agent's own output) to the cluster's
-            # group from its first seconds: status shows its lines beside the master's.
+            # group from its first seconds: status shows its lines beside the master's, each
+            # machine's own tail (a merged one was the master's alone after a trial).
             streams = _boto("logs", b.moto).describe_log_streams(logGroupName=f"/det/{CLUSTER}")
             names = {s["logStreamName"] for s in streams["logStreams"]}
             assert f"{instance_id}/det-bootstrap.log" in names, names
-            tail = "\n".join(bootlog.tail(_boto("logs", b.moto), f"/det/{CLUSTER}", 500))
-            assert f"[{instance_id}/det-bootstrap.log]" in tail
-            assert "det-bootstrap: agent id: " + instance_id in tail
+            master_id = MASTER_ID
+            machines = bootlog.tail(_boto("logs", b.moto), f"/det/{CLUSTER}", 200, master=master_id)
+            by_id = {m.machine: m for m in machines}
+            assert machines[0].machine == master_id and machines[0].role == "master"
+            assert any("det-master (re)started" in line
+                       for line in by_id[master_id].lines("det-bootstrap.log"))  # fmt: skip
+            agent_boot = by_id[instance_id].lines("det-bootstrap.log")
+            assert by_id[instance_id].role == "agent"
+            assert any(f"det-bootstrap: agent id: {instance_id}" in line for line in agent_boot)
     finally:
         imds.stop()

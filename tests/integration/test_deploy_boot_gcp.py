@@ -34,7 +34,7 @@ import requests
 
 from det.deploy.common import boot, dryrun, release, tls
 from det.deploy.common.masteryaml import COMPUTE_POOL, LOCAL_IP_PLACEHOLDER
-from det.deploy.gcp import program
+from det.deploy.gcp import bootlog, program
 from det.deploy.gcp.config import GcpConfig
 from tests.fakes.gce_metadata import FakeGceMetadata
 from tests.fakes.google_apis import FakeGoogleApis
@@ -298,18 +298,23 @@ def test_agent_boots_from_the_startup_script_and_runs_a_trial(gcp_master: Booted
             assert not b.index.asked_for("det")
 
             # The agent ships its boot log to the cluster's log from its first seconds
-            # (project and instance from the metadata server), labelled as status reads it.
-            def agent_lines() -> list[str]:
-                with b.apis.lock:
-                    entries = list(b.apis.log_entries)
-                return [
-                    str(e.get("textPayload"))
-                    for e in entries
-                    if e["labels"].get("instance") == instance
-                    and e.get("logName") == f"projects/{PROJECT}/logs/det-boot"
-                ]
+            # (project and instance from the metadata server), labelled as status reads it:
+            # status's own code shows the master's and the agent's tails, each its own.
+            session = requests.Session()
+            session.headers["Authorization"] = f"Bearer {b.token}"
 
-            lines = vm.poll("the agent's boot log in Cloud Logging", agent_lines, 60)
-            assert any(f"agent id: {instance}" in line for line in lines), lines[-20:]
+            def agent_boot() -> list[str] | None:
+                with pytest.MonkeyPatch.context() as mp:
+                    mp.setenv("DET_LOGGING_ENDPOINT", b.apis.url)
+                    machines = bootlog.tail(session.post, PROJECT, "det-boot", CLUSTER, 200)
+                assert machines and machines[0].machine == f"det-master-{CLUSTER}"
+                assert machines[0].role == "master"
+                for m in machines:
+                    if m.machine == instance and m.role == "agent":
+                        lines = m.lines("det-bootstrap.log")
+                        return lines if any(f"agent id: {instance}" in x for x in lines) else None
+                return None
+
+            vm.poll("the agent's boot log in status", agent_boot, 60)
     finally:
         meta.stop()

@@ -24,6 +24,7 @@ from det.deploy.common import automation, dryrun, state, tls
 from det.deploy.common.errors import DeployError
 from det.deploy.gcp import bootlog
 from det.master.provisioner import logship
+from tests.fakes.google_apis import list_entries
 from tests.fakes.local_http import LocalHttpFake
 from tests.fakes.moto_server import REGION, MotoServer, aws_env
 
@@ -114,8 +115,17 @@ class AwsCalls:
 NO_PERMISSION_NEEDED = {"sts:GetCallerIdentity"}
 
 
+def _put(logs: Any, stream: str, start_ms: int, lines: list[str]) -> None:
+    logs.create_log_stream(logGroupName="/det/c1", logStreamName=stream)
+    logs.put_log_events(
+        logGroupName="/det/c1",
+        logStreamName=stream,
+        logEvents=[{"timestamp": start_ms + i, "message": m} for i, m in enumerate(lines)],
+    )
+
+
 @pytest.mark.integration
-def test_aws_status_shows_outputs_health_and_the_boot_logs_tail(
+def test_aws_status_shows_each_machines_own_tail_beside_a_busy_master(
     home: Path, https_master: tuple[str, tls.TlsMaterial], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = AwsCalls(monkeypatch)
@@ -129,6 +139,7 @@ def test_aws_status_shows_outputs_health_and_the_boot_logs_tail(
             "region": REGION,
             "bucket": "det-c1-checkpoints",
             "log_group": "/det/c1",
+            "master_instance_id": "i-0master",
             "initial_user_password": SECRET,
         },
     )
@@ -136,38 +147,112 @@ def test_aws_status_shows_outputs_health_and_the_boot_logs_tail(
         for key, value in aws_env(moto.endpoint).items():
             monkeypatch.setenv(key, value)
         logs = boto3.client("logs", region_name=REGION)
-        now = int(time.time() * 1000) - 60_000  # CloudWatch drops events older than 14 days
+        agent = _launch(REGION)
+        now = int(time.time() * 1000) - 600_000  # CloudWatch drops events older than 14 days
         logs.create_log_group(logGroupName="/det/c1")
-        for stream, lines in (
-            ("i-0master/det-bootstrap.log", ["installing det", "det-master (re)started"]),
-            ("i-0agent/det-bootstrap.log", ["agent registered"]),
-        ):
-            logs.create_log_stream(logGroupName="/det/c1", logStreamName=stream)
-            logs.put_log_events(
-                logGroupName="/det/c1",
-                logStreamName=stream,
-                logEvents=[
-                    {
-                        "timestamp": now + i * 1000 + (5000 if "agent" in stream else 0),
-                        "message": m,
-                    }
-                    for i, m in enumerate(lines)
-                ],
-            )
+        _put(logs, "i-0old/det-bootstrap.log", now, ["an agent of an hour ago"])
+        master_boot = ["installing det", "installed det", "det-master (re)started"]
+        _put(logs, "i-0master/det-bootstrap.log", now + 1000, master_boot)
+        boot = ["fetching the wheel", f"det-bootstrap: agent id: {agent}"]
+        _put(logs, f"{agent}/det-bootstrap.log", now + 2000, boot)
+        _put(logs, f"{agent}/det-agent.log", now + 3000, ["registered", "a trial started"])
+        # The master writes last and most: before, its lines were all a merged tail showed.
+        _put(logs, "i-0master/det-master.log", now + 4000, [f"request {i}" for i in range(300)])
         calls.recording = True
-        code, out, err = _run(["aws", "status", "--cluster-id", "c1", "--lines", "2"])
+        code, out, err = _run(
+            ["aws", "status", "--cluster-id", "c1", "--lines", "2", "--agents", "1"]
+        )
+        json_code, as_json, _ = _run(["aws", "status", "--cluster-id", "c1", "--json"])
     assert code == 0, err
     # The deploying user's documented grant covers exactly what status called.
-    assert calls.actions - NO_PERMISSION_NEEDED == set(iam.LOG_READ_ACTIONS)
+    assert calls.actions - NO_PERMISSION_NEEDED == set(iam.STATUS_READ_ACTIONS)
     assert f"master_url: {url}" in out and "bucket: det-c1-checkpoints" in out
     assert "is up: cluster c1, version 0.1.0" in out
     assert "CloudWatch Logs group /det/c1" in out
-    tail = out.split("last 2 lines:\n", 1)[1]
-    assert "[i-0master/det-bootstrap.log] det-master (re)started" in tail
-    assert "[i-0agent/det-bootstrap.log] agent registered" in tail
-    assert "installing det" not in tail  # only the last 2 lines, oldest first
-    assert tail.index("det-master (re)started") < tail.index("agent registered")
+    tail = out.split("the last 2 lines of each file:\n", 1)[1]
+    sections = [line.strip() for line in tail.splitlines() if not line.startswith("    ")]
+    # The master first (boot log, then its service's), then the agent that wrote last.
+    assert sections == [
+        "master i-0master, det-bootstrap.log:",
+        "master i-0master, det-master.log:",
+        f"agent {agent}, det-bootstrap.log:",
+        f"agent {agent}, det-agent.log:",
+    ]
+    assert tail.count("det-master (re)started") == 1 and "installing det" not in tail
+    assert "request 298" in tail and "request 299" in tail and "request 297" not in tail
+    assert f"det-bootstrap: agent id: {agent}" in tail and "a trial started" in tail
+    assert "an agent of an hour ago" not in tail  # --agents 1
     assert "initial_user_password" not in out
+    assert json_code == 0
+    doc = json.loads(as_json)["bootLog"]
+    assert [(m["machine"], m["role"]) for m in doc["machines"]] == [
+        ("i-0master", "master"),
+        (agent, "agent"),
+        ("i-0old", "agent"),
+    ]
+    assert len(doc["machines"][0]["files"]["det-master.log"]) == 50  # the default --lines
+    assert any(
+        line.endswith(f"[{agent}/det-bootstrap.log] det-bootstrap: agent id: {agent}")
+        for line in doc["lines"]
+    )
+
+
+def _launch(region: str, cluster: str = "c1") -> str:
+    """An instance of the cluster in moto (an agent as EC2 lists it)."""
+    ec2 = boto3.client("ec2", region_name=region)
+    tags = [{"Key": "det-cluster", "Value": cluster}]
+    (instance,) = ec2.run_instances(
+        ImageId="ami-12c6146b",
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+    )["Instances"]
+    return str(instance["InstanceId"])
+
+
+@pytest.mark.integration
+def test_aws_tail_finds_a_quiet_master_and_a_booting_agent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from det.deploy.aws import bootlog as aws_bootlog
+
+    # The newest streams are read in a page of 50 ordered by a time that CloudWatch updates
+    # late; a page of 2 stands for 50 busy (or stale) streams.
+    monkeypatch.setattr(aws_bootlog, "_NEWEST", 2)
+    with MotoServer() as moto:
+        for key, value in aws_env(moto.endpoint).items():
+            monkeypatch.setenv(key, value)
+        logs = boto3.client("logs", region_name=REGION)
+        booting = _launch(REGION)
+        _launch(REGION, "another-cluster")
+        now = int(time.time() * 1000) - 600_000
+        logs.create_log_group(logGroupName="/det/c1")
+        _put(logs, "i-0master/det-bootstrap.log", now, ["det-master (re)started"])
+        _put(logs, f"{booting}/det-bootstrap.log", now + 500, ["installing det"])
+        for n in range(3):
+            _put(logs, f"i-0a{n}/det-bootstrap.log", now + 1000 * (n + 1), [f"agent {n}"])
+        machines = aws_bootlog.tail(
+            logs,
+            "/det/c1",
+            10,
+            master="i-0master",
+            agents=3,
+            ec2=boto3.client("ec2", region_name=REGION),
+            cluster_id="c1",
+        )
+    assert [(m.machine, m.role) for m in machines] == [
+        ("i-0master", "master"),
+        (booting, "agent"),  # runs now: EC2 says so, whatever the streams' order
+        ("i-0a2", "agent"),
+        ("i-0a1", "agent"),
+    ]
+    assert machines[0].lines("det-bootstrap.log")[0].endswith("Z det-master (re)started")
+
+
+def test_status_refuses_lines_out_of_range_in_one_line(home: Path) -> None:
+    code, _, err = _run(["aws", "status", "--cluster-id", "c1", "--lines", "0"])
+    assert code != 0 and "--lines must be between 1 and 10000 (got 0)" in err
+    assert "Traceback" not in err
 
 
 @pytest.mark.integration
@@ -248,8 +333,8 @@ def test_up_timeout_names_the_status_command() -> None:
 
 
 class FakeLogging(LocalHttpFake):
-    """Cloud Logging's ``POST /v2/entries:list``: the entries of the filter's log, newest first,
-    ``pageSize`` of them; a bearer token is required."""
+    """Cloud Logging's ``POST /v2/entries:list``: the entries that match the filter, newest
+    first, ``pageSize`` of them (``google_apis.list_entries``); a bearer token is required."""
 
     def __init__(self, token: str, entries: list[dict[str, Any]]) -> None:
         self.token, self.entries = token, entries
@@ -269,13 +354,7 @@ class FakeLogging(LocalHttpFake):
                 if self.headers.get("Authorization") != f"Bearer {fake.token}":
                     self._send(401, {"error": {"code": 401}})
                     return
-                log = doc["filter"].split('"')[1]
-                found = sorted(
-                    (e for e in fake.entries if e["logName"] == log),
-                    key=lambda e: e["timestamp"],
-                    reverse=doc.get("orderBy") == "timestamp desc",
-                )
-                self._send(200, {"entries": found[: doc.get("pageSize", 50)]})
+                self._send(200, {"entries": list_entries(fake.entries, doc)})
 
             def _send(self, status: int, doc: dict[str, Any]) -> None:
                 body = json.dumps(doc).encode()
@@ -312,11 +391,11 @@ def _service_account_key(token_uri: str) -> dict[str, str]:
     }
 
 
-def _entry(ts: str, instance: str, text: str) -> dict[str, Any]:
+def _entry(ts: str, instance: str, text: str, file: str = "det-bootstrap.log") -> dict[str, Any]:
     return {
         "logName": "projects/proj/logs/det-boot",
         "timestamp": ts,
-        "labels": {"instance": instance, "file": "det-bootstrap.log"},
+        "labels": {"instance": instance, "file": file},
         "textPayload": text,
     }
 
@@ -337,10 +416,21 @@ def test_gcp_status_reads_cloud_logging_with_a_service_account_key(
         },
     )
     entries = [
+        _entry("2026-01-01T09:00:00.000Z", "det-agent-c1-old1", "an agent of an hour ago"),
         _entry("2026-01-01T10:00:00.000Z", "det-master-c1", "installing det"),
         _entry("2026-01-01T10:01:00.000Z", "det-master-c1", "det-master (re)started"),
-        _entry("2026-01-01T10:02:00.000Z", "det-agent-c1-0001", "agent registered"),
+        _entry("2026-01-01T10:02:00.000Z", "det-agent-c1-0001", "fetching the wheel"),
+        _entry("2026-01-01T10:02:30.000Z", "det-agent-c1-0001", "agent id: det-agent-c1-0001"),
+        _entry("2026-01-01T10:03:00.000Z", "det-agent-c1-0001", "registered", "det-agent.log"),
+        # Another cluster whose name starts like this one's: never shown.
+        _entry("2026-01-01T10:04:00.000Z", "det-master-c10", "not ours"),
     ]
+    # The master writes last and most (before, a merged tail of 2 showed only these).
+    entries += [
+        _entry(f"2026-01-01T11:{i // 60:02d}:{i % 60:02d}.000Z", "det-master-c1", f"request {i}",
+               "det-master.log")
+        for i in range(300)
+    ]  # fmt: skip
     with FakeLogging("tok-1", entries) as logging_api:
         # A service account key file (`--keypath`), its token endpoint the fake's: google-auth
         # signs a JWT with the key and trades it there for an access token.
@@ -348,17 +438,28 @@ def test_gcp_status_reads_cloud_logging_with_a_service_account_key(
         creds.write_text(json.dumps(_service_account_key(f"{logging_api.url}/token")))
         monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(creds))
         monkeypatch.setenv("DET_LOGGING_ENDPOINT", logging_api.url)
-        code, out, err = _run(["gcp", "status", "--cluster-id", "c1", "--lines", "2"])
+        code, out, err = _run(
+            ["gcp", "status", "--cluster-id", "c1", "--lines", "2", "--agents", "1"]
+        )
     assert code == 0, err
     assert "is up: cluster c1" in out and "Cloud Logging log det-boot in proj" in out
-    tail = out.split("last 2 lines:\n", 1)[1]
+    tail = out.split("the last 2 lines of each file:\n", 1)[1]
     assert tail.splitlines() == [
-        "  2026-01-01T10:01:00Z [det-master-c1] det-master (re)started",
-        "  2026-01-01T10:02:00Z [det-agent-c1-0001] agent registered",
+        "  master det-master-c1, det-bootstrap.log:",
+        "    2026-01-01T10:00:00Z installing det",
+        "    2026-01-01T10:01:00Z det-master (re)started",
+        "  master det-master-c1, det-master.log:",
+        "    2026-01-01T11:04:58Z request 298",
+        "    2026-01-01T11:04:59Z request 299",
+        "  agent det-agent-c1-0001, det-bootstrap.log:",
+        "    2026-01-01T10:02:00Z fetching the wheel",
+        "    2026-01-01T10:02:30Z agent id: det-agent-c1-0001",
+        "  agent det-agent-c1-0001, det-agent.log:",
+        "    2026-01-01T10:03:00Z registered",
     ]
-    (request,) = logging_api.requests
-    assert request["resourceNames"] == ["projects/proj"]
-    assert 'labels.instance:"det-master-c1"' in request["filter"]
+    assert all(r["resourceNames"] == ["projects/proj"] for r in logging_api.requests)
+    # One request finds the agents, then one per file of the master and of the agent shown.
+    assert len(logging_api.requests) == 5
 
 
 def test_gcp_log_refusal_is_one_line() -> None:
