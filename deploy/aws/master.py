@@ -107,7 +107,8 @@ def master_yaml_config(cfg: AwsConfig, r: Resolved) -> dict[str, Any]:
     for pool in config["resource_pools"]:
         if pool["pool_name"] == masteryaml.COMPUTE_POOL and r.compute_image_id:
             pool["provider"]["image_id"] = r.compute_image_id
-    digest = masteryaml.config_hash(config)
+    material = cfg.boot.tls_material() if cfg.tls else None
+    digest = masteryaml.config_hash(config, material.cert_pem if material else None)
     for pool in config["resource_pools"]:
         pool["provider"]["custom_tags"].append({"key": CONFIG_HASH_TAG, "value": digest})
     return config

@@ -98,7 +98,15 @@ def up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
             pulumi.export(key, value)
 
     if plan.cert:
-        tls.save(plan.cert)
+        old = tls.save(plan.cert)
+        if old is not None:
+            _, until = tls.validity(plan.cert.cert_pem)
+            out.write(
+                f"The master's certificate is renewed ({tls.renewal_reason(old.read_text())}): "
+                f"the new one is valid until {until:%Y-%m-%d}, saved as {plan.cert.cert_file} "
+                f"(the old one: {old}). The master restarts with it and the agents that trust "
+                "the old one are replaced.\n"
+            )
     out.write(f"Deploying cluster {plan.cluster_id!r} to {plan.target}...\n")
 
     def apply() -> dict[str, Any]:

@@ -147,9 +147,13 @@ def standard_pools(
     )
 
 
-def config_hash(config: Mapping[str, Any]) -> str:
-    """A short digest of a master.yaml document (before the hash tag or label is added to it):
-    agents carry the digest of the config they were launched for, so ``up`` can tell which
-    agents an older config launched."""
+def config_hash(config: Mapping[str, Any], cert_pem: str | None = None) -> str:
+    """A short digest of a master.yaml document (before the hash tag or label is added to it)
+    and of the master's certificate (``cert_pem``): agents carry the digest of the config they
+    were launched for, so ``up`` can tell which agents an older config (or a certificate that
+    was renewed since, which they trust alone) launched. The digest is in master.yaml, so a new
+    certificate also changes the master's user data: the master restarts and loads it."""
     text = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    if cert_pem:
+        text += "\n" + cert_pem.strip()
     return hashlib.sha256(text.encode()).hexdigest()[:16]

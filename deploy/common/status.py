@@ -138,6 +138,20 @@ def master_health(
     )
 
 
+def _certificate(cert_file: Path | None, cloud: str, cluster_id: str) -> str:
+    """One line on the saved certificate's validity: when ``up`` will renew it, and why."""
+    if cert_file is None or not cert_file.is_file():
+        return ""
+    try:
+        _, until = tls.validity(cert_file.read_text())
+        reason = tls.renewal_reason(cert_file.read_text())
+    except ValueError:
+        return f"{cert_file} is not a PEM certificate"
+    if reason:
+        return f"{reason}: `det deploy {cloud} up --cluster-id {cluster_id}` renews it"
+    return f"valid until {until:%Y-%m-%d}"
+
+
 def report(
     args: argparse.Namespace,
     out: TextIO,
@@ -157,6 +171,7 @@ def report(
     healthy, health = (
         master_health(url, cert_file, tls.CERT_NAME) if url else (False, "no master_url output")
     )
+    certificate = _certificate(cert_file, cloud, args.cluster_id) if url.startswith("https") else ""
     machines: list[MachineLog]
     try:
         where, machines = boot_log(outputs, args.lines, agents)
@@ -167,7 +182,7 @@ def report(
         doc = {
             "clusterId": args.cluster_id,
             "outputs": outputs,
-            "master": {"healthy": healthy, "message": health},
+            "master": {"healthy": healthy, "message": health, "certificate": certificate},
             "bootLog": {
                 "source": where,
                 "machines": [
@@ -192,6 +207,8 @@ def report(
             shown = json.dumps(value) if isinstance(value, dict | list) else value
             out.write(f"  {key}: {shown}\n")
     out.write(f"\nMaster: {health}\n")
+    if certificate:
+        out.write(f"Certificate: {certificate}\n")
     out.write(f"\nBoot logs ({where}), the last {args.lines} lines of each file:\n")
     if log_error:
         out.write(f"  cannot read them: {log_error}\n")

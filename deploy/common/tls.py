@@ -7,6 +7,12 @@ instead (``DET_MASTER_CERT_NAME=det-master`` with ``DET_MASTER_CERT_FILE``, Dete
 variables; agents ``master_cert_name`` / ``master_cert_file``). The key goes into the cluster's
 secret (``tls_key``, ``tls_cert``), never into user data; the certificate is saved beside the
 Pulumi state so a later ``up`` re-uses it and the user can point clients at it.
+
+A generated certificate is valid for :data:`VALID_DAYS` (825) days, the most Apple's platforms
+accept for a TLS server certificate, and ``up`` replaces it with a new one (new key) when fewer
+than :data:`RENEW_DAYS` remain, or when it is valid for longer (made by an older det): see
+:func:`renewal_reason`. The new certificate's digest is part of the agents' config hash, so the
+master restarts with it and the agents that trust the old one are replaced.
 """
 
 from __future__ import annotations
@@ -28,7 +34,10 @@ MASTER_CERT_PATH = "/etc/det/tls/master.crt"
 MASTER_KEY_PATH = "/etc/det/tls/master.key"
 # Where agents keep the master's certificate (agent.yaml ``master_cert_file``).
 AGENT_CERT_PATH = "/etc/det/master.crt"
-_VALID_DAYS = 3650
+# Apple: "TLS server certificates must have a validity period of 825 days or fewer"
+# (https://support.apple.com/en-us/103769); private roots are held to it too.
+VALID_DAYS = 825
+RENEW_DAYS = 30
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +58,7 @@ def generate(common_name: str = CERT_NAME, *, now: dt.datetime | None = None) ->
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
     now = now or dt.datetime.now(dt.UTC)
+    start = now - dt.timedelta(minutes=5)  # clocks a little behind ours
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     cert = (
@@ -57,8 +67,8 @@ def generate(common_name: str = CERT_NAME, *, now: dt.datetime | None = None) ->
         .issuer_name(name)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=_VALID_DAYS))
+        .not_valid_before(start)
+        .not_valid_after(start + dt.timedelta(days=VALID_DAYS))
         .add_extension(
             x509.SubjectAlternativeName([x509.DNSName(common_name), x509.DNSName("localhost")]),
             critical=False,
@@ -128,26 +138,76 @@ def cluster_dir(state_dir: Path, cloud: str, cluster_id: str) -> Path:
     return state_dir / "tls" / f"{cloud}-{cluster_id}"
 
 
-def for_cluster(state_dir: Path, cloud: str, cluster_id: str) -> TlsMaterial:
+def validity(cert_pem: str) -> tuple[dt.datetime, dt.datetime]:
+    """(not before, not after) of a PEM certificate, in UTC."""
+    from cryptography import x509
+
+    cert = x509.load_pem_x509_certificate(cert_pem.encode())
+    return cert.not_valid_before_utc, cert.not_valid_after_utc
+
+
+def renewal_reason(cert_pem: str, now: dt.datetime | None = None) -> str | None:
+    """Why a generated certificate must be replaced at this ``up``, or None."""
+    now = now or dt.datetime.now(dt.UTC)
+    start, end = validity(cert_pem)
+    if end - start > dt.timedelta(days=VALID_DAYS):
+        days = (end - start).days
+        return f"it is valid for {days} days, more than the {VALID_DAYS} macOS and iOS accept"
+    left = end - now
+    if left < dt.timedelta(days=RENEW_DAYS):
+        when = end.strftime("%Y-%m-%d")
+        return f"it expires on {when}" if left.total_seconds() > 0 else f"it expired on {when}"
+    return None
+
+
+def fingerprint(cert_pem: str) -> str:
+    """The SHA-256 of the certificate (DER), hex."""
+    import hashlib
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    der = x509.load_pem_x509_certificate(cert_pem.encode()).public_bytes(serialization.Encoding.DER)
+    return hashlib.sha256(der).hexdigest()
+
+
+def for_cluster(
+    state_dir: Path, cloud: str, cluster_id: str, *, now: dt.datetime | None = None
+) -> TlsMaterial:
     """The cluster's generated certificate: made on the first ``up`` (written by :func:`save`
-    once ``up`` really starts), then re-used."""
+    once ``up`` really starts), then re-used until :func:`renewal_reason` says it must go; then
+    a new one (new key) that :func:`save` puts in its place."""
     directory = cluster_dir(state_dir, cloud, cluster_id)
     cert_file, key_file = directory / "master.crt", directory / "master.key"
     if cert_file.is_file() and key_file.is_file():
-        return TlsMaterial(cert_file.read_text(), key_file.read_text(), cert_file)
-    return dataclasses.replace(generate(), cert_file=cert_file)
+        cert_pem = cert_file.read_text()
+        if renewal_reason(cert_pem, now) is None:
+            return TlsMaterial(cert_pem, key_file.read_text(), cert_file)
+    return dataclasses.replace(generate(now=now), cert_file=cert_file)
 
 
-def save(material: TlsMaterial) -> None:
-    """Write a generated certificate and its key (0600) where ``cert_file`` says, unless there."""
-    if material.cert_file is None or material.cert_file.exists():
-        return
+def save(material: TlsMaterial) -> Path | None:
+    """Write a generated certificate and its key (0600) where ``cert_file`` says, unless they are
+    there. A different certificate there (a renewal) is kept as ``master.crt.old`` (and its key
+    ``master.key.old``) and its path returned; else None."""
+    if material.cert_file is None:
+        return None
+    if material.cert_file.exists() and material.cert_file.read_text() == material.cert_pem:
+        return None
     directory = material.cert_file.parent
     directory.mkdir(parents=True, exist_ok=True)
-    fd = os.open(directory / "master.key", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    key_file = directory / "master.key"
+    old: Path | None = None
+    if material.cert_file.exists():
+        old = material.cert_file.with_name(material.cert_file.name + ".old")
+        os.replace(material.cert_file, old)
+        if key_file.exists():
+            os.replace(key_file, directory / "master.key.old")
+    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(material.key_pem)
     material.cert_file.write_text(material.cert_pem)
+    return old
 
 
 def client_exports(master_url: str, cert_file: Path | None, cert_name: str = CERT_NAME) -> str:

@@ -118,7 +118,8 @@ def master_yaml_config(
     for pool in config["resource_pools"]:
         if pool["pool_name"] in images:
             pool["provider"]["boot_disk_source_image"] = images[pool["pool_name"]]
-    digest = masteryaml.config_hash(config)
+    material = cfg.boot.tls_material() if cfg.tls else None
+    digest = masteryaml.config_hash(config, material.cert_pem if material else None)
     for pool in config["resource_pools"]:
         pool["provider"]["labels"] = {
             **pool["provider"].get("labels", {}),
