@@ -257,3 +257,50 @@ def test_the_settings_page_changes_the_password_and_manages_tokens(
         m.url + "/api/v1/me", headers={"Authorization": f"Bearer {secret}"}, timeout=30
     )
     assert gone.status_code == 401
+
+
+@pytest.mark.browser
+def test_a_tensorboard_over_the_selected_experiments(master: Master, page: Any) -> None:
+    from tests.integration.cli_support import create_via_api, sim_config
+
+    m = master
+    eids = [create_via_api(m, sim_config(f"webui-tb-{i}", trials=1)) for i in range(2)]
+    for eid in eids:
+        wait_for(
+            lambda eid=eid: len(m.get(f"/api/v1/experiments/{eid}/trials")["trials"]) == 1,
+            30,
+            what="the trial",
+        )
+    login(page, m, "/det/experiments?name=webui-tb-")
+    for eid in eids:
+        page.locator(f'tbody tr[data-id="{eid}"] input.pick').check()
+    page.get_by_role("button", name="TensorBoard…").click()
+    page.wait_for_url("**/det/tasks/new?kind=tensorboard&experiments=*")
+    form = page.locator("form.launch-form")
+    assert form.locator("select[name=kind]").input_value() == "tensorboard"
+    assert sorted(form.locator("input[name=experiments]").input_value().split(",")) == sorted(
+        str(e) for e in eids
+    )
+    assert form.locator("input[name=entrypoint]").is_hidden()
+    form.locator("input[name=description]").fill("tb <i>both</i>")
+    form.get_by_role("button", name="Start").click()
+    page.locator(".launched [data-task]").wait_for()
+    (tb,) = m.get("/api/v1/tensorboards")["tensorboards"]
+    assert sorted(tb["experimentIds"]) == sorted(eids)
+    assert tb["description"] == "tb <i>both</i>"
+    assert page.locator(".launched i").count() == 0
+    m.post(f"/api/v1/tensorboards/{tb['id']}/kill")
+
+    # A command: one line (run through /bin/sh -c), its logs linked once started.
+    form.locator("select[name=kind]").select_option("command")
+    form.locator("input[name=entrypoint]").fill("")
+    form.get_by_role("button", name="Start").click()
+    form.locator(".form-error:has-text('command: required')").wait_for()
+    form.locator("input[name=entrypoint]").fill("pip list && echo done")
+    form.get_by_role("button", name="Start").click()
+    page.get_by_role("link", name="Follow its logs").wait_for()
+    (cmd,) = m.get("/api/v1/commands")["commands"]
+    assert m.get(f"/api/v1/commands/{cmd['id']}")["config"]["entrypoint"] == [
+        "pip list && echo done"
+    ]
+    m.post(f"/api/v1/commands/{cmd['id']}/kill")
