@@ -106,7 +106,9 @@ def with_release(opts: BootOptions) -> BootOptions:
     """``opts`` with det's wheel built, when ``up`` ships one (else ``opts`` as it is)."""
     if not opts.build_release or opts.release is not None:
         return opts
-    return dataclasses.replace(opts, release=release.build())
+    return dataclasses.replace(
+        opts, release=release.for_vms(release.build(), index_url=opts.package_index)
+    )
 
 
 def cert_path_line(opts: BootOptions) -> Path | None:

@@ -8,6 +8,15 @@ instance role, check the wheel's sha256 (rendered into their user data) and run
 ``pip install --constraint constraints.txt det_platform-X.whl[extras]``: only the dependencies come from
 an index.
 
+The constraints are for the VMs, not for this machine: Ubuntu 24.04's Python 3.12 on x86_64
+(glibc 2.39). :func:`resolve_for_vms` asks pip to resolve det's extras for that target
+(``--python-version 3.12 --platform manylinux_2_39_x86_64 ... --only-binary=:all:``, a dry run
+that installs nothing) against the index the VMs use, first with this environment's versions as
+constraints, so a deployer on 3.12 ships what it tested. When those cannot all be installed
+there (a deployer on 3.13 or in conda may have versions with no wheel for 3.12), the newest
+versions that can are pinned instead and ``up`` names the ones that changed; when the index
+cannot be reached, this environment's versions are kept, with a warning.
+
 Where the wheel comes from: a source checkout (an editable install, or running from the
 repository) is built with ``pip wheel`` and a fixed ``SOURCE_DATE_EPOCH``, so the same code
 gives the same bytes and hash (no spurious replacement on ``up``); an installed,
@@ -27,6 +36,8 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import io
+import json
+import logging
 import os
 import shutil
 import subprocess
@@ -37,6 +48,8 @@ from pathlib import Path
 
 from det.common.distribution import DISTRIBUTION, WHEEL_PREFIX
 from det.deploy.common.errors import DeployError
+
+logger = logging.getLogger(__name__)
 
 # Keys of the release objects in the cluster's bucket.
 OBJECT_PREFIX = "det-release"
@@ -83,6 +96,105 @@ def constraints_text() -> str:
     lines = [f"{name}=={version}" for name, version in sorted(pins.items())]
     header = f"# Dependencies of det {det_version()} as installed where `det deploy` ran.\n"
     return header + "\n".join(lines) + "\n"
+
+
+# The VMs' Python (Ubuntu 24.04's python3) and platform (glibc 2.39, x86_64).
+VM_PYTHON = "3.12"
+VM_GLIBC = (2, 39)
+VM_EXTRAS = "master,agent,aws,gcp"
+
+
+def vm_platforms() -> list[str]:
+    """pip ``--platform`` tags the VMs accept: pip does not expand ``manylinux_2_39`` to the older
+    manylinux tags by itself, so every one is named (PEP 600; manylinux2014 is 2_17)."""
+    major, minor = VM_GLIBC
+    return [f"manylinux_{major}_{m}_x86_64" for m in range(minor, 4, -1)] + [
+        "manylinux2014_x86_64",
+        "manylinux2010_x86_64",
+        "manylinux1_x86_64",
+    ]
+
+
+def _pins(text: str) -> dict[str, str]:
+    return {
+        _normalize(name): version
+        for name, _, version in (
+            line.strip().partition("==") for line in text.splitlines() if "==" in line
+        )
+    }
+
+
+def resolve_for_vms(
+    wheel: Path,
+    local: str,
+    *,
+    index_url: str | None = None,
+    find_links: Path | None = None,
+    python: str = sys.executable,
+) -> tuple[str, str | None]:
+    """(constraints for the VMs, a warning or None): pip's resolution of ``wheel[VM_EXTRAS]``
+    for :data:`VM_PYTHON` on :func:`vm_platforms`, first constrained by ``local`` (this
+    environment's pins), then free. ``find_links`` (tests): a directory of wheels, no index."""
+    base = [python, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet"]
+    base += ["--disable-pip-version-check", "--only-binary=:all:", "--implementation", "cp"]
+    base += ["--python-version", VM_PYTHON, "--abi", "cp" + VM_PYTHON.replace(".", "")]
+    for platform in vm_platforms():
+        base += ["--platform", platform]
+    if find_links is not None:
+        base += ["--no-index", "--find-links", str(find_links)]
+    elif index_url:
+        base += ["--index-url", index_url]
+    with tempfile.TemporaryDirectory(prefix="det-resolve-") as tmp:
+        (Path(tmp) / "local.txt").write_text(local)
+        errors = []
+        for constrain in (True, False):
+            args = [*base, "--target", str(Path(tmp) / "t"), "--report", str(Path(tmp) / "r.json")]
+            if constrain:
+                args += ["--constraint", str(Path(tmp) / "local.txt")]
+            done = subprocess.run(
+                [*args, f"{wheel}[{VM_EXTRAS}]"], capture_output=True, text=True, timeout=900
+            )
+            if done.returncode == 0:
+                report = json.loads((Path(tmp) / "r.json").read_text())
+                resolved = {
+                    _normalize(i["metadata"]["name"]): i["metadata"]["version"]
+                    for i in report["install"]
+                    if _normalize(i["metadata"]["name"]) not in _UNPINNED
+                }
+                return _vm_constraints(resolved), (None if constrain else _changed(local, resolved))
+            errors.append(pip_error(done.stderr))
+    warning = (
+        f"cannot resolve det's dependencies for the VMs' Python {VM_PYTHON} ({errors[-1]}): "
+        "the VMs get this environment's versions, which may lack wheels there"
+    )
+    return local, warning
+
+
+def _vm_constraints(resolved: dict[str, str]) -> str:
+    header = (
+        f"# Dependencies of det {det_version()} for the VMs' Python {VM_PYTHON} "
+        "(manylinux x86_64), resolved where `det deploy` ran.\n"
+    )
+    return header + "".join(f"{n}=={v}\n" for n, v in sorted(resolved.items()))
+
+
+def _changed(local: str, resolved: dict[str, str]) -> str:
+    here = _pins(local)
+    moved = [f"{n} {here[n]} -> {v}" for n, v in sorted(resolved.items()) if here.get(n, v) != v]
+    return (
+        f"this environment's versions cannot all be installed on the VMs' Python {VM_PYTHON}: "
+        f"the newest that can are pinned instead ({', '.join(moved) or 'no version changed'})"
+    )
+
+
+def for_vms(rel: Release, index_url: str | None = None) -> Release:
+    """``rel`` with :func:`resolve_for_vms`'s constraints; a warning is logged."""
+    if rel.path is None:
+        return rel
+    constraints, warning = resolve_for_vms(rel.path, rel.constraints, index_url=index_url)
+    if warning:
+        logger.warning("%s", warning)
+    return dataclasses.replace(rel, constraints=constraints)
 
 
 def det_version() -> str:

@@ -54,12 +54,83 @@ def test_pip_error_is_the_backends_line_not_the_hint():
 
 
 def test_with_release_builds_only_when_up_ships_the_wheel(monkeypatch):
-    built = []
+    built, resolved = [], []
     monkeypatch.setattr(release, "build", lambda: built.append(1) or "the wheel")
+    # The constraints are resolved for the VMs against the index they use.
+    monkeypatch.setattr(
+        release, "for_vms", lambda rel, index_url: resolved.append(index_url) or f"{rel} for VMs"
+    )
     assert boot.with_release(boot.BootOptions()) == boot.BootOptions()
     assert boot.with_release(boot.BootOptions(wheel_url="https://x/w.whl")).release is None
-    assert boot.with_release(boot.BootOptions(build_release=True)).release == "the wheel"
-    assert built == [1]
+    opts = boot.BootOptions(build_release=True, package_index="https://pypi.example/simple")
+    assert boot.with_release(opts).release == "the wheel for VMs"
+    assert built == [1] and resolved == ["https://pypi.example/simple"]
+
+
+def _wheel(directory, name, version, tag, requires=(), extras=()):
+    """A wheel with only metadata: enough for pip to resolve it."""
+    path = directory / f"{name}-{version}-{tag}.whl"
+    info = f"{name}-{version}.dist-info"
+    meta = f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n"
+    meta += "".join(f"Provides-Extra: {e}\n" for e in extras)
+    meta += "".join(f"Requires-Dist: {r}\n" for r in requires)
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(f"{info}/METADATA", meta)
+        z.writestr(
+            f"{info}/WHEEL",
+            f"Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: false\nTag: {tag}\n",
+        )
+        z.writestr(f"{info}/RECORD", "")
+    return path
+
+
+@pytest.fixture
+def vm_index(tmp_path):
+    """det's stand-in and its dependencies as a deployer on 3.13 would see them: ``native`` 2.0
+    has a wheel for CPython 3.13 only, 1.95 one for a glibc newer than Ubuntu 24.04's, 1.9 one for
+    3.12 (manylinux 2.17); ``agentdep`` is pure."""
+    extras = ("master", "agent", "aws", "gcp")
+    det = _wheel(
+        tmp_path, "det_platform", "0.1.0", "py3-none-any",
+        ["native", "agentdep; extra == 'agent'"], extras,
+    )  # fmt: skip
+    wheels = tmp_path / "index"
+    wheels.mkdir()
+    linux = "manylinux_2_17_x86_64.manylinux2014_x86_64"
+    _wheel(wheels, "native", "2.0", f"cp313-cp313-{linux}")
+    _wheel(wheels, "native", "1.9", f"cp312-cp312-{linux}")
+    _wheel(wheels, "native", "1.95", "cp312-cp312-manylinux_2_40_x86_64")  # glibc newer than 2.39
+    _wheel(wheels, "agentdep", "3.1", "py3-none-any")
+    return det, wheels
+
+
+def test_constraints_pin_what_installs_on_the_vms_python_not_the_deployers(vm_index):
+    det, wheels = vm_index
+    # A deployer on 3.13: its native 2.0 has no wheel for the VMs' 3.12.
+    here = "native==2.0\nagentdep==3.1\naudioop-lts==0.2.1\n"
+    constraints, warning = release.resolve_for_vms(det, here, find_links=wheels)
+    assert release._pins(constraints) == {"native": "1.9", "agentdep": "3.1"}
+    assert constraints.startswith("# Dependencies of det ") and "Python 3.12" in constraints
+    assert warning is not None and "native 2.0 -> 1.9" in warning and "agentdep" not in warning
+
+
+def test_a_deployer_on_the_vms_python_ships_its_own_versions(vm_index):
+    det, wheels = vm_index
+    here = "native==1.9\nagentdep==3.1\n"
+    constraints, warning = release.resolve_for_vms(det, here, find_links=wheels)
+    assert warning is None
+    assert release._pins(constraints) == {"native": "1.9", "agentdep": "3.1"}
+
+
+def test_without_an_index_the_local_pins_stay_and_up_says_so(vm_index, tmp_path):
+    det, _ = vm_index
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    here = "native==2.0\n"
+    constraints, warning = release.resolve_for_vms(det, here, find_links=empty)
+    assert constraints == here
+    assert warning is not None and "cannot resolve det's dependencies" in warning
+    assert "native" in warning  # pip's own line names what it could not find
 
 
 @pytest.mark.parametrize(
