@@ -19,7 +19,13 @@ import requests
 from tests.fakes.sim_agent import SimAgent
 from tests.integration.conftest import Master, start_master, wait_for
 from tests.integration.task_origin_support import FakeTask, serve_from
-from tests.integration.webui_support import browser, login, module_db, page  # noqa: F401
+from tests.integration.webui_support import (  # noqa: F401
+    browser,
+    login,
+    module_db,
+    page,
+    screenshot,
+)
 
 pytestmark = [pytest.mark.integration]
 
@@ -154,6 +160,7 @@ def test_a_notebook_started_from_the_webui_opens_on_its_own_origin(
         assert page.locator(".launched button.open-task").count() == 0  # not ready yet
         serve_from(_db_url(m), nb["id"], fake.port)
         page.locator(".launched button.open-task").wait_for(timeout=30_000)
+        screenshot(page, "launch")
         with page.context.expect_page() as opened:
             page.locator(".launched button.open-task").click()
         task_page = opened.value
@@ -228,6 +235,7 @@ def test_the_settings_page_changes_the_password_and_manages_tokens(
     )
 
     # An access token: created (shown once), listed, working, then revoked.
+    screenshot(page, "settings")  # before a token is shown: no secret in the docs
     tokens = page.locator("section.tokens")
     tokens.locator("input[name=description]").fill("ci <b>runner</b>")
     tokens.locator("input[name=lifespan]").fill("48h")
