@@ -35,6 +35,9 @@ class AgentConfig(BaseModel):
     agent_id: str = Field(default_factory=lambda: socket.gethostname(), min_length=1)
     agent_token: str | None = None
     agent_token_file: Path | None = None
+    # The file this config was read from (--config-file / DET_CONFIG_FILE); set by load_config.
+    # It may hold agent_token (a deployed agent's agent.yaml does): no task may mount it.
+    config_file: Path | None = None
     resource_pool: str = "default"
     slot_type: Literal["auto", "gpu", "cpu", "none"] = "auto"
     artificial_slots: int = Field(default=0, ge=0)
@@ -61,6 +64,12 @@ class AgentConfig(BaseModel):
         if not value.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
         return master_url_.canonicalize(value)
+
+    def own_paths(self) -> list[Path]:
+        """What is the agent's own and no task container mounts (``det.agent.mount_guard``):
+        its state, the harness bundle, and the files that may hold its token."""
+        own = [self.state_dir, self.harness_dir or self.state_dir / "harness"]
+        return own + [p for p in (self.agent_token_file, self.config_file) if p is not None]
 
     def token(self) -> str | None:
         """The agent token: `agent_token`, else the first line of `agent_token_file`."""
@@ -192,6 +201,9 @@ def load_config(
         values[name] = val
         origin[name] = f"from --{name.replace('_', '-')}"
 
+    if config_file is not None:
+        values["config_file"] = config_file
+        origin["config_file"] = "from --config-file"
     try:
         config = AgentConfig.model_validate(values)
     except ValidationError as e:

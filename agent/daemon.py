@@ -83,9 +83,7 @@ class Agent:
         self.master = MasterClient(config.master_url, config.token(), cert=config.master_cert())
         cursor_dir = config.state_dir / config.agent_id.replace("/", "_") / "log-cursors"
         self.shipper = LogShipper(self.master, CursorStore(cursor_dir))
-        harness_dir = config.harness_dir or config.state_dir / "harness"
-        own = [config.state_dir, harness_dir, config.agent_token_file]
-        guard = MountGuard([*engine_sockets(os.environ), *(p for p in own if p is not None)])
+        guard = MountGuard([*engine_sockets(os.environ), *config.own_paths()])
         self.runtime = DockerRuntime(
             docker_client,
             self.master,
@@ -94,7 +92,7 @@ class Agent:
             self.slots,
             config.container_network_mode,
             on_change=self.wake,
-            harness=HarnessBundle(harness_dir),
+            harness=HarnessBundle(config.harness_dir or config.state_dir / "harness"),
             master_cert=config.master_cert(),
             mount_guard=guard,
         )

@@ -103,3 +103,27 @@ def test_preemption_notice_default_urls() -> None:
 def test_negative_artificial_slots_rejected() -> None:
     with pytest.raises(ConfigError, match="artificial_slots"):
         load_config([*MASTER, "--artificial-slots", "-1"], environ={})
+
+
+def test_no_task_mounts_the_config_file_that_holds_the_token(tmp_path: Path) -> None:
+    # A deployed agent's agent.yaml (written 0600 by its bootstrap) carries agent_token: the
+    # agent refuses a task's mount of it, of its directory or of anything above, as it does for
+    # its state and a token file. Before, only agent_token_file was protected.
+    from det.agent.mount_guard import MountGuard, MountRefused
+
+    etc = tmp_path / "etc" / "det"
+    etc.mkdir(parents=True)
+    agent_yaml = etc / "agent.yaml"
+    agent_yaml.write_text("agent_token: s3cret\n")
+    cfg = load_config(
+        [*MASTER, "--config-file", str(agent_yaml), "--state-dir", str(tmp_path / "state")],
+        environ={},
+    )
+    assert cfg.token() == "s3cret" and cfg.config_file == agent_yaml
+    guard = MountGuard(cfg.own_paths())
+    for source in (agent_yaml, etc, tmp_path / "etc"):
+        with pytest.raises(MountRefused, match=f"exposes {agent_yaml}"):
+            guard.check([{"hostPath": str(source), "containerPath": "/x"}])
+    guard.check([{"hostPath": str(tmp_path / "data"), "containerPath": "/data"}])  # allowed
+    from_env = load_config(MASTER, environ={"DET_CONFIG_FILE": str(agent_yaml)})
+    assert from_env.config_file == agent_yaml and agent_yaml in from_env.own_paths()
