@@ -1,5 +1,8 @@
 """The control loop: one process at a time (a PostgreSQL advisory lock) runs the passes.
 
+A standby waits for the lock inside PostgreSQL (``det.master.leader_lock``), so it leads as soon
+as the leader's session ends.
+
 Every pass is load → decide → apply in short transactions and is idempotent, so a leader killed
 at any point leaves nothing half-done that the next leader would repeat or lose. Passes run every
 ``tick_seconds``, or at once when an API call sends ``NOTIFY det_wakeup``.
@@ -15,8 +18,8 @@ from collections.abc import Callable
 
 import psycopg
 
-from det.master import wakeups
-from det.master.db import LEADER_LOCK_KEY, Conn
+from det.master import leader_lock, wakeups
+from det.master.db import Conn
 from det.master.handles import MasterState
 from det.master.services import (
     agents,
@@ -65,21 +68,14 @@ class ControlLoop:
         conninfo = str(self.state.pool.conninfo)
         while not self.stop.is_set():
             try:
-                with psycopg.connect(conninfo, autocommit=True) as lock_conn:
+                with leader_lock.connect(conninfo) as lock_conn:
                     self._lead_when_possible(lock_conn)
             except psycopg.Error as e:
                 logger.warning("control loop lost its database connection: %s", e)
             self.stop.wait(1.0)
 
     def _lead_when_possible(self, lock_conn: psycopg.Connection[tuple[object, ...]]) -> None:
-        while not self.stop.is_set():
-            row = lock_conn.execute(
-                "SELECT pg_try_advisory_lock(%s)", (LEADER_LOCK_KEY,)
-            ).fetchone()
-            if row and row[0]:
-                break
-            self.stop.wait(1.0)
-        else:
+        if not leader_lock.wait_for_lead(lock_conn, self.stop):
             return
         logger.info("this master leads the control loops")
         lock_conn.execute("LISTEN det_wakeup")
