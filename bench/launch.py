@@ -13,6 +13,15 @@ time. Prints each run and the medians.
 (its nanosecond timestamp); "first metric" is when a poll (every 50 ms) first sees a training
 metric of the trial in ``GET /api/v1/trials/{id}/metrics``.
 
+The start-up profile: the trials run with ``DET_STARTUP_PROFILE=1``, so the harness writes a
+``det-startup <time> <pid> <step>`` line to the task's log at each step (``det.common.startup``):
+the wrapper ``det.exec.run`` (process start from ``/proc``, its imports, the entrypoint
+started) and the training process (process start, ``import det`` begun and done, which shows
+the user's own imports before it, ``core.init``, ``runs/start`` answered, the context started,
+the first report queued, sent and acknowledged). Each step is printed as seconds after Docker's
+``start`` event (median over the runs) and the time since the step before, with Docker's
+``create`` event before it and the first poll that saw the metric after it.
+
     .venv/bin/python bench/launch.py [--runs 5] [--master URL --password PW]
 """
 
@@ -21,6 +30,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import json
 import os
 import queue
 import signal
@@ -61,7 +71,9 @@ CONFIG = {
         "max_length": {"batches": 5},
     },
     "max_restarts": 0,
+    "environment": {"environment_variables": ["DET_STARTUP_PROFILE=1"]},
 }
+MARK = "det-startup "
 
 
 class Api:
@@ -90,16 +102,18 @@ class Api:
         return [str(a["id"]) for a in self.get("/api/v1/agents")["agents"] or []]
 
 
-def container_starts(client: Any, stop: threading.Event) -> queue.Queue[float]:
-    """Docker ``start`` events of det task containers (wall-clock seconds), as they happen."""
-    out: queue.Queue[float] = queue.Queue()
+def container_events(client: Any, stop: threading.Event) -> queue.Queue[tuple[str, float]]:
+    """Docker ``create`` and ``start`` events of det task containers (the event, wall-clock
+    seconds), as they happen."""
+    out: queue.Queue[tuple[str, float]] = queue.Queue()
     events = client.events(
-        decode=True, filters={"type": "container", "event": "start", "label": "ai.det.agent-id"}
+        decode=True,
+        filters={"type": "container", "event": ["create", "start"], "label": "ai.det.agent-id"},
     )
 
     def pump() -> None:
         for e in events:
-            out.put(int(e["timeNano"]) / 1e9)
+            out.put((str(e.get("status") or e.get("Action")), int(e["timeNano"]) / 1e9))
             if stop.is_set():
                 break
 
@@ -109,8 +123,47 @@ def container_starts(client: Any, stop: threading.Event) -> queue.Queue[float]:
     return out
 
 
-def one_run(api: Api, starts: queue.Queue[float]) -> tuple[float, float]:
-    """Seconds from the create request to (container start, first training metric)."""
+def startup_marks(api: Api, tid: int) -> list[tuple[float, int, str]]:
+    """The trial's ``det-startup`` lines as (time, pid, step), in time order."""
+    marks: list[tuple[float, int, str]] = []
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        r = api.s.get(f"{api.url}/api/v1/trials/{tid}/logs", timeout=30)
+        r.raise_for_status()
+        marks = []
+        for line in r.text.splitlines():
+            msg = str((json.loads(line).get("result") or {}).get("message") or "")
+            for part in msg.splitlines():
+                if part.startswith(MARK):
+                    when, pid, step = part[len(MARK) :].split(" ", 2)
+                    marks.append((float(when), int(pid), step.strip()))
+        if any(s == "first report acknowledged" for _, _, s in marks):
+            break
+        time.sleep(0.2)
+    return sorted(marks)
+
+
+def profile_of(
+    marks: list[tuple[float, int, str]], events: dict[str, float], first_metric: float
+) -> dict[str, float]:
+    """Step name -> seconds after Docker's start event; steps of the wrapper (the process that
+    says 'entrypoint started') are named 'det.exec.run: ...', the training process's
+    'entrypoint: ...'."""
+    start = events["start"]
+    wrapper = {pid for _, pid, step in marks if step == "entrypoint started"}
+    out = {"docker: create": events.get("create", start) - start, "docker: start": 0.0}
+    for when, pid, step in marks:
+        name = f"{'det.exec.run' if pid in wrapper else 'entrypoint'}: {step}"
+        out.setdefault(name, when - start)
+    out["API: first metric seen"] = first_metric - start
+    return out
+
+
+def one_run(
+    api: Api, events: queue.Queue[tuple[str, float]]
+) -> tuple[float, float, dict[str, float]]:
+    """Seconds from the create request to (container start, first training metric), and the
+    start-up profile (:func:`profile_of`)."""
     files = [
         {
             "path": name,
@@ -121,11 +174,15 @@ def one_run(api: Api, starts: queue.Queue[float]) -> tuple[float, float]:
         for name in ("train.py", "model.py")
     ]
     body = {"config": yaml.safe_dump(CONFIG), "modelDefinition": files, "activate": True}
-    while not starts.empty():
-        starts.get_nowait()
+    while not events.empty():
+        events.get_nowait()
     t0 = time.time()
     eid = int(api.post("/api/v1/experiments", body)["experiment"]["id"])
-    started = starts.get(timeout=120) - t0
+    seen: dict[str, float] = {}
+    while "start" not in seen:
+        kind, when = events.get(timeout=120)
+        seen.setdefault(kind, when)
+    started = seen["start"] - t0
     tid = None
     while True:
         if tid is None:
@@ -134,7 +191,8 @@ def one_run(api: Api, starts: queue.Queue[float]) -> tuple[float, float]:
         if tid is not None:
             m = api.get(f"/api/v1/trials/{tid}/metrics", params={"group": "training"})
             if m["metrics"]:
-                first_metric = time.time() - t0
+                seen_at = time.time()
+                first_metric = seen_at - t0
                 break
         if time.time() - t0 > 300:
             raise TimeoutError(f"experiment {eid}: no training metric after 300 s")
@@ -145,7 +203,7 @@ def one_run(api: Api, starts: queue.Queue[float]) -> tuple[float, float]:
         "STATE_CANCELED",
     ):
         time.sleep(0.2)
-    return started, first_metric
+    return started, first_metric, profile_of(startup_marks(api, tid), seen, seen_at)
 
 
 @contextlib.contextmanager
@@ -188,6 +246,21 @@ def local_cluster(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
             yield master.url, ADMIN_PASSWORD
 
 
+def print_profile(profiles: list[dict[str, float]]) -> None:
+    """Each step's median time after Docker's start event, in the order they happen."""
+    steps: dict[str, list[float]] = {}
+    for prof in profiles:
+        for name, at in prof.items():
+            steps.setdefault(name, []).append(at)
+    medians = sorted((statistics.median(v), name, len(v)) for name, v in steps.items())
+    print(f"start-up profile (median of {len(profiles)} runs; seconds after Docker's start event)")
+    before = medians[0][0] if medians else 0.0
+    for at, name, n in medians:
+        runs = "" if n == len(profiles) else f"  ({n} runs)"
+        print(f"  {at:+7.3f}  (+{at - before:5.3f})  {name}{runs}")
+        before = at
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--runs", type=int, default=5)
@@ -213,16 +286,19 @@ def main() -> None:
             time.sleep(0.2)
         stop = threading.Event()
         stack.callback(stop.set)
-        starts = container_starts(client, stop)
+        events = container_events(client, stop)
         print(f"cluster {url}: agents {api.agent_ids()}; warm-up run...", flush=True)
-        one_run(api, starts)
+        one_run(api, events)
         to_container: list[float] = []
         to_metric: list[float] = []
+        profiles: list[dict[str, float]] = []
         for i in range(args.runs):
-            c, m = one_run(api, starts)
+            c, m, prof = one_run(api, events)
             to_container.append(c)
             to_metric.append(m)
+            profiles.append(prof)
             print(f"run {i + 1}: container running {c:6.2f} s, first metric {m:6.2f} s")
+        print_profile(profiles)
         mc, mm = statistics.median(to_container), statistics.median(to_metric)
         verdict = "meets" if mc <= GOAL_CONTAINER_SECONDS else "misses"
         print(f"median of {args.runs}: container running {mc:.2f} s, first metric {mm:.2f} s")

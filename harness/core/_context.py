@@ -15,6 +15,7 @@ import types
 from typing import Any
 
 from .. import storage
+from ..common import startup
 from ..common.api import APIError, Session
 from ..common.info import ClusterInfo, get_cluster_info
 from ._checkpoint import CheckpointContext, DummyCheckpointContext
@@ -76,6 +77,7 @@ class Context:
     def start(self) -> None:
         self.preempt._start()
         self.train._start()
+        startup.mark("context started")
 
     def alert(
         self,
@@ -186,6 +188,8 @@ def init(
         tensorboard_mode: AUTO (metrics become TensorBoard scalars, uploaded to checkpoint
             storage) or MANUAL (see ``TensorboardMode``).
     """
+    startup.mark_process_start()
+    startup.mark("core.init called")
     info = get_cluster_info()
     if info is None:
         return _dummy_init(distributed, checkpoint_storage, preempt_mode)
@@ -228,6 +232,7 @@ def init(
         manager = storage.from_config(storage_cfg)
         reported_cfg = storage.shortcut_to_config(storage_cfg)
     backend_id = _prepare_run(session, trial.trial_id, reported_cfg) if dist.rank == 0 else None
+    startup.mark("runs/start answered")
     tensorboard = TensorboardManager(
         tensorboard_base_path(storage_cfg, info.allocation_id, dist.rank),
         manager,

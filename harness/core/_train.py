@@ -21,6 +21,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..common import startup
 from ..common.api import NotFoundError, Session
 from ._tensorboard import TensorboardManager, training_scalars, validation_scalars
 
@@ -84,8 +85,13 @@ class _MetricsShipper(threading.Thread):
         self._lock = threading.Lock()
         self._progress: float | None = None
         self.error: BaseException | None = None
+        self._first = True
+        self._first_put = True
 
     def put(self, report: _Report) -> None:
+        if self._first_put:
+            self._first_put = False
+            startup.mark("first report queued")
         self._queue.put(report)
 
     def put_progress(self, progress: float) -> None:
@@ -117,10 +123,15 @@ class _MetricsShipper(threading.Thread):
                             carried = following
                             break
                         batch.append(following)
+                    if self._first:
+                        startup.mark("first report sent")
                     self._session.post(
                         f"/api/v1/trials/{self._trial_id}/metrics/batch",
                         json={"reports": [report_entry(self._trial_run_id, r) for r in batch]},
                     )
+                    if self._first:
+                        self._first = False
+                        startup.mark("first report acknowledged")
                 else:
                     with self._lock:
                         progress, self._progress = self._progress, None

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 
+from ..common import startup
 from ..common.info import (
     OFFICIAL_INFO_DIR,
     get_cluster_info,
@@ -134,6 +135,8 @@ def main(argv: list[str]) -> int:
     if not argv:
         print("usage: python3 -m det.exec.run -- ENTRYPOINT...", file=sys.stderr)
         return 2
+    startup.mark_process_start()
+    startup.mark("imports done")
     env = dict(os.environ)
     workdir = choose_workdir(env, os.path.isdir(DEFAULT_WORKDIR))
     if workdir is not None:
@@ -178,6 +181,7 @@ def _run(argv: list[str], env: dict[str, str]) -> int:
             return 2
     env = with_official_torch_loads(env, importlib.util.find_spec("determined") is not None)
     cmd = entrypoint_argv(argv, sys.executable)
+    startup.mark("entrypoint started")
     try:
         return run_forwarding(cmd, group=True, env=env)
     except FileNotFoundError as e:
