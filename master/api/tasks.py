@@ -11,7 +11,7 @@ from typing import Any
 
 from flask import Blueprint, request
 
-from det.master import limits, task_origin
+from det.master import limits, preemptwait, task_origin
 from det.master.api import _access, _logs
 from det.master.api._common import (
     AGENT,
@@ -74,17 +74,28 @@ def preemption_signal(
     # Before the platform's request time limit, if any: the client asks again.
     timeout = state().config.long_request_seconds(timeout) or 0.0
     deadline = time.monotonic() + timeout
-    while True:
-        with db() as conn:
-            row = preemption.signal(conn, allocation_id)
-        if row is None:
-            raise NotFound(f"allocation {allocation_id} not found")
-        if row["preempt_requested"] or row["state"] == "TERMINATED":
-            return {"preempt": True}
-        if time.monotonic() >= deadline:
-            return {"preempt": False}
-        release_connection()  # no pooled connection is held while waiting
-        time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
+    # Woken by the allocation's notification (det.master.preemptwait), registered before the
+    # first read so that no change slips between a read and the wait.
+    waiters = preemptwait.waiters(str(state().pool.conninfo)) if timeout > 0 else None
+    woken = waiters.register(allocation_id) if waiters is not None else None
+    try:
+        while True:
+            if woken is not None:
+                woken.clear()
+            with db() as conn:
+                row = preemption.signal(conn, allocation_id)
+            if row is None:
+                raise NotFound(f"allocation {allocation_id} not found")
+            if row["preempt_requested"] or row["state"] == "TERMINATED":
+                return {"preempt": True}
+            left = deadline - time.monotonic()
+            if left <= 0 or waiters is None or woken is None:
+                return {"preempt": False}
+            release_connection()  # no pooled connection is held while waiting
+            woken.wait(min(waiters.wait_seconds(), left))
+    finally:
+        if waiters is not None and woken is not None:
+            waiters.unregister(allocation_id, woken)
 
 
 @bp.post("/api/v1/allocations/<allocation_id>/signals/ack_preemption")
