@@ -33,6 +33,7 @@ import docker.types
 from det.agent import images
 from det.agent.context import context_tar
 from det.agent.devices import Slot
+from det.agent.errors import BadSpec
 from det.agent.follower import LogFollower
 from det.agent.harness_bundle import HarnessBundle
 from det.agent.logs import LogShipper
@@ -136,6 +137,22 @@ def docker_options(spec: ContainerSpec) -> dict[str, Any]:
     if devices:
         out["devices"] = devices
     return out
+
+
+_RUN_AS = re.compile(r"([0-9]{1,10}):([0-9]{1,10})")
+
+
+def run_as(spec: ContainerSpec) -> tuple[int, int] | None:
+    """The (uid, gid) of the spec's ``user`` (its owner's agent user), None for the image's
+    user. Numbers only (a name would be looked up in the image's own /etc/passwd) and never 0:
+    a link is a non-root identity (the master refuses 0 too). BadSpec otherwise."""
+    user = spec.get("user")
+    if user is None:
+        return None
+    m = _RUN_AS.fullmatch(str(user))
+    if m is None or not 0 < int(m[1]) < 2**31 or not 0 < int(m[2]) < 2**31:
+        raise BadSpec(f"user: {user!r} is not 'uid:gid' with both between 1 and 2^31-1")
+    return int(m[1]), int(m[2])
 
 
 class DockerRuntime:
@@ -353,9 +370,16 @@ class DockerRuntime:
             if not self._set(rec, State.STARTING):
                 raise _Cancelled()
             workdir = str(spec.get("workdir") or DEFAULT_WORKDIR)
+            owner = run_as(spec)
             archive = None
-            if spec.get("contextPath"):
-                archive = context_tar(self._master.context(str(spec["contextPath"])), workdir)
+            if spec.get("contextPath") or owner is not None:
+                # An agent user gets a workdir of its own (its HOME), context or not.
+                tgz = (
+                    self._master.context(str(spec["contextPath"]))
+                    if spec.get("contextPath")
+                    else b""
+                )
+                archive = context_tar(tgz, workdir, owner)
             container = self._docker.containers.create(**self._create_args(rec, spec, workdir))
             with self._lock:
                 rec.docker_id = container.id
@@ -436,6 +460,12 @@ class DockerRuntime:
             # Bytes, or a size string Docker understands ("4G"), as Determined's shm_size allows.
             args["shm_size"] = int(shm) if str(shm).isdigit() else str(shm)
         args.update(docker_options(spec))
+        owner = run_as(spec)
+        if owner is not None:
+            args["user"] = f"{owner[0]}:{owner[1]}"
+            # A setuid program in the image (sudo, su) cannot take the task back to root.
+            args["security_opt"] = ["no-new-privileges:true"]
+            args["environment"].setdefault("HOME", workdir)
         gpus = self._gpu_ids(spec, slot_ids)
         args["environment"].update(gpu_env(gpus))
         if gpus:

@@ -25,8 +25,11 @@ def _safe(name: str) -> str | None:
     return norm
 
 
-def context_tar(tgz: bytes, workdir: str) -> bytes:
-    """An uncompressed tar holding `workdir` (and its parents) and the context inside it."""
+def context_tar(tgz: bytes, workdir: str, owner: tuple[int, int] | None = None) -> bytes:
+    """An uncompressed tar holding `workdir` (and its parents) and the context inside it.
+    ``owner`` (uid, gid): the task's agent user, who then owns the workdir and the context's
+    files, and the workdir's parents below the top one (``/run/determined``: the harness
+    writes its info files there); None: as the archive says."""
     root = posixpath.normpath("/" + workdir).lstrip("/")
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as dst:
@@ -34,13 +37,22 @@ def context_tar(tgz: bytes, workdir: str) -> bytes:
         for i in range(1, len(parts) + 1):
             info = tarfile.TarInfo("/".join(parts[:i]))
             info.type, info.mode = tarfile.DIRTYPE, 0o755
+            if owner is not None and (i == len(parts) or i >= 2):
+                _own(info, owner)
             dst.addfile(info)
         if tgz:
-            _copy_members(tgz, root, dst)
+            _copy_members(tgz, root, dst, owner)
     return out.getvalue()
 
 
-def _copy_members(tgz: bytes, root: str, dst: tarfile.TarFile) -> None:
+def _own(info: tarfile.TarInfo, owner: tuple[int, int]) -> None:
+    info.uid, info.gid = owner
+    info.uname = info.gname = ""  # numbers only: names would be looked up in the image
+
+
+def _copy_members(
+    tgz: bytes, root: str, dst: tarfile.TarFile, owner: tuple[int, int] | None = None
+) -> None:
     try:
         with tarfile.open(fileobj=io.BytesIO(tgz), mode="r:*") as src:
             for member in src:
@@ -54,6 +66,8 @@ def _copy_members(tgz: bytes, root: str, dst: tarfile.TarFile) -> None:
                         continue
                     member.linkname = posixpath.join(root, target)
                 member.name = posixpath.join(root, rel)
+                if owner is not None:
+                    _own(member, owner)
                 data = src.extractfile(member) if member.isreg() else None
                 dst.addfile(member, data)
     except (tarfile.TarError, EOFError, OSError) as e:

@@ -16,6 +16,7 @@ line and an exit code; the daemon's loop decides what each branch means for the 
     ├── ImagePullError            a task image could not be pulled (str() is what the master
     │                             shows)
     ├── BadContext (ValueError)   a task's context archive is unusable
+    ├── BadSpec (ValueError)      a container spec the agent refuses (a malformed ``user``)
     └── BundleError               the harness bundle could not be built
 
 The shared REST client's errors (:mod:`det.common.errors`) are translated into the
@@ -59,6 +60,10 @@ class ImagePullError(AgentError):
 
 class BadContext(AgentError, ValueError):
     """A task's context archive cannot be unpacked."""
+
+
+class BadSpec(AgentError, ValueError):
+    """A container spec field the agent refuses whatever the master sent; names the field."""
 
 
 class BundleError(AgentError):

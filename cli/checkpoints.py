@@ -97,6 +97,18 @@ def delete(args: argparse.Namespace) -> None:
     print(f"Deleting {len(uuids)} checkpoint(s) (their experiment's GC task removes the files)")
 
 
+def remove_files(args: argparse.Namespace) -> None:
+    """Determined's ``det checkpoint rm UUIDS --glob G``: the files the globs name go from
+    each checkpoint (no glob: the checkpoints' files are read again from storage)."""
+    uuids = [u for raw in args.uuids for u in raw.split(",") if u]
+    body = {"checkpointUuids": uuids, "checkpointGlobs": list(args.glob)}
+    session(args).post("/api/v1/checkpoints/rm", body)
+    if args.glob:
+        print(f"Removing files matching {', '.join(args.glob)} from {len(uuids)} checkpoint(s)")
+    else:
+        print(f"Reading the files of {len(uuids)} checkpoint(s) from storage again")
+
+
 def add_list_flags(p: argparse.ArgumentParser) -> None:
     """``det checkpoint list`` and ``det experiment list-checkpoints`` (Determined's name)."""
     p.add_argument("experiment_id", type=int)
@@ -120,5 +132,14 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
         default="direct",
         help="direct: read the storage from here; master: the master reads it and sends a tar",
     )
-    p = verb(sub, "delete rm", delete, "delete checkpoints (their experiment's GC task does it)")
+    p = verb(sub, "delete", delete, "delete checkpoints (their experiment's GC task does it)")
     p.add_argument("uuids", nargs="+", help="checkpoint uuids (or comma-separated lists)")
+    p = verb(sub, "rm", remove_files, "remove files matching globs from checkpoints")
+    p.add_argument("uuids", nargs="+", help="checkpoint uuids (or comma-separated lists)")
+    p.add_argument(
+        "--glob",
+        action="append",
+        default=[],
+        help="a glob of files to remove (repeatable; '**' spans directories); none: re-read",
+    )
+    p.add_argument("--yes", action="store_true", help="accepted for Determined's CLI: no prompt")

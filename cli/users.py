@@ -93,6 +93,37 @@ def rename(args: argparse.Namespace) -> None:
     print(f"renamed user {args.target_user} to {args.new_username}")
 
 
+def link_agent_user(args: argparse.Namespace) -> None:
+    """Determined's ``det user link-with-agent-user``: the user's task containers run as this
+    uid/gid (admins only; ``--unlink``: as the image's user again)."""
+    s = session(args)
+    user = cast(
+        "d.v1GetUserByUsernameResponse", s.get(f"/api/v1/users/{args.det_username}/by-username")
+    )["user"]
+    if args.unlink:
+        s.patch(f"/api/v1/users/{user['id']}", {"agentUserGroup": {}})
+        print(f"{args.det_username}'s tasks run as their image's user")
+        return
+    missing = [
+        f"--{k.replace('_', '-')}"
+        for k in ("agent_uid", "agent_gid", "agent_user", "agent_group")
+        if getattr(args, k) is None
+    ]
+    if missing:
+        raise UsageError(f"{', '.join(missing)} required (or --unlink)")
+    link = {
+        "agentUid": args.agent_uid,
+        "agentGid": args.agent_gid,
+        "agentUser": args.agent_user,
+        "agentGroup": args.agent_group,
+    }
+    s.patch(f"/api/v1/users/{user['id']}", {"agentUserGroup": link})
+    print(
+        f"{args.det_username}'s tasks run as {args.agent_user} ({args.agent_uid}),"
+        f" group {args.agent_group} ({args.agent_gid})"
+    )
+
+
 def list_(args: argparse.Namespace) -> None:
     users = cast("d.v1GetUsersResponse", session(args).get("/api/v1/users"))["users"]
     if args.json:
@@ -119,6 +150,18 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     p.add_argument("--password", help="the new password (prompted if omitted)")
     p = verb(sub, "list ls", list_, "list users")
     add_json(p)
+    p = verb(
+        sub,
+        "link-with-agent-user",
+        link_agent_user,
+        "run a user's task containers as this uid/gid (admins only)",
+    )
+    p.add_argument("det_username")
+    p.add_argument("--agent-uid", type=int)
+    p.add_argument("--agent-gid", type=int)
+    p.add_argument("--agent-user")
+    p.add_argument("--agent-group")
+    p.add_argument("--unlink", action="store_true", help="run as the image's user again")
     p = verb(sub, "rename", rename, "rename a user (admins only)")
     p.add_argument("target_user")
     p.add_argument("new_username")

@@ -53,6 +53,9 @@ class ContainerSpec(DockerOptions):
     # The agent's slot ids the allocation holds (strings, as the agent reports its slots).
     slotIds: list[str]
     deviceType: str
+    # "uid:gid" (numbers) the container runs as: its owner's agent user (det user
+    # link-with-agent-user); None: the image's user.
+    user: str | None
     # The master's path of the task's context archive, None without one.
     contextPath: str | None
     workdir: str

@@ -22,6 +22,7 @@ from typing import Any, BinaryIO
 
 from det.common.errors import CheckpointNotFoundError as CheckpointNotFoundError
 
+from . import globs as _globs
 from .tree import Tree
 
 logger = logging.getLogger(__name__)
@@ -65,6 +66,12 @@ class StorageManager(abc.ABC):
     @abc.abstractmethod
     def list_files(self, storage_id: str) -> dict[str, int]:
         """The checkpoint's resources as stored (empty when absent)."""
+
+    @abc.abstractmethod
+    def remove_files(self, storage_id: str, patterns: list[str]) -> dict[str, int]:
+        """``det checkpoint rm``: remove what the glob ``patterns`` name from the checkpoint
+        (:mod:`det.storage.globs`; none: remove nothing) and return what is left, read back
+        from storage. When no file is left the checkpoint goes entirely (``{}``)."""
 
     def direct_path(self, storage_id: str) -> pathlib.Path | None:
         """The checkpoint's final directory when storage is a local filesystem, else None."""
@@ -261,3 +268,14 @@ class ObjectStorageManager(StorageManager):
 
     def list_files(self, storage_id: str) -> dict[str, int]:
         return self._list(storage_id)
+
+    def remove_files(self, storage_id: str, patterns: list[str]) -> dict[str, int]:
+        kp = self._key_prefix(storage_id)
+        listing = self._list(storage_id)
+        doomed = [rel for rel in listing if _globs.selected(patterns, rel)]
+        left = {rel: size for rel, size in listing.items() if rel not in set(doomed)}
+        if not any(not rel.endswith("/") for rel in left):
+            doomed, left = list(listing), {}
+        if doomed:
+            self._delete_keys([kp + rel for rel in doomed])
+        return left

@@ -16,6 +16,7 @@ import shutil
 from collections.abc import Iterator
 from typing import Any
 
+from . import globs
 from .base import (
     CheckpointNotFoundError,
     Selector,
@@ -120,6 +121,24 @@ class DirectoryStorageManager(StorageManager):
             return {}
         with Tree(path, checkpoint=True) as tree:
             return dict(tree.resources)
+
+    def remove_files(self, storage_id: str, patterns: list[str]) -> dict[str, int]:
+        """Entries are chosen from the checkpoint's listing (its content and what the listing
+        skips: a link out of the directory is removed itself, never what it points at) and
+        removed through descriptors (:meth:`Tree.remove`); the directory itself must not be a
+        link (UnsafeCheckpointError)."""
+        path = self._dir(storage_id)
+        if not path.is_dir() and not path.is_symlink():
+            return {}
+        with Tree(path, checkpoint=True) as tree:
+            for rel in globs.topmost(patterns, [*tree.resources, *tree.skipped]):
+                tree.remove(rel)
+        with Tree(path, checkpoint=True) as tree:
+            left = dict(tree.resources)
+        if not any(not rel.endswith("/") for rel in left):
+            self.delete(storage_id)
+            return {}
+        return left
 
     @contextlib.contextmanager
     def store_path(self, storage_id: str) -> Iterator[pathlib.Path]:

@@ -112,6 +112,38 @@ class Tree:
             raise UnsafeCheckpointError(f"{rel}: no longer a regular file; not read")
         return os.fdopen(out, "rb")
 
+    def remove(self, rel: str) -> None:
+        """Remove the entry ``rel`` (a file, a link itself, a special file, or a directory and
+        everything in it) through directory descriptors opened without following links: a link
+        is unlinked, never followed, and one swapped in on the path after the listing makes the
+        removal fail (UnsafeCheckpointError) instead of reaching outside the root."""
+        parts = [p for p in rel.rstrip("/").split("/") if p]
+        if not parts or any(p in (".", "..") for p in parts):
+            raise UnsafeCheckpointError(f"{rel!r}: not a path inside the checkpoint")
+        fd = self._fd
+        opened: list[int] = []
+        try:
+            for name in parts[:-1]:
+                fd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                opened.append(fd)
+            try:
+                st = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                return
+            if stat.S_ISDIR(st.st_mode):
+                _remove_dir(parts[-1], fd)
+            else:
+                os.unlink(parts[-1], dir_fd=fd)
+        except OSError as e:
+            if e.errno in _LINK_ERRNOS:
+                raise UnsafeCheckpointError(
+                    f"{rel}: a link appeared on its path; not followed"
+                ) from None
+            raise
+        finally:
+            for d in opened:
+                os.close(d)
+
     # --- listing -----------------------------------------------------------------------------
 
     def _scan(self, dir_fd: int, prefix: str) -> None:
@@ -199,3 +231,20 @@ class Tree:
             if norm.startswith(prefix.rstrip("/") + "/"):
                 return norm[len(prefix.rstrip("/")) + 1 :]
         return None
+
+
+def _remove_dir(name: str, parent_fd: int) -> None:
+    """Remove directory ``name`` of ``parent_fd`` and its content, descending only into real
+    directories (opened with ``O_NOFOLLOW``); links inside are unlinked themselves."""
+    fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    try:
+        with os.scandir(fd) as it:
+            entries = list(it)
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                _remove_dir(entry.name, fd)
+            else:
+                os.unlink(entry.name, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent_fd)

@@ -29,11 +29,10 @@ from det.master.errors import (
     PermissionDenied,
     TooManyRequests,
     Unauthenticated,
-    Unimplemented,
 )
 from det.master.schemas import d
 from det.master.schemas import users as wire
-from det.master.services import cluster_messages, login_limits, usernames, users
+from det.master.services import agent_users, cluster_messages, login_limits, usernames, users
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +174,7 @@ def create_user(body: d.v1PostUserRequest) -> d.v1PostUserResponse:
     password = body.get("password") or ""
     if not password and not spec.get("remote"):
         raise InvalidArgument("password: required for a non-remote user")
+    link = _agent_link(spec)
     with db() as conn:
         user = users.create_user(
             conn,
@@ -189,6 +189,9 @@ def create_user(body: d.v1PostUserRequest) -> d.v1PostUserResponse:
         if display_name:
             name = limits.text("displayName", display_name, limits.NAME)
             user = users.update_user(conn, user.id, {"display_name": name})
+        if link is not None:
+            agent_users.link(conn, user.id, link[0])
+            user = users.get_user(conn, user.id)
     # Logged once committed: a create that rolled back must not read as done in the log.
     logger.info("user %s created (admin=%s, active=%s)", user.username, user.admin, user.active)
     return {"user": wire.user(user)}
@@ -217,13 +220,13 @@ def patch_user(user_id: int, body: d.v1PatchUser) -> d.v1PatchUserResponse:
     if user_id != me_.id and not me_.admin:
         raise PermissionDenied("only an admin may change another user")
     if not self_service and not me_.admin:
-        raise PermissionDenied("only an admin may change admin or active")
-    if data.get("agentUserGroup") is not None:
-        raise Unimplemented(
-            "agentUserGroup: det does not link users to agent users (link-with-agent-user);"
-            " task containers run as their image's user (README: task containers)"
+        raise PermissionDenied(
+            "only an admin may change admin, active, remote, username or agentUserGroup"
         )
+    link = _agent_link(data)
     with db() as conn:
+        if link is not None:
+            agent_users.link(conn, user_id, link[0])
         password = data.get("password")
         if password is not None:
             users.set_password(conn, user_id, password, hashed=bool(data.get("isHashed")))
@@ -238,6 +241,15 @@ def patch_user(user_id: int, body: d.v1PatchUser) -> d.v1PatchUserResponse:
             fields["username"] = username
         user = users.update_user(conn, user_id, fields)
     return {"user": wire.user(user)}
+
+
+def _agent_link(data: d.v1PatchUser | d.v1User) -> tuple[dict[str, Any] | None] | None:
+    """PatchUser's (or PostUser's) ``agentUserGroup``, checked (admins only: the caller was
+    checked); None when the request does not set it, ``(None,)`` when it unlinks."""
+    value = data.get("agentUserGroup")
+    if value is None:
+        return None
+    return (agent_users.parse(value),)
 
 
 @bp.post("/api/v1/users/<int:user_id>/password")

@@ -25,6 +25,7 @@ from det.master.schemas import checkpoints as wire
 from det.master.schemas import d, validate
 from det.master.services import checkpoint_gc
 from det.master.services import checkpoints as ckpt_svc
+from det.storage import globs as det_globs
 
 bp = Blueprint("checkpoints", __name__)
 
@@ -135,6 +136,32 @@ def delete(body: d.v1DeleteCheckpointsRequest) -> Any:
             if _access.checkpoint(conn, uid, for_write=True) is None:
                 raise NotFound(f"checkpoint {uid} not found")
         checkpoint_gc.delete(conn, state(), list(dict.fromkeys(uuids)))
+    return {}
+
+
+@bp.post("/api/v1/checkpoints/rm")
+@contract("CheckpointsRemoveFiles")
+def remove_files(body: d.v1CheckpointsRemoveFilesRequest) -> Any:
+    """``det checkpoint rm``: the experiment's checkpoint-GC task removes the files the globs
+    name (none: reads the files again) and reports what is left of each checkpoint."""
+    uuids = body.get("checkpointUuids")
+    if not uuids:
+        raise InvalidArgument("checkpointUuids: required non-empty list of uuids")
+    if len(uuids) > limits.LABELS * 10:
+        raise InvalidArgument(f"checkpointUuids: at most {limits.LABELS * 10} per request")
+    patterns = body.get("checkpointGlobs") or []
+    if len(patterns) > det_globs.MAX_GLOBS:
+        raise InvalidArgument(f"checkpointGlobs: at most {det_globs.MAX_GLOBS} globs")
+    for i, g in enumerate(patterns):
+        try:
+            det_globs.validate(g)
+        except ValueError as e:
+            raise InvalidArgument(f"checkpointGlobs[{i}]: {e}") from None
+    with db() as conn:
+        for uid in uuids:
+            if _access.checkpoint(conn, uid, for_write=True) is None:
+                raise NotFound(f"checkpoint {uid} not found")
+        checkpoint_gc.delete(conn, state(), list(dict.fromkeys(uuids)), globs=list(patterns))
     return {}
 
 

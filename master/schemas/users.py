@@ -3,7 +3,7 @@ and ``v1TokenInfo`` from a ``user_sessions`` row."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from typing_extensions import TypedDict
 
@@ -28,7 +28,7 @@ def user(u: User) -> d.v1User:
         "active": u.active,
         "displayName": u.display_name or "",
         "remote": u.remote,
-        "agentUserGroup": None,
+        "agentUserGroup": cast("d.v1AgentUserGroup", u.agent_user_group),
         "modifiedAt": ts(u.modified_at),
     }
 

@@ -268,6 +268,7 @@ def container_spec(
         "slotIds": slot_ids,
         "deviceType": device,
         **containers.docker_options(st, config, alloc["resource_pool"]),
+        "user": containers.run_as(conn, alloc["id"], env),
         "contextPath": f"/api/v1/tasks/{alloc['task_id']}/context",
         "workdir": containers.WORKDIR,
         "killGraceSeconds": 30,

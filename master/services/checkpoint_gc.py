@@ -96,7 +96,8 @@ def gc_pass(conn: Conn, st: MasterState) -> None:
 def _requeue_lost(conn: Conn, st: MasterState) -> None:
     """GC runs that ended because their agent was lost, queued again for what is left."""
     rows = conn.execute(
-        "SELECT g.allocation_id, g.experiment_id, g.uuids, g.tensorboards, j.id AS job_id,"
+        "SELECT g.allocation_id, g.experiment_id, g.uuids, g.tensorboards, g.globs,"
+        " j.id AS job_id,"
         " j.resource_pool"
         " FROM checkpoint_gc g JOIN allocations a ON a.id = g.allocation_id"
         " JOIN jobs j ON j.experiment_id = g.experiment_id"
@@ -132,7 +133,7 @@ def _requeue_lost(conn: Conn, st: MasterState) -> None:
             )
             continue
         exp = {"id": eid, "job_id": r["job_id"], "resource_pool": r["resource_pool"]}
-        _queue_task(conn, st, exp, left, run=1, tensorboards=r["tensorboards"])
+        _queue_task(conn, st, exp, left, run=1, tensorboards=r["tensorboards"], globs=r["globs"])
 
 
 def _queue(
@@ -173,6 +174,7 @@ def _queue_task(
     *,
     run: int,
     tensorboards: bool = False,
+    globs: list[str] | None = None,
 ) -> None:
     eid = exp["id"]
     task_id = f"gc.{eid}"
@@ -195,16 +197,19 @@ def _queue_task(
         ),
     )
     conn.execute(
-        "INSERT INTO checkpoint_gc (allocation_id, experiment_id, uuids, tensorboards)"
-        " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
-        (allocation_id, eid, doomed, tensorboards),
+        "INSERT INTO checkpoint_gc (allocation_id, experiment_id, uuids, tensorboards, globs)"
+        " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+        (allocation_id, eid, doomed, tensorboards, globs),
     )
-    what = _what(len(doomed), tensorboards)
+    what = _what(len(doomed), tensorboards, globs)
     states.record_event(conn, "experiment", eid, "checkpoint-gc", f"deleting {what}")
     logger.info("experiment %d: checkpoint GC of %s queued", eid, what)
 
 
-def _what(checkpoints: int, tensorboards: bool) -> str:
+def _what(checkpoints: int, tensorboards: bool, globs: list[str] | None = None) -> str:
+    if globs is not None:
+        named = ", ".join(globs) if globs else "none: their files are listed again"
+        return f"files of {checkpoints} checkpoints (globs: {named})"
     if not tensorboards:
         return f"{checkpoints} checkpoints"
     if not checkpoints:
@@ -233,10 +238,15 @@ def delete_tensorboards(conn: Conn, st: MasterState, experiment_id: int) -> None
     conn.execute("NOTIFY det_wakeup")
 
 
-def delete(conn: Conn, st: MasterState, uuids: list[str]) -> None:
+def delete(conn: Conn, st: MasterState, uuids: list[str], globs: list[str] | None = None) -> None:
     """``det checkpoint delete``: the GC task of each checkpoint's experiment deletes the given
     checkpoints from storage; they are marked ``DELETED`` when it succeeds. Checkpoints
-    registered as model versions, already deleted or of a running experiment are refused."""
+    registered as model versions, already deleted or of a running experiment are refused.
+
+    With ``globs`` (``det checkpoint rm``, CheckpointsRemoveFiles) the task removes only the
+    files they name and reports what is left of each (PATCH ``/api/v1/checkpoints``): all gone
+    is ``DELETED``, fewer files ``PARTIALLY_DELETED``; no globs: the files are read again."""
+    verb = "delete" if globs is None else "remove files from"
     rows = conn.execute(
         "SELECT c.uuid, c.state, t.experiment_id, e.state AS exp_state,"
         " j.id AS job_id, j.resource_pool,"
@@ -251,21 +261,21 @@ def delete(conn: Conn, st: MasterState, uuids: list[str]) -> None:
     for uid in uuids:
         r = by_uuid.get(uid)
         if r is None:
-            raise InvalidArgument(f"checkpointUuids: checkpoint {uid} has no trial to delete from")
+            raise InvalidArgument(f"checkpointUuids: checkpoint {uid} has no trial to {verb}")
         if r["registered"]:
             raise Conflict(f"checkpoint {uid} is registered as a model version; it is kept")
         if r["state"] not in (states.COMPLETED, states.PARTIALLY_DELETED):
-            raise Conflict(f"checkpoint {uid} is {r['state']}; only a completed one is deleted")
+            raise Conflict(f"checkpoint {uid} is {r['state']}; only a completed one is changed")
         if r["exp_state"] not in states.TERMINAL:
             raise Conflict(
                 f"checkpoint {uid}: experiment {r['experiment_id']} is {r['exp_state']};"
-                " delete its checkpoints once it has ended"
+                f" {verb} its checkpoints once it has ended"
             )
         by_experiment.setdefault(int(r["experiment_id"]), []).append(uid)
     for eid, doomed in by_experiment.items():
         r = by_uuid[doomed[0]]
         exp = {"id": eid, "job_id": r["job_id"], "resource_pool": r["resource_pool"]}
-        _queue_task(conn, st, exp, doomed, run=1)
+        _queue_task(conn, st, exp, doomed, run=1, globs=globs)
     conn.execute("NOTIFY det_wakeup")
 
 
@@ -274,7 +284,8 @@ def container_spec(
 ) -> ContainerSpec:
     """The GC task's container: the experiment's image, storage and mounts; no context."""
     row = conn.execute(
-        "SELECT g.uuids, g.tensorboards, e.id, e.config FROM checkpoint_gc g JOIN experiments e"
+        "SELECT g.uuids, g.tensorboards, g.globs, e.id, e.config FROM checkpoint_gc g"
+        " JOIN experiments e"
         " ON e.id = g.experiment_id WHERE g.allocation_id = %s",
         (alloc["id"],),
     ).fetchone()
@@ -291,6 +302,8 @@ def container_spec(
     )
     if row["tensorboards"]:
         env["DET_DELETE_TENSORBOARDS"] = "1"
+    if row["globs"] is not None:
+        env["DET_CHECKPOINT_GLOBS"] = json.dumps(list(row["globs"]))
     return {
         "taskId": alloc["task_id"],
         "taskType": TASK_TYPE,
@@ -301,6 +314,7 @@ def container_spec(
         "deviceType": "cpu",
         # the experiment's Docker settings: its registry credentials pull the same image
         **containers.docker_options(st, config, alloc["resource_pool"]),
+        "user": containers.run_as(conn, alloc["id"], env),
         "contextPath": None,
         "workdir": containers.WORKDIR,
         "killGraceSeconds": 30,
@@ -310,18 +324,22 @@ def container_spec(
 
 def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason: str = "") -> None:
     row = conn.execute(
-        "SELECT experiment_id, uuids, tensorboards FROM checkpoint_gc WHERE allocation_id = %s",
+        "SELECT experiment_id, uuids, tensorboards, globs FROM checkpoint_gc"
+        " WHERE allocation_id = %s",
         (allocation_id,),
     ).fetchone()
     if row is None:
         return
     eid = row["experiment_id"]
     if exit_code == 0:
-        if row["uuids"]:
+        # A removal of files reported what is left of each checkpoint as it went.
+        if row["uuids"] and row["globs"] is None:
             states.checkpoints_deleted(conn, row["uuids"])
-        what = _what(len(row["uuids"]), row["tensorboards"])
-        states.record_event(conn, "experiment", eid, "checkpoint-gc", f"deleted {what}")
-    elif reason == containers.AGENT_LOST:  # it may not have run: _requeue_lost queues it again
+        verb = "deleted" if row["globs"] is None else "removed"
+        what = _what(len(row["uuids"]), row["tensorboards"], row["globs"])
+        states.record_event(conn, "experiment", eid, "checkpoint-gc", f"{verb} {what}")
+        return
+    if reason == containers.AGENT_LOST:  # it may not have run: _requeue_lost queues it again
         states.record_event(
             conn,
             "experiment",

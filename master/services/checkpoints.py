@@ -73,7 +73,12 @@ def trial_of_task(conn: Conn, task_id: str) -> int | None:
 
 
 def files_deleted(conn: Conn, uid: str, left: dict[str, int]) -> None:
-    """The GC task or the harness deleted files of checkpoint ``uid``; ``left`` remain."""
+    """The GC task or the harness deleted files of checkpoint ``uid``; ``left`` remain. The
+    same files as recorded (``det checkpoint rm`` with no glob, or one that named nothing) is
+    no deletion: the checkpoint keeps its state."""
+    row = conn.execute("SELECT resources FROM checkpoints WHERE uuid = %s", (uid,)).fetchone()
+    if row is not None and left and dict(row["resources"] or {}) == dict(left):
+        return
     states.checkpoint_files_left(conn, uid, left)
 
 

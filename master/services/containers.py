@@ -23,6 +23,7 @@ from det.master.expconf import stored
 from det.master.expconf.schema import DEFAULT_CPU_IMAGE
 from det.master.expconf.storage import SharedFSStorage
 from det.master.handles import MasterState
+from det.master.services import agent_users
 
 AGENT_LOST = "agent lost"
 #: How an agent's container error starts when the image could not be pulled (det.agent.images).
@@ -106,6 +107,16 @@ def check_policy(
     )
     if refusal is not None:
         raise PermissionDenied(f"task container policy: {refusal}")
+
+
+def run_as(conn: Conn, allocation_id: str, env: dict[str, str]) -> str | None:
+    """The container's ``user`` ("uid:gid") when its owner is linked to an agent user (their
+    names go in ``USER``/``LOGNAME``, as a login sets them); None: the image's user."""
+    link = agent_users.container_user(conn, allocation_id)
+    if not link:
+        return None
+    env["USER"] = env["LOGNAME"] = str(link["agentUser"])
+    return f"{int(link['agentUid'])}:{int(link['agentGid'])}"
 
 
 def image_and_env(conn: Conn, config: dict[str, Any], agent_id: str) -> tuple[str, dict[str, str]]:

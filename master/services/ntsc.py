@@ -289,6 +289,7 @@ def container_spec(
         "slotIds": slot_ids,
         "deviceType": "cuda" if containers.slot_type(conn, agent_id) == "cuda" else "cpu",
         **docker,
+        "user": containers.run_as(conn, alloc["id"], env),
         "contextPath": f"/api/v1/tasks/{task['id']}/context" if task["context"] else None,
         "workdir": containers.WORKDIR,
         "killGraceSeconds": 10,

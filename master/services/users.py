@@ -37,6 +37,8 @@ class User:
     display_name: str | None = None
     remote: bool = False
     modified_at: dt.datetime | None = None
+    #: ``det user link-with-agent-user``: agentUid, agentGid, agentUser, agentGroup (or None)
+    agent_user_group: dict[str, Any] | None = None
 
 
 def client_hash(password: str) -> str:
@@ -79,6 +81,7 @@ def _user(row: dict[str, Any]) -> User:
         row.get("display_name"),
         bool(row.get("remote")),
         row.get("modified_at"),
+        row.get("agent_user_group"),
     )
 
 

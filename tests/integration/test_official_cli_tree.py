@@ -105,6 +105,7 @@ class World:
     token: str  # an access token of ``user``
     uuid: str  # a completed checkpoint of ``eid``, registered as model ``model`` version 1
     doomed: str  # a completed checkpoint of ``spare``, deleted by the walk
+    trim: str  # a completed checkpoint of ``eid``'s other trial: ``checkpoint rm`` re-reads it
     model: str
     agent: str
     user: str
@@ -132,7 +133,7 @@ def args_for(w: World) -> dict[str, list[str]]:
         "checkpoint delete": [w.doomed, "--yes"],
         "checkpoint describe": [w.uuid],
         "checkpoint download": [w.uuid, "--mode", "master", "-o", str(w.out / "ckpt")],
-        "checkpoint rm": [w.doomed, "--yes"],
+        "checkpoint rm": [w.trim, "--glob", "no-such-file", "--yes"],
         "dev auth-token": [],
         "dev bindings call": ["get_GetMaster"],
         "dev curl": ["/api/v1/me"],
@@ -357,11 +358,24 @@ def effects(w: World, m: Master) -> dict[str, Callable[[], bool]]:
         "model create": lambda: True,
         "user create": lambda: user("walker2")["username"] == "walker2",
         "user edit": lambda: user(w.user)["displayName"] == "Walker",
+        "user link-with-agent-user": lambda: (
+            user(w.user)["agentUserGroup"]
+            == {"agentUid": 1000, "agentGid": 1000, "agentUser": "u", "agentGroup": "g"}
+        ),
         "user rename": lambda: user("walker3")["username"] == "walker3",
         "token create": lambda: len(m.get("/api/v1/tokens")["tokenInfo"]) >= 2,
         "token edit": lambda: token(w.token)["description"] == "edited",
         "token revoke": lambda: bool(token(w.token)["revoked"]),
         "checkpoint delete": lambda: wait_deleted(w.doomed),
+        # The walk wrote model.pt ("weights", 7 bytes) where the trial reported 10 bytes.
+        "checkpoint rm": lambda: cli_support.wait(
+            lambda: (
+                m.get(f"/api/v1/checkpoints/{w.trim}")["checkpoint"]["resources"]
+                == {"model.pt": "7"}
+            ),
+            30,
+            "the GC task",
+        ),
         "project create": lambda: project("walker-new-project") is not None,
         "project edit": lambda: (project("walker-project") or {}).get("description") == "d",
         "project archive": lambda: bool((project("walker-project") or {}).get("archived")),
@@ -486,6 +500,12 @@ def world(
 
     cli_support.wait(lambda: completed(eid) and completed(spare), 30, "checkpoints")
     uuid, doomed = latest(eid), latest(spare)
+    # The other trial's latest checkpoint: the default GC policy keeps it too.
+    trial_of = {str(c["uuid"]): c["training"]["trialId"] for c in completed(eid)}
+    trim = max(
+        (c for c in completed(eid) if trial_of[str(c["uuid"])] != trial_of[uuid]),
+        key=lambda c: c["metadata"]["steps_completed"],
+    )["uuid"]
     # Downloads read shared_fs checkpoints from the host path; the simulated trials wrote none.
     for c in completed(eid):
         storage = Path(m.config_file.parent / "checkpoints" / str(c["uuid"]))
@@ -528,6 +548,7 @@ def world(
         token,
         uuid,
         doomed,
+        str(trim),
         "walker-registry",
         "sim-0",
         "walker",
@@ -575,7 +596,8 @@ def test_every_leaf_of_the_official_cli_works_or_refuses_clearly(
 
 def _normalise(text: str, w: World) -> str:
     for value, name in (
-        (w.uuid, "UUID"), (w.doomed, "UUID2"), (str(w.out), "OUT"), (str(w.cfg), "CONFIG"),
+        (w.uuid, "UUID"), (w.doomed, "UUID2"), (w.trim, "UUID3"), (str(w.out), "OUT"),
+        (str(w.cfg), "CONFIG"),
     ):  # fmt: skip
         text = text.replace(value, name)
     text = re.sub(r"\s+", " ", text).replace("|", "\\|")

@@ -404,7 +404,7 @@ def test_no_version_warning_and_det_version_shows_both(
     assert shown["master"] == det_pkg.__version__
 
 
-def test_user_rename_and_edit_take_effect_and_agent_user_link_is_refused(
+def test_user_rename_and_edit_take_effect_and_agent_user_link_is_stored(
     cli_master: Master, official: Official, det: Det
 ) -> None:
     def names() -> list[str]:
@@ -438,8 +438,9 @@ def test_user_rename_and_edit_take_effect_and_agent_user_link_is_refused(
         "--agent-group",
         "g",
     )
-    assert link.returncode != 0
-    assert "link-with-agent-user" in link.stderr and "README" in link.stderr, link.stderr
+    assert link.returncode == 0, link.stderr
+    got = cli_master.get("/api/v1/users/ours/by-username")["user"]["agentUserGroup"]
+    assert got == {"agentUid": 1000, "agentGid": 1000, "agentUser": "u", "agentGroup": "g"}
 
 
 def test_set_gc_policy_collects_again_and_max_slots_is_stored(

@@ -44,3 +44,12 @@ def test_members_escaping_the_workdir_are_dropped() -> None:
 def test_garbage_is_a_bad_context() -> None:
     with pytest.raises(BadContext):
         context_tar(b"definitely not a tarball", "/w")
+
+
+def test_an_agent_user_owns_the_workdir_and_the_context_by_number() -> None:
+    tar = context_tar(make_tgz({"train.py": "print(1)\n"}), "/run/determined/workdir", (4321, 99))
+    with tarfile.open(fileobj=io.BytesIO(tar)) as tf:
+        owners = {m.name: (m.uid, m.gid, m.uname) for m in tf.getmembers()}
+    assert owners["run"][:2] == (0, 0)  # the image's /run stays root's
+    for name in ("run/determined", "run/determined/workdir", "run/determined/workdir/train.py"):
+        assert owners[name] == (4321, 99, ""), (name, owners[name])

@@ -159,3 +159,21 @@ def test_the_master_reads_the_agents_pull_failures() -> None:
     for answer in passing:
         assert not allocations.image_refused(images.PULL_FAILED + answer), answer
     assert not allocations.image_refused("exit code 1: not found")  # not a pull failure
+
+
+def test_an_agent_user_runs_as_its_numbers_without_new_privileges() -> None:
+    args = create_args({"user": "4321:4322"}, [])
+    assert args["user"] == "4321:4322"
+    assert args["security_opt"] == ["no-new-privileges:true"]
+    assert args["environment"]["HOME"] == "/run/determined/workdir"
+    unlinked = create_args({"user": None}, [])
+    assert not {"user", "security_opt"} & set(unlinked)
+    assert "HOME" not in unlinked["environment"]
+
+
+@pytest.mark.parametrize("user", ["0:0", "1000:0", "root", "alice:1000", "1000", "1:2:3", "-1:5"])
+def test_the_agent_refuses_a_user_that_is_not_two_nonzero_numbers(user: str) -> None:
+    from det.agent.errors import BadSpec
+
+    with pytest.raises(BadSpec, match="user: "):
+        create_args({"user": user}, [])

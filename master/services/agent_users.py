@@ -1,0 +1,85 @@
+"""Agent users (``det user link-with-agent-user``): the uid and gid a user's task containers
+run as, so that what they write on shared storage is owned by that user's own identity.
+
+Only admins link (PatchUser's ``agentUserGroup``); the link is read once per container spec
+(:func:`container_user`) and sent to the agent as numbers (``"uid:gid"``): a name would be
+resolved in the image's ``/etc/passwd``, which the image's author controls. uid 0 and gid 0 are
+refused: root is what an unlinked user's task already gets from most images, and a link exists
+to give a task a non-root identity (det also starts such containers with no-new-privileges, so
+a setuid program in the image cannot take it back to root; docs/security.md).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from det.master.db import Conn
+from det.master.errors import InvalidArgument
+
+#: The largest uid/gid accepted (Linux's are 32-bit; 2**32-1 is "no id").
+MAX_ID = 2**31 - 1
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
+FIELDS = ("agentUid", "agentGid", "agentUser", "agentGroup")
+
+
+def _id(field: str, value: Any) -> int:
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)  # the generated client sends int64 as a JSON string
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"agentUserGroup.{field}: required integer (got {value!r})")
+    if value == 0:
+        raise InvalidArgument(
+            f"agentUserGroup.{field}: 0 (root) is refused: a link gives tasks a non-root identity"
+            " (an unlinked user's tasks run as the image's user)"
+        )
+    if not 0 < value <= MAX_ID:
+        raise InvalidArgument(f"agentUserGroup.{field}: must be between 1 and {MAX_ID}")
+    return value
+
+
+def _name(field: str, value: Any) -> str:
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
+        raise InvalidArgument(
+            f"agentUserGroup.{field}: required name of at most 32 letters, digits, '_', '.'"
+            f" or '-', not starting with a digit, '.' or '-' (got {value!r})"
+        )
+    return value
+
+
+def parse(value: Any) -> dict[str, Any] | None:
+    """The stored link for PatchUser's ``agentUserGroup``: all four fields, or none of them (an
+    empty object unlinks). Raises InvalidArgument naming the field and the rule."""
+    if not isinstance(value, dict):
+        raise InvalidArgument("agentUserGroup: must be an object")
+    given = {k: v for k, v in value.items() if v is not None}
+    unknown = sorted(set(given) - set(FIELDS))
+    if unknown:
+        raise InvalidArgument(f"agentUserGroup.{unknown[0]}: unknown field")
+    if not given:
+        return None
+    return {
+        "agentUid": _id("agentUid", given.get("agentUid")),
+        "agentGid": _id("agentGid", given.get("agentGid")),
+        "agentUser": _name("agentUser", given.get("agentUser")),
+        "agentGroup": _name("agentGroup", given.get("agentGroup")),
+    }
+
+
+def link(conn: Conn, user_id: int, value: dict[str, Any] | None) -> None:
+    conn.execute(
+        "UPDATE users SET agent_user_group = %s, modified_at = now() WHERE id = %s",
+        (Jsonb(value) if value is not None else None, user_id),
+    )
+
+
+def container_user(conn: Conn, allocation_id: str) -> dict[str, Any] | None:
+    """The link of the user whose job the allocation is (None: unlinked)."""
+    row = conn.execute(
+        "SELECT u.agent_user_group FROM allocations a JOIN jobs j ON j.id = a.job_id"
+        " JOIN users u ON u.id = j.owner_id WHERE a.id = %s",
+        (allocation_id,),
+    ).fetchone()
+    return row["agent_user_group"] if row is not None else None
