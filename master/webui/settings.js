@@ -51,7 +51,7 @@ function passwordForm(user) {
     if (!fresh) return toLogin();
     localStorage.setItem(TOKEN_KEY, fresh);
     form.reset();
-    status.textContent = "Password changed. Your other sessions have ended; log in again there.";
+    status.textContent = "Password changed. Your other sessions and your access tokens have ended: log in again there, create new tokens.";
   } },
   h("h2", {}, "Password"),
   field("current", "Current password", "current-password"),

@@ -190,7 +190,11 @@ def test_the_settings_page_changes_the_password_and_manages_tokens(
     master: Master, page: Any
 ) -> None:
     m = master
-    _user(m, "carol", "Carol-pw-1")
+    carol_session = _user(m, "carol", "Carol-pw-1")
+    carol_id = m.get("/api/v1/me", headers={"Authorization": f"Bearer {carol_session}"})["user"][
+        "id"
+    ]
+    old_token = _status(m, "/api/v1/tokens", carol_session, {"userId": carol_id}).json()["token"]
     ws = m.post("/api/v1/workspaces", {"name": "team-carol"})["workspace"]
     login(page, m, "/det/tasks", user="carol", password="Carol-pw-1")
     page.get_by_role("link", name="carol").click()
@@ -220,6 +224,9 @@ def test_the_settings_page_changes_the_password_and_manages_tokens(
     )
     assert refused.status_code == 401
     assert m.login("carol", "Carol-pw-2")
+    # Every session of carol's ended, her access token too (a token is a session).
+    for ended in (carol_session, old_token):
+        assert _status(m, "/api/v1/me", ended).status_code == 401
     # The page logged in again with the new password: it still works, no login page.
     page.goto(m.url + "/det/settings")
     page.locator("form.change-password").wait_for()
