@@ -30,7 +30,8 @@ function passwordForm(user) {
   const login = async (password) => {
     const r = await fetch("/api/v1/auth/login", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ username: user.username, password }) });
     const out = await r.json().catch(() => ({}));
-    return r.ok ? out.token : null;
+    if (r.ok) return { token: out.token };
+    return { refused: r.status === 401 ? "wrong password" : out.message || `login failed (${r.status})` };
   };
   const form = h("form", { class: "settings-form change-password", onsubmit: async (ev) => {
     ev.preventDefault();
@@ -40,16 +41,16 @@ function passwordForm(user) {
     if (next !== again) return (error.textContent = "confirm: the two new passwords differ");
     if (next === current) return (error.textContent = "password: the new password is the current one");
     const check = await login(current);
-    if (!check) return (error.textContent = "current password: wrong password");
-    await fetch("/api/v1/auth/logout", { method: "POST", headers: { Authorization: "Bearer " + check, "Content-Type": "application/json" }, body: "{}" }).catch(() => {});
+    if (!check.token) return (error.textContent = "current password: " + check.refused);
+    await fetch("/api/v1/auth/logout", { method: "POST", headers: { Authorization: "Bearer " + check.token, "Content-Type": "application/json" }, body: "{}" }).catch(() => {});
     try {
       await api(`/api/v1/users/${user.id}`, { method: "PATCH", body: { password: next } });
     } catch (e) {
       return (error.textContent = "password: " + e.message);
     }
     const fresh = await login(next);
-    if (!fresh) return toLogin();
-    localStorage.setItem(TOKEN_KEY, fresh);
+    if (!fresh.token) return toLogin();
+    localStorage.setItem(TOKEN_KEY, fresh.token);
     form.reset();
     status.textContent = "Password changed. Your other sessions and your access tokens have ended: log in again there, create new tokens.";
   } },
