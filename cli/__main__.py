@@ -24,6 +24,7 @@ from det.cli import (
     models,
     notebooks,
     projects,
+    resources,
     search,
     shells,
     tasks,
@@ -57,6 +58,7 @@ NOUN_ALIASES = {
     "notebook": ["notebooks"],
     "shell": ["shells"],
     "tensorboard": ["tensorboards"],
+    "resources": ["res"],
     "master": [],
     "deploy": ["d"],
 }
@@ -94,6 +96,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         shells,
         tasks,
         tensorboards,
+        resources,
     ):
         module.register(nouns, NOUN_ALIASES)
     deploy.register(nouns, NOUN_ALIASES, full=_wants_deploy(argv))

@@ -17,6 +17,7 @@ from det.cli import checkpoints, context, render
 from det.cli._util import add_json, noun, session, verb
 from det.cli.errors import APIError, CliError, UsageError
 from det.cli.projects import by_names
+from det.cli.resources import usd
 from det.cli.session import Session
 
 if TYPE_CHECKING:
@@ -301,6 +302,17 @@ def describe(args: argparse.Namespace) -> None:
             why = _why_errored(s, t) if t["state"] == "STATE_ERROR" else None
             if why:
                 print(f"Trial {t['id']}: {why}")
+        print(_cost_line(s.get(f"/api/v1/experiments/{e['id']}/cost")))
+
+
+def _cost_line(cost: dict[str, Any]) -> str:
+    """``Cost: $1.23 (spot $0.40, on-demand $0.83), 4.000 slot-hours``; no dollars where the
+    pools have no prices."""
+    hours = f"{cost['slotHours']:.3f} slot-hours"
+    if cost.get("usd") is None:
+        return f"Cost: {hours} (no prices for its pools)"
+    spot, od = usd(cost["spotUsd"]), usd(cost["onDemandUsd"])
+    return f"Cost: {usd(cost['usd'])} (spot {spot}, on-demand {od}), {hours}"
 
 
 def _why_errored(s: Session, trial: dict[str, Any]) -> str | None:

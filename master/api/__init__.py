@@ -23,6 +23,7 @@ from det.master.api.templates import bp as templates_bp
 from det.master.api.tensorboards import bp as tensorboards_bp
 from det.master.api.tokens import bp as tokens_bp
 from det.master.api.trials import bp as trials_bp
+from det.master.api.usage import bp as usage_bp
 from det.master.api.user_settings import bp as user_settings_bp
 from det.master.api.webhooks import bp as webhooks_bp
 from det.master.api.webui import bp as webui_bp
@@ -51,5 +52,6 @@ BLUEPRINTS: list[Blueprint] = [
     templates_bp,
     webhooks_bp,
     user_settings_bp,
+    usage_bp,
     webui_bp,
 ]

@@ -297,6 +297,12 @@ M = "/api/v1/models/<name>"
 P = "/api/v1/projects/<int:project_id>"
 W = "/api/v1/workspaces/<int:workspace_id>"
 AG = "/api/v1/agents/<agent_id>"
+USAGE_WINDOW = {"timestampAfter": "2020-01-01T00:00:00Z", "timestampBefore": "2030-01-01T00:00:00Z"}
+USAGE_DAYS = {
+    "startDate": "2020-01-01",
+    "endDate": "2020-01-03",
+    "period": "RESOURCE_ALLOCATION_AGGREGATION_PERIOD_DAILY",
+}
 
 # fmt: off
 ROUTES: list[Route] = [
@@ -330,6 +336,13 @@ ROUTES: list[Route] = [
     Route("GET", "/api/v1/resource-pools/<name>/instances", ANY_USER),
     Route("GET", "/api/v1/job-queues", ANY_USER),
     Route("GET", "/api/v1/job-queues-v2", ANY_USER),
+    # usage and cost reports (Determined's open-source edition shows them to every user)
+    Route("GET", "/api/v1/resources/allocation/raw", ANY_USER, params=USAGE_WINDOW),
+    Route("GET", "/api/v1/resources/allocation/aggregated", ANY_USER, params=USAGE_DAYS),
+    Route("GET", "/resources/allocation/raw", ANY_USER, params=USAGE_WINDOW),
+    Route("GET", "/resources/allocation/aggregated", ANY_USER, params=USAGE_DAYS),
+    Route("GET", "/resources/allocation/allocations-csv", ANY_USER, params=USAGE_WINDOW),
+    Route("GET", E + "/cost", ANY_USER),
     Route("GET", "/api/v1/experiments", ANY_USER),
     Route("GET", E, ANY_USER_AND_OWN_TASK),
     Route("GET", E + "/trials", ANY_USER_AND_OWN_TASK),

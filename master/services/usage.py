@@ -1,0 +1,142 @@
+"""What the usage and cost reports read: allocations that held slots in a window, with who and
+what they were for, and the cloud machines they ran on with their pools' prices
+(:mod:`det.master.usage` does the arithmetic)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+
+from det.master.config import MasterConfig
+from det.master.db import Conn
+from det.master.provisioner.cost import CostPolicy
+from det.master.provisioner.provider import Market
+from det.master.usage import Hold, Machine
+
+# One row per allocation placed before the window's end and not ended before its start. The
+# task's kind: a trial's (TRIAL), an interactive task's (its job's kind), or the checkpoint GC
+# of an experiment (an experiment's allocation with no trial).
+_HOLDS = """
+SELECT a.id, a.task_id, a.trial_id, a.resource_pool, a.slots_needed, a.placement,
+       a.placed_at, a.ended_at,
+       CASE WHEN a.trial_id IS NOT NULL THEN 'TRIAL'
+            WHEN j.kind = 'EXPERIMENT' THEN 'CHECKPOINT_GC' ELSE j.kind END AS kind,
+       j.experiment_id, u.id AS user_id, u.username,
+       coalesce(e.labels, '[]'::jsonb) AS labels,
+       coalesce(w.name, nw.name, '') AS workspace
+  FROM allocations a
+  JOIN jobs j ON j.id = a.job_id
+  LEFT JOIN users u ON u.id = j.owner_id
+  LEFT JOIN experiments e ON e.id = j.experiment_id
+  LEFT JOIN projects p ON p.id = e.project_id
+  LEFT JOIN workspaces w ON w.id = p.workspace_id
+  LEFT JOIN ntsc_tasks n ON n.job_id = j.id
+  LEFT JOIN workspaces nw ON nw.id = n.workspace_id
+ WHERE a.placed_at IS NOT NULL AND a.placed_at < %(end)s
+   AND (a.ended_at IS NULL OR a.ended_at > %(start)s)
+   {extra}
+ ORDER BY a.placed_at, a.id
+"""
+
+_MACHINES = """
+SELECT i.id, i.resource_pool, i.instance_type, i.market, i.launched_at, i.terminated_at,
+       (SELECT count(*) FROM slots s WHERE s.agent_id = i.id) AS slots
+  FROM instances i
+ WHERE i.launched_at < %(end)s AND (i.terminated_at IS NULL OR i.terminated_at > %(start)s)
+ ORDER BY i.launched_at, i.id
+"""
+
+
+def _hold(r: Mapping[str, object]) -> Hold:
+    placement = r["placement"] or {}
+    assert isinstance(placement, dict)
+    labels = r["labels"] or []
+    assert isinstance(labels, list)
+    return Hold(
+        allocation_id=str(r["id"]),
+        task_id=str(r["task_id"]),
+        kind=str(r["kind"]),
+        pool=str(r["resource_pool"]),
+        slots=int(r["slots_needed"]),  # type: ignore[call-overload]
+        start=r["placed_at"],  # type: ignore[arg-type]
+        end=r["ended_at"],  # type: ignore[arg-type]
+        placement={str(k): len(v) for k, v in placement.items()},
+        experiment_id=r["experiment_id"],  # type: ignore[arg-type]
+        trial_id=r["trial_id"],  # type: ignore[arg-type]
+        user_id=r["user_id"],  # type: ignore[arg-type]
+        username=str(r["username"] or ""),
+        labels=tuple(str(x) for x in labels),
+        workspace=str(r["workspace"]),
+    )
+
+
+def holds(
+    conn: Conn, start: dt.datetime, end: dt.datetime, experiment_id: int | None = None
+) -> list[Hold]:
+    """Allocations that held slots at some time in ``[start, end)`` (of one experiment, its
+    trials and its checkpoint GC, when ``experiment_id`` is given)."""
+    extra = "AND j.experiment_id = %(experiment_id)s" if experiment_id is not None else ""
+    rows = conn.execute(
+        _HOLDS.format(extra=extra),  # type: ignore[arg-type]  # a constant, no user text
+        {"start": start, "end": end, "experiment_id": experiment_id},
+    )
+    return [_hold(r) for r in rows]
+
+
+def policies(config: MasterConfig) -> dict[str, CostPolicy]:
+    """Each pool's price table, for the pools that have one."""
+    out = {}
+    for p in config.resource_pools:
+        pc = p.provider_config
+        if pc is not None and pc.cost is not None and (pc.cost.prices or pc.cost.spot_prices):
+            out[p.pool_name] = pc.cost.policy()
+    return out
+
+
+def _launch_slots(config: MasterConfig, pool: str, instance_type: str) -> int:
+    p = config.pool(pool)
+    pc = p.provider_config if p is not None else None
+    if pc is None:
+        return 0
+    return max(
+        (o.slots for o in pc.launch_options() if o.instance_type == instance_type), default=0
+    )
+
+
+def machines(
+    conn: Conn, config: MasterConfig, start: dt.datetime, end: dt.datetime
+) -> dict[str, Machine]:
+    """The cloud instances that ran at some time in ``[start, end)``, priced by their pool (a
+    pool without prices: ``hourly_usd`` None). A machine's slots are its agent's; before its
+    agent registered, its launch option's."""
+    prices = policies(config)
+    out = {}
+    for r in conn.execute(_MACHINES, {"start": start, "end": end}):
+        pool = r["resource_pool"]
+        market = Market(r["market"])
+        policy = prices.get(pool)
+        slots = int(r["slots"]) or _launch_slots(config, pool, r["instance_type"])
+        out[r["id"]] = Machine(
+            id=r["id"],
+            pool=pool,
+            instance_type=r["instance_type"],
+            market=market,
+            launched_at=r["launched_at"],
+            ended_at=r["terminated_at"],
+            slots=slots,
+            hourly_usd=policy.price(r["instance_type"], market) if policy else None,
+        )
+    return out
+
+
+def first_placement(conn: Conn) -> dt.datetime | None:
+    """When the first allocation ever placed was placed (None: none was)."""
+    row = conn.execute("SELECT min(placed_at) AS t FROM allocations").fetchone()
+    return row["t"] if row else None
+
+
+def experiment_exists(conn: Conn, experiment_id: int) -> bool:
+    row = conn.execute(
+        "SELECT 1 AS x FROM experiments WHERE id = %s AND NOT deleted", (experiment_id,)
+    ).fetchone()
+    return row is not None
