@@ -28,6 +28,7 @@ _SCRIPTS = (
     "analysis",
     "trials",
     "models",
+    "usage",
     "admin",
     "workspaces",
     "tasks",

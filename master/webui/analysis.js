@@ -166,7 +166,7 @@ async function experimentPage(main, id) {
     const { experiment: e, config, jobSummary } = await api("/api/v1/experiments/" + id);
     if (gen !== loads) return;
     const smaller = ((config || {}).searcher || {}).smaller_is_better !== false;
-    data = { e, config, jobSummary, smaller, trials: data ? data.trials : null, metricIds: data ? data.metricIds : [] };
+    data = { e, config, jobSummary, smaller, trials: data ? data.trials : null, metricIds: data ? data.metricIds : [], cost: data ? data.cost : null };
     drawHead();
     const ids = e.trialIds || [];
     const guess = st.metric || (e.searcherMetric ? "validation." + e.searcherMetric : null);
@@ -182,7 +182,9 @@ async function experimentPage(main, id) {
       })
       : Promise.resolve());
     const ckpts = settled(loadCheckpoints(smaller));
+    const cost = api(`/api/v1/experiments/${id}/cost`).catch(() => null);
     const { trials } = await api(`/api/v1/experiments/${id}/trials`);
+    data.cost = await cost;
     if (gen !== loads) return;
     const metricIds = metricIdsOf(trials);
     if (!st.metric || !metricIds.includes(st.metric)) st.metric = metricIds.includes("validation." + e.searcherMetric) ? "validation." + e.searcherMetric : metricIds[0] || null;
@@ -218,6 +220,7 @@ async function experimentPage(main, id) {
         ["Trials", String(trials ? trials.length : e.numTrials)],
         ["Best trial", e.bestTrialId ? h("span", {}, link("/det/trials/" + e.bestTrialId, "trial " + e.bestTrialId), ` (${metric} ${num(e.bestTrialSearcherMetric)})`) : ""],
         ["Queue", jobSummary && !isTerminal(e.state) && stateName(jobSummary.state) !== "UNSPECIFIED" ? `${stateName(jobSummary.state)}, ${jobSummary.jobsAhead} job(s) ahead` : ""],
+        ["Cost", data.cost ? h("span", { class: "experiment-cost" }, costText(data.cost)) : ""],
         ["Progress", e.progress === null || e.progress === undefined ? "" : Math.round(e.progress * 100) + "%"],
         ["Labels", (e.labels || []).join(", ")],
         ["Unmanaged", e.unmanaged ? "yes: a script run outside the cluster reports here" + (e.externalExperimentId ? ` (external id ${e.externalExperimentId})` : "") : ""],

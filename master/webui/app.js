@@ -352,6 +352,7 @@ function routes() {
     [/^\/det\/interactive\/([^/]+)(?:\/.*)?$/, openTaskPage, "tasks"],
     [/^\/det\/wait\/[^/]+\/([^/]+)\/?$/, openTaskPage, "tasks"],
     [/^\/det\/jobs\/?$/, jobsPage, "jobs"],
+    [/^\/det\/usage\/?$/, usagePage, "usage"],
     [/^\/det\/cluster(s)?\/?$/, clusterPage, "cluster"],
     [/^\/det\/admin\/users\/?$/, usersPage, "users"],
     [/^\/det\/settings\/?$/, settingsPage, "settings"],

@@ -20,6 +20,7 @@ from tests.integration.cli_support import Det
 from tests.integration.conftest import ADMIN_PASSWORD
 from tests.integration.test_official_client_answers import Official
 from tests.integration.usage_support import POOL, PRICE, Priced, priced  # noqa: F401
+from tests.integration.webui_support import browser, login, page, screenshot  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -28,6 +29,11 @@ TODAY = dt.datetime.now(dt.UTC).date()
 AFTER = f"{TODAY - dt.timedelta(days=1)}T00:00:00Z"
 BEFORE = f"{TODAY + dt.timedelta(days=1)}T23:59:59Z"
 DAY0, DAY1 = str(TODAY - dt.timedelta(days=1)), str(TODAY + dt.timedelta(days=1))
+
+
+def _usd(v: float) -> str:
+    """As the WebUI writes dollars (usage.js)."""
+    return f"${v:.2f}" if v == 0 or abs(v) >= 0.01 else "$" + repr(float(f"{v:.2g}"))
 
 
 def _get(p: Priced, path: str, **params: Any) -> requests.Response:
@@ -248,3 +254,25 @@ def test_a_label_that_looks_like_a_formula_is_text_in_the_csv(priced: Priced) ->
         assert "'=HYPERLINK(1)" in keys and "=HYPERLINK(1)" not in keys
     finally:
         m.session().delete(label, timeout=30)
+
+
+@pytest.mark.browser
+def test_webui_usage_page_and_experiment_page_show_the_search_cost(
+    priced: Priced,  # noqa: F811
+    page: Any,  # noqa: F811
+) -> None:
+    m, eid = priced.master, priced.experiment_id
+    own = _get(priced, f"/api/v1/experiments/{eid}/cost").json()
+    money = _usd(own["usd"])
+    login(page, m, f"/det/usage?from={DAY0}&to={DAY1}&by=experiment")
+    row = page.locator(".usage-breakdown tr", has_text=f"experiment {eid}")
+    row.wait_for(timeout=30_000)
+    cells = row.locator("td").all_inner_texts()
+    assert cells[0] == f"experiment {eid}" and cells[2] == money, cells
+    assert page.locator("svg.usage-chart rect.bar").count() >= 1
+    screenshot(page, "usage")
+    # The experiment's page carries the same figure.
+    page.goto(f"{m.url}/det/experiments/{eid}")
+    cost = page.locator(".experiment-cost")
+    cost.wait_for(timeout=30_000)
+    assert cost.inner_text().startswith(money + " (spot $0.00, on-demand " + money + ")")
