@@ -17,6 +17,7 @@ from det.master.api.openapi import bp as openapi_bp
 from det.master.api.preview import bp as preview_bp
 from det.master.api.projects import bp as projects_bp
 from det.master.api.provisioning import bp as provisioning_bp
+from det.master.api.runs import bp as runs_bp
 from det.master.api.shells import bp as shells_bp
 from det.master.api.tasks import bp as tasks_bp
 from det.master.api.templates import bp as templates_bp
@@ -34,6 +35,7 @@ BLUEPRINTS: list[Blueprint] = [
     auth_bp,
     experiments_bp,
     trials_bp,
+    runs_bp,
     tasks_bp,
     commands_bp,
     notebooks_bp,

@@ -102,6 +102,30 @@ def get(uid: str) -> d.v1GetCheckpointResponse:
         return {"checkpoint": wire.checkpoint(ckpt_svc.get(conn, uid))}
 
 
+@bp.post("/api/v1/checkpoints/<uid>/metadata")
+@allow(TASK, USER)
+@contract("PostCheckpointMetadata")
+def post_metadata(uid: str, body: d.v1PostCheckpointMetadataRequest) -> Any:
+    """Determined's PostCheckpointMetadata (the SDK's ``Checkpoint.add_metadata`` and
+    ``remove_metadata`` send the whole new metadata): it replaces the checkpoint's metadata,
+    except ``steps_completed``, which stays the step it was saved at (resume, GC and the CLIs
+    read it). Its experiment's owner, an admin, or its own trial's task."""
+    ckpt = body.get("checkpoint")
+    if not isinstance(ckpt, dict):
+        raise InvalidArgument("checkpoint: required object (with uuid and metadata)")
+    if ckpt.get("uuid") != uid:
+        raise InvalidArgument(f"checkpoint.uuid: must be the uuid in the path ({uid})")
+    metadata = limits.json_object("checkpoint.metadata", ckpt.get("metadata"))
+    with db() as conn:
+        if _access.checkpoint(conn, uid, for_write=True) is None:
+            raise NotFound(f"checkpoint {uid} not found")
+        ckpt_svc.set_metadata(conn, uid, metadata)
+        out: d.v1PostCheckpointMetadataResponse = {
+            "checkpoint": wire.checkpoint(ckpt_svc.get(conn, uid))
+        }
+    return out
+
+
 @bp.patch("/api/v1/checkpoints")
 @allow(TASK, USER)
 @contract("PatchCheckpoints", body=wire.PatchCheckpointsRequest)

@@ -103,6 +103,16 @@ def get(conn: Conn, uid: str) -> dict[str, Any]:
     return row
 
 
+def set_metadata(conn: Conn, uid: str, metadata: dict[str, Any]) -> None:
+    """The checkpoint's metadata is now ``metadata``, with its own ``steps_completed`` kept
+    (the step it was saved at, which resume and GC read from the row's column)."""
+    conn.execute(
+        "UPDATE checkpoints SET metadata = %s || jsonb_build_object('steps_completed',"
+        " steps_completed) WHERE uuid = %s",
+        (Jsonb(metadata), uid),
+    )
+
+
 def list_for(
     conn: Conn, *, experiment_id: int | None = None, trial_id: int | None = None
 ) -> list[dict[str, Any]]:

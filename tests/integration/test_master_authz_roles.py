@@ -363,6 +363,7 @@ ROUTES: list[Route] = [
     Route("GET", "/api/v1/trials/metrics/trial_metrics", ANY_USER, params={"group": "training"}),
     Route("GET", "/api/v1/trials/time-series", ANY_USER, params={"metricNames": "loss", "trialIds": 1}),
     Route("GET", "/api/v1/checkpoints/<uid>", ANY_USER_AND_OWN_TASK),
+    Route("GET", "/api/v1/runs/<int:run_id>/metadata", ANY_USER_AND_OWN_TASK),
     Route("GET", "/checkpoints/<uid>", ANY_USER),
     Route("GET", "/api/v1/tasks", ANY_USER),
     Route("GET", "/api/v1/tasks/<task_id>/logs", ANY_USER),
@@ -443,6 +444,10 @@ ROUTES: list[Route] = [
     Route("POST", "/api/v1/checkpoints", OWNER_AND_OWN_TASK, _ckpt),
     Route("PATCH", "/api/v1/checkpoints", OWNER_AND_OWN_TASK, lambda w, c: {"checkpoints": [
         {"uuid": w.ids["bob_checkpoint"], "resources": {"resources": {"model.pt": 10}}}]}),
+    Route("POST", "/api/v1/runs/<int:run_id>/metadata", OWNER_AND_OWN_TASK,
+          lambda w, c: {"runId": w.ids["bob_trial"], "metadata": {"by": c}}),
+    Route("POST", "/api/v1/checkpoints/<uid>/metadata", OWNER_AND_OWN_TASK,
+          lambda w, c: {"checkpoint": {"uuid": w.ids["bob_checkpoint"], "metadata": {"by": c}}}),
     # --- changes that keep the resources --------------------------------------------------
     Route("POST", "/api/v1/experiments", ANY_USER,
           lambda w, c: {"config": CONFIG.format(name=f"new-{c}"), "activate": False}),
@@ -564,6 +569,7 @@ def _path(w: World, route: Route, caller: str) -> str:
         name = "bobs-model"
     values = {
         "experiment_id": ids["bob_experiment"], "trial_id": ids["bob_trial"],
+        "run_id": ids["bob_trial"],
         "allocation_id": ids["bob_allocation"], "task_id": ids["bob_task_id"],
         "uid": ids["bob_checkpoint"], "agent_id": "sim-idle", "slot_id": "0", "name": name,
         "number": 1, "user_id": ids["bob_id"], "username": "bob", "label": "l",

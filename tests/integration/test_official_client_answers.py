@@ -15,6 +15,7 @@ import re
 import subprocess
 import textwrap
 import typing
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -647,3 +648,33 @@ def test_fork_with_parent_id_trains_the_parents_code_and_records_the_lineage(
         timeout=30,
     )
     assert r.status_code == 400 and "parentId" in r.text
+
+
+def test_sdk_checkpoint_metadata_added_and_removed(
+    cli_master: Master, official: Official, finished: int
+) -> None:
+    """Checkpoint.add_metadata / remove_metadata (PostCheckpointMetadata; a 501 before): the
+    whole new metadata replaces the old, except steps_completed, which stays the step; a bad
+    request changes nothing and names the field."""
+    best = _best_uuid(cli_master, finished)
+    before = cli_master.get(f"/api/v1/checkpoints/{best}")["checkpoint"]["metadata"]
+    got = official.python(
+        f"""
+        ckpt = client.get_checkpoint({best!r})
+        ckpt.add_metadata({{"stage": "prod", "owner": {{"team": "vision"}}}})
+        ckpt.remove_metadata(["owner", "steps_completed"])
+        print(json.dumps(client.get_checkpoint({best!r}).metadata))
+        """
+    )
+    assert got == {**before, "stage": "prod"}
+    assert got["steps_completed"] == before["steps_completed"]
+
+    s, url = cli_master.session(), f"{cli_master.url}/api/v1/checkpoints/{best}/metadata"
+    for body, field in (
+        ({"checkpoint": {"uuid": str(uuid.uuid4()), "metadata": {}}}, "checkpoint.uuid"),
+        ({"checkpoint": {"uuid": best, "metadata": [1]}}, "checkpoint.metadata"),
+        ({}, "checkpoint"),
+    ):
+        r = s.post(url, json=body, timeout=30)
+        assert r.status_code == 400 and field in r.json()["message"], r.text
+    assert cli_master.get(f"/api/v1/checkpoints/{best}")["checkpoint"]["metadata"] == got

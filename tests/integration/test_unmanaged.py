@@ -69,6 +69,9 @@ SCRIPT = textwrap.dedent(
     for step in range(start + 1, start + 6):
         core_v2.train.report_training_metrics(steps_completed=step, metrics={"loss": 1.0 / step})
     end = start + 5
+    # Run metadata (PostRunMetadata / GetRunMetadata), replaced whole by each run.
+    core_v2.train.set_metadata({"data": {"version": end, "tags": ["a", "b"]}, "seen": start})
+    metadata = core_v2.train.get_metadata()
     core_v2.train.report_progress(end / 10)
     core_v2.train.report_validation_metrics(steps_completed=end, metrics={"loss": 1.0 / end})
     with core_v2.checkpoint.store_path({"steps_completed": end}) as (path, storage_id):
@@ -83,6 +86,7 @@ SCRIPT = textwrap.dedent(
         "task_id": core_v2.info.task_id,
         "checkpoint": storage_id,
         "found": [found.id, found.experimentId, found.state.value],
+        "metadata": metadata,
     }
     core_v2.close()
     print("RESULT " + json.dumps(result))
@@ -143,6 +147,7 @@ def test_core_v2_script_runs_unmanaged_and_resumes(
 
     eid, tid = first["experiment_id"], first["trial_id"]
     assert first["found"] == [tid, eid, "STATE_ACTIVE"]
+    assert first["metadata"] == {"data": {"version": 5, "tags": ["a", "b"]}, "seen": 0}
     exp = cli_master.get(f"/api/v1/experiments/{eid}")["experiment"]
     assert exp["unmanaged"] is True
     assert exp["externalExperimentId"] == ext_exp
@@ -166,6 +171,9 @@ def test_core_v2_script_runs_unmanaged_and_resumes(
     second = _run_script(cli_master, tmp_path, ext_exp, "trial-1", store)
     assert (second["experiment_id"], second["trial_id"]) == (eid, tid)
     assert second["found"] == [tid, eid, "STATE_ACTIVE"]
+    assert second["metadata"] == {"data": {"version": 10, "tags": ["a", "b"]}, "seen": 5}
+    r = cli_master.session().get(f"{cli_master.url}/api/v1/runs/{tid}/metadata", timeout=30)
+    assert r.json() == {"metadata": second["metadata"]}, r.text
     assert second["latest"] == first["checkpoint"]
     assert second["start"] == 5 and second["end"] == 10
     assert second["run_id"] == 2
