@@ -61,8 +61,9 @@ def _common_up(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--master",
         choices=["vm", "serverless"],
-        help="where the master runs: a VM (the default), or serverless (Cloud Run / ECS "
-        "Fargate behind the platform's HTTPS, scaling to zero when idle)",
+        help="where the master runs: serverless (the default for a new cluster: Cloud Run / "
+        "ECS Fargate behind the platform's HTTPS, scaling to zero when idle) or a VM; an "
+        "existing cluster keeps the kind it was deployed with",
     )
     p.add_argument(
         "--dry-run",

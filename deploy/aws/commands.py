@@ -37,7 +37,11 @@ from det.deploy.common.preflight import check_pulumi_cli
 logger = logging.getLogger(__name__)
 
 
-def config_from_args(args: argparse.Namespace, region: str | None = None) -> AwsConfig:
+def config_from_args(
+    args: argparse.Namespace,
+    region: str | None = None,
+    previous: Mapping[str, Any] | None = None,
+) -> AwsConfig:
     defaults = AwsConfig(cluster_id=args.cluster_id)
 
     def pick(name: str) -> Any:
@@ -64,7 +68,7 @@ def config_from_args(args: argparse.Namespace, region: str | None = None) -> Aws
         domain=getattr(args, "domain", None),
         **commands.shared_settings(args, defaults),
     )
-    kind = getattr(args, "master", None) or serverless.DEFAULT_MASTER
+    kind = serverless.master_kind(getattr(args, "master", None), previous)
     if kind == serverless.SERVERLESS:
         serverless.check_flags(args)
         cfg = dataclasses.replace(cfg, master=kind, tls=False, port=serverless.CONTAINER_PORT)
@@ -144,7 +148,7 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         check_pulumi_cli()
         if automation.has_stack(PROJECT, args.cluster_id):
             previous = automation.outputs(PROJECT, args.cluster_id)
-    current = {"cfg": config_from_args(args, stack_region(args.region, previous))}
+    current = {"cfg": config_from_args(args, stack_region(args.region, previous), previous)}
     cfg = current["cfg"]
     config: dict[str, tuple[str, bool]] = {"aws:region": (cfg.region, False)}
     if args.profile:

@@ -11,7 +11,7 @@ from det.deploy.common.boot import BootOptions
 from det.deploy.common.errors import DeployError
 from det.deploy.common.masteryaml import DEFAULT_CPU_ENV_IMAGE, DEFAULT_GPU_ENV_IMAGE
 from det.deploy.common.registry import RegistryAuth
-from det.deploy.common.serverless import DEFAULT_MASTER, MASTER_KINDS, SERVERLESS, Rollout
+from det.deploy.common.serverless import MASTER_KINDS, SERVERLESS, VM, Rollout
 
 PROJECT = "det-aws"
 # Every instance of the cluster carries this tag; the master's IAM policy only lets it create
@@ -110,8 +110,9 @@ class AwsConfig:
     cpu_env_image: str | None = None
     gpu_env_image: str | None = None
     log_retention_days: int = LOG_RETENTION_DAYS
-    master: str = DEFAULT_MASTER
-    """``vm`` (an EC2 master) or ``serverless`` (ECS Fargate: ``aws/serverless.py``)."""
+    master: str = VM
+    """``vm`` (an EC2 master) or ``serverless`` (ECS Fargate: ``aws/serverless.py``). The CLI's
+    choice for a new cluster is ``serverless.DEFAULT_MASTER``; this default is the program's."""
     db: str | None = None
     """``rds`` or ``serverless`` (Aurora Serverless v2); None: ``serverless`` with a serverless
     master, else ``rds``."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from det.deploy.common import masteryaml
@@ -21,9 +22,10 @@ from det.deploy.common.release import Release
 VM = "vm"
 SERVERLESS = "serverless"
 MASTER_KINDS = (VM, SERVERLESS)
-# The default ``--master``: ``serverless`` becomes the default once its simulation (the image
-# under Docker behind a TLS proxy, scale to zero and back) passes on both clouds (issue 24).
-DEFAULT_MASTER = VM
+# The default ``--master`` of a new cluster: serverless, since its simulation (the image under
+# Docker behind a TLS proxy, two instances, scale to zero and back, a wake-up, a trial run by a
+# woken loop) passes on both clouds. An existing cluster keeps the kind it was deployed with.
+DEFAULT_MASTER = SERVERLESS
 
 IMAGE_NAME = "det-master"
 # The port the platform sends requests to (Cloud Run sets ``$PORT`` to it; the ECS task
@@ -73,6 +75,25 @@ def service_env(request_limit_s: int) -> dict[str, str]:
     return {MIGRATE_ON_START_ENV: "false", REQUEST_LIMIT_ENV: str(request_limit_s)}
 
 
+def master_kind(given: str | None, previous: Mapping[str, Any] | None) -> str:
+    """The master kind of this ``up``: ``--master`` if given; else the kind the existing stack
+    (``previous``: its outputs; None for a new cluster) was deployed with, so a later ``up``
+    without the flag never turns a VM cluster into a serverless one; else the default.
+
+    A serverless stack records ``master: serverless`` in its outputs; a stack without the key
+    is a VM one. Changing the kind of an existing cluster would replace its master and its
+    database (a serverless cluster has its own), so it is refused: ``down`` the cluster and
+    deploy it again."""
+    recorded = None if previous is None else str(previous.get("master") or VM)
+    if given and recorded and given != recorded:
+        raise DeployError(
+            f"the cluster's master is deployed as --master {recorded}, not {given}: a cluster "
+            "cannot change its master kind in place (its database would be replaced); pass "
+            f"--master {recorded}, or `down` the cluster and deploy it again"
+        )
+    return given or recorded or DEFAULT_MASTER
+
+
 def check_flags(args: argparse.Namespace) -> None:
     """Refuse the ``up`` flags a serverless master has no use for (one line, naming the flag)."""
     for flag, given in (
@@ -83,9 +104,11 @@ def check_flags(args: argparse.Namespace) -> None:
         ("--master-instance-type", getattr(args, "master_instance_type", None)),
     ):
         if given:
+            default = "" if getattr(args, "master", None) else " (the default for a new cluster)"
             raise DeployError(
-                f"{flag} does not apply to --master serverless: the platform serves the master "
-                "over HTTPS with a public certificate on its own port and sizes its instances"
+                f"{flag} does not apply to --master serverless{default}: the platform serves "
+                "the master over HTTPS with a public certificate on its own port and sizes its "
+                "instances; pass --master vm for a VM master"
             )
 
 

@@ -55,6 +55,17 @@ def _rds(i: dict[str, Any]) -> Summary:
     }
 
 
+def _aurora(i: dict[str, Any]) -> Summary:
+    scaling = i.get("serverlessv2ScalingConfiguration") or {}
+    return {
+        "storageEncrypted": i.get("storageEncrypted", False),
+        "engine": f"{i.get('engine')} {i.get('engineVersion', '')}".strip(),
+        "capacity": f"{scaling.get('minCapacity')}-{scaling.get('maxCapacity')} ACU"
+        if scaling
+        else None,
+    }
+
+
 def _pab(i: dict[str, Any]) -> Summary:
     keys = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
     return {k: i.get(k, False) for k in keys}
@@ -133,6 +144,11 @@ _BY_TYPE: dict[str, Callable[[dict[str, Any]], Summary]] = {
     },
     "aws:iam/instanceProfile:InstanceProfile": lambda i: {"role": i.get("role")},
     "aws:rds/instance:Instance": _rds,
+    "aws:rds/cluster:Cluster": _aurora,
+    "aws:rds/clusterInstance:ClusterInstance": lambda i: {
+        "publiclyAccessible": i.get("publiclyAccessible", False),
+        "instanceClass": i.get("instanceClass"),
+    },
     "aws:s3/bucket:Bucket": lambda i: {"forceDestroy": i.get("forceDestroy", False)},
     "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock": _pab,
     "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration": _sse,

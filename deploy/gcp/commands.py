@@ -11,13 +11,18 @@ from typing import Any, TextIO
 from det.deploy.common import automation, boot, commands, costs, flow, registry, rollout, serverless
 from det.deploy.common import status as status_report
 from det.deploy.common.errors import DeployError
+from det.deploy.common.preflight import check_pulumi_cli
 from det.deploy.common.serverless import Rollout
 from det.deploy.gcp import bootlog, images, preflight, program, teardown
 from det.deploy.gcp import serverless as gcp_serverless
 from det.deploy.gcp.config import BOOT_LOG_NAME, PROJECT, SERVERLESS_DB_TIER, GcpConfig
 
 
-def config_from_args(args: argparse.Namespace) -> GcpConfig:
+def config_from_args(
+    args: argparse.Namespace, previous: Mapping[str, Any] | None = None
+) -> GcpConfig:
+    """The config of ``up``'s flags; ``previous``: the existing stack's outputs (None: a new
+    cluster), which decide the master kind when ``--master`` is not given."""
     # HTTPS on 8443 by default; shared_settings gives tls=False and port 8080 with --no-tls.
     defaults = GcpConfig(cluster_id=args.cluster_id, project_id=args.project_id)
 
@@ -50,16 +55,36 @@ def config_from_args(args: argparse.Namespace) -> GcpConfig:
         gpu_env_image=pick("gpu_env_image"),
         **commands.shared_settings(args, defaults),
     )
-    cfg = _master_kind(args, cfg)
+    cfg = _master_kind(args, cfg, previous)
     cfg.validate()
     boot.check_agent_user_data(cfg.boot, "gs", "agent,gcp", cfg.port)
     return cfg
 
 
-def _master_kind(args: argparse.Namespace, cfg: GcpConfig) -> GcpConfig:
-    """``--master``: a serverless master is served by Cloud Run's HTTPS on its port, and its
-    database defaults to the smallest tier (the idle cluster pays for it)."""
-    kind = getattr(args, "master", None) or serverless.DEFAULT_MASTER
+def _check_flags_alone(args: argparse.Namespace) -> None:
+    """Refuse flags that are wrong whatever the cluster's master kind (a region that does not
+    exist, a bad cluster id), before anything runs; the error of the kind ``up`` would take
+    for a new cluster when no kind accepts them."""
+    given = getattr(args, "master", None)
+    kinds = (given,) if given else tuple(dict.fromkeys((serverless.DEFAULT_MASTER, serverless.VM)))
+    first: DeployError | None = None
+    for kind in kinds:
+        try:
+            config_from_args(args, {"master": kind})
+            return
+        except DeployError as e:
+            first = first or e
+    assert first is not None
+    raise first
+
+
+def _master_kind(
+    args: argparse.Namespace, cfg: GcpConfig, previous: Mapping[str, Any] | None
+) -> GcpConfig:
+    """``--master`` (or the existing cluster's kind, or the default): a serverless master is
+    served by Cloud Run's HTTPS on its port, and its database defaults to the smallest tier
+    (the idle cluster pays for it)."""
+    kind = serverless.master_kind(getattr(args, "master", None), previous)
     if kind != serverless.SERVERLESS:
         return dataclasses.replace(cfg, master=kind)
     serverless.check_flags(args)
@@ -99,7 +124,15 @@ def _previous_outputs(cluster_id: str) -> Mapping[str, Any]:
 
 
 def up(args: argparse.Namespace, out: TextIO) -> int:
-    cfg = config_from_args(args)
+    if args.dry_run:
+        cfg = config_from_args(args)
+    else:
+        # An existing cluster keeps its master kind (serverless.master_kind), which only its
+        # stack's outputs tell: the flags alone are checked first, then the Pulumi CLI, then
+        # the outputs are read and the config is made for the kind they record.
+        _check_flags_alone(args)
+        check_pulumi_cli()
+        cfg = config_from_args(args, _previous_outputs(args.cluster_id) or None)
     # The dry-run renders the image families as asked; a real `up` pins them in `check` (after
     # the credentials and APIs are known good) and the program is built from the pinned config.
     pinned = {"cfg": cfg}

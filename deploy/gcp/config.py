@@ -10,7 +10,7 @@ from det.deploy.common.boot import BootOptions
 from det.deploy.common.errors import DeployError
 from det.deploy.common.masteryaml import DEFAULT_CPU_ENV_IMAGE, DEFAULT_GPU_ENV_IMAGE
 from det.deploy.common.registry import RegistryAuth
-from det.deploy.common.serverless import DEFAULT_MASTER, MASTER_KINDS, SERVERLESS, Rollout
+from det.deploy.common.serverless import MASTER_KINDS, SERVERLESS, VM, Rollout
 from det.deploy.gcp import catalog
 
 PROJECT = "det-gcp"
@@ -90,8 +90,9 @@ class GcpConfig:
     labels: tuple[tuple[str, str], ...] = ()
     cpu_env_image: str = DEFAULT_CPU_ENV_IMAGE
     gpu_env_image: str = DEFAULT_GPU_ENV_IMAGE
-    master: str = DEFAULT_MASTER
-    """``vm`` (a VM runs the master) or ``serverless`` (Cloud Run: ``gcp/serverless.py``)."""
+    master: str = VM
+    """``vm`` (a VM runs the master) or ``serverless`` (Cloud Run: ``gcp/serverless.py``). The CLI's
+    choice for a new cluster is ``serverless.DEFAULT_MASTER``; this default is the program's."""
     rollout: Rollout | None = None
     """Serverless: the images of this pass of ``up`` (None: the release everywhere, dry-run)."""
 

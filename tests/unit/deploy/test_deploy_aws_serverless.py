@@ -288,8 +288,16 @@ def test_load_balancer_names_fit_in_32_characters():
     [
         (["--master", "serverless", "--no-tls"], "--no-tls does not apply to --master serverless"),
         (["--master", "serverless", "--port", "8443"], "--port does not apply"),
-        (["--domain", "det.example.com"], "--domain is only used with --master serverless"),
-        (["--db", "serverless"], "--db serverless is only used with --master serverless"),
+        (
+            ["--master", "vm", "--domain", "det.example.com"],
+            "--domain is only used with --master serverless",
+        ),
+        (
+            ["--master", "vm", "--db", "serverless"],
+            "--db serverless is only used with --master serverless",
+        ),
+        # serverless is the default of a new cluster: a VM-only flag without --master names it.
+        (["--master-instance-type", "m6i.large"], "(the default for a new cluster)"),
         (["--master", "serverless", "--domain", "not a name"], "--domain 'not a name'"),
     ],
 )

@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 from det.deploy import clouds
-from det.deploy.common import state
+from det.deploy.aws import commands as aws_commands
+from det.deploy.common import serverless, state
+from det.deploy.common.errors import DeployError
+from det.deploy.gcp import commands as gcp_commands
 from det.deploy.common.preflight import PULUMI_INSTALL_HINT
 
 CREDENTIAL_VARS = [
@@ -50,6 +53,7 @@ def _run(argv: list[str]) -> tuple[int, str, str]:
 def test_aws_dry_run_json_without_credentials(no_credentials: Path):
     code, out, err = _run(
         ["aws", "up", "--cluster-id", "c1", "--keypair", "kp", "--dry-run", "--json"]
+        + ["--master", "vm"]
     )
     assert code == 0, err
     doc = json.loads(out)
@@ -67,6 +71,23 @@ def test_aws_dry_run_json_without_credentials(no_credentials: Path):
     assert any("iam:PassRole" in s for p in policies for s in p["security"]["statements"])
     assert doc["outputs"]["master_url"].startswith("https://")
     assert not (no_credentials / "det").exists()
+
+
+def test_a_new_aws_cluster_is_serverless_by_default_with_a_private_encrypted_database(
+    no_credentials: Path,
+):
+    code, out, err = _run(
+        ["aws", "up", "--cluster-id", "c1", "--keypair", "kp", "--dry-run", "--json"]
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["outputs"]["master"] == "serverless"
+    by_type = {r["type"]: r for r in doc["resources"]}
+    assert "aws:ecs/service:Service" in by_type and "aws:ec2/instance:Instance" not in by_type
+    assert by_type["aws:rds/cluster:Cluster"]["security"]["storageEncrypted"] is True
+    instance = by_type["aws:rds/clusterInstance:ClusterInstance"]["security"]
+    assert instance["publiclyAccessible"] is False
+    assert doc["outputs"]["master_url"].startswith("https://")
 
 
 def test_gcp_dry_run_table_without_credentials(no_credentials: Path):
@@ -343,3 +364,45 @@ def test_down_of_a_cluster_already_deleted_is_a_no_op(no_credentials: Path, clou
     code, out, err = _run([cloud, "down", "--cluster-id", "c1", "--yes"])
     assert (code, err) == (0, "")
     assert f"No {cloud.upper()} cluster 'c1': nothing to delete" in out
+
+
+# --- the master kind of an `up`: serverless for a new cluster, the recorded kind otherwise ---
+
+AWS_UP = ["aws", "up", "--cluster-id", "c1", "--keypair", "kp"]
+GCP_UP = ["gcp", "up", "--cluster-id", "c1", "--project-id", "p"]
+
+
+@pytest.mark.parametrize(
+    ("given", "previous", "kind"),
+    [
+        (None, None, "serverless"),  # a new cluster
+        ("vm", None, "vm"),
+        (None, {"region": "us-east-1"}, "vm"),  # a stack without the key is a VM one
+        (None, {"master": "serverless"}, "serverless"),
+        ("vm", {}, "vm"),
+    ],
+)
+def test_master_kind_of_an_up(given, previous, kind):
+    assert serverless.master_kind(given, previous) == kind
+
+
+@pytest.mark.parametrize(
+    ("given", "recorded"), [("serverless", {}), ("vm", {"master": "serverless"})]
+)
+def test_an_existing_cluster_cannot_change_its_master_kind(given, recorded):
+    with pytest.raises(DeployError, match="cannot change its master kind in place") as e:
+        serverless.master_kind(given, recorded)
+    assert f"pass --master {recorded.get('master', 'vm')}" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("argv", "module", "machine"),
+    [(AWS_UP, aws_commands, "m6i.xlarge"), (GCP_UP, gcp_commands, "n2-standard-2")],
+    ids=["aws", "gcp"],
+)
+def test_a_later_up_of_a_vm_cluster_stays_vm_and_takes_vm_flags(argv, module, machine):
+    args = clouds.build_parser().parse_args([*argv, "--master-instance-type", machine])
+    with pytest.raises(DeployError, match=r"\(the default for a new cluster\)"):
+        module.config_from_args(args)  # a new cluster: serverless, which has no master VM
+    cfg = module.config_from_args(args, previous={"cluster_id": "c1"})  # an existing VM stack
+    assert cfg.master == "vm" and cfg.master_instance_type == machine

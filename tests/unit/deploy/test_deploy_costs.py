@@ -77,6 +77,9 @@ def test_an_unpriced_choice_is_named_not_guessed():
 )
 def test_dry_run_prints_both_estimates_from_the_table(cloud, argv):
     out = io.StringIO()
+    assert clouds.run([*argv, "--master", "vm", "--dry-run"], out=out) == 0
+    assert "--master vm (this deploy): idle" in out.getvalue()
+    out = io.StringIO()
     assert clouds.run([*argv, "--master", "serverless", "--dry-run"], out=out) == 0
     text = out.getvalue()
     vm, sl = costs.gcp() if cloud == "gcp" else costs.aws()
@@ -86,6 +89,6 @@ def test_dry_run_prints_both_estimates_from_the_table(cloud, argv):
     out = io.StringIO()
     assert clouds.run([*argv, "--dry-run", "--json"], out=out) == 0
     doc = json.loads(out.getvalue())["costEstimate"]
-    assert doc["master"] == "vm"
+    assert doc["master"] == "serverless"  # the default of a new cluster
     assert [e["master"] for e in doc["estimates"]] == ["vm", "serverless"]
     assert doc["estimates"][0]["idleMonthly"] == round(vm.idle_month, 2)

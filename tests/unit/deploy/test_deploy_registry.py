@@ -328,7 +328,8 @@ def _up_with_recorded_pulumi(
 
     monkeypatch.setattr(automation, "up", fake_up)
     argv = [
-        "aws", "up", "--cluster-id", "c1", "--keypair", "kp", "--yes", "--no-wait-for-master",
+        "aws", "up", "--master", "vm", "--cluster-id", "c1", "--keypair", "kp", "--yes",
+        "--no-wait-for-master",
         "--region", REGION, "--no-preflight-checks",
         "--master-image-id", "ami-0aaaaaaaaaaaaaaaa", "--agent-image-id", "ami-0bbbbbbbbbbbbbbbb",
         "--det-wheel-url", "https://packages.example.com/det_platform-0.1.0-py3-none-any.whl",
