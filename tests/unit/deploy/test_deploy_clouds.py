@@ -14,8 +14,11 @@ from det.deploy import clouds
 from det.deploy.aws import commands as aws_commands
 from det.deploy.common import serverless, state
 from det.deploy.common.errors import DeployError
-from det.deploy.gcp import commands as gcp_commands
 from det.deploy.common.preflight import PULUMI_INSTALL_HINT
+from det.deploy.gcp import commands as gcp_commands
+
+AWS_UP = ["aws", "up", "--cluster-id", "c1", "--keypair", "kp"]
+GCP_UP = ["gcp", "up", "--cluster-id", "c1", "--project-id", "p"]
 
 CREDENTIAL_VARS = [
     "AWS_ACCESS_KEY_ID",
@@ -51,10 +54,7 @@ def _run(argv: list[str]) -> tuple[int, str, str]:
 
 
 def test_aws_dry_run_json_without_credentials(no_credentials: Path):
-    code, out, err = _run(
-        ["aws", "up", "--cluster-id", "c1", "--keypair", "kp", "--dry-run", "--json"]
-        + ["--master", "vm"]
-    )
+    code, out, err = _run([*AWS_UP, "--master", "vm", "--dry-run", "--json"])
     assert code == 0, err
     doc = json.loads(out)
     assert doc["cloud"] == "aws" and doc["clusterId"] == "c1"
@@ -367,9 +367,6 @@ def test_down_of_a_cluster_already_deleted_is_a_no_op(no_credentials: Path, clou
 
 
 # --- the master kind of an `up`: serverless for a new cluster, the recorded kind otherwise ---
-
-AWS_UP = ["aws", "up", "--cluster-id", "c1", "--keypair", "kp"]
-GCP_UP = ["gcp", "up", "--cluster-id", "c1", "--project-id", "p"]
 
 
 @pytest.mark.parametrize(
