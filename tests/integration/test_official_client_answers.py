@@ -678,3 +678,49 @@ def test_sdk_checkpoint_metadata_added_and_removed(
         r = s.post(url, json=body, timeout=30)
         assert r.status_code == 400 and field in r.json()["message"], r.text
     assert cli_master.get(f"/api/v1/checkpoints/{best}")["checkpoint"]["metadata"] == got
+
+
+def test_sdk_metrics_of_the_trials_that_used_a_checkpoint_or_model_version(
+    cli_master: Master, official: Official, finished: int
+) -> None:
+    """ReportTrialSourceInfo (what core_context.experimental.report_task_using_checkpoint and
+    _model_version send), then Checkpoint.get_metrics and ModelVersion.get_metrics (501s
+    before): the reports of the trials that used it, through the official bindings."""
+    best = _best_uuid(cli_master, finished)
+    user, other = sorted(t["id"] for t in trials(cli_master, finished))[:2]
+    cli_master.post("/api/v1/models", {"name": "used-model"})
+    cli_master.post("/api/v1/models/used-model/versions", {"checkpointUuid": best})
+    got = official.python(
+        f"""
+        def used(trial_id, **model):
+            bindings.post_ReportTrialSourceInfo(session, body=bindings.v1ReportTrialSourceInfoRequest(
+                trialSourceInfo=bindings.v1TrialSourceInfo(
+                    checkpointUuid={best!r}, trialId=trial_id,
+                    trialSourceInfoType=bindings.v1TrialSourceInfoType.INFERENCE, **model)))
+        version = client.get_model("used-model").get_version(1)
+        used({user})
+        used({other}, modelId=version.model_id, modelVersion=version.model_version)
+        ckpt = client.get_checkpoint({best!r})
+        by_ckpt = [(m.trial_id, m.steps_completed) for m in ckpt.get_metrics("training")]
+        by_version = [(m.trial_id, m.steps_completed) for m in version.get_metrics("training")]
+        print(json.dumps({{"ckpt": by_ckpt, "version": by_version}}))
+        """
+    )
+
+    def steps(tid: int) -> list[list[int]]:
+        reports = cli_master.get(f"/api/v1/trials/{tid}/metrics", params={"group": "training"})
+        return [[tid, m["totalBatches"]] for m in reports["metrics"]]
+
+    assert got["ckpt"] == steps(user) + steps(other)
+    assert got["version"] == steps(other)
+    s, url = cli_master.session(), f"{cli_master.url}/api/v1/trial-source-info"
+    for info, field in (
+        ({"trialId": user, "checkpointUuid": str(uuid.uuid4())}, "checkpointUuid"),
+        ({"trialId": user, "checkpointUuid": best, "trialSourceInfoType": "X"}, "Type"),
+        ({"trialId": user, "checkpointUuid": best, "modelId": 1, "modelVersion": 99}, "modelVer"),
+    ):
+        body = {
+            "trialSourceInfo": {"trialSourceInfoType": "TRIAL_SOURCE_INFO_TYPE_INFERENCE", **info}
+        }
+        r = s.post(url, json=body, timeout=30)
+        assert r.status_code == 400 and field in r.json()["message"], r.text
