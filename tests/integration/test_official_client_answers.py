@@ -724,3 +724,22 @@ def test_sdk_metrics_of_the_trials_that_used_a_checkpoint_or_model_version(
         }
         r = s.post(url, json=body, timeout=30)
         assert r.status_code == 400 and field in r.json()["message"], r.text
+
+
+def test_official_create_follow_and_trial_logs_follow_end_with_the_trial(
+    cli_master: Master, official: Official, sim_agents: object, tmp_path: Path
+) -> None:
+    """What a user types most: ``det e create CFG DIR -f`` follows the first trial's logs and
+    returns once the trial ends; ``det trial logs -f`` of a finished trial prints and exits."""
+    cfg = cli_support.write_config(tmp_path, sim_config("followed", trials=1))
+    ctx = cli_support.context_dir(tmp_path)
+    out = official("experiment", "create", str(cfg), str(ctx), "-f")
+    assert "Created experiment" in out and "Following first trial with ID" in out, out
+    tid = int(re.search(r"Following first trial with ID (\d+)", out).group(1))  # type: ignore[union-attr]
+    assert f"trial {tid} step 4" in out, out
+    assert cli_master.get(f"/api/v1/trials/{tid}")["trial"]["state"] in (
+        "STATE_COMPLETED",
+        "STATE_ACTIVE",  # the last log line can come before the trial's end is recorded
+    )
+    again = official("trial", "logs", "-f", str(tid))
+    assert [ln for ln in again.splitlines() if f"trial {tid} step" in ln][-1].endswith("step 4")
