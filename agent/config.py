@@ -47,6 +47,9 @@ class AgentConfig(BaseModel):
     preemption_metadata_url: str | None = None
     preemption_poll_seconds: float = Field(default=5.0, gt=0)
     heartbeat_seconds: float = Field(default=1.0, gt=0)
+    # Wait in the master's ``changes`` long-poll between heartbeats, so new work starts at once
+    # (docs/internals.md); off: new work waits for the next heartbeat.
+    wait_for_work: bool = True
     max_backoff_seconds: float = Field(default=30.0, gt=0)
     state_dir: Path = Field(default_factory=lambda: _default_state_dir())
     # Where the harness bundle is built (det.agent.harness_bundle); default: state_dir/harness.
@@ -140,6 +143,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preemption-notice", dest="preemption_notice", choices=["none", "aws", "gcp"])
     p.add_argument("--preemption-metadata-url", dest="preemption_metadata_url")
     p.add_argument("--heartbeat-seconds", dest="heartbeat_seconds", type=float)
+    p.add_argument(
+        "--no-wait-for-work", dest="wait_for_work", action="store_false", default=None,
+        help="no long-poll for new work between heartbeats",
+    )  # fmt: skip
     p.add_argument("--state-dir", dest="state_dir")
     p.add_argument("--log-level", dest="log_level")
     p.add_argument("--master-cert-file", dest="master_cert_file", metavar="PEM|noverify")

@@ -12,6 +12,7 @@ import os
 import random
 import socket
 import threading
+import time
 from typing import Any, cast
 from urllib.parse import urlparse
 
@@ -64,6 +65,10 @@ def parse_desired(answer: dict[str, Any]) -> tuple[list[Desired], dict[str, Cont
     return desired, specs
 
 
+# How long one wait for work may last (the master caps it at 30 s).
+WORK_WAIT_SECONDS = 25.0
+
+
 class Agent:
     def __init__(
         self,
@@ -108,6 +113,33 @@ class Agent:
         self._addresses = local_addresses(config.master_url)
         self.registered = threading.Event()
         self._wake = threading.Event()
+
+    def watch_for_work(self, stop: threading.Event) -> None:
+        """Wakes the loop as soon as the master places work on this agent or asks it to kill
+        some (its ``changes`` long-poll), so a task starts without waiting for the next
+        heartbeat. A master without the long-poll (404), or one that is down, leaves the
+        heartbeat as the only way, as before."""
+        while not stop.is_set():
+            if not self.registered.is_set():
+                stop.wait(self._interval)
+                continue
+            asked = time.monotonic()
+            try:
+                changed = self.master.wait_for_work(self.config.agent_id, WORK_WAIT_SECONDS)
+            except MasterRejected as e:
+                if e.status == 404:
+                    logger.info("the master has no work long-poll: heartbeats only")
+                    return
+                stop.wait(self._interval)
+                continue
+            except MasterError:
+                stop.wait(self._interval)
+                continue
+            if changed:
+                logger.debug("the master has new work for this agent: heartbeat now")
+                self.wake()
+            elif time.monotonic() - asked < 1.0:
+                stop.wait(self._interval)  # answered at once (its waits are all taken): no spin
 
     def wake(self) -> None:
         """Run the next pass now (a container changed state, or the agent is stopping)."""
@@ -202,6 +234,10 @@ class Agent:
         self.shipper.start()
         if self.notices is not None:
             self.notices.start()
+        if self.config.wait_for_work:
+            threading.Thread(
+                target=self.watch_for_work, args=(stop,), name="det-agent-work-wait", daemon=True
+            ).start()
         try:
             while not stop.is_set():
                 # Cleared before the pass, so a wake-up during it is not lost.

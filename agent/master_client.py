@@ -52,9 +52,11 @@ class MasterClient:
         self.master_url = self._api.master_url
         self._timeout = timeout
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+    def _request(
+        self, method: str, path: str, *, timeout: float | None = None, **kwargs: Any
+    ) -> requests.Response:
         try:
-            return self._api.request(method, path, timeout=self._timeout, **kwargs)
+            return self._api.request(method, path, timeout=timeout or self._timeout, **kwargs)
         except common.APIError as e:
             what = f"{method} {path}: {e.body[:200]}"
             if e.rejected:
@@ -85,6 +87,17 @@ class MasterClient:
         if not isinstance(answer.get("containers", []), list):
             raise MasterUnavailable("heartbeat answer: containers is not a list")
         return answer
+
+    def wait_for_work(self, agent_id: str, seconds: float) -> bool:
+        """Whether the master placed or is killing work on this agent within ``seconds`` (the
+        master's ``changes`` long-poll; a 404 from a master without it is MasterRejected)."""
+        resp = self._request(
+            "GET",
+            f"/api/v1/agents/{quote(agent_id, safe='')}/changes",
+            params={"timeoutSeconds": seconds},
+            timeout=seconds + self._timeout,
+        )
+        return bool(self._json(resp).get("changed"))
 
     def context(self, context_path: str) -> bytes:
         """The task's context as gzip tar bytes (b'' when the task has none)."""

@@ -143,8 +143,27 @@ def startup_marks(api: Api, tid: int) -> list[tuple[float, int, str]]:
     return sorted(marks)
 
 
+def placed_at(pg_url: str | None, tid: int) -> float | None:
+    """When the scheduler placed the trial's first allocation (own cluster only: read from
+    its database)."""
+    if not pg_url:
+        return None
+    import psycopg
+
+    with psycopg.connect(pg_url) as c:
+        row = c.execute(
+            "SELECT extract(epoch FROM min(placed_at)) FROM allocations WHERE trial_id = %s",
+            (tid,),
+        ).fetchone()
+    return float(row[0]) if row and row[0] is not None else None
+
+
 def profile_of(
-    marks: list[tuple[float, int, str]], events: dict[str, float], first_metric: float
+    marks: list[tuple[float, int, str]],
+    events: dict[str, float],
+    first_metric: float,
+    placed: float | None = None,
+    created: float | None = None,
 ) -> dict[str, float]:
     """Step name -> seconds after Docker's start event; steps of the wrapper (the process that
     says 'entrypoint started') are named 'det.exec.run: ...', the training process's
@@ -152,6 +171,10 @@ def profile_of(
     start = events["start"]
     wrapper = {pid for _, pid, step in marks if step == "entrypoint started"}
     out = {"docker: create": events.get("create", start) - start, "docker: start": 0.0}
+    if placed is not None:
+        out["master: allocation placed"] = placed - start
+    if created is not None:
+        out["API: create request sent"] = created - start
     for when, pid, step in marks:
         name = f"{'det.exec.run' if pid in wrapper else 'entrypoint'}: {step}"
         out.setdefault(name, when - start)
@@ -160,7 +183,7 @@ def profile_of(
 
 
 def one_run(
-    api: Api, events: queue.Queue[tuple[str, float]]
+    api: Api, events: queue.Queue[tuple[str, float]], pg_url: str | None = None
 ) -> tuple[float, float, dict[str, float]]:
     """Seconds from the create request to (container start, first training metric), and the
     start-up profile (:func:`profile_of`)."""
@@ -203,7 +226,9 @@ def one_run(
         "STATE_CANCELED",
     ):
         time.sleep(0.2)
-    return started, first_metric, profile_of(startup_marks(api, tid), seen, seen_at)
+    placed = placed_at(pg_url, tid)
+    profile = profile_of(startup_marks(api, tid), seen, seen_at, placed, t0)
+    return started, first_metric, profile
 
 
 @contextlib.contextmanager
@@ -238,11 +263,13 @@ def local_cluster(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
                 f"--agent-token={master.agent_token}",
                 "--slot-type", "cpu", "--artificial-slots", "1",
                 "--state-dir", str(tmp / "agent"),
+                *args.agent_arg,
             ]  # fmt: skip
             with open(tmp / "agent.log", "ab") as log:
                 agent = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
             stack.callback(agent.wait, 30)
             stack.callback(agent.send_signal, signal.SIGTERM)
+            args.own_pg_url = pg_url
             yield master.url, ADMIN_PASSWORD
 
 
@@ -269,6 +296,12 @@ def main() -> None:
     p.add_argument("--pg-url", help="PostgreSQL server for the own cluster (default: pgserver)")
     p.add_argument("--tick-seconds", type=float, default=0.5, help="own master's tick (default)")
     p.add_argument("--image", default="det-task:py3.11-cpu-torch")
+    p.add_argument(
+        "--agent-arg",
+        action="append",
+        default=[],
+        help="an argument for the own agent (e.g. --agent-arg=--no-wait-for-work)",
+    )
     args = p.parse_args()
 
     client = docker.from_env()
@@ -293,7 +326,7 @@ def main() -> None:
         to_metric: list[float] = []
         profiles: list[dict[str, float]] = []
         for i in range(args.runs):
-            c, m, prof = one_run(api, events)
+            c, m, prof = one_run(api, events, getattr(args, "own_pg_url", None))
             to_container.append(c)
             to_metric.append(m)
             profiles.append(prof)

@@ -1,5 +1,6 @@
-"""Preemption long-polls wait for PostgreSQL's word instead of reading their allocation's row
-every quarter of a second.
+"""Long-polls wait for PostgreSQL's word: a task's preemption long-poll instead of reading its
+allocation's row every quarter of a second, an agent's wait for work instead of its next
+heartbeat.
 
 A trigger (migration 0028) sends ``NOTIFY det_preempt, '<allocation id>'`` when an allocation's
 ``preempt_requested`` turns true or it ends (``TERMINATED``), whoever changes it: the control
@@ -11,6 +12,11 @@ its read and its wait still wakes it.
 While the listening connection is down (a database restart), waiters fall back to reading the
 row every :data:`POLL_SECONDS`; while it is up, they still read it every
 :data:`RECHECK_SECONDS`, in case a notification was lost with a connection.
+
+Agents (:data:`AGENT_CHANNEL`, migration 0029): ``NOTIFY det_agent, '<agent id>'`` when an
+allocation is placed on the agent or one of its allocations is to be killed; the agent's
+``GET /api/v1/agents/<id>/changes`` answers at once and the agent heartbeats (a missed word costs
+what it cost before: the agent's next regular heartbeat).
 """
 
 from __future__ import annotations
@@ -24,15 +30,22 @@ import psycopg
 logger = logging.getLogger(__name__)
 
 CHANNEL = "det_preempt"
+AGENT_CHANNEL = "det_agent"
 POLL_SECONDS = 0.25
 RECHECK_SECONDS = 5.0
 
 
 class Waiters:
-    """One process's waiting long-polls by allocation id, woken by a listening thread."""
+    """One process's waiting long-polls by id (an allocation's, an agent's), woken by a thread
+    listening on ``channel``."""
 
-    def __init__(self, conninfo: str) -> None:
+    def __init__(self, conninfo: str, channel: str = CHANNEL, *, rereads: bool = True) -> None:
+        """``rereads``: the waiters read a row, so they are woken when the listener starts or
+        stops too (what changed meanwhile was not heard); agents' waits are not (their
+        heartbeat reads their work)."""
         self._conninfo = conninfo
+        self._channel = channel
+        self._rereads = rereads
         self._lock = threading.Lock()
         self._waiting: dict[str, set[threading.Event]] = {}
         self._listening = False
@@ -52,7 +65,7 @@ class Waiters:
             if not self._started:
                 self._started = True
                 threading.Thread(
-                    target=self._listen_forever, name="det-preempt-listener", daemon=True
+                    target=self._listen_forever, name=f"{self._channel}-listener", daemon=True
                 ).start()
         return event
 
@@ -86,29 +99,32 @@ class Waiters:
         while not self._stop.is_set():
             try:
                 with psycopg.connect(self._conninfo, autocommit=True) as conn:
-                    conn.execute(f"LISTEN {CHANNEL}")
+                    conn.execute(f"LISTEN {self._channel}")
                     self._listening = True
-                    self.wake(None)  # anything that changed while nobody listened
+                    if self._rereads:
+                        self.wake(None)  # anything that changed while nobody listened
                     while not self._stop.is_set():
                         for n in conn.notifies(timeout=RECHECK_SECONDS):
                             self.wake(n.payload)
                         conn.execute("SELECT 1")  # an idle connection proven alive
             except psycopg.Error as e:
-                logger.warning("preemption listener lost its connection (%s); retrying", e)
+                logger.warning("%s listener lost its connection (%s); retrying", self._channel, e)
             finally:
                 self._listening = False
-                self.wake(None)
+                if self._rereads:
+                    self.wake(None)
             self._stop.wait(1.0)
 
 
-_waiters: tuple[int, Waiters] | None = None
+_waiters: dict[str, tuple[int, Waiters]] = {}
 _guard = threading.Lock()
 
 
-def waiters(conninfo: str) -> Waiters:
-    """This process's :class:`Waiters` (a forked process makes its own)."""
-    global _waiters
+def waiters(conninfo: str, channel: str = CHANNEL) -> Waiters:
+    """This process's :class:`Waiters` of ``channel`` (a forked process makes its own)."""
     with _guard:
-        if _waiters is None or _waiters[0] != os.getpid():
-            _waiters = (os.getpid(), Waiters(conninfo))
-        return _waiters[1]
+        found = _waiters.get(channel)
+        if found is None or found[0] != os.getpid():
+            made = Waiters(conninfo, channel, rereads=channel != AGENT_CHANNEL)
+            found = _waiters[channel] = (os.getpid(), made)
+        return found[1]

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
+import threading
+
 from flask import Blueprint
 
+from det.master import preemptwait
 from det.master.api._common import AGENT, allow, db, pagination, require_admin, state
 from det.master.api._contract import contract
-from det.master.errors import NotFound
+from det.master.errors import InvalidArgument, NotFound
 from det.master.schemas import agents as wire
 from det.master.schemas import d
 from det.master.services import agents as svc
@@ -20,6 +24,46 @@ bp = Blueprint("agents", __name__)
 def heartbeat(agent_id: str, body: wire.HeartbeatRequest) -> wire.HeartbeatResponse:
     with db() as conn:
         return svc.heartbeat(conn, state(), agent_id, body)
+
+
+# Longest wait an agent may ask for (it asks again); the share of a process's threads agents'
+# waits may hold at once (past it a wait answers at once and the agent keeps its heartbeat).
+MAX_WAIT_SECONDS = 30.0
+_WAIT_SHARE = 4
+_waiting = 0
+_waiting_lock = threading.Lock()
+
+
+@bp.get("/api/v1/agents/<agent_id>/changes")
+@allow(AGENT)
+@contract(params=wire.ChangesParams, response=wire.ChangesResponse)
+def changes(agent_id: str, params: wire.ChangesParams) -> wire.ChangesResponse:
+    """Waits until an allocation is placed on the agent or one of its allocations is to be
+    killed (det.master.preemptwait, migration 0029), at most ``timeoutSeconds``. Holds no
+    database connection; a missed word costs the agent's next regular heartbeat."""
+    global _waiting
+    timeout = params.get("timeoutSeconds", 0.0)
+    if not math.isfinite(timeout) or timeout < 0:
+        raise InvalidArgument(
+            f"timeoutSeconds: must be a finite number >= 0 (at most {MAX_WAIT_SECONDS:g})"
+        )
+    cfg = state().config
+    timeout = cfg.long_request_seconds(min(timeout, MAX_WAIT_SECONDS)) or 0.0
+    with _waiting_lock:
+        if _waiting >= max(1, cfg.api_threads // _WAIT_SHARE):
+            return {"changed": False}
+        _waiting += 1
+    try:
+        waiters = preemptwait.waiters(str(state().pool.conninfo), preemptwait.AGENT_CHANNEL)
+        woken = waiters.register(agent_id)
+        try:
+            changed = woken.wait(timeout)
+        finally:
+            waiters.unregister(agent_id, woken)
+    finally:
+        with _waiting_lock:
+            _waiting -= 1
+    return {"changed": bool(changed)}
 
 
 def _agent(agent_id: str) -> wire.Agent:

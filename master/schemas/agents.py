@@ -187,3 +187,15 @@ class HeartbeatResponse(TypedDict):
     draining: bool
     heartbeatSeconds: float
     containers: list[DesiredContainer]
+
+
+class ChangesParams(TypedDict, total=False):
+    """``GET /api/v1/agents/<id>/changes`` (det's own): how long to wait for new work."""
+
+    timeoutSeconds: float
+
+
+class ChangesResponse(TypedDict):
+    """``changed``: work for this agent changed (heartbeat now); false: the wait timed out."""
+
+    changed: bool

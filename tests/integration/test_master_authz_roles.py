@@ -529,6 +529,7 @@ ROUTES: list[Route] = [
     Route("POST", AG + "/slots/<slot_id>/disable", ADMIN, lambda w, c: {"agentId": "sim-idle"}),
     Route("POST", AG + "/slots/<slot_id>/enable", ADMIN),
     Route("POST", AG + "/heartbeat", "DDDDDD", lambda w, c: {"slots": []}),
+    Route("GET", AG + "/changes", "DDDDDD", params={"timeoutSeconds": 0}),
     # --- what ends resources or sessions ----------------------------------------------------
     Route("POST", AL + "/signals/pending_preemption", OWN_TASK,
           lambda w, c: {"allocationId": w.ids["bob_allocation"]}),
