@@ -13,7 +13,7 @@ While the listening connection is down (a database restart), waiters fall back t
 row every :data:`POLL_SECONDS`; while it is up, they still read it every
 :data:`RECHECK_SECONDS`, in case a notification was lost with a connection.
 
-Agents (:data:`AGENT_CHANNEL`, migration 0032): ``NOTIFY det_agent, '<agent id>'`` when an
+Agents (:data:`AGENT_CHANNEL`, migration 0033): ``NOTIFY det_agent, '<agent id>'`` when an
 allocation is placed on the agent or one of its allocations is to be killed; the agent's
 ``GET /api/v1/agents/<id>/changes`` answers at once and the agent heartbeats (a missed word costs
 what it cost before: the agent's next regular heartbeat).

@@ -39,7 +39,7 @@ _waiting_lock = threading.Lock()
 @contract(params=wire.ChangesParams, response=wire.ChangesResponse)
 def changes(agent_id: str, params: wire.ChangesParams) -> wire.ChangesResponse:
     """Waits until an allocation is placed on the agent or one of its allocations is to be
-    killed (det.master.preemptwait, migration 0032), at most ``timeoutSeconds``. Holds no
+    killed (det.master.preemptwait, migration 0033), at most ``timeoutSeconds``. Holds no
     database connection; a missed word costs the agent's next regular heartbeat."""
     global _waiting
     timeout = params.get("timeoutSeconds", 0.0)

@@ -1,4 +1,4 @@
-"""An agent hears of new work from PostgreSQL through the master (migration 0032, the
+"""An agent hears of new work from PostgreSQL through the master (migration 0033, the
 ``changes`` long-poll), not only at its next heartbeat."""
 
 from __future__ import annotations
