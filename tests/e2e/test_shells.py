@@ -5,6 +5,7 @@ given, the key and the shell are its owner's only; the official CLI's ``shell st
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 
@@ -70,5 +71,20 @@ def test_official_cli_runs_a_command_in_a_shell(one_slot: Cluster) -> None:
     r = det(c, "shell", "start", "--", "echo", "official-ok", official=True)
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{c.dump()}"
     assert "official-ok" in r.stdout
+    # show-ssh-command (what VS Code and PyCharm users paste): the printed command reaches it.
+    (shell,) = c.master.get("/api/v1/shells")["shells"]
+    r = det(c, "shell", "show-ssh-command", shell["id"], official=True)
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
+    (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("ssh ")]
+    printed = subprocess.run(
+        [*shlex.split(line), "echo", "printed-ok"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HOME": str(c.tmp / "home-official")},
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        check=False,
+    )
+    assert "printed-ok" in printed.stdout, f"{printed.stdout}\n{printed.stderr}"
     for s in c.master.get("/api/v1/shells")["shells"]:
         c.master.post(f"/api/v1/shells/{s['id']}/kill")

@@ -45,8 +45,10 @@ NOT_RUN = {
     "deploy": "needs cloud credentials or a Docker engine of its own (det deploy is our own CLI's)",
     "notebook open": "opens a browser on a running notebook",
     "shell open": "opens an interactive ssh session",
-    "shell show-ssh-command": "prints an ssh command for a running shell",
-    "shell show_ssh_command": "prints an ssh command for a running shell",
+    "shell show-ssh-command": "needs a running shell (tests/e2e/test_shells.py runs it and the"
+    " ssh command it prints)",
+    "shell show_ssh_command": "needs a running shell (tests/e2e/test_shells.py runs it and the"
+    " ssh command it prints)",
     "tensorboard open": "opens a browser on a running TensorBoard",
     "experiment wait": "blocks until an experiment ends (covered by the SDK tests)",
     "auth login": "an SSO browser flow (Enterprise)",
