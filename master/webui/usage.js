@@ -31,7 +31,7 @@ const isoDay = (d) => d.toISOString().slice(0, 10);
 
 // Bars of one value per period, labelled below; each bar's title gives its figures.
 function barChart(bars, { yLabel }) {
-  const W = 900, H = 260, L = 64, R = 16, T = 12, B = 40;
+  const W = 900, H = 260, L = 84, R = 16, T = 12, B = 40;
   const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart usage-chart", role: "img", "aria-label": yLabel + " per period" });
   const top = Math.max(...bars.map((b) => b.value), 0) || 1;
   const Y = (v) => H - B - ((H - T - B) * v) / top;
