@@ -161,6 +161,33 @@ def pool_events(args: argparse.Namespace) -> None:
     )
 
 
+def _bind(method: str) -> Any:
+    def run(args: argparse.Namespace) -> None:
+        body = {"resourcePoolName": args.pool, "workspaceNames": list(args.workspace_names)}
+        session(args).request(
+            method, f"/api/v1/resource-pools/{args.pool}/workspace-bindings", json=body
+        )
+        names = ", ".join(args.workspace_names)
+        done = {"POST": "bound to", "DELETE": "unbound from", "PUT": "bound to exactly"}[method]
+        print(f"resource pool {args.pool} {done} {names}")
+
+    return run
+
+
+def list_bindings(args: argparse.Namespace) -> None:
+    s = session(args)
+    ids = s.get(f"/api/v1/resource-pools/{args.pool}/workspace-bindings").get("workspaceIds")
+    workspaces = cast("d.v1GetWorkspacesResponse", s.get("/api/v1/workspaces"))["workspaces"]
+    names = {w["id"]: w["name"] for w in workspaces}
+    rows = [[i, names.get(i, "")] for i in ids or []]
+    if args.json:
+        render.print_json([{"id": i, "name": n} for i, n in rows])
+    elif not rows:
+        print(f"resource pool {args.pool} is bound to no workspace: every workspace may use it")
+    else:
+        render.table(["Workspace ID", "Workspace"], rows)
+
+
 def pool_cost(args: argparse.Namespace) -> None:
     cost = session(args).get(f"/api/v1/resource-pools/{args.pool}/cost")
     if args.json:
@@ -210,6 +237,25 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
         p.add_argument("slot_id")
     sub = noun(nouns, "resource-pool", aliases, "resource pools")
     add_json(verb(sub, "list ls", list_pools, "list resource pools"))
+    bindings = verb(sub, "bindings", lambda a: None, "bind pools to workspaces (admins)")
+    bsub = bindings.add_subparsers(dest="bindings_verb", metavar="VERB")
+
+    def bindings_help(_: argparse.Namespace) -> int:
+        bindings.print_help()
+        return 2
+
+    bindings.set_defaults(func=bindings_help)
+    for name, method, help_ in (
+        ("add", "POST", "bind a pool to workspaces: only they may use it"),
+        ("remove", "DELETE", "unbind a pool from workspaces"),
+        ("replace", "PUT", "bind a pool to exactly these workspaces"),
+    ):
+        p = verb(bsub, name, _bind(method), help_)
+        p.add_argument("pool")
+        p.add_argument("workspace_names", nargs="+", metavar="WORKSPACE")
+    p = verb(bsub, "list list-workspaces", list_bindings, "the workspaces bound to a pool")
+    p.add_argument("pool")
+    add_json(p)
     p = verb(sub, "events", pool_events, "why the pool launched, terminated or waits")
     add_json(p)
     p.add_argument("pool")

@@ -392,9 +392,27 @@ _GC_FLAGS = {
 }
 
 
+def retention_days(args: argparse.Namespace) -> int:
+    """``--days N`` or ``--forever`` (-1), as Determined's ``set log-retention`` takes them."""
+    if args.forever:
+        return -1
+    if args.days is None or args.value is not None:
+        raise UsageError("log-retention: give --days N (-1 to 32767) or --forever")
+    return int(args.days)
+
+
 def set_(args: argparse.Namespace) -> None:
     s = session(args)
     body: dict[str, Any] = {}
+    if args.field == "log-retention":
+        days = retention_days(args)
+        s.put(
+            f"/api/v1/experiments/{args.experiment_id}/retain_logs",
+            {"experimentId": args.experiment_id, "numDays": days},
+        )
+        kept = "forever" if days < 0 else f"{days} days after each trial ended"
+        print(f"experiment {args.experiment_id}: its trials' logs are kept {kept}")
+        return
     if args.field == "gc-policy":
         policy = {
             wire: getattr(args, flag)
@@ -422,6 +440,11 @@ def set_(args: argparse.Namespace) -> None:
         body["resources"] = {"maxSlots": int(args.value)}
     s.patch(f"/api/v1/experiments/{args.experiment_id}", body)
     print(f"experiment {args.experiment_id}: {args.field} set")
+
+
+def add_retention_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--days", type=int, help="log-retention: days after the task ended (-1: ever)")
+    p.add_argument("--forever", action="store_true", help="log-retention: keep the logs")
 
 
 def move(args: argparse.Namespace) -> None:
@@ -566,9 +589,14 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
         " gc-policy (the checkpoints its GC keeps; collected again at once)",
     )
     p.add_argument(
-        "field", choices=["name", "description", "priority", "weight", "max-slots", "gc-policy"]
-    )
+        "field",
+        choices=[
+            "name", "description", "priority", "weight", "max-slots", "gc-policy",
+            "log-retention",
+        ],
+    )  # fmt: skip
     p.add_argument("experiment_id", type=int)
     p.add_argument("value", nargs="?")
+    add_retention_flags(p)
     for flag in _GC_FLAGS:
         p.add_argument("--" + flag.replace("_", "-"), dest=flag, type=int, metavar="N")

@@ -133,6 +133,10 @@ class Session:
         r = self.request("POST", path, json=body if body is not None else {}, **kw)
         return r.json() if r.content else {}
 
+    def put(self, path: str, body: Any, **kw: Any) -> Any:
+        r = self.request("PUT", path, json=body, **kw)
+        return r.json() if r.content else {}
+
     def patch(self, path: str, body: Any, **kw: Any) -> Any:
         return self.request("PATCH", path, json=body, **kw).json()
 

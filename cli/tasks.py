@@ -42,8 +42,14 @@ def list_(args: argparse.Namespace) -> None:
     )
 
 
+def cleanup_logs(args: argparse.Namespace) -> None:
+    removed = session(args).post("/api/v1/cleanup_logs").get("removedCount", "0")
+    print(f"Deleted {removed} rows of log entries.")
+
+
 def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     sub = noun(nouns, "task", aliases, "list tasks and show their logs")
+    verb(sub, "cleanup-logs", cleanup_logs, "delete expired task logs now (admins)")
     p = verb(sub, "list ls", list_, "list the live tasks")
     add_json(p)
     p = verb(sub, "logs", logs, "show a task's logs")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any, cast
 
-from det.cli import checkpoints, render
+from det.cli import checkpoints, experiments, render
 from det.cli._util import add_json, noun, session, verb
 from det.cli.errors import CliError, UsageError
 from det.cli.experiments import _print_logs, add_log_flags
@@ -128,8 +128,22 @@ def kill(args: argparse.Namespace) -> None:
     print(f"killed trial {args.trial_id}")
 
 
+def set_(args: argparse.Namespace) -> None:
+    days = experiments.retention_days(args)
+    session(args).put(
+        f"/api/v1/trials/{args.trial_id}/retain_logs", {"trialId": args.trial_id, "numDays": days}
+    )
+    kept = "forever" if days < 0 else f"{days} days after it ended"
+    print(f"trial {args.trial_id}: its logs are kept {kept}")
+
+
 def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     sub = noun(nouns, "trial", aliases, "inspect trials")
+    p = verb(sub, "set", set_, "set a trial's log-retention (--days N or --forever)")
+    p.add_argument("field", choices=["log-retention"])
+    p.add_argument("trial_id", type=int)
+    p.add_argument("value", nargs="?", help=argparse.SUPPRESS)
+    experiments.add_retention_flags(p)
     p = verb(sub, "describe", describe, "describe a trial")
     p.add_argument("trial_id", type=int)
     p.add_argument(

@@ -58,7 +58,15 @@ def create(args: argparse.Namespace) -> None:
 
 
 def describe(args: argparse.Namespace) -> None:
-    _show(args, workspace_by_name(session(args), args.workspace_name))
+    """The workspace, and the pools it may use (bound to it, or to no workspace)."""
+    s = session(args)
+    w = workspace_by_name(s, args.workspace_name)
+    pools = s.get(f"/api/v1/workspaces/{w['id']}/available-resource-pools")["resourcePools"]
+    if args.json:
+        render.print_json(w)  # Determined's v1Workspace, as its CLI prints it
+        return
+    render.table(HEADERS, _rows([w]))
+    print(f"Resource pools it may use: {', '.join(pools or []) or 'none'}")
 
 
 def edit(args: argparse.Namespace) -> None:

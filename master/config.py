@@ -20,6 +20,7 @@ import yaml
 from psycopg.conninfo import make_conninfo
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from det.master import log_schedule
 from det.master.clientaddr import parse_networks
 from det.master.container_policy import ContainerPolicy
 from det.master.errors import MasterError
@@ -324,6 +325,22 @@ class WebhooksConfig(_Model):
     base_url: str | None = None
 
 
+class RetentionPolicyConfig(_Model):
+    """Determined's ``retention_policy``: task logs are deleted ``log_retention_days`` after
+    their task ended (-1: kept forever; a trial's own ``det trial|e set log-retention`` wins),
+    on ``schedule``: a duration (``24h``, ``90m``) or a five-field cron expression in UTC
+    (``0 0 * * *``, the default)."""
+
+    log_retention_days: int = Field(-1, ge=-1, le=32767)
+    schedule: str = "0 0 * * *"
+
+    @field_validator("schedule")
+    @classmethod
+    def _schedule(cls, value: str) -> str:
+        log_schedule.parse(value)  # ValueError names the rule
+        return value
+
+
 class LogConfig(_Model):
     level: Literal["trace", "debug", "info", "warn", "warning", "error", "fatal"] = "info"
     color: bool = True
@@ -376,6 +393,7 @@ class MasterConfig(_Model):
     request_time_limit_seconds: float | None = Field(None, gt=0, le=86400)
     wakeups: WakeupsConfig = WakeupsConfig()
     webhooks: WebhooksConfig = WebhooksConfig()
+    retention_policy: RetentionPolicyConfig = RetentionPolicyConfig()
     # Control loop tuning (seconds).
     tick_seconds: float = Field(0.5, gt=0)
     agent_timeout_seconds: float = Field(30.0, gt=0)

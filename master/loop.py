@@ -26,6 +26,7 @@ from det.master.services import (
     checkpoint_gc,
     idle,
     lifecycle,
+    log_retention,
     ntsc,
     provisioning,
     scheduling,
@@ -57,6 +58,7 @@ class ControlLoop:
             ("idle notebooks", lambda: idle.idle_pass(self.state)),
             ("wake-ups", self._wakeups_pass),
             ("webhooks", lambda: webhook_delivery.kick(self.state)),
+            ("log retention", lambda: log_retention.kick(self.state)),
         ]
         # Where the loop asks to be woken when no request would run it (None: never asks).
         self.scheduler = wakeups.build(state.config.wakeups)

@@ -11,9 +11,11 @@ from det.master.api.cluster import bp as cluster_bp
 from det.master.api.commands import bp as commands_bp
 from det.master.api.experiments import bp as experiments_bp
 from det.master.api.jobs import bp as jobs_bp
+from det.master.api.log_retention import bp as log_retention_bp
 from det.master.api.models import bp as models_bp
 from det.master.api.notebooks import bp as notebooks_bp
 from det.master.api.openapi import bp as openapi_bp
+from det.master.api.pool_bindings import bp as pool_bindings_bp
 from det.master.api.preview import bp as preview_bp
 from det.master.api.projects import bp as projects_bp
 from det.master.api.provisioning import bp as provisioning_bp
@@ -47,6 +49,8 @@ BLUEPRINTS: list[Blueprint] = [
     models_bp,
     openapi_bp,
     preview_bp,
+    log_retention_bp,
+    pool_bindings_bp,
     provisioning_bp,
     tokens_bp,
     workspaces_bp,

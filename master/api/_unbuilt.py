@@ -31,7 +31,6 @@ _FEATURES: tuple[tuple[str, str], ...] = (
     ("/api/v1/resources/allocation", "det has no resource allocation reports yet"),
     ("/api/v1/allocations/raw", "det has no resource allocation reports yet"),
     ("/resources/allocation", "det has no resource allocation reports yet"),
-    ("/api/v1/resource-pools/", "det has no resource-pool workspace bindings yet"),
 )
 
 # Operations on a path det serves for other methods (so the prefix table cannot tell them).
@@ -40,7 +39,6 @@ _OPERATIONS: dict[str, str] = {
     "PauseGenericTask": "det does not run generic tasks yet",
     "UnpauseGenericTask": "det does not run generic tasks yet",
     "GetGenericTaskConfig": "det does not run generic tasks yet",
-    "CleanupLogs": "det does not clean up task logs by retention yet",
 }
 
 

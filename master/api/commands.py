@@ -15,7 +15,7 @@ from det.master.errors import InvalidArgument, NotFound
 from det.master.expconf.task import TaskKind
 from det.master.schemas import commands as wire
 from det.master.schemas import d
-from det.master.services import containers, ntsc, tensorboards
+from det.master.services import containers, ntsc, pool_bindings, tensorboards
 from det.master.services import experiments as exp_svc
 from det.master.services import jobs as jobs_svc
 from det.master.services import tasks as tasks_svc
@@ -39,7 +39,9 @@ def launch_config(conn: Any, kind: TaskKind, body: Any) -> dict[str, Any]:
             raw = expconf.merge_template(raw, templates_svc.get(conn, template)["config"])
         except NotFound:
             raise InvalidArgument(f"templateName: no template named {template!r}") from None
-    return ntsc.resolve_config(state(), kind, raw)
+    ws_id = body.get("workspaceId")
+    ws_pool = pool_bindings.default_pool(conn, int(ws_id), aux=True) if ws_id else None
+    return ntsc.resolve_config(state(), kind, raw, ws_pool)
 
 
 def launch(kind: TaskKind, body: Any, data: dict[str, Any] | None = None) -> Any:

@@ -383,7 +383,7 @@ def move(experiment_id: int, body: d.v1MoveExperimentRequest) -> Any:
         raise InvalidArgument(f"experimentId: {eid} differs from the path's {experiment_id}")
     with db() as conn:
         _access.experiment(conn, experiment_id)
-        svc.move(conn, experiment_id, dest)
+        svc.move(conn, state(), experiment_id, dest)
     return {}
 
 

@@ -15,7 +15,7 @@ from det.master.api._contract import contract
 from det.master.errors import Unimplemented
 from det.master.schemas import d
 from det.master.schemas import workspaces as wire
-from det.master.services import deletion
+from det.master.services import deletion, pool_bindings
 from det.master.services import projects as project_svc
 from det.master.services import workspaces as svc
 
@@ -63,6 +63,9 @@ def create(body: d.v1PostWorkspaceRequest) -> d.v1PostWorkspaceResponse:
     _k8s_refused(body)
     with db() as conn:
         row = svc.create(conn, current_user().id, body)
+        pool_bindings.check_defaults(
+            conn, state(), row["id"], row["default_compute_pool"], row["default_aux_pool"]
+        )
     return {"workspace": wire.workspace(row), "namespaceBindings": {}}
 
 
@@ -80,6 +83,9 @@ def patch(workspace_id: int, body: d.v1PatchWorkspace) -> d.v1PatchWorkspaceResp
     with db() as conn:
         _access.workspace(conn, workspace_id)
         row = svc.patch(conn, workspace_id, body)
+        pool_bindings.check_defaults(
+            conn, state(), workspace_id, row["default_compute_pool"], row["default_aux_pool"]
+        )
     return {"workspace": wire.workspace(row)}
 
 
@@ -150,11 +156,11 @@ def create_project(workspace_id: int, body: d.v1PostProjectRequest) -> d.v1PostP
 def available_pools(
     workspace_id: int, params: d.ListRPsBoundToWorkspaceParams
 ) -> d.v1ListRPsBoundToWorkspaceResponse:
-    """det binds no pools to workspaces: every workspace may use every pool."""
+    """The pools the workspace may use: those bound to it and those bound to none."""
     offset, limit = params.get("offset") or 0, params.get("limit") or 0
     with db() as conn:
         svc.get(conn, workspace_id)
-    names = [p.pool_name for p in state().config.resource_pools]
+        names = pool_bindings.available(conn, state(), workspace_id)
     total = len(names)
     return {
         "resourcePools": names[offset : (offset + limit) if limit > 0 else None],

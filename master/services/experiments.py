@@ -22,7 +22,15 @@ from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound, PayloadTooLarge
 from det.master.expconf import stored
 from det.master.handles import MasterState
-from det.master.services import containers, jobs, listing, projects, scheduling, templates
+from det.master.services import (
+    containers,
+    jobs,
+    listing,
+    pool_bindings,
+    projects,
+    scheduling,
+    templates,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -94,10 +102,13 @@ def parse_config(
     template: dict[str, Any] | None = None,
     *,
     unmanaged: bool = False,
+    default_pool: str | None = None,
 ) -> expconf.ExperimentConfig:
     """The resolved experiment config (a configuration template, then the cluster defaults,
     merged under it, and the pool named), typed, or InvalidArgument; ``.to_dict()`` is what is
-    stored."""
+    stored. ``default_pool``: where it goes when it names no pool (its workspace's default
+    compute pool), else the cluster's default compute pool."""
+    default_pool = default_pool or st.config.resource_manager.default_compute_resource_pool
     try:
         raw = expconf.load_yaml(config_text)
         raw.pop("template", None)  # the template's name: applied by the caller
@@ -105,11 +116,7 @@ def parse_config(
             raw = expconf.merge_template(raw, template)
         res = raw.get("resources")
         named = res.get("resource_pool") if isinstance(res, dict) else None
-        pool_name = (
-            named
-            if isinstance(named, str) and named
-            else st.config.resource_manager.default_compute_resource_pool
-        )
+        pool_name = named if isinstance(named, str) and named else default_pool
         cfg = expconf.parse_experiment_config(
             raw,
             cluster_defaults={
@@ -127,10 +134,7 @@ def parse_config(
         searcher.new_searcher(resolved["searcher"], resolved.get("hyperparameters") or {}, 0)
     except ValueError as e:
         raise InvalidArgument(f"invalid experiment config: {e}") from None
-    pool = (
-        resolved.get("resources", {}).get("resource_pool")
-        or st.config.resource_manager.default_compute_resource_pool
-    )
+    pool = resolved.get("resources", {}).get("resource_pool") or default_pool
     pool_cfg = st.config.pool(pool)
     if pool_cfg is None:
         names = ", ".join(p.pool_name for p in st.config.resource_pools)
@@ -169,9 +173,20 @@ def create(
             raise InvalidArgument(f"template: no template named {template_name!r}") from None
     cfg = parse_config(st, config_text, template_config, unmanaged=unmanaged)
     config = cfg.to_dict()
+    project = projects.usable(conn, _project_for(conn, config, project_id))
+    workspace_id = int(project["workspace_id"])
+    ws_pool = pool_bindings.default_pool(conn, workspace_id, aux=False)
+    if ws_pool and not _names_pool(config_text, template_config):
+        cfg = parse_config(
+            st, config_text, template_config, unmanaged=unmanaged, default_pool=ws_pool
+        )
+        config = cfg.to_dict()
+    if not unmanaged:
+        pool_bindings.check(
+            conn, st, cfg.resources.resource_pool, workspace_id, "resources.resource_pool"
+        )
     # Unmanaged too: deleting one runs a GC task with its checkpoint storage mounted.
     containers.check_policy(st, config, admin=admin)
-    project = projects.usable(conn, _project_for(conn, config, project_id))
 
     limits.text("name", config.get("name"), limits.NAME)
     limits.text("description", config.get("description"), limits.DESCRIPTION)
@@ -247,6 +262,18 @@ def _template_named_in(config_text: str) -> str | None:
     return name
 
 
+def _names_pool(config_text: str, template: dict[str, Any] | None) -> bool:
+    """Whether the config (or its template) names a resource pool itself."""
+    try:
+        raw = expconf.load_yaml(config_text)
+    except expconf.ConfigError:
+        return False
+    if template is not None:
+        raw = expconf.merge_template(raw, template)
+    res = raw.get("resources")
+    return isinstance(res, dict) and bool(res.get("resource_pool"))
+
+
 def _project_for(conn: Conn, config: dict[str, Any], project_id: int | None) -> int:
     """Where a new experiment goes: the request's ``projectId``, else the config's
     ``workspace`` and ``project`` names, else the default project."""
@@ -268,9 +295,16 @@ def _project_for(conn: Conn, config: dict[str, Any], project_id: int | None) -> 
     return int(named["id"])
 
 
-def move(conn: Conn, experiment_id: int, project_id: int) -> None:
+def move(conn: Conn, st: MasterState, experiment_id: int, project_id: int) -> None:
     _lock(conn, experiment_id)
-    projects.usable(conn, project_id)
+    target = projects.usable(conn, project_id)
+    job = conn.execute(
+        "SELECT resource_pool FROM jobs WHERE experiment_id = %s", (experiment_id,)
+    ).fetchone()
+    if job is not None:
+        pool_bindings.check(
+            conn, st, job["resource_pool"], int(target["workspace_id"]), "destinationProjectId"
+        )
     conn.execute(
         "UPDATE experiments SET project_id = %s WHERE id = %s", (project_id, experiment_id)
     )

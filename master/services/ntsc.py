@@ -29,21 +29,31 @@ from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.expconf.task import KIND_NAMES, TaskKind, parse_task_config
 from det.master.handles import MasterState
-from det.master.services import containers, scheduling, task_services, tensorboards
+from det.master.services import (
+    containers,
+    pool_bindings,
+    scheduling,
+    task_services,
+    tensorboards,
+)
 from det.master.services.experiments import ContextFile, pack_context
 from det.master.services.users import token_digest
 
 logger = logging.getLogger(__name__)
 
 
-def resolve_config(st: MasterState, kind: TaskKind, raw: Any) -> dict[str, Any]:
-    """The task's config with the cluster's defaults under it, or InvalidArgument."""
+def resolve_config(
+    st: MasterState, kind: TaskKind, raw: Any, default_pool: str | None = None
+) -> dict[str, Any]:
+    """The task's config with the cluster's defaults under it, or InvalidArgument.
+    ``default_pool``: where it goes when it names no pool (its workspace's default aux pool),
+    else the cluster's default aux pool."""
     res = raw.get("resources") if isinstance(raw, dict) else None
     named = res.get("resource_pool") if isinstance(res, dict) else None
     pool = (
         named
         if isinstance(named, str) and named
-        else st.config.resource_manager.default_aux_resource_pool
+        else default_pool or st.config.resource_manager.default_aux_resource_pool
     )
     try:
         config = parse_task_config(kind, raw, st.config.task_container_defaults_for(pool))
@@ -75,6 +85,9 @@ def launch(
         ws = conn.execute("SELECT id FROM workspaces WHERE id = %s", (workspace_id,)).fetchone()
         if ws is None:
             raise InvalidArgument(f"workspaceId: no workspace {workspace_id}")
+    pool_bindings.check(
+        conn, st, res["resource_pool"], workspace_id or 1, "resources.resource_pool"
+    )
     task_id = str(uuid.uuid4())
     if not config.get("description"):
         config["description"] = f"{KIND_NAMES[kind]} ({task_id[:8]})"

@@ -334,6 +334,13 @@ ROUTES: list[Route] = [
     Route("GET", "/api/v1/resource-pools/<name>/cost", ANY_USER, read_ok=404),  # no prices set
     Route("GET", "/api/v1/resource-pools/<name>/events", ANY_USER),
     Route("GET", "/api/v1/resource-pools/<name>/instances", ANY_USER),
+    Route("GET", "/api/v1/resource-pools/<name>/workspace-bindings", ANY_USER),
+    # binding pools is for admins (a workspace that does not exist: 404 for them, no change)
+    *[
+        Route(method, "/api/v1/resource-pools/<name>/workspace-bindings", ADMIN,
+              lambda w, c: {"resourcePoolName": "default", "workspaceIds": [987654]})
+        for method in ("POST", "DELETE", "PUT")
+    ],
     Route("GET", "/api/v1/job-queues", ANY_USER),
     Route("GET", "/api/v1/job-queues-v2", ANY_USER),
     # usage and cost reports (Determined's open-source edition shows them to every user)
@@ -543,6 +550,13 @@ ROUTES: list[Route] = [
     Route("POST", "/api/v1/proxy_tickets", OWNER, lambda w, c: {"taskId": w.ids["bob_notebook"]}),
     Route("POST", E + "/cancel", OWNER),
     Route("POST", E + "/kill", OWNER),
+    # a glob that names no file: an allowed call queues a GC run that removes nothing
+    Route("POST", "/api/v1/checkpoints/rm", OWNER,
+          lambda w, c: {"checkpointUuids": [w.ids["bob_checkpoint"]],
+                        "checkpointGlobs": ["no-such-file"]}),
+    Route("PUT", E + "/retain_logs", OWNER, lambda w, c: {"numDays": 30}),
+    Route("PUT", T + "/retain_logs", OWNER, lambda w, c: {"numDays": 30}),
+    Route("POST", "/api/v1/cleanup_logs", ADMIN),
     Route("DELETE", "/api/v1/checkpoints", OWNER,
           lambda w, c: {"checkpointUuids": [w.ids["bob_checkpoint"]]}),
     Route("DELETE", M + "/versions/<int:number>", OWNER),

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.compat.official import ensure_official_venv
 from tests.integration import cli_support
@@ -73,6 +74,7 @@ LAST = {
     "shell kill",
     "tensorboard kill",
     "master cluster-message clear",
+    "resource-pool bindings remove",  # leaves the default pool everyone's again
 }
 FINAL = {"experiment delete", "model delete", "project delete", "workspace delete"}
 
@@ -355,6 +357,14 @@ def effects(w: World, m: Master) -> dict[str, Callable[[], bool]]:
             time.sleep(0.3)
         return True
 
+    def retention(where: str) -> set[Any]:
+        import psycopg
+
+        url = yaml.safe_load(m.config_file.read_text())["db"]["url"]
+        with psycopg.connect(url) as conn:
+            rows = conn.execute(f"SELECT log_retention_days FROM trials WHERE {where}")
+            return {r[0] for r in rows}
+
     def gone(get: Callable[[], Any]) -> bool:
         cli_support.wait(lambda: get() is None, 30, "the deletion")
         return True
@@ -391,6 +401,17 @@ def effects(w: World, m: Master) -> dict[str, Callable[[], bool]]:
         "model create": lambda: True,
         "user create": lambda: user("walker2")["username"] == "walker2",
         "user edit": lambda: user(w.user)["displayName"] == "Walker",
+        "experiment set log-retention": lambda: retention(f"experiment_id = {w.spare}") == {30},
+        "trial set log-retention": lambda: retention(f"id = {w.tid}") == {30},
+        "resource-pool bindings add": lambda: (
+            m.get("/api/v1/resource-pools/default/workspace-bindings").get("workspaceIds") == [1]
+        ),
+        "resource-pool bindings replace": lambda: (
+            m.get("/api/v1/resource-pools/default/workspace-bindings").get("workspaceIds") == [1]
+        ),
+        "resource-pool bindings remove": lambda: (
+            not (m.get("/api/v1/resource-pools/default/workspace-bindings").get("workspaceIds"))
+        ),
         "user link-with-agent-user": lambda: (
             user(w.user)["agentUserGroup"]
             == {"agentUid": 1000, "agentGid": 1000, "agentUser": "u", "agentGroup": "g"}

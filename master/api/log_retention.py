@@ -1,0 +1,53 @@
+"""Task log retention: ``det e|trial set log-retention`` (PutExperimentRetainLogs,
+PutTrialRetainLogs: the experiment's or trial's owner and admins) and ``det task cleanup-logs``
+(CleanupLogs: admins; deletes every expired task's logs now, in batches)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint
+
+from det.master.api import _access
+from det.master.api._common import db, release_connection, require_admin, state
+from det.master.api._contract import contract
+from det.master.errors import InvalidArgument
+from det.master.schemas import d
+from det.master.services import log_retention as svc
+
+bp = Blueprint("log_retention", __name__)
+
+
+def _same(field: str, given: Any, path_id: int) -> None:
+    if given not in (None, 0, path_id, str(path_id)):
+        raise InvalidArgument(f"{field}: {given} differs from the path's {path_id}")
+
+
+@bp.put("/api/v1/experiments/<int:experiment_id>/retain_logs")
+@contract("PutExperimentRetainLogs")
+def experiment(experiment_id: int, body: d.v1PutExperimentRetainLogsRequest) -> Any:
+    _same("experimentId", body.get("experimentId"), experiment_id)
+    days = svc.check_days(body.get("numDays"))
+    with db() as conn:
+        _access.experiment(conn, experiment_id)
+        svc.set_for_experiment(conn, experiment_id, days)
+    return {}
+
+
+@bp.put("/api/v1/trials/<int:trial_id>/retain_logs")
+@contract("PutTrialRetainLogs")
+def trial(trial_id: int, body: d.v1PutTrialRetainLogsRequest) -> Any:
+    _same("trialId", body.get("trialId"), trial_id)
+    days = svc.check_days(body.get("numDays"))
+    with db() as conn:
+        _access.trial(conn, trial_id)
+        svc.set_for_trial(conn, trial_id, days)
+    return {}
+
+
+@bp.post("/api/v1/cleanup_logs")
+@contract("CleanupLogs")
+def cleanup() -> d.v1CleanupLogsResponse:
+    require_admin()
+    release_connection()  # the cleanup takes a connection per batch
+    return {"removedCount": str(svc.cleanup(state()))}

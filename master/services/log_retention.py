@@ -1,0 +1,175 @@
+"""Task log retention: which tasks' logs have expired, and deleting them without stalling
+ingest.
+
+A task's logs expire ``days`` after the task ended: a trial's own ``log_retention_days``
+(``det trial|e set log-retention``), else the master's ``retention_policy.log_retention_days``;
+-1 keeps them forever. A task has ended when it has allocations, none of them live, and its
+trial or interactive task has reached a final state (a paused or preempted one has not); it
+ended when its last allocation did.
+
+Deleting: one short transaction per batch of :data:`BATCH` rows of one task (the index
+``task_logs (task_id, id)`` finds them), with a pause between batches. Ingest inserts other
+rows and takes no lock a delete holds, so it never waits for a cleanup; no transaction stays
+open between batches (no WAL or vacuum held back by one long delete). The scheduled run is a
+thread of the loop's leader (:func:`kick`); ``det task cleanup-logs`` runs the same thing in
+its request.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+from det.master import log_schedule, states
+from det.master.db import Conn
+from det.master.errors import Conflict, InvalidArgument, NotFound
+from det.master.handles import MasterState
+
+logger = logging.getLogger(__name__)
+
+BATCH = 5000
+PAUSE_SECONDS = 0.005
+MAX_DAYS = 32767
+
+#: How often (seconds) the loop's pass asks the database whether a scheduled run is due.
+CHECK_SECONDS = 20.0
+
+_lock = threading.Lock()
+_thread: threading.Thread | None = None
+_next_check = 0.0
+
+
+def check_days(value: object) -> int:
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not -1 <= value <= MAX_DAYS:
+        raise InvalidArgument(
+            f"numDays: must be -1 (forever) or between 0 and {MAX_DAYS} (got {value!r})"
+        )
+    return value
+
+
+def set_for_trial(conn: Conn, trial_id: int, days: int) -> None:
+    row = conn.execute(
+        "SELECT state FROM trials WHERE id = %s FOR NO KEY UPDATE", (trial_id,)
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"trial {trial_id} not found")
+    if row["state"] not in states.TERMINAL:
+        raise Conflict(f"trial {trial_id} is {row['state']}; set its log retention once it ended")
+    conn.execute("UPDATE trials SET log_retention_days = %s WHERE id = %s", (days, trial_id))
+
+
+def set_for_experiment(conn: Conn, experiment_id: int, days: int) -> None:
+    """Every trial of the ended experiment keeps its logs ``days`` days (-1: forever)."""
+    row = conn.execute(
+        "SELECT state FROM experiments WHERE id = %s AND NOT deleted FOR NO KEY UPDATE",
+        (experiment_id,),
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"experiment {experiment_id} not found")
+    if row["state"] not in states.TERMINAL:
+        raise Conflict(
+            f"experiment {experiment_id} is {row['state']}; set its log retention once it ended"
+        )
+    conn.execute(
+        "UPDATE trials SET log_retention_days = %s WHERE experiment_id = %s", (days, experiment_id)
+    )
+
+
+def expired_tasks(conn: Conn, default_days: int, now: dt.datetime) -> list[str]:
+    """The tasks whose logs have expired at ``now`` and that still have logs."""
+    rows = conn.execute(
+        "SELECT a.task_id FROM allocations a"
+        " LEFT JOIN trials t ON t.task_id = a.task_id"
+        " LEFT JOIN ntsc_tasks n ON n.id = a.task_id"
+        " GROUP BY a.task_id, t.state, t.log_retention_days, n.state"
+        " HAVING bool_and(a.state = 'TERMINATED')"
+        f"  AND (t.state IS NULL OR t.state IN {states.TERMINAL_SQL})"
+        "  AND (n.state IS NULL OR n.state = 'TERMINATED')"
+        "  AND coalesce(t.log_retention_days, %(days)s) >= 0"
+        "  AND max(a.ended_at) < %(now)s::timestamptz"
+        "   - make_interval(days => coalesce(t.log_retention_days, %(days)s))"
+        "  AND EXISTS (SELECT 1 FROM task_logs l WHERE l.task_id = a.task_id)",
+        {"days": default_days, "now": now},
+    ).fetchall()
+    return [str(r["task_id"]) for r in rows]
+
+
+def delete_logs(
+    connect: Callable[[], AbstractContextManager[Conn]],
+    tasks: list[str],
+    *,
+    batch: int = BATCH,
+    pause: float = PAUSE_SECONDS,
+) -> int:
+    """Deletes the tasks' logs, one short transaction per batch; returns how many rows."""
+    removed = 0
+    for task_id in tasks:
+        while True:
+            with connect() as conn:
+                n = conn.execute(
+                    "DELETE FROM task_logs WHERE id IN (SELECT id FROM task_logs"
+                    " WHERE task_id = %s ORDER BY id LIMIT %s)",
+                    (task_id, batch),
+                ).rowcount
+            removed += n
+            if n < batch:
+                break
+            time.sleep(pause)
+    return removed
+
+
+def cleanup(st: MasterState, now: dt.datetime | None = None) -> int:
+    """Deletes every expired task's logs now; returns how many rows."""
+    now = now or dt.datetime.now(dt.UTC)
+    with st.pool.connection() as conn:
+        tasks = expired_tasks(conn, st.config.retention_policy.log_retention_days, now)
+    removed = delete_logs(st.pool.connection, tasks)
+    if tasks:
+        logger.info("log retention: deleted %d log lines of %d tasks", removed, len(tasks))
+    return removed
+
+
+def _claim_run(st: MasterState, now: dt.datetime) -> bool:
+    """Whether a scheduled run is due, marking it started (so it runs once)."""
+    schedule = log_schedule.parse(st.config.retention_policy.schedule)
+    with st.pool.connection() as conn:
+        row = conn.execute(
+            "SELECT last_run_at FROM log_retention_runs WHERE id = 1 FOR UPDATE"
+        ).fetchone()
+        if not log_schedule.due(schedule, now, row["last_run_at"] if row else None):
+            return False
+        conn.execute(
+            "INSERT INTO log_retention_runs (id, last_run_at) VALUES (1, %s)"
+            " ON CONFLICT (id) DO UPDATE SET last_run_at = EXCLUDED.last_run_at",
+            (now,),
+        )
+    return True
+
+
+def _run(st: MasterState) -> None:
+    try:
+        cleanup(st)
+    except Exception:
+        logger.exception("log retention cleanup failed; the next scheduled run tries again")
+
+
+def kick(st: MasterState, now: dt.datetime | None = None) -> None:
+    """The loop's pass: starts a cleanup thread when a scheduled run is due and none runs."""
+    global _thread, _next_check
+    with _lock:
+        if _thread is not None and _thread.is_alive():
+            return
+        if now is None:
+            if time.monotonic() < _next_check:
+                return
+            _next_check = time.monotonic() + CHECK_SECONDS
+        if not _claim_run(st, now or dt.datetime.now(dt.UTC)):
+            return
+        _thread = threading.Thread(target=_run, args=(st,), name="log-retention", daemon=True)
+        _thread.start()

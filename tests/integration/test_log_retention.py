@@ -1,0 +1,180 @@
+"""Task log retention (issue 27 item 3): the master's ``retention_policy``, a trial's or an
+experiment's own retention (the official ``det e|trial set log-retention``), ``det task
+cleanup-logs`` (official and ours), the scheduled run, and batched deletion, against a real
+master and PostgreSQL with SimAgents that ship log lines."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import yaml
+from psycopg.rows import dict_row
+
+from det.master.services import log_retention
+from tests.compat.official import ensure_official_venv
+from tests.fakes.sim_agent import SimAgent
+from tests.integration import cli_support
+from tests.integration.cli_support import Det, create_via_api, logging_training, sim_config, wait
+from tests.integration.conftest import ADMIN_PASSWORD, Master, start_master
+from tests.integration.test_official_client_answers import Official
+
+pytestmark = pytest.mark.integration
+det = cli_support.det
+
+
+def _master(pg_server: str, tmp: Path, policy: dict[str, Any]) -> Master:
+    name = f"det_logs_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    head, sep, query = pg_server.partition("?")
+    base, _, _ = head.rpartition("/")
+    return start_master(tmp, f"{base}/{name}{sep}{query}", extra={"retention_policy": policy})
+
+
+@pytest.fixture(scope="module")
+def cli_master(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Master]:
+    """Logs kept 30 days by default; the schedule (midnight of January 1st) never runs here."""
+    m = _master(
+        pg_server,
+        tmp_path_factory.mktemp("logs-master"),
+        {"log_retention_days": 30, "schedule": "0 0 1 1 *"},
+    )
+    agent = SimAgent(
+        m.url, m.agent_token, "logs-sim", slots=2, train=logging_training(m.agent_token)
+    ).start()
+    try:
+        yield m
+    finally:
+        agent.stop()
+        m.kill()
+
+
+def db_url(m: Master) -> str:
+    return str(yaml.safe_load(m.config_file.read_text())["db"]["url"])
+
+
+def finished_trial(m: Master, name: str) -> tuple[int, int, str]:
+    eid = create_via_api(m, sim_config(name, trials=1))
+    cli_support.wait_state(m, eid, "STATE_COMPLETED", 90)
+    (trial,) = cli_support.trials(m, eid)
+    wait(lambda: log_lines(m, str(trial["taskId"])) == 4, 30, "the trial's logs")
+    return eid, int(trial["id"]), str(trial["taskId"])
+
+
+def log_lines(m: Master, task_id: str) -> int:
+    with psycopg.connect(db_url(m)) as conn:
+        row = conn.execute("SELECT count(*) FROM task_logs WHERE task_id = %s", (task_id,))
+        return int(row.fetchone()[0])  # type: ignore[index]
+
+
+def ended_days_ago(m: Master, task_id: str, days: int) -> None:
+    with psycopg.connect(db_url(m)) as conn:
+        conn.execute(
+            "UPDATE allocations SET ended_at = now() - make_interval(days => %s)"
+            " WHERE task_id = %s",
+            (days, task_id),
+        )
+
+
+def test_official_retention_and_cleanup_keep_and_delete_as_set(
+    cli_master: Master, tmp_path: Path, det: Det
+) -> None:
+    m = cli_master
+    o = Official(ensure_official_venv(), m, tmp_path)
+    o("user", "login", "admin", stdin=ADMIN_PASSWORD + "\n")
+    short_eid, _, short_task = finished_trial(m, "logs-short")
+    _, forever_tid, forever_task = finished_trial(m, "logs-forever")
+    _, _, old_task = finished_trial(m, "logs-old")
+    _, _, fresh_task = finished_trial(m, "logs-fresh")
+
+    o("experiment", "set", "log-retention", str(short_eid), "--days", "0")
+    o("trial", "set", "log-retention", str(forever_tid), "--forever")
+    for task in (forever_task, old_task):
+        ended_days_ago(m, task, 31)  # past the master's 30 days
+
+    out = o("task", "cleanup-logs")
+    assert "Deleted 8 rows of log entries." in out, out
+    assert log_lines(m, short_task) == 0  # its own 0 days
+    assert log_lines(m, old_task) == 0  # the master's 30 days
+    assert log_lines(m, forever_task) == 4  # --forever wins over the master's days
+    assert log_lines(m, fresh_task) == 4  # ended now: 30 days to go
+    det.login()
+    r = det("task", "cleanup-logs")
+    assert r.rc == 0 and "Deleted 0 rows" in r.out, r.err
+
+    # Ours set it too, and bad values are refused in one line, changing nothing.
+    assert det("trial", "set", "log-retention", str(forever_tid), "--days", "3").rc == 0
+    with psycopg.connect(db_url(m)) as conn:
+        days = conn.execute(
+            "SELECT log_retention_days FROM trials WHERE id = %s", (forever_tid,)
+        ).fetchone()
+    assert days == (3,)
+    s = m.session()
+    for value in (40000, -2, "x"):
+        r = s.put(f"{m.url}/api/v1/trials/{forever_tid}/retain_logs", json={"numDays": value})
+        assert r.status_code == 400 and "numDays" in r.json()["message"], r.text
+    assert log_retention.check_days(-1) == -1
+
+
+def test_only_owners_set_retention_only_admins_clean_and_only_ended(cli_master: Master) -> None:
+    m = cli_master
+    eid, tid, _ = finished_trial(m, "logs-owned")
+    m.post("/api/v1/users", {"user": {"username": "logs-user"}, "password": "Logs-user-pw1"})
+    user = m.session(m.login("logs-user", "Logs-user-pw1"))
+    r = user.put(f"{m.url}/api/v1/experiments/{eid}/retain_logs", json={"numDays": 1})
+    assert r.status_code == 403, r.text
+    r = user.put(f"{m.url}/api/v1/trials/{tid}/retain_logs", json={"numDays": 1})
+    assert r.status_code == 403, r.text
+    assert user.post(f"{m.url}/api/v1/cleanup_logs", json={}).status_code == 403
+
+    paused = create_via_api(m, sim_config("logs-paused", trials=1), activate=False)
+    r = m.session().put(f"{m.url}/api/v1/experiments/{paused}/retain_logs", json={"numDays": 1})
+    assert r.status_code == 409 and "once it ended" in r.json()["message"], r.text
+
+
+def test_deletion_goes_in_batches_and_leaves_other_tasks(pg_url: str) -> None:
+    from det.master import db
+
+    db.upgrade(pg_url)
+    with psycopg.connect(pg_url) as conn:
+        conn.execute(
+            "INSERT INTO task_logs (task_id, log) SELECT t, 'x' FROM"
+            " unnest(ARRAY['a', 'b', 'keep']) t, generate_series(1, 250)"
+        )
+    batches: list[int] = []
+
+    def connect() -> psycopg.Connection[Any]:
+        batches.append(1)
+        return psycopg.connect(pg_url, row_factory=dict_row)
+
+    removed = log_retention.delete_logs(connect, ["a", "b"], batch=100, pause=0)
+    assert removed == 500
+    assert len(batches) == 6  # 100, 100, 50 for each task: one transaction each
+    with psycopg.connect(pg_url) as conn:
+        left = conn.execute("SELECT task_id, count(*) FROM task_logs GROUP BY task_id").fetchall()
+    assert left == [("keep", 250)]
+
+
+def test_the_scheduled_run_deletes_expired_logs_by_itself(pg_server: str, tmp_path: Path) -> None:
+    m = _master(pg_server, tmp_path, {"log_retention_days": 0, "schedule": "1m"})
+    agent = SimAgent(
+        m.url, m.agent_token, "logs-sched", slots=1, train=logging_training(m.agent_token)
+    ).start()
+    try:
+        eid = create_via_api(m, sim_config("logs-sched", trials=1))
+        cli_support.wait_state(m, eid, "STATE_COMPLETED", 90)
+        (trial,) = cli_support.trials(m, eid)
+        # Within a check interval and a minute of the schedule (generous on a loaded machine).
+        wait(lambda: log_lines(m, str(trial["taskId"])) == 0, 180, "the scheduled cleanup")
+        with psycopg.connect(db_url(m)) as conn:
+            run = conn.execute("SELECT last_run_at FROM log_retention_runs").fetchone()
+        assert run is not None and run[0] > dt.datetime.now(dt.UTC) - dt.timedelta(minutes=10)
+    finally:
+        agent.stop()
+        m.kill()
