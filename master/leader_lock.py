@@ -69,7 +69,10 @@ def wait_for_lead(conn: psycopg.Connection[tuple[object, ...]], stop: threading.
             if stop.wait(0.2):
                 if not done.is_set():
                     try:
-                        conn.cancel_safe(timeout=5.0)
+                        if hasattr(conn, "cancel_safe"):  # psycopg >= 3.2: bounded, no thread
+                            conn.cancel_safe(timeout=5.0)
+                        else:
+                            conn.cancel()
                     except psycopg.Error as e:  # the wait ends with the process anyway
                         logger.warning("could not cancel the wait for the leader lock: %s", e)
                 return
