@@ -51,7 +51,6 @@ NOT_RUN = {
     "shell show_ssh_command": "needs a running shell (tests/e2e/test_shells.py runs it and the"
     " ssh command it prints)",
     "tensorboard open": "opens a browser on a running TensorBoard",
-    "experiment wait": "blocks until an experiment ends (covered by the SDK tests)",
     "auth login": "an SSO browser flow (Enterprise)",
     "user logout": "would end the walk's session (covered by test_cli_users_master)",
 }
@@ -128,6 +127,7 @@ class World:
     admin_token: str  # an access token of admin (its secret: ``det token login`` takes it)
     paused: int  # a long search created paused (activate, then pause)
     single: int  # a finished single-trial experiment, never archived (continue)
+    single_ended: str  # its end time before the walk
     uuid: str  # a completed checkpoint of ``eid``, registered as model ``model`` version 1
     doomed: str  # a completed checkpoint of ``spare``, deleted by the walk
     trim: str  # a completed checkpoint of ``eid``'s other trial: ``checkpoint rm`` re-reads it
@@ -199,6 +199,7 @@ def args_for(w: World) -> dict[str, list[str]]:
         "experiment set priority": [s, "10"],
         "experiment set weight": [s, "2"],
         "experiment unarchive": [s],
+        "experiment wait": [e],
         "job update": [w.job, "--priority", "5"],
         "job update-batch": [f"{w.job}.priority=5"],
         "master cluster-message set": ["-m", "hello"],
@@ -393,6 +394,13 @@ def effects(w: World, m: Master) -> dict[str, Callable[[], bool]]:
         "experiment set description": lambda: exp(w.spare)["description"] == "walked",
         "experiment set name": lambda: exp(w.spare)["name"] == "walked-name",
         "experiment activate": lambda: exp(w.paused)["state"] in ("STATE_ACTIVE", "STATE_RUNNING"),
+        # Continued: it runs again (ACTIVE) or has already ended again (a new end time).
+        "experiment continue": lambda: eventually(
+            lambda: (
+                exp(w.single)["state"] == "STATE_ACTIVE"
+                or exp(w.single).get("endTime") != w.single_ended
+            )
+        ),
         "experiment pause": lambda: eventually(lambda: exp(w.paused)["state"] == "STATE_PAUSED"),
         "experiment archive": lambda: bool(exp(w.spare)["archived"]),
         "experiment unarchive": lambda: not exp(w.spare)["archived"],
@@ -609,6 +617,7 @@ def world(
         admin_token,
         paused,
         single,
+        str(m.get(f"/api/v1/experiments/{single}")["experiment"].get("endTime")),
         uuid,
         doomed,
         str(trim),
