@@ -17,6 +17,7 @@ import pulumi
 import pulumi_aws as aws
 
 from det.common.ports import TASK_SERVICE_PORTS
+from det.deploy.common.masteryaml import task_port
 
 VPC_CIDR = "10.0.0.0/16"
 PUBLIC_CIDRS = ("10.0.0.0/20", "10.0.16.0/20")
@@ -195,6 +196,14 @@ class SecurityGroups(pulumi.ComponentResource):
             (args.port, args.port),
             cidr=args.inbound_cidr,
             description="det API and WebUI",
+        )
+        rule(
+            "master-tasks",
+            master,
+            "tcp",
+            (task_port(args.port), task_port(args.port)),
+            cidr=args.inbound_cidr,
+            description="det task origin (notebooks, TensorBoards through the task proxy)",
         )
         rule(
             "agent-to-master",

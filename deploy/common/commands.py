@@ -38,6 +38,12 @@ def shared_settings(args: argparse.Namespace, defaults: Any) -> dict[str, Any]:
     plain_http = bool(getattr(args, "no_tls", False))
     if plain_http and getattr(args, "port", None) is None:
         settings["port"] = tls.PLAIN_PORT
+    port = getattr(args, "port", None)
+    if port is not None and (not 1 <= port < 65535 or 22 in (port, port + 1)):
+        raise DeployError(
+            f"--port {port}: must be 1-65534, and neither it nor the next port (the master's "
+            "task origin) may be 22 (SSH)"
+        )
     cloud = "aws" if type(defaults).__name__.lower().startswith("aws") else "gcp"
     settings.update(
         tls=not plain_http,

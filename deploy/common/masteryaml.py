@@ -70,6 +70,12 @@ class MasterYamlSpec:
     from its environment: ``common.registry``)."""
 
 
+def task_port(port: int) -> int:
+    """A VM master's task origin (docs/security.md): its second listener, which serves only the
+    task proxy, one port above the API's. The firewall opens both to the same addresses."""
+    return port + 1
+
+
 def master_url(port: int, tls: bool = False) -> str:
     return f"{'https' if tls else 'http'}://{LOCAL_IP_PLACEHOLDER}:{port}"
 
@@ -99,6 +105,7 @@ def master_config(spec: MasterYamlSpec) -> dict[str, Any]:
         "cluster_name": spec.cluster_name,
         "port": spec.port,
         "master_url": master_url(spec.port, spec.tls),
+        "task_port": task_port(spec.port),
         "data_dir": "/var/lib/det/master",
         "db": dataclasses.asdict(spec.db),
         "checkpoint_storage": dict(spec.checkpoint_storage),

@@ -144,6 +144,9 @@ def serverless_master_config(config: dict[str, Any], public_url: str) -> dict[st
     out["data_dir"] = DATA_DIR
     out["db_pool_size"] = DB_POOL_SIZE
     out.pop("security", None)
+    # The platform routes one port: a VM master's second listener (its task origin) would be
+    # unreachable; the master's own default stays (docs/deploy.md: no task origin yet).
+    out.pop("task_port", None)
     pools = []
     for pool in out.get("resource_pools", []):
         provider = dict(pool["provider"], master_url=public_url)

@@ -13,6 +13,8 @@ import dataclasses
 import pulumi
 import pulumi_gcp as gcp
 
+from det.deploy.common.masteryaml import task_port
+
 
 @dataclasses.dataclass
 class NetworkArgs:
@@ -115,8 +117,8 @@ class Firewall(pulumi.ComponentResource):
             "master-api",
             [args.inbound_cidr],
             [args.master_tag],
-            [("tcp", [port])],
-            "det API and WebUI",
+            [("tcp", [port, str(task_port(args.port))])],
+            "det API and WebUI; its task origin (notebooks, TensorBoards)",
         )
         rule(
             "internal-master",

@@ -199,17 +199,17 @@ def test_both_roles_write_logs_only_into_the_cluster_log_group(aws_graph):
 
 def test_master_is_reachable_from_the_inbound_cidr_only_on_the_https_port():
     graph = _render(dataclasses.replace(AWS, enable_ssh=False))
-    assert _world_ports(graph) == {8443}
+    assert _world_ports(graph) == {8443, 8444}  # the API and its task origin
     assert graph.outputs["master_url"].startswith("https://")
 
 
 def test_ssh_only_with_enable_ssh(aws_graph):
-    assert _world_ports(aws_graph) == {8443, 22}
+    assert _world_ports(aws_graph) == {8443, 8444, 22}
 
 
 def test_plain_http_opens_8080_instead():
     graph = _render(dataclasses.replace(AWS, tls=False, port=8080, enable_ssh=False))
-    assert _world_ports(graph) == {8080}
+    assert _world_ports(graph) == {8080, 8081}
     assert graph.outputs["master_url"] == "http://203.0.113.10:8080"
 
 

@@ -82,7 +82,7 @@ def test_no_firewall_rule_opens_postgres_or_agent_ports_to_the_world(gcp_graph):
             continue
         ports = set().union(*(_ports(a) for a in i["allows"]))
         assert 5432 not in ports, rule.name
-        assert ports <= {GCP.port, 22}, rule.name
+        assert ports <= {GCP.port, GCP.port + 1, 22}, rule.name  # API, task origin, SSH
         assert i["targetTags"], f"{rule.name} must target tagged instances only"
 
 
@@ -296,10 +296,10 @@ def test_master_is_reachable_from_outside_only_on_the_https_port(gcp_graph):
     rules = {r.name: r.inputs for r in gcp_graph.of_type("gcp:compute/firewall:Firewall")}
     api = rules["det-c1-master-api"]
     assert api["sourceRanges"] == [GCP.inbound_cidr]
-    assert api["allows"] == [{"protocol": "tcp", "ports": ["8443"]}]
+    assert api["allows"] == [{"protocol": "tcp", "ports": ["8443", "8444"]}]  # API, task origin
     outside = [r for r in rules.values() if set(r["sourceRanges"]) & {*WORLD, GCP.inbound_cidr}]
     opened = set().union(*(_ports(a) for r in outside for a in r["allows"]))
-    assert opened == {8443, 22}  # SSH only because GCP asks for it (enable_ssh=True)
+    assert opened == {8443, 8444, 22}  # SSH only because GCP asks for it (enable_ssh=True)
     assert 8080 not in opened
 
 
@@ -308,7 +308,7 @@ def test_plain_http_port_only_without_tls_and_no_ssh_unless_asked():
     graph = dryrun.render(lambda: program.build(cfg), program.MOCK_CALLS)
     rules = {r.name: r.inputs for r in graph.of_type("gcp:compute/firewall:Firewall")}
     assert "det-c1-ssh" not in rules
-    assert rules["det-c1-master-api"]["allows"] == [{"protocol": "tcp", "ports": ["8080"]}]
+    assert rules["det-c1-master-api"]["allows"] == [{"protocol": "tcp", "ports": ["8080", "8081"]}]
     assert graph.outputs["master_url"] == "http://203.0.113.20:8080"
 
 

@@ -45,6 +45,10 @@ def test_aws_master_yaml_is_a_valid_master_config():
     assert config.resource_manager.scheduler.type == "fair_share"
     assert [p.pool_name for p in config.resource_pools] == ["aux-pool", "compute-pool"]
     assert config.master_url == f"https://10.0.0.7:{AWS.port}"
+    # Notebooks and TensorBoards open on the master's task origin, the port its firewall opens
+    # beside the API's (test_deploy_aws_first_deploy); the master's default (0) is a port
+    # the system picks, which no firewall rule could name.
+    assert config.task_port == AWS.port + 1
     tls = config.security.tls
     assert tls is not None
     assert str(tls.cert) == "/etc/det/tls/master.crt" and str(tls.key) == "/etc/det/tls/master.key"
@@ -84,6 +88,7 @@ def test_gcp_master_yaml_and_providers_parse():
     raw = _booted(gcp_master.master_yaml_config(GCP, GCP_RESOLVED, "m", "a"))
     config = parse_config(raw, env={})
     assert config.checkpoint_storage["type"] == "gcs"
+    assert config.task_port == GCP.port + 1  # what the master-api firewall rule opens
     parsed = [parse_provider_config(p["provider"]) for p in raw["resource_pools"]]
     assert parsed[1].instance_type.gpu_num == GCP.gpu_num
     assert parsed[0].instance_type.gpu_num == 0
@@ -120,3 +125,23 @@ def test_cloud_clusters_allow_non_admins_only_the_data_paths_they_set_up():
             assert [a.host_path for a in policy.bind_mounts] == [m["host_path"] for m in mounts]
             seen.append(len(mounts))
     assert seen == [0, 0, 0, 0, 1, 1]  # Filestore: its mount, in both pools
+
+
+def test_a_serverless_master_has_no_second_listener_to_route():
+    from det.deploy.common import serverless
+
+    vm = aws_master.master_yaml_config(AWS, AWS_RESOLVED)
+    assert vm["task_port"] == AWS.port + 1
+    assert "task_port" not in serverless.serverless_master_config(vm, "https://d.example")
+
+
+def test_a_port_whose_task_origin_cannot_be_served_is_refused():
+    import io
+
+    from det.deploy import clouds
+
+    for port in ("0", "65535", "21", "22"):
+        err = io.StringIO()
+        argv = ["aws", "up", "--master", "vm", "--cluster-id", "c1", "--keypair", "k"]
+        assert clouds.run([*argv, "--dry-run", "--port", port], io.StringIO(), err) == 1
+        assert f"--port {port}: must be 1-65534" in err.getvalue(), err.getvalue()
