@@ -18,9 +18,6 @@ README = "see README: Where det differs from Determined"
 
 # Path prefix → the feature, as the message names it. First match wins.
 _FEATURES: tuple[tuple[str, str], ...] = (
-    ("/api/v1/notebooks", "det does not run notebooks yet"),
-    ("/api/v1/shells", "det does not run shells yet"),
-    ("/api/v1/commands", "det does not run commands yet"),
     ("/api/v1/generic-tasks", "det does not run generic tasks yet"),
     ("/api/v1/usergroups", "det has no user groups (a Determined Enterprise feature)"),
     ("/api/v1/roles", "det has no RBAC roles (a Determined Enterprise feature)"),
@@ -28,9 +25,6 @@ _FEATURES: tuple[tuple[str, str], ...] = (
     ("/api/v1/oauth2", "det has no OAuth clients (a Determined Enterprise feature)"),
     ("/api/v1/config-policies", "det has no config policies (a Determined Enterprise feature)"),
     ("/api/v1/namespace-bindings", "det has no Kubernetes namespace bindings"),
-    ("/api/v1/resources/allocation", "det has no resource allocation reports yet"),
-    ("/api/v1/allocations/raw", "det has no resource allocation reports yet"),
-    ("/resources/allocation", "det has no resource allocation reports yet"),
 )
 
 # Operations on a path det serves for other methods (so the prefix table cannot tell them).

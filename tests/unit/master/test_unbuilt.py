@@ -5,11 +5,20 @@ from __future__ import annotations
 from det.master.api import _unbuilt
 
 
-def test_names_the_feature_for_notebooks_and_points_to_the_readme() -> None:
-    msg = _unbuilt.message("GET", "/api/v1/notebooks")
+def test_names_the_feature_for_rbac_roles_and_points_to_the_readme() -> None:
+    msg = _unbuilt.message("POST", "/api/v1/roles/search")
     assert msg is not None
-    assert "det does not run notebooks yet" in msg
+    assert "det has no RBAC roles (a Determined Enterprise feature)" in msg
     assert "README" in msg
+
+
+def test_no_feature_line_claims_what_det_now_serves() -> None:
+    # Notebooks, shells, commands and the allocation reports are served: a Determined route
+    # under them that det lacks is named by its operation, not "det does not run notebooks".
+    for prefix in ("/api/v1/notebooks", "/api/v1/shells", "/api/v1/commands", "/resources"):
+        assert not any(p.startswith(prefix) for p, _ in _unbuilt._FEATURES), prefix
+    msg = _unbuilt.message("PUT", "/api/v1/notebooks/abc/report_idle")
+    assert msg is not None and "IdleNotebook" in msg
 
 
 def test_names_the_operation_for_a_route_without_a_feature_line() -> None:
