@@ -256,21 +256,26 @@ def mark_lost(conn: Conn, timeout_seconds: float) -> list[int]:
     Determined's master does (5 minutes; core_v2 sends a heartbeat every 60 s). Returns their
     ids."""
     lost = conn.execute(
-        "SELECT t.id, t.last_activity FROM experiments e JOIN trials t ON t.experiment_id = e.id"
+        "SELECT t.id, t.task_id, t.last_activity FROM experiments e"
+        " JOIN trials t ON t.experiment_id = e.id"
         " WHERE e.unmanaged AND e.state = %s AND NOT e.deleted AND t.state = %s"
         " AND t.last_activity < now() - make_interval(secs => %s)"
         " ORDER BY t.id FOR NO KEY UPDATE OF t SKIP LOCKED",
         (states.ACTIVE, states.ACTIVE, timeout_seconds),
     ).fetchall()
     for r in lost:
-        states.unmanaged_trial(
-            conn,
-            r["id"],
-            states.ERROR,
+        reason = (
             f"its script sent no heartbeat for {timeout_seconds:.0f} s"
             f" (last heard from at {r['last_activity'].isoformat(timespec='seconds')});"
-            " a heartbeat from it makes the trial ACTIVE again",
-            lost=True,
+            " a heartbeat from it makes the trial ACTIVE again"
+        )
+        states.unmanaged_trial(conn, r["id"], states.ERROR, reason, lost=True)
+        # The trial's log says why (det e describe shows the master's last line of an errored
+        # trial; Determined leaves this as a to-do).
+        conn.execute(
+            "INSERT INTO task_logs (task_id, log, level, stdtype, source)"
+            " VALUES (%s, %s, 'ERROR', 'stderr', 'master')",
+            (r["task_id"], f"lost: {reason}\n"),
         )
         logger.warning("unmanaged trial %s lost: no heartbeat from its script", r["id"])
     return [int(r["id"]) for r in lost]

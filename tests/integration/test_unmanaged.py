@@ -536,7 +536,7 @@ def _db_url(master: Master) -> str:
 
 
 def test_a_silent_script_is_lost_and_its_next_heartbeat_revives_it(
-    cli_master: Master, users: dict[str, str]
+    cli_master: Master, users: dict[str, str], det: Det
 ) -> None:
     """A script that stops reporting (killed, its node gone) leaves its trial ERROR once
     ``unmanaged_timeout_seconds`` (300) pass without a heartbeat, ended when it was last heard
@@ -580,6 +580,10 @@ def test_a_silent_script_is_lost_and_its_next_heartbeat_revives_it(
     trial = cli_master.get(f"/api/v1/trials/{tid}")["trial"]
     ended = dt.datetime.fromisoformat(trial["endTime"].replace("Z", "+00:00"))
     assert abs((ended - heard[0]).total_seconds()) < 1, (ended, heard[0])
+    # det's CLI says why (the master's line in the trial's log).
+    det.login("admin", ADMIN_PASSWORD)
+    out = det.ok("experiment", "describe", str(eid)).out
+    assert f"Trial {tid}: lost: its script sent no heartbeat for 300 s" in out, out
 
     # The script was alive after all: its next heartbeat (PatchTrial without a state).
     r = alice.patch(f"{url}/api/v1/trials/{tid}", json={"trialId": tid}, timeout=30)
