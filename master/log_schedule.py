@@ -2,8 +2,9 @@
 
 A schedule is a duration (``24h``, ``30m``, ``1h30m``, ``3600s``: runs that long after the last
 run) or a five-field cron expression in UTC (minute, hour, day of month, month, day of week;
-each ``*``, ``N``, ``N-M``, a ``/step`` of either, or a comma list; Sunday is 0 or 7): a run is
-due in a minute the expression names, once.
+each ``*``, ``N``, ``N-M``, a ``/step`` of either, or a comma list; Sunday is 0 or 7; when both
+the day of month and the day of week are restricted, either one matching is enough, as in cron):
+a run is due in a minute the expression names, once.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def due(schedule: Schedule, now: dt.datetime, last_run: dt.datetime | None) -> b
         return False
     mi, h, dom, mon, dow = schedule.fields
     weekday = (now.weekday() + 1) % 7  # cron: Sunday is 0
-    return (
-        now.minute in mi and now.hour in h and now.day in dom and now.month in mon
-        and weekday in dow
-    )  # fmt: skip
+    day_ok, weekday_ok = now.day in dom, weekday in dow
+    both = len(dom) < 31 and len(dow) < 7  # both restricted: either one, as cron has it
+    day = (day_ok or weekday_ok) if both else (day_ok and weekday_ok)
+    return now.minute in mi and now.hour in h and now.month in mon and day

@@ -34,6 +34,9 @@ def test_a_duration_runs_that_long_after_the_last_run() -> None:
         ("0 12 * * 0", "2026-03-08T12:00:00", True),  # a Sunday
         ("0 12 * * 7", "2026-03-08T12:00:00", True),  # Sunday as 7
         ("0 12 * * 1-5", "2026-03-08T12:00:00", False),
+        ("0 12 13 * 5", "2026-03-13T12:00:00", True),  # both restricted: either matches
+        ("0 12 1 * 5", "2026-03-13T12:00:00", True),  # a Friday, not the 1st
+        ("0 12 1 * 1", "2026-03-13T12:00:00", False),
     ],
 )
 def test_cron_names_the_minutes_it_runs_in(expr: str, now: str, expected: bool) -> None:
