@@ -58,6 +58,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
         report.longrepr = f"skipped, but DET_NO_SKIPS=1 forbids skips: {report.longrepr}"
 
 
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """``--dist loadfile`` (scripts/test.sh, CI) hands out files longest first and splits the
+    files tests/durations.json spreads into parts: tests/xdist_schedule.py."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from tests.xdist_schedule import CostScheduling
+
+    return CostScheduling(config, log)
+
+
 # --- every answer the tests' masters give, checked by the official client's bindings ----------
 
 

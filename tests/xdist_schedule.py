@@ -1,0 +1,163 @@
+"""How ``pytest -n N --dist loadfile`` hands out the suite (tests/conftest.py installs it).
+
+xdist's own loadfile keeps a file on one worker (so module fixtures are built once) and hands the
+files out by their number of tests, most first. On this suite that ran the longest files last:
+a file of one 9-minute test went out after hundreds of unit files and left the other workers
+idle for its last minutes. This scheduler keeps the file as the unit, with two changes:
+
+* units are handed out longest first, by the seconds ``tests/durations.json`` records (a file
+  it does not know is estimated from its number of tests), so the run ends on short files that
+  even out the workers;
+* a file ``durations.json`` lists under ``"spread"`` is cut into parts that any worker may
+  take: ``0`` makes each test case a unit (cases that build what they need themselves, like the
+  CLI walk's shards), ``N`` cuts the file into N runs of consecutive cases (each part builds the
+  module's fixtures once, on whichever worker takes it).
+
+``python -m tests.xdist_schedule REPORT.xml`` rewrites ``durations.json``'s seconds from a JUnit
+report of a whole run (``pytest --junitxml=REPORT.xml``): seconds per file, and per test case in
+the spread files. The spread list is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from xdist.scheduler import LoadScopeScheduling
+
+REPO = Path(__file__).resolve().parents[1]
+DURATIONS = Path(__file__).with_name("durations.json")
+
+# What durations.json does not know: a unit test takes a fraction of a second, an integration or
+# e2e test (a master, a container) a few seconds.
+_GUESS_UNIT = 0.2
+_GUESS_OTHER = 3.0
+# Files and cases shorter than this are left out of durations.json (the guess does for them).
+_RECORD_ABOVE = 5.0
+
+
+def load_durations(path: Path | None = None) -> tuple[dict[str, float], dict[str, int]]:
+    path = path or DURATIONS
+    if not path.exists():
+        return {}, {}
+    data = json.loads(path.read_text())
+    seconds = {str(k): float(v) for k, v in data.get("seconds", {}).items()}
+    return seconds, {str(k): int(v) for k, v in data.get("spread", {}).items()}
+
+
+def file_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def units(collection: list[str], spread: dict[str, int]) -> dict[str, str]:
+    """The work unit of each test: its file, a part of a spread file, or the case itself."""
+    by_file: dict[str, list[str]] = defaultdict(list)
+    for nodeid in collection:
+        by_file[file_of(nodeid)].append(nodeid)
+    out: dict[str, str] = {}
+    for path, ids in by_file.items():
+        parts = spread.get(path)
+        for i, nodeid in enumerate(ids):
+            if parts is None:
+                out[nodeid] = path
+            elif parts == 0 or parts >= len(ids):
+                out[nodeid] = nodeid
+            else:
+                out[nodeid] = f"{path}#part{i * parts // len(ids) + 1}of{parts}"
+    return out
+
+
+def guess(nodeid: str) -> float:
+    return _GUESS_UNIT if nodeid.startswith("tests/unit/") else _GUESS_OTHER
+
+
+def estimate(unit: str, nodeids: list[str], seconds: dict[str, float]) -> float:
+    """A unit's expected seconds: the file's as recorded, else the sum of its cases' (recorded
+    for the spread files' cases, else guessed)."""
+    if unit in seconds and "::" not in unit:
+        return seconds[unit]
+    return sum(seconds.get(n, guess(n)) for n in nodeids)
+
+
+class CostScheduling(LoadScopeScheduling):
+    """Longest unit first; units are files, parts of the spread files, or single cases."""
+
+    def __init__(self, config: Any, log: Any = None) -> None:
+        super().__init__(config, log)
+        self._seconds, self._spread = load_durations()
+        self._units: dict[str, str] = {}
+
+    def schedule(self) -> None:
+        if self.collection is None and self.registered_collections:
+            collection = list(next(iter(self.registered_collections.values())))
+            self._units = units(collection, self._spread)
+        super().schedule()
+
+    def _split_scope(self, nodeid: str) -> str:
+        return self._units.get(nodeid) or file_of(nodeid)
+
+    def _assign_work_unit(self, node: Any) -> None:
+        # The queue is filled in collection order (or by count); put the longest unit first.
+        # A few hundred units: sorting on each hand-out costs nothing.
+        ordered = sorted(
+            self.workqueue.items(),
+            key=lambda kv: -estimate(kv[0], list(kv[1]), self._seconds),
+        )
+        self.workqueue.clear()
+        self.workqueue.update(ordered)
+        super()._assign_work_unit(node)
+
+
+def durations_from_junit(report: Path, spread: dict[str, int]) -> dict[str, float]:
+    """Seconds (setup, call and teardown) per file, and per case of the spread files, from a
+    JUnit XML report."""
+    totals: dict[str, float] = defaultdict(float)
+    for case in ET.parse(report).getroot().iter("testcase"):
+        parts = case.get("classname", "").split(".")
+        # JUnit's classname is the dotted module (and class): find the file it names.
+        cut = next(
+            (
+                i
+                for i in range(len(parts), 0, -1)
+                if (REPO / ("/".join(parts[:i]) + ".py")).exists()
+            ),
+            len(parts),
+        )
+        path = "/".join(parts[:cut]) + ".py"
+        nodeid = "::".join([path, *parts[cut:], case.get("name", "")])
+        seconds = float(case.get("time", "0") or 0)
+        totals[path] += seconds
+        if path in spread:
+            totals[nodeid] += seconds
+    return dict(totals)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m tests.xdist_schedule REPORT.xml", file=sys.stderr)
+        return 2
+    _, spread = load_durations()
+    totals = durations_from_junit(Path(argv[0]), spread)
+    kept = {
+        k: round(v, 1)
+        for k, v in sorted(totals.items(), key=lambda kv: -kv[1])
+        if v >= _RECORD_ABOVE
+    }
+    data = {
+        "about": "seconds per file (and per case of the spread files) of a whole run, and the"
+        " files cut into parts: tests/xdist_schedule.py",
+        "spread": dict(sorted(spread.items())),
+        "seconds": kept,
+    }
+    DURATIONS.write_text(json.dumps(data, indent=1) + "\n")
+    files = sum(v for k, v in totals.items() if "::" not in k)
+    print(f"{len(kept)} files and cases over {_RECORD_ABOVE} s; {files:.0f} s in all")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
