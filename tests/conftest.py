@@ -7,6 +7,7 @@ own server), otherwise a private server from the ``pgserver`` wheel, one per tes
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import uuid
@@ -33,18 +34,60 @@ def pg_server() -> Iterator[str]:
             server.cleanup()
 
 
-@pytest.fixture
-def pg_url(pg_server: str) -> Iterator[str]:
+def database_url(server: str, name: str) -> str:
+    """The URL of database ``name`` on the server of URL ``server``."""
+    head, sep, query = server.partition("?")
+    base, _, _ = head.rpartition("/")
+    return f"{base}/{name}{sep}{query}"
+
+
+@contextlib.contextmanager
+def new_database(server: str, prefix: str, template: str | None = None) -> Iterator[str]:
+    """A database of its own for as long as the block runs (a copy of ``template`` if given:
+    PostgreSQL copies a database's files, much faster than replaying its migrations)."""
     import psycopg
 
-    name = f"det_test_{uuid.uuid4().hex[:12]}"
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    copy = f' TEMPLATE "{template}"' if template else ""
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"{copy}')
+    try:
+        yield database_url(server, name)
+    finally:
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> Iterator[str]:
+    """A fresh, empty database."""
+    with new_database(pg_server, "det_test") as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_server: str) -> Iterator[str]:
+    """The name of a database with every migration applied, made once per session (per xdist
+    worker) and never connected to again: :func:`migrated_db` copies it."""
+    import psycopg
+
+    from det.master import db
+
+    name = f"det_template_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(pg_server, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    head, sep, query = pg_server.partition("?")
-    base, _, _ = head.rpartition("/")
-    yield f"{base}/{name}{sep}{query}"
+    db.upgrade(database_url(pg_server, name))
+    yield name
     with psycopg.connect(pg_server, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def migrated_db(pg_server: str, pg_template: str) -> Iterator[str]:
+    """A fresh database holding the schema a master makes at its first start (every migration,
+    no cluster, users or other rows the master writes itself)."""
+    with new_database(pg_server, "det_test", template=pg_template) as url:
+        yield url
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import new_database
 from tests.fakes.sim_agent import SimAgent, wait
 from tests.integration.conftest import ADMIN_PASSWORD, Master, start_master
 
@@ -113,22 +113,16 @@ def run_subprocess(
 
 
 @pytest.fixture(scope="module")
-def cli_master(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Master]:
+def cli_master(
+    pg_server: str, pg_template: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Master]:
     """One master (and database) shared by the tests of a module: starting one costs seconds."""
-    import psycopg
-
-    name = f"det_cli_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_server, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    head, sep, query = pg_server.partition("?")
-    base, _, _ = head.rpartition("/")
-    m = start_master(tmp_path_factory.mktemp("cli-master"), f"{base}/{name}{sep}{query}")
-    try:
-        yield m
-    finally:
-        m.kill()
-        with psycopg.connect(pg_server, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with new_database(pg_server, "det_cli", template=pg_template) as url:
+        m = start_master(tmp_path_factory.mktemp("cli-master"), url)
+        try:
+            yield m
+        finally:
+            m.kill()
 
 
 def logging_training(agent_token: str) -> Any:

@@ -26,21 +26,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@dataclass
-class Master:
-    url: str
-    data_dir: Path
-    config_file: Path
-    log_file: Path
-    proc: subprocess.Popen[bytes]
-    _token: str | None = field(default=None, repr=False)
+class MasterClient:
+    """What a test asks of a master over its API: a login, a session, JSON gets and posts.
+    ``new_session`` is where the requests go: the network here, the app itself in
+    :class:`tests.integration.inproc.InProcessMaster`."""
 
-    @property
-    def agent_token(self) -> str:
-        return (self.data_dir / "agent_token").read_text().strip()
+    url: str
+    _token: str | None
+
+    def new_session(self) -> requests.Session:
+        return requests.Session()
 
     def login(self, username: str = "admin", password: str = ADMIN_PASSWORD) -> str:
-        r = requests.post(
+        r = self.new_session().post(
             f"{self.url}/api/v1/auth/login",
             json={"username": username, "password": password},
             timeout=10,
@@ -55,7 +53,7 @@ class Master:
         return self._token
 
     def session(self, token: str | None = None) -> requests.Session:
-        s = requests.Session()
+        s = self.new_session()
         s.headers["Authorization"] = f"Bearer {token or self.token}"
         return s
 
@@ -70,6 +68,22 @@ class Master:
         )
         assert r.status_code == 200, (path, r.status_code, r.text)
         return r.json()
+
+
+@dataclass
+class Master(MasterClient):
+    """A ``det-master`` process."""
+
+    url: str
+    data_dir: Path
+    config_file: Path
+    log_file: Path
+    proc: subprocess.Popen[bytes]
+    _token: str | None = field(default=None, repr=False)
+
+    @property
+    def agent_token(self) -> str:
+        return (self.data_dir / "agent_token").read_text().strip()
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.proc.poll() is None:
@@ -127,13 +141,23 @@ def start_master(
     raise RuntimeError(f"master did not come up:\n{m.logs()}")
 
 
+def default_database(request: pytest.FixtureRequest) -> str:
+    """The database a test's master uses by default: the test's ``pg_url`` (empty: the master
+    migrates it) when the test reads or writes the database itself, as it always did; otherwise
+    a copy of the migrated template (``migrated_db``), which saves each master its migrations."""
+    if "pg_url" in request.fixturenames:
+        return str(request.getfixturevalue("pg_url"))
+    return str(request.getfixturevalue("migrated_db"))
+
+
 @pytest.fixture
-def master_factory(tmp_path: Path, pg_url: str) -> Iterator[Any]:
+def master_factory(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
     started: list[Master] = []
+    default_db = default_database(request)
 
     def make(**kw: Any) -> Master:
         name = kw.pop("name", f"master{len(started)}")
-        m = start_master(tmp_path, kw.pop("db_url", pg_url), name=name, **kw)
+        m = start_master(tmp_path, kw.pop("db_url", default_db), name=name, **kw)
         started.append(m)
         return m
 
@@ -146,6 +170,17 @@ def master_factory(tmp_path: Path, pg_url: str) -> Iterator[Any]:
 def live_master(master_factory: Any) -> Master:
     m: Master = master_factory()
     return m
+
+
+@pytest.fixture
+def api_master(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The master's app in this process, answering through Flask's test client, on the test's
+    database (its ``pg_url`` when it has one, as ``live_master``): for API tests that need no
+    agents, control loop, streams or second process (tests/integration/inproc.py)."""
+    from tests.integration.inproc import in_process_master
+
+    with in_process_master(tmp_path, default_database(request)) as m:
+        yield m
 
 
 def wait_for(

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from tests.fakes.sim_agent import SimAgent, wait
-from tests.integration.conftest import Master
+from tests.integration.conftest import Master, MasterClient
 
 pytestmark = pytest.mark.integration
 
@@ -55,11 +55,11 @@ def counts(pg_url: str) -> tuple[int, ...]:
     ],
 )
 def test_bad_config_is_refused_and_nothing_written(
-    live_master: Master, pg_url: str, config: str, status: int, needle: str
+    api_master: MasterClient, pg_url: str, config: str, status: int, needle: str
 ) -> None:
     before = counts(pg_url)
-    r = live_master.session().post(
-        live_master.url + "/api/v1/experiments",
+    r = api_master.session().post(
+        api_master.url + "/api/v1/experiments",
         json={"config": config, "activate": True},
         timeout=30,
     )
@@ -69,7 +69,7 @@ def test_bad_config_is_refused_and_nothing_written(
 
 
 def test_oversize_context_is_refused_naming_the_largest_file(
-    live_master: Master, pg_url: str
+    api_master: MasterClient, pg_url: str
 ) -> None:
     before = counts(pg_url)
     big = base64.b64encode(b"\0" * (96 * 1024 * 1024)).decode()
@@ -80,7 +80,7 @@ def test_oversize_context_is_refused_naming_the_largest_file(
             {"path": "data/huge.bin", "type": 48, "content": big},
         ],
     }
-    r = live_master.session().post(live_master.url + "/api/v1/experiments", json=body, timeout=120)
+    r = api_master.session().post(api_master.url + "/api/v1/experiments", json=body, timeout=120)
     assert r.status_code == 413
     assert "data/huge.bin" in r.json()["message"] and "95 MB" in r.json()["message"]
     assert counts(pg_url) == before
@@ -103,9 +103,9 @@ def test_job_that_can_never_fit_is_refused(live_master: Master, pg_url: str) -> 
         agent.stop()
 
 
-def test_bad_metric_report_is_refused(live_master: Master) -> None:
-    r = live_master.session().post(
-        live_master.url + "/api/v1/trials/999999/metrics",
+def test_bad_metric_report_is_refused(api_master: MasterClient) -> None:
+    r = api_master.session().post(
+        api_master.url + "/api/v1/trials/999999/metrics",
         json={
             "group": "training",
             "metrics": {"trialRunId": 1, "stepsCompleted": 1, "metrics": {"avgMetrics": {"x": 1}}},
@@ -113,8 +113,8 @@ def test_bad_metric_report_is_refused(live_master: Master) -> None:
         timeout=10,
     )
     assert r.status_code == 404
-    r = live_master.session().post(
-        live_master.url + "/api/v1/trials/1/metrics", json={"group": "training"}, timeout=10
+    r = api_master.session().post(
+        api_master.url + "/api/v1/trials/1/metrics", json={"group": "training"}, timeout=10
     )
     assert r.status_code == 400 and "metrics" in r.json()["message"]
 
@@ -163,7 +163,7 @@ def test_non_finite_metrics_are_stored_as_strings(live_master: Master) -> None:
         agent.stop()
 
 
-def test_searcher_that_cannot_be_built_is_refused(live_master: Master, pg_url: str) -> None:
+def test_searcher_that_cannot_be_built_is_refused(api_master: MasterClient, pg_url: str) -> None:
     before = counts(pg_url)
     cfg = GOOD.replace(
         "searcher: {name: single, metric: loss}", "searcher: {name: grid, metric: loss}"
@@ -171,8 +171,8 @@ def test_searcher_that_cannot_be_built_is_refused(live_master: Master, pg_url: s
         "hyperparameters: {lr: 0.1}",
         "hyperparameters: {lr: {type: double, minval: 0.1, maxval: 1.0}}",
     )
-    r = live_master.session().post(
-        live_master.url + "/api/v1/experiments", json={"config": cfg, "activate": True}, timeout=30
+    r = api_master.session().post(
+        api_master.url + "/api/v1/experiments", json={"config": cfg, "activate": True}, timeout=30
     )
     assert r.status_code == 400, r.text
     assert "count" in r.json()["message"]
@@ -194,11 +194,11 @@ _DEEP = b'{"username": ' + b"[" * 5000 + b"]" * 5000 + b"}"
     ],
 )
 def test_malformed_input_is_a_400_naming_the_problem_not_a_500(
-    live_master: Master, method: str, path: str, data: bytes | None, needle: str
+    api_master: MasterClient, method: str, path: str, data: bytes | None, needle: str
 ) -> None:
-    r = live_master.session().request(
+    r = api_master.session().request(
         method,
-        live_master.url + path,
+        api_master.url + path,
         data=data,
         headers={"Content-Type": "application/json"},
         timeout=30,
@@ -207,17 +207,19 @@ def test_malformed_input_is_a_400_naming_the_problem_not_a_500(
     assert needle.lower() in r.json()["message"].lower(), r.text
 
 
-def test_oversize_fields_are_413_naming_the_field_and_change_nothing(live_master: Master) -> None:
-    s = live_master.session()
-    r = s.post(live_master.url + "/api/v1/models", json={"name": "m" * 10_000_000}, timeout=60)
+def test_oversize_fields_are_413_naming_the_field_and_change_nothing(
+    api_master: MasterClient,
+) -> None:
+    s = api_master.session()
+    r = s.post(api_master.url + "/api/v1/models", json={"name": "m" * 10_000_000}, timeout=60)
     assert r.status_code == 413, r.text[:300]
     assert "name" in r.json()["message"] and "limit" in r.json()["message"]
-    assert live_master.get("/api/v1/models")["models"] == []
+    assert api_master.get("/api/v1/models")["models"] == []
     cfg = "name: n\nentrypoint: x\nsearcher: {name: single, metric: loss, max_length: 1}\n"
-    eid = int(live_master.post("/api/v1/experiments", {"config": cfg})["experiment"]["id"])
+    eid = int(api_master.post("/api/v1/experiments", {"config": cfg})["experiment"]["id"])
     r = s.patch(
-        f"{live_master.url}/api/v1/experiments/{eid}", json={"notes": "n" * 2_000_000}, timeout=60
+        f"{api_master.url}/api/v1/experiments/{eid}", json={"notes": "n" * 2_000_000}, timeout=60
     )
     assert r.status_code == 413, r.text[:300]
     assert "notes" in r.json()["message"]
-    assert live_master.get(f"/api/v1/experiments/{eid}")["experiment"]["notes"] == ""
+    assert api_master.get(f"/api/v1/experiments/{eid}")["experiment"]["notes"] == ""

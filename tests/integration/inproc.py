@@ -1,0 +1,121 @@
+"""The master's app in the test's own process, for API tests that need no second process.
+
+``api_master`` builds a master the way ``det-master`` does up to its HTTP server (the same
+``server.prepare``: config, migrations, cluster identity, admin user; the same ``create_app``:
+routes, authentication, admission, error handlers, the wire log) on a real PostgreSQL database,
+and answers requests through Flask's test client. No process starts, no port is bound and no
+control loop runs: a test that needs agents (a SimAgent calls the master's URL), the loop
+(scheduling, state moves on a timer), streamed answers or a second master uses ``live_master``.
+
+:class:`InProcessMaster` has the API half of :class:`tests.integration.conftest.Master`
+(``url``, ``login``, ``token``, ``session``, ``get``, ``post``): a session's requests go to the
+app through :class:`AppAdapter`, so a test moves over by taking ``api_master`` instead of
+``live_master`` and asserts the same things on the same answers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+from requests.adapters import BaseAdapter
+from requests.structures import CaseInsensitiveDict
+
+from tests.integration.conftest import ADMIN_PASSWORD, MasterClient
+
+# Never resolved: the adapter answers every request to it.
+BASE_URL = "http://det-master.in-process"
+
+
+class AppAdapter(BaseAdapter):
+    """A requests transport that hands each request to a WSGI app through Flask's test
+    client (the whole answer is read: no streams)."""
+
+    def __init__(self, app: Any, remote_addr: str = "127.0.0.1") -> None:
+        super().__init__()
+        self._client = app.test_client()
+        self._remote_addr = remote_addr
+
+    def send(  # type: ignore[override]
+        self, request: requests.PreparedRequest, stream: bool = False, **_: Any
+    ) -> requests.Response:
+        if stream:
+            raise NotImplementedError("the in-process master does not stream: use live_master")
+        parts = urlsplit(request.url or "")
+        body = request.body.encode() if isinstance(request.body, str) else request.body
+        answer = self._client.open(
+            parts.path,
+            base_url=f"{parts.scheme}://{parts.netloc}",
+            method=request.method or "GET",
+            query_string=parts.query,
+            headers=list(request.headers.items()),
+            data=body,
+            environ_base={"REMOTE_ADDR": self._remote_addr},
+        )
+        r = requests.Response()
+        r.status_code = answer.status_code
+        r.reason = answer.status.partition(" ")[2]
+        r.headers = CaseInsensitiveDict(answer.headers.items())
+        r._content = answer.get_data()
+        r.encoding = requests.utils.get_encoding_from_headers(r.headers)
+        r.url = request.url or ""
+        r.request = request
+        return r
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class InProcessMaster(MasterClient):
+    url: str
+    app: Any
+    state: Any
+    data_dir: Path
+    _token: str | None = field(default=None, repr=False)
+
+    @property
+    def agent_token(self) -> str:
+        return str(self.state.agent_token)
+
+    def new_session(self) -> requests.Session:
+        s = requests.Session()
+        s.mount(self.url, AppAdapter(self.app))
+        return s
+
+
+def master_config(tmp: Path, db_url: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The master.yaml of the tests' masters (start_master writes the same keys)."""
+    config: dict[str, Any] = {
+        "port": 8080,  # never bound here
+        "bind_address": "127.0.0.1",
+        "data_dir": str(tmp / "data"),
+        "db": {"url": db_url},
+        "security": {"initial_user_password": ADMIN_PASSWORD},
+        "checkpoint_storage": {"type": "shared_fs", "host_path": str(tmp / "checkpoints")},
+        "tick_seconds": 0.2,
+        "agent_timeout_seconds": 10,
+    }
+    config.update(extra or {})
+    return config
+
+
+@contextlib.contextmanager
+def in_process_master(tmp: Path, db_url: str) -> Iterator[InProcessMaster]:
+    """A master app in this process on database ``db_url`` (the ``api_master`` fixture)."""
+    from det.master import server
+    from det.master.app import create_app
+    from det.master.config import parse_config
+
+    config = parse_config(master_config(tmp, db_url), dict(os.environ))
+    state = server.prepare(config)
+    try:
+        yield InProcessMaster(BASE_URL, create_app(state), state, config.data_dir)
+    finally:
+        state.pool.close()
