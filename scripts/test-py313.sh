@@ -15,7 +15,8 @@
 # download.pytorch.org, which CI cannot reach. Everything else in tests/unit runs, and
 # DET_NO_SKIPS=1 makes a skip fail.
 #
-# Usage: scripts/test-py313.sh [PYTEST ARGS...]   (default: tests/unit)
+# Usage: scripts/test-py313.sh [PYTEST ARGS...]   (default: -n 2 --dist loadfile tests/unit: two
+# workers, as the main run spreads its files)
 # Env: DET_PY313_CACHE (default .cache/py313), PYTHON (host python with pip; default .venv).
 set -euo pipefail
 
@@ -113,7 +114,7 @@ ignores+=("--deselect=tests/unit/deploy/test_deploy_userdata.py::test_env_file_i
 ignores+=("--ignore=tests/unit/test_install_names.py")
 ignores+=("--deselect=tests/unit/deploy/test_deploy_release_build.py::test_a_file_gone_from_the_source_is_not_shipped_from_a_stale_build_dir")
 args=("$@")
-[[ ${#args[@]} -gt 0 ]] || args=(tests/unit)
+[[ ${#args[@]} -gt 0 ]] || args=(-n 2 --dist loadfile tests/unit)
 docker run --rm --network none \
   -v "$src:/src:ro" -v "$CACHE:/cache" -w /src \
   -e DET_NO_SKIPS=1 -e PYTHONDONTWRITEBYTECODE=1 -e KEY="$key" -e WHEEL="/cache/det/$(basename "$wheel")" \
