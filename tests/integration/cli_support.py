@@ -7,6 +7,7 @@ Test modules import the fixtures they use (``cli_master``, ``det``, ``sim_agents
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import os
@@ -141,21 +142,28 @@ def logging_training(agent_token: str) -> Any:
     return train
 
 
-@pytest.fixture(scope="module")
-def sim_agents(cli_master: Master) -> Iterator[list[SimAgent]]:
+@contextlib.contextmanager
+def running_sim_agents(master: Master) -> Iterator[list[SimAgent]]:
     """Two simulated agents of 2 slots; each trial trains 4 batches, validates and checkpoints
     every 2, and logs one line per batch."""
-    train = logging_training(cli_master.agent_token)
+    train = logging_training(master.agent_token)
     agents = [
-        SimAgent(cli_master.url, cli_master.agent_token, f"sim-{i}", slots=2, train=train).start()
+        SimAgent(master.url, master.agent_token, f"sim-{i}", slots=2, train=train).start()
         for i in range(2)
     ]
-    wait(lambda: len(cli_master.get("/api/v1/agents")["agents"]) == 2, 30, "agents to register")
     try:
+        wait(lambda: len(master.get("/api/v1/agents")["agents"]) == 2, 30, "agents to register")
         yield agents
     finally:
         for a in agents:
             a.stop()
+
+
+@pytest.fixture(scope="module")
+def sim_agents(cli_master: Master) -> Iterator[list[SimAgent]]:
+    """:func:`running_sim_agents` for the module's master."""
+    with running_sim_agents(cli_master) as agents:
+        yield agents
 
 
 @pytest.fixture
