@@ -53,21 +53,30 @@ def file_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
-def units(collection: list[str], spread: dict[str, int]) -> dict[str, str]:
-    """The work unit of each test: its file, a part of a spread file, or the case itself."""
+def units(
+    collection: list[str], spread: dict[str, int], seconds: dict[str, float] | None = None
+) -> dict[str, str]:
+    """The work unit of each test: its file, a part of a spread file, or the case itself.
+    A file cut in N parts is cut where its cases' recorded seconds (guessed where none are)
+    add up to about a N-th of its total each."""
     by_file: dict[str, list[str]] = defaultdict(list)
     for nodeid in collection:
         by_file[file_of(nodeid)].append(nodeid)
     out: dict[str, str] = {}
     for path, ids in by_file.items():
         parts = spread.get(path)
-        for i, nodeid in enumerate(ids):
-            if parts is None:
-                out[nodeid] = path
-            elif parts == 0 or parts >= len(ids):
-                out[nodeid] = nodeid
-            else:
-                out[nodeid] = f"{path}#part{i * parts // len(ids) + 1}of{parts}"
+        if parts is None:
+            out.update(dict.fromkeys(ids, path))
+        elif parts == 0 or parts >= len(ids):
+            out.update({nodeid: nodeid for nodeid in ids})
+        else:
+            cost = [(seconds or {}).get(n, guess(n)) for n in ids]
+            total, done = sum(cost), 0.0
+            for nodeid, c in zip(ids, cost, strict=True):
+                # the part whose share of the total this case's middle falls in
+                part = min(parts - 1, int((done + c / 2) * parts / total)) if total else 0
+                out[nodeid] = f"{path}#part{part + 1}of{parts}"
+                done += c
     return out
 
 
@@ -94,7 +103,7 @@ class CostScheduling(LoadScopeScheduling):
     def schedule(self) -> None:
         if self.collection is None and self.registered_collections:
             collection = list(next(iter(self.registered_collections.values())))
-            self._units = units(collection, self._spread)
+            self._units = units(collection, self._spread, self._seconds)
         super().schedule()
 
     def _split_scope(self, nodeid: str) -> str:

@@ -18,6 +18,7 @@ import requests
 from flask import Flask
 
 from det.master.api import BLUEPRINTS
+from tests.conftest import new_database
 from tests.fakes.sim_agent import SimAgent, wait
 from tests.integration.conftest import Master
 from tests.integration.ntsc_support import stop_launched
@@ -217,15 +218,19 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory, pg_server: str) -> Iterator[World]:
-    # One master for the whole module: it has to survive everything sent to it.
+def world(
+    tmp_path_factory: pytest.TempPathFactory, pg_server: str, pg_template: str
+) -> Iterator[World]:
+    # One master for the module (or for each part of it that tests/durations.json spreads over
+    # the workers): it has to survive everything sent to it. A database of its own: the body
+    # fuzzer and schemathesis may run at once on one server (DET_TEST_PG_URL).
+    with new_database(pg_server, "det_fuzz", template=pg_template) as db_url:
+        yield from _world(tmp_path_factory, db_url)
+
+
+def _world(tmp_path_factory: pytest.TempPathFactory, db_url: str) -> Iterator[World]:
     from tests.integration.conftest import start_master
 
-    with psycopg.connect(pg_server, autocommit=True) as conn:
-        conn.execute('DROP DATABASE IF EXISTS "det_fuzz" WITH (FORCE)')
-        conn.execute('CREATE DATABASE "det_fuzz"')
-    head, sep, query = pg_server.partition("?")
-    db_url = f"{head.rpartition('/')[0]}/det_fuzz{sep}{query}"
     m = start_master(tmp_path_factory.mktemp("fuzz"), db_url, name="fuzz")
     specs: list[dict[str, Any]] = []
     release = threading.Event()

@@ -36,6 +36,14 @@ def test_a_file_is_one_unit_unless_spread() -> None:
     assert parts[0] == parts[1] != parts[2] == parts[3]
 
 
+def test_parts_are_cut_by_recorded_seconds() -> None:
+    ids = [f"tests/integration/test_fuzz.py::test_f[{i}]" for i in range(1, 7)]
+    # the first two cases are as long as the four others together
+    seconds = {ids[0]: 40.0, ids[1]: 40.0, **{n: 20.0 for n in ids[2:]}}
+    u = xs.units(ids, {"tests/integration/test_fuzz.py": 2}, seconds)
+    assert [u[n].rpartition("#")[2] for n in ids] == ["part1of2"] * 2 + ["part2of2"] * 4
+
+
 def test_estimates_use_recorded_seconds_and_guess_the_rest() -> None:
     seconds = {
         "tests/integration/test_long.py": 500.0,
