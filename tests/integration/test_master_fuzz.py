@@ -154,24 +154,37 @@ def _fill(rule: str, ids: dict[str, str]) -> str:
     return path
 
 
+_CONNECTIONS: dict[str, psycopg.Connection[Any]] = {}
+
+
+def _connection(db_url: str) -> psycopg.Connection[Any]:
+    """The fingerprints' connection to ``db_url``, kept open (autocommit: each statement sees
+    what is committed): connecting for each of the module's ~20,000 checks cost more than the
+    query."""
+    conn = _CONNECTIONS.get(db_url)
+    if conn is None or conn.closed:
+        conn = _CONNECTIONS[db_url] = psycopg.connect(db_url, autocommit=True)
+    return conn
+
+
 def _fingerprint(db_url: str) -> dict[str, str]:
     """A digest of each table's content but the throttling and log tables (one round trip)."""
-    with psycopg.connect(db_url) as conn:
-        tables = [
-            r[0]
-            for r in conn.execute(
-                "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
-                " AND tablename NOT IN ('login_failures', 'task_logs', 'schema_migrations')"
-                " ORDER BY tablename"
-            )
-        ]
-        # The heartbeat time moves on its own; everything else must stand still.
-        row = "(to_jsonb(x) - 'last_heartbeat')::text"
-        sql = " UNION ALL ".join(
-            f"SELECT '{t}', md5(coalesce(string_agg({row}, '|' ORDER BY {row}), '')) FROM {t} x"
-            for t in tables
+    conn = _connection(db_url)
+    tables = [
+        r[0]
+        for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+            " AND tablename NOT IN ('login_failures', 'task_logs', 'schema_migrations')"
+            " ORDER BY tablename"
         )
-        return {str(t): str(d) for t, d in conn.execute(sql)}
+    ]
+    # The heartbeat time moves on its own; everything else must stand still.
+    row = "(to_jsonb(x) - 'last_heartbeat')::text"
+    sql = " UNION ALL ".join(
+        f"SELECT '{t}', md5(coalesce(string_agg({row}, '|' ORDER BY {row}), '')) FROM {t} x"
+        for t in tables
+    )
+    return {str(t): str(d) for t, d in conn.execute(sql)}
 
 
 def _quiet(db_url: str, what: str, window: float = 1.0, limit: float = 120.0) -> dict[str, str]:
@@ -225,13 +238,23 @@ def world(
     # the workers): it has to survive everything sent to it. A database of its own: the body
     # fuzzer and schemathesis may run at once on one server (DET_TEST_PG_URL).
     with new_database(pg_server, "det_fuzz", template=pg_template) as db_url:
-        yield from _world(tmp_path_factory, db_url)
+        try:
+            yield from _world(tmp_path_factory, db_url)
+        finally:
+            conn = _CONNECTIONS.pop(db_url, None)
+            if conn is not None:
+                conn.close()
 
 
 def _world(tmp_path_factory: pytest.TempPathFactory, db_url: str) -> Iterator[World]:
     from tests.integration.conftest import start_master
 
-    m = start_master(tmp_path_factory.mktemp("fuzz"), db_url, name="fuzz")
+    # The world's agent must outlive the module: with the tests' usual 10 s, a heartbeat held up
+    # on a loaded machine (the master busy with 1 MB bodies) lost the agent, and the loss
+    # (its allocation ended, the trial restarted, events) landed under a refusal's check.
+    m = start_master(
+        tmp_path_factory.mktemp("fuzz"), db_url, name="fuzz", extra={"agent_timeout_seconds": 600}
+    )
     specs: list[dict[str, Any]] = []
     release = threading.Event()
 
