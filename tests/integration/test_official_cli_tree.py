@@ -581,9 +581,11 @@ def _make_world(m: Master, tmp_path: Path) -> World:
     eid = cli_support.create_via_api(m, sim_config("walk", trials=2))
     spare = cli_support.create_via_api(m, sim_config("walk-spare", trials=1))
     single = cli_support.create_via_api(m, SINGLE.format(name="walk-single"))
-    # Created paused; once activated, a search long enough (100 trials of a few seconds) to be
-    # still running when the pause leaf comes.
-    paused = cli_support.create_via_api(m, sim_config("walk-paused", trials=100), activate=False)
+    # Created paused; once activated, a search that is still running when the pause leaf comes:
+    # 2 trials of a few seconds at a time, 1,000 in all. (100 ran out before the pause in the
+    # experiments shard, whose agents nothing else keeps busy: the leaves between activate and
+    # pause took longer than 50 rounds of 2 trials.)
+    paused = cli_support.create_via_api(m, sim_config("walk-paused", trials=1000), activate=False)
     for x in (eid, spare, single):
         cli_support.wait(lambda x=x: exp_state(m, x) == "STATE_COMPLETED", 90, "completion")
     first = min(trials(m, eid), key=lambda t: t["id"])
