@@ -2,8 +2,10 @@
 
 One rule (``det.master.expconf.redact``): registry credentials and checkpoint storage keys read
 ``********`` in templates, experiments, checkpoints, commands, notebooks, TensorBoards and
-shells, for their owner, another user and an admin alike. A real master over PostgreSQL; the
-interactive tasks stay queued (no agent), which is enough: their configs are stored at launch.
+shells, for their owner, another user and an admin alike. The master's app over PostgreSQL,
+in this process (``api_master``) but for the task kinds, whose TensorBoard needs the trial a
+master process's loop makes; the interactive tasks stay queued (no agent), which is enough:
+their configs are stored at launch.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import psycopg
 import pytest
 import requests
 
-from tests.integration.conftest import Master
+from tests.integration.conftest import Master, MasterClient
 
 pytestmark = pytest.mark.integration
 
@@ -44,7 +46,7 @@ checkpoint_storage: {{type: s3, bucket: team-bucket, access_key: {ACCESS}, secre
 TASK_CONFIG: dict[str, Any] = {"environment": CONFIG["environment"]}
 
 
-def _user(m: Master, name: str) -> requests.Session:
+def _user(m: MasterClient, name: str) -> requests.Session:
     password = f"{name.title()}-pw-1"
     m.post("/api/v1/users", {"user": {"username": name, "admin": False}, "password": password})
     s = m.session(m.login(name, password))
@@ -52,7 +54,7 @@ def _user(m: Master, name: str) -> requests.Session:
     return s
 
 
-def _readers(m: Master) -> dict[str, requests.Session]:
+def _readers(m: MasterClient) -> dict[str, requests.Session]:
     return {"owner": _user(m, "alice"), "other": _user(m, "bob"), "admin": m.session()}
 
 
@@ -75,10 +77,10 @@ def _check_config(config: dict[str, Any], where: str, *, storage: bool = True) -
 
 
 def test_templates_show_secrets_masked_to_their_owner_other_users_and_admins(
-    live_master: Master,
+    api_master: MasterClient,
 ) -> None:
-    readers = _readers(live_master)
-    owner, url = readers["owner"], live_master.url
+    readers = _readers(api_master)
+    owner, url = readers["owner"], api_master.url
     created = _ok(owner.post(f"{url}/api/v1/templates/team", json={"config": CONFIG}))
     _check_config(created["template"]["config"], "create")
     for who, s in readers.items():
@@ -100,10 +102,10 @@ def _stored(pg_url: str, name: str) -> dict[str, Any]:
 
 
 def test_a_template_put_back_as_it_was_read_keeps_its_secrets(
-    live_master: Master, pg_url: str
+    api_master: MasterClient, pg_url: str
 ) -> None:
-    owner = _user(live_master, "alice")
-    url = live_master.url + "/api/v1/templates/team"
+    owner = _user(api_master, "alice")
+    url = api_master.url + "/api/v1/templates/team"
     _ok(owner.post(url, json={"config": CONFIG}))
     read = _ok(owner.get(url, timeout=30))["template"]["config"]
     read["checkpoint_storage"]["bucket"] = "other-bucket"
@@ -123,12 +125,13 @@ def test_a_template_put_back_as_it_was_read_keeps_its_secrets(
     assert stored["checkpoint_storage"]["secret_key"] == SECRET
 
 
-def _experiment(m: Master, owner: requests.Session) -> int:
+def _experiment(m: MasterClient, owner: requests.Session) -> int:
     body = {"config": EXPERIMENT, "activate": False}
     return int(_ok(owner.post(m.url + "/api/v1/experiments", json=body))["experiment"]["id"])
 
 
 def test_every_task_kinds_config_is_masked_for_everyone(live_master: Master) -> None:
+    # A process: the TensorBoard needs the experiment's trial, which the control loop makes.
     readers = _readers(live_master)
     owner, url = readers["owner"], live_master.url
     _ok(owner.post(f"{url}/api/v1/templates/team", json={"config": TASK_CONFIG}))
@@ -159,10 +162,10 @@ def test_every_task_kinds_config_is_masked_for_everyone(live_master: Master) -> 
 
 
 def test_experiments_and_their_checkpoints_are_masked_for_everyone(
-    live_master: Master, pg_url: str
+    api_master: MasterClient, pg_url: str
 ) -> None:
-    readers = _readers(live_master)
-    eid = _experiment(live_master, readers["owner"])
+    readers = _readers(api_master)
+    eid = _experiment(api_master, readers["owner"])
     uid = str(uuid.uuid4())
     with psycopg.connect(pg_url, autocommit=True) as c:
         trial = c.execute(
@@ -176,7 +179,7 @@ def test_experiments_and_their_checkpoints_are_masked_for_everyone(
             " VALUES (%s, %s, %s, 1, '{}')",
             (uid, trial[0], f"masked-{eid}"),
         )
-    url = live_master.url
+    url = api_master.url
     for who, s in readers.items():
         for path in (
             f"/api/v1/experiments/{eid}",
