@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from tests.compat.official import ensure_official_venv
-from tests.integration.conftest import Master, wait_for
+from tests.integration.conftest import Master, MasterClient, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -40,12 +40,12 @@ def _trials(pg_url: str, experiment_id: int, n: int) -> list[int]:
         ]
 
 
-def _experiment(m: Master) -> int:
+def _experiment(m: MasterClient) -> int:
     out = m.post("/api/v1/experiments", {"config": CONFIG, "activate": False})
     return int(out["experiment"]["id"])
 
 
-def _report(m: Master, trial: int, group: str, steps: range, **extra: float) -> None:
+def _report(m: MasterClient, trial: int, group: str, steps: range, **extra: float) -> None:
     reports = [
         {
             "group": group,
@@ -58,16 +58,16 @@ def _report(m: Master, trial: int, group: str, steps: range, **extra: float) -> 
     m.post(f"/api/v1/trials/{trial}/metrics/batch", {"reports": reports})
 
 
-def _compare(m: Master, **params: Any) -> Any:
+def _compare(m: MasterClient, **params: Any) -> Any:
     r = m.session().get(f"{m.url}/api/v1/trials/time-series", params=params, timeout=30)
     assert r.status_code == 200, r.text
     return r.json()
 
 
 def test_compare_trials_samples_each_series_keeping_first_and_last(
-    live_master: Master, pg_url: str
+    api_master: MasterClient, pg_url: str
 ) -> None:
-    m = live_master
+    m = api_master
     eid = _experiment(m)
     t1, t2, t3 = _trials(pg_url, eid, 3)
     _report(m, t1, "training", range(1, 101))
@@ -122,11 +122,11 @@ def test_compare_trials_samples_each_series_keeping_first_and_last(
     assert [p["batches"] for p in low["trials"][0]["metrics"][0]["data"]] == list(range(51, 101))
 
 
-def test_compare_trials_answers_a_new_report_at_once(live_master: Master, pg_url: str) -> None:
+def test_compare_trials_answers_a_new_report_at_once(api_master: MasterClient, pg_url: str) -> None:
     """Each API process keeps sampled series while their trial is unchanged
     (det.master.seriescache); a report, or a first report, shows in the very next read, in
     whichever process answers it."""
-    m = live_master
+    m = api_master
     t1, t2, t3 = _trials(pg_url, _experiment(m), 3)
     _report(m, t1, "training", range(1, 101))
     _report(m, t2, "training", range(1, 11))
@@ -149,10 +149,10 @@ def test_compare_trials_answers_a_new_report_at_once(live_master: Master, pg_url
 
 
 def test_compare_trials_spreads_points_over_the_batches_not_the_rows(
-    live_master: Master, pg_url: str
+    api_master: MasterClient, pg_url: str
 ) -> None:
     """Sampled by batches: a dense stretch does not take the points a chart's x axis needs."""
-    m = live_master
+    m = api_master
     (t,) = _trials(pg_url, _experiment(m), 1)
     _report(m, t, "training", range(1, 51))
     _report(m, t, "training", range(1000, 1050))
@@ -169,8 +169,8 @@ def test_compare_trials_spreads_points_over_the_batches_not_the_rows(
     assert [p["batches"] for p in one["trials"][0]["metrics"][0]["data"]] == [1]
 
 
-def test_compare_trials_refuses_bad_requests(live_master: Master, pg_url: str) -> None:
-    m = live_master
+def test_compare_trials_refuses_bad_requests(api_master: MasterClient, pg_url: str) -> None:
+    m = api_master
     (t,) = _trials(pg_url, _experiment(m), 1)
     s = m.session()
 
@@ -223,8 +223,10 @@ def _password() -> str:
     return ADMIN_PASSWORD
 
 
-def test_metric_rows_of_a_trial_are_the_stored_reports(live_master: Master, pg_url: str) -> None:
-    m = live_master
+def test_metric_rows_of_a_trial_are_the_stored_reports(
+    api_master: MasterClient, pg_url: str
+) -> None:
+    m = api_master
     (t,) = _trials(pg_url, _experiment(m), 1)
     _report(m, t, "training", range(1, 4))
     _report(m, t, "validation", range(3, 4))
@@ -265,8 +267,8 @@ def test_experiment_list_carries_the_config_and_get_the_rest(live_master: Master
     assert trials and got["experiment"]["trialIds"] == sorted(t["id"] for t in trials)
 
 
-def test_a_registry_password_never_leaves_in_a_list_or_a_get(live_master: Master) -> None:
-    m = live_master
+def test_a_registry_password_never_leaves_in_a_list_or_a_get(api_master: MasterClient) -> None:
+    m = api_master
     secret = CONFIG + "environment:\n  registry_auth: {username: bot, password: Reg-s3cret}\n"
     out = m.post("/api/v1/experiments", {"config": secret, "activate": False})
     eid = int(out["experiment"]["id"])
@@ -281,8 +283,8 @@ def test_a_registry_password_never_leaves_in_a_list_or_a_get(live_master: Master
     assert got.status_code == 200 and "Reg-s3cret" not in got.text
 
 
-def test_storage_credentials_never_leave_in_a_list_or_a_get(live_master: Master) -> None:
-    m = live_master
+def test_storage_credentials_never_leave_in_a_list_or_a_get(api_master: MasterClient) -> None:
+    m = api_master
     secret = CONFIG + (
         "checkpoint_storage: {type: s3, bucket: b, access_key: AKIA-KEY-1, secret_key: S3-s3cret}\n"
     )
@@ -297,7 +299,7 @@ def test_storage_credentials_never_leave_in_a_list_or_a_get(live_master: Master)
     assert storage["bucket"] == "b" and storage["secret_key"] == "********"
 
 
-def _conditional(m: Master, path: str, tag: str | None) -> requests.Response:
+def _conditional(m: MasterClient, path: str, tag: str | None) -> requests.Response:
     headers = {"If-None-Match": tag} if tag else {}
     return m.session().get(m.url + path, headers=headers, timeout=30)
 

@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.integration.conftest import Master
+from tests.integration.conftest import Master, MasterClient
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +49,7 @@ REFERENCE_BEST_CHECKPOINT = (
 )
 
 
-def _experiment(m: Master, smaller: bool) -> int:
+def _experiment(m: MasterClient, smaller: bool) -> int:
     config = CONFIG.format(smaller=str(smaller).lower())
     out = m.post("/api/v1/experiments", {"config": config, "activate": False})
     return int(out["experiment"]["id"])
@@ -101,8 +101,10 @@ def _ids(c: psycopg.Connection[Any], trial: int) -> list[int]:
     ]
 
 
-def test_ties_go_to_fewer_batches_then_the_earlier_row(live_master: Master, pg_url: str) -> None:
-    m = live_master
+def test_ties_go_to_fewer_batches_then_the_earlier_row(
+    api_master: MasterClient, pg_url: str
+) -> None:
+    m = api_master
     (tid,) = _trials(pg_url, _experiment(m, True), 1)
     with psycopg.connect(pg_url, autocommit=True) as c:
         _post(m, tid, [_report("validation", 4, {"loss": 0.5})])
@@ -144,11 +146,11 @@ def test_ties_go_to_fewer_batches_then_the_earlier_row(live_master: Master, pg_u
 
 @pytest.mark.parametrize("smaller", [True, False])
 def test_the_kept_pointer_is_what_sorting_every_validation_gives(
-    live_master: Master, pg_url: str, smaller: bool
+    api_master: MasterClient, pg_url: str, smaller: bool
 ) -> None:
     """Random batches (seeded) of few distinct values and batches, so ties are common; after
     every batch each trial's pointer is the reference query's row."""
-    m = live_master
+    m = api_master
     eid = _experiment(m, smaller)
     trials = _trials(pg_url, eid, 4)
     rng = random.Random(14 + smaller)
@@ -198,9 +200,9 @@ def _best_checkpoint(c: psycopg.Connection[Any], trial: int) -> tuple[Any, Any]:
 
 
 def test_best_checkpoint_follows_checkpoints_validations_and_deletions(
-    live_master: Master, pg_url: str
+    api_master: MasterClient, pg_url: str
 ) -> None:
-    m = live_master
+    m = api_master
     eid = _experiment(m, False)
     (tid,) = _trials(pg_url, eid, 1)
     _post(m, tid, [_report("validation", s, {"loss": v})
