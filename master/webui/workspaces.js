@@ -58,12 +58,17 @@ async function workspacePage(main, id) {
   const head = h("div");
   const list = h("div");
   const load = async () => {
-    const [{ workspace: w }, { projects }] = await Promise.all([
+    const [{ workspace: w }, { projects }, { resourcePools }] = await Promise.all([
       api("/api/v1/workspaces/" + id),
       api(`/api/v1/workspaces/${id}/projects?sortBy=SORT_BY_NAME&limit=200`),
+      api(`/api/v1/workspaces/${id}/available-resource-pools`),
     ]);
+    // The pools its experiments and tasks may use (bound to it, or to no workspace), and its
+    // defaults where it has its own (else the cluster's).
+    const defaults = `compute ${w.defaultComputePool || "(the cluster's)"}, aux ${w.defaultAuxPool || "(the cluster's)"}`;
     render(head, h("h1", {}, link("/det/workspaces", "Workspaces"), " / ", w.name, " ", archivedBadge(w), " ", w.immutable ? null : archiveToggle("workspace", w, "/api/v1/workspaces/" + w.id, load)),
-      facts([["Owner", w.username], ["Projects", String(w.numProjects)], ["Experiments", String(w.numExperiments)]]));
+      facts([["Owner", w.username], ["Projects", String(w.numProjects)], ["Experiments", String(w.numExperiments)],
+        ["Resource pools", (resourcePools || []).join(", ") || "none"], ["Default pools", defaults]]));
     render(list, table(["Project", "Key", "Description", "Experiments", "Active", "Owner", "", ""], projects.map((p) => [
       link("/det/projects/" + p.id, p.name), p.key || "", p.description || "", String(p.numExperiments), String(p.numActiveExperiments), p.username, archivedBadge(p),
       p.immutable ? "" : archiveToggle("project", p, "/api/v1/projects/" + p.id, load),

@@ -95,3 +95,33 @@ def test_workspaces_projects_their_experiments_and_notes(live_master: Master, pa
     page.fill("input[aria-label='new workspace name']", "research")
     page.get_by_role("button", name="Create workspace").click()
     page.wait_for_selector(".create-workspace .form-error:text-matches('.+')")
+
+
+def test_a_workspace_page_shows_its_pools_and_defaults(live_master: Master, page: Any) -> None:
+    m = live_master
+    pools = [p["name"] for p in m.get("/api/v1/resource-pools")["resourcePools"]]
+    assert pools, "the master has no resource pool"
+    pool = pools[0]
+    bound = m.post("/api/v1/workspaces", {"name": "pinned", "defaultComputePool": pool})
+    other = m.post("/api/v1/workspaces", {"name": "unpinned"})
+    m.post(
+        f"/api/v1/resource-pools/{pool}/workspace-bindings",
+        {"workspaceIds": [bound["workspace"]["id"]]},
+    )
+
+    login(page, m, "/det/workspaces")
+
+    def shown(workspace_id: int) -> dict[str, str]:
+        page.goto(f"{m.url}/det/workspaces/{workspace_id}")
+        page.wait_for_selector("dl.facts dt:text('Resource pools')")
+        names = page.locator("dl.facts dt").all_inner_texts()
+        values = page.locator("dl.facts dd").all_inner_texts()
+        return dict(zip(names, values, strict=True))
+
+    mine = shown(bound["workspace"]["id"])
+    assert mine["Resource pools"].split(", ")[0] == pool, mine
+    assert mine["Default pools"] == f"compute {pool}, aux (the cluster's)", mine
+    # A pool bound to one workspace is not another's to use.
+    theirs = shown(other["workspace"]["id"])
+    assert pool not in theirs["Resource pools"].split(", "), theirs
+    assert theirs["Default pools"] == "compute (the cluster's), aux (the cluster's)", theirs
