@@ -32,6 +32,22 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def free_port_pair() -> int:
+    """A free port whose next one is free too: a deployed VM master serves its task origin on
+    the port after its API's, and the boot simulations run the VM on this host's network."""
+    for _ in range(100):
+        port = free_port()
+        if port >= 65535:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no two consecutive free ports on 127.0.0.1 in 100 tries")
+
+
 def aws_env(endpoint: str, region: str = REGION) -> dict[str, str]:
     return {
         "AWS_ENDPOINT_URL": endpoint,

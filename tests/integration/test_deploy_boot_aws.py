@@ -36,7 +36,7 @@ from det.deploy.aws.config import CLUSTER_TAG, AwsConfig
 from det.deploy.common import boot, dryrun, release, tls
 from det.deploy.common.errors import DeployError
 from tests.fakes.imds import FakeImds
-from tests.fakes.moto_server import MotoServer, free_port
+from tests.fakes.moto_server import MotoServer, free_port, free_port_pair
 from tests.fakes.package_index import PackageIndex, wheelhouse
 from tests.integration import deploy_boot_support as vm
 
@@ -138,7 +138,7 @@ def _boot_master(
     (tmp / "master.crt").write_text(material.cert_pem)
     (tmp / "index").mkdir()
     index = PackageIndex(wheelhouse(rel, vm.VM_IMAGE), tmp / "index")
-    port = free_port()
+    port = free_port_pair()  # the API and, on the next port, its task origin
     secret_doc = {
         "db_password": "pw",
         "initial_user_password": PASSWORD,

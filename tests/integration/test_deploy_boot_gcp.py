@@ -38,7 +38,7 @@ from det.deploy.gcp import bootlog, program
 from det.deploy.gcp.config import GcpConfig
 from tests.fakes.gce_metadata import FakeGceMetadata
 from tests.fakes.google_apis import FakeGoogleApis
-from tests.fakes.moto_server import free_port
+from tests.fakes.moto_server import free_port_pair
 from tests.fakes.package_index import PackageIndex, wheelhouse
 from tests.integration import deploy_boot_support as vm
 from tests.integration.storage_support import gcs_emulator
@@ -114,7 +114,7 @@ def gcp_master(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
     (tmp / "master.crt").write_text(material.cert_pem)
     (tmp / "index").mkdir()
     index = PackageIndex(wheelhouse(rel, vm.VM_IMAGE), tmp / "index")
-    port = free_port()
+    port = free_port_pair()  # the API and, on the next port, its task origin
     token = secrets.token_urlsafe(16)
     cfg = GcpConfig(
         cluster_id=CLUSTER,

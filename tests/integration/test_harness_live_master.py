@@ -20,6 +20,7 @@ import requests
 
 from tests.fakes.sim_agent import SimAgent, wait
 from tests.integration.conftest import Master
+from tests.private_run import PRIVATE_RUN, in_private_run
 
 pytestmark = pytest.mark.integration
 
@@ -62,29 +63,6 @@ def create(master: Master, max_batches: int, config: str = CONFIG, example: Path
         "activate": True,
     }
     return int(master.post("/api/v1/experiments", body)["experiment"]["id"])
-
-
-PRIVATE_RUN = "/run"
-
-
-def in_private_run(command: list[str]) -> list[str]:
-    """``command`` in a mount namespace of its own with an empty tmpfs on /run: the official
-    package reads its task info only from /run/determined/info, and writing the host's would
-    make every other official client on this machine (other tests, in parallel) believe it runs
-    on a cluster."""
-    user = [] if os.geteuid() == 0 else ["--map-root-user"]
-    return [
-        "unshare",
-        *user,
-        "--mount",
-        "--propagation",
-        "private",
-        "sh",
-        "-c",
-        'mount -t tmpfs tmpfs /run && exec "$@"',
-        "sh",
-        *command,
-    ]
 
 
 def process_runner(master: Master, tmp: Path, extra_env: dict[str, str] | None = None) -> Any:

@@ -38,6 +38,9 @@ class FakeMasterState:
     checkpoints: dict[str, dict[str, Any]] = field(default_factory=dict)
     fail_status: dict[str, int] = field(default_factory=dict)  # path regex → status
     delay: dict[str, float] = field(default_factory=dict)  # path regex → seconds before replying
+    # path regex → an event the reply waits for (the test sets it): a request held in flight
+    # for as long as the test needs, whatever the machine's load.
+    hold: dict[str, threading.Event] = field(default_factory=dict)
     cond: threading.Condition = field(default_factory=threading.Condition)
 
 
@@ -70,6 +73,9 @@ class _Handler(BaseHTTPRequestHandler):
         for pattern, seconds in st.delay.items():
             if re.search(pattern, url.path):
                 time.sleep(seconds)
+        for pattern, gate in st.hold.items():
+            if re.search(pattern, url.path):
+                gate.wait(timeout=120)
         for pattern, status in st.fail_status.items():
             if re.search(pattern, url.path):
                 return self._reply(status, {"error": "injected"})

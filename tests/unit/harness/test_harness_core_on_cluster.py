@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -46,12 +47,16 @@ def test_metrics_are_shipped_in_order_in_batches(on_cluster) -> None:  # type: i
 
 def test_reports_queued_behind_a_slow_request_share_the_next_one(on_cluster) -> None:  # type: ignore[no-untyped-def]
     master: FakeMaster = on_cluster()
-    master.state.delay[r"/metrics/batch$"] = 0.5
+    # The first metrics request is held in flight until all of 2..200 are queued behind it (a
+    # fixed delay let a loaded machine's slow loop see it answered early: [1, 37, 162, 1]).
+    gate = threading.Event()
+    master.state.hold[r"/metrics/batch$"] = gate
     with det.core.init() as ctx:
         for step in range(1, 201):
             ctx.train.report_training_metrics(step, {"loss": 1.0 / step})
             if step == 1:
                 master.wait_for("/metrics/batch")  # the first request is now in flight
+        gate.set()
         ctx.train.report_progress(0.5)
         ctx.train.report_training_metrics(201, {"loss": 0.0})
     requests = master.requests_to("/api/v1/trials/11/metrics/batch")

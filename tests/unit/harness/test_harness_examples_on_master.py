@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.private_run import in_private_run
 from tests.unit.harness.fake_master import FakeMaster
 
 pytest.importorskip("torch")
@@ -128,8 +129,11 @@ def test_official_harness_runs_the_official_example_through_our_runner(
     }
     hparams = {"max_steps": 20, "report_every": 5, "validate_every": 10, "checkpoint_every": 10}
     task_env = master.task_env(config=config, DET_HPARAMS=json.dumps(hparams))
+    # det.exec.run writes the info files at the official fixed path: in a private /run, since
+    # on this host's they made an off-cluster official client in a parallel test believe it ran
+    # on a cluster (CI: "DET_SESSION_TOKEN environment variable not set").
     r = subprocess.run(
-        [sys.executable, "-m", "det.exec.run", "--", f"{sys.executable} train.py"],
+        in_private_run([sys.executable, "-m", "det.exec.run", "--", f"{sys.executable} train.py"]),
         env={**os.environ, **env, **task_env, "DET_WORKDIR": str(work), "HOME": str(tmp_path)},
         capture_output=True,
         text=True,
