@@ -165,7 +165,9 @@ class SimAgent:
         self.train = train or default_training
         self.interval = interval
         self.tasks: dict[str, Task] = {}
-        self.started: list[str] = []
+        self.started: list[str] = []  # every allocation this agent ran
+        # Trials only: a checkpoint GC task may follow an experiment's end at any moment.
+        self.trials_started: list[str] = []
         self.notice: dict[str, Any] | None = None
         self._session = requests.Session()
         self._session.headers["Authorization"] = f"Bearer {agent_token}"
@@ -225,6 +227,8 @@ class SimAgent:
                 task = Task(aid, c["spec"])
                 self.tasks[aid] = task
                 self.started.append(aid)
+                if c["spec"].get("taskType") == "TRIAL":
+                    self.trials_started.append(aid)
                 task.thread = threading.Thread(target=self._run, args=(task,), daemon=True)
                 task.thread.start()
             elif c["action"] == "KILL" and task is not None and task.state != "TERMINATED":
