@@ -1,4 +1,4 @@
-"""Maps the top-level folders onto the single `det` import namespace (see DESIGN: one namespace).
+"""Maps the top-level folders onto the single `det` import namespace (docs/internals.md, Packages).
 
 Everything else about the distribution lives in pyproject.toml.
 """
