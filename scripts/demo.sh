@@ -2,8 +2,9 @@
 # The det demo, from a fresh Debian/Ubuntu machine to a finished hyperparameter search:
 #
 #   1. installs docker.io, debootstrap and python3-venv when missing (root or sudo), starts dockerd
-#   2. creates .venv and installs det (master, agent, cli, deploy extras) into it
-#   3. builds the task images (infra/build-images.sh) when missing or older than the harness
+#   2. creates .venv and installs det (master, agent, cli, deploy extras) into it, while
+#   3. the task images (infra/build-images.sh) build in the background when missing or older
+#      than the harness
 #   4. det deploy local up --agents 2, logs in as admin
 #   5. runs examples/core_api/adaptive_asha.yaml to completion and prints the best trial
 #
@@ -58,20 +59,34 @@ docker info >/dev/null 2>&1 \
   || die "Docker runs but $USER may not use it: sudo usermod -aG docker $USER, log in again, re-run"
 echo "Docker engine: running"
 
-step "Python environment ($VENV)"
+step "Python environment ($VENV) and task images, side by side"
+# The image build needs only a bare venv's pip (it builds det's wheel with build isolation), so
+# it runs in the background while pip installs det: the two are the longest steps of a first run.
+[[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV"
+BUILD_PID=""
+BUILD_LOG="$(mktemp -t det-demo-images.XXXXXX)"
+if det_image_stale; then
+  echo "building $DET_TASK_IMAGE in the background (debootstrap + wheels; log: $BUILD_LOG)"
+  ((${#SUDO[@]} == 0)) || sudo -v  # ask for the password now, not from the background
+  "${SUDO[@]}" env PYTHON="$VENV/bin/python" bash infra/build-images.sh torch >"$BUILD_LOG" 2>&1 &
+  BUILD_PID=$!
+else
+  echo "$DET_TASK_IMAGE: up to date"
+fi
 # `deploy` too: the det command registers `det deploy aws|gcp`, whose modules import pulumi.
 det_venv "$VENV" master,agent,cli,deploy
 export PATH="$VENV/bin:$PATH"
 VERSION="$(det --version)" || die "the det command does not start (see above)"
 echo "installed: $VERSION"
-
-step "task images"
-if det_image_stale; then
-  echo "building $DET_TASK_IMAGE (debootstrap + wheels; several minutes the first time)"
-  "${SUDO[@]}" env PYTHON="$VENV/bin/python" bash infra/build-images.sh torch
-else
-  echo "$DET_TASK_IMAGE: up to date"
+if [[ -n "$BUILD_PID" ]]; then
+  step "waiting for the task images"
+  if ! wait "$BUILD_PID"; then
+    tail -n 30 "$BUILD_LOG" >&2
+    die "building the task images failed (full log: $BUILD_LOG)"
+  fi
+  grep -E 'done: ' "$BUILD_LOG" || true
 fi
+rm -f "$BUILD_LOG"
 
 step "local cluster: det deploy local up --agents $AGENTS --master-port $PORT"
 det deploy local up --agents "$AGENTS" --master-port "$PORT"
