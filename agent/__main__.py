@@ -8,13 +8,13 @@ import sys
 import threading
 from types import FrameType
 
-from det.agent.config import ConfigError, load_config
+from det.agent.config import AgentConfigError, load_config
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(argv)
-    except ConfigError as e:
+    except AgentConfigError as e:
         print(f"det-agent: {e}", file=sys.stderr)
         return 2
     logging.basicConfig(

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from det.agent.errors import ConfigError as ConfigError
+from det.agent.errors import AgentConfigError as AgentConfigError
 from det.common import master_url as master_url_
 from det.common import tls
 
@@ -82,19 +82,19 @@ class AgentConfig(BaseModel):
             try:
                 return self.agent_token_file.read_text().strip() or None
             except OSError as e:
-                raise ConfigError(
+                raise AgentConfigError(
                     f"agent_token_file: cannot read {self.agent_token_file}: {e}"
                 ) from e
         return None
 
     def master_cert(self) -> tls.MasterCert:
-        """How to verify the master; ConfigError when master_cert_file cannot be used."""
+        """How to verify the master; AgentConfigError when master_cert_file cannot be used."""
         try:
             return tls.load(
                 self.master_cert_file, self.master_cert_name, setting="master_cert_file"
             )
         except tls.CertError as e:
-            raise ConfigError(str(e)) from None
+            raise AgentConfigError(str(e)) from None
 
     def notice_url(self) -> str | None:
         if self.preemption_notice == "none":
@@ -167,7 +167,7 @@ def _format_error(e: ValidationError, origin: Mapping[str, str]) -> str:
 def load_config(
     argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
 ) -> AgentConfig:
-    """Merge file, environment and flags into one validated `AgentConfig` or raise ConfigError."""
+    """Merge file, environment and flags into one validated `AgentConfig` or raise AgentConfigError."""
     environ = os.environ if environ is None else environ
     args = build_parser().parse_args(argv)
     values: dict[str, Any] = {}
@@ -180,9 +180,11 @@ def load_config(
         try:
             loaded = yaml.safe_load(config_file.read_text()) or {}
         except (OSError, yaml.YAMLError) as e:
-            raise ConfigError(f"cannot read config file {config_file}: {e}") from e
+            raise AgentConfigError(f"cannot read config file {config_file}: {e}") from e
         if not isinstance(loaded, dict):
-            raise ConfigError(f"config file {config_file}: expected a mapping at the top level")
+            raise AgentConfigError(
+                f"config file {config_file}: expected a mapping at the top level"
+            )
         for key, val in loaded.items():
             values[str(key)] = val
             origin[str(key)] = f"from {config_file}"
@@ -194,7 +196,7 @@ def load_config(
             try:
                 values[name] = _parse_labels(raw) if name == "labels" else raw
             except ValueError as e:
-                raise ConfigError(f"{env_name}: {e}") from e
+                raise AgentConfigError(f"{env_name}: {e}") from e
             origin[name] = f"from ${env_name}"
 
     for name, val in vars(args).items():
@@ -204,7 +206,7 @@ def load_config(
             try:
                 val = {k: v for item in val for k, v in _parse_labels(item).items()}
             except ValueError as e:
-                raise ConfigError(f"--label: {e}") from e
+                raise AgentConfigError(f"--label: {e}") from e
         values[name] = val
         origin[name] = f"from --{name.replace('_', '-')}"
 
@@ -214,6 +216,6 @@ def load_config(
     try:
         config = AgentConfig.model_validate(values)
     except ValidationError as e:
-        raise ConfigError(_format_error(e, origin)) from None
+        raise AgentConfigError(_format_error(e, origin)) from None
     config.master_cert()  # an unreadable certificate stops the agent here, with its name
     return config

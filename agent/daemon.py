@@ -21,7 +21,7 @@ import docker
 from det.agent.config import AgentConfig
 from det.agent.containers import DockerRuntime
 from det.agent.devices import Slot, discover_slots
-from det.agent.errors import MasterError, MasterRejected
+from det.agent.errors import AgentMasterError, MasterRejected
 from det.agent.harness_bundle import HarnessBundle
 from det.agent.logs import CursorStore, LogShipper
 from det.agent.master_client import MasterClient
@@ -132,7 +132,7 @@ class Agent:
                     return
                 stop.wait(self._interval)
                 continue
-            except MasterError:
+            except AgentMasterError:
                 stop.wait(self._interval)
                 continue
             if changed:
@@ -156,7 +156,7 @@ class Agent:
             "preemptionNotice": self.notices.current() if self.notices else None,
         }
 
-    def _heartbeat_failed(self, e: MasterError) -> float:
+    def _heartbeat_failed(self, e: AgentMasterError) -> float:
         """Keep every container running and try again later (0.25 jitter spreads a fleet's
         reconnects after a master restart). An outage is logged as a warning at the 1st and 10th
         failure in a row; a refusal (4xx: wrong token, unknown pool) is not an outage: an error,
@@ -193,7 +193,7 @@ class Agent:
         specs: dict[str, ContainerSpec] = {}
         try:
             answer = self.master.heartbeat(self.config.agent_id, self._body(actual))
-        except MasterError as e:
+        except AgentMasterError as e:
             return self._heartbeat_failed(e)
         if self._failures or not self.registered.is_set():
             logger.info("heartbeat ok: connected to %s", self.config.master_url)

@@ -2,9 +2,10 @@
 line and an exit code; the daemon's loop decides what each branch means for the containers::
 
     AgentError                    root
-    ├── ConfigError               the agent's config (file, environment, flags) is unusable:
+    ├── AgentConfigError          the agent's config (file, environment, flags) is unusable:
     │                             exit 2 at start
-    ├── MasterError               talking to the master failed (det.agent.master_client)
+    ├── AgentMasterError          talking to the master failed (det.agent.master_client; the
+    │                             shared client's MasterCallError, sorted by what it means here)
     │   ├── MasterUnavailable     no usable answer: network error, timeout, 5xx, TLS failure,
     │   │                         malformed body. An outage: keep every container running and
     │   │                         retry with backoff
@@ -20,7 +21,8 @@ line and an exit code; the daemon's loop decides what each branch means for the 
     └── BundleError               the harness bundle could not be built
 
 The shared REST client's errors (:mod:`det.common.errors`) are translated into the
-``MasterError`` branch in one place, :func:`det.agent.master_client.MasterClient._request`.
+``AgentMasterError`` branch in one place,
+:func:`det.agent.master_client.MasterClient._request`.
 """
 
 from __future__ import annotations
@@ -30,19 +32,19 @@ class AgentError(Exception):
     """Root of the agent's errors."""
 
 
-class ConfigError(AgentError):
+class AgentConfigError(AgentError):
     """The agent's configuration cannot be used; the message names the setting."""
 
 
-class MasterError(AgentError):
+class AgentMasterError(AgentError):
     """Talking to the master failed."""
 
 
-class MasterUnavailable(MasterError):
+class MasterUnavailable(AgentMasterError):
     """No usable answer from the master (network error, timeout, 5xx, TLS, bad body)."""
 
 
-class MasterRejected(MasterError):
+class MasterRejected(AgentMasterError):
     """The master answered 4xx (bad token, unknown resource pool, ...): it is up, and says no."""
 
     def __init__(self, status: int, message: str) -> None:

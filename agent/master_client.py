@@ -57,7 +57,7 @@ class MasterClient:
     ) -> requests.Response:
         try:
             return self._api.request(method, path, timeout=timeout or self._timeout, **kwargs)
-        except common.APIError as e:
+        except common.MasterStatusError as e:
             what = f"{method} {path}: {e.body[:200]}"
             if e.rejected:
                 raise MasterRejected(e.status, what) from e
@@ -67,7 +67,7 @@ class MasterClient:
             raise MasterUnavailable(str(e)) from e
         except common.MasterUnreachable as e:
             raise MasterUnavailable(e.detail) from e
-        except common.MasterError as e:
+        except common.MasterCallError as e:
             raise MasterUnavailable(str(e)) from e
 
     def _json(self, resp: requests.Response) -> dict[str, Any]:

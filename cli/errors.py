@@ -7,13 +7,13 @@
 
     CliError                 exit 1: the user asked for something that cannot be done
     ├── UsageError           exit 2: bad arguments or input files
-    ├── APIError             exit 1, or 3 when unauthenticated (401): the master refused; its
+    ├── CliAPIError          exit 1, or 3 when unauthenticated (401): the master refused; its
     │                        message is shown
-    └── MasterUnreachable    exit 4: the master cannot be reached
+    └── CliUnreachable       exit 4: the master cannot be reached
 
     det.common.errors  →  CLI
-    APIError(status)       APIError(status, the master's message; 401 adds how to log in)
-    MasterUnreachable      MasterUnreachable ("is it running? set -m or DET_MASTER")
+    MasterStatusError      CliAPIError(status, the master's message; 401 adds how to log in)
+    MasterUnreachable      CliUnreachable ("is it running? set -m or DET_MASTER")
     MasterTLSError         CliError (the TLS problem and the setting that fixes it)
     CertError              CliError (the DET_MASTER_CERT_FILE problem)
     any other HarnessError CliError (its message)
@@ -32,19 +32,19 @@ class UsageError(CliError):
     exit_code = 2
 
 
-class APIError(CliError):
+class CliAPIError(CliError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
         self.exit_code = 3 if status == 401 else 1
 
 
-class MasterUnreachable(CliError):
+class CliUnreachable(CliError):
     exit_code = 4
 
 
-def unreachable(master: str) -> MasterUnreachable:
-    return MasterUnreachable(
+def unreachable(master: str) -> CliUnreachable:
+    return CliUnreachable(
         f"cannot reach the master at {master} (is it running? set -m or DET_MASTER)"
     )
 
@@ -52,11 +52,11 @@ def unreachable(master: str) -> MasterUnreachable:
 def translate(e: common.HarnessError, master: str | None = None) -> CliError:
     """The CLI error for an error of the shared client (see the table above); ``master`` names
     the master in "cannot reach" (default: the URL the client tried)."""
-    if isinstance(e, common.APIError):
+    if isinstance(e, common.MasterStatusError):
         message = e.message or f"HTTP {e.status}"
         if e.status == 401:
             message = f"{message} (log in with: det user login)"
-        return APIError(e.status, message)
+        return CliAPIError(e.status, message)
     if isinstance(e, common.MasterUnreachable):
         return unreachable(master or e.master_url)
     return CliError(str(e))

@@ -15,7 +15,7 @@ import yaml
 
 from det.cli import checkpoints, context, render
 from det.cli._util import add_json, noun, session, verb
-from det.cli.errors import APIError, CliError, UsageError
+from det.cli.errors import CliAPIError, CliError, UsageError
 from det.cli.projects import by_names
 from det.cli.resources import usd
 from det.cli.session import Session
@@ -60,7 +60,7 @@ def create(args: argparse.Namespace) -> None:
         body["projectId"] = args.project_id
     try:
         resp = cast("d.v1CreateExperimentResponse", s.post("/api/v1/experiments", body))
-    except APIError as e:
+    except CliAPIError as e:
         if e.status == 400:  # the master names the bad field: a usage error, like a local one
             raise UsageError(f"{args.config_file}: {e}") from None
         raise

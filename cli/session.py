@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, cast
 import requests
 from urllib3.exceptions import InsecureRequestWarning
 
-from det.cli.errors import APIError, CliError, UsageError, translate, unreachable
+from det.cli.errors import CliAPIError, CliError, UsageError, translate, unreachable
 from det.common import api, master_url, tls
 from det.common import errors as common_errors
-from det.common.errors import MasterError
+from det.common.errors import MasterCallError
 
 if TYPE_CHECKING:
     from det.master.schemas import d
@@ -123,7 +123,7 @@ class Session:
     ) -> requests.Response:
         try:
             return self.api.request(method, path, stream=stream, timeout=timeout, **kw)
-        except MasterError as e:
+        except MasterCallError as e:
             raise translate(e, self.master) from None
 
     def get(self, path: str, **kw: Any) -> Any:
@@ -181,14 +181,14 @@ class Session:
 
 
 def get_info(master: str) -> dict[str, Any]:
-    """The master's unauthenticated ``/info``; MasterUnreachable when it does not answer, a
+    """The master's unauthenticated ``/info``; CliUnreachable when it does not answer, a
     one-line CliError when its TLS certificate cannot be verified."""
     try:
         r = _client(master).get("/info", timeout=10)
-    except common_errors.APIError as e:
+    except common_errors.MasterStatusError as e:
         text = e.body.strip()[:300] or f"HTTP {e.status}"
-        raise APIError(e.status, f"{master}/info: {text}") from None
-    except MasterError as e:
+        raise CliAPIError(e.status, f"{master}/info: {text}") from None
+    except MasterCallError as e:
         raise translate(e, master) from None
     try:
         body = r.json()
@@ -198,7 +198,7 @@ def get_info(master: str) -> dict[str, Any]:
 
 
 def check_reachable(master: str) -> None:
-    """Raises MasterUnreachable unless the master answers its unauthenticated ``/info`` (and
+    """Raises CliUnreachable unless the master answers its unauthenticated ``/info`` (and
     the master's own error when it refuses, e.g. plain HTTP on its HTTPS port)."""
     get_info(master)
 
@@ -210,9 +210,9 @@ def login(master: str, user: str, password: str) -> Session:
             "d.v1LoginResponse",
             s.post("/api/v1/auth/login", {"username": user, "password": password}),
         )
-    except APIError as e:
+    except CliAPIError as e:
         if e.status == 401:
-            raise APIError(401, f"cannot log in as {user}: wrong username or password") from None
+            raise CliAPIError(401, f"cannot log in as {user}: wrong username or password") from None
         raise
     TokenStore(master).set(user, body["token"])
     return Session(master, body["token"], user)
@@ -246,7 +246,7 @@ def setup_session(master_arg: str | None, user_arg: str | None) -> Session:
             try:
                 _print_cluster_message(s.request("GET", "/api/v1/me"))
                 return s
-            except APIError as e:
+            except CliAPIError as e:
                 if e.status != 401:
                     raise
                 store.drop(user)

@@ -11,7 +11,7 @@ import yaml
 
 from det.cli import render
 from det.cli._util import add_json, noun, session, verb, workspace_by_name
-from det.cli.errors import APIError, UsageError
+from det.cli.errors import CliAPIError, UsageError
 from det.cli.workspaces import quoted
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def set_(args: argparse.Namespace) -> None:
     path = f"/api/v1/templates/{quoted(args.template_name)}"
     try:
         s.get(path)
-    except APIError as e:
+    except CliAPIError as e:
         if e.status != 404:
             raise
         workspace = workspace_by_name(s, args.workspace_name)["id"] if args.workspace_name else 0

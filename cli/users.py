@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from det.cli import render
 from det.cli._util import add_json, noun, session, verb
-from det.cli.errors import APIError, UsageError
+from det.cli.errors import CliAPIError, UsageError
 from det.cli.session import Session, TokenStore, canonical_master, login
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def do_logout(args: argparse.Namespace) -> None:
     if user and store.token(user):
         try:
             Session(master, store.token(user), user).post("/api/v1/auth/logout")
-        except APIError as e:
+        except CliAPIError as e:
             if e.status != 401:  # an already revoked or expired token: logged out all the same
                 raise
         finally:

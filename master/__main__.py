@@ -13,7 +13,7 @@ import sys
 import psycopg
 
 from det.master import db, server
-from det.master.config import ConfigError, load_config
+from det.master.config import MasterConfigError, load_config
 from det.master.logbuffer import BufferHandler
 
 
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         config = load_config(args.config_file)
-    except ConfigError as e:
+    except MasterConfigError as e:
         print(f"det-master: {e}", file=sys.stderr)
         return 2
     _setup_logging(config.log.level)
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"applied migrations: {applied or 'none (up to date)'}")
             return 0
         state = server.prepare(config)
-    except ConfigError as e:
+    except MasterConfigError as e:
         print(f"det-master: {e}", file=sys.stderr)
         return 2
     except psycopg.Error as e:

@@ -28,7 +28,7 @@ from det.master.expconf.environment import SECRET_KEYS, STORAGE_SECRET_KEYS, hid
 from det.master.provisioner.config import ProvisionerConfig, parse_provider_config
 
 
-class ConfigError(MasterError, ValueError):
+class MasterConfigError(MasterError, ValueError):
     """The master configuration is invalid; the message names the key."""
 
 
@@ -593,7 +593,7 @@ def parse_config(raw: dict[str, Any] | None, env: dict[str, str] | None = None) 
     try:
         return MasterConfig.model_validate(data)
     except pydantic.ValidationError as e:
-        raise ConfigError(_format_error(e)) from None
+        raise MasterConfigError(_format_error(e)) from None
 
 
 # The whole master.yaml document in one environment variable, for platforms that give a
@@ -614,14 +614,14 @@ def load_config(
         try:
             text = Path(path).read_text()
         except OSError as e:
-            raise ConfigError(f"cannot read master config {path}: {e.strerror}") from None
+            raise MasterConfigError(f"cannot read master config {path}: {e.strerror}") from None
     elif env.get(CONFIG_ENV):
         text = env[CONFIG_ENV]
     if text is not None:
         try:
             raw = yaml.safe_load(text)
         except yaml.YAMLError as e:
-            raise ConfigError(f"invalid YAML in {where}: {e}") from None
+            raise MasterConfigError(f"invalid YAML in {where}: {e}") from None
         if raw is not None and not isinstance(raw, dict):
-            raise ConfigError(f"master config {where} must be a mapping of keys")
+            raise MasterConfigError(f"master config {where} must be a mapping of keys")
     return parse_config(raw, env)

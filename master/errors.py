@@ -4,7 +4,7 @@
 
     MasterError                                     - anything the master raises on purpose
     ├── APIError (500, "internal")                  - answered to a request (below)
-    ├── det.master.config.ConfigError               - master.yaml (also a ValueError)
+    ├── det.master.config.MasterConfigError         - master.yaml (also a ValueError)
     ├── det.master.expconf.ConfigError              - an experiment or task config (ValueError)
     ├── det.master.provisioner.config_base.ProviderConfigError - a pool's provider (ValueError)
     ├── det.master.provisioner.provider.LaunchError - the cloud refused a launch

@@ -22,7 +22,7 @@ from waitress.server import TcpWSGIServer
 
 from det.master import authcache, db, dispatch, httptask, proxy
 from det.master.app import create_app
-from det.master.config import ConfigError, MasterConfig
+from det.master.config import MasterConfig, MasterConfigError
 from det.master.handles import MasterState
 from det.master.loop import ControlLoop
 from det.master.services import master_settings, users
@@ -36,7 +36,7 @@ def database_url(config: MasterConfig) -> str:
         return config.db.conninfo()
     if importlib.util.find_spec("pgserver") is None:
         # pgserver has no wheel for Python 3.13 and later (pyproject.toml leaves it out there).
-        raise ConfigError(
+        raise MasterConfigError(
             "no db: configured and the embedded PostgreSQL (the pgserver package) is not "
             f"available on Python {sys.version_info[0]}.{sys.version_info[1]}: configure db: "
             "(host, port, user, password, name) or DET_DB_HOST/DET_DB_PASSWORD"
@@ -62,10 +62,10 @@ def _cluster_identity(conninfo: str, config: MasterConfig) -> tuple[str, str, st
 
 
 def prepare(config: MasterConfig) -> MasterState:
-    """Everything before serving: fails with ConfigError on a config we cannot run with."""
+    """Everything before serving: fails with MasterConfigError on a config we cannot run with."""
     password = config.security.initial_user_password
     if not password and not config.security.allow_empty_initial_password:
-        raise ConfigError(
+        raise MasterConfigError(
             "security.initial_user_password is empty: set it (or DET_SECURITY_INITIAL_USER_PASSWORD);"
             " for local development only, security.allow_empty_initial_password: true"
         )
@@ -78,7 +78,7 @@ def prepare(config: MasterConfig) -> MasterState:
     else:
         missing = db.pending(conninfo)
         if missing:
-            raise ConfigError(
+            raise MasterConfigError(
                 f"the database is not migrated ({len(missing)} pending, the latest"
                 f" {missing[-1]}) and migrate_on_start is false: run `det-master migrate` first"
             )

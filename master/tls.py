@@ -32,7 +32,7 @@ from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
 
-from det.master.config import ConfigError, TlsConfig
+from det.master.config import MasterConfigError, TlsConfig
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ _DISCONNECTED = frozenset(
 
 
 def server_context(tls: TlsConfig) -> ssl.SSLContext:
-    """The server's SSLContext; ConfigError (one line naming the file and the problem) when the
+    """The server's SSLContext; MasterConfigError (one line naming the file and the problem) when the
     certificate or key cannot be used."""
     assert tls.cert is not None and tls.key is not None
     for what, path in (("cert", tls.cert), ("key", tls.key)):
@@ -56,21 +56,21 @@ def server_context(tls: TlsConfig) -> ssl.SSLContext:
         # The certificate alone first, so that a bad one is not reported as a bad key.
         ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=str(tls.cert))
     except ssl.SSLError as e:
-        raise ConfigError(
+        raise MasterConfigError(
             f"security.tls.cert: {tls.cert} is not a PEM certificate ({_reason(e)})"
         ) from None
     try:
         ctx.load_cert_chain(str(tls.cert), str(tls.key), password=_no_password)
     except ssl.SSLError as e:
         if "KEY_VALUES_MISMATCH" in str(e):
-            raise ConfigError(
+            raise MasterConfigError(
                 f"security.tls.key: {tls.key} is not the private key of the certificate {tls.cert}"
             ) from None
-        raise ConfigError(
+        raise MasterConfigError(
             f"security.tls.key: {tls.key} is not an unencrypted PEM private key ({_reason(e)})"
         ) from None
     except _Encrypted:
-        raise ConfigError(
+        raise MasterConfigError(
             f"security.tls.key: {tls.key} is encrypted with a passphrase; give the master an"
             " unencrypted key (readable only by the master's user)"
         ) from None
@@ -91,9 +91,9 @@ def _check_readable(setting: str, path: Path) -> None:
         with open(path, "rb") as f:
             f.read(1)
     except OSError as e:
-        raise ConfigError(f"{setting}: cannot read {path}: {e.strerror or e}") from None
+        raise MasterConfigError(f"{setting}: cannot read {path}: {e.strerror or e}") from None
     if os.path.getsize(path) == 0:
-        raise ConfigError(f"{setting}: {path} is empty")
+        raise MasterConfigError(f"{setting}: {path} is empty")
 
 
 def _reason(e: ssl.SSLError) -> str:

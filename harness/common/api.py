@@ -16,8 +16,9 @@ What it owns, so nobody else writes it again:
   ``retry_seconds`` (120 s by default, so a task survives a master restart; 0: one attempt,
   for callers with a retry policy of their own, such as the agent's heartbeat). Other answers
   are never retried;
-* errors: every failure is a :class:`det.common.errors.MasterError` (the tree is drawn there):
-  ``MasterUnreachable``, ``MasterTLSError`` (never retried) or ``APIError`` with the status.
+* errors: every failure is a :class:`det.common.errors.MasterCallError` (the tree is drawn
+  there): ``MasterUnreachable``, ``MasterTLSError`` (never retried) or ``MasterStatusError``
+  with the status.
 
 Thread-safe: each thread gets its own pooled ``requests.Session`` (they are not thread-safe).
 Runs inside task containers on Python 3.8+.
@@ -36,8 +37,8 @@ from det.common import master_url as _master_url
 from det.common import tls
 from det.common.backoff import backoff
 from det.common.errors import (
-    APIError,
-    MasterError,
+    MasterCallError,
+    MasterStatusError,
     MasterTLSError,
     MasterUnreachable,
     NotFoundError,
@@ -50,8 +51,8 @@ _RETRY_STATUSES = frozenset({502, 503, 504})
 
 __all__ = [
     "ALLOCATION_TOKEN_HEADER",
-    "APIError",
-    "MasterError",
+    "MasterCallError",
+    "MasterStatusError",
     "MasterTLSError",
     "MasterUnreachable",
     "NotFoundError",
@@ -130,7 +131,7 @@ class Session:
         timeout: float | None = 60.0,
         retry: bool = True,
     ) -> requests.Response:
-        """One call; raises :class:`MasterError` (see the module docstring)."""
+        """One call; raises :class:`MasterCallError` (see the module docstring)."""
         url = self.url(path)
         retry_seconds = self._retry_seconds if retry else 0.0
         deadline = time.monotonic() + retry_seconds
@@ -156,12 +157,12 @@ class Session:
                     raise MasterUnreachable(self.master_url, f"{method} {path}: {e}") from e
                 logger.debug("%s %s: %s; retrying in %.1fs", method, path, e, delay)
             except requests.RequestException as e:  # a malformed URL, too many redirects...
-                raise MasterError(f"{method} {url}: {e}") from e
+                raise MasterCallError(f"{method} {url}: {e}") from e
             else:
                 if resp.status_code < 400:
                     return resp
                 if resp.status_code not in _RETRY_STATUSES or not can_retry:
-                    cls = NotFoundError if resp.status_code == 404 else APIError
+                    cls = NotFoundError if resp.status_code == 404 else MasterStatusError
                     raise cls(method, path, resp.status_code, resp.text)
                 logger.debug(
                     "%s %s: HTTP %s; retrying in %.1fs", method, path, resp.status_code, delay

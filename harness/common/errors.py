@@ -1,23 +1,24 @@
 """The errors of det's task-side packages (``det.common``, ``det.core``, ``det.storage``); the
 CLI and the agent, which talk to the master through :mod:`det.common.api`, translate the
-``MasterError`` branch into their own (``det.cli.errors``, ``det.agent.errors``)::
+``MasterCallError`` branch into their own (``det.cli.errors``, ``det.agent.errors``)::
 
     HarnessError                      root: catch this for "det's harness failed"
     ├── CertError (also ValueError)   a DET_MASTER_CERT_FILE/NAME setting cannot be used
     ├── CheckpointNotFoundError       no checkpoint with that storage id (det.storage)
-    └── MasterError                   talking to the master failed
+    └── MasterCallError               a call to the master failed (the client's side; the
+        │                             master's own root is det.master.errors.MasterError)
         ├── MasterUnreachable         no answer: refused, reset, timed out (after the retries)
         ├── MasterTLSError            the master's certificate cannot be verified, or the TLS
         │                             handshake failed (never retried: it would fail again)
-        └── APIError                  the master answered an error status (.status, .body)
+        └── MasterStatusError         the master answered an error status (.status, .body)
             └── NotFoundError         404
 
 ``det.core.InvalidHP`` stands outside the tree on purpose: user code raises it to end a trial
 as "invalid hyperparameters"; it is a signal to det, not an error of det.
 
-``APIError.rejected`` tells a refusal (4xx: the request is wrong, retrying cannot help) from an
-outage that outlasted the retries (5xx). Only ``MasterUnreachable`` and a 5xx ``APIError`` mean
-"the master is not there"; a 4xx never does.
+``MasterStatusError.rejected`` tells a refusal (4xx: the request is wrong, retrying cannot help)
+from an outage that outlasted the retries (5xx). Only ``MasterUnreachable`` and a 5xx
+``MasterStatusError`` mean "the master is not there"; a 4xx never does.
 
 Runs inside task containers (Python 3.8+, standard library only).
 """
@@ -39,11 +40,11 @@ class CheckpointNotFoundError(HarnessError):
     """No checkpoint with that storage id in the checkpoint storage."""
 
 
-class MasterError(HarnessError):
+class MasterCallError(HarnessError):
     """Talking to the master failed; the message is one line naming the master or the call."""
 
 
-class MasterUnreachable(MasterError):
+class MasterUnreachable(MasterCallError):
     """The master did not answer (connection refused or reset, timeout), after the retries."""
 
     def __init__(self, master_url: str, detail: str) -> None:
@@ -52,11 +53,11 @@ class MasterUnreachable(MasterError):
         self.detail = detail
 
 
-class MasterTLSError(MasterError):
+class MasterTLSError(MasterCallError):
     """The master's TLS certificate cannot be verified (or the TLS handshake failed)."""
 
 
-class APIError(MasterError):
+class MasterStatusError(MasterCallError):
     """The master answered with an error status."""
 
     def __init__(self, method: str, path: str, status: int, body: str) -> None:
@@ -87,5 +88,5 @@ class APIError(MasterError):
         return self.body.strip()
 
 
-class NotFoundError(APIError):
+class NotFoundError(MasterStatusError):
     """The master answered 404."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import storage
 from ..common import startup
-from ..common.api import APIError, Session
+from ..common.api import MasterStatusError, Session
 from ..common.info import ClusterInfo, get_cluster_info
 from ._checkpoint import CheckpointContext, DummyCheckpointContext
 from ._distributed import DistributedContext, DummyDistributedContext
@@ -163,7 +163,7 @@ def _prepare_run(
             "/api/v1/runs/start",
             json={"runId": trial_id, "checkpointStorage": checkpoint_storage},
         )
-    except APIError as e:
+    except MasterStatusError as e:
         logger.warning("runs/start failed (continuing without a storage id): %s", e)
         return None
     sid = r.json().get("storageId")

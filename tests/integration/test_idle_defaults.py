@@ -104,5 +104,5 @@ def test_the_master_config_sets_or_turns_off_the_defaults(
 
 
 def test_a_negative_timeout_is_refused_naming_the_key() -> None:
-    with pytest.raises(master_config.ConfigError, match="tensorboard_timeout"):
+    with pytest.raises(master_config.MasterConfigError, match="tensorboard_timeout"):
         master_config.parse_config({"tensorboard_timeout": -1})

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from det.agent.config import ConfigError, load_config
+from det.agent.config import AgentConfigError, load_config
 
 MASTER = ["--master-url", "http://master:8080"]
 
@@ -48,22 +48,22 @@ def test_config_file_from_environment(tmp_path: Path) -> None:
 def test_unknown_key_in_file_is_rejected_by_name(tmp_path: Path) -> None:
     f = tmp_path / "agent.yaml"
     f.write_text("master_url: http://m:1\nslot_typo: gpu\n")
-    with pytest.raises(ConfigError, match=r"slot_typo .*unknown key"):
+    with pytest.raises(AgentConfigError, match=r"slot_typo .*unknown key"):
         load_config(["--config-file", str(f)], environ={})
 
 
 def test_bad_value_names_field_and_origin() -> None:
-    with pytest.raises(ConfigError, match=r"slot_type \(from \$DET_SLOT_TYPE\)"):
+    with pytest.raises(AgentConfigError, match=r"slot_type \(from \$DET_SLOT_TYPE\)"):
         load_config(MASTER, environ={"DET_SLOT_TYPE": "tpu"})
 
 
 def test_master_url_needs_a_scheme() -> None:
-    with pytest.raises(ConfigError, match=r"master_url.*http://"):
+    with pytest.raises(AgentConfigError, match=r"master_url.*http://"):
         load_config(["--master-url", "master:8080"], environ={})
 
 
 def test_missing_master_url() -> None:
-    with pytest.raises(ConfigError, match="master_url"):
+    with pytest.raises(AgentConfigError, match="master_url"):
         load_config([], environ={})
 
 
@@ -72,7 +72,7 @@ def test_labels_flag_repeatable_and_json_env() -> None:
     assert cfg.labels == {"a": "1", "b": "2"}
     cfg = load_config(MASTER, environ={"DET_LABELS": '{"x": "y"}'})
     assert cfg.labels == {"x": "y"}
-    with pytest.raises(ConfigError, match="DET_LABELS"):
+    with pytest.raises(AgentConfigError, match="DET_LABELS"):
         load_config(MASTER, environ={"DET_LABELS": "novalue"})
 
 
@@ -86,7 +86,7 @@ def test_token_from_file(tmp_path: Path) -> None:
 
 def test_unreadable_token_file_is_a_config_error(tmp_path: Path) -> None:
     cfg = load_config([*MASTER, "--agent-token-file", str(tmp_path / "missing")], environ={})
-    with pytest.raises(ConfigError, match="agent_token_file"):
+    with pytest.raises(AgentConfigError, match="agent_token_file"):
         cfg.token()
 
 
@@ -101,7 +101,7 @@ def test_preemption_notice_default_urls() -> None:
 
 
 def test_negative_artificial_slots_rejected() -> None:
-    with pytest.raises(ConfigError, match="artificial_slots"):
+    with pytest.raises(AgentConfigError, match="artificial_slots"):
         load_config([*MASTER, "--artificial-slots", "-1"], environ={})
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from det.agent.errors import AgentError, MasterError, MasterRejected, MasterUnavailable
+from det.agent.errors import AgentError, AgentMasterError, MasterRejected, MasterUnavailable
 from det.agent.master_client import MasterClient
 from tests.fakes.master import FakeMaster
 
@@ -21,7 +21,7 @@ def master() -> Iterator[FakeMaster]:
 
 def test_a_wrong_token_is_a_rejection_not_an_outage(master: FakeMaster) -> None:
     client = MasterClient(master.url, "not-the-token")
-    with pytest.raises(MasterError) as e:
+    with pytest.raises(AgentMasterError) as e:
         client.heartbeat("a1", {"resourcePool": "default", "slots": [], "containers": []})
     assert isinstance(e.value, MasterRejected) and e.value.status == 401
     assert not isinstance(e.value, MasterUnavailable)

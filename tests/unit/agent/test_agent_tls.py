@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from det.agent.config import ConfigError, load_config
+from det.agent.config import AgentConfigError, load_config
 from det.agent.master_client import CONTAINER_CERT_PATH, task_container_cert
 from det.common import tls
 
@@ -41,7 +41,7 @@ def test_cert_settings_come_from_file_env_and_flags(cert: Path, tmp_path: Path) 
 
 def test_an_unreadable_cert_file_stops_the_agent_naming_the_setting(tmp_path: Path) -> None:
     missing = tmp_path / "nope.pem"
-    with pytest.raises(ConfigError) as e:
+    with pytest.raises(AgentConfigError) as e:
         load_config([*MASTER, "--master-cert-file", str(missing)], environ={})
     assert str(e.value) == (
         f"master_cert_file={missing}: cannot read the certificate: No such file or directory"

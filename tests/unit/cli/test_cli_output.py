@@ -10,7 +10,7 @@ import pytest
 
 from det.cli import render
 from det.cli.__main__ import main
-from det.cli.errors import APIError, CliError, MasterUnreachable, UsageError
+from det.cli.errors import CliAPIError, CliError, CliUnreachable, UsageError
 from det.common import errors as common_errors
 
 
@@ -77,9 +77,9 @@ def _raise_from_a_command(error: Exception, monkeypatch: pytest.MonkeyPatch) -> 
     [
         (CliError("experiment 9 not found"), 1),
         (UsageError("bad"), 2),
-        (APIError(401, "unauthenticated"), 3),
-        (APIError(404, "not found"), 1),
-        (MasterUnreachable("cannot reach the master at http://x:8080"), 4),
+        (CliAPIError(401, "unauthenticated"), 3),
+        (CliAPIError(404, "not found"), 1),
+        (CliUnreachable("cannot reach the master at http://x:8080"), 4),
         (RuntimeError("boom"), 1),
     ],
 )
@@ -127,16 +127,20 @@ def test_deploy_commands_are_built_only_when_asked_for() -> None:
     ("error", "code", "line"),
     [
         (
-            common_errors.APIError("GET", "/api/v1/me", 401, '{"message": "invalid token"}'),
+            common_errors.MasterStatusError(
+                "GET", "/api/v1/me", 401, '{"message": "invalid token"}'
+            ),
             3,
             "invalid token (log in with: det user login)",
         ),
         (
-            common_errors.APIError("GET", "/api/v1/x", 403, '{"error": {"error": "not yours"}}'),
+            common_errors.MasterStatusError(
+                "GET", "/api/v1/x", 403, '{"error": {"error": "not yours"}}'
+            ),
             1,
             "not yours",
         ),
-        (common_errors.APIError("GET", "/x", 502, "bad gateway\n"), 1, "bad gateway"),
+        (common_errors.MasterStatusError("GET", "/x", 502, "bad gateway\n"), 1, "bad gateway"),
         (
             common_errors.MasterUnreachable("http://x:8080", "GET /info: refused"),
             4,

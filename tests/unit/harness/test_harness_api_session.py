@@ -7,7 +7,7 @@ import pytest
 import requests
 
 from det.common.api import (
-    APIError,
+    MasterStatusError,
     MasterUnreachable,
     NotFoundError,
     Session,
@@ -28,7 +28,7 @@ def test_sends_allocation_token_and_user_token_headers(master: FakeMaster) -> No
 def test_client_errors_are_not_retried(master: FakeMaster) -> None:
     master.state.fail_status[r"/progress$"] = 400
     s = Session(master.url, allocation_token=TOKEN)
-    with pytest.raises(APIError) as e:
+    with pytest.raises(MasterStatusError) as e:
         s.post("/api/v1/trials/1/progress", json={})
     assert e.value.status == 400 and e.value.rejected
     assert len(master.requests_to("/progress")) == 1
@@ -86,7 +86,7 @@ def test_canonicalizes_master_url() -> None:
 def test_an_outage_that_outlasts_the_retries_is_not_a_rejection(master: FakeMaster) -> None:
     master.state.fail_status[r"/progress$"] = 503
     s = Session(master.url, allocation_token=TOKEN, retry_seconds=0.3)
-    with pytest.raises(APIError) as e:
+    with pytest.raises(MasterStatusError) as e:
         s.post("/api/v1/trials/1/progress", json={})
     assert e.value.status == 503 and not e.value.rejected
     assert len(master.requests_to("/progress")) >= 2
@@ -95,7 +95,7 @@ def test_an_outage_that_outlasts_the_retries_is_not_a_rejection(master: FakeMast
 def test_one_attempt_when_retries_are_off(master: FakeMaster) -> None:
     master.state.fail_status[r"/progress$"] = 503
     s = Session(master.url, allocation_token=TOKEN, retry_seconds=0)
-    with pytest.raises(APIError):
+    with pytest.raises(MasterStatusError):
         s.post("/api/v1/trials/1/progress", json={})
     assert len(master.requests_to("/progress")) == 1
 

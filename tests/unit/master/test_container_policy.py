@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from det.master.config import ConfigError, parse_config
+from det.master.config import MasterConfigError, parse_config
 from det.master.container_policy import (
     ContainerPolicy,
     Trusted,
@@ -259,7 +259,7 @@ def test_a_pools_keys_replace_the_masters() -> None:
 
 
 def test_unknown_policy_key_is_refused_by_name() -> None:
-    with pytest.raises(ConfigError, match=r"task_container_policy\.allow_everything"):
+    with pytest.raises(MasterConfigError, match=r"task_container_policy\.allow_everything"):
         parse_config({"task_container_policy": {"allow_everything": True}})
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from det.master.config import ConfigError, load_config, parse_config
+from det.master.config import MasterConfigError, load_config, parse_config
 
 
 def test_defaults_match_determined() -> None:
@@ -19,12 +19,12 @@ def test_defaults_match_determined() -> None:
 
 
 def test_unknown_key_is_named_with_its_path() -> None:
-    with pytest.raises(ConfigError, match=r"unknown key 'resource_manager.scheduler.kind'"):
+    with pytest.raises(MasterConfigError, match=r"unknown key 'resource_manager.scheduler.kind'"):
         parse_config({"resource_manager": {"scheduler": {"kind": "priority"}}}, env={})
 
 
 def test_wrong_type_names_the_field() -> None:
-    with pytest.raises(ConfigError, match=r"port: "):
+    with pytest.raises(MasterConfigError, match=r"port: "):
         parse_config({"port": "eighty"}, env={})
 
 
@@ -48,9 +48,9 @@ def test_db_password_never_appears_in_the_redacted_config() -> None:
 def test_config_file_errors_are_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "master.yaml"
     bad.write_text("port: [1\n")
-    with pytest.raises(ConfigError, match="invalid YAML"):
+    with pytest.raises(MasterConfigError, match="invalid YAML"):
         load_config(bad, env={})
-    with pytest.raises(ConfigError, match="cannot read"):
+    with pytest.raises(MasterConfigError, match="cannot read"):
         load_config(tmp_path / "missing.yaml", env={})
 
 
@@ -64,9 +64,9 @@ def test_config_document_from_the_environment_for_serverless_platforms(tmp_path:
     given = tmp_path / "master.yaml"
     given.write_text("port: 8282\n")
     assert load_config(given, env=env).port == 8282  # a file given wins
-    with pytest.raises(ConfigError, match=r"invalid YAML in \$DET_MASTER_CONFIG"):
+    with pytest.raises(MasterConfigError, match=r"invalid YAML in \$DET_MASTER_CONFIG"):
         load_config(None, env={"DET_MASTER_CONFIG": "port: [1\n"})
-    with pytest.raises(ConfigError, match="unknown key 'bogus'"):
+    with pytest.raises(MasterConfigError, match="unknown key 'bogus'"):
         load_config(None, env={"DET_MASTER_CONFIG": "bogus: 1\n"})
 
 
@@ -109,14 +109,14 @@ def test_a_pools_provider_block_is_parsed_once_with_the_master_config() -> None:
 
 def test_a_bad_provider_block_stops_the_config_naming_the_pool_and_field() -> None:
     bad = {**AWS_POOL, "max_instances": -1}
-    with pytest.raises(ConfigError) as e:
+    with pytest.raises(MasterConfigError) as e:
         parse_config(
             {"resource_pools": [{"pool_name": "a"}, {"pool_name": "b", "provider": bad}]}, env={}
         )
     assert str(e.value).startswith(
         "invalid master config: resource_pools[1].provider.max_instances"
     )
-    with pytest.raises(ConfigError, match=r"resource_pools\[0\]\.provider\.type: required"):
+    with pytest.raises(MasterConfigError, match=r"resource_pools\[0\]\.provider\.type: required"):
         parse_config({"resource_pools": [{"pool_name": "a", "provider": {}}]}, env={})
 
 
@@ -213,6 +213,6 @@ def test_long_requests_end_before_the_platform_limit(
 def test_a_bad_wakeups_block_is_one_line_naming_the_field(
     block: dict[str, str], message: str
 ) -> None:
-    with pytest.raises(ConfigError) as e:
+    with pytest.raises(MasterConfigError) as e:
         parse_config({"wakeups": block})
     assert message in str(e.value) and "\n" not in str(e.value)

@@ -46,6 +46,6 @@ def test_every_master_exception_is_under_the_root() -> None:
 
 
 def test_config_errors_stay_value_errors_and_api_errors_keep_their_status() -> None:
-    for cls in (config.ConfigError, expconf.ConfigError):
+    for cls in (config.MasterConfigError, expconf.ConfigError):
         assert issubclass(cls, MasterError) and issubclass(cls, ValueError)
     assert issubclass(InvalidArgument, APIError) and InvalidArgument("x").status == 400

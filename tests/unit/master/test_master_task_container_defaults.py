@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from det.master.config import ConfigError, merge_task_container_defaults, parse_config
+from det.master.config import MasterConfigError, merge_task_container_defaults, parse_config
 from det.master.expconf import parse_experiment_config
 
 EXP: dict[str, Any] = {
@@ -105,12 +105,14 @@ def test_the_experiment_still_wins_over_pool_defaults() -> None:
     ],
 )
 def test_bad_defaults_are_refused_naming_the_key(tcd: dict[str, Any], message: str) -> None:
-    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+    with pytest.raises(MasterConfigError, match=message.replace(".", r"\.")):
         parse_config({"task_container_defaults": tcd})
 
 
 def test_a_bad_pool_default_names_the_pool() -> None:
-    with pytest.raises(ConfigError, match=r"resource_pools\.0\.task_container_defaults\.imge"):
+    with pytest.raises(
+        MasterConfigError, match=r"resource_pools\.0\.task_container_defaults\.imge"
+    ):
         parse_config(
             {"resource_pools": [{"pool_name": "a", "task_container_defaults": {"imge": 1}}]}
         )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from det.master.config import ConfigError, parse_config
+from det.master.config import MasterConfigError, parse_config
 from det.master.tls import server_context
 
 
@@ -43,7 +43,7 @@ def test_tls_keys_from_file_and_env(pair: tuple[Path, Path]) -> None:
     ],
 )
 def test_tls_keys_are_checked(tls: dict[str, str], message: str) -> None:
-    with pytest.raises(ConfigError) as e:
+    with pytest.raises(MasterConfigError) as e:
         parse_config({"security": {"tls": tls}})
     assert message in str(e.value)
 
@@ -69,7 +69,7 @@ def test_an_encrypted_key_is_refused_without_a_prompt(
         capture_output=True,
     )
     cfg = parse_config({"security": {"tls": {"cert": str(cert), "key": str(encrypted)}}})
-    with pytest.raises(ConfigError, match="is encrypted with a passphrase"):
+    with pytest.raises(MasterConfigError, match="is encrypted with a passphrase"):
         server_context(cfg.security.tls)
     cfg = parse_config({"security": {"tls": {"cert": str(cert), "key": str(key)}}})
     ctx = server_context(cfg.security.tls)

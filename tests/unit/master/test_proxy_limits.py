@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from det.master.config import ConfigError, parse_config
+from det.master.config import MasterConfigError, parse_config
 from det.master.proxy_limits import Caps, Counts
 
 
@@ -66,7 +66,9 @@ def test_config_defaults_and_the_shares_stay_below_the_whole() -> None:
     proxy = parse_config({}, env={}).proxy
     assert (proxy.max_connections, proxy.max_connections_per_user) == (1024, 128)
     assert proxy.max_connections_per_task == 64
-    with pytest.raises(ConfigError, match=r"max_connections_per_user \(200\) must not exceed"):
+    with pytest.raises(
+        MasterConfigError, match=r"max_connections_per_user \(200\) must not exceed"
+    ):
         parse_config({"proxy": {"max_connections": 100, "max_connections_per_user": 200}}, env={})
-    with pytest.raises(ConfigError, match=r"proxy\.max_connections_per_task"):
+    with pytest.raises(MasterConfigError, match=r"proxy\.max_connections_per_task"):
         parse_config({"proxy": {"max_connections_per_task": 0}}, env={})

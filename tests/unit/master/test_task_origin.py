@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from det.master.config import ConfigError, parse_config
+from det.master.config import MasterConfigError, parse_config
 from det.master.task_origin import (
     ResponseFilter,
     filter_response_head,
@@ -29,20 +29,20 @@ TID = "0b6f1f5e-1f5e-4c1a-9b7e-2f1d3c4b5a69"
     ],
 )
 def test_a_bad_task_origin_is_refused_naming_the_field(value: str, rule: str) -> None:
-    with pytest.raises(ConfigError, match=r"task_origin") as e:
+    with pytest.raises(MasterConfigError, match=r"task_origin") as e:
         parse_config({"task_origin": value}, env={})
     assert rule in str(e.value) and "\n" not in str(e.value)
 
 
 def test_the_task_origin_is_never_the_masters() -> None:
-    with pytest.raises(ConfigError, match="task_port: must differ from port"):
+    with pytest.raises(MasterConfigError, match="task_port: must differ from port"):
         parse_config({"port": 8080, "task_port": 8080}, env={})
-    with pytest.raises(ConfigError, match="must not be the master's own origin"):
+    with pytest.raises(MasterConfigError, match="must not be the master's own origin"):
         parse_config(
             {"master_url": "https://det.example.com", "task_origin": "https://det.example.com"},
             env={},
         )
-    with pytest.raises(ConfigError, match="task_port: null needs task_origin"):
+    with pytest.raises(MasterConfigError, match="task_port: null needs task_origin"):
         parse_config({"task_port": None}, env={})
     cfg = parse_config({}, env={"DET_TASK_ORIGIN": "https://{task}.t.example.com/"})
     assert cfg.task_origin == "https://{task}.t.example.com" and cfg.task_port == 0
