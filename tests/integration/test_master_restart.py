@@ -84,7 +84,7 @@ def test_leader_killed_and_restarted_loses_nothing(master_factory: Any, pg_url: 
                 len(trials(m, eid)) >= 3
                 and any(t["totalBatchesProcessed"] >= 2 for t in trials(m, eid))
             ),
-            60,
+            300,
             "training under way",
         )
         m.kill(signal.SIGKILL)
@@ -92,7 +92,7 @@ def test_leader_killed_and_restarted_loses_nothing(master_factory: Any, pg_url: 
         m2: Master = master_factory(port=port, name="a-restarted")
         wait(
             lambda: exp_state(m2, eid) == "STATE_COMPLETED",
-            180,
+            600,
             "search to complete after the restart",
         )
         ts = trials(m2, eid)
@@ -117,7 +117,7 @@ def test_second_master_takes_over_the_loops(master_factory: Any, pg_url: str) ->
         eid = create(follower, SEARCH)
         wait(
             lambda: any(t["totalBatchesProcessed"] >= 2 for t in trials(follower, eid)),
-            60,
+            300,
             "training under way",
         )
         assert "leads the control loops" in leader.logs()
@@ -125,7 +125,7 @@ def test_second_master_takes_over_the_loops(master_factory: Any, pg_url: str) ->
         leader.kill(signal.SIGKILL)
         wait(
             lambda: exp_state(follower, eid) == "STATE_COMPLETED",
-            180,
+            600,
             "search to complete on the follower",
         )
         assert "leads the control loops" in follower.logs()

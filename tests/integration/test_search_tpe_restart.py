@@ -6,6 +6,7 @@ masters created, including those the model chose after the restart from what it 
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from typing import Any
 
@@ -60,6 +61,30 @@ def slow_training(master: str, spec: dict[str, Any], killed: Any) -> int:
     return sim_agent.default_training(master, spec, killed, steps=9, validate_every=1, curve=curve)
 
 
+FIRST = 10  # trials that train before the kill; the model starts after 10 trials report
+
+
+def gated(opened: threading.Event) -> Any:
+    """``slow_training`` for the first FIRST trials; every later trial waits for ``opened`` (the
+    kill) before it trains. With 3 trials at a time, at most FIRST + 3 of the 16 exist when the
+    master is killed, however the machine's load paces the search against the test's polls."""
+    order: list[str] = []  # trial ids in the order of their first start
+    lock = threading.Lock()
+
+    def train(master: str, spec: dict[str, Any], killed: Any) -> int:
+        trial = spec["env"]["DET_TRIAL_ID"]
+        with lock:
+            if trial not in order:
+                order.append(trial)
+            held = order.index(trial) >= FIRST
+        while held and not opened.wait(0.2):
+            if killed.is_set():
+                return 137
+        return slow_training(master, spec, killed)
+
+    return train
+
+
 def replay(pg_url: str, eid: int) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """(what one searcher fed the recorded events creates, what the masters created)."""
     with psycopg.connect(pg_url, row_factory=dict_row) as conn:
@@ -111,18 +136,21 @@ def _trial_count(pg_url: str, eid: int) -> int:
 def test_restarted_master_continues_the_same_tpe_search(master_factory: Any, pg_url: str) -> None:
     port = free_port()
     m: Master = master_factory(port=port, name="a")
-    agents = [
-        SimAgent(m.url, m.agent_token, f"sim-{i}", train=slow_training).start() for i in range(3)
-    ]
+    opened = threading.Event()
+    train = gated(opened)  # one count of trials over the three agents
+    agents = [SimAgent(m.url, m.agent_token, f"sim-{i}", train=train).start() for i in range(3)]
     try:
         eid = create(m, SEARCH)
         # Kill once the model has data to learn from (it starts after 10 trials report).
-        wait(lambda: len(trials(m, eid)) >= 10, 120, "the search under way")
+        # Deadlines for a loaded machine (3 test workers on 2 cores): the whole search takes
+        # about a minute on a quiet one.
+        wait(lambda: len(trials(m, eid)) >= FIRST, 600, "the search under way")
         m.kill(signal.SIGKILL)
+        opened.set()
         assert _trial_count(pg_url, eid) < 16, "the search ended before the kill"
         time.sleep(1.0)
         m2: Master = master_factory(port=port, name="a-restarted")
-        wait(lambda: exp_state(m2, eid) == "STATE_COMPLETED", 240, "the search to complete")
+        wait(lambda: exp_state(m2, eid) == "STATE_COMPLETED", 900, "the search to complete")
         ts = trials(m2, eid)
         assert len(ts) == 16 and {t["state"] for t in ts} == {"STATE_COMPLETED"}
     finally:
