@@ -20,6 +20,7 @@ import requests
 import yaml
 
 from det.common import tls
+from det.master import tls as master_tls
 from tests.docker_support import docker_client
 from tests.integration.cli_support import REPO, run_subprocess
 from tests.integration.conftest import ADMIN_PASSWORD, Master, free_port
@@ -166,11 +167,13 @@ def test_a_silent_client_does_not_hold_up_others(tls_master_factory: Any, local_
     m = tls_master_factory(local_cert)
     port = int(m.url.rsplit(":", 1)[1])
     silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(5)]
+    # Threads waiting for the silent handshakes would hold each request for the server's
+    # HANDSHAKE_SECONDS (30): each request's limit sits well below that and well above what a
+    # handshake takes on a loaded machine (a bound on the five together depended on the load).
+    assert master_tls.HANDSHAKE_SECONDS >= 30
     try:
-        t0 = time.monotonic()
         for _ in range(5):  # a new connection (and handshake) each time
-            assert requests.get(m.url + "/info", verify=str(local_cert.cert), timeout=5).ok
-        assert time.monotonic() - t0 < 5
+            assert requests.get(m.url + "/info", verify=str(local_cert.cert), timeout=15).ok
     finally:
         for c in silent:
             c.close()
