@@ -7,6 +7,12 @@
   ALB is internal and a CloudFront distribution (a VPC origin: CloudFront alone reaches the
   ALB) serves the master on its own ``*.cloudfront.net`` name with CloudFront's certificate.
   WebSockets pass through both. Agents and clients use that URL with public-CA TLS.
+* The task origin (notebooks, TensorBoards: det.master.task_origin) has a name of its own:
+  ``tasks.<domain>`` on the certificate with ``--domain``, else a second CloudFront
+  distribution to the same ALB. An ALB rule sends its requests to a second target group, the
+  master's task listener (:data:`~det.deploy.common.serverless.TASK_CONTAINER_PORT`), which
+  serves only the task proxy: by ``Host`` with a domain, by :data:`FRONT_HEADER` (set by each
+  distribution, see :func:`_distribution`) behind CloudFront.
 * Scale to zero: 0 to :data:`~det.deploy.common.serverless.MAX_INSTANCES` tasks (Application
   Auto Scaling). A request (the ALB answers 503 while no task runs, and counts it) sets one task
   running within about a minute; 15 minutes without any sets none. The loop's wake-ups
@@ -52,6 +58,17 @@ CLOUDFRONT_READ_TIMEOUT_S = 60
 CACHING_DISABLED = "4135ea2d-6df8-44a3-9df3-4b5a84be39ad"
 ALL_VIEWER = "216adef6-5c7f-47e4-b989-5492eafa07d3"
 CLOUDFRONT_PREFIX_LIST = "com.amazonaws.global.cloudfront.origin-facing"
+# Which distribution an origin request came through: each distribution sets this origin custom
+# header, ``api`` or ``tasks``, and the ALB sends ``tasks`` to the task listener. CloudFront
+# overwrites a viewer's header of the same name ("If a header is present, CloudFront overwrites
+# the header value before forwarding the request to the origin":
+# https://docs.aws.amazon.com/AmazonCloudFront/latest/DeveloperGuide/add-origin-custom-headers.html),
+# so no viewer of the API's distribution can have its request taken for the task origin's; and
+# only these two distributions reach the internal ALB (a VPC origin of this account).
+FRONT_HEADER = "X-Det-Front"
+FRONT_API = "api"
+FRONT_TASKS = "tasks"
+TASKS_RULE_PRIORITY = 10
 TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
 SLEEP_AFTER_MINUTES = 15
 AURORA_MAX_ACU = 4.0
@@ -205,7 +222,10 @@ def container_definitions(
         "image": image,
         "essential": True,
         "readonlyRootFilesystem": True,
-        "portMappings": [{"containerPort": sl.CONTAINER_PORT, "protocol": "tcp"}],
+        "portMappings": [
+            {"containerPort": port, "protocol": "tcp"}
+            for port in (sl.CONTAINER_PORT, sl.TASK_CONTAINER_PORT)
+        ],
         "environment": [{"name": k, "value": v} for k, v in environment.items()],
         "secrets": [{"name": k, "valueFrom": v} for k, v in secrets.items()],
         "mountPoints": [{"sourceVolume": "tmp", "containerPath": "/tmp", "readOnly": False}],
@@ -306,17 +326,22 @@ def _security_groups(
             prefix_list=cloudfront.id,
         )
     port = (sl.CONTAINER_PORT, sl.CONTAINER_PORT)
-    aws.vpc.SecurityGroupEgressRule(
-        f"{name}-alb-to-task",
-        security_group_id=groups.alb.id,
-        ip_protocol="tcp",
-        from_port=port[0],
-        to_port=port[1],
-        referenced_security_group_id=groups.task.id,
-        description="the master's tasks",
-        opts=child,
-    )
-    ingress("alb-to-task", groups.task, port, "the load balancer", source=groups.alb)
+    task_port = (sl.TASK_CONTAINER_PORT, sl.TASK_CONTAINER_PORT)
+    for suffix, ports, what in (("", port, "API"), ("-origin", task_port, "task origin")):
+        aws.vpc.SecurityGroupEgressRule(
+            f"{name}-alb-to-task{suffix}",
+            security_group_id=groups.alb.id,
+            ip_protocol="tcp",
+            from_port=ports[0],
+            to_port=ports[1],
+            referenced_security_group_id=groups.task.id,
+            description=f"the master's tasks ({what})",
+            opts=child,
+        )
+        ingress(
+            f"alb-to-task{suffix}", groups.task, ports, f"the load balancer ({what})",
+            source=groups.alb,
+        )  # fmt: skip
     ingress(
         "task-to-agent",
         groups.agent,
@@ -486,6 +511,7 @@ def build(
         "region": pulumi.Output.from_input(cfg.region),
         "master": pulumi.Output.from_input(sl.SERVERLESS),
         "master_url": plane.url,
+        "task_url": plane.task_url,
         "master_image": pulumi.Output.from_input(
             cfg.rollout.service if cfg.rollout else plane.release
         ),
@@ -530,6 +556,7 @@ class ServerlessMasterArgs:
 
 class ServerlessMaster(pulumi.ComponentResource):
     url: pulumi.Output[str]
+    task_url: pulumi.Output[str]
     release: pulumi.Output[str]
     repository_url: pulumi.Output[str]
     ecs_cluster: pulumi.Output[str]
@@ -576,6 +603,7 @@ class ServerlessMaster(pulumi.ComponentResource):
         roles = self._roles(name, cfg, args, repo, agent_subnet, child)
         front = self._front(name, cfg, args, child)
         self.url = front["url"]
+        self.task_url = front["task_url"]
         self.alb_dns = front["alb_dns"]
         self.certificate_validation = front["validation"]
         self._wakeup_route(name, cfg, roles["bus"], self.url, child)
@@ -584,6 +612,7 @@ class ServerlessMaster(pulumi.ComponentResource):
         uploads = master.release_objects(name, cfg.boot, args.bucket.bucket, child)
         config = pulumi.Output.all(
             url=self.url,
+            task_url=self.task_url,
             bucket=args.bucket.bucket,
             db_host=args.db.host,
             db_port=args.db.port,
@@ -831,7 +860,8 @@ class ServerlessMaster(pulumi.ComponentResource):
     def _front(
         self, name: str, cfg: AwsConfig, args: ServerlessMasterArgs, child: pulumi.ResourceOptions
     ) -> dict[str, Any]:
-        """The ALB (and CloudFront without a domain); the master's public URL."""
+        """The ALB (and CloudFront without a domain); the master's public URL and its task
+        origin's."""
         tags = cfg.tags
         alb = aws.lb.LoadBalancer(
             name,
@@ -845,25 +875,45 @@ class ServerlessMaster(pulumi.ComponentResource):
             tags=tags,
             opts=child,
         )
-        target = aws.lb.TargetGroup(
-            name,
-            name=short_name(cfg, "tg"),
-            port=sl.CONTAINER_PORT,
-            protocol="HTTP",
-            target_type="ip",
-            vpc_id=args.vpc_id,
-            deregistration_delay=30,
-            health_check=aws.lb.TargetGroupHealthCheckArgs(
-                path="/info", interval=10, healthy_threshold=2, unhealthy_threshold=3, matcher="200"
-            ),
-            tags=tags,
-            opts=child,
-        )
+
+        def target_group(suffix: str, role: str, port: int) -> aws.lb.TargetGroup:
+            # Both answer health checks on the API's /info (the task listener has no page).
+            return aws.lb.TargetGroup(
+                f"{name}{suffix}",
+                name=short_name(cfg, role),
+                port=port,
+                protocol="HTTP",
+                target_type="ip",
+                vpc_id=args.vpc_id,
+                deregistration_delay=30,
+                health_check=aws.lb.TargetGroupHealthCheckArgs(
+                    path="/info",
+                    port=str(sl.CONTAINER_PORT),
+                    interval=10,
+                    healthy_threshold=2,
+                    unhealthy_threshold=3,
+                    matcher="200",
+                ),
+                tags=tags,
+                opts=child,
+            )
+
+        target = target_group("", "tg", sl.CONTAINER_PORT)
+        tasks_target = target_group("-tasks", "tasks", sl.TASK_CONTAINER_PORT)
         forward = [aws.lb.ListenerDefaultActionArgs(type="forward", target_group_arn=target.arn)]
+        to_tasks = [
+            aws.lb.ListenerRuleActionArgs(type="forward", target_group_arn=tasks_target.arn)
+        ]
         validation: pulumi.Output[Any] = pulumi.Output.from_input(None)
         if cfg.domain:
+            tasks_host = f"tasks.{cfg.domain}"
             cert = aws.acm.Certificate(
-                name, domain_name=cfg.domain, validation_method="DNS", tags=tags, opts=child
+                name,
+                domain_name=cfg.domain,
+                subject_alternative_names=[tasks_host],
+                validation_method="DNS",
+                tags=tags,
+                opts=child,
             )
             validation = cert.domain_validation_options
             done = aws.acm.CertificateValidation(name, certificate_arn=cert.arn, opts=child)
@@ -877,6 +927,11 @@ class ServerlessMaster(pulumi.ComponentResource):
                 default_actions=forward,
                 tags=tags,
                 opts=child,
+            )
+            # The ALB passes the browser's Host on: a browser sends the task origin's name only
+            # for a page of the task origin.
+            condition = aws.lb.ListenerRuleConditionArgs(
+                host_header=aws.lb.ListenerRuleConditionHostHeaderArgs(values=[tasks_host])
             )
             aws.lb.Listener(
                 f"{name}-http",
@@ -895,6 +950,7 @@ class ServerlessMaster(pulumi.ComponentResource):
                 opts=child,
             )
             url: pulumi.Output[str] = pulumi.Output.from_input(f"https://{cfg.domain}")
+            task_url: pulumi.Output[str] = pulumi.Output.from_input(f"https://{tasks_host}")
         else:
             # Internal ALB: plain HTTP inside the VPC, from CloudFront's VPC origin only.
             listener = aws.lb.Listener(
@@ -905,6 +961,11 @@ class ServerlessMaster(pulumi.ComponentResource):
                 default_actions=forward,
                 tags=tags,
                 opts=child,
+            )
+            condition = aws.lb.ListenerRuleConditionArgs(
+                http_header=aws.lb.ListenerRuleConditionHttpHeaderArgs(
+                    http_header_name=FRONT_HEADER, values=[FRONT_TASKS]
+                )
             )
             origin = aws.cloudfront.VpcOrigin(
                 name,
@@ -921,57 +982,27 @@ class ServerlessMaster(pulumi.ComponentResource):
                 tags=tags,
                 opts=child,
             )
-            methods = ["GET", "HEAD", "OPTIONS", "PUT", "POST", "PATCH", "DELETE"]
-            dist = aws.cloudfront.Distribution(
-                name,
-                enabled=True,
-                comment=f"det master ({cfg.cluster_id})",
-                price_class="PriceClass_100",
-                http_version="http2",
-                origins=[
-                    aws.cloudfront.DistributionOriginArgs(
-                        origin_id="master",
-                        domain_name=alb.dns_name,
-                        vpc_origin_config=aws.cloudfront.DistributionOriginVpcOriginConfigArgs(
-                            vpc_origin_id=origin.id,
-                            origin_read_timeout=CLOUDFRONT_READ_TIMEOUT_S,
-                            origin_keepalive_timeout=60,
-                        ),
-                    )
-                ],
-                default_cache_behavior=aws.cloudfront.DistributionDefaultCacheBehaviorArgs(
-                    target_origin_id="master",
-                    viewer_protocol_policy="redirect-to-https",
-                    allowed_methods=methods,
-                    cached_methods=["GET", "HEAD"],
-                    cache_policy_id=CACHING_DISABLED,
-                    origin_request_policy_id=ALL_VIEWER,
-                    compress=True,
-                ),
-                # A sleeping master answers 503 until its task runs: never cache that.
-                custom_error_responses=[
-                    aws.cloudfront.DistributionCustomErrorResponseArgs(
-                        error_code=c, error_caching_min_ttl=0
-                    )
-                    for c in (502, 503, 504)
-                ],
-                restrictions=aws.cloudfront.DistributionRestrictionsArgs(
-                    geo_restriction=aws.cloudfront.DistributionRestrictionsGeoRestrictionArgs(
-                        restriction_type="none"
-                    )
-                ),
-                viewer_certificate=aws.cloudfront.DistributionViewerCertificateArgs(
-                    cloudfront_default_certificate=True
-                ),
-                tags=tags,
-                opts=child,
-            )
+            dist = _distribution(name, cfg, alb, origin, FRONT_API, child)
+            tasks_dist = _distribution(f"{name}-tasks", cfg, alb, origin, FRONT_TASKS, child)
             url = dist.domain_name.apply(lambda d: f"https://{d}")
+            task_url = tasks_dist.domain_name.apply(lambda d: f"https://{d}")
+        rule = aws.lb.ListenerRule(
+            f"{name}-tasks",
+            listener_arn=listener.arn,
+            priority=TASKS_RULE_PRIORITY,
+            conditions=[condition],
+            actions=to_tasks,
+            tags=tags,
+            opts=child,
+        )
         return {
             "alb": alb,
             "target": target,
+            "tasks_target": tasks_target,
             "listener": listener,
+            "rule": rule,
             "url": url,
+            "task_url": task_url,
             "alb_dns": alb.dns_name,
             "validation": validation,
         }
@@ -1006,9 +1037,13 @@ class ServerlessMaster(pulumi.ComponentResource):
             ),
             load_balancers=[
                 aws.ecs.ServiceLoadBalancerArgs(
-                    target_group_arn=front["target"].arn,
+                    target_group_arn=front[target].arn,
                     container_name=CONTAINER,
-                    container_port=sl.CONTAINER_PORT,
+                    container_port=port,
+                )
+                for target, port in (
+                    ("target", sl.CONTAINER_PORT),
+                    ("tasks_target", sl.TASK_CONTAINER_PORT),
                 )
             ],
             propagate_tags="SERVICE",
@@ -1017,7 +1052,8 @@ class ServerlessMaster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(
                 child,
                 pulumi.ResourceOptions(
-                    depends_on=[front["listener"], migration], ignore_changes=["desiredCount"]
+                    depends_on=[front["listener"], front["rule"], migration],
+                    ignore_changes=["desiredCount"],
                 ),
             ),
         )
@@ -1089,6 +1125,70 @@ class ServerlessMaster(pulumi.ComponentResource):
         )
 
 
+def _distribution(
+    name: str,
+    cfg: AwsConfig,
+    alb: aws.lb.LoadBalancer,
+    origin: aws.cloudfront.VpcOrigin,
+    front: str,
+    child: pulumi.ResourceOptions,
+) -> aws.cloudfront.Distribution:
+    """A CloudFront distribution to the ALB (its VPC origin) on its own ``*.cloudfront.net``
+    name: nothing cached, every viewer header passed on (``AllViewer``: the browser's ``Host``
+    and ``Origin`` reach the master), and :data:`FRONT_HEADER` set to ``front``, overwriting
+    whatever a viewer sent under that name."""
+    methods = ["GET", "HEAD", "OPTIONS", "PUT", "POST", "PATCH", "DELETE"]
+    return aws.cloudfront.Distribution(
+        name,
+        enabled=True,
+        comment=f"det master ({cfg.cluster_id}, {front})",
+        price_class="PriceClass_100",
+        http_version="http2",
+        origins=[
+            aws.cloudfront.DistributionOriginArgs(
+                origin_id="master",
+                domain_name=alb.dns_name,
+                custom_headers=[
+                    aws.cloudfront.DistributionOriginCustomHeaderArgs(
+                        name=FRONT_HEADER, value=front
+                    )
+                ],
+                vpc_origin_config=aws.cloudfront.DistributionOriginVpcOriginConfigArgs(
+                    vpc_origin_id=origin.id,
+                    origin_read_timeout=CLOUDFRONT_READ_TIMEOUT_S,
+                    origin_keepalive_timeout=60,
+                ),
+            )
+        ],
+        default_cache_behavior=aws.cloudfront.DistributionDefaultCacheBehaviorArgs(
+            target_origin_id="master",
+            viewer_protocol_policy="redirect-to-https",
+            allowed_methods=methods,
+            cached_methods=["GET", "HEAD"],
+            cache_policy_id=CACHING_DISABLED,
+            origin_request_policy_id=ALL_VIEWER,
+            compress=True,
+        ),
+        # A sleeping master answers 503 until its task runs: never cache that.
+        custom_error_responses=[
+            aws.cloudfront.DistributionCustomErrorResponseArgs(
+                error_code=c, error_caching_min_ttl=0
+            )
+            for c in (502, 503, 504)
+        ],
+        restrictions=aws.cloudfront.DistributionRestrictionsArgs(
+            geo_restriction=aws.cloudfront.DistributionRestrictionsGeoRestrictionArgs(
+                restriction_type="none"
+            )
+        ),
+        viewer_certificate=aws.cloudfront.DistributionViewerCertificateArgs(
+            cloudfront_default_certificate=True
+        ),
+        tags=cfg.tags,
+        opts=child,
+    )
+
+
 def _calls_query(alb_suffix: pulumi.Output[str]) -> list[aws.cloudwatch.MetricAlarmMetricQueryArgs]:
     """Requests the ALB received a minute at a time (the 503s it answers while no task runs, a
     wake-up call among them, included); no datapoint counts as none."""
@@ -1121,4 +1221,6 @@ def _master_config(cfg: AwsConfig, v: dict[str, Any]) -> dict[str, Any]:
         agent_profile_arn=v["agent_profile_arn"],
     )
     plain = dataclasses.replace(cfg, tls=False, port=sl.CONTAINER_PORT)
-    return sl.serverless_master_config(master.master_yaml_config(plain, resolved), v["url"])
+    return sl.serverless_master_config(
+        master.master_yaml_config(plain, resolved), v["url"], v["task_url"]
+    )

@@ -71,7 +71,12 @@ def _computed(type_: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
             "arnSuffix": f"app/{name}/50dc6c495c0c9188",
         }
     elif type_ == "aws:cloudfront/distribution:Distribution":
-        out["domainName"] = "d111111abcdef8.cloudfront.net"
+        # Each distribution has a name of its own (the task origin's is a second one).
+        out["domainName"] = (
+            "d222222abcdef8.cloudfront.net"
+            if name.endswith("-tasks")
+            else "d111111abcdef8.cloudfront.net"
+        )
     elif type_ == "aws:ecr/repository:Repository":
         out["repositoryUrl"] = (
             f"123456789012.dkr.ecr.us-west-2.amazonaws.com/{inputs.get('name', name)}"
@@ -82,11 +87,12 @@ def _computed(type_: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
         domain = inputs.get("domainName", "example.com")
         out["domainValidationOptions"] = [
             {
-                "domainName": domain,
-                "resourceRecordName": f"_x1.{domain}.",
+                "domainName": d,
+                "resourceRecordName": f"_x1.{d}.",
                 "resourceRecordType": "CNAME",
                 "resourceRecordValue": "_x2.acm-validations.aws.",
             }
+            for d in [domain, *inputs.get("subjectAlternativeNames", [])]
         ]
     elif type_ == "aws:s3/bucket:Bucket":
         out["bucket"] = inputs.get("bucket") or f"{name}-1234567"

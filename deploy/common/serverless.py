@@ -31,6 +31,11 @@ IMAGE_NAME = "det-master"
 # The port the platform sends requests to (Cloud Run sets ``$PORT`` to it; the ECS task
 # definition maps it); the master serves plain HTTP there.
 CONTAINER_PORT = 8080
+# The master's second listener (``task_port``, det.master.task_origin): every connection on it
+# goes to the task proxy as the task origin, one request each, whatever its ``Host``. The
+# platform sends the task origin's requests there (a Cloud Run service of its own on GCP, an
+# ALB rule and target group on AWS), never to :data:`CONTAINER_PORT`.
+TASK_CONTAINER_PORT = 8081
 # Read-only root file system: the master's data directory is on the platform's writable tmpfs.
 DATA_DIR = "/tmp/det-master"
 # Connections per master process: the serverless databases are small (Cloud SQL db-f1-micro
@@ -55,6 +60,10 @@ REGISTRY_PASSWORD_ENV = "DET_TASK_CONTAINER_DEFAULTS_REGISTRY_AUTH_PASSWORD"
 # the service never migrates (the job does), long requests end before the platform's limit,
 # and the loop's wake-ups go to the platform's scheduler (det.master.wakeups).
 MIGRATE_ON_START_ENV = "DET_MIGRATE_ON_START"
+# The master's own port (the image's entry point takes ``$PORT`` unless this is set) and
+# whether an instance runs the control loops: the task origin's instances set both.
+PORT_ENV = "DET_PORT"
+RUN_LOOPS_ENV = "DET_RUN_LOOPS"
 REQUEST_LIMIT_ENV = "DET_REQUEST_TIME_LIMIT_SECONDS"
 WAKEUPS_TYPE_ENV = "DET_WAKEUPS_TYPE"
 WAKEUPS_QUEUE_ENV = "DET_WAKEUPS_QUEUE"
@@ -133,20 +142,23 @@ class Rollout:
         return self.service == self.release
 
 
-def serverless_master_config(config: dict[str, Any], public_url: str) -> dict[str, Any]:
+def serverless_master_config(
+    config: dict[str, Any], public_url: str, task_url: str
+) -> dict[str, Any]:
     """A VM master.yaml document (``masteryaml.master_config``, built without TLS) made into the
     serverless master's: plain HTTP on :data:`CONTAINER_PORT`, the platform's public URL for
     agents and tasks (public-CA TLS: no pinned certificate), a tmpfs data directory and a small
-    connection pool."""
+    connection pool. Interactive tasks live on ``task_url`` (a second host name of the
+    platform's, one origin for all tasks), served by the listener on
+    :data:`TASK_CONTAINER_PORT`."""
     out = dict(config)
     out["port"] = CONTAINER_PORT
     out["master_url"] = public_url
+    out["task_origin"] = task_url
+    out["task_port"] = TASK_CONTAINER_PORT
     out["data_dir"] = DATA_DIR
     out["db_pool_size"] = DB_POOL_SIZE
     out.pop("security", None)
-    # The platform routes one port: a VM master's second listener (its task origin) would be
-    # unreachable; the master's own default stays (docs/deploy.md: no task origin yet).
-    out.pop("task_port", None)
     pools = []
     for pool in out.get("resource_pools", []):
         provider = dict(pool["provider"], master_url=public_url)

@@ -8,6 +8,14 @@
   lives), 0 to :data:`~det.deploy.common.serverless.MAX_INSTANCES` instances, Direct VPC egress
   (private ranges only) into the cluster's subnet: Cloud SQL's private IP and the agents' task
   ports, with the network tag the firewall gives the master.
+* A second service, ``det-<cluster>-tasks``, for the task origin (notebooks, TensorBoards:
+  det.master.task_origin): the same image and config, its loops off, Cloud Run's requests sent
+  to the master's task listener (:data:`~det.deploy.common.serverless.TASK_CONTAINER_PORT`),
+  which serves only the task proxy. A service answers on two ``run.app`` URLs, a deterministic
+  one (``SERVICE-PROJECT_NUMBER.REGION.run.app``) and a hash-based one known only once it
+  exists; the master's config names both origins before either service exists, so each gets
+  a service of its own and its deterministic URL (the hash-based URLs reach the same
+  listeners: the API's one more origin of the WebUI, the tasks' one more task origin).
 * Secrets in Secret Manager, one per value (database password, agent token, admin password, a
   private registry's password), read by Cloud Run into the environment; the master's service
   account may access those secrets and no other.
@@ -41,6 +49,11 @@ RUN_CPU = "1"
 RUN_MEMORY = "1Gi"
 WAKEUP_KIND = "cloud_tasks"
 MIGRATED_ANNOTATION = "det-migrated"
+# The tasks service: one instance (db-f1-micro's 25 connections: 2 API instances, the
+# migration and this one, DB_POOL_SIZE each), many proxied connections in it (Cloud Run's
+# limit is 1000 a instance; a JupyterLab tab holds a few).
+TASKS_MAX_INSTANCES = 1
+TASKS_CONCURRENCY = 250
 
 
 def image_repository(cfg: GcpConfig) -> str:
@@ -65,10 +78,22 @@ def service_name(cfg: GcpConfig) -> str:
     return f"det-{cfg.cluster_id}"
 
 
+def tasks_service_name(cfg: GcpConfig) -> str:
+    return f"det-{cfg.cluster_id}-tasks"
+
+
 def public_url(cfg: GcpConfig, project_number: str) -> str:
     """The service's deterministic URL, known before the service exists (the master's config,
-    which the service carries, names it): ``https://SERVICE-PROJECT_NUMBER.REGION.run.app``."""
+    which the service carries, names it): ``https://SERVICE-PROJECT_NUMBER.REGION.run.app``.
+    Cloud Run gives one when ``SERVICE-PROJECT_NUMBER`` fits a 63-character DNS label
+    (https://cloud.google.com/run/docs/triggering/https-request#deterministic): a cluster id
+    has at most 35 characters, so ``det-<id>-tasks`` and a 12-digit number make 58."""
     return f"https://{service_name(cfg)}-{project_number}.{cfg.region}.run.app"
+
+
+def task_url(cfg: GcpConfig, project_number: str) -> str:
+    """The task origin: the tasks service's deterministic URL."""
+    return f"https://{tasks_service_name(cfg)}-{project_number}.{cfg.region}.run.app"
 
 
 @dataclasses.dataclass
@@ -274,6 +299,8 @@ def build(
         "master": pulumi.Output.from_input(sl.SERVERLESS),
         "master_url": plane.url,
         "master_service": plane.service_name,
+        "task_url": plane.task_url,
+        "tasks_service": plane.tasks_service_name,
         "master_image": pulumi.Output.from_input(roll.service),
         "image_repository": plane.repository,
         "migration_job": plane.job_name,
@@ -309,7 +336,9 @@ class ServerlessMasterArgs:
 
 class ServerlessMaster(pulumi.ComponentResource):
     url: pulumi.Output[str]
+    task_url: pulumi.Output[str]
     service_name: pulumi.Output[str | None]
+    tasks_service_name: pulumi.Output[str | None]
     job_name: pulumi.Output[str | None]
     repository: pulumi.Output[str]
     queue: pulumi.Output[str]
@@ -359,9 +388,11 @@ class ServerlessMaster(pulumi.ComponentResource):
         uploads = master.release_objects(name, cfg.boot, args.bucket, child)
         number = gcp.organizations.get_project_output(project_id=cfg.project_id).number
         url = number.apply(lambda n: public_url(cfg, str(n)))
+        tasks = number.apply(lambda n: task_url(cfg, str(n)))
         wakeup = self._wakeup(name, cfg, args, child)
         config = pulumi.Output.all(
             url=url,
+            task_url=tasks,
             bucket=args.bucket,
             db_host=db.host,
             agent_email=args.agent_email,
@@ -372,11 +403,13 @@ class ServerlessMaster(pulumi.ComponentResource):
         self.master_yaml = config.apply(sl.render_config)
         self.config_hash = config.apply(master.agent_config_hash)
         self.service_name = pulumi.Output.from_input(None)
+        self.tasks_service_name = pulumi.Output.from_input(None)
         self.job_name = pulumi.Output.from_input(None)
         image = args.rollout.service
         if image is not None:
             self._service(name, cfg, args, image, secrets, wakeup, child)
         self.url = url
+        self.task_url = tasks
         self.repository = repo.name.apply(lambda _: image_repository(cfg))
         self.db_host = db.host
         self.peering = db.peering
@@ -469,6 +502,8 @@ class ServerlessMaster(pulumi.ComponentResource):
             ),
             opts=child,
         )
+        migrated = job.run_execution_token.apply(lambda t: t or "")
+        after_job = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[job]))
         service = gcp.cloudrunv2.Service(
             name,
             name=service_name(cfg),
@@ -479,51 +514,124 @@ class ServerlessMaster(pulumi.ComponentResource):
             ingress="INGRESS_TRAFFIC_ALL",
             # det authenticates every request itself (agents, tasks, users): no Google identity.
             invoker_iam_disabled=True,
-            template=gcp.cloudrunv2.ServiceTemplateArgs(
-                # The execution token of the migration that ran for this image: the revision
-                # waits for the job's output (besides depends_on), so it cannot roll first.
-                annotations={MIGRATED_ANNOTATION: job.run_execution_token.apply(lambda t: t or "")},
-                service_account=args.master_email,
-                timeout=f"{sl.REQUEST_TIMEOUT_S}s",
-                max_instance_request_concurrency=80,
-                session_affinity=True,
-                scaling=gcp.cloudrunv2.ServiceTemplateScalingArgs(
-                    min_instance_count=0, max_instance_count=sl.MAX_INSTANCES
-                ),
-                containers=[
-                    gcp.cloudrunv2.ServiceTemplateContainerArgs(
-                        image=image,
-                        ports=gcp.cloudrunv2.ServiceTemplateContainerPortsArgs(
-                            container_port=sl.CONTAINER_PORT
-                        ),
-                        envs=env,
-                        resources=gcp.cloudrunv2.ServiceTemplateContainerResourcesArgs(
-                            limits={"cpu": RUN_CPU, "memory": RUN_MEMORY},
-                            cpu_idle=False,
-                            startup_cpu_boost=True,
-                        ),
-                        startup_probe=gcp.cloudrunv2.ServiceTemplateContainerStartupProbeArgs(
-                            http_get=gcp.cloudrunv2.ServiceTemplateContainerStartupProbeHttpGetArgs(
-                                path="/info"
-                            ),
-                            period_seconds=5,
-                            failure_threshold=24,
-                        ),
-                    )
-                ],
-                vpc_access=gcp.cloudrunv2.ServiceTemplateVpcAccessArgs(
-                    egress=vpc["egress"],
-                    network_interfaces=[
-                        gcp.cloudrunv2.ServiceTemplateVpcAccessNetworkInterfaceArgs(**n)
-                        for n in vpc["network_interfaces"]
-                    ],
+            template=_template(
+                args,
+                vpc,
+                migrated,
+                image,
+                env,
+                port=sl.CONTAINER_PORT,
+                instances=sl.MAX_INSTANCES,
+                concurrency=80,
+                # The master answers /info once it serves.
+                probe=gcp.cloudrunv2.ServiceTemplateContainerStartupProbeArgs(
+                    http_get=gcp.cloudrunv2.ServiceTemplateContainerStartupProbeHttpGetArgs(
+                        path="/info"
+                    ),
+                    period_seconds=5,
+                    failure_threshold=24,
                 ),
             ),
             # The migration completes before the service rolls to the image.
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[job])),
+            opts=after_job,
         )
+        # The task origin: Cloud Run sends its requests to the task listener ($PORT is that
+        # port; DET_PORT keeps the API on its own port, which Cloud Run never routes to), so
+        # this service serves the task proxy only, whatever Host a request names. Its loops are
+        # off (the API service runs them); one instance keeps the database's connections
+        # within db-f1-micro's, and each proxied connection is a request of its concurrency.
+        tasks_env = _service_env(
+            *_env_spec(
+                self.master_yaml,
+                secrets,
+                {
+                    **sl.service_env(sl.REQUEST_TIMEOUT_S),
+                    sl.RUN_LOOPS_ENV: "false",
+                    sl.PORT_ENV: str(sl.CONTAINER_PORT),
+                },
+                job=False,
+            )
+        )
+        tasks = gcp.cloudrunv2.Service(
+            f"{name}-tasks",
+            name=tasks_service_name(cfg),
+            project=cfg.project_id,
+            location=cfg.region,
+            deletion_protection=False,
+            labels=cfg.all_labels,
+            ingress="INGRESS_TRAFFIC_ALL",
+            invoker_iam_disabled=True,
+            template=_template(
+                args,
+                vpc,
+                migrated,
+                image,
+                tasks_env,
+                port=sl.TASK_CONTAINER_PORT,
+                instances=TASKS_MAX_INSTANCES,
+                concurrency=TASKS_CONCURRENCY,
+                # The task listener accepts once the master has started.
+                probe=gcp.cloudrunv2.ServiceTemplateContainerStartupProbeArgs(
+                    tcp_socket=gcp.cloudrunv2.ServiceTemplateContainerStartupProbeTcpSocketArgs(
+                        port=sl.TASK_CONTAINER_PORT
+                    ),
+                    period_seconds=5,
+                    failure_threshold=24,
+                ),
+            ),
+            opts=after_job,
+        )
+        self.tasks_service_name = tasks.name
         self.service_name = service.name
         self.job_name = job.name
+
+
+def _template(
+    args: ServerlessMasterArgs,
+    vpc: dict[str, Any],
+    migrated: pulumi.Input[str],
+    image: str,
+    env: list[gcp.cloudrunv2.ServiceTemplateContainerEnvArgs],
+    *,
+    port: int,
+    instances: int,
+    concurrency: int,
+    probe: gcp.cloudrunv2.ServiceTemplateContainerStartupProbeArgs,
+) -> gcp.cloudrunv2.ServiceTemplateArgs:
+    """A revision of the master's image: the request limit, CPU always allocated, scale to zero,
+    Direct VPC egress."""
+    return gcp.cloudrunv2.ServiceTemplateArgs(
+        # The execution token of the migration that ran for this image: the revision waits for
+        # the job's output (besides depends_on), so it cannot roll first.
+        annotations={MIGRATED_ANNOTATION: migrated},
+        service_account=args.master_email,
+        timeout=f"{sl.REQUEST_TIMEOUT_S}s",
+        max_instance_request_concurrency=concurrency,
+        session_affinity=True,
+        scaling=gcp.cloudrunv2.ServiceTemplateScalingArgs(
+            min_instance_count=0, max_instance_count=instances
+        ),
+        containers=[
+            gcp.cloudrunv2.ServiceTemplateContainerArgs(
+                image=image,
+                ports=gcp.cloudrunv2.ServiceTemplateContainerPortsArgs(container_port=port),
+                envs=env,
+                resources=gcp.cloudrunv2.ServiceTemplateContainerResourcesArgs(
+                    limits={"cpu": RUN_CPU, "memory": RUN_MEMORY},
+                    cpu_idle=False,
+                    startup_cpu_boost=True,
+                ),
+                startup_probe=probe,
+            )
+        ],
+        vpc_access=gcp.cloudrunv2.ServiceTemplateVpcAccessArgs(
+            egress=vpc["egress"],
+            network_interfaces=[
+                gcp.cloudrunv2.ServiceTemplateVpcAccessNetworkInterfaceArgs(**n)
+                for n in vpc["network_interfaces"]
+            ],
+        ),
+    )
 
 
 def _job_vpc(vpc: dict[str, Any]) -> dict[str, Any]:
@@ -548,7 +656,7 @@ def _master_config(
     )
     plain = dataclasses.replace(cfg, tls=False, port=sl.CONTAINER_PORT)
     return sl.serverless_master_config(
-        master.master_yaml_config(plain, resolved, master_tag, agent_tag), v["url"]
+        master.master_yaml_config(plain, resolved, master_tag, agent_tag), v["url"], v["task_url"]
     )
 
 

@@ -56,6 +56,19 @@ def _ingress(graph: dryrun.Rendered) -> dict[str, dict[str, Any]]:
     return {r.name: r.inputs for r in graph.of_type(INGRESS)}
 
 
+def _distribution(graph: dryrun.Rendered, name: str) -> dict[str, Any]:
+    (found,) = [
+        r.inputs
+        for r in graph.of_type("aws:cloudfront/distribution:Distribution")
+        if r.name == name
+    ]
+    return found
+
+
+def _target_groups(graph: dryrun.Rendered) -> dict[str, dict[str, Any]]:
+    return {r.name: r.inputs for r in graph.of_type("aws:lb/targetGroup:TargetGroup")}
+
+
 def test_service_runs_the_release_image_from_the_clusters_ecr(graph, one):
     repo = one(graph, "aws:ecr/repository:Repository")
     assert repo["name"] == "det-c1/det-master" and repo["imageTagMutability"] == "IMMUTABLE"
@@ -65,10 +78,16 @@ def test_service_runs_the_release_image_from_the_clusters_ecr(graph, one):
     )
     assert container["image"] == graph.outputs["master_image"]
     assert container["readonlyRootFilesystem"] is True
-    assert container["portMappings"] == [{"containerPort": sl.CONTAINER_PORT, "protocol": "tcp"}]
+    assert container["portMappings"] == [
+        {"containerPort": sl.CONTAINER_PORT, "protocol": "tcp"},
+        {"containerPort": sl.TASK_CONTAINER_PORT, "protocol": "tcp"},
+    ]
     service = one(graph, "aws:ecs/service:Service")
     assert service["launchType"] == "FARGATE"
-    assert service["loadBalancers"][0]["containerPort"] == sl.CONTAINER_PORT
+    assert [b["containerPort"] for b in service["loadBalancers"]] == [
+        sl.CONTAINER_PORT,
+        sl.TASK_CONTAINER_PORT,
+    ]
 
 
 def test_secrets_are_injected_from_secrets_manager_and_only_ecs_reads_them(graph):
@@ -125,7 +144,7 @@ def test_without_a_domain_cloudfront_alone_reaches_an_internal_alb(graph, one):
     assert alb["idleTimeout"] == sl.REQUEST_TIMEOUT_S and alb["dropInvalidHeaderFields"] is True
     origin = one(graph, "aws:cloudfront/vpcOrigin:VpcOrigin")["vpcOriginEndpointConfig"]
     assert origin["arn"].endswith("det-c1-master")
-    dist = one(graph, "aws:cloudfront/distribution:Distribution")
+    dist = _distribution(graph, "det-c1-master")
     behaviour = dist["defaultCacheBehavior"]
     assert behaviour["viewerProtocolPolicy"] == "redirect-to-https"
     assert behaviour["cachePolicyId"] == asl.CACHING_DISABLED
@@ -317,3 +336,63 @@ def test_the_master_accepts_the_services_environment(which, limit, request):
     assert config.wakeups.type == "eventbridge" and config.wakeups.group == "det-c1-master"
     assert config.wakeups.target_arn == env[sl.WAKEUPS_TARGET_ARN_ENV]
     assert config.migrate_on_start is False and config.request_time_limit_seconds == limit
+
+
+def test_the_task_origin_is_a_second_distribution_whose_requests_go_to_the_task_listener(
+    graph, one
+):
+    api, tasks = _distribution(graph, "det-c1-master"), _distribution(graph, "det-c1-master-tasks")
+    # Each sets the front header itself, so a viewer's header of that name never reaches the
+    # ALB (CloudFront overwrites it): through the API's distribution it always says "api".
+    assert api["origins"][0]["customHeaders"] == [{"name": asl.FRONT_HEADER, "value": "api"}]
+    assert tasks["origins"][0]["customHeaders"] == [{"name": asl.FRONT_HEADER, "value": "tasks"}]
+    for d in (api, tasks):
+        assert (
+            d["origins"][0]["vpcOriginConfig"]["vpcOriginId"]
+            == api["origins"][0]["vpcOriginConfig"]["vpcOriginId"]
+        )
+        behaviour = d["defaultCacheBehavior"]
+        assert behaviour["cachePolicyId"] == asl.CACHING_DISABLED
+        assert behaviour["originRequestPolicyId"] == asl.ALL_VIEWER  # Host and Origin pass
+        assert behaviour["viewerProtocolPolicy"] == "redirect-to-https"
+    groups = _target_groups(graph)
+    assert groups["det-c1-master"]["port"] == sl.CONTAINER_PORT
+    assert groups["det-c1-master-tasks"]["port"] == sl.TASK_CONTAINER_PORT
+    for group in groups.values():
+        assert group["healthCheck"]["port"] == str(sl.CONTAINER_PORT)
+        assert group["healthCheck"]["path"] == "/info"
+    rule = one(graph, "aws:lb/listenerRule:ListenerRule")
+    assert rule["conditions"] == [
+        {"httpHeader": {"httpHeaderName": asl.FRONT_HEADER, "values": ["tasks"]}}
+    ]
+    (action,) = rule["actions"]
+    assert action["type"] == "forward"
+    assert action["targetGroupArn"].endswith(":det-c1-master-tasks")
+    (listener,) = graph.of_type("aws:lb/listener:Listener")
+    assert rule["listenerArn"].endswith(listener.name)
+    assert listener.inputs["defaultActions"][0]["targetGroupArn"].endswith(":det-c1-master")
+    config = yaml.safe_load(graph.outputs["master_yaml"])
+    assert config["task_origin"] == "https://d222222abcdef8.cloudfront.net"
+    assert graph.outputs["task_url"] == config["task_origin"] != config["master_url"]
+    assert config["task_port"] == sl.TASK_CONTAINER_PORT
+    rules = _ingress(graph)
+    origin = rules["det-c1-alb-to-task-origin"]
+    assert (origin["fromPort"], origin["toPort"]) == (sl.TASK_CONTAINER_PORT,) * 2
+    assert origin["referencedSecurityGroupId"] == "det-c1-alb-id"
+
+
+def test_with_a_domain_the_task_origin_is_tasks_dot_the_domain(domain_graph, one):
+    cert = one(domain_graph, "aws:acm/certificate:Certificate")
+    assert cert["subjectAlternativeNames"] == ["tasks.det.example.com"]
+    names = [v["domain_name"] for v in domain_graph.outputs["certificate_validation"]]
+    assert names == ["det.example.com", "tasks.det.example.com"]
+    rule = one(domain_graph, "aws:lb/listenerRule:ListenerRule")
+    # The browser's Host says which origin its page is on; no header a client sets is believed.
+    assert rule["conditions"] == [{"hostHeader": {"values": ["tasks.det.example.com"]}}]
+    assert rule["actions"][0]["targetGroupArn"].endswith(":det-c1-master-tasks")
+    listeners = {r.inputs["port"]: r for r in domain_graph.of_type("aws:lb/listener:Listener")}
+    assert rule["listenerArn"].endswith(listeners[443].name)
+    config = yaml.safe_load(domain_graph.outputs["master_yaml"])
+    assert config["task_origin"] == "https://tasks.det.example.com"
+    assert config["task_port"] == sl.TASK_CONTAINER_PORT
+    assert domain_graph.outputs["task_url"] == "https://tasks.det.example.com"

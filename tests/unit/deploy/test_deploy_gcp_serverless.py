@@ -38,17 +38,30 @@ def _env(container: dict[str, Any]) -> dict[str, Any]:
     return {e["name"]: e.get("value", e.get("valueSource")) for e in container["envs"]}
 
 
+def _service(graph: dryrun.Rendered, name: str) -> dict[str, Any]:
+    (found,) = [r.inputs for r in graph.of_type(SERVICE) if r.inputs["name"] == name]
+    return found
+
+
+def _api(graph: dryrun.Rendered) -> dict[str, Any]:
+    return _service(graph, "det-c1")
+
+
+def _tasks(graph: dryrun.Rendered) -> dict[str, Any]:
+    return _service(graph, "det-c1-tasks")
+
+
 def test_service_runs_the_release_image_from_the_clusters_registry(graph, one):
     repo = one(graph, "gcp:artifactregistry/repository:Repository")
     assert repo["format"] == "DOCKER" and repo["repositoryId"] == "det-c1"
-    image = _container(one(graph, SERVICE))["image"]
+    image = _container(_api(graph))["image"]
     assert image == gsl.release_image(SERVERLESS)
     assert image.startswith("us-west1-docker.pkg.dev/proj/det-c1/det-master:")
     assert graph.outputs["master_image"] == image
 
 
 def test_service_scales_to_zero_keeps_cpu_and_allows_long_requests(graph, one):
-    service = one(graph, SERVICE)
+    service = _api(graph)
     template = service["template"]
     assert template["scaling"]["minInstanceCount"] == 0
     assert template["scaling"]["maxInstanceCount"] == sl.MAX_INSTANCES
@@ -60,7 +73,7 @@ def test_service_scales_to_zero_keeps_cpu_and_allows_long_requests(graph, one):
 
 
 def test_secrets_come_from_secret_manager_and_only_the_master_reads_them(graph):
-    env = _env(_container(graph.of_type(SERVICE)[0].inputs))
+    env = _env(_container(_api(graph)))
     secret_ids = {r.inputs["secretId"] for r in graph.of_type("gcp:secretmanager/secret:Secret")}
     for var in (sl.DB_PASSWORD_ENV, sl.AGENT_TOKEN_ENV, sl.ADMIN_PASSWORD_ENV):
         ref = env[var]["secretKeyRef"]
@@ -81,7 +94,7 @@ def test_secrets_come_from_secret_manager_and_only_the_master_reads_them(graph):
 
 
 def test_network_path_to_cloud_sql_and_agents_goes_through_the_cluster_subnet(graph, one):
-    vpc = one(graph, SERVICE)["template"]["vpcAccess"]
+    vpc = _api(graph)["template"]["vpcAccess"]
     assert vpc["egress"] == "PRIVATE_RANGES_ONLY"
     (nic,) = vpc["networkInterfaces"]
     assert nic["subnetwork"] == "det-c1-id" and nic["tags"] == ["det-c1-master"]
@@ -145,7 +158,7 @@ def test_wakeups_go_to_one_queue_the_master_alone_may_enqueue_on(graph, one):
     enqueuer = one(graph, "gcp:cloudtasks/queueIamMember:QueueIamMember")
     assert enqueuer["role"] == "roles/cloudtasks.enqueuer"
     assert enqueuer["member"] == "serviceAccount:det-c1-m@proj.iam.gserviceaccount.com"
-    env = _env(_container(one(graph, SERVICE)))
+    env = _env(_container(_api(graph)))
     assert env[sl.WAKEUPS_TYPE_ENV] == "cloud_tasks"
     assert env[sl.WAKEUPS_QUEUE_ENV].startswith("projects/proj/locations/us-west1/queues/")
     # The service never migrates and ends long requests before Cloud Run's limit.
@@ -157,11 +170,11 @@ def test_migration_job_runs_to_completion_before_the_service_rolls(graph, one):
     job = one(graph, JOB)
     container = _container(job)
     assert container["args"] == list(sl.MIGRATE_ARGS) and not container.get("commands")
-    assert container["image"] == _container(one(graph, SERVICE))["image"]
+    assert container["image"] == _container(_api(graph))["image"]
     tag = container["image"].rsplit(":", 1)[1]
     assert job["runExecutionToken"] == tag  # Pulumi runs it and waits for completion
     # The service's revision carries the job's output: it cannot be created before the job.
-    annotations = one(graph, SERVICE)["template"]["annotations"]
+    annotations = _api(graph)["template"]["annotations"]
     assert annotations[gsl.MIGRATED_ANNOTATION] == tag
     assert [r.type for r in graph.resources].index(JOB) < [r.type for r in graph.resources].index(
         SERVICE
@@ -169,7 +182,7 @@ def test_migration_job_runs_to_completion_before_the_service_rolls(graph, one):
     # The migration reads the database password, no other secret; the service never migrates.
     job_env = _env(container)
     assert set(job_env) == {sl.CONFIG_ENV, sl.DB_PASSWORD_ENV}
-    assert "migrate" not in str(_container(one(graph, SERVICE)).get("args"))
+    assert "migrate" not in str(_container(_api(graph)).get("args"))
 
 
 def test_first_pass_creates_the_registry_but_no_service(one):
@@ -193,9 +206,52 @@ def test_vm_master_has_no_serverless_parts(gcp_graph):
 
 
 def test_the_master_accepts_the_services_environment(graph, one):
-    env = {k: v for k, v in _env(_container(one(graph, SERVICE))).items() if isinstance(v, str)}
+    env = {k: v for k, v in _env(_container(_api(graph))).items() if isinstance(v, str)}
     config = parse_config(yaml.safe_load(env.pop(sl.CONFIG_ENV)), env=env)
     assert (
         config.wakeups.type == "cloud_tasks" and config.wakeups.queue == env[sl.WAKEUPS_QUEUE_ENV]
     )
     assert config.migrate_on_start is False and config.request_time_limit_seconds == 3600
+
+
+TASK_URL = "https://det-c1-tasks-123456789012.us-west1.run.app"
+
+
+def test_the_task_origin_is_a_service_of_its_own_on_its_deterministic_url(graph):
+    assert {r.inputs["name"] for r in graph.of_type(SERVICE)} == {"det-c1", "det-c1-tasks"}
+    config = yaml.safe_load(graph.outputs["master_yaml"])
+    assert config["task_origin"] == TASK_URL == graph.outputs["task_url"]
+    assert config["task_port"] == sl.TASK_CONTAINER_PORT
+    assert config["master_url"] != config["task_origin"]
+    tasks, api = _tasks(graph), _api(graph)
+    # Cloud Run routes the tasks service's requests to the master's task listener only (the
+    # API's port is never a container port of it); the API service's to the API's port.
+    assert _container(tasks)["ports"]["containerPort"] == sl.TASK_CONTAINER_PORT
+    assert _container(api)["ports"]["containerPort"] == sl.CONTAINER_PORT
+    env = _env(_container(tasks))
+    assert env[sl.PORT_ENV] == str(sl.CONTAINER_PORT)  # $PORT is the task listener's here
+    assert env[sl.RUN_LOOPS_ENV] == "false" and env[sl.MIGRATE_ON_START_ENV] == "false"
+    assert env[sl.CONFIG_ENV] == _env(_container(api))[sl.CONFIG_ENV]
+    assert sl.PORT_ENV not in _env(_container(api))
+    probe = _container(tasks)["startupProbe"]
+    assert probe["tcpSocket"]["port"] == sl.TASK_CONTAINER_PORT
+    # Same image, network path, identity and migration gate as the API's.
+    for key in ("vpcAccess", "serviceAccount", "annotations", "timeout"):
+        assert tasks["template"][key] == api["template"][key], key
+    assert _container(tasks)["image"] == _container(api)["image"]
+    assert tasks["template"]["scaling"] == {
+        "minInstanceCount": 0,
+        "maxInstanceCount": gsl.TASKS_MAX_INSTANCES,
+    }
+    # Both deterministic URLs fit a DNS label for the longest cluster id and project number.
+    longest = dataclasses.replace(SERVERLESS, cluster_id="a" * 35)
+    host = gsl.task_url(longest, "9" * 12).split("//", 1)[1]
+    assert len(host.split(".", 1)[0]) <= 63
+
+
+def test_the_tasks_service_runs_a_master_that_serves_only_the_proxy_on_its_port(graph):
+    env = {k: v for k, v in _env(_container(_tasks(graph))).items() if isinstance(v, str)}
+    config = parse_config(yaml.safe_load(env.pop(sl.CONFIG_ENV)), env=env)
+    assert config.port == sl.CONTAINER_PORT and config.task_port == sl.TASK_CONTAINER_PORT
+    assert config.run_loops is False and config.task_origin == TASK_URL
+    assert config.request_time_limit_seconds == sl.REQUEST_TIMEOUT_S

@@ -127,12 +127,17 @@ def test_cloud_clusters_allow_non_admins_only_the_data_paths_they_set_up():
     assert seen == [0, 0, 0, 0, 1, 1]  # Filestore: its mount, in both pools
 
 
-def test_a_serverless_master_has_no_second_listener_to_route():
+def test_a_serverless_master_serves_its_task_origin_on_the_platforms_second_route():
     from det.deploy.common import serverless
+    from det.master.config import parse_config
 
     vm = aws_master.master_yaml_config(AWS, AWS_RESOLVED)
     assert vm["task_port"] == AWS.port + 1
-    assert "task_port" not in serverless.serverless_master_config(vm, "https://d.example")
+    out = serverless.serverless_master_config(vm, "https://d.example", "https://t.example")
+    assert out["task_port"] == serverless.TASK_CONTAINER_PORT != out["port"]
+    assert out["task_origin"] == "https://t.example" and out["master_url"] == "https://d.example"
+    config = parse_config(out, env={"DET_DB_PASSWORD": "pw"})
+    assert config.task_origin == "https://t.example" and config.task_port == 8081
 
 
 def test_a_port_whose_task_origin_cannot_be_served_is_refused():
