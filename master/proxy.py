@@ -330,7 +330,7 @@ def serve(
         )
         cross = proxy_origin.refusal(
             head.method, head.upgrade, head.get("host"), head.get("origin"),
-            head.get("sec-fetch-site"), () if on_task_origin else (state.config.url(),),
+            head.get("sec-fetch-site"), _own_origins(state, on_task_origin),
         )  # fmt: skip
         if cross is not None:
             raise Refused(403, "Forbidden", cross)
@@ -383,6 +383,20 @@ def serve(
                     s.shutdown(socket.SHUT_RDWR)  # wakes a thread still reading it
                 with contextlib.suppress(OSError):
                     s.close()
+
+
+def _own_origins(state: MasterState, on_task_origin: bool) -> tuple[str, ...]:
+    """The origins a request's ``Origin`` may name besides its ``Host``'s: on the WebUI's
+    origin the master's public URL; on the task origin the configured ``task_origin`` when it
+    is one origin for all tasks (a platform in front may hand the task listener another
+    ``Host`` than the browser's, say its load balancer's name; the page is still the task
+    origin's own), never a ``{task}`` one (its host names the task)."""
+    if not on_task_origin:
+        return (state.config.url(),)
+    configured = state.config.task_origin
+    if configured and task_origin.TASK_LABEL not in configured:
+        return (configured,)
+    return ()
 
 
 def _admit(sock: socket.socket, user_id: int | None, task_id: str) -> Callable[[], None]:
