@@ -20,7 +20,6 @@ from det.master.api._common import (
 )
 from det.master.api._contract import contract, query_dict
 from det.master.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
-from det.master.expconf import stored
 from det.master.schemas import checkpoints as wire
 from det.master.schemas import d, validate
 from det.master.services import checkpoint_gc
@@ -33,7 +32,7 @@ ListParams = d.GetExperimentCheckpointsParams | d.GetTrialCheckpointsParams
 
 
 def listing(
-    rows: list[dict[str, Any]], config: dict[str, Any], params: ListParams | None = None
+    rows: list[dict[str, Any]], smaller_is_better: bool, params: ListParams | None = None
 ) -> d.v1GetExperimentCheckpointsResponse:
     """A ``GetExperimentCheckpoints``/``GetTrialCheckpoints`` answer for ``rows``, honouring the
     request's ``states``, ``sortByAttr``, ``sortByMetric``, ``orderBy``, ``offset`` and
@@ -48,7 +47,7 @@ def listing(
         attr=params.get("sortByAttr"),
         metric=params.get("sortByMetric") or None,
         order=params.get("orderBy"),
-        smaller_is_better=stored.smaller_is_better(config),
+        smaller_is_better=smaller_is_better,
     )
     total = len(items)
     offset = params.get("offset") or 0

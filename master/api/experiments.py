@@ -24,7 +24,7 @@ from det.master.api._common import (
 from det.master.api._contract import contract
 from det.master.api.checkpoints import listing
 from det.master.errors import InvalidArgument, NotFound, PermissionDenied
-from det.master.expconf import redact
+from det.master.expconf import redact, stored
 from det.master.listcache import Page
 from det.master.schemas import d
 from det.master.schemas import experiments as wire
@@ -369,7 +369,8 @@ def checkpoints(
     with db() as conn:
         exp = svc.get(conn, experiment_id)
         rows = ckpt_svc.list_for(conn, experiment_id=experiment_id)
-    return listing(rows, exp["config"], params)
+    cfg = stored.experiment_config(exp["id"], exp["config"])
+    return listing(rows, cfg.searcher.smaller_is_better, params)
 
 
 @bp.post("/api/v1/experiments/<int:experiment_id>/move")

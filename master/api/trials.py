@@ -23,6 +23,7 @@ from det.master.api._common import (
 )
 from det.master.api._contract import contract
 from det.master.errors import InvalidArgument, NotFound
+from det.master.expconf import stored
 from det.master.fastjson import fragment
 from det.master.schemas import d
 from det.master.schemas import trials as wire
@@ -454,7 +455,8 @@ def checkpoints(
     with db() as conn:
         trial = svc.get(conn, trial_id)
         rows = ckpt_svc.list_for(conn, trial_id=trial_id)
-    return checkpoints_api.listing(rows, trial["config"], params)
+    cfg = stored.experiment_config(trial["experiment_id"], trial["config"])
+    return checkpoints_api.listing(rows, cfg.searcher.smaller_is_better, params)
 
 
 @bp.get("/api/v1/trials/<int:trial_id>/logs")

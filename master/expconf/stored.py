@@ -1,24 +1,94 @@
 """Reading a stored config in the services, typed, with one default per field.
 
-What the master stores is ``ExperimentConfig.to_dict()`` (every field resolved), a task's is
-``TaskConfig``'s; a service reads the value it needs from that dict through these functions. A
-key the dict lacks or holds as null (a row written by hand, a test's ``{}``; null means "the
-default" in Determined's configs) gets the schema's default, read from the model: the default is
-written once, where the field is declared (``schema.py``, ``searcher.py``, ``storage.py``,
-``task.py``), never again in a service.
+What the master stores for an experiment is ``ExperimentConfig.to_dict()`` (every field
+resolved). :func:`experiment_config` validates it back into the typed ``ExperimentConfig`` once
+per experiment and config (the key is the experiment's id and a digest of the stored JSON, so an
+edit of the config, e.g. its priority, is a new entry), keeps the last ``CACHE_SIZE`` of them,
+and services read fields off the model: ``cfg.resources.slots_per_trial``,
+``cfg.searcher.smaller_is_better``, ``cfg.max_restarts``.
+
+A task's stored config (``TaskConfig``'s) and the parts shared by both kinds (a bind mount, a
+device, the environment) are still read from the dict through the functions below: a key the
+dict lacks or holds as null (null means "the default" in Determined's configs) gets the
+schema's default, read from the model. Either way the default is written once, where the field
+is declared (``schema.py``, ``searcher.py``, ``storage.py``, ``task.py``), never in a service.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-from det.master.expconf.schema import BindMount, Device, Environment, ExperimentConfig, Resources
-from det.master.expconf.searcher import _SearcherBase
+from det.master.errors import MasterError
+from det.master.expconf.errors import join_path
+from det.master.expconf.schema import BindMount, Device, Environment, ExperimentConfig
 from det.master.expconf.storage import SharedFSStorage, _StorageBase
 from det.master.expconf.task import TaskConfig
+
+#: How many validated experiment configs are kept (a few hundred bytes to a few KB each).
+CACHE_SIZE = 1024
+
+_cache: OrderedDict[tuple[int, str], ExperimentConfig] = OrderedDict()
+_lock = threading.Lock()
+
+
+class StoredConfigError(MasterError):
+    """A stored experiment config the typed model refuses: the master never stores one (it
+    stores what it parsed), so this is a row written some other way or a schema change that
+    missed a migration. The message names the experiment, the field and the rule."""
+
+
+def _digest(raw: Mapping[str, Any]) -> str:
+    text = json.dumps(raw, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def experiment_config(experiment_id: int, raw: Mapping[str, Any]) -> ExperimentConfig:
+    """The stored config of experiment ``experiment_id`` (``experiments.config``), typed.
+
+    Validated once per (experiment, config digest) and shared between callers: treat the
+    model as read-only (copy it with ``model_copy(deep=True)`` to change it).
+    Raises StoredConfigError when the stored dict is not a valid config.
+    """
+    key = (experiment_id, _digest(raw))
+    with _lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+    try:
+        cfg = ExperimentConfig.model_validate(dict(raw))
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = join_path(p for p in first["loc"] if isinstance(p, str | int)) or "config"
+        raise StoredConfigError(
+            f"experiment {experiment_id}: stored config: {where}: {first['msg']}"
+        ) from None
+    with _lock:
+        _cache[key] = cfg
+        _cache.move_to_end(key)
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+    return cfg
+
+
+def retention(cfg: ExperimentConfig) -> tuple[int, int, int]:
+    """``checkpoint_storage``'s save_experiment_best, save_trial_best, save_trial_latest (the
+    storage model's defaults when the config has none, as an unmanaged experiment's may not)."""
+    storage = cfg.checkpoint_storage
+    if storage is None:
+        return (
+            int(default(_StorageBase, "save_experiment_best")),
+            int(default(_StorageBase, "save_trial_best")),
+            int(default(_StorageBase, "save_trial_latest")),
+        )
+    return storage.save_experiment_best, storage.save_trial_best, storage.save_trial_latest
 
 
 def default(model: type[BaseModel], field: str) -> Any:
@@ -30,32 +100,6 @@ def value(section: Any, model: type[BaseModel], field: str) -> Any:
     """``section[field]`` (a stored dict's part that ``model`` describes), else its default."""
     found = section.get(field) if isinstance(section, Mapping) else None
     return default(model, field) if found is None else found
-
-
-def slots_per_trial(config: Mapping[str, Any]) -> int:
-    return int(value(config.get("resources"), Resources, "slots_per_trial"))
-
-
-def weight(config: Mapping[str, Any]) -> float:
-    return float(value(config.get("resources"), Resources, "weight"))
-
-
-def max_restarts(config: Mapping[str, Any]) -> int:
-    return int(value(config, ExperimentConfig, "max_restarts"))
-
-
-def smaller_is_better(config: Mapping[str, Any]) -> bool:
-    return bool(value(config.get("searcher"), _SearcherBase, "smaller_is_better"))
-
-
-def retention(config: Mapping[str, Any]) -> tuple[int, int, int]:
-    """``checkpoint_storage``'s save_experiment_best, save_trial_best, save_trial_latest."""
-    storage = config.get("checkpoint_storage")
-    return (
-        int(value(storage, _StorageBase, "save_experiment_best")),
-        int(value(storage, _StorageBase, "save_trial_best")),
-        int(value(storage, _StorageBase, "save_trial_latest")),
-    )
 
 
 def force_pull_image(config: Mapping[str, Any]) -> bool:

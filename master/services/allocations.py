@@ -66,7 +66,9 @@ def create_for_trial(
             trial["id"],
             job["id"],
             job["resource_pool"],
-            stored.slots_per_trial(experiment["config"]),
+            stored.experiment_config(
+                experiment["id"], experiment["config"]
+            ).resources.slots_per_trial,
             states.PENDING,
             token_digest(containers.allocation_token(st, allocation_id)),
         ),
@@ -138,7 +140,9 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason:
     else:
         counts = True
         restarts = trial["restarts"] + 1
-        max_restarts = stored.max_restarts(trial["config"])
+        max_restarts = stored.experiment_config(
+            trial["experiment_id"], trial["config"]
+        ).max_restarts
         conn.execute("UPDATE trials SET restarts = %s WHERE id = %s", (restarts, tid))
         if restarts > max_restarts:
             finish_trial(

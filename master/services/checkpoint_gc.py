@@ -24,6 +24,7 @@ from det.master.checkpoint_policy import Checkpoint, Retention, to_delete
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound
 from det.master.expconf import stored
+from det.master.expconf.schema import ExperimentConfig
 from det.master.handles import MasterState
 from det.master.services import checkpoints as ckpt_svc
 from det.master.services import containers
@@ -37,18 +38,17 @@ TASK_TYPE = "CHECKPOINT_GC"
 MAX_LOST_RUNS = 3
 
 
-def retention(config: dict[str, Any]) -> Retention:
-    experiment_best, trial_best, trial_latest = stored.retention(config)
+def retention(cfg: ExperimentConfig) -> Retention:
+    experiment_best, trial_best, trial_latest = stored.retention(cfg)
     return Retention(
         experiment_best=experiment_best,
         trial_best=trial_best,
         trial_latest=trial_latest,
-        smaller_is_better=stored.smaller_is_better(config),
+        smaller_is_better=cfg.searcher.smaller_is_better,
     )
 
 
-def candidates(conn: Conn, experiment_id: int, config: dict[str, Any]) -> list[Checkpoint]:
-    metric = (config.get("searcher") or {}).get("metric")
+def candidates(conn: Conn, experiment_id: int, metric: str) -> list[Checkpoint]:
     out = []
     for r in ckpt_svc.list_for(conn, experiment_id=experiment_id):
         if r["state"] != "COMPLETED":
@@ -59,6 +59,10 @@ def candidates(conn: Conn, experiment_id: int, config: dict[str, Any]) -> list[C
             Checkpoint(str(r["uuid"]), int(r["trial_id"]), int(r["steps_completed"]), number)
         )
     return out
+
+
+def _metric(experiment_id: int, config: dict[str, Any]) -> str:
+    return stored.experiment_config(experiment_id, config).searcher.metric
 
 
 # Which experiments a GC is due for: (the column that marks it queued, which experiments,
@@ -88,7 +92,11 @@ def gc_pass(conn: Conn, st: MasterState) -> None:
         ).fetchall()
         for exp in rows:
             conn.execute(f"UPDATE experiments SET {column} = now() WHERE id = %s", (exp["id"],))
-            policy = Retention(0, 0, 0) if everything else retention(exp["config"])
+            policy = (
+                Retention(0, 0, 0)
+                if everything
+                else retention(stored.experiment_config(exp["id"], exp["config"]))
+            )
             _queue(conn, st, exp, run=run, policy=policy, tensorboards=everything)
     _requeue_lost(conn, st)
 
@@ -157,7 +165,9 @@ def _queue(
     }
     # Checkpoints registered as model versions are always kept, as in Determined.
     doomed = [
-        u for u in to_delete(candidates(conn, eid, exp["config"]), policy) if u not in registered
+        u
+        for u in to_delete(candidates(conn, eid, _metric(eid, exp["config"])), policy)
+        if u not in registered
     ]
     if not doomed:
         # Nothing to delete, no GC task: a deleted experiment without checkpoints keeps any

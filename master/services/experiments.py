@@ -673,7 +673,7 @@ def patch(conn: Conn, experiment_id: int, fields: Any) -> None:
 def set_max_slots(conn: Conn, exp: dict[str, Any], max_slots: int) -> None:
     """The experiment's cap on the slots its trials hold at once (``0``: no cap). Like the
     config's ``resources.max_slots``, it may not be below one trial's ``slots_per_trial``."""
-    per_trial = stored.slots_per_trial(exp["config"])
+    per_trial = stored.experiment_config(exp["id"], exp["config"]).resources.slots_per_trial
     if max_slots < 0:
         raise InvalidArgument(f"resources.maxSlots: must be >= 0 (got {max_slots})")
     if 0 < max_slots < per_trial:

@@ -43,7 +43,8 @@ def resolve(conn: Conn, experiment_ids: list[int], trial_ids: list[int]) -> dict
         ).fetchone()
         if exp is None:
             raise InvalidArgument(f"experimentIds: no experiment {eid}")
-        order = "ASC" if stored.smaller_is_better(exp["config"] or {}) else "DESC"
+        smaller = stored.experiment_config(eid, exp["config"]).searcher.smaller_is_better
+        order = "ASC" if smaller else "DESC"
         rows += conn.execute(
             "SELECT t.id, t.experiment_id, e.config FROM trials t"
             " JOIN experiments e ON e.id = t.experiment_id WHERE t.experiment_id = %s"

@@ -135,12 +135,9 @@ def list_for_experiment(conn: Conn, experiment_id: int) -> list[dict[str, Any]]:
     ).fetchall()
 
 
-def _smaller_is_better(config: dict[str, Any]) -> bool:
-    return stored.smaller_is_better(config)
-
-
 def best_trial(conn: Conn, experiment_id: int, config: dict[str, Any]) -> dict[str, Any] | None:
-    order = "ASC" if _smaller_is_better(config) else "DESC"
+    smaller = stored.experiment_config(experiment_id, config).searcher.smaller_is_better
+    order = "ASC" if smaller else "DESC"
     return conn.execute(
         "SELECT id, searcher_metric FROM trials WHERE experiment_id = %s AND searcher_metric IS NOT NULL"
         f" ORDER BY searcher_metric {order} LIMIT 1",
@@ -347,7 +344,9 @@ def report_metrics(
     time_metric = searcher_cfg.get("time_metric")
     events = []
     best = trial["searcher_metric"]
-    smaller = _smaller_is_better(trial["config"])
+    smaller = stored.experiment_config(
+        trial["experiment_id"], trial["config"]
+    ).searcher.smaller_is_better
     for i, r in enumerate(reports):
         if not isinstance(r, dict):
             raise InvalidArgument(f"metrics[{i}]: must be an object")
