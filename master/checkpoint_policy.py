@@ -17,6 +17,10 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
+from det.master.expconf.base import default_of
+from det.master.expconf.searcher import _SearcherBase
+from det.master.expconf.storage import _StorageBase
+
 
 @dataclasses.dataclass(frozen=True)
 class Checkpoint:
@@ -28,10 +32,12 @@ class Checkpoint:
 
 @dataclasses.dataclass(frozen=True)
 class Retention:
-    experiment_best: int = 0
-    trial_best: int = 1
-    trial_latest: int = 1
-    smaller_is_better: bool = True
+    """What a GC keeps; the defaults are the experiment config's (read from its models)."""
+
+    experiment_best: int = default_of(_StorageBase, "save_experiment_best")
+    trial_best: int = default_of(_StorageBase, "save_trial_best")
+    trial_latest: int = default_of(_StorageBase, "save_trial_latest")
+    smaller_is_better: bool = default_of(_SearcherBase, "smaller_is_better")
 
 
 def _best(ckpts: Iterable[Checkpoint], n: int, smaller: bool) -> list[Checkpoint]:

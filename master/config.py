@@ -26,6 +26,7 @@ from det.master.container_policy import ContainerPolicy
 from det.master.errors import MasterError
 from det.master.expconf.environment import SECRET_KEYS, STORAGE_SECRET_KEYS, hide_secrets
 from det.master.provisioner.config import ProvisionerConfig, parse_provider_config
+from det.master.scheduler.model import DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT
 
 
 class MasterConfigError(MasterError, ValueError):
@@ -173,7 +174,7 @@ def _merge_env(cluster: Any, pool: Any) -> dict[str, list[str]]:
 class ResourcePoolConfig(_Model):
     pool_name: str
     description: str = ""
-    max_aux_containers_per_agent: int = Field(100, ge=0)
+    max_aux_containers_per_agent: int = Field(DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT, ge=0)
     agent_reattach_enabled: bool = True
     agent_reconnect_wait: str = "25s"
     scheduler: SchedulerConfig | None = None

@@ -25,6 +25,11 @@ class ConfigModel(BaseModel):
         return data
 
 
+def default_of(model: type[BaseModel], field: str) -> Any:
+    """The schema's default of ``model.field``: read it from here rather than typing it again."""
+    return model.model_fields[field].get_default(call_default_factory=True)
+
+
 LENGTH_UNITS = ("batches", "records", "epochs")
 
 

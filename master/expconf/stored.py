@@ -26,8 +26,10 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from det.master.errors import MasterError
+from det.master.expconf.base import default_of
 from det.master.expconf.errors import join_path
 from det.master.expconf.schema import BindMount, Device, Environment, ExperimentConfig
+from det.master.expconf.searcher import _SearcherBase
 from det.master.expconf.storage import SharedFSStorage, _StorageBase
 from det.master.expconf.task import TaskConfig
 
@@ -78,6 +80,11 @@ def experiment_config(experiment_id: int, raw: Mapping[str, Any]) -> ExperimentC
     return cfg
 
 
+#: ``searcher.smaller_is_better``'s default as an SQL literal, for a statement that orders by
+#: the stored config's direction (``coalesce(..., SMALLER_IS_BETTER_SQL)``).
+SMALLER_IS_BETTER_SQL = "true" if default_of(_SearcherBase, "smaller_is_better") else "false"
+
+
 def retention(cfg: ExperimentConfig) -> tuple[int, int, int]:
     """``checkpoint_storage``'s save_experiment_best, save_trial_best, save_trial_latest (the
     storage model's defaults when the config has none, as an unmanaged experiment's may not)."""
@@ -91,9 +98,8 @@ def retention(cfg: ExperimentConfig) -> tuple[int, int, int]:
     return storage.save_experiment_best, storage.save_trial_best, storage.save_trial_latest
 
 
-def default(model: type[BaseModel], field: str) -> Any:
-    """The schema's default of ``model.field``."""
-    return model.model_fields[field].get_default(call_default_factory=True)
+#: The schema's default of ``model.field`` (``expconf.base.default_of``).
+default = default_of
 
 
 def value(section: Any, model: type[BaseModel], field: str) -> Any:

@@ -18,6 +18,7 @@ from det.master.errors import MasterError
 from det.master.provisioner.cost import CostPolicy
 from det.master.provisioner.decider import ScalePolicy
 from det.master.provisioner.provider import LaunchOption
+from det.master.scheduler.model import DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _UNIT_SECONDS = {
@@ -167,7 +168,9 @@ class ProvisionerConfig(_Model):
                 " cost.max_hourly_cost / cost.monthly_budget; USD per instance-hour)"
             )
 
-    def scale_policy(self, *, max_aux_containers_per_agent: int = 100) -> ScalePolicy:
+    def scale_policy(
+        self, *, max_aux_containers_per_agent: int = DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT
+    ) -> ScalePolicy:
         """The decider's view of this config.
 
         ``max_aux_containers_per_agent`` is the pool's own key (beside ``provider``): how many

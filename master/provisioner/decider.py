@@ -65,6 +65,7 @@ from collections.abc import Iterable, Sequence
 
 from det.master.provisioner.cost import CostPolicy, hourly_rate, next_month_start, usd
 from det.master.provisioner.provider import Instance, InstanceState, LaunchOption, is_quota
+from det.master.scheduler.model import DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT
 
 BASE_BACKOFF = dt.timedelta(seconds=10)
 # Launch records older than this are forgotten even without a success (at least: see
@@ -126,7 +127,7 @@ class ScalePolicy:
     launch_error_retries: int = 0
     # The cap of the wait after agents that never registered (see the module docstring).
     max_no_agent_backoff: dt.timedelta = dt.timedelta(hours=2)
-    max_aux_per_instance: int = 100
+    max_aux_per_instance: int = DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT
     base_backoff: dt.timedelta = BASE_BACKOFF
     # The wait after an option's quota refusals (see the module docstring).
     quota_backoff: dt.timedelta = dt.timedelta(minutes=10)

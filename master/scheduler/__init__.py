@@ -12,7 +12,8 @@ Public API::
                  growth: tuple[int, int] | None = None) -> str | None
 
     PoolSnapshot(agents: tuple[AgentState, ...], requests: tuple[Request, ...],
-                 policy: Policy, max_aux_containers_per_agent: int = 100)
+                 policy: Policy,
+                 max_aux_containers_per_agent: int = DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT)
     AgentState(id, slot_ids: tuple[str, ...] = (), enabled=True, draining=False)
         AgentState.with_slots(id, n) numbers the slots "0".."n-1"
     Request(allocation_id, job_id, slots, priority=42, weight=1.0, order=0.0,
@@ -57,6 +58,7 @@ Determined 0.38):
 from det.master.scheduler.capacity import Growth, can_ever_fit, fits_sizes, pool_sizes
 from det.master.scheduler.core import schedule
 from det.master.scheduler.model import (
+    DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT,
     DEFAULT_PRIORITY,
     MAX_PRIORITY,
     MIN_PRIORITY,
@@ -74,6 +76,7 @@ from det.master.scheduler.model import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT",
     "DEFAULT_PRIORITY",
     "MAX_PRIORITY",
     "MIN_PRIORITY",

@@ -17,7 +17,13 @@ import heapq
 import itertools
 from collections.abc import Iterable, Sequence
 
-from det.master.scheduler.model import AgentState, FittingPolicy, Placement, Request
+from det.master.scheduler.model import (
+    DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT,
+    AgentState,
+    FittingPolicy,
+    Placement,
+    Request,
+)
 
 #: A fit: ``(agent id, slots taken there)`` per agent.
 Fit = list[tuple[str, int]]
@@ -31,7 +37,7 @@ class Cluster:
         agents: Sequence[AgentState],
         placed: Iterable[Request],
         fitting: str = FittingPolicy.BEST,
-        max_aux: int = 100,
+        max_aux: int = DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT,
     ) -> None:
         self.best = fitting != FittingPolicy.WORST
         self.max_aux = max_aux

@@ -105,6 +105,12 @@ class Policy:
     fitting: str = FittingPolicy.BEST
 
 
+#: A pool's ``max_aux_containers_per_agent`` when master.yaml does not set it (Determined's):
+#: how many zero-slot tasks one agent runs at once. Written here once; the master's config,
+#: the provisioner and the services read it from here.
+DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT = 100
+
+
 @dataclasses.dataclass(frozen=True)
 class PoolSnapshot:
     """Everything one pass over one resource pool needs."""
@@ -112,7 +118,7 @@ class PoolSnapshot:
     agents: tuple[AgentState, ...] = ()
     requests: tuple[Request, ...] = ()
     policy: Policy = Policy()
-    max_aux_containers_per_agent: int = 100
+    max_aux_containers_per_agent: int = DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT
 
 
 # The two result rows below are NamedTuples rather than frozen dataclasses: a pass builds one

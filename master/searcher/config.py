@@ -4,7 +4,8 @@ The experiment-config model validates the full schema; this module checks only w
 methods rely on, so they can be driven from a plain dict (tests, the simulator, preview). Unknown
 keys are ignored. Errors are ``ValueError("searcher.<field>: <reason>")``.
 
-Defaults follow Determined 0.38: ``smaller_is_better: true``, ``max_concurrent_trials: 16``
+Defaults are the experiment config's (``det.master.expconf.searcher``, Determined 0.38's):
+``smaller_is_better: true``, ``max_concurrent_trials: 16``
 (``0`` means no limit; for ``async_halving`` it means ``divisor ** (num_rungs - 1)`` capped by
 ``max_trials``, for ``adaptive_asha`` see ``asha.bracket_max_concurrent``), ``divisor: 4``, ``mode: standard``, ``max_rungs: 5``. The legacy
 ``max_length: {batches: N}`` still works for the ASHA searchers in place of
@@ -21,7 +22,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from det.master.expconf.base import default_of
+from det.master.expconf.searcher import (
+    AdaptiveAshaSearcher,
+    RandomSearcher,
+    _AshaBase,
+    _SearcherBase,
+)
+
 SEARCHER_NAMES = ("single", "random", "grid", "async_halving", "adaptive_asha")
+# The defaults are the experiment config's (expconf/searcher.py), read from its models.
+SMALLER_IS_BETTER: bool = default_of(_SearcherBase, "smaller_is_better")
+MAX_CONCURRENT_TRIALS: int = default_of(RandomSearcher, "max_concurrent_trials")
+DIVISOR: float = default_of(_AshaBase, "divisor")
+MODE: str = default_of(AdaptiveAshaSearcher, "mode")
+MAX_RUNGS: int = default_of(AdaptiveAshaSearcher, "max_rungs")
 MODES = ("aggressive", "standard", "conservative")
 SAMPLERS = ("random", "tpe")
 
@@ -30,16 +45,16 @@ SAMPLERS = ("random", "tpe")
 class SearcherConfig:
     name: str
     metric: str
-    smaller_is_better: bool = True
+    smaller_is_better: bool = SMALLER_IS_BETTER
     max_trials: int = 1
-    max_concurrent_trials: int = 16
+    max_concurrent_trials: int = MAX_CONCURRENT_TRIALS
     # ASHA family.
     time_metric: str | None = None
     max_time: float | None = None
-    divisor: float = 4.0
+    divisor: float = DIVISOR
     num_rungs: int = 0
-    mode: str = "standard"
-    max_rungs: int = 5
+    mode: str = MODE
+    max_rungs: int = MAX_RUNGS
     bracket_rungs: tuple[int, ...] = ()
     # Deprecated ``max_length`` (its number of units), passed through to trial_target_length.
     max_length: float | None = None
@@ -97,7 +112,7 @@ def parse_searcher_config(raw: Mapping[str, Any]) -> SearcherConfig:
     metric = raw.get("metric")
     if not isinstance(metric, str) or not metric:
         raise ValueError(f"{_field('metric')}: required (the validation metric to optimize)")
-    smaller = raw.get("smaller_is_better", True)
+    smaller = raw.get("smaller_is_better", SMALLER_IS_BETTER)
     if not isinstance(smaller, bool):
         raise ValueError(f"{_field('smaller_is_better')}: must be true or false")
     legacy_unit, legacy_units = _legacy_length(raw)
@@ -109,7 +124,7 @@ def parse_searcher_config(raw: Mapping[str, Any]) -> SearcherConfig:
     }
     if name == "single":
         return SearcherConfig(**common, max_trials=1, max_concurrent_trials=1)
-    concurrency = _int(raw, "max_concurrent_trials", 16, minimum=0)
+    concurrency = _int(raw, "max_concurrent_trials", MAX_CONCURRENT_TRIALS, minimum=0)
     if name == "grid":
         return SearcherConfig(**common, max_trials=0, max_concurrent_trials=concurrency)
     max_trials = _int(raw, "max_trials", None, minimum=1)
@@ -131,7 +146,7 @@ def parse_searcher_config(raw: Mapping[str, Any]) -> SearcherConfig:
         max_time = legacy_units
     else:
         raise ValueError(f"{_field('max_time')}: required for {name}")
-    divisor = _positive(raw, "divisor") if "divisor" in raw else 4.0
+    divisor = _positive(raw, "divisor") if "divisor" in raw else DIVISOR
     if divisor <= 1:
         raise ValueError(f"{_field('divisor')}: must be greater than 1, got {divisor}")
     asha: dict[str, Any] = {
@@ -145,7 +160,7 @@ def parse_searcher_config(raw: Mapping[str, Any]) -> SearcherConfig:
     if name == "async_halving":
         return SearcherConfig(**asha, num_rungs=_int(raw, "num_rungs", None, minimum=1))
 
-    mode = raw.get("mode", "standard")
+    mode = raw.get("mode", MODE)
     if mode not in MODES:
         raise ValueError(f"{_field('mode')}: must be one of {', '.join(MODES)}, got {mode!r}")
     bracket_rungs = raw.get("bracket_rungs") or []
@@ -156,6 +171,6 @@ def parse_searcher_config(raw: Mapping[str, Any]) -> SearcherConfig:
     return SearcherConfig(
         **asha,
         mode=mode,
-        max_rungs=_int(raw, "max_rungs", 5, minimum=1),
+        max_rungs=_int(raw, "max_rungs", MAX_RUNGS, minimum=1),
         bracket_rungs=tuple(bracket_rungs),
     )

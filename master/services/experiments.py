@@ -21,6 +21,7 @@ from det.master import expconf, limits, searcher, states
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound, PayloadTooLarge
 from det.master.expconf import stored
+from det.master.expconf.stored import SMALLER_IS_BETTER_SQL
 from det.master.handles import MasterState
 from det.master.services import (
     containers,
@@ -409,7 +410,8 @@ def get_for_wire(conn: Conn, experiment_id: int) -> dict[str, Any]:
 
 # GetExperiments' sortBy: the SQL of each key (ties broken by id, in the same direction).
 _BEST_METRIC = (
-    "(SELECT CASE WHEN coalesce((e.config->'searcher'->>'smaller_is_better')::boolean, true)"
+    "(SELECT CASE WHEN coalesce((e.config->'searcher'->>'smaller_is_better')::boolean, "
+    f"{SMALLER_IS_BETTER_SQL})"
     " THEN min(t.searcher_metric) ELSE max(t.searcher_metric) END"
     " FROM trials t WHERE t.experiment_id = e.id)"
 )

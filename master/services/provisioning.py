@@ -39,6 +39,7 @@ from det.master.provisioner.provider import (
     Market,
     Provider,
 )
+from det.master.scheduler.model import DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT
 from det.master.services import scheduling
 
 logger = logging.getLogger(__name__)
@@ -422,7 +423,11 @@ def run_pool(
     provider = prov.provider(st, pool, config)
     pool_cfg = st.config.pool(pool)
     policy = config.scale_policy(
-        max_aux_containers_per_agent=pool_cfg.max_aux_containers_per_agent if pool_cfg else 100
+        max_aux_containers_per_agent=(
+            pool_cfg.max_aux_containers_per_agent
+            if pool_cfg
+            else DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT
+        )
     )
     fresh = False
     while True:

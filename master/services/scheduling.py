@@ -12,6 +12,7 @@ from det.master import states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument
 from det.master.handles import MasterState
+from det.master.scheduler.model import DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ def snapshot(conn: Conn, st: MasterState, pool: str) -> Any:
         agent_rows,
         alloc_rows,
         _pool_policy(st, pool),
-        cfg.max_aux_containers_per_agent if cfg else 100,
+        cfg.max_aux_containers_per_agent if cfg else DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT,
     )
 
 

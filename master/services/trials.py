@@ -18,6 +18,7 @@ from det.master import fastjson, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.expconf import stored
+from det.master.expconf.stored import SMALLER_IS_BETTER_SQL
 from det.master.handles import MasterState
 from det.master.schemas import d
 from det.master.services import jobs
@@ -152,7 +153,7 @@ def best_trial_of(conn: Conn, experiment_id: int) -> dict[str, Any] | None:
         "SELECT t.id, t.searcher_metric FROM experiments e CROSS JOIN LATERAL ("
         " SELECT id, searcher_metric FROM trials WHERE experiment_id = e.id"
         " AND searcher_metric IS NOT NULL ORDER BY CASE WHEN"
-        " coalesce((e.config->'searcher'->>'smaller_is_better')::boolean, true)"
+        f" coalesce((e.config->'searcher'->>'smaller_is_better')::boolean, {SMALLER_IS_BETTER_SQL})"
         " THEN searcher_metric ELSE -searcher_metric END LIMIT 1) t WHERE e.id = %s",
         (experiment_id,),
     ).fetchone()

@@ -30,6 +30,7 @@ from psycopg.types.json import Jsonb
 from det.master import limits
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
+from det.master.expconf import stored
 
 DEFAULT, SLACK = "DEFAULT", "SLACK"
 STATE_CHANGE, TASK_LOG, CUSTOM = "EXPERIMENT_STATE_CHANGE", "TASK_LOG", "CUSTOM"
@@ -268,16 +269,15 @@ _EXPERIMENT = (
 
 
 def _experiment_payload(exp: dict[str, Any], trial_id: int | None = None) -> dict[str, Any]:
-    config = exp["config"] or {}
-    resources = config.get("resources") or {}
+    resources = stored.experiment_config(exp["id"], exp["config"]).resources
     end = exp["ended_at"] or dt.datetime.now(dt.UTC)
     out = {
         "id": exp["id"],
         "state": exp["state"],
         "name": exp["name"],
         "duration": int((end - exp["created_at"]).total_seconds()) if exp["ended_at"] else 0,
-        "resource_pool": resources.get("resource_pool") or "default",
-        "slots_per_trial": resources.get("slots_per_trial", 1),
+        "resource_pool": resources.resource_pool or "default",
+        "slots_per_trial": resources.slots_per_trial,
         "workspace": exp["workspace"] or "",
         "project": exp["project"] or "",
     }
