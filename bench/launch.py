@@ -20,7 +20,9 @@ started) and the training process (process start, ``import det`` begun and done,
 the user's own imports before it, ``core.init``, ``runs/start`` answered, the context started,
 the first report queued, sent and acknowledged). Each step is printed as seconds after Docker's
 ``start`` event (median over the runs) and the time since the step before, with Docker's
-``create`` event before it and the first poll that saw the metric after it.
+``create`` event before it and the first poll that saw the metric after it; beside it, the CPU
+seconds its process had used at that step (median) and since its own process's step before: on
+this shared machine the wall clock mostly says how long a step waited for a core.
 
     .venv/bin/python bench/launch.py [--runs 5] [--master URL --password PW]
 """
@@ -123,9 +125,10 @@ def container_events(client: Any, stop: threading.Event) -> queue.Queue[tuple[st
     return out
 
 
-def startup_marks(api: Api, tid: int) -> list[tuple[float, int, str]]:
-    """The trial's ``det-startup`` lines as (time, pid, step), in time order."""
-    marks: list[tuple[float, int, str]] = []
+def startup_marks(api: Api, tid: int) -> list[tuple[float, int, float, str]]:
+    """The trial's ``det-startup`` lines as (time, pid, process CPU seconds, step), in time
+    order."""
+    marks: list[tuple[float, int, float, str]] = []
     deadline = time.time() + 15
     while time.time() < deadline:
         r = api.s.get(f"{api.url}/api/v1/trials/{tid}/logs", timeout=30)
@@ -135,9 +138,9 @@ def startup_marks(api: Api, tid: int) -> list[tuple[float, int, str]]:
             msg = str((json.loads(line).get("result") or {}).get("message") or "")
             for part in msg.splitlines():
                 if part.startswith(MARK):
-                    when, pid, step = part[len(MARK) :].split(" ", 2)
-                    marks.append((float(when), int(pid), step.strip()))
-        if any(s == "first report acknowledged" for _, _, s in marks):
+                    when, pid, cpu, step = part[len(MARK) :].split(" ", 3)
+                    marks.append((float(when), int(pid), float(cpu), step.strip()))
+        if any(s == "first report acknowledged" for _, _, _, s in marks):
             break
         time.sleep(0.2)
     return sorted(marks)
@@ -159,32 +162,35 @@ def placed_at(pg_url: str | None, tid: int) -> float | None:
 
 
 def profile_of(
-    marks: list[tuple[float, int, str]],
+    marks: list[tuple[float, int, float, str]],
     events: dict[str, float],
     first_metric: float,
     placed: float | None = None,
     created: float | None = None,
-) -> dict[str, float]:
-    """Step name -> seconds after Docker's start event; steps of the wrapper (the process that
-    says 'entrypoint started') are named 'det.exec.run: ...', the training process's
-    'entrypoint: ...'."""
+) -> dict[str, tuple[float, float | None]]:
+    """Step name -> (seconds after Docker's start event, CPU seconds its process had used, None
+    for steps outside the container); steps of the wrapper (the process that says 'entrypoint
+    started') are named 'det.exec.run: ...', the training process's 'entrypoint: ...'."""
     start = events["start"]
-    wrapper = {pid for _, pid, step in marks if step == "entrypoint started"}
-    out = {"docker: create": events.get("create", start) - start, "docker: start": 0.0}
+    wrapper = {pid for _, pid, _, step in marks if step == "entrypoint started"}
+    out: dict[str, tuple[float, float | None]] = {
+        "docker: create": (events.get("create", start) - start, None),
+        "docker: start": (0.0, None),
+    }
     if placed is not None:
-        out["master: allocation placed"] = placed - start
+        out["master: allocation placed"] = (placed - start, None)
     if created is not None:
-        out["API: create request sent"] = created - start
-    for when, pid, step in marks:
+        out["API: create request sent"] = (created - start, None)
+    for when, pid, cpu, step in marks:
         name = f"{'det.exec.run' if pid in wrapper else 'entrypoint'}: {step}"
-        out.setdefault(name, when - start)
-    out["API: first metric seen"] = first_metric - start
+        out.setdefault(name, (when - start, cpu))
+    out["API: first metric seen"] = (first_metric - start, None)
     return out
 
 
 def one_run(
     api: Api, events: queue.Queue[tuple[str, float]], pg_url: str | None = None
-) -> tuple[float, float, dict[str, float]]:
+) -> tuple[float, float, dict[str, tuple[float, float | None]]]:
     """Seconds from the create request to (container start, first training metric), and the
     start-up profile (:func:`profile_of`)."""
     files = [
@@ -273,18 +279,32 @@ def local_cluster(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
             yield master.url, ADMIN_PASSWORD
 
 
-def print_profile(profiles: list[dict[str, float]]) -> None:
-    """Each step's median time after Docker's start event, in the order they happen."""
+def print_profile(profiles: list[dict[str, tuple[float, float | None]]]) -> None:
+    """Each step's median time after Docker's start event, in the order they happen, and the
+    median CPU time its process had used (and since that process's step before)."""
     steps: dict[str, list[float]] = {}
+    cpus: dict[str, list[float]] = {}
     for prof in profiles:
-        for name, at in prof.items():
+        for name, (at, cpu) in prof.items():
             steps.setdefault(name, []).append(at)
+            if cpu is not None:
+                cpus.setdefault(name, []).append(cpu)
     medians = sorted((statistics.median(v), name, len(v)) for name, v in steps.items())
-    print(f"start-up profile (median of {len(profiles)} runs; seconds after Docker's start event)")
+    print(
+        f"start-up profile (median of {len(profiles)} runs; seconds after Docker's start event;"
+        " cpu: the process's CPU seconds at the step, +since its step before)"
+    )
     before = medians[0][0] if medians else 0.0
+    cpu_before: dict[str, float] = {}
     for at, name, n in medians:
         runs = "" if n == len(profiles) else f"  ({n} runs)"
-        print(f"  {at:+7.3f}  (+{at - before:5.3f})  {name}{runs}")
+        cpu_text = " " * 22
+        if name in cpus:
+            cpu = statistics.median(cpus[name])
+            proc = name.split(":", 1)[0]
+            cpu_text = f"cpu {cpu:6.3f} (+{cpu - cpu_before.get(proc, 0.0):5.3f})"
+            cpu_before[proc] = cpu
+        print(f"  {at:+7.3f}  (+{at - before:5.3f})  {cpu_text}  {name}{runs}")
         before = at
 
 
@@ -324,7 +344,7 @@ def main() -> None:
         one_run(api, events)
         to_container: list[float] = []
         to_metric: list[float] = []
-        profiles: list[dict[str, float]] = []
+        profiles: list[dict[str, tuple[float, float | None]]] = []
         for i in range(args.runs):
             c, m, prof = one_run(api, events, getattr(args, "own_pg_url", None))
             to_container.append(c)

@@ -3,11 +3,13 @@
 With ``DET_STARTUP_PROFILE=1`` in the task's environment, :func:`mark` writes one line per step to
 stderr (so it reaches the task's logs)::
 
-    det-startup <unix time> <pid> <step>
+    det-startup <unix time> <pid> <cpu seconds> <step>
 
-and :func:`mark_process_start` adds the moment the kernel started this process (from
-``/proc/self/stat``, 10 ms resolution), so the interpreter's own start-up shows as the gap to
-the next mark. Without the variable both are a dictionary lookup: nothing is written.
+(``<cpu seconds>``: the CPU time this process has used so far, user + system, all threads: on a
+loaded machine the wall clock says how long a step waited for a core, the CPU time what it
+cost), and :func:`mark_process_start` adds the moment the kernel started this process (from
+``/proc/self/stat``, 10 ms resolution; CPU 0), so the interpreter's own start-up shows as the
+gap to the next mark. Without the variable both are a dictionary lookup: nothing is written.
 Standard library only, Python 3.8+ (the harness bundle runs on the image's python3).
 """
 
@@ -26,9 +28,9 @@ def enabled() -> bool:
     return os.environ.get(ENV, "") not in ("", "0")
 
 
-def _write(when: float, step: str) -> None:
+def _write(when: float, cpu: float, step: str) -> None:
     try:
-        sys.stderr.write(f"{PREFIX} {when:.6f} {os.getpid()} {step}\n")
+        sys.stderr.write(f"{PREFIX} {when:.6f} {os.getpid()} {cpu:.3f} {step}\n")
         sys.stderr.flush()
     except (OSError, ValueError):  # a closed stderr must not break a task
         pass
@@ -37,7 +39,7 @@ def _write(when: float, step: str) -> None:
 def mark(step: str) -> None:
     """Record that ``step`` happened now (only with ``DET_STARTUP_PROFILE`` set)."""
     if enabled():
-        _write(time.time(), step)
+        _write(time.time(), time.process_time(), step)
 
 
 def process_start_time() -> float | None:
@@ -61,4 +63,4 @@ def mark_process_start() -> None:
         _started_marked = True
         started = process_start_time()
         if started is not None:
-            _write(started, "process started")
+            _write(started, 0.0, "process started")

@@ -57,17 +57,23 @@ def run_in(image: str, bundle: Path, *cmd: str, mounts: dict[str, str] | None = 
     return r.stdout
 
 
-def test_bundle_holds_the_task_side_only_and_no_compiled_code(bundle: Path) -> None:
+def test_bundle_holds_the_task_side_only_and_no_native_code(bundle: Path) -> None:
     det_dir = bundle / "det"
     assert sorted(p.name for p in det_dir.iterdir() if p.is_dir()) == sorted(
-        ["_vendor", *harness_bundle.TASK_PACKAGES]
+        ["__pycache__", "_vendor", *harness_bundle.TASK_PACKAGES]
     )
     for absent in ("master", "agent", "cli", "deploy"):
         assert not (det_dir / absent).exists()
     vendored = {p.name for p in (det_dir / "_vendor").iterdir() if p.is_dir()}
     assert set(harness_bundle.VENDORED) <= vendored
-    compiled = [p for p in bundle.rglob("*") if p.suffix in (".so", ".pyd", ".pyc")]
-    assert compiled == []
+    native = [p for p in bundle.rglob("*") if p.suffix in (".so", ".pyd")]
+    assert native == []
+    # Byte code of the agent's own interpreter only, each file beside its source.
+    for pyc in bundle.rglob("*.pyc"):
+        assert pyc.parent.name == "__pycache__" and pyc.name.split(".")[-2] == (
+            sys.implementation.cache_tag
+        )
+        assert (pyc.parent.parent / (pyc.name.split(".")[0] + ".py")).is_file(), pyc
     assert oct(bundle.stat().st_mode & 0o777) == "0o755"
 
 
@@ -128,6 +134,27 @@ def test_an_image_with_det_and_determined_keeps_its_own_packages(bundle: Path) -
     assert paths["determined"].startswith("/opt/det/venv/"), paths
     assert paths["version"] == "0.38.1"
     assert paths["requests"].startswith("/opt/det/venv/"), paths
+
+
+def test_a_training_process_in_the_torch_image_loads_det_from_the_agents_byte_code(
+    bundle: Path,
+) -> None:
+    """The torch image's python3 is the agent's version here (3.11): its processes load det
+    from the read-only bundle's ``.pyc`` files instead of compiling it each time; a bare image
+    of another version still imports everything (test above)."""
+    out = run_in(
+        TASK_IMAGE, bundle, "python3", "-c", "import sys; print(sys.implementation.cache_tag)"
+    )
+    if out.strip() != sys.implementation.cache_tag:
+        pytest.skip(f"the agent runs {sys.implementation.cache_tag}, the image {out.strip()}")
+    err = run_in(TASK_IMAGE, bundle, "sh", "-c", "python3 -v -c 'import det.core' 2>&1 >/dev/null")
+    origins = [
+        line.removeprefix("# code object from ").strip("'")
+        for line in err.splitlines()
+        if line.startswith("# code object from ") and CONTAINER_PATH in line
+    ]
+    assert any("/det/core/" in o for o in origins), err[-2000:]
+    assert [o for o in origins if not o.endswith(".pyc")] == []
 
 
 def test_the_image_pythonpath_follows_the_bundle(bundle: Path) -> None:

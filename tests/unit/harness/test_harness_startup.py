@@ -14,11 +14,15 @@ from det.common import startup
 
 
 def marks(stderr: str) -> list[tuple[float, int, str]]:
+    return [(when, pid, step) for when, pid, _, step in marks_with_cpu(stderr)]
+
+
+def marks_with_cpu(stderr: str) -> list[tuple[float, int, float, str]]:
     out = []
     for line in stderr.splitlines():
         if line.startswith(startup.PREFIX + " "):
-            when, pid, step = line.split(" ", 3)[1:]
-            out.append((float(when), int(pid), step))
+            when, pid, cpu, step = line.split(" ", 4)[1:]
+            out.append((float(when), int(pid), float(cpu), step))
     return out
 
 
@@ -33,6 +37,19 @@ def test_marks_are_written_only_when_asked(
     startup.mark("core.init called")
     [(when, pid, step)] = marks(capsys.readouterr().err)
     assert before <= when <= time.time() and pid == os.getpid() and step == "core.init called"
+
+
+def test_a_mark_carries_the_cpu_time_the_process_used_so_far(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(startup.ENV, "1")
+    startup.mark("before")
+    spent = time.process_time()
+    while time.process_time() - spent < 0.05:  # CPU work, not a wait: counted whatever the load
+        pass
+    startup.mark("after")
+    (_, _, first, _), (_, _, second, step) = marks_with_cpu(capsys.readouterr().err)
+    assert step == "after" and second - first >= 0.049
 
 
 def test_the_process_start_comes_from_the_kernel() -> None:
