@@ -14,7 +14,7 @@ time. Prints each run and the medians.
 metric of the trial in ``GET /api/v1/trials/{id}/metrics``.
 
 The start-up profile: the trials run with ``DET_STARTUP_PROFILE=1``, so the harness writes a
-``det-startup <time> <pid> <step>`` line to the task's log at each step (``det.common.startup``):
+``det-startup <time> <pid> <cpu> <step>`` line to the task's log at each step (``det.common.startup``):
 the wrapper ``det.exec.run`` (process start from ``/proc``, its imports, the entrypoint
 started) and the training process (process start, ``import det`` begun and done, which shows
 the user's own imports before it, ``core.init``, ``runs/start`` answered, the context started,
