@@ -1,4 +1,6 @@
-"""Authentication and users against a live master on a real PostgreSQL."""
+"""Authentication and users against a master on a real PostgreSQL: its app in the test's
+process (``api_master``) for what is API alone, a ``det-master`` process for a task's token
+(a simulated agent runs the trials) and for the master's refusal to start."""
 
 from __future__ import annotations
 
@@ -7,87 +9,90 @@ import hashlib
 import pytest
 import requests
 
-from tests.integration.conftest import ADMIN_PASSWORD, Master
+from tests.integration.conftest import ADMIN_PASSWORD, Master, MasterClient
 
 pytestmark = pytest.mark.integration
 
 
-def test_info_and_health_need_no_token(live_master: Master) -> None:
-    info = requests.get(live_master.url + "/info", timeout=5).json()
+def test_info_and_health_need_no_token(api_master: MasterClient) -> None:
+    info = api_master.new_session().get(api_master.url + "/info", timeout=5).json()
     assert info["clusterId"]
-    assert requests.get(live_master.url + "/health", timeout=5).json()["healthy"] is True
+    assert (
+        api_master.new_session().get(api_master.url + "/health", timeout=5).json()["healthy"]
+        is True
+    )
 
 
 @pytest.mark.parametrize(
     "path", ["/api/v1/me", "/api/v1/experiments", "/api/v1/job-queues", "/api/v1/agents"]
 )
-def test_api_rejects_missing_or_bad_token(live_master: Master, path: str) -> None:
-    assert requests.get(live_master.url + path, timeout=5).status_code == 401
-    bad = requests.get(live_master.url + path, headers={"Authorization": "Bearer nope"}, timeout=5)
+def test_api_rejects_missing_or_bad_token(api_master: MasterClient, path: str) -> None:
+    assert api_master.new_session().get(api_master.url + path, timeout=5).status_code == 401
+    bad = api_master.new_session().get(
+        api_master.url + path, headers={"Authorization": "Bearer nope"}, timeout=5
+    )
     assert bad.status_code == 401
     assert "token" in bad.json()["message"]
 
 
-def test_login_accepts_plain_and_client_hashed_passwords(live_master: Master) -> None:
+def test_login_accepts_plain_and_client_hashed_passwords(api_master: MasterClient) -> None:
     hashed = hashlib.sha512(("GubPEmmotfiK9TMD6Zdw" + ADMIN_PASSWORD).encode()).hexdigest()
-    r = requests.post(
-        live_master.url + "/api/v1/auth/login",
+    r = api_master.new_session().post(
+        api_master.url + "/api/v1/auth/login",
         json={"username": "admin", "password": hashed, "isHashed": True},
         timeout=5,
     )
     assert r.status_code == 200
     assert r.json()["user"]["username"] == "admin"
-    wrong = requests.post(
-        live_master.url + "/api/v1/auth/login",
+    wrong = api_master.new_session().post(
+        api_master.url + "/api/v1/auth/login",
         json={"username": "admin", "password": "x"},
         timeout=5,
     )
     assert wrong.status_code == 401
 
 
-def test_logout_revokes_the_token(live_master: Master) -> None:
-    token = live_master.login()
-    s = live_master.session(token)
-    assert s.get(live_master.url + "/api/v1/me", timeout=5).status_code == 200
-    assert s.post(live_master.url + "/api/v1/auth/logout", timeout=5).status_code == 200
-    assert s.get(live_master.url + "/api/v1/me", timeout=5).status_code == 401
+def test_logout_revokes_the_token(api_master: MasterClient) -> None:
+    token = api_master.login()
+    s = api_master.session(token)
+    assert s.get(api_master.url + "/api/v1/me", timeout=5).status_code == 200
+    assert s.post(api_master.url + "/api/v1/auth/logout", timeout=5).status_code == 200
+    assert s.get(api_master.url + "/api/v1/me", timeout=5).status_code == 401
 
 
-def test_admin_creates_user_who_cannot_create_users(live_master: Master) -> None:
-    live_master.post(
+def test_admin_creates_user_who_cannot_create_users(api_master: MasterClient) -> None:
+    api_master.post(
         "/api/v1/users", {"user": {"username": "alice", "admin": False}, "password": "Alice-pw-1"}
     )
-    alice = live_master.login("alice", "Alice-pw-1")
-    r = live_master.session(alice).post(
-        live_master.url + "/api/v1/users",
+    alice = api_master.login("alice", "Alice-pw-1")
+    r = api_master.session(alice).post(
+        api_master.url + "/api/v1/users",
         json={"user": {"username": "bob"}, "password": "Bob-pw-12"},
         timeout=5,
     )
     assert r.status_code == 403
-    dup = live_master.session().post(
-        live_master.url + "/api/v1/users",
+    dup = api_master.session().post(
+        api_master.url + "/api/v1/users",
         json={"user": {"username": "alice"}, "password": "x"},
         timeout=5,
     )
     assert dup.status_code == 409
 
 
-def test_password_change_ends_other_sessions(live_master: Master) -> None:
-    live_master.post("/api/v1/users", {"user": {"username": "carol"}, "password": "Carol-pw-1"})
-    old = live_master.login("carol", "Carol-pw-1")
-    me = live_master.session(old).get(live_master.url + "/api/v1/me", timeout=5).json()["user"]
-    r = live_master.session(old).patch(
-        live_master.url + f"/api/v1/users/{me['id']}", json={"password": "Carol-pw-2"}, timeout=5
+def test_password_change_ends_other_sessions(api_master: MasterClient) -> None:
+    api_master.post("/api/v1/users", {"user": {"username": "carol"}, "password": "Carol-pw-1"})
+    old = api_master.login("carol", "Carol-pw-1")
+    me = api_master.session(old).get(api_master.url + "/api/v1/me", timeout=5).json()["user"]
+    r = api_master.session(old).patch(
+        api_master.url + f"/api/v1/users/{me['id']}", json={"password": "Carol-pw-2"}, timeout=5
     )
     assert r.status_code == 200
-    assert (
-        live_master.session(old).get(live_master.url + "/api/v1/me", timeout=5).status_code == 401
-    )
-    assert live_master.login("carol", "Carol-pw-2")
+    assert api_master.session(old).get(api_master.url + "/api/v1/me", timeout=5).status_code == 401
+    assert api_master.login("carol", "Carol-pw-2")
 
 
-def test_master_config_hides_secrets(live_master: Master) -> None:
-    cfg = live_master.get("/api/v1/master/config")["config"]
+def test_master_config_hides_secrets(api_master: MasterClient) -> None:
+    cfg = api_master.get("/api/v1/master/config")["config"]
     assert cfg["security"]["initial_user_password"] == "********"
     assert ADMIN_PASSWORD not in str(cfg)
 
@@ -167,22 +172,22 @@ def test_allocation_token_is_limited_to_its_own_task(live_master: Master) -> Non
         "u" * 129,
     ],
 )
-def test_usernames_that_could_mislead_are_refused(live_master: Master, username: str) -> None:
-    before = live_master.get("/api/v1/users")["users"]
-    r = live_master.session().post(
-        live_master.url + "/api/v1/users",
+def test_usernames_that_could_mislead_are_refused(api_master: MasterClient, username: str) -> None:
+    before = api_master.get("/api/v1/users")["users"]
+    r = api_master.session().post(
+        api_master.url + "/api/v1/users",
         json={"user": {"username": username}, "password": "pw-123456"},
         timeout=5,
     )
     assert r.status_code == 400, r.text
     assert "username" in r.json()["message"]
-    assert live_master.get("/api/v1/users")["users"] == before
+    assert api_master.get("/api/v1/users")["users"] == before
 
 
-def test_ordinary_usernames_are_accepted(live_master: Master) -> None:
+def test_ordinary_usernames_are_accepted(api_master: MasterClient) -> None:
     for name in ("alice", "bob.smith@example.com", "j_doe-2+ml", "José"):
-        r = live_master.session().post(
-            live_master.url + "/api/v1/users",
+        r = api_master.session().post(
+            api_master.url + "/api/v1/users",
             json={"user": {"username": name}, "password": "pw-123456"},
             timeout=5,
         )
