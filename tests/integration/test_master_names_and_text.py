@@ -1,6 +1,7 @@
 """Names and text that cannot deceive: usernames compared after NFKC without case, lookalikes
 of existing names refused, ``active: false`` honoured at creation, endless tokens for admins
-only, ``/me`` for a task's token, and lone surrogates refused at the JSON boundary."""
+only, ``/me`` for a task's token, and lone surrogates refused at the JSON boundary. The master's app in the test's process
+(``api_master``) but where a process is needed: a restart, a command's token."""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ import pytest
 import requests
 
 from tests.fakes.sim_agent import SimAgent, wait
-from tests.integration.conftest import ADMIN_PASSWORD, Master
+from tests.integration.conftest import ADMIN_PASSWORD, Master, MasterClient
 
 pytestmark = pytest.mark.integration
 
 
-def _create(m: Master, username: str, *, active: bool | None = None) -> requests.Response:
+def _create(m: MasterClient, username: str, *, active: bool | None = None) -> requests.Response:
     user: dict[str, Any] = {"username": username}
     if active is not None:
         user["active"] = active
@@ -26,22 +27,22 @@ def _create(m: Master, username: str, *, active: bool | None = None) -> requests
     )
 
 
-def _login(m: Master, username: str, password: str = "pw-1234") -> requests.Response:
-    return requests.post(
+def _login(m: MasterClient, username: str, password: str = "pw-1234") -> requests.Response:
+    return m.new_session().post(
         m.url + "/api/v1/auth/login",
         json={"username": username, "password": password},
         timeout=30,
     )
 
 
-def _usernames(m: Master) -> list[str]:
+def _usernames(m: MasterClient) -> list[str]:
     return sorted(u["username"] for u in m.get("/api/v1/users")["users"])
 
 
 def test_usernames_differing_in_case_or_width_or_by_lookalikes_are_one(
-    live_master: Master,
+    api_master: MasterClient,
 ) -> None:
-    m = live_master
+    m = api_master
     assert _create(m, "alice").status_code == 200
     assert _create(m, "ace").status_code == 200
     before = _usernames(m)
@@ -64,8 +65,8 @@ def test_usernames_differing_in_case_or_width_or_by_lookalikes_are_one(
         assert _create(m, ok).status_code == 200, ok
 
 
-def test_login_and_lookup_find_a_user_whatever_case_they_type(live_master: Master) -> None:
-    m = live_master
+def test_login_and_lookup_find_a_user_whatever_case_they_type(api_master: MasterClient) -> None:
+    m = api_master
     assert _create(m, "Dora").status_code == 200
     for typed in ("Dora", "dora", "DORA", "\uff24\uff4f\uff52\uff41"):
         r = _login(m, typed)
@@ -77,8 +78,8 @@ def test_login_and_lookup_find_a_user_whatever_case_they_type(live_master: Maste
     assert _login(m, "ADMIN", ADMIN_PASSWORD).status_code == 200
 
 
-def test_a_rename_is_held_to_the_same_rules(live_master: Master) -> None:
-    m = live_master
+def test_a_rename_is_held_to_the_same_rules(api_master: MasterClient) -> None:
+    m = api_master
     ids = {}
     for name in ("erin", "frank"):
         r = _create(m, name)
@@ -120,16 +121,16 @@ def _db_url(m: Master) -> str:
     return str(yaml.safe_load(m.config_file.read_text())["db"]["url"])
 
 
-def test_a_user_created_inactive_cannot_log_in(live_master: Master) -> None:
-    m = live_master
+def test_a_user_created_inactive_cannot_log_in(api_master: MasterClient) -> None:
+    m = api_master
     r = _create(m, "hank", active=False)
     assert r.status_code == 200 and r.json()["user"]["active"] is False
     assert _login(m, "hank").status_code == 401
     assert _create(m, "ida").json()["user"]["active"] is True
 
 
-def test_only_an_admin_creates_a_token_that_never_expires(live_master: Master) -> None:
-    m = live_master
+def test_only_an_admin_creates_a_token_that_never_expires(api_master: MasterClient) -> None:
+    m = api_master
     user_id = _create(m, "jack").json()["user"]["id"]
     jack = m.session(_login(m, "jack").json()["token"])
     for lifespan, status in [("-1", 400), ("100000h", 400), ("720h", 200), ("8760h", 200)]:
@@ -191,10 +192,10 @@ SURROGATE_BODIES = [
 ]  # fmt: skip
 
 
-def test_a_lone_surrogate_is_refused_naming_the_field(live_master: Master) -> None:
+def test_a_lone_surrogate_is_refused_naming_the_field(api_master: MasterClient) -> None:
     import json
 
-    m = live_master
+    m = api_master
     s = m.session()
     before = len(m.get("/api/v1/workspaces")["workspaces"])
     for method, path, body, field in SURROGATE_BODIES:
