@@ -205,6 +205,10 @@ def finish_up(
     out.write(
         f"Cluster ready. Point the CLI at it:\n\n  {tls.client_exports(url, cert_file, cert.cert_name if cert else tls.CERT_NAME)}\n\n"
     )
+    if outputs.get("task_url"):
+        # A serverless master's task origin: a name of its own (with --domain, one to add to
+        # the DNS beside the master's).
+        out.write(f"Notebooks and TensorBoards open on {outputs['task_url']} (the task origin).\n")
     if password_generated and outputs.get("initial_user_password"):
         out.write(
             f"Generated password for `admin` and `determined`: {outputs['initial_user_password']}\n"

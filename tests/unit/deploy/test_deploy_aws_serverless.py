@@ -396,3 +396,14 @@ def test_with_a_domain_the_task_origin_is_tasks_dot_the_domain(domain_graph, one
     assert config["task_origin"] == "https://tasks.det.example.com"
     assert config["task_port"] == sl.TASK_CONTAINER_PORT
     assert domain_graph.outputs["task_url"] == "https://tasks.det.example.com"
+
+
+def test_up_ends_naming_the_task_origin(domain_graph):
+    from det.deploy.common import commands
+
+    out = io.StringIO()
+    commands.finish_up(
+        domain_graph.outputs, wait=False, timeout=0, password_generated=False, out=out
+    )
+    assert "export DET_MASTER=https://det.example.com" in out.getvalue()
+    assert "open on https://tasks.det.example.com (the task origin)" in out.getvalue()
