@@ -64,6 +64,9 @@ MIGRATE_ON_START_ENV = "DET_MIGRATE_ON_START"
 # whether an instance runs the control loops: the task origin's instances set both.
 PORT_ENV = "DET_PORT"
 RUN_LOOPS_ENV = "DET_RUN_LOOPS"
+# The task origin's instances serve the proxy only, in their front process: no user process
+# (each would hold database connections for nothing).
+USER_PROCESSES_ENV = "DET_USER_API_PROCESSES"
 REQUEST_LIMIT_ENV = "DET_REQUEST_TIME_LIMIT_SECONDS"
 WAKEUPS_TYPE_ENV = "DET_WAKEUPS_TYPE"
 WAKEUPS_QUEUE_ENV = "DET_WAKEUPS_QUEUE"

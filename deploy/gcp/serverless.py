@@ -49,9 +49,9 @@ RUN_CPU = "1"
 RUN_MEMORY = "1Gi"
 WAKEUP_KIND = "cloud_tasks"
 MIGRATED_ANNOTATION = "det-migrated"
-# The tasks service: one instance (db-f1-micro's 25 connections: 2 API instances, the
-# migration and this one, DB_POOL_SIZE each), many proxied connections in it (Cloud Run's
-# limit is 1000 a instance; a JupyterLab tab holds a few).
+# The tasks service: one instance of one process (no user API process, no loops: a pool of
+# DB_POOL_SIZE connections), many proxied connections in it (Cloud Run's limit is 1000 an
+# instance; a JupyterLab tab holds a few).
 TASKS_MAX_INSTANCES = 1
 TASKS_CONCURRENCY = 250
 
@@ -538,8 +538,9 @@ class ServerlessMaster(pulumi.ComponentResource):
         # The task origin: Cloud Run sends its requests to the task listener ($PORT is that
         # port; DET_PORT keeps the API on its own port, which Cloud Run never routes to), so
         # this service serves the task proxy only, whatever Host a request names. Its loops are
-        # off (the API service runs them); one instance keeps the database's connections
-        # within db-f1-micro's, and each proxied connection is a request of its concurrency.
+        # off (the API service runs them) and it has no user API process: one instance, one
+        # pool of DB_POOL_SIZE connections; each proxied connection is a request of its
+        # concurrency.
         tasks_env = _service_env(
             *_env_spec(
                 self.master_yaml,
@@ -547,6 +548,7 @@ class ServerlessMaster(pulumi.ComponentResource):
                 {
                     **sl.service_env(sl.REQUEST_TIMEOUT_S),
                     sl.RUN_LOOPS_ENV: "false",
+                    sl.USER_PROCESSES_ENV: "0",
                     sl.PORT_ENV: str(sl.CONTAINER_PORT),
                 },
                 job=False,

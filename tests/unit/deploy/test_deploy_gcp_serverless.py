@@ -254,4 +254,5 @@ def test_the_tasks_service_runs_a_master_that_serves_only_the_proxy_on_its_port(
     config = parse_config(yaml.safe_load(env.pop(sl.CONFIG_ENV)), env=env)
     assert config.port == sl.CONTAINER_PORT and config.task_port == sl.TASK_CONTAINER_PORT
     assert config.run_loops is False and config.task_origin == TASK_URL
+    assert config.user_api_processes == 0  # the proxy runs in the front process only
     assert config.request_time_limit_seconds == sl.REQUEST_TIMEOUT_S
