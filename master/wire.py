@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from det.master.schemas import d
@@ -14,6 +15,24 @@ def ts(value: dt.datetime | None) -> str | None:
     if value is None:
         return None
     return value.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+class Paging(NamedTuple):
+    """A list request's ``offset`` and ``limit`` with Determined's defaults (0: from the start;
+    0: no limit). The route's contract has checked their types; absent or null is the default.
+    ``offset, limit = Paging.of(params)``."""
+
+    offset: int = 0
+    limit: int = 0
+
+    @classmethod
+    def of(cls, params: Mapping[str, object]) -> Paging:
+        given = {
+            k: v
+            for k in cls._fields
+            if isinstance(v := params.get(k), int) and not isinstance(v, bool)
+        }
+        return cls(**given)
 
 
 def pagination(offset: int, limit: int, total: int) -> d.v1Pagination:

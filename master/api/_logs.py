@@ -15,6 +15,7 @@ from det.master.schemas import d, validate
 from det.master.schemas import logs as wire
 from det.master.services import task_logs
 from det.master.services.task_logs import LogsParams
+from det.master.wire import Paging
 
 
 def stream(
@@ -28,7 +29,7 @@ def stream(
     if params is None:
         params = validate(d.TaskLogsParams, query_dict(d.TaskLogsParams), "query")
     follow = bool(params.get("follow"))
-    limit = params.get("limit") or 0
+    limit = Paging.of(params).limit
     if limit < 0:
         raise InvalidArgument(f"query.limit: must not be negative (got {limit})")
     newest_first = params.get("orderBy") == "ORDER_BY_DESC"

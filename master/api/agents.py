@@ -14,6 +14,7 @@ from det.master.errors import InvalidArgument, NotFound
 from det.master.schemas import agents as wire
 from det.master.schemas import d
 from det.master.services import agents as svc
+from det.master.wire import Paging
 
 bp = Blueprint("agents", __name__)
 
@@ -96,8 +97,7 @@ def list_(params: d.GetAgentsParams) -> wire.GetAgentsResponse:
             a["slots"] = None
         if params.get("excludeContainers"):
             a["containers"] = None
-    offset = params.get("offset") or 0
-    limit = params.get("limit") or 0
+    offset, limit = Paging.of(params)
     page = agents[offset : (offset + limit) if limit > 0 else None]
     return {"agents": page, "pagination": pagination(offset, limit, len(agents))}
 

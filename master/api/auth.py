@@ -33,6 +33,7 @@ from det.master.errors import (
 from det.master.schemas import d
 from det.master.schemas import users as wire
 from det.master.services import agent_users, cluster_messages, login_limits, usernames, users
+from det.master.wire import Paging
 
 logger = logging.getLogger(__name__)
 
@@ -155,8 +156,7 @@ def list_users(params: d.GetUsersParams) -> d.v1GetUsersResponse:
         found.sort(key=key)  # type: ignore[arg-type]
     if params.get("orderBy") == "ORDER_BY_DESC":
         found.reverse()
-    offset = params.get("offset") or 0
-    limit = params.get("limit") or 0
+    offset, limit = Paging.of(params)
     page = found[offset : (offset + limit) if limit > 0 else None]
     return {
         "users": [wire.user(u) for u in page],

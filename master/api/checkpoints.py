@@ -24,6 +24,7 @@ from det.master.schemas import checkpoints as wire
 from det.master.schemas import d, validate
 from det.master.services import checkpoint_gc
 from det.master.services import checkpoints as ckpt_svc
+from det.master.wire import Paging
 from det.storage import globs as det_globs
 
 bp = Blueprint("checkpoints", __name__)
@@ -50,10 +51,9 @@ def listing(
         smaller_is_better=smaller_is_better,
     )
     total = len(items)
-    offset = params.get("offset") or 0
+    offset, limit = Paging.of(params)
     if offset < 0:
         offset = max(0, total + offset)
-    limit = params.get("limit") or 0
     page = items[offset : (offset + limit) if limit > 0 else None]
     return {"checkpoints": page, "pagination": pagination(offset, limit, total)}
 

@@ -22,6 +22,7 @@ from det.master.services import cluster_messages as messages
 from det.master.services import health as health_svc
 from det.master.services import master_settings
 from det.master.services import wakeups as wakeups_svc
+from det.master.wire import Paging
 
 logger = logging.getLogger(__name__)
 
@@ -251,8 +252,7 @@ def master_logs(params: d.MasterLogsParams) -> Any:
     lines while ``follow=true``."""
     require_admin()
 
-    offset = params.get("offset") or 0
-    limit = params.get("limit") or 0
+    offset, limit = Paging.of(params)
     if limit < 0:
         raise InvalidArgument(f"limit: must not be negative (got {limit})")
     follow = bool(params.get("follow"))

@@ -20,6 +20,7 @@ from det.master.services import experiments as exp_svc
 from det.master.services import jobs as jobs_svc
 from det.master.services import tasks as tasks_svc
 from det.master.services import templates as templates_svc
+from det.master.wire import Paging
 
 bp = Blueprint("commands", __name__)
 
@@ -95,8 +96,7 @@ def list_rows(kind: str, params: Any) -> list[dict[str, Any]]:
 
 
 def page(rows: list[Any], params: Any) -> tuple[list[Any], d.v1Pagination]:
-    offset = params.get("offset") or 0
-    limit = params.get("limit") or 0
+    offset, limit = Paging.of(params)
     return rows[offset : (offset + limit) if limit > 0 else None], pagination(
         offset, limit, len(rows)
     )

@@ -34,6 +34,7 @@ from det.master.services import checkpoints as ckpt_svc
 from det.master.services import experiments as svc
 from det.master.services import trials as trial_svc
 from det.master.services import unmanaged as unmanaged_svc
+from det.master.wire import Paging
 
 bp = Blueprint("experiments", __name__)
 
@@ -152,8 +153,7 @@ def list_(params: d.GetExperimentsParams) -> Response:
 
 def _list_page(conn: Any, params: d.GetExperimentsParams) -> Page:
     st_filter = [s.removeprefix("STATE_") for s in params.get("states") or []]
-    offset = params.get("offset") or 0
-    limit = params.get("limit") or 0
+    offset, limit = Paging.of(params)
     rows, total = svc.list_(
         conn,
         archived=params.get("archived"),
@@ -338,8 +338,7 @@ def best_searcher_validation_metric(
 def trials(experiment_id: int, params: d.GetExperimentTrialsParams) -> Response:
     """The experiment's trials (conditional: see :func:`det.master.api._answers.answer`)."""
     check_task_scope(experiment_id=experiment_id)
-    offset = params.get("offset") or 0
-    limit = params.get("limit") or 0
+    offset, limit = Paging.of(params)
     with reads() as conn:
         rows = trial_svc.list_for_experiment(conn, experiment_id)
         if not rows:

@@ -14,6 +14,7 @@ from det.master.schemas import d
 from det.master.schemas import jobs as wire
 from det.master.services import jobs as svc
 from det.master.services import pools as pool_svc
+from det.master.wire import Paging
 
 bp = Blueprint("jobs", __name__)
 
@@ -26,8 +27,7 @@ def _jobs(params: d.GetJobsParams) -> tuple[list[wire.Job], d.v1Pagination]:
     wanted = set(params.get("states") or [])
     if wanted:
         jobs = [j for j in jobs if (s := j.get("summary")) is not None and s["state"] in wanted]
-    offset = params.get("offset") or 0
-    limit = params.get("limit") or 0
+    offset, limit = Paging.of(params)
     page = jobs[offset : (offset + limit) if limit > 0 else None]
     return page, pagination(offset, limit, len(jobs))
 
@@ -76,7 +76,6 @@ def update(body: d.v1UpdateJobQueueRequest) -> Any:
 def resource_pools(params: d.GetResourcePoolsParams) -> d.v1GetResourcePoolsResponse:
     with db() as conn:
         pools = pool_svc.list_pools(conn, state())
-    offset = params.get("offset") or 0
-    limit = params.get("limit") or 0
+    offset, limit = Paging.of(params)
     page = pools[offset : (offset + limit) if limit > 0 else None]
     return {"resourcePools": page, "pagination": pagination(offset, limit, len(pools))}

@@ -14,6 +14,7 @@ from det.master.schemas import d
 from det.master.schemas import models as wire
 from det.master.services import checkpoints as ckpt_svc
 from det.master.services import models as svc
+from det.master.wire import Paging
 
 bp = Blueprint("models", __name__)
 
@@ -35,7 +36,7 @@ def create(body: d.v1PostModelRequest) -> d.v1PostModelResponse:
 def list_(params: d.GetModelsParams) -> d.v1GetModelsResponse:
     with db() as conn:
         rows, total = svc.list_(conn, params)
-    offset, limit = params.get("offset") or 0, params.get("limit") or 0
+    offset, limit = Paging.of(params)
     return {"models": [wire.model(r) for r in rows], "pagination": pagination(offset, limit, total)}
 
 
@@ -69,7 +70,7 @@ def versions(name: str, params: d.GetModelVersionsParams) -> d.v1GetModelVersion
         model = svc.get(conn, name)
         rows, total = svc.versions(conn, model["id"], params)
         out = [_version(conn, v) for v in rows]
-    offset, limit = params.get("offset") or 0, params.get("limit") or 0
+    offset, limit = Paging.of(params)
     return {
         "model": wire.model(model),
         "modelVersions": out,

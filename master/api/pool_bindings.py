@@ -12,6 +12,7 @@ from det.master.api._contract import contract
 from det.master.errors import NotFound
 from det.master.schemas import d
 from det.master.services import pool_bindings as svc
+from det.master.wire import Paging
 
 bp = Blueprint("pool_bindings", __name__)
 
@@ -55,7 +56,7 @@ def overwrite(name: str, body: d.v1OverwriteRPWorkspaceBindingsRequest) -> Any:
 def list_bound(
     name: str, params: d.ListWorkspacesBoundToRPParams
 ) -> d.v1ListWorkspacesBoundToRPResponse:
-    offset, limit = params.get("offset") or 0, params.get("limit") or 0
+    offset, limit = Paging.of(params)
     if state().config.pool(name) is None:
         raise NotFound(f"resource pool '{name}' not found")
     with db() as conn:

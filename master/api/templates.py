@@ -15,6 +15,7 @@ from det.master.errors import InvalidArgument
 from det.master.schemas import d
 from det.master.schemas import templates as wire
 from det.master.services import templates as svc
+from det.master.wire import Paging
 
 bp = Blueprint("templates", __name__)
 
@@ -24,7 +25,7 @@ bp = Blueprint("templates", __name__)
 def list_(params: d.GetTemplatesParams) -> d.v1GetTemplatesResponse:
     with db() as conn:
         rows, total = svc.list_(conn, params)
-    offset, limit = params.get("offset") or 0, params.get("limit") or 0
+    offset, limit = Paging.of(params)
     return {
         "templates": [wire.template(r) for r in rows],
         "pagination": pagination(offset, limit, total),

@@ -16,6 +16,7 @@ from det.master.errors import InvalidArgument, PermissionDenied
 from det.master.schemas import d
 from det.master.services import tokens as svc
 from det.master.services import users
+from det.master.wire import Paging
 
 bp = Blueprint("tokens", __name__)
 
@@ -69,8 +70,7 @@ def list_(params: d.GetAccessTokensParams) -> d.v1GetAccessTokensResponse:
         )
     if params.get("orderBy") == "ORDER_BY_DESC":
         found.reverse()
-    offset = params.get("offset") or 0
-    limit = params.get("limit") or 0
+    offset, limit = Paging.of(params)
     page = found[offset : (offset + limit) if limit > 0 else None]
     return {"tokenInfo": page, "pagination": pagination(offset, limit, len(found))}
 

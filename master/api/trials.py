@@ -32,6 +32,7 @@ from det.master.services import checkpoints as ckpt_svc
 from det.master.services import task_logs
 from det.master.services import trials as svc
 from det.master.services import unmanaged as unmanaged_svc
+from det.master.wire import Paging
 
 bp = Blueprint("trials", __name__)
 
@@ -487,8 +488,7 @@ def _deleted_checkpoint(w: d.v1WorkloadContainer) -> bool:
 @contract("GetTrialWorkloads")
 def workloads(trial_id: int, params: d.GetTrialWorkloadsParams) -> d.v1GetTrialWorkloadsResponse:
     """Training, validation and checkpoint workloads of a trial, in training order."""
-    offset = params.get("offset") or 0
-    limit = params.get("limit") or 0
+    offset, limit = Paging.of(params)
     with db() as conn:
         svc.get(conn, trial_id)
         reports = svc.metrics_rows(conn, trial_id, None)

@@ -18,6 +18,7 @@ from det.master.schemas import workspaces as wire
 from det.master.services import deletion, pool_bindings
 from det.master.services import projects as project_svc
 from det.master.services import workspaces as svc
+from det.master.wire import Paging
 
 bp = Blueprint("workspaces", __name__)
 
@@ -33,7 +34,7 @@ def _k8s_refused(data: d.v1PostWorkspaceRequest | d.v1PatchWorkspace) -> None:
 @bp.get("/api/v1/workspaces")
 @contract("GetWorkspaces")
 def list_(params: d.GetWorkspacesParams) -> d.v1GetWorkspacesResponse:
-    offset, limit = params.get("offset") or 0, params.get("limit") or 0
+    offset, limit = Paging.of(params)
     if params.get("pinned"):
         rows: list[dict[str, Any]] = []  # det has no pinned workspaces
         total = 0
@@ -121,7 +122,7 @@ def unarchive(workspace_id: int) -> Any:
 def projects(
     workspace_id: int, params: d.GetWorkspaceProjectsParams
 ) -> d.v1GetWorkspaceProjectsResponse:
-    offset, limit = params.get("offset") or 0, params.get("limit") or 0
+    offset, limit = Paging.of(params)
     with db() as conn:
         if workspace_id:
             svc.get(conn, workspace_id)
@@ -157,7 +158,7 @@ def available_pools(
     workspace_id: int, params: d.ListRPsBoundToWorkspaceParams
 ) -> d.v1ListRPsBoundToWorkspaceResponse:
     """The pools the workspace may use: those bound to it and those bound to none."""
-    offset, limit = params.get("offset") or 0, params.get("limit") or 0
+    offset, limit = Paging.of(params)
     with db() as conn:
         svc.get(conn, workspace_id)
         names = pool_bindings.available(conn, state(), workspace_id)

@@ -12,6 +12,7 @@ from det.master.errors import Conflict, InvalidArgument, NotFound
 from det.master.schemas import d
 from det.master.services import checkpoints as ckpt_svc
 from det.master.services import listing, workspaces
+from det.master.wire import Paging
 
 _SELECT = (
     "SELECT m.*, u.username, (SELECT count(*) FROM model_versions v WHERE v.model_id = m.id) AS num_versions"
@@ -121,7 +122,7 @@ def list_(conn: Conn, params: d.GetModelsParams) -> tuple[list[dict[str, Any]], 
         + f" ORDER BY {order} {direction}, m.id",
         args,
     ).fetchall()
-    return listing.page(rows, params.get("offset") or 0, params.get("limit") or 0)
+    return listing.page(rows, *Paging.of(params))
 
 
 def register_version(
@@ -183,7 +184,7 @@ def versions(
         _VERSION + f" WHERE v.model_id = %s ORDER BY {order} {direction}, v.version",
         (model_id,),
     ).fetchall()
-    return listing.page(rows, params.get("offset") or 0, params.get("limit") or 0)
+    return listing.page(rows, *Paging.of(params))
 
 
 def by_id(conn: Conn, model_id: int) -> dict[str, Any]:

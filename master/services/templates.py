@@ -20,6 +20,7 @@ from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound
 from det.master.schemas import d
 from det.master.services import listing, workspaces
+from det.master.wire import Paging
 
 CONFIG = 256 * 1024  # bytes of a template's config as JSON
 
@@ -66,7 +67,7 @@ def list_(conn: Conn, params: d.GetTemplatesParams) -> tuple[list[dict[str, Any]
         "SELECT * FROM templates WHERE " + " AND ".join(where) + f" ORDER BY name {direction}",
         args,
     ).fetchall()
-    return listing.page(rows, params.get("offset") or 0, params.get("limit") or 0)
+    return listing.page(rows, *Paging.of(params))
 
 
 def create(conn: Conn, owner_id: int, name: str, data: d.v1Template) -> dict[str, Any]:
