@@ -1136,7 +1136,14 @@ def _distribution(
     """A CloudFront distribution to the ALB (its VPC origin) on its own ``*.cloudfront.net``
     name: nothing cached, every viewer header passed on (``AllViewer``: the browser's ``Host``
     and ``Origin`` reach the master), and :data:`FRONT_HEADER` set to ``front``, overwriting
-    whatever a viewer sent under that name."""
+    whatever a viewer sent under that name.
+
+    ``Host`` reaches the origin only because the policy includes it: otherwise CloudFront
+    "sets the value to the domain name of the origin" (HTTP request headers and CloudFront
+    behavior, https://docs.aws.amazon.com/AmazonCloudFront/latest/DeveloperGuide/RequestAndResponseBehaviorCustomOrigin.html),
+    the ALB's name for both distributions. So the ALB tells them apart by
+    :data:`FRONT_HEADER`, not by ``Host``, and the master admits the task origin's page
+    whatever ``Host`` it sees (det.master.proxy)."""
     methods = ["GET", "HEAD", "OPTIONS", "PUT", "POST", "PATCH", "DELETE"]
     return aws.cloudfront.Distribution(
         name,
