@@ -12,6 +12,12 @@ from det.agent.config import AgentConfigError, load_config
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["enroll"]:
+        # The boot's one-shot: it needs neither the daemon nor the Docker SDK.
+        from det.agent.enroll import main as enroll
+
+        return enroll(args[1:])
     try:
         config = load_config(argv)
     except AgentConfigError as e:

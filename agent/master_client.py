@@ -79,6 +79,16 @@ class MasterClient:
             raise MasterUnavailable(f"{resp.url}: expected a JSON object")
         return body
 
+    def enroll(self, ticket: str, agent_id: str) -> str:
+        """This agent's own token for the machine's one-time ticket (det-agent enroll)."""
+        resp = self._request(
+            "POST", "/api/v1/agent_enrollments", json={"ticket": ticket, "agentId": agent_id}
+        )
+        token = self._json(resp).get("agentToken")
+        if not isinstance(token, str) or not token:
+            raise MasterUnavailable("enrollment answer: no agentToken")
+        return token
+
     def heartbeat(self, agent_id: str, body: dict[str, Any]) -> dict[str, Any]:
         resp = self._request(
             "POST", f"/api/v1/agents/{quote(agent_id, safe='')}/heartbeat", json=body

@@ -37,6 +37,7 @@ from waitress import wasyncore
 from waitress.channel import HTTPChannel
 from waitress.task import ThreadedTaskDispatcher
 
+from det.master import agent_tokens
 from det.master.proxy import start as proxy_start
 from det.master.proxy import wants_proxy, wants_task_origin
 
@@ -75,9 +76,12 @@ def cluster_traffic(head: bytes, agent_token: str) -> bool:
             return True
         if name == b"authorization":
             scheme, _, token = value.strip().partition(b" ")
-            if scheme.lower() == b"bearer" and hmac.compare_digest(
-                token.strip(), agent_token.encode()
-            ):
+            if scheme.lower() != b"bearer":
+                continue
+            if hmac.compare_digest(token.strip(), agent_token.encode()):
+                return True
+            presented = token.strip().decode("latin-1")
+            if agent_tokens.agent_of_token(agent_token, presented) is not None:
                 return True
     return False
 

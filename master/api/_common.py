@@ -26,7 +26,7 @@ import psycopg
 from flask import current_app, g, request
 from psycopg.pq import TransactionStatus
 
-from det.master import fastjson
+from det.master import agent_tokens, fastjson
 from det.master.api._admission import Admission, Ticket
 from det.master.authcache import SessionCache
 from det.master.db import Conn as Conn  # the request connection's type, for the other api modules
@@ -59,6 +59,8 @@ class Principal:
     kind: str
     user: users.User | None = None
     task: TaskPrincipal | None = None
+    # An enrolled cloud agent's own token (services.enrollment) is good for its own id only.
+    agent_id: str | None = None
 
 
 def allow(*kinds: str) -> Callable[[F], F]:
@@ -137,6 +139,14 @@ def authenticate() -> None:
     if token and AGENT in allowed and hmac.compare_digest(token, st.agent_token):
         g.principal = Principal(AGENT)
         return
+    if token and AGENT in allowed and token.startswith(agent_tokens.TOKEN_PREFIX):
+        agent_id = agent_tokens.agent_of_token(st.agent_token, token)
+        if agent_id is not None:
+            named = (request.view_args or {}).get("agent_id")
+            if named is not None and named != agent_id:
+                raise PermissionDenied(f"this agent token is agent {agent_id}'s, not {named}'s")
+            g.principal = Principal(AGENT, agent_id=agent_id)
+            return
     if token:
         user = _session_user(token)
         if user is not None:

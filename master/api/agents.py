@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import threading
 
 from flask import Blueprint
 
 from det.master import preemptwait
-from det.master.api._common import AGENT, allow, db, pagination, require_admin, state
+from det.master.api._common import AGENT, PUBLIC, allow, db, pagination, require_admin, state
 from det.master.api._contract import contract
 from det.master.errors import InvalidArgument, NotFound
 from det.master.schemas import agents as wire
 from det.master.schemas import d
 from det.master.services import agents as svc
+from det.master.services import enrollment
 from det.master.wire import Paging
 
 bp = Blueprint("agents", __name__)
@@ -25,6 +27,19 @@ bp = Blueprint("agents", __name__)
 def heartbeat(agent_id: str, body: wire.HeartbeatRequest) -> wire.HeartbeatResponse:
     with db() as conn:
         return svc.heartbeat(conn, state(), agent_id, body)
+
+
+@bp.post("/api/v1/agent_enrollments")
+@allow(PUBLIC)
+@contract(body=wire.EnrollmentRequest, response=wire.EnrollmentResponse)
+def enroll(body: wire.EnrollmentRequest) -> wire.EnrollmentResponse:
+    """A cloud agent's one-time ticket for its own token (det.master.services.enrollment):
+    public, as the ticket is the credential; a spent, expired or unknown one gets 401."""
+    with db() as conn:
+        token = enrollment.exchange(
+            conn, body["ticket"], body["agentId"], state().agent_token, dt.datetime.now(dt.UTC)
+        )
+    return {"agentToken": token}
 
 
 # Longest wait an agent may ask for (it asks again); the share of a process's threads agents'

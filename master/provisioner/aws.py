@@ -159,11 +159,15 @@ def run_instances_request(
                 },
             }
         ],
-        # IMDSv2 only; hop limit 2 so the agent's containers can still read it.
+        # IMDSv2 only, hop limit 1 (EC2's own default): a container on a bridge network is a
+        # hop further and gets no IMDS token, so no instance role and no user data. The agent
+        # and host-network tasks are in the host's namespace: for them the user data holds only
+        # a spent enrollment ticket (det.master.services.enrollment). EC2 User Guide, "Configure
+        # the instance metadata options" (HttpPutResponseHopLimit).
         "MetadataOptions": {
             "HttpTokens": "required",
             "HttpEndpoint": "enabled",
-            "HttpPutResponseHopLimit": 2,
+            "HttpPutResponseHopLimit": 1,
         },
         "InstanceInitiatedShutdownBehavior": "terminate",
     }
@@ -271,11 +275,14 @@ class AwsProvider:
         client: Any = None,
         sleep: Callable[[float], None] = time.sleep,
         max_attempts: int = 5,
+        user_data_for: Callable[[int], str] | None = None,
     ) -> None:
         self.config = config
         self.cluster_id = cluster_id
         self.pool = pool
         self.user_data = user_data
+        # A launch of N machines renders its own user data (a fresh enrollment ticket).
+        self.user_data_for = user_data_for
         self._client = client
         self._sleep = sleep
         self._max_attempts = max(1, max_attempts)
@@ -292,13 +299,16 @@ class AwsProvider:
         agent_token: str,
         extra_env: Mapping[str, str] | None = None,
         imds_url: str = bootstrap.DEFAULT_IMDS_URL,
+        enroll: Callable[[int], str] | None = None,
         **kwargs: Any,
     ) -> AwsProvider:
         """Render the bootstrap and build.
 
         The pool's ``master_url`` wins over the master's own; a Determined placeholder host
         (``http://local-ipv4:8080``) is resolved through this machine's EC2 metadata
-        (``imds_url``).
+        (``imds_url``). With ``enroll`` (``count`` -> a one-time ticket for that many
+        machines, det.master.services.enrollment) each launch's user data carries a new
+        ticket and no agent token.
         """
         url = master_url
         if config.master_url:
@@ -307,15 +317,19 @@ class AwsProvider:
                 bootstrap.EC2_ADDRESS_PLACEHOLDERS,
                 bootstrap.ec2_metadata_lookup(imds_url),
             )
-        user_data = bootstrap.render_user_data(
-            url,
-            agent_token,
-            pool,
-            cluster_id,
-            "aws",
-            extra_env,
-            startup_script=config.startup_script,
-        )
+
+        def render(token: str, env: Mapping[str, str] | None) -> str:
+            return bootstrap.render_user_data(
+                url, token, pool, cluster_id, "aws", env, startup_script=config.startup_script
+            )
+
+        if enroll is None:
+            user_data = render(agent_token, extra_env)
+        else:
+            user_data = render("", bootstrap.enroll_env(extra_env, bootstrap.TICKET_STAND_IN))
+            kwargs["user_data_for"] = lambda count: render(
+                "", bootstrap.enroll_env(extra_env, enroll(count))
+            )
         return cls(config, cluster_id=cluster_id, pool=pool, user_data=user_data, **kwargs)
 
     @property
@@ -395,7 +409,7 @@ class AwsProvider:
             count,
             cluster_id=self.cluster_id,
             pool=self.pool,
-            user_data=self.user_data,
+            user_data=self.user_data_for(count) if self.user_data_for else self.user_data,
             client_token=uuid.uuid4().hex,
             root_device_name=root_device,
             image_root_size=image_root_size,

@@ -168,6 +168,16 @@ def fetcher_gzip_base64() -> str:
     return packed_module("fetch_release.py")
 
 
+# What a provider's user data holds until a launch puts a real ticket in (same length).
+TICKET_STAND_IN = "detenroll1." + "x" * 43
+
+
+def enroll_env(extra_env: Mapping[str, str] | None, ticket: str) -> dict[str, str]:
+    """``extra_env`` with the one-time enrollment ticket the bootstrap exchanges for the agent's
+    own token (det.master.services.enrollment)."""
+    return {**(extra_env or {}), "DET_ENROLL_TICKET": ticket}
+
+
 def install_env(
     install: AgentInstall | None, cert_pem: str | None, cert_name: str | None
 ) -> dict[str, str]:

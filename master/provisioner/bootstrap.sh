@@ -4,7 +4,8 @@
 # Learning AMI: whatever is missing (Docker, Python, the agent) is installed first.
 #
 # Steps: start the log shipper (DET_LOG_TARGET) -> install what is missing (det from the master's own wheel, see ensure_agent) -> find the agent id (AWS: instance id from IMDSv2; GCP:
-# instance name from the metadata server) -> write agent.yaml -> start det-agent.
+# instance name from the metadata server) -> write agent.yaml -> trade the one-time enrollment
+# ticket for the agent's own token (root-only file) -> start det-agent.
 #
 # The master renders the values block below (see det.master.provisioner.bootstrap); anything
 # left unset there comes from the environment, so the same file also runs by hand.
@@ -14,6 +15,8 @@ set -euo pipefail
 
 : "${DET_MASTER_URL:=}"
 : "${DET_AGENT_TOKEN:=}"
+: "${DET_ENROLL_TICKET:=}"         # one-time: exchanged at the master for the agent's own token
+: "${DET_AGENT_TOKEN_FILE:=/etc/det/agent_token}"
 : "${DET_RESOURCE_POOL:=default}"
 : "${DET_CLUSTER_ID:=}"
 : "${DET_CLOUD:=auto}"
@@ -102,7 +105,11 @@ write_agent_config() {
     {
       echo "master_url: $(yaml_quote "$DET_MASTER_URL")"
       echo "agent_id: $(yaml_quote "$1")"
-      echo "agent_token: $(yaml_quote "$DET_AGENT_TOKEN")"
+      if [ -n "$DET_ENROLL_TICKET" ]; then
+        echo "agent_token_file: $(yaml_quote "$DET_AGENT_TOKEN_FILE")"
+      else
+        echo "agent_token: $(yaml_quote "$DET_AGENT_TOKEN")"
+      fi
       echo "resource_pool: $(yaml_quote "$DET_RESOURCE_POOL")"
       echo "preemption_notice: $notice"
       if [ -n "$DET_MASTER_CERT_B64" ]; then
@@ -244,6 +251,19 @@ run_startup_script() {
   rm -f "$script"
 }
 
+# The ticket is spent here, before the agent (and any task) runs: a task that reads the user
+# data or the metadata server later finds a ticket the master refuses. A reboot keeps the token.
+enroll_agent() {
+  if [ -z "$DET_ENROLL_TICKET" ]; then return 0; fi
+  log "enrolling with the master"
+  (
+    umask 077
+    env -i PATH="$PATH" DET_ENROLL_TICKET="$DET_ENROLL_TICKET" \
+      det-agent enroll --config-file "$DET_AGENT_CONFIG"
+  )
+  unset DET_ENROLL_TICKET
+}
+
 start_agent() {
   local bin
   bin=$(command -v det-agent)
@@ -292,6 +312,7 @@ main() {
   agent_id=$(discover_agent_id_with_retry) || { log "cannot find the agent id"; return 1; }
   log "agent id: $agent_id"
   write_agent_config "$agent_id" "$DET_AGENT_CONFIG"
+  enroll_agent
   start_agent
 }
 

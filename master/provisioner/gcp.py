@@ -289,11 +289,14 @@ class GcpProvider:
         rng: random.Random | None = None,
         sleep: Callable[[float], None] = time.sleep,
         max_attempts: int = 5,
+        startup_script_for: Callable[[int], str] | None = None,
     ) -> None:
         self.config = config
         self.cluster_id = cluster_id
         self.pool = pool
         self.startup_script = startup_script
+        # A launch of N machines renders its own script (a fresh enrollment ticket).
+        self.startup_script_for = startup_script_for
         self.project = project or config.project or _metadata("project/project-id")
         self.zone = zone or config.zone or _metadata("instance/zone").rsplit("/", 1)[-1]
         self._credentials = credentials
@@ -314,25 +317,32 @@ class GcpProvider:
         master_url: str,
         agent_token: str,
         extra_env: Mapping[str, str] | None = None,
+        enroll: Callable[[int], str] | None = None,
         **kwargs: Any,
     ) -> GcpProvider:
         """Render the agent bootstrap (``cloud="gcp"``) and build the provider.
 
         The pool's ``master_url`` wins over the master's own; Determined's placeholder hosts
         (``http://internal-ip:8080``, ``external-ip``) are read from this machine's metadata.
+        With ``enroll`` (``count`` -> a one-time ticket for that many machines) each launch's
+        script carries a new ticket and no agent token.
         """
         url = master_url
         if config.master_url:
             url = master_url_.resolve(config.master_url, GCE_ADDRESS_PLACEHOLDERS, _metadata)
-        script = bootstrap.render_user_data(
-            url,
-            agent_token,
-            pool,
-            cluster_id,
-            "gcp",
-            extra_env,
-            startup_script=config.startup_script,
-        )
+
+        def render(token: str, env: Mapping[str, str] | None) -> str:
+            return bootstrap.render_user_data(
+                url, token, pool, cluster_id, "gcp", env, startup_script=config.startup_script
+            )
+
+        if enroll is None:
+            script = render(agent_token, extra_env)
+        else:
+            script = render("", bootstrap.enroll_env(extra_env, bootstrap.TICKET_STAND_IN))
+            kwargs["startup_script_for"] = lambda count: render(
+                "", bootstrap.enroll_env(extra_env, enroll(count))
+            )
         return cls(config, cluster_id=cluster_id, pool=pool, startup_script=script, **kwargs)
 
     @property
@@ -389,7 +399,9 @@ class GcpProvider:
             self.config,
             option,
             zone=zone,
-            startup_script=self.startup_script,
+            startup_script=(
+                self.startup_script_for(count) if self.startup_script_for else self.startup_script
+            ),
             labels=instance_labels(self.config, self.cluster_id, self.pool),
             zonal_urls=count == 1,
         )

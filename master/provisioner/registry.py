@@ -12,7 +12,8 @@ from det.master.provisioner.config import AwsProviderConfig, GcpProviderConfig, 
 from det.master.provisioner.gcp import GcpProvider
 from det.master.provisioner.provider import Provider
 
-# ``common``: cluster_id, pool, master_url, agent_token and extra_env, the same for every cloud.
+# ``common``: cluster_id, pool, master_url, agent_token, extra_env and enroll (a one-time ticket for
+# each launch), the same for every cloud.
 Factory = Callable[[Any, dict[str, Any]], Provider]
 
 

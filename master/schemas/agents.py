@@ -175,6 +175,17 @@ class HeartbeatRequest(TypedDict, total=False):
     preemptionNotice: dict[str, Any] | None
 
 
+class EnrollmentRequest(TypedDict):
+    """An agent's bootstrap trades its machine's one-time ticket for the agent's own token."""
+
+    ticket: str
+    agentId: str
+
+
+class EnrollmentResponse(TypedDict):
+    agentToken: str
+
+
 class DesiredContainer(TypedDict):
     allocationId: str
     action: Literal["RUN", "KILL"]

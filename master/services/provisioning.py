@@ -40,7 +40,7 @@ from det.master.provisioner.provider import (
     Provider,
 )
 from det.master.scheduler.model import DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT
-from det.master.services import scheduling
+from det.master.services import enrollment, scheduling
 
 logger = logging.getLogger(__name__)
 
@@ -88,12 +88,21 @@ def _agent_install_env(st: MasterState, config: ProvisionerConfig) -> dict[str, 
 def build_provider(st: MasterState, pool: str, config: ProvisionerConfig) -> Provider:
     """The pool's provider (``registry.build``), with the agent bootstrap pointing at this
     master."""
+    lifespan = max(enrollment.TICKET_LIFESPAN, config.max_agent_starting_period)
+
+    def enroll(count: int) -> str:
+        # Its own short transaction, before the cloud call (never inside one).
+        with st.pool.connection() as conn:
+            return enrollment.issue(conn, pool, count, _now(), lifespan)
+
     common: dict[str, Any] = {
         "cluster_id": st.cluster_id,
         "pool": pool,
         "master_url": st.config.url(),
         "agent_token": st.agent_token,
         "extra_env": _agent_install_env(st, config),
+        # New machines get a one-time ticket in their user data, never the agent token.
+        "enroll": enroll,
     }
     return registry.build(config, common)
 

@@ -174,6 +174,28 @@ class MasterApi:
         assert r.status_code == 200, (path, r.status_code, r.text)
         return r.json()
 
+    def check_enrolled_with_a_spent_ticket(
+        self, agent: str, boot_script: str, agent_id: str
+    ) -> None:
+        """The agent VM enrolled with the one-time ticket of its boot script (no agent token in
+        it), keeps its own token root-only, and the ticket a task could read from the metadata
+        is refused now."""
+        import re
+
+        (ticket,) = re.findall(r"^export DET_ENROLL_TICKET=(\S+)$", boot_script, re.M)
+        assert "export DET_AGENT_TOKEN=''" in boot_script
+        agent_yaml = yaml.safe_load(sh(agent, "cat /etc/det/agent.yaml"))
+        assert "agent_token" not in agent_yaml
+        assert agent_yaml["agent_token_file"] == "/etc/det/agent_token"
+        assert sh(agent, "stat -c '%a %U' /etc/det/agent_token").split() == ["600", "root"]
+        assert sh(agent, "cat /etc/det/agent_token").startswith(f"dat1.{agent_id}.")
+        r = self.http.post(
+            f"{self.url}/api/v1/agent_enrollments",
+            json={"ticket": ticket, "agentId": agent_id},
+            timeout=30,
+        )
+        assert r.status_code == 401 and "already used" in r.text, r.text
+
     def create_example(self, checkpoint_dir: Path) -> int:
         """examples/stdlib_core_api with checkpoints in ``checkpoint_dir`` (the task image has
         no cloud SDK)."""

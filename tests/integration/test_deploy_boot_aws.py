@@ -362,5 +362,9 @@ def test_agent_boots_from_the_masters_user_data_and_runs_a_trial(https_master: B
             agent_boot = by_id[instance_id].lines("det-bootstrap.log")
             assert by_id[instance_id].role == "agent"
             assert any(f"det-bootstrap: agent id: {instance_id}" in line for line in agent_boot)
+            # The user data held a one-time ticket, never the agent token; it is spent.
+            agent_token = vm.sh(b.container, "cat /var/lib/det/master/agent_token").strip()
+            assert agent_token and agent_token not in user_data
+            api.check_enrolled_with_a_spent_ticket(agent, user_data, instance_id)
     finally:
         imds.stop()

@@ -22,6 +22,7 @@ The containers have no systemd: a ``systemctl`` stand-in (test only) runs a unit
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import secrets
 import urllib.parse
@@ -36,6 +37,7 @@ from det.deploy.common import boot, dryrun, release, tls
 from det.deploy.common.masteryaml import COMPUTE_POOL, LOCAL_IP_PLACEHOLDER
 from det.deploy.gcp import bootlog, program
 from det.deploy.gcp.config import GcpConfig
+from det.master.services import enrollment
 from tests.fakes.gce_metadata import FakeGceMetadata
 from tests.fakes.google_apis import FakeGoogleApis
 from tests.fakes.moto_server import free_port_pair
@@ -97,6 +99,7 @@ class Booted:
     cluster_id: str
     bucket: str
     shared: Path
+    pg: str
 
 
 @pytest.fixture(scope="module")
@@ -184,7 +187,7 @@ def gcp_master(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
             shared.mkdir()
             yield Booted(
                 name, url, tmp / "master.crt", rel, index, apis, meta, token, emulator,
-                graph.outputs["master_yaml"], info["clusterId"], bucket, shared,
+                graph.outputs["master_yaml"], info["clusterId"], bucket, shared, pg_server,
             )  # fmt: skip
     finally:
         vm.dump_and_remove(name, "/var/log/det-bootstrap.log /var/log/det-master.log")
@@ -226,6 +229,7 @@ def test_boot_log_reaches_cloud_logging(gcp_master: Booted) -> None:
 def test_agent_boots_from_the_startup_script_and_runs_a_trial(gcp_master: Booted) -> None:
     """The compute pool's agent startup script, rendered by the master's own provider code from
     the master.yaml the program produced, boots an agent VM that runs the one trial."""
+    import psycopg
     import yaml
 
     from det.master.provisioner import bootstrap
@@ -246,6 +250,10 @@ def test_agent_boots_from_the_startup_script_and_runs_a_trial(gcp_master: Booted
     # What the master reads when it builds the pool's provider (services.provisioning).
     cert_pem = vm.sh(b.container, f"cat {master_yaml['security']['tls']['cert']}")
     agent_token = vm.sh(b.container, f"cat {master_yaml['data_dir']}/agent_token").strip()
+    # The master's provisioner issues a ticket per launch (services.provisioning.build_provider);
+    # the test plays the launch, so it issues one in the master's database the same way.
+    with psycopg.connect(b.pg, dbname="determined") as conn:
+        ticket = enrollment.issue(conn, COMPUTE_POOL, 1, dt.datetime.now(dt.UTC))
     provider = GcpProvider.for_pool(
         config,
         cluster_id=b.cluster_id,
@@ -253,8 +261,11 @@ def test_agent_boots_from_the_startup_script_and_runs_a_trial(gcp_master: Booted
         master_url=b.url,
         agent_token=agent_token,
         extra_env=bootstrap.install_env(config.agent_install, cert_pem, config.master_cert_name),
+        enroll=lambda count: ticket,
     )
-    script = provider.startup_script
+    assert provider.startup_script_for is not None
+    script = provider.startup_script_for(1)
+    assert agent_token not in script
     assert script.startswith("#!/bin/bash") and "export DET_CLOUD=gcp" in script
     assert f"export DET_AGENT_WHEEL_URL={config.agent_install.wheel_url}" in script
 
@@ -296,6 +307,8 @@ def test_agent_boots_from_the_startup_script_and_runs_a_trial(gcp_master: Booted
                 p.startswith("/computeMetadata/v1/instance/preempted") for p in meta.requests
             )
             assert not b.index.asked_for("det")
+            # The startup script held a one-time ticket, never the agent token; it is spent.
+            api.check_enrolled_with_a_spent_ticket(agent, script, instance)
 
             # The agent ships its boot log to the cluster's log from its first seconds
             # (project and instance from the metadata server), labelled as status reads it:

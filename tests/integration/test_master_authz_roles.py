@@ -320,6 +320,10 @@ ROUTES: list[Route] = [
     # open at the route, but only the wake-up token derived from the cluster's secret (the
     # platform's scheduler holds it) is accepted: none of these callers has it
     Route("POST", "/api/v1/master/wakeup", "DDDDDD"),
+    # open at the route, but only a ticket the provisioner issued for a launch is accepted
+    # (once per machine): none of these callers has one
+    Route("POST", "/api/v1/agent_enrollments", "DDDDDD",
+          lambda w, c: {"ticket": "detenroll1.guessed", "agentId": "i-0guess"}),
     # --- reads ------------------------------------------------------------------------------
     Route("GET", "/api/v1/me", "DAAAAA"),  # a task learns the user it acts for
     Route("GET", "/api/v1/openapi.json", ANY_USER),

@@ -186,6 +186,57 @@ def test_full_run_matches_agent_launch(imds: FakeImds, tmp_path: Path) -> None:
         assert seen_env.get(key) == value, key
 
 
+def test_a_ticket_is_spent_before_the_agent_starts_and_no_token_is_written(
+    imds: FakeImds, tmp_path: Path
+) -> None:
+    """With DET_ENROLL_TICKET the user data holds no token: agent.yaml names a token file,
+    ``det-agent enroll`` runs first with only PATH and the ticket, and the daemon's
+    environment no longer has the ticket."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    (bin_dir / "docker").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "det-agent").write_text(
+        f'#!/bin/sh\necho "$*" >> {calls}\nenv | sort > {calls}.$1.env\n'
+    )
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    config_path = tmp_path / "etc" / "agent.yaml"
+    token_file = tmp_path / "etc" / "agent_token"
+    extra = bootstrap.enroll_env(
+        {
+            "DET_IMDS_URL": imds.url,
+            "DET_AGENT_CONFIG": str(config_path),
+            "DET_AGENT_TOKEN_FILE": str(token_file),
+            "DET_SYSTEMD": "no",
+        },
+        "detenroll1.the-ticket",
+    )
+    script = tmp_path / "user-data.sh"
+    user_data = bootstrap.render_user_data(ARGS["master_url"], "", "gpu", "c-1", "aws", extra)
+    assert ARGS["agent_token"] not in user_data
+    script.write_text(user_data)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    result = subprocess.run(
+        ["bash", str(script)], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert calls.read_text().splitlines() == [
+        f"enroll --config-file {config_path}",
+        f"--config-file {config_path}",
+    ]
+    enroll_env = dict(
+        line.split("=", 1)
+        for line in Path(f"{calls}.enroll.env").read_text().split("\n")
+        if "=" in line
+    )
+    assert enroll_env.pop("DET_ENROLL_TICKET") == "detenroll1.the-ticket"
+    assert set(enroll_env) <= {"PATH", "PWD", "SHLVL", "_", "OLDPWD"}
+    assert "DET_ENROLL_TICKET" not in Path(f"{calls}.--config-file.env").read_text()
+    config = yaml.safe_load(config_path.read_text())
+    assert config["agent_token_file"] == str(token_file) and "agent_token" not in config
+
+
 def test_agent_config_is_accepted_by_the_agent(tmp_path: Path) -> None:
     from det.agent.config import load_config
 
