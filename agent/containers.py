@@ -39,8 +39,9 @@ from det.agent.harness_bundle import HarnessBundle
 from det.agent.logs import LogShipper
 from det.agent.master_client import MasterClient, task_container_cert
 from det.agent.mount_guard import MountGuard
-from det.agent.reconcile import Actual, State
+from det.agent.reconcile import Actual
 from det.common.container_spec import ContainerSpec
+from det.common.states import AllocationState
 from det.common.tls import MasterCert
 
 logger = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ class Record:
     allocation_id: str
     task_id: str
     container_id: str  # ours (DET_CONTAINER_ID, label ai.det.container-id), known from ASSIGNED on
-    state: State
+    state: AllocationState
     kill_grace: float = 30.0
     docker_id: str | None = None
     exit_code: int | None = None
@@ -242,12 +243,14 @@ class DockerRuntime:
                 allocation_id=alloc,
                 task_id=labels.get(LABEL_TASK, ""),
                 container_id=labels.get(LABEL_CONTAINER, c.id),
-                state=State.RUNNING if c.status in _ACTIVE_DOCKER else State.TERMINATED,
+                state=AllocationState.RUNNING
+                if c.status in _ACTIVE_DOCKER
+                else AllocationState.TERMINATED,
                 kill_grace=float(labels.get(LABEL_KILL_GRACE, "30")),
                 docker_id=c.id,
                 proxy_port=int(labels[LABEL_PROXY_PORT]) if LABEL_PROXY_PORT in labels else None,
             )
-            if rec.state == State.TERMINATED:
+            if rec.state == AllocationState.TERMINATED:
                 rec.exit_code = c.attrs.get("State", {}).get("ExitCode")
             with self._lock:
                 self._records[alloc] = rec
@@ -260,7 +263,7 @@ class DockerRuntime:
         # meanwhile must not be judged by a listing taken before it was created or started
         # (it would look vanished, or "created" with exit code 0).
         with self._lock:
-            running = [r for r in self._records.values() if r.state == State.RUNNING]
+            running = [r for r in self._records.values() if r.state == AllocationState.RUNNING]
         status = {c.id: c for c in self._own_containers()}
         for rec in running:
             c = status.get(rec.docker_id or "")
@@ -276,7 +279,7 @@ class DockerRuntime:
                 exit_code = c.attrs.get("State", {}).get("ExitCode")
                 error = c.attrs.get("State", {}).get("Error") or None
             with self._lock:
-                rec.state, rec.exit_code, rec.error = State.TERMINATED, exit_code, error
+                rec.state, rec.exit_code, rec.error = AllocationState.TERMINATED, exit_code, error
                 rec.exited_at = time.monotonic()
             logger.info("container of %s terminated (exit %s)", rec.allocation_id, exit_code)
 
@@ -287,7 +290,7 @@ class DockerRuntime:
             waiting = [
                 r
                 for r in self._records.values()
-                if r.proxy_port and not r.service_up and r.state == State.RUNNING
+                if r.proxy_port and not r.service_up and r.state == AllocationState.RUNNING
             ]
         for r in waiting:
             try:
@@ -308,7 +311,7 @@ class DockerRuntime:
                 # An exited container's end waits for its last log lines, but not forever (a
                 # master that refuses them must not keep the allocation alive).
                 holding = (
-                    r.state == State.TERMINATED
+                    r.state == AllocationState.TERMINATED
                     and not logs_done
                     and r.exited_at is not None
                     and now - r.exited_at < LOG_GRACE_SECONDS
@@ -335,7 +338,7 @@ class DockerRuntime:
             allocation_id=allocation_id,
             task_id=str(spec.get("taskId", "")),
             container_id=str(uuid.uuid4()),
-            state=State.ASSIGNED,
+            state=AllocationState.ASSIGNED,
             kill_grace=float(spec.get("killGraceSeconds", 30)),
             proxy_port=spec.get("proxyPort") or None,
         )
@@ -348,7 +351,7 @@ class DockerRuntime:
             target=self._start, args=(rec, spec), name=f"start-{allocation_id}", daemon=True
         ).start()
 
-    def _set(self, rec: Record, state: State) -> bool:
+    def _set(self, rec: Record, state: AllocationState) -> bool:
         """Move a starting record on; False when a kill arrived meanwhile."""
         with self._lock:
             if rec.killing:
@@ -363,11 +366,11 @@ class DockerRuntime:
                 self._mount_guard.check(spec.get("bindMounts") or [])
             image = str(spec["image"])
             if spec.get("forcePull") or not self._has_image(image):
-                if not self._set(rec, State.PULLING):
+                if not self._set(rec, AllocationState.PULLING):
                     raise _Cancelled()
                 logger.info("pulling %s for %s", image, rec.allocation_id)
                 images.pull(self._docker, image, spec.get("registryAuth"))
-            if not self._set(rec, State.STARTING):
+            if not self._set(rec, AllocationState.STARTING):
                 raise _Cancelled()
             workdir = str(spec.get("workdir") or DEFAULT_WORKDIR)
             owner = run_as(spec)
@@ -385,13 +388,13 @@ class DockerRuntime:
                 rec.docker_id = container.id
             if archive is not None:
                 container.put_archive("/", archive)
-            if not self._set(rec, State.STARTING):
+            if not self._set(rec, AllocationState.STARTING):
                 raise _Cancelled()
             container.start()
             with self._lock:
                 killed_meanwhile = rec.killing
                 if not killed_meanwhile:
-                    rec.state = State.RUNNING
+                    rec.state = AllocationState.RUNNING
             self._follow(rec)
             if killed_meanwhile:
                 self._stop(rec)
@@ -415,7 +418,7 @@ class DockerRuntime:
             except Exception as e:
                 logger.warning("cannot remove unstarted container of %s: %s", rec.allocation_id, e)
         with self._lock:
-            rec.state, rec.error, rec.docker_id = State.TERMINATED, error, None
+            rec.state, rec.error, rec.docker_id = AllocationState.TERMINATED, error, None
 
     def _has_image(self, image: str) -> bool:
         try:
@@ -505,12 +508,12 @@ class DockerRuntime:
     def kill(self, allocation_id: str) -> None:
         with self._lock:
             rec = self._records.get(allocation_id)
-            if rec is None or rec.killing or rec.state == State.TERMINATED:
+            if rec is None or rec.killing or rec.state == AllocationState.TERMINATED:
                 return
             rec.killing = True
             docker_id, state = rec.docker_id, rec.state
         logger.info("killing %s (grace %.0fs)", allocation_id, rec.kill_grace)
-        if docker_id is not None and state == State.RUNNING:
+        if docker_id is not None and state == AllocationState.RUNNING:
             threading.Thread(
                 target=self._stop, args=(rec,), name=f"kill-{allocation_id}", daemon=True
             ).start()

@@ -28,6 +28,7 @@ from det.agent.master_client import MasterClient
 from det.agent.mount_guard import MountGuard, engine_sockets
 from det.agent.preemption import NoticePoller, load_notice_source
 from det.agent.reconcile import Actual, Desired, decide, reports
+from det.common.agent_protocol import HeartbeatRequest, HeartbeatResponse
 from det.common.backoff import backoff
 from det.common.container_spec import ContainerSpec
 from det.common.distribution import installed_version
@@ -50,7 +51,7 @@ def local_addresses(master_url: str) -> list[str]:
         return []
 
 
-def parse_desired(answer: dict[str, Any]) -> tuple[list[Desired], dict[str, ContainerSpec]]:
+def parse_desired(answer: HeartbeatResponse) -> tuple[list[Desired], dict[str, ContainerSpec]]:
     """The heartbeat answer's containers as `Desired` items, plus the RUN specs by allocation."""
     desired: list[Desired] = []
     specs: dict[str, ContainerSpec] = {}
@@ -145,7 +146,7 @@ class Agent:
         """Run the next pass now (a container changed state, or the agent is stopping)."""
         self._wake.set()
 
-    def _body(self, actual: list[Actual]) -> dict[str, Any]:
+    def _body(self, actual: list[Actual]) -> HeartbeatRequest:
         return {
             "resourcePool": self.config.resource_pool,
             "version": _version(),

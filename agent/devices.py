@@ -12,6 +12,8 @@ import platform
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from det.common.agent_protocol import HeartbeatSlot
+
 logger = logging.getLogger(__name__)
 
 SlotKind = Literal["cuda", "cpu"]
@@ -25,7 +27,7 @@ class Slot:
     brand: str
     memory_mb: int
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> HeartbeatSlot:
         return {
             "id": self.id,
             "type": self.type,

@@ -14,7 +14,7 @@ import base64
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 import docker.types
@@ -23,6 +23,14 @@ import requests
 from det.agent.errors import MasterRejected, MasterUnavailable
 from det.common import api, tls
 from det.common import errors as common
+from det.common.agent_protocol import (
+    ChangesParams,
+    ChangesResponse,
+    EnrollmentRequest,
+    EnrollmentResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -81,33 +89,36 @@ class MasterClient:
 
     def enroll(self, ticket: str, agent_id: str) -> str:
         """This agent's own token for the machine's one-time ticket (det-agent enroll)."""
-        resp = self._request(
-            "POST", "/api/v1/agent_enrollments", json={"ticket": ticket, "agentId": agent_id}
-        )
-        token = self._json(resp).get("agentToken")
+        request: EnrollmentRequest = {"ticket": ticket, "agentId": agent_id}
+        resp = self._request("POST", "/api/v1/agent_enrollments", json=request)
+        token = cast(EnrollmentResponse, self._json(resp)).get("agentToken")
         if not isinstance(token, str) or not token:
             raise MasterUnavailable("enrollment answer: no agentToken")
         return token
 
-    def heartbeat(self, agent_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    def heartbeat(self, agent_id: str, body: HeartbeatRequest) -> HeartbeatResponse:
+        """The master's answer, checked here only as far as a JSON object whose ``containers``
+        is a list: the daemon reads every other key defensively (``parse_desired``)."""
         resp = self._request(
             "POST", f"/api/v1/agents/{quote(agent_id, safe='')}/heartbeat", json=body
         )
         answer = self._json(resp)
         if not isinstance(answer.get("containers", []), list):
             raise MasterUnavailable("heartbeat answer: containers is not a list")
-        return answer
+        return cast(HeartbeatResponse, answer)
 
     def wait_for_work(self, agent_id: str, seconds: float) -> bool:
         """Whether the master placed or is killing work on this agent within ``seconds`` (the
         master's ``changes`` long-poll; a 404 from a master without it is MasterRejected)."""
+        params: ChangesParams = {"timeoutSeconds": seconds}
         resp = self._request(
             "GET",
             f"/api/v1/agents/{quote(agent_id, safe='')}/changes",
-            params={"timeoutSeconds": seconds},
+            params=params,
             timeout=seconds + self._timeout,
         )
-        return bool(self._json(resp).get("changed"))
+        answer = cast(ChangesResponse, self._json(resp))
+        return bool(answer.get("changed"))
 
     def context(self, context_path: str) -> bytes:
         """The task's context as gzip tar bytes (b'' when the task has none)."""

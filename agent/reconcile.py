@@ -18,21 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any, Literal
 
-
-class State(StrEnum):
-    ASSIGNED = "ASSIGNED"
-    PULLING = "PULLING"
-    STARTING = "STARTING"
-    RUNNING = "RUNNING"
-    #: Reported (never held) while an exited container's last log lines are still being shipped.
-    TERMINATING = "TERMINATING"
-    TERMINATED = "TERMINATED"
-
-
-Action = Literal["RUN", "KILL"]
+from det.common.agent_protocol import Action, ContainerReport
+from det.common.states import AllocationState
 
 #: The error reported for an allocation the master wants killed but this agent never had.
 UNKNOWN_ALLOCATION_ERROR = "no container for this allocation on the agent"
@@ -47,7 +35,7 @@ class Desired:
 @dataclass(frozen=True)
 class Actual:
     allocation_id: str
-    state: State
+    state: AllocationState
     container_id: str | None = None
     exit_code: int | None = None
     error: str | None = None
@@ -80,7 +68,7 @@ def decide(desired: Sequence[Desired] | None, actual: Sequence[Actual]) -> Plan:
     remove: list[str] = []
     for a in actual:
         action = wanted.get(a.allocation_id)
-        if a.state == State.TERMINATED:
+        if a.state == AllocationState.TERMINATED:
             if action is None and a.logs_done:
                 remove.append(a.allocation_id)
         elif action != "RUN" and not a.killing:
@@ -88,24 +76,25 @@ def decide(desired: Sequence[Desired] | None, actual: Sequence[Actual]) -> Plan:
     return Plan(start=tuple(dict.fromkeys(start)), kill=tuple(kill), remove=tuple(remove))
 
 
-def reports(desired: Sequence[Desired] | None, actual: Sequence[Actual]) -> list[dict[str, Any]]:
+def reports(desired: Sequence[Desired] | None, actual: Sequence[Actual]) -> list[ContainerReport]:
     """The `containers` list of the next heartbeat.
 
     Every container the agent has, plus a TERMINATED entry for each allocation the master last
     asked to KILL that the agent has no container for (it never started, or was lost), so the
     master can finish it instead of waiting forever.
     """
-    out = [
-        {
+    out: list[ContainerReport] = []
+    for a in actual:
+        report: ContainerReport = {
             "allocationId": a.allocation_id,
             "containerId": a.container_id,
-            "state": State.TERMINATING.value if a.holding_end else a.state.value,
+            "state": AllocationState.TERMINATING.value if a.holding_end else a.state.value,
             "exitCode": None if a.holding_end else a.exit_code,
             "error": None if a.holding_end else a.error,
-            **({"proxyPort": a.proxy_port} if a.proxy_port else {}),
         }
-        for a in actual
-    ]
+        if a.proxy_port:
+            report["proxyPort"] = a.proxy_port
+        out.append(report)
     have = {a.allocation_id for a in actual}
     for d in desired or ():
         if d.action == "KILL" and d.allocation_id not in have:
@@ -113,7 +102,7 @@ def reports(desired: Sequence[Desired] | None, actual: Sequence[Actual]) -> list
                 {
                     "allocationId": d.allocation_id,
                     "containerId": None,
-                    "state": State.TERMINATED.value,
+                    "state": AllocationState.TERMINATED.value,
                     "exitCode": None,
                     "error": UNKNOWN_ALLOCATION_ERROR,
                 }

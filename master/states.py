@@ -17,6 +17,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from det.common.states import AllocationState
 from det.master.db import Conn
 from det.master.errors import Conflict
 from det.master.provisioner.provider import Instance, InstanceState
@@ -88,16 +89,17 @@ TRIAL_TRANSITIONS: dict[str, frozenset[str]] = {
     ERROR: frozenset(),
 }
 
-# Allocation (one run of a trial on slots) states; containers report the middle ones.
-PENDING = "PENDING"
-ASSIGNED = "ASSIGNED"
-PULLING = "PULLING"
-STARTING = "STARTING"
-RUNNING = "RUNNING"
-TERMINATING = "TERMINATING"
-TERMINATED = "TERMINATED"
+# Allocation (one run of a task on slots) states, shared with the agent, whose containers
+# report the middle ones (det.common.states: StrEnum members, equal to the stored strings).
+PENDING = AllocationState.PENDING
+ASSIGNED = AllocationState.ASSIGNED
+PULLING = AllocationState.PULLING
+STARTING = AllocationState.STARTING
+RUNNING = AllocationState.RUNNING
+TERMINATING = AllocationState.TERMINATING
+TERMINATED = AllocationState.TERMINATED
 
-ALLOCATION_ORDER = [PENDING, ASSIGNED, PULLING, STARTING, RUNNING, TERMINATING, TERMINATED]
+ALLOCATION_ORDER: list[str] = list(AllocationState)
 ALLOCATION_TRANSITIONS: dict[str, frozenset[str]] = {
     s: frozenset(ALLOCATION_ORDER[i + 1 :]) for i, s in enumerate(ALLOCATION_ORDER)
 }

@@ -8,6 +8,7 @@ import threading
 
 from flask import Blueprint
 
+from det.common import agent_protocol as protocol
 from det.master import preemptwait
 from det.master.api._common import AGENT, PUBLIC, allow, db, pagination, require_admin, state
 from det.master.api._contract import contract
@@ -23,16 +24,16 @@ bp = Blueprint("agents", __name__)
 
 @bp.post("/api/v1/agents/<agent_id>/heartbeat")
 @allow(AGENT)
-@contract(body=wire.HeartbeatRequest, response=wire.HeartbeatResponse)
-def heartbeat(agent_id: str, body: wire.HeartbeatRequest) -> wire.HeartbeatResponse:
+@contract(body=protocol.HeartbeatRequest, response=protocol.HeartbeatResponse)
+def heartbeat(agent_id: str, body: protocol.HeartbeatRequest) -> protocol.HeartbeatResponse:
     with db() as conn:
         return svc.heartbeat(conn, state(), agent_id, body)
 
 
 @bp.post("/api/v1/agent_enrollments")
 @allow(PUBLIC)
-@contract(body=wire.EnrollmentRequest, response=wire.EnrollmentResponse)
-def enroll(body: wire.EnrollmentRequest) -> wire.EnrollmentResponse:
+@contract(body=protocol.EnrollmentRequest, response=protocol.EnrollmentResponse)
+def enroll(body: protocol.EnrollmentRequest) -> protocol.EnrollmentResponse:
     """A cloud agent's one-time ticket for its own token (det.master.services.enrollment):
     public, as the ticket is the credential; a spent, expired or unknown one gets 401."""
     with db() as conn:
@@ -52,8 +53,8 @@ _waiting_lock = threading.Lock()
 
 @bp.get("/api/v1/agents/<agent_id>/changes")
 @allow(AGENT)
-@contract(params=wire.ChangesParams, response=wire.ChangesResponse)
-def changes(agent_id: str, params: wire.ChangesParams) -> wire.ChangesResponse:
+@contract(params=protocol.ChangesParams, response=protocol.ChangesResponse)
+def changes(agent_id: str, params: protocol.ChangesParams) -> protocol.ChangesResponse:
     """Waits until an allocation is placed on the agent or one of its allocations is to be
     killed (det.master.preemptwait, migration 0033), at most ``timeoutSeconds``. Holds no
     database connection; a missed word costs the agent's next regular heartbeat."""

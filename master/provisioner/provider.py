@@ -26,7 +26,11 @@ from typing import Protocol
 from det.master.errors import MasterError
 
 
-class InstanceState(enum.Enum):
+class InstanceState(enum.StrEnum):
+    """A cloud machine's state as det sees it (each cloud's own states map onto these), stored
+    in ``instances.state``. The master's alone: agents and the allocation states
+    (:mod:`det.common.states`) know nothing of machines."""
+
     STARTING = "starting"  # pending / provisioning / staging
     RUNNING = "running"
     STOPPING = "stopping"

@@ -1,15 +1,14 @@
 """Agents and slots on the wire: ``v1Agent``, ``v1Slot``, ``v1SlotStats`` from the rows of
-``services.agents.list_agents``, and det's own heartbeat messages (agent <-> master)."""
+``services.agents.list_agents``. det's own heartbeat messages (agent <-> master) are shared with
+the agent: :mod:`det.common.agent_protocol`."""
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, Required
+from typing import Any, NotRequired
 
 from typing_extensions import TypedDict
 
-from det.common.container_spec import ContainerSpec
 from det.master.schemas import d
-from det.master.schemas._types import Name
 from det.master.wire import ts
 
 # det's allocation states as Determined's container states. TERMINATING is det's own: to the
@@ -141,72 +140,3 @@ def agent(a: dict[str, Any]) -> Agent:
         "preemptionNotice": a["preemption_notice"],
         "slotStats": slot_stats(list(slots.values())),
     }
-
-
-# The heartbeat (det's agent protocol, docs/internals.md): the agent's actual state in, the
-# desired state out.
-
-
-class HeartbeatSlot(TypedDict, total=False):
-    id: Required[str | int]
-    type: str | None
-    uuid: str | None
-    brand: str | None
-    memoryMb: int | None
-
-
-class ContainerReport(TypedDict, total=False):
-    allocationId: str | None
-    containerId: str | None
-    state: str | None
-    exitCode: int | None
-    error: str | None
-    #: An interactive task's service port, once the agent saw it accept connections.
-    proxyPort: int | None
-
-
-class HeartbeatRequest(TypedDict, total=False):
-    slots: Required[list[HeartbeatSlot]]
-    resourcePool: Name | None
-    version: str | None
-    labels: dict[str, Any] | None
-    addresses: list[str] | None
-    containers: list[ContainerReport] | None
-    preemptionNotice: dict[str, Any] | None
-
-
-class EnrollmentRequest(TypedDict):
-    """An agent's bootstrap trades its machine's one-time ticket for the agent's own token."""
-
-    ticket: str
-    agentId: str
-
-
-class EnrollmentResponse(TypedDict):
-    agentToken: str
-
-
-class DesiredContainer(TypedDict):
-    allocationId: str
-    action: Literal["RUN", "KILL"]
-    spec: NotRequired[ContainerSpec]
-
-
-class HeartbeatResponse(TypedDict):
-    clusterId: str
-    enabled: bool
-    draining: bool
-    heartbeatSeconds: float
-    containers: list[DesiredContainer]
-
-
-class ChangesParams(TypedDict, total=False):
-    """``GET /api/v1/agents/<id>/changes`` (det's own): how long to wait for new work."""
-
-    timeoutSeconds: float
-
-
-class ChangesResponse(TypedDict):
-    """``changed``: work for this agent changed (heartbeat now); false: the wait timed out."""
-
-    changed: bool

@@ -7,16 +7,16 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from det.master import states
-from det.master.db import Conn
-from det.master.errors import InvalidArgument, NotFound
-from det.master.handles import MasterState
-from det.master.schemas.agents import (
+from det.common.agent_protocol import (
     DesiredContainer,
     HeartbeatRequest,
     HeartbeatResponse,
     HeartbeatSlot,
 )
+from det.master import states
+from det.master.db import Conn
+from det.master.errors import InvalidArgument, NotFound
+from det.master.handles import MasterState
 from det.master.services import allocations, containers
 
 logger = logging.getLogger(__name__)

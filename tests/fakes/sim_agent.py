@@ -18,12 +18,15 @@ from typing import Any
 
 import requests
 
+from det.common.agent_protocol import HeartbeatRequest, HeartbeatResponse
+from det.common.states import AllocationState
+
 
 @dataclass
 class Task:
     allocation_id: str
     spec: dict[str, Any]
-    state: str = "RUNNING"
+    state: AllocationState = AllocationState.RUNNING
     exit_code: int | None = None
     error: str | None = None
     thread: threading.Thread | None = None
@@ -185,7 +188,7 @@ class SimAgent:
             t.killed.set()
         self._thread.join(timeout=5)
 
-    def _report(self) -> dict[str, Any]:
+    def _report(self) -> HeartbeatRequest:
         return {
             "resourcePool": self.pool,
             "version": "sim",
@@ -217,7 +220,7 @@ class SimAgent:
                 pass
             self._stop.wait(self.interval)
 
-    def _apply(self, desired: dict[str, Any]) -> None:
+    def _apply(self, desired: HeartbeatResponse) -> None:
         listed = set()
         for c in desired["containers"]:
             aid = c["allocationId"]
@@ -231,16 +234,25 @@ class SimAgent:
                     self.trials_started.append(aid)
                 task.thread = threading.Thread(target=self._run, args=(task,), daemon=True)
                 task.thread.start()
-            elif c["action"] == "KILL" and task is not None and task.state != "TERMINATED":
+            elif (
+                c["action"] == "KILL"
+                and task is not None
+                and task.state != AllocationState.TERMINATED
+            ):
                 task.killed.set()
             elif c["action"] == "KILL" and task is None:
                 # Killed before this agent started it: reported ended, as the real agent does
                 # (agent/reconcile.py), or the master would wait for it forever.
                 self.tasks[aid] = Task(
-                    aid, {}, state="TERMINATED", error="no container for this allocation"
+                    aid,
+                    {},
+                    state=AllocationState.TERMINATED,
+                    error="no container for this allocation",
                 )
         for aid in [
-            a for a, t in self.tasks.items() if a not in listed and t.state == "TERMINATED"
+            a
+            for a, t in self.tasks.items()
+            if a not in listed and t.state == AllocationState.TERMINATED
         ]:
             del self.tasks[aid]
 
@@ -250,14 +262,14 @@ class SimAgent:
             from det.exec import gc_checkpoints
 
             task.exit_code = gc_checkpoints.main(task.spec["env"])
-            task.state = "TERMINATED"
+            task.state = AllocationState.TERMINATED
             return
         try:
             code = self.train(self.master, task.spec, task.killed)
         except Exception:  # the "training script" crashed
             code = 1
         task.exit_code = code
-        task.state = "TERMINATED"
+        task.state = AllocationState.TERMINATED
 
 
 def wait(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:

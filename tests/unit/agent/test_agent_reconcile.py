@@ -7,16 +7,24 @@ from det.agent.reconcile import (
     Actual,
     Desired,
     Plan,
-    State,
     decide,
     reports,
 )
+from det.common.states import AllocationState
 
 R, K = "RUN", "KILL"
-A, P, S, RU, T = State.ASSIGNED, State.PULLING, State.STARTING, State.RUNNING, State.TERMINATED
+A, P, S, RU, T = (
+    AllocationState.ASSIGNED,
+    AllocationState.PULLING,
+    AllocationState.STARTING,
+    AllocationState.RUNNING,
+    AllocationState.TERMINATED,
+)
 
 
-def act(alloc: str, state: State, *, killing: bool = False, logs_done: bool = True) -> Actual:
+def act(
+    alloc: str, state: AllocationState, *, killing: bool = False, logs_done: bool = True
+) -> Actual:
     return Actual(alloc, state, container_id=f"c-{alloc}", killing=killing, logs_done=logs_done)
 
 

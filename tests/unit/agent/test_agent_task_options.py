@@ -12,7 +12,7 @@ import pytest
 from det.agent import images
 from det.agent.containers import DockerRuntime, Record
 from det.agent.devices import Slot, discover_slots
-from det.agent.reconcile import State
+from det.common.states import AllocationState
 from det.master.services import allocations, containers
 from tests.fakes.nvml import FakeGpu, make_pynvml
 
@@ -26,7 +26,9 @@ GPUS = [
 
 def create_args(spec: dict[str, Any], slots: list[Slot]) -> dict[str, Any]:
     runtime = DockerRuntime(None, None, None, "agent-1", slots)  # type: ignore[arg-type]
-    rec = Record(allocation_id="7.1.1", task_id="7.1", container_id="cid", state=State.ASSIGNED)
+    rec = Record(
+        allocation_id="7.1.1", task_id="7.1", container_id="cid", state=AllocationState.ASSIGNED
+    )
     return runtime._create_args(rec, {"image": "img", **spec}, "/run/determined/workdir")
 
 

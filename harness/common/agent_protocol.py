@@ -1,0 +1,109 @@
+"""det's agent protocol (docs/internals.md, "Agent protocol"): the request and answer bodies of
+``POST /api/v1/agents/<id>/heartbeat``, ``GET /api/v1/agents/<id>/changes`` and ``POST
+/api/v1/agent_enrollments``.
+
+One definition for both ends: the master's routes validate bodies against these types
+(``det.master.api.agents``, through ``@contract``) and its service reads them
+(``det.master.services.agents``); the agent builds the heartbeat and reads the answers with them
+(``det.agent.daemon``, ``det.agent.master_client``, ``det.agent.reconcile``), so mypy checks both
+against the same keys and types. Keys are camelCase, as on the wire. The container spec a RUN
+carries is :class:`det.common.container_spec.ContainerSpec`; allocation states are
+:class:`det.common.states.AllocationState` values. Task containers never import this module.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from annotated_types import MaxLen
+from typing_extensions import Annotated, Literal, NotRequired, Required, TypedDict
+
+from det.common.container_spec import ContainerSpec
+
+#: Longest resource pool name a heartbeat may name: the master's limit on names
+#: (``det.master.limits.NAME``; tests/unit/test_agent_protocol.py holds the two equal).
+POOL_NAME_MAX = 512
+PoolName = Annotated[str, MaxLen(POOL_NAME_MAX)]
+
+#: What the master wants done with an allocation on the agent.
+Action = Literal["RUN", "KILL"]
+
+
+class HeartbeatSlot(TypedDict, total=False):
+    """One slot (device) the agent offers."""
+
+    id: Required[str | int]
+    type: str | None
+    uuid: str | None
+    brand: str | None
+    memoryMb: int | None
+
+
+class ContainerReport(TypedDict, total=False):
+    """What the agent has for one allocation (or, for a KILL it has no container for, a
+    TERMINATED entry so the master can finish the allocation)."""
+
+    allocationId: str | None
+    containerId: str | None
+    #: An :class:`~det.common.states.AllocationState` value, from ASSIGNED on. Typed as a string
+    #: on purpose: the master ignores a state it does not know (a newer agent's) rather than
+    #: refuse the whole heartbeat.
+    state: str | None
+    exitCode: int | None
+    error: str | None
+    #: An interactive task's service port, once the agent saw it accept connections.
+    proxyPort: int | None
+
+
+class HeartbeatRequest(TypedDict, total=False):
+    """The agent's actual state; the first heartbeat registers the agent."""
+
+    slots: Required[list[HeartbeatSlot]]
+    resourcePool: PoolName | None
+    version: str | None
+    labels: dict[str, Any] | None
+    addresses: list[str] | None
+    containers: list[ContainerReport] | None
+    preemptionNotice: dict[str, Any] | None
+
+
+class EnrollmentRequest(TypedDict):
+    """``POST /api/v1/agent_enrollments``: an agent's bootstrap trades its machine's one-time
+    ticket for the agent's own token."""
+
+    ticket: str
+    agentId: str
+
+
+class EnrollmentResponse(TypedDict):
+    agentToken: str
+
+
+class DesiredContainer(TypedDict):
+    """One allocation the master wants on the agent: RUN (with its spec) or KILL."""
+
+    allocationId: str
+    action: Action
+    spec: NotRequired[ContainerSpec]
+
+
+class HeartbeatResponse(TypedDict):
+    """The desired state: every allocation placed on the agent and not yet ended."""
+
+    clusterId: str
+    enabled: bool
+    draining: bool
+    heartbeatSeconds: float
+    containers: list[DesiredContainer]
+
+
+class ChangesParams(TypedDict, total=False):
+    """``GET /api/v1/agents/<id>/changes`` (det's own): how long to wait for new work."""
+
+    timeoutSeconds: float
+
+
+class ChangesResponse(TypedDict):
+    """``changed``: work for this agent changed (heartbeat now); false: the wait timed out."""
+
+    changed: bool
