@@ -65,3 +65,20 @@ def test_a_pure_module_that_reaches_the_database_breaks_a_contract(tmp_path: Pat
     assert r.returncode != 0
     assert "the pure modules import no database" in r.stdout and "BROKEN" in r.stdout
     assert "det.master.scheduler.leak -> det.master.services.jobs" in r.stdout
+
+
+def test_the_shared_package_importing_the_masters_driver_breaks_its_contract(
+    tmp_path: Path,
+) -> None:
+    root = _tree(tmp_path)
+    common = root / "det" / "common"
+    common.unlink()
+    shutil.copytree(
+        REPO / "harness" / "common", common, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    # The tempting shortcut: a shared type reading a row through the master's driver.
+    (common / "leak.py").write_text("import psycopg  # noqa: F401\n")
+    r = _lint(root)
+    assert r.returncode != 0
+    assert "Contracts: 5 kept, 1 broken." in r.stdout
+    assert "det.common is not allowed to import psycopg" in r.stdout
