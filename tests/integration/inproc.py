@@ -107,13 +107,16 @@ def master_config(tmp: Path, db_url: str, extra: dict[str, Any] | None = None) -
 
 
 @contextlib.contextmanager
-def in_process_master(tmp: Path, db_url: str) -> Iterator[InProcessMaster]:
-    """A master app in this process on database ``db_url`` (the ``api_master`` fixture)."""
+def in_process_master(
+    tmp: Path, db_url: str, extra: dict[str, Any] | None = None
+) -> Iterator[InProcessMaster]:
+    """A master app in this process on database ``db_url`` (the ``api_master`` fixture);
+    ``extra``: master.yaml keys over the tests' defaults, as ``start_master`` takes them."""
     from det.master import server
     from det.master.app import create_app
     from det.master.config import parse_config
 
-    config = parse_config(master_config(tmp, db_url), dict(os.environ))
+    config = parse_config(master_config(tmp, db_url, extra), dict(os.environ))
     state = server.prepare(config)
     try:
         yield InProcessMaster(BASE_URL, create_app(state), state, config.data_dir)

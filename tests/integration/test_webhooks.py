@@ -1,6 +1,9 @@
 """Webhooks against a real local HTTP receiver: deliveries on an experiment's COMPLETED (signed
 as Determined signs them), once per task for a matching log line, a custom event from training
-code, retries of a failing receiver with the last status recorded, and who may make which."""
+code, retries of a failing receiver with the last status recorded, and who may make which.
+Deliveries run in a det-master process (its control loop sends them); who may create which
+webhook, the refusals and the test route ask the API alone and use the master's app in the
+test's process (``api``)."""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ import pytest
 import requests
 
 from tests.fakes.sim_agent import RetryingSession, SimAgent, default_training, wait
-from tests.integration.conftest import Master, start_master
+from tests.integration.conftest import Master, MasterClient, start_master
 
 pytestmark = pytest.mark.integration
 
@@ -69,6 +72,15 @@ def master(tmp_path: Any, pg_url: str) -> Iterator[Master]:
     m = start_master(tmp_path, pg_url, extra={"webhooks": {"signing_key": KEY}})
     yield m
     m.kill()
+
+
+@pytest.fixture
+def api(tmp_path: Any, migrated_db: str) -> Iterator[MasterClient]:
+    """The same master's app in the test's process (no loop, no port)."""
+    from tests.integration.inproc import in_process_master
+
+    with in_process_master(tmp_path, migrated_db, {"webhooks": {"signing_key": KEY}}) as m:
+        yield m
 
 
 @pytest.fixture
@@ -225,42 +237,42 @@ def test_failing_receiver_is_retried_and_last_status_recorded(master: Master) ->
         worse.close()
 
 
-def _user(m: Master, name: str) -> requests.Session:
+def _user(m: MasterClient, name: str) -> requests.Session:
     m.post("/api/v1/users", {"user": {"username": name, "active": True}, "password": "Pw-12345678"})
     return m.session(m.login(name, "Pw-12345678"))
 
 
-def test_who_may_create_which(master: Master, receiver: Receiver) -> None:
-    alice = _user(master, "alice")
+def test_who_may_create_which(api: MasterClient, receiver: Receiver) -> None:
+    alice = _user(api, "alice")
     hook = _hook(receiver.url, "TRIGGER_TYPE_EXPERIMENT_STATE_CHANGE", {"state": "COMPLETED"})
-    r = alice.post(master.url + "/api/v1/webhooks", json=hook, timeout=30)
+    r = alice.post(api.url + "/api/v1/webhooks", json=hook, timeout=30)
     assert r.status_code == 403, r.text
     assert "admins only" in r.json()["message"]
-    assert master.get("/api/v1/webhooks")["webhooks"] == []
+    assert api.get("/api/v1/webhooks")["webhooks"] == []
 
-    ws = alice.post(master.url + "/api/v1/workspaces", json={"name": "alices"}, timeout=30)
+    ws = alice.post(api.url + "/api/v1/workspaces", json={"name": "alices"}, timeout=30)
     ws_id = ws.json()["workspace"]["id"]
     # Alice's own workspace: yes, but not to this machine's loopback.
-    r = alice.post(master.url + "/api/v1/webhooks", json={**hook, "workspaceId": ws_id}, timeout=30)
+    r = alice.post(api.url + "/api/v1/webhooks", json={**hook, "workspaceId": ws_id}, timeout=30)
     assert r.status_code == 400, r.text
     assert r.json()["message"].startswith("url: host '127.0.0.1' is 127.0.0.1")
     for url in ("http://169.254.169.254/latest/meta-data/", "http://[::1]:80/", "http://0.0.0.0/"):
         r = alice.post(
-            master.url + "/api/v1/webhooks", json={**hook, "workspaceId": ws_id, "url": url},
+            api.url + "/api/v1/webhooks", json={**hook, "workspaceId": ws_id, "url": url},
             timeout=30,
         )  # fmt: skip
         assert r.status_code == 400, (url, r.text)
     # An admin's webhook in alice's workspace may use it; alice may delete it, bob may not.
-    made = master.post("/api/v1/webhooks", {**hook, "workspaceId": ws_id})
-    bob = _user(master, "bob")
+    made = api.post("/api/v1/webhooks", {**hook, "workspaceId": ws_id})
+    bob = _user(api, "bob")
     hid = made["webhook"]["id"]
-    assert bob.get(master.url + "/api/v1/webhooks", timeout=30).json()["webhooks"] == []
+    assert bob.get(api.url + "/api/v1/webhooks", timeout=30).json()["webhooks"] == []
     assert [
-        w["id"] for w in alice.get(master.url + "/api/v1/webhooks", timeout=30).json()["webhooks"]
+        w["id"] for w in alice.get(api.url + "/api/v1/webhooks", timeout=30).json()["webhooks"]
     ] == [hid]
-    assert bob.delete(f"{master.url}/api/v1/webhooks/{hid}", timeout=30).status_code == 403
-    assert alice.delete(f"{master.url}/api/v1/webhooks/{hid}", timeout=30).status_code == 200
-    assert master.get("/api/v1/webhooks")["webhooks"] == []
+    assert bob.delete(f"{api.url}/api/v1/webhooks/{hid}", timeout=30).status_code == 403
+    assert alice.delete(f"{api.url}/api/v1/webhooks/{hid}", timeout=30).status_code == 200
+    assert api.get("/api/v1/webhooks")["webhooks"] == []
 
 
 @pytest.mark.parametrize(
@@ -286,22 +298,22 @@ def test_who_may_create_which(master: Master, receiver: Receiver) -> None:
     ],
 )  # fmt: skip
 def test_bad_webhooks_are_refused_in_one_line(
-    master: Master, change: dict[str, Any], message: str
+    api: MasterClient, change: dict[str, Any], message: str
 ) -> None:
     hook = {**_hook("http://127.0.0.1:9/", "TRIGGER_TYPE_EXPERIMENT_STATE_CHANGE",
                     {"state": "COMPLETED"}), **change}  # fmt: skip
-    r = master.session().post(master.url + "/api/v1/webhooks", json=hook, timeout=30)
+    r = api.session().post(api.url + "/api/v1/webhooks", json=hook, timeout=30)
     assert r.status_code == 400, r.text
     assert r.json()["message"].startswith(message), r.json()["message"]
-    assert master.get("/api/v1/webhooks")["webhooks"] == []
+    assert api.get("/api/v1/webhooks")["webhooks"] == []
 
 
-def test_test_route_sends_signed_test_event(master: Master, receiver: Receiver) -> None:
-    made = master.post(
+def test_test_route_sends_signed_test_event(api: MasterClient, receiver: Receiver) -> None:
+    made = api.post(
         "/api/v1/webhooks",
         _hook(receiver.url, "TRIGGER_TYPE_EXPERIMENT_STATE_CHANGE", {"state": "COMPLETED"}),
     )
-    master.post(f"/api/v1/webhooks/{made['webhook']['id']}/test")
+    api.post(f"/api/v1/webhooks/{made['webhook']['id']}/test")
     [event] = receiver.bodies()
     assert event["event_data"] == {"data": "test"}
     assert receiver.requests[0]["headers"]["X-Determined-AI-Signature"]
