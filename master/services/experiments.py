@@ -135,7 +135,7 @@ def parse_config(
         searcher.new_searcher(resolved["searcher"], resolved.get("hyperparameters") or {}, 0)
     except ValueError as e:
         raise InvalidArgument(f"invalid experiment config: {e}") from None
-    pool = resolved.get("resources", {}).get("resource_pool") or default_pool
+    pool = cfg.resources.resource_pool or default_pool
     pool_cfg = st.config.pool(pool)
     if pool_cfg is None:
         names = ", ".join(p.pool_name for p in st.config.resource_pools)

@@ -14,6 +14,8 @@ from psycopg.types.json import Jsonb
 from det.master import searcher as search
 from det.master import states
 from det.master.db import Conn
+from det.master.expconf import stored
+from det.master.expconf.schema import ExperimentConfig
 
 logger = logging.getLogger(__name__)
 
@@ -29,9 +31,11 @@ def pending_experiments(conn: Conn) -> list[int]:
     return [r["id"] for r in rows]
 
 
-def experiment_seed(config: dict[str, Any]) -> int:
-    seed = (config.get("reproducibility") or {}).get("experiment_seed")
-    return int(seed) if seed is not None else 0
+def experiment_seed(cfg: ExperimentConfig) -> int:
+    """The search's seed: parsing fills one into every stored config (0 only for a config
+    written without it)."""
+    seed = cfg.reproducibility.experiment_seed
+    return seed if seed is not None else 0
 
 
 def run_for_experiment(conn: Conn, experiment_id: int) -> None:
@@ -45,7 +49,9 @@ def run_for_experiment(conn: Conn, experiment_id: int) -> None:
     actions: list[Any] = []
     if wrapper is None:
         method = search.new_searcher(
-            config["searcher"], config.get("hyperparameters") or {}, experiment_seed(config)
+            config["searcher"],
+            config.get("hyperparameters") or {},
+            experiment_seed(stored.experiment_config(experiment_id, config)),
         )
         wrapper = {"shutdown": False, "failure": False}
         actions += method.initial_trials()

@@ -18,6 +18,7 @@ from det.master import fastjson, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.expconf import stored
+from det.master.expconf.searcher import _AshaBase
 from det.master.expconf.stored import SMALLER_IS_BETTER_SQL
 from det.master.handles import MasterState
 from det.master.schemas import d
@@ -340,14 +341,12 @@ def report_metrics(
     by_group: dict[str, list[dict[str, Any]]] = {}
     summary = trial["summary_metrics"] or {}
     steps = trial["steps_completed"]
-    searcher_cfg = trial["config"].get("searcher") or {}
-    metric_name = searcher_cfg.get("metric")
-    time_metric = searcher_cfg.get("time_metric")
+    searcher_cfg = stored.experiment_config(trial["experiment_id"], trial["config"]).searcher
+    metric_name = searcher_cfg.metric
+    time_metric = searcher_cfg.time_metric if isinstance(searcher_cfg, _AshaBase) else None
     events = []
     best = trial["searcher_metric"]
-    smaller = stored.experiment_config(
-        trial["experiment_id"], trial["config"]
-    ).searcher.smaller_is_better
+    smaller = searcher_cfg.smaller_is_better
     for i, r in enumerate(reports):
         if not isinstance(r, dict):
             raise InvalidArgument(f"metrics[{i}]: must be an object")
