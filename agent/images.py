@@ -1,7 +1,7 @@
 """Pulling task images, with registry credentials, into one readable line when it fails.
 
 A pull failure is reported to the master as the container's error, ``image pull failed: IMAGE:
-ANSWER`` (:data:`PULL_FAILED`, matched by ``det.master.services.allocations``), where ANSWER is
+ANSWER`` (:data:`PULL_FAILED`, matched by ``det.master.services.trial_runs``), where ANSWER is
 the registry's (or the engine's) own message, on one line, with every credential value replaced
 by ``********``. The credentials never reach a log line or an exception message from here.
 """

@@ -43,8 +43,9 @@ def fill(url: str, rows: int, tasks: int) -> None:
     written by PostgreSQL itself in chunks."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
-            "INSERT INTO allocations (id, task_id, job_id, resource_pool, slots_needed, state,"
-            " token_hash, ended_at) SELECT 'old-' || i || '.1', 'old-' || i, 'job-' || i,"
+            "INSERT INTO allocations (id, kind, task_id, job_id, resource_pool, slots_needed,"
+            " state, token_hash, ended_at) SELECT 'old-' || i || '.1', 'COMMAND', 'old-' || i,"
+            " 'job-' || i,"
             " 'default', 0, 'TERMINATED', '', now() - interval '400 days'"
             " FROM generate_series(1, %s) i",
             (tasks,),

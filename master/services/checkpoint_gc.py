@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import Any, Final
 
 from det.common.container_spec import ContainerSpec
 from det.master import states
@@ -26,14 +26,13 @@ from det.master.errors import Conflict, InvalidArgument, NotFound
 from det.master.expconf import stored
 from det.master.expconf.schema import ExperimentConfig
 from det.master.handles import MasterState
+from det.master.services import allocation_queue, containers
 from det.master.services import checkpoints as ckpt_svc
-from det.master.services import containers
-from det.master.services.users import token_digest
 
 logger = logging.getLogger(__name__)
 
 DELETED = states.DELETED
-TASK_TYPE = "CHECKPOINT_GC"
+TASK_TYPE: Final = "CHECKPOINT_GC"
 #: How many GC runs of one experiment may end by a lost agent before it is not queued again.
 MAX_LOST_RUNS = 3
 
@@ -193,18 +192,15 @@ def _queue_task(
         "SELECT count(*) AS n FROM allocations WHERE task_id = %s", (task_id,)
     ).fetchone()
     allocation_id = f"{task_id}.{max(run, int(earlier['n']) + 1) if earlier else run}"
-    conn.execute(
-        "INSERT INTO allocations (id, task_id, trial_id, job_id, resource_pool, slots_needed,"
-        " state, token_hash) VALUES (%s, %s, NULL, %s, %s, 0, %s, %s)"
-        " ON CONFLICT (id) DO NOTHING",
-        (
-            allocation_id,
-            task_id,
-            exp["job_id"],
-            exp["resource_pool"],
-            states.PENDING,
-            token_digest(containers.allocation_token(st, allocation_id)),
-        ),
+    allocation_queue.queue(
+        conn,
+        st,
+        kind=TASK_TYPE,
+        allocation_id=allocation_id,
+        task_id=task_id,
+        job_id=exp["job_id"],
+        resource_pool=exp["resource_pool"],
+        slots=0,
     )
     conn.execute(
         "INSERT INTO checkpoint_gc (allocation_id, experiment_id, uuids, tensorboards, globs)"
@@ -299,7 +295,7 @@ def container_spec(
         " ON e.id = g.experiment_id WHERE g.allocation_id = %s",
         (alloc["id"],),
     ).fetchone()
-    assert row is not None, f"allocation {alloc['id']} is neither a trial's nor a GC task's"
+    assert row is not None, f"GC allocation {alloc['id']} has no checkpoint_gc row"
     config: dict[str, Any] = row["config"]
     image, env = containers.image_and_env(conn, config, agent_id)
     env.update(containers.task_env(st, alloc, TASK_TYPE))
@@ -332,11 +328,12 @@ def container_spec(
     }
 
 
-def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason: str = "") -> None:
+def on_terminated(conn: Conn, alloc: dict[str, Any], exit_code: int | None, reason: str) -> None:
+    """A GC task's allocation ended (``alloc``: its row as it was, locked by the caller)."""
     row = conn.execute(
         "SELECT experiment_id, uuids, tensorboards, globs FROM checkpoint_gc"
         " WHERE allocation_id = %s",
-        (allocation_id,),
+        (alloc["id"],),
     ).fetchone()
     if row is None:
         return

@@ -1,7 +1,7 @@
 """What every task container is made of, whatever runs in it (a trial, a notebook, a command, a
 checkpoint GC): the allocation's token, the image and environment for the agent's device type,
 the Docker options from the resolved config, the mounts, the service port, and the reasons an
-allocation ends that the agent or the master writes. ``allocations`` (trials), ``ntsc``
+allocation ends that the agent or the master writes. ``trial_runs`` (trials), ``ntsc``
 (interactive tasks), ``checkpoint_gc`` and ``task_services`` build on it; it imports none of
 them.
 """

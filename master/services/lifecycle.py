@@ -8,7 +8,7 @@ import logging
 from det.master import states
 from det.master.db import Conn
 from det.master.handles import MasterState
-from det.master.services import allocations
+from det.master.services import allocations, trial_runs
 
 logger = logging.getLogger(__name__)
 
@@ -54,15 +54,15 @@ def trials_pass(conn: Conn, st: MasterState) -> None:
         stop = trial["stop_reason"]
         if stop == "searcher":
             # Stopped before (or between) runs: nothing to checkpoint.
-            allocations.finish_trial(conn, trial, states.COMPLETED, "stopped by the searcher")
+            trial_runs.finish_trial(conn, trial, states.COMPLETED, "stopped by the searcher")
         elif stop in ("canceled", "killed"):
-            allocations.finish_trial(conn, trial, states.CANCELED, f"experiment {stop}")
+            trial_runs.finish_trial(conn, trial, states.CANCELED, f"experiment {stop}")
         elif trial["state"] == states.ACTIVE and trial["exp_state"] == states.ACTIVE:
             exp = conn.execute(
                 "SELECT id, config FROM experiments WHERE id = %s", (trial["experiment_id"],)
             ).fetchone()
             assert exp is not None
-            allocations.create_for_trial(conn, st, trial, exp)
+            trial_runs.queue_run(conn, st, trial, exp)
 
 
 def experiments_pass(conn: Conn) -> None:

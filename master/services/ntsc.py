@@ -30,6 +30,7 @@ from det.master.errors import InvalidArgument, NotFound
 from det.master.expconf.task import KIND_NAMES, TaskKind, parse_task_config
 from det.master.handles import MasterState
 from det.master.services import (
+    allocation_queue,
     containers,
     pool_bindings,
     scheduling,
@@ -37,7 +38,6 @@ from det.master.services import (
     tensorboards,
 )
 from det.master.services.experiments import ContextFile, pack_context
-from det.master.services.users import token_digest
 
 logger = logging.getLogger(__name__)
 
@@ -129,27 +129,18 @@ def queue_run(conn: Conn, st: MasterState, task: dict[str, Any]) -> str:
     allocation_id = f"{task['id']}.{run_id}"
     job = conn.execute("SELECT resource_pool FROM jobs WHERE id = %s", (task["job_id"],)).fetchone()
     assert job is not None
-    conn.execute(
-        "INSERT INTO allocations (id, task_id, trial_id, job_id, resource_pool, slots_needed,"
-        " state, token_hash) VALUES (%s, %s, NULL, %s, %s, %s, %s, %s)"
-        " ON CONFLICT (id) DO NOTHING",
-        (
-            allocation_id,
-            task["id"],
-            task["job_id"],
-            job["resource_pool"],
-            int(task["config"]["resources"]["slots"]),
-            states.PENDING,
-            token_digest(containers.allocation_token(st, allocation_id)),
-        ),
+    allocation_queue.queue(
+        conn,
+        st,
+        kind=task["kind"],
+        allocation_id=allocation_id,
+        task_id=task["id"],
+        job_id=task["job_id"],
+        resource_pool=job["resource_pool"],
+        slots=int(task["config"]["resources"]["slots"]),
     )
     conn.execute("UPDATE ntsc_tasks SET run_id = %s WHERE id = %s", (run_id, task["id"]))
     return allocation_id
-
-
-def owns(conn: Conn, task_id: str) -> bool:
-    """Whether ``task_id`` is an interactive task's."""
-    return conn.execute("SELECT 1 FROM ntsc_tasks WHERE id = %s", (task_id,)).fetchone() is not None
 
 
 def get(conn: Conn, task_id: str, kind: str | None = None) -> dict[str, Any]:
@@ -197,7 +188,8 @@ _SELECT = (
 
 
 def on_terminated(conn: Conn, alloc: dict[str, Any], exit_code: int | None, reason: str) -> None:
-    """An allocation of a task ended (``alloc`` is its row as it was, locked by the caller)."""
+    """An allocation of a task ended (``alloc`` is its row as it was, locked by the caller).
+    Registered for the four kinds in :mod:`det.master.services.task_kinds`."""
     task = conn.execute(
         "SELECT * FROM ntsc_tasks WHERE id = %s FOR NO KEY UPDATE", (alloc["task_id"],)
     ).fetchone()
@@ -232,9 +224,9 @@ def tasks_pass(conn: Conn, st: MasterState) -> None:
     container is stopped, SIGTERM then SIGKILL) and queues a new run of every active task
     without a live allocation (a preempted one)."""
     conn.execute(
-        "UPDATE allocations a SET kill_requested = true FROM ntsc_tasks n"
-        " WHERE a.task_id = n.id AND a.preempt_requested AND NOT a.kill_requested"
-        " AND a.state <> 'TERMINATED'"
+        "UPDATE allocations SET kill_requested = true WHERE kind = ANY(%s)"
+        " AND preempt_requested AND NOT kill_requested AND state <> 'TERMINATED'",
+        (list(KIND_NAMES),),
     )
     rows = conn.execute(
         "SELECT n.* FROM ntsc_tasks n WHERE n.state = 'ACTIVE' AND NOT EXISTS"

@@ -13,14 +13,12 @@ from det.master.provisioner.cost import CostPolicy
 from det.master.provisioner.provider import Market
 from det.master.usage import Hold, Machine
 
-# One row per allocation placed before the window's end and not ended before its start. The
-# task's kind: a trial's (TRIAL), an interactive task's (its job's kind), or the checkpoint GC
-# of an experiment (an experiment's allocation with no trial).
+# One row per allocation placed before the window's end and not ended before its start, with
+# its kind (TRIAL, an interactive task's kind, or CHECKPOINT_GC: the allocation's own column).
 _HOLDS = """
 SELECT a.id, a.task_id, a.trial_id, a.resource_pool, a.slots_needed, a.placement,
        a.placed_at, a.ended_at,
-       CASE WHEN a.trial_id IS NOT NULL THEN 'TRIAL'
-            WHEN j.kind = 'EXPERIMENT' THEN 'CHECKPOINT_GC' ELSE j.kind END AS kind,
+       a.kind,
        j.experiment_id, u.id AS user_id, u.username,
        coalesce(e.labels, '[]'::jsonb) AS labels,
        coalesce(w.name, nw.name, '') AS workspace

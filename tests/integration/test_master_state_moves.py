@@ -136,8 +136,8 @@ def test_placements_move_only_pending_allocations(conn: Conn) -> None:
     )
     for aid, state in (("a1", "PENDING"), ("a2", "RUNNING")):
         conn.execute(
-            "INSERT INTO allocations (id, task_id, job_id, resource_pool, slots_needed, state,"
-            " token_hash) VALUES (%s, %s, 'j', 'p', 1, %s, 'h')",
+            "INSERT INTO allocations (id, kind, task_id, job_id, resource_pool, slots_needed,"
+            " state, token_hash) VALUES (%s, 'COMMAND', %s, 'j', 'p', 1, %s, 'h')",
             (aid, aid, state),
         )
     moved = states.allocations_placed(conn, {"a1": {"agent": ["0"]}, "a2": {"agent": ["1"]}})

@@ -31,8 +31,8 @@ def conn(pg_url: str) -> Iterator[Conn]:
         )
         for aid in ("a1", "a2"):
             c.execute(
-                "INSERT INTO allocations (id, task_id, job_id, resource_pool, slots_needed, state,"
-                " token_hash) VALUES (%s, %s, 'j', 'p', 1, 'RUNNING', 'h')",
+                "INSERT INTO allocations (id, kind, task_id, job_id, resource_pool, slots_needed,"
+                " state, token_hash) VALUES (%s, 'COMMAND', %s, 'j', 'p', 1, 'RUNNING', 'h')",
                 (aid, aid),
             )
         yield c

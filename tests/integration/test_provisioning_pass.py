@@ -118,8 +118,8 @@ def pending(st: MasterState, job: str, slots: int = 1, n: int = 1) -> None:
         )
         for i in range(n):
             conn.execute(
-                "INSERT INTO allocations (id, task_id, job_id, resource_pool, slots_needed, state,"
-                " token_hash) VALUES (%s, %s, %s, %s, %s, 'PENDING', 'h')",
+                "INSERT INTO allocations (id, kind, task_id, job_id, resource_pool, slots_needed,"
+                " state, token_hash) VALUES (%s, 'COMMAND', %s, %s, %s, %s, 'PENDING', 'h')",
                 (f"{job}.{i}", f"{job}.{i}", job, POOL, slots),
             )
 

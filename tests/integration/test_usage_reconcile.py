@@ -103,11 +103,12 @@ def allocation(
 ) -> None:
     slots = sum(len(v) for v in placement.values())
     conn.execute(
-        "INSERT INTO allocations (id, task_id, trial_id, job_id, resource_pool, slots_needed,"
-        " state, placement, token_hash, placed_at, ended_at)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, 'x', %s, %s)",
+        "INSERT INTO allocations (id, kind, task_id, trial_id, job_id, resource_pool,"
+        " slots_needed, state, placement, token_hash, placed_at, ended_at)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 'x', %s, %s)",
         (
             aid,
+            "TRIAL" if tid is not None else "CHECKPOINT_GC",
             f"{eid}.{tid}",
             tid,
             f"job-{eid}",

@@ -13,7 +13,7 @@ from det.agent import images
 from det.agent.containers import DockerRuntime, Record
 from det.agent.devices import Slot, discover_slots
 from det.common.states import AllocationState
-from det.master.services import allocations, containers
+from det.master.services import containers, trial_runs
 from tests.fakes.nvml import FakeGpu, make_pynvml
 
 GPUS = [
@@ -152,15 +152,15 @@ def test_the_master_reads_the_agents_pull_failures() -> None:
         "r/img:v1: Head https://r/v2/img/manifests/v1: no basic auth credentials",
     ]
     for answer in refused:
-        assert allocations.image_refused(images.PULL_FAILED + answer), answer
+        assert trial_runs.image_refused(images.PULL_FAILED + answer), answer
     passing = [
         "img:v1: Get http://r/v2/: dial tcp 127.0.0.1:5000: connect: connection refused",
         "img:v1: received unexpected HTTP status: 503 Service Unavailable",
         "img:v1: toomanyrequests: rate limit",
     ]
     for answer in passing:
-        assert not allocations.image_refused(images.PULL_FAILED + answer), answer
-    assert not allocations.image_refused("exit code 1: not found")  # not a pull failure
+        assert not trial_runs.image_refused(images.PULL_FAILED + answer), answer
+    assert not trial_runs.image_refused("exit code 1: not found")  # not a pull failure
 
 
 def test_an_agent_user_runs_as_its_numbers_without_new_privileges() -> None:

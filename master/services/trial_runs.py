@@ -1,0 +1,213 @@
+"""The trial kind: a trial's runs (its allocations), their container and what an ended run does
+to the trial. Registered as ``TRIAL`` in :mod:`det.master.services.task_kinds`.
+
+The rules for what a trial does when its allocation ends live in :func:`on_terminated`, in one
+place:
+
+==========================================  ==========================================
+how the allocation ended                    what happens to the trial
+==========================================  ==========================================
+kill requested (user kill)                  CANCELED
+exit 0, stop requested by the searcher      COMPLETED (it checkpointed on the signal)
+exit 0, experiment canceled                 CANCELED
+exit 0, paused                              stays PAUSED, resumes on activate
+exit 0, preempted (scheduler / spot)        re-queued; no restart counted
+exit 0 otherwise                            COMPLETED (it trained to its length)
+non-zero after a preemption or agent loss   re-queued; no restart counted
+image refused by the registry (see below)   ERROR at once; no restart counted
+non-zero otherwise                          restarts += 1; ERROR past ``max_restarts``
+==========================================  ==========================================
+
+A container that never started because its image could not be pulled ends with the agent's one
+line ``image pull failed: IMAGE: ANSWER``. When ANSWER is a refusal that a retry gets again (the
+image or tag does not exist, access denied, wrong or missing credentials) the trial is ERROR at
+once with that line as its reason, and its searcher is told, so a single-trial experiment ends
+ERROR after one attempt and a search spends one attempt per trial, never ``max_restarts``. Other
+pull failures (registry unreachable, timeouts, server errors, rate limits) may pass, so they count
+as restarts like any failed run and stop at ``max_restarts``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from det.common.container_spec import ContainerSpec
+from det.master import expconf, states
+from det.master.db import Conn
+from det.master.expconf import stored
+from det.master.handles import MasterState
+from det.master.services import allocation_queue, containers
+
+logger = logging.getLogger(__name__)
+
+
+def queue_run(
+    conn: Conn, st: MasterState, trial: dict[str, Any], experiment: dict[str, Any]
+) -> str:
+    """Queues the next run of ``trial``; returns the allocation id."""
+    run_id = trial["run_id"] + 1
+    allocation_id = f"{trial['task_id']}.{run_id}"
+    job = conn.execute(
+        "SELECT id, resource_pool FROM jobs WHERE experiment_id = %s", (experiment["id"],)
+    ).fetchone()
+    assert job is not None
+    allocation_queue.queue(
+        conn,
+        st,
+        kind="TRIAL",
+        allocation_id=allocation_id,
+        task_id=trial["task_id"],
+        trial_id=trial["id"],
+        job_id=job["id"],
+        resource_pool=job["resource_pool"],
+        slots=stored.experiment_config(
+            experiment["id"], experiment["config"]
+        ).resources.slots_per_trial,
+    )
+    conn.execute("UPDATE trials SET run_id = %s WHERE id = %s", (run_id, trial["id"]))
+    states.record_event(conn, "trial", trial["id"], "queued", f"allocation {allocation_id} queued")
+    return allocation_id
+
+
+def on_terminated(conn: Conn, alloc: dict[str, Any], exit_code: int | None, reason: str) -> None:
+    """A run of a trial ended (``alloc``: its row as it was, locked by the caller): the trial
+    moves on following the module's table."""
+    trial = conn.execute(
+        "SELECT t.*, e.state AS exp_state, e.config FROM trials t JOIN experiments e ON e.id = t.experiment_id"
+        " WHERE t.id = %s FOR NO KEY UPDATE OF t",
+        (alloc["trial_id"],),
+    ).fetchone()
+    assert trial is not None
+    if trial["state"] in states.TERMINAL:
+        return
+    tid = trial["id"]
+    stop = trial["stop_reason"]
+    preempted = alloc["preempt_requested"] or reason == containers.AGENT_LOST
+    counts = False
+    if alloc["kill_requested"] or stop == "killed":
+        finish_trial(conn, trial, states.CANCELED, "killed")
+    elif exit_code == 0 or (preempted and stop is not None):
+        if stop == "searcher":
+            finish_trial(conn, trial, states.COMPLETED, "stopped by the searcher")
+        elif stop == "canceled":
+            finish_trial(conn, trial, states.CANCELED, "experiment canceled")
+        elif trial["state"] == states.PAUSED or preempted:
+            logger.info("trial %d preempted (%s); it will resume", tid, reason)
+        else:
+            finish_trial(conn, trial, states.COMPLETED, "training finished")
+    elif preempted:
+        logger.info("trial %d lost its allocation (%s); re-queued without a restart", tid, reason)
+    elif image_refused(reason):
+        # The registry refused the image (unknown, denied, bad credentials): every retry would
+        # be refused the same way, so the trial ends now instead of spending its restarts.
+        finish_trial(conn, trial, states.ERROR, reason)
+    else:
+        counts = True
+        restarts = trial["restarts"] + 1
+        max_restarts = stored.experiment_config(
+            trial["experiment_id"], trial["config"]
+        ).max_restarts
+        conn.execute("UPDATE trials SET restarts = %s WHERE id = %s", (restarts, tid))
+        if restarts > max_restarts:
+            finish_trial(
+                conn, trial, states.ERROR, f"exit code {exit_code}; {restarts - 1} restarts used"
+            )
+        else:
+            states.record_event(
+                conn,
+                "trial",
+                tid,
+                "restart",
+                f"exit code {exit_code}: restart {restarts} of {max_restarts}",
+            )
+    conn.execute(
+        "UPDATE allocations SET counts_as_restart = %s WHERE id = %s", (counts, alloc["id"])
+    )
+    conn.execute("NOTIFY det_wakeup")
+
+
+# Answers of a registry (or the engine on its behalf) that do not change on retry. Anything else
+# in a pull failure (timeouts, connection refused, 5xx, rate limits) counts as a restart.
+_REFUSALS = re.compile(
+    r"unauthorized|denied|forbidden|authentication required|no basic auth credentials"
+    r"|not found|manifest unknown|name unknown|blob unknown|does not exist|invalid reference"
+    r"|repository name must|no matching manifest|invalid tag|invalid reference format",
+    re.IGNORECASE,
+)
+
+
+def image_refused(reason: str | None) -> bool:
+    """Whether an allocation's end reason is a pull failure that retrying cannot fix."""
+    if not reason or not reason.startswith(containers.IMAGE_PULL_FAILED):
+        return False
+    return bool(_REFUSALS.search(reason.removeprefix(containers.IMAGE_PULL_FAILED)))
+
+
+def finish_trial(conn: Conn, trial: dict[str, Any], state: str, reason: str) -> None:
+    """Ends a trial and tells its searcher exactly once (the transition happens once)."""
+    if states.transition(conn, "trial", trial["id"], state, reason, strict=False):
+        if state == states.COMPLETED:
+            kind, payload = "exited", {}
+        else:
+            kind = "early_exit"
+            payload = {"reason": "ERRORED" if state == states.ERROR else "USER_CANCELED"}
+        conn.execute(
+            "INSERT INTO searcher_events (experiment_id, kind, request_id, payload) VALUES (%s, %s, %s, %s)",
+            (trial["experiment_id"], kind, trial["request_id"], Jsonb(payload)),
+        )
+
+
+def container_spec(
+    conn: Conn, st: MasterState, alloc: dict[str, Any], agent_id: str
+) -> ContainerSpec:
+    """What the agent needs to start this run's container (see docs/internals.md)."""
+    trial = conn.execute(
+        "SELECT t.*, e.config, e.owner_id, u.username FROM trials t JOIN experiments e ON e.id = t.experiment_id"
+        " JOIN users u ON u.id = e.owner_id WHERE t.id = %s",
+        (alloc["trial_id"],),
+    ).fetchone()
+    assert trial is not None
+    config: dict[str, Any] = trial["config"]
+    slot_ids = [str(s) for s in (alloc["placement"] or {}).get(agent_id, [])]
+    device = "cuda" if containers.slot_type(conn, agent_id) == "cuda" else "cpu"
+    image, env = containers.image_and_env(conn, config, agent_id)
+    env.update(containers.task_env(st, alloc, "TRIAL"))
+    env.update(
+        {
+            "DET_USER": trial["username"],
+            "DET_RESOURCES_TYPE": "docker-container",
+            "DET_EXPERIMENT_ID": str(trial["experiment_id"]),
+            "DET_TRIAL_ID": str(trial["id"]),
+            "DET_TRIAL_RUN_ID": str(trial["run_id"]),
+            "DET_TRIAL_SEED": str(trial["seed"]),
+            "DET_HPARAMS": json.dumps(trial["hparams"]),
+            "DET_EXPERIMENT_CONFIG": json.dumps(expconf.redact(config, storage=False)),
+            "DET_STEPS_COMPLETED": str(trial["steps_completed"]),
+            "DET_UNIQUE_PORT_OFFSET": str(containers.port_offset(alloc["id"])),
+        }
+    )
+    if trial["latest_checkpoint"]:
+        env["DET_LATEST_CHECKPOINT"] = str(trial["latest_checkpoint"])
+    entrypoint = config.get("entrypoint") or "python3 train.py"
+    command = ["python3", "-m", "det.exec.run", "--"]
+    command += entrypoint if isinstance(entrypoint, list) else [entrypoint]
+    return {
+        "taskId": alloc["task_id"],
+        "taskType": "TRIAL",
+        "image": image,
+        "command": command,
+        "env": env,
+        "slotIds": slot_ids,
+        "deviceType": device,
+        **containers.docker_options(st, config, alloc["resource_pool"]),
+        "user": containers.run_as(conn, alloc["id"], env),
+        "contextPath": f"/api/v1/tasks/{alloc['task_id']}/context",
+        "workdir": containers.WORKDIR,
+        "killGraceSeconds": 30,
+        "proxyPort": None,
+    }
