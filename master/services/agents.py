@@ -17,7 +17,7 @@ from det.master import states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.handles import MasterState
-from det.master.services import allocations, containers
+from det.master.services import allocation_rows, allocations, containers
 
 logger = logging.getLogger(__name__)
 
@@ -66,25 +66,22 @@ def heartbeat(
         if isinstance(aid, str):
             reported[aid] = c
             allocations.update_container(conn, aid, dict(c))
-    desired = conn.execute(
-        "SELECT * FROM allocations WHERE placement ? %s AND state <> 'TERMINATED' ORDER BY id",
-        (agent_id,),
-    ).fetchall()
+    desired = allocation_rows.live_on(conn, agent_id)
     out: list[DesiredContainer] = []
     for alloc in desired:
-        if alloc["kill_requested"]:
-            out.append({"allocationId": alloc["id"], "action": "KILL"})
+        if alloc.kill_requested:
+            out.append({"allocationId": alloc.id, "action": "KILL"})
         else:
             out.append(
                 {
-                    "allocationId": alloc["id"],
+                    "allocationId": alloc.id,
                     "action": "RUN",
                     "spec": allocations.container_spec(conn, st, alloc, agent_id),
                 }
             )
     # Terminated allocations the agent still reports stay listed as KILL until it drops them,
     # so a container whose end we recorded is never restarted.
-    listed = {a["id"] for a in desired}
+    listed = {a.id for a in desired}
     for aid, c in reported.items():
         if aid not in listed and c.get("state") != states.TERMINATED:
             known = conn.execute("SELECT 1 FROM allocations WHERE id = %s", (aid,)).fetchone()

@@ -3,7 +3,7 @@ slots, from PENDING to TERMINATED. What is common to every kind is here: an agen
 container moves its allocation on, and an allocation ends once (:func:`on_terminated`); what
 differs by kind (the container, what the end does to the trial or task) is the kind's module,
 found by the allocation's ``kind`` column in :mod:`det.master.services.task_kinds`. Queuing one
-is :func:`det.master.services.allocation_queue.queue`.
+is :func:`det.master.services.allocation_rows.queue`.
 """
 
 from __future__ import annotations
@@ -14,15 +14,14 @@ from det.common.container_spec import ContainerSpec
 from det.master import states
 from det.master.db import Conn
 from det.master.handles import MasterState
-from det.master.services import containers, task_kinds, task_services
+from det.master.services import allocation_rows, containers, task_kinds, task_services
+from det.master.services.allocation_rows import Allocation
 
 
 def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason: str) -> None:
     """Ends an allocation (idempotent) and hands its end to its kind's module."""
-    alloc = conn.execute(
-        "SELECT * FROM allocations WHERE id = %s FOR NO KEY UPDATE", (allocation_id,)
-    ).fetchone()
-    if alloc is None or alloc["state"] == states.TERMINATED:
+    alloc = allocation_rows.get(conn, allocation_id, lock=True)
+    if alloc is None or alloc.state == states.TERMINATED:
         return
     conn.execute(
         "UPDATE allocations SET exit_code = %s, exit_reason = coalesce(exit_reason, %s) WHERE id = %s",
@@ -35,9 +34,9 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason:
             "INSERT INTO task_logs (task_id, allocation_id, agent_id, log, level, stdtype, source)"
             " VALUES (%s, %s, %s, %s, 'ERROR', 'stderr', 'master')",
             (
-                alloc["task_id"],
+                alloc.task_id,
                 allocation_id,
-                next(iter(alloc["placement"] or {}), None),
+                next(iter(alloc.placement or {}), None),
                 reason + "\n",
             ),
         )
@@ -77,9 +76,7 @@ def update_container(conn: Conn, allocation_id: str, container: dict[str, Any]) 
             )
 
 
-def container_spec(
-    conn: Conn, st: MasterState, alloc: dict[str, Any], agent_id: str
-) -> ContainerSpec:
+def container_spec(conn: Conn, st: MasterState, alloc: Allocation, agent_id: str) -> ContainerSpec:
     """What the agent needs to start this allocation's container (see docs/internals.md): its
     kind's spec."""
     return task_kinds.of(alloc).container_spec(conn, st, alloc, agent_id)

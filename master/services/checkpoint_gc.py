@@ -26,8 +26,9 @@ from det.master.errors import Conflict, InvalidArgument, NotFound
 from det.master.expconf import stored
 from det.master.expconf.schema import ExperimentConfig
 from det.master.handles import MasterState
-from det.master.services import allocation_queue, containers
+from det.master.services import allocation_rows, containers
 from det.master.services import checkpoints as ckpt_svc
+from det.master.services.allocation_rows import Allocation
 
 logger = logging.getLogger(__name__)
 
@@ -192,7 +193,7 @@ def _queue_task(
         "SELECT count(*) AS n FROM allocations WHERE task_id = %s", (task_id,)
     ).fetchone()
     allocation_id = f"{task_id}.{max(run, int(earlier['n']) + 1) if earlier else run}"
-    allocation_queue.queue(
+    allocation_rows.queue(
         conn,
         st,
         kind=TASK_TYPE,
@@ -285,20 +286,18 @@ def delete(conn: Conn, st: MasterState, uuids: list[str], globs: list[str] | Non
     conn.execute("NOTIFY det_wakeup")
 
 
-def container_spec(
-    conn: Conn, st: MasterState, alloc: dict[str, Any], agent_id: str
-) -> ContainerSpec:
+def container_spec(conn: Conn, st: MasterState, alloc: Allocation, agent_id: str) -> ContainerSpec:
     """The GC task's container: the experiment's image, storage and mounts; no context."""
     row = conn.execute(
         "SELECT g.uuids, g.tensorboards, g.globs, e.id, e.config FROM checkpoint_gc g"
         " JOIN experiments e"
         " ON e.id = g.experiment_id WHERE g.allocation_id = %s",
-        (alloc["id"],),
+        (alloc.id,),
     ).fetchone()
-    assert row is not None, f"GC allocation {alloc['id']} has no checkpoint_gc row"
+    assert row is not None, f"GC allocation {alloc.id} has no checkpoint_gc row"
     config: dict[str, Any] = row["config"]
     image, env = containers.image_and_env(conn, config, agent_id)
-    env.update(containers.task_env(st, alloc, TASK_TYPE))
+    env.update(containers.task_env(st, alloc.id, alloc.task_id, TASK_TYPE))
     env.update(
         {
             "DET_EXPERIMENT_ID": str(row["id"]),
@@ -311,7 +310,7 @@ def container_spec(
     if row["globs"] is not None:
         env["DET_CHECKPOINT_GLOBS"] = json.dumps(list(row["globs"]))
     return {
-        "taskId": alloc["task_id"],
+        "taskId": alloc.task_id,
         "taskType": TASK_TYPE,
         "image": image,
         "command": ["python3", "-m", "det.exec.gc_checkpoints"],
@@ -319,8 +318,8 @@ def container_spec(
         "slotIds": [],
         "deviceType": "cpu",
         # the experiment's Docker settings: its registry credentials pull the same image
-        **containers.docker_options(st, config, alloc["resource_pool"]),
-        "user": containers.run_as(conn, alloc["id"], env),
+        **containers.docker_options(st, config, alloc.resource_pool),
+        "user": containers.run_as(conn, alloc.id, env),
         "contextPath": None,
         "workdir": containers.WORKDIR,
         "killGraceSeconds": 30,
@@ -328,12 +327,12 @@ def container_spec(
     }
 
 
-def on_terminated(conn: Conn, alloc: dict[str, Any], exit_code: int | None, reason: str) -> None:
+def on_terminated(conn: Conn, alloc: Allocation, exit_code: int | None, reason: str) -> None:
     """A GC task's allocation ended (``alloc``: its row as it was, locked by the caller)."""
     row = conn.execute(
         "SELECT experiment_id, uuids, tensorboards, globs FROM checkpoint_gc"
         " WHERE allocation_id = %s",
-        (alloc["id"],),
+        (alloc.id,),
     ).fetchone()
     if row is None:
         return

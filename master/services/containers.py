@@ -39,14 +39,14 @@ def allocation_token(st: MasterState, allocation_id: str) -> str:
     return base64.urlsafe_b64encode(mac).decode().rstrip("=")
 
 
-def task_env(st: MasterState, alloc: dict[str, Any], task_type: str) -> dict[str, str]:
+def task_env(st: MasterState, allocation_id: str, task_id: str, task_type: str) -> dict[str, str]:
     """What every task container is told of its master and itself (the rest is its kind's)."""
     return {
         "DET_MASTER": st.config.url(),
         "DET_CLUSTER_ID": st.cluster_id,
-        "DET_TASK_ID": str(alloc["task_id"]),
-        "DET_ALLOCATION_ID": str(alloc["id"]),
-        "DET_SESSION_TOKEN": allocation_token(st, alloc["id"]),
+        "DET_TASK_ID": task_id,
+        "DET_ALLOCATION_ID": allocation_id,
+        "DET_SESSION_TOKEN": allocation_token(st, allocation_id),
         "DET_TASK_TYPE": task_type,
     }
 

@@ -30,13 +30,14 @@ from det.master.errors import InvalidArgument, NotFound
 from det.master.expconf.task import KIND_NAMES, TaskKind, parse_task_config
 from det.master.handles import MasterState
 from det.master.services import (
-    allocation_queue,
+    allocation_rows,
     containers,
     pool_bindings,
     scheduling,
     task_services,
     tensorboards,
 )
+from det.master.services.allocation_rows import Allocation
 from det.master.services.experiments import ContextFile, pack_context
 
 logger = logging.getLogger(__name__)
@@ -129,7 +130,7 @@ def queue_run(conn: Conn, st: MasterState, task: dict[str, Any]) -> str:
     allocation_id = f"{task['id']}.{run_id}"
     job = conn.execute("SELECT resource_pool FROM jobs WHERE id = %s", (task["job_id"],)).fetchone()
     assert job is not None
-    allocation_queue.queue(
+    allocation_rows.queue(
         conn,
         st,
         kind=task["kind"],
@@ -187,15 +188,15 @@ _SELECT = (
 )
 
 
-def on_terminated(conn: Conn, alloc: dict[str, Any], exit_code: int | None, reason: str) -> None:
+def on_terminated(conn: Conn, alloc: Allocation, exit_code: int | None, reason: str) -> None:
     """An allocation of a task ended (``alloc`` is its row as it was, locked by the caller).
     Registered for the four kinds in :mod:`det.master.services.task_kinds`."""
     task = conn.execute(
-        "SELECT * FROM ntsc_tasks WHERE id = %s FOR NO KEY UPDATE", (alloc["task_id"],)
+        "SELECT * FROM ntsc_tasks WHERE id = %s FOR NO KEY UPDATE", (alloc.task_id,)
     ).fetchone()
     if task is None or task["state"] == states.TERMINATED:
         return
-    preempted = alloc["preempt_requested"] or reason == containers.AGENT_LOST
+    preempted = alloc.preempt_requested or reason == containers.AGENT_LOST
     if task["exit_status"] is not None:  # killed (tasks.kill gave the reason)
         finish(conn, task["id"], exit_code, task["exit_status"])
     elif preempted:
@@ -245,38 +246,36 @@ def context(conn: Conn, task_id: str) -> bytes | None:
     return bytes(row["context"]) if row["context"] is not None else None
 
 
-def container_spec(
-    conn: Conn, st: MasterState, alloc: dict[str, Any], agent_id: str
-) -> ContainerSpec:
+def container_spec(conn: Conn, st: MasterState, alloc: Allocation, agent_id: str) -> ContainerSpec:
     """The task's container, built as a trial's is (image, env, mounts, Docker options)."""
     task = conn.execute(
         "SELECT n.*, u.username FROM ntsc_tasks n JOIN users u ON u.id = n.owner_id"
         " WHERE n.id = %s",
-        (alloc["task_id"],),
+        (alloc.task_id,),
     ).fetchone()
     assert task is not None
     config: dict[str, Any] = task["config"]
-    slot_ids = [str(s) for s in (alloc["placement"] or {}).get(agent_id, [])]
+    slot_ids = [str(s) for s in (alloc.placement or {}).get(agent_id, [])]
     image, env = containers.image_and_env(conn, config, agent_id)
-    env.update(containers.task_env(st, alloc, task["kind"]))
+    env.update(containers.task_env(st, alloc.id, alloc.task_id, task["kind"]))
     env.update(
         {
             "DET_USER": task["username"],
             "DET_RESOURCES_TYPE": "docker-container",
-            "DET_UNIQUE_PORT_OFFSET": str(containers.port_offset(alloc["id"])),
+            "DET_UNIQUE_PORT_OFFSET": str(containers.port_offset(alloc.id)),
         }
     )
 
     port = None
     if task["kind"] in task_services.SERVED:
-        port = task_services.service_port(alloc["id"])
+        port = task_services.service_port(alloc.id)
         env["DET_TASK_PORT"] = str(port)
         env["JUPYTER_TOKEN"] = env["DET_SERVICE_TOKEN"] = task_services.service_token(
             st, task["id"]
         )
         if task["kind"] == "SHELL":
             env["DET_SHELL_AUTHORIZED_KEY"] = str(task["data"].get("publicKey") or "")
-    docker = containers.docker_options(st, config, alloc["resource_pool"])
+    docker = containers.docker_options(st, config, alloc.resource_pool)
     if task["kind"] == "TENSORBOARD":
         sources, mounts = tensorboards.container_sources(task["data"])
         env["DET_TENSORBOARD_SOURCES"] = json.dumps(sources)
@@ -294,7 +293,7 @@ def container_spec(
         "slotIds": slot_ids,
         "deviceType": "cuda" if containers.slot_type(conn, agent_id) == "cuda" else "cpu",
         **docker,
-        "user": containers.run_as(conn, alloc["id"], env),
+        "user": containers.run_as(conn, alloc.id, env),
         "contextPath": f"/api/v1/tasks/{task['id']}/context" if task["context"] else None,
         "workdir": containers.WORKDIR,
         "killGraceSeconds": 10,

@@ -41,7 +41,8 @@ from det.master import expconf, states
 from det.master.db import Conn
 from det.master.expconf import stored
 from det.master.handles import MasterState
-from det.master.services import allocation_queue, containers
+from det.master.services import allocation_rows, containers
+from det.master.services.allocation_rows import Allocation
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ def queue_run(
         "SELECT id, resource_pool FROM jobs WHERE experiment_id = %s", (experiment["id"],)
     ).fetchone()
     assert job is not None
-    allocation_queue.queue(
+    allocation_rows.queue(
         conn,
         st,
         kind="TRIAL",
@@ -74,22 +75,22 @@ def queue_run(
     return allocation_id
 
 
-def on_terminated(conn: Conn, alloc: dict[str, Any], exit_code: int | None, reason: str) -> None:
+def on_terminated(conn: Conn, alloc: Allocation, exit_code: int | None, reason: str) -> None:
     """A run of a trial ended (``alloc``: its row as it was, locked by the caller): the trial
     moves on following the module's table."""
     trial = conn.execute(
         "SELECT t.*, e.state AS exp_state, e.config FROM trials t JOIN experiments e ON e.id = t.experiment_id"
         " WHERE t.id = %s FOR NO KEY UPDATE OF t",
-        (alloc["trial_id"],),
+        (alloc.trial_id,),
     ).fetchone()
     assert trial is not None
     if trial["state"] in states.TERMINAL:
         return
     tid = trial["id"]
     stop = trial["stop_reason"]
-    preempted = alloc["preempt_requested"] or reason == containers.AGENT_LOST
+    preempted = alloc.preempt_requested or reason == containers.AGENT_LOST
     counts = False
-    if alloc["kill_requested"] or stop == "killed":
+    if alloc.kill_requested or stop == "killed":
         finish_trial(conn, trial, states.CANCELED, "killed")
     elif exit_code == 0 or (preempted and stop is not None):
         if stop == "searcher":
@@ -125,9 +126,7 @@ def on_terminated(conn: Conn, alloc: dict[str, Any], exit_code: int | None, reas
                 "restart",
                 f"exit code {exit_code}: restart {restarts} of {max_restarts}",
             )
-    conn.execute(
-        "UPDATE allocations SET counts_as_restart = %s WHERE id = %s", (counts, alloc["id"])
-    )
+    conn.execute("UPDATE allocations SET counts_as_restart = %s WHERE id = %s", (counts, alloc.id))
     conn.execute("NOTIFY det_wakeup")
 
 
@@ -162,21 +161,19 @@ def finish_trial(conn: Conn, trial: dict[str, Any], state: str, reason: str) -> 
         )
 
 
-def container_spec(
-    conn: Conn, st: MasterState, alloc: dict[str, Any], agent_id: str
-) -> ContainerSpec:
+def container_spec(conn: Conn, st: MasterState, alloc: Allocation, agent_id: str) -> ContainerSpec:
     """What the agent needs to start this run's container (see docs/internals.md)."""
     trial = conn.execute(
         "SELECT t.*, e.config, e.owner_id, u.username FROM trials t JOIN experiments e ON e.id = t.experiment_id"
         " JOIN users u ON u.id = e.owner_id WHERE t.id = %s",
-        (alloc["trial_id"],),
+        (alloc.trial_id,),
     ).fetchone()
     assert trial is not None
     config: dict[str, Any] = trial["config"]
-    slot_ids = [str(s) for s in (alloc["placement"] or {}).get(agent_id, [])]
+    slot_ids = [str(s) for s in (alloc.placement or {}).get(agent_id, [])]
     device = "cuda" if containers.slot_type(conn, agent_id) == "cuda" else "cpu"
     image, env = containers.image_and_env(conn, config, agent_id)
-    env.update(containers.task_env(st, alloc, "TRIAL"))
+    env.update(containers.task_env(st, alloc.id, alloc.task_id, "TRIAL"))
     env.update(
         {
             "DET_USER": trial["username"],
@@ -188,7 +185,7 @@ def container_spec(
             "DET_HPARAMS": json.dumps(trial["hparams"]),
             "DET_EXPERIMENT_CONFIG": json.dumps(expconf.redact(config, storage=False)),
             "DET_STEPS_COMPLETED": str(trial["steps_completed"]),
-            "DET_UNIQUE_PORT_OFFSET": str(containers.port_offset(alloc["id"])),
+            "DET_UNIQUE_PORT_OFFSET": str(containers.port_offset(alloc.id)),
         }
     )
     if trial["latest_checkpoint"]:
@@ -197,16 +194,16 @@ def container_spec(
     command = ["python3", "-m", "det.exec.run", "--"]
     command += entrypoint if isinstance(entrypoint, list) else [entrypoint]
     return {
-        "taskId": alloc["task_id"],
+        "taskId": alloc.task_id,
         "taskType": "TRIAL",
         "image": image,
         "command": command,
         "env": env,
         "slotIds": slot_ids,
         "deviceType": device,
-        **containers.docker_options(st, config, alloc["resource_pool"]),
-        "user": containers.run_as(conn, alloc["id"], env),
-        "contextPath": f"/api/v1/tasks/{alloc['task_id']}/context",
+        **containers.docker_options(st, config, alloc.resource_pool),
+        "user": containers.run_as(conn, alloc.id, env),
+        "contextPath": f"/api/v1/tasks/{alloc.task_id}/context",
         "workdir": containers.WORKDIR,
         "killGraceSeconds": 30,
         "proxyPort": None,

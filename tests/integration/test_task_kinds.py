@@ -5,6 +5,7 @@ decide by probing (a trial's allocation, an interactive task's, else a checkpoin
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import Any, get_args
 
@@ -12,7 +13,7 @@ import psycopg
 import pytest
 
 from det.master import db
-from det.master.services import allocation_queue, task_kinds
+from det.master.services import allocation_rows, task_kinds
 
 MIGRATION = "allocation_kind"
 
@@ -31,7 +32,7 @@ def test_every_kind_the_column_admits_has_a_registered_module_and_no_other(
     migrated_db: str,
 ) -> None:
     admitted = _check_kinds(migrated_db)
-    assert admitted == set(task_kinds.KINDS) == set(get_args(allocation_queue.Kind))
+    assert admitted == set(task_kinds.KINDS) == set(get_args(allocation_rows.Kind))
     # The names are the API's task types (v1TaskType without its prefix).
     assert admitted == {"TRIAL", "COMMAND", "NOTEBOOK", "SHELL", "TENSORBOARD", "CHECKPOINT_GC"}
     for kind, entry in task_kinds.KINDS.items():
@@ -52,8 +53,25 @@ def test_the_column_refuses_an_unknown_kind_and_a_missing_one(migrated_db: str) 
 
 
 def test_an_unregistered_kind_is_a_clear_error() -> None:
+    alloc = allocation_rows.Allocation(
+        id="x.1",
+        kind="GENERIC",  # type: ignore[arg-type]  # what the CHECK keeps out of the table
+        task_id="x",
+        trial_id=None,
+        job_id="j",
+        resource_pool="default",
+        slots_needed=0,
+        state="PENDING",
+        placement=None,
+        preempt_requested=False,
+        kill_requested=False,
+        container_id=None,
+        exit_code=None,
+        exit_reason=None,
+        created_at=dt.datetime.now(dt.UTC),
+    )
     with pytest.raises(ValueError, match=r"allocations\.kind: no task kind 'GENERIC'"):
-        task_kinds.of({"id": "x.1", "kind": "GENERIC"})
+        task_kinds.of(alloc)
 
 
 def _at_previous_migration(url: str) -> int:
