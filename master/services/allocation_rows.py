@@ -22,7 +22,7 @@ from det.master.services import containers
 from det.master.services.users import token_digest
 
 #: ``allocations.kind``: the task types the API reports (v1TaskType without its prefix). The
-#: column's CHECK lists the same names (migration 0036), and ``task_kinds.KINDS`` has a module
+#: column's CHECK lists the same names (migration 0037), and ``task_kinds.KINDS`` has a module
 #: for each (tests/integration/test_task_kinds.py holds the three together).
 Kind = Literal["TRIAL", "COMMAND", "NOTEBOOK", "SHELL", "TENSORBOARD", "CHECKPOINT_GC"]
 
