@@ -80,5 +80,6 @@ def test_the_shared_package_importing_the_masters_driver_breaks_its_contract(
     (common / "leak.py").write_text("import psycopg  # noqa: F401\n")
     r = _lint(root)
     assert r.returncode != 0
-    assert "Contracts: 5 kept, 1 broken." in r.stdout
+    contracts = (REPO / ".importlinter").read_text().count("[importlinter:contract:")
+    assert f"Contracts: {contracts - 1} kept, 1 broken." in r.stdout
     assert "det.common is not allowed to import psycopg" in r.stdout
