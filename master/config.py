@@ -538,6 +538,7 @@ _ENV_SCALARS = {
     "DET_SECURITY_TLS_KEY": ("security", "tls", "key"),
     "DET_RUN_LOOPS": ("run_loops",),
     "DET_USER_API_PROCESSES": ("user_api_processes",),
+    "DET_DB_POOL_SIZE": ("db_pool_size",),
     "DET_MIGRATE_ON_START": ("migrate_on_start",),
     "DET_REQUEST_TIME_LIMIT_SECONDS": ("request_time_limit_seconds",),
     "DET_WAKEUPS_TYPE": ("wakeups", "type"),

@@ -38,13 +38,45 @@ CONTAINER_PORT = 8080
 TASK_CONTAINER_PORT = 8081
 # Read-only root file system: the master's data directory is on the platform's writable tmpfs.
 DATA_DIR = "/tmp/det-master"
-# Connections per master process: the serverless databases are small (Cloud SQL db-f1-micro
-# allows 25 connections), and up to MAX_INSTANCES processes plus the migration share them.
+# Connections per master process on AWS (Aurora Serverless v2 allows hundreds at its maximum
+# ACU) and the most ECS tasks of the master service.
 DB_POOL_SIZE = 5
 MAX_INSTANCES = 2
 # The platforms' request limit: Cloud Run's maximum request timeout is 60 minutes; an ALB's
 # idle timeout may be set up to 4000 s. Long requests (log follows, WebSockets) end before it.
 REQUEST_TIMEOUT_S = 3600
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """A serverless service's master processes, as PostgreSQL sees them."""
+
+    instances: int  # the most instances (Cloud Run revisions' max instances, ECS tasks)
+    pool: int  # db_pool_size: each process's pool
+    user_processes: int  # user_api_processes
+    loops: bool  # run_loops: the front process takes part in the leader election
+
+    def connections(self) -> int:
+        """The most connections the service holds: in every process its pool and the two
+        long-poll listeners it may open (det.master.preemptwait: the tasks' and the agents'
+        channels); in the front process also the revocation listener (det.master.authcache)
+        and, with the loops, the leader lock's (det.master.leader_lock)."""
+        front = self.pool + 2 + 1 + (1 if self.loops else 0)
+        return self.instances * (front + self.user_processes * (self.pool + 2))
+
+    def env(self) -> dict[str, str]:
+        """The service's settings of these, as the master's ``DET_*`` overrides."""
+        return {
+            DB_POOL_SIZE_ENV: str(self.pool),
+            USER_PROCESSES_ENV: str(self.user_processes),
+            RUN_LOOPS_ENV: "true" if self.loops else "false",
+        }
+
+
+# The migration job's: one connection (det.master.db.upgrade).
+MIGRATION_CONNECTIONS = 1
+
+
 # The image's entry point is det-master (after mapping $PORT); its default command is ``run``.
 # The migration job replaces the command only (Cloud Run ``args``, ECS ``command``).
 MIGRATE_ARGS = ("migrate",)
@@ -67,6 +99,7 @@ RUN_LOOPS_ENV = "DET_RUN_LOOPS"
 # The task origin's instances serve the proxy only, in their front process: no user process
 # (each would hold database connections for nothing).
 USER_PROCESSES_ENV = "DET_USER_API_PROCESSES"
+DB_POOL_SIZE_ENV = "DET_DB_POOL_SIZE"
 REQUEST_LIMIT_ENV = "DET_REQUEST_TIME_LIMIT_SECONDS"
 WAKEUPS_TYPE_ENV = "DET_WAKEUPS_TYPE"
 WAKEUPS_QUEUE_ENV = "DET_WAKEUPS_QUEUE"

@@ -49,10 +49,17 @@ RUN_CPU = "1"
 RUN_MEMORY = "1Gi"
 WAKEUP_KIND = "cloud_tasks"
 MIGRATED_ANNOTATION = "det-migrated"
-# The tasks service: one instance of one process (no user API process, no loops: a pool of
-# DB_POOL_SIZE connections), many proxied connections in it (Cloud Run's limit is 1000 an
-# instance; a JupyterLab tab holds a few).
-TASKS_MAX_INSTANCES = 1
+# The services' processes fit Cloud SQL's smallest tier (the default db-f1-micro: 25
+# connections, of which superuser_reserved_connections keeps 3 for Cloud SQL's own user;
+# Cloud SQL docs, "Quotas and limits", maximum concurrent connections) with the migration job:
+# the API service one instance (1 vCPU) with one user API process, so a user's flood never
+# delays agents and tasks; the tasks service one instance of one process (no loops), many
+# proxied connections in it (Cloud Run's limit is 1000 requests an instance; a JupyterLab tab
+# holds a few). A larger --db-tier leaves room for more.
+SMALL_DB_CONNECTIONS = 25 - 3
+API_SHAPE = sl.Shape(instances=1, pool=4, user_processes=1, loops=True)
+TASKS_SHAPE = sl.Shape(instances=1, pool=4, user_processes=0, loops=False)
+TASKS_MAX_INSTANCES = TASKS_SHAPE.instances
 TASKS_CONCURRENCY = 250
 
 
@@ -468,7 +475,8 @@ class ServerlessMaster(pulumi.ComponentResource):
         child: pulumi.ResourceOptions,
     ) -> None:
         vpc = _vpc(args.network_id, args.subnetwork_id, args.master_tag)
-        env = _service_env(*_env_spec(self.master_yaml, secrets, wakeup, job=False))
+        api_env = {**wakeup, **API_SHAPE.env()}
+        env = _service_env(*_env_spec(self.master_yaml, secrets, api_env, job=False))
         job_env = _job_env(*_env_spec(self.master_yaml, secrets, wakeup, job=True))
         tag = image.rsplit(":", 1)[-1]
         job = gcp.cloudrunv2.Job(
@@ -521,7 +529,7 @@ class ServerlessMaster(pulumi.ComponentResource):
                 image,
                 env,
                 port=sl.CONTAINER_PORT,
-                instances=sl.MAX_INSTANCES,
+                instances=API_SHAPE.instances,
                 concurrency=80,
                 # The master answers /info once it serves.
                 probe=gcp.cloudrunv2.ServiceTemplateContainerStartupProbeArgs(
@@ -538,17 +546,15 @@ class ServerlessMaster(pulumi.ComponentResource):
         # The task origin: Cloud Run sends its requests to the task listener ($PORT is that
         # port; DET_PORT keeps the API on its own port, which Cloud Run never routes to), so
         # this service serves the task proxy only, whatever Host a request names. Its loops are
-        # off (the API service runs them) and it has no user API process: one instance, one
-        # pool of DB_POOL_SIZE connections; each proxied connection is a request of its
-        # concurrency.
+        # off (the API service runs them) and it has no user API process (TASKS_SHAPE); each
+        # proxied connection is a request of its concurrency.
         tasks_env = _service_env(
             *_env_spec(
                 self.master_yaml,
                 secrets,
                 {
                     **sl.service_env(sl.REQUEST_TIMEOUT_S),
-                    sl.RUN_LOOPS_ENV: "false",
-                    sl.USER_PROCESSES_ENV: "0",
+                    **TASKS_SHAPE.env(),
                     sl.PORT_ENV: str(sl.CONTAINER_PORT),
                 },
                 job=False,

@@ -64,7 +64,7 @@ def test_service_scales_to_zero_keeps_cpu_and_allows_long_requests(graph, one):
     service = _api(graph)
     template = service["template"]
     assert template["scaling"]["minInstanceCount"] == 0
-    assert template["scaling"]["maxInstanceCount"] == sl.MAX_INSTANCES
+    assert template["scaling"]["maxInstanceCount"] == gsl.API_SHAPE.instances
     assert template["timeout"] == "3600s"  # Cloud Run's maximum
     resources = _container(service)["resources"]
     assert resources["cpuIdle"] is False  # instance-based billing: the loop runs between requests
@@ -129,6 +129,30 @@ def test_master_config_uses_the_public_url_without_a_pinned_certificate(graph):
         assert "master_cert_name" not in pool["provider"]
     parsed = parse_config(config, env={"DET_DB_PASSWORD": "x"})  # the master accepts it
     assert parsed.db_pool_size == sl.DB_POOL_SIZE
+
+
+def test_the_services_processes_and_the_migration_fit_the_smallest_databases_connections(graph):
+    """db-f1-micro (the default tier) allows 22 connections to det's user; the API service at
+    its most instances, the tasks service and the migration job must fit together (one
+    instance's count is measured against its Shape in
+    tests/integration/test_serverless_connections.py)."""
+    shapes = {"api": gsl.API_SHAPE, "tasks": gsl.TASKS_SHAPE}
+    for role, service in (("api", _api(graph)), ("tasks", _tasks(graph))):
+        env = {k: v for k, v in _env(_container(service)).items() if isinstance(v, str)}
+        parsed = parse_config(yaml.safe_load(env.pop(sl.CONFIG_ENV)), env=env)
+        shape = shapes[role]
+        assert (parsed.db_pool_size, parsed.user_api_processes, parsed.run_loops) == (
+            shape.pool,
+            shape.user_processes,
+            shape.loops,
+        ), role
+        assert service["template"]["scaling"]["maxInstanceCount"] == shape.instances, role
+    total = sum(s.connections() for s in shapes.values()) + sl.MIGRATION_CONNECTIONS
+    assert total <= gsl.SMALL_DB_CONNECTIONS, total
+    # What the services ran with before (2 instances of a front and 2 user processes with 5
+    # connections each, beside the tasks service) would not.
+    before = sl.Shape(instances=2, pool=5, user_processes=2, loops=True)
+    assert before.connections() + gsl.TASKS_SHAPE.connections() > gsl.SMALL_DB_CONNECTIONS
 
 
 def test_provisioner_may_only_touch_the_clusters_agents(graph):
