@@ -131,6 +131,12 @@ def _common_up(p: argparse.ArgumentParser) -> None:
         "password are removed from the cluster)",
     )
     p.add_argument(
+        "--mirror-images",
+        action="store_true",
+        help="copy the task images into the cluster's own registry (ECR / Artifact Registry) "
+        "and point the pools' defaults at the copies; needs the docker command",
+    )
+    p.add_argument(
         "--bucket-versioning", action="store_true", help="keep old versions of checkpoint objects"
     )
     p.add_argument(

@@ -25,6 +25,7 @@ from det.deploy.common import (
     commands,
     costs,
     flow,
+    mirror,
     registry,
     rollout,
     serverless,
@@ -66,6 +67,11 @@ def config_from_args(
         gpu_env_image=args.gpu_env_image,
         db=getattr(args, "db", None),
         domain=getattr(args, "domain", None),
+        # The account is known after the credentials check (up's preflight): until then, and in
+        # a dry run, its place is held by ACCOUNT.
+        mirror_registry=ecr_registry("ACCOUNT", region or pick("region"), args.cluster_id)
+        if getattr(args, "mirror_images", False)
+        else None,
         **commands.shared_settings(args, defaults),
     )
     kind = serverless.master_kind(getattr(args, "master", None), previous)
@@ -78,6 +84,11 @@ def config_from_args(
     master.check_user_data_size(cfg)
     boot.check_agent_user_data(cfg.boot, "s3", "agent,aws", cfg.port)
     return cfg
+
+
+def ecr_registry(account: str, region: str, cluster_id: str) -> str:
+    """Where ``--mirror-images`` puts the task images (``common.mirror``)."""
+    return f"{account}.dkr.ecr.{region}.amazonaws.com/det-{cluster_id}"
 
 
 def estimates(cfg: AwsConfig) -> tuple[costs.Estimate, ...]:
@@ -156,7 +167,9 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
 
     def check(quota: bool) -> str | None:
         session = _session(cfg.region, args.profile)
-        preflight.check_credentials(session)
+        account = preflight.check_credentials(session)
+        if cfg.mirror_registry:
+            mirror.check_docker()
         if cfg.keypair:
             preflight.check_keypair(session, cfg.keypair)
         images = pinned_images(previous, getattr(args, "refresh_images", False))
@@ -176,7 +189,13 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
                 types += [cfg.aux_agent_instance_type, cfg.compute_agent_instance_type]
             zones = preflight.pick_zones(session, types)
         current["cfg"] = dataclasses.replace(
-            cfg, images=images, create_spot_service_role=spot_role, zones=zones or ()
+            cfg,
+            images=images,
+            create_spot_service_role=spot_role,
+            zones=zones or (),
+            mirror_registry=ecr_registry(account, cfg.region, cfg.cluster_id)
+            if cfg.mirror_registry
+            else None,
         )
         if not quota:  # --no-preflight-checks: only what the config needs (above)
             return None
@@ -224,9 +243,19 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
     if cfg.serverless:
         plan = dataclasses.replace(plan, serverless=_rollout_steps(current, args.profile))
     code = flow.up(plan, args, out)
+    if code == 0 and current["cfg"].mirror_registry and not args.dry_run:
+        pairs = automation.outputs(PROJECT, cfg.cluster_id).get("mirror_images") or {}
+        mirror.copy_images(pairs.items(), _ecr_login(_session(cfg.region, args.profile)), out)
     if code == 0 and previous is not None and not args.dry_run:
         _replace_stale_agents(args, cfg, previous, out)
     return code
+
+
+def _ecr_login(session: Any) -> rollout.Login:
+    """A 12-hour ECR token of the deployer's credentials (``GetAuthorizationToken``)."""
+    data = session.client("ecr").get_authorization_token()["authorizationData"][0]
+    user, _, password = base64.b64decode(data["authorizationToken"]).decode().partition(":")
+    return rollout.Login(data["proxyEndpoint"].removeprefix("https://"), user, password)
 
 
 def _rollout_steps(current: dict[str, AwsConfig], profile: str | None) -> rollout.Steps:
@@ -251,9 +280,7 @@ def _rollout_steps(current: dict[str, AwsConfig], profile: str | None) -> rollou
         current["cfg"] = dataclasses.replace(current["cfg"], rollout=r)
 
     def login() -> rollout.Login:
-        data = session().client("ecr").get_authorization_token()["authorizationData"][0]
-        user, _, password = base64.b64decode(data["authorizationToken"]).decode().partition(":")
-        return rollout.Login(data["proxyEndpoint"].removeprefix("https://"), user, password)
+        return _ecr_login(session())
 
     def migrate(outputs: Mapping[str, Any]) -> None:
         rollout.run_ecs_migration(session().client("ecs"), outputs)

@@ -6,7 +6,7 @@ import dataclasses
 import re
 
 from det.deploy.aws import checks
-from det.deploy.common import limits
+from det.deploy.common import limits, mirror
 from det.deploy.common.boot import BootOptions
 from det.deploy.common.errors import DeployError
 from det.deploy.common.masteryaml import DEFAULT_CPU_ENV_IMAGE, DEFAULT_GPU_ENV_IMAGE
@@ -121,6 +121,9 @@ class AwsConfig:
     CloudFront distribution's own name."""
     rollout: Rollout | None = None
     """Serverless: the images of this pass of ``up`` (None: the release everywhere, dry-run)."""
+    mirror_registry: str | None = None
+    """``--mirror-images``: ``<account>.dkr.ecr.<region>.amazonaws.com/det-<cluster>``, where the
+    task images are mirrored (``common.mirror``); the pools' defaults point there."""
 
     @property
     def serverless(self) -> bool:
@@ -200,11 +203,21 @@ class AwsConfig:
         return "https" if self.tls else "http"
 
     @property
-    def env_images(self) -> tuple[str, str]:
-        """The task images ``(cpu, cuda)``: the flags, else Determined's published defaults."""
+    def source_env_images(self) -> tuple[str, str]:
+        """The task images ``(cpu, cuda)`` as given: the flags, else Determined's defaults."""
         if self.cpu_env_image and self.gpu_env_image:
             return self.cpu_env_image, self.gpu_env_image
         return DEFAULT_CPU_ENV_IMAGE, DEFAULT_GPU_ENV_IMAGE
+
+    @property
+    def env_images(self) -> tuple[str, str]:
+        """The task images ``(cpu, cuda)`` the pools use: the sources, or their mirrors."""
+        cpu, cuda = self.source_env_images
+        if self.mirror_registry:
+            return mirror.mirrored(cpu, self.mirror_registry), mirror.mirrored(
+                cuda, self.mirror_registry
+            )
+        return cpu, cuda
 
     @property
     def log_group_name(self) -> str:

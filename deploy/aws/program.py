@@ -15,7 +15,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from det.deploy.aws import iam, logs, master, network, serverless, storage
+from det.deploy.aws import iam, image_mirror, logs, master, network, serverless, storage
 from det.deploy.aws.config import (
     DLAMI_SSM_PARAMETER,
     UBUNTU_SSM_PARAMETER,
@@ -155,7 +155,9 @@ def build(
             bucket=bucket.bucket,
         ),
     )
+    mirrors = image_mirror.repositories(name, cfg, roles.agent_role_arn)
     return {
+        **mirrors,
         "cluster_id": pulumi.Output.from_input(cfg.cluster_id),
         "region": pulumi.Output.from_input(cfg.region),
         "master_url": node.public_ip.apply(lambda ip: f"{cfg.scheme}://{ip}:{cfg.port}"),

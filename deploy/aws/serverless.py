@@ -43,7 +43,7 @@ import pulumi_aws as aws
 import pulumi_random as random
 
 from det.common.ports import TASK_SERVICE_PORTS
-from det.deploy.aws import iam, logs, master, network, storage
+from det.deploy.aws import iam, image_mirror, logs, master, network, storage
 from det.deploy.aws.config import AURORA_POSTGRES_VERSION, AwsConfig
 from det.deploy.common import passwords, release
 from det.deploy.common import serverless as sl
@@ -506,7 +506,9 @@ def build(
             amis=amis,
         ),
     )
+    mirrors = image_mirror.repositories(name, cfg, plane.agent_role_arn)
     return {
+        **mirrors,
         "cluster_id": pulumi.Output.from_input(cfg.cluster_id),
         "region": pulumi.Output.from_input(cfg.region),
         "master": pulumi.Output.from_input(sl.SERVERLESS),
@@ -565,6 +567,7 @@ class ServerlessMaster(pulumi.ComponentResource):
     alb_dns: pulumi.Output[str]
     certificate_validation: pulumi.Output[Any]
     agent_profile_arn: pulumi.Output[str]
+    agent_role_arn: pulumi.Output[str]
     master_yaml: pulumi.Output[str]
     config_hash: pulumi.Output[str]
 
@@ -674,6 +677,7 @@ class ServerlessMaster(pulumi.ComponentResource):
         self.migration_task_definition = migration.arn
         self.ecs_service = pulumi.Output.from_input(None)
         self.agent_profile_arn = roles["agent_profile"]
+        self.agent_role_arn = roles["agent_role"]
         if service_image is not None:
             self._service(
                 name,
@@ -776,6 +780,7 @@ class ServerlessMaster(pulumi.ComponentResource):
         )
         return {
             "agent_profile": agent_profile.arn,
+            "agent_role": agent_role.arn,
             "execution": execution.arn,
             "task": task.arn,
             "bus": bus,

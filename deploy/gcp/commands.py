@@ -8,7 +8,17 @@ import os
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from det.deploy.common import automation, boot, commands, costs, flow, registry, rollout, serverless
+from det.deploy.common import (
+    automation,
+    boot,
+    commands,
+    costs,
+    flow,
+    mirror,
+    registry,
+    rollout,
+    serverless,
+)
 from det.deploy.common import status as status_report
 from det.deploy.common.errors import DeployError
 from det.deploy.common.preflight import check_pulumi_cli
@@ -53,6 +63,7 @@ def config_from_args(
         labels=tuple(args.add_label or ()),
         cpu_env_image=pick("cpu_env_image"),
         gpu_env_image=pick("gpu_env_image"),
+        mirror_images=bool(getattr(args, "mirror_images", False)),
         **commands.shared_settings(args, defaults),
     )
     cfg = _master_kind(args, cfg, previous)
@@ -149,6 +160,9 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         required = [*preflight.REQUIRED_APIS, *([preflight.FILESTORE_API] if cfg.filestore else [])]
         if cfg.serverless:
             required += [a for a in SERVERLESS_APIS if a not in required]
+        if cfg.mirror_images:
+            mirror.check_docker()
+            required += [a for a in (MIRROR_API,) if a not in required]
         found["credentials"] = credentials
         preflight.check_apis(get_json, cfg.project_id, required)
         preflight.check_zone_offers(
@@ -212,9 +226,26 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         plan = dataclasses.replace(plan, serverless=_rollout_steps(pinned, found))
     previous = _previous_outputs(cfg.cluster_id) if not args.dry_run else None
     code = flow.up(plan, args, out)
+    if code == 0 and cfg.mirror_images and not args.dry_run:
+        pairs = automation.outputs(PROJECT, cfg.cluster_id).get("mirror_images") or {}
+        mirror.copy_images(pairs.items(), _registry_login(found, cfg.region), out)
     if code == 0 and previous and not args.dry_run:
         _replace_stale_agents(args, cfg, previous, out)
     return code
+
+
+# What --mirror-images needs enabled.
+MIRROR_API = "artifactregistry.googleapis.com"
+
+
+def _registry_login(found: dict[str, Any], region: str) -> rollout.Login:
+    """Artifact Registry's docker login: ``oauth2accesstoken`` and the deploying identity's
+    access token (an hour)."""
+    from google.auth.transport.requests import Request  # google-auth: the gcp deploy extra
+
+    credentials = found["credentials"]
+    credentials.refresh(Request())
+    return rollout.Login(f"{region}-docker.pkg.dev", "oauth2accesstoken", str(credentials.token))
 
 
 # What a serverless master needs enabled besides the VM deploy's APIs.
@@ -242,12 +273,7 @@ def _rollout_steps(pinned: dict[str, GcpConfig], found: dict[str, Any]) -> rollo
         pinned["cfg"] = dataclasses.replace(pinned["cfg"], rollout=r)
 
     def login() -> rollout.Login:
-        from google.auth.transport.requests import Request
-
-        credentials = found["credentials"]
-        credentials.refresh(Request())
-        host = f"{pinned['cfg'].region}-docker.pkg.dev"
-        return rollout.Login(host, "oauth2accesstoken", str(credentials.token))
+        return _registry_login(found, pinned["cfg"].region)
 
     return rollout.Steps(release=release, local_image=local, set_rollout=set_rollout, login=login)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from det.deploy.common import limits
+from det.deploy.common import limits, mirror
 from det.deploy.common.boot import BootOptions
 from det.deploy.common.errors import DeployError
 from det.deploy.common.masteryaml import DEFAULT_CPU_ENV_IMAGE, DEFAULT_GPU_ENV_IMAGE
@@ -95,6 +95,25 @@ class GcpConfig:
     choice for a new cluster is ``serverless.DEFAULT_MASTER``; this default is the program's."""
     rollout: Rollout | None = None
     """Serverless: the images of this pass of ``up`` (None: the release everywhere, dry-run)."""
+    mirror_images: bool = False
+    """``--mirror-images``: the task images in the cluster's Artifact Registry (``common.mirror``,
+    ``gcp/image_mirror.py``); the pools' defaults point there."""
+
+    @property
+    def source_env_images(self) -> tuple[str, str]:
+        """The task images ``(cpu, cuda)`` as given (flags or Determined's defaults)."""
+        return self.cpu_env_image, self.gpu_env_image
+
+    @property
+    def env_images(self) -> tuple[str, str]:
+        """The task images ``(cpu, cuda)`` the pools use: the sources, or their mirrors."""
+        if not self.mirror_images:
+            return self.source_env_images
+        prefix = f"{self.region}-docker.pkg.dev/{self.project_id}/det-{self.cluster_id}-mirror"
+        return (
+            mirror.mirrored(self.cpu_env_image, prefix),
+            mirror.mirrored(self.gpu_env_image, prefix),
+        )
 
     @property
     def serverless(self) -> bool:

@@ -78,7 +78,8 @@ def master_yaml_config(
                 "container_path": "/run/determined/workdir/shared_fs",
             }
         ]
-    tcd["image"] = {"cpu": cfg.cpu_env_image, "cuda": cfg.gpu_env_image}
+    cpu_image, cuda_image = cfg.env_images
+    tcd["image"] = {"cpu": cpu_image, "cuda": cuda_image}
     aux = {
         "machine_type": cfg.aux_agent_instance_type,
         "gpu_type": "",

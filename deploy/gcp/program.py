@@ -12,7 +12,7 @@ from typing import Any
 import pulumi
 
 from det.deploy.common import masteryaml
-from det.deploy.gcp import iam, images, master, network, serverless, storage
+from det.deploy.gcp import iam, image_mirror, images, master, network, serverless, storage
 from det.deploy.gcp.config import BOOT_LOG_NAME, GcpConfig
 
 
@@ -116,7 +116,9 @@ def build(
             bucket=bucket.name,
         ),
     )
+    mirrors = image_mirror.repositories(cfg, accounts.agent_email)
     return {
+        **mirrors,
         "cluster_id": pulumi.Output.from_input(cfg.cluster_id),
         "project_id": pulumi.Output.from_input(cfg.project_id),
         "zone": pulumi.Output.from_input(cfg.zone_name),

@@ -42,7 +42,7 @@ import pulumi_random as random
 
 from det.deploy.common import passwords, release
 from det.deploy.common import serverless as sl
-from det.deploy.gcp import iam, master, network, storage
+from det.deploy.gcp import iam, image_mirror, master, network, storage
 from det.deploy.gcp.config import GcpConfig
 
 RUN_CPU = "1"
@@ -298,7 +298,9 @@ def build(
             registry_password=registry_password,
         ),
     )
+    mirrors = image_mirror.repositories(cfg, accounts.agent_email)
     return {
+        **mirrors,
         "cluster_id": pulumi.Output.from_input(cfg.cluster_id),
         "project_id": pulumi.Output.from_input(cfg.project_id),
         "zone": pulumi.Output.from_input(cfg.zone_name),

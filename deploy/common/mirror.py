@@ -1,0 +1,102 @@
+"""``up --mirror-images``: the task images in the cluster's own registry.
+
+The default task images live on Docker Hub, which rate-limits anonymous pulls and is one more
+network path for every new agent. With ``--mirror-images`` the program creates a repository per
+image in the cluster's registry (ECR on AWS, one Artifact Registry repository on GCP), agents
+may pull from it and nothing else, the pools' default images point at the mirror
+(:func:`mirrored`), and ``up`` copies each image there (:func:`copy_images`: ``docker pull``,
+``tag``, ``push`` with a short-lived registry token in a throwaway Docker config). A mirror
+keeps the source's path and tag: ``determinedai/pytorch-ngc:0.38.1`` becomes
+``<registry>/determinedai/pytorch-ngc:0.38.1``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterable
+from typing import TextIO
+
+from det.deploy.common.errors import DeployError
+from det.deploy.common.rollout import Login, Run
+
+DOCKER_HUB = ("docker.io/", "index.docker.io/", "registry-1.docker.io/")
+
+
+def repository_path(image: str) -> str:
+    """``image``'s repository path without registry and tag: ``determinedai/pytorch-ngc``
+    (Docker Hub's official images get their implicit ``library/``)."""
+    for prefix in DOCKER_HUB:
+        image = image.removeprefix(prefix)
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    if ":" in last:
+        name = name[: len(name) - len(last)] + last.split(":", 1)[0]
+    first = name.split("/", 1)[0]
+    if "/" in name and ("." in first or ":" in first or first == "localhost"):
+        name = name.split("/", 1)[1]  # another registry's host
+    return name if "/" in name else f"library/{name}"
+
+
+def mirrored(image: str, registry: str) -> str:
+    """Where the mirror of ``image`` lives in ``registry`` (host and path, no scheme)."""
+    path = repository_path(image)
+    rest = image.split("@", 1)
+    if len(rest) == 2:
+        return f"{registry}/{path}@{rest[1]}"
+    last = image.rsplit("/", 1)[-1]
+    tag = last.split(":", 1)[1] if ":" in last else "latest"
+    return f"{registry}/{path}:{tag}"
+
+
+def plan(images: Iterable[str], registry: str) -> list[tuple[str, str]]:
+    """Each distinct source image and its mirror, in the given order."""
+    seen: dict[str, str] = {}
+    for image in images:
+        seen.setdefault(image, mirrored(image, registry))
+    return list(seen.items())
+
+
+def check_docker() -> None:
+    """Preflight: the copy needs the docker command (and its engine)."""
+    if shutil.which("docker") is None:
+        raise DeployError(
+            "--mirror-images needs the docker command (and a Docker engine) to copy the images"
+        )
+
+
+def copy_images(
+    pairs: Iterable[tuple[str, str]], login: Login, out: TextIO, run_: Run = subprocess.run
+) -> None:
+    """Pull each source not yet in the mirror, tag it as its mirror, push it (one-line
+    DeployError naming the docker step and its last line on any failure)."""
+
+    def docker(*argv: str, stdin: str | None = None, env: dict[str, str] | None = None) -> None:
+        try:
+            done = run_(["docker", *argv], input=stdin, capture_output=True, text=True, env=env)
+        except FileNotFoundError:
+            raise DeployError("--mirror-images needs the docker command") from None
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["failed"])[-1]
+            raise DeployError(f"--mirror-images: docker {' '.join(argv[:2])}: {last}")
+
+    with tempfile.TemporaryDirectory(prefix="det-docker-") as config:
+        env = {**os.environ, "DOCKER_CONFIG": config}
+        docker(
+            "login", "--username", login.username, "--password-stdin", login.registry,
+            stdin=login.password, env=env,
+        )  # fmt: skip
+        for source, target in pairs:
+            # Tags are immutable in the mirror (ECR refuses to push a tag again): an image
+            # already there is kept.
+            known = run_(["docker", "manifest", "inspect", target], input=None,
+                         capture_output=True, text=True, env=env)  # fmt: skip
+            if known.returncode == 0:
+                out.write(f"{target} is already mirrored.\n")
+                continue
+            out.write(f"Mirroring {source} to {target}...\n")
+            docker("pull", source, env=env)
+            docker("tag", source, target, env=env)
+            docker("push", target, env=env)
