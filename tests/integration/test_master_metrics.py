@@ -1,4 +1,6 @@
-"""Metric reports through the API: rows, the trial summary, the searcher metric, bad batches."""
+"""Metric reports through the API: rows, the trial summary, the searcher metric, bad batches.
+On the master's app in the test's process (``api_master``); the control loop's passes that make
+an experiment's trial run in the test's thread."""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.integration.conftest import Master, wait_for
+from det.master.loop import run_passes_until
+from tests.integration.inproc import InProcessMaster
 
 pytestmark = pytest.mark.integration
 
@@ -19,11 +22,17 @@ hyperparameters: {lr: 0.1}
 """
 
 
-def _trial(m: Master) -> int:
+def _trial(m: InProcessMaster) -> int:
+    """An active experiment's trial, made by the control loop's own passes run here (the
+    in-process master runs no loop thread)."""
     eid = m.post("/api/v1/experiments", {"config": CONFIG, "activate": True})["experiment"]["id"]
-    trials = wait_for(
-        lambda: m.get(f"/api/v1/experiments/{eid}/trials")["trials"], 30, what="the trial"
-    )
+    trials: list[dict[str, Any]] = []
+
+    def made() -> bool:
+        trials[:] = m.get(f"/api/v1/experiments/{eid}/trials")["trials"]
+        return bool(trials)
+
+    run_passes_until(m.state, made, timeout=120)
     return int(trials[0]["id"])
 
 
@@ -46,12 +55,12 @@ def _rows(pg_url: str, trial_id: int) -> list[tuple[Any, ...]]:
 
 
 def test_a_batch_lands_as_rows_summary_and_searcher_metric(
-    live_master: Master, pg_url: str
+    api_master: InProcessMaster, pg_url: str
 ) -> None:
-    tid = _trial(live_master)
+    tid = _trial(api_master)
     batch = [_report("training", s, {"loss": 1.0 / s, "lr": 0.1, "tag": "a"}) for s in (1, 2, 4)]
     batch += [_report("validation", 4, {"loss": 0.3}), _report("validation", 8, {"loss": 0.2})]
-    out = live_master.post(f"/api/v1/trials/{tid}/metrics/batch", {"reports": batch})
+    out = api_master.post(f"/api/v1/trials/{tid}/metrics/batch", {"reports": batch})
     assert out == {"rows": 5}
     rows = _rows(pg_url, tid)
     assert [(g, b) for g, b, _, _ in rows] == [
@@ -62,7 +71,7 @@ def test_a_batch_lands_as_rows_summary_and_searcher_metric(
         ("validation", 8),
     ]
     assert rows[1][3] == {"avg_metrics": {"loss": 0.5, "lr": 0.1, "tag": "a"}}
-    trial = live_master.get(f"/api/v1/trials/{tid}")["trial"]
+    trial = api_master.get(f"/api/v1/trials/{tid}")["trial"]
     train = trial["summaryMetrics"]["avg_metrics"]
     assert train["loss"] == {
         "type": "number",
@@ -78,24 +87,24 @@ def test_a_batch_lands_as_rows_summary_and_searcher_metric(
     assert trial["totalBatchesProcessed"] == 8
 
     # A second batch folds into the same summary.
-    live_master.post(
+    api_master.post(
         f"/api/v1/trials/{tid}/metrics/batch", {"reports": [_report("training", 9, {"loss": 2.0})]}
     )
-    train = live_master.get(f"/api/v1/trials/{tid}")["trial"]["summaryMetrics"]["avg_metrics"]
+    train = api_master.get(f"/api/v1/trials/{tid}")["trial"]["summaryMetrics"]["avg_metrics"]
     assert (train["loss"]["count"], train["loss"]["max"], train["loss"]["last"]) == (4, 2.0, 2.0)
 
 
 def test_non_finite_literals_in_a_batch_are_kept_as_strings(
-    live_master: Master, pg_url: str
+    api_master: InProcessMaster, pg_url: str
 ) -> None:
-    tid = _trial(live_master)
+    tid = _trial(api_master)
     raw = (
         '{"reports": [{"group": "training", "trialRunId": 1, "stepsCompleted": 1,'
         ' "metrics": {"avgMetrics": {"loss": NaN, "gn": Infinity, "ok": 1.5},'
         ' "batchMetrics": [{"loss": -Infinity}]}}]}'
     )
-    r = live_master.session().post(
-        f"{live_master.url}/api/v1/trials/{tid}/metrics/batch",
+    r = api_master.session().post(
+        f"{api_master.url}/api/v1/trials/{tid}/metrics/batch",
         data=raw,
         headers={"Content-Type": "application/json"},
         timeout=10,
@@ -106,7 +115,7 @@ def test_non_finite_literals_in_a_batch_are_kept_as_strings(
         "avg_metrics": {"loss": "NaN", "gn": "Infinity", "ok": 1.5},
         "batch_metrics": [{"loss": "-Infinity"}],
     }
-    summary = live_master.get(f"/api/v1/trials/{tid}")["trial"]["summaryMetrics"]["avg_metrics"]
+    summary = api_master.get(f"/api/v1/trials/{tid}")["trial"]["summaryMetrics"]["avg_metrics"]
     assert summary["loss"]["last"] == "NaN" and "count" not in summary["loss"]
     assert summary["ok"]["count"] == 1
 
@@ -121,39 +130,39 @@ def test_non_finite_literals_in_a_batch_are_kept_as_strings(
     ],
 )
 def test_a_bad_report_rejects_the_whole_batch(
-    live_master: Master, pg_url: str, bad: Any, needle: str
+    api_master: InProcessMaster, pg_url: str, bad: Any, needle: str
 ) -> None:
-    tid = _trial(live_master)
-    before = live_master.get(f"/api/v1/trials/{tid}")["trial"]
-    r = live_master.session().post(
-        f"{live_master.url}/api/v1/trials/{tid}/metrics/batch",
+    tid = _trial(api_master)
+    before = api_master.get(f"/api/v1/trials/{tid}")["trial"]
+    r = api_master.session().post(
+        f"{api_master.url}/api/v1/trials/{tid}/metrics/batch",
         json={"reports": [_report("training", 1, {"loss": 1.0}), bad]},
         timeout=10,
     )
     assert r.status_code == 400, r.text
     assert needle in r.json()["message"] and "reports[1]" in r.json()["message"]
     assert _rows(pg_url, tid) == []
-    after = live_master.get(f"/api/v1/trials/{tid}")["trial"]
+    after = api_master.get(f"/api/v1/trials/{tid}")["trial"]
     assert after["summaryMetrics"] == before["summaryMetrics"] == {}
 
 
-def test_reports_for_an_unknown_trial_are_refused(live_master: Master) -> None:
-    r = live_master.session().post(
-        f"{live_master.url}/api/v1/trials/999999/metrics/batch",
+def test_reports_for_an_unknown_trial_are_refused(api_master: InProcessMaster) -> None:
+    r = api_master.session().post(
+        f"{api_master.url}/api/v1/trials/999999/metrics/batch",
         json={"reports": [_report("training", 1, {"loss": 1.0})]},
         timeout=10,
     )
     assert r.status_code == 404 and "999999" in r.json()["message"]
 
 
-def test_best_validation_is_404_until_there_is_one(live_master: Master) -> None:
+def test_best_validation_is_404_until_there_is_one(api_master: InProcessMaster) -> None:
     """Determined's client reads a 404 as "no validations yet" (and a null as a crash)."""
-    tid = _trial(live_master)
-    eid = live_master.get(f"/api/v1/trials/{tid}")["trial"]["experimentId"]
-    url = f"{live_master.url}/api/v1/experiments/{eid}/searcher/best_searcher_validation_metric"
-    r = live_master.session().get(url, timeout=10)
+    tid = _trial(api_master)
+    eid = api_master.get(f"/api/v1/trials/{tid}")["trial"]["experimentId"]
+    url = f"{api_master.url}/api/v1/experiments/{eid}/searcher/best_searcher_validation_metric"
+    r = api_master.session().get(url, timeout=10)
     assert r.status_code == 404 and "no validation" in r.json()["message"]
-    live_master.post(
+    api_master.post(
         f"/api/v1/trials/{tid}/metrics/batch",
         {
             "reports": [
@@ -162,17 +171,17 @@ def test_best_validation_is_404_until_there_is_one(live_master: Master) -> None:
             ]
         },
     )
-    assert live_master.session().get(url, timeout=10).json() == {"metric": 0.4}
+    assert api_master.session().get(url, timeout=10).json() == {"metric": 0.4}
 
 
 def test_the_legacy_per_group_routes_take_determined_s_body(
-    live_master: Master, pg_url: str
+    api_master: InProcessMaster, pg_url: str
 ) -> None:
     """``ReportTrialTrainingMetrics``/``ReportTrialValidationMetrics``: the body is the
     ``v1TrialMetrics`` itself (the request's ``body: "training_metrics"``), not wrapped."""
-    tid = _trial(live_master)
+    tid = _trial(api_master)
     for group in ("training", "validation"):
-        live_master.post(
+        api_master.post(
             f"/api/v1/trials/{tid}/{group}_metrics",
             {
                 "trialId": tid,
@@ -186,6 +195,6 @@ def test_the_legacy_per_group_routes_take_determined_s_body(
         ("training", 6, 1, {"loss": 0.5}),
         ("validation", 6, 1, {"loss": 0.5}),
     ]
-    trial = live_master.get(f"/api/v1/trials/{tid}")["trial"]
+    trial = api_master.get(f"/api/v1/trials/{tid}")["trial"]
     assert trial["searcherMetricValue"] == 0.5
     assert trial["latestValidation"]["metrics"] == {"avgMetrics": {"loss": 0.5}}
