@@ -65,7 +65,7 @@ def heartbeat(
         aid = c.get("allocationId")
         if isinstance(aid, str):
             reported[aid] = c
-            allocations.update_container(conn, aid, dict(c))
+            allocations.update_container(conn, aid, c)
     desired = allocation_rows.live_on(conn, agent_id)
     out: list[DesiredContainer] = []
     for alloc in desired:

@@ -8,8 +8,7 @@ is :func:`det.master.services.allocation_rows.queue`.
 
 from __future__ import annotations
 
-from typing import Any
-
+from det.common.agent_protocol import ContainerReport
 from det.common.container_spec import ContainerSpec
 from det.master import states
 from det.master.db import Conn
@@ -43,8 +42,9 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason:
     task_kinds.of(alloc).on_terminated(conn, alloc, exit_code, reason)
 
 
-def update_container(conn: Conn, allocation_id: str, container: dict[str, Any]) -> None:
-    """Applies a container state an agent reported (states only move forward)."""
+def update_container(conn: Conn, allocation_id: str, container: ContainerReport) -> None:
+    """Applies a container state an agent reported (states only move forward; a state this
+    master does not know is ignored)."""
     state = str(container.get("state") or "")
     if state not in states.ALLOCATION_ORDER or state == states.PENDING:
         return
@@ -58,12 +58,14 @@ def update_container(conn: Conn, allocation_id: str, container: dict[str, Any]) 
     ).fetchone()
     if row is None:
         return
-    if isinstance(container.get("proxyPort"), int):  # an interactive task's service is up
-        task_services.service_ready(conn, allocation_id, container["proxyPort"])
-    if container.get("containerId"):
+    port = container.get("proxyPort")
+    if isinstance(port, int):  # an interactive task's service is up
+        task_services.service_ready(conn, allocation_id, port)
+    container_id = container.get("containerId")
+    if container_id:
         conn.execute(
             "UPDATE allocations SET container_id = %s WHERE id = %s AND container_id IS DISTINCT FROM %s",
-            (container["containerId"], allocation_id, container["containerId"]),
+            (container_id, allocation_id, container_id),
         )
     if states.ALLOCATION_ORDER.index(state) > states.ALLOCATION_ORDER.index(row["state"]):
         states.transition(
