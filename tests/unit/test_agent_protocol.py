@@ -4,6 +4,7 @@ the agent, and the states are the strings PostgreSQL holds."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,22 @@ def test_the_states_are_the_strings_postgresql_holds() -> None:
     sql = " ".join(p.read_text() for p in sorted(MIGRATIONS.glob("*.sql")))
     for named in ("'TERMINATED'", "'ASSIGNED'"):
         assert named in sql and AllocationState(named.strip("'"))
+
+
+def test_the_stand_in_for_older_pythons_behaves_as_strenum() -> None:
+    """Task images' Pythons before 3.11 get det.common.states' str+Enum stand-in: run that
+    branch here (the module's source with the version test false) and use it as StrEnum is."""
+    source = Path(__file__).resolve().parents[2] / "harness" / "common" / "states.py"
+    text = source.read_text()
+    assert text.count("sys.version_info >= (3, 11)") == 1
+    namespace: dict[str, object] = {"__name__": "states_before_311"}
+    exec(
+        compile(text.replace("sys.version_info >= (3, 11)", "False"), str(source), "exec"),
+        namespace,
+    )
+    old = namespace["AllocationState"]
+    assert not issubclass(old, AllocationState)  # type: ignore[arg-type]  # the stand-in ran
+    running = old("RUNNING")  # type: ignore[operator]
+    assert running == "RUNNING" and str(running) == "RUNNING" and f"{running}" == "RUNNING"
+    assert f"{running:>8}" == " RUNNING" and json.dumps({"s": running}) == '{"s": "RUNNING"}'
+    assert [s.value for s in old] == [s.value for s in AllocationState]  # type: ignore[attr-defined]
