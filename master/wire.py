@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypedDict
 
 if TYPE_CHECKING:
     from det.master.schemas import d
@@ -15,6 +15,11 @@ def ts(value: dt.datetime | None) -> str | None:
     if value is None:
         return None
     return value.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+class Empty(TypedDict):
+    """The answer of an operation whose response message has no fields: ``{}`` (Determined's
+    empty messages, e.g. ``v1KillExperimentResponse``)."""
 
 
 class Paging(NamedTuple):

@@ -33,7 +33,7 @@ from det.master.errors import (
 from det.master.schemas import d
 from det.master.schemas import users as wire
 from det.master.services import agent_users, cluster_messages, login_limits, usernames, users
-from det.master.wire import Paging
+from det.master.wire import Empty, Paging
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def login(body: d.v1LoginRequest) -> d.v1LoginResponse:
 
 @bp.post("/api/v1/auth/logout")
 @contract("Logout")
-def logout() -> Any:
+def logout() -> Empty:
     token = (request.headers.get("Authorization") or "").partition(" ")[2].strip()
     with db() as conn:
         users.logout(conn, token)

@@ -24,7 +24,7 @@ from det.master.schemas import checkpoints as wire
 from det.master.schemas import d, validate
 from det.master.services import checkpoint_gc
 from det.master.services import checkpoints as ckpt_svc
-from det.master.wire import Paging
+from det.master.wire import Empty, Paging
 from det.storage import globs as det_globs
 
 bp = Blueprint("checkpoints", __name__)
@@ -61,7 +61,7 @@ def listing(
 @bp.post("/api/v1/checkpoints")
 @allow(TASK, USER)
 @contract("ReportCheckpoint", body=wire.ReportCheckpointRequest)
-def report(body: wire.ReportCheckpointRequest) -> Any:
+def report(body: wire.ReportCheckpointRequest) -> Empty:
     """A checkpoint is created once, for its own trial: a task reports only into its own task;
     a user only into a trial they may change; an existing uuid of another trial is refused."""
     ckpt: wire.ReportedCheckpoint = body.get("checkpoint") or body
@@ -128,7 +128,7 @@ def post_metadata(uid: str, body: d.v1PostCheckpointMetadataRequest) -> Any:
 @bp.patch("/api/v1/checkpoints")
 @allow(TASK, USER)
 @contract("PatchCheckpoints", body=wire.PatchCheckpointsRequest)
-def patch(body: wire.PatchCheckpointsRequest) -> Any:
+def patch(body: wire.PatchCheckpointsRequest) -> Empty:
     """Deletions reported by the GC task or the harness (a partial delete keeps the rest)."""
     with db() as conn:
         for i, item in enumerate(body.get("checkpoints") or []):
@@ -147,7 +147,7 @@ def patch(body: wire.PatchCheckpointsRequest) -> Any:
 
 @bp.delete("/api/v1/checkpoints")
 @contract("DeleteCheckpoints")
-def delete(body: d.v1DeleteCheckpointsRequest) -> Any:
+def delete(body: d.v1DeleteCheckpointsRequest) -> Empty:
     """``det checkpoint delete``: the experiment's checkpoint-GC task deletes them."""
     uuids = body.get("checkpointUuids")
     if not uuids:
@@ -164,7 +164,7 @@ def delete(body: d.v1DeleteCheckpointsRequest) -> Any:
 
 @bp.post("/api/v1/checkpoints/rm")
 @contract("CheckpointsRemoveFiles")
-def remove_files(body: d.v1CheckpointsRemoveFilesRequest) -> Any:
+def remove_files(body: d.v1CheckpointsRemoveFilesRequest) -> Empty:
     """``det checkpoint rm``: the experiment's checkpoint-GC task removes the files the globs
     name (none: reads the files again) and reports what is left of each checkpoint."""
     uuids = body.get("checkpointUuids")

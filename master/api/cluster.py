@@ -22,7 +22,7 @@ from det.master.services import cluster_messages as messages
 from det.master.services import health as health_svc
 from det.master.services import master_settings
 from det.master.services import wakeups as wakeups_svc
-from det.master.wire import Paging
+from det.master.wire import Empty, Paging
 
 logger = logging.getLogger(__name__)
 
@@ -170,7 +170,7 @@ _SETTABLE = ("log.level", "log.color")
 
 @bp.patch("/api/v1/master/config")
 @contract("PatchMasterConfig")
-def patch_master_config(body: d.v1PatchMasterConfigRequest) -> Any:
+def patch_master_config(body: d.v1PatchMasterConfigRequest) -> Empty:
     """Determined's PatchMasterConfig: the fields its ``fieldMask`` names (``log.level``,
     ``log.color``) change in every master process on this database, without a restart."""
     require_admin()
@@ -214,7 +214,7 @@ def get_cluster_message() -> d.v1GetClusterMessageResponse:
 
 @bp.put("/api/v1/master/cluster_message")
 @contract("SetClusterMessage")
-def set_cluster_message(body: d.v1SetClusterMessageRequest) -> Any:
+def set_cluster_message(body: d.v1SetClusterMessageRequest) -> Empty:
     require_admin()
     text, start, end = messages.validate(
         body.get("message"),
@@ -231,7 +231,7 @@ def set_cluster_message(body: d.v1SetClusterMessageRequest) -> Any:
 
 @bp.delete("/api/v1/master/cluster_message")
 @contract("DeleteClusterMessage")
-def delete_cluster_message() -> Any:
+def delete_cluster_message() -> Empty:
     require_admin()
     with db() as conn:
         messages.clear(conn)

@@ -34,7 +34,7 @@ from det.master.services import checkpoints as ckpt_svc
 from det.master.services import experiments as svc
 from det.master.services import trials as trial_svc
 from det.master.services import unmanaged as unmanaged_svc
-from det.master.wire import Paging
+from det.master.wire import Empty, Paging
 
 bp = Blueprint("experiments", __name__)
 
@@ -210,7 +210,7 @@ def _owner_or_admin(conn: Any, experiment_id: int) -> None:
         raise PermissionDenied(f"experiment {experiment_id} belongs to {row['username']}")
 
 
-def _action(experiment_id: int, fn: Any, *args: Any) -> Any:
+def _action(experiment_id: int, fn: Any, *args: Any) -> Empty:
     with db() as conn:
         _owner_or_admin(conn, experiment_id)
         fn(conn, experiment_id, *args)
@@ -219,49 +219,49 @@ def _action(experiment_id: int, fn: Any, *args: Any) -> Any:
 
 @bp.post("/api/v1/experiments/<int:experiment_id>/activate")
 @contract("ActivateExperiment")
-def activate(experiment_id: int) -> Any:
+def activate(experiment_id: int) -> Empty:
     return _action(experiment_id, svc.activate)
 
 
 @bp.post("/api/v1/experiments/<int:experiment_id>/pause")
 @contract("PauseExperiment")
-def pause(experiment_id: int) -> Any:
+def pause(experiment_id: int) -> Empty:
     return _action(experiment_id, svc.pause)
 
 
 @bp.post("/api/v1/experiments/<int:experiment_id>/cancel")
 @contract("CancelExperiment")
-def cancel(experiment_id: int) -> Any:
+def cancel(experiment_id: int) -> Empty:
     return _action(experiment_id, svc.cancel)
 
 
 @bp.post("/api/v1/experiments/<int:experiment_id>/kill")
 @contract("KillExperiment")
-def kill(experiment_id: int) -> Any:
+def kill(experiment_id: int) -> Empty:
     return _action(experiment_id, svc.kill)
 
 
 @bp.post("/api/v1/experiments/<int:experiment_id>/archive")
 @contract("ArchiveExperiment")
-def archive(experiment_id: int) -> Any:
+def archive(experiment_id: int) -> Empty:
     return _action(experiment_id, svc.set_archived, True)
 
 
 @bp.post("/api/v1/experiments/<int:experiment_id>/unarchive")
 @contract("UnarchiveExperiment")
-def unarchive(experiment_id: int) -> Any:
+def unarchive(experiment_id: int) -> Empty:
     return _action(experiment_id, svc.set_archived, False)
 
 
 @bp.delete("/api/v1/experiments/<int:experiment_id>")
 @contract("DeleteExperiment")
-def delete(experiment_id: int) -> Any:
+def delete(experiment_id: int) -> Empty:
     return _action(experiment_id, svc.delete)
 
 
 @bp.delete("/api/v1/experiments/<int:experiment_id>/tensorboard-files")
 @contract("DeleteTensorboardFiles")
-def delete_tensorboard_files(experiment_id: int) -> Any:
+def delete_tensorboard_files(experiment_id: int) -> Empty:
     with db() as conn:
         _owner_or_admin(conn, experiment_id)
         checkpoint_gc.delete_tensorboards(conn, state(), experiment_id)
@@ -374,7 +374,7 @@ def checkpoints(
 
 @bp.post("/api/v1/experiments/<int:experiment_id>/move")
 @contract("MoveExperiment")
-def move(experiment_id: int, body: d.v1MoveExperimentRequest) -> Any:
+def move(experiment_id: int, body: d.v1MoveExperimentRequest) -> Empty:
     dest = body.get("destinationProjectId")
     if dest is None:
         raise InvalidArgument("destinationProjectId: required")

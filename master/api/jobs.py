@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Blueprint
 
 from det.master.api import _access
@@ -14,7 +12,7 @@ from det.master.schemas import d
 from det.master.schemas import jobs as wire
 from det.master.services import jobs as svc
 from det.master.services import pools as pool_svc
-from det.master.wire import Paging
+from det.master.wire import Empty, Paging
 
 bp = Blueprint("jobs", __name__)
 
@@ -48,7 +46,7 @@ def list_v2(params: d.GetJobsV2Params) -> wire.GetJobsV2Response:
 
 @bp.post("/api/v1/job-queues")
 @contract("UpdateJobQueue")
-def update(body: d.v1UpdateJobQueueRequest) -> Any:
+def update(body: d.v1UpdateJobQueueRequest) -> Empty:
     updates = body.get("updates")
     if not updates:
         raise InvalidArgument("updates: required non-empty list")

@@ -14,6 +14,7 @@ from det.master.api._contract import contract
 from det.master.errors import InvalidArgument
 from det.master.schemas import d
 from det.master.services import log_retention as svc
+from det.master.wire import Empty
 
 bp = Blueprint("log_retention", __name__)
 
@@ -25,7 +26,7 @@ def _same(field: str, given: Any, path_id: int) -> None:
 
 @bp.put("/api/v1/experiments/<int:experiment_id>/retain_logs")
 @contract("PutExperimentRetainLogs")
-def experiment(experiment_id: int, body: d.v1PutExperimentRetainLogsRequest) -> Any:
+def experiment(experiment_id: int, body: d.v1PutExperimentRetainLogsRequest) -> Empty:
     _same("experimentId", body.get("experimentId"), experiment_id)
     days = svc.check_days(body.get("numDays"))
     with db() as conn:
@@ -36,7 +37,7 @@ def experiment(experiment_id: int, body: d.v1PutExperimentRetainLogsRequest) -> 
 
 @bp.put("/api/v1/trials/<int:trial_id>/retain_logs")
 @contract("PutTrialRetainLogs")
-def trial(trial_id: int, body: d.v1PutTrialRetainLogsRequest) -> Any:
+def trial(trial_id: int, body: d.v1PutTrialRetainLogsRequest) -> Empty:
     _same("trialId", body.get("trialId"), trial_id)
     days = svc.check_days(body.get("numDays"))
     with db() as conn:

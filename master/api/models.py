@@ -14,7 +14,7 @@ from det.master.schemas import d
 from det.master.schemas import models as wire
 from det.master.services import checkpoints as ckpt_svc
 from det.master.services import models as svc
-from det.master.wire import Paging
+from det.master.wire import Empty, Paging
 
 bp = Blueprint("models", __name__)
 
@@ -88,7 +88,7 @@ def patch(name: str, body: d.v1PatchModel) -> d.v1PatchModelResponse:
 
 @bp.delete("/api/v1/models/<name>")
 @contract("DeleteModel")
-def delete(name: str) -> Any:
+def delete(name: str) -> Empty:
     with db() as conn:
         _access.model(conn, svc.get(conn, name)["name"])
         svc.delete(conn, name)
@@ -97,7 +97,7 @@ def delete(name: str) -> Any:
 
 @bp.post("/api/v1/models/<name>/archive")
 @contract("ArchiveModel")
-def archive(name: str) -> Any:
+def archive(name: str) -> Empty:
     with db() as conn:
         _access.model(conn, svc.get(conn, name)["name"])
         svc.set_archived(conn, name, True)
@@ -106,7 +106,7 @@ def archive(name: str) -> Any:
 
 @bp.post("/api/v1/models/<name>/unarchive")
 @contract("UnarchiveModel")
-def unarchive(name: str) -> Any:
+def unarchive(name: str) -> Empty:
     with db() as conn:
         _access.model(conn, svc.get(conn, name)["name"])
         svc.set_archived(conn, name, False)
@@ -115,7 +115,7 @@ def unarchive(name: str) -> Any:
 
 @bp.post("/api/v1/models/<name>/move")
 @contract("MoveModel")
-def move(name: str, body: d.v1MoveModelRequest) -> Any:
+def move(name: str, body: d.v1MoveModelRequest) -> Empty:
     with db() as conn:
         _access.model(conn, svc.get(conn, name)["name"])
         svc.move(conn, name, body)
@@ -141,7 +141,7 @@ def patch_version(
 
 @bp.delete("/api/v1/models/<name>/versions/<int:number>")
 @contract("DeleteModelVersion")
-def delete_version(name: str, number: int) -> Any:
+def delete_version(name: str, number: int) -> Empty:
     with db() as conn:
         _access.model(conn, svc.get(conn, name)["name"])
         svc.delete_version(conn, name, number)

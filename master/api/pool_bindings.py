@@ -12,7 +12,7 @@ from det.master.api._contract import contract
 from det.master.errors import NotFound
 from det.master.schemas import d
 from det.master.services import pool_bindings as svc
-from det.master.wire import Paging
+from det.master.wire import Empty, Paging
 
 bp = Blueprint("pool_bindings", __name__)
 
@@ -25,7 +25,7 @@ Change = (
 )
 
 
-def _change(name: str, body: Change, what: str) -> Any:
+def _change(name: str, body: Change, what: str) -> Empty:
     require_admin()
     with db() as conn:
         ids = svc.workspace_ids(conn, body.get("workspaceIds"), body.get("workspaceNames"))

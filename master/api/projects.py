@@ -4,8 +4,6 @@ Its experiments are listed by ``GET /api/v1/experiments?projectId=N`` (as in Det
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Blueprint
 
 from det.master.api import _access
@@ -16,6 +14,7 @@ from det.master.schemas import d
 from det.master.schemas import workspaces as wire
 from det.master.services import deletion
 from det.master.services import projects as svc
+from det.master.wire import Empty
 
 bp = Blueprint("projects", __name__)
 
@@ -54,7 +53,7 @@ def delete(project_id: int) -> d.v1DeleteProjectResponse:
 
 @bp.post("/api/v1/projects/<int:project_id>/archive")
 @contract("ArchiveProject")
-def archive(project_id: int) -> Any:
+def archive(project_id: int) -> Empty:
     with db() as conn:
         _access.project(conn, project_id)
         svc.set_archived(conn, project_id, True)
@@ -63,7 +62,7 @@ def archive(project_id: int) -> Any:
 
 @bp.post("/api/v1/projects/<int:project_id>/unarchive")
 @contract("UnarchiveProject")
-def unarchive(project_id: int) -> Any:
+def unarchive(project_id: int) -> Empty:
     with db() as conn:
         _access.project(conn, project_id)
         svc.set_archived(conn, project_id, False)
@@ -77,7 +76,7 @@ def _same_project(given: int | None, project_id: int) -> None:
 
 @bp.post("/api/v1/projects/<int:project_id>/move")
 @contract("MoveProject")
-def move(project_id: int, body: d.v1MoveProjectRequest) -> Any:
+def move(project_id: int, body: d.v1MoveProjectRequest) -> Empty:
     dest = body.get("destinationWorkspaceId")
     if dest is None:
         raise InvalidArgument("destinationWorkspaceId: required")

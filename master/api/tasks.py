@@ -34,6 +34,7 @@ from det.master.services import preemption, task_services, users
 from det.master.services import task_logs as task_logs_svc
 from det.master.services import tasks as tasks_svc
 from det.master.services import unmanaged as unmanaged_svc
+from det.master.wire import Empty
 
 bp = Blueprint("tasks", __name__)
 
@@ -101,7 +102,7 @@ def preemption_signal(
 @bp.post("/api/v1/allocations/<allocation_id>/signals/ack_preemption")
 @allow(TASK)
 @contract("AckAllocationPreemptionSignal")
-def ack_preemption(allocation_id: str, body: d.v1AckAllocationPreemptionSignalRequest) -> Any:
+def ack_preemption(allocation_id: str, body: d.v1AckAllocationPreemptionSignalRequest) -> Empty:
     check_task_scope(allocation_id=allocation_id)
     with db() as conn:
         preemption.acknowledge(conn, allocation_id)
@@ -113,7 +114,7 @@ def ack_preemption(allocation_id: str, body: d.v1AckAllocationPreemptionSignalRe
 @contract("AllocationPendingPreemptionSignal")
 def report_pending_preemption(
     allocation_id: str, body: d.v1AllocationPendingPreemptionSignalRequest
-) -> Any:
+) -> Empty:
     """Determined's ``AllocationPendingPreemptionSignal``: the task learnt (from its host's
     scheduler) that it is about to be preempted; the allocation is asked to checkpoint and
     exit, as a preemption by det's own scheduler would."""
@@ -139,7 +140,7 @@ def pending_preemption(allocation_id: str) -> wire.PendingPreemption:
 @bp.post("/api/v1/allocations/<allocation_id>/proxy_address")
 @allow(TASK)
 @contract("PostAllocationProxyAddress")
-def proxy_address(allocation_id: str, body: d.v1PostAllocationProxyAddressRequest) -> Any:
+def proxy_address(allocation_id: str, body: d.v1PostAllocationProxyAddressRequest) -> Empty:
     check_task_scope(allocation_id=allocation_id)
     return {}
 
@@ -179,7 +180,7 @@ def context(task_id: str) -> d.v1GetTaskContextDirectoryResponse:
 @bp.post("/api/v1/task/logs")
 @allow(AGENT, TASK)
 @contract("PostTaskLogs")
-def post_logs(body: d.v1PostTaskLogsRequest) -> Any:
+def post_logs(body: d.v1PostTaskLogsRequest) -> Empty:
     logs = body.get("logs")
     if logs is None:
         raise InvalidArgument("logs: required list")
@@ -221,7 +222,7 @@ def post_logs(body: d.v1PostTaskLogsRequest) -> Any:
 
 @bp.post("/task-logs")
 @contract(body=list[wire.LegacyTaskLog])
-def post_legacy_logs(body: list[wire.LegacyTaskLog]) -> Any:
+def post_legacy_logs(body: list[wire.LegacyTaskLog]) -> Empty:
     """Determined's ``POST /task-logs``, where an unmanaged (core_v2) script ships its output
     with its owner's session token: only into unmanaged trials the caller may change."""
     rows = []

@@ -15,7 +15,7 @@ from det.master.errors import InvalidArgument
 from det.master.schemas import d
 from det.master.schemas import templates as wire
 from det.master.services import templates as svc
-from det.master.wire import Paging
+from det.master.wire import Empty, Paging
 
 bp = Blueprint("templates", __name__)
 
@@ -71,7 +71,7 @@ def patch_config(name: str, body: dict[str, Any]) -> d.v1PatchTemplateConfigResp
 
 @bp.delete("/api/v1/templates/<name>")
 @contract("DeleteTemplate")
-def delete(name: str) -> Any:
+def delete(name: str) -> Empty:
     with db() as conn:
         _access.template(conn, name)
         svc.delete(conn, name)

@@ -32,7 +32,7 @@ from det.master.services import checkpoints as ckpt_svc
 from det.master.services import task_logs
 from det.master.services import trials as svc
 from det.master.services import unmanaged as unmanaged_svc
-from det.master.wire import Paging
+from det.master.wire import Empty, Paging
 
 bp = Blueprint("trials", __name__)
 
@@ -143,7 +143,7 @@ def run_prepare(body: d.v1RunPrepareForReportingRequest) -> d.v1RunPrepareForRep
 
 @bp.post("/api/v1/trials/<int:trial_id>/kill")
 @contract("KillTrial")
-def kill(trial_id: int) -> Any:
+def kill(trial_id: int) -> Empty:
     with db() as conn:
         _access.trial(conn, trial_id)
         svc.kill(conn, trial_id)
@@ -205,7 +205,7 @@ def _legacy(trial_id: int, group: str, m: d.v1TrialMetrics) -> Any:
     return _report(trial_id, group, m)
 
 
-def _report(trial_id: int, group: str, m: d.v1TrialMetrics) -> Any:
+def _report(trial_id: int, group: str, m: d.v1TrialMetrics) -> Empty:
     report = {
         "group": group,
         "trialRunId": m.get("trialRunId"),
@@ -412,7 +412,7 @@ def metrics_of_trial(trial_id: int, params: wire.TrialMetricsParams) -> Response
 @bp.post("/api/v1/trials/<int:trial_id>/progress")
 @allow(USER, TASK)
 @contract("ReportTrialProgress")
-def progress(trial_id: int, body: d.v1ReportTrialProgressRequest) -> Any:
+def progress(trial_id: int, body: d.v1ReportTrialProgressRequest) -> Empty:
     value = body.get("progress")
     if value is None or not 0 <= value <= 1:
         raise InvalidArgument("progress: a number between 0 and 1")
@@ -426,7 +426,7 @@ def progress(trial_id: int, body: d.v1ReportTrialProgressRequest) -> Any:
 @bp.post("/api/v1/trials/<int:trial_id>/early_exit")
 @allow(USER, TASK)
 @contract("ReportTrialSearcherEarlyExit", body=wire.TrialEarlyExit)
-def early_exit(trial_id: int, body: wire.TrialEarlyExit) -> Any:
+def early_exit(trial_id: int, body: wire.TrialEarlyExit) -> Empty:
     reason = body.get("reason")
     if reason is None:
         raise InvalidArgument("reason: required")
@@ -440,7 +440,7 @@ def early_exit(trial_id: int, body: wire.TrialEarlyExit) -> Any:
 @bp.post("/api/v1/trials/<int:trial_id>/runner/metadata")
 @allow(USER, TASK)
 @contract("PostTrialRunnerMetadata")
-def runner_metadata(trial_id: int, body: d.v1TrialRunnerMetadata) -> Any:
+def runner_metadata(trial_id: int, body: d.v1TrialRunnerMetadata) -> Empty:
     with db() as conn:
         _access.trial(conn, trial_id)
     return {}

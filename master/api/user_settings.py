@@ -4,14 +4,13 @@ nor changes them."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Blueprint
 
 from det.master.api._common import current_user, db, reads
 from det.master.api._contract import contract
 from det.master.schemas import d
 from det.master.services import user_settings as svc
+from det.master.wire import Empty
 
 bp = Blueprint("user_settings", __name__)
 
@@ -26,7 +25,7 @@ def get_settings() -> d.v1GetUserSettingResponse:
 
 @bp.post("/api/v1/users/setting")
 @contract("PostUserSetting")
-def post_settings(body: d.v1PostUserSettingRequest) -> Any:
+def post_settings(body: d.v1PostUserSettingRequest) -> Empty:
     settings = svc.parse(body.get("settings"))
     with db() as conn:
         svc.post(conn, current_user().id, settings)
@@ -35,7 +34,7 @@ def post_settings(body: d.v1PostUserSettingRequest) -> Any:
 
 @bp.post("/api/v1/users/setting/reset")
 @contract("ResetUserSetting")
-def reset_settings() -> Any:
+def reset_settings() -> Empty:
     with db() as conn:
         svc.reset(conn, current_user().id)
     return {}

@@ -19,6 +19,7 @@ from det.master.errors import InvalidArgument, PermissionDenied
 from det.master.schemas import d
 from det.master.services import owners, webhook_delivery
 from det.master.services import webhooks as svc
+from det.master.wire import Empty
 
 bp = Blueprint("webhooks", __name__)
 
@@ -65,7 +66,7 @@ def create(body: d.v1Webhook) -> d.v1PostWebhookResponse:
 
 @bp.delete("/api/v1/webhooks/<int:webhook_id>")
 @contract("DeleteWebhook")
-def delete(webhook_id: int) -> Any:
+def delete(webhook_id: int) -> Empty:
     with db() as conn:
         row = svc.get(conn, webhook_id)
         _may_edit(conn, row["workspace_id"])
@@ -108,7 +109,7 @@ def _text(v: Any) -> Any:
 @bp.post("/api/v1/webhooks/custom")
 @allow(USER, TASK)
 @contract("PostWebhookEventData")
-def custom(body: d.v1PostWebhookEventDataRequest) -> Any:
+def custom(body: d.v1PostWebhookEventDataRequest) -> Empty:
     """Training code's alert (Determined's ``core.train`` ``report_alert`` / PostWebhookEventData)."""
     experiment_id = int(body.get("experimentId") or 0)
     trial_id = int(body.get("trialId") or 0) or None

@@ -18,7 +18,7 @@ from det.master.schemas import workspaces as wire
 from det.master.services import deletion, pool_bindings
 from det.master.services import projects as project_svc
 from det.master.services import workspaces as svc
-from det.master.wire import Paging
+from det.master.wire import Empty, Paging
 
 bp = Blueprint("workspaces", __name__)
 
@@ -101,7 +101,7 @@ def delete(workspace_id: int) -> d.v1DeleteWorkspaceResponse:
 
 @bp.post("/api/v1/workspaces/<int:workspace_id>/archive")
 @contract("ArchiveWorkspace")
-def archive(workspace_id: int) -> Any:
+def archive(workspace_id: int) -> Empty:
     with db() as conn:
         _access.workspace(conn, workspace_id)
         svc.set_archived(conn, workspace_id, True)
@@ -110,7 +110,7 @@ def archive(workspace_id: int) -> Any:
 
 @bp.post("/api/v1/workspaces/<int:workspace_id>/unarchive")
 @contract("UnarchiveWorkspace")
-def unarchive(workspace_id: int) -> Any:
+def unarchive(workspace_id: int) -> Empty:
     with db() as conn:
         _access.workspace(conn, workspace_id)
         svc.set_archived(conn, workspace_id, False)
