@@ -159,15 +159,16 @@ def run_instances_request(
                 },
             }
         ],
-        # IMDSv2 only, hop limit 1 (EC2's own default): a container on a bridge network is a
-        # hop further and gets no IMDS token, so no instance role and no user data. The agent
-        # and host-network tasks are in the host's namespace: for them the user data holds only
-        # a spent enrollment ticket (det.master.services.enrollment). EC2 User Guide, "Configure
-        # the instance metadata options" (HttpPutResponseHopLimit).
+        # IMDSv2 only, hop limit 2: a container on a bridge network is one hop further than the
+        # host (EC2 User Guide, "Configure the instance metadata options",
+        # HttpPutResponseHopLimit), and tasks write S3 checkpoints with the instance role, as
+        # host-network tasks (the default) do. What the user data holds is a spent enrollment
+        # ticket (det.master.services.enrollment), not the agent token; a hop limit of 1 would
+        # only take bridge-network tasks' checkpoints away.
         "MetadataOptions": {
             "HttpTokens": "required",
             "HttpEndpoint": "enabled",
-            "HttpPutResponseHopLimit": 1,
+            "HttpPutResponseHopLimit": 2,
         },
         "InstanceInitiatedShutdownBehavior": "terminate",
     }

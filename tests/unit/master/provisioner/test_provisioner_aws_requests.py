@@ -391,14 +391,14 @@ def test_root_volume_is_never_smaller_than_the_images_snapshot(
     assert ebs["VolumeSize"] == expected
 
 
-def test_bridge_containers_on_agents_get_no_imds_and_spot_ends_in_termination() -> None:
-    # Task containers on a bridge network are one hop more: with a hop limit of 1 they get no
-    # IMDSv2 token (no instance role, no user data). Host-network tasks share the agent's
-    # namespace; the user data they can read holds a spent enrollment ticket. A one-time spot
-    # request only allows "terminate" as its interruption behaviour.
+def test_containers_on_agents_reach_imds_and_spot_ends_in_termination() -> None:
+    # Task containers on a bridge network (one more hop) read the instance role from IMDSv2 for
+    # S3 checkpoints, as host-network ones do: a hop limit of 1 would drop the token's answer.
+    # The user data they can read holds a spent enrollment ticket. A one-time spot request
+    # only allows "terminate" as its interruption behaviour.
     request = build(config(spot=True))
     assert request["MetadataOptions"]["HttpTokens"] == "required"
-    assert request["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
+    assert request["MetadataOptions"]["HttpPutResponseHopLimit"] == 2
     spot = request["InstanceMarketOptions"]["SpotOptions"]
     assert (spot["SpotInstanceType"], spot["InstanceInterruptionBehavior"]) == (
         "one-time",
