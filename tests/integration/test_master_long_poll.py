@@ -17,7 +17,7 @@ import requests
 
 from det.common import tls
 from tests.fakes.sim_agent import SimAgent, wait
-from tests.integration.conftest import ADMIN_PASSWORD, Master
+from tests.integration.conftest import ADMIN_PASSWORD, Master, MasterClient
 from tests.integration.test_master_tls import Cert, local_cert, tls_master_factory
 
 __all__ = ["local_cert", "tls_master_factory"]
@@ -75,11 +75,12 @@ def test_long_polls_beyond_the_pool_size_do_not_starve_the_api(master_factory: A
 
 @pytest.mark.parametrize("bad", ["nan", "NaN", "inf", "-inf", "-1", "x", "1e400"])
 def test_preemption_poll_refuses_a_timeout_that_is_not_a_finite_non_negative_number(
-    live_master: Master, bad: str
+    api_master: MasterClient, bad: str
 ) -> None:
-    # The allocation need not exist: the parameter is checked before anything is read.
-    r = live_master.session().get(
-        f"{live_master.url}/api/v1/allocations/a-1/signals/preemption",
+    # The allocation need not exist: the parameter is checked before anything is read (and
+    # nothing waits: the master's app in the test's process answers the refusal).
+    r = api_master.session().get(
+        f"{api_master.url}/api/v1/allocations/a-1/signals/preemption",
         params={"timeout_seconds": bad},
         timeout=10,
     )
