@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, send_file
+from flask.typing import ResponseReturnValue
 
 from det.master import limits
 from det.master.api import _access
@@ -190,7 +191,7 @@ def remove_files(body: d.v1CheckpointsRemoveFilesRequest) -> Empty:
 
 @bp.get("/checkpoints/<uid>")
 @contract()
-def download(uid: str) -> Any:
+def download(uid: str) -> ResponseReturnValue:
     """Determined's download through the master (``det checkpoint download --mode master``,
     ``Checkpoint.download(mode=MASTER)``): the checkpoint's files as a gzip tar, read from its
     experiment's storage (shared_fs, S3, GCS) by the master."""

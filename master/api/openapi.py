@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from flask import Blueprint, current_app
+from flask.typing import ResponseReturnValue
 from pydantic import TypeAdapter
 from pydantic.json_schema import JsonSchemaMode
 
@@ -146,6 +147,6 @@ def document() -> dict[str, Any]:
 
 
 @bp.get("/api/v1/openapi.json")
-def openapi() -> Any:
+def openapi() -> ResponseReturnValue:
     """This document."""
     return document()

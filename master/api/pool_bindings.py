@@ -3,8 +3,6 @@ bind pools to workspaces; anyone reads the bindings (Determined's shapes)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Blueprint
 
 from det.master.api._common import db, pagination, require_admin, state
@@ -35,19 +33,19 @@ def _change(name: str, body: Change, what: str) -> Empty:
 
 @bp.post(R)
 @contract("BindRPToWorkspace")
-def bind(name: str, body: d.v1BindRPToWorkspaceRequest) -> Any:
+def bind(name: str, body: d.v1BindRPToWorkspaceRequest) -> Empty:
     return _change(name, body, "bind")
 
 
 @bp.delete(R)
 @contract("UnbindRPFromWorkspace")
-def unbind(name: str, body: d.v1UnbindRPFromWorkspaceRequest) -> Any:
+def unbind(name: str, body: d.v1UnbindRPFromWorkspaceRequest) -> Empty:
     return _change(name, body, "unbind")
 
 
 @bp.put(R)
 @contract("OverwriteRPWorkspaceBindings")
-def overwrite(name: str, body: d.v1OverwriteRPWorkspaceBindingsRequest) -> Any:
+def overwrite(name: str, body: d.v1OverwriteRPWorkspaceBindingsRequest) -> Empty:
     return _change(name, body, "overwrite")
 
 

@@ -158,7 +158,7 @@ def _finite() -> bool:
 @bp.post("/api/v1/trials/<int:trial_id>/metrics")
 @allow(USER, TASK)
 @contract("ReportTrialMetrics")
-def report_metrics(trial_id: int, body: d.v1ReportTrialMetricsRequest) -> Any:
+def report_metrics(trial_id: int, body: d.v1ReportTrialMetricsRequest) -> Empty:
     m = body.get("metrics")
     if m is None:
         raise InvalidArgument("metrics: required object")
@@ -188,18 +188,18 @@ def report_metrics_batch(
 @bp.post("/api/v1/trials/<int:trial_id>/training_metrics")
 @allow(USER, TASK)
 @contract("ReportTrialTrainingMetrics")
-def report_training(trial_id: int, body: d.v1TrialMetrics) -> Any:
+def report_training(trial_id: int, body: d.v1TrialMetrics) -> Empty:
     return _legacy(trial_id, "training", body)
 
 
 @bp.post("/api/v1/trials/<int:trial_id>/validation_metrics")
 @allow(USER, TASK)
 @contract("ReportTrialValidationMetrics")
-def report_validation(trial_id: int, body: d.v1TrialMetrics) -> Any:
+def report_validation(trial_id: int, body: d.v1TrialMetrics) -> Empty:
     return _legacy(trial_id, "validation", body)
 
 
-def _legacy(trial_id: int, group: str, m: d.v1TrialMetrics) -> Any:
+def _legacy(trial_id: int, group: str, m: d.v1TrialMetrics) -> Empty:
     if m.get("metrics") is None:
         raise InvalidArgument("metrics: required object")
     return _report(trial_id, group, m)

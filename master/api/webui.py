@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from functools import cache
 from importlib import resources
-from typing import Any
 
 from flask import Blueprint, Response, redirect
+from flask.typing import ResponseReturnValue
 
 from det.master.api._common import PUBLIC, allow
 
@@ -65,21 +65,21 @@ def _respond(name: str, mimetype: str) -> Response:
 
 @bp.get("/")
 @allow(PUBLIC)
-def root() -> Any:
+def root() -> ResponseReturnValue:
     """The WebUI's front page."""
     return redirect("/det/", code=302)
 
 
 @bp.get("/favicon.ico")
 @allow(PUBLIC)
-def favicon() -> Any:
+def favicon() -> ResponseReturnValue:
     """Browsers ask for it on every site whatever the page says: the WebUI's icon."""
     return redirect("/det/static/favicon.svg", code=301)
 
 
 @bp.get("/det/static/<name>")
 @allow(PUBLIC)
-def asset(name: str) -> Any:
+def asset(name: str) -> ResponseReturnValue:
     """The WebUI's script and stylesheet."""
     mimetype = _ASSETS.get(name)
     if mimetype is None:
@@ -90,6 +90,6 @@ def asset(name: str) -> Any:
 @bp.get("/det/")
 @bp.get("/det/<path:page>")
 @allow(PUBLIC)
-def page(page: str = "") -> Any:
+def page(page: str = "") -> ResponseReturnValue:
     """A WebUI page (the app routes on the path in the browser)."""
     return _respond("index.html", "text/html; charset=utf-8")
