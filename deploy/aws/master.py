@@ -11,7 +11,7 @@ import pulumi
 import pulumi_aws as aws
 
 from det.deploy.aws.config import CLUSTER_TAG, CONFIG_HASH_TAG, AwsConfig
-from det.deploy.common import boot, limits, masteryaml, userdata
+from det.deploy.common import boot, limits, masteryaml, uploads, userdata
 from det.deploy.common.boot import BootOptions
 from det.deploy.common.errors import DeployError
 
@@ -184,29 +184,13 @@ def release_objects(
 ) -> list[pulumi.Output[str]]:
     """det's wheel and constraints as objects of the bucket (none with ``--det-wheel-url``);
     returns their ids, so the user data is rendered once they exist."""
-    rel = opts.uploads
-    if rel is None or bucket is None:
+    if bucket is None:
         return []
-    wheel_source: pulumi.Asset = (
-        pulumi.FileAsset(str(rel.path)) if rel.path else pulumi.StringAsset("(built at up)")
-    )
-    wheel = aws.s3.BucketObjectv2(
-        f"{name}-det-wheel",
-        bucket=bucket,
-        key=rel.wheel_key,
-        source=wheel_source,
-        content_type="application/zip",
-        opts=child,
-    )
-    constraints = aws.s3.BucketObjectv2(
-        f"{name}-det-constraints",
-        bucket=bucket,
-        key=rel.constraints_key,
-        content=rel.constraints,
-        content_type="text/plain",
-        opts=child,
-    )
-    return [wheel.id, constraints.id]
+
+    def put(resource_name: str, key: str, **kwargs: Any) -> Any:
+        return aws.s3.BucketObjectv2(resource_name, bucket=bucket, key=key, opts=child, **kwargs)
+
+    return uploads.release_objects(name, opts, put)
 
 
 @dataclasses.dataclass

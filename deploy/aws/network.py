@@ -17,6 +17,7 @@ import pulumi
 import pulumi_aws as aws
 
 from det.common.ports import TASK_SERVICE_PORTS
+from det.deploy.aws.config import AwsConfig
 from det.deploy.common.masteryaml import task_port
 
 VPC_CIDR = "10.0.0.0/16"
@@ -248,3 +249,18 @@ class SecurityGroups(pulumi.ComponentResource):
         self.register_outputs(
             {"master_sg_id": master.id, "agent_sg_id": agent.id, "db_sg_id": db.id}
         )
+
+
+def for_cluster(name: str, cfg: AwsConfig) -> Network:
+    """The cluster's VPC and subnets as ``cfg`` asks (made, or the given ones): the same for a
+    VM master and a serverless one."""
+    return Network(
+        name,
+        NetworkArgs(
+            tags=cfg.tags,
+            vpc_id=cfg.vpc_id,
+            public_subnet_ids=cfg.public_subnet_ids,
+            private_subnet_ids=cfg.private_subnet_ids,
+            zones=cfg.zones,
+        ),
+    )

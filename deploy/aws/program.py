@@ -55,16 +55,7 @@ def build(
         return serverless.build(cfg, images(cfg), initial_user_password, registry_password)
     name = f"det-{cfg.cluster_id}"
     tags = cfg.tags
-    net = network.Network(
-        name,
-        network.NetworkArgs(
-            tags=tags,
-            vpc_id=cfg.vpc_id,
-            public_subnet_ids=cfg.public_subnet_ids,
-            private_subnet_ids=cfg.private_subnet_ids,
-            zones=cfg.zones,
-        ),
-    )
+    net = network.for_cluster(name, cfg)
     sgs = network.SecurityGroups(
         name,
         network.SecurityGroupsArgs(
@@ -75,10 +66,7 @@ def build(
             tags=tags,
         ),
     )
-    bucket = storage.CheckpointBucket(
-        f"{name}-checkpoints",
-        storage.CheckpointBucketArgs(tags=tags, versioning=cfg.bucket_versioning),
-    )
+    bucket = storage.checkpoint_bucket(name, cfg)
     secret = storage.ClusterSecret(
         f"{name}-secret",
         storage.ClusterSecretArgs(

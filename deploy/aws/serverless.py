@@ -431,41 +431,21 @@ def build(
     name = f"det-{cfg.cluster_id}"
     tags = cfg.tags
     child = pulumi.ResourceOptions()
-    net = network.Network(
-        name,
-        network.NetworkArgs(
-            tags=tags,
-            vpc_id=cfg.vpc_id,
-            public_subnet_ids=cfg.public_subnet_ids,
-            private_subnet_ids=cfg.private_subnet_ids,
-            zones=cfg.zones,
-        ),
-    )
+    net = network.for_cluster(name, cfg)
     sgs = _security_groups(name, cfg, net.vpc_id, child)
-    bucket = storage.CheckpointBucket(
-        f"{name}-checkpoints",
-        storage.CheckpointBucketArgs(tags=tags, versioning=cfg.bucket_versioning),
-    )
+    bucket = storage.checkpoint_bucket(name, cfg)
     log_group = logs.BootLogs(
         f"{name}-logs",
         logs.BootLogsArgs(
             name=cfg.log_group_name, retention_days=cfg.log_retention_days, tags=tags
         ),
     )
-    made = passwords.generate(name, initial_user_password, child)
-    token = random.RandomPassword(f"{name}-agent-token", length=40, special=False, opts=child)
-    values: dict[str, tuple[str, pulumi.Input[str]]] = {
-        sl.DB_PASSWORD_ENV: ("db-password", made.db_password),
-        sl.AGENT_TOKEN_ENV: ("agent-token", pulumi.Output.secret(token.result)),
-        sl.ADMIN_PASSWORD_ENV: ("admin-password", made.initial_user_password),
-    }
-    if cfg.registry and registry_password is not None:
-        values[sl.REGISTRY_PASSWORD_ENV] = (
-            "registry-password",
-            pulumi.Output.secret(registry_password),
-        )
+    values = passwords.serverless_values(
+        name, initial_user_password, registry_password if cfg.registry else None, child
+    )
+    made = values.passwords
     secret_arns: dict[str, pulumi.Output[str]] = {}
-    for env, (suffix, value) in values.items():
+    for env, (suffix, value) in values.by_env.items():
         secret = aws.secretsmanager.Secret(
             f"{name}-{suffix}", recovery_window_in_days=0, tags=tags, opts=child
         )

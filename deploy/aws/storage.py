@@ -13,7 +13,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_random as random
 
-from det.deploy.aws.config import POSTGRES_MAJOR
+from det.deploy.aws.config import POSTGRES_MAJOR, AwsConfig
 from det.deploy.common import passwords
 from det.deploy.common.tls import TlsMaterial
 
@@ -74,6 +74,14 @@ class CheckpointBucket(pulumi.ComponentResource):
         self.bucket = bucket.bucket
         self.arn = bucket.arn
         self.register_outputs({"bucket": bucket.bucket, "arn": bucket.arn})
+
+
+def checkpoint_bucket(name: str, cfg: AwsConfig) -> CheckpointBucket:
+    """The cluster's checkpoint bucket ``<name>-checkpoints`` as ``cfg`` asks."""
+    return CheckpointBucket(
+        f"{name}-checkpoints",
+        CheckpointBucketArgs(tags=cfg.tags, versioning=cfg.bucket_versioning),
+    )
 
 
 @dataclasses.dataclass

@@ -15,6 +15,7 @@ import pulumi
 import pulumi_random as random
 
 from det.deploy.common import registry
+from det.deploy.common import serverless as sl
 from det.deploy.common.tls import TlsMaterial
 
 
@@ -62,3 +63,34 @@ def generate(
         initial_user_password=pulumi.Output.secret(user_password),
         payload=pulumi.Output.secret(payload),
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerlessValues:
+    passwords: Passwords
+    by_env: dict[str, tuple[str, pulumi.Input[str]]]
+    """Environment variable of the serverless master → (its secret's name suffix, the value)."""
+
+
+def serverless_values(
+    name: str,
+    initial_user_password: pulumi.Input[str] | None,
+    registry_password: pulumi.Input[str] | None,
+    opts: pulumi.ResourceOptions,
+) -> ServerlessValues:
+    """What a serverless master reads from its environment, each value a secret of its own on
+    every cloud: the passwords of :func:`generate`, a generated agent token (``RandomPassword``
+    ``<name>-agent-token``) and, when given, the private registry's password."""
+    made = generate(name, initial_user_password, opts)
+    token = random.RandomPassword(f"{name}-agent-token", length=40, special=False, opts=opts)
+    values: dict[str, tuple[str, pulumi.Input[str]]] = {
+        sl.DB_PASSWORD_ENV: ("db-password", made.db_password),
+        sl.AGENT_TOKEN_ENV: ("agent-token", pulumi.Output.secret(token.result)),
+        sl.ADMIN_PASSWORD_ENV: ("admin-password", made.initial_user_password),
+    }
+    if registry_password is not None:
+        values[sl.REGISTRY_PASSWORD_ENV] = (
+            "registry-password",
+            pulumi.Output.secret(registry_password),
+        )
+    return ServerlessValues(made, values)

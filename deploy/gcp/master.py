@@ -9,7 +9,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from det.deploy.common import boot, masteryaml, userdata
+from det.deploy.common import boot, masteryaml, uploads, userdata
 from det.deploy.common.boot import BootOptions
 from det.deploy.gcp.config import (
     BOOT_LOG_NAME,
@@ -174,29 +174,15 @@ def release_objects(
     name: str, opts: BootOptions, bucket: pulumi.Input[str] | None, child: pulumi.ResourceOptions
 ) -> list[pulumi.Output[str]]:
     """det's wheel and constraints as objects of the bucket (none with ``--det-wheel-url``)."""
-    rel = opts.uploads
-    if rel is None or bucket is None:
+    if bucket is None:
         return []
-    wheel_source: pulumi.Asset = (
-        pulumi.FileAsset(str(rel.path)) if rel.path else pulumi.StringAsset("(built at up)")
-    )
-    wheel = gcp.storage.BucketObject(
-        f"{name}-det-wheel",
-        bucket=bucket,
-        name=rel.wheel_key,
-        source=wheel_source,
-        content_type="application/zip",
-        opts=child,
-    )
-    constraints = gcp.storage.BucketObject(
-        f"{name}-det-constraints",
-        bucket=bucket,
-        name=rel.constraints_key,
-        content=rel.constraints,
-        content_type="text/plain",
-        opts=child,
-    )
-    return [wheel.id, constraints.id]
+
+    def put(resource_name: str, key: str, **kwargs: Any) -> Any:
+        return gcp.storage.BucketObject(
+            resource_name, bucket=bucket, name=key, opts=child, **kwargs
+        )
+
+    return uploads.release_objects(name, opts, put)
 
 
 @dataclasses.dataclass

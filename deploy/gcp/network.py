@@ -14,6 +14,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from det.deploy.common.masteryaml import task_port
+from det.deploy.gcp.config import GcpConfig
 
 
 @dataclasses.dataclass
@@ -143,3 +144,33 @@ class Firewall(pulumi.ComponentResource):
                 "SSH",
             )
         self.register_outputs({})
+
+
+def for_cluster(name: str, cfg: GcpConfig, master_tag: str, agent_tag: str) -> Network:
+    """The cluster's network and its firewall as ``cfg`` asks: the same for a VM master and a
+    serverless one."""
+    net = Network(
+        name,
+        NetworkArgs(
+            project=cfg.project_id,
+            region=cfg.region,
+            network=cfg.network_name,
+            subnetwork=cfg.subnetwork_name,
+            cidr=cfg.subnet_cidr,
+            existing=cfg.existing_network,
+        ),
+    )
+    Firewall(
+        name,
+        FirewallArgs(
+            project=cfg.project_id,
+            network=net.network_id,
+            cidr=net.cidr,
+            inbound_cidr=cfg.inbound_cidr,
+            port=cfg.port,
+            master_tag=master_tag,
+            agent_tag=agent_tag,
+            enable_ssh=cfg.enable_ssh,
+        ),
+    )
+    return net

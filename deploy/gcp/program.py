@@ -25,39 +25,8 @@ def build(
         return serverless.build(cfg, initial_user_password, registry_password)
     name = f"det-{cfg.cluster_id}"
     master_tag, agent_tag = f"{name}-master", f"{name}-agent"
-    net = network.Network(
-        name,
-        network.NetworkArgs(
-            project=cfg.project_id,
-            region=cfg.region,
-            network=cfg.network_name,
-            subnetwork=cfg.subnetwork_name,
-            cidr=cfg.subnet_cidr,
-            existing=cfg.existing_network,
-        ),
-    )
-    network.Firewall(
-        name,
-        network.FirewallArgs(
-            project=cfg.project_id,
-            network=net.network_id,
-            cidr=net.cidr,
-            inbound_cidr=cfg.inbound_cidr,
-            port=cfg.port,
-            master_tag=master_tag,
-            agent_tag=agent_tag,
-            enable_ssh=cfg.enable_ssh,
-        ),
-    )
-    bucket = storage.CheckpointBucket(
-        f"{name}-checkpoints",
-        storage.BucketArgs(
-            project=cfg.project_id,
-            location=cfg.region,
-            labels=cfg.all_labels,
-            versioning=cfg.bucket_versioning,
-        ),
-    )
+    net = network.for_cluster(name, cfg, master_tag, agent_tag)
+    bucket = storage.checkpoint_bucket(name, cfg)
     accounts = iam.ServiceAccounts(
         name,
         iam.ServiceAccountsArgs(

@@ -38,7 +38,6 @@ from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
-import pulumi_random as random
 
 from det.deploy.common import passwords, release
 from det.deploy.common import serverless as sl
@@ -121,20 +120,12 @@ def _secrets(
     member: pulumi.Output[str],
     child: pulumi.ResourceOptions,
 ) -> Secrets:
-    made = passwords.generate(name, initial_user_password, child)
-    token = random.RandomPassword(f"{name}-agent-token", length=40, special=False, opts=child)
-    values: dict[str, tuple[str, pulumi.Input[str]]] = {
-        sl.DB_PASSWORD_ENV: ("db-password", made.db_password),
-        sl.AGENT_TOKEN_ENV: ("agent-token", pulumi.Output.secret(token.result)),
-        sl.ADMIN_PASSWORD_ENV: ("admin-password", made.initial_user_password),
-    }
-    if cfg.registry and registry_password is not None:
-        values[sl.REGISTRY_PASSWORD_ENV] = (
-            "registry-password",
-            pulumi.Output.secret(registry_password),
-        )
+    values = passwords.serverless_values(
+        name, initial_user_password, registry_password if cfg.registry else None, child
+    )
+    made = values.passwords
     ids: dict[str, pulumi.Output[str]] = {}
-    for env, (suffix, value) in values.items():
+    for env, (suffix, value) in values.by_env.items():
         secret = gcp.secretmanager.Secret(
             f"{name}-{suffix}",
             project=cfg.project_id,
@@ -238,39 +229,8 @@ def build(
     name = f"det-{cfg.cluster_id}"
     master_tag, agent_tag = f"{name}-master", f"{name}-agent"
     roll = rollout(cfg)
-    net = network.Network(
-        name,
-        network.NetworkArgs(
-            project=cfg.project_id,
-            region=cfg.region,
-            network=cfg.network_name,
-            subnetwork=cfg.subnetwork_name,
-            cidr=cfg.subnet_cidr,
-            existing=cfg.existing_network,
-        ),
-    )
-    network.Firewall(
-        name,
-        network.FirewallArgs(
-            project=cfg.project_id,
-            network=net.network_id,
-            cidr=net.cidr,
-            inbound_cidr=cfg.inbound_cidr,
-            port=cfg.port,
-            master_tag=master_tag,
-            agent_tag=agent_tag,
-            enable_ssh=cfg.enable_ssh,
-        ),
-    )
-    bucket = storage.CheckpointBucket(
-        f"{name}-checkpoints",
-        storage.BucketArgs(
-            project=cfg.project_id,
-            location=cfg.region,
-            labels=cfg.all_labels,
-            versioning=cfg.bucket_versioning,
-        ),
-    )
+    net = network.for_cluster(name, cfg, master_tag, agent_tag)
+    bucket = storage.checkpoint_bucket(name, cfg)
     agent_prefix = f"det-agent-{cfg.cluster_id}-"
     accounts = iam.ServiceAccounts(
         name,

@@ -14,6 +14,7 @@ import pulumi_gcp as gcp
 
 from det.deploy.common import passwords
 from det.deploy.common.tls import TlsMaterial
+from det.deploy.gcp.config import GcpConfig
 
 
 @dataclasses.dataclass
@@ -42,6 +43,19 @@ class CheckpointBucket(pulumi.ComponentResource):
         )
         self.name = bucket.name
         self.register_outputs({"name": bucket.name})
+
+
+def checkpoint_bucket(name: str, cfg: GcpConfig) -> CheckpointBucket:
+    """The cluster's checkpoint bucket ``<name>-checkpoints`` as ``cfg`` asks."""
+    return CheckpointBucket(
+        f"{name}-checkpoints",
+        BucketArgs(
+            project=cfg.project_id,
+            location=cfg.region,
+            labels=cfg.all_labels,
+            versioning=cfg.bucket_versioning,
+        ),
+    )
 
 
 @dataclasses.dataclass
