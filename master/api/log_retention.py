@@ -4,12 +4,12 @@ PutTrialRetainLogs: the experiment's or trial's owner and admins) and ``det task
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Mapping
 
 from flask import Blueprint
 
 from det.master.api import _access
-from det.master.api._common import db, release_connection, require_admin, state
+from det.master.api._common import Conn, db, release_connection, require_admin, state
 from det.master.api._contract import contract
 from det.master.errors import InvalidArgument
 from det.master.schemas import d
@@ -19,30 +19,35 @@ from det.master.wire import Empty
 bp = Blueprint("log_retention", __name__)
 
 
-def _same(field: str, given: Any, path_id: int) -> None:
+def _retain(
+    field: str,
+    body: Mapping[str, object],
+    path_id: int,
+    check: Callable[[Conn, int], None],
+    set_days: Callable[[Conn, int, int], None],
+) -> None:
+    """``numDays`` for what the path names: ``field`` of the body, if given, must name it too;
+    ``check`` is the caller's access to it."""
+    given = body.get(field)
     if given not in (None, 0, path_id, str(path_id)):
         raise InvalidArgument(f"{field}: {given} differs from the path's {path_id}")
+    days = svc.check_days(body.get("numDays"))
+    with db() as conn:
+        check(conn, path_id)
+        set_days(conn, path_id, days)
 
 
 @bp.put("/api/v1/experiments/<int:experiment_id>/retain_logs")
 @contract("PutExperimentRetainLogs")
 def experiment(experiment_id: int, body: d.v1PutExperimentRetainLogsRequest) -> Empty:
-    _same("experimentId", body.get("experimentId"), experiment_id)
-    days = svc.check_days(body.get("numDays"))
-    with db() as conn:
-        _access.experiment(conn, experiment_id)
-        svc.set_for_experiment(conn, experiment_id, days)
+    _retain("experimentId", body, experiment_id, _access.experiment, svc.set_for_experiment)
     return {}
 
 
 @bp.put("/api/v1/trials/<int:trial_id>/retain_logs")
 @contract("PutTrialRetainLogs")
 def trial(trial_id: int, body: d.v1PutTrialRetainLogsRequest) -> Empty:
-    _same("trialId", body.get("trialId"), trial_id)
-    days = svc.check_days(body.get("numDays"))
-    with db() as conn:
-        _access.trial(conn, trial_id)
-        svc.set_for_trial(conn, trial_id, days)
+    _retain("trialId", body, trial_id, _access.trial, svc.set_for_trial)
     return {}
 
 
