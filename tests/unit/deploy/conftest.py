@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+import boto3
 import pytest
 
 from det.deploy.aws import program as aws_program
@@ -11,6 +13,7 @@ from det.deploy.aws.config import AwsConfig
 from det.deploy.common import dryrun
 from det.deploy.gcp import program as gcp_program
 from det.deploy.gcp.config import GcpConfig
+from tests.fakes.moto_server import REGION, MotoServer, aws_env
 
 AWS = AwsConfig(
     cluster_id="c1", keypair="kp", inbound_cidr="198.51.100.0/24", enable_ssh=True, spot=True
@@ -44,3 +47,19 @@ def _one(graph: dryrun.Rendered, type_: str) -> dict[str, Any]:
 def one() -> Any:
     """``one(graph, type)``: the inputs of the only resource of that type."""
     return _one
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[MotoServer]:
+    """moto in server mode, one per test module."""
+    with MotoServer() as server:
+        yield server
+
+
+@pytest.fixture
+def session(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> boto3.Session:
+    """A boto3 session on a reset ``moto`` (its endpoint and fake credentials in the env)."""
+    moto.reset()
+    for key, value in aws_env(moto.endpoint).items():
+        monkeypatch.setenv(key, value)
+    return boto3.Session(region_name=REGION)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import boto3
 import pytest
 from botocore.stub import Stubber
@@ -11,24 +9,10 @@ from botocore.stub import Stubber
 from det.deploy.aws import preflight, teardown
 from det.deploy.aws.config import CONFIG_HASH_TAG, DLAMI_SSM_PARAMETER, UBUNTU_SSM_PARAMETER
 from det.deploy.common.errors import PreflightError
-from tests.fakes.moto_server import REGION, MotoServer, aws_env
+from tests.fakes.moto_server import REGION
 
 pytestmark = pytest.mark.integration
 AMI = "ami-12c6146b"
-
-
-@pytest.fixture(scope="module")
-def moto() -> Iterator[MotoServer]:
-    with MotoServer() as server:
-        yield server
-
-
-@pytest.fixture
-def session(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> boto3.Session:
-    moto.reset()
-    for key, value in aws_env(moto.endpoint).items():
-        monkeypatch.setenv(key, value)
-    return boto3.Session(region_name=REGION)
 
 
 def test_spot_service_linked_role_is_found_once_it_exists(session):

@@ -2,32 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import boto3
 import pytest
 from botocore.stub import Stubber
 
 from det.deploy.aws import preflight, teardown
 from det.deploy.common.errors import PreflightError
-from tests.fakes.moto_server import REGION, MotoServer, aws_env
+from tests.fakes.moto_server import REGION
 
 pytestmark = pytest.mark.integration
 AMI = "ami-12c6146b"
-
-
-@pytest.fixture(scope="module")
-def moto() -> Iterator[MotoServer]:
-    with MotoServer() as server:
-        yield server
-
-
-@pytest.fixture
-def session(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> boto3.Session:
-    moto.reset()
-    for key, value in aws_env(moto.endpoint).items():
-        monkeypatch.setenv(key, value)
-    return boto3.Session(region_name=REGION)
 
 
 def _launch(ec2, cluster: str, count: int = 1, role: str = "agent") -> list[str]:
