@@ -272,6 +272,21 @@ class SimAgent:
         task.state = AllocationState.TERMINATED
 
 
+class Holder:
+    """A ``train`` that holds every task it is given until ``release`` is set (the tests set it
+    when they end): the tasks run for the whole test, however long a loaded machine makes it.
+    ``specs`` are the tasks' specs in the order they started."""
+
+    def __init__(self) -> None:
+        self.specs: list[dict[str, Any]] = []
+        self.release = threading.Event()
+
+    def __call__(self, master: str, spec: dict[str, Any], killed: threading.Event) -> int:
+        self.specs.append(spec)
+        self.release.wait()
+        return 0
+
+
 def wait(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
     deadline = time.monotonic() + timeout
     while True:

@@ -5,14 +5,12 @@ allocation to checkpoint and exit."""
 
 from __future__ import annotations
 
-import threading
 import time
-from typing import Any
 
 import pytest
 import requests
 
-from tests.fakes.sim_agent import SimAgent, wait
+from tests.fakes.sim_agent import Holder, SimAgent, wait
 from tests.integration.conftest import Master
 
 pytestmark = pytest.mark.integration
@@ -29,13 +27,8 @@ def test_preemption_poll_takes_timeout_seconds_and_pending_preemption_preempts(
     live_master: Master,
 ) -> None:
     m = live_master
-    specs: list[dict[str, Any]] = []
-    release = threading.Event()
-
-    def hold(master: str, spec: dict[str, Any], killed: threading.Event) -> int:
-        specs.append(spec)
-        release.wait(60)
-        return 0
+    hold = Holder()  # its tasks run until the test ends, however long that takes
+    specs, release = hold.specs, hold.release
 
     agent = SimAgent(m.url, m.agent_token, "sim-0", slots=1, train=hold).start()
     try:

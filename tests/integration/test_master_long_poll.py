@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from det.common import tls
-from tests.fakes.sim_agent import SimAgent, wait
+from tests.fakes.sim_agent import Holder, SimAgent, wait
 from tests.integration.conftest import ADMIN_PASSWORD, Master, MasterClient
 from tests.integration.test_master_tls import Cert, local_cert, tls_master_factory
 
@@ -34,13 +34,8 @@ hyperparameters: {lr: {type: double, minval: 0.1, maxval: 1}}
 
 def test_long_polls_beyond_the_pool_size_do_not_starve_the_api(master_factory: Any) -> None:
     m: Master = master_factory(extra={"db_pool_size": 3, "api_threads": 32})
-    specs: list[dict[str, Any]] = []
-    release = threading.Event()
-
-    def hold(master: str, spec: dict[str, Any], killed: threading.Event) -> int:
-        specs.append(spec)
-        release.wait(60)
-        return 0
+    hold = Holder()  # its tasks run until the test ends, however long that takes
+    specs, release = hold.specs, hold.release
 
     agent = SimAgent(m.url, m.agent_token, "sim-0", slots=6, train=hold).start()
     try:
@@ -94,13 +89,8 @@ def test_a_users_flood_of_long_polls_is_capped_and_agents_are_still_served(
     # api_threads 16: a user may hold 1 waiting request (in each user process: one here);
     # heartbeats are never counted.
     m: Master = master_factory(extra={"api_threads": 16, "user_api_processes": 1})
-    specs: list[dict[str, Any]] = []
-    release = threading.Event()
-
-    def hold(master: str, spec: dict[str, Any], killed: threading.Event) -> int:
-        specs.append(spec)
-        release.wait(60)
-        return 0
+    hold = Holder()  # its tasks run until the test ends, however long that takes
+    specs, release = hold.specs, hold.release
 
     agent = SimAgent(m.url, m.agent_token, "sim-0", slots=1, train=hold).start()
     try:
@@ -146,13 +136,8 @@ def _frozen_user_processes_hold_up_no_cluster_traffic(
     children = psutil.Process(m.proc.pid).children()
     assert len(children) == 2, children  # api_processes 1, user_api_processes 2 (the default)
     assert all(c.nice() > os.nice(0) for c in children)  # they yield the CPU to the front
-    specs: list[dict[str, Any]] = []
-    release = threading.Event()
-
-    def hold(master: str, spec: dict[str, Any], killed: threading.Event) -> int:
-        specs.append(spec)
-        release.wait(60)
-        return 0
+    hold = Holder()  # its tasks run until the test ends, however long that takes
+    specs, release = hold.specs, hold.release
 
     user = session()
     login = user.post(
