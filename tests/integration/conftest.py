@@ -94,6 +94,24 @@ class Master(MasterClient):
         return self.log_file.read_text(errors="replace")
 
 
+def master_config(
+    tmp: Path, db_url: str, port: int, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The master.yaml of the tests' masters (in ``tmp``, on ``db_url``), ``extra`` on top."""
+    config: dict[str, Any] = {
+        "port": port,
+        "bind_address": "127.0.0.1",
+        "data_dir": str(tmp / "data"),
+        "db": {"url": db_url},
+        "security": {"initial_user_password": ADMIN_PASSWORD},
+        "checkpoint_storage": {"type": "shared_fs", "host_path": str(tmp / "checkpoints")},
+        "tick_seconds": 0.2,
+        "agent_timeout_seconds": 10,
+    }
+    config.update(extra or {})
+    return config
+
+
 def start_master(
     tmp: Path,
     db_url: str,
@@ -105,17 +123,7 @@ def start_master(
     port = port or free_port()
     data_dir = tmp / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
-    config: dict[str, Any] = {
-        "port": port,
-        "bind_address": "127.0.0.1",
-        "data_dir": str(data_dir),
-        "db": {"url": db_url},
-        "security": {"initial_user_password": ADMIN_PASSWORD},
-        "checkpoint_storage": {"type": "shared_fs", "host_path": str(tmp / "checkpoints")},
-        "tick_seconds": 0.2,
-        "agent_timeout_seconds": 10,
-    }
-    config.update(extra or {})
+    config = master_config(tmp, db_url, port, extra)
     config_file = tmp / f"{name}.yaml"
     config_file.write_text(yaml.safe_dump(config))
     log_file = tmp / f"{name}.log"

@@ -27,7 +27,7 @@ import requests
 from requests.adapters import BaseAdapter
 from requests.structures import CaseInsensitiveDict
 
-from tests.integration.conftest import ADMIN_PASSWORD, MasterClient
+from tests.integration.conftest import MasterClient, master_config
 
 # Never resolved: the adapter answers every request to it.
 BASE_URL = "http://det-master.in-process"
@@ -90,22 +90,6 @@ class InProcessMaster(MasterClient):
         return s
 
 
-def master_config(tmp: Path, db_url: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The master.yaml of the tests' masters (start_master writes the same keys)."""
-    config: dict[str, Any] = {
-        "port": 8080,  # never bound here
-        "bind_address": "127.0.0.1",
-        "data_dir": str(tmp / "data"),
-        "db": {"url": db_url},
-        "security": {"initial_user_password": ADMIN_PASSWORD},
-        "checkpoint_storage": {"type": "shared_fs", "host_path": str(tmp / "checkpoints")},
-        "tick_seconds": 0.2,
-        "agent_timeout_seconds": 10,
-    }
-    config.update(extra or {})
-    return config
-
-
 @contextlib.contextmanager
 def in_process_master(
     tmp: Path, db_url: str, extra: dict[str, Any] | None = None
@@ -116,7 +100,8 @@ def in_process_master(
     from det.master.app import create_app
     from det.master.config import parse_config
 
-    config = parse_config(master_config(tmp, db_url, extra), dict(os.environ))
+    # port 8080 is never bound: the app answers through the test client
+    config = parse_config(master_config(tmp, db_url, 8080, extra), dict(os.environ))
     state = server.prepare(config)
     try:
         yield InProcessMaster(BASE_URL, create_app(state), state, config.data_dir)

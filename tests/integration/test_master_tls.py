@@ -23,7 +23,7 @@ from det.common import tls
 from det.master import tls as master_tls
 from tests.docker_support import docker_client
 from tests.integration.cli_support import REPO, run_subprocess
-from tests.integration.conftest import ADMIN_PASSWORD, Master, free_port
+from tests.integration.conftest import ADMIN_PASSWORD, Master, free_port, master_config
 
 TASK_IMAGE_BARE = "det-base:bookworm"  # Debian's Python 3.11, nothing of det
 
@@ -57,18 +57,8 @@ def local_cert(tmp_path: Path) -> Cert:
 
 
 def write_master_config(tmp: Path, db_url: str, port: int, extra: dict[str, Any]) -> Path:
-    data_dir = tmp / "data"
-    data_dir.mkdir(parents=True, exist_ok=True)
-    config: dict[str, Any] = {
-        "port": port,
-        "bind_address": "127.0.0.1",
-        "data_dir": str(data_dir),
-        "db": {"url": db_url},
-        "security": {"initial_user_password": ADMIN_PASSWORD},
-        "checkpoint_storage": {"type": "shared_fs", "host_path": str(tmp / "checkpoints")},
-        "tick_seconds": 0.2,
-        "agent_timeout_seconds": 10,
-    }
+    (tmp / "data").mkdir(parents=True, exist_ok=True)
+    config = master_config(tmp, db_url, port)
     for key, value in extra.items():
         if isinstance(value, dict) and isinstance(config.get(key), dict):
             config[key] = {**config[key], **value}
