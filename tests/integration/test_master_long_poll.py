@@ -94,7 +94,9 @@ def test_a_users_flood_of_long_polls_is_capped_and_agents_are_still_served(
 
     agent = SimAgent(m.url, m.agent_token, "sim-0", slots=1, train=hold).start()
     try:
-        m.post("/api/v1/experiments", {"config": CONFIG, "activate": True})
+        eid = m.post("/api/v1/experiments", {"config": CONFIG, "activate": True})["experiment"][
+            "id"
+        ]
         wait(lambda: len(specs) == 1, 60, "a task")
         alloc = specs[0]["env"]["DET_ALLOCATION_ID"]
         url = f"{m.url}/api/v1/allocations/{alloc}/signals/preemption"
@@ -102,23 +104,30 @@ def test_a_users_flood_of_long_polls_is_capped_and_agents_are_still_served(
         statuses: list[int] = []
 
         def poll() -> None:
-            statuses.append(user.get(url, params={"timeout_seconds": 5}, timeout=30).status_code)
+            # Held until the pause below, however late a loaded machine starts the other five
+            # (with a 5 s hold, a poll that came after it ended was answered too).
+            statuses.append(user.get(url, params={"timeout_seconds": 120}, timeout=180).status_code)
 
         pollers = [threading.Thread(target=poll) for _ in range(6)]
         for t in pollers:
             t.start()
-        # While the user's polls are held or refused, heartbeats and /info are answered.
+        wait(lambda: len(statuses) == 5, 60, "five polls answered")
+        assert statuses == [429] * 5, statuses
+        # While the user's poll is held and the others refused, heartbeats and /info are
+        # answered (a request queued behind the held poll would wait for its 120 s).
         for _ in range(5):
-            assert requests.get(m.url + "/info", timeout=5).status_code == 200
+            assert requests.get(m.url + "/info", timeout=30).status_code == 200
             beat = requests.post(
                 f"{m.url}/api/v1/agents/probe/heartbeat",
                 json={"resourcePool": "default", "version": "probe", "slots": [], "containers": []},
                 headers={"Authorization": f"Bearer {m.agent_token}"},
-                timeout=5,
+                timeout=30,
             )
             assert beat.status_code == 200, beat.text
+        assert len(statuses) == 5, statuses  # still held
+        m.post(f"/api/v1/experiments/{eid}/pause")  # the preemption ends the held poll
         for t in pollers:
-            t.join(30)
+            t.join(120)
         assert sorted(statuses) == [200] + [429] * 5, statuses
         again = user.get(url, params={"timeout_seconds": 1}, timeout=30)
         assert again.status_code == 200  # the held poll ended: its slot is free again
