@@ -487,6 +487,8 @@ def test_webui_marks_unmanaged_experiments(
     assert cli_master.get(f"/api/v1/experiments/{eid}")["experiment"]["archived"] is False
     # The list offers the same, and only that, on its row.
     page.goto(f"{cli_master.url}/det/experiments")
+    # The list renders after its fetch: wait for the row's button (all_inner_texts waits not).
+    row.get_by_role("button", name="Archive", exact=True).wait_for()
     assert [b.strip() for b in row.locator(".actions button").all_inner_texts()] == ["Archive"]
     row.get_by_role("button", name="Archive", exact=True).click()
     wait_for(

@@ -109,7 +109,7 @@ def test_the_cluster_page_lists_each_pools_recent_events(
             )
     login(page, live_master, "/det/cluster")
     box = page.locator("section.pool-events[data-pool=default]")
-    box.wait_for()
+    box.locator("tbody tr").first.wait_for()  # all_inner_texts waits for nothing
     lines = box.locator("tbody tr").all_inner_texts()
     # The newest ten, newest first, as text.
     assert len(lines) == 10

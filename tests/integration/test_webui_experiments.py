@@ -110,8 +110,12 @@ def test_the_list_filters_sorts_pages_labels_and_archives_in_batches(
         assert sorted(seen) == ["asc", "desc"], (label, seen)
     page.locator("th button[data-sort=SORT_BY_NAME]").click()
     page.wait_for_url("**order=asc**")
-    names = page.locator("tbody tr td:nth-child(3) > a").all_inner_texts()
-    assert names[0] == "asha-webui" and names[-1] == "sweep-21"
+
+    def by_name() -> bool:  # the rows come after the URL: their fetch answers later
+        names = page.locator("tbody tr td:nth-child(3) > a").all_inner_texts()
+        return bool(names) and names[0] == "asha-webui" and names[-1] == "sweep-21"
+
+    wait_for(by_name, 30, what="the list sorted by name, asha-webui first and sweep-21 last")
 
     # Filters: name, state, user, label (each narrows the list to what the server answers).
     page.fill("input[name=name]", "sweep-1")
