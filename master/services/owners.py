@@ -11,15 +11,13 @@ from typing import Any
 
 from det.master.db import Conn
 
-Row = dict[str, Any]
 
-
-def _one(conn: Conn, sql: str, *args: object) -> Row | None:
+def _one(conn: Conn, sql: str, *args: object) -> dict[str, Any] | None:
     row = conn.execute(sql, args).fetchone()
     return dict(row) if row is not None else None
 
 
-def checkpoint(conn: Conn, uuid: str) -> Row | None:
+def checkpoint(conn: Conn, uuid: str) -> dict[str, Any] | None:
     """A checkpoint's trial, task, experiment and owner (None for a checkpoint of no
     experiment), and whether it is registered as a model version."""
     return _one(
@@ -62,7 +60,7 @@ _OWNED = {
 }
 
 
-def of(conn: Conn, kind: str, key: object) -> Row | None:
+def of(conn: Conn, kind: str, key: object) -> dict[str, Any] | None:
     """The owner of the experiment, trial (its experiment's), job, allocation (its job's),
     workspace or project (by id), model or template (by name) ``key``."""
     source, column = _OWNED[kind]
@@ -74,7 +72,7 @@ def of(conn: Conn, kind: str, key: object) -> Row | None:
     )
 
 
-def ntsc_task(conn: Conn, task_id: str, kind: str) -> Row | None:
+def ntsc_task(conn: Conn, task_id: str, kind: str) -> dict[str, Any] | None:
     """An interactive task's owner (a command, notebook, shell or TensorBoard of ``kind``)."""
     return _one(
         conn,

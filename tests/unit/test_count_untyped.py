@@ -53,6 +53,26 @@ def test_a_count_above_its_ceiling_fails_and_generated_files_do_not_count(
     assert r.returncode == 1
     assert f"-> Any: {ceiling['-> Any'] + 1}" in r.stdout
     assert "ABOVE CEILING" in r.stdout
-    totals, excluded = count_untyped.count(tmp_path)
+    totals, excluded, aliases = count_untyped.count(tmp_path)
     assert totals["dict[str, Any]"] == 0
     assert excluded == ["master/_gen.py"]
+    assert aliases == []
+
+
+def test_other_spellings_count_and_an_alias_fails(tmp_path: Path) -> None:
+    master = tmp_path / "master"
+    master.mkdir()
+    (master / "a.py").write_text(
+        "def f(a: Mapping[str, Any], b: dict[str, object]) -> MutableMapping[str, Any]: ...\n"
+        "def g(c: Dict[str, Any], d: dict[str, JSONValue]) -> None: ...\n"
+    )
+    totals, _, aliases = count_untyped.count(tmp_path)
+    assert totals["dict[str, Any]"] == 4
+    assert aliases == []
+
+    (master / "b.py").write_text("Row: TypeAlias = dict[str, Any]\nThing = Any\n")
+    totals, _, aliases = count_untyped.count(tmp_path)
+    assert [a.split(": ", 1)[0] for a in aliases] == ["master/b.py:1", "master/b.py:2"]
+    r = _run(tmp_path)
+    assert r.returncode == 1
+    assert "an alias of an untyped type: master/b.py:1" in r.stdout
