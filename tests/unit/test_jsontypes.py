@@ -18,7 +18,9 @@ def test_nested_json_passes_unchanged() -> None:
     assert ADAPTER.validate_python(doc) == doc
 
 
-@pytest.mark.parametrize("bad", [{"a": datetime.date(2026, 1, 1)}, {"a": [object()]}, {"a": 1 + 2j}])
+@pytest.mark.parametrize(
+    "bad", [{"a": datetime.date(2026, 1, 1)}, {"a": [object()]}, {"a": 1 + 2j}]
+)
 def test_a_value_that_is_not_json_is_refused(bad: object) -> None:
     with pytest.raises(pydantic.ValidationError):
         ADAPTER.validate_python(bad)
