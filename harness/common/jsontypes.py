@@ -16,6 +16,6 @@ from typing_extensions import TypeAliasType
 JSONScalar: TypeAlias = bool | int | float | str | None
 # TypeAliasType: a recursive alias both mypy and pydantic resolve (pydantic validates it).
 JSONValue = TypeAliasType(
-    "JSONValue", "bool | int | float | str | None | list[JSONValue] | dict[str, JSONValue]"
+    "JSONValue", "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
 )
 JSONObject: TypeAlias = dict[str, JSONValue]
