@@ -5,8 +5,6 @@ may create a workspace, and a project in any workspace that is not archived."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Blueprint
 
 from det.master.api import _access
@@ -36,7 +34,7 @@ def _k8s_refused(data: d.v1PostWorkspaceRequest | d.v1PatchWorkspace) -> None:
 def list_(params: d.GetWorkspacesParams) -> d.v1GetWorkspacesResponse:
     offset, limit = Paging.of(params)
     if params.get("pinned"):
-        rows: list[dict[str, Any]] = []  # det has no pinned workspaces
+        rows: list[svc.Workspace] = []  # det has no pinned workspaces
         total = 0
     else:
         with db() as conn:

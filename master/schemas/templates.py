@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from det.master.expconf import redact
 from det.master.schemas import d
 
+if TYPE_CHECKING:
+    from det.master.services.templates import Template
 
-def template(r: dict[str, Any]) -> d.v1Template:
+
+def template(r: Template) -> d.v1Template:
     """A template as every reader sees it, its owner included: secrets hidden (the rule of
     :func:`det.master.expconf.redact`)."""
     return {"name": r["name"], "config": redact(r["config"]), "workspaceId": r["workspace_id"]}

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING
 
 from det.master.schemas import d
 from det.master.wire import ts
+
+if TYPE_CHECKING:
+    from det.master.services.projects import Project
+    from det.master.services.workspaces import Workspace
 
 # det has no asynchronous workspace or project deletion: every one is in the unspecified state.
 _STATE: d.v1WorkspaceState = "WORKSPACE_STATE_UNSPECIFIED"
 
 
-def workspace(r: dict[str, Any]) -> d.v1Workspace:
+def workspace(r: Workspace) -> d.v1Workspace:
     """``r`` is a row of ``services.workspaces.get``/``list_``."""
     out: d.v1Workspace = {
         "id": r["id"],
@@ -30,11 +34,11 @@ def workspace(r: dict[str, Any]) -> d.v1Workspace:
         "defaultAuxPool": r["default_aux_pool"],
     }
     if r["agent_user_group"] is not None:
-        out["agentUserGroup"] = cast("d.v1AgentUserGroup", r["agent_user_group"])
+        out["agentUserGroup"] = r["agent_user_group"]
     return out
 
 
-def project(r: dict[str, Any]) -> d.v1Project:
+def project(r: Project) -> d.v1Project:
     """``r`` is a row of ``services.projects.get``/``list_``."""
     out: d.v1Project = {
         "id": r["id"],

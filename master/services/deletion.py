@@ -20,8 +20,7 @@ def delete_workspace(conn: Conn, workspace_id: int) -> None:
     ).fetchone()
     if model is not None:
         raise Conflict(
-            f"workspace '{row['name']}' holds model '{model['name']}': move or delete its models"
-            " first"
+            f"workspace '{row.name}' holds model '{model['name']}': move or delete its models first"
         )
     for p in conn.execute(
         "SELECT id FROM projects WHERE workspace_id = %s ORDER BY id", (workspace_id,)
@@ -43,7 +42,7 @@ def delete_project(conn: Conn, project_id: int, *, removing_workspace: bool = Fa
     running = [e["id"] for e in exps if e["state"] not in states.TERMINAL]
     if running:
         raise Conflict(
-            f"project '{row['name']}' has experiments that have not finished"
+            f"project '{row.name}' has experiments that have not finished"
             f" ({', '.join(map(str, running[:5]))}): kill them before deleting it"
         )
     for e in exps:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeVar
+
+Row = TypeVar("Row")
 
 
-def page(rows: list[dict[str, Any]], offset: int, limit: int) -> tuple[list[dict[str, Any]], int]:
+def page(rows: list[Row], offset: int, limit: int) -> tuple[list[Row], int]:
     """Determined's paging: ``offset`` rows skipped (a negative one counts from the end), at most
     ``limit`` (0: all) returned, with the total before paging."""
     total = len(rows)

@@ -8,10 +8,14 @@ collected) and is refused while one of them has not finished.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import Any
 
+import psycopg
+from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
+from typing_extensions import TypedDict
 
 from det.master import limits
 from det.master.db import Conn
@@ -22,8 +26,34 @@ from det.master.services import listing, workspaces
 DEFAULT_ID = 1
 KEY_LENGTH = 5
 
+
+class Project(TypedDict):
+    """A project as it is shown (``schemas.workspaces.project``): its row, its workspace's name
+    and state, its owner's id and name (the admin's for none) and its counts."""
+
+    id: int
+    workspace_id: int
+    name: str
+    key: str
+    description: str
+    notes: list[d.v1Note]
+    archived: bool
+    immutable: bool
+    owner_id: int | None
+    created_at: dt.datetime
+    workspace_name: str
+    workspace_archived: bool
+    user_id: int
+    username: str
+    num_experiments: int
+    num_active_experiments: int
+    num_runs: int
+    last_experiment_at: dt.datetime | None
+
+
 _SELECT = (
-    "SELECT p.*, w.name AS workspace_name, w.archived AS workspace_archived,"
+    "SELECT p.id, p.workspace_id, p.name, p.key, p.description, p.notes, p.archived,"
+    " p.immutable, p.owner_id, p.created_at, w.name AS workspace_name, w.archived AS workspace_archived,"
     " coalesce(p.owner_id, 1) AS user_id, coalesce(u.username, 'admin') AS username,"
     " (SELECT count(*) FROM experiments e WHERE e.project_id = p.id AND NOT e.deleted)"
     "  AS num_experiments,"
@@ -38,24 +68,30 @@ _SELECT = (
 )
 
 
-def get(conn: Conn, project_id: int) -> dict[str, Any]:
-    row = conn.execute(_SELECT + " WHERE p.id = %s", (project_id,)).fetchone()
+def _rows(conn: Conn) -> psycopg.Cursor[Project]:
+    return conn.cursor(row_factory=class_row(Project))
+
+
+def get(conn: Conn, project_id: int) -> Project:
+    row = _rows(conn).execute(_SELECT + " WHERE p.id = %s", (project_id,)).fetchone()
     if row is None:
         raise NotFound(f"project {project_id} not found")
     return row
 
 
-def by_key(conn: Conn, key: str) -> dict[str, Any]:
-    row = conn.execute(_SELECT + " WHERE p.key = %s", (key.upper(),)).fetchone()
+def by_key(conn: Conn, key: str) -> Project:
+    row = _rows(conn).execute(_SELECT + " WHERE p.key = %s", (key.upper(),)).fetchone()
     if row is None:
         raise NotFound(f"project with key '{key}' not found")
     return row
 
 
-def by_names(conn: Conn, workspace_name: str, project_name: str) -> dict[str, Any]:
-    row = conn.execute(
-        _SELECT + " WHERE w.name = %s AND p.name = %s", (workspace_name, project_name)
-    ).fetchone()
+def by_names(conn: Conn, workspace_name: str, project_name: str) -> Project:
+    row = (
+        _rows(conn)
+        .execute(_SELECT + " WHERE w.name = %s AND p.name = %s", (workspace_name, project_name))
+        .fetchone()
+    )
     if row is None:
         raise NotFound(f"project '{project_name}' not found in workspace '{workspace_name}'")
     return row
@@ -82,7 +118,7 @@ def list_(
     order_desc: bool,
     offset: int,
     limit: int,
-) -> tuple[list[dict[str, Any]], int]:
+) -> tuple[list[Project], int]:
     """A workspace's projects (every workspace's for ``workspace_id`` 0, as Determined)."""
     where, params = workspaces.owned_filters(
         "p", archived=archived, users_in=users_in, user_ids=user_ids
@@ -94,13 +130,17 @@ def list_(
         where.append("p.name = %s")
         params.append(name)
     order = _SORTS.get(sort_by or "", "p.id")
-    rows = conn.execute(
-        _SELECT
-        + " WHERE "
-        + " AND ".join(where)
-        + f" ORDER BY {order} {'DESC' if order_desc else 'ASC'} NULLS LAST, p.id",
-        params,
-    ).fetchall()
+    rows = (
+        _rows(conn)
+        .execute(
+            _SELECT
+            + " WHERE "
+            + " AND ".join(where)
+            + f" ORDER BY {order} {'DESC' if order_desc else 'ASC'} NULLS LAST, p.id",
+            params,
+        )
+        .fetchall()
+    )
     return listing.page(rows, offset, limit)
 
 
@@ -126,9 +166,7 @@ def _key(conn: Conn, given: Any, name: str, *, current_id: int | None = None) ->
     raise Conflict("no free project key: pass one with key")  # pragma: no cover
 
 
-def create(
-    conn: Conn, owner_id: int, workspace_id: int, data: d.v1PostProjectRequest
-) -> dict[str, Any]:
+def create(conn: Conn, owner_id: int, workspace_id: int, data: d.v1PostProjectRequest) -> Project:
     name = limits.text("name", data.get("name"), limits.NAME, required=True)
     description = limits.text("description", data.get("description"), limits.DESCRIPTION)
     if "workspaceId" in data and data["workspaceId"] not in (None, workspace_id):
@@ -148,23 +186,23 @@ def create(
     return get(conn, row["id"])
 
 
-def _lock(conn: Conn, project_id: int) -> dict[str, Any]:
+def _lock(conn: Conn, project_id: int) -> workspaces.Owned:
     return workspaces.lock(conn, "projects", project_id)
 
 
-def _mutable(row: dict[str, Any], what: str) -> None:
+def _mutable(row: workspaces.Owned, what: str) -> None:
     workspaces.refuse_default(row, "project", what)
 
 
-def patch(conn: Conn, project_id: int, data: d.v1PatchProject) -> dict[str, Any]:
+def patch(conn: Conn, project_id: int, data: d.v1PatchProject) -> Project:
     row = _lock(conn, project_id)
     if data.get("name") is not None:
         name = limits.text("name", data["name"], limits.NAME, required=True)
-        if name != row["name"]:
+        if name != row.name:
             _mutable(row, "renamed")
             taken = conn.execute(
                 "SELECT 1 FROM projects WHERE workspace_id = %s AND name = %s",
-                (row["workspace_id"], name),
+                (row.workspace_id, name),
             ).fetchone()
             if taken is not None:
                 raise Conflict(f"project '{name}' already exists in this workspace")
@@ -175,7 +213,7 @@ def patch(conn: Conn, project_id: int, data: d.v1PatchProject) -> dict[str, Any]
             "UPDATE projects SET description = %s WHERE id = %s", (description, project_id)
         )
     if data.get("key") is not None:
-        key = _key(conn, data["key"], row["name"], current_id=project_id)
+        key = _key(conn, data["key"], row.name, current_id=project_id)
         conn.execute("UPDATE projects SET key = %s WHERE id = %s", (key, project_id))
     return get(conn, project_id)
 
@@ -185,7 +223,7 @@ def set_archived(conn: Conn, project_id: int, archived: bool) -> None:
     _mutable(row, "archived")
     if not archived:
         ws = conn.execute(
-            "SELECT name, archived FROM workspaces WHERE id = %s", (row["workspace_id"],)
+            "SELECT name, archived FROM workspaces WHERE id = %s", (row.workspace_id,)
         ).fetchone()
         if ws is not None and ws["archived"]:
             raise Conflict(f"workspace '{ws['name']}' is archived: unarchive it first")
@@ -196,18 +234,18 @@ def move(conn: Conn, project_id: int, workspace_id: int) -> None:
     row = _lock(conn, project_id)
     _mutable(row, "moved")
     dest = workspaces.usable(conn, workspace_id)
-    if workspace_id == row["workspace_id"]:
+    if workspace_id == row.workspace_id:
         return
     taken = conn.execute(
         "SELECT 1 FROM projects WHERE workspace_id = %s AND name = %s",
-        (workspace_id, row["name"]),
+        (workspace_id, row.name),
     ).fetchone()
     if taken is not None:
-        raise Conflict(f"workspace '{dest['name']}' already has a project '{row['name']}'")
+        raise Conflict(f"workspace '{dest['name']}' already has a project '{row.name}'")
     conn.execute("UPDATE projects SET workspace_id = %s WHERE id = %s", (workspace_id, project_id))
 
 
-def usable(conn: Conn, project_id: int) -> dict[str, Any]:
+def usable(conn: Conn, project_id: int) -> Project:
     """The project, refused when it or its workspace is archived."""
     row = get(conn, project_id)
     if row["archived"]:

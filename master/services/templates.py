@@ -11,10 +11,15 @@ back with ``********`` where a secret was keeps the stored secret (:func:`expcon
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
+import psycopg
+from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
+from typing_extensions import TypedDict
 
+from det.common.jsontypes import JSONObject
 from det.master import expconf, limits
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound
@@ -25,11 +30,29 @@ from det.master.wire import Paging
 CONFIG = 256 * 1024  # bytes of a template's config as JSON
 
 
+class Template(TypedDict):
+    """A ``templates`` row (shown by ``schemas.templates.template``)."""
+
+    name: str
+    #: A partial experiment config as the user wrote it (secrets included).
+    config: JSONObject
+    workspace_id: int
+    owner_id: int | None
+    created_at: dt.datetime
+
+
+_COLUMNS = "name, config, workspace_id, owner_id, created_at"
+
+
+def _rows(conn: Conn) -> psycopg.Cursor[Template]:
+    return conn.cursor(row_factory=class_row(Template))
+
+
 def _name(field: str, value: Any) -> str:
     return limits.text(field, value, limits.NAME, required=True)
 
 
-def _config(value: Any) -> dict[str, Any]:
+def _config(value: Any) -> JSONObject:
     if value is None:
         raise InvalidArgument("config: required (the template's config as an object)")
     return limits.json_object("config", value, CONFIG)
@@ -43,14 +66,16 @@ def exists(conn: Conn, name: str) -> bool:
     return conn.execute("SELECT 1 FROM templates WHERE name = %s", (name,)).fetchone() is not None
 
 
-def get(conn: Conn, name: str) -> dict[str, Any]:
-    row = conn.execute("SELECT * FROM templates WHERE name = %s", (name,)).fetchone()
+def get(conn: Conn, name: str) -> Template:
+    row = (
+        _rows(conn).execute(f"SELECT {_COLUMNS} FROM templates WHERE name = %s", (name,)).fetchone()
+    )
     if row is None:
         raise NotFound(f"template '{name}' not found")
     return row
 
 
-def list_(conn: Conn, params: d.GetTemplatesParams) -> tuple[list[dict[str, Any]], int]:
+def list_(conn: Conn, params: d.GetTemplatesParams) -> tuple[list[Template], int]:
     """Determined's GetTemplates: ``name`` matches any part of a name (case-insensitive), in
     these workspaces, sorted by name in ``orderBy``, then paged."""
     where: list[str] = ["true"]
@@ -63,64 +88,84 @@ def list_(conn: Conn, params: d.GetTemplatesParams) -> tuple[list[dict[str, Any]
         where.append("workspace_id = ANY(%s)")
         args.append(params.get("workspaceIds"))
     direction = "DESC" if params.get("orderBy") == "ORDER_BY_DESC" else "ASC"
-    rows = conn.execute(
-        "SELECT * FROM templates WHERE " + " AND ".join(where) + f" ORDER BY name {direction}",
-        args,
-    ).fetchall()
+    rows = (
+        _rows(conn)
+        .execute(
+            f"SELECT {_COLUMNS} FROM templates WHERE "
+            + " AND ".join(where)
+            + f" ORDER BY name {direction}",
+            args,
+        )
+        .fetchall()
+    )
     return listing.page(rows, *Paging.of(params))
 
 
-def create(conn: Conn, owner_id: int, name: str, data: d.v1Template) -> dict[str, Any]:
+def create(conn: Conn, owner_id: int, name: str, data: d.v1Template) -> Template:
     _name("name", name)
     if data.get("name") not in (None, name):
         raise InvalidArgument(f"name: {data.get('name')!r} differs from the path's {name!r}")
     config = _config(data.get("config"))
     workspace_id = _workspace(conn, data.get("workspaceId"))
-    row = conn.execute(
-        "INSERT INTO templates (name, config, workspace_id, owner_id) VALUES (%s, %s, %s, %s)"
-        " ON CONFLICT (name) DO NOTHING RETURNING *",
-        (name, Jsonb(config), workspace_id, owner_id),
-    ).fetchone()
+    row = (
+        _rows(conn)
+        .execute(
+            "INSERT INTO templates (name, config, workspace_id, owner_id) VALUES (%s, %s, %s, %s)"
+            f" ON CONFLICT (name) DO NOTHING RETURNING {_COLUMNS}",
+            (name, Jsonb(config), workspace_id, owner_id),
+        )
+        .fetchone()
+    )
     if row is None:
         raise Conflict(f"template '{name}' already exists")
     return row
 
 
-def set_config(conn: Conn, name: str, config: Any) -> dict[str, Any]:
+def set_config(conn: Conn, name: str, config: JSONObject) -> Template:
     stored = get(conn, name)["config"]
-    row = conn.execute(
-        "UPDATE templates SET config = %s WHERE name = %s RETURNING *",
-        (Jsonb(expconf.unredact(_config(config), stored)), name),
-    ).fetchone()
+    row = (
+        _rows(conn)
+        .execute(
+            f"UPDATE templates SET config = %s WHERE name = %s RETURNING {_COLUMNS}",
+            (Jsonb(expconf.unredact(_config(config), stored)), name),
+        )
+        .fetchone()
+    )
     assert row is not None
     return row
 
 
-def put(conn: Conn, owner_id: int, name: str, data: d.v1Template) -> dict[str, Any]:
+def put(conn: Conn, owner_id: int, name: str, data: d.v1Template) -> Template:
     """Create or replace (Determined's PutTemplate)."""
-    existing = conn.execute("SELECT config FROM templates WHERE name = %s", (name,)).fetchone()
-    if existing is None:
+    if not exists(conn, name):
         return create(conn, owner_id, name, data)
     if data.get("name") not in (None, name):
         raise InvalidArgument(f"name: {data.get('name')!r} differs from the path's {name!r}")
-    config = expconf.unredact(_config(data.get("config")), existing["config"])
+    config = expconf.unredact(_config(data.get("config")), get(conn, name)["config"])
     workspace_id = _workspace(conn, data.get("workspaceId"))
-    row = conn.execute(
-        "UPDATE templates SET config = %s, workspace_id = %s WHERE name = %s RETURNING *",
-        (Jsonb(config), workspace_id, name),
-    ).fetchone()
+    row = (
+        _rows(conn)
+        .execute(
+            "UPDATE templates SET config = %s, workspace_id = %s WHERE name = %s"
+            f" RETURNING {_COLUMNS}",
+            (Jsonb(config), workspace_id, name),
+        )
+        .fetchone()
+    )
     assert row is not None
     return row
 
 
-def rename(conn: Conn, old: str, new: str) -> dict[str, Any]:
+def rename(conn: Conn, old: str, new: str) -> Template:
     get(conn, old)
     _name("newName", new)
     if conn.execute("SELECT 1 FROM templates WHERE name = %s", (new,)).fetchone() is not None:
         raise Conflict(f"template '{new}' already exists")
-    row = conn.execute(
-        "UPDATE templates SET name = %s WHERE name = %s RETURNING *", (new, old)
-    ).fetchone()
+    row = (
+        _rows(conn)
+        .execute(f"UPDATE templates SET name = %s WHERE name = %s RETURNING {_COLUMNS}", (new, old))
+        .fetchone()
+    )
     assert row is not None
     return row
 

@@ -8,10 +8,16 @@ templates; it is refused while one of its experiments is still running or a mode
 
 from __future__ import annotations
 
+import datetime as dt
+from dataclasses import dataclass
 from typing import Any, Literal
 
+import psycopg
+from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
+from typing_extensions import TypedDict
 
+from det.common.jsontypes import JSONObject
 from det.master import limits
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound
@@ -20,8 +26,44 @@ from det.master.services import listing
 
 DEFAULT_ID = 1
 
+
+class Workspace(TypedDict):
+    """A workspace as it is shown (``schemas.workspaces.workspace``): its row, its owner's id
+    and name (the admin's for none) and its counts."""
+
+    id: int
+    name: str
+    archived: bool
+    immutable: bool
+    owner_id: int | None
+    default_compute_pool: str
+    default_aux_pool: str
+    checkpoint_storage: JSONObject | None
+    #: As the request gave it (:func:`_agent_user_group`).
+    agent_user_group: d.v1AgentUserGroup | None
+    created_at: dt.datetime
+    user_id: int
+    username: str
+    num_projects: int
+    num_experiments: int
+
+
+@dataclass(frozen=True, slots=True)
+class Owned:
+    """A workspace's or a project's own row as a change reads it (:func:`lock`)."""
+
+    id: int
+    name: str
+    immutable: bool
+    archived: bool
+    #: The workspace it is in: a project's, or a workspace's own id.
+    workspace_id: int
+
+
 _SELECT = (
-    "SELECT w.*, coalesce(w.owner_id, 1) AS user_id, coalesce(u.username, 'admin') AS username,"
+    "SELECT w.id, w.name, w.archived, w.immutable, w.owner_id, w.default_compute_pool,"
+    " w.default_aux_pool, w.checkpoint_storage, w.agent_user_group, w.created_at,"
+    " coalesce(w.owner_id, 1) AS user_id, coalesce(u.username, 'admin') AS username,"
     " (SELECT count(*) FROM projects p WHERE p.workspace_id = w.id) AS num_projects,"
     " (SELECT count(*) FROM experiments e JOIN projects p ON p.id = e.project_id"
     "  WHERE p.workspace_id = w.id AND NOT e.deleted) AS num_experiments"
@@ -29,15 +71,19 @@ _SELECT = (
 )
 
 
-def get(conn: Conn, workspace_id: int) -> dict[str, Any]:
-    row = conn.execute(_SELECT + " WHERE w.id = %s", (workspace_id,)).fetchone()
+def _rows(conn: Conn) -> psycopg.Cursor[Workspace]:
+    return conn.cursor(row_factory=class_row(Workspace))
+
+
+def get(conn: Conn, workspace_id: int) -> Workspace:
+    row = _rows(conn).execute(_SELECT + " WHERE w.id = %s", (workspace_id,)).fetchone()
     if row is None:
         raise NotFound(f"workspace {workspace_id} not found")
     return row
 
 
-def by_name(conn: Conn, name: str) -> dict[str, Any]:
-    row = conn.execute(_SELECT + " WHERE w.name = %s", (name,)).fetchone()
+def by_name(conn: Conn, name: str) -> Workspace:
+    row = _rows(conn).execute(_SELECT + " WHERE w.name = %s", (name,)).fetchone()
     if row is None:
         raise NotFound(f"workspace '{name}' not found")
     return row
@@ -58,7 +104,7 @@ def list_(
     order_desc: bool,
     offset: int,
     limit: int,
-) -> tuple[list[dict[str, Any]], int]:
+) -> tuple[list[Workspace], int]:
     where, params = owned_filters("w", archived=archived, users_in=users_in, user_ids=user_ids)
     if name:
         # Determined's ``name`` is a case-insensitive match; ``nameCaseSensitive`` is exact.
@@ -68,9 +114,11 @@ def list_(
         where.append("w.name = %s")
         params.append(name_exact)
     order = f"{_SORTS.get(sort_by or '', 'w.id')} {'DESC' if order_desc else 'ASC'}"
-    rows = conn.execute(
-        _SELECT + " WHERE " + " AND ".join(where) + f" ORDER BY {order}, w.id", params
-    ).fetchall()
+    rows = (
+        _rows(conn)
+        .execute(_SELECT + " WHERE " + " AND ".join(where) + f" ORDER BY {order}, w.id", params)
+        .fetchall()
+    )
     return listing.page(rows, offset, limit)
 
 
@@ -97,7 +145,7 @@ def _pool(field: str, value: Any) -> str:
     return limits.text(field, value, limits.NAME)
 
 
-def _storage(value: Any) -> Any:
+def _storage(value: Any) -> JSONObject | None:
     """A workspace's checkpoint storage: an object, or ``{}`` to clear it."""
     if value is None:
         return None
@@ -105,7 +153,7 @@ def _storage(value: Any) -> Any:
     return stored or None
 
 
-def _agent_user_group(value: d.v1AgentUserGroup | None) -> Any:
+def _agent_user_group(value: d.v1AgentUserGroup | None) -> d.v1AgentUserGroup | None:
     """Its fields' types are checked with the request; only the names' lengths are det's."""
     if value is None:
         return None
@@ -115,7 +163,7 @@ def _agent_user_group(value: d.v1AgentUserGroup | None) -> Any:
     return value
 
 
-def create(conn: Conn, owner_id: int, data: d.v1PostWorkspaceRequest) -> dict[str, Any]:
+def create(conn: Conn, owner_id: int, data: d.v1PostWorkspaceRequest) -> Workspace:
     name = limits.text("name", data.get("name"), limits.NAME, required=True)
     row = conn.execute(
         "INSERT INTO workspaces (name, owner_id, default_compute_pool, default_aux_pool,"
@@ -135,28 +183,35 @@ def create(conn: Conn, owner_id: int, data: d.v1PostWorkspaceRequest) -> dict[st
     return get(conn, row["id"])
 
 
-def lock(conn: Conn, table: Literal["workspaces", "projects"], row_id: int) -> dict[str, Any]:
+def lock(conn: Conn, table: Literal["workspaces", "projects"], row_id: int) -> Owned:
     """A workspace's or project's own row, locked against concurrent changes."""
-    row = conn.execute(
-        f"SELECT * FROM {table} WHERE id = %s FOR NO KEY UPDATE", (row_id,)
-    ).fetchone()
+    workspace = "workspace_id" if table == "projects" else "id AS workspace_id"
+    row = (
+        conn.cursor(row_factory=class_row(Owned))
+        .execute(
+            f"SELECT id, name, immutable, archived, {workspace} FROM {table}"
+            " WHERE id = %s FOR NO KEY UPDATE",
+            (row_id,),
+        )
+        .fetchone()
+    )
     if row is None:
         raise NotFound(f"{table[:-1]} {row_id} not found")
     return row
 
 
-def refuse_default(row: dict[str, Any], noun: str, what: str) -> None:
+def refuse_default(row: Owned, noun: str, what: str) -> None:
     """The default ("Uncategorized") workspace and project cannot be renamed, archived, moved
     or deleted."""
-    if row["immutable"]:
-        raise Conflict(f"{noun} '{row['name']}' is the default {noun}: it cannot be {what}")
+    if row.immutable:
+        raise Conflict(f"{noun} '{row.name}' is the default {noun}: it cannot be {what}")
 
 
-def patch(conn: Conn, workspace_id: int, data: d.v1PatchWorkspace) -> dict[str, Any]:
+def patch(conn: Conn, workspace_id: int, data: d.v1PatchWorkspace) -> Workspace:
     row = lock(conn, "workspaces", workspace_id)
     if data.get("name") is not None:
         name = limits.text("name", data["name"], limits.NAME, required=True)
-        if name != row["name"]:
+        if name != row.name:
             refuse_default(row, "workspace", "renamed")
             taken = conn.execute("SELECT 1 FROM workspaces WHERE name = %s", (name,)).fetchone()
             if taken is not None:
@@ -212,7 +267,7 @@ def named(conn: Conn, workspace_id: int | None, workspace_name: str | None = Non
     return None
 
 
-def usable(conn: Conn, workspace_id: int) -> dict[str, Any]:
+def usable(conn: Conn, workspace_id: int) -> Workspace:
     """The workspace, refused when archived (nothing new goes into an archived workspace)."""
     row = get(conn, workspace_id)
     if row["archived"]:
