@@ -16,6 +16,10 @@
 #                                + asyncssh (shell tasks) + the det harness (torch first: a det change rebuilds only the last layer).
 #   det-official:py3.11-torch    the same without det: only the official determined package (built with
 #                                the torch target, from the cached first stage).
+#   det-checkpoint-gc:py3.11     det-base + a venv with boto3 and google-cloud-storage: the checkpoint-GC
+#                                tasks' image (master.yaml task_container_defaults.checkpoint_gc_image);
+#                                no det (the agent's harness bundle brings it). Built by
+#                                det.deploy.common.gc_image, the recipe `det deploy … --mirror-images` uses.
 #   det-master:latest            det-base + det-platform[master,aws,gcp] from the wheel `det deploy` ships, as the
 #                                serverless master (infra/master-image); also tagged det-master:SHA12
 #                                (the wheel's sha256) and labelled ai.det.wheel-sha256. The dependency
@@ -25,7 +29,7 @@
 # bundle) into a wheelhouse that is part of the build context, so builds inside Docker never
 # touch the network. Idempotent: re-running re-uses the base image and Docker's layer cache.
 #
-# Usage: infra/build-images.sh [TARGET...]   TARGET: base|trixie|bullseye|vm|cpu|torch|master|all
+# Usage: infra/build-images.sh [TARGET...]   TARGET: base|trixie|bullseye|vm|cpu|torch|gc|master|all
 #        (default: all)
 # Environment: PYTHON (host python used for pip, default python3), DEBIAN_MIRROR,
 #              TORCH_VERSION (2.13.0), DETERMINED_VERSION (0.38.1), FORCE_BASE=1 (rebuilds the
@@ -192,6 +196,13 @@ PY
   fi
 }
 
+# The checkpoint-GC image: the same recipe as `det deploy … up --mirror-images` builds on a
+# deployer's machine, from det-base:bookworm instead of Docker Hub's python image.
+build_gc() {
+  timed "docker build det-checkpoint-gc:py3.11 (det.deploy.common.gc_image)" \
+    "$PYTHON" -m det.deploy.common.gc_image --base "$BASE_IMAGE"
+}
+
 build_master() {
   prepare_master_wheels
   local sha
@@ -209,10 +220,11 @@ for target in "${TARGETS[@]}"; do
     bullseye) build_bullseye ;;
     cpu) build_base; build_cpu ;;
     torch) build_base; prepare_harness_wheels; build_torch ;;
+    gc) build_base; build_gc ;;
     master) build_base; build_master ;;
-    all) build_base; build_trixie; build_bullseye; build_cpu; build_torch; build_master ;;
-    *) die "unknown target '$target' (base|trixie|bullseye|vm|cpu|torch|master|all)" ;;
+    all) build_base; build_trixie; build_bullseye; build_cpu; build_torch; build_gc; build_master ;;
+    *) die "unknown target '$target' (base|trixie|bullseye|vm|cpu|torch|gc|master|all)" ;;
   esac
 done
 log "images:"
-docker image ls --format '  {{.Repository}}:{{.Tag}}  {{.Size}}' | grep -E 'det-(base|task|vm|official|master)' >&2 || true
+docker image ls --format '  {{.Repository}}:{{.Tag}}  {{.Size}}' | grep -E 'det-(base|task|vm|official|checkpoint-gc|master)' >&2 || true

@@ -111,9 +111,39 @@ class TaskContainerDefaults(_Model):
     cpu_pod_spec: dict[str, Any] | None = None
     gpu_pod_spec: dict[str, Any] | None = None
     checkpoint_gc_pod_spec: dict[str, Any] | None = None
+    # The image of every checkpoint-GC task (det: no Determined key; it sits beside Determined's
+    # Kubernetes ``checkpoint_gc_pod_spec``): a small image with the storage clients
+    # (``det-checkpoint-gc``, infra/build-images.sh gc) instead of the experiment's. Unset: the
+    # experiment's image, as in Determined. Pulled with this block's ``registry_auth``.
+    checkpoint_gc_image: str | None = None
     kubernetes: dict[str, Any] | None = None
     slurm: dict[str, Any] | None = None
     pbs: dict[str, Any] | None = None
+
+    @field_validator("checkpoint_gc_image")
+    @classmethod
+    def _gc_image(cls, value: str | None) -> str | None:
+        return value if value is None else check_image_reference(value)
+
+
+# A Docker image reference: [host[:port]/]path[:tag][@algorithm:hex] (Docker's reference grammar).
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_REFERENCE = re.compile(
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]+)?/)?"
+    rf"{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
+)
+
+
+def check_image_reference(value: str) -> str:
+    """``value`` when it is a Docker image reference, else ValueError naming the rule."""
+    if len(value) > 255 or IMAGE_REFERENCE.fullmatch(value) is None:
+        raise ValueError(
+            "must be a Docker image reference ([registry/]repository[:tag][@digest]: lower-case"
+            f" path, no spaces), not {value!r}"
+        )
+    return value
 
 
 def _check_tcd(value: Any) -> Any:

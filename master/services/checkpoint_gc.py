@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 from det.common.container_spec import ContainerSpec
 from det.master import states
 from det.master.checkpoint_policy import Checkpoint, Retention, to_delete
+from det.master.config import MasterConfig
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound
 from det.master.expconf import stored
@@ -31,6 +32,12 @@ from det.master.services import checkpoints as ckpt_svc
 from det.master.services.allocation_rows import Allocation
 
 logger = logging.getLogger(__name__)
+
+
+class GcImagePull(TypedDict):
+    forcePull: bool
+    registryAuth: dict[str, str] | None
+
 
 DELETED = states.DELETED
 TASK_TYPE: Final = "CHECKPOINT_GC"
@@ -287,7 +294,8 @@ def delete(conn: Conn, st: MasterState, uuids: list[str], globs: list[str] | Non
 
 
 def container_spec(conn: Conn, st: MasterState, alloc: Allocation, agent_id: str) -> ContainerSpec:
-    """The GC task's container: the experiment's image, storage and mounts; no context."""
+    """The GC task's container: the experiment's storage and mounts, no context, and the pool's
+    ``task_container_defaults.checkpoint_gc_image`` (else the experiment's image)."""
     row = conn.execute(
         "SELECT g.uuids, g.tensorboards, g.globs, e.id, e.config FROM checkpoint_gc g"
         " JOIN experiments e"
@@ -309,6 +317,13 @@ def container_spec(conn: Conn, st: MasterState, alloc: Allocation, agent_id: str
         env["DET_DELETE_TENSORBOARDS"] = "1"
     if row["globs"] is not None:
         env["DET_CHECKPOINT_GLOBS"] = json.dumps(list(row["globs"]))
+    # the experiment's Docker settings: its registry credentials pull the same image
+    docker = containers.docker_options(st, config, alloc.resource_pool)
+    gc_image = st.config.task_container_defaults_for(alloc.resource_pool).get("checkpoint_gc_image")
+    if gc_image:
+        image = str(gc_image)
+        pull = gc_image_pull(st.config, alloc.resource_pool, image)
+        docker["forcePull"], docker["registryAuth"] = pull["forcePull"], pull["registryAuth"]
     return {
         "taskId": alloc.task_id,
         "taskType": TASK_TYPE,
@@ -317,14 +332,46 @@ def container_spec(conn: Conn, st: MasterState, alloc: Allocation, agent_id: str
         "env": env,
         "slotIds": [],
         "deviceType": "cpu",
-        # the experiment's Docker settings: its registry credentials pull the same image
-        **containers.docker_options(st, config, alloc.resource_pool),
+        **docker,
         "user": containers.run_as(conn, alloc.id, env),
         "contextPath": None,
         "workdir": containers.WORKDIR,
         "killGraceSeconds": 30,
         "proxyPort": None,
     }
+
+
+def gc_image_pull(config: MasterConfig, pool: str, image: str) -> GcImagePull:
+    """How the cluster's GC ``image`` is pulled: with the pool's ``task_container_defaults``
+    (``force_pull_image``, and ``registry_auth`` only when it is for the image's registry;
+    otherwise none, and an agent on a cloud pulls from its cloud's registry with its role). An
+    experiment's registry credentials are for its own image: never sent to another registry."""
+    tcd = config.task_container_defaults_for(pool)
+    auth = tcd.get("registry_auth")
+    mine = (
+        {k: str(v) for k, v in auth.items() if v}
+        if isinstance(auth, dict) and _server(auth.get("serveraddress")) == _registry(image)
+        else {}
+    )
+    return {"forcePull": bool(tcd.get("force_pull_image")), "registryAuth": mine or None}
+
+
+_DOCKER_HUB = {"docker.io", "index.docker.io", "registry-1.docker.io"}
+
+
+def _registry(image: str) -> str:
+    """The registry host of ``image`` as Docker reads it (Docker Hub: ``docker.io``)."""
+    first, sep, _ = image.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost"):
+        return "docker.io" if first in _DOCKER_HUB else first
+    return "docker.io"
+
+
+def _server(address: object) -> str:
+    """The registry host a ``registry_auth`` with this ``serveraddress`` is for (none: Docker
+    Hub)."""
+    host = str(address or "docker.io").split("://", 1)[-1].split("/", 1)[0]
+    return "docker.io" if host in _DOCKER_HUB else host
 
 
 def on_terminated(conn: Conn, alloc: Allocation, exit_code: int | None, reason: str) -> None:
