@@ -7,9 +7,11 @@ others and no longer drives ASHA. Custom searchers were removed in 0.38, PBT ear
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer
+
+from det.common.jsontypes import JSONObject, JSONValue
 
 from .base import ConfigModel, Length
 
@@ -35,16 +37,37 @@ DEFAULT_MAX_CONCURRENT_TRIALS = 16
 
 
 class _SearcherBase(ConfigModel):
-    metric: str
+    metric: str = Field(min_length=1)
     smaller_is_better: bool = True
     source_trial_id: int | None = None
     source_checkpoint_uuid: str | None = None
     # Deprecated in 0.38 (training length now lives in training code); kept for old configs.
     max_length: int | Length | None = None
 
-    def max_length_dict(self) -> Any:
+    @field_validator("max_length")
+    @classmethod
+    def _positive_length(cls, v: int | Length | None) -> int | Length | None:
+        units = v.value if isinstance(v, Length) else v
+        if units is not None and units <= 0:
+            raise ValueError(f"must be positive, got {units}")
+        return v
+
+    def max_length_dict(self) -> dict[str, int] | int | None:
         ml = self.max_length
         return ml.to_dict() if isinstance(ml, Length) else ml
+
+    def max_length_units(self) -> float | None:
+        """The deprecated ``max_length``'s number of units (``{batches: 100}``: 100)."""
+        ml = self.max_length
+        return float(ml.value if isinstance(ml, Length) else ml) if ml is not None else None
+
+    def time_budget(self) -> tuple[str, float] | None:
+        """``(time_metric, max_time)`` for the searchers that stop trials by time (ASHA)."""
+        return None
+
+    def sampler_name(self) -> str:
+        """How new trials' hyperparameters are chosen (det's ``sampler``; unset: random)."""
+        return "random"
 
 
 class SingleSearcher(_SearcherBase):
@@ -60,12 +83,15 @@ class _WithSampler(_SearcherBase):
     sampler: Sampler | None = None
 
     @model_serializer(mode="wrap")
-    def _drop_unset_sampler(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _drop_unset_sampler(self, handler: SerializerFunctionWrapHandler) -> JSONObject:
         """A Determined config dumps back without det's ``sampler`` key."""
-        out: dict[str, Any] = handler(self)
+        out: JSONObject = handler(self)
         if out.get("sampler") is None:
             out.pop("sampler", None)
         return out
+
+    def sampler_name(self) -> str:
+        return self.sampler or "random"
 
 
 class RandomSearcher(_WithSampler):
@@ -80,6 +106,7 @@ class GridSearcher(_SearcherBase):
 
 
 class _AshaBase(_WithSampler):
+    KIND: ClassVar[str]  # the subclass's ``name``, for messages
     max_trials: int = Field(ge=1)
     max_concurrent_trials: int = Field(default=DEFAULT_MAX_CONCURRENT_TRIALS, ge=0)
     divisor: float = Field(default=4.0, gt=1)
@@ -88,15 +115,30 @@ class _AshaBase(_WithSampler):
     # Deprecated in 0.38: every ASHA search stops trials early instead of promoting them.
     stop_once: bool = False
 
+    def time_budget(self) -> tuple[str, float]:
+        """``time_metric`` and ``max_time``, or what the legacy ``max_length: {batches: N}``
+        says in their place (the pure searcher still runs such configs; the master's parse
+        refuses them, see ``precheck``). ``ValueError`` names the missing field."""
+        legacy = self.max_length
+        time_metric = self.time_metric or (legacy.unit if isinstance(legacy, Length) else None)
+        if not time_metric:
+            raise ValueError(f"searcher.time_metric: required for {self.KIND} (e.g. batches)")
+        max_time = float(self.max_time) if self.max_time is not None else self.max_length_units()
+        if max_time is None:
+            raise ValueError(f"searcher.max_time: required for {self.KIND}")
+        return time_metric, max_time
+
 
 class AdaptiveAshaSearcher(_AshaBase):
+    KIND: ClassVar[str] = "adaptive_asha"
     name: Literal["adaptive_asha"]
     mode: Literal["aggressive", "standard", "conservative"] = "standard"
     max_rungs: int = Field(default=5, ge=1)
-    bracket_rungs: list[int] = Field(default_factory=list)
+    bracket_rungs: list[Annotated[int, Field(ge=1)]] = Field(default_factory=list)
 
 
 class AsyncHalvingSearcher(_AshaBase):
+    KIND: ClassVar[str] = "async_halving"
     name: Literal["async_halving"]
     num_rungs: int = Field(ge=1)
 
@@ -107,7 +149,7 @@ SearcherConfig = Annotated[
 ]
 
 
-def precheck(raw: Any) -> list[tuple[str, str]]:
+def precheck(raw: JSONValue) -> list[tuple[str, str]]:
     """Refusals with a better message than a schema error: unknown or removed searchers, and
     ASHA configured the pre-0.38 way."""
     if not isinstance(raw, dict):

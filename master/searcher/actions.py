@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+
+from det.common.jsontypes import JSONObject
 
 
 class ExitedReason(enum.Enum):
@@ -26,10 +27,10 @@ class CreateTrial:
     """Create a trial with these hyperparameters and this trial seed (``DET_TRIAL_SEED``)."""
 
     request_id: str
-    hparams: dict[str, Any]
+    hparams: JSONObject
     seed: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "type": "create",
             "request_id": self.request_id,
@@ -44,7 +45,7 @@ class StopTrial:
 
     request_id: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"type": "stop", "request_id": self.request_id}
 
 
@@ -59,18 +60,21 @@ class Shutdown:
     failure: bool = False
     cancel: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {"type": "shutdown", "failure": self.failure, "cancel": self.cancel}
 
 
 Action = CreateTrial | StopTrial | Shutdown
 
 
-def action_from_dict(raw: dict[str, Any]) -> Action:
+def action_from_dict(raw: JSONObject) -> Action:
     """Inverse of ``Action.to_dict``."""
     kind = raw.get("type")
     if kind == "create":
-        return CreateTrial(str(raw["request_id"]), dict(raw["hparams"]), int(raw["seed"]))
+        hparams, seed = raw["hparams"], raw["seed"]
+        if not isinstance(hparams, dict) or not isinstance(seed, int):
+            raise ValueError(f"searcher action: a create needs hparams and a seed: {raw!r}")
+        return CreateTrial(str(raw["request_id"]), dict(hparams), seed)
     if kind == "stop":
         return StopTrial(str(raw["request_id"]))
     if kind == "shutdown":

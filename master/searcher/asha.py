@@ -16,13 +16,39 @@ the top rung also frees its slot (Determined would not create a replacement for 
 from __future__ import annotations
 
 import bisect
-from typing import Any
+
+from pydantic import TypeAdapter
+from typing_extensions import TypedDict
+
+from det.common.jsontypes import JSONObject, JSONValue
 
 from .actions import Action, CreateTrial, ExitedReason, StopTrial
-from .base import SearchContext, SearchMethod, decode_float, encode_float
-from .config import SearcherConfig
+from .base import SearchContext, SearchMethod, decode_float, encode_float, load_state
+from .config import AdaptiveAshaSearcher, AsyncHalvingSearcher
 
 WORST = float("inf")
+
+
+class RungState(TypedDict):
+    time: float
+    metrics: list[tuple[float | str, str]]  # (loss, request id), best first
+
+
+class HalvingState(TypedDict):
+    rungs: list[RungState]
+    trial_rungs: dict[str, int]
+    running: dict[str, float]
+    created: int
+    finished: int
+
+
+class AdaptiveState(TypedDict):
+    trial_table: dict[str, int]
+    brackets: list[JSONObject]
+
+
+_HALVING_STATE = TypeAdapter(HalvingState)
+_ADAPTIVE_STATE = TypeAdapter(AdaptiveState)
 
 
 def rung_times(num_rungs: int, divisor: float, max_time: float) -> list[float]:
@@ -142,36 +168,36 @@ class AsyncHalving(SearchMethod):
     def target_length(self, request_id: str) -> float | None:
         return self.max_time
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> JSONObject:
         return {
             "rungs": [
                 {"time": t, "metrics": [[encode_float(v), i] for v, i in zip(ls, ids, strict=True)]}
                 for t, ls, ids in zip(self.rung_times, self.losses, self.ids, strict=True)
             ],
-            "trial_rungs": dict(self.trial_rungs),
-            "running": dict(self.running),
+            "trial_rungs": {k: v for k, v in self.trial_rungs.items()},
+            "running": {k: v for k, v in self.running.items()},
             "created": self.created,
             "finished": self.finished,
         }
 
-    def restore(self, state: dict[str, Any]) -> None:
-        self.losses = [[decode_float(v) for v, _ in r["metrics"]] for r in state["rungs"]]
-        self.ids = [[str(i) for _, i in r["metrics"]] for r in state["rungs"]]
-        self.trial_rungs = {str(k): int(v) for k, v in state["trial_rungs"].items()}
-        self.running = {str(k): float(v) for k, v in state["running"].items()}
-        self.created = int(state["created"])
-        self.finished = int(state["finished"])
+    def restore(self, state: JSONValue) -> None:
+        loaded = load_state(_HALVING_STATE, state, "method")
+        self.losses = [[decode_float(v) for v, _ in r["metrics"]] for r in loaded["rungs"]]
+        self.ids = [[i for _, i in r["metrics"]] for r in loaded["rungs"]]
+        self.trial_rungs = dict(loaded["trial_rungs"])
+        self.running = {k: float(v) for k, v in loaded["running"].items()}
+        self.created = loaded["created"]
+        self.finished = loaded["finished"]
 
 
-def new_async_halving(ctx: SearchContext, config: SearcherConfig) -> AsyncHalving:
-    assert config.max_time is not None
+def new_async_halving(ctx: SearchContext, config: AsyncHalvingSearcher) -> AsyncHalving:
     return AsyncHalving(
         ctx,
         max_trials=config.max_trials,
         max_concurrent_trials=config.max_concurrent_trials,
         num_rungs=config.num_rungs,
         divisor=config.divisor,
-        max_time=config.max_time,
+        max_time=config.time_budget()[1],
     )
 
 
@@ -186,14 +212,13 @@ def _floor_log(value: float, base: float) -> int:
     return k
 
 
-def bracket_rungs(config: SearcherConfig) -> list[int]:
+def bracket_rungs(config: AdaptiveAshaSearcher) -> list[int]:
     """Rungs per bracket, most aggressive (most rungs) first."""
     if config.bracket_rungs:
         return sorted(config.bracket_rungs, reverse=True)
-    assert config.max_time is not None
     max_rungs = min(
         config.max_rungs,
-        _floor_log(config.max_time, config.divisor) + 1,
+        _floor_log(config.time_budget()[1], config.divisor) + 1,
         _floor_log(config.max_trials, config.divisor) + 1,
     )
     if config.mode == "aggressive":
@@ -232,7 +257,7 @@ def bracket_max_concurrent(max_concurrent: int, divisor: float, trials: list[int
     return out
 
 
-def adaptive_plan(config: SearcherConfig) -> list[tuple[int, int, int]]:
+def adaptive_plan(config: AdaptiveAshaSearcher) -> list[tuple[int, int, int]]:
     """(num_rungs, max_trials, max_concurrent_trials) of each adaptive_asha bracket."""
     rungs = bracket_rungs(config)
     trials = bracket_max_trials(config.max_trials, config.divisor, rungs)
@@ -243,9 +268,9 @@ def adaptive_plan(config: SearcherConfig) -> list[tuple[int, int, int]]:
 class AdaptiveASHA(SearchMethod):
     """A tournament: each bracket is an ``AsyncHalving``; events go to the trial's bracket."""
 
-    def __init__(self, ctx: SearchContext, config: SearcherConfig) -> None:
+    def __init__(self, ctx: SearchContext, config: AdaptiveAshaSearcher) -> None:
         super().__init__(ctx)
-        assert config.max_time is not None
+        max_time = config.time_budget()[1]
         self.brackets = [
             AsyncHalving(
                 ctx,
@@ -253,7 +278,7 @@ class AdaptiveASHA(SearchMethod):
                 max_concurrent_trials=concurrent,
                 num_rungs=rungs,
                 divisor=config.divisor,
-                max_time=config.max_time,
+                max_time=max_time,
             )
             for rungs, trials, concurrent in adaptive_plan(config)
         ]
@@ -296,13 +321,14 @@ class AdaptiveASHA(SearchMethod):
     def bracket_of(self, request_id: str) -> int:
         return self.trial_table[request_id]
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> JSONObject:
         return {
-            "trial_table": dict(self.trial_table),
+            "trial_table": {k: v for k, v in self.trial_table.items()},
             "brackets": [b.snapshot() for b in self.brackets],
         }
 
-    def restore(self, state: dict[str, Any]) -> None:
-        self.trial_table = {str(k): int(v) for k, v in state["trial_table"].items()}
-        for bracket, sub in zip(self.brackets, state["brackets"], strict=True):
+    def restore(self, state: JSONValue) -> None:
+        loaded = load_state(_ADAPTIVE_STATE, state, "method")
+        self.trial_table = dict(loaded["trial_table"])
+        for bracket, sub in zip(self.brackets, loaded["brackets"], strict=True):
             bracket.restore(sub)

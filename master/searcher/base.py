@@ -12,7 +12,11 @@ import copy
 import math
 import random
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
+
+from pydantic import TypeAdapter, ValidationError
+
+from det.common.jsontypes import JSONObject, JSONValue
 
 from .actions import Action, CreateTrial, ExitedReason
 from .hparams import HParamSpace, sample_all
@@ -34,7 +38,7 @@ class SearchContext:
         # ``sampler: tpe`` (det's own); None: uniform sampling, as in Determined.
         self.sampler = sampler
 
-    def create(self, hparams: dict[str, Any] | None = None) -> CreateTrial:
+    def create(self, hparams: JSONObject | None = None) -> CreateTrial:
         """A new trial: sampled hparams unless given, then a request id, then a trial seed."""
         if hparams is not None:
             hparams = copy.deepcopy(hparams)
@@ -48,13 +52,30 @@ class SearchContext:
         # Trial seeds fit a signed 32-bit column, like Determined's.
         return CreateTrial(request_id, hparams, self.rng.randrange(2**31))
 
-    def rng_state(self) -> list[Any]:
+    def rng_state(self) -> JSONValue:
         version, internal, gauss_next = self.rng.getstate()
-        return [version, list(internal), gauss_next]
+        return [version, [v for v in internal], gauss_next]
 
-    def load_rng_state(self, state: list[Any]) -> None:
+    def load_rng_state(self, state: RngState) -> None:
         version, internal, gauss_next = state
         self.rng.setstate((version, tuple(internal), gauss_next))
+
+
+#: ``random.Random.getstate()`` as a snapshot stores it: (version, internal state, gauss_next).
+RngState = tuple[int, list[int], float | None]
+
+_T = TypeVar("_T")
+
+
+def load_state(adapter: TypeAdapter[_T], state: JSONValue, what: str) -> _T:
+    """A snapshot's part, validated into its typed shape (``ValueError`` names what is wrong)."""
+    try:
+        return adapter.validate_python(state)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        message = f"searcher snapshot: {what}{'.' if where else ''}{where}: {first['msg']}"
+        raise ValueError(message) from None
 
 
 def encode_float(value: float) -> float | str:
@@ -99,9 +120,9 @@ class SearchMethod(abc.ABC):
         return None
 
     @abc.abstractmethod
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> JSONObject:
         """JSON-able state; the shared RNG is saved separately, by the facade."""
 
     @abc.abstractmethod
-    def restore(self, state: dict[str, Any]) -> None:
+    def restore(self, state: JSONValue) -> None:
         """Load ``snapshot()`` output into a method freshly built from the same config."""

@@ -8,12 +8,28 @@ when a config still has it.
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic import TypeAdapter
+from typing_extensions import TypedDict
+
+from det.common.jsontypes import JSONObject, JSONValue
 
 from .actions import Action, ExitedReason
-from .base import SearchContext, SearchMethod
-from .config import SearcherConfig
+from .base import SearchContext, SearchMethod, load_state
 from .hparams import grid_points
+
+
+class RandomState(TypedDict):
+    created: int
+    finished: int
+
+
+class GridState(TypedDict):
+    next_point: int
+    finished: int
+
+
+_RANDOM_STATE = TypeAdapter(RandomState)
+_GRID_STATE = TypeAdapter(GridState)
 
 
 def _initial_count(total: int, max_concurrent: int) -> int:
@@ -27,21 +43,29 @@ class RandomSearch(SearchMethod):
     ``max_trials``; a trial that errored or was canceled counts as done.
     """
 
-    def __init__(self, ctx: SearchContext, config: SearcherConfig) -> None:
+    def __init__(
+        self,
+        ctx: SearchContext,
+        max_trials: int,
+        max_concurrent_trials: int,
+        max_length: float | None = None,
+    ) -> None:
         super().__init__(ctx)
-        self.config = config
+        self.max_trials = max_trials
+        self.max_concurrent_trials = max_concurrent_trials
+        self.max_length = max_length  # the deprecated ``max_length``'s units, if any
         self.created = 0
         self.finished = 0
 
     def _create(self) -> list[Action]:
-        if self.created >= self.config.max_trials:
+        if self.created >= self.max_trials:
             return []
         self.created += 1
         return [self.ctx.create()]
 
     def initial_trials(self) -> list[Action]:
         actions: list[Action] = []
-        for _ in range(_initial_count(self.config.max_trials, self.config.max_concurrent_trials)):
+        for _ in range(_initial_count(self.max_trials, self.max_concurrent_trials)):
             actions += self._create()
         return actions
 
@@ -60,17 +84,18 @@ class RandomSearch(SearchMethod):
         return self._create()
 
     def progress(self) -> float:
-        return self.finished / self.config.max_trials
+        return self.finished / self.max_trials
 
     def target_length(self, request_id: str) -> float | None:
-        return self.config.max_length
+        return self.max_length
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> JSONObject:
         return {"created": self.created, "finished": self.finished}
 
-    def restore(self, state: dict[str, Any]) -> None:
-        self.created = int(state["created"])
-        self.finished = int(state["finished"])
+    def restore(self, state: JSONValue) -> None:
+        loaded = load_state(_RANDOM_STATE, state, "method")
+        self.created = loaded["created"]
+        self.finished = loaded["finished"]
 
 
 class GridSearch(SearchMethod):
@@ -79,9 +104,12 @@ class GridSearch(SearchMethod):
     An INVALID_HP trial is not replaced: its grid point is simply unusable.
     """
 
-    def __init__(self, ctx: SearchContext, config: SearcherConfig) -> None:
+    def __init__(
+        self, ctx: SearchContext, max_concurrent_trials: int, max_length: float | None = None
+    ) -> None:
         super().__init__(ctx)
-        self.config = config
+        self.max_concurrent_trials = max_concurrent_trials
+        self.max_length = max_length  # the deprecated ``max_length``'s units, if any
         self.points = grid_points(ctx.space)
         self.next_point = 0
         self.finished = 0
@@ -95,7 +123,7 @@ class GridSearch(SearchMethod):
 
     def initial_trials(self) -> list[Action]:
         actions: list[Action] = []
-        for _ in range(_initial_count(len(self.points), self.config.max_concurrent_trials)):
+        for _ in range(_initial_count(len(self.points), self.max_concurrent_trials)):
             actions += self._create()
         return actions
 
@@ -113,11 +141,12 @@ class GridSearch(SearchMethod):
         return self.finished / max(len(self.points), 1)
 
     def target_length(self, request_id: str) -> float | None:
-        return self.config.max_length
+        return self.max_length
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> JSONObject:
         return {"next_point": self.next_point, "finished": self.finished}
 
-    def restore(self, state: dict[str, Any]) -> None:
-        self.next_point = int(state["next_point"])
-        self.finished = int(state["finished"])
+    def restore(self, state: JSONValue) -> None:
+        loaded = load_state(_GRID_STATE, state, "method")
+        self.next_point = loaded["next_point"]
+        self.finished = loaded["finished"]

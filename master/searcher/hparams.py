@@ -22,16 +22,16 @@ import copy
 import itertools
 import math
 import random
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+
+from det.common.jsontypes import JSONObject, JSONValue
 
 HP_TYPES = ("const", "int", "double", "log", "categorical")
 
 
 @dataclass(frozen=True)
 class ConstHP:
-    val: Any
+    val: JSONValue
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class LogHP:
 
 @dataclass(frozen=True)
 class CategoricalHP:
-    vals: tuple[Any, ...]
+    vals: tuple[JSONValue, ...]
 
 
 @dataclass(frozen=True)
@@ -79,23 +79,30 @@ class HParamSpace:
         return [name for name, _ in self.items]
 
 
-def _number(raw: Mapping[str, Any], key: str, path: str, *, integer: bool = False) -> Any:
+def _number(raw: JSONObject, key: str, path: str) -> float:
     if key not in raw:
         raise ValueError(f"{path}.{key}: required")
     val = raw[key]
-    ok = isinstance(val, int) if integer else isinstance(val, int | float)
-    if isinstance(val, bool) or not ok:
-        kind = "an integer" if integer else "a number"
-        raise ValueError(f"{path}.{key}: must be {kind}, got {val!r}")
-    if not integer and not math.isfinite(float(val)):
+    if isinstance(val, bool) or not isinstance(val, int | float):
+        raise ValueError(f"{path}.{key}: must be a number, got {val!r}")
+    if not math.isfinite(float(val)):
         raise ValueError(f"{path}.{key}: must be finite, got {val!r}")
+    return float(val)
+
+
+def _integer(raw: JSONObject, key: str, path: str) -> int:
+    if key not in raw:
+        raise ValueError(f"{path}.{key}: required")
+    val = raw[key]
+    if isinstance(val, bool) or not isinstance(val, int):
+        raise ValueError(f"{path}.{key}: must be an integer, got {val!r}")
     return val
 
 
-def _count(raw: Mapping[str, Any], path: str) -> int | None:
+def _count(raw: JSONObject, path: str) -> int | None:
     if raw.get("count") is None:
         return None
-    count: int = _number(raw, "count", path, integer=True)
+    count = _integer(raw, "count", path)
     if count < 1:
         raise ValueError(f"{path}.count: must be at least 1, got {count}")
     return count
@@ -106,9 +113,9 @@ def _check_range(lo: float, hi: float, path: str) -> None:
         raise ValueError(f"{path}: minval ({lo}) must not exceed maxval ({hi})")
 
 
-def parse_hparam(raw: Any, path: str) -> HParam:
+def parse_hparam(raw: JSONValue, path: str) -> HParam:
     """Parse one hyperparameter definition; errors name the field path."""
-    if not isinstance(raw, Mapping):
+    if not isinstance(raw, dict):
         return ConstHP(raw)
     if "type" not in raw:
         return NestedHP(
@@ -120,20 +127,17 @@ def parse_hparam(raw: Any, path: str) -> HParam:
             raise ValueError(f"{path}.val: required")
         return ConstHP(raw["val"])
     if kind == "int":
-        lo, hi = (
-            _number(raw, "minval", path, integer=True),
-            _number(raw, "maxval", path, integer=True),
-        )
+        lo, hi = _integer(raw, "minval", path), _integer(raw, "maxval", path)
         _check_range(lo, hi, path)
         return IntHP(lo, hi, _count(raw, path))
     if kind == "double":
-        dlo, dhi = float(_number(raw, "minval", path)), float(_number(raw, "maxval", path))
+        dlo, dhi = _number(raw, "minval", path), _number(raw, "maxval", path)
         _check_range(dlo, dhi, path)
         return DoubleHP(dlo, dhi, _count(raw, path))
     if kind == "log":
-        llo, lhi = float(_number(raw, "minval", path)), float(_number(raw, "maxval", path))
+        llo, lhi = _number(raw, "minval", path), _number(raw, "maxval", path)
         _check_range(llo, lhi, path)
-        base = float(_number(raw, "base", path)) if raw.get("base") is not None else 10.0
+        base = _number(raw, "base", path) if raw.get("base") is not None else 10.0
         if base <= 0 or base == 1:
             raise ValueError(f"{path}.base: must be positive and not 1, got {base}")
         return LogHP(llo, lhi, base, _count(raw, path))
@@ -145,18 +149,18 @@ def parse_hparam(raw: Any, path: str) -> HParam:
     raise ValueError(f"{path}.type: must be one of {', '.join(HP_TYPES)}, got {kind!r}")
 
 
-def parse_hyperparameters(raw: Mapping[str, Any] | None) -> HParamSpace:
+def parse_hyperparameters(raw: JSONValue) -> HParamSpace:
     """Parse the experiment config's ``hyperparameters`` dict (``None`` means empty)."""
     if raw is None:
         return HParamSpace(())
-    if not isinstance(raw, Mapping):
+    if not isinstance(raw, dict):
         raise ValueError("hyperparameters: must be a mapping")
     return HParamSpace(
         tuple((str(k), parse_hparam(v, f"hyperparameters.{k}")) for k, v in sorted(raw.items()))
     )
 
 
-def sample_one(hp: HParam, rng: random.Random) -> Any:
+def sample_one(hp: HParam, rng: random.Random) -> JSONValue:
     if isinstance(hp, ConstHP):
         return copy.deepcopy(hp.val)
     if isinstance(hp, IntHP):
@@ -170,7 +174,7 @@ def sample_one(hp: HParam, rng: random.Random) -> Any:
     return {name: sample_one(sub, rng) for name, sub in hp.items}
 
 
-def sample_all(space: HParamSpace, rng: random.Random) -> dict[str, Any]:
+def sample_all(space: HParamSpace, rng: random.Random) -> JSONObject:
     """One random point of the space."""
     return {name: sample_one(hp, rng) for name, hp in space.items}
 
@@ -180,7 +184,7 @@ def _round_half_away(x: float) -> int:
     return int(math.copysign(math.floor(abs(x) + 0.5), x))
 
 
-def grid_values(hp: HParam, path: str) -> list[Any]:
+def grid_values(hp: HParam, path: str) -> list[JSONValue]:
     """The grid axis of one non-nested hyperparameter (Determined's spacing rules)."""
     if isinstance(hp, ConstHP):
         return [hp.val]
@@ -203,13 +207,13 @@ def grid_values(hp: HParam, path: str) -> list[Any]:
         points = [hp.minval + i * (hp.maxval - hp.minval) / (count - 1) for i in range(count)]
     if isinstance(hp, LogHP):
         return [float(hp.base**p) for p in points]
-    return points
+    return [p for p in points]
 
 
 def _axes(
     items: tuple[tuple[str, HParam], ...], route: tuple[str, ...]
-) -> list[tuple[tuple[str, ...], list[Any]]]:
-    out: list[tuple[tuple[str, ...], list[Any]]] = []
+) -> list[tuple[tuple[str, ...], list[JSONValue]]]:
+    out: list[tuple[tuple[str, ...], list[JSONValue]]] = []
     for name, hp in items:
         sub_route = (*route, name)
         if isinstance(hp, NestedHP):
@@ -219,22 +223,29 @@ def _axes(
     return out
 
 
-def _put(sample: dict[str, Any], route: tuple[str, ...], value: Any) -> None:
+def _group(node: JSONObject, name: str) -> JSONObject:
+    """``node[name]``, a nested group's dict (created empty when absent)."""
+    child = node.setdefault(name, {})
+    assert isinstance(child, dict), name  # only groups are set at a group's name
+    return child
+
+
+def _put(sample: JSONObject, route: tuple[str, ...], value: JSONValue) -> None:
     node = sample
     for key in route[:-1]:
-        node = node.setdefault(key, {})
+        node = _group(node, key)
     node[route[-1]] = copy.deepcopy(value)
 
 
-def grid_points(space: HParamSpace) -> list[dict[str, Any]]:
+def grid_points(space: HParamSpace) -> list[JSONObject]:
     """The cartesian product of every axis; nested groups are expanded leaf by leaf.
 
     Order: the first hyperparameter (by sorted name) varies slowest.
     """
     axes = _axes(space.items, ())
-    points: list[dict[str, Any]] = []
+    points: list[JSONObject] = []
     for combo in itertools.product(*(values for _, values in axes)):
-        sample: dict[str, Any] = {}
+        sample: JSONObject = {}
         for (route, _), value in zip(axes, combo, strict=True):
             _put(sample, route, value)
         points.append(sample)
@@ -244,11 +255,10 @@ def grid_points(space: HParamSpace) -> list[dict[str, Any]]:
     return points
 
 
-def _fill_empty_groups(items: tuple[tuple[str, HParam], ...], node: dict[str, Any]) -> None:
+def _fill_empty_groups(items: tuple[tuple[str, HParam], ...], node: JSONObject) -> None:
     for name, hp in items:
         if isinstance(hp, NestedHP):
-            child = node.setdefault(name, {})
-            _fill_empty_groups(hp.items, child)
+            _fill_empty_groups(hp.items, _group(node, name))
 
 
 def grid_size(space: HParamSpace) -> int:

@@ -5,14 +5,25 @@ from __future__ import annotations
 import copy
 import logging
 import math
-from collections.abc import Mapping
-from typing import Any
+from typing import NotRequired
+
+from pydantic import TypeAdapter
+from typing_extensions import TypedDict
+
+from det.common.jsontypes import JSONObject, JSONValue
 
 from .actions import Action, CreateTrial, ExitedReason, Shutdown, StopTrial
 from .asha import AdaptiveASHA, bracket_rungs, new_async_halving, rung_times
-from .base import SearchContext, SearchMethod
+from .base import RngState, SearchContext, SearchMethod, load_state
 from .basic import GridSearch, RandomSearch
-from .config import SearcherConfig, parse_searcher_config
+from .config import (
+    AdaptiveAshaSearcher,
+    AsyncHalvingSearcher,
+    GridSearcher,
+    SearcherConfig,
+    SingleSearcher,
+    parse_searcher_config,
+)
 from .hparams import parse_hyperparameters
 from .tpe import TPESampler
 
@@ -20,6 +31,27 @@ logger = logging.getLogger(__name__)
 
 SNAPSHOT_VERSION = 1
 COMPLETED = "COMPLETED"
+
+
+class Snapshot(TypedDict):
+    """``Searcher.snapshot()``, as ``Searcher.restore`` reads it back."""
+
+    version: int
+    searcher: JSONObject
+    hyperparameters: JSONObject
+    seed: int
+    rng: RngState
+    initialized: bool
+    shutdown: bool
+    requested: list[tuple[str, JSONObject, int]]  # (request id, hparams, trial seed)
+    created: list[str]
+    stopped: list[str]
+    exited: dict[str, str]
+    method: JSONObject
+    sampler: NotRequired[JSONObject]
+
+
+_SNAPSHOT = TypeAdapter(Snapshot)
 
 
 class Searcher:
@@ -31,15 +63,19 @@ class Searcher:
         method: SearchMethod,
         ctx: SearchContext,
         *,
-        raw_config: Mapping[str, Any],
-        raw_hyperparameters: Mapping[str, Any] | None,
+        raw_config: JSONObject,
+        raw_hyperparameters: JSONObject | None,
         seed: int,
     ) -> None:
         self.config = config
+        budget = config.time_budget()
+        # The ASHA searchers' ``time_metric`` and ``max_time``; None for the others.
+        self.time_metric: str | None = budget[0] if budget is not None else None
+        self.max_time: float | None = budget[1] if budget is not None else None
         self.method = method
         self.ctx = ctx
-        self._raw_config = copy.deepcopy(dict(raw_config))
-        self._raw_hparams = copy.deepcopy(dict(raw_hyperparameters or {}))
+        self._raw_config = copy.deepcopy(raw_config)
+        self._raw_hparams = copy.deepcopy(raw_hyperparameters or {})
         self.seed = seed
         self.initialized = False
         self.shutdown = False
@@ -103,14 +139,14 @@ class Searcher:
             self.ctx.sampler.observe(request_id, loss, float(time_value))
         return self._record(self.method.validation_completed(request_id, loss, float(time_value)))
 
-    def validation_metrics(self, request_id: str, metrics: Mapping[str, Any]) -> list[Action]:
+    def validation_metrics(self, request_id: str, metrics: JSONObject) -> list[Action]:
         """``validation_completed`` from a trial's reported validation metrics dict.
 
         Reads ``searcher.metric`` and, for the ASHA searchers, ``searcher.time_metric`` (the other
         searchers do not need it). ``ValueError`` names a missing or non-numeric one.
         """
         metric = _number_in(metrics, self.config.metric)
-        time_metric = self.config.time_metric
+        time_metric = self.time_metric
         time_value = 0.0 if time_metric is None else _number_in(metrics, time_metric)
         return self.validation_completed(request_id, metric, time_value)
 
@@ -158,10 +194,10 @@ class Searcher:
 
     # -- persistence ---------------------------------------------------------------------
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> JSONObject:
         """A JSON-serialisable dict (config, seed, RNG state, bookkeeping, method state, and the
-        ``tpe`` sampler's observations when the search has one)."""
-        state = {
+        ``tpe`` sampler's observations when the search has one): a ``Snapshot``."""
+        state: JSONObject = {
             "version": SNAPSHOT_VERSION,
             "searcher": copy.deepcopy(self._raw_config),
             "hyperparameters": copy.deepcopy(self._raw_hparams),
@@ -172,9 +208,9 @@ class Searcher:
             "requested": [
                 [c.request_id, copy.deepcopy(c.hparams), c.seed] for c in self.requested.values()
             ],
-            "created": sorted(self.created),
-            "stopped": sorted(self.stopped),
-            "exited": dict(self.exited),
+            "created": [r for r in sorted(self.created)],
+            "stopped": [r for r in sorted(self.stopped)],
+            "exited": {r: why for r, why in self.exited.items()},
             "method": self.method.snapshot(),
         }
         if self.ctx.sampler is not None:
@@ -182,28 +218,29 @@ class Searcher:
         return state
 
     @classmethod
-    def restore(cls, snapshot: Mapping[str, Any]) -> Searcher:
+    def restore(cls, raw: JSONValue) -> Searcher:
         """Rebuild a searcher that makes exactly the decisions the snapshotted one would have."""
-        if snapshot.get("version") != SNAPSHOT_VERSION:
-            raise ValueError(f"unsupported searcher snapshot version {snapshot.get('version')!r}")
+        version = raw.get("version") if isinstance(raw, dict) else None
+        if version != SNAPSHOT_VERSION:
+            raise ValueError(f"unsupported searcher snapshot version {version!r}")
+        snapshot = load_state(_SNAPSHOT, raw, "searcher")
         searcher = new_searcher(snapshot["searcher"], snapshot["hyperparameters"], snapshot["seed"])
         searcher.ctx.load_rng_state(snapshot["rng"])
-        searcher.initialized = bool(snapshot["initialized"])
-        searcher.shutdown = bool(snapshot["shutdown"])
+        searcher.initialized = snapshot["initialized"]
+        searcher.shutdown = snapshot["shutdown"]
         searcher.requested = {
-            str(rid): CreateTrial(str(rid), copy.deepcopy(hp), int(seed))
-            for rid, hp, seed in snapshot["requested"]
+            rid: CreateTrial(rid, hp, seed) for rid, hp, seed in snapshot["requested"]
         }
         searcher.created = set(snapshot["created"])
         searcher.stopped = set(snapshot["stopped"])
-        searcher.exited = dict(snapshot["exited"])
+        searcher.exited = snapshot["exited"]
         searcher.method.restore(snapshot["method"])
         if searcher.ctx.sampler is not None and "sampler" in snapshot:
             searcher.ctx.sampler.restore(snapshot["sampler"])
         return searcher
 
 
-def _number_in(metrics: Mapping[str, Any], name: str) -> float:
+def _number_in(metrics: JSONObject, name: str) -> float:
     value = metrics.get(name)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(
@@ -217,15 +254,16 @@ def _level_times(config: SearcherConfig) -> list[float]:
     """The rung times every bracket shares (``max_time / divisor ** k``): what a ``tpe`` sampler
     ranks trials by before their loss. None for random search (every trial is judged by its
     loss alone)."""
-    if config.max_time is None:
+    if isinstance(config, AsyncHalvingSearcher):
+        count = config.num_rungs
+    elif isinstance(config, AdaptiveAshaSearcher):
+        count = max(bracket_rungs(config))
+    else:
         return []
-    count = config.num_rungs if config.name == "async_halving" else max(bracket_rungs(config))
-    return rung_times(count, config.divisor, config.max_time)
+    return rung_times(count, config.divisor, config.time_budget()[1])
 
 
-def new_searcher(
-    searcher_config: Mapping[str, Any], hyperparameters: Mapping[str, Any] | None, seed: int
-) -> Searcher:
+def new_searcher(searcher_config: JSONValue, hyperparameters: JSONValue, seed: int) -> Searcher:
     """Build the searcher for an experiment's ``searcher:`` and ``hyperparameters:`` sections.
 
     Raises ``ValueError`` naming the offending field. Same arguments ⇒ same trials.
@@ -234,22 +272,27 @@ def new_searcher(
         raise ValueError(f"seed: must be an integer, got {seed!r}")
     config = parse_searcher_config(searcher_config)
     space = parse_hyperparameters(hyperparameters)
-    sampler = TPESampler(space, _level_times(config)) if config.sampler == "tpe" else None
+    sampler = TPESampler(space, _level_times(config)) if config.sampler_name() == "tpe" else None
     ctx = SearchContext(space, seed, sampler)
     method: SearchMethod
-    if config.name in ("single", "random"):
-        method = RandomSearch(ctx, config)
-    elif config.name == "grid":
-        method = GridSearch(ctx, config)
-    elif config.name == "async_halving":
+    if isinstance(config, GridSearcher):
+        method = GridSearch(ctx, config.max_concurrent_trials, config.max_length_units())
+    elif isinstance(config, AsyncHalvingSearcher):
         method = new_async_halving(ctx, config)
-    else:
+    elif isinstance(config, AdaptiveAshaSearcher):
         method = AdaptiveASHA(ctx, config)
+    elif isinstance(config, SingleSearcher):
+        method = RandomSearch(ctx, 1, 1, config.max_length_units())
+    else:
+        method = RandomSearch(
+            ctx, config.max_trials, config.max_concurrent_trials, config.max_length_units()
+        )
+    assert isinstance(searcher_config, dict)  # parse_searcher_config checked it
     return Searcher(
         config,
         method,
         ctx,
         raw_config=searcher_config,
-        raw_hyperparameters=hyperparameters,
+        raw_hyperparameters=hyperparameters if isinstance(hyperparameters, dict) else None,
         seed=seed,
     )

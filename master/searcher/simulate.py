@@ -13,9 +13,10 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+
+from det.common.jsontypes import JSONObject, JSONValue
 
 from .actions import Action, CreateTrial, ExitedReason, Shutdown, StopTrial
 from .asha import AdaptiveASHA, AsyncHalving
@@ -23,23 +24,31 @@ from .hparams import CategoricalHP, DoubleHP, HParam, IntHP, LogHP, NestedHP, pa
 from .searcher import Searcher, new_searcher
 
 # (hparams, time_value, trial seed) -> searcher metric
-CurveFn = Callable[[dict[str, Any], float, int], float]
+CurveFn = Callable[[JSONObject, float, int], float]
 # hparams -> a reason the trial fails at once (e.g. INVALID_HP), or None
-ExitFn = Callable[[dict[str, Any]], ExitedReason | None]
+ExitFn = Callable[[JSONObject], ExitedReason | None]
 
 
 @dataclass(frozen=True)
 class SimTrial:
     request_id: str
-    hparams: dict[str, Any]
+    hparams: JSONObject
     seed: int
     trained: float
     outcome: str  # "completed" (trained to its length), "stopped" (by the searcher) or a reason
     stopped_at_rung: int | None  # highest rung reached when the searcher stopped it
     best_metric: float | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+    def to_dict(self) -> JSONObject:
+        return {
+            "request_id": self.request_id,
+            "hparams": self.hparams,
+            "seed": self.seed,
+            "trained": self.trained,
+            "outcome": self.outcome,
+            "stopped_at_rung": self.stopped_at_rung,
+            "best_metric": self.best_metric,
+        }
 
 
 @dataclass(frozen=True)
@@ -61,14 +70,14 @@ class SimResult:
                 return budget
         return None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "searcher": self.searcher,
             "trials": [t.to_dict() for t in self.trials],
             "budget": self.budget,
             "best_metric": self.best_metric,
             "best_request_id": self.best_request_id,
-            "trajectory": [list(p) for p in self.trajectory],
+            "trajectory": [[budget, metric] for budget, metric in self.trajectory],
             "finished": self.finished,
         }
 
@@ -220,8 +229,11 @@ def simulate(
 # -- synthetic learning curves ---------------------------------------------------------------
 
 
-def _leaves(items: tuple[tuple[str, HParam], ...], route: tuple[str, ...] = ()) -> list[Any]:
-    out: list[Any] = []
+_Leaf = tuple[tuple[str, ...], IntHP | DoubleHP | LogHP | CategoricalHP]
+
+
+def _leaves(items: tuple[tuple[str, HParam], ...], route: tuple[str, ...] = ()) -> list[_Leaf]:
+    out: list[_Leaf] = []
     for name, hp in items:
         if isinstance(hp, NestedHP):
             out += _leaves(hp.items, (*route, name))
@@ -230,12 +242,13 @@ def _leaves(items: tuple[tuple[str, HParam], ...], route: tuple[str, ...] = ()) 
     return out
 
 
-def _unit(hp: HParam, value: Any) -> float:
+def _unit(hp: IntHP | DoubleHP | LogHP | CategoricalHP, value: JSONValue) -> float:
     """Where ``value`` sits in its hyperparameter's range, in [0, 1]."""
     if isinstance(hp, CategoricalHP):
         index = next((i for i, v in enumerate(hp.vals) if v == value), 0)
         return index / max(len(hp.vals) - 1, 1)
-    assert isinstance(hp, IntHP | DoubleHP | LogHP)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"expected a number for a {type(hp).__name__}, got {value!r}")
     x = math.log(value, hp.base) if isinstance(hp, LogHP) else float(value)
     return 0.5 if hp.maxval == hp.minval else (x - hp.minval) / (hp.maxval - hp.minval)
 
@@ -251,17 +264,19 @@ class SyntheticCurve:
     deterministic function of (trial seed, t).
     """
 
-    hyperparameters: Mapping[str, Any]
+    hyperparameters: JSONObject
     seed: int = 0
     noise: float = 0.01
     crossing: float = 0.5
 
-    def __call__(self, hparams: dict[str, Any], t: float, trial_seed: int) -> float:
+    def __call__(self, hparams: JSONObject, t: float, trial_seed: int) -> float:
         rng = random.Random(self.seed)
         a, slow = 0.0, 0.0
         for route, hp in _leaves(parse_hyperparameters(self.hyperparameters).items):
-            value: Any = hparams
+            value: JSONValue = hparams
             for key in route:
+                if not isinstance(value, dict):
+                    raise ValueError(f"hyperparameters.{'.'.join(route)}: not in {hparams!r}")
                 value = value[key]
             u = _unit(hp, value)
             c, d, w = rng.random(), rng.random(), rng.uniform(0.5, 2.0)
@@ -278,7 +293,7 @@ class SyntheticCurve:
 @dataclass(frozen=True)
 class PreviewTrial:
     request_id: str
-    hparams: dict[str, Any]
+    hparams: JSONObject
     seed: int
     length: float | None  # units it would train (None: the training code decides)
     stopped_at_rung: int | None
@@ -317,7 +332,7 @@ class Preview:
             counts[t.length] = counts.get(t.length, 0) + 1
         return sorted(counts.items(), key=lambda kv: -(kv[0] or 0.0))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         return {
             "searcher": self.searcher,
             "timeMetric": self.time_metric,
@@ -365,16 +380,14 @@ def _preview_brackets(searcher: Searcher, result: SimResult) -> tuple[PreviewBra
     return tuple(out)
 
 
-def preview(
-    searcher_config: Mapping[str, Any], hyperparameters: Mapping[str, Any] | None, seed: int
-) -> Preview:
+def preview(searcher_config: JSONValue, hyperparameters: JSONValue, seed: int) -> Preview:
     """Simulate the search with a seeded random metric; ``ValueError`` names a bad field."""
     searcher = new_searcher(searcher_config, hyperparameters, seed)
 
-    def curve(hparams: dict[str, Any], t: float, trial_seed: int) -> float:
+    def curve(hparams: JSONObject, t: float, trial_seed: int) -> float:
         return random.Random(f"{seed}:{trial_seed}:{t!r}").random()
 
-    known = searcher.config.max_time or searcher.config.max_length
+    known = searcher.max_time or searcher.config.max_length_units()
     result = simulate(searcher, curve, default_length=1.0)
     trials = tuple(
         PreviewTrial(t.request_id, t.hparams, t.seed, t.trained if known else None,
@@ -383,9 +396,9 @@ def preview(
     )  # fmt: skip
     return Preview(
         searcher=searcher.config.name,
-        time_metric=searcher.config.time_metric,
+        time_metric=searcher.time_metric,
         trials=trials,
         total_length=result.budget if known else None,
-        sampler=searcher.config.sampler,
+        sampler=searcher.config.sampler_name(),
         brackets=_preview_brackets(searcher, result),
     )

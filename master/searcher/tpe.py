@@ -50,10 +50,14 @@ import copy
 import math
 import random
 from dataclasses import dataclass
-from typing import Any
+
+from pydantic import TypeAdapter
+from typing_extensions import TypedDict
+
+from det.common.jsontypes import JSONObject, JSONValue
 
 from . import gp
-from .base import decode_float, encode_float
+from .base import decode_float, encode_float, load_state
 from .hparams import (
     CategoricalHP,
     ConstHP,
@@ -113,17 +117,19 @@ def _span(hp: IntHP | DoubleHP | LogHP) -> tuple[float, float]:
     return float(hp.minval), float(hp.maxval)
 
 
-def _encode(dim: _Dim, value: Any) -> float:
+def _encode(dim: _Dim, value: JSONValue) -> float:
     """A numeric value's place in [0, 1]; a categorical value's index."""
     hp = dim.hp
     if isinstance(hp, CategoricalHP):
         return float(next((i for i, v in enumerate(hp.vals) if v == value), 0))
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"hyperparameters.{'.'.join(dim.route)}: expected a number: {value!r}")
     lo, hi = _span(hp)
     x = math.log(value, hp.base) if isinstance(hp, LogHP) else float(value)
     return 0.5 if hi == lo else min(max((x - lo) / (hi - lo), 0.0), 1.0)
 
 
-def _decode(dim: _Dim, u: float) -> Any:
+def _decode(dim: _Dim, u: float) -> JSONValue:
     hp = dim.hp
     if isinstance(hp, CategoricalHP):
         return copy.deepcopy(hp.vals[int(u)])
@@ -136,16 +142,18 @@ def _decode(dim: _Dim, u: float) -> Any:
     return x
 
 
-def _get(hparams: dict[str, Any], route: tuple[str, ...]) -> Any:
-    value: Any = hparams
+def _get(hparams: JSONObject, route: tuple[str, ...]) -> JSONValue:
+    value: JSONValue = hparams
     for key in route:
+        if not isinstance(value, dict):
+            raise ValueError(f"hyperparameters.{'.'.join(route)}: not in {hparams!r}")
         value = value[key]
     return value
 
 
-def _build(items: tuple[tuple[str, HParam], ...], values: dict[tuple[str, ...], Any],
-           route: tuple[str, ...] = ()) -> dict[str, Any]:  # fmt: skip
-    out: dict[str, Any] = {}
+def _build(items: tuple[tuple[str, HParam], ...], values: dict[tuple[str, ...], JSONValue],
+           route: tuple[str, ...] = ()) -> JSONObject:  # fmt: skip
+    out: JSONObject = {}
     for name, hp in items:
         sub = (*route, name)
         if isinstance(hp, NestedHP):
@@ -273,6 +281,23 @@ class _Parzen:
         return out
 
 
+@dataclass
+class _Observed:
+    """A trial as the sampler sees it: its place in the unit cube, the highest level it reached
+    (-1: none yet) and its loss when it first reached that level."""
+
+    units: list[float]
+    level: int = -1
+    loss: float = math.inf
+
+
+class _State(TypedDict):
+    trials: list[tuple[str, list[float], int, float | str]]  # (request id, units, level, loss)
+
+
+_STATE = TypeAdapter(_State)
+
+
 class TPESampler:
     """Proposes hyperparameters from the observations of a search (see the module docstring)."""
 
@@ -281,16 +306,15 @@ class TPESampler:
         self.dims = _dims(space.items)
         self.level_times = sorted(level_times)
         # request id -> [unit coordinates, level, loss at that level]; insertion = creation order.
-        self.trials: dict[str, list[Any]] = {}
+        self.trials: dict[str, _Observed] = {}
 
     def _level(self, time_value: float) -> int:
         return sum(1 for t in self.level_times if time_value >= t * (1 - 1e-9))
 
     # -- events ----------------------------------------------------------------------------
 
-    def created(self, request_id: str, hparams: dict[str, Any]) -> None:
-        units = [_encode(d, _get(hparams, d.route)) for d in self.dims]
-        self.trials[request_id] = [units, -1, math.inf]
+    def created(self, request_id: str, hparams: JSONObject) -> None:
+        self.trials[request_id] = _Observed([_encode(d, _get(hparams, d.route)) for d in self.dims])
 
     def observe(self, request_id: str, loss: float, time_value: float) -> None:
         """A validation: keeps the loss at the highest level reached (first report there); with
@@ -299,10 +323,10 @@ class TPESampler:
         if entry is None:
             return
         level = self._level(time_value)
-        if level > entry[1]:
-            entry[1], entry[2] = level, loss
-        elif level == entry[1] and not self.level_times:
-            entry[2] = min(entry[2], loss)
+        if level > entry.level:
+            entry.level, entry.loss = level, loss
+        elif level == entry.level and not self.level_times:
+            entry.loss = min(entry.loss, loss)
 
     def forget(self, request_id: str) -> None:
         """An INVALID_HP trial: its configuration says nothing about the metric."""
@@ -311,12 +335,12 @@ class TPESampler:
     # -- proposals -------------------------------------------------------------------------
 
     def _ranked(self) -> list[list[float]]:
-        seen = [e for e in self.trials.values() if e[1] >= 0]
+        seen = [e for e in self.trials.values() if e.level >= 0]
         # Stable sort: equal keys keep creation order, so the ranking is deterministic.
-        seen.sort(key=lambda e: (-e[1], e[2]))
-        return [e[0] for e in seen]
+        seen.sort(key=lambda e: (-e.level, e.loss))
+        return [e.units for e in seen]
 
-    def suggest(self, rng: random.Random) -> dict[str, Any]:
+    def suggest(self, rng: random.Random) -> JSONObject:
         ranked = self._ranked()
         if len(ranked) < N_STARTUP or not self.dims:
             return sample_all(self.space, rng)
@@ -343,24 +367,24 @@ class TPESampler:
     def _refine(self, lower: _Parzen, rng: random.Random) -> list[float] | None:
         """The Gaussian-process step: None (use the TPE choice) until ``GP_MIN`` trials with a
         finite loss share the highest level reached, or when the model cannot be fitted."""
-        seen = [e for e in self.trials.values() if e[1] >= 0]
-        level = max(e[1] for e in seen)
-        top = [e for e in seen if e[1] == level and math.isfinite(e[2])]
+        seen = [e for e in self.trials.values() if e.level >= 0]
+        level = max(e.level for e in seen)
+        top = [e for e in seen if e.level == level and math.isfinite(e.loss)]
         if len(top) < max(GP_MIN, GP_MIN_PER_DIM * len(self.dims) + 2):
             return None
-        top.sort(key=lambda e: e[2])  # stable: equal losses keep creation order
+        top.sort(key=lambda e: e.loss)  # stable: equal losses keep creation order
         top = top[:GP_MAX]
-        losses = [e[2] for e in top]
+        losses = [e.loss for e in top]
         mean = sum(losses) / len(losses)
         spread = math.sqrt(sum((v - mean) ** 2 for v in losses) / len(losses)) or 1.0
         categorical = frozenset(
             i for i, d in enumerate(self.dims) if isinstance(d.hp, CategoricalHP)
         )
-        model = gp.fit([e[0] for e in top], [(v - mean) / spread for v in losses], categorical)
+        model = gp.fit([e.units for e in top], [(v - mean) / spread for v in losses], categorical)
         if model is None:
             return None
         candidates = [lower.sample(rng) for _ in range(GP_CANDIDATES)]
-        centers = [e[0] for e in top[:LOCAL_CENTERS]]
+        centers = [e.units for e in top[:LOCAL_CENTERS]]
         for _ in range(GP_LOCAL):
             candidates.append(self._perturb(centers[rng.randrange(len(centers))], rng))
         best: tuple[float, list[float]] | None = None
@@ -392,12 +416,13 @@ class TPESampler:
 
     # -- persistence -----------------------------------------------------------------------
 
-    def snapshot(self) -> dict[str, Any]:
-        return {"trials": [[rid, u, lvl, encode_float(loss)] for rid, (u, lvl, loss) in
-                           self.trials.items()]}  # fmt: skip
+    def snapshot(self) -> JSONObject:
+        return {"trials": [[rid, [u for u in e.units], e.level, encode_float(e.loss)]
+                           for rid, e in self.trials.items()]}  # fmt: skip
 
-    def restore(self, state: dict[str, Any]) -> None:
+    def restore(self, state: JSONValue) -> None:
+        loaded = load_state(_STATE, state, "sampler")
         self.trials = {
-            str(rid): [[float(v) for v in units], int(level), decode_float(loss)]
-            for rid, units, level, loss in state["trials"]
+            rid: _Observed(list(units), level, decode_float(loss))
+            for rid, units, level, loss in loaded["trials"]
         }

@@ -5,7 +5,14 @@ from typing import Any
 
 import pytest
 
-from det.master.searcher import grid_points, parse_hyperparameters, parse_searcher_config
+from det.master.expconf.base import default_of
+from det.master.expconf.searcher import AdaptiveAshaSearcher, AsyncHalvingSearcher, RandomSearcher
+from det.master.searcher import (
+    grid_points,
+    new_searcher,
+    parse_hyperparameters,
+    parse_searcher_config,
+)
 from det.master.searcher.hparams import ConstHP, NestedHP, grid_size, grid_values, sample_all
 
 ASHA = {"name": "async_halving", "metric": "loss", "max_trials": 8, "num_rungs": 3}
@@ -158,8 +165,9 @@ def test_searcher_config_defaults_and_legacy_max_length() -> None:
         {"name": "adaptive_asha", "metric": "acc", "smaller_is_better": False, "max_trials": 9,
          "max_length": {"batches": 900}}
     )  # fmt: skip
-    assert (cfg.time_metric, cfg.max_time, cfg.divisor, cfg.mode, cfg.max_rungs) == (
-        "batches", 900.0, 4.0, "standard", 5
+    assert isinstance(cfg, AdaptiveAshaSearcher)
+    assert (cfg.time_budget(), cfg.divisor, cfg.mode, cfg.max_rungs) == (
+        ("batches", 900.0), 4.0, "standard", 5
     )  # fmt: skip
     assert cfg.max_concurrent_trials == 16
     # A dumped config model spells unset fields as null.
@@ -169,4 +177,19 @@ def test_searcher_config_defaults_and_legacy_max_length() -> None:
         parse_searcher_config(dumped).divisor,
     ) == (16, 4.0)
     single = parse_searcher_config({"name": "single", "metric": "loss", "max_length": 100})
-    assert (single.max_trials, single.max_length) == (1, 100.0)
+    assert (single.time_budget(), single.max_length_units()) == (None, 100.0)
+
+
+def test_one_searcher_config_model_for_expconf_and_the_pure_searcher() -> None:
+    """The pure searcher reads the experiment config's own model, so a default changed there
+    is the searcher's default too."""
+    cfg = parse_searcher_config({"name": "random", "metric": "loss", "max_trials": 2})
+    assert isinstance(cfg, RandomSearcher)
+    assert cfg.smaller_is_better is default_of(RandomSearcher, "smaller_is_better")
+    assert cfg.sampler_name() == "random"
+    searcher = new_searcher(
+        {"name": "async_halving", "metric": "loss", "max_trials": 4, "num_rungs": 2,
+         "time_metric": "batches", "max_time": 8}, {}, 0
+    )  # fmt: skip
+    assert isinstance(searcher.config, AsyncHalvingSearcher)
+    assert (searcher.time_metric, searcher.max_time) == ("batches", 8.0)
