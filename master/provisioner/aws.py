@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 from det.common import master_url as master_url_
 from det.common.backoff import backoff
 from det.master.provisioner import bootstrap
+from det.master.provisioner import ec2_types as ec2
 from det.master.provisioner.config import AwsProviderConfig
 from det.master.provisioner.provider import (
     Instance,
@@ -98,7 +99,7 @@ LISTED_STATES = ("pending", "running", "stopping", "stopped", "shutting-down")
 
 def instance_tags(
     config: AwsProviderConfig, cluster_id: str, pool: str, market: Market
-) -> list[dict[str, str]]:
+) -> list[ec2.Tag]:
     """Tags of every resource of this pool: ours first, then Determined's tag and custom tags."""
     tags = {
         "Name": config.instance_name,
@@ -124,7 +125,7 @@ def run_instances_request(
     client_token: str,
     root_device_name: str = "/dev/sda1",
     image_root_size: int = 0,
-) -> dict[str, Any]:
+) -> ec2.RunInstancesRequest:
     """The ``RunInstances`` keyword arguments for ``count`` instances of ``option``.
 
     The root volume is ``root_volume_size`` GiB, but never smaller than the image's root
@@ -140,7 +141,7 @@ def run_instances_request(
     resource_types = ["instance", "volume"]
     if option.market is Market.SPOT:
         resource_types.append("spot-instances-request")
-    request: dict[str, Any] = {
+    request: ec2.RunInstancesRequest = {
         "ImageId": config.image_id,
         "InstanceType": option.instance_type,
         # Partial launches are fine: the decider asks again for the rest.
@@ -180,7 +181,7 @@ def run_instances_request(
     subnet = zone if zone and zone.startswith("subnet-") else None
     group = config.effective_security_group_id
     if subnet:
-        interface: dict[str, Any] = {
+        interface: ec2.NetworkInterface = {
             "DeviceIndex": 0,
             "SubnetId": subnet,
             "AssociatePublicIpAddress": config.network_interface.public_ip,
@@ -195,7 +196,7 @@ def run_instances_request(
         if group:
             request["SecurityGroupIds"] = [group]
     if option.market is Market.SPOT:
-        spot: dict[str, Any] = {
+        spot: ec2.SpotOptions = {
             "SpotInstanceType": "one-time",
             "InstanceInterruptionBehavior": "terminate",
         }
@@ -205,7 +206,7 @@ def run_instances_request(
     return request
 
 
-def describe_filters(cluster_id: str, pool: str) -> list[dict[str, Any]]:
+def describe_filters(cluster_id: str, pool: str) -> list[ec2.Filter]:
     """Filters that find exactly this cluster's and pool's live instances."""
     return [
         {"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster_id]},
@@ -228,7 +229,7 @@ def quota_hint(message: str, region: str | None) -> str:
     )
 
 
-def instance_from_description(data: Mapping[str, Any]) -> Instance:
+def instance_from_description(data: ec2.Instance) -> Instance:
     """One ``DescribeInstances`` / ``RunInstances`` instance → :class:`Instance`."""
     tags = {t["Key"]: t["Value"] for t in data.get("Tags", [])}
     spot = data.get("InstanceLifecycle") == "spot" or tags.get(TAG_MARKET) == Market.SPOT.value
@@ -273,7 +274,7 @@ class AwsProvider:
         cluster_id: str,
         pool: str,
         user_data: str,
-        client: Any = None,
+        client: ec2.EC2Client | None = None,
         sleep: Callable[[float], None] = time.sleep,
         max_attempts: int = 5,
         user_data_for: Callable[[int], str] | None = None,
@@ -334,7 +335,7 @@ class AwsProvider:
         return cls(config, cluster_id=cluster_id, pool=pool, user_data=user_data, **kwargs)
 
     @property
-    def client(self) -> Any:
+    def client(self) -> ec2.EC2Client:
         if self._client is None:
             # boto3 is the optional extra det[aws], needed only once an AWS pool calls EC2
             import boto3
@@ -445,11 +446,12 @@ class AwsProvider:
         out: list[Instance] = []
         token: str | None = None
         while True:
-            kwargs: dict[str, Any] = {"Filters": filters, "MaxResults": 1000}
-            if token:
-                kwargs["NextToken"] = token
-            page: dict[str, Any] = self._call(
-                "DescribeInstances", functools.partial(self.client.describe_instances, **kwargs)
+            more = {"NextToken": token} if token else {}
+            page = self._call(
+                "DescribeInstances",
+                functools.partial(
+                    self.client.describe_instances, Filters=filters, MaxResults=1000, **more
+                ),
             )
             for reservation in page.get("Reservations", []):
                 out.extend(instance_from_description(d) for d in reservation.get("Instances", []))
@@ -484,7 +486,7 @@ class AwsProvider:
     def _cancel_spot_requests(self, ids: list[str]) -> None:
         """Cancel this pool's spot requests that belong to ``ids`` (a persistent request would
         otherwise start a replacement instance)."""
-        filters = [
+        filters: list[ec2.Filter] = [
             {"Name": f"tag:{TAG_CLUSTER}", "Values": [self.cluster_id]},
             {"Name": f"tag:{TAG_POOL}", "Values": [self.pool]},
         ]

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import pydantic
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from det.common.jsontypes import JSONObject
 from det.master.errors import MasterError
 from det.master.provisioner.cost import CostPolicy
 from det.master.provisioner.decider import ScalePolicy
@@ -121,7 +122,7 @@ class ProvisionerConfig(_Model):
     agent_fluent_image: str | None = None
     agent_reconnect_attempts: int = Field(5, ge=0)
     agent_reconnect_backoff: int = Field(5, ge=0)
-    agent_config_file_contents: dict[str, Any] | None = None
+    agent_config_file_contents: JSONObject | None = None
     agent_install: AgentInstall | None = None
     max_idle_agent_period: Duration = dt.timedelta(minutes=20)
     max_agent_starting_period: Duration = dt.timedelta(minutes=20)

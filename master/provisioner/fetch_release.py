@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
+import http.client
 import json
 import os
 import sys
@@ -27,7 +28,6 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any
 
 _TIMEOUT = 30
 
@@ -36,8 +36,9 @@ class FetchError(Exception):
     pass
 
 
-def _open(req: urllib.request.Request) -> Any:
-    return urllib.request.urlopen(req, timeout=_TIMEOUT)
+def _open(req: urllib.request.Request) -> http.client.HTTPResponse:
+    response: http.client.HTTPResponse = urllib.request.urlopen(req, timeout=_TIMEOUT)
+    return response
 
 
 # -- AWS ---------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ jitter). Error tree::
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import functools
 import hashlib
@@ -28,12 +29,14 @@ import re
 import string
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import requests
+from typing_extensions import TypedDict
 
 from det.common import master_url as master_url_
 from det.common.backoff import backoff
+from det.common.jsontypes import JSONObject, JSONValue
 from det.master.provisioner import bootstrap
 from det.master.provisioner.gcp_config import GcpProviderConfig
 from det.master.provisioner.provider import (
@@ -44,6 +47,9 @@ from det.master.provisioner.provider import (
     Market,
     is_quota,
 )
+
+if TYPE_CHECKING:
+    from google.cloud import compute_v1
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +118,35 @@ def instance_name(prefix: str, rng: random.Random) -> str:
     return prefix + "".join(rng.choice(_NAME_ALPHABET) for _ in range(8))
 
 
+class _Scheduling(TypedDict, total=False):
+    provisioningModel: str
+    preemptible: bool
+
+
+class _NetworkInterface(TypedDict, total=False):
+    networkIP: str
+
+
+class GceInstance(TypedDict, total=False):
+    """A GCE Instance resource as its REST JSON (the fields det reads)."""
+
+    name: str
+    status: str
+    creationTimestamp: str
+    machineType: str
+    zone: str
+    scheduling: _Scheduling
+    networkInterfaces: list[_NetworkInterface]
+
+
+def _object(value: JSONValue) -> JSONObject:
+    return value if isinstance(value, dict) else {}
+
+
+def _items(value: JSONValue) -> list[JSONValue]:
+    return value if isinstance(value, list) else []
+
+
 def instance_properties(
     config: GcpProviderConfig,
     option: LaunchOption,
@@ -120,8 +155,9 @@ def instance_properties(
     startup_script: str,
     labels: Mapping[str, str],
     zonal_urls: bool,
-) -> dict[str, Any]:
-    """The Instance fields for one launch option, REST-shaped.
+) -> JSONObject:
+    """The Instance fields for one launch option, REST-shaped: the user's ``base_config`` (JSON
+    as written in master.yaml) with det's fields merged in.
 
     ``zonal_urls``: ``instances.insert`` takes zonal partial URLs for the machine, disk and
     accelerator types; ``bulkInsert``'s ``instanceProperties`` takes bare names.
@@ -130,9 +166,9 @@ def instance_properties(
     def zonal(kind: str, name: str) -> str:
         return f"zones/{zone}/{kind}/{name}" if zonal_urls else name
 
-    body: dict[str, Any] = json.loads(json.dumps(config.base_config or {}))
+    body: JSONObject = copy.deepcopy(config.base_config or {})
     body["machineType"] = zonal("machineTypes", option.instance_type)
-    boot = {
+    boot: JSONObject = {
         "boot": True,
         "autoDelete": True,
         "initializeParams": {
@@ -141,14 +177,16 @@ def instance_properties(
             "diskType": zonal("diskTypes", config.boot_disk_type.rsplit("/", 1)[-1]),
         },
     }
-    body["disks"] = [boot, *body.get("disks", [])]
-    body["labels"] = {**body.get("labels", {}), **labels}
-    items = [
-        i for i in body.get("metadata", {}).get("items", []) if i.get("key") != "startup-script"
+    body["disks"] = [boot, *_items(body.get("disks", []))]
+    body["labels"] = {**_object(body.get("labels", {})), **labels}
+    items: list[JSONValue] = [
+        i
+        for i in _items(_object(body.get("metadata", {})).get("items", []))
+        if _object(i).get("key") != "startup-script"
     ]
     body["metadata"] = {"items": [*items, {"key": "startup-script", "value": startup_script}]}
 
-    nic: dict[str, Any] = {"network": config.network_interface.network}
+    nic: JSONObject = {"network": config.network_interface.network}
     if config.network_interface.subnetwork:
         nic["subnetwork"] = config.network_interface.subnetwork
     if config.network_interface.external_ip:
@@ -157,13 +195,16 @@ def instance_properties(
         ]
     body["networkInterfaces"] = [nic]
     if config.network_tags:
-        body["tags"] = {"items": list(config.network_tags)}
+        body["tags"] = {"items": list[JSONValue](config.network_tags)}
     if config.service_account is not None:
         body["serviceAccounts"] = [
-            {"email": config.service_account.email, "scopes": list(config.service_account.scopes)}
+            {
+                "email": config.service_account.email,
+                "scopes": list[JSONValue](config.service_account.scopes),
+            }
         ]
 
-    scheduling: dict[str, Any] = dict(body.get("scheduling", {}))
+    scheduling = dict(_object(body.get("scheduling", {})))
     if option.accelerator_type and option.accelerator_count > 0:
         body["guestAccelerators"] = [
             {
@@ -186,11 +227,11 @@ def instance_properties(
     return body
 
 
-def insert_body(properties: Mapping[str, Any], name: str) -> dict[str, Any]:
+def insert_body(properties: JSONObject, name: str) -> JSONObject:
     return {**properties, "name": name}
 
 
-def bulk_insert_body(properties: Mapping[str, Any], names: list[str]) -> dict[str, Any]:
+def bulk_insert_body(properties: JSONObject, names: list[str]) -> JSONObject:
     """All-or-some: GCE creates as many as it can, at least one (``minCount``)."""
     return {
         "count": str(len(names)),
@@ -200,7 +241,7 @@ def bulk_insert_body(properties: Mapping[str, Any], names: list[str]) -> dict[st
     }
 
 
-def instance_from_rest(data: Mapping[str, Any]) -> Instance:
+def instance_from_rest(data: GceInstance) -> Instance:
     """Our view of a GCE Instance resource (REST JSON)."""
     scheduling = data.get("scheduling", {})
     spot = scheduling.get("provisioningModel") == "SPOT" or bool(scheduling.get("preemptible"))
@@ -304,7 +345,9 @@ class GcpProvider:
         self._rng = rng or random.Random()
         self._sleep = sleep
         self._max_attempts = max_attempts
-        self._clients: tuple[Any, Any] | None = None
+        self._clients: tuple[compute_v1.InstancesClient, compute_v1.ZoneOperationsClient] | None = (
+            None
+        )
         self._zone_of: dict[str, str] = {}
 
     @classmethod
@@ -354,17 +397,18 @@ class GcpProvider:
                 zones.append(option.zone)
         return zones
 
-    def _sdk(self) -> tuple[Any, Any]:
+    def _sdk(self) -> tuple[compute_v1.InstancesClient, compute_v1.ZoneOperationsClient]:
         if self._clients is None:
             # the Google SDK is the optional extra det[gcp], needed only once a GCP pool calls it
             from google.api_core.client_options import ClientOptions
             from google.cloud import compute_v1
 
             options = ClientOptions(api_endpoint=self._api_endpoint) if self._api_endpoint else None
-            kwargs: dict[str, Any] = {"credentials": self._credentials, "client_options": options}
             self._clients = (
-                compute_v1.InstancesClient(**kwargs),
-                compute_v1.ZoneOperationsClient(**kwargs),
+                compute_v1.InstancesClient(credentials=self._credentials, client_options=options),
+                compute_v1.ZoneOperationsClient(
+                    credentials=self._credentials, client_options=options
+                ),
             )
         return self._clients
 
@@ -417,7 +461,7 @@ class GcpProvider:
             raise LaunchError("INVALID_REQUEST", f"bad instance body: {exc}") from exc
         attempts = 0
 
-        def send() -> Any:
+        def send() -> compute_v1.Operation:
             nonlocal attempts
             attempts += 1
             if count == 1:
@@ -473,7 +517,7 @@ class GcpProvider:
             return LaunchError("RESOURCE_NOT_FOUND", message, capacity=True)
         return LaunchError(reason, message, capacity=False)
 
-    def _wait(self, zone: str, op: Any) -> Any:
+    def _wait(self, zone: str, op: compute_v1.Operation) -> compute_v1.Operation | None:
         """Wait for a zone operation; None if it outlives ``operation_timeout_period``."""
         _, operations = self._sdk()
         deadline = time.monotonic() + self.config.operation_timeout_period.total_seconds()

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from det.common.jsontypes import JSONObject
 from det.master.provisioner.config_base import Duration, ProvisionerConfig
 from det.master.provisioner.provider import LaunchOption, Market
 
@@ -104,7 +105,7 @@ class GcpProviderConfig(ProvisionerConfig):  # type: ignore[misc]
     use_cloud_logging: bool = False
     # Extra Instance fields in the REST (camelCase) shape, e.g. {"minCpuPlatform": "..."};
     # our own fields are applied on top of it.
-    base_config: dict[str, Any] | None = None
+    base_config: JSONObject | None = None
 
     @model_validator(mode="after")
     def _check_gcp(self) -> GcpProviderConfig:

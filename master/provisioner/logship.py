@@ -30,7 +30,11 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # only for mypy: this script runs before det is installed
+    from det.common.jsontypes import JSONObject, JSONValue
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +78,7 @@ def ship_once(files: Sequence[Path], offsets: dict[str, int], send: Sender) -> i
     return sent
 
 
-def _fetch_release() -> Any:
+def _fetch_release() -> ModuleType:
     """``fetch_release`` (SigV4, IMDSv2): det's module, or on a VM the file beside this one."""
     try:
         return importlib.import_module("det.master.provisioner.fetch_release")
@@ -83,10 +87,11 @@ def _fetch_release() -> Any:
         return importlib.import_module("fetch_release")
 
 
-def _post(url: str, body: bytes, headers: dict[str, str]) -> Any:
+def _post(url: str, body: bytes, headers: dict[str, str]) -> JSONValue:
     request = urllib.request.Request(url, data=body, headers=headers, method="POST")
     with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read() or b"{}")
+        answer: JSONValue = json.loads(response.read() or b"{}")
+        return answer
 
 
 class _AwsCredentials:
@@ -118,7 +123,7 @@ def aws_sender(region: str, group: str, instance: str) -> Sender:
     credentials = _AwsCredentials(region)
     made: set[str] = set()
 
-    def call(action: str, payload: dict[str, Any]) -> Any:
+    def call(action: str, payload: JSONObject) -> JSONValue:
         access, secret, session = credentials.get()
         endpoint = os.environ.get("AWS_ENDPOINT_URL_LOGS") or os.environ.get("AWS_ENDPOINT_URL")
         url = (endpoint or f"https://logs.{credentials.region}.amazonaws.com").rstrip("/") + "/"

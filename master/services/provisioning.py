@@ -95,7 +95,7 @@ def build_provider(st: MasterState, pool: str, config: ProvisionerConfig) -> Pro
         with st.pool.connection() as conn:
             return enrollment.issue(conn, pool, count, _now(), lifespan)
 
-    common: dict[str, Any] = {
+    common: registry.Common = {
         "cluster_id": st.cluster_id,
         "pool": pool,
         "master_url": st.config.url(),
