@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import psycopg
-from flask import Flask, jsonify, request
+from flask import Flask, Response, jsonify, request
+from typing_extensions import TypedDict
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 from det.master.api import BLUEPRINTS, _common, _unbuilt, _wirelog
@@ -20,8 +20,20 @@ from det.master.services import users
 logger = logging.getLogger(__name__)
 
 
-def _error_body(message: str, grpc_code: int, status: int) -> dict[str, Any]:
-    # Determined's gateway error shape, which the official client parses.
+class _Error(TypedDict):
+    error: str
+
+
+class ErrorBody(TypedDict):
+    """Determined's gateway error shape, which the official client parses."""
+
+    error: _Error
+    code: int
+    message: str
+    status: int
+
+
+def _error_body(message: str, grpc_code: int, status: int) -> ErrorBody:
     return {"error": {"error": message}, "code": grpc_code, "message": message, "status": status}
 
 
@@ -49,14 +61,16 @@ def create_app(state: MasterState) -> Flask:
     )
 
     @app.errorhandler(APIError)
-    def _api_error(e: APIError) -> Any:
+    def _api_error(e: APIError) -> tuple[Response, int, dict[str, str]]:
         headers = {}
         if isinstance(e, TooManyRequests):
             headers["Retry-After"] = str(e.retry_after)
         return jsonify(_error_body(e.message, e.grpc_code, e.status)), e.status, headers
 
     @app.errorhandler(HTTPException)
-    def _http_error(e: HTTPException) -> Any:
+    def _http_error(
+        e: HTTPException,
+    ) -> tuple[Response, int, dict[str, str] | list[tuple[str, str]]]:
         status = e.code or 500
         if status in (404, 405):
             # A route of Determined's that det does not serve: say so, with the feature's name.
@@ -77,7 +91,7 @@ def create_app(state: MasterState) -> Flask:
         return jsonify(_error_body(description, grpc, status)), status, headers
 
     @app.errorhandler(psycopg.DataError)
-    def _data_error(e: psycopg.DataError) -> Any:
+    def _data_error(e: psycopg.DataError) -> tuple[Response, int]:
         # A value PostgreSQL cannot take (an integer beyond its column, a negative OFFSET, a
         # malformed uuid that slipped past a route's checks): the client's input, not our fault.
         # The request's transaction is rolled back, so nothing changed.
@@ -85,7 +99,7 @@ def create_app(state: MasterState) -> Flask:
         return jsonify(_error_body(f"invalid value: {reason}", 3, 400)), 400
 
     @app.errorhandler(Exception)
-    def _unexpected(e: Exception) -> Any:
+    def _unexpected(e: Exception) -> tuple[Response, int]:
         logger.exception(
             "unhandled error in %s %s from %s", request.method, request.path, request.remote_addr
         )

@@ -18,8 +18,11 @@ the peer stays in ``det.peer_addr``. An untrusted peer's forwarding headers are 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the standard library's WSGI types exist for type checkers only
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -92,11 +95,11 @@ class Proxies:
 class TrustedProxies:
     """WSGI middleware: ``REMOTE_ADDR`` and ``wsgi.url_scheme`` become the client's."""
 
-    def __init__(self, app: Callable[..., Any], proxies: Proxies) -> None:
+    def __init__(self, app: WSGIApplication, proxies: Proxies) -> None:
         self.app = app
         self.proxies = proxies
 
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         peer = environ.get("REMOTE_ADDR") or ""
         environ[PEER_KEY] = peer
         if self.proxies.trusts(parse_address(peer)):

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
 
 import orjson
 
+from det.common.jsontypes import JSONValue
 
-def loads(data: bytes) -> tuple[Any, bool]:
+
+def loads(data: bytes) -> tuple[JSONValue, bool]:
     """Parses ``data``; returns the value and whether every number in it is finite.
 
     Raises ``ValueError`` (``json.JSONDecodeError``) when ``data`` is not JSON at all.
@@ -31,7 +32,7 @@ def loads(data: bytes) -> tuple[Any, bool]:
         raise ValueError("nested too deeply") from None
 
 
-def dumps(value: Any, *, finite: bool) -> str:
+def dumps(value: object, *, finite: bool) -> str:
     """Encodes ``value``; non-finite floats become Determined's strings ``"NaN"``,
     ``"Infinity"`` and ``"-Infinity"`` (JSON and jsonb cannot carry them as numbers).
 
@@ -51,7 +52,7 @@ def fragment(text: str | None, default: str = "null") -> orjson.Fragment:
     return orjson.Fragment(text if text is not None else default)
 
 
-def encodable_scalar(value: Any) -> Any:
+def encodable_scalar(value: JSONValue) -> JSONValue:
     """One scalar made strict-JSON encodable: a non-finite float becomes its string, anything
     else is returned as it is (lists and dicts too: :func:`encodable` walks those)."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -59,11 +60,11 @@ def encodable_scalar(value: Any) -> Any:
     return value
 
 
-def encodable(value: Any) -> Any:
+def encodable(value: object) -> object:
     """``value`` made strict-JSON encodable: every non-finite float in it, however deep,
     replaced by its string."""
     if isinstance(value, dict):
         return {k: encodable(v) for k, v in value.items()}
     if isinstance(value, list):
         return [encodable(v) for v in value]
-    return encodable_scalar(value)
+    return encodable_scalar(value) if isinstance(value, float) else value

@@ -10,8 +10,6 @@ connection open for those answers; everything else is waitress's.
 
 from __future__ import annotations
 
-from typing import Any
-
 from waitress.channel import HTTPChannel
 from waitress.task import WSGITask
 
@@ -19,7 +17,7 @@ from waitress.task import WSGITask
 class KeepAliveTask(WSGITask):  # type: ignore[misc]
     _bodiless_keep_alive = False
 
-    def build_response_header(self) -> Any:
+    def build_response_header(self) -> bytes:
         self._bodiless_keep_alive = (
             self.version == "1.1"
             and not self.has_body
@@ -27,7 +25,8 @@ class KeepAliveTask(WSGITask):  # type: ignore[misc]
             and self.request.headers.get("CONNECTION", "").lower() != "close"
         )
         try:
-            return super().build_response_header()
+            header: bytes = super().build_response_header()
+            return header
         finally:
             self._bodiless_keep_alive = False
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from det.common.jsontypes import JSONObject
 from det.master.errors import InvalidArgument, PayloadTooLarge
 
 NAME = 512  # experiment, model, model version names
@@ -51,7 +52,7 @@ def labels(field: str, value: Any) -> list[str]:
     return list(value)
 
 
-def json_object(field: str, value: Any, limit: int = METADATA) -> dict[str, Any]:
+def json_object(field: str, value: object, limit: int = METADATA) -> JSONObject:
     """A JSON object whose encoding is at most ``limit`` bytes (None: ``{}``)."""
     if value is None:
         return {}

@@ -15,7 +15,8 @@ import logging
 import mmap
 import multiprocessing
 import struct
-from typing import Any
+
+from typing_extensions import TypedDict
 
 SLOTS = 5000
 SLOT_BYTES = 2048
@@ -33,7 +34,19 @@ _LOCK = multiprocessing.get_context("fork").Lock()
 _COUNTER.pack_into(_RING, 0, 1)  # ids start at 1 and only grow: a follower asks for later ones
 
 
-def _encode(entry: dict[str, Any]) -> bytes:
+class _Stored(TypedDict):
+    timestamp: str
+    message: str
+    level: str
+
+
+class Entry(_Stored):
+    """A buffered line, as Determined's ``v1LogEntry`` carries it."""
+
+    id: int
+
+
+def _encode(entry: _Stored) -> bytes:
     data = json.dumps(entry, ensure_ascii=False).encode()
     if len(data) <= _PAYLOAD:
         return data
@@ -58,7 +71,7 @@ def append(timestamp: str, level: str, message: str) -> None:
         _LOCK.release()
 
 
-def recent(after: int = 0) -> list[dict[str, Any]]:
+def recent(after: int = 0) -> list[Entry]:
     """The buffered entries (oldest first) whose id is greater than ``after``."""
     if not _LOCK.acquire(timeout=_LOCK_TIMEOUT):
         return []
@@ -72,7 +85,18 @@ def recent(after: int = 0) -> list[dict[str, Any]]:
                 raw.append((entry_id, _RING[at + _SLOT_HEAD.size : at + _SLOT_HEAD.size + length]))
     finally:
         _LOCK.release()
-    return [{"id": entry_id, **json.loads(payload)} for entry_id, payload in raw]
+    out: list[Entry] = []
+    for entry_id, payload in raw:
+        entry: _Stored = json.loads(payload)
+        out.append(
+            {
+                "id": entry_id,
+                "timestamp": entry["timestamp"],
+                "message": entry["message"],
+                "level": entry["level"],
+            }
+        )
+    return out
 
 
 class BufferHandler(logging.Handler):

@@ -10,6 +10,7 @@ import resource
 import secrets
 import signal
 import socket
+import ssl
 import sys
 import threading
 import uuid
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from typing_extensions import TypedDict
 from waitress.adjustments import Adjustments
 from waitress.server import TcpWSGIServer
 
@@ -216,7 +218,19 @@ def _connection_limit() -> int:
     return max(100, (soft if soft != resource.RLIM_INFINITY else want) - 256)
 
 
-def _adjustments(state: MasterState) -> dict[str, Any]:
+class _Adjustments(TypedDict):
+    """The waitress settings (``Adjustments``) det sets."""
+
+    threads: int
+    channel_timeout: int
+    ident: str
+    connection_limit: int
+    asyncore_use_poll: bool
+    url_scheme: str
+    clear_untrusted_proxy_headers: bool
+
+
+def _adjustments(state: MasterState) -> _Adjustments:
     return {
         "threads": state.config.api_threads,
         "channel_timeout": 600,
@@ -253,7 +267,7 @@ def _serve_socket(state: MasterState, sock: Any, handoff: Any, *, run_loops: boo
     )
     base: type = TcpWSGIServer
     channel: type = dispatch.RoutingChannel
-    extra: dict[str, Any] = {}
+    extra: dict[str, ssl.SSLContext] = {}
     if tls.enabled:
         base, extra = TLSWSGIServer, {"context": server_context(tls)}
         channel = type("_TLSRoutingChannel", (dispatch.RelayedMixin, _TLSChannel), {})

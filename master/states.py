@@ -17,6 +17,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from det.common.jsontypes import JSONObject
 from det.common.states import AllocationState
 from det.master.db import Conn
 from det.master.errors import Conflict
@@ -284,7 +285,7 @@ def continue_experiment(
     conn: Conn,
     experiment_id: int,
     trial_id: int,
-    config: dict[str, Any],
+    config: JSONObject,
     experiment_reason: str,
     trial_reason: str,
 ) -> None:

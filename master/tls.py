@@ -239,7 +239,7 @@ class TLSWSGIServer(TcpWSGIServer):  # type: ignore[misc]
 
 def make_server(
     app: Any, sock: Any, context: ssl.SSLContext, dispatcher: Any = None, **adjustments: Any
-) -> Any:
+) -> TLSWSGIServer:
     """A waitress server for ``app`` on the bound, listening ``sock``, speaking TLS."""
     adj = Adjustments(sockets=[sock], url_scheme="https", **adjustments)
     return TLSWSGIServer(

@@ -26,6 +26,7 @@ import psycopg
 from flask import current_app, g, request
 from psycopg.pq import TransactionStatus
 
+from det.common.jsontypes import JSONObject, JSONValue
 from det.master import agent_tokens, fastjson
 from det.master.api._admission import Admission, Ticket
 from det.master.authcache import SessionCache
@@ -275,7 +276,7 @@ def require_admin() -> None:
         raise PermissionDenied("only an admin may do this")
 
 
-def any_json() -> Any:
+def any_json() -> JSONValue:
     """The request's body as any JSON value (None when empty), for the few routes whose body is
     a bare value (Determined's generated client sends some that way). Same checks as
     :func:`body_and_finiteness`."""
@@ -285,7 +286,7 @@ def any_json() -> Any:
     return _parse(raw)[0]
 
 
-def _parse(raw: bytes) -> tuple[Any, bool]:
+def _parse(raw: bytes) -> tuple[JSONValue, bool]:
     try:
         value, finite = fastjson.loads(raw)
     except UnicodeDecodeError:
@@ -322,7 +323,7 @@ def _text_fault(text: str) -> str | None:
     return None
 
 
-def _bad_text(value: Any, path: str) -> tuple[str, str] | None:
+def _bad_text(value: JSONValue, path: str) -> tuple[str, str] | None:
     """The path of the first string (or key) holding NUL or a lone surrogate, and the rule it
     breaks; or None."""
     if isinstance(value, str):
@@ -361,15 +362,10 @@ def int_list_arg(name: str) -> list[int]:
     return out
 
 
-def body() -> dict[str, Any]:
-    """The request's JSON object (``{}`` for an empty body)."""
-    return body_and_finiteness()[0]
-
-
-def body_and_finiteness() -> tuple[dict[str, Any], bool]:
+def body_and_finiteness() -> tuple[JSONObject, bool]:
     """The request's JSON object, and whether every number in it is finite (see
     :mod:`det.master.fastjson`). Parsed once per request."""
-    parsed: tuple[dict[str, Any], bool] | None = g.get("_det_body")
+    parsed: tuple[JSONObject, bool] | None = g.get("_det_body")
     if parsed is not None:
         return parsed
     raw = request.get_data(cache=True)

@@ -41,10 +41,10 @@ def _list_keys(params: Any) -> frozenset[str]:
     return frozenset(out)
 
 
-def query_dict(params: Any) -> dict[str, Any]:
+def query_dict(params: Any) -> dict[str, str | list[str]]:
     """The request's query string as the raw input of ``params``."""
     lists = _list_keys_cached(params)
-    out: dict[str, Any] = {}
+    out: dict[str, str | list[str]] = {}
     for key in request.args:
         values = request.args.getlist(key)
         out[key] = values if key in lists else values[-1]

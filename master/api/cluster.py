@@ -7,7 +7,6 @@ import json
 import logging
 import time
 from collections.abc import Iterator
-from typing import Any
 
 from flask import Blueprint, Response, request, stream_with_context
 from typing_extensions import TypedDict
@@ -178,7 +177,7 @@ def patch_master_config(body: d.v1PatchMasterConfigRequest) -> Empty:
     if not paths:
         raise InvalidArgument("fieldMask.paths: name at least one of " + ", ".join(_SETTABLE))
     log = (body.get("config") or {}).get("log") or {}
-    values: dict[str, Any] = {}
+    values: dict[str, str | bool] = {}
     for path in paths:
         if path == "log.level":
             level = log.get("level")
@@ -246,7 +245,7 @@ def _forget_message() -> None:
 
 @bp.get("/api/v1/master/logs")
 @contract("MasterLogs")
-def master_logs(params: d.MasterLogsParams) -> Any:
+def master_logs(params: d.MasterLogsParams) -> Response:
     """Determined's MasterLogs stream: NDJSON ``{"result": {"logEntry": …}}`` lines, the
     ``limit`` first after ``offset`` (a negative offset counts from the end), following new
     lines while ``follow=true``."""

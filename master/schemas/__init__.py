@@ -16,10 +16,10 @@ this package.
 
 from __future__ import annotations
 
-import functools
-from typing import Any
+from typing import Any, TypeVar
 
 import pydantic
+import pydantic_core
 
 from det.master.errors import InvalidArgument, PayloadTooLarge
 from det.master.schemas import _determined as d
@@ -27,11 +27,18 @@ from det.master.schemas._types import TOO_LARGE, Operation
 
 __all__ = ["Operation", "adapter", "d", "validate"]
 
+T = TypeVar("T")
 
-@functools.cache
-def adapter(tp: Any) -> pydantic.TypeAdapter[Any]:
+
+_adapters: dict[object, pydantic.TypeAdapter[Any]] = {}
+
+
+def adapter(tp: type[T]) -> pydantic.TypeAdapter[T]:
     """The (cached) pydantic validator of a message type."""
-    return pydantic.TypeAdapter(tp)
+    found = _adapters.get(tp)
+    if found is None:
+        found = _adapters[tp] = pydantic.TypeAdapter(tp)
+    return found
 
 
 def _where(loc: tuple[str | int, ...], prefix: str) -> str:
@@ -46,7 +53,7 @@ def _where(loc: tuple[str | int, ...], prefix: str) -> str:
     return out or "request"
 
 
-def _reason(err: Any) -> str:
+def _reason(err: pydantic_core.ErrorDetails) -> str:
     kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
     if kind == "missing":
         return "required"
@@ -65,12 +72,13 @@ def _reason(err: Any) -> str:
     return str(err["msg"])
 
 
-def validate(tp: Any, value: Any, where: str = "") -> Any:
+def validate(tp: type[T], value: object, where: str = "") -> T:
     """``value`` checked against the message type ``tp``; bad input raises
     :class:`InvalidArgument` (400) or, for a field over its size limit, :class:`PayloadTooLarge`
     (413), naming the field (``where`` prefixes its path, e.g. ``"query"``)."""
     try:
-        return adapter(tp).validate_python(value)
+        checked: T = adapter(tp).validate_python(value)
+        return checked
     except pydantic.ValidationError as e:
         errors = e.errors(include_url=False)
         first = errors[0]

@@ -38,7 +38,10 @@ def report(conn: Conn, ckpt: dict[str, Any], *, task_id: str | None) -> None:
     trial = conn.execute(
         "SELECT id, experiment_id FROM trials WHERE task_id = %s", (task_id,)
     ).fetchone()
-    steps = int(metadata["steps_completed"])
+    steps_completed = metadata["steps_completed"]
+    if not isinstance(steps_completed, int | float | str):
+        raise InvalidArgument("metadata.steps_completed: must be a number")
+    steps = int(steps_completed)
     conn.execute(
         "INSERT INTO checkpoints (uuid, trial_id, task_id, allocation_id, resources, metadata, steps_completed, size)"
         " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (uuid) DO UPDATE SET resources = EXCLUDED.resources,"
