@@ -20,6 +20,7 @@ from det.master.services import experiments as exp_svc
 from det.master.services import jobs as jobs_svc
 from det.master.services import tasks as tasks_svc
 from det.master.services import templates as templates_svc
+from det.master.services.task_services import TaskData
 from det.master.wire import Paging
 
 bp = Blueprint("commands", __name__)
@@ -45,7 +46,7 @@ def launch_config(conn: Any, kind: TaskKind, body: Any) -> dict[str, Any]:
     return ntsc.resolve_config(state(), kind, raw, ws_pool)
 
 
-def launch(kind: TaskKind, body: Any, data: dict[str, Any] | None = None) -> Any:
+def launch(kind: TaskKind, body: Any, data: TaskData | None = None) -> ntsc.Task:
     """Launches a task of ``kind`` from a Launch*Request; returns its ``get`` row."""
     files = exp_svc.parse_files(body.get("files") or [])
     user = current_user()
@@ -70,18 +71,18 @@ def launch(kind: TaskKind, body: Any, data: dict[str, Any] | None = None) -> Any
         return ntsc.get(conn, row["id"])
 
 
-def launched(noun: str, shown: Any, row: dict[str, Any]) -> dict[str, Any]:
+def launched(noun: str, shown: Any, row: ntsc.Task) -> dict[str, Any]:
     """A Launch*Response: the task as its kind shows it, its config, no warnings."""
     return {noun: shown, "config": wire.config(row), "warnings": []}
 
 
-def get(kind: str, task_id: str) -> dict[str, Any]:
+def get(kind: str, task_id: str) -> ntsc.Task:
     """The task's row (NotFound unless it is a task of ``kind``)."""
     with db() as conn:
         return ntsc.get(conn, task_id, kind)
 
 
-def list_rows(kind: str, params: Any) -> list[dict[str, Any]]:
+def list_rows(kind: str, params: Any) -> list[ntsc.Task]:
     with db() as conn:
         rows = ntsc.list_tasks(
             conn,
@@ -102,14 +103,14 @@ def page(rows: list[Any], params: Any) -> tuple[list[Any], d.v1Pagination]:
     )
 
 
-def kill(kind: str, task_id: str) -> dict[str, Any]:
+def kill(kind: str, task_id: str) -> ntsc.Task:
     with db() as conn:
         _access.ntsc_task(conn, task_id, kind)
         tasks_svc.kill(conn, task_id)
         return ntsc.get(conn, task_id, kind)
 
 
-def set_priority(kind: str, task_id: str, priority: Any) -> dict[str, Any]:
+def set_priority(kind: str, task_id: str, priority: Any) -> ntsc.Task:
     if priority is None:
         raise InvalidArgument("priority: required integer from 1 to 99")
     with db() as conn:
@@ -123,7 +124,7 @@ def task_routes(
     bp: Blueprint,
     kind: TaskKind,
     noun: str,
-    show: Callable[[dict[str, Any], bool], Any],
+    show: Callable[[ntsc.Task, bool], Any],
     *,
     responses: dict[str, Any] | None = None,
 ) -> None:
@@ -135,7 +136,7 @@ def task_routes(
     plural, title = f"{noun}s", noun[0].upper() + noun[1:]
     responses = responses or {}
 
-    def may_see(row: dict[str, Any]) -> bool:
+    def may_see(row: ntsc.Task) -> bool:
         user = current_user()
         return bool(user.admin or user.id == row["owner_id"])
 

@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from typing_extensions import TypedDict
 
 from det.master.expconf import redact
 from det.master.schemas import d
 from det.master.wire import ts
+
+if TYPE_CHECKING:
+    from det.master.services.ntsc import Task
 
 # A live allocation's state → the task's wire state. An active task whose last allocation has
 # ended is waiting for its next one (it was preempted): QUEUED.
@@ -68,15 +71,16 @@ class CommandResponse(TypedDict):
     config: dict[str, Any]
 
 
-def state(r: dict[str, Any]) -> d.taskv1State:
-    if r["state"] == "TERMINATED":
+def state(task_state: str, alloc_state: str | None) -> d.taskv1State:
+    """A task's wire state from its own and its latest allocation's (None: none yet)."""
+    if task_state == "TERMINATED":
         return "STATE_TERMINATED"
-    return _STATES.get(r.get("alloc_state") or "PENDING", "STATE_QUEUED")
+    return _STATES.get(alloc_state or "PENDING", "STATE_QUEUED")
 
 
-def task_fields(r: dict[str, Any]) -> TaskFields:
+def task_fields(r: Task) -> TaskFields:
     container: d.v1Container | None = None
-    if r.get("container_id") and r.get("alloc_state") in _CONTAINER_STATES:
+    if r["container_id"] and r["alloc_state"] in _CONTAINER_STATES:
         container = {"id": r["container_id"], "state": _CONTAINER_STATES[r["alloc_state"]]}
     return {
         "id": r["id"],
@@ -84,7 +88,7 @@ def task_fields(r: dict[str, Any]) -> TaskFields:
         "jobId": r["job_id"],
         "resourcePool": r["resource_pool"],
         "startTime": ts(r["created_at"]) or "",
-        "state": state(r),
+        "state": state(r["state"], r["alloc_state"]),
         "username": r["username"],
         "userId": r["owner_id"],
         "displayName": r["username"],
@@ -94,11 +98,11 @@ def task_fields(r: dict[str, Any]) -> TaskFields:
     }
 
 
-def config(r: dict[str, Any]) -> dict[str, Any]:
+def config(r: Task) -> dict[str, Any]:
     """The task's config as shown (registry secrets hidden)."""
     return redact(r["config"])
 
 
-def command(r: dict[str, Any]) -> Command:
+def command(r: Task) -> Command:
     out: Command = {**task_fields(r), "exitCode": r["exit_code"]}  # type: ignore[typeddict-item]
     return out

@@ -3,11 +3,14 @@ and ``v1Task`` (``GetTask``: what the official CLI polls until a notebook is rea
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from det.master.schemas import d
 from det.master.schemas.commands import state, task_fields
 from det.master.wire import ts
+
+if TYPE_CHECKING:
+    from det.master.services.ntsc import Task
 
 _TASK_TYPES: dict[str, d.v1TaskType] = {
     "COMMAND": "TASK_TYPE_COMMAND",
@@ -24,7 +27,7 @@ def service_address(task_id: str) -> str:
     return f"/proxy/{task_id}/"
 
 
-def notebook(r: dict[str, Any]) -> d.v1Notebook:
+def notebook(r: Task) -> d.v1Notebook:
     out: d.v1Notebook = {**task_fields(r), "serviceAddress": service_address(r["id"])}  # type: ignore[typeddict-item]
     return out
 
@@ -46,7 +49,7 @@ def task(
                 "slots": a["slots_needed"],
                 "state": "STATE_TERMINATED"
                 if a["state"] == "TERMINATED"
-                else state({"state": "ACTIVE", "alloc_state": a["state"]}),
+                else state("ACTIVE", a["state"]),
                 "isReady": ready and i == 0 and a["state"] == "RUNNING",
                 "startTime": ts(a["started_at"]),
                 "endTime": ts(a["ended_at"]),

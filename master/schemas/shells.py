@@ -3,15 +3,18 @@ pair's private half only for the shell's owner and admins."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from det.master.schemas import d
 from det.master.schemas.commands import task_fields
 
+if TYPE_CHECKING:
+    from det.master.services.ntsc import Task
 
-def shell(r: dict[str, Any], *, with_key: bool) -> d.v1Shell:
+
+def shell(r: Task, *, with_key: bool) -> d.v1Shell:
     """``with_key``: the caller owns the shell or is an admin (it may ssh into it)."""
-    data = r.get("data") or {}
+    data = r["data"]
     out: d.v1Shell = {
         **task_fields(r),  # type: ignore[typeddict-item]
         "publicKey": data.get("publicKey"),

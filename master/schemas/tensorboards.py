@@ -3,15 +3,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from det.master.schemas import d
 from det.master.schemas.commands import task_fields
 from det.master.schemas.notebooks import service_address
 
+if TYPE_CHECKING:
+    from det.master.services.ntsc import Task
 
-def tensorboard(r: dict[str, Any]) -> d.v1Tensorboard:
-    data = r.get("data") or {}
+
+def tensorboard(r: Task) -> d.v1Tensorboard:
+    data = r["data"]
     out: d.v1Tensorboard = {
         **task_fields(r),  # type: ignore[typeddict-item]
         "serviceAddress": service_address(r["id"]),

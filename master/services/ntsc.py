@@ -18,16 +18,23 @@ otherwise                                   TERMINATED with the container's exit
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
+import psycopg
+from psycopg.rows import class_row
+from typing_extensions import TypedDict
+
 from det.common.container_spec import ContainerSpec
+from det.common.jsontypes import JSONObject
 from det.master import expconf, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
-from det.master.expconf.task import KIND_NAMES, TaskKind, parse_task_config
+from det.master.expconf.task import KIND_NAMES, TaskConfig, TaskKind, parse_task_config
 from det.master.handles import MasterState
 from det.master.services import (
     allocation_rows,
@@ -43,9 +50,62 @@ from det.master.services.experiments import ContextFile, pack_context
 logger = logging.getLogger(__name__)
 
 
+class Task(TypedDict):
+    """A task as it is shown (``schemas.commands``, ``notebooks``, ``shells``,
+    ``tensorboards``): its ``ntsc_tasks`` row, its owner's name, its pool and its latest
+    allocation (the live one, if any; None for each of its columns before the first)."""
+
+    id: str
+    kind: TaskKind
+    owner_id: int
+    workspace_id: int
+    job_id: str
+    description: str
+    #: The resolved config (:func:`resolve_config`), as stored.
+    config: JSONObject
+    context: bytes | None
+    data: task_services.TaskData
+    state: str
+    run_id: int
+    exit_code: int | None
+    exit_status: str | None
+    proxy_address: str | None
+    last_activity: dt.datetime
+    created_at: dt.datetime
+    ended_at: dt.datetime | None
+    username: str
+    resource_pool: str
+    allocation_id: str | None
+    alloc_state: str | None
+    container_id: str | None
+    placement: dict[str, list[str]] | None
+    alloc_started_at: dt.datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRow:
+    """The columns of an ``ntsc_tasks`` row that queue and end its runs."""
+
+    id: str
+    kind: TaskKind
+    job_id: str
+    run_id: int
+    state: str
+    exit_status: str | None
+    config: JSONObject
+
+
+_ROW = "SELECT id, kind, job_id, run_id, state, exit_status, config FROM ntsc_tasks"
+
+
+def config_of(config: JSONObject) -> TaskConfig:
+    """A stored task config (written by :func:`resolve_config`) read back typed."""
+    return TaskConfig.model_validate(config)
+
+
 def resolve_config(
     st: MasterState, kind: TaskKind, raw: Any, default_pool: str | None = None
-) -> dict[str, Any]:
+) -> JSONObject:
     """The task's config with the cluster's defaults under it, or InvalidArgument.
     ``default_pool``: where it goes when it names no pool (its workspace's default aux pool),
     else the cluster's default aux pool."""
@@ -57,13 +117,15 @@ def resolve_config(
         else default_pool or st.config.resource_manager.default_aux_resource_pool
     )
     try:
-        config = parse_task_config(kind, raw, st.config.task_container_defaults_for(pool))
+        config = config_of(
+            parse_task_config(kind, raw, st.config.task_container_defaults_for(pool))
+        )
     except expconf.ConfigError as e:
         raise InvalidArgument(f"invalid {KIND_NAMES[kind].lower()} config: {e}") from None
     if st.config.pool(pool) is None:
         raise InvalidArgument(f"resources.resource_pool: no pool named '{pool}'")
-    config["resources"]["resource_pool"] = pool
-    return config
+    config.resources.resource_pool = pool
+    return config.model_dump(mode="json")
 
 
 def launch(
@@ -72,38 +134,36 @@ def launch(
     *,
     kind: TaskKind,
     owner_id: int,
-    config: dict[str, Any],
+    config: JSONObject,
     files: list[ContextFile],
     workspace_id: int | None = None,
-    data: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Queues a new task of ``kind`` (``config`` from :func:`resolve_config`); returns its row."""
-    res = config["resources"]
+    data: task_services.TaskData | None = None,
+) -> Task:
+    """Queues a new task of ``kind`` (``config`` from :func:`resolve_config`); returns it."""
+    res = config_of(config).resources
     scheduling.refuse_if_never_fits(
-        conn, st, res["resource_pool"], int(res["slots"]), field="resources.slots"
+        conn, st, res.resource_pool, int(res.slots or 0), field="resources.slots"
     )
     if workspace_id is not None:
         ws = conn.execute("SELECT id FROM workspaces WHERE id = %s", (workspace_id,)).fetchone()
         if ws is None:
             raise InvalidArgument(f"workspaceId: no workspace {workspace_id}")
-    pool_bindings.check(
-        conn, st, res["resource_pool"], workspace_id or 1, "resources.resource_pool"
-    )
+    pool_bindings.check(conn, st, res.resource_pool, workspace_id or 1, "resources.resource_pool")
     task_id = str(uuid.uuid4())
     if not config.get("description"):
         config["description"] = f"{KIND_NAMES[kind]} ({task_id[:8]})"
-    priority = res.get("priority") or st.config.resource_manager.scheduler.default_priority
+    priority = res.priority or st.config.resource_manager.scheduler.default_priority
     queue_key = conn.execute("SELECT coalesce(max(queue_key), 0) + 1 AS k FROM jobs").fetchone()
     assert queue_key is not None
     job_id = str(uuid.uuid4())
     conn.execute(
         "INSERT INTO jobs (id, kind, experiment_id, owner_id, resource_pool, priority, weight,"
         " queue_key) VALUES (%s, %s, NULL, %s, %s, %s, %s, %s)",
-        (job_id, kind, owner_id, res["resource_pool"], priority, res["weight"], queue_key["k"]),
+        (job_id, kind, owner_id, res.resource_pool, priority, res.weight, queue_key["k"]),
     )
-    row = conn.execute(
+    conn.execute(
         "INSERT INTO ntsc_tasks (id, kind, owner_id, workspace_id, job_id, description, config,"
-        " context, data) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING *",
+        " context, data) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
         (
             task_id,
             kind,
@@ -115,41 +175,58 @@ def launch(
             pack_context(files) if files else None,
             json.dumps(data or {}),
         ),
-    ).fetchone()
+    )
+    row = _row(conn, task_id)
     assert row is not None
     queue_run(conn, st, row)
     states.record_event(conn, "task", task_id, "launched", f"{kind.lower()} launched")
     conn.execute("NOTIFY det_wakeup")
     logger.info("%s %s launched", kind.lower(), task_id)
-    return row
+    return get(conn, task_id)
 
 
-def queue_run(conn: Conn, st: MasterState, task: dict[str, Any]) -> str:
+def _row(conn: Conn, task_id: str, *, lock: bool = False) -> TaskRow | None:
+    """``lock``: ``FOR NO KEY UPDATE`` (an ending run)."""
+    cur = conn.cursor(row_factory=class_row(TaskRow))
+    return cur.execute(
+        _ROW + " WHERE id = %s" + (" FOR NO KEY UPDATE" if lock else ""), (task_id,)
+    ).fetchone()
+
+
+def queue_run(conn: Conn, st: MasterState, task: TaskRow) -> str:
     """Queues the next run of ``task``; returns the allocation id."""
-    run_id = task["run_id"] + 1
-    allocation_id = f"{task['id']}.{run_id}"
-    job = conn.execute("SELECT resource_pool FROM jobs WHERE id = %s", (task["job_id"],)).fetchone()
+    run_id = task.run_id + 1
+    allocation_id = f"{task.id}.{run_id}"
+    job = conn.execute("SELECT resource_pool FROM jobs WHERE id = %s", (task.job_id,)).fetchone()
     assert job is not None
     allocation_rows.queue(
         conn,
         st,
-        kind=task["kind"],
+        kind=task.kind,
         allocation_id=allocation_id,
-        task_id=task["id"],
-        job_id=task["job_id"],
+        task_id=task.id,
+        job_id=task.job_id,
         resource_pool=job["resource_pool"],
-        slots=int(task["config"]["resources"]["slots"]),
+        slots=int(config_of(task.config).resources.slots or 0),
     )
-    conn.execute("UPDATE ntsc_tasks SET run_id = %s WHERE id = %s", (run_id, task["id"]))
+    conn.execute("UPDATE ntsc_tasks SET run_id = %s WHERE id = %s", (run_id, task.id))
     return allocation_id
 
 
-def get(conn: Conn, task_id: str, kind: str | None = None) -> dict[str, Any]:
+def _tasks(conn: Conn) -> psycopg.Cursor[Task]:
+    return conn.cursor(row_factory=class_row(Task))
+
+
+def get(conn: Conn, task_id: str, kind: str | None = None) -> Task:
     """A task with its wire view's columns (see :func:`_SELECT`); NotFound names the kind."""
-    row = conn.execute(
-        _SELECT + " WHERE n.id = %s" + (" AND n.kind = %s" if kind else ""),
-        (task_id, kind) if kind else (task_id,),
-    ).fetchone()
+    row = (
+        _tasks(conn)
+        .execute(
+            _SELECT + " WHERE n.id = %s" + (" AND n.kind = %s" if kind else ""),
+            (task_id, kind) if kind else (task_id,),
+        )
+        .fetchone()
+    )
     if row is None:
         raise NotFound(f"{KIND_NAMES.get(kind or '', 'task').lower()} {task_id} not found")
     return row
@@ -162,25 +239,32 @@ def list_tasks(
     user_ids: list[int] | None = None,
     usernames: list[str] | None = None,
     workspace_id: int | None = None,
-) -> list[dict[str, Any]]:
-    clauses, values = ["n.kind = %s"], [kind]
+) -> list[Task]:
+    clauses: list[str] = ["n.kind = %s"]
+    values: list[Any] = [kind]
     if user_ids:
         clauses.append("n.owner_id = ANY(%s)")
-        values.append(user_ids)  # type: ignore[arg-type]
+        values.append(user_ids)
     if usernames:
         clauses.append("u.username = ANY(%s)")
-        values.append(usernames)  # type: ignore[arg-type]
+        values.append(usernames)
     if workspace_id is not None:
         clauses.append("n.workspace_id = %s")
-        values.append(workspace_id)  # type: ignore[arg-type]
-    return conn.execute(
-        _SELECT + " WHERE " + " AND ".join(clauses) + " ORDER BY n.created_at, n.id", values
-    ).fetchall()
+        values.append(workspace_id)
+    return (
+        _tasks(conn)
+        .execute(
+            _SELECT + " WHERE " + " AND ".join(clauses) + " ORDER BY n.created_at, n.id", values
+        )
+        .fetchall()
+    )
 
 
 # A task with its owner and its latest allocation (the live one, if any).
 _SELECT = (
-    "SELECT n.*, u.username, j.resource_pool, a.id AS allocation_id, a.state AS alloc_state,"
+    "SELECT n.id, n.kind, n.owner_id, n.workspace_id, n.job_id, n.description, n.config,"
+    " n.context, n.data, n.state, n.run_id, n.exit_code, n.exit_status, n.proxy_address,"
+    " n.last_activity, n.created_at, n.ended_at, u.username, j.resource_pool, a.id AS allocation_id, a.state AS alloc_state,"
     " a.container_id, a.placement, a.started_at AS alloc_started_at"
     " FROM ntsc_tasks n JOIN users u ON u.id = n.owner_id JOIN jobs j ON j.id = n.job_id"
     " LEFT JOIN LATERAL (SELECT * FROM allocations x WHERE x.task_id = n.id"
@@ -191,23 +275,21 @@ _SELECT = (
 def on_terminated(conn: Conn, alloc: Allocation, exit_code: int | None, reason: str) -> None:
     """An allocation of a task ended (``alloc`` is its row as it was, locked by the caller).
     Registered for the four kinds in :mod:`det.master.services.task_kinds`."""
-    task = conn.execute(
-        "SELECT * FROM ntsc_tasks WHERE id = %s FOR NO KEY UPDATE", (alloc.task_id,)
-    ).fetchone()
-    if task is None or task["state"] == states.TERMINATED:
+    task = _row(conn, alloc.task_id, lock=True)
+    if task is None or task.state == states.TERMINATED:
         return
     preempted = alloc.preempt_requested or reason == containers.AGENT_LOST
-    if task["exit_status"] is not None:  # killed (tasks.kill gave the reason)
-        finish(conn, task["id"], exit_code, task["exit_status"])
+    if task.exit_status is not None:  # killed (tasks.kill gave the reason)
+        finish(conn, task.id, exit_code, task.exit_status)
     elif preempted:
-        conn.execute("UPDATE ntsc_tasks SET proxy_address = NULL WHERE id = %s", (task["id"],))
-        logger.info("task %s preempted (%s); re-queued", task["id"], reason)
-        states.record_event(conn, "task", task["id"], "preempted", f"{reason}; re-queued")
+        conn.execute("UPDATE ntsc_tasks SET proxy_address = NULL WHERE id = %s", (task.id,))
+        logger.info("task %s preempted (%s); re-queued", task.id, reason)
+        states.record_event(conn, "task", task.id, "preempted", f"{reason}; re-queued")
     elif exit_code == 0:
-        finish(conn, task["id"], 0, "exited with code 0")
+        finish(conn, task.id, 0, "exited with code 0")
     else:
         status = reason if exit_code is None else f"exited with code {exit_code}"
-        finish(conn, task["id"], exit_code, status)
+        finish(conn, task.id, exit_code, status)
     conn.execute("NOTIFY det_wakeup")
 
 
@@ -229,11 +311,15 @@ def tasks_pass(conn: Conn, st: MasterState) -> None:
         " AND preempt_requested AND NOT kill_requested AND state <> 'TERMINATED'",
         (list(KIND_NAMES),),
     )
-    rows = conn.execute(
-        "SELECT n.* FROM ntsc_tasks n WHERE n.state = 'ACTIVE' AND NOT EXISTS"
-        " (SELECT 1 FROM allocations a WHERE a.task_id = n.id AND a.state <> 'TERMINATED')"
-        " ORDER BY n.created_at FOR NO KEY UPDATE SKIP LOCKED"
-    ).fetchall()
+    rows = (
+        conn.cursor(row_factory=class_row(TaskRow))
+        .execute(
+            _ROW + " n WHERE n.state = 'ACTIVE' AND NOT EXISTS"
+            " (SELECT 1 FROM allocations a WHERE a.task_id = n.id AND a.state <> 'TERMINATED')"
+            " ORDER BY n.created_at FOR NO KEY UPDATE SKIP LOCKED"
+        )
+        .fetchall()
+    )
     for task in rows:
         queue_run(conn, st, task)
 
@@ -248,13 +334,9 @@ def context(conn: Conn, task_id: str) -> bytes | None:
 
 def container_spec(conn: Conn, st: MasterState, alloc: Allocation, agent_id: str) -> ContainerSpec:
     """The task's container, built as a trial's is (image, env, mounts, Docker options)."""
-    task = conn.execute(
-        "SELECT n.*, u.username FROM ntsc_tasks n JOIN users u ON u.id = n.owner_id"
-        " WHERE n.id = %s",
-        (alloc.task_id,),
-    ).fetchone()
-    assert task is not None
-    config: dict[str, Any] = task["config"]
+    task = get(conn, alloc.task_id)
+    config = task["config"]
+    typed = config_of(config)
     slot_ids = [str(s) for s in (alloc.placement or {}).get(agent_id, [])]
     image, env = containers.image_and_env(conn, config, agent_id)
     env.update(containers.task_env(st, alloc.id, alloc.task_id, task["kind"]))
@@ -279,11 +361,11 @@ def container_spec(conn: Conn, st: MasterState, alloc: Allocation, agent_id: str
     if task["kind"] == "TENSORBOARD":
         sources, mounts = tensorboards.container_sources(task["data"])
         env["DET_TENSORBOARD_SOURCES"] = json.dumps(sources)
-        env["DET_TENSORBOARD_ARGS"] = json.dumps(config.get("tensorboard_args") or [])
+        env["DET_TENSORBOARD_ARGS"] = json.dumps(typed.tensorboard_args)
         docker["bindMounts"] = docker["bindMounts"] + mounts
-    command = _command(task, port)
-    if config.get("work_dir"):
-        command = ["sh", "-c", 'cd "$0" && exec "$@"', str(config["work_dir"]), *command]
+    command = _command(task, typed, port)
+    if typed.work_dir:
+        command = ["sh", "-c", 'cd "$0" && exec "$@"', typed.work_dir, *command]
     spec: ContainerSpec = {
         "taskId": task["id"],
         "taskType": task["kind"],
@@ -302,8 +384,8 @@ def container_spec(conn: Conn, st: MasterState, alloc: Allocation, agent_id: str
     return spec
 
 
-def _command(task: dict[str, Any], port: int | None) -> list[str]:
-    entrypoint = task["config"].get("entrypoint")
+def _command(task: Task, config: TaskConfig, port: int | None) -> list[str]:
+    entrypoint = config.entrypoint
     if task["kind"] == "SHELL":
         # The shell's SSH server (det.exec.shell_server, in the harness): its own entrypoint.
         return ["python3", "-m", "det.exec.shell_server"]
@@ -323,7 +405,7 @@ def _command(task: dict[str, Any], port: int | None) -> list[str]:
             f"--ServerApp.base_url=/proxy/{task['id']}/",
             "--ServerApp.allow_remote_access=True",
             "--KernelManager.transport=ipc",
-            f"--ServerApp.root_dir={task['config'].get('work_dir') or containers.WORKDIR}",
+            f"--ServerApp.root_dir={config.work_dir or containers.WORKDIR}",
         ]
     if entrypoint is None and task["kind"] == "TENSORBOARD":
         # Fetches the trials' files and serves TensorBoard under the proxy's path.

@@ -10,13 +10,17 @@ the task (det.exec.tensorboard) fetches them from there. Each source carries its
 from __future__ import annotations
 
 import copy
-from typing import Any
+from dataclasses import dataclass
+
+from psycopg.rows import class_row
 
 from det.common.container_spec import BindMount
+from det.common.jsontypes import JSONObject, JSONValue
 from det.master import container_policy
 from det.master.db import Conn
 from det.master.errors import InvalidArgument
 from det.master.expconf import stored
+from det.master.services.task_services import TaskData, TensorBoardSource
 
 #: At most this many trials per TensorBoard (Determined's limit): an experiment with more
 #: contributes its best ones by its searcher metric.
@@ -25,7 +29,15 @@ MAX_TRIALS = 100
 _SHARED_FS_MOUNT = "/determined_shared_fs"
 
 
-def resolve(conn: Conn, experiment_ids: list[int], trial_ids: list[int]) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class _Trial:
+    id: int
+    experiment_id: int
+    #: Its experiment's ``checkpoint_storage`` as stored (None: it has none).
+    storage: JSONValue
+
+
+def resolve(conn: Conn, experiment_ids: list[int], trial_ids: list[int]) -> TaskData:
     """The task's ``data``: the experiments and trials asked for and one source per trial;
     InvalidArgument names an id that does not exist or a request for nothing."""
     experiment_ids = sorted({int(i) for i in experiment_ids})
@@ -36,7 +48,8 @@ def resolve(conn: Conn, experiment_ids: list[int], trial_ids: list[int]) -> dict
         raise InvalidArgument(
             f"a TensorBoard shows at most {MAX_TRIALS} trials; name fewer experiments and trials"
         )
-    rows: list[dict[str, Any]] = []
+    rows: list[_Trial] = []
+    trials = conn.cursor(row_factory=class_row(_Trial))
     for eid in experiment_ids:
         exp = conn.execute(
             "SELECT id, config FROM experiments WHERE id = %s AND NOT deleted", (eid,)
@@ -45,56 +58,51 @@ def resolve(conn: Conn, experiment_ids: list[int], trial_ids: list[int]) -> dict
             raise InvalidArgument(f"experimentIds: no experiment {eid}")
         smaller = stored.experiment_config(eid, exp["config"]).searcher.smaller_is_better
         order = "ASC" if smaller else "DESC"
-        rows += conn.execute(
-            "SELECT t.id, t.experiment_id, e.config FROM trials t"
+        rows += trials.execute(
+            "SELECT t.id, t.experiment_id, e.config -> 'checkpoint_storage' AS storage FROM trials t"
             " JOIN experiments e ON e.id = t.experiment_id WHERE t.experiment_id = %s"
             f" ORDER BY t.searcher_metric {order} NULLS LAST, t.id LIMIT {MAX_TRIALS}",
             (eid,),
         ).fetchall()
     if trial_ids:
-        found = conn.execute(
-            "SELECT t.id, t.experiment_id, e.config FROM trials t"
+        found = trials.execute(
+            "SELECT t.id, t.experiment_id, e.config -> 'checkpoint_storage' AS storage FROM trials t"
             " JOIN experiments e ON e.id = t.experiment_id"
             " WHERE t.id = ANY(%s) AND NOT e.deleted ORDER BY t.id",
             (trial_ids,),
         ).fetchall()
-        missing = sorted(set(trial_ids) - {r["id"] for r in found})
+        missing = sorted(set(trial_ids) - {r.id for r in found})
         if missing:
             raise InvalidArgument(f"trialIds: no trial {', '.join(map(str, missing))}")
         rows += found
     seen: set[int] = set()
-    sources = []
+    picked: list[_Trial] = []
     for r in rows:
-        if r["id"] in seen:
-            continue
-        seen.add(r["id"])
-        sources.append(
-            {
-                "experimentId": r["experiment_id"],
-                "trialId": r["id"],
-                "storage": (r["config"] or {}).get("checkpoint_storage"),
-            }
-        )
-    if len(sources) > MAX_TRIALS:
+        if r.id not in seen:
+            seen.add(r.id)
+            picked.append(r)
+    if len(picked) > MAX_TRIALS:
         raise InvalidArgument(
-            f"a TensorBoard shows at most {MAX_TRIALS} trials; these ask for {len(sources)}"
+            f"a TensorBoard shows at most {MAX_TRIALS} trials; these ask for {len(picked)}"
         )
-    if not sources:
+    if not picked:
         raise InvalidArgument("the experiments named have no trials yet")
-    for s in sources:
-        if not isinstance(s["storage"], dict):
+    sources: list[TensorBoardSource] = []
+    for r in picked:
+        if not isinstance(r.storage, dict):
             raise InvalidArgument(
-                f"experiment {s['experimentId']} has no checkpoint_storage to read from"
+                f"experiment {r.experiment_id} has no checkpoint_storage to read from"
             )
+        sources.append({"experimentId": r.experiment_id, "trialId": r.id, "storage": r.storage})
     return {"experimentIds": experiment_ids, "trialIds": trial_ids, "sources": sources}
 
 
-def storage_mounts(data: dict[str, Any]) -> list[container_policy.Mount]:
+def storage_mounts(data: TaskData) -> list[container_policy.Mount]:
     """The host paths a TensorBoard over ``data`` mounts (read-only), named by experiment, for
     the task container policy."""
     out: dict[str, container_policy.Mount] = {}
     for s in data.get("sources") or []:
-        cfg = s.get("storage") or {}
+        cfg = s["storage"]
         host = str(cfg.get("host_path"))
         if cfg.get("type") == "shared_fs" and host not in out:
             where = f"experimentIds: experiment {s['experimentId']}'s checkpoint_storage.host_path"
@@ -102,15 +110,15 @@ def storage_mounts(data: dict[str, Any]) -> list[container_policy.Mount]:
     return list(out.values())
 
 
-def container_sources(data: dict[str, Any]) -> tuple[list[dict[str, Any]], list[BindMount]]:
+def container_sources(data: TaskData) -> tuple[list[TensorBoardSource], list[BindMount]]:
     """The sources as the container sees them, and the bind mounts that make it so: each
     shared_fs host path is mounted read-only, the first at ``/determined_shared_fs`` (or the
     config's ``container_path``), others beside it (pure)."""
     mounts: dict[str, str] = {}
     used: set[str] = set()
-    out = []
+    out: list[TensorBoardSource] = []
     for s in data.get("sources") or []:
-        cfg = copy.deepcopy(s["storage"])
+        cfg: JSONObject = copy.deepcopy(s["storage"])
         if cfg.get("type") == "shared_fs":
             host = str(cfg["host_path"])
             if host not in mounts:
