@@ -52,7 +52,8 @@ class TaskPrincipal:
     task_id: str
     trial_id: int | None
     experiment_id: int | None
-    user_id: int
+    #: Its experiment's owner (None: not a trial's allocation).
+    user_id: int | None
 
 
 @dataclass(frozen=True)
@@ -200,11 +201,9 @@ def _task_for_token(conn: Conn, token: str) -> TaskPrincipal | None:
         return None
     # An allocation's token dies with it: a stray process of an ended run (a container the
     # agent lost track of, say) cannot report into the trial's next run.
-    if row["state"] == "TERMINATED":
+    if row.state == "TERMINATED":
         return None
-    return TaskPrincipal(
-        row["id"], row["task_id"], row["trial_id"], row["experiment_id"], row["owner_id"]
-    )
+    return TaskPrincipal(row.id, row.task_id, row.trial_id, row.experiment_id, row.owner_id)
 
 
 def _is_waiting_request() -> bool:
@@ -245,7 +244,7 @@ def acting_user_id() -> int:
     p = principal()
     if p.user is not None:
         return p.user.id
-    if p.task is not None:
+    if p.task is not None and p.task.user_id is not None:
         return p.task.user_id
     raise Unauthenticated("a user session is required")
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import urllib.parse
-from typing import Any
 
 from flask import Blueprint, Response, after_this_request, request
 
@@ -230,7 +229,7 @@ def patch_user(user_id: int, body: d.v1PatchUser) -> d.v1PatchUserResponse:
         password = data.get("password")
         if password is not None:
             users.set_password(conn, user_id, password, hashed=bool(data.get("isHashed")))
-        fields: dict[str, Any] = {}
+        fields: users.UserChanges = {}
         if "displayName" in data:
             fields["display_name"] = limits.text("displayName", data["displayName"], limits.NAME)
         for key in ("admin", "active", "remote"):
@@ -243,7 +242,7 @@ def patch_user(user_id: int, body: d.v1PatchUser) -> d.v1PatchUserResponse:
     return {"user": wire.user(user)}
 
 
-def _agent_link(data: d.v1PatchUser | d.v1User) -> tuple[dict[str, Any] | None] | None:
+def _agent_link(data: d.v1PatchUser | d.v1User) -> tuple[agent_users.AgentUserLink | None] | None:
     """PatchUser's (or PostUser's) ``agentUserGroup``, checked (admins only: the caller was
     checked); None when the request does not set it, ``(None,)`` when it unlinks."""
     value = data.get("agentUserGroup")

@@ -14,7 +14,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from psycopg.rows import scalar_row
 from psycopg.types.json import Jsonb
+from typing_extensions import TypedDict
 
 from det.master.db import Conn
 from det.master.errors import InvalidArgument
@@ -23,6 +25,15 @@ from det.master.errors import InvalidArgument
 MAX_ID = 2**31 - 1
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
 FIELDS = ("agentUid", "agentGid", "agentUser", "agentGroup")
+
+
+class AgentUserLink(TypedDict):
+    """A user's link (``users.agent_user_group``), as PatchUser's ``agentUserGroup`` names it."""
+
+    agentUid: int
+    agentGid: int
+    agentUser: str
+    agentGroup: str
 
 
 def _id(field: str, value: Any) -> int:
@@ -49,7 +60,7 @@ def _name(field: str, value: Any) -> str:
     return value
 
 
-def parse(value: Any) -> dict[str, Any] | None:
+def parse(value: Any) -> AgentUserLink | None:
     """The stored link for PatchUser's ``agentUserGroup``: all four fields, or none of them (an
     empty object unlinks). Raises InvalidArgument naming the field and the rule."""
     if not isinstance(value, dict):
@@ -68,18 +79,19 @@ def parse(value: Any) -> dict[str, Any] | None:
     }
 
 
-def link(conn: Conn, user_id: int, value: dict[str, Any] | None) -> None:
+def link(conn: Conn, user_id: int, value: AgentUserLink | None) -> None:
     conn.execute(
         "UPDATE users SET agent_user_group = %s, modified_at = now() WHERE id = %s",
         (Jsonb(value) if value is not None else None, user_id),
     )
 
 
-def container_user(conn: Conn, allocation_id: str) -> dict[str, Any] | None:
+def container_user(conn: Conn, allocation_id: str) -> AgentUserLink | None:
     """The link of the user whose job the allocation is (None: unlinked)."""
-    row = conn.execute(
+    cur = conn.cursor(row_factory=scalar_row)
+    link: AgentUserLink | None = cur.execute(
         "SELECT u.agent_user_group FROM allocations a JOIN jobs j ON j.id = a.job_id"
         " JOIN users u ON u.id = j.owner_id WHERE a.id = %s",
         (allocation_id,),
     ).fetchone()
-    return row["agent_user_group"] if row is not None else None
+    return link

@@ -17,9 +17,14 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
+from psycopg.rows import args_row, class_row
+from typing_extensions import TypedDict
+
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound, Unauthenticated
 from det.master.services import usernames
+from det.master.services.agent_users import AgentUserLink
 
 logger = logging.getLogger(__name__)
 
@@ -37,8 +42,45 @@ class User:
     display_name: str | None = None
     remote: bool = False
     modified_at: dt.datetime | None = None
-    #: ``det user link-with-agent-user``: agentUid, agentGid, agentUser, agentGroup (or None)
-    agent_user_group: dict[str, Any] | None = None
+    #: ``det user link-with-agent-user`` (None: unlinked)
+    agent_user_group: AgentUserLink | None = None
+
+
+# User's fields, in order: the columns every read of a user selects (class_row(User)).
+_COLUMNS = "id, username, admin, active, display_name, remote, modified_at, agent_user_group"
+
+
+@dataclass(frozen=True, slots=True)
+class _Credentials:
+    """What a login checks of the user it names."""
+
+    id: int
+    password_hash: str
+    active: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AllocationToken:
+    """The allocation an allocation token belongs to (:func:`allocation_for_digest`)."""
+
+    id: str
+    task_id: str
+    trial_id: int | None
+    state: str
+    ended_at: dt.datetime | None
+    #: Its trial's experiment and that experiment's owner (None for other kinds).
+    experiment_id: int | None
+    owner_id: int | None
+
+
+class UserChanges(TypedDict, total=False):
+    """What :func:`update_user` changes (each field only when given)."""
+
+    username: str
+    display_name: str
+    admin: bool
+    active: bool
+    remote: bool
 
 
 def client_hash(password: str) -> str:
@@ -72,17 +114,8 @@ def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def _user(row: dict[str, Any]) -> User:
-    return User(
-        row["id"],
-        row["username"],
-        row["admin"],
-        row["active"],
-        row.get("display_name"),
-        bool(row.get("remote")),
-        row.get("modified_at"),
-        row.get("agent_user_group"),
-    )
+def _users(conn: Conn) -> psycopg.Cursor[User]:
+    return conn.cursor(row_factory=class_row(User))
 
 
 def ensure_admin(conn: Conn, initial_password: str) -> None:
@@ -178,42 +211,47 @@ def create_user(
 ) -> User:
     name = _claim_username(conn, username)
     pw = password if hashed else client_hash(password)
-    row = conn.execute(
-        "INSERT INTO users (username, username_key, password_hash, admin, active)"
-        " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING *",
-        (name, usernames.key(name), hash_password(pw), admin, active),
-    ).fetchone()
+    row = (
+        _users(conn)
+        .execute(
+            "INSERT INTO users (username, username_key, password_hash, admin, active)"
+            f" VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING {_COLUMNS}",
+            (name, usernames.key(name), hash_password(pw), admin, active),
+        )
+        .fetchone()
+    )
     if row is None:
         raise Conflict(f"user '{name}' already exists")
-    return _user(row)
+    return row
 
 
-def _find_by_name(conn: Conn, username: str) -> dict[str, Any] | None:
+def _find_by_name(conn: Conn, username: str) -> _Credentials | None:
     """The user named exactly ``username``, else the one whose name is the same up to case and
     width (:func:`det.master.services.usernames.key`)."""
-    return conn.execute(
-        "SELECT * FROM users WHERE username = %s OR username_key = %s"
+    cur = conn.cursor(row_factory=class_row(_Credentials))
+    return cur.execute(
+        "SELECT id, password_hash, active FROM users WHERE username = %s OR username_key = %s"
         " ORDER BY username = %s DESC LIMIT 1",
         (username, usernames.key(username), username),
     ).fetchone()
 
 
 def get_user(conn: Conn, user_id: int) -> User:
-    row = conn.execute("SELECT * FROM users WHERE id = %s", (user_id,)).fetchone()
+    row = _users(conn).execute(f"SELECT {_COLUMNS} FROM users WHERE id = %s", (user_id,)).fetchone()
     if row is None:
         raise NotFound(f"user {user_id} not found")
-    return _user(row)
+    return row
 
 
 def get_user_by_name(conn: Conn, username: str) -> User:
     row = _find_by_name(conn, username)
     if row is None:
         raise NotFound(f"user '{username}' not found")
-    return _user(row)
+    return get_user(conn, row.id)
 
 
 def list_users(conn: Conn) -> list[User]:
-    return [_user(r) for r in conn.execute("SELECT * FROM users ORDER BY id")]
+    return _users(conn).execute(f"SELECT {_COLUMNS} FROM users ORDER BY id").fetchall()
 
 
 def set_password(conn: Conn, user_id: int, password: str, *, hashed: bool) -> None:
@@ -229,21 +267,20 @@ def set_password(conn: Conn, user_id: int, password: str, *, hashed: bool) -> No
     )
 
 
-def update_user(conn: Conn, user_id: int, fields: dict[str, Any]) -> User:
+def update_user(conn: Conn, user_id: int, fields: UserChanges) -> User:
     if "username" in fields:
         rename_user(conn, user_id, fields["username"])
-    allowed = {
-        "display_name": "display_name",
-        "admin": "admin",
-        "active": "active",
-        "remote": "remote",
-    }
-    for key, column in allowed.items():
-        if key in fields:
-            conn.execute(
-                f"UPDATE users SET {column} = %s, modified_at = now() WHERE id = %s",
-                (fields[key], user_id),
-            )
+    changes: list[tuple[str, str | bool]] = []
+    if "display_name" in fields:
+        changes.append(("display_name", fields["display_name"]))
+    for column in ("admin", "active", "remote"):
+        if column in fields:
+            changes.append((column, bool(fields.get(column))))
+    for column, value in changes:
+        conn.execute(
+            f"UPDATE users SET {column} = %s, modified_at = now() WHERE id = %s",
+            (value, user_id),
+        )
     return get_user(conn, user_id)
 
 
@@ -264,16 +301,16 @@ def login(
     pw = password if hashed else client_hash(password)
     # An unknown user costs the same scrypt as a known one: the answer's timing must not tell
     # which usernames exist.
-    stored = row["password_hash"] if row is not None else _unknown_user_hash()
-    if not verify_password(pw, stored) or row is None or not row["active"]:
+    stored = row.password_hash if row is not None else _unknown_user_hash()
+    if not verify_password(pw, stored) or row is None or not row.active:
         raise Unauthenticated("invalid credentials")
     token = secrets.token_urlsafe(32)
     expires = dt.datetime.now(dt.UTC) + dt.timedelta(hours=session_hours)
     conn.execute(
         "INSERT INTO user_sessions (user_id, token_hash, expires_at) VALUES (%s, %s, %s)",
-        (row["id"], token_digest(token), expires),
+        (row.id, token_digest(token), expires),
     )
-    return token, _user(row)
+    return token, get_user(conn, row.id)
 
 
 def logout(conn: Conn, token: str) -> None:
@@ -291,25 +328,42 @@ def user_for_token(conn: Conn, token: str) -> User | None:
 def session_for_digest(conn: Conn, digest: str) -> tuple[User, float] | None:
     """The active user of a live session (by its token's digest) and when it expires (a Unix
     time), or None."""
-    row = conn.execute(
-        "SELECT u.*, extract(epoch FROM s.expires_at)::float8 AS session_expires"
+    cur = conn.cursor(row_factory=args_row(_session))
+    return cur.execute(
+        f"SELECT {', '.join('u.' + c for c in _COLUMNS.split(', '))},"
+        " extract(epoch FROM s.expires_at)::float8"
         " FROM user_sessions s JOIN users u ON u.id = s.user_id"
         " WHERE s.token_hash = %s AND s.revoked_at IS NULL AND s.expires_at > now() AND u.active",
         (digest,),
     ).fetchone()
-    return (_user(row), float(row["session_expires"])) if row else None
 
 
-def allocation_for_digest(conn: Conn, digest: str) -> dict[str, Any] | None:
+def _session(
+    id: int,
+    username: str,
+    admin: bool,
+    active: bool,
+    display_name: str | None,
+    remote: bool,
+    modified_at: dt.datetime,
+    agent_user_group: AgentUserLink | None,
+    expires: float,
+) -> tuple[User, float]:
+    """A row of :func:`session_for_digest`: the user's columns and the session's expiry."""
+    user = User(id, username, admin, active, display_name, remote, modified_at, agent_user_group)
+    return user, float(expires)
+
+
+def allocation_for_digest(conn: Conn, digest: str) -> AllocationToken | None:
     """The allocation whose token has this digest (with its state, trial, experiment and the
     experiment's owner), or None."""
-    row = conn.execute(
+    cur = conn.cursor(row_factory=class_row(AllocationToken))
+    return cur.execute(
         "SELECT a.id, a.task_id, a.trial_id, a.state, a.ended_at, t.experiment_id, e.owner_id"
         " FROM allocations a LEFT JOIN trials t ON t.id = a.trial_id"
         " LEFT JOIN experiments e ON e.id = t.experiment_id WHERE a.token_hash = %s",
         (digest,),
     ).fetchone()
-    return dict(row) if row is not None else None
 
 
 def allocation_owner(conn: Conn, allocation_id: str) -> int | None:
