@@ -41,13 +41,13 @@ def list_() -> d.v1GetWebhooksResponse:
         rows = svc.list_(conn)
         if not user.admin:
             mine = {
-                r["workspace_id"]
+                r.workspace_id
                 for r in rows
-                if r["workspace_id"]
-                and (o := owners.of(conn, "workspace", r["workspace_id"])) is not None
+                if r.workspace_id
+                and (o := owners.of(conn, "workspace", r.workspace_id)) is not None
                 and o["owner_id"] == user.id
             }
-            rows = [r for r in rows if r["workspace_id"] is None or r["workspace_id"] in mine]
+            rows = [r for r in rows if r.workspace_id is None or r.workspace_id in mine]
     return {"webhooks": [svc.wire(r) for r in rows]}  # type: ignore[misc]
 
 
@@ -69,7 +69,7 @@ def create(body: d.v1Webhook) -> d.v1PostWebhookResponse:
 def delete(webhook_id: int) -> Empty:
     with db() as conn:
         row = svc.get(conn, webhook_id)
-        _may_edit(conn, row["workspace_id"])
+        _may_edit(conn, row.workspace_id)
         svc.delete(conn, webhook_id)
     return {}
 
@@ -81,11 +81,11 @@ def test(webhook_id: int) -> d.v1TestWebhookResponse:
     the receiver's status or error."""
     with db() as conn:
         row = svc.get(conn, webhook_id)
-        _may_edit(conn, row["workspace_id"])
+        _may_edit(conn, row.workspace_id)
         by_admin = svc.made_by_admin(conn, webhook_id)
     body = json.dumps(svc.test_payload(row)).encode()
-    key = webhook_delivery.signing_key(state()) if row["webhook_type"] == svc.DEFAULT else None
-    status, error = webhook_delivery.post(row["url"], body, key, restricted=not by_admin)
+    key = webhook_delivery.signing_key(state()) if row.webhook_type == svc.DEFAULT else None
+    status, error = webhook_delivery.post(row.url, body, key, restricted=not by_admin)
     if status is None or status >= 400:
         raise InvalidArgument(f"url: the receiver answered {status or ''} {error or ''}".strip())
     return {"completed": True}
@@ -97,7 +97,7 @@ def events(webhook_id: int) -> Any:
     """det's own: the last 100 deliveries of a webhook with their last status."""
     with db() as conn:
         row = svc.get(conn, webhook_id)
-        _may_edit(conn, row["workspace_id"])
+        _may_edit(conn, row.workspace_id)
         out = svc.events(conn, webhook_id)
     return {"events": [{k: _text(v) for k, v in e.items()} for e in out]}
 

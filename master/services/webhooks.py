@@ -14,6 +14,7 @@ metadata) or unspecified/multicast ones, checked when it is made and again at ea
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import ipaddress
@@ -22,15 +23,19 @@ import re
 import socket
 import time
 import uuid
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
+from typing_extensions import TypedDict
 
+from det.common.jsontypes import JSONObject, JSONValue
 from det.master import limits
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.expconf import stored
+from det.master.schemas import d
 
 DEFAULT, SLACK = "DEFAULT", "SLACK"
 STATE_CHANGE, TASK_LOG, CUSTOM = "EXPERIMENT_STATE_CHANGE", "TASK_LOG", "CUSTOM"
@@ -42,9 +47,122 @@ _EXPERIMENT_STATES = frozenset(
 URL_MAX = 2048
 REGEX_MAX = 1024
 
+WebhookType = Literal["DEFAULT", "SLACK"]
+Mode = Literal["WORKSPACE", "SPECIFIC"]
+_WIRE_TYPE: dict[WebhookType, d.v1WebhookType] = {
+    "DEFAULT": "WEBHOOK_TYPE_DEFAULT",
+    "SLACK": "WEBHOOK_TYPE_SLACK",
+}
+_WIRE_MODE: dict[Mode, d.v1WebhookMode] = {
+    "WORKSPACE": "WEBHOOK_MODE_WORKSPACE",
+    "SPECIFIC": "WEBHOOK_MODE_SPECIFIC",
+}
+_WIRE_TRIGGER: dict[str, d.v1TriggerType] = {
+    STATE_CHANGE: "TRIGGER_TYPE_EXPERIMENT_STATE_CHANGE",
+    TASK_LOG: "TRIGGER_TYPE_TASK_LOG",
+    CUSTOM: "TRIGGER_TYPE_CUSTOM",
+}
+
+
+class Condition(TypedDict, total=False):
+    """``webhook_triggers.condition``: ``{"state": S}`` (a state change), ``{"regex": R}`` (a
+    task log) or ``{}`` (a custom event)."""
+
+    state: str
+    regex: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Trigger:
+    """A ``webhook_triggers`` row."""
+
+    id: int
+    webhook_id: int
+    trigger_type: str
+    condition: Condition
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Webhook:
+    """A ``webhooks`` row with its triggers (by id)."""
+
+    id: int
+    name: str
+    url: str
+    webhook_type: WebhookType
+    mode: Mode
+    #: None: a global webhook.
+    workspace_id: int | None
+    created_by: int | None
+    created_at: dt.datetime
+    triggers: tuple[Trigger, ...] = ()
+
+
+class Delivery(TypedDict):
+    """A ``webhook_events`` row as :func:`events` reads it (handed on to the JSON answer)."""
+
+    id: int
+    created_at: dt.datetime
+    attempts: int
+    last_status: int | None
+    last_error: str | None
+    last_attempt_at: dt.datetime | None
+    delivered_at: dt.datetime | None
+    failed_at: dt.datetime | None
+    next_attempt_at: dt.datetime
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Hook:
+    """A trigger of one kind joined with its webhook (:func:`_hooks`)."""
+
+    trigger_id: int
+    condition: Condition
+    webhook_id: int
+    name: str
+    url: str
+    webhook_type: WebhookType
+    mode: Mode
+    workspace_id: int | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Experiment:
+    """An experiment as its events describe it (``_EXPERIMENT``)."""
+
+    id: int
+    name: str
+    state: str
+    config: JSONObject
+    created_at: dt.datetime
+    ended_at: dt.datetime | None
+    project: str | None
+    workspace: str | None
+    workspace_id: int | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Task:
+    """A trial's task with its experiment's config and workspace (``_TASK``)."""
+
+    experiment_id: int
+    trial_id: int
+    config: JSONObject
+    workspace_id: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _ExperimentHooks:
+    """An experiment config's ``integrations.webhooks``: Determined's ``exclude``,
+    ``webhook_id`` and ``webhook_name``."""
+
+    exclude: bool = False
+    webhook_ids: tuple[JSONValue, ...] = ()
+    webhook_names: tuple[JSONValue, ...] = ()
+
 
 # -- wire <-> stored names ----------------------------------------------------------------------
-def _enum(field: str, value: Any, prefix: str, allowed: tuple[str, ...], default: str) -> str:
+def _enum(field: str, value: object, prefix: str, allowed: tuple[str, ...], default: str) -> str:
     if value in (None, "", f"{prefix}UNSPECIFIED"):
         if default:
             return default
@@ -81,7 +199,7 @@ def blocked_address(host: str) -> str | None:
     return None
 
 
-def check_url(url: Any, *, restricted: bool) -> str:
+def check_url(url: object, *, restricted: bool) -> str:
     text = limits.text("url", url, URL_MAX, required=True)
     parts = urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -100,7 +218,7 @@ def _regex(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern)
 
 
-def _trigger(i: int, t: Any, mode: str) -> tuple[str, dict[str, Any]]:
+def _trigger(i: int, t: d.v1Trigger, mode: str) -> tuple[str, Condition]:
     field = f"triggers[{i}]"
     if not isinstance(t, dict):
         raise InvalidArgument(f"{field}: must be an object")
@@ -141,7 +259,7 @@ def _trigger(i: int, t: Any, mode: str) -> tuple[str, dict[str, Any]]:
 
 
 # -- rows ---------------------------------------------------------------------------------------
-def create(conn: Conn, body: Any, user_id: int, *, restricted: bool) -> dict[str, Any]:
+def create(conn: Conn, body: d.v1Webhook, user_id: int, *, restricted: bool) -> Webhook:
     """Validates everything first; one transaction writes the webhook and its triggers."""
     if not isinstance(body, dict):
         raise InvalidArgument("request body: the webhook as a JSON object")
@@ -158,31 +276,38 @@ def create(conn: Conn, body: Any, user_id: int, *, restricted: bool) -> dict[str
         raise InvalidArgument("triggers: at most 32")
     triggers = [_trigger(i, t, mode) for i, t in enumerate(raw)]
     workspace_id = body.get("workspaceId") or None
-    row = conn.execute(
+    cur = conn.cursor(row_factory=class_row(Webhook))
+    row = cur.execute(
         "INSERT INTO webhooks (name, url, webhook_type, mode, workspace_id, created_by)"
-        " VALUES (%s, %s, %s, %s, %s, %s) RETURNING id",
+        " VALUES (%s, %s, %s, %s, %s, %s) RETURNING " + _WEBHOOK,
         (name, url, kind, mode, workspace_id, user_id),
     ).fetchone()
     assert row is not None
     for t_kind, cond in triggers:
         conn.execute(
             "INSERT INTO webhook_triggers (webhook_id, trigger_type, condition) VALUES (%s, %s, %s)",
-            (row["id"], t_kind, Jsonb(cond)),
+            (row.id, t_kind, Jsonb(cond)),
         )
-    return get(conn, row["id"])
+    return get(conn, row.id)
 
 
-def get(conn: Conn, webhook_id: int) -> dict[str, Any]:
-    row = conn.execute("SELECT * FROM webhooks WHERE id = %s", (webhook_id,)).fetchone()
+_WEBHOOK = "id, name, url, webhook_type, mode, workspace_id, created_by, created_at"
+
+
+def get(conn: Conn, webhook_id: int) -> Webhook:
+    cur = conn.cursor(row_factory=class_row(Webhook))
+    row = cur.execute(f"SELECT {_WEBHOOK} FROM webhooks WHERE id = %s", (webhook_id,)).fetchone()
     if row is None:
         raise NotFound(f"webhook {webhook_id} not found")
-    row["triggers"] = conn.execute(
-        "SELECT * FROM webhook_triggers WHERE webhook_id = %s ORDER BY id", (webhook_id,)
-    ).fetchall()
-    return row
+    triggers = conn.cursor(row_factory=class_row(Trigger)).execute(
+        "SELECT id, webhook_id, trigger_type, condition FROM webhook_triggers"
+        " WHERE webhook_id = %s ORDER BY id",
+        (webhook_id,),
+    )
+    return dataclasses.replace(row, triggers=tuple(triggers))
 
 
-def list_(conn: Conn) -> list[dict[str, Any]]:
+def list_(conn: Conn) -> list[Webhook]:
     ids = conn.execute("SELECT id FROM webhooks ORDER BY id").fetchall()
     return [get(conn, r["id"]) for r in ids]
 
@@ -200,63 +325,74 @@ def delete(conn: Conn, webhook_id: int) -> None:
     conn.execute("DELETE FROM webhooks WHERE id = %s", (webhook_id,))
 
 
-def events(conn: Conn, webhook_id: int) -> list[dict[str, Any]]:
+def events(conn: Conn, webhook_id: int) -> list[Delivery]:
     """The deliveries of a webhook, newest first, with their last status."""
-    return conn.execute(
-        "SELECT id, created_at, attempts, last_status, last_error, last_attempt_at,"
-        " delivered_at, failed_at, next_attempt_at FROM webhook_events"
-        " WHERE webhook_id = %s ORDER BY id DESC LIMIT 100",
-        (webhook_id,),
-    ).fetchall()
+    return (
+        conn.cursor(row_factory=class_row(Delivery))
+        .execute(
+            "SELECT id, created_at, attempts, last_status, last_error, last_attempt_at,"
+            " delivered_at, failed_at, next_attempt_at FROM webhook_events"
+            " WHERE webhook_id = %s ORDER BY id DESC LIMIT 100",
+            (webhook_id,),
+        )
+        .fetchall()
+    )
 
 
-def wire(row: dict[str, Any]) -> dict[str, Any]:
+def wire(hook: Webhook) -> d.v1Webhook:
     return {
-        "id": row["id"],
-        "name": row["name"],
-        "url": row["url"],
-        "webhookType": "WEBHOOK_TYPE_" + row["webhook_type"],
-        "mode": "WEBHOOK_MODE_" + row["mode"],
-        "workspaceId": row["workspace_id"] or 0,
+        "id": hook.id,
+        "name": hook.name,
+        "url": hook.url,
+        "webhookType": _WIRE_TYPE[hook.webhook_type],
+        "mode": _WIRE_MODE[hook.mode],
+        "workspaceId": hook.workspace_id or 0,
         "triggers": [
             {
-                "id": t["id"],
-                "triggerType": "TRIGGER_TYPE_" + t["trigger_type"],
-                "condition": t["condition"],
-                "webhookId": row["id"],
+                "id": t.id,
+                "triggerType": _WIRE_TRIGGER[t.trigger_type],
+                "condition": dict(t.condition),
+                "webhookId": hook.id,
             }
-            for t in row["triggers"]
+            for t in hook.triggers
         ],
     }
 
 
 # -- events -------------------------------------------------------------------------------------
-def _enqueue(conn: Conn, hook: dict[str, Any], payload: dict[str, Any]) -> None:
+def _enqueue(conn: Conn, hook: _Hook, payload: JSONObject) -> None:
     conn.execute(
         "INSERT INTO webhook_events (webhook_id, url, webhook_type, payload)"
         " VALUES (%s, %s, %s, %s)",
-        (hook["webhook_id"], hook["url"], hook["webhook_type"], json.dumps(payload)),
+        (hook.webhook_id, hook.url, hook.webhook_type, json.dumps(payload)),
     )
     conn.execute("NOTIFY det_wakeup")
 
 
-def _experiment_config(config: dict[str, Any]) -> dict[str, Any]:
-    hooks = (config.get("integrations") or {}).get("webhooks") or {}
-    return hooks if isinstance(hooks, dict) else {}
+def _experiment_hooks(experiment_id: int, config: JSONObject) -> _ExperimentHooks:
+    """The experiment's ``integrations.webhooks`` (read off its typed config)."""
+    integrations = stored.experiment_config(experiment_id, config).integrations or {}
+    hooks = integrations.get("webhooks") or {}
+    if not isinstance(hooks, dict):
+        return _ExperimentHooks()
+    ids, names = hooks.get("webhook_id") or (), hooks.get("webhook_name") or ()
+    return _ExperimentHooks(
+        exclude=bool(hooks.get("exclude")),
+        webhook_ids=tuple(ids) if isinstance(ids, list | tuple) else (),
+        webhook_names=tuple(names) if isinstance(names, list | tuple) else (),
+    )
 
 
-def _matches(hook: dict[str, Any], workspace_id: int | None, exp_hooks: dict[str, Any]) -> bool:
+def _matches(hook: _Hook, workspace_id: int | None, exp_hooks: _ExperimentHooks) -> bool:
     """Determined's matchWebhook: an experiment's ``integrations.webhooks.exclude`` silences all;
     a workspace webhook fires for its workspace only; a SPECIFIC one only for experiments that
     name it (``webhook_id`` or ``webhook_name``)."""
-    if exp_hooks.get("exclude"):
+    if exp_hooks.exclude:
         return False
-    if hook["workspace_id"] is not None and hook["workspace_id"] != workspace_id:
+    if hook.workspace_id is not None and hook.workspace_id != workspace_id:
         return False
-    if hook["mode"] == SPECIFIC_MODE:
-        return hook["webhook_id"] in (exp_hooks.get("webhook_id") or []) or hook["name"] in (
-            exp_hooks.get("webhook_name") or []
-        )
+    if hook.mode == SPECIFIC_MODE:
+        return hook.webhook_id in exp_hooks.webhook_ids or hook.name in exp_hooks.webhook_names
     return True
 
 
@@ -268,25 +404,30 @@ _EXPERIMENT = (
 )
 
 
-def _experiment_payload(exp: dict[str, Any], trial_id: int | None = None) -> dict[str, Any]:
-    resources = stored.experiment_config(exp["id"], exp["config"]).resources
-    end = exp["ended_at"] or dt.datetime.now(dt.UTC)
-    out = {
-        "id": exp["id"],
-        "state": exp["state"],
-        "name": exp["name"],
-        "duration": int((end - exp["created_at"]).total_seconds()) if exp["ended_at"] else 0,
+def _experiment(conn: Conn, experiment_id: int) -> _Experiment | None:
+    cur = conn.cursor(row_factory=class_row(_Experiment))
+    return cur.execute(_EXPERIMENT, (experiment_id,)).fetchone()
+
+
+def _experiment_payload(exp: _Experiment, trial_id: int | None = None) -> JSONObject:
+    resources = stored.experiment_config(exp.id, exp.config).resources
+    end = exp.ended_at or dt.datetime.now(dt.UTC)
+    out: JSONObject = {
+        "id": exp.id,
+        "state": exp.state,
+        "name": exp.name,
+        "duration": int((end - exp.created_at).total_seconds()) if exp.ended_at else 0,
         "resource_pool": resources.resource_pool or "default",
         "slots_per_trial": resources.slots_per_trial,
-        "workspace": exp["workspace"] or "",
-        "project": exp["project"] or "",
+        "workspace": exp.workspace or "",
+        "project": exp.project or "",
     }
     if trial_id:
         out["trial_id"] = trial_id
     return out
 
 
-def _event(kind: str, condition: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+def _event(kind: str, condition: JSONObject, data: JSONObject) -> JSONObject:
     return {
         "event_id": str(uuid.uuid4()),
         "event_type": kind,
@@ -296,8 +437,8 @@ def _event(kind: str, condition: dict[str, Any], data: dict[str, Any]) -> dict[s
     }
 
 
-def _slack(text: str, fields: list[str] | None = None, color: str = "") -> dict[str, Any]:
-    block: dict[str, Any] = {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+def _slack(text: str, fields: list[str] | None = None, color: str = "") -> JSONObject:
+    block: JSONObject = {"type": "section", "text": {"type": "mrkdwn", "text": text}}
     if fields:
         block["fields"] = [{"type": "mrkdwn", "text": f} for f in fields]
     if color:
@@ -305,21 +446,23 @@ def _slack(text: str, fields: list[str] | None = None, color: str = "") -> dict[
     return {"blocks": [block]}
 
 
-def _experiment_slack(exp: dict[str, Any], custom: dict[str, Any] | None, trial: int | None) -> Any:
-    state = exp["state"]
+def _experiment_slack(
+    exp: _Experiment, custom: dict[str, str] | None, trial: int | None
+) -> JSONObject:
+    state = exp.state
     status, mark, color = {
         "COMPLETED": ("Your experiment completed successfully 🎉", "✅ ", "#13B670"),
         "ERROR": ("Your experiment has stopped with errors", "❌ ", "#DD5040"),
     }.get(state, (f"The status of your experiment is {state}", "", "#009bde"))
     fields = [f"*Status*: {state.capitalize()}"]
-    if exp["workspace"]:
-        fields.append(f"*Workspace*: {exp['workspace']}")
-    if exp["project"]:
-        fields.append(f"*Project*: {exp['project']}")
+    if exp.workspace:
+        fields.append(f"*Workspace*: {exp.workspace}")
+    if exp.project:
+        fields.append(f"*Project*: {exp.project}")
     if trial:
         fields.append(f"*Trial ID*: {trial}")
-    body = _slack(f"{mark}{exp['name']} (#{exp['id']})", fields, color)
-    message: dict[str, Any] = {"type": "section", "text": {"type": "plain_text", "text": status}}
+    body = _slack(f"{mark}{exp.name} (#{exp.id})", fields, color)
+    message: JSONObject = {"type": "section", "text": {"type": "plain_text", "text": status}}
     if custom:
         message["fields"] = [
             {"type": "mrkdwn", "text": f"*{k.capitalize()}*: {custom.get(k, '')}"}
@@ -329,13 +472,17 @@ def _experiment_slack(exp: dict[str, Any], custom: dict[str, Any] | None, trial:
     return body
 
 
-def _hooks(conn: Conn, kind: str, extra: str = "", args: tuple[Any, ...] = ()) -> list[Any]:
-    return conn.execute(
-        "SELECT t.id AS trigger_id, t.condition, w.id AS webhook_id, w.name, w.url,"
-        " w.webhook_type, w.mode, w.workspace_id FROM webhook_triggers t"
-        " JOIN webhooks w ON w.id = t.webhook_id WHERE t.trigger_type = %s" + extra,
-        (kind, *args),
-    ).fetchall()
+def _hooks(conn: Conn, kind: str, extra: str = "", args: tuple[str, ...] = ()) -> list[_Hook]:
+    return (
+        conn.cursor(row_factory=class_row(_Hook))
+        .execute(
+            "SELECT t.id AS trigger_id, t.condition, w.id AS webhook_id, w.name, w.url,"
+            " w.webhook_type, w.mode, w.workspace_id FROM webhook_triggers t"
+            " JOIN webhooks w ON w.id = t.webhook_id WHERE t.trigger_type = %s" + extra,
+            (kind, *args),
+        )
+        .fetchall()
+    )
 
 
 def experiment_state_changed(conn: Conn, experiment_id: int, state: str) -> None:
@@ -343,23 +490,25 @@ def experiment_state_changed(conn: Conn, experiment_id: int, state: str) -> None
     hooks = _hooks(conn, STATE_CHANGE, " AND t.condition->>'state' = %s", (state,))
     if not hooks:
         return
-    exp = conn.execute(_EXPERIMENT, (experiment_id,)).fetchone()
-    if exp is None:
+    row = _experiment(conn, experiment_id)
+    if row is None:
         return
-    exp["state"] = state
-    exp_hooks = _experiment_config(exp["config"] or {})
+    exp = dataclasses.replace(row, state=state)
+    exp_hooks = _experiment_hooks(exp.id, exp.config)
     for h in hooks:
-        if not _matches(h, exp["workspace_id"], exp_hooks):
+        if not _matches(h, exp.workspace_id, exp_hooks):
             continue
-        if h["webhook_type"] == SLACK:
+        if h.webhook_type == SLACK:
             payload = _experiment_slack(exp, None, None)
         else:
-            data = {"experiment": _experiment_payload(exp)}
+            data: JSONObject = {"experiment": _experiment_payload(exp)}
             payload = _event(STATE_CHANGE, {"state": state}, data)
         _enqueue(conn, h, payload)
 
 
-def custom_event(conn: Conn, experiment_id: int, trial_id: int | None, data: Any) -> None:
+def custom_event(
+    conn: Conn, experiment_id: int, trial_id: int | None, data: d.v1CustomWebhookEventData | None
+) -> None:
     """Determined's PostWebhookEventData: training code's alert, sent to the SPECIFIC webhooks
     with a CUSTOM trigger that the experiment's config names."""
     if not isinstance(data, dict):
@@ -369,17 +518,20 @@ def custom_event(conn: Conn, experiment_id: int, trial_id: int | None, data: Any
         "description": limits.text("data.description", data.get("description") or "", 8192),
         "level": str(data.get("level") or "LOG_LEVEL_INFO").removeprefix("LOG_LEVEL_"),
     }
-    exp = conn.execute(_EXPERIMENT, (experiment_id,)).fetchone()
+    exp = _experiment(conn, experiment_id)
     if exp is None:
         raise NotFound(f"experiment {experiment_id} not found")
-    exp_hooks = _experiment_config(exp["config"] or {})
+    exp_hooks = _experiment_hooks(exp.id, exp.config)
     for h in _hooks(conn, CUSTOM):
-        if not _matches(h, exp["workspace_id"], exp_hooks):
+        if not _matches(h, exp.workspace_id, exp_hooks):
             continue
-        if h["webhook_type"] == SLACK:
+        if h.webhook_type == SLACK:
             payload = _experiment_slack(exp, custom, trial_id)
         else:
-            data_out = {"experiment": _experiment_payload(exp, trial_id), "custom_data": custom}
+            data_out: JSONObject = {
+                "experiment": _experiment_payload(exp, trial_id),
+                "custom_data": dict[str, JSONValue](custom),
+            }
             payload = _event(CUSTOM, {}, data_out)
         _enqueue(conn, h, payload)
 
@@ -397,32 +549,33 @@ def logs_arrived(conn: Conn, rows: list[tuple[Any, ...]]) -> None:
     hooks = _hooks(conn, TASK_LOG)
     if not hooks:
         return
-    tasks: dict[str, Any] = {}
+    tasks: dict[str, _Task | None] = {}
     for row in rows:
         task_id, agent_id, line = row[0], row[2], row[5]
         for h in hooks:
-            regex = h["condition"].get("regex") or ""
+            regex = h.condition.get("regex") or ""
             if not _regex(regex).search(line or ""):
                 continue
             if task_id not in tasks:
-                tasks[task_id] = conn.execute(_TASK, (task_id,)).fetchone()
+                cur = conn.cursor(row_factory=class_row(_Task))
+                tasks[task_id] = cur.execute(_TASK, (task_id,)).fetchone()
             task = tasks[task_id]
-            workspace_id = task["workspace_id"] if task else None
-            exp_hooks = _experiment_config(task["config"] or {}) if task else {}
-            if h["mode"] == SPECIFIC_MODE and task is None:
+            workspace_id = task.workspace_id if task else None
+            exp_hooks = _experiment_hooks(task.experiment_id, task.config) if task else _NO_HOOKS
+            if h.mode == SPECIFIC_MODE and task is None:
                 continue
             if not _matches(h, workspace_id, exp_hooks):
                 continue
             fired = conn.execute(
                 "INSERT INTO webhook_task_log_fired (task_id, trigger_id) VALUES (%s, %s)"
                 " ON CONFLICT DO NOTHING RETURNING 1",
-                (task_id, h["trigger_id"]),
+                (task_id, h.trigger_id),
             ).fetchone()
             if fired is None:
                 continue
-            if h["webhook_type"] == SLACK:
+            if h.webhook_type == SLACK:
                 where = (
-                    f"Experiment ID `{task['experiment_id']}`, Trial ID `{task['trial_id']}`"
+                    f"Experiment ID `{task.experiment_id}`, Trial ID `{task.trial_id}`"
                     if task
                     else f"Task ID `{task_id}`"
                 )
@@ -432,7 +585,7 @@ def logs_arrived(conn: Conn, rows: list[tuple[Any, ...]]) -> None:
                 )
                 payload = _slack(text)
             else:
-                data = {
+                data: JSONObject = {
                     "task_log": {
                         "task_id": task_id,
                         "node_name": agent_id or "",
@@ -443,8 +596,11 @@ def logs_arrived(conn: Conn, rows: list[tuple[Any, ...]]) -> None:
             _enqueue(conn, h, payload)
 
 
-def test_payload(hook: dict[str, Any]) -> dict[str, Any]:
+_NO_HOOKS = _ExperimentHooks()
+
+
+def test_payload(hook: Webhook) -> JSONObject:
     """What TestWebhook sends (Determined's shapes)."""
-    if hook["webhook_type"] == SLACK:
+    if hook.webhook_type == SLACK:
         return {"blocks": [{"type": "section", "text": {"type": "plain_text", "text": "test"}}]}
     return _event(STATE_CHANGE, {"state": "COMPLETED"}, {"data": "test"})
