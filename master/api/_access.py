@@ -20,14 +20,13 @@ naming the owner otherwise; none of them writes.
 from __future__ import annotations
 
 import uuid as uuidlib
-from typing import Any
 
 from det.master.api._common import Conn, check_task_scope, principal
 from det.master.errors import InvalidArgument, NotFound, PermissionDenied
 from det.master.services import owners
 
 
-def _may_change(owner_id: int, what: str, owner_name: str) -> None:
+def _may_change(owner_id: int | None, what: str, owner_name: str | None) -> None:
     """A user changes what they own (admins anything); a task acts for its experiment's owner
     (and is held to its own task by :func:`check_task_scope` before this)."""
     p = principal()
@@ -46,7 +45,7 @@ def experiment(conn: Conn, experiment_id: int) -> None:
     row = owners.of(conn, "experiment", experiment_id)
     if row is None:
         raise NotFound(f"experiment {experiment_id} not found")
-    _may_change(row["owner_id"], f"experiment {experiment_id}", row["username"])
+    _may_change(row.owner_id, f"experiment {experiment_id}", row.username)
 
 
 def trial(conn: Conn, trial_id: int) -> None:
@@ -57,7 +56,7 @@ def trial(conn: Conn, trial_id: int) -> None:
     row = owners.of(conn, "trial", trial_id)
     if row is None:
         raise NotFound(f"trial {trial_id} not found")
-    _may_change(row["owner_id"], f"trial {trial_id}", row["username"])
+    _may_change(row.owner_id, f"trial {trial_id}", row.username)
 
 
 def allocation(conn: Conn, allocation_id: str) -> None:
@@ -68,7 +67,7 @@ def allocation(conn: Conn, allocation_id: str) -> None:
     row = owners.of(conn, "allocation", allocation_id)
     if row is None:
         raise NotFound(f"allocation {allocation_id} not found")
-    _may_change(row["owner_id"], f"allocation {allocation_id}", row["username"])
+    _may_change(row.owner_id, f"allocation {allocation_id}", row.username)
 
 
 def job(conn: Conn, job_id: str) -> None:
@@ -78,10 +77,10 @@ def job(conn: Conn, job_id: str) -> None:
         raise NotFound(f"job {job_id} not found")
     if principal().task is not None:
         raise PermissionDenied("an allocation token cannot change jobs")
-    _may_change(row["owner_id"], f"job {job_id}", row["username"])
+    _may_change(row.owner_id, f"job {job_id}", row.username)
 
 
-def checkpoint(conn: Conn, uuid: str, *, for_write: bool) -> dict[str, Any] | None:
+def checkpoint(conn: Conn, uuid: str, *, for_write: bool) -> owners.CheckpointOwner | None:
     """The caller may read (or change) checkpoint ``uuid``; None when it does not exist."""
     try:
         uuidlib.UUID(uuid)
@@ -92,23 +91,23 @@ def checkpoint(conn: Conn, uuid: str, *, for_write: bool) -> dict[str, Any] | No
         return None
     p = principal()
     if p.task is not None:
-        own_trial = row["trial_id"] is not None and row["trial_id"] == p.task.trial_id
-        own_task = row["task_id"] is not None and row["task_id"] == p.task.task_id
+        own_trial = row.trial_id is not None and row.trial_id == p.task.trial_id
+        own_task = row.task_id is not None and row.task_id == p.task.task_id
         if own_trial or own_task:
             return row
         if for_write and owners.gc_task_has(conn, p.task.allocation_id, uuid):
             return row  # a checkpoint-GC task reports the deletion of those it was given
-        if not for_write and (row["registered"] or row["owner_id"] == p.task.user_id):
+        if not for_write and (row.registered or row.owner_id == p.task.user_id):
             return row
         raise PermissionDenied(f"checkpoint {uuid} is not this task's")
     if for_write:
-        if row["owner_id"] is None:
+        if row.owner_id is None:
             if p.user is None or not p.user.admin:
                 raise PermissionDenied(
                     f"checkpoint {uuid} has no experiment; only an admin may change it"
                 )
         else:
-            _may_change(row["owner_id"], f"checkpoint {uuid}", row["username"])
+            _may_change(row.owner_id, f"checkpoint {uuid}", row.username)
     return row
 
 
@@ -117,7 +116,7 @@ def model(conn: Conn, name: str) -> None:
     row = owners.of(conn, "model", name)
     if row is None:
         raise NotFound(f"model {name} not found")
-    _may_change(row["owner_id"], f"model {name}", row["username"])
+    _may_change(row.owner_id, f"model {name}", row.username)
 
 
 def _owned(conn: Conn, kind: str, key: object, what: str) -> None:
@@ -125,12 +124,12 @@ def _owned(conn: Conn, kind: str, key: object, what: str) -> None:
     row = owners.of(conn, kind, key)
     if row is None:
         raise NotFound(f"{what} not found")
-    if row["owner_id"] is None:
+    if row.owner_id is None:
         p = principal()
         if p.user is None or not p.user.admin:
             raise PermissionDenied(f"{what} is a default; only an admin may change it")
         return
-    _may_change(row["owner_id"], what, row["username"])
+    _may_change(row.owner_id, what, row.username)
 
 
 def workspace(conn: Conn, workspace_id: int) -> None:
@@ -156,4 +155,4 @@ def ntsc_task(conn: Conn, task_id: str, kind: str) -> None:
         raise NotFound(f"{kind.lower()} {task_id} not found")
     if principal().task is not None:
         raise PermissionDenied("an allocation token cannot change interactive tasks")
-    _may_change(row["owner_id"], f"{kind.lower()} {task_id}", row["username"])
+    _may_change(row.owner_id, f"{kind.lower()} {task_id}", row.username)

@@ -35,7 +35,7 @@ def stream(
     newest_first = params.get("orderBy") == "ORDER_BY_DESC"
     where, values = task_logs.filters(params)
 
-    def line(r: dict[str, Any]) -> str:
+    def line(r: task_logs.LogLine) -> str:
         entry = wire.task_log(r) if trial_id is None else wire.trial_log(r, trial_id)
         return json.dumps({"result": entry}) + "\n"
 
@@ -51,7 +51,7 @@ def stream(
         last_id = 0
         rows = first
         for r in rows:
-            last_id = max(last_id, r["id"])
+            last_id = max(last_id, r.id)
             yield line(r)
         if limit and len(rows) >= limit:
             return
@@ -61,7 +61,7 @@ def stream(
                 rows = task_logs.lines_after(conn, task_id, last_id, where, values)
                 done = not rows and task_logs.task_done(conn, task_id)
             for r in rows:
-                last_id = r["id"]
+                last_id = r.id
                 yield line(r)
                 sent += 1
                 if limit and sent >= limit:

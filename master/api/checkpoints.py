@@ -86,7 +86,7 @@ def report(body: wire.ReportCheckpointRequest) -> Empty:
         if trial_id is not None:
             _access.trial(conn, trial_id)
         existing = _access.checkpoint(conn, uid, for_write=True)
-        if existing is not None and existing["task_id"] != task_id:
+        if existing is not None and existing.task_id != task_id:
             raise Conflict(f"checkpoint {uid} already exists for another task")
         ckpt_svc.report(conn, dict(ckpt), task_id=task_id)
     return {}

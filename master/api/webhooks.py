@@ -45,7 +45,7 @@ def list_() -> d.v1GetWebhooksResponse:
                 for r in rows
                 if r.workspace_id
                 and (o := owners.of(conn, "workspace", r.workspace_id)) is not None
-                and o["owner_id"] == user.id
+                and o.owner_id == user.id
             }
             rows = [r for r in rows if r.workspace_id is None or r.workspace_id in mine]
     return {"webhooks": [svc.wire(r) for r in rows]}  # type: ignore[misc]

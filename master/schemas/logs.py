@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from typing import TYPE_CHECKING, get_args
 
 from det.master.schemas import d
 from det.master.wire import ts
+
+if TYPE_CHECKING:
+    from det.master.services.task_logs import LogLine
 
 LEVELS: tuple[d.v1LogLevel, ...] = get_args(d.v1LogLevel)
 
@@ -33,34 +36,34 @@ def level(stored: str | None) -> d.v1LogLevel:
     return PYTHON_LEVELS.get(stored.lower(), "LOG_LEVEL_UNSPECIFIED")
 
 
-def task_log(r: dict[str, Any]) -> d.v1TaskLogsResponse:
+def task_log(r: LogLine) -> d.v1TaskLogsResponse:
     return {
-        "id": str(r["id"]),
-        "taskId": r["task_id"],
-        "allocationId": r["allocation_id"],
-        "agentId": r["agent_id"],
-        "containerId": r["container_id"],
-        "rankId": r["rank_id"],
-        "timestamp": ts(r["timestamp"]) or "",
-        "level": level(r["level"]),
-        "log": r["log"],
-        "message": r["log"],
-        "source": r["source"],
-        "stdtype": r["stdtype"],
+        "id": str(r.id),
+        "taskId": r.task_id,
+        "allocationId": r.allocation_id,
+        "agentId": r.agent_id,
+        "containerId": r.container_id,
+        "rankId": r.rank_id,
+        "timestamp": ts(r.timestamp) or "",
+        "level": level(r.level),
+        "log": r.log,
+        "message": r.log,
+        "source": r.source,
+        "stdtype": r.stdtype,
     }
 
 
-def trial_log(r: dict[str, Any], trial_id: int) -> d.v1TrialLogsResponse:
+def trial_log(r: LogLine, trial_id: int) -> d.v1TrialLogsResponse:
     return {
-        "id": str(r["id"]),
+        "id": str(r.id),
         "trialId": trial_id,
-        "agentId": r["agent_id"],
-        "containerId": r["container_id"],
-        "rankId": r["rank_id"],
-        "timestamp": ts(r["timestamp"]) or "",
-        "level": level(r["level"]),
-        "log": r["log"],
-        "message": r["log"],
-        "source": r["source"],
-        "stdtype": r["stdtype"],
+        "agentId": r.agent_id,
+        "containerId": r.container_id,
+        "rankId": r.rank_id,
+        "timestamp": ts(r.timestamp) or "",
+        "level": level(r.level),
+        "log": r.log,
+        "message": r.log,
+        "source": r.source,
+        "stdtype": r.stdtype,
     }

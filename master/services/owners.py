@@ -7,41 +7,58 @@ template has an ``owner_id`` of None (it is for admins).
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+
+from psycopg.rows import class_row
 
 from det.master.db import Conn
 
 
-def _one(conn: Conn, sql: str, *args: object) -> dict[str, Any] | None:
-    row = conn.execute(sql, args).fetchone()
-    return dict(row) if row is not None else None
+@dataclasses.dataclass(frozen=True, slots=True)
+class Owner:
+    """A resource's owner: None for a default workspace, project or template."""
+
+    owner_id: int | None
+    username: str | None
 
 
-def checkpoint(conn: Conn, uuid: str) -> dict[str, Any] | None:
+@dataclasses.dataclass(frozen=True, slots=True)
+class CheckpointOwner:
+    """A checkpoint's trial, task, experiment and owner, and whether it is a model version."""
+
+    trial_id: int | None
+    task_id: str | None
+    #: None (and no owner) for a checkpoint of no experiment.
+    experiment_id: int | None
+    owner_id: int | None
+    username: str | None
+    registered: bool
+
+
+def checkpoint(conn: Conn, uuid: str) -> CheckpointOwner | None:
     """A checkpoint's trial, task, experiment and owner (None for a checkpoint of no
     experiment), and whether it is registered as a model version."""
-    return _one(
-        conn,
-        "SELECT c.trial_id, c.task_id, e.id AS experiment_id, e.owner_id, u.username,"
-        " EXISTS (SELECT 1 FROM model_versions v WHERE v.checkpoint_uuid = c.uuid) AS registered"
-        " FROM checkpoints c LEFT JOIN trials t ON t.id = c.trial_id"
-        " LEFT JOIN experiments e ON e.id = t.experiment_id LEFT JOIN users u ON u.id = e.owner_id"
-        " WHERE c.uuid = %s",
-        uuid,
+    return (
+        conn.cursor(row_factory=class_row(CheckpointOwner))
+        .execute(
+            "SELECT c.trial_id, c.task_id, e.id AS experiment_id, e.owner_id, u.username,"
+            " EXISTS (SELECT 1 FROM model_versions v WHERE v.checkpoint_uuid = c.uuid) AS registered"
+            " FROM checkpoints c LEFT JOIN trials t ON t.id = c.trial_id"
+            " LEFT JOIN experiments e ON e.id = t.experiment_id LEFT JOIN users u ON u.id = e.owner_id"
+            " WHERE c.uuid = %s",
+            (uuid,),
+        )
+        .fetchone()
     )
 
 
 def gc_task_has(conn: Conn, allocation_id: str, uuid: str) -> bool:
     """Whether the checkpoint-GC task of ``allocation_id`` was given checkpoint ``uuid``."""
-    return (
-        _one(
-            conn,
-            "SELECT 1 FROM checkpoint_gc WHERE allocation_id = %s AND %s::uuid = ANY(uuids)",
-            allocation_id,
-            uuid,
-        )
-        is not None
-    )
+    row = conn.execute(
+        "SELECT 1 FROM checkpoint_gc WHERE allocation_id = %s AND %s::uuid = ANY(uuids)",
+        (allocation_id, uuid),
+    ).fetchone()
+    return row is not None
 
 
 # The owner of each kind of resource, as (FROM, key column): ``t`` is the row with the
@@ -60,24 +77,23 @@ _OWNED = {
 }
 
 
-def of(conn: Conn, kind: str, key: object) -> dict[str, Any] | None:
+def of(conn: Conn, kind: str, key: object) -> Owner | None:
     """The owner of the experiment, trial (its experiment's), job, allocation (its job's),
     workspace or project (by id), model or template (by name) ``key``."""
     source, column = _OWNED[kind]
-    return _one(
-        conn,
+    cur = conn.cursor(row_factory=class_row(Owner))
+    return cur.execute(
         f"SELECT t.owner_id, u.username FROM {source} LEFT JOIN users u ON u.id = t.owner_id"
         f" WHERE {column} = %s",
-        key,
-    )
+        (key,),
+    ).fetchone()
 
 
-def ntsc_task(conn: Conn, task_id: str, kind: str) -> dict[str, Any] | None:
+def ntsc_task(conn: Conn, task_id: str, kind: str) -> Owner | None:
     """An interactive task's owner (a command, notebook, shell or TensorBoard of ``kind``)."""
-    return _one(
-        conn,
+    cur = conn.cursor(row_factory=class_row(Owner))
+    return cur.execute(
         "SELECT n.owner_id, u.username FROM ntsc_tasks n JOIN users u ON u.id = n.owner_id"
         " WHERE n.id = %s AND n.kind = %s",
-        task_id,
-        kind,
-    )
+        (task_id, kind),
+    ).fetchone()

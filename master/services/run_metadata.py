@@ -14,6 +14,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from det.common.jsontypes import JSONObject
 from det.master import limits
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
@@ -26,7 +27,7 @@ MAX_KEYS = 1000
 _BAD_KEY = re.compile(r"[$.\[\]]")
 
 
-def check(metadata: Any) -> dict[str, Any]:
+def check(metadata: object) -> JSONObject:
     """``metadata`` if it follows the rules; else InvalidArgument naming the path. Pure."""
     value = limits.json_object("metadata", metadata)
     count = 0
@@ -66,7 +67,7 @@ def check(metadata: Any) -> dict[str, Any]:
     return value
 
 
-def set_(conn: Conn, trial_id: int, metadata: dict[str, Any]) -> dict[str, Any]:
+def set_(conn: Conn, trial_id: int, metadata: JSONObject) -> JSONObject:
     """The run's metadata is now ``metadata`` (checked by :func:`check`); returns it."""
     row = conn.execute(
         "UPDATE trials SET metadata = %s WHERE id = %s RETURNING metadata",
@@ -77,7 +78,7 @@ def set_(conn: Conn, trial_id: int, metadata: dict[str, Any]) -> dict[str, Any]:
     return dict(row["metadata"])
 
 
-def get(conn: Conn, trial_id: int) -> dict[str, Any]:
+def get(conn: Conn, trial_id: int) -> JSONObject:
     """The run's metadata ({} if none was ever set)."""
     row = conn.execute("SELECT metadata FROM trials WHERE id = %s", (trial_id,)).fetchone()
     if row is None:

@@ -3,8 +3,11 @@ page, the pages a follow reads after it, and whether a task has ended for good."
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-from typing import Any, cast
+from typing import Any
+
+from psycopg.rows import class_row
 
 from det.master import states
 from det.master.db import Conn
@@ -14,6 +17,29 @@ from det.master.schemas import logs as wire
 from det.master.services import webhooks
 
 LogsParams = d.TaskLogsParams | d.TrialLogsParams
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LogLine:
+    """A ``task_logs`` row."""
+
+    id: int
+    task_id: str
+    allocation_id: str | None
+    agent_id: str | None
+    container_id: str | None
+    rank_id: int | None
+    log: str
+    level: str | None
+    stdtype: str | None
+    source: str | None
+    timestamp: dt.datetime
+
+
+_COLUMNS = (
+    "id, task_id, allocation_id, agent_id, container_id, rank_id, log, level, stdtype, source,"
+    " timestamp"
+)
 
 
 def insert(conn: Conn, rows: list[tuple[Any, ...]]) -> None:
@@ -96,11 +122,13 @@ def filters(params: LogsParams) -> tuple[str, list[Any]]:
             clause = "(level IS NULL OR level = ANY(%s))"
         clauses.append(clause)
         values.append(_stored_names(levels))
-    given_params = cast("dict[str, Any]", params)  # allocationIds: TaskLogs' only
+    allocation_ids = dict(params).get("allocationIds")  # TaskLogs' only
     wanted: dict[str, list[str] | None] = {
         "agent_id": params.get("agentIds"),
         "container_id": params.get("containerIds"),
-        "allocation_id": given_params.get("allocationIds"),
+        "allocation_id": (
+            [str(a) for a in allocation_ids] if isinstance(allocation_ids, list) else None
+        ),
         "source": params.get("sources"),
         "stdtype": params.get("stdtypes"),
     }
@@ -129,24 +157,32 @@ def filters(params: LogsParams) -> tuple[str, list[Any]]:
 
 def first_page(
     conn: Conn, task_id: str, where: str, values: list[Any], limit: int, newest_first: bool
-) -> list[dict[str, Any]]:
+) -> list[LogLine]:
     """The task's lines that pass ``where`` (from :func:`filters`), oldest first or newest
     first, the first ``limit`` of them (0: all)."""
-    sql = "SELECT * FROM task_logs WHERE task_id = %s" + where
+    sql = f"SELECT {_COLUMNS} FROM task_logs WHERE task_id = %s" + where
     sql += " ORDER BY id DESC" if newest_first else " ORDER BY id"
-    return conn.execute(
-        sql + (" LIMIT %s" if limit else ""),
-        [task_id, *values, *([limit] if limit else [])],
-    ).fetchall()
+    return (
+        conn.cursor(row_factory=class_row(LogLine))
+        .execute(
+            sql + (" LIMIT %s" if limit else ""),
+            [task_id, *values, *([limit] if limit else [])],
+        )
+        .fetchall()
+    )
 
 
 def lines_after(
     conn: Conn, task_id: str, last_id: int, where: str, values: list[Any]
-) -> list[dict[str, Any]]:
+) -> list[LogLine]:
     """Up to 1,000 of the task's lines after line ``last_id`` that pass ``where``."""
-    return conn.execute(
-        "SELECT * FROM task_logs WHERE task_id = %s AND id > %s"
-        + where
-        + " ORDER BY id LIMIT 1000",
-        [task_id, last_id, *values],
-    ).fetchall()
+    return (
+        conn.cursor(row_factory=class_row(LogLine))
+        .execute(
+            f"SELECT {_COLUMNS} FROM task_logs WHERE task_id = %s AND id > %s"
+            + where
+            + " ORDER BY id LIMIT 1000",
+            [task_id, last_id, *values],
+        )
+        .fetchall()
+    )

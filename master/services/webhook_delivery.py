@@ -17,15 +17,16 @@ of ``"<timestamp>,<body>"``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import logging
 import threading
 import time
-from typing import Any
 from urllib.parse import urlsplit
 
 import requests
+from psycopg.rows import class_row
 
 from det.master.db import Conn
 from det.master.handles import MasterState
@@ -81,51 +82,65 @@ def post(
     return r.status_code, None if r.status_code < 300 else r.text[:200]
 
 
-def _claim(conn: Conn) -> list[dict[str, Any]]:
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Due:
+    """A queued event due for a delivery attempt (:func:`_claim`)."""
+
+    id: int
+    url: str
+    payload: str
+    attempts: int
+    #: Whether its webhook was made by an admin (an admin's may reach any address).
+    by_admin: bool
+
+
+def _claim(conn: Conn) -> list[_Due]:
     with conn.transaction():
-        rows = conn.execute(
-            "SELECT e.id, e.url, e.payload, e.attempts, coalesce(u.admin, false) AS by_admin"
-            " FROM webhook_events e LEFT JOIN webhooks w ON w.id = e.webhook_id"
-            " LEFT JOIN users u ON u.id = w.created_by"
-            " WHERE e.delivered_at IS NULL AND e.failed_at IS NULL AND e.next_attempt_at <= now()"
-            " ORDER BY e.id LIMIT %s FOR UPDATE OF e SKIP LOCKED",
-            (BATCH,),
-        ).fetchall()
+        rows = (
+            conn.cursor(row_factory=class_row(_Due))
+            .execute(
+                "SELECT e.id, e.url, e.payload, e.attempts, coalesce(u.admin, false) AS by_admin"
+                " FROM webhook_events e LEFT JOIN webhooks w ON w.id = e.webhook_id"
+                " LEFT JOIN users u ON u.id = w.created_by"
+                " WHERE e.delivered_at IS NULL AND e.failed_at IS NULL AND e.next_attempt_at <= now()"
+                " ORDER BY e.id LIMIT %s FOR UPDATE OF e SKIP LOCKED",
+                (BATCH,),
+            )
+            .fetchall()
+        )
         if rows:
             conn.execute(
                 "UPDATE webhook_events SET attempts = attempts + 1, last_attempt_at = now(),"
                 " next_attempt_at = now() + make_interval(secs => %s) WHERE id = ANY(%s)",
-                (LEASE_SECONDS, [r["id"] for r in rows]),
+                (LEASE_SECONDS, [r.id for r in rows]),
             )
-    return list(rows)
+    return rows
 
 
-def _record(conn: Conn, event: dict[str, Any], status: int | None, error: str | None) -> None:
-    attempts = event["attempts"] + 1
+def _record(conn: Conn, event: _Due, status: int | None, error: str | None) -> None:
+    attempts = event.attempts + 1
     with conn.transaction():
         if status is not None and 200 <= status < 300:
             conn.execute(
                 "UPDATE webhook_events SET last_status = %s, last_error = NULL,"
                 " delivered_at = now() WHERE id = %s",
-                (status, event["id"]),
+                (status, event.id),
             )
         elif (status is not None and 400 <= status < 500) or attempts >= MAX_ATTEMPTS:
             conn.execute(
                 "UPDATE webhook_events SET last_status = %s, last_error = %s, failed_at = now()"
                 " WHERE id = %s",
-                (status, error, event["id"]),
+                (status, error, event.id),
             )
-            logger.warning("webhook event %s failed for good: %s %s", event["id"], status, error)
+            logger.warning("webhook event %s failed for good: %s %s", event.id, status, error)
         else:
             delay = min(2 ** (attempts - 1), 60)
             conn.execute(
                 "UPDATE webhook_events SET last_status = %s, last_error = %s,"
                 " next_attempt_at = now() + make_interval(secs => %s) WHERE id = %s",
-                (status, error, delay, event["id"]),
+                (status, error, delay, event.id),
             )
-            logger.debug(
-                "webhook event %s: %s %s; again in %s s", event["id"], status, error, delay
-            )
+            logger.debug("webhook event %s: %s %s; again in %s s", event.id, status, error, delay)
 
 
 def drain(state: MasterState) -> int:
@@ -139,7 +154,7 @@ def drain(state: MasterState) -> int:
             return done
         for event in batch:
             status, error = post(
-                event["url"], event["payload"].encode(), key, restricted=not event["by_admin"]
+                event.url, event.payload.encode(), key, restricted=not event.by_admin
             )
             with state.pool.connection() as conn:
                 _record(conn, event, status, error)

@@ -12,6 +12,7 @@ import pytest
 
 from det.master.errors import InvalidArgument, PayloadTooLarge
 from det.master.schemas import checkpoints, d, logs, trials, validate
+from det.master.services.task_logs import LogLine
 
 NOW = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
 
@@ -87,19 +88,19 @@ def test_checkpoints_sort_by_searcher_metric_in_the_asked_order() -> None:
     ],
 )
 def test_a_log_line_s_level_is_one_determined_knows(stored: str | None, sent: str) -> None:
-    row = {
-        "id": 7,
-        "task_id": "t",
-        "allocation_id": None,
-        "agent_id": None,
-        "container_id": None,
-        "rank_id": None,
-        "timestamp": NOW,
-        "level": stored,
-        "log": "hello\n",
-        "source": None,
-        "stdtype": None,
-    }
+    row = LogLine(
+        id=7,
+        task_id="t",
+        allocation_id=None,
+        agent_id=None,
+        container_id=None,
+        rank_id=None,
+        timestamp=NOW,
+        level=stored,
+        log="hello\n",
+        source=None,
+        stdtype=None,
+    )
     line = logs.trial_log(row, 3)
     assert line["level"] == sent and line["trialId"] == 3 and line["id"] == "7"
     assert "taskId" not in line  # not a field of v1TrialLogsResponse
