@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Blueprint
 
 from det.master.api import _access
@@ -19,7 +17,7 @@ from det.master.wire import Empty, Paging
 bp = Blueprint("models", __name__)
 
 
-def _version(conn: Conn, v: dict[str, Any]) -> d.v1ModelVersion:
+def _version(conn: Conn, v: svc.Version) -> d.v1ModelVersion:
     checkpoint = checkpoint_wire.checkpoint(ckpt_svc.get(conn, str(v["checkpoint_uuid"])))
     return wire.version(v, svc.by_id(conn, v["model_id"]), checkpoint)
 

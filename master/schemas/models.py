@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from det.master.schemas import d
 from det.master.wire import ts
 
+if TYPE_CHECKING:
+    from det.master.services.models import Model, Version
 
-def model(r: dict[str, Any]) -> d.v1Model:
+
+def model(r: Model) -> d.v1Model:
     """``r`` is a row of ``services.models.get``/``list_`` (with the owner's name and the
     number of versions)."""
     return {
@@ -28,9 +31,7 @@ def model(r: dict[str, Any]) -> d.v1Model:
     }
 
 
-def version(
-    v: dict[str, Any], model_row: dict[str, Any], checkpoint: d.v1Checkpoint
-) -> d.v1ModelVersion:
+def version(v: Version, model_row: Model, checkpoint: d.v1Checkpoint) -> d.v1ModelVersion:
     """``v`` is a ``model_versions`` row with its owner's name, ``model_row`` its model's row
     and ``checkpoint`` the registered checkpoint as Determined sends it."""
     created = ts(v["created_at"]) or ""

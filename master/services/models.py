@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import uuid
 from typing import Any
 
+from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
+from typing_extensions import TypedDict
 
+from det.common.jsontypes import JSONObject
 from det.master import limits
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound
@@ -14,13 +19,52 @@ from det.master.services import checkpoints as ckpt_svc
 from det.master.services import listing, workspaces
 from det.master.wire import Paging
 
+
+class Model(TypedDict):
+    """A ``models`` row with its owner's name and its number of versions (what
+    ``schemas.models.model`` sends)."""
+
+    id: int
+    name: str
+    description: str
+    metadata: JSONObject
+    labels: list[str]
+    notes: str
+    archived: bool
+    owner_id: int
+    created_at: dt.datetime
+    modified_at: dt.datetime
+    workspace_id: int
+    username: str
+    num_versions: int
+
+
+class Version(TypedDict):
+    """A ``model_versions`` row with its owner's name (``schemas.models.version``)."""
+
+    id: int
+    model_id: int
+    version: int
+    checkpoint_uuid: uuid.UUID
+    name: str
+    comment: str
+    metadata: JSONObject
+    labels: list[str]
+    notes: str
+    owner_id: int
+    created_at: dt.datetime
+    username: str
+
+
 _SELECT = (
-    "SELECT m.*, u.username, (SELECT count(*) FROM model_versions v WHERE v.model_id = m.id) AS num_versions"
+    "SELECT m.id, m.name, m.description, m.metadata, m.labels, m.notes, m.archived, m.owner_id,"
+    " m.created_at, m.modified_at, m.workspace_id, u.username,"
+    " (SELECT count(*) FROM model_versions v WHERE v.model_id = m.id) AS num_versions"
     " FROM models m JOIN users u ON u.id = m.owner_id"
 )
 
 
-def create(conn: Conn, owner_id: int, data: d.v1PostModelRequest) -> dict[str, Any]:
+def create(conn: Conn, owner_id: int, data: d.v1PostModelRequest) -> Model:
     """Determined's PostModel (field types and sizes are checked with the request)."""
     name = limits.text("name", data.get("name"), limits.NAME, required=True)
     workspace_id = (
@@ -49,8 +93,9 @@ def create(conn: Conn, owner_id: int, data: d.v1PostModelRequest) -> dict[str, A
     return get(conn, name)
 
 
-def get(conn: Conn, name: str) -> dict[str, Any]:
-    row = conn.execute(_SELECT + " WHERE m.name = %s OR m.id::text = %s", (name, name)).fetchone()
+def get(conn: Conn, name: str) -> Model:
+    cur = conn.cursor(row_factory=class_row(Model))
+    row = cur.execute(_SELECT + " WHERE m.name = %s OR m.id::text = %s", (name, name)).fetchone()
     if row is None:
         raise NotFound(f"model '{name}' not found")
     return row
@@ -78,7 +123,7 @@ def labels(conn: Conn, workspace_id: int | None) -> list[str]:
     return [r["label"] for r in rows]
 
 
-def list_(conn: Conn, params: d.GetModelsParams) -> tuple[list[dict[str, Any]], int]:
+def list_(conn: Conn, params: d.GetModelsParams) -> tuple[list[Model], int]:
     """Determined's GetModels: ``name`` and ``description`` match any part (case-insensitive),
     a model has every one of ``labels``, the lists of users and workspaces are alternatives;
     sorted by ``sortBy`` (id by default) in ``orderBy``, then paged."""
@@ -115,19 +160,23 @@ def list_(conn: Conn, params: d.GetModelsParams) -> tuple[list[dict[str, Any]], 
         args.append(params.get("workspaceNames"))
     order = _SORTS.get(params.get("sortBy") or "", "m.id")
     direction = "DESC" if params.get("orderBy") == "ORDER_BY_DESC" else "ASC"
-    rows = conn.execute(
-        _SELECT
-        + " LEFT JOIN workspaces w ON w.id = m.workspace_id WHERE "
-        + " AND ".join(where)
-        + f" ORDER BY {order} {direction}, m.id",
-        args,
-    ).fetchall()
+    rows = (
+        conn.cursor(row_factory=class_row(Model))
+        .execute(
+            _SELECT
+            + " LEFT JOIN workspaces w ON w.id = m.workspace_id WHERE "
+            + " AND ".join(where)
+            + f" ORDER BY {order} {direction}, m.id",
+            args,
+        )
+        .fetchall()
+    )
     return listing.page(rows, *Paging.of(params))
 
 
 def register_version(
     conn: Conn, owner_id: int, model_name: str, data: d.v1PostModelVersionRequest
-) -> dict[str, Any]:
+) -> Version:
     """Determined's PostModelVersion; the new version's row (see :func:`version_by_id`)."""
     model = get(conn, model_name)
     if model["archived"]:
@@ -160,11 +209,16 @@ def register_version(
     return version_by_id(conn, row["id"])
 
 
-_VERSION = "SELECT v.*, u.username FROM model_versions v JOIN users u ON u.id = v.owner_id"
+_VERSION = (
+    "SELECT v.id, v.model_id, v.version, v.checkpoint_uuid, v.name, v.comment, v.metadata,"
+    " v.labels, v.notes, v.owner_id, v.created_at, u.username"
+    " FROM model_versions v JOIN users u ON u.id = v.owner_id"
+)
 
 
-def version_by_id(conn: Conn, version_id: int) -> dict[str, Any]:
-    row = conn.execute(_VERSION + " WHERE v.id = %s", (version_id,)).fetchone()
+def version_by_id(conn: Conn, version_id: int) -> Version:
+    cur = conn.cursor(row_factory=class_row(Version))
+    row = cur.execute(_VERSION + " WHERE v.id = %s", (version_id,)).fetchone()
     if row is None:
         raise NotFound(f"model version {version_id} not found")
     return row
@@ -175,26 +229,28 @@ _VERSION_SORTS = {"SORT_BY_VERSION": "v.version", "SORT_BY_CREATION_TIME": "v.cr
 
 def versions(
     conn: Conn, model_id: int, params: d.GetModelVersionsParams
-) -> tuple[list[dict[str, Any]], int]:
+) -> tuple[list[Version], int]:
     """Determined's GetModelVersions: a model's versions sorted by ``sortBy`` (the version
     number by default) in ``orderBy``, then paged."""
     order = _VERSION_SORTS.get(params.get("sortBy") or "", "v.version")
     direction = "DESC" if params.get("orderBy") == "ORDER_BY_DESC" else "ASC"
-    rows = conn.execute(
+    cur = conn.cursor(row_factory=class_row(Version))
+    rows = cur.execute(
         _VERSION + f" WHERE v.model_id = %s ORDER BY {order} {direction}, v.version",
         (model_id,),
     ).fetchall()
     return listing.page(rows, *Paging.of(params))
 
 
-def by_id(conn: Conn, model_id: int) -> dict[str, Any]:
-    row = conn.execute(_SELECT + " WHERE m.id = %s", (model_id,)).fetchone()
+def by_id(conn: Conn, model_id: int) -> Model:
+    cur = conn.cursor(row_factory=class_row(Model))
+    row = cur.execute(_SELECT + " WHERE m.id = %s", (model_id,)).fetchone()
     if row is None:
         raise NotFound(f"model {model_id} not found")
     return row
 
 
-def patch(conn: Conn, model_name: str, data: d.v1PatchModel) -> dict[str, Any]:
+def patch(conn: Conn, model_name: str, data: d.v1PatchModel) -> Model:
     """Determined's PatchModel: each field that is present (not null) replaces the model's."""
     model = get(conn, model_name)
     mid = model["id"]
@@ -248,19 +304,19 @@ def delete(conn: Conn, model_name: str) -> None:
     conn.execute("DELETE FROM models WHERE id = %s", (model["id"],))
 
 
-def version(conn: Conn, model_name: str, number: int) -> dict[str, Any]:
+def version(conn: Conn, model_name: str, number: int) -> Version:
     model = get(conn, model_name)
-    row = conn.execute(
-        _VERSION + " WHERE v.model_id = %s AND v.version = %s", (model["id"], number)
-    ).fetchone()
+    row = (
+        conn.cursor(row_factory=class_row(Version))
+        .execute(_VERSION + " WHERE v.model_id = %s AND v.version = %s", (model["id"], number))
+        .fetchone()
+    )
     if row is None:
         raise NotFound(f"model '{model['name']}' has no version {number}")
     return row
 
 
-def patch_version(
-    conn: Conn, model_name: str, number: int, data: d.v1PatchModelVersion
-) -> dict[str, Any]:
+def patch_version(conn: Conn, model_name: str, number: int, data: d.v1PatchModelVersion) -> Version:
     """Determined's PatchModelVersion: name, comment, notes, labels, metadata."""
     v = version(conn, model_name, number)
     if data.get("checkpoint") is not None:
