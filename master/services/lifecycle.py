@@ -54,15 +54,11 @@ def trials_pass(conn: Conn, st: MasterState) -> None:
         stop = trial["stop_reason"]
         if stop == "searcher":
             # Stopped before (or between) runs: nothing to checkpoint.
-            trial_runs.finish_trial(conn, trial, states.COMPLETED, "stopped by the searcher")
+            trial_runs.finish_trial(conn, trial["id"], states.COMPLETED, "stopped by the searcher")
         elif stop in ("canceled", "killed"):
-            trial_runs.finish_trial(conn, trial, states.CANCELED, f"experiment {stop}")
+            trial_runs.finish_trial(conn, trial["id"], states.CANCELED, f"experiment {stop}")
         elif trial["state"] == states.ACTIVE and trial["exp_state"] == states.ACTIVE:
-            exp = conn.execute(
-                "SELECT id, config FROM experiments WHERE id = %s", (trial["experiment_id"],)
-            ).fetchone()
-            assert exp is not None
-            trial_runs.queue_run(conn, st, trial, exp)
+            trial_runs.queue_run(conn, st, trial["id"])
 
 
 def experiments_pass(conn: Conn) -> None:

@@ -29,14 +29,17 @@ as restarts like any failed run and stop at ``max_restarts``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
-from typing import Any
+import uuid
 
+from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from det.common.container_spec import ContainerSpec
+from det.common.jsontypes import JSONObject
 from det.master import expconf, states
 from det.master.db import Conn
 from det.master.expconf import stored
@@ -47,76 +50,107 @@ from det.master.services.allocation_rows import Allocation
 logger = logging.getLogger(__name__)
 
 
-def queue_run(
-    conn: Conn, st: MasterState, trial: dict[str, Any], experiment: dict[str, Any]
-) -> str:
-    """Queues the next run of ``trial``; returns the allocation id."""
-    run_id = trial["run_id"] + 1
-    allocation_id = f"{trial['task_id']}.{run_id}"
-    job = conn.execute(
-        "SELECT id, resource_pool FROM jobs WHERE experiment_id = %s", (experiment["id"],)
-    ).fetchone()
-    assert job is not None
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Queued:
+    """What queuing a trial's next run reads: the trial, its experiment's config and job."""
+
+    id: int
+    task_id: str
+    run_id: int
+    experiment_id: int
+    config: JSONObject
+    job_id: str
+    resource_pool: str
+
+
+def queue_run(conn: Conn, st: MasterState, trial_id: int) -> str:
+    """Queues the next run of trial ``trial_id``; returns the allocation id."""
+    trial = (
+        conn.cursor(row_factory=class_row(_Queued))
+        .execute(
+            "SELECT t.id, t.task_id, t.run_id, t.experiment_id, e.config, j.id AS job_id,"
+            " j.resource_pool FROM trials t JOIN experiments e ON e.id = t.experiment_id"
+            " JOIN jobs j ON j.experiment_id = e.id WHERE t.id = %s",
+            (trial_id,),
+        )
+        .fetchone()
+    )
+    assert trial is not None
+    run_id = trial.run_id + 1
+    allocation_id = f"{trial.task_id}.{run_id}"
     allocation_rows.queue(
         conn,
         st,
         kind="TRIAL",
         allocation_id=allocation_id,
-        task_id=trial["task_id"],
-        trial_id=trial["id"],
-        job_id=job["id"],
-        resource_pool=job["resource_pool"],
-        slots=stored.experiment_config(
-            experiment["id"], experiment["config"]
-        ).resources.slots_per_trial,
+        task_id=trial.task_id,
+        trial_id=trial.id,
+        job_id=trial.job_id,
+        resource_pool=trial.resource_pool,
+        slots=stored.experiment_config(trial.experiment_id, trial.config).resources.slots_per_trial,
     )
-    conn.execute("UPDATE trials SET run_id = %s WHERE id = %s", (run_id, trial["id"]))
-    states.record_event(conn, "trial", trial["id"], "queued", f"allocation {allocation_id} queued")
+    conn.execute("UPDATE trials SET run_id = %s WHERE id = %s", (run_id, trial.id))
+    states.record_event(conn, "trial", trial.id, "queued", f"allocation {allocation_id} queued")
     return allocation_id
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Ending:
+    """A trial whose run ended, as :func:`on_terminated` reads it (locked)."""
+
+    id: int
+    experiment_id: int
+    state: str
+    stop_reason: str | None
+    restarts: int
+    config: JSONObject
 
 
 def on_terminated(conn: Conn, alloc: Allocation, exit_code: int | None, reason: str) -> None:
     """A run of a trial ended (``alloc``: its row as it was, locked by the caller): the trial
     moves on following the module's table."""
-    trial = conn.execute(
-        "SELECT t.*, e.state AS exp_state, e.config FROM trials t JOIN experiments e ON e.id = t.experiment_id"
-        " WHERE t.id = %s FOR NO KEY UPDATE OF t",
-        (alloc.trial_id,),
-    ).fetchone()
+    trial = (
+        conn.cursor(row_factory=class_row(_Ending))
+        .execute(
+            "SELECT t.id, t.experiment_id, t.state, t.stop_reason, t.restarts, e.config"
+            " FROM trials t JOIN experiments e ON e.id = t.experiment_id"
+            " WHERE t.id = %s FOR NO KEY UPDATE OF t",
+            (alloc.trial_id,),
+        )
+        .fetchone()
+    )
     assert trial is not None
-    if trial["state"] in states.TERMINAL:
+    if trial.state in states.TERMINAL:
         return
-    tid = trial["id"]
-    stop = trial["stop_reason"]
+    tid = trial.id
+    stop = trial.stop_reason
     preempted = alloc.preempt_requested or reason == containers.AGENT_LOST
     counts = False
     if alloc.kill_requested or stop == "killed":
-        finish_trial(conn, trial, states.CANCELED, "killed")
+        finish_trial(conn, tid, states.CANCELED, "killed")
     elif exit_code == 0 or (preempted and stop is not None):
         if stop == "searcher":
-            finish_trial(conn, trial, states.COMPLETED, "stopped by the searcher")
+            finish_trial(conn, tid, states.COMPLETED, "stopped by the searcher")
         elif stop == "canceled":
-            finish_trial(conn, trial, states.CANCELED, "experiment canceled")
-        elif trial["state"] == states.PAUSED or preempted:
+            finish_trial(conn, tid, states.CANCELED, "experiment canceled")
+        elif trial.state == states.PAUSED or preempted:
             logger.info("trial %d preempted (%s); it will resume", tid, reason)
         else:
-            finish_trial(conn, trial, states.COMPLETED, "training finished")
+            finish_trial(conn, tid, states.COMPLETED, "training finished")
     elif preempted:
         logger.info("trial %d lost its allocation (%s); re-queued without a restart", tid, reason)
     elif image_refused(reason):
         # The registry refused the image (unknown, denied, bad credentials): every retry would
         # be refused the same way, so the trial ends now instead of spending its restarts.
-        finish_trial(conn, trial, states.ERROR, reason)
+        finish_trial(conn, tid, states.ERROR, reason)
     else:
         counts = True
-        restarts = trial["restarts"] + 1
-        max_restarts = stored.experiment_config(
-            trial["experiment_id"], trial["config"]
-        ).max_restarts
+        restarts = trial.restarts + 1
+        max_restarts = stored.experiment_config(trial.experiment_id, trial.config).max_restarts
         conn.execute("UPDATE trials SET restarts = %s WHERE id = %s", (restarts, tid))
         if restarts > max_restarts:
             finish_trial(
-                conn, trial, states.ERROR, f"exit code {exit_code}; {restarts - 1} restarts used"
+                conn, tid, states.ERROR, f"exit code {exit_code}; {restarts - 1} restarts used"
             )
         else:
             states.record_event(
@@ -147,50 +181,77 @@ def image_refused(reason: str | None) -> bool:
     return bool(_REFUSALS.search(reason.removeprefix(containers.IMAGE_PULL_FAILED)))
 
 
-def finish_trial(conn: Conn, trial: dict[str, Any], state: str, reason: str) -> None:
-    """Ends a trial and tells its searcher exactly once (the transition happens once)."""
-    if states.transition(conn, "trial", trial["id"], state, reason, strict=False):
+def finish_trial(conn: Conn, trial_id: int, state: str, reason: str) -> None:
+    """Ends trial ``trial_id`` and tells its searcher exactly once (the transition happens
+    once)."""
+    if states.transition(conn, "trial", trial_id, state, reason, strict=False):
+        payload: JSONObject = {}
         if state == states.COMPLETED:
-            kind, payload = "exited", {}
+            kind = "exited"
         else:
             kind = "early_exit"
             payload = {"reason": "ERRORED" if state == states.ERROR else "USER_CANCELED"}
         conn.execute(
-            "INSERT INTO searcher_events (experiment_id, kind, request_id, payload) VALUES (%s, %s, %s, %s)",
-            (trial["experiment_id"], kind, trial["request_id"], Jsonb(payload)),
+            "INSERT INTO searcher_events (experiment_id, kind, request_id, payload)"
+            " SELECT experiment_id, %s, request_id, %s FROM trials WHERE id = %s",
+            (kind, Jsonb(payload), trial_id),
         )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Run:
+    """A trial as its run's container needs it."""
+
+    id: int
+    experiment_id: int
+    run_id: int
+    seed: int
+    hparams: JSONObject | None
+    steps_completed: int
+    latest_checkpoint: uuid.UUID | None
+    config: JSONObject
+    #: The experiment owner's (the task runs as that user).
+    username: str
 
 
 def container_spec(conn: Conn, st: MasterState, alloc: Allocation, agent_id: str) -> ContainerSpec:
     """What the agent needs to start this run's container (see docs/internals.md)."""
-    trial = conn.execute(
-        "SELECT t.*, e.config, e.owner_id, u.username FROM trials t JOIN experiments e ON e.id = t.experiment_id"
-        " JOIN users u ON u.id = e.owner_id WHERE t.id = %s",
-        (alloc.trial_id,),
-    ).fetchone()
+    trial = (
+        conn.cursor(row_factory=class_row(_Run))
+        .execute(
+            "SELECT t.id, t.experiment_id, t.run_id, t.seed, t.hparams, t.steps_completed,"
+            " t.latest_checkpoint, e.config, u.username FROM trials t"
+            " JOIN experiments e ON e.id = t.experiment_id JOIN users u ON u.id = e.owner_id"
+            " WHERE t.id = %s",
+            (alloc.trial_id,),
+        )
+        .fetchone()
+    )
     assert trial is not None
-    config: dict[str, Any] = trial["config"]
+    config = trial.config
     slot_ids = [str(s) for s in (alloc.placement or {}).get(agent_id, [])]
     device = "cuda" if containers.slot_type(conn, agent_id) == "cuda" else "cpu"
     image, env = containers.image_and_env(conn, config, agent_id)
     env.update(containers.task_env(st, alloc.id, alloc.task_id, "TRIAL"))
     env.update(
         {
-            "DET_USER": trial["username"],
+            "DET_USER": trial.username,
             "DET_RESOURCES_TYPE": "docker-container",
-            "DET_EXPERIMENT_ID": str(trial["experiment_id"]),
-            "DET_TRIAL_ID": str(trial["id"]),
-            "DET_TRIAL_RUN_ID": str(trial["run_id"]),
-            "DET_TRIAL_SEED": str(trial["seed"]),
-            "DET_HPARAMS": json.dumps(trial["hparams"]),
+            "DET_EXPERIMENT_ID": str(trial.experiment_id),
+            "DET_TRIAL_ID": str(trial.id),
+            "DET_TRIAL_RUN_ID": str(trial.run_id),
+            "DET_TRIAL_SEED": str(trial.seed),
+            "DET_HPARAMS": json.dumps(trial.hparams),
             "DET_EXPERIMENT_CONFIG": json.dumps(expconf.redact(config, storage=False)),
-            "DET_STEPS_COMPLETED": str(trial["steps_completed"]),
+            "DET_STEPS_COMPLETED": str(trial.steps_completed),
             "DET_UNIQUE_PORT_OFFSET": str(containers.port_offset(alloc.id)),
         }
     )
-    if trial["latest_checkpoint"]:
-        env["DET_LATEST_CHECKPOINT"] = str(trial["latest_checkpoint"])
-    entrypoint = config.get("entrypoint") or "python3 train.py"
+    if trial.latest_checkpoint:
+        env["DET_LATEST_CHECKPOINT"] = str(trial.latest_checkpoint)
+    entrypoint = (
+        stored.experiment_config(trial.experiment_id, config).entrypoint or "python3 train.py"
+    )
     command = ["python3", "-m", "det.exec.run", "--"]
     command += entrypoint if isinstance(entrypoint, list) else [entrypoint]
     return {
