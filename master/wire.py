@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, NamedTuple, TypedDict
+
+from typing_extensions import ReadOnly
 
 if TYPE_CHECKING:
     from det.master.schemas import d
@@ -22,6 +23,14 @@ class Empty(TypedDict):
     empty messages, e.g. ``v1KillExperimentResponse``)."""
 
 
+class Paged(TypedDict, total=False):
+    """A list request's query parameters (any operation's ``...Params`` carrying ``offset`` and
+    ``limit``): what :meth:`Paging.of` reads of them."""
+
+    offset: ReadOnly[int | None]
+    limit: ReadOnly[int | None]
+
+
 class Paging(NamedTuple):
     """A list request's ``offset`` and ``limit`` with Determined's defaults (0: from the start;
     0: no limit). The route's contract has checked their types; absent or null is the default.
@@ -31,7 +40,7 @@ class Paging(NamedTuple):
     limit: int = 0
 
     @classmethod
-    def of(cls, params: Mapping[str, object]) -> Paging:
+    def of(cls, params: Paged) -> Paging:
         given = {
             k: v
             for k in cls._fields

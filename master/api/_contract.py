@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import typing_extensions
 from flask import request
+from flask.typing import ResponseReturnValue
 
 from det.master.api._common import any_json, body_and_finiteness
 from det.master.schemas import Operation, d, validate
@@ -79,13 +80,14 @@ def contract(
 
     def mark(fn: F) -> F:
         @functools.wraps(fn)
-        def view(*args: Any, **kwargs: Any) -> Any:
+        def view(*args: Any, **kwargs: Any) -> ResponseReturnValue:
             if body is not None:
                 raw = any_json() if bare else body_and_finiteness()[0]
                 kwargs["body"] = validate(body, raw)
             if params is not None:
                 kwargs["params"] = validate(params, query_dict(params), "query")
-            return fn(*args, **kwargs)
+            answer: ResponseReturnValue = fn(*args, **kwargs)
+            return answer
 
         view._det_contract = spec  # type: ignore[attr-defined]
         return view  # type: ignore[return-value]

@@ -29,7 +29,7 @@ def stream(
     if params is None:
         params = validate(d.TaskLogsParams, query_dict(d.TaskLogsParams), "query")
     follow = bool(params.get("follow"))
-    limit = Paging.of(params).limit
+    limit = Paging.of({"limit": params.get("limit")}).limit
     if limit < 0:
         raise InvalidArgument(f"query.limit: must not be negative (got {limit})")
     newest_first = params.get("orderBy") == "ORDER_BY_DESC"

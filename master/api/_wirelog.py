@@ -21,10 +21,12 @@ import logging
 import os
 import threading
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, NotRequired
 
 from flask import Flask, Response, current_app, request
+from typing_extensions import TypedDict
 
+from det.common.jsontypes import JSONValue
 from det.master.schemas import d
 
 logger = logging.getLogger(__name__)
@@ -50,7 +52,15 @@ def install(app: Flask) -> None:
         app.after_request(_after)
 
 
-def _write(entry: dict[str, Any]) -> None:
+class _Entry(TypedDict):
+    op: str
+    message: str
+    status: int
+    stream: NotRequired[bool]
+    body: JSONValue
+
+
+def _write(entry: _Entry) -> None:
     line = json.dumps(entry, separators=(",", ":")) + "\n"
     path = os.path.join(os.environ[ENV], f"wire-{os.getpid()}.ndjson")
     with _lock:

@@ -60,7 +60,7 @@ _NOTHING_CREATED: d.v1Experiment = {
 
 @bp.post("/api/v1/experiments")
 @contract("CreateExperiment")
-def create(body: d.v1CreateExperimentRequest) -> Any:
+def create(body: d.v1CreateExperimentRequest) -> d.v1CreateExperimentResponse:
     config_text = body.get("config")
     if not config_text or not config_text.strip():
         raise InvalidArgument("config: required (the experiment config as YAML text)")

@@ -4,7 +4,7 @@ PutTrialRetainLogs: the experiment's or trial's owner and admins) and ``det task
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from flask import Blueprint
 
@@ -21,17 +21,17 @@ bp = Blueprint("log_retention", __name__)
 
 def _retain(
     field: str,
-    body: Mapping[str, object],
+    given: object,
+    num_days: object,
     path_id: int,
     check: Callable[[Conn, int], None],
     set_days: Callable[[Conn, int, int], None],
 ) -> None:
-    """``numDays`` for what the path names: ``field`` of the body, if given, must name it too;
-    ``check`` is the caller's access to it."""
-    given = body.get(field)
+    """``num_days`` for what the path names: ``given`` (the body's ``field``), if given, must
+    name it too; ``check`` is the caller's access to it."""
     if given not in (None, 0, path_id, str(path_id)):
         raise InvalidArgument(f"{field}: {given} differs from the path's {path_id}")
-    days = svc.check_days(body.get("numDays"))
+    days = svc.check_days(num_days)
     with db() as conn:
         check(conn, path_id)
         set_days(conn, path_id, days)
@@ -40,14 +40,28 @@ def _retain(
 @bp.put("/api/v1/experiments/<int:experiment_id>/retain_logs")
 @contract("PutExperimentRetainLogs")
 def experiment(experiment_id: int, body: d.v1PutExperimentRetainLogsRequest) -> Empty:
-    _retain("experimentId", body, experiment_id, _access.experiment, svc.set_for_experiment)
+    _retain(
+        "experimentId",
+        body.get("experimentId"),
+        body.get("numDays"),
+        experiment_id,
+        _access.experiment,
+        svc.set_for_experiment,
+    )
     return {}
 
 
 @bp.put("/api/v1/trials/<int:trial_id>/retain_logs")
 @contract("PutTrialRetainLogs")
 def trial(trial_id: int, body: d.v1PutTrialRetainLogsRequest) -> Empty:
-    _retain("trialId", body, trial_id, _access.trial, svc.set_for_trial)
+    _retain(
+        "trialId",
+        body.get("trialId"),
+        body.get("numDays"),
+        trial_id,
+        _access.trial,
+        svc.set_for_trial,
+    )
     return {}
 
 

@@ -14,9 +14,10 @@ from typing import Any
 from flask import Blueprint, current_app
 from flask.typing import ResponseReturnValue
 from pydantic import TypeAdapter
-from pydantic.json_schema import JsonSchemaMode
+from pydantic.json_schema import JsonSchemaMode, JsonSchemaValue
 
 import det
+from det.common.jsontypes import JSONObject, JSONValue
 from det.master.api._common import PUBLIC, USER
 
 bp = Blueprint("openapi", __name__)
@@ -29,7 +30,7 @@ _REF = "#/components/schemas/{model}"
 
 def _schemas(
     types: list[tuple[Any, JsonSchemaMode]],
-) -> tuple[dict[tuple[Any, JsonSchemaMode], Any], dict[str, Any]]:
+) -> tuple[dict[tuple[Any, JsonSchemaMode], JsonSchemaValue], dict[str, JsonSchemaValue]]:
     """JSON Schemas of ``types`` (by (type, mode)) and the definitions they refer to."""
     inputs = [(tp, mode, TypeAdapter(tp)) for tp, mode in types]
     by_key, defs = TypeAdapter.json_schemas(inputs, ref_template=_REF)
@@ -37,13 +38,15 @@ def _schemas(
 
 
 def _query_parameters(
-    params: Any, schemas: dict[tuple[Any, JsonSchemaMode], Any], defs: dict[str, Any]
-) -> list[Any]:
+    params: Any,
+    schemas: dict[tuple[Any, JsonSchemaMode], JsonSchemaValue],
+    defs: dict[str, JsonSchemaValue],
+) -> list[JSONValue]:
     schema = schemas[(params, "validation")]
     if "$ref" in schema:
         schema = defs[schema["$ref"].rsplit("/", 1)[-1]]
     props = schema.get("properties", {})
-    out = []
+    out: list[JSONValue] = []
     for name, schema in sorted(props.items()):
         # A query parameter is absent or has a value: "null" is not something a query can say.
         members = [m for m in schema.get("anyOf", []) if m.get("type") != "null"]
@@ -62,8 +65,8 @@ def _query_parameters(
     return out
 
 
-def document() -> dict[str, Any]:
-    paths: dict[str, dict[str, Any]] = {}
+def document() -> JSONObject:
+    paths: dict[str, JSONObject] = {}
     views = [
         (rule, current_app.view_functions[rule.endpoint])
         for rule in current_app.url_map.iter_rules()
@@ -85,7 +88,7 @@ def document() -> dict[str, Any]:
         spec = getattr(view, "_det_contract", None)
         allowed = sorted(getattr(view, "_det_allow", frozenset({USER})))
         path = _CONVERTER.sub(lambda m: "{" + m.group(2) + "}", rule.rule)
-        params = [
+        params: list[JSONValue] = [
             {
                 "name": m.group(2),
                 "in": "path",
@@ -96,15 +99,16 @@ def document() -> dict[str, Any]:
         ]
         doc = (view.__doc__ or rule.endpoint).strip().splitlines()[0]
         for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
-            op: dict[str, Any] = {
+            responses: JSONObject = {
+                "200": {"description": "OK"},
+                "default": {"description": "Error (Determined's error JSON)"},
+            }
+            op: JSONObject = {
                 "operationId": f"{rule.endpoint}.{method.lower()}",
                 "summary": doc,
                 "parameters": params,
-                "responses": {
-                    "200": {"description": "OK"},
-                    "default": {"description": "Error (Determined's error JSON)"},
-                },
-                "x-det-callers": allowed,
+                "responses": responses,
+                "x-det-callers": list[JSONValue](allowed),
             }
             if PUBLIC in allowed:
                 op["security"] = []
@@ -122,7 +126,7 @@ def document() -> dict[str, Any]:
                     }
                 if spec.response is not None:
                     media = "application/x-ndjson" if spec.stream else "application/json"
-                    op["responses"]["200"] = {
+                    responses["200"] = {
                         "description": "OK",
                         "content": {media: {"schema": schemas[(spec.response, "serialization")]}},
                     }

@@ -7,9 +7,8 @@ import datetime as dt
 import math
 import time
 import urllib.parse
-from typing import Any
 
-from flask import Blueprint, request
+from flask import Blueprint, Response, request
 
 from det.master import limits, preemptwait, task_origin
 from det.master.api import _access, _logs
@@ -302,5 +301,5 @@ def proxy_ticket(body: wire.ProxyTicketRequest) -> wire.ProxyTicket:
 
 @bp.get("/api/v1/tasks/<task_id>/logs")
 @contract("TaskLogs")
-def task_logs(task_id: str, params: d.TaskLogsParams) -> Any:
+def task_logs(task_id: str, params: d.TaskLogsParams) -> Response:
     return _logs.stream(task_id)

@@ -4,10 +4,9 @@ Every user reads and applies every template; its owner or an admin changes it.""
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Blueprint, request
 
+from det.common.jsontypes import JSONObject
 from det.master.api import _access
 from det.master.api._common import current_user, db, pagination
 from det.master.api._contract import contract
@@ -58,8 +57,8 @@ def put(name: str, body: d.v1Template) -> d.v1PutTemplateResponse:
 
 
 @bp.patch("/api/v1/templates/<name>")
-@contract("PatchTemplateConfig", body=dict[str, Any])
-def patch_config(name: str, body: dict[str, Any]) -> d.v1PatchTemplateConfigResponse:
+@contract("PatchTemplateConfig", body=JSONObject)
+def patch_config(name: str, body: JSONObject) -> d.v1PatchTemplateConfigResponse:
     """Determined's client sends the new config itself as the body."""
     if not request.get_data(cache=True):
         raise InvalidArgument("request body: the template's config as a JSON object")

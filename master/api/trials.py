@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, cast
+from collections.abc import Iterator
+from typing import cast
 
 from flask import Blueprint, Response, request, stream_with_context
 
@@ -222,7 +223,7 @@ def _series(trial_ids: list[int], group: str | None) -> Response:
     """One ``{"result": {"metrics": [...]}}`` line per trial with reports (Determined's metric
     streams)."""
 
-    def gen() -> Any:
+    def gen() -> Iterator[str]:
         with db() as conn:
             for tid in trial_ids:
                 rows = svc.metrics_rows(conn, tid, group)
@@ -279,26 +280,22 @@ def _float_arg(name: str) -> float | None:
 def _series_filter(params: d.CompareTrialsParams) -> svc.SeriesFilter:
     """``timeSeriesFilter.*``; the double range is read from the query string as the official
     client sends it (``timeSeriesFilter.doubleRange.gt``)."""
-    p: dict[str, Any] = dict(params)
-    dr = "timeSeriesFilter.doubleRange."
-    ir = "timeSeriesFilter.integerRange."
-    tr = "timeSeriesFilter.timeRange."
     return svc.SeriesFilter(
-        name=p.get("timeSeriesFilter.name"),
-        int_gt=p.get(ir + "gt"),
-        int_gte=p.get(ir + "gte"),
-        int_lt=p.get(ir + "lt"),
-        int_lte=p.get(ir + "lte"),
-        int_in=p.get(ir + "incl"),
-        int_not_in=p.get(ir + "notIn"),
-        float_gt=_float_arg(dr + "gt"),
-        float_gte=_float_arg(dr + "gte"),
-        float_lt=_float_arg(dr + "lt"),
-        float_lte=_float_arg(dr + "lte"),
-        time_gt=p.get(tr + "gt"),
-        time_gte=p.get(tr + "gte"),
-        time_lt=p.get(tr + "lt"),
-        time_lte=p.get(tr + "lte"),
+        name=params.get("timeSeriesFilter.name"),
+        int_gt=params.get("timeSeriesFilter.integerRange.gt"),
+        int_gte=params.get("timeSeriesFilter.integerRange.gte"),
+        int_lt=params.get("timeSeriesFilter.integerRange.lt"),
+        int_lte=params.get("timeSeriesFilter.integerRange.lte"),
+        int_in=params.get("timeSeriesFilter.integerRange.incl"),
+        int_not_in=params.get("timeSeriesFilter.integerRange.notIn"),
+        float_gt=_float_arg("timeSeriesFilter.doubleRange.gt"),
+        float_gte=_float_arg("timeSeriesFilter.doubleRange.gte"),
+        float_lt=_float_arg("timeSeriesFilter.doubleRange.lt"),
+        float_lte=_float_arg("timeSeriesFilter.doubleRange.lte"),
+        time_gt=params.get("timeSeriesFilter.timeRange.gt"),
+        time_gte=params.get("timeSeriesFilter.timeRange.gte"),
+        time_lt=params.get("timeSeriesFilter.timeRange.lt"),
+        time_lte=params.get("timeSeriesFilter.timeRange.lte"),
     )
 
 

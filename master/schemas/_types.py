@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
+from det.common.jsontypes import JSONObject
 from det.master import limits
+
+T = TypeVar("T")
 
 # The pydantic error type of a value over its size limit (a 413, not a 400).
 TOO_LARGE = "det_too_large"
@@ -32,7 +35,7 @@ ConfigText = Annotated[str, Field(max_length=limits.CONFIG_TEXT)]
 
 
 def _json_size(limit: int) -> AfterValidator:
-    def check(value: Any) -> Any:
+    def check(value: T) -> T:
         size = len(json.dumps(value, default=str))
         if size > limit:
             raise PydanticCustomError(
@@ -45,7 +48,7 @@ def _json_size(limit: int) -> AfterValidator:
     return AfterValidator(check)
 
 
-Metadata = Annotated[dict[str, Any], _json_size(limits.METADATA)]
+Metadata = Annotated[JSONObject, _json_size(limits.METADATA)]
 Resources = Annotated[dict[str, str], _json_size(limits.METADATA)]
 
 

@@ -4,7 +4,8 @@ filters as Determined's checkpoint listings apply them, and what tasks report.""
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, NotRequired, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, NotRequired, cast
 
 from typing_extensions import TypedDict
 
@@ -13,6 +14,9 @@ from det.master.errors import InvalidArgument
 from det.master.schemas import d
 from det.master.schemas._types import Int64, Metadata, _json_size
 from det.master.wire import ts
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRichComparison
 
 
 def _number(value: Any) -> float | None:
@@ -95,10 +99,7 @@ def sort(
 
     def trial_key(c: d.v1Checkpoint) -> tuple[int, int]:
         t = c.get("training") or {}
-        return (
-            int(t.get("trialId") or 0),
-            int((c.get("metadata") or {}).get("steps_completed", 0)),
-        )
+        return int(t.get("trialId") or 0), _steps(c)
 
     if by_metric:
         have = [c for c in items if _metric_of(c, metric) is not None]
@@ -110,16 +111,19 @@ def sort(
         name = c.get("state", "STATE_UNSPECIFIED").removeprefix("STATE_")
         return _STATE_ORDER.index(name) if name in _STATE_ORDER else 0
 
-    keys: dict[str, Any] = {
+    keys: dict[str, Callable[[d.v1Checkpoint], SupportsRichComparison]] = {
         "SORT_BY_UUID": lambda c: c.get("uuid", ""),
-        "SORT_BY_BATCH_NUMBER": lambda c: (
-            int((c.get("metadata") or {}).get("steps_completed", 0)),
-            trial_key(c),
-        ),
+        "SORT_BY_BATCH_NUMBER": lambda c: (_steps(c), trial_key(c)),
         "SORT_BY_END_TIME": lambda c: (c.get("reportTime") or "", trial_key(c)),
         "SORT_BY_STATE": lambda c: (state_rank(c), trial_key(c)),
     }
     return sorted(items, key=keys.get(attr or "", trial_key), reverse=desc)
+
+
+def _steps(c: d.v1Checkpoint) -> int:
+    """``metadata.steps_completed`` (0 when absent or not a number)."""
+    steps = (c.get("metadata") or {}).get("steps_completed", 0)
+    return int(steps) if isinstance(steps, int | float | str) else 0
 
 
 def filter_states(
