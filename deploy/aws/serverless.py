@@ -71,9 +71,45 @@ FRONT_TASKS = "tasks"
 TASKS_RULE_PRIORITY = 10
 TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
 SLEEP_AFTER_MINUTES = 15
+WAKEUP_KIND = "eventbridge"
+AURORA_MIN_ACU = 0.0
 AURORA_MAX_ACU = 4.0
 AURORA_PAUSE_AFTER_S = 600
-WAKEUP_KIND = "eventbridge"
+# Aurora PostgreSQL Serverless v2's max_connections follows the maximum ACU, whatever the
+# capacity of the moment (Amazon Aurora User Guide, "Performance and scaling for Aurora
+# Serverless v2", maximum connections: 189 at 1 ACU, 823 at 4, 1,669 at 8, 3,360 at 16, 5,000
+# from 32); with a minimum of 0 or 0.5 ACU it is capped at 2,000. A maximum between two rows
+# counts as the lower row.
+AURORA_PG_MAX_CONNECTIONS = ((1.0, 189), (4.0, 823), (8.0, 1669), (16.0, 3360), (32.0, 5000))
+AURORA_LOW_MIN_CAP = 2000
+# superuser_reserved_connections (PostgreSQL's default, kept by Aurora): not for det's user.
+RESERVED_CONNECTIONS = 3
+# The ECS service's master processes, explicit in its environment (the master's defaults are a
+# VM's): up to sl.MAX_INSTANCES tasks of a front and two user API processes (0.5 vCPU each),
+# sl.DB_POOL_SIZE connections each. During a deployment ECS may run up to
+# DEPLOYMENT_MAX_PERCENT of the desired count, old tasks beside new ones.
+SERVICE_SHAPE = sl.Shape(
+    instances=sl.MAX_INSTANCES, pool=sl.DB_POOL_SIZE, user_processes=2, loops=True
+)
+DEPLOYMENT_MAX_PERCENT = 200
+
+
+def aurora_connections(min_acu: float, max_acu: float) -> int:
+    """The connections an Aurora PostgreSQL Serverless v2 instance gives det's user at this
+    capacity range (:data:`AURORA_PG_MAX_CONNECTIONS`, less the reserved ones)."""
+    rows = [n for acu, n in AURORA_PG_MAX_CONNECTIONS if acu <= max_acu]
+    if not rows:
+        raise ValueError(f"Aurora Serverless v2's maximum is at least 1 ACU here, not {max_acu}")
+    most = rows[-1]
+    if min_acu <= 0.5:
+        most = min(most, AURORA_LOW_MIN_CAP)
+    return most - RESERVED_CONNECTIONS
+
+
+def service_connections(shape: sl.Shape, deployment_max_percent: int) -> int:
+    """The most connections the service and the migration task hold at once: ``shape`` at
+    its most tasks, times the deployment's overlap, and the migration's."""
+    return shape.connections() * deployment_max_percent // 100 + sl.MIGRATION_CONNECTIONS
 
 
 def short_name(cfg: AwsConfig, role: str) -> str:
@@ -401,7 +437,7 @@ def _aurora(
         final_snapshot_identifier=snapshot,
         apply_immediately=True,
         serverlessv2_scaling_configuration=aws.rds.ClusterServerlessv2ScalingConfigurationArgs(
-            min_capacity=0,
+            min_capacity=AURORA_MIN_ACU,
             max_capacity=AURORA_MAX_ACU,
             seconds_until_auto_pause=AURORA_PAUSE_AFTER_S,
         ),
@@ -592,6 +628,7 @@ class ServerlessMaster(pulumi.ComponentResource):
         self._wakeup_route(name, cfg, roles["bus"], self.url, child)
         limit = sl.REQUEST_TIMEOUT_S if cfg.domain else CLOUDFRONT_READ_TIMEOUT_S
         roles["wakeup_env"].update(sl.service_env(limit))
+        roles["wakeup_env"].update(SERVICE_SHAPE.env())
         uploads = master.release_objects(name, cfg.boot, args.bucket.bucket, child)
         config = pulumi.Output.all(
             url=self.url,
@@ -1013,7 +1050,7 @@ class ServerlessMaster(pulumi.ComponentResource):
             # The first task serves `up`'s wait; from then on Application Auto Scaling owns it.
             desired_count=1,
             deployment_minimum_healthy_percent=0,
-            deployment_maximum_percent=200,
+            deployment_maximum_percent=DEPLOYMENT_MAX_PERCENT,
             health_check_grace_period_seconds=120,
             network_configuration=aws.ecs.ServiceNetworkConfigurationArgs(
                 subnets=args.public_subnet_ids,
@@ -1052,7 +1089,7 @@ class ServerlessMaster(pulumi.ComponentResource):
             scalable_dimension="ecs:service:DesiredCount",
             resource_id=resource_id,
             min_capacity=0,
-            max_capacity=sl.MAX_INSTANCES,
+            max_capacity=SERVICE_SHAPE.instances,
             opts=child,
         )
 

@@ -1,8 +1,10 @@
 """How many PostgreSQL connections one instance of a serverless master service holds, measured on
 a real master process (its processes forked as on the platform) under a flood of users'
-requests, against what the GCP deploy budgets for it (det.deploy.common.serverless.Shape: the
+requests, against what the deploy budgets for it (det.deploy.common.serverless.Shape). GCP: the
 API service, the task origin's service and the migration job must fit Cloud SQL's smallest
-tier together; tests/unit/deploy/test_deploy_gcp_serverless.py checks the sum)."""
+tier together (tests/unit/deploy/test_deploy_gcp_serverless.py checks the sum); AWS: the ECS
+service's tasks, a deployment's overlap and the migration must fit Aurora Serverless v2 at its
+maximum ACU (tests/unit/deploy/test_deploy_aws_serverless.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import psycopg
 import pytest
 import requests
 
+from det.deploy.aws import serverless as asl
 from det.deploy.common import serverless as sl
 from det.deploy.gcp import serverless as gsl
 from tests.integration.conftest import Master
@@ -32,11 +35,14 @@ def _held(pg_url: str, dbname: str) -> int:
     return int(row[0]) if row else 0
 
 
-@pytest.mark.parametrize("role", ["api", "tasks"])
+SHAPES = {"gcp-api": gsl.API_SHAPE, "gcp-tasks": gsl.TASKS_SHAPE, "aws": asl.SERVICE_SHAPE}
+
+
+@pytest.mark.parametrize("role", sorted(SHAPES))
 def test_one_instance_holds_at_most_its_connection_budget(
     master_factory: Any, pg_url: str, role: str
 ) -> None:
-    shape: sl.Shape = gsl.API_SHAPE if role == "api" else gsl.TASKS_SHAPE
+    shape: sl.Shape = SHAPES[role]
     one = dataclasses.replace(shape, instances=1)
     master: Master = master_factory(
         extra={

@@ -129,6 +129,37 @@ def test_database_is_aurora_serverless_at_zero_acu_and_private(graph, one):
     assert config["db"]["host"] == "det-c1-db.cluster-abc.us-west-2.rds.amazonaws.com"
 
 
+def test_the_services_connections_fit_what_aurora_gives_at_its_acu(graph, one):
+    """At its most tasks, with a deployment's old tasks beside the new ones, and the migration
+    task, the service holds no more connections than Aurora Serverless v2 gives det's user at
+    the cluster's capacity range (one instance's count is measured against the Shape in
+    tests/integration/test_serverless_connections.py)."""
+    env = {e["name"]: e["value"] for e in _container(graph, "service")["environment"]}
+    parsed = parse_config(yaml.safe_load(env.pop(sl.CONFIG_ENV)), env=env)
+    tasks = one(graph, "aws:appautoscaling/target:Target")["maxCapacity"]
+    shape = sl.Shape(tasks, parsed.db_pool_size, parsed.user_api_processes, parsed.run_loops)
+    assert shape == asl.SERVICE_SHAPE
+    overlap = one(graph, "aws:ecs/service:Service")["deploymentMaximumPercent"]
+    scaling = one(graph, "aws:rds/cluster:Cluster")["serverlessv2ScalingConfiguration"]
+    given = asl.aurora_connections(scaling["minCapacity"], scaling["maxCapacity"])
+    held = asl.service_connections(shape, overlap)
+    assert (held, given) == (4 * 23 + 1, 823 - 3)
+    assert held <= given
+    # The master's own defaults (a pool of 20) on the smallest range would not fit: the
+    # budget is a real bound.
+    vm_defaults = dataclasses.replace(shape, pool=20)
+    assert asl.service_connections(vm_defaults, overlap) > asl.aurora_connections(0, 1)
+
+
+@pytest.mark.parametrize(
+    ("min_acu", "max_acu", "given"),
+    [(0, 1, 186), (0, 4, 820), (0, 6.5, 820), (0, 8, 1666), (0, 16, 1997), (1, 16, 3357),
+     (0.5, 64, 1997), (2, 128, 4997)],
+)  # fmt: skip
+def test_aurora_connections_follow_the_maximum_acu(min_acu, max_acu, given):
+    assert asl.aurora_connections(min_acu, max_acu) == given
+
+
 def test_rds_variant_is_private_too(domain_graph, one):
     db = one(domain_graph, "aws:rds/instance:Instance")
     assert db["publiclyAccessible"] is False and db["storageEncrypted"] is True
