@@ -12,15 +12,13 @@ keeps the source's path and tag: ``determinedai/pytorch-ngc:0.38.1`` becomes
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterable
 from typing import TextIO
 
 from det.deploy.common.errors import DeployError
-from det.deploy.common.rollout import Login, Run
+from det.deploy.common.rollout import Docker, Login, Run
 
 DOCKER_HUB = ("docker.io/", "index.docker.io/", "registry-1.docker.io/")
 
@@ -72,31 +70,14 @@ def copy_images(
 ) -> None:
     """Pull each source not yet in the mirror, tag it as its mirror, push it (one-line
     DeployError naming the docker step and its last line on any failure)."""
-
-    def docker(*argv: str, stdin: str | None = None, env: dict[str, str] | None = None) -> None:
-        try:
-            done = run_(["docker", *argv], input=stdin, capture_output=True, text=True, env=env)
-        except FileNotFoundError:
-            raise DeployError("--mirror-images needs the docker command") from None
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["failed"])[-1]
-            raise DeployError(f"--mirror-images: docker {' '.join(argv[:2])}: {last}")
-
-    with tempfile.TemporaryDirectory(prefix="det-docker-") as config:
-        env = {**os.environ, "DOCKER_CONFIG": config}
-        docker(
-            "login", "--username", login.username, "--password-stdin", login.registry,
-            stdin=login.password, env=env,
-        )  # fmt: skip
+    with Docker("--mirror-images", run_).logged_in(login) as docker:
         for source, target in pairs:
             # Tags are immutable in the mirror (ECR refuses to push a tag again): an image
             # already there is kept.
-            known = run_(["docker", "manifest", "inspect", target], input=None,
-                         capture_output=True, text=True, env=env)  # fmt: skip
-            if known.returncode == 0:
+            if docker.succeeds("manifest", "inspect", target):
                 out.write(f"{target} is already mirrored.\n")
                 continue
             out.write(f"Mirroring {source} to {target}...\n")
-            docker("pull", source, env=env)
-            docker("tag", source, target, env=env)
-            docker("push", target, env=env)
+            docker("pull", source)
+            docker("tag", source, target)
+            docker("push", target)

@@ -9,12 +9,13 @@ running, one pass does (nothing to push or migrate).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TextIO
 
 from det.deploy.common.errors import DeployError
@@ -78,19 +79,49 @@ def run(
     return apply()
 
 
-def push_image(local: str, remote: str, login: Login, run_: Run = subprocess.run) -> None:
-    """``docker tag`` and ``docker push`` with a login kept in a throwaway config directory
-    (never in the user's ``~/.docker``)."""
+@dataclasses.dataclass(frozen=True)
+class Docker:
+    """The docker command for one step of ``up`` (``what`` names it in its one-line errors:
+    the docker verb, its first argument and docker's last line). :meth:`logged_in` gives one
+    whose login lives in a throwaway config directory, never in the user's ``~/.docker``."""
 
-    def docker(*argv: str, stdin: str | None = None, env: dict[str, str] | None = None) -> None:
+    what: str
+    run_: Run = subprocess.run
+    env: Mapping[str, str] | None = None
+
+    def _run(self, argv: tuple[str, ...], stdin: str | None) -> subprocess.CompletedProcess[str]:
+        env = dict(self.env) if self.env is not None else None
         try:
-            done = run_(["docker", *argv], input=stdin, capture_output=True, text=True, env=env)
+            return self.run_(
+                ["docker", *argv], input=stdin, capture_output=True, text=True, env=env
+            )
         except FileNotFoundError:
-            raise DeployError("pushing the master image needs the docker command") from None
+            raise DeployError(f"{self.what} needs the docker command") from None
+
+    def __call__(self, *argv: str, stdin: str | None = None) -> None:
+        done = self._run(argv, stdin)
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["failed"])[-1]
-            raise DeployError(f"docker {argv[0]}: {last}")
+            raise DeployError(f"{self.what}: docker {' '.join(argv[:2])}: {last}")
 
+    def succeeds(self, *argv: str) -> bool:
+        return self._run(argv, None).returncode == 0
+
+    @contextlib.contextmanager
+    def logged_in(self, login: Login) -> Iterator[Docker]:
+        """``docker login`` with the password on stdin (never in argv)."""
+        with tempfile.TemporaryDirectory(prefix="det-docker-") as config:
+            docker = dataclasses.replace(self, env={**os.environ, "DOCKER_CONFIG": config})
+            docker(
+                "login", "--username", login.username, "--password-stdin", login.registry,
+                stdin=login.password,
+            )  # fmt: skip
+            yield docker
+
+
+def push_image(local: str, remote: str, login: Login, run_: Run = subprocess.run) -> None:
+    """``docker tag`` and ``docker push`` with a login kept in a throwaway config directory."""
+    docker = Docker("pushing the master image", run_)
     try:
         docker("image", "inspect", local)
     except DeployError:
@@ -98,14 +129,9 @@ def push_image(local: str, remote: str, login: Login, run_: Run = subprocess.run
             f"no local image {local}: build it from a det source checkout with "
             "`infra/build-images.sh master` (the same wheel this up ships)"
         ) from None
-    with tempfile.TemporaryDirectory(prefix="det-docker-") as config:
-        env = {**os.environ, "DOCKER_CONFIG": config}
-        docker(
-            "login", "--username", login.username, "--password-stdin", login.registry,
-            stdin=login.password, env=env,
-        )  # fmt: skip
-        docker("tag", local, remote, env=env)
-        docker("push", remote, env=env)
+    with docker.logged_in(login) as session:
+        session("tag", local, remote)
+        session("push", remote)
 
 
 def run_ecs_migration(

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import pulumi
 import pulumi_gcp as gcp
@@ -166,47 +166,48 @@ def _env_spec(
     return plain, {env: secrets.ids[env] for env in wanted}
 
 
+_Env = TypeVar("_Env")
+
+
+def _envs(
+    plain: dict[str, pulumi.Input[str]],
+    secret: dict[str, pulumi.Input[str]],
+    env: Callable[..., _Env],
+    source: Callable[..., Any],
+    key_ref: Callable[..., Any],
+) -> list[_Env]:
+    """A container's variables: ``plain`` by value, ``secret`` from Secret Manager's latest
+    version. ``env``, ``source`` and ``key_ref`` are the Args classes of a service's or a job's
+    container (the same fields, two sets of classes)."""
+    out = [env(name=k, value=v) for k, v in plain.items()]
+    for name, secret_id in secret.items():
+        ref = key_ref(secret=secret_id, version="latest")
+        out.append(env(name=name, value_source=source(secret_key_ref=ref)))
+    return out
+
+
 def _service_env(
     plain: dict[str, pulumi.Input[str]], secret: dict[str, pulumi.Input[str]]
 ) -> list[gcp.cloudrunv2.ServiceTemplateContainerEnvArgs]:
-    out = [
-        gcp.cloudrunv2.ServiceTemplateContainerEnvArgs(name=k, value=v) for k, v in plain.items()
-    ]
-    for name, secret_id in secret.items():
-        ref = gcp.cloudrunv2.ServiceTemplateContainerEnvValueSourceSecretKeyRefArgs(
-            secret=secret_id, version="latest"
-        )
-        out.append(
-            gcp.cloudrunv2.ServiceTemplateContainerEnvArgs(
-                name=name,
-                value_source=gcp.cloudrunv2.ServiceTemplateContainerEnvValueSourceArgs(
-                    secret_key_ref=ref
-                ),
-            )
-        )
-    return out
+    return _envs(
+        plain,
+        secret,
+        gcp.cloudrunv2.ServiceTemplateContainerEnvArgs,
+        gcp.cloudrunv2.ServiceTemplateContainerEnvValueSourceArgs,
+        gcp.cloudrunv2.ServiceTemplateContainerEnvValueSourceSecretKeyRefArgs,
+    )
 
 
 def _job_env(
     plain: dict[str, pulumi.Input[str]], secret: dict[str, pulumi.Input[str]]
 ) -> list[gcp.cloudrunv2.JobTemplateTemplateContainerEnvArgs]:
-    out = [
-        gcp.cloudrunv2.JobTemplateTemplateContainerEnvArgs(name=k, value=v)
-        for k, v in plain.items()
-    ]
-    for name, secret_id in secret.items():
-        ref = gcp.cloudrunv2.JobTemplateTemplateContainerEnvValueSourceSecretKeyRefArgs(
-            secret=secret_id, version="latest"
-        )
-        out.append(
-            gcp.cloudrunv2.JobTemplateTemplateContainerEnvArgs(
-                name=name,
-                value_source=gcp.cloudrunv2.JobTemplateTemplateContainerEnvValueSourceArgs(
-                    secret_key_ref=ref
-                ),
-            )
-        )
-    return out
+    return _envs(
+        plain,
+        secret,
+        gcp.cloudrunv2.JobTemplateTemplateContainerEnvArgs,
+        gcp.cloudrunv2.JobTemplateTemplateContainerEnvValueSourceArgs,
+        gcp.cloudrunv2.JobTemplateTemplateContainerEnvValueSourceSecretKeyRefArgs,
+    )
 
 
 def _vpc(
@@ -474,17 +475,11 @@ class ServerlessMaster(pulumi.ComponentResource):
         )
         migrated = job.run_execution_token.apply(lambda t: t or "")
         after_job = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[job]))
-        service = gcp.cloudrunv2.Service(
+        service = _run_service(
             name,
-            name=service_name(cfg),
-            project=cfg.project_id,
-            location=cfg.region,
-            deletion_protection=False,
-            labels=cfg.all_labels,
-            ingress="INGRESS_TRAFFIC_ALL",
-            # det authenticates every request itself (agents, tasks, users): no Google identity.
-            invoker_iam_disabled=True,
-            template=_template(
+            service_name(cfg),
+            cfg,
+            _template(
                 args,
                 vpc,
                 migrated,
@@ -503,7 +498,7 @@ class ServerlessMaster(pulumi.ComponentResource):
                 ),
             ),
             # The migration completes before the service rolls to the image.
-            opts=after_job,
+            after_job,
         )
         # The task origin: Cloud Run sends its requests to the task listener ($PORT is that
         # port; DET_PORT keeps the API on its own port, which Cloud Run never routes to), so
@@ -522,16 +517,11 @@ class ServerlessMaster(pulumi.ComponentResource):
                 job=False,
             )
         )
-        tasks = gcp.cloudrunv2.Service(
+        tasks = _run_service(
             f"{name}-tasks",
-            name=tasks_service_name(cfg),
-            project=cfg.project_id,
-            location=cfg.region,
-            deletion_protection=False,
-            labels=cfg.all_labels,
-            ingress="INGRESS_TRAFFIC_ALL",
-            invoker_iam_disabled=True,
-            template=_template(
+            tasks_service_name(cfg),
+            cfg,
+            _template(
                 args,
                 vpc,
                 migrated,
@@ -549,11 +539,34 @@ class ServerlessMaster(pulumi.ComponentResource):
                     failure_threshold=24,
                 ),
             ),
-            opts=after_job,
+            after_job,
         )
         self.tasks_service_name = tasks.name
         self.service_name = service.name
         self.job_name = job.name
+
+
+def _run_service(
+    resource: str,
+    name: str,
+    cfg: GcpConfig,
+    template: gcp.cloudrunv2.ServiceTemplateArgs,
+    opts: pulumi.ResourceOptions,
+) -> gcp.cloudrunv2.Service:
+    """A public Cloud Run service of the master's image in the cluster's region. det
+    authenticates every request itself (agents, tasks, users): no Google identity is asked."""
+    return gcp.cloudrunv2.Service(
+        resource,
+        name=name,
+        project=cfg.project_id,
+        location=cfg.region,
+        deletion_protection=False,
+        labels=cfg.all_labels,
+        ingress="INGRESS_TRAFFIC_ALL",
+        invoker_iam_disabled=True,
+        template=template,
+        opts=opts,
+    )
 
 
 def _template(

@@ -320,18 +320,12 @@ class AwsProvider:
                 bootstrap.ec2_metadata_lookup(imds_url),
             )
 
-        def render(token: str, env: Mapping[str, str] | None) -> str:
-            return bootstrap.render_user_data(
-                url, token, pool, cluster_id, "aws", env, startup_script=config.startup_script
-            )
-
-        if enroll is None:
-            user_data = render(agent_token, extra_env)
-        else:
-            user_data = render("", bootstrap.enroll_env(extra_env, bootstrap.TICKET_STAND_IN))
-            kwargs["user_data_for"] = lambda count: render(
-                "", bootstrap.enroll_env(extra_env, enroll(count))
-            )
+        user_data, per_launch = bootstrap.render_for_launches(
+            url, agent_token, pool, cluster_id, "aws", extra_env,
+            startup_script=config.startup_script, enroll=enroll,
+        )  # fmt: skip
+        if per_launch is not None:
+            kwargs["user_data_for"] = per_launch
         return cls(config, cluster_id=cluster_id, pool=pool, user_data=user_data, **kwargs)
 
     @property

@@ -178,6 +178,37 @@ def enroll_env(extra_env: Mapping[str, str] | None, ticket: str) -> dict[str, st
     return {**(extra_env or {}), "DET_ENROLL_TICKET": ticket}
 
 
+def render_for_launches(
+    master_url: str,
+    agent_token: str,
+    pool: str,
+    cluster_id: str,
+    cloud: Cloud,
+    extra_env: Mapping[str, str] | None,
+    *,
+    startup_script: str,
+    enroll: Callable[[int], str] | None,
+) -> tuple[str, Callable[[int], str] | None]:
+    """A pool's user data (AWS) or startup script (GCP), and what renders each launch's.
+
+    Without ``enroll`` the one script carries the agent token and serves every launch (None).
+    With ``enroll`` (``count`` -> a one-time ticket for that many machines,
+    det.master.services.enrollment) no script carries the agent token: the first, with a
+    stand-in ticket of a real ticket's length, is for the size checks; each launch renders its
+    own with a new ticket."""
+
+    def render(token: str, env: Mapping[str, str] | None) -> str:
+        return render_user_data(
+            master_url, token, pool, cluster_id, cloud, env, startup_script=startup_script
+        )
+
+    if enroll is None:
+        return render(agent_token, extra_env), None
+    return render("", enroll_env(extra_env, TICKET_STAND_IN)), lambda count: render(
+        "", enroll_env(extra_env, enroll(count))
+    )
+
+
 def install_env(
     install: AgentInstall | None, cert_pem: str | None, cert_name: str | None
 ) -> dict[str, str]:

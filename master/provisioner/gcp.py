@@ -374,18 +374,12 @@ class GcpProvider:
         if config.master_url:
             url = master_url_.resolve(config.master_url, GCE_ADDRESS_PLACEHOLDERS, _metadata)
 
-        def render(token: str, env: Mapping[str, str] | None) -> str:
-            return bootstrap.render_user_data(
-                url, token, pool, cluster_id, "gcp", env, startup_script=config.startup_script
-            )
-
-        if enroll is None:
-            script = render(agent_token, extra_env)
-        else:
-            script = render("", bootstrap.enroll_env(extra_env, bootstrap.TICKET_STAND_IN))
-            kwargs["startup_script_for"] = lambda count: render(
-                "", bootstrap.enroll_env(extra_env, enroll(count))
-            )
+        script, per_launch = bootstrap.render_for_launches(
+            url, agent_token, pool, cluster_id, "gcp", extra_env,
+            startup_script=config.startup_script, enroll=enroll,
+        )  # fmt: skip
+        if per_launch is not None:
+            kwargs["startup_script_for"] = per_launch
         return cls(config, cluster_id=cluster_id, pool=pool, startup_script=script, **kwargs)
 
     @property
