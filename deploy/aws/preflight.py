@@ -263,14 +263,16 @@ def resolve_images(session: Any) -> Images:
 
 
 def quota_needs(cfg: AwsConfig) -> list[Need]:
-    """The vCPU quotas the cluster needs with both pools at ``max_dynamic_agents`` (agents of
-    both pools share ``--spot``; the master is on-demand)."""
+    """The EC2 vCPU quotas the cluster needs with both pools at ``max_dynamic_agents`` (agents
+    of both pools share ``--spot``; a VM master is on-demand, a serverless one runs on Fargate,
+    outside these quotas)."""
     n = cfg.max_dynamic_agents
     spot_codes = {*SPOT_QUOTA_CODES.values(), STANDARD_SPOT}
     parts: dict[str, list[tuple[int | None, int]]] = {}
     why: dict[str, list[str]] = {}
+    master = [] if cfg.serverless else [("master", cfg.master_instance_type, 1, False)]
     for role, instance_type, count, spot in (
-        ("master", cfg.master_instance_type, 1, False),
+        *master,
         ("aux", cfg.aux_agent_instance_type, n, cfg.spot),
         ("compute", cfg.compute_agent_instance_type, n, cfg.spot),
     ):

@@ -302,10 +302,12 @@ def cpu_metric(machine_type: str) -> str | None:
 
 
 def machines(cfg: Any) -> list[tuple[str, str, int]]:
-    """(role, machine type, count) with both pools at ``max_dynamic_agents``."""
+    """(role, machine type, count) with both pools at ``max_dynamic_agents``; the master's VM
+    unless the master is serverless (Cloud Run counts against no Compute Engine quota)."""
     n = cfg.max_dynamic_agents
+    master = [] if cfg.serverless else [("master", cfg.master_instance_type, 1)]
     return [
-        ("master", cfg.master_instance_type, 1),
+        *master,
         ("aux", cfg.aux_agent_instance_type, n),
         ("compute", cfg.compute_agent_instance_type, n),
     ]
@@ -333,9 +335,12 @@ def quota_needs(cfg: Any, vcpus: Callable[[str], int | None] = gce_vcpus) -> lis
     everything = [p for counted in parts.values() for p in counted]
     all_why = " + ".join(w for whys in why_cpu.values() for w in whys)
     needs.append(Need(CPUS_ALL_REGIONS, "project", total(everything), all_why))
-    needs.append(
-        Need("IN_USE_ADDRESSES", cfg.region, 1 + 2 * n, "the master and each agent's address")
-    )
+    if cfg.serverless:
+        needs.append(Need("IN_USE_ADDRESSES", cfg.region, 2 * n, "each agent's address"))
+    else:
+        needs.append(
+            Need("IN_USE_ADDRESSES", cfg.region, 1 + 2 * n, "the master and each agent's address")
+        )
     return needs
 
 

@@ -60,6 +60,21 @@ def test_the_default_gcp_cluster_fits_a_new_projects_regional_cpus() -> None:
     assert needs["IN_USE_ADDRESSES"].amount == 5
 
 
+def test_a_serverless_master_needs_no_vm_quota() -> None:
+    """Cloud Run and Fargate count against no Compute Engine or EC2 quota: the default cluster
+    (serverless) needs the agents' vCPUs and addresses only."""
+    gcp = GcpConfig(cluster_id="c1", project_id="p", master="serverless")
+    needs = {n.quota: n for n in gcp_preflight.quota_needs(gcp)}
+    assert needs["CPUS"].amount == needs["CPUS_ALL_REGIONS"].amount == 16
+    assert "master" not in needs["CPUS"].why
+    assert needs["IN_USE_ADDRESSES"].amount == 4
+    assert [m for m, _, _ in gcp_preflight.machines(gcp)] == ["aux", "compute"]
+    aws = AwsConfig(cluster_id="c1", master="serverless")
+    needs = {n.quota: n for n in aws_preflight.quota_needs(aws)}
+    assert needs["L-1216C47A"].amount == 8 and "master" not in needs["L-1216C47A"].why
+    assert needs["L-DB2E81BA"].amount == 8
+
+
 def test_aws_needs_by_quota_code_and_market() -> None:
     needs = {n.quota: n for n in aws_preflight.quota_needs(AwsConfig(cluster_id="c1"))}
     assert needs["L-DB2E81BA"].amount == 8  # 2 x g4dn.xlarge (G and VT, on-demand)
@@ -111,12 +126,18 @@ def test_dry_run_prints_the_quotas_the_defaults_need(monkeypatch, tmp_path) -> N
         ["gcp", "up", "--cluster-id", "c1", "--project-id", "p", "--dry-run"], out, err
     )
     assert code == 0, err.getvalue()
+    # A new cluster's master is serverless: no master VM among the needs.
     assert (
-        "CPUS (us-west1): 18" in out.getvalue()
+        "CPUS (us-west1): 16" in out.getvalue()
         and "GPUS_ALL_REGIONS (project): 2" in out.getvalue()
     )
     out = io.StringIO()
     argv = ["aws", "up", "--cluster-id", "c1", "--keypair", "k", "--dry-run", "--json"]
+    assert clouds.run(argv, out, err) == 0, err.getvalue()
+    needs = {n["quota"]: n["amount"] for n in json.loads(out.getvalue())["quotaNeeds"]}
+    assert needs == {"L-1216C47A": 8, "L-DB2E81BA": 8}
+    argv = [*argv, "--master", "vm"]
+    out = io.StringIO()
     assert clouds.run(argv, out, err) == 0, err.getvalue()
     needs = {n["quota"]: n["amount"] for n in json.loads(out.getvalue())["quotaNeeds"]}
     assert needs == {"L-1216C47A": 10, "L-DB2E81BA": 8}
