@@ -9,7 +9,7 @@ import base64
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,10 @@ from typing import Any
 import pytest
 import requests
 import yaml
+
+from det.deploy.common.errors import DeployError
+from det.deploy.common.status import MachineLog
+from tests.fakes.moto_server import free_port
 
 VM_IMAGE = "det-vm:trixie"
 # The stdlib example runs on any python3 >= 3.8: the agent mounts det's harness.
@@ -140,6 +144,38 @@ def wait_for_info(
     raise AssertionError(f"the master at {url} did not answer /info ({last})")
 
 
+def dead_index() -> str:
+    """A package index nobody serves (a free port): pip cannot reach it, the likeliest real
+    boot failure."""
+    return f"http://127.0.0.1:{free_port()}/simple"
+
+
+def wait_for_pip_failure(
+    read_status: Callable[[], Sequence[MachineLog]], index: str, container: str
+) -> str:
+    """The boot log as ``status`` reads it (``read_status``: the cloud's ``bootlog.tail``),
+    once it says pip's first attempt failed and names the ``index`` it could not reach, while
+    det is not installed on the VM ``container``: the log shipper runs before pip, on the
+    image's python3 and the standard library."""
+    started = time.monotonic()
+
+    def failure() -> str | None:
+        try:
+            machines = read_status()
+        except DeployError:
+            return None  # the log (group) is not there yet
+        text = "\n".join(line for m in machines for line in m.flat())
+        return text if "attempt 1 failed" in text and "pip install" in text else None
+
+    # "within a minute" on a real VM; generous here, the machine is shared.
+    text: str = poll("pip's failure in the shipped boot log", failure, 240)
+    print(f"pip's failure was readable after {time.monotonic() - started:.0f} s")
+    assert "/det-bootstrap.log]" in text
+    assert index.split("/simple")[0] in text  # pip names the index it could not reach
+    assert sh(container, "test -e /opt/det/bin/det-master || echo absent").strip() == "absent"
+    return text
+
+
 def poll(what: str, fn: Callable[[], Any], timeout: float, every: float = 2.0) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -251,28 +287,33 @@ def agent_vm(
     """An agent VM: the startup script the master rendered, run in a container that drives the
     host's Docker engine (the VM images carry Docker). ``shared`` is mounted at the same path,
     and the agent's state, harness bundle and master certificate live there: task containers
-    get them as bind mounts from host paths."""
+    get them as bind mounts from host paths. The script takes its systemd path, as on the
+    clouds' images (``DET_SYSTEMD=yes``, the ``systemctl`` stand-in): det-agent and the log
+    shipper run as units, det-agent's output in its own log (/var/log/det-agent.log)."""
     script = shared / f"user-data-{instance_id}.sh"
     script.write_text(user_data)
+    shim_dir = shared / f"shim-{instance_id}"
+    shim_dir.mkdir(exist_ok=True)
+    shim = write_shim(shim_dir)
     name = vm_name("agent")
     agent_env = {
         "DET_STATE_DIR": str(shared / "agent-state"),
         "DET_HARNESS_DIR": str(shared / "harness"),
         "DET_MASTER_CERT_FILE": str(shared / "master.crt"),
+        "DET_SYSTEMD": "yes",
         **env,
     }
     args = [
         "-v", "/var/run/docker.sock:/var/run/docker.sock",
         "-v", "/usr/bin/docker:/usr/local/bin/docker:ro",
         "-v", f"{shared}:{shared}",
+        "-v", f"{shim}:/usr/local/bin/systemctl:ro",
     ]  # fmt: skip
     for key, value in agent_env.items():
         args += ["-e", f"{key}={value}"]
-    run_vm(name, args, f"exec bash {script}")
+    run_vm(name, args, f"bash {script} && exec sleep infinity")
     try:
         yield name
     finally:
-        out = subprocess.run(["docker", "logs", "--tail", "80", name], capture_output=True, text=True)  # fmt: skip
-        print(f"--- agent {name}\n{out.stdout}{out.stderr}")
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+        dump_and_remove(name, "/var/log/det-bootstrap.log /var/log/det-agent.log")
         remove_task_containers(instance_id)

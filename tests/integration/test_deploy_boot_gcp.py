@@ -27,6 +27,7 @@ import json
 import secrets
 import urllib.parse
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,7 @@ import requests
 
 from det.deploy.common import boot, dryrun, release, tls
 from det.deploy.common.masteryaml import COMPUTE_POOL, LOCAL_IP_PLACEHOLDER
+from det.deploy.common.status import MachineLog
 from det.deploy.gcp import bootlog, program
 from det.deploy.gcp.config import GcpConfig
 from det.master.services import enrollment
@@ -103,16 +105,30 @@ class Booted:
 
 
 @pytest.fixture(scope="module")
-def gcp_master(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Booted]:
+def rel() -> release.Release:
+    return release.build()
+
+
+@contextmanager
+def _boot_master(
+    pg_server: str,
+    tmp: Path,
+    rel: release.Release,
+    *,
+    index_url: str | None = None,
+    wait: bool = True,
+) -> Iterator[Booted]:
+    """``index_url``: the package index the VM is told to use (default: the local one);
+    ``wait=False``: yield as soon as the VM runs (a boot that is meant to fail before it
+    reaches the database, which is then left alone)."""
     import psycopg
 
-    tmp = tmp_path_factory.mktemp("boot-gcp")
-    with psycopg.connect(pg_server, autocommit=True) as conn:
-        conn.execute("DROP DATABASE IF EXISTS determined WITH (FORCE)")
-        if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'det'").fetchone():
-            conn.execute("CREATE ROLE det LOGIN SUPERUSER PASSWORD 'pw'")
-        conn.execute("CREATE DATABASE determined OWNER det")
-    rel = release.build()
+    if wait:
+        with psycopg.connect(pg_server, autocommit=True) as conn:
+            conn.execute("DROP DATABASE IF EXISTS determined WITH (FORCE)")
+            if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'det'").fetchone():
+                conn.execute("CREATE ROLE det LOGIN SUPERUSER PASSWORD 'pw'")
+            conn.execute("CREATE DATABASE determined OWNER det")
     material = tls.generate()
     (tmp / "master.crt").write_text(material.cert_pem)
     (tmp / "index").mkdir()
@@ -123,7 +139,7 @@ def gcp_master(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         cluster_id=CLUSTER,
         project_id=PROJECT,
         port=port,
-        boot=boot.BootOptions(release=rel, package_index=index.url, tls=material),
+        boot=boot.BootOptions(release=rel, package_index=index_url or index.url, tls=material),
     )
     graph = dryrun.render(
         lambda: program.build(cfg),
@@ -180,6 +196,12 @@ def gcp_master(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
                 "bash /boot/startup-script.sh && exec sleep infinity",
             )  # fmt: skip
             url = f"https://127.0.0.1:{port}"
+            if not wait:
+                yield Booted(
+                    name, "", tmp / "master.crt", rel, index, apis, meta, token, emulator,
+                    graph.outputs["master_yaml"], "", bucket, tmp, pg_server,
+                )  # fmt: skip
+                return
             get = tls.verified_get(tmp / "master.crt", tls.CERT_NAME)
             info = vm.wait_for_info(get, url, name)
             assert info["clusterName"] == CLUSTER
@@ -194,6 +216,34 @@ def gcp_master(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         meta.stop()
         apis.stop()
         index.close()
+
+
+@pytest.fixture(scope="module")
+def gcp_master(
+    pg_server: str, rel: release.Release, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Booted]:
+    with _boot_master(pg_server, tmp_path_factory.mktemp("boot-gcp"), rel) as booted:
+        yield booted
+
+
+# First in the module: its VM is gone before the module's master boots. pip cannot reach its
+# index, the likeliest real failure: the boot log in Cloud Logging, read by status's own code,
+# says so while det is not installed yet (the shipper is the image's python3 and the standard
+# library). The boot never reaches the database, which this test leaves alone.
+def test_a_pip_failure_shows_in_status_within_a_minute(
+    pg_server: str, rel: release.Release, tmp_path: Path
+) -> None:
+    dead_index = vm.dead_index()
+    with _boot_master(pg_server, tmp_path, rel, index_url=dead_index, wait=False) as booted:
+        session = requests.Session()
+        session.headers["Authorization"] = f"Bearer {booted.token}"
+
+        def read_status() -> list[MachineLog]:
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setenv("DET_LOGGING_ENDPOINT", booted.apis.url)
+                return bootlog.tail(session.post, PROJECT, "det-boot", CLUSTER, 200)
+
+        vm.wait_for_pip_failure(read_status, dead_index, booted.container)
 
 
 def test_master_boots_from_the_bucket_and_answers_over_https(gcp_master: Booted) -> None:
@@ -310,11 +360,14 @@ def test_agent_boots_from_the_startup_script_and_runs_a_trial(gcp_master: Booted
             # The startup script held a one-time ticket, never the agent token; it is spent.
             api.check_enrolled_with_a_spent_ticket(agent, script, instance)
 
-            # The agent ships its boot log to the cluster's log from its first seconds
-            # (project and instance from the metadata server), labelled as status reads it:
-            # status's own code shows the master's and the agent's tails, each its own.
+            # The agent ships its boot log and det-agent's own log to the cluster's log from
+            # its first seconds (project and instance from the metadata server), labelled as
+            # status reads them: status's own code shows the master's and the agent's tails,
+            # each its own.
             session = requests.Session()
             session.headers["Authorization"] = f"Bearer {b.token}"
+
+            seen: list[MachineLog] = []
 
             def agent_boot() -> list[str] | None:
                 with pytest.MonkeyPatch.context() as mp:
@@ -322,12 +375,21 @@ def test_agent_boots_from_the_startup_script_and_runs_a_trial(gcp_master: Booted
                     machines = bootlog.tail(session.post, PROJECT, "det-boot", CLUSTER, 200)
                 assert machines and machines[0].machine == f"det-master-{CLUSTER}"
                 assert machines[0].role == "master"
+                seen[:] = machines
                 for m in machines:
                     if m.machine == instance and m.role == "agent":
-                        lines = m.lines("det-bootstrap.log")
-                        return lines if any(f"agent id: {instance}" in x for x in lines) else None
+                        boot_lines = m.lines("det-bootstrap.log")
+                        agent_lines = m.lines("det-agent.log")
+                        if any(f"agent id: {instance}" in x for x in boot_lines) and any(
+                            "terminated (exit 0)" in x for x in agent_lines
+                        ):
+                            return boot_lines + agent_lines
                 return None
 
-            vm.poll("the agent's boot log in status", agent_boot, 60)
+            try:
+                vm.poll("the agent's boot and agent logs in status", agent_boot, 60)
+            except AssertionError:
+                print("\n".join(line for m in seen for line in m.flat()[-40:]))
+                raise
     finally:
         meta.stop()
