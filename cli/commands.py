@@ -40,7 +40,10 @@ def task_config(config_file: Any, overrides: list[str], volumes: list[str]) -> d
         host, sep, container = v.partition(":")
         if not sep or not host or not container:
             raise UsageError(f"-v {v}: expected HOST_PATH:CONTAINER_PATH")
-        data.setdefault("bind_mounts", []).append({"host_path": host, "container_path": container})
+        mounts = data.setdefault("bind_mounts", [])
+        if not isinstance(mounts, list):
+            raise UsageError("bind_mounts: expected a list of mounts")
+        mounts.append({"host_path": host, "container_path": container})
     return data
 
 

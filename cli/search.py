@@ -9,8 +9,6 @@ from typing import Any
 from det.cli import render
 from det.cli.errors import UsageError
 
-_OFFLINE_DEFAULTS = {"checkpoint_storage": {"type": "shared_fs", "host_path": "/tmp"}}
-
 
 def preview_search(args: argparse.Namespace) -> None:
     # det.master.expconf (the config models: ~0.3 s to import) only for the verbs that parse a
@@ -24,11 +22,14 @@ def preview_search(args: argparse.Namespace) -> None:
         raise UsageError(f"cannot read config file {args.config_file}: {e.strerror}") from None
     try:
         # Offline, the master's default checkpoint storage is unknown and irrelevant to the search.
-        cfg = parse_experiment_config(text, _OFFLINE_DEFAULTS).to_dict()
+        cfg = parse_experiment_config(
+            text, {"checkpoint_storage": {"type": "shared_fs", "host_path": "/tmp"}}
+        )
+        resolved = cfg.to_dict()
         result = preview(
-            cfg["searcher"],
-            cfg.get("hyperparameters") or {},
-            int(cfg["reproducibility"]["experiment_seed"]),
+            resolved["searcher"],
+            resolved.get("hyperparameters") or {},
+            cfg.reproducibility.experiment_seed or 0,  # parsing fills one in
         )
     except (ConfigError, ValueError) as e:
         raise UsageError(f"invalid config: {e}") from None

@@ -34,10 +34,10 @@ class Checkpoint:
 class Retention:
     """What a GC keeps; the defaults are the experiment config's (read from its models)."""
 
-    experiment_best: int = default_of(_StorageBase, "save_experiment_best")
-    trial_best: int = default_of(_StorageBase, "save_trial_best")
-    trial_latest: int = default_of(_StorageBase, "save_trial_latest")
-    smaller_is_better: bool = default_of(_SearcherBase, "smaller_is_better")
+    experiment_best: int = default_of(_StorageBase, "save_experiment_best", int)
+    trial_best: int = default_of(_StorageBase, "save_trial_best", int)
+    trial_latest: int = default_of(_StorageBase, "save_trial_latest", int)
+    smaller_is_better: bool = default_of(_SearcherBase, "smaller_is_better", bool)
 
 
 def _best(ckpts: Iterable[Checkpoint], n: int, smaller: bool) -> list[Checkpoint]:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from det.common.jsontypes import JSONObject
+
+_T = TypeVar("_T")
 
 
 class ConfigModel(BaseModel):
@@ -19,15 +23,23 @@ class ConfigModel(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _drop_nulls(cls, data: Any) -> Any:
+    def _drop_nulls(cls, data: object) -> object:
         if isinstance(data, dict):
             return {k: v for k, v in data.items() if v is not None}
         return data
 
 
-def default_of(model: type[BaseModel], field: str) -> Any:
-    """The schema's default of ``model.field``: read it from here rather than typing it again."""
-    return model.model_fields[field].get_default(call_default_factory=True)
+@overload
+def default_of(model: type[BaseModel], field: str) -> object: ...
+@overload
+def default_of(model: type[BaseModel], field: str, kind: type[_T]) -> _T: ...
+def default_of(model: type[BaseModel], field: str, kind: type[object] = object) -> object:
+    """The schema's default of ``model.field``: read it from here rather than typing it again.
+    With ``kind``, checked to be one (``default_of(Resources, "slots_per_trial", int)``)."""
+    value = model.model_fields[field].get_default(call_default_factory=True)
+    if not isinstance(value, kind):
+        raise TypeError(f"{model.__name__}.{field}: the default {value!r} is not a {kind}")
+    return value
 
 
 LENGTH_UNITS = ("batches", "records", "epochs")
@@ -60,6 +72,6 @@ class Length(ConfigModel):
         assert isinstance(v, int)
         return v
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> JSONObject:
         """Only the unit given, as Determined shows it (``{"batches": 0}``)."""
         return {self.unit: self.value}

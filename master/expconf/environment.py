@@ -20,9 +20,10 @@ experiments, checkpoints, templates, commands, notebooks, TensorBoards and shell
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 import yaml
+
+from det.common.jsontypes import JSONObject, JSONValue
 
 HIDDEN = "********"
 #: The AuthConfig keys whose values are secrets.
@@ -33,38 +34,38 @@ SECRET_KEYS = ("password", "auth", "identitytoken", "registrytoken")
 STORAGE_SECRET_KEYS = ("access_key", "secret_key", "connection_string", "credential")
 
 
-def _has_secret(block: Any, keys: tuple[str, ...] = SECRET_KEYS) -> bool:
+def _has_secret(block: JSONValue, keys: tuple[str, ...] = SECRET_KEYS) -> bool:
     return isinstance(block, dict) and any(block.get(k) for k in keys)
 
 
-def _hidden(block: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+def _hidden(block: JSONObject, keys: tuple[str, ...]) -> JSONObject:
     return {k: HIDDEN if k in keys and v else v for k, v in block.items()}
 
 
-def hide_secrets(block: Any, keys: tuple[str, ...]) -> Any:
+def hide_secrets(block: JSONValue, keys: tuple[str, ...]) -> JSONValue:
     """``block`` with the values of ``keys`` that are set replaced by ``********`` (a new dict),
     or ``block`` itself when it holds none (or is not a dict)."""
-    return _hidden(block, keys) if _has_secret(block, keys) else block
+    return _hidden(block, keys) if isinstance(block, dict) and _has_secret(block, keys) else block
 
 
-def redact(config: dict[str, Any], *, storage: bool = True) -> dict[str, Any]:
+def redact(config: JSONObject, *, storage: bool = True) -> JSONObject:
     """``config`` (resolved or raw) with registry secrets replaced, and checkpoint storage
     credentials too unless ``storage`` is false (the trial's own copy); the input is not changed
     (it is returned as it is when it holds no secret)."""
     out = config
     env = config.get("environment")
-    if isinstance(env, dict) and _has_secret(env.get("registry_auth")):
+    auth = env.get("registry_auth") if isinstance(env, dict) else None
+    if isinstance(env, dict) and isinstance(auth, dict) and _has_secret(auth):
         out = dict(out)
-        out["environment"] = {**env, "registry_auth": _hidden(env["registry_auth"], SECRET_KEYS)}
+        out["environment"] = {**env, "registry_auth": _hidden(auth, SECRET_KEYS)}
     cs = config.get("checkpoint_storage")
-    if storage and _has_secret(cs, STORAGE_SECRET_KEYS):
-        assert isinstance(cs, dict)
+    if storage and isinstance(cs, dict) and _has_secret(cs, STORAGE_SECRET_KEYS):
         out = dict(out) if out is config else out
         out["checkpoint_storage"] = _hidden(cs, STORAGE_SECRET_KEYS)
     return out
 
 
-def unredact(config: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
+def unredact(config: JSONObject, stored: JSONObject) -> JSONObject:
     """``config`` sent back by a client that read it redacted: each secret that reads
     ``********`` takes ``stored``'s value again (a template read, edited and put back keeps its
     credentials); other values, and secrets the client changed, stay as sent."""
@@ -83,14 +84,13 @@ def unredact(config: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
         if restored == new_block:
             continue
         out = copy.deepcopy(out) if out is config else out
-        if sub is None:
-            out[section] = restored
-        else:
-            out[section][sub] = restored
+        parent = out if sub is None else _block(out, section, None)
+        assert parent is not None  # _block found the section in config, which out copies
+        parent[section if sub is None else sub] = restored
     return out
 
 
-def _block(config: dict[str, Any], section: str, sub: str | None) -> dict[str, Any] | None:
+def _block(config: JSONObject, section: str, sub: str | None) -> JSONObject | None:
     block = config.get(section)
     if sub is not None:
         block = block.get(sub) if isinstance(block, dict) else None
@@ -112,18 +112,23 @@ def redact_text(config_text: str) -> str:
     return yaml.safe_dump(copy.deepcopy(clean), sort_keys=False)
 
 
-def docker_notes(config: dict[str, Any]) -> list[str]:
+def docker_notes(config: JSONObject) -> list[str]:
     """Warnings for accepted fields that have no effect on Docker agents (recorded as events
     on the experiment, so a migrated config runs and says what it ignored)."""
-    env = config.get("environment") or {}
+    env = config.get("environment")
+    if not isinstance(env, dict):
+        return []
     notes = []
     if env.get("pod_spec"):
         notes.append(
             "environment.pod_spec is ignored: it configures Kubernetes pods, and this cluster runs"
             " tasks in Docker containers on its agents"
         )
-    if env.get("proxy_ports"):
-        names = ", ".join(str(p.get("proxy_port", "?")) for p in env["proxy_ports"])
+    ports = env.get("proxy_ports")
+    if isinstance(ports, list) and ports:
+        names = ", ".join(
+            str(p.get("proxy_port", "?")) if isinstance(p, dict) else "?" for p in ports
+        )
         notes.append(
             f"environment.proxy_ports ({names}) is ignored: the master does not proxy task ports;"
             " tasks run with the agent's network, so reach a port on the agent's address"

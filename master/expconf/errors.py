@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Collection, Iterable, Sequence
-from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
+from det.common.jsontypes import JSONValue
 from det.master.errors import MasterError
 
 # Every problem is listed, so one round of fixes is enough; past this many (a generated config
@@ -62,7 +63,7 @@ def at(path: str, reason: str) -> tuple[str, str]:
 
 
 def _user_loc(
-    loc: tuple[int | str, ...], data: Any, kind: str
+    loc: tuple[int | str, ...], data: JSONValue, kind: str
 ) -> tuple[list[str | int], list[tuple[int, str]]]:
     """The location as the user wrote it, and the segments dropped from it.
 
@@ -71,7 +72,7 @@ def _user_loc(
     """
     out: list[str | int] = []
     skipped: list[tuple[int, str]] = []
-    cur: Any = data
+    cur = data
     for i, seg in enumerate(loc):
         found, child = _step(cur, seg)
         if found:
@@ -92,8 +93,8 @@ _MEMBER_NAMES = {
 }
 
 
-def _step(cur: Any, seg: int | str) -> tuple[bool, Any]:
-    if isinstance(cur, dict) and seg in cur:
+def _step(cur: JSONValue, seg: int | str) -> tuple[bool, JSONValue]:
+    if isinstance(cur, dict) and isinstance(seg, str) and seg in cur:
         return True, cur[seg]
     if isinstance(cur, list) and isinstance(seg, int) and 0 <= seg < len(cur):
         return True, cur[seg]
@@ -105,7 +106,7 @@ def _is_member_name(seg: str) -> bool:
     return seg in _MEMBER_NAMES or seg.startswith("list[")
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -132,7 +133,7 @@ _UNION_WHAT = {
 
 
 def _reason(
-    err: dict[str, Any],
+    err: ErrorDetails,
     path: list[str | int],
     known_names: Collection[str],
     top_names: Collection[str] = (),
@@ -194,7 +195,7 @@ def _reason(
 
 def from_validation_error(
     exc: ValidationError,
-    data: Any,
+    data: JSONValue,
     known_names: Collection[str] = (),
     top_names: Collection[str] = (),
 ) -> ConfigError:
@@ -204,7 +205,7 @@ def from_validation_error(
 
 def problems_of(
     exc: ValidationError,
-    data: Any,
+    data: JSONValue,
     known_names: Collection[str] = (),
     top_names: Collection[str] = (),
 ) -> list[tuple[str, str]]:
@@ -229,7 +230,7 @@ def problems_of(
                 problems.append((where, ""))
             union_types[where].append(_MEMBER_NAMES.get(member, member))
             continue
-        where, message = _reason(dict(err), path, known_names, top_names)
+        where, message = _reason(err, path, known_names, top_names)
         if message in seen:
             continue
         seen.add(message)
@@ -243,7 +244,7 @@ def problems_of(
     return resolved
 
 
-def _lookup(data: Any, dotted: str) -> Any:
+def _lookup(data: JSONValue, dotted: str) -> JSONValue:
     cur = data
     for part in dotted.replace("[", ".").replace("]", "").split("."):
         if isinstance(cur, dict):

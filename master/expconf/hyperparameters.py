@@ -7,10 +7,12 @@ hyperparameters. The resolved config always shows the explicit form.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Discriminator, Field, Tag
 from typing_extensions import TypeAliasType
+
+from det.common.jsontypes import JSONObject, JSONValue
 
 from .base import ConfigModel
 
@@ -19,7 +21,7 @@ HP_TYPES = ("const", "int", "double", "log", "categorical")
 
 class ConstHP(ConfigModel):
     type: Literal["const"] = "const"
-    val: Any = None
+    val: JSONValue = None
 
 
 class IntHP(ConfigModel):
@@ -48,10 +50,10 @@ class LogHP(ConfigModel):
 
 class CategoricalHP(ConfigModel):
     type: Literal["categorical"] = "categorical"
-    vals: list[Any] = Field(min_length=1)
+    vals: list[JSONValue] = Field(min_length=1)
 
 
-def _hp_tag(value: Any) -> str | None:
+def _hp_tag(value: object) -> str | None:
     if isinstance(value, dict):
         t = value.get("type")
         if t is None:
@@ -77,13 +79,17 @@ Hyperparameter = TypeAliasType(  # type: ignore[misc]
 )
 
 AnyHP = ConstHP | IntHP | DoubleHP | LogHP | CategoricalHP
+# What mypy sees of a validated ``hyperparameters`` section: definitions and nested groups.
+HPGroup = TypeAliasType(
+    "HPGroup", "dict[str, ConstHP | IntHP | DoubleHP | LogHP | CategoricalHP | HPGroup]"
+)
 
 
-def normalize(raw: Any) -> Any:
+def normalize(raw: object) -> object:
     """Bare values become ``{type: const, val: ...}``; nested groups are walked."""
     if not isinstance(raw, dict):
         return raw
-    out: dict[str, Any] = {}
+    out: dict[object, object] = {}
     for key, value in raw.items():
         if isinstance(value, dict):
             out[key] = value if "type" in value else normalize(value)
@@ -92,9 +98,7 @@ def normalize(raw: Any) -> Any:
     return out
 
 
-def check(
-    hps: dict[str, Any], *, grid: bool, prefix: str = "hyperparameters"
-) -> list[tuple[str, str]]:
+def check(hps: HPGroup, *, grid: bool, prefix: str = "hyperparameters") -> list[tuple[str, str]]:
     """Range checks pydantic cannot express: ``(path, reason)`` for each bad hyperparameter."""
     problems: list[tuple[str, str]] = []
     for name, hp in hps.items():
@@ -117,8 +121,8 @@ def check(
     return problems
 
 
-def to_dict(hps: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def to_dict(hps: HPGroup) -> JSONObject:
+    out: JSONObject = {}
     for name, hp in hps.items():
         if isinstance(hp, dict):
             out[name] = to_dict(hp)

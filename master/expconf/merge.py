@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
-from typing import Any
 
-import yaml
+from det.common.jsontypes import JSONObject, JSONValue
 
 from .errors import ConfigError
+from .yamltext import YAMLError, load_json
 
 _DEVICE_TYPES = ("cpu", "cuda", "rocm")
 
 
-def _per_device(value: Any) -> dict[str, Any] | None:
+def _per_device(value: JSONValue) -> JSONObject | None:
     """``"img"`` / ``["A=1"]`` / ``{cpu, cuda, gpu, rocm}`` → a per-device-type dict."""
     if value is None:
         return None
@@ -31,15 +31,19 @@ def _per_device(value: Any) -> dict[str, Any] | None:
     return None
 
 
-def _merge_env_vars(cluster: Any, exp: Any) -> Any:
+def _entries(value: JSONValue) -> list[JSONValue]:
+    return value if isinstance(value, list) else []
+
+
+def _merge_env_vars(cluster: JSONValue, exp: JSONValue) -> JSONValue:
     """Per device type: cluster variables first, the experiment's replace any of the same name."""
     c, e = _per_device(cluster), _per_device(exp)
     if c is None or e is None:
         return exp if exp is not None else cluster
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for t in sorted(set(c) | set(e)):
-        merged: dict[str, str] = {}
-        for entry in list(c.get(t) or []) + list(e.get(t) or []):
+        merged: dict[str, JSONValue] = {}
+        for entry in _entries(c.get(t)) + _entries(e.get(t)):
             if not isinstance(entry, str):
                 return exp  # malformed: let validation report it against the experiment
             merged[entry.split("=", 1)[0]] = entry
@@ -47,7 +51,7 @@ def _merge_env_vars(cluster: Any, exp: Any) -> Any:
     return out
 
 
-def _merge_by_container_path(cluster: Any, exp: Any) -> Any:
+def _merge_by_container_path(cluster: JSONValue, exp: JSONValue) -> JSONValue:
     """Mounts/devices: both lists, the experiment's entry wins for the same container path."""
     if not isinstance(cluster, list) or not cluster:
         return exp
@@ -64,7 +68,7 @@ def _merge_by_container_path(cluster: Any, exp: Any) -> Any:
     return kept + exp
 
 
-def _merge_storage(cluster: dict[str, Any] | None, exp: Any) -> Any:
+def _merge_storage(cluster: JSONObject | None, exp: JSONValue) -> JSONValue:
     """The cluster's storage when the experiment has none; field by field when the experiment's
     is of the same type or names none (``checkpoint_storage: {save_trial_best: 2}`` keeps the
     master's storage and changes one policy, as Determined merges it)."""
@@ -80,10 +84,10 @@ def _merge_storage(cluster: dict[str, Any] | None, exp: Any) -> Any:
 
 
 def merge_cluster_defaults(
-    config_dict: dict[str, Any],
-    task_container_defaults: dict[str, Any] | None,
-    checkpoint_storage: dict[str, Any] | None,
-) -> dict[str, Any]:
+    config_dict: JSONObject,
+    task_container_defaults: JSONObject | None,
+    checkpoint_storage: JSONObject | None,
+) -> JSONObject:
     """A new config dict with the master's defaults filled in under the experiment's values.
 
     ``task_container_defaults`` uses master.yaml's names: ``image``, ``environment_variables``,
@@ -97,7 +101,7 @@ def merge_cluster_defaults(
     tcd = task_container_defaults or {}
 
     env_raw = out.get("environment")
-    env: dict[str, Any] = dict(env_raw) if isinstance(env_raw, dict) else {}
+    env: JSONObject = dict(env_raw) if isinstance(env_raw, dict) else {}
     if env_raw is None or isinstance(env_raw, dict):
         if tcd.get("image") is not None:
             c, e = _per_device(tcd["image"]), _per_device(env.get("image"))
@@ -105,7 +109,7 @@ def merge_cluster_defaults(
                 pass  # one experiment image for every device type wins outright
             elif e is None:
                 env["image"] = c
-            elif isinstance(e, dict):
+            else:
                 env["image"] = {**c, **{k: v for k, v in e.items() if v is not None}}
         if tcd.get("environment_variables") is not None:
             env["environment_variables"] = _merge_env_vars(
@@ -122,7 +126,7 @@ def merge_cluster_defaults(
 
     res_raw = out.get("resources")
     if res_raw is None or isinstance(res_raw, dict):
-        res: dict[str, Any] = dict(res_raw or {})
+        res: JSONObject = dict(res_raw or {})
         shm = tcd.get("shm_size_bytes", tcd.get("shm_size"))
         if res.get("shm_size") is None and shm is not None:
             res["shm_size"] = shm
@@ -141,12 +145,12 @@ def merge_cluster_defaults(
     return out
 
 
-def _union_kind(value: dict[str, Any]) -> Any:
+def _union_kind(value: JSONObject) -> JSONValue:
     """The discriminator of a union value (storage/hyperparameter ``type``, searcher ``name``)."""
     return value.get("type", value.get("name"))
 
 
-def _merge_under(template: Any, exp: Any, path: str) -> Any:
+def _merge_under(template: JSONValue, exp: JSONValue, path: str) -> JSONValue:
     if exp is None:
         return copy.deepcopy(template)
     if not isinstance(template, dict) or not isinstance(exp, dict):
@@ -167,7 +171,7 @@ def _merge_under(template: Any, exp: Any, path: str) -> Any:
     return out
 
 
-def merge_template(config_dict: dict[str, Any], template: dict[str, Any]) -> dict[str, Any]:
+def merge_template(config_dict: JSONObject, template: JSONObject) -> JSONObject:
     """A new config dict with a configuration template merged under the experiment's config,
     as Determined applies templates: mappings merge key by key and the experiment's value wins;
     lists are the experiment's (``bind_mounts`` and ``resources.devices`` combine by container
@@ -178,7 +182,7 @@ def merge_template(config_dict: dict[str, Any], template: dict[str, Any]) -> dic
     return merged
 
 
-def apply_overrides(config_dict: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
+def apply_overrides(config_dict: JSONObject, overrides: Iterable[str]) -> JSONObject:
     """A new dict with ``a.b.c=value`` overrides set; values are parsed as YAML scalars
     (``4`` is an int, ``true`` a bool, ``[1, 2]`` a list, ``null`` clears the field).
 
@@ -193,14 +197,13 @@ def apply_overrides(config_dict: dict[str, Any], overrides: Iterable[str]) -> di
                 f"invalid override {item!r}: expected KEY=VALUE, e.g. searcher.max_trials=4", key
             )
         try:
-            value = yaml.safe_load(text) if text.strip() else ""
-        except yaml.YAMLError as e:
-            reason = " ".join(str(getattr(e, "problem", None) or e).split())
+            value = load_json(text) if text.strip() else ""
+        except YAMLError as e:
             raise ConfigError(
-                f"invalid override {item!r}: the value is not valid YAML ({reason})", key
+                f"invalid override {item!r}: the value is not valid YAML ({e.reason})", key
             ) from None
         parts = key.split(".")
-        cur: Any = out
+        cur: JSONObject | list[JSONValue] = out
         for i, part in enumerate(parts[:-1]):
             nxt = _child(cur, part)
             if nxt is None:
@@ -214,13 +217,13 @@ def apply_overrides(config_dict: dict[str, Any], overrides: Iterable[str]) -> di
     return out
 
 
-def _child(cur: Any, part: str) -> Any:
+def _child(cur: JSONObject | list[JSONValue], part: str) -> JSONValue:
     if isinstance(cur, list):
         return cur[int(part)] if part.isdigit() and int(part) < len(cur) else None
     return cur.get(part)
 
 
-def _set(cur: Any, part: str, value: Any, item: str) -> None:
+def _set(cur: JSONObject | list[JSONValue], part: str, value: JSONValue, item: str) -> None:
     if isinstance(cur, list):
         if not part.isdigit() or int(part) >= len(cur):
             raise ConfigError(f"invalid override {item!r}: no list index {part}", part)

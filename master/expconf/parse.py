@@ -11,10 +11,11 @@ import logging
 import random
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TypedDict
 
-import yaml
 from pydantic import BaseModel, ValidationError
+
+from det.common.jsontypes import JSONObject, JSONValue
 
 from . import hyperparameters as hp
 from . import schema as schema_mod
@@ -23,63 +24,30 @@ from . import storage
 from .errors import ConfigError, at, make_error, problems_of
 from .merge import merge_cluster_defaults
 from .schema import ExperimentConfig
+from .yamltext import YAMLError, load_json
 
 logger = logging.getLogger(__name__)
+
+
+class ClusterDefaults(TypedDict, total=False):
+    """What the master merges under an experiment config (its own values win)."""
+
+    task_container_defaults: JSONObject | None  # master.yaml's (or the pool's) section
+    checkpoint_storage: JSONObject | None  # the master's default storage
+
 
 SeedFactory = Callable[[], int]
 NameFactory = Callable[[], str]
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys and reads ``1e-3`` as a float (YAML 1.2, as
-    Determined's Go master does; PyYAML's YAML 1.1 would read a string)."""
-
-
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(
-        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
-        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
-        |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
-        |[-+]?\.(?:inf|Inf|INF)
-        |\.(?:nan|NaN|NAN))$""",
-        re.X,
-    ),
-    list("-+0123456789."),
-)
-
-
-def _construct_mapping(
-    loader: _Loader, node: yaml.MappingNode, deep: bool = False
-) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark
-            )
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
-
-
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def load_yaml(text: str) -> dict[str, Any]:
+def load_yaml(text: str) -> JSONObject:
     """The config document as a dict, or ConfigError naming line and column."""
     try:
-        data = yaml.load(text, Loader=_Loader)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        problem = " ".join((e.problem or e.context or "cannot parse").split())
-        if mark is None:
-            raise ConfigError(f"invalid YAML: {problem}") from None
-        raise ConfigError(
-            f"invalid YAML at line {mark.line + 1}, column {mark.column + 1}: {problem}"
-        ) from None
-    except yaml.YAMLError as e:
-        raise ConfigError("invalid YAML: " + " ".join(str(e).split())) from None
+        data = load_json(text)
+    except YAMLError as e:
+        if e.line is None:
+            raise ConfigError(f"invalid YAML: {e.reason}") from None
+        raise ConfigError(f"invalid YAML at line {e.line}, column {e.column}: {e.reason}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -140,7 +108,7 @@ def _within(path: str, parent: str) -> bool:
     return path == parent or path.startswith((parent + ".", parent + "["))
 
 
-def _prechecks(data: dict[str, Any]) -> list[tuple[str, str]]:
+def _prechecks(data: JSONObject) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     if data.get("searcher") is None:
         problems.append(
@@ -152,7 +120,7 @@ def _prechecks(data: dict[str, Any]) -> list[tuple[str, str]]:
     return problems
 
 
-def _check_env_vars(cfg: ExperimentConfig, raw: Any) -> list[tuple[str, str]]:
+def _check_env_vars(cfg: ExperimentConfig, raw: JSONValue) -> list[tuple[str, str]]:
     """The first malformed variable, at the path the user wrote (a list applies to every device)."""
     env_vars = cfg.environment.environment_variables
     for device in ("cpu", "cuda", "rocm"):
@@ -165,7 +133,7 @@ def _check_env_vars(cfg: ExperimentConfig, raw: Any) -> list[tuple[str, str]]:
 
 
 def _checks(
-    cfg: ExperimentConfig, raw_env_vars: Any, unmanaged: bool = False
+    cfg: ExperimentConfig, raw_env_vars: JSONValue, unmanaged: bool = False
 ) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     internal = cfg.internal or {}
@@ -208,7 +176,7 @@ def _checks(
     return problems
 
 
-def _deprecations(cfg: ExperimentConfig, data: dict[str, Any]) -> list[str]:
+def _deprecations(cfg: ExperimentConfig, data: JSONObject) -> list[str]:
     notes = searchers.deprecations(cfg.searcher)
     for key in (
         "scheduling_unit",
@@ -234,8 +202,8 @@ def _deprecations(cfg: ExperimentConfig, data: dict[str, Any]) -> list[str]:
 
 
 def parse_experiment_config(
-    text_or_dict: str | bytes | dict[str, Any],
-    cluster_defaults: dict[str, Any] | None = None,
+    text_or_dict: str | bytes | JSONObject,
+    cluster_defaults: ClusterDefaults | None = None,
     *,
     seed_factory: SeedFactory = default_seed,
     name_factory: NameFactory = default_name,
@@ -263,9 +231,10 @@ def parse_experiment_config(
     if bad_keys:
         raise ConfigError(f"field names must be strings (got {bad_keys[0]!r})")
 
-    defaults = cluster_defaults or {}
-    cluster_storage = defaults.get("checkpoint_storage")
-    merged = merge_cluster_defaults(data, defaults.get("task_container_defaults"), cluster_storage)
+    defaults: ClusterDefaults = cluster_defaults or {}
+    merged = merge_cluster_defaults(
+        data, defaults.get("task_container_defaults"), defaults.get("checkpoint_storage")
+    )
 
     # Every problem at once: the prechecks' (better worded) and the schema's, except where the
     # schema repeats a precheck's path (a missing searcher is both).

@@ -8,9 +8,11 @@ pod_spec, slurm, pbs…) are accepted as Determined accepts them and have no eff
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, PrivateAttr, field_validator
+
+from det.common.jsontypes import JSONObject, JSONValue
 
 from . import hyperparameters as hp
 from .base import ConfigModel, Length
@@ -24,7 +26,7 @@ DEFAULT_CPU_IMAGE = "det-task:py3.11-cpu-torch"
 DEFAULT_CUDA_IMAGE = DEFAULT_CPU_IMAGE
 
 # Determined's default log policies: a matching log line names the failure in the WebUI.
-DEFAULT_LOG_POLICIES: list[dict[str, Any]] = [
+DEFAULT_LOG_POLICIES: list[JSONObject] = [
     {"name": "CUDA OOM", "pattern": ".*CUDA out of memory.*"},
     {"name": "ECC Error", "pattern": ".*uncorrectable ECC error encountered.*"},
 ]
@@ -54,7 +56,7 @@ class Device(ConfigModel):
     mode: str = "mrw"
 
 
-def _device_from_string(value: Any) -> Any:
+def _device_from_string(value: object) -> object:
     """Docker's ``host:container[:mode]`` short form."""
     if isinstance(value, str):
         parts = value.split(":")
@@ -123,7 +125,7 @@ class RegistryAuth(ConfigModel):
     registrytoken: str | None = None
 
 
-def _per_device(value: Any) -> Any:
+def _per_device(value: object) -> object:
     """A single image / variable list applies to every device type; ``gpu`` is the old ``cuda``."""
     if isinstance(value, str | list):
         return {"cpu": value, "cuda": value, "rocm": value}
@@ -142,15 +144,15 @@ class Environment(ConfigModel):
     add_capabilities: list[str] = Field(default_factory=list)
     drop_capabilities: list[str] = Field(default_factory=list)
     ports: dict[str, int] = Field(default_factory=dict)
-    proxy_ports: list[dict[str, Any]] = Field(default_factory=list)
+    proxy_ports: list[JSONObject] = Field(default_factory=list)
     # Kubernetes / Slurm / PBS only: accepted so configs written for them load, never used.
-    pod_spec: dict[str, Any] | None = None
-    slurm: Any = None
-    pbs: Any = None
+    pod_spec: JSONObject | None = None
+    slurm: JSONValue = None
+    pbs: JSONValue = None
 
     @field_validator("image", mode="before")
     @classmethod
-    def _image(cls, v: Any) -> Any:
+    def _image(cls, v: object) -> object:
         v = _per_device(v)
         if (
             isinstance(v, dict)
@@ -164,7 +166,7 @@ class Environment(ConfigModel):
 
     @field_validator("environment_variables", mode="before")
     @classmethod
-    def _env(cls, v: Any) -> Any:
+    def _env(cls, v: object) -> object:
         return _per_device(v)
 
 
@@ -217,23 +219,23 @@ class ExperimentConfig(ConfigModel):
     environment: Environment = Field(default_factory=Environment)
     bind_mounts: list[BindMount] = Field(default_factory=list)
     reproducibility: Reproducibility = Field(default_factory=Reproducibility)
-    data: dict[str, Any] = Field(default_factory=dict)
+    data: JSONObject = Field(default_factory=dict)
     debug: bool = False
     profiling: Profiling = Field(default_factory=Profiling)
     optimizations: Optimizations = Field(default_factory=Optimizations)
-    log_policies: list[dict[str, Any]] = Field(default_factory=lambda: list(DEFAULT_LOG_POLICIES))
+    log_policies: list[JSONObject] = Field(default_factory=lambda: list(DEFAULT_LOG_POLICIES))
     # Accepted for compatibility, not acted upon.
-    integrations: dict[str, Any] | None = None
-    tensorboard_storage: dict[str, Any] | None = None
-    data_layer: dict[str, Any] | None = None
-    security: dict[str, Any] | None = None
-    internal: dict[str, Any] | None = None
+    integrations: JSONObject | None = None
+    tensorboard_storage: JSONObject | None = None
+    data_layer: JSONObject | None = None
+    security: JSONObject | None = None
+    internal: JSONObject | None = None
 
     _warnings: list[str] = PrivateAttr(default_factory=list)
 
     @field_validator("hyperparameters", mode="before")
     @classmethod
-    def _normalize_hparams(cls, v: Any) -> Any:
+    def _normalize_hparams(cls, v: object) -> object:
         return hp.normalize(v)
 
     @property
@@ -241,19 +243,21 @@ class ExperimentConfig(ConfigModel):
         """Deprecation notes found while parsing (the config is still valid)."""
         return list(self._warnings)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONObject:
         """The fully defaulted config as a JSON-able dict, in Determined's snake_case shape.
 
         This is what the master stores, sends to trials as ``DET_EXPERIMENT_CONFIG`` and returns
         as an experiment's ``config``; ``parse_experiment_config`` accepts it back unchanged.
         """
-        out = self.model_dump(mode="json")
+        out: JSONObject = self.model_dump(mode="json")
         out["hyperparameters"] = hp.to_dict(self.hyperparameters)
         out["min_validation_period"] = self.min_validation_period.to_dict()
         out["min_checkpoint_period"] = self.min_checkpoint_period.to_dict()
-        out["searcher"]["max_length"] = self.searcher.max_length_dict()
+        searcher = out["searcher"]
+        assert isinstance(searcher, dict)  # a model dumps as a dict
+        searcher["max_length"] = self.searcher.max_length_dict()
         return out
 
-    def resolved(self) -> dict[str, Any]:
+    def resolved(self) -> JSONObject:
         """Alias of ``to_dict``."""
         return self.to_dict()

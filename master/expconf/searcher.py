@@ -52,7 +52,7 @@ class _SearcherBase(ConfigModel):
             raise ValueError(f"must be positive, got {units}")
         return v
 
-    def max_length_dict(self) -> dict[str, int] | int | None:
+    def max_length_dict(self) -> JSONValue:
         ml = self.max_length
         return ml.to_dict() if isinstance(ml, Length) else ml
 

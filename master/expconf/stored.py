@@ -20,11 +20,10 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
-from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from det.common.jsontypes import JSONObject, JSONValue
 from det.master.errors import MasterError
 from det.master.expconf.base import default_of
 from det.master.expconf.errors import join_path
@@ -46,12 +45,12 @@ class StoredConfigError(MasterError):
     missed a migration. The message names the experiment, the field and the rule."""
 
 
-def _digest(raw: Mapping[str, Any]) -> str:
+def _digest(raw: JSONObject) -> str:
     text = json.dumps(raw, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
-def experiment_config(experiment_id: int, raw: Mapping[str, Any]) -> ExperimentConfig:
+def experiment_config(experiment_id: int, raw: JSONObject) -> ExperimentConfig:
     """The stored config of experiment ``experiment_id`` (``experiments.config``), typed.
 
     Validated once per (experiment, config digest) and shared between callers: treat the
@@ -82,7 +81,7 @@ def experiment_config(experiment_id: int, raw: Mapping[str, Any]) -> ExperimentC
 
 #: ``searcher.smaller_is_better``'s default as an SQL literal, for a statement that orders by
 #: the stored config's direction (``coalesce(..., SMALLER_IS_BETTER_SQL)``).
-SMALLER_IS_BETTER_SQL = "true" if default_of(_SearcherBase, "smaller_is_better") else "false"
+SMALLER_IS_BETTER_SQL = "true" if default_of(_SearcherBase, "smaller_is_better", bool) else "false"
 
 
 def retention(cfg: ExperimentConfig) -> tuple[int, int, int]:
@@ -91,40 +90,50 @@ def retention(cfg: ExperimentConfig) -> tuple[int, int, int]:
     storage = cfg.checkpoint_storage
     if storage is None:
         return (
-            int(default(_StorageBase, "save_experiment_best")),
-            int(default(_StorageBase, "save_trial_best")),
-            int(default(_StorageBase, "save_trial_latest")),
+            default_of(_StorageBase, "save_experiment_best", int),
+            default_of(_StorageBase, "save_trial_best", int),
+            default_of(_StorageBase, "save_trial_latest", int),
         )
     return storage.save_experiment_best, storage.save_trial_best, storage.save_trial_latest
 
 
-#: The schema's default of ``model.field`` (``expconf.base.default_of``).
-default = default_of
-
-
-def value(section: Any, model: type[BaseModel], field: str) -> Any:
+def value(section: JSONValue, model: type[BaseModel], field: str) -> JSONValue:
     """``section[field]`` (a stored dict's part that ``model`` describes), else its default."""
-    found = section.get(field) if isinstance(section, Mapping) else None
-    return default(model, field) if found is None else found
+    found = section.get(field) if isinstance(section, dict) else None
+    if found is not None:
+        return found
+    default = default_of(model, field)
+    # The defaults read this way are scalars (a string, a flag).
+    if not isinstance(default, bool | int | float | str):
+        raise TypeError(f"{model.__name__}.{field}: not a scalar default: {default!r}")
+    return default
 
 
-def force_pull_image(config: Mapping[str, Any]) -> bool:
+def _str(section: JSONValue, model: type[BaseModel], field: str) -> str:
+    return str(value(section, model, field))
+
+
+def force_pull_image(config: JSONObject) -> bool:
     return bool(value(config.get("environment"), Environment, "force_pull_image"))
 
 
-def mount_propagation(mount: Mapping[str, Any]) -> str:
+def mount_propagation(mount: JSONObject) -> str:
     """A bind mount's (or shared_fs storage's) propagation."""
-    return str(value(mount, BindMount, "propagation"))
+    return _str(mount, BindMount, "propagation")
 
 
-def device_mode(device: Mapping[str, Any]) -> str:
-    return str(value(device, Device, "mode"))
+def device_mode(device: JSONObject) -> str:
+    return _str(device, Device, "mode")
 
 
-def shared_fs_container_path(storage: Mapping[str, Any]) -> str:
-    return str(value(storage, SharedFSStorage, "container_path"))
+def shared_fs_container_path(storage: JSONObject) -> str:
+    return _str(storage, SharedFSStorage, "container_path")
 
 
-def notebook_idle_type(task_config: Mapping[str, Any]) -> str:
+def shared_fs_propagation(storage: JSONObject) -> str:
+    return _str(storage, SharedFSStorage, "propagation")
+
+
+def notebook_idle_type(task_config: JSONObject) -> str:
     """An interactive task's ``notebook_idle_type`` (what counts as a notebook's activity)."""
-    return str(value(task_config, TaskConfig, "notebook_idle_type"))
+    return _str(task_config, TaskConfig, "notebook_idle_type")

@@ -21,9 +21,11 @@ Accepted fields (defaults in brackets; ``null`` means the default):
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator
+
+from det.common.jsontypes import JSONObject, JSONValue
 
 from .base import ConfigModel
 from .errors import ConfigError, from_validation_error
@@ -44,7 +46,7 @@ _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(s|m|h|d)?\s*$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
 
 
-def parse_duration(value: Any) -> float:
+def parse_duration(value: object) -> float:
     """Seconds from ``90``, ``"90s"``, ``"30m"``, ``"1h"``, ``"1d"``."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ValueError(f"must be a duration such as '30m' or '1h' (got {value!r})")
@@ -83,20 +85,20 @@ class TaskConfig(ConfigModel):
     environment: Environment = Field(default_factory=Environment)
     bind_mounts: list[BindMount] = Field(default_factory=list)
     tensorboard_args: list[str] = Field(default_factory=list)
-    integrations: dict[str, Any] | None = None
-    log_policies: list[dict[str, Any]] | None = None
+    integrations: JSONObject | None = None
+    log_policies: list[JSONObject] | None = None
     preemption_timeout: int | None = None
-    pbs: Any = None
-    slurm: Any = None
+    pbs: JSONValue = None
+    slurm: JSONValue = None
 
     @field_validator("idle_timeout", mode="before")
     @classmethod
-    def _idle(cls, v: Any) -> Any:
+    def _idle(cls, v: object) -> object:
         return parse_duration(v)
 
     @field_validator("entrypoint")
     @classmethod
-    def _entrypoint(cls, v: Any) -> Any:
+    def _entrypoint(cls, v: str | list[str] | None) -> str | list[str] | None:
         if isinstance(v, list) and not all(isinstance(a, str) for a in v):
             raise ValueError("must be a string or a list of strings")
         if v is not None and not v:
@@ -108,8 +110,8 @@ _KNOWN = frozenset(TaskConfig.model_fields) | frozenset(TaskResources.model_fiel
 
 
 def parse_task_config(
-    kind: TaskKind, data: Any, task_container_defaults: dict[str, Any] | None
-) -> dict[str, Any]:
+    kind: TaskKind, data: JSONValue, task_container_defaults: JSONObject | None
+) -> JSONObject:
     """The resolved config of a ``kind`` task (cluster defaults merged under it), as a dict;
     ConfigError names the field and the reason."""
     if data is None:

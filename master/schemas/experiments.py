@@ -28,7 +28,7 @@ def experiment(row: dict[str, Any], best: dict[str, Any] | None = None) -> d.v1E
         row,
         config,
         row["labels"],
-        (config.get("searcher") or {}).get("name", ""),
+        (row["config"].get("searcher") or {}).get("name", ""),
         searcher_metric(config),
         config.get("hyperparameters") or {},
         row["original_config"],

@@ -21,7 +21,6 @@ from det.master.db import Conn
 from det.master.errors import PermissionDenied
 from det.master.expconf import stored
 from det.master.expconf.schema import DEFAULT_CPU_IMAGE
-from det.master.expconf.storage import SharedFSStorage
 from det.master.handles import MasterState
 from det.master.services import agent_users
 
@@ -160,7 +159,7 @@ def _storage_mounts(storage: Any) -> list[BindMount]:
             "hostPath": storage["host_path"],
             "containerPath": stored.shared_fs_container_path(storage),
             "readOnly": False,
-            "propagation": stored.value(storage, SharedFSStorage, "propagation"),
+            "propagation": stored.shared_fs_propagation(storage),
         }
     ]
 

@@ -210,7 +210,7 @@ def create(
         (
             config.get("name") or "Experiment",
             config.get("description") or "",
-            json.dumps(list(config.get("labels") or [])),
+            json.dumps(cfg.labels),
             json.dumps(config),
             expconf.redact_text(config_text),
             states.ACTIVE if activate and not unmanaged else states.PAUSED,
@@ -765,7 +765,8 @@ def continue_(
         override = loaded
     new_config = config
     if override:
-        new_config = parse_config(st, yaml.safe_dump(_merged(config, override))).to_dict()
+        parsed = parse_config(st, yaml.safe_dump(_merged(config, override)))
+        new_config = parsed.to_dict()
         changed = [
             what
             for what, before, after in (
@@ -774,7 +775,7 @@ def continue_(
                     config.get("hyperparameters"),
                     new_config.get("hyperparameters"),
                 ),
-                ("searcher.name", searcher_name, (new_config.get("searcher") or {}).get("name")),
+                ("searcher.name", searcher_name, parsed.searcher.name),
             )
             if before != after
         ]

@@ -14,18 +14,22 @@ from det.master.schemas import d
 from det.master.schemas.preview import PreviewBracket, SearchSummary
 from det.master.searcher.simulate import preview
 from det.master.services.experiments import parse_config
+from det.master.services.searching import experiment_seed
 
 
 def preview_search(st: MasterState, config: Any) -> d.v1PreviewHPSearchResponse:
     """``v1PreviewHPSearchResponse`` for ``config`` (an experiment config object)."""
     if not isinstance(config, dict):
         raise InvalidArgument("config: required object (an experiment config)")
-    resolved = parse_config(st, json.dumps(config)).to_dict()
+    cfg = parse_config(st, json.dumps(config))
+    resolved = cfg.to_dict()
+    searcher = resolved["searcher"]
+    assert isinstance(searcher, dict)  # the model dumps its searcher as a mapping
     try:
         result = preview(
-            resolved["searcher"],
+            searcher,
             resolved.get("hyperparameters") or {},
-            int(resolved["reproducibility"]["experiment_seed"]),
+            experiment_seed(cfg),
         )
     except ValueError as e:
         raise InvalidArgument(f"invalid experiment config: {e}") from None
@@ -49,7 +53,7 @@ def preview_search(st: MasterState, config: Any) -> d.v1PreviewHPSearchResponse:
         for b in result.brackets
     ]
     summary: SearchSummary = {
-        "config": resolved["searcher"],
+        "config": searcher,
         "trials": trials,
         "sampler": result.sampler,
         "timeMetric": result.time_metric,

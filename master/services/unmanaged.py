@@ -87,7 +87,8 @@ def put_experiment(
         )
         assert row is not None
         return row
-    cfg = experiments.parse_config(st, config_text, unmanaged=True).to_dict()
+    parsed = experiments.parse_config(st, config_text, unmanaged=True)
+    cfg = parsed.to_dict()
     containers.check_policy(st, cfg, admin=admin)  # as experiments.create does
     limits.text("name", cfg.get("name"), limits.NAME)
     limits.text("description", cfg.get("description"), limits.DESCRIPTION)
@@ -100,7 +101,7 @@ def put_experiment(
         (
             Jsonb({**cfg, "name": old["name"]}),
             cfg.get("description") or "",
-            Jsonb(list(cfg.get("labels") or [])),
+            Jsonb(parsed.labels),
             found["id"],
         ),
     )
