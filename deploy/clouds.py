@@ -134,7 +134,14 @@ def _common_up(p: argparse.ArgumentParser) -> None:
         "--mirror-images",
         action="store_true",
         help="copy the task images into the cluster's own registry (ECR / Artifact Registry) "
-        "and point the pools' defaults at the copies; needs the docker command",
+        "and point the pools' defaults at the copies, with det's checkpoint-GC image (built "
+        "here when missing); needs the docker command",
+    )
+    p.add_argument(
+        "--checkpoint-gc-image",
+        help="the image of checkpoint-GC tasks (Python 3.11+ with boto3 and "
+        "google-cloud-storage, e.g. det-checkpoint-gc:py3.11 pushed to your registry); default: "
+        "det's own with --mirror-images, else the task image",
     )
     p.add_argument(
         "--bucket-versioning", action="store_true", help="keep old versions of checkpoint objects"

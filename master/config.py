@@ -20,6 +20,7 @@ import yaml
 from psycopg.conninfo import make_conninfo
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from det.common.image_ref import check_image_reference
 from det.master import log_schedule
 from det.master.clientaddr import parse_networks
 from det.master.container_policy import ContainerPolicy
@@ -124,26 +125,6 @@ class TaskContainerDefaults(_Model):
     @classmethod
     def _gc_image(cls, value: str | None) -> str | None:
         return value if value is None else check_image_reference(value)
-
-
-# A Docker image reference: [host[:port]/]path[:tag][@algorithm:hex] (Docker's reference grammar).
-_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-IMAGE_REFERENCE = re.compile(
-    r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]+)?/)?"
-    rf"{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
-    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
-    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
-)
-
-
-def check_image_reference(value: str) -> str:
-    """``value`` when it is a Docker image reference, else ValueError naming the rule."""
-    if len(value) > 255 or IMAGE_REFERENCE.fullmatch(value) is None:
-        raise ValueError(
-            "must be a Docker image reference ([registry/]repository[:tag][@digest]: lower-case"
-            f" path, no spaces), not {value!r}"
-        )
-    return value
 
 
 def _check_tcd(value: Any) -> Any:

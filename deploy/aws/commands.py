@@ -25,6 +25,7 @@ from det.deploy.common import (
     commands,
     costs,
     flow,
+    gc_image,
     mirror,
     registry,
     rollout,
@@ -65,6 +66,7 @@ def config_from_args(
         extra_tags=tuple(args.add_tag or ()),
         cpu_env_image=args.cpu_env_image,
         gpu_env_image=args.gpu_env_image,
+        checkpoint_gc_image=getattr(args, "checkpoint_gc_image", None),
         db=getattr(args, "db", None),
         domain=getattr(args, "domain", None),
         # The account is known after the credentials check (up's preflight): until then, and in
@@ -242,6 +244,8 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
     )
     if cfg.serverless:
         plan = dataclasses.replace(plan, serverless=_rollout_steps(current, args.profile))
+    if not getattr(args, "json", False):
+        gc_image.report(cfg.gc_image, out)
     code = flow.up(plan, args, out)
     if code == 0 and current["cfg"].mirror_registry and not args.dry_run:
         pairs = automation.outputs(PROJECT, cfg.cluster_id).get("mirror_images") or {}

@@ -6,7 +6,7 @@ import dataclasses
 import re
 
 from det.deploy.aws import checks
-from det.deploy.common import limits, mirror
+from det.deploy.common import gc_image, limits, mirror
 from det.deploy.common.boot import BootOptions
 from det.deploy.common.errors import DeployError
 from det.deploy.common.masteryaml import DEFAULT_CPU_ENV_IMAGE, DEFAULT_GPU_ENV_IMAGE
@@ -124,6 +124,9 @@ class AwsConfig:
     mirror_registry: str | None = None
     """``--mirror-images``: ``<account>.dkr.ecr.<region>.amazonaws.com/det-<cluster>``, where the
     task images are mirrored (``common.mirror``); the pools' defaults point there."""
+    checkpoint_gc_image: str | None = None
+    """``--checkpoint-gc-image``: the image of checkpoint-GC tasks (``common.gc_image``); None:
+    det's own (built and mirrored) with ``--mirror-images``, else the task image."""
 
     @property
     def serverless(self) -> bool:
@@ -193,6 +196,7 @@ class AwsConfig:
             raise DeployError(
                 "--preemption-enabled is only supported with --scheduler-type priority"
             )
+        gc_image.check_flag(self.checkpoint_gc_image)
 
     @property
     def tags(self) -> dict[str, str]:
@@ -218,6 +222,25 @@ class AwsConfig:
                 cuda, self.mirror_registry
             )
         return cpu, cuda
+
+    @property
+    def source_gc_image(self) -> str | None:
+        """The checkpoint-GC image as given (``common.gc_image.source``)."""
+        return gc_image.source(self.checkpoint_gc_image, bool(self.mirror_registry))
+
+    @property
+    def gc_image(self) -> str | None:
+        """The checkpoint-GC image the pools use: the source, or its mirror."""
+        source = self.source_gc_image
+        if source and self.mirror_registry:
+            return mirror.mirrored(source, self.mirror_registry)
+        return source
+
+    @property
+    def mirror_sources(self) -> tuple[str, ...]:
+        """What ``--mirror-images`` copies: the task images and the checkpoint-GC image."""
+        gc = self.source_gc_image
+        return (*self.source_env_images, *([gc] if gc else []))
 
     @property
     def log_group_name(self) -> str:

@@ -54,7 +54,7 @@ def repositories(
     ``mirror_images`` (source -> mirror) for ``up``'s copy step."""
     if not cfg.mirror_registry:
         return {}
-    pairs = common_mirror.plan(cfg.source_env_images, cfg.mirror_registry)
+    pairs = common_mirror.plan(cfg.mirror_sources, cfg.mirror_registry)
     for index, (source, _) in enumerate(pairs):
         repo = aws.ecr.Repository(
             f"{name}-mirror-{index}",

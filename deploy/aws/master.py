@@ -79,6 +79,8 @@ def master_yaml_config(cfg: AwsConfig, r: Resolved) -> dict[str, Any]:
         provider["ssh_key_name"] = cfg.keypair
     cpu_image, cuda_image = cfg.env_images
     tcd: dict[str, Any] = {"image": {"cpu": cpu_image, "cuda": cuda_image}}
+    if cfg.gc_image:  # every pool's checkpoint GC (common.gc_image): not the task image
+        tcd["checkpoint_gc_image"] = cfg.gc_image
     spec = masteryaml.MasterYamlSpec(
         cluster_name=cfg.cluster_id,
         port=cfg.port,

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from det.common.image_ref import check_image_reference
 from det.deploy.common.errors import DeployError
 from det.deploy.common.rollout import Run
 
@@ -52,22 +53,53 @@ PIP_TARGET = (
 
 DOCKERFILE = """\
 # det-checkpoint-gc: Python 3.11 and the storage clients of checkpoint GC (det.deploy.common.gc_image).
-# det comes from the agent's harness bundle; the wheels were downloaded on the host.
+# det comes from the agent's harness bundle; the wheels were downloaded on the host. Two stages:
+# the wheels and pip stay in the first, the image gets the venv alone.
 ARG BASE_IMAGE
+FROM ${BASE_IMAGE} AS venv
+COPY wheels /tmp/wheels
+RUN python3 -m venv /opt/det/venv \\
+    && /opt/det/venv/bin/pip install --quiet --no-index --find-links /tmp/wheels %(packages)s \\
+    && /opt/det/venv/bin/pip uninstall --quiet --yes pip setuptools \\
+    && /opt/det/venv/bin/python3 -c "import boto3, google.cloud.storage"
+
 FROM ${BASE_IMAGE}
+COPY --from=venv /opt/det/venv /opt/det/venv
 ENV VIRTUAL_ENV=/opt/det/venv \\
     PATH=/opt/det/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \\
-    PYTHONUNBUFFERED=1 \\
-    PIP_DISABLE_PIP_VERSION_CHECK=1 \\
-    PIP_NO_CACHE_DIR=1
-COPY wheels /tmp/wheels
-RUN python3 -m venv "$VIRTUAL_ENV" \\
-    && pip install --no-index --find-links /tmp/wheels %(packages)s \\
-    && rm -rf /tmp/wheels \\
-    && python3 -c "import boto3, google.cloud.storage"
+    PYTHONUNBUFFERED=1
 LABEL ai.det.image="checkpoint-gc"
 WORKDIR /run/determined/workdir
 """
+
+
+def source(flag: str | None, mirroring: bool) -> str | None:
+    """The checkpoint-GC image a cloud deploy names (before any mirror): ``--checkpoint-gc-image``
+    (an image the deployer pushed where agents can pull it), else with ``--mirror-images``
+    :data:`IMAGE` (built here, pushed into the mirror), else None: det publishes no image, so
+    the GC tasks keep the experiment's image."""
+    return flag or (IMAGE if mirroring else None)
+
+
+def report(image: str | None, out: TextIO) -> None:
+    """``up``'s line on where checkpoint GC runs."""
+    if image:
+        out.write(f"Checkpoint GC image: {image}\n")
+    else:
+        out.write(
+            "Checkpoint GC runs in the task image (det publishes no GC image: --mirror-images"
+            f" builds {IMAGE} and pushes it to the cluster's registry, or"
+            " --checkpoint-gc-image names one of yours)\n"
+        )
+
+
+def check_flag(flag: str | None) -> None:
+    if flag is None:
+        return
+    try:
+        check_image_reference(flag)
+    except ValueError as e:
+        raise DeployError(f"--checkpoint-gc-image: {e}") from None
 
 
 def dockerfile() -> str:

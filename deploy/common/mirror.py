@@ -7,7 +7,9 @@ may pull from it and nothing else, the pools' default images point at the mirror
 (:func:`mirrored`), and ``up`` copies each image there (:func:`copy_images`: ``docker pull``,
 ``tag``, ``push`` with a short-lived registry token in a throwaway Docker config). A mirror
 keeps the source's path and tag: ``determinedai/pytorch-ngc:0.38.1`` becomes
-``<registry>/determinedai/pytorch-ngc:0.38.1``.
+``<registry>/determinedai/pytorch-ngc:0.38.1``. det's checkpoint-GC image
+(``common.gc_image``) is mirrored too, from the local engine: ``up`` builds it there when it
+is missing (no registry publishes it).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import subprocess
 from collections.abc import Iterable
 from typing import TextIO
 
+from det.deploy.common import gc_image
 from det.deploy.common.errors import DeployError
 from det.deploy.common.rollout import Docker, Login, Run
 
@@ -78,6 +81,10 @@ def copy_images(
                 out.write(f"{target} is already mirrored.\n")
                 continue
             out.write(f"Mirroring {source} to {target}...\n")
-            docker("pull", source)
+            if source == gc_image.IMAGE:
+                # det publishes no images: its checkpoint-GC image is built here, once.
+                gc_image.ensure(out, run_=run_)
+            else:
+                docker("pull", source)
             docker("tag", source, target)
             docker("push", target)

@@ -14,6 +14,7 @@ from det.deploy.common import (
     commands,
     costs,
     flow,
+    gc_image,
     mirror,
     registry,
     rollout,
@@ -64,6 +65,7 @@ def config_from_args(
         cpu_env_image=pick("cpu_env_image"),
         gpu_env_image=pick("gpu_env_image"),
         mirror_images=bool(getattr(args, "mirror_images", False)),
+        checkpoint_gc_image=getattr(args, "checkpoint_gc_image", None),
         **commands.shared_settings(args, defaults),
     )
     cfg = _master_kind(args, cfg, previous)
@@ -225,6 +227,8 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
     if cfg.serverless:
         plan = dataclasses.replace(plan, serverless=_rollout_steps(pinned, found))
     previous = _previous_outputs(cfg.cluster_id) if not args.dry_run else None
+    if not getattr(args, "json", False):
+        gc_image.report(cfg.gc_image, out)
     code = flow.up(plan, args, out)
     if code == 0 and cfg.mirror_images and not args.dry_run:
         pairs = automation.outputs(PROJECT, cfg.cluster_id).get("mirror_images") or {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from det.deploy.common import limits, mirror
+from det.deploy.common import gc_image, limits, mirror
 from det.deploy.common.boot import BootOptions
 from det.deploy.common.errors import DeployError
 from det.deploy.common.masteryaml import DEFAULT_CPU_ENV_IMAGE, DEFAULT_GPU_ENV_IMAGE
@@ -98,6 +98,9 @@ class GcpConfig:
     mirror_images: bool = False
     """``--mirror-images``: the task images in the cluster's Artifact Registry (``common.mirror``,
     ``gcp/image_mirror.py``); the pools' defaults point there."""
+    checkpoint_gc_image: str | None = None
+    """``--checkpoint-gc-image``: the image of checkpoint-GC tasks (``common.gc_image``); None:
+    det's own (built and mirrored) with ``--mirror-images``, else the task image."""
 
     @property
     def source_env_images(self) -> tuple[str, str]:
@@ -109,11 +112,34 @@ class GcpConfig:
         """The task images ``(cpu, cuda)`` the pools use: the sources, or their mirrors."""
         if not self.mirror_images:
             return self.source_env_images
-        prefix = f"{self.region}-docker.pkg.dev/{self.project_id}/det-{self.cluster_id}-mirror"
         return (
-            mirror.mirrored(self.cpu_env_image, prefix),
-            mirror.mirrored(self.gpu_env_image, prefix),
+            mirror.mirrored(self.cpu_env_image, self.mirror_prefix),
+            mirror.mirrored(self.gpu_env_image, self.mirror_prefix),
         )
+
+    @property
+    def mirror_prefix(self) -> str:
+        """The image path prefix of the mirror (``<region>-docker.pkg.dev/<project>/<repo>``)."""
+        return f"{self.region}-docker.pkg.dev/{self.project_id}/det-{self.cluster_id}-mirror"
+
+    @property
+    def source_gc_image(self) -> str | None:
+        """The checkpoint-GC image as given (``common.gc_image.source``)."""
+        return gc_image.source(self.checkpoint_gc_image, self.mirror_images)
+
+    @property
+    def gc_image(self) -> str | None:
+        """The checkpoint-GC image the pools use: the source, or its mirror."""
+        source = self.source_gc_image
+        if source and self.mirror_images:
+            return mirror.mirrored(source, self.mirror_prefix)
+        return source
+
+    @property
+    def mirror_sources(self) -> tuple[str, ...]:
+        """What ``--mirror-images`` copies: the task images and the checkpoint-GC image."""
+        gc = self.source_gc_image
+        return (*self.source_env_images, *([gc] if gc else []))
 
     @property
     def serverless(self) -> bool:
@@ -187,6 +213,7 @@ class GcpConfig:
             catalog.check_machine_type(flag, machine_type)
         catalog.check_gpu(self.gpu_type, self.gpu_num, self.compute_agent_instance_type)
         catalog.check_sql_edition(self.db_tier, self.db_edition)
+        gc_image.check_flag(self.checkpoint_gc_image)
         reserved = {CLUSTER_LABEL, "managed-by"} & {k for k, _ in self.labels}
         if reserved:
             raise DeployError(f"labels {sorted(reserved)} are reserved")

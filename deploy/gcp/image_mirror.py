@@ -51,5 +51,5 @@ def repositories(cfg: GcpConfig, agent_email: pulumi.Input[str]) -> dict[str, pu
         role=READER_ROLE,
         member=pulumi.Output.from_input(agent_email).apply(lambda e: f"serviceAccount:{e}"),
     )
-    pairs = common_mirror.plan(cfg.source_env_images, registry(cfg))
+    pairs = common_mirror.plan(cfg.mirror_sources, registry(cfg))
     return {"mirror_images": pulumi.Output.from_input(dict(pairs))}

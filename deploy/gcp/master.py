@@ -80,6 +80,8 @@ def master_yaml_config(
         ]
     cpu_image, cuda_image = cfg.env_images
     tcd["image"] = {"cpu": cpu_image, "cuda": cuda_image}
+    if cfg.gc_image:  # every pool's checkpoint GC (common.gc_image): not the task image
+        tcd["checkpoint_gc_image"] = cfg.gc_image
     aux = {
         "machine_type": cfg.aux_agent_instance_type,
         "gpu_type": "",
