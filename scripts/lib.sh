@@ -6,8 +6,8 @@ DET_TASK_IMAGE="det-task:py3.11-cpu-torch"
 # det-master is also tagged with its wheel's sha256: tests/e2e/test_serverless_sim.py runs the
 # tag of the code under test and builds it (the cached dependency layer, then det) when missing.
 DET_TEST_IMAGES=(det-task:py3.11-cpu-torch det-official:py3.11-torch det-base:bookworm
-  det-base:trixie det-base:bullseye det-vm:trixie det-master:latest)
-DET_TEST_IMAGE_TARGETS="torch trixie bullseye vm master"
+  det-base:trixie det-base:bullseye det-vm:trixie det-checkpoint-gc:py3.11 det-master:latest)
+DET_TEST_IMAGE_TARGETS="torch trixie bullseye vm gc master"
 
 # det_images_present: true when every image the tests use exists.
 det_images_present() {
