@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
-from typing import Any, NotRequired
+from typing import TYPE_CHECKING, NotRequired
 
 from typing_extensions import TypedDict
 
 from det.master.schemas import d
 from det.master.wire import ts
+
+if TYPE_CHECKING:
+    from det.master.services.jobs import Job as JobRow
 
 _QUEUE_STATE: dict[str, d.jobv1State] = {
     "QUEUED": "STATE_QUEUED",
@@ -53,7 +56,7 @@ def queue_state(state: str) -> d.jobv1State:
     return _QUEUE_STATE.get(state, "STATE_UNSPECIFIED")
 
 
-def job(r: dict[str, Any]) -> Job:
+def job(r: JobRow) -> Job:
     """``r`` is a row of ``services.jobs.list_jobs``."""
     return {
         "jobId": r["id"],

@@ -9,7 +9,12 @@ the order the scheduler uses.
 
 from __future__ import annotations
 
+import datetime as dt
+from dataclasses import dataclass
 from typing import Any
+
+from psycopg.rows import class_row
+from typing_extensions import TypedDict
 
 from det.master import states
 from det.master.db import Conn
@@ -18,39 +23,86 @@ from det.master.handles import MasterState
 from det.master.schemas.jobs import job as job_json  # the wire shape of a listed job
 from det.master.services import scheduling
 from det.master.services.provisioning import JOB_EVENT_CODES
+from det.master.services.scheduling import QueueInfo
 
-__all__ = ["PENDING_EVENT_KINDS", "job_json", "list_jobs", "queue_info", "update"]
+__all__ = ["PENDING_EVENT_KINDS", "Job", "job_json", "list_jobs", "queue_info", "update"]
 
 # Provisioner events that explain why a queued job waits ("why is my job pending?").
 PENDING_EVENT_KINDS = JOB_EVENT_CODES
 
 
-def queue_info(conn: Conn, st: MasterState, pool: str | None = None) -> dict[str, dict[str, Any]]:
+class _Listed(TypedDict):
+    """A ``jobs`` row with what its listing shows of its experiment or task and its slots."""
+
+    id: str
+    kind: str
+    experiment_id: int | None
+    owner_id: int
+    resource_pool: str
+    priority: int
+    weight: float
+    queue_key: float
+    submitted_at: dt.datetime
+    #: The experiment's name or the task's description (a job is one or the other).
+    name: str
+    exp_state: str | None
+    progress: float | None
+    username: str
+    ntsc_id: str | None
+    workspace_id: int | None
+    allocated: int
+    requested: int
+
+
+class Job(_Listed):
+    """A listed job (``schemas.jobs.job``): its row and its place in the queue."""
+
+    pending_reason: str | None
+    queue_state: str
+    jobs_ahead: int
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Queued:
+    """What moving a job in the queue reads of it (and of its neighbour)."""
+
+    id: str
+    priority: int
+    queue_key: float
+
+
+def queue_info(conn: Conn, st: MasterState, pool: str | None = None) -> dict[str, QueueInfo]:
     return scheduling.queue_view(conn, st, pool)
 
 
-def list_jobs(conn: Conn, st: MasterState, pool: str | None, desc: bool) -> list[dict[str, Any]]:
+def list_jobs(conn: Conn, st: MasterState, pool: str | None, desc: bool) -> list[Job]:
     info = queue_info(conn, st, pool)
     params: list[Any] = []
     clause = ""
     if pool:
         clause = " AND j.resource_pool = %s"
         params.append(pool)
-    rows = conn.execute(
-        "SELECT j.*, coalesce(e.name, n.description) AS name, e.state AS exp_state, e.progress,"
-        " u.username, n.id AS ntsc_id,"
-        " coalesce((SELECT p.workspace_id FROM projects p WHERE p.id = e.project_id),"
-        "   n.workspace_id) AS workspace_id,"
-        " (SELECT coalesce(sum(a.slots_needed), 0) FROM allocations a WHERE a.job_id = j.id"
-        "   AND a.state NOT IN ('PENDING','TERMINATED')) AS allocated,"
-        " (SELECT coalesce(sum(a.slots_needed), 0) FROM allocations a WHERE a.job_id = j.id"
-        "   AND a.state <> 'TERMINATED') AS requested"
-        " FROM jobs j LEFT JOIN experiments e ON e.id = j.experiment_id"
-        " LEFT JOIN ntsc_tasks n ON n.job_id = j.id JOIN users u ON u.id = j.owner_id"
-        f" WHERE ((e.state NOT IN {states.ENDED_SQL} AND NOT e.deleted AND NOT e.unmanaged)"
-        "   OR n.state = 'ACTIVE')" + clause,
-        params,
-    ).fetchall()
+    rows = (
+        conn.cursor(row_factory=class_row(_Listed))
+        .execute(
+            "SELECT j.id, j.kind, j.experiment_id, j.owner_id, j.resource_pool, j.priority,"
+            " j.weight, j.queue_key, j.submitted_at, coalesce(e.name, n.description) AS name, e.state AS exp_state, e.progress,"
+            " u.username, n.id AS ntsc_id,"
+            " coalesce((SELECT p.workspace_id FROM projects p WHERE p.id = e.project_id),"
+            "   n.workspace_id) AS workspace_id,"
+            " (SELECT coalesce(sum(a.slots_needed), 0) FROM allocations a WHERE a.job_id = j.id"
+            "   AND a.state NOT IN ('PENDING','TERMINATED')) AS allocated,"
+            " (SELECT coalesce(sum(a.slots_needed), 0) FROM allocations a WHERE a.job_id = j.id"
+            "   AND a.state <> 'TERMINATED') AS requested"
+            " FROM jobs j LEFT JOIN experiments e ON e.id = j.experiment_id"
+            " LEFT JOIN ntsc_tasks n ON n.job_id = j.id JOIN users u ON u.id = j.owner_id"
+            f" WHERE ((e.state NOT IN {states.ENDED_SQL} AND NOT e.deleted AND NOT e.unmanaged)"
+            "   OR n.state = 'ACTIVE')" + clause,
+            params,
+        )
+        .fetchall()
+    )
     reasons = {
         e["entity_id"]: e["message"]
         for e in conn.execute(
@@ -60,27 +112,35 @@ def list_jobs(conn: Conn, st: MasterState, pool: str | None, desc: bool) -> list
             (list(PENDING_EVENT_KINDS),),
         )
     }
-    out = []
+    out: list[Job] = []
     for r in rows:
         if r["exp_state"] == states.PAUSED and not r["requested"]:
             # As Determined's queue: a job is listed while it asks for slots; a paused
             # experiment asks for none (its trials let go of theirs). Its row keeps its priority
             # and place, so it returns there when activated, and `det job update` still works.
             continue
-        r["pending_reason"] = reasons.get(r["id"]) if not r["allocated"] else None
+        pending: str | None = reasons.get(r["id"]) if not r["allocated"] else None
         q = info.get(r["id"])
-        if q and q.get("capped"):
-            r["pending_reason"] = q["capped"]
-        r["queue_state"] = q["state"] if q else ("SCHEDULED" if r["allocated"] else "QUEUED")
-        r["jobs_ahead"] = q["jobsAhead"] if q else 0
-        r["position"] = q["position"] if q else 10**9
-        out.append(r)
+        if q and q["capped"]:
+            pending = q["capped"]
+        out.append(
+            {
+                **r,
+                "pending_reason": pending,
+                "queue_state": q["state"] if q else ("SCHEDULED" if r["allocated"] else "QUEUED"),
+                "jobs_ahead": q["jobsAhead"] if q else 0,
+                "position": q["position"] if q else 10**9,
+            }
+        )
     out.sort(key=lambda r: (r["priority"], r["queue_key"]), reverse=desc)
     return out
 
 
-def _job(conn: Conn, job_id: str) -> dict[str, Any]:
-    row = conn.execute("SELECT * FROM jobs WHERE id = %s FOR NO KEY UPDATE", (job_id,)).fetchone()
+def _job(conn: Conn, job_id: str) -> _Queued:
+    cur = conn.cursor(row_factory=class_row(_Queued))
+    row = cur.execute(
+        "SELECT id, priority, queue_key FROM jobs WHERE id = %s FOR NO KEY UPDATE", (job_id,)
+    ).fetchone()
     if row is None:
         raise NotFound(f"job {job_id} not found")
     return row
@@ -122,17 +182,17 @@ def update(
             r["queue_key"]
             for r in conn.execute(
                 "SELECT queue_key FROM jobs WHERE priority = %s AND id <> %s ORDER BY queue_key",
-                (target["priority"], job_id),
+                (target.priority, job_id),
             )
         ]
-        i = keys.index(target["queue_key"])
+        i = keys.index(target.queue_key)
         if ahead:
-            neighbour = keys[i - 1] if i > 0 else target["queue_key"] - 2
+            neighbour = keys[i - 1] if i > 0 else target.queue_key - 2
         else:
-            neighbour = keys[i + 1] if i + 1 < len(keys) else target["queue_key"] + 2
+            neighbour = keys[i + 1] if i + 1 < len(keys) else target.queue_key + 2
         conn.execute(
             "UPDATE jobs SET queue_key = %s, priority = %s WHERE id = %s",
-            ((target["queue_key"] + neighbour) / 2, target["priority"], job_id),
+            ((target.queue_key + neighbour) / 2, target.priority, job_id),
         )
     states.record_event(conn, "job", job_id, "update", "queue position or priority changed by user")
     conn.execute("NOTIFY det_wakeup")

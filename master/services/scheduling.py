@@ -4,11 +4,16 @@ allocation, so a stale decision can never double-book)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
-from typing import Any
+from dataclasses import dataclass
+
+from psycopg.rows import class_row
+from typing_extensions import TypedDict
 
 from det.master import scheduler as sched
 from det.master import states
+from det.master.config import SchedulerConfig
 from det.master.db import Conn
 from det.master.errors import InvalidArgument
 from det.master.handles import MasterState
@@ -17,29 +22,77 @@ from det.master.scheduler.model import DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT
 logger = logging.getLogger(__name__)
 
 
-def _pool_policy(st: MasterState, pool: str) -> Any:
+@dataclass(frozen=True, slots=True)
+class AgentRow:
+    """A connected agent of the pool, as the snapshot reads it."""
+
+    id: str
+    enabled: bool
+    draining: bool
+    #: Its enabled slots, by id (None: it has none).
+    slots: list[str] | None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRow:
+    """An allocation of the pool that has not ended, with its job's queue fields."""
+
+    id: str
+    job_id: str
+    slots_needed: int
+    state: str
+    placement: dict[str, list[str]] | None
+    created_at: dt.datetime
+    placed_at: dt.datetime | None
+    preempt_requested: bool
+    priority: int
+    weight: float
+    queue_key: float
+    #: Its experiment's ``resources.max_slots`` (None: none, or not an experiment's).
+    max_slots: int | None
+
+
+class QueueInfo(TypedDict):
+    """A job's place in its pool's queue as the scheduler's decision has it."""
+
+    state: str
+    jobsAhead: int
+    position: int
+    #: Why its requests wait while slots are free (its max_slots), or None.
+    capped: str | None
+
+
+def _pool_policy(st: MasterState, pool: str) -> SchedulerConfig:
     cfg = st.config.pool(pool)
     s = (cfg.scheduler if cfg and cfg.scheduler else None) or st.config.resource_manager.scheduler
     return s
 
 
-def snapshot(conn: Conn, st: MasterState, pool: str) -> Any:
+def snapshot(conn: Conn, st: MasterState, pool: str) -> sched.PoolSnapshot:
     """Loads the pool's agents and requests into the scheduler's frozen snapshot."""
-    agent_rows = conn.execute(
-        "SELECT a.id, a.enabled, a.draining, array_agg(s.slot_id ORDER BY s.slot_id) FILTER (WHERE s.enabled) AS slots"
-        " FROM agents a LEFT JOIN slots s ON s.agent_id = a.id"
-        " WHERE a.resource_pool = %s AND a.connected GROUP BY a.id ORDER BY a.id",
-        (pool,),
-    ).fetchall()
-    alloc_rows = conn.execute(
-        "SELECT a.id, a.job_id, a.slots_needed, a.state, a.placement, a.created_at, a.placed_at, a.preempt_requested,"
-        " j.priority, j.weight, j.queue_key,"
-        " (SELECT (e.config #>> '{resources,max_slots}')::bigint FROM experiments e"
-        "   WHERE e.id = j.experiment_id) AS max_slots"
-        " FROM allocations a JOIN jobs j ON j.id = a.job_id"
-        " WHERE a.resource_pool = %s AND a.state <> 'TERMINATED' ORDER BY j.queue_key, a.created_at, a.id",
-        (pool,),
-    ).fetchall()
+    agent_rows = (
+        conn.cursor(row_factory=class_row(AgentRow))
+        .execute(
+            "SELECT a.id, a.enabled, a.draining, array_agg(s.slot_id ORDER BY s.slot_id) FILTER (WHERE s.enabled) AS slots"
+            " FROM agents a LEFT JOIN slots s ON s.agent_id = a.id"
+            " WHERE a.resource_pool = %s AND a.connected GROUP BY a.id ORDER BY a.id",
+            (pool,),
+        )
+        .fetchall()
+    )
+    alloc_rows = (
+        conn.cursor(row_factory=class_row(RequestRow))
+        .execute(
+            "SELECT a.id, a.job_id, a.slots_needed, a.state, a.placement, a.created_at, a.placed_at, a.preempt_requested,"
+            " j.priority, j.weight, j.queue_key,"
+            " (SELECT (e.config #>> '{resources,max_slots}')::bigint FROM experiments e"
+            "   WHERE e.id = j.experiment_id) AS max_slots"
+            " FROM allocations a JOIN jobs j ON j.id = a.job_id"
+            " WHERE a.resource_pool = %s AND a.state <> 'TERMINATED' ORDER BY j.queue_key, a.created_at, a.id",
+            (pool,),
+        )
+        .fetchall()
+    )
     cfg = st.config.pool(pool)
     return sched_snapshot(
         agent_rows,
@@ -50,34 +103,37 @@ def snapshot(conn: Conn, st: MasterState, pool: str) -> Any:
 
 
 def sched_snapshot(
-    agent_rows: list[dict[str, Any]], alloc_rows: list[dict[str, Any]], policy: Any, max_aux: int
-) -> Any:
+    agent_rows: list[AgentRow],
+    alloc_rows: list[RequestRow],
+    policy: SchedulerConfig,
+    max_aux: int,
+) -> sched.PoolSnapshot:
     agents = []
     for a in agent_rows:
         agents.append(
             sched.AgentState(
-                id=a["id"],
-                slot_ids=tuple(a["slots"] or ()),
-                enabled=a["enabled"],
-                draining=a["draining"],
+                id=a.id,
+                slot_ids=tuple(a.slots or ()),
+                enabled=a.enabled,
+                draining=a.draining,
             )
         )
     requests = []
     for i, r in enumerate(alloc_rows):
-        placement = r["placement"] or {}
+        placement = r.placement or {}
         requests.append(
             sched.Request(
-                allocation_id=r["id"],
-                job_id=r["job_id"],
-                slots=r["slots_needed"],
-                priority=r["priority"],
-                weight=float(r["weight"]),
+                allocation_id=r.id,
+                job_id=r.job_id,
+                slots=r.slots_needed,
+                priority=r.priority,
+                weight=float(r.weight),
                 order=float(i),  # submission order: the job's queue position, then creation
                 preemptible=True,
                 placement={k: tuple(v) for k, v in placement.items()} if placement else None,
-                preempting=bool(r["preempt_requested"]),
-                started=r["placed_at"].timestamp() if r["placed_at"] else 0.0,
-                max_slots=r.get("max_slots"),
+                preempting=bool(r.preempt_requested),
+                started=r.placed_at.timestamp() if r.placed_at else 0.0,
+                max_slots=r.max_slots,
             )
         )
     return sched.PoolSnapshot(
@@ -102,10 +158,10 @@ def schedule_all(conn: Conn, st: MasterState) -> None:
             )
 
 
-def queue_view(conn: Conn, st: MasterState, pool: str | None) -> dict[str, dict[str, Any]]:
+def queue_view(conn: Conn, st: MasterState, pool: str | None) -> dict[str, QueueInfo]:
     """Per job: its queue state and jobsAhead, from the scheduler's decision on a fresh snapshot,
     and ``capped`` (a reason) when requests of it wait only because it is at its max_slots."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, QueueInfo] = {}
     for p in st.config.resource_pools:
         if pool and p.pool_name != pool:
             continue
