@@ -13,7 +13,7 @@ import os
 import re
 import urllib.parse
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import pydantic
 import yaml
@@ -21,6 +21,7 @@ from psycopg.conninfo import make_conninfo
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from det.common.image_ref import check_image_reference
+from det.common.jsontypes import JSONObject, JSONValue
 from det.master import log_schedule
 from det.master.clientaddr import parse_networks
 from det.master.container_policy import ContainerPolicy
@@ -54,7 +55,7 @@ class DbConfig(_Model):
         if self.url:
             return self.url
 
-        extra: dict[str, Any] = {}
+        extra: dict[str, str] = {}
         if self.ssl_root_cert:
             extra["sslrootcert"] = self.ssl_root_cert
         return make_conninfo(
@@ -93,33 +94,33 @@ class TaskContainerDefaults(_Model):
     """
 
     image: str | dict[str, str | None] | None = None
-    registry_auth: dict[str, Any] | None = None
+    registry_auth: JSONObject | None = None
     force_pull_image: bool | None = None
     environment_variables: list[str] | dict[str, list[str] | None] | None = None
     shm_size_bytes: int | str | None = None
     network_mode: str | None = None
-    bind_mounts: list[dict[str, Any]] | None = None
-    devices: list[dict[str, Any] | str] | None = None
+    bind_mounts: list[JSONObject] | None = None
+    devices: list[JSONObject | str] | None = None
     add_capabilities: list[str] | None = None
     drop_capabilities: list[str] | None = None
-    log_policies: list[dict[str, Any]] | None = None
+    log_policies: list[JSONObject] | None = None
     preemption_timeout: int | None = Field(None, ge=0)
     work_dir: str | None = None
     startup_hook: str | None = None
     dtrain_network_interface: str | None = None
     nccl_port_range: str | None = None
     gloo_port_range: str | None = None
-    cpu_pod_spec: dict[str, Any] | None = None
-    gpu_pod_spec: dict[str, Any] | None = None
-    checkpoint_gc_pod_spec: dict[str, Any] | None = None
+    cpu_pod_spec: JSONObject | None = None
+    gpu_pod_spec: JSONObject | None = None
+    checkpoint_gc_pod_spec: JSONObject | None = None
     # The image of every checkpoint-GC task (det: no Determined key; it sits beside Determined's
     # Kubernetes ``checkpoint_gc_pod_spec``): a small image with the storage clients
     # (``det-checkpoint-gc``, infra/build-images.sh gc) instead of the experiment's. Unset: the
     # experiment's image, as in Determined. Pulled with this block's ``registry_auth``.
     checkpoint_gc_image: str | None = None
-    kubernetes: dict[str, Any] | None = None
-    slurm: dict[str, Any] | None = None
-    pbs: dict[str, Any] | None = None
+    kubernetes: JSONObject | None = None
+    slurm: JSONObject | None = None
+    pbs: JSONObject | None = None
 
     @field_validator("checkpoint_gc_image")
     @classmethod
@@ -127,15 +128,18 @@ class TaskContainerDefaults(_Model):
         return value if value is None else check_image_reference(value)
 
 
-def _check_tcd(value: Any) -> Any:
+def _check_tcd(value: JSONObject | None) -> JSONObject | None:
     if value is not None:
         TaskContainerDefaults.model_validate(value)
     return value
 
 
-def merge_task_container_defaults(
-    cluster: dict[str, Any], pool: dict[str, Any] | None
-) -> dict[str, Any]:
+def _strings(value: JSONValue) -> list[str]:
+    """A list of strings (capabilities, environment variables); anything else: none."""
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def merge_task_container_defaults(cluster: JSONObject, pool: JSONObject | None) -> JSONObject:
     """A pool's defaults over the master's, as Determined's agent resource manager merges them:
     the pool's value wins key by key; environment variables are combined by name, capabilities
     are the union, bind mounts and devices are combined by container path (the pool's first),
@@ -148,10 +152,11 @@ def merge_task_container_defaults(
             continue
         mine = out.get(key)
         if key in ("add_capabilities", "drop_capabilities") and isinstance(mine, list):
-            out[key] = sorted(set(mine) | set(value))
+            out[key] = [c for c in sorted(set(_strings(mine)) | set(_strings(value)))]
         elif key in ("bind_mounts", "devices") and isinstance(mine, list):
-            paths = {_container_path(v) for v in value}
-            out[key] = list(value) + [v for v in mine if _container_path(v) not in paths]
+            theirs: list[JSONValue] = value if isinstance(value, list) else [value]
+            paths = {_container_path(v) for v in theirs}
+            out[key] = theirs + [v for v in mine if _container_path(v) not in paths]
         elif key == "environment_variables" and mine is not None:
             out[key] = _merge_env(mine, value)
         elif key == "image" and isinstance(mine, dict) and isinstance(value, dict):
@@ -161,23 +166,24 @@ def merge_task_container_defaults(
     return out
 
 
-def _container_path(mount: Any) -> Any:
+def _container_path(mount: JSONValue) -> str | None:
     if isinstance(mount, dict):
-        return mount.get("container_path")
+        path = mount.get("container_path")
+        return path if isinstance(path, str) else None
     parts = str(mount).split(":")
     return parts[1] if len(parts) > 1 else parts[0]
 
 
-def _merge_env(cluster: Any, pool: Any) -> dict[str, list[str]]:
-    def per_device(v: Any) -> dict[str, list[str]]:
-        if isinstance(v, list):
-            return {t: list(v) for t in ("cpu", "cuda", "rocm")}
-        return {t: list(v.get(t) or []) for t in ("cpu", "cuda", "rocm")}
+def _merge_env(cluster: JSONValue, pool: JSONValue) -> JSONObject:
+    def per_device(v: JSONValue) -> dict[str, list[str]]:
+        if isinstance(v, dict):
+            return {t: _strings(v.get(t)) for t in ("cpu", "cuda", "rocm")}
+        return {t: _strings(v) for t in ("cpu", "cuda", "rocm")}
 
     c, p = per_device(cluster), per_device(pool)
-    out = {}
+    out: JSONObject = {}
     for t in ("cpu", "cuda", "rocm"):
-        merged = {e.split("=", 1)[0]: e for e in c[t] + p[t]}
+        merged: dict[str, JSONValue] = {e.split("=", 1)[0]: e for e in c[t] + p[t]}
         out[t] = list(merged.values())
     return out
 
@@ -191,8 +197,8 @@ class ResourcePoolConfig(_Model):
     scheduler: SchedulerConfig | None = None
     # The cloud provider block as written (``GET /api/v1/master/config`` shows it); parsed
     # once, when the master config is, into :attr:`provider_config`.
-    provider: dict[str, Any] | None = None
-    task_container_defaults: dict[str, Any] | None = None
+    provider: JSONObject | None = None
+    task_container_defaults: JSONObject | None = None
     # What non-admins' tasks in this pool may use of the host; the keys set here replace the
     # master's (det.master.container_policy).
     task_container_policy: ContainerPolicy | None = None
@@ -235,15 +241,15 @@ class SecurityConfig(_Model):
     agent_token: str | None = None
     session_hours: float = Field(24 * 7, gt=0)
     tls: TlsConfig = TlsConfig()
-    ssh: dict[str, Any] | None = None
-    authz: dict[str, Any] | None = None
+    ssh: JSONObject | None = None
+    authz: JSONObject | None = None
     # Load balancers and reverse proxies whose X-Forwarded-For and X-Forwarded-Proto the master
     # believes (addresses or networks; det.master.clientaddr). Empty: the TCP peer is the client.
     trusted_proxies: list[str] = Field(default_factory=list)
 
     @field_validator("trusted_proxies", mode="before")
     @classmethod
-    def _proxies_from_text(cls, value: Any) -> Any:
+    def _proxies_from_text(cls, value: object) -> object:
         # DET_SECURITY_TRUSTED_PROXIES gives them comma-separated.
         if isinstance(value, str):
             return [v.strip() for v in value.split(",") if v.strip()]
@@ -358,6 +364,13 @@ class LogConfig(_Model):
     color: bool = True
 
 
+_DEFAULT_STORAGE: JSONObject = {
+    "type": "shared_fs",
+    "host_path": "/tmp",
+    "storage_path": "det-checkpoints",
+}
+
+
 class MasterConfig(_Model):
     port: int = Field(8080, ge=1, le=65535)
     bind_address: str = "0.0.0.0"
@@ -374,24 +387,18 @@ class MasterConfig(_Model):
     task_port: int | None = Field(0, ge=0, le=65535)
     task_origin: str | None = None
     db: DbConfig | None = None
-    checkpoint_storage: dict[str, Any] = Field(
-        default_factory=lambda: {
-            "type": "shared_fs",
-            "host_path": "/tmp",
-            "storage_path": "det-checkpoints",
-        }
-    )
+    checkpoint_storage: JSONObject = Field(default_factory=lambda: dict(_DEFAULT_STORAGE))
     resource_manager: ResourceManagerConfig = ResourceManagerConfig()
     resource_pools: list[ResourcePoolConfig] = Field(
         default_factory=lambda: [ResourcePoolConfig(pool_name="default")]
     )
     security: SecurityConfig = SecurityConfig()
-    task_container_defaults: dict[str, Any] = Field(default_factory=dict)
+    task_container_defaults: JSONObject = Field(default_factory=dict)
     # What non-admins' tasks may use of the host (det.master.container_policy).
     task_container_policy: ContainerPolicy = ContainerPolicy()
     log: LogConfig = LogConfig()
     proxy: ProxyConfig = ProxyConfig()
-    telemetry: dict[str, Any] | None = None
+    telemetry: JSONObject | None = None
     # Whether this process runs the control loops (when it holds the leader lock); off: it
     # serves the API only (``det-master --no-loops`` too). DET_RUN_LOOPS.
     run_loops: bool = True
@@ -484,7 +491,7 @@ class MasterConfig(_Model):
     def pool(self, name: str) -> ResourcePoolConfig | None:
         return next((p for p in self.resource_pools if p.pool_name == name), None)
 
-    def task_container_defaults_for(self, pool_name: str) -> dict[str, Any]:
+    def task_container_defaults_for(self, pool_name: str) -> JSONObject:
         """The ``task_container_defaults`` that apply in a pool: the pool's over the master's."""
         pool = self.pool(pool_name)
         return merge_task_container_defaults(
@@ -513,7 +520,7 @@ class MasterConfig(_Model):
         scheme = "https" if self.security.tls.enabled else "http"
         return self.master_url or f"{scheme}://127.0.0.1:{self.port}"
 
-    def redacted(self) -> dict[str, Any]:
+    def redacted(self) -> JSONObject:
         """The config as JSON, secrets replaced (for ``GET /api/v1/master/config``)."""
         out = self.model_dump(mode="json")
         if out.get("db"):
@@ -590,19 +597,18 @@ def _format_error(err: pydantic.ValidationError) -> str:
     return "invalid master config: " + "; ".join(parts)
 
 
-def parse_config(raw: dict[str, Any] | None, env: dict[str, str] | None = None) -> MasterConfig:
-    data: dict[str, Any] = dict(raw or {})
+def parse_config(raw: JSONObject | None, env: dict[str, str] | None = None) -> MasterConfig:
+    data: JSONObject = dict(raw or {})
     for var, path in _ENV_SCALARS.items():
         value = (env or {}).get(var)
         if value is None:
             continue
         node = data
         for key in path[:-1]:
-            node = (
-                node.setdefault(key, {})
-                if isinstance(node.get(key), dict) or key not in node
-                else node[key]
-            )
+            child = node.get(key)
+            if not isinstance(child, dict):  # absent or null: the variable's block starts here
+                child = node[key] = {}
+            node = child
         node[path[-1]] = value
     try:
         return MasterConfig.model_validate(data)
@@ -620,7 +626,7 @@ def load_config(
     path: str | os.PathLike[str] | None, env: dict[str, str] | None = None
 ) -> MasterConfig:
     env = env if env is not None else dict(os.environ)
-    raw: dict[str, Any] | None = None
+    raw: JSONObject | None = None
     text: str | None = None
     where = f"${CONFIG_ENV}"
     if path is not None:

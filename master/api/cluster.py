@@ -157,10 +157,12 @@ def master_config() -> d.v1GetMasterConfigResponse:
     config = state().config.redacted()
     with db() as conn:
         _version, settings = master_settings.current(conn)
+    log = config["log"]
+    assert isinstance(log, dict)  # the config dumps its log block as a mapping
     if "log.level" in settings:
-        config["log"]["level"] = settings["log.level"]
+        log["level"] = settings["log.level"]
     if "log.color" in settings:
-        config["log"]["color"] = settings["log.color"]
+        log["color"] = settings["log.color"]
     return {"config": config}
 
 

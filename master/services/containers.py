@@ -58,7 +58,7 @@ def docker_options(st: MasterState, config: dict[str, Any], pool: str) -> Docker
     """
     env_cfg = config.get("environment") or {}
     res = config.get("resources") or {}
-    tcd = st.config.task_container_defaults_for(pool)
+    network = st.config.task_container_defaults_for(pool).get("network_mode")
     auth = env_cfg.get("registry_auth")
     return {
         "forcePull": stored.force_pull_image(config),
@@ -74,7 +74,7 @@ def docker_options(st: MasterState, config: dict[str, Any], pool: str) -> Docker
             }
             for d in res.get("devices") or []
         ],
-        "networkMode": tcd.get("network_mode") or "host",
+        "networkMode": network if isinstance(network, str) and network else "host",
         "bindMounts": bind_mounts(config),
     }
 

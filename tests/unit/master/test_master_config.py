@@ -216,3 +216,16 @@ def test_a_bad_wakeups_block_is_one_line_naming_the_field(
     with pytest.raises(MasterConfigError) as e:
         parse_config({"wakeups": block})
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_an_env_override_under_a_null_block_starts_the_block() -> None:
+    # `db:` written empty (null) in master.yaml, the host from DET_DB_HOST: the block is the
+    # variable's (it used to fail with a TypeError at start).
+    cfg = parse_config({"db": None}, env={"DET_DB_HOST": "pg.internal"})
+    assert cfg.db is not None and cfg.db.host == "pg.internal"
+
+
+def test_pass_through_blocks_keep_their_json_values() -> None:
+    cfg = parse_config({"telemetry": {"enabled": False, "n": 3, "r": 0.5, "tags": ["a"]}}, env={})
+    assert cfg.telemetry == {"enabled": False, "n": 3, "r": 0.5, "tags": ["a"]}
+    assert cfg.redacted()["telemetry"] == cfg.telemetry
