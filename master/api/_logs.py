@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from collections.abc import Iterator
 
 from flask import Response, stream_with_context
 
@@ -47,7 +47,7 @@ def stream(
     budget = state().config.long_request_seconds()
     deadline = None if budget is None else time.monotonic() + budget
 
-    def gen() -> Any:
+    def gen() -> Iterator[str]:
         last_id = 0
         rows = first
         for r in rows:

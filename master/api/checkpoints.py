@@ -105,7 +105,9 @@ def get(uid: str) -> d.v1GetCheckpointResponse:
 @bp.post("/api/v1/checkpoints/<uid>/metadata")
 @allow(TASK, USER)
 @contract("PostCheckpointMetadata")
-def post_metadata(uid: str, body: d.v1PostCheckpointMetadataRequest) -> Any:
+def post_metadata(
+    uid: str, body: d.v1PostCheckpointMetadataRequest
+) -> d.v1PostCheckpointMetadataResponse:
     """Determined's PostCheckpointMetadata (the SDK's ``Checkpoint.add_metadata`` and
     ``remove_metadata`` send the whole new metadata): it replaces the checkpoint's metadata,
     except ``steps_completed``, which stays the step it was saved at (resume, GC and the CLIs

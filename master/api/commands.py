@@ -6,10 +6,12 @@ from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint
+from flask.typing import ResponseReturnValue
 
+from det.common.jsontypes import JSONObject
 from det.master import expconf
 from det.master.api import _access
-from det.master.api._common import current_user, db, pagination, state
+from det.master.api._common import Conn, current_user, db, pagination, state
 from det.master.api._contract import contract
 from det.master.errors import InvalidArgument, NotFound
 from det.master.expconf.task import TaskKind
@@ -27,8 +29,25 @@ bp = Blueprint("commands", __name__)
 
 KIND: TaskKind = "COMMAND"
 
+# What the interactive task kinds' launch, list and set_priority requests have in common.
+LaunchRequest = (
+    d.v1LaunchCommandRequest
+    | d.v1LaunchNotebookRequest
+    | d.v1LaunchShellRequest
+    | d.v1LaunchTensorboardRequest
+)
+ListParams = (
+    d.GetCommandsParams | d.GetNotebooksParams | d.GetShellsParams | d.GetTensorboardsParams
+)
+PriorityRequest = (
+    d.v1SetCommandPriorityRequest
+    | d.v1SetNotebookPriorityRequest
+    | d.v1SetShellPriorityRequest
+    | d.v1SetTensorboardPriorityRequest
+)
 
-def launch_config(conn: Any, kind: TaskKind, body: Any) -> dict[str, Any]:
+
+def launch_config(conn: Conn, kind: TaskKind, body: LaunchRequest) -> JSONObject:
     """The resolved config of a launch request (its template merged under it, then the
     cluster's defaults), shared by every interactive task's launch route."""
     raw = body.get("config")
@@ -46,7 +65,7 @@ def launch_config(conn: Any, kind: TaskKind, body: Any) -> dict[str, Any]:
     return ntsc.resolve_config(state(), kind, raw, ws_pool)
 
 
-def launch(kind: TaskKind, body: Any, data: TaskData | None = None) -> ntsc.Task:
+def launch(kind: TaskKind, body: LaunchRequest, data: TaskData | None = None) -> ntsc.Task:
     """Launches a task of ``kind`` from a Launch*Request; returns its ``get`` row."""
     files = exp_svc.parse_files(body.get("files") or [])
     user = current_user()
@@ -71,18 +90,13 @@ def launch(kind: TaskKind, body: Any, data: TaskData | None = None) -> ntsc.Task
         return ntsc.get(conn, row["id"])
 
 
-def launched(noun: str, shown: Any, row: ntsc.Task) -> dict[str, Any]:
-    """A Launch*Response: the task as its kind shows it, its config, no warnings."""
-    return {noun: shown, "config": wire.config(row), "warnings": []}
-
-
 def get(kind: str, task_id: str) -> ntsc.Task:
     """The task's row (NotFound unless it is a task of ``kind``)."""
     with db() as conn:
         return ntsc.get(conn, task_id, kind)
 
 
-def list_rows(kind: str, params: Any) -> list[ntsc.Task]:
+def list_rows(kind: str, params: ListParams) -> list[ntsc.Task]:
     with db() as conn:
         rows = ntsc.list_tasks(
             conn,
@@ -96,7 +110,7 @@ def list_rows(kind: str, params: Any) -> list[ntsc.Task]:
     return rows
 
 
-def page(rows: list[Any], params: Any) -> tuple[list[Any], d.v1Pagination]:
+def page(rows: list[ntsc.Task], params: ListParams) -> tuple[list[ntsc.Task], d.v1Pagination]:
     offset, limit = Paging.of(params)
     return rows[offset : (offset + limit) if limit > 0 else None], pagination(
         offset, limit, len(rows)
@@ -110,7 +124,7 @@ def kill(kind: str, task_id: str) -> ntsc.Task:
         return ntsc.get(conn, task_id, kind)
 
 
-def set_priority(kind: str, task_id: str, priority: Any) -> ntsc.Task:
+def set_priority(kind: str, task_id: str, priority: int | None) -> ntsc.Task:
     if priority is None:
         raise InvalidArgument("priority: required integer from 1 to 99")
     with db() as conn:
@@ -124,52 +138,57 @@ def task_routes(
     bp: Blueprint,
     kind: TaskKind,
     noun: str,
-    show: Callable[[ntsc.Task, bool], Any],
+    show: Callable[[ntsc.Task, bool], object],
     *,
-    responses: dict[str, Any] | None = None,
+    list_response: Any = None,
+    get_response: Any = None,
 ) -> None:
     """Adds the list, get, kill and set_priority routes of one interactive task kind to ``bp``
     (``/api/v1/<noun>s``, operations Get<Noun>s, Get<Noun>, Kill<Noun>, Set<Noun>Priority).
     What differs between kinds is data: ``show(row, reader_may_see_secrets)`` is the kind's
     wire object (a list or a get passes whether the caller may see the task's secrets, a kill
-    or a set_priority False), ``responses`` an operation's own response type."""
+    or a set_priority False); ``list_response`` and ``get_response`` are the list's and the
+    get's own response types (by default Determined's).
+    The views are built for every kind, so mypy sees their answers as Flask's; the contract's
+    response type is what checks them (and documents them in the OpenAPI document)."""
     plural, title = f"{noun}s", noun[0].upper() + noun[1:]
-    responses = responses or {}
 
     def may_see(row: ntsc.Task) -> bool:
         user = current_user()
         return bool(user.admin or user.id == row["owner_id"])
 
-    def list_tasks(params: Any) -> Any:
+    def list_tasks(params: ListParams) -> ResponseReturnValue:
         rows, pag = page(list_rows(kind, params), params)
         return {plural: [show(r, may_see(r)) for r in rows], "pagination": pag}
 
     key = f"{noun}_id"  # the path's variable, as the OpenAPI document names it
 
-    def get_task(**path: str) -> Any:
+    def get_task(**path: str) -> ResponseReturnValue:
         row = get(kind, path[key])
         return {noun: show(row, may_see(row)), "config": wire.config(row)}
 
-    def kill_task(**path: str) -> Any:
+    def kill_task(**path: str) -> ResponseReturnValue:
         return {noun: show(kill(kind, path[key]), False)}
 
-    def set_task_priority(body: Any, **path: str) -> Any:
+    def set_task_priority(body: PriorityRequest, **path: str) -> ResponseReturnValue:
         return {noun: show(set_priority(kind, path[key], body.get("priority")), False)}
 
     base, one = f"/api/v1/{plural}", f"/api/v1/{plural}/<{key}>"
-    for path, method, operation, endpoint, fn in (
-        (base, "GET", f"Get{title}s", f"list_{plural}", list_tasks),
-        (one, "GET", f"Get{title}", f"get_{noun}", get_task),
-        (one + "/kill", "POST", f"Kill{title}", f"kill_{noun}", kill_task),
+    routes: tuple[tuple[str, str, str, str, Callable[..., ResponseReturnValue], Any], ...] = (
+        (base, "GET", f"Get{title}s", f"list_{plural}", list_tasks, list_response),
+        (one, "GET", f"Get{title}", f"get_{noun}", get_task, get_response),
+        (one + "/kill", "POST", f"Kill{title}", f"kill_{noun}", kill_task, None),
         (
             one + "/set_priority",
             "POST",
             f"Set{title}Priority",
             f"set_{noun}_priority",
             set_task_priority,
+            None,
         ),
-    ):
-        view = contract(operation, response=responses.get(operation))(fn)
+    )
+    for path, method, operation, endpoint, fn, response in routes:
+        view = contract(operation, response=response)(fn)
         bp.add_url_rule(path, endpoint=endpoint, view_func=view, methods=[method])
 
 
@@ -185,5 +204,6 @@ task_routes(
     KIND,
     "command",
     lambda row, _: wire.command(row),
-    responses={"GetCommands": wire.GetCommandsResponse, "GetCommand": wire.CommandResponse},
+    list_response=wire.GetCommandsResponse,
+    get_response=wire.CommandResponse,
 )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Blueprint, Response, request
 
 from det.master import expconf, proxy
@@ -13,6 +11,7 @@ from det.master.api._contract import contract
 from det.master.expconf.task import TaskKind
 from det.master.schemas import d
 from det.master.schemas import notebooks as wire
+from det.master.schemas.commands import config as shown_config
 
 bp = Blueprint("notebooks", __name__)
 # The front's proxy (det.master.proxy) serves /proxy/<task id>/ with this app's state.
@@ -56,7 +55,7 @@ _EMPTY: d.v1Notebook = {
 
 @bp.post("/api/v1/notebooks")
 @contract("LaunchNotebook")
-def launch_notebook(body: d.v1LaunchNotebookRequest) -> Any:
+def launch_notebook(body: d.v1LaunchNotebookRequest) -> d.v1LaunchNotebookResponse:
     if body.get("preview"):
         with db() as conn:
             config = common.launch_config(conn, KIND, body)
@@ -64,7 +63,7 @@ def launch_notebook(body: d.v1LaunchNotebookRequest) -> Any:
         # which its client parses; the config is shown as every stored config is (redacted).
         return {"notebook": _EMPTY, "config": expconf.redact(config), "warnings": []}
     row = common.launch(KIND, body)
-    return common.launched("notebook", wire.notebook(row), row)
+    return {"notebook": wire.notebook(row), "config": shown_config(row), "warnings": []}
 
 
 common.task_routes(bp, KIND, "notebook", lambda row, _: wire.notebook(row))

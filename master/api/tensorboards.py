@@ -3,8 +3,6 @@ trials' TensorBoard files, reached through the proxy."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Blueprint
 
 from det.master.api import commands as common
@@ -14,6 +12,7 @@ from det.master.errors import InvalidArgument
 from det.master.expconf.task import TaskKind
 from det.master.schemas import d
 from det.master.schemas import tensorboards as wire
+from det.master.schemas.commands import config as shown_config
 from det.master.services import tensorboards
 
 bp = Blueprint("tensorboards", __name__)
@@ -23,7 +22,7 @@ KIND: TaskKind = "TENSORBOARD"
 
 @bp.post("/api/v1/tensorboards")
 @contract("LaunchTensorboard")
-def launch_tensorboard(body: d.v1LaunchTensorboardRequest) -> Any:
+def launch_tensorboard(body: d.v1LaunchTensorboardRequest) -> d.v1LaunchTensorboardResponse:
     if body.get("filters"):
         raise InvalidArgument("filters: not supported; name the experiments in experimentIds")
     with db() as conn:
@@ -31,7 +30,7 @@ def launch_tensorboard(body: d.v1LaunchTensorboardRequest) -> Any:
             conn, list(body.get("experimentIds") or []), list(body.get("trialIds") or [])
         )
     row = common.launch(KIND, body, data)
-    return common.launched("tensorboard", wire.tensorboard(row), row)
+    return {"tensorboard": wire.tensorboard(row), "config": shown_config(row), "warnings": []}
 
 
 common.task_routes(bp, KIND, "tensorboard", lambda row, _: wire.tensorboard(row))

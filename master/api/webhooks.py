@@ -7,16 +7,17 @@ non-admin's URL may not reach this machine or link-local addresses
 
 from __future__ import annotations
 
+import datetime as dt
 import json
-from typing import Any
 
 from flask import Blueprint
 
 from det.master.api import _access
-from det.master.api._common import TASK, USER, allow, current_user, db, state
+from det.master.api._common import TASK, USER, Conn, allow, current_user, db, state
 from det.master.api._contract import contract
 from det.master.errors import InvalidArgument, PermissionDenied
 from det.master.schemas import d
+from det.master.schemas import det as det_wire
 from det.master.services import owners, webhook_delivery
 from det.master.services import webhooks as svc
 from det.master.wire import Empty
@@ -24,7 +25,7 @@ from det.master.wire import Empty
 bp = Blueprint("webhooks", __name__)
 
 
-def _may_edit(conn: Any, workspace_id: int | None) -> None:
+def _may_edit(conn: Conn, workspace_id: int | None) -> None:
     user = current_user()
     if not workspace_id:
         if not user.admin:
@@ -92,18 +93,32 @@ def test(webhook_id: int) -> d.v1TestWebhookResponse:
 
 
 @bp.get("/api/v1/webhooks/<int:webhook_id>/events")
-@contract(response=dict[str, Any])
-def events(webhook_id: int) -> Any:
+@contract(response=det_wire.WebhookEvents)
+def events(webhook_id: int) -> det_wire.WebhookEvents:
     """det's own: the last 100 deliveries of a webhook with their last status."""
     with db() as conn:
         row = svc.get(conn, webhook_id)
         _may_edit(conn, row.workspace_id)
         out = svc.events(conn, webhook_id)
-    return {"events": [{k: _text(v) for k, v in e.items()} for e in out]}
+    return {"events": [_event(e) for e in out]}
 
 
-def _text(v: Any) -> Any:
-    return v if v is None or isinstance(v, (int, str)) else str(v)
+def _event(e: svc.Delivery) -> det_wire.WebhookEvent:
+    return {
+        "id": e["id"],
+        "created_at": str(e["created_at"]),
+        "attempts": e["attempts"],
+        "last_status": e["last_status"],
+        "last_error": e["last_error"],
+        "last_attempt_at": _text(e["last_attempt_at"]),
+        "delivered_at": _text(e["delivered_at"]),
+        "failed_at": _text(e["failed_at"]),
+        "next_attempt_at": str(e["next_attempt_at"]),
+    }
+
+
+def _text(v: dt.datetime | None) -> str | None:
+    return None if v is None else str(v)
 
 
 @bp.post("/api/v1/webhooks/custom")

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from typing_extensions import TypedDict
 
+from det.common.jsontypes import JSONObject
 from det.master.expconf import redact
 from det.master.schemas import d
 from det.master.wire import ts
@@ -68,7 +69,7 @@ class CommandResponse(TypedDict):
     """``v1LaunchCommandResponse`` / ``v1GetCommandResponse``."""
 
     command: Command
-    config: dict[str, Any]
+    config: JSONObject
 
 
 def state(task_state: str, alloc_state: str | None) -> d.taskv1State:
@@ -98,7 +99,7 @@ def task_fields(r: Task) -> TaskFields:
     }
 
 
-def config(r: Task) -> dict[str, Any]:
+def config(r: Task) -> JSONObject:
     """The task's config as shown (registry secrets hidden)."""
     return redact(r["config"])
 
