@@ -5,11 +5,14 @@ The experiment's trial runs on a simulated agent (it registers checkpoints; the 
 their files into the shared_fs storage); its environment image does not exist, so a GC task
 that ran in the experiment's image could not even start. The GC image is
 ``det-checkpoint-gc:py3.11`` (``infra/build-images.sh gc``): no det inside, the agent's harness
-bundle brings it.
+bundle brings it. Its storage clients are proven against moto's S3 and the GCS emulator by the
+GC command alone in a container of it (no master needed for that).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -20,10 +23,14 @@ from typing import Any
 
 import pytest
 
+from det import storage
+from det.agent import harness_bundle
 from det.deploy.common.gc_image import IMAGE as GC_IMAGE
 from tests.docker_support import docker_client
+from tests.fakes.moto_server import MotoServer
 from tests.fakes.sim_agent import SimAgent
 from tests.integration.conftest import Master, wait_for
+from tests.integration.storage_support import gcs_emulator
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -103,3 +110,64 @@ def test_a_gc_task_runs_in_the_gc_image_on_a_docker_agent_and_deletes_the_files(
         proc.wait(timeout=30)
         for c in engine.containers.list(all=True, filters={"label": f"ai.det.agent-id={agent_id}"}):
             c.remove(force=True)
+
+
+@pytest.mark.parametrize("kind", ["s3", "gcs"])
+def test_the_gc_image_deletes_from_s3_and_gcs_with_its_own_clients(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The GC command in the GC image, with the harness bundle mounted as the agent mounts it:
+    the image's boto3 / google-cloud-storage delete one checkpoint and leave the other (moto
+    and the GCS emulator on this host; the container shares its network)."""
+    docker_client(GC_IMAGE)
+    bundle = harness_bundle.build(tmp_path / "harness")
+    with contextlib.ExitStack() as stack:
+        env: dict[str, str] = {"AWS_EC2_METADATA_DISABLED": "true"}
+        if kind == "s3":
+            url = stack.enter_context(MotoServer(tmp_path)).endpoint
+            config: dict[str, Any] = {
+                "type": "s3", "bucket": "ckpts", "prefix": "team", "endpoint_url": url,
+                "access_key": "k", "secret_key": "s",
+            }  # fmt: skip
+            monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+            env["AWS_DEFAULT_REGION"] = "us-east-1"
+            boto3 = pytest.importorskip("boto3")
+            boto3.client(
+                "s3", endpoint_url=url, aws_access_key_id="k", aws_secret_access_key="s"
+            ).create_bucket(Bucket="ckpts")
+        else:
+            url = stack.enter_context(gcs_emulator(tmp_path))
+            config = {"type": "gcs", "bucket": "ckpts", "prefix": "team"}
+            monkeypatch.setenv("STORAGE_EMULATOR_HOST", url)
+            env["STORAGE_EMULATOR_HOST"] = url
+            from google.auth.credentials import AnonymousCredentials
+            from google.cloud import storage as gcs
+
+            gcs.Client(project="test", credentials=AnonymousCredentials()).create_bucket("ckpts")
+        manager = storage.from_config(config)
+        src = tmp_path / "src"
+        (src / "sub").mkdir(parents=True)
+        (src / "model.pt").write_bytes(b"weights")
+        (src / "sub" / "state.json").write_text("{}")
+        doomed, kept = str(uuid.uuid4()), str(uuid.uuid4())
+        manager.upload(src, doomed)
+        manager.upload(src, kept)
+        env.update(
+            {
+                "PYTHONPATH": harness_bundle.python_path(None),
+                "DET_CHECKPOINT_STORAGE": json.dumps(config),
+                "DET_DELETE_CHECKPOINTS": json.dumps([doomed]),
+            }
+        )
+        argv = ["docker", "run", "--rm", "--network", "host"]
+        argv += ["-v", f"{bundle}:{harness_bundle.CONTAINER_PATH}:ro"]
+        for key, value in env.items():
+            argv += ["-e", f"{key}={value}"]
+        argv += [GC_IMAGE, "python3", "-m", "det.exec.gc_checkpoints"]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        assert f"checkpoint {doomed}: deleted" in r.stdout + r.stderr
+        out = tmp_path / "kept"
+        storage.download_checkpoint(config, kept, str(out))
+        assert (out / "sub" / "state.json").read_text() == "{}"
+        assert manager.delete(doomed) == {}  # nothing of it was left to delete
