@@ -157,7 +157,7 @@ def ensure(out: TextIO, tag: str = IMAGE, run_: Run = subprocess.run) -> None:
     """Build the image unless the local engine has it (``up --mirror-images``)."""
     if present(tag, run_):
         return
-    out.write(f"Building the checkpoint-GC image {tag} from {DEFAULT_BASE} (about 400 MB)...\n")
+    out.write(f"Building the checkpoint-GC image {tag} from {DEFAULT_BASE} (about 200 MB)...\n")
     build(DEFAULT_BASE, tag, run_=run_)
 
 
