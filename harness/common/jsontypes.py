@@ -9,13 +9,16 @@ out must be narrowed (``isinstance``) before it is used as a ``str``, an ``int``
 
 from __future__ import annotations
 
-from typing import TypeAlias
+from typing import Dict, List, Union
 
-from typing_extensions import TypeAliasType
+from typing_extensions import TypeAlias, TypeAliasType
 
-JSONScalar: TypeAlias = bool | int | float | str | None
+# Spelled for Python 3.8, as everything the harness bundle carries into task images
+# (tests/unit/harness/test_harness_py38.py): ``typing`` generics, no runtime ``X | Y``.
+JSONScalar: TypeAlias = Union[bool, int, float, str, None]
 # TypeAliasType: a recursive alias both mypy and pydantic resolve (pydantic validates it).
 JSONValue = TypeAliasType(
-    "JSONValue", "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
+    "JSONValue",
+    "Union[bool, int, float, str, List[JSONValue], Dict[str, JSONValue], None]",  # noqa: UP007 (3.8)
 )
-JSONObject: TypeAlias = dict[str, JSONValue]
+JSONObject: TypeAlias = Dict[str, JSONValue]
