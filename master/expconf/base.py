@@ -42,6 +42,9 @@ def default_of(model: type[BaseModel], field: str, kind: type[object] = object) 
     return value
 
 
+#: A bind mount's (and shared_fs storage's) mount propagation when the config names none.
+DEFAULT_PROPAGATION = "rprivate"
+
 LENGTH_UNITS = ("batches", "records", "epochs")
 
 

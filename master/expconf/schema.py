@@ -15,7 +15,7 @@ from pydantic import BeforeValidator, Field, PrivateAttr, field_validator
 from det.common.jsontypes import JSONObject, JSONValue
 
 from . import hyperparameters as hp
-from .base import ConfigModel, Length
+from .base import DEFAULT_PROPAGATION, ConfigModel, Length
 from .searcher import SearcherConfig
 from .storage import CheckpointStorage
 
@@ -100,7 +100,7 @@ class BindMount(ConfigModel):
     host_path: str
     container_path: str
     read_only: bool = False
-    propagation: str = "rprivate"
+    propagation: str = DEFAULT_PROPAGATION
 
 
 class ImageMap(ConfigModel):

@@ -32,6 +32,11 @@ ASHA_MAX_LENGTH_REMOVED = (
     "the time metric with your validation metrics"
 )
 
+# det's own (Determined has no such field): "tpe" proposes new trials from the search's
+# results (det.master.searcher.tpe); unset means uniform sampling, as in Determined.
+Sampler = Literal["random", "tpe"]
+UNSET_SAMPLER: Sampler = "random"
+
 # Determined's default number of trials worked on at once for multi-trial searchers (0: no limit).
 DEFAULT_MAX_CONCURRENT_TRIALS = 16
 
@@ -65,18 +70,13 @@ class _SearcherBase(ConfigModel):
         """``(time_metric, max_time)`` for the searchers that stop trials by time (ASHA)."""
         return None
 
-    def sampler_name(self) -> str:
+    def sampler_name(self) -> Sampler:
         """How new trials' hyperparameters are chosen (det's ``sampler``; unset: random)."""
-        return "random"
+        return UNSET_SAMPLER
 
 
 class SingleSearcher(_SearcherBase):
     name: Literal["single"]
-
-
-# det's own (Determined has no such field): "tpe" proposes new trials from the search's
-# results (det.master.searcher.tpe); unset means uniform sampling, as in Determined.
-Sampler = Literal["random", "tpe"]
 
 
 class _WithSampler(_SearcherBase):
@@ -90,8 +90,8 @@ class _WithSampler(_SearcherBase):
             out.pop("sampler", None)
         return out
 
-    def sampler_name(self) -> str:
-        return self.sampler or "random"
+    def sampler_name(self) -> Sampler:
+        return self.sampler or UNSET_SAMPLER
 
 
 class RandomSearcher(_WithSampler):

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from .base import ConfigModel
+from .base import DEFAULT_PROPAGATION, ConfigModel
 
 STORAGE_TYPES = ("shared_fs", "directory", "s3", "gcs")
 
@@ -41,7 +41,7 @@ class SharedFSStorage(_StorageBase):
     host_path: str
     storage_path: str | None = None
     container_path: str = DEFAULT_SHARED_FS_CONTAINER_PATH
-    propagation: str = "rprivate"
+    propagation: str = DEFAULT_PROPAGATION
     # Old names, still accepted by Determined's schema.
     checkpoint_path: str | None = None
     tensorboard_path: str | None = None

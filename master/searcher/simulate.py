@@ -322,7 +322,7 @@ class Preview:
     time_metric: str | None
     trials: tuple[PreviewTrial, ...]
     total_length: float | None  # summed over trials; None when lengths are unknown
-    sampler: str = "random"  # how new trials' hyperparameters are chosen (det's ``sampler``)
+    sampler: str  # how new trials' hyperparameters are chosen (det's ``sampler``)
     brackets: tuple[PreviewBracket, ...] = ()  # the ASHA searchers' rungs; () for the others
 
     def length_counts(self) -> list[tuple[float | None, int]]:

@@ -14,14 +14,15 @@ from pathlib import Path
 import pytest
 
 from det.master.expconf.base import default_of
-from det.master.expconf.schema import ExperimentConfig, Resources
+from det.master.expconf.schema import BindMount, ExperimentConfig, Resources
 from det.master.expconf.searcher import (
+    UNSET_SAMPLER,
     AdaptiveAshaSearcher,
     RandomSearcher,
     _AshaBase,
     _SearcherBase,
 )
-from det.master.expconf.storage import _StorageBase
+from det.master.expconf.storage import SharedFSStorage, _StorageBase
 from det.master.scheduler.model import DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT
 
 REPO = Path(__file__).resolve().parents[3]
@@ -68,6 +69,11 @@ FIELDS = (
         default_of(_StorageBase, "save_trial_latest"),
         "master/expconf/storage.py",
     ),
+    Field(("mode",), default_of(AdaptiveAshaSearcher, "mode"), "master/expconf/searcher.py"),
+    # Unset means uniform sampling; the searcher's model says so once.
+    Field(("sampler",), UNSET_SAMPLER, "master/expconf/searcher.py"),
+    # One default for a bind mount's and shared_fs storage's propagation (both models read it).
+    Field(("propagation",), default_of(BindMount, "propagation"), "master/expconf/base.py"),
     Field(
         ("max_aux_containers_per_agent", "max_aux", "max_aux_per_instance"),
         DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT,
@@ -82,6 +88,8 @@ def _literal(value: object) -> str:
         return "(?:True|true)" if value else "(?:False|false)"
     if isinstance(value, float) and value.is_integer():
         return rf"{int(value)}(?:\.0+)?"
+    if isinstance(value, str):
+        return rf"[\"']{re.escape(value)}[\"']"
     return re.escape(str(value))
 
 
@@ -125,6 +133,10 @@ def test_no_default_of_the_expconf_and_pool_fields_is_typed_again() -> None:
     assert retyped_defaults(REPO) == []
 
 
+def test_the_two_propagation_fields_share_one_default() -> None:
+    assert default_of(SharedFSStorage, "propagation") == default_of(BindMount, "propagation")
+
+
 @pytest.mark.parametrize(
     "line",
     [
@@ -137,6 +149,9 @@ def test_no_default_of_the_expconf_and_pool_fields_is_typed_again() -> None:
         '    concurrency = raw.get("max_concurrent_trials") or 16',
         "    divisor: float = 4.0",
         "    trial_best: int = 1",
+        '    propagation: str = "rprivate"',
+        "    sampler: str = 'random'",
+        '        mode = raw.get("mode", "standard")',
     ],
 )
 def test_a_retyped_default_is_found(tmp_path: Path, line: str) -> None:
