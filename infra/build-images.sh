@@ -205,11 +205,19 @@ build_gc() {
 
 build_master() {
   prepare_master_wheels
-  local sha
+  local sha old
   sha="$(cat "$MASTER_HERE/wheels/det/sha256")"
+  old="$(docker image inspect -f '{{.Id}}' "$MASTER_IMAGE:latest" 2>/dev/null || true)"
   timed "docker build $MASTER_IMAGE" docker build --quiet -t "$MASTER_IMAGE:latest" \
     -t "$MASTER_IMAGE:${sha:0:12}" --label "ai.det.wheel-sha256=$sha" \
     --build-arg "BASE_IMAGE=$BASE_IMAGE" -f "$MASTER_HERE/Dockerfile" "$MASTER_HERE"
+  # The image :latest named before, when no tag names it any more (a test that built its
+  # det-master:SHA12 drops that tag at its end): nothing can run it by name, so it goes (a
+  # container still using it keeps it: the removal fails and is ignored).
+  if [[ -n "$old" && "$old" != "$(docker image inspect -f '{{.Id}}' "$MASTER_IMAGE:latest")" &&
+    "$(docker image inspect -f '{{len .RepoTags}}' "$old" 2>/dev/null)" == 0 ]]; then
+    docker image rm "$old" >/dev/null 2>&1 || true
+  fi
 }
 
 for target in "${TARGETS[@]}"; do

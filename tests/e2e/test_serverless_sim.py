@@ -54,23 +54,25 @@ TIME_LIMIT = 30  # seconds: CloudFront's default origin response timeout
 REPO = Path(__file__).resolve().parents[2]
 
 
-def master_image() -> str:
+def master_image() -> tuple[str, bool]:
     """det-master for this code: the tag is the sha256 of the wheel `det deploy` would ship;
-    built (once) when missing."""
+    built when missing. Returns the tag and whether this call built it (then the module drops
+    the tag at its end: every code change makes a new one, and they piled up on the engine)."""
     docker_client(TASK_IMAGE)  # skips without an engine
     built = release.build()
     tag = f"det-master:{built.sha256[:12]}"
     have = subprocess.run(["docker", "image", "inspect", tag], capture_output=True)
-    if have.returncode != 0:
-        done = subprocess.run(
-            ["bash", str(REPO / "infra/build-images.sh"), "master"],
-            env={**os.environ, "PYTHON": sys.executable},
-            capture_output=True,
-            text=True,
-            timeout=1800,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-    return tag
+    if have.returncode == 0:
+        return tag, False
+    done = subprocess.run(
+        ["bash", str(REPO / "infra/build-images.sh"), "master"],
+        env={**os.environ, "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return tag, True
 
 
 class Sim:
@@ -194,7 +196,7 @@ def sim_db(pg_server: str) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory: pytest.TempPathFactory, sim_db: str, moto_server: Any) -> Iterator[Sim]:
-    image = master_image()  # before the environment below (the build uses the host's CAs)
+    image, built = master_image()  # before the environment below (the build uses the host's CAs)
     moto_server.reset()
     tmp = tmp_path_factory.mktemp("serverless")
     with pytest.MonkeyPatch.context() as mp:
@@ -209,6 +211,9 @@ def sim(tmp_path_factory: pytest.TempPathFactory, sim_db: str, moto_server: Any)
             yield s
         finally:
             s.close()
+            if built:
+                # The tag; the image goes with it unless det-master:latest still names it.
+                subprocess.run(["docker", "image", "rm", image], capture_output=True)
 
 
 def migrations(sim: Sim) -> list[tuple[int, dt.datetime]]:

@@ -4,9 +4,10 @@ auth (Debian's ``docker-registry``), including the one-line failure of a refused
 
 from __future__ import annotations
 
+import contextlib
 import json
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +174,22 @@ USER, PASSWORD = "det-user", "right-horse-battery-staple"
 PUSHED_IMAGE = "det-base:bookworm"
 
 
+@pytest.fixture
+def pulled_images() -> Iterator[list[str]]:
+    """References the test's trials pull onto the shared engine (the agent's pull tags them
+    there); untagged at the end (they name PUSHED_IMAGE's own image, which stays)."""
+    refs: list[str] = []
+    yield refs
+    docker = pytest.importorskip("docker")
+    client = docker.from_env(timeout=60)
+    try:
+        for ref in refs:
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                client.images.remove(ref)
+    finally:
+        client.close()
+
+
 def push(docker: Any, registry: str, repo: str, tag: str) -> str:
     """Pushes PUSHED_IMAGE to the registry under ``repo:tag`` and drops the local name, so a
     trial has to pull it (its layers stay: the pull itself is quick)."""
@@ -203,11 +220,12 @@ def pull_failure_lines(cluster: Cluster, tid: int) -> list[str]:
 
 
 def test_private_registry_with_registry_auth_and_a_refused_pull_that_does_not_loop(
-    cluster_factory: Callable[..., Cluster], tmp_path: Path
+    pulled_images: list[str], cluster_factory: Callable[..., Cluster], tmp_path: Path
 ) -> None:
     cluster = cluster_factory(agents=1, slots=1)
     with private_registry(tmp_path / "registry", {USER: PASSWORD}) as registry:
         image = push(cluster.docker, registry, "team/task", "env-test")
+        pulled_images.append(image)
         auth = {"username": USER, "password": PASSWORD, "serveraddress": f"http://{registry}"}
         ctx = context(tmp_path)
 
