@@ -54,7 +54,12 @@ def _pip(python: str | Path, *args: str, cwd: Path | None = None) -> None:
 
 @pytest.fixture(scope="session")
 def wheelhouse() -> Path:
-    """The dependencies of every extra as wheels (no det wheel in it)."""
+    return fill_wheelhouse()
+
+
+def fill_wheelhouse() -> Path:
+    """The dependencies of every extra as wheels (no det wheel in it). `.ci/run` fills it before
+    the tests, beside `make check`."""
     path = Path(os.environ.get("DET_WHEELHOUSE") or REPO / ".cache" / "wheelhouse")
     path.mkdir(parents=True, exist_ok=True)
     stamp = (
