@@ -86,7 +86,7 @@ def preemption_signal(
                 row = preemption.signal(conn, allocation_id)
             if row is None:
                 raise NotFound(f"allocation {allocation_id} not found")
-            if row["preempt_requested"] or row["state"] == "TERMINATED":
+            if row.preempt_requested or row.state == "TERMINATED":
                 return {"preempt": True}
             left = deadline - time.monotonic()
             if left <= 0 or waiters is None or woken is None:
@@ -133,7 +133,7 @@ def pending_preemption(allocation_id: str) -> wire.PendingPreemption:
         row = preemption.signal(conn, allocation_id)
     if row is None:
         raise NotFound(f"allocation {allocation_id} not found")
-    return {"preempt": bool(row["preempt_requested"])}
+    return {"preempt": row.preempt_requested}
 
 
 @bp.post("/api/v1/allocations/<allocation_id>/proxy_address")

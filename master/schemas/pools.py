@@ -3,13 +3,16 @@ counts)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from typing_extensions import TypedDict
 
 from det.master.schemas import d
 from det.master.schemas._types import Int64
 from det.master.schemas.agents import device_type
+
+if TYPE_CHECKING:
+    from det.master.services.provisioning import InstanceRow, PoolEventRow
 
 _SCHEDULER: dict[str, d.v1SchedulerType] = {
     "priority": "SCHEDULER_TYPE_PRIORITY",
@@ -136,7 +139,7 @@ class PoolCostResponse(TypedDict):
     instances: list[InstanceCost]
 
 
-def pool_event(r: dict[str, Any]) -> PoolEvent:
+def pool_event(r: PoolEventRow) -> PoolEvent:
     """``r`` is an ``events`` row of the pool."""
     return {
         "id": r["id"],
@@ -146,7 +149,7 @@ def pool_event(r: dict[str, Any]) -> PoolEvent:
     }
 
 
-def pool_instance(r: dict[str, Any]) -> PoolInstance:
+def pool_instance(r: InstanceRow) -> PoolInstance:
     """``r`` is an ``instances`` row."""
     return {
         "id": r["id"],

@@ -3,7 +3,7 @@ and ``v1TokenInfo`` from a ``user_sessions`` row."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from typing_extensions import TypedDict
 
@@ -12,6 +12,7 @@ from det.master.schemas._types import Password
 from det.master.wire import ts
 
 if TYPE_CHECKING:
+    from det.master.services.tokens import Token
     from det.master.services.users import User
 
 _TOKEN_TYPE: dict[str, d.v1TokenType] = {
@@ -33,7 +34,7 @@ def user(u: User) -> d.v1User:
     }
 
 
-def token_info(row: dict[str, Any]) -> d.v1TokenInfo:
+def token_info(row: Token) -> d.v1TokenInfo:
     """``row`` is a ``user_sessions`` row."""
     return {
         "id": row["id"],

@@ -20,11 +20,13 @@ import json
 import logging
 import time
 import urllib.request
-from typing import Any
+from dataclasses import dataclass
 
-from det.master.expconf import stored
+from psycopg.rows import class_row
+
+from det.common.jsontypes import JSONObject, JSONValue
 from det.master.handles import MasterState
-from det.master.services import task_services, tasks
+from det.master.services import ntsc, task_services, tasks
 
 logger = logging.getLogger(__name__)
 
@@ -35,33 +37,48 @@ _last_run = 0.0
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-def _jupyter(st: MasterState, task: dict[str, Any], path: str) -> Any:
-    url = f"http://{task['proxy_address']}/proxy/{task['id']}/api/{path}"
+@dataclass(frozen=True, slots=True)
+class Served:
+    """A live notebook or TensorBoard whose service is up (its ``ntsc_tasks`` columns)."""
+
+    id: str
+    kind: str
+    config: JSONObject
+    last_activity: dt.datetime
+    proxy_address: str
+
+
+def _jupyter(st: MasterState, task: Served, path: str) -> JSONValue:
+    url = f"http://{task.proxy_address}/proxy/{task.id}/api/{path}"
     req = urllib.request.Request(
-        url, headers={"Authorization": f"token {task_services.service_token(st, task['id'])}"}
+        url, headers={"Authorization": f"token {task_services.service_token(st, task.id)}"}
     )
     with _OPENER.open(req, timeout=2.0) as resp:
-        return json.loads(resp.read())
+        answer: JSONValue = json.loads(resp.read())
+        return answer
 
 
-def idle_since(st: MasterState, task: dict[str, Any], now: dt.datetime) -> dt.datetime:
-    """Since when ``task`` (a row of ``ntsc_tasks``) has been idle; ``now`` when busy."""
-    kind = stored.notebook_idle_type(task["config"])
-    if kind == "activity" or task.get("kind") == "TENSORBOARD":
-        return task["last_activity"]  # type: ignore[no-any-return]
+def idle_since(st: MasterState, task: Served, now: dt.datetime) -> dt.datetime:
+    """Since when ``task`` has been idle; ``now`` when busy."""
+    kind = ntsc.config_of(task.config).notebook_idle_type
+    if kind == "activity" or task.kind == "TENSORBOARD":
+        return task.last_activity
     try:
         status = _jupyter(st, task, "status")  # Jupyter does not count it as activity
         kernels = _jupyter(st, task, "kernels?no_track_activity=1")
     except (OSError, ValueError) as e:
-        logger.debug("notebook %s: no status (%s); counted as active", task["id"], e)
+        logger.debug("notebook %s: no status (%s); counted as active", task.id, e)
         return now
-    if any(k.get("execution_state") == "busy" for k in kernels):
+    if not isinstance(status, dict) or not isinstance(kernels, list):
+        logger.debug("notebook %s: an answer of another shape; counted as active", task.id)
         return now
-    if kind == "kernel_connections" and any(k.get("connections") for k in kernels):
+    running = [k for k in kernels if isinstance(k, dict)]
+    if any(k.get("execution_state") == "busy" for k in running):
+        return now
+    if kind == "kernel_connections" and any(k.get("connections") for k in running):
         return now
     last = dt.datetime.fromisoformat(str(status["last_activity"]).replace("Z", "+00:00"))
-    proxied: dt.datetime = task["last_activity"]
-    return max(last, proxied)
+    return max(last, task.last_activity)
 
 
 def idle_pass(st: MasterState) -> None:
@@ -70,25 +87,29 @@ def idle_pass(st: MasterState) -> None:
         return
     _last_run = time.monotonic()
     with st.pool.connection() as conn:
-        rows = conn.execute(
-            "SELECT id, kind, config, last_activity, proxy_address FROM ntsc_tasks"
-            " WHERE kind IN ('NOTEBOOK', 'TENSORBOARD') AND state = 'ACTIVE'"
-            " AND proxy_address IS NOT NULL"
-        ).fetchall()
+        rows = (
+            conn.cursor(row_factory=class_row(Served))
+            .execute(
+                "SELECT id, kind, config, last_activity, proxy_address FROM ntsc_tasks"
+                " WHERE kind IN ('NOTEBOOK', 'TENSORBOARD') AND state = 'ACTIVE'"
+                " AND proxy_address IS NOT NULL"
+            )
+            .fetchall()
+        )
         now = conn.execute("SELECT now() AS t").fetchone()["t"]  # type: ignore[index]
     defaults = {
         "TENSORBOARD": st.config.tensorboard_timeout,
         "NOTEBOOK": st.config.notebook_timeout,
     }
     for task in rows:
-        own = task["config"].get("idle_timeout")
-        timeout = float(own) if own is not None else float(defaults[task["kind"]] or 0)
+        own = ntsc.config_of(task.config).idle_timeout
+        timeout = float(own) if own is not None else float(defaults[task.kind] or 0)
         if timeout <= 0:
             continue
-        source = "idle_timeout" if own is not None else f"{task['kind'].lower()}_timeout"
+        source = "idle_timeout" if own is not None else f"{task.kind.lower()}_timeout"
         since = idle_since(st, task, now)
         if (now - since).total_seconds() < timeout:
             continue
         with st.pool.connection() as conn:
-            logger.info("%s %s idle since %s: killing it", task["kind"].lower(), task["id"], since)
-            tasks.kill(conn, task["id"], f"killed: idle for more than {timeout:g} s ({source})")
+            logger.info("%s %s idle since %s: killing it", task.kind.lower(), task.id, since)
+            tasks.kill(conn, task.id, f"killed: idle for more than {timeout:g} s ({source})")

@@ -11,12 +11,15 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import psycopg
+from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
+from det.common.jsontypes import JSONObject, JSONValue
 from det.master.db import Conn
 
 logger = logging.getLogger(__name__)
@@ -42,7 +45,14 @@ def python_level(level: str) -> int:
     return value if isinstance(value, int) else logging.INFO
 
 
-def put(conn: Conn, values: dict[str, Any]) -> None:
+@dataclass(frozen=True, slots=True)
+class _Setting:
+    key: str
+    value: JSONValue
+    version: int
+
+
+def put(conn: Conn, values: Mapping[str, JSONValue]) -> None:
     """Stores settings (``log.level``, ``log.color``) under one new version."""
     version = conn.execute(
         "SELECT coalesce(max(version), 0) + 1 AS v FROM master_settings"
@@ -57,13 +67,14 @@ def put(conn: Conn, values: dict[str, Any]) -> None:
         )
 
 
-def current(conn: Conn) -> tuple[int, dict[str, Any]]:
+def current(conn: Conn) -> tuple[int, JSONObject]:
     """The settings' version (0: none set) and their values."""
-    rows = conn.execute("SELECT key, value, version FROM master_settings").fetchall()
-    return max((r["version"] for r in rows), default=0), {r["key"]: r["value"] for r in rows}
+    cur = conn.cursor(row_factory=class_row(_Setting))
+    rows = cur.execute("SELECT key, value, version FROM master_settings").fetchall()
+    return max((r.version for r in rows), default=0), {r.key: r.value for r in rows}
 
 
-def apply(values: dict[str, Any]) -> None:
+def apply(values: Mapping[str, JSONValue]) -> None:
     """Applies stored settings to this process (the log level of its root logger)."""
     level = values.get("log.level")
     if isinstance(level, str):

@@ -3,18 +3,26 @@ exit, the task's acknowledgement, and a preemption the task learnt of from its h
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+
+from psycopg.rows import class_row
 
 from det.master import states
 from det.master.db import Conn
 
 
-def signal(conn: Conn, allocation_id: str) -> dict[str, Any] | None:
+@dataclass(frozen=True, slots=True)
+class Signal:
+    preempt_requested: bool
+    state: str
+
+
+def signal(conn: Conn, allocation_id: str) -> Signal | None:
     """``preempt_requested`` and ``state`` of the allocation, None if there is none."""
-    row = conn.execute(
+    cur = conn.cursor(row_factory=class_row(Signal))
+    return cur.execute(
         "SELECT preempt_requested, state FROM allocations WHERE id = %s", (allocation_id,)
     ).fetchone()
-    return dict(row) if row is not None else None
 
 
 def acknowledge(conn: Conn, allocation_id: str) -> None:

@@ -24,7 +24,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+
+from psycopg.rows import class_row
+from typing_extensions import TypedDict
 
 from det.master import scheduler as sched
 from det.master import states
@@ -310,20 +312,52 @@ def month_spend(conn: Conn, pool: str, policy: cost.CostPolicy, now: dt.datetime
     return sum(c.cost for c in cost.costs(pool_usage(conn, pool, start), policy, start, now))
 
 
-def pool_events(conn: Conn, pool: str, limit: int) -> list[dict[str, Any]]:
+class PoolEventRow(TypedDict):
+    """An ``events`` row of a pool (``schemas.pools.pool_event``)."""
+
+    id: int
+    kind: str
+    message: str
+    created_at: dt.datetime
+
+
+class InstanceRow(TypedDict):
+    """An ``instances`` row (``schemas.pools.pool_instance``)."""
+
+    id: str
+    resource_pool: str
+    instance_type: str
+    zone: str | None
+    market: str
+    state: str
+    launched_at: dt.datetime
+    terminated_at: dt.datetime | None
+    reason: str | None
+    option_index: int | None
+
+
+def pool_events(conn: Conn, pool: str, limit: int) -> list[PoolEventRow]:
     """The pool's newest ``limit`` events (launches, terminations, waits), oldest first."""
-    rows = conn.execute(
-        "SELECT id, kind, message, created_at FROM events WHERE entity = 'pool' AND entity_id = %s"
-        " ORDER BY id DESC LIMIT %s",
-        (pool, limit),
-    ).fetchall()
+    rows = (
+        conn.cursor(row_factory=class_row(PoolEventRow))
+        .execute(
+            "SELECT id, kind, message, created_at FROM events WHERE entity = 'pool' AND entity_id = %s"
+            " ORDER BY id DESC LIMIT %s",
+            (pool, limit),
+        )
+        .fetchall()
+    )
     return list(reversed(rows))
 
 
-def pool_instances(conn: Conn, pool: str) -> list[dict[str, Any]]:
+def pool_instances(conn: Conn, pool: str) -> list[InstanceRow]:
     """Every instance the provisioner has seen in the pool, ended ones too, oldest first."""
-    return conn.execute(
-        "SELECT * FROM instances WHERE resource_pool = %s ORDER BY launched_at, id", (pool,)
+    cur = conn.cursor(row_factory=class_row(InstanceRow))
+    return cur.execute(
+        "SELECT id, resource_pool, instance_type, zone, market, state, launched_at,"
+        " terminated_at, reason, option_index FROM instances WHERE resource_pool = %s"
+        " ORDER BY launched_at, id",
+        (pool,),
     ).fetchall()
 
 

@@ -10,6 +10,10 @@ import re
 import secrets
 from typing import Any
 
+import psycopg
+from psycopg.rows import class_row
+from typing_extensions import TypedDict
+
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.schemas import d
@@ -25,6 +29,25 @@ NEVER = dt.datetime(9999, 12, 31, tzinfo=dt.UTC)
 USER_MAX_LIFESPAN = dt.timedelta(days=365)
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|ns)")
 _UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+
+
+class Token(TypedDict):
+    """A ``user_sessions`` row as ``schemas.users.token_info`` shows it (no hash)."""
+
+    id: int
+    user_id: int
+    description: str
+    created_at: dt.datetime
+    expires_at: dt.datetime
+    revoked_at: dt.datetime | None
+    token_type: str
+
+
+_COLUMNS = "id, user_id, description, created_at, expires_at, revoked_at, token_type"
+
+
+def _tokens(conn: Conn) -> psycopg.Cursor[Token]:
+    return conn.cursor(row_factory=class_row(Token))
 
 
 def parse_lifespan(raw: Any, now: dt.datetime, *, admin: bool = True) -> dt.datetime:
@@ -102,21 +125,29 @@ def list_tokens(
         params.append(token_ids)
     if not show_inactive:
         where.append("revoked_at IS NULL AND expires_at > now()")
-    rows = conn.execute(
-        f"SELECT * FROM user_sessions WHERE {' AND '.join(where)} ORDER BY id", params
-    ).fetchall()
+    rows = (
+        _tokens(conn)
+        .execute(
+            f"SELECT {_COLUMNS} FROM user_sessions WHERE {' AND '.join(where)} ORDER BY id", params
+        )
+        .fetchall()
+    )
     return [token_info(r) for r in rows]
 
 
-def get(conn: Conn, token_id: int, *, for_update: bool = False) -> dict[str, Any]:
-    row = conn.execute(
-        "SELECT * FROM user_sessions WHERE id = %s AND token_type = %s"
-        + (" FOR NO KEY UPDATE" if for_update else ""),
-        (token_id, ACCESS_TOKEN),
-    ).fetchone()
+def get(conn: Conn, token_id: int, *, for_update: bool = False) -> Token:
+    row = (
+        _tokens(conn)
+        .execute(
+            f"SELECT {_COLUMNS} FROM user_sessions WHERE id = %s AND token_type = %s"
+            + (" FOR NO KEY UPDATE" if for_update else ""),
+            (token_id, ACCESS_TOKEN),
+        )
+        .fetchone()
+    )
     if row is None:
         raise NotFound(f"access token {token_id} not found")
-    return dict(row)
+    return row
 
 
 def patch(conn: Conn, token_id: int, *, description: str | None, revoke: bool) -> d.v1TokenInfo:

@@ -5,8 +5,10 @@ what they were for, and the cloud machines they ran on with their pools' prices
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
 
+from psycopg.rows import args_row
+
+from det.common.jsontypes import JSONValue
 from det.master.config import MasterConfig
 from det.master.db import Conn
 from det.master.provisioner.cost import CostPolicy
@@ -45,26 +47,38 @@ SELECT i.id, i.resource_pool, i.instance_type, i.market, i.launched_at, i.termin
 """
 
 
-def _hold(r: Mapping[str, object]) -> Hold:
-    placement = r["placement"] or {}
-    assert isinstance(placement, dict)
-    labels = r["labels"] or []
-    assert isinstance(labels, list)
+def _hold(
+    id: str,
+    task_id: str,
+    trial_id: int | None,
+    resource_pool: str,
+    slots_needed: int,
+    placement: dict[str, list[str]] | None,
+    placed_at: dt.datetime,
+    ended_at: dt.datetime | None,
+    kind: str,
+    experiment_id: int | None,
+    user_id: int | None,
+    username: str | None,
+    labels: list[JSONValue],
+    workspace: str,
+) -> Hold:
+    """A row of ``_HOLDS``, its columns in order."""
     return Hold(
-        allocation_id=str(r["id"]),
-        task_id=str(r["task_id"]),
-        kind=str(r["kind"]),
-        pool=str(r["resource_pool"]),
-        slots=int(r["slots_needed"]),  # type: ignore[call-overload]
-        start=r["placed_at"],  # type: ignore[arg-type]
-        end=r["ended_at"],  # type: ignore[arg-type]
-        placement={str(k): len(v) for k, v in placement.items()},
-        experiment_id=r["experiment_id"],  # type: ignore[arg-type]
-        trial_id=r["trial_id"],  # type: ignore[arg-type]
-        user_id=r["user_id"],  # type: ignore[arg-type]
-        username=str(r["username"] or ""),
-        labels=tuple(str(x) for x in labels),
-        workspace=str(r["workspace"]),
+        allocation_id=id,
+        task_id=task_id,
+        kind=kind,
+        pool=resource_pool,
+        slots=int(slots_needed),
+        start=placed_at,
+        end=ended_at,
+        placement={str(k): len(v) for k, v in (placement or {}).items()},
+        experiment_id=experiment_id,
+        trial_id=trial_id,
+        user_id=user_id,
+        username=username or "",
+        labels=tuple(str(x) for x in labels or []),
+        workspace=workspace,
     )
 
 
@@ -74,11 +88,11 @@ def holds(
     """Allocations that held slots at some time in ``[start, end)`` (of one experiment, its
     trials and its checkpoint GC, when ``experiment_id`` is given)."""
     extra = "AND j.experiment_id = %(experiment_id)s" if experiment_id is not None else ""
-    rows = conn.execute(
+    cur = conn.cursor(row_factory=args_row(_hold))
+    return cur.execute(
         _HOLDS.format(extra=extra),  # type: ignore[arg-type]  # a constant, no user text
         {"start": start, "end": end, "experiment_id": experiment_id},
-    )
-    return [_hold(r) for r in rows]
+    ).fetchall()
 
 
 def policies(config: MasterConfig) -> dict[str, CostPolicy]:
