@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The det demo, from a fresh Debian/Ubuntu machine to a finished hyperparameter search:
 #
-#   1. installs docker.io, debootstrap and python3-venv when missing (root or sudo), starts dockerd
-#   2. creates .venv and installs det (master, agent, cli, deploy extras) into it, while
+#   1. installs docker.io, mmdebstrap, python3-venv and git when missing (root or sudo), starts dockerd
+#   2. creates .venv and installs det (master, agent, cli extras) into it, while
 #   3. the task images (infra/build-images.sh) build in the background when missing or older
 #      than the harness
 #   4. det deploy local up --agents 2, logs in as admin
@@ -28,7 +28,22 @@ START=$SECONDS
 # shellcheck source=scripts/lib.sh
 source "$REPO/scripts/lib.sh"
 
-step() { printf '\n==> [%4ss] %s\n' "$((SECONDS - START))" "$*"; }
+STEPS=()
+step() {
+  printf '\n==> [%4ss] %s\n' "$((SECONDS - START))" "$*"
+  STEPS+=("$((SECONDS - START)) $*")
+}
+# timings: each step's seconds (from its start to the next step's), printed at the end.
+timings() {
+  local i now=$((SECONDS - START)) t name next
+  echo "timings (s):"
+  for i in "${!STEPS[@]}"; do
+    t="${STEPS[$i]%% *}" name="${STEPS[$i]#* }"
+    next="${STEPS[$((i + 1))]:-$now}"
+    printf '  %5d  %s\n' "$((${next%% *} - t))" "$name"
+  done
+  printf '  %5d  total\n' "$now"
+}
 die() { echo "demo: error: $*" >&2; exit 1; }
 
 SUDO=()
@@ -40,15 +55,17 @@ fi
 step "system packages"
 pkgs=()
 command -v dockerd >/dev/null || pkgs+=(docker.io)
-command -v debootstrap >/dev/null || pkgs+=(debootstrap)
+# mmdebstrap builds the images' Debian root file system (debootstrap does too, several times slower).
+command -v mmdebstrap >/dev/null || pkgs+=(mmdebstrap)
 python3 -c 'import ensurepip, venv' 2>/dev/null || pkgs+=(python3-venv)
 command -v git >/dev/null || pkgs+=(git)
 if ((${#pkgs[@]})); then
   echo "installing ${pkgs[*]}"
   "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
-  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${pkgs[@]}"
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+    ca-certificates "${pkgs[@]}"
 else
-  echo "docker.io, debootstrap, python3-venv: present"
+  echo "docker.io, mmdebstrap, python3-venv, git: present"
 fi
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
   || die "det needs Python >= 3.11 (Debian 12 or Ubuntu 24.04 and later)"
@@ -66,18 +83,32 @@ step "Python environment ($VENV) and task images, side by side"
 BUILD_PID=""
 BUILD_LOG="$(mktemp -t det-demo-images.XXXXXX)"
 if det_image_stale; then
-  echo "building $DET_TASK_IMAGE in the background (debootstrap + wheels; log: $BUILD_LOG)"
+  echo "building $DET_TASK_IMAGE in the background (Debian root file system + wheels; log: $BUILD_LOG)"
   ((${#SUDO[@]} == 0)) || sudo -v  # ask for the password now, not from the background
   "${SUDO[@]}" env PYTHON="$VENV/bin/python" bash infra/build-images.sh torch >"$BUILD_LOG" 2>&1 &
   BUILD_PID=$!
 else
   echo "$DET_TASK_IMAGE: up to date"
 fi
-# `deploy` too: the det command registers `det deploy aws|gcp`, whose modules import pulumi.
-det_venv "$VENV" master,agent,cli,deploy
+# Not the `deploy` extra: `det deploy local` needs none of it, and its Pulumi providers are 600 MB
+# of the venv (most of a first run's install); `det deploy aws|gcp` without it says what to install.
+det_venv "$VENV" master,agent,cli
 export PATH="$VENV/bin:$PATH"
 VERSION="$(det --version)" || die "the det command does not start (see above)"
 echo "installed: $VERSION"
+
+step "local cluster: det deploy local up --agents $AGENTS --master-port $PORT"
+# --no-images while the build above runs: `up` would otherwise start a second build of the image.
+det deploy local up --agents "$AGENTS" --master-port "$PORT" ${BUILD_PID:+--no-images}
+STATUS="$(det deploy local status --json)"
+read -r URL STATE_DIR < <(python3 -c \
+  'import json,sys; s=json.load(sys.stdin); print(s["master"]["url"], s["state_dir"])' <<<"$STATUS")
+export DET_MASTER="$URL"
+
+step "log in as admin at $DET_MASTER"
+det user login admin <"$STATE_DIR/admin_password"
+
+# The cluster started and logged in while the images built: only the experiment needs them.
 if [[ -n "$BUILD_PID" ]]; then
   step "waiting for the task images"
   if ! wait "$BUILD_PID"; then
@@ -87,16 +118,6 @@ if [[ -n "$BUILD_PID" ]]; then
   grep -E 'done: ' "$BUILD_LOG" || true
 fi
 rm -f "$BUILD_LOG"
-
-step "local cluster: det deploy local up --agents $AGENTS --master-port $PORT"
-det deploy local up --agents "$AGENTS" --master-port "$PORT"
-STATUS="$(det deploy local status --json)"
-read -r URL STATE_DIR < <(python3 -c \
-  'import json,sys; s=json.load(sys.stdin); print(s["master"]["url"], s["state_dir"])' <<<"$STATUS")
-export DET_MASTER="$URL"
-
-step "log in as admin at $DET_MASTER"
-det user login admin <"$STATE_DIR/admin_password"
 
 step "experiment: det experiment create $CONFIG $CONTEXT"
 OUT="$(det experiment create "$CONFIG" "$CONTEXT")"
@@ -119,6 +140,7 @@ det checkpoint list "$EXP" --json >"$TMP/checkpoints.json"
 echo
 python3 scripts/best_trial.py "$TMP/experiment.json" "$TMP/checkpoints.json"
 echo
+timings
 echo "done in $((SECONDS - START)) s. The cluster keeps running: DET_MASTER=$URL det experiment list"
 echo "WebUI: $URL/det/ (user admin, password in $STATE_DIR/admin_password)"
 echo "stop it with: det deploy local down"

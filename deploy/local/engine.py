@@ -97,7 +97,7 @@ def ensure_image(
     if root is None:
         raise DeployError(
             f"the task image {name} is missing: build it from a det source checkout with"
-            " 'bash infra/build-images.sh' (needs root and debootstrap), then run again"
+            " 'bash infra/build-images.sh' (needs root and mmdebstrap or debootstrap), then run again"
         )
     script = root / "infra" / "build-images.sh"
     progress(f"building the task image {name} with {script.relative_to(root)} (takes minutes)...")
