@@ -1,23 +1,26 @@
 #!/usr/bin/env bash
-# Runs a command on a fresh machine: a privileged container of a clean Debian bookworm root file
-# system (det-base:bookworm, debootstrap's minbase with python3, python3-venv and ca-certificates:
-# no Docker, no git, no debootstrap, no pip cache), with a fresh clone of this repository's
-# committed HEAD in /root/det and a Docker volume for the Docker engine it starts inside
-# (docker-in-docker with Debian's docker.io, overlay2 on the volume). It prints each phase's
-# seconds and the host's load average while the command ran, then removes the container and its
-# volume (nothing is left on the host's engine; the nested engine's images go with the volume).
+# Runs a command on a fresh machine and times it: a container of a clean Debian bookworm root file
+# system (det-base:bookworm: minbase with python3, python3-venv and ca-certificates; no Docker,
+# git, mmdebstrap or pip cache) with a fresh clone of this repository's committed HEAD in
+# /root/det and a Docker volume for the Docker engine the command starts inside (docker-in-docker
+# with Debian's docker.io, overlay2 on the volume). It prints each phase's seconds, each step of
+# demo.sh (its `==> [Ns]` lines) with its wall and CPU seconds, and the host's load average while
+# the command ran, then removes the container and its volume (nothing is left on the host's
+# engine: the nested engine's images go with the volume).
 #
 #   bash scripts/fresh-machine.sh                         # times `bash scripts/demo.sh`
-#   bash scripts/fresh-machine.sh bash scripts/test.sh tests/unit
+#   bash scripts/fresh-machine.sh bash scripts/test.sh --collect-only -q
 #
 # The container gets what every machine of this kind has for package installs: the host's CA
 # bundle (registries are reached through a TLS-inspecting proxy), and, when present, the host's
 # pip configuration and the local wheel directories and indexes it names (read-only), so pip
-# inside resolves as on the host. Nothing else of the host is visible.
+# inside resolves as on the host. Nothing else of the host is visible. It runs with what
+# --privileged would give (every capability, no seccomp or AppArmor profile): a test machine's
+# tool, for commands from this repository only.
 # Environment: DET_FRESH_KEEP=1 keeps the container and volume (prints how to remove them);
 #              DET_FRESH_LOG=FILE also writes the command's output there;
 #              DET_FRESH_REF=REV the revision to clone (default HEAD).
-# Needs root (or the docker group) and a Docker engine that may run privileged containers.
+# Needs root (or the docker group) and a Docker engine.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -62,7 +65,7 @@ docker info >/dev/null 2>&1 || die "cannot reach the Docker engine"
 
 t=$SECONDS
 if ! docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
-  say "$BASE_IMAGE missing: building it (debootstrap)"
+  say "$BASE_IMAGE missing: building it (infra/build-images.sh base)"
   bash "$REPO/infra/build-images.sh" base
 fi
 phase_done "host: $BASE_IMAGE" $((SECONDS - t))
