@@ -33,9 +33,10 @@ import hmac
 import json
 import logging
 import urllib.parse
-from typing import Any, Protocol
+from typing import Any, NotRequired, Protocol
 
 import requests
+from typing_extensions import TypedDict
 
 from det.master.config import WakeupsConfig
 from det.master.errors import MasterError
@@ -120,6 +121,32 @@ class HttpScheduler:
             raise WakeupError(f"wake-up scheduler {self.url}: HTTP {r.status_code}")
 
 
+class OidcToken(TypedDict):
+    serviceAccountEmail: str
+    audience: str
+
+
+class CloudTaskHttpRequest(TypedDict):
+    url: str
+    httpMethod: str
+    headers: dict[str, str]
+    #: base64 of the JSON body.
+    body: str
+    oidcToken: NotRequired[OidcToken]
+
+
+class CloudTask(TypedDict):
+    name: str
+    scheduleTime: str
+    httpRequest: CloudTaskHttpRequest
+
+
+class CreateTaskRequest(TypedDict):
+    """Cloud Tasks' ``tasks.create`` body."""
+
+    task: CloudTask
+
+
 class CloudTasksScheduler:
     """An HTTP task in a Cloud Tasks queue (``projects/P/locations/L/queues/Q``), created with
     the REST API (``tasks.create``) and the service's own credentials."""
@@ -130,7 +157,7 @@ class CloudTasksScheduler:
         self,
         queue: str,
         endpoint_url: str | None = None,
-        session: Any = None,
+        session: requests.Session | None = None,
         service_account_email: str | None = None,
     ) -> None:
         self.queue = queue
@@ -138,7 +165,7 @@ class CloudTasksScheduler:
         self._session = session
         self.service_account_email = service_account_email
 
-    def _authorized(self) -> Any:
+    def _authorized(self) -> requests.Session:
         if self._session is None:
             # det-platform[gcp] (google-cloud-compute brings google-auth): only a GCP master needs it.
             try:
@@ -155,8 +182,8 @@ class CloudTasksScheduler:
             self._session = google.auth.transport.requests.AuthorizedSession(credentials)  # type: ignore[no-untyped-call]
         return self._session
 
-    def request_body(self, wakeup: Wakeup) -> dict[str, Any]:
-        http: dict[str, Any] = {
+    def request_body(self, wakeup: Wakeup) -> CreateTaskRequest:
+        http: CloudTaskHttpRequest = {
             "url": wakeup.url,
             "httpMethod": "POST",
             "headers": {TOKEN_HEADER: wakeup.token, "Content-Type": "application/json"},
@@ -188,6 +215,47 @@ class CloudTasksScheduler:
             raise WakeupError(f"Cloud Tasks {self.queue}: HTTP {r.status_code}: {r.text[:300]}")
 
 
+class EventBridgeParameters(TypedDict):
+    DetailType: str
+    Source: str
+
+
+class ScheduleTarget(TypedDict):
+    Arn: str
+    RoleArn: str
+    #: The event's detail, or the datapoint, as JSON text.
+    Input: str
+    EventBridgeParameters: NotRequired[EventBridgeParameters]
+
+
+class FlexibleTimeWindow(TypedDict):
+    Mode: str
+
+
+class CreateScheduleRequest(TypedDict):
+    """EventBridge Scheduler's ``CreateSchedule`` arguments."""
+
+    Name: str
+    GroupName: str
+    ScheduleExpression: str
+    ScheduleExpressionTimezone: str
+    FlexibleTimeWindow: FlexibleTimeWindow
+    ActionAfterCompletion: str
+    Target: ScheduleTarget
+
+
+class _SchedulerExceptions(Protocol):
+    ConflictException: type[Exception]
+
+
+class _SchedulerClient(Protocol):
+    """What det calls of boto3's ``scheduler`` client (which has no type stubs here)."""
+
+    exceptions: _SchedulerExceptions
+
+    def create_schedule(self, **request: Any) -> object: ...
+
+
 class EventBridgeScheduler:
     """A one-time EventBridge Scheduler schedule (``at(...)``, deleted after it fires) that puts
     an event on ``target_arn`` (an event bus) with the wake-up in its detail, or, when
@@ -201,7 +269,7 @@ class EventBridgeScheduler:
         group: str = "default",
         region: str | None = None,
         endpoint_url: str | None = None,
-        client: Any = None,
+        client: _SchedulerClient | None = None,
         metric_namespace: str | None = None,
         metric_name: str = "WakeUp",
     ) -> None:
@@ -214,7 +282,7 @@ class EventBridgeScheduler:
         self.endpoint_url = endpoint_url
         self._client = client
 
-    def _scheduler(self) -> Any:
+    def _scheduler(self) -> _SchedulerClient:
         if self._client is None:
             # det-platform[aws]: only an AWS master needs boto3.
             try:
@@ -224,27 +292,32 @@ class EventBridgeScheduler:
                     "wakeups: EventBridge Scheduler needs det-platform[aws] (boto3) on this master"
                 ) from None
 
-            self._client = boto3.client(
+            made: _SchedulerClient = boto3.client(
                 "scheduler", region_name=self.region, endpoint_url=self.endpoint_url
             )
+            self._client = made
         return self._client
 
-    def request(self, wakeup: Wakeup) -> dict[str, Any]:
-        target: dict[str, Any] = {"Arn": self.target_arn, "RoleArn": self.role_arn}
+    def request(self, wakeup: Wakeup) -> CreateScheduleRequest:
+        target: ScheduleTarget
         if self.target_arn.endswith(PUT_METRIC_DATA):
             # The wake-up is a datapoint an alarm turns into a running task.
-            target["Input"] = json.dumps(
-                {
-                    "Namespace": self.metric_namespace,
-                    "MetricData": [{"MetricName": self.metric_name, "Value": 1, "Unit": "Count"}],
-                }
-            )
+            datapoint = {
+                "Namespace": self.metric_namespace,
+                "MetricData": [{"MetricName": self.metric_name, "Value": 1, "Unit": "Count"}],
+            }
+            target = {
+                "Arn": self.target_arn,
+                "RoleArn": self.role_arn,
+                "Input": json.dumps(datapoint),
+            }
         else:
             detail = {"name": wakeup.name, "url": wakeup.url, "token": wakeup.token}
-            target["Input"] = json.dumps(detail)
-            target["EventBridgeParameters"] = {
-                "DetailType": EVENT_DETAIL_TYPE,
-                "Source": EVENT_SOURCE,
+            target = {
+                "Arn": self.target_arn,
+                "RoleArn": self.role_arn,
+                "Input": json.dumps(detail),
+                "EventBridgeParameters": {"DetailType": EVENT_DETAIL_TYPE, "Source": EVENT_SOURCE},
             }
         return {
             "Name": wakeup.name,

@@ -233,7 +233,7 @@ def post_legacy_logs(body: list[wire.LegacyTaskLog]) -> Empty:
                 trial = unmanaged_svc.trial_of_task(conn, task_id)
                 if trial is None:
                     raise NotFound(f"[{i}].task_id: no unmanaged trial has task id {task_id!r}")
-                _access.trial(conn, trial["id"])
+                _access.trial(conn, trial.id)
                 allowed.add(task_id)
             rank = entry.get("rank")
             rows.append(

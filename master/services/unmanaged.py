@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
+from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from det.master import limits, states
@@ -135,14 +137,13 @@ def trial_by_external_ids(conn: Conn, caller_id: int, experiment_ext: str, trial
     )
 
 
-def require_unmanaged_experiment(conn: Conn, experiment_id: int) -> dict[str, Any]:
-    exp = experiments.get(conn, experiment_id)
-    if not exp["unmanaged"]:
+def require_unmanaged_experiment(conn: Conn, experiment_id: int) -> None:
+    """NotFound unless the experiment exists, InvalidArgument unless it is unmanaged."""
+    if not experiments.get(conn, experiment_id)["unmanaged"]:
         raise InvalidArgument(
             f"experimentId: experiment {experiment_id} is managed by the cluster;"
             " trials are created only in unmanaged experiments"
         )
-    return exp
 
 
 def create_trial(conn: Conn, experiment_id: int, hparams: Any, external_id: Any = None) -> int:
@@ -178,15 +179,32 @@ def create_trial(conn: Conn, experiment_id: int, hparams: Any, external_id: Any 
     return int(row["id"])
 
 
-def _trial(conn: Conn, trial_id: int) -> dict[str, Any]:
-    row = conn.execute(
+@dataclass(frozen=True, slots=True)
+class _Trial:
+    id: int
+    run_id: int
+    latest_checkpoint: uuid.UUID | None
+    unmanaged: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TaskTrial:
+    """An unmanaged trial found by its task id (:func:`trial_of_task`)."""
+
+    id: int
+    owner_id: int
+
+
+def _trial(conn: Conn, trial_id: int) -> _Trial:
+    cur = conn.cursor(row_factory=class_row(_Trial))
+    row = cur.execute(
         "SELECT t.id, t.run_id, t.latest_checkpoint, e.unmanaged FROM trials t"
         " JOIN experiments e ON e.id = t.experiment_id WHERE t.id = %s AND NOT e.deleted",
         (trial_id,),
     ).fetchone()
     if row is None:
         raise NotFound(f"trial {trial_id} not found")
-    if not row["unmanaged"]:
+    if not row.unmanaged:
         raise InvalidArgument(f"trialId: trial {trial_id} is managed by the cluster")
     return row
 
@@ -196,14 +214,14 @@ def start_trial(conn: Conn, trial_id: int, resume: bool) -> tuple[int, int, str 
     latest checkpoint, that checkpoint's uuid); the checkpoint only from the second run on.
     Without ``resume`` a trial that already ran is refused."""
     row = _trial(conn, trial_id)
-    if not resume and row["run_id"] != 0:
+    if not resume and row.run_id != 0:
         raise Conflict(f"trial {trial_id} has already been started")
     run_id = states.unmanaged_trial(conn, trial_id, states.ACTIVE, "its script started", run=True)
-    if run_id <= 1 or row["latest_checkpoint"] is None:
+    if run_id <= 1 or row.latest_checkpoint is None:
         return run_id, 0, None
     ckpt = conn.execute(
         "SELECT uuid, steps_completed FROM checkpoints WHERE uuid = %s AND state = 'COMPLETED'",
-        (row["latest_checkpoint"],),
+        (row.latest_checkpoint,),
     ).fetchone()
     if ckpt is None:
         return run_id, 0, None
@@ -292,11 +310,11 @@ def report_progress(conn: Conn, trial_id: int, progress: float) -> None:
     )
 
 
-def trial_of_task(conn: Conn, task_id: str) -> dict[str, Any] | None:
+def trial_of_task(conn: Conn, task_id: str) -> TaskTrial | None:
     """The unmanaged trial whose task id is ``task_id`` (its id and owner), or None."""
-    row = conn.execute(
+    cur = conn.cursor(row_factory=class_row(TaskTrial))
+    return cur.execute(
         "SELECT t.id, e.owner_id FROM trials t JOIN experiments e ON e.id = t.experiment_id"
         " WHERE t.task_id = %s AND e.unmanaged",
         (task_id,),
     ).fetchone()
-    return dict(row) if row is not None else None
