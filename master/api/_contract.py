@@ -9,8 +9,9 @@
 A Determined operation's name brings its body message, query parameters and response message
 from :data:`det.master.schemas.d.OPERATIONS`; det-only routes pass ``body=``, ``params=`` and
 ``response=`` types from :mod:`det.master.schemas.det`. The view receives the validated body as
-``body`` and the query string as ``params`` (a dict keyed by the wire names; list parameters from
-repeated keys). Nothing reaches the view, the services or the database that the types refuse.
+``body`` and the query string as ``params`` (a dict keyed by the wire names, or a request model
+of :mod:`det.master.schemas.requests` that carries its defaults; list parameters from repeated
+keys). Nothing reaches the view, the services or the database that the types refuse.
 The OpenAPI document (:mod:`det.master.api.openapi`) reads the same declaration.
 """
 
@@ -21,6 +22,7 @@ import typing
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import pydantic
 import typing_extensions
 from flask import request
 from flask.typing import ResponseReturnValue
@@ -32,8 +34,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _list_keys(params: Any) -> frozenset[str]:
-    """The query parameters of ``params`` that are lists (sent as repeated keys)."""
-    hints = typing.get_type_hints(params, include_extras=False)
+    """The query parameters of ``params`` that are lists (sent as repeated keys), by their wire
+    names (a request model's aliases)."""
+    if isinstance(params, type) and issubclass(params, pydantic.BaseModel):
+        hints = {
+            field.alias or name: field.annotation for name, field in params.model_fields.items()
+        }
+    else:
+        hints = typing.get_type_hints(params, include_extras=False)
     out = set()
     for key, hint in hints.items():
         # ``list[X]`` itself, or a union with one (``list[X] | None``)

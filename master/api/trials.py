@@ -28,12 +28,18 @@ from det.master.expconf import stored
 from det.master.fastjson import fragment
 from det.master.schemas import d
 from det.master.schemas import trials as wire
+from det.master.schemas.requests import (
+    CompareTrialsQuery,
+    MetricsQuery,
+    TrialIdsQuery,
+    TrialWorkloadsQuery,
+)
 from det.master.seriescache import SAMPLED
 from det.master.services import checkpoints as ckpt_svc
 from det.master.services import task_logs
 from det.master.services import trials as svc
 from det.master.services import unmanaged as unmanaged_svc
-from det.master.wire import Empty, Paging
+from det.master.wire import Empty
 
 bp = Blueprint("trials", __name__)
 
@@ -236,21 +242,21 @@ def _series(trial_ids: list[int], group: str | None) -> Response:
 
 
 @bp.get("/api/v1/trials/metrics/training_metrics")
-@contract("GetTrainingMetrics")
-def training_metrics(params: d.GetTrainingMetricsParams) -> Response:
-    return _series(params.get("trialIds") or [], "training")
+@contract("GetTrainingMetrics", params=TrialIdsQuery)
+def training_metrics(params: TrialIdsQuery) -> Response:
+    return _series(params.trialIds, "training")
 
 
 @bp.get("/api/v1/trials/metrics/validation_metrics")
-@contract("GetValidationMetrics")
-def validation_metrics(params: d.GetValidationMetricsParams) -> Response:
-    return _series(params.get("trialIds") or [], "validation")
+@contract("GetValidationMetrics", params=TrialIdsQuery)
+def validation_metrics(params: TrialIdsQuery) -> Response:
+    return _series(params.trialIds, "validation")
 
 
 @bp.get("/api/v1/trials/metrics/trial_metrics")
-@contract("GetMetrics")
-def trial_metrics(params: d.GetMetricsParams) -> Response:
-    return _series(params.get("trialIds") or [], params.get("group"))
+@contract("GetMetrics", params=MetricsQuery)
+def trial_metrics(params: MetricsQuery) -> Response:
+    return _series(params.trialIds, params.group)
 
 
 # CompareTrials' legacy metricType, as a group, and back (other groups have no type).
@@ -264,7 +270,6 @@ _TYPE_OF_GROUP: dict[str, d.v1MetricType] = {
     "validation": "METRIC_TYPE_VALIDATION",
     "profiling": "METRIC_TYPE_PROFILING",
 }
-_DEFAULT_DATAPOINTS = 200  # Determined's, when maxDatapoints is 0 or unset
 
 
 def _float_arg(name: str) -> float | None:
@@ -277,38 +282,37 @@ def _float_arg(name: str) -> float | None:
         raise InvalidArgument(f"{name}: not a number: {raw!r}") from None
 
 
-def _series_filter(params: d.CompareTrialsParams) -> svc.SeriesFilter:
+def _series_filter(q: CompareTrialsQuery) -> svc.SeriesFilter:
     """``timeSeriesFilter.*``; the double range is read from the query string as the official
     client sends it (``timeSeriesFilter.doubleRange.gt``)."""
+    dr = "timeSeriesFilter.doubleRange."
     return svc.SeriesFilter(
-        name=params.get("timeSeriesFilter.name"),
-        int_gt=params.get("timeSeriesFilter.integerRange.gt"),
-        int_gte=params.get("timeSeriesFilter.integerRange.gte"),
-        int_lt=params.get("timeSeriesFilter.integerRange.lt"),
-        int_lte=params.get("timeSeriesFilter.integerRange.lte"),
-        int_in=params.get("timeSeriesFilter.integerRange.incl"),
-        int_not_in=params.get("timeSeriesFilter.integerRange.notIn"),
-        float_gt=_float_arg("timeSeriesFilter.doubleRange.gt"),
-        float_gte=_float_arg("timeSeriesFilter.doubleRange.gte"),
-        float_lt=_float_arg("timeSeriesFilter.doubleRange.lt"),
-        float_lte=_float_arg("timeSeriesFilter.doubleRange.lte"),
-        time_gt=params.get("timeSeriesFilter.timeRange.gt"),
-        time_gte=params.get("timeSeriesFilter.timeRange.gte"),
-        time_lt=params.get("timeSeriesFilter.timeRange.lt"),
-        time_lte=params.get("timeSeriesFilter.timeRange.lte"),
+        name=q.name,
+        int_gt=q.int_gt,
+        int_gte=q.int_gte,
+        int_lt=q.int_lt,
+        int_lte=q.int_lte,
+        int_in=q.int_in,
+        int_not_in=q.int_not_in,
+        float_gt=_float_arg(dr + "gt"),
+        float_gte=_float_arg(dr + "gte"),
+        float_lt=_float_arg(dr + "lt"),
+        float_lte=_float_arg(dr + "lte"),
+        time_gt=q.time_gt,
+        time_gte=q.time_gte,
+        time_lt=q.time_lt,
+        time_lte=q.time_lte,
     )
 
 
-def _metrics_by_group(params: d.CompareTrialsParams) -> dict[str, list[str]]:
+def _metrics_by_group(params: CompareTrialsQuery) -> dict[str, list[str]]:
     """Which metrics of which groups: ``metricNames`` of ``group``/``metricType`` (of training
     and validation when neither is given, as Determined keeps it for old clients), or
     ``metricIds`` (``group.name``)."""
-    names = list(params.get("metricNames") or [])
-    ids = list(params.get("metricIds") or [])
+    names, ids = params.metricNames, params.metricIds
     if names and ids:
         raise InvalidArgument("metricNames, metricIds: give one of them, not both")
-    group = params.get("group") or None
-    mtype = params.get("metricType") or "METRIC_TYPE_UNSPECIFIED"
+    group, mtype = params.group, params.metricType
     if group and mtype != "METRIC_TYPE_UNSPECIFIED":
         raise InvalidArgument("group, metricType: give one of them, not both")
     if mtype != "METRIC_TYPE_UNSPECIFIED":
@@ -326,20 +330,19 @@ def _metrics_by_group(params: d.CompareTrialsParams) -> dict[str, list[str]]:
 
 
 @bp.get("/api/v1/trials/time-series")
-@contract("CompareTrials")
-def compare(params: d.CompareTrialsParams) -> Response:
+@contract("CompareTrials", params=CompareTrialsQuery)
+def compare(params: CompareTrialsQuery) -> Response:
     """Determined's CompareTrials: per trial, its metrics sampled to at most ``maxDatapoints``
     points per group (first and last kept, evenly spaced between; sampled by PostgreSQL, see
     ``services.trials.sampled_series``), the trials in the order asked."""
-    trial_ids = list(params.get("trialIds") or [])
+    trial_ids = params.trialIds
     if not trial_ids:
         raise InvalidArgument("trialIds: required (the trials to compare)")
     groups = _metrics_by_group(params)
-    max_points = params.get("maxDatapoints") or _DEFAULT_DATAPOINTS
+    max_points = params.maxDatapoints
     if max_points < 0:
         raise InvalidArgument(f"maxDatapoints: {max_points} is negative")
-    start = params.get("startBatches") or 0
-    end = params.get("endBatches") or None
+    start, end = params.startBatches, params.endBatches
     series_filter = _series_filter(params)
     unique = sorted(set(trial_ids))
     with reads() as conn:
@@ -482,20 +485,20 @@ def _deleted_checkpoint(w: d.v1WorkloadContainer) -> bool:
 
 
 @bp.get("/api/v1/trials/<int:trial_id>/workloads")
-@contract("GetTrialWorkloads")
-def workloads(trial_id: int, params: d.GetTrialWorkloadsParams) -> d.v1GetTrialWorkloadsResponse:
+@contract("GetTrialWorkloads", params=TrialWorkloadsQuery)
+def workloads(trial_id: int, params: TrialWorkloadsQuery) -> d.v1GetTrialWorkloadsResponse:
     """Training, validation and checkpoint workloads of a trial, in training order."""
-    offset, limit = Paging.of(params)
+    offset, limit = params.offset, params.limit
     with db() as conn:
         svc.get(conn, trial_id)
         reports = svc.metrics_rows(conn, trial_id, None)
         ckpts = ckpt_svc.list_for(conn, trial_id=trial_id)
-    rows = wire.workloads(reports, ckpts, batch_metrics=bool(params.get("includeBatchMetrics")))
-    kinds = _WORKLOAD_FILTERS[params.get("filter") or "FILTER_OPTION_UNSPECIFIED"]
+    rows = wire.workloads(reports, ckpts, batch_metrics=params.includeBatchMetrics)
+    kinds = _WORKLOAD_FILTERS[params.filter]
     rows = [w for w in rows if any(w.get(k) for k in kinds)]
-    if params.get("removeDeletedCheckpoints"):
+    if params.removeDeletedCheckpoints:
         rows = [w for w in rows if not _deleted_checkpoint(w)]
-    if params.get("orderBy") == "ORDER_BY_DESC":  # by batches, the only order det keeps
+    if params.orderBy == "ORDER_BY_DESC":  # by batches, the only order det keeps
         rows.reverse()
     page = rows[offset : (offset + limit) if limit > 0 else None]
     return {"workloads": page, "pagination": pagination(offset, limit, len(rows))}
