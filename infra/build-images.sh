@@ -85,7 +85,9 @@ debootstrap_image() {
     return
   fi
   [[ $EUID -eq 0 ]] || die "debootstrap needs root"
-  if command -v mmdebstrap >/dev/null; then
+  # bullseye stays with debootstrap: it has no usr-is-merged, so mmdebstrap would leave /usr
+  # unmerged where debootstrap merges it.
+  if command -v mmdebstrap >/dev/null && [[ "$suite" != bullseye ]]; then
     # The merged-usr hook (for the suites that have usr-is-merged: bookworm and later) makes the
     # /usr links itself, so usr-is-merged stands in for usrmerge (which would pull in perl), as
     # with debootstrap. mmdebstrap leaves out apt's caches and lists.
@@ -96,7 +98,7 @@ debootstrap_image() {
     return
   fi
   command -v debootstrap >/dev/null \
-    || die "neither mmdebstrap nor debootstrap installed (apt-get install mmdebstrap)"
+    || die "debootstrap not installed (apt-get install debootstrap; mmdebstrap too, faster)"
   local rootfs
   rootfs="$(mktemp -d -t "det-$suite-rootfs.XXXXXX")"
   # shellcheck disable=SC2064

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The det demo, from a fresh Debian/Ubuntu machine to a finished hyperparameter search:
 #
-#   1. installs docker.io, mmdebstrap, python3-venv and git when missing (root or sudo), starts dockerd
+#   1. installs docker.io, mmdebstrap, debootstrap, python3-venv and git when missing (root or
+#      sudo), starts dockerd
 #   2. creates .venv and installs det (master, agent, cli extras) into it, while
 #   3. the task images (infra/build-images.sh) build in the background when missing or older
 #      than the harness
@@ -55,8 +56,10 @@ fi
 step "system packages"
 pkgs=()
 command -v dockerd >/dev/null || pkgs+=(docker.io)
-# mmdebstrap builds the images' Debian root file system (debootstrap does too, several times slower).
+# mmdebstrap builds the images' Debian root file systems (debootstrap does too, several times
+# slower); debootstrap for the bullseye image of the test suite (bash scripts/test.sh).
 command -v mmdebstrap >/dev/null || pkgs+=(mmdebstrap)
+command -v debootstrap >/dev/null || pkgs+=(debootstrap)
 python3 -c 'import ensurepip, venv' 2>/dev/null || pkgs+=(python3-venv)
 command -v git >/dev/null || pkgs+=(git)
 if ((${#pkgs[@]})); then
@@ -65,7 +68,7 @@ if ((${#pkgs[@]})); then
   "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
     ca-certificates "${pkgs[@]}"
 else
-  echo "docker.io, mmdebstrap, python3-venv, git: present"
+  echo "docker.io, mmdebstrap, debootstrap, python3-venv, git: present"
 fi
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
   || die "det needs Python >= 3.11 (Debian 12 or Ubuntu 24.04 and later)"
