@@ -7,9 +7,11 @@ itself; both are refused with a message saying what to use instead.
 from __future__ import annotations
 
 import posixpath
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
+
+from det.common.jsontypes import JSONValue
 
 from .base import DEFAULT_PROPAGATION, ConfigModel
 
@@ -76,13 +78,10 @@ CheckpointStorage = Annotated[
 AnyStorage = SharedFSStorage | DirectoryStorage | S3Storage | GCSStorage
 
 
-def precheck(raw: Any, path: str = "checkpoint_storage") -> list[tuple[str, str]]:
-    if (
-        isinstance(raw, dict)
-        and isinstance(raw.get("type"), str)
-        and raw["type"] in REFUSED_STORAGE
-    ):
-        return [(f"{path}.type", REFUSED_STORAGE[raw["type"]])]
+def precheck(raw: JSONValue, path: str = "checkpoint_storage") -> list[tuple[str, str]]:
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    if isinstance(kind, str) and kind in REFUSED_STORAGE:
+        return [(f"{path}.type", REFUSED_STORAGE[kind])]
     return []
 
 
