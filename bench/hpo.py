@@ -197,13 +197,10 @@ def run_plain_asha(problem: Problem, seed: int, budget: float, floor: bool = Fal
 
 
 def run_det(problem: Problem, seed: int, budget: float, searcher: dict[str, Any]) -> float:
-    config = {
-        "metric": "loss",
-        "time_metric": "epochs",
-        "max_time": R,
-        "max_concurrent_trials": 1,
-        **searcher,
-    }
+    config: dict[str, Any] = {"metric": "loss", "max_concurrent_trials": 1, **searcher}
+    if searcher["name"] in ("adaptive_asha", "async_halving"):
+        # Only the ASHA methods stop trials by time (the others' trials run to default_length).
+        config.update(time_metric="epochs", max_time=R)
 
     def curve(h: dict[str, Any], t: float, trial_seed: int) -> float:
         return problem.curve(_point(problem, h), t, f"{seed}:{trial_seed}")
