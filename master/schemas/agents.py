@@ -4,12 +4,16 @@ the agent: :mod:`det.common.agent_protocol`."""
 
 from __future__ import annotations
 
-from typing import Any, NotRequired
+from typing import TYPE_CHECKING, Any, NotRequired
 
 from typing_extensions import TypedDict
 
 from det.master.schemas import d
 from det.master.wire import ts
+
+if TYPE_CHECKING:
+    from det.master.services.agents import Agent as AgentRow
+    from det.master.services.agents import SlotDevice, SlotRow
 
 # det's allocation states as Determined's container states. TERMINATING is det's own: to the
 # official client a container that is being stopped is still running.
@@ -37,14 +41,13 @@ def device_type(kind: str | None) -> d.devicev1Type:
     return _DEVICE_TYPE.get(str(kind or "cpu").lower(), "TYPE_UNSPECIFIED")
 
 
-def device(slot: dict[str, Any] | None, slot_id: str) -> d.v1Device:
+def device(slot: SlotDevice | None, slot_id: str) -> d.v1Device:
     """``slot`` is a ``slots`` row (None when the agent no longer reports it)."""
-    s = slot or {}
     return {
         "id": int(slot_id) if slot_id.isdigit() else 0,
-        "brand": s.get("brand") or "",
-        "uuid": s.get("uuid") or "",
-        "type": device_type(s.get("type")),
+        "brand": (slot["brand"] if slot else "") or "",
+        "uuid": (slot["uuid"] if slot else None) or "",
+        "type": device_type(slot["type"] if slot else None),
     }
 
 
@@ -71,7 +74,7 @@ class EnableAgentResponse(TypedDict):
     agent: NotRequired[Agent | None]
 
 
-def slot(agent: dict[str, Any], s: dict[str, Any]) -> d.v1Slot:
+def slot(agent: AgentRow, s: SlotRow) -> d.v1Slot:
     alloc = agent["used"].get(s["slot_id"])
     container: d.v1Container | None = None
     if alloc is not None:
@@ -113,7 +116,7 @@ def slot_stats(slots: list[d.v1Slot]) -> d.v1SlotStats:
     return stats
 
 
-def agent(a: dict[str, Any]) -> Agent:
+def agent(a: AgentRow) -> Agent:
     """``a`` is an agent of ``services.agents.list_agents`` (with its ``slots`` and ``used``)."""
     slots = {f"/agents/{a['id']}/slots/{s['slot_id']}": slot(a, s) for s in a["slots"]}
     containers: dict[str, d.v1Container] = {}

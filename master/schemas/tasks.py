@@ -3,13 +3,16 @@ allocation's row, and det's own allocation messages."""
 
 from __future__ import annotations
 
-from typing import Any, NotRequired
+from typing import TYPE_CHECKING, Any, NotRequired
 
 from typing_extensions import TypedDict
 
 from det.master.schemas import d
 from det.master.schemas.agents import device
 from det.master.wire import ts
+
+if TYPE_CHECKING:
+    from det.master.services.agents import SlotDevice
 
 
 class ProxyTicketRequest(TypedDict):
@@ -43,7 +46,7 @@ def _name(row: dict[str, Any]) -> str:
 
 
 def allocation_summary(
-    r: dict[str, Any], slots: dict[tuple[str, str], dict[str, Any]]
+    r: dict[str, Any], slots: dict[tuple[str, str], SlotDevice]
 ) -> d.v1AllocationSummary:
     """``r`` is a row of ``services.tasks.live_allocations``' query; ``slots`` the ``slots``
     rows by (agent, slot id)."""

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
-from typing import Any
+from typing import TypeVar
 
+import psycopg
+from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
+from typing_extensions import TypedDict
 
 from det.common.agent_protocol import (
     DesiredContainer,
@@ -13,6 +17,7 @@ from det.common.agent_protocol import (
     HeartbeatResponse,
     HeartbeatSlot,
 )
+from det.common.jsontypes import JSONObject
 from det.master import states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
@@ -20,6 +25,64 @@ from det.master.handles import MasterState
 from det.master.services import allocation_rows, allocations, containers
 
 logger = logging.getLogger(__name__)
+
+
+class SlotDevice(TypedDict):
+    """What a slot's device is (``schemas.agents.device``)."""
+
+    type: str
+    uuid: str | None
+    brand: str
+
+
+class SlotRow(SlotDevice):
+    """A ``slots`` row."""
+
+    agent_id: str
+    slot_id: str
+    memory_mb: int
+    enabled: bool
+
+
+class LiveAllocation(TypedDict):
+    """An allocation placed on agents that has not ended."""
+
+    id: str
+    placement: dict[str, list[str]] | None
+    state: str
+    task_id: str
+    container_id: str | None
+
+
+class AgentRow(TypedDict):
+    """An ``agents`` row."""
+
+    id: str
+    resource_pool: str
+    version: str
+    labels: JSONObject
+    addresses: list[str]
+    enabled: bool
+    draining: bool
+    preemption_notice: JSONObject | None
+    registered_at: dt.datetime
+    last_heartbeat: dt.datetime
+    connected: bool
+
+
+class Agent(AgentRow):
+    """An agent as it is shown (``schemas.agents.agent``): its slots, and the live allocation
+    on each slot that has one (by slot id)."""
+
+    slots: list[SlotRow]
+    used: dict[str, LiveAllocation]
+
+
+_R = TypeVar("_R")
+
+
+def _rows(conn: Conn, row: type[_R]) -> psycopg.Cursor[_R]:
+    return conn.cursor(row_factory=class_row(row))
 
 
 def heartbeat(
@@ -118,7 +181,7 @@ def _sync_slots(conn: Conn, agent_id: str, slots: list[HeartbeatSlot]) -> None:
     )
 
 
-def _preempt_agent(conn: Conn, agent_id: str, notice: dict[str, Any]) -> None:
+def _preempt_agent(conn: Conn, agent_id: str, notice: JSONObject) -> None:
     """A spot/preemptible machine is going away: checkpoint its trials and place nothing new."""
     updated = conn.execute(
         "UPDATE allocations SET preempt_requested = true, exit_reason = coalesce(exit_reason, %s)"
@@ -156,23 +219,44 @@ def mark_lost(conn: Conn, timeout_seconds: float) -> list[str]:
     return ids
 
 
-def list_agents(conn: Conn) -> list[dict[str, Any]]:
-    agents = conn.execute("SELECT * FROM agents ORDER BY id").fetchall()
-    slots = conn.execute("SELECT * FROM slots ORDER BY agent_id, slot_id").fetchall()
-    live = conn.execute(
-        "SELECT id, placement, state, task_id, container_id FROM allocations WHERE state <> 'TERMINATED' AND placement IS NOT NULL"
-    ).fetchall()
-    by_agent: dict[str, list[dict[str, Any]]] = {}
+def list_agents(conn: Conn) -> list[Agent]:
+    agents = _rows(conn, AgentRow).execute(
+        "SELECT id, resource_pool, version, labels, addresses, enabled, draining,"
+        " preemption_notice, registered_at, last_heartbeat, connected FROM agents ORDER BY id"
+    )
+    slots = _rows(conn, SlotRow).execute(
+        "SELECT agent_id, slot_id, type, uuid, brand, memory_mb, enabled FROM slots"
+        " ORDER BY agent_id, slot_id"
+    )
+    live = (
+        _rows(conn, LiveAllocation)
+        .execute(
+            "SELECT id, placement, state, task_id, container_id FROM allocations"
+            " WHERE state <> 'TERMINATED' AND placement IS NOT NULL"
+        )
+        .fetchall()
+    )
+    by_agent: dict[str, list[SlotRow]] = {}
     for s in slots:
-        by_agent.setdefault(s["agent_id"], []).append(dict(s))
+        by_agent.setdefault(s["agent_id"], []).append(s)
+    out: list[Agent] = []
     for a in agents:
-        a["slots"] = by_agent.get(a["id"], [])
-        used: dict[str, dict[str, Any]] = {}
+        used: dict[str, LiveAllocation] = {}
         for alloc in live:
             for sid in (alloc["placement"] or {}).get(a["id"], []):
                 used[str(sid)] = alloc
-        a["used"] = used
-    return agents
+        out.append({**a, "slots": by_agent.get(a["id"], []), "used": used})
+    return out
+
+
+def slot_devices(conn: Conn) -> dict[tuple[str, str], SlotDevice]:
+    """Every slot's device, by (agent id, slot id)."""
+    return {
+        (s["agent_id"], s["slot_id"]): s
+        for s in _rows(conn, SlotRow).execute(
+            "SELECT agent_id, slot_id, type, uuid, brand, memory_mb, enabled FROM slots"
+        )
+    }
 
 
 def set_enabled(conn: Conn, agent_id: str, enabled: bool, drain: bool = False) -> None:

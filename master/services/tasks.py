@@ -13,7 +13,7 @@ from det.master.handles import MasterState
 from det.master.schemas import d
 from det.master.schemas.notebooks import task
 from det.master.schemas.tasks import allocation_summary
-from det.master.services import allocations, ntsc, task_services
+from det.master.services import agents, allocations, ntsc, task_services
 
 
 def live_allocations(conn: Conn) -> dict[str, d.v1AllocationSummary]:
@@ -27,10 +27,7 @@ def live_allocations(conn: Conn) -> dict[str, d.v1AllocationSummary]:
         " LEFT JOIN jobs j ON j.id = a.job_id"
         " WHERE a.state <> 'TERMINATED' ORDER BY a.created_at, a.id"
     ).fetchall()
-    slots = {
-        (s["agent_id"], s["slot_id"]): s
-        for s in conn.execute("SELECT agent_id, slot_id, type, uuid, brand FROM slots")
-    }
+    slots = agents.slot_devices(conn)
     return {r["id"]: allocation_summary(r, slots) for r in rows}
 
 
