@@ -35,6 +35,7 @@ MASTER_MARKER = "det.master"
 AGENT_MARKER = "det.agent"
 MASTER_START_TIMEOUT = 300.0  # a first start runs initdb and the migrations
 AGENT_REGISTER_TIMEOUT = 120.0
+REQUEST_TIMEOUT = 10.0  # one request to the master; a slow answer while polling is asked again
 
 Progress = Callable[[str], None]
 
@@ -146,7 +147,9 @@ def _wait_for_master(url: str, pid: int, log: Path, progress: Progress) -> None:
 
 def admin_token(url: str, password: str) -> str:
     r = requests.post(
-        f"{url}/api/v1/auth/login", json={"username": "admin", "password": password}, timeout=10
+        f"{url}/api/v1/auth/login",
+        json={"username": "admin", "password": password},
+        timeout=REQUEST_TIMEOUT,
     )
     if r.status_code in (400, 401, 403):
         raise DeployError(
@@ -159,7 +162,9 @@ def admin_token(url: str, password: str) -> str:
 
 def registered_agents(url: str, token: str) -> dict[str, dict[str, Any]]:
     r = requests.get(
-        f"{url}/api/v1/agents", headers={"Authorization": f"Bearer {token}"}, timeout=10
+        f"{url}/api/v1/agents",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=REQUEST_TIMEOUT,
     )
     r.raise_for_status()
     return {str(a.get("id")): a for a in r.json().get("agents") or []}
@@ -183,11 +188,20 @@ def _start_agent(paths: LocalPaths, url: str, aid: str, slots: int) -> int:
 def _wait_for_agents(
     url: str, password: str, ids: list[str], paths: LocalPaths, progress: Progress
 ) -> None:
-    token = admin_token(url, password)
     deadline = time.monotonic() + AGENT_REGISTER_TIMEOUT
     next_note = time.monotonic() + 10
+    token: str | None = None
+    unanswered = ""
     while True:
-        missing = [a for a in ids if a not in registered_agents(url, token)]
+        # A master that answers slowly (a loaded machine, an image build beside it) is asked
+        # again until the deadline; only its refusals and the agents' exits end the wait early.
+        try:
+            token = token or admin_token(url, password)
+            registered = registered_agents(url, token)
+            unanswered = ""
+        except (requests.Timeout, requests.ConnectionError) as e:
+            registered, unanswered = {}, f" (the last request to the master: {type(e).__name__})"
+        missing = [a for a in ids if a not in registered]
         if not missing:
             return
         for aid in missing:
@@ -199,7 +213,7 @@ def _wait_for_agents(
         if time.monotonic() > deadline:
             raise DeployError(
                 f"agents {', '.join(missing)} did not register within "
-                f"{AGENT_REGISTER_TIMEOUT:.0f} s; logs in {paths.agents_dir}"
+                f"{AGENT_REGISTER_TIMEOUT:.0f} s{unanswered}; logs in {paths.agents_dir}"
             )
         if time.monotonic() > next_note:
             progress(f"waiting for agents to register: {', '.join(missing)}...")

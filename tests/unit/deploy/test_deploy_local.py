@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -174,3 +178,51 @@ def test_local_policy_is_permissive_but_protects_the_clusters_own_state(tmp_path
         "/var/run/docker.sock",
     ):
         assert refused(str(host)), host
+
+
+def test_waiting_for_agents_asks_a_slow_master_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A master that answers one poll too slowly (a loaded machine, the demo's image build beside
+    it) is asked again; before, the first ReadTimeout ended ``det deploy local up``."""
+    calls: list[str] = []
+
+    class Master(BaseHTTPRequestHandler):
+        def _answer(self, body: dict[str, object]) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self) -> None:  # the login
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self._answer({"token": "t"})
+
+        def do_GET(self) -> None:  # the agents: the first answer comes after the client gave up
+            calls.append(self.path)
+            if len(calls) == 1:
+                time.sleep(1.0)
+            self._answer({"agents": [{"id": "local-agent-0"}]})
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Master)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    paths = LocalPaths.at(tmp_path)
+    paths.agents_dir.mkdir(parents=True)
+    agent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        paths.agent_pid("local-agent-0").write_text(f"{agent.pid}\n")
+        monkeypatch.setattr(cluster, "REQUEST_TIMEOUT", 0.2)
+        notes: list[str] = []
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        cluster._wait_for_agents(url, "pw", ["local-agent-0"], paths, notes.append)
+        assert len(calls) >= 2 and calls[0] == "/api/v1/agents"
+    finally:
+        agent.kill()
+        agent.wait()
+        server.shutdown()
+        server.server_close()
