@@ -9,7 +9,8 @@
 # engine: the nested engine's images go with the volume).
 #
 #   bash scripts/fresh-machine.sh                         # times `bash scripts/demo.sh`
-#   bash scripts/fresh-machine.sh bash scripts/test.sh --collect-only -q
+#   bash scripts/fresh-machine.sh --readme                # the demo, then test.sh's installs
+#   bash scripts/fresh-machine.sh bash -c 'uname -a'      # any command, in the clone
 #
 # The container gets what every machine of this kind has for package installs: the host's CA
 # bundle (registries are reached through a TLS-inspecting proxy), and, when present, the host's
@@ -28,6 +29,11 @@ BASE_IMAGE="det-base:bookworm"
 REF="${DET_FRESH_REF:-HEAD}"
 CMD=("$@")
 ((${#CMD[@]})) || CMD=(bash scripts/demo.sh)
+if [[ "${CMD[*]}" == "--readme" ]]; then
+  # The README's two commands: the demo, then the test command's installs (its venv with the dev
+  # extra and torch, the other images) with pytest collecting only.
+  CMD=(bash -c 'bash scripts/demo.sh && echo "==> [   0s] README command 2, its installs: bash scripts/test.sh --collect-only -q" && bash scripts/test.sh --collect-only -q | tail -n 3')
+fi
 START=$SECONDS
 NAME="det-fresh-$$-$RANDOM"
 VOLUME="$NAME-docker"
