@@ -14,11 +14,16 @@ idempotent) for the checkpoints not yet deleted, up to ``MAX_LOST_RUNS`` times p
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
-from typing import Any, Final, TypedDict
+import uuid
+from typing import Final, TypedDict
+
+from psycopg.rows import class_row
 
 from det.common.container_spec import ContainerSpec
+from det.common.jsontypes import JSONObject
 from det.master import states
 from det.master.checkpoint_policy import Checkpoint, Retention, to_delete
 from det.master.config import MasterConfig
@@ -45,6 +50,68 @@ TASK_TYPE: Final = "CHECKPOINT_GC"
 MAX_LOST_RUNS = 3
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Target:
+    """Whose GC task is queued: the experiment, and its job and pool (the task's)."""
+
+    id: int
+    job_id: str
+    resource_pool: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Ended:
+    """An experiment due for collection (:func:`gc_pass`)."""
+
+    id: int
+    config: JSONObject
+    job_id: str
+    resource_pool: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Lost:
+    """A GC run whose agent was lost (:func:`_requeue_lost`)."""
+
+    allocation_id: str
+    experiment_id: int
+    uuids: list[uuid.UUID]
+    tensorboards: bool
+    globs: list[str] | None
+    job_id: str
+    resource_pool: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Deletable:
+    """A checkpoint ``det checkpoint delete`` names, with its experiment's job (:func:`delete`)."""
+
+    uuid: uuid.UUID
+    state: str
+    experiment_id: int
+    exp_state: str
+    job_id: str
+    resource_pool: str
+    registered: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Run:
+    """A ``checkpoint_gc`` row: what one GC run deletes."""
+
+    experiment_id: int
+    uuids: list[uuid.UUID]
+    tensorboards: bool
+    globs: list[str] | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Spec(_Run):
+    """A GC run with its experiment's config (its storage, image and mounts)."""
+
+    config: JSONObject
+
+
 def retention(cfg: ExperimentConfig) -> Retention:
     experiment_best, trial_best, trial_latest = stored.retention(cfg)
     return Retention(
@@ -68,7 +135,7 @@ def candidates(conn: Conn, experiment_id: int, metric: str) -> list[Checkpoint]:
     return out
 
 
-def _metric(experiment_id: int, config: dict[str, Any]) -> str:
+def _metric(experiment_id: int, config: JSONObject) -> str:
     return stored.experiment_config(experiment_id, config).searcher.metric
 
 
@@ -92,37 +159,46 @@ def gc_pass(conn: Conn, st: MasterState) -> None:
         # An unmanaged experiment's checkpoints are kept as its script wrote them: its storage
         # may be one the cluster cannot reach (its own machine's disk).
         kept = "" if everything else " AND NOT e.unmanaged"
-        rows = conn.execute(
-            "SELECT e.id, e.config, j.id AS job_id, j.resource_pool FROM experiments e"
-            f" JOIN jobs j ON j.experiment_id = e.id WHERE e.{column} IS NULL AND {which}{kept}"
-            " FOR NO KEY UPDATE OF e SKIP LOCKED"
-        ).fetchall()
+        rows = (
+            conn.cursor(row_factory=class_row(_Ended))
+            .execute(
+                "SELECT e.id, e.config, j.id AS job_id, j.resource_pool FROM experiments e"
+                f" JOIN jobs j ON j.experiment_id = e.id WHERE e.{column} IS NULL AND {which}{kept}"
+                " FOR NO KEY UPDATE OF e SKIP LOCKED"
+            )
+            .fetchall()
+        )
         for exp in rows:
-            conn.execute(f"UPDATE experiments SET {column} = now() WHERE id = %s", (exp["id"],))
+            conn.execute(f"UPDATE experiments SET {column} = now() WHERE id = %s", (exp.id,))
             policy = (
                 Retention(0, 0, 0)
                 if everything
-                else retention(stored.experiment_config(exp["id"], exp["config"]))
+                else retention(stored.experiment_config(exp.id, exp.config))
             )
-            _queue(conn, st, exp, run=run, policy=policy, tensorboards=everything)
+            target = _Target(exp.id, exp.job_id, exp.resource_pool)
+            _queue(conn, st, target, exp.config, run=run, policy=policy, tensorboards=everything)
     _requeue_lost(conn, st)
 
 
 def _requeue_lost(conn: Conn, st: MasterState) -> None:
     """GC runs that ended because their agent was lost, queued again for what is left."""
-    rows = conn.execute(
-        "SELECT g.allocation_id, g.experiment_id, g.uuids, g.tensorboards, g.globs,"
-        " j.id AS job_id,"
-        " j.resource_pool"
-        " FROM checkpoint_gc g JOIN allocations a ON a.id = g.allocation_id"
-        " JOIN jobs j ON j.experiment_id = g.experiment_id"
-        " WHERE a.state = %s AND a.exit_reason = %s FOR UPDATE OF g SKIP LOCKED",
-        (states.TERMINATED, containers.AGENT_LOST),
-    ).fetchall()
+    rows = (
+        conn.cursor(row_factory=class_row(_Lost))
+        .execute(
+            "SELECT g.allocation_id, g.experiment_id, g.uuids, g.tensorboards, g.globs,"
+            " j.id AS job_id,"
+            " j.resource_pool"
+            " FROM checkpoint_gc g JOIN allocations a ON a.id = g.allocation_id"
+            " JOIN jobs j ON j.experiment_id = g.experiment_id"
+            " WHERE a.state = %s AND a.exit_reason = %s FOR UPDATE OF g SKIP LOCKED",
+            (states.TERMINATED, containers.AGENT_LOST),
+        )
+        .fetchall()
+    )
     for r in rows:
-        eid = r["experiment_id"]
+        eid = r.experiment_id
         # The lost run's record goes: it is handled once, and its event stays.
-        conn.execute("DELETE FROM checkpoint_gc WHERE allocation_id = %s", (r["allocation_id"],))
+        conn.execute("DELETE FROM checkpoint_gc WHERE allocation_id = %s", (r.allocation_id,))
         lost = conn.execute(
             "SELECT count(*) AS n FROM allocations WHERE task_id = %s AND exit_reason = %s",
             (f"gc.{eid}", containers.AGENT_LOST),
@@ -131,10 +207,10 @@ def _requeue_lost(conn: Conn, st: MasterState) -> None:
             str(c["uuid"])
             for c in conn.execute(
                 "SELECT uuid FROM checkpoints WHERE uuid = ANY(%s::uuid[]) AND state = ANY(%s)",
-                (r["uuids"], states.sources("checkpoint", DELETED)),
+                (r.uuids, states.sources("checkpoint", DELETED)),
             )
         ]
-        if not left and not r["tensorboards"]:
+        if not left and not r.tensorboards:
             continue
         if lost is not None and lost["n"] > MAX_LOST_RUNS:
             states.record_event(
@@ -143,24 +219,25 @@ def _requeue_lost(conn: Conn, st: MasterState) -> None:
                 eid,
                 "checkpoint-gc-failed",
                 f"checkpoint GC lost its agent {lost['n']} times;"
-                f" {_what(len(left), r['tensorboards'])} are kept (det checkpoint delete or"
+                f" {_what(len(left), r.tensorboards)} are kept (det checkpoint delete or"
                 " det experiment delete-tb-files asks again)",
             )
             continue
-        exp = {"id": eid, "job_id": r["job_id"], "resource_pool": r["resource_pool"]}
-        _queue_task(conn, st, exp, left, run=1, tensorboards=r["tensorboards"], globs=r["globs"])
+        target = _Target(eid, r.job_id, r.resource_pool)
+        _queue_task(conn, st, target, left, run=1, tensorboards=r.tensorboards, globs=r.globs)
 
 
 def _queue(
     conn: Conn,
     st: MasterState,
-    exp: dict[str, Any],
+    target: _Target,
+    config: JSONObject,
     *,
     run: int,
     policy: Retention,
     tensorboards: bool = False,
 ) -> None:
-    eid = exp["id"]
+    eid = target.id
     registered = {
         str(r["checkpoint_uuid"])
         for r in conn.execute(
@@ -173,27 +250,27 @@ def _queue(
     # Checkpoints registered as model versions are always kept, as in Determined.
     doomed = [
         u
-        for u in to_delete(candidates(conn, eid, _metric(eid, exp["config"])), policy)
+        for u in to_delete(candidates(conn, eid, _metric(eid, config)), policy)
         if u not in registered
     ]
     if not doomed:
         # Nothing to delete, no GC task: a deleted experiment without checkpoints keeps any
         # TensorBoard files its trials wrote (delete-tb-files before deleting removes them).
         return
-    _queue_task(conn, st, exp, doomed, run=run, tensorboards=tensorboards)
+    _queue_task(conn, st, target, doomed, run=run, tensorboards=tensorboards)
 
 
 def _queue_task(
     conn: Conn,
     st: MasterState,
-    exp: dict[str, Any],
+    target: _Target,
     doomed: list[str],
     *,
     run: int,
     tensorboards: bool = False,
     globs: list[str] | None = None,
 ) -> None:
-    eid = exp["id"]
+    eid = target.id
     task_id = f"gc.{eid}"
     # A changed GC policy (``det e set gc-policy``) collects again: a fresh allocation each time.
     earlier = conn.execute(
@@ -206,8 +283,8 @@ def _queue_task(
         kind=TASK_TYPE,
         allocation_id=allocation_id,
         task_id=task_id,
-        job_id=exp["job_id"],
-        resource_pool=exp["resource_pool"],
+        job_id=target.job_id,
+        resource_pool=target.resource_pool,
         slots=0,
     )
     conn.execute(
@@ -248,7 +325,8 @@ def delete_tensorboards(conn: Conn, st: MasterState, experiment_id: int) -> None
             f"experiment {experiment_id} is {row['state']}; delete its TensorBoard files once"
             " it has ended"
         )
-    _queue_task(conn, st, dict(row), [], run=1, tensorboards=True)
+    target = _Target(row["id"], row["job_id"], row["resource_pool"])
+    _queue_task(conn, st, target, [], run=1, tensorboards=True)
     conn.execute("NOTIFY det_wakeup")
 
 
@@ -261,62 +339,69 @@ def delete(conn: Conn, st: MasterState, uuids: list[str], globs: list[str] | Non
     files they name and reports what is left of each (PATCH ``/api/v1/checkpoints``): all gone
     is ``DELETED``, fewer files ``PARTIALLY_DELETED``; no globs: the files are read again."""
     verb = "delete" if globs is None else "remove files from"
-    rows = conn.execute(
-        "SELECT c.uuid, c.state, t.experiment_id, e.state AS exp_state,"
-        " j.id AS job_id, j.resource_pool,"
-        " EXISTS (SELECT 1 FROM model_versions v WHERE v.checkpoint_uuid = c.uuid) AS registered"
-        " FROM checkpoints c JOIN trials t ON t.id = c.trial_id"
-        " JOIN experiments e ON e.id = t.experiment_id JOIN jobs j ON j.experiment_id = e.id"
-        " WHERE c.uuid = ANY(%s::uuid[]) FOR NO KEY UPDATE OF e",
-        (uuids,),
-    ).fetchall()
-    by_uuid = {str(r["uuid"]): r for r in rows}
+    rows = (
+        conn.cursor(row_factory=class_row(_Deletable))
+        .execute(
+            "SELECT c.uuid, c.state, t.experiment_id, e.state AS exp_state,"
+            " j.id AS job_id, j.resource_pool,"
+            " EXISTS (SELECT 1 FROM model_versions v WHERE v.checkpoint_uuid = c.uuid) AS registered"
+            " FROM checkpoints c JOIN trials t ON t.id = c.trial_id"
+            " JOIN experiments e ON e.id = t.experiment_id JOIN jobs j ON j.experiment_id = e.id"
+            " WHERE c.uuid = ANY(%s::uuid[]) FOR NO KEY UPDATE OF e",
+            (uuids,),
+        )
+        .fetchall()
+    )
+    by_uuid = {str(r.uuid): r for r in rows}
     by_experiment: dict[int, list[str]] = {}
     for uid in uuids:
         r = by_uuid.get(uid)
         if r is None:
             raise InvalidArgument(f"checkpointUuids: checkpoint {uid} has no trial to {verb}")
-        if r["registered"]:
+        if r.registered:
             raise Conflict(f"checkpoint {uid} is registered as a model version; it is kept")
-        if r["state"] not in (states.COMPLETED, states.PARTIALLY_DELETED):
-            raise Conflict(f"checkpoint {uid} is {r['state']}; only a completed one is changed")
-        if r["exp_state"] not in states.TERMINAL:
+        if r.state not in (states.COMPLETED, states.PARTIALLY_DELETED):
+            raise Conflict(f"checkpoint {uid} is {r.state}; only a completed one is changed")
+        if r.exp_state not in states.TERMINAL:
             raise Conflict(
-                f"checkpoint {uid}: experiment {r['experiment_id']} is {r['exp_state']};"
+                f"checkpoint {uid}: experiment {r.experiment_id} is {r.exp_state};"
                 f" {verb} its checkpoints once it has ended"
             )
-        by_experiment.setdefault(int(r["experiment_id"]), []).append(uid)
+        by_experiment.setdefault(r.experiment_id, []).append(uid)
     for eid, doomed in by_experiment.items():
         r = by_uuid[doomed[0]]
-        exp = {"id": eid, "job_id": r["job_id"], "resource_pool": r["resource_pool"]}
-        _queue_task(conn, st, exp, doomed, run=1, globs=globs)
+        _queue_task(conn, st, _Target(eid, r.job_id, r.resource_pool), doomed, run=1, globs=globs)
     conn.execute("NOTIFY det_wakeup")
 
 
 def container_spec(conn: Conn, st: MasterState, alloc: Allocation, agent_id: str) -> ContainerSpec:
     """The GC task's container: the experiment's storage and mounts, no context, and the pool's
     ``task_container_defaults.checkpoint_gc_image`` (else the experiment's image)."""
-    row = conn.execute(
-        "SELECT g.uuids, g.tensorboards, g.globs, e.id, e.config FROM checkpoint_gc g"
-        " JOIN experiments e"
-        " ON e.id = g.experiment_id WHERE g.allocation_id = %s",
-        (alloc.id,),
-    ).fetchone()
+    row = (
+        conn.cursor(row_factory=class_row(_Spec))
+        .execute(
+            "SELECT g.experiment_id, g.uuids, g.tensorboards, g.globs, e.config"
+            " FROM checkpoint_gc g JOIN experiments e ON e.id = g.experiment_id"
+            " WHERE g.allocation_id = %s",
+            (alloc.id,),
+        )
+        .fetchone()
+    )
     assert row is not None, f"GC allocation {alloc.id} has no checkpoint_gc row"
-    config: dict[str, Any] = row["config"]
+    config = row.config
     image, env = containers.image_and_env(conn, config, agent_id)
     env.update(containers.task_env(st, alloc.id, alloc.task_id, TASK_TYPE))
     env.update(
         {
-            "DET_EXPERIMENT_ID": str(row["id"]),
+            "DET_EXPERIMENT_ID": str(row.experiment_id),
             "DET_CHECKPOINT_STORAGE": json.dumps(config.get("checkpoint_storage") or {}),
-            "DET_DELETE_CHECKPOINTS": json.dumps([str(u) for u in row["uuids"]]),
+            "DET_DELETE_CHECKPOINTS": json.dumps([str(u) for u in row.uuids]),
         }
     )
-    if row["tensorboards"]:
+    if row.tensorboards:
         env["DET_DELETE_TENSORBOARDS"] = "1"
-    if row["globs"] is not None:
-        env["DET_CHECKPOINT_GLOBS"] = json.dumps(list(row["globs"]))
+    if row.globs is not None:
+        env["DET_CHECKPOINT_GLOBS"] = json.dumps(list(row.globs))
     # the experiment's Docker settings: its registry credentials pull the same image
     docker = containers.docker_options(st, config, alloc.resource_pool)
     gc_image = st.config.task_container_defaults_for(alloc.resource_pool).get("checkpoint_gc_image")
@@ -376,20 +461,24 @@ def _server(address: object) -> str:
 
 def on_terminated(conn: Conn, alloc: Allocation, exit_code: int | None, reason: str) -> None:
     """A GC task's allocation ended (``alloc``: its row as it was, locked by the caller)."""
-    row = conn.execute(
-        "SELECT experiment_id, uuids, tensorboards, globs FROM checkpoint_gc"
-        " WHERE allocation_id = %s",
-        (alloc.id,),
-    ).fetchone()
+    row = (
+        conn.cursor(row_factory=class_row(_Run))
+        .execute(
+            "SELECT experiment_id, uuids, tensorboards, globs FROM checkpoint_gc"
+            " WHERE allocation_id = %s",
+            (alloc.id,),
+        )
+        .fetchone()
+    )
     if row is None:
         return
-    eid = row["experiment_id"]
+    eid = row.experiment_id
     if exit_code == 0:
         # A removal of files reported what is left of each checkpoint as it went.
-        if row["uuids"] and row["globs"] is None:
-            states.checkpoints_deleted(conn, row["uuids"])
-        verb = "deleted" if row["globs"] is None else "removed"
-        what = _what(len(row["uuids"]), row["tensorboards"], row["globs"])
+        if row.uuids and row.globs is None:
+            states.checkpoints_deleted(conn, row.uuids)
+        verb = "deleted" if row.globs is None else "removed"
+        what = _what(len(row.uuids), row.tensorboards, row.globs)
         states.record_event(conn, "experiment", eid, "checkpoint-gc", f"{verb} {what}")
         return
     if reason == containers.AGENT_LOST:  # it may not have run: _requeue_lost queues it again
@@ -417,7 +506,7 @@ _POLICY_FIELDS = {
 }
 
 
-def set_policy(conn: Conn, experiment_id: int, storage: Any) -> None:
+def set_policy(conn: Conn, experiment_id: int, storage: object) -> None:
     """``det e set gc-policy`` (PATCH ``checkpointStorage``): the experiment's
     checkpoint_storage save_* change and its checkpoints are collected again under the new
     policy, now if it has ended, else when it ends. Deleted checkpoints stay deleted."""

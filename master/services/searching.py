@@ -6,11 +6,15 @@ leader dies at any point.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from typing import Any
+from typing import Any, NotRequired
 
+from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
+from typing_extensions import TypedDict
 
+from det.common.jsontypes import JSONObject
 from det.master import searcher as search
 from det.master import states
 from det.master.db import Conn
@@ -18,6 +22,35 @@ from det.master.expconf import stored
 from det.master.expconf.schema import ExperimentConfig
 
 logger = logging.getLogger(__name__)
+
+
+class SearcherState(TypedDict):
+    """``experiments.searcher_state``: whether the search has shut down (and failed), and the
+    searcher's snapshot (:meth:`Searcher.snapshot`)."""
+
+    shutdown: bool
+    failure: bool
+    method: NotRequired[JSONObject]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Searched:
+    """An experiment as its searcher pass reads it (locked)."""
+
+    id: int
+    state: str
+    config: JSONObject
+    searcher_state: SearcherState | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Event:
+    """A ``searcher_events`` row not yet processed."""
+
+    id: int
+    kind: str
+    request_id: str
+    payload: JSONObject | None
 
 
 def pending_experiments(conn: Conn) -> list[int]:
@@ -39,13 +72,19 @@ def experiment_seed(cfg: ExperimentConfig) -> int:
 
 
 def run_for_experiment(conn: Conn, experiment_id: int) -> None:
-    exp = conn.execute(
-        "SELECT * FROM experiments WHERE id = %s FOR NO KEY UPDATE SKIP LOCKED", (experiment_id,)
-    ).fetchone()
+    exp = (
+        conn.cursor(row_factory=class_row(_Searched))
+        .execute(
+            "SELECT id, state, config, searcher_state FROM experiments WHERE id = %s"
+            " FOR NO KEY UPDATE SKIP LOCKED",
+            (experiment_id,),
+        )
+        .fetchone()
+    )
     if exp is None:
         return
-    config = exp["config"]
-    wrapper = exp["searcher_state"]
+    config = exp.config
+    wrapper = exp.searcher_state
     actions: list[Any] = []
     if wrapper is None:
         method = search.new_searcher(
@@ -53,29 +92,34 @@ def run_for_experiment(conn: Conn, experiment_id: int) -> None:
             config.get("hyperparameters") or {},
             experiment_seed(stored.experiment_config(experiment_id, config)),
         )
-        wrapper = {"shutdown": False, "failure": False}
+        wrapper = SearcherState(shutdown=False, failure=False)
         actions += method.initial_trials()
     else:
-        method = search.Searcher.restore(wrapper["method"])
-    events = conn.execute(
-        "SELECT * FROM searcher_events WHERE experiment_id = %s AND NOT processed ORDER BY id",
-        (experiment_id,),
-    ).fetchall()
+        method = search.Searcher.restore(wrapper.get("method"))
+    events = (
+        conn.cursor(row_factory=class_row(_Event))
+        .execute(
+            "SELECT id, kind, request_id, payload FROM searcher_events"
+            " WHERE experiment_id = %s AND NOT processed ORDER BY id",
+            (experiment_id,),
+        )
+        .fetchall()
+    )
     for ev in events:
-        p = ev["payload"] or {}
-        rid = ev["request_id"]
-        if ev["kind"] == "validation":
-            actions += method.validation_completed(rid, float(p["metric"]), float(p["time"]))
-        elif ev["kind"] == "exited":
+        p = ev.payload or {}
+        rid = ev.request_id
+        if ev.kind == "validation":
+            actions += method.validation_completed(rid, _number(p["metric"]), _number(p["time"]))
+        elif ev.kind == "exited":
             actions += method.trial_exited(rid)
-        elif ev["kind"] == "early_exit":
+        elif ev.kind == "early_exit":
             actions += method.trial_exited_early(
                 rid, search.ExitedReason[str(p.get("reason", "ERRORED"))]
             )
     if events:
         conn.execute(
             "UPDATE searcher_events SET processed = true WHERE id = ANY(%s)",
-            ([e["id"] for e in events],),
+            ([e.id for e in events],),
         )
     created = apply_actions(conn, exp, actions, wrapper)
     for rid in created:
@@ -88,8 +132,15 @@ def run_for_experiment(conn: Conn, experiment_id: int) -> None:
     )
 
 
+def _number(value: object) -> float:
+    """A validation event's number (the ingest writes only finite floats)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"searcher event: {value!r} is not a number")
+    return float(value)
+
+
 def apply_actions(
-    conn: Conn, exp: dict[str, Any], actions: list[Any], wrapper: dict[str, Any]
+    conn: Conn, exp: _Searched, actions: list[Any], wrapper: SearcherState
 ) -> list[str]:
     created: list[str] = []
     for action in actions:
@@ -97,38 +148,38 @@ def apply_actions(
             if _create_trial(conn, exp, action):
                 created.append(action.request_id)
         elif isinstance(action, search.StopTrial):
-            _stop_trial(conn, exp["id"], action.request_id)
+            _stop_trial(conn, exp.id, action.request_id)
         elif isinstance(action, search.Shutdown):
             wrapper["shutdown"] = True
             wrapper["failure"] = bool(action.failure)
             states.record_event(
                 conn,
                 "experiment",
-                exp["id"],
+                exp.id,
                 "searcher",
                 "searcher finished" + (" with failure" if action.failure else ""),
             )
     return created
 
 
-def _create_trial(conn: Conn, exp: dict[str, Any], action: Any) -> bool:
-    if exp["state"] in states.STOPPING or exp["state"] in states.TERMINAL:
+def _create_trial(conn: Conn, exp: _Searched, action: search.CreateTrial) -> bool:
+    if exp.state in states.STOPPING or exp.state in states.TERMINAL:
         # Canceled or killed before the searcher asked: there is nothing to run it for.
         return False
     seq = conn.execute("SELECT nextval('trials_id_seq') AS id").fetchone()
     assert seq is not None
     trial_id = int(seq["id"])
-    state = states.PAUSED if exp["state"] == states.PAUSED else states.ACTIVE
+    state = states.PAUSED if exp.state == states.PAUSED else states.ACTIVE
     row = conn.execute(
         "INSERT INTO trials (id, experiment_id, request_id, task_id, hparams, seed, state)"
         " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (experiment_id, request_id) DO NOTHING RETURNING id",
         (
             trial_id,
-            exp["id"],
+            exp.id,
             action.request_id,
             # Determined's form, "<experiment id>.<request uuid>": its clients check task ids
             # against it (``det task logs`` refuses anything else as a partial UUID).
-            f"{exp['id']}.{action.request_id}",
+            f"{exp.id}.{action.request_id}",
             Jsonb(action.hparams),
             int(action.seed) % (2**31),
             state,
