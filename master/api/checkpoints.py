@@ -34,7 +34,7 @@ ListParams = d.GetExperimentCheckpointsParams | d.GetTrialCheckpointsParams
 
 
 def listing(
-    rows: list[dict[str, Any]], smaller_is_better: bool, params: ListParams | None = None
+    rows: list[ckpt_svc.Checkpoint], smaller_is_better: bool, params: ListParams | None = None
 ) -> d.v1GetExperimentCheckpointsResponse:
     """A ``GetExperimentCheckpoints``/``GetTrialCheckpoints`` answer for ``rows``, honouring the
     request's ``states``, ``sortByAttr``, ``sortByMetric``, ``orderBy``, ``offset`` and
@@ -88,7 +88,7 @@ def report(body: wire.ReportCheckpointRequest) -> Empty:
         existing = _access.checkpoint(conn, uid, for_write=True)
         if existing is not None and existing.task_id != task_id:
             raise Conflict(f"checkpoint {uid} already exists for another task")
-        ckpt_svc.report(conn, dict(ckpt), task_id=task_id)
+        ckpt_svc.report(conn, ckpt, task_id=task_id)
     return {}
 
 

@@ -18,6 +18,8 @@ from det.master.wire import ts
 if TYPE_CHECKING:
     from _typeshed import SupportsRichComparison
 
+    from det.master.services.checkpoints import Checkpoint
+
 
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -26,14 +28,15 @@ def _number(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def checkpoint(r: dict[str, Any]) -> d.v1Checkpoint:
+def checkpoint(r: Checkpoint) -> d.v1Checkpoint:
     """``r`` is a row of ``services.checkpoints.get``/``list_for`` (with its trial's and
     experiment's columns, and the metrics reported at its step). Sizes are int64s, sent as
     strings; a metric section with nothing reported is ``{}``."""
-    config = r.get("config") or {}
-    metric = (config.get("searcher") or {}).get("metric")
-    validation = (r.get("validation") or {}).get("avg_metrics") or {}
-    training = (r.get("training") or {}).get("avg_metrics") or {}
+    config = r["config"] or {}
+    searcher = config.get("searcher")
+    metric = searcher.get("metric") if isinstance(searcher, dict) else None
+    validation = (r["validation"] or {}).get("avg_metrics") or {}
+    training = (r["training"] or {}).get("avg_metrics") or {}
     return {
         "uuid": str(r["uuid"]),
         "taskId": r["task_id"],
@@ -45,13 +48,15 @@ def checkpoint(r: dict[str, Any]) -> d.v1Checkpoint:
         "storageId": None,
         "training": {
             "trialId": r["trial_id"],
-            "experimentId": r.get("experiment_id"),
+            "experimentId": r["experiment_id"],
             "experimentConfig": expconf.redact(config),
-            "hparams": r.get("hparams"),
+            "hparams": r["hparams"],
             "trainingMetrics": {"avgMetrics": training},
             "validationMetrics": {"avgMetrics": validation},
             # Determined's clients read it with float(): only a finite number is one.
-            "searcherMetric": _number(validation.get(metric)) if metric else None,
+            "searcherMetric": (
+                _number(validation.get(metric)) if isinstance(metric, str) and metric else None
+            ),
         },
     }
 

@@ -6,21 +6,37 @@ from __future__ import annotations
 import io
 import tarfile
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from det.common.jsontypes import JSONObject
 from det.master.expconf import redact
 from det.master.fastjson import fragment
 from det.master.schemas import d
 from det.master.wire import ts
 
+if TYPE_CHECKING:
+    from det.master.services.experiments import (
+        Experiment,
+        ExperimentBase,
+        GotExperiment,
+        WireExperiment,
+    )
+    from det.master.services.trials import BestTrial
 
-def searcher_metric(config: dict[str, Any]) -> str:
-    return str((config.get("searcher") or {}).get("metric") or "")
+
+def _searcher_field(config: JSONObject, field: str) -> str:
+    searcher = config.get("searcher")
+    value = searcher.get(field) if isinstance(searcher, dict) else None
+    return value if isinstance(value, str) else ""
 
 
-def experiment(row: dict[str, Any], best: dict[str, Any] | None = None) -> d.v1Experiment:
+def searcher_metric(config: JSONObject) -> str:
+    return _searcher_field(config, "metric")
+
+
+def experiment(row: Experiment, best: BestTrial | None = None) -> d.v1Experiment:
     """``row`` is a row of ``services.experiments.get`` (with its project's columns); ``best``
     the best trial's row, when the caller asked for it."""
     config = redact(row["config"])
@@ -28,7 +44,7 @@ def experiment(row: dict[str, Any], best: dict[str, Any] | None = None) -> d.v1E
         row,
         config,
         row["labels"],
-        (row["config"].get("searcher") or {}).get("name", ""),
+        _searcher_field(row["config"], "name"),
         searcher_metric(config),
         config.get("hyperparameters") or {},
         row["original_config"],
@@ -36,7 +52,7 @@ def experiment(row: dict[str, Any], best: dict[str, Any] | None = None) -> d.v1E
     )
 
 
-def wire_config(row: dict[str, Any]) -> Any:
+def wire_config(row: WireExperiment) -> Any:
     """The config of a row with the wire columns (``services.experiments.list_``,
     ``get_for_wire``), redacted: its JSON text as it is unless it holds a secret."""
     if row["config_secret"]:
@@ -44,7 +60,7 @@ def wire_config(row: dict[str, Any]) -> Any:
     return fragment(row["config_json"])
 
 
-def listed(row: dict[str, Any], *, config: Any = None) -> d.v1Experiment:
+def listed(row: WireExperiment, *, config: Any = None) -> d.v1Experiment:
     """An experiment of GetExperiments (a row of ``services.experiments.list_``). As in
     Determined's list, no original config (an empty string: the field is required) and no
     hyperparameters (they are in the config); GetExperiment sends both."""
@@ -59,7 +75,7 @@ def listed(row: dict[str, Any], *, config: Any = None) -> d.v1Experiment:
     )
 
 
-def got(row: dict[str, Any], best: dict[str, Any] | None, config: Any) -> d.v1Experiment:
+def got(row: GotExperiment, best: BestTrial | None, config: Any) -> d.v1Experiment:
     """The experiment of GetExperiment (a row of ``services.experiments.get_for_wire``)."""
     return _experiment(
         row,
@@ -75,14 +91,14 @@ def got(row: dict[str, Any], best: dict[str, Any] | None, config: Any) -> d.v1Ex
 
 
 def _experiment(
-    row: dict[str, Any],
+    row: ExperimentBase,
     config: Any,
     labels: Any,
     searcher_type: str,
     metric: str,
     hyperparameters: Any,
     original_config: str,
-    best: dict[str, Any] | None = None,
+    best: BestTrial | None = None,
     trial_ids: Any = None,
 ) -> d.v1Experiment:
     out: d.v1Experiment = {

@@ -3,7 +3,7 @@ det's own trial messages (the batched metrics report, a trial's rows as plain JS
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, cast
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, cast
 
 from typing_extensions import TypedDict
 
@@ -11,6 +11,10 @@ from det.master.fastjson import fragment
 from det.master.schemas import d
 from det.master.schemas._types import Int64
 from det.master.wire import ts
+
+if TYPE_CHECKING:
+    from det.master.services.checkpoints import Checkpoint
+    from det.master.services.trials import MetricRow
 
 # The state of an ACTIVE trial's live allocation, shown as Determined's substates.
 _SUBSTATE = {
@@ -108,7 +112,7 @@ def trial(row: dict[str, Any]) -> d.trialv1Trial:
     return out
 
 
-def metrics_report(r: dict[str, Any]) -> d.v1MetricsReport:
+def metrics_report(r: MetricRow) -> d.v1MetricsReport:
     """A ``metrics`` row as stored: the values under ``avg_metrics`` (and ``batch_metrics``)."""
     return {
         "id": r["id"],
@@ -116,13 +120,13 @@ def metrics_report(r: dict[str, Any]) -> d.v1MetricsReport:
         "trialRunId": r["trial_run_id"],
         "totalBatches": r["total_batches"],
         "endTime": ts(r["reported_at"]) or "",
-        "metrics": r["metrics"],
+        "metrics": dict(r["metrics"]),
         "group": r["metric_group"],
         "archived": False,
     }
 
 
-def wire_report(r: dict[str, Any]) -> d.v1MetricsReport:
+def wire_report(r: MetricRow) -> d.v1MetricsReport:
     """A ``metrics`` row as Determined's metric streams send it: a validation's values sit under
     ``validation_metrics`` (its clients read them there), every other group's under
     ``avg_metrics``."""
@@ -135,7 +139,7 @@ def wire_report(r: dict[str, Any]) -> d.v1MetricsReport:
 
 
 def workloads(
-    reports: list[dict[str, Any]], checkpoints: list[dict[str, Any]], *, batch_metrics: bool
+    reports: list[MetricRow], checkpoints: list[Checkpoint], *, batch_metrics: bool
 ) -> list[d.v1WorkloadContainer]:
     """A trial's training, validation and checkpoint workloads in training order (``reports``:
     its ``metrics`` rows; ``checkpoints``: its ``checkpoints`` rows)."""

@@ -127,11 +127,11 @@ def candidates(conn: Conn, experiment_id: int, metric: str) -> list[Checkpoint]:
     for r in ckpt_svc.list_for(conn, experiment_id=experiment_id):
         if r["state"] != "COMPLETED":
             continue
-        value = ((r.get("validation") or {}).get("avg_metrics") or {}).get(metric)
+        value = ((r["validation"] or {}).get("avg_metrics") or {}).get(metric)
         number = float(value) if isinstance(value, int | float) else None
-        out.append(
-            Checkpoint(str(r["uuid"]), int(r["trial_id"]), int(r["steps_completed"]), number)
-        )
+        # Rows of an experiment's trials: each has a trial.
+        trial_id = r["trial_id"] or 0
+        out.append(Checkpoint(str(r["uuid"]), trial_id, r["steps_completed"], number))
     return out
 
 

@@ -2,24 +2,61 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import tarfile
 import tempfile
 import uuid as uuidlib
-from typing import IO, Any
+from typing import IO
 
+from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
+from typing_extensions import TypedDict
 
 from det import storage as det_storage
+from det.common.jsontypes import JSONObject
 from det.master import limits, states
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound, Unavailable
+from det.master.schemas.checkpoints import ReportedCheckpoint
 
 logger = logging.getLogger(__name__)
 
 
-def report(conn: Conn, ckpt: dict[str, Any], *, task_id: str | None) -> None:
+class MetricsBody(TypedDict, total=False):
+    """A ``metrics.metrics`` value: the averages a report carried (and its batch metrics)."""
+
+    avg_metrics: JSONObject
+    batch_metrics: list[JSONObject]
+
+
+class Checkpoint(TypedDict):
+    """A ``checkpoints`` row with its trial's and experiment's columns and the metrics reported
+    at its step (what :func:`get` and :func:`list_for` read; ``schemas.checkpoints`` sends it)."""
+
+    uuid: uuidlib.UUID
+    trial_id: int | None
+    task_id: str | None
+    allocation_id: str | None
+    state: str
+    report_time: dt.datetime
+    #: File sizes by path.
+    resources: dict[str, int]
+    metadata: JSONObject
+    steps_completed: int
+    size: int
+    storage: JSONObject | None
+    experiment_id: int | None
+    hparams: JSONObject | None
+    #: The experiment's stored config, passed on (redacted) to the wire.
+    config: JSONObject | None
+    searcher_metric: float | None
+    validation: MetricsBody | None
+    training: MetricsBody | None
+
+
+def report(conn: Conn, ckpt: ReportedCheckpoint, *, task_id: str | None) -> None:
     try:
         uid = uuidlib.UUID(str(ckpt.get("uuid")))
     except ValueError:
@@ -86,7 +123,9 @@ def files_deleted(conn: Conn, uid: str, left: dict[str, int]) -> None:
 
 
 _SELECT = (
-    "SELECT c.*, t.experiment_id, t.hparams, e.config, t.searcher_metric,"
+    "SELECT c.uuid, c.trial_id, c.task_id, c.allocation_id, c.state, c.report_time, c.resources,"
+    " c.metadata, c.steps_completed, c.size, c.storage,"
+    " t.experiment_id, t.hparams, e.config, t.searcher_metric,"
     " (SELECT m.metrics FROM metrics m WHERE m.trial_id = c.trial_id AND m.metric_group = 'validation'"
     "  AND m.total_batches = c.steps_completed ORDER BY m.id DESC LIMIT 1) AS validation,"
     " (SELECT m.metrics FROM metrics m WHERE m.trial_id = c.trial_id AND m.metric_group = 'training'"
@@ -95,18 +134,19 @@ _SELECT = (
 )
 
 
-def get(conn: Conn, uid: str) -> dict[str, Any]:
+def get(conn: Conn, uid: str) -> Checkpoint:
     try:
         uuidlib.UUID(uid)
     except ValueError:
         raise InvalidArgument(f"checkpoint uuid {uid!r} is not a UUID") from None
-    row = conn.execute(_SELECT + " WHERE c.uuid = %s", (uid,)).fetchone()
+    cur = conn.cursor(row_factory=class_row(Checkpoint))
+    row = cur.execute(_SELECT + " WHERE c.uuid = %s", (uid,)).fetchone()
     if row is None:
         raise NotFound(f"checkpoint {uid} not found")
     return row
 
 
-def set_metadata(conn: Conn, uid: str, metadata: dict[str, Any]) -> None:
+def set_metadata(conn: Conn, uid: str, metadata: JSONObject) -> None:
     """The checkpoint's metadata is now ``metadata``, with its own ``steps_completed`` kept
     (the step it was saved at, which resume and GC read from the row's column)."""
     conn.execute(
@@ -118,19 +158,20 @@ def set_metadata(conn: Conn, uid: str, metadata: dict[str, Any]) -> None:
 
 def list_for(
     conn: Conn, *, experiment_id: int | None = None, trial_id: int | None = None
-) -> list[dict[str, Any]]:
+) -> list[Checkpoint]:
+    cur = conn.cursor(row_factory=class_row(Checkpoint))
     if trial_id is not None:
-        return conn.execute(
+        return cur.execute(
             _SELECT + " WHERE c.trial_id = %s ORDER BY c.steps_completed, c.report_time",
             (trial_id,),
         ).fetchall()
-    return conn.execute(
+    return cur.execute(
         _SELECT + " WHERE t.experiment_id = %s ORDER BY c.trial_id, c.steps_completed",
         (experiment_id,),
     ).fetchall()
 
 
-def storage_config(conn: Conn, uid: str) -> dict[str, Any] | None:
+def storage_config(conn: Conn, uid: str) -> JSONObject | None:
     """The checkpoint storage its experiment wrote to (None: the master's default)."""
     row = conn.execute(
         "SELECT e.config->'checkpoint_storage' AS storage FROM checkpoints c"
@@ -147,7 +188,7 @@ def _plain(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
     return info if info.isfile() or info.isdir() else None
 
 
-def archive(storage: dict[str, Any], uid: str) -> IO[bytes]:
+def archive(storage: JSONObject, uid: str) -> IO[bytes]:
     """Checkpoint ``uid``'s files as a gzip tar in a temporary file (rewound; deleted when
     closed), read from ``storage`` by the master itself (no DB connection held: this is network
     and disk work). NotFound when the storage has no such checkpoint. Only the checkpoint's

@@ -7,6 +7,7 @@ loop carries them out. Every action is one short transaction.
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import io
 import json
 import logging
@@ -16,7 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from psycopg.rows import class_row
+from typing_extensions import TypedDict
 
+from det.common.jsontypes import JSONObject, JSONValue
 from det.master import expconf, limits, searcher, states
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound, PayloadTooLarge
@@ -100,7 +104,7 @@ def pack_context(files: list[ContextFile]) -> bytes:
 def parse_config(
     st: MasterState,
     config_text: str,
-    template: dict[str, Any] | None = None,
+    template: JSONObject | None = None,
     *,
     unmanaged: bool = False,
     default_pool: str | None = None,
@@ -128,7 +132,7 @@ def parse_config(
         )
     except expconf.ConfigError as e:
         raise InvalidArgument(f"invalid experiment config: {e}") from None
-    resolved: dict[str, Any] = cfg.to_dict()
+    resolved = cfg.to_dict()
 
     try:
         # The searcher pass builds the same searcher later; refuse here what it would refuse.
@@ -159,7 +163,7 @@ def create(
     admin: bool = False,
     unmanaged: bool = False,
     external_id: str | None = None,
-) -> dict[str, Any] | None:
+) -> Experiment | None:
     """A new experiment (None for ``validate_only``); a non-admin's config is held to the
     pool's task container policy (``containers.check_policy``). An ``unmanaged`` one (a core_v2
     script run outside the cluster) is created PAUSED and is never searched nor scheduled: its job row exists for the joins that read one
@@ -174,7 +178,7 @@ def create(
             raise InvalidArgument(f"template: no template named {template_name!r}") from None
     cfg = parse_config(st, config_text, template_config, unmanaged=unmanaged)
     config = cfg.to_dict()
-    project = projects.usable(conn, _project_for(conn, config, project_id))
+    project = projects.usable(conn, _project_for(conn, cfg, project_id))
     workspace_id = int(project["workspace_id"])
     ws_pool = pool_bindings.default_pool(conn, workspace_id, aux=False)
     if ws_pool and not _names_pool(config_text, template_config):
@@ -263,7 +267,7 @@ def _template_named_in(config_text: str) -> str | None:
     return name
 
 
-def _names_pool(config_text: str, template: dict[str, Any] | None) -> bool:
+def _names_pool(config_text: str, template: JSONObject | None) -> bool:
     """Whether the config (or its template) names a resource pool itself."""
     try:
         raw = expconf.load_yaml(config_text)
@@ -275,10 +279,10 @@ def _names_pool(config_text: str, template: dict[str, Any] | None) -> bool:
     return isinstance(res, dict) and bool(res.get("resource_pool"))
 
 
-def _project_for(conn: Conn, config: dict[str, Any], project_id: int | None) -> int:
+def _project_for(conn: Conn, cfg: expconf.ExperimentConfig, project_id: int | None) -> int:
     """Where a new experiment goes: the request's ``projectId``, else the config's
     ``workspace`` and ``project`` names, else the default project."""
-    ws, proj = config.get("workspace"), config.get("project")
+    ws, proj = cfg.workspace, cfg.project
     if not ws and not proj:
         return project_id or projects.DEFAULT_ID
     if not ws or not proj:
@@ -317,7 +321,7 @@ def move(conn: Conn, st: MasterState, experiment_id: int, project_id: int) -> No
 def set_label(conn: Conn, experiment_id: int, label: str, present: bool) -> list[str]:
     """Adds (or removes) one label; returns the experiment's labels after the change."""
     exp = _lock(conn, experiment_id)
-    current = list(exp["labels"] or [])
+    current = list(exp.labels or [])
     if present and label not in current:
         current.append(label)
     elif not present:
@@ -352,6 +356,85 @@ _JOINS = (
 )
 _SELECT = "SELECT " + _COLUMNS + _JOINS
 
+
+class ExperimentBase(TypedDict):
+    """The columns every experiment row the API sends has: the experiment's own and its job's,
+    owner's, project's and workspace's (``_JOINS``)."""
+
+    id: int
+    name: str
+    description: str
+    notes: str
+    state: str
+    archived: bool
+    owner_id: int
+    project_id: int
+    progress: float
+    created_at: dt.datetime
+    ended_at: dt.datetime | None
+    parent_id: int | None
+    unmanaged: bool
+    external_experiment_id: str | None
+    job_id: str
+    resource_pool: str
+    priority: int
+    weight: float
+    username: str
+    num_trials: int
+    project_name: str | None
+    project_owner_id: int
+    workspace_id: int | None
+    workspace_name: str | None
+    parent_archived: bool
+
+
+class Experiment(ExperimentBase):
+    """An experiment as :func:`get` reads it (``_SELECT``): its config decoded."""
+
+    labels: list[str]
+    config: JSONObject
+    original_config: str
+    deleted: bool
+    checkpoint_gc_at: dt.datetime | None
+    delete_gc_at: dt.datetime | None
+
+
+class WireExperiment(ExperimentBase):
+    """An experiment with the wire columns (``_WIRE_COLUMNS``): its JSON as text."""
+
+    labels_json: str
+    config_json: str
+    config_secret: bool
+    searcher_name: str | None
+    searcher_metric_name: str | None
+
+
+class ListedExperiment(WireExperiment):
+    """A row of :func:`list_`: with the count of every experiment that matched."""
+
+    total: int
+
+
+class GotExperiment(WireExperiment):
+    """The row of :func:`get_for_wire`: with what GetExperiment sends beside the list's."""
+
+    original_config: str
+    hyperparameters_json: str | None
+    trial_ids_json: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Locked:
+    """An experiment locked for a change (:func:`_lock`): what the changes read."""
+
+    id: int
+    state: str
+    archived: bool
+    unmanaged: bool
+    labels: list[str]
+    config: JSONObject
+
+
 # What the wire needs of an experiment, for the reads that send it (GetExperiments,
 # GetExperiment): the JSON columns as text, passed to the client as they are (neither decoded
 # nor encoded in Python; see det.master.api._answers), what the answer reads inside the config,
@@ -367,8 +450,9 @@ _WIRE_COLUMNS = (
 _WIRE = _WIRE_COLUMNS + _JOINS
 
 
-def get(conn: Conn, experiment_id: int) -> dict[str, Any]:
-    row = conn.execute(_SELECT + " WHERE e.id = %s AND NOT e.deleted", (experiment_id,)).fetchone()
+def get(conn: Conn, experiment_id: int) -> Experiment:
+    cur = conn.cursor(row_factory=class_row(Experiment))
+    row = cur.execute(_SELECT + " WHERE e.id = %s AND NOT e.deleted", (experiment_id,)).fetchone()
     if row is None:
         raise NotFound(f"experiment {experiment_id} not found")
     return row
@@ -380,7 +464,7 @@ def context(conn: Conn, experiment_id: int) -> bytes:
     return bytes(row["context"] or b"") if row else b""
 
 
-def searcher_config(conn: Conn, experiment_id: int) -> dict[str, Any]:
+def searcher_config(conn: Conn, experiment_id: int) -> JSONObject:
     """The experiment's ``searcher`` section (NotFound as :func:`get`)."""
     row = conn.execute(
         "SELECT coalesce(config->'searcher', '{}') AS searcher FROM experiments"
@@ -392,17 +476,21 @@ def searcher_config(conn: Conn, experiment_id: int) -> dict[str, Any]:
     return dict(row["searcher"])
 
 
-def get_for_wire(conn: Conn, experiment_id: int) -> dict[str, Any]:
+def get_for_wire(conn: Conn, experiment_id: int) -> GotExperiment:
     """The experiment as GetExperiment sends it: the wire columns (see ``_WIRE_COLUMNS``), the
     original config, the hyperparameters and the ids of its trials (as JSON text)."""
-    row = conn.execute(
-        "SELECT e.original_config, (e.config->'hyperparameters')::text AS hyperparameters_json,"
-        " (SELECT coalesce(json_agg(t.id ORDER BY t.id), '[]')::text FROM trials t"
-        " WHERE t.experiment_id = e.id) AS trial_ids_json, "
-        + _WIRE
-        + " WHERE e.id = %s AND NOT e.deleted",
-        (experiment_id,),
-    ).fetchone()
+    row = (
+        conn.cursor(row_factory=class_row(GotExperiment))
+        .execute(
+            "SELECT e.original_config, (e.config->'hyperparameters')::text AS hyperparameters_json,"
+            " (SELECT coalesce(json_agg(t.id ORDER BY t.id), '[]')::text FROM trials t"
+            " WHERE t.experiment_id = e.id) AS trial_ids_json, "
+            + _WIRE
+            + " WHERE e.id = %s AND NOT e.deleted",
+            (experiment_id,),
+        )
+        .fetchone()
+    )
     if row is None:
         raise NotFound(f"experiment {experiment_id} not found")
     return row
@@ -467,7 +555,7 @@ def list_(
     labels: list[str] | None = None,
     user_ids: list[int] | None = None,
     ids: IdFilter | None = None,
-) -> tuple[list[dict[str, Any]], int]:
+) -> tuple[list[ListedExperiment], int]:
     """A page of experiments and how many match; every filter given must hold. The rows have
     the wire columns (see ``_WIRE_COLUMNS``).
 
@@ -524,30 +612,37 @@ def list_(
     # plan of the prepared statement; given as parameters, it planned the statement again for
     # each request (half of the list's time in the server).
     page = f" OFFSET {int(offset)}" + (f" LIMIT {int(limit)}" if limit > 0 else "")
-    rows = conn.execute(
-        f"SELECT ({count}) AS total, " + _WIRE + clause + order + page, params + params
-    ).fetchall()
+    rows = (
+        conn.cursor(row_factory=class_row(ListedExperiment))
+        .execute(f"SELECT ({count}) AS total, " + _WIRE + clause + order + page, params + params)
+        .fetchall()
+    )
     if rows:
-        return rows, int(rows[0]["total"])
+        return rows, rows[0]["total"]
     total_row = conn.execute(count.replace("count(*)", "count(*) AS n", 1), params).fetchone()
     return rows, int(total_row["n"]) if total_row else 0
 
 
-def _lock(conn: Conn, experiment_id: int) -> dict[str, Any]:
-    row = conn.execute(
-        "SELECT * FROM experiments WHERE id = %s AND NOT deleted FOR NO KEY UPDATE",
-        (experiment_id,),
-    ).fetchone()
+def _lock(conn: Conn, experiment_id: int) -> _Locked:
+    row = (
+        conn.cursor(row_factory=class_row(_Locked))
+        .execute(
+            "SELECT id, state, archived, unmanaged, labels, config FROM experiments"
+            " WHERE id = %s AND NOT deleted FOR NO KEY UPDATE",
+            (experiment_id,),
+        )
+        .fetchone()
+    )
     if row is None:
         raise NotFound(f"experiment {experiment_id} not found")
     return row
 
 
-def _managed(exp: dict[str, Any], verb: str) -> None:
+def _managed(exp: _Locked, verb: str) -> None:
     """Only the cluster's own experiments are paused, resumed, stopped or continued by it."""
-    if exp["unmanaged"]:
+    if exp.unmanaged:
         raise Conflict(
-            f"experiment {exp['id']} is unmanaged (run outside the cluster): its script decides"
+            f"experiment {exp.id} is unmanaged (run outside the cluster): its script decides"
             f" its state; det cannot {verb} it"
         )
 
@@ -555,7 +650,7 @@ def _managed(exp: dict[str, Any], verb: str) -> None:
 def activate(conn: Conn, experiment_id: int) -> None:
     exp = _lock(conn, experiment_id)
     _managed(exp, "activate")
-    if exp["state"] == states.ACTIVE:
+    if exp.state == states.ACTIVE:
         return
     states.transition(conn, "experiment", experiment_id, states.ACTIVE, "activated by user")
     states.experiment_trials(conn, experiment_id, states.PAUSED, states.ACTIVE)
@@ -565,7 +660,7 @@ def activate(conn: Conn, experiment_id: int) -> None:
 def pause(conn: Conn, experiment_id: int) -> None:
     exp = _lock(conn, experiment_id)
     _managed(exp, "pause")
-    if exp["state"] == states.PAUSED:
+    if exp.state == states.PAUSED:
         return
     states.transition(conn, "experiment", experiment_id, states.PAUSED, "paused by user")
     # Running trials checkpoint and exit (graceful preemption); queued ones just wait.
@@ -578,7 +673,7 @@ def pause(conn: Conn, experiment_id: int) -> None:
 def cancel(conn: Conn, experiment_id: int) -> None:
     exp = _lock(conn, experiment_id)
     _managed(exp, "cancel")
-    if exp["state"] in states.TERMINAL or exp["state"] in (
+    if exp.state in states.TERMINAL or exp.state in (
         states.STOPPING_CANCELED,
         states.STOPPING_KILLED,
     ):
@@ -598,7 +693,7 @@ def cancel(conn: Conn, experiment_id: int) -> None:
 def kill(conn: Conn, experiment_id: int) -> None:
     exp = _lock(conn, experiment_id)
     _managed(exp, "kill")
-    if exp["state"] in states.TERMINAL or exp["state"] == states.STOPPING_KILLED:
+    if exp.state in states.TERMINAL or exp.state == states.STOPPING_KILLED:
         return
     states.transition(conn, "experiment", experiment_id, states.STOPPING_KILLED, "killed by user")
     conn.execute(
@@ -624,17 +719,17 @@ def _preempt_live(conn: Conn, experiment_id: int) -> None:
 
 def set_archived(conn: Conn, experiment_id: int, archived: bool) -> None:
     exp = _lock(conn, experiment_id)
-    if archived and exp["state"] not in states.TERMINAL:
+    if archived and exp.state not in states.TERMINAL:
         raise Conflict(
-            f"experiment {experiment_id} is {exp['state']}: only a finished experiment can be archived"
+            f"experiment {experiment_id} is {exp.state}: only a finished experiment can be archived"
         )
     conn.execute("UPDATE experiments SET archived = %s WHERE id = %s", (archived, experiment_id))
 
 
 def delete(conn: Conn, experiment_id: int) -> None:
     exp = _lock(conn, experiment_id)
-    if exp["state"] not in states.TERMINAL:
-        raise Conflict(f"experiment {experiment_id} is {exp['state']}: kill it before deleting it")
+    if exp.state not in states.TERMINAL:
+        raise Conflict(f"experiment {experiment_id} is {exp.state}: kill it before deleting it")
     states.experiment_deleted(conn, experiment_id, "deleted by user")
 
 
@@ -672,10 +767,10 @@ def patch(conn: Conn, experiment_id: int, fields: Any) -> None:
         jobs.update(conn, job["id"], priority=res.get("priority"), weight=res.get("weight"))
 
 
-def set_max_slots(conn: Conn, exp: dict[str, Any], max_slots: int) -> None:
+def set_max_slots(conn: Conn, exp: _Locked, max_slots: int) -> None:
     """The experiment's cap on the slots its trials hold at once (``0``: no cap). Like the
     config's ``resources.max_slots``, it may not be below one trial's ``slots_per_trial``."""
-    per_trial = stored.experiment_config(exp["id"], exp["config"]).resources.slots_per_trial
+    per_trial = stored.experiment_config(exp.id, exp.config).resources.slots_per_trial
     if max_slots < 0:
         raise InvalidArgument(f"resources.maxSlots: must be >= 0 (got {max_slots})")
     if 0 < max_slots < per_trial:
@@ -687,19 +782,19 @@ def set_max_slots(conn: Conn, exp: dict[str, Any], max_slots: int) -> None:
         "UPDATE experiments SET config = jsonb_set(config, '{resources}',"
         " coalesce(config->'resources', '{}'::jsonb) || jsonb_build_object('max_slots', %s::bigint))"
         " WHERE id = %s",
-        (max_slots, exp["id"]),
+        (max_slots, exp.id),
     )
     states.record_event(
         conn,
         "experiment",
-        exp["id"],
+        exp.id,
         "max_slots",
         f"resources.max_slots set to {max_slots}" if max_slots else "resources.max_slots removed",
     )
     wake(conn)
 
 
-def _merged(base: Any, override: Any) -> Any:
+def _merged(base: JSONValue, override: JSONValue) -> JSONValue:
     """``override`` laid over ``base``: objects merge key by key, anything else replaces."""
     if isinstance(base, dict) and isinstance(override, dict):
         out = dict(base)
@@ -716,7 +811,7 @@ def continue_(
     override_text: str | None,
     *,
     admin: bool = False,
-) -> dict[str, Any]:
+) -> None:
     """Determined's ContinueExperiment for a single-trial (``single`` searcher) experiment that
     ended: the override (YAML, e.g. a longer ``searcher.max_length``) is merged into its config,
     and the same experiment and trial become ACTIVE again; the trial's next run resumes from its
@@ -724,37 +819,41 @@ def continue_(
     with its one trial, ends the experiment again when the trial exits."""
     exp = _lock(conn, experiment_id)
     _managed(exp, "continue")
-    if exp["state"] not in states.TERMINAL:
+    if exp.state not in states.TERMINAL:
         raise Conflict(
-            f"experiment {experiment_id} is {exp['state']}: only an experiment that ended"
+            f"experiment {experiment_id} is {exp.state}: only an experiment that ended"
             " (COMPLETED, CANCELED or ERROR) can be continued"
         )
-    if exp["archived"]:
+    if exp.archived:
         raise Conflict(f"experiment {experiment_id} is archived: unarchive it to continue it")
-    config = exp["config"]
-    searcher_name = (config.get("searcher") or {}).get("name")
+    config = exp.config
+    searcher_name = stored.experiment_config(exp.id, config).searcher.name
     if searcher_name != "single":
         raise InvalidArgument(
             f"experiment {experiment_id} uses the {searcher_name!r} searcher: det continues"
             " single-trial experiments (searcher.name: single) only"
         )
-    trial = conn.execute(
-        "SELECT t.id, t.state, t.latest_checkpoint, c.state AS checkpoint_state FROM trials t"
-        " LEFT JOIN checkpoints c ON c.uuid = t.latest_checkpoint"
-        " WHERE t.experiment_id = %s ORDER BY t.id FOR NO KEY UPDATE OF t",
-        (experiment_id,),
-    ).fetchall()
+    trial = (
+        conn.cursor(row_factory=class_row(_Continued))
+        .execute(
+            "SELECT t.id, t.latest_checkpoint, c.state AS checkpoint_state FROM trials t"
+            " LEFT JOIN checkpoints c ON c.uuid = t.latest_checkpoint"
+            " WHERE t.experiment_id = %s ORDER BY t.id FOR NO KEY UPDATE OF t",
+            (experiment_id,),
+        )
+        .fetchall()
+    )
     if len(trial) != 1:
         raise Conflict(
             f"experiment {experiment_id} has {len(trial)} trials: there is no one trial to continue"
         )
     t = trial[0]
-    if t["latest_checkpoint"] and t["checkpoint_state"] != "COMPLETED":
+    if t.latest_checkpoint and t.checkpoint_state != "COMPLETED":
         raise Conflict(
-            f"trial {t['id']}'s latest checkpoint {t['latest_checkpoint']} is"
-            f" {t['checkpoint_state'] or 'gone'}: there is nothing to resume from"
+            f"trial {t.id}'s latest checkpoint {t.latest_checkpoint} is"
+            f" {t.checkpoint_state or 'gone'}: there is nothing to resume from"
         )
-    override: dict[str, Any] = {}
+    override: JSONObject = {}
     if override_text and override_text.strip():
         try:
             loaded = expconf.load_yaml(override_text)
@@ -787,14 +886,20 @@ def continue_(
     states.continue_experiment(
         conn,
         experiment_id,
-        t["id"],
+        t.id,
         new_config,
         "continued by user"
         + (f" (config override: {', '.join(sorted(override))})" if override else ""),
         "experiment continued"
-        + (
-            f", resuming from checkpoint {t['latest_checkpoint']}" if t["latest_checkpoint"] else ""
-        ),
+        + (f", resuming from checkpoint {t.latest_checkpoint}" if t.latest_checkpoint else ""),
     )
     wake(conn)
-    return exp
+
+
+@dataclass(frozen=True, slots=True)
+class _Continued:
+    """The trial of an experiment to continue, and the state of its latest checkpoint."""
+
+    id: int
+    latest_checkpoint: uuid.UUID | None
+    checkpoint_state: str | None

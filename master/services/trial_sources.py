@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from psycopg.rows import class_row
+
 from det.master.db import Conn
 from det.master.errors import InvalidArgument
+from det.master.services.trials import MetricRow
 
 KINDS = ("TRIAL_SOURCE_INFO_TYPE_INFERENCE", "TRIAL_SOURCE_INFO_TYPE_FINE_TUNING")
 # Reports read per trial, as Determined's GetMetricsForTrialSourceInfoQuery caps them.
@@ -56,7 +59,7 @@ def metrics_of_users(
     model: tuple[int, int] | None = None,
     kind: str | None = None,
     group: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[MetricRow]:
     """The ``metrics`` rows (of ``group``, or all) of the trials that used the checkpoint (or
     the model version ``model``: (model id, version)), by trial then training order, at most
     :data:`MAX_REPORTS_PER_TRIAL` a trial."""
@@ -76,10 +79,14 @@ def metrics_of_users(
         group_clause = " AND m.metric_group = %s"
         params.append(group)
     params.append(MAX_REPORTS_PER_TRIAL)
-    return conn.execute(
-        "SELECT r.* FROM (SELECT DISTINCT s.trial_id FROM trial_source_infos s"
-        f" WHERE {' AND '.join(where)}) u CROSS JOIN LATERAL (SELECT m.* FROM metrics m"
-        f" WHERE m.trial_id = u.trial_id{group_clause} ORDER BY m.total_batches, m.id"
-        " LIMIT %s) r ORDER BY r.trial_id, r.total_batches, r.id",
-        params,
-    ).fetchall()
+    return (
+        conn.cursor(row_factory=class_row(MetricRow))
+        .execute(
+            "SELECT r.* FROM (SELECT DISTINCT s.trial_id FROM trial_source_infos s"
+            f" WHERE {' AND '.join(where)}) u CROSS JOIN LATERAL (SELECT m.* FROM metrics m"
+            f" WHERE m.trial_id = u.trial_id{group_clause} ORDER BY m.total_batches, m.id"
+            " LIMIT %s) r ORDER BY r.trial_id, r.total_batches, r.id",
+            params,
+        )
+        .fetchall()
+    )

@@ -9,11 +9,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
+from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
+from typing_extensions import TypedDict
 
+from det.common.jsontypes import JSONObject
 from det.master import fastjson, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
@@ -23,6 +27,7 @@ from det.master.expconf.stored import SMALLER_IS_BETTER_SQL
 from det.master.handles import MasterState
 from det.master.schemas import d
 from det.master.services import jobs
+from det.master.services.checkpoints import MetricsBody
 
 TRAINING = "training"
 VALIDATION = "validation"
@@ -137,27 +142,42 @@ def list_for_experiment(conn: Conn, experiment_id: int) -> list[dict[str, Any]]:
     ).fetchall()
 
 
-def best_trial(conn: Conn, experiment_id: int, config: dict[str, Any]) -> dict[str, Any] | None:
+class BestTrial(TypedDict):
+    """An experiment's best trial by its searcher metric (:func:`best_trial`)."""
+
+    id: int
+    searcher_metric: float
+
+
+def best_trial(conn: Conn, experiment_id: int, config: JSONObject) -> BestTrial | None:
     smaller = stored.experiment_config(experiment_id, config).searcher.smaller_is_better
     order = "ASC" if smaller else "DESC"
-    return conn.execute(
-        "SELECT id, searcher_metric FROM trials WHERE experiment_id = %s AND searcher_metric IS NOT NULL"
-        f" ORDER BY searcher_metric {order} LIMIT 1",
-        (experiment_id,),
-    ).fetchone()
+    return (
+        conn.cursor(row_factory=class_row(BestTrial))
+        .execute(
+            "SELECT id, searcher_metric FROM trials WHERE experiment_id = %s AND searcher_metric IS NOT NULL"
+            f" ORDER BY searcher_metric {order} LIMIT 1",
+            (experiment_id,),
+        )
+        .fetchone()
+    )
 
 
-def best_trial_of(conn: Conn, experiment_id: int) -> dict[str, Any] | None:
+def best_trial_of(conn: Conn, experiment_id: int) -> BestTrial | None:
     """:func:`best_trial` with the searcher's direction read from the experiment's config in the
     same statement."""
-    return conn.execute(
-        "SELECT t.id, t.searcher_metric FROM experiments e CROSS JOIN LATERAL ("
-        " SELECT id, searcher_metric FROM trials WHERE experiment_id = e.id"
-        " AND searcher_metric IS NOT NULL ORDER BY CASE WHEN"
-        f" coalesce((e.config->'searcher'->>'smaller_is_better')::boolean, {SMALLER_IS_BETTER_SQL})"
-        " THEN searcher_metric ELSE -searcher_metric END LIMIT 1) t WHERE e.id = %s",
-        (experiment_id,),
-    ).fetchone()
+    return (
+        conn.cursor(row_factory=class_row(BestTrial))
+        .execute(
+            "SELECT t.id, t.searcher_metric FROM experiments e CROSS JOIN LATERAL ("
+            " SELECT id, searcher_metric FROM trials WHERE experiment_id = e.id"
+            " AND searcher_metric IS NOT NULL ORDER BY CASE WHEN"
+            f" coalesce((e.config->'searcher'->>'smaller_is_better')::boolean, {SMALLER_IS_BETTER_SQL})"
+            " THEN searcher_metric ELSE -searcher_metric END LIMIT 1) t WHERE e.id = %s",
+            (experiment_id,),
+        )
+        .fetchone()
+    )
 
 
 def job_summary(conn: Conn, st: MasterState, job_id: str) -> d.v1JobSummary:
@@ -203,14 +223,14 @@ def sort_trials(
         raise InvalidArgument(f"orderBy: unknown value {order!r} (ORDER_BY_ASC or ORDER_BY_DESC)")
     desc = order == "ORDER_BY_DESC"
 
-    def duration(t: d.trialv1Trial) -> Any:
+    def duration(t: d.trialv1Trial) -> float | None:
         if not t.get("endTime") or not t.get("startTime"):
             return None
         start = dt.datetime.fromisoformat(t["startTime"].replace("Z", "+00:00"))
         end = dt.datetime.fromisoformat(str(t["endTime"]).replace("Z", "+00:00"))
         return (end - start).total_seconds()
 
-    keys: dict[str, Any] = {
+    keys: dict[str, Callable[[d.trialv1Trial], Any]] = {
         "SORT_BY_START_TIME": lambda t: t.get("startTime"),
         "SORT_BY_END_TIME": lambda t: t.get("endTime"),
         "SORT_BY_STATE": lambda t: t["state"],
@@ -221,7 +241,11 @@ def sort_trials(
         "SORT_BY_RESTARTS": lambda t: t["restarts"],
         "SORT_BY_CHECKPOINT_SIZE": lambda t: int(t.get("totalCheckpointSize") or 0),
     }
-    key = keys.get(sort_by, lambda t: t["id"])
+
+    def by_id(t: d.trialv1Trial) -> int:
+        return t["id"]
+
+    key: Callable[[d.trialv1Trial], Any] = keys.get(sort_by, by_id)
     have = [t for t in trials if key(t) is not None]
     lacking = [t for t in trials if key(t) is None]
     have.sort(key=lambda t: (key(t), t["id"]), reverse=desc)
@@ -416,16 +440,34 @@ def report_metrics(
     return len(rows)
 
 
-def metrics_rows(conn: Conn, trial_id: int, group: str | None) -> list[dict[str, Any]]:
+class MetricRow(TypedDict):
+    """A ``metrics`` row: one report of one group."""
+
+    id: int
+    trial_id: int
+    trial_run_id: int
+    metric_group: str
+    total_batches: int
+    metrics: MetricsBody
+    reported_at: dt.datetime
+
+
+def metrics_rows(conn: Conn, trial_id: int, group: str | None) -> list[MetricRow]:
     """A trial's ``metrics`` rows (one group's, or all) in training order."""
     params: list[Any] = [trial_id]
     clause = ""
     if group:
         clause = " AND metric_group = %s"
         params.append(group)
-    return conn.execute(
-        "SELECT * FROM metrics WHERE trial_id = %s" + clause + " ORDER BY total_batches, id", params
-    ).fetchall()
+    return (
+        conn.cursor(row_factory=class_row(MetricRow))
+        .execute(
+            "SELECT id, trial_id, trial_run_id, metric_group, total_batches, metrics, reported_at"
+            " FROM metrics WHERE trial_id = %s" + clause + " ORDER BY total_batches, id",
+            params,
+        )
+        .fetchall()
+    )
 
 
 # ``det.master.wire.ts`` in SQL: RFC 3339 in UTC, microseconds only when there are any.

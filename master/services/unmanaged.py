@@ -64,7 +64,7 @@ def put_experiment(
     admin: bool,
     config_text: str,
     external_id: Any,
-) -> dict[str, Any]:
+) -> experiments.Experiment:
     """The caller's unmanaged experiment named ``external_id``: created, or found and given the
     new config (its name, description and labels too), as Determined's PutExperiment does."""
     ext = _external_id("externalExperimentId", external_id)
