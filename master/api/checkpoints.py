@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Blueprint, send_file
 from flask.typing import ResponseReturnValue
 
