@@ -76,11 +76,14 @@ AURORA_MIN_ACU = 0.0
 AURORA_MAX_ACU = 4.0
 AURORA_PAUSE_AFTER_S = 600
 # Aurora PostgreSQL Serverless v2's max_connections follows the maximum ACU, whatever the
-# capacity of the moment (Amazon Aurora User Guide, "Performance and scaling for Aurora
-# Serverless v2", maximum connections: 189 at 1 ACU, 823 at 4, 1,669 at 8, 3,360 at 16, 5,000
-# from 32); with a minimum of 0 or 0.5 ACU it is capped at 2,000. A maximum between two rows
-# counts as the lower row.
-AURORA_PG_MAX_CONNECTIONS = ((1.0, 189), (4.0, 823), (8.0, 1669), (16.0, 3360), (32.0, 5000))
+# capacity of the moment, and is capped at 2,000 with a minimum of 0 or 0.5 ACU (Amazon Aurora
+# User Guide, "Performance and scaling for Aurora Serverless v2"). Only the figures confirmed
+# from AWS's own material are kept (an AWS re:Post article shows `show max_connections` at each):
+# 189 at a maximum of 1 ACU, 3,360 at 16 (minimum 1), 5,000 from 32. The guide's table has rows
+# in between (2, 4, 8 ACU) that could not be checked here, so a maximum between two rows counts
+# as the lower row: the default 4 ACU is budgeted at 1 ACU's 189, a floor the real figure only
+# exceeds.
+AURORA_PG_MAX_CONNECTIONS = ((1.0, 189), (16.0, 3360), (32.0, 5000))
 AURORA_LOW_MIN_CAP = 2000
 # superuser_reserved_connections (PostgreSQL's default, kept by Aurora): not for det's user.
 RESERVED_CONNECTIONS = 3
