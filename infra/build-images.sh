@@ -123,10 +123,21 @@ WHEELS="$HERE/wheels"
 
 prepare_harness_wheels() {
   rm -rf "$WHEELS/harness" && mkdir -p "$WHEELS/harness"
+  # Built from a copy of the checkout's files (those git tracks or would track): pip builds a
+  # local folder in place (build/, det_platform.egg-info), and the demo and .ci/run install det
+  # into their venv from the checkout while this runs beside them; a stale build/ is not
+  # shipped either. Outside a git checkout, the folder itself.
+  local src="$REPO"
+  if git -C "$REPO" rev-parse --git-dir >/dev/null 2>&1; then
+    src="$(mktemp -d)"
+    git -C "$REPO" ls-files -z -co --exclude-standard |
+      tar -C "$REPO" --null -T - --ignore-failed-read --warning=none -c | tar -C "$src" -x
+  fi
   # A fixed SOURCE_DATE_EPOCH makes the wheel byte-identical when the code is, so Docker's
   # layer cache (content checksums) is hit on re-runs.
   timed "pip wheel det-platform (this repo)" env SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-315532800}" \
-    "$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$WHEELS/harness" "$REPO"
+    "$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$WHEELS/harness" "$src"
+  [[ "$src" == "$REPO" ]] || rm -rf "$src"
   # Dependencies of the harness only (the base install is light by design).
   timed "pip download harness dependencies" "$PYTHON" -m pip download --quiet \
     --dest "$WHEELS/harness" "${PIP_TARGET_ARGS[@]}" "$WHEELS"/harness/det_platform-*.whl
