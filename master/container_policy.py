@@ -31,6 +31,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from det.common.jsontypes import JSONObject, JSONValue
+
 #: Host paths no non-admin task mounts: the system's configuration, binaries and kernel
 #: interfaces, root's home, the runtime sockets (the Docker engine's among them) and the
 #: engine's, containerd's, the agent's and a deployed master's state. A mount of any of these,
@@ -183,17 +185,27 @@ def _crosses(path: str, protected: str) -> bool:
     return _within(path, protected) or _within(protected, path)
 
 
+def _object(value: JSONValue) -> JSONObject:
+    """``value`` when it is an object, else ``{}`` (a resolved config's section: always one)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _array(value: JSONValue) -> list[JSONValue]:
+    """``value`` when it is a list, else ``[]`` (a resolved config's list: always one)."""
+    return value if isinstance(value, list) else []
+
+
 def request_of(
-    config: dict[str, Any],
+    config: JSONObject,
     extra_mounts: Iterable[Mount] = (),
-    task_container_defaults: dict[str, Any] | None = None,
+    task_container_defaults: JSONObject | None = None,
 ) -> Request:
     """What a resolved task or experiment config asks of the host (``extra_mounts``: mounts
     the master adds for the task's own sake, a TensorBoard's storage). Given the
     ``task_container_defaults`` merged into it (their mounts and devices come first), fields are
     numbered as in the user's own config."""
     tcd = task_container_defaults or {}
-    binds = list(config.get("bind_mounts") or [])
+    binds = _array(config.get("bind_mounts"))
     skip = _leading(binds, tcd.get("bind_mounts"))
     mounts = [
         Mount(f"bind_mounts[{i - skip}].host_path", m.get("host_path"), bool(m.get("read_only")))
@@ -203,15 +215,15 @@ def request_of(
     storage = config.get("checkpoint_storage")
     if isinstance(storage, dict) and storage.get("type") == "shared_fs":
         mounts.append(Mount("checkpoint_storage.host_path", storage.get("host_path"), False))
-    env = config.get("environment") or {}
-    res = config.get("resources") or {}
-    devices = list(res.get("devices") or [])
+    env = _object(config.get("environment"))
+    res = _object(config.get("resources"))
+    devices = _array(res.get("devices"))
     skip_devices = _leading(devices, tcd.get("devices"))
     return Request(
         mounts=tuple(mounts) + tuple(extra_mounts),
         capabilities=tuple(
             (f"environment.add_capabilities[{i}]", c)
-            for i, c in enumerate(env.get("add_capabilities") or [])
+            for i, c in enumerate(_array(env.get("add_capabilities")))
         ),
         devices=tuple(
             (f"resources.devices[{i - skip_devices}].host_path", _device_path(d))
@@ -221,10 +233,10 @@ def request_of(
     )
 
 
-def _leading(merged: list[Any], defaults: Any) -> int:
+def _leading(merged: list[JSONValue], defaults: JSONValue) -> int:
     """How many of ``merged``'s first entries are the cluster defaults' (merged in first)."""
 
-    def key(entry: Any) -> Any:  # validation adds defaults (propagation, mode)
+    def key(entry: JSONValue) -> object:  # validation adds defaults (propagation, mode)
         if isinstance(entry, dict):
             return (entry.get("host_path"), entry.get("container_path"))
         return entry
@@ -236,38 +248,40 @@ def _leading(merged: list[Any], defaults: Any) -> int:
     return n
 
 
-def _device_path(device: Any) -> Any:
+def _device_path(device: JSONValue) -> JSONValue:
     if isinstance(device, dict):
         return device.get("host_path")
     return str(device).split(":")[0]
 
 
 def trusted_of(
-    task_container_defaults: dict[str, Any],
-    checkpoint_storage: dict[str, Any] | None,
+    task_container_defaults: JSONObject,
+    checkpoint_storage: JSONObject | None,
     protected: Iterable[str] = (),
 ) -> Trusted:
     """What the cluster's ``task_container_defaults`` (for the task's pool) and default
     ``checkpoint_storage`` give every task."""
+    given = _array(task_container_defaults.get("bind_mounts"))
     mounts = [
         (normalize(str(m["host_path"])), bool(m.get("read_only")))
-        for m in task_container_defaults.get("bind_mounts") or []
+        for m in given
         if isinstance(m, dict) and isinstance(m.get("host_path"), str)
     ]
-    for m in task_container_defaults.get("bind_mounts") or []:
+    for m in given:
         if isinstance(m, str):  # Docker's "host:container[:ro]" form
             parts = m.split(":")
             mounts.append((normalize(parts[0]), len(parts) > 2 and "ro" in parts[2].split(",")))
     storage = checkpoint_storage or {}
-    if storage.get("type") == "shared_fs" and isinstance(storage.get("host_path"), str):
-        mounts.append((normalize(storage["host_path"]), False))
+    host = storage.get("host_path")
+    if storage.get("type") == "shared_fs" and isinstance(host, str):
+        mounts.append((normalize(host), False))
     return Trusted(
         mounts=tuple(mounts),
         capabilities=frozenset(
-            capability(c) for c in task_container_defaults.get("add_capabilities") or []
+            capability(str(c)) for c in _array(task_container_defaults.get("add_capabilities"))
         ),
         devices=frozenset(
-            normalize(str(_device_path(d))) for d in task_container_defaults.get("devices") or []
+            normalize(str(_device_path(d))) for d in _array(task_container_defaults.get("devices"))
         ),
         protected=tuple(normalize(p) for p in protected),
     )

@@ -13,9 +13,9 @@ import hashlib
 import hmac
 import os
 from collections.abc import Sequence
-from typing import Any
 
-from det.common.container_spec import BindMount, DockerOptions
+from det.common.container_spec import BindMount, Device, DockerOptions
+from det.common.jsontypes import JSONObject, JSONValue
 from det.master import container_policy
 from det.master.db import Conn
 from det.master.errors import PermissionDenied
@@ -50,30 +50,48 @@ def task_env(st: MasterState, allocation_id: str, task_id: str, task_type: str) 
     }
 
 
-def docker_options(st: MasterState, config: dict[str, Any], pool: str) -> DockerOptions:
+def _object(value: JSONValue) -> JSONObject:
+    """``value`` when it is an object, else ``{}`` (a resolved config's section: always one)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _objects(value: JSONValue) -> list[JSONObject]:
+    """The objects of a resolved config's list of them (``bind_mounts``, ``devices``)."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _strings(value: JSONValue) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def docker_options(st: MasterState, config: JSONObject, pool: str) -> DockerOptions:
     """The container spec's Docker settings from the experiment's resolved config (which already
     holds the cluster's task_container_defaults) and the pool's ``network_mode``.
 
     ``registryAuth`` goes to the agent that pulls and nowhere else (see expconf.environment).
     """
-    env_cfg = config.get("environment") or {}
-    res = config.get("resources") or {}
+    env_cfg = _object(config.get("environment"))
+    res = _object(config.get("resources"))
     network = st.config.task_container_defaults_for(pool).get("network_mode")
     auth = env_cfg.get("registry_auth")
+    shm = res.get("shm_size")
+    devices: list[Device] = [
+        {
+            "hostPath": str(d.get("host_path")),
+            "containerPath": str(d.get("container_path")),
+            "mode": stored.device_mode(d),
+        }
+        for d in _objects(res.get("devices"))
+    ]
     return {
         "forcePull": stored.force_pull_image(config),
-        "registryAuth": {k: v for k, v in auth.items() if v} if isinstance(auth, dict) else None,
-        "capAdd": list(env_cfg.get("add_capabilities") or []),
-        "capDrop": list(env_cfg.get("drop_capabilities") or []),
-        "shmSize": res.get("shm_size") or DEFAULT_SHM_SIZE,
-        "devices": [
-            {
-                "hostPath": d.get("host_path"),
-                "containerPath": d.get("container_path"),
-                "mode": stored.device_mode(d),
-            }
-            for d in res.get("devices") or []
-        ],
+        "registryAuth": {k: str(v) for k, v in auth.items() if v}
+        if isinstance(auth, dict)
+        else None,
+        "capAdd": _strings(env_cfg.get("add_capabilities")),
+        "capDrop": _strings(env_cfg.get("drop_capabilities")),
+        "shmSize": shm if isinstance(shm, int) and shm else DEFAULT_SHM_SIZE,
+        "devices": devices,
         "networkMode": network if isinstance(network, str) and network else "host",
         "bindMounts": bind_mounts(config),
     }
@@ -81,7 +99,7 @@ def docker_options(st: MasterState, config: dict[str, Any], pool: str) -> Docker
 
 def check_policy(
     st: MasterState,
-    config: dict[str, Any],
+    config: JSONObject,
     *,
     admin: bool,
     extra_mounts: Sequence[container_policy.Mount] = (),
@@ -92,7 +110,7 @@ def check_policy(
     mounts the master adds for the task (a TensorBoard's storage), judged as the user's."""
     if admin:
         return
-    pool = str((config.get("resources") or {}).get("resource_pool") or "")
+    pool = str(_object(config.get("resources")).get("resource_pool") or "")
     tcd = st.config.task_container_defaults_for(pool)
     request = container_policy.request_of(config, extra_mounts, tcd)
     trusted = container_policy.trusted_of(
@@ -118,9 +136,9 @@ def run_as(conn: Conn, allocation_id: str, env: dict[str, str]) -> str | None:
     return f"{int(link['agentUid'])}:{int(link['agentGid'])}"
 
 
-def image_and_env(conn: Conn, config: dict[str, Any], agent_id: str) -> tuple[str, dict[str, str]]:
+def image_and_env(conn: Conn, config: JSONObject, agent_id: str) -> tuple[str, dict[str, str]]:
     """The task image and the user's environment variables for the agent's device type."""
-    env_cfg = config.get("environment") or {}
+    env_cfg = _object(config.get("environment"))
     device = "cuda" if slot_type(conn, agent_id) == "cuda" else "cpu"
     image = env_cfg.get("image")
     if isinstance(image, dict):
@@ -129,34 +147,34 @@ def image_and_env(conn: Conn, config: dict[str, Any], agent_id: str) -> tuple[st
     variables = env_cfg.get("environment_variables") or []
     if isinstance(variables, dict):
         variables = variables.get(device) or []
-    for item in variables:
+    for item in variables if isinstance(variables, list) else []:
         key, _, value = str(item).partition("=")
         env[key] = value
     return str(image or DEFAULT_CPU_IMAGE), env
 
 
-def bind_mounts(config: dict[str, Any]) -> list[BindMount]:
+def bind_mounts(config: JSONObject) -> list[BindMount]:
     """The experiment's bind mounts, plus its shared_fs checkpoint storage."""
     mounts: list[BindMount] = [
         {
-            "hostPath": m.get("host_path"),
-            "containerPath": m.get("container_path"),
+            "hostPath": str(m.get("host_path")),
+            "containerPath": str(m.get("container_path")),
             "readOnly": bool(m.get("read_only")),
             "propagation": stored.mount_propagation(m),
         }
-        for m in config.get("bind_mounts") or []
+        for m in _objects(config.get("bind_mounts"))
     ]
     return mounts + _storage_mounts(config.get("checkpoint_storage"))
 
 
-def _storage_mounts(storage: Any) -> list[BindMount]:
+def _storage_mounts(storage: JSONValue) -> list[BindMount]:
     """shared_fs checkpoint storage is mounted into every task container at its
     ``container_path``, as Determined does: the official harness writes there."""
     if not isinstance(storage, dict) or storage.get("type") != "shared_fs":
         return []
     return [
         {
-            "hostPath": storage["host_path"],
+            "hostPath": str(storage["host_path"]),
             "containerPath": stored.shared_fs_container_path(storage),
             "readOnly": False,
             "propagation": stored.shared_fs_propagation(storage),
