@@ -50,6 +50,9 @@ class AgentConfig(BaseModel):
     # Wait in the master's ``changes`` long-poll between heartbeats, so new work starts at once
     # (docs/internals.md); off: new work waits for the next heartbeat.
     wait_for_work: bool = True
+    # Start a trial's container before its context is copied in (the wrapper waits for it:
+    # det.common.context_ready); off: copy, then start (every task, as other task kinds are).
+    context_after_start: bool = True
     max_backoff_seconds: float = Field(default=30.0, gt=0)
     state_dir: Path = Field(default_factory=lambda: _default_state_dir())
     # Where the harness bundle is built (det.agent.harness_bundle); default: state_dir/harness.
@@ -146,6 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-wait-for-work", dest="wait_for_work", action="store_false", default=None,
         help="no long-poll for new work between heartbeats",
+    )  # fmt: skip
+    p.add_argument(
+        "--no-context-after-start", dest="context_after_start", action="store_false",
+        default=None, help="copy a trial's context in before its container starts",
     )  # fmt: skip
     p.add_argument("--state-dir", dest="state_dir")
     p.add_argument("--log-level", dest="log_level")

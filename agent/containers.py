@@ -40,6 +40,7 @@ from det.agent.logs import LogShipper
 from det.agent.master_client import MasterClient, task_container_cert
 from det.agent.mount_guard import MountGuard
 from det.agent.reconcile import Actual
+from det.common import context_ready
 from det.common.container_spec import ContainerSpec
 from det.common.states import AllocationState
 from det.common.tls import MasterCert
@@ -53,6 +54,8 @@ LABEL_TASK = "ai.det.task-id"
 LABEL_CONTAINER = "ai.det.container-id"
 LABEL_KILL_GRACE = "ai.det.kill-grace-seconds"
 LABEL_PROXY_PORT = "ai.det.proxy-port"
+#: The context's ready marker, on containers whose context is copied in after the start.
+LABEL_CONTEXT_READY = "ai.det.context-ready"
 
 DEFAULT_WORKDIR = "/run/determined/workdir"
 _ACTIVE_DOCKER = ("running", "restarting", "paused")
@@ -91,6 +94,20 @@ def _env_of(container: Any) -> dict[str, str]:
         container.reload()
         env = (container.attrs.get("Config") or {}).get("Env")
     return dict(str(item).partition("=")[::2] for item in env or [])
+
+
+def _has_file(container: Any, path: str) -> bool:
+    """Whether ``path`` exists in the container (Docker's archive HEAD: no copy made)."""
+    api = container.client.api
+    url = api._url("/containers/{0}/archive", container.id)
+    res = api.head(url, params={"path": path}, timeout=api.timeout)
+    try:
+        api._raise_for_status(res)
+    except docker.errors.NotFound:
+        return False
+    except docker.errors.APIError as e:  # unknown: the wrapper's own deadline still ends a wait
+        logger.warning("cannot tell whether %s exists in %s: %s", path, container.short_id, e)
+    return True
 
 
 def container_env(
@@ -169,6 +186,7 @@ class DockerRuntime:
         harness: HarnessBundle | None = None,
         master_cert: MasterCert | None = None,
         mount_guard: MountGuard | None = None,
+        context_after_start: bool = True,
     ) -> None:
         """`on_change` is called (from worker threads) when a start finishes or fails, so the
         loop can report the new state at once instead of a heartbeat interval later."""
@@ -182,6 +200,7 @@ class DockerRuntime:
         self._harness = harness  # det's task-side code, mounted into every container
         self._master_cert = master_cert  # how the harness verifies the master (TLS)
         self._mount_guard = mount_guard  # mounts refused whatever the master says
+        self._context_after_start = context_after_start  # see _ready
         self._records: dict[str, Record] = {}
         self._lock = threading.Lock()
         #: The master's cluster id, None until the first heartbeat answer gave it (`adopt`).
@@ -252,6 +271,15 @@ class DockerRuntime:
             )
             if rec.state == AllocationState.TERMINATED:
                 rec.exit_code = c.attrs.get("State", {}).get("ExitCode")
+            elif LABEL_CONTEXT_READY in labels and not _has_file(c, labels[LABEL_CONTEXT_READY]):
+                # The previous agent died while copying the context in: the wrapper is still
+                # waiting for it and nothing of the user's ran. No copy resumes it: end it.
+                rec.error = "start failed: context copy cut short by an agent restart"
+                logger.warning("%s: %s", alloc, rec.error)
+                try:
+                    c.kill()
+                except docker.errors.APIError as e:  # exited meanwhile: refresh reports it
+                    logger.info("killing %s: %s", alloc, e)
             with self._lock:
                 self._records[alloc] = rec
             self._follow(rec)
@@ -278,6 +306,8 @@ class DockerRuntime:
                     continue
                 exit_code = c.attrs.get("State", {}).get("ExitCode")
                 error = c.attrs.get("State", {}).get("Error") or None
+            # An error known before the exit (a failed context copy) says why it ended.
+            error = error or rec.error
             with self._lock:
                 rec.state, rec.exit_code, rec.error = AllocationState.TERMINATED, exit_code, error
                 rec.exited_at = time.monotonic()
@@ -374,20 +404,18 @@ class DockerRuntime:
                 raise _Cancelled()
             workdir = str(spec.get("workdir") or DEFAULT_WORKDIR)
             owner = run_as(spec)
-            archive = None
+            fetch = None
             if spec.get("contextPath") or owner is not None:
-                # An agent user gets a workdir of its own (its HOME), context or not.
-                tgz = (
-                    self._master.context(str(spec["contextPath"]))
-                    if spec.get("contextPath")
-                    else b""
-                )
-                archive = context_tar(tgz, workdir, owner)
-            container = self._docker.containers.create(**self._create_args(rec, spec, workdir))
+                # An agent user gets a workdir of its own (its HOME), context or not. The
+                # download overlaps the container's create (and its start, see below).
+                fetch = _ContextFetch(self._master, spec, workdir, owner, self._ready(rec, spec))
+            container = self._docker.containers.create(
+                **self._create_args(rec, spec, workdir, fetch.ready if fetch else None)
+            )
             with self._lock:
                 rec.docker_id = container.id
-            if archive is not None:
-                container.put_archive("/", archive)
+            if fetch is not None and fetch.ready is None:
+                container.put_archive("/", fetch.result())
             if not self._set(rec, AllocationState.STARTING):
                 raise _Cancelled()
             container.start()
@@ -400,6 +428,8 @@ class DockerRuntime:
                 self._stop(rec)
                 return
             logger.info("%s running in %s", rec.allocation_id, container.short_id)
+            if fetch is not None and fetch.ready is not None:
+                self._copy_into_started(rec, container, fetch)
         except _Cancelled:
             self._terminate_unstarted(rec, container, "killed before it started")
         except images.ImagePullError as e:
@@ -410,6 +440,42 @@ class DockerRuntime:
             self._terminate_unstarted(rec, container, f"start failed: {e}")
         finally:
             self._on_change()
+
+    def _ready(self, rec: Record, spec: ContainerSpec) -> str | None:
+        """The ready marker's path when the context may be copied in after the start: the
+        command is det's wrapper from the harness bundle, which waits for the marker before
+        it runs anything of the user's (det.common.context_ready), and the image has no
+        ENTRYPOINT of its own (which would run before the wrapper); None: copy, then start."""
+        command = spec.get("command")
+        if not self._context_after_start or self._harness is None:
+            return None
+        if not isinstance(command, list) or len(command) < 3:
+            return None
+        if [str(a) for a in command[1:3]] != ["-m", "det.exec.run"]:
+            return None
+        config = self._docker.images.get(str(spec["image"])).attrs.get("Config") or {}
+        if config.get("Entrypoint"):
+            return None
+        return context_ready.marker_path(rec.container_id)
+
+    def _copy_into_started(self, rec: Record, container: Any, fetch: _ContextFetch) -> None:
+        """Copy the context into the started container. The wrapper waits for the ready marker
+        (the archive's last member): a failed copy kills the container at once (SIGKILL: only
+        the wrapper runs) and the task ends with the copy's error; a kill meanwhile wins."""
+        try:
+            container.put_archive("/", fetch.result())
+            return
+        except Exception as e:
+            error = f"start failed: context copy: {e}"
+        with self._lock:
+            if rec.killing or rec.state != AllocationState.RUNNING:
+                return  # killed or gone meanwhile: that is the task's end, not the copy
+            rec.error = error
+        logger.warning("%s: %s", rec.allocation_id, error)
+        try:
+            container.kill()
+        except Exception as e:  # exited meanwhile: refresh reports it with the error above
+            logger.info("killing %s after its failed copy: %s", rec.allocation_id, e)
 
     def _terminate_unstarted(self, rec: Record, container: Any, error: str) -> None:
         if container is not None:
@@ -427,7 +493,9 @@ class DockerRuntime:
         except docker.errors.ImageNotFound:
             return False
 
-    def _create_args(self, rec: Record, spec: ContainerSpec, workdir: str) -> dict[str, Any]:
+    def _create_args(
+        self, rec: Record, spec: ContainerSpec, workdir: str, ready: str | None = None
+    ) -> dict[str, Any]:
         slot_ids = [str(s) for s in spec.get("slotIds") or []]
         args: dict[str, Any] = {
             "image": str(spec["image"]),
@@ -481,6 +549,9 @@ class DockerRuntime:
             ]
         if self._harness is not None:
             self._harness.apply(args, self._docker)
+        if ready is not None:
+            args["environment"][context_ready.ENV] = ready
+            args["labels"][LABEL_CONTEXT_READY] = ready
         if self._master_cert is not None:
             task_container_cert(args, self._master_cert)
         return args
@@ -544,3 +615,42 @@ class DockerRuntime:
 
 class _Cancelled(Exception):
     pass
+
+
+class _ContextFetch:
+    """The context's download and re-rooting, on a thread of its own from construction on, so
+    that it overlaps the container's create (and start); :meth:`result` waits for it and
+    raises what it raised."""
+
+    def __init__(
+        self,
+        master: MasterClient,
+        spec: ContainerSpec,
+        workdir: str,
+        owner: tuple[int, int] | None,
+        ready: str | None,
+    ) -> None:
+        self.ready = ready
+        self._archive: bytes | None = None
+        self._error: BaseException | None = None
+        path = str(spec["contextPath"]) if spec.get("contextPath") else None
+        self._thread = threading.Thread(
+            target=self._run, args=(master, path, workdir, owner), daemon=True
+        )
+        self._thread.start()
+
+    def _run(
+        self, master: MasterClient, path: str | None, workdir: str, owner: tuple[int, int] | None
+    ) -> None:
+        try:
+            tgz = master.context(path) if path else b""
+            self._archive = context_tar(tgz, workdir, owner, self.ready)
+        except BaseException as e:  # handed to the start thread by result()
+            self._error = e
+
+    def result(self) -> bytes:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._archive is not None
+        return self._archive

@@ -25,11 +25,16 @@ def _safe(name: str) -> str | None:
     return norm
 
 
-def context_tar(tgz: bytes, workdir: str, owner: tuple[int, int] | None = None) -> bytes:
+def context_tar(
+    tgz: bytes, workdir: str, owner: tuple[int, int] | None = None, ready: str | None = None
+) -> bytes:
     """An uncompressed tar holding `workdir` (and its parents) and the context inside it.
     ``owner`` (uid, gid): the task's agent user, who then owns the workdir and the context's
     files, and the workdir's parents below the top one (``/run/determined``: the harness
-    writes its info files there); None: as the archive says."""
+    writes its info files there); None: as the archive says. ``ready``: the absolute path of
+    an empty file (root's, read-only) added as the *last* member, for a copy into a started
+    container (det.common.context_ready): Docker unpacks in order, so it exists only once
+    everything before it does."""
     root = posixpath.normpath("/" + workdir).lstrip("/")
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as dst:
@@ -42,6 +47,10 @@ def context_tar(tgz: bytes, workdir: str, owner: tuple[int, int] | None = None) 
             dst.addfile(info)
         if tgz:
             _copy_members(tgz, root, dst, owner)
+        if ready is not None:
+            marker = tarfile.TarInfo(posixpath.normpath("/" + ready).lstrip("/"))
+            marker.mode = 0o444
+            dst.addfile(marker)
     return out.getvalue()
 
 

@@ -101,6 +101,7 @@ class Agent:
             harness=HarnessBundle(config.harness_dir or config.state_dir / "harness"),
             master_cert=config.master_cert(),
             mount_guard=guard,
+            context_after_start=config.context_after_start,
         )
         self.notices: NoticePoller | None = None
         url = config.notice_url()

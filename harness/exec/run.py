@@ -1,5 +1,8 @@
 """The task container's command: ``python3 -m det.exec.run -- <entrypoint…>``.
 
+0. With ``DET_CONTEXT_READY`` set (the agent copies the context in after the start), wait for
+   that marker: the context is then in place (:mod:`det.common.context_ready`); if it never
+   comes, fail with one line and run nothing. SIGTERM/SIGINT end the wait (128+N).
 1. ``cd`` to the workdir: ``$DET_WORKDIR``, else ``/run/determined/workdir`` if it exists.
 2. Write the task info files the official ``determined`` package reads (best effort;
    ``$DET_INFO_DIR`` overrides the directory) and remove them when the task ends.
@@ -24,11 +27,12 @@ import logging
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 
-from ..common import startup
+from ..common import context_ready, startup
 from ..common.info import (
     OFFICIAL_INFO_DIR,
     get_cluster_info,
@@ -138,6 +142,12 @@ def main(argv: list[str]) -> int:
     startup.mark_process_start()
     startup.mark("imports done")
     env = dict(os.environ)
+    if env.get(context_ready.ENV):
+        problem = wait_for_context(env)
+        if problem is not None:
+            print(f"det.exec.run: {problem}", file=sys.stderr)
+            return 1
+        startup.mark("context in place")
     workdir = choose_workdir(env, os.path.isdir(DEFAULT_WORKDIR))
     if workdir is not None:
         os.chdir(workdir)
@@ -154,6 +164,22 @@ def main(argv: list[str]) -> int:
         remove_files(written)
         if copied is not None:
             shutil.rmtree(copied, ignore_errors=True)
+
+
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def wait_for_context(env: dict[str, str]) -> str | None:
+    """Wait for the agent's copy of the context; None when it is in place, else why not. As
+    the container's PID 1 we would ignore SIGTERM by default: a kill during the copy ends us."""
+    previous = {sig: signal.signal(sig, _exit_on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    startup.mark("waiting for the context")
+    try:
+        return context_ready.wait_for(env[context_ready.ENV], context_ready.wait_seconds(env))
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old if old is not None else signal.SIG_DFL)
 
 
 def copy_model_definition(source: str, target: str) -> str | None:

@@ -42,6 +42,10 @@ class FakeMaster:
         self.desired: dict[str, list[dict[str, Any]]] = {}
         self.heartbeats: dict[str, list[tuple[float, dict[str, Any]]]] = {}
         self.contexts: dict[str, bytes] = {}
+        #: While cleared, context downloads wait for it (a copy held mid-way); counted when asked.
+        self.context_gate = threading.Event()
+        self.context_gate.set()
+        self.context_requests = 0
         self.logs: list[dict[str, Any]] = []
         self.rejected_auth = 0
         #: When each allocation was first sent to an agent in a heartbeat answer (monotonic).
@@ -102,10 +106,31 @@ class FakeMaster:
                     return
                 with fake.lock:
                     tgz = fake.contexts.get(self.path)
-                if tgz is None:
-                    self._reply(404, {"error": "no such context"})
-                else:
-                    self._reply(200, {"b64Tgz": base64.b64encode(tgz).decode()})
+                    fake.context_requests += 1
+                    fake.lock.notify_all()
+                try:
+                    if tgz is None:
+                        self._reply(404, {"error": "no such context"})
+                    elif not fake.context_gate.is_set():
+                        self._held_reply({"b64Tgz": base64.b64encode(tgz).decode()})
+                    else:
+                        self._reply(200, {"b64Tgz": base64.b64encode(tgz).decode()})
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the agent gave up or was killed while the download was held
+
+            def _held_reply(self, body: Any) -> None:
+                """The answer's head at once, then a space (JSON allows leading white space)
+                every 0.5 s until the gate opens, so the client's read timeout never fires;
+                no Content-Length: the body ends when the connection closes (HTTP/1.0)."""
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                deadline = time.monotonic() + 120
+                while not fake.context_gate.wait(0.5) and time.monotonic() < deadline:
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                self.wfile.write(json.dumps(body).encode())
+                self.close_connection = True
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True

@@ -127,3 +127,14 @@ def test_no_task_mounts_the_config_file_that_holds_the_token(tmp_path: Path) -> 
     guard.check([{"hostPath": str(tmp_path / "data"), "containerPath": "/data"}])  # allowed
     from_env = load_config(MASTER, environ={"DET_CONFIG_FILE": str(agent_yaml)})
     assert from_env.config_file == agent_yaml and agent_yaml in from_env.own_paths()
+
+
+def test_context_after_start_is_on_unless_a_flag_or_the_file_turns_it_off(tmp_path: Path) -> None:
+    assert load_config(MASTER, environ={}).context_after_start is True
+    assert (
+        load_config([*MASTER, "--no-context-after-start"], environ={}).context_after_start is False
+    )
+    f = tmp_path / "agent.yaml"
+    f.write_text("context_after_start: false\n")
+    cfg = load_config([*MASTER, "--config-file", str(f)], environ={})
+    assert cfg.context_after_start is False

@@ -53,3 +53,16 @@ def test_an_agent_user_owns_the_workdir_and_the_context_by_number() -> None:
     assert owners["run"][:2] == (0, 0)  # the image's /run stays root's
     for name in ("run/determined", "run/determined/workdir", "run/determined/workdir/train.py"):
         assert owners[name] == (4321, 99, ""), (name, owners[name])
+
+
+def test_the_ready_marker_is_the_last_member_empty_and_root_owned() -> None:
+    tgz = make_tgz({"train.py": "print(1)\n", "data/x.bin": "y" * 1000})
+    ready = "/run/det/context-abc.ready"
+    with tarfile.open(fileobj=io.BytesIO(context_tar(tgz, "/w", (4321, 99), ready))) as tar:
+        members = tar.getmembers()
+    last = members[-1]
+    assert last.name == "run/det/context-abc.ready" and last.isreg()
+    assert (last.size, last.uid, last.gid, last.mode) == (0, 0, 0, 0o444)
+    assert {"w", "w/train.py", "w/data/x.bin"} <= {m.name for m in members[:-1]}
+    assert all(m.uid == 4321 for m in members[:-1])
+    assert not any(n.endswith(".ready") for n in _members(context_tar(tgz, "/w")))
