@@ -213,12 +213,11 @@ def _legacy(trial_id: int, group: str, m: d.v1TrialMetrics) -> Empty:
 
 
 def _report(trial_id: int, group: str, m: d.v1TrialMetrics) -> Empty:
-    report = {
-        "group": group,
-        "trialRunId": m.get("trialRunId"),
-        "stepsCompleted": m.get("stepsCompleted"),
-        "metrics": m.get("metrics"),
-    }
+    report: wire.MetricsReportEntry = {"group": group, "stepsCompleted": m.get("stepsCompleted")}
+    if "trialRunId" in m:
+        report["trialRunId"] = m["trialRunId"]
+    if "metrics" in m:
+        report["metrics"] = m["metrics"]
     with db() as conn:
         _access.trial(conn, trial_id)
         svc.report_metrics(conn, trial_id, [report], finite=_finite())

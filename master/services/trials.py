@@ -17,7 +17,7 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 from typing_extensions import TypedDict
 
-from det.common.jsontypes import JSONObject
+from det.common.jsontypes import JSONObject, JSONValue
 from det.master import fastjson, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
@@ -26,6 +26,7 @@ from det.master.expconf.searcher import _AshaBase
 from det.master.expconf.stored import SMALLER_IS_BETTER_SQL
 from det.master.handles import MasterState
 from det.master.schemas import d
+from det.master.schemas.trials import MetricsReportEntry
 from det.master.services import jobs
 from det.master.services.checkpoints import MetricsBody
 
@@ -281,26 +282,35 @@ def _float_sum(numbers: list[Any]) -> float:
         return total
 
 
-def _update_summary(
-    summary: dict[str, Any], group: str, batch: list[dict[str, Any]]
-) -> dict[str, Any]:
-    """Folds a batch of one group's metric dicts (in report order) into the trial's summary."""
+def _object(value: JSONValue) -> JSONObject:
+    """A copy of ``value`` if it is a JSON object, else a new empty one."""
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def _update_summary(summary: JSONObject, group: str, batch: list[JSONObject]) -> JSONObject:
+    """Folds a batch of one group's metric dicts (in report order) into the trial's summary
+    (``trials.summary_metrics``: per group, per metric, ``type``, ``count``, ``sum``, ``min``,
+    ``max`` and ``last``, as Determined keeps it)."""
     key = _SUMMARY_KEY.get(group, group)
-    section = dict(summary.get(key) or {})
+    section = _object(summary.get(key))
     names: dict[str, None] = {}
     for metrics in batch:
         names.update(dict.fromkeys(metrics))
     for name in names:
         values = [m[name] for m in batch if name in m]
-        entry = dict(section.get(name) or {})
+        entry = _object(section.get(name))
         numbers = _finite_numbers(values)
         if numbers:
+            count, total = entry.get("count", 0), entry.get("sum", 0.0)
             entry["type"] = "number"
-            entry["count"] = int(entry.get("count", 0)) + len(numbers)
-            entry["sum"] = float(entry.get("sum", 0.0)) + _float_sum(numbers)
+            entry["count"] = (int(count) if isinstance(count, int | float) else 0) + len(numbers)
+            entry["sum"] = (float(total) if isinstance(total, int | float) else 0.0) + _float_sum(
+                numbers
+            )
             lo, hi = min(numbers), max(numbers)
-            entry["min"] = lo if "min" not in entry else min(entry["min"], lo)
-            entry["max"] = hi if "max" not in entry else max(entry["max"], hi)
+            old_lo, old_hi = entry.get("min"), entry.get("max")
+            entry["min"] = min(old_lo, lo) if isinstance(old_lo, int | float) else lo
+            entry["max"] = max(old_hi, hi) if isinstance(old_hi, int | float) else hi
         else:
             entry["type"] = "string" if isinstance(values[-1], str) else entry.get("type", "object")
         entry["last"] = fastjson.encodable_scalar(values[-1])
@@ -342,8 +352,25 @@ _WRITE_BATCH_VALIDATED = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class _Reported:
+    """The trial a metric report goes to, locked, with its searcher's config and the summary
+    the reports fold into."""
+
+    id: int
+    experiment_id: int
+    request_id: str
+    summary_metrics: JSONObject | None
+    steps_completed: int
+    searcher_metric: float | None
+    #: ``{"searcher": ...}``: the experiment config's searcher section alone.
+    config: JSONObject
+    metric_text: str | None
+    larger: bool | None
+
+
 def report_metrics(
-    conn: Conn, trial_id: int, reports: list[dict[str, Any]], *, finite: bool = False
+    conn: Conn, trial_id: int, reports: list[MetricsReportEntry], *, finite: bool = False
 ) -> int:
     """Writes metric reports of one trial in one statement; returns how many rows.
 
@@ -351,25 +378,29 @@ def report_metrics(
     ``finite=True`` says the reports hold no non-finite floats (:func:`fastjson.loads` found
     none), which allows the fast encoder.
     """
-    trial = conn.execute(
-        "SELECT t.id, t.experiment_id, t.request_id, t.summary_metrics, t.steps_completed,"
-        " t.searcher_metric, jsonb_build_object('searcher', e.config->'searcher') AS config,"
-        " e.config->'searcher'->>'metric' AS metric_text, det_larger_is_better(e.config) AS larger"
-        " FROM trials t JOIN experiments e ON e.id = t.experiment_id"
-        " WHERE t.id = %s FOR NO KEY UPDATE OF t",
-        (trial_id,),
-    ).fetchone()
+    trial = (
+        conn.cursor(row_factory=class_row(_Reported))
+        .execute(
+            "SELECT t.id, t.experiment_id, t.request_id, t.summary_metrics, t.steps_completed,"
+            " t.searcher_metric, jsonb_build_object('searcher', e.config->'searcher') AS config,"
+            " e.config->'searcher'->>'metric' AS metric_text, det_larger_is_better(e.config) AS larger"
+            " FROM trials t JOIN experiments e ON e.id = t.experiment_id"
+            " WHERE t.id = %s FOR NO KEY UPDATE OF t",
+            (trial_id,),
+        )
+        .fetchone()
+    )
     if trial is None:
         raise NotFound(f"trial {trial_id} not found")
     rows = []
-    by_group: dict[str, list[dict[str, Any]]] = {}
-    summary = trial["summary_metrics"] or {}
-    steps = trial["steps_completed"]
-    searcher_cfg = stored.experiment_config(trial["experiment_id"], trial["config"]).searcher
+    by_group: dict[str, list[JSONObject]] = {}
+    summary = trial.summary_metrics or {}
+    steps = trial.steps_completed
+    searcher_cfg = stored.experiment_config(trial.experiment_id, trial.config).searcher
     metric_name = searcher_cfg.metric
     time_metric = searcher_cfg.time_metric if isinstance(searcher_cfg, _AshaBase) else None
     events = []
-    best = trial["searcher_metric"]
+    best = trial.searcher_metric
     smaller = searcher_cfg.smaller_is_better
     for i, r in enumerate(reports):
         if not isinstance(r, dict):
@@ -388,9 +419,10 @@ def report_metrics(
             raise InvalidArgument(
                 f"metrics[{i}]: stepsCompleted and trialRunId must be integers"
             ) from None
-        body: dict[str, Any] = {"avg_metrics": avg}
-        if m.get("batchMetrics"):
-            body["batch_metrics"] = m["batchMetrics"]
+        body: JSONObject = {"avg_metrics": avg}
+        batch_metrics = m.get("batchMetrics")
+        if batch_metrics:
+            body["batch_metrics"] = [*batch_metrics]
         rows.append({"run": run_id, "grp": group, "total": total, "body": body})
         by_group.setdefault(group, []).append(avg)
         steps = max(steps, total)
@@ -400,8 +432,8 @@ def report_metrics(
                 t = avg.get(time_metric, total) if time_metric else total
                 events.append(
                     (
-                        trial["experiment_id"],
-                        trial["request_id"],
+                        trial.experiment_id,
+                        trial.request_id,
                         {"metric": float(value), "time": float(t)},
                     )
                 )
@@ -415,7 +447,7 @@ def report_metrics(
             " VALUES (%s, 'validation', %s, %s)",
             (experiment_id, request_id, Jsonb(payload)),
         )
-    metric_text = trial["metric_text"]
+    metric_text = trial.metric_text
     validated = metric_text is not None and any(
         metric_text in avg for avg in by_group.get(VALIDATION, ())
     )
@@ -428,7 +460,7 @@ def report_metrics(
             "steps": steps,
             "best": best,
             "metric": metric_text,
-            "larger": trial["larger"],
+            "larger": trial.larger,
         },
     )
     if validated:
