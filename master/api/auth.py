@@ -31,8 +31,9 @@ from det.master.errors import (
 )
 from det.master.schemas import d
 from det.master.schemas import users as wire
+from det.master.schemas.requests import UsersQuery
 from det.master.services import agent_users, cluster_messages, login_limits, usernames, users
-from det.master.wire import Empty, Paging
+from det.master.wire import Empty
 
 logger = logging.getLogger(__name__)
 
@@ -137,25 +138,25 @@ _USER_SORT = {
 
 
 @bp.get("/api/v1/users")
-@contract("GetUsers")
-def list_users(params: d.GetUsersParams) -> d.v1GetUsersResponse:
+@contract("GetUsers", params=UsersQuery)
+def list_users(params: UsersQuery) -> d.v1GetUsersResponse:
     with db() as conn:
         found = users.list_users(conn)
-    if params.get("active") is not None:
-        found = [u for u in found if u.active == params.get("active")]
-    if params.get("admin") is not None:
-        found = [u for u in found if u.admin == params.get("admin")]
-    name = (params.get("name") or "").lower()
+    if params.active is not None:
+        found = [u for u in found if u.active == params.active]
+    if params.admin is not None:
+        found = [u for u in found if u.admin == params.admin]
+    name = params.name.lower()
     if name:
         found = [
             u for u in found if name in u.username.lower() or name in (u.display_name or "").lower()
         ]
-    key = _USER_SORT.get(str(params.get("sortBy")))
+    key = _USER_SORT.get(params.sortBy)
     if key is not None:
         found.sort(key=key)  # type: ignore[arg-type]
-    if params.get("orderBy") == "ORDER_BY_DESC":
+    if params.orderBy == "ORDER_BY_DESC":
         found.reverse()
-    offset, limit = Paging.of(params)
+    offset, limit = params.offset, params.limit
     page = found[offset : (offset + limit) if limit > 0 else None]
     return {
         "users": [wire.user(u) for u in page],

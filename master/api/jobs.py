@@ -10,6 +10,7 @@ from det.master.api._contract import contract
 from det.master.errors import InvalidArgument
 from det.master.schemas import d
 from det.master.schemas import jobs as wire
+from det.master.schemas.requests import JobsQuery
 from det.master.services import jobs as svc
 from det.master.services import pools as pool_svc
 from det.master.wire import Empty, Paging
@@ -17,29 +18,29 @@ from det.master.wire import Empty, Paging
 bp = Blueprint("jobs", __name__)
 
 
-def _jobs(params: d.GetJobsParams) -> tuple[list[wire.Job], d.v1Pagination]:
-    desc = params.get("orderBy") == "ORDER_BY_DESC"
+def _jobs(params: JobsQuery) -> tuple[list[wire.Job], d.v1Pagination]:
+    desc = params.orderBy == "ORDER_BY_DESC"
     with db() as conn:
-        rows = svc.list_jobs(conn, state(), params.get("resourcePool"), desc)
+        rows = svc.list_jobs(conn, state(), params.resourcePool, desc)
     jobs = [wire.job(r) for r in rows]
-    wanted = set(params.get("states") or [])
+    wanted = set(params.states)
     if wanted:
         jobs = [j for j in jobs if (s := j.get("summary")) is not None and s["state"] in wanted]
-    offset, limit = Paging.of(params)
+    offset, limit = params.offset, params.limit
     page = jobs[offset : (offset + limit) if limit > 0 else None]
     return page, pagination(offset, limit, len(jobs))
 
 
 @bp.get("/api/v1/job-queues")
-@contract("GetJobs", response=wire.GetJobsResponse)
-def list_v1(params: d.GetJobsParams) -> wire.GetJobsResponse:
+@contract("GetJobs", params=JobsQuery, response=wire.GetJobsResponse)
+def list_v1(params: JobsQuery) -> wire.GetJobsResponse:
     page, pag = _jobs(params)
     return {"jobs": page, "pagination": pag}
 
 
 @bp.get("/api/v1/job-queues-v2")
-@contract("GetJobsV2", response=wire.GetJobsV2Response)
-def list_v2(params: d.GetJobsV2Params) -> wire.GetJobsV2Response:
+@contract("GetJobsV2", params=JobsQuery, response=wire.GetJobsV2Response)
+def list_v2(params: JobsQuery) -> wire.GetJobsV2Response:
     page, pag = _jobs(params)
     return {"jobs": [{"full": j} for j in page], "pagination": pag}
 

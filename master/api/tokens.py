@@ -14,9 +14,9 @@ from det.master.api._common import current_user, db, pagination
 from det.master.api._contract import contract
 from det.master.errors import InvalidArgument, PermissionDenied
 from det.master.schemas import d
+from det.master.schemas.requests import AccessTokensQuery
 from det.master.services import tokens as svc
 from det.master.services import users
-from det.master.wire import Paging
 
 bp = Blueprint("tokens", __name__)
 
@@ -50,12 +50,12 @@ def create(body: d.v1PostAccessTokenRequest) -> d.v1PostAccessTokenResponse:
 
 
 @bp.get("/api/v1/tokens")
-@contract("GetAccessTokens")
-def list_(params: d.GetAccessTokensParams) -> d.v1GetAccessTokensResponse:
+@contract("GetAccessTokens", params=AccessTokensQuery)
+def list_(params: AccessTokensQuery) -> d.v1GetAccessTokensResponse:
     me = current_user()
-    username = params.get("username") or None
-    show_inactive = bool(params.get("showInactive"))
-    token_ids = list(params.get("tokenIds") or [])
+    username = params.username
+    show_inactive = params.showInactive
+    token_ids = params.tokenIds
     with db() as conn:
         user_id = users.get_user_by_name(conn, username).id if username else None
         if not me.admin:
@@ -68,9 +68,9 @@ def list_(params: d.GetAccessTokensParams) -> d.v1GetAccessTokensResponse:
             token_ids=token_ids,
             show_inactive=show_inactive or bool(token_ids),
         )
-    if params.get("orderBy") == "ORDER_BY_DESC":
+    if params.orderBy == "ORDER_BY_DESC":
         found.reverse()
-    offset, limit = Paging.of(params)
+    offset, limit = params.offset, params.limit
     page = found[offset : (offset + limit) if limit > 0 else None]
     return {"tokenInfo": page, "pagination": pagination(offset, limit, len(found))}
 

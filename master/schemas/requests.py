@@ -17,7 +17,7 @@ from typing import Annotated, TypeVar
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from det.master.schemas import d
-from det.master.schemas._types import Int64
+from det.master.schemas._types import Int64, Name
 
 T = TypeVar("T")
 
@@ -104,3 +104,39 @@ class TrialWorkloadsQuery(Request):
     orderBy: d.v1OrderBy = "ORDER_BY_UNSPECIFIED"
     removeDeletedCheckpoints: bool = False
     sortKey: str | None = None
+
+
+class JobsQuery(Request):
+    """``GetJobs`` / ``GetJobsV2``: a pool's queue (every pool's when unset), which states,
+    which order, which page."""
+
+    limit: Int64 = 0
+    offset: Int64 = 0
+    orderBy: d.v1OrderBy = "ORDER_BY_UNSPECIFIED"
+    resourcePool: str | None = None
+    states: list[d.jobv1State] = []
+
+
+class UsersQuery(Request):
+    """``GetUsers``: filters (unset: no filter), order and page."""
+
+    active: bool | None = None
+    admin: bool | None = None
+    limit: Int64 = 0
+    name: Name = ""
+    offset: Int64 = 0
+    orderBy: d.v1OrderBy = "ORDER_BY_UNSPECIFIED"
+    roleIdAssignedDirectlyToUser: list[Int64] = []
+    sortBy: d.v1GetUsersRequestSortBy = "SORT_BY_UNSPECIFIED"
+
+
+class AccessTokensQuery(Request):
+    """``GetAccessTokens``: whose tokens (the caller's when unset), which, order and page."""
+
+    limit: Int64 = 0
+    offset: Int64 = 0
+    orderBy: d.v1OrderBy = "ORDER_BY_UNSPECIFIED"
+    showInactive: bool = False
+    sortBy: d.v1GetAccessTokensRequestSortBy = "SORT_BY_UNSPECIFIED"
+    tokenIds: list[Int64] = []
+    username: Annotated[Name | None, zero_is(None)] = None

@@ -12,9 +12,12 @@ from det.master.errors import InvalidArgument
 from det.master.schemas import validate
 from det.master.schemas.requests import (
     DEFAULT_DATAPOINTS,
+    AccessTokensQuery,
     CompareTrialsQuery,
+    JobsQuery,
     MetricsQuery,
     TrialWorkloadsQuery,
+    UsersQuery,
 )
 
 
@@ -62,3 +65,18 @@ def test_a_bad_value_names_the_field() -> None:
         validate(CompareTrialsQuery, {"maxDatapoints": "many"}, "query")
     with pytest.raises(InvalidArgument, match=r"query\.filter"):
         validate(TrialWorkloadsQuery, {"filter": "FILTER_OPTION_EVERYTHING"}, "query")
+
+
+def test_list_queries_default_to_everything_from_the_start() -> None:
+    jobs = validate(JobsQuery, {"states": None}, "query")
+    assert (jobs.states, jobs.resourcePool, jobs.offset, jobs.limit) == ([], None, 0, 0)
+    people = validate(UsersQuery, {"name": None, "sortBy": None}, "query")
+    assert (people.name, people.sortBy, people.active, people.admin) == (
+        "",
+        "SORT_BY_UNSPECIFIED",
+        None,
+        None,
+    )
+    tokens = validate(AccessTokensQuery, {"username": "", "showInactive": None}, "query")
+    assert (tokens.username, tokens.showInactive, tokens.tokenIds) == (None, False, [])
+    assert _list_keys(JobsQuery) >= {"states"} and _list_keys(AccessTokensQuery) >= {"tokenIds"}
