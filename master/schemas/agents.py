@@ -4,10 +4,11 @@ the agent: :mod:`det.common.agent_protocol`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NotRequired
+from typing import TYPE_CHECKING, NotRequired
 
 from typing_extensions import TypedDict
 
+from det.common.jsontypes import JSONObject
 from det.master.schemas import d
 from det.master.wire import ts
 
@@ -57,8 +58,8 @@ class Agent(d.v1Agent, total=False):
     lastHeartbeat: str | None
     connected: bool
     label: str
-    labels: dict[str, Any]
-    preemptionNotice: dict[str, Any] | None
+    labels: JSONObject
+    preemptionNotice: JSONObject | None
 
 
 class GetAgentsResponse(TypedDict):
