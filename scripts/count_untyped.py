@@ -29,10 +29,10 @@ COUNTS = (
     (
         "dict[str, Any]",
         re.compile(r"\b(?:dict|Dict|Mapping|MutableMapping)\[\s*str\s*,\s*(?:Any|object)\s*\]"),
-        77,
+        12,
         60,
     ),
-    ("-> Any", re.compile(r"->\s*Any\b"), 5, 20),
+    ("-> Any", re.compile(r"->\s*Any\b"), 1, 20),
 )
 # A module-level alias of an untyped mapping or of Any (``X = ...``, ``X: TypeAlias = ...``,
 # ``type X = ...``).
