@@ -429,6 +429,7 @@ class DockerRuntime:
                 return
             logger.info("%s running in %s", rec.allocation_id, container.short_id)
             if fetch is not None and fetch.ready is not None:
+                self._on_change()  # RUNNING reported now, not after the copy
                 self._copy_into_started(rec, container, fetch)
         except _Cancelled:
             self._terminate_unstarted(rec, container, "killed before it started")
