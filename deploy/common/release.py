@@ -29,6 +29,7 @@ for (a fresh ``python3 -m venv`` on 3.11 has setuptools 65 without ``wheel``).
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
 import dataclasses
 import functools
@@ -44,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from det.common.distribution import DISTRIBUTION, WHEEL_PREFIX
@@ -253,16 +255,36 @@ def pip_error(stderr: str) -> str:
     return (own[:1] or pips[-1:] or rest[-1:] or ["no wheel written"])[0]
 
 
+@contextlib.contextmanager
+def _building_in(tree: Path) -> Iterator[None]:
+    """One wheel build at a time in ``tree``: setuptools stages every build in the tree's own
+    build/lib, which the next build empties first (below), so two builds at once (two ``up``
+    in one checkout, or two test processes) would delete each other's files mid-copy."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock to take
+        yield
+        return
+    (tree / "build").mkdir(exist_ok=True)
+    with open(tree / "build" / ".det-wheel.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def build_from_source(tree: Path, out: Path) -> Path:
     env = {**os.environ, "SOURCE_DATE_EPOCH": _FIXED_EPOCH}
-    # setuptools stages the package in the tree's build/lib and never removes what the source
-    # no longer has: a renamed or deleted module or migration would ship in the wheel.
-    shutil.rmtree(tree / "build" / "lib", ignore_errors=True)
     cmd = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out)]
     missing = _here_cannot_build()
     if missing is None:
         cmd.append("--no-build-isolation")  # build offline with what is installed
-    done = subprocess.run([*cmd, str(tree)], capture_output=True, text=True, env=env)
+    with _building_in(tree):
+        # setuptools stages the package in the tree's build/lib and never removes what the
+        # source no longer has: a renamed or deleted module or migration would ship in the wheel.
+        shutil.rmtree(tree / "build" / "lib", ignore_errors=True)
+        done = subprocess.run([*cmd, str(tree)], capture_output=True, text=True, env=env)
     wheels = sorted(out.glob(f"{WHEEL_PREFIX}-*.whl"))
     if done.returncode != 0 or not wheels:
         last = pip_error(done.stderr)

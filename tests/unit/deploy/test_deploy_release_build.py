@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 import zipfile
 
 import pytest
@@ -162,19 +164,57 @@ def test_up_without_pulumi_stops_naming_it_before_any_wheel_is_built(tmp_path, c
     assert not (tmp_path / "home" / ".local" / "share" / "det" / "pulumi").exists()
 
 
+def _tiny_tree(root):
+    """A project of det's distribution name, small enough to build in a second, in its own
+    folder: a test must not stage files in the checkout's build/, which other tests' builds
+    of det's wheel use at the same time."""
+    (root / "tinydet").mkdir(parents=True)
+    (root / "tinydet" / "__init__.py").write_text("")
+    (root / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=69"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "det-platform"\nversion = "0.0.1"\n'
+        '[tool.setuptools]\npackages = ["tinydet"]\n'
+    )
+    return root
+
+
+def _names(wheel):
+    with zipfile.ZipFile(wheel) as zf:
+        return zf.namelist()
+
+
 def test_a_file_gone_from_the_source_is_not_shipped_from_a_stale_build_dir(tmp_path):
     # setuptools' build/lib keeps what an earlier build staged; a renamed migration once shipped
     # twice (the det-master image applied both and failed on the second).
-    tree = release.source_tree()
-    assert tree is not None
-    stale = tree / "build" / "lib" / "det" / "master" / "db" / "migrations" / "9999_stale_test.sql"
-    stale.parent.mkdir(parents=True, exist_ok=True)
-    stale.write_text("SELECT 1;\n")
-    try:
-        wheel = release.build_from_source(tree, tmp_path)
-    finally:
-        stale.unlink(missing_ok=True)
-    with zipfile.ZipFile(wheel) as zf:
-        names = zf.namelist()
-    assert "det/master/db/migrations/0001_initial.sql" in names
-    assert not any(n.endswith("9999_stale_test.sql") for n in names)
+    tree = _tiny_tree(tmp_path / "src")
+    stale = tree / "build" / "lib" / "tinydet" / "stale.py"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("gone = True\n")
+    names = _names(release.build_from_source(tree, tmp_path / "out"))
+    assert "tinydet/__init__.py" in names
+    assert "tinydet/stale.py" not in names
+
+
+def test_two_builds_in_one_tree_take_turns(tmp_path):
+    """A build empties the tree's build/lib first; while another build holds the tree (its
+    lock), it waits rather than delete the files that build is packing. (If this machine is too
+    slow to reach the rmtree within the second, the test passes without proving anything; it
+    cannot fail for that reason.)"""
+    fcntl = pytest.importorskip("fcntl")
+    tree = _tiny_tree(tmp_path / "src")
+    staged = tree / "build" / "lib" / "tinydet" / "staged.py"
+    staged.parent.mkdir(parents=True)
+    staged.write_text("")
+    built: list[object] = []
+    with open(tree / "build" / ".det-wheel.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        worker = threading.Thread(
+            target=lambda: built.append(release.build_from_source(tree, tmp_path / "out"))
+        )
+        worker.start()
+        time.sleep(1.0)
+        assert staged.exists(), "a second build emptied build/lib while another held the tree"
+        fcntl.flock(held, fcntl.LOCK_UN)
+    worker.join(timeout=300)
+    assert built, "the waiting build never finished"
+    assert "tinydet/staged.py" not in _names(built[0])
