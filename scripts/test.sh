@@ -3,7 +3,8 @@
 #
 # Installs what is missing first: .venv with det-platform[dev] and torch (the harness tests train small
 # models); with a Docker engine, the task images (infra/build-images.sh: needs root and
-# debootstrap the first time; mmdebstrap, when installed, builds bookworm and trixie faster). Without a Docker engine the Docker and e2e tests are skipped.
+# debootstrap the first time; mmdebstrap, when installed, builds bookworm and trixie faster).
+# Without a Docker engine the Docker and e2e tests are skipped.
 # Then runs pytest (the same as `make test`) in DET_TEST_WORKERS parallel processes (default 3:
 # most tests wait on masters, agents and containers rather than compute, so 3 beat the 2 cores;
 # a test file stays in one process, so module fixtures are shared as before; 0 runs it serially);
