@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.e2e.local_helpers import free_port, local_docker, local_state_dir  # noqa: F401 (fixture)
+from tests.e2e.local_helpers import local_docker, local_state_dir  # noqa: F401 (fixture)
+from tests.ports import free_port_pair
 
 DET = [sys.executable, "-m", "det.cli"]
 
@@ -35,7 +36,9 @@ def _env(state: Path, **extra: str) -> dict[str, str]:
 def test_up_without_docker_engine_prints_one_line_and_creates_nothing(tmp_path: Path) -> None:
     state = tmp_path / "state"
     env = _env(state, DOCKER_HOST=f"unix://{tmp_path}/no-such-docker.sock")
-    r = _det(["deploy", "local", "up", "--agents", "1", "--master-port", str(free_port())], env, 60)
+    r = _det(
+        ["deploy", "local", "up", "--agents", "1", "--master-port", str(free_port_pair())], env, 60
+    )
     assert r.returncode != 0
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
@@ -69,7 +72,7 @@ def test_up_status_down_runs_a_cluster_and_stops_every_process() -> None:
 
 
 def _cluster_life_cycle(state: Path) -> None:
-    port = free_port()
+    port = free_port_pair()
     env = _env(state)
     up = ["deploy", "local", "up", "--agents", "2", "--slots-per-agent", "2"]
     try:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.local_helpers import free_port, local_docker, local_state_dir  # noqa: F401 (fixture)
+from tests.e2e.local_helpers import local_docker, local_state_dir  # noqa: F401 (fixture)
+from tests.ports import free_port_pair
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,7 +54,7 @@ def _run_main_job(tmp_path: Path, state: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DET_", "VIRTUAL_ENV"))}
     env.update(
         DET_LOCAL_STATE_DIR=str(state),
-        DET_DEMO_PORT=str(free_port()),
+        DET_DEMO_PORT=str(free_port_pair()),
         DET_DEMO_DOWN="1",
         XDG_CONFIG_HOME=str(tmp_path / "config"),
         PATH=":".join(p for p in env.get("PATH", "").split(":") if ".venv" not in p),

@@ -35,9 +35,10 @@ from det.deploy.aws import bootlog, program
 from det.deploy.aws.config import CLUSTER_TAG, AwsConfig
 from det.deploy.common import boot, dryrun, release, tls
 from tests.fakes.imds import FakeImds
-from tests.fakes.moto_server import MotoServer, free_port_pair
+from tests.fakes.moto_server import MotoServer
 from tests.fakes.package_index import PackageIndex, wheelhouse
 from tests.integration import deploy_boot_support as vm
+from tests.ports import free_port_pair
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow, vm.needs_vm]
 

@@ -42,10 +42,10 @@ from det.deploy.gcp.config import GcpConfig
 from det.master.services import enrollment
 from tests.fakes.gce_metadata import FakeGceMetadata
 from tests.fakes.google_apis import FakeGoogleApis
-from tests.fakes.moto_server import free_port_pair
 from tests.fakes.package_index import PackageIndex, wheelhouse
 from tests.integration import deploy_boot_support as vm
 from tests.integration.storage_support import gcs_emulator
+from tests.ports import free_port_pair
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow, vm.needs_vm]
 

@@ -123,6 +123,10 @@ def training_steps(master: Master, trial_id: int) -> list[int]:
     return [int(m["totalBatches"]) for m in metrics["metrics"]]
 
 
+def checkpoints(master: Master, trial_id: int) -> list[dict[str, Any]]:
+    return list(master.get(f"/api/v1/trials/{trial_id}/checkpoints")["checkpoints"])
+
+
 def test_example_trial_reports_to_a_real_master(live_master: Master, tmp_path: Path) -> None:
     agent = SimAgent(
         live_master.url,
@@ -140,16 +144,25 @@ def test_example_trial_reports_to_a_real_master(live_master: Master, tmp_path: P
             180,
             "experiment to complete",
         )
+        t = trial_of(live_master, eid)
+        # The default policy keeps the trial's latest and best checkpoints; the checkpoint GC
+        # the completion queues runs on this agent and deletes the others (at least one of 3).
+        wait(
+            lambda: any(c["state"] == "STATE_DELETED" for c in checkpoints(live_master, t["id"])),
+            60,
+            "the checkpoint GC",
+        )
     finally:
         agent.stop()
-    t = trial_of(live_master, eid)
     assert t["state"] == "STATE_COMPLETED"
     assert t["totalBatchesProcessed"] == 60
     assert training_steps(live_master, t["id"]) == list(range(5, 61, 5))
-    ckpts = live_master.get(f"/api/v1/trials/{t['id']}/checkpoints")["checkpoints"]
+    ckpts = checkpoints(live_master, t["id"])
     assert [c["metadata"]["steps_completed"] for c in ckpts] == [20, 40, 60]
+    assert ckpts[-1]["state"] == "STATE_COMPLETED"
     for c in ckpts:
-        assert (live_master.data_dir.parent / "checkpoints" / c["uuid"] / "model.pt").is_file()
+        on_disk = (live_master.data_dir.parent / "checkpoints" / c["uuid"] / "model.pt").is_file()
+        assert on_disk == (c["state"] == "STATE_COMPLETED"), c
 
 
 @pytest.mark.slow
