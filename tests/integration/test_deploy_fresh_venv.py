@@ -27,6 +27,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from det.common.distribution import DISTRIBUTION, WHEEL_PREFIX
+from tests.cache_lock import cache_lock
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker, pytest.mark.slow]
 
@@ -67,10 +68,15 @@ def wheelhouse(python: str) -> Path:
     reqs = deploy_requirements(python)
     key = hashlib.sha256("\n".join([CACHE_VERSION, python, *reqs]).encode()).hexdigest()[:12]
     out = base / f"cp{python.replace('.', '')}"
+    with cache_lock(out):
+        _fill(out, python, key, reqs)
+    return out
+
+
+def _fill(out: Path, python: str, key: str, reqs: list[str]) -> None:
     stamp = out / f".complete-{key}"
     if stamp.exists():
-        return out
-    out.mkdir(parents=True, exist_ok=True)
+        return
     abi = f"cp{python.replace('.', '')}"
     subprocess.run(
         [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
@@ -83,7 +89,6 @@ def wheelhouse(python: str) -> Path:
     for old in out.glob(".complete-*"):
         old.unlink()
     stamp.touch()
-    return out
 
 
 def source_copy(dest: Path) -> Path:

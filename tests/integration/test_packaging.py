@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cache_lock import cache_lock
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,7 +63,12 @@ def fill_wheelhouse() -> Path:
     """The dependencies of every extra as wheels (no det wheel in it). `.ci/run` fills it before
     the tests, beside `make check`."""
     path = Path(os.environ.get("DET_WHEELHOUSE") or REPO / ".cache" / "wheelhouse")
-    path.mkdir(parents=True, exist_ok=True)
+    with cache_lock(path):
+        _fill(path)
+    return path
+
+
+def _fill(path: Path) -> None:
     stamp = (
         path
         / f".complete-{hashlib.sha256((REPO / 'pyproject.toml').read_bytes()).hexdigest()[:12]}"
@@ -78,7 +85,6 @@ def fill_wheelhouse() -> Path:
         print(f"wheelhouse filled in {time.monotonic() - start:.1f} s")
     for det_wheel in path.glob("det_platform-*.whl"):
         det_wheel.unlink()  # det itself comes fresh from this checkout (det_wheel)
-    return path
 
 
 @pytest.fixture(scope="session")
