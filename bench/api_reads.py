@@ -297,6 +297,9 @@ def seed(m: Any, db_url: str, experiments: int, steps: int) -> tuple[int, list[i
     return big, trials
 
 
+# Issue 29's goals beside the figures they are for.
+GOALS = {"experiment list, limit 20": "issue 29's goal: >= 0.6x hello, p99 <= 40 ms"}
+
 # The list of 20 while its first page changes: an experiment on it is renamed (PATCH, by the
 # admin) every RENAME_SECONDS during the read, so the pages kept by the API processes
 # (det.master.listcache) go stale that often and are built again.
@@ -505,8 +508,9 @@ def report(
         " runs; CPU ms per answered request"
     )
     groups = ("master", "postgres", "hello", "clients")
-    print(f"{'read':36} {'req/s':>7} {'p50 ms':>7} {'p99 ms':>7}  "
+    print(f"{'read':36} {'req/s':>7} {'x hello':>7} {'p50 ms':>7} {'p99 ms':>7}  "
           + " ".join(f"{g:>8}" for g in groups) + "  other answers")  # fmt: skip
+    hello = results.get("hello (reference)")
     for name, rs in results.items():
         med = {k: statistics.median(r[k] for r in rs) for k in ("rps", "p50", "p99")}
         cpu = {g: statistics.median(r["cpu"].get(g, 0.0) for r in rs) for g in groups}
@@ -514,16 +518,25 @@ def report(
         for r in rs:
             for k, v in r["other"].items():
                 other[k] = other.get(k, 0) + v
+        # Each run's ratio to the hello run of the same round (minutes apart, same load).
+        ratios = sorted(
+            r["rps"] / h["rps"] for r, h in zip(rs, hello or [], strict=False) if h["rps"]
+        )
+        ratio = f"{statistics.median(ratios):7.2f}" if ratios else f"{'':7}"
         print(
-            f"{name:36} {med['rps']:7.0f} {med['p50']:7.1f} {med['p99']:7.1f}  "
+            f"{name:36} {med['rps']:7.0f} {ratio} {med['p50']:7.1f} {med['p99']:7.1f}  "
             + " ".join(f"{cpu[g]:8.2f}" for g in groups)
             + (f"  {dict(sorted(other.items()))}" if other else "")
         )
+        if name in GOALS and ratios:
+            print(f"{'':36} {GOALS[name]}; runs {ratios[0]:.2f}-{ratios[-1]:.2f} x hello")
     if series["api"]:
         api, sel = statistics.median(series["api"]), statistics.median(series["select"])
+        pairs = sorted(a / b for a, b in zip(series["api"], series["select"], strict=True))
         print(
             f"series of {args.steps} steps x 10 metrics: API {1000 * api:.0f} ms,"
-            f" indexed SELECT {1000 * sel:.0f} ms ({api / sel:.1f}x)"
+            f" indexed SELECT {1000 * sel:.0f} ms ({api / sel:.2f}x; runs {pairs[0]:.2f}-"
+            f"{pairs[-1]:.2f}x)   (issue 29's goal: <= 1x the SELECT)"
         )
     if series["sampled"]:
         print(

@@ -1,4 +1,5 @@
-"""Sampled metric series (CompareTrials) kept per API process while their trial is unchanged.
+"""Metric series kept per API process while their trial is unchanged: sampled series
+(CompareTrials) and a trial's whole series (``GET /api/v1/trials/{id}/metrics``).
 
 Charts poll: the WebUI asks for the same trials' sampled series every few seconds, and a
 finished trial's series never changes. Sampling one trial's long series costs PostgreSQL about
@@ -9,7 +10,7 @@ costs nothing extra, because the request reads the trial's row anyway.
 ``trials`` row (``services.trials.report_metrics``), and nothing else writes ``metrics``; so a
 trial's series can only have changed if its row did, and every update of a row gives it a new
 ``xmin`` (the writing transaction's id). An entry is stored under the ``xmin`` read *before* the
-series was sampled (the sample is at least as new as that row) and served only while the row
+series was read (the answer is at least as new as that row) and served only while the row
 still has it. Other updates of the row (state, progress) merely cost a miss. Entries also expire
 after ``max_age`` seconds, which keeps a transaction id from ever being seen twice.
 """
@@ -20,22 +21,23 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Hashable
+from typing import Generic, TypeVar
 
-# An answer: the JSON text of a trial's points, or None when it has none.
-Entry = tuple[int, float, str | None]
+# An answer: JSON text (or a rendered body) of a trial's points, or None when it has none.
+V = TypeVar("V", str, bytes)
 
 
-class SeriesCache:
+class SeriesCache(Generic[V]):
     """A least-recently-used map of (request key, trial) -> points, bounded in bytes."""
 
     def __init__(self, max_bytes: int = 32 << 20, max_age: float = 300.0) -> None:
         self.max_bytes = max_bytes
         self.max_age = max_age
-        self._items: OrderedDict[Hashable, Entry] = OrderedDict()
+        self._items: OrderedDict[Hashable, tuple[int, float, V | None]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def get(self, key: Hashable, version: int) -> tuple[bool, str | None]:
+    def get(self, key: Hashable, version: int) -> tuple[bool, V | None]:
         """(True, points) when ``key`` is held under ``version`` and fresh; else (False, None)."""
         with self._lock:
             entry = self._items.get(key)
@@ -48,8 +50,8 @@ class SeriesCache:
             self._items.move_to_end(key)
             return True, points
 
-    def put(self, key: Hashable, version: int, points: str | None) -> None:
-        size = len(points or "")
+    def put(self, key: Hashable, version: int, points: V | None) -> None:
+        size = len(points) if points is not None else 0
         if size > self.max_bytes // 4:
             return
         with self._lock:
@@ -62,7 +64,10 @@ class SeriesCache:
     def _drop(self, key: Hashable) -> None:
         entry = self._items.pop(key, None)
         if entry is not None:
-            self._bytes -= len(entry[2] or "")
+            self._bytes -= len(entry[2]) if entry[2] is not None else 0
 
 
-SAMPLED = SeriesCache()
+SAMPLED: SeriesCache[str] = SeriesCache()
+# Whole series, as the answer's body: 10,000 steps of 10 metrics are about 4 MB, so an entry
+# may take up to a quarter of the budget (larger series are read each time, as before).
+WHOLE: SeriesCache[bytes] = SeriesCache(max_bytes=64 << 20)

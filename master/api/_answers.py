@@ -51,6 +51,11 @@ def answer(value: Any, *, etag: bool = False, status: int = 200) -> Response:
     return conditional(Page(body, etag_of(body)), status=status)
 
 
+def encoded(value: Any) -> bytes:
+    """``value``'s JSON body, as :func:`answer` sends it."""
+    return orjson.dumps(value, option=_OPTIONS)
+
+
 def render(value: Any) -> Page:
     """``value``'s JSON body and its ETag, to answer with :func:`conditional` (now or later)."""
     body = orjson.dumps(value, option=_OPTIONS)

@@ -10,7 +10,7 @@ from flask import Blueprint, Response, request, stream_with_context
 
 from det.master.api import _access, _logs
 from det.master.api import checkpoints as checkpoints_api
-from det.master.api._answers import answer
+from det.master.api._answers import answer, encoded
 from det.master.api._common import (
     TASK,
     USER,
@@ -34,7 +34,7 @@ from det.master.schemas.requests import (
     TrialIdsQuery,
     TrialWorkloadsQuery,
 )
-from det.master.seriescache import SAMPLED
+from det.master.seriescache import SAMPLED, WHOLE
 from det.master.services import checkpoints as ckpt_svc
 from det.master.services import task_logs
 from det.master.services import trials as svc
@@ -401,11 +401,17 @@ def compare(params: CompareTrialsQuery) -> Response:
 @contract(params=wire.TrialMetricsParams, response=wire.TrialMetricsResponse)
 def metrics_of_trial(trial_id: int, params: wire.TrialMetricsParams) -> Response:
     """All reported rows of one trial as JSON (det's non-streaming convenience), built by
-    PostgreSQL and passed through."""
+    PostgreSQL and passed through; kept by this process while the trial's row is unchanged
+    (det.master.seriescache), its version read before the rows."""
+    group = params.get("group")
     with reads() as conn:
-        svc.exists(conn, trial_id)
-        text = svc.metrics_json(conn, trial_id, params.get("group"))
-    return answer({"metrics": fragment(text, "[]")})
+        version = svc.row_version(conn, trial_id)
+        hit, body = WHOLE.get((trial_id, group), version)
+        if not hit or body is None:
+            text = svc.metrics_json(conn, trial_id, group)
+            body = encoded({"metrics": fragment(text, "[]")})
+            WHOLE.put((trial_id, group), version, body)
+    return Response(body, mimetype="application/json")
 
 
 @bp.post("/api/v1/trials/<int:trial_id>/progress")

@@ -692,6 +692,16 @@ def basic(conn: Conn, trial_ids: list[int]) -> dict[int, dict[str, Any]]:
     return {int(r["id"]): r for r in rows}
 
 
+def row_version(conn: Conn, trial_id: int) -> int:
+    """The trial row's ``xmin`` (see :func:`basic`); NotFound unless the trial exists."""
+    row = conn.execute(
+        "SELECT xmin::text::bigint AS v FROM trials WHERE id = %s", (trial_id,)
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"trial {trial_id} not found")
+    return int(row["v"])
+
+
 def exists(conn: Conn, trial_id: int) -> None:
     """NotFound unless the trial exists."""
     if conn.execute("SELECT 1 FROM trials WHERE id = %s", (trial_id,)).fetchone() is None:

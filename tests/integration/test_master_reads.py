@@ -242,6 +242,48 @@ def test_metric_rows_of_a_trial_are_the_stored_reports(
     assert r.status_code == 404
 
 
+def test_metric_rows_are_kept_until_the_trial_changes(
+    api_master: MasterClient, pg_url: str
+) -> None:
+    """A trial's rows are kept by the process (det.master.seriescache) under its row's version:
+    a report, of either group, shows in the very next read; a row written by SQL alone (which
+    moves no version: only the ingest writes rows, in the statement that updates its trial) is
+    not seen until then, which shows the answer came from what the process kept."""
+    m = api_master
+    (t,) = _trials(pg_url, _experiment(m), 1)
+    _report(m, t, "training", range(1, 4))
+
+    def batches(group: str | None = "training") -> list[int]:
+        query = f"?group={group}" if group else ""
+        return [r["totalBatches"] for r in m.get(f"/api/v1/trials/{t}/metrics{query}")["metrics"]]
+
+    assert batches() == [1, 2, 3] and batches(None) == [1, 2, 3]
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute(
+            "INSERT INTO metrics (trial_id, metric_group, total_batches, metrics)"
+            " VALUES (%s, 'training', 50, '{\"avg_metrics\": {\"loss\": 0.5}}')",
+            (t,),
+        )
+    assert batches() == [1, 2, 3] and batches(None) == [1, 2, 3]
+    _report(m, t, "training", range(4, 6))
+    assert batches() == [1, 2, 3, 4, 5, 50]
+    _report(m, t, "validation", range(5, 6))
+    assert batches(None) == [1, 2, 3, 4, 5, 5, 50] and batches() == [1, 2, 3, 4, 5, 50]
+    assert batches("validation") == [5]
+    # Another trial's report leaves this one's answers as they were; a trial's other changes
+    # (its state) merely cost a read.
+    (other,) = _trials(pg_url, _experiment(m), 1)
+    _report(m, other, "training", range(1, 2))
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute("UPDATE trials SET state = 'COMPLETED' WHERE id = %s", (t,))
+        c.execute("DELETE FROM metrics WHERE trial_id = %s AND total_batches = 50", (t,))
+    assert batches() == [1, 2, 3, 4, 5]
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute("DELETE FROM trials WHERE id = %s", (t,))
+    r = m.session().get(f"{m.url}/api/v1/trials/{t}/metrics", timeout=30)
+    assert r.status_code == 404
+
+
 def test_experiment_list_carries_the_config_and_get_the_rest(live_master: Master) -> None:
     m = live_master
     eid = _experiment(m)
