@@ -22,6 +22,7 @@ import urllib.parse
 from pathlib import Path
 
 import orjson
+import psutil
 import psycopg
 import requests
 
@@ -92,7 +93,10 @@ def api_run(url: str, token: str, trial_ids: list[int], n_requests: int) -> floa
     return REPORTERS * n_requests * STEPS / (time.perf_counter() - t0)
 
 
-def copy_run(db_url: str, trial_ids: list[int], n_requests: int) -> float:
+def copy_run(db_url: str, trial_ids: list[int], n_requests: int) -> tuple[float, dict[str, float]]:
+    """Rows per second of one COPY of the rows the API run wrote, and the CPU seconds of its
+    PostgreSQL backend and of this process while it ran (the backend exits with its
+    connection, so its CPU is read before that)."""
     rows = []
     for tid in trial_ids:
         for j in range(n_requests):
@@ -107,6 +111,8 @@ def copy_run(db_url: str, trial_ids: list[int], n_requests: int) -> float:
                     )
                 )  # type: ignore[index]
     with psycopg.connect(db_url) as conn:
+        backend = psutil.Process(conn.info.backend_pid)
+        cpu0 = sum(backend.cpu_times()[:2]), self_cpu()
         t0 = time.perf_counter()
         with (
             conn.cursor() as cur,
@@ -117,7 +123,13 @@ def copy_run(db_url: str, trial_ids: list[int], n_requests: int) -> float:
             for row in rows:
                 copy.write_row(row)
         conn.commit()
-        return len(rows) / (time.perf_counter() - t0)
+        rate = len(rows) / (time.perf_counter() - t0)
+        used = {
+            "master": 0.0,
+            "postgres": sum(backend.cpu_times()[:2]) - cpu0[0],
+            "clients": self_cpu() - cpu0[1],
+        }
+        return rate, used
 
 
 def main() -> None:
@@ -169,10 +181,9 @@ def main() -> None:
                 api_cpu.append({k: used[k] - before[k] for k in used})
                 for p in spies:
                     p.wait(60)
-                before = {k: c.read() for k, c in cpus.items()} | {"clients": self_cpu()}
-                copy.append(copy_run(db_url, ids, args.requests))
-                used = {k: c.read() for k, c in cpus.items()} | {"clients": self_cpu()}
-                copy_cpu.append({k: used[k] - before[k] for k in used})
+                rate, used = copy_run(db_url, ids, args.requests)
+                copy.append(rate)
+                copy_cpu.append(used)
         finally:
             m.kill()
             server.cleanup()

@@ -11,6 +11,7 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, cast
 
 from psycopg.rows import class_row
@@ -287,26 +288,57 @@ def _object(value: JSONValue) -> JSONObject:
     return dict(value) if isinstance(value, dict) else {}
 
 
+def _columns(batch: list[JSONObject]) -> tuple[list[str], list[list[JSONValue]]]:
+    """The metric names of a batch (in order of first appearance) and each one's values in
+    report order (the reports without it skipped)."""
+    if not batch:
+        return [], []
+    first = batch[0].keys()
+    # The common case: every report carries the same metrics; then C loops transpose them.
+    if all(m.keys() == first for m in batch):
+        names = list(first)
+        if len(names) == 1:
+            return names, [[m[names[0]] for m in batch]]
+        if not names:
+            return [], []
+        return names, [list(c) for c in zip(*map(itemgetter(*names), batch), strict=True)]
+    seen: JSONObject = {}
+    for m in batch:
+        seen.update(m)
+    names = list(seen)
+    return names, [[m[n] for m in batch if n in m] for n in names]
+
+
+def _numbers_and_sum(values: list[JSONValue]) -> tuple[list[Any], float]:
+    """The finite numbers of ``values`` (:func:`_finite_numbers`) and their sum as a double."""
+    if set(map(type, values)) <= _NUMBER_TYPES:
+        # All ints and floats: a finite sum says every one is finite (a NaN or an infinity
+        # makes the sum one), so the sum is also the check.
+        try:
+            total = math.fsum(cast("list[float]", values))
+        except (OverflowError, ValueError):  # an int beyond a double, a sum beyond it, inf - inf
+            pass
+        else:
+            if math.isfinite(total):
+                return values, total
+    numbers = _finite_numbers(values)
+    return numbers, _float_sum(numbers)
+
+
 def _update_summary(summary: JSONObject, group: str, batch: list[JSONObject]) -> JSONObject:
     """Folds a batch of one group's metric dicts (in report order) into the trial's summary
     (``trials.summary_metrics``: per group, per metric, ``type``, ``count``, ``sum``, ``min``,
     ``max`` and ``last``, as Determined keeps it)."""
     key = _SUMMARY_KEY.get(group, group)
     section = _object(summary.get(key))
-    names: dict[str, None] = {}
-    for metrics in batch:
-        names.update(dict.fromkeys(metrics))
-    for name in names:
-        values = [m[name] for m in batch if name in m]
+    for name, values in zip(*_columns(batch), strict=True):
         entry = _object(section.get(name))
-        numbers = _finite_numbers(values)
+        numbers, batch_sum = _numbers_and_sum(values)
         if numbers:
             count, total = entry.get("count", 0), entry.get("sum", 0.0)
             entry["type"] = "number"
             entry["count"] = (int(count) if isinstance(count, int | float) else 0) + len(numbers)
-            entry["sum"] = (float(total) if isinstance(total, int | float) else 0.0) + _float_sum(
-                numbers
-            )
+            entry["sum"] = (float(total) if isinstance(total, int | float) else 0.0) + batch_sum
             lo, hi = min(numbers), max(numbers)
             old_lo, old_hi = entry.get("min"), entry.get("max")
             entry["min"] = min(old_lo, lo) if isinstance(old_lo, int | float) else lo

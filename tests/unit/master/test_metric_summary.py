@@ -82,3 +82,60 @@ def test_the_input_summary_is_not_modified() -> None:
     snapshot = {"avg_metrics": {"loss": dict(before["avg_metrics"]["loss"])}}
     _update_summary(before, "training", [{"loss": 0.0}])
     assert before == snapshot
+
+
+def _reference(batch: list[dict[str, Any]]) -> dict[str, Any]:
+    """The fold of one batch into an empty summary, one metric at a time, value by value."""
+    values: dict[str, list[Any]] = {}
+    for m in batch:
+        for name, v in m.items():
+            values.setdefault(name, []).append(v)
+    out: dict[str, Any] = {}
+    for name, vs in values.items():
+        numbers = [v for v in vs if type(v) is int or (type(v) is float and math.isfinite(v))]
+        last = vs[-1]
+        if isinstance(last, float) and not math.isfinite(last):
+            last = "NaN" if math.isnan(last) else ("Infinity" if last > 0 else "-Infinity")
+        if not numbers:
+            out[name] = {"type": "string" if isinstance(vs[-1], str) else "object", "last": last}
+            continue
+        try:
+            total = math.fsum(numbers)
+        except OverflowError:  # as a double, term by term, beyond its range infinite
+            total = sum(n if isinstance(n, float) or abs(n) < 2**1023 else
+                        (math.inf if n > 0 else -math.inf) for n in numbers)  # fmt: skip
+        out[name] = {"type": "number", "count": len(numbers), "sum": total,
+                     "min": min(numbers), "max": max(numbers), "last": last}  # fmt: skip
+    return out
+
+
+def test_batches_of_the_same_and_of_different_metrics_fold_as_value_by_value() -> None:
+    """The fold transposes a batch whose reports carry the same metrics at once and checks
+    finiteness by the sum: the same answers as one value at a time, for every kind of value."""
+    import random
+
+    rng = random.Random(29)
+    kinds = [
+        lambda: rng.uniform(-5, 5),
+        lambda: rng.randint(-9, 9),
+        lambda: math.nan,
+        lambda: math.inf,
+        lambda: -math.inf,
+        lambda: rng.random() < 0.5,
+        lambda: "text",
+        lambda: 10**400,
+        lambda: None,
+        lambda: 1e308,
+    ]
+    for case in range(400):
+        names = [f"m{k}" for k in range(rng.randint(1, 4))]
+        same = case % 2 == 0
+        weights = [8, 4, 1, 1, 1, 1, 1, 1, 1, 1] if case % 3 else [1] * len(kinds)
+        batch = []
+        for _ in range(rng.randint(1, 12)):
+            keys = names if same else [n for n in names if rng.random() < 0.7] or names[:1]
+            if not same:
+                rng.shuffle(keys)
+            batch.append({n: rng.choices(kinds, weights)[0]() for n in keys})
+        got = _update_summary({}, "training", batch)["avg_metrics"]
+        assert got == _reference(batch), batch
