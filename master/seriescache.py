@@ -68,6 +68,7 @@ class SeriesCache(Generic[V]):
 
 
 SAMPLED: SeriesCache[str] = SeriesCache()
-# Whole series, as the answer's body: 10,000 steps of 10 metrics are about 4 MB, so an entry
-# may take up to a quarter of the budget (larger series are read each time, as before).
-WHOLE: SeriesCache[bytes] = SeriesCache(max_bytes=64 << 20)
+# Whole series, as the answer's body: 10,000 steps of 10 metrics are about 4 MB; an entry may
+# take up to a quarter of the budget (larger series are read each time, as before). The same
+# budget as the sampled series and the list's pages: the master's memory stays as documented.
+WHOLE: SeriesCache[bytes] = SeriesCache()
