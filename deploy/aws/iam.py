@@ -246,6 +246,21 @@ def log_group_arn(region: str, name: str) -> str:
     return f"arn:aws:logs:{region}:*:log-group:{name}"
 
 
+def service_role(
+    name: str,
+    service: str,
+    policy: pulumi.Input[str],
+    tags: Mapping[str, str],
+    opts: pulumi.ResourceOptions,
+) -> aws.iam.Role:
+    """A role ``service`` assumes, with its one inline policy (both named ``name``)."""
+    role = aws.iam.Role(
+        name, assume_role_policy=assume_role_policy(service), tags=dict(tags), opts=opts
+    )
+    aws.iam.RolePolicy(name, role=role.id, policy=policy, opts=opts)
+    return role
+
+
 @dataclasses.dataclass
 class IamArgs:
     cluster_id: str
@@ -278,24 +293,19 @@ class Iam(pulumi.ComponentResource):
                 aws_service_name="spot.amazonaws.com",
                 opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
             )
-        agent_role = aws.iam.Role(
-            f"{name}-agent", assume_role_policy=assume_role_policy(), tags=tags, opts=child
-        )
-        aws.iam.RolePolicy(
+        agent_role = service_role(
             f"{name}-agent",
-            role=agent_role.id,
-            policy=pulumi.Output.from_input(args.bucket_arn).apply(
+            "ec2.amazonaws.com",
+            pulumi.Output.from_input(args.bucket_arn).apply(
                 lambda b: json.dumps(agent_policy(b, args.region, logs_arn))
             ),
-            opts=child,
+            tags,
+            child,
         )
         agent_profile = aws.iam.InstanceProfile(
             f"{name}-agent", role=agent_role.name, tags=tags, opts=child
         )
 
-        master_role = aws.iam.Role(
-            f"{name}-master", assume_role_policy=assume_role_policy(), tags=tags, opts=child
-        )
         document = pulumi.Output.all(
             bucket=args.bucket_arn,
             agent_role=agent_role.arn,
@@ -317,7 +327,7 @@ class Iam(pulumi.ComponentResource):
                 )
             )
         )
-        aws.iam.RolePolicy(f"{name}-master", role=master_role.id, policy=document, opts=child)
+        master_role = service_role(f"{name}-master", "ec2.amazonaws.com", document, tags, child)
         master_profile = aws.iam.InstanceProfile(
             f"{name}-master", role=master_role.name, tags=tags, opts=child
         )

@@ -131,10 +131,6 @@ def release_image(cfg: AwsConfig, repository_url: str) -> str:
     return f"{repository_url}:{sl.image_tag(rel)}"
 
 
-def assume(service: str) -> str:
-    return iam.assume_role_policy(service)
-
-
 def execution_policy(repo_arn: str, log_group_arn: str, secret_arns: list[str]) -> dict[str, Any]:
     """What ECS needs to start the master's tasks: pull its image, write its logs, read its
     secrets (those only)."""
@@ -723,58 +719,38 @@ class ServerlessMaster(pulumi.ComponentResource):
     ) -> dict[str, Any]:
         tags = cfg.tags
         logs_arn = iam.log_group_arn(cfg.region, cfg.log_group_name)
-        agent_role = aws.iam.Role(
-            f"{name}-agent", assume_role_policy=assume("ec2.amazonaws.com"), tags=tags, opts=child
-        )
-        aws.iam.RolePolicy(
+        agent_role = iam.service_role(
             f"{name}-agent",
-            role=agent_role.id,
-            policy=args.bucket.arn.apply(
-                lambda b: json.dumps(iam.agent_policy(b, cfg.region, logs_arn))
-            ),
-            opts=child,
+            "ec2.amazonaws.com",
+            args.bucket.arn.apply(lambda b: json.dumps(iam.agent_policy(b, cfg.region, logs_arn))),
+            tags,
+            child,
         )
         agent_profile = aws.iam.InstanceProfile(
             f"{name}-agent", role=agent_role.name, tags=tags, opts=child
         )
-        execution = aws.iam.Role(
+        execution = iam.service_role(
             f"{name}-execution",
-            assume_role_policy=assume("ecs-tasks.amazonaws.com"),
-            tags=tags,
-            opts=child,
-        )
-        aws.iam.RolePolicy(
-            f"{name}-execution",
-            role=execution.id,
-            policy=pulumi.Output.all(repo.arn, pulumi.Output.all(*args.secret_arns.values())).apply(
+            "ecs-tasks.amazonaws.com",
+            pulumi.Output.all(repo.arn, pulumi.Output.all(*args.secret_arns.values())).apply(
                 lambda v: json.dumps(execution_policy(v[0], logs_arn, list(v[1])))
             ),
-            opts=child,
+            tags,
+            child,
         )
         group = aws.scheduler.ScheduleGroup(name, name=name, tags=tags, opts=child)
         bus = aws.cloudwatch.EventBus(name, name=name, tags=tags, opts=child)
-        scheduler = aws.iam.Role(
+        scheduler = iam.service_role(
             f"{name}-scheduler",
-            assume_role_policy=assume("scheduler.amazonaws.com"),
-            tags=tags,
-            opts=child,
+            "scheduler.amazonaws.com",
+            bus.arn.apply(lambda b: json.dumps(scheduler_policy(b))),
+            tags,
+            child,
         )
-        aws.iam.RolePolicy(
-            f"{name}-scheduler",
-            role=scheduler.id,
-            policy=bus.arn.apply(lambda b: json.dumps(scheduler_policy(b))),
-            opts=child,
-        )
-        task = aws.iam.Role(
+        task = iam.service_role(
             f"{name}-task",
-            assume_role_policy=assume("ecs-tasks.amazonaws.com"),
-            tags=tags,
-            opts=child,
-        )
-        aws.iam.RolePolicy(
-            f"{name}-task",
-            role=task.id,
-            policy=pulumi.Output.all(
+            "ecs-tasks.amazonaws.com",
+            pulumi.Output.all(
                 bucket=args.bucket.arn,
                 agent_role=agent_role.arn,
                 subnet=agent_subnet.apply(lambda s: f"arn:aws:ec2:{cfg.region}:*:subnet/{s}"),
@@ -796,7 +772,8 @@ class ServerlessMaster(pulumi.ComponentResource):
                     )
                 )
             ),
-            opts=child,
+            tags,
+            child,
         )
         return {
             "agent_profile": agent_profile.arn,
@@ -854,17 +831,12 @@ class ServerlessMaster(pulumi.ComponentResource):
             tags=tags,
             opts=child,
         )
-        invoker = aws.iam.Role(
+        invoker = iam.service_role(
             f"{name}-wakeup",
-            assume_role_policy=assume("events.amazonaws.com"),
-            tags=tags,
-            opts=child,
-        )
-        aws.iam.RolePolicy(
-            f"{name}-wakeup",
-            role=invoker.id,
-            policy=destination.arn.apply(lambda d: json.dumps(invoke_policy(d))),
-            opts=child,
+            "events.amazonaws.com",
+            destination.arn.apply(lambda d: json.dumps(invoke_policy(d))),
+            tags,
+            child,
         )
         aws.cloudwatch.EventTarget(
             name,
