@@ -60,7 +60,7 @@ class Images:
 
 
 @dataclasses.dataclass(frozen=True)
-class AwsConfig:
+class AwsConfig(mirror.PoolImages):
     cluster_id: str
     region: str = "us-west-2"
     keypair: str | None = None
@@ -214,33 +214,8 @@ class AwsConfig:
         return DEFAULT_CPU_ENV_IMAGE, DEFAULT_GPU_ENV_IMAGE
 
     @property
-    def env_images(self) -> tuple[str, str]:
-        """The task images ``(cpu, cuda)`` the pools use: the sources, or their mirrors."""
-        cpu, cuda = self.source_env_images
-        if self.mirror_registry:
-            return mirror.mirrored(cpu, self.mirror_registry), mirror.mirrored(
-                cuda, self.mirror_registry
-            )
-        return cpu, cuda
-
-    @property
-    def source_gc_image(self) -> str | None:
-        """The checkpoint-GC image as given (``common.gc_image.source``)."""
-        return gc_image.source(self.checkpoint_gc_image, bool(self.mirror_registry))
-
-    @property
-    def gc_image(self) -> str | None:
-        """The checkpoint-GC image the pools use: the source, or its mirror."""
-        source = self.source_gc_image
-        if source and self.mirror_registry:
-            return mirror.mirrored(source, self.mirror_registry)
-        return source
-
-    @property
-    def mirror_sources(self) -> tuple[str, ...]:
-        """What ``--mirror-images`` copies: the task images and the checkpoint-GC image."""
-        gc = self.source_gc_image
-        return (*self.source_env_images, *([gc] if gc else []))
+    def mirror_target(self) -> str | None:
+        return self.mirror_registry
 
     @property
     def log_group_name(self) -> str:

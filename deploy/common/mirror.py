@@ -52,6 +52,50 @@ def mirrored(image: str, registry: str) -> str:
     return f"{registry}/{path}:{tag}"
 
 
+class PoolImages:
+    """The images a cluster's pools use, for a cloud's config (a frozen dataclass) to inherit:
+    it gives ``source_env_images``, ``checkpoint_gc_image`` (the flag) and ``mirror_target``
+    (where ``--mirror-images`` puts the images; None without it)."""
+
+    checkpoint_gc_image: str | None
+
+    @property
+    def source_env_images(self) -> tuple[str, str]:
+        raise NotImplementedError
+
+    @property
+    def mirror_target(self) -> str | None:
+        raise NotImplementedError
+
+    @property
+    def env_images(self) -> tuple[str, str]:
+        """The task images ``(cpu, cuda)`` the pools use: the sources, or their mirrors."""
+        cpu, cuda = self.source_env_images
+        target = self.mirror_target
+        if target:
+            return mirrored(cpu, target), mirrored(cuda, target)
+        return cpu, cuda
+
+    @property
+    def source_gc_image(self) -> str | None:
+        """The checkpoint-GC image as given (``common.gc_image.source``)."""
+        return gc_image.source(self.checkpoint_gc_image, bool(self.mirror_target))
+
+    @property
+    def gc_image(self) -> str | None:
+        """The checkpoint-GC image the pools use: the source, or its mirror."""
+        source, target = self.source_gc_image, self.mirror_target
+        if source and target:
+            return mirrored(source, target)
+        return source
+
+    @property
+    def mirror_sources(self) -> tuple[str, ...]:
+        """What ``--mirror-images`` copies: the task images and the checkpoint-GC image."""
+        gc = self.source_gc_image
+        return (*self.source_env_images, *([gc] if gc else []))
+
+
 def plan(images: Iterable[str], registry: str) -> list[tuple[str, str]]:
     """Each distinct source image and its mirror, in the given order."""
     seen: dict[str, str] = {}

@@ -42,7 +42,7 @@ SERVERLESS_DB_TIER = "db-f1-micro"
 
 
 @dataclasses.dataclass(frozen=True)
-class GcpConfig:
+class GcpConfig(mirror.PoolImages):
     cluster_id: str
     project_id: str
     region: str = "us-west1"
@@ -108,38 +108,13 @@ class GcpConfig:
         return self.cpu_env_image, self.gpu_env_image
 
     @property
-    def env_images(self) -> tuple[str, str]:
-        """The task images ``(cpu, cuda)`` the pools use: the sources, or their mirrors."""
-        if not self.mirror_images:
-            return self.source_env_images
-        return (
-            mirror.mirrored(self.cpu_env_image, self.mirror_prefix),
-            mirror.mirrored(self.gpu_env_image, self.mirror_prefix),
-        )
-
-    @property
     def mirror_prefix(self) -> str:
         """The image path prefix of the mirror (``<region>-docker.pkg.dev/<project>/<repo>``)."""
         return f"{self.region}-docker.pkg.dev/{self.project_id}/det-{self.cluster_id}-mirror"
 
     @property
-    def source_gc_image(self) -> str | None:
-        """The checkpoint-GC image as given (``common.gc_image.source``)."""
-        return gc_image.source(self.checkpoint_gc_image, self.mirror_images)
-
-    @property
-    def gc_image(self) -> str | None:
-        """The checkpoint-GC image the pools use: the source, or its mirror."""
-        source = self.source_gc_image
-        if source and self.mirror_images:
-            return mirror.mirrored(source, self.mirror_prefix)
-        return source
-
-    @property
-    def mirror_sources(self) -> tuple[str, ...]:
-        """What ``--mirror-images`` copies: the task images and the checkpoint-GC image."""
-        gc = self.source_gc_image
-        return (*self.source_env_images, *([gc] if gc else []))
+    def mirror_target(self) -> str | None:
+        return self.mirror_prefix if self.mirror_images else None
 
     @property
     def serverless(self) -> bool:
