@@ -274,12 +274,6 @@ def _rollout_steps(current: dict[str, AwsConfig], profile: str | None) -> rollou
         repository = f"{account}.dkr.ecr.{cfg.region}.amazonaws.com/det-{cfg.cluster_id}/{serverless.IMAGE_NAME}"
         return aws_serverless.release_image(cfg, repository)
 
-    def local() -> str:
-        rel = current["cfg"].boot.release
-        if rel is None:
-            raise DeployError("det's wheel was not built: nothing to push")
-        return rollout.local_image_name(rel.sha256)
-
     def set_rollout(r: serverless.Rollout) -> None:
         current["cfg"] = dataclasses.replace(current["cfg"], rollout=r)
 
@@ -290,7 +284,11 @@ def _rollout_steps(current: dict[str, AwsConfig], profile: str | None) -> rollou
         rollout.run_ecs_migration(session().client("ecs"), outputs)
 
     return rollout.Steps(
-        release=release, local_image=local, set_rollout=set_rollout, login=login, migrate=migrate
+        release=release,
+        local_image=lambda: rollout.local_image(current["cfg"].boot.release),
+        set_rollout=set_rollout,
+        login=login,
+        migrate=migrate,
     )
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TextIO
 
 from det.deploy.common.errors import DeployError
+from det.deploy.common.release import Release
 from det.deploy.common.serverless import IMAGE_NAME, Rollout
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
@@ -52,6 +53,13 @@ class Steps:
 
 def local_image_name(sha256: str) -> str:
     return f"{IMAGE_NAME}:{sha256[:12]}"
+
+
+def local_image(built: Release | None) -> str:
+    """The local master image of the wheel ``up`` built (``Steps.local_image``)."""
+    if built is None:
+        raise DeployError("det's wheel was not built: nothing to push")
+    return local_image_name(built.sha256)
 
 
 def run(

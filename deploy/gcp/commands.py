@@ -267,19 +267,18 @@ def _rollout_steps(pinned: dict[str, GcpConfig], found: dict[str, Any]) -> rollo
     def release() -> str:
         return gcp_serverless.release_image(pinned["cfg"])
 
-    def local() -> str:
-        rel = pinned["cfg"].boot.release
-        if rel is None:
-            raise DeployError("det's wheel was not built: nothing to push")
-        return rollout.local_image_name(rel.sha256)
-
     def set_rollout(r: Rollout) -> None:
         pinned["cfg"] = dataclasses.replace(pinned["cfg"], rollout=r)
 
     def login() -> rollout.Login:
         return _registry_login(found, pinned["cfg"].region)
 
-    return rollout.Steps(release=release, local_image=local, set_rollout=set_rollout, login=login)
+    return rollout.Steps(
+        release=release,
+        local_image=lambda: rollout.local_image(pinned["cfg"].boot.release),
+        set_rollout=set_rollout,
+        login=login,
+    )
 
 
 def _replace_stale_agents(

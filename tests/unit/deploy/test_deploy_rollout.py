@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from det.deploy.common import rollout
+from det.deploy.common import release, rollout
 from det.deploy.common.errors import DeployError
 from det.deploy.common.serverless import Rollout
 
@@ -115,6 +115,13 @@ def test_push_without_the_local_image_names_how_to_build_it():
         rollout.push_image(
             "det-master:aaaaaaaaaaaa", NEW, rollout.Login("r", "u", "p"), _Docker(True)
         )
+
+
+def test_the_local_image_is_named_by_the_built_wheel_or_refused_without_one():
+    built = release.Release("det.whl", "0123456789abcdef", "", None)
+    assert rollout.local_image(built) == "det-master:0123456789ab"
+    with pytest.raises(DeployError, match="det's wheel was not built: nothing to push"):
+        rollout.local_image(None)
 
 
 class _Ecs:
