@@ -296,23 +296,17 @@ def _replace_stale_agents(
     args: argparse.Namespace, cfg: AwsConfig, previous: Mapping[str, Any], out: TextIO
 ) -> None:
     outputs = automation.outputs(PROJECT, cfg.cluster_id)
-    digest = outputs.get("config_hash")
-    if not digest or digest == previous.get("config_hash"):
-        return
-    if getattr(args, "keep_agents", False):
-        out.write("The master's config changed; agents keep running (--keep-agents).\n")
-        return
     master_id = outputs.get("master_instance_id")
-    ec2 = _session(cfg.region, args.profile).client("ec2")
-    replaced = teardown.replace_stale_agents(
-        ec2, cfg.cluster_id, str(digest), exclude=frozenset({master_id} if master_id else ())
-    )
-    if replaced:
-        out.write(
-            f"The master's config changed: terminated {len(replaced)} agents launched for the "
-            "old one; the master launches new ones for queued work (trials resume from their "
-            "latest checkpoints).\n"
+
+    def replace(digest: str) -> list[str]:
+        ec2 = _session(cfg.region, args.profile).client("ec2")
+        return teardown.replace_stale_agents(
+            ec2, cfg.cluster_id, digest, exclude=frozenset({master_id} if master_id else ())
         )
+
+    commands.replace_stale_agents(
+        outputs, previous, getattr(args, "keep_agents", False), replace, "terminated", out
+    )
 
 
 def down(args: argparse.Namespace, out: TextIO) -> int:

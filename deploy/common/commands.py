@@ -7,7 +7,7 @@ import dataclasses
 import getpass
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -174,6 +174,33 @@ def print_list(project: str, as_json: bool, out: TextIO) -> int:
         for row in rows:
             out.write(f"{row['clusterId']}\t{row['masterUrl'] or '-'}\t{row['bucket'] or '-'}\n")
     return 0
+
+
+def replace_stale_agents(
+    outputs: Mapping[str, Any],
+    previous: Mapping[str, Any],
+    keep_agents: bool,
+    replace: Callable[[str], Sequence[str]],
+    removed: str,
+    out: TextIO,
+) -> None:
+    """After an ``up`` that changed the master's config (the stack's ``config_hash`` output
+    differs from ``previous``): ``replace(new digest)`` removes the agents launched for the old
+    one, unless ``--keep-agents``; trials resume from their latest checkpoints on new ones.
+    ``removed`` is what the cloud did to them ("terminated", "deleted")."""
+    digest = outputs.get("config_hash")
+    if not digest or digest == previous.get("config_hash"):
+        return
+    if keep_agents:
+        out.write("The master's config changed; agents keep running (--keep-agents).\n")
+        return
+    replaced = replace(str(digest))
+    if replaced:
+        out.write(
+            f"The master's config changed: {removed} {len(replaced)} agents launched for the "
+            "old one; the master launches new ones for queued work (trials resume from their "
+            "latest checkpoints).\n"
+        )
 
 
 def finish_up(

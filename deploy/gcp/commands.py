@@ -284,30 +284,22 @@ def _rollout_steps(pinned: dict[str, GcpConfig], found: dict[str, Any]) -> rollo
 def _replace_stale_agents(
     args: argparse.Namespace, cfg: GcpConfig, previous: Mapping[str, Any], out: TextIO
 ) -> None:
-    """After an ``up`` that changed the master's config: delete the agents launched for the old
-    one (unless ``--keep-agents``); trials resume from their latest checkpoints on new ones."""
     outputs = automation.outputs(PROJECT, cfg.cluster_id)
-    digest = outputs.get("config_hash")
-    if not digest or digest == previous.get("config_hash"):
-        return
-    if getattr(args, "keep_agents", False):
-        out.write("The master's config changed; agents keep running (--keep-agents).\n")
-        return
-    instances, zone_operations, _, _ = teardown.compute_clients()
-    replaced = teardown.replace_stale_agents(
-        instances,
-        zone_operations,
-        cfg.project_id,
-        cfg.cluster_id,
-        str(digest),
-        outputs.get("master_instance_name"),
-    )
-    if replaced:
-        out.write(
-            f"The master's config changed: deleted {len(replaced)} agents launched for the old "
-            "one; the master launches new ones for queued work (trials resume from their "
-            "latest checkpoints).\n"
+
+    def replace(digest: str) -> list[str]:
+        instances, zone_operations, _, _ = teardown.compute_clients()
+        return teardown.replace_stale_agents(
+            instances,
+            zone_operations,
+            cfg.project_id,
+            cfg.cluster_id,
+            digest,
+            outputs.get("master_instance_name"),
         )
+
+    commands.replace_stale_agents(
+        outputs, previous, getattr(args, "keep_agents", False), replace, "deleted", out
+    )
 
 
 def down(args: argparse.Namespace, out: TextIO) -> int:
