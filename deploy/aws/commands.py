@@ -361,24 +361,11 @@ def list_(args: argparse.Namespace, out: TextIO) -> int:
     if state.is_local(state.backend_url(directory), directory):
         return int(commands.print_list(PROJECT, args.json, out))
     check_pulumi_cli()
-    rows = []
-    for cluster_id in automation.stack_names(PROJECT):
-        outputs = automation.outputs(PROJECT, cluster_id)
-        rows.append(
-            {
-                "clusterId": cluster_id,
-                "masterUrl": outputs.get("master_url"),
-                "bucket": outputs.get("bucket"),
-            }
-        )
-    if args.json:
-        import json
-
-        json.dump(rows, out, indent=2)
-        out.write("\n")
-    for row in [] if args.json else rows:
-        out.write(f"{row['clusterId']}\t{row['masterUrl'] or '-'}\t{row['bucket'] or '-'}\n")
-    return 0
+    rows = [
+        commands.cluster_summary(cluster_id, automation.outputs(PROJECT, cluster_id))
+        for cluster_id in automation.stack_names(PROJECT)
+    ]
+    return commands.write_list(rows, args.json, out)
 
 
 def status(args: argparse.Namespace, out: TextIO) -> int:

@@ -150,30 +150,39 @@ def stack_outputs(project: str, cluster_id: str, directory: Path) -> dict[str, A
 def cluster_summaries(project: str, directory: Path | None = None) -> list[dict[str, Any]]:
     """Clusters with their plain (non-secret) outputs, read from the state files only."""
     directory = directory or state.state_dir()
-    rows = []
-    for cluster_id in state.list_stacks(directory, project):
-        outputs = stack_outputs(project, cluster_id, directory)
-        rows.append(
-            {
-                "clusterId": cluster_id,
-                "masterUrl": outputs.get("master_url"),
-                "bucket": outputs.get("bucket"),
-            }
-        )
-    return rows
+    return [
+        cluster_summary(cluster_id, stack_outputs(project, cluster_id, directory))
+        for cluster_id in state.list_stacks(directory, project)
+    ]
 
 
-def print_list(project: str, as_json: bool, out: TextIO) -> int:
-    rows = cluster_summaries(project)
+def cluster_summary(cluster_id: str, outputs: Mapping[str, Any]) -> dict[str, Any]:
+    """One row of ``list``: the cluster, its master's URL and its bucket."""
+    return {
+        "clusterId": cluster_id,
+        "masterUrl": outputs.get("master_url"),
+        "bucket": outputs.get("bucket"),
+    }
+
+
+def write_list(rows: list[dict[str, Any]], as_json: bool, out: TextIO, none: str = "") -> int:
+    """``list``'s output: JSON, or a line per cluster (``none`` when there is none)."""
     if as_json:
         json.dump(rows, out, indent=2)
         out.write("\n")
     elif not rows:
-        out.write(f"no clusters in {state.state_dir()}\n")
+        out.write(none)
     else:
         for row in rows:
             out.write(f"{row['clusterId']}\t{row['masterUrl'] or '-'}\t{row['bucket'] or '-'}\n")
     return 0
+
+
+def print_list(project: str, as_json: bool, out: TextIO) -> int:
+    """``list`` from this machine's state files."""
+    return write_list(
+        cluster_summaries(project), as_json, out, f"no clusters in {state.state_dir()}\n"
+    )
 
 
 def replace_stale_agents(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 
@@ -56,3 +57,22 @@ def test_a_changed_config_with_no_old_agents_prints_nothing() -> None:
     replace, out = _Replace([]), io.StringIO()
     commands.replace_stale_agents({"config_hash": "bbbb"}, {}, False, replace, "deleted", out)
     assert replace.digests == ["bbbb"] and out.getvalue() == ""
+
+
+def test_list_writes_a_line_per_cluster_or_json() -> None:
+    rows = [
+        commands.cluster_summary("a", {"master_url": "https://m:8443", "bucket": "b"}),
+        commands.cluster_summary("b", {"region": "r"}),
+    ]
+    text = io.StringIO()
+    assert commands.write_list(rows, False, text, "none\n") == 0
+    assert text.getvalue() == "a\thttps://m:8443\tb\nb\t-\t-\n"
+    as_json = io.StringIO()
+    commands.write_list(rows, True, as_json)
+    assert json.loads(as_json.getvalue()) == [
+        {"clusterId": "a", "masterUrl": "https://m:8443", "bucket": "b"},
+        {"clusterId": "b", "masterUrl": None, "bucket": None},
+    ]
+    empty = io.StringIO()
+    commands.write_list([], False, empty, "none\n")
+    assert empty.getvalue() == "none\n"
