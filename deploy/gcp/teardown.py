@@ -53,19 +53,13 @@ def stop_master(instances: Any, operations: Any, project: str, zone: str, name: 
     logger.info("stopped master %s", name)
 
 
-def delete_agents(
-    instances: Any, operations: Any, project: str, cluster_id: str, master_name: str | None
-) -> list[str]:
-    """Delete every VM labelled with the cluster in any zone (not the master); returns names."""
+def _delete(instances: Any, operations: Any, project: str, vms: list[tuple[str, str]]) -> None:
+    """Delete the VMs ``(zone, name)`` all at once, then wait for each; one already gone is
+    skipped."""
     from google.api_core import exceptions
 
-    found: list[tuple[str, str]] = []
-    request = {"project": project, "filter": label_filter(cluster_id)}
-    for scope, scoped in instances.aggregated_list(request=request):
-        zone = scope.rsplit("/", 1)[-1]
-        found += [(zone, i.name) for i in scoped.instances if i.name != master_name]
     pending = []
-    for zone, name in found:
+    for zone, name in vms:
         try:
             pending.append(
                 (zone, instances.delete_unary(project=project, zone=zone, instance=name))
@@ -74,6 +68,18 @@ def delete_agents(
             continue
     for zone, op in pending:
         _wait(operations, project, zone, op.name)
+
+
+def delete_agents(
+    instances: Any, operations: Any, project: str, cluster_id: str, master_name: str | None
+) -> list[str]:
+    """Delete every VM labelled with the cluster in any zone (not the master); returns names."""
+    found: list[tuple[str, str]] = []
+    request = {"project": project, "filter": label_filter(cluster_id)}
+    for scope, scoped in instances.aggregated_list(request=request):
+        zone = scope.rsplit("/", 1)[-1]
+        found += [(zone, i.name) for i in scoped.instances if i.name != master_name]
+    _delete(instances, operations, project, found)
     logger.info("deleted %d agents of %s", len(found), cluster_id)
     return [name for _, name in found]
 
@@ -89,8 +95,6 @@ def replace_stale_agents(
     """Delete the cluster's agents (any zone; never the master) whose config-hash label is not
     ``config_hash``: they were launched for an older master config. Returns their names; the
     master launches new agents for the work that is still queued."""
-    from google.api_core import exceptions
-
     stale: list[tuple[str, str]] = []
     request = {"project": project, "filter": label_filter(cluster_id)}
     for scope, scoped in instances.aggregated_list(request=request):
@@ -100,16 +104,7 @@ def replace_stale_agents(
                 continue
             if inst.labels.get(CONFIG_HASH_LABEL) != config_hash:
                 stale.append((zone, inst.name))
-    pending = []
-    for zone, name in stale:
-        try:
-            pending.append(
-                (zone, instances.delete_unary(project=project, zone=zone, instance=name))
-            )
-        except exceptions.NotFound:
-            continue
-    for zone, op in pending:
-        _wait(operations, project, zone, op.name)
+    _delete(instances, operations, project, stale)
     logger.info("replaced %d agents of %s launched for an older config", len(stale), cluster_id)
     return [name for _, name in stale]
 

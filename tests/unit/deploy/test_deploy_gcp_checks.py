@@ -244,6 +244,29 @@ def test_delete_agents_in_every_zone_but_not_the_master_or_other_clusters():
     assert sorted(compute.waited) == ["delete-a1", "delete-a2", "stop-det-master-c1"]
 
 
+class _GoneCompute(_Compute):
+    """GCE answers 404 for a VM deleted since it was listed (a spot reclaim, another down)."""
+
+    def __init__(self, zones: dict[str, list[_Vm]], gone: str) -> None:
+        super().__init__(zones)
+        self.gone = gone
+
+    def delete_unary(self, project: str, zone: str, instance: str) -> _Op:
+        from google.api_core import exceptions
+
+        if instance == self.gone:
+            raise exceptions.NotFound(f"instance {instance}")
+        return super().delete_unary(project, zone, instance)
+
+
+def test_an_agent_gone_before_its_delete_is_skipped_and_the_others_are_deleted():
+    mine = {"det-cluster": "c1"}
+    compute = _GoneCompute({"us-west1-b": [_Vm("a1", mine), _Vm("a2", mine)]}, gone="a1")
+    assert sorted(teardown.delete_agents(compute, compute, "p", "c1", None)) == ["a1", "a2"]
+    assert [v.name for v in compute.zones["us-west1-b"]] == ["a1"]  # the fake never lost it
+    assert compute.waited == ["delete-a2"]
+
+
 class _Networks:
     """NetworksClient.remove_peering_unary / GlobalOperationsClient.wait over a dict of peerings;
     records the order of every call into the shared ``log``."""
