@@ -17,9 +17,7 @@
 #
 # Usage: scripts/test-py313.sh [PYTEST ARGS...]   (default: -n 2 --dist loadfile tests/unit: two
 # workers, as the main run spreads its files)
-# Env: DET_PY313_CACHE (default .cache/py313), PYTHON (host python with pip; default .venv),
-# DET_PY313_CGROUP_PARENT (the container's parent cgroup: .ci/run gives one whose tasks run only
-# on the cycles its main test run leaves idle).
+# Env: DET_PY313_CACHE (default .cache/py313), PYTHON (host python with pip; default .venv).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -118,7 +116,7 @@ ignores+=("--deselect=tests/unit/deploy/test_deploy_release_build.py::test_a_fil
 ignores+=("--deselect=tests/unit/deploy/test_deploy_release_build.py::test_two_builds_in_one_tree_take_turns")
 args=("$@")
 [[ ${#args[@]} -gt 0 ]] || args=(-n 2 --dist loadfile tests/unit)
-docker run --rm --network none ${DET_PY313_CGROUP_PARENT:+--cgroup-parent "$DET_PY313_CGROUP_PARENT"} \
+docker run --rm --network none \
   -v "$src:/src:ro" -v "$CACHE:/cache" -w /src \
   -e DET_NO_SKIPS=1 -e PYTHONDONTWRITEBYTECODE=1 -e KEY="$key" -e WHEEL="/cache/det/$(basename "$wheel")" \
   "$IMAGE" bash -euo pipefail -c '
