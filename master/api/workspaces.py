@@ -38,18 +38,7 @@ def list_(params: d.GetWorkspacesParams) -> d.v1GetWorkspacesResponse:
         total = 0
     else:
         with db() as conn:
-            rows, total = svc.list_(
-                conn,
-                name=params.get("name") or None,
-                name_exact=params.get("nameCaseSensitive") or None,
-                archived=params.get("archived"),
-                users_in=params.get("users") or None,
-                user_ids=params.get("userIds") or None,
-                sort_by=params.get("sortBy"),
-                order_desc=params.get("orderBy") == "ORDER_BY_DESC",
-                offset=offset,
-                limit=limit,
-            )
+            rows, total = svc.list_(conn, params)
     return {
         "workspaces": [wire.workspace(r) for r in rows],
         "pagination": pagination(offset, limit, total),
@@ -124,18 +113,7 @@ def projects(
     with db() as conn:
         if workspace_id:
             svc.get(conn, workspace_id)
-        rows, total = project_svc.list_(
-            conn,
-            workspace_id=workspace_id,
-            name=params.get("name") or None,
-            archived=params.get("archived"),
-            users_in=params.get("users") or None,
-            user_ids=params.get("userIds") or None,
-            sort_by=params.get("sortBy"),
-            order_desc=params.get("orderBy") == "ORDER_BY_DESC",
-            offset=offset,
-            limit=limit,
-        )
+        rows, total = project_svc.list_(conn, workspace_id, params)
     return {
         "projects": [wire.project(r) for r in rows],
         "pagination": pagination(offset, limit, total),

@@ -22,6 +22,7 @@ from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound, PayloadTooLarge
 from det.master.schemas import d
 from det.master.services import listing, workspaces
+from det.master.wire import Paging
 
 DEFAULT_ID = 1
 KEY_LENGTH = 5
@@ -107,41 +108,29 @@ _SORTS = {
 
 
 def list_(
-    conn: Conn,
-    *,
-    workspace_id: int,
-    name: str | None,
-    archived: bool | None,
-    users_in: list[str] | None,
-    user_ids: list[int] | None,
-    sort_by: str | None,
-    order_desc: bool,
-    offset: int,
-    limit: int,
+    conn: Conn, workspace_id: int, params: d.GetWorkspaceProjectsParams
 ) -> tuple[list[Project], int]:
     """A workspace's projects (every workspace's for ``workspace_id`` 0, as Determined)."""
-    where, params = workspaces.owned_filters(
-        "p", archived=archived, users_in=users_in, user_ids=user_ids
-    )
+    where, args = workspaces.owned_filters("p", params)
     if workspace_id:
         where.append("p.workspace_id = %s")
-        params.append(workspace_id)
-    if name:
+        args.append(workspace_id)
+    if params.get("name"):
         where.append("p.name = %s")
-        params.append(name)
-    order = _SORTS.get(sort_by or "", "p.id")
+        args.append(params.get("name"))
+    order = _SORTS.get(params.get("sortBy") or "", "p.id")
     rows = (
         _rows(conn)
         .execute(
             _SELECT
             + " WHERE "
             + " AND ".join(where)
-            + f" ORDER BY {order} {'DESC' if order_desc else 'ASC'} NULLS LAST, p.id",
-            params,
+            + f" ORDER BY {order} {workspaces.direction(params)} NULLS LAST, p.id",
+            args,
         )
         .fetchall()
     )
-    return listing.page(rows, offset, limit)
+    return listing.page(rows, *Paging.of(params))
 
 
 _KEY_RE = re.compile(rf"^[A-Za-z0-9]{{1,{KEY_LENGTH}}}$")

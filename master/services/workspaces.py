@@ -23,6 +23,7 @@ from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound
 from det.master.schemas import d
 from det.master.services import listing
+from det.master.wire import Paging
 
 DEFAULT_ID = 1
 
@@ -92,53 +93,48 @@ def by_name(conn: Conn, name: str) -> Workspace:
 _SORTS = {"SORT_BY_NAME": "w.name", "SORT_BY_ID": "w.id"}
 
 
-def list_(
-    conn: Conn,
-    *,
-    name: str | None,
-    name_exact: str | None,
-    archived: bool | None,
-    users_in: list[str] | None,
-    user_ids: list[int] | None,
-    sort_by: str | None,
-    order_desc: bool,
-    offset: int,
-    limit: int,
-) -> tuple[list[Workspace], int]:
-    where, params = owned_filters("w", archived=archived, users_in=users_in, user_ids=user_ids)
-    if name:
+def list_(conn: Conn, params: d.GetWorkspacesParams) -> tuple[list[Workspace], int]:
+    """Determined's GetWorkspaces (without ``pinned``, which the route answers)."""
+    where, args = owned_filters("w", params)
+    if params.get("name"):
         # Determined's ``name`` is a case-insensitive match; ``nameCaseSensitive`` is exact.
         where.append("lower(w.name) = lower(%s)")
-        params.append(name)
-    if name_exact:
+        args.append(params.get("name"))
+    if params.get("nameCaseSensitive"):
         where.append("w.name = %s")
-        params.append(name_exact)
-    order = f"{_SORTS.get(sort_by or '', 'w.id')} {'DESC' if order_desc else 'ASC'}"
+        args.append(params.get("nameCaseSensitive"))
+    order = f"{_SORTS.get(params.get('sortBy') or '', 'w.id')} {direction(params)}"
     rows = (
         _rows(conn)
-        .execute(_SELECT + " WHERE " + " AND ".join(where) + f" ORDER BY {order}, w.id", params)
+        .execute(_SELECT + " WHERE " + " AND ".join(where) + f" ORDER BY {order}, w.id", args)
         .fetchall()
     )
-    return listing.page(rows, offset, limit)
+    return listing.page(rows, *Paging.of(params))
 
 
-def owned_filters(
-    alias: str, *, archived: bool | None, users_in: list[str] | None, user_ids: list[int] | None
-) -> tuple[list[str], list[Any]]:
+# The list queries of workspaces and of a workspace's projects: the same filters and order.
+OwnedList = d.GetWorkspacesParams | d.GetWorkspaceProjectsParams
+
+
+def owned_filters(alias: str, params: OwnedList) -> tuple[list[str], list[Any]]:
     """The filters workspace and project lists share (``alias`` is the listed table's): archived
     or not, and made by these users (by name or id; no owner is the admin's)."""
     where: list[str] = ["true"]
-    params: list[Any] = []
-    if archived is not None:
+    args: list[Any] = []
+    if params.get("archived") is not None:
         where.append(f"{alias}.archived = %s")
-        params.append(archived)
-    if users_in:
+        args.append(params.get("archived"))
+    if params.get("users"):
         where.append("coalesce(u.username, 'admin') = ANY(%s)")
-        params.append(users_in)
-    if user_ids:
+        args.append(params.get("users"))
+    if params.get("userIds"):
         where.append(f"coalesce({alias}.owner_id, 1) = ANY(%s)")
-        params.append(user_ids)
-    return where, params
+        args.append(params.get("userIds"))
+    return where, args
+
+
+def direction(params: OwnedList) -> str:
+    return "DESC" if params.get("orderBy") == "ORDER_BY_DESC" else "ASC"
 
 
 def _pool(field: str, value: Any) -> str:
