@@ -17,6 +17,12 @@ import pytest
 
 pytest_plugins = ["tests.integration.conftest_aws"]
 
+# The venvs tests make (a fresh clone's, each extra's, the README's) are not byte-compiled when
+# pip installs them: pip's compileall of every installed file took 27 of the 29 CPU-seconds of
+# installing det-platform[deploy]'s wheels into a new venv here, and a test imports a small part
+# of them (Python compiles what it imports, and caches it where it may write).
+os.environ.setdefault("PIP_COMPILE", "false")  # pip --no-compile (PIP_NO_COMPILE=1 would not be)
+
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[str]:
