@@ -1,9 +1,17 @@
-"""Free ports for tests that start servers."""
+"""Free ports for tests that start servers: one port (:func:`free_port`, from the kernel's
+ephemeral range, for a server bound at once) or two in a row (:func:`free_port_pair`)."""
 
 from __future__ import annotations
 
 import random
 import socket
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 now (the kernel's pick): for a server started right away."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def _ephemeral_low() -> int:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,12 +15,6 @@ from tests import docker_support
 from tests.docker_support import docker_client
 
 TASK_IMAGE = docker_support.TASK_IMAGE
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

@@ -35,15 +35,11 @@ from typing import Any
 
 import requests
 
+from tests.ports import free_port
+
 logger = logging.getLogger(__name__)
 
 SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _pipe(src: socket.socket, dst: socket.socket) -> None:

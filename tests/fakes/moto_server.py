@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,13 +22,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tests.ports import free_port
+
 REGION = "us-east-1"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def aws_env(endpoint: str, region: str = REGION) -> dict[str, str]:

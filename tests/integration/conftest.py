@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,13 +16,9 @@ import pytest
 import requests
 import yaml
 
+from tests.ports import free_port
+
 ADMIN_PASSWORD = "Test-admin-pw1"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class MasterClient:
