@@ -48,12 +48,15 @@ class Allocation:
     exit_code: int | None
     exit_reason: str | None
     created_at: dt.datetime
+    #: DET_UNIQUE_PORT_OFFSET, chosen at the first container spec (None until then).
+    port_offset: int | None = None
 
 
 # Allocation's fields, in order (class_row refuses a row whose columns are not exactly them).
 _COLUMNS = (
     "id, kind, task_id, trial_id, job_id, resource_pool, slots_needed, state, placement,"
-    " preempt_requested, kill_requested, container_id, exit_code, exit_reason, created_at"
+    " preempt_requested, kill_requested, container_id, exit_code, exit_reason, created_at,"
+    " port_offset"
 )
 
 

@@ -12,7 +12,8 @@ import base64
 import hashlib
 import hmac
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from det.common.container_spec import BindMount, Device, DockerOptions
 from det.common.jsontypes import JSONObject, JSONValue
@@ -23,6 +24,9 @@ from det.master.expconf import stored
 from det.master.expconf.schema import DEFAULT_CPU_IMAGE
 from det.master.handles import MasterState
 from det.master.services import agent_users
+
+if TYPE_CHECKING:  # allocation_rows imports this module
+    from det.master.services.allocation_rows import Allocation
 
 AGENT_LOST = "agent lost"
 #: How an agent's container error starts when the image could not be pulled (det.agent.images).
@@ -187,5 +191,61 @@ def slot_type(conn: Conn, agent_id: str) -> str:
     return str(row["type"]) if row else "cpu"
 
 
-def port_offset(allocation_id: str) -> int:
-    return int(hashlib.sha1(allocation_id.encode()).hexdigest()[:4], 16) % 1000
+#: How many port offsets there are (DET_UNIQUE_PORT_OFFSET is below it; det.common.ports).
+PORT_OFFSETS = 1000
+# Serializes the choice of port offsets (a transaction-scoped advisory lock): "det_port".
+_PORT_LOCK_KEY = 0x6465745F706F7274
+
+# The live allocations other than ``placed`` with a container on one of the hosts of ``agents``:
+# an agent itself, or any agent reporting one of its addresses (agents of one machine share its
+# network: host networking, and several agents per host in `det deploy local` and the tests).
+_NEIGHBOURS = """
+SELECT a.id, a.port_offset FROM allocations a
+WHERE a.state <> 'TERMINATED' AND a.placement IS NOT NULL AND NOT a.id = ANY(%(placed)s)
+  AND EXISTS (
+    SELECT 1 FROM jsonb_object_keys(a.placement) AS k(agent_id)
+    JOIN agents theirs ON theirs.id = k.agent_id
+    JOIN agents mine ON mine.id = ANY(%(agents)s)
+    WHERE theirs.id = mine.id OR theirs.addresses ?| ARRAY(
+      SELECT jsonb_array_elements_text(mine.addresses)))
+"""
+
+
+def _hashed_offset(allocation_id: str) -> int:
+    return int(hashlib.sha1(allocation_id.encode()).hexdigest()[:4], 16) % PORT_OFFSETS
+
+
+def port_offset(alloc: Allocation) -> int:
+    """The allocation's DET_UNIQUE_PORT_OFFSET (a served task listens at 2700 + it): the one
+    chosen when it was placed (:func:`choose_port_offsets`); an allocation placed before offsets
+    were stored keeps the hash of its id its containers started with."""
+    return alloc.port_offset if alloc.port_offset is not None else _hashed_offset(alloc.id)
+
+
+def choose_port_offsets(conn: Conn, placements: Mapping[str, Mapping[str, object]]) -> None:
+    """Give each newly placed allocation (id -> its placement's agents) the first offset, from a
+    hash of its id, that no other live allocation on the same hosts holds, and store it: two
+    tasks on one machine must not listen on one port.
+
+    Called in the scheduler's transaction, which places them; the advisory lock keeps a second
+    master's pass (a leader change mid-pass) from reading the same offsets as free. Only when
+    all 1,000 are held on a host does an allocation fall back to its hash."""
+    if not placements:
+        return
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PORT_LOCK_KEY,))
+    placed = list(placements)
+    for allocation_id, agents in placements.items():
+        rows = conn.execute(_NEIGHBOURS, {"placed": placed, "agents": list(agents)}).fetchall()
+        held = {
+            r["port_offset"] if r["port_offset"] is not None else _hashed_offset(r["id"])
+            for r in rows
+        }
+        start = _hashed_offset(allocation_id)
+        offset = next(
+            (o for i in range(PORT_OFFSETS) if (o := (start + i) % PORT_OFFSETS) not in held),
+            start,
+        )
+        conn.execute(
+            "UPDATE allocations SET port_offset = %s WHERE id = %s", (offset, allocation_id)
+        )
+        placed.remove(allocation_id)  # now a neighbour of the rest of this pass's placements

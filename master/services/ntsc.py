@@ -340,17 +340,18 @@ def container_spec(conn: Conn, st: MasterState, alloc: Allocation, agent_id: str
     slot_ids = [str(s) for s in (alloc.placement or {}).get(agent_id, [])]
     image, env = containers.image_and_env(conn, config, agent_id)
     env.update(containers.task_env(st, alloc.id, alloc.task_id, task["kind"]))
+    offset = containers.port_offset(alloc)
     env.update(
         {
             "DET_USER": task["username"],
             "DET_RESOURCES_TYPE": "docker-container",
-            "DET_UNIQUE_PORT_OFFSET": str(containers.port_offset(alloc.id)),
+            "DET_UNIQUE_PORT_OFFSET": str(offset),
         }
     )
 
     port = None
     if task["kind"] in task_services.SERVED:
-        port = task_services.service_port(alloc.id)
+        port = task_services.service_port(offset)
         env["DET_TASK_PORT"] = str(port)
         env["JUPYTER_TOKEN"] = env["DET_SERVICE_TOKEN"] = task_services.service_token(
             st, task["id"]

@@ -18,6 +18,7 @@ from det.master.db import Conn
 from det.master.errors import InvalidArgument
 from det.master.handles import MasterState
 from det.master.scheduler.model import DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT
+from det.master.services import containers
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +150,8 @@ def sched_snapshot(
 def schedule_all(conn: Conn, st: MasterState) -> None:
     for p in st.config.resource_pools:
         decision = sched.schedule(snapshot(conn, st, p.pool_name))
-        states.allocations_placed(conn, decision.placements)
+        moved = states.allocations_placed(conn, decision.placements)
+        containers.choose_port_offsets(conn, {a: decision.placements[a] for a in moved})
         for allocation_id in decision.preemptions:
             conn.execute(
                 "UPDATE allocations SET preempt_requested = true, exit_reason = coalesce(exit_reason, 'preempted by higher-priority work')"

@@ -31,11 +31,11 @@ def service_token(st: MasterState, task_id: str) -> str:
     return containers.allocation_token(st, "service:" + task_id)
 
 
-def service_port(allocation_id: str) -> int:
-    """Where a task's service listens on its agent (host networking): a port per allocation,
-    as Determined offsets its tasks' ports by DET_UNIQUE_PORT_OFFSET (det.common.ports)."""
-    offset = containers.port_offset(allocation_id) % ports.TASK_SERVICE_PORT_COUNT
-    return ports.FIRST_TASK_SERVICE_PORT + offset
+def service_port(port_offset: int) -> int:
+    """Where a task's service listens on its agent (host networking): the first task service
+    port plus the allocation's DET_UNIQUE_PORT_OFFSET, as Determined offsets its tasks' ports
+    (det.common.ports; the offset is unique among the host's live allocations)."""
+    return ports.FIRST_TASK_SERVICE_PORT + port_offset % ports.TASK_SERVICE_PORT_COUNT
 
 
 def service_ready(conn: Conn, allocation_id: str, port: int) -> None:

@@ -170,6 +170,22 @@ class Cluster:
 
         wait_for(done, timeout, f"experiment {eid}'s checkpoint GC")
 
+    def service_port(self, task_id: str) -> int:
+        """Where the task's latest allocation serves on its agent: the port the master chose
+        when it placed it (allocations.port_offset)."""
+        import psycopg
+
+        from det.master.services.task_services import service_port
+
+        with psycopg.connect(self.db_url) as conn:
+            row = conn.execute(
+                "SELECT port_offset FROM allocations WHERE task_id = %s AND port_offset IS NOT"
+                " NULL ORDER BY created_at DESC LIMIT 1",
+                (task_id,),
+            ).fetchone()
+        assert row is not None, f"task {task_id} has no placed allocation"
+        return service_port(int(row[0]))
+
     def checkpoints_of(self, tid: int) -> list[dict[str, Any]]:
         return list(self.master.get(f"/api/v1/trials/{tid}/checkpoints")["checkpoints"] or [])
 

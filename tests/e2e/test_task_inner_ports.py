@@ -131,9 +131,7 @@ def test_another_users_command_reads_nothing_from_a_tensorboard_or_a_notebook(
     assert execute(c, f"{c.master.url}/proxy/{nb_id}/", alice, LEAK) == "7"
 
     tb_ports, nb_ports = listening(c, tb_id), listening(c, nb_id)
-    from det.master.services.task_services import service_port
-
-    tb_port, nb_port = service_port(f"{tb_id}.1"), service_port(f"{nb_id}.1")
+    tb_port, nb_port = c.service_port(tb_id), c.service_port(nb_id)
     assert tb_port in tb_ports and nb_port in nb_ports, (tb_ports, nb_ports)
 
     env = [

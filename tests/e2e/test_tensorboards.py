@@ -80,9 +80,7 @@ def test_tensorboard_serves_the_trials_scalars_through_the_proxy(one_slot: Clust
     assert denied.status_code == 403 and "belongs to admin" in denied.json()["message"]
 
     # The task's port on the agent (host networking) answers only the master's credential.
-    from det.master.services.task_services import service_port
-
-    port = service_port(f"{tid}.1")
+    port = c.service_port(tid)
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         s.sendall(f"GET /proxy/{tid}/data/runs HTTP/1.1\r\nHost: x\r\n\r\n".encode())
         assert s.recv(4096).startswith(b"HTTP/1.1 403"), "the task port let a stranger in"
