@@ -13,7 +13,6 @@ import hashlib
 import hmac
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from det.common.container_spec import BindMount, Device, DockerOptions
 from det.common.jsontypes import JSONObject, JSONValue
@@ -24,9 +23,6 @@ from det.master.expconf import stored
 from det.master.expconf.schema import DEFAULT_CPU_IMAGE
 from det.master.handles import MasterState
 from det.master.services import agent_users
-
-if TYPE_CHECKING:  # allocation_rows imports this module
-    from det.master.services.allocation_rows import Allocation
 
 AGENT_LOST = "agent lost"
 #: How an agent's container error starts when the image could not be pulled (det.agent.images).
@@ -215,14 +211,15 @@ def _hashed_offset(allocation_id: str) -> int:
     return int(hashlib.sha1(allocation_id.encode()).hexdigest()[:4], 16) % PORT_OFFSETS
 
 
-def port_offset(alloc: Allocation) -> int:
-    """The allocation's DET_UNIQUE_PORT_OFFSET (a served task listens at 2700 + it): the one
-    chosen when it was placed (:func:`choose_port_offsets`); an allocation placed before offsets
-    were stored keeps the hash of its id its containers started with."""
-    return alloc.port_offset if alloc.port_offset is not None else _hashed_offset(alloc.id)
+def port_offset(allocation_id: str, stored: int | None) -> int:
+    """An allocation's DET_UNIQUE_PORT_OFFSET (a served task listens at 2700 + it): the one
+    chosen when it was placed (:func:`choose_port_offsets`, ``allocations.port_offset``); an
+    allocation placed before offsets were stored keeps the hash of its id its containers
+    started with."""
+    return stored if stored is not None else _hashed_offset(allocation_id)
 
 
-def choose_port_offsets(conn: Conn, placements: Mapping[str, Mapping[str, object]]) -> None:
+def choose_port_offsets(conn: Conn, placements: Mapping[str, Mapping[str, Sequence[str]]]) -> None:
     """Give each newly placed allocation (id -> its placement's agents) the first offset, from a
     hash of its id, that no other live allocation on the same hosts holds, and store it: two
     tasks on one machine must not listen on one port.

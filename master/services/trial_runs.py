@@ -244,7 +244,7 @@ def container_spec(conn: Conn, st: MasterState, alloc: Allocation, agent_id: str
             "DET_HPARAMS": json.dumps(trial.hparams),
             "DET_EXPERIMENT_CONFIG": json.dumps(expconf.redact(config, storage=False)),
             "DET_STEPS_COMPLETED": str(trial.steps_completed),
-            "DET_UNIQUE_PORT_OFFSET": str(containers.port_offset(alloc)),
+            "DET_UNIQUE_PORT_OFFSET": str(containers.port_offset(alloc.id, alloc.port_offset)),
         }
     )
     if trial.latest_checkpoint:

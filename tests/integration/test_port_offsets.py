@@ -116,7 +116,7 @@ def test_an_allocation_placed_before_offsets_were_stored_keeps_its_hash_and_hold
         "SELECT " + allocation_rows._COLUMNS + " FROM allocations WHERE id = %s", (A,)
     ).fetchone()
     assert row is not None and row.port_offset is None
-    assert task_services.service_port(containers.port_offset(row)) == 3519
+    assert task_services.service_port(containers.port_offset(row.id, row.port_offset)) == 3519
     queue(conn, B)
     place(conn, {B: {"a1": []}})
     assert offsets(conn)[B] == 820
@@ -128,4 +128,4 @@ def test_the_spec_reads_the_stored_offset(conn: Conn) -> None:
     for aid in (A, B):
         alloc = allocation_rows.get(conn, aid)
         assert alloc is not None and alloc.port_offset is not None
-        assert containers.port_offset(alloc) == offsets(conn)[aid]
+        assert containers.port_offset(alloc.id, alloc.port_offset) == offsets(conn)[aid]
