@@ -10,8 +10,6 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from tabulate import tabulate
-
 
 def use_colour() -> bool:
     return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
@@ -47,6 +45,10 @@ def when(value: str | None) -> str:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    # Imported here: with importlib.metadata it is a third of the CLI's start, and a command
+    # that prints JSON, or nothing, needs none of it.
+    from tabulate import tabulate
+
     print(
         tabulate(
             [list(r) for r in rows], headers=list(headers), tablefmt="simple", disable_numparse=True

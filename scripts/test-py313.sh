@@ -118,18 +118,18 @@ args=("$@")
 [[ ${#args[@]} -gt 0 ]] || args=(-n 2 --dist loadfile tests/unit)
 docker run --rm --network none \
   -v "$src:/src:ro" -v "$CACHE:/cache" -w /src \
-  -e DET_NO_SKIPS=1 -e PYTHONDONTWRITEBYTECODE=1 -e KEY="$key" -e WHEEL="/cache/det/$(basename "$wheel")" \
+  -e DET_NO_SKIPS=1 -e KEY="$key" -e WHEEL="/cache/det/$(basename "$wheel")" \
   "$IMAGE" bash -euo pipefail -c '
     python3 --version
     if [[ ! -f /cache/venv/.complete-$KEY ]]; then
       rm -rf /cache/venv
       python3 -m venv /cache/venv
-      /cache/venv/bin/pip install --quiet --disable-pip-version-check --no-index \
+      /cache/venv/bin/pip install --quiet --disable-pip-version-check --no-index --no-compile \
         --find-links /cache/wheels "$WHEEL[dev]"
       touch /cache/venv/.complete-$KEY
     fi
     /cache/venv/bin/pip install --quiet --disable-pip-version-check --no-index --no-deps \
-      --force-reinstall "$WHEEL"
+      --no-compile --force-reinstall "$WHEEL"
     exec /cache/venv/bin/python -m pytest -q -p no:cacheprovider "$@"
   ' py313 "${ignores[@]}" "${args[@]}"
 mark "done"
