@@ -119,6 +119,7 @@ def heartbeat(
             f"registered in pool {pool} with {len(slots)} slots",
         )
         logger.info("agent %s registered (pool %s, %d slots)", agent_id, pool, len(slots))
+        conn.execute("NOTIFY det_wakeup")  # its slots may take queued work now
     _sync_slots(conn, agent_id, slots)
     notice = report.get("preemptionNotice")
     if notice:

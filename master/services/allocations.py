@@ -27,6 +27,9 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason:
         (exit_code, reason, allocation_id),
     )
     states.transition(conn, "allocation", allocation_id, states.TERMINATED, reason, strict=False)
+    # Its slots are free and its task may go on (a trial's next run, a GC's experiment): the
+    # control loop looks at once rather than at its next tick.
+    conn.execute("NOTIFY det_wakeup")
     if reason.startswith((containers.IMAGE_PULL_FAILED, containers.START_FAILED)):
         # The container never ran, so it left no log of its own: the reason is the task's log.
         conn.execute(

@@ -263,7 +263,6 @@ def master_extra(tmp: Path) -> dict[str, Any]:
     ckpt = tmp / "checkpoints"
     ckpt.mkdir(parents=True, exist_ok=True)
     return {
-        "tick_seconds": 0.1,
         "agent_timeout_seconds": 20,
         "task_container_defaults": {
             "image": {"cpu": TASK_IMAGE, "cuda": TASK_IMAGE},

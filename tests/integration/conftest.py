@@ -100,7 +100,6 @@ def master_config(
         "db": {"url": db_url},
         "security": {"initial_user_password": ADMIN_PASSWORD},
         "checkpoint_storage": {"type": "shared_fs", "host_path": str(tmp / "checkpoints")},
-        "tick_seconds": 0.2,
         "agent_timeout_seconds": 10,
     }
     config.update(extra or {})
