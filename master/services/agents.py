@@ -167,7 +167,10 @@ def _sync_slots(conn: Conn, agent_id: str, slots: list[HeartbeatSlot]) -> None:
         conn.execute(
             "INSERT INTO slots (agent_id, slot_id, type, uuid, brand, memory_mb) VALUES (%s, %s, %s, %s, %s, %s)"
             " ON CONFLICT (agent_id, slot_id) DO UPDATE SET type = EXCLUDED.type, uuid = EXCLUDED.uuid,"
-            " brand = EXCLUDED.brand, memory_mb = EXCLUDED.memory_mb",
+            " brand = EXCLUDED.brand, memory_mb = EXCLUDED.memory_mb"
+            # Unchanged (every heartbeat but the first): no new row version, no WAL.
+            " WHERE (slots.type, slots.uuid, slots.brand, slots.memory_mb) IS DISTINCT FROM"
+            " (EXCLUDED.type, EXCLUDED.uuid, EXCLUDED.brand, EXCLUDED.memory_mb)",
             (
                 agent_id,
                 str(s["id"]),

@@ -305,7 +305,9 @@ def _world(tmp_path_factory: pytest.TempPathFactory, db_url: str) -> Iterator[Wo
         release.wait()
         return 0
 
-    agent = SimAgent(m.url, m.agent_token, "sim-0", slots=1, train=hold).start()
+    # Heartbeats once a second, as the real agent does when nothing changes: each writes WAL,
+    # and WAL since the last digest means a new one (_fingerprint).
+    agent = SimAgent(m.url, m.agent_token, "sim-0", slots=1, train=hold, interval=1.0).start()
     try:
         m.post("/api/v1/experiments", {"config": CONFIG, "activate": True})
         wait(lambda: len(specs) == 1, 60, "a running task")
