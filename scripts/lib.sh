@@ -30,7 +30,7 @@ det_venv() {
     return
   fi
   # With pip's bytecode compile (about half its CPU here: 91 against 42 CPU-s for .[dev] with
-  # torch): where PYTHONDONTWRITEBYTECODE is set, as on the CI machine, Python never writes
+  # torch): where PYTHONDONTWRITEBYTECODE is set, as in this machine's shells, Python never writes
   # what it compiles, and without pip's .pyc files every process compiles every module it
   # imports, each time (`import torch`: 4.4 CPU-s against 2.2).
   (cd "$REPO" && "$venv/bin/python" -m pip install --quiet -e ".[$extras]" "$@")
