@@ -36,6 +36,10 @@ docker image inspect "$IMAGE" >/dev/null 2>&1 ||
   die "image $IMAGE missing: build it with 'bash infra/build-images.sh trixie'"
 [[ -x "$PYTHON" ]] || die "no host python at $PYTHON (set PYTHON)"
 mkdir -p "$CACHE/wheels" "$CACHE/det"
+# One run at a time per cache (it may be shared by checkouts: .ci/run keeps it outside the
+# clone): the wheel, the venv and the reinstall of det into it are not for two at once.
+exec 9>"$CACHE/.lock"
+flock 9
 
 # 1. A copy of the checkout (the files git tracks or would track: no build/, no stale
 # *.egg-info that would shadow the installed det), and det's wheel built from it.
