@@ -34,6 +34,7 @@ import requests
 from det.deploy.aws import bootlog, program
 from det.deploy.aws.config import CLUSTER_TAG, AwsConfig
 from det.deploy.common import boot, dryrun, release, tls
+from det.deploy.common.status import MachineLog
 from tests.fakes.imds import FakeImds
 from tests.fakes.moto_server import MotoServer
 from tests.fakes.package_index import PackageIndex, wheelhouse
@@ -338,14 +339,24 @@ def test_agent_boots_from_the_masters_user_data_and_runs_a_trial(https_master: B
             names = {s["logStreamName"] for s in streams["logStreams"]}
             assert f"{instance_id}/det-bootstrap.log" in names, names
             master_id = MASTER_ID
-            machines = bootlog.tail(_boto("logs", b.moto), f"/det/{CLUSTER}", 200, master=master_id)
+
+            # The shipper sends what is new every 5 s (logship.py): the agent's boot lines may
+            # still be on their way when the trial has completed.
+            def boot_logs() -> list[MachineLog] | None:
+                machines = bootlog.tail(
+                    _boto("logs", b.moto), f"/det/{CLUSTER}", 200, master=master_id
+                )
+                mine = next((m for m in machines if m.machine == instance_id), None)
+                agent_boot = mine.lines("det-bootstrap.log") if mine is not None else []
+                done = any(f"det-bootstrap: agent id: {instance_id}" in x for x in agent_boot)
+                return machines if done else None
+
+            machines = vm.poll("the agent's boot log in status", boot_logs, 60)
             by_id = {m.machine: m for m in machines}
             assert machines[0].machine == master_id and machines[0].role == "master"
             assert any("det-master (re)started" in line
                        for line in by_id[master_id].lines("det-bootstrap.log"))  # fmt: skip
-            agent_boot = by_id[instance_id].lines("det-bootstrap.log")
             assert by_id[instance_id].role == "agent"
-            assert any(f"det-bootstrap: agent id: {instance_id}" in line for line in agent_boot)
 
             # det-agent's own log is the agent's second stream: the trial's container in it.
             def agent_log() -> list[str] | None:
