@@ -344,8 +344,10 @@ def _world(tmp_path_factory: pytest.TempPathFactory, db_url: str) -> Iterator[Wo
         release.wait()
         return 0
 
-    # Heartbeats once a second, as the real agent does when nothing changes.
-    agent = SimAgent(m.url, m.agent_token, "sim-0", slots=1, train=hold, interval=1.0).start()
+    # Heartbeats every 0.25 s: a launched task that was placed ends at the agent's next beat
+    # after its kill, and the launch routes accept and kill about 200 bodies each (notebooks
+    # and shells: 50 s at one beat a second, 24 s at 0.2). Heartbeats change no watched row.
+    agent = SimAgent(m.url, m.agent_token, "sim-0", slots=1, train=hold, interval=0.25).start()
     try:
         m.post("/api/v1/experiments", {"config": CONFIG, "activate": True})
         wait(lambda: len(specs) == 1, 60, "a running task")
