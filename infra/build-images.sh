@@ -33,7 +33,9 @@
 #        (default: all)
 # Environment: PYTHON (host python used for pip, default python3), DEBIAN_MIRROR,
 #              TORCH_VERSION (2.13.0), DETERMINED_VERSION (0.38.1), FORCE_BASE=1 (rebuilds the
-#              debootstrap images too).
+#              debootstrap images too), DET_IMAGE_WHEEL_CACHE (a folder where the downloaded
+#              wheels are also kept, under the key of their stamp, and copied from by a later
+#              build in another checkout: .ci/run sets it).
 set -euo pipefail
 
 TARGETS=("${@:-all}")
@@ -65,6 +67,28 @@ timed() {
   log "start: $what"
   "$@" || die "$what failed (exit $?)"
   log "done:  $what ($((SECONDS - start)) s)"
+}
+
+# restore_kept DIR STAMP: true when DIR is complete (STAMP inside it), copied if need be from
+# DET_IMAGE_WHEEL_CACHE, where keep_copy left it under STAMP's name.
+restore_kept() {
+  local dir="$1" stamp="$2" kept
+  [[ -f "$dir/$stamp" ]] && return 0
+  [[ -n "${DET_IMAGE_WHEEL_CACHE:-}" ]] || return 1
+  kept="$DET_IMAGE_WHEEL_CACHE/${stamp#.complete-}"
+  [[ -f "$kept/$stamp" ]] || return 1
+  rm -rf "$dir" && mkdir -p "$(dirname "$dir")" && cp -r "$kept" "$dir"
+  log "wheels copied from $kept"
+}
+
+# keep_copy DIR STAMP: a copy of the complete DIR in DET_IMAGE_WHEEL_CACHE (when set).
+keep_copy() {
+  local dir="$1" stamp="$2" kept
+  [[ -n "${DET_IMAGE_WHEEL_CACHE:-}" ]] || return 0
+  kept="$DET_IMAGE_WHEEL_CACHE/${stamp#.complete-}"
+  mkdir -p "$DET_IMAGE_WHEEL_CACHE"
+  rm -rf "$kept.tmp.$$" && cp -r "$dir" "$kept.tmp.$$"
+  rm -rf "$kept" && mv "$kept.tmp.$$" "$kept"
 }
 
 command -v docker >/dev/null || die "docker CLI not found"
@@ -144,8 +168,8 @@ prepare_harness_wheels() {
 }
 
 prepare_torch_wheels() {
-  local stamp="$WHEELS/torch/.complete-torch-$TORCH_VERSION-determined-$DETERMINED_VERSION-tensorboard"
-  if [[ -f "$stamp" ]]; then
+  local stamp=".complete-torch-$TORCH_VERSION-determined-$DETERMINED_VERSION-tensorboard"
+  if restore_kept "$WHEELS/torch" "$stamp"; then
     log "wheels for torch $TORCH_VERSION and determined $DETERMINED_VERSION already downloaded"
     return
   fi
@@ -156,12 +180,13 @@ prepare_torch_wheels() {
     "$PYTHON" -m pip download --quiet --dest "$WHEELS/torch" "${PIP_TARGET_ARGS[@]}" \
     "torch==$TORCH_VERSION" "determined==$DETERMINED_VERSION" tensorboard
   ls "$WHEELS"/torch/torch-"$TORCH_VERSION"*.whl >/dev/null 2>&1 || die "no torch $TORCH_VERSION wheel downloaded"
-  touch "$stamp"
+  touch "$WHEELS/torch/$stamp"
+  keep_copy "$WHEELS/torch" "$stamp"
 }
 
 prepare_notebook_wheels() {
-  local stamp="$WHEELS/notebook/.complete-jupyterlab-asyncssh"
-  if [[ -f "$stamp" ]]; then
+  local stamp=".complete-jupyterlab-asyncssh"
+  if restore_kept "$WHEELS/notebook" "$stamp"; then
     log "wheels for jupyterlab and asyncssh already downloaded"
     return
   fi
@@ -169,7 +194,8 @@ prepare_notebook_wheels() {
   # asyncssh: the SSH server of shell tasks (det shell start).
   timed "pip download jupyterlab asyncssh" "$PYTHON" -m pip download --quiet \
     --dest "$WHEELS/notebook" "${PIP_TARGET_ARGS[@]}" jupyterlab asyncssh
-  touch "$stamp"
+  touch "$WHEELS/notebook/$stamp"
+  keep_copy "$WHEELS/notebook" "$stamp"
 }
 
 build_cpu() {
@@ -212,7 +238,7 @@ built = release.build(out)
 PY
   local key
   key="$(cat "$mw/det/constraints.txt" "$REPO/pyproject.toml" | sha256sum | cut -c1-16)"
-  if [[ -f "$mw/deps/.complete-$key" ]]; then
+  if restore_kept "$mw/deps" ".complete-master-deps-$key"; then
     log "master dependencies for constraints $key already downloaded"
   else
     rm -rf "$mw/deps" && mkdir -p "$mw/deps"
@@ -221,7 +247,8 @@ PY
       --dest "$mw/deps" "${PIP_TARGET_ARGS[@]}" --constraint "$mw/det/constraints.txt" \
       "$(ls "$mw"/det/det_platform-*.whl)[master,aws,gcp]"
     rm -f "$mw"/deps/det_platform-*.whl
-    touch "$mw/deps/.complete-$key"
+    touch "$mw/deps/.complete-master-deps-$key"
+    keep_copy "$mw/deps" ".complete-master-deps-$key"
   fi
 }
 
