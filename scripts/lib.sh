@@ -39,8 +39,8 @@ DET_UV_VERSION="0.13.9"
 # det_pip_install VENV ARGS...: `pip install ARGS` into VENV, done by uv when pip can install uv
 # into VENV (.[dev] with torch: 27 s against pip's 86 s, the same packages at the same
 # versions): uv downloads, unpacks and compiles in parallel. uv reads no pip configuration, so
-# scripts/uv_args.py passes it the machine's (indexes, wheel folders, constraints), and it
-# takes the best version across all indexes, as pip does. Without uv (no index has it), pip.
+# scripts/uv_args.py passes it the machine's (indexes, wheel folders, constraints) and asks for
+# the best version across all indexes, as pip takes it. Without uv (no index has it), pip.
 # Both compile bytecode: where PYTHONDONTWRITEBYTECODE is set, as in this machine's shells,
 # Python never writes what it compiles, and without .pyc files every process compiles every
 # module it imports, each time (`import torch`: 4.4 CPU-s against 2.2).
@@ -50,8 +50,7 @@ det_pip_install() {
   if "$venv/bin/python" -m pip install --quiet "uv==$DET_UV_VERSION" 2>/dev/null &&
     config="$("$venv/bin/python" "$REPO/scripts/uv_args.py")"; then
     [[ -z "$config" ]] || mapfile -t uv_args <<<"$config"
-    "$venv/bin/uv" pip install --quiet --python "$venv/bin/python" --compile-bytecode \
-      --index-strategy unsafe-best-match "${uv_args[@]}" "$@"
+    "$venv/bin/uv" pip install --quiet --python "$venv/bin/python" "${uv_args[@]}" "$@"
   else
     echo "uv $DET_UV_VERSION could not be installed: installing with pip" >&2
     "$venv/bin/python" -m pip install --quiet "$@"

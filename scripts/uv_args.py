@@ -1,5 +1,5 @@
-"""Prints, one per line, the `uv pip install` arguments that carry this machine's pip
-configuration: uv reads no pip.conf nor PIP_* variable, and a machine that points pip at a
+"""Prints, one per line, the `uv pip install` arguments det's installs use (:data:`COMMON`)
+and those that carry this machine's pip configuration: uv reads no pip.conf nor PIP_* variable, and a machine that points pip at a
 local wheel folder, a mirror or a constraints file (`pip config list`) expects the same from
 the dev install (scripts/lib.sh, det_venv).
 
@@ -79,26 +79,25 @@ def pip_config(python: str = sys.executable) -> list[str]:
     ).stdout.splitlines()
 
 
+# What every det install through uv asks, whatever the machine: bytecode compiled at install
+# (where PYTHONDONTWRITEBYTECODE is set, nothing else writes it), and the best version across
+# all indexes, as pip takes it.
+COMMON = ["--compile-bytecode", "--index-strategy", "unsafe-best-match"]
+
+
+def options() -> list[str]:
+    """:data:`COMMON` and this machine's pip configuration as uv arguments."""
+    return [*COMMON, *uv_args(pip_config())]
+
+
 def install_argv(uv: str, python: str, *requirements: str) -> list[str]:
     """The command that installs ``requirements`` into ``python``'s environment with ``uv``,
     as scripts/lib.sh's det_pip_install does (for tests that build a venv of their own)."""
-    return [
-        uv,
-        "pip",
-        "install",
-        "--quiet",
-        "--python",
-        python,
-        "--compile-bytecode",
-        "--index-strategy",
-        "unsafe-best-match",
-        *uv_args(pip_config()),
-        *requirements,
-    ]
+    return [uv, "pip", "install", "--quiet", "--python", python, *options(), *requirements]
 
 
 def main() -> int:
-    for arg in uv_args(pip_config()):
+    for arg in options():
         print(arg)
     return 0
 
