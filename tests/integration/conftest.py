@@ -1,11 +1,10 @@
-"""Live masters for integration tests: real ``det-master`` processes on a real PostgreSQL."""
+"""Live masters for integration tests: real ``det-master`` processes on a real PostgreSQL
+(forked from a pre-imported interpreter: tests/master_fork.py)."""
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,6 +15,8 @@ import pytest
 import requests
 import yaml
 
+from tests import master_fork
+from tests.master_fork import MasterProcess
 from tests.ports import free_port
 
 ADMIN_PASSWORD = "Test-admin-pw1"
@@ -73,7 +74,7 @@ class Master(MasterClient):
     data_dir: Path
     config_file: Path
     log_file: Path
-    proc: subprocess.Popen[bytes]
+    proc: MasterProcess
     _token: str | None = field(default=None, repr=False)
 
     @property
@@ -121,13 +122,11 @@ def start_master(
     config_file = tmp / f"{name}.yaml"
     config_file.write_text(yaml.safe_dump(config))
     log_file = tmp / f"{name}.log"
-    with open(log_file, "ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "det.master", "--config-file", str(config_file)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
+    proc = master_fork.start(
+        ["--config-file", str(config_file)],
+        {**os.environ, "PYTHONUNBUFFERED": "1"},
+        str(log_file),
+    )
     m = Master(f"http://127.0.0.1:{port}", data_dir, config_file, log_file, proc)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
