@@ -19,6 +19,7 @@ import pytest
 from det.cli.notebooks import with_path
 from tests.e2e.cluster import Cluster, cluster_factory, one_slot, plain, wait_for
 from tests.e2e.ws import WebSocket
+from tests.fakes.local_http import TestHTTPServer
 from tests.integration.conftest import free_port
 from tests.integration.webui_support import browser, page
 
@@ -52,7 +53,7 @@ def other_origin() -> Iterator[tuple[str, dict[str, str]]]:
         def log_message(self, *a: Any) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), H)
+    server = TestHTTPServer(("127.0.0.1", free_port()), H)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}", pages
     server.shutdown()

@@ -9,6 +9,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from tests.fakes.local_http import TestHTTPServer
+
 
 class CapacityProxy:
     """In front of moto: RunInstances for ``instance_type`` gets EC2's capacity error while
@@ -62,7 +64,7 @@ class CapacityProxy:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = TestHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         threading.Thread(target=self._server.serve_forever, daemon=True).start()

@@ -1,25 +1,44 @@
 """What the in-process HTTP fakes share: a threaded server on a free 127.0.0.1 port, served
-from a daemon thread, started and stopped explicitly or as a context manager."""
+from a daemon thread, started and stopped explicitly or as a context manager; and the server
+class every HTTP server of the tests uses."""
 
 from __future__ import annotations
 
 import http.server
+import sys
 import threading
-from typing import Self
+from typing import Any, Self
+
+# A client that goes away mid-answer (its test ended, its timeout passed): nothing to report.
+CLIENT_GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+
+
+class TestHTTPServer(http.server.ThreadingHTTPServer):
+    """``ThreadingHTTPServer`` that stays quiet when a client goes away mid-answer: socketserver
+    prints such a traceback on the process's stderr, which every test of the process shares
+    (a capture of a later test's stderr then reads another test's server). Any other error in a
+    handler is still printed."""
+
+    __test__ = False  # not a test class, whatever its name
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], CLIENT_GONE):
+            return
+        super().handle_error(request, client_address)
 
 
 class LocalHttpFake:
     """Subclasses return their request handler class from :meth:`handler`; the handler reaches
     the fake through ``self.server.fake``."""
 
-    _server: http.server.ThreadingHTTPServer | None = None
+    _server: TestHTTPServer | None = None
 
     def handler(self) -> type[http.server.BaseHTTPRequestHandler]:
         raise NotImplementedError
 
     def start(self) -> Self:
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
-        server.daemon_threads = True
+        server = TestHTTPServer(("127.0.0.1", 0), self.handler())
         server.fake = self  # type: ignore[attr-defined]
         self._server = server
         threading.Thread(

@@ -14,8 +14,10 @@ import tarfile
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, TypeVar
+
+from tests.fakes.local_http import TestHTTPServer
 
 T = TypeVar("T")
 
@@ -132,7 +134,7 @@ class FakeMaster:
                 self.wfile.write(json.dumps(body).encode())
                 self.close_connection = True
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = TestHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from det.deploy.common import release
+from tests.fakes.local_http import TestHTTPServer
 
 HOST_CA = "/etc/ssl/certs/ca-certificates.crt"
 # One download serves the master and agents of both clouds.
@@ -111,7 +112,7 @@ class PackageIndex:
             def log_message(self, *a: Any) -> None:
                 index.requests.append(self.path)
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = TestHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/simple/"

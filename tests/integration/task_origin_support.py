@@ -10,10 +10,12 @@ import http.client
 import threading
 import urllib.parse
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import psycopg
+
+from tests.fakes.local_http import TestHTTPServer
 
 
 @dataclass
@@ -31,7 +33,7 @@ class FakeTask:
     cookies: list[str] = field(default_factory=list)
     seen: list[Seen] = field(default_factory=list)
     phase: str = "setup"
-    server: ThreadingHTTPServer | None = None
+    server: TestHTTPServer | None = None
 
     @property
     def port(self) -> int:
@@ -82,7 +84,7 @@ class FakeTask:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = TestHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self

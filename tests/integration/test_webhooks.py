@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import requests
 
+from tests.fakes.local_http import TestHTTPServer
 from tests.fakes.sim_agent import RetryingSession, SimAgent, default_training, wait
 from tests.integration.conftest import Master, MasterClient, start_master
 
@@ -55,7 +56,7 @@ class Receiver:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = TestHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 

@@ -14,6 +14,7 @@ import pytest
 
 from det.deploy.common import automation, state
 from det.deploy.common.errors import DeployError
+from tests.fakes.local_http import TestHTTPServer
 
 
 class _Master(http.server.BaseHTTPRequestHandler):
@@ -41,7 +42,7 @@ class _Master(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def master() -> Iterator[str]:
     _Master.failures_left = 2
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Master)
+    server = TestHTTPServer(("127.0.0.1", 0), _Master)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -17,6 +17,7 @@ import yaml
 from det.deploy.local import cluster, commands, engine, procs
 from det.deploy.local.paths import LocalPaths, default_state_dir, write_private
 from det.master.config import parse_config
+from tests.fakes.local_http import TestHTTPServer
 
 
 def test_generated_master_yaml_is_accepted_by_the_master(tmp_path: Path) -> None:
@@ -209,7 +210,7 @@ def test_waiting_for_agents_asks_a_slow_master_again(
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Master)
+    server = TestHTTPServer(("127.0.0.1", 0), Master)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     paths = LocalPaths.at(tmp_path)
     paths.agents_dir.mkdir(parents=True)

@@ -25,7 +25,7 @@ from det.deploy.common.errors import DeployError
 from det.deploy.gcp import bootlog
 from det.master.provisioner import logship
 from tests.fakes.google_apis import list_entries
-from tests.fakes.local_http import LocalHttpFake
+from tests.fakes.local_http import LocalHttpFake, TestHTTPServer
 from tests.fakes.moto_server import REGION, MotoServer, aws_env
 
 SECRET = {dryrun.SECRET_SIG_KEY: "1b47061264138c4ac30d75fd1eb44270", "ciphertext": "x"}
@@ -61,7 +61,7 @@ def https_master(tmp_path: Path) -> Iterator[tuple[str, tls.TlsMaterial]]:
     (tmp_path / "k.pem").write_text(material.key_pem)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(tmp_path / "c.pem", tmp_path / "k.pem")
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Info)
+    server = TestHTTPServer(("127.0.0.1", 0), _Info)
     server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"https://127.0.0.1:{server.server_address[1]}", material

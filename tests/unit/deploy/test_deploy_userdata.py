@@ -25,6 +25,7 @@ from det.deploy.common import boot, dryrun, release, tls, userdata
 from det.deploy.common.errors import DeployError
 from det.deploy.gcp import master as gcp_master
 from det.master.provisioner import fetch_release, logship
+from tests.fakes.local_http import TestHTTPServer
 
 REL = release.Release(
     filename="det_platform-0.1.0-py3-none-any.whl",
@@ -268,7 +269,7 @@ class _Files(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def file_server():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Files)
+    server = TestHTTPServer(("127.0.0.1", 0), _Files)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()

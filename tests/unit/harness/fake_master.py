@@ -14,9 +14,11 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlparse
+
+from tests.fakes.local_http import TestHTTPServer
 
 TOKEN = "alloc-token"
 
@@ -121,13 +123,12 @@ class FakeMaster:
         self.state = FakeMasterState()
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self._server: ThreadingHTTPServer | None = None
+        self._server: TestHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         handler = type("Handler", (_Handler,), {"state": self.state})
-        ThreadingHTTPServer.allow_reuse_address = True
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
+        self._server = TestHTTPServer(("127.0.0.1", self.port), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()

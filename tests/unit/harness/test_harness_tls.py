@@ -15,6 +15,7 @@ import pytest
 import requests
 
 from det.common import tls
+from tests.fakes.local_http import TestHTTPServer
 
 
 def make_cert(tmp: Path, name: str, san: str) -> tuple[Path, Path]:
@@ -40,7 +41,7 @@ class _Hello(http.server.BaseHTTPRequestHandler):
 
 
 def serve(cert: Path, key: Path) -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
+    server = TestHTTPServer(("127.0.0.1", 0), _Hello)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(str(cert), str(key))
     server.socket = ctx.wrap_socket(server.socket, server_side=True)
@@ -147,7 +148,7 @@ def test_cert_name_checks_the_certificate_against_that_name(
 
 
 def test_https_to_a_plain_http_server_says_so() -> None:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
+    server = TestHTTPServer(("127.0.0.1", 0), _Hello)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"https://127.0.0.1:{server.server_address[1]}"
     try:
