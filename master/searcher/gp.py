@@ -33,17 +33,22 @@ class GP:
         inverse_scales: Sequence[float],
         noise: float,
         categorical: frozenset[int] = frozenset(),
+        gaps: list[list[tuple[float, ...]]] | None = None,
     ) -> None:
         self.points = [list(p) for p in points]
         self.inverse_scales = list(inverse_scales)
         self.noise = noise
         self.categorical = categorical
         n = len(self.points)
+        if gaps is None:
+            gaps = axis_gaps(self.points, categorical)
         k = [[0.0] * n for _ in range(n)]  # symmetric: the lower half is all the solver reads
+        inverse = self.inverse_scales
         for i in range(n):
+            row, gap_row = k[i], gaps[i]
             for j in range(i):
-                k[i][j] = self.kernel(self.points[i], self.points[j])
-            k[i][i] = 1.0 + noise
+                row[j] = _matern(gap_row[j], inverse)
+            row[i] = 1.0 + noise
         self.chol = _cholesky(k)
         self.alpha: list[float] = []
         self.log_likelihood = -math.inf
@@ -59,15 +64,7 @@ class GP:
         return self.chol is not None
 
     def kernel(self, a: Sequence[float], b: Sequence[float]) -> float:
-        s = 0.0
-        for i, (ai, bi, inverse) in enumerate(zip(a, b, self.inverse_scales, strict=True)):
-            if i in self.categorical:
-                d = 0.0 if int(ai) == int(bi) else inverse
-            else:
-                d = (ai - bi) * inverse
-            s += d * d
-        r = math.sqrt(s)
-        return (1.0 + _SQRT5 * r + 5.0 * s / 3.0) * math.exp(-_SQRT5 * r)
+        return _matern(_gap(a, b, self.categorical), self.inverse_scales)
 
     def predict(self, x: Sequence[float]) -> tuple[float, float]:
         """Posterior mean and standard deviation of the (noise-free) function at ``x``."""
@@ -86,9 +83,10 @@ def fit(
     """The model of highest marginal likelihood found (see the module docstring); None when no
     kernel matrix could be factorised."""
     dims = len(points[0])
+    gaps = axis_gaps(points, categorical)  # the same for every model tried below
     best: GP | None = None
     for noise in NOISES:
-        model = GP(points, targets, [1.0 / LENGTH_SCALE] * dims, noise, categorical)
+        model = GP(points, targets, [1.0 / LENGTH_SCALE] * dims, noise, categorical, gaps)
         if model.ok and (best is None or model.log_likelihood > best.log_likelihood):
             best = model
     if best is None:
@@ -100,10 +98,38 @@ def fit(
                 inverse[d] = min(
                     max(inverse[d] * factor, 1.0 / MAX_LENGTH_SCALE), 1.0 / MIN_LENGTH_SCALE
                 )
-                model = GP(points, targets, inverse, best.noise, categorical)
+                model = GP(points, targets, inverse, best.noise, categorical, gaps)
                 if model.ok and model.log_likelihood > best.log_likelihood:
                     best = model
     return best
+
+
+def _gap(a: Sequence[float], b: Sequence[float], categorical: frozenset[int]) -> tuple[float, ...]:
+    """Per axis, what the length scale divides: the difference of the coordinates, or for a
+    categorical axis 0.0 for the same value and 1.0 otherwise."""
+    return tuple(
+        (0.0 if int(ai) == int(bi) else 1.0) if i in categorical else ai - bi
+        for i, (ai, bi) in enumerate(zip(a, b, strict=True))
+    )
+
+
+def axis_gaps(
+    points: Sequence[Sequence[float]], categorical: frozenset[int]
+) -> list[list[tuple[float, ...]]]:
+    """``_gap`` of every pair ``(i, j)``, ``j < i``, as ``gaps[i][j]``: a fit tries ``3 + 4 d``
+    length scales on the same points."""
+    return [[_gap(points[i], points[j], categorical) for j in range(i)] for i in range(len(points))]
+
+
+def _matern(gap: Sequence[float], inverse_scales: Sequence[float]) -> float:
+    """Matern-5/2 of the scaled distance; the same operations in the same order for every pair
+    and axis, so that a model does not depend on how it was built."""
+    s = 0.0
+    for g, inverse in zip(gap, inverse_scales, strict=True):
+        d = g * inverse
+        s += d * d
+    r = math.sqrt(s)
+    return (1.0 + _SQRT5 * r + 5.0 * s / 3.0) * math.exp(-_SQRT5 * r)
 
 
 def _cholesky(a: list[list[float]]) -> list[list[float]] | None:
