@@ -114,6 +114,11 @@ def start(argv: Sequence[str], env: dict[str, str], log_path: str) -> MasterProc
                 stderr=subprocess.STDOUT,
                 env=env,
             )
+    # The log exists even if the child dies before it runs (multiprocessing re-imports the
+    # parent's __main__ in it first, so a parent whose __main__ came from stdin cannot fork a
+    # master; pytest, its xdist workers and the bench scripts can).
+    with open(log_path, "ab"):
+        pass
     # daemon: a master a test left running is stopped when its pytest process exits
     process = _forkserver().Process(
         target=_run_master, args=(list(argv), env, log_path, os.getcwd()), daemon=True
