@@ -100,9 +100,10 @@ class Waiters:
             try:
                 with psycopg.connect(self._conninfo, autocommit=True) as conn:
                     conn.execute(f"LISTEN {self._channel}")
-                    self._listening = True
                     if self._rereads:
                         self.wake(None)  # anything that changed while nobody listened
+                    # Only now: a waiter that sees it listening has had that wake already.
+                    self._listening = True
                     while not self._stop.is_set():
                         for n in conn.notifies(timeout=RECHECK_SECONDS):
                             self.wake(n.payload)

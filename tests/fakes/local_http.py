@@ -7,7 +7,10 @@ from __future__ import annotations
 import http.server
 import sys
 import threading
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the harness's tests import this module on Python 3.9 (test_harness_bundle)
+    from typing import Self
 
 # A client that goes away mid-answer (its test ended, its timeout passed): nothing to report.
 CLIENT_GONE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
