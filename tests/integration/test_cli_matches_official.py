@@ -4,14 +4,9 @@ completion on SimAgents."""
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import io
 import json
-import os
-import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,43 +15,12 @@ from tests.compat.official import ensure_official_venv
 from tests.integration import cli_support
 from tests.integration.cli_support import Det, exp_state, sim_config
 from tests.integration.conftest import ADMIN_PASSWORD, Master
+from tests.integration.test_official_client_answers import Official
 
 pytestmark = pytest.mark.integration
 cli_master = cli_support.cli_master
 det = cli_support.det
 sim_agents = cli_support.sim_agents
-
-
-class Official:
-    def __init__(self, bin_dir: Path, master: Master, home: Path) -> None:
-        self.bin_dir = bin_dir
-        self.master = master
-        self.home = home
-
-    def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        env = {
-            "PATH": f"{self.bin_dir}:{os.environ['PATH']}",
-            "HOME": str(self.home),
-            "DET_MASTER": self.master.url,
-        }
-        return subprocess.run(
-            [str(self.bin_dir / "det"), *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
-        )
-
-    def __call__(self, *args: str, stdin: str | None = None) -> str:
-        r = self.run(*args, stdin=stdin)
-        assert r.returncode == 0, (
-            f"official det {' '.join(args)}: {r.returncode}\n{r.stdout}\n{r.stderr}"
-        )
-        return r.stdout
-
-    def csv(self, *args: str) -> list[dict[str, str]]:
-        return list(csv.DictReader(io.StringIO(self(*args, "--csv"))))
 
 
 @pytest.fixture(scope="module")

@@ -37,6 +37,7 @@ import pytest
 import yaml
 
 from tests.compat.official import ensure_official_venv
+from tests.compat.official_cli import OfficialDet
 from tests.integration import cli_support
 from tests.integration.cli_support import exp_state, sim_config, trials
 from tests.integration.conftest import ADMIN_PASSWORD, Master
@@ -537,18 +538,17 @@ class OfficialCLI:
             "DET_MASTER": master.url,
             "NO_COLOR": "1",
         }
+        self.det: OfficialDet | None = None  # started at the first command, in the home
+
+    def close(self) -> None:
+        if self.det is not None:
+            self.det.close()
 
     def run(self, args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        if self.det is None:
+            self.det = OfficialDet(self.bin_dir, self.env, self.home)
         try:
-            return subprocess.run(
-                [str(self.bin_dir / "det"), *args],
-                input=stdin if stdin is not None else "",
-                capture_output=True,
-                text=True,
-                env=self.env,
-                cwd=self.home,
-                timeout=90,
-            )
+            return self.det.run(args, stdin, timeout=90)
         except subprocess.TimeoutExpired:
             return subprocess.CompletedProcess(args, 124, "", "Traceback (most recent call last)")
 
@@ -678,10 +678,12 @@ def test_every_leaf_of_the_official_cli_works_or_refuses_clearly(
     world: World,
     tmp_path: Path,
     tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
 ) -> None:
     home = tmp_path / "home"
     home.mkdir()
     cli = OfficialCLI(ensure_official_venv(), walk_master, home)
+    request.addfinalizer(cli.close)
     login = cli.run(["user", "login", "admin"], ADMIN_PASSWORD + "\n")
     assert login.returncode == 0, login.stderr
     leaves = cli.leaves()

@@ -25,6 +25,7 @@ import requests
 
 from det.master.schemas import d
 from tests.compat.official import ensure_official_venv
+from tests.compat.official_cli import OfficialDet
 from tests.integration import cli_support
 from tests.integration.cli_support import Det, exp_state, sim_config, trials
 from tests.integration.conftest import ADMIN_PASSWORD, Master
@@ -47,16 +48,10 @@ class Official:
             "HOME": str(home),
             "DET_MASTER": master.url,
         }
+        self.det = OfficialDet(bin_dir, self.env)  # a fork server: tests/compat/official_cli.py
 
     def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(self.bin_dir / "det"), *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            env=self.env,
-            timeout=120,
-        )
+        return self.det.run(args, stdin, timeout=120)
 
     def __call__(self, *args: str, stdin: str | None = None) -> str:
         r = self.run(*args, stdin=stdin)
