@@ -8,8 +8,9 @@ single-threaded process that imported ``det.master.__main__`` once) and a master
 that runs ``det.master``'s ``__main__`` as ``python -m det.master`` would: its own process, pid,
 port, database connections, log file, environment and working directory; signals, exit codes
 and ``atexit`` hooks as a fresh interpreter's. What a fork cannot show, a fresh interpreter's
-imports and argument handling, is what ``DET_TEST_MASTER_FORK=0`` (a fresh interpreter for
-every master) and the tests that run the ``det-master`` command themselves still cover.
+imports, is what ``DET_TEST_MASTER_FORK=0`` (a fresh interpreter for every master) and the
+tests that run the ``det-master`` command themselves (the embedded database, ``det deploy
+local``, the serverless images) still cover.
 
 :class:`ForkedProcess` answers the part of ``subprocess.Popen`` the tests use.
 """
