@@ -65,7 +65,6 @@ class CapacityProxy:
                 self.wfile.write(data)
 
         self._server = TestHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
 

@@ -135,7 +135,6 @@ class FakeMaster:
                 self.close_connection = True
 
         self.server = TestHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 

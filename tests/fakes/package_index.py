@@ -113,7 +113,6 @@ class PackageIndex:
                 index.requests.append(self.path)
 
         self.server = TestHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/simple/"
 

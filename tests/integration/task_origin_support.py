@@ -85,7 +85,6 @@ class FakeTask:
                 self.end_headers()
 
         self.server = TestHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self
 

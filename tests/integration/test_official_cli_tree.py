@@ -538,15 +538,12 @@ class OfficialCLI:
             "DET_MASTER": master.url,
             "NO_COLOR": "1",
         }
-        self.det: OfficialDet | None = None  # started at the first command, in the home
+        self.det = OfficialDet(bin_dir, self.env, home)  # its server starts at the first command
 
     def close(self) -> None:
-        if self.det is not None:
-            self.det.close()
+        self.det.close()
 
     def run(self, args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        if self.det is None:
-            self.det = OfficialDet(self.bin_dir, self.env, self.home)
         try:
             return self.det.run(args, stdin, timeout=90)
         except subprocess.TimeoutExpired:

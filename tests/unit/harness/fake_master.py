@@ -129,7 +129,6 @@ class FakeMaster:
     def start(self) -> None:
         handler = type("Handler", (_Handler,), {"state": self.state})
         self._server = TestHTTPServer(("127.0.0.1", self.port), handler)
-        self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
