@@ -132,13 +132,38 @@ _UNION_WHAT = {
 }
 
 
+def _other_kind(parent: list[str | int], data: JSONValue, given: JSONValue) -> str:
+    """The hint for a field of another kind of a union: ``: storage type 'gcs' has no such
+    field`` (and, when the kind came from the master's defaults, that it did)."""
+    where = join_path(parent)
+    value = _lookup(data, where) if where else data
+    kind = _union_kind_of(value)
+    if kind is None:
+        return ""
+    what = _UNION_WHAT.get(str(parent[-1]) if parent else "", "type")
+    origin = ""
+    if where and given is not None and _union_kind_of(_lookup(given, where)) is None:
+        origin = " (the master's, as the experiment names no type)"
+    return f": {what} '{kind}'{origin} has no such field"
+
+
+def _union_kind_of(value: JSONValue) -> str | None:
+    if not isinstance(value, dict):
+        return None
+    kind = value.get("type", value.get("name"))
+    return kind if isinstance(kind, str) else None
+
+
 def _reason(
     err: ErrorDetails,
     path: list[str | int],
     known_names: Collection[str],
     top_names: Collection[str] = (),
+    data: JSONValue = None,
+    given: JSONValue = None,
 ) -> tuple[str, str]:
-    """(path shown, reason) for one pydantic error."""
+    """(path shown, reason) for one pydantic error; ``data``: the config validated, ``given``:
+    the same before the master's defaults were merged in (None: not known)."""
     kind = err["type"]
     ctx = err.get("ctx") or {}
     value = err.get("input")
@@ -151,9 +176,13 @@ def _reason(
         # still names the right one ("serach" -> "searcher"); deeper, any known field name.
         if len(path) == 1 and top_names:
             close = difflib.get_close_matches(name, list(top_names), n=1, cutoff=0.6)
+        elif name in known_names:
+            # A real field, of another kind of this union (s3's access_key under gcs): say
+            # which kind this is, not "did you mean" the very same name.
+            close, hint = [], _other_kind(path[:-1], data, given)
         else:
             close = difflib.get_close_matches(name, list(known_names), n=1, cutoff=0.8)
-        if close:
+        if close and close[0] != name:
             hint = f" (did you mean '{close[0]}'?)"
         return where, f"unknown field '{name}'" + (f" at {parent}" if parent else "") + hint
     if kind == "missing":
@@ -208,13 +237,15 @@ def problems_of(
     data: JSONValue,
     known_names: Collection[str] = (),
     top_names: Collection[str] = (),
+    given: JSONValue = None,
 ) -> list[tuple[str, str]]:
     """Every problem of a pydantic ValidationError as ``(path, message)``, in order.
 
     Errors of a plain union (``entrypoint: str | list[str]``) come once per member: they are
     merged into one "expected X or Y" message for that path. ``known_names`` (every field name
     of the schema) and ``top_names`` (the top level's) feed the "did you mean" hint of unknown
-    fields.
+    fields; ``given`` (the config as written, before the master's defaults) lets the hint of a
+    field of another union kind say where the kind came from.
     """
     problems: list[tuple[str, str]] = []
     seen: set[str] = set()
@@ -230,7 +261,7 @@ def problems_of(
                 problems.append((where, ""))
             union_types[where].append(_MEMBER_NAMES.get(member, member))
             continue
-        where, message = _reason(err, path, known_names, top_names)
+        where, message = _reason(err, path, known_names, top_names, data, given)
         if message in seen:
             continue
         seen.add(message)

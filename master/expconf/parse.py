@@ -245,7 +245,7 @@ def parse_experiment_config(
         covered = [p for p, _ in problems]
         problems += [
             (where, message)
-            for where, message in problems_of(e, merged, _KNOWN, _TOP)
+            for where, message in problems_of(e, merged, _KNOWN, _TOP, given=data)
             if not any(_within(where, c) for c in covered)
         ]
         raise make_error(problems) from None

@@ -77,6 +77,31 @@ def test_misspelt_field_gets_a_suggestion() -> None:
     assert str(e) == "unknown field 'slot_per_trial' at resources (did you mean 'slots_per_trial'?)"
 
 
+def test_a_field_of_another_storage_type_is_named_once_with_the_type_it_is_not_of() -> None:
+    # An explicit type with another type's key.
+    e = error_of(with_(checkpoint_storage={"type": "gcs", "bucket": "b", "access_key": "k"}))
+    assert str(e) == (
+        "unknown field 'access_key' at checkpoint_storage: storage type 'gcs' has no such field"
+    )
+    assert e.field_path == "checkpoint_storage.access_key"
+
+
+def test_a_partial_storage_merged_over_the_masters_says_which_type_it_took() -> None:
+    # No type: the master's storage (shared_fs) is merged under it, and s3's keys do not fit.
+    with pytest.raises(ConfigError) as info:
+        parse_experiment_config(
+            with_(checkpoint_storage={"bucket": "b", "access_key": "k"}),
+            {"checkpoint_storage": {"type": "shared_fs", "host_path": "/ckpt"}},
+        )
+    text = str(info.value)
+    assert "did you mean" not in text
+    assert text.count("'access_key'") == 1 and text.count("'bucket'") == 1
+    assert (
+        "unknown field 'access_key' at checkpoint_storage: storage type 'shared_fs'"
+        " (the master's, as the experiment names no type) has no such field"
+    ) in text
+
+
 def test_unknown_field_inside_a_searcher() -> None:
     e = error_of(
         with_(searcher={"name": "random", "metric": "loss", "max_trials": 2, "max_trails": 3})
