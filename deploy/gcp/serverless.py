@@ -20,7 +20,7 @@
   private registry's password), read by Cloud Run into the environment; the master's service
   account may access those secrets and no other.
 * A Cloud Run job ``det-master migrate`` that runs, and must complete, before the service
-  rolls: its ``run_execution_token`` is the image tag (Pulumi waits for the execution to
+  rolls: its ``run_execution_token`` is a hash of the image (``execution_token``) (Pulumi waits for the execution to
   complete), and the service depends on it.
 * A Cloud Tasks queue for the loop's wake-ups (``det.master.wakeups``: HTTP tasks calling the
   public URL with the master's wake-up token); the master may enqueue on that queue only.
@@ -33,6 +33,7 @@ The master's config travels in the environment (``DET_MASTER_CONFIG``): no secre
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -86,6 +87,15 @@ def service_name(cfg: GcpConfig) -> str:
 
 def tasks_service_name(cfg: GcpConfig) -> str:
     return f"det-{cfg.cluster_id}-tasks"
+
+
+def execution_token(image: str) -> str:
+    """The migration job's execution token for ``image``: a new image, a new token (so Pulumi
+    runs the job again); the same image, the same one. It ends the execution's name, so it is
+    what Cloud Run accepts there (a-z 0-9, no '.' or '+' of a version) and short enough that the
+    job's name and it make fewer than 63 characters (``names.run_execution_token``): 12
+    hexadecimal digits of the reference's sha256, with a 47-character job name 59."""
+    return hashlib.sha256(image.encode()).hexdigest()[:12]
 
 
 def public_url(cfg: GcpConfig, project_number: str) -> str:
@@ -441,7 +451,6 @@ class ServerlessMaster(pulumi.ComponentResource):
         api_env = {**wakeup, **API_SHAPE.env()}
         env = _service_env(*_env_spec(self.master_yaml, secrets, api_env, job=False))
         job_env = _job_env(*_env_spec(self.master_yaml, secrets, wakeup, job=True))
-        tag = image.rsplit(":", 1)[-1]
         job = gcp.cloudrunv2.Job(
             f"{name}-migrate",
             name=f"{service_name(cfg)}-migrate",
@@ -450,7 +459,7 @@ class ServerlessMaster(pulumi.ComponentResource):
             deletion_protection=False,
             labels=cfg.all_labels,
             # A new token (a new image) makes Pulumi run the job and wait for it to complete.
-            run_execution_token=tag,
+            run_execution_token=execution_token(image),
             template=gcp.cloudrunv2.JobTemplateArgs(
                 task_count=1,
                 parallelism=1,

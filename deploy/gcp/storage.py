@@ -12,7 +12,7 @@ import dataclasses
 import pulumi
 import pulumi_gcp as gcp
 
-from det.deploy.common import passwords
+from det.deploy.common import names, passwords
 from det.deploy.common.tls import TlsMaterial
 from det.deploy.gcp.config import GcpConfig
 
@@ -151,6 +151,9 @@ class Database(pulumi.ComponentResource):
         # Private services access: a peering range for Google's services inside our network.
         peering = gcp.compute.GlobalAddress(
             f"{name}-peering",
+            # Autonamed as before where that fits Compute Engine's 63 characters (a serverless
+            # cluster's longer logical name with a long id does not): names.autoname_or_fit.
+            name=names.autoname_or_fit(f"{name}-peering", 63),
             project=args.project,
             purpose="VPC_PEERING",
             address_type="INTERNAL",

@@ -195,11 +195,11 @@ def test_migration_job_runs_to_completion_before_the_service_rolls(graph, one):
     container = _container(job)
     assert container["args"] == list(sl.MIGRATE_ARGS) and not container.get("commands")
     assert container["image"] == _container(_api(graph))["image"]
-    tag = container["image"].rsplit(":", 1)[1]
-    assert job["runExecutionToken"] == tag  # Pulumi runs it and waits for completion
+    token = gsl.execution_token(container["image"])
+    assert job["runExecutionToken"] == token  # Pulumi runs it and waits for completion
     # The service's revision carries the job's output: it cannot be created before the job.
     annotations = _api(graph)["template"]["annotations"]
-    assert annotations[gsl.MIGRATED_ANNOTATION] == tag
+    assert annotations[gsl.MIGRATED_ANNOTATION] == token
     assert [r.type for r in graph.resources].index(JOB) < [r.type for r in graph.resources].index(
         SERVICE
     )
