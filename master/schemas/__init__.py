@@ -6,8 +6,8 @@
 - :mod:`det.master.schemas.det` has det's own messages (routes Determined does not have), in the
   same style.
 - Routes declare their contract with ``det.master.api._contract.contract``: the request body and
-  query string are validated here before the view runs (wrong types, out-of-range integers and
-  oversized fields are refused with a message naming the field), responses are typed with the
+  query string are validated here before the view runs (wrong types, a boolean for an integer,
+  out-of-range integers and oversized fields are refused with a message naming the field), responses are typed with the
   same ``TypedDict`` so mypy checks every serializer, and the OpenAPI document is built from them.
 
 Serializers (row -> message) live beside the messages they build, in the resource modules of
@@ -20,24 +20,51 @@ from typing import Any, TypeVar
 
 import pydantic
 import pydantic_core
+from pydantic_core import core_schema
 
 from det.master.errors import InvalidArgument, PayloadTooLarge
 from det.master.schemas import _determined as d
-from det.master.schemas._types import TOO_LARGE, Operation
+from det.master.schemas._types import TOO_LARGE, Operation, _no_bool
 
-__all__ = ["Operation", "adapter", "d", "validate"]
+__all__ = ["Operation", "adapter", "d", "validate", "validator"]
 
 T = TypeVar("T")
 
 
 _adapters: dict[object, pydantic.TypeAdapter[Any]] = {}
+_validators: dict[object, pydantic_core.SchemaValidator] = {}
 
 
 def adapter(tp: type[T]) -> pydantic.TypeAdapter[T]:
-    """The (cached) pydantic validator of a message type."""
+    """The (cached) pydantic adapter of a message type (its JSON schema, for the document)."""
     found = _adapters.get(tp)
     if found is None:
         found = _adapters[tp] = pydantic.TypeAdapter(tp)
+    return found
+
+
+def _ints_refuse_bools(schema: Any) -> Any:
+    """``schema`` (a pydantic core schema) with every integer refusing ``true``/``false``."""
+    if isinstance(schema, list):
+        return [_ints_refuse_bools(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _ints_refuse_bools(v) for k, v in schema.items()}
+    if out.get("type") == "int":
+        return core_schema.no_info_before_validator_function(_no_bool, out)  # type: ignore[arg-type]
+    return out
+
+
+def validator(tp: object) -> pydantic_core.SchemaValidator:
+    """The (cached) validator of a request type: its pydantic schema, except that no integer
+    anywhere in it takes a JSON boolean (pydantic's lax mode reads ``true`` as 1; an id of
+    ``true`` is a client's mistake, not experiment 1). Query strings (``"5"``) still parse.
+    A pydantic model inside keeps its own prebuilt validator: its integers are ``Int64``,
+    which refuses booleans itself (``_types``)."""
+    found = _validators.get(tp)
+    if found is None:
+        schema = _ints_refuse_bools(adapter(tp).core_schema)  # type: ignore[arg-type]
+        found = _validators[tp] = pydantic_core.SchemaValidator(schema)
     return found
 
 
@@ -77,7 +104,7 @@ def validate(tp: type[T], value: object, where: str = "") -> T:
     :class:`InvalidArgument` (400) or, for a field over its size limit, :class:`PayloadTooLarge`
     (413), naming the field (``where`` prefixes its path, e.g. ``"query"``)."""
     try:
-        checked: T = adapter(tp).validate_python(value)
+        checked: T = validator(tp).validate_python(value)
         return checked
     except pydantic.ValidationError as e:
         errors = e.errors(include_url=False)

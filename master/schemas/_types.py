@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field
 from pydantic_core import PydanticCustomError
 
 from det.common.jsontypes import JSONObject
@@ -24,7 +24,18 @@ TOO_LARGE = "det_too_large"
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
-Int64 = Annotated[int, Field(ge=INT64_MIN, le=INT64_MAX)]
+
+def _no_bool(value: object) -> object:
+    """JSON ``true``/``false`` is no integer (pydantic's lax mode reads it as 1/0); a query
+    string's ``"5"`` still is. (:func:`det.master.schemas.validator` does the same for every
+    integer of a request type; a pydantic model's own validator is built here.)"""
+    if isinstance(value, bool):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
+#: A request's integer: 64 bits, not a boolean.
+Int64 = Annotated[int, BeforeValidator(_no_bool), Field(ge=INT64_MIN, le=INT64_MAX)]
 Name = Annotated[str, Field(max_length=limits.NAME)]
 Description = Annotated[str, Field(max_length=limits.DESCRIPTION)]
 Notes = Annotated[str, Field(max_length=limits.NOTES)]
