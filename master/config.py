@@ -25,6 +25,7 @@ from det.common.jsontypes import JSONObject, JSONValue
 from det.master import log_schedule
 from det.master.clientaddr import parse_networks
 from det.master.container_policy import ContainerPolicy
+from det.master.egress import EgressConfig
 from det.master.errors import MasterError
 from det.master.expconf.environment import SECRET_KEYS, STORAGE_SECRET_KEYS, hide_secrets
 from det.master.provisioner.config import ProvisionerConfig, parse_provider_config
@@ -290,10 +291,13 @@ class WakeupsConfig(_Model):
     ``url``, a scheduler service that calls the master back at the time. ``cloud_tasks``: a task
     in the Cloud Tasks ``queue`` (``projects/P/locations/L/queues/Q``). ``eventbridge``: a
     one-time EventBridge Scheduler schedule in ``group`` whose target is ``target_arn`` (an event
-    bus whose rule calls the master), assumed with ``role_arn``.
+    bus whose rule calls the master), assumed with ``role_arn``. ``scheduled_scaling``: two
+    one-time Application Auto Scaling scheduled actions on the ECS service ``resource_id``
+    (``service/CLUSTER/SERVICE``): its minimum is 1 from the time for ``hold_seconds``, then 0
+    (an ECS master: nothing needs to answer HTTP for the wake-up to start a task).
     """
 
-    type: Literal["none", "http", "cloud_tasks", "eventbridge"] = "none"
+    type: Literal["none", "http", "cloud_tasks", "eventbridge", "scheduled_scaling"] = "none"
     url: str | None = None
     queue: str | None = None
     # cloud_tasks: the account whose OIDC token the task carries (for a service that requires
@@ -307,6 +311,9 @@ class WakeupsConfig(_Model):
     # (value 1) an alarm turns into a running task (ECS cannot start one on a request).
     metric_namespace: str | None = None
     metric_name: str = "WakeUp"
+    # scheduled_scaling: the scalable target's id and how long a wake-up keeps a task running.
+    resource_id: str | None = None
+    hold_seconds: int = Field(default=900, ge=60)
     # Tests and private endpoints only: the cloud API's base URL.
     endpoint_url: str | None = None
 
@@ -316,6 +323,7 @@ class WakeupsConfig(_Model):
             "http": ("url",),
             "cloud_tasks": ("queue",),
             "eventbridge": ("target_arn", "role_arn"),
+            "scheduled_scaling": ("resource_id",),
         }.get(self.type, ())
         for key in needs:
             if not getattr(self, key):
@@ -326,6 +334,10 @@ class WakeupsConfig(_Model):
             r"projects/[^/]+/locations/[^/]+/queues/[^/]+", self.queue or ""
         ):
             raise ValueError("queue must be projects/PROJECT/locations/LOCATION/queues/QUEUE")
+        if self.type == "scheduled_scaling" and not re.fullmatch(
+            r"service/[^/]+/[^/]+", self.resource_id or ""
+        ):
+            raise ValueError("resource_id must be service/CLUSTER/SERVICE")
         if (
             self.type == "eventbridge"
             and (self.target_arn or "").endswith(":cloudwatch:putMetricData")
@@ -412,6 +424,8 @@ class MasterConfig(_Model):
     request_time_limit_seconds: float | None = Field(None, gt=0, le=86400)
     wakeups: WakeupsConfig = WakeupsConfig()
     webhooks: WebhooksConfig = WebhooksConfig()
+    # What a non-admin's webhook or checkpoint storage endpoint may reach (det.master.egress).
+    egress: EgressConfig = EgressConfig()
     retention_policy: RetentionPolicyConfig = RetentionPolicyConfig()
     # Control loop tuning (seconds).
     tick_seconds: float = Field(0.5, gt=0)
@@ -566,6 +580,8 @@ _ENV_SCALARS = {
     "DET_WAKEUPS_ROLE_ARN": ("wakeups", "role_arn"),
     "DET_WAKEUPS_GROUP": ("wakeups", "group"),
     "DET_WAKEUPS_REGION": ("wakeups", "region"),
+    "DET_WAKEUPS_RESOURCE_ID": ("wakeups", "resource_id"),
+    "DET_WAKEUPS_HOLD_SECONDS": ("wakeups", "hold_seconds"),
     "DET_WEBHOOKS_SIGNING_KEY": ("webhooks", "signing_key"),
     "DET_DB_URL": ("db", "url"),
     "DET_DB_HOST": ("db", "host"),
