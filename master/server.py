@@ -44,7 +44,10 @@ def database_url(config: MasterConfig) -> str:
             "(host, port, user, password, name) or DET_DB_HOST/DET_DB_PASSWORD"
         )
     logger.info("no db configured: using the embedded PostgreSQL under %s", config.data_dir)
-    return db.start_embedded(config.data_dir)
+    try:
+        return db.start_embedded(config.data_dir)
+    except db.embedded.EmbeddedDatabaseError as e:  # a missing or wrong db_password file
+        raise MasterConfigError(str(e)) from e
 
 
 def _cluster_identity(conninfo: str, config: MasterConfig) -> tuple[str, str, str]:

@@ -17,6 +17,8 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
+from det.master.db import embedded
+
 logger = logging.getLogger(__name__)
 
 Conn = psycopg.Connection[dict[str, Any]]
@@ -107,22 +109,12 @@ def pending(conninfo: str) -> list[str]:
 
 
 def start_embedded(data_dir: Path) -> str:
-    """Starts (or reuses) a private PostgreSQL under ``data_dir/postgres``; returns its URI.
+    """Starts (or reuses) a private PostgreSQL under ``data_dir/postgres``; returns its conninfo.
 
-    Masters on the same data directory share the server (pgserver records each process that
-    uses it); it stops when the last of them exits normally (``det-master`` turns SIGTERM into a
-    normal exit). A SIGKILLed master leaves it running, and the next master reuses it.
+    Closed to anyone without the password kept in ``data_dir/db_password`` (see
+    :mod:`det.master.db.embedded`). Masters on the same data directory share the server
+    (pgserver records each process that uses it); it stops when the last of them exits normally
+    (``det-master`` turns SIGTERM into a normal exit). A SIGKILLed master leaves it running, and
+    the next master reuses it.
     """
-    import pgserver  # type: ignore[attr-defined,unused-ignore]
-
-    pgdata = data_dir / "postgres"
-    pgdata.mkdir(parents=True, exist_ok=True)
-    server = pgserver.get_server(pgdata, cleanup_mode="stop")  # type: ignore[attr-defined,unused-ignore]
-    uri: str = server.get_uri()
-    with psycopg.connect(uri, autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = 'determined'").fetchone()
-        if not exists:
-            conn.execute("CREATE DATABASE determined")
-    head, sep, query = uri.partition("?")
-    base, _, _ = head.rpartition("/")
-    return f"{base}/determined{sep}{query}"
+    return embedded.start(data_dir)
