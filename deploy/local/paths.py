@@ -8,7 +8,8 @@
       admin_password             the admin password, mode 0600
       cluster.json               what ``up`` started: URL, port, agent ids
       master.pid  master.log
-      master/                    the master's data_dir (embedded PostgreSQL, agent_token)
+      master/                    the master's data_dir (embedded PostgreSQL, its db_password,
+                                 agent_token)
       agents/local-agent-<i>.{pid,log,yaml}
       agents/local-agent-<i>/    the agent's own state_dir
       checkpoints/               shared_fs checkpoint storage
