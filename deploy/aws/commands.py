@@ -13,6 +13,7 @@ import base64
 import dataclasses
 import logging
 import os
+import shutil
 from collections.abc import Mapping
 from typing import Any, TextIO
 
@@ -32,6 +33,7 @@ from det.deploy.common import (
     serverless,
     state,
 )
+from det.deploy.common import preflight as common_preflight
 from det.deploy.common import status as status_report
 from det.deploy.common.errors import DeployError
 from det.deploy.common.preflight import check_pulumi_cli
@@ -158,9 +160,18 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
     use_state_url(args)
     previous: dict[str, Any] | None = None
     if not args.dry_run:
-        check_pulumi_cli()
-        if automation.has_stack(PROJECT, args.cluster_id):
+        # What this machine lacks, all at once and before any cloud call (common.preflight);
+        # the stack (with the Pulumi CLI) tells an existing cluster's master kind.
+        if shutil.which("pulumi") and automation.has_stack(PROJECT, args.cluster_id):
             previous = automation.outputs(PROJECT, args.cluster_id)
+        kind = serverless.master_kind(getattr(args, "master", None), previous)
+        common_preflight.require_local(
+            docker_for=common_preflight.docker_needs(
+                kind == serverless.SERVERLESS, bool(getattr(args, "mirror_images", False))
+            ),
+            master_image=kind == serverless.SERVERLESS,
+            credentials=lambda: preflight.local_credentials(args.profile),
+        )
     current = {"cfg": config_from_args(args, stack_region(args.region, previous), previous)}
     cfg = current["cfg"]
     config: dict[str, tuple[str, bool]] = {"aws:region": (cfg.region, False)}
@@ -286,6 +297,7 @@ def _rollout_steps(current: dict[str, AwsConfig], profile: str | None) -> rollou
     return rollout.Steps(
         release=release,
         local_image=lambda: rollout.local_image(current["cfg"].boot.release),
+        ensure_image=rollout.ensure_local_image,
         set_rollout=set_rollout,
         login=login,
         migrate=migrate,

@@ -50,6 +50,24 @@ def vcpus_required(vcpus_per_instance: int, max_agents: int) -> int:
     return vcpus_per_instance * max_agents
 
 
+def local_credentials(profile: str | None) -> str | None:
+    """The problem with this machine's AWS credentials as found locally (no call to AWS; None:
+    found). ``check_credentials`` then asks STS whether AWS accepts them."""
+    import boto3
+    from botocore import exceptions
+
+    try:
+        session = boto3.Session(profile_name=profile)
+    except exceptions.ProfileNotFound:
+        return f"the AWS profile {profile!r} is not in ~/.aws/config or ~/.aws/credentials"
+    if session.get_credentials() is None:
+        return (
+            "no AWS credentials found: run `aws configure`, or set AWS_PROFILE or "
+            "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"
+        )
+    return None
+
+
 def check_credentials(session: Any) -> str:
     """Returns the caller's account id."""
     from botocore import exceptions

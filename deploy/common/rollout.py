@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -49,6 +50,9 @@ class Steps:
     migrate: Callable[[Mapping[str, Any]], None] | None = None
     """Run the migration with pass 1's outputs and wait for it to succeed (AWS); None: the
     program runs it (GCP's job)."""
+    ensure_image: Callable[[str, TextIO], None] | None = None
+    """Make sure the local image exists (:func:`ensure_local_image`: build it) before pass 1
+    creates anything; None: it is assumed there."""
 
 
 def local_image_name(sha256: str) -> str:
@@ -74,6 +78,8 @@ def run(
     if previous_image == release:
         steps.set_rollout(Rollout(release=release, service=release))
         return apply()
+    if steps.ensure_image is not None:
+        steps.ensure_image(steps.local_image(), out)
     steps.set_rollout(Rollout(release=release, service=previous_image))
     out.write("Pass 1 of 2: everything but the master service.\n")
     first = apply()
@@ -125,6 +131,49 @@ class Docker:
                 stdin=login.password,
             )  # fmt: skip
             yield docker
+
+
+def ensure_local_image(
+    local: str,
+    out: TextIO,
+    run_: Run = subprocess.run,
+    env: Mapping[str, str] | None = None,
+) -> None:
+    """Build ``local`` (``det-master:<wheel sha256[:12]>``) with ``infra/build-images.sh
+    master`` when this machine does not have it, on the base ``DET_MASTER_BASE`` names
+    (``common.preflight.master_base``: Docker Hub's python:3.11-slim unless ``debootstrap``),
+    for linux/amd64. The script builds the same wheel ``up`` ships (a fixed
+    ``SOURCE_DATE_EPOCH``), so the image it tags is the one pushed."""
+    from det.deploy.common import preflight
+    from det.deploy.common.release import source_tree
+
+    env = dict(os.environ if env is None else env)
+    docker = Docker("building the master image", run_, env)
+    if docker.succeeds("image", "inspect", local):
+        return
+    tree = source_tree()
+    script = tree / preflight.BUILD_SCRIPT if tree else None
+    if script is None or not script.is_file():
+        raise DeployError(
+            f"no local image {local}, and no det source checkout to build it from "
+            f"({preflight.BUILD_SCRIPT} master): install det from a clone (docs/deploy.md)"
+        )
+    base = preflight.master_base(env)
+    out.write(f"Building the master image {local} ({preflight.MASTER_PLATFORM}, {base} base)...\n")
+    done = run_(
+        ["bash", str(script), "master"],
+        env={**env, "MASTER_BASE": base, "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["failed"])[-1]
+        raise DeployError(f"building the master image failed: {last}")
+    if not docker.succeeds("image", "inspect", local):
+        raise DeployError(
+            f"{preflight.BUILD_SCRIPT} master did not make {local}: the checkout's code is not "
+            "the det this up ships (install det from this clone, or run up from it)"
+        )
 
 
 def push_image(local: str, remote: str, login: Login, run_: Run = subprocess.run) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import shutil
 from collections.abc import Mapping
 from typing import Any, TextIO
 
@@ -20,9 +21,9 @@ from det.deploy.common import (
     rollout,
     serverless,
 )
+from det.deploy.common import preflight as common_preflight
 from det.deploy.common import status as status_report
 from det.deploy.common.errors import DeployError
-from det.deploy.common.preflight import check_pulumi_cli
 from det.deploy.common.serverless import Rollout
 from det.deploy.gcp import bootlog, images, preflight, program, teardown
 from det.deploy.gcp import serverless as gcp_serverless
@@ -144,8 +145,19 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         # stack's outputs tell: the flags alone are checked first, then the Pulumi CLI, then
         # the outputs are read and the config is made for the kind they record.
         _check_flags_alone(args)
-        check_pulumi_cli()
-        cfg = config_from_args(args, _previous_outputs(args.cluster_id) or None)
+        # What this machine lacks, all at once and before any cloud call (common.preflight);
+        # the stack (with the Pulumi CLI) tells an existing cluster's master kind.
+        _use_keypath(args.keypath)
+        recorded = _previous_outputs(args.cluster_id) if shutil.which("pulumi") else {}
+        kind = serverless.master_kind(getattr(args, "master", None), recorded or None)
+        common_preflight.require_local(
+            docker_for=common_preflight.docker_needs(
+                kind == serverless.SERVERLESS, bool(getattr(args, "mirror_images", False))
+            ),
+            master_image=kind == serverless.SERVERLESS,
+            credentials=preflight.local_credentials,
+        )
+        cfg = config_from_args(args, recorded or None)
     # The dry-run renders the image families as asked; a real `up` pins them in `check` (after
     # the credentials and APIs are known good) and the program is built from the pinned config.
     pinned = {"cfg": cfg}
@@ -276,6 +288,7 @@ def _rollout_steps(pinned: dict[str, GcpConfig], found: dict[str, Any]) -> rollo
     return rollout.Steps(
         release=release,
         local_image=lambda: rollout.local_image(pinned["cfg"].boot.release),
+        ensure_image=rollout.ensure_local_image,
         set_rollout=set_rollout,
         login=login,
     )

@@ -72,6 +72,22 @@ GPU_QUOTA_METRICS = {
 }
 
 
+def local_credentials() -> str | None:
+    """The problem with this machine's Google Cloud credentials as found locally (None: found;
+    ``check_credentials`` then uses them)."""
+    import google.auth
+    from google.auth import exceptions
+
+    try:
+        google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+    except exceptions.DefaultCredentialsError:
+        return (
+            "no Google Cloud credentials found: run `gcloud auth application-default login` or "
+            "set GOOGLE_APPLICATION_CREDENTIALS to a service account key file"
+        )
+    return None
+
+
 def check_credentials(project_id: str) -> tuple[Any, GetJson]:
     try:
         import google.auth
