@@ -23,7 +23,14 @@
 #   det-master:latest            det-base + det-platform[master,aws,gcp] from the wheel `det deploy` ships, as the
 #                                serverless master (infra/master-image); also tagged det-master:SHA12
 #                                (the wheel's sha256) and labelled ai.det.wheel-sha256. The dependency
-#                                layer is cached while the constraints are unchanged.
+#                                layer is cached while the constraints are unchanged. Always linux/amd64
+#                                (what Cloud Run and the Fargate task run). MASTER_BASE=official builds
+#                                it FROM Docker Hub's python:3.11-slim with `--platform linux/amd64`
+#                                (no root, no debootstrap: a laptop, macOS or arm64 included, with
+#                                Docker Desktop's emulation); MASTER_BASE=debootstrap (the default
+#                                here) FROM det-base:bookworm, for an x86_64 machine without Docker
+#                                Hub. `det deploy ... up` runs this target with MASTER_BASE=official
+#                                unless DET_MASTER_BASE says otherwise (docs/deploy.md).
 #
 # Python packages are downloaded on the host (pip honours the host's index, find-links and CA
 # bundle) into a wheelhouse that is part of the build context, so builds inside Docker never
@@ -33,7 +40,9 @@
 #        (default: all)
 # Environment: PYTHON (host python used for pip, default python3), DEBIAN_MIRROR,
 #              TORCH_VERSION (2.13.0), DETERMINED_VERSION (0.38.1), FORCE_BASE=1 (rebuilds the
-#              debootstrap images too), DET_IMAGE_WHEEL_CACHE (a folder where the downloaded
+#              debootstrap images too), MASTER_BASE (debootstrap|official: the master image's
+#              base; OFFICIAL_PYTHON_IMAGE, default python:3.11-slim, names the official one),
+#              DET_IMAGE_WHEEL_CACHE (a folder where the downloaded
 #              wheels are also kept, under the key of their stamp, and copied from by a later
 #              build in another checkout: .ci/run sets it).
 set -euo pipefail
@@ -54,6 +63,10 @@ TORCH_IMAGE="det-task:py3.11-cpu-torch"
 OFFICIAL_IMAGE="det-official:py3.11-torch"
 MASTER_IMAGE="det-master"
 MASTER_HERE="$REPO/infra/master-image"
+MASTER_BASE="${MASTER_BASE:-debootstrap}"
+OFFICIAL_PYTHON_IMAGE="${OFFICIAL_PYTHON_IMAGE:-python:3.11-slim}"
+# The platform serverless masters run on (Cloud Run and Fargate tasks here: x86_64).
+MASTER_PLATFORM="linux/amd64"
 # The task images run CPython 3.11 on manylinux x86_64 (bookworm's python3).
 PIP_TARGET_ARGS=(--only-binary=:all: --python-version 3.11 --implementation cp --abi cp311
   --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64
@@ -259,14 +272,30 @@ build_gc() {
     "$PYTHON" -m det.deploy.common.gc_image --base "$BASE_IMAGE"
 }
 
+# master_base: the master build's BASE_IMAGE for MASTER_BASE, into MASTER_FROM (debootstrap:
+# built here first, and only on x86_64, as debootstrap makes the host's architecture).
+master_base() {
+  case "$MASTER_BASE" in
+    official) MASTER_FROM="$OFFICIAL_PYTHON_IMAGE" ;;
+    debootstrap)
+      [[ "$(uname -m)" == x86_64 ]] \
+        || die "MASTER_BASE=debootstrap builds this machine's architecture ($(uname -m)), not $MASTER_PLATFORM: use MASTER_BASE=official"
+      build_base
+      MASTER_FROM="$BASE_IMAGE" ;;
+    *) die "MASTER_BASE must be debootstrap or official, not '$MASTER_BASE'" ;;
+  esac
+}
+
 build_master() {
+  master_base
   prepare_master_wheels
   local sha old
   sha="$(cat "$MASTER_HERE/wheels/det/sha256")"
   old="$(docker image inspect -f '{{.Id}}' "$MASTER_IMAGE:latest" 2>/dev/null || true)"
-  timed "docker build $MASTER_IMAGE" docker build --quiet -t "$MASTER_IMAGE:latest" \
+  timed "docker build $MASTER_IMAGE ($MASTER_PLATFORM, FROM $MASTER_FROM)" docker build --quiet \
+    --platform "$MASTER_PLATFORM" -t "$MASTER_IMAGE:latest" \
     -t "$MASTER_IMAGE:${sha:0:12}" --label "ai.det.wheel-sha256=$sha" \
-    --build-arg "BASE_IMAGE=$BASE_IMAGE" -f "$MASTER_HERE/Dockerfile" "$MASTER_HERE"
+    --build-arg "BASE_IMAGE=$MASTER_FROM" -f "$MASTER_HERE/Dockerfile" "$MASTER_HERE"
   # The image :latest named before, when no tag names it any more (a test that built its
   # det-master:SHA12 drops that tag at its end): nothing can run it by name, so it goes (a
   # container still using it keeps it: the removal fails and is ignored).
@@ -297,7 +326,7 @@ for target in "${TARGETS[@]}"; do
     cpu) build_base; build_cpu ;;
     torch) base_beside prepare_harness_wheels prepare_torch_wheels prepare_notebook_wheels; build_torch ;;
     gc) build_base; build_gc ;;
-    master) build_base; build_master ;;
+    master) build_master ;;
     all) build_base; build_trixie; build_bullseye; build_cpu; build_torch; build_gc; build_master ;;
     *) die "unknown target '$target' (base|trixie|bullseye|vm|cpu|torch|gc|master|all)" ;;
   esac
