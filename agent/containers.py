@@ -38,7 +38,7 @@ from det.agent.follower import LogFollower
 from det.agent.harness_bundle import HarnessBundle
 from det.agent.logs import LogShipper
 from det.agent.master_client import MasterClient, task_container_cert
-from det.agent.mount_guard import MountGuard
+from det.agent.mount_guard import Judged, MountGuard, MountRefused, verify_created
 from det.agent.reconcile import Actual
 from det.common import context_ready
 from det.common.container_spec import ContainerSpec
@@ -392,8 +392,7 @@ class DockerRuntime:
     def _start(self, rec: Record, spec: ContainerSpec) -> None:
         container = None
         try:
-            if self._mount_guard is not None:
-                self._mount_guard.check(spec.get("bindMounts") or [])
+            judged = self._judge(spec)
             image = str(spec["image"])
             if spec.get("forcePull") or not self._has_image(image):
                 if not self._set(rec, AllocationState.PULLING):
@@ -409,11 +408,15 @@ class DockerRuntime:
                 # An agent user gets a workdir of its own (its HOME), context or not. The
                 # download overlaps the container's create (and its start, see below).
                 fetch = _ContextFetch(self._master, spec, workdir, owner, self._ready(rec, spec))
-            container = self._docker.containers.create(
-                **self._create_args(rec, spec, workdir, fetch.ready if fetch else None)
-            )
+            args = self._create_args(rec, spec, workdir, fetch.ready if fetch else None, judged)
+            container = self._docker.containers.create(**args)
             with self._lock:
                 rec.docker_id = container.id
+            mismatch = verify_created(container.attrs, args)
+            if mismatch is not None:
+                raise MountRefused(
+                    f"the created container differs from what was judged: {mismatch}"
+                )
             if fetch is not None and fetch.ready is None:
                 container.put_archive("/", fetch.result())
             if not self._set(rec, AllocationState.STARTING):
@@ -441,6 +444,13 @@ class DockerRuntime:
             self._terminate_unstarted(rec, container, f"start failed: {e}")
         finally:
             self._on_change()
+
+    def _judge(self, spec: ContainerSpec) -> Judged:
+        """The spec's mounts and devices, their sources resolved on this host and judged
+        (det.agent.mount_guard); MountRefused names the first one refused."""
+        if self._mount_guard is None:
+            return Judged(tuple(spec.get("bindMounts") or []), tuple(spec.get("devices") or []))
+        return self._mount_guard.judge(spec)
 
     def _ready(self, rec: Record, spec: ContainerSpec) -> str | None:
         """The ready marker's path when the context may be copied in after the start: the
@@ -495,8 +505,17 @@ class DockerRuntime:
             return False
 
     def _create_args(
-        self, rec: Record, spec: ContainerSpec, workdir: str, ready: str | None = None
+        self,
+        rec: Record,
+        spec: ContainerSpec,
+        workdir: str,
+        ready: str | None = None,
+        judged: Judged | None = None,
     ) -> dict[str, Any]:
+        """docker-py's ``containers.create`` arguments; mounts and devices from ``judged`` (their
+        sources resolved), else as the spec has them (tests of the arguments alone)."""
+        if judged is None:
+            judged = Judged(tuple(spec.get("bindMounts") or []), tuple(spec.get("devices") or []))
         slot_ids = [str(s) for s in spec.get("slotIds") or []]
         args: dict[str, Any] = {
             "image": str(spec["image"]),
@@ -524,14 +543,14 @@ class DockerRuntime:
                     read_only=bool(m.get("readOnly", False)),
                     propagation=m.get("propagation") or None,
                 )
-                for m in spec.get("bindMounts") or []
+                for m in judged.mounts
             ],
         }
         shm = spec.get("shmSize")
         if shm:
             # Bytes, or a size string Docker understands ("4G"), as Determined's shm_size allows.
             args["shm_size"] = int(shm) if str(shm).isdigit() else str(shm)
-        args.update(docker_options(spec))
+        args.update(docker_options({**spec, "devices": list(judged.devices)}))
         owner = run_as(spec)
         if owner is not None:
             args["user"] = f"{owner[0]}:{owner[1]}"

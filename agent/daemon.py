@@ -25,7 +25,7 @@ from det.agent.errors import AgentMasterError, MasterRejected
 from det.agent.harness_bundle import HarnessBundle
 from det.agent.logs import CursorStore, LogShipper
 from det.agent.master_client import MasterClient
-from det.agent.mount_guard import MountGuard, engine_sockets
+from det.agent.mount_guard import MountGuard, engine_sockets, own_installation
 from det.agent.preemption import NoticePoller, load_notice_source
 from det.agent.reconcile import Actual, Desired, decide, reports
 from det.common.agent_protocol import HeartbeatRequest, HeartbeatResponse
@@ -89,7 +89,7 @@ class Agent:
         self.master = MasterClient(config.master_url, config.token(), cert=config.master_cert())
         cursor_dir = config.state_dir / config.agent_id.replace("/", "_") / "log-cursors"
         self.shipper = LogShipper(self.master, CursorStore(cursor_dir))
-        guard = MountGuard([*engine_sockets(os.environ), *config.own_paths()])
+        guard = MountGuard([*engine_sockets(os.environ), *config.own_paths(), *own_installation()])
         self.runtime = DockerRuntime(
             docker_client,
             self.master,

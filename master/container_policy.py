@@ -2,62 +2,64 @@
 container may use (master.yaml ``task_container_policy``, and each pool's, which overrides it
 key by key). Pure: a resolved task config and the policy in, the first refusal out.
 
-What a task asks for is refused, naming the field and the rule, when it
+This is the early, friendly refusal, on paths as written (after lexical normalisation:
+``/etc/../root`` is ``/root``). The check that holds is the agent's (``det.agent.mount_guard``):
+it applies the same policy, sent with each container spec (:func:`host_policy`), to what each
+source really is on its host, links resolved and device nodes judged by their numbers.
 
-- mounts a **protected host path** (:data:`PROTECTED_PATHS`, the master's ``data_dir`` and the
-  policy's ``protected_host_paths``): the path itself, anything under it, or anything above it
-  (mounting ``/var`` exposes ``/var/run/docker.sock``);
-- mounts a path outside the policy's ``bind_mounts`` allow list (when it has one), or writably
-  one the list allows read-only;
+What a non-admin's task asks for is refused, naming the field and the rule, when it
+
+- mounts a **protected host path** (:data:`PROTECTED_PATHS`, the master's ``data_dir`` and
+  installation, the policy's ``protected_host_paths``): the path itself, anything under it, or
+  anything above it (mounting ``/var`` exposes ``/var/run/docker.sock``);
+- mounts what lies under a directory tasks may write (a writable cluster mount, such as the
+  checkpoint directory, or a writable allowed root): a task could have planted a link there;
+- mounts a path that is neither a cluster mount, nor under one given read-only, nor under a root
+  the policy's ``bind_mounts`` allows (none by default), or writably one allowed read-only;
 - adds a capability outside the policy's ``add_capabilities`` (when set), or else a
   :data:`PROTECTED_CAPABILITIES` one;
-- passes a host device outside the policy's ``devices`` (when set), or else a
-  :data:`PROTECTED_DEVICES` one.
+- passes a host device the cluster's defaults do not give and the policy's ``devices`` does not
+  list (none by default), or a :data:`PROTECTED_DEVICES` one.
 
 What the cluster's own ``task_container_defaults`` (and its ``checkpoint_storage``) give every
-task is the admin's and always allowed, as is anything under a mount they give (with the same
-or less access). Paths are compared after lexical normalisation (``/etc/../root`` is ``/root``,
-``//etc/`` is ``/etc``); the master cannot see symbolic links on the agents' hosts, so the agent
-refuses its own state and the Docker socket itself (``det.agent.mount_guard``).
+task is the admin's and always allowed as given.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import posixpath
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from det.common.container_spec import HostPolicy, HostRoot
+from det.common.host_policy import (
+    PROTECTED_DEVICES,
+    PROTECTED_PATHS,
+    crosses,
+    normalize,
+    parse_device_rule,
+    strictly_within,
+    within,
+)
 from det.common.jsontypes import JSONObject, JSONValue
 
-#: Host paths no non-admin task mounts: the system's configuration, binaries and kernel
-#: interfaces, root's home, the runtime sockets (the Docker engine's among them) and the
-#: engine's, containerd's, the agent's and a deployed master's state. A mount of any of these,
-#: of anything under them or of anything above them (``/``, ``/var``) is refused.
-PROTECTED_PATHS = (
-    "/bin",
-    "/boot",
-    "/dev",
-    "/etc",
-    "/lib",
-    "/lib32",
-    "/lib64",
-    "/libx32",
-    "/proc",
-    "/root",
-    "/run",
-    "/sbin",
-    "/sys",
-    "/usr",
-    "/var/run",
-    "/var/lib/docker",
-    "/var/lib/containerd",
-    "/var/lib/det",
-    "/var/lib/det-agent",
-)
+__all__ = [
+    "PROTECTED_CAPABILITIES",
+    "PROTECTED_DEVICES",
+    "PROTECTED_PATHS",
+    "ContainerPolicy",
+    "Mount",
+    "Request",
+    "Trusted",
+    "host_policy",
+    "normalize",
+    "refusals",
+    "request_of",
+    "trusted_of",
+]
 
 #: Capabilities that cross the container's boundary (mount, load modules, raw I/O, open any
 #: inode by handle, the host's network with host networking, the kernel log, BPF, the clock,
@@ -81,30 +83,6 @@ PROTECTED_CAPABILITIES = frozenset(
     }
 )
 
-#: Host devices that read or write the host's memory, kernel log or disks (fnmatch patterns);
-#: refused unless the policy lists them in ``devices``.
-PROTECTED_DEVICES = (
-    "/dev/mem",
-    "/dev/kmem",
-    "/dev/port",
-    "/dev/kmsg",
-    "/dev/sd*",
-    "/dev/hd*",
-    "/dev/vd*",
-    "/dev/xvd*",
-    "/dev/nvme*",
-    "/dev/mmcblk*",
-    "/dev/loop*",
-    "/dev/dm-*",
-    "/dev/md*",
-    "/dev/mapper/*",
-    "/dev/disk/*",
-    "/dev/sg*",
-    "/dev/cpu/*",
-    "/dev/mtd*",
-    "/dev/zram*",
-)
-
 
 class AllowedMount(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -119,12 +97,14 @@ class ContainerPolicy(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    #: Host paths (and what is under them) a non-admin's bind mount may come from; None: any
-    #: path that is not protected.
+    #: Host paths (and what is under them) a non-admin's bind mount may come from, besides the
+    #: cluster's own mounts; None or empty: none.
     bind_mounts: list[AllowedMount] | None = None
     #: Capabilities a non-admin's task may add; None: any but the protected ones.
     add_capabilities: list[str] | None = None
-    #: Host devices a non-admin's task may pass in; None: any but the protected ones.
+    #: Host devices a non-admin's task may pass in besides its slots' GPUs and the cluster's
+    #: defaults: host paths (the agent allows the device node they are, by kind and numbers) or
+    #: ``"c MAJOR:MINOR"`` / ``"b MAJOR:*"`` rules; None or empty: none.
     devices: list[str] | None = None
     #: More host paths no non-admin task may mount, besides :data:`PROTECTED_PATHS`.
     protected_host_paths: list[str] = Field(default_factory=list)
@@ -164,25 +144,10 @@ class Request:
     devices: tuple[tuple[str, Any], ...] = ()
 
 
-def normalize(path: str) -> str:
-    """``path`` cleaned lexically (``..``, ``.``, repeated and trailing slashes)."""
-    out = posixpath.normpath(path)
-    return "/" + out.lstrip("/") if out.startswith("/") else out
-
-
 def capability(name: str) -> str:
     """Docker's spelling of a capability: upper case, no ``CAP_`` prefix."""
     upper = str(name).strip().upper()
     return upper.removeprefix("CAP_")
-
-
-def _within(path: str, root: str) -> bool:
-    return path == root or root == "/" or path.startswith(root.rstrip("/") + "/")
-
-
-def _crosses(path: str, protected: str) -> bool:
-    """Whether mounting ``path`` exposes ``protected``: it is, is under, or is above it."""
-    return _within(path, protected) or _within(protected, path)
 
 
 def _object(value: JSONValue) -> JSONObject:
@@ -312,57 +277,94 @@ def refusals(request: Request, policy: ContainerPolicy, trusted: Trusted) -> Ite
                 " lists it"
             )
     for where, raw in request.devices:
-        if not isinstance(raw, str) or not raw.startswith("/"):
-            yield f"{where}: must be an absolute path (got {raw!r})"
-            continue
-        dev = normalize(raw)
-        if dev in trusted.devices:
-            continue
-        if policy.devices is not None:
-            allowed = {normalize(d) for d in policy.devices}
-            if dev not in allowed:
-                yield (
-                    f"{where}: {dev} is not in task_container_policy.devices"
-                    f" ({_listing(sorted(allowed))})"
-                )
-        elif any(fnmatch.fnmatchcase(dev, pattern) for pattern in PROTECTED_DEVICES):
-            yield (
-                f"{where}: {dev} is a protected device (the host's memory, kernel log or disks):"
-                " only an admin's task may use it unless task_container_policy.devices lists it"
-            )
+        why = _device_refusal(raw, policy, trusted)
+        if why:
+            yield f"{where}: {why}"
+
+
+def _device_refusal(raw: Any, policy: ContainerPolicy, trusted: Trusted) -> str | None:
+    if not isinstance(raw, str) or not raw.startswith("/"):
+        return f"must be an absolute path (got {raw!r})"
+    dev = normalize(raw)
+    if dev in trusted.devices:
+        return None
+    if any(fnmatch.fnmatchcase(dev, pattern) for pattern in PROTECTED_DEVICES):
+        return (
+            f"{dev} is a protected device (the host's memory, kernel log or disks): only an"
+            " admin's task may use it"
+        )
+    listed = [d for d in policy.devices or [] if parse_device_rule(d) is None]
+    if dev in {normalize(d) for d in listed}:
+        return None
+    if any(parse_device_rule(d) is not None for d in policy.devices or []):
+        return None  # allowed by number, maybe: the agent stat's the node and decides
+    return (
+        f"{dev} is not in task_container_policy.devices ({_listing(sorted(listed))}):"
+        " a task gets its slots' GPUs, and other host devices only as an admin allows"
+    )
 
 
 def _mount_refusal(m: Mount, policy: ContainerPolicy, trusted: Trusted) -> str | None:
     if not isinstance(m.host_path, str) or not m.host_path.startswith("/"):
         return f"must be an absolute path (got {m.host_path!r})"
     path = normalize(m.host_path)
-    for root, read_only in trusted.mounts:
-        if _within(path, root) and (m.read_only or not read_only):
-            return None  # the cluster's own mount (or part of it), with no more access
-    protected = (
-        PROTECTED_PATHS
-        + tuple(trusted.protected)
-        + tuple(normalize(p) for p in policy.protected_host_paths)
-    )
-    hit = next((p for p in protected if _crosses(path, p)), None)
+    if any(root == path and (m.read_only or not ro) for root, ro in trusted.mounts):
+        return None  # the cluster's own mount, as given, with no more access
+    allowed = [(normalize(a.host_path), a.read_only) for a in policy.bind_mounts or []]
+    writable = [root for root, ro in (*trusted.mounts, *allowed) if not ro]
+    under = next((w for w in writable if strictly_within(path, w)), None)
+    if under is not None:
+        return (
+            f"{path} is under {under}, a directory tasks may write: what lies there is never a"
+            " task's mount source (a link planted there could lead anywhere); mount the"
+            " directory itself"
+        )
+    hit = next((p for p in protected_paths(policy, trusted) if crosses(path, p)), None)
     if hit is not None:
-        what = "is" if path == hit else ("is under" if _within(path, hit) else "contains")
+        what = "is" if path == hit else ("is under" if within(path, hit) else "contains")
         return (
             f"{path} {what} the protected host path {hit}: only an admin's task may mount it"
             " (task_container_policy)"
         )
-    if policy.bind_mounts is None:
-        return None
-    allowed = [a for a in policy.bind_mounts if _within(path, normalize(a.host_path))]
-    if not allowed:
-        names = _listing([normalize(a.host_path) for a in policy.bind_mounts])
-        return f"{path} is not under a path task_container_policy.bind_mounts allows ({names})"
-    if not m.read_only and all(a.read_only for a in allowed):
+    roots = [(root, True) for root, ro in trusted.mounts if ro] + allowed
+    fits = [ro for root, ro in roots if within(path, root)]
+    if not fits:
+        names = _listing([root for root, _ in roots])
+        return (
+            f"{path} is not under a host path tasks may mount ({names}): an admin names them"
+            " in task_container_policy.bind_mounts"
+        )
+    if not m.read_only and all(fits):
         return (
             f"{path} may be mounted read-only only (task_container_policy.bind_mounts):"
             " set read_only: true"
         )
     return None
+
+
+def protected_paths(policy: ContainerPolicy, trusted: Trusted) -> list[str]:
+    """Every host path a non-admin's task may not mount (nor what is under or above it)."""
+    out = [*PROTECTED_PATHS, *trusted.protected]
+    out += [normalize(p) for p in policy.protected_host_paths]
+    return list(dict.fromkeys(out))
+
+
+def host_policy(admin: bool, policy: ContainerPolicy, trusted: Trusted) -> HostPolicy:
+    """The policy the agent applies to the container's sources on its own host (the container
+    spec's ``hostPolicy``)."""
+
+    def roots(given: Iterable[tuple[str, bool]]) -> list[HostRoot]:
+        return [{"hostPath": p, "readOnly": ro} for p, ro in given]
+
+    return {
+        "admin": admin,
+        "protectedPaths": protected_paths(policy, trusted),
+        "clusterMounts": roots(trusted.mounts),
+        "allowedRoots": roots(
+            (normalize(a.host_path), a.read_only) for a in policy.bind_mounts or []
+        ),
+        "allowedDevices": sorted(trusted.devices) + list(policy.devices or []),
+    }
 
 
 def _listing(items: list[str]) -> str:

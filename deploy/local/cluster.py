@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import secrets
 import shutil
 import signal
@@ -17,7 +18,7 @@ import socket
 import string
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,18 @@ def generate_password() -> str:
             return pw
 
 
-def master_config(paths: LocalPaths, port: int, password: str) -> dict[str, Any]:
+def mount_root(text: str) -> dict[str, Any]:
+    """``--allow-mount PATH[:ro|:rw]`` as a ``task_container_policy.bind_mounts`` entry
+    (read-only unless ``:rw``); DeployError naming the flag for anything else."""
+    path, _, mode = text.rpartition(":") if text.endswith((":ro", ":rw")) else (text, "", "")
+    if not path.startswith("/"):
+        raise DeployError(f"--allow-mount {text}: must be an absolute host path, PATH[:ro|:rw]")
+    return {"host_path": os.path.normpath(path), "read_only": mode != "rw"}
+
+
+def master_config(
+    paths: LocalPaths, port: int, password: str, mount_roots: Sequence[str] = ()
+) -> dict[str, Any]:
     """The master.yaml of a local cluster (Determined's keys, see docs/config.md)."""
     return {
         "port": port,
@@ -92,10 +104,14 @@ def master_config(paths: LocalPaths, port: int, password: str) -> dict[str, Any]
             ],
         },
         "checkpoint_storage": {"type": "shared_fs", "host_path": str(paths.checkpoints)},
-        # Determined's permissive defaults (any host path, capability or device that is not
-        # protected: det.master.container_policy), and never this state directory (the admin
-        # password, the agent token, the agents' state) beyond the checkpoints mounted above.
-        "task_container_policy": {"protected_host_paths": [str(paths.root)]},
+        # A non-admin's task mounts the checkpoint directory as given (never what lies under
+        # it: tasks write there), and whatever lies under the roots --allow-mount names; never
+        # this state directory (the admin password, the agent token, the database, the agents'
+        # state). Capabilities stay Determined's (any but the protected ones); no host devices.
+        "task_container_policy": {
+            "bind_mounts": [mount_root(r) for r in mount_roots],
+            "protected_host_paths": [str(paths.root)],
+        },
         "log": {"level": "info", "color": False},
     }
 
@@ -250,6 +266,7 @@ def up(
     state_dir: Path | None = None,
     images: bool = True,
     progress: Progress | None = None,
+    mount_roots: Sequence[str] = (),
 ) -> LocalCluster:
     """Starts (or finds running) a local cluster; raises DeployError with one readable line.
 
@@ -259,6 +276,8 @@ def up(
     note = progress or _log_progress
     if agents < 0 or slots_per_agent < 1:
         raise DeployError("--agents must be >= 0 and --slots-per-agent >= 1")
+    for root in mount_roots:
+        mount_root(root)  # a bad --allow-mount stops before anything starts
     paths = LocalPaths.at(state_dir)
     docker_client = engine.client()  # raises NoDockerEngine before anything is created
     ids = [agent_id(i) for i in range(agents)]
@@ -292,7 +311,10 @@ def up(
     paths.root.mkdir(parents=True, exist_ok=True)
     paths.checkpoints.mkdir(parents=True, exist_ok=True)
     password, generated = _password(paths, initial_user_password, note)
-    write_private(paths.master_yaml, yaml.safe_dump(master_config(paths, master_port, password)))
+    write_private(
+        paths.master_yaml,
+        yaml.safe_dump(master_config(paths, master_port, password, mount_roots)),
+    )
     url = f"http://127.0.0.1:{master_port}"
     for stale in paths.agent_ids_on_disk():  # agents of an earlier run still attached to nothing
         pid = procs.running_pid(paths.agent_pid(stale), AGENT_MARKER)

@@ -50,6 +50,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         state_dir=_state_dir(args),
         images=not args.no_images,
         progress=_say,
+        mount_roots=args.allow_mount or (),
     )
     if c.already_running:
         _say(f"a local cluster is already running at {c.master_url} (state in {c.state_dir})")
@@ -128,6 +129,13 @@ def add_parsers(deploy_subparsers: Any) -> None:
     )
     up.add_argument(
         "--no-images", action="store_true", help="do not build the task image when missing"
+    )
+    up.add_argument(
+        "--allow-mount",
+        action="append",
+        metavar="PATH[:ro|:rw]",
+        help="a host directory non-admins' tasks may bind-mount (or what is under it),"
+        " read-only unless :rw; repeatable (default: none besides the checkpoint directory)",
     )
     _state_flag(up)
     up.set_defaults(func=_guarded(cmd_up))

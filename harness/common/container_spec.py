@@ -29,6 +29,33 @@ class BindMount(TypedDict):
     propagation: str
 
 
+class HostRoot(TypedDict):
+    """A host directory tasks' mounts may come from (``hostPath`` as the master's config names
+    it; the agent resolves it on its own host)."""
+
+    hostPath: str
+    readOnly: bool
+
+
+class HostPolicy(TypedDict):
+    """What of the agent's host the container may get (``det.common.host_policy``): the master's
+    policy for the task's owner, which the agent applies to what each mount and device source
+    really is on its own host (``det.agent.mount_guard``)."""
+
+    # The task's owner is an admin: only the protected paths the agent keeps itself apply.
+    admin: bool
+    # Host paths no mount of a non-admin's task may be, be under or contain.
+    protectedPaths: list[str]
+    # The cluster's own mounts (task_container_defaults, checkpoint_storage): a non-admin's task
+    # may mount each as given (read-only ones also what is under them).
+    clusterMounts: list[HostRoot]
+    # task_container_policy.bind_mounts: the roots a non-admin's mounts may come from.
+    allowedRoots: list[HostRoot]
+    # Devices a non-admin's task may pass in besides its slots' GPUs: "c 10:229", "b 7:*", or
+    # host paths the agent stat's for their kind and numbers.
+    allowedDevices: list[str]
+
+
 class DockerOptions(TypedDict):
     """The Docker settings from the task's resolved config and its pool."""
 
@@ -41,6 +68,8 @@ class DockerOptions(TypedDict):
     devices: list[Device]
     networkMode: str
     bindMounts: list[BindMount]
+    # None from a master that sends none: the agent's own protected paths only.
+    hostPolicy: HostPolicy | None
 
 
 class ContainerSpec(DockerOptions):

@@ -403,7 +403,9 @@ def container_spec(conn: Conn, st: MasterState, alloc: Allocation, agent_id: str
     if row.globs is not None:
         env["DET_CHECKPOINT_GLOBS"] = json.dumps(list(row.globs))
     # the experiment's Docker settings: its registry credentials pull the same image
-    docker = containers.docker_options(st, config, alloc.resource_pool)
+    docker = containers.docker_options(
+        st, config, alloc.resource_pool, admin=containers.owner_is_admin(conn, alloc.id)
+    )
     gc_image = st.config.task_container_defaults_for(alloc.resource_pool).get("checkpoint_gc_image")
     if gc_image:
         image = str(gc_image)

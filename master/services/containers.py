@@ -11,7 +11,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import importlib.util
 import os
+import sys
 from collections.abc import Mapping, Sequence
 
 from det.common.container_spec import BindMount, Device, DockerOptions
@@ -64,9 +66,11 @@ def _strings(value: JSONValue) -> list[str]:
     return [str(v) for v in value] if isinstance(value, list) else []
 
 
-def docker_options(st: MasterState, config: JSONObject, pool: str) -> DockerOptions:
+def docker_options(st: MasterState, config: JSONObject, pool: str, *, admin: bool) -> DockerOptions:
     """The container spec's Docker settings from the experiment's resolved config (which already
-    holds the cluster's task_container_defaults) and the pool's ``network_mode``.
+    holds the cluster's task_container_defaults) and the pool's ``network_mode``, with the host
+    policy the agent applies to its mounts and devices (``admin``: whether the task's owner is
+    one now).
 
     ``registryAuth`` goes to the agent that pulls and nowhere else (see expconf.environment).
     """
@@ -94,7 +98,40 @@ def docker_options(st: MasterState, config: JSONObject, pool: str) -> DockerOpti
         "devices": devices,
         "networkMode": network if isinstance(network, str) and network else "host",
         "bindMounts": bind_mounts(config),
+        "hostPolicy": container_policy.host_policy(
+            admin, st.config.task_container_policy_for(pool), _trusted(st, pool)
+        ),
     }
+
+
+def _installation() -> list[str]:
+    """Where the master's Python and det's code live: no task mounts them."""
+    out = [sys.prefix, sys.base_prefix, sys.exec_prefix]
+    for name in ("det", "det.master"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None:
+            out.extend(spec.submodule_search_locations or [])
+    return [os.path.abspath(p) for p in out if p and os.path.abspath(p) != "/"]
+
+
+def _trusted(st: MasterState, pool: str) -> container_policy.Trusted:
+    """What the cluster gives every task of ``pool`` and what it protects besides the policy:
+    the master's data directory (its database and agent token) and installation."""
+    return container_policy.trusted_of(
+        st.config.task_container_defaults_for(pool),
+        st.config.checkpoint_storage,
+        [os.path.abspath(st.config.data_dir), *_installation()],
+    )
+
+
+def owner_is_admin(conn: Conn, allocation_id: str) -> bool:
+    """Whether the user whose job the allocation is holds the admin flag now."""
+    row = conn.execute(
+        "SELECT u.admin FROM allocations a JOIN jobs j ON j.id = a.job_id"
+        " JOIN users u ON u.id = j.owner_id WHERE a.id = %s",
+        (allocation_id,),
+    ).fetchone()
+    return bool(row and row[0])
 
 
 def check_policy(
@@ -113,13 +150,10 @@ def check_policy(
     pool = str(_object(config.get("resources")).get("resource_pool") or "")
     tcd = st.config.task_container_defaults_for(pool)
     request = container_policy.request_of(config, extra_mounts, tcd)
-    trusted = container_policy.trusted_of(
-        tcd,
-        st.config.checkpoint_storage,
-        [os.path.abspath(st.config.data_dir)],
-    )
     refusal = next(
-        container_policy.refusals(request, st.config.task_container_policy_for(pool), trusted),
+        container_policy.refusals(
+            request, st.config.task_container_policy_for(pool), _trusted(st, pool)
+        ),
         None,
     )
     if refusal is not None:

@@ -358,7 +358,9 @@ def container_spec(conn: Conn, st: MasterState, alloc: Allocation, agent_id: str
         )
         if task["kind"] == "SHELL":
             env["DET_SHELL_AUTHORIZED_KEY"] = str(task["data"].get("publicKey") or "")
-    docker = containers.docker_options(st, config, alloc.resource_pool)
+    docker = containers.docker_options(
+        st, config, alloc.resource_pool, admin=containers.owner_is_admin(conn, alloc.id)
+    )
     if task["kind"] == "TENSORBOARD":
         sources, mounts = tensorboards.container_sources(task["data"])
         env["DET_TENSORBOARD_SOURCES"] = json.dumps(sources)

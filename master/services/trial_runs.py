@@ -262,7 +262,9 @@ def container_spec(conn: Conn, st: MasterState, alloc: Allocation, agent_id: str
         "env": env,
         "slotIds": slot_ids,
         "deviceType": device,
-        **containers.docker_options(st, config, alloc.resource_pool),
+        **containers.docker_options(
+            st, config, alloc.resource_pool, admin=containers.owner_is_admin(conn, alloc.id)
+        ),
         "user": containers.run_as(conn, alloc.id, env),
         "contextPath": f"/api/v1/tasks/{alloc.task_id}/context",
         "workdir": containers.WORKDIR,

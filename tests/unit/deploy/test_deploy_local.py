@@ -8,12 +8,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 import yaml
 
+from det.deploy.common.errors import DeployError
 from det.deploy.local import cluster, commands, engine, procs
 from det.deploy.local.paths import LocalPaths, default_state_dir, write_private
 from det.master.config import parse_config
@@ -152,33 +154,56 @@ def test_no_engine_message_is_one_line_naming_what_to_do(monkeypatch: pytest.Mon
     assert "usermod" in engine.no_engine_message("Permission denied")
 
 
-def test_local_policy_is_permissive_but_protects_the_clusters_own_state(tmp_path: Path) -> None:
+def test_local_policy_denies_by_default_and_protects_the_clusters_own_state(
+    tmp_path: Path,
+) -> None:
     from det.master.container_policy import refusals, request_of, trusted_of
 
     paths = LocalPaths.at(tmp_path)
-    config = parse_config(cluster.master_config(paths, 18123, "Pw-123456"), env={})
-    policy = config.task_container_policy_for("default")
-    trusted = trusted_of(
-        config.task_container_defaults, config.checkpoint_storage, [str(config.data_dir)]
-    )
 
-    def refused(host: str) -> bool:
-        task = {"bind_mounts": [{"host_path": host, "container_path": "/x"}]}
-        return bool(list(refusals(request_of(task), policy, trusted)))
+    def refused_by(roots: list[str]) -> Callable[[str, bool], bool]:
+        config = parse_config(cluster.master_config(paths, 18123, "Pw-123456", roots), env={})
+        policy = config.task_container_policy_for("default")
+        trusted = trusted_of(
+            config.task_container_defaults, config.checkpoint_storage, [str(config.data_dir)]
+        )
 
-    assert policy.bind_mounts is None and policy.add_capabilities is None
-    assert not refused("/home/someone/data")
-    assert not refused(str(paths.checkpoints / "run-1"))
+        def refused(host: str, read_only: bool = False) -> bool:
+            task = {
+                "bind_mounts": [{"host_path": host, "container_path": "/x", "read_only": read_only}]
+            }
+            return bool(list(refusals(request_of(task), policy, trusted)))
+
+        return refused
+
+    refused = refused_by([])
+    assert not refused(str(paths.checkpoints))  # as the cluster mounts it
+    assert refused(str(paths.checkpoints / "run-1"))  # tasks write there: links, swaps
+    assert refused("/home/someone/data", True)  # nothing else by default
     for host in (
         paths.root,
         paths.password_file,
         paths.agent_token,
+        paths.data_dir / "postgres",
         paths.agent_state("local-agent-0"),
         "/etc",
         "/root",
         "/var/run/docker.sock",
     ):
         assert refused(str(host)), host
+
+    refused = refused_by(["/home/someone/data", "/scratch:rw"])
+    assert not refused("/home/someone/data/imagenet", True)
+    assert refused("/home/someone/data/imagenet", False)  # read-only unless :rw
+    assert not refused("/scratch")
+    assert refused("/scratch/mine")  # writable: the directory itself only
+
+
+def test_allow_mount_must_be_an_absolute_path() -> None:
+    assert cluster.mount_root("/data/") == {"host_path": "/data", "read_only": True}
+    assert cluster.mount_root("/data:rw") == {"host_path": "/data", "read_only": False}
+    with pytest.raises(DeployError, match="--allow-mount data: must be an absolute host path"):
+        cluster.mount_root("data")
 
 
 def test_waiting_for_agents_asks_a_slow_master_again(

@@ -16,7 +16,7 @@ from det.master.container_policy import (
     trusted_of,
 )
 
-PERMISSIVE = ContainerPolicy()
+DEFAULT = ContainerPolicy()
 BARE = ContainerPolicy()
 CLOUD = ContainerPolicy.model_validate(
     {"bind_mounts": [{"host_path": "/mnt/shared_fs"}], "add_capabilities": [], "devices": []}
@@ -29,17 +29,19 @@ DATA = ContainerPolicy.model_validate(
         ],
         "add_capabilities": ["SYS_PTRACE"],
         "devices": ["/dev/fuse"],
-        "protected_host_paths": ["/data/secret"],
+        "protected_host_paths": ["/datasets/secret"],
     }
 )
 TCD: dict[str, Any] = {
     "bind_mounts": [
         {"host_path": "/srv/ckpt", "container_path": "/ckpt"},
         {"host_path": "/etc/ssl/certs", "container_path": "/certs", "read_only": True},
+        {"host_path": "/srv/data", "container_path": "/data", "read_only": True},
     ],
     "add_capabilities": ["NET_ADMIN"],
     "devices": [{"host_path": "/dev/kmsg", "container_path": "/dev/kmsg"}],
 }
+RO_DATA = ContainerPolicy()
 TRUSTED = trusted_of(
     TCD, {"type": "shared_fs", "host_path": "/var/det/ckpt"}, ["/home/det/master-data"]
 )
@@ -62,7 +64,7 @@ def storage(host: str) -> dict[str, Any]:
 
 
 def first(config: dict[str, Any], policy: ContainerPolicy) -> str:
-    # BARE is PERMISSIVE's rules on a cluster whose defaults give tasks nothing.
+    # BARE is DEFAULT's rules on a cluster whose defaults give tasks nothing.
     trusted = Trusted() if policy is BARE else TRUSTED
     return next(refusals(request_of(config), policy, trusted), "")
 
@@ -72,23 +74,23 @@ CASES = [
     # The issue's attack, under the default (permissive) policy.
     (
         mount("/root"),
-        PERMISSIVE,
+        DEFAULT,
         "bind_mounts[0].host_path: /root is the protected host path /root",
     ),
-    (mount("/etc"), PERMISSIVE, "bind_mounts[0].host_path: /etc is the protected host path /etc"),
-    (mount("/var/run"), PERMISSIVE, "bind_mounts[0].host_path: /var/run is the protected"),
+    (mount("/etc"), DEFAULT, "bind_mounts[0].host_path: /etc is the protected host path /etc"),
+    (mount("/var/run"), DEFAULT, "bind_mounts[0].host_path: /var/run is the protected"),
     (
         mount("/var/run/docker.sock"),
-        PERMISSIVE,
+        DEFAULT,
         "bind_mounts[0].host_path: /var/run/docker.sock is under",
     ),
     (
         cap("SYS_ADMIN"),
-        PERMISSIVE,
+        DEFAULT,
         "environment.add_capabilities[0]: SYS_ADMIN is a protected capability",
     ),
-    (cap("cap_sys_admin"), PERMISSIVE, "environment.add_capabilities[0]: SYS_ADMIN is a protected"),
-    (cap("ALL"), PERMISSIVE, "environment.add_capabilities[0]: ALL is a protected"),
+    (cap("cap_sys_admin"), DEFAULT, "environment.add_capabilities[0]: SYS_ADMIN is a protected"),
+    (cap("ALL"), DEFAULT, "environment.add_capabilities[0]: ALL is a protected"),
     (
         device("/dev/kvm"),
         DATA,
@@ -97,65 +99,77 @@ CASES = [
     (device("/dev/kmsg/"), BARE, "resources.devices[0].host_path: /dev/kmsg is a protected device"),
     (
         device("/dev/sda1"),
-        PERMISSIVE,
+        DEFAULT,
         "resources.devices[0].host_path: /dev/sda1 is a protected device",
     ),
     (
         device("/dev/mem"),
-        PERMISSIVE,
+        DEFAULT,
         "resources.devices[0].host_path: /dev/mem is a protected device",
     ),
     # Normalised before the check: dot-dot, repeated and trailing slashes.
-    (mount("/data/../root"), PERMISSIVE, "bind_mounts[0].host_path: /root is the protected"),
-    (mount("//etc/"), PERMISSIVE, "bind_mounts[0].host_path: /etc is the protected"),
-    (mount("/home/./../etc/shadow"), PERMISSIVE, "bind_mounts[0].host_path: /etc/shadow is under"),
+    (mount("/data/../root"), DEFAULT, "bind_mounts[0].host_path: /root is the protected"),
+    (mount("//etc/"), DEFAULT, "bind_mounts[0].host_path: /etc is the protected"),
+    (mount("/home/./../etc/shadow"), DEFAULT, "bind_mounts[0].host_path: /etc/shadow is under"),
     (
         device("/dev/../dev/mem"),
-        PERMISSIVE,
+        DEFAULT,
         "resources.devices[0].host_path: /dev/mem is a protected",
     ),
     # Above a protected path: it would expose it.
-    (mount("/"), PERMISSIVE, "bind_mounts[0].host_path: / contains the protected host path /bin"),
+    (mount("/"), DEFAULT, "bind_mounts[0].host_path: / contains the protected host path /bin"),
     (
         mount("/var"),
-        PERMISSIVE,
+        DEFAULT,
         "bind_mounts[0].host_path: /var contains the protected host path /var/run",
     ),
     (
         mount("/var/lib"),
-        PERMISSIVE,
+        DEFAULT,
         "bind_mounts[0].host_path: /var/lib contains the protected host path /var/lib/docker",
     ),
     # The master's own data (its agent token) and the policy's extra protected paths.
     (
         mount("/home/det"),
-        PERMISSIVE,
+        DEFAULT,
         "bind_mounts[0].host_path: /home/det contains the protected host path /home/det/master-data",
     ),
     (
-        mount("/data/secret/x"),
+        mount("/datasets/secret/x", read_only=True),
         DATA,
-        "bind_mounts[0].host_path: /data/secret/x is under the protected host path /data/secret",
+        "bind_mounts[0].host_path: /datasets/secret/x is under the protected host path /datasets/secret",
     ),
     # Relative paths are refused, not guessed.
-    (mount("etc"), PERMISSIVE, "bind_mounts[0].host_path: must be an absolute path"),
-    (mount(None), PERMISSIVE, "bind_mounts[0].host_path: must be an absolute path"),
+    (mount("etc"), DEFAULT, "bind_mounts[0].host_path: must be an absolute path"),
+    (mount(None), DEFAULT, "bind_mounts[0].host_path: must be an absolute path"),
     # Shared-fs storage is a mount too.
-    (storage("/etc"), PERMISSIVE, "checkpoint_storage.host_path: /etc is the protected"),
+    (storage("/etc"), DEFAULT, "checkpoint_storage.host_path: /etc is the protected"),
     (
         storage("/scratch"),
         CLOUD,
-        "checkpoint_storage.host_path: /scratch is not under a path task_container_policy.bind_mounts allows (allowed: /mnt/shared_fs)",
+        "checkpoint_storage.host_path: /scratch is not under a host path tasks may mount (allowed: /etc/ssl/certs, /srv/data, /mnt/shared_fs)",
     ),
     # Allow lists.
-    (mount("/data/imagenet"), DATA, ""),
+    (mount("/data"), DATA, ""),
+    (mount("/data/", read_only=True), DATA, ""),
+    # What lies under a directory tasks write is never a mount source: a task may have planted
+    # a link there, or swap a directory for one between the agent's check and the mount.
+    (
+        mount("/data/imagenet", read_only=True),
+        DATA,
+        "bind_mounts[0].host_path: /data/imagenet is under /data, a directory tasks may write",
+    ),
     (mount("/datasets/coco", read_only=True), DATA, ""),
     (
         mount("/datasets/coco"),
         DATA,
         "bind_mounts[0].host_path: /datasets/coco may be mounted read-only only",
     ),
-    (mount("/database"), DATA, "bind_mounts[0].host_path: /database is not under a path"),
+    (
+        mount("/database"),
+        DATA,
+        "bind_mounts[0].host_path: /database is not under a host path tasks may mount (allowed: /etc/ssl/certs, /srv/data, /data, /datasets)",
+    ),
     (cap("SYS_PTRACE"), DATA, ""),
     (cap("sys_ptrace"), DATA, ""),
     (
@@ -174,16 +188,69 @@ CASES = [
         CLOUD,
         "resources.devices[0].host_path: /dev/fuse is not in task_container_policy.devices (none allowed)",
     ),
-    (mount("/mnt/shared_fs/team-a"), CLOUD, ""),
-    (mount("/mnt"), CLOUD, "bind_mounts[0].host_path: /mnt is not under a path"),
-    # Permissive: what is not protected passes (Determined's behaviour).
-    (mount("/home/alice/data"), PERMISSIVE, ""),
-    (mount("/tmp/x/"), PERMISSIVE, ""),
-    (cap("SYS_PTRACE", "SYS_NICE"), PERMISSIVE, ""),
-    (device("/dev/fuse"), PERMISSIVE, ""),
+    (mount("/mnt/shared_fs"), CLOUD, ""),
+    (
+        mount("/mnt/shared_fs/team-a"),
+        CLOUD,
+        "bind_mounts[0].host_path: /mnt/shared_fs/team-a is under /mnt/shared_fs, a directory",
+    ),
+    (mount("/mnt"), CLOUD, "bind_mounts[0].host_path: /mnt is not under a host path"),
+    # By default a non-admin mounts only what the cluster mounts (no allow list: none), and
+    # passes in no host device; capabilities stay Determined's (any but the protected ones).
+    (
+        mount("/home/alice/data"),
+        DEFAULT,
+        "bind_mounts[0].host_path: /home/alice/data is not under a host path tasks may mount"
+        " (allowed: /etc/ssl/certs, /srv/data)",
+    ),
+    (
+        mount("/tmp/x/"),
+        BARE,
+        "bind_mounts[0].host_path: /tmp/x is not under a host path tasks may mount (none allowed)",
+    ),
+    (cap("SYS_PTRACE", "SYS_NICE"), DEFAULT, ""),
+    (
+        device("/dev/fuse"),
+        DEFAULT,
+        "resources.devices[0].host_path: /dev/fuse is not in task_container_policy.devices (none allowed)",
+    ),
+    (
+        device("/dev/fuse"),
+        ContainerPolicy(devices=["c 10:229"]),
+        "",  # by number: the agent stat's the node and decides
+    ),
+    # Other names of the host's disks and kernel log.
+    (
+        device("/dev/block/8:0"),
+        DEFAULT,
+        "resources.devices[0].host_path: /dev/block/8:0 is a protected device",
+    ),
+    (
+        device("/dev/char/1:11"),
+        DEFAULT,
+        "resources.devices[0].host_path: /dev/char/1:11 is a protected device",
+    ),
+    (
+        device("/dev/root"),
+        DEFAULT,
+        "resources.devices[0].host_path: /dev/root is a protected device",
+    ),
     # The cluster's own task_container_defaults and storage are trusted, under any policy.
     (mount("/srv/ckpt"), CLOUD, ""),
-    (mount("/srv/ckpt/run1/"), CLOUD, ""),
+    # ...as given: what lies under the writable checkpoint directory is the tasks' (finding:
+    # a link planted there led to /etc, the admin password and the database).
+    (
+        mount("/srv/ckpt/run1/"),
+        CLOUD,
+        "bind_mounts[0].host_path: /srv/ckpt/run1 is under /srv/ckpt, a directory tasks may write",
+    ),
+    # Under a read-only cluster mount: still not a protected path.
+    (mount("/srv/data/x", read_only=True), RO_DATA, ""),
+    (
+        mount("/etc/ssl/certs/ca", read_only=True),
+        CLOUD,
+        "bind_mounts[0].host_path: /etc/ssl/certs/ca is under the protected host path /etc",
+    ),
     (mount("/etc/ssl/certs", read_only=True), CLOUD, ""),
     (
         mount("/etc/ssl/certs"),
@@ -219,7 +286,7 @@ def test_every_bad_item_is_reported_in_order() -> None:
         **cap("SYS_ADMIN"),
         **device("/dev/kmsg"),
     }
-    got = list(refusals(request_of(config), PERMISSIVE, Trusted()))
+    got = list(refusals(request_of(config), DEFAULT, Trusted()))
     assert [g.split(":")[0] for g in got] == [
         "bind_mounts[0].host_path",
         "environment.add_capabilities[0]",
@@ -277,7 +344,7 @@ def test_fields_are_numbered_as_in_the_users_own_config() -> None:
             ]
         },
     }
-    got = list(refusals(request_of(config, (), TCD), PERMISSIVE, TRUSTED))
+    got = list(refusals(request_of(config, (), TCD), DEFAULT, TRUSTED))
     assert [g.split(":")[0] for g in got] == [
         "bind_mounts[0].host_path",
         "resources.devices[0].host_path",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -163,7 +164,7 @@ def test_the_container_spec_carries_the_docker_settings_of_the_pool_and_experime
     }
     tcd = st.config.task_container_defaults_for("gpu")
     config = parse_experiment_config(exp, {"task_container_defaults": tcd}).to_dict()
-    opts = docker_options(st, config, "gpu")
+    opts = docker_options(st, config, "gpu", admin=False)
     assert opts["networkMode"] == "bridge"  # the pool's
     assert opts["registryAuth"] == {
         "username": "ci",
@@ -178,8 +179,21 @@ def test_the_container_spec_carries_the_docker_settings_of_the_pool_and_experime
     assert opts["shmSize"] == 2147483648
     assert [m["containerPath"] for m in opts["bindMounts"]][:1] == ["/data"]
 
+    # The agent gets the policy to judge the sources on its host: the cluster's mounts and
+    # devices, the protected paths (the master's data directory among them), no allowed roots.
+    policy = opts["hostPolicy"]
+    assert policy is not None and policy["admin"] is False
+    assert [r["hostPath"] for r in policy["clusterMounts"]] == [
+        *(m["host_path"] for m in tcd["bind_mounts"]),
+        st.config.checkpoint_storage["host_path"],  # shared_fs storage: a mount too
+    ]
+    assert policy["allowedRoots"] == []
+    assert "/etc" in policy["protectedPaths"]
+    assert os.path.abspath(st.config.data_dir) in policy["protectedPaths"]
+
     plain = parse_experiment_config(EXP).to_dict()
-    opts = docker_options(SimpleNamespace(config=parse_config({})), plain, "default")  # type: ignore[arg-type]
+    opts = docker_options(SimpleNamespace(config=parse_config({})), plain, "default", admin=True)  # type: ignore[arg-type]
+    assert opts["hostPolicy"] is not None and opts["hostPolicy"]["admin"] is True
     assert opts["networkMode"] == "host"
     assert opts["shmSize"] == DEFAULT_SHM_SIZE  # Determined's 4 GiB
     assert opts["registryAuth"] is None
