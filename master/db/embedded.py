@@ -19,6 +19,7 @@ pg_hba.conf of the embedded server is the master's: any other content is replace
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pwd
@@ -33,6 +34,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
+from psycopg.errors import DuplicateDatabase, UniqueViolation
 
 from det.master.errors import MasterError
 
@@ -76,7 +78,9 @@ def start(data_dir: Path) -> str:
     password = _password(password_file)
     pgdata.mkdir(mode=0o700, parents=True, exist_ok=True)
     if not (pgdata / "PG_VERSION").exists():
-        _init(pgdata, password)
+        with pgserver.postgres_server.PostgresServer._lock:  # the lock pgserver inits under
+            if not (pgdata / "PG_VERSION").exists():  # another master may have been first
+                _init(pgdata, password)
     server = pgserver.get_server(pgdata, cleanup_mode="stop")  # type: ignore[attr-defined,unused-ignore]
     info = server.get_postmaster_info()
     if info.socket_dir is None:
@@ -92,7 +96,9 @@ def start(data_dir: Path) -> str:
         with psycopg.connect(admin, autocommit=True) as conn:
             exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,))
             if not exists.fetchone():
-                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
+                # Two masters starting at once: the second's CREATE meets the first's database.
+                with contextlib.suppress(DuplicateDatabase, UniqueViolation):
+                    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
     except psycopg.OperationalError as e:
         if "password authentication failed" in str(e):
             raise EmbeddedDatabaseError(
