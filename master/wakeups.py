@@ -19,8 +19,10 @@ REST API with google-auth: no extra SDK) and :class:`EventBridgeScheduler` (a on
 EventBridge Scheduler schedule whose target is an event bus, whose rule sends it to the master
 through an API destination with the token from the event's ``detail.token``; or, with the
 scheduler's CloudWatch ``putMetricData`` target, a datapoint that an alarm turns into a running
-ECS task, since ECS starts no task on a request). The cloud
-SDKs are imported when a scheduler is built, not at import.
+ECS task, since ECS starts no task on a request) and :class:`ScheduledScalingScheduler` (two
+one-time Application Auto Scaling scheduled actions on the ECS service: its minimum is 1 from the
+time for a while, then 0; what an ECS master uses, since nothing needs to answer HTTP for it to
+start a task). The cloud SDKs are imported when a scheduler is built, not at import.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import hmac
 import json
 import logging
 import urllib.parse
+from collections.abc import Callable
 from typing import Any, NotRequired, Protocol
 
 import requests
@@ -339,6 +342,145 @@ class EventBridgeScheduler:
             raise WakeupError(f"EventBridge Scheduler {self.group}: {e}") from None
 
 
+class _ScalingExceptions(Protocol):
+    ObjectNotFoundException: type[Exception]
+
+
+class _ScalingClient(Protocol):
+    """What det calls of boto3's ``application-autoscaling`` client."""
+
+    exceptions: _ScalingExceptions
+
+    def put_scheduled_action(self, **request: Any) -> object: ...
+
+    def describe_scheduled_actions(self, **request: Any) -> dict[str, Any]: ...
+
+    def delete_scheduled_action(self, **request: Any) -> object: ...
+
+
+class ScalableTargetAction(TypedDict):
+    MinCapacity: int
+
+
+class PutScheduledActionRequest(TypedDict):
+    """Application Auto Scaling's ``PutScheduledAction`` arguments."""
+
+    ServiceNamespace: str
+    ScalableDimension: str
+    ResourceId: str
+    ScheduledActionName: str
+    Schedule: str
+    Timezone: str
+    ScalableTargetAction: ScalableTargetAction
+
+
+class ScheduledScalingScheduler:
+    """A wake-up as two one-time scheduled actions on the ECS service ``resource_id``
+    (``service/CLUSTER/SERVICE``): at ``wakeup.at`` the scalable target's minimum becomes 1
+    (Application Auto Scaling starts a task if none runs), ``hold`` later 0 again (the sleep
+    alarm then stops the task unless requests keep it). Only the minimum moves: the maximum
+    stays what ``up`` set, and the desired count has one owner, Application Auto Scaling.
+
+    ``PutScheduledAction`` creates or replaces an action of the same name, so asking twice is
+    harmless. A one-time action stays listed after it ran (and a target holds at most 200):
+    each call deletes this cluster's actions that ran more than :data:`STALE` ago."""
+
+    NAMESPACE = "ecs"
+    DIMENSION = "ecs:service:DesiredCount"
+    STALE = dt.timedelta(hours=1)
+
+    def __init__(
+        self,
+        resource_id: str,
+        hold: dt.timedelta,
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        client: _ScalingClient | None = None,
+        now: Callable[[], dt.datetime] | None = None,
+    ) -> None:
+        self.resource_id = resource_id
+        self.hold = hold
+        self.region = region
+        self.endpoint_url = endpoint_url
+        self._client = client
+        self._now = now or (lambda: dt.datetime.now(dt.UTC))
+
+    def _scaling(self) -> _ScalingClient:
+        if self._client is None:
+            try:
+                import boto3  # det-platform[aws]
+            except ImportError:
+                raise MasterError(
+                    "wakeups: Application Auto Scaling needs det-platform[aws] (boto3) on this"
+                    " master"
+                ) from None
+
+            made: _ScalingClient = boto3.client(
+                "application-autoscaling", region_name=self.region, endpoint_url=self.endpoint_url
+            )
+            self._client = made
+        return self._client
+
+    def requests(self, wakeup: Wakeup) -> list[PutScheduledActionRequest]:
+        """The two actions: the wake at ``wakeup.at``, the rest ``hold`` later."""
+        rest = wakeup.at + self.hold
+        return [
+            self._action(wakeup.name, wakeup.at, 1),
+            self._action(f"{wakeup.name}-rest", rest, 0),
+        ]
+
+    def _action(self, name: str, at: dt.datetime, minimum: int) -> PutScheduledActionRequest:
+        return {
+            "ServiceNamespace": self.NAMESPACE,
+            "ScalableDimension": self.DIMENSION,
+            "ResourceId": self.resource_id,
+            "ScheduledActionName": name,
+            "Schedule": f"at({at.astimezone(dt.UTC).strftime('%Y-%m-%dT%H:%M:%S')})",
+            "Timezone": "UTC",
+            "ScalableTargetAction": {"MinCapacity": minimum},
+        }
+
+    def schedule(self, wakeup: Wakeup) -> None:
+        client = self._scaling()
+        try:
+            for request in self.requests(wakeup):
+                client.put_scheduled_action(**request)
+        except Exception as e:  # botocore's ClientError and connection errors alike
+            raise WakeupError(f"Application Auto Scaling {self.resource_id}: {e}") from None
+        try:
+            self._forget_past(client, prefix=f"det-{wakeup.cluster_id}-")
+        except Exception as e:  # housekeeping only: the next wake-up tries again
+            logger.warning("could not delete past wake-ups of %s: %s", self.resource_id, e)
+
+    def _forget_past(self, client: _ScalingClient, prefix: str) -> None:
+        listed = client.describe_scheduled_actions(
+            ServiceNamespace=self.NAMESPACE,
+            ResourceId=self.resource_id,
+            ScalableDimension=self.DIMENSION,
+        )
+        cutoff = self._now() - self.STALE
+        for action in listed.get("ScheduledActions", []):
+            name = str(action.get("ScheduledActionName", ""))
+            at = _at_time(str(action.get("Schedule", "")))
+            if name.startswith(prefix) and at is not None and at < cutoff:
+                client.delete_scheduled_action(
+                    ServiceNamespace=self.NAMESPACE,
+                    ScheduledActionName=name,
+                    ResourceId=self.resource_id,
+                    ScalableDimension=self.DIMENSION,
+                )
+
+
+def _at_time(schedule: str) -> dt.datetime | None:
+    """The time of a one-time ``at(YYYY-MM-DDTHH:MM:SS)`` schedule (UTC); None for others."""
+    if not (schedule.startswith("at(") and schedule.endswith(")")):
+        return None
+    try:
+        return dt.datetime.strptime(schedule[3:-1], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.UTC)
+    except ValueError:
+        return None
+
+
 def build(config: WakeupsConfig) -> Scheduler | None:
     """The configured scheduler; None when wake-ups are off."""
     if config.type == "http":
@@ -359,5 +501,13 @@ def build(config: WakeupsConfig) -> Scheduler | None:
             config.endpoint_url,
             metric_namespace=config.metric_namespace,
             metric_name=config.metric_name,
+        )
+    if config.type == "scheduled_scaling":
+        assert config.resource_id is not None
+        return ScheduledScalingScheduler(
+            config.resource_id,
+            dt.timedelta(seconds=config.hold_seconds),
+            config.region,
+            config.endpoint_url,
         )
     return None

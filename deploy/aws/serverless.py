@@ -13,12 +13,16 @@
   master's task listener (:data:`~det.deploy.common.serverless.TASK_CONTAINER_PORT`), which
   serves only the task proxy: by ``Host`` with a domain, by :data:`FRONT_HEADER` (set by each
   distribution, see :func:`_distribution`) behind CloudFront.
-* Scale to zero: 0 to :data:`~det.deploy.common.serverless.MAX_INSTANCES` tasks (Application
-  Auto Scaling). A request (the ALB answers 503 while no task runs, and counts it) sets one task
-  running within about a minute; 15 minutes without any sets none. The loop's wake-ups
-  (``det.master.wakeups``) are one-time EventBridge Scheduler schedules that put an event on the
-  cluster's event bus, whose rule calls the master's wake-up URL through an API destination
-  (retried until a task answers): such a call is a request like any other.
+* Scale to zero: 0 to :data:`~det.deploy.common.serverless.MAX_INSTANCES` tasks; Application
+  Auto Scaling alone sets the service's desired count (``up`` sets only the scalable target's
+  bounds; the service's ``desiredCount`` is ignored on update). While no task runs, the ALB has
+  no registered target and answers every request itself with 503, which AWS counts as
+  ``HTTPCode_ELB_503_Count``, never as ``RequestCount`` (counted only when the ALB could choose
+  a target): the wake alarm watches the 503s and sets one task; the sleep alarm watches both and
+  sets none after :data:`SLEEP_AFTER_MINUTES` minutes without either. The loop's wake-ups
+  (``det.master.wakeups``) are one-time Application Auto Scaling scheduled actions that raise
+  the scalable target's minimum to 1 at the time and back to 0 :data:`SLEEP_AFTER_MINUTES`
+  later: no HTTP call that would need a running task (docs/deploy.md, "Waking the master").
 * The database: Aurora Serverless v2 pausing at 0 ACU (``--db serverless``, the default here),
   or RDS (``--db rds``); private subnets only, reachable from the master's tasks only.
 * Secrets in Secrets Manager (database password, agent token, admin password, a registry's
@@ -27,7 +31,7 @@
   waits for it to succeed before the second pass rolls the service. The service never migrates.
 * The task role may launch and terminate only instances tagged with the cluster
   (``aws:RequestTag``/``aws:ResourceTag``, ``iam.master_policy``), pass only the agent role,
-  manage only schedules in the cluster's schedule group and pass only the scheduler's role.
+  and manage only the scheduled actions of its own service's scalable target.
 """
 
 from __future__ import annotations
@@ -71,7 +75,7 @@ FRONT_TASKS = "tasks"
 TASKS_RULE_PRIORITY = 10
 TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
 SLEEP_AFTER_MINUTES = 15
-WAKEUP_KIND = "eventbridge"
+WAKEUP_KIND = "scheduled_scaling"
 AURORA_MIN_ACU = 0.0
 AURORA_MAX_ACU = 4.0
 AURORA_PAUSE_AFTER_S = 600
@@ -126,6 +130,19 @@ def short_name(cfg: AwsConfig, role: str) -> str:
     return f"det-{cfg.cluster_id[:keep]}-{digest}-{role}"
 
 
+def ecs_names(cfg: AwsConfig) -> tuple[str, str]:
+    """The ECS cluster's and service's names, fixed (not Pulumi's random suffixes) so the
+    service's own environment can name its scalable target (:func:`service_resource_id`)
+    without depending on the service."""
+    return f"det-{cfg.cluster_id}", f"det-{cfg.cluster_id}-master"
+
+
+def service_resource_id(cfg: AwsConfig) -> str:
+    """Application Auto Scaling's id of the master's ECS service."""
+    cluster, service = ecs_names(cfg)
+    return f"service/{cluster}/{service}"
+
+
 def release_image(cfg: AwsConfig, repository_url: str) -> str:
     rel = cfg.boot.release or release.placeholder()
     return f"{repository_url}:{sl.image_tag(rel)}"
@@ -176,11 +193,10 @@ def task_policy(
     agent_role_arn: str,
     agent_subnet_arn: str,
     agent_sg_arn: str,
-    schedule_group: str,
-    scheduler_role_arn: str,
 ) -> dict[str, Any]:
     """The master's own identity: the VM master's policy (tagged agents only, the bucket)
-    without its secret (ECS injects the secrets), plus its wake-up schedules."""
+    without its secret (ECS injects the secrets). Its wake-ups are a second policy,
+    :func:`wakeup_policy`, attached once the service's scalable target exists."""
     doc = iam.master_policy(
         cluster_id=cfg.cluster_id,
         region=cfg.region,
@@ -192,50 +208,33 @@ def task_policy(
         keypair=cfg.keypair,
     )
     statements = [s for s in doc["Statement"] if s.get("Sid") != "ClusterSecret"]
-    statements += [
-        {
-            "Sid": "WakeUpSchedules",
-            "Effect": "Allow",
-            "Action": [
-                "scheduler:CreateSchedule",
-                "scheduler:UpdateSchedule",
-                "scheduler:DeleteSchedule",
-                "scheduler:GetSchedule",
-            ],
-            "Resource": f"arn:aws:scheduler:{cfg.region}:*:schedule/{schedule_group}/*",
-        },
-        {
-            "Sid": "PassSchedulerRole",
-            "Effect": "Allow",
-            "Action": "iam:PassRole",
-            "Resource": scheduler_role_arn,
-            "Condition": {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}},
-        },
-    ]
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-def scheduler_policy(bus_arn: str) -> dict[str, Any]:
-    """The wake-up schedules' role: put events on the cluster's event bus only."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {"Sid": "WakeUp", "Effect": "Allow", "Action": "events:PutEvents", "Resource": bus_arn}
-        ],
-    }
-
-
-def invoke_policy(destination_arn: str) -> dict[str, Any]:
-    """The event rule's role: call the master's wake-up API destination only."""
+def wakeup_policy(scalable_target_arn: str) -> dict[str, Any]:
+    """The master's wake-ups (det.master.wakeups.ScheduledScalingScheduler): scheduled actions
+    of its own service's scalable target only. Application Auto Scaling takes a scalable
+    target's ARN for these two actions; listing scheduled actions takes no resource (the
+    Service Authorization Reference), and reads only scaling settings. Application Auto
+    Scaling then updates the service with its own service-linked role: det passes no role."""
     return {
         "Version": "2012-10-17",
         "Statement": [
             {
-                "Sid": "CallMaster",
+                "Sid": "WakeUpActions",
                 "Effect": "Allow",
-                "Action": "events:InvokeApiDestination",
-                "Resource": destination_arn,
-            }
+                "Action": [
+                    "application-autoscaling:PutScheduledAction",
+                    "application-autoscaling:DeleteScheduledAction",
+                ],
+                "Resource": scalable_target_arn,
+            },
+            {
+                "Sid": "ListWakeUpActions",
+                "Effect": "Allow",
+                "Action": "application-autoscaling:DescribeScheduledActions",
+                "Resource": "*",
+            },
         ],
     }
 
@@ -624,7 +623,6 @@ class ServerlessMaster(pulumi.ComponentResource):
         self.task_url = front["task_url"]
         self.alb_dns = front["alb_dns"]
         self.certificate_validation = front["validation"]
-        self._wakeup_route(name, cfg, roles["bus"], self.url, child)
         limit = sl.REQUEST_TIMEOUT_S if cfg.domain else CLOUDFRONT_READ_TIMEOUT_S
         roles["wakeup_env"].update(sl.service_env(limit))
         roles["wakeup_env"].update(SERVICE_SHAPE.env())
@@ -644,7 +642,7 @@ class ServerlessMaster(pulumi.ComponentResource):
         ).apply(lambda v: _master_config(cfg, v))
         self.master_yaml = config.apply(sl.render_config)
         self.config_hash = config.apply(master.agent_config_hash)
-        cluster = aws.ecs.Cluster(name, tags=tags, opts=child)
+        cluster = aws.ecs.Cluster(name, name=ecs_names(cfg)[0], tags=tags, opts=child)
         self.ecs_cluster = cluster.name
         region = cfg.region
 
@@ -738,15 +736,6 @@ class ServerlessMaster(pulumi.ComponentResource):
             tags,
             child,
         )
-        group = aws.scheduler.ScheduleGroup(name, name=name, tags=tags, opts=child)
-        bus = aws.cloudwatch.EventBus(name, name=name, tags=tags, opts=child)
-        scheduler = iam.service_role(
-            f"{name}-scheduler",
-            "scheduler.amazonaws.com",
-            bus.arn.apply(lambda b: json.dumps(scheduler_policy(b))),
-            tags,
-            child,
-        )
         task = iam.service_role(
             f"{name}-task",
             "ecs-tasks.amazonaws.com",
@@ -757,8 +746,6 @@ class ServerlessMaster(pulumi.ComponentResource):
                 sg=args.agent_sg.id.apply(
                     lambda s: f"arn:aws:ec2:{cfg.region}:*:security-group/{s}"
                 ),
-                group=group.name,
-                scheduler=scheduler.arn,
             ).apply(
                 lambda v: json.dumps(
                     task_policy(
@@ -767,8 +754,6 @@ class ServerlessMaster(pulumi.ComponentResource):
                         agent_role_arn=v["agent_role"],
                         agent_subnet_arn=v["subnet"],
                         agent_sg_arn=v["sg"],
-                        schedule_group=v["group"],
-                        scheduler_role_arn=v["scheduler"],
                     )
                 )
             ),
@@ -780,79 +765,14 @@ class ServerlessMaster(pulumi.ComponentResource):
             "agent_role": agent_role.arn,
             "execution": execution.arn,
             "task": task.arn,
-            "bus": bus,
+            "task_role": task,
             "wakeup_env": {
                 sl.WAKEUPS_TYPE_ENV: WAKEUP_KIND,
-                sl.WAKEUPS_TARGET_ARN_ENV: bus.arn,
-                sl.WAKEUPS_ROLE_ARN_ENV: scheduler.arn,
-                sl.WAKEUPS_GROUP_ENV: group.name,
+                sl.WAKEUPS_RESOURCE_ID_ENV: service_resource_id(cfg),
+                sl.WAKEUPS_HOLD_SECONDS_ENV: str(SLEEP_AFTER_MINUTES * 60),
                 sl.WAKEUPS_REGION_ENV: cfg.region,
             },
         }
-
-    def _wakeup_route(
-        self,
-        name: str,
-        cfg: AwsConfig,
-        bus: aws.cloudwatch.EventBus,
-        url: pulumi.Output[str],
-        child: pulumi.ResourceOptions,
-    ) -> None:
-        """The event bus's rule: a wake-up event becomes a POST of the master's wake-up URL with
-        the event's token as its header (an API destination; retried for an hour while the
-        master's task starts)."""
-        tags = cfg.tags
-        # API destinations need a connection with an authorization; det authenticates the call
-        # by the wake-up token header instead, so the connection's key is a fixed placeholder.
-        connection = aws.cloudwatch.EventConnection(
-            name,
-            authorization_type="API_KEY",
-            auth_parameters=aws.cloudwatch.EventConnectionAuthParametersArgs(
-                api_key=aws.cloudwatch.EventConnectionAuthParametersApiKeyArgs(
-                    key="X-Det-Connection", value="det-wakeup"
-                )
-            ),
-            opts=child,
-        )
-        destination = aws.cloudwatch.EventApiDestination(
-            name,
-            connection_arn=connection.arn,
-            invocation_endpoint=url.apply(lambda u: f"{u}{sl.WAKEUP_PATH}"),
-            http_method="POST",
-            invocation_rate_limit_per_second=1,
-            opts=child,
-        )
-        rule = aws.cloudwatch.EventRule(
-            name,
-            event_bus_name=bus.name,
-            event_pattern=json.dumps(
-                {"source": [sl.WAKEUP_EVENT_SOURCE], "detail-type": [sl.WAKEUP_EVENT_DETAIL_TYPE]}
-            ),
-            tags=tags,
-            opts=child,
-        )
-        invoker = iam.service_role(
-            f"{name}-wakeup",
-            "events.amazonaws.com",
-            destination.arn.apply(lambda d: json.dumps(invoke_policy(d))),
-            tags,
-            child,
-        )
-        aws.cloudwatch.EventTarget(
-            name,
-            rule=rule.name,
-            event_bus_name=bus.name,
-            arn=destination.arn,
-            role_arn=invoker.arn,
-            input="{}",
-            http_target=aws.cloudwatch.EventTargetHttpTargetArgs(
-                header_parameters={sl.WAKEUP_TOKEN_HEADER: "$.detail.token"}
-            ),
-            retry_policy=aws.cloudwatch.EventTargetRetryPolicyArgs(
-                maximum_event_age_in_seconds=3600, maximum_retry_attempts=185
-            ),
-            opts=child,
-        )
 
     def _front(
         self, name: str, cfg: AwsConfig, args: ServerlessMasterArgs, child: pulumi.ResourceOptions
@@ -1019,6 +939,7 @@ class ServerlessMaster(pulumi.ComponentResource):
         tags = cfg.tags
         service = aws.ecs.Service(
             name,
+            name=ecs_names(cfg)[1],
             cluster=cluster.arn,
             task_definition=definition.arn,
             launch_type="FARGATE",
@@ -1055,16 +976,22 @@ class ServerlessMaster(pulumi.ComponentResource):
             ),
         )
         self.ecs_service = service.name
-        resource_id = pulumi.Output.all(cluster.name, service.name).apply(
-            lambda v: f"service/{v[0]}/{v[1]}"
-        )
+        # The target names the service by its fixed name (the wake-ups' environment names it
+        # the same way); it waits for the service, which ECS requires to exist.
         scalable = aws.appautoscaling.Target(
             name,
             service_namespace="ecs",
             scalable_dimension="ecs:service:DesiredCount",
-            resource_id=resource_id,
+            resource_id=service_resource_id(cfg),
             min_capacity=0,
             max_capacity=SERVICE_SHAPE.instances,
+            tags=tags,
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[service])),
+        )
+        aws.iam.RolePolicy(
+            f"{name}-task-wakeups",
+            role=roles["task_role"].id,
+            policy=scalable.arn.apply(lambda a: json.dumps(wakeup_policy(a))),
             opts=child,
         )
 
@@ -1094,19 +1021,21 @@ class ServerlessMaster(pulumi.ComponentResource):
 
         wake = policy("wake", 1, "0", None)
         sleep = policy("sleep", 0, None, "0")
-        calls = _calls_query(front["alb"].arn_suffix)
         aws.cloudwatch.MetricAlarm(
             f"{name}-wake",
-            alarm_description="a request (a wake-up call too): run a master task",
+            alarm_description="the ALB answered 503 itself (no task registered): run a task",
             comparison_operator="GreaterThanOrEqualToThreshold",
             threshold=1,
             evaluation_periods=1,
-            metric_queries=calls,
+            metric_queries=wake_query(front["alb"].arn_suffix),
             treat_missing_data="notBreaching",
             alarm_actions=[wake.arn],
             tags=tags,
             opts=child,
         )
+        # An Auto Scaling action is invoked again every minute its alarm stays in ALARM (the
+        # CloudWatch User Guide, "Alarm actions"): the sleep alarm must leave ALARM on the same
+        # 503s that wake the service, or it would set 0 again a minute after the wake alarm's 1.
         aws.cloudwatch.MetricAlarm(
             f"{name}-sleep",
             alarm_description=f"no request for {SLEEP_AFTER_MINUTES} minutes: no task",
@@ -1114,7 +1043,7 @@ class ServerlessMaster(pulumi.ComponentResource):
             threshold=1,
             evaluation_periods=SLEEP_AFTER_MINUTES,
             datapoints_to_alarm=SLEEP_AFTER_MINUTES,
-            metric_queries=calls,
+            metric_queries=calls_query(front["alb"].arn_suffix),
             treat_missing_data="breaching",
             alarm_actions=[sleep.arn],
             tags=tags,
@@ -1193,22 +1122,46 @@ def _distribution(
     )
 
 
-def _calls_query(alb_suffix: pulumi.Output[str]) -> list[aws.cloudwatch.MetricAlarmMetricQueryArgs]:
-    """Requests the ALB received a minute at a time (the 503s it answers while no task runs, a
-    wake-up call among them, included); no datapoint counts as none."""
-    return [
-        aws.cloudwatch.MetricAlarmMetricQueryArgs(
-            id="requests",
-            metric=aws.cloudwatch.MetricAlarmMetricQueryMetricArgs(
-                namespace="AWS/ApplicationELB",
-                metric_name="RequestCount",
-                dimensions={"LoadBalancer": alb_suffix},
-                period=60,
-                stat="Sum",
-            ),
+def _alb_metric(
+    query_id: str, metric_name: str, alb_suffix: pulumi.Input[str]
+) -> aws.cloudwatch.MetricAlarmMetricQueryArgs:
+    return aws.cloudwatch.MetricAlarmMetricQueryArgs(
+        id=query_id,
+        metric=aws.cloudwatch.MetricAlarmMetricQueryMetricArgs(
+            namespace="AWS/ApplicationELB",
+            metric_name=metric_name,
+            dimensions={"LoadBalancer": alb_suffix},
+            period=60,
+            stat="Sum",
         ),
+    )
+
+
+def wake_query(alb_suffix: pulumi.Input[str]) -> list[aws.cloudwatch.MetricAlarmMetricQueryArgs]:
+    """The 503s the ALB answered itself a minute at a time: with no registered target it
+    answers every request so ("HTTP 503: Service Unavailable: the target groups for the load
+    balancer have no registered targets", the ALB troubleshooting guide) and counts it as
+    ``HTTPCode_ELB_503_Count``, never as ``RequestCount`` (only "incremented for requests
+    where the load balancer node was able to choose a target", the ALB's CloudWatch metrics)."""
+    return [
+        _alb_metric("refused", "HTTPCode_ELB_503_Count", alb_suffix),
         aws.cloudwatch.MetricAlarmMetricQueryArgs(
-            id="calls", expression="FILL(requests, 0)", label="calls", return_data=True
+            id="wake", expression="FILL(refused, 0)", label="refused", return_data=True
+        ),
+    ]
+
+
+def calls_query(alb_suffix: pulumi.Input[str]) -> list[aws.cloudwatch.MetricAlarmMetricQueryArgs]:
+    """Every request a minute at a time: those a task answered (``RequestCount``) and those the
+    ALB answered itself while none ran (``HTTPCode_ELB_503_Count``); no datapoint is none."""
+    return [
+        _alb_metric("requests", "RequestCount", alb_suffix),
+        _alb_metric("refused", "HTTPCode_ELB_503_Count", alb_suffix),
+        aws.cloudwatch.MetricAlarmMetricQueryArgs(
+            id="calls",
+            expression="FILL(requests, 0) + FILL(refused, 0)",
+            label="calls",
+            return_data=True,
         ),
     ]
 

@@ -107,6 +107,8 @@ WAKEUPS_TARGET_ARN_ENV = "DET_WAKEUPS_TARGET_ARN"
 WAKEUPS_ROLE_ARN_ENV = "DET_WAKEUPS_ROLE_ARN"
 WAKEUPS_GROUP_ENV = "DET_WAKEUPS_GROUP"
 WAKEUPS_REGION_ENV = "DET_WAKEUPS_REGION"
+WAKEUPS_RESOURCE_ID_ENV = "DET_WAKEUPS_RESOURCE_ID"
+WAKEUPS_HOLD_SECONDS_ENV = "DET_WAKEUPS_HOLD_SECONDS"
 # What the master's wake-up call looks like (det.master.wakeups: POST with a token header the
 # master derives from its cluster secret; EventBridge events carry it in detail.token).
 WAKEUP_PATH = "/api/v1/master/wakeup"

@@ -230,41 +230,56 @@ def test_task_role_launches_only_the_clusters_tagged_agents(graph):
         by_sid["PassAgentRole"]["Condition"]["StringEquals"]["iam:PassedToService"]
         == "ec2.amazonaws.com"
     )
-    schedules = by_sid["WakeUpSchedules"]
-    assert schedules["Resource"] == "arn:aws:scheduler:us-west-2:*:schedule/det-c1-master/*"
-    passed = by_sid["PassSchedulerRole"]
-    assert passed["Condition"]["StringEquals"]["iam:PassedToService"] == "scheduler.amazonaws.com"
     for statement in policy["Statement"]:
         if statement["Resource"] == "*":
             assert all(a.startswith("ec2:Describe") for a in statement["Action"]), statement
-    bus = "arn:aws:cloudwatch:us-west-2:123456789012:det-c1-master"
-    assert _policy(graph, "-scheduler")["Statement"] == [
-        {"Sid": "WakeUp", "Effect": "Allow", "Action": "events:PutEvents", "Resource": bus}
+    passed = [s["Resource"] for s in policy["Statement"] if "iam:PassRole" in s["Action"]]
+    assert len(passed) == 1  # the agents' role only: the wake-ups pass no role
+
+
+def test_the_master_may_schedule_actions_on_its_own_scalable_target_only(graph, one):
+    wake = _policy(graph, "-task-wakeups")["Statement"]
+    target_arn = "arn:aws:appautoscaling:us-west-2:123456789012:det-c1-master"
+    assert wake == [
+        {
+            "Sid": "WakeUpActions",
+            "Effect": "Allow",
+            "Action": [
+                "application-autoscaling:PutScheduledAction",
+                "application-autoscaling:DeleteScheduledAction",
+            ],
+            "Resource": target_arn,
+        },
+        {
+            "Sid": "ListWakeUpActions",
+            "Effect": "Allow",
+            "Action": "application-autoscaling:DescribeScheduledActions",
+            "Resource": "*",
+        },
     ]
-    (call,) = _policy(graph, "-wakeup")["Statement"]
-    assert call["Action"] == "events:InvokeApiDestination"
-    assert call["Resource"].endswith(":det-c1-master")
+    names = {r.name for r in graph.of_type("aws:iam/role:Role")}
+    assert not {n for n in names if n.endswith(("-scheduler", "-wakeup"))}, names
 
 
-def test_a_wakeup_event_calls_the_masters_wakeup_url_with_its_token(graph, one):
-    rule = one(graph, "aws:cloudwatch/eventRule:EventRule")
-    assert json.loads(rule["eventPattern"]) == {
-        "source": [sl.WAKEUP_EVENT_SOURCE],
-        "detail-type": [sl.WAKEUP_EVENT_DETAIL_TYPE],
-    }
-    assert rule["eventBusName"] == "det-c1-master"
-    destination = one(graph, "aws:cloudwatch/eventApiDestination:EventApiDestination")
-    assert destination["invocationEndpoint"] == f"{graph.outputs['master_url']}{sl.WAKEUP_PATH}"
-    assert destination["httpMethod"] == "POST"
-    target = one(graph, "aws:cloudwatch/eventTarget:EventTarget")
-    assert target["httpTarget"]["headerParameters"] == {sl.WAKEUP_TOKEN_HEADER: "$.detail.token"}
+def test_wakeups_are_scheduled_actions_of_the_service_not_calls_of_its_url(graph, one):
+    service = one(graph, "aws:ecs/service:Service")
+    cluster = one(graph, "aws:ecs/cluster:Cluster")
+    target = one(graph, "aws:appautoscaling/target:Target")
+    assert target["resourceId"] == f"service/{cluster['name']}/{service['name']}"
+    assert service["desiredCount"] == 1  # `up`'s first task; ignored on update (the scaler's)
     env = {e["name"]: e["value"] for e in _container(graph, "service")["environment"]}
-    assert env[sl.WAKEUPS_TYPE_ENV] == "eventbridge"
-    assert env[sl.WAKEUPS_TARGET_ARN_ENV].endswith(":det-c1-master")
-    assert env[sl.WAKEUPS_ROLE_ARN_ENV].endswith("det-c1-master-scheduler")
-    assert env[sl.WAKEUPS_GROUP_ENV] == "det-c1-master"
+    assert env[sl.WAKEUPS_TYPE_ENV] == "scheduled_scaling"
+    assert env[sl.WAKEUPS_RESOURCE_ID_ENV] == target["resourceId"]
+    assert env[sl.WAKEUPS_HOLD_SECONDS_ENV] == str(asl.SLEEP_AFTER_MINUTES * 60)
     assert env[sl.MIGRATE_ON_START_ENV] == "false"
     assert env[sl.REQUEST_LIMIT_ENV] == "60"  # CloudFront's origin read timeout
+    for gone in (
+        "aws:cloudwatch/eventBus:EventBus",
+        "aws:cloudwatch/eventRule:EventRule",
+        "aws:cloudwatch/eventApiDestination:EventApiDestination",
+        "aws:scheduler/scheduleGroup:ScheduleGroup",
+    ):
+        assert not graph.of_type(gone), gone
 
 
 def test_scales_to_zero_and_wakes_on_a_request(graph, one):
@@ -285,10 +300,21 @@ def test_scales_to_zero_and_wakes_on_a_request(graph, one):
         assert alarms[which]["alarmActions"] == [
             f"arn:aws:appautoscaling:us-west-2:123456789012:det-c1-master-{which}"
         ]
-        metrics = {q["id"]: q.get("metric") for q in alarms[which]["metricQueries"]}
-        assert metrics["requests"]["dimensions"] == {
-            "LoadBalancer": "app/det-c1-master/50dc6c495c0c9188"
+        metrics = {
+            q["id"]: q["metric"]["metricName"]
+            for q in alarms[which]["metricQueries"]
+            if "metric" in q
         }
+        # With no task the ALB answers 503 itself and counts only HTTPCode_ELB_503_Count.
+        expected = {"refused": "HTTPCode_ELB_503_Count"}
+        if which == "sleep":
+            expected["requests"] = "RequestCount"
+        assert metrics == expected
+        for q in alarms[which]["metricQueries"]:
+            if "metric" in q:
+                assert q["metric"]["dimensions"] == {
+                    "LoadBalancer": "app/det-c1-master/50dc6c495c0c9188"
+                }
     assert alarms["wake"]["evaluationPeriods"] == 1
     assert alarms["sleep"]["evaluationPeriods"] == asl.SLEEP_AFTER_MINUTES
     assert alarms["sleep"]["treatMissingData"] == "breaching"
@@ -364,8 +390,8 @@ def test_the_master_accepts_the_services_environment(which, limit, request):
     g = request.getfixturevalue(which)
     env = {e["name"]: e["value"] for e in _container(g, "service")["environment"]}
     config = parse_config(yaml.safe_load(env.pop(sl.CONFIG_ENV)), env=env)
-    assert config.wakeups.type == "eventbridge" and config.wakeups.group == "det-c1-master"
-    assert config.wakeups.target_arn == env[sl.WAKEUPS_TARGET_ARN_ENV]
+    assert config.wakeups.type == "scheduled_scaling"
+    assert config.wakeups.resource_id == "service/det-c1/det-c1-master"
     assert config.migrate_on_start is False and config.request_time_limit_seconds == limit
 
 
