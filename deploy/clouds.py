@@ -272,7 +272,7 @@ class _Lazy:
                     raise
                 raise DeployError(
                     f"the cloud deploy needs the 'deploy' extra ({e.name} is not installed): "
-                    "pip install 'det-platform[deploy]'"
+                    "in det's clone, pip install -e '.[deploy]' (docs/deploy.md, Install)"
                 ) from None
             return getattr(module, name)(*args, **kwargs)
 

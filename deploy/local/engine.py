@@ -57,8 +57,8 @@ def client() -> Any:
         import docker
     except ImportError:
         raise NoDockerEngine(
-            "the Docker SDK for Python is missing: pip install 'det-platform[master,agent,cli]', then run"
-            " again"
+            "the Docker SDK for Python is missing: in det's clone, "
+            "pip install -e '.[master,agent,cli]', then run again"
         ) from None
     try:
         # A busy engine (an image build committing a layer) can take a while to answer.

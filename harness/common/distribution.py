@@ -1,9 +1,10 @@
 """The name det's distribution is published and installed under.
 
 The ``det`` command and the ``det`` import keep their names; the distribution does not: the bare
-name ``det`` on the public package index belongs to an unrelated project, so every install
-instruction names this one (``pip install 'det-platform[deploy]'``), and nothing ever installs
-the bare name (tests/unit/test_install_names.py).
+name ``det`` on the public package index belongs to an unrelated project, so nothing ever
+installs the bare name; and ``det-platform`` is not published there yet, so every instruction
+installs from a clone of det (``pip install -e '.[deploy]'``) or a wheel built from one, never
+by name from an index (tests/unit/test_install_names.py).
 """
 
 from __future__ import annotations

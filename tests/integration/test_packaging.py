@@ -1,5 +1,7 @@
-"""Each extra in a fresh venv gives commands that start: ``pip install '.[EXTRA]'``, then the
-entry points' ``--help`` (and, for ``deploy``, an offline dry run of both clouds' programs).
+"""The release check. The sdist and the wheel carry the same, complete metadata; each extra of
+the wheel in a fresh venv gives commands that start: ``pip install 'det_platform-….whl[EXTRA]'``,
+then ``det --version``, the entry points' ``--help`` (and, for ``deploy``, an offline dry run of
+both clouds' programs).
 
 Every install gets all three console scripts, so ``det`` must start in each of them. To stay
 fast the dependencies are wheels in a cache kept between runs (``$DET_WHEELHOUSE``, default
@@ -10,14 +12,19 @@ session, and each venv installs from those two folders only (``--no-index``: no 
 
 from __future__ import annotations
 
+import email
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
+import tomllib
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,7 +37,7 @@ EXTRAS_UNDER_TEST = "master,agent,aws,gcp,deploy"
 
 # extra -> commands that must exit 0 (and print their usage where they are --help).
 CASES: dict[str, list[list[str]]] = {
-    "": [["det", "--help"], ["det", "experiment", "create", "--help"]],
+    "": [["det", "--version"], ["det", "--help"], ["det", "experiment", "create", "--help"]],
     "cli": [["det", "--help"], ["det", "user", "--help"]],
     "master": [["det-master", "--help"], ["det", "--help"]],
     "agent": [["det-agent", "--help"], ["det", "--help"]],
@@ -142,10 +149,67 @@ def test_every_extra_gives_commands_that_start(
             timeout=300,
         )
         assert done.returncode == 0, f"{requirement}: {' '.join(cmd)}: {done.stderr[-2000:]}"
-        if "--help" in cmd:
+        if "--version" in cmd:
+            assert done.stdout.strip() == f"det {_project()['version']}", done.stdout
+        elif "--help" in cmd:
             assert done.stdout.startswith("usage:"), done.stdout[:200]
         else:
             assert "Nothing was created" in done.stdout, done.stdout[-500:]
     print(
         f"{requirement}: venv + install {installed:.1f} s, total {time.monotonic() - start:.1f} s"
     )
+
+
+def _project() -> dict[str, Any]:
+    project: dict[str, Any] = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    return project
+
+
+def _source_copy(dest: Path) -> Path:
+    shutil.copytree(
+        REPO,
+        dest,
+        ignore=shutil.ignore_patterns(".git", ".venv", ".cache", "build", "*.egg-info", "node_modules", "__pycache__"),
+    )  # fmt: skip
+    return dest
+
+
+def test_the_sdist_and_the_wheel_carry_the_same_complete_metadata(
+    det_wheel: Path, tmp_path: Path
+) -> None:
+    src = _source_copy(tmp_path / "src")
+    # setuptools' own PEP 517 hook (the build backend pyproject names), in a copy of the tree.
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; from setuptools import build_meta as b; "
+         "print(b.build_sdist(sys.argv[1]))", str(tmp_path / "dist")],
+        cwd=src, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    sdist = tmp_path / "dist" / done.stdout.strip().splitlines()[-1]
+    project = _project()
+    assert sdist.name == f"det_platform-{project['version']}.tar.gz"
+    with tarfile.open(sdist) as tar:
+        root = sdist.name.removesuffix(".tar.gz")
+        members = set(tar.getnames())
+        pkg_info = tar.extractfile(f"{root}/PKG-INFO")
+        assert pkg_info is not None
+        sdist_meta = email.message_from_bytes(pkg_info.read())
+    assert {f"{root}/pyproject.toml", f"{root}/README.md"} <= members
+    with zipfile.ZipFile(det_wheel) as whl:
+        dist_info = f"det_platform-{project['version']}.dist-info"
+        wheel_meta = email.message_from_bytes(whl.read(f"{dist_info}/METADATA"))
+        entry_points = whl.read(f"{dist_info}/entry_points.txt").decode()
+        names = whl.namelist()
+    for meta in (sdist_meta, wheel_meta):
+        assert meta["Name"] == project["name"] == "det-platform"
+        assert meta["Version"] == project["version"]
+        assert meta["Requires-Python"] == project["requires-python"]
+        assert set(meta.get_all("Provides-Extra") or []) >= set(project["optional-dependencies"])
+        assert meta["Summary"] and (meta["License"] or meta["License-Expression"])
+    assert sorted(wheel_meta.get_all("Requires-Dist") or []) == sorted(
+        sdist_meta.get_all("Requires-Dist") or []
+    )
+    for script in ("det =", "det-master =", "det-agent ="):
+        assert script in entry_points, entry_points
+    assert "det/deploy/common/names.py" in names and "det/master/webui/app.js" in names
+    assert not [n for n in names if n.startswith("tests/")]

@@ -33,4 +33,4 @@ def test_missing_deploy_extra_is_one_line_naming_it(blocked: str, argv: list[str
     assert done.returncode == 1, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
-    assert "pip install 'det-platform[deploy]'" in lines[0] and "Traceback" not in done.stderr
+    assert "pip install -e '.[deploy]'" in lines[0] and "Traceback" not in done.stderr
