@@ -3,7 +3,10 @@ client (:class:`det.common.api.Session`: URL joining, TLS, thread-local connecti
 
 One attempt per call: the daemon owns the retry policy (heartbeats back off with
 :func:`det.common.backoff.backoff`, capped at ``max_backoff_seconds``; log batches are retried by
-the shipper). The shared client's errors are translated here, and only here, into the agent's
+the shipper). The exception is a sleeping serverless master: while its platform answers for it,
+a call waits for it to wake (``DET_MASTER_WAKE_SECONDS``, 300 s by default;
+:func:`det.common.api.wake_retry` says which answers and which requests), and the agent logs
+"waking the master" once per wait instead of one outage per heartbeat. The shared client's errors are translated here, and only here, into the agent's
 (:mod:`det.agent.errors`): no usable answer (network error, timeout, 5xx, TLS failure, malformed
 JSON) is ``MasterUnavailable``, an outage; a 4xx is ``MasterRejected``, which is not.
 """
@@ -40,6 +43,10 @@ CONTAINER_CERT_PATH = "/run/det/master-cert.pem"
 __all__ = ["CONTAINER_CERT_PATH", "MasterClient", "MasterRejected", "MasterUnavailable"]
 
 
+def _log_waking(message: str) -> None:
+    logger.info("%s", message)
+
+
 class MasterClient:
     """Thread-safe (the shared client gives each thread its own connection pool)."""
 
@@ -49,6 +56,7 @@ class MasterClient:
         token: str | None,
         timeout: float = 10.0,
         cert: tls.MasterCert | None = None,
+        wake_seconds: float | None = None,
     ) -> None:
         self._api = api.Session(
             master_url,
@@ -56,6 +64,8 @@ class MasterClient:
             retry_seconds=0,
             cert=cert or tls.MasterCert(),
             cert_setting="master_cert_file",
+            wake_seconds=wake_seconds,
+            on_wake=_log_waking,
         )
         self.master_url = self._api.master_url
         self._timeout = timeout

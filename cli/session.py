@@ -102,10 +102,27 @@ def master_cert() -> tls.MasterCert:
     return cert
 
 
+def _say_waking(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
 def _client(master: str, token: str | None = None) -> api.Session:
     """The shared REST client for one command: no retries (a command says at once that the
-    master is down, exit 4, rather than hang for two minutes)."""
-    return api.Session(master, user_token=token, retry_seconds=0, cert=master_cert())
+    master is down, exit 4, rather than hang for two minutes), except for a sleeping
+    serverless master, which the command waits for (``DET_MASTER_WAKE_SECONDS``, 300 s by
+    default) after saying so once on stderr (det.common.api.wake_retry says which answers)."""
+    try:
+        wake = api.wake_seconds_from_env()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return api.Session(
+        master,
+        user_token=token,
+        retry_seconds=0,
+        cert=master_cert(),
+        wake_seconds=wake,
+        on_wake=_say_waking,
+    )
 
 
 class Session:

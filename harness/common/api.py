@@ -16,6 +16,12 @@ What it owns, so nobody else writes it again:
   ``retry_seconds`` (120 s by default, so a task survives a master restart; 0: one attempt,
   for callers with a retry policy of their own, such as the agent's heartbeat). Other answers
   are never retried;
+* a sleeping master (a serverless master scaled to zero, :data:`WAKE_SECONDS_ENV`): while the
+  platform answers for it, the call waits for it to wake, up to ``wake_seconds`` (300 s by
+  default, above the documented worst cases in docs/deploy.md, "Waking the master"), asking
+  every few seconds (:data:`WAKE_BACKOFF_CAP`: an ALB's wake alarm counts a 503 per minute),
+  and says so once through ``on_wake`` (the CLI: one line on stderr) or the log. Which
+  answers mean "sleeping", and which requests may be sent again, is :func:`wake_retry`;
 * errors: every failure is a :class:`det.common.errors.MasterCallError` (the tree is drawn
   there): ``MasterUnreachable``, ``MasterTLSError`` (never retried) or ``MasterStatusError``
   with the status.
@@ -27,11 +33,13 @@ Runs inside task containers on Python 3.8+.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from typing import Any, Callable, Mapping
 
 import requests
+import urllib3
 
 from det.common import master_url as _master_url
 from det.common import tls
@@ -48,6 +56,85 @@ logger = logging.getLogger(__name__)
 
 ALLOCATION_TOKEN_HEADER = "Grpc-Metadata-x-allocation-token"
 _RETRY_STATUSES = frozenset({502, 503, 504})
+# How long a call waits for a sleeping master (seconds; 0: not at all).
+WAKE_SECONDS_ENV = "DET_MASTER_WAKE_SECONDS"
+DEFAULT_WAKE_SECONDS = 300.0
+WAKE_BACKOFF_BASE = 1.0
+WAKE_BACKOFF_CAP = 10.0
+_IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
+WAKING = "waking the master at {url} (it sleeps when idle; waiting up to {seconds:.0f} s)"
+
+
+def wake_seconds_from_env(default: float = DEFAULT_WAKE_SECONDS) -> float:
+    """:data:`WAKE_SECONDS_ENV` as seconds; ``default`` when unset. ValueError names it."""
+    text = os.environ.get(WAKE_SECONDS_ENV, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{WAKE_SECONDS_ENV} must be a number of seconds, not {text!r}") from None
+    if value < 0:
+        raise ValueError(f"{WAKE_SECONDS_ENV} must be 0 or more, not {text!r}")
+    return value
+
+
+def wake_delays(total: float) -> list[float]:
+    """The waits between a call's tries while its master wakes, ``total`` seconds at most."""
+    delays: list[float] = []
+    while True:
+        delay = backoff(len(delays), base=WAKE_BACKOFF_BASE, cap=WAKE_BACKOFF_CAP)
+        if sum(delays) + delay > total:
+            return delays
+        delays.append(delay)
+
+
+def platform_answer(resp: requests.Response) -> bool:
+    """An error answer that does not come from the master: det's master answers every error
+    as JSON; a platform in front of it (an ALB with no target, CloudFront, Cloud Run's front
+    end, nginx) answers with a page of its own."""
+    kind = resp.headers.get("Content-Type", "").lower()
+    return resp.status_code in _RETRY_STATUSES and "json" not in kind
+
+
+def _not_connected(e: requests.ConnectionError) -> bool:
+    """No connection was made, so no byte of the request was sent: refused or a connect
+    timeout (not a name that does not resolve: that is a wrong URL, not a sleeping master)."""
+    if isinstance(e, requests.exceptions.ConnectTimeout):
+        return True
+    reason = getattr(e.args[0], "reason", None) if e.args else None
+    resolve = getattr(urllib3.exceptions, "NameResolutionError", ())
+    if resolve and isinstance(reason, resolve):
+        return False
+    return isinstance(reason, urllib3.exceptions.NewConnectionError)
+
+
+def wake_retry(method: str, resp: requests.Response | None, error: Exception | None) -> str:
+    """Whether a failed try waits for a waking master: ``"wake"`` (it is asleep or waking:
+    wait, whatever the method), ``"idempotent"`` (wait only if sending the request again is
+    harmless) or ``""`` (not a sleeping master's answer).
+
+    * The platform's 503 (:func:`platform_answer`): no master got the request (an ALB answers
+      so only when it has no target to choose; Cloud Run when it has no instance): ``wake``.
+    * The platform's 502/504 (a task registered but not yet listening, a proxy timing out):
+      the request may have reached a master: ``idempotent``.
+    * The master's own 503 (JSON; its database resuming, for one): ``idempotent``.
+    * No connection made (refused while an instance starts): ``wake``; but only once the
+      platform has said the master is waking (the caller's business: a refused connection
+      alone is what a stopped VM master looks like, and is said at once).
+    """
+    if error is not None:
+        if isinstance(error, requests.ConnectionError) and _not_connected(error):
+            return "wake"
+        return ""
+    if resp is None:
+        return ""
+    if resp.status_code == 503 and platform_answer(resp):
+        return "wake"
+    if resp.status_code in _RETRY_STATUSES:
+        return "idempotent"
+    return ""
+
 
 __all__ = [
     "ALLOCATION_TOKEN_HEADER",
@@ -75,10 +162,18 @@ class Session:
         sleep: Callable[[float], None] = time.sleep,
         cert: tls.MasterCert | None = None,
         cert_setting: str = tls.CERT_FILE_ENV,
+        wake_seconds: float | None = None,
+        on_wake: Callable[[str], None] | None = None,
     ) -> None:
         """``cert``: how to verify the master (default: from ``DET_MASTER_CERT_FILE``/``NAME``,
-        CertError when unusable); ``cert_setting`` names the setting in TLS error messages."""
+        CertError when unusable); ``cert_setting`` names the setting in TLS error messages.
+        ``wake_seconds``: how long a call waits for a sleeping master (default:
+        :data:`WAKE_SECONDS_ENV`, else 300 s); ``on_wake(message)``: told once when a wait
+        begins (default: the log, at WARNING); told again only after the master answered."""
         self.master_url = _master_url.canonicalize(master_url)
+        self._wake_seconds = wake_seconds if wake_seconds is not None else wake_seconds_from_env()
+        self._on_wake = on_wake
+        self._waking = False
         self._retry_seconds = retry_seconds
         self._backoff_cap = backoff_cap
         self._sleep = sleep
@@ -136,9 +231,13 @@ class Session:
         retry_seconds = self._retry_seconds if retry else 0.0
         deadline = time.monotonic() + retry_seconds
         attempt = 0
+        wake_attempt = 0
+        waited = 0.0  # seconds slept waiting for a sleeping master
         while True:
             delay = backoff(attempt, base=0.1, cap=self._backoff_cap)
             can_retry = retry_seconds > 0 and time.monotonic() + delay <= deadline
+            resp: requests.Response | None = None
+            failure: Exception | None = None
             try:
                 resp = self._http().request(
                     method,
@@ -153,14 +252,25 @@ class Session:
             except requests.exceptions.SSLError as e:
                 raise MasterTLSError(tls.describe(e, self.master_url, self._cert_setting)) from e
             except (requests.ConnectionError, requests.Timeout) as e:
-                if not can_retry:
-                    raise MasterUnreachable(self.master_url, f"{method} {path}: {e}") from e
-                logger.debug("%s %s: %s; retrying in %.1fs", method, path, e, delay)
+                failure = e
             except requests.RequestException as e:  # a malformed URL, too many redirects...
                 raise MasterCallError(f"{method} {url}: {e}") from e
+            if resp is not None and resp.status_code < 400:
+                self._waking = False
+                return resp
+            slept = self._wait_for_wake(method, resp, failure, wake_attempt, waited)
+            if slept is not None:
+                wake_attempt += 1
+                waited += slept
+                continue
+            if failure is not None:
+                if not can_retry:
+                    raise MasterUnreachable(
+                        self.master_url, f"{method} {path}: {failure}"
+                    ) from failure
+                logger.debug("%s %s: %s; retrying in %.1fs", method, path, failure, delay)
             else:
-                if resp.status_code < 400:
-                    return resp
+                assert resp is not None
                 if resp.status_code not in _RETRY_STATUSES or not can_retry:
                     cls = NotFoundError if resp.status_code == 404 else MasterStatusError
                     raise cls(method, path, resp.status_code, resp.text)
@@ -170,6 +280,39 @@ class Session:
                 resp.close()
             self._sleep(delay)
             attempt += 1
+
+    def _wait_for_wake(
+        self,
+        method: str,
+        resp: requests.Response | None,
+        failure: Exception | None,
+        attempt: int,
+        waited: float,
+    ) -> float | None:
+        """Sleep before the next try when this failure is a sleeping master's and the call may
+        wait for it (:func:`wake_retry`), and say so once; the seconds slept, or None when it is
+        not a sleeping master's failure or the call has waited ``wake_seconds`` already."""
+        verdict = wake_retry(method, resp, failure)
+        if not verdict or (verdict == "idempotent" and method.upper() not in _IDEMPOTENT):
+            return None
+        if failure is not None and not self._waking:
+            return None  # refused before any platform said the master is waking
+        if verdict == "idempotent" and not self._waking:
+            return None  # the usual retries (retry_seconds) decide
+        delay = backoff(attempt, base=WAKE_BACKOFF_BASE, cap=WAKE_BACKOFF_CAP)
+        if waited + delay > self._wake_seconds:
+            return None
+        if not self._waking:
+            self._waking = True
+            message = WAKING.format(url=self.master_url, seconds=self._wake_seconds)
+            if self._on_wake is not None:
+                self._on_wake(message)
+            else:
+                logger.warning("%s", message)
+        if resp is not None:
+            resp.close()
+        self._sleep(delay)
+        return delay
 
     def get(self, path: str, **kwargs: Any) -> requests.Response:
         return self.request("GET", path, **kwargs)
