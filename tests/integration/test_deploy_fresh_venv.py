@@ -1,13 +1,14 @@
-"""A new user's first ``det deploy``: ``python3 -m venv``, ``pip install '.[deploy]'`` and nothing
-else, on Python 3.11 (Debian bookworm: setuptools 66 without ``wheel``, where building det's
+"""A new user's first ``det deploy``: the install line of docs/deploy.md's "Install" section
+(``python3 -m venv .venv && .venv/bin/pip install -e '.[deploy]'`` in a clone, read from the
+doc, run as written) and nothing else, on Python 3.11 (Debian bookworm: setuptools 66 without ``wheel``, where building det's
 wheel with ``--no-build-isolation`` failed with "invalid command 'bdist_wheel'") and on 3.13
 (trixie: no setuptools at all).
 
 Each venv is made in a container of the det-base image with no network; the wheels come from a
 wheelhouse on this machine, downloaded once per pyproject.toml (``DET_FRESH_VENV_CACHE``,
 default ``.cache/fresh-venv``; pip's own HTTP cache serves repeats), as the Python 3.13 stage
-does. In the venv, without the Pulumi CLI, ``det deploy gcp up`` and ``det deploy aws up`` stop
-in preflight naming Pulumi, before any wheel is built; and det's wheel builds from a source tree
+does. In the venv, without the Pulumi CLI, Docker or credentials, ``det deploy gcp up`` and
+``det deploy aws up`` stop in preflight naming all three, before any wheel is built; and det's wheel builds from a source tree
 with what that venv has plus the index pip is given (an isolated build).
 """
 
@@ -105,14 +106,25 @@ def source_copy(dest: Path) -> Path:
     return dest
 
 
+def doc_install_line() -> str:
+    """The line of docs/deploy.md's Install block that makes the venv and installs det."""
+    text = (REPO / "docs" / "deploy.md").read_text()
+    block = text.split("## Install", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    (line,) = [line for line in block.splitlines() if "pip install" in line]
+    return line.strip()
+
+
 SCRIPT = r"""
 set -u
 python3 --version
 cp -r /src /tmp/src && cp -r /src /tmp/tree
-python3 -m venv /tmp/v
+cd /tmp/src
+python3 -m venv .venv && ln -s /tmp/src/.venv /tmp/v
 /tmp/v/bin/pip list --format=freeze 2>/dev/null | sed 's/^/before: /'
-/tmp/v/bin/pip install --quiet --disable-pip-version-check --no-index --find-links /wheels \
-  '/tmp/src[deploy]' || { echo "install failed"; exit 3; }
+echo "install: $DOC_INSTALL"
+env PIP_QUIET=1 PIP_NO_INDEX=1 PIP_FIND_LINKS=/wheels PIP_DISABLE_PIP_VERSION_CHECK=1 \
+  bash -c "$DOC_INSTALL" || { echo "install failed"; exit 3; }
+cd /
 mkdir -p /tmp/t /tmp/home
 for cloud in gcp aws; do
   if [ $cloud = gcp ]; then flags="--project-id p-123456"; else flags="--keypair k"; fi
@@ -148,7 +160,8 @@ def test_a_fresh_venv_stops_in_preflight_naming_pulumi_and_builds_the_wheel(
     # PIP_COMPILE=false: as for every test's pip (tests/conftest.py); Python compiles what it imports.
     done = subprocess.run(
         ["docker", "run", "--rm", "--network", "none", "-v", f"{src}:/src:ro",
-         "-v", f"{wheels}:/wheels:ro", "-e", "PIP_COMPILE=false", image, "bash", "-c", SCRIPT],
+         "-v", f"{wheels}:/wheels:ro", "-e", "PIP_COMPILE=false",
+         "-e", f"DOC_INSTALL={doc_install_line()}", image, "bash", "-c", SCRIPT],
         capture_output=True, text=True, timeout=1800,
     )  # fmt: skip
     out = done.stdout
@@ -157,9 +170,14 @@ def test_a_fresh_venv_stops_in_preflight_naming_pulumi_and_builds_the_wheel(
     if python == "3.11":
         # The environment of the issue: setuptools older than 70.1, no wheel package.
         assert "before: setuptools==66" in out and "before: wheel==" not in out, out
+    assert "install: python3 -m venv .venv && .venv/bin/pip install -e '.[deploy]'" in out, out
     for cloud in ("gcp", "aws"):
         assert f"{cloud} rc=1" in out, out
         errors = [line for line in out.splitlines() if line.startswith(f"{cloud} err: ")]
-        assert len(errors) == 1 and "Pulumi CLI is not on PATH" in errors[0], out
+        # One error listing all this machine lacks (common.preflight.require_local).
+        assert "this machine lacks what `up` needs" in errors[0], out
+        heads = [e.split(": ")[1] for e in errors[1:]]
+        assert heads == ["  - pulumi", "  - docker", "  - credentials"], out
+        assert "Pulumi CLI is not on PATH" in errors[1], out
     assert "tmp files: 0" in out and "built: 0" in out, out  # no wheel before preflight
     assert f"wheel: {WHEEL_PREFIX}-" in out, out
