@@ -20,8 +20,10 @@ from det.master.api._common import PUBLIC, allow
 
 bp = Blueprint("webui", __name__)
 
-# One script per area of the app (app.js first: the helpers and the router the others use).
+# One script per area of the app (poll.js, then app.js: the helpers and the router the others
+# use).
 _SCRIPTS = (
+    "poll",
     "app",
     "charts",
     "experiments",

@@ -3,7 +3,6 @@
 "use strict";
 
 const TOKEN_KEY = "det.token";
-const REFRESH_MS = 5000;
 
 // ---------------------------------------------------------------- helpers
 
@@ -325,8 +324,8 @@ async function clusterPage(main) {
 
 // ---------------------------------------------------------------- routing
 
-// A page is page(main, ...routeArgs). It returns nothing (the router calls it again every
-// REFRESH_MS) or {refresh} (a function the router calls instead, or null: the page keeps itself
+// A page is page(main, ...routeArgs). It returns nothing (the router calls it again at each
+// poll, poll.js) or {refresh} (a function the router calls instead, or null: the page keeps itself
 // up to date, e.g. an interactive view that a redraw would disturb).
 function routes() {
   return [
@@ -385,11 +384,38 @@ async function showClusterMessage() {
   }
 }
 
+// What the page shows, to tell whether a refresh changed anything (poll.js backs off when not).
+function shown() {
+  return document.getElementById("main").textContent + "\u0000" + document.getElementById("cluster-message").textContent;
+}
+
+// One poller for the page and the cluster message (poll.js): quiet while hidden or idle.
+function startPolling() {
+  const paused = document.getElementById("paused");
+  const poller = createPoller({
+    tick: async () => {
+      const before = shown();
+      await Promise.all([showClusterMessage(), refresh()]);
+      return shown() !== before;
+    },
+    now: () => Date.now(),
+    setTimer: (fn, ms) => setTimeout(fn, ms),
+    clearTimer: (t) => clearTimeout(t),
+    hidden: () => document.visibilityState === "hidden",
+    onPause: (p) => {
+      paused.hidden = !p;
+    },
+  });
+  document.addEventListener("visibilitychange", () => poller.visibility());
+  for (const kind of ["pointerdown", "pointermove", "keydown", "wheel", "focus"]) {
+    window.addEventListener(kind, () => poller.activity(), { passive: true });
+  }
+  poller.start();
+  return poller;
+}
+
 async function start() {
   showClusterMessage();
-  setInterval(() => {
-    if (!document.hidden) showClusterMessage();
-  }, REFRESH_MS);
   const path = location.pathname;
   const route = routes().find(([re]) => re.test(path));
   const main = document.getElementById("main");
@@ -427,9 +453,7 @@ async function start() {
     showError(e.message, "refresh");
   }
   current = out && typeof out === "object" ? out.refresh : (m) => page(m, ...args);
-  setInterval(() => {
-    if (!document.hidden) refresh();
-  }, REFRESH_MS);
+  startPolling();
 }
 
 document.addEventListener("DOMContentLoaded", start);

@@ -246,3 +246,29 @@ def test_the_cluster_page_shows_what_a_priced_pool_costs(
     text = row.inner_text()
     assert "$0.00/h (cap $2.00/h)" in text and f"${spent:.2f} of $50.00" in text
     assert "$" not in page.locator("tbody tr", has_text="default").first.inner_text()
+
+
+_VISIBILITY = """(state) => {
+    Object.defineProperty(document, "visibilityState", { configurable: true, get: () => state });
+    Object.defineProperty(document, "hidden", { configurable: true, get: () => state === "hidden" });
+    document.dispatchEvent(new Event("visibilitychange"));
+}"""
+
+
+def test_a_hidden_page_stops_polling_and_refreshes_when_shown(
+    live_master: Master, page: Any
+) -> None:
+    # An open tab must not keep a serverless master awake (master/webui/poll.js).
+    login(page, live_master, "/det/jobs")
+    calls: list[str] = []
+    page.on("request", lambda r: calls.append(r.url) if "/api/v1/" in r.url else None)
+    page.wait_for_timeout(6_000)
+    assert calls, "a visible page polls"
+    page.evaluate(_VISIBILITY, "hidden")
+    page.wait_for_timeout(500)
+    calls.clear()
+    page.wait_for_timeout(12_000)
+    assert calls == [], "a hidden page sends nothing"
+    page.evaluate(_VISIBILITY, "visible")
+    page.wait_for_timeout(2_000)
+    assert calls, "shown again, it refreshes at once"
