@@ -6,6 +6,13 @@ anyway; a serverless master runs no instance (Cloud Run) or no task (Fargate), s
 stays provisioned is paid: the database where it cannot pause, storage, secrets, the load
 balancer. *Busy*: one master instance or task serving, the database at its smallest running
 size. Agents (the GPUs) are not part of either figure: they cost the same in both modes.
+
+*Idle with a WebUI tab left open*: the WebUI stops polling while its page is hidden and after
+:data:`TAB_STOP_MINUTES` without a change or the user's hand (master/webui/poll.js), so a tab
+left open costs the idle figure plus, per visit, the minutes the master then stays up: the
+tab's :data:`TAB_STOP_MINUTES` and the platform's :data:`PLATFORM_IDLE_MINUTES` before it
+stops an idle master, at the busy rate. Beside it, what a tab that polled without stopping
+cost (the master never sleeps: the busy rate all month), the WebUI before it stopped.
 """
 
 from __future__ import annotations
@@ -14,6 +21,11 @@ import dataclasses
 
 from det.deploy.common import prices
 from det.deploy.common.prices import HOURS_PER_MONTH
+
+# poll.js's IDLE_STOP_MS, and how long Cloud Run (up to 15 minutes) and det's AWS sleep alarm
+# (15 one-minute periods) keep an idle master before stopping it.
+TAB_STOP_MINUTES = 10
+PLATFORM_IDLE_MINUTES = 15
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +53,18 @@ class Estimate:
     @property
     def busy_hour(self) -> float:
         return sum(line.busy_hour for line in self.lines)
+
+    @property
+    def tab_visit(self) -> float:
+        """What one visit of an open WebUI tab adds to the idle figure: the master kept up for
+        the tab's and the platform's idle minutes (0 for a master that runs anyway)."""
+        extra_hour = max(self.busy_hour - self.idle_month / HOURS_PER_MONTH, 0.0)
+        return extra_hour * (TAB_STOP_MINUTES + PLATFORM_IDLE_MINUTES) / 60
+
+    @property
+    def polling_tab_month(self) -> float:
+        """A month with a tab that never stops polling: the master never sleeps."""
+        return max(self.busy_hour * HOURS_PER_MONTH, self.idle_month)
 
 
 def _always(item: str, hourly: float) -> Line:
@@ -222,6 +246,11 @@ def render(estimates: tuple[Estimate, ...], chosen: str) -> str:
             f"  --master {e.master}{mark}: idle ${e.idle_month:,.2f}/month, "
             f"busy ${e.busy_hour:.3f}/hour"
         )
+        out.append(
+            f"      idle with a WebUI tab left open: ${e.idle_month:,.2f}/month + "
+            f"${e.tab_visit:.3f} a visit (the tab stops polling after {TAB_STOP_MINUTES} idle "
+            f"minutes; one that never stopped: ${e.polling_tab_month:,.2f}/month)"
+        )
         for line in e.lines:
             out.append(
                 f"      {line.item}: idle ${line.idle_month:,.2f}/month, busy ${line.busy_hour:.4f}/h"
@@ -243,6 +272,8 @@ def to_json(estimates: tuple[Estimate, ...], chosen: str) -> dict[str, object]:
                 "master": e.master,
                 "idleMonthly": round(e.idle_month, 2),
                 "busyHourly": round(e.busy_hour, 4),
+                "tabVisit": round(e.tab_visit, 4),
+                "pollingTabMonthly": round(e.polling_tab_month, 2),
                 "lines": [
                     {
                         "item": x.item,

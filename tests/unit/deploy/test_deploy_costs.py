@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -92,3 +94,29 @@ def test_dry_run_prints_both_estimates_from_the_table(cloud, argv):
     assert doc["master"] == "serverless"  # the default of a new cluster
     assert [e["master"] for e in doc["estimates"]] == ["vm", "serverless"]
     assert doc["estimates"][0]["idleMonthly"] == round(vm.idle_month, 2)
+
+
+def test_an_open_webui_tab_adds_a_visits_minutes_not_a_month_of_master():
+    for vm, sl in (costs.aws(), costs.gcp()):
+        # A VM master runs anyway: a tab costs nothing more.
+        assert vm.tab_visit == 0 and vm.polling_tab_month == pytest.approx(vm.idle_month)
+        # Serverless: the tab's 10 idle minutes and the platform's 15 at the busy rate...
+        extra = sl.busy_hour - sl.idle_month / H
+        assert sl.tab_visit == pytest.approx(extra * 25 / 60)
+        # ...where a tab that never stopped polling kept the master up all month.
+        assert sl.polling_tab_month == pytest.approx(sl.busy_hour * H)
+        assert sl.polling_tab_month > 3 * sl.idle_month
+        text = costs.render((vm, sl), "serverless")
+        assert (
+            f"idle with a WebUI tab left open: ${sl.idle_month:,.2f}/month + "
+            f"${sl.tab_visit:.3f} a visit" in text
+        )
+        assert f"one that never stopped: ${sl.polling_tab_month:,.2f}/month" in text
+        doc = costs.to_json((vm, sl), "serverless")["estimates"][1]  # type: ignore[index]
+        assert doc["pollingTabMonthly"] == round(sl.polling_tab_month, 2)
+
+
+def test_the_tab_model_uses_the_webuis_own_idle_stop():
+    poll = (Path(__file__).resolve().parents[3] / "master" / "webui" / "poll.js").read_text()
+    match = re.search(r"IDLE_STOP_MS: (\d+) \* 60 \* 1000", poll)
+    assert match and int(match.group(1)) == costs.TAB_STOP_MINUTES
