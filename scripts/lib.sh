@@ -1,6 +1,64 @@
 # Shared by scripts/demo.sh, scripts/test.sh and .ci/run (sourced, not run).
 # Expects REPO (the repository root) to be set.
 
+# The system packages the test suite uses (Debian/Ubuntu names), each with what shows it is
+# there without dpkg: a command (on PATH or in /usr/sbin, /sbin) or a file. The probe lets a
+# Docker engine from docker-ce stand for docker.io (installing both would conflict).
+# scripts/test.sh and .ci/run install the missing ones with det_apt_install; which tests skip
+# without which of them: README.md, "The tests".
+DET_APT_PACKAGES=(
+  docker.io:dockerd mmdebstrap:mmdebstrap debootstrap:debootstrap python3-venv:
+  ca-certificates:/etc/ssl/certs/ca-certificates.crt git:git make:make curl:curl openssl:openssl
+  chromium:chromium docker-registry:docker-registry apache2-utils:htpasswd
+  openssh-client:ssh nginx:nginx
+)
+
+# det_apt_missing: prints the packages of DET_APT_PACKAGES that are not installed, one a line
+# (one dpkg-query for all of them, then the probes of those it does not list as installed).
+det_apt_missing() {
+  local entry pkg probe installed
+  installed=" $(dpkg-query -W -f='${Package}:${Status}\n' "${DET_APT_PACKAGES[@]%%:*}" 2>/dev/null |
+    awk -F: '/ok installed$/ {printf "%s ", $1}')"
+  for entry in "${DET_APT_PACKAGES[@]}"; do
+    pkg="${entry%%:*}" probe="${entry#*:}"
+    [[ "$installed" == *" $pkg "* ]] && continue
+    case "$probe" in
+      "") ;;
+      /*) [[ -e "$probe" ]] && continue ;;
+      *) { command -v "$probe" || [[ -x "/usr/sbin/$probe" || -x "/sbin/$probe" ]]; } >/dev/null &&
+        continue ;;
+    esac
+    echo "$pkg"
+  done
+}
+
+# det_apt_install [SUDO...]: installs the missing system packages with apt-get (nothing, not even
+# `apt-get update`, when none is missing). Fails when apt-get does or is not there.
+det_apt_install() {
+  local missing
+  mapfile -t missing < <(det_apt_missing)
+  if ((${#missing[@]} == 0)); then
+    echo "system packages: all ${#DET_APT_PACKAGES[@]} installed"
+    return 0
+  fi
+  if ! command -v apt-get >/dev/null; then
+    echo "no apt-get (not Debian or Ubuntu): install ${missing[*]} yourself" >&2
+    return 1
+  fi
+  echo "installing ${missing[*]}"
+  "$@" env DEBIAN_FRONTEND=noninteractive apt-get update -q &&
+    "$@" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+      "${missing[@]}"
+}
+
+# det_apt_line: the one command that installs the missing system packages (empty when none is).
+det_apt_line() {
+  local missing
+  mapfile -t missing < <(det_apt_missing)
+  ((${#missing[@]} == 0)) ||
+    echo "sudo apt-get update && sudo apt-get install -y --no-install-recommends ${missing[*]}"
+}
+
 DET_TASK_IMAGE="det-task:py3.11-cpu-torch"
 # What the test suite runs containers of, and the build-images.sh targets that make them.
 # det-master is also tagged with its wheel's sha256: tests/e2e/test_serverless_sim.py runs the
@@ -67,16 +125,19 @@ det_image_stale() {
   [[ "$(date -d "$harness" +%s)" -gt "$(date -d "$created" +%s)" ]]
 }
 
-# det_start_dockerd [SUDO...]: start the Docker engine unless it answers; wait up to 60 s.
+# det_start_dockerd [SUDO...]: start the Docker engine unless it answers (or a dockerd runs
+# already: a second one would fail on the first one's socket); wait up to 60 s.
 det_start_dockerd() {
   if "$@" docker info >/dev/null 2>&1; then
     return
   fi
-  if [[ -d /run/systemd/system ]]; then
+  if pgrep -x dockerd >/dev/null 2>&1; then
+    echo "dockerd runs but does not answer yet: waiting for it"
+  elif [[ -d /run/systemd/system ]]; then
     "$@" systemctl start docker
   else
     echo "starting dockerd in the background (log: /var/log/dockerd.log)"
-    "$@" sh -c 'nohup dockerd >/var/log/dockerd.log 2>&1 &'
+    "$@" sh -c 'nohup dockerd >>/var/log/dockerd.log 2>&1 &'
   fi
   local _
   for _ in $(seq 60); do
@@ -85,4 +146,32 @@ det_start_dockerd() {
   done
   echo "dockerd did not start (see /var/log/dockerd.log)" >&2
   return 1
+}
+
+# det_test_venv_and_images VENV LOG [SUDO...]: VENV with det-platform[dev] and torch (det_venv),
+# and every image the tests use (DET_TEST_IMAGE_TARGETS, infra/build-images.sh, run with SUDO:
+# the Debian root file systems need root). The images whose build needs only a venv's pip (the
+# task image, the bare Debian ones) build while pip installs det, as scripts/demo.sh does, with
+# their log in LOG (printed after); the GC and master images import det, so they follow. Fails
+# when either fails. Lines start with DET_LOG_PREFIX (.ci/run: "::: [ci] ").
+det_test_venv_and_images() {
+  local venv="$1" log="$2" start=$SECONDS early=() late=() target pid rc=0 rcimg=0
+  shift 2
+  for target in $DET_TEST_IMAGE_TARGETS; do
+    case "$target" in
+      gc | master) late+=("$target") ;;
+      *) early+=("$target") ;;
+    esac
+  done
+  [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+  "$@" env PYTHON="$venv/bin/python" bash "$REPO/infra/build-images.sh" "${early[@]}" >"$log" 2>&1 &
+  pid=$!
+  det_venv "$venv" dev "torch==${TORCH_VERSION:-2.13.0}" || rc=$?
+  echo "${DET_LOG_PREFIX:-}venv + pip install det-platform[dev]: $((SECONDS - start)) s (exit $rc)"
+  wait "$pid" || rcimg=$?
+  cat "$log"
+  echo "${DET_LOG_PREFIX:-}images ${early[*]}: done at $((SECONDS - start)) s (exit $rcimg)"
+  ((rc == 0)) || return "$rc"
+  ((rcimg == 0)) || return "$rcimg"
+  ((${#late[@]} == 0)) || "$@" env PYTHON="$venv/bin/python" bash "$REPO/infra/build-images.sh" "${late[@]}"
 }

@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
 # Runs det's test suite: `bash scripts/test.sh [pytest arguments]`.
 #
-# Installs what is missing first: .venv with det-platform[dev] and torch (the harness tests train small
-# models); with a Docker engine, the task images (infra/build-images.sh: needs root and
-# debootstrap the first time; mmdebstrap, when installed, builds bookworm and trixie faster).
+# On a fresh Debian/Ubuntu machine it first does what .ci/run does before the tests, with the same
+# functions (scripts/lib.sh), each step skipped when its result is already there (a re-run costs
+# about a second):
+#   1. the system packages of DET_APT_PACKAGES (docker.io, mmdebstrap, debootstrap, chromium,
+#      nginx, docker-registry, ...) with apt-get, the missing ones only, as root or with sudo;
+#      neither: it prints the one install line and the tests that need them skip (README.md)
+#   2. starts dockerd when no Docker engine answers (root or sudo)
+#   3. .venv with det-platform[dev] and torch (the harness tests train small models), and
+#   4. beside it, with a Docker engine, the images the tests run (infra/build-images.sh, as root:
+#      its Debian root file systems need it), when one is missing or older than the harness.
 # Without a Docker engine the Docker and e2e tests are skipped.
 # Then runs pytest (the same as `make test`) in DET_TEST_WORKERS parallel processes (default 3:
 # most tests wait on masters, agents and containers rather than compute, so 3 beat the 2 cores,
 # and 4 were slower than 3 there, by contention: docs/benchmarks.md, Round 6;
 # a test file stays in one process, so module fixtures are shared as before; 0 runs it serially);
 # "no tests collected" (exit 5) is a failure.
-# Environment: DET_TEST_VENV (default .venv), TORCH_VERSION (default 2.13.0), DET_TEST_WORKERS.
+# Environment: DET_TEST_VENV (default .venv), TORCH_VERSION (default 2.13.0), DET_TEST_WORKERS,
+#              DET_TEST_APT=0 (never run apt-get or start dockerd: only say what is missing).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,14 +27,44 @@ cd "$REPO"
 source "$REPO/scripts/lib.sh"
 VENV="${DET_TEST_VENV:-$REPO/.venv}"
 
-det_venv "$VENV" dev "torch==${TORCH_VERSION:-2.13.0}"
+# Root, or sudo without a password, or sudo that may ask on this terminal.
+SUDO=()
+ROOT=1
+if [[ $EUID -ne 0 ]]; then
+  if command -v sudo >/dev/null && { sudo -n true 2>/dev/null || [[ -t 0 ]]; }; then
+    SUDO=(sudo)
+  else
+    ROOT=0
+  fi
+fi
+[[ "${DET_TEST_APT:-1}" != 0 ]] || ROOT=0
+
+if [[ -n "$(det_apt_missing)" ]]; then
+  if ((ROOT)); then
+    det_apt_install "${SUDO[@]}" ||
+      echo "test.sh: installing the system packages failed: the tests that need them skip" >&2
+  fi
+  if [[ -n "$(det_apt_missing)" ]]; then
+    echo "test.sh: missing system packages (the tests that need them skip; README.md, \"The" \
+      "tests\"); install them with:" >&2
+    echo "  $(det_apt_line)" >&2
+  fi
+fi
+
+if ! docker info >/dev/null 2>&1 && ((ROOT)) && command -v dockerd >/dev/null; then
+  det_start_dockerd "${SUDO[@]}" || true
+fi
 
 if docker info >/dev/null 2>&1; then
   if det_image_stale || ! det_images_present; then
-    echo "building the task images (infra/build-images.sh)"
-    PYTHON="$VENV/bin/python" bash infra/build-images.sh $DET_TEST_IMAGE_TARGETS
+    echo "building the images the tests run (infra/build-images.sh $DET_TEST_IMAGE_TARGETS)"
+    mkdir -p "$REPO/.cache"
+    det_test_venv_and_images "$VENV" "$REPO/.cache/images.log" "${SUDO[@]}"
+  else
+    det_venv "$VENV" dev "torch==${TORCH_VERSION:-2.13.0}"
   fi
 else
+  det_venv "$VENV" dev "torch==${TORCH_VERSION:-2.13.0}"
   echo "no Docker engine: tests that need Docker will be skipped" >&2
 fi
 
