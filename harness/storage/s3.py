@@ -49,6 +49,11 @@ class S3StorageManager(ObjectStorageManager):
             multipart_threshold=16 * _MB, multipart_chunksize=16 * _MB, max_concurrency=8
         )
 
+    @property
+    def client(self) -> Any:
+        """The boto3 S3 client (the master wraps its connections in its egress policy)."""
+        return self._client
+
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> S3StorageManager:
         return cls(

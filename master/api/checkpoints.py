@@ -198,7 +198,9 @@ def download(uid: str) -> ResponseReturnValue:
     with db() as conn:
         if _access.checkpoint(conn, uid, for_write=False) is None:
             raise NotFound(f"checkpoint {uid} not found")
-        storage = ckpt_svc.storage_config(conn, uid) or state().config.checkpoint_storage
+        cluster_storage = state().config.checkpoint_storage
+        storage = ckpt_svc.storage_config(conn, uid) or cluster_storage
+        policy = ckpt_svc.download_policy(conn, uid, state().config.egress)
     release_connection()  # no pooled connection held while reading storage
-    archive = ckpt_svc.archive(storage, uid)
+    archive = ckpt_svc.archive(storage, uid, policy, cluster_storage)
     return send_file(archive, mimetype="application/gzip", download_name=f"{uid}.tar.gz")

@@ -2,8 +2,8 @@
 
 Global webhooks (no ``workspaceId``) are for admins; a workspace's webhooks for its owner and
 admins. A user lists the global ones and those of workspaces they own (admins: all). A
-non-admin's URL may not reach this machine or link-local addresses
-(:func:`det.master.services.webhooks.blocked_address`)."""
+non-admin's webhook is held to the egress policy (:mod:`det.master.egress`) when it is made,
+tested and delivered; the test answers the receiver's status, never its body."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import json
 
 from flask import Blueprint
 
+from det.master import egress
 from det.master.api import _access
 from det.master.api._common import TASK, USER, Conn, allow, current_user, db, state
 from det.master.api._contract import contract
@@ -61,7 +62,8 @@ def create(body: d.v1Webhook) -> d.v1PostWebhookResponse:
         if workspace_id is not None and not owners.of(conn, "workspace", workspace_id):
             raise InvalidArgument(f"workspaceId: workspace {workspace_id} not found")
         _may_edit(conn, workspace_id)
-        row = svc.create(conn, body, user.id, restricted=not user.admin)
+        policy = egress.Policy.of(state().config.egress, restricted=not user.admin)
+        row = svc.create(conn, body, user.id, policy)
     return {"webhook": svc.wire(row)}  # type: ignore[typeddict-item]
 
 
@@ -79,16 +81,19 @@ def delete(webhook_id: int) -> Empty:
 @contract("TestWebhook")
 def test(webhook_id: int) -> d.v1TestWebhookResponse:
     """Sends a test event now (no transaction open while it is sent); a failure is a 400 with
-    the receiver's status or error."""
+    the receiver's status (never its body) or why no answer came."""
     with db() as conn:
         row = svc.get(conn, webhook_id)
         _may_edit(conn, row.workspace_id)
         by_admin = svc.made_by_admin(conn, webhook_id)
     body = json.dumps(svc.test_payload(row)).encode()
     key = webhook_delivery.signing_key(state()) if row.webhook_type == svc.DEFAULT else None
-    status, error = webhook_delivery.post(row.url, body, key, restricted=not by_admin)
-    if status is None or status >= 400:
-        raise InvalidArgument(f"url: the receiver answered {status or ''} {error or ''}".strip())
+    policy = egress.Policy.of(state().config.egress, restricted=not by_admin)
+    status, error = webhook_delivery.post(row.url, body, key, policy)
+    if status is None:
+        raise InvalidArgument(f"url: no answer: {error}")
+    if status >= 400:
+        raise InvalidArgument(f"url: the receiver answered {status}")
     return {"completed": True}
 
 
@@ -109,7 +114,8 @@ def _event(e: svc.Delivery) -> det_wire.WebhookEvent:
         "created_at": str(e["created_at"]),
         "attempts": e["attempts"],
         "last_status": e["last_status"],
-        "last_error": e["last_error"],
+        # An answer's body is not kept; rows written before that keep theirs, not shown.
+        "last_error": e["last_error"] if e["last_status"] is None else None,
         "last_attempt_at": _text(e["last_attempt_at"]),
         "delivered_at": _text(e["delivered_at"]),
         "failed_at": _text(e["failed_at"]),

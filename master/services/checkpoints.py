@@ -8,18 +8,23 @@ import os
 import tarfile
 import tempfile
 import uuid as uuidlib
-from typing import IO
+from typing import IO, TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 from typing_extensions import TypedDict
 
 from det import storage as det_storage
-from det.common.jsontypes import JSONObject
-from det.master import limits, states
+from det.common.jsontypes import JSONObject, JSONValue
+from det.master import egress, limits, states
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound, Unavailable
 from det.master.schemas.checkpoints import ReportedCheckpoint
+from det.storage.s3 import S3StorageManager
+
+if TYPE_CHECKING:
+    from det.master.config import MasterConfig
 
 logger = logging.getLogger(__name__)
 
@@ -171,6 +176,68 @@ def list_for(
     ).fetchall()
 
 
+def _endpoint_policy(
+    storage: JSONObject, cluster_storage: JSONObject, policy: egress.Policy
+) -> egress.Policy:
+    """``policy`` for an S3 ``storage``'s endpoint: the cluster's own endpoint (same scheme,
+    host and port: an admin chose it, the user only the bucket) is allowed by its name."""
+    url = storage.get("endpoint_url")
+    theirs = cluster_storage.get("endpoint_url") if cluster_storage.get("type") == "s3" else None
+    if not isinstance(url, str) or not isinstance(theirs, str) or not theirs:
+        return policy
+    a, b = urlsplit(url), urlsplit(theirs)
+    if (a.scheme, a.hostname, a.port) != (b.scheme, b.hostname, b.port):
+        return policy
+    return policy.allowing(a.hostname or "")
+
+
+def storage_endpoint_refusal(
+    storage: JSONValue, cluster_storage: JSONObject, policy: egress.Policy
+) -> str | None:
+    """Why a ``checkpoint_storage`` (resolved) points the master where ``policy`` refuses
+    (None: it may be read): an S3 ``endpoint_url`` that is no http(s) URL, or whose host is
+    refused (the cluster's own endpoint is always allowed)."""
+    if not isinstance(storage, dict) or storage.get("type") != "s3":
+        return None
+    url = storage.get("endpoint_url")
+    if url is None or url == "":
+        return None
+    parts = urlsplit(str(url))
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "checkpoint_storage.endpoint_url: must be an http:// or https:// URL with a host"
+    why = egress.check_host(parts.hostname, _endpoint_policy(storage, cluster_storage, policy))
+    if why is None:
+        return None
+    return (
+        f"checkpoint_storage.endpoint_url: {why}; only an admin's experiment, the cluster's"
+        " own storage or a host in egress.allowed_hosts may use it"
+    )
+
+
+def check_storage_endpoint(master: MasterConfig, config: JSONObject, *, admin: bool) -> None:
+    """InvalidArgument when a non-admin's experiment ``config`` (resolved) names an S3
+    ``endpoint_url`` the egress policy refuses (the early, friendly refusal; the master's own
+    downloads are judged again on the address connected to, :func:`archive`)."""
+    policy = egress.Policy.of(master.egress, restricted=not admin)
+    why = storage_endpoint_refusal(
+        config.get("checkpoint_storage"), master.checkpoint_storage, policy
+    )
+    if why is not None:
+        raise InvalidArgument(why)
+
+
+def download_policy(conn: Conn, uid: str, config: egress.EgressConfig) -> egress.Policy:
+    """The egress policy of the master reading checkpoint ``uid``'s storage: restricted unless
+    an admin made its experiment (who chose the endpoint, not who asks for the files)."""
+    row = conn.execute(
+        "SELECT coalesce(u.admin, false) AS admin FROM checkpoints c"
+        " JOIN trials t ON t.id = c.trial_id JOIN experiments e ON e.id = t.experiment_id"
+        " LEFT JOIN users u ON u.id = e.owner_id WHERE c.uuid = %s",
+        (uid,),
+    ).fetchone()
+    return egress.Policy.of(config, restricted=not (row and row["admin"]))
+
+
 def storage_config(conn: Conn, uid: str) -> JSONObject | None:
     """The checkpoint storage its experiment wrote to (None: the master's default)."""
     row = conn.execute(
@@ -188,16 +255,33 @@ def _plain(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
     return info if info.isfile() or info.isdir() else None
 
 
-def archive(storage: JSONObject, uid: str) -> IO[bytes]:
+def archive(
+    storage: JSONObject, uid: str, policy: egress.Policy, cluster_storage: JSONObject
+) -> IO[bytes]:
     """Checkpoint ``uid``'s files as a gzip tar in a temporary file (rewound; deleted when
     closed), read from ``storage`` by the master itself (no DB connection held: this is network
     and disk work). NotFound when the storage has no such checkpoint. Only the checkpoint's
     content is read (:mod:`det.storage.tree`): a link out of its directory is skipped, and a
-    checkpoint directory that is itself a link is refused (Conflict)."""
+    checkpoint directory that is itself a link is refused (Conflict). An S3 storage is read
+    under the egress ``policy`` (:func:`download_policy`; the cluster's own endpoint allowed),
+    checked first on its endpoint's name and then on every address connected to
+    (InvalidArgument when refused)."""
+    why = storage_endpoint_refusal(storage, cluster_storage, policy)
+    if why is not None:
+        raise InvalidArgument(f"checkpoint {uid}: {why}")
     out = tempfile.TemporaryFile()  # noqa: SIM115 (handed to the response, which closes it)
     with tempfile.TemporaryDirectory(prefix="det-download-") as tmp:
         try:
-            det_storage.from_config(storage).download(uid, tmp)
+            manager = det_storage.from_config(storage)
+            if isinstance(manager, S3StorageManager):
+                if not storage.get("endpoint_url"):
+                    # No endpoint in the config: boto3's own choice from the master's
+                    # environment (AWS_ENDPOINT_URL, the region's), which an admin set.
+                    chosen = urlsplit(str(manager.client.meta.endpoint_url)).hostname
+                    policy = policy.allowing(chosen or "")
+                policy = _endpoint_policy(storage, cluster_storage, policy)
+                egress.guard_boto3_client(manager.client, policy)
+            manager.download(uid, tmp)
         except det_storage.CheckpointNotFoundError:
             out.close()
             raise NotFound(f"checkpoint {uid}: no files in its storage") from None
@@ -207,6 +291,12 @@ def archive(storage: JSONObject, uid: str) -> IO[bytes]:
             raise Conflict(f"checkpoint {uid}: {e}") from None
         except Exception as e:
             out.close()
+            refused = egress.refusal_in(e)
+            if refused is not None:
+                logger.warning("checkpoint %s: download refused: %s", uid, refused)
+                raise InvalidArgument(
+                    f"checkpoint {uid}: checkpoint_storage.endpoint_url: {refused}"
+                ) from None
             logger.warning("checkpoint %s: download from storage failed: %s", uid, e)
             raise Unavailable(f"checkpoint {uid}: its storage could not be read: {e}") from None
         with tarfile.open(fileobj=out, mode="w:gz") as tf:

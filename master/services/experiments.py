@@ -28,6 +28,7 @@ from det.master.expconf import stored
 from det.master.expconf.stored import SMALLER_IS_BETTER_SQL
 from det.master.handles import MasterState
 from det.master.services import (
+    checkpoints,
     containers,
     jobs,
     listing,
@@ -192,6 +193,7 @@ def create(
         )
     # Unmanaged too: deleting one runs a GC task with its checkpoint storage mounted.
     containers.check_policy(st, config, admin=admin)
+    checkpoints.check_storage_endpoint(st.config, config, admin=admin)
 
     limits.text("name", config.get("name"), limits.NAME)
     limits.text("description", config.get("description"), limits.DESCRIPTION)
@@ -883,6 +885,7 @@ def continue_(
                 f"overrideConfig: {changed[0]} cannot change when continuing (the trial is the same)"
             )
     containers.check_policy(st, new_config, admin=admin)
+    checkpoints.check_storage_endpoint(st.config, new_config, admin=admin)
     states.continue_experiment(
         conn,
         experiment_id,

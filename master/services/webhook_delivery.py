@@ -6,7 +6,9 @@ which drains the due events and ends. Each batch is claimed in a short transacti
 (``FOR UPDATE SKIP LOCKED``, then a lease: ``next_attempt_at`` moved a minute on), sent with no
 transaction open, and its outcome written in another short one. A 2xx is delivered; a 4xx is
 final (as Determined treats it); anything else (5xx, refused, timeout, a blocked address) is
-tried again after 1, 2, 4, 8 ... s (at most a minute) up to :data:`MAX_ATTEMPTS` times. A master
+tried again after 1, 2, 4, 8 ... s (at most a minute) up to :data:`MAX_ATTEMPTS` times. A
+non-admin's webhook is sent under the egress policy (:mod:`det.master.egress`), judged on the
+address connected to; what is recorded is the status, or why no answer came, never the body. A master
 that dies mid-send leaves the lease to run out and the next leader sends again: a receiver
 may see an event twice (``event_id`` tells them apart).
 
@@ -23,14 +25,13 @@ import hmac
 import logging
 import threading
 import time
-from urllib.parse import urlsplit
 
 import requests
 from psycopg.rows import class_row
 
+from det.master import egress
 from det.master.db import Conn
 from det.master.handles import MasterState
-from det.master.services import webhooks
 
 logger = logging.getLogger(__name__)
 
@@ -62,24 +63,27 @@ def sign(key: bytes, timestamp: int, body: bytes) -> str:
 
 
 def post(
-    url: str, body: bytes, key: bytes | None, *, restricted: bool
+    url: str, body: bytes, key: bytes | None, policy: egress.Policy
 ) -> tuple[int | None, str | None]:
-    """One POST; returns (status, error). No redirects are followed (a redirect could lead a
-    restricted webhook to an address it may not use)."""
-    if restricted:
-        why = webhooks.blocked_address(urlsplit(url).hostname or "")
-        if why:
-            return None, why
+    """One POST under the egress ``policy``; returns (status, error). Only the status of an
+    answer is kept, never its body (an internal service's answer is not the webhook owner's to
+    read). No redirects are followed (a redirect could lead a restricted webhook to an address
+    it may not use)."""
     headers = {"Content-Type": "application/json; charset=UTF-8"}
     if key is not None:
         t = int(time.time())
         headers["X-Determined-AI-Signature-Timestamp"] = str(t)
         headers["X-Determined-AI-Signature"] = sign(key, t, body)
     try:
-        r = requests.post(url, data=body, headers=headers, timeout=TIMEOUT, allow_redirects=False)
+        with egress.session(policy) as http:
+            r = http.post(url, data=body, headers=headers, timeout=TIMEOUT, allow_redirects=False)
+            r.close()
     except requests.RequestException as e:
+        refused = egress.refusal_in(e)
+        if refused is not None:
+            return None, str(refused)
         return None, f"{type(e).__name__}: {e}"[:500]
-    return r.status_code, None if r.status_code < 300 else r.text[:200]
+    return r.status_code, None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -153,9 +157,8 @@ def drain(state: MasterState) -> int:
         if not batch:
             return done
         for event in batch:
-            status, error = post(
-                event.url, event.payload.encode(), key, restricted=not event.by_admin
-            )
+            policy = egress.Policy.of(state.config.egress, restricted=not event.by_admin)
+            status, error = post(event.url, event.payload.encode(), key, policy)
             with state.pool.connection() as conn:
                 _record(conn, event, status, error)
             done += 1

@@ -7,9 +7,9 @@ sends the queue outside any transaction. Payload shapes follow Determined 0.38's
 (``event_id``, ``event_type``, ``timestamp``, ``condition``, ``event_data``; Slack ``blocks``).
 
 URL rule: http(s) only, with a host. Global webhooks are for admins; a webhook made by a
-non-admin (a workspace's owner) may not point at this machine, link-local addresses (cloud
-metadata) or unspecified/multicast ones, checked when it is made and again at each delivery
-(:func:`blocked_address`).
+non-admin (a workspace's owner) is held to the egress policy (:mod:`det.master.egress`: no
+loopback, private, link-local, CGNAT, unique-local... address, none of this host's own), checked
+when it is made (:func:`check_url`) and at each delivery on the address connected to.
 """
 
 from __future__ import annotations
@@ -17,10 +17,8 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
-import ipaddress
 import json
 import re
-import socket
 import time
 import uuid
 from typing import Any, Literal
@@ -31,7 +29,7 @@ from psycopg.types.json import Jsonb
 from typing_extensions import TypedDict
 
 from det.common.jsontypes import JSONObject, JSONValue
-from det.master import limits
+from det.master import egress, limits
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.expconf import stored
@@ -177,39 +175,25 @@ def _enum(field: str, value: object, prefix: str, allowed: tuple[str, ...], defa
     return name
 
 
-def blocked_address(host: str) -> str | None:
-    """Why ``host`` may not receive a non-admin's webhook (None: it may): any of its addresses
-    is loopback, link-local (cloud metadata), unspecified, multicast or reserved."""
-    try:
-        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-    except (OSError, UnicodeError):
-        return f"host {host!r} does not resolve"
-    for info in infos:
-        addr = ipaddress.ip_address(str(info[4][0]).split("%")[0])
-        if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-            addr = addr.ipv4_mapped
-        if (
-            addr.is_loopback
-            or addr.is_link_local
-            or addr.is_unspecified
-            or addr.is_multicast
-            or addr.is_reserved
-        ):
-            return f"host {host!r} is {addr}, a loopback, link-local or reserved address"
-    return None
-
-
-def check_url(url: object, *, restricted: bool) -> str:
+def check_url(url: object, policy: egress.Policy) -> str:
+    """The webhook's URL, or InvalidArgument: http(s) with a host, no credentials, and for a
+    non-admin's webhook a host the egress policy lets it reach (checked again at delivery, on
+    the address connected to)."""
     text = limits.text("url", url, URL_MAX, required=True)
     parts = urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidArgument("url: must be an http:// or https:// URL with a host")
     if parts.username or parts.password:
         raise InvalidArgument("url: must not carry a user name or password")
-    if restricted:
-        why = blocked_address(parts.hostname)
-        if why:
-            raise InvalidArgument(f"url: {why}; only an admin's global webhook may use it")
+    try:
+        parts.port  # noqa: B018 (a port that is no number raises here)
+    except ValueError:
+        raise InvalidArgument("url: the port must be a number from 0 to 65535") from None
+    why = egress.check_host(parts.hostname, policy)
+    if why:
+        raise InvalidArgument(
+            f"url: {why}; only an admin's webhook or a host in egress.allowed_hosts may use it"
+        )
     return text
 
 
@@ -259,12 +243,13 @@ def _trigger(i: int, t: d.v1Trigger, mode: str) -> tuple[str, Condition]:
 
 
 # -- rows ---------------------------------------------------------------------------------------
-def create(conn: Conn, body: d.v1Webhook, user_id: int, *, restricted: bool) -> Webhook:
-    """Validates everything first; one transaction writes the webhook and its triggers."""
+def create(conn: Conn, body: d.v1Webhook, user_id: int, policy: egress.Policy) -> Webhook:
+    """Validates everything first; one transaction writes the webhook and its triggers.
+    ``policy``: the egress policy of its creator (restricted for a non-admin)."""
     if not isinstance(body, dict):
         raise InvalidArgument("request body: the webhook as a JSON object")
     name = limits.text("name", body.get("name"), limits.NAME, required=True)
-    url = check_url(body.get("url"), restricted=restricted)
+    url = check_url(body.get("url"), policy)
     kind = _enum("webhookType", body.get("webhookType"), "WEBHOOK_TYPE_", (DEFAULT, SLACK), "")
     mode = _enum(
         "mode", body.get("mode"), "WEBHOOK_MODE_", (WORKSPACE_MODE, SPECIFIC_MODE), WORKSPACE_MODE
