@@ -44,6 +44,7 @@ _FIELD_TYPES: dict[tuple[str, str], str] = {
     ("resources", "dict[str, str]"): "Resources",
     ("password", "str"): "Password",
     ("searchText", "str"): "Description",
+    ("mtime", "str"): "Int64Text",
 }
 
 
@@ -206,6 +207,7 @@ from det.master.schemas._types import (
     ConfigText,
     Description,
     Int64,
+    Int64Text,
     Label,
     Labels,
     Metadata,

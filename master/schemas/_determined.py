@@ -13,6 +13,7 @@ from det.master.schemas._types import (
     ConfigText,
     Description,
     Int64,
+    Int64Text,
     Labels,
     Metadata,
     Name,
@@ -1046,7 +1047,7 @@ class v1File(TypedDict):
     content: NotRequired[str]
     gid: NotRequired[Int64]
     mode: NotRequired[Int64]
-    mtime: NotRequired[str]
+    mtime: NotRequired[Int64Text]
     path: NotRequired[str]
     type: NotRequired[Int64]
     uid: NotRequired[Int64]

@@ -36,6 +36,25 @@ def _no_bool(value: object) -> object:
 
 #: A request's integer: 64 bits, not a boolean.
 Int64 = Annotated[int, BeforeValidator(_no_bool), Field(ge=INT64_MIN, le=INT64_MAX)]
+
+
+def _int64_text(value: object) -> object:
+    """An int64 in protobuf's JSON is a string or a number: either, as its decimal string."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return value  # pydantic names the type it got
+    try:
+        number = int(value)
+    except ValueError:
+        number = None
+    if number is None or not INT64_MIN <= number <= INT64_MAX:
+        raise PydanticCustomError("int64", "Input should be a 64-bit integer (a number or string)")
+    return str(number)
+
+
+#: An int64 field the official bindings type as a string (``v1File.mtime``) that Determined's
+#: clients also send as a number (the 0.38.1 CLI's ``--context`` files do): both are accepted,
+#: as Determined's gateway accepts them, and read as the string.
+Int64Text = Annotated[str, BeforeValidator(_int64_text)]
 Name = Annotated[str, Field(max_length=limits.NAME)]
 Description = Annotated[str, Field(max_length=limits.DESCRIPTION)]
 Notes = Annotated[str, Field(max_length=limits.NOTES)]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import os
 import subprocess
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -109,3 +112,37 @@ def _created_id(out: str) -> int:
     m = re.search(r"[Cc]reated experiment (\d+)", out)
     assert m, out
     return int(m.group(1))
+
+
+def test_official_cli_sends_context_to_every_task_kind(
+    official_bin: Path, live_master: Master, tmp_path: Path
+) -> None:
+    """The 0.38.1 CLI sends each ``--context`` file's ``mtime`` as a number (Determined's
+    gateway takes an int64 as a number or a string): every task kind takes it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    ctx = tmp_path / "ctx"
+    (ctx / "sub").mkdir(parents=True)
+    (ctx / "sub" / "data.txt").write_text("context file\n")
+    cfg = tmp_path / "const.yaml"
+    cfg.write_text(CONFIG)
+
+    def det(*args: str, stdin: str | None = None) -> str:
+        return run(official_bin, live_master, home, *args, stdin=stdin)
+
+    det("user", "login", "admin", stdin=ADMIN_PASSWORD + "\n")
+    exp_id = _created_id(det("experiment", "create", str(cfg), str(ctx), "--paused"))
+    launched = {
+        "command": det("cmd", "run", "--detach", "--context", str(ctx), "cat sub/data.txt"),
+        "shell": det("shell", "start", "--detach", "--context", str(ctx)),
+        "notebook": det("notebook", "start", "--detach", "--no-browser", "--context", str(ctx)),
+        "tensorboard": det(
+            "tensorboard", "start", str(exp_id), "--detach", "--no-browser", "--context", str(ctx)
+        ),
+    }
+    for kind, out in launched.items():
+        task_id = out.strip().split()[-1]
+        packed = live_master.get(f"/api/v1/tasks/{task_id}/context")["b64Tgz"]
+        with tarfile.open(fileobj=io.BytesIO(base64.b64decode(packed))) as tar:
+            data = tar.extractfile("sub/data.txt")
+            assert data is not None and data.read() == b"context file\n", kind

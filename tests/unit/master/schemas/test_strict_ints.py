@@ -123,3 +123,18 @@ def test_a_query_string_integer_still_parses() -> None:
     assert validate(TrialIdsQuery, {"trialIds": ["3", "4"]}, "query").trialIds == [3, 4]
     with pytest.raises(InvalidArgument):
         validate(TrialIdsQuery, {"trialIds": [False]}, "query")
+
+
+@pytest.mark.parametrize(
+    ("mtime", "stored"), [(1700000000, "1700000000"), ("1700000000", "1700000000"), (0, "0")]
+)
+def test_a_context_files_mtime_is_a_number_or_a_string(mtime: object, stored: str) -> None:
+    """Determined's int64 in JSON: the 0.38.1 CLI sends ``--context`` mtimes as numbers."""
+    body = validate(d.v1LaunchCommandRequest, {"files": [{"path": "a", "mtime": mtime}]})
+    assert body["files"][0]["mtime"] == stored
+
+
+@pytest.mark.parametrize("mtime", [True, "soon", 2**64, 1.5])
+def test_a_context_files_mtime_that_is_no_int64_is_refused(mtime: object) -> None:
+    with pytest.raises(InvalidArgument, match=r"files\[0\]\.mtime"):
+        validate(d.v1LaunchCommandRequest, {"files": [{"path": "a", "mtime": mtime}]})
