@@ -131,7 +131,7 @@ def owner_is_admin(conn: Conn, allocation_id: str) -> bool:
         " JOIN users u ON u.id = j.owner_id WHERE a.id = %s",
         (allocation_id,),
     ).fetchone()
-    return bool(row and row[0])
+    return bool(row and row["admin"])
 
 
 def check_policy(
