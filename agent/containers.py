@@ -280,9 +280,9 @@ class DockerRuntime:
                     c.kill()
                 except docker.errors.APIError as e:  # exited meanwhile: refresh reports it
                     logger.info("killing %s: %s", alloc, e)
+            self._follow(rec)  # before the record is seen: see _follow
             with self._lock:
                 self._records[alloc] = rec
-            self._follow(rec)
             logger.info("reattached to %s (%s, %s)", alloc, c.short_id, rec.state.value)
 
     def refresh(self) -> None:
@@ -422,11 +422,11 @@ class DockerRuntime:
             if not self._set(rec, AllocationState.STARTING):
                 raise _Cancelled()
             container.start()
+            self._follow(rec)  # before RUNNING is seen: see _follow
             with self._lock:
                 killed_meanwhile = rec.killing
                 if not killed_meanwhile:
                     rec.state = AllocationState.RUNNING
-            self._follow(rec)
             if killed_meanwhile:
                 self._stop(rec)
                 return
@@ -583,6 +583,10 @@ class DockerRuntime:
         return [self._slots[s].uuid or s if s in self._slots else s for s in slot_ids]
 
     def _follow(self, rec: Record) -> None:
+        """Starts the log follower of ``rec``'s container. Called before ``refresh`` can see the
+        record RUNNING (or at all): a record it moves to TERMINATED without a follower would
+        count as every log line shipped (``actual``), its end be reported at once and its
+        container removed, before a follower started after it read a line."""
         if rec.docker_id is None or rec.follower is not None:
             return
         meta = {
@@ -591,10 +595,10 @@ class DockerRuntime:
             "agent_id": self.agent_id,
             "container_id": rec.container_id,
         }
-        rec.follower = LogFollower(
-            self._docker, self._shipper, rec.docker_id, rec.container_id, meta
-        )
-        rec.follower.start()
+        follower = LogFollower(self._docker, self._shipper, rec.docker_id, rec.container_id, meta)
+        with self._lock:
+            rec.follower = follower
+        follower.start()
 
     def kill(self, allocation_id: str) -> None:
         with self._lock:

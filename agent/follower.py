@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import requests
+import urllib3
 
 from det.agent.logs import Cursor, LogShipper, Timestamp, read_frames, task_log
 
@@ -19,6 +20,13 @@ logger = logging.getLogger(__name__)
 STOPPED_RETRIES = 5
 #: How long after a stopped container's stream ended its log is read once more.
 SWEEP_DELAY = 0.5
+#: How long a follow stream may stay quiet before the follower asks whether the container still
+#: runs: Docker does not always end the follow stream of a container that exits (under load,
+#: one was seen to stay open with lines of the exited container never sent), so the stream of
+#: a stopped container is never waited on for longer than this.
+IDLE_SECONDS = 5.0
+
+_END, _IDLE, _BROKE = "end", "idle", "broke"
 
 
 class LogFollower(threading.Thread):
@@ -26,8 +34,10 @@ class LogFollower(threading.Thread):
 
     Resumes from the shipper's cursor for the container (agent restart) and, when the stream
     could not be opened or broke (Docker engine hiccup), from the last line read: forever while
-    the container runs, ``STOPPED_RETRIES`` times once it has stopped. It ends when a stream of
-    a stopped container has been read to its end, and read once more ``SWEEP_DELAY`` later.
+    the container runs, ``STOPPED_RETRIES`` times once it has stopped. A stream quiet for
+    ``IDLE_SECONDS`` is read again from the last line read: followed while the container runs,
+    to its end (no follow) once it has stopped. It ends when a stream of a stopped container has
+    been read to its end, and read once more ``SWEEP_DELAY`` later.
     """
 
     def __init__(
@@ -46,12 +56,12 @@ class LogFollower(threading.Thread):
         self._meta = meta
         self.stopped = threading.Event()
 
-    def _open(self, since: Timestamp | None) -> Any:
+    def _open(self, since: Timestamp | None, follow: bool) -> Any:
         api = self._docker.api
         params: dict[str, Any] = {
             "stdout": 1,
             "stderr": 1,
-            "follow": 1,
+            "follow": 1 if follow else 0,
             "timestamps": 1,
             "tail": "all",
         }
@@ -59,8 +69,9 @@ class LogFollower(threading.Thread):
             # Exact to the nanosecond: the SDK's own `since` takes whole or float seconds.
             params["since"] = since.docker_since()
         url = f"{api.base_url}/v{api.api_version}/containers/{self._docker_id}/logs"
-        # timeout=None: a quiet training job may print nothing for hours.
-        resp = api.get(url, params=params, stream=True, timeout=None)
+        # A read quiet for IDLE_SECONDS ends the read (see run); a quiet training job that
+        # prints nothing for hours is read again from the last line every IDLE_SECONDS.
+        resp = api.get(url, params=params, stream=True, timeout=(60, IDLE_SECONDS))
         resp.raise_for_status()
         return resp
 
@@ -76,11 +87,16 @@ class LogFollower(threading.Thread):
         resume: Cursor | None = stream.shipped
         failures = 0
         swept = False
+        running = True
         try:
             while True:
-                resume, complete = self._follow(stream, resume)
+                # A stopped container's log is read without following: the read cannot wait
+                # on a stream Docker never ends.
+                resume, outcome = self._follow(stream, resume, follow=running)
                 running = self._running()
-                if complete and not running:
+                if outcome == _IDLE:
+                    continue
+                if outcome == _END and not running:
                     if swept:
                         return
                     # Docker can end the follow stream of a container that exits at once before
@@ -103,16 +119,19 @@ class LogFollower(threading.Thread):
             self.stopped.set()
             logger.debug("log follower for %s finished", self._key)
 
-    def _follow(self, stream: Any, resume: Cursor | None) -> tuple[Cursor | None, bool]:
+    def _follow(
+        self, stream: Any, resume: Cursor | None, *, follow: bool
+    ) -> tuple[Cursor | None, str]:
         """Ship lines after `resume` until the stream ends; returns the new resume point and
-        whether the stream was read to its end (not: it could not be opened, or it broke)."""
+        how the read ended: ``end`` (read to its end), ``idle`` (quiet for IDLE_SECONDS) or
+        ``broke`` (it could not be opened, or it broke)."""
         skip = resume.count if resume else 0
         try:
-            resp = self._open(resume.ts if resume else None)
+            resp = self._open(resume.ts if resume else None, follow)
         except Exception as e:
             logger.warning("cannot open logs of %s: %s", self._key, e)
-            return resume, False
-        complete = False
+            return resume, _BROKE
+        outcome = _BROKE
         try:
             for stdtype, data in read_frames(resp.raw):
                 text = data.decode("utf-8", errors="replace")
@@ -130,9 +149,17 @@ class LogFollower(threading.Thread):
                 body = task_log(line, ts_text, stdtype, **self._meta)
                 self._shipper.put(stream, ts, body)
                 resume = resume.advance(ts) if resume else Cursor(ts, 1)
-            complete = True
-        except (requests.RequestException, OSError) as e:
+            outcome = _END
+        except (urllib3.exceptions.ReadTimeoutError, requests.Timeout):
+            outcome = _IDLE
+        # urllib3's errors while reading a response (a dropped connection: ProtocolError) are
+        # not OSErrors: without them here, a broken stream ended the follower for good.
+        except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as e:
             logger.info("log stream of %s broke: %s", self._key, e)
+        except Exception:
+            # Read again from the last line like any broken read: an exception out of here
+            # would end the follower, and its container would count as every line shipped.
+            logger.exception("reading the log stream of %s failed", self._key)
         finally:
             resp.close()
-        return resume, complete
+        return resume, outcome

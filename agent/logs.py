@@ -244,6 +244,10 @@ class LogShipper:
                 logger.debug("posting logs failed (%s), retrying in %.1fs", e, delay)
             except MasterUnavailable as e:
                 logger.debug("posting logs failed (%s), retrying in %.1fs", e, delay)
+            except Exception:
+                # Anything else is retried too: an exception out of here would end the one
+                # shipper thread, and every container's lines after it would be held for good.
+                logger.exception("posting logs failed unexpectedly, retrying in %.1fs", delay)
             time.sleep(delay)
         touched: dict[str, _Stream] = {}
         for entry in batch:

@@ -74,6 +74,10 @@ class AgentProcess:
             )
         return self
 
+    def tail(self, lines: int = 80) -> str:
+        """The end of the agent's log, for a failure's message."""
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
     def kill(self, sig: int = signal.SIGKILL) -> None:
         assert self.proc is not None
         self.proc.send_signal(sig)
@@ -166,9 +170,16 @@ def test_runs_container_with_env_and_context_ships_logs_and_reports_exit(
 
     report = wait_state(master, a.agent_id, "1.1.1", "TERMINATED")
     assert report["exitCode"] == 3 and report["error"] is None
-    lines = master.wait_for(
-        lambda: len(master.log_lines("1.1.1")) >= 4 and master.log_lines("1.1.1")
-    )
+    try:
+        lines = master.wait_for(
+            lambda: len(master.log_lines("1.1.1")) >= 4 and master.log_lines("1.1.1"),
+            desc="the container's 4 lines",
+        )
+    except AssertionError as e:  # once seen under load (issue 44): say what the agent did
+        raise AssertionError(
+            f"{e}; got {master.log_lines('1.1.1')}; states {master.states_seen(a.agent_id, '1.1.1')}"
+            f"; the agent's log ends:\n{a.tail()}"
+        ) from None
     cid = report["containerId"]
     # Docker copies stdout and stderr separately: order is kept within a stream only.
     assert [line for line in lines if line != "to stderr\n"] == [

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import io
 import struct
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
+import urllib3
 
 from det.agent import follower as follower_module
 from det.agent.follower import LogFollower
@@ -33,14 +35,36 @@ def _frame(text: str) -> bytes:
 class _Breaking(io.RawIOBase):
     """A stream that serves ``data`` and then fails like a dropped connection."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, error: Exception | None = None) -> None:
         self._buf = io.BytesIO(data)
+        self._error = error or OSError("connection reset")
 
     def read(self, n: int = -1) -> bytes:
         chunk = self._buf.read(n)
         if not chunk:
-            raise OSError("connection reset")
+            raise self._error
         return chunk
+
+
+class _Quiet(io.RawIOBase):
+    """A follow stream that serves ``data`` and then stays open with nothing more, as Docker's
+    did for a container that had exited: a read with a timeout times out (as a socket with one
+    does), a read without one waits until ``release`` is set."""
+
+    def __init__(self, data: bytes, read_timeout: float | None, release: threading.Event) -> None:
+        self._buf = io.BytesIO(data)
+        self._timeout = read_timeout
+        self._release = release
+
+    def read(self, n: int = -1) -> bytes:
+        chunk = self._buf.read(n)
+        if chunk:
+            return chunk
+        if self._timeout is None:
+            self._release.wait()
+            return b""
+        self._release.wait(self._timeout)
+        raise urllib3.exceptions.ReadTimeoutError(None, "/logs", "Read timed out.")  # type: ignore[arg-type]
 
 
 class _Response:
@@ -58,21 +82,27 @@ class _Engine:
     """The parts of docker-py's client the follower uses, for one exited container whose log
     holds LINES. ``script`` says what each open of the log stream does: ``fail`` (cannot
     open), ``break:N`` (N lines, then the connection drops), ``end:N`` (N lines, then the
-    stream ends) or ``all``."""
+    stream ends), ``quiet:N`` (N lines, then nothing, the stream left open: ``_Quiet``) or
+    ``all``."""
 
     def __init__(self, script: list[str]) -> None:
         self.script = script
         self.sinces: list[str | None] = []
+        self.follows: list[int] = []
+        self.release = threading.Event()
         self.api = self
         self.base_url = "http+docker://engine"
         self.api_version = "1.45"
         self.containers = self
 
-    def get(self, url: str, *, params: dict[str, Any] | None = None, **_: Any) -> Any:
+    def get(
+        self, url: str, *, params: dict[str, Any] | None = None, timeout: Any = None, **_: Any
+    ) -> Any:
         if params is None:  # containers.get(id): the container has exited
             return type("C", (), {"status": "exited"})()
         since = params.get("since")
         self.sinces.append(since)
+        self.follows.append(params["follow"])
         step = self.script.pop(0) if self.script else "all"
         if step == "fail":
             raise requests.ConnectionError("engine busy")
@@ -84,6 +114,16 @@ class _Engine:
         if step.startswith("break:"):
             n = int(step.partition(":")[2])
             return _Response(_Breaking(b"".join(_frame(f"{t} {x}") for t, x in lines[:n])))
+        if step.startswith("drop:"):  # as urllib3 reports a connection dropped mid-response
+            n = int(step.partition(":")[2])
+            error = urllib3.exceptions.ProtocolError("Connection broken: reset by peer")
+            data = b"".join(_frame(f"{t} {x}") for t, x in lines[:n])
+            return _Response(_Breaking(data, error))
+        if step.startswith("quiet:"):
+            n = int(step.partition(":")[2])
+            read_timeout = timeout[1] if isinstance(timeout, tuple) else timeout
+            data = b"".join(_frame(f"{t} {x}") for t, x in lines[:n])
+            return _Response(_Quiet(data, read_timeout, self.release))
         if step.startswith("end:"):  # the stream ends before the logger wrote the rest
             n = int(step.partition(":")[2])
             return _Response(io.BytesIO(b"".join(_frame(f"{t} {x}") for t, x in lines[:n])))
@@ -134,6 +174,15 @@ def test_a_broken_read_resumes_after_the_last_line_read(master: FakeMaster, tmp_
     assert engine.sinces == [None, _since(2), _since(5)]
 
 
+def test_a_stream_dropped_as_urllib3_reports_it_resumes_after_the_last_line_read(
+    master: FakeMaster, tmp_path: Path
+) -> None:
+    engine = _Engine(["drop:3"])
+    _follow(master, tmp_path, engine)
+    assert master.log_lines("7.1.1") == [text for _, text in LINES]  # each once, in order
+    assert engine.sinces == [None, _since(2), _since(5)]
+
+
 def test_lines_written_after_the_stream_ended_are_read_by_the_sweep(
     master: FakeMaster, tmp_path: Path
 ) -> None:
@@ -150,3 +199,28 @@ def test_a_log_that_never_opens_is_given_up_after_a_few_tries(
     _follow(master, tmp_path, engine)
     assert master.log_lines("7.1.1") == []
     assert len(engine.sinces) == follower_module.STOPPED_RETRIES + 1
+
+
+def test_a_follow_stream_left_open_after_the_exit_is_read_to_its_end_without_following(
+    master: FakeMaster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Docker kept the follow stream of an exited container open after its first lines (issue
+    # 44: a test waited 45 s for lines of a container that had exited at once, under load).
+    monkeypatch.setattr(follower_module, "IDLE_SECONDS", 0.2, raising=False)
+    engine = _Engine(["quiet:3"])
+    shipper = LogShipper(MasterClient(master.url, "t"), CursorStore(tmp_path), flush_seconds=0.05)
+    shipper.start()
+    f = LogFollower(engine, shipper, "docker-1", "c1", META)
+    f.start()
+    try:
+        assert f.stopped.wait(10), "the follower waited on the open stream of a stopped container"
+        master.wait_for(lambda: shipper.is_done("c1"), desc="every line read shipped")
+    finally:
+        engine.release.set()
+        f.join(10)
+        shipper.stop()
+    assert master.log_lines("7.1.1") == [text for _, text in LINES]  # each once, in order
+    # Followed first; once the container was seen stopped, read from the last line read to the
+    # end of the log, and swept, without following.
+    assert engine.sinces == [None, _since(2), _since(5)]
+    assert engine.follows == [1, 0, 0]
