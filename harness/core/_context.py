@@ -194,9 +194,10 @@ def init(
     if info is None:
         return _dummy_init(distributed, checkpoint_storage, preempt_mode)
 
-    session = Session(
-        info.master_url, allocation_token=info.session_token, user_token=info.user_token
-    )
+    # The task's own calls go as the task (its allocation token), as Determined's harness
+    # makes them: DET_USER_TOKEN is the user's tools' (client.login(), det), and a user
+    # session on these calls would take the master's task-only endpoints away from them.
+    session = Session(info.master_url, allocation_token=info.session_token)
     if (
         distributed is None
         and len(info.slot_ids) > 1

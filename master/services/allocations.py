@@ -13,7 +13,7 @@ from det.common.container_spec import ContainerSpec
 from det.master import states
 from det.master.db import Conn
 from det.master.handles import MasterState
-from det.master.services import allocation_rows, containers, task_kinds, task_services
+from det.master.services import allocation_rows, containers, task_kinds, task_services, users
 from det.master.services.allocation_rows import Allocation
 
 
@@ -27,6 +27,7 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason:
         (exit_code, reason, allocation_id),
     )
     states.transition(conn, "allocation", allocation_id, states.TERMINATED, reason, strict=False)
+    users.revoke_task_session(conn, allocation_id)  # its DET_USER_TOKEN ends with it
     # Its slots are free and its task may go on (a trial's next run, a GC's experiment): the
     # control loop looks at once rather than at its next tick.
     conn.execute("NOTIFY det_wakeup")

@@ -24,7 +24,7 @@ from det.master.errors import PermissionDenied
 from det.master.expconf import stored
 from det.master.expconf.schema import DEFAULT_CPU_IMAGE
 from det.master.handles import MasterState
-from det.master.services import agent_users
+from det.master.services import agent_users, users
 
 AGENT_LOST = "agent lost"
 #: How an agent's container error starts when the image could not be pulled (det.agent.images).
@@ -50,6 +50,15 @@ def task_env(st: MasterState, allocation_id: str, task_id: str, task_type: str) 
         "DET_SESSION_TOKEN": allocation_token(st, allocation_id),
         "DET_TASK_TYPE": task_type,
     }
+
+
+def owner_session_env(conn: Conn, st: MasterState, allocation_id: str) -> dict[str, str]:
+    """``DET_USER_TOKEN``: a session of the task's owner for the tools the user runs in it (the
+    official SDK's ``client.login()`` and ``det`` read it with ``DET_USER``); the allocation's
+    one, issued on its first spec, revoked when it ends (:func:`users.task_session`). Trials
+    and interactive tasks get it; a checkpoint GC runs none of the user's tools and does not."""
+    token = users.task_session(conn, st.token_secret, allocation_id)
+    return {"DET_USER_TOKEN": token} if token is not None else {}
 
 
 def _object(value: JSONValue) -> JSONObject:

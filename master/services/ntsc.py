@@ -340,6 +340,7 @@ def container_spec(conn: Conn, st: MasterState, alloc: Allocation, agent_id: str
     slot_ids = [str(s) for s in (alloc.placement or {}).get(agent_id, [])]
     image, env = containers.image_and_env(conn, config, agent_id)
     env.update(containers.task_env(st, alloc.id, alloc.task_id, task["kind"]))
+    env.update(containers.owner_session_env(conn, st, alloc.id))
     offset = containers.port_offset(alloc.id, alloc.port_offset)
     env.update(
         {

@@ -233,6 +233,7 @@ def container_spec(conn: Conn, st: MasterState, alloc: Allocation, agent_id: str
     device = "cuda" if containers.slot_type(conn, agent_id) == "cuda" else "cpu"
     image, env = containers.image_and_env(conn, config, agent_id)
     env.update(containers.task_env(st, alloc.id, alloc.task_id, "TRIAL"))
+    env.update(containers.owner_session_env(conn, st, alloc.id))
     env.update(
         {
             "DET_USER": trial.username,

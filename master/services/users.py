@@ -2,7 +2,9 @@
 
 Passwords: the official client sends ``sha512(salt + password)`` (``isHashed``); we normalise
 every password to that form and keep only a slow salted hash (scrypt) of it. Tokens are random,
-stored as their SHA-256, expire after ``session_hours`` and can be revoked (logout).
+stored as their SHA-256, expire after ``session_hours`` and can be revoked (logout). A task's own
+session (``DET_USER_TOKEN``, :func:`task_session`) is derived from the cluster's secret and its
+allocation id instead, and lives only as long as the allocation.
 """
 
 from __future__ import annotations
@@ -333,7 +335,11 @@ def session_for_digest(conn: Conn, digest: str) -> tuple[User, float] | None:
         f"SELECT {', '.join('u.' + c for c in _COLUMNS.split(', '))},"
         " extract(epoch FROM s.expires_at)::float8"
         " FROM user_sessions s JOIN users u ON u.id = s.user_id"
-        " WHERE s.token_hash = %s AND s.revoked_at IS NULL AND s.expires_at > now() AND u.active",
+        " WHERE s.token_hash = %s AND s.revoked_at IS NULL AND s.expires_at > now() AND u.active"
+        # A task's session (DET_USER_TOKEN) lives no longer than its allocation, whatever
+        # happened to the revocation.
+        " AND (s.allocation_id IS NULL OR EXISTS (SELECT 1 FROM allocations a"
+        "      WHERE a.id = s.allocation_id AND a.state <> 'TERMINATED'))",
         (digest,),
     ).fetchone()
 
@@ -376,12 +382,54 @@ def allocation_owner(conn: Conn, allocation_id: str) -> int | None:
     return int(row["owner_id"]) if row is not None else None
 
 
-def issue_task_session(conn: Conn, user_id: int, hours: float = 24 * 30) -> str:
-    """A user session for a task's own use (``DET_USER_TOKEN``), revoked when the task ends."""
-    token = secrets.token_urlsafe(32)
-    expires = dt.datetime.now(dt.UTC) + dt.timedelta(hours=hours)
+#: How long a task's user session lives at most; it ends with its allocation long before.
+TASK_SESSION_LIFESPAN = dt.timedelta(days=365)
+
+
+def task_session_token(secret: str, allocation_id: str) -> str:
+    """The ``DET_USER_TOKEN`` of an allocation: HMAC(HMAC(secret, "user-session"), its id), so
+    every master process derives the same one (the container spec is built at each heartbeat)
+    and only its digest is stored. Unrelated to the allocation token (HMAC(secret, id))."""
+    key = hmac.new(secret.encode(), b"user-session", hashlib.sha256).digest()
+    mac = hmac.new(key, allocation_id.encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(mac).decode().rstrip("=")
+
+
+def task_session(conn: Conn, secret: str, allocation_id: str) -> str | None:
+    """The user session of the allocation's job owner that its containers get as
+    ``DET_USER_TOKEN`` (the owner's rights, nothing more), issued once: the first call stores
+    it, later ones (every heartbeat's spec) find it. None when the job has no owner any more.
+
+    It authenticates only while the allocation is live (:func:`session_for_digest`), is
+    revoked when the allocation ends (:func:`revoke_task_session`) and is deleted with it; a
+    logout inside the task revokes it for good (a revoked row is never issued again)."""
+    token = task_session_token(secret, allocation_id)
+    digest = token_digest(token)
+    if conn.execute("SELECT 1 FROM user_sessions WHERE token_hash = %s", (digest,)).fetchone():
+        return token
+    owner = allocation_owner(conn, allocation_id)
+    if owner is None:
+        return None
+    # Two agents of one allocation may build its spec at once: the second insert does nothing.
     conn.execute(
-        "INSERT INTO user_sessions (user_id, token_hash, expires_at) VALUES (%s, %s, %s)",
-        (user_id, token_digest(token), expires),
+        "INSERT INTO user_sessions (user_id, token_hash, expires_at, allocation_id, description)"
+        " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+        (
+            owner,
+            digest,
+            dt.datetime.now(dt.UTC) + TASK_SESSION_LIFESPAN,
+            allocation_id,
+            f"task session of allocation {allocation_id}",
+        ),
     )
     return token
+
+
+def revoke_task_session(conn: Conn, allocation_id: str) -> None:
+    """Ends the allocation's ``DET_USER_TOKEN`` (its allocation ended). The statement fires the
+    session caches' invalidation (migration 0008) even when no row changes."""
+    conn.execute(
+        "UPDATE user_sessions SET revoked_at = now()"
+        " WHERE allocation_id = %s AND revoked_at IS NULL",
+        (allocation_id,),
+    )
