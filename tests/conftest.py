@@ -15,7 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
-pytest_plugins = ["tests.integration.conftest_aws"]
+# tests.thread_check: no thread outlives the test or the fixture that started it.
+pytest_plugins = ["tests.integration.conftest_aws", "tests.thread_check"]
 
 # The venvs tests make (a fresh clone's, each extra's, the README's) are not byte-compiled when
 # pip installs them: pip's compileall of every installed file took 27 of the 29 CPU-seconds of

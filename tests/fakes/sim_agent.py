@@ -33,12 +33,23 @@ class Task:
     killed: threading.Event = field(default_factory=threading.Event)
 
 
+def _session() -> requests.Session:
+    """A session that never reads the process environment: with ``trust_env`` (the default)
+    requests looks up proxy variables in ``os.environ`` on every call, which races with pytest
+    setting ``PYTEST_CURRENT_TEST`` in the main thread (a ``KeyError`` in this thread)."""
+    s = requests.Session()
+    s.trust_env = False
+    return s
+
+
 class RetryingSession(requests.Session):
     """Retries connection errors and 5xx for up to ``patience`` seconds, as the harness does, so
-    a simulated task survives a master restart. ``acked`` records every POST that succeeded."""
+    a simulated task survives a master restart. ``acked`` records every POST that succeeded.
+    Like :func:`_session`, it never reads the process environment."""
 
     def __init__(self, patience: float = 60.0) -> None:
         super().__init__()
+        self.trust_env = False
         self.patience = patience
         self.acked: list[tuple[str, Any]] = []
 
@@ -172,7 +183,7 @@ class SimAgent:
         # Trials only: a checkpoint GC task may follow an experiment's end at any moment.
         self.trials_started: list[str] = []
         self.notice: dict[str, Any] | None = None
-        self._session = requests.Session()
+        self._session = _session()
         self._session.headers["Authorization"] = f"Bearer {agent_token}"
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"sim-{agent_id}")
@@ -181,12 +192,28 @@ class SimAgent:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
-        """Stops heartbeating (as if the machine vanished); task threads are abandoned."""
+    def __enter__(self) -> SimAgent:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stops heartbeating (as if the machine vanished), tells every task it is killed and
+        joins the heartbeat thread and the task threads (a task that ignores ``killed``, such
+        as a :class:`Holder` not yet released, is waited for up to ``timeout`` seconds: the
+        test's thread check then names the one still running)."""
         self._stop.set()
-        for t in self.tasks.values():
+        tasks = list(self.tasks.values())
+        for t in tasks:
             t.killed.set()
-        self._thread.join(timeout=5)
+        deadline = time.monotonic() + timeout
+        # A heartbeat in flight ends within its own 10 s timeout.
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        for t in [*tasks, *self.tasks.values()]:
+            if t.thread is not None:
+                t.thread.join(max(0.0, deadline - time.monotonic()))
+        self._session.close()
 
     def _report(self) -> HeartbeatRequest:
         return {
@@ -232,7 +259,9 @@ class SimAgent:
                 self.started.append(aid)
                 if c["spec"].get("taskType") == "TRIAL":
                     self.trials_started.append(aid)
-                task.thread = threading.Thread(target=self._run, args=(task,), daemon=True)
+                task.thread = threading.Thread(
+                    target=self._run, args=(task,), daemon=True, name=f"sim-{self.agent_id}:{aid}"
+                )
                 task.thread.start()
             elif (
                 c["action"] == "KILL"
