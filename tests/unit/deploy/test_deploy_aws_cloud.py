@@ -202,6 +202,10 @@ def test_up_turns_a_pulumi_failure_into_one_line(session, fake_pulumi):
             AMI,
             "--master-image-id",
             AMI,
+            # A VM master: a serverless one builds its image before pass 1 (Docker Hub's base,
+            # which this machine cannot reach), and this test is about Pulumi's failure.
+            "--master",
+            "vm",
         ]
     )
     assert code == 1

@@ -7,6 +7,7 @@ RunTask/DescribeTasks as the ECS API documents them.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import subprocess
 from typing import Any
@@ -188,3 +189,32 @@ def test_ecs_migration_runs_the_migration_task_in_the_tasks_network():
 def test_ecs_migration_failures_stop_up_with_one_line(ecs, message):
     with pytest.raises(DeployError, match=message):
         rollout.run_ecs_migration(ecs, OUTPUTS, sleep=lambda s: None)
+
+
+def test_the_image_is_made_before_pass_one_and_a_failed_build_creates_nothing():
+    events: list[Any] = []
+
+    def ensure(local: str, out: Any) -> None:
+        events.append(("ensure", local))
+
+    steps = dataclasses.replace(_steps(events), ensure_image=ensure)
+    rollout.run(steps, None, _apply(events), io.StringIO(), _push(events))
+    assert events[:3] == [
+        ("ensure", "det-master:aaaaaaaaaaaa"),
+        ("rollout", Rollout(release=NEW, service=None)),
+        ("apply",),
+    ]
+
+    def fail(local: str, out: Any) -> None:
+        raise DeployError("building the master image failed: no Docker Hub")
+
+    events.clear()
+    with pytest.raises(DeployError, match="building the master image failed"):
+        rollout.run(
+            dataclasses.replace(_steps(events), ensure_image=fail),
+            None,
+            _apply(events),
+            io.StringIO(),
+            _push(events),
+        )
+    assert ("apply",) not in events  # pass 1 never ran: nothing billed
