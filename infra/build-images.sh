@@ -14,6 +14,8 @@
 #   det-task:py3.11-cpu          det-base + a venv with the det harness (wheel of this repo).
 #   det-task:py3.11-cpu-torch    det-base + torch (CPU) + determined==0.38.1 + tensorboard + JupyterLab
 #                                + asyncssh (shell tasks) + the det harness (torch first: a det change rebuilds only the last layer).
+#   det-task:py3.11-cpu-torch-slim  det-base + torch (CPU) + the det harness, nothing else: what the
+#                                demo's search runs while the full task image builds after it.
 #   det-official:py3.11-torch    the same without det: only the official determined package (built with
 #                                the torch target, from the cached first stage).
 #   det-checkpoint-gc:py3.11     det-base + a venv with boto3 and google-cloud-storage: the checkpoint-GC
@@ -36,7 +38,7 @@
 # bundle) into a wheelhouse that is part of the build context, so builds inside Docker never
 # touch the network. Idempotent: re-running re-uses the base image and Docker's layer cache.
 #
-# Usage: infra/build-images.sh [TARGET...]   TARGET: base|trixie|bullseye|vm|cpu|torch|gc|master|all
+# Usage: infra/build-images.sh [TARGET...]   TARGET: base|trixie|bullseye|vm|cpu|slim|torch|gc|master|all
 #        (default: all)
 # Environment: PYTHON (host python used for pip, default python3), DEBIAN_MIRROR,
 #              TORCH_VERSION (2.13.0), DETERMINED_VERSION (0.38.1), FORCE_BASE=1 (rebuilds the
@@ -60,6 +62,7 @@ BULLSEYE_IMAGE="det-base:bullseye"
 VM_IMAGE="det-vm:trixie"
 CPU_IMAGE="det-task:py3.11-cpu"
 TORCH_IMAGE="det-task:py3.11-cpu-torch"
+SLIM_IMAGE="det-task:py3.11-cpu-torch-slim"
 OFFICIAL_IMAGE="det-official:py3.11-torch"
 MASTER_IMAGE="det-master"
 MASTER_HERE="$REPO/infra/master-image"
@@ -197,6 +200,27 @@ prepare_torch_wheels() {
   keep_copy "$WHEELS/torch" "$stamp"
 }
 
+# torch and its dependencies only (the slim image).
+prepare_slim_wheels() {
+  local stamp=".complete-slim-torch-$TORCH_VERSION"
+  if restore_kept "$WHEELS/slim" "$stamp"; then
+    log "wheels for torch $TORCH_VERSION already downloaded"
+    return
+  fi
+  rm -rf "$WHEELS/slim" && mkdir -p "$WHEELS/slim"
+  timed "pip download torch==$TORCH_VERSION (cpu)" "$PYTHON" -m pip download --quiet \
+    --dest "$WHEELS/slim" "${PIP_TARGET_ARGS[@]}" "torch==$TORCH_VERSION"
+  touch "$WHEELS/slim/$stamp"
+  keep_copy "$WHEELS/slim" "$stamp"
+}
+
+build_slim() {
+  [[ -d "$WHEELS/harness" ]] || prepare_harness_wheels
+  timed "docker build $SLIM_IMAGE" docker build --quiet -t "$SLIM_IMAGE" \
+    --build-arg "BASE_IMAGE=$BASE_IMAGE" --build-arg "TORCH_VERSION=$TORCH_VERSION" \
+    -f "$HERE/Dockerfile.slim" "$HERE"
+}
+
 prepare_notebook_wheels() {
   local stamp=".complete-jupyterlab-asyncssh"
   if restore_kept "$WHEELS/notebook" "$stamp"; then
@@ -324,11 +348,12 @@ for target in "${TARGETS[@]}"; do
     vm) build_vm ;;
     bullseye) build_bullseye ;;
     cpu) build_base; build_cpu ;;
+    slim) base_beside prepare_harness_wheels prepare_slim_wheels; build_slim ;;
     torch) base_beside prepare_harness_wheels prepare_torch_wheels prepare_notebook_wheels; build_torch ;;
     gc) build_base; build_gc ;;
     master) build_master ;;
     all) build_base; build_trixie; build_bullseye; build_cpu; build_torch; build_gc; build_master ;;
-    *) die "unknown target '$target' (base|trixie|bullseye|vm|cpu|torch|gc|master|all)" ;;
+    *) die "unknown target '$target' (base|trixie|bullseye|vm|cpu|slim|torch|gc|master|all)" ;;
   esac
 done
 log "images:"

@@ -4,10 +4,14 @@
 #   1. installs docker.io, mmdebstrap, debootstrap, python3-venv and git when missing (root or
 #      sudo), starts dockerd
 #   2. creates .venv and installs det (master, agent, cli extras) into it, while
-#   3. the task images (infra/build-images.sh) build in the background when missing or older
-#      than the harness
+#   3. when the task image is missing or older than the harness, the image the search needs
+#      builds in the background: det-task:py3.11-cpu-torch-slim (torch + det, no JupyterLab,
+#      TensorBoard or the official determined package: infra/build-images.sh slim)
 #   4. det deploy local up --agents 2, logs in as admin
-#   5. runs examples/core_api/adaptive_asha.yaml to completion and prints the best trial
+#   5. runs examples/core_api/adaptive_asha.yaml to completion (on the slim image when it was
+#      built: --config environment.image=...) and prints the best trial
+#   6. after the search, the full task image (the master's default, what notebooks, shells and
+#      TensorBoards need) builds in the background, its log named (not with DET_DEMO_DOWN=1)
 #
 # Re-runnable: every step checks first; a running cluster is reused; each run is a new experiment.
 # Environment (all optional):
@@ -85,10 +89,15 @@ step "Python environment ($VENV) and task images, side by side"
 [[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV"
 BUILD_PID=""
 BUILD_LOG="$(mktemp -t det-demo-images.XXXXXX)"
+# The search needs torch and det only: the full task image (JupyterLab, TensorBoard, the
+# official package: about twice the build) waits until the search is done.
+SEARCH_IMAGE=""
 if det_image_stale; then
-  echo "building $DET_TASK_IMAGE in the background (Debian root file system + wheels; log: $BUILD_LOG)"
+  SEARCH_IMAGE="$DET_SLIM_IMAGE"
+  echo "building $SEARCH_IMAGE, what the search runs, in the background (Debian root file" \
+    "system + wheels; log: $BUILD_LOG); $DET_TASK_IMAGE after the search"
   ((${#SUDO[@]} == 0)) || sudo -v  # ask for the password now, not from the background
-  "${SUDO[@]}" env PYTHON="$VENV/bin/python" bash infra/build-images.sh torch >"$BUILD_LOG" 2>&1 &
+  "${SUDO[@]}" env PYTHON="$VENV/bin/python" bash infra/build-images.sh slim >"$BUILD_LOG" 2>&1 &
   BUILD_PID=$!
 else
   echo "$DET_TASK_IMAGE: up to date"
@@ -111,19 +120,21 @@ export DET_MASTER="$URL"
 step "log in as admin at $DET_MASTER"
 det user login admin <"$STATE_DIR/admin_password"
 
-# The cluster started and logged in while the images built: only the experiment needs them.
+# The cluster started and logged in while the image built: only the experiment needs it.
 if [[ -n "$BUILD_PID" ]]; then
-  step "waiting for the task images"
+  step "waiting for $SEARCH_IMAGE"
   if ! wait "$BUILD_PID"; then
     tail -n 30 "$BUILD_LOG" >&2
-    die "building the task images failed (full log: $BUILD_LOG)"
+    die "building $SEARCH_IMAGE failed (full log: $BUILD_LOG)"
   fi
   grep -E 'done: ' "$BUILD_LOG" || true
 fi
 rm -f "$BUILD_LOG"
 
-step "experiment: det experiment create $CONFIG $CONTEXT"
-OUT="$(det experiment create "$CONFIG" "$CONTEXT")"
+IMAGE_ARGS=()
+[[ -z "$SEARCH_IMAGE" ]] || IMAGE_ARGS=(--config "environment.image=$SEARCH_IMAGE")
+step "experiment: det experiment create $CONFIG $CONTEXT ${IMAGE_ARGS[*]}"
+OUT="$(det experiment create "$CONFIG" "$CONTEXT" "${IMAGE_ARGS[@]}")"
 echo "$OUT"
 EXP="$(grep -oE 'experiment [0-9]+' <<<"$OUT" | grep -oE '[0-9]+' | head -1)"
 [[ -n "$EXP" ]] || die "could not read the experiment id from: $OUT"
@@ -145,6 +156,14 @@ python3 scripts/best_trial.py "$TMP/experiment.json" "$TMP/checkpoints.json"
 echo
 timings
 echo "done in $((SECONDS - START)) s. The cluster keeps running: DET_MASTER=$URL det experiment list"
+if [[ -n "$SEARCH_IMAGE" && -z "${DET_DEMO_DOWN:-}" ]]; then
+  FULL_LOG="$(mktemp -t det-demo-task-image.XXXXXX)"
+  # Left running after the demo ends (nohup): notebooks, shells and TensorBoards need it.
+  "${SUDO[@]}" env PYTHON="$VENV/bin/python" nohup bash infra/build-images.sh torch \
+    >"$FULL_LOG" 2>&1 </dev/null &
+  echo "building $DET_TASK_IMAGE (JupyterLab, TensorBoard) in the background for notebooks," \
+    "shells and TensorBoards: a few minutes (log: $FULL_LOG)"
+fi
 echo "WebUI: $URL/det/ (user admin, password in $STATE_DIR/admin_password)"
 echo "stop it with: det deploy local down"
 if [[ -n "${DET_DEMO_DOWN:-}" ]]; then

@@ -60,6 +60,8 @@ det_apt_line() {
 }
 
 DET_TASK_IMAGE="det-task:py3.11-cpu-torch"
+# What the demo's search runs while DET_TASK_IMAGE builds (infra/build-images.sh slim).
+DET_SLIM_IMAGE="det-task:py3.11-cpu-torch-slim"
 # What the test suite runs containers of, and the build-images.sh targets that make them.
 # det-master is also tagged with its wheel's sha256: tests/e2e/test_serverless_sim.py runs the
 # tag of the code under test and builds it (the cached dependency layer, then det) when missing.
