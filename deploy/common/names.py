@@ -188,6 +188,20 @@ SCHEDULE_GROUP = Rule(
     high=64,
     pattern=r"[0-9a-zA-Z-_.]+",
 )
+SCHEDULE = Rule(
+    "EventBridge Scheduler schedule name",
+    f"{_AWS_DOC}/scheduler/latest/APIReference/API_CreateSchedule.html",
+    high=64,
+    pattern=r"[0-9a-zA-Z-_.]+",
+)
+# Application Auto Scaling scheduled actions: 1-256, no ':', '/' or '|', no control characters,
+# no space at either end.
+SCHEDULED_ACTION = Rule(
+    "Application Auto Scaling scheduled action name",
+    f"{_AWS_DOC}/autoscaling/application/APIReference/API_PutScheduledAction.html",
+    high=256,
+    pattern=r"(?! )[^\x00-\x1f\x7f-\x9f:/|]+(?<! )",
+)
 SCALING_POLICY = Rule(
     "Application Auto Scaling policy name",
     f"{_AWS_DOC}/autoscaling/application/APIReference/API_PutScalingPolicy.html",
@@ -382,6 +396,8 @@ TABLE: Mapping[str, tuple[Named, ...]] = {
     "aws:cloudwatch/eventBus:EventBus": (Named("name", EVENT_BUS, required=True),),
     "aws:scheduler/scheduleGroup:ScheduleGroup": (Named("name", SCHEDULE_GROUP),),
     "aws:appautoscaling/policy:Policy": (Named("name", SCALING_POLICY),),
+    "aws:appautoscaling/scheduledAction:ScheduledAction": (Named("name", SCHEDULED_ACTION),),
+    "aws:scheduler/schedule:Schedule": (Named("name", SCHEDULE),),
     "aws:cloudfront/vpcOrigin:VpcOrigin": (),  # named inside vpcOriginEndpointConfig: below
     **{t: () for t in _AWS_UNNAMED},
     # GCP

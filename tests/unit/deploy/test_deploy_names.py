@@ -111,6 +111,10 @@ def test_the_rules_refuse_what_the_providers_refuse():
     assert names.ECR_REPOSITORY.problem("det--x/det-master")
     assert names.GCE_NAME.problem("d" * 64)
     assert names.CUSTOM_ROLE.problem("det-x")  # '-' is not allowed in a role id
+    assert names.SCHEDULED_ACTION.problem("det/c1 wake")
+    assert names.SCHEDULED_ACTION.problem("det-c1-wake ")
+    assert names.SCHEDULED_ACTION.problem("det-c1-wake") is None
+    assert names.SCHEDULE.problem("det-c1-wake:1")
     assert names.problems("aws:new/thing:Thing", "n", {})  # every type needs its rule
     assert names.problems("aws:ec2/vpc:Vpc", "n", {"tags": {"aws:x": "y"}})
 
