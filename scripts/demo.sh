@@ -20,6 +20,7 @@
 #   DET_DEMO_CONFIG       experiment config (default examples/core_api/adaptive_asha.yaml)
 #   DET_DEMO_VENV         the virtualenv (default .venv in the repository)
 #   DET_DEMO_DOWN=1       stop the cluster at the end (data kept)
+#   DET_DEMO_FULL_IMAGE=0 do not build the full task image after the search (step 6)
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -156,7 +157,7 @@ python3 scripts/best_trial.py "$TMP/experiment.json" "$TMP/checkpoints.json"
 echo
 timings
 echo "done in $((SECONDS - START)) s. The cluster keeps running: DET_MASTER=$URL det experiment list"
-if [[ -n "$SEARCH_IMAGE" && -z "${DET_DEMO_DOWN:-}" ]]; then
+if [[ -n "$SEARCH_IMAGE" && -z "${DET_DEMO_DOWN:-}" && "${DET_DEMO_FULL_IMAGE:-1}" != 0 ]]; then
   FULL_LOG="$(mktemp -t det-demo-task-image.XXXXXX)"
   # Left running after the demo ends (nohup): notebooks, shells and TensorBoards need it.
   "${SUDO[@]}" env PYTHON="$VENV/bin/python" nohup bash infra/build-images.sh torch \

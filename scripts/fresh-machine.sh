@@ -32,7 +32,8 @@ CMD=("$@")
 if [[ "${CMD[*]}" == "--readme" ]]; then
   # The README's two commands: the demo, then the test command's installs (its venv with the dev
   # extra and torch, the other images) with pytest collecting only.
-  CMD=(bash -c 'bash scripts/demo.sh && echo "==> [   0s] README command 2, its installs: bash scripts/test.sh --collect-only -q" && bash scripts/test.sh --collect-only -q | tail -n 3')
+  # The demo leaves the full task image to test.sh here (two builds of it would race).
+  CMD=(bash -c 'DET_DEMO_FULL_IMAGE=0 bash scripts/demo.sh && echo "==> [   0s] README command 2, its installs: bash scripts/test.sh --collect-only -q" && bash scripts/test.sh --collect-only -q | tail -n 3')
 fi
 START=$SECONDS
 NAME="det-fresh-$$-$RANDOM"
