@@ -36,7 +36,7 @@ from det.master.schemas.requests import (
 )
 from det.master.seriescache import SAMPLED, WHOLE
 from det.master.services import checkpoints as ckpt_svc
-from det.master.services import task_logs
+from det.master.services import searching, task_logs
 from det.master.services import trials as svc
 from det.master.services import unmanaged as unmanaged_svc
 from det.master.wire import Empty
@@ -423,7 +423,9 @@ def progress(trial_id: int, body: d.v1ReportTrialProgressRequest) -> Empty:
         raise InvalidArgument("progress: a number between 0 and 1")
     with db() as conn:
         _access.trial(conn, trial_id)
-        # A managed experiment's progress is its searcher's; an unmanaged one's is its script's.
+        # A managed experiment's progress is its searcher's, from every trial's reports; an
+        # unmanaged one's is its script's.
+        searching.trial_progress(conn, trial_id, float(value))
         unmanaged_svc.report_progress(conn, trial_id, float(value))
     return {}
 

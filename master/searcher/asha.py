@@ -16,6 +16,7 @@ the top rung also frees its slot (Determined would not create a replacement for 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Mapping
 
 from pydantic import TypeAdapter
 from typing_extensions import TypedDict
@@ -161,7 +162,8 @@ class AsyncHalving(SearchMethod):
         self.finished += 1
         return self._create()
 
-    def progress(self) -> float:
+    def progress(self, running: Mapping[str, float]) -> float:
+        # The bracket knows how far its trials got from their validations' time_metric.
         partial = sum(min(t / self.max_time, 1.0) for t in self.running.values())
         return (self.finished + partial) / self.max_trials
 
@@ -312,8 +314,8 @@ class AdaptiveASHA(SearchMethod):
         index, bracket = self._owner(request_id)
         return self._mark(index, bracket.trial_exited_early(request_id, reason))
 
-    def progress(self) -> float:
-        return sum(b.progress() for b in self.brackets) / len(self.brackets)
+    def progress(self, running: Mapping[str, float]) -> float:
+        return sum(b.progress(running) for b in self.brackets) / len(self.brackets)
 
     def target_length(self, request_id: str) -> float | None:
         return self._owner(request_id)[1].max_time

@@ -12,6 +12,7 @@ import copy
 import math
 import random
 import uuid
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
@@ -113,8 +114,10 @@ class SearchMethod(abc.ABC):
     def trial_exited_early(self, request_id: str, reason: ExitedReason) -> list[Action]: ...
 
     @abc.abstractmethod
-    def progress(self) -> float:
-        """Search progress in [0, 1] (before the facade's clamp)."""
+    def progress(self, running: Mapping[str, float]) -> float:
+        """Search progress in [0, 1] (before the facade's clamp). ``running``: the training
+        progress (a fraction of its length, in [0, 1]) each trial that has not exited reported,
+        by request id; a trial that reported none is absent (0)."""
 
     def target_length(self, request_id: str) -> float | None:
         return None

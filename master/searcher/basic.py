@@ -4,9 +4,18 @@ Each keeps at most ``max_concurrent_trials`` trials alive (0 = no limit) and cre
 when a trial exits. Their trials decide their own training length (Determined 0.38 dropped
 ``max_length`` from these searchers); ``target_length`` reports the deprecated ``max_length``
 when a config still has it.
+
+Progress is trials' worth of training out of the search's budget (``max_trials``, or the grid's
+points): 1 for each trial that exited (completed, errored or canceled; an INVALID_HP trial is
+replaced and counts nothing), plus the fraction each unfinished trial, running or paused, last
+reported (``core.train.report_progress``, as Determined's trial classes do). Determined averages
+over the trials created so far instead, so with ``max_concurrent_trials`` below the budget it
+shows 50% when the first trials are half done; here the same point shows its share of the whole.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from pydantic import TypeAdapter
 from typing_extensions import TypedDict
@@ -30,6 +39,12 @@ class GridState(TypedDict):
 
 _RANDOM_STATE = TypeAdapter(RandomState)
 _GRID_STATE = TypeAdapter(GridState)
+
+
+def _trained(running: Mapping[str, float]) -> float:
+    """How many trials' worth the unfinished ones have trained (each reported fraction, clamped
+    to [0, 1])."""
+    return sum(min(max(f, 0.0), 1.0) for f in running.values())
 
 
 def _initial_count(total: int, max_concurrent: int) -> int:
@@ -83,8 +98,8 @@ class RandomSearch(SearchMethod):
             self.finished += 1
         return self._create()
 
-    def progress(self) -> float:
-        return self.finished / self.max_trials
+    def progress(self, running: Mapping[str, float]) -> float:
+        return (self.finished + _trained(running)) / self.max_trials
 
     def target_length(self, request_id: str) -> float | None:
         return self.max_length
@@ -137,8 +152,8 @@ class GridSearch(SearchMethod):
     def trial_exited_early(self, request_id: str, reason: ExitedReason) -> list[Action]:
         return self.trial_exited(request_id)
 
-    def progress(self) -> float:
-        return self.finished / max(len(self.points), 1)
+    def progress(self, running: Mapping[str, float]) -> float:
+        return (self.finished + _trained(running)) / max(len(self.points), 1)
 
     def target_length(self, request_id: str) -> float | None:
         return self.max_length

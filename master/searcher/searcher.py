@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
+from collections.abc import Mapping
 from typing import NotRequired
 
 from pydantic import TypeAdapter
@@ -171,10 +172,18 @@ class Searcher:
 
     # -- queries -------------------------------------------------------------------------
 
-    def progress(self) -> float:
+    def progress(self, reported: Mapping[str, float] | None = None) -> float:
+        """The search's progress in [0, 1] (1 once it shut down). ``reported``: the training
+        progress (fraction of its length) trials last reported, by request id; those of trials
+        that exited or that this search never requested are ignored."""
         if self.shutdown:
             return 1.0
-        return min(max(self.method.progress(), 0.0), 1.0)
+        running = {
+            rid: float(f)
+            for rid, f in (reported or {}).items()
+            if rid in self.requested and rid not in self.exited and math.isfinite(f)
+        }
+        return min(max(self.method.progress(running), 0.0), 1.0)
 
     def trial_target_length(self, request_id: str) -> float | None:
         """How far (in ``time_metric`` units) the trial is meant to train.

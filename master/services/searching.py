@@ -128,7 +128,38 @@ def run_for_experiment(conn: Conn, experiment_id: int) -> None:
     wrapper["method"] = method.snapshot()
     conn.execute(
         "UPDATE experiments SET searcher_state = %s, progress = %s WHERE id = %s",
-        (Jsonb(wrapper), float(method.progress()), experiment_id),
+        (Jsonb(wrapper), method.progress(_reported(conn, experiment_id)), experiment_id),
+    )
+
+
+def _reported(conn: Conn, experiment_id: int) -> dict[str, float]:
+    """The training progress each of the experiment's trials last reported, by request id."""
+    rows = conn.execute(
+        "SELECT request_id, progress FROM trials WHERE experiment_id = %s AND progress IS NOT NULL",
+        (experiment_id,),
+    ).fetchall()
+    return {str(r["request_id"]): float(r["progress"]) for r in rows}
+
+
+def trial_progress(conn: Conn, trial_id: int, progress: float) -> None:
+    """A managed trial reports its training progress (a fraction in [0, 1]): stored on the
+    trial, and its experiment's progress computed again by its searcher, unfinished trials'
+    training included. Under the experiment's lock, as the searcher pass writes it."""
+    row = conn.execute(
+        "SELECT e.id, e.searcher_state FROM trials t JOIN experiments e ON e.id = t.experiment_id"
+        " WHERE t.id = %s AND NOT e.unmanaged FOR NO KEY UPDATE OF e",
+        (trial_id,),
+    ).fetchone()
+    if row is None:
+        return
+    conn.execute("UPDATE trials SET progress = %s WHERE id = %s", (progress, trial_id))
+    wrapper = row["searcher_state"]
+    if not isinstance(wrapper, dict) or "method" not in wrapper:
+        return  # the searcher pass computes it when it first runs
+    method = search.Searcher.restore(wrapper["method"])
+    conn.execute(
+        "UPDATE experiments SET progress = %s WHERE id = %s",
+        (method.progress(_reported(conn, row["id"])), row["id"]),
     )
 
 
