@@ -1,15 +1,29 @@
 """Task log retention: ``det e|trial set log-retention`` (PutExperimentRetainLogs,
-PutTrialRetainLogs: the experiment's or trial's owner and admins) and ``det task cleanup-logs``
-(CleanupLogs: admins; deletes every expired task's logs now, in batches)."""
+PutTrialRetainLogs: the experiment's or trial's owner and admins), ``det task cleanup-logs``
+(CleanupLogs: admins; deletes every expired task's logs now, in batches) and the days a trial's
+logs have left (GetTrialRemainingLogRetentionDays, the WebUI's trial page: anyone who may read
+the trial)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 
 from flask import Blueprint
 
 from det.master.api import _access
-from det.master.api._common import Conn, db, release_connection, require_admin, state
+from det.master.api._common import (
+    TASK,
+    USER,
+    Conn,
+    allow,
+    check_task_scope,
+    db,
+    reads,
+    release_connection,
+    require_admin,
+    state,
+)
 from det.master.api._contract import contract
 from det.master.errors import InvalidArgument
 from det.master.schemas import d
@@ -63,6 +77,22 @@ def trial(trial_id: int, body: d.v1PutTrialRetainLogsRequest) -> Empty:
         svc.set_for_trial,
     )
     return {}
+
+
+@bp.get("/api/v1/trials/<int:trial_id>/remaining_log_retention_days")
+@allow(USER, TASK)
+@contract("GetTrialRemainingLogRetentionDays")
+def remaining_days(trial_id: int) -> d.v1GetTrialRemainingLogRetentionDaysResponse:
+    check_task_scope(trial_id=trial_id)
+    with reads() as conn:
+        days = svc.remaining_for_trial(
+            conn,
+            trial_id,
+            state().config.retention_policy.log_retention_days,
+            dt.datetime.now(dt.UTC),
+        )
+    # Determined leaves the field out while the trial's logs have no end yet (it has not ended).
+    return {} if days is None else {"remainingDays": days}
 
 
 @bp.post("/api/v1/cleanup_logs")

@@ -81,6 +81,38 @@ def set_for_experiment(conn: Conn, experiment_id: int, days: int) -> None:
     )
 
 
+def remaining(ended_at: dt.datetime | None, days: int, now: dt.datetime) -> int | None:
+    """Whole days left before a task's logs expire (Determined's
+    GetTrialRemainingLogRetentionDays): -1 when they are kept forever, None while the task has
+    not ended, else the whole days of ``ended_at + days - now``, 0 once that has passed."""
+    if days < 0:
+        return -1
+    if ended_at is None:
+        return None
+    left = ended_at + dt.timedelta(days=days) - now
+    return max(left.days, 0)
+
+
+def remaining_for_trial(
+    conn: Conn, trial_id: int, default_days: int, now: dt.datetime
+) -> int | None:
+    """:func:`remaining` for a trial: its own ``log_retention_days``, else ``default_days``;
+    it ended when its last allocation did, once it is in a final state (as
+    :func:`expired_tasks` counts it). NotFound when there is no such trial."""
+    row = conn.execute(
+        "SELECT t.log_retention_days, t.state,"
+        " (SELECT CASE WHEN bool_and(a.state = 'TERMINATED') THEN max(a.ended_at) END"
+        "  FROM allocations a WHERE a.task_id = t.task_id) AS ended_at"
+        " FROM trials t WHERE t.id = %s",
+        (trial_id,),
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"trial {trial_id} not found")
+    days = row["log_retention_days"]
+    ended = row["ended_at"] if row["state"] in states.TERMINAL else None
+    return remaining(ended, default_days if days is None else int(days), now)
+
+
 def expired_tasks(conn: Conn, default_days: int, now: dt.datetime) -> list[str]:
     """The tasks whose logs have expired at ``now`` and that still have logs."""
     rows = conn.execute(

@@ -184,3 +184,27 @@ def test_the_scheduled_run_deletes_expired_logs_by_itself(pg_server: str, tmp_pa
     finally:
         agent.stop()
         m.kill()
+
+
+def test_remaining_log_retention_days_count_as_determined_does(cli_master: Master) -> None:
+    """GetTrialRemainingLogRetentionDays (the WebUI's trial page): whole days left of the
+    trial's own retention, else the master's 30; -1 kept forever; none while not ended."""
+    m = cli_master
+    _, tid, task = finished_trial(m, "logs-remaining")
+    path = f"/api/v1/trials/{tid}/remaining_log_retention_days"
+    assert m.get(path) == {"remainingDays": 29}  # ended just now: 29 whole days and change
+    ended_days_ago(m, task, 5)
+    assert m.get(path) == {"remainingDays": 24}
+    ended_days_ago(m, task, 31)
+    assert m.get(path) == {"remainingDays": 0}
+    m.session().put(f"{m.url}/api/v1/trials/{tid}/retain_logs", json={"numDays": -1})
+    assert m.get(path) == {"remainingDays": -1}
+    m.session().put(f"{m.url}/api/v1/trials/{tid}/retain_logs", json={"numDays": 40})
+    assert m.get(path) == {"remainingDays": 8}
+
+    paused = create_via_api(m, sim_config("logs-remaining-paused", trials=1), activate=False)
+    wait(lambda: cli_support.trials(m, paused), 30, "the paused experiment's trial")
+    (trial,) = cli_support.trials(m, paused)
+    assert m.get(f"/api/v1/trials/{trial['id']}/remaining_log_retention_days") == {}
+    r = m.session().get(f"{m.url}/api/v1/trials/987654/remaining_log_retention_days")
+    assert r.status_code == 404, r.text
