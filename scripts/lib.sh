@@ -118,11 +118,12 @@ det_pip_install() {
 }
 
 # det_image_stale: true when the task image is missing or older than the last commit that
-# changed the harness it carries.
+# changed the harness it carries or the recipe that builds it.
 det_image_stale() {
   local created harness
   created="$(docker image inspect -f '{{.Created}}' "$DET_TASK_IMAGE" 2>/dev/null)" || return 0
-  harness="$(git -C "$REPO" log -1 --format=%cI -- harness setup.py pyproject.toml 2>/dev/null || true)"
+  harness="$(git -C "$REPO" log -1 --format=%cI -- harness setup.py pyproject.toml \
+    infra/task-image infra/build-images.sh 2>/dev/null || true)"
   [[ -n "$harness" ]] || return 1
   [[ "$(date -d "$harness" +%s)" -gt "$(date -d "$created" +%s)" ]]
 }
