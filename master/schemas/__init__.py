@@ -43,7 +43,7 @@ def adapter(tp: type[T]) -> pydantic.TypeAdapter[T]:
     return found
 
 
-def _ints_refuse_bools(schema: Any) -> Any:
+def _ints_refuse_bools(schema: object) -> object:
     """``schema`` (a pydantic core schema) with every integer refusing ``true``/``false``."""
     if isinstance(schema, list):
         return [_ints_refuse_bools(s) for s in schema]
@@ -64,6 +64,7 @@ def validator(tp: object) -> pydantic_core.SchemaValidator:
     found = _validators.get(tp)
     if found is None:
         schema = _ints_refuse_bools(adapter(tp).core_schema)  # type: ignore[arg-type]
+        assert isinstance(schema, dict)
         found = _validators[tp] = pydantic_core.SchemaValidator(schema)
     return found
 
