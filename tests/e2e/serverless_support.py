@@ -11,6 +11,15 @@ What is simulated (and how a real platform differs):
   as a cold start holds a request. Connections are spread over the running instances. The
   platform cuts a connection that outlives the request time limit (Cloud Run's ``timeout``).
   Scale to zero is :meth:`Platform.stop_all` (the platform's idle scale-in), called by the test.
+* :class:`AwsFront` puts the AWS wake path between nginx and :class:`Platform` instead: the
+  platform model (tests/fakes/platform_model.py, ``AwsPlatform``, built from the resources the
+  Pulumi program renders) decides. A connection while the model has no registered task gets
+  the ALB's own 503 page (counted as ``HTTPCode_ELB_503_Count``); otherwise it is counted as
+  ``RequestCount`` and relayed. The model's clock is simulated: the test runs it at a multiple
+  of wall time or skips idle stretches; its alarms and the rendered step scaling policies set
+  the desired count, and a task the model starts (stops) is a container started (removed).
+  The master writes its wake-ups to moto's Application Auto Scaling in wall-clock time (its own
+  clock is real); an action is due in simulated time at the moment wall time passes its time.
 * :class:`Nginx` is the TLS front (Google's front end, an ALB or CloudFront): a self-signed
   certificate for 127.0.0.1 and localhost, ``X-Forwarded-For``/``X-Forwarded-Proto`` added,
   ``proxy_read_timeout`` at the request time limit.
@@ -22,20 +31,25 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as dt
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 
+from det.deploy.common import dryrun
+from tests.fakes import platform_model as pm
 from tests.ports import free_port
 
 logger = logging.getLogger(__name__)
@@ -166,6 +180,9 @@ class Platform(_Listener):
         self.instances: list[Instance] = []
         self.history: list[Instance] = []
         self.cut: int = 0  # connections the platform cut at the time limit
+        # Set by AwsFront: whether a connection may reach an instance now (False: the ALB's 503);
+        # instances are then started and removed only by scale_out/scale_in, never on demand.
+        self.gate: Callable[[], bool] | None = None
         self._lock = threading.Lock()
         self._next = 0
         super().__init__()
@@ -214,6 +231,17 @@ class Platform(_Listener):
             while len(self.instances) < count:
                 self.instances.append(self.start_instance(reason))
 
+    def scale_out(self, reason: str) -> None:
+        with self._lock:
+            self.instances.append(self.start_instance(reason))
+
+    def scale_in(self) -> None:
+        """One instance stops (the newest), killed as a task stopped by its service."""
+        with self._lock:
+            if self.instances:
+                inst = self.instances.pop()
+                subprocess.run(["docker", "rm", "-f", inst.name], capture_output=True, timeout=60)
+
     def stop_all(self) -> None:
         """Scale to zero: every instance is killed (no graceful stop is promised)."""
         with self._lock:
@@ -235,6 +263,8 @@ class Platform(_Listener):
     def _pick(self) -> Instance:
         with self._lock:
             if not self.instances:
+                if self.gate is not None:
+                    raise RuntimeError("the model registered a task but no instance runs")
                 # A request while nothing runs: a cold start (the request waits for it).
                 self.instances.append(self.start_instance("request"))
             inst = self.instances[self._next % len(self.instances)]
@@ -242,6 +272,9 @@ class Platform(_Listener):
             return inst
 
     def handle(self, conn: socket.socket) -> None:
+        if self.gate is not None and not self.gate():
+            alb_503(conn)
+            return
         try:
             inst = self._pick()
             up = socket.create_connection(("127.0.0.1", inst.port), timeout=30)
@@ -260,6 +293,129 @@ class Platform(_Listener):
         self.stop_all()
         for cid in self.running():
             subprocess.run(["docker", "rm", "-f", cid], capture_output=True)
+
+
+_ALB_503 = (
+    b"<html>\r\n<head><title>503 Service Temporarily Unavailable</title></head>\r\n<body>\r\n"
+    b"<center><h1>503 Service Temporarily Unavailable</h1></center>\r\n</body>\r\n</html>\r\n"
+)
+
+
+def alb_503(conn: socket.socket) -> None:
+    """Read one request and answer as an ALB with no registered target does: its own HTML 503
+    (not the master's JSON), then close."""
+    conn.settimeout(10)
+    data = b""
+    with contextlib.suppress(OSError):
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        m = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+        left = int(m.group(1)) - len(body) if m else 0
+        while left > 0:
+            chunk = conn.recv(min(left, 65536))
+            if not chunk:
+                break
+            left -= len(chunk)
+        conn.sendall(
+            b"HTTP/1.1 503 Service Temporarily Unavailable\r\nServer: awselb/2.0\r\n"
+            b"Content-Type: text/html\r\nConnection: close\r\n"
+            + f"Content-Length: {len(_ALB_503)}\r\n\r\n".encode()
+            + _ALB_503
+        )
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_RDWR)
+    conn.close()
+
+
+class AwsFront:
+    """The AWS wake path in front of ``platform``, decided by the platform model built from the
+    rendered graph (see the module docstring). ``list_actions()``: the service's scheduled
+    actions as Application Auto Scaling lists them (moto), in the master's wall-clock times.
+
+    Thread-safe: the model moves only under ``lock``; a connection asks it under the same lock,
+    so a connection arriving while a task's container starts waits for it (the model's clock
+    stands still meanwhile: :data:`platform_model.TASK_START_S` already counts a start)."""
+
+    def __init__(
+        self,
+        platform: Platform,
+        graph: dryrun.Rendered,
+        list_actions: Callable[[], list[dict[str, Any]]],
+    ) -> None:
+        self.platform = platform
+        self.lock = threading.RLock()
+        self.list_actions = list_actions
+        # (simulated second, status) of every connection through the front.
+        self.answers: list[tuple[float, int]] = []
+        # Scheduled actions that came due: (their name, at(...) as written) -> simulated second.
+        self.due: dict[tuple[str, str], float] = {}
+        self.started: list[float] = []  # simulated seconds a task's container came up
+        self.stopped: list[float] = []
+        self.model = pm.AwsPlatform(graph, self._actions, self._running, self._stopped)
+        platform.gate = self.admit
+
+    @property
+    def now(self) -> float:
+        return self.model.now
+
+    def admit(self) -> bool:
+        with self.lock:
+            status = self.model.request()
+            self.answers.append((self.model.now, status))
+            return status == 200
+
+    def _running(self, now: float) -> None:
+        self.started.append(now)
+        self.platform.scale_out(f"the model's task at {now:.0f} simulated s")
+
+    def _stopped(self, now: float) -> None:
+        self.stopped.append(now)
+        self.platform.scale_in()
+
+    def _actions(self) -> list[dict[str, Any]]:
+        wall = dt.datetime.now(dt.UTC)
+        out = []
+        for action in self.list_actions():
+            schedule = str(action.get("Schedule", ""))
+            m = re.fullmatch(r"at\((.+)\)", schedule)
+            if not m:  # the model refuses what it does not model
+                out.append(action)
+                continue
+            key = (str(action["ScheduledActionName"]), m.group(1))
+            if key not in self.due:
+                if dt.datetime.fromisoformat(m.group(1)).replace(tzinfo=dt.UTC) > wall:
+                    continue
+                self.due[key] = self.model.now
+            when = pm.at(self.due[key]).strftime("%Y-%m-%dT%H:%M:%S")
+            out.append({**action, "Schedule": f"at({when})"})
+        return out
+
+    def run(self, rate: float, until: Callable[[], bool], wall_limit: float, what: str) -> None:
+        """Run the simulated clock at ``rate`` times wall time until ``until()`` (checked outside
+        the lock), for ``wall_limit`` wall seconds at most."""
+        deadline = time.monotonic() + wall_limit
+        last = time.monotonic()
+        while not until():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not within {wall_limit:.0f} s: {what}; {self.tail()}")
+            time.sleep(0.05)
+            with self.lock:
+                self.model.advance(self.model.now + (time.monotonic() - last) * rate)
+            last = time.monotonic()  # a container's start (under the lock) is not counted
+
+    def skip(self, until: Callable[[], bool], limit: float) -> float:
+        """Skip simulated time (nobody calls) until ``until()``; the simulated seconds."""
+        with self.lock:
+            start = self.model.now
+            self.model.advance_until(until, limit, step=5)
+            return self.model.now - start
+
+    def tail(self) -> list[pm.Event]:
+        return self.model.events[-10:]
 
 
 class Nginx:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -24,15 +25,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import psycopg
 import pytest
 import requests
 import yaml
 
-from det.deploy.common import release
+from det.deploy.aws import program as aws_program
+from det.deploy.aws.config import AwsConfig
+from det.deploy.common import dryrun, release
 from det.master import wakeups
 from tests.docker_support import docker_client
 from tests.e2e.serverless_support import (
+    AwsFront,
     Nginx,
     Platform,
     UnixToTcp,
@@ -40,11 +45,17 @@ from tests.e2e.serverless_support import (
     self_signed,
     tcp_db_url,
 )
+from tests.fakes import platform_model as pm
 from tests.fakes.cloud_agents import CloudAgents, moto_lister
 from tests.fakes.ec2_refusals import CapacityProxy
 from tests.fakes.moto_server import aws_env
 from tests.fakes.wakeup_scheduler import FakeWakeupScheduler
-from tests.integration.autoscale_support import TASK_IMAGE, create_experiment, experiment_config
+from tests.integration.autoscale_support import (
+    TASK_IMAGE,
+    TRAIN,
+    create_experiment,
+    experiment_config,
+)
 from tests.integration.conftest import ADMIN_PASSWORD, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]
@@ -99,9 +110,11 @@ class Sim:
             env=aws_env(self.ec2.url),
         )
         self.nginx = Nginx(tmp / "nginx", self.cert, self.key, self.platform.port, TIME_LIMIT)
-        self.write_config()
+        self.write_config(
+            self.config_file, self.nginx.url, {"type": "http", "url": self.scheduler.url}
+        )
 
-    def write_config(self) -> None:
+    def write_config(self, path: Path, master_url: str, wakeups: dict[str, Any]) -> None:
         ckpt = self.tmp / "checkpoints"
         ckpt.mkdir(exist_ok=True)
         config = {
@@ -113,10 +126,10 @@ class Sim:
                 "initial_user_password": ADMIN_PASSWORD,
                 "trusted_proxies": ["127.0.0.1"],
             },
-            "master_url": self.nginx.url,
+            "master_url": master_url,
             "migrate_on_start": False,
             "request_time_limit_seconds": TIME_LIMIT,
-            "wakeups": {"type": "http", "url": self.scheduler.url},
+            "wakeups": wakeups,
             "user_api_processes": 0,
             "api_threads": 32,
             "db_pool_size": 6,
@@ -159,8 +172,8 @@ class Sim:
                 "default_aux_resource_pool": POOL,
             },
         }
-        self.config_file.write_text(yaml.safe_dump(config))
-        self.config_file.chmod(0o644)
+        path.write_text(yaml.safe_dump(config))
+        path.chmod(0o644)
 
     def session(self) -> requests.Session:
         s = requests.Session()
@@ -374,3 +387,196 @@ def _agent_token(sim: Sim) -> str:
         row = conn.execute("SELECT agent_token FROM cluster").fetchone()
     assert row is not None
     return str(row[0])
+
+
+# -- AWS: the wake path of an ALB with no target, decided by the platform model --------------
+
+RATE = 10  # simulated seconds per wall second while a client, an agent or the master works
+# The master's wake-up hold (the rendered DET_WAKEUPS_HOLD_SECONDS is 900): the master writes
+# its actions in wall-clock time, so the sim takes the least the config allows.
+HOLD_S = 60
+SLEEP_S = 15 * 60  # the rendered sleep alarm's periods (checked below)
+
+
+@pytest.fixture(scope="module")
+def aws_graph() -> dryrun.Rendered:
+    cfg = AwsConfig(
+        cluster_id="c1", keypair="kp", inbound_cidr="198.51.100.0/24", master="serverless"
+    )
+    return dryrun.render(lambda: aws_program.build(cfg), aws_program.MOCK_CALLS)
+
+
+def _experiment_state(sim: Sim, eid: int) -> str:
+    """From PostgreSQL: a request through the front would count as one (and keep it awake)."""
+    with psycopg.connect(sim.pg_url) as conn:
+        row = conn.execute("SELECT state FROM experiments WHERE id = %s", (eid,)).fetchone()
+    return str(row[0]) if row else ""
+
+
+def test_aws_master_wakes_on_a_cli_request_and_on_a_scheduled_wakeup_through_the_rendered_alarms(
+    sim: Sim, aws_graph: dryrun.Rendered, tmp_path: Path
+) -> None:
+    """The AWS case (issue 37): the front answers as an ALB with no registered target, the
+    platform model (built from the rendered alarms, policies, scalable target and health check)
+    decides when the master's container runs. A sleeping master wakes on `det experiment
+    create` (its 503s, counted as HTTPCode_ELB_503_Count, put the rendered wake alarm in ALARM),
+    its loop's capacity backoff becomes a scheduled action in moto's Application Auto Scaling,
+    the model puts it to sleep before that, the action wakes it, the trial runs to COMPLETED,
+    and with nobody calling the rendered sleep alarm stops it again."""
+    sim.platform.stop_all()  # the Cloud Run-like front's instances must not lead the loops
+    job = run_once(sim.image, sim.config_file, "migrate")  # (done already unless run alone)
+    assert job.returncode == 0, job.stderr
+    env = pm.service_environment(aws_graph)
+    (sleep_alarm,) = [a for a in aws_graph.of_type(pm.ALARM) if a.name.endswith("-sleep")]
+    assert int(sleep_alarm.inputs["evaluationPeriods"]) * pm.PERIOD_S == SLEEP_S
+    (wake_alarm,) = [a.name for a in aws_graph.of_type(pm.ALARM) if a.name.endswith("-wake")]
+    region = env["DET_WAKEUPS_REGION"]
+
+    def client(service: str) -> Any:
+        return boto3.client(service, region_name=region, endpoint_url=sim.moto)
+
+    target = pm.register_service(aws_graph, client)
+    scaling = client("application-autoscaling")
+
+    def list_actions() -> list[dict[str, Any]]:
+        listed = scaling.describe_scheduled_actions(
+            ServiceNamespace=target["serviceNamespace"], ResourceId=target["resourceId"]
+        )["ScheduledActions"]
+        return [{**a, "Schedule": str(a["Schedule"])} for a in listed]
+
+    # The earlier test's machine must not serve this experiment: its launch is what is refused.
+    ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=sim.moto)
+    running = [
+        i["InstanceId"]
+        for r in ec2.describe_instances()["Reservations"]
+        for i in r["Instances"]
+        if i["State"]["Name"] in ("pending", "running")
+    ]
+    if running:
+        ec2.terminate_instances(InstanceIds=running)
+
+    config = sim.tmp / "master-aws.yaml"
+    platform = Platform(
+        sim.image, config, f"{sim.label}-aws", time_limit=TIME_LIMIT, env=aws_env(sim.ec2.url)
+    )
+    nginx = Nginx(sim.tmp / "nginx-aws", sim.cert, sim.key, platform.port, TIME_LIMIT)
+    wakeups_block = {
+        "type": env["DET_WAKEUPS_TYPE"],
+        "resource_id": env["DET_WAKEUPS_RESOURCE_ID"],
+        "region": region,
+        "hold_seconds": HOLD_S,
+        "endpoint_url": sim.moto,
+    }
+    sim.write_config(config, nginx.url, wakeups_block)
+    front = AwsFront(platform, aws_graph, list_actions)
+    try:
+        # `up` created the service with one task; nobody called: the sleep alarm set 0.
+        front.skip(lambda: front.model.desired == 0 and not front.model.active(), 10 * 60)
+        assert platform.running() == []
+
+        # 1. A CLI request wakes it: 503s from the "ALB", "waking the master" once, then done.
+        ctx = tmp_path / "ctx"
+        ctx.mkdir()
+        (ctx / "train.py").write_text(TRAIN)
+        exp = tmp_path / "experiment.yaml"
+        exp.write_text(experiment_config(trials=1, steps=2, pause=0.2, pool=POOL))
+        sim.ec2.refusing = True
+        refused = sim.ec2.refused
+        first = len(front.answers)
+        cli = subprocess.Popen(
+            [sys.executable, "-m", "det.cli", "experiment", "create", str(exp), str(ctx)],
+            env={
+                **os.environ,
+                "HOME": str(tmp_path / "home"),
+                "XDG_CONFIG_HOME": str(tmp_path / "home" / ".config"),
+                "DET_MASTER": nginx.url,
+                "DET_MASTER_CERT_FILE": str(sim.bundle),
+                "DET_USER": "admin",
+                "DET_PASS": ADMIN_PASSWORD,
+            },
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        front.run(RATE, lambda: cli.poll() is not None, 400, "the CLI's call")
+        out, err = cli.communicate()
+        assert cli.returncode == 0, err
+        assert err.count("waking the master") == 1, err
+        found = re.search(r"Created experiment (\d+)", out)
+        assert found, out
+        eid = int(found.group(1))
+        calls = front.answers[first:]
+        t503 = min(t for t, s in calls if s == 503)
+        t200 = min(t for t, s in calls if s == 200)
+        (woke_at,) = front.started
+        assert any(f"({wake_alarm} in ALARM)" in e.what for e in front.model.events), front.tail()
+        print(f"\nAWS sim, a CLI request: the master's task registered {woke_at - t503:.0f} "
+              f"simulated s after the ALB's first 503; the CLI's call answered after "
+              f"{t200 - t503:.0f} s (its retries, every 1-10 wall s, are {RATE}x longer here); "
+              f"docs/deploy.md: 185 s modelled (health check included), about 260 s worst "
+              f"case; {pm.delays(front.model)}")  # fmt: skip
+        bound = pm.PERIOD_S + pm.METRIC_DELAY_S + pm.ALARM_EVERY_S + pm.TASK_START_S
+        assert 0 < woke_at - t503 <= bound
+
+        # 2. Its loop meets a capacity refusal and asks to be woken at the backoff's end: the
+        # master's own scheduler writes the actions to moto.
+        def wake_actions() -> list[dict[str, Any]]:
+            return [a for a in list_actions() if not a["ScheduledActionName"].endswith("-rest")]
+
+        front.run(RATE, lambda: sim.ec2.refused > refused and bool(wake_actions()), 120,
+                  "a refused launch and a wake-up in Application Auto Scaling")  # fmt: skip
+        (wake,) = wake_actions()
+        assert wake["ScalableTargetAction"]["MinCapacity"] == 1
+        wake_wall = dt.datetime.fromisoformat(wake["Schedule"][3:-1]).replace(tzinfo=dt.UTC)
+        # Nobody calls: the sleep alarm stops the task before the wake-up's time.
+        assert dt.datetime.now(dt.UTC) < wake_wall, "the backoff ended before the sleep"
+        front.skip(lambda: not front.model.active(), SLEEP_S + 10 * 60)
+        assert platform.running() == [] and len(front.stopped) == 1
+        assert dt.datetime.now(dt.UTC) < wake_wall, "the backoff ended before the sleep"
+        asleep_calls = len(front.answers)
+        sim.ec2.refusing = False
+
+        # 3. The scheduled action wakes it; its loop launches a machine whose agent runs the
+        # trial through the front.
+        cluster_id = _cluster_id(sim)
+        with CloudAgents(
+            moto_lister(sim.moto, cluster_id),
+            cloud="aws",
+            master_url=nginx.url,
+            agent_token=_agent_token(sim),
+            cluster_id=cluster_id,
+            pool=POOL,
+            slots={"m5.large": 1},
+            tmp=tmp_path / "machines",
+        ) as machines:
+            front.run(RATE, lambda: len(front.started) == 2, 180, "the scheduled wake-up")
+            assert len(front.answers) == asleep_calls, "a request, not the action, woke it"
+            due = front.due[(wake["ScheduledActionName"], wake["Schedule"][3:-1])]
+            woke = front.started[1] - due
+            print(f"AWS sim, a scheduled wake-up: the master's task registered {woke:.0f} "
+                  f"simulated s after its action's time; docs/deploy.md: 60 s after the time "
+                  f"(task start {pm.TASK_START_S} s assumed; scheduled actions run on the "
+                  f"minute)")  # fmt: skip
+            assert 0 <= woke <= pm.ALARM_EVERY_S + pm.TASK_START_S
+            front.run(RATE, lambda: _experiment_state(sim, eid) in ("COMPLETED", "ERROR",
+                      "CANCELED"), 420, "the experiment to end")  # fmt: skip
+            assert _experiment_state(sim, eid) == "COMPLETED"
+            assert not machines.errors, machines.errors
+            assert machines.seen
+
+        # 4. The wake-up's hold ends (its second action), nobody calls: asleep again.
+        rest = wake["ScheduledActionName"] + "-rest"
+        front.run(RATE, lambda: any(name == rest for name, _ in front.due), HOLD_S + 120,
+                  "the wake-up's hold to end")  # fmt: skip
+        last_call = front.answers[-1][0]
+        front.skip(lambda: not front.model.active(), SLEEP_S + 10 * 60)
+        slept = front.stopped[-1] - last_call
+        print(f"AWS sim: asleep again {slept:.0f} simulated s after the last request "
+              f"(the rendered sleep alarm: {SLEEP_S} s without a request)")  # fmt: skip
+        assert SLEEP_S <= slept <= SLEEP_S + 4 * 60, slept
+        assert platform.running() == []
+        assert {a["ResourceId"] for a in list_actions()} == {target["resourceId"]}
+    finally:
+        platform.close()
+        nginx.close()

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import math
 import re
 from collections.abc import Callable, Iterable
@@ -229,15 +230,18 @@ class AwsPlatform:
 
     ``scheduled_actions``: Application Auto Scaling's scheduled actions of the service (the
     ``DescribeScheduledActions`` items), read on each step; ``on_running(now)``: the master's
-    task started (its loop runs a pass)."""
+    task started (its loop runs a pass); ``on_stopped(now)``: a task that had started stopped
+    (the serverless simulation runs and removes a container on these)."""
 
     def __init__(
         self,
         graph: dryrun.Rendered,
         scheduled_actions: Callable[[], Iterable[dict[str, Any]]] = list,
         on_running: Callable[[float], None] | None = None,
+        on_stopped: Callable[[float], None] | None = None,
     ) -> None:
         self.now = 0.0
+        self.on_stopped = on_stopped
         self.metrics = Metrics()
         self.events: list[Event] = []
         self._scheduled_actions = scheduled_actions
@@ -370,6 +374,8 @@ class AwsPlatform:
             task = active.pop()
             task.stopped_at = self.now
             self.events.append(Event(self.now, "task stopped"))
+            if task.announced and self.on_stopped:
+                self.on_stopped(self.now)
 
     def _start_tasks(self) -> None:
         for task in self.active():
@@ -378,6 +384,44 @@ class AwsPlatform:
                 self.events.append(Event(self.now, "task running (registered)"))
                 if self.on_running:
                     self.on_running(self.now)
+
+
+def delays(platform: AwsPlatform) -> str:
+    """The modelled delays of the AWS wake path, for a test's printout."""
+    return (
+        f"modelled: metric period {PERIOD_S} s + readable {METRIC_DELAY_S} s after it (assumed), "
+        f"alarm every {ALARM_EVERY_S} s, task start {TASK_START_S} s (assumed), "
+        f"health check {platform.healthy_after} s (rendered)"
+    )
+
+
+def service_environment(graph: dryrun.Rendered) -> dict[str, str]:
+    """The rendered ECS master service's container environment (its ``DET_*`` settings)."""
+    (found,) = [r for r in graph.of_type(TASKDEF) if r.name.endswith("-service")]
+    (container,) = json.loads(found.inputs["containerDefinitions"])
+    return {e["name"]: e["value"] for e in container["environment"]}
+
+
+def register_service(graph: dryrun.Rendered, client: Callable[[str], Any]) -> dict[str, Any]:
+    """What `up` makes in the account for the wake-ups, in moto: the ECS cluster and service
+    (by their rendered names) and the scalable target (by the rendered target's inputs).
+    ``client(service_name)``: a boto3 client. Returns the rendered target's inputs."""
+    (cluster,) = graph.of_type("aws:ecs/cluster:Cluster")
+    service = _one(graph, SERVICE)
+    target = _one(graph, TARGET).inputs
+    ecs = client("ecs")
+    ecs.create_cluster(clusterName=cluster.inputs["name"])
+    ecs.create_service(
+        cluster=cluster.inputs["name"], serviceName=service.inputs["name"], desiredCount=1
+    )
+    client("application-autoscaling").register_scalable_target(
+        ServiceNamespace=target["serviceNamespace"],
+        ResourceId=target["resourceId"],
+        ScalableDimension=target["scalableDimension"],
+        MinCapacity=target["minCapacity"],
+        MaxCapacity=target["maxCapacity"],
+    )
+    return dict(target)
 
 
 # -- Cloud Run --------------------------------------------------------------------------------
