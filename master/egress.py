@@ -156,6 +156,11 @@ class Policy:
                 nets.append(parsed)
         return cls(restricted, frozenset(names), tuple(nets))
 
+    def allowing(self, *names: str) -> Policy:
+        """This policy with more allowed names (an endpoint an admin chose)."""
+        more = {n.lower().rstrip(".") for n in names if n}
+        return dataclasses.replace(self, allowed_names=self.allowed_names | more)
+
     def allows_name(self, host: str) -> bool:
         """``host`` is an allowed name or a subdomain of one (S3's ``bucket.minio.example``)."""
         name = host.lower().rstrip(".")
