@@ -72,6 +72,13 @@ def generate_password() -> str:
             return pw
 
 
+def _clusters_home() -> Path:
+    """Where this user's local clusters keep their state by default (``det`` under
+    ``$XDG_DATA_HOME`` or ``~/.local/share``), whatever ``--state-dir`` this one has."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base).expanduser().resolve() / "det"
+
+
 def mount_root(text: str) -> dict[str, Any]:
     """``--allow-mount PATH[:ro|:rw]`` as a ``task_container_policy.bind_mounts`` entry
     (read-only unless ``:rw``); DeployError naming the flag for anything else."""
@@ -110,7 +117,8 @@ def master_config(
         # state). Capabilities stay Determined's (any but the protected ones); no host devices.
         "task_container_policy": {
             "bind_mounts": [mount_root(r) for r in mount_roots],
-            "protected_host_paths": [str(paths.root)],
+            # ...nor the state of this user's other local clusters (their default home).
+            "protected_host_paths": list(dict.fromkeys([str(paths.root), str(_clusters_home())])),
         },
         "log": {"level": "info", "color": False},
     }

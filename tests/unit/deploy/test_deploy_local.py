@@ -192,6 +192,11 @@ def test_local_policy_denies_by_default_and_protects_the_clusters_own_state(
     ):
         assert refused(str(host)), host
 
+    # Another local cluster of this user (in the default place) stays out of reach even under
+    # a wide allowed root.
+    other = cluster._clusters_home() / "local"
+    assert refused_by([str(other.parent.parent)])(str(other / "admin_password"), True)
+
     refused = refused_by(["/home/someone/data", "/scratch:rw"])
     assert not refused("/home/someone/data/imagenet", True)
     assert refused("/home/someone/data/imagenet", False)  # read-only unless :rw

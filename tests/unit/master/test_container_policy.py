@@ -42,6 +42,15 @@ TCD: dict[str, Any] = {
     "devices": [{"host_path": "/dev/kmsg", "container_path": "/dev/kmsg"}],
 }
 RO_DATA = ContainerPolicy()
+#: An admin who allowed wide read-only roots: the protected paths under them stay protected.
+WIDE = ContainerPolicy.model_validate(
+    {
+        "bind_mounts": [
+            {"host_path": "/var", "read_only": True},
+            {"host_path": "/opt", "read_only": True},
+        ]
+    }
+)
 TRUSTED = trusted_of(
     TCD, {"type": "shared_fs", "host_path": "/var/det/ckpt"}, ["/home/det/master-data"]
 )
@@ -139,6 +148,29 @@ CASES = [
         DATA,
         "bind_mounts[0].host_path: /datasets/secret/x is under the protected host path /datasets/secret",
     ),
+    # Finding 5 of the third round: root's crontab, PostgreSQL's and kubelet's state, det's
+    # installation on cloud machines; each protected even under an allowed root.
+    (
+        mount("/var/spool/cron", True),
+        WIDE,
+        "bind_mounts[0].host_path: /var/spool/cron is under the protected host path /var/spool",
+    ),
+    (
+        mount("/var/lib/postgresql/16/main"),
+        WIDE,
+        "bind_mounts[0].host_path: /var/lib/postgresql/16/main is under the protected host path /var/lib/postgresql",
+    ),
+    (
+        mount("/var/lib/kubelet", True),
+        WIDE,
+        "bind_mounts[0].host_path: /var/lib/kubelet is the protected host path /var/lib/kubelet",
+    ),
+    (
+        mount("/opt/det/bin", True),
+        WIDE,
+        "bind_mounts[0].host_path: /opt/det/bin is under the protected host path /opt/det",
+    ),
+    (mount("/var/lib/other", True), WIDE, ""),
     # Relative paths are refused, not guessed.
     (mount("etc"), DEFAULT, "bind_mounts[0].host_path: must be an absolute path"),
     (mount(None), DEFAULT, "bind_mounts[0].host_path: must be an absolute path"),
@@ -349,3 +381,32 @@ def test_fields_are_numbered_as_in_the_users_own_config() -> None:
         "bind_mounts[0].host_path",
         "resources.devices[0].host_path",
     ]
+
+
+def test_the_masters_installation_and_data_dir_are_protected() -> None:
+    """What the master adds to the protected set it sends the agent (its data directory, its
+    Python and det's code) is refused under any root."""
+    import sys
+    from types import SimpleNamespace
+
+    from det.master.services.containers import docker_options
+
+    st: Any = SimpleNamespace(
+        config=parse_config(
+            {"task_container_policy": {"bind_mounts": [{"host_path": "/", "read_only": True}]}}
+        )
+    )
+    policy = docker_options(st, {}, "default", admin=False)["hostPolicy"]
+    assert policy is not None
+    protected = policy["protectedPaths"]
+    assert sys.prefix in protected and str(st.config.data_dir) in protected
+    import det.master
+
+    assert any(det.master.__path__[0].startswith(p) for p in protected)
+    trusted = trusted_of({}, None, protected)
+    got = first_with(mount(sys.prefix + "/lib", True), st.config.task_container_policy, trusted)
+    assert got.startswith(f"bind_mounts[0].host_path: {sys.prefix}/lib is under the protected"), got
+
+
+def first_with(config: dict[str, Any], policy: ContainerPolicy, trusted: Trusted) -> str:
+    return next(refusals(request_of(config), policy, trusted), "")
