@@ -27,6 +27,7 @@ removes it.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -66,8 +67,6 @@ def own_installation() -> list[str]:
     """Where this agent's Python and det's code live (a task writing there would run code as
     the agent, or as the master on the same host): the interpreter's prefixes and the
     directories of det's packages (found, not imported)."""
-    import importlib.util
-
     out = [sys.prefix, sys.base_prefix, sys.exec_prefix]
     for name in ("det", "det.master", "det.agent", "det.cli", "det.deploy"):
         try:

@@ -346,6 +346,17 @@ class _ScalingExceptions(Protocol):
     ObjectNotFoundException: type[Exception]
 
 
+class _ScheduledAction(TypedDict, total=False):
+    """What det reads of one listed scheduled action."""
+
+    ScheduledActionName: str
+    Schedule: str
+
+
+class _ScheduledActions(TypedDict, total=False):
+    ScheduledActions: list[_ScheduledAction]
+
+
 class _ScalingClient(Protocol):
     """What det calls of boto3's ``application-autoscaling`` client."""
 
@@ -353,7 +364,7 @@ class _ScalingClient(Protocol):
 
     def put_scheduled_action(self, **request: Any) -> object: ...
 
-    def describe_scheduled_actions(self, **request: Any) -> dict[str, Any]: ...
+    def describe_scheduled_actions(self, **request: Any) -> _ScheduledActions: ...
 
     def delete_scheduled_action(self, **request: Any) -> object: ...
 

@@ -10,6 +10,7 @@ no task container imports it.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 import stat
@@ -132,8 +133,6 @@ def parse_device_rule(text: str) -> DeviceKey | None:
 def device_key(mode: int, rdev: int) -> DeviceKey | None:
     """The key of an ``os.stat`` result's ``st_mode``/``st_rdev``; None for what is not a device
     node (a regular file, a directory, a FIFO, a socket)."""
-    import os
-
     if stat.S_ISCHR(mode):
         kind = "c"
     elif stat.S_ISBLK(mode):

@@ -29,7 +29,6 @@ import stat
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -87,11 +86,12 @@ def start(data_dir: Path) -> str:
         raise EmbeddedDatabaseError(f"the embedded PostgreSQL in {pgdata} has no Unix socket")
     socket_dir = Path(info.socket_dir)
     _close_directories(pgdata, socket_dir)
-    params: dict[str, Any] = {"host": str(socket_dir), "port": info.port or 5432}
-    admin = make_conninfo(**params, user=SUPERUSER, password=password, dbname=SUPERUSER)
+    # Where every connection goes: the socket's directory and the server's port (its name).
+    at = make_conninfo(host=str(socket_dir), port=info.port or 5432)
+    admin = make_conninfo(at, user=SUPERUSER, password=password, dbname=SUPERUSER)
     if not _closed(hba):
         _close(admin, hba, password)
-        _wait_closed(make_conninfo(**params, user=SUPERUSER, dbname=SUPERUSER), pgdata)
+        _wait_closed(make_conninfo(at, user=SUPERUSER, dbname=SUPERUSER), pgdata)
     try:
         with psycopg.connect(admin, autocommit=True) as conn:
             exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,))
@@ -107,7 +107,7 @@ def start(data_dir: Path) -> str:
                 " the next start sets this password and closes it again)"
             ) from e
         raise
-    return make_conninfo(**params, user=SUPERUSER, password=password, dbname=DATABASE)
+    return make_conninfo(at, user=SUPERUSER, password=password, dbname=DATABASE)
 
 
 def _password(path: Path) -> str:
