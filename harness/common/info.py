@@ -50,14 +50,17 @@ class ClusterInfo:
     user_token: str | None = None
     unique_port_offset: int = 0
     trial: TrialInfo | None = None
+    #: The task's containers (one per agent of its gang, chief's first), this one's place among
+    #: them and their slots: ``DET_CONTAINER_ADDRS``, ``_RANK``, ``_SLOT_COUNTS`` (the master's
+    #: rendezvous; one container on this host when unset).
+    container_addrs: list[str] = dataclasses.field(default_factory=lambda: ["127.0.0.1"])
+    container_rank: int = 0
+    container_slot_counts: list[int] = dataclasses.field(default_factory=list)
 
     @property
-    def container_addrs(self) -> list[str]:
-        return ["127.0.0.1"]
-
-    @property
-    def container_rank(self) -> int:
-        return 0
+    def total_slots(self) -> int:
+        """Slots of the whole task, every container's."""
+        return sum(self.container_slot_counts) or len(self.slot_ids)
 
 
 _REQUIRED = (
@@ -101,7 +104,21 @@ def cluster_info_from_env(env: Mapping[str, str]) -> ClusterInfo | None:
         user_token=env.get("DET_USER_TOKEN") or None,
         unique_port_offset=int(env.get("DET_UNIQUE_PORT_OFFSET", "0") or 0),
         trial=trial,
+        **_rendezvous(env),
     )
+
+
+def _rendezvous(env: Mapping[str, str]) -> dict[str, Any]:
+    """The container fields of :class:`ClusterInfo` from the environment (pure)."""
+    if not env.get("DET_CONTAINER_ADDRS"):
+        return {"container_slot_counts": [len(json.loads(env["DET_SLOT_IDS"]))]}
+    return {
+        "container_addrs": [str(a) for a in json.loads(env["DET_CONTAINER_ADDRS"])],
+        "container_rank": int(env.get("DET_CONTAINER_RANK", "0") or 0),
+        "container_slot_counts": [
+            int(n) for n in json.loads(env.get("DET_CONTAINER_SLOT_COUNTS") or "[]")
+        ],
+    }
 
 
 def get_cluster_info() -> ClusterInfo | None:
@@ -130,7 +147,7 @@ def official_info_documents(info: ClusterInfo) -> dict[str, dict[str, Any]]:
         "rendezvous.json": {
             "container_addrs": info.container_addrs,
             "container_rank": info.container_rank,
-            "container_slot_counts": [len(info.slot_ids)],
+            "container_slot_counts": info.container_slot_counts or [len(info.slot_ids)],
         },
     }
     if info.trial is not None:

@@ -14,7 +14,9 @@
    Determined's legacy trial-class form (``model_def:MyTrial``) runs the official package's
    harness (``python3 -m determined.exec.harness model_def:MyTrial``), which the image must
    carry, and gets a copy of the context at ``/run/determined/train/model`` as in Determined;
-   one slot only (for more, use a script entrypoint with a launcher).
+   on more than one slot (all the task's containers counted) it runs under det's torch launcher
+   (``det.launch.torch_distributed --trial``), one chief for all slots, as Determined does.
+   Every entrypoint gets this allocation's launcher ports (``C10D_PORT``…: det.launch.ports).
    SIGTERM/SIGINT are forwarded to the entrypoint's whole process group (so the training
    process gets them even under ``sh -c``); we exit with its code (128+N if killed by N).
 """
@@ -40,6 +42,7 @@ from ..common.info import (
     write_official_info_files,
 )
 from ..common.proc import exit_code, forward_signals, run_forwarding
+from ..launch import ports
 
 logger = logging.getLogger("det.exec.run")
 
@@ -63,12 +66,19 @@ def is_trial_class(entrypoint: list[str]) -> bool:
     return len(entrypoint) == 1 and bool(_TRIAL_CLASS.match(entrypoint[0].strip()))
 
 
-def entrypoint_argv(entrypoint: list[str], python: str = "python3") -> list[str]:
-    """One string → ``sh -c``; a list → as is; a trial class → the official harness (pure)."""
+def entrypoint_argv(
+    entrypoint: list[str], python: str = "python3", total_slots: int = 1
+) -> list[str]:
+    """One string → ``sh -c``; a list → as is; a trial class → the official harness, under
+    det's torch launcher when the task has more than one slot (all its containers' slots), as
+    Determined runs trial classes: one chief for every slot (pure)."""
     if not entrypoint:
         raise ValueError("empty entrypoint")
     if is_trial_class(entrypoint):
-        return [python, "-m", "determined.exec.harness", entrypoint[0].strip()]
+        trial = entrypoint[0].strip()
+        if total_slots > 1:
+            return [python, "-m", "det.launch.torch_distributed", "--trial", trial]
+        return [python, "-m", "determined.exec.harness", trial]
     if len(entrypoint) == 1:
         return ["sh", "-c", entrypoint[0]]
     return list(entrypoint)
@@ -81,16 +91,19 @@ def trial_class_problem(env: dict[str, str], have_official: bool) -> str | None:
             "a trial-class entrypoint (module:Class) needs the official determined package in"
             " the task image (pip install determined==0.38.1); or use a script entrypoint"
         )
-    try:
-        slots = len(json.loads(env.get("DET_SLOT_IDS") or "[]"))
-    except ValueError:
-        slots = 1
-    if slots > 1:
-        return (
-            f"a trial-class entrypoint (module:Class) runs on one slot here, not {slots}: use a"
-            " script entrypoint with a launcher (python3 -m det.launch.torch_distributed …)"
-        )
     return None
+
+
+def total_slots(env: dict[str, str]) -> int:
+    """The task's slots, every container's (the master's ``DET_CONTAINER_SLOT_COUNTS``), else
+    this container's (pure)."""
+    try:
+        counts = json.loads(env.get("DET_CONTAINER_SLOT_COUNTS") or "[]")
+        if counts:
+            return sum(int(n) for n in counts)
+        return max(1, len(json.loads(env.get("DET_SLOT_IDS") or "[]")))
+    except (ValueError, TypeError):
+        return 1
 
 
 #: torch >= 2.6 loads with ``weights_only=True`` unless told otherwise; this variable tells it.
@@ -206,7 +219,9 @@ def _run(argv: list[str], env: dict[str, str]) -> int:
             print(f"det.exec.run: {problem}", file=sys.stderr)
             return 2
     env = with_official_torch_loads(env, importlib.util.find_spec("determined") is not None)
-    cmd = entrypoint_argv(argv, sys.executable)
+    # This allocation's own launcher and Core API ports (two tasks of one host never share one).
+    env = ports.with_ports(env)
+    cmd = entrypoint_argv(argv, sys.executable, total_slots(env))
     startup.mark("entrypoint started")
     try:
         return run_forwarding(cmd, group=True, env=env)

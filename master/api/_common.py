@@ -31,9 +31,9 @@ from det.master import agent_tokens, fastjson
 from det.master.api._admission import Admission, Ticket
 from det.master.authcache import SessionCache
 from det.master.db import Conn as Conn  # the request connection's type, for the other api modules
-from det.master.errors import InvalidArgument, PermissionDenied, Unauthenticated
+from det.master.errors import Conflict, InvalidArgument, PermissionDenied, Unauthenticated
 from det.master.handles import MasterState
-from det.master.services import users
+from det.master.services import rendezvous, trial_runs, users
 from det.master.wire import pagination, ts
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -54,6 +54,8 @@ class TaskPrincipal:
     experiment_id: int | None
     #: Its experiment's owner (None: not a trial's allocation).
     user_id: int | None
+    #: Which container of the allocation called (0: the chief's; services.rendezvous).
+    container_rank: int = 0
 
 
 @dataclass(frozen=True)
@@ -196,6 +198,7 @@ def _session_user(token: str) -> users.User | None:
 
 
 def _task_for_token(conn: Conn, token: str) -> TaskPrincipal | None:
+    token, container_rank = rendezvous.split_token(token)
     row = users.allocation_for_digest(conn, users.token_digest(token))
     if row is None:
         return None
@@ -203,7 +206,9 @@ def _task_for_token(conn: Conn, token: str) -> TaskPrincipal | None:
     # agent lost track of, say) cannot report into the trial's next run.
     if row.state == "TERMINATED":
         return None
-    return TaskPrincipal(row.id, row.task_id, row.trial_id, row.experiment_id, row.owner_id)
+    return TaskPrincipal(
+        row.id, row.task_id, row.trial_id, row.experiment_id, row.owner_id, container_rank
+    )
 
 
 def _is_waiting_request() -> bool:
@@ -268,6 +273,21 @@ def check_task_scope(
         or (task_id is not None and task_id != t.task_id)
     ):
         raise PermissionDenied("an allocation token is valid only for its own task")
+
+
+def chief_only() -> None:
+    """A training report (metrics, a checkpoint, progress) is the chief's: from another
+    container of a task's run it ends the trial ERROR, naming the launcher to use, and is
+    refused, keeping nothing of it (:func:`trial_runs.refuse_report_from_worker`). Call it
+    before the view's own transaction: the trial's end is committed on its own."""
+    task = principal().task
+    if task is None or task.container_rank == 0 or task.trial_id is None:
+        return
+    with db() as conn:
+        reason = trial_runs.refuse_report_from_worker(
+            conn, task.trial_id, task.allocation_id, task.container_rank
+        )
+    raise Conflict(reason)
 
 
 def require_admin() -> None:

@@ -11,6 +11,7 @@ from det.master.api._common import (
     TASK,
     USER,
     allow,
+    chief_only,
     db,
     pagination,
     principal,
@@ -68,6 +69,7 @@ def report(body: wire.ReportCheckpointRequest) -> Empty:
     if uid is None:
         raise InvalidArgument("uuid: required string")
     p = principal()
+    chief_only()
     with db() as conn:
         if p.task is not None:
             if ckpt.get("taskId") not in (None, p.task.task_id):

@@ -17,6 +17,7 @@ from det.master.api._common import (
     allow,
     body_and_finiteness,
     check_task_scope,
+    chief_only,
     current_user,
     db,
     pagination,
@@ -185,6 +186,7 @@ def report_metrics_batch(
     for i, r in enumerate(reports):
         if (r.get("metrics") or {}).get("avgMetrics") is None:
             raise InvalidArgument(f"reports[{i}].metrics.avgMetrics: required object")
+    chief_only()
     with db() as conn:
         _access.trial(conn, trial_id)
         n = svc.report_metrics(conn, trial_id, list(reports), finite=_finite())  # type: ignore[arg-type]
@@ -218,6 +220,7 @@ def _report(trial_id: int, group: str, m: d.v1TrialMetrics) -> Empty:
         report["trialRunId"] = m["trialRunId"]
     if "metrics" in m:
         report["metrics"] = m["metrics"]
+    chief_only()
     with db() as conn:
         _access.trial(conn, trial_id)
         svc.report_metrics(conn, trial_id, [report], finite=_finite())
@@ -421,6 +424,7 @@ def progress(trial_id: int, body: d.v1ReportTrialProgressRequest) -> Empty:
     value = body.get("progress")
     if value is None or not 0 <= value <= 1:
         raise InvalidArgument("progress: a number between 0 and 1")
+    chief_only()
     with db() as conn:
         _access.trial(conn, trial_id)
         # A managed experiment's progress is its searcher's, from every trial's reports; an

@@ -44,7 +44,7 @@ from det.master import expconf, states
 from det.master.db import Conn
 from det.master.expconf import stored
 from det.master.handles import MasterState
-from det.master.services import allocation_rows, containers
+from det.master.services import allocation_rows, containers, rendezvous
 from det.master.services.allocation_rows import Allocation
 
 logger = logging.getLogger(__name__)
@@ -164,6 +164,40 @@ def on_terminated(conn: Conn, alloc: Allocation, exit_code: int | None, reason: 
     conn.execute("NOTIFY det_wakeup")
 
 
+#: What a report from a container other than the chief's is answered, and the trial's end.
+LAUNCHER_HINT = (
+    "each container trained on its own; run the entrypoint under a launcher, one chief for all"
+    " slots: python3 -m determined.launch.torch_distributed -- python3 train.py (or"
+    " det.launch.torch_distributed); a trial-class entrypoint (module:Class) gets one by itself"
+)
+
+
+def refuse_report_from_worker(conn: Conn, trial_id: int, allocation_id: str, rank: int) -> str:
+    """A training report (metrics, a checkpoint, progress) came from container ``rank`` > 0 of
+    the trial's run: that container believes it is the chief, so its training is not the
+    chief's. Nothing it reported is kept: the trial ends ERROR at once (every retry would train
+    twice again), its run is killed, and the reason is written to the trial's log. Returns the
+    reason."""
+    reason = (
+        f"trial {trial_id}: a training report came from container {rank} of its run, not the"
+        f" chief's (container 0): {LAUNCHER_HINT}"
+    )
+    conn.execute(
+        "UPDATE allocations SET kill_requested = true,"
+        " exit_reason = coalesce(exit_reason, %s) WHERE id = %s AND state <> 'TERMINATED'",
+        (reason, allocation_id),
+    )
+    conn.execute(
+        "INSERT INTO task_logs (task_id, allocation_id, log, level, stdtype, source)"
+        " SELECT task_id, id, %s, 'ERROR', 'stderr', 'master' FROM allocations WHERE id = %s",
+        (reason + "\n", allocation_id),
+    )
+    finish_trial(conn, trial_id, states.ERROR, reason)
+    logger.warning("%s", reason)
+    conn.execute("NOTIFY det_wakeup")
+    return reason
+
+
 # Answers of a registry (or the engine on its behalf) that do not change on retry. Anything else
 # in a pull failure (timeouts, connection refused, 5xx, rate limits) counts as a restart.
 _REFUSALS = re.compile(
@@ -250,6 +284,10 @@ def container_spec(conn: Conn, st: MasterState, alloc: Allocation, agent_id: str
     )
     if trial.latest_checkpoint:
         env["DET_LATEST_CHECKPOINT"] = str(trial.latest_checkpoint)
+    # One container per agent of the gang: where the others are, which is the chief's.
+    env.update(rendezvous.rendezvous_env(conn, alloc.placement, agent_id))
+    rank = int(env["DET_CONTAINER_RANK"])
+    env["DET_SESSION_TOKEN"] = rendezvous.container_token(env["DET_SESSION_TOKEN"], rank)
     entrypoint = (
         stored.experiment_config(trial.experiment_id, config).entrypoint or "python3 train.py"
     )

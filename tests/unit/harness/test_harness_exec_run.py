@@ -7,7 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from det.exec.run import choose_workdir, entrypoint_argv, is_trial_class, trial_class_problem
+from det.exec.run import (
+    choose_workdir,
+    entrypoint_argv,
+    is_trial_class,
+    total_slots,
+    trial_class_problem,
+)
 from tests.unit.harness.fake_master import FakeMaster
 
 
@@ -44,7 +50,27 @@ def test_legacy_trial_class_entrypoints_run_the_official_harness() -> None:
     ]
     assert trial_class_problem({"DET_SLOT_IDS": "[0]"}, True) is None
     assert "determined==0.38.1" in str(trial_class_problem({}, False))
-    assert "not 2" in str(trial_class_problem({"DET_SLOT_IDS": "[0, 1]"}, True))
+    # More than one slot (issue 38): det's torch launcher around the official harness, one chief.
+    assert trial_class_problem({"DET_SLOT_IDS": "[0, 1]"}, True) is None
+    assert entrypoint_argv(["model_def:MyTrial"], "/py", total_slots=2) == [
+        "/py",
+        "-m",
+        "det.launch.torch_distributed",
+        "--trial",
+        "model_def:MyTrial",
+    ]
+    # A script is never wrapped: its own launcher is the user's choice.
+    assert entrypoint_argv(["python3 train.py"], "/py", total_slots=2)[:2] == ["sh", "-c"]
+
+
+def test_total_slots_counts_every_container_of_the_task() -> None:
+    # Two agents with one slot each: this container has one, the trial two.
+    two_agents = {"DET_SLOT_IDS": "[0]", "DET_CONTAINER_SLOT_COUNTS": "[1, 1]"}
+    assert total_slots(two_agents) == 2
+    assert total_slots({"DET_SLOT_IDS": "[0, 1]"}) == 2
+    assert total_slots({"DET_SLOT_IDS": "[0]"}) == 1
+    assert total_slots({}) == 1
+    assert total_slots({"DET_CONTAINER_SLOT_COUNTS": "not json"}) == 1
 
 
 def test_a_trial_class_without_the_official_package_fails_with_a_clear_line(
@@ -121,6 +147,41 @@ def test_writes_the_official_task_info_files_for_the_task_duration(
         "container_slot_counts": [1],
     }
     assert not (tmp_path / "run").exists()  # files and the directories we made are gone
+
+
+def test_the_official_rendezvous_file_names_every_container_of_the_gang(
+    tmp_path: Path, master: FakeMaster
+) -> None:
+    """The master tells each container of a two-agent trial the gang (services.rendezvous);
+    the official package reads it from rendezvous.json (its launcher: nodes, node rank)."""
+    info_dir = tmp_path / "run" / "info"
+    env = master.task_env(
+        config={"debug": False},
+        DET_INFO_DIR=str(info_dir),
+        DET_CONTAINER_ADDRS='["10.0.0.5", "10.0.0.6"]',
+        DET_CONTAINER_RANK="1",
+        DET_CONTAINER_SLOT_COUNTS="[1, 1]",
+    )
+    r = run(tmp_path, f"cp -r {info_dir} {tmp_path / 'seen'}", env=env)
+    assert r.returncode == 0, r.stderr
+    rdzv = json.loads((tmp_path / "seen" / "rendezvous.json").read_text())
+    assert rdzv == {
+        "container_addrs": ["10.0.0.5", "10.0.0.6"],
+        "container_rank": 1,
+        "container_slot_counts": [1, 1],
+    }
+
+
+def test_every_entrypoint_gets_its_allocations_launcher_ports(tmp_path: Path) -> None:
+    """Finding 9: Determined's launcher binds C10D_PORT (29400 unless set) and its Core API
+    INTER_TRAIN_PROCESS_COMM_PORT_1/2 (12360/12376): the same in every task of a host. Each
+    allocation's are its own (from DET_UNIQUE_PORT_OFFSET); a value the user set wins."""
+    names = "C10D_PORT INTER_TRAIN_PROCESS_COMM_PORT_1 INTER_TRAIN_PROCESS_COMM_PORT_2"
+    show = f"for v in {names}; do printenv $v; done"
+    r = run(tmp_path, show, env={"DET_UNIQUE_PORT_OFFSET": "7"})
+    assert r.stdout.split() == ["29407", "14367", "15367"], r.stderr
+    r = run(tmp_path, show, env={"DET_UNIQUE_PORT_OFFSET": "7", "C10D_PORT": "31000"})
+    assert r.stdout.split()[0] == "31000"
 
 
 def test_sigterm_reaches_a_process_under_a_shell_entrypoint(tmp_path: Path) -> None:

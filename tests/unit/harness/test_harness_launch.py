@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from det.launch import deepspeed, horovod, torch_distributed
+from det.launch import deepspeed, horovod, ports, torch_distributed
 from det.launch.wrap_rank import resolve_rank
 
 
@@ -32,7 +32,11 @@ def test_torch_distributed_multi_node_command_and_overrides() -> None:
         4, ["s.py"], ["--max_restarts", "3"], nnodes=2, node_rank=1, chief_addr="10.0.0.1"
     )
     assert "--standalone" not in cmd
-    assert cmd[cmd.index("--rdzv_endpoint") + 1] == "10.0.0.1:29400"
+    # Static rendezvous at the chief container: node ranks are the containers' (c10d's dynamic
+    # one numbers nodes as they arrive, and global rank 0 could be in any container).
+    assert "--rdzv_backend" not in cmd and "--rdzv_endpoint" not in cmd
+    assert cmd[cmd.index("--master_addr") + 1] == "10.0.0.1"
+    assert cmd[cmd.index("--master_port") + 1] == "29400"
     assert cmd[cmd.index("--node_rank") + 1] == "1"
     # Overrides come after ours, so torchrun takes the last value.
     assert cmd.index("3") > cmd.index("0")
@@ -110,5 +114,39 @@ def test_torch_distributed_runs_one_worker_per_slot() -> None:
     assert sorted(lines) == ["[rank=0] world 2 local 0", "[rank=1] world 2 local 1"]
 
 
-def test_torch_distributed_refuses_trial_classes() -> None:
-    assert torch_distributed.main(["--trial", "model_def:MyTrial"]) == 2
+def test_torch_distributed_runs_a_trial_class_under_the_official_harness() -> None:
+    assert torch_distributed.parse_trial(["--trial", "model_def:MyTrial"]) == "model_def:MyTrial"
+    assert torch_distributed.parse_trial(["python3", "t.py"]) is None
+    assert torch_distributed.trial_script("model_def:MyTrial", "/py") == [
+        "/py",
+        "-m",
+        "determined.exec.harness",
+        "model_def:MyTrial",
+    ]
+    # --trial takes one trial class and nothing after it
+    assert torch_distributed.main(["--trial", "model_def:MyTrial", "extra"]) == 2
+    assert torch_distributed.main(["--trial"]) == 2
+
+
+def test_allocations_of_one_host_never_share_a_port() -> None:
+    """Finding 9: every port a launcher or Core API binds is a base plus the allocation's
+    DET_UNIQUE_PORT_OFFSET (unique per host among live allocations), the bases 1,000 apart: for
+    any two offsets, the two allocations' ports are disjoint, and one allocation's are distinct."""
+    from det.core._distributed import DEFAULT_PORT
+
+    def all_ports(offset: int) -> list[int]:
+        det_core = [DEFAULT_PORT + offset, DEFAULT_PORT + offset + 1000]  # global, local group
+        return det_core + [int(v) for v in ports.port_env(offset).values()]
+
+    seen: dict[int, int] = {}
+    for offset in range(ports.OFFSETS):
+        mine = all_ports(offset)
+        assert len(set(mine)) == len(mine), offset
+        for p in mine:
+            assert p not in seen, f"port {p}: offsets {seen.get(p)} and {offset}"
+            seen[p] = offset
+            assert p < 32768, p  # below Linux's ephemeral range: no outgoing socket takes it
+    assert ports.port_env(0)["C10D_PORT"] == "29400"
+    assert ports.c10d_port({"DET_UNIQUE_PORT_OFFSET": "12"}) == 29412
+    assert ports.c10d_port({"C10D_PORT": "31000", "DET_UNIQUE_PORT_OFFSET": "12"}) == 31000
+    assert ports.with_ports({"C10D_PORT": "1"})["C10D_PORT"] == "1"  # the user's wins
