@@ -33,6 +33,7 @@ from det.cli import (
     tokens,
     trials,
     users,
+    webhooks,
     workspaces,
 )
 from det.cli.errors import CliError, translate
@@ -61,6 +62,7 @@ NOUN_ALIASES = {
     "resources": ["res"],
     "master": [],
     "deploy": ["d"],
+    "webhook": ["webhooks"],
 }
 
 
@@ -97,6 +99,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         tasks,
         tensorboards,
         resources,
+        webhooks,
     ):
         module.register(nouns, NOUN_ALIASES)
     deploy.register(nouns, NOUN_ALIASES, full=_wants_deploy(argv))

@@ -347,12 +347,27 @@ class WakeupsConfig(_Model):
         return self
 
 
+class WebhookDeliveryConfig(_Model):
+    """det's ``webhooks.delivery``: each receiver (URL) has its own queue; up to ``workers``
+    receivers are sent to at once, one event at a time each. A failed attempt is tried again
+    after ``retry_initial_seconds``, doubling up to ``retry_max_seconds``; an event still not
+    delivered ``dead_letter_after_seconds`` after it was queued (or re-sent) is a dead letter
+    until an admin re-sends it (det.master.services.webhook_delivery)."""
+
+    workers: int = Field(10, ge=1, le=100)
+    timeout_seconds: float = Field(10.0, gt=0, le=300)
+    retry_initial_seconds: float = Field(2.0, gt=0, le=86400)
+    retry_max_seconds: float = Field(3600.0, gt=0, le=86400)
+    dead_letter_after_seconds: float = Field(86400.0, gt=0, le=30 * 86400)
+
+
 class WebhooksConfig(_Model):
     """Determined's ``webhooks`` block. ``signing_key`` signs deliveries (default: derived from
-    the cluster's secret; ``det master config`` never shows it)."""
+    the cluster's secret; ``det master config`` never shows it); ``delivery`` is det's own."""
 
     signing_key: str | None = None
     base_url: str | None = None
+    delivery: WebhookDeliveryConfig = WebhookDeliveryConfig()
 
 
 class RetentionPolicyConfig(_Model):

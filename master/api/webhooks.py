@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import uuid
 
 from flask import Blueprint
 
@@ -77,6 +78,24 @@ def delete(webhook_id: int) -> Empty:
     return {}
 
 
+@bp.patch("/api/v1/webhooks/<int:webhook_id>")
+@contract("PatchWebhook", body=det_wire.PatchWebhook)
+def patch(webhook_id: int, body: det_wire.PatchWebhook) -> Empty:
+    """Determined's PatchWebhook (``url``), with det's ``triggers``; queued events are kept and
+    go to the new URL. A non-admin's new URL is held to the egress policy as at creation."""
+    user = current_user()
+    with db() as conn:
+        row = svc.get(conn, webhook_id)
+        _may_edit(conn, row.workspace_id)
+        # Deliveries are judged by whoever chose the URL: a non-admin's new URL makes the
+        # webhook theirs (restricted) even if an admin made it.
+        by_admin = user.admin and svc.made_by_admin(conn, webhook_id)
+        policy = egress.Policy.of(state().config.egress, restricted=not by_admin)
+        chosen_by = None if user.admin else user.id
+        svc.patch(conn, row, dict(body), policy, chosen_by)  # type: ignore[arg-type]
+    return {}
+
+
 @bp.post("/api/v1/webhooks/<int:webhook_id>/test")
 @contract("TestWebhook")
 def test(webhook_id: int) -> d.v1TestWebhookResponse:
@@ -98,19 +117,46 @@ def test(webhook_id: int) -> d.v1TestWebhookResponse:
 
 
 @bp.get("/api/v1/webhooks/<int:webhook_id>/events")
-@contract(response=det_wire.WebhookEvents)
-def events(webhook_id: int) -> det_wire.WebhookEvents:
-    """det's own: the last 100 deliveries of a webhook with their last status."""
+@contract(params=det_wire.WebhookEventsParams, response=det_wire.WebhookEvents)
+def events(webhook_id: int, params: det_wire.WebhookEventsParams) -> det_wire.WebhookEvents:
+    """det's own: the last 100 deliveries of a webhook (``?state=DEAD``: its dead letters)
+    with their event id and type, state and last status."""
     with db() as conn:
         row = svc.get(conn, webhook_id)
         _may_edit(conn, row.workspace_id)
-        out = svc.events(conn, webhook_id)
+        out = svc.events(conn, webhook_id, params.get("state"))
     return {"events": [_event(e) for e in out]}
+
+
+@bp.post("/api/v1/webhooks/<int:webhook_id>/events/resend")
+@contract(body=det_wire.ResendWebhookEvents, response=det_wire.ResendWebhookEventsResponse)
+def resend(
+    webhook_id: int, body: det_wire.ResendWebhookEvents
+) -> det_wire.ResendWebhookEventsResponse:
+    """det's own: queue dead letters again with the same event ids (``eventIds``; absent: all
+    of the webhook's); answers the ids re-queued."""
+    ids: list[uuid.UUID] | None = None
+    if "eventIds" in body:
+        ids = []
+        for i, text in enumerate(body["eventIds"]):
+            try:
+                ids.append(uuid.UUID(text))
+            except ValueError:
+                raise InvalidArgument(f"eventIds[{i}]: {text!r} is not an event id") from None
+    with db() as conn:
+        row = svc.get(conn, webhook_id)
+        _may_edit(conn, row.workspace_id)
+        done = svc.resend(conn, webhook_id, ids)
+    return {"eventIds": [str(e) for e in done]}
 
 
 def _event(e: svc.Delivery) -> det_wire.WebhookEvent:
     return {
         "id": e["id"],
+        "event_id": str(e["event_id"]),
+        "event_type": e["event_type"],
+        "state": e["state"],
+        "resends": e["resends"],
         "created_at": str(e["created_at"]),
         "attempts": e["attempts"],
         "last_status": e["last_status"],

@@ -96,10 +96,18 @@ class Webhook:
     triggers: tuple[Trigger, ...] = ()
 
 
+DeliveryState = Literal["PENDING", "DELIVERED", "DEAD"]
+
+
 class Delivery(TypedDict):
-    """A ``webhook_events`` row as :func:`events` reads it (handed on to the JSON answer)."""
+    """A ``webhook_events`` row as :func:`events` reads it (handed on to the JSON answer).
+    ``state``: DEAD is a dead letter (retries ran out or a final 4xx) until re-sent."""
 
     id: int
+    event_id: uuid.UUID
+    event_type: str
+    state: DeliveryState
+    resends: int
     created_at: dt.datetime
     attempts: int
     last_status: int | None
@@ -306,22 +314,106 @@ def made_by_admin(conn: Conn, webhook_id: int) -> bool:
     return bool(row and row["admin"])
 
 
+def patch(
+    conn: Conn, hook: Webhook, body: JSONObject, policy: egress.Policy, chosen_by: int | None
+) -> Webhook:
+    """Determined's PatchWebhook (``url``) and det's ``triggers`` (the whole list, replaced).
+    Validates everything first, then writes in the caller's transaction. Queued events stay
+    queued: they are sent to the webhook's URL at the time of each attempt, so a new URL gets
+    them (an attempt already under way finishes against the old one). ``chosen_by``: a
+    non-admin who sets the URL becomes the webhook's ``created_by`` (its deliveries are then
+    held to the egress policy)."""
+    if not isinstance(body, dict):
+        raise InvalidArgument("request body: the webhook's new fields as a JSON object")
+    unknown = sorted(set(body) - {"url", "triggers"})
+    if unknown:
+        raise InvalidArgument(f"{unknown[0]}: cannot be changed (only url and triggers)")
+    if "url" not in body and "triggers" not in body:
+        raise InvalidArgument("request body: give url, triggers or both")
+    url = check_url(body["url"], policy) if "url" in body else None
+    triggers: list[tuple[str, Condition]] | None = None
+    if "triggers" in body:
+        raw = body["triggers"]
+        if not isinstance(raw, list) or not raw:
+            raise InvalidArgument("triggers: at least one trigger required")
+        if len(raw) > 32:
+            raise InvalidArgument("triggers: at most 32")
+        triggers = [_trigger(i, t, hook.mode) for i, t in enumerate(raw)]  # type: ignore[arg-type]
+    if url is not None:
+        conn.execute(
+            "UPDATE webhooks SET url = %s, created_by = coalesce(%s, created_by) WHERE id = %s",
+            (url, chosen_by, hook.id),
+        )
+        # The record of what waits follows the webhook (deliveries read the webhook's URL).
+        conn.execute(
+            "UPDATE webhook_events SET url = %s WHERE webhook_id = %s AND delivered_at IS NULL",
+            (url, hook.id),
+        )
+    if triggers is not None:
+        conn.execute("DELETE FROM webhook_triggers WHERE webhook_id = %s", (hook.id,))
+        for t_kind, cond in triggers:
+            conn.execute(
+                "INSERT INTO webhook_triggers (webhook_id, trigger_type, condition)"
+                " VALUES (%s, %s, %s)",
+                (hook.id, t_kind, Jsonb(cond)),
+            )
+    conn.execute("NOTIFY det_wakeup")
+    return get(conn, hook.id)
+
+
 def delete(conn: Conn, webhook_id: int) -> None:
     conn.execute("DELETE FROM webhooks WHERE id = %s", (webhook_id,))
 
 
-def events(conn: Conn, webhook_id: int) -> list[Delivery]:
-    """The deliveries of a webhook, newest first, with their last status."""
+_STATE = (
+    "CASE WHEN delivered_at IS NOT NULL THEN 'DELIVERED'"
+    " WHEN failed_at IS NOT NULL THEN 'DEAD' ELSE 'PENDING' END"
+)
+
+
+def events(conn: Conn, webhook_id: int, state: DeliveryState | None = None) -> list[Delivery]:
+    """The last 100 deliveries of a webhook (in ``state`` only, if given), newest first, with
+    their last status."""
     return (
         conn.cursor(row_factory=class_row(Delivery))
         .execute(
-            "SELECT id, created_at, attempts, last_status, last_error, last_attempt_at,"
-            " delivered_at, failed_at, next_attempt_at FROM webhook_events"
-            " WHERE webhook_id = %s ORDER BY id DESC LIMIT 100",
-            (webhook_id,),
+            f"SELECT * FROM (SELECT id, event_id, event_type, {_STATE} AS state, resends,"
+            " created_at, attempts, last_status, last_error, last_attempt_at, delivered_at,"
+            " failed_at, next_attempt_at FROM webhook_events WHERE webhook_id = %s) s"
+            " WHERE %s::text IS NULL OR state = %s ORDER BY id DESC LIMIT 100",
+            (webhook_id, state, state),
         )
         .fetchall()
     )
+
+
+def resend(conn: Conn, webhook_id: int, event_ids: list[uuid.UUID] | None) -> list[uuid.UUID]:
+    """Queues dead letters of the webhook again, with the same event ids (all of them when
+    ``event_ids`` is None); returns the ids re-queued. Each gets a fresh retry clock. An id
+    that is not a dead letter of this webhook is refused, and nothing changes."""
+    if event_ids is not None:
+        found = conn.execute(
+            "SELECT event_id, failed_at IS NOT NULL AND delivered_at IS NULL AS dead"
+            " FROM webhook_events WHERE webhook_id = %s AND event_id = ANY(%s)",
+            (webhook_id, event_ids),
+        ).fetchall()
+        dead = {r["event_id"] for r in found if r["dead"]}
+        known = {r["event_id"] for r in found}
+        for eid in event_ids:
+            if eid not in known:
+                raise NotFound(f"eventIds: event {eid} of webhook {webhook_id} not found")
+            if eid not in dead:
+                raise InvalidArgument(f"eventIds: event {eid} is not a dead letter")
+    rows = conn.execute(
+        "UPDATE webhook_events SET failed_at = NULL, attempts = 0, resends = resends + 1,"
+        " retry_since = now(), next_attempt_at = now(), leased_until = NULL"
+        " WHERE webhook_id = %s AND failed_at IS NOT NULL AND delivered_at IS NULL"
+        " AND (%s::uuid[] IS NULL OR event_id = ANY(%s)) RETURNING event_id",
+        (webhook_id, event_ids, event_ids),
+    ).fetchall()
+    if rows:
+        conn.execute("NOTIFY det_wakeup")
+    return [r["event_id"] for r in rows]
 
 
 def wire(hook: Webhook) -> d.v1Webhook:
@@ -345,11 +437,14 @@ def wire(hook: Webhook) -> d.v1Webhook:
 
 
 # -- events -------------------------------------------------------------------------------------
-def _enqueue(conn: Conn, hook: _Hook, payload: JSONObject) -> None:
+def _enqueue(conn: Conn, hook: _Hook, payload: JSONObject, kind: str) -> None:
+    """Queues one event; its id is the DEFAULT payload's ``event_id`` (a Slack message has no
+    place for one: a new id, sent in a header only)."""
+    event_id = payload.get("event_id") or str(uuid.uuid4())
     conn.execute(
-        "INSERT INTO webhook_events (webhook_id, url, webhook_type, payload)"
-        " VALUES (%s, %s, %s, %s)",
-        (hook.webhook_id, hook.url, hook.webhook_type, json.dumps(payload)),
+        "INSERT INTO webhook_events (webhook_id, url, webhook_type, payload, event_id, event_type)"
+        " VALUES (%s, %s, %s, %s, %s, %s)",
+        (hook.webhook_id, hook.url, hook.webhook_type, json.dumps(payload), event_id, kind),
     )
     conn.execute("NOTIFY det_wakeup")
 
@@ -488,7 +583,7 @@ def experiment_state_changed(conn: Conn, experiment_id: int, state: str) -> None
         else:
             data: JSONObject = {"experiment": _experiment_payload(exp)}
             payload = _event(STATE_CHANGE, {"state": state}, data)
-        _enqueue(conn, h, payload)
+        _enqueue(conn, h, payload, STATE_CHANGE)
 
 
 def custom_event(
@@ -518,7 +613,7 @@ def custom_event(
                 "custom_data": dict[str, JSONValue](custom),
             }
             payload = _event(CUSTOM, {}, data_out)
-        _enqueue(conn, h, payload)
+        _enqueue(conn, h, payload, CUSTOM)
 
 
 _TASK = (
@@ -578,7 +673,7 @@ def logs_arrived(conn: Conn, rows: list[tuple[Any, ...]]) -> None:
                     }
                 }
                 payload = _event(TASK_LOG, {"regex": regex}, data)
-            _enqueue(conn, h, payload)
+            _enqueue(conn, h, payload, TASK_LOG)
 
 
 _NO_HOOKS = _ExperimentHooks()
