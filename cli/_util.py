@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any, cast
 
-from det.cli.errors import CliError
+from det.cli.errors import CliAPIError, CliError
 from det.cli.session import Session, setup_session
 
 if TYPE_CHECKING:
@@ -32,6 +32,32 @@ def verb(sub: Any, names: str, func: Any, help_: str) -> argparse.ArgumentParser
 
 def add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def workspace_id(s: Session, name_or_id: str) -> int:
+    """``-w/--workspace`` of the task commands: the workspace of that name (as the official
+    client's ``-w`` takes it), else, for a number no workspace is named, the one of that id."""
+    found = cast(
+        "d.v1GetWorkspacesResponse",
+        s.get("/api/v1/workspaces", params={"nameCaseSensitive": name_or_id}),
+    )["workspaces"]
+    if found:
+        return int(found[0]["id"])
+    if name_or_id.isdigit():
+        try:
+            one = cast("d.v1GetWorkspaceResponse", s.get(f"/api/v1/workspaces/{name_or_id}"))
+        except CliAPIError as e:
+            if e.status != 404:
+                raise
+        else:
+            return int(one["workspace"]["id"])
+    raise CliError(f"--workspace: no workspace named (or with id) '{name_or_id}'")
+
+
+def add_workspace_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-w", "--workspace", help="the workspace (name or id) to run it in (default: none)"
+    )
 
 
 def workspace_by_name(s: Session, name: str) -> d.v1Workspace:

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from det.cli import context, render
-from det.cli._util import add_json, noun, session, verb
+from det.cli._util import add_json, add_workspace_flag, noun, session, verb, workspace_id
 from det.cli.errors import CliError, UsageError
 from det.cli.experiments import _print_entry, add_log_flags
 from det.cli.session import Session
@@ -47,8 +47,13 @@ def task_config(config_file: Any, overrides: list[str], volumes: list[str]) -> d
     return data
 
 
-def launch_body(args: argparse.Namespace, config: dict[str, Any]) -> dict[str, Any]:
+def launch_body(
+    args: argparse.Namespace, config: dict[str, Any], s: Session | None = None
+) -> dict[str, Any]:
+    """The Launch*Request of ``args``; ``s`` resolves ``-w/--workspace`` to its id."""
     body: dict[str, Any] = {"config": config}
+    if getattr(args, "workspace", None) and s is not None:
+        body["workspaceId"] = workspace_id(s, args.workspace)
     if getattr(args, "context", None):
         body["files"] = context.pack(args.context)
     if getattr(args, "template", None):
@@ -67,6 +72,7 @@ def add_launch_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--context", help="a directory whose files go into the task's workdir")
     p.add_argument("--template", help="a config template to apply")
     p.add_argument("-d", "--detach", action="store_true", help="print the id and return")
+    add_workspace_flag(p)
 
 
 def follow_logs(s: Session, task_id: str) -> None:
@@ -101,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     if not config.get("entrypoint"):
         raise UsageError("give the command to run: det cmd run CMD [ARG...]")
     s = session(args)
-    cmd = s.post("/api/v1/commands", launch_body(args, config))["command"]
+    cmd = s.post("/api/v1/commands", launch_body(args, config, s))["command"]
     if args.detach:
         print(cmd["id"])
         return 0

@@ -44,7 +44,7 @@ def with_path(url: str, path: str) -> str:
 def start(args: argparse.Namespace) -> None:
     config = task_config(args.config_file, args.config, args.volume)
     s = session(args)
-    nb = s.post("/api/v1/notebooks", launch_body(args, config))["notebook"]
+    nb = s.post("/api/v1/notebooks", launch_body(args, config, s))["notebook"]
     if args.detach:
         print(nb["id"])
         return

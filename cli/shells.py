@@ -72,7 +72,7 @@ def start(args: argparse.Namespace) -> int:
         command = command[1:]
     config = task_config(args.config_file, args.config, args.volume)
     s = session(args)
-    shell = s.post("/api/v1/shells", launch_body(args, config))["shell"]
+    shell = s.post("/api/v1/shells", launch_body(args, config, s))["shell"]
     if args.detach:
         print(shell["id"])
         return 0

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from det.cli._util import noun, session, verb
+from det.cli._util import add_workspace_flag, noun, session, verb, workspace_id
 from det.cli.commands import (
     add_list_verb,
     add_logs_and_kill_verbs,
@@ -44,6 +44,8 @@ def start(args: argparse.Namespace) -> None:
     if args.context:
         body["files"] = pack(args.context)
     s = session(args)
+    if args.workspace:
+        body["workspaceId"] = workspace_id(s, args.workspace)
     tb = s.post("/api/v1/tensorboards", body)["tensorboard"]
     if args.detach:
         print(tb["id"])
@@ -91,6 +93,7 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     p.add_argument("-c", "--context", help="a directory whose files go into the task's workdir")
     p.add_argument("--no-browser", action="store_true", help="only print the URL")
     p.add_argument("-d", "--detach", action="store_true", help="print the id and return")
+    add_workspace_flag(p)
     add_list_verb(sub, "tensorboard", "TensorBoard")
     p = verb(sub, "open", open_, "print (and open in a browser) a TensorBoard's URL")
     p.add_argument("tensorboard_id")
