@@ -129,7 +129,7 @@ def heartbeat(
         aid = c.get("allocationId")
         if isinstance(aid, str):
             reported[aid] = c
-            allocations.update_container(conn, aid, c)
+            allocations.update_container(conn, aid, c, agent_id)
     desired = allocation_rows.live_on(conn, agent_id)
     out: list[DesiredContainer] = []
     for alloc in desired:

@@ -46,14 +46,22 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason:
     task_kinds.of(alloc).on_terminated(conn, alloc, exit_code, reason)
 
 
-def update_container(conn: Conn, allocation_id: str, container: ContainerReport) -> None:
-    """Applies a container state an agent reported (states only move forward; a state this
-    master does not know is ignored)."""
+def update_container(
+    conn: Conn, allocation_id: str, container: ContainerReport, agent_id: str | None = None
+) -> None:
+    """Applies a container state an agent (``agent_id``) reported (states only move forward; a
+    state this master does not know is ignored)."""
     state = str(container.get("state") or "")
     if state not in states.ALLOCATION_ORDER or state == states.PENDING:
         return
     if state == states.TERMINATED:
         code = container.get("exitCode")
+        if (
+            code == 0
+            and agent_id is not None
+            and _gang_still_running(conn, allocation_id, agent_id)
+        ):
+            return
         reason = container.get("error") or f"container exited with code {code}"
         on_terminated(conn, allocation_id, code if isinstance(code, int) else -1, str(reason))
         return
@@ -80,6 +88,34 @@ def update_container(conn: Conn, allocation_id: str, container: ContainerReport)
                 "UPDATE trials SET started_at = coalesce(started_at, now()) WHERE id = %s",
                 (row["trial_id"],),
             )
+
+
+def _gang_still_running(conn: Conn, allocation_id: str, agent_id: str) -> bool:
+    """Whether ``agent_id``'s container of an allocation on several agents exited cleanly while
+    another of its containers has not: the allocation ends with its last container (the chief's
+    may still be saving its last checkpoint after a worker is done), a failed container ends it
+    at once (and the others are killed). Each clean exit is recorded once as an event; agents
+    report an exited container at every heartbeat until it is no longer wanted, so two last
+    exits seen in concurrent transactions end it at the next one."""
+    row = conn.execute(
+        "SELECT placement FROM allocations WHERE id = %s AND state <> 'TERMINATED'",
+        (allocation_id,),
+    ).fetchone()
+    gang = set(row["placement"] or {}) if row is not None else set()
+    if len(gang) < 2 or agent_id not in gang:
+        return False
+    exited = {
+        str(r["message"])
+        for r in conn.execute(
+            "SELECT message FROM events WHERE entity = 'allocation' AND entity_id = %s"
+            " AND kind = 'container exited'",
+            (allocation_id,),
+        ).fetchall()
+    }
+    if agent_id not in exited:
+        states.record_event(conn, "allocation", allocation_id, "container exited", agent_id)
+        exited.add(agent_id)
+    return not gang <= exited
 
 
 def container_spec(conn: Conn, st: MasterState, alloc: Allocation, agent_id: str) -> ContainerSpec:

@@ -111,3 +111,56 @@ def test_a_trial_on_two_agents_has_one_chief_and_refuses_a_second(
         done.set()
         for a in agents:
             a.stop()
+
+
+def test_a_run_on_two_agents_ends_with_its_last_container(live_master: Master) -> None:
+    """A worker done first must not end the run while the chief still saves its last
+    checkpoint: the allocation ends when both containers exited cleanly; the trial completes."""
+    from tests.fakes.sim_agent import SimAgent, wait
+
+    specs: dict[str, dict[str, Any]] = {}
+    release = {a: threading.Event() for a in ("sim-a", "sim-b")}
+
+    def capture(agent_id: str) -> Any:
+        def train(master: str, spec: dict[str, Any], killed: threading.Event) -> int:
+            specs[agent_id] = spec
+            while not (release[agent_id].is_set() or killed.is_set()):
+                killed.wait(0.1)
+            return 137 if killed.is_set() else 0
+
+        return train
+
+    agents = [
+        SimAgent(live_master.url, live_master.agent_token, a, slots=1, train=capture(a)).start()
+        for a in ("sim-a", "sim-b")
+    ]
+    try:
+        live_master.post("/api/v1/experiments", {"config": CONFIG, "activate": True})
+        wait(lambda: len(specs) == 2, 30, "a container on each agent")
+        tid = int(specs["sim-a"]["env"]["DET_TRIAL_ID"])
+        release["sim-b"].set()  # the worker's container exits 0
+        wait(lambda: _exited(agents[1]), 30, "the worker to exit")
+        chief = next(iter(agents[0].tasks.values()))
+        for _ in range(10):  # heartbeats go by: the chief's container is not killed
+            assert not chief.killed.is_set()
+            assert live_master.get(f"/api/v1/trials/{tid}")["trial"]["state"] == "STATE_RUNNING"
+            threading.Event().wait(0.2)
+        release["sim-a"].set()
+        wait(
+            lambda: live_master.get(f"/api/v1/trials/{tid}")["trial"]["state"] == "STATE_COMPLETED",
+            60,
+            "the trial to complete",
+        )
+    finally:
+        for e in release.values():
+            e.set()
+        for a in agents:
+            a.stop()
+
+
+def _exited(agent: Any) -> bool:
+    from det.common.states import AllocationState
+
+    return bool(agent.tasks) and all(
+        t.state == AllocationState.TERMINATED for t in agent.tasks.values()
+    )
