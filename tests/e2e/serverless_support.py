@@ -4,9 +4,9 @@ door to the test's PostgreSQL.
 
 What is simulated (and how a real platform differs):
 
-* :class:`Platform` plays Cloud Run's / Fargate's instance manager. nginx cannot start
-  containers, so nginx forwards to the platform's port; a connection that arrives while no
-  instance runs starts one (``docker run`` of the image with ``PORT`` set, ``--read-only``, a
+* :class:`Platform` plays Cloud Run's instance manager. nginx cannot start containers, so
+  nginx forwards to the platform's port; a connection that arrives while no instance runs
+  starts one (``docker run`` of the image with ``PORT`` set, ``--read-only``, a
   tmpfs at /tmp, the image's non-root user) and is held until the instance answers ``/info``,
   as a cold start holds a request. Connections are spread over the running instances. The
   platform cuts a connection that outlives the request time limit (Cloud Run's ``timeout``).
@@ -156,6 +156,7 @@ class Instance:
     port: int
     reason: str
     started_at: float
+    took: float = 0.0  # wall seconds from `docker run` to its first answer (a cold start)
 
 
 class Platform(_Listener):
@@ -222,6 +223,7 @@ class Platform(_Listener):
                 subprocess.run(["docker", "rm", "-f", name], capture_output=True)
                 raise RuntimeError(f"instance {name} did not come up:\n{logs[-4000:]}")
             time.sleep(0.2)
+        inst.took = time.monotonic() - inst.started_at
         logger.info("platform: instance %s up on %d (%s)", name, port, reason)
         self.history.append(inst)
         return inst
