@@ -23,10 +23,12 @@ from typing import Any
 
 import pytest
 
+from tests.compat.official import ensure_official_venv
 from tests.fakes.local_http import LocalHttpFake, TestHTTPServer
 from tests.fakes.sim_agent import wait
 from tests.integration.cli_support import Det
 from tests.integration.conftest import Master, start_master
+from tests.integration.test_official_client_answers import Official
 
 pytestmark = pytest.mark.integration
 
@@ -252,7 +254,7 @@ def test_a_dead_letter_is_resent_from_the_cli(
         master.kill()
 
 
-def test_a_url_patched_with_events_queued_loses_none(master: Master) -> None:
+def test_a_url_patched_with_events_queued_loses_none(master: Master, tmp_path: Path) -> None:
     old_port = down_port()
     new = Receiver().start()
     try:
@@ -266,16 +268,22 @@ def test_a_url_patched_with_events_queued_loses_none(master: Master) -> None:
         queued = {e["event_id"] for e in _events(master, hook_id)}
         assert len(queued) == 4
         assert {e["state"] for e in _events(master, hook_id)} == {"PENDING"}
-        # Determined's PatchWebhook body: the new URL.
-        r = master.session().patch(
-            f"{master.url}/api/v1/webhooks/{hook_id}", json={"url": new.url}, timeout=30
+        # The official client's PatchWebhook (its bindings: the body is the new URL).
+        home = tmp_path / "official"
+        home.mkdir()
+        official = Official(ensure_official_venv(), master, home)
+        got = official.python(
+            f"""
+            body = bindings.v1PatchWebhook(url={new.url!r})
+            bindings.patch_PatchWebhook(session, id={hook_id}, body=body)
+            hooks = bindings.get_GetWebhooks(session).webhooks
+            print(json.dumps([h.url for h in hooks if h.id == {hook_id}]))
+            """
         )
-        assert r.status_code == 200, r.text
+        assert got == [new.url]
         wait(lambda: len(new.ids()) == 4, 15, "the queued events at the new URL")
         assert set(new.ids()) == queued
         assert set(new.ids().values()) == {1}
-        [hook] = [h for h in master.get("/api/v1/webhooks")["webhooks"] if h["id"] == hook_id]
-        assert hook["url"] == new.url
         # Triggers are det's addition to the patch; a bad one changes nothing.
         bad = master.session().patch(
             f"{master.url}/api/v1/webhooks/{hook_id}",
@@ -283,6 +291,16 @@ def test_a_url_patched_with_events_queued_loses_none(master: Master) -> None:
             timeout=30,
         )
         assert bad.status_code == 400 and "triggers[0].triggerType" in bad.json()["message"]
+        for body, field in (({"url": "ftp://x"}, "url:"), ({"name": "x"}, "request body:")):
+            bad = master.session().patch(
+                f"{master.url}/api/v1/webhooks/{hook_id}", json=body, timeout=30
+            )
+            assert bad.status_code == 400 and bad.json()["message"].startswith(field), bad.text
+        [hook] = [h for h in master.get("/api/v1/webhooks")["webhooks"] if h["id"] == hook_id]
+        assert (hook["url"], [t["triggerType"] for t in hook["triggers"]]) == (
+            new.url,
+            ["TRIGGER_TYPE_CUSTOM"],
+        )
         r = master.session().patch(
             f"{master.url}/api/v1/webhooks/{hook_id}",
             json={
