@@ -1,7 +1,8 @@
 """A PyTorchTrial (Determined's trial-class API) that learns y = 3x - 1 from noisy samples.
 
 Runs unchanged on det with the legacy ``model_def:RegressionTrial`` entrypoint; the task image
-needs the official ``determined`` package (det's torch image carries it).
+needs the official ``determined`` package (det's torch image carries it). With
+``resources.slots_per_trial: 2`` it trains distributed (one chief), on one agent or two.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class RegressionTrial(pytorch.PyTorchTrial):
             torch.optim.SGD(self.model.parameters(), lr=float(context.get_hparam("lr")))
         )
         self.loss = nn.MSELoss()
+        self._weights_shown_at = -1
 
     def build_training_data_loader(self) -> pytorch.DataLoader:
         return pytorch.DataLoader(
@@ -45,5 +47,11 @@ class RegressionTrial(pytorch.PyTorchTrial):
         return {"loss": loss}
 
     def evaluate_batch(self, batch: Any) -> dict[str, Any]:
+        trained = self.context.current_train_batch()
+        if trained != self._weights_shown_at:
+            # One line per validation on each rank (a distributed trial's ranks hold the same).
+            self._weights_shown_at = trained
+            weights = [float(v) for p in self.model.parameters() for v in p.detach().flatten()]
+            print(f"weights after {trained} batches: {weights}", flush=True)
         x, y = batch
         return {"validation_loss": self.loss(self.model(x), y)}
