@@ -108,7 +108,8 @@ def test(webhook_id: int) -> d.v1TestWebhookResponse:
     body = json.dumps(svc.test_payload(row)).encode()
     key = webhook_delivery.signing_key(state()) if row.webhook_type == svc.DEFAULT else None
     policy = egress.Policy.of(state().config.egress, restricted=not by_admin)
-    status, error = webhook_delivery.post(row.url, body, key, policy)
+    timeout = state().config.webhooks.delivery.timeout_seconds
+    status, error = webhook_delivery.post(row.url, body, key, policy, timeout=timeout)
     if status is None:
         raise InvalidArgument(f"url: no answer: {error}")
     if status >= 400:

@@ -317,11 +317,3 @@ def kick(state: MasterState) -> None:
         _dispatcher = _Dispatcher(state)
         _thread = threading.Thread(target=_run, args=(_dispatcher,), name="webhooks", daemon=True)
         _thread.start()
-
-
-def drain(state: MasterState, timeout: float = 60.0) -> None:
-    """Sends every due event and waits for the senders (tests and one-off tools)."""
-    dispatcher = _Dispatcher(state)
-    t = threading.Thread(target=_run, args=(dispatcher,), daemon=True)
-    t.start()
-    t.join(timeout)

@@ -2,8 +2,11 @@
 
 Events are queued in ``webhook_events`` in the transaction that caused them (an experiment's
 state change, a task's log line, a custom event from training code), so a rolled-back change
-queues nothing. Nothing here makes a network call: :mod:`det.master.services.webhook_delivery`
-sends the queue outside any transaction. Payload shapes follow Determined 0.38's master
+queues nothing. Each event gets an id (a DEFAULT payload's ``event_id``) and its trigger type,
+kept across every attempt and re-send. Nothing here makes a network call:
+:mod:`det.master.services.webhook_delivery` sends the queue outside any transaction, one queue
+per receiver. :func:`patch` changes a webhook's URL or triggers with its queued events kept;
+:func:`resend` queues dead letters again. Payload shapes follow Determined 0.38's master
 (``event_id``, ``event_type``, ``timestamp``, ``condition``, ``event_data``; Slack ``blocks``).
 
 URL rule: http(s) only, with a host. Global webhooks are for admins; a webhook made by a
