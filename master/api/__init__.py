@@ -19,6 +19,7 @@ from det.master.api.pool_bindings import bp as pool_bindings_bp
 from det.master.api.preview import bp as preview_bp
 from det.master.api.projects import bp as projects_bp
 from det.master.api.provisioning import bp as provisioning_bp
+from det.master.api.rbac import bp as rbac_bp
 from det.master.api.runs import bp as runs_bp
 from det.master.api.shells import bp as shells_bp
 from det.master.api.tasks import bp as tasks_bp
@@ -56,6 +57,7 @@ BLUEPRINTS: list[Blueprint] = [
     workspaces_bp,
     projects_bp,
     templates_bp,
+    rbac_bp,
     webhooks_bp,
     user_settings_bp,
     usage_bp,

@@ -1,11 +1,15 @@
-"""Who may change what: the one ownership rule, applied by every route that writes.
+"""Who may change what: ownership and the role table (:mod:`det.master.authz`), applied by
+every route that writes.
 
-* **Users** read everything (Determined's open-source edition has no per-user read
-  permissions). Changing a resource is for its owner and for admins: an experiment's owner owns
-  its trials, checkpoints, allocations and job; a model's owner owns its versions. Workspaces,
-  projects and templates belong to whoever created them; the default "Uncategorized" workspace
-  and project (no owner) are for admins. Any user may add a project to a workspace and put
-  experiments in any project that is not archived.
+* **Users**: changing a resource is for its owner and for whoever holds a role that allows it
+  in the resource's workspace (:data:`det.master.authz.TABLE`): a workspace's Editors pause,
+  activate, kill, archive, move and edit every experiment and interactive task in it; its
+  WorkspaceAdmins also change its projects and templates and delete its experiments; admins are
+  ClusterAdmins. An experiment's owner owns its trials, checkpoints, allocations and job (those
+  stay owner-only); a model's owner owns its versions. Workspaces, projects and templates belong
+  to whoever created them; the default "Uncategorized" workspace and project (no owner) are for
+  its WorkspaceAdmins and admins. Reading a workspace, its projects and templates needs a role
+  there (every user is an open workspace's Editor).
 * **Tasks** (allocation tokens) act for their experiment's owner but only inside their own
   task: their own allocation, trial and experiment (:func:`check_task_scope`), checkpoints of
   their own trial (create once, report deletions), and reads of checkpoints whose experiment
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import uuid as uuidlib
 
+from det.master import authz
 from det.master.api._common import Conn, check_task_scope, principal
 from det.master.errors import InvalidArgument, NotFound, PermissionDenied
 from det.master.services import owners
@@ -39,13 +44,28 @@ def _may_change(owner_id: int | None, what: str, owner_name: str | None) -> None
     )
 
 
-def experiment(conn: Conn, experiment_id: int) -> None:
-    """The caller may change experiment ``experiment_id``."""
+def _by_role(
+    conn: Conn, permission: str, kind: str, key: object, row: owners.Owner, what: str
+) -> None:
+    """A user: the object's owner, or a role allowing ``permission`` in its workspace; a task:
+    its experiment's owner only (:func:`_may_change`)."""
+    p = principal()
+    if p.user is None:
+        _may_change(row.owner_id, what, row.username)
+        return
+    workspace_id = authz.workspace_of(conn, kind, key)
+    authz.require(
+        conn, p.user.id, p.user.admin, permission, workspace_id, owner_id=row.owner_id, what=what
+    )
+
+
+def experiment(conn: Conn, experiment_id: int, permission: str = "experiment.update") -> None:
+    """The caller may change experiment ``experiment_id`` (``experiment.delete``: delete it)."""
     check_task_scope(experiment_id=experiment_id)
     row = owners.of(conn, "experiment", experiment_id)
     if row is None:
         raise NotFound(f"experiment {experiment_id} not found")
-    _may_change(row.owner_id, f"experiment {experiment_id}", row.username)
+    _by_role(conn, permission, "experiment", experiment_id, row, f"experiment {experiment_id}")
 
 
 def trial(conn: Conn, trial_id: int) -> None:
@@ -119,40 +139,72 @@ def model(conn: Conn, name: str) -> None:
     _may_change(row.owner_id, f"model {name}", row.username)
 
 
-def _owned(conn: Conn, kind: str, key: object, what: str) -> None:
-    """Workspaces, projects and templates: an owner of NULL (the defaults) is for admins."""
+def _owned(conn: Conn, kind: str, key: object, what: str, permission: str) -> None:
+    """Workspaces, projects and templates: their owner, or a role allowing ``permission`` in
+    their workspace (an owner of NULL, the defaults: its WorkspaceAdmins and admins)."""
     row = owners.of(conn, kind, key)
     if row is None:
         raise NotFound(f"{what} not found")
-    if row.owner_id is None:
-        p = principal()
-        if p.user is None or not p.user.admin:
-            raise PermissionDenied(f"{what} is a default; only an admin may change it")
-        return
-    _may_change(row.owner_id, what, row.username)
+    p = principal()
+    if p.user is None:
+        raise PermissionDenied(f"an allocation token cannot change {what}")
+    _by_role(conn, permission, kind, key, row, what)
 
 
-def workspace(conn: Conn, workspace_id: int) -> None:
+def workspace(conn: Conn, workspace_id: int, permission: str = "workspace.update") -> None:
     """The caller may change workspace ``workspace_id`` (edit, archive, delete it)."""
-    _owned(conn, "workspace", workspace_id, f"workspace {workspace_id}")
+    _owned(conn, "workspace", workspace_id, f"workspace {workspace_id}", permission)
 
 
 def project(conn: Conn, project_id: int) -> None:
     """The caller may change project ``project_id`` (edit, archive, move, delete it)."""
-    _owned(conn, "project", project_id, f"project {project_id}")
+    _owned(conn, "project", project_id, f"project {project_id}", "project.update")
 
 
 def template(conn: Conn, name: str) -> None:
     """The caller may change template ``name``."""
-    _owned(conn, "template", name, f"template {name}")
+    _owned(conn, "template", name, f"template {name}", "template.update")
+
+
+def in_workspace(conn: Conn, permission: str, workspace_id: int, what: str = "") -> None:
+    """The calling user holds a role allowing ``permission`` in workspace ``workspace_id``
+    (reading it, creating a project or a template in it...). A task principal acts for its
+    experiment's owner."""
+    p = principal()
+    if p.user is not None:
+        authz.require(conn, p.user.id, p.user.admin, permission, workspace_id, what=what)
+    elif p.task is not None and p.task.user_id is not None:
+        authz.require(conn, p.task.user_id, False, permission, workspace_id, what=what)
+    else:
+        raise PermissionDenied("a user session is required")
+
+
+def read(conn: Conn, kind: str, key: object, what: str) -> None:
+    """The caller may read the workspace, project or template ``key`` (``workspace.view``,
+    ``project.view``, ``template.view`` in its workspace; its owner always)."""
+    workspace_id = authz.workspace_of(conn, kind, key)
+    if workspace_id is None:
+        raise NotFound(f"{what} not found")
+    p = principal()
+    row = owners.of(conn, kind, key)
+    owner = row.owner_id if row is not None else None
+    user_id = p.user.id if p.user is not None else p.task.user_id if p.task is not None else None
+    if user_id is None:
+        raise PermissionDenied("a user session is required")
+    admin = p.user.admin if p.user is not None else False
+    authz.require(
+        conn, user_id, admin, f"{kind}.view", workspace_id, owner_id=owner,
+        what=what if kind != "workspace" else "",
+    )  # fmt: skip
 
 
 def ntsc_task(conn: Conn, task_id: str, kind: str) -> None:
     """The caller may change (kill, reprioritise, reach through the proxy) the interactive task
-    ``task_id`` of ``kind``: its owner or an admin; tasks' own tokens may not."""
+    ``task_id`` of ``kind``: its owner, or ``task.update`` in its workspace (its Editors);
+    tasks' own tokens may not."""
     row = owners.ntsc_task(conn, task_id, kind)
     if row is None:
         raise NotFound(f"{kind.lower()} {task_id} not found")
     if principal().task is not None:
         raise PermissionDenied("an allocation token cannot change interactive tasks")
-    _may_change(row.owner_id, f"{kind.lower()} {task_id}", row.username)
+    _by_role(conn, "task.update", "task", task_id, row, f"{kind.lower()} {task_id}")

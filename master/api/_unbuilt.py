@@ -19,9 +19,11 @@ README = "see README: Where det differs from Determined"
 # Path prefix → the feature, as the message names it. First match wins.
 _FEATURES: tuple[tuple[str, str], ...] = (
     ("/api/v1/generic-tasks", "det does not run generic tasks yet"),
-    ("/api/v1/usergroups", "det has no user groups (a Determined Enterprise feature)"),
-    ("/api/v1/roles", "det has no RBAC roles (a Determined Enterprise feature)"),
-    ("/api/v1/permissions", "det has no RBAC permissions (a Determined Enterprise feature)"),
+    (
+        "/api/v1/roles",
+        "det serves role search, assignment and the roles of a user or group (docs/security.md:"
+        " Roles), not this role route",
+    ),
     ("/api/v1/oauth2", "det has no OAuth clients (a Determined Enterprise feature)"),
     ("/api/v1/config-policies", "det has no config policies (a Determined Enterprise feature)"),
     ("/api/v1/namespace-bindings", "det has no Kubernetes namespace bindings"),

@@ -13,7 +13,7 @@ from det.master import expconf
 from det.master.api import _access
 from det.master.api._common import Conn, current_user, db, pagination, state
 from det.master.api._contract import contract
-from det.master.errors import InvalidArgument, NotFound
+from det.master.errors import InvalidArgument
 from det.master.expconf.task import TaskKind
 from det.master.schemas import commands as wire
 from det.master.schemas import d
@@ -56,10 +56,9 @@ def launch_config(conn: Conn, kind: TaskKind, body: LaunchRequest) -> JSONObject
     raw = dict(raw or {})
     template = body.get("templateName")
     if template:
-        try:
-            raw = expconf.merge_template(raw, templates_svc.get(conn, template)["config"])
-        except NotFound:
-            raise InvalidArgument(f"templateName: no template named {template!r}") from None
+        user = current_user()
+        row = templates_svc.check_apply(conn, template, user.id, user.admin, "templateName")
+        raw = expconf.merge_template(raw, row["config"])
     ws_id = body.get("workspaceId")
     ws_pool = pool_bindings.default_pool(conn, int(ws_id), aux=True) if ws_id else None
     return ntsc.resolve_config(state(), kind, raw, ws_pool)

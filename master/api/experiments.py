@@ -7,7 +7,7 @@ from typing import Any
 
 from flask import Blueprint, Response
 
-from det.master import limits, listcache
+from det.master import authz, limits, listcache
 from det.master.api import _access
 from det.master.api._answers import answer, conditional, render
 from det.master.api._common import (
@@ -23,7 +23,7 @@ from det.master.api._common import (
 )
 from det.master.api._contract import contract
 from det.master.api.checkpoints import listing
-from det.master.errors import InvalidArgument, NotFound, PermissionDenied
+from det.master.errors import InvalidArgument, NotFound
 from det.master.expconf import redact, stored
 from det.master.listcache import Page
 from det.master.schemas import d
@@ -203,16 +203,17 @@ def get(experiment_id: int) -> Response:
     return answer(out, etag=True)
 
 
-def _owner_or_admin(conn: Any, experiment_id: int) -> None:
-    user = current_user()
-    row = svc.get(conn, experiment_id)
-    if not user.admin and row["owner_id"] != user.id:
-        raise PermissionDenied(f"experiment {experiment_id} belongs to {row['username']}")
+def _owner_or_admin(conn: Any, experiment_id: int, permission: str = "experiment.update") -> None:
+    """Its owner, or a role allowing ``permission`` in its workspace (det.master.authz)."""
+    svc.get(conn, experiment_id)  # 404 for a missing or deleted experiment
+    _access.experiment(conn, experiment_id, permission)
 
 
-def _action(experiment_id: int, fn: Any, *args: Any) -> Empty:
+def _action(
+    experiment_id: int, fn: Any, *args: Any, permission: str = "experiment.update"
+) -> Empty:
     with db() as conn:
-        _owner_or_admin(conn, experiment_id)
+        _owner_or_admin(conn, experiment_id, permission)
         fn(conn, experiment_id, *args)
     return {}
 
@@ -256,14 +257,14 @@ def unarchive(experiment_id: int) -> Empty:
 @bp.delete("/api/v1/experiments/<int:experiment_id>")
 @contract("DeleteExperiment")
 def delete(experiment_id: int) -> Empty:
-    return _action(experiment_id, svc.delete)
+    return _action(experiment_id, svc.delete, permission="experiment.delete")
 
 
 @bp.delete("/api/v1/experiments/<int:experiment_id>/tensorboard-files")
 @contract("DeleteTensorboardFiles")
 def delete_tensorboard_files(experiment_id: int) -> Empty:
     with db() as conn:
-        _owner_or_admin(conn, experiment_id)
+        _owner_or_admin(conn, experiment_id, "experiment.delete")
         checkpoint_gc.delete_tensorboards(conn, state(), experiment_id)
     return {}
 
@@ -383,6 +384,9 @@ def move(experiment_id: int, body: d.v1MoveExperimentRequest) -> Empty:
         raise InvalidArgument(f"experimentId: {eid} differs from the path's {experiment_id}")
     with db() as conn:
         _access.experiment(conn, experiment_id)
+        dest_ws = authz.workspace_of(conn, "project", dest)
+        if dest_ws is not None:
+            _access.in_workspace(conn, "experiment.create", dest_ws, f"project {dest}")
         svc.move(conn, state(), experiment_id, dest)
     return {}
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from flask import Blueprint
 
+from det.master import authz
 from det.master.api import _access
 from det.master.api._common import db
 from det.master.api._contract import contract
@@ -23,14 +24,18 @@ bp = Blueprint("projects", __name__)
 @contract("GetProject")
 def get(project_id: int) -> d.v1GetProjectResponse:
     with db() as conn:
-        return {"project": wire.project(svc.get(conn, project_id))}
+        row = svc.get(conn, project_id)
+        _access.in_workspace(conn, "project.view", row["workspace_id"], f"project {project_id}")
+        return {"project": wire.project(row)}
 
 
 @bp.get("/api/v1/projects/key/<key>")
 @contract("GetProjectByKey")
 def get_by_key(key: str) -> d.v1GetProjectByKeyResponse:
     with db() as conn:
-        return {"project": wire.project(svc.by_key(conn, key))}
+        row = svc.by_key(conn, key)
+        _access.in_workspace(conn, "project.view", row["workspace_id"], f"project {row['id']}")
+        return {"project": wire.project(row)}
 
 
 @bp.patch("/api/v1/projects/<int:project_id>")
@@ -83,6 +88,8 @@ def move(project_id: int, body: d.v1MoveProjectRequest) -> Empty:
     _same_project(body.get("projectId"), project_id)
     with db() as conn:
         _access.project(conn, project_id)
+        if authz.workspace_of(conn, "workspace", dest) is not None:
+            _access.in_workspace(conn, "project.create", dest)
         svc.move(conn, project_id, dest)
     return {}
 

@@ -1,29 +1,43 @@
 """``/api/v1/templates``: configuration templates (``det template …``).
 
-Every user reads and applies every template; its owner or an admin changes it."""
+A template belongs to a workspace: its members list, read and apply it (det.master.authz;
+every user is an open workspace's Editor), one holding secrets is applied only by its owner and
+the workspace's assigned Editors (services.templates.check_apply); its owner, the workspace's
+WorkspaceAdmins and admins change it."""
 
 from __future__ import annotations
 
 from flask import Blueprint, request
 
 from det.common.jsontypes import JSONObject
+from det.master import authz
 from det.master.api import _access
-from det.master.api._common import current_user, db, pagination
+from det.master.api._common import Conn, current_user, db, pagination
 from det.master.api._contract import contract
 from det.master.errors import InvalidArgument
 from det.master.schemas import d
 from det.master.schemas import templates as wire
 from det.master.services import templates as svc
+from det.master.services import workspaces
 from det.master.wire import Empty, Paging
 
 bp = Blueprint("templates", __name__)
 
 
+def _in_workspace_of(conn: Conn, body: d.v1Template) -> None:
+    """Putting a template in a workspace needs ``template.create`` there."""
+    workspace_id = body.get("workspaceId") or workspaces.DEFAULT_ID
+    if authz.workspace_of(conn, "workspace", workspace_id) is not None:
+        _access.in_workspace(conn, "template.create", workspace_id)
+
+
 @bp.get("/api/v1/templates")
 @contract("GetTemplates")
 def list_(params: d.GetTemplatesParams) -> d.v1GetTemplatesResponse:
+    user = current_user()
     with db() as conn:
-        rows, total = svc.list_(conn, params)
+        readable = authz.readable_workspaces(conn, user.id, user.admin)
+        rows, total = svc.list_(conn, params, readable)
     offset, limit = Paging.of(params)
     return {
         "templates": [wire.template(r) for r in rows],
@@ -35,13 +49,16 @@ def list_(params: d.GetTemplatesParams) -> d.v1GetTemplatesResponse:
 @contract("GetTemplate")
 def get(name: str) -> d.v1GetTemplateResponse:
     with db() as conn:
-        return {"template": wire.template(svc.get(conn, name))}
+        row = svc.get(conn, name)
+        _access.read(conn, "template", name, f"template '{name}'")
+        return {"template": wire.template(row)}
 
 
 @bp.post("/api/v1/templates/<name>")
 @contract("PostTemplate")
 def create(name: str, body: d.v1Template) -> d.v1PostTemplateResponse:
     with db() as conn:
+        _in_workspace_of(conn, body)
         row = svc.create(conn, current_user().id, name, body)
     return {"template": wire.template(row)}
 
@@ -52,6 +69,7 @@ def put(name: str, body: d.v1Template) -> d.v1PutTemplateResponse:
     with db() as conn:
         if svc.exists(conn, name):
             _access.template(conn, name)
+        _in_workspace_of(conn, body)
         row = svc.put(conn, current_user().id, name, body)
     return {"template": wire.template(row)}
 

@@ -1,12 +1,14 @@
 """``/api/v1/workspaces``: workspaces and the projects in them.
 
-Every user reads every workspace; its owner or an admin changes it (:mod:`._access`). Any user
-may create a workspace, and a project in any workspace that is not archived."""
+Reading a workspace (and its projects and pools) needs a role there, creating a project in it
+Editor (det.master.authz: every user is an open workspace's Editor); its owner, WorkspaceAdmins
+and admins change it (:mod:`._access`). Any user may create a workspace."""
 
 from __future__ import annotations
 
 from flask import Blueprint
 
+from det.master import authz
 from det.master.api import _access
 from det.master.api._common import current_user, db, pagination, state
 from det.master.api._contract import contract
@@ -37,8 +39,10 @@ def list_(params: d.GetWorkspacesParams) -> d.v1GetWorkspacesResponse:
         rows: list[svc.Workspace] = []  # det has no pinned workspaces
         total = 0
     else:
+        user = current_user()
         with db() as conn:
-            rows, total = svc.list_(conn, params)
+            readable = authz.readable_workspaces(conn, user.id, user.admin)
+            rows, total = svc.list_(conn, params, readable)
     return {
         "workspaces": [wire.workspace(r) for r in rows],
         "pagination": pagination(offset, limit, total),
@@ -61,7 +65,9 @@ def create(body: d.v1PostWorkspaceRequest) -> d.v1PostWorkspaceResponse:
 @contract("GetWorkspace")
 def get(workspace_id: int) -> d.v1GetWorkspaceResponse:
     with db() as conn:
-        return {"workspace": wire.workspace(svc.get(conn, workspace_id))}
+        row = svc.get(conn, workspace_id)
+        _access.in_workspace(conn, "workspace.view", workspace_id)
+        return {"workspace": wire.workspace(row)}
 
 
 @bp.patch("/api/v1/workspaces/<int:workspace_id>")
@@ -110,10 +116,15 @@ def projects(
     workspace_id: int, params: d.GetWorkspaceProjectsParams
 ) -> d.v1GetWorkspaceProjectsResponse:
     offset, limit = Paging.of(params)
+    user = current_user()
     with db() as conn:
+        readable = None
         if workspace_id:
             svc.get(conn, workspace_id)
-        rows, total = project_svc.list_(conn, workspace_id, params)
+            _access.in_workspace(conn, "workspace.view", workspace_id)
+        else:
+            readable = authz.readable_workspaces(conn, user.id, user.admin)
+        rows, total = project_svc.list_(conn, workspace_id, params, readable)
     return {
         "projects": [wire.project(r) for r in rows],
         "pagination": pagination(offset, limit, total),
@@ -124,6 +135,8 @@ def projects(
 @contract("PostProject")
 def create_project(workspace_id: int, body: d.v1PostProjectRequest) -> d.v1PostProjectResponse:
     with db() as conn:
+        svc.get(conn, workspace_id)
+        _access.in_workspace(conn, "project.create", workspace_id)
         row = project_svc.create(conn, current_user().id, workspace_id, body)
     return {"project": wire.project(row)}
 
@@ -137,6 +150,7 @@ def available_pools(
     offset, limit = Paging.of(params)
     with db() as conn:
         svc.get(conn, workspace_id)
+        _access.in_workspace(conn, "workspace.view", workspace_id)
         names = pool_bindings.available(conn, state(), workspace_id)
     total = len(names)
     return {

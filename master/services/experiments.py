@@ -21,7 +21,7 @@ from psycopg.rows import class_row
 from typing_extensions import TypedDict
 
 from det.common.jsontypes import JSONObject, JSONValue
-from det.master import expconf, limits, searcher, states
+from det.master import authz, expconf, limits, searcher, states
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound, PayloadTooLarge
 from det.master.expconf import stored
@@ -173,14 +173,18 @@ def create(
     template_name = template or _template_named_in(config_text)
     template_config = None
     if template_name:
-        try:
-            template_config = templates.get(conn, template_name)["config"]
-        except NotFound:
-            raise InvalidArgument(f"template: no template named {template_name!r}") from None
+        template_config = templates.check_apply(conn, template_name, owner_id, admin, "template")[
+            "config"
+        ]
     cfg = parse_config(st, config_text, template_config, unmanaged=unmanaged)
     config = cfg.to_dict()
     project = projects.usable(conn, _project_for(conn, cfg, project_id))
     workspace_id = int(project["workspace_id"])
+    # Creating work needs Editor there: the workspace's pool bindings follow from this.
+    authz.require(
+        conn, owner_id, admin, "experiment.create", workspace_id,
+        what=f"project '{project['name']}'",
+    )  # fmt: skip
     ws_pool = pool_bindings.default_pool(conn, workspace_id, aux=False)
     if ws_pool and not _names_pool(config_text, template_config):
         cfg = parse_config(

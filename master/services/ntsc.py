@@ -31,7 +31,7 @@ from typing_extensions import TypedDict
 
 from det.common.container_spec import ContainerSpec
 from det.common.jsontypes import JSONObject
-from det.master import expconf, states
+from det.master import authz, expconf, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.expconf.task import KIND_NAMES, TaskConfig, TaskKind, parse_task_config
@@ -148,6 +148,8 @@ def launch(
         ws = conn.execute("SELECT id FROM workspaces WHERE id = %s", (workspace_id,)).fetchone()
         if ws is None:
             raise InvalidArgument(f"workspaceId: no workspace {workspace_id}")
+    # Launching needs Editor in the workspace: its pool bindings follow from this.
+    authz.require(conn, owner_id, authz.is_admin(conn, owner_id), "task.create", workspace_id or 1)
     pool_bindings.check(conn, st, res.resource_pool, workspace_id or 1, "resources.resource_pool")
     task_id = str(uuid.uuid4())
     if not config.get("description"):

@@ -108,10 +108,17 @@ _SORTS = {
 
 
 def list_(
-    conn: Conn, workspace_id: int, params: d.GetWorkspaceProjectsParams
+    conn: Conn,
+    workspace_id: int,
+    params: d.GetWorkspaceProjectsParams,
+    readable: list[int] | None = None,
 ) -> tuple[list[Project], int]:
-    """A workspace's projects (every workspace's for ``workspace_id`` 0, as Determined)."""
+    """A workspace's projects (every workspace's for ``workspace_id`` 0, as Determined; only
+    those of ``readable`` workspaces when given)."""
     where, args = workspaces.owned_filters("p", params)
+    if readable is not None:
+        where.append("p.workspace_id = ANY(%s)")
+        args.append(readable)
     if workspace_id:
         where.append("p.workspace_id = %s")
         args.append(workspace_id)

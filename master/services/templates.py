@@ -5,6 +5,11 @@ its config) gets the template merged *under* its own config
 (:func:`det.master.expconf.merge_template`: the experiment's values win) before validation,
 and stores the expanded config, so later changes to the template do not change it.
 
+A template belongs to a workspace: only users with a role there list, read and apply it
+(``template.view``), and one that holds secrets (storage keys, registry passwords) is applied
+only by its owner, the workspace's assigned Editors (or higher) and ClusterAdmins
+(``template.secrets``, :mod:`det.master.authz`); :func:`check_apply` says so.
+
 Templates are shown with their secrets hidden (:func:`det.master.expconf.redact`); a config put
 back with ``********`` where a secret was keeps the stored secret (:func:`expconf.unredact`).
 """
@@ -20,7 +25,7 @@ from psycopg.types.json import Jsonb
 from typing_extensions import TypedDict
 
 from det.common.jsontypes import JSONObject
-from det.master import expconf, limits
+from det.master import authz, expconf, limits
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound
 from det.master.schemas import d
@@ -75,11 +80,42 @@ def get(conn: Conn, name: str) -> Template:
     return row
 
 
-def list_(conn: Conn, params: d.GetTemplatesParams) -> tuple[list[Template], int]:
+def holds_secrets(config: JSONObject) -> bool:
+    """Whether the config holds a secret that reading it hides (expconf.redact)."""
+    return expconf.redact(config) != config
+
+
+def check_apply(conn: Conn, name: str, user_id: int, admin: bool, field: str) -> Template:
+    """Template ``name``, which the user may apply (InvalidArgument naming ``field`` when there
+    is no such template; PermissionDenied naming the workspace and the role needed)."""
+    try:
+        row = get(conn, name)
+    except NotFound:
+        raise InvalidArgument(f"{field}: no template named {name!r}") from None
+    what = f"template '{name}'"
+    authz.require(
+        conn, user_id, admin, "template.view", row["workspace_id"],
+        owner_id=row["owner_id"], what=what,
+    )  # fmt: skip
+    if holds_secrets(row["config"]):
+        authz.require(
+            conn, user_id, admin, "template.secrets", row["workspace_id"],
+            owner_id=row["owner_id"], what=what,
+        )  # fmt: skip
+    return row
+
+
+def list_(
+    conn: Conn, params: d.GetTemplatesParams, readable: list[int] | None = None
+) -> tuple[list[Template], int]:
     """Determined's GetTemplates: ``name`` matches any part of a name (case-insensitive), in
-    these workspaces, sorted by name in ``orderBy``, then paged."""
+    these workspaces (and in ``readable`` ones, when given), sorted by name in ``orderBy``,
+    then paged."""
     where: list[str] = ["true"]
     args: list[Any] = []
+    if readable is not None:
+        where.append("workspace_id = ANY(%s)")
+        args.append(readable)
     if params.get("name"):
         condition, arg = listing.contains("name", params.get("name") or "")
         where.append(condition)

@@ -93,9 +93,15 @@ def by_name(conn: Conn, name: str) -> Workspace:
 _SORTS = {"SORT_BY_NAME": "w.name", "SORT_BY_ID": "w.id"}
 
 
-def list_(conn: Conn, params: d.GetWorkspacesParams) -> tuple[list[Workspace], int]:
-    """Determined's GetWorkspaces (without ``pinned``, which the route answers)."""
+def list_(
+    conn: Conn, params: d.GetWorkspacesParams, readable: list[int] | None = None
+) -> tuple[list[Workspace], int]:
+    """Determined's GetWorkspaces (without ``pinned``, which the route answers); only the
+    ``readable`` ones when given (det.master.authz.readable_workspaces)."""
     where, args = owned_filters("w", params)
+    if readable is not None:
+        where.append("w.id = ANY(%s)")
+        args.append(readable)
     if params.get("name"):
         # Determined's ``name`` is a case-insensitive match; ``nameCaseSensitive`` is exact.
         where.append("lower(w.name) = lower(%s)")

@@ -3,10 +3,14 @@
 Six callers against Bob's resources: nobody (no token), Bob (the owner), Eve (another user),
 the admin, Bob's running task (its allocation token) and Eve's running task. ``ROUTES`` lists
 every route with what each caller may do, in that order: ``A`` allowed, ``D`` denied. The rules
-are Determined's open-source edition's: every user reads everything; changing a resource is for
-its owner and admins; agents, cluster settings and users are for admins; a task acts only inside
-its own task. A route missing from the table fails the test, so a new route must say who may
-call it.
+are those of a new cluster, where no role is assigned (det.master.authz): every workspace is
+open, so every user reads everything and is an Editor of Bob's workspaces, who pauses, kills,
+archives, moves and edits Bob's experiments and interactive tasks (``EDITOR``); changing
+anything else (deleting an experiment, a workspace, project, template, model, checkpoint or
+trial's reports) is for its owner and admins; agents, cluster settings, users and groups are for
+admins; a task acts only inside its own task. Roles and private workspaces are
+test_workspace_roles.py's. A route missing from the table fails the test, so a new route must
+say who may call it.
 
 Denied means 401 for nobody and 401/403 for the others, with a valid body, so a refusal is the
 rule and not a parse error. Allowed means neither, and never a 5xx (a read must answer 200; a
@@ -285,6 +289,10 @@ ANY_USER_AND_OWN_TASK = "DAAAAD"
 OWNER = "DADADD"  # the owner and admins
 OWNER_AND_OWN_TASK = "DADAAD"
 ADMIN = "DDDADD"
+# Changing an experiment or interactive task of an open workspace (every user its Editor,
+# det.master.authz; Bob's are in the default workspace): the owner, Eve and admins.
+EDITOR = ANY_USER
+EDITOR_AND_OWN_TASK = ANY_USER_AND_OWN_TASK
 OWN_TASK = "DDDDAD"
 PUBLIC = "AAAAAA"
 
@@ -367,6 +375,7 @@ ROUTES: list[Route] = [
     Route("GET", T, ANY_USER_AND_OWN_TASK),
     Route("GET", T + "/checkpoints", ANY_USER_AND_OWN_TASK),
     Route("GET", T + "/logs", ANY_USER),
+    Route("GET", T + "/remaining_log_retention_days", ANY_USER_AND_OWN_TASK),
     Route("GET", T + "/metrics", ANY_USER, params={"group": "training"}),
     Route("GET", T + "/workloads", ANY_USER),
     Route("GET", "/api/v1/trials/metrics/training_metrics", ANY_USER),
@@ -401,9 +410,28 @@ ROUTES: list[Route] = [
     Route("POST", "/api/v1/webhooks", OWNER,
           lambda w, c: _webhook(w.ids["bob_workspace"], "http://10.0.0.1/hook")),
     Route("POST", "/api/v1/webhooks/<int:webhook_id>/test", OWNER),
-    Route("POST", "/api/v1/webhooks/custom", OWNER_AND_OWN_TASK,
+    Route("POST", "/api/v1/webhooks/custom", EDITOR_AND_OWN_TASK,
           lambda w, c: {"experimentId": w.ids["bob_experiment"], "data": {"title": "t"}}),
     Route("GET", "/api/v1/templates/<name>", ANY_USER),
+    # roles and user groups (det.master.authz): every user reads them; assigning on Bob's
+    # workspace is for its owner and admins (no user 987654: 404 once allowed, no change);
+    # groups are a ClusterAdmin's (no group 987654: 404 for the admin)
+    Route("POST", "/api/v1/roles/search", ANY_USER, lambda w, c: {"limit": 10}),
+    Route("POST", "/api/v1/roles/search/by-assignability", ANY_USER, lambda w, c: {"limit": 10}),
+    Route("GET", "/api/v1/permissions/summary", ANY_USER),
+    Route("GET", "/api/v1/roles/search/by-user/<int:user_id>", ANY_USER),
+    Route("GET", "/api/v1/roles/search/by-group/<int:group_id>", ANY_USER, read_ok=404),
+    *[
+        Route("POST", f"/api/v1/roles/{verb}-assignments", OWNER, lambda w, c: {
+            "userRoleAssignments": [{"userId": 987654, "roleAssignment": {
+                "role": {"roleId": 4}, "scopeWorkspaceId": w.ids["bob_workspace"]}}]})
+        for verb in ("add", "remove")
+    ],
+    Route("POST", "/api/v1/groups", ADMIN, lambda w, c: {"name": f"group-of-{c}"}),
+    Route("POST", "/api/v1/groups/search", ANY_USER, lambda w, c: {"limit": 10}),
+    Route("GET", "/api/v1/groups/<int:group_id>", ANY_USER, read_ok=404),
+    Route("PUT", "/api/v1/groups/<int:group_id>", ADMIN, lambda w, c: {"name": f"g-{c}"}),
+    Route("DELETE", "/api/v1/groups/<int:group_id>", ADMIN),
     Route("GET", "/api/v1/tokens", ANY_USER),
     # a user's own WebUI settings: each user their own, never a task
     Route("GET", "/api/v1/users/setting", ANY_USER),
@@ -436,9 +464,9 @@ ROUTES: list[Route] = [
     Route("PUT", "/api/v1/experiments/by-external-id/<path:external_id>", ANY_USER,
           lambda w, c: {"config": UNMANAGED_CONFIG, "unmanaged": True}),
     Route("GET", "/api/v1/trials/by-external-id/<path:external_id>/<external_trial_id>", ANY_USER),
-    Route("POST", "/api/v1/trials", OWNER,
+    Route("POST", "/api/v1/trials", EDITOR,
           lambda w, c: {"experimentId": w.ids["bob_experiment"], "unmanaged": True}),
-    Route("PUT", "/api/v1/trials", OWNER,
+    Route("PUT", "/api/v1/trials", EDITOR,
           lambda w, c: {"createTrialRequest": {"experimentId": w.ids["bob_experiment"],
                                                "unmanaged": True}, "externalTrialId": "t"}),
     Route("POST", T + "/start", OWNER, lambda w, c: {"trialId": w.ids["bob_trial"], "resume": True}),
@@ -468,21 +496,21 @@ ROUTES: list[Route] = [
     # --- changes that keep the resources --------------------------------------------------
     Route("POST", "/api/v1/experiments", ANY_USER,
           lambda w, c: {"config": CONFIG.format(name=f"new-{c}"), "activate": False}),
-    Route("PATCH", E, OWNER, lambda w, c: {"id": w.ids["bob_experiment"], "notes": f"by {c}"}),
+    Route("PATCH", E, EDITOR, lambda w, c: {"id": w.ids["bob_experiment"], "notes": f"by {c}"}),
     Route("PUT", "/api/v1/master/cluster_message", ADMIN, lambda w, c: {"message": f"by {c}"}),
     Route("DELETE", "/api/v1/master/cluster_message", ADMIN),
     Route("PATCH", "/api/v1/master/config", ADMIN, lambda w, c: {
         "config": {"log": {"level": "LOG_LEVEL_INFO"}}, "fieldMask": {"paths": ["log.level"]}}),
-    Route("PUT", E + "/labels/<path:label>", OWNER),
-    Route("DELETE", E + "/labels/<path:label>", OWNER),
-    Route("POST", E + "/pause", OWNER),
-    Route("POST", E + "/activate", OWNER),
-    Route("POST", E + "/archive", OWNER),
-    Route("POST", E + "/unarchive", OWNER),
+    Route("PUT", E + "/labels/<path:label>", EDITOR),
+    Route("DELETE", E + "/labels/<path:label>", EDITOR),
+    Route("POST", E + "/pause", EDITOR),
+    Route("POST", E + "/activate", EDITOR),
+    Route("POST", E + "/archive", EDITOR),
+    Route("POST", E + "/unarchive", EDITOR),
     Route("DELETE", E + "/tensorboard-files", OWNER),
-    Route("POST", E + "/move", OWNER, lambda w, c: {
+    Route("POST", E + "/move", EDITOR, lambda w, c: {
         "experimentId": w.ids["bob_experiment"], "destinationProjectId": w.ids["bob_project"]}),
-    Route("POST", "/api/v1/experiments/continue", OWNER, lambda w, c: {"id": w.ids["bob_experiment"]}),
+    Route("POST", "/api/v1/experiments/continue", EDITOR, lambda w, c: {"id": w.ids["bob_experiment"]}),
     Route("POST", "/api/v1/job-queues", OWNER,
           lambda w, c: {"updates": [{"jobId": w.ids["bob_job"], "priority": 40}]}),
     Route("POST", "/api/v1/models", ANY_USER, lambda w, c: {"name": f"model-of-{c}"}),
@@ -518,19 +546,19 @@ ROUTES: list[Route] = [
           lambda w, c: {"tokenId": w.ids["bob_token"], "description": f"by {c}"}),
     Route("POST", "/api/v1/commands", ANY_USER,
           lambda w, c: {"config": {"entrypoint": ["true"], "resources": {"slots": 0}}}),
-    Route("POST", "/api/v1/commands/<command_id>/set_priority", OWNER,
+    Route("POST", "/api/v1/commands/<command_id>/set_priority", EDITOR,
           lambda w, c: {"commandId": w.ids["bob_command"], "priority": 30}),
     Route("POST", "/api/v1/notebooks", ANY_USER,
           lambda w, c: {"config": {"resources": {"slots": 0}}}),
-    Route("POST", "/api/v1/notebooks/<notebook_id>/set_priority", OWNER,
+    Route("POST", "/api/v1/notebooks/<notebook_id>/set_priority", EDITOR,
           lambda w, c: {"notebookId": w.ids["bob_notebook"], "priority": 30}),
     Route("POST", "/api/v1/shells", ANY_USER,
           lambda w, c: {"config": {"resources": {"slots": 0}}}),
-    Route("POST", "/api/v1/shells/<shell_id>/set_priority", OWNER,
+    Route("POST", "/api/v1/shells/<shell_id>/set_priority", EDITOR,
           lambda w, c: {"shellId": w.ids["bob_shell"], "priority": 30}),
     Route("POST", "/api/v1/tensorboards", ANY_USER, lambda w, c: {
         "experimentIds": [w.ids["bob_experiment"]], "config": {"resources": {"slots": 0}}}),
-    Route("POST", "/api/v1/tensorboards/<tensorboard_id>/set_priority", OWNER,
+    Route("POST", "/api/v1/tensorboards/<tensorboard_id>/set_priority", EDITOR,
           lambda w, c: {"tensorboardId": w.ids["bob_tensorboard"], "priority": 30}),
     Route("POST", "/api/v1/users", ADMIN, lambda w, c: {
         "user": {"username": f"user-by-{c}", "active": True}, "password": "Pw-of-a-new-user-1"}),
@@ -547,18 +575,18 @@ ROUTES: list[Route] = [
     Route("POST", T + "/early_exit", OWNER_AND_OWN_TASK,
           lambda w, c: {"reason": "EXITED_REASON_USER_REQUESTED_STOP"}),
     Route("POST", T + "/kill", OWNER),
-    Route("POST", "/api/v1/commands/<command_id>/kill", OWNER),
-    Route("POST", "/api/v1/notebooks/<notebook_id>/kill", OWNER),
-    Route("POST", "/api/v1/shells/<shell_id>/kill", OWNER),
-    Route("POST", "/api/v1/tensorboards/<tensorboard_id>/kill", OWNER),
+    Route("POST", "/api/v1/commands/<command_id>/kill", EDITOR),
+    Route("POST", "/api/v1/notebooks/<notebook_id>/kill", EDITOR),
+    Route("POST", "/api/v1/shells/<shell_id>/kill", EDITOR),
+    Route("POST", "/api/v1/tensorboards/<tensorboard_id>/kill", EDITOR),
     Route("POST", "/api/v1/proxy_tickets", OWNER, lambda w, c: {"taskId": w.ids["bob_notebook"]}),
-    Route("POST", E + "/cancel", OWNER),
-    Route("POST", E + "/kill", OWNER),
+    Route("POST", E + "/cancel", EDITOR),
+    Route("POST", E + "/kill", EDITOR),
     # a glob that names no file: an allowed call queues a GC run that removes nothing
     Route("POST", "/api/v1/checkpoints/rm", OWNER,
           lambda w, c: {"checkpointUuids": [w.ids["bob_checkpoint"]],
                         "checkpointGlobs": ["no-such-file"]}),
-    Route("PUT", E + "/retain_logs", OWNER, lambda w, c: {"numDays": 30}),
+    Route("PUT", E + "/retain_logs", EDITOR, lambda w, c: {"numDays": 30}),
     Route("PUT", T + "/retain_logs", OWNER, lambda w, c: {"numDays": 30}),
     Route("POST", "/api/v1/cleanup_logs", ADMIN),
     Route("DELETE", "/api/v1/checkpoints", OWNER,
@@ -603,7 +631,7 @@ def _path(w: World, route: Route, caller: str) -> str:
         "notebook_id": ids["bob_notebook"], "shell_id": ids["bob_shell"],
         "tensorboard_id": ids["bob_tensorboard"], "external_id": "a-run",
         "external_trial_id": "t",
-        "webhook_id": ids["bob_webhook"],
+        "webhook_id": ids["bob_webhook"], "group_id": 987654,
     }  # fmt: skip
     if rule.startswith("/api/v1/trials/by-external-id/"):
         values["external_id"] = "bobs-unmanaged"  # bob's unmanaged trial, external id "t"

@@ -5,10 +5,10 @@ from __future__ import annotations
 from det.master.api import _unbuilt
 
 
-def test_names_the_feature_for_rbac_roles_and_points_to_the_readme() -> None:
-    msg = _unbuilt.message("POST", "/api/v1/roles/search")
+def test_names_the_feature_for_an_unserved_role_route_and_points_to_the_readme() -> None:
+    msg = _unbuilt.message("POST", "/api/v1/roles/search/by-ids")
     assert msg is not None
-    assert "det has no RBAC roles (a Determined Enterprise feature)" in msg
+    assert "det serves role search, assignment and the roles of a user or group" in msg
     assert "README" in msg
 
 
