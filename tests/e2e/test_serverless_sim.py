@@ -431,7 +431,10 @@ def test_aws_master_wakes_on_a_cli_request_and_on_a_scheduled_wakeup_through_the
     its loop's capacity backoff becomes a scheduled action in moto's Application Auto Scaling,
     the model puts it to sleep before that, the action wakes it, the trial runs to COMPLETED,
     and with nobody calling the rendered sleep alarm stops it again."""
-    sim.platform.stop_all()  # the Cloud Run-like front's instances must not lead the loops
+    # The Cloud Run-like front closes: neither its instances nor one its pending wake-ups would
+    # start may lead this master's loops.
+    sim.nginx.close()
+    sim.platform.stop_all()
     job = run_once(sim.image, sim.config_file, "migrate")  # (done already unless run alone)
     assert job.returncode == 0, job.stderr
     env = pm.service_environment(aws_graph)
