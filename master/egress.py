@@ -57,6 +57,8 @@ from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConn
 from urllib3.util import connection as _u3
 from urllib3.util.timeout import _DEFAULT_TIMEOUT
 
+from det.master.errors import MasterError
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -97,8 +99,10 @@ _COMPAT = ipaddress.ip_network("::/96")
 _HOST_TTL = 5.0  # seconds a read of the host's own addresses is reused
 
 
-class EgressRefused(OSError):
-    """A restricted request's target is refused; the message names the address and why."""
+class EgressRefused(MasterError, OSError):
+    """A restricted request's target is refused; the message names the address and why (an
+    OSError too: it is raised where a socket would be connected, and HTTP clients treat it as
+    a failed connection)."""
 
 
 class EgressConfig(BaseModel):
