@@ -26,6 +26,7 @@ Runs inside task containers (Python 3.8+, standard library only).
 from __future__ import annotations
 
 import json
+import re
 
 
 class HarnessError(Exception):
@@ -79,13 +80,22 @@ class MasterStatusError(MasterCallError):
         try:
             body = json.loads(self.body)
         except ValueError:
-            return self.body.strip()
+            return _one_line(self.body)
         if isinstance(body, dict):
             error = body.get("error")
             text = body.get("message") or (error.get("error") if isinstance(error, dict) else error)
             if text:
                 return str(text)
-        return self.body.strip()
+        return _one_line(self.body)
+
+
+def _one_line(body: str) -> str:
+    """A body that is not the master's JSON (a proxy's or a platform's page) as one short line:
+    an HTML page's title, else its text without tags, whitespace collapsed."""
+    title = re.search(r"<title[^>]*>(.*?)</title>", body, re.IGNORECASE | re.DOTALL)
+    text = title.group(1) if title else re.sub(r"<[^>]*>", " ", body)
+    text = " ".join(text.split())
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 class NotFoundError(MasterStatusError):
