@@ -9,9 +9,10 @@ Who holds a role in a workspace (:func:`roles_in`):
 * **assigned**: a ``role_assignments`` row for the user or one of their groups, on that
   workspace or on the cluster (a cluster assignment holds in every workspace);
 * **admins** (the users' ``admin`` flag) hold ClusterAdmin;
-* **open workspaces**: while a workspace has no assignment at all, every user is implicitly its
-  Editor (open-source Determined's rules for a team of one). Assigning the first role on a
-  workspace makes it a private team space: from then only its members (and cluster-wide
+* **open workspaces**: while nobody has assigned a role on a workspace, every user is implicitly
+  its Editor (open-source Determined's rules for a team of one). The first role assigned on a
+  workspace makes it a private team space (``workspaces.private``, for good: removing the last
+  assignment does not open it to everyone): from then only its members (and cluster-wide
   holders) have a role there, and its owner (who created it) is its WorkspaceAdmin.
 
 Besides roles, an object's **owner** (whoever created it) keeps every right on that object, as
@@ -176,9 +177,7 @@ def roles_in(conn: Conn, user_id: int, admin: bool, workspace_id: int | None) ->
     implicit: set[Role] = set()
     if workspace_id is not None:
         ws = conn.execute(
-            "SELECT w.owner_id, EXISTS (SELECT 1 FROM role_assignments a"
-            " WHERE a.workspace_id = w.id) AS private FROM workspaces w WHERE w.id = %s",
-            (workspace_id,),
+            "SELECT owner_id, private FROM workspaces WHERE id = %s", (workspace_id,)
         ).fetchone()
         if ws is not None and not ws["private"]:
             implicit.add(Role.EDITOR)
@@ -194,11 +193,10 @@ def is_admin(conn: Conn, user_id: int) -> bool:
 
 
 def is_private(conn: Conn, workspace_id: int) -> bool:
-    """Whether workspace ``workspace_id`` has a role assignment (else it is open)."""
-    row = conn.execute(
-        "SELECT 1 FROM role_assignments WHERE workspace_id = %s LIMIT 1", (workspace_id,)
-    ).fetchone()
-    return row is not None
+    """Whether workspace ``workspace_id`` is a private team space (a role was assigned on it
+    once; else it is open)."""
+    row = conn.execute("SELECT private FROM workspaces WHERE id = %s", (workspace_id,)).fetchone()
+    return bool(row and row["private"])
 
 
 def allowed(
@@ -289,7 +287,7 @@ def readable_workspaces(conn: Conn, user_id: int, admin: bool) -> list[int] | No
         return None
     rows = conn.execute(
         "SELECT w.id FROM workspaces w WHERE w.owner_id = %(u)s"
-        " OR NOT EXISTS (SELECT 1 FROM role_assignments a WHERE a.workspace_id = w.id)"
+        " OR NOT w.private"
         " OR EXISTS (SELECT 1 FROM role_assignments a WHERE a.workspace_id = w.id"
         "   AND (a.user_id = %(u)s OR a.group_id IN"
         "        (SELECT group_id FROM user_group_members WHERE user_id = %(u)s)))",

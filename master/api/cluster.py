@@ -96,7 +96,7 @@ def _info() -> Info:
         "externalLoginUri": None,
         "externalLogoutUri": None,
         "branding": "det",
-        "rbacEnabled": False,
+        "rbacEnabled": True,  # roles and groups (det.master.authz), as Determined's RBAC
         "strictJobQueueControl": False,
         "featureSwitches": [],
         "userManagementEnabled": True,

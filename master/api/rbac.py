@@ -123,7 +123,7 @@ def _may_assign(conn: Conn, workspace_id: int | None) -> None:
 
 
 def _each(body: Any) -> list[tuple[authz.Role, int | None, int | None, int | None]]:
-    out = []
+    out: list[tuple[authz.Role, int | None, int | None, int | None]] = []
     for i, a in enumerate(body.get("userRoleAssignments") or []):
         where = f"userRoleAssignments[{i}]"
         out.append((_role_of(a, where), a.get("userId"), None, _scope_of(a)))
@@ -226,6 +226,44 @@ def roles_of_group(group_id: int) -> d.v1GetRolesAssignedToGroupResponse:
     summaries = _summaries(rows)
     roles = [r for r in authz.Role if any(s["roleId"] == authz.WIRE_IDS[r] for s in summaries)]
     return {"roles": [_role(r) for r in roles], "assignments": summaries}
+
+
+@bp.post("/api/v1/roles/search/by-ids")
+@contract("GetRolesByID")
+def roles_by_id(body: d.v1GetRolesByIDRequest) -> d.v1GetRolesByIDResponse:
+    """The roles asked for, with every assignment of each (``det rbac describe-role``)."""
+    out: list[d.v1RoleWithAssignments] = []
+    with db() as conn:
+        for i, role_id in enumerate(body.get("roleIds") or []):
+            if role_id not in _BY_WIRE_ID:
+                raise NotFound(f"roleIds[{i}]: no role with id {role_id}")
+            role = _BY_WIRE_ID[role_id]
+            shown = _with_assignments(svc.assignments(conn, role=role))
+            out.append(shown[0] if shown else {"role": _role(role)})
+    return {"roles": out}
+
+
+@bp.get("/api/v1/roles/workspace/<int:workspace_id>")
+@contract("GetGroupsAndUsersAssignedToWorkspace")
+def workspace_members(
+    workspace_id: int, params: d.GetGroupsAndUsersAssignedToWorkspaceParams
+) -> d.v1GetGroupsAndUsersAssignedToWorkspaceResponse:
+    """The users and groups holding a role on the workspace (``det workspace list-members``);
+    an open workspace has none (every user is implicitly its Editor). For its readers."""
+    with db() as conn:
+        if authz.workspace_of(conn, "workspace", workspace_id) is None:
+            raise NotFound(f"workspace {workspace_id} not found")
+        _access.in_workspace(conn, "workspace.view", workspace_id)
+        rows = svc.assignments(conn, workspace_id=workspace_id)
+        group_ids = sorted({a.group_id for a in rows if a.group_id is not None})
+        user_ids = sorted({a.user_id for a in rows if a.user_id is not None})
+        groups = [_group(conn, gid) for gid in group_ids]
+        direct = [user_wire.user(users.get_user(conn, uid)) for uid in user_ids]
+    return {
+        "groups": groups,
+        "usersAssignedDirectly": direct,
+        "assignments": _with_assignments(rows),
+    }
 
 
 # --- user groups -------------------------------------------------------------------------------

@@ -78,7 +78,8 @@ def members(conn: Conn, group_id: int) -> list[int]:
 
 def list_groups(conn: Conn, user_id: int | None = None, name: str | None = None) -> list[Group]:
     """Every group (those ``user_id`` belongs to, the one named ``name``), by name."""
-    where, args = ["true"], []
+    where: list[str] = ["true"]
+    args: list[Any] = []
     if user_id:
         where.append("EXISTS (SELECT 1 FROM user_group_members m WHERE m.group_id = g.id"
                      " AND m.user_id = %s)")  # fmt: skip
@@ -180,8 +181,8 @@ def assign(
     group_id: int | None = None,
     workspace_id: int | None = None,
 ) -> None:
-    """Gives ``role`` to the user or group on the workspace (None: the cluster); assigning it
-    again changes nothing."""
+    """Gives ``role`` to the user or group on the workspace (None: the cluster), which makes the
+    workspace private for good; assigning it again changes nothing."""
     _target(conn, user_id, group_id)
     _scope(conn, role, workspace_id)
     conn.execute(
@@ -189,6 +190,8 @@ def assign(
         " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
         (role.value, user_id, group_id, workspace_id),
     )
+    if workspace_id is not None:  # a private team space from now on (det.master.authz)
+        conn.execute("UPDATE workspaces SET private = true WHERE id = %s", (workspace_id,))
 
 
 def unassign(
@@ -222,7 +225,8 @@ def assignments(
 ) -> list[Assignment]:
     """Assignments, filtered: of a user, of a group, on a workspace, of a role;
     ``with_groups_of``: the user's own and their groups'."""
-    where, args = ["true"], []
+    where: list[str] = ["true"]
+    args: list[Any] = []
     for column, value in (("user_id", user_id), ("group_id", group_id),
                           ("workspace_id", workspace_id)):  # fmt: skip
         if value is not None:

@@ -327,3 +327,19 @@ def test_a_groups_role_holds_for_its_members(team: Team) -> None:
         "managing roles and groups of the cluster needs the ClusterAdmin role on the cluster"
         " (you hold: none)"
     )
+
+
+def test_a_workspace_stays_private_when_its_last_assignment_goes(team: Team) -> None:
+    t = team
+    w = _ok(t.call("alice", "POST", "/api/v1/workspaces", {"name": "lab"}))["workspace"]["id"]
+    _ok(t.call("bob", "GET", f"/api/v1/workspaces/{w}"))  # open: every user its Editor
+    _ok(_assign(t, "alice", Role.VIEWER, "carol", w))
+    assert t.call("bob", "GET", f"/api/v1/workspaces/{w}").status_code == 403
+    ra = {"role": {"roleId": authz.WIRE_IDS[Role.VIEWER]}, "scopeWorkspaceId": w}
+    body = {"userRoleAssignments": [{"userId": t.ids["carol"], "roleAssignment": ra}]}
+    _ok(t.call("alice", "POST", "/api/v1/roles/remove-assignments", body))
+    r = t.call("bob", "GET", f"/api/v1/workspaces/{w}")
+    assert r.status_code == 403, r.text
+    _ok(t.call("alice", "GET", f"/api/v1/workspaces/{w}"))  # its owner: WorkspaceAdmin
+    members = _ok(t.call("alice", "GET", f"/api/v1/roles/workspace/{w}"))
+    assert members == {"groups": [], "usersAssignedDirectly": [], "assignments": []}

@@ -1,9 +1,10 @@
 -- Workspaces as teams (issue 40): user groups and role assignments. What each role may do is a
 -- table in code (det.master.authz), not rows: only who holds which role where is stored here.
 --
--- No row is written for existing clusters: a workspace with no assignment is open (every user
--- is implicitly its Editor) and its owner is implicitly its WorkspaceAdmin, which keeps every
--- right a user had before this migration (docs/security.md, "Roles").
+-- No row is written for existing clusters: every workspace starts open (every user is
+-- implicitly its Editor), which keeps every right a user had before this migration, plus the
+-- Editors' shared control (docs/security.md, "Roles"). A workspace turns private at its first
+-- role assignment and stays so (removing the last assignment does not open it to everyone).
 CREATE TABLE user_groups (
     id          serial PRIMARY KEY,
     name        text NOT NULL UNIQUE,
@@ -30,3 +31,5 @@ CREATE TABLE role_assignments (
 CREATE UNIQUE INDEX role_assignments_once ON role_assignments
     (role, coalesce(user_id, 0), coalesce(group_id, 0), coalesce(workspace_id, 0));
 CREATE INDEX role_assignments_workspace ON role_assignments (workspace_id);
+
+ALTER TABLE workspaces ADD COLUMN private boolean NOT NULL DEFAULT false;
