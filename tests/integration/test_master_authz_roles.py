@@ -421,6 +421,8 @@ ROUTES: list[Route] = [
     Route("GET", "/api/v1/permissions/summary", ANY_USER),
     Route("GET", "/api/v1/roles/search/by-user/<int:user_id>", ANY_USER),
     Route("GET", "/api/v1/roles/search/by-group/<int:group_id>", ANY_USER, read_ok=404),
+    Route("POST", "/api/v1/roles/search/by-ids", ANY_USER, lambda w, c: {"roleIds": [4]}),
+    Route("GET", "/api/v1/roles/workspace/<int:workspace_id>", ANY_USER),
     *[
         Route("POST", f"/api/v1/roles/{verb}-assignments", OWNER, lambda w, c: {
             "userRoleAssignments": [{"userId": 987654, "roleAssignment": {
