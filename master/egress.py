@@ -435,9 +435,12 @@ def guard_boto3_client(client: Any, policy: Policy) -> None:
     RuntimeError if this botocore keeps its HTTP session elsewhere (nothing is sent then)."""
     if not policy.restricted:
         return
-    # botocore comes with the optional extra det[aws]: imported only when a client is guarded
-    import botocore.awsrequest
-    import botocore.httpsession
+    try:
+        # botocore comes with the optional extra det[aws], as any boto3 client to guard does
+        import botocore.awsrequest
+        import botocore.httpsession
+    except ImportError as e:
+        raise RuntimeError("botocore is not installed: no boto3 client to guard") from e
 
     http = getattr(getattr(client, "_endpoint", None), "http_session", None)
     if not isinstance(http, botocore.httpsession.URLLib3Session) or not hasattr(
