@@ -48,7 +48,9 @@ def test_readme_main_job_runs_a_search_to_completion_on_a_clean_clone(tmp_path: 
 
 
 def _run_main_job(tmp_path: Path, state: Path) -> None:
-    clone = tmp_path / "det"
+    # Beside the state, outside pytest's tmp tree: the clone's venv holds the embedded
+    # PostgreSQL's binaries, which its own user must reach (local_state_dir says why).
+    clone = state.parent / "det"
     subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True)
     first = readme_commands((clone / "README.md").read_text())[0]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DET_", "VIRTUAL_ENV"))}
