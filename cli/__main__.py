@@ -24,6 +24,7 @@ from det.cli import (
     models,
     notebooks,
     projects,
+    rbac,
     resources,
     search,
     shells,
@@ -32,6 +33,7 @@ from det.cli import (
     tensorboards,
     tokens,
     trials,
+    user_groups,
     users,
     webhooks,
     workspaces,
@@ -100,6 +102,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         tensorboards,
         resources,
         webhooks,
+        rbac,
+        user_groups,
     ):
         module.register(nouns, NOUN_ALIASES)
     deploy.register(nouns, NOUN_ALIASES, full=_wants_deploy(argv))
