@@ -212,8 +212,10 @@ def _with_assignments(rows: list[svc.Assignment]) -> list[d.v1RoleWithAssignment
 @contract("GetRolesAssignedToUser")
 def roles_of_user(user_id: int) -> d.v1GetRolesAssignedToUserResponse:
     with db() as conn:
-        users.get_user(conn, user_id)
+        user = users.get_user(conn, user_id)
         rows = svc.assignments(conn, with_groups_of=user_id)
+    if user.admin:
+        rows.append(svc.Assignment(authz.Role.CLUSTER_ADMIN.value, user.id, None, None))
     return {"roles": _with_assignments(rows)}
 
 
@@ -238,7 +240,10 @@ def roles_by_id(body: d.v1GetRolesByIDRequest) -> d.v1GetRolesByIDResponse:
             if role_id not in _BY_WIRE_ID:
                 raise NotFound(f"roleIds[{i}]: no role with id {role_id}")
             role = _BY_WIRE_ID[role_id]
-            shown = _with_assignments(svc.assignments(conn, role=role))
+            rows = svc.assignments(conn, role=role)
+            if role is authz.Role.CLUSTER_ADMIN:
+                rows += svc.admins(conn)
+            shown = _with_assignments(rows)
             out.append(shown[0] if shown else {"role": _role(role)})
     return {"roles": out}
 

@@ -2,7 +2,8 @@
 
 A group has a unique name and members (users); a role assignment gives one role of
 :class:`det.master.authz.Role` to one user or one group on one workspace or (``workspace_id``
-None) the cluster. Who may write them is the API's to check (``workspace.assign`` on the
+None) the cluster. ClusterAdmin is the users' ``admin`` flag itself (assigning it sets the flag,
+removing it clears it), so the admin-only routes, which read the flag, and the role table agree. Who may write them is the API's to check (``workspace.assign`` on the
 workspace, ``cluster.assign`` for cluster assignments and groups).
 """
 
@@ -173,6 +174,24 @@ def _scope(conn: Conn, role: authz.Role, workspace_id: int | None) -> None:
         raise NotFound(f"workspace {workspace_id} not found")
 
 
+def _admin_flag(conn: Conn, user_id: int | None, admin: bool) -> None:
+    """ClusterAdmin is the users' ``admin`` flag (the admin-only routes read it): given to a
+    user, not a group; taken from any admin but the last active one."""
+    if user_id is None:
+        raise InvalidArgument("ClusterAdmin is the admin flag: it is given to users, not to groups")
+    row = conn.execute("SELECT admin FROM users WHERE id = %s FOR UPDATE", (user_id,)).fetchone()
+    assert row is not None  # _target checked it
+    if not admin and not row["admin"]:
+        raise NotFound(f"user {user_id} has no ClusterAdmin role on the cluster")
+    if not admin:
+        others = conn.execute(
+            "SELECT count(*) AS n FROM users WHERE admin AND active AND id <> %s", (user_id,)
+        ).fetchone()
+        if others is None or others["n"] == 0:
+            raise Conflict(f"user {user_id} is the last active admin: the cluster would have none")
+    conn.execute("UPDATE users SET admin = %s WHERE id = %s", (admin, user_id))
+
+
 def assign(
     conn: Conn,
     role: authz.Role,
@@ -185,6 +204,9 @@ def assign(
     workspace private for good; assigning it again changes nothing."""
     _target(conn, user_id, group_id)
     _scope(conn, role, workspace_id)
+    if role is authz.Role.CLUSTER_ADMIN:
+        _admin_flag(conn, user_id, True)
+        return
     conn.execute(
         "INSERT INTO role_assignments (role, user_id, group_id, workspace_id)"
         " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
@@ -203,6 +225,9 @@ def unassign(
     workspace_id: int | None = None,
 ) -> None:
     _target(conn, user_id, group_id)
+    if role is authz.Role.CLUSTER_ADMIN:
+        _admin_flag(conn, user_id, False)
+        return
     cur = conn.execute(
         "DELETE FROM role_assignments WHERE role = %s AND user_id IS NOT DISTINCT FROM %s"
         " AND group_id IS NOT DISTINCT FROM %s AND workspace_id IS NOT DISTINCT FROM %s",
@@ -251,3 +276,11 @@ def assignments(
         )
         .fetchall()
     )
+
+
+def admins(conn: Conn) -> list[Assignment]:
+    """The admins' ClusterAdmin role (their flag), as assignments on the cluster."""
+    return [
+        Assignment(authz.Role.CLUSTER_ADMIN.value, int(r["id"]), None, None)
+        for r in conn.execute("SELECT id FROM users WHERE admin ORDER BY id")
+    ]

@@ -343,3 +343,28 @@ def test_a_workspace_stays_private_when_its_last_assignment_goes(team: Team) -> 
     _ok(t.call("alice", "GET", f"/api/v1/workspaces/{w}"))  # its owner: WorkspaceAdmin
     members = _ok(t.call("alice", "GET", f"/api/v1/roles/workspace/{w}"))
     assert members == {"groups": [], "usersAssignedDirectly": [], "assignments": []}
+
+
+def test_cluster_admin_is_the_admin_flag(team: Team) -> None:
+    """Assigned through the role API, ClusterAdmin reaches the admin-only routes (which read
+    the flag); removed, it does not; a group cannot hold it; the last admin keeps it."""
+    t = team
+    assert t.call("u-clusteradmin", "GET", "/api/v1/master/config").status_code == 200
+    assert _ok(t.call("admin", "GET", f"/api/v1/users/{t.ids['u-clusteradmin']}"))["user"]["admin"]
+    roles = _ok(t.call("bob", "GET", f"/api/v1/roles/search/by-user/{t.ids['u-clusteradmin']}"))
+    assert [r["role"]["name"] for r in roles["roles"]] == ["ClusterAdmin"]
+    ra = {"role": {"roleId": authz.WIRE_IDS[Role.CLUSTER_ADMIN]}, "scopeCluster": True}
+    body = {"userRoleAssignments": [{"userId": t.ids["u-clusteradmin"], "roleAssignment": ra}]}
+    _ok(t.call("admin", "POST", "/api/v1/roles/remove-assignments", body))
+    assert t.call("u-clusteradmin", "GET", "/api/v1/master/config").status_code == 403
+    g = _ok(t.call("admin", "POST", "/api/v1/groups", {"name": "admins"}))["group"]["groupId"]
+    r = t.call("admin", "POST", "/api/v1/roles/add-assignments",
+               {"groupRoleAssignments": [{"groupId": g, "roleAssignment": ra}]})  # fmt: skip
+    assert r.status_code == 400
+    assert r.json()["message"] == (
+        "ClusterAdmin is the admin flag: it is given to users, not to groups"
+    )
+    me = _ok(t.call("admin", "GET", "/api/v1/me"))["user"]["id"]
+    body = {"userRoleAssignments": [{"userId": me, "roleAssignment": ra}]}
+    r = t.call("admin", "POST", "/api/v1/roles/remove-assignments", body)
+    assert r.status_code == 409 and "last active admin" in r.json()["message"], r.text

@@ -19,6 +19,7 @@ CREATE TABLE user_group_members (
 CREATE INDEX user_group_members_user ON user_group_members (user_id);
 
 -- One role held by one user or one group, on one workspace or (workspace_id NULL) the cluster.
+-- ClusterAdmin is users.admin itself (det.master.services.rbac): no row is written for it.
 CREATE TABLE role_assignments (
     id            serial PRIMARY KEY,
     role          text NOT NULL CHECK (role IN ('Viewer', 'Editor', 'WorkspaceAdmin', 'ClusterAdmin')),
