@@ -10,7 +10,7 @@ DET_APT_PACKAGES=(
   docker.io:dockerd mmdebstrap:mmdebstrap debootstrap:debootstrap python3-venv:
   ca-certificates:/etc/ssl/certs/ca-certificates.crt git:git make:make curl:curl openssl:openssl
   chromium:chromium docker-registry:docker-registry apache2-utils:htpasswd
-  openssh-client:ssh nginx:nginx
+  openssh-client:ssh nginx:nginx nodejs:node
 )
 
 # det_apt_missing: prints the packages of DET_APT_PACKAGES that are not installed, one a line

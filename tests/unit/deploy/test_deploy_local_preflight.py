@@ -221,6 +221,34 @@ def test_require_local_raises_one_error_listing_each_line(tmp_path):
     assert str(e.value).count("\n  - ") == 3
 
 
+@pytest.fixture
+def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A det source checkout to build from, whatever installed det here (a wheel, on 3.13)."""
+    from det.deploy.common import release
+
+    script = tmp_path / "src" / preflight.BUILD_SCRIPT
+    script.parent.mkdir(parents=True)
+    script.write_text("exit 1\n")
+    monkeypatch.setattr(release, "source_tree", lambda: tmp_path / "src")
+    return tmp_path / "src"
+
+
+def test_without_a_checkout_a_missing_image_is_named_with_how_to_build_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from det.deploy.common import release
+
+    monkeypatch.setattr(release, "source_tree", lambda: None)
+
+    def run(argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+        assert argv[:3] == ["docker", "image", "inspect"], argv  # nothing is built
+        return subprocess.CompletedProcess(argv, 1, "", "No such image")
+
+    with pytest.raises(DeployError, match=r"no det source checkout to build it from"):
+        rollout.ensure_local_image("det-master:0123456789ab", io.StringIO(), run, env={})
+
+
+@pytest.mark.usefixtures("checkout")
 def test_up_builds_a_missing_master_image_with_the_chosen_base(tmp_path):
     calls: list[tuple[list[str], dict[str, str]]] = []
     built: set[str] = set()
@@ -244,6 +272,7 @@ def test_up_builds_a_missing_master_image_with_the_chosen_base(tmp_path):
     assert len(calls) == 1  # present: nothing to build
 
 
+@pytest.mark.usefixtures("checkout")
 def test_a_failed_build_is_one_line_before_pass_one(tmp_path):
     def run(argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
         if argv[0] == "bash":

@@ -54,6 +54,7 @@ REFUSED = [
     ("2001:2::1", "benchmarking"),
     ("100::1", "discard-only"),
     ("64:ff9b:1::1", "NAT64"),
+    ("2002:808:808::1", "6to4"),  # even carrying a public address: the same on every Python
 ]
 
 # IPv6 forms that carry a refused IPv4 address: (address, what, the address carried).
@@ -71,7 +72,7 @@ CARRIERS = [
 ]
 
 PUBLIC = ["8.8.8.8", "1.1.1.1", "52.95.110.1", "2606:4700:4700::1111", "::ffff:8.8.8.8",
-          "64:ff9b::808:808", "2002:808:808::1"]  # fmt: skip
+          "64:ff9b::808:808"]  # fmt: skip
 
 
 @pytest.mark.parametrize(("address", "what"), REFUSED)
