@@ -258,6 +258,10 @@ _WORKSPACE_OF = {
     "trial": "SELECT p.workspace_id FROM trials t JOIN experiments e ON e.id = t.experiment_id"
     " JOIN projects p ON p.id = e.project_id WHERE t.id = %s",
     "task": "SELECT workspace_id FROM ntsc_tasks WHERE id = %s",
+    # an experiment's job: its project's workspace; an interactive task's: the task's
+    "job": "SELECT coalesce(p.workspace_id, n.workspace_id) AS workspace_id FROM jobs j"
+    " LEFT JOIN experiments e ON e.id = j.experiment_id LEFT JOIN projects p ON p.id = e.project_id"
+    " LEFT JOIN ntsc_tasks n ON n.job_id = j.id WHERE j.id = %s",
     "project": "SELECT workspace_id FROM projects WHERE id = %s",
     "template": "SELECT workspace_id FROM templates WHERE name = %s",
     "workspace": "SELECT id AS workspace_id FROM workspaces WHERE id = %s",
@@ -265,7 +269,7 @@ _WORKSPACE_OF = {
 
 
 def workspace_of(conn: Conn, kind: str, key: object) -> int | None:
-    """The workspace of the experiment, trial, interactive task, project, template or
+    """The workspace of the experiment, trial, interactive task, job, project, template or
     workspace ``key``; None when it does not exist (or, for an experiment, its project is
     gone)."""
     row = conn.execute(_WORKSPACE_OF[kind], (key,)).fetchone()

@@ -59,12 +59,18 @@ def _by_role(
     )
 
 
-def experiment(conn: Conn, experiment_id: int, permission: str = "experiment.update") -> None:
-    """The caller may change experiment ``experiment_id`` (``experiment.delete``: delete it)."""
+def experiment(conn: Conn, experiment_id: int, permission: str | None = None) -> None:
+    """The caller may change experiment ``experiment_id``: with ``permission``
+    (``experiment.update``, ``experiment.delete``) its owner or a role allowing it in its
+    workspace; without, its owner or an admin only (what reports into it or keeps its data:
+    unmanaged trials, custom webhook events, log retention)."""
     check_task_scope(experiment_id=experiment_id)
     row = owners.of(conn, "experiment", experiment_id)
     if row is None:
         raise NotFound(f"experiment {experiment_id} not found")
+    if permission is None:
+        _may_change(row.owner_id, f"experiment {experiment_id}", row.username)
+        return
     _by_role(conn, permission, "experiment", experiment_id, row, f"experiment {experiment_id}")
 
 
@@ -91,13 +97,17 @@ def allocation(conn: Conn, allocation_id: str) -> None:
 
 
 def job(conn: Conn, job_id: str) -> None:
-    """The caller may change job ``job_id`` (priority, weight, pool, queue position)."""
+    """The caller may change job ``job_id`` (priority, weight, pool, queue position): its
+    owner, or an Editor of its experiment's or task's workspace (``experiment.update``,
+    ``task.update``)."""
     row = owners.of(conn, "job", job_id)
     if row is None:
         raise NotFound(f"job {job_id} not found")
     if principal().task is not None:
         raise PermissionDenied("an allocation token cannot change jobs")
-    _may_change(row.owner_id, f"job {job_id}", row.username)
+    found = conn.execute("SELECT experiment_id FROM jobs WHERE id = %s", (job_id,)).fetchone()
+    permission = "experiment.update" if found and found["experiment_id"] else "task.update"
+    _by_role(conn, permission, "job", job_id, row, f"job {job_id}")
 
 
 def checkpoint(conn: Conn, uuid: str, *, for_write: bool) -> owners.CheckpointOwner | None:

@@ -383,7 +383,7 @@ def move(experiment_id: int, body: d.v1MoveExperimentRequest) -> Empty:
     if eid and eid != experiment_id:
         raise InvalidArgument(f"experimentId: {eid} differs from the path's {experiment_id}")
     with db() as conn:
-        _access.experiment(conn, experiment_id)
+        _access.experiment(conn, experiment_id, "experiment.update")
         dest_ws = authz.workspace_of(conn, "project", dest)
         if dest_ws is not None:
             _access.in_workspace(conn, "experiment.create", dest_ws, f"project {dest}")
@@ -394,7 +394,7 @@ def move(experiment_id: int, body: d.v1MoveExperimentRequest) -> Empty:
 def _label(experiment_id: int, label: str, present: bool) -> list[str]:
     limits.text("label", label, limits.LABEL, required=True)
     with db() as conn:
-        _access.experiment(conn, experiment_id)
+        _access.experiment(conn, experiment_id, "experiment.update")
         return svc.set_label(conn, experiment_id, label, present)
 
 

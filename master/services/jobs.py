@@ -16,12 +16,12 @@ from typing import Any
 from psycopg.rows import class_row
 from typing_extensions import TypedDict
 
-from det.master import states
+from det.master import authz, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.handles import MasterState
 from det.master.schemas.jobs import job as job_json  # the wire shape of a listed job
-from det.master.services import scheduling
+from det.master.services import pool_bindings, scheduling
 from det.master.services.provisioning import JOB_EVENT_CODES
 from det.master.services.scheduling import QueueInfo
 
@@ -169,6 +169,9 @@ def update(
     if resource_pool is not None:
         if st is not None and st.config.pool(resource_pool) is None:
             raise InvalidArgument(f"resourcePool: no pool named '{resource_pool}'")
+        if st is not None:  # the pool bindings of the job's workspace hold here too
+            workspace_id = authz.workspace_of(conn, "job", job_id)
+            pool_bindings.check(conn, st, resource_pool, workspace_id or 1, "resourcePool")
         conn.execute("UPDATE jobs SET resource_pool = %s WHERE id = %s", (resource_pool, job_id))
         conn.execute(
             "UPDATE allocations SET resource_pool = %s WHERE job_id = %s AND state = 'PENDING'",

@@ -6,8 +6,8 @@ every route with what each caller may do, in that order: ``A`` allowed, ``D`` de
 are those of a new cluster, where no role is assigned (det.master.authz): every workspace is
 open, so every user reads everything and is an Editor of Bob's workspaces, who pauses, kills,
 archives, moves and edits Bob's experiments and interactive tasks (``EDITOR``); changing
-anything else (deleting an experiment, a workspace, project, template, model, checkpoint or
-trial's reports) is for its owner and admins; agents, cluster settings, users and groups are for
+anything else (deleting an experiment, reporting into it or its trials, its log retention, a
+workspace, project, template, model, checkpoint) is for its owner and admins; agents, cluster settings, users and groups are for
 admins; a task acts only inside its own task. Roles and private workspaces are
 test_workspace_roles.py's. A route missing from the table fails the test, so a new route must
 say who may call it.
@@ -292,7 +292,6 @@ ADMIN = "DDDADD"
 # Changing an experiment or interactive task of an open workspace (every user its Editor,
 # det.master.authz; Bob's are in the default workspace): the owner, Eve and admins.
 EDITOR = ANY_USER
-EDITOR_AND_OWN_TASK = ANY_USER_AND_OWN_TASK
 OWN_TASK = "DDDDAD"
 PUBLIC = "AAAAAA"
 
@@ -413,7 +412,7 @@ ROUTES: list[Route] = [
     Route("PATCH", "/api/v1/webhooks/<int:webhook_id>", OWNER,
           lambda w, c: {"url": "http://127.0.0.1:9/patched"}),
     Route("POST", "/api/v1/webhooks/<int:webhook_id>/events/resend", OWNER, lambda w, c: {}),
-    Route("POST", "/api/v1/webhooks/custom", EDITOR_AND_OWN_TASK,
+    Route("POST", "/api/v1/webhooks/custom", OWNER_AND_OWN_TASK,
           lambda w, c: {"experimentId": w.ids["bob_experiment"], "data": {"title": "t"}}),
     Route("GET", "/api/v1/templates/<name>", ANY_USER),
     # roles and user groups (det.master.authz): every user reads them; assigning on Bob's
@@ -469,9 +468,9 @@ ROUTES: list[Route] = [
     Route("PUT", "/api/v1/experiments/by-external-id/<path:external_id>", ANY_USER,
           lambda w, c: {"config": UNMANAGED_CONFIG, "unmanaged": True}),
     Route("GET", "/api/v1/trials/by-external-id/<path:external_id>/<external_trial_id>", ANY_USER),
-    Route("POST", "/api/v1/trials", EDITOR,
+    Route("POST", "/api/v1/trials", OWNER,
           lambda w, c: {"experimentId": w.ids["bob_experiment"], "unmanaged": True}),
-    Route("PUT", "/api/v1/trials", EDITOR,
+    Route("PUT", "/api/v1/trials", OWNER,
           lambda w, c: {"createTrialRequest": {"experimentId": w.ids["bob_experiment"],
                                                "unmanaged": True}, "externalTrialId": "t"}),
     Route("POST", T + "/start", OWNER, lambda w, c: {"trialId": w.ids["bob_trial"], "resume": True}),
@@ -516,7 +515,7 @@ ROUTES: list[Route] = [
     Route("POST", E + "/move", EDITOR, lambda w, c: {
         "experimentId": w.ids["bob_experiment"], "destinationProjectId": w.ids["bob_project"]}),
     Route("POST", "/api/v1/experiments/continue", EDITOR, lambda w, c: {"id": w.ids["bob_experiment"]}),
-    Route("POST", "/api/v1/job-queues", OWNER,
+    Route("POST", "/api/v1/job-queues", EDITOR,
           lambda w, c: {"updates": [{"jobId": w.ids["bob_job"], "priority": 40}]}),
     Route("POST", "/api/v1/models", ANY_USER, lambda w, c: {"name": f"model-of-{c}"}),
     Route("PATCH", M, OWNER, lambda w, c: {"description": f"by {c}"}),
@@ -591,7 +590,7 @@ ROUTES: list[Route] = [
     Route("POST", "/api/v1/checkpoints/rm", OWNER,
           lambda w, c: {"checkpointUuids": [w.ids["bob_checkpoint"]],
                         "checkpointGlobs": ["no-such-file"]}),
-    Route("PUT", E + "/retain_logs", EDITOR, lambda w, c: {"numDays": 30}),
+    Route("PUT", E + "/retain_logs", OWNER, lambda w, c: {"numDays": 30}),
     Route("PUT", T + "/retain_logs", OWNER, lambda w, c: {"numDays": 30}),
     Route("POST", "/api/v1/cleanup_logs", ADMIN),
     Route("DELETE", "/api/v1/checkpoints", OWNER,

@@ -1,4 +1,4 @@
-"""One ownership rule for every write (det.master.api._access), on a live master.
+"""Ownership and roles for every write (det.master.api._access), on a live master.
 
 Bob owns an experiment with a running trial; Eve is another user with her own running trial;
 the admin may change anything. Each refused request must change nothing in the database.
@@ -188,8 +188,24 @@ def test_another_user_cannot_rewrite_my_checkpoint(world: World) -> None:
     )
 
 
-def test_another_user_cannot_change_my_jobs_priority_but_an_admin_can(world: World) -> None:
+def _assign(w: World, role_id: int, user_id: int, workspace_id: int) -> None:
+    ra = {"role": {"roleId": role_id}, "scopeWorkspaceId": workspace_id}
+    r = w.admin.post(
+        f"{w.m.url}/api/v1/roles/add-assignments",
+        json={"userRoleAssignments": [{"userId": user_id, "roleAssignment": ra}]},
+        timeout=10,
+    )
+    assert r.status_code == 200, r.text
+
+
+def test_only_the_workspaces_editors_and_admins_change_my_jobs_priority(world: World) -> None:
+    """Bob's experiment is in the default workspace; made private (a role assigned on it, issue
+    40), Eve, with no role there, may not reprioritise his job; an Editor of it may, as an
+    admin may (in an open workspace every user is an Editor: test_workspace_roles.py)."""
     w = world
+    admin_id = w.admin.get(f"{w.m.url}/api/v1/me", timeout=10).json()["user"]["id"]
+    eve_id = w.eve.get(f"{w.m.url}/api/v1/me", timeout=10).json()["user"]["id"]
+    _assign(w, 4, admin_id, 1)  # Viewer (4): the default workspace is now a team space
     job_id = _db(w, "SELECT job_id FROM allocations WHERE id = %s", w.bob_run.allocation_id)
     before = _db(w, "SELECT priority FROM jobs WHERE id = %s", job_id)
     r = w.eve.post(
@@ -206,6 +222,14 @@ def test_another_user_cannot_change_my_jobs_priority_but_an_admin_can(world: Wor
     )
     assert r.status_code == 200, r.text
     assert _db(w, "SELECT priority FROM jobs WHERE id = %s", job_id) == 7
+    _assign(w, 5, eve_id, 1)  # Editor (5)
+    r = w.eve.post(
+        f"{w.m.url}/api/v1/job-queues",
+        json={"updates": [{"jobId": job_id, "priority": 9}]},
+        timeout=10,
+    )
+    assert r.status_code == 200, r.text
+    assert _db(w, "SELECT priority FROM jobs WHERE id = %s", job_id) == 9
 
 
 def test_another_user_cannot_register_versions_of_my_model(world: World) -> None:

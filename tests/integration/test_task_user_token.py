@@ -83,8 +83,9 @@ def test_tasks_get_their_owners_session_until_they_end(live_master: Master, pg_u
             me = s.get(m.url + "/api/v1/me", timeout=10)
             assert me.status_code == 200 and me.json()["user"]["username"] == "alice", me.text
             assert s.get(m.url + "/api/v1/experiments", timeout=10).status_code == 200
-            # The owner's rights, no more: Bob's experiment and tokens are not Alice's.
-            r = s.post(m.url + f"/api/v1/experiments/{bobs_experiment}/kill", timeout=10)
+            # The owner's rights, no more: Bob's experiment and tokens are not Alice's (she
+            # may stop it, as every user may in an open workspace, but not delete it).
+            r = s.delete(m.url + f"/api/v1/experiments/{bobs_experiment}", timeout=10)
             assert r.status_code == 403, (kind, r.text)
             r = s.get(m.url + "/api/v1/tokens", params={"username": "bob"}, timeout=10)
             assert r.status_code == 403, (kind, r.text)

@@ -368,3 +368,34 @@ def test_cluster_admin_is_the_admin_flag(team: Team) -> None:
     body = {"userRoleAssignments": [{"userId": me, "roleAssignment": ra}]}
     r = t.call("admin", "POST", "/api/v1/roles/remove-assignments", body)
     assert r.status_code == 409 and "last active admin" in r.json()["message"], r.text
+
+
+def test_a_job_follows_its_workspace_pool_bindings_and_its_editors(
+    tmp_path: Any, migrated_db: str
+) -> None:
+    """On main a job's owner could move it, through the job queue, to a pool bound to another
+    workspace (the binding was checked only at creation); and only its owner could reprioritise
+    it, not the workspace's Editors."""
+    from tests.integration.inproc import in_process_master
+
+    pools = {"resource_pools": [{"pool_name": "default"}, {"pool_name": "team"}]}
+    with in_process_master(tmp_path, migrated_db, pools) as m:
+        t = Team(m, {"admin": m.token}, {})
+        for name in ("alice", "bob"):
+            t.ids[name], t.tokens[name] = _user(m, name)
+        ws = _ok(t.call("alice", "POST", "/api/v1/workspaces", {"name": "team-ws"}))
+        wid = ws["workspace"]["id"]
+        _ok(t.call("admin", "PUT", "/api/v1/resource-pools/team/workspace-bindings",
+                   {"resourcePoolName": "team", "workspaceIds": [wid]}))  # fmt: skip
+        eid = _experiment(t, "bob", 1, "bobs")
+        job = _ok(t.call("bob", "GET", f"/api/v1/experiments/{eid}"))["experiment"]["jobId"]
+        r = t.call("bob", "POST", "/api/v1/job-queues",
+                   {"updates": [{"jobId": job, "resourcePool": "team"}]})  # fmt: skip
+        assert r.status_code == 400, r.text
+        assert r.json()["message"] == (
+            "resourcePool: resource pool 'team' is bound to other workspaces; workspace"
+            " 'Uncategorized' may not use it (its pools: default)"
+        )
+        # An Editor of the job's workspace (every user, in an open one) reprioritises it.
+        _ok(t.call("alice", "POST", "/api/v1/job-queues",
+                   {"updates": [{"jobId": job, "priority": 10}]}))  # fmt: skip
