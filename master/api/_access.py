@@ -105,8 +105,7 @@ def job(conn: Conn, job_id: str) -> None:
         raise NotFound(f"job {job_id} not found")
     if principal().task is not None:
         raise PermissionDenied("an allocation token cannot change jobs")
-    found = conn.execute("SELECT experiment_id FROM jobs WHERE id = %s", (job_id,)).fetchone()
-    permission = "experiment.update" if found and found["experiment_id"] else "task.update"
+    permission = "experiment.update" if owners.job_is_experiment(conn, job_id) else "task.update"
     _by_role(conn, permission, "job", job_id, row, f"job {job_id}")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from psycopg.rows import class_row
+from psycopg.rows import class_row, scalar_row
 
 from det.master.db import Conn
 
@@ -97,3 +97,13 @@ def ntsc_task(conn: Conn, task_id: str, kind: str) -> Owner | None:
         " WHERE n.id = %s AND n.kind = %s",
         (task_id, kind),
     ).fetchone()
+
+
+def job_is_experiment(conn: Conn, job_id: str) -> bool:
+    """Whether job ``job_id`` is an experiment's (else an interactive task's or none)."""
+    found = (
+        conn.cursor(row_factory=scalar_row)
+        .execute("SELECT experiment_id IS NOT NULL FROM jobs WHERE id = %s", (job_id,))
+        .fetchone()
+    )
+    return bool(found)
