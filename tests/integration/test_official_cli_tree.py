@@ -254,7 +254,7 @@ def args_for(w: World) -> dict[str, list[str]]:
         "project unarchive": ["walker-ws", "walker-project"],
         "rbac assign-role": ["Viewer", "--username-to-assign", w.user],
         "rbac describe-role": ["Viewer"],
-        "rbac list-groups-roles": ["g"],
+        "rbac list-groups-roles": ["walk-group"],
         "rbac list-users-roles": [w.user],
         "rbac unassign-role": ["Viewer", "--username-to-assign", w.user],
         "resource-pool bindings add": ["default", "Uncategorized"],
@@ -318,12 +318,13 @@ def args_for(w: World) -> dict[str, list[str]]:
         ],
         "user login": ["admin"],
         "user rename": ["walker2", "walker3"],
-        "user-group add-user": ["g", w.user],
-        "user-group change-name": ["g", "h"],
+        # the world's groups (issue 40); "g" is created and deleted by the walk
+        "user-group add-user": ["walk-group", w.user],
+        "user-group change-name": ["walk-group2", "walk-group3"],
         "user-group create": ["g"],
         "user-group delete": ["g", "--yes"],
-        "user-group describe": ["g"],
-        "user-group remove-user": ["g", w.user],
+        "user-group describe": ["walk-group"],
+        "user-group remove-user": ["walk-group", w.user],
         "workspace archive": ["walker-ws"],
         "workspace bindings delete": ["Uncategorized", "--cluster-name", "c"],
         "workspace bindings list": ["Uncategorized"],
@@ -583,6 +584,8 @@ def _make_world(m: Master, tmp_path: Path) -> World:
     # experiments shard, whose agents nothing else keeps busy: the leaves between activate and
     # pause took longer than 50 rounds of 2 trials.)
     paused = cli_support.create_via_api(m, sim_config("walk-paused", trials=1000), activate=False)
+    for group in ("walk-group", "walk-group2"):  # det user-group and det rbac name them
+        m.post("/api/v1/groups", {"name": group})
     for x in (eid, spare, single):
         cli_support.wait(lambda x=x: exp_state(m, x) == "STATE_COMPLETED", 90, "completion")
     first = min(trials(m, eid), key=lambda t: t["id"])
