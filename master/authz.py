@@ -192,6 +192,12 @@ def is_admin(conn: Conn, user_id: int) -> bool:
     return bool(row and row["admin"])
 
 
+def any_private(conn: Conn) -> bool:
+    """Whether any workspace is private (else every user reads everything)."""
+    row = conn.execute("SELECT EXISTS (SELECT 1 FROM workspaces WHERE private) AS x").fetchone()
+    return bool(row and row["x"])
+
+
 def is_private(conn: Conn, workspace_id: int) -> bool:
     """Whether workspace ``workspace_id`` is a private team space (a role was assigned on it
     once; else it is open)."""
@@ -277,9 +283,9 @@ def workspace_of(conn: Conn, kind: str, key: object) -> int | None:
 
 
 def readable_workspaces(conn: Conn, user_id: int, admin: bool) -> list[int] | None:
-    """The workspaces the user may read; None: all of them (an admin, or a cluster-wide
-    role)."""
-    if admin:
+    """The workspaces the user may read; None: all of them (an admin, a cluster-wide role, or
+    a cluster with no private workspace: one short statement then)."""
+    if admin or not any_private(conn):
         return None
     cluster = conn.execute(
         "SELECT 1 FROM role_assignments a WHERE a.workspace_id IS NULL AND (a.user_id = %(u)s"

@@ -217,3 +217,20 @@ def ntsc_task(conn: Conn, task_id: str, kind: str) -> None:
     if principal().task is not None:
         raise PermissionDenied("an allocation token cannot change interactive tasks")
     _by_role(conn, "task.update", "task", task_id, row, f"{kind.lower()} {task_id}")
+
+
+def read_experiment(conn: Conn, experiment_id: int) -> None:
+    """A user may read experiment ``experiment_id`` (its page, trials, checkpoints, code): its
+    owner, or ``experiment.view`` in its workspace; an open workspace's are every user's (one
+    short statement). A task reads its own (:func:`check_task_scope`, before this)."""
+    p = principal()
+    if p.user is None or p.user.admin:
+        return
+    workspace_id = authz.workspace_of(conn, "experiment", experiment_id)
+    if workspace_id is None or not authz.is_private(conn, workspace_id):
+        return
+    row = owners.of(conn, "experiment", experiment_id)
+    authz.require(
+        conn, p.user.id, False, "experiment.view", workspace_id,
+        owner_id=row.owner_id if row else None, what=f"experiment {experiment_id}",
+    )  # fmt: skip

@@ -138,20 +138,31 @@ def list_(params: d.GetExperimentsParams) -> Response:
     """A page of experiments (conditional: see :func:`det.master.api._answers.answer`). A page
     already rendered by this process is answered again while the list's version is unchanged
     (:mod:`det.master.listcache`): one short statement, no rows, no encoding."""
-    key = None if params.get("sortBy") in _UNCACHED_SORTS else listcache.key_of(params)
+    user = current_user()
     with reads() as conn:
+        # Private workspaces (det.master.authz): the caller's own and readable ones only, and
+        # a cached page is keyed by who may read what.
+        readable = authz.readable_workspaces(conn, user.id, user.admin)
+        scope = None if readable is None else (user.id, readable)
+        key: Any = None
+        if params.get("sortBy") not in _UNCACHED_SORTS:
+            key = listcache.key_of(params)
+            if scope is not None:
+                key = (key, scope[0], tuple(scope[1]))
         held = listcache.version(conn, "experiments") if key is not None else ""
         if key is not None:
             page = listcache.EXPERIMENTS.get(key, held)
             if page is not None:
                 return conditional(page)
-        page = _list_page(conn, params)
+        page = _list_page(conn, params, scope)
     if key is not None:
         listcache.EXPERIMENTS.put(key, held, page)
     return conditional(page)
 
 
-def _list_page(conn: Any, params: d.GetExperimentsParams) -> Page:
+def _list_page(
+    conn: Any, params: d.GetExperimentsParams, readable: tuple[int, list[int]] | None = None
+) -> Page:
     st_filter = [s.removeprefix("STATE_") for s in params.get("states") or []]
     offset, limit = Paging.of(params)
     rows, total = svc.list_(
@@ -176,6 +187,7 @@ def _list_page(conn: Any, params: d.GetExperimentsParams) -> Page:
             incl=params.get("experimentIdFilter.incl"),
             not_in=params.get("experimentIdFilter.notIn"),
         ),
+        readable=readable,
     )
     out: d.v1GetExperimentsResponse = {
         "experiments": [wire.listed(r) for r in rows],
@@ -192,6 +204,7 @@ def get(experiment_id: int) -> Response:
     check_task_scope(experiment_id=experiment_id)
     with reads() as conn:
         row = svc.get_for_wire(conn, experiment_id)
+        _access.read_experiment(conn, experiment_id)
         best = trial_svc.best_trial_of(conn, experiment_id)
         summary = trial_svc.job_summary(conn, state(), row["job_id"])
     config = wire.wire_config(row)
@@ -288,6 +301,7 @@ def patch(experiment_id: int, body: d.v1PatchExperiment) -> d.v1PatchExperimentR
 def _context(experiment_id: int) -> bytes:
     with db() as conn:
         svc.get(conn, experiment_id)  # 404 for a missing or deleted experiment
+        _access.read_experiment(conn, experiment_id)
         return svc.context(conn, experiment_id)
 
 
@@ -326,6 +340,7 @@ def best_searcher_validation_metric(
     check_task_scope(experiment_id=experiment_id)
     with db() as conn:
         row = svc.get(conn, experiment_id)
+        _access.read_experiment(conn, experiment_id)
         best = trial_svc.best_trial(conn, experiment_id, row["config"])
     if best is None:
         # Determined answers 404 here, and its client reads that as "no validations yet".
@@ -344,6 +359,7 @@ def trials(experiment_id: int, params: d.GetExperimentTrialsParams) -> Response:
         rows = trial_svc.list_for_experiment(conn, experiment_id)
         if not rows:
             svc.searcher_config(conn, experiment_id)  # NotFound for no such experiment
+        _access.read_experiment(conn, experiment_id)
     items = [trial_wire.trial(r) for r in rows]
     wanted = params.get("states")
     if wanted:
@@ -368,6 +384,7 @@ def checkpoints(
 ) -> d.v1GetExperimentCheckpointsResponse:
     with db() as conn:
         exp = svc.get(conn, experiment_id)
+        _access.read_experiment(conn, experiment_id)
         rows = ckpt_svc.list_for(conn, experiment_id=experiment_id)
     cfg = stored.experiment_config(exp["id"], exp["config"])
     return listing(rows, cfg.searcher.smaller_is_better, params)

@@ -561,14 +561,22 @@ def list_(
     labels: list[str] | None = None,
     user_ids: list[int] | None = None,
     ids: IdFilter | None = None,
+    readable: tuple[int, list[int]] | None = None,
 ) -> tuple[list[ListedExperiment], int]:
     """A page of experiments and how many match; every filter given must hold. The rows have
-    the wire columns (see ``_WIRE_COLUMNS``).
+    the wire columns (see ``_WIRE_COLUMNS``). ``readable``: (a user, the workspaces they may
+    read): only their own experiments and those of these workspaces (det.master.authz).
 
     One statement answers both: the count is an uncorrelated subquery PostgreSQL evaluates once
     beside the page. A page past the end has no row to carry it, and is counted apart."""
     where = ["NOT e.deleted"]
     params: list[Any] = []
+    if readable is not None:
+        where.append(
+            "(e.owner_id = %s OR e.project_id IN"
+            " (SELECT id FROM projects WHERE workspace_id = ANY(%s)))"
+        )
+        params += [readable[0], readable[1]]
     if project_id:
         where.append("e.project_id = %s")
         params.append(project_id)

@@ -43,8 +43,10 @@ class Team:
     def as_(self, who: str) -> requests.Session:
         return self.m.session(self.tokens[who])
 
-    def call(self, who: str, method: str, path: str, body: Any = None) -> requests.Response:
-        return self.as_(who).request(method, self.m.url + path, json=body, timeout=30)
+    def call(
+        self, who: str, method: str, path: str, body: Any = None, **kw: Any
+    ) -> requests.Response:
+        return self.as_(who).request(method, self.m.url + path, json=body, timeout=30, **kw)
 
 
 def _user(m: Any, name: str) -> tuple[int, str]:
@@ -122,7 +124,7 @@ PROBES: dict[str, Probe] = {
         {"name": f"p-{u}", "workspaceId": t.ids[ws + "_ws"]}),
     "project.update": lambda t, u, ws: t.call(
         u, "PATCH", f"/api/v1/projects/{t.ids[ws + '_proj']}", {"description": u}),
-    "experiment.view": lambda t, u, ws: t.call(u, "GET", f"/api/v1/workspaces/{t.ids[ws + '_ws']}"),
+    "experiment.view": lambda t, u, ws: t.call(u, "GET", f"/api/v1/experiments/{t.ids[ws + '_exp']}"),
     "experiment.create": lambda t, u, ws: t.call(
         u, "POST", "/api/v1/experiments",
         {"config": CONFIG.format(name=u), "projectId": t.ids[ws + "_proj"], "activate": False}),
@@ -148,7 +150,7 @@ PROBES: dict[str, Probe] = {
     "cluster.assign": lambda t, u, ws: t.call(u, "POST", "/api/v1/groups", {"name": f"g-{u}-{ws}"}),
 }  # fmt: skip
 # Reads det does not yet refuse per workspace (docs/security.md): probed through the workspace.
-_VIA_WORKSPACE = {"experiment.view", "task.view"}
+_VIA_WORKSPACE = {"task.view"}
 # Exercised on its own below (it needs a template holding secrets).
 _ON_ITS_OWN = {"template.secrets"}
 
@@ -263,6 +265,19 @@ def test_a_user_outside_the_workspace_is_refused_its_bound_pool_projects_and_tem
     assert not [x for x in templates if x["name"] == "own-tpl"]
     projects = _ok(t.call("bob", "GET", "/api/v1/workspaces/0/projects"))["projects"]
     assert not [p for p in projects if p["name"] == "own-proj"]
+    # Nor its experiments: their pages, trials, checkpoints and code, and the list.
+    for path in ("", "/trials", "/checkpoints", "/file_tree", "/model_def"):
+        r = t.call("bob", "GET", f"/api/v1/experiments/{t.ids['own_exp']}{path}")
+        assert r.status_code == 403, (path, r.text)
+    assert r.json()["message"] == (
+        f"experiment {t.ids['own_exp']} is in workspace 'own-ws': reading its experiments needs"
+        " the Viewer role there (you hold: none)"
+    )
+    for who, sees in (("bob", False), ("u-viewer", True), ("alice", True)):
+        listed = _ok(t.call(who, "GET", "/api/v1/experiments", params={"limit": 100}))
+        ids = {e["id"] for e in listed["experiments"]}
+        assert (t.ids["own_exp"] in ids) is sees, who
+        assert t.ids["other_exp"] in ids if who == "alice" else True
 
 
 def test_a_template_holding_secrets_is_applied_by_its_owner_and_the_workspaces_editors(
