@@ -49,20 +49,31 @@ def _recv(sock: socket.socket) -> Any:
 class _Star:
     """One group: member 0 is the root."""
 
-    def __init__(self, rank: int, size: int, host: str, port: int, timeout: float) -> None:
+    def __init__(
+        self,
+        rank: int,
+        size: int,
+        host: str,
+        port: int,
+        timeout: float,
+        server: socket.socket | None = None,
+    ) -> None:
+        """``server``: the root's listening socket, already bound (else it binds ``port``)."""
         self.rank = rank
         self.size = size
         self._peers: dict[int, socket.socket] = {}
         self._root: socket.socket | None = None
         if size == 1:
+            if server is not None:
+                server.close()
             return
         if rank == 0:
-            self._accept_all(port, timeout)
+            self._accept_all(server or socket.create_server(("", port)), timeout)
         else:
             self._connect(host, port, timeout)
 
-    def _accept_all(self, port: int, timeout: float) -> None:
-        with socket.create_server(("", port), reuse_port=False) as server:
+    def _accept_all(self, listening: socket.socket, timeout: float) -> None:
+        with listening as server:
             server.settimeout(timeout)
             while len(self._peers) < self.size - 1:
                 conn, _ = server.accept()
@@ -122,8 +133,9 @@ class DistributedContext:
     ``rank``/``size`` span every worker; ``local_*`` the workers on this machine; ``cross_*`` the
     machines. ``chief_ip`` is the address of rank 0 (needed only when ``cross_size > 1``).
     The global group listens on ``port + port_offset`` on the chief (default port 12360; the
-    offset is ``DET_UNIQUE_PORT_OFFSET``); the node-local group on that port + 1000 on each
-    machine's local chief (only when a machine does not hold every worker).
+    offset is ``DET_UNIQUE_PORT_OFFSET``); the node-local group, only when a machine does not
+    hold every worker, on a port the kernel chooses on each machine's local chief (on
+    127.0.0.1), sent to its members through the global group.
     """
 
     def __init__(
@@ -153,8 +165,16 @@ class DistributedContext:
         if local_size == size:
             self._local = self._global
         else:
-            # Port offsets are < 1000: local groups get their own range, never a neighbour's.
-            self._local = _Star(local_rank, local_size, "127.0.0.1", base + 1000, timeout)
+            # Each container's local group listens where the kernel puts it (two containers of
+            # one task may share a host's network: one fixed port would be bound twice); its
+            # members learn the port through the global group.
+            server = socket.create_server(("127.0.0.1", 0)) if local_rank == 0 else None
+            mine = server.getsockname()[1] if server is not None else None
+            ports = self._global.allgather((cross_rank, mine))
+            local_port = next(p for c, p in ports if c == cross_rank and p is not None)
+            self._local = _Star(
+                local_rank, local_size, "127.0.0.1", local_port, timeout, server=server
+            )
 
     @classmethod
     def from_torch_distributed(

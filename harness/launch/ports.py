@@ -8,12 +8,13 @@ task: two distributed tasks on one host collided (``EADDRINUSE``). The master gi
 allocation a ``DET_UNIQUE_PORT_OFFSET`` (0-999) that no other live allocation on the same host
 holds (``det.master.services.containers.choose_port_offsets``); each port here is a base plus
 that offset, and the bases are 1,000 apart, so no two allocations of a host, and no two ports
-of one allocation, are ever the same number:
+of one allocation, are ever the same number (det's Core API's node-local groups listen on
+ports the kernel chooses, so two containers of one task on one host never collide either):
 
 ==========================  ==============================  ===============================
 range                       what                            who reads it
 ==========================  ==============================  ===============================
-12360-13359, 13360-14359    det's Core API (global, local)  ``det.core._distributed``
+12360-13359                 det's Core API (global group)   ``det.core._distributed``
 14360-15359                 official Core API (publish)     ``INTER_TRAIN_PROCESS_COMM_PORT_1``
 15360-16359                 official Core API (pull)        ``INTER_TRAIN_PROCESS_COMM_PORT_2``
 16360-17359                 launchers' SSH (horovod, ds)    ``DTRAIN_SSH_PORT``

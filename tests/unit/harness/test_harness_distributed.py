@@ -199,3 +199,62 @@ def test_a_failed_shared_download_fails_every_worker(tmp_path: Path) -> None:
             return type(e).__name__
 
     assert run_ranks(2, work) == ["CheckpointNotFoundError", "RuntimeError"]
+
+
+def test_two_containers_of_one_host_each_get_their_own_local_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A trial on two agents of one host (host networking, as det deploy local runs them):
+    both containers' local chiefs listened at the same port (port + 1000): while the first
+    still waited for its member, the second could not bind (EADDRINUSE) or took the other
+    container's member. Each local group now listens where the kernel puts it, and its members
+    learn the port through the global group."""
+    import threading
+    import time
+
+    from det.core import _distributed
+
+    port = free_port()
+    who = threading.local()
+    connect = _distributed._Star._connect
+
+    def late_local_member(star: Any, host: str, to: int, timeout: float) -> None:
+        # Rank 1 joins its container's local group late: its local chief is still listening
+        # when the other container's group forms.
+        if getattr(who, "rank", None) == 1 and star.size == 2 and to != port:
+            time.sleep(1.0)
+        connect(star, host, to, timeout)
+
+    monkeypatch.setattr(_distributed._Star, "_connect", late_local_member)
+
+    def one(rank: int) -> Any:
+        who.rank = rank
+        dist = DistributedContext(
+            rank=rank,
+            size=4,
+            local_rank=rank % 2,
+            local_size=2,
+            cross_rank=rank // 2,
+            cross_size=2,
+            chief_ip="127.0.0.1",
+            port=port,
+            timeout=20,
+        )
+        try:
+            return dist.allgather_local(rank), dist.allgather(rank)
+        finally:
+            dist.close()
+
+    # Daemon threads: a rank stuck in a mixed-up group must fail the test, not hang it.
+    out: dict[int, Any] = {}
+    threads = [
+        threading.Thread(target=lambda r=r: out.__setitem__(r, one(r)), daemon=True)
+        for r in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(out) == [0, 1, 2, 3], f"ranks that finished: {sorted(out)}"
+    assert [out[r][0] for r in range(4)] == [[0, 1], [0, 1], [2, 3], [2, 3]]
+    assert all(out[r][1] == [0, 1, 2, 3] for r in range(4))
