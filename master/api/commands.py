@@ -9,7 +9,7 @@ from flask import Blueprint
 from flask.typing import ResponseReturnValue
 
 from det.common.jsontypes import JSONObject
-from det.master import expconf
+from det.master import authz, expconf
 from det.master.api import _access
 from det.master.api._common import Conn, current_user, db, pagination, state
 from det.master.api._contract import contract
@@ -90,12 +90,23 @@ def launch(kind: TaskKind, body: LaunchRequest, data: TaskData | None = None) ->
 
 
 def get(kind: str, task_id: str) -> ntsc.Task:
-    """The task's row (NotFound unless it is a task of ``kind``)."""
+    """The task's row (NotFound unless it is a task of ``kind``), for a caller who may read it
+    (its owner, or ``task.view`` in its workspace: det.master.authz)."""
     with db() as conn:
-        return ntsc.get(conn, task_id, kind)
+        row = ntsc.get(conn, task_id, kind)
+        user = current_user()
+        mine = user.admin or user.id == row["owner_id"]
+        if not mine and authz.is_private(conn, row["workspace_id"]):
+            authz.require(
+                conn, user.id, False, "task.view", row["workspace_id"],
+                what=f"{kind.lower()} {task_id}",
+            )  # fmt: skip
+        return row
 
 
 def list_rows(kind: str, params: ListParams) -> list[ntsc.Task]:
+    """The tasks of ``kind`` the caller may read: their own and readable workspaces'."""
+    user = current_user()
     with db() as conn:
         rows = ntsc.list_tasks(
             conn,
@@ -104,6 +115,10 @@ def list_rows(kind: str, params: ListParams) -> list[ntsc.Task]:
             usernames=list(params.get("users") or []) or None,
             workspace_id=params.get("workspaceId"),
         )
+        readable = authz.readable_workspaces(conn, user.id, user.admin)
+    if readable is not None:
+        mine = set(readable)
+        rows = [r for r in rows if r["owner_id"] == user.id or r["workspace_id"] in mine]
     if params.get("orderBy") == "ORDER_BY_DESC":
         rows.reverse()
     return rows

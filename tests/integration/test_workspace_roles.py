@@ -132,7 +132,7 @@ PROBES: dict[str, Probe] = {
         u, "PUT", f"/api/v1/experiments/{t.ids[ws + '_exp']}/labels/by-{u}"),
     "experiment.delete": lambda t, u, ws: t.call(
         u, "DELETE", f"/api/v1/experiments/{t.ids[ws + '_exp']}/tensorboard-files"),
-    "task.view": lambda t, u, ws: t.call(u, "GET", f"/api/v1/workspaces/{t.ids[ws + '_ws']}"),
+    "task.view": lambda t, u, ws: t.call(u, "GET", f"/api/v1/commands/{t.ids[ws + '_cmd']}"),
     "task.create": lambda t, u, ws: t.call(
         u, "POST", "/api/v1/commands",
         {"config": {"entrypoint": ["true"], "resources": {"slots": 0}},
@@ -150,7 +150,7 @@ PROBES: dict[str, Probe] = {
     "cluster.assign": lambda t, u, ws: t.call(u, "POST", "/api/v1/groups", {"name": f"g-{u}-{ws}"}),
 }  # fmt: skip
 # Reads det does not yet refuse per workspace (docs/security.md): probed through the workspace.
-_VIA_WORKSPACE = {"task.view"}
+_VIA_WORKSPACE: set[str] = set()
 # Exercised on its own below (it needs a template holding secrets).
 _ON_ITS_OWN = {"template.secrets"}
 
@@ -278,6 +278,14 @@ def test_a_user_outside_the_workspace_is_refused_its_bound_pool_projects_and_tem
         ids = {e["id"] for e in listed["experiments"]}
         assert (t.ids["own_exp"] in ids) is sees, who
         assert t.ids["other_exp"] in ids if who == "alice" else True
+        commands = _ok(t.call(who, "GET", "/api/v1/commands"))["commands"]
+        assert (t.ids["own_cmd"] in {c["id"] for c in commands}) is sees, who
+    r = t.call("bob", "GET", f"/api/v1/commands/{t.ids['own_cmd']}")
+    assert r.status_code == 403
+    assert r.json()["message"] == (
+        f"command {t.ids['own_cmd']} is in workspace 'own-ws': reading its tasks needs the"
+        " Viewer role there (you hold: none)"
+    )
 
 
 def test_a_template_holding_secrets_is_applied_by_its_owner_and_the_workspaces_editors(
