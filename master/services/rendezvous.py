@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
+from det.common.jsontypes import JSONValue
 from det.master.db import Conn
 
 #: Separates an allocation token from a container rank (allocation tokens are URL-safe base64:
@@ -61,7 +62,7 @@ def rendezvous_env(
 
 def rendezvous_variables(
     order: Sequence[str],
-    addresses: Mapping[str, object],
+    addresses: Mapping[str, JSONValue],
     placement: Mapping[str, Sequence[str]],
     agent_id: str,
 ) -> dict[str, str]:
