@@ -78,6 +78,7 @@ def create(body: d.v1CreateExperimentRequest) -> d.v1CreateExperimentResponse:
                 svc.get(conn, parent_id)
             except NotFound:
                 raise InvalidArgument(f"parentId: no experiment {parent_id}") from None
+            _access.read_experiment(conn, parent_id)
         row = svc.create(
             conn,
             state(),

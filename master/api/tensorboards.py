@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from flask import Blueprint
 
+from det.master.api import _access
 from det.master.api import commands as common
 from det.master.api._common import db
 from det.master.api._contract import contract
@@ -29,6 +30,9 @@ def launch_tensorboard(body: d.v1LaunchTensorboardRequest) -> d.v1LaunchTensorbo
         data = tensorboards.resolve(
             conn, list(body.get("experimentIds") or []), list(body.get("trialIds") or [])
         )
+        # It reads their metrics and checkpoint storage: each must be readable by the caller.
+        for eid in sorted({s["experimentId"] for s in data.get("sources") or []}):
+            _access.read_experiment(conn, eid)
     row = common.launch(KIND, body, data)
     return {"tensorboard": wire.tensorboard(row), "config": shown_config(row), "warnings": []}
 

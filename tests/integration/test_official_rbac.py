@@ -15,7 +15,7 @@ import pytest
 from det.master import authz
 from tests.compat.official import ensure_official_venv
 from tests.integration.cli_support import wait_state
-from tests.integration.conftest import ADMIN_PASSWORD, Master
+from tests.integration.conftest import ADMIN_PASSWORD, Master, wait_for
 from tests.integration.test_official_client_answers import Official
 
 pytestmark = pytest.mark.integration
@@ -91,6 +91,14 @@ def test_a_group_with_editor_stops_a_members_runaway_experiment_and_outsiders_ar
     (ctx / "train.py").write_text("print('x')\n")
     line = _one_line_refusal(carol, "experiment", "create", str(cfg), str(ctx))
     assert "workspace 'team-ws': creating an experiment in it needs the Editor role" in line, line
+    # A TensorBoard of it would read its metrics and checkpoint storage.
+    wait_for(lambda: m.get(f"/api/v1/experiments/{eid}/trials")["trials"], 60, "its trial")
+    r = m.session(m.login("carol", pw["carol"])).post(
+        m.url + "/api/v1/tensorboards",
+        json={"experimentIds": [eid], "config": {"resources": {"slots": 0}}},
+        timeout=30,
+    )
+    assert r.status_code == 403 and "'team-ws'" in r.json()["message"], r.text
 
     # Bob, a colleague through the group, stops it.
     bob("experiment", "kill", str(eid))
