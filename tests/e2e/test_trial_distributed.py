@@ -140,3 +140,28 @@ def test_a_script_training_in_each_container_is_refused(gang: Cluster) -> None:
     assert len(training) == len(set(training)), training
     logs = "".join(e.get("log") or "" for e in gang.trial_logs(t["id"]))
     assert "not the chief's" in logs and "determined.launch.torch_distributed" in logs, logs[-3000:]
+
+
+@pytest.mark.parametrize(
+    "launcher", ["det.launch.torch_distributed", "determined.launch.torch_distributed"]
+)
+def test_a_script_under_a_launcher_on_two_agents_trains_once(gang: Cluster, launcher: str) -> None:
+    """The Core API example under det's launcher and under Determined's own (finding 9: its
+    fixed c10d port was bound by both containers of one host) on two agents: one chief, each
+    report once, workers on both agents."""
+    agents = use_agents(gang, 1, 2)
+    config = {
+        "entrypoint": f"python3 -m {launcher} -- python3 train.py",
+        "searcher": {"max_length": {"batches": 100}},
+        "max_restarts": 0,
+    }
+    eid = gang.create(CORE / "distributed.yaml", CORE, config)
+    gang.wait_state(eid, "STATE_COMPLETED", 600)
+    t = only_trial(gang, eid)
+    training = [int(m["totalBatches"]) for m in gang.metrics(t["id"], "training")]
+    assert training == list(range(10, 101, 10)), training
+    validation = [int(m["totalBatches"]) for m in gang.metrics(t["id"], "validation")]
+    assert validation == [50, 100], validation
+    logs = gang.trial_logs(t["id"])
+    by_rank = {e["rankId"]: e["agentId"] for e in logs if e.get("rankId") is not None}
+    assert by_rank == {0: agents[0], 1: agents[1]}, by_rank
