@@ -182,11 +182,13 @@ def refuse_report_from_worker(conn: Conn, trial_id: int, allocation_id: str, ran
         f"trial {trial_id}: a training report came from container {rank} of its run, not the"
         f" chief's (container 0): {LAUNCHER_HINT}"
     )
-    conn.execute(
-        "UPDATE allocations SET kill_requested = true,"
-        " exit_reason = coalesce(exit_reason, %s) WHERE id = %s AND state <> 'TERMINATED'",
+    first = conn.execute(
+        "UPDATE allocations SET kill_requested = true, exit_reason = coalesce(exit_reason, %s)"
+        " WHERE id = %s AND state <> 'TERMINATED' AND NOT kill_requested RETURNING id",
         (reason, allocation_id),
-    )
+    ).fetchone()
+    if first is None:  # refused before, or the run is ending anyway: nothing more to record
+        return reason
     conn.execute(
         "INSERT INTO task_logs (task_id, allocation_id, log, level, stdtype, source)"
         " SELECT task_id, id, %s, 'ERROR', 'stderr', 'master' FROM allocations WHERE id = %s",

@@ -89,6 +89,7 @@ def test_a_trial_on_two_agents_has_one_chief_and_refuses_a_second(
         assert "container 1" in message and "determined.launch.torch_distributed" in message
         trial = live_master.get(f"/api/v1/trials/{tid}")["trial"]
         assert trial["state"] == "STATE_ERROR"
+        assert _report(live_master, worker, 10).status_code == 409  # and again, recorded once
         with psycopg.connect(pg_url) as conn:
             rows = conn.execute(
                 "SELECT count(*) FROM metrics WHERE trial_id = %s", (tid,)
@@ -102,7 +103,7 @@ def test_a_trial_on_two_agents_has_one_chief_and_refuses_a_second(
             ).fetchall()
         assert rows is not None and rows[0] == 1  # the chief's only
         assert killed is not None and killed[0] is True
-        assert any("determined.launch.torch_distributed" in r[0] for r in logged)
+        assert len(logged) == 1 and "determined.launch.torch_distributed" in logged[0][0]
         # The run ends (both containers killed) and no restart repeats it.
         wait(lambda: all(not a.tasks for a in agents), 60, "both containers to be killed")
         exp = live_master.get(f"/api/v1/trials/{tid}")["trial"]
