@@ -74,15 +74,20 @@ def experiment(conn: Conn, experiment_id: int, permission: str | None = None) ->
     _by_role(conn, permission, "experiment", experiment_id, row, f"experiment {experiment_id}")
 
 
-def trial(conn: Conn, trial_id: int) -> None:
-    """The caller may change trial ``trial_id`` (report to it, kill it, stop it early)."""
+def trial(conn: Conn, trial_id: int, permission: str | None = None) -> None:
+    """The caller may change trial ``trial_id``: report to it, stop it early (its owner or an
+    admin), or with ``permission`` (``experiment.update``: kill it) a role allowing it in its
+    workspace too."""
     check_task_scope(trial_id=trial_id)
     if principal().task is not None:
         return  # its own trial (checked above): no query on the metric-report path
     row = owners.of(conn, "trial", trial_id)
     if row is None:
         raise NotFound(f"trial {trial_id} not found")
-    _may_change(row.owner_id, f"trial {trial_id}", row.username)
+    if permission is None:
+        _may_change(row.owner_id, f"trial {trial_id}", row.username)
+        return
+    _by_role(conn, permission, "trial", trial_id, row, f"trial {trial_id}")
 
 
 def allocation(conn: Conn, allocation_id: str) -> None:
@@ -219,18 +224,28 @@ def ntsc_task(conn: Conn, task_id: str, kind: str) -> None:
     _by_role(conn, "task.update", "task", task_id, row, f"{kind.lower()} {task_id}")
 
 
+def _read(conn: Conn, kind: str, key: int, what: str) -> None:
+    p = principal()
+    if p.user is None or p.user.admin:
+        return  # a task reads its own (check_task_scope, before this)
+    workspace_id = authz.private_workspace_of(conn, kind, key)
+    if workspace_id is None:
+        return  # an open workspace's: every user's
+    row = owners.of(conn, kind, key)
+    authz.require(
+        conn, p.user.id, False, "experiment.view", workspace_id,
+        owner_id=row.owner_id if row else None, what=what,
+    )  # fmt: skip
+
+
 def read_experiment(conn: Conn, experiment_id: int) -> None:
     """A user may read experiment ``experiment_id`` (its page, trials, checkpoints, code): its
     owner, or ``experiment.view`` in its workspace; an open workspace's are every user's (one
-    short statement). A task reads its own (:func:`check_task_scope`, before this)."""
-    p = principal()
-    if p.user is None or p.user.admin:
-        return
-    workspace_id = authz.workspace_of(conn, "experiment", experiment_id)
-    if workspace_id is None or not authz.is_private(conn, workspace_id):
-        return
-    row = owners.of(conn, "experiment", experiment_id)
-    authz.require(
-        conn, p.user.id, False, "experiment.view", workspace_id,
-        owner_id=row.owner_id if row else None, what=f"experiment {experiment_id}",
-    )  # fmt: skip
+    short statement)."""
+    _read(conn, "experiment", experiment_id, f"experiment {experiment_id}")
+
+
+def read_trial(conn: Conn, trial_id: int) -> None:
+    """A user may read trial ``trial_id`` (its page, metrics, checkpoints, logs): as its
+    experiment (:func:`read_experiment`)."""
+    _read(conn, "trial", trial_id, f"trial {trial_id}")

@@ -52,6 +52,7 @@ def get(trial_id: int) -> Response:
     check_task_scope(trial_id=trial_id)
     with db() as conn:
         row = svc.get(conn, trial_id)
+        _access.read_trial(conn, trial_id)
     out: d.v1GetTrialResponse = {"trial": wire.trial(row)}
     return answer(out)  # orjson: the validations come as JSON text (fragments)
 
@@ -153,7 +154,7 @@ def run_prepare(body: d.v1RunPrepareForReportingRequest) -> d.v1RunPrepareForRep
 @contract("KillTrial")
 def kill(trial_id: int) -> Empty:
     with db() as conn:
-        _access.trial(conn, trial_id)
+        _access.trial(conn, trial_id, "experiment.update")
         svc.kill(conn, trial_id)
     return {}
 
@@ -230,6 +231,10 @@ def _report(trial_id: int, group: str, m: d.v1TrialMetrics) -> Empty:
 def _series(trial_ids: list[int], group: str | None) -> Response:
     """One ``{"result": {"metrics": [...]}}`` line per trial with reports (Determined's metric
     streams)."""
+
+    with db() as conn:  # each trial readable by the caller, before the stream starts
+        for tid in trial_ids:
+            _access.read_trial(conn, tid)
 
     def gen() -> Iterator[str]:
         with db() as conn:
@@ -352,6 +357,8 @@ def compare(params: CompareTrialsQuery) -> Response:
         missing = [t for t in unique if t not in rows]
         if missing:
             raise NotFound(f"trial {missing[0]} not found")
+        for tid in unique:
+            _access.read_trial(conn, tid)
         # Each trial's points come from this process's cache while its row is unchanged (see
         # det.master.seriescache): its version was read above, before any sampling.
         series: dict[str, dict[int, str]] = {}
@@ -408,6 +415,7 @@ def metrics_of_trial(trial_id: int, params: wire.TrialMetricsParams) -> Response
     (det.master.seriescache), its version read before the rows."""
     group = params.get("group")
     with reads() as conn:
+        _access.read_trial(conn, trial_id)
         version = svc.row_version(conn, trial_id)
         hit, body = WHOLE.get((trial_id, group), version)
         if not hit or body is None:
@@ -466,6 +474,7 @@ def checkpoints(
     check_task_scope(trial_id=trial_id)
     with db() as conn:
         trial = svc.get(conn, trial_id)
+        _access.read_trial(conn, trial_id)
         rows = ckpt_svc.list_for(conn, trial_id=trial_id)
     cfg = stored.experiment_config(trial["experiment_id"], trial["config"])
     return checkpoints_api.listing(rows, cfg.searcher.smaller_is_better, params)
@@ -476,6 +485,8 @@ def checkpoints(
 def logs(trial_id: int, params: d.TrialLogsParams) -> Response:
     with db() as conn:
         task_id = task_logs.task_of_trial(conn, trial_id)
+        if task_id is not None:
+            _access.read_trial(conn, trial_id)
     if task_id is None:
         raise NotFound(f"trial {trial_id} not found")
     return _logs.stream(task_id, params, trial_id=trial_id)
@@ -502,6 +513,7 @@ def workloads(trial_id: int, params: TrialWorkloadsQuery) -> d.v1GetTrialWorkloa
     offset, limit = params.offset, params.limit
     with db() as conn:
         svc.get(conn, trial_id)
+        _access.read_trial(conn, trial_id)
         reports = svc.metrics_rows(conn, trial_id, None)
         ckpts = ckpt_svc.list_for(conn, trial_id=trial_id)
     rows = wire.workloads(reports, ckpts, batch_metrics=params.includeBatchMetrics)

@@ -578,7 +578,7 @@ ROUTES: list[Route] = [
           lambda w, c: {"allocationId": w.ids["bob_allocation"]}),
     Route("POST", T + "/early_exit", OWNER_AND_OWN_TASK,
           lambda w, c: {"reason": "EXITED_REASON_USER_REQUESTED_STOP"}),
-    Route("POST", T + "/kill", OWNER),
+    Route("POST", T + "/kill", EDITOR),
     Route("POST", "/api/v1/commands/<command_id>/kill", EDITOR),
     Route("POST", "/api/v1/notebooks/<notebook_id>/kill", EDITOR),
     Route("POST", "/api/v1/shells/<shell_id>/kill", EDITOR),

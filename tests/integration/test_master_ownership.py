@@ -145,7 +145,11 @@ def test_another_user_cannot_report_metrics_into_my_trial(world: World) -> None:
 
 @pytest.mark.parametrize("action", ["kill", "early_exit"])
 def test_another_user_cannot_stop_my_trial(world: World, action: str) -> None:
+    """Eve with no role in Bob's (now private, issue 40) workspace: killing is an Editor's
+    (every user's in an open workspace: test_workspace_roles.py), an early exit the owner's."""
     w = world
+    admin_id = w.admin.get(f"{w.m.url}/api/v1/me", timeout=10).json()["user"]["id"]
+    _assign(w, 4, admin_id, 1)  # Viewer (4) on the default workspace: a team space now
     body = {"reason": "EXITED_REASON_USER_REQUESTED_STOP"} if action == "early_exit" else {}
     r = w.eve.post(f"{w.m.url}/api/v1/trials/{w.bob_run.trial_id}/{action}", json=body, timeout=10)
     assert r.status_code == 403, r.text

@@ -99,10 +99,24 @@ def test_a_group_with_editor_stops_a_members_runaway_experiment_and_outsiders_ar
         timeout=30,
     )
     assert r.status_code == 403 and "'team-ws'" in r.json()["message"], r.text
+    tid = m.get(f"/api/v1/experiments/{eid}/trials")["trials"][0]["id"]
+    carols = m.session(m.login("carol", pw["carol"]))
+    for path in (f"/api/v1/trials/{tid}", f"/api/v1/trials/{tid}/checkpoints",
+                 f"/api/v1/trials/{tid}/logs",
+                 f"/api/v1/trials/{tid}/metrics", f"/api/v1/trials/{tid}/workloads",
+                 f"/api/v1/trials/metrics/training_metrics?trialIds={tid}",
+                 f"/api/v1/trials/time-series?trialIds={tid}&metricNames=loss"):  # fmt: skip
+        r = carols.get(m.url + path, timeout=30)
+        assert r.status_code == 403 and f"trial {tid} is in workspace 'team-ws'" in r.text, (
+            path, r.text)  # fmt: skip
+    assert carols.post(m.url + f"/api/v1/trials/{tid}/kill", timeout=30).status_code == 403
 
-    # Bob, a colleague through the group, stops it.
+    # Bob, a colleague through the group, stops it (and may kill its trial: an Editor's).
     bob("experiment", "kill", str(eid))
     wait_state(m, eid, "STATE_CANCELED", 60)
+    bobs = m.session(m.login("bob", pw["bob"]))
+    r = bobs.post(m.url + f"/api/v1/trials/{tid}/kill", timeout=30)
+    assert r.status_code not in (401, 403), r.text
 
     # Unassigned, the group's members are outsiders again.
     admin("rbac", "unassign-role", "Editor", "--group-name-to-assign", "team-a",

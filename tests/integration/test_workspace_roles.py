@@ -280,7 +280,8 @@ def test_a_user_outside_the_workspace_is_refused_its_bound_pool_projects_and_tem
         assert t.ids["other_exp"] in ids if who == "alice" else True
         commands = _ok(t.call(who, "GET", "/api/v1/commands"))["commands"]
         assert (t.ids["own_cmd"] in {c["id"] for c in commands}) is sees, who
-    # Nor through a fork (its code goes to the fork; a TensorBoard: test_official_rbac.py).
+    # Nor its trials by id, through a fork (its code goes to the fork), or a TensorBoard
+    # (test_official_rbac.py, which has trials).
     r = t.call("bob", "POST", "/api/v1/experiments",
                {"config": CONFIG.format(name="fork"), "parentId": t.ids["own_exp"]})  # fmt: skip
     assert r.status_code == 403 and "'own-ws'" in r.text, r.text
