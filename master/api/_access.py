@@ -115,7 +115,8 @@ def job(conn: Conn, job_id: str) -> None:
 
 
 def checkpoint(conn: Conn, uuid: str, *, for_write: bool) -> owners.CheckpointOwner | None:
-    """The caller may read (or change) checkpoint ``uuid``; None when it does not exist."""
+    """The caller may read (or change) checkpoint ``uuid``; None when it does not exist. A user
+    reads a checkpoint of a private workspace's experiment with ``experiment.view`` there."""
     try:
         uuidlib.UUID(uuid)
     except ValueError:
@@ -134,6 +135,9 @@ def checkpoint(conn: Conn, uuid: str, *, for_write: bool) -> owners.CheckpointOw
         if not for_write and (row.registered or row.owner_id == p.task.user_id):
             return row
         raise PermissionDenied(f"checkpoint {uuid} is not this task's")
+    if not for_write and p.user is not None and row.experiment_id is not None:
+        # A private workspace's experiment's checkpoints are its members' to read.
+        _read(conn, "experiment", row.experiment_id, f"checkpoint {uuid}")
     if for_write:
         if row.owner_id is None:
             if p.user is None or not p.user.admin:

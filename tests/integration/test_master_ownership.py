@@ -337,3 +337,18 @@ def test_the_owners_own_task_reports_and_the_owner_kills(world: World) -> None:
 def test_runner_metadata_of_a_missing_trial_is_404(world: World) -> None:
     r = world.bob.post(f"{world.m.url}/api/v1/trials/999999/runner/metadata", json={}, timeout=10)
     assert r.status_code == 404, r.text
+
+
+def test_a_private_workspaces_checkpoint_is_its_members_to_read(world: World) -> None:
+    """Issue 40: once Bob's (default) workspace is private, Eve, with no role there, is refused
+    his checkpoint by uuid; Bob and an admin read it."""
+    w = world
+    admin_id = w.admin.get(f"{w.m.url}/api/v1/me", timeout=10).json()["user"]["id"]
+    uid = w.bob_run.checkpoint
+    assert w.eve.get(f"{w.m.url}/api/v1/checkpoints/{uid}", timeout=10).status_code == 200
+    _assign(w, 4, admin_id, 1)
+    r = w.eve.get(f"{w.m.url}/api/v1/checkpoints/{uid}", timeout=10)
+    assert r.status_code == 403, r.text
+    assert f"checkpoint {uid} is in workspace 'Uncategorized'" in r.json()["message"]
+    for s in (w.bob, w.admin):
+        assert s.get(f"{w.m.url}/api/v1/checkpoints/{uid}", timeout=10).status_code == 200
