@@ -1,7 +1,8 @@
 """Inside a task, the user's own tools work as the task's owner (issue 38): in det's default task
 image a command runs the official 0.38.1 SDK's ``client.login(); client.list_experiments()`` and
-the official ``det e list``, unprompted, with the ``DET_USER_TOKEN`` the master gave it; another
-user's experiment stays out of reach, and the token is dead once the task has ended."""
+the official ``det e list``, unprompted, with the ``DET_USER_TOKEN`` the master gave it; what
+only another user may do to their experiment (delete it: an open workspace lets every user stop
+it, not delete it) stays out of reach, and the token is dead once the task has ended."""
 
 from __future__ import annotations
 
@@ -27,11 +28,11 @@ from determined.experimental import client
 client.login()
 print("sdk sees", sorted(e.id for e in client.list_experiments()))
 try:
-    client.get_experiment(BOBS).kill()
+    client.get_experiment(BOBS).delete()
 except errors.ForbiddenException:
     print("sdk refused")
 else:
-    raise SystemExit("alice killed bob's experiment")
+    raise SystemExit("alice deleted bob's experiment")
 """
 
 
@@ -48,7 +49,7 @@ def test_official_sdk_and_det_in_a_command_run_as_its_owner(one_slot: Cluster) -
     script = CHECK.replace("BOBS", str(bobs)).encode()
     entrypoint = (
         "python3 check.py && det e list --all && det user whoami"
-        f" && (det e kill {bobs}; echo det kill exited $?)"
+        f" && (det e delete {bobs} --yes; echo det delete exited $?)"
     )
     r = alice.post(
         m.url + "/api/v1/commands",
@@ -85,7 +86,7 @@ def test_official_sdk_and_det_in_a_command_run_as_its_owner(one_slot: Cluster) -
     assert "sdk refused" in out, out
     assert "bobs" in out, out  # det e list --all
     assert "logged in as user 'alice'" in out, out  # det user whoami
-    assert re.search(r"det kill exited [1-9]", out), out
+    assert re.search(r"det delete exited [1-9]", out), out
     assert "ModuleNotFoundError" not in out, out
     assert (
         alice.get(m.url + f"/api/v1/experiments/{bobs}", timeout=10).json()["experiment"]["state"]
