@@ -12,11 +12,20 @@ import pytest
 
 from det.core import CheckpointContext, DistributedContext, merge_metadata, merge_resources
 from det.storage import DirectoryStorageManager, StorageManager
-from tests.unit.harness.fake_master import TOKEN, FakeMaster, free_port
+from tests.ports import free_port_pair
+from tests.unit.harness.fake_master import TOKEN, FakeMaster
+
+
+def chief_port() -> int:
+    """A port for the chief's star, below the kernel's ephemeral range: the other ranks connect
+    to it over and over until the chief listens, and each try takes an ephemeral local port,
+    which can be the chief's own port when it is in that range (the chief's bind then failed
+    with EADDRINUSE, seen in a CI rehearsal)."""
+    return free_port_pair()
 
 
 def run_ranks(size: int, fn: Callable[[DistributedContext], Any]) -> list[Any]:
-    port = free_port()
+    port = chief_port()
 
     def one(rank: int) -> Any:
         dist = DistributedContext(
@@ -214,7 +223,7 @@ def test_two_containers_of_one_host_each_get_their_own_local_group(
 
     from det.core import _distributed
 
-    port = free_port()
+    port = chief_port()
     who = threading.local()
     connect = _distributed._Star._connect
 
