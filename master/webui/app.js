@@ -424,7 +424,14 @@ async function start() {
     return;
   }
   const [re, page, section] = route;
-  if (page === loginPage) return loginPage(main);
+  if (page === loginPage) {
+    // The login page has nothing to refresh but the cluster message (GetMaster caches it a few
+    // seconds, so the first read may predate a new one): the same poller, backing off and
+    // stopping when nobody is there.
+    loginPage(main);
+    startPolling();
+    return;
+  }
   if (!token()) return toLogin();
   for (const a of document.querySelectorAll("#nav a")) a.classList.toggle("current", a.dataset.section === section);
   const args = path.match(re).slice(1).map((x) => (x === undefined ? x : decodeURIComponent(x)));
