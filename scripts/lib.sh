@@ -17,8 +17,11 @@ DET_APT_PACKAGES=(
 # (one dpkg-query for all of them, then the probes of those it does not list as installed).
 det_apt_missing() {
   local entry pkg probe installed
-  installed=" $(dpkg-query -W -f='${Package}:${Status}\n' "${DET_APT_PACKAGES[@]%%:*}" 2>/dev/null |
-    awk -F: '/ok installed$/ {printf "%s ", $1}')"
+  # dpkg-query exits 1 when any package is unknown to dpkg (on a fresh machine, most): under the
+  # callers' `set -eo pipefail` a process substitution (`< <(det_apt_missing)`) inherits errexit
+  # and would end here, printing nothing, as if every package were installed.
+  installed=" $({ dpkg-query -W -f='${Package}:${Status}\n' "${DET_APT_PACKAGES[@]%%:*}" 2>/dev/null ||
+    true; } | awk -F: '/ok installed$/ {printf "%s ", $1}')"
   for entry in "${DET_APT_PACKAGES[@]}"; do
     pkg="${entry%%:*}" probe="${entry#*:}"
     [[ "$installed" == *" $pkg "* ]] && continue
