@@ -221,6 +221,9 @@ def _run(argv: list[str], env: dict[str, str]) -> int:
     env = with_official_torch_loads(env, importlib.util.find_spec("determined") is not None)
     # This allocation's own launcher and Core API ports (two tasks of one host never share one).
     env = ports.with_ports(env)
+    gang = ports.gang_line(env)
+    if gang is not None:  # where this container runs and meets the others, in the trial's log
+        print(f"det.exec.run: {gang}", file=sys.stderr, flush=True)
     cmd = entrypoint_argv(argv, sys.executable, total_slots(env))
     startup.mark("entrypoint started")
     try:

@@ -62,3 +62,22 @@ def c10d_port(env: Mapping[str, str]) -> int:
     """The torch rendezvous port of this allocation."""
     value = env.get("C10D_PORT")
     return int(value) if value and value.isdigit() else C10D_BASE + offset_of(env)
+
+
+def gang_line(env: Mapping[str, str]) -> str | None:
+    """What a container of a trial spanning machines logs before its entrypoint (pure): its
+    rank, its own address, the chief's, and the ports it uses; None for one container.
+
+    ``det.exec.run``'s line, ``container rank R of N at ADDR, chief at ADDR0: PORT=…``, is how
+    a trial's log shows where each container ran and where its ranks met."""
+    import json  # why: only this helper reads the gang (the rest of the module is arithmetic)
+
+    try:
+        addrs = [str(a) for a in json.loads(env.get("DET_CONTAINER_ADDRS") or "[]")]
+        rank = int(env.get("DET_CONTAINER_RANK") or 0)
+    except (ValueError, TypeError):
+        return None
+    if len(addrs) < 2 or not 0 <= rank < len(addrs):
+        return None
+    used = ", ".join(f"{name}={env.get(name, '')}" for name in BASES)
+    return f"container rank {rank} of {len(addrs)} at {addrs[rank]}, chief at {addrs[0]}: {used}"
