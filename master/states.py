@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -22,7 +22,6 @@ from det.common.states import AllocationState
 from det.master.db import Conn
 from det.master.errors import Conflict
 from det.master.provisioner.provider import Instance, InstanceState
-from det.master.services import webhooks
 
 logger = logging.getLogger(__name__)
 
@@ -176,6 +175,20 @@ def _check_move(entity: str, current: str, new: str) -> None:
         raise ValueError(f"{entity}: {current} -> {new} is not in its transition table")
 
 
+# What follows an experiment's move, in the move's transaction: (connection, experiment id, new
+# state). The state machine knows no service; services subscribe (the webhooks queue their events,
+# det.master.services.webhooks), so a move and what it triggers commit or roll back together.
+ExperimentListener = Callable[[Conn, int, str], None]
+_experiment_listeners: list[ExperimentListener] = []
+
+
+def on_experiment_state(listener: ExperimentListener) -> ExperimentListener:
+    """Subscribes ``listener`` to every experiment's state move (a decorator)."""
+    if listener not in _experiment_listeners:
+        _experiment_listeners.append(listener)
+    return listener
+
+
 def transition(
     conn: Conn, entity: str, entity_id: int | str, new: str, reason: str, *, strict: bool = True
 ) -> bool:
@@ -207,7 +220,8 @@ def transition(
     conn.execute(f"UPDATE {table} SET state = %s{extra} WHERE id = %s", (new, entity_id))
     record_event(conn, entity, entity_id, "state", f"{current} -> {new}: {reason}")
     if entity == "experiment":
-        webhooks.experiment_state_changed(conn, int(entity_id), new)
+        for listener in _experiment_listeners:
+            listener(conn, int(entity_id), new)
     logger.info("%s %s: %s -> %s (%s)", entity, entity_id, current, new, reason)
     return True
 

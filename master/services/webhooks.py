@@ -32,7 +32,7 @@ from psycopg.types.json import Jsonb
 from typing_extensions import TypedDict
 
 from det.common.jsontypes import JSONObject, JSONValue
-from det.master import egress, limits
+from det.master import egress, limits, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.expconf import stored
@@ -568,8 +568,10 @@ def _hooks(conn: Conn, kind: str, extra: str = "", args: tuple[str, ...] = ()) -
     )
 
 
+@states.on_experiment_state
 def experiment_state_changed(conn: Conn, experiment_id: int, state: str) -> None:
-    """Queues the events of an experiment's move to ``state`` (called by ``states``)."""
+    """Queues the events of an experiment's move to ``state`` (``states`` calls it in the move's
+    transaction: it subscribes when this module is imported, as every services import does)."""
     hooks = _hooks(conn, STATE_CHANGE, " AND t.condition->>'state' = %s", (state,))
     if not hooks:
         return
