@@ -1,6 +1,9 @@
 """The task container policy: which host paths, capabilities and devices a non-admin's task
-container may use (master.yaml ``task_container_policy``, and each pool's, which overrides it
-key by key). Pure: a resolved task config and the policy in, the first refusal out.
+container may use (master.yaml ``task_container_policy`` until an admin stores one at run
+time, det.master.services.task_container_policy; each pool's overrides it key by key). Pure: a
+resolved task config and the policy in, the first refusal out. :class:`ContainerPolicy` is the
+one model of a policy, wherever it comes from: paths absolute, devices paths or number rules,
+capabilities names, each refusal naming the key.
 
 This is the early, friendly refusal, on paths as written (after lexical normalisation:
 ``/etc/../root`` is ``/root``). The check that holds is the agent's (``det.agent.mount_guard``):
@@ -28,11 +31,13 @@ task is the admin's and always allowed as given.
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from det.common.container_spec import HostPolicy, HostRoot
 from det.common.host_policy import (
@@ -84,10 +89,47 @@ PROTECTED_CAPABILITIES = frozenset(
 )
 
 
+def _absolute(path: str) -> str:
+    if not path.startswith("/"):
+        raise PydanticCustomError(
+            "not_absolute", "must be an absolute host path (got {got})", {"got": repr(path)}
+        )
+    return path
+
+
+_CAPABILITY = re.compile(r"(CAP_)?[A-Z][A-Z0-9_]*")
+
+
+def _capability_name(name: str) -> str:
+    if not _CAPABILITY.fullmatch(name.strip().upper()):
+        raise PydanticCustomError(
+            "capability",
+            "{got} is not a capability's name (such as SYS_PTRACE)",
+            {"got": repr(name)},
+        )
+    return name
+
+
+def _device(device: str) -> str:
+    if parse_device_rule(device) is None and not device.startswith("/"):
+        raise PydanticCustomError(
+            "device",
+            "{got} is neither an absolute host path nor a rule such as 'c 10:229' or 'b 7:*'",
+            {"got": repr(device)},
+        )
+    return device
+
+
+#: A host path a policy names: absolute (it is judged as written, then on the agent's host).
+HostPath = Annotated[str, AfterValidator(_absolute)]
+CapabilityName = Annotated[str, AfterValidator(_capability_name)]
+DeviceRule = Annotated[str, AfterValidator(_device)]
+
+
 class AllowedMount(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    host_path: str
+    host_path: HostPath
     #: True: tasks may mount it (or what is under it) read-only only.
     read_only: bool = False
 
@@ -101,13 +143,13 @@ class ContainerPolicy(BaseModel):
     #: cluster's own mounts; None or empty: none.
     bind_mounts: list[AllowedMount] | None = None
     #: Capabilities a non-admin's task may add; None: any but the protected ones.
-    add_capabilities: list[str] | None = None
+    add_capabilities: list[CapabilityName] | None = None
     #: Host devices a non-admin's task may pass in besides its slots' GPUs and the cluster's
     #: defaults: host paths (the agent allows the device node they are, by kind and numbers) or
     #: ``"c MAJOR:MINOR"`` / ``"b MAJOR:*"`` rules; None or empty: none.
-    devices: list[str] | None = None
+    devices: list[DeviceRule] | None = None
     #: More host paths no non-admin task may mount, besides :data:`PROTECTED_PATHS`.
-    protected_host_paths: list[str] = Field(default_factory=list)
+    protected_host_paths: list[HostPath] = Field(default_factory=list)
 
     def over(self, base: ContainerPolicy) -> ContainerPolicy:
         """This (a pool's) policy over ``base`` (the master's): the keys this one sets win."""

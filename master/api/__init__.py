@@ -22,6 +22,7 @@ from det.master.api.provisioning import bp as provisioning_bp
 from det.master.api.rbac import bp as rbac_bp
 from det.master.api.runs import bp as runs_bp
 from det.master.api.shells import bp as shells_bp
+from det.master.api.task_container_policy import bp as task_container_policy_bp
 from det.master.api.tasks import bp as tasks_bp
 from det.master.api.templates import bp as templates_bp
 from det.master.api.tensorboards import bp as tensorboards_bp
@@ -61,5 +62,6 @@ BLUEPRINTS: list[Blueprint] = [
     webhooks_bp,
     user_settings_bp,
     usage_bp,
+    task_container_policy_bp,
     webui_bp,
 ]

@@ -24,7 +24,7 @@ from det.master.errors import PermissionDenied
 from det.master.expconf import stored
 from det.master.expconf.schema import DEFAULT_CPU_IMAGE
 from det.master.handles import MasterState
-from det.master.services import agent_users, users
+from det.master.services import agent_users, task_container_policy, users
 
 AGENT_LOST = "agent lost"
 #: How an agent's container error starts when the image could not be pulled (det.agent.images).
@@ -75,11 +75,19 @@ def _strings(value: JSONValue) -> list[str]:
     return [str(v) for v in value] if isinstance(value, list) else []
 
 
-def docker_options(st: MasterState, config: JSONObject, pool: str, *, admin: bool) -> DockerOptions:
+def docker_options(
+    st: MasterState,
+    config: JSONObject,
+    pool: str,
+    *,
+    admin: bool,
+    policy: container_policy.ContainerPolicy | None = None,
+) -> DockerOptions:
     """The container spec's Docker settings from the experiment's resolved config (which already
     holds the cluster's task_container_defaults) and the pool's ``network_mode``, with the host
     policy the agent applies to its mounts and devices (``admin``: whether the task's owner is
-    one now).
+    one now; ``policy``: the pool's task container policy, by default the one in force now,
+    :func:`task_container_policy.policy_for`, the stored one read at most a few seconds ago).
 
     ``registryAuth`` goes to the agent that pulls and nowhere else (see expconf.environment).
     """
@@ -108,7 +116,9 @@ def docker_options(st: MasterState, config: JSONObject, pool: str, *, admin: boo
         "networkMode": network if isinstance(network, str) and network else "host",
         "bindMounts": bind_mounts(config),
         "hostPolicy": container_policy.host_policy(
-            admin, st.config.task_container_policy_for(pool), _trusted(st, pool)
+            admin,
+            policy if policy is not None else task_container_policy.policy_for(st, pool),
+            _trusted(st, pool),
         ),
     }
 
@@ -161,7 +171,7 @@ def check_policy(
     request = container_policy.request_of(config, extra_mounts, tcd)
     refusal = next(
         container_policy.refusals(
-            request, st.config.task_container_policy_for(pool), _trusted(st, pool)
+            request, task_container_policy.policy_for(st, pool), _trusted(st, pool)
         ),
         None,
     )

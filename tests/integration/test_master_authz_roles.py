@@ -337,6 +337,8 @@ ROUTES: list[Route] = [
     Route("GET", "/api/v1/master/config", ADMIN),
     Route("GET", "/api/v1/master/cluster_message", ANY_USER),
     Route("GET", "/api/v1/master/logs", ADMIN, params={"limit": 1}),
+    Route("GET", "/api/v1/master/task-container-policy", ANY_USER),
+    Route("GET", "/api/v1/master/task-container-policy/history", ADMIN),
     Route("GET", "/api/v1/agents", ANY_USER),
     Route("GET", AG, ANY_USER),
     Route("GET", AG + "/slots", ANY_USER),
@@ -505,6 +507,7 @@ ROUTES: list[Route] = [
     Route("DELETE", "/api/v1/master/cluster_message", ADMIN),
     Route("PATCH", "/api/v1/master/config", ADMIN, lambda w, c: {
         "config": {"log": {"level": "LOG_LEVEL_INFO"}}, "fieldMask": {"paths": ["log.level"]}}),
+    Route("PUT", "/api/v1/master/task-container-policy", ADMIN, lambda w, c: {"policy": {}}),
     Route("PUT", E + "/labels/<path:label>", EDITOR),
     Route("DELETE", E + "/labels/<path:label>", EDITOR),
     Route("POST", E + "/pause", EDITOR),

@@ -396,7 +396,10 @@ def test_the_masters_installation_and_data_dir_are_protected() -> None:
             {"task_container_policy": {"bind_mounts": [{"host_path": "/", "read_only": True}]}}
         )
     )
-    policy = docker_options(st, {}, "default", admin=False)["hostPolicy"]
+    # master.yaml's policy (the stored one, when an admin set one: test_task_container_policy_runtime)
+    policy = docker_options(
+        st, {}, "default", admin=False, policy=st.config.task_container_policy_for("default")
+    )["hostPolicy"]
     assert policy is not None
     protected = policy["protectedPaths"]
     assert sys.prefix in protected and str(st.config.data_dir) in protected

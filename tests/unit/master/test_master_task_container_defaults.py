@@ -164,7 +164,10 @@ def test_the_container_spec_carries_the_docker_settings_of_the_pool_and_experime
     }
     tcd = st.config.task_container_defaults_for("gpu")
     config = parse_experiment_config(exp, {"task_container_defaults": tcd}).to_dict()
-    opts = docker_options(st, config, "gpu", admin=False)
+    # master.yaml's policy (the stored one, when an admin set one: test_task_container_policy_runtime)
+    opts = docker_options(
+        st, config, "gpu", admin=False, policy=st.config.task_container_policy_for("gpu")
+    )
     assert opts["networkMode"] == "bridge"  # the pool's
     assert opts["registryAuth"] == {
         "username": "ci",
@@ -192,7 +195,10 @@ def test_the_container_spec_carries_the_docker_settings_of_the_pool_and_experime
     assert os.path.abspath(st.config.data_dir) in policy["protectedPaths"]
 
     plain = parse_experiment_config(EXP).to_dict()
-    opts = docker_options(SimpleNamespace(config=parse_config({})), plain, "default", admin=True)  # type: ignore[arg-type]
+    bare: Any = SimpleNamespace(config=parse_config({}))
+    opts = docker_options(
+        bare, plain, "default", admin=True, policy=bare.config.task_container_policy
+    )
     assert opts["hostPolicy"] is not None and opts["hostPolicy"]["admin"] is True
     assert opts["networkMode"] == "host"
     assert opts["shmSize"] == DEFAULT_SHM_SIZE  # Determined's 4 GiB
