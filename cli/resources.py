@@ -1,5 +1,5 @@
 """``det resources``: who used which slots when and what it cost (Determined's allocation
-reports, with det's dollars where a pool has prices)."""
+reports, with det's dollars where a pool has prices: ``-`` where it has none)."""
 
 from __future__ import annotations
 
@@ -103,10 +103,12 @@ def aggregated(args: argparse.Namespace) -> None:
                     usd(d["onDemandUsd"] if d else None),
                 ]
             )
+        # The total's dollars are over priced usage only: say so when some rows have none.
+        partial = cost.get("usd") is not None and any(k not in money for k in e.get(key, {}))
         rows.append(
             [
                 e["periodStart"],
-                "total",
+                "total (priced pools only)" if partial else "total",
                 _hours(e["seconds"]),
                 usd(cost.get("usd")),
                 usd(cost.get("spotUsd")),

@@ -189,6 +189,26 @@ def _merge_env(cluster: JSONValue, pool: JSONValue) -> JSONObject:
     return out
 
 
+class PoolPrice(_Model):
+    """det's ``resource_pools[].price``: what a pool's agents cost, for the usage reports. An
+    allocation pays ``slot_hour`` for each slot-hour it holds, and its share of its agents'
+    ``agent_hour`` (the slots it held on an agent over the agent's slots). USD."""
+
+    slot_hour: float = Field(0.0, ge=0, allow_inf_nan=False)
+    agent_hour: float = Field(0.0, ge=0, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_empty(cls, value: object) -> object:
+        if isinstance(value, dict) and not value:
+            raise ValueError("give slot_hour or agent_hour (USD)")
+        return value
+
+    def hourly(self, slots: int) -> float:
+        """USD per hour of one agent of ``slots`` slots."""
+        return self.agent_hour + self.slot_hour * slots
+
+
 class ResourcePoolConfig(_Model):
     pool_name: str
     description: str = ""
@@ -203,6 +223,8 @@ class ResourcePoolConfig(_Model):
     # What non-admins' tasks in this pool may use of the host; the keys set here replace the
     # master's (det.master.container_policy).
     task_container_policy: ContainerPolicy | None = None
+    # det's own: a price for the usage reports, on any pool (on-prem ones too).
+    price: PoolPrice | None = None
     _provider_config: ProvisionerConfig | None = PrivateAttr(None)
 
     _tcd = field_validator("task_container_defaults")(_check_tcd)
@@ -514,6 +536,11 @@ class MasterConfig(_Model):
             if pool.provider is not None:
                 pool._provider_config = parse_provider_config(
                     pool.provider, path=f"resource_pools[{i}].provider"
+                )
+            cost = pool._provider_config.cost if pool._provider_config else None
+            if pool.price is not None and cost is not None and (cost.prices or cost.spot_prices):
+                raise ValueError(
+                    f"resource_pools[{i}].price: give a price or provider.cost.prices, not both"
                 )
         return self
 

@@ -3,13 +3,17 @@
 An allocation holds its slots from its placement until it ended (``now`` while it lives). Its
 dollars are, for each machine it was placed on, its share of that machine (the slots it held
 there over the machine's slots) times the machine's hourly price, for the time both lived.
-A machine is a cloud instance the provisioner launched (its agent id is the instance id); its
-price is its pool's (``provider.cost``: ``prices`` and ``spot_prices`` by instance type), spot
-and on-demand apart. An agent that is no such instance, or a pool without prices, has no price:
-its slot-seconds count and its dollars are not known (``priced`` stays False).
+A machine is a cloud instance the provisioner launched (its agent id is the instance id), priced
+by its pool (``provider.cost``: ``prices`` and ``spot_prices`` by instance type, spot and
+on-demand apart; or the pool's ``price``), or a static (on-prem) agent of a pool with a
+``price`` (``agent_hour`` plus ``slot_hour`` per slot, so a task pays ``slot_hour`` per
+slot-hour held and its slots' share of ``agent_hour``). An agent of a pool without prices has
+no price: its slot-seconds count and its dollars are not known (``priced`` stays False).
 
-What a pool's machines cost in a window is what its tasks were charged plus what no task held
-(``idle``): the two add up to the instances' own cost, as long as no slot is held twice.
+What a pool's instances cost in a window is what its tasks were charged plus what no task held
+(``idle``): the two add up to the instances' own cost, as long as no slot is held twice. A
+static agent's life is not recorded (it may come and go with no trace), so it has no idle
+part: its pool's figures are what its tasks were charged.
 
 Every figure is clipped to the window asked for, so windows that tile a range add up to the
 range's figures.
@@ -42,6 +46,9 @@ class Machine:
     ended_at: dt.datetime | None
     slots: int
     hourly_usd: float | None
+    # A static agent: charged to the tasks it ran only (no recorded life, so no idle part and
+    # no row of its own in the raw report).
+    static: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,9 +219,10 @@ def aggregate(
                 for key in keys(h, dim):
                     p.by[dim][key].add(u.figures)
             for mid, usd in u.by_machine.items():
-                p.charged_usd[machines[mid].pool] += usd
+                if not machines[mid].static:
+                    p.charged_usd[machines[mid].pool] += usd
     for m in machines.values():
-        if m.hourly_usd is None:
+        if m.hourly_usd is None or m.static:
             continue
         for p in overlapping(m.launched_at, m.ended_at):
             mu = machine_use(m, p.start, p.end, now)

@@ -1,6 +1,7 @@
 """Usage and cost reports: Determined's allocation reports (``/api/v1/resources/allocation/raw``
 and ``aggregated``, and the CSVs its ``det resources`` commands fetch outside ``/api/v1``), with
-dollars beside slot-hours where a pool has prices, and det's cost of one experiment.
+dollars beside slot-hours where a pool has prices (``null``, never 0, where none has: a
+total's dollars are its priced rows'), and det's cost of one experiment.
 
 Any user may read them, as in Determined's open-source edition (they show what the experiment
 list already shows to every user: owners, labels, pools); tasks and agents may not. Figures
@@ -112,7 +113,7 @@ def _aggregated(params: wire.AggregatedParams) -> tuple[bool, list[usage.Period]
         # Determined's report starts at the first day it has figures for.
         periods = [p for p in periods if p[2] > first]
         holds = svc.holds(conn, start, end)
-        machines = svc.machines(conn, state().config, start, end)
+        machines = svc.machines(conn, state().config, start, end, holds)
     return monthly, usage.aggregate(holds, machines, periods, _now())
 
 
@@ -120,13 +121,15 @@ def _raw(start: dt.datetime, end: dt.datetime) -> list[wire.RawEntry]:
     now = _now()
     with reads() as conn:
         holds = svc.holds(conn, start, end)
-        machines = svc.machines(conn, state().config, start, end)
+        machines = svc.machines(conn, state().config, start, end, holds)
     out: list[wire.RawEntry] = []
     for h in holds:
         u = usage.use(h, machines, start, end, now)
         if u is not None:
             out.append(wire.raw_entry(u))
     for m in machines.values():
+        if m.static:  # its life is not recorded: its dollars are its tasks'
+            continue
         span_end = min(m.ended_at or now, now, end)
         span_start = max(m.launched_at, start)
         mu = usage.machine_use(m, start, end, now)
@@ -231,7 +234,16 @@ def aggregated_csv(params: wire.AggregatedParams) -> Response:
                         _usd(f.usd if f.priced else None),
                     ]
                 )
-        rows.append(["total", "total", p.label, f"{p.total.slot_seconds:f}", _usd(p.total.usd)])
+        total = p.total
+        rows.append(
+            [
+                "total",
+                "total",
+                p.label,
+                f"{total.slot_seconds:f}",
+                _usd(total.usd if total.priced else None),
+            ]
+        )
     header = ["aggregation_type", "aggregation_key", "date", "seconds", "cost_usd"]
     return _csv(header, rows, "aggregated")
 
@@ -245,7 +257,7 @@ def allocations_csv(params: wire.RawParams) -> Response:
     now = _now()
     with reads() as conn:
         holds = svc.holds(conn, start, end)
-        machines = svc.machines(conn, state().config, start, end)
+        machines = svc.machines(conn, state().config, start, end, holds)
     rows = []
     for h in holds:
         u = usage.use(h, machines, start, end, now)
@@ -299,7 +311,7 @@ def experiment_cost(experiment_id: int) -> wire.ExperimentCostResponse:
         if not svc.experiment_exists(conn, experiment_id):
             raise NotFound(f"experiment {experiment_id} not found")
         holds = svc.holds(conn, start, now, experiment_id=experiment_id)
-        machines = svc.machines(conn, state().config, start, now)
+        machines = svc.machines(conn, state().config, start, now, holds)
     total = usage.Figures()
     trials: dict[int, usage.Figures] = {}
     for h in holds:

@@ -62,14 +62,15 @@ class Dollars(TypedDict):
 
 
 class AggregatedCost(TypedDict):
-    """Dollars of the period (priced pools only), by the entry's dimensions; ``idleUsd``: what
-    the pools' machines cost that no task held."""
+    """Dollars of the period (priced pools only: None when nothing in it ran where there is a
+    price), by the entry's dimensions (priced keys only); ``idleUsd``: what the pools' cloud
+    instances cost that no task held (None: no priced instance ran)."""
 
     currency: str
-    usd: float
-    spotUsd: float
-    onDemandUsd: float
-    idleUsd: float
+    usd: float | None
+    spotUsd: float | None
+    onDemandUsd: float | None
+    idleUsd: float | None
     byUsername: dict[str, Dollars]
     byExperimentLabel: dict[str, Dollars]
     byResourcePool: dict[str, Dollars]
@@ -148,10 +149,10 @@ def aggregated_entry(p: usage.Period, monthly: bool) -> AggregatedEntry:
         "byExperiment": seconds("experiment"),
         "cost": {
             "currency": CURRENCY,
-            "usd": p.total.usd,
-            "spotUsd": p.total.spot_usd,
-            "onDemandUsd": p.total.on_demand_usd,
-            "idleUsd": sum(idle.values()),
+            "usd": p.total.usd if p.total.priced else None,
+            "spotUsd": p.total.spot_usd if p.total.priced else None,
+            "onDemandUsd": p.total.on_demand_usd if p.total.priced else None,
+            "idleUsd": sum(idle.values()) if idle else None,
             "byUsername": priced("username"),
             "byExperimentLabel": priced("experiment_label"),
             "byResourcePool": priced("resource_pool"),

@@ -1,15 +1,16 @@
 """What the usage and cost reports read: allocations that held slots in a window, with who and
-what they were for, and the cloud machines they ran on with their pools' prices
-(:mod:`det.master.usage` does the arithmetic)."""
+what they were for, and the machines they ran on with their pools' prices: cloud instances, and
+the static agents of pools with a ``price`` (:mod:`det.master.usage` does the arithmetic)."""
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 
 from psycopg.rows import args_row
 
 from det.common.jsontypes import JSONValue
-from det.master.config import MasterConfig
+from det.master.config import MasterConfig, PoolPrice
 from det.master.db import Conn
 from det.master.provisioner.cost import CostPolicy
 from det.master.provisioner.provider import Market
@@ -96,7 +97,7 @@ def holds(
 
 
 def policies(config: MasterConfig) -> dict[str, CostPolicy]:
-    """Each pool's price table, for the pools that have one."""
+    """Each cloud pool's price table (``provider.cost``), for the pools that have one."""
     out = {}
     for p in config.resource_pools:
         pc = p.provider_config
@@ -115,19 +116,37 @@ def _launch_slots(config: MasterConfig, pool: str, instance_type: str) -> int:
     )
 
 
+_AGENT_SLOTS = """
+SELECT a.id, (SELECT count(*) FROM slots s WHERE s.agent_id = a.id) AS slots
+  FROM agents a
+ WHERE a.id = ANY(%(ids)s)
+"""
+
+
 def machines(
-    conn: Conn, config: MasterConfig, start: dt.datetime, end: dt.datetime
+    conn: Conn,
+    config: MasterConfig,
+    start: dt.datetime,
+    end: dt.datetime,
+    holds: Iterable[Hold] = (),
 ) -> dict[str, Machine]:
-    """The cloud instances that ran at some time in ``[start, end)``, priced by their pool (a
-    pool without prices: ``hourly_usd`` None). A machine's slots are its agent's; before its
-    agent registered, its launch option's."""
+    """The cloud instances that ran at some time in ``[start, end)``, priced by their pool's
+    ``provider.cost`` or ``price`` (neither: ``hourly_usd`` None); and the static agents that
+    ``holds`` were placed on in pools with a ``price``. A machine's slots are its agent's;
+    before its agent registered, its launch option's."""
     prices = policies(config)
     out = {}
     for r in conn.execute(_MACHINES, {"start": start, "end": end}):
         pool = r["resource_pool"]
         market = Market(r["market"])
         policy = prices.get(pool)
+        flat = _price(config, pool)
         slots = int(r["slots"]) or _launch_slots(config, pool, r["instance_type"])
+        hourly = None
+        if policy is not None:
+            hourly = policy.price(r["instance_type"], market)
+        elif flat is not None:
+            hourly = flat.hourly(slots)
         out[r["id"]] = Machine(
             id=r["id"],
             pool=pool,
@@ -136,9 +155,54 @@ def machines(
             launched_at=r["launched_at"],
             ended_at=r["terminated_at"],
             slots=slots,
-            hourly_usd=policy.price(r["instance_type"], market) if policy else None,
+            hourly_usd=hourly,
+        )
+    out.update(_static_agents(conn, config, holds, set(out)))
+    return out
+
+
+def _price(config: MasterConfig, pool: str) -> PoolPrice | None:
+    p = config.pool(pool)
+    return p.price if p is not None else None
+
+
+def _static_agents(
+    conn: Conn, config: MasterConfig, holds: Iterable[Hold], instances: set[str]
+) -> dict[str, Machine]:
+    """The agents of priced pools that ``holds`` ran on and no cloud instance is: priced by
+    their slots (``price.hourly``), as if they lived for ever (no idle part is counted)."""
+    held: dict[str, tuple[str, PoolPrice, int]] = {}  # agent -> pool, price, most slots held
+    for h in holds:
+        price = _price(config, h.pool)
+        if price is None:
+            continue
+        for agent, n in h.placement.items():
+            if agent not in instances:
+                most = max(n, held[agent][2]) if agent in held else n
+                held[agent] = (h.pool, price, most)
+    if not held:
+        return {}
+    registered = {
+        r["id"]: int(r["slots"]) for r in conn.execute(_AGENT_SLOTS, {"ids": sorted(held)})
+    }
+    out = {}
+    for agent, (pool, price, most) in sorted(held.items()):
+        slots = registered.get(agent) or most
+        out[agent] = Machine(
+            id=agent,
+            pool=pool,
+            instance_type="",
+            market=Market.ON_DEMAND,
+            launched_at=_EPOCH,
+            ended_at=None,
+            slots=slots,
+            hourly_usd=price.hourly(slots),
+            static=True,
         )
     return out
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def first_placement(conn: Conn) -> dt.datetime | None:

@@ -17,6 +17,7 @@ from psycopg.types.json import Jsonb
 from det.master import usage
 from det.master.config import parse_config
 from det.master.db import upgrade
+from det.master.schemas import usage as wire
 from det.master.services import usage as svc
 
 pytestmark = pytest.mark.integration
@@ -242,3 +243,93 @@ def test_days_split_at_midnight_utc(conn: Conn, cluster: dict[str, int]) -> None
     (month,) = report(conn, usage.months(dt.date(2025, 3, 1), dt.date(2025, 3, 1)))
     assert month.label == "2025-03"
     assert month.total.usd == pytest.approx(first.total.usd)
+
+
+# An on-prem pool with a price (det's ``resource_pools[].price``): $1 per slot-hour plus $2 per
+# agent-hour, so a slot of the 4-slot agent costs $1.5 an hour and one of the 2-slot agent $2.
+RACK = "rack"
+PRICED = parse_config(
+    {
+        "resource_pools": [
+            {"pool_name": RACK, "price": {"slot_hour": 1.0, "agent_hour": 2.0}},
+            {"pool_name": "static"},
+        ]
+    },
+    env={},
+)
+
+
+def rack_agent(conn: Conn, aid: str, slots: int, pool: str = RACK) -> None:
+    conn.execute("INSERT INTO agents (id, resource_pool) VALUES (%s, %s)", (aid, pool))
+    for s in range(slots):
+        conn.execute(
+            "INSERT INTO slots (agent_id, slot_id, type) VALUES (%s, %s, 'cuda')", (aid, str(s))
+        )
+
+
+def in_workspace(conn: Conn, eid: int, name: str) -> None:
+    wid = conn.execute(
+        "INSERT INTO workspaces (name) VALUES (%s) RETURNING id", (name,)
+    ).fetchone()["id"]  # type: ignore[index]
+    pid = conn.execute(
+        "INSERT INTO projects (workspace_id, name, key) VALUES (%s, %s, %s) RETURNING id",
+        (wid, name, name.upper()),
+    ).fetchone()["id"]  # type: ignore[index]
+    conn.execute("UPDATE experiments SET project_id = %s WHERE id = %s", (pid, eid))
+
+
+def test_a_priced_on_prem_pool_charges_users_workspaces_and_experiments_its_total(
+    conn: Conn,
+) -> None:
+    rack_agent(conn, "r1", 4)
+    rack_agent(conn, "r2", 2)
+    rack_agent(conn, "old9", 1, pool="static")
+    a = experiment(conn, "alice", ["x"])
+    b = experiment(conn, "bob", ["x"])
+    in_workspace(conn, a, "vision")
+    in_workspace(conn, b, "nlp")
+    a1, b1 = trial(conn, a, 1), trial(conn, b, 1)
+    # alice: 2 slots of r1, h0 to h2: 4 slot-hours at $1.5 = $6.
+    allocation(conn, f"{a}.1.1", a, a1, {"r1": ["0", "1"]}, h(0), h(2), pool=RACK)
+    # bob: 2 slots of r1 and both of r2, h1 to h4: 6 x $1.5 + 6 x $2 = $21.
+    allocation(conn, f"{b}.1.1", b, b1, {"r1": ["2", "3"], "r2": ["0", "1"]}, h(1), h(4), RACK)
+    # bob's checkpoint GC on r1 holds no slot: $0. alice on the unpriced pool: no dollars.
+    allocation(conn, f"{b}.gc.1", b, None, {"r1": []}, h(4), h(5), pool=RACK)
+    allocation(conn, f"{a}.1.2", a, a1, {"old9": ["0"]}, h(5), h(6), pool="static")
+
+    start, end = h(0), NOW
+    holds = svc.holds(conn, start, end)
+    machines = svc.machines(conn, PRICED, start, end, holds)
+    (p,) = usage.aggregate(holds, machines, [("all", start, end)], NOW)
+    assert p.total.usd == pytest.approx(27.0) and p.total.on_demand_usd == pytest.approx(27.0)
+    for dim, want in (
+        ("username", {"alice": 6.0, "bob": 21.0}),
+        ("workspace", {"vision": 6.0, "nlp": 21.0}),
+        ("experiment", {str(a): 6.0, str(b): 21.0}),
+        ("resource_pool", {RACK: 27.0}),
+    ):
+        priced = {k: f.usd for k, f in p.by[dim].items() if f.priced}
+        assert priced == pytest.approx(want), dim
+        assert sum(priced.values()) == pytest.approx(p.total.usd), dim
+    assert not p.by["resource_pool"]["static"].priced
+    # A static agent's life is not recorded: no idle part is made up for it.
+    assert p.machines_usd == {} and p.idle_usd == {}
+
+    # On the wire: the dollars by key, and null (never 0) where nothing had a price.
+    entry = wire.aggregated_entry(p, monthly=False)
+    cost = entry["cost"]
+    assert cost["usd"] == pytest.approx(27.0) and cost["idleUsd"] is None
+    assert {k: d["usd"] for k, d in cost["byWorkspace"].items()} == pytest.approx(
+        {"vision": 6.0, "nlp": 21.0}
+    )
+    assert "static" not in cost["byResourcePool"]
+    unpriced_holds = svc.holds(conn, h(5), h(6))
+    (q,) = usage.aggregate(
+        unpriced_holds,
+        svc.machines(conn, PRICED, h(5), h(6), unpriced_holds),
+        [("w", h(5), h(6))],
+        NOW,
+    )
+    none = wire.aggregated_entry(q, monthly=False)["cost"]
+    assert q.total.slot_seconds == pytest.approx(3600)
+    assert (none["usd"], none["spotUsd"], none["onDemandUsd"], none["idleUsd"]) == (None,) * 4

@@ -229,3 +229,41 @@ def test_pass_through_blocks_keep_their_json_values() -> None:
     cfg = parse_config({"telemetry": {"enabled": False, "n": 3, "r": 0.5, "tags": ["a"]}}, env={})
     assert cfg.telemetry == {"enabled": False, "n": 3, "r": 0.5, "tags": ["a"]}
     assert cfg.redacted()["telemetry"] == cfg.telemetry
+
+
+def test_any_pool_takes_a_price_per_slot_hour_and_agent_hour() -> None:
+    cfg = parse_config(
+        {"resource_pools": [{"pool_name": "rack", "price": {"slot_hour": 1.2, "agent_hour": 3}}]},
+        env={},
+    )
+    price = cfg.resource_pools[0].price
+    assert price is not None and price.hourly(4) == pytest.approx(3 + 4 * 1.2)
+
+
+@pytest.mark.parametrize(
+    ("pool", "message"),
+    [
+        ({"price": {"slot_hour": -1}}, r"resource_pools\.0\.price\.slot_hour: .*greater than"),
+        ({"price": {"slot_hours": 1}}, r"unknown key 'resource_pools\.0\.price\.slot_hours'"),
+        ({"price": {"agent_hour": "cheap"}}, r"resource_pools\.0\.price\.agent_hour: "),
+        ({"price": {"slot_hour": float("inf")}}, r"price\.slot_hour: .*finite"),
+        ({"price": {}}, r"resource_pools\.0\.price: give slot_hour or agent_hour"),
+        (
+            {
+                "price": {"slot_hour": 1},
+                "provider": {
+                    "type": "aws",
+                    "region": "us-east-1",
+                    "image_id": "ami-1",
+                    "instance_type": "m5.large",
+                    "cost": {"prices": {"m5.large": 0.1}},
+                },
+            },
+            r"resource_pools\[0\]\.price: give a price or provider\.cost\.prices, not both",
+        ),
+    ],
+)
+def test_a_bad_pool_price_is_one_line_naming_the_key(pool: dict[str, object], message: str) -> None:
+    with pytest.raises(MasterConfigError, match=message) as e:
+        parse_config({"resource_pools": [{"pool_name": "rack", **pool}]}, env={})
+    assert "\n" not in str(e.value)
