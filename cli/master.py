@@ -1,4 +1,4 @@
-"""``det master``: info, config (show, set), logs, cluster-message."""
+"""``det master``: info, config (show, set), logs, cluster-message, policy."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any, cast
 
 import det
-from det.cli import render
+from det.cli import master_policy, render
 from det.cli._util import add_json, noun, session, verb
 from det.cli.errors import UsageError
 from det.cli.session import canonical_master, get_info
@@ -136,6 +136,7 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     add_json(verb(msg_sub, "get", message_get, "show the active cluster message"))
     p = verb(msg_sub, "clear", message_clear, "clear the cluster message (admins)")
     p.add_argument("-c", "--clear", action="store_true", help=argparse.SUPPRESS)
+    master_policy.register(sub)
     p = verb(sub, "logs", logs, "show the master's recent logs")
     p.add_argument("--tail", type=int, default=0, metavar="N", help="only the last N lines")
     p.add_argument("-f", "--follow", action="store_true", help="keep streaming new lines")
