@@ -258,8 +258,8 @@ def systems(idle: float = 120.0) -> list[System]:
         on_demand,
     )
     return [
-        System("Determined, spot", (_spot(G5, ZONES[0]),), short, False, determined=True),
-        System("Determined, on-demand", (on_demand,), short, False, determined=True),
+        System("Determined at its best", (_spot(G5, ZONES[0]),), short, False, determined=True),
+        System("Determined on-demand", (on_demand,), short, False, determined=True),
         System("det", det_options, short, True, determined=False),
     ]
 
@@ -727,14 +727,14 @@ def main(argv: list[str] | None = None) -> None:
         " that seed (median, and the worst seed)"
     )
     print(
-        f"{'disturbance':28s} {'system':21s} {'USD':>6s} {'x od $':>6s} {'worst':>6s}"
+        f"{'disturbance':28s} {'system':22s} {'USD':>6s} {'x od $':>6s} {'worst':>6s}"
         f" {'wall':>7s} {'x od wall':>9s} {'worst':>6s} {'redone':>6s} {'interr.':>7s}"
         f" {'spot/od':>7s}"
     )
     for row in rows:
         med = row.median
         print(
-            f"{LEVELS[row.level].name:28s} {med.system:21s} {med.usd:6.2f} {row.cost_ratio:6.3f}"
+            f"{LEVELS[row.level].name:28s} {med.system:22s} {med.usd:6.2f} {row.cost_ratio:6.3f}"
             f" {max(row.cost_ratios):6.3f} {med.wall.total_seconds() / 60:5.0f} m"
             f" {row.wall_ratio:9.3f} {max(row.wall_ratios):6.3f} {med.redone_units:4.0f} u"
             f" {med.interruptions:7d} {med.spot_launches:3d}/{med.on_demand_launches:<3d}"

@@ -144,7 +144,7 @@ def _runs(level: Any, seed: int = 0) -> dict[str, Any]:
 @pytest.mark.usefixtures("small_search")
 def test_undisturbed_spot_costs_a_third_of_on_demand_in_the_same_time() -> None:
     runs = _runs(sim.LEVELS["none"])
-    spot, od, det = (runs[n] for n in ("Determined, spot", "Determined, on-demand", "det"))
+    spot, od, det = (runs[n] for n in ("Determined at its best", "Determined on-demand", "det"))
     assert od.spot_launches == 0 and od.interruptions == 0
     # The bill is every machine's hours at its price: on-demand only for that row.
     assert abs(od.usd - od.instance_hours * sim.KINDS[sim.G5].on_demand) < 1e-6
@@ -156,7 +156,7 @@ def test_undisturbed_spot_costs_a_third_of_on_demand_in_the_same_time() -> None:
 def test_under_a_zone_outage_determined_waits_and_det_meets_the_goal() -> None:
     outage = sim.Disturbance(outage_zone=A, outage_hours=4.0)
     runs = _runs(outage)
-    spot, od, det = (runs[n] for n in ("Determined, spot", "Determined, on-demand", "det"))
+    spot, od, det = (runs[n] for n in ("Determined at its best", "Determined on-demand", "det"))
     assert spot.wall > dt.timedelta(hours=4)  # its open requests wait out the outage
     assert det.wall <= od.wall * 1.10
     assert det.usd <= od.usd * 0.5
