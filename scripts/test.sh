@@ -14,7 +14,7 @@
 # Without a Docker engine the Docker and e2e tests are skipped.
 # Then runs pytest (the same as `make test`) in DET_TEST_WORKERS parallel processes (default 3:
 # most tests wait on masters, agents and containers rather than compute, so 3 beat the 2 cores,
-# and 4 were slower than 3 there, by contention: docs/benchmarks.md, Round 6;
+# and 4 were slower than 3 there, by contention: CI Round 6 in docs/benchmarks.md's git history;
 # a test file stays in one process, so module fixtures are shared as before; 0 runs it serially);
 # "no tests collected" (exit 5) is a failure.
 # Environment: DET_TEST_VENV (default .venv), TORCH_VERSION (default 2.13.0), DET_TEST_WORKERS,
