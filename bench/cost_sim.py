@@ -7,8 +7,9 @@ What is det's own code, imported: the searcher (``new_searcher``: a 100-trial
 (``scheduler.schedule``, every pass, for all three systems) and det's scale decider
 (``provisioner.decider.decide``: its ordered fallback list, the per-option capacity backoff,
 idle terminations). What is a model: the market (:class:`SpotMarket`), the machines, the trials
-(a unit of training a minute on a ``g5.xlarge``; a validation and a checkpoint every
-``--validate-every`` units and at every rung) and the bill (per second, from launch to end).
+(a unit of training a minute on a ``g5.xlarge``; a validation and a checkpoint every 4 units
+and at every rung) and the bill (per second, from launch to end). docs/benchmarks.md lists the
+assumptions and the current table.
 
 Determined's provisioner is modelled from its source (0.38.1,
 ``master/internal/rm/agentrm/provisioner``): one instance type in one zone per pool (the subnet
@@ -22,7 +23,7 @@ first option not backing off after a capacity refusal (10 s doubling up to
 ``launch_error_timeout``, 5 minutes), and the notice makes a machine's trials checkpoint and
 queue again.
 
-``python bench/cost_sim.py [--seeds 5] [--levels none,refusals,outage,waves1,waves2]``
+``python bench/cost_sim.py [--seeds 8] [--levels none,refusals,outage,waves1,waves2] [--idle 120]``
 """
 
 from __future__ import annotations
