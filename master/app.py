@@ -15,7 +15,7 @@ from det.master.authcache import SessionCache
 from det.master.clientaddr import Proxies, TrustedProxies, parse_networks
 from det.master.errors import APIError, TooManyRequests, Unimplemented
 from det.master.handles import MasterState
-from det.master.services import users
+from det.master.rows.users import User
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def create_app(state: MasterState) -> Flask:
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions["det_admission"] = Admission(Limits.for_threads(state.config.api_threads))
     if state.auth_epoch is not None:
-        app.extensions["det_sessions"] = SessionCache[users.User](
+        app.extensions["det_sessions"] = SessionCache[User](
             state.auth_epoch, state.config.session_cache_seconds
         )
     app.before_request(_common.authenticate)

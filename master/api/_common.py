@@ -33,6 +33,7 @@ from det.master.authcache import SessionCache
 from det.master.db import Conn as Conn  # the request connection's type, for the other api modules
 from det.master.errors import Conflict, InvalidArgument, PermissionDenied, Unauthenticated
 from det.master.handles import MasterState
+from det.master.rows.users import User
 from det.master.services import rendezvous, trial_runs, users
 from det.master.wire import pagination, ts
 
@@ -61,7 +62,7 @@ class TaskPrincipal:
 @dataclass(frozen=True)
 class Principal:
     kind: str
-    user: users.User | None = None
+    user: User | None = None
     task: TaskPrincipal | None = None
     # An enrolled cloud agent's own token (services.enrollment) is good for its own id only.
     agent_id: str | None = None
@@ -186,11 +187,11 @@ def _refuse_other_sites() -> None:
         )
 
 
-def _session_user(token: str) -> users.User | None:
+def _session_user(token: str) -> User | None:
     """The token's user, from this process's session cache (:mod:`det.master.authcache`) when
     the app has one."""
     digest = users.token_digest(token)
-    cache: SessionCache[users.User] | None = current_app.extensions.get("det_sessions")
+    cache: SessionCache[User] | None = current_app.extensions.get("det_sessions")
     if cache is None:
         found = users.session_for_digest(_request_conn(), digest)
         return found[0] if found else None
@@ -237,7 +238,7 @@ def principal() -> Principal:
     return p
 
 
-def current_user() -> users.User:
+def current_user() -> User:
     p = principal()
     if p.user is None:
         raise Unauthenticated("a user session is required")

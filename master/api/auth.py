@@ -29,6 +29,7 @@ from det.master.errors import (
     TooManyRequests,
     Unauthenticated,
 )
+from det.master.rows.users import AgentUserLink
 from det.master.schemas import d
 from det.master.schemas import users as wire
 from det.master.schemas.requests import UsersQuery
@@ -243,7 +244,7 @@ def patch_user(user_id: int, body: d.v1PatchUser) -> d.v1PatchUserResponse:
     return {"user": wire.user(user)}
 
 
-def _agent_link(data: d.v1PatchUser | d.v1User) -> tuple[agent_users.AgentUserLink | None] | None:
+def _agent_link(data: d.v1PatchUser | d.v1User) -> tuple[AgentUserLink | None] | None:
     """PatchUser's (or PostUser's) ``agentUserGroup``, checked (admins only: the caller was
     checked); None when the request does not set it, ``(None,)`` when it unlinks."""
     value = data.get("agentUserGroup")

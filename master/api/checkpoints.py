@@ -20,6 +20,7 @@ from det.master.api._common import (
 )
 from det.master.api._contract import contract, query_dict
 from det.master.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
+from det.master.rows.checkpoints import Checkpoint
 from det.master.schemas import checkpoints as wire
 from det.master.schemas import d, validate
 from det.master.services import checkpoint_gc
@@ -33,7 +34,7 @@ ListParams = d.GetExperimentCheckpointsParams | d.GetTrialCheckpointsParams
 
 
 def listing(
-    rows: list[ckpt_svc.Checkpoint], smaller_is_better: bool, params: ListParams | None = None
+    rows: list[Checkpoint], smaller_is_better: bool, params: ListParams | None = None
 ) -> d.v1GetExperimentCheckpointsResponse:
     """A ``GetExperimentCheckpoints``/``GetTrialCheckpoints`` answer for ``rows``, honouring the
     request's ``states``, ``sortByAttr``, ``sortByMetric``, ``orderBy``, ``offset`` and

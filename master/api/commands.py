@@ -15,6 +15,7 @@ from det.master.api._common import Conn, current_user, db, pagination, state
 from det.master.api._contract import contract
 from det.master.errors import InvalidArgument
 from det.master.expconf.task import TaskKind
+from det.master.rows.tasks import Task, TaskData
 from det.master.schemas import commands as wire
 from det.master.schemas import d
 from det.master.services import containers, ntsc, pool_bindings, tensorboards
@@ -22,7 +23,6 @@ from det.master.services import experiments as exp_svc
 from det.master.services import jobs as jobs_svc
 from det.master.services import tasks as tasks_svc
 from det.master.services import templates as templates_svc
-from det.master.services.task_services import TaskData
 from det.master.wire import Paging
 
 bp = Blueprint("commands", __name__)
@@ -64,7 +64,7 @@ def launch_config(conn: Conn, kind: TaskKind, body: LaunchRequest) -> JSONObject
     return ntsc.resolve_config(state(), kind, raw, ws_pool)
 
 
-def launch(kind: TaskKind, body: LaunchRequest, data: TaskData | None = None) -> ntsc.Task:
+def launch(kind: TaskKind, body: LaunchRequest, data: TaskData | None = None) -> Task:
     """Launches a task of ``kind`` from a Launch*Request; returns its ``get`` row."""
     files = exp_svc.parse_files(body.get("files") or [])
     user = current_user()
@@ -89,7 +89,7 @@ def launch(kind: TaskKind, body: LaunchRequest, data: TaskData | None = None) ->
         return ntsc.get(conn, row["id"])
 
 
-def get(kind: str, task_id: str) -> ntsc.Task:
+def get(kind: str, task_id: str) -> Task:
     """The task's row (NotFound unless it is a task of ``kind``), for a caller who may read it
     (its owner, or ``task.view`` in its workspace: det.master.authz)."""
     with db() as conn:
@@ -104,7 +104,7 @@ def get(kind: str, task_id: str) -> ntsc.Task:
         return row
 
 
-def list_rows(kind: str, params: ListParams) -> list[ntsc.Task]:
+def list_rows(kind: str, params: ListParams) -> list[Task]:
     """The tasks of ``kind`` the caller may read: their own and readable workspaces'."""
     user = current_user()
     with db() as conn:
@@ -124,21 +124,21 @@ def list_rows(kind: str, params: ListParams) -> list[ntsc.Task]:
     return rows
 
 
-def page(rows: list[ntsc.Task], params: ListParams) -> tuple[list[ntsc.Task], d.v1Pagination]:
+def page(rows: list[Task], params: ListParams) -> tuple[list[Task], d.v1Pagination]:
     offset, limit = Paging.of(params)
     return rows[offset : (offset + limit) if limit > 0 else None], pagination(
         offset, limit, len(rows)
     )
 
 
-def kill(kind: str, task_id: str) -> ntsc.Task:
+def kill(kind: str, task_id: str) -> Task:
     with db() as conn:
         _access.ntsc_task(conn, task_id, kind)
         tasks_svc.kill(conn, task_id)
         return ntsc.get(conn, task_id, kind)
 
 
-def set_priority(kind: str, task_id: str, priority: int | None) -> ntsc.Task:
+def set_priority(kind: str, task_id: str, priority: int | None) -> Task:
     if priority is None:
         raise InvalidArgument("priority: required integer from 1 to 99")
     with db() as conn:
@@ -152,7 +152,7 @@ def task_routes(
     bp: Blueprint,
     kind: TaskKind,
     noun: str,
-    show: Callable[[ntsc.Task, bool], object],
+    show: Callable[[Task, bool], object],
     *,
     list_response: Any = None,
     get_response: Any = None,
@@ -167,7 +167,7 @@ def task_routes(
     response type is what checks them (and documents them in the OpenAPI document)."""
     plural, title = f"{noun}s", noun[0].upper() + noun[1:]
 
-    def may_see(row: ntsc.Task) -> bool:
+    def may_see(row: Task) -> bool:
         user = current_user()
         return bool(user.admin or user.id == row["owner_id"])
 

@@ -7,6 +7,7 @@ from flask import Blueprint
 from det.master.api import _access
 from det.master.api._common import Conn, current_user, db, pagination
 from det.master.api._contract import contract
+from det.master.rows.models import Version
 from det.master.schemas import checkpoints as checkpoint_wire
 from det.master.schemas import d
 from det.master.schemas import models as wire
@@ -17,7 +18,7 @@ from det.master.wire import Empty, Paging
 bp = Blueprint("models", __name__)
 
 
-def _version(conn: Conn, v: svc.Version) -> d.v1ModelVersion:
+def _version(conn: Conn, v: Version) -> d.v1ModelVersion:
     checkpoint = checkpoint_wire.checkpoint(ckpt_svc.get(conn, str(v["checkpoint_uuid"])))
     return wire.version(v, svc.by_id(conn, v["model_id"]), checkpoint)
 

@@ -13,6 +13,7 @@ from det.master.api import _access
 from det.master.api._common import current_user, db, pagination, state
 from det.master.api._contract import contract
 from det.master.errors import Unimplemented
+from det.master.rows.workspaces import Workspace
 from det.master.schemas import d
 from det.master.schemas import workspaces as wire
 from det.master.services import deletion, pool_bindings
@@ -36,7 +37,7 @@ def _k8s_refused(data: d.v1PostWorkspaceRequest | d.v1PatchWorkspace) -> None:
 def list_(params: d.GetWorkspacesParams) -> d.v1GetWorkspacesResponse:
     offset, limit = Paging.of(params)
     if params.get("pinned"):
-        rows: list[svc.Workspace] = []  # det has no pinned workspaces
+        rows: list[Workspace] = []  # det has no pinned workspaces
         total = 0
     else:
         user = current_user()

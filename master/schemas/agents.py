@@ -4,17 +4,15 @@ the agent: :mod:`det.common.agent_protocol`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NotRequired
+from typing import NotRequired
 
 from typing_extensions import TypedDict
 
 from det.common.jsontypes import JSONObject
+from det.master.rows.agents import Agent as AgentRow
+from det.master.rows.agents import SlotDevice, SlotRow
 from det.master.schemas import d
 from det.master.wire import ts
-
-if TYPE_CHECKING:
-    from det.master.services.agents import Agent as AgentRow
-    from det.master.services.agents import SlotDevice, SlotRow
 
 # det's allocation states as Determined's container states. TERMINATING is det's own: to the
 # official client a container that is being stopped is still running.

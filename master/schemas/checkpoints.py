@@ -11,14 +11,13 @@ from typing_extensions import TypedDict
 
 from det.master import expconf, limits
 from det.master.errors import InvalidArgument
+from det.master.rows.checkpoints import Checkpoint
 from det.master.schemas import d
 from det.master.schemas._types import Int64, Metadata, _json_size
 from det.master.wire import ts
 
 if TYPE_CHECKING:
     from _typeshed import SupportsRichComparison
-
-    from det.master.services.checkpoints import Checkpoint
 
 
 def _number(value: Any) -> float | None:

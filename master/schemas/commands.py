@@ -3,17 +3,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from typing_extensions import TypedDict
 
 from det.common.jsontypes import JSONObject
 from det.master.expconf import redact
+from det.master.rows.tasks import Task
 from det.master.schemas import d
 from det.master.wire import ts
-
-if TYPE_CHECKING:
-    from det.master.services.ntsc import Task
 
 # A live allocation's state → the task's wire state. An active task whose last allocation has
 # ended is waiting for its next one (it was preempted): QUEUED.

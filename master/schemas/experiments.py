@@ -6,24 +6,17 @@ from __future__ import annotations
 import io
 import tarfile
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from det.common.jsontypes import JSONObject
 from det.master.expconf import redact
 from det.master.fastjson import fragment
+from det.master.rows.experiments import Experiment, ExperimentBase, GotExperiment, WireExperiment
+from det.master.rows.trials import BestTrial
 from det.master.schemas import d
 from det.master.wire import ts
-
-if TYPE_CHECKING:
-    from det.master.services.experiments import (
-        Experiment,
-        ExperimentBase,
-        GotExperiment,
-        WireExperiment,
-    )
-    from det.master.services.trials import BestTrial
 
 
 def _searcher_field(config: JSONObject, field: str) -> str:

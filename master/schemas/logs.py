@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, get_args
+from typing import get_args
 
+from det.master.rows.logs import LogLine
 from det.master.schemas import d
 from det.master.wire import ts
-
-if TYPE_CHECKING:
-    from det.master.services.task_logs import LogLine
 
 LEVELS: tuple[d.v1LogLevel, ...] = get_args(d.v1LogLevel)
 

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from det.master.rows.models import Model, Version
 from det.master.schemas import d
 from det.master.wire import ts
-
-if TYPE_CHECKING:
-    from det.master.services.models import Model, Version
 
 
 def model(r: Model) -> d.v1Model:

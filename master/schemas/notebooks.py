@@ -3,14 +3,12 @@ and ``v1Task`` (``GetTask``: what the official CLI polls until a notebook is rea
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from det.master.rows.tasks import Task
 from det.master.schemas import d
 from det.master.schemas.commands import state, task_fields
 from det.master.wire import ts
-
-if TYPE_CHECKING:
-    from det.master.services.ntsc import Task
 
 _TASK_TYPES: dict[str, d.v1TaskType] = {
     "COMMAND": "TASK_TYPE_COMMAND",

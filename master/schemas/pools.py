@@ -3,16 +3,14 @@ counts)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from typing_extensions import TypedDict
 
+from det.master.rows.pools import InstanceRow, PoolEventRow
 from det.master.schemas import d
 from det.master.schemas._types import Int64
 from det.master.schemas.agents import device_type
-
-if TYPE_CHECKING:
-    from det.master.services.provisioning import InstanceRow, PoolEventRow
 
 _SCHEDULER: dict[str, d.v1SchedulerType] = {
     "priority": "SCHEDULER_TYPE_PRIORITY",

@@ -3,13 +3,9 @@ pair's private half only for the shell's owner and admins."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from det.master.rows.tasks import Task
 from det.master.schemas import d
 from det.master.schemas.commands import task_fields
-
-if TYPE_CHECKING:
-    from det.master.services.ntsc import Task
 
 
 def shell(r: Task, *, with_key: bool) -> d.v1Shell:

@@ -3,16 +3,14 @@ allocation's row, and det's own allocation messages."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NotRequired
+from typing import Any, NotRequired
 
 from typing_extensions import TypedDict
 
+from det.master.rows.agents import SlotDevice
 from det.master.schemas import d
 from det.master.schemas.agents import device
 from det.master.wire import ts
-
-if TYPE_CHECKING:
-    from det.master.services.agents import SlotDevice
 
 
 class ProxyTicketRequest(TypedDict):

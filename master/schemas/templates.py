@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from det.master.expconf import redact
+from det.master.rows.templates import Template
 from det.master.schemas import d
-
-if TYPE_CHECKING:
-    from det.master.services.templates import Template
 
 
 def template(r: Template) -> d.v1Template:

@@ -3,14 +3,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from det.master.rows.tasks import Task
 from det.master.schemas import d
 from det.master.schemas.commands import task_fields
 from det.master.schemas.notebooks import service_address
-
-if TYPE_CHECKING:
-    from det.master.services.ntsc import Task
 
 
 def tensorboard(r: Task) -> d.v1Tensorboard:

@@ -3,18 +3,16 @@ det's own trial messages (the batched metrics report, a trial's rows as plain JS
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, NotRequired, cast
+from typing import Any, Literal, NotRequired, cast
 
 from typing_extensions import TypedDict
 
 from det.master.fastjson import fragment
+from det.master.rows.checkpoints import Checkpoint
+from det.master.rows.trials import MetricRow
 from det.master.schemas import d
 from det.master.schemas._types import Int64
 from det.master.wire import ts
-
-if TYPE_CHECKING:
-    from det.master.services.checkpoints import Checkpoint
-    from det.master.services.trials import MetricRow
 
 # The state of an ACTIVE trial's live allocation, shown as Determined's substates.
 _SUBSTATE = {

@@ -1,19 +1,16 @@
-"""Users and access tokens on the wire: ``v1User`` from a :class:`~det.master.services.users.User`
+"""Users and access tokens on the wire: ``v1User`` from a :class:`~det.master.rows.users.User`
 and ``v1TokenInfo`` from a ``user_sessions`` row."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from typing_extensions import TypedDict
 
+from det.master.rows.users import Token, User
 from det.master.schemas import d
 from det.master.schemas._types import Password
 from det.master.wire import ts
-
-if TYPE_CHECKING:
-    from det.master.services.tokens import Token
-    from det.master.services.users import User
 
 _TOKEN_TYPE: dict[str, d.v1TokenType] = {
     "ACCESS_TOKEN": "TOKEN_TYPE_ACCESS_TOKEN",

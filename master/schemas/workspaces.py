@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from det.master.rows.workspaces import Project, Workspace
 from det.master.schemas import d
 from det.master.wire import ts
-
-if TYPE_CHECKING:
-    from det.master.services.projects import Project
-    from det.master.services.workspaces import Workspace
 
 # det has no asynchronous workspace or project deletion: every one is in the unspecified state.
 _STATE: d.v1WorkspaceState = "WORKSPACE_STATE_UNSPECIFIED"

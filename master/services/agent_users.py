@@ -16,24 +16,15 @@ from typing import Any
 
 from psycopg.rows import scalar_row
 from psycopg.types.json import Jsonb
-from typing_extensions import TypedDict
 
 from det.master.db import Conn
 from det.master.errors import InvalidArgument
+from det.master.rows.users import AgentUserLink
 
 #: The largest uid/gid accepted (Linux's are 32-bit; 2**32-1 is "no id").
 MAX_ID = 2**31 - 1
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
 FIELDS = ("agentUid", "agentGid", "agentUser", "agentGroup")
-
-
-class AgentUserLink(TypedDict):
-    """A user's link (``users.agent_user_group``), as PatchUser's ``agentUserGroup`` names it."""
-
-    agentUid: int
-    agentGid: int
-    agentUser: str
-    agentGroup: str
 
 
 def _id(field: str, value: Any) -> int:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from typing import TypeVar
 
 import psycopg
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
-from typing_extensions import TypedDict
 
 from det.common.agent_protocol import (
     DesiredContainer,
@@ -22,60 +20,10 @@ from det.master import states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.handles import MasterState
+from det.master.rows.agents import Agent, AgentRow, LiveAllocation, SlotDevice, SlotRow
 from det.master.services import allocation_rows, allocations, containers
 
 logger = logging.getLogger(__name__)
-
-
-class SlotDevice(TypedDict):
-    """What a slot's device is (``schemas.agents.device``)."""
-
-    type: str
-    uuid: str | None
-    brand: str
-
-
-class SlotRow(SlotDevice):
-    """A ``slots`` row."""
-
-    agent_id: str
-    slot_id: str
-    memory_mb: int
-    enabled: bool
-
-
-class LiveAllocation(TypedDict):
-    """An allocation placed on agents that has not ended."""
-
-    id: str
-    placement: dict[str, list[str]] | None
-    state: str
-    task_id: str
-    container_id: str | None
-
-
-class AgentRow(TypedDict):
-    """An ``agents`` row."""
-
-    id: str
-    resource_pool: str
-    version: str
-    labels: JSONObject
-    addresses: list[str]
-    enabled: bool
-    draining: bool
-    preemption_notice: JSONObject | None
-    registered_at: dt.datetime
-    last_heartbeat: dt.datetime
-    connected: bool
-
-
-class Agent(AgentRow):
-    """An agent as it is shown (``schemas.agents.agent``): its slots, and the live allocation
-    on each slot that has one (by slot id)."""
-
-    slots: list[SlotRow]
-    used: dict[str, LiveAllocation]
 
 
 _R = TypeVar("_R")

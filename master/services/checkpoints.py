@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import os
 import tarfile
@@ -13,13 +12,13 @@ from urllib.parse import urlsplit
 
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
-from typing_extensions import TypedDict
 
 from det import storage as det_storage
 from det.common.jsontypes import JSONObject, JSONValue
 from det.master import egress, limits, states
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound, Unavailable
+from det.master.rows.checkpoints import Checkpoint
 from det.master.schemas.checkpoints import ReportedCheckpoint
 from det.storage.s3 import S3StorageManager
 
@@ -27,38 +26,6 @@ if TYPE_CHECKING:
     from det.master.config import MasterConfig
 
 logger = logging.getLogger(__name__)
-
-
-class MetricsBody(TypedDict, total=False):
-    """A ``metrics.metrics`` value: the averages a report carried (and its batch metrics)."""
-
-    avg_metrics: JSONObject
-    batch_metrics: list[JSONObject]
-
-
-class Checkpoint(TypedDict):
-    """A ``checkpoints`` row with its trial's and experiment's columns and the metrics reported
-    at its step (what :func:`get` and :func:`list_for` read; ``schemas.checkpoints`` sends it)."""
-
-    uuid: uuidlib.UUID
-    trial_id: int | None
-    task_id: str | None
-    allocation_id: str | None
-    state: str
-    report_time: dt.datetime
-    #: File sizes by path.
-    resources: dict[str, int]
-    metadata: JSONObject
-    steps_completed: int
-    size: int
-    storage: JSONObject | None
-    experiment_id: int | None
-    hparams: JSONObject | None
-    #: The experiment's stored config, passed on (redacted) to the wire.
-    config: JSONObject | None
-    searcher_metric: float | None
-    validation: MetricsBody | None
-    training: MetricsBody | None
 
 
 def report(conn: Conn, ckpt: ReportedCheckpoint, *, task_id: str | None) -> None:

@@ -2,59 +2,19 @@
 
 from __future__ import annotations
 
-import datetime as dt
-import uuid
 from typing import Any
 
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
-from typing_extensions import TypedDict
 
-from det.common.jsontypes import JSONObject
 from det.master import limits
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound
+from det.master.rows.models import Model, Version
 from det.master.schemas import d
 from det.master.services import checkpoints as ckpt_svc
 from det.master.services import listing, workspaces
 from det.master.wire import Paging
-
-
-class Model(TypedDict):
-    """A ``models`` row with its owner's name and its number of versions (what
-    ``schemas.models.model`` sends)."""
-
-    id: int
-    name: str
-    description: str
-    metadata: JSONObject
-    labels: list[str]
-    notes: str
-    archived: bool
-    owner_id: int
-    created_at: dt.datetime
-    modified_at: dt.datetime
-    workspace_id: int
-    username: str
-    num_versions: int
-
-
-class Version(TypedDict):
-    """A ``model_versions`` row with its owner's name (``schemas.models.version``)."""
-
-    id: int
-    model_id: int
-    version: int
-    checkpoint_uuid: uuid.UUID
-    name: str
-    comment: str
-    metadata: JSONObject
-    labels: list[str]
-    notes: str
-    owner_id: int
-    created_at: dt.datetime
-    username: str
-
 
 _SELECT = (
     "SELECT m.id, m.name, m.description, m.metadata, m.labels, m.notes, m.archived, m.owner_id,"

@@ -18,7 +18,6 @@ otherwise                                   TERMINATED with the container's exit
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 import uuid
@@ -27,7 +26,6 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import class_row
-from typing_extensions import TypedDict
 
 from det.common.container_spec import ContainerSpec
 from det.common.jsontypes import JSONObject
@@ -36,6 +34,7 @@ from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.expconf.task import KIND_NAMES, TaskConfig, TaskKind, parse_task_config
 from det.master.handles import MasterState
+from det.master.rows.tasks import Task, TaskData
 from det.master.services import (
     allocation_rows,
     containers,
@@ -48,38 +47,6 @@ from det.master.services.allocation_rows import Allocation
 from det.master.services.experiments import ContextFile, pack_context
 
 logger = logging.getLogger(__name__)
-
-
-class Task(TypedDict):
-    """A task as it is shown (``schemas.commands``, ``notebooks``, ``shells``,
-    ``tensorboards``): its ``ntsc_tasks`` row, its owner's name, its pool and its latest
-    allocation (the live one, if any; None for each of its columns before the first)."""
-
-    id: str
-    kind: TaskKind
-    owner_id: int
-    workspace_id: int
-    job_id: str
-    description: str
-    #: The resolved config (:func:`resolve_config`), as stored.
-    config: JSONObject
-    context: bytes | None
-    data: task_services.TaskData
-    state: str
-    run_id: int
-    exit_code: int | None
-    exit_status: str | None
-    proxy_address: str | None
-    last_activity: dt.datetime
-    created_at: dt.datetime
-    ended_at: dt.datetime | None
-    username: str
-    resource_pool: str
-    allocation_id: str | None
-    alloc_state: str | None
-    container_id: str | None
-    placement: dict[str, list[str]] | None
-    alloc_started_at: dt.datetime | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +104,7 @@ def launch(
     config: JSONObject,
     files: list[ContextFile],
     workspace_id: int | None = None,
-    data: task_services.TaskData | None = None,
+    data: TaskData | None = None,
 ) -> Task:
     """Queues a new task of ``kind`` (``config`` from :func:`resolve_config`); returns it."""
     res = config_of(config).resources

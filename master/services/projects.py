@@ -8,48 +8,23 @@ collected) and is refused while one of them has not finished.
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from typing import Any
 
 import psycopg
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
-from typing_extensions import TypedDict
 
 from det.master import limits
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound, PayloadTooLarge
+from det.master.rows.workspaces import Project
 from det.master.schemas import d
 from det.master.services import listing, workspaces
 from det.master.wire import Paging
 
 DEFAULT_ID = 1
 KEY_LENGTH = 5
-
-
-class Project(TypedDict):
-    """A project as it is shown (``schemas.workspaces.project``): its row, its workspace's name
-    and state, its owner's id and name (the admin's for none) and its counts."""
-
-    id: int
-    workspace_id: int
-    name: str
-    key: str
-    description: str
-    notes: list[d.v1Note]
-    archived: bool
-    immutable: bool
-    owner_id: int | None
-    created_at: dt.datetime
-    workspace_name: str
-    workspace_archived: bool
-    user_id: int
-    username: str
-    num_experiments: int
-    num_active_experiments: int
-    num_runs: int
-    last_experiment_at: dt.datetime | None
 
 
 _SELECT = (

@@ -26,7 +26,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from psycopg.rows import class_row
-from typing_extensions import TypedDict
 
 from det.master import scheduler as sched
 from det.master import states
@@ -41,6 +40,7 @@ from det.master.provisioner.provider import (
     Market,
     Provider,
 )
+from det.master.rows.pools import InstanceRow, PoolEventRow
 from det.master.scheduler.model import DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT
 from det.master.services import enrollment, scheduling
 
@@ -310,30 +310,6 @@ def month_spend(conn: Conn, pool: str, policy: cost.CostPolicy, now: dt.datetime
     """USD the pool's instances cost since the start of ``now``'s month."""
     start = cost.month_start(now)
     return sum(c.cost for c in cost.costs(pool_usage(conn, pool, start), policy, start, now))
-
-
-class PoolEventRow(TypedDict):
-    """An ``events`` row of a pool (``schemas.pools.pool_event``)."""
-
-    id: int
-    kind: str
-    message: str
-    created_at: dt.datetime
-
-
-class InstanceRow(TypedDict):
-    """An ``instances`` row (``schemas.pools.pool_instance``)."""
-
-    id: str
-    resource_pool: str
-    instance_type: str
-    zone: str | None
-    market: str
-    state: str
-    launched_at: dt.datetime
-    terminated_at: dt.datetime | None
-    reason: str | None
-    option_index: int | None
 
 
 def pool_events(conn: Conn, pool: str, limit: int) -> list[PoolEventRow]:

@@ -3,7 +3,6 @@ page, the pages a follow reads after it, and whether a task has ended for good."
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -12,28 +11,12 @@ from psycopg.rows import class_row
 from det.master import states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument
+from det.master.rows.logs import LogLine
 from det.master.schemas import d
 from det.master.schemas import logs as wire
 from det.master.services import webhooks
 
 LogsParams = d.TaskLogsParams | d.TrialLogsParams
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class LogLine:
-    """A ``task_logs`` row."""
-
-    id: int
-    task_id: str
-    allocation_id: str | None
-    agent_id: str | None
-    container_id: str | None
-    rank_id: int | None
-    log: str
-    level: str | None
-    stdtype: str | None
-    source: str | None
-    timestamp: dt.datetime
 
 
 _COLUMNS = (

@@ -11,14 +11,13 @@ from dataclasses import dataclass
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from typing_extensions import TypedDict
 
 from det.common import ports
-from det.common.jsontypes import JSONObject
 from det.master import states
 from det.master.db import Conn
 from det.master.expconf.task import KIND_NAMES
 from det.master.handles import MasterState
+from det.master.rows.tasks import TaskData
 from det.master.services import containers
 
 #: The kinds that serve something through the proxy.
@@ -60,28 +59,6 @@ def service_ready(conn: Conn, allocation_id: str, port: int) -> None:
             (address, row["task_id"]),
         )
         states.record_event(conn, "task", row["task_id"], "ready", f"serving on {address}")
-
-
-class TensorBoardSource(TypedDict):
-    """A trial a TensorBoard serves, and where its files are (its experiment's storage)."""
-
-    experimentId: int
-    trialId: int
-    #: The experiment's ``checkpoint_storage`` as stored.
-    storage: JSONObject
-
-
-class TaskData(TypedDict, total=False):
-    """``ntsc_tasks.data``: what a kind keeps of its own (``{}`` for the others)."""
-
-    #: A shell's key pair (:func:`key_pair`).
-    publicKey: str
-    privateKey: str
-    #: A TensorBoard's experiments and trials as asked, and its sources
-    #: (``services.tensorboards.resolve``).
-    experimentIds: list[int]
-    trialIds: list[int]
-    sources: list[TensorBoardSource]
 
 
 def key_pair() -> TaskData:

@@ -16,34 +16,22 @@ back with ``********`` where a secret was keeps the stored secret (:func:`expcon
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 import psycopg
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
-from typing_extensions import TypedDict
 
 from det.common.jsontypes import JSONObject
 from det.master import authz, expconf, limits
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound
+from det.master.rows.templates import Template
 from det.master.schemas import d
 from det.master.services import listing, workspaces
 from det.master.wire import Paging
 
 CONFIG = 256 * 1024  # bytes of a template's config as JSON
-
-
-class Template(TypedDict):
-    """A ``templates`` row (shown by ``schemas.templates.template``)."""
-
-    name: str
-    #: A partial experiment config as the user wrote it (secrets included).
-    config: JSONObject
-    workspace_id: int
-    owner_id: int | None
-    created_at: dt.datetime
 
 
 _COLUMNS = "name, config, workspace_id, owner_id, created_at"

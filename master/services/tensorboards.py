@@ -20,7 +20,7 @@ from det.master import container_policy
 from det.master.db import Conn
 from det.master.errors import InvalidArgument
 from det.master.expconf import stored
-from det.master.services.task_services import TaskData, TensorBoardSource
+from det.master.rows.tasks import TaskData, TensorBoardSource
 
 #: At most this many trials per TensorBoard (Determined's limit): an experiment with more
 #: contributes its best ones by its searcher metric.

@@ -12,10 +12,10 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import class_row
-from typing_extensions import TypedDict
 
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
+from det.master.rows.users import Token
 from det.master.schemas import d
 from det.master.schemas.users import token_info
 from det.master.services.users import token_digest
@@ -29,18 +29,6 @@ NEVER = dt.datetime(9999, 12, 31, tzinfo=dt.UTC)
 USER_MAX_LIFESPAN = dt.timedelta(days=365)
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|ns)")
 _UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
-
-
-class Token(TypedDict):
-    """A ``user_sessions`` row as ``schemas.users.token_info`` shows it (no hash)."""
-
-    id: int
-    user_id: int
-    description: str
-    created_at: dt.datetime
-    expires_at: dt.datetime
-    revoked_at: dt.datetime | None
-    token_type: str
 
 
 _COLUMNS = "id, user_id, description, created_at, expires_at, revoked_at, token_type"

@@ -11,7 +11,7 @@ from psycopg.rows import class_row
 
 from det.master.db import Conn
 from det.master.errors import InvalidArgument
-from det.master.services.trials import MetricRow
+from det.master.rows.trials import MetricRow
 
 KINDS = ("TRIAL_SOURCE_INFO_TYPE_INFERENCE", "TRIAL_SOURCE_INFO_TYPE_FINE_TUNING")
 # Reports read per trial, as Determined's GetMetricsForTrialSourceInfoQuery caps them.

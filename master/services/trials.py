@@ -16,7 +16,6 @@ from typing import Any, cast
 
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
-from typing_extensions import TypedDict
 
 from det.common.jsontypes import JSONObject, JSONValue
 from det.master import fastjson, states
@@ -26,10 +25,10 @@ from det.master.expconf import stored
 from det.master.expconf.searcher import _AshaBase
 from det.master.expconf.stored import SMALLER_IS_BETTER_SQL
 from det.master.handles import MasterState
+from det.master.rows.trials import BestTrial, MetricRow
 from det.master.schemas import d
 from det.master.schemas.trials import MetricsReportEntry
 from det.master.services import jobs
-from det.master.services.checkpoints import MetricsBody
 
 TRAINING = "training"
 VALIDATION = "validation"
@@ -142,13 +141,6 @@ def list_for_experiment(conn: Conn, experiment_id: int) -> list[dict[str, Any]]:
         + " WHERE t.experiment_id = %s ORDER BY t.id",
         (experiment_id, experiment_id),
     ).fetchall()
-
-
-class BestTrial(TypedDict):
-    """An experiment's best trial by its searcher metric (:func:`best_trial`)."""
-
-    id: int
-    searcher_metric: float
 
 
 def best_trial(conn: Conn, experiment_id: int, config: JSONObject) -> BestTrial | None:
@@ -502,18 +494,6 @@ def report_metrics(
     if events:
         conn.execute("NOTIFY det_wakeup")
     return len(rows)
-
-
-class MetricRow(TypedDict):
-    """A ``metrics`` row: one report of one group."""
-
-    id: int
-    trial_id: int
-    trial_run_id: int
-    metric_group: str
-    total_batches: int
-    metrics: MetricsBody
-    reported_at: dt.datetime
 
 
 def metrics_rows(conn: Conn, trial_id: int, group: str | None) -> list[MetricRow]:

@@ -23,6 +23,7 @@ from det.master import limits, states
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound
 from det.master.handles import MasterState
+from det.master.rows.experiments import Experiment
 from det.master.services import containers, experiments
 
 logger = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ def put_experiment(
     admin: bool,
     config_text: str,
     external_id: Any,
-) -> experiments.Experiment:
+) -> Experiment:
     """The caller's unmanaged experiment named ``external_id``: created, or found and given the
     new config (its name, description and labels too), as Determined's PutExperiment does."""
     ext = _external_id("externalExperimentId", external_id)

@@ -25,27 +25,14 @@ from typing_extensions import TypedDict
 
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound, Unauthenticated
+from det.master.rows.users import AgentUserLink, User
 from det.master.services import usernames
-from det.master.services.agent_users import AgentUserLink
 
 logger = logging.getLogger(__name__)
 
 # The fixed salt Determined's client uses before sending a password (a wire-format fact).
 CLIENT_SALT = "GubPEmmotfiK9TMD6Zdw"
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
-
-
-@dataclass(frozen=True)
-class User:
-    id: int
-    username: str
-    admin: bool
-    active: bool
-    display_name: str | None = None
-    remote: bool = False
-    modified_at: dt.datetime | None = None
-    #: ``det user link-with-agent-user`` (None: unlinked)
-    agent_user_group: AgentUserLink | None = None
 
 
 # User's fields, in order: the columns every read of a user selects (class_row(User)).

@@ -8,45 +8,23 @@ templates; it is refused while one of its experiments is still running or a mode
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import psycopg
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
-from typing_extensions import TypedDict
 
 from det.common.jsontypes import JSONObject
 from det.master import limits
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound
+from det.master.rows.workspaces import Workspace
 from det.master.schemas import d
 from det.master.services import listing
 from det.master.wire import Paging
 
 DEFAULT_ID = 1
-
-
-class Workspace(TypedDict):
-    """A workspace as it is shown (``schemas.workspaces.workspace``): its row, its owner's id
-    and name (the admin's for none) and its counts."""
-
-    id: int
-    name: str
-    archived: bool
-    immutable: bool
-    owner_id: int | None
-    default_compute_pool: str
-    default_aux_pool: str
-    checkpoint_storage: JSONObject | None
-    #: As the request gave it (:func:`_agent_user_group`).
-    agent_user_group: d.v1AgentUserGroup | None
-    created_at: dt.datetime
-    user_id: int
-    username: str
-    num_projects: int
-    num_experiments: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ import pytest
 
 from det.master.errors import InvalidArgument, PayloadTooLarge
 from det.master.schemas import checkpoints, d, logs, trials, validate
-from det.master.services.task_logs import LogLine
+from det.master.rows.logs import LogLine
 
 NOW = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
 
