@@ -30,6 +30,17 @@ def verb(sub: Any, names: str, func: Any, help_: str) -> argparse.ArgumentParser
     return p
 
 
+def true_or_false(value: str) -> bool:
+    """A ``(true|false)`` flag's value, as Determined's CLI takes it (yes/no, on/off, 1/0 too);
+    anything else is refused, naming the flag, where Determined's would take it for true."""
+    v = value.strip().lower()
+    if v in ("true", "t", "yes", "y", "on", "1"):
+        return True
+    if v in ("false", "f", "no", "n", "off", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, not {value!r}")
+
+
 def add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
 

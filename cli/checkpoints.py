@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import json
 import tarfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from det.cli import render
-from det.cli._util import add_json, noun, session, verb
-from det.cli.errors import CliError
+from det.cli._util import add_json, noun, session, true_or_false, verb
+from det.cli.errors import CliError, UsageError
+from det.cli.session import Session
 from det.storage import CheckpointNotFoundError, download_checkpoint
 
 if TYPE_CHECKING:
@@ -76,19 +78,109 @@ def download(args: argparse.Namespace) -> None:
         _download_via_master(args, dst)
         print(f"Local checkpoint path: {dst}")
         return
-    c = cast("d.v1GetCheckpointResponse", session(args).get(f"/api/v1/checkpoints/{args.uuid}"))[
-        "checkpoint"
-    ]
+    dst = Path(args.output_dir or Path("checkpoints") / args.uuid)
+    download_direct(session(args), args.uuid, dst)
+    print(f"Local checkpoint path: {dst}")
+
+
+def download_direct(s: Session, uuid: str, dst: Path) -> d.v1Checkpoint:
+    """Copies checkpoint ``uuid``'s files from its storage into ``dst`` (made if missing) and
+    answers its record; an unknown checkpoint, or one with no storage configuration, is refused
+    before ``dst`` is made."""
+    c = cast("d.v1GetCheckpointResponse", s.get(f"/api/v1/checkpoints/{uuid}"))["checkpoint"]
     storage = ((c.get("training") or {}).get("experimentConfig") or {}).get("checkpoint_storage")
     if not storage:
-        raise CliError(f"checkpoint {args.uuid} has no storage configuration to download from")
-    dst = Path(args.output_dir or Path("checkpoints") / args.uuid)
+        raise CliError(f"checkpoint {uuid} has no storage configuration to download from")
     dst.mkdir(parents=True, exist_ok=True)
     try:
-        download_checkpoint(storage, args.uuid, str(dst))
+        download_checkpoint(storage, uuid, str(dst))
     except CheckpointNotFoundError as e:
-        raise CliError(f"checkpoint {args.uuid}: files not found in storage ({e})") from None
-    print(f"Local checkpoint path: {dst}")
+        raise CliError(f"checkpoint {uuid}: files not found in storage ({e})") from None
+    return c
+
+
+def download_top(args: argparse.Namespace) -> None:
+    """Determined's ``det experiment download ID [--top-n N] [-o DIR] [--sort-by M
+    --smaller-is-better B] [-q]``: the experiment's N best completed checkpoints (by the searcher
+    metric, or by validation metric M in the order B gives), each into DIR/<uuid>."""
+    if args.top_n < 1:
+        raise UsageError(f"--top-n: must be at least 1 (got {args.top_n})")
+    if (args.sort_by is None) != (args.smaller_is_better is None):
+        raise UsageError("--sort-by and --smaller-is-better go together: give both or neither")
+    params: dict[str, Any] = {"states": "STATE_COMPLETED", "limit": args.top_n}
+    if args.sort_by:
+        order = "ORDER_BY_ASC" if args.smaller_is_better else "ORDER_BY_DESC"
+        params |= {"sortByMetric": args.sort_by, "orderBy": order}
+    else:  # the master orders by the searcher metric, best first
+        params["sortByAttr"] = "SORT_BY_SEARCHER_METRIC"
+    s = session(args)
+    path = f"/api/v1/experiments/{args.experiment_id}/checkpoints"
+    found = cast("d.v1GetExperimentCheckpointsResponse", s.get(path, params=params))["checkpoints"]
+    if not found:
+        raise CliError(f"experiment {args.experiment_id} has no completed checkpoint")
+    top = Path(args.output_dir)
+    for listed in found:
+        dst = top / listed["uuid"]
+        c = download_direct(s, listed["uuid"], dst)
+        if args.quiet:
+            print(dst)
+            continue
+        _show_downloaded(c, dst)
+        print()
+
+
+def _show_downloaded(c: d.v1Checkpoint, path: Path) -> None:
+    """A downloaded checkpoint as Determined's CLI shows one: its path, then its record."""
+    print("Local checkpoint path:")
+    print(path, "\n")
+    t = c.get("training") or {}
+    meta = c.get("metadata") or {}
+    render.table(
+        [
+            "Experiment ID",
+            "Trial ID",
+            "Steps Completed",
+            "Report Time",
+            "Checkpoint UUID",
+            "Validation Metrics",
+            "Metadata",
+        ],
+        [
+            [
+                t.get("experimentId"),
+                t.get("trialId"),
+                meta.get("steps_completed"),
+                c.get("reportTime"),
+                c["uuid"],
+                json.dumps(t.get("validationMetrics"), indent=4) if t else None,
+                json.dumps(meta, indent=4),
+            ]
+        ],
+    )
+
+
+def add_download_top_flags(p: argparse.ArgumentParser) -> None:
+    """``det experiment download``'s arguments, as Determined's CLI names them."""
+    p.add_argument("experiment_id", type=int, help="the experiment")
+    p.add_argument(
+        "-o",
+        "--output-dir",
+        default="checkpoints",
+        help="each checkpoint goes to OUTPUT_DIR/<uuid>/ (default: checkpoints)",
+    )
+    p.add_argument(
+        "--top-n", type=int, default=1, metavar="N", help="the N best checkpoints (default: 1)"
+    )
+    p.add_argument(
+        "--sort-by", metavar="METRIC", help="a validation metric (default: the searcher's)"
+    )
+    p.add_argument(
+        "--smaller-is-better",
+        type=true_or_false,
+        metavar="(true|false)",
+        help="with --sort-by: the order of METRIC",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the paths")
 
 
 def delete(args: argparse.Namespace) -> None:

@@ -210,6 +210,25 @@ def add_logs_and_kill_verbs(sub: Any, kind: str, what: str, *, with_logs: bool =
     p.add_argument("-f", "--force", action="store_true", help="go on past errors")
 
 
+def set_priority(args: argparse.Namespace, kind: str, what: str) -> None:
+    """Determined's ``det <kind> set priority ID N``: the task's job gets priority N (1-99;
+    the master names the field when it refuses)."""
+    task_id = getattr(args, f"{kind}_id")
+    session(args).post(
+        f"/api/v1/{kind}s/{task_id}/set_priority", {f"{kind}Id": task_id, "priority": args.priority}
+    )
+    print(f"Set priority of {what} {task_id} to {args.priority}")
+
+
+def add_set_verb(sub: Any, kind: str, what: str) -> None:
+    """``det <kind> set priority ID N``, shared by the interactive task kinds (the official
+    client's ``set`` with its one attribute)."""
+    attrs = noun(sub, "set", {}, f"set {what} attributes")
+    q = verb(attrs, "priority", lambda a: set_priority(a, kind, what), f"set a {what}'s priority")
+    q.add_argument(f"{kind}_id", help=f"the {what}'s id")
+    q.add_argument("priority", type=int, help="the new priority (1-99; 1 is the highest)")
+
+
 def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     sub = noun(nouns, "command", aliases, "run commands on the cluster")
     p = verb(sub, "run", run, "run a command and stream its output; exits with its code")
@@ -217,3 +236,4 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     add_launch_flags(p)
     add_list_verb(sub, "command", "command")
     add_logs_and_kill_verbs(sub, "command", "command")
+    add_set_verb(sub, "command", "command")

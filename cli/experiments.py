@@ -540,6 +540,11 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     checkpoints.add_list_flags(
         verb(sub, "list-checkpoints lc", checkpoints.list_, "list an experiment's checkpoints")
     )
+    checkpoints.add_download_top_flags(
+        verb(
+            sub, "download", checkpoints.download_top, "download the experiment's best checkpoints"
+        )
+    )
     p = verb(sub, "config", show_config, "print the experiment's config (YAML)")
     p.add_argument("experiment_id", type=int)
     p = verb(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
@@ -58,6 +59,63 @@ def describe(args: argparse.Namespace) -> None:
             ]
             for v in body["modelVersions"]
         ],
+    )
+
+
+def list_versions(args: argparse.Namespace) -> None:
+    """Determined's ``det model list-versions NAME``: the model, then its versions (``--json``:
+    the GetModelVersions answer, as its CLI prints it)."""
+    # Determined's CLI: the answer's own order as JSON, the newest version first as a table.
+    params = {} if args.json else {"orderBy": "ORDER_BY_DESC"}
+    body = cast(
+        "d.v1GetModelVersionsResponse",
+        session(args).get(_path(args.name) + "/versions", params=params),
+    )
+    if args.json:
+        render.print_json(body)
+        return
+    m = body["model"]
+    render.table(
+        [
+            "ID",
+            "Name",
+            "Description",
+            "Workspace ID",
+            "Creation Time",
+            "Last Updated Time",
+            "Metadata",
+        ],
+        [
+            [
+                m["id"],
+                m["name"],
+                m.get("description") or "",
+                m.get("workspaceId"),
+                m.get("creationTime"),
+                m.get("lastUpdatedTime"),
+                json.dumps(m.get("metadata") or {}, indent=4),
+            ]
+        ],
+    )
+    print("\n")
+    rows = []
+    for v in body["modelVersions"]:
+        c = v["checkpoint"]
+        training = c.get("training") or {}
+        meta = c.get("metadata") or {}
+        rows.append(
+            [
+                v["version"],
+                training.get("trialId"),
+                meta.get("steps_completed"),
+                c["uuid"],
+                json.dumps(training.get("validationMetrics"), indent=2) if training else "",
+                json.dumps(meta, indent=2),
+            ]
+        )
+    render.table(
+        ["Version #", "Trial ID", "Batch #", "Checkpoint UUID", "Validation Metrics", "Metadata"],
+        rows,
     )
 
 
@@ -150,6 +208,9 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     add_json(verb(sub, "list ls", list_, "list models"))
     p = verb(sub, "describe", describe, "describe a model and its versions")
     p.add_argument("name")
+    add_json(p)
+    p = verb(sub, "list-versions", list_versions, "list the versions of a model")
+    p.add_argument("name", help="the model's name (or id)")
     add_json(p)
     p = verb(
         sub,

@@ -14,6 +14,7 @@ from det.cli.commands import (
     add_launch_flags,
     add_list_verb,
     add_logs_and_kill_verbs,
+    add_set_verb,
     launch_body,
     task_config,
 )
@@ -80,3 +81,4 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     p.add_argument("notebook_id")
     add_list_verb(sub, "notebook", "notebook")
     add_logs_and_kill_verbs(sub, "notebook", "notebook")
+    add_set_verb(sub, "notebook", "notebook")

@@ -18,6 +18,7 @@ from det.cli.commands import (
     add_launch_flags,
     add_list_verb,
     add_logs_and_kill_verbs,
+    add_set_verb,
     launch_body,
     task_config,
 )
@@ -113,5 +114,6 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     p.add_argument("shell_id")
     add_list_verb(sub, "shell", "shell")
     add_logs_and_kill_verbs(sub, "shell", "shell", with_logs=False)
+    add_set_verb(sub, "shell", "shell")
     p = verb(sub, "tunnel", tunnel_, "carry stdin/stdout to the shell (ssh's ProxyCommand)")
     p.add_argument("shell_id")

@@ -14,6 +14,7 @@ from det.cli._util import add_workspace_flag, noun, session, verb, workspace_id
 from det.cli.commands import (
     add_list_verb,
     add_logs_and_kill_verbs,
+    add_set_verb,
     task_config,
 )
 from det.cli.context import pack
@@ -72,15 +73,6 @@ def show_config(args: argparse.Namespace) -> None:
     print(yaml.safe_dump(config, sort_keys=True), end="")
 
 
-def set_priority(args: argparse.Namespace) -> None:
-    s = session(args)
-    s.post(
-        f"/api/v1/tensorboards/{args.tensorboard_id}/set_priority",
-        {"tensorboardId": args.tensorboard_id, "priority": args.priority},
-    )
-    print(f"set priority of TensorBoard {args.tensorboard_id} to {args.priority}")
-
-
 def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     sub = noun(nouns, "tensorboard", aliases, "TensorBoard on the cluster")
     p = verb(sub, "start", start, "start TensorBoard for experiments or trials")
@@ -100,8 +92,5 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     p.add_argument("--no-browser", action="store_true", help="only print the URL")
     p = verb(sub, "config", show_config, "show a TensorBoard's config")
     p.add_argument("tensorboard_id")
-    p = verb(sub, "set", set_priority, "change a TensorBoard's priority (1-99)")
-    p.add_argument("field", choices=["priority"])
-    p.add_argument("tensorboard_id")
-    p.add_argument("priority", type=int)
+    add_set_verb(sub, "tensorboard", "tensorboard")
     add_logs_and_kill_verbs(sub, "tensorboard", "TensorBoard")

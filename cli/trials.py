@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import io
+import json
+import os
+import tarfile
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from det.cli import checkpoints, experiments, render
-from det.cli._util import add_json, noun, session, verb
+from det.cli._util import add_json, noun, session, true_or_false, verb
 from det.cli.errors import CliError, UsageError
 from det.cli.experiments import _print_logs, add_log_flags
 from det.cli.session import Session
@@ -104,12 +111,6 @@ def download(args: argparse.Namespace) -> None:
     checkpoints.download(args)
 
 
-def _bool(value: str) -> bool:
-    if value.lower() not in ("true", "false"):
-        raise argparse.ArgumentTypeError(f"expected true or false, not {value!r}")
-    return value.lower() == "true"
-
-
 def logs(args: argparse.Namespace) -> None:
     _print_logs(
         session(args),
@@ -137,6 +138,57 @@ def set_(args: argparse.Namespace) -> None:
     print(f"trial {args.trial_id}: its logs are kept {kept}")
 
 
+def support_bundle(args: argparse.Namespace) -> None:
+    """Determined's ``det trial support-bundle ID [-o DIR]``: DIR/det-bundle-trial-<id>-<time>.tar.gz
+    holding, in a folder of that name, the trial's logs (trial_logs.txt), the master's
+    (master_logs.txt), the GetTrial answer's trial (api_trial_call.json) and the GetExperiment
+    answer (api_experiment_call.json), as its CLI names them. Everything is read before the
+    archive is written, and it appears whole or not at all."""
+    out = Path(args.output_dir) if args.output_dir else Path.cwd()
+    if not out.is_dir():
+        raise UsageError(f"-o/--output-dir: {out} is not a directory")
+    s = session(args)
+    trial = cast("d.v1GetTrialResponse", s.get(f"/api/v1/trials/{args.trial_id}"))["trial"]
+    experiment = s.get(f"/api/v1/experiments/{trial['experimentId']}")
+    trial_logs = "".join(
+        _line(e.get("log") or e.get("message") or "")
+        for e in s.stream(f"/api/v1/trials/{args.trial_id}/logs", params={"follow": "false"})
+    )
+    master_logs = "".join(
+        _line(f"{e['timestamp']} [{e.get('level') or ''}]: {e.get('message') or ''}")
+        for e in (r["logEntry"] for r in s.stream("/api/v1/master/logs"))
+    )
+    name = f"det-bundle-trial-{args.trial_id}-{dt.datetime.now().strftime('%Y%m%dT%H%M%S')}"
+    files = {
+        "trial_logs.txt": trial_logs,
+        "master_logs.txt": master_logs,
+        "api_trial_call.json": json.dumps(trial),
+        "api_experiment_call.json": json.dumps(experiment),
+    }
+    fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.", suffix=".tar.gz")
+    try:
+        with os.fdopen(fd, "wb") as f, tarfile.open(fileobj=f, mode="w:gz") as tf:
+            for member, text in files.items():
+                data = text.encode()
+                info = tarfile.TarInfo(f"{name}/{member}")
+                info.size, info.mtime, info.mode = (
+                    len(data),
+                    int(dt.datetime.now().timestamp()),
+                    0o644,
+                )
+                tf.addfile(info, io.BytesIO(data))
+        final = out / f"{name}.tar.gz"
+        os.replace(tmp, final)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    print(f"bundle path: {final}")
+
+
+def _line(text: str) -> str:
+    return text if text.endswith("\n") else text + "\n"
+
+
 def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     sub = noun(nouns, "trial", aliases, "inspect trials")
     p = verb(sub, "set", set_, "set a trial's log-retention (--days N or --forever)")
@@ -158,8 +210,16 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     which.add_argument("--uuid", help="this checkpoint")
     p.add_argument("-o", "--output-dir")
     p.add_argument("--sort-by", metavar="METRIC", help="with --best: this validation metric")
-    p.add_argument("--smaller-is-better", type=_bool, metavar="(true|false)")
+    p.add_argument("--smaller-is-better", type=true_or_false, metavar="(true|false)")
     p.add_argument("-q", "--quiet", action="store_true", help="print only the path")
+    p = verb(
+        sub,
+        "support-bundle",
+        support_bundle,
+        "a tar.gz of the trial's and the master's logs and the trial's and experiment's records",
+    )
+    p.add_argument("trial_id", type=int)
+    p.add_argument("-o", "--output-dir", help="where to write it (default: the current directory)")
     p = verb(sub, "logs", logs, "show a trial's logs")
     p.add_argument("trial_id", type=int)
     add_log_flags(p)

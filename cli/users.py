@@ -1,4 +1,5 @@
-"""``det user``: login, logout, whoami, create, change-password, list."""
+"""``det user``: login, logout, whoami, create, change-password, list, rename, activate,
+deactivate, edit."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import getpass
 import os
 import sys
 from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import quote
 
 from det.cli import render
-from det.cli._util import add_json, noun, session, verb
-from det.cli.errors import CliAPIError, UsageError
+from det.cli._util import add_json, noun, session, true_or_false, verb
+from det.cli.errors import CliAPIError, CliError, UsageError
 from det.cli.session import Session, TokenStore, canonical_master, login
 
 if TYPE_CHECKING:
@@ -124,6 +126,51 @@ def link_agent_user(args: argparse.Namespace) -> None:
     )
 
 
+def _user_id(s: Session, username: str) -> int:
+    path = f"/api/v1/users/{quote(username, safe='')}/by-username"
+    user_id = cast("d.v1GetUserByUsernameResponse", s.get(path))["user"].get("id")
+    if user_id is None:
+        raise CliError(f"user '{username}' has no id in the master's answer")
+    return int(user_id)
+
+
+def _set_active(active: bool) -> Any:
+    """Determined's ``det user activate|deactivate USER`` (deprecated there for ``det user edit
+    USER --active true|false``, which does the same)."""
+
+    def run(args: argparse.Namespace) -> None:
+        s = session(args)
+        s.patch(f"/api/v1/users/{_user_id(s, args.username)}", {"active": active})
+        print(f"{'activated' if active else 'deactivated'} user {args.username}")
+
+    return run
+
+
+# Determined's ``det user edit`` flags: (flag, the PatchUser field, the name its message gives).
+_EDITS = (
+    ("display_name", "displayName", "Display Name"),
+    ("remote", "remote", "Remote"),
+    ("activate", "active", "Active"),
+    ("username", "username", "Username"),
+    ("admin", "admin", "Admin"),
+)
+
+
+def edit(args: argparse.Namespace) -> None:
+    """Determined's ``det user edit USER [--display-name N] [--username N] [--remote B]
+    [--active B] [--admin B]``: one PATCH with the fields given, and the same message."""
+    body = {field: getattr(args, flag) for flag, field, _ in _EDITS}
+    body = {k: v for k, v in body.items() if v is not None}
+    if not body:
+        raise UsageError(
+            "no field to change: give --display-name, --username, --remote, --active or --admin"
+        )
+    s = session(args)
+    s.patch(f"/api/v1/users/{_user_id(s, args.target_user)}", body)
+    changed = [name for flag, _, name in _EDITS if getattr(args, flag) is not None]
+    print("Changes made to the following fields: " + ", ".join(changed))
+
+
 def list_(args: argparse.Namespace) -> None:
     users = cast("d.v1GetUsersResponse", session(args).get("/api/v1/users"))["users"]
     if args.json:
@@ -165,3 +212,19 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     p = verb(sub, "rename", rename, "rename a user (admins only)")
     p.add_argument("target_user")
     p.add_argument("new_username")
+    p = verb(sub, "activate", _set_active(True), "activate a user (admins only)")
+    p.add_argument("username", help="the user to activate")
+    p = verb(sub, "deactivate", _set_active(False), "deactivate a user (admins only)")
+    p.add_argument("username", help="the user to deactivate")
+    p = verb(sub, "edit", edit, "change a user's name, display name, or flags")
+    p.add_argument("target_user", help="the user to edit")
+    p.add_argument("--display-name", help="the new display name")
+    p.add_argument("--username", help="the new username")
+    for flag, dest, what in (
+        ("--remote", "remote", "a remote user (signs in through the identity provider only)"),
+        ("--active", "activate", "an active user (may log in)"),
+        ("--admin", "admin", "an admin"),
+    ):
+        p.add_argument(
+            flag, dest=dest, type=true_or_false, metavar="(true|false)", help=f"make it {what}"
+        )

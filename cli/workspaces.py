@@ -69,6 +69,20 @@ def describe(args: argparse.Namespace) -> None:
     print(f"Resource pools it may use: {', '.join(pools or []) or 'none'}")
 
 
+def list_pools(args: argparse.Namespace) -> None:
+    """Determined's ``det workspace list-pools NAME``: the pools the workspace may use (bound
+    to it, or to no workspace), in one row as its CLI prints them."""
+    s = session(args)
+    w = workspace_by_name(s, args.workspace_name)
+    pools = s.get(f"/api/v1/workspaces/{w['id']}/available-resource-pools")["resourcePools"]
+    if args.json:
+        render.print_json(pools or [])
+        return
+    render.table(
+        ["Workspace", "Available Resource Pools"], [[args.workspace_name, ", ".join(pools or [])]]
+    )
+
+
 def edit(args: argparse.Namespace) -> None:
     s = session(args)
     w = workspace_by_name(s, args.workspace_name)
@@ -116,6 +130,9 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     sub = noun(nouns, "workspace", aliases, "manage workspaces")
     add_json(verb(sub, "list ls", list_, "list workspaces"))
     p = verb(sub, "list-projects", list_projects, "list a workspace's projects")
+    p.add_argument("workspace_name")
+    add_json(p)
+    p = verb(sub, "list-pools", list_pools, "list the resource pools a workspace may use")
     p.add_argument("workspace_name")
     add_json(p)
     p = verb(sub, "create", create, "create a workspace")

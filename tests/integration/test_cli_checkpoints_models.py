@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import tarfile
 import threading
 import uuid
@@ -341,3 +342,93 @@ def test_template_create_and_create_with_include_and_no_context(
     assert cli_master.get(f"/api/v1/experiments/{bare}/file_tree")["files"] == []
     r = det("e", "create", str(config), str(ctx), "-i", str(ctx / "train.py"))
     assert r.rc != 0 and "already has 'train.py'" in r.err
+
+
+# --- Issue 38 item 8: model list-versions and experiment download, beside the official CLI ------
+
+
+def test_model_list_versions_as_the_official_cli(
+    det: Det, official: Official, cli_master: Master, saved_exp: int
+) -> None:
+    det.login()
+    cks = kept(cli_master, saved_exp)
+    cli_master.post("/api/v1/models", {"name": "versions-listed", "description": "two"})
+    for ck in cks:
+        cli_master.post(
+            "/api/v1/models/versions-listed/versions",
+            {"modelName": "versions-listed", "checkpointUuid": ck["uuid"]},
+        )
+    ours = det.ok("model", "list-versions", "versions-listed", "--json").json()
+    theirs = json.loads(official("model", "list-versions", "versions-listed", "--json"))
+    assert ours == theirs
+    assert [v["checkpoint"]["uuid"] for v in ours["modelVersions"]] == [c["uuid"] for c in cks]
+    tables = (
+        det.ok("m", "list-versions", "versions-listed").out,
+        official("model", "list-versions", "versions-listed"),
+    )
+    for text in tables:
+        for header in ("Version #", "Trial ID", "Batch #", "Checkpoint UUID", "Workspace ID"):
+            assert header in text, (header, text)
+        # One row a version, the newest first: its number, trial and uuid on one line.
+        rows = [line for line in text.splitlines() if any(c["uuid"] in line for c in cks)]
+        assert [next(c["uuid"] for c in cks if c["uuid"] in r) for r in rows] == [
+            c["uuid"] for c in reversed(cks)
+        ]
+        numbered = list(enumerate(cks, start=1))[::-1]
+        for row, (number, ck) in zip(rows, numbered, strict=True):
+            cells = [c.strip() for c in re.split(r"\s{2,}|\|", row) if c.strip()]
+            assert cells[:2] == [str(number), str(ck["training"]["trialId"])], cells
+    r = det("model", "list-versions", "no-such-model")
+    assert r.rc == 1 and "no-such-model" in r.err and r.err.count("\n") == 1, r.err
+
+
+def test_experiment_download_top_n_as_the_official_cli(
+    det: Det, official: Official, cli_master: Master, saved_exp: int, tmp_path: Path
+) -> None:
+    det.login()
+    eid = str(saved_exp)
+    best = sorted(kept(cli_master, saved_exp), key=lambda c: c["training"]["searcherMetric"])
+    assert len(best) == 2
+    for who, run in (("ours", lambda *a: det.ok(*a).out), ("official", official)):
+        out = tmp_path / who
+        printed = run("e", "download", eid, "--top-n", "2", "-o", str(out), "-q").split()
+        assert [Path(p).name for p in printed] == [c["uuid"] for c in best], who
+        assert sorted(p.name for p in out.iterdir()) == sorted(c["uuid"] for c in best)
+        for c in best:
+            src = storage_dir(cli_master) / c["uuid"]
+            assert (out / c["uuid"] / "model.bin").read_bytes() == (src / "model.bin").read_bytes()
+            assert (out / c["uuid"] / "meta" / "info.json").read_text() == "{}"
+        # By another order: the worst first.
+        worst = run(
+            "e",
+            "download",
+            eid,
+            "--sort-by",
+            "validation_loss",
+            "--smaller-is-better",
+            "false",
+            "-o",
+            str(tmp_path / f"{who}-worst"),
+            "-q",
+        ).split()
+        assert [Path(p).name for p in worst] == [best[-1]["uuid"]], who
+    # The default (the best one) as a table, as the official CLI shows it.
+    one = tmp_path / "one"
+    text = det.ok("experiment", "download", eid, "-o", str(one)).out
+    assert text.startswith(f"Local checkpoint path:\n{one / best[0]['uuid']}")
+    assert "Validation Metrics" in text and best[1]["uuid"] not in text
+    assert [p.name for p in one.iterdir()] == [best[0]["uuid"]]
+
+    # Bad input: one line naming it, nothing made.
+    bad = tmp_path / "bad"
+    for args, rc, named in (
+        (("--top-n", "0"), 2, "--top-n"),
+        (("--sort-by", "validation_loss"), 2, "--smaller-is-better"),
+        (("--smaller-is-better", "true"), 2, "--sort-by"),
+        (("--smaller-is-better", "maybe", "--sort-by", "x"), 2, "--smaller-is-better"),
+    ):
+        r = det("e", "download", eid, *args, "-o", str(bad))
+        assert r.rc == rc and named in r.err.splitlines()[-1], (args, r.err)
+    r = det("e", "download", "999999", "-o", str(bad))
+    assert r.rc == 1 and "999999" in r.err and r.err.count("\n") == 1, r.err
+    assert not bad.exists()

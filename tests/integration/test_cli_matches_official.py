@@ -1,12 +1,19 @@
 """Our ``det`` and the official ``determined==0.38.1`` CLI report the same experiment the same way:
 trial ids, states, hyperparameters, batches and validation metrics, for an experiment run to
-completion on SimAgents."""
+completion on SimAgents; and the two CLIs side by side on one master for the verbs det's CLI
+gained later (issue 38 item 8: user activate/deactivate/edit, workspace list-pools, trial
+support-bundle, set priority of each interactive task kind; model list-versions and experiment
+download are in test_cli_checkpoints_models, where checkpoints have files): each changes what the
+other then reads, and bad input is one line that changes nothing."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import re
+import tarfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -292,3 +299,231 @@ def test_access_tokens_with_both_clis(det: Det, official: Official, cli_master: 
     bad = det("token", "create", "-e", "0")
     assert bad.rc != 0 and "--expiration-days" in bad.err
     assert det("token", "describe", "999999").rc != 0
+
+
+# --- Issue 38 item 8: the verbs det's CLI lacked, beside the official client's --------------------
+
+
+def _one_line(err: str) -> bool:
+    """A refusal: one ``det: error:`` line, or argparse's usage and its one error line."""
+    lines = err.strip().splitlines()
+    return "Traceback" not in err and (len(lines) == 1 or lines[-1].startswith("det "))
+
+
+def _official_usernames(official: Official, *args: str) -> set[str]:
+    rows = [line.split("|") for line in official("user", "list", *args).splitlines()]
+    return {r[1].strip() for r in rows if len(r) > 2}
+
+
+def test_user_activate_deactivate_and_edit_as_the_official_cli(
+    det: Det, official: Official, cli_master: Master
+) -> None:
+    det.login()
+    cli_master.post(
+        "/api/v1/users",
+        {"user": {"username": "edited", "admin": False, "active": True}, "password": "Pw-1edited"},
+    )
+
+    def user(name: str = "edited") -> dict[str, Any]:
+        return dict(cli_master.get(f"/api/v1/users/{name}/by-username")["user"])
+
+    assert det.ok("user", "deactivate", "edited").out.strip() == "deactivated user edited"
+    assert user()["active"] is False
+    assert "edited" not in _official_usernames(official)
+    assert "edited" in _official_usernames(official, "--all")
+    official("user", "activate", "edited")
+    assert user()["active"] is True
+    official("user", "deactivate", "edited")
+    det.ok("user", "activate", "edited")
+    assert user()["active"] is True and "edited" in _official_usernames(official)
+
+    ours = det.ok("user", "edit", "edited", "--display-name", "Ed Itor", "--admin", "true").out
+    assert (user()["displayName"], user()["admin"]) == ("Ed Itor", True)
+    theirs = official("user", "edit", "edited", "--display-name", "Ed Two", "--admin", "false")
+    assert (user()["displayName"], user()["admin"]) == ("Ed Two", False)
+    assert ours == theirs == "Changes made to the following fields: Display Name, Admin\n"
+    out = det.ok(
+        "user", "edit", "edited", "--username", "edited2", "--active", "false", "--remote", "false"
+    ).out
+    assert out == "Changes made to the following fields: Remote, Active, Username\n"
+    assert (user("edited2")["active"], user("edited2")["remote"]) == (False, False)
+    official("user", "edit", "edited2", "--username", "edited", "--active", "true")
+    before = user()
+    assert before["active"] is True
+
+    # Bad input: one line naming what is wrong; the user is unchanged.
+    for args, rc, named in (
+        (("edit", "edited"), 2, "--display-name"),
+        (("edit", "edited", "--admin", "maybe"), 2, "--admin"),
+        (("edit", "edited", "--active"), 2, "--active"),
+        (("edit", "no-such-user", "--admin", "true"), 1, "no-such-user"),
+        (("deactivate", "no-such-user"), 1, "no-such-user"),
+        (("activate",), 2, "username"),
+    ):
+        r = det("user", *args)
+        assert r.rc == rc and named in r.err and _one_line(r.err), (args, r.rc, r.err)
+    assert user() == before
+
+
+def test_workspace_list_pools_as_the_official_cli(
+    det: Det, official: Official, cli_master: Master
+) -> None:
+    det.login()
+    ws = cli_master.post("/api/v1/workspaces", {"name": "pools-listed"})["workspace"]
+    pools = cli_master.get(f"/api/v1/workspaces/{ws['id']}/available-resource-pools")[
+        "resourcePools"
+    ]
+    assert pools  # the cluster's pool, bound to no workspace
+    theirs = official("workspace", "list-pools", "pools-listed")
+    ours = det.ok("workspace", "list-pools", "pools-listed").out
+    for text in (ours, theirs):
+        assert "Available Resource Pools" in text
+        assert any(
+            "pools-listed" in line and ", ".join(pools) in line for line in text.splitlines()
+        )
+    assert det.ok("w", "list-pools", "pools-listed", "--json").json() == pools
+    r = det("workspace", "list-pools", "no-such-workspace")
+    assert r.rc == 1 and "no-such-workspace" in r.err and _one_line(r.err)
+
+
+BUNDLE_FILES = {
+    "trial_logs.txt",
+    "master_logs.txt",
+    "api_trial_call.json",
+    "api_experiment_call.json",
+}
+
+
+def _bundle(folder: Path, trial_id: int) -> dict[str, bytes]:
+    """The one bundle in ``folder``: its members by name, after checking the archive's name and
+    its one top folder (the archive's name without .tar.gz)."""
+    (path,) = list(folder.iterdir())
+    assert re.fullmatch(rf"det-bundle-trial-{trial_id}-\d{{8}}T\d{{6}}\.tar\.gz", path.name), path
+    top = path.name.removesuffix(".tar.gz")
+    with tarfile.open(path) as tf:
+        files = [m for m in tf.getmembers() if m.isfile()]
+        assert {m.name.partition("/")[0] for m in files} == {top}
+        return {m.name.partition("/")[2]: tf.extractfile(m).read() for m in files}  # type: ignore[union-attr]
+
+
+def _no_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _no_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_no_nulls(v) for v in value]
+    return value
+
+
+def test_trial_support_bundle_as_the_official_cli(
+    det: Det, official: Official, finished: int, tmp_path: Path
+) -> None:
+    det.login()
+    tid = ours_describe(det, finished)["trials"][0]["id"]
+    bundles = {}
+    for who, run in (("ours", lambda *a: det.ok(*a).out), ("official", official)):
+        (tmp_path / who).mkdir()
+        out = run("trial", "support-bundle", str(tid), "-o", str(tmp_path / who))
+        assert out.startswith(f"bundle path: {tmp_path / who}/det-bundle-trial-{tid}-"), out
+        bundles[who] = _bundle(tmp_path / who, tid)
+    ours, theirs = bundles["ours"], bundles["official"]
+    assert set(ours) == set(theirs) == BUNDLE_FILES
+    for b in (ours, theirs):
+        assert json.loads(b["api_trial_call.json"])["id"] == tid
+        assert json.loads(b["api_experiment_call.json"])["experiment"]["id"] == finished
+        assert f"trial {tid} step 1".encode() in b["trial_logs.txt"]
+        assert b["master_logs.txt"].strip()
+    assert ours["trial_logs.txt"] == theirs["trial_logs.txt"]
+    # The official client writes its bindings' nulls (batchMetrics: null) and only the fields
+    # its bindings know (not det's latestCheckpointUuid); those agree.
+    our_trial = _no_nulls(json.loads(ours["api_trial_call.json"]))
+    their_trial = _no_nulls(json.loads(theirs["api_trial_call.json"]))
+    assert {k: our_trial.get(k) for k in their_trial} == their_trial
+
+    # Bad input: one line, and no archive (not even a part of one) is left behind.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for args, rc, named in (
+        (("999999", "-o", str(empty)), 1, "999999"),
+        ((str(tid), "-o", str(tmp_path / "missing")), 2, "missing"),
+        (("not-a-trial",), 2, "trial_id"),
+    ):
+        r = det("trial", "support-bundle", *args)
+        assert r.rc == rc and named in r.err and _one_line(r.err), (args, r.rc, r.err)
+    assert list(empty.iterdir()) == [] and not (tmp_path / "missing").exists()
+
+
+def _job_priority(cli_master: Master, kind: str, task_id: str) -> int:
+    job = cli_master.get(f"/api/v1/{kind}s/{task_id}")[kind]["jobId"]
+    jobs = cli_master.get("/api/v1/job-queues-v2")["jobs"]
+    (priority,) = [j["full"]["priority"] for j in jobs if j["full"]["jobId"] == job]
+    return int(priority)
+
+
+def test_set_priority_of_each_task_kind_as_the_official_cli(
+    det: Det, official: Official, cli_master: Master, finished: int
+) -> None:
+    det.login()
+    # The tasks wait in the queue (its jobs list shows their priority) while the agents are
+    # disabled: a SimAgent would end each at once, and an ended task's job leaves the queue.
+    agents = [a["id"] for a in cli_master.get("/api/v1/agents")["agents"]]
+    for agent in agents:
+        cli_master.post(f"/api/v1/agents/{agent}/disable", {"drain": False})
+    launched = {
+        kind: str(cli_master.post(f"/api/v1/{kind}s", body)[kind]["id"])
+        for kind, body in (
+            ("command", {"config": {"entrypoint": ["sleep", "600"]}}),
+            ("notebook", {}),
+            ("shell", {}),
+            ("tensorboard", {"experimentIds": [finished]}),
+        )
+    }
+    noun = {
+        "command": "cmd",
+        "notebook": "notebook",
+        "shell": "shell",
+        "tensorboard": "tensorboard",
+    }
+    try:
+        for kind, tid in launched.items():
+            ours = det.ok(noun[kind], "set", "priority", tid, "7").out
+            assert ours == f"Set priority of {kind} {tid} to 7\n"
+            assert _job_priority(cli_master, kind, tid) == 7
+            theirs = official(kind, "set", "priority", tid, "9")
+            assert theirs == f"Set priority of {kind} {tid} to 9\n"
+            assert _job_priority(cli_master, kind, tid) == 9
+            # Bad input: one line naming it; the priority stays.
+            for args, rc, named in (
+                ((tid, "0"), 1, "priority"),
+                ((tid, "high"), 2, "priority"),
+                (("no-such-task", "5"), 1, "no-such-task"),
+            ):
+                r = det(noun[kind], "set", "priority", *args)
+                assert r.rc == rc and named in r.err and _one_line(r.err), (kind, args, r.err)
+            assert _job_priority(cli_master, kind, tid) == 9
+    finally:
+        for kind, tid in launched.items():
+            cli_master.post(f"/api/v1/{kind}s/{tid}/kill")
+        for agent in agents:
+            cli_master.post(f"/api/v1/agents/{agent}/enable")
+
+
+ITEM_8 = (
+    "user activate",
+    "user deactivate",
+    "user edit",
+    "model list-versions",
+    "command set priority",
+    "notebook set priority",
+    "shell set priority",
+    "tensorboard set priority",
+    "experiment download",
+    "trial support-bundle",
+    "workspace list-pools",
+)
+
+
+def test_det_cli_has_the_official_verbs_issue_38_named() -> None:
+    """The leaves docs/compatibility.md marks 'has' for det's CLI, read from its parser (the
+    tests above run each one)."""
+    assert [leaf for leaf in ITEM_8 if not cli_support.det_cli_has(leaf)] == []
+    assert not cli_support.det_cli_has("experiment no-such-verb")
