@@ -6,6 +6,7 @@ Test modules import the fixtures they use (``cli_master``, ``det``, ``sim_agents
 
 from __future__ import annotations
 
+import argparse
 import base64
 import contextlib
 import io
@@ -256,3 +257,27 @@ def create_via_api(master: Master, config: str, activate: bool = True) -> int:
         "activate": activate,
     }
     return int(master.post("/api/v1/experiments", body)["experiment"]["id"])
+
+
+def det_cli_has(leaf: str) -> bool:
+    """Whether det's own ``det`` parser has the official CLI's leaf command ``leaf`` (its words
+    after ``det``, as the conformance walk names them): each word a sub-command, or a choice of
+    a positional argument (det's ``experiment set gc-policy``); ``help`` is argparse's ``-h``."""
+    # The parser is det's CLI itself: imported here, as the Det runner does, so that collecting
+    # these tests does not import the whole CLI.
+    from det.cli.__main__ import build_parser
+
+    parser = build_parser(leaf.split()[:1])
+    for word in leaf.split():
+        if word == "help":
+            return True
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if sub is not None and word in sub.choices:
+            parser = sub.choices[word]
+            continue
+        return any(
+            not a.option_strings and a.choices is not None and word in a.choices
+            for a in parser._actions
+            if not isinstance(a, argparse._SubParsersAction)
+        )
+    return True

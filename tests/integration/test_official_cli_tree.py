@@ -39,7 +39,7 @@ import yaml
 from tests.compat.official import ensure_official_venv
 from tests.compat.official_cli import OfficialDet
 from tests.integration import cli_support
-from tests.integration.cli_support import exp_state, sim_config, trials
+from tests.integration.cli_support import det_cli_has, exp_state, sim_config, trials
 from tests.integration.conftest import ADMIN_PASSWORD, Master
 
 pytestmark = pytest.mark.integration
@@ -769,6 +769,7 @@ def _normalise(text: str, w: World) -> str:
 
 def _write_doc(rows: list[tuple[str, str, str]]) -> None:
     counts = {k: sum(kind == k for _, kind, _ in rows) for k in ("works", "refused", "not run")}
+    ours = {leaf: det_cli_has(leaf) for leaf, _, _ in rows}
     lines = [
         "# Compatibility with Determined's `det` CLI",
         "",
@@ -778,13 +779,15 @@ def _write_doc(rows: list[tuple[str, str, str]]) -> None:
         "fails on any leaf that ends in a traceback, a bare 404/405 body, or exit 0 without its",
         "effect. **works**: exit 0 (with its effect where it changes something); **refused**:",
         "non-zero exit with the one line shown; **not run**: needs a terminal, browser or cloud.",
+        "**det's CLI**: whether det's own `det` has the same command (`cli_support.det_cli_has`,",
+        "read from its parser; `test_cli_matches_official` runs both CLIs side by side).",
         "",
         f"{len(rows)} leaves: {counts['works']} work, {counts['refused']} refused,"
-        f" {counts['not run']} not run.",
+        f" {counts['not run']} not run; det's CLI has {sum(ours.values())} of them.",
         "",
-        "| command | outcome | message |",
-        "|---|---|---|",
+        "| command | outcome | message | det's CLI |",
+        "|---|---|---|---|",
     ]
     for leaf, kind, detail in rows:
-        lines.append(f"| `det {leaf}` | {kind} | {detail} |")
+        lines.append(f"| `det {leaf}` | {kind} | {detail} | {'has' if ours[leaf] else 'lacks'} |")
     _write_atomic(DOC, "\n".join(lines) + "\n")
