@@ -90,6 +90,8 @@ PROTECTED_CAPABILITIES = frozenset(
 
 
 def _absolute(path: str) -> str:
+    if "\x00" in path:
+        raise PydanticCustomError("nul", "a path holds no NUL character", {})
     if not path.startswith("/"):
         raise PydanticCustomError(
             "not_absolute", "must be an absolute host path (got {got})", {"got": repr(path)}
@@ -111,13 +113,15 @@ def _capability_name(name: str) -> str:
 
 
 def _device(device: str) -> str:
-    if parse_device_rule(device) is None and not device.startswith("/"):
+    if parse_device_rule(device) is not None:
+        return device
+    if not device.startswith("/"):
         raise PydanticCustomError(
             "device",
             "{got} is neither an absolute host path nor a rule such as 'c 10:229' or 'b 7:*'",
             {"got": repr(device)},
         )
-    return device
+    return _absolute(device)
 
 
 #: A host path a policy names: absolute (it is judged as written, then on the agent's host).

@@ -35,6 +35,11 @@ BAD: list[tuple[dict[str, Any], str, str]] = [  # the policy, master.yaml's key,
         "protected_host_paths.0",
         "must be an absolute host path (got 'srv')",
     ),
+    (
+        {"bind_mounts": [{"host_path": "/srv\x00"}]},
+        "bind_mounts.0.host_path",
+        "a path holds no NUL",
+    ),
 ]
 
 
