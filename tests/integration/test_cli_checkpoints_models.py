@@ -431,4 +431,8 @@ def test_experiment_download_top_n_as_the_official_cli(
         assert r.rc == rc and named in r.err.splitlines()[-1], (args, r.err)
     r = det("e", "download", "999999", "-o", str(bad))
     assert r.rc == 1 and "999999" in r.err and r.err.count("\n") == 1, r.err
+    # An experiment with no completed checkpoint (one never activated): exit 1, not silence.
+    idle = cli_support.create_via_api(cli_master, sim_config("no-checkpoints"), activate=False)
+    r = det("e", "download", str(idle), "-o", str(bad))
+    assert r.rc == 1 and "no completed checkpoint" in r.err and r.err.count("\n") == 1, r.err
     assert not bad.exists()
