@@ -6,6 +6,7 @@ remembers the active user for that master. ``DET_USER``/``DET_PASS`` log in with
 
 from __future__ import annotations
 
+import datetime as dt
 import getpass
 import json
 import os
@@ -125,6 +126,20 @@ def _client(master: str, token: str | None = None) -> api.Session:
     )
 
 
+# Sent by the master's logs routes for a task whose logs retention deleted (det.master.api._logs).
+LOGS_DELETED_HEADER = "X-Det-Logs-Deleted"
+
+
+def logs_deleted_message(when: str) -> str:
+    """``logs deleted by the retention policy on 2026-01-31 04:00 UTC`` (``when``: RFC 3339)."""
+    try:
+        t = dt.datetime.fromisoformat(when.replace("Z", "+00:00")).astimezone(dt.UTC)
+        shown = t.strftime("%Y-%m-%d %H:%M UTC")
+    except ValueError:
+        shown = when[:40]
+    return f"logs deleted by the retention policy on {shown}"
+
+
 class Session:
     """A logged-in connection to one master, over the shared client (det.common.api): its
     errors become CLI errors (det.cli.errors.translate)."""
@@ -134,6 +149,7 @@ class Session:
         self.token = token
         self.user = user
         self.api = _client(master, token)
+        self._said: set[str] = set()
 
     def request(
         self, method: str, path: str, *, stream: bool = False, timeout: float | None = 60, **kw: Any
@@ -162,13 +178,20 @@ class Session:
         return r.json() if r.content else {}
 
     def stream(self, path: str, **kw: Any) -> Iterator[dict[str, Any]]:
-        """An NDJSON stream of ``{"result": …}`` lines."""
+        """An NDJSON stream of ``{"result": …}`` lines. A log stream that ends with no line
+        while the master says retention deleted the logs (``X-Det-Logs-Deleted``) says so on
+        stderr (once per session), rather than print nothing."""
         r = self.request("GET", path, stream=True, timeout=None, **kw)
         lines = r.iter_lines()
+        empty = True
         while True:
             try:
                 line = next(lines)
             except StopIteration:
+                deleted = r.headers.get(LOGS_DELETED_HEADER)
+                if empty and deleted and deleted not in self._said:
+                    self._said.add(deleted)
+                    print(logs_deleted_message(deleted), file=sys.stderr)
                 return
             except requests.RequestException:  # the master went away mid-stream
                 raise unreachable(self.master) from None
@@ -176,6 +199,7 @@ class Session:
                 obj = json.loads(line)
                 if "error" in obj and "result" not in obj:
                     raise CliError(str(obj["error"]))
+                empty = False
                 yield obj.get("result", obj)
 
     def follow(

@@ -1,7 +1,13 @@
-"""Task log streams: NDJSON ``{"result": …}`` lines, optionally following until the task ends."""
+"""Task log streams: NDJSON ``{"result": …}`` lines, optionally following until the task ends.
+
+A task whose logs retention deleted says so in the ``X-Det-Logs-Deleted`` header (the RFC 3339
+time of the deletion): a header, because Determined's client reads only the body's lines (its
+bindings never look at a logs answer's headers), and the stream may have no line to carry it.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 from collections.abc import Iterator
@@ -11,11 +17,14 @@ from flask import Response, stream_with_context
 from det.master.api._common import db, release_connection, state
 from det.master.api._contract import query_dict
 from det.master.errors import InvalidArgument
+from det.master.rows.logs import LogLine
 from det.master.schemas import d, validate
 from det.master.schemas import logs as wire
-from det.master.services import task_logs
+from det.master.services import log_retention, task_logs
 from det.master.services.task_logs import LogsParams
 from det.master.wire import Paging
+
+DELETED_HEADER = "X-Det-Logs-Deleted"
 
 
 def stream(
@@ -35,7 +44,7 @@ def stream(
     newest_first = params.get("orderBy") == "ORDER_BY_DESC"
     where, values = task_logs.filters(params)
 
-    def line(r: task_logs.LogLine) -> str:
+    def line(r: LogLine) -> str:
         entry = wire.task_log(r) if trial_id is None else wire.trial_log(r, trial_id)
         return json.dumps({"result": entry}) + "\n"
 
@@ -43,6 +52,7 @@ def stream(
     # bad regular expression, a rank beyond its column) is a 400, not a broken stream.
     with db() as conn:
         first = task_logs.first_page(conn, task_id, where, values, limit, newest_first)
+        deleted = log_retention.deleted_at(conn, task_id)
 
     budget = state().config.long_request_seconds()
     deadline = None if budget is None else time.monotonic() + budget
@@ -72,4 +82,7 @@ def stream(
                 release_connection()  # no pooled connection is held while waiting
                 time.sleep(0.5)
 
-    return Response(stream_with_context(gen()), mimetype="application/x-ndjson")
+    headers = {}
+    if deleted is not None:
+        headers[DELETED_HEADER] = deleted.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+    return Response(stream_with_context(gen()), mimetype="application/x-ndjson", headers=headers)

@@ -12,7 +12,8 @@ Deleting: one short transaction per batch of :data:`BATCH` rows of one task (the
 rows and takes no lock a delete holds, so it never waits for a cleanup; no transaction stays
 open between batches (no WAL or vacuum held back by one long delete). The scheduled run is a
 thread of the loop's leader (:func:`kick`); ``det task cleanup-logs`` runs the same thing in
-its request.
+its request. Each task whose logs a run deleted is recorded with the time
+(``task_logs_deleted``), which the logs routes send as the ``X-Det-Logs-Deleted`` header.
 """
 
 from __future__ import annotations
@@ -138,8 +139,11 @@ def delete_logs(
     *,
     batch: int = BATCH,
     pause: float = PAUSE_SECONDS,
+    now: dt.datetime | None = None,
 ) -> int:
-    """Deletes the tasks' logs, one short transaction per batch; returns how many rows."""
+    """Deletes the tasks' logs, one short transaction per batch; returns how many rows. The
+    last batch of a task records that retention deleted its logs, and when (``now``)."""
+    now = now or dt.datetime.now(dt.UTC)
     removed = 0
     for task_id in tasks:
         while True:
@@ -149,6 +153,12 @@ def delete_logs(
                     " WHERE task_id = %s ORDER BY id LIMIT %s)",
                     (task_id, batch),
                 ).rowcount
+                if n < batch:
+                    conn.execute(
+                        "INSERT INTO task_logs_deleted (task_id, deleted_at) VALUES (%s, %s)"
+                        " ON CONFLICT (task_id) DO UPDATE SET deleted_at = EXCLUDED.deleted_at",
+                        (task_id, now),
+                    )
             removed += n
             if n < batch:
                 break
@@ -156,12 +166,20 @@ def delete_logs(
     return removed
 
 
+def deleted_at(conn: Conn, task_id: str) -> dt.datetime | None:
+    """When retention deleted the task's logs (None: it never did)."""
+    row = conn.execute(
+        "SELECT deleted_at FROM task_logs_deleted WHERE task_id = %s", (task_id,)
+    ).fetchone()
+    return row["deleted_at"] if row else None
+
+
 def cleanup(st: MasterState, now: dt.datetime | None = None) -> int:
     """Deletes every expired task's logs now; returns how many rows."""
     now = now or dt.datetime.now(dt.UTC)
     with st.pool.connection() as conn:
         tasks = expired_tasks(conn, st.config.retention_policy.log_retention_days, now)
-    removed = delete_logs(st.pool.connection, tasks)
+    removed = delete_logs(st.pool.connection, tasks, now=now)
     if tasks:
         logger.info("log retention: deleted %d log lines of %d tasks", removed, len(tasks))
     return removed

@@ -212,6 +212,14 @@ function logViewer(box, path, name, live) {
     if (atEnd || st.from === "end") out.scrollTop = out.scrollHeight;
   };
   const parse = (text) => text.split("\n").filter(Boolean).map((l) => JSON.parse(l).result);
+  // When retention deleted the task's logs (the master's X-Det-Logs-Deleted header, an RFC 3339
+  // time) as "YYYY-MM-DD HH:MM UTC"; null when it did not.
+  const deletedAt = async () => {
+    const r = await fetch(`${path}?limit=1`, { headers: { Authorization: "Bearer " + token() } });
+    const when = r.ok ? r.headers.get("X-Det-Logs-Deleted") : null;
+    if (r.body) await r.body.cancel();
+    return when ? when.replace("T", " ").replace(/:\d\d(\.\d+)?Z$/, " UTC") : null;
+  };
 
   // Streams the response body line by line (NDJSON) until it ends or is aborted.
   const stream = async (path, signal) => {
@@ -251,7 +259,10 @@ function logViewer(box, path, name, live) {
       if (signal.aborted) return;
       add(lines);
       if (st.from === "start") out.scrollTop = 0;
-      if (!lines.length) out.appendChild(h("span", { class: "muted empty" }, "No log lines" + (st.levels.size < LEVELS.length || st.rank || st.agent || st.text ? " match the filters." : " yet.") + "\n"));
+      const gone = lines.length ? null : await deletedAt();
+      if (signal.aborted) return;
+      if (gone) out.appendChild(h("span", { class: "muted empty logs-deleted" }, `Logs deleted by the retention policy on ${gone}.\n`));
+      else if (!lines.length) out.appendChild(h("span", { class: "muted empty" }, "No log lines" + (st.levels.size < LEVELS.length || st.rank || st.agent || st.text ? " match the filters." : " yet.") + "\n"));
       if (st.follow && st.from === "end") {
         status.textContent = "following…";
         // From just before the newest line shown (timestampAfter is strict; the repeats are

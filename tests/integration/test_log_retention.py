@@ -23,6 +23,7 @@ from tests.integration import cli_support
 from tests.integration.cli_support import Det, create_via_api, logging_training, sim_config, wait
 from tests.integration.conftest import ADMIN_PASSWORD, Master, start_master
 from tests.integration.test_official_client_answers import Official
+from tests.integration.webui_support import browser, login, page  # noqa: F401
 
 pytestmark = pytest.mark.integration
 det = cli_support.det
@@ -208,3 +209,60 @@ def test_remaining_log_retention_days_count_as_determined_does(cli_master: Maste
     assert m.get(f"/api/v1/trials/{trial['id']}/remaining_log_retention_days") == {}
     r = m.session().get(f"{m.url}/api/v1/trials/987654/remaining_log_retention_days")
     assert r.status_code == 404, r.text
+
+
+def test_logs_retention_deleted_say_so_in_the_api_cli_official_client_and_webui(
+    cli_master: Master,
+    tmp_path: Path,
+    det: Det,
+    page: Any,  # noqa: F811
+) -> None:
+    """Issue 41 item 6: after retention, a trial's or task's logs answer says when they were
+    deleted (X-Det-Logs-Deleted, which the official client ignores), det's CLI prints it on
+    stderr and the WebUI's log view shows it, rather than an empty log."""
+    m = cli_master
+    _, gone_tid, gone_task = finished_trial(m, "logs-gone")
+    _, kept_tid, kept_task = finished_trial(m, "logs-kept")
+    m.session().put(f"{m.url}/api/v1/trials/{gone_tid}/retain_logs", json={"numDays": 0})
+    before = dt.datetime.now(dt.UTC)
+    m.post("/api/v1/cleanup_logs")
+    assert log_lines(m, gone_task) == 0 and log_lines(m, kept_task) == 4
+
+    s = m.session()
+    for path in (f"/api/v1/trials/{gone_tid}/logs", f"/api/v1/tasks/{gone_task}/logs"):
+        r = s.get(m.url + path, params={"follow": "false"}, timeout=30)
+        assert r.status_code == 200 and r.text == "", (path, r.text)
+        when = dt.datetime.fromisoformat(r.headers["X-Det-Logs-Deleted"].replace("Z", "+00:00"))
+        assert before - dt.timedelta(seconds=5) <= when <= dt.datetime.now(dt.UTC), when
+    kept = s.get(f"{m.url}/api/v1/trials/{kept_tid}/logs", timeout=30)
+    assert "X-Det-Logs-Deleted" not in kept.headers and len(kept.text.splitlines()) == 4
+
+    # det's CLI: nothing on stdout, the reason on stderr, exit 0; a trial with logs: no note.
+    det.login()
+    day = when.strftime("%Y-%m-%d")
+    for args in (("trial", "logs", str(gone_tid)), ("task", "logs", gone_task)):
+        r = det(*args)
+        assert r.rc == 0 and r.out == "", (args, r)
+        assert f"logs deleted by the retention policy on {day}" in r.err, (args, r.err)
+    r = det("trial", "logs", str(kept_tid))
+    assert r.rc == 0 and len(r.out.splitlines()) == 4 and "retention" not in r.err
+
+    # The official client reads the same answer as before (its bindings skip headers).
+    o = Official(ensure_official_venv(), m, tmp_path)
+    o("user", "login", "admin", stdin=ADMIN_PASSWORD + "\n")
+
+    def official_lines(tid: int) -> list[str]:
+        out = o("trial", "logs", str(tid)).strip().splitlines()
+        assert out[-1].startswith("Trial log stream ended"), out  # its own closing line
+        return out[:-1]
+
+    assert official_lines(gone_tid) == [] and len(official_lines(kept_tid)) == 4
+
+    # The WebUI's log view.
+    login(page, m, f"/det/trials/{gone_tid}")
+    note = page.locator("pre.logs .logs-deleted")
+    note.wait_for(timeout=30_000)
+    assert f"Logs deleted by the retention policy on {day}" in note.inner_text()
+    page.goto(f"{m.url}/det/trials/{kept_tid}")
+    page.locator("pre.logs .log-line").first.wait_for(timeout=30_000)
+    assert page.locator("pre.logs .logs-deleted").count() == 0
