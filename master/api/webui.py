@@ -36,6 +36,8 @@ _SCRIPTS = (
     "tasks",
     "launch",
     "settings",
+    "ops",
+    "policy",
 )
 _ASSETS = {
     "app.css": "text/css; charset=utf-8",

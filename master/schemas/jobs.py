@@ -27,6 +27,8 @@ _TYPES: dict[str, d.jobv1Type] = {
     "NOTEBOOK": "TYPE_NOTEBOOK",
     "SHELL": "TYPE_SHELL",
     "TENSORBOARD": "TYPE_TENSORBOARD",
+    # an ended experiment's job while its checkpoint GC task waits or runs (services.jobs)
+    "CHECKPOINT_GC": "TYPE_CHECKPOINT_GC",
 }
 
 

@@ -86,7 +86,10 @@ def list_jobs(conn: Conn, st: MasterState, pool: str | None, desc: bool) -> list
     rows = (
         conn.cursor(row_factory=class_row(_Listed))
         .execute(
-            "SELECT j.id, j.kind, j.experiment_id, j.owner_id, j.resource_pool, j.priority,"
+            # An ended experiment's job is listed while its checkpoint GC task waits or runs,
+            # as that task (Determined's TYPE_CHECKPOINT_GC job).
+            f"SELECT j.id, CASE WHEN e.state IN {states.ENDED_SQL} THEN 'CHECKPOINT_GC'"
+            " ELSE j.kind END AS kind, j.experiment_id, j.owner_id, j.resource_pool, j.priority,"
             " j.weight, j.queue_key, j.submitted_at, coalesce(e.name, n.description) AS name, e.state AS exp_state, e.progress,"
             " u.username, n.id AS ntsc_id,"
             " coalesce((SELECT p.workspace_id FROM projects p WHERE p.id = e.project_id),"
@@ -98,7 +101,9 @@ def list_jobs(conn: Conn, st: MasterState, pool: str | None, desc: bool) -> list
             " FROM jobs j LEFT JOIN experiments e ON e.id = j.experiment_id"
             " LEFT JOIN ntsc_tasks n ON n.job_id = j.id JOIN users u ON u.id = j.owner_id"
             f" WHERE ((e.state NOT IN {states.ENDED_SQL} AND NOT e.deleted AND NOT e.unmanaged)"
-            "   OR n.state = 'ACTIVE')" + clause,
+            "   OR n.state = 'ACTIVE'"
+            "   OR (e.id IS NOT NULL AND EXISTS (SELECT 1 FROM allocations g WHERE g.job_id = j.id"
+            "     AND g.kind = 'CHECKPOINT_GC' AND g.state <> 'TERMINATED')))" + clause,
             params,
         )
         .fetchall()

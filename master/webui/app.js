@@ -245,6 +245,24 @@ async function loginPage(main) {
   return null;
 }
 
+// A job's kind (Determined's job type) and the page of what it runs: an experiment's page, an
+// interactive task's own page, the experiment a checkpoint GC task collects.
+const JOB_KINDS = {
+  TYPE_EXPERIMENT: ["experiment", (id) => "/det/experiments/" + encodeURIComponent(id)],
+  TYPE_NOTEBOOK: ["notebook", (id) => "/det/tasks/" + encodeURIComponent(id)],
+  TYPE_SHELL: ["shell", (id) => "/det/tasks/" + encodeURIComponent(id)],
+  TYPE_COMMAND: ["command", (id) => "/det/tasks/" + encodeURIComponent(id)],
+  TYPE_TENSORBOARD: ["TensorBoard", (id) => "/det/tasks/" + encodeURIComponent(id)],
+  TYPE_CHECKPOINT_GC: ["checkpoint GC", (id) => "/det/experiments/" + encodeURIComponent(id)],
+};
+
+function jobLink(j) {
+  const [kind, href] = JOB_KINDS[j.type] || [String(j.type || "job").replace(/^TYPE_/, "").toLowerCase(), null];
+  const short = /^\d+$/.test(j.entityId) ? j.entityId : String(j.entityId).slice(0, 8);
+  const text = j.type === "TYPE_CHECKPOINT_GC" ? `checkpoint GC of experiment ${short}` : `${kind} ${short}${j.name ? ": " + j.name : ""}`;
+  return [kind, href ? h("a", { href: href(j.entityId), "data-kind": kind, title: j.entityId }, text) : text];
+}
+
 async function jobsPage(main) {
   const { jobs } = await api("/api/v1/job-queues");
   const setPriority = (j) => () => {
@@ -255,10 +273,10 @@ async function jobsPage(main) {
   render(main, 
     h("h1", {}, "Job queue"),
     table(
-      ["#", "Job", "State", "Jobs ahead", "Priority", "Weight", "Slots", "Pool", "Waiting because", "User", ""],
+      ["#", "Kind", "Job", "State", "Jobs ahead", "Priority", "Weight", "Slots", "Pool", "Waiting because", "User", ""],
       jobs.map((j, i) => [
         String(i + 1),
-        link("/det/experiments/" + j.entityId, `experiment ${j.entityId}: ${j.name}`),
+        ...jobLink(j),
         badge(j.summary.state),
         String(j.summary.jobsAhead),
         String(j.priority),
@@ -307,7 +325,7 @@ async function clusterPage(main) {
         h("h3", {}, p.name),
         table(["Time", "Kind", "Message"], events[resourcePools.indexOf(p)].slice().reverse().map((ev) => [when(ev.time), ev.kind, ev.message]))))
       : h("p", { class: "muted" }, "No pool has recorded an event yet (launches, terminations, waits)."),
-    h("h2", {}, "Agents"),
+    h("h2", {}, "Agents ", link("/det/agents", "enable, disable, drain")),
     table(
       ["Agent", "Pool", "Slots in use", "Devices", "Status", "Last heartbeat", "Address"],
       agents.map((a) => {
@@ -344,6 +362,7 @@ function routes() {
     [/^\/det\/tasks\/?$/, tasksPage, "tasks"],
     [/^\/det\/tasks\/new\/?$/, launchPage, "tasks"],
     [/^\/det\/tasks\/([^/]+)\/logs\/?$/, taskLogsPage, "tasks"],
+    [/^\/det\/tasks\/([^/]+)\/?$/, taskPage, "tasks"],
     [/^\/det\/open\/([^/]+)\/?$/, openTaskPage, "tasks"],
     // The links Determined's CLI prints and opens (`det notebook start|open`, `det tensorboard
     // start|open`): /det/interactive/<id>/<kind>/<description>/<pool>/<wait page>, and the wait
@@ -354,6 +373,10 @@ function routes() {
     [/^\/det\/usage\/?$/, usagePage, "usage"],
     [/^\/det\/cluster(s)?\/?$/, clusterPage, "cluster"],
     [/^\/det\/admin\/users\/?$/, usersPage, "users"],
+    [/^\/det\/agents\/?$/, agentsPage, "agents"],
+    [/^\/det\/webhooks\/?$/, webhooksPage, "webhooks"],
+    [/^\/det\/master-logs\/?$/, masterLogsPage, "master-logs"],
+    [/^\/det\/policy\/?$/, policyPage, "policy"],
     [/^\/det\/settings\/?$/, settingsPage, "settings"],
   ];
 }
@@ -437,7 +460,7 @@ async function start() {
   const args = path.match(re).slice(1).map((x) => (x === undefined ? x : decodeURIComponent(x)));
   me()
     .then((user) => {
-      document.getElementById("nav-users").hidden = !user.admin;
+      for (const a of document.querySelectorAll("#nav .admin-only")) a.hidden = !user.admin;
       document.getElementById("who").replaceChildren(
         h("a", { href: "/det/settings", title: "Your settings: password, default workspace, access tokens", "data-section": "settings", class: section === "settings" ? "current" : "" }, user.username),
         " ",

@@ -19,23 +19,112 @@ async function openNotebook(n) {
   window.open(url, "_blank", "noopener,noreferrer");
 }
 
-// Where the master sends a browser that opened /proxy/<id>/... on this origin (Determined's CLI
-// opens that URL): one click asks for a ticket and goes to the task's own origin. A click, so
-// that another site cannot send a user into a task's page unawares.
+// The kinds of task GetTask names, with their API path and noun.
+const TASK_TYPES = {
+  TASK_TYPE_NOTEBOOK: ["notebooks", "notebook"],
+  TASK_TYPE_TENSORBOARD: ["tensorboards", "tensorboard"],
+  TASK_TYPE_COMMAND: ["commands", "command"],
+  TASK_TYPE_SHELL: ["shells", "shell"],
+};
+
+// Sends this tab to a task's page on the tasks' own origin (a ticket), at `path` inside it.
+async function goToTask(id, path) {
+  const { url } = await api("/api/v1/proxy_tickets", { method: "POST", body: { taskId: id } });
+  const u = new URL(url);
+  const [p, q] = String(path || "").split(/\?(.*)/s);
+  u.pathname = `/proxy/${encodeURIComponent(id)}/${p.split("/").map(encodeURIComponent).join("/")}`;
+  for (const [k, v] of new URLSearchParams(q || "")) if (k !== "det_ticket") u.searchParams.append(k, v);
+  location.assign(u.toString());
+}
+
+// Where the links Determined's CLI opens land (/det/interactive/<id>/..., its wait page
+// /det/wait/<kind>/<id>) and where the master sends a browser that opened /proxy/<id>/... on
+// this origin (/det/open/<id>?path=...). It follows the task: while it starts, a waiting state
+// with its state; once its page is up, the user's own task opens in this tab at once (as
+// Determined opens it); another user's task (an admin's view) waits for a click on Open, so
+// that another site cannot send an admin into a user's task page unawares; a task that ended or
+// cannot be opened says so, with its logs.
 async function openTaskPage(main, id) {
   const path = query().path || "";
-  const go = async () => {
-    const { url } = await api("/api/v1/proxy_tickets", { method: "POST", body: { taskId: id } });
-    const u = new URL(url);
-    const [p, q] = path.split(/\?(.*)/s);
-    u.pathname = `/proxy/${encodeURIComponent(id)}/${p.split("/").map(encodeURIComponent).join("/")}`;
-    for (const [k, v] of new URLSearchParams(q || "")) if (k !== "det_ticket") u.searchParams.append(k, v);
-    location.assign(u.toString());
+  const box = h("section", { class: "open-task-state", role: "status", "aria-live": "polite" });
+  render(main, h("h1", {}, "Open task ", h("code", {}, id)), box);
+  const logs = link("/det/tasks/" + encodeURIComponent(id) + "/logs", "its logs");
+  const fail = (...text) => {
+    render(box, h("p", { class: "refused", role: "alert", "data-open": "failed" }, ...text), h("p", {}, logs));
   };
-  render(main, h("h1", {}, "Open task ", h("code", {}, id)),
-    h("p", {}, "Interactive tasks are served on an origin of their own."),
-    h("button", { class: "open-task", onclick: () => act("open task", go, async () => {}) }, "Open"));
+  let user;
+  let stopped = false;
+  const poll = async () => {
+    if (stopped) return;
+    let task, entity;
+    try {
+      user = user || (await me());
+      ({ task } = await api("/api/v1/tasks/" + encodeURIComponent(id)));
+      const kind = TASK_TYPES[task.taskType];
+      if (!kind || !OPENS.has(kind[1])) {
+        return fail(`Task ${id} is ${kind ? "a " + kind[1] : "not an interactive task"}: it has no page to open.`);
+      }
+      ({ [kind[1]]: entity } = await api(`/api/v1/${kind[0]}/${encodeURIComponent(id)}`));
+      const noun = kind[1] === "tensorboard" ? "TensorBoard" : kind[1];
+      const name = entity.description || id;
+      const alloc = (task.allocations || [])[0] || {};
+      if (task.endTime || stateName(entity.state) === "TERMINATED") {
+        return fail(`The ${noun} ${name} has ended (${entity.exitStatus || stateName(alloc.state) || "terminated"}): there is nothing to open.`);
+      }
+      if (alloc.isReady !== true) {
+        render(box, h("p", { "data-open": "waiting" }, `Waiting for the ${noun} ${name} to start: `, badge(entity.state),
+          h("span", { class: "muted" }, " it opens here by itself once it is ready. "), logs));
+        setTimeout(poll, 1500);
+        return;
+      }
+      if (entity.userId === user.id) {
+        render(box, h("p", { "data-open": "opening" }, `Opening the ${noun} ${name}…`));
+        stopped = true;
+        await goToTask(id, path);
+        return;
+      }
+      render(box, h("p", { "data-open": "ready" }, `The ${noun} ${name} of ${entity.username} is ready. `,
+        h("button", { class: "open-task", onclick: () => act("open task", () => goToTask(id, path), async () => {}) }, "Open"),
+        h("span", { class: "muted" }, " (it is another user's: open it only if you meant to)")));
+    } catch (e) {
+      fail(`Cannot open task ${id}: ${e.message}`);
+    }
+  };
+  await poll();
   return { refresh: null };
+}
+
+// A task's own page: what it is, its state and owner, Open (a notebook or a TensorBoard that is
+// up), and its log.
+async function taskPage(main, id) {
+  const { task } = await api("/api/v1/tasks/" + encodeURIComponent(id));
+  const kind = TASK_TYPES[task.taskType];
+  const entity = kind ? (await api(`/api/v1/${kind[0]}/${encodeURIComponent(id)}`))[kind[1]] : null;
+  const head = h("section", { class: "task-summary" });
+  const box = h("section", { class: "logs-box" });
+  const draw = (t, x) => {
+    const ready = ((t.allocations || [])[0] || {}).isReady === true;
+    render(head, facts([
+      ["Kind", kind ? kind[1] : String(t.taskType || "").replace(/^TASK_TYPE_/, "").toLowerCase()],
+      ["Description", x ? x.description : ""],
+      ["State", x ? badge(x.state) : ""],
+      ["Owner", x ? x.username : ""],
+      ["Pool", x ? x.resourcePool : ""],
+      ["Started", when(t.startTime)],
+      ["Ended", when(t.endTime)],
+      ["Exit", x ? x.exitStatus : ""],
+    ]), kind && OPENS.has(kind[1]) && ready && !t.endTime
+      ? h("p", {}, h("button", { class: "open-task", onclick: () => act("open " + kind[1], () => openNotebook({ id }), async () => {}) }, "Open"), " (on the tasks' own origin, in a new tab)")
+      : null);
+  };
+  draw(task, entity);
+  render(main, h("h1", {}, kind ? kind[1][0].toUpperCase() + kind[1].slice(1) : "Task", " ", h("code", {}, id), " ", link("/det/tasks", "all tasks")), head, box);
+  logViewer(box, `/api/v1/tasks/${encodeURIComponent(id)}/logs`, "task-" + id.slice(0, 8), !task.endTime);
+  // The summary follows the task (not the log viewer, which streams by itself).
+  return { refresh: async () => {
+    const { task: t } = await api("/api/v1/tasks/" + encodeURIComponent(id));
+    draw(t, kind ? (await api(`/api/v1/${kind[0]}/${encodeURIComponent(id)}`))[kind[1]] : null);
+  } };
 }
 
 async function tasksPage(main) {
@@ -46,7 +135,7 @@ async function tasksPage(main) {
     return h("section", { class: "tasks-" + path },
       h("h2", {}, title),
       table(["ID", "Description", "State", "Owner", "Pool", "Started", "Exit", ""], rows.map((x) => [
-        h("code", { title: x.id }, x.id.slice(0, 8)), x.description || "", badge(x.state), x.username, x.resourcePool || "", when(x.startTime), x.exitStatus || "",
+        h("a", { href: "/det/tasks/" + encodeURIComponent(x.id), title: x.id }, h("code", {}, x.id.slice(0, 8))), x.description || "", badge(x.state), x.username, x.resourcePool || "", when(x.startTime), x.exitStatus || "",
         h("span", { class: "actions", "data-task": x.id },
           link("/det/tasks/" + encodeURIComponent(x.id) + "/logs", "Logs"),
           OPENS.has(noun) && stateName(x.state) === "RUNNING" ? h("button", { onclick: () => act("open " + noun, () => openNotebook(x), async () => {}) }, "Open") : null,

@@ -62,7 +62,8 @@ async function usagePage(main) {
   const chart = h("section", { class: "usage-chart-box" });
   const totals = h("div");
   const breakdown = h("section", { class: "usage-breakdown" });
-  render(main, h("h1", {}, "Usage"), form, totals, chart, breakdown);
+  const downloads = h("p", { class: "usage-downloads" });
+  render(main, h("h1", {}, "Usage"), form, downloads, totals, chart, breakdown);
 
   const field = (name, value, attrs = {}) => h("input", { name, value, ...attrs });
   const drawForm = () => {
@@ -87,6 +88,32 @@ async function usagePage(main) {
     };
   };
 
+  // The range's CSVs as Determined's `det resources` fetches them (with det's dollars): one row
+  // per allocation, or the aggregated figures per period and key. Fetched with the session (a
+  // plain link would carry no token) and saved from a blob.
+  const download = async (which) => {
+    const end = new Date(Date.parse(st.to + "T00:00:00Z") + (st.monthly ? 0 : 86400e3));
+    if (st.monthly) end.setUTCMonth(end.getUTCMonth() + 1);
+    const params = which === "allocations"
+      ? new URLSearchParams({ timestamp_after: st.from + "T00:00:00Z", timestamp_before: end.toISOString().replace(/\.\d+Z$/, "Z") })
+      : new URLSearchParams({
+        start_date: st.monthly ? st.from.slice(0, 7) : st.from,
+        end_date: st.monthly ? st.to.slice(0, 7) : st.to,
+        period: st.monthly ? "RESOURCE_ALLOCATION_AGGREGATION_PERIOD_MONTHLY" : "RESOURCE_ALLOCATION_AGGREGATION_PERIOD_DAILY",
+      });
+    const path = which === "allocations" ? "/resources/allocation/allocations-csv?" : "/resources/allocation/aggregated?";
+    const text = await api(path + params, { raw: true });
+    const url = URL.createObjectURL(new Blob([text], { type: "text/csv" }));
+    const a = h("a", { href: url, download: `${which}-${st.from}-${st.to}.csv` });
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+  };
+  render(downloads, "CSV for this range: ",
+    h("button", { type: "button", class: "csv-allocations", onclick: () => act("download CSV", () => download("allocations"), async () => {}) }, "Allocations"), " ",
+    h("button", { type: "button", class: "csv-aggregated", onclick: () => act("download CSV", () => download("aggregated"), async () => {}) }, "Aggregated"));
+
   const load = async () => {
     drawForm();
     const params = new URLSearchParams({
@@ -100,7 +127,7 @@ async function usagePage(main) {
     const cost = (e) => e.cost || { usd: 0, spotUsd: 0, onDemandUsd: 0, idleUsd: 0 };
     render(totals, facts([
       ["Slot-hours", slotHours(sum((e) => e.seconds))],
-      ["Cost", priced ? usd(sum((e) => cost(e).usd)) : "no prices (set provider.cost.prices on a pool)"],
+      ["Cost (priced pools only)", priced ? usd(sum((e) => cost(e).usd)) : "no prices (set price or provider.cost.prices on a pool)"],
       ["Spot", priced ? usd(sum((e) => cost(e).spotUsd)) : ""],
       ["On-demand", priced ? usd(sum((e) => cost(e).onDemandUsd)) : ""],
       ["Idle machines", priced ? usd(sum((e) => cost(e).idleUsd)) : ""],

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 import requests
 
@@ -271,7 +272,8 @@ def test_the_links_determineds_cli_opens_open_the_task(
 ) -> None:
     """`det notebook open` of the official CLI opens /det/interactive/<id>/jupyter-lab/...
     (its wait page's address inside): the WebUI opens the task from it, as from its own link
-    ('Page not found' before). The URL is the one the official CLI hands its browser."""
+    ('Page not found' before), once it is ready and without a click (it is the user's own).
+    The URL is the one the official CLI hands its browser."""
     import os
     import subprocess
     import sys
@@ -304,14 +306,16 @@ def test_the_links_determineds_cli_opens_open_the_task(
     assert r.returncode == 0, r.stderr
     url = opened.read_text().splitlines()[0]
     assert url.startswith(f"{m.url}/det/interactive/{nid}/jupyter-lab/"), url
+    # Its allocation runs (no agent here), so the WebUI finds it ready and opens the user's own
+    # task without a click (issue 38 item 6; test_webui_ops covers the wait and another's task).
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("UPDATE allocations SET state = 'RUNNING' WHERE task_id = %s", (nid,))
     login(page, m, "/det/tasks")
     page.goto(url)
-    page.get_by_role("button", name="Open", exact=True).click()
     page.wait_for_selector("#here")
     assert page.url.startswith(f"http://{nid}.localhost:"), page.url
     # the wait page's own address opens it too
     page.goto(f"{m.url}/det/wait/jupyter-lab/{nid}?eventUrl=x&serviceAddr=y")
-    page.get_by_role("button", name="Open", exact=True).click()
     page.wait_for_selector("#here")
     # det's own `det notebook open` opens the task's origin with a ticket, no click needed
     ours = subprocess.run(
