@@ -196,13 +196,12 @@ def add_list_verb(sub: Any, kind: str, what: str) -> None:
     add_list_flags(p)
 
 
-def add_logs_and_kill_verbs(sub: Any, kind: str, what: str, *, with_logs: bool = True) -> None:
-    """``det <kind> logs ID`` (unless ``with_logs`` is False) and ``det <kind> kill ID...``."""
+def add_logs_and_kill_verbs(sub: Any, kind: str, what: str) -> None:
+    """``det <kind> logs ID`` and ``det <kind> kill ID...``."""
     key = f"{kind}_id"
-    if with_logs:
-        p = verb(sub, "logs", logs, f"show a {what}'s logs")
-        p.add_argument("task_id", metavar=key)
-        add_log_flags(p)
+    p = verb(sub, "logs", logs, f"show a {what}'s logs")
+    p.add_argument("task_id", metavar=key)
+    add_log_flags(p)
     p = verb(
         sub, "kill", lambda a: kill_tasks(a, f"{kind}s", getattr(a, key), what), f"kill {what}s"
     )
@@ -229,6 +228,37 @@ def add_set_verb(sub: Any, kind: str, what: str) -> None:
     q.add_argument("priority", type=int, help="the new priority (1-99; 1 is the highest)")
 
 
+def show_config(args: argparse.Namespace, kind: str) -> None:
+    """Determined's ``det <kind> config ID``: the task's config as YAML."""
+    config = session(args).get(f"/api/v1/{kind}s/{getattr(args, f'{kind}_id')}")["config"]
+    print(yaml.safe_dump(config, sort_keys=True), end="")
+
+
+def add_config_verb(sub: Any, kind: str, what: str) -> None:
+    p = verb(sub, "config", lambda a: show_config(a, kind), f"show a {what}'s config")
+    p.add_argument(f"{kind}_id", help=f"the {what}'s id")
+
+
+# Determined's ``det command describe`` columns (its command table's field names).
+DESCRIBE = ["id", "username", "description", "state", "exitStatus", "resourcePool"]
+
+
+def describe(args: argparse.Namespace) -> None:
+    """Determined's ``det command describe ID [--json|--csv]``: the command's record, its state
+    without ``STATE_`` and its workspace's name beside its id."""
+    s = session(args)
+    item = s.get(f"/api/v1/commands/{args.command_id}")["command"]
+    item["state"] = str(item.get("state") or "").removeprefix("STATE_")
+    if item.get("workspaceId") is not None:
+        found = s.get(f"/api/v1/workspaces/{item['workspaceId']}")["workspace"]
+        item["workspaceName"] = found["name"]
+    if args.json:
+        render.print_json(item)
+        return
+    headers = [*DESCRIBE, "workspaceName"]
+    render.rows(headers, [[item.get(h, "") for h in headers]], args.csv)
+
+
 def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     sub = noun(nouns, "command", aliases, "run commands on the cluster")
     p = verb(sub, "run", run, "run a command and stream its output; exits with its code")
@@ -237,3 +267,9 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     add_list_verb(sub, "command", "command")
     add_logs_and_kill_verbs(sub, "command", "command")
     add_set_verb(sub, "command", "command")
+    add_config_verb(sub, "command", "command")
+    p = verb(sub, "describe", describe, "show a command's record")
+    p.add_argument("command_id", help="the command's id")
+    output = p.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print JSON")
+    output.add_argument("--csv", action="store_true", help="print as CSV")

@@ -11,6 +11,7 @@ from typing import Any
 
 from det.cli._util import noun, session, verb
 from det.cli.commands import (
+    add_config_verb,
     add_launch_flags,
     add_list_verb,
     add_logs_and_kill_verbs,
@@ -82,3 +83,4 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     add_list_verb(sub, "notebook", "notebook")
     add_logs_and_kill_verbs(sub, "notebook", "notebook")
     add_set_verb(sub, "notebook", "notebook")
+    add_config_verb(sub, "notebook", "notebook")

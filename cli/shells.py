@@ -15,6 +15,7 @@ from typing import Any
 from det.cli import tunnel
 from det.cli._util import noun, session, verb
 from det.cli.commands import (
+    add_config_verb,
     add_launch_flags,
     add_list_verb,
     add_logs_and_kill_verbs,
@@ -113,7 +114,8 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     p = verb(sub, "show_ssh_command show-ssh-command", show_ssh_command, "print the ssh command")
     p.add_argument("shell_id")
     add_list_verb(sub, "shell", "shell")
-    add_logs_and_kill_verbs(sub, "shell", "shell", with_logs=False)
+    add_logs_and_kill_verbs(sub, "shell", "shell")
     add_set_verb(sub, "shell", "shell")
+    add_config_verb(sub, "shell", "shell")
     p = verb(sub, "tunnel", tunnel_, "carry stdin/stdout to the shell (ssh's ProxyCommand)")
     p.add_argument("shell_id")

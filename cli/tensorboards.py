@@ -8,10 +8,9 @@ import sys
 import webbrowser
 from typing import Any
 
-import yaml
-
 from det.cli._util import add_workspace_flag, noun, session, verb, workspace_id
 from det.cli.commands import (
+    add_config_verb,
     add_list_verb,
     add_logs_and_kill_verbs,
     add_set_verb,
@@ -68,11 +67,6 @@ def open_(args: argparse.Namespace) -> None:
         _open(s, tb)
 
 
-def show_config(args: argparse.Namespace) -> None:
-    config = session(args).get(f"/api/v1/tensorboards/{args.tensorboard_id}")["config"]
-    print(yaml.safe_dump(config, sort_keys=True), end="")
-
-
 def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     sub = noun(nouns, "tensorboard", aliases, "TensorBoard on the cluster")
     p = verb(sub, "start", start, "start TensorBoard for experiments or trials")
@@ -90,7 +84,6 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     p = verb(sub, "open", open_, "print (and open in a browser) a TensorBoard's URL")
     p.add_argument("tensorboard_id")
     p.add_argument("--no-browser", action="store_true", help="only print the URL")
-    p = verb(sub, "config", show_config, "show a TensorBoard's config")
-    p.add_argument("tensorboard_id")
+    add_config_verb(sub, "tensorboard", "TensorBoard")
     add_set_verb(sub, "tensorboard", "tensorboard")
     add_logs_and_kill_verbs(sub, "tensorboard", "TensorBoard")

@@ -8,7 +8,9 @@ other then reads, and bad input is one line that changes nothing."""
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
+import io
 import json
 import re
 import tarfile
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.compat.official import ensure_official_venv
 from tests.integration import cli_support
@@ -459,7 +462,7 @@ def _job_priority(cli_master: Master, kind: str, task_id: str) -> int:
     return int(priority)
 
 
-def test_set_priority_of_each_task_kind_as_the_official_cli(
+def test_interactive_task_verbs_as_the_official_cli(
     det: Det, official: Official, cli_master: Master, finished: int
 ) -> None:
     det.login()
@@ -500,6 +503,24 @@ def test_set_priority_of_each_task_kind_as_the_official_cli(
                 r = det(noun[kind], "set", "priority", *args)
                 assert r.rc == rc and named in r.err and _one_line(r.err), (kind, args, r.err)
             assert _job_priority(cli_master, kind, tid) == 9
+            # det <kind> config, as the official prints it (YAML of the same config).
+            ours_config = yaml.safe_load(det.ok(noun[kind], "config", tid).out)
+            assert ours_config == yaml.safe_load(official(kind, "config", tid)), kind
+            assert "resources" in ours_config
+            r = det(noun[kind], "config", "no-such-task")
+            assert r.rc == 1 and "no-such-task" in r.err and _one_line(r.err), r.err
+        # det command describe and det shell logs, beside the official's.
+        cmd = launched["command"]
+        ours_cmd = det.ok("cmd", "describe", cmd, "--json").json()
+        assert ours_cmd == json.loads(official("command", "describe", cmd, "--json"))
+        assert ours_cmd["state"] == "QUEUED" and ours_cmd["id"] == cmd
+        (row,) = csv.DictReader(io.StringIO(det.ok("cmd", "describe", cmd, "--csv").out))
+        assert (row["id"], row["state"], row["username"]) == (cmd, "QUEUED", "admin")
+        shell = launched["shell"]
+        theirs_logs = official("shell", "logs", shell).splitlines(keepends=True)
+        # The official adds a last line of its own ("Task log stream ended. To reopen ...").
+        assert theirs_logs[-1].startswith("Task log stream ended")
+        assert det.ok("shell", "logs", shell).out == "".join(theirs_logs[:-1])
     finally:
         for kind, tid in launched.items():
             cli_master.post(f"/api/v1/{kind}s/{tid}/kill")
@@ -508,6 +529,11 @@ def test_set_priority_of_each_task_kind_as_the_official_cli(
 
 
 ITEM_8 = (
+    "command config",
+    "command describe",
+    "notebook config",
+    "shell config",
+    "shell logs",
     "user activate",
     "user deactivate",
     "user edit",
