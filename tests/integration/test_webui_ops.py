@@ -435,3 +435,57 @@ def test_admin_pages_hidden_from_a_user(ops: Ops, page: Any) -> None:
     assert logs.status_code == 403, logs.text
     r = requests.get(m.url + "/api/v1/webhooks", timeout=30)
     assert r.status_code == 401
+
+
+def test_the_container_policy_edited_by_an_admin_and_read_only_for_a_user(
+    ops: Ops, page: Any, browser: Any
+) -> None:
+    m = ops.master
+    login(page, m, "/det/policy")
+    current = page.locator(".policy-current")
+    current.locator("[data-key=protected_host_paths]").wait_for()
+    assert "master.yaml" in current.inner_text()
+    text = page.locator("textarea[name=policy]")
+    form = page.locator("form.policy-form")
+    # A bad policy: the master's one line, nothing stored.
+    text.fill('{"protected_host_paths": ["relative/dir"]}')
+    form.get_by_role("button", name="Save").click()
+    error = form.locator(".form-error")
+    wait_for(lambda: error.inner_text() != "", 15, what="the refusal")
+    assert error.inner_text().startswith("save policy: ") and "protected_host_paths" in (
+        error.inner_text()
+    ), error.inner_text()
+    assert "\n" not in error.inner_text()
+    assert m.get("/api/v1/master/task-container-policy")["source"] == "master.yaml"
+    # A good one: stored, shown with who changed it, and in the history.
+    text.fill('{"protected_host_paths": ["/srv/secret"], "add_capabilities": []}')
+    form.get_by_role("button", name="Save").click()
+    form.locator("text=Saved").wait_for()
+    stored = m.get("/api/v1/master/task-container-policy")
+    assert stored["source"] == "database" and stored["updatedBy"] == "admin"
+    assert stored["policy"]["protected_host_paths"] == ["/srv/secret"]
+    assert "/srv/secret" in current.locator("[data-key=protected_host_paths]").inner_text()
+    assert "the database" in current.inner_text() and "admin" in current.inner_text()
+    history = page.locator(".policy-history tbody tr")
+    wait_for(lambda: history.count() == 1, 15, what="the history row")
+    assert "/srv/secret" in history.first.inner_text()
+    screenshot(page, "policy")
+
+    # A user reads it, with no form; the API refuses the user's change.
+    context = browser.new_context()
+    try:
+        user = context.new_page()
+        login(user, m, "/det/policy", user="carol", password=USER_PW)
+        user.locator("[data-key=protected_host_paths]").wait_for()
+        assert "/srv/secret" in user.locator(".policy-current").inner_text()
+        assert user.locator("p.read-only").is_visible()
+        assert user.locator("textarea, form.policy-form").count() == 0
+        assert user.locator(".policy-history").inner_text() == ""
+    finally:
+        context.close()
+    carol = m.session(m.login("carol", USER_PW))
+    r = carol.put(m.url + "/api/v1/master/task-container-policy", json={"policy": {}}, timeout=30)
+    assert r.status_code == 403, r.text
+    assert m.get("/api/v1/master/task-container-policy")["policy"]["protected_host_paths"] == [
+        "/srv/secret"
+    ]
