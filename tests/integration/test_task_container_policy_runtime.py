@@ -9,6 +9,7 @@ the spec is what every spec builder sends the agent (``containers.docker_options
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,8 @@ import requests
 
 from det.master.services import containers
 from det.master.services import task_container_policy as svc
-from tests.integration.conftest import default_database
+from tests.fakes.sim_agent import SimAgent, wait
+from tests.integration.conftest import Master, MasterClient, default_database
 from tests.integration.inproc import InProcessMaster, in_process_master
 
 pytestmark = pytest.mark.integration
@@ -27,7 +29,7 @@ pytestmark = pytest.mark.integration
 PATH = "/api/v1/master/task-container-policy"
 
 
-def _carol(m: InProcessMaster) -> requests.Session:
+def _carol(m: MasterClient) -> requests.Session:
     m.post("/api/v1/users", {"user": {"username": "carol"}, "password": "carol-pw-123"})
     return m.session(m.login("carol", "carol-pw-123"))
 
@@ -229,3 +231,40 @@ def test_a_second_master_applies_a_change_within_the_bound_and_keeps_it_over_mas
         _spec(c)
     warnings = [r for r in caplog.records if "master.yaml gives another" in r.getMessage()]
     assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
+
+
+def test_the_agent_receives_the_stored_policy_with_the_next_container(
+    live_master: Master, tmp_path: Path
+) -> None:
+    """Through the real heartbeat of a det-master process: the spec a (simulated) agent
+    receives for a non-admin's command carries the policy stored before it started (at least
+    CACHE_SECONDS before), not master.yaml's nor the one stored before."""
+    m = live_master
+    carol = _carol(m)
+    specs: dict[str, Any] = {}
+
+    def run(master: str, spec: dict[str, Any], killed: threading.Event) -> int:
+        specs[spec["taskId"]] = spec
+        return 0
+
+    shared = tmp_path / "shared"
+    with SimAgent(m.url, m.agent_token, "policy-sim", slots=1, train=run):
+        for policy, devices in (
+            ({"bind_mounts": [{"host_path": str(shared), "read_only": True}]}, None),
+            ({"devices": ["c 10:229"], "bind_mounts": []}, ["c 10:229"]),
+        ):
+            r = m.session().put(m.url + PATH, json={"policy": policy}, timeout=30)
+            assert r.status_code == 200, r.text
+            # The documented bound, not a state to poll: this master runs several processes,
+            # and the one that answers the agent may apply its copy for that long.
+            time.sleep(svc.CACHE_SECONDS + 0.2)
+            body = {"config": {"entrypoint": ["true"]}}
+            r = carol.post(f"{m.url}/api/v1/commands", json=body, timeout=30)
+            assert r.status_code == 200, r.text
+            task_id = r.json()["command"]["id"]
+            spec = wait(lambda t=task_id: specs.get(t), what=f"the spec of {task_id}")
+            host = spec["hostPolicy"]
+            assert host["admin"] is False
+            roots = [{"hostPath": str(shared), "readOnly": True}] if devices is None else []
+            assert host["allowedRoots"] == roots, host
+            assert host["allowedDevices"] == (devices or []), host
