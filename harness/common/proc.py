@@ -69,12 +69,20 @@ def exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def run_forwarding(cmd: list[str], *, group: bool = False, **popen_kwargs: object) -> int:
+def run_forwarding(
+    cmd: list[str],
+    *,
+    group: bool = False,
+    on_start: Callable[[subprocess.Popen[bytes]], object] | None = None,
+    **popen_kwargs: object,
+) -> int:
     """Run ``cmd`` to completion, forwarding signals (to its process group with ``group``),
-    those that arrive while it starts included."""
+    those that arrive while it starts included; ``on_start(proc)`` is called once it runs."""
     with _forwarding(group) as started:
         proc: subprocess.Popen[bytes] = subprocess.Popen(  # type: ignore[call-overload]
             cmd, start_new_session=group, **popen_kwargs
         )
         started(proc)
+        if on_start is not None:
+            on_start(proc)
         return exit_code(proc.wait())

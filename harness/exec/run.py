@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import logging
@@ -43,6 +44,7 @@ from ..common.info import (
 )
 from ..common.proc import exit_code, forward_signals, run_forwarding
 from ..launch import ports
+from . import allocation_watch
 
 logger = logging.getLogger("det.exec.run")
 
@@ -227,7 +229,10 @@ def _run(argv: list[str], env: dict[str, str]) -> int:
     cmd = entrypoint_argv(argv, sys.executable, total_slots(env))
     startup.mark("entrypoint started")
     try:
-        return run_forwarding(cmd, group=True, env=env)
+        # A gang's container stops once the master ended its allocation (a peer's machine
+        # died: nobody else would tell it).
+        watch = functools.partial(allocation_watch.watch, env)
+        return run_forwarding(cmd, group=True, on_start=watch, env=env)
     except FileNotFoundError as e:
         print(f"det.exec.run: cannot run {cmd[0]!r}: {e}", file=sys.stderr)
         return 127
