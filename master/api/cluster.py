@@ -20,6 +20,7 @@ from det.master.schemas import d
 from det.master.services import cluster_messages as messages
 from det.master.services import health as health_svc
 from det.master.services import master_settings
+from det.master.services import task_container_policy as container_policies
 from det.master.services import wakeups as wakeups_svc
 from det.master.wire import Empty, Paging
 
@@ -157,6 +158,9 @@ def master_config() -> d.v1GetMasterConfigResponse:
     config = state().config.redacted()
     with db() as conn:
         _version, settings = master_settings.current(conn)
+        # The policy in force: the one an admin stored, else master.yaml's.
+        policy = container_policies.current(conn, state().config.task_container_policy)
+    config["task_container_policy"] = container_policies.wire(policy.policy)
     log = config["log"]
     assert isinstance(log, dict)  # the config dumps its log block as a mapping
     if "log.level" in settings:

@@ -97,6 +97,8 @@ def test_an_admins_put_is_stored_audited_and_applied_to_the_next_spec(
     r = _command(m, carol, shared)
     assert r.status_code == 200, r.text
     assert carol.get(m.url + PATH, timeout=30).json() == first
+    # the master's config view shows the policy in force, as it shows a log level set at run time
+    assert m.get("/api/v1/master/config")["config"]["task_container_policy"] == first["policy"]
 
     tighter = {"devices": ["c 10:229"], "protected_host_paths": [str(tmp_path / "secret")]}
     r = m.session().put(m.url + PATH, json={"policy": tighter}, timeout=30)
