@@ -25,8 +25,10 @@ def _free_port() -> int:
 
 
 @contextmanager
-def private_registry(tmp: Path, users: dict[str, str]) -> Iterator[str]:
-    """Runs a registry that accepts only ``users`` (name → password); yields ``127.0.0.1:PORT``."""
+def private_registry(tmp: Path, users: dict[str, str], bind: str = "127.0.0.1") -> Iterator[str]:
+    """Runs a registry that accepts only ``users`` (name → password); yields ``127.0.0.1:PORT``.
+    ``bind``: the address it listens on (``0.0.0.0``: also reached from containers on a bridge,
+    at its gateway's address, PORT the same)."""
     for tool in ("docker-registry", "htpasswd"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} missing: apt-get install docker-registry apache2-utils")
@@ -43,7 +45,7 @@ def private_registry(tmp: Path, users: dict[str, str]) -> Iterator[str]:
         "version: 0.1\n"
         "log: {level: warn}\n"
         f"storage: {{filesystem: {{rootdirectory: {tmp / 'data'}}}, delete: {{enabled: true}}}}\n"
-        f"http: {{addr: '127.0.0.1:{port}'}}\n"
+        f"http: {{addr: '{bind}:{port}'}}\n"
         f"auth: {{htpasswd: {{realm: det-test, path: {tmp / 'htpasswd'}}}}}\n"
     )
     log = open(tmp / "registry.log", "wb")  # noqa: SIM115 - closed below

@@ -1,0 +1,348 @@
+"""Machines that share nothing but a network, on one host (issue 39).
+
+Each machine is a privileged container of the det-base image family (``det-base:bookworm`` plus
+Debian's ``docker.io`` and a venv with det installed from a wheel of this repository, as the
+images get it) running its OWN Docker engine (storage on a Docker volume of its own) and its own
+``det-agent``. The machines are joined by a user-defined bridge network only, each at its own
+address; the master (and PostgreSQL) run outside, on the host, and the machines reach it at the
+bridge's gateway address. Task images reach a machine's engine the way a real cluster gets
+them: ``docker pull`` from a registry on the host (Debian's ``docker-registry``, basic auth),
+where the task image is pushed once per session; nothing is copied from the host's engine.
+
+What a machine shares with the host, as machines of a cluster share an NFS export: the
+directories passed as ``shared`` (the master's ``shared_fs`` checkpoint storage), bind-mounted
+at the same path. Nothing else of the host is visible.
+
+:func:`machines` is a context manager (tests wrap it in a module-scoped fixture); everything it
+creates (containers, their volumes, the network, the registry's files) is removed at its end.
+``DET_MACHINES_CACHE=DIR`` (a developer's warm start) keeps the registry's storage in DIR and
+each machine's engine volume (named ``det-machines-cache-N``) for the next session instead, so
+the next start pushes no layer and pulls nothing (one session at a time: two engines may not
+share one volume).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+BASE_IMAGE = "det-base:bookworm"
+MACHINE_IMAGE = "det-machine:bookworm"
+#: The task image the machines run: torch and the official ``determined`` package on bookworm's
+#: Python (Determined's tutorials import it, and its Core API needs torch for its TensorBoard
+#: writer); det's own harness comes from the agent's bundle.
+TASK_IMAGE = "det-official:py3.11-torch"
+REGISTRY_USER = ("machines", "machines-pw")
+LABEL = "ai.det.machines"
+AGENT_LOG = "/var/log/det-agent.log"
+AGENT_PID = "/run/det-agent.pid"
+#: Wheels for CPython 3.11 on manylinux x86_64 (bookworm's python3), as infra/build-images.sh.
+_PIP_TARGET = [
+    "--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp",
+    "--abi", "cp311", "--platform", "manylinux_2_28_x86_64", "--platform",
+    "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64", "--platform", "any",
+]  # fmt: skip
+
+_MACHINE_DOCKERFILE = f"""\
+FROM {BASE_IMAGE}
+RUN apt-get update -q \\
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \\
+       docker.io iproute2 procps \\
+    && rm -rf /var/lib/apt/lists/*
+ENV VIRTUAL_ENV=/opt/det/venv PYTHONUNBUFFERED=1 \\
+    PATH=/opt/det/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+RUN python3 -m venv "$VIRTUAL_ENV"
+COPY deps /tmp/deps
+RUN pip install -q --no-index --find-links /tmp/deps /tmp/deps/*.whl && rm -rf /tmp/deps
+COPY det /tmp/det
+RUN pip install -q --no-index --no-deps /tmp/det/*.whl && rm -rf /tmp/det \\
+    && python3 -c "import det.agent.daemon"
+"""
+
+
+def run(*cmd: str, timeout: float = 600, check: bool = True, quiet: bool = False) -> str:
+    """Runs ``cmd``; its stdout. A failure raises with the command and its output."""
+    p = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
+    return p.stdout if quiet or p.returncode == 0 else p.stdout + p.stderr
+
+
+# --- images (on the host's engine: the machines' root file system, and the one push) ---------
+
+
+def _pip(*args: str) -> None:
+    run(sys.executable, "-m", "pip", *args, "--quiet", "--disable-pip-version-check")
+
+
+def build_machine_image() -> str:
+    """``det-machine:bookworm``: docker.io and det[agent] from a wheel of this tree. Docker's
+    layer cache keeps the apt and dependency layers while only det's code changes."""
+    # Here, not at the top: det.deploy needs the deploy extra only this builder uses.
+    from det.deploy.common import release
+
+    with tempfile.TemporaryDirectory(prefix="det-machine-") as tmp:
+        ctx = Path(tmp)
+        built = release.build(ctx / "det")
+        (ctx / "deps").mkdir()
+        wheel = next((ctx / "det").glob("det_platform-*.whl"))
+        (ctx / "constraints.txt").write_text(built.constraints)
+        _pip("download", "--dest", str(ctx / "deps"), *_PIP_TARGET,
+             "--constraint", str(ctx / "constraints.txt"), f"{wheel}[agent]")  # fmt: skip
+        for w in (ctx / "deps").glob("det_platform-*.whl"):
+            w.unlink()
+        for extra in (ctx / "det").iterdir():
+            if extra.suffix != ".whl":
+                extra.unlink()
+        (ctx / "Dockerfile").write_text(_MACHINE_DOCKERFILE)
+        run("docker", "build", "-q", "-t", MACHINE_IMAGE, str(ctx), timeout=1200)
+    return MACHINE_IMAGE
+
+
+def task_image_present() -> str:
+    """The task image on the host's engine (built by ``infra/build-images.sh torch``)."""
+    if not run("docker", "image", "ls", "-q", TASK_IMAGE).strip():
+        raise RuntimeError(f"image {TASK_IMAGE} missing: run infra/build-images.sh torch")
+    return TASK_IMAGE
+
+
+# --- machines ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Machine:
+    """One machine: a container with its own engine and agent, at ``address`` on the bridge."""
+
+    name: str
+    volume: str
+    address: str = ""
+    agent_id: str = ""
+    agent_argv: list[str] = field(default_factory=list)
+
+    def sh(self, script: str, timeout: float = 120, check: bool = True) -> str:
+        return run("docker", "exec", self.name, "sh", "-c", script, timeout=timeout, check=check)
+
+    def docker(self, *args: str, timeout: float = 600) -> str:
+        """The machine's own Docker CLI (its own engine)."""
+        return run("docker", "exec", self.name, "docker", *args, timeout=timeout)
+
+    def task_containers(self, running: bool = False) -> list[str]:
+        """The det task containers on this machine's engine (all, or the running ones)."""
+        out = self.docker(
+            "ps", "-q" if running else "-aq", "--filter", "label=ai.det.allocation-id"
+        )
+        return out.split()
+
+    def start_agent(self) -> None:
+        quoted = " ".join(f"'{a}'" for a in self.agent_argv)
+        self.sh(f"{quoted} >>{AGENT_LOG} 2>&1 </dev/null & echo $! >{AGENT_PID}")
+
+    def agent_alive(self) -> bool:
+        out = self.sh(f"kill -0 $(cat {AGENT_PID}) 2>/dev/null && echo yes", check=False)
+        return out.strip() == "yes"
+
+    def kill_agent(self, signal: int = 9) -> None:
+        self.sh(f"kill -{signal} $(cat {AGENT_PID})")
+
+    def agent_log(self) -> str:
+        return self.sh(f"cat {AGENT_LOG} 2>/dev/null", check=False)
+
+
+@dataclass
+class Machines:
+    network: str
+    gateway: str
+    registry: str  # GATEWAY:PORT, as the machines name it
+    machines: list[Machine]
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def task_image(self) -> str:
+        return f"{self.registry}/{TASK_IMAGE}"
+
+    def registry_auth(self) -> dict[str, str]:
+        """Determined's ``environment.registry_auth`` for the registry."""
+        user, password = REGISTRY_USER
+        return {"username": user, "password": password, "serveraddress": self.registry}
+
+    def start_agents(
+        self, master_port: int, agent_token: str, slots: int = 1, heartbeat: float = 0.5
+    ) -> None:
+        """An agent on each machine, for a master on this host at ``master_port`` (listening on
+        the bridge's gateway: bind ``0.0.0.0``), reached at the gateway's address."""
+        for m in self.machines:
+            m.agent_id = m.name
+            m.agent_argv = [
+                "det-agent", "--master-url", f"http://{self.gateway}:{master_port}",
+                "--agent-id", m.agent_id, f"--agent-token={agent_token}",
+                "--slot-type", "cpu", "--artificial-slots", str(slots),
+                "--heartbeat-seconds", str(heartbeat),
+                "--state-dir", "/var/lib/det-agent", "--log-level", "INFO",
+            ]  # fmt: skip
+            m.start_agent()
+
+    def report(self) -> str:
+        return ", ".join(f"{k} {v:.1f} s" for k, v in self.timings.items())
+
+
+def _network(name: str) -> tuple[str, str]:
+    run("docker", "network", "create", "--driver", "bridge", "--label", LABEL, name)
+    info = json.loads(run("docker", "network", "inspect", name))[0]
+    config = info["IPAM"]["Config"][0]
+    return name, str(config["Gateway"])
+
+
+def _caps() -> list[str]:
+    """Every capability the host's engine may give (see scripts/fresh-machine.sh: some sandboxed
+    hosts lack CAP_SYS_RESOURCE in their bounding set, and --privileged then fails)."""
+    caps = ["--cap-add", "ALL"]
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapBnd:") and not (int(line.split()[1], 16) >> 24) & 1:
+            caps += ["--cap-drop", "SYS_RESOURCE"]
+    return caps
+
+
+def _start_container(m: Machine, network: str, shared: Sequence[Path], keep_cache: bool) -> None:
+    if not keep_cache:
+        run("docker", "volume", "create", "--label", LABEL, m.volume)
+    mounts: list[str] = []
+    for d in shared:
+        mounts += ["-v", f"{d}:{d}"]
+    run("docker", "run", "-d", "--init", "--name", m.name, "--hostname", m.name,
+        "--label", LABEL, "--network", network, *_caps(),
+        "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
+        "--security-opt", "systempaths=unconfined", "--cgroupns", "private",
+        "-v", f"{m.volume}:/var/lib/docker", *mounts,
+        MACHINE_IMAGE, "sleep", "infinity")  # fmt: skip
+    # The engine inside needs /sys and the cgroup hierarchies writable.
+    m.sh("mount -o remount,rw /sys && for d in /sys/fs/cgroup/*/; do"
+         " mount -o remount,bind,rw \"$d\"; done")  # fmt: skip
+    info = json.loads(run("docker", "inspect", m.name))[0]
+    m.address = str(info["NetworkSettings"]["Networks"][network]["IPAddress"])
+
+
+def _start_engine(m: Machine, registry: str) -> None:
+    m.sh(f"dockerd --insecure-registry {registry} >/var/log/dockerd.log 2>&1 </dev/null &")
+    deadline = time.monotonic() + 120
+    while m.sh("docker info >/dev/null 2>&1 && echo up", check=False).strip() != "up":
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{m.name}'s engine did not start:\n" + m.sh(
+                "tail -n 30 /var/log/dockerd.log", check=False))  # fmt: skip
+        time.sleep(0.5)
+
+
+def _pull(m: Machine, image: str, registry: str) -> None:
+    user, password = REGISTRY_USER
+    m.sh(f"echo '{password}' | docker login -u {user} --password-stdin {registry} >/dev/null")
+    m.docker("pull", "-q", image, timeout=900)
+    m.sh(f"docker logout {registry} >/dev/null")
+
+
+def _push(tmp: Path, registry: str) -> None:
+    """The task image into the registry, from the host's engine (its login kept in ``tmp``)."""
+    env = {**os.environ, "DOCKER_CONFIG": str(tmp / "docker-config")}
+    user, password = REGISTRY_USER
+    subprocess.run(["docker", "login", "-u", user, "--password-stdin", registry], env=env,
+                   input=password, text=True, capture_output=True, check=True)  # fmt: skip
+    pushed = f"{registry}/{TASK_IMAGE}"
+    run("docker", "tag", TASK_IMAGE, pushed)
+    try:
+        subprocess.run(["docker", "push", "-q", pushed], env=env, capture_output=True,
+                       text=True, check=True, timeout=900)  # fmt: skip
+    finally:
+        run("docker", "rmi", pushed, check=False)
+
+
+@contextlib.contextmanager
+def machines(
+    tmp: Path,
+    n: int,
+    *,
+    shared: Sequence[Path] = (),
+) -> Iterator[Machines]:
+    """Starts ``n`` machines and waits until each engine holds the task image; their agents
+    start with :meth:`Machines.start_agents`, once a master listens. Removes everything at the
+    end (or keeps each engine's volume, see the module's docstring)."""
+    # Here, not at the top: the registry helper skips the test when its tools are missing,
+    # which only a caller of this function should pay for.
+    from tests.docker_registry import private_registry
+
+    run_id = os.urandom(3).hex()
+    cache = os.environ.get("DET_MACHINES_CACHE")
+    keep = bool(cache)
+    timings: dict[str, float] = {}
+    t0 = time.monotonic()
+    task_image_present()
+    build_machine_image()
+    timings["images built (host)"] = time.monotonic() - t0
+    made = [
+        Machine(
+            name=f"det-machine-{run_id}-{i}",
+            volume=f"det-machines-cache-{i}" if keep else f"det-machine-{run_id}-{i}-docker",
+        )
+        for i in range(n)
+    ]
+    network = f"det-machines-{run_id}"
+    started = time.monotonic()
+    net_made = False
+    try:
+        with private_registry(
+            Path(cache or tmp) / "registry", dict([REGISTRY_USER]), bind="0.0.0.0"
+        ) as local:
+            network, gateway = _network(network)
+            net_made = True
+            registry = f"{gateway}:{local.rsplit(':', 1)[1]}"
+            group = Machines(network, gateway, registry, made, timings)
+            t = time.monotonic()
+            _push(tmp, local)
+            timings["task image pushed (host)"] = time.monotonic() - t
+
+            t = time.monotonic()
+            with ThreadPoolExecutor(n) as pool:
+                list(pool.map(lambda m: _start_container(m, network, shared, keep), made))
+                timings["machines started"] = time.monotonic() - t
+                t = time.monotonic()
+                list(pool.map(lambda m: _start_engine(m, registry), made))
+                timings["engines up"] = time.monotonic() - t
+                t = time.monotonic()
+                list(pool.map(lambda m: _pull(m, group.task_image(), registry), made))
+                timings["task image pulled (each machine)"] = time.monotonic() - t
+            timings[f"{n} machines ready (cold, w/o image builds)"] = time.monotonic() - started
+            yield group
+    finally:
+        _remove(made, network if net_made else None, keep)
+
+
+def _remove(made: Sequence[Machine], network: str | None, keep_cache: bool) -> None:
+    for m in made:
+        # The machine's engine first: its containers die with it, and the volume holds no
+        # running state for the next session.
+        run("docker", "exec", m.name, "sh", "-c",
+            "docker ps -aq | xargs -r docker rm -f >/dev/null; kill $(pidof dockerd)", check=False)  # fmt: skip
+        run("docker", "rm", "-f", "-v", m.name, check=False)
+        if not keep_cache:
+            run("docker", "volume", "rm", "-f", m.volume, check=False)
+    if network is not None:
+        run("docker", "network", "rm", network, check=False)
+
+
+def leftovers() -> list[str]:
+    """What any session of this module left on the host's engine (containers, volumes,
+    networks labelled ``ai.det.machines``), cache volumes aside."""
+    found = []
+    for kind in ("container", "volume", "network"):
+        ls = ["docker", kind, "ls", "-q", "--filter", f"label={LABEL}"]
+        if kind == "container":
+            ls.insert(3, "-a")
+        out = run(*ls, check=False).split()
+        found += [f"{kind} {x}" for x in out if not x.startswith("det-machines-cache-")]
+    return found

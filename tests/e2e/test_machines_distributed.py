@@ -1,0 +1,145 @@
+"""A trial across machines that share nothing but a network (issue 39), on real Docker engines.
+
+Two machines (:mod:`tests.e2e.machines`: each a privileged container with its own Docker engine
+and its own agent, on a bridge network of their own, the task image pulled from a registry on
+the host), started once for this module; the master and PostgreSQL on the host, reached at the
+bridge's gateway. Checkpoints go to a ``shared_fs`` directory both machines mount (an NFS
+export's stand-in).
+
+The trial is Determined's Core API tutorial, stage 4 (``examples/tutorials/core_api`` of
+Determined 0.38.1, ``4_distributed.py`` with its own launcher, unmodified; only
+``slots_per_trial`` is set to the machines' 2 slots). The tutorial is Determined's code, so it
+is read from a checkout of Determined (``DET_DETERMINED_SRC``, default ``.cache/determined-0.38.1-src``
+in this repository): ``git clone --depth 1 --branch v0.38.1
+https://github.com/determined-ai/determined .cache/determined-0.38.1-src``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import new_database
+from tests.e2e.cluster import REPO, Cluster, wait_for
+from tests.e2e.machines import Machines, leftovers, machines
+from tests.integration.conftest import start_master
+from tests.ports import free_port
+
+pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]
+
+SLOTS_PER_MACHINE = 1
+
+
+def tutorial() -> Path:
+    src = Path(os.environ.get("DET_DETERMINED_SRC") or REPO / ".cache" / "determined-0.38.1-src")
+    path = src / "examples" / "tutorials" / "core_api"
+    if not (path / "4_distributed.py").is_file():
+        pytest.skip(
+            f"Determined's core_api tutorial not found under {src}: git clone --depth 1"
+            " --branch v0.38.1 https://github.com/determined-ai/determined"
+            " .cache/determined-0.38.1-src (or set DET_DETERMINED_SRC)"
+        )
+    return path
+
+
+@pytest.fixture(scope="module")
+def machine_cluster(
+    tmp_path_factory: pytest.TempPathFactory, pg_server: str
+) -> Iterator[tuple[Cluster, Machines]]:
+    tutorial()
+    tmp = tmp_path_factory.mktemp("machines")
+    ckpt = tmp / "checkpoints"
+    ckpt.mkdir()
+    with new_database(pg_server, "det_machines") as url, machines(tmp, 2, shared=[ckpt]) as group:
+        port = free_port()
+        extra: dict[str, Any] = {
+            # The machines reach the master at the bridge's gateway; tasks are told that URL.
+            "bind_address": "0.0.0.0",
+            "master_url": f"http://{group.gateway}:{port}",
+            "agent_timeout_seconds": 20,
+            "task_container_defaults": {
+                "image": {"cpu": group.task_image(), "cuda": group.task_image()}
+            },
+            "checkpoint_storage": {"type": "shared_fs", "host_path": str(ckpt)},
+        }
+        master = start_master(tmp, url, port=port, extra=extra)
+        cluster = Cluster(master, [], tmp, None, ckpt, url)
+        try:
+            group.start_agents(port, master.agent_token, SLOTS_PER_MACHINE)
+
+            def registered() -> bool:
+                ids = {a["id"] for a in master.get("/api/v1/agents")["agents"] or []}
+                return all(m.agent_id in ids for m in group.machines)
+
+            try:
+                wait_for(registered, 120, "the machines' agents to register")
+            except TimeoutError as e:
+                raise TimeoutError(f"{e}\n{dump(cluster, group)}") from None
+            print(f"\nmachines: {group.report()}", file=sys.stderr)
+            yield cluster, group
+        finally:
+            master.kill(signal.SIGTERM)
+    assert leftovers() == []
+
+
+def dump(cluster: Cluster, group: Machines) -> str:
+    parts = [cluster.dump()]
+    for m in group.machines:
+        parts.append(f"--- {m.name} ({m.address}) agent ---\n{m.agent_log()[-3000:]}")
+    return "\n".join(parts)
+
+
+def stage4(cluster: Cluster, group: Machines) -> int:
+    path = tutorial()
+    slots = SLOTS_PER_MACHINE * len(group.machines)
+    return cluster.create(
+        path / "4_distributed.yaml", path, {"resources": {"slots_per_trial": slots}}
+    )
+
+
+def test_the_core_api_tutorial_stage_4_trains_once_across_two_machines(
+    machine_cluster: tuple[Cluster, Machines],
+) -> None:
+    cluster, group = machine_cluster
+    eid = stage4(cluster, group)
+    try:
+        cluster.wait_state(eid, "STATE_COMPLETED", 900)
+    except (AssertionError, TimeoutError) as e:
+        raise AssertionError(f"{e}\n{dump(cluster, group)}") from None
+    trials = cluster.trials(eid)
+    assert len(trials) == 1, trials
+    t = trials[0]
+    increment = int(t["hparams"]["increment_by"])
+    # One chief's reports: every 10 steps once, x summed over both workers (allgather).
+    training = cluster.metrics(t["id"], "training")
+    assert [int(m["totalBatches"]) for m in training] == list(range(10, 101, 10)), training
+    assert [m["metrics"]["avg_metrics"]["x"] for m in training] == [
+        s * 2 * increment for s in range(10, 101, 10)
+    ], training
+    saved = sorted(int(c["metadata"]["steps_completed"]) for c in cluster.checkpoints_of(t["id"]))
+    assert saved == list(range(10, 101, 10)), saved
+    # Each rank on its own machine, which the master knows at its bridge address.
+    agents = {a["id"]: a for a in cluster.master.get("/api/v1/agents")["agents"]}
+    for m in group.machines:
+        assert agents[m.agent_id]["addresses"] == [m.address], agents[m.agent_id]
+    logs = cluster.trial_logs(t["id"])
+    by_rank = {int(e["rankId"]): e["agentId"] for e in logs if e.get("rankId") is not None}
+    assert by_rank == {r: m.agent_id for r, m in enumerate(group.machines)}, by_rank
+    text = "".join(e.get("log") or "" for e in logs)
+    chief = group.machines[0].address
+    for r, m in enumerate(group.machines):
+        line = f"container rank {r} of 2 at {m.address}, chief at {chief}"
+        assert line in text, text[-3000:]
+    # Nothing left on either engine.
+    wait_for(lambda: no_task_containers(group), 60, "the machines' task containers to go")
+
+
+def no_task_containers(group: Machines, running: bool = False) -> bool:
+    """No task container on any machine's engine (``running``: none running)."""
+    return not any(m.task_containers(running) for m in group.machines)
