@@ -241,6 +241,12 @@ def show_config(args: argparse.Namespace) -> None:
     print(yaml.safe_dump(e["experiment"]["config"], sort_keys=False), end="")
 
 
+def delete_tb_files(args: argparse.Namespace) -> None:
+    """Determined's ``det experiment delete-tb-files ID`` (DeleteTensorboardFiles)."""
+    session(args).delete(f"/api/v1/experiments/{args.experiment_id}/tensorboard-files")
+    print(f"Deleted the TensorBoard files of experiment {args.experiment_id}")
+
+
 def download_model_def(args: argparse.Namespace) -> None:
     path = f"/api/v1/experiments/{args.experiment_id}/model_def"
     body = cast("d.v1GetModelDefResponse", session(args).get(path))
@@ -545,6 +551,13 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
             sub, "download", checkpoints.download_top, "download the experiment's best checkpoints"
         )
     )
+    p = verb(
+        sub,
+        "delete-tb-files",
+        delete_tb_files,
+        "delete the experiment's TensorBoard files from its storage",
+    )
+    p.add_argument("experiment_id", type=int)
     p = verb(sub, "config", show_config, "print the experiment's config (YAML)")
     p.add_argument("experiment_id", type=int)
     p = verb(

@@ -75,6 +75,14 @@ def set_(args: argparse.Namespace) -> None:
     print(f"Set template {args.template_name}")
 
 
+def set_config(args: argparse.Namespace) -> None:
+    """Determined's ``det template set-value config NAME FILE``: an existing template's config
+    replaced by FILE's (PatchTemplateConfig; an unknown template is refused)."""
+    config = _read(args.template_file)
+    session(args).patch(f"/api/v1/templates/{quoted(args.template_name)}", config)
+    print(f"Updated template {args.template_name}")
+
+
 def remove(args: argparse.Namespace) -> None:
     session(args).delete(f"/api/v1/templates/{quoted(args.template_name)}")
     print(f"Removed template {args.template_name}")
@@ -92,5 +100,9 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     p.add_argument("template_name")
     p.add_argument("template_file", help="the template's config (.yaml)")
     p.add_argument("-w", "--workspace-name", help="a new template's workspace (default: none)")
+    set_value = noun(sub, "set-value", {}, "set template attributes")
+    p = verb(set_value, "config", set_config, "replace an existing template's config")
+    p.add_argument("template_name")
+    p.add_argument("template_file", help="the template's config (.yaml)")
     p = verb(sub, "remove rm", remove, "remove a template")
     p.add_argument("template_name")

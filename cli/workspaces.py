@@ -6,6 +6,8 @@ import argparse
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
+import yaml
+
 from det.cli import projects, render
 from det.cli._util import add_json, noun, session, verb, workspace_by_name
 
@@ -83,6 +85,33 @@ def list_pools(args: argparse.Namespace) -> None:
     )
 
 
+def list_members(args: argparse.Namespace) -> None:
+    """Determined's ``det workspace list-members NAME [--json|--yaml|--csv]``: the users and
+    groups holding a role on the workspace (an open workspace has none)."""
+    s = session(args)
+    w = workspace_by_name(s, args.workspace_name)
+    body = cast(
+        "d.v1GetGroupsAndUsersAssignedToWorkspaceResponse",
+        s.get(f"/api/v1/roles/workspace/{w['id']}"),
+    )
+    if args.json:
+        render.print_json(body)
+        return
+    if args.yaml:
+        print(yaml.safe_dump(body, default_flow_style=False), end="")
+        return
+    groups = {g.get("groupId"): g.get("name") for g in body.get("groups") or []}
+    users = {u.get("id"): u.get("username") for u in body.get("usersAssignedDirectly") or []}
+    rows: list[list[Any]] = []
+    for a in body.get("assignments") or []:
+        role = (a.get("role") or {}).get("name")
+        if not role:
+            continue
+        rows += [[groups.get(g["groupId"]), "G", role] for g in a.get("groupRoleAssignments") or []]
+        rows += [[users.get(u["userId"]), "U", role] for u in a.get("userRoleAssignments") or []]
+    render.rows(["User/Group Name", "User/Group", "Role Name"], rows, args.csv)
+
+
 def edit(args: argparse.Namespace) -> None:
     s = session(args)
     w = workspace_by_name(s, args.workspace_name)
@@ -135,6 +164,12 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     p = verb(sub, "list-pools", list_pools, "list the resource pools a workspace may use")
     p.add_argument("workspace_name")
     add_json(p)
+    p = verb(sub, "list-members", list_members, "list the users and groups with a role on it")
+    p.add_argument("workspace_name")
+    output = p.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print JSON")
+    output.add_argument("--yaml", action="store_true", help="print YAML")
+    output.add_argument("--csv", action="store_true", help="print as CSV")
     p = verb(sub, "create", create, "create a workspace")
     p.add_argument("name")
     _pool_flags(p)

@@ -389,6 +389,76 @@ def test_workspace_list_pools_as_the_official_cli(
     assert r.rc == 1 and "no-such-workspace" in r.err and _one_line(r.err)
 
 
+def test_workspace_members_template_config_and_tb_files_as_the_official_cli(
+    det: Det, official: Official, cli_master: Master, finished: int, tmp_path: Path
+) -> None:
+    det.login()
+    # det workspace list-members: a Viewer assigned by det's CLI, listed by both.
+    cli_master.post("/api/v1/workspaces", {"name": "with-members"})
+    cli_master.post(
+        "/api/v1/users",
+        {"user": {"username": "member", "admin": False, "active": True}, "password": "Pw-1member"},
+    )
+    det.ok(
+        "rbac", "assign-role", "Viewer", "--username-to-assign", "member",
+        "--workspace-name", "with-members",
+    )  # fmt: skip
+    ours = list(csv.reader(io.StringIO(det.ok("w", "list-members", "with-members", "--csv").out)))
+    theirs = list(
+        csv.reader(io.StringIO(official("workspace", "list-members", "with-members", "--csv")))
+    )
+    assert (
+        ours
+        == theirs
+        == [["User/Group Name", "User/Group", "Role Name"], ["member", "U", "Viewer"]]
+    )
+    our_json = _no_nulls(det.ok("w", "list-members", "with-members", "--json").json())
+    their_json = _no_nulls(
+        json.loads(official("workspace", "list-members", "with-members", "--json"))
+    )
+    assert our_json["assignments"] == their_json["assignments"]
+    assert yaml.safe_load(det.ok("w", "list-members", "with-members", "--yaml").out) == (
+        det.ok("w", "list-members", "with-members", "--json").json()
+    )
+    r = det("workspace", "list-members", "no-such-workspace")
+    assert r.rc == 1 and "no-such-workspace" in r.err and _one_line(r.err), r.err
+
+    # det template set-value config: ours sets, the official reads, and back.
+    cli_master.post("/api/v1/templates/valued", {"name": "valued", "config": {"description": "a"}})
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("description: from ours\nresources: {slots_per_trial: 2}\n")
+    out = det.ok("template", "set-value", "config", "valued", str(mine)).out
+    assert out == "Updated template valued\n"
+    assert yaml.safe_load(official("template", "describe", "valued")) == yaml.safe_load(
+        mine.read_text()
+    )
+    theirs_file = tmp_path / "theirs.yaml"
+    theirs_file.write_text("description: from the official\n")
+    official("template", "set-value", "config", "valued", str(theirs_file))
+    assert yaml.safe_load(det.ok("template", "describe", "valued").out) == {
+        "description": "from the official"
+    }
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- a list\n")
+    for args, rc, named in (
+        (("no-such-template", str(mine)), 1, "no-such-template"),
+        (("valued", str(bad)), 2, "bad.yaml"),
+        (("valued", str(tmp_path / "missing.yaml")), 2, "missing.yaml"),
+    ):
+        r = det("template", "set-value", "config", *args)
+        assert r.rc == rc and named in r.err and _one_line(r.err), (args, r.err)
+    assert yaml.safe_load(det.ok("template", "describe", "valued").out) == {
+        "description": "from the official"
+    }
+
+    # det experiment delete-tb-files: both CLIs exit 0; an unknown experiment is one line.
+    out = det.ok("experiment", "delete-tb-files", str(finished)).out
+    assert out == f"Deleted the TensorBoard files of experiment {finished}\n"
+    official("experiment", "delete-tb-files", str(finished))
+    r = det("experiment", "delete-tb-files", "999999")
+    assert r.rc == 1 and "999999" in r.err and _one_line(r.err), r.err
+
+
 BUNDLE_FILES = {
     "trial_logs.txt",
     "master_logs.txt",
@@ -529,6 +599,9 @@ def test_interactive_task_verbs_as_the_official_cli(
 
 
 ITEM_8 = (
+    "workspace list-members",
+    "template set-value config",
+    "experiment delete-tb-files",
     "command config",
     "command describe",
     "notebook config",
