@@ -50,7 +50,8 @@ DOC = REPO / "docs" / "compatibility.md"
 # Leaves the walk does not run, and why.
 NOT_RUN = {
     "deploy": "needs cloud credentials or a Docker engine of its own (det deploy is our own CLI's)",
-    "notebook open": "opens a browser on a running notebook",
+    "notebook open": "opens a browser on a running notebook (test_task_origin::"
+    "test_the_links_determineds_cli_opens_open_the_task follows the link it opens)",
     "shell open": "opens an interactive ssh session",
     "shell show-ssh-command": "needs a running shell (tests/e2e/test_shells.py runs it and the"
     " ssh command it prints)",
