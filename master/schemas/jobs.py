@@ -1,17 +1,16 @@
 """Jobs and resource pools on the wire: ``v1Job`` (with det's ``pendingReason``) from a row of
-``services.jobs.list_jobs``, and ``v1ResourcePool`` from a pool's config and live counts."""
+``services.jobs.list_jobs`` (``rows.jobs.Job``), and ``v1ResourcePool`` from a pool's config
+and live counts."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NotRequired
+from typing import NotRequired
 
 from typing_extensions import TypedDict
 
+from det.master.rows.jobs import Job as JobRow
 from det.master.schemas import d
 from det.master.wire import ts
-
-if TYPE_CHECKING:
-    from det.master.services.jobs import Job as JobRow
 
 _QUEUE_STATE: dict[str, d.jobv1State] = {
     "QUEUED": "STATE_QUEUED",

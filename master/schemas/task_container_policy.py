@@ -1,5 +1,5 @@
 """The cluster's task container policy on the wire (det's own routes,
-``/api/v1/master/task-container-policy``; det.master.services.task_container_policy). The policy
+``/api/v1/master/task-container-policy``; its rows: det.master.rows.policies). The policy
 is master.yaml's ``task_container_policy`` block as JSON, every key present, checked by the
 same model (det.master.container_policy.ContainerPolicy)."""
 
@@ -12,7 +12,7 @@ from typing_extensions import TypedDict
 from det.common.jsontypes import JSONObject
 from det.master import wire
 from det.master.container_policy import ContainerPolicy
-from det.master.services import task_container_policy as svc
+from det.master.rows.policies import Change, Current
 
 
 class TaskContainerPolicy(TypedDict):
@@ -40,16 +40,16 @@ class TaskContainerPolicyChange(TypedDict):
     policy: JSONObject
 
 
-def current(c: svc.Current) -> TaskContainerPolicy:
+def current(c: Current) -> TaskContainerPolicy:
     return {
-        "policy": svc.wire(c.policy),
+        "policy": c.policy.model_dump(mode="json"),
         "source": c.source,
         "updatedAt": wire.ts(c.updated_at),
         "updatedBy": c.updated_by,
     }
 
 
-def change(c: svc.Change) -> TaskContainerPolicyChange:
+def change(c: Change) -> TaskContainerPolicyChange:
     return {
         "id": c.id,
         "updatedAt": wire.ts(c.changed_at) or "",

@@ -9,17 +9,16 @@ the order the scheduler uses.
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
 from psycopg.rows import class_row
-from typing_extensions import TypedDict
 
 from det.master import authz, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.handles import MasterState
+from det.master.rows.jobs import Job, ListedJob
 from det.master.schemas.jobs import job as job_json  # the wire shape of a listed job
 from det.master.services import pool_bindings, scheduling
 from det.master.services.provisioning import JOB_EVENT_CODES
@@ -29,38 +28,6 @@ __all__ = ["PENDING_EVENT_KINDS", "Job", "job_json", "list_jobs", "queue_info", 
 
 # Provisioner events that explain why a queued job waits ("why is my job pending?").
 PENDING_EVENT_KINDS = JOB_EVENT_CODES
-
-
-class _Listed(TypedDict):
-    """A ``jobs`` row with what its listing shows of its experiment or task and its slots."""
-
-    id: str
-    kind: str
-    experiment_id: int | None
-    owner_id: int
-    resource_pool: str
-    priority: int
-    weight: float
-    queue_key: float
-    submitted_at: dt.datetime
-    #: The experiment's name or the task's description (a job is one or the other).
-    name: str
-    exp_state: str | None
-    progress: float | None
-    username: str
-    ntsc_id: str | None
-    workspace_id: int | None
-    allocated: int
-    requested: int
-
-
-class Job(_Listed):
-    """A listed job (``schemas.jobs.job``): its row and its place in the queue."""
-
-    pending_reason: str | None
-    queue_state: str
-    jobs_ahead: int
-    position: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +51,7 @@ def list_jobs(conn: Conn, st: MasterState, pool: str | None, desc: bool) -> list
         clause = " AND j.resource_pool = %s"
         params.append(pool)
     rows = (
-        conn.cursor(row_factory=class_row(_Listed))
+        conn.cursor(row_factory=class_row(ListedJob))
         .execute(
             # An ended experiment's job is listed while its checkpoint GC task waits or runs,
             # as that task (Determined's TYPE_CHECKPOINT_GC job).

@@ -26,7 +26,6 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
@@ -36,37 +35,12 @@ from det.common.jsontypes import JSONObject
 from det.master.container_policy import ContainerPolicy
 from det.master.db import Conn
 from det.master.handles import MasterState
+from det.master.rows.policies import Change, Current
 
 logger = logging.getLogger(__name__)
 
 #: How long a master process may apply a value it read after another process stored a new one.
 CACHE_SECONDS = 2.0
-
-Source = Literal["master.yaml", "database"]
-
-
-@dataclass(frozen=True, slots=True)
-class Current:
-    """The cluster's policy and where it comes from (``updated_*``: the change that stored it;
-    None while master.yaml's applies)."""
-
-    policy: ContainerPolicy
-    source: Source
-    updated_at: dt.datetime | None
-    updated_by: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """One row of the audit: the value stored by ``username`` at ``changed_at``."""
-
-    id: int
-    changed_at: dt.datetime
-    user_id: int
-    username: str
-    source_before: str
-    policy_before: JSONObject
-    policy_after: JSONObject
 
 
 @dataclass(frozen=True, slots=True)
