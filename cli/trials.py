@@ -7,6 +7,7 @@ import datetime as dt
 import io
 import json
 import os
+import sys
 import tarfile
 import tempfile
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from det.cli import checkpoints, experiments, render
 from det.cli._util import add_json, noun, session, true_or_false, verb
-from det.cli.errors import CliError, UsageError
+from det.cli.errors import CliAPIError, CliError, UsageError
 from det.cli.experiments import _print_logs, add_log_flags
 from det.cli.session import Session
 
@@ -139,11 +140,13 @@ def set_(args: argparse.Namespace) -> None:
 
 
 def support_bundle(args: argparse.Namespace) -> None:
-    """Determined's ``det trial support-bundle ID [-o DIR]``: DIR/det-bundle-trial-<id>-<time>.tar.gz
-    holding, in a folder of that name, the trial's logs (trial_logs.txt), the master's
-    (master_logs.txt), the GetTrial answer's trial (api_trial_call.json) and the GetExperiment
-    answer (api_experiment_call.json), as its CLI names them. Everything is read before the
-    archive is written, and it appears whole or not at all."""
+    """Determined's ``det trial support-bundle ID [-o DIR]``: a gzipped tar in DIR,
+    det-bundle-trial-<id>-<time>.tar.gz, holding in a folder of that name the trial's logs
+    (trial_logs.txt), the master's (master_logs.txt), the GetTrial answer's trial
+    (api_trial_call.json) and the GetExperiment answer (api_experiment_call.json), as its CLI
+    names them. Everything is read before the archive is written, and it appears whole or not
+    at all. A user the master refuses its logs (they are for admins) gets the bundle with a
+    line saying so in master_logs.txt."""
     out = Path(args.output_dir) if args.output_dir else Path.cwd()
     if not out.is_dir():
         raise UsageError(f"-o/--output-dir: {out} is not a directory")
@@ -154,10 +157,19 @@ def support_bundle(args: argparse.Namespace) -> None:
         _line(e.get("log") or e.get("message") or "")
         for e in s.stream(f"/api/v1/trials/{args.trial_id}/logs", params={"follow": "false"})
     )
-    master_logs = "".join(
-        _line(f"{e['timestamp']} [{e.get('level') or ''}]: {e.get('message') or ''}")
-        for e in (r["logEntry"] for r in s.stream("/api/v1/master/logs"))
-    )
+    try:
+        master_logs = "".join(
+            _line(f"{e['timestamp']} [{e.get('level') or ''}]: {e.get('message') or ''}")
+            for e in (
+                r["logEntry"] for r in s.stream("/api/v1/master/logs", params={"follow": "false"})
+            )
+        )
+    except CliAPIError as e:
+        if e.status != 403:
+            raise
+        # The master's logs are for admins: the trial's owner still gets the rest.
+        master_logs = _line(f"(not included: {e})")
+        print(f"det: the bundle has no master logs: {e}", file=sys.stderr)
     name = f"det-bundle-trial-{args.trial_id}-{dt.datetime.now().strftime('%Y%m%dT%H%M%S')}"
     files = {
         "trial_logs.txt": trial_logs,

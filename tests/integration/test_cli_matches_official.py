@@ -488,7 +488,7 @@ def _no_nulls(value: Any) -> Any:
 
 
 def test_trial_support_bundle_as_the_official_cli(
-    det: Det, official: Official, finished: int, tmp_path: Path
+    det: Det, official: Official, finished: int, cli_master: Master, tmp_path: Path
 ) -> None:
     det.login()
     tid = ours_describe(det, finished)["trials"][0]["id"]
@@ -511,6 +511,21 @@ def test_trial_support_bundle_as_the_official_cli(
     our_trial = _no_nulls(json.loads(ours["api_trial_call.json"]))
     their_trial = _no_nulls(json.loads(theirs["api_trial_call.json"]))
     assert {k: our_trial.get(k) for k in their_trial} == their_trial
+
+    # A user who may read the trial but not the master's logs (admins only) gets the rest.
+    cli_master.post(
+        "/api/v1/users",
+        {"user": {"username": "bundler", "admin": False, "active": True}, "password": "Pw-1bundle"},
+    )
+    det.login("bundler", "Pw-1bundle")
+    (tmp_path / "user").mkdir()
+    r = det.ok("trial", "support-bundle", str(tid), "-o", str(tmp_path / "user"))
+    assert "no master logs" in r.err
+    user_bundle = _bundle(tmp_path / "user", tid)
+    assert set(user_bundle) == BUNDLE_FILES
+    assert b"not included" in user_bundle["master_logs.txt"]
+    assert user_bundle["trial_logs.txt"] == ours["trial_logs.txt"]
+    det.login()
 
     # Bad input: one line, and no archive (not even a part of one) is left behind.
     empty = tmp_path / "empty"
