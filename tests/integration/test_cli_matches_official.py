@@ -606,6 +606,8 @@ def test_interactive_task_verbs_as_the_official_cli(
         # The official adds a last line of its own ("Task log stream ended. To reopen ...").
         assert theirs_logs[-1].startswith("Task log stream ended")
         assert det.ok("shell", "logs", shell).out == "".join(theirs_logs[:-1])
+        r = det("cmd", "describe", "no-such-task")
+        assert r.rc == 1 and "no-such-task" in r.err and _one_line(r.err), r.err
     finally:
         for kind, tid in launched.items():
             cli_master.post(f"/api/v1/{kind}s/{tid}/kill")
