@@ -107,7 +107,7 @@ def download_top(args: argparse.Namespace) -> None:
         raise UsageError(f"--top-n: must be at least 1 (got {args.top_n})")
     if (args.sort_by is None) != (args.smaller_is_better is None):
         raise UsageError("--sort-by and --smaller-is-better go together: give both or neither")
-    params: dict[str, Any] = {"states": "STATE_COMPLETED", "limit": args.top_n}
+    params: dict[str, str | int] = {"states": "STATE_COMPLETED", "limit": args.top_n}
     if args.sort_by:
         order = "ORDER_BY_ASC" if args.smaller_is_better else "ORDER_BY_DESC"
         params |= {"sortByMetric": args.sort_by, "orderBy": order}

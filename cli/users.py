@@ -7,6 +7,7 @@ import argparse
 import getpass
 import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
@@ -134,7 +135,7 @@ def _user_id(s: Session, username: str) -> int:
     return int(user_id)
 
 
-def _set_active(active: bool) -> Any:
+def _set_active(active: bool) -> Callable[[argparse.Namespace], None]:
     """Determined's ``det user activate|deactivate USER`` (deprecated there for ``det user edit
     USER --active true|false``, which does the same)."""
 
