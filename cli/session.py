@@ -155,9 +155,15 @@ class Session:
         self, method: str, path: str, *, stream: bool = False, timeout: float | None = 60, **kw: Any
     ) -> requests.Response:
         try:
-            return self.api.request(method, path, stream=stream, timeout=timeout, **kw)
+            r = self.api.request(method, path, stream=stream, timeout=timeout, **kw)
         except MasterCallError as e:
             raise translate(e, self.master) from None
+        # What the master wants the user to know of a request that succeeded (PatchUser: an
+        # agent user that could not write the checkpoint storage).
+        warning = r.headers.get("X-Det-Warning")
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
+        return r
 
     def get(self, path: str, **kw: Any) -> Any:
         return self.request("GET", path, **kw).json()

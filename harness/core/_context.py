@@ -240,6 +240,11 @@ def init(
         tensorboard_sync_path(info.cluster_id, trial.experiment_id, trial.trial_id),
         dist.rank,
     )
+    # Storage this task's user cannot write (an agent user on a directory another user made)
+    # fails the trial here, in one line, not at its first checkpoint nor silently for its
+    # TensorBoard files.
+    manager.check_writable()
+    tensorboard.check_writable()
 
     return Context(
         checkpoint=CheckpointContext(

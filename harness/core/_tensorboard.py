@@ -221,6 +221,11 @@ class TensorboardManager:
         self._lock = threading.Lock()
         self.writer = EventFileWriter(base)
 
+    def check_writable(self) -> None:
+        """Raises (storage.StorageNotWritableError, one line) when this task could not upload
+        its files, creating the shared levels of the path on the way (det.storage.shared)."""
+        self._storage.check_writable()
+
     def sync(
         self,
         selector: Callable[[pathlib.Path], bool] | None = None,

@@ -148,6 +148,10 @@ class _MetricsShipper(threading.Thread):
         self.join()
 
 
+class TensorboardError(RuntimeError):
+    """A trial's TensorBoard events could not be written or uploaded (the message says why)."""
+
+
 class TrainContext:
     """Reports metrics and progress of the current trial to the master, and (``tensorboard``,
     unless its mode is MANUAL) writes them as TensorBoard scalars uploaded to checkpoint
@@ -176,8 +180,10 @@ class TrainContext:
         try:
             if self._tensorboard is not None:
                 self._tensorboard.close(sync=self._tensorboard_auto)
-        except Exception as e:  # the trial's result does not hang on its TensorBoard files
-            logger.warning("the last TensorBoard files were not uploaded: %s", e)
+        except Exception as e:
+            # A trial whose TensorBoard files are lost fails, saying why (never COMPLETED with
+            # a warning nobody reads).
+            raise TensorboardError(f"the last TensorBoard files were not uploaded: {e}") from e
         finally:
             if self._shipper.is_alive():
                 self._shipper.stop()
@@ -208,8 +214,10 @@ class TrainContext:
         try:
             self._tensorboard.writer.add_scalars(step, scalars)
             self._tensorboard.sync()
-        except Exception as e:  # storage trouble must not stop training; said at each report
-            logger.warning("TensorBoard files not written or uploaded: %s", e)
+        except Exception as e:
+            # Fails the trial (ERROR, with this reason) rather than let it complete without its
+            # TensorBoard files. Object stores' transient errors are retried below this.
+            raise TensorboardError(f"TensorBoard files not written or uploaded: {e}") from e
 
     def _raise_shipper_error(self) -> None:
         err, self._shipper.error = self._shipper.error, None

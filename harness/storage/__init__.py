@@ -16,6 +16,7 @@ from .base import (
     CheckpointNotFoundError,
     Selector,
     StorageManager,
+    StorageNotWritableError,
     list_directory,
 )
 from .shared import (
@@ -108,6 +109,7 @@ __all__ = [
     "Selector",
     "SharedFSStorageManager",
     "StorageManager",
+    "StorageNotWritableError",
     "Tree",
     "UnsafeCheckpointError",
     "download_checkpoint",

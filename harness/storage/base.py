@@ -38,6 +38,11 @@ def list_directory(root: str | os.PathLike[str]) -> dict[str, int]:
         return dict(tree.resources)
 
 
+class StorageNotWritableError(PermissionError):
+    """This task's user cannot write a directory of checkpoint storage (the message says which,
+    who owns it and how to fix it)."""
+
+
 def validate_storage_id(storage_id: str) -> None:
     if not storage_id or "/" in storage_id or "\x00" in storage_id or storage_id in (".", ".."):
         raise ValueError(f"invalid storage id {storage_id!r}")
@@ -75,6 +80,13 @@ class StorageManager(abc.ABC):
 
     def direct_path(self, storage_id: str) -> pathlib.Path | None:
         """The checkpoint's final directory when storage is a local filesystem, else None."""
+        return None
+
+    def check_writable(self) -> None:
+        """Raises StorageNotWritableError (one line: the path, this process's uid and gid, the
+        directory's owner and mode, the fix) when this task could not write here. A trial
+        checks at its start, so a storage it cannot write fails it then, not at its first
+        checkpoint. Object stores: nothing to check before a write (credentials are theirs)."""
         return None
 
     @abc.abstractmethod

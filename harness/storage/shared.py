@@ -4,6 +4,15 @@ and ``directory`` (a path inside the container).
 ``shared_fs`` semantics follow Determined: checkpoints live in ``host_path/storage_path`` on the
 host; in a task container that host path is mounted at ``container_path`` (the cluster mounts it
 at ``/determined_shared_fs``). ``storage_path`` must stay inside ``host_path``.
+
+Shared storage is written by tasks of different users (agent users: each linked user's tasks
+run as its own uid). The directories every task goes through (the storage root when the
+harness creates it, and the levels of TensorBoard's ``<cluster>/tensorboard/experiment/<id>/
+trial`` path) are created like ``/tmp``: mode 1777, writable by every task user, each entry
+removable only by its owner; a task that finds such a level it owns with a narrower mode (made
+by an older harness) widens it. What one task writes (a checkpoint's directory, a trial's
+TensorBoard directory) is its own, readable by all (the umask's mode). docs/internals.md,
+"Agent users on shared storage", says why.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ import logging
 import os
 import pathlib
 import shutil
+import stat
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +31,7 @@ from .base import (
     CheckpointNotFoundError,
     Selector,
     StorageManager,
+    StorageNotWritableError,
     copy_file,
     select_paths,
     validate_storage_id,
@@ -49,11 +60,49 @@ def shared_fs_base_path(config: dict[str, Any], container_path: str | None) -> s
     return os.path.normpath(os.path.join(root, rel))
 
 
-class DirectoryStorageManager(StorageManager):
-    """Checkpoints in ``base_path/<storage_id>``. Writes go straight to their final place."""
+#: The mode of a directory every task user goes through on shared storage (as ``/tmp``'s).
+SHARED_DIR_MODE = 0o1777
 
-    def __init__(self, base_path: str | os.PathLike[str]) -> None:
+
+def _owner_and_mode(path: pathlib.Path) -> str:
+    """``owned by 0:0, mode 0755`` of ``path`` or of its nearest existing parent."""
+    for p in (path, *path.parents):
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        where = "" if p == path else f" (its parent {p})"
+        return f"owned by {st.st_uid}:{st.st_gid}, mode {stat.S_IMODE(st.st_mode):04o}{where}"
+    return "missing"
+
+
+def not_writable(path: pathlib.Path, what: str = "checkpoint storage") -> StorageNotWritableError:
+    """The one-line error of a directory this task's user cannot write."""
+    return StorageNotWritableError(
+        f"{what} {path} is not writable by this task's user (uid {os.geteuid()},"
+        f" gid {os.getegid()}; {_owner_and_mode(path)}): make the shared storage writable by"
+        " every task user (chmod 1777 on the agents' hosts, as /tmp), or link the user to an"
+        " agent user that owns it"
+    )
+
+
+class DirectoryStorageManager(StorageManager):
+    """Checkpoints in ``base_path/<storage_id>``. Writes go straight to their final place.
+
+    ``shared``: the directory is shared by the tasks of every user of the cluster
+    (``shared_fs``): the levels from ``root`` down to ``base_path`` are made 1777 (see the
+    module's docstring)."""
+
+    def __init__(
+        self,
+        base_path: str | os.PathLike[str],
+        *,
+        root: str | os.PathLike[str] | None = None,
+        shared: bool = False,
+    ) -> None:
         self.base_path = pathlib.Path(base_path)
+        self.root = pathlib.Path(root) if root is not None else self.base_path
+        self.shared = shared
 
     def _dir(self, storage_id: str) -> pathlib.Path:
         validate_storage_id(storage_id)
@@ -63,7 +112,62 @@ class DirectoryStorageManager(StorageManager):
         return self._dir(storage_id)
 
     def under(self, subpath: str) -> DirectoryStorageManager:
-        return type(self)(self.base_path / validate_subpath(subpath))
+        return type(self)(
+            self.base_path / validate_subpath(subpath), root=self.root, shared=self.shared
+        )
+
+    def _levels(self) -> list[pathlib.Path]:
+        rel = self.base_path.relative_to(self.root).parts
+        return [self.root.joinpath(*rel[:i]) for i in range(len(rel) + 1)]
+
+    def _make_base(self) -> None:
+        """Creates ``base_path`` (shared: every level from ``root``, mode 1777); raises
+        StorageNotWritableError naming the level this task's user cannot create."""
+        if not self.shared:
+            self.base_path.mkdir(parents=True, exist_ok=True)
+            return
+        if not self.root.is_dir():  # no mount here: made by the harness (as every level below)
+            try:
+                self.root.parent.mkdir(parents=True, exist_ok=True)
+            except PermissionError:
+                raise not_writable(self.root) from None
+        for level in self._levels():
+            try:
+                level.mkdir()
+            except FileExistsError:
+                if level != self.root:  # the mount is the admin's
+                    self._widen(level)
+                continue
+            except PermissionError:
+                raise not_writable(level.parent) from None
+            os.chmod(level, SHARED_DIR_MODE)  # mkdir's mode is cut by the umask
+
+    @staticmethod
+    def _widen(level: pathlib.Path) -> None:
+        # A shared level an older harness made with the umask's mode: its owner opens it up.
+        st = level.stat()
+        if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) != SHARED_DIR_MODE:
+            os.chmod(level, SHARED_DIR_MODE)
+
+    def _mkdir_own(self, path: pathlib.Path) -> None:
+        """A checkpoint's (or a trial's TensorBoard) directory: this task's own."""
+        try:
+            path.mkdir(exist_ok=True)
+        except PermissionError:
+            raise not_writable(path.parent) from None
+
+    def check_writable(self) -> None:
+        """Creates nothing: the deepest existing directory on the way to ``base_path`` must
+        let this task's user in and write (shared levels it owns are widened on the way)."""
+        path = self.base_path
+        while not path.is_dir() and path != path.parent:
+            path = path.parent
+        if self.shared and path != self.root and self.root in path.parents:
+            for level in self._levels():
+                if level != self.root and level.is_dir():
+                    self._widen(level)
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise not_writable(path)
 
     def upload(
         self, src_dir: str | os.PathLike[str], storage_id: str, paths: set[str] | None = None
@@ -73,7 +177,8 @@ class DirectoryStorageManager(StorageManager):
         if os.path.realpath(src) == os.path.realpath(dst):
             return
         with Tree(src, checkpoint=False) as tree:
-            dst.mkdir(parents=True, exist_ok=True)
+            self._make_base()
+            self._mkdir_own(dst)
             for rel, is_dir in select_paths(tree.resources, paths):
                 if is_dir:
                     (dst / rel).mkdir(parents=True, exist_ok=True)
@@ -143,7 +248,8 @@ class DirectoryStorageManager(StorageManager):
     @contextlib.contextmanager
     def store_path(self, storage_id: str) -> Iterator[pathlib.Path]:
         path = self._dir(storage_id)
-        path.mkdir(parents=True, exist_ok=True)
+        self._make_base()
+        self._mkdir_own(path)
         yield path
 
     @contextlib.contextmanager
@@ -172,4 +278,6 @@ class SharedFSStorageManager(DirectoryStorageManager):
     def from_config(
         cls, config: dict[str, Any], container_path: str | None
     ) -> SharedFSStorageManager:
-        return cls(shared_fs_base_path(config, container_path))
+        # The mount is the admin's (never widened); what lies under it is the harness's.
+        root = container_path if container_path is not None else str(config["host_path"])
+        return cls(shared_fs_base_path(config, container_path), root=root, shared=True)

@@ -212,9 +212,13 @@ def get_user_by_name(username: str) -> d.v1GetUserByUsernameResponse:
         return {"user": wire.user(users.get_user_by_name(conn, username))}
 
 
+# PatchUser's answer, with a header when there is a warning (see _warned).
+_Patched = d.v1PatchUserResponse | tuple[d.v1PatchUserResponse, int, dict[str, str]]
+
+
 @bp.patch("/api/v1/users/<int:user_id>")
 @contract("PatchUser")
-def patch_user(user_id: int, body: d.v1PatchUser) -> d.v1PatchUserResponse:
+def patch_user(user_id: int, body: d.v1PatchUser) -> _Patched:
     me_ = current_user()
     data = body
     self_service = set(data) <= {"password", "isHashed", "displayName"}
@@ -241,7 +245,23 @@ def patch_user(user_id: int, body: d.v1PatchUser) -> d.v1PatchUserResponse:
         if username is not None:
             fields["username"] = username
         user = users.update_user(conn, user_id, fields)
-    return {"user": wire.user(user)}
+    return _warned({"user": wire.user(user)}, link)
+
+
+def _warned(answer: d.v1PatchUserResponse, link: tuple[AgentUserLink | None] | None) -> _Patched:
+    """PatchUser's answer, with ``X-Det-Warning`` when the new agent user could not write the
+    cluster's checkpoint storage (a header: Determined's client reads the body only; det's
+    prints it)."""
+    st = state()
+    warning = (
+        agent_users.storage_warning(st.config.checkpoint_storage, st.cluster_id, link[0])
+        if link is not None and link[0] is not None
+        else None
+    )
+    if warning is None:
+        return answer
+    logger.warning("PatchUser: %s", warning)
+    return answer, 200, {"X-Det-Warning": warning}
 
 
 def _agent_link(data: d.v1PatchUser | d.v1User) -> tuple[AgentUserLink | None] | None:

@@ -11,12 +11,16 @@ a setuid program in the image cannot take it back to root; docs/security.md).
 
 from __future__ import annotations
 
+import os
 import re
+import stat
+from pathlib import Path
 from typing import Any
 
 from psycopg.rows import scalar_row
 from psycopg.types.json import Jsonb
 
+from det.common.jsontypes import JSONObject
 from det.master.db import Conn
 from det.master.errors import InvalidArgument
 from det.master.rows.users import AgentUserLink
@@ -86,3 +90,47 @@ def container_user(conn: Conn, allocation_id: str) -> AgentUserLink | None:
         (allocation_id,),
     ).fetchone()
     return link
+
+
+def _can(st: os.stat_result, uid: int, gid: int, bits: int) -> bool:
+    """Whether uid/gid (no other groups, no ACLs) have ``bits`` (``os.W_OK | os.X_OK``…)."""
+    mode = stat.S_IMODE(st.st_mode)
+    shift = 6 if st.st_uid == uid else 3 if st.st_gid == gid else 0
+    return (mode >> shift) & bits == bits
+
+
+def storage_warning(storage: JSONObject, cluster_id: str, link: AgentUserLink) -> str | None:
+    """One line when the cluster's shared_fs checkpoint storage, as this process sees it, is a
+    directory the agent user could not write: the storage root, and the TensorBoard levels
+    ``<cluster id>/tensorboard/experiment`` other users' tasks made (what each of the user's
+    trials checks at its start, det.storage.shared). None when it could, or when the storage
+    is not shared_fs or not visible here (the trial's own check still holds)."""
+    if storage.get("type") != "shared_fs":
+        return None
+    host = storage.get("host_path")
+    if not isinstance(host, str) or not os.path.isabs(host) or not os.path.isdir(host):
+        return None
+    sub = storage.get("storage_path") or storage.get("checkpoint_path")
+    base = Path(os.path.normpath(os.path.join(host, str(sub)))) if sub else Path(host)
+    chain = [*reversed(base.parents), base]
+    chain = [p for p in chain if p == Path(host) or Path(host) in p.parents]
+    chain += [base / cluster_id, base / cluster_id / "tensorboard"]
+    chain.append(chain[-1] / "experiment")
+    uid, gid = int(link["agentUid"]), int(link["agentGid"])
+    for i, level in enumerate(chain):
+        try:
+            st = level.stat()
+        except OSError:
+            break
+        deeper = chain[i + 1] if i + 1 < len(chain) else None
+        # The root and the deepest level there is must take new entries; the others, entry.
+        writes = level == base or deeper is None or not deeper.exists()
+        if not _can(st, uid, gid, os.W_OK | os.X_OK if writes else os.X_OK):
+            mode = stat.S_IMODE(st.st_mode)
+            return (
+                f"agent user {uid}:{gid} cannot {'write' if writes else 'enter'} {level}"
+                f" (owned by {st.st_uid}:{st.st_gid}, mode {mode:04o}) of the checkpoint"
+                " storage: the user's trials would fail at start; make the shared storage"
+                " writable by every task user (chmod 1777, as /tmp)"
+            )
+    return None

@@ -5,6 +5,7 @@ as: tests/e2e/test_agent_users.py (real Docker)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +97,53 @@ def test_our_cli_links_and_unlinks(cli_master: Master, det: Det) -> None:
     assert r.rc != 0 and "--agent-gid, --agent-user, --agent-group required" in r.err
     assert det("user", "link-with-agent-user", "ours", "--unlink").rc == 0
     assert user(cli_master, "ours")["agentUserGroup"] is None
+
+
+def test_linking_says_when_the_agent_user_could_not_write_the_checkpoint_storage(
+    master_factory: Any, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41 item 5: the link is made, and det's CLI says in one line (stderr; the API in
+    X-Det-Warning, which the official client skips) that the user's trials would fail on the
+    cluster's shared_fs storage, a directory root made 0755; once it is 1777, nothing."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o755)
+    m: Master = master_factory(
+        extra={"checkpoint_storage": {"type": "shared_fs", "host_path": str(shared)}}
+    )
+    make_user(m, "alice")
+    d = Det(m, tmp_path / "home", capsys, monkeypatch)
+    d.login()
+    args = ("user", "link-with-agent-user", "alice", "--agent-uid", "1234", "--agent-gid",
+            "2345", "--agent-user", "alice", "--agent-group", "ml")  # fmt: skip
+    r = d(*args)
+    assert r.rc == 0, r.err
+    (line,) = [x for x in r.err.splitlines() if x.startswith("warning: ")]
+    assert f"agent user 1234:2345 cannot write {shared} (owned by 0:0, mode 0755)" in line
+    assert "chmod 1777" in line
+    assert user(m, "alice")["agentUserGroup"]["agentUid"] == 1234  # linked all the same
+
+    os.chmod(shared, 0o1777)
+    # A TensorBoard level a root task of an older harness made narrow is named too.
+    narrow = shared / str(m.get("/api/v1/master")["clusterId"]) / "tensorboard"
+    narrow.mkdir(parents=True)
+    os.chmod(narrow.parent, 0o1777)
+    os.chmod(narrow, 0o755)
+    r = d(*args)
+    assert r.rc == 0 and f"cannot write {narrow} (owned by 0:0, mode 0755)" in r.err, r.err
+    os.chmod(narrow, 0o1777)
+    r = d(*args)
+    assert r.rc == 0 and "warning" not in r.err, r.err
+    got = m.session().patch(
+        f"{m.url}/api/v1/users/{user(m, 'alice')['id']}",
+        json={
+            "agentUserGroup": {
+                "agentUid": 1234,
+                "agentGid": 2345,
+                "agentUser": "a",
+                "agentGroup": "g",
+            }
+        },
+        timeout=30,
+    )
+    assert got.status_code == 200 and "X-Det-Warning" not in got.headers

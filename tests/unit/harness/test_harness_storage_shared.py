@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -158,3 +161,133 @@ def test_shared_fs_uses_the_container_mount_when_present(tmp_path: Path) -> None
     cfg["container_path"] = str(tmp_path / "not-mounted")
     assert storage.in_container_path(cfg) is None
     assert storage.in_container_path({"type": "s3", "bucket": "b"}) is None
+
+
+# --- agent users on shared storage (issue 41 item 5) -----------------------------------------
+
+UID, GID = 1234, 2345
+
+
+def as_user(fn: Callable[[], object]) -> str:
+    """Runs ``fn`` in a child process as uid 1234 / gid 2345 (an agent user's task); returns
+    "ok" or the child's error as ``Type: message``."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to become another user")
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        os.close(r)
+        try:
+            os.setgroups([])
+            os.setgid(GID)
+            os.setuid(UID)
+            fn()
+            out = "ok"
+        except BaseException as e:
+            out = f"{type(e).__name__}: {e}"
+        os.write(w, out.encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        got = f.read().decode()
+    os.waitpid(pid, 0)
+    return got
+
+
+@pytest.fixture
+def open_tmp() -> Iterator[Path]:
+    """A tmp dir another user may enter (pytest's are 0700 under a 0700 folder)."""
+    path = Path(tempfile.mkdtemp(prefix="det-agent-users-"))
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path)
+
+
+def shared_mount(tmp_path: Path) -> Path:
+    """The host path an admin mounted: root's, 0755 (what mkdir gives)."""
+    mount = tmp_path / "mount"
+    mount.mkdir(mode=0o755)
+    os.chmod(mount, 0o755)
+    return mount
+
+
+def files(root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "a.txt").write_text("x")
+    os.chmod(root, 0o755)
+    os.chmod(root / "a.txt", 0o644)
+    return root
+
+
+def tensorboard(mgr: storage.StorageManager, experiment: int) -> storage.StorageManager:
+    return mgr.under(f"cluster-1/tensorboard/experiment/{experiment}/trial")
+
+
+def test_an_agent_user_writes_checkpoints_and_tensorboard_files_after_a_root_task(
+    open_tmp: Path,
+) -> None:
+    tmp_path = open_tmp
+    mount = shared_mount(tmp_path)
+    cfg = {"type": "shared_fs", "host_path": str(mount), "storage_path": "det-checkpoints"}
+    src = files(tmp_path / "src")
+    # A root task writes first: its checkpoint and its TensorBoard files.
+    root_task = storage.from_config(cfg)
+    root_task.check_writable()
+    root_task.upload(src, "ck-root")
+    tensorboard(root_task, 1).upload(src, "11")
+    base = mount / "det-checkpoints"
+    shared = [base, *(base / "cluster-1/tensorboard/experiment/1/trial").parents][:6]
+    assert {p.relative_to(mount).as_posix(): oct(p.stat().st_mode & 0o7777) for p in shared} == {
+        p.relative_to(mount).as_posix(): "0o1777" for p in shared
+    }
+    assert oct((base / "ck-root").stat().st_mode & 0o7777) == "0o755"  # the writer's own
+
+    # Then an agent user's task: its checks pass, its checkpoint and files are its own.
+    def alice() -> None:
+        task = storage.from_config(cfg)
+        task.check_writable()
+        tensorboard(task, 2).check_writable()
+        task.upload(src, "ck-alice")
+        with task.store_path("ck-alice-2") as p:
+            (p / "b.txt").write_text("y")
+        tensorboard(task, 2).upload(src, "21")
+
+    assert as_user(alice) == "ok"
+    for p in (base / "ck-alice", base / "ck-alice-2", base / "cluster-1/tensorboard/experiment/2"):
+        assert (p.stat().st_uid, p.stat().st_gid) == (UID, GID), p
+    assert (base / "cluster-1/tensorboard/experiment/2/trial/21/a.txt").read_text() == "x"
+    # Sticky: alice cannot remove root's checkpoint, and reading it is open to her.
+    assert as_user(lambda: storage.from_config(cfg).delete("ck-root")).startswith("PermissionError")
+    assert (base / "ck-root" / "a.txt").exists()
+
+
+def test_a_level_an_older_harness_made_is_widened_by_its_owner(open_tmp: Path) -> None:
+    tmp_path = open_tmp
+    mount = shared_mount(tmp_path)
+    cfg = {"type": "shared_fs", "host_path": str(mount), "storage_path": "det-checkpoints"}
+    old = mount / "det-checkpoints/cluster-1/tensorboard/experiment"
+    old.mkdir(parents=True)
+    for p in (old, *list(old.parents)[:3]):
+        os.chmod(p, 0o755)  # as the harness left them before
+    tensorboard(storage.from_config(cfg), 1).upload(files(tmp_path / "src"), "11")
+    assert oct(old.stat().st_mode & 0o7777) == "0o1777"
+    assert as_user(lambda: tensorboard(storage.from_config(cfg), 2).check_writable()) == "ok"
+
+
+def test_storage_an_agent_user_cannot_write_fails_its_check_in_one_line(open_tmp: Path) -> None:
+    tmp_path = open_tmp
+    mount = shared_mount(tmp_path)
+    cfg = {"type": "shared_fs", "host_path": str(mount)}  # the admin's root itself, 0755
+    got = as_user(lambda: storage.from_config(cfg).check_writable())
+    assert got.startswith("StorageNotWritableError: checkpoint storage ") and "\n" not in got
+    assert f"uid {UID}, gid {GID}" in got and "owned by 0:0, mode 0755" in got, got
+    assert "chmod 1777" in got
+    # A TensorBoard level another user made narrow: named too.
+    narrow = mount / "det-checkpoints/cluster-1/tensorboard"
+    narrow.mkdir(parents=True)
+    os.chmod(mount / "det-checkpoints", 0o1777)
+    os.chmod(mount / "det-checkpoints/cluster-1", 0o1777)
+    os.chmod(narrow, 0o755)
+    wide = {**cfg, "storage_path": "det-checkpoints"}
+    got = as_user(lambda: tensorboard(storage.from_config(wide), 3).check_writable())
+    assert f"{narrow} is not writable" in got and "owned by 0:0, mode 0755" in got, got
