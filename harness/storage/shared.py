@@ -23,6 +23,7 @@ import os
 import pathlib
 import shutil
 import stat
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -62,6 +63,10 @@ def shared_fs_base_path(config: dict[str, Any], container_path: str | None) -> s
 
 #: The mode of a directory every task user goes through on shared storage (as ``/tmp``'s).
 SHARED_DIR_MODE = 0o1777
+# A shared level is made in two steps (mkdir, chmod): a task of another user that comes
+# between them is refused, and tries again this many times, this far apart (seconds).
+_RACE_TRIES = 3
+_RACE_PAUSE = 0.2
 
 
 def _owner_and_mode(path: pathlib.Path) -> str:
@@ -132,15 +137,22 @@ class DirectoryStorageManager(StorageManager):
             except PermissionError:
                 raise not_writable(self.root) from None
         for level in self._levels():
-            try:
-                level.mkdir()
-            except FileExistsError:
-                if level != self.root:  # the mount is the admin's
-                    self._widen(level)
-                continue
-            except PermissionError:
-                raise not_writable(level.parent) from None
-            os.chmod(level, SHARED_DIR_MODE)  # mkdir's mode is cut by the umask
+            for attempt in range(_RACE_TRIES):
+                try:
+                    level.mkdir()
+                except FileExistsError:
+                    if level != self.root:  # the mount is the admin's
+                        self._widen(level)
+                    break
+                except PermissionError:
+                    # Another task may have made the parent a moment ago and not yet opened it
+                    # up (mkdir, then chmod): look again shortly before giving up.
+                    if attempt + 1 == _RACE_TRIES:
+                        raise not_writable(level.parent) from None
+                    time.sleep(_RACE_PAUSE)
+                    continue
+                os.chmod(level, SHARED_DIR_MODE)  # mkdir's mode is cut by the umask
+                break
 
     @staticmethod
     def _widen(level: pathlib.Path) -> None:
