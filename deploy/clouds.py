@@ -11,6 +11,7 @@ code; errors are one line on stderr (traceback only with ``--debug``).
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 import traceback
@@ -58,6 +59,15 @@ def _price(text: str) -> str:
 
 
 def _common_up(p: argparse.ArgumentParser) -> None:
+    """The flags ``up`` takes on every cloud."""
+    _mode_flags(p)
+    _pool_flags(p)
+    _access_flags(p)
+    _install_flags(p)
+
+
+def _mode_flags(p: argparse.ArgumentParser) -> None:
+    """The master's kind, and a dry-run instead of a deploy."""
     p.add_argument(
         "--master",
         choices=["vm", "serverless"],
@@ -73,6 +83,10 @@ def _common_up(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--json", action="store_true", help="with --dry-run: print JSON instead of a table"
     )
+
+
+def _pool_flags(p: argparse.ArgumentParser) -> None:
+    """The pools: instance types, sizes and scheduling."""
     p.add_argument("--master-instance-type", help="instance type of the master")
     p.add_argument(
         "--compute-agent-instance-type",
@@ -107,6 +121,10 @@ def _common_up(p: argparse.ArgumentParser) -> None:
         default=False,
         help="preemption (priority scheduler only)",
     )
+
+
+def _access_flags(p: argparse.ArgumentParser) -> None:
+    """Who reaches the master, and the images and registry the tasks use."""
     p.add_argument(
         "--inbound-cidr", help="addresses allowed to reach the master (default 0.0.0.0/0)"
     )
@@ -143,6 +161,10 @@ def _common_up(p: argparse.ArgumentParser) -> None:
         "google-cloud-storage, e.g. det-checkpoint-gc:py3.11 pushed to your registry); default: "
         "det's own with --mirror-images, else the task image",
     )
+
+
+def _install_flags(p: argparse.ArgumentParser) -> None:
+    """The bucket, det's installation on the VMs, TLS, and how ``up`` runs."""
     p.add_argument(
         "--bucket-versioning", action="store_true", help="keep old versions of checkpoint objects"
     )
@@ -263,7 +285,6 @@ class _Lazy:
 
     def __getattr__(self, name: str) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:
-            import importlib
 
             try:
                 module = importlib.import_module(self.module)

@@ -12,6 +12,8 @@ import functools
 import ipaddress
 import re
 
+import boto3
+
 from det.deploy.common.errors import DeployError
 
 # EC2 instance family prefixes (the letters before the generation digit), from the EC2
@@ -49,7 +51,6 @@ def _hint(value: str, choices: list[str] | tuple[str, ...]) -> str:
 @functools.cache
 def known_regions() -> tuple[str, ...]:
     """EC2 regions of every partition in botocore's bundled endpoint data (offline)."""
-    import boto3
 
     session = boto3.session.Session()
     regions: set[str] = set()

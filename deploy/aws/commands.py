@@ -14,8 +14,10 @@ import dataclasses
 import logging
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TextIO
+
+import boto3
 
 from det.deploy.aws import bootlog, master, preflight, program, teardown
 from det.deploy.aws import serverless as aws_serverless
@@ -26,14 +28,12 @@ from det.deploy.common import (
     commands,
     costs,
     flow,
-    gc_image,
     mirror,
     registry,
     rollout,
     serverless,
     state,
 )
-from det.deploy.common import preflight as common_preflight
 from det.deploy.common import status as status_report
 from det.deploy.common.errors import DeployError
 from det.deploy.common.preflight import check_pulumi_cli
@@ -151,7 +151,6 @@ def use_state_url(args: argparse.Namespace) -> None:
 
 
 def _session(region: str | None, profile: str | None) -> Any:
-    import boto3
 
     return boto3.Session(profile_name=profile, region_name=region)
 
@@ -160,73 +159,14 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
     use_state_url(args)
     previous: dict[str, Any] | None = None
     if not args.dry_run:
-        # What this machine lacks, all at once and before any cloud call (common.preflight);
-        # the stack (with the Pulumi CLI) tells an existing cluster's master kind.
         if shutil.which("pulumi") and automation.has_stack(PROJECT, args.cluster_id):
             previous = automation.outputs(PROJECT, args.cluster_id)
-        kind = serverless.master_kind(getattr(args, "master", None), previous)
-        common_preflight.require_local(
-            docker_for=common_preflight.docker_needs(
-                kind == serverless.SERVERLESS, bool(getattr(args, "mirror_images", False))
-            ),
-            master_image=kind == serverless.SERVERLESS,
-            credentials=lambda: preflight.local_credentials(args.profile),
-        )
+        flow.require_local(args, previous, lambda: preflight.local_credentials(args.profile))
     current = {"cfg": config_from_args(args, stack_region(args.region, previous), previous)}
     cfg = current["cfg"]
     config: dict[str, tuple[str, bool]] = {"aws:region": (cfg.region, False)}
     if args.profile:
         config["aws:profile"] = (args.profile, False)
-
-    def check(quota: bool) -> str | None:
-        session = _session(cfg.region, args.profile)
-        account = preflight.check_credentials(session)
-        if cfg.mirror_registry:
-            mirror.check_docker()
-        if cfg.keypair:
-            preflight.check_keypair(session, cfg.keypair)
-        images = pinned_images(previous, getattr(args, "refresh_images", False))
-        if images is None and cfg.agent_image_id and cfg.master_image_id:
-            images = Images(cfg.master_image_id, cfg.agent_image_id, cfg.agent_image_id)
-        if images is None:
-            images = preflight.resolve_images(session)
-            out.write(
-                f"Images: master and aux pool {images.master}, compute pool "
-                f"{images.compute_agent} (pinned; `up --refresh-images` to update)\n"
-            )
-        spot_role = cfg.spot and not preflight.spot_service_role_exists(session)
-        zones = pinned_zones(previous)
-        if zones is None and not cfg.vpc_id:
-            types = [cfg.master_instance_type]
-            if not cfg.agent_subnet_id:
-                types += [cfg.aux_agent_instance_type, cfg.compute_agent_instance_type]
-            zones = preflight.pick_zones(session, types)
-        current["cfg"] = dataclasses.replace(
-            cfg,
-            images=images,
-            create_spot_service_role=spot_role,
-            zones=zones or (),
-            mirror_registry=ecr_registry(account, cfg.region, cfg.cluster_id)
-            if cfg.mirror_registry
-            else None,
-        )
-        if not quota:  # --no-preflight-checks: only what the config needs (above)
-            return None
-        preflight.check_master_image(
-            session, cfg.master_image_id or images.master, master.MASTER_VOLUME_GIB
-        )
-        db_warning = preflight.check_db_instance_class(
-            session, cfg.db_instance_type, POSTGRES_MAJOR
-        )
-        quota_warning = preflight.check_vcpu_quota(
-            session, cfg.compute_agent_instance_type, cfg.max_dynamic_agents, cfg.spot
-        )
-        # The CPU pool's family quota too (standard vCPUs: m, c, r, t…), or its first task waits.
-        aux_warning = preflight.check_vcpu_quota(
-            session, cfg.aux_agent_instance_type, cfg.max_dynamic_agents, cfg.spot
-        )
-        warnings = (db_warning, quota_warning, aux_warning)
-        return "; ".join(w for w in warnings if w) or None
 
     def prepare() -> None:
         current["cfg"] = dataclasses.replace(
@@ -243,7 +183,7 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         mock_calls=program.MOCK_CALLS,
         stack_config=config,
         target=cfg.region,
-        preflight=check,
+        preflight=lambda quota: _check(args, current, previous, quota, out),
         cert=cfg.boot.tls if cfg.tls else None,
         estimates=estimates(cfg),
         master=cfg.master,
@@ -252,18 +192,74 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         remove_config=registry.removed_keys(args),
         quota_needs=tuple(preflight.quota_needs(cfg)),
         prepare=prepare,
+        gc_image=cfg.gc_image,
+        mirror_login=(lambda: _ecr_login(_session(cfg.region, args.profile)))
+        if cfg.mirror_registry
+        else None,
+        replace_stale=None if previous is None else _stale(args, cfg, previous, out),
     )
     if cfg.serverless:
         plan = dataclasses.replace(plan, serverless=_rollout_steps(current, args.profile))
-    if not getattr(args, "json", False):
-        gc_image.report(cfg.gc_image, out)
-    code = flow.up(plan, args, out)
-    if code == 0 and current["cfg"].mirror_registry and not args.dry_run:
-        pairs = automation.outputs(PROJECT, cfg.cluster_id).get("mirror_images") or {}
-        mirror.copy_images(pairs.items(), _ecr_login(_session(cfg.region, args.profile)), out)
-    if code == 0 and previous is not None and not args.dry_run:
-        _replace_stale_agents(args, cfg, previous, out)
-    return code
+    return flow.up(plan, args, out)
+
+
+def _check(
+    args: argparse.Namespace,
+    current: dict[str, AwsConfig],
+    previous: Mapping[str, Any] | None,
+    quota: bool,
+    out: TextIO,
+) -> str | None:
+    """``up``'s cloud preflight: credentials, key pair, images and zones pinned into
+    ``current["cfg"]``; with ``quota``, the master image, database class and vCPU quotas (a
+    warning returned)."""
+    cfg = current["cfg"]
+    session = _session(cfg.region, args.profile)
+    account = preflight.check_credentials(session)
+    if cfg.mirror_registry:
+        mirror.check_docker()
+    if cfg.keypair:
+        preflight.check_keypair(session, cfg.keypair)
+    images = pinned_images(previous, getattr(args, "refresh_images", False))
+    if images is None and cfg.agent_image_id and cfg.master_image_id:
+        images = Images(cfg.master_image_id, cfg.agent_image_id, cfg.agent_image_id)
+    if images is None:
+        images = preflight.resolve_images(session)
+        out.write(
+            f"Images: master and aux pool {images.master}, compute pool "
+            f"{images.compute_agent} (pinned; `up --refresh-images` to update)\n"
+        )
+    spot_role = cfg.spot and not preflight.spot_service_role_exists(session)
+    zones = pinned_zones(previous)
+    if zones is None and not cfg.vpc_id:
+        types = [cfg.master_instance_type]
+        if not cfg.agent_subnet_id:
+            types += [cfg.aux_agent_instance_type, cfg.compute_agent_instance_type]
+        zones = preflight.pick_zones(session, types)
+    current["cfg"] = dataclasses.replace(
+        cfg,
+        images=images,
+        create_spot_service_role=spot_role,
+        zones=zones or (),
+        mirror_registry=ecr_registry(account, cfg.region, cfg.cluster_id)
+        if cfg.mirror_registry
+        else None,
+    )
+    if not quota:  # --no-preflight-checks: only what the config needs (above)
+        return None
+    preflight.check_master_image(
+        session, cfg.master_image_id or images.master, master.MASTER_VOLUME_GIB
+    )
+    db_warning = preflight.check_db_instance_class(session, cfg.db_instance_type, POSTGRES_MAJOR)
+    quota_warning = preflight.check_vcpu_quota(
+        session, cfg.compute_agent_instance_type, cfg.max_dynamic_agents, cfg.spot
+    )
+    # The CPU pool's family quota too (standard vCPUs: m, c, r, t…), or its first task waits.
+    aux_warning = preflight.check_vcpu_quota(
+        session, cfg.aux_agent_instance_type, cfg.max_dynamic_agents, cfg.spot
+    )
+    warnings = (db_warning, quota_warning, aux_warning)
+    return "; ".join(w for w in warnings if w) or None
 
 
 def _ecr_login(session: Any) -> rollout.Login:
@@ -304,21 +300,27 @@ def _rollout_steps(current: dict[str, AwsConfig], profile: str | None) -> rollou
     )
 
 
-def _replace_stale_agents(
+def _stale(
     args: argparse.Namespace, cfg: AwsConfig, previous: Mapping[str, Any], out: TextIO
-) -> None:
-    outputs = automation.outputs(PROJECT, cfg.cluster_id)
-    master_id = outputs.get("master_instance_id")
+) -> Callable[[], None]:
+    """After ``up`` of an existing cluster: terminate the agents started with an older config
+    (``commands.replace_stale_agents``)."""
 
-    def replace(digest: str) -> list[str]:
-        ec2 = _session(cfg.region, args.profile).client("ec2")
-        return teardown.replace_stale_agents(
-            ec2, cfg.cluster_id, digest, exclude=frozenset({master_id} if master_id else ())
+    def replace_stale() -> None:
+        outputs = automation.outputs(PROJECT, cfg.cluster_id)
+        master_id = outputs.get("master_instance_id")
+
+        def replace(digest: str) -> list[str]:
+            ec2 = _session(cfg.region, args.profile).client("ec2")
+            return teardown.replace_stale_agents(
+                ec2, cfg.cluster_id, digest, exclude=frozenset({master_id} if master_id else ())
+            )
+
+        commands.replace_stale_agents(
+            outputs, previous, getattr(args, "keep_agents", False), replace, "terminated", out
         )
 
-    commands.replace_stale_agents(
-        outputs, previous, getattr(args, "keep_agents", False), replace, "terminated", out
-    )
+    return replace_stale
 
 
 def down(args: argparse.Namespace, out: TextIO) -> int:

@@ -17,12 +17,32 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import pulumi
 import pulumi_aws as aws
 
 from det.deploy.aws.config import CLUSTER_TAG
+
+# A condition block: operator -> condition key -> value(s).
+ConditionBlock = Mapping[str, Mapping[str, str | list[str]]]
+
+
+class Statement(TypedDict):
+    """One statement of an IAM policy document (the keys det writes)."""
+
+    Sid: NotRequired[str]
+    Effect: str
+    Action: str | list[str]
+    Resource: NotRequired[str | list[str]]
+    Principal: NotRequired[Mapping[str, str]]
+    Condition: NotRequired[ConditionBlock]
+
+
+class PolicyDocument(TypedDict):
+    Version: str
+    Statement: list[Statement]
+
 
 # Resources RunInstances creates that the provisioner tags at creation (TagSpecifications).
 _CREATED = ("instance", "volume", "spot-instances-request")
@@ -43,7 +63,7 @@ def assume_role_policy(service: str = "ec2.amazonaws.com") -> str:
     )
 
 
-def _bucket_statements(bucket_arn: str) -> list[dict[str, Any]]:
+def _bucket_statements(bucket_arn: str) -> list[Statement]:
     return [
         {
             "Sid": "BucketList",
@@ -74,7 +94,7 @@ LOG_READ_ACTIONS = ("logs:DescribeLogStreams", "logs:GetLogEvents")
 STATUS_READ_ACTIONS = (*LOG_READ_ACTIONS, "ec2:DescribeInstances")
 
 
-def log_statements(log_group_arn: str) -> list[dict[str, Any]]:
+def log_statements(log_group_arn: str) -> list[Statement]:
     """Write boot logs into one log group (its streams are ``<group arn>:log-stream:*``)."""
     return [
         {
@@ -86,7 +106,7 @@ def log_statements(log_group_arn: str) -> list[dict[str, Any]]:
     ]
 
 
-def status_reader_policy(log_group_arn: str) -> dict[str, Any]:
+def status_reader_policy(log_group_arn: str) -> PolicyDocument:
     """The deploying user's grant for ``status``: read one cluster's boot logs (the group for
     DescribeLogStreams, its streams ``<group arn>:log-stream:*`` for GetLogEvents) and list
     instances (to find the cluster's agents; DescribeInstances takes only ``*``)."""
@@ -109,7 +129,7 @@ def status_reader_policy(log_group_arn: str) -> dict[str, Any]:
     }
 
 
-def ecr_pull_statements(region: str) -> list[dict[str, Any]]:
+def ecr_pull_statements(region: str) -> list[Statement]:
     return [
         {
             "Sid": "EcrLogin",
@@ -130,20 +150,11 @@ def ecr_pull_statements(region: str) -> list[dict[str, Any]]:
     ]
 
 
-def master_policy(
-    *,
-    cluster_id: str,
-    region: str,
-    bucket_arn: str,
-    agent_role_arn: str,
-    agent_subnet_arn: str,
-    agent_sg_arn: str,
-    secret_arn: str,
-    keypair: str | None,
-    log_group_arn: str | None = None,
-) -> dict[str, Any]:
-    request_tag = {"StringEquals": {f"aws:RequestTag/{CLUSTER_TAG}": cluster_id}}
-    resource_tag = {"StringEquals": {f"aws:ResourceTag/{CLUSTER_TAG}": cluster_id}}
+def _launch_statements(
+    cluster_id: str, region: str, agent_subnet_arn: str, agent_sg_arn: str, keypair: str | None
+) -> list[Statement]:
+    """The master launches agents tagged with its cluster, into the agent subnet and group."""
+    request_tag: ConditionBlock = {"StringEquals": {f"aws:RequestTag/{CLUSTER_TAG}": cluster_id}}
     # Resources RunInstances only references (the AMI, the agent subnet and security group) or
     # creates untagged as part of the instance (its network interface, which cannot be used
     # on its own: CreateNetworkInterface is not granted).
@@ -155,7 +166,7 @@ def master_policy(
     ]
     if keypair:
         referenced.append(f"arn:aws:ec2:{region}:*:key-pair/{keypair}")
-    statements: list[dict[str, Any]] = [
+    return [
         {
             "Sid": "LaunchTaggedAgents",
             "Effect": "Allow",
@@ -181,6 +192,14 @@ def master_policy(
                 },
             },
         },
+    ]
+
+
+def _manage_statements(cluster_id: str, region: str, agent_role_arn: str) -> list[Statement]:
+    """The master stops, starts and terminates its own agents only, describes EC2 (which scopes
+    no Describe action to a resource) and passes the agent role to EC2 only."""
+    resource_tag: ConditionBlock = {"StringEquals": {f"aws:ResourceTag/{CLUSTER_TAG}": cluster_id}}
+    return [
         {
             "Sid": "ManageOwnAgents",
             "Effect": "Allow",
@@ -218,6 +237,25 @@ def master_policy(
             "Resource": agent_role_arn,
             "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
         },
+    ]
+
+
+def master_policy(
+    *,
+    cluster_id: str,
+    region: str,
+    bucket_arn: str,
+    agent_role_arn: str,
+    agent_subnet_arn: str,
+    agent_sg_arn: str,
+    secret_arn: str,
+    keypair: str | None,
+    log_group_arn: str | None = None,
+) -> PolicyDocument:
+    """The VM master's role: its agents (tagged with the cluster), the bucket, its secret."""
+    statements: list[Statement] = [
+        *_launch_statements(cluster_id, region, agent_subnet_arn, agent_sg_arn, keypair),
+        *_manage_statements(cluster_id, region, agent_role_arn),
         *_bucket_statements(bucket_arn),
         {
             "Sid": "ClusterSecret",
@@ -233,7 +271,7 @@ def master_policy(
 
 def agent_policy(
     bucket_arn: str, region: str | None = None, log_group_arn: str | None = None
-) -> dict[str, Any]:
+) -> PolicyDocument:
     statements = _bucket_statements(bucket_arn)
     if region:
         statements += ecr_pull_statements(region)

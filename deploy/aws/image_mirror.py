@@ -18,6 +18,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from det.deploy.aws import iam
 from det.deploy.aws.config import AwsConfig
 from det.deploy.common import mirror as common_mirror
 
@@ -32,7 +33,7 @@ def repository_name(cfg: AwsConfig, image: str) -> str:
     return f"det-{cfg.cluster_id}/{common_mirror.repository_path(image)}"
 
 
-def pull_policy(agent_role_arn: str) -> dict[str, Any]:
+def pull_policy(agent_role_arn: str) -> iam.PolicyDocument:
     """The repository policy: the agents' role pulls; nobody else gets anything from it."""
     return {
         "Version": "2012-10-17",

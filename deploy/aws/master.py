@@ -77,21 +77,11 @@ def master_yaml_config(cfg: AwsConfig, r: Resolved) -> dict[str, Any]:
         provider["spot_max_price"] = cfg.spot_max_price
     if cfg.keypair:
         provider["ssh_key_name"] = cfg.keypair
-    cpu_image, cuda_image = cfg.env_images
-    tcd: dict[str, Any] = {"image": {"cpu": cpu_image, "cuda": cuda_image}}
-    if cfg.gc_image:  # every pool's checkpoint GC (common.gc_image): not the task image
-        tcd["checkpoint_gc_image"] = cfg.gc_image
     spec = masteryaml.MasterYamlSpec(
         cluster_name=cfg.cluster_id,
         port=cfg.port,
         db=masteryaml.DbSpec(host=r.db_host, port=r.db_port),
-        checkpoint_storage={
-            "type": "s3",
-            "bucket": r.bucket,
-            "save_experiment_best": 0,
-            "save_trial_best": 1,
-            "save_trial_latest": 1,
-        },
+        checkpoint_storage=masteryaml.checkpoint_storage("s3", r.bucket),
         provider=provider,
         pools=masteryaml.standard_pools(
             cfg.aux_agent_instance_type,
@@ -100,7 +90,7 @@ def master_yaml_config(cfg: AwsConfig, r: Resolved) -> dict[str, Any]:
         ),
         scheduler_type=cfg.scheduler_type,
         preemption=cfg.preemption_enabled,
-        task_container_defaults=tcd,
+        task_container_defaults=masteryaml.task_images(cfg.env_images, cfg.gc_image),
         tls=cfg.tls,
         registry_auth=cfg.registry.registry_auth() if cfg.registry else None,
         agent_install=boot.agent_install(cfg.boot, "s3", r.bucket, "agent,aws", cfg.log_group_name),

@@ -11,6 +11,9 @@ import logging
 import re
 from typing import Any
 
+import boto3
+from botocore import exceptions
+
 from det.deploy.aws.config import DLAMI_SSM_PARAMETER, UBUNTU_SSM_PARAMETER, AwsConfig, Images
 from det.deploy.common.errors import PreflightError
 from det.deploy.common.quotas import Need, ec2_vcpus, total
@@ -53,8 +56,6 @@ def vcpus_required(vcpus_per_instance: int, max_agents: int) -> int:
 def local_credentials(profile: str | None) -> str | None:
     """The problem with this machine's AWS credentials as found locally (no call to AWS; None:
     found). ``check_credentials`` then asks STS whether AWS accepts them."""
-    import boto3
-    from botocore import exceptions
 
     try:
         session = boto3.Session(profile_name=profile)
@@ -70,7 +71,6 @@ def local_credentials(profile: str | None) -> str | None:
 
 def check_credentials(session: Any) -> str:
     """Returns the caller's account id."""
-    from botocore import exceptions
 
     if session.get_credentials() is None:
         raise PreflightError(
@@ -84,7 +84,6 @@ def check_credentials(session: Any) -> str:
 
 
 def check_keypair(session: Any, name: str) -> None:
-    from botocore import exceptions
 
     try:
         session.client("ec2").describe_key_pairs(KeyNames=[name])
@@ -101,7 +100,6 @@ def check_db_instance_class(session: Any, instance_class: str, version: str) -> 
     """The RDS class runs PostgreSQL ``version`` (a major version) on gp3 in the session's
     region (DescribeOrderableDBInstanceOptions), else a :class:`PreflightError` naming classes
     that do; returns a warning when it cannot be checked."""
-    from botocore import exceptions
 
     try:
         pages = session.client("rds").get_paginator("describe_orderable_db_instance_options")
@@ -137,7 +135,6 @@ def check_db_instance_class(session: Any, instance_class: str, version: str) -> 
 def check_master_image(session: Any, image_id: str, volume_gib: int) -> None:
     """The master's root volume (``volume_gib``) is at least its image's root snapshot: EC2
     refuses a smaller one (InvalidBlockDeviceMapping), e.g. with a large ``--master-image-id``."""
-    from botocore import exceptions
 
     try:
         images = session.client("ec2").describe_images(ImageIds=[image_id])["Images"]
@@ -199,7 +196,6 @@ def pick_zones(session: Any, instance_types: list[str]) -> tuple[str, str]:
 
 def check_vcpu_quota(session: Any, instance_type: str, max_agents: int, spot: bool) -> str | None:
     """Fails when the quota is too small; returns a warning when it cannot be checked."""
-    from botocore import exceptions
 
     code = quota_code(instance_type, spot)
     try:
@@ -245,7 +241,6 @@ def spot_service_role_exists(session: Any) -> bool:
     fails with ``AuthFailure.ServiceLinkedRoleCreationNotPermitted`` unless the caller may
     create it). The stack creates it when missing; it cannot be created twice, so this check
     decides. Found by its path, which AWS fixes for the service, not by its name."""
-    from botocore import exceptions
 
     try:
         pages = (
@@ -263,7 +258,6 @@ def spot_service_role_exists(session: Any) -> bool:
 def resolve_images(session: Any) -> Images:
     """Read the public SSM parameters once: Ubuntu 24.04 for the master and the aux pool, the
     Deep Learning Base GPU AMI for the compute pool."""
-    from botocore import exceptions
 
     ssm = session.client("ssm")
     found: dict[str, str] = {}

@@ -46,6 +46,71 @@ def images(cfg: AwsConfig) -> dict[str, pulumi.Output[str]]:
     return found
 
 
+def _secret(
+    name: str,
+    cfg: AwsConfig,
+    initial_user_password: pulumi.Input[str] | None,
+    registry_password: pulumi.Input[str] | None,
+) -> storage.ClusterSecret:
+    return storage.ClusterSecret(
+        f"{name}-secret",
+        storage.ClusterSecretArgs(
+            tags=cfg.tags,
+            initial_user_password=initial_user_password,
+            tls=cfg.boot.tls_material() if cfg.tls else None,
+            registry_password=registry_password if cfg.registry else None,
+        ),
+    )
+
+
+def _iam(
+    name: str,
+    cfg: AwsConfig,
+    bucket: storage.CheckpointBucket,
+    agent_subnet: pulumi.Output[str],
+    sgs: network.SecurityGroups,
+    secret: storage.ClusterSecret,
+) -> iam.Iam:
+    return iam.Iam(
+        name,
+        iam.IamArgs(
+            cluster_id=cfg.cluster_id,
+            region=cfg.region,
+            keypair=cfg.keypair,
+            bucket_arn=bucket.arn,
+            agent_subnet_arn=agent_subnet.apply(lambda s: f"arn:aws:ec2:{cfg.region}:*:subnet/{s}"),
+            agent_sg_arn=sgs.agent_sg_id.apply(
+                lambda s: f"arn:aws:ec2:{cfg.region}:*:security-group/{s}"
+            ),
+            secret_arn=secret.arn,
+            log_group_name=cfg.log_group_name,
+            spot_service_role=cfg.spot and cfg.create_spot_service_role,
+            tags=cfg.tags,
+        ),
+    )
+
+
+def _database(
+    name: str,
+    cfg: AwsConfig,
+    net: network.Network,
+    sgs: network.SecurityGroups,
+    secret: storage.ClusterSecret,
+) -> storage.Database:
+    return storage.Database(
+        f"{name}-db",
+        storage.DatabaseArgs(
+            private_subnet_ids=net.private_subnet_ids,
+            security_group_id=sgs.db_sg_id,
+            password=secret.db_password,
+            tags=cfg.tags,
+            instance_class=cfg.db_instance_type,
+            allocated_storage=cfg.db_size,
+            final_snapshot_prefix=f"{name}-final",
+        ),
+    )
+
+
 def build(
     cfg: AwsConfig,
     initial_user_password: pulumi.Input[str] | None = None,
@@ -67,15 +132,7 @@ def build(
         ),
     )
     bucket = storage.checkpoint_bucket(name, cfg)
-    secret = storage.ClusterSecret(
-        f"{name}-secret",
-        storage.ClusterSecretArgs(
-            tags=tags,
-            initial_user_password=initial_user_password,
-            tls=cfg.boot.tls_material() if cfg.tls else None,
-            registry_password=registry_password if cfg.registry else None,
-        ),
-    )
+    secret = _secret(name, cfg, initial_user_password, registry_password)
     agent_subnet = (
         pulumi.Output.from_input(cfg.agent_subnet_id)
         if cfg.agent_subnet_id
@@ -87,35 +144,8 @@ def build(
             name=cfg.log_group_name, retention_days=cfg.log_retention_days, tags=tags
         ),
     )
-    roles = iam.Iam(
-        name,
-        iam.IamArgs(
-            cluster_id=cfg.cluster_id,
-            region=cfg.region,
-            keypair=cfg.keypair,
-            bucket_arn=bucket.arn,
-            agent_subnet_arn=agent_subnet.apply(lambda s: f"arn:aws:ec2:{cfg.region}:*:subnet/{s}"),
-            agent_sg_arn=sgs.agent_sg_id.apply(
-                lambda s: f"arn:aws:ec2:{cfg.region}:*:security-group/{s}"
-            ),
-            secret_arn=secret.arn,
-            log_group_name=cfg.log_group_name,
-            spot_service_role=cfg.spot and cfg.create_spot_service_role,
-            tags=tags,
-        ),
-    )
-    db = storage.Database(
-        f"{name}-db",
-        storage.DatabaseArgs(
-            private_subnet_ids=net.private_subnet_ids,
-            security_group_id=sgs.db_sg_id,
-            password=secret.db_password,
-            tags=tags,
-            instance_class=cfg.db_instance_type,
-            allocated_storage=cfg.db_size,
-            final_snapshot_prefix=f"{name}-final",
-        ),
-    )
+    roles = _iam(name, cfg, bucket, agent_subnet, sgs, secret)
+    db = _database(name, cfg, net, sgs, secret)
     amis = images(cfg)
     master_config = pulumi.Output.all(
         bucket=bucket.bucket,

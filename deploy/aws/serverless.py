@@ -11,8 +11,8 @@
   ``tasks.<domain>`` on the certificate with ``--domain``, else a second CloudFront
   distribution to the same ALB. An ALB rule sends its requests to a second target group, the
   master's task listener (:data:`~det.deploy.common.serverless.TASK_CONTAINER_PORT`), which
-  serves only the task proxy: by ``Host`` with a domain, by :data:`FRONT_HEADER` (set by each
-  distribution, see :func:`_distribution`) behind CloudFront.
+  serves only the task proxy: by ``Host`` with a domain, by ``front.FRONT_HEADER`` (set by each
+  distribution, see ``front.distribution``) behind CloudFront (``det.deploy.aws.front``).
 * Scale to zero: 0 to :data:`~det.deploy.common.serverless.MAX_INSTANCES` tasks; Application
   Auto Scaling alone sets the service's desired count (``up`` sets only the scalable target's
   bounds; the service's ``desiredCount`` is ignored on update). While no task runs, the ALB has
@@ -37,7 +37,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -47,33 +46,17 @@ import pulumi_aws as aws
 import pulumi_random as random
 
 from det.common.ports import TASK_SERVICE_PORTS
+from det.deploy.aws import front as aws_front
 from det.deploy.aws import iam, image_mirror, logs, master, network, storage
 from det.deploy.aws.config import AURORA_POSTGRES_VERSION, AwsConfig
+from det.deploy.aws.front import CLOUDFRONT_READ_TIMEOUT_S
 from det.deploy.common import passwords, release
 from det.deploy.common import serverless as sl
 
 TASK_CPU = "512"
 TASK_MEMORY = "1024"
 CONTAINER = "master"
-# CloudFront's limit on waiting for the origin's first byte (and between bytes) is 60 s unless
-# a quota increase is granted; long requests end before it (docs/deploy.md).
-CLOUDFRONT_READ_TIMEOUT_S = 60
-# Managed CloudFront policies (ids are the same in every account).
-CACHING_DISABLED = "4135ea2d-6df8-44a3-9df3-4b5a84be39ad"
-ALL_VIEWER = "216adef6-5c7f-47e4-b989-5492eafa07d3"
 CLOUDFRONT_PREFIX_LIST = "com.amazonaws.global.cloudfront.origin-facing"
-# Which distribution an origin request came through: each distribution sets this origin custom
-# header, ``api`` or ``tasks``, and the ALB sends ``tasks`` to the task listener. CloudFront
-# overwrites a viewer's header of the same name ("If a header is present, CloudFront overwrites
-# the header value before forwarding the request to the origin":
-# https://docs.aws.amazon.com/AmazonCloudFront/latest/DeveloperGuide/add-origin-custom-headers.html),
-# so no viewer of the API's distribution can have its request taken for the task origin's; and
-# only these two distributions reach the internal ALB (a VPC origin of this account).
-FRONT_HEADER = "X-Det-Front"
-FRONT_API = "api"
-FRONT_TASKS = "tasks"
-TASKS_RULE_PRIORITY = 10
-TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
 SLEEP_AFTER_MINUTES = 15
 WAKEUP_KIND = "scheduled_scaling"
 AURORA_MIN_ACU = 0.0
@@ -119,17 +102,6 @@ def service_connections(shape: sl.Shape, deployment_max_percent: int) -> int:
     return shape.connections() * deployment_max_percent // 100 + sl.MIGRATION_CONNECTIONS
 
 
-def short_name(cfg: AwsConfig, role: str) -> str:
-    """A load balancer's or target group's name (at most 32 characters): ``det-<id>-<role>``,
-    a long id cut and followed by a hash of the whole id, so two clusters never share one."""
-    plain = f"det-{cfg.cluster_id}-{role}"
-    if len(plain) <= 32:
-        return plain
-    digest = hashlib.sha256(cfg.cluster_id.encode()).hexdigest()[:6]
-    keep = 32 - len(f"det--{digest}-{role}")
-    return f"det-{cfg.cluster_id[:keep]}-{digest}-{role}"
-
-
 def ecs_names(cfg: AwsConfig) -> tuple[str, str]:
     """The ECS cluster's and service's names, fixed (not Pulumi's random suffixes) so the
     service's own environment can name its scalable target (:func:`service_resource_id`)
@@ -148,7 +120,9 @@ def release_image(cfg: AwsConfig, repository_url: str) -> str:
     return f"{repository_url}:{sl.image_tag(rel)}"
 
 
-def execution_policy(repo_arn: str, log_group_arn: str, secret_arns: list[str]) -> dict[str, Any]:
+def execution_policy(
+    repo_arn: str, log_group_arn: str, secret_arns: list[str]
+) -> iam.PolicyDocument:
     """What ECS needs to start the master's tasks: pull its image, write its logs, read its
     secrets (those only)."""
     return {
@@ -193,7 +167,7 @@ def task_policy(
     agent_role_arn: str,
     agent_subnet_arn: str,
     agent_sg_arn: str,
-) -> dict[str, Any]:
+) -> iam.PolicyDocument:
     """The master's own identity: the VM master's policy (tagged agents only, the bucket)
     without its secret (ECS injects the secrets). Its wake-ups are a second policy,
     :func:`wakeup_policy`, attached once the service's scalable target exists."""
@@ -211,7 +185,7 @@ def task_policy(
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-def wakeup_policy(scalable_target_arn: str) -> dict[str, Any]:
+def wakeup_policy(scalable_target_arn: str) -> iam.PolicyDocument:
     """The master's wake-ups (det.master.wakeups.ScheduledScalingScheduler): scheduled actions
     of its own service's scalable target only. Application Auto Scaling takes a scalable
     target's ARN for these two actions; listing scheduled actions takes no resource (the
@@ -618,11 +592,21 @@ class ServerlessMaster(pulumi.ComponentResource):
             else args.public_subnet_ids[0]
         )
         roles = self._roles(name, cfg, args, repo, agent_subnet, child)
-        front = self._front(name, cfg, args, child)
-        self.url = front["url"]
-        self.task_url = front["task_url"]
-        self.alb_dns = front["alb_dns"]
-        self.certificate_validation = front["validation"]
+        front = aws_front.build(
+            name,
+            cfg,
+            aws_front.FrontArgs(
+                vpc_id=args.vpc_id,
+                public_subnet_ids=args.public_subnet_ids,
+                private_subnet_ids=args.private_subnet_ids,
+                alb_sg=args.alb_sg,
+            ),
+            child,
+        )
+        self.url = front.url
+        self.task_url = front.task_url
+        self.alb_dns = front.alb.dns_name
+        self.certificate_validation = front.validation
         limit = sl.REQUEST_TIMEOUT_S if cfg.domain else CLOUDFRONT_READ_TIMEOUT_S
         roles["wakeup_env"].update(sl.service_env(limit))
         roles["wakeup_env"].update(SERVICE_SHAPE.env())
@@ -774,156 +758,6 @@ class ServerlessMaster(pulumi.ComponentResource):
             },
         }
 
-    def _front(
-        self, name: str, cfg: AwsConfig, args: ServerlessMasterArgs, child: pulumi.ResourceOptions
-    ) -> dict[str, Any]:
-        """The ALB (and CloudFront without a domain); the master's public URL and its task
-        origin's."""
-        tags = cfg.tags
-        alb = aws.lb.LoadBalancer(
-            name,
-            name=short_name(cfg, "alb"),
-            internal=not cfg.domain,
-            load_balancer_type="application",
-            subnets=args.public_subnet_ids if cfg.domain else args.private_subnet_ids,
-            security_groups=[args.alb_sg],
-            idle_timeout=sl.REQUEST_TIMEOUT_S,
-            drop_invalid_header_fields=True,
-            tags=tags,
-            opts=child,
-        )
-
-        def target_group(suffix: str, role: str, port: int) -> aws.lb.TargetGroup:
-            # Both answer health checks on the API's /info (the task listener has no page).
-            return aws.lb.TargetGroup(
-                f"{name}{suffix}",
-                name=short_name(cfg, role),
-                port=port,
-                protocol="HTTP",
-                target_type="ip",
-                vpc_id=args.vpc_id,
-                deregistration_delay=30,
-                health_check=aws.lb.TargetGroupHealthCheckArgs(
-                    path="/info",
-                    port=str(sl.CONTAINER_PORT),
-                    interval=10,
-                    healthy_threshold=2,
-                    unhealthy_threshold=3,
-                    matcher="200",
-                ),
-                tags=tags,
-                opts=child,
-            )
-
-        target = target_group("", "tg", sl.CONTAINER_PORT)
-        tasks_target = target_group("-tasks", "tasks", sl.TASK_CONTAINER_PORT)
-        forward = [aws.lb.ListenerDefaultActionArgs(type="forward", target_group_arn=target.arn)]
-        to_tasks = [
-            aws.lb.ListenerRuleActionArgs(type="forward", target_group_arn=tasks_target.arn)
-        ]
-        validation: pulumi.Output[Any] = pulumi.Output.from_input(None)
-        if cfg.domain:
-            tasks_host = f"tasks.{cfg.domain}"
-            cert = aws.acm.Certificate(
-                name,
-                domain_name=cfg.domain,
-                subject_alternative_names=[tasks_host],
-                validation_method="DNS",
-                tags=tags,
-                opts=child,
-            )
-            validation = cert.domain_validation_options
-            done = aws.acm.CertificateValidation(name, certificate_arn=cert.arn, opts=child)
-            listener = aws.lb.Listener(
-                f"{name}-https",
-                load_balancer_arn=alb.arn,
-                port=443,
-                protocol="HTTPS",
-                ssl_policy=TLS_POLICY,
-                certificate_arn=done.certificate_arn,
-                default_actions=forward,
-                tags=tags,
-                opts=child,
-            )
-            # The ALB passes the browser's Host on: a browser sends the task origin's name only
-            # for a page of the task origin.
-            condition = aws.lb.ListenerRuleConditionArgs(
-                host_header=aws.lb.ListenerRuleConditionHostHeaderArgs(values=[tasks_host])
-            )
-            aws.lb.Listener(
-                f"{name}-http",
-                load_balancer_arn=alb.arn,
-                port=80,
-                protocol="HTTP",
-                default_actions=[
-                    aws.lb.ListenerDefaultActionArgs(
-                        type="redirect",
-                        redirect=aws.lb.ListenerDefaultActionRedirectArgs(
-                            port="443", protocol="HTTPS", status_code="HTTP_301"
-                        ),
-                    )
-                ],
-                tags=tags,
-                opts=child,
-            )
-            url: pulumi.Output[str] = pulumi.Output.from_input(f"https://{cfg.domain}")
-            task_url: pulumi.Output[str] = pulumi.Output.from_input(f"https://{tasks_host}")
-        else:
-            # Internal ALB: plain HTTP inside the VPC, from CloudFront's VPC origin only.
-            listener = aws.lb.Listener(
-                f"{name}-http",
-                load_balancer_arn=alb.arn,
-                port=80,
-                protocol="HTTP",
-                default_actions=forward,
-                tags=tags,
-                opts=child,
-            )
-            condition = aws.lb.ListenerRuleConditionArgs(
-                http_header=aws.lb.ListenerRuleConditionHttpHeaderArgs(
-                    http_header_name=FRONT_HEADER, values=[FRONT_TASKS]
-                )
-            )
-            origin = aws.cloudfront.VpcOrigin(
-                name,
-                vpc_origin_endpoint_config=aws.cloudfront.VpcOriginVpcOriginEndpointConfigArgs(
-                    name=name,
-                    arn=alb.arn,
-                    http_port=80,
-                    https_port=443,
-                    origin_protocol_policy="http-only",
-                    origin_ssl_protocols=aws.cloudfront.VpcOriginVpcOriginEndpointConfigOriginSslProtocolsArgs(
-                        items=["TLSv1.2"], quantity=1
-                    ),
-                ),
-                tags=tags,
-                opts=child,
-            )
-            dist = _distribution(name, cfg, alb, origin, FRONT_API, child)
-            tasks_dist = _distribution(f"{name}-tasks", cfg, alb, origin, FRONT_TASKS, child)
-            url = dist.domain_name.apply(lambda d: f"https://{d}")
-            task_url = tasks_dist.domain_name.apply(lambda d: f"https://{d}")
-        rule = aws.lb.ListenerRule(
-            f"{name}-tasks",
-            listener_arn=listener.arn,
-            priority=TASKS_RULE_PRIORITY,
-            conditions=[condition],
-            actions=to_tasks,
-            tags=tags,
-            opts=child,
-        )
-        return {
-            "alb": alb,
-            "target": target,
-            "tasks_target": tasks_target,
-            "listener": listener,
-            "rule": rule,
-            "url": url,
-            "task_url": task_url,
-            "alb_dns": alb.dns_name,
-            "validation": validation,
-        }
-
     def _service(
         self,
         name: str,
@@ -932,7 +766,7 @@ class ServerlessMaster(pulumi.ComponentResource):
         cluster: aws.ecs.Cluster,
         definition: aws.ecs.TaskDefinition,
         migration: aws.ecs.TaskDefinition,
-        front: dict[str, Any],
+        front: aws_front.Front,
         roles: dict[str, Any],
         child: pulumi.ResourceOptions,
     ) -> None:
@@ -955,13 +789,13 @@ class ServerlessMaster(pulumi.ComponentResource):
             ),
             load_balancers=[
                 aws.ecs.ServiceLoadBalancerArgs(
-                    target_group_arn=front[target].arn,
+                    target_group_arn=target.arn,
                     container_name=CONTAINER,
                     container_port=port,
                 )
                 for target, port in (
-                    ("target", sl.CONTAINER_PORT),
-                    ("tasks_target", sl.TASK_CONTAINER_PORT),
+                    (front.target, sl.CONTAINER_PORT),
+                    (front.tasks_target, sl.TASK_CONTAINER_PORT),
                 )
             ],
             propagate_tags="SERVICE",
@@ -970,154 +804,97 @@ class ServerlessMaster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(
                 child,
                 pulumi.ResourceOptions(
-                    depends_on=[front["listener"], front["rule"], migration],
+                    depends_on=[front.listener, front.rule, migration],
                     ignore_changes=["desiredCount"],
                 ),
             ),
         )
         self.ecs_service = service.name
-        # The target names the service by its fixed name (the wake-ups' environment names it
-        # the same way); it waits for the service, which ECS requires to exist.
-        scalable = aws.appautoscaling.Target(
-            name,
-            service_namespace="ecs",
-            scalable_dimension="ecs:service:DesiredCount",
-            resource_id=service_resource_id(cfg),
-            min_capacity=0,
-            max_capacity=SERVICE_SHAPE.instances,
-            tags=tags,
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[service])),
-        )
-        aws.iam.RolePolicy(
-            f"{name}-task-wakeups",
-            role=roles["task_role"].id,
-            policy=scalable.arn.apply(lambda a: json.dumps(wakeup_policy(a))),
-            opts=child,
-        )
-
-        def policy(
-            role: str, capacity: int, lower: str | None, upper: str | None
-        ) -> aws.appautoscaling.Policy:
-            return aws.appautoscaling.Policy(
-                f"{name}-{role}",
-                policy_type="StepScaling",
-                service_namespace=scalable.service_namespace,
-                scalable_dimension=scalable.scalable_dimension,
-                resource_id=scalable.resource_id,
-                step_scaling_policy_configuration=aws.appautoscaling.PolicyStepScalingPolicyConfigurationArgs(
-                    adjustment_type="ExactCapacity",
-                    cooldown=60,
-                    metric_aggregation_type="Maximum",
-                    step_adjustments=[
-                        aws.appautoscaling.PolicyStepScalingPolicyConfigurationStepAdjustmentArgs(
-                            scaling_adjustment=capacity,
-                            metric_interval_lower_bound=lower,
-                            metric_interval_upper_bound=upper,
-                        )
-                    ],
-                ),
-                opts=child,
-            )
-
-        wake = policy("wake", 1, "0", None)
-        sleep = policy("sleep", 0, None, "0")
-        aws.cloudwatch.MetricAlarm(
-            f"{name}-wake",
-            alarm_description="the ALB answered 503 itself (no task registered): run a task",
-            comparison_operator="GreaterThanOrEqualToThreshold",
-            threshold=1,
-            evaluation_periods=1,
-            metric_queries=wake_query(front["alb"].arn_suffix),
-            treat_missing_data="notBreaching",
-            alarm_actions=[wake.arn],
-            tags=tags,
-            opts=child,
-        )
-        # An Auto Scaling action is invoked again every minute its alarm stays in ALARM (the
-        # CloudWatch User Guide, "Alarm actions"): the sleep alarm must leave ALARM on the same
-        # 503s that wake the service, or it would set 0 again a minute after the wake alarm's 1.
-        aws.cloudwatch.MetricAlarm(
-            f"{name}-sleep",
-            alarm_description=f"no request for {SLEEP_AFTER_MINUTES} minutes: no task",
-            comparison_operator="LessThanThreshold",
-            threshold=1,
-            evaluation_periods=SLEEP_AFTER_MINUTES,
-            datapoints_to_alarm=SLEEP_AFTER_MINUTES,
-            metric_queries=calls_query(front["alb"].arn_suffix),
-            treat_missing_data="breaching",
-            alarm_actions=[sleep.arn],
-            tags=tags,
-            opts=child,
-        )
+        _scale_to_zero(name, cfg, service, front, roles, child)
 
 
-def _distribution(
+def _scale_to_zero(
     name: str,
     cfg: AwsConfig,
-    alb: aws.lb.LoadBalancer,
-    origin: aws.cloudfront.VpcOrigin,
-    front: str,
+    service: aws.ecs.Service,
+    front: aws_front.Front,
+    roles: dict[str, Any],
     child: pulumi.ResourceOptions,
-) -> aws.cloudfront.Distribution:
-    """A CloudFront distribution to the ALB (its VPC origin) on its own ``*.cloudfront.net``
-    name: nothing cached, every viewer header passed on (``AllViewer``: the browser's ``Host``
-    and ``Origin`` reach the master), and :data:`FRONT_HEADER` set to ``front``, overwriting
-    whatever a viewer sent under that name.
-
-    ``Host`` reaches the origin only because the policy includes it: otherwise CloudFront
-    "sets the value to the domain name of the origin" (HTTP request headers and CloudFront
-    behavior, https://docs.aws.amazon.com/AmazonCloudFront/latest/DeveloperGuide/RequestAndResponseBehaviorCustomOrigin.html),
-    the ALB's name for both distributions. So the ALB tells them apart by
-    :data:`FRONT_HEADER`, not by ``Host``, and the master admits the task origin's page
-    whatever ``Host`` it sees (det.master.proxy)."""
-    methods = ["GET", "HEAD", "OPTIONS", "PUT", "POST", "PATCH", "DELETE"]
-    return aws.cloudfront.Distribution(
+) -> None:
+    """The service's scalable target (0 to SERVICE_SHAPE.instances tasks), the task role's
+    right to schedule its own wake-ups, and the wake and sleep alarms on the ALB's counts."""
+    tags = cfg.tags
+    # The target names the service by its fixed name (the wake-ups' environment names it
+    # the same way); it waits for the service, which ECS requires to exist.
+    scalable = aws.appautoscaling.Target(
         name,
-        enabled=True,
-        comment=f"det master ({cfg.cluster_id}, {front})",
-        price_class="PriceClass_100",
-        http_version="http2",
-        origins=[
-            aws.cloudfront.DistributionOriginArgs(
-                origin_id="master",
-                domain_name=alb.dns_name,
-                custom_headers=[
-                    aws.cloudfront.DistributionOriginCustomHeaderArgs(
-                        name=FRONT_HEADER, value=front
+        service_namespace="ecs",
+        scalable_dimension="ecs:service:DesiredCount",
+        resource_id=service_resource_id(cfg),
+        min_capacity=0,
+        max_capacity=SERVICE_SHAPE.instances,
+        tags=tags,
+        opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[service])),
+    )
+    aws.iam.RolePolicy(
+        f"{name}-task-wakeups",
+        role=roles["task_role"].id,
+        policy=scalable.arn.apply(lambda a: json.dumps(wakeup_policy(a))),
+        opts=child,
+    )
+
+    def policy(
+        role: str, capacity: int, lower: str | None, upper: str | None
+    ) -> aws.appautoscaling.Policy:
+        return aws.appautoscaling.Policy(
+            f"{name}-{role}",
+            policy_type="StepScaling",
+            service_namespace=scalable.service_namespace,
+            scalable_dimension=scalable.scalable_dimension,
+            resource_id=scalable.resource_id,
+            step_scaling_policy_configuration=aws.appautoscaling.PolicyStepScalingPolicyConfigurationArgs(
+                adjustment_type="ExactCapacity",
+                cooldown=60,
+                metric_aggregation_type="Maximum",
+                step_adjustments=[
+                    aws.appautoscaling.PolicyStepScalingPolicyConfigurationStepAdjustmentArgs(
+                        scaling_adjustment=capacity,
+                        metric_interval_lower_bound=lower,
+                        metric_interval_upper_bound=upper,
                     )
                 ],
-                vpc_origin_config=aws.cloudfront.DistributionOriginVpcOriginConfigArgs(
-                    vpc_origin_id=origin.id,
-                    origin_read_timeout=CLOUDFRONT_READ_TIMEOUT_S,
-                    origin_keepalive_timeout=60,
-                ),
-            )
-        ],
-        default_cache_behavior=aws.cloudfront.DistributionDefaultCacheBehaviorArgs(
-            target_origin_id="master",
-            viewer_protocol_policy="redirect-to-https",
-            allowed_methods=methods,
-            cached_methods=["GET", "HEAD"],
-            cache_policy_id=CACHING_DISABLED,
-            origin_request_policy_id=ALL_VIEWER,
-            compress=True,
-        ),
-        # A sleeping master answers 503 until its task runs: never cache that.
-        custom_error_responses=[
-            aws.cloudfront.DistributionCustomErrorResponseArgs(
-                error_code=c, error_caching_min_ttl=0
-            )
-            for c in (502, 503, 504)
-        ],
-        restrictions=aws.cloudfront.DistributionRestrictionsArgs(
-            geo_restriction=aws.cloudfront.DistributionRestrictionsGeoRestrictionArgs(
-                restriction_type="none"
-            )
-        ),
-        viewer_certificate=aws.cloudfront.DistributionViewerCertificateArgs(
-            cloudfront_default_certificate=True
-        ),
-        tags=cfg.tags,
+            ),
+            opts=child,
+        )
+
+    wake = policy("wake", 1, "0", None)
+    sleep = policy("sleep", 0, None, "0")
+    aws.cloudwatch.MetricAlarm(
+        f"{name}-wake",
+        alarm_description="the ALB answered 503 itself (no task registered): run a task",
+        comparison_operator="GreaterThanOrEqualToThreshold",
+        threshold=1,
+        evaluation_periods=1,
+        metric_queries=wake_query(front.alb.arn_suffix),
+        treat_missing_data="notBreaching",
+        alarm_actions=[wake.arn],
+        tags=tags,
+        opts=child,
+    )
+    # An Auto Scaling action is invoked again every minute its alarm stays in ALARM (the
+    # CloudWatch User Guide, "Alarm actions"): the sleep alarm must leave ALARM on the same
+    # 503s that wake the service, or it would set 0 again a minute after the wake alarm's 1.
+    aws.cloudwatch.MetricAlarm(
+        f"{name}-sleep",
+        alarm_description=f"no request for {SLEEP_AFTER_MINUTES} minutes: no task",
+        comparison_operator="LessThanThreshold",
+        threshold=1,
+        evaluation_periods=SLEEP_AFTER_MINUTES,
+        datapoints_to_alarm=SLEEP_AFTER_MINUTES,
+        metric_queries=calls_query(front.alb.arn_suffix),
+        treat_missing_data="breaching",
+        alarm_actions=[sleep.arn],
+        tags=tags,
         opts=child,
     )
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from botocore import exceptions
+
 from det.deploy.aws.config import CLUSTER_TAG, CONFIG_HASH_TAG
 
 logger = logging.getLogger(__name__)
@@ -25,7 +27,6 @@ def stop_master(ec2: Any, instance_id: str, wait: bool = True) -> None:
     """Stop the master first so it cannot launch agents while they are being removed, and wait
     until it has stopped: a stopping master still runs its loops, and an agent it launched after
     the agents were listed would hold the agent group and the subnet (the VPC's deletion fails)."""
-    from botocore import exceptions
 
     try:
         ec2.stop_instances(InstanceIds=[instance_id])
@@ -44,7 +45,6 @@ def stop_serverless_master(
     """A serverless master's ``stop_master``: suspend its scaling (a request would start a task
     again), set its service to no task and wait until none runs, so no loop launches an agent
     while they are being removed. A service already gone is fine."""
-    from botocore import exceptions
 
     try:
         autoscaling.register_scalable_target(
@@ -103,7 +103,6 @@ def terminate_agents(
 
 def delete_bucket(s3: Any, bucket: str) -> int:
     """Delete every object version and the bucket; returns the number of objects removed."""
-    from botocore import exceptions
 
     removed = 0
     try:
@@ -155,7 +154,6 @@ def replace_stale_agents(
 
 def delete_final_snapshot(rds: Any, snapshot_id: str, wait: bool = True) -> bool:
     """Delete the database's final snapshot (``down --delete-data``); False when there is none."""
-    from botocore import exceptions
 
     try:
         rds.describe_db_snapshots(DBSnapshotIdentifier=snapshot_id)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import requests
+from pulumi import automation as auto
 
 from det.deploy.common import state
 from det.deploy.common.errors import DeployError
@@ -23,7 +24,6 @@ Program = Callable[[], None]
 
 
 def _workspace_options(project: str) -> Any:
-    from pulumi import automation as auto
 
     directory = state.state_dir()
     url = state.backend_url(directory)
@@ -43,7 +43,6 @@ def _last_line(error: Exception) -> str:
 
 
 def _stack(project: str, cluster_id: str, program: Program | None, create: bool) -> Any:
-    from pulumi import automation as auto
 
     opts = _workspace_options(project)
     body = program or (lambda: None)
@@ -71,7 +70,6 @@ def up(
 ) -> dict[str, Any]:
     """Create or update the stack; ``config`` maps keys to ``(value, secret)``, the ``remove``
     keys are deleted from the stack's config first. Returns outputs."""
-    from pulumi import automation as auto
 
     stack = _stack(project, cluster_id, program, create=True)
     present = [key for key in remove if key in stack.get_all_config()] if remove else []
@@ -96,7 +94,6 @@ def stack_names(project: str) -> list[str]:
     directory = state.state_dir()
     if state.is_local(state.backend_url(directory), directory):
         return state.list_stacks(directory, project)
-    from pulumi import automation as auto
 
     try:
         workspace = auto.LocalWorkspace(**vars(_workspace_options(project)))
@@ -112,7 +109,6 @@ def has_stack(project: str, cluster_id: str) -> bool:
 
 
 def destroy(project: str, cluster_id: str, on_output: Callable[[str], None]) -> None:
-    from pulumi import automation as auto
 
     stack = _stack(project, cluster_id, None, create=False)
     try:

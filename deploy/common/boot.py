@@ -14,6 +14,8 @@ from det.deploy.common import release, state, tls
 from det.deploy.common.errors import DeployError
 from det.deploy.common.release import Release
 from det.deploy.common.tls import TlsMaterial
+from det.master.provisioner import bootstrap
+from det.master.provisioner.config import AgentInstall
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,8 +140,6 @@ def check_agent_user_data(opts: BootOptions, scheme: str, extras: str, port: int
     A :class:`DeployError` now, before anything is created, when it would be over the cloud's
     limit (``scheme`` s3: EC2's 16 KiB; gs: a GCE metadata value's 256 KiB): the master would
     otherwise fail every launch (a certificate chain is the usual cause on AWS)."""
-    from det.master.provisioner import bootstrap
-    from det.master.provisioner.config import AgentInstall
 
     # The longest log target: AWS /det/<cluster id of up to 32 characters>.
     install = agent_install(opts, scheme, "b" * 63, extras, "/det/" + "c" * 32)

@@ -14,7 +14,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from det.deploy.common import automation, commands, costs, quotas, registry, rollout, tls
+import pulumi
+
+from det.deploy.common import (
+    automation,
+    commands,
+    costs,
+    gc_image,
+    mirror,
+    preflight,
+    quotas,
+    registry,
+    rollout,
+    serverless,
+    tls,
+)
 from det.deploy.common.preflight import check_pulumi_cli
 
 # program.build(initial_user_password, registry_password, registry_auth) → the stack's outputs;
@@ -51,16 +65,58 @@ class UpPlan:
     prepare: Callable[[], None] = lambda: None
     """The slow local steps, run once every check has passed (building det's wheel)."""
     estimates: tuple[costs.Estimate, ...] = ()
+    """The control plane's cost for each ``--master`` (printed by the dry-run)."""
     quota_needs: tuple[quotas.Need, ...] = ()
     """What the cluster needs of the account's quotas at its largest (shown by the dry-run)."""
-    """The control plane's cost for each ``--master`` (printed by the dry-run)."""
     master: str = "vm"
     """``vm`` or ``serverless``: the control plane being deployed."""
     serverless: rollout.Steps | None = None
     """A serverless master's rollout: two passes around the image push and the migration."""
+    gc_image: str | None = None
+    """``--checkpoint-gc-image``: named before the run (``common.gc_image``)."""
+    mirror_login: Callable[[], rollout.Login] | None = None
+    """With ``--mirror-images``: the login to the cluster's registry, into which a real ``up``
+    copies the task images once the stack is up."""
+    replace_stale: Callable[[], None] | None = None
+    """For an existing cluster: replace the agents an earlier ``up`` started with an older
+    config, once the stack is up."""
+
+
+def require_local(
+    args: argparse.Namespace,
+    previous: Mapping[str, Any] | None,
+    credentials: Callable[[], str | None],
+) -> None:
+    """What this machine lacks for this ``up``, listed together before any cloud call
+    (``common.preflight``). The stack's outputs (``previous``; None for a new cluster) tell an
+    existing cluster's master kind, and so whether Docker must build the master image."""
+    kind = serverless.master_kind(getattr(args, "master", None), previous)
+    preflight.require_local(
+        docker_for=preflight.docker_needs(
+            kind == serverless.SERVERLESS, bool(getattr(args, "mirror_images", False))
+        ),
+        master_image=kind == serverless.SERVERLESS,
+        credentials=credentials,
+    )
 
 
 def up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
+    """The whole ``up``: the run (:func:`run_up`), then, when it deployed (not a dry-run), the
+    image copy and the stale agents' replacement."""
+    if not getattr(args, "json", False):
+        gc_image.report(plan.gc_image, out)
+    code = run_up(plan, args, out)
+    if code != 0 or args.dry_run:
+        return code
+    if plan.mirror_login is not None:
+        pairs = automation.outputs(plan.project, plan.cluster_id).get("mirror_images") or {}
+        mirror.copy_images(pairs.items(), plan.mirror_login(), out)
+    if plan.replace_stale is not None:
+        plan.replace_stale()
+    return code
+
+
+def run_up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
     if args.dry_run:
         return commands.print_dry_run(
             plan.cloud,
@@ -88,7 +144,6 @@ def up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
     config.update(registry.stack_config(plan.registry))
 
     def pulumi_program() -> None:
-        import pulumi
 
         stack_config = pulumi.Config("det")
         given = stack_config.get_secret("initialUserPassword")

@@ -70,6 +70,28 @@ class MasterYamlSpec:
     from its environment: ``common.registry``)."""
 
 
+def checkpoint_storage(storage_type: str, bucket: str) -> dict[str, Any]:
+    """The cluster's bucket as master.yaml's ``checkpoint_storage`` (``s3`` or ``gcs``), with
+    det's retention: the best and the latest checkpoint of each trial."""
+    return {
+        "type": storage_type,
+        "bucket": bucket,
+        "save_experiment_best": 0,
+        "save_trial_best": 1,
+        "save_trial_latest": 1,
+    }
+
+
+def task_images(env_images: tuple[str, str], gc_image: str | None) -> dict[str, Any]:
+    """``task_container_defaults``' images: the (CPU, CUDA) task images, and checkpoint GC's
+    own image when one is set (``common.gc_image``: every pool's GC, not the task image)."""
+    cpu_image, cuda_image = env_images
+    tcd: dict[str, Any] = {"image": {"cpu": cpu_image, "cuda": cuda_image}}
+    if gc_image:
+        tcd["checkpoint_gc_image"] = gc_image
+    return tcd
+
+
 def task_port(port: int) -> int:
     """A VM master's task origin (docs/security.md): its second listener, which serves only the
     task proxy, one port above the API's. The firewall opens both to the same addresses."""

@@ -17,6 +17,7 @@ import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from det.deploy.common import release
 from det.deploy.common.errors import PreflightError
 
 PULUMI_INSTALL_HINT = (
@@ -92,7 +93,6 @@ def _engine(machine: Machine, why: str) -> tuple[list[str], str | None]:
 def _image_problems(machine: Machine, arch: str) -> list[str]:
     """Whether this machine can build the master image for linux/amd64 (``up`` builds it once
     det's wheel is built, before any billed resource: ``rollout.ensure_local_image``)."""
-    from det.deploy.common import release
 
     problems = []
     tree = (machine.source_tree or release.source_tree)()

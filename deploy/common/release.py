@@ -261,7 +261,7 @@ def _building_in(tree: Path) -> Iterator[None]:
     build/lib, which the next build empties first (below), so two builds at once (two ``up``
     in one checkout, or two test processes) would delete each other's files mid-copy."""
     try:
-        import fcntl
+        import fcntl  # POSIX only: elsewhere the builds go unlocked
     except ImportError:  # not POSIX: no lock to take
         yield
         return

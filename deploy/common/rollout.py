@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TextIO
 
+from det.deploy.common import preflight, release
 from det.deploy.common.errors import DeployError
 from det.deploy.common.release import Release
 from det.deploy.common.serverless import IMAGE_NAME, Rollout
@@ -144,14 +145,12 @@ def ensure_local_image(
     (``common.preflight.master_base``: Docker Hub's python:3.11-slim unless ``debootstrap``),
     for linux/amd64. The script builds the same wheel ``up`` ships (a fixed
     ``SOURCE_DATE_EPOCH``), so the image it tags is the one pushed."""
-    from det.deploy.common import preflight
-    from det.deploy.common.release import source_tree
 
     env = dict(os.environ if env is None else env)
     docker = Docker("building the master image", run_, env)
     if docker.succeeds("image", "inspect", local):
         return
-    tree = source_tree()
+    tree = release.source_tree()
     script = tree / preflight.BUILD_SCRIPT if tree else None
     if script is None or not script.is_file():
         raise DeployError(

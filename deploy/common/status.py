@@ -18,8 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+import requests
+
 from det.deploy.common import automation, commands, state, tls
 from det.deploy.common.errors import DeployError
+from det.deploy.common.preflight import check_pulumi_cli
 
 # The stack outputs worth a line (the rest is in `--json`).
 _SHOWN = (
@@ -100,7 +103,6 @@ def stack_outputs(project: str, cluster_id: str) -> dict[str, Any]:
         if cluster_id not in state.list_stacks(directory, project):
             raise DeployError(f"no cluster {cluster_id!r} in {directory}")
         return commands.stack_outputs(project, cluster_id, directory)
-    from det.deploy.common.preflight import check_pulumi_cli
 
     check_pulumi_cli()
     outputs = automation.outputs(project, cluster_id)
@@ -111,7 +113,6 @@ def master_health(
     url: str, cert_file: Path | None, cert_name: str, get: Callable[..., Any] | None = None
 ) -> tuple[bool, str]:
     """(healthy, one line) from ``GET {url}/info``; HTTPS trusts only ``cert_file``."""
-    import requests
 
     if get is None:
         if url.startswith("https://"):

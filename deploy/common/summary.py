@@ -9,9 +9,11 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from det.common.jsontypes import JSONObject, JSONValue
 from det.deploy.common.dryrun import Rendered
 
-Summary = dict[str, Any]
+# What one resource shows: JSON (``--dry-run --json`` prints it as it is).
+Summary = JSONObject
 
 
 def _sg_rule(i: dict[str, Any]) -> Summary:
@@ -26,15 +28,15 @@ def _sg_rule(i: dict[str, Any]) -> Summary:
 
 
 def _sg(i: dict[str, Any]) -> Summary:
-    egress = [
+    egress: list[JSONValue] = [
         f"{e.get('protocol')} to {','.join(e.get('cidrBlocks', []))}" for e in i.get("egress", [])
     ]
     return {"egress": egress or "none"}
 
 
-def _statements(policy: Any) -> list[str]:
+def _statements(policy: Any) -> list[JSONValue]:
     doc = json.loads(policy) if isinstance(policy, str) else policy
-    out = []
+    out: list[JSONValue] = []
     for s in doc.get("Statement", []):
         actions = s.get("Action")
         actions = ",".join(actions) if isinstance(actions, list) else actions

@@ -19,10 +19,18 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import requests
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from requests.adapters import HTTPAdapter
 
 from det.deploy.common.errors import DeployError
 
@@ -52,10 +60,6 @@ class TlsMaterial:
 
 def generate(common_name: str = CERT_NAME, *, now: dt.datetime | None = None) -> TlsMaterial:
     """A self-signed ECDSA P-256 certificate for ``common_name`` and ``localhost``."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
     now = now or dt.datetime.now(dt.UTC)
     start = now - dt.timedelta(minutes=5)  # clocks a little behind ours
@@ -88,8 +92,6 @@ def generate(common_name: str = CERT_NAME, *, now: dt.datetime | None = None) ->
 
 def load(cert_path: str, key_path: str) -> TlsMaterial:
     """A given certificate and key (PEM); checks that they belong together."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import serialization
 
     try:
         cert_pem = Path(cert_path).read_text()
@@ -120,8 +122,6 @@ def load(cert_path: str, key_path: str) -> TlsMaterial:
 
 
 def _first_name(cert: Any) -> str:
-    from cryptography import x509
-    from cryptography.x509.oid import NameOID
 
     try:
         names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
@@ -140,7 +140,6 @@ def cluster_dir(state_dir: Path, cloud: str, cluster_id: str) -> Path:
 
 def validity(cert_pem: str) -> tuple[dt.datetime, dt.datetime]:
     """(not before, not after) of a PEM certificate, in UTC."""
-    from cryptography import x509
 
     cert = x509.load_pem_x509_certificate(cert_pem.encode())
     return cert.not_valid_before_utc, cert.not_valid_after_utc
@@ -162,10 +161,6 @@ def renewal_reason(cert_pem: str, now: dt.datetime | None = None) -> str | None:
 
 def fingerprint(cert_pem: str) -> str:
     """The SHA-256 of the certificate (DER), hex."""
-    import hashlib
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import serialization
 
     der = x509.load_pem_x509_certificate(cert_pem.encode()).public_bytes(serialization.Encoding.DER)
     return hashlib.sha256(der).hexdigest()
@@ -221,8 +216,6 @@ def client_exports(master_url: str, cert_file: Path | None, cert_name: str = CER
 def verified_get(cert_file: Path, cert_name: str) -> Callable[..., Any]:
     """``requests.get`` that trusts only ``cert_file`` and checks ``cert_name`` instead of the
     host in the URL (the master is reached by IP; its certificate names ``det-master``)."""
-    import requests
-    from requests.adapters import HTTPAdapter
 
     class _NamedAdapter(HTTPAdapter):
         def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:

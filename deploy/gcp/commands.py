@@ -6,8 +6,11 @@ import argparse
 import dataclasses
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TextIO
+
+import google.cloud.storage as gcs
+from google.auth.transport.requests import AuthorizedSession, Request
 
 from det.deploy.common import (
     automation,
@@ -15,13 +18,11 @@ from det.deploy.common import (
     commands,
     costs,
     flow,
-    gc_image,
     mirror,
     registry,
     rollout,
     serverless,
 )
-from det.deploy.common import preflight as common_preflight
 from det.deploy.common import status as status_report
 from det.deploy.common.errors import DeployError
 from det.deploy.common.serverless import Rollout
@@ -145,18 +146,9 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         # stack's outputs tell: the flags alone are checked first, then the Pulumi CLI, then
         # the outputs are read and the config is made for the kind they record.
         _check_flags_alone(args)
-        # What this machine lacks, all at once and before any cloud call (common.preflight);
-        # the stack (with the Pulumi CLI) tells an existing cluster's master kind.
         _use_keypath(args.keypath)
         recorded = _previous_outputs(args.cluster_id) if shutil.which("pulumi") else {}
-        kind = serverless.master_kind(getattr(args, "master", None), recorded or None)
-        common_preflight.require_local(
-            docker_for=common_preflight.docker_needs(
-                kind == serverless.SERVERLESS, bool(getattr(args, "mirror_images", False))
-            ),
-            master_image=kind == serverless.SERVERLESS,
-            credentials=preflight.local_credentials,
-        )
+        flow.require_local(args, recorded or None, preflight.local_credentials)
         cfg = config_from_args(args, recorded or None)
     # The dry-run renders the image families as asked; a real `up` pins them in `check` (after
     # the credentials and APIs are known good) and the program is built from the pinned config.
@@ -168,54 +160,12 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         "gcp:zone": (cfg.zone_name, False),
     }
 
-    def check(quota: bool) -> str | None:
-        _use_keypath(args.keypath)
-        credentials, get_json = preflight.check_credentials(cfg.project_id)
-        required = [*preflight.REQUIRED_APIS, *([preflight.FILESTORE_API] if cfg.filestore else [])]
-        if cfg.serverless:
-            required += [a for a in SERVERLESS_APIS if a not in required]
-        if cfg.mirror_images:
-            mirror.check_docker()
-            required += [a for a in (MIRROR_API,) if a not in required]
-        found["credentials"] = credentials
-        preflight.check_apis(get_json, cfg.project_id, required)
-        preflight.check_zone_offers(
-            get_json,
-            cfg.project_id,
-            cfg.zone_name,
-            [
-                cfg.master_instance_type,
-                cfg.aux_agent_instance_type,
-                cfg.compute_agent_instance_type,
-            ],
-            cfg.gpu_type if cfg.gpu_num else None,
-        )
-        pinned["cfg"] = images.pin(
-            cfg,
-            _previous_outputs(cfg.cluster_id),
-            bool(getattr(args, "refresh_images", False)),
-            lambda: images.images_client(credentials),
-        )
-        stack_config.update(images.stack_config(pinned["cfg"]))
-        if not quota:
-            return None
-        gpu_warning = preflight.check_gpu_quota(
-            get_json,
-            cfg.project_id,
-            cfg.region,
-            cfg.gpu_type,
-            cfg.gpu_num,
-            cfg.max_dynamic_agents,
-            cfg.preemptible,
-        )
-        cpu_warning = preflight.check_cpu_quota(get_json, cfg.project_id, cfg.zone_name, cfg)
-        return "; ".join(w for w in (gpu_warning, cpu_warning) if w) or None
-
     def prepare() -> None:
         pinned["cfg"] = dataclasses.replace(
             pinned["cfg"], boot=boot.with_release(pinned["cfg"].boot)
         )
 
+    previous = _previous_outputs(cfg.cluster_id) if not args.dry_run else None
     plan = flow.UpPlan(
         cloud="gcp",
         project=PROJECT,
@@ -226,7 +176,7 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         mock_calls=program.MOCK_CALLS,
         stack_config=stack_config,
         target=f"{cfg.project_id}/{cfg.zone_name}",
-        preflight=check,
+        preflight=lambda quota: _check(args, pinned, found, stack_config, quota),
         cert=cfg.boot.tls if cfg.tls else None,
         estimates=estimates(args, cfg),
         quota_needs=tuple(preflight.quota_needs(cfg)),
@@ -235,19 +185,63 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
         registry=cfg.registry,
         remove_config=registry.removed_keys(args),
         prepare=prepare,
+        gc_image=cfg.gc_image,
+        mirror_login=(lambda: _registry_login(found, cfg.region)) if cfg.mirror_images else None,
+        replace_stale=_stale(args, cfg, previous, out) if previous else None,
     )
     if cfg.serverless:
         plan = dataclasses.replace(plan, serverless=_rollout_steps(pinned, found))
-    previous = _previous_outputs(cfg.cluster_id) if not args.dry_run else None
-    if not getattr(args, "json", False):
-        gc_image.report(cfg.gc_image, out)
-    code = flow.up(plan, args, out)
-    if code == 0 and cfg.mirror_images and not args.dry_run:
-        pairs = automation.outputs(PROJECT, cfg.cluster_id).get("mirror_images") or {}
-        mirror.copy_images(pairs.items(), _registry_login(found, cfg.region), out)
-    if code == 0 and previous and not args.dry_run:
-        _replace_stale_agents(args, cfg, previous, out)
-    return code
+    return flow.up(plan, args, out)
+
+
+def _check(
+    args: argparse.Namespace,
+    pinned: dict[str, GcpConfig],
+    found: dict[str, Any],
+    stack_config: dict[str, tuple[str, bool]],
+    quota: bool,
+) -> str | None:
+    """``up``'s cloud preflight: credentials, the APIs, the zone's machine types, the image
+    families pinned into ``pinned["cfg"]`` (and the stack config); with ``quota``, the GPU and
+    CPU quotas (a warning returned)."""
+    cfg = pinned["cfg"]
+    _use_keypath(args.keypath)
+    credentials, get_json = preflight.check_credentials(cfg.project_id)
+    required = [*preflight.REQUIRED_APIS, *([preflight.FILESTORE_API] if cfg.filestore else [])]
+    if cfg.serverless:
+        required += [a for a in SERVERLESS_APIS if a not in required]
+    if cfg.mirror_images:
+        mirror.check_docker()
+        required += [a for a in (MIRROR_API,) if a not in required]
+    found["credentials"] = credentials
+    preflight.check_apis(get_json, cfg.project_id, required)
+    preflight.check_zone_offers(
+        get_json,
+        cfg.project_id,
+        cfg.zone_name,
+        [cfg.master_instance_type, cfg.aux_agent_instance_type, cfg.compute_agent_instance_type],
+        cfg.gpu_type if cfg.gpu_num else None,
+    )
+    pinned["cfg"] = images.pin(
+        cfg,
+        _previous_outputs(cfg.cluster_id),
+        bool(getattr(args, "refresh_images", False)),
+        lambda: images.images_client(credentials),
+    )
+    stack_config.update(images.stack_config(pinned["cfg"]))
+    if not quota:
+        return None
+    gpu_warning = preflight.check_gpu_quota(
+        get_json,
+        cfg.project_id,
+        cfg.region,
+        cfg.gpu_type,
+        cfg.gpu_num,
+        cfg.max_dynamic_agents,
+        cfg.preemptible,
+    )
+    cpu_warning = preflight.check_cpu_quota(get_json, cfg.project_id, cfg.zone_name, cfg)
+    return "; ".join(w for w in (gpu_warning, cpu_warning) if w) or None
 
 
 # What --mirror-images needs enabled.
@@ -257,7 +251,6 @@ MIRROR_API = "artifactregistry.googleapis.com"
 def _registry_login(found: dict[str, Any], region: str) -> rollout.Login:
     """Artifact Registry's docker login: ``oauth2accesstoken`` and the deploying identity's
     access token (an hour)."""
-    from google.auth.transport.requests import Request  # google-auth: the gcp deploy extra
 
     credentials = found["credentials"]
     credentials.refresh(Request())
@@ -294,25 +287,31 @@ def _rollout_steps(pinned: dict[str, GcpConfig], found: dict[str, Any]) -> rollo
     )
 
 
-def _replace_stale_agents(
+def _stale(
     args: argparse.Namespace, cfg: GcpConfig, previous: Mapping[str, Any], out: TextIO
-) -> None:
-    outputs = automation.outputs(PROJECT, cfg.cluster_id)
+) -> Callable[[], None]:
+    """After ``up`` of an existing cluster: delete the agents started with an older config
+    (``commands.replace_stale_agents``)."""
 
-    def replace(digest: str) -> list[str]:
-        instances, zone_operations, _, _ = teardown.compute_clients()
-        return teardown.replace_stale_agents(
-            instances,
-            zone_operations,
-            cfg.project_id,
-            cfg.cluster_id,
-            digest,
-            outputs.get("master_instance_name"),
+    def replace_stale() -> None:
+        outputs = automation.outputs(PROJECT, cfg.cluster_id)
+
+        def replace(digest: str) -> list[str]:
+            instances, zone_operations, _, _ = teardown.compute_clients()
+            return teardown.replace_stale_agents(
+                instances,
+                zone_operations,
+                cfg.project_id,
+                cfg.cluster_id,
+                digest,
+                outputs.get("master_instance_name"),
+            )
+
+        commands.replace_stale_agents(
+            outputs, previous, getattr(args, "keep_agents", False), replace, "deleted", out
         )
 
-    commands.replace_stale_agents(
-        outputs, previous, getattr(args, "keep_agents", False), replace, "deleted", out
-    )
+    return replace_stale
 
 
 def down(args: argparse.Namespace, out: TextIO) -> int:
@@ -327,7 +326,6 @@ def down(args: argparse.Namespace, out: TextIO) -> int:
             if service and region:
                 # google-auth comes with det[deploy]'s Google clients; only a serverless master
                 # needs a raw authorized session.
-                from google.auth.transport.requests import AuthorizedSession
 
                 credentials, _ = preflight.check_credentials(project)
                 teardown.delete_run_service(
@@ -341,7 +339,6 @@ def down(args: argparse.Namespace, out: TextIO) -> int:
             )
 
         def delete_bucket(bucket: str) -> int:
-            import google.cloud.storage as gcs
 
             return teardown.delete_bucket(gcs.Client(project=project), bucket)
 
@@ -365,7 +362,6 @@ def status(args: argparse.Namespace, out: TextIO) -> int:
         where = f"Cloud Logging log {log_name} in {project}"
         _use_keypath(args.keypath)
         credentials, _ = preflight.check_credentials(project)
-        from google.auth.transport.requests import AuthorizedSession
 
         session = AuthorizedSession(credentials)  # type: ignore[no-untyped-call]
         return where, bootlog.tail(

@@ -16,6 +16,10 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from google.api_core import exceptions
+from google.api_core.client_options import ClientOptions
+from google.cloud import compute_v1
+
 from det.deploy.common.errors import DeployError
 from det.deploy.gcp.config import MASTER_DISK_GB, GcpConfig
 
@@ -51,7 +55,6 @@ def resolve(images_client: Any, image: str, disk_gb: int | None = None) -> str:
     m = _FAMILY.match(image)
     if m is None:
         return image
-    from google.api_core import exceptions
 
     project, family = m.group("project"), m.group("family")
     try:
@@ -111,8 +114,6 @@ def stack_config(cfg: GcpConfig) -> dict[str, tuple[str, bool]]:
 
 def images_client(credentials: Any = None, endpoint: str | None = None) -> Any:
     """The real Compute images client (``endpoint``: a local fake in tests)."""
-    from google.api_core.client_options import ClientOptions
-    from google.cloud import compute_v1
 
     options = ClientOptions(api_endpoint=endpoint) if endpoint else None
     return compute_v1.ImagesClient(credentials=credentials, client_options=options)

@@ -39,9 +39,8 @@ class Resolved:
     filestore_address: str | None = None
 
 
-def master_yaml_config(
-    cfg: GcpConfig, r: Resolved, master_tag: str, agent_tag: str
-) -> dict[str, Any]:
+def _provider(cfg: GcpConfig, r: Resolved, agent_tag: str) -> dict[str, Any]:
+    """The provider block both pools share (each pool sets its boot image after)."""
     provider: dict[str, Any] = {
         "type": "gcp",
         "master_url": masteryaml.master_url(cfg.port),
@@ -66,22 +65,31 @@ def master_yaml_config(
         "max_agent_starting_period": cfg.max_agent_starting_period,
         "operation_timeout_period": cfg.operation_timeout_period,
     }
-    tcd: dict[str, Any] = {}
     if r.filestore_address:
         provider["startup_script"] = (
             "apt-get install -y nfs-common && "
             f"mkdir -p {SHARED_FS_HOST_PATH} && mount {shlex.quote(r.filestore_address)} {SHARED_FS_HOST_PATH}"
         )
+    return provider
+
+
+def _task_container_defaults(cfg: GcpConfig, r: Resolved) -> dict[str, Any]:
+    """The task images, and the Filestore share bind-mounted into every task when there is one."""
+    tcd: dict[str, Any] = {}
+    if r.filestore_address:
         tcd["bind_mounts"] = [
             {
                 "host_path": SHARED_FS_HOST_PATH,
                 "container_path": "/run/determined/workdir/shared_fs",
             }
         ]
-    cpu_image, cuda_image = cfg.env_images
-    tcd["image"] = {"cpu": cpu_image, "cuda": cuda_image}
-    if cfg.gc_image:  # every pool's checkpoint GC (common.gc_image): not the task image
-        tcd["checkpoint_gc_image"] = cfg.gc_image
+    # After the mounts, as master.yaml has always listed them (its text is in the user data).
+    return {**tcd, **masteryaml.task_images(cfg.env_images, cfg.gc_image)}
+
+
+def master_yaml_config(
+    cfg: GcpConfig, r: Resolved, master_tag: str, agent_tag: str
+) -> dict[str, Any]:
     aux = {
         "machine_type": cfg.aux_agent_instance_type,
         "gpu_type": "",
@@ -98,18 +106,12 @@ def master_yaml_config(
         cluster_name=cfg.cluster_id,
         port=cfg.port,
         db=masteryaml.DbSpec(host=r.db_host, user="det"),
-        checkpoint_storage={
-            "type": "gcs",
-            "bucket": r.bucket,
-            "save_experiment_best": 0,
-            "save_trial_best": 1,
-            "save_trial_latest": 1,
-        },
-        provider=provider,
+        checkpoint_storage=masteryaml.checkpoint_storage("gcs", r.bucket),
+        provider=_provider(cfg, r, agent_tag),
         pools=masteryaml.standard_pools(aux, compute, cfg.max_aux_containers_per_agent),
         scheduler_type=cfg.scheduler_type,
         preemption=cfg.preemption_enabled,
-        task_container_defaults=tcd or None,
+        task_container_defaults=_task_container_defaults(cfg, r),
         tls=cfg.tls,
         registry_auth=cfg.registry.registry_auth() if cfg.registry else None,
         agent_install=boot.agent_install(cfg.boot, "gs", r.bucket, "agent,gcp", BOOT_LOG_NAME),

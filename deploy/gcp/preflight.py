@@ -9,6 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import google.auth
+from google.auth import exceptions
+from google.auth.transport.requests import AuthorizedSession
+
 from det.deploy.common.errors import PreflightError
 from det.deploy.common.quotas import Need, gce_vcpus, total
 
@@ -75,8 +79,6 @@ GPU_QUOTA_METRICS = {
 def local_credentials() -> str | None:
     """The problem with this machine's Google Cloud credentials as found locally (None: found;
     ``check_credentials`` then uses them)."""
-    import google.auth
-    from google.auth import exceptions
 
     try:
         google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
@@ -90,9 +92,6 @@ def local_credentials() -> str | None:
 
 def check_credentials(project_id: str) -> tuple[Any, GetJson]:
     try:
-        import google.auth
-        from google.auth import exceptions
-
         credentials, _ = google.auth.default(
             scopes=["https://www.googleapis.com/auth/cloud-platform"]
         )
@@ -105,7 +104,6 @@ def check_credentials(project_id: str) -> tuple[Any, GetJson]:
 
 
 def authorized_get_json(credentials: Any, project_id: str) -> GetJson:
-    from google.auth.transport.requests import AuthorizedSession
 
     session = AuthorizedSession(credentials)  # type: ignore[no-untyped-call]
 

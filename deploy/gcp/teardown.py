@@ -24,6 +24,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from google.api_core import exceptions
+from google.cloud import compute_v1
+
 from det.deploy.common.errors import DeployError
 from det.deploy.gcp.config import CLUSTER_LABEL, CONFIG_HASH_LABEL
 
@@ -43,7 +46,6 @@ def _wait(operations: Any, project: str, zone: str, name: str) -> None:
 
 
 def stop_master(instances: Any, operations: Any, project: str, zone: str, name: str) -> None:
-    from google.api_core import exceptions
 
     try:
         op = instances.stop_unary(project=project, zone=zone, instance=name)
@@ -56,7 +58,6 @@ def stop_master(instances: Any, operations: Any, project: str, zone: str, name: 
 def _delete(instances: Any, operations: Any, project: str, vms: list[tuple[str, str]]) -> None:
     """Delete the VMs ``(zone, name)`` all at once, then wait for each; one already gone is
     skipped."""
-    from google.api_core import exceptions
 
     pending = []
     for zone, name in vms:
@@ -118,7 +119,6 @@ def remove_service_peering(
     networks: Any, operations: Any, project: str, network: str, peering: str
 ) -> bool:
     """Remove ``peering`` from ``network``; False when it is not there (idempotent)."""
-    from google.api_core import exceptions
 
     try:
         op = networks.remove_peering_unary(
@@ -163,7 +163,6 @@ def remove_cluster_machines(
 
 def compute_clients() -> tuple[Any, Any, Any, Any]:
     """Instances, zone operations, networks and global operations clients."""
-    from google.cloud import compute_v1
 
     return (
         compute_v1.InstancesClient(),
@@ -175,7 +174,6 @@ def compute_clients() -> tuple[Any, Any, Any, Any]:
 
 def delete_bucket(client: Any, bucket: str) -> int:
     """Delete every object (all generations) and the bucket; returns the number removed."""
-    from google.api_core import exceptions
 
     try:
         b = client.bucket(bucket)

@@ -54,7 +54,7 @@ def no_engine_message(error: str = "") -> str:
 def client() -> Any:
     """A pinged Docker client, or :class:`NoDockerEngine` with the one-line message."""
     try:
-        import docker
+        import docker  # the agent extra: missing, it gets the install line, not a traceback
     except ImportError:
         raise NoDockerEngine(
             "the Docker SDK for Python is missing: in det's clone, "
@@ -76,7 +76,7 @@ def source_checkout() -> Path | None:
 
 
 def has_image(docker_client: Any, name: str) -> bool:
-    import docker.errors
+    import docker.errors  # the agent extra, present once client() has answered
 
     try:
         docker_client.images.get(name)

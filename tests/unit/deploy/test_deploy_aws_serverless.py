@@ -13,6 +13,7 @@ from conftest import AWS
 
 from det.common.ports import TASK_SERVICE_PORTS
 from det.deploy import clouds
+from det.deploy.aws import front as aws_front
 from det.deploy.aws import program
 from det.deploy.aws import serverless as asl
 from det.deploy.common import dryrun
@@ -178,7 +179,7 @@ def test_without_a_domain_cloudfront_alone_reaches_an_internal_alb(graph, one):
     dist = _distribution(graph, "det-c1-master")
     behaviour = dist["defaultCacheBehavior"]
     assert behaviour["viewerProtocolPolicy"] == "redirect-to-https"
-    assert behaviour["cachePolicyId"] == asl.CACHING_DISABLED
+    assert behaviour["cachePolicyId"] == aws_front.CACHING_DISABLED
     assert {"GET", "POST", "PUT", "PATCH", "DELETE"} <= set(behaviour["allowedMethods"])
     assert dist["origins"][0]["vpcOriginConfig"]["originReadTimeout"] == 60
     assert {e["errorCode"]: e["errorCachingMinTtl"] for e in dist["customErrorResponses"]}[503] == 0
@@ -197,7 +198,10 @@ def test_with_a_domain_the_alb_serves_https_with_an_acm_certificate(domain_graph
     listeners = {
         r.inputs["port"]: r.inputs for r in domain_graph.of_type("aws:lb/listener:Listener")
     }
-    assert listeners[443]["protocol"] == "HTTPS" and listeners[443]["sslPolicy"] == asl.TLS_POLICY
+    assert (
+        listeners[443]["protocol"] == "HTTPS"
+        and listeners[443]["sslPolicy"] == aws_front.TLS_POLICY
+    )
     assert listeners[80]["defaultActions"][0]["type"] == "redirect"
     assert not domain_graph.of_type("aws:cloudfront/distribution:Distribution")
     assert domain_graph.outputs["master_url"] == "https://det.example.com"
@@ -354,9 +358,9 @@ def test_master_config_uses_the_public_url_and_parses(graph):
 def test_load_balancer_names_fit_in_32_characters():
     long_id = "a" * 30 + "bc"
     for role in ("alb", "tg"):
-        name = asl.short_name(dataclasses.replace(SERVERLESS, cluster_id=long_id), role)
+        name = aws_front.short_name(dataclasses.replace(SERVERLESS, cluster_id=long_id), role)
         assert len(name) <= 32 and name.endswith(role)
-    assert asl.short_name(SERVERLESS, "alb") == "det-c1-alb"
+    assert aws_front.short_name(SERVERLESS, "alb") == "det-c1-alb"
 
 
 @pytest.mark.parametrize(
@@ -401,16 +405,18 @@ def test_the_task_origin_is_a_second_distribution_whose_requests_go_to_the_task_
     api, tasks = _distribution(graph, "det-c1-master"), _distribution(graph, "det-c1-master-tasks")
     # Each sets the front header itself, so a viewer's header of that name never reaches the
     # ALB (CloudFront overwrites it): through the API's distribution it always says "api".
-    assert api["origins"][0]["customHeaders"] == [{"name": asl.FRONT_HEADER, "value": "api"}]
-    assert tasks["origins"][0]["customHeaders"] == [{"name": asl.FRONT_HEADER, "value": "tasks"}]
+    assert api["origins"][0]["customHeaders"] == [{"name": aws_front.FRONT_HEADER, "value": "api"}]
+    assert tasks["origins"][0]["customHeaders"] == [
+        {"name": aws_front.FRONT_HEADER, "value": "tasks"}
+    ]
     for d in (api, tasks):
         assert (
             d["origins"][0]["vpcOriginConfig"]["vpcOriginId"]
             == api["origins"][0]["vpcOriginConfig"]["vpcOriginId"]
         )
         behaviour = d["defaultCacheBehavior"]
-        assert behaviour["cachePolicyId"] == asl.CACHING_DISABLED
-        assert behaviour["originRequestPolicyId"] == asl.ALL_VIEWER  # Host and Origin pass
+        assert behaviour["cachePolicyId"] == aws_front.CACHING_DISABLED
+        assert behaviour["originRequestPolicyId"] == aws_front.ALL_VIEWER  # Host and Origin pass
         assert behaviour["viewerProtocolPolicy"] == "redirect-to-https"
     groups = _target_groups(graph)
     assert groups["det-c1-master"]["port"] == sl.CONTAINER_PORT
@@ -420,7 +426,7 @@ def test_the_task_origin_is_a_second_distribution_whose_requests_go_to_the_task_
         assert group["healthCheck"]["path"] == "/info"
     rule = one(graph, "aws:lb/listenerRule:ListenerRule")
     assert rule["conditions"] == [
-        {"httpHeader": {"httpHeaderName": asl.FRONT_HEADER, "values": ["tasks"]}}
+        {"httpHeader": {"httpHeaderName": aws_front.FRONT_HEADER, "values": ["tasks"]}}
     ]
     (action,) = rule["actions"]
     assert action["type"] == "forward"
