@@ -83,3 +83,26 @@ def test_the_shared_package_importing_the_masters_driver_breaks_its_contract(
     contracts = (REPO / ".importlinter").read_text().count("[importlinter:contract:")
     assert f"Contracts: {contracts - 1} kept, 1 broken." in r.stdout
     assert "det.common is not allowed to import psycopg" in r.stdout
+
+
+def test_deploys_shared_steps_reaching_into_a_cloud_break_its_layers(tmp_path: Path) -> None:
+    root = _tree(tmp_path)
+    deploy = root / "det" / "deploy"
+    deploy.unlink()
+    shutil.copytree(REPO / "deploy", deploy, ignore=shutil.ignore_patterns("__pycache__"))
+    # The tempting shortcut: a shared step reading the AWS config (and boto3) directly.
+    (deploy / "common" / "leak.py").write_text(
+        "import boto3  # noqa: F401\n\nfrom det.deploy.aws import config  # noqa: F401\n"
+    )
+    # And a cloud's component calling up into its commands.
+    (deploy / "gcp" / "network.py").write_text(
+        (REPO / "deploy" / "gcp" / "network.py").read_text()
+        + "\nfrom det.deploy.gcp import commands  # noqa: E402, F401\n"
+    )
+    r = _lint(root)
+    assert r.returncode != 0
+    contracts = (REPO / ".importlinter").read_text().count("[importlinter:contract:")
+    assert f"Contracts: {contracts - 3} kept, 3 broken." in r.stdout
+    assert "det.deploy.common.leak -> det.deploy.aws.config" in r.stdout
+    assert "det.deploy.common is not allowed to import boto3" in r.stdout
+    assert "det.deploy.gcp.network -> det.deploy.gcp.commands" in r.stdout

@@ -1,6 +1,6 @@
 """scripts/check_layers.py (run by ``make check``): no state column written outside
-master/states.py, no SQL in master/api/, no uncommented import inside a function in master/; it
-holds on this tree and fails on a violation."""
+master/states.py, no SQL in master/api/, no uncommented import inside a function in master/,
+agent/, cli/, harness/ or deploy/; it holds on this tree and fails on a violation."""
 
 from __future__ import annotations
 
@@ -103,13 +103,19 @@ def test_a_function_level_import_in_the_master_needs_a_comment(tmp_path: Path) -
         "        return d, y\n",
     )
     _write(tmp_path, "agent/z.py", "def f():\n    import os\n    return os\n")
-    # deploy/ is not checked yet, and module-level imports are not this rule's business.
-    _write(tmp_path, "deploy/y.py", "def f():\n    import os\n    return os\n")
+    # deploy/ keeps the rule too; module-level imports are not this rule's business.
+    _write(
+        tmp_path,
+        "deploy/aws/y.py",
+        "def f():\n    import boto3\n    return boto3\n\n\n"
+        "def g():\n    import docker  # the agent extra: missing, a one-line message\n"
+        "    return docker\n",
+    )
     _write(tmp_path, "master/top.py", "import os\n")
     r = _run(tmp_path)
     assert r.returncode == 1
     lines = r.stdout.splitlines()
-    assert lines[-1] == "check_layers: 4 violation(s)"
+    assert lines[-1] == "check_layers: 5 violation(s)"
     assert [
         line.split(": an import inside a function without a comment")[0] for line in lines[:3]
     ] == [
@@ -119,3 +125,4 @@ def test_a_function_level_import_in_the_master_needs_a_comment(tmp_path: Path) -
     ]
     assert lines[0].endswith(": from det.master.services import b")
     assert lines[3].startswith("agent/z.py:2: an import inside a function without a comment")
+    assert lines[4].startswith("deploy/aws/y.py:2: an import inside a function without a comment")
