@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 # tests.thread_check: no thread outlives the test or the fixture that started it.
-pytest_plugins = ["tests.integration.conftest_aws", "tests.thread_check"]
+pytest_plugins = ["tests.integration.conftest_aws", "tests.thread_check", "tests.host_paths"]
 
 # The venvs tests make (a fresh clone's, each extra's, the README's) are not byte-compiled when
 # pip installs them: pip's compileall of every installed file took 27 of the 29 CPU-seconds of

@@ -29,7 +29,12 @@ def master() -> Iterator[FakeMaster]:
 
 def run_wrapped(master: FakeMaster, log: Path, **extra: str) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
-    env.update(master.task_env(**GANG, DET_ALLOCATION_WATCH_SECONDS="0.2", **extra))
+    # The official info files go to the test's own directory, never the host's /run/determined
+    # (every official client on the machine would then believe it runs on a cluster).
+    info_dir = str(log.parent / f"info-{log.stem}")
+    env.update(
+        master.task_env(**GANG, DET_ALLOCATION_WATCH_SECONDS="0.2", DET_INFO_DIR=info_dir, **extra)
+    )
     cmd = [sys.executable, "-m", "det.exec.run", "--", "sleep", "60"]
     with open(log, "wb") as out:
         return subprocess.Popen(cmd, env=env, stderr=out)
