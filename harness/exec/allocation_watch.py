@@ -25,10 +25,12 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
-from ..common.api import Session
 from ..common.errors import MasterCallError, MasterStatusError
+
+if TYPE_CHECKING:
+    from ..common.api import Session
 
 logger = logging.getLogger("det.exec.allocation_watch")
 
@@ -95,6 +97,10 @@ def watch(
         return None
     allocation_id = env["DET_ALLOCATION_ID"]
     if session is None:
+        # Imported here, in a gang's container only: the HTTP client (requests) stays out of
+        # every task's first process until something asks the master (test_harness_startup).
+        from ..common.api import Session
+
         session = Session(
             env["DET_MASTER"],
             allocation_token=env["DET_SESSION_TOKEN"],
