@@ -9,7 +9,7 @@ are not pinned yet (the dry-run), ``aws.ssm.get_parameter`` for the public image
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pulumi
@@ -111,6 +111,28 @@ def _database(
     )
 
 
+def _master_config(
+    cfg: AwsConfig,
+    bucket: storage.CheckpointBucket,
+    db: storage.Database,
+    amis: Mapping[str, pulumi.Output[str]],
+    agent_subnet: pulumi.Output[str],
+    sgs: network.SecurityGroups,
+    roles: iam.Iam,
+) -> pulumi.Output[dict[str, Any]]:
+    """master.yaml (as a document) once the resources it names exist."""
+    return pulumi.Output.all(
+        bucket=bucket.bucket,
+        db_host=db.address,
+        db_port=db.port,
+        agent_image_id=amis["aux_agent"],
+        compute_image_id=amis["compute_agent"],
+        agent_subnet_id=agent_subnet,
+        agent_sg_id=sgs.agent_sg_id,
+        agent_profile_arn=roles.agent_profile_arn,
+    ).apply(lambda v: master.master_yaml_config(cfg, master.Resolved(**v)))
+
+
 def build(
     cfg: AwsConfig,
     initial_user_password: pulumi.Input[str] | None = None,
@@ -147,16 +169,7 @@ def build(
     roles = _iam(name, cfg, bucket, agent_subnet, sgs, secret)
     db = _database(name, cfg, net, sgs, secret)
     amis = images(cfg)
-    master_config = pulumi.Output.all(
-        bucket=bucket.bucket,
-        db_host=db.address,
-        db_port=db.port,
-        agent_image_id=amis["aux_agent"],
-        compute_image_id=amis["compute_agent"],
-        agent_subnet_id=agent_subnet,
-        agent_sg_id=sgs.agent_sg_id,
-        agent_profile_arn=roles.agent_profile_arn,
-    ).apply(lambda v: master.master_yaml_config(cfg, master.Resolved(**v)))
+    master_config = _master_config(cfg, bucket, db, amis, agent_subnet, sgs, roles)
     master_yaml = master_config.apply(masteryaml.render)
     node = master.Master(
         f"{name}-master",

@@ -37,6 +37,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -290,29 +291,41 @@ def _security_groups(
         db=group("db", "det database", False),
     )
 
-    def ingress(
-        rule: str,
-        to: aws.ec2.SecurityGroup,
-        ports: tuple[int, int] | None,
-        description: str,
-        *,
-        source: aws.ec2.SecurityGroup | None = None,
-        cidr: str | None = None,
-        prefix_list: pulumi.Input[str] | None = None,
-    ) -> None:
-        aws.vpc.SecurityGroupIngressRule(
-            f"{name}-{rule}",
-            security_group_id=to.id,
-            ip_protocol="tcp" if ports else "-1",
-            from_port=ports[0] if ports else None,
-            to_port=ports[1] if ports else None,
-            referenced_security_group_id=source.id if source else None,
-            cidr_ipv4=cidr,
-            prefix_list_id=prefix_list,
-            description=description,
-            opts=child,
-        )
+    _alb_rules(name, cfg, groups, child)
+    _cluster_rules(name, cfg, groups, child)
+    return groups
 
+
+def _ingress(
+    name: str,
+    child: pulumi.ResourceOptions,
+    rule: str,
+    to: aws.ec2.SecurityGroup,
+    ports: tuple[int, int] | None,
+    description: str,
+    *,
+    source: aws.ec2.SecurityGroup | None = None,
+    cidr: str | None = None,
+    prefix_list: pulumi.Input[str] | None = None,
+) -> None:
+    aws.vpc.SecurityGroupIngressRule(
+        f"{name}-{rule}",
+        security_group_id=to.id,
+        ip_protocol="tcp" if ports else "-1",
+        from_port=ports[0] if ports else None,
+        to_port=ports[1] if ports else None,
+        referenced_security_group_id=source.id if source else None,
+        cidr_ipv4=cidr,
+        prefix_list_id=prefix_list,
+        description=description,
+        opts=child,
+    )
+
+
+def _alb_rules(name: str, cfg: AwsConfig, groups: _Groups, child: pulumi.ResourceOptions) -> None:
+    """Into the ALB: the world on HTTPS (and HTTP, redirected) with a domain, else CloudFront's
+    VPC origin on HTTP; out of it: the tasks' API and task-origin ports only."""
+    ingress = functools.partial(_ingress, name, child)
     if cfg.domain:
         ingress(
             "world-to-alb",
@@ -350,6 +363,14 @@ def _security_groups(
             f"alb-to-task{suffix}", groups.task, ports, f"the load balancer ({what})",
             source=groups.alb,
         )  # fmt: skip
+
+
+def _cluster_rules(
+    name: str, cfg: AwsConfig, groups: _Groups, child: pulumi.ResourceOptions
+) -> None:
+    """The tasks to the agents' task services and the database; agents to each other; SSH
+    to the agents with ``--enable-ssh``."""
+    ingress = functools.partial(_ingress, name, child)
     ingress(
         "task-to-agent",
         groups.agent,
@@ -369,7 +390,6 @@ def _security_groups(
     )
     if cfg.enable_ssh:
         ingress("ssh-agent", groups.agent, (22, 22), "SSH", cidr=cfg.inbound_cidr)
-    return groups
 
 
 @dataclasses.dataclass
@@ -543,6 +563,79 @@ class ServerlessMasterArgs:
     db: _Database
     amis: dict[str, pulumi.Output[str]]
 
+    def front(self) -> aws_front.FrontArgs:
+        return aws_front.FrontArgs(
+            vpc_id=self.vpc_id,
+            public_subnet_ids=self.public_subnet_ids,
+            private_subnet_ids=self.private_subnet_ids,
+            alb_sg=self.alb_sg,
+        )
+
+
+def _task_definition(
+    name: str,
+    role: str,
+    cfg: AwsConfig,
+    args: ServerlessMasterArgs,
+    roles: dict[str, Any],
+    plain: dict[str, pulumi.Input[str]],
+    image: pulumi.Input[str],
+    migrate: bool,
+    child: pulumi.ResourceOptions,
+) -> aws.ecs.TaskDefinition:
+    """The master's Fargate task ``<name>-<role>``: the service's, or with ``migrate`` the
+    migration's (the database password its only secret; it runs ``det-master migrate``);
+    ``plain`` is its environment besides the secrets."""
+    env_names = [sl.DB_PASSWORD_ENV] if migrate else list(args.secret_arns)
+    definitions = pulumi.Output.all(
+        image=image,
+        log_group=args.log_group,
+        env=pulumi.Output.all(**plain),
+        secrets=pulumi.Output.all(**{k: args.secret_arns[k] for k in env_names}),
+    ).apply(
+        lambda v: container_definitions(
+            image=v["image"],
+            command=list(sl.MIGRATE_ARGS) if migrate else None,
+            environment=v["env"],
+            secrets=v["secrets"],
+            log_group=v["log_group"],
+            region=cfg.region,
+            prefix=role,
+        )
+    )
+    return aws.ecs.TaskDefinition(
+        f"{name}-{role}",
+        family=f"{name}-{role}",
+        requires_compatibilities=["FARGATE"],
+        network_mode="awsvpc",
+        cpu=TASK_CPU,
+        memory=TASK_MEMORY,
+        execution_role_arn=roles["execution"],
+        task_role_arn=roles["task"],
+        runtime_platform=aws.ecs.TaskDefinitionRuntimePlatformArgs(
+            operating_system_family="LINUX", cpu_architecture="X86_64"
+        ),
+        volumes=[aws.ecs.TaskDefinitionVolumeArgs(name="tmp")],
+        container_definitions=definitions,
+        tags=cfg.tags,
+        opts=child,
+    )
+
+
+def _repository(name: str, cfg: AwsConfig, child: pulumi.ResourceOptions) -> aws.ecr.Repository:
+    """The cluster's ECR repository of the master image (tags immutable, scanned on push)."""
+    return aws.ecr.Repository(
+        name,
+        name=f"det-{cfg.cluster_id}/{sl.IMAGE_NAME}",
+        image_tag_mutability="IMMUTABLE",
+        image_scanning_configuration=aws.ecr.RepositoryImageScanningConfigurationArgs(
+            scan_on_push=True
+        ),
+        force_delete=True,
+        tags=cfg.tags,
+        opts=child,
+    )
+
 
 class ServerlessMaster(pulumi.ComponentResource):
     url: pulumi.Output[str]
@@ -566,17 +659,7 @@ class ServerlessMaster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         cfg = args.config
         tags = cfg.tags
-        repo = aws.ecr.Repository(
-            name,
-            name=f"det-{cfg.cluster_id}/{sl.IMAGE_NAME}",
-            image_tag_mutability="IMMUTABLE",
-            image_scanning_configuration=aws.ecr.RepositoryImageScanningConfigurationArgs(
-                scan_on_push=True
-            ),
-            force_delete=True,
-            tags=tags,
-            opts=child,
-        )
+        repo = _repository(name, cfg, child)
         self.repository_url = repo.repository_url
         self.release = repo.repository_url.apply(lambda u: release_image(cfg, u))
         roll = cfg.rollout
@@ -592,17 +675,7 @@ class ServerlessMaster(pulumi.ComponentResource):
             else args.public_subnet_ids[0]
         )
         roles = self._roles(name, cfg, args, repo, agent_subnet, child)
-        front = aws_front.build(
-            name,
-            cfg,
-            aws_front.FrontArgs(
-                vpc_id=args.vpc_id,
-                public_subnet_ids=args.public_subnet_ids,
-                private_subnet_ids=args.private_subnet_ids,
-                alb_sg=args.alb_sg,
-            ),
-            child,
-        )
+        front = aws_front.build(name, cfg, args.front(), child)
         self.url = front.url
         self.task_url = front.task_url
         self.alb_dns = front.alb.dns_name
@@ -628,48 +701,14 @@ class ServerlessMaster(pulumi.ComponentResource):
         self.config_hash = config.apply(master.agent_config_hash)
         cluster = aws.ecs.Cluster(name, name=ecs_names(cfg)[0], tags=tags, opts=child)
         self.ecs_cluster = cluster.name
-        region = cfg.region
 
         def task_definition(
             role: str, image: pulumi.Input[str], migrate: bool
         ) -> aws.ecs.TaskDefinition:
-            env_names = [sl.DB_PASSWORD_ENV] if migrate else list(args.secret_arns)
             plain: dict[str, pulumi.Input[str]] = {sl.CONFIG_ENV: self.master_yaml}
             if not migrate:
                 plain.update(roles["wakeup_env"])
-            definitions = pulumi.Output.all(
-                image=image,
-                log_group=args.log_group,
-                env=pulumi.Output.all(**plain),
-                secrets=pulumi.Output.all(**{k: args.secret_arns[k] for k in env_names}),
-            ).apply(
-                lambda v: container_definitions(
-                    image=v["image"],
-                    command=list(sl.MIGRATE_ARGS) if migrate else None,
-                    environment=v["env"],
-                    secrets=v["secrets"],
-                    log_group=v["log_group"],
-                    region=region,
-                    prefix=role,
-                )
-            )
-            return aws.ecs.TaskDefinition(
-                f"{name}-{role}",
-                family=f"{name}-{role}",
-                requires_compatibilities=["FARGATE"],
-                network_mode="awsvpc",
-                cpu=TASK_CPU,
-                memory=TASK_MEMORY,
-                execution_role_arn=roles["execution"],
-                task_role_arn=roles["task"],
-                runtime_platform=aws.ecs.TaskDefinitionRuntimePlatformArgs(
-                    operating_system_family="LINUX", cpu_architecture="X86_64"
-                ),
-                volumes=[aws.ecs.TaskDefinitionVolumeArgs(name="tmp")],
-                container_definitions=definitions,
-                tags=tags,
-                opts=child,
-            )
+            return _task_definition(name, role, cfg, args, roles, plain, image, migrate, child)
 
         migration = task_definition("migrate", migration_image, migrate=True)
         self.migration_task_definition = migration.arn
@@ -843,32 +882,8 @@ def _scale_to_zero(
         opts=child,
     )
 
-    def policy(
-        role: str, capacity: int, lower: str | None, upper: str | None
-    ) -> aws.appautoscaling.Policy:
-        return aws.appautoscaling.Policy(
-            f"{name}-{role}",
-            policy_type="StepScaling",
-            service_namespace=scalable.service_namespace,
-            scalable_dimension=scalable.scalable_dimension,
-            resource_id=scalable.resource_id,
-            step_scaling_policy_configuration=aws.appautoscaling.PolicyStepScalingPolicyConfigurationArgs(
-                adjustment_type="ExactCapacity",
-                cooldown=60,
-                metric_aggregation_type="Maximum",
-                step_adjustments=[
-                    aws.appautoscaling.PolicyStepScalingPolicyConfigurationStepAdjustmentArgs(
-                        scaling_adjustment=capacity,
-                        metric_interval_lower_bound=lower,
-                        metric_interval_upper_bound=upper,
-                    )
-                ],
-            ),
-            opts=child,
-        )
-
-    wake = policy("wake", 1, "0", None)
-    sleep = policy("sleep", 0, None, "0")
+    wake = _step_policy(f"{name}-wake", scalable, 1, "0", None, child)
+    sleep = _step_policy(f"{name}-sleep", scalable, 0, None, "0", child)
     aws.cloudwatch.MetricAlarm(
         f"{name}-wake",
         alarm_description="the ALB answered 503 itself (no task registered): run a task",
@@ -895,6 +910,37 @@ def _scale_to_zero(
         treat_missing_data="breaching",
         alarm_actions=[sleep.arn],
         tags=tags,
+        opts=child,
+    )
+
+
+def _step_policy(
+    name: str,
+    scalable: aws.appautoscaling.Target,
+    capacity: int,
+    lower: str | None,
+    upper: str | None,
+    child: pulumi.ResourceOptions,
+) -> aws.appautoscaling.Policy:
+    """Set the service to ``capacity`` tasks while its alarm's metric is within (lower, upper)."""
+    return aws.appautoscaling.Policy(
+        name,
+        policy_type="StepScaling",
+        service_namespace=scalable.service_namespace,
+        scalable_dimension=scalable.scalable_dimension,
+        resource_id=scalable.resource_id,
+        step_scaling_policy_configuration=aws.appautoscaling.PolicyStepScalingPolicyConfigurationArgs(
+            adjustment_type="ExactCapacity",
+            cooldown=60,
+            metric_aggregation_type="Maximum",
+            step_adjustments=[
+                aws.appautoscaling.PolicyStepScalingPolicyConfigurationStepAdjustmentArgs(
+                    scaling_adjustment=capacity,
+                    metric_interval_lower_bound=lower,
+                    metric_interval_upper_bound=upper,
+                )
+            ],
+        ),
         opts=child,
     )
 
