@@ -106,7 +106,10 @@ docker volume create "$VOLUME" >/dev/null
 caps=(--cap-add ALL)
 bnd="$(awk '/^CapBnd/ {print $2}' /proc/self/status)"
 (((16#$bnd >> 24) & 1)) || caps+=(--cap-drop SYS_RESOURCE)
-docker run -d --name "$NAME" --hostname det-fresh "${caps[@]}" \
+# --init: an init that reaps orphans, as a machine's does (a daemon such as PostgreSQL's
+# postmaster, started through pg_ctl, is reparented to PID 1; with `sleep` as PID 1 it stayed a
+# zombie after it stopped, and looked alive to anything that asked its PID).
+docker run -d --init --name "$NAME" --hostname det-fresh "${caps[@]}" \
   --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
   --security-opt systempaths=unconfined --cgroupns private \
   -v "$VOLUME:/var/lib/docker" "${mounts[@]}" "${envs[@]}" \

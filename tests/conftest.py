@@ -33,7 +33,10 @@ def pg_server() -> Iterator[str]:
         return
     import pgserver
 
+    from det.master.db.embedded import ensure_server_user
+
     with tempfile.TemporaryDirectory(prefix="det-test-pg-") as pgdata:
+        ensure_server_user()  # each xdist worker starts a server: not all of them may useradd
         server = pgserver.get_server(pgdata, cleanup_mode="stop")
         try:
             _no_fsync(server.get_uri())

@@ -26,6 +26,7 @@ import pwd
 import secrets
 import shutil
 import stat
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -59,6 +60,26 @@ class EmbeddedDatabaseError(MasterError):
     """The embedded PostgreSQL cannot be started closed; the message names the file."""
 
 
+def ensure_server_user() -> None:
+    """As root, makes sure pgserver's system user exists, under pgserver's own inter-process
+    lock. pgserver creates it with ``useradd`` outside that lock, so on a machine that never ran
+    it, processes starting their servers at once (a master and its standby, parallel test
+    workers) race and all but one fail with useradd's "already exists" (exit 9)."""
+    if os.geteuid() != 0:
+        return
+    import pgserver  # type: ignore[attr-defined,unused-ignore]
+
+    with pgserver.postgres_server.PostgresServer._lock:
+        try:
+            pwd.getpwnam(SERVER_USER_WHEN_ROOT)
+        except KeyError:
+            subprocess.run(
+                ["useradd", "-s", "/bin/bash", SERVER_USER_WHEN_ROOT],
+                check=True,
+                capture_output=True,
+            )
+
+
 def start(data_dir: Path) -> str:
     """Starts (or reuses) the private PostgreSQL under ``data_dir/postgres``, closed to anyone
     without the password; returns the conninfo of its ``determined`` database (password
@@ -80,6 +101,7 @@ def start(data_dir: Path) -> str:
         with pgserver.postgres_server.PostgresServer._lock:  # the lock pgserver inits under
             if not (pgdata / "PG_VERSION").exists():  # another master may have been first
                 _init(pgdata, password)
+    ensure_server_user()
     server = pgserver.get_server(pgdata, cleanup_mode="stop")  # type: ignore[attr-defined,unused-ignore]
     info = server.get_postmaster_info()
     if info.socket_dir is None:

@@ -81,7 +81,7 @@ ln -s {agent_state} /ckpt/x/agent
 ln -s {datasets} /ckpt/x/datasets
 mknod /ckpt/x/disk b 7 0
 mknod /ckpt/x/kmsg c 1 11
-ln -s /dev/loop0 /ckpt/x/vda
+ln -s /dev/zero /ckpt/x/vda
 ln -s /dev/kmsg /ckpt/x/kmsglink
 echo planted
 """
@@ -131,10 +131,10 @@ def test_links_and_nodes_a_task_planted_are_refused_before_a_container_exists(
         # Devices by kind and number, whatever their name or place.
         "disk": ({"devices": [device(x / "disk")]}, "is not under /dev"),
         "kmsg": ({"devices": [device(x / "kmsg")]}, "is not under /dev"),
-        "vda": ({"devices": [device(x / "vda")]}, "is device b 7:0"),
+        "vda": ({"devices": [device(x / "vda")]}, "is device c 1:5"),
         "kmsglink": ({"devices": [device(x / "kmsglink")]}, "is device c 1:11"),
         "kmsg-dev": ({"devices": [device("/dev/kmsg")]}, "is device c 1:11"),
-        "loop-dev": ({"devices": [device("/dev/loop0")]}, "is device b 7:0"),
+        "zero-dev": ({"devices": [device("/dev/zero")]}, "is device c 1:5"),
         "not-a-node": ({"devices": [device(c.password)]}, "is not a device node"),
     }
     for i, (what, _) in enumerate(refused.values(), start=2):

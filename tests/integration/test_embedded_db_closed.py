@@ -21,6 +21,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from det.master import db
+from det.master.db.embedded import ensure_server_user
 from tests.docker_support import TASK_IMAGE, docker_client
 
 pytestmark = pytest.mark.integration
@@ -117,6 +118,7 @@ def test_a_data_dir_made_trusting_is_closed_at_start_with_its_rows(
     pgdata = data / "postgres"
     pgdata.mkdir(parents=True)
     # What det's master did until now: pgserver's initdb (trust), a `determined` database.
+    ensure_server_user()
     server = pgserver.get_server(pgdata, cleanup_mode="stop")  # type: ignore[attr-defined]
     with psycopg.connect(server.get_uri(), autocommit=True) as conn:
         conn.execute("CREATE DATABASE determined")
