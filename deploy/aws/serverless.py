@@ -572,12 +572,27 @@ class ServerlessMasterArgs:
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class _Roles:
+    """The identities of the serverless master and its agents."""
+
+    agent_profile: pulumi.Output[str]
+    agent_role: pulumi.Output[str]
+    execution: pulumi.Output[str]
+    """ECS's role for the master's tasks: pull the image, write the logs, read the secrets."""
+    task: pulumi.Output[str]
+    task_role: aws.iam.Role
+    """The master's own identity (its ARN: ``task``)."""
+    wakeup_env: dict[str, str]
+    """The service's environment besides master.yaml: its wake-ups, its shape."""
+
+
 def _task_definition(
     name: str,
     role: str,
     cfg: AwsConfig,
     args: ServerlessMasterArgs,
-    roles: dict[str, Any],
+    roles: _Roles,
     plain: dict[str, pulumi.Input[str]],
     image: pulumi.Input[str],
     migrate: bool,
@@ -610,8 +625,8 @@ def _task_definition(
         network_mode="awsvpc",
         cpu=TASK_CPU,
         memory=TASK_MEMORY,
-        execution_role_arn=roles["execution"],
-        task_role_arn=roles["task"],
+        execution_role_arn=roles.execution,
+        task_role_arn=roles.task,
         runtime_platform=aws.ecs.TaskDefinitionRuntimePlatformArgs(
             operating_system_family="LINUX", cpu_architecture="X86_64"
         ),
@@ -681,8 +696,8 @@ class ServerlessMaster(pulumi.ComponentResource):
         self.alb_dns = front.alb.dns_name
         self.certificate_validation = front.validation
         limit = sl.REQUEST_TIMEOUT_S if cfg.domain else CLOUDFRONT_READ_TIMEOUT_S
-        roles["wakeup_env"].update(sl.service_env(limit))
-        roles["wakeup_env"].update(SERVICE_SHAPE.env())
+        roles.wakeup_env.update(sl.service_env(limit))
+        roles.wakeup_env.update(SERVICE_SHAPE.env())
         uploads = master.release_objects(name, cfg.boot, args.bucket.bucket, child)
         config = pulumi.Output.all(
             url=self.url,
@@ -694,7 +709,7 @@ class ServerlessMaster(pulumi.ComponentResource):
             compute_image_id=args.amis["compute_agent"],
             agent_subnet_id=agent_subnet,
             agent_sg_id=args.agent_sg.id,
-            agent_profile_arn=roles["agent_profile"],
+            agent_profile_arn=roles.agent_profile,
             uploads=pulumi.Output.all(*uploads),
         ).apply(lambda v: _master_config(cfg, v))
         self.master_yaml = config.apply(sl.render_config)
@@ -707,14 +722,14 @@ class ServerlessMaster(pulumi.ComponentResource):
         ) -> aws.ecs.TaskDefinition:
             plain: dict[str, pulumi.Input[str]] = {sl.CONFIG_ENV: self.master_yaml}
             if not migrate:
-                plain.update(roles["wakeup_env"])
+                plain.update(roles.wakeup_env)
             return _task_definition(name, role, cfg, args, roles, plain, image, migrate, child)
 
         migration = task_definition("migrate", migration_image, migrate=True)
         self.migration_task_definition = migration.arn
         self.ecs_service = pulumi.Output.from_input(None)
-        self.agent_profile_arn = roles["agent_profile"]
-        self.agent_role_arn = roles["agent_role"]
+        self.agent_profile_arn = roles.agent_profile
+        self.agent_role_arn = roles.agent_role
         if service_image is not None:
             self._service(
                 name,
@@ -737,7 +752,7 @@ class ServerlessMaster(pulumi.ComponentResource):
         repo: aws.ecr.Repository,
         agent_subnet: pulumi.Output[str],
         child: pulumi.ResourceOptions,
-    ) -> dict[str, Any]:
+    ) -> _Roles:
         tags = cfg.tags
         logs_arn = iam.log_group_arn(cfg.region, cfg.log_group_name)
         agent_role = iam.service_role(
@@ -783,19 +798,19 @@ class ServerlessMaster(pulumi.ComponentResource):
             tags,
             child,
         )
-        return {
-            "agent_profile": agent_profile.arn,
-            "agent_role": agent_role.arn,
-            "execution": execution.arn,
-            "task": task.arn,
-            "task_role": task,
-            "wakeup_env": {
+        return _Roles(
+            agent_profile=agent_profile.arn,
+            agent_role=agent_role.arn,
+            execution=execution.arn,
+            task=task.arn,
+            task_role=task,
+            wakeup_env={
                 sl.WAKEUPS_TYPE_ENV: WAKEUP_KIND,
                 sl.WAKEUPS_RESOURCE_ID_ENV: service_resource_id(cfg),
                 sl.WAKEUPS_HOLD_SECONDS_ENV: str(SLEEP_AFTER_MINUTES * 60),
                 sl.WAKEUPS_REGION_ENV: cfg.region,
             },
-        }
+        )
 
     def _service(
         self,
@@ -806,7 +821,7 @@ class ServerlessMaster(pulumi.ComponentResource):
         definition: aws.ecs.TaskDefinition,
         migration: aws.ecs.TaskDefinition,
         front: aws_front.Front,
-        roles: dict[str, Any],
+        roles: _Roles,
         child: pulumi.ResourceOptions,
     ) -> None:
         tags = cfg.tags
@@ -857,7 +872,7 @@ def _scale_to_zero(
     cfg: AwsConfig,
     service: aws.ecs.Service,
     front: aws_front.Front,
-    roles: dict[str, Any],
+    roles: _Roles,
     child: pulumi.ResourceOptions,
 ) -> None:
     """The service's scalable target (0 to SERVICE_SHAPE.instances tasks), the task role's
@@ -877,7 +892,7 @@ def _scale_to_zero(
     )
     aws.iam.RolePolicy(
         f"{name}-task-wakeups",
-        role=roles["task_role"].id,
+        role=roles.task_role.id,
         policy=scalable.arn.apply(lambda a: json.dumps(wakeup_policy(a))),
         opts=child,
     )
