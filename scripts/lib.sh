@@ -10,8 +10,10 @@ DET_APT_PACKAGES=(
   docker.io:dockerd mmdebstrap:mmdebstrap debootstrap:debootstrap python3-venv:
   ca-certificates:/etc/ssl/certs/ca-certificates.crt git:git make:make curl:curl openssl:openssl
   chromium:chromium docker-registry:docker-registry apache2-utils:htpasswd
-  openssh-client:ssh nginx:nginx nodejs:node
+  openssh-client:ssh nginx:nginx nodejs:node libatomic1:
 )
+# libatomic1: Playwright's own Node.js (its driver, which the WebUI tests start) links it; a
+# minimal Debian lacks it and chromium does not pull it in.
 
 # det_apt_missing: prints the packages of DET_APT_PACKAGES that are not installed, one a line
 # (one dpkg-query for all of them, then the probes of those it does not list as installed).
