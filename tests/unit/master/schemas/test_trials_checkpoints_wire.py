@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from det.master.errors import InvalidArgument, PayloadTooLarge
-from det.master.schemas import checkpoints, d, logs, trials, validate
 from det.master.rows.logs import LogLine
+from det.master.schemas import checkpoints, d, logs, trials, validate
 
 NOW = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
 
