@@ -16,6 +16,44 @@ from det.deploy.gcp import iam, image_mirror, images, master, network, serverles
 from det.deploy.gcp.config import BOOT_LOG_NAME, GcpConfig
 
 
+def _secret(
+    name: str,
+    cfg: GcpConfig,
+    initial_user_password: pulumi.Input[str] | None,
+    registry_password: pulumi.Input[str] | None,
+) -> storage.ClusterSecret:
+    return storage.ClusterSecret(
+        f"{name}-secret",
+        storage.ClusterSecretArgs(
+            project=cfg.project_id,
+            secret_id=f"{name}-secret",
+            initial_user_password=initial_user_password,
+            tls=cfg.boot.tls_material() if cfg.tls else None,
+            registry_password=registry_password if cfg.registry else None,
+        ),
+    )
+
+
+def _booted_images(cfg: GcpConfig) -> dict[str, str]:
+    return {
+        "master": cfg.master_image,
+        "aux_agent": cfg.aux_agent_image,
+        "compute_agent": cfg.agent_image,
+    }
+
+
+def _filestore(name: str, cfg: GcpConfig, net: network.Network) -> pulumi.Output[str | None]:
+    """The share tasks mount: a new Filestore instance (``--filestore``), a given address, or
+    none."""
+    if not cfg.filestore:
+        return pulumi.Output.from_input(cfg.filestore_address)
+    fs = storage.Filestore(
+        f"{name}-fs",
+        storage.FilestoreArgs(project=cfg.project_id, zone=cfg.zone_name, network=net.network_name),
+    )
+    return fs.address
+
+
 def build(
     cfg: GcpConfig,
     initial_user_password: pulumi.Input[str] | None = None,
@@ -33,16 +71,7 @@ def build(
             project=cfg.project_id, cluster_id=cfg.cluster_id, bucket=bucket.name
         ),
     )
-    secret = storage.ClusterSecret(
-        f"{name}-secret",
-        storage.ClusterSecretArgs(
-            project=cfg.project_id,
-            secret_id=f"{name}-secret",
-            initial_user_password=initial_user_password,
-            tls=cfg.boot.tls_material() if cfg.tls else None,
-            registry_password=registry_password if cfg.registry else None,
-        ),
-    )
+    secret = _secret(name, cfg, initial_user_password, registry_password)
     secret.grant_access(f"{name}-master-secret", accounts.master_member, cfg.project_id)
     db = storage.Database(
         f"{name}-db",
@@ -55,15 +84,7 @@ def build(
             edition=cfg.sql_edition,
         ),
     )
-    filestore: pulumi.Output[str | None] = pulumi.Output.from_input(cfg.filestore_address)
-    if cfg.filestore:
-        fs = storage.Filestore(
-            f"{name}-fs",
-            storage.FilestoreArgs(
-                project=cfg.project_id, zone=cfg.zone_name, network=net.network_name
-            ),
-        )
-        filestore = fs.address
+    filestore = _filestore(name, cfg, net)
     master_config = pulumi.Output.all(
         bucket=bucket.name,
         db_host=db.host,
@@ -104,13 +125,7 @@ def build(
         "service_peering": db.peering,
         "boot_log_name": pulumi.Output.from_input(BOOT_LOG_NAME),
         # The images the VMs boot and what was asked for: the next `up` reuses them (images.pin).
-        "images": pulumi.Output.from_input(
-            {
-                "master": cfg.master_image,
-                "aux_agent": cfg.aux_agent_image,
-                "compute_agent": cfg.agent_image,
-            }
-        ),
+        "images": pulumi.Output.from_input(_booted_images(cfg)),
         "image_sources": pulumi.Output.from_input(images.sources(cfg)),
         "agent_service_account": accounts.agent_email,
         "master_service_account": accounts.master_email,
