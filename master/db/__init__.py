@@ -1,4 +1,5 @@
-"""PostgreSQL access: a connection pool, versioned migrations and the embedded server.
+"""PostgreSQL access: a connection pool, versioned migrations, typed reads and the embedded
+server.
 
 Services take a ``psycopg.Connection`` explicitly; nothing here holds state a restart would lose.
 """
@@ -11,17 +12,31 @@ import re
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.abc import Params
+from psycopg.abc import QueryNoTemplate as Query
+from psycopg.rows import class_row, dict_row, scalar_row
 from psycopg_pool import ConnectionPool
 
 from det.master.db import embedded
 
 logger = logging.getLogger(__name__)
 
+
+class UntypedRow(Protocol):
+    """A row read without a row factory, as the type checker sees it: nothing to read from it
+    (``row["x"]`` is a type error). The pool's connections still make dicts at run time
+    (``dict_row``); a read names its shape with a row factory (``class_row`` of a type in
+    ``det.master.rows`` or of its service) or through :func:`fetch_row`, :func:`fetch_rows`,
+    :func:`scalar`, :func:`one_int`, :func:`column` and :func:`exists`."""
+
+
+# Still dict rows to the type checker while the services move to typed reads.
 Conn = psycopg.Connection[dict[str, Any]]
+
+T = TypeVar("T")
 
 # Held by the process that runs the control loops (see det.master.loop).
 LEADER_LOCK_KEY = 0x6465745F6C656164  # "det_lead"
@@ -47,6 +62,48 @@ def open_pool(
     )
     pool.wait(timeout=30)
     return pool
+
+
+def fetch_row(conn: Conn, kind: type[T], query: Query, params: Params | None = None) -> T | None:
+    """The first row as a ``kind`` (a dataclass or TypedDict whose fields are the columns)."""
+    return conn.cursor(row_factory=class_row(kind)).execute(query, params).fetchone()
+
+
+def fetch_rows(conn: Conn, kind: type[T], query: Query, params: Params | None = None) -> list[T]:
+    """Every row as a ``kind`` (a dataclass or TypedDict whose fields are the columns)."""
+    return conn.cursor(row_factory=class_row(kind)).execute(query, params).fetchall()
+
+
+def _checked(value: object, kind: type[T], query: Query) -> T:
+    if not isinstance(value, kind):
+        raise TypeError(f"expected {kind.__name__}, got {type(value).__name__} from {query!r}")
+    return value
+
+
+def scalar(conn: Conn, kind: type[T], query: Query, params: Params | None = None) -> T | None:
+    """The first column of the first row, a ``kind``; None when there is no row or it is NULL."""
+    value = conn.cursor(row_factory=scalar_row).execute(query, params).fetchone()
+    return None if value is None else _checked(value, kind, query)
+
+
+def one_int(conn: Conn, query: Query, params: Params | None = None) -> int:
+    """The int the query must answer (``count(*)``, ``INSERT … RETURNING id``); LookupError when
+    there is no row, TypeError when it is not an int."""
+    value = scalar(conn, int, query, params)
+    if value is None:
+        raise LookupError(f"no value from {query!r}")
+    return value
+
+
+def column(conn: Conn, kind: type[T], query: Query, params: Params | None = None) -> list[T]:
+    """The first column of every row (ids, names), each a ``kind``; NULLs are a TypeError."""
+    values = conn.cursor(row_factory=scalar_row).execute(query, params).fetchall()
+    return [_checked(v, kind, query) for v in values]
+
+
+def exists(conn: Conn, query: Query, params: Params | None = None) -> bool:
+    """Whether the query answers any row."""
+    return conn.execute(query, params).fetchone() is not None
 
 
 def _migrations() -> list[tuple[int, str, str]]:
