@@ -186,38 +186,84 @@ class PoolLoad:
     history: tuple[decider.LaunchRecord, ...]
 
 
+@dataclasses.dataclass(frozen=True)
+class _PoolAgent:
+    id: str
+    connected: bool
+    draining: bool
+    last_heartbeat: dt.datetime
+    registered_at: dt.datetime
+    slots: int
+    busy: bool
+    last_end: dt.datetime | None
+
+
+@dataclasses.dataclass(frozen=True)
+class _LaunchError:
+    option_index: int
+    code: str
+    capacity: bool
+    message: str
+    at: dt.datetime
+
+
+@dataclasses.dataclass(frozen=True)
+class _Launched:
+    id: str
+    option_index: int | None
+    instance_type: str
+    zone: str | None
+    market: str
+    launched_at: dt.datetime
+    terminated_at: dt.datetime | None
+    registered_at: dt.datetime | None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Used:
+    id: str
+    instance_type: str
+    market: str
+    launched_at: dt.datetime
+    terminated_at: dt.datetime | None
+
+
 def load_pool(
     conn: Conn, st: MasterState, pool: str, policy: decider.ScalePolicy, now: dt.datetime
 ) -> PoolLoad:
     # Allocations that ended before the idle period cannot change a decision: an agent whose
     # last work ended that long ago is idle past the period either way.
     cutoff = now - policy.max_idle_agent_period - dt.timedelta(minutes=1)
-    rows = conn.execute(
-        "WITH used AS (SELECT k.agent_id, bool_or(x.state <> 'TERMINATED') AS busy,"
-        " max(x.ended_at) AS last_end FROM allocations x"
-        " CROSS JOIN LATERAL jsonb_object_keys(x.placement) AS k(agent_id)"
-        " WHERE x.placement IS NOT NULL AND (x.state <> 'TERMINATED' OR x.ended_at > %s)"
-        " GROUP BY k.agent_id)"
-        " SELECT a.id, a.connected, a.draining, a.last_heartbeat, a.registered_at,"
-        " (SELECT count(*) FROM slots s WHERE s.agent_id = a.id AND s.enabled) AS slots,"
-        " coalesce(u.busy, false) AS busy, u.last_end"
-        " FROM agents a LEFT JOIN used u ON u.agent_id = a.id"
-        " WHERE a.resource_pool = %s ORDER BY a.id",
-        (cutoff, pool),
-    ).fetchall()
+    rows = (
+        conn.cursor(row_factory=class_row(_PoolAgent))
+        .execute(
+            "WITH used AS (SELECT k.agent_id, bool_or(x.state <> 'TERMINATED') AS busy,"
+            " max(x.ended_at) AS last_end FROM allocations x"
+            " CROSS JOIN LATERAL jsonb_object_keys(x.placement) AS k(agent_id)"
+            " WHERE x.placement IS NOT NULL AND (x.state <> 'TERMINATED' OR x.ended_at > %s)"
+            " GROUP BY k.agent_id)"
+            " SELECT a.id, a.connected, a.draining, a.last_heartbeat, a.registered_at,"
+            " (SELECT count(*) FROM slots s WHERE s.agent_id = a.id AND s.enabled) AS slots,"
+            " coalesce(u.busy, false) AS busy, u.last_end"
+            " FROM agents a LEFT JOIN used u ON u.agent_id = a.id"
+            " WHERE a.resource_pool = %s ORDER BY a.id",
+            (cutoff, pool),
+        )
+        .fetchall()
+    )
     agents = []
     for r in rows:
         idle_since = None
-        if not r["busy"]:
-            idle_since = max(t for t in (r["registered_at"], r["last_end"]) if t is not None)
+        if not r.busy:
+            idle_since = max(t for t in (r.registered_at, r.last_end) if t is not None)
         agents.append(
             decider.AgentInfo(
-                id=r["id"],
-                slots=int(r["slots"]),
-                connected=bool(r["connected"]),
-                last_heartbeat=r["last_heartbeat"],
+                id=r.id,
+                slots=int(r.slots),
+                connected=bool(r.connected),
+                last_heartbeat=r.last_heartbeat,
                 idle_since=idle_since,
-                draining=bool(r["draining"]),
+                draining=bool(r.draining),
             )
         )
     decision = sched.schedule(scheduling.snapshot(conn, st, pool))
@@ -226,19 +272,19 @@ def load_pool(
     )
     since = now - decider.history_horizon(policy)
     history: list[decider.LaunchRecord] = []
-    for r in conn.execute(
+    for e in conn.cursor(row_factory=class_row(_LaunchError)).execute(
         "SELECT option_index, code, capacity, message, at FROM launch_errors"
         " WHERE resource_pool = %s AND at > %s ORDER BY at",
         (pool, since),
     ):
-        if 0 <= r["option_index"] < len(policy.options):
+        if 0 <= e.option_index < len(policy.options):
             history.append(
                 decider.LaunchRecord(
-                    at=r["at"],
-                    option=policy.options[r["option_index"]],
-                    code=r["code"],
-                    capacity=r["capacity"],
-                    message=r["message"],
+                    at=e.at,
+                    option=policy.options[e.option_index],
+                    code=e.code,
+                    capacity=e.capacity,
+                    message=e.message,
                 )
             )
     history.extend(_agent_outcomes(conn, pool, policy, since))
@@ -251,7 +297,7 @@ def _agent_outcomes(
 ) -> list[decider.LaunchRecord]:
     """Successes (an agent registered) and never-registered failures of the pool's instances."""
     out = []
-    for r in conn.execute(
+    for r in conn.cursor(row_factory=class_row(_Launched)).execute(
         "SELECT i.id, i.option_index, i.instance_type, i.zone, i.market, i.launched_at,"
         " i.terminated_at, a.registered_at FROM instances i LEFT JOIN agents a ON a.id = i.id"
         " WHERE i.resource_pool = %s AND i.launched_at > %s"
@@ -262,30 +308,31 @@ def _agent_outcomes(
             decider.TerminateReason.NEVER_CONNECTED.value,
         ),
     ):
-        index = r["option_index"]
+        index = r.option_index
         if index is not None and 0 <= index < len(policy.options):
             option = policy.options[index]
         else:
             option = decider.option_of(
                 Instance(
-                    r["id"],
+                    r.id,
                     InstanceState.TERMINATED,
-                    r["launched_at"],
-                    r["instance_type"],
-                    r["zone"],
-                    Market(r["market"]),
+                    r.launched_at,
+                    r.instance_type,
+                    r.zone,
+                    Market(r.market),
                 ),
                 policy,
             )
-        if r["registered_at"] is not None:
-            out.append(decider.LaunchRecord(r["registered_at"], option, instance_id=r["id"]))
+        if r.registered_at is not None:
+            out.append(decider.LaunchRecord(r.registered_at, option, instance_id=r.id))
         else:
+            assert r.terminated_at is not None  # no agent: the query took it for its terminated_at
             out.append(
                 decider.LaunchRecord(
-                    r["terminated_at"],
+                    r.terminated_at,
                     option,
                     code=decider.AGENT_NOT_REGISTERED,
-                    instance_id=r["id"],
+                    instance_id=r.id,
                 )
             )
     return out
@@ -294,10 +341,8 @@ def _agent_outcomes(
 def pool_usage(conn: Conn, pool: str, since: dt.datetime) -> list[cost.Usage]:
     """The pool's instances that ran at some point after ``since``, as the master saw them."""
     return [
-        cost.Usage(
-            r["id"], r["instance_type"], Market(r["market"]), r["launched_at"], r["terminated_at"]
-        )
-        for r in conn.execute(
+        cost.Usage(r.id, r.instance_type, Market(r.market), r.launched_at, r.terminated_at)
+        for r in conn.cursor(row_factory=class_row(_Used)).execute(
             "SELECT id, instance_type, market, launched_at, terminated_at FROM instances"
             " WHERE resource_pool = %s AND (terminated_at IS NULL OR terminated_at > %s)"
             " ORDER BY launched_at, id",
