@@ -11,6 +11,7 @@ experiment. Callers check who may change what (:mod:`det.master.api._access`).
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import uuid
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from typing import Any
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
-from det.master import limits, states
+from det.master import db, limits, states
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound
 from det.master.handles import MasterState
@@ -70,11 +71,13 @@ def put_experiment(
     new config (its name, description and labels too), as Determined's PutExperiment does."""
     ext = _external_id("externalExperimentId", external_id)
     _lock_external(conn, f"e{owner_id}:{ext}")
-    found = conn.execute(
-        "SELECT id, unmanaged FROM experiments WHERE owner_id = %s AND external_experiment_id = %s"
+    found = db.scalar(
+        conn,
+        int,
+        "SELECT id FROM experiments WHERE owner_id = %s AND external_experiment_id = %s"
         " AND NOT deleted FOR NO KEY UPDATE",
         (owner_id, ext),
-    ).fetchone()
+    )
     if found is None:
         row = experiments.create(
             conn,
@@ -96,7 +99,7 @@ def put_experiment(
     limits.text("name", cfg.get("name"), limits.NAME)
     limits.text("description", cfg.get("description"), limits.DESCRIPTION)
     limits.labels("labels", cfg.get("labels"))
-    old = experiments.get(conn, found["id"])
+    old = experiments.get(conn, found)
     # The stored name stays the one the first run gave when the script names none (core_v2
     # makes up a random one each run).
     conn.execute(
@@ -105,10 +108,16 @@ def put_experiment(
             Jsonb({**cfg, "name": old["name"]}),
             cfg.get("description") or "",
             Jsonb(parsed.labels),
-            found["id"],
+            found,
         ),
     )
-    return experiments.get(conn, found["id"])
+    return experiments.get(conn, found)
+
+
+@dataclass(frozen=True, slots=True)
+class _Owned:
+    id: int
+    owner_id: int
 
 
 def trial_by_external_ids(conn: Conn, caller_id: int, experiment_ext: str, trial_ext: str) -> int:
@@ -116,17 +125,21 @@ def trial_by_external_ids(conn: Conn, caller_id: int, experiment_ext: str, trial
     ``experiment_ext``. External experiment ids are unique per owner in det (Determined's are
     cluster-wide), so the caller's own experiment of that name wins; another user's is found
     only when it is the one experiment of that name (users read every experiment)."""
-    rows = conn.execute(
-        "SELECT t.id, e.owner_id FROM trials t JOIN experiments e ON e.id = t.experiment_id"
-        " WHERE e.external_experiment_id = %s AND t.external_trial_id = %s AND NOT e.deleted"
-        " ORDER BY t.id",
-        (experiment_ext, trial_ext),
-    ).fetchall()
-    own = [r for r in rows if r["owner_id"] == caller_id]
+    rows = (
+        conn.cursor(row_factory=class_row(_Owned))
+        .execute(
+            "SELECT t.id, e.owner_id FROM trials t JOIN experiments e ON e.id = t.experiment_id"
+            " WHERE e.external_experiment_id = %s AND t.external_trial_id = %s AND NOT e.deleted"
+            " ORDER BY t.id",
+            (experiment_ext, trial_ext),
+        )
+        .fetchall()
+    )
+    own = [r for r in rows if r.owner_id == caller_id]
     if own:
-        return int(own[0]["id"])
+        return own[0].id
     if len(rows) == 1:
-        return int(rows[0]["id"])
+        return rows[0].id
     if not rows:
         raise NotFound(
             f"no trial with external id '{trial_ext}' in an experiment with external id"
@@ -156,14 +169,17 @@ def create_trial(conn: Conn, experiment_id: int, hparams: Any, external_id: Any 
     ext = None if external_id is None else _external_id("externalTrialId", external_id)
     if ext is not None:
         _lock_external(conn, f"t{experiment_id}:{ext}")
-        found = conn.execute(
+        found = db.scalar(
+            conn,
+            int,
             "SELECT id FROM trials WHERE experiment_id = %s AND external_trial_id = %s",
             (experiment_id, ext),
-        ).fetchone()
+        )
         if found is not None:
-            return int(found["id"])
+            return found
     suffix = uuid.uuid4().hex
-    row = conn.execute(
+    trial_id = db.one_int(
+        conn,
         "INSERT INTO trials (experiment_id, request_id, task_id, hparams, seed, state,"
         " external_trial_id) VALUES (%s, %s, %s, %s, 0, %s, %s) RETURNING id",
         (
@@ -174,10 +190,9 @@ def create_trial(conn: Conn, experiment_id: int, hparams: Any, external_id: Any 
             states.PAUSED,
             ext,
         ),
-    ).fetchone()
-    assert row is not None
-    states.record_event(conn, "trial", row["id"], "created", "created by its unmanaged script")
-    return int(row["id"])
+    )
+    states.record_event(conn, "trial", trial_id, "created", "created by its unmanaged script")
+    return trial_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +201,25 @@ class _Trial:
     run_id: int
     latest_checkpoint: uuid.UUID | None
     unmanaged: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Checkpoint:
+    uuid: uuid.UUID
+    steps_completed: int
+
+
+@dataclass(frozen=True, slots=True)
+class _LastState:
+    state: str
+    last_kind: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Silent:
+    id: int
+    task_id: str
+    last_activity: dt.datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,22 +254,27 @@ def start_trial(conn: Conn, trial_id: int, resume: bool) -> tuple[int, int, str 
     run_id = states.unmanaged_trial(conn, trial_id, states.ACTIVE, "its script started", run=True)
     if run_id <= 1 or row.latest_checkpoint is None:
         return run_id, 0, None
-    ckpt = conn.execute(
+    ckpt = db.fetch_row(
+        conn,
+        _Checkpoint,
         "SELECT uuid, steps_completed FROM checkpoints WHERE uuid = %s AND state = 'COMPLETED'",
         (row.latest_checkpoint,),
-    ).fetchone()
+    )
     if ckpt is None:
         return run_id, 0, None
-    return run_id, int(ckpt["steps_completed"]), str(ckpt["uuid"])
+    return run_id, int(ckpt.steps_completed), str(ckpt.uuid)
 
 
 def is_unmanaged_trial(conn: Conn, trial_id: int) -> bool:
-    row = conn.execute(
-        "SELECT e.unmanaged FROM trials t JOIN experiments e ON e.id = t.experiment_id"
-        " WHERE t.id = %s",
-        (trial_id,),
-    ).fetchone()
-    return bool(row and row["unmanaged"])
+    return bool(
+        db.scalar(
+            conn,
+            bool,
+            "SELECT e.unmanaged FROM trials t JOIN experiments e ON e.id = t.experiment_id"
+            " WHERE t.id = %s",
+            (trial_id,),
+        )
+    )
 
 
 def report_state(conn: Conn, trial_id: int, state: str | None) -> None:
@@ -261,13 +300,15 @@ def report_state(conn: Conn, trial_id: int, state: str | None) -> None:
 def _marked_lost(conn: Conn, trial_id: int) -> bool:
     """Whether the trial is in ERROR because the master marked it lost (its latest state event
     is the master's, not one its script reported)."""
-    row = conn.execute(
+    row = db.fetch_row(
+        conn,
+        _LastState,
         "SELECT t.state, (SELECT ev.kind FROM events ev WHERE ev.entity = 'trial'"
         "   AND ev.entity_id = t.id::text AND ev.kind IN ('state', %s) ORDER BY ev.id DESC LIMIT 1)"
         "   AS last_kind FROM trials t WHERE t.id = %s",
         (states.UNMANAGED_LOST, trial_id),
-    ).fetchone()
-    return bool(row and row["state"] == states.ERROR and row["last_kind"] == states.UNMANAGED_LOST)
+    )
+    return bool(row and row.state == states.ERROR and row.last_kind == states.UNMANAGED_LOST)
 
 
 def mark_lost(conn: Conn, timeout_seconds: float) -> list[int]:
@@ -275,30 +316,32 @@ def mark_lost(conn: Conn, timeout_seconds: float) -> list[int]:
     ``timeout_seconds`` are ERROR, ended when last heard from; their experiments follow. As
     Determined's master does (5 minutes; core_v2 sends a heartbeat every 60 s). Returns their
     ids."""
-    lost = conn.execute(
+    lost = db.fetch_rows(
+        conn,
+        _Silent,
         "SELECT t.id, t.task_id, t.last_activity FROM experiments e"
         " JOIN trials t ON t.experiment_id = e.id"
         " WHERE e.unmanaged AND e.state = %s AND NOT e.deleted AND t.state = %s"
         " AND t.last_activity < now() - make_interval(secs => %s)"
         " ORDER BY t.id FOR NO KEY UPDATE OF t SKIP LOCKED",
         (states.ACTIVE, states.ACTIVE, timeout_seconds),
-    ).fetchall()
+    )
     for r in lost:
         reason = (
             f"its script sent no heartbeat for {timeout_seconds:.0f} s"
-            f" (last heard from at {r['last_activity'].isoformat(timespec='seconds')});"
+            f" (last heard from at {r.last_activity.isoformat(timespec='seconds')});"
             " a heartbeat from it makes the trial ACTIVE again"
         )
-        states.unmanaged_trial(conn, r["id"], states.ERROR, reason, lost=True)
+        states.unmanaged_trial(conn, r.id, states.ERROR, reason, lost=True)
         # The trial's log says why (det e describe shows the master's last line of an errored
         # trial; Determined leaves this as a to-do).
         conn.execute(
             "INSERT INTO task_logs (task_id, log, level, stdtype, source)"
             " VALUES (%s, %s, 'ERROR', 'stderr', 'master')",
-            (r["task_id"], f"lost: {reason}\n"),
+            (r.task_id, f"lost: {reason}\n"),
         )
-        logger.warning("unmanaged trial %s lost: no heartbeat from its script", r["id"])
-    return [int(r["id"]) for r in lost]
+        logger.warning("unmanaged trial %s lost: no heartbeat from its script", r.id)
+    return [r.id for r in lost]
 
 
 def report_progress(conn: Conn, trial_id: int, progress: float) -> None:
