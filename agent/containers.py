@@ -16,12 +16,14 @@ short-lived worker threads so the heartbeat loop never blocks; `Record`s are gua
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import re
 import socket
 import threading
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -110,10 +112,40 @@ def _has_file(container: Any, path: str) -> bool:
     return True
 
 
+def _loopback(url: str) -> bool:
+    host = (urllib.parse.urlsplit(url).hostname or "").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def task_master_url(told: str | None, ours: str | None) -> str | None:
+    """The master URL a task is told (pure): the master's (``DET_MASTER``, its ``master_url``),
+    unless that is a loopback URL while this agent reaches the master elsewhere: then this
+    agent's own. A master without ``master_url`` tells ``http://127.0.0.1:PORT``, which
+    reaches it only from its own host; an agent on another machine knows a URL that works
+    there (Determined's agent, too, gives its containers the master host it uses itself)."""
+    if told and ours and _loopback(told) and not _loopback(ours):
+        return ours
+    return told
+
+
 def container_env(
-    spec: ContainerSpec, agent_id: str, container_id: str, allocation_id: str
+    spec: ContainerSpec,
+    agent_id: str,
+    container_id: str,
+    allocation_id: str,
+    master_url: str | None = None,
 ) -> dict[str, str]:
+    """The container's environment: the spec's, with this agent's view over it (``master_url``:
+    the URL this agent reaches the master at, see :func:`task_master_url`)."""
     env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
+    url = task_master_url(env.get("DET_MASTER"), master_url)
+    if url is not None:
+        env["DET_MASTER"] = url
     env["DET_AGENT_ID"] = agent_id
     # Determined's harness reads DET_SLOT_IDS as a JSON list of ints (`ClusterInfo.slot_ids`).
     slot_ids = [int(s) if str(s).isdigit() else str(s) for s in spec.get("slotIds") or []]
@@ -205,6 +237,11 @@ class DockerRuntime:
         self._lock = threading.Lock()
         #: The master's cluster id, None until the first heartbeat answer gave it (`adopt`).
         self.cluster_id: str | None = None
+
+    def _master_url(self) -> str | None:
+        # getattr: tests of the container arguments build a runtime without a master client.
+        url = getattr(self._master, "master_url", None)
+        return str(url) if url else None
 
     # ---- what is ----
 
@@ -520,7 +557,9 @@ class DockerRuntime:
         args: dict[str, Any] = {
             "image": str(spec["image"]),
             "command": spec.get("command"),
-            "environment": container_env(spec, self.agent_id, rec.container_id, rec.allocation_id),
+            "environment": container_env(
+                spec, self.agent_id, rec.container_id, rec.allocation_id, self._master_url()
+            ),
             "labels": {
                 LABEL_AGENT: self.agent_id,
                 LABEL_ALLOCATION: rec.allocation_id,

@@ -64,9 +64,9 @@ def machine_cluster(
     with new_database(pg_server, "det_machines") as url, machines(tmp, 2, shared=[ckpt]) as group:
         port = free_port()
         extra: dict[str, Any] = {
-            # The machines reach the master at the bridge's gateway; tasks are told that URL.
+            # The machines reach the master at the bridge's gateway. No master_url: the master
+            # tells tasks http://127.0.0.1:PORT, and each agent gives its own URL instead.
             "bind_address": "0.0.0.0",
-            "master_url": f"http://{group.gateway}:{port}",
             "agent_timeout_seconds": 20,
             "task_container_defaults": {
                 "image": {"cpu": group.task_image(), "cuda": group.task_image()}
