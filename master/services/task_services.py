@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from det.common import ports
-from det.master import states
+from det.master import db, states
 from det.master.db import Conn
 from det.master.expconf.task import KIND_NAMES
 from det.master.handles import MasterState
@@ -37,28 +37,54 @@ def service_port(port_offset: int) -> int:
     return ports.FIRST_TASK_SERVICE_PORT + port_offset % ports.TASK_SERVICE_PORT_COUNT
 
 
+@dataclass(frozen=True)
+class _Served:
+    task_id: str
+    placement: dict[str, object] | None
+    state: str
+    proxy_address: str | None
+
+
+@dataclass(frozen=True)
+class _Addresses:
+    addresses: list[str]
+
+
+@dataclass(frozen=True)
+class _Proxied:
+    kind: str
+    owner_id: int
+    state: str
+    proxy_address: str | None
+    username: str
+
+
 def service_ready(conn: Conn, allocation_id: str, port: int) -> None:
     """The agent found the task's service accepting connections: the proxy may forward to it
     (the agent's address, the one it reaches the master from, at ``port``)."""
-    row = conn.execute(
+    row = db.fetch_row(
+        conn,
+        _Served,
         "SELECT a.task_id, a.placement, a.state, n.proxy_address FROM allocations a"
         " JOIN ntsc_tasks n ON n.id = a.task_id WHERE a.id = %s",
         (allocation_id,),
-    ).fetchone()
-    if row is None or row["state"] == states.TERMINATED or not row["placement"]:
+    )
+    if row is None or row.state == states.TERMINATED or not row.placement:
         return
-    agent_id = next(iter(row["placement"]))
-    agent = conn.execute("SELECT addresses FROM agents WHERE id = %s", (agent_id,)).fetchone()
-    addresses = (agent or {}).get("addresses") or []
+    agent_id = next(iter(row.placement))
+    agent = db.fetch_row(
+        conn, _Addresses, "SELECT addresses FROM agents WHERE id = %s", (agent_id,)
+    )
+    addresses = (agent.addresses if agent else None) or []
     if not addresses:
         return
     address = f"{addresses[0]}:{int(port)}"
-    if row["proxy_address"] != address:
+    if row.proxy_address != address:
         conn.execute(
             "UPDATE ntsc_tasks SET proxy_address = %s, last_activity = now() WHERE id = %s",
-            (address, row["task_id"]),
+            (address, row.task_id),
         )
-        states.record_event(conn, "task", row["task_id"], "ready", f"serving on {address}")
+        states.record_event(conn, "task", row.task_id, "ready", f"serving on {address}")
 
 
 def key_pair() -> TaskData:
@@ -85,26 +111,28 @@ def proxy_target(
     (``"not found: …"``, ``"forbidden: …"``, ``"unavailable: …"``, ``"unauthenticated"``).
     Counts as activity. Without a user (no token) only a shell is reached: its SSH server
     admits only the shell's key, which only its owner and admins are given."""
-    row = conn.execute(
+    row = db.fetch_row(
+        conn,
+        _Proxied,
         "SELECT n.kind, n.owner_id, n.state, n.proxy_address, u.username FROM ntsc_tasks n"
         " JOIN users u ON u.id = n.owner_id WHERE n.id = %s",
         (task_id,),
-    ).fetchone()
-    if user_id is None and (row is None or row["kind"] != "SHELL"):
+    )
+    if user_id is None and (row is None or row.kind != "SHELL"):
         return "unauthenticated"
     if row is None:
         return f"not found: no task {task_id}"
-    name = f"{KIND_NAMES[row['kind']].lower()} {task_id}"
-    if user_id is not None and not admin and row["owner_id"] != user_id:
-        owner = row["username"]
+    name = f"{KIND_NAMES[row.kind].lower()} {task_id}"
+    if user_id is not None and not admin and row.owner_id != user_id:
+        owner = row.username
         return f"forbidden: {name} belongs to {owner}; only its owner or an admin may open it"
-    if row["state"] == states.TERMINATED:
+    if row.state == states.TERMINATED:
         return f"unavailable: {name} has ended"
-    if not row["proxy_address"]:
+    if not row.proxy_address:
         return f"unavailable: {name} is not ready yet"
     conn.execute("UPDATE ntsc_tasks SET last_activity = now() WHERE id = %s", (task_id,))
-    host, _, port = str(row["proxy_address"]).rpartition(":")
-    return host, int(port), str(row["kind"])
+    host, _, port = str(row.proxy_address).rpartition(":")
+    return host, int(port), str(row.kind)
 
 
 #: How long a ticket in an opened URL is good for, and the browser cookie it becomes.
@@ -161,31 +189,33 @@ def cookie_for(st: MasterState, task_id: str, ticket: Pass, now: float) -> str:
 def redeem(conn: Conn, ticket: Pass) -> bool:
     """Marks a ticket used; False when it was already (a ticket opens a page once)."""
     conn.execute("DELETE FROM proxy_ticket_uses WHERE expires_at < now() - interval '1 minute'")
-    row = conn.execute(
+    return db.exists(
+        conn,
         "INSERT INTO proxy_ticket_uses (nonce, expires_at) VALUES (%s, to_timestamp(%s))"
         " ON CONFLICT DO NOTHING RETURNING nonce",
         (ticket.nonce, ticket.expires),
-    ).fetchone()
-    return row is not None
+    )
 
 
 def pass_holder(conn: Conn, p: Pass) -> bool | None:
     """Whether the pass's user is an admin, while its session lives (not logged out, revoked
     by a password change or expired) and the user is active; None otherwise."""
-    row = conn.execute(
+    return db.scalar(
+        conn,
+        bool,
         "SELECT u.admin FROM user_sessions s JOIN users u ON u.id = s.user_id"
         " WHERE s.id = %s AND s.user_id = %s AND s.revoked_at IS NULL AND s.expires_at > now()"
         " AND u.active",
         (p.session_id, p.user_id),
-    ).fetchone()
-    return None if row is None else bool(row["admin"])
+    )
 
 
 def session_id(conn: Conn, token_digest: str) -> int | None:
     """The id of the live session whose token has this digest."""
-    row = conn.execute(
+    return db.scalar(
+        conn,
+        int,
         "SELECT id FROM user_sessions WHERE token_hash = %s AND revoked_at IS NULL"
         " AND expires_at > now()",
         (token_digest,),
-    ).fetchone()
-    return None if row is None else int(row["id"])
+    )
