@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.conftest import Master
+from tests.integration.conftest import MasterClient
 
 pytestmark = pytest.mark.integration
 
 
-def test_pool_events_and_instances_check_their_query(live_master: Master) -> None:
-    s = live_master.session()
-    base = f"{live_master.url}/api/v1/resource-pools/default"
+def test_pool_events_and_instances_check_their_query(api_master: MasterClient) -> None:
+    s = api_master.session()
+    base = f"{api_master.url}/api/v1/resource-pools/default"
     bad = s.get(f"{base}/events", params={"limit": "many"}, timeout=10)
     assert bad.status_code == 400, bad.text
     assert "limit" in bad.json()["message"]
     ok = s.get(f"{base}/events", params={"limit": 0}, timeout=10)  # clamped to 1
     assert ok.status_code == 200 and len(ok.json()["events"]) <= 1
     assert s.get(f"{base}/instances", timeout=10).json() == {"instances": []}
-    missing = s.get(f"{live_master.url}/api/v1/resource-pools/nope/events", timeout=10)
+    missing = s.get(f"{api_master.url}/api/v1/resource-pools/nope/events", timeout=10)
     assert missing.status_code == 404
