@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-import requests
 
-from tests.integration.conftest import Master
+from tests.integration.inproc import InProcessMaster
 
 pytestmark = pytest.mark.integration
 
@@ -24,10 +23,10 @@ def _line(text: str, ts: str, container: str | None = "c-reship") -> dict[str, o
 
 
 def test_a_reshipped_batch_is_stored_once_and_repeats_in_a_batch_are_kept(
-    live_master: Master, pg_url: str
+    api_master: InProcessMaster, pg_url: str
 ) -> None:
-    agent = requests.Session()
-    agent.headers["Authorization"] = f"Bearer {live_master.agent_token}"
+    agent = api_master.new_session()
+    agent.headers["Authorization"] = f"Bearer {api_master.agent_token}"
     first = [
         _line("blank\n", "2026-11-25T10:00:00.000000001Z"),
         _line("blank\n", "2026-11-25T10:00:00.000000001Z"),  # the same instant, twice: 2 lines
@@ -37,7 +36,7 @@ def test_a_reshipped_batch_is_stored_once_and_repeats_in_a_batch_are_kept(
     # The agent died before saving its cursor: it ships the same lines again, and new ones.
     again = [*first, _line("step 100\n", "2026-11-25T10:00:02Z")]
     for batch in (first, again):
-        r = agent.post(f"{live_master.url}/api/v1/task/logs", json={"logs": batch}, timeout=30)
+        r = agent.post(f"{api_master.url}/api/v1/task/logs", json={"logs": batch}, timeout=30)
         assert r.status_code == 200, r.text
     with psycopg.connect(pg_url) as conn:
         rows = conn.execute(
