@@ -84,9 +84,11 @@ class InProcessMaster(MasterClient):
     def agent_token(self) -> str:
         return str(self.state.agent_token)
 
-    def new_session(self) -> requests.Session:
+    def new_session(self, remote_addr: str = "127.0.0.1") -> requests.Session:
+        """A session whose requests reach the app from the client address ``remote_addr``
+        (the TCP peer a live master would see: login limits and trusted proxies count it)."""
         s = requests.Session()
-        s.mount(self.url, AppAdapter(self.app))
+        s.mount(self.url, AppAdapter(self.app, remote_addr))
         return s
 
 
