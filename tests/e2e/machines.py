@@ -70,12 +70,13 @@ RUN pip install -q --no-index --no-deps /tmp/det/*.whl && rm -rf /tmp/det \\
 """
 
 
-def run(*cmd: str, timeout: float = 600, check: bool = True, quiet: bool = False) -> str:
-    """Runs ``cmd``; its stdout. A failure raises with the command and its output."""
+def run(*cmd: str, timeout: float = 600, check: bool = True) -> str:
+    """Runs ``cmd``; its stdout (and stderr, when it failed and ``check`` is off). A failure
+    raises with the command and its output."""
     p = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
     if check and p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
-    return p.stdout if quiet or p.returncode == 0 else p.stdout + p.stderr
+    return p.stdout if p.returncode == 0 else p.stdout + p.stderr
 
 
 # --- images (on the host's engine: the machines' root file system, and the one push) ---------
@@ -88,7 +89,7 @@ def _pip(*args: str) -> None:
 def build_machine_image() -> str:
     """``det-machine:bookworm``: docker.io and det[agent] from a wheel of this tree. Docker's
     layer cache keeps the apt and dependency layers while only det's code changes."""
-    # Here, not at the top: det.deploy needs the deploy extra only this builder uses.
+    # Here, not at the top: the release builder (deploy code) is needed by this builder only.
     from det.deploy.common import release
 
     with tempfile.TemporaryDirectory(prefix="det-machine-") as tmp:
