@@ -184,6 +184,28 @@ def api_master(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
         yield m
 
 
+@pytest.fixture
+def api_master_factory(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """``make(extra=None, name=...)``: in-process masters (as ``api_master``) with master.yaml
+    keys of the test's own (``extra``), on the test's database; each its own data directory."""
+    import contextlib
+
+    # inproc imports this module
+    from tests.integration.inproc import in_process_master
+
+    db_url = default_database(request)
+    made: list[Any] = []
+    with contextlib.ExitStack() as stack:
+
+        def make(extra: dict[str, Any] | None = None, name: str = "") -> Any:
+            tmp = tmp_path / (name or f"inproc{len(made)}")
+            tmp.mkdir(parents=True, exist_ok=True)
+            made.append(stack.enter_context(in_process_master(tmp, db_url, extra)))
+            return made[-1]
+
+        yield make
+
+
 def wait_for(
     predicate: Any, timeout: float = 60.0, interval: float = 0.2, what: str = "condition"
 ) -> Any:

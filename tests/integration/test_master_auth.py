@@ -111,6 +111,14 @@ def test_unknown_master_config_key_is_named(tmp_path, pg_url) -> None:  # type: 
         start_master(tmp_path, pg_url, extra={"resource_manger": {}})
 
 
+def test_a_bad_trusted_proxies_entry_stops_the_master_naming_it(master_factory) -> None:  # type: ignore[no-untyped-def]
+    # moved from test_master_trusted_proxies.py (whose other tests run in-process)
+    with pytest.raises(RuntimeError, match=r"security.trusted_proxies.*entry 1: 'lb.example'"):
+        master_factory(extra={"security": {
+            "initial_user_password": ADMIN_PASSWORD, "trusted_proxies": ["10.0.0.1", "lb.example"],
+        }})  # fmt: skip
+
+
 def test_allocation_token_is_limited_to_its_own_task(live_master: Master) -> None:
     import threading
 
