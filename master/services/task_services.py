@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from det.common import ports
+from det.common.jsontypes import JSONObject
 from det.master import db, states
 from det.master.db import Conn
 from det.master.expconf.task import KIND_NAMES
@@ -40,7 +41,7 @@ def service_port(port_offset: int) -> int:
 @dataclass(frozen=True)
 class _Served:
     task_id: str
-    placement: dict[str, object] | None
+    placement: JSONObject | None
     state: str
     proxy_address: str | None
 
