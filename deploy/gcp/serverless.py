@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 import pulumi
 import pulumi_gcp as gcp
@@ -220,9 +220,20 @@ def _job_env(
     )
 
 
-def _vpc(
-    network_id: pulumi.Input[str], subnetwork_id: pulumi.Input[str], tag: str
-) -> dict[str, Any]:
+class _Nic(TypedDict):
+    network: pulumi.Input[str]
+    subnetwork: pulumi.Input[str]
+    tags: list[str]
+
+
+class _VpcEgress(TypedDict):
+    """A Cloud Run service's or job's VPC access (each takes it in its own Args class)."""
+
+    egress: str
+    network_interfaces: list[_Nic]
+
+
+def _vpc(network_id: pulumi.Input[str], subnetwork_id: pulumi.Input[str], tag: str) -> _VpcEgress:
     """Direct VPC egress (no connector): private ranges (Cloud SQL's private IP, the agents)
     through the cluster's subnet with the master's network tag; the rest (Google APIs, the
     internet) the usual way."""
@@ -451,36 +462,14 @@ class ServerlessMaster(pulumi.ComponentResource):
         api_env = {**wakeup, **API_SHAPE.env()}
         env = _service_env(*_env_spec(self.master_yaml, secrets, api_env, job=False))
         job_env = _job_env(*_env_spec(self.master_yaml, secrets, wakeup, job=True))
-        job = gcp.cloudrunv2.Job(
-            f"{name}-migrate",
-            name=f"{service_name(cfg)}-migrate",
-            project=cfg.project_id,
-            location=cfg.region,
-            deletion_protection=False,
-            labels=cfg.all_labels,
-            # A new token (a new image) makes Pulumi run the job and wait for it to complete.
-            run_execution_token=execution_token(image),
-            template=gcp.cloudrunv2.JobTemplateArgs(
-                task_count=1,
-                parallelism=1,
-                template=gcp.cloudrunv2.JobTemplateTemplateArgs(
-                    service_account=args.master_email,
-                    max_retries=1,
-                    timeout="900s",
-                    containers=[
-                        gcp.cloudrunv2.JobTemplateTemplateContainerArgs(
-                            image=image,
-                            args=list(sl.MIGRATE_ARGS),
-                            envs=job_env,
-                            resources=gcp.cloudrunv2.JobTemplateTemplateContainerResourcesArgs(
-                                limits={"cpu": RUN_CPU, "memory": RUN_MEMORY}
-                            ),
-                        )
-                    ],
-                    vpc_access=gcp.cloudrunv2.JobTemplateTemplateVpcAccessArgs(**_job_vpc(vpc)),
-                ),
-            ),
-            opts=child,
+        job = _migration_job(
+            name,
+            cfg,
+            args,
+            image,
+            job_env,
+            _job_vpc(vpc),
+            child,
         )
         migrated = job.run_execution_token.apply(lambda t: t or "")
         after_job = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[job]))
@@ -509,50 +498,110 @@ class ServerlessMaster(pulumi.ComponentResource):
             # The migration completes before the service rolls to the image.
             after_job,
         )
-        # The task origin: Cloud Run sends its requests to the task listener ($PORT is that
-        # port; DET_PORT keeps the API on its own port, which Cloud Run never routes to), so
-        # this service serves the task proxy only, whatever Host a request names. Its loops are
-        # off (the API service runs them) and it has no user API process (TASKS_SHAPE); each
-        # proxied connection is a request of its concurrency.
-        tasks_env = _service_env(
-            *_env_spec(
-                self.master_yaml,
-                secrets,
-                {
-                    **sl.service_env(sl.REQUEST_TIMEOUT_S),
-                    **TASKS_SHAPE.env(),
-                    sl.PORT_ENV: str(sl.CONTAINER_PORT),
-                },
-                job=False,
-            )
-        )
-        tasks = _run_service(
-            f"{name}-tasks",
-            tasks_service_name(cfg),
-            cfg,
-            _template(
-                args,
-                vpc,
-                migrated,
-                image,
-                tasks_env,
-                port=sl.TASK_CONTAINER_PORT,
-                instances=TASKS_MAX_INSTANCES,
-                concurrency=TASKS_CONCURRENCY,
-                # The task listener accepts once the master has started.
-                probe=gcp.cloudrunv2.ServiceTemplateContainerStartupProbeArgs(
-                    tcp_socket=gcp.cloudrunv2.ServiceTemplateContainerStartupProbeTcpSocketArgs(
-                        port=sl.TASK_CONTAINER_PORT
-                    ),
-                    period_seconds=5,
-                    failure_threshold=24,
-                ),
-            ),
-            after_job,
+        tasks = _tasks_service(
+            name, cfg, args, self.master_yaml, secrets, vpc, migrated, image, after_job
         )
         self.tasks_service_name = tasks.name
         self.service_name = service.name
         self.job_name = job.name
+
+
+def _tasks_service(
+    name: str,
+    cfg: GcpConfig,
+    args: ServerlessMasterArgs,
+    master_yaml: pulumi.Output[str],
+    secrets: Secrets,
+    vpc: _VpcEgress,
+    migrated: pulumi.Output[str],
+    image: str,
+    after_job: pulumi.ResourceOptions,
+) -> gcp.cloudrunv2.Service:
+    # The task origin: Cloud Run sends its requests to the task listener ($PORT is that
+    # port; DET_PORT keeps the API on its own port, which Cloud Run never routes to), so
+    # this service serves the task proxy only, whatever Host a request names. Its loops are
+    # off (the API service runs them) and it has no user API process (TASKS_SHAPE); each
+    # proxied connection is a request of its concurrency.
+    tasks_env = _service_env(
+        *_env_spec(
+            master_yaml,
+            secrets,
+            {
+                **sl.service_env(sl.REQUEST_TIMEOUT_S),
+                **TASKS_SHAPE.env(),
+                sl.PORT_ENV: str(sl.CONTAINER_PORT),
+            },
+            job=False,
+        )
+    )
+    return _run_service(
+        f"{name}-tasks",
+        tasks_service_name(cfg),
+        cfg,
+        _template(
+            args,
+            vpc,
+            migrated,
+            image,
+            tasks_env,
+            port=sl.TASK_CONTAINER_PORT,
+            instances=TASKS_MAX_INSTANCES,
+            concurrency=TASKS_CONCURRENCY,
+            # The task listener accepts once the master has started.
+            probe=gcp.cloudrunv2.ServiceTemplateContainerStartupProbeArgs(
+                tcp_socket=gcp.cloudrunv2.ServiceTemplateContainerStartupProbeTcpSocketArgs(
+                    port=sl.TASK_CONTAINER_PORT
+                ),
+                period_seconds=5,
+                failure_threshold=24,
+            ),
+        ),
+        after_job,
+    )
+
+
+def _migration_job(
+    name: str,
+    cfg: GcpConfig,
+    args: ServerlessMasterArgs,
+    image: str,
+    env: list[gcp.cloudrunv2.JobTemplateTemplateContainerEnvArgs],
+    vpc_access: gcp.cloudrunv2.JobTemplateTemplateVpcAccessArgs,
+    child: pulumi.ResourceOptions,
+) -> gcp.cloudrunv2.Job:
+    """The Cloud Run job that runs ``det-master migrate`` once per image (Pulumi runs it and
+    waits for it to complete before the services roll)."""
+    return gcp.cloudrunv2.Job(
+        f"{name}-migrate",
+        name=f"{service_name(cfg)}-migrate",
+        project=cfg.project_id,
+        location=cfg.region,
+        deletion_protection=False,
+        labels=cfg.all_labels,
+        # A new token (a new image) makes Pulumi run the job and wait for it to complete.
+        run_execution_token=execution_token(image),
+        template=gcp.cloudrunv2.JobTemplateArgs(
+            task_count=1,
+            parallelism=1,
+            template=gcp.cloudrunv2.JobTemplateTemplateArgs(
+                service_account=args.master_email,
+                max_retries=1,
+                timeout="900s",
+                containers=[
+                    gcp.cloudrunv2.JobTemplateTemplateContainerArgs(
+                        image=image,
+                        args=list(sl.MIGRATE_ARGS),
+                        envs=env,
+                        resources=gcp.cloudrunv2.JobTemplateTemplateContainerResourcesArgs(
+                            limits={"cpu": RUN_CPU, "memory": RUN_MEMORY}
+                        ),
+                    )
+                ],
+                vpc_access=vpc_access,
+            ),
+        ),
+        opts=child,
+    )
 
 
 def _run_service(
@@ -580,7 +629,7 @@ def _run_service(
 
 def _template(
     args: ServerlessMasterArgs,
-    vpc: dict[str, Any],
+    vpc: _VpcEgress,
     migrated: pulumi.Input[str],
     image: str,
     env: list[gcp.cloudrunv2.ServiceTemplateContainerEnvArgs],
@@ -626,14 +675,14 @@ def _template(
     )
 
 
-def _job_vpc(vpc: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "egress": vpc["egress"],
-        "network_interfaces": [
+def _job_vpc(vpc: _VpcEgress) -> gcp.cloudrunv2.JobTemplateTemplateVpcAccessArgs:
+    return gcp.cloudrunv2.JobTemplateTemplateVpcAccessArgs(
+        egress=vpc["egress"],
+        network_interfaces=[
             gcp.cloudrunv2.JobTemplateTemplateVpcAccessNetworkInterfaceArgs(**n)
             for n in vpc["network_interfaces"]
         ],
-    }
+    )
 
 
 def _master_config(
