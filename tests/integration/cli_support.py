@@ -127,6 +127,27 @@ def cli_master(
             m.kill()
 
 
+@pytest.fixture(scope="module")
+def in_process_cli_master(
+    pg_server: str, pg_template: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    """``cli_master`` in this process: one in-process master (and database) for the module's
+    tests, with every ``requests`` call to its URL, the ``det`` CLI's included, answered by its
+    app (tests/integration/inproc.py ``routed``). For CLI tests of the API alone (no agents,
+    streams or control loop on a timer); a module takes it as its ``cli_master``:
+    ``cli_master = cli_support.in_process_cli_master``."""
+    # inproc imports tests.integration.conftest, as this module does: no cycle, but the
+    # in-process master's imports (the master's app) are paid only by the modules that use it
+    from tests.integration.inproc import in_process_master, routed
+
+    with (
+        new_database(pg_server, "det_cli", template=pg_template) as url,
+        in_process_master(tmp_path_factory.mktemp("cli-master"), url) as m,
+        routed(m),
+    ):
+        yield m
+
+
 def logging_training(agent_token: str) -> Any:
     """SimAgent training that also ships a log line per step, as a real agent would."""
     import threading

@@ -93,6 +93,27 @@ class InProcessMaster(MasterClient):
 
 
 @contextlib.contextmanager
+def routed(master: InProcessMaster) -> Iterator[None]:
+    """Every ``requests`` session of this process (the ``det`` CLI's client, a test's plain
+    ``requests.post``) sends what is addressed to ``master.url``'s host to its app, for as long as
+    this context lasts; other URLs go to the network as before."""
+    adapter = AppAdapter(master.app)
+    original = requests.Session.get_adapter
+    host = urlsplit(master.url).hostname
+
+    def get_adapter(self: requests.Session, url: str) -> BaseAdapter:
+        if urlsplit(url).hostname == host:  # any port: the CLI adds its default, 8080
+            return adapter
+        return original(self, url)
+
+    requests.Session.get_adapter = get_adapter  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        requests.Session.get_adapter = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
 def in_process_master(
     tmp: Path, db_url: str, extra: dict[str, Any] | None = None
 ) -> Iterator[InProcessMaster]:

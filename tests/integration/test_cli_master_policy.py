@@ -1,5 +1,5 @@
-"""``det master policy show|set FILE.yaml|history`` (cli/master_policy.py) against a det-master
-process: an admin stores a policy from a file (the policy's keys, or a master.yaml holding
+"""``det master policy show|set FILE.yaml|history`` (cli/master_policy.py) against the master's
+app in this process (``in_process_cli_master``): an admin stores a policy from a file (the policy's keys, or a master.yaml holding
 ``task_container_policy``), every user shows it, a user's set and a bad file are refused with
 one line, and the history lists the changes newest first."""
 
@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cli_support import Det, cli_master, det  # noqa: F401 (fixtures)
-from tests.integration.conftest import Master
+from tests.integration.cli_support import Det, det  # noqa: F401 (fixture)
+from tests.integration.cli_support import in_process_cli_master as cli_master  # noqa: F401
+from tests.integration.inproc import InProcessMaster
 
 pytestmark = pytest.mark.integration
 
 
 def test_an_admin_sets_the_policy_from_a_file_and_every_user_shows_it(
-    cli_master: Master,  # noqa: F811
+    cli_master: InProcessMaster,  # noqa: F811
     det: Det,  # noqa: F811
     tmp_path: Path,
 ) -> None:
