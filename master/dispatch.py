@@ -31,6 +31,8 @@ import hmac
 import json
 import logging
 import socket
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 from waitress import wasyncore
@@ -86,7 +88,48 @@ def cluster_traffic(head: bytes, agent_token: str) -> bool:
     return False
 
 
+# Waiting requests one process may park at once (each keeps a sleeping thread: about 64 KB of
+# resident memory); past it a wait holds one of the ``api_threads`` as before.
+MAX_PARKED = 4096
+
+
 class PriorityDispatcher(ThreadedTaskDispatcher):  # type: ignore[misc]
+    """waitress's thread pool, with cluster traffic first (:func:`goes_first`) and room for
+    waiting requests: a request that waits with nothing to do (a preemption long-poll, an
+    agent's wait for work) *parks* (:func:`parked`), and the pool runs one more thread while it
+    waits, so ``api_threads`` stay free for the requests that work. Without it, as many running
+    trials as ``api_threads`` held every thread with their long-polls and heartbeats queued
+    behind them until the agents were declared lost (bench/scale.py, 100 agents x 200 trials)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.base_threads = 0
+        self.parked = 0
+        self._park_lock = threading.Lock()
+        self._closed = False
+
+    def park(self) -> bool:
+        """One more thread while the caller waits; False (nothing changed) past
+        :data:`MAX_PARKED` or after shutdown."""
+        with self._park_lock:
+            if self._closed or self.parked >= MAX_PARKED:
+                return False
+            self.parked += 1
+            self.set_thread_count(self.base_threads + self.parked)
+            return True
+
+    def unpark(self) -> None:
+        with self._park_lock:
+            self.parked -= 1
+            if not self._closed:
+                # One thread stops when it next looks for work (waitress's stop_count).
+                self.set_thread_count(self.base_threads + self.parked)
+
+    def shutdown(self, cancel_pending: bool = True, timeout: int = 5) -> bool:
+        with self._park_lock:
+            self._closed = True
+        return bool(super().shutdown(cancel_pending, timeout))
+
     def add_task(self, task: Any) -> None:
         request = getattr(task, "request", None)
         path = getattr(request, "path", "") or ""
@@ -99,10 +142,31 @@ class PriorityDispatcher(ThreadedTaskDispatcher):  # type: ignore[misc]
             self.queue_cv.notify()
 
 
+_current: PriorityDispatcher | None = None
+
+
 def dispatcher(threads: int) -> PriorityDispatcher:
+    """The process's pool of ``threads`` workers (the one :func:`parked` grows)."""
+    global _current
     d = PriorityDispatcher()
+    d.base_threads = threads
     d.set_thread_count(threads)
+    _current = d
     return d
+
+
+@contextlib.contextmanager
+def parked() -> Iterator[None]:
+    """Around a request's wait that holds no database connection and does no work: the
+    process's pool serves the other requests with one more thread meanwhile. Outside a
+    waitress process (Flask's test client) it does nothing."""
+    d = _current
+    took = d.park() if d is not None else False
+    try:
+        yield
+    finally:
+        if took and d is not None:
+            d.unpark()
 
 
 class RoutingMixin:

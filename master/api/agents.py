@@ -9,7 +9,7 @@ import threading
 from flask import Blueprint
 
 from det.common import agent_protocol as protocol
-from det.master import preemptwait
+from det.master import dispatch, preemptwait
 from det.master.api._common import AGENT, PUBLIC, allow, db, pagination, require_admin, state
 from det.master.api._contract import contract
 from det.master.errors import InvalidArgument, NotFound
@@ -74,7 +74,8 @@ def changes(agent_id: str, params: protocol.ChangesParams) -> protocol.ChangesRe
         waiters = preemptwait.waiters(str(state().pool.conninfo), preemptwait.AGENT_CHANNEL)
         woken = waiters.register(agent_id)
         try:
-            changed = woken.wait(timeout)
+            with dispatch.parked():  # the wait holds none of the threads that serve the API
+                changed = woken.wait(timeout)
         finally:
             waiters.unregister(agent_id, woken)
     finally:

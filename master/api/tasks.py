@@ -10,7 +10,7 @@ import urllib.parse
 
 from flask import Blueprint, Response, request
 
-from det.master import limits, preemptwait, task_origin
+from det.master import dispatch, limits, preemptwait, task_origin
 from det.master.api import _access, _logs
 from det.master.api._common import (
     AGENT,
@@ -92,7 +92,8 @@ def preemption_signal(
             if left <= 0 or waiters is None or woken is None:
                 return {"preempt": False}
             release_connection()  # no pooled connection is held while waiting
-            woken.wait(min(waiters.wait_seconds(), left))
+            with dispatch.parked():  # nor one of the threads that serve the other requests
+                woken.wait(min(waiters.wait_seconds(), left))
     finally:
         if waiters is not None and woken is not None:
             waiters.unregister(allocation_id, woken)

@@ -1,0 +1,98 @@
+"""Waiting requests park (det.master.dispatch.parked): more trials' preemption long-polls than
+the master has API threads leave heartbeats, reports and ``/info`` answered while they wait
+(bench/scale.py found 100 agents x 200 trials lost every agent: 128 threads, 200 long-polls)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import psutil
+import pytest
+import requests
+
+from tests.fakes.sim_agent import Holder, SimAgent, wait
+from tests.integration.conftest import Master
+
+pytestmark = pytest.mark.integration
+
+TRIALS = 6
+THREADS = 3
+
+CONFIG = f"""
+name: parked
+entrypoint: x
+searcher: {{name: random, metric: loss, max_trials: {TRIALS}, max_concurrent_trials: {TRIALS}}}
+hyperparameters: {{lr: {{type: double, minval: 0.1, maxval: 1}}}}
+"""
+
+
+def test_long_polls_beyond_the_thread_count_leave_heartbeats_and_reports_answered(
+    master_factory: Any,
+) -> None:
+    m: Master = master_factory(extra={"api_threads": THREADS, "user_api_processes": 0})
+    hold = Holder()
+    agent = SimAgent(m.url, m.agent_token, "sim-0", slots=TRIALS, train=hold).start()
+    try:
+        m.post("/api/v1/experiments", {"config": CONFIG, "activate": True})
+        wait(lambda: len(hold.specs) == TRIALS, 60, "six tasks")
+        answers: list[int] = []
+        started = threading.Barrier(TRIALS + 1)
+
+        def poll(env: dict[str, str]) -> None:
+            started.wait()
+            r = requests.get(
+                f"{m.url}/api/v1/allocations/{env['DET_ALLOCATION_ID']}/signals/preemption",
+                params={"timeout_seconds": 25},
+                headers={"Grpc-Metadata-x-allocation-token": f"Bearer {env['DET_SESSION_TOKEN']}"},
+                timeout=60,
+            )
+            answers.append(r.status_code)
+
+        pollers = [threading.Thread(target=poll, args=(s["env"],)) for s in hold.specs]
+        for t in pollers:
+            t.start()
+        started.wait()
+        # Every long-poll is in (a connection each, beside the agent's): twice the threads.
+        master = psutil.Process(m.proc.pid)
+        wait(
+            lambda: (
+                len([c for c in master.net_connections() if c.status == "ESTABLISHED"]) > TRIALS
+            ),
+            10,
+            "the long-polls' connections",
+        )
+        env = hold.specs[0]["env"]
+        task = requests.Session()
+        task.headers["Grpc-Metadata-x-allocation-token"] = f"Bearer {env['DET_SESSION_TOKEN']}"
+        beat = requests.Session()
+        beat.headers["Authorization"] = f"Bearer {m.agent_token}"
+        for step in range(1, 4):
+            assert requests.get(f"{m.url}/info", timeout=10).status_code == 200
+            r = beat.post(
+                f"{m.url}/api/v1/agents/sim-1/heartbeat",
+                json={"resourcePool": "default", "version": "t", "slots": [], "containers": []},
+                timeout=10,
+            )
+            assert r.status_code == 200, r.text
+            r = task.post(
+                f"{m.url}/api/v1/trials/{env['DET_TRIAL_ID']}/metrics",
+                json={
+                    "group": "training",
+                    "metrics": {
+                        "trialId": int(env["DET_TRIAL_ID"]),
+                        "trialRunId": int(env["DET_TRIAL_RUN_ID"]),
+                        "stepsCompleted": step,
+                        "metrics": {"avgMetrics": {"loss": 1.0 / step}},
+                    },
+                },
+                timeout=10,
+            )
+            assert r.status_code == 200, r.text
+        assert all(t.is_alive() for t in pollers), "the long-polls should still be waiting"
+        for t in pollers:
+            t.join(60)
+        assert answers == [200] * TRIALS
+    finally:
+        hold.release.set()
+        agent.stop()

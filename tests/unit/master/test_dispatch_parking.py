@@ -1,0 +1,85 @@
+"""A waiting request parks (det.master.dispatch.parked): the pool runs one more thread while it
+waits, and back to ``api_threads`` after; past MAX_PARKED or after shutdown, nothing changes."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import pytest
+
+from det.master import dispatch
+
+
+@dataclass
+class _Task:
+    release: threading.Event = field(default_factory=threading.Event)
+    served: threading.Event = field(default_factory=threading.Event)
+    park: bool = True
+
+    def service(self) -> None:
+        self.served.set()
+        if self.park:
+            with dispatch.parked():
+                self.release.wait(30)
+
+
+@pytest.fixture(autouse=True)
+def _own_current(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process's pool is a module global: each test's own, restored after."""
+    monkeypatch.setattr(dispatch, "_current", None)
+
+
+def _running(d: dispatch.PriorityDispatcher) -> int:
+    with d.lock:
+        return len(d.threads) - d.stop_count
+
+
+def test_parked_waits_leave_the_threads_to_the_other_requests() -> None:
+    d = dispatch.dispatcher(2)
+    try:
+        waits = [_Task() for _ in range(4)]
+        for t in waits:
+            d.add_task(t)
+        for t in waits:
+            assert t.served.wait(10), "a waiting request was not taken: the pool ran out"
+        assert d.parked == 4 and _running(d) == 6
+        quick = _Task(park=False)
+        d.add_task(quick)
+        assert quick.served.wait(10)
+        for t in waits:
+            t.release.set()
+        for _ in range(100):
+            if d.parked == 0 and _running(d) == 2:
+                break
+            threading.Event().wait(0.05)
+        assert d.parked == 0 and _running(d) == 2
+    finally:
+        for t in waits:
+            t.release.set()
+        d.shutdown(timeout=5)
+
+
+def test_past_the_cap_a_wait_holds_a_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dispatch, "MAX_PARKED", 1)
+    d = dispatch.dispatcher(1)
+    try:
+        assert d.park() is True
+        assert d.park() is False
+        assert d.parked == 1 and _running(d) == 2
+        d.unpark()
+        assert d.parked == 0
+    finally:
+        d.shutdown(timeout=5)
+
+
+def test_no_thread_is_started_after_shutdown() -> None:
+    d = dispatch.dispatcher(1)
+    d.shutdown(timeout=5)
+    assert d.park() is False
+    assert _running(d) == 0
+
+
+def test_outside_a_waitress_process_parking_does_nothing() -> None:
+    with dispatch.parked():
+        pass
