@@ -472,8 +472,9 @@ class MasterConfig(_Model):
     unmanaged_timeout_seconds: float = Field(300.0, ge=10)
     # How many API worker threads the HTTP server runs, in each of ``api_processes`` processes
     # sharing the port (the extra processes serve the API only; the control loops run in one).
-    # Threads are cheap and mostly wait: every running trial keeps one busy with its preemption
-    # long-poll, so this bounds how many trials a process serves without queuing other calls.
+    # A request that waits with nothing to do (a trial's preemption long-poll, an agent's wait
+    # for work) runs on an extra thread meanwhile (det.master.dispatch.parked), so these serve
+    # the requests that work, however many trials wait.
     api_threads: int = Field(128, ge=1)
     api_processes: int = Field(1, ge=1, le=64)
     # Processes that serve users' requests, apart from the ones serving agents, tasks and /info
