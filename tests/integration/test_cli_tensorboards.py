@@ -1,5 +1,6 @@
 """``det tensorboard``: start (over an experiment's or trials' TensorBoard files), list, open,
-kill against a real master; bad ids are refused with a line naming them and launch nothing.
+kill against the master's app in this process (the control loop's passes run in the test's
+thread where a state must move: det.master.loop.run_passes_until); bad ids are refused with a line naming them and launch nothing.
 Serving the files through the proxy is tested on real Docker (tests/e2e/test_tensorboards.py)."""
 
 from __future__ import annotations
@@ -7,17 +8,19 @@ from __future__ import annotations
 import pytest
 import requests
 
-from tests.fakes.sim_agent import wait
+from det.master.loop import run_passes_until
 from tests.integration import cli_support
 from tests.integration.cli_support import Det, create_via_api, sim_config, trials
-from tests.integration.conftest import Master
+from tests.integration.inproc import InProcessMaster
 
 pytestmark = pytest.mark.integration
-cli_master = cli_support.cli_master
+cli_master = cli_support.in_process_cli_master
 det = cli_support.det
 
 
-def test_tensorboard_refuses_bad_ids_and_launches_nothing(det: Det, cli_master: Master) -> None:
+def test_tensorboard_refuses_bad_ids_and_launches_nothing(
+    det: Det, cli_master: InProcessMaster
+) -> None:
     det.login()
     r = det("tensorboard", "start")
     assert r.rc != 0 and "experiment ids or --trial-ids" in r.err, r.err
@@ -42,10 +45,10 @@ def test_tensorboard_refuses_bad_ids_and_launches_nothing(det: Det, cli_master: 
     assert cli_master.get("/api/v1/tensorboards")["tensorboards"] == []
 
 
-def test_tensorboard_start_list_open_kill(det: Det, cli_master: Master) -> None:
+def test_tensorboard_start_list_open_kill(det: Det, cli_master: InProcessMaster) -> None:
     det.login()
     eid = create_via_api(cli_master, sim_config("tb-exp", trials=2))
-    wait(lambda: len(trials(cli_master, eid)) == 2, 30, "the experiment's trials")
+    run_passes_until(cli_master.state, lambda: len(trials(cli_master, eid)) == 2, 30)
     tid = det.ok("tensorboard", "start", str(eid), "--detach").out.strip()
     tb = cli_master.get(f"/api/v1/tensorboards/{tid}")["tensorboard"]
     assert tb["experimentIds"] == [eid] and tb["trialIds"] == []
@@ -68,14 +71,14 @@ def test_tensorboard_start_list_open_kill(det: Det, cli_master: Master) -> None:
     assert opened.endswith(f"/proxy/{tid}/"), opened
 
     det.ok("tensorboard", "kill", tid, by_trial)
-    wait(
+    run_passes_until(
+        cli_master.state,
         lambda: all(
             cli_master.get(f"/api/v1/tensorboards/{t}")["tensorboard"]["state"]
             == "STATE_TERMINATED"
             for t in (tid, by_trial)
         ),
         30,
-        "the kills",
     )
     r = det("tensorboard", "open", tid, "--no-browser")
     assert r.rc != 0 and "has ended" in r.err
