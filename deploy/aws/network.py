@@ -127,6 +127,60 @@ class Network(pulumi.ComponentResource):
         self.vpc_id = vpc.id
 
 
+def security_group(
+    name: str,
+    vpc_id: pulumi.Input[str],
+    tags: Mapping[str, str],
+    child: pulumi.ResourceOptions,
+    role: str,
+    description: str,
+    egress: bool,
+) -> aws.ec2.SecurityGroup:
+    """``<name>-<role>``: no ingress of its own (rules are added one by one, each named);
+    egress anywhere, or none."""
+    everywhere = [
+        aws.ec2.SecurityGroupEgressArgs(
+            protocol="-1", from_port=0, to_port=0, cidr_blocks=["0.0.0.0/0"]
+        )
+    ]
+    return aws.ec2.SecurityGroup(
+        f"{name}-{role}",
+        vpc_id=vpc_id,
+        description=description,
+        egress=everywhere if egress else [],
+        tags={**tags, "Name": f"{name}-{role}"},
+        opts=child,
+    )
+
+
+def ingress_rule(
+    name: str,
+    child: pulumi.ResourceOptions,
+    rule: str,
+    to: aws.ec2.SecurityGroup,
+    ports: tuple[int, int] | None,
+    description: str,
+    *,
+    source: aws.ec2.SecurityGroup | None = None,
+    cidr: str | None = None,
+    prefix_list: pulumi.Input[str] | None = None,
+) -> None:
+    """``<name>-<rule>``: TCP on ``ports`` (None: every protocol) into ``to`` from a group, an
+    address range or a managed prefix list."""
+    aws.vpc.SecurityGroupIngressRule(
+        f"{name}-{rule}",
+        security_group_id=to.id,
+        ip_protocol="tcp" if ports else "-1",
+        from_port=ports[0] if ports else None,
+        to_port=ports[1] if ports else None,
+        referenced_security_group_id=source.id if source else None,
+        cidr_ipv4=cidr,
+        prefix_list_id=prefix_list,
+        description=description,
+        opts=child,
+    )
+
+
 @dataclasses.dataclass
 class SecurityGroupsArgs:
     vpc_id: pulumi.Input[str]
@@ -148,99 +202,33 @@ class SecurityGroups(pulumi.ComponentResource):
         super().__init__("det:aws:SecurityGroups", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         tags = dict(args.tags)
-        everywhere = [
-            aws.ec2.SecurityGroupEgressArgs(
-                protocol="-1", from_port=0, to_port=0, cidr_blocks=["0.0.0.0/0"]
-            )
-        ]
-
-        def group(role: str, description: str, egress: bool) -> aws.ec2.SecurityGroup:
-            return aws.ec2.SecurityGroup(
-                f"{name}-{role}",
-                vpc_id=args.vpc_id,
-                description=description,
-                egress=everywhere if egress else [],
-                tags={**tags, "Name": f"{name}-{role}"},
-                opts=child,
-            )
-
+        group = functools.partial(security_group, name, args.vpc_id, tags, child)
         master = group("master", "det master", True)
         agent = group("agent", "det agents", True)
         db = group("db", "det database", False)
-
-        def rule(
-            rule_name: str,
-            sg: aws.ec2.SecurityGroup,
-            protocol: str,
-            ports: tuple[int, int] | None,
-            *,
-            cidr: str | None = None,
-            source: aws.ec2.SecurityGroup | None = None,
-            description: str,
-        ) -> None:
-            aws.vpc.SecurityGroupIngressRule(
-                f"{name}-{rule_name}",
-                security_group_id=sg.id,
-                ip_protocol=protocol,
-                from_port=ports[0] if ports else None,
-                to_port=ports[1] if ports else None,
-                cidr_ipv4=cidr,
-                referenced_security_group_id=source.id if source else None,
-                description=description,
-                opts=child,
-            )
-
-        rule(
-            "master-api",
-            master,
-            "tcp",
-            (args.port, args.port),
-            cidr=args.inbound_cidr,
-            description="det API and WebUI",
-        )
+        rule = functools.partial(ingress_rule, name, child)
+        api, tasks = (args.port, args.port), (task_port(args.port), task_port(args.port))
+        rule("master-api", master, api, "det API and WebUI", cidr=args.inbound_cidr)
         rule(
             "master-tasks",
             master,
-            "tcp",
-            (task_port(args.port), task_port(args.port)),
+            tasks,
+            "det task origin (notebooks, TensorBoards through the task proxy)",
             cidr=args.inbound_cidr,
-            description="det task origin (notebooks, TensorBoards through the task proxy)",
         )
-        rule(
-            "agent-to-master",
-            master,
-            "tcp",
-            (args.port, args.port),
-            source=agent,
-            description="agents to the master",
-        )
-        rule(
-            "agent-to-agent",
-            agent,
-            "-1",
-            None,
-            source=agent,
-            description="between agents (distributed training)",
-        )
+        rule("agent-to-master", master, api, "agents to the master", source=agent)
+        rule("agent-to-agent", agent, None, "between agents (distributed training)", source=agent)
         rule(
             "master-to-agent",
             agent,
-            "tcp",
             (TASK_SERVICE_PORTS[0], TASK_SERVICE_PORTS[-1]),
+            "master to task services on the agents (the task proxy)",
             source=master,
-            description="master to task services on the agents (the task proxy)",
         )
-        rule(
-            "master-to-db",
-            db,
-            "tcp",
-            (5432, 5432),
-            source=master,
-            description="PostgreSQL from the master only",
-        )
+        rule("master-to-db", db, (5432, 5432), "PostgreSQL from the master only", source=master)
         if args.enable_ssh:
-            rule("ssh-master", master, "tcp", (22, 22), cidr=args.inbound_cidr, description="SSH")
-            rule("ssh-agent", agent, "tcp", (22, 22), cidr=args.inbound_cidr, description="SSH")
+            rule("ssh-master", master, (22, 22), "SSH", cidr=args.inbound_cidr)
+            rule("ssh-agent", agent, (22, 22), "SSH", cidr=args.inbound_cidr)
 
         self.master_sg_id = master.id
         self.agent_sg_id = agent.id

@@ -267,23 +267,7 @@ def _security_groups(
     VPC origin) the ALB; the ALB the tasks' port; the tasks the agents' task ports and the
     database; agents each other. Tasks and agents go out to the internet (the master's public
     URL, the AWS APIs); the ALB and the database nowhere else."""
-    tags = cfg.tags
-    everywhere = [
-        aws.ec2.SecurityGroupEgressArgs(
-            protocol="-1", from_port=0, to_port=0, cidr_blocks=["0.0.0.0/0"]
-        )
-    ]
-
-    def group(role: str, description: str, egress: bool) -> aws.ec2.SecurityGroup:
-        return aws.ec2.SecurityGroup(
-            f"{name}-{role}",
-            vpc_id=vpc_id,
-            description=description,
-            egress=everywhere if egress else [],
-            tags={**tags, "Name": f"{name}-{role}"},
-            opts=child,
-        )
-
+    group = functools.partial(network.security_group, name, vpc_id, cfg.tags, child)
     groups = _Groups(
         alb=group("alb", "det master load balancer", False),
         task=group("task", "det master tasks", True),
@@ -296,36 +280,10 @@ def _security_groups(
     return groups
 
 
-def _ingress(
-    name: str,
-    child: pulumi.ResourceOptions,
-    rule: str,
-    to: aws.ec2.SecurityGroup,
-    ports: tuple[int, int] | None,
-    description: str,
-    *,
-    source: aws.ec2.SecurityGroup | None = None,
-    cidr: str | None = None,
-    prefix_list: pulumi.Input[str] | None = None,
-) -> None:
-    aws.vpc.SecurityGroupIngressRule(
-        f"{name}-{rule}",
-        security_group_id=to.id,
-        ip_protocol="tcp" if ports else "-1",
-        from_port=ports[0] if ports else None,
-        to_port=ports[1] if ports else None,
-        referenced_security_group_id=source.id if source else None,
-        cidr_ipv4=cidr,
-        prefix_list_id=prefix_list,
-        description=description,
-        opts=child,
-    )
-
-
 def _alb_rules(name: str, cfg: AwsConfig, groups: _Groups, child: pulumi.ResourceOptions) -> None:
     """Into the ALB: the world on HTTPS (and HTTP, redirected) with a domain, else CloudFront's
     VPC origin on HTTP; out of it: the tasks' API and task-origin ports only."""
-    ingress = functools.partial(_ingress, name, child)
+    ingress = functools.partial(network.ingress_rule, name, child)
     if cfg.domain:
         ingress(
             "world-to-alb",
@@ -370,7 +328,7 @@ def _cluster_rules(
 ) -> None:
     """The tasks to the agents' task services and the database; agents to each other; SSH
     to the agents with ``--enable-ssh``."""
-    ingress = functools.partial(_ingress, name, child)
+    ingress = functools.partial(network.ingress_rule, name, child)
     ingress(
         "task-to-agent",
         groups.agent,
