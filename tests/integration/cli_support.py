@@ -23,7 +23,7 @@ import pytest
 
 from tests.conftest import new_database
 from tests.fakes.sim_agent import SimAgent, wait
-from tests.integration.conftest import ADMIN_PASSWORD, Master, start_master
+from tests.integration.conftest import ADMIN_PASSWORD, Master, MasterClient, start_master
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -55,7 +55,7 @@ class Det:
     """Runs ``det ARGS`` in this process against one master, with its own config home."""
 
     def __init__(
-        self, master: Master, home: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+        self, master: MasterClient, home: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         self.master = master
         self.home = home
@@ -208,11 +208,11 @@ def write_config(root: Path, text: str, name: str = "exp.yaml") -> Path:
     return path
 
 
-def exp_state(master: Master, eid: int) -> str:
+def exp_state(master: MasterClient, eid: int) -> str:
     return str(master.get(f"/api/v1/experiments/{eid}")["experiment"]["state"])
 
 
-def wait_state(master: Master, eid: int, state: str, timeout: float = 30) -> None:
+def wait_state(master: MasterClient, eid: int, state: str, timeout: float = 30) -> None:
     """Waits for an experiment state; on timeout the error shows where it and its trials are."""
     try:
         wait(lambda: exp_state(master, eid) == state, timeout, f"experiment {eid}: {state}")
@@ -221,7 +221,7 @@ def wait_state(master: Master, eid: int, state: str, timeout: float = 30) -> Non
         raise AssertionError(f"{e}; it is {exp_state(master, eid)}, trials {seen}") from None
 
 
-def trials(master: Master, eid: int) -> list[dict[str, Any]]:
+def trials(master: MasterClient, eid: int) -> list[dict[str, Any]]:
     return list(master.get(f"/api/v1/experiments/{eid}/trials")["trials"])
 
 
@@ -264,7 +264,7 @@ def _post_logs(
     assert r.status_code == 200, r.text
 
 
-def create_via_api(master: Master, config: str, activate: bool = True) -> int:
+def create_via_api(master: MasterClient, config: str, activate: bool = True) -> int:
     body = {
         "config": config,
         "modelDefinition": [
