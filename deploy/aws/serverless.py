@@ -408,6 +408,51 @@ def _aurora(
     return _Database(cluster.endpoint, cluster.port, snapshot)
 
 
+def _secrets(
+    name: str,
+    cfg: AwsConfig,
+    by_env: Mapping[str, tuple[str, pulumi.Input[str]]],
+    child: pulumi.ResourceOptions,
+) -> dict[str, pulumi.Output[str]]:
+    """One Secrets Manager secret per environment variable ECS injects: its ARN by variable."""
+    secret_arns: dict[str, pulumi.Output[str]] = {}
+    for env, (suffix, value) in by_env.items():
+        secret = aws.secretsmanager.Secret(
+            f"{name}-{suffix}", recovery_window_in_days=0, tags=cfg.tags, opts=child
+        )
+        aws.secretsmanager.SecretVersion(
+            f"{name}-{suffix}", secret_id=secret.id, secret_string=value, opts=child
+        )
+        secret_arns[env] = secret.arn
+    return secret_arns
+
+
+def _database(
+    name: str,
+    cfg: AwsConfig,
+    net: network.Network,
+    sgs: _Groups,
+    password: pulumi.Input[str],
+    child: pulumi.ResourceOptions,
+) -> _Database:
+    """Aurora Serverless v2 (``--db serverless``) or RDS, in the private subnets."""
+    if cfg.db_kind == "serverless":
+        return _aurora(f"{name}-db", cfg, net.private_subnet_ids, sgs.db.id, password, child)
+    rds = storage.Database(
+        f"{name}-db",
+        storage.DatabaseArgs(
+            private_subnet_ids=net.private_subnet_ids,
+            security_group_id=sgs.db.id,
+            password=password,
+            tags=cfg.tags,
+            instance_class=cfg.db_instance_type,
+            allocated_storage=cfg.db_size,
+            final_snapshot_prefix=f"{name}-final",
+        ),
+    )
+    return _Database(rds.address, rds.port, rds.final_snapshot_identifier)
+
+
 def build(
     cfg: AwsConfig,
     amis: dict[str, pulumi.Output[str]],
@@ -430,31 +475,8 @@ def build(
         name, initial_user_password, registry_password if cfg.registry else None, child
     )
     made = values.passwords
-    secret_arns: dict[str, pulumi.Output[str]] = {}
-    for env, (suffix, value) in values.by_env.items():
-        secret = aws.secretsmanager.Secret(
-            f"{name}-{suffix}", recovery_window_in_days=0, tags=tags, opts=child
-        )
-        aws.secretsmanager.SecretVersion(
-            f"{name}-{suffix}", secret_id=secret.id, secret_string=value, opts=child
-        )
-        secret_arns[env] = secret.arn
-    if cfg.db_kind == "serverless":
-        db = _aurora(f"{name}-db", cfg, net.private_subnet_ids, sgs.db.id, made.db_password, child)
-    else:
-        rds = storage.Database(
-            f"{name}-db",
-            storage.DatabaseArgs(
-                private_subnet_ids=net.private_subnet_ids,
-                security_group_id=sgs.db.id,
-                password=made.db_password,
-                tags=tags,
-                instance_class=cfg.db_instance_type,
-                allocated_storage=cfg.db_size,
-                final_snapshot_prefix=f"{name}-final",
-            ),
-        )
-        db = _Database(rds.address, rds.port, rds.final_snapshot_identifier)
+    secret_arns = _secrets(name, cfg, values.by_env, child)
+    db = _database(name, cfg, net, sgs, made.db_password, child)
     plane = ServerlessMaster(
         f"{name}-master",
         ServerlessMasterArgs(
