@@ -3,9 +3,9 @@
 One rule (``det.master.expconf.redact``): registry credentials and checkpoint storage keys read
 ``********`` in templates, experiments, checkpoints, commands, notebooks, TensorBoards and
 shells, for their owner, another user and an admin alike. The master's app over PostgreSQL,
-in this process (``api_master``) but for the task kinds, whose TensorBoard needs the trial a
-master process's loop makes; the interactive tasks stay queued (no agent), which is enough:
-their configs are stored at launch.
+in this process (``api_master``); the TensorBoard of the task kinds' test needs the trial the
+loop makes, whose passes that test runs in its thread (det.master.loop.run_passes_until). The
+interactive tasks stay queued (no agent), which is enough: their configs are stored at launch.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ import psycopg
 import pytest
 import requests
 
-from tests.integration.conftest import Master, MasterClient
+from det.master.loop import run_passes_until
+from tests.integration.conftest import MasterClient
+from tests.integration.inproc import InProcessMaster
 
 pytestmark = pytest.mark.integration
 
@@ -130,12 +132,14 @@ def _experiment(m: MasterClient, owner: requests.Session) -> int:
     return int(_ok(owner.post(m.url + "/api/v1/experiments", json=body))["experiment"]["id"])
 
 
-def test_every_task_kinds_config_is_masked_for_everyone(live_master: Master) -> None:
-    # A process: the TensorBoard needs the experiment's trial, which the control loop makes.
-    readers = _readers(live_master)
-    owner, url = readers["owner"], live_master.url
+def test_every_task_kinds_config_is_masked_for_everyone(api_master: InProcessMaster) -> None:
+    readers = _readers(api_master)
+    owner, url = readers["owner"], api_master.url
     _ok(owner.post(f"{url}/api/v1/templates/team", json={"config": TASK_CONFIG}))
-    eid = _experiment(live_master, owner)
+    eid = _experiment(api_master, owner)
+    # the TensorBoard needs the experiment's trial, which the control loop makes
+    trials = f"/api/v1/experiments/{eid}/trials"
+    run_passes_until(api_master.state, lambda: bool(api_master.get(trials)["trials"]), 30)
     launches = {
         "commands": {"config": {**TASK_CONFIG, "entrypoint": ["sleep", "1"]}},
         "notebooks": {"config": TASK_CONFIG},
