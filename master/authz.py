@@ -31,6 +31,7 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from det.master import db
 from det.master.db import Conn
 from det.master.errors import NotFound, PermissionDenied
 
@@ -164,21 +165,27 @@ class Held:
 
 def roles_in(conn: Conn, user_id: int, admin: bool, workspace_id: int | None) -> Held:
     """The roles ``user_id`` holds in ``workspace_id`` (None: on the cluster itself)."""
-    rows = conn.execute(
-        "SELECT a.role FROM role_assignments a"
-        " WHERE (a.workspace_id IS NULL OR a.workspace_id = %(w)s)"
-        " AND (a.user_id = %(u)s OR a.group_id IN"
-        "      (SELECT group_id FROM user_group_members WHERE user_id = %(u)s))",
-        {"w": workspace_id, "u": user_id},
-    ).fetchall()
+    rows = (
+        db.untyped(conn)
+        .execute(
+            "SELECT a.role FROM role_assignments a"
+            " WHERE (a.workspace_id IS NULL OR a.workspace_id = %(w)s)"
+            " AND (a.user_id = %(u)s OR a.group_id IN"
+            "      (SELECT group_id FROM user_group_members WHERE user_id = %(u)s))",
+            {"w": workspace_id, "u": user_id},
+        )
+        .fetchall()
+    )
     assigned = {Role(r["role"]) for r in rows}
     if admin:
         assigned.add(Role.CLUSTER_ADMIN)
     implicit: set[Role] = set()
     if workspace_id is not None:
-        ws = conn.execute(
-            "SELECT owner_id, private FROM workspaces WHERE id = %s", (workspace_id,)
-        ).fetchone()
+        ws = (
+            db.untyped(conn)
+            .execute("SELECT owner_id, private FROM workspaces WHERE id = %s", (workspace_id,))
+            .fetchone()
+        )
         if ws is not None and not ws["private"]:
             implicit.add(Role.EDITOR)
         elif ws is not None and ws["owner_id"] == user_id:
@@ -188,20 +195,28 @@ def roles_in(conn: Conn, user_id: int, admin: bool, workspace_id: int | None) ->
 
 def is_admin(conn: Conn, user_id: int) -> bool:
     """The user's ``admin`` flag (for services that are handed only a user id)."""
-    row = conn.execute("SELECT admin FROM users WHERE id = %s", (user_id,)).fetchone()
+    row = db.untyped(conn).execute("SELECT admin FROM users WHERE id = %s", (user_id,)).fetchone()
     return bool(row and row["admin"])
 
 
 def any_private(conn: Conn) -> bool:
     """Whether any workspace is private (else every user reads everything)."""
-    row = conn.execute("SELECT EXISTS (SELECT 1 FROM workspaces WHERE private) AS x").fetchone()
+    row = (
+        db.untyped(conn)
+        .execute("SELECT EXISTS (SELECT 1 FROM workspaces WHERE private) AS x")
+        .fetchone()
+    )
     return bool(row and row["x"])
 
 
 def is_private(conn: Conn, workspace_id: int) -> bool:
     """Whether workspace ``workspace_id`` is a private team space (a role was assigned on it
     once; else it is open)."""
-    row = conn.execute("SELECT private FROM workspaces WHERE id = %s", (workspace_id,)).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute("SELECT private FROM workspaces WHERE id = %s", (workspace_id,))
+        .fetchone()
+    )
     return bool(row and row["private"])
 
 
@@ -222,7 +237,11 @@ def allowed(
 
 
 def _workspace_name(conn: Conn, workspace_id: int) -> str:
-    row = conn.execute("SELECT name FROM workspaces WHERE id = %s", (workspace_id,)).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute("SELECT name FROM workspaces WHERE id = %s", (workspace_id,))
+        .fetchone()
+    )
     return str(row["name"]) if row else str(workspace_id)
 
 
@@ -278,18 +297,22 @@ def workspace_of(conn: Conn, kind: str, key: object) -> int | None:
     """The workspace of the experiment, trial, interactive task, job, project, template or
     workspace ``key``; None when it does not exist (or, for an experiment, its project is
     gone)."""
-    row = conn.execute(_WORKSPACE_OF[kind], (key,)).fetchone()
+    row = db.untyped(conn).execute(_WORKSPACE_OF[kind], (key,)).fetchone()
     return int(row["workspace_id"]) if row is not None else None
 
 
 def private_workspace_of(conn: Conn, kind: str, key: object) -> int | None:
     """The workspace of ``key`` (as :func:`workspace_of`) when it is private, else None: one
     statement, for read checks that cost nothing more while a workspace is open."""
-    row = conn.execute(
-        f"SELECT x.workspace_id FROM ({_WORKSPACE_OF[kind]}) x"
-        " JOIN workspaces w ON w.id = x.workspace_id WHERE w.private",
-        (key,),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            f"SELECT x.workspace_id FROM ({_WORKSPACE_OF[kind]}) x"
+            " JOIN workspaces w ON w.id = x.workspace_id WHERE w.private",
+            (key,),
+        )
+        .fetchone()
+    )
     return int(row["workspace_id"]) if row is not None else None
 
 
@@ -298,22 +321,30 @@ def readable_workspaces(conn: Conn, user_id: int, admin: bool) -> list[int] | No
     a cluster with no private workspace: one short statement then)."""
     if admin or not any_private(conn):
         return None
-    cluster = conn.execute(
-        "SELECT 1 FROM role_assignments a WHERE a.workspace_id IS NULL AND (a.user_id = %(u)s"
-        " OR a.group_id IN (SELECT group_id FROM user_group_members WHERE user_id = %(u)s))"
-        " LIMIT 1",
-        {"u": user_id},
-    ).fetchone()
+    cluster = (
+        db.untyped(conn)
+        .execute(
+            "SELECT 1 FROM role_assignments a WHERE a.workspace_id IS NULL AND (a.user_id = %(u)s"
+            " OR a.group_id IN (SELECT group_id FROM user_group_members WHERE user_id = %(u)s))"
+            " LIMIT 1",
+            {"u": user_id},
+        )
+        .fetchone()
+    )
     if cluster is not None:
         return None
-    rows = conn.execute(
-        "SELECT w.id FROM workspaces w WHERE w.owner_id = %(u)s"
-        " OR NOT w.private"
-        " OR EXISTS (SELECT 1 FROM role_assignments a WHERE a.workspace_id = w.id"
-        "   AND (a.user_id = %(u)s OR a.group_id IN"
-        "        (SELECT group_id FROM user_group_members WHERE user_id = %(u)s)))",
-        {"u": user_id},
-    ).fetchall()
+    rows = (
+        db.untyped(conn)
+        .execute(
+            "SELECT w.id FROM workspaces w WHERE w.owner_id = %(u)s"
+            " OR NOT w.private"
+            " OR EXISTS (SELECT 1 FROM role_assignments a WHERE a.workspace_id = w.id"
+            "   AND (a.user_id = %(u)s OR a.group_id IN"
+            "        (SELECT group_id FROM user_group_members WHERE user_id = %(u)s)))",
+            {"u": user_id},
+        )
+        .fetchall()
+    )
     return [int(r["id"]) for r in rows]
 
 

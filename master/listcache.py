@@ -28,6 +28,7 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any, NamedTuple
 
+from det.master import db
 from det.master.db import Conn
 
 
@@ -40,11 +41,11 @@ class Page(NamedTuple):
 
 def version(conn: Conn, name: str) -> str:
     """The list's current version (one short statement; opaque, compared for equality)."""
-    row = conn.execute(
-        "SELECT version::text AS v FROM list_versions WHERE name = %s", (name,)
-    ).fetchone()
+    v = db.scalar(
+        conn, str, "SELECT version::text AS v FROM list_versions WHERE name = %s", (name,)
+    )
     # No row (a database before migration 0013 cannot be served by this code): nothing matches.
-    return str(row["v"]) if row else ""
+    return v if v is not None else ""
 
 
 class ListCache:

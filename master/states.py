@@ -19,6 +19,7 @@ from psycopg.types.json import Jsonb
 
 from det.common.jsontypes import JSONObject
 from det.common.states import AllocationState
+from det.master import db
 from det.master.db import Conn
 from det.master.errors import Conflict
 from det.master.provisioner.provider import Instance, InstanceState
@@ -198,9 +199,11 @@ def transition(
     actions); control loops pass ``strict=False`` and simply skip stale moves.
     """
     table, rules = _TABLES[entity]
-    row = conn.execute(
-        f"SELECT state FROM {table} WHERE id = %s FOR NO KEY UPDATE", (entity_id,)
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(f"SELECT state FROM {table} WHERE id = %s FOR NO KEY UPDATE", (entity_id,))
+        .fetchone()
+    )
     if row is None:
         return False
     current = row["state"]
@@ -279,15 +282,21 @@ def experiment_trials(conn: Conn, experiment_id: int, current: str, new: str) ->
 def experiment_deleted(conn: Conn, experiment_id: int, reason: str) -> None:
     """An ended experiment becomes DELETING (and hidden); its rows go once its checkpoints
     have been collected. Anything else is refused."""
-    row = conn.execute(
-        "UPDATE experiments SET deleted = true, state = %s WHERE id = %s AND state = ANY(%s)"
-        " RETURNING id",
-        (DELETING, experiment_id, sources("experiment", DELETING)),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "UPDATE experiments SET deleted = true, state = %s WHERE id = %s AND state = ANY(%s)"
+            " RETURNING id",
+            (DELETING, experiment_id, sources("experiment", DELETING)),
+        )
+        .fetchone()
+    )
     if row is None:
-        current = conn.execute(
-            "SELECT state FROM experiments WHERE id = %s", (experiment_id,)
-        ).fetchone()
+        current = (
+            db.untyped(conn)
+            .execute("SELECT state FROM experiments WHERE id = %s", (experiment_id,))
+            .fetchone()
+        )
         raise Conflict(
             f"experiment {experiment_id} is {current['state'] if current else 'gone'};"
             f" it cannot become {DELETING}"
@@ -307,9 +316,9 @@ def continue_experiment(
     with the experiment's new ``config``; its searcher's failure flag and GC mark are cleared,
     the trial's end and stop reason too. Refused (Conflict) unless both have ended."""
     rows = {
-        what: conn.execute(
-            f"SELECT state FROM {table} WHERE id = %s FOR NO KEY UPDATE", (key,)
-        ).fetchone()
+        what: db.untyped(conn)
+        .execute(f"SELECT state FROM {table} WHERE id = %s FOR NO KEY UPDATE", (key,))
+        .fetchone()
         for what, table, key in (
             ("experiment", "experiments", experiment_id),
             ("trial", "trials", trial_id),
@@ -357,13 +366,21 @@ def checkpoint_files_left(conn: Conn, uuid: str, left: Mapping[str, int]) -> Non
     nothing, else PARTIALLY_DELETED; the same report again is no move and is accepted). A deleted
     checkpoint cannot get files back (Conflict)."""
     new = PARTIALLY_DELETED if left else DELETED
-    row = conn.execute(
-        "UPDATE checkpoints SET resources = %s, state = %s WHERE uuid = %s AND state = ANY(%s)"
-        " RETURNING uuid",
-        (Jsonb(dict(left)), new, uuid, [*sources("checkpoint", new), new]),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "UPDATE checkpoints SET resources = %s, state = %s WHERE uuid = %s AND state = ANY(%s)"
+            " RETURNING uuid",
+            (Jsonb(dict(left)), new, uuid, [*sources("checkpoint", new), new]),
+        )
+        .fetchone()
+    )
     if row is None:
-        current = conn.execute("SELECT state FROM checkpoints WHERE uuid = %s", (uuid,)).fetchone()
+        current = (
+            db.untyped(conn)
+            .execute("SELECT state FROM checkpoints WHERE uuid = %s", (uuid,))
+            .fetchone()
+        )
         if current is not None:
             raise Conflict(f"checkpoint {uuid} is {current['state']}; it cannot become {new}")
 
@@ -452,18 +469,26 @@ def unmanaged_trial(
     is in UNMANAGED_STATES."""
     if new not in UNMANAGED_STATES:
         raise ValueError(f"unmanaged trial: {new} is not a state it can take")
-    row = conn.execute(
-        "SELECT state, experiment_id FROM trials WHERE id = %s FOR NO KEY UPDATE", (trial_id,)
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "SELECT state, experiment_id FROM trials WHERE id = %s FOR NO KEY UPDATE", (trial_id,)
+        )
+        .fetchone()
+    )
     assert row is not None
     ended = ("last_activity" if lost else "now()") if new in TERMINAL else "NULL"
     heard = "last_activity" if lost else "now()"
-    out = conn.execute(
-        f"UPDATE trials SET state = %s, ended_at = {ended}, last_activity = {heard},"
-        " run_id = run_id + %s, started_at = coalesce(started_at, now())"
-        " WHERE id = %s RETURNING run_id",
-        (new, 1 if run else 0, trial_id),
-    ).fetchone()
+    out = (
+        db.untyped(conn)
+        .execute(
+            f"UPDATE trials SET state = %s, ended_at = {ended}, last_activity = {heard},"
+            " run_id = run_id + %s, started_at = coalesce(started_at, now())"
+            " WHERE id = %s RETURNING run_id",
+            (new, 1 if run else 0, trial_id),
+        )
+        .fetchone()
+    )
     assert out is not None
     if row["state"] != new:
         kind = UNMANAGED_LOST if lost else "state"
@@ -473,13 +498,17 @@ def unmanaged_trial(
 
 
 def _unmanaged_experiment_follows(conn: Conn, experiment_id: int) -> None:
-    exp = conn.execute(
-        "SELECT state FROM experiments WHERE id = %s FOR NO KEY UPDATE", (experiment_id,)
-    ).fetchone()
+    exp = (
+        db.untyped(conn)
+        .execute("SELECT state FROM experiments WHERE id = %s FOR NO KEY UPDATE", (experiment_id,))
+        .fetchone()
+    )
     assert exp is not None
     trial_states = [
         r["state"]
-        for r in conn.execute("SELECT state FROM trials WHERE experiment_id = %s", (experiment_id,))
+        for r in db.untyped(conn).execute(
+            "SELECT state FROM trials WHERE experiment_id = %s", (experiment_id,)
+        )
     ]
     new = unmanaged_experiment_state(trial_states)
     if new is None or new == exp["state"]:

@@ -16,7 +16,7 @@ from det.common.agent_protocol import (
     HeartbeatSlot,
 )
 from det.common.jsontypes import JSONObject
-from det.master import states
+from det.master import db, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.handles import MasterState
@@ -40,23 +40,27 @@ def heartbeat(
     if st.config.pool(pool) is None:
         raise InvalidArgument(f"resourcePool: no pool named '{pool}'")
     slots = report["slots"]
-    row = conn.execute(
-        "INSERT INTO agents (id, resource_pool, version, labels, addresses, preemption_notice)"
-        " VALUES (%s, %s, %s, %s, %s, %s)"
-        " ON CONFLICT (id) DO UPDATE SET resource_pool = EXCLUDED.resource_pool, version = EXCLUDED.version,"
-        " labels = EXCLUDED.labels, addresses = EXCLUDED.addresses,"
-        " preemption_notice = coalesce(agents.preemption_notice, EXCLUDED.preemption_notice),"
-        " last_heartbeat = now(), connected = true"
-        " RETURNING *, (xmax = 0) AS inserted",
-        (
-            agent_id,
-            pool,
-            str(report.get("version") or ""),
-            Jsonb(report.get("labels") or {}),
-            Jsonb(report.get("addresses") or []),
-            Jsonb(report.get("preemptionNotice")) if report.get("preemptionNotice") else None,
-        ),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "INSERT INTO agents (id, resource_pool, version, labels, addresses, preemption_notice)"
+            " VALUES (%s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (id) DO UPDATE SET resource_pool = EXCLUDED.resource_pool, version = EXCLUDED.version,"
+            " labels = EXCLUDED.labels, addresses = EXCLUDED.addresses,"
+            " preemption_notice = coalesce(agents.preemption_notice, EXCLUDED.preemption_notice),"
+            " last_heartbeat = now(), connected = true"
+            " RETURNING *, (xmax = 0) AS inserted",
+            (
+                agent_id,
+                pool,
+                str(report.get("version") or ""),
+                Jsonb(report.get("labels") or {}),
+                Jsonb(report.get("addresses") or []),
+                Jsonb(report.get("preemptionNotice")) if report.get("preemptionNotice") else None,
+            ),
+        )
+        .fetchone()
+    )
     assert row is not None
     if row["inserted"]:
         states.record_event(
@@ -96,7 +100,11 @@ def heartbeat(
     listed = {a.id for a in desired}
     for aid, c in reported.items():
         if aid not in listed and c.get("state") != states.TERMINATED:
-            known = conn.execute("SELECT 1 FROM allocations WHERE id = %s", (aid,)).fetchone()
+            known = (
+                db.untyped(conn)
+                .execute("SELECT 1 FROM allocations WHERE id = %s", (aid,))
+                .fetchone()
+            )
             if known:
                 out.append({"allocationId": aid, "action": "KILL"})
     return {
@@ -135,11 +143,15 @@ def _sync_slots(conn: Conn, agent_id: str, slots: list[HeartbeatSlot]) -> None:
 
 def _preempt_agent(conn: Conn, agent_id: str, notice: JSONObject) -> None:
     """A spot/preemptible machine is going away: checkpoint its trials and place nothing new."""
-    updated = conn.execute(
-        "UPDATE allocations SET preempt_requested = true, exit_reason = coalesce(exit_reason, %s)"
-        " WHERE placement ? %s AND state <> 'TERMINATED' AND NOT preempt_requested RETURNING id",
-        (f"preempted: {notice.get('source', 'cloud')} notice", agent_id),
-    ).fetchall()
+    updated = (
+        db.untyped(conn)
+        .execute(
+            "UPDATE allocations SET preempt_requested = true, exit_reason = coalesce(exit_reason, %s)"
+            " WHERE placement ? %s AND state <> 'TERMINATED' AND NOT preempt_requested RETURNING id",
+            (f"preempted: {notice.get('source', 'cloud')} notice", agent_id),
+        )
+        .fetchall()
+    )
     conn.execute("UPDATE agents SET draining = true WHERE id = %s AND NOT draining", (agent_id,))
     for r in updated:
         states.record_event(
@@ -153,20 +165,29 @@ def _preempt_agent(conn: Conn, agent_id: str, notice: JSONObject) -> None:
 
 def mark_lost(conn: Conn, timeout_seconds: float) -> list[str]:
     """Agents silent for longer than the timeout: their allocations end without a restart."""
-    lost = conn.execute(
-        "UPDATE agents SET connected = false WHERE connected AND last_heartbeat < now() - make_interval(secs => %s)"
-        " RETURNING id",
-        (timeout_seconds,),
-    ).fetchall()
+    lost = (
+        db.untyped(conn)
+        .execute(
+            "UPDATE agents SET connected = false WHERE connected AND last_heartbeat < now() - make_interval(secs => %s)"
+            " RETURNING id",
+            (timeout_seconds,),
+        )
+        .fetchall()
+    )
     ids = [r["id"] for r in lost]
     for agent_id in ids:
         states.record_event(
             conn, "agent", agent_id, "lost", f"no heartbeat for {timeout_seconds:.0f}s"
         )
         logger.warning("agent %s lost", agent_id)
-        for a in conn.execute(
-            "SELECT id FROM allocations WHERE placement ? %s AND state <> 'TERMINATED'", (agent_id,)
-        ).fetchall():
+        for a in (
+            db.untyped(conn)
+            .execute(
+                "SELECT id FROM allocations WHERE placement ? %s AND state <> 'TERMINATED'",
+                (agent_id,),
+            )
+            .fetchall()
+        ):
             allocations.on_terminated(conn, a["id"], None, containers.AGENT_LOST)
     return ids
 

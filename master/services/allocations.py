@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from det.common.agent_protocol import ContainerReport
 from det.common.container_spec import ContainerSpec
-from det.master import states
+from det.master import db, states
 from det.master.db import Conn
 from det.master.handles import MasterState
 from det.master.services import allocation_rows, containers, task_kinds, task_services, users
@@ -65,9 +65,11 @@ def update_container(
         reason = container.get("error") or f"container exited with code {code}"
         on_terminated(conn, allocation_id, code if isinstance(code, int) else -1, str(reason))
         return
-    row = conn.execute(
-        "SELECT state, kind, trial_id FROM allocations WHERE id = %s", (allocation_id,)
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute("SELECT state, kind, trial_id FROM allocations WHERE id = %s", (allocation_id,))
+        .fetchone()
+    )
     if row is None:
         return
     port = container.get("proxyPort")
@@ -97,20 +99,26 @@ def _gang_still_running(conn: Conn, allocation_id: str, agent_id: str) -> bool:
     at once (and the others are killed). Each clean exit is recorded once as an event; agents
     report an exited container at every heartbeat until it is no longer wanted, so two last
     exits seen in concurrent transactions end it at the next one."""
-    row = conn.execute(
-        "SELECT placement FROM allocations WHERE id = %s AND state <> 'TERMINATED'",
-        (allocation_id,),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "SELECT placement FROM allocations WHERE id = %s AND state <> 'TERMINATED'",
+            (allocation_id,),
+        )
+        .fetchone()
+    )
     gang = set(row["placement"] or {}) if row is not None else set()
     if len(gang) < 2 or agent_id not in gang:
         return False
     exited = {
         str(r["message"])
-        for r in conn.execute(
+        for r in db.untyped(conn)
+        .execute(
             "SELECT message FROM events WHERE entity = 'allocation' AND entity_id = %s"
             " AND kind = 'container exited'",
             (allocation_id,),
-        ).fetchall()
+        )
+        .fetchall()
     }
     if agent_id not in exited:
         states.record_event(conn, "allocation", allocation_id, "container exited", agent_id)

@@ -24,7 +24,7 @@ from psycopg.rows import class_row
 
 from det.common.container_spec import ContainerSpec
 from det.common.jsontypes import JSONObject
-from det.master import states
+from det.master import db, states
 from det.master.checkpoint_policy import Checkpoint, Retention, to_delete
 from det.master.config import MasterConfig
 from det.master.db import Conn
@@ -199,13 +199,17 @@ def _requeue_lost(conn: Conn, st: MasterState) -> None:
         eid = r.experiment_id
         # The lost run's record goes: it is handled once, and its event stays.
         conn.execute("DELETE FROM checkpoint_gc WHERE allocation_id = %s", (r.allocation_id,))
-        lost = conn.execute(
-            "SELECT count(*) AS n FROM allocations WHERE task_id = %s AND exit_reason = %s",
-            (f"gc.{eid}", containers.AGENT_LOST),
-        ).fetchone()
+        lost = (
+            db.untyped(conn)
+            .execute(
+                "SELECT count(*) AS n FROM allocations WHERE task_id = %s AND exit_reason = %s",
+                (f"gc.{eid}", containers.AGENT_LOST),
+            )
+            .fetchone()
+        )
         left = [
             str(c["uuid"])
-            for c in conn.execute(
+            for c in db.untyped(conn).execute(
                 "SELECT uuid FROM checkpoints WHERE uuid = ANY(%s::uuid[]) AND state = ANY(%s)",
                 (r.uuids, states.sources("checkpoint", DELETED)),
             )
@@ -240,7 +244,7 @@ def _queue(
     eid = target.id
     registered = {
         str(r["checkpoint_uuid"])
-        for r in conn.execute(
+        for r in db.untyped(conn).execute(
             "SELECT v.checkpoint_uuid FROM model_versions v JOIN checkpoints c"
             " ON c.uuid = v.checkpoint_uuid JOIN trials t ON t.id = c.trial_id"
             " WHERE t.experiment_id = %s",
@@ -273,9 +277,11 @@ def _queue_task(
     eid = target.id
     task_id = f"gc.{eid}"
     # A changed GC policy (``det e set gc-policy``) collects again: a fresh allocation each time.
-    earlier = conn.execute(
-        "SELECT count(*) AS n FROM allocations WHERE task_id = %s", (task_id,)
-    ).fetchone()
+    earlier = (
+        db.untyped(conn)
+        .execute("SELECT count(*) AS n FROM allocations WHERE task_id = %s", (task_id,))
+        .fetchone()
+    )
     allocation_id = f"{task_id}.{max(run, int(earlier['n']) + 1) if earlier else run}"
     allocation_rows.queue(
         conn,
@@ -312,12 +318,16 @@ def delete_tensorboards(conn: Conn, st: MasterState, experiment_id: int) -> None
     """``det experiment delete-tb-files``: the experiment's GC task deletes its TensorBoard
     files from its checkpoint storage (its checkpoints stay). Refused while it runs: its
     trials would write new ones."""
-    row = conn.execute(
-        "SELECT e.id, e.state, j.id AS job_id, j.resource_pool FROM experiments e"
-        " JOIN jobs j ON j.experiment_id = e.id WHERE e.id = %s AND NOT e.deleted"
-        " FOR NO KEY UPDATE OF e",
-        (experiment_id,),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "SELECT e.id, e.state, j.id AS job_id, j.resource_pool FROM experiments e"
+            " JOIN jobs j ON j.experiment_id = e.id WHERE e.id = %s AND NOT e.deleted"
+            " FOR NO KEY UPDATE OF e",
+            (experiment_id,),
+        )
+        .fetchone()
+    )
     if row is None:
         raise NotFound(f"experiment {experiment_id} not found")
     if row["state"] not in states.TERMINAL:

@@ -15,7 +15,7 @@ from psycopg.types.json import Jsonb
 
 from det import storage as det_storage
 from det.common.jsontypes import JSONObject, JSONValue
-from det.master import egress, limits, states
+from det.master import db, egress, limits, states
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound, Unavailable
 from det.master.rows.checkpoints import Checkpoint
@@ -44,9 +44,11 @@ def report(conn: Conn, ckpt: ReportedCheckpoint, *, task_id: str | None) -> None
     except (TypeError, ValueError):
         raise InvalidArgument("resources: sizes must be integers") from None
     task_id = task_id or ckpt.get("taskId")
-    trial = conn.execute(
-        "SELECT id, experiment_id FROM trials WHERE task_id = %s", (task_id,)
-    ).fetchone()
+    trial = (
+        db.untyped(conn)
+        .execute("SELECT id, experiment_id FROM trials WHERE task_id = %s", (task_id,))
+        .fetchone()
+    )
     steps_completed = metadata["steps_completed"]
     if not isinstance(steps_completed, int | float | str):
         raise InvalidArgument("metadata.steps_completed: must be a number")
@@ -80,7 +82,9 @@ def report(conn: Conn, ckpt: ReportedCheckpoint, *, task_id: str | None) -> None
 
 def trial_of_task(conn: Conn, task_id: str) -> int | None:
     """The id of the trial whose task is ``task_id`` (None: not a trial's task)."""
-    row = conn.execute("SELECT id FROM trials WHERE task_id = %s", (task_id,)).fetchone()
+    row = (
+        db.untyped(conn).execute("SELECT id FROM trials WHERE task_id = %s", (task_id,)).fetchone()
+    )
     return int(row["id"]) if row else None
 
 
@@ -88,7 +92,11 @@ def files_deleted(conn: Conn, uid: str, left: dict[str, int]) -> None:
     """The GC task or the harness deleted files of checkpoint ``uid``; ``left`` remain. The
     same files as recorded (``det checkpoint rm`` with no glob, or one that named nothing) is
     no deletion: the checkpoint keeps its state."""
-    row = conn.execute("SELECT resources FROM checkpoints WHERE uuid = %s", (uid,)).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute("SELECT resources FROM checkpoints WHERE uuid = %s", (uid,))
+        .fetchone()
+    )
     if row is not None and left and dict(row["resources"] or {}) == dict(left):
         return
     states.checkpoint_files_left(conn, uid, left)
@@ -196,23 +204,31 @@ def check_storage_endpoint(master: MasterConfig, config: JSONObject, *, admin: b
 def download_policy(conn: Conn, uid: str, config: egress.EgressConfig) -> egress.Policy:
     """The egress policy of the master reading checkpoint ``uid``'s storage: restricted unless
     an admin made its experiment (who chose the endpoint, not who asks for the files)."""
-    row = conn.execute(
-        "SELECT coalesce(u.admin, false) AS admin FROM checkpoints c"
-        " JOIN trials t ON t.id = c.trial_id JOIN experiments e ON e.id = t.experiment_id"
-        " LEFT JOIN users u ON u.id = e.owner_id WHERE c.uuid = %s",
-        (uid,),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "SELECT coalesce(u.admin, false) AS admin FROM checkpoints c"
+            " JOIN trials t ON t.id = c.trial_id JOIN experiments e ON e.id = t.experiment_id"
+            " LEFT JOIN users u ON u.id = e.owner_id WHERE c.uuid = %s",
+            (uid,),
+        )
+        .fetchone()
+    )
     return egress.Policy.of(config, restricted=not (row and row["admin"]))
 
 
 def storage_config(conn: Conn, uid: str) -> JSONObject | None:
     """The checkpoint storage its experiment wrote to (None: the master's default)."""
-    row = conn.execute(
-        "SELECT e.config->'checkpoint_storage' AS storage FROM checkpoints c"
-        " JOIN trials t ON t.id = c.trial_id JOIN experiments e ON e.id = t.experiment_id"
-        " WHERE c.uuid = %s",
-        (uid,),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "SELECT e.config->'checkpoint_storage' AS storage FROM checkpoints c"
+            " JOIN trials t ON t.id = c.trial_id JOIN experiments e ON e.id = t.experiment_id"
+            " WHERE c.uuid = %s",
+            (uid,),
+        )
+        .fetchone()
+    )
     storage = row["storage"] if row is not None else None
     return storage if isinstance(storage, dict) else None
 

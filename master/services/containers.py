@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 
 from det.common.container_spec import BindMount, Device, DockerOptions
 from det.common.jsontypes import JSONObject, JSONValue
-from det.master import container_policy
+from det.master import container_policy, db
 from det.master.db import Conn
 from det.master.errors import PermissionDenied
 from det.master.expconf import stored
@@ -145,11 +145,15 @@ def _trusted(st: MasterState, pool: str) -> container_policy.Trusted:
 
 def owner_is_admin(conn: Conn, allocation_id: str) -> bool:
     """Whether the user whose job the allocation is holds the admin flag now."""
-    row = conn.execute(
-        "SELECT u.admin FROM allocations a JOIN jobs j ON j.id = a.job_id"
-        " JOIN users u ON u.id = j.owner_id WHERE a.id = %s",
-        (allocation_id,),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "SELECT u.admin FROM allocations a JOIN jobs j ON j.id = a.job_id"
+            " JOIN users u ON u.id = j.owner_id WHERE a.id = %s",
+            (allocation_id,),
+        )
+        .fetchone()
+    )
     return bool(row and row["admin"])
 
 
@@ -236,7 +240,11 @@ def _storage_mounts(storage: JSONValue) -> list[BindMount]:
 
 
 def slot_type(conn: Conn, agent_id: str) -> str:
-    row = conn.execute("SELECT type FROM slots WHERE agent_id = %s LIMIT 1", (agent_id,)).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute("SELECT type FROM slots WHERE agent_id = %s LIMIT 1", (agent_id,))
+        .fetchone()
+    )
     return str(row["type"]) if row else "cpu"
 
 
@@ -285,7 +293,11 @@ def choose_port_offsets(conn: Conn, placements: Mapping[str, Mapping[str, Sequen
     conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PORT_LOCK_KEY,))
     placed = list(placements)
     for allocation_id, agents in placements.items():
-        rows = conn.execute(_NEIGHBOURS, {"placed": placed, "agents": list(agents)}).fetchall()
+        rows = (
+            db.untyped(conn)
+            .execute(_NEIGHBOURS, {"placed": placed, "agents": list(agents)})
+            .fetchall()
+        )
         held = {
             r["port_offset"] if r["port_offset"] is not None else _hashed_offset(r["id"])
             for r in rows

@@ -4,7 +4,7 @@ before it), so that none of them imports the one above it."""
 
 from __future__ import annotations
 
-from det.master import states
+from det.master import db, states
 from det.master.db import Conn
 from det.master.errors import Conflict
 from det.master.services import experiments, workspaces
@@ -15,16 +15,22 @@ def delete_workspace(conn: Conn, workspace_id: int) -> None:
     it holds a model."""
     row = workspaces.lock(conn, "workspaces", workspace_id)
     workspaces.refuse_default(row, "workspace", "deleted")
-    model = conn.execute(
-        "SELECT name FROM models WHERE workspace_id = %s ORDER BY id LIMIT 1", (workspace_id,)
-    ).fetchone()
+    model = (
+        db.untyped(conn)
+        .execute(
+            "SELECT name FROM models WHERE workspace_id = %s ORDER BY id LIMIT 1", (workspace_id,)
+        )
+        .fetchone()
+    )
     if model is not None:
         raise Conflict(
             f"workspace '{row.name}' holds model '{model['name']}': move or delete its models first"
         )
-    for p in conn.execute(
-        "SELECT id FROM projects WHERE workspace_id = %s ORDER BY id", (workspace_id,)
-    ).fetchall():
+    for p in (
+        db.untyped(conn)
+        .execute("SELECT id FROM projects WHERE workspace_id = %s ORDER BY id", (workspace_id,))
+        .fetchall()
+    ):
         delete_project(conn, p["id"], removing_workspace=True)
     conn.execute("DELETE FROM templates WHERE workspace_id = %s", (workspace_id,))
     conn.execute("DELETE FROM workspaces WHERE id = %s", (workspace_id,))
@@ -35,10 +41,14 @@ def delete_project(conn: Conn, project_id: int, *, removing_workspace: bool = Fa
     row = workspaces.lock(conn, "projects", project_id)
     if not removing_workspace:
         workspaces.refuse_default(row, "project", "deleted")
-    exps = conn.execute(
-        "SELECT id, state FROM experiments WHERE project_id = %s AND NOT deleted ORDER BY id",
-        (project_id,),
-    ).fetchall()
+    exps = (
+        db.untyped(conn)
+        .execute(
+            "SELECT id, state FROM experiments WHERE project_id = %s AND NOT deleted ORDER BY id",
+            (project_id,),
+        )
+        .fetchall()
+    )
     running = [e["id"] for e in exps if e["state"] not in states.TERMINAL]
     if running:
         raise Conflict(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 
+from det.master import db
 from det.master.agent_tokens import AGENT_ID, agent_token_for
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, Unauthenticated
@@ -53,10 +54,14 @@ def exchange(conn: Conn, ticket: str, agent_id: str, agent_token: str, now: dt.d
         )
     if not isinstance(ticket, str) or not ticket.startswith(TICKET_PREFIX):
         raise Unauthenticated("ticket: not an enrollment ticket")
-    row = conn.execute(
-        "SELECT uses, enrolled, expires_at FROM enrollment_tickets WHERE digest = %s FOR UPDATE",
-        (token_digest(ticket),),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "SELECT uses, enrolled, expires_at FROM enrollment_tickets WHERE digest = %s FOR UPDATE",
+            (token_digest(ticket),),
+        )
+        .fetchone()
+    )
     if row is None:
         raise Unauthenticated("ticket: unknown (never issued, or expired and removed)")
     if row["expires_at"] <= now:

@@ -19,7 +19,7 @@ import yaml
 from psycopg.rows import class_row
 
 from det.common.jsontypes import JSONObject, JSONValue
-from det.master import authz, expconf, limits, searcher, states
+from det.master import authz, db, expconf, limits, searcher, states
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound, PayloadTooLarge
 from det.master.expconf import stored
@@ -212,28 +212,34 @@ def create(
     if parent_id is not None and not files:
         # A fork from the WebUI sends a config alone: it trains the parent's code.
         context_blob = context(conn, parent_id)
-    row = conn.execute(
-        "INSERT INTO experiments (name, description, labels, config, original_config, state,"
-        " owner_id, context, project_id, parent_id, unmanaged, external_experiment_id)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING *",
-        (
-            config.get("name") or "Experiment",
-            config.get("description") or "",
-            json.dumps(cfg.labels),
-            json.dumps(config),
-            expconf.redact_text(config_text),
-            states.ACTIVE if activate and not unmanaged else states.PAUSED,
-            owner_id,
-            context_blob,
-            project["id"],
-            parent_id,
-            unmanaged,
-            external_id,
-        ),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "INSERT INTO experiments (name, description, labels, config, original_config, state,"
+            " owner_id, context, project_id, parent_id, unmanaged, external_experiment_id)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING *",
+            (
+                config.get("name") or "Experiment",
+                config.get("description") or "",
+                json.dumps(cfg.labels),
+                json.dumps(config),
+                expconf.redact_text(config_text),
+                states.ACTIVE if activate and not unmanaged else states.PAUSED,
+                owner_id,
+                context_blob,
+                project["id"],
+                parent_id,
+                unmanaged,
+                external_id,
+            ),
+        )
+        .fetchone()
+    )
     assert row is not None
     job_id = str(uuid.uuid4())
-    queue_key = conn.execute("SELECT coalesce(max(queue_key), 0) + 1 AS k FROM jobs").fetchone()
+    queue_key = (
+        db.untyped(conn).execute("SELECT coalesce(max(queue_key), 0) + 1 AS k FROM jobs").fetchone()
+    )
     assert queue_key is not None
     conn.execute(
         "INSERT INTO jobs (id, experiment_id, owner_id, resource_pool, priority, weight, queue_key)"
@@ -308,9 +314,11 @@ def _project_for(conn: Conn, cfg: expconf.ExperimentConfig, project_id: int | No
 def move(conn: Conn, st: MasterState, experiment_id: int, project_id: int) -> None:
     _lock(conn, experiment_id)
     target = projects.usable(conn, project_id)
-    job = conn.execute(
-        "SELECT resource_pool FROM jobs WHERE experiment_id = %s", (experiment_id,)
-    ).fetchone()
+    job = (
+        db.untyped(conn)
+        .execute("SELECT resource_pool FROM jobs WHERE experiment_id = %s", (experiment_id,))
+        .fetchone()
+    )
     if job is not None:
         pool_bindings.check(
             conn, st, job["resource_pool"], int(target["workspace_id"]), "destinationProjectId"
@@ -405,17 +413,25 @@ def get(conn: Conn, experiment_id: int) -> Experiment:
 
 def context(conn: Conn, experiment_id: int) -> bytes:
     """The experiment's model definition: its context directory as a gzip tar."""
-    row = conn.execute("SELECT context FROM experiments WHERE id = %s", (experiment_id,)).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute("SELECT context FROM experiments WHERE id = %s", (experiment_id,))
+        .fetchone()
+    )
     return bytes(row["context"] or b"") if row else b""
 
 
 def searcher_config(conn: Conn, experiment_id: int) -> JSONObject:
     """The experiment's ``searcher`` section (NotFound as :func:`get`)."""
-    row = conn.execute(
-        "SELECT coalesce(config->'searcher', '{}') AS searcher FROM experiments"
-        " WHERE id = %s AND NOT deleted",
-        (experiment_id,),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "SELECT coalesce(config->'searcher', '{}') AS searcher FROM experiments"
+            " WHERE id = %s AND NOT deleted",
+            (experiment_id,),
+        )
+        .fetchone()
+    )
     if row is None:
         raise NotFound(f"experiment {experiment_id} not found")
     return dict(row["searcher"])
@@ -572,7 +588,9 @@ def list_(
     )
     if rows:
         return rows, rows[0]["total"]
-    total_row = conn.execute(count.replace("count(*)", "count(*) AS n", 1), params).fetchone()
+    total_row = (
+        db.untyped(conn).execute(count.replace("count(*)", "count(*) AS n", 1), params).fetchone()
+    )
     return rows, int(total_row["n"]) if total_row else 0
 
 
@@ -713,9 +731,11 @@ def patch(conn: Conn, experiment_id: int, fields: Any) -> None:
     if res.get("maxSlots") is not None:
         set_max_slots(conn, exp, int(res["maxSlots"]))
     if res.get("priority") is not None or res.get("weight") is not None:
-        job = conn.execute(
-            "SELECT id FROM jobs WHERE experiment_id = %s", (experiment_id,)
-        ).fetchone()
+        job = (
+            db.untyped(conn)
+            .execute("SELECT id FROM jobs WHERE experiment_id = %s", (experiment_id,))
+            .fetchone()
+        )
         assert job is not None
         jobs.update(conn, job["id"], priority=res.get("priority"), weight=res.get("weight"))
 

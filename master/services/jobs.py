@@ -14,7 +14,7 @@ from typing import Any
 
 from psycopg.rows import class_row
 
-from det.master import authz, states
+from det.master import authz, db, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.handles import MasterState
@@ -77,7 +77,7 @@ def list_jobs(conn: Conn, st: MasterState, pool: str | None, desc: bool) -> list
     )
     reasons = {
         e["entity_id"]: e["message"]
-        for e in conn.execute(
+        for e in db.untyped(conn).execute(
             "SELECT DISTINCT ON (entity_id) entity_id, message FROM events"
             " WHERE entity = 'job' AND kind = ANY(%s) AND created_at > now() - interval '10 minutes'"
             " ORDER BY entity_id, id DESC",
@@ -155,7 +155,7 @@ def update(
         target = _job(conn, target_id)
         keys = [
             r["queue_key"]
-            for r in conn.execute(
+            for r in db.untyped(conn).execute(
                 "SELECT queue_key FROM jobs WHERE priority = %s AND id <> %s ORDER BY queue_key",
                 (target.priority, job_id),
             )

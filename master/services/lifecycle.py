@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from det.master import states
+from det.master import db, states
 from det.master.db import Conn
 from det.master.handles import MasterState
 from det.master.services import allocations, trial_runs
@@ -36,20 +36,28 @@ def carry_intent(conn: Conn) -> None:
 
 def end_unstarted(conn: Conn) -> None:
     """Queued allocations that were asked to stop never started: end them directly."""
-    rows = conn.execute(
-        "SELECT id FROM allocations WHERE state = 'PENDING' AND (preempt_requested OR kill_requested)"
-    ).fetchall()
+    rows = (
+        db.untyped(conn)
+        .execute(
+            "SELECT id FROM allocations WHERE state = 'PENDING' AND (preempt_requested OR kill_requested)"
+        )
+        .fetchall()
+    )
     for r in rows:
         allocations.on_terminated(conn, r["id"], 0, "stopped before it was scheduled")
 
 
 def trials_pass(conn: Conn, st: MasterState) -> None:
-    rows = conn.execute(
-        "SELECT t.*, e.state AS exp_state FROM trials t JOIN experiments e ON e.id = t.experiment_id"
-        f" WHERE t.state NOT IN {states.TERMINAL_SQL} AND NOT e.unmanaged AND NOT EXISTS"
-        " (SELECT 1 FROM allocations a WHERE a.trial_id = t.id AND a.state <> 'TERMINATED')"
-        " ORDER BY t.id FOR NO KEY UPDATE OF t SKIP LOCKED"
-    ).fetchall()
+    rows = (
+        db.untyped(conn)
+        .execute(
+            "SELECT t.*, e.state AS exp_state FROM trials t JOIN experiments e ON e.id = t.experiment_id"
+            f" WHERE t.state NOT IN {states.TERMINAL_SQL} AND NOT e.unmanaged AND NOT EXISTS"
+            " (SELECT 1 FROM allocations a WHERE a.trial_id = t.id AND a.state <> 'TERMINATED')"
+            " ORDER BY t.id FOR NO KEY UPDATE OF t SKIP LOCKED"
+        )
+        .fetchall()
+    )
     for trial in rows:
         stop = trial["stop_reason"]
         if stop == "searcher":
@@ -62,18 +70,22 @@ def trials_pass(conn: Conn, st: MasterState) -> None:
 
 
 def experiments_pass(conn: Conn) -> None:
-    rows = conn.execute(
-        # Only what the pass reads of the searcher's state: decoding all of it, for every
-        # unfinished experiment at every tick, was most of the loop's time with many paused.
-        "SELECT e.id, e.state, e.searcher_state->'shutdown' AS shutdown,"
-        " e.searcher_state->'failure' AS failure,"
-        " (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id"
-        f" AND t.state NOT IN {states.TERMINAL_SQL}) AS open_trials,"
-        " (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id AND t.state = 'COMPLETED') AS completed,"
-        " (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id) AS all_trials"
-        f" FROM experiments e WHERE NOT e.deleted AND e.state NOT IN {states.ENDED_SQL}"
-        " AND NOT e.unmanaged"
-    ).fetchall()
+    rows = (
+        db.untyped(conn)
+        .execute(
+            # Only what the pass reads of the searcher's state: decoding all of it, for every
+            # unfinished experiment at every tick, was most of the loop's time with many paused.
+            "SELECT e.id, e.state, e.searcher_state->'shutdown' AS shutdown,"
+            " e.searcher_state->'failure' AS failure,"
+            " (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id"
+            f" AND t.state NOT IN {states.TERMINAL_SQL}) AS open_trials,"
+            " (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id AND t.state = 'COMPLETED') AS completed,"
+            " (SELECT count(*) FROM trials t WHERE t.experiment_id = e.id) AS all_trials"
+            f" FROM experiments e WHERE NOT e.deleted AND e.state NOT IN {states.ENDED_SQL}"
+            " AND NOT e.unmanaged"
+        )
+        .fetchall()
+    )
     for exp in rows:
         if exp["open_trials"]:
             continue

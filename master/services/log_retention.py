@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
-from det.master import log_schedule, states
+from det.master import db, log_schedule, states
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound
 from det.master.handles import MasterState
@@ -55,9 +55,11 @@ def check_days(value: object) -> int:
 
 
 def set_for_trial(conn: Conn, trial_id: int, days: int) -> None:
-    row = conn.execute(
-        "SELECT state FROM trials WHERE id = %s FOR NO KEY UPDATE", (trial_id,)
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute("SELECT state FROM trials WHERE id = %s FOR NO KEY UPDATE", (trial_id,))
+        .fetchone()
+    )
     if row is None:
         raise NotFound(f"trial {trial_id} not found")
     if row["state"] not in states.TERMINAL:
@@ -67,10 +69,14 @@ def set_for_trial(conn: Conn, trial_id: int, days: int) -> None:
 
 def set_for_experiment(conn: Conn, experiment_id: int, days: int) -> None:
     """Every trial of the ended experiment keeps its logs ``days`` days (-1: forever)."""
-    row = conn.execute(
-        "SELECT state FROM experiments WHERE id = %s AND NOT deleted FOR NO KEY UPDATE",
-        (experiment_id,),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "SELECT state FROM experiments WHERE id = %s AND NOT deleted FOR NO KEY UPDATE",
+            (experiment_id,),
+        )
+        .fetchone()
+    )
     if row is None:
         raise NotFound(f"experiment {experiment_id} not found")
     if row["state"] not in states.TERMINAL:
@@ -100,13 +106,17 @@ def remaining_for_trial(
     """:func:`remaining` for a trial: its own ``log_retention_days``, else ``default_days``;
     it ended when its last allocation did, once it is in a final state (as
     :func:`expired_tasks` counts it). NotFound when there is no such trial."""
-    row = conn.execute(
-        "SELECT t.log_retention_days, t.state,"
-        " (SELECT CASE WHEN bool_and(a.state = 'TERMINATED') THEN max(a.ended_at) END"
-        "  FROM allocations a WHERE a.task_id = t.task_id) AS ended_at"
-        " FROM trials t WHERE t.id = %s",
-        (trial_id,),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "SELECT t.log_retention_days, t.state,"
+            " (SELECT CASE WHEN bool_and(a.state = 'TERMINATED') THEN max(a.ended_at) END"
+            "  FROM allocations a WHERE a.task_id = t.task_id) AS ended_at"
+            " FROM trials t WHERE t.id = %s",
+            (trial_id,),
+        )
+        .fetchone()
+    )
     if row is None:
         raise NotFound(f"trial {trial_id} not found")
     days = row["log_retention_days"]
@@ -116,20 +126,24 @@ def remaining_for_trial(
 
 def expired_tasks(conn: Conn, default_days: int, now: dt.datetime) -> list[str]:
     """The tasks whose logs have expired at ``now`` and that still have logs."""
-    rows = conn.execute(
-        "SELECT a.task_id FROM allocations a"
-        " LEFT JOIN trials t ON t.task_id = a.task_id"
-        " LEFT JOIN ntsc_tasks n ON n.id = a.task_id"
-        " GROUP BY a.task_id, t.state, t.log_retention_days, n.state"
-        " HAVING bool_and(a.state = 'TERMINATED')"
-        f"  AND (t.state IS NULL OR t.state IN {states.TERMINAL_SQL})"
-        "  AND (n.state IS NULL OR n.state = 'TERMINATED')"
-        "  AND coalesce(t.log_retention_days, %(days)s) >= 0"
-        "  AND max(a.ended_at) < %(now)s::timestamptz"
-        "   - make_interval(days => coalesce(t.log_retention_days, %(days)s))"
-        "  AND EXISTS (SELECT 1 FROM task_logs l WHERE l.task_id = a.task_id)",
-        {"days": default_days, "now": now},
-    ).fetchall()
+    rows = (
+        db.untyped(conn)
+        .execute(
+            "SELECT a.task_id FROM allocations a"
+            " LEFT JOIN trials t ON t.task_id = a.task_id"
+            " LEFT JOIN ntsc_tasks n ON n.id = a.task_id"
+            " GROUP BY a.task_id, t.state, t.log_retention_days, n.state"
+            " HAVING bool_and(a.state = 'TERMINATED')"
+            f"  AND (t.state IS NULL OR t.state IN {states.TERMINAL_SQL})"
+            "  AND (n.state IS NULL OR n.state = 'TERMINATED')"
+            "  AND coalesce(t.log_retention_days, %(days)s) >= 0"
+            "  AND max(a.ended_at) < %(now)s::timestamptz"
+            "   - make_interval(days => coalesce(t.log_retention_days, %(days)s))"
+            "  AND EXISTS (SELECT 1 FROM task_logs l WHERE l.task_id = a.task_id)",
+            {"days": default_days, "now": now},
+        )
+        .fetchall()
+    )
     return [str(r["task_id"]) for r in rows]
 
 
@@ -168,9 +182,11 @@ def delete_logs(
 
 def deleted_at(conn: Conn, task_id: str) -> dt.datetime | None:
     """When retention deleted the task's logs (None: it never did)."""
-    row = conn.execute(
-        "SELECT deleted_at FROM task_logs_deleted WHERE task_id = %s", (task_id,)
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute("SELECT deleted_at FROM task_logs_deleted WHERE task_id = %s", (task_id,))
+        .fetchone()
+    )
     return row["deleted_at"] if row else None
 
 
@@ -189,9 +205,11 @@ def _claim_run(st: MasterState, now: dt.datetime) -> bool:
     """Whether a scheduled run is due, marking it started (so it runs once)."""
     schedule = log_schedule.parse(st.config.retention_policy.schedule)
     with st.pool.connection() as conn:
-        row = conn.execute(
-            "SELECT last_run_at FROM log_retention_runs WHERE id = 1 FOR UPDATE"
-        ).fetchone()
+        row = (
+            db.untyped(conn)
+            .execute("SELECT last_run_at FROM log_retention_runs WHERE id = 1 FOR UPDATE")
+            .fetchone()
+        )
         if not log_schedule.due(schedule, now, row["last_run_at"] if row else None):
             return False
         conn.execute(

@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 
+from det.master import db
 from det.master.db import Conn
 
 WINDOW = dt.timedelta(minutes=15)
@@ -37,11 +38,15 @@ def retry_after(conn: Conn, username: str, address: str, now: dt.datetime) -> in
         ("address = %s", (address,), MAX_FAILURES_PER_ADDRESS),
     ):
         # The limit-th newest failure inside the window leaves it at (its time + WINDOW).
-        row = conn.execute(
-            f"SELECT failed_at FROM login_failures WHERE {where} AND failed_at > %s"
-            " ORDER BY failed_at DESC OFFSET %s LIMIT 1",
-            (*params, since, limit - 1),
-        ).fetchone()
+        row = (
+            db.untyped(conn)
+            .execute(
+                f"SELECT failed_at FROM login_failures WHERE {where} AND failed_at > %s"
+                " ORDER BY failed_at DESC OFFSET %s LIMIT 1",
+                (*params, since, limit - 1),
+            )
+            .fetchone()
+        )
         if row is not None:
             waits.append((row["failed_at"] + WINDOW - now).total_seconds())
     if not waits:

@@ -20,6 +20,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from det.common.jsontypes import JSONObject, JSONValue
+from det.master import db
 from det.master.db import Conn
 
 logger = logging.getLogger(__name__)
@@ -54,9 +55,11 @@ class _Setting:
 
 def put(conn: Conn, values: Mapping[str, JSONValue]) -> None:
     """Stores settings (``log.level``, ``log.color``) under one new version."""
-    version = conn.execute(
-        "SELECT coalesce(max(version), 0) + 1 AS v FROM master_settings"
-    ).fetchone()
+    version = (
+        db.untyped(conn)
+        .execute("SELECT coalesce(max(version), 0) + 1 AS v FROM master_settings")
+        .fetchone()
+    )
     assert version is not None
     for key, value in values.items():
         conn.execute(
@@ -93,9 +96,11 @@ def watch_forever(pool: ConnectionPool[Conn], stop: threading.Event) -> None:
     while True:
         try:
             with pool.connection() as conn:
-                row = conn.execute(
-                    "SELECT coalesce(max(version), 0) AS v FROM master_settings"
-                ).fetchone()
+                row = (
+                    db.untyped(conn)
+                    .execute("SELECT coalesce(max(version), 0) AS v FROM master_settings")
+                    .fetchone()
+                )
                 version = int(row["v"]) if row else 0
                 if version != seen:
                     version, values = current(conn)

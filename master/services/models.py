@@ -7,7 +7,7 @@ from typing import Any
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
-from det.master import limits
+from det.master import db, limits
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound
 from det.master.rows.models import Model, Version
@@ -74,12 +74,16 @@ _SORTS = {
 def labels(conn: Conn, workspace_id: int | None) -> list[str]:
     """Determined's GetModelLabels: every label on a model (of one workspace, if given), the
     most used first, then by name."""
-    rows = conn.execute(
-        "SELECT label, count(*) AS uses FROM models m, jsonb_array_elements_text(m.labels) label"
-        " WHERE %(ws)s::bigint IS NULL OR m.workspace_id = %(ws)s"
-        " GROUP BY label ORDER BY uses DESC, label",
-        {"ws": workspace_id},
-    ).fetchall()
+    rows = (
+        db.untyped(conn)
+        .execute(
+            "SELECT label, count(*) AS uses FROM models m, jsonb_array_elements_text(m.labels) label"
+            " WHERE %(ws)s::bigint IS NULL OR m.workspace_id = %(ws)s"
+            " GROUP BY label ORDER BY uses DESC, label",
+            {"ws": workspace_id},
+        )
+        .fetchall()
+    )
     return [r["label"] for r in rows]
 
 
@@ -144,26 +148,34 @@ def register_version(
     uid = data.get("checkpointUuid") or ""
     ckpt_svc.get(conn, uid)  # 404 / 400 if it does not exist
     conn.execute("SELECT id FROM models WHERE id = %s FOR NO KEY UPDATE", (model["id"],))
-    version_row = conn.execute(
-        "SELECT coalesce(max(version), 0) + 1 AS v FROM model_versions WHERE model_id = %s",
-        (model["id"],),
-    ).fetchone()
+    version_row = (
+        db.untyped(conn)
+        .execute(
+            "SELECT coalesce(max(version), 0) + 1 AS v FROM model_versions WHERE model_id = %s",
+            (model["id"],),
+        )
+        .fetchone()
+    )
     assert version_row is not None
-    row = conn.execute(
-        "INSERT INTO model_versions (model_id, version, checkpoint_uuid, name, comment, metadata,"
-        " labels, notes, owner_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-        (
-            model["id"],
-            version_row["v"],
-            uid,
-            data.get("name") or "",
-            data.get("comment") or "",
-            Jsonb(data.get("metadata") or {}),
-            Jsonb(data.get("labels") or []),
-            data.get("notes") or "",
-            owner_id,
-        ),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "INSERT INTO model_versions (model_id, version, checkpoint_uuid, name, comment, metadata,"
+            " labels, notes, owner_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            (
+                model["id"],
+                version_row["v"],
+                uid,
+                data.get("name") or "",
+                data.get("comment") or "",
+                Jsonb(data.get("metadata") or {}),
+                Jsonb(data.get("labels") or []),
+                data.get("notes") or "",
+                owner_id,
+            ),
+        )
+        .fetchone()
+    )
     assert row is not None
     conn.execute("UPDATE models SET modified_at = now() WHERE id = %s", (model["id"],))
     return version_by_id(conn, row["id"])

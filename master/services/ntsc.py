@@ -29,7 +29,7 @@ from psycopg.rows import class_row
 
 from det.common.container_spec import ContainerSpec
 from det.common.jsontypes import JSONObject
-from det.master import authz, expconf, states
+from det.master import authz, db, expconf, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.expconf.task import KIND_NAMES, TaskConfig, TaskKind, parse_task_config
@@ -112,7 +112,11 @@ def launch(
         conn, st, res.resource_pool, int(res.slots or 0), field="resources.slots"
     )
     if workspace_id is not None:
-        ws = conn.execute("SELECT id FROM workspaces WHERE id = %s", (workspace_id,)).fetchone()
+        ws = (
+            db.untyped(conn)
+            .execute("SELECT id FROM workspaces WHERE id = %s", (workspace_id,))
+            .fetchone()
+        )
         if ws is None:
             raise InvalidArgument(f"workspaceId: no workspace {workspace_id}")
     # Launching needs Editor in the workspace: its pool bindings follow from this.
@@ -122,7 +126,9 @@ def launch(
     if not config.get("description"):
         config["description"] = f"{KIND_NAMES[kind]} ({task_id[:8]})"
     priority = res.priority or st.config.resource_manager.scheduler.default_priority
-    queue_key = conn.execute("SELECT coalesce(max(queue_key), 0) + 1 AS k FROM jobs").fetchone()
+    queue_key = (
+        db.untyped(conn).execute("SELECT coalesce(max(queue_key), 0) + 1 AS k FROM jobs").fetchone()
+    )
     assert queue_key is not None
     job_id = str(uuid.uuid4())
     conn.execute(
@@ -166,7 +172,11 @@ def queue_run(conn: Conn, st: MasterState, task: TaskRow) -> str:
     """Queues the next run of ``task``; returns the allocation id."""
     run_id = task.run_id + 1
     allocation_id = f"{task.id}.{run_id}"
-    job = conn.execute("SELECT resource_pool FROM jobs WHERE id = %s", (task.job_id,)).fetchone()
+    job = (
+        db.untyped(conn)
+        .execute("SELECT resource_pool FROM jobs WHERE id = %s", (task.job_id,))
+        .fetchone()
+    )
     assert job is not None
     allocation_rows.queue(
         conn,
@@ -295,7 +305,11 @@ def tasks_pass(conn: Conn, st: MasterState) -> None:
 
 def context(conn: Conn, task_id: str) -> bytes | None:
     """The task's context directory (a gzip tar), None when it has none; NotFound if no task."""
-    row = conn.execute("SELECT context FROM ntsc_tasks WHERE id = %s", (task_id,)).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute("SELECT context FROM ntsc_tasks WHERE id = %s", (task_id,))
+        .fetchone()
+    )
     if row is None:
         raise NotFound(f"task {task_id} not found")
     return bytes(row["context"]) if row["context"] is not None else None

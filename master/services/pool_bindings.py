@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from det.master import db
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.handles import MasterState
@@ -32,11 +33,18 @@ def workspace_ids(conn: Conn, ids: list[Any] | None, names: list[str] | None) ->
             wid = int(raw)
         except (TypeError, ValueError):
             raise InvalidArgument(f"workspaceIds[{i}]: not an id ({raw!r})") from None
-        if conn.execute("SELECT 1 FROM workspaces WHERE id = %s", (wid,)).fetchone() is None:
+        if (
+            db.untyped(conn).execute("SELECT 1 FROM workspaces WHERE id = %s", (wid,)).fetchone()
+            is None
+        ):
             raise NotFound(f"workspaceIds[{i}]: no workspace {wid}")
         out.append(wid)
     for i, name in enumerate(names or []):
-        row = conn.execute("SELECT id FROM workspaces WHERE name = %s", (name,)).fetchone()
+        row = (
+            db.untyped(conn)
+            .execute("SELECT id FROM workspaces WHERE name = %s", (name,))
+            .fetchone()
+        )
         if row is None:
             raise NotFound(f"workspaceNames[{i}]: no workspace named {name!r}")
         out.append(int(row["id"]))
@@ -48,7 +56,7 @@ def workspace_ids(conn: Conn, ids: list[Any] | None, names: list[str] | None) ->
 def bound(conn: Conn, pool: str) -> list[int]:
     return [
         int(r["workspace_id"])
-        for r in conn.execute(
+        for r in db.untyped(conn).execute(
             "SELECT workspace_id FROM pool_workspace_bindings WHERE pool = %s ORDER BY workspace_id",
             (pool,),
         )
@@ -84,17 +92,25 @@ def overwrite(conn: Conn, st: MasterState, pool: str, ids: list[int]) -> None:
 
 def available(conn: Conn, st: MasterState, workspace_id: int) -> list[str]:
     """The pools workspace ``workspace_id`` may use, in the config's order."""
-    rows = conn.execute(
-        "SELECT pool, bool_or(workspace_id = %s) AS mine FROM pool_workspace_bindings"
-        " GROUP BY pool",
-        (workspace_id,),
-    ).fetchall()
+    rows = (
+        db.untyped(conn)
+        .execute(
+            "SELECT pool, bool_or(workspace_id = %s) AS mine FROM pool_workspace_bindings"
+            " GROUP BY pool",
+            (workspace_id,),
+        )
+        .fetchall()
+    )
     closed = {r["pool"] for r in rows if not r["mine"]}
     return [p for p in pool_names(st) if p not in closed]
 
 
 def _workspace_name(conn: Conn, workspace_id: int) -> str:
-    row = conn.execute("SELECT name FROM workspaces WHERE id = %s", (workspace_id,)).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute("SELECT name FROM workspaces WHERE id = %s", (workspace_id,))
+        .fetchone()
+    )
     return str(row["name"]) if row else str(workspace_id)
 
 
@@ -116,9 +132,11 @@ def default_pool(conn: Conn, workspace_id: int | None, *, aux: bool) -> str | No
     if workspace_id is None:
         return None
     column = "default_aux_pool" if aux else "default_compute_pool"
-    row = conn.execute(
-        f"SELECT {column} AS pool FROM workspaces WHERE id = %s", (workspace_id,)
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(f"SELECT {column} AS pool FROM workspaces WHERE id = %s", (workspace_id,))
+        .fetchone()
+    )
     return str(row["pool"]) if row is not None and row["pool"] else None
 
 

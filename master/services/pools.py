@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from det.master import db
 from det.master.db import Conn
 from det.master.handles import MasterState
 from det.master.schemas import d
@@ -11,7 +12,7 @@ from det.master.schemas.pools import resource_pool
 def list_pools(conn: Conn, st: MasterState) -> list[d.v1ResourcePool]:
     counts = {
         r["resource_pool"]: r
-        for r in conn.execute(
+        for r in db.untyped(conn).execute(
             "SELECT a.resource_pool, count(DISTINCT a.id) AS agents, count(s.slot_id) FILTER (WHERE s.enabled) AS slots,"
             " max(s.type) AS slot_type FROM agents a LEFT JOIN slots s ON s.agent_id = a.id"
             " WHERE a.connected GROUP BY a.resource_pool"
@@ -19,7 +20,7 @@ def list_pools(conn: Conn, st: MasterState) -> list[d.v1ResourcePool]:
     }
     used = {
         r["resource_pool"]: int(r["used"])
-        for r in conn.execute(
+        for r in db.untyped(conn).execute(
             "SELECT resource_pool, coalesce(sum(slots_needed), 0) AS used FROM allocations"
             " WHERE state NOT IN ('PENDING','TERMINATED') GROUP BY resource_pool"
         )

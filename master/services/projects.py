@@ -15,7 +15,7 @@ import psycopg
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
-from det.master import limits
+from det.master import db, limits
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound, PayloadTooLarge
 from det.master.rows.workspaces import Project
@@ -124,7 +124,7 @@ def _key(conn: Conn, given: Any, name: str, *, current_id: int | None = None) ->
         if not _KEY_RE.match(key):
             raise InvalidArgument(f"key: 1 to {KEY_LENGTH} letters or digits, got {key!r}")
         key = key.upper()
-        row = conn.execute("SELECT id FROM projects WHERE key = %s", (key,)).fetchone()
+        row = db.untyped(conn).execute("SELECT id FROM projects WHERE key = %s", (key,)).fetchone()
         if row is not None and row["id"] != current_id:
             raise Conflict(f"project key '{key}' is already taken")
         return key
@@ -132,7 +132,10 @@ def _key(conn: Conn, given: Any, name: str, *, current_id: int | None = None) ->
     for n in range(10**KEY_LENGTH):
         suffix = "" if n == 0 else str(n)
         key = base[: KEY_LENGTH - len(suffix)] + suffix
-        if conn.execute("SELECT 1 FROM projects WHERE key = %s", (key,)).fetchone() is None:
+        if (
+            db.untyped(conn).execute("SELECT 1 FROM projects WHERE key = %s", (key,)).fetchone()
+            is None
+        ):
             return key
     raise Conflict("no free project key: pass one with key")  # pragma: no cover
 
@@ -147,11 +150,15 @@ def create(conn: Conn, owner_id: int, workspace_id: int, data: d.v1PostProjectRe
     workspaces.usable(conn, workspace_id)
     conn.execute("SELECT id FROM workspaces WHERE id = %s FOR KEY SHARE", (workspace_id,))
     key = _key(conn, data.get("key"), name)
-    row = conn.execute(
-        "INSERT INTO projects (workspace_id, name, key, description, owner_id)"
-        " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING id",
-        (workspace_id, name, key, description, owner_id),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "INSERT INTO projects (workspace_id, name, key, description, owner_id)"
+            " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING id",
+            (workspace_id, name, key, description, owner_id),
+        )
+        .fetchone()
+    )
     if row is None:
         raise Conflict(f"project '{name}' already exists in this workspace")
     return get(conn, row["id"])
@@ -193,9 +200,11 @@ def set_archived(conn: Conn, project_id: int, archived: bool) -> None:
     row = _lock(conn, project_id)
     _mutable(row, "archived")
     if not archived:
-        ws = conn.execute(
-            "SELECT name, archived FROM workspaces WHERE id = %s", (row.workspace_id,)
-        ).fetchone()
+        ws = (
+            db.untyped(conn)
+            .execute("SELECT name, archived FROM workspaces WHERE id = %s", (row.workspace_id,))
+            .fetchone()
+        )
         if ws is not None and ws["archived"]:
             raise Conflict(f"workspace '{ws['name']}' is archived: unarchive it first")
     conn.execute("UPDATE projects SET archived = %s WHERE id = %s", (archived, project_id))

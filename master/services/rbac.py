@@ -14,7 +14,7 @@ from typing import Any
 
 from psycopg.rows import class_row
 
-from det.master import authz, limits
+from det.master import authz, db, limits
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound
 
@@ -61,7 +61,7 @@ def get_group(conn: Conn, group_id: int) -> Group:
 
 
 def group_by_name(conn: Conn, name: str) -> Group:
-    row = conn.execute("SELECT id FROM user_groups WHERE name = %s", (name,)).fetchone()
+    row = db.untyped(conn).execute("SELECT id FROM user_groups WHERE name = %s", (name,)).fetchone()
     if row is None:
         raise NotFound(f"no user group named {name!r}")
     return get_group(conn, int(row["id"]))
@@ -70,7 +70,7 @@ def group_by_name(conn: Conn, name: str) -> Group:
 def members(conn: Conn, group_id: int) -> list[int]:
     return [
         int(r["user_id"])
-        for r in conn.execute(
+        for r in db.untyped(conn).execute(
             "SELECT user_id FROM user_group_members WHERE group_id = %s ORDER BY user_id",
             (group_id,),
         )
@@ -104,10 +104,14 @@ def list_groups(conn: Conn, user_id: int | None = None, name: str | None = None)
 def create_group(conn: Conn, name: Any, add_users: list[Any] | None) -> Group:
     name = limits.text("name", name, limits.NAME, required=True)
     users = _user_ids(conn, "addUsers", add_users)
-    row = conn.execute(
-        "INSERT INTO user_groups (name) VALUES (%s) ON CONFLICT (name) DO NOTHING RETURNING id",
-        (name,),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "INSERT INTO user_groups (name) VALUES (%s) ON CONFLICT (name) DO NOTHING RETURNING id",
+            (name,),
+        )
+        .fetchone()
+    )
     if row is None:
         raise Conflict(f"user group {name!r} already exists")
     group_id = int(row["id"])
@@ -179,14 +183,22 @@ def _admin_flag(conn: Conn, user_id: int | None, admin: bool) -> None:
     user, not a group; taken from any admin but the last active one."""
     if user_id is None:
         raise InvalidArgument("ClusterAdmin is the admin flag: it is given to users, not to groups")
-    row = conn.execute("SELECT admin FROM users WHERE id = %s FOR UPDATE", (user_id,)).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute("SELECT admin FROM users WHERE id = %s FOR UPDATE", (user_id,))
+        .fetchone()
+    )
     assert row is not None  # _target checked it
     if not admin and not row["admin"]:
         raise NotFound(f"user {user_id} has no ClusterAdmin role on the cluster")
     if not admin:
-        others = conn.execute(
-            "SELECT count(*) AS n FROM users WHERE admin AND active AND id <> %s", (user_id,)
-        ).fetchone()
+        others = (
+            db.untyped(conn)
+            .execute(
+                "SELECT count(*) AS n FROM users WHERE admin AND active AND id <> %s", (user_id,)
+            )
+            .fetchone()
+        )
         if others is None or others["n"] == 0:
             raise Conflict(f"user {user_id} is the last active admin: the cluster would have none")
     conn.execute("UPDATE users SET admin = %s WHERE id = %s", (admin, user_id))
@@ -282,5 +294,5 @@ def admins(conn: Conn) -> list[Assignment]:
     """The admins' ClusterAdmin role (their flag), as assignments on the cluster."""
     return [
         Assignment(authz.Role.CLUSTER_ADMIN.value, int(r["id"]), None, None)
-        for r in conn.execute("SELECT id FROM users WHERE admin ORDER BY id")
+        for r in db.untyped(conn).execute("SELECT id FROM users WHERE admin ORDER BY id")
     ]

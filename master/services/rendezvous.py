@@ -20,10 +20,12 @@ an honest mistake (a script that trains on its own in every container) from a tr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 
 from det.common.jsontypes import JSONValue
+from det.master import db
 from det.master.db import Conn
 
 #: Separates an allocation token from a container rank (allocation tokens are URL-safe base64:
@@ -50,13 +52,21 @@ def split_token(token: str) -> tuple[str, int]:
     return token, 0
 
 
+@dataclasses.dataclass(frozen=True)
+class _AgentAddresses:
+    id: str
+    addresses: JSONValue  # agents.addresses: a JSON list of strings, as the agent reported it
+
+
 def rendezvous_env(
     conn: Conn, placement: Mapping[str, Sequence[str]] | None, agent_id: str
 ) -> dict[str, str]:
     """The ``DET_CONTAINER_*`` variables of the container on ``agent_id``."""
     order = container_order(placement) or [agent_id]
-    rows = conn.execute("SELECT id, addresses FROM agents WHERE id = ANY(%s)", (order,)).fetchall()
-    addresses = {str(r["id"]): r["addresses"] for r in rows}
+    rows = db.fetch_rows(
+        conn, _AgentAddresses, "SELECT id, addresses FROM agents WHERE id = ANY(%s)", (order,)
+    )
+    addresses = {r.id: r.addresses for r in rows}
     return rendezvous_variables(order, addresses, placement or {}, agent_id)
 
 

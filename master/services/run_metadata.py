@@ -15,7 +15,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from det.common.jsontypes import JSONObject
-from det.master import limits
+from det.master import db, limits
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 
@@ -69,10 +69,14 @@ def check(metadata: object) -> JSONObject:
 
 def set_(conn: Conn, trial_id: int, metadata: JSONObject) -> JSONObject:
     """The run's metadata is now ``metadata`` (checked by :func:`check`); returns it."""
-    row = conn.execute(
-        "UPDATE trials SET metadata = %s WHERE id = %s RETURNING metadata",
-        (Jsonb(metadata), trial_id),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "UPDATE trials SET metadata = %s WHERE id = %s RETURNING metadata",
+            (Jsonb(metadata), trial_id),
+        )
+        .fetchone()
+    )
     if row is None:
         raise NotFound(f"run {trial_id} not found")
     return dict(row["metadata"])
@@ -80,7 +84,11 @@ def set_(conn: Conn, trial_id: int, metadata: JSONObject) -> JSONObject:
 
 def get(conn: Conn, trial_id: int) -> JSONObject:
     """The run's metadata ({} if none was ever set)."""
-    row = conn.execute("SELECT metadata FROM trials WHERE id = %s", (trial_id,)).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute("SELECT metadata FROM trials WHERE id = %s", (trial_id,))
+        .fetchone()
+    )
     if row is None:
         raise NotFound(f"run {trial_id} not found")
     return dict(row["metadata"] or {})

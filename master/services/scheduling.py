@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from psycopg.rows import class_row
 from typing_extensions import TypedDict
 
+from det.master import db, states
 from det.master import scheduler as sched
-from det.master import states
 from det.master.config import SchedulerConfig
 from det.master.db import Conn
 from det.master.errors import InvalidArgument
@@ -201,14 +201,13 @@ def refuse_if_never_fits(
     cfg = st.config.pool(pool) if pool else None
     if cfg is None:
         return
-    agent_slots = [
-        int(r["n"])
-        for r in conn.execute(
-            "SELECT count(s.slot_id) AS n FROM agents a LEFT JOIN slots s ON s.agent_id = a.id AND s.enabled"
-            " WHERE a.resource_pool = %s AND a.connected GROUP BY a.id",
-            (pool,),
-        )
-    ]
+    agent_slots = db.column(
+        conn,
+        int,
+        "SELECT count(s.slot_id) AS n FROM agents a LEFT JOIN slots s ON s.agent_id = a.id AND s.enabled"
+        " WHERE a.resource_pool = %s AND a.connected GROUP BY a.id",
+        (pool,),
+    )
     growth = None
     provider = cfg.provider_config
     if not agent_slots and provider is None:

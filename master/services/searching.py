@@ -15,8 +15,8 @@ from psycopg.types.json import Jsonb
 from typing_extensions import TypedDict
 
 from det.common.jsontypes import JSONObject
+from det.master import db, states
 from det.master import searcher as search
-from det.master import states
 from det.master.db import Conn
 from det.master.expconf import stored
 from det.master.expconf.schema import ExperimentConfig
@@ -54,13 +54,17 @@ class _Event:
 
 
 def pending_experiments(conn: Conn) -> list[int]:
-    rows = conn.execute(
-        f"SELECT id FROM experiments e WHERE NOT deleted AND state NOT IN {states.ENDED_SQL}"
-        " AND NOT unmanaged"
-        " AND (searcher_state IS NULL OR EXISTS (SELECT 1 FROM searcher_events s"
-        "      WHERE s.experiment_id = e.id AND NOT s.processed))"
-        " ORDER BY id"
-    ).fetchall()
+    rows = (
+        db.untyped(conn)
+        .execute(
+            f"SELECT id FROM experiments e WHERE NOT deleted AND state NOT IN {states.ENDED_SQL}"
+            " AND NOT unmanaged"
+            " AND (searcher_state IS NULL OR EXISTS (SELECT 1 FROM searcher_events s"
+            "      WHERE s.experiment_id = e.id AND NOT s.processed))"
+            " ORDER BY id"
+        )
+        .fetchall()
+    )
     return [r["id"] for r in rows]
 
 
@@ -134,10 +138,14 @@ def run_for_experiment(conn: Conn, experiment_id: int) -> None:
 
 def _reported(conn: Conn, experiment_id: int) -> dict[str, float]:
     """The training progress each of the experiment's trials last reported, by request id."""
-    rows = conn.execute(
-        "SELECT request_id, progress FROM trials WHERE experiment_id = %s AND progress IS NOT NULL",
-        (experiment_id,),
-    ).fetchall()
+    rows = (
+        db.untyped(conn)
+        .execute(
+            "SELECT request_id, progress FROM trials WHERE experiment_id = %s AND progress IS NOT NULL",
+            (experiment_id,),
+        )
+        .fetchall()
+    )
     return {str(r["request_id"]): float(r["progress"]) for r in rows}
 
 
@@ -145,11 +153,15 @@ def trial_progress(conn: Conn, trial_id: int, progress: float) -> None:
     """A managed trial reports its training progress (a fraction in [0, 1]): stored on the
     trial, and its experiment's progress computed again by its searcher, unfinished trials'
     training included. Under the experiment's lock, as the searcher pass writes it."""
-    row = conn.execute(
-        "SELECT e.id, e.searcher_state FROM trials t JOIN experiments e ON e.id = t.experiment_id"
-        " WHERE t.id = %s AND NOT e.unmanaged FOR NO KEY UPDATE OF e",
-        (trial_id,),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "SELECT e.id, e.searcher_state FROM trials t JOIN experiments e ON e.id = t.experiment_id"
+            " WHERE t.id = %s AND NOT e.unmanaged FOR NO KEY UPDATE OF e",
+            (trial_id,),
+        )
+        .fetchone()
+    )
     if row is None:
         return
     conn.execute("UPDATE trials SET progress = %s WHERE id = %s", (progress, trial_id))
@@ -197,25 +209,29 @@ def _create_trial(conn: Conn, exp: _Searched, action: search.CreateTrial) -> boo
     if exp.state in states.STOPPING or exp.state in states.TERMINAL:
         # Canceled or killed before the searcher asked: there is nothing to run it for.
         return False
-    seq = conn.execute("SELECT nextval('trials_id_seq') AS id").fetchone()
+    seq = db.untyped(conn).execute("SELECT nextval('trials_id_seq') AS id").fetchone()
     assert seq is not None
     trial_id = int(seq["id"])
     state = states.PAUSED if exp.state == states.PAUSED else states.ACTIVE
-    row = conn.execute(
-        "INSERT INTO trials (id, experiment_id, request_id, task_id, hparams, seed, state)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (experiment_id, request_id) DO NOTHING RETURNING id",
-        (
-            trial_id,
-            exp.id,
-            action.request_id,
-            # Determined's form, "<experiment id>.<request uuid>": its clients check task ids
-            # against it (``det task logs`` refuses anything else as a partial UUID).
-            f"{exp.id}.{action.request_id}",
-            Jsonb(action.hparams),
-            int(action.seed) % (2**31),
-            state,
-        ),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "INSERT INTO trials (id, experiment_id, request_id, task_id, hparams, seed, state)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (experiment_id, request_id) DO NOTHING RETURNING id",
+            (
+                trial_id,
+                exp.id,
+                action.request_id,
+                # Determined's form, "<experiment id>.<request uuid>": its clients check task ids
+                # against it (``det task logs`` refuses anything else as a partial UUID).
+                f"{exp.id}.{action.request_id}",
+                Jsonb(action.hparams),
+                int(action.seed) % (2**31),
+                state,
+            ),
+        )
+        .fetchone()
+    )
     if row is None:
         return False
     states.record_event(
@@ -225,11 +241,15 @@ def _create_trial(conn: Conn, exp: _Searched, action: search.CreateTrial) -> boo
 
 
 def _stop_trial(conn: Conn, experiment_id: int, request_id: str) -> None:
-    trial = conn.execute(
-        "SELECT id FROM trials WHERE experiment_id = %s AND request_id = %s"
-        f" AND state NOT IN {states.TERMINAL_SQL}",
-        (experiment_id, request_id),
-    ).fetchone()
+    trial = (
+        db.untyped(conn)
+        .execute(
+            "SELECT id FROM trials WHERE experiment_id = %s AND request_id = %s"
+            f" AND state NOT IN {states.TERMINAL_SQL}",
+            (experiment_id, request_id),
+        )
+        .fetchone()
+    )
     if trial is None:
         return
     # The trial checkpoints and exits 0 on the preemption signal; it is never killed mid-step.

@@ -12,9 +12,12 @@ and after; the table refuses updates and deletes), in the transaction that store
 
 Several master processes on one database agree within :data:`CACHE_SECONDS`: each process
 keeps the value it last read for at most that long (:func:`cluster_policy`), and the process
-that takes a change forgets its copy at once. The value is read through the master's pool
-(a second connection, at most once per :data:`CACHE_SECONDS` per process), since the spec
-builders and the create-time checks are called with the state only.
+that takes a change forgets its copy at once. The value is read on a connection of its own, not
+the master's pool, one read at a time per process (the others that asked wait for it), at most
+once per :data:`CACHE_SECONDS`: the spec builders and the create-time checks are called with the
+state only, while their request holds a pooled connection, and with every pooled connection held
+by such a request, a second one from the pool waited for the pool's timeout (30 s: 100 agents'
+heartbeats building 200 trials' specs lost the agents; bench/scale.py).
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from psycopg.rows import class_row
+import psycopg
+from psycopg.rows import class_row, dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from det.common.jsontypes import JSONObject
+from det.master import db
 from det.master.container_policy import ContainerPolicy
 from det.master.db import Conn
 from det.master.handles import MasterState
@@ -82,12 +87,16 @@ def put(
     # Writers wait for each other; readers of the current value do not wait.
     conn.execute("LOCK TABLE task_container_policy IN EXCLUSIVE MODE")
     before = current(conn, initial)
-    change = conn.execute(
-        "INSERT INTO task_container_policy_changes"
-        " (user_id, username, source_before, policy_before, policy_after)"
-        " VALUES (%s, %s, %s, %s, %s) RETURNING id, changed_at",
-        (user_id, username, before.source, Jsonb(wire(before.policy)), Jsonb(wire(policy))),
-    ).fetchone()
+    change = (
+        db.untyped(conn)
+        .execute(
+            "INSERT INTO task_container_policy_changes"
+            " (user_id, username, source_before, policy_before, policy_after)"
+            " VALUES (%s, %s, %s, %s, %s) RETURNING id, changed_at",
+            (user_id, username, before.source, Jsonb(wire(before.policy)), Jsonb(wire(policy))),
+        )
+        .fetchone()
+    )
     assert change is not None
     conn.execute(
         "INSERT INTO task_container_policy (one, policy, change_id) VALUES (true, %s, %s)"
@@ -117,6 +126,7 @@ _cache: weakref.WeakKeyDictionary[ConnectionPool[Conn], tuple[float, ContainerPo
 )
 _warned: weakref.WeakSet[ConnectionPool[Conn]] = weakref.WeakSet()
 _lock = threading.Lock()
+_reading = threading.Lock()  # one read of the stored value at a time in a process
 
 
 def cluster_policy(st: MasterState, clock: Callable[[], float] = time.monotonic) -> ContainerPolicy:
@@ -124,13 +134,18 @@ def cluster_policy(st: MasterState, clock: Callable[[], float] = time.monotonic)
     master.yaml's) as read at most :data:`CACHE_SECONDS` ago. The age counts from before the
     read, so no value older than the bound is applied. A stored value that differs from this
     master's master.yaml is logged once per process (a WARNING: master.yaml's does not apply)."""
-    started = clock()
+    asked = clock()
     with _lock:
         hit = _cache.get(st.pool)
-    if hit is not None and started - hit[0] < CACHE_SECONDS:
+    if hit is not None and asked - hit[0] < CACHE_SECONDS:
         return hit[1]
-    with st.pool.connection() as conn:
-        found = current(conn, st.config.task_container_policy)
+    with _reading:
+        with _lock:
+            hit = _cache.get(st.pool)
+        if hit is not None and hit[0] >= asked:  # read by another caller since this one asked
+            return hit[1]
+        started = clock()
+        found = _read(st)
     differs = wire(found.policy) != wire(st.config.task_container_policy)
     with _lock:
         _cache[st.pool] = (started, found.policy)
@@ -145,6 +160,12 @@ def cluster_policy(st: MasterState, clock: Callable[[], float] = time.monotonic)
             found.updated_at,
         )
     return found.policy
+
+
+def _read(st: MasterState) -> Current:
+    """The stored value, on a connection outside the pool (the caller may hold the last one)."""
+    with psycopg.connect(st.pool.conninfo, row_factory=dict_row, autocommit=True) as conn:
+        return current(conn, st.config.task_container_policy)
 
 
 def forget(st: MasterState) -> None:

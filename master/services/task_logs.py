@@ -8,7 +8,7 @@ from typing import Any
 
 from psycopg.rows import class_row
 
-from det.master import states
+from det.master import db, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument
 from det.master.rows.logs import LogLine
@@ -49,20 +49,26 @@ def insert(conn: Conn, rows: list[tuple[Any, ...]]) -> None:
 
 def task_of_trial(conn: Conn, trial_id: int) -> str | None:
     """The task id of trial ``trial_id`` (its logs are its task's), None for no such trial."""
-    row = conn.execute("SELECT task_id FROM trials WHERE id = %s", (trial_id,)).fetchone()
+    row = (
+        db.untyped(conn).execute("SELECT task_id FROM trials WHERE id = %s", (trial_id,)).fetchone()
+    )
     return str(row["task_id"]) if row else None
 
 
 def task_done(conn: Conn, task_id: str) -> bool:
     """The task has no live allocation and will get no other: a preempted trial or interactive
     task is between allocations, not done."""
-    row = conn.execute(
-        "SELECT count(*) FILTER (WHERE state <> 'TERMINATED') AS live,"
-        " (SELECT state FROM trials WHERE task_id = %s) AS trial_state,"
-        " (SELECT state FROM ntsc_tasks WHERE id = %s) AS ntsc_state"
-        " FROM allocations WHERE task_id = %s",
-        (task_id, task_id, task_id),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "SELECT count(*) FILTER (WHERE state <> 'TERMINATED') AS live,"
+            " (SELECT state FROM trials WHERE task_id = %s) AS trial_state,"
+            " (SELECT state FROM ntsc_tasks WHERE id = %s) AS ntsc_state"
+            " FROM allocations WHERE task_id = %s",
+            (task_id, task_id, task_id),
+        )
+        .fetchone()
+    )
     if row is None:
         return True
     return (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from det.master import states
+from det.master import db, states
 from det.master.db import Conn
 from det.master.errors import NotFound, PermissionDenied
 from det.master.handles import MasterState
@@ -18,15 +18,19 @@ from det.master.services import agents, allocations, ntsc, task_services
 
 def live_allocations(conn: Conn) -> dict[str, d.v1AllocationSummary]:
     """``allocationIdToSummary``: every allocation that has not terminated, by id."""
-    rows = conn.execute(
-        "SELECT a.*, t.experiment_id, g.experiment_id AS gc_experiment_id, j.priority,"
-        " n.kind AS ntsc_kind, n.description AS ntsc_description"
-        " FROM allocations a LEFT JOIN trials t ON t.id = a.trial_id"
-        " LEFT JOIN checkpoint_gc g ON g.allocation_id = a.id"
-        " LEFT JOIN ntsc_tasks n ON n.id = a.task_id"
-        " LEFT JOIN jobs j ON j.id = a.job_id"
-        " WHERE a.state <> 'TERMINATED' ORDER BY a.created_at, a.id"
-    ).fetchall()
+    rows = (
+        db.untyped(conn)
+        .execute(
+            "SELECT a.*, t.experiment_id, g.experiment_id AS gc_experiment_id, j.priority,"
+            " n.kind AS ntsc_kind, n.description AS ntsc_description"
+            " FROM allocations a LEFT JOIN trials t ON t.id = a.trial_id"
+            " LEFT JOIN checkpoint_gc g ON g.allocation_id = a.id"
+            " LEFT JOIN ntsc_tasks n ON n.id = a.task_id"
+            " LEFT JOIN jobs j ON j.id = a.job_id"
+            " WHERE a.state <> 'TERMINATED' ORDER BY a.created_at, a.id"
+        )
+        .fetchall()
+    )
     slots = agents.slot_devices(conn)
     return {r["id"]: allocation_summary(r, slots) for r in rows}
 
@@ -34,10 +38,14 @@ def live_allocations(conn: Conn) -> dict[str, d.v1AllocationSummary]:
 def context(conn: Conn, task_id: str) -> bytes:
     """The files a task starts with (a gzip tar): a trial's experiment's context, else the
     interactive task's (:func:`ntsc_context`)."""
-    row = conn.execute(
-        "SELECT e.context FROM trials t JOIN experiments e ON e.id = t.experiment_id WHERE t.task_id = %s",
-        (task_id,),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "SELECT e.context FROM trials t JOIN experiments e ON e.id = t.experiment_id WHERE t.task_id = %s",
+            (task_id,),
+        )
+        .fetchone()
+    )
     if row is None:
         return ntsc_context(conn, task_id)
     return bytes(row["context"] or b"")
@@ -50,21 +58,33 @@ def ntsc_context(conn: Conn, task_id: str) -> bytes:
 
 def task_view(conn: Conn, task_id: str) -> d.v1Task:
     """Determined's ``GetTask``: a trial's, a checkpoint GC's or an interactive task's task."""
-    allocs = conn.execute(
-        "SELECT * FROM allocations WHERE task_id = %s ORDER BY created_at DESC, id DESC",
-        (task_id,),
-    ).fetchall()
-    row = conn.execute(
-        "SELECT kind, created_at, ended_at, proxy_address IS NOT NULL AS ready FROM ntsc_tasks"
-        " WHERE id = %s",
-        (task_id,),
-    ).fetchone()
-    if row is None:
-        row = conn.execute(
-            "SELECT 'TRIAL' AS kind, created_at, ended_at, false AS ready FROM trials"
-            " WHERE task_id = %s",
+    allocs = (
+        db.untyped(conn)
+        .execute(
+            "SELECT * FROM allocations WHERE task_id = %s ORDER BY created_at DESC, id DESC",
             (task_id,),
-        ).fetchone()
+        )
+        .fetchall()
+    )
+    row = (
+        db.untyped(conn)
+        .execute(
+            "SELECT kind, created_at, ended_at, proxy_address IS NOT NULL AS ready FROM ntsc_tasks"
+            " WHERE id = %s",
+            (task_id,),
+        )
+        .fetchone()
+    )
+    if row is None:
+        row = (
+            db.untyped(conn)
+            .execute(
+                "SELECT 'TRIAL' AS kind, created_at, ended_at, false AS ready FROM trials"
+                " WHERE task_id = %s",
+                (task_id,),
+            )
+            .fetchone()
+        )
     if row is None and allocs:
         last = allocs[0]
         live = last["state"] != "TERMINATED"
@@ -84,11 +104,15 @@ def proxy_ticket(conn: Conn, st: MasterState, task_id: str, user: Any, session_i
     """A one-minute, single-use ticket to task ``task_id``'s proxied page for ``user`` (its
     owner or an admin: the proxy checks again when it is used), bound to the session it was
     asked with (the cookie it becomes dies with that session)."""
-    row = conn.execute(
-        "SELECT n.owner_id, u.username FROM ntsc_tasks n JOIN users u ON u.id = n.owner_id"
-        " WHERE n.id = %s",
-        (task_id,),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "SELECT n.owner_id, u.username FROM ntsc_tasks n JOIN users u ON u.id = n.owner_id"
+            " WHERE n.id = %s",
+            (task_id,),
+        )
+        .fetchone()
+    )
     if row is None:
         raise NotFound(f"task {task_id} not found")
     if not user.admin and user.id != row["owner_id"]:
@@ -105,16 +129,24 @@ def kill(conn: Conn, task_id: str, reason: str = "killed") -> None:
     hands a task's end to ``ntsc``.
 
     Locks allocations before the task row, as an allocation's end does (lock order)."""
-    row = conn.execute("SELECT id, state FROM ntsc_tasks WHERE id = %s", (task_id,)).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute("SELECT id, state FROM ntsc_tasks WHERE id = %s", (task_id,))
+        .fetchone()
+    )
     if row is None:
         raise NotFound(f"task {task_id} not found")
     if row["state"] == states.TERMINATED:
         return
-    live = conn.execute(
-        "UPDATE allocations SET kill_requested = true, exit_reason = coalesce(exit_reason, %s)"
-        " WHERE task_id = %s AND state <> 'TERMINATED' RETURNING id, state",
-        (reason, task_id),
-    ).fetchall()
+    live = (
+        db.untyped(conn)
+        .execute(
+            "UPDATE allocations SET kill_requested = true, exit_reason = coalesce(exit_reason, %s)"
+            " WHERE task_id = %s AND state <> 'TERMINATED' RETURNING id, state",
+            (reason, task_id),
+        )
+        .fetchall()
+    )
     conn.execute(
         "UPDATE ntsc_tasks SET exit_status = coalesce(exit_status, %s) WHERE id = %s",
         (reason, task_id),

@@ -16,7 +16,7 @@ from psycopg.rows import class_row
 
 from det.common.container_spec import BindMount
 from det.common.jsontypes import JSONObject, JSONValue
-from det.master import container_policy
+from det.master import container_policy, db
 from det.master.db import Conn
 from det.master.errors import InvalidArgument
 from det.master.expconf import stored
@@ -51,9 +51,11 @@ def resolve(conn: Conn, experiment_ids: list[int], trial_ids: list[int]) -> Task
     rows: list[_Trial] = []
     trials = conn.cursor(row_factory=class_row(_Trial))
     for eid in experiment_ids:
-        exp = conn.execute(
-            "SELECT id, config FROM experiments WHERE id = %s AND NOT deleted", (eid,)
-        ).fetchone()
+        exp = (
+            db.untyped(conn)
+            .execute("SELECT id, config FROM experiments WHERE id = %s AND NOT deleted", (eid,))
+            .fetchone()
+        )
         if exp is None:
             raise InvalidArgument(f"experimentIds: no experiment {eid}")
         smaller = stored.experiment_config(eid, exp["config"]).searcher.smaller_is_better

@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import class_row
 
+from det.master import db
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.rows.users import Token
@@ -79,17 +80,21 @@ def create(
     """A new access token for ``user_id``: its id and the token (shown once). ``by_admin``:
     whether an admin asks for it (:func:`parse_lifespan`)."""
     token = secrets.token_urlsafe(32)
-    row = conn.execute(
-        "INSERT INTO user_sessions (user_id, token_hash, expires_at, token_type, description)"
-        " VALUES (%s, %s, %s, %s, %s) RETURNING id",
-        (
-            user_id,
-            token_digest(token),
-            parse_lifespan(lifespan, now, admin=by_admin),
-            ACCESS_TOKEN,
-            description,
-        ),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "INSERT INTO user_sessions (user_id, token_hash, expires_at, token_type, description)"
+            " VALUES (%s, %s, %s, %s, %s) RETURNING id",
+            (
+                user_id,
+                token_digest(token),
+                parse_lifespan(lifespan, now, admin=by_admin),
+                ACCESS_TOKEN,
+                description,
+            ),
+        )
+        .fetchone()
+    )
     assert row is not None
     return int(row["id"]), token
 

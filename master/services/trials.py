@@ -18,7 +18,7 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from det.common.jsontypes import JSONObject, JSONValue
-from det.master import fastjson, states
+from det.master import db, fastjson, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.expconf import stored
@@ -103,15 +103,19 @@ def _summary_from(experiments: str) -> tuple[str, str]:
 
 def get(conn: Conn, trial_id: int) -> dict[str, Any]:
     head, from_ = _summary_from("e.id = (SELECT experiment_id FROM trials WHERE id = %s)")
-    row = conn.execute(
-        head
-        + "SELECT t.*, e.config,"
-        + _LIVE_STATE
-        + _SUMMARY_COLUMNS
-        + from_
-        + " JOIN experiments e ON e.id = t.experiment_id WHERE t.id = %s",
-        (trial_id, trial_id),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            head
+            + "SELECT t.*, e.config,"
+            + _LIVE_STATE
+            + _SUMMARY_COLUMNS
+            + from_
+            + " JOIN experiments e ON e.id = t.experiment_id WHERE t.id = %s",
+            (trial_id, trial_id),
+        )
+        .fetchone()
+    )
     if row is None:
         raise NotFound(f"trial {trial_id} not found")
     return row
@@ -130,17 +134,21 @@ def list_for_experiment(conn: Conn, experiment_id: int) -> list[dict[str, Any]]:
     """The experiment's trials in id order, with the wire's columns (``_LIST_COLUMNS``); none
     when the experiment is deleted."""
     head, from_ = _summary_from("e.id = %s AND NOT e.deleted")
-    return conn.execute(
-        head
-        + "SELECT "
-        + _LIST_COLUMNS
-        + ","
-        + _LIVE_STATE
-        + _SUMMARY_COLUMNS
-        + from_
-        + " WHERE t.experiment_id = %s ORDER BY t.id",
-        (experiment_id, experiment_id),
-    ).fetchall()
+    return (
+        db.untyped(conn)
+        .execute(
+            head
+            + "SELECT "
+            + _LIST_COLUMNS
+            + ","
+            + _LIVE_STATE
+            + _SUMMARY_COLUMNS
+            + from_
+            + " WHERE t.experiment_id = %s ORDER BY t.id",
+            (experiment_id, experiment_id),
+        )
+        .fetchall()
+    )
 
 
 def best_trial(conn: Conn, experiment_id: int, config: JSONObject) -> BestTrial | None:
@@ -539,11 +547,15 @@ def metrics_json(conn: Conn, trial_id: int, group: str | None) -> str:
     if group:
         clause = " AND metric_group = %s"
         params.append(group)
-    row = conn.execute(
-        f"SELECT coalesce(json_agg({_REPORT_JSON} ORDER BY total_batches, id), '[]')::text AS j"
-        " FROM metrics WHERE trial_id = %s" + clause,
-        params,
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            f"SELECT coalesce(json_agg({_REPORT_JSON} ORDER BY total_batches, id), '[]')::text AS j"
+            " FROM metrics WHERE trial_id = %s" + clause,
+            params,
+        )
+        .fetchone()
+    )
     return str(row["j"]) if row else "[]"
 
 
@@ -688,7 +700,7 @@ def sampled_series(
     # with its limit and bound); the trials; the values; match in the three parts.
     params: list[Any] = [*mparams, max_points + 1, max_points, *mparams, *mparams, trial_ids]
     params += [*vparams, *mparams, *mparams, *mparams]
-    rows = conn.execute(sql, params).fetchall()
+    rows = db.untyped(conn).execute(sql, params).fetchall()
     return {int(r["trial_id"]): str(r["data"]) for r in rows if r["data"] is not None}
 
 
@@ -696,7 +708,7 @@ def basic(conn: Conn, trial_ids: list[int]) -> dict[int, dict[str, Any]]:
     """The trials' rows as :func:`list_for_experiment` reads them, by id, with ``row_version``:
     the row's ``xmin``, which every update of it (every metric report) changes."""
     head, from_ = _summary_from("e.id IN (SELECT experiment_id FROM trials WHERE id = ANY(%s))")
-    rows = conn.execute(
+    rows = db.untyped(conn).execute(
         head + "SELECT " + _LIST_COLUMNS + ", t.xmin::text::bigint AS row_version,"
         + _LIVE_STATE + _SUMMARY_COLUMNS + from_ + " WHERE t.id = ANY(%s)",
         (trial_ids, trial_ids),
@@ -706,9 +718,11 @@ def basic(conn: Conn, trial_ids: list[int]) -> dict[int, dict[str, Any]]:
 
 def row_version(conn: Conn, trial_id: int) -> int:
     """The trial row's ``xmin`` (see :func:`basic`); NotFound unless the trial exists."""
-    row = conn.execute(
-        "SELECT xmin::text::bigint AS v FROM trials WHERE id = %s", (trial_id,)
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute("SELECT xmin::text::bigint AS v FROM trials WHERE id = %s", (trial_id,))
+        .fetchone()
+    )
     if row is None:
         raise NotFound(f"trial {trial_id} not found")
     return int(row["v"])

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from psycopg.rows import args_row
 
 from det.common.jsontypes import JSONValue
+from det.master import db
 from det.master.config import MasterConfig, PoolPrice
 from det.master.db import Conn
 from det.master.provisioner.cost import CostPolicy
@@ -136,7 +137,7 @@ def machines(
     before its agent registered, its launch option's."""
     prices = policies(config)
     out = {}
-    for r in conn.execute(_MACHINES, {"start": start, "end": end}):
+    for r in db.untyped(conn).execute(_MACHINES, {"start": start, "end": end}):
         pool = r["resource_pool"]
         market = Market(r["market"])
         policy = prices.get(pool)
@@ -183,7 +184,8 @@ def _static_agents(
     if not held:
         return {}
     registered = {
-        r["id"]: int(r["slots"]) for r in conn.execute(_AGENT_SLOTS, {"ids": sorted(held)})
+        r["id"]: int(r["slots"])
+        for r in db.untyped(conn).execute(_AGENT_SLOTS, {"ids": sorted(held)})
     }
     out = {}
     for agent, (pool, price, most) in sorted(held.items()):
@@ -207,7 +209,7 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 def first_placement(conn: Conn) -> dt.datetime | None:
     """When the first allocation ever placed was placed (None: none was)."""
-    row = conn.execute("SELECT min(placed_at) AS t FROM allocations").fetchone()
+    row = db.untyped(conn).execute("SELECT min(placed_at) AS t FROM allocations").fetchone()
     return row["t"] if row else None
 
 

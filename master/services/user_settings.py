@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from det.master import limits
+from det.master import db, limits
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, PayloadTooLarge
 
@@ -50,11 +50,15 @@ def parse(settings: Any) -> list[Setting]:
 
 
 def get(conn: Conn, user_id: int) -> list[Setting]:
-    rows = conn.execute(
-        "SELECT storage_path, key, value FROM user_web_settings WHERE user_id = %s"
-        " ORDER BY storage_path, key",
-        (user_id,),
-    ).fetchall()
+    rows = (
+        db.untyped(conn)
+        .execute(
+            "SELECT storage_path, key, value FROM user_web_settings WHERE user_id = %s"
+            " ORDER BY storage_path, key",
+            (user_id,),
+        )
+        .fetchall()
+    )
     return [Setting(r["storage_path"], r["key"], r["value"]) for r in rows]
 
 
@@ -74,9 +78,11 @@ def post(conn: Conn, user_id: int, settings: list[Setting]) -> None:
                 " DO UPDATE SET value = EXCLUDED.value",
                 (user_id, s.storage_path, s.key, s.value),
             )
-    row = conn.execute(
-        "SELECT count(*) AS n FROM user_web_settings WHERE user_id = %s", (user_id,)
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute("SELECT count(*) AS n FROM user_web_settings WHERE user_id = %s", (user_id,))
+        .fetchone()
+    )
     if row is not None and row["n"] > PER_USER:
         # The caller's transaction rolls back: nothing of this request stays.
         raise PayloadTooLarge(f"settings: a user keeps at most {PER_USER} settings")

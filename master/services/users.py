@@ -23,6 +23,7 @@ import psycopg
 from psycopg.rows import args_row, class_row
 from typing_extensions import TypedDict
 
+from det.master import db
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound, Unauthenticated
 from det.master.rows.users import AgentUserLink, User
@@ -126,12 +127,18 @@ def fill_username_keys(conn: Conn) -> None:
     names that differ only in case or width, the oldest gets the key (and case-insensitive
     login); the others keep logging in by their exact name, and a warning names them."""
     conn.execute("SELECT pg_advisory_xact_lock(%s)", (_USERNAME_LOCK_KEY,))
-    rows = conn.execute(
-        "SELECT id, username FROM users WHERE username_key IS NULL ORDER BY id"
-    ).fetchall()
+    rows = (
+        db.untyped(conn)
+        .execute("SELECT id, username FROM users WHERE username_key IS NULL ORDER BY id")
+        .fetchall()
+    )
     for row in rows:
         k = usernames.key(row["username"])
-        other = conn.execute("SELECT username FROM users WHERE username_key = %s", (k,)).fetchone()
+        other = (
+            db.untyped(conn)
+            .execute("SELECT username FROM users WHERE username_key = %s", (k,))
+            .fetchone()
+        )
         if other is not None:
             logger.warning(
                 "users %r and %r differ only in case or width: %r logs in by its exact name"
@@ -176,7 +183,7 @@ def _claim_username(conn: Conn, username: Any, user_id: int | None = None) -> st
     check_username(name)
     conn.execute("SELECT pg_advisory_xact_lock(%s)", (_USERNAME_LOCK_KEY,))
     k, sk = usernames.key(name), usernames.skeleton(name)
-    for row in conn.execute("SELECT id, username FROM users ORDER BY id"):
+    for row in db.untyped(conn).execute("SELECT id, username FROM users ORDER BY id"):
         if row["id"] == user_id:
             continue
         if usernames.key(row["username"]) == k:
@@ -362,10 +369,14 @@ def allocation_for_digest(conn: Conn, digest: str) -> AllocationToken | None:
 def allocation_owner(conn: Conn, allocation_id: str) -> int | None:
     """The user whose job the allocation runs (a trial's experiment, an interactive task, a
     checkpoint GC), or None when the job is gone."""
-    row = conn.execute(
-        "SELECT j.owner_id FROM allocations a JOIN jobs j ON j.id = a.job_id WHERE a.id = %s",
-        (allocation_id,),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "SELECT j.owner_id FROM allocations a JOIN jobs j ON j.id = a.job_id WHERE a.id = %s",
+            (allocation_id,),
+        )
+        .fetchone()
+    )
     return int(row["owner_id"]) if row is not None else None
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-from det.master import wakeups
+from det.master import db, wakeups
 from det.master.db import Conn
 from det.master.handles import MasterState
 
@@ -67,5 +67,8 @@ def arrange(
 def scheduled(conn: Conn, after: dt.datetime) -> list[dt.datetime]:
     """The wake-ups asked for that fall after ``after``, earliest first."""
     return [
-        r["at"] for r in conn.execute("SELECT at FROM wakeups WHERE at > %s ORDER BY at", (after,))
+        r["at"]
+        for r in db.untyped(conn).execute(
+            "SELECT at FROM wakeups WHERE at > %s ORDER BY at", (after,)
+        )
     ]

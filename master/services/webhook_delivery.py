@@ -44,7 +44,7 @@ import uuid
 import requests
 from psycopg.rows import class_row
 
-from det.master import egress
+from det.master import db, egress
 from det.master.config import WebhookDeliveryConfig
 from det.master.db import Conn
 from det.master.handles import MasterState
@@ -198,11 +198,15 @@ def _record(
                 (event.url, event.id),
             )
             return
-        row = conn.execute(
-            "SELECT now() >= retry_since + make_interval(secs => %s) AS expired"
-            " FROM webhook_events WHERE id = %s",
-            (cfg.dead_letter_after_seconds, event.id),
-        ).fetchone()
+        row = (
+            db.untyped(conn)
+            .execute(
+                "SELECT now() >= retry_since + make_interval(secs => %s) AS expired"
+                " FROM webhook_events WHERE id = %s",
+                (cfg.dead_letter_after_seconds, event.id),
+            )
+            .fetchone()
+        )
         expired = bool(row and row["expired"])
         final = status is not None and 400 <= status < 500 and status not in RETRYABLE_4XX
         if final or expired:
@@ -222,12 +226,16 @@ def _record(
             return
         delay = min(cfg.retry_initial_seconds * 2 ** (attempts - 1), cfg.retry_max_seconds)
         # Never past the dead-letter time: the last attempt is made then.
-        nxt = conn.execute(
-            "UPDATE webhook_events SET last_status = %s, last_error = %s, leased_until = NULL,"
-            " next_attempt_at = least(now() + make_interval(secs => %s),"
-            " retry_since + make_interval(secs => %s)) WHERE id = %s RETURNING next_attempt_at",
-            (status, error, delay, cfg.dead_letter_after_seconds, event.id),
-        ).fetchone()
+        nxt = (
+            db.untyped(conn)
+            .execute(
+                "UPDATE webhook_events SET last_status = %s, last_error = %s, leased_until = NULL,"
+                " next_attempt_at = least(now() + make_interval(secs => %s),"
+                " retry_since + make_interval(secs => %s)) WHERE id = %s RETURNING next_attempt_at",
+                (status, error, delay, cfg.dead_letter_after_seconds, event.id),
+            )
+            .fetchone()
+        )
         if nxt is not None:
             # One probe of a failing receiver per interval, not one per queued event.
             conn.execute(

@@ -32,7 +32,7 @@ from psycopg.types.json import Jsonb
 from typing_extensions import TypedDict
 
 from det.common.jsontypes import JSONObject, JSONValue
-from det.master import egress, limits, states
+from det.master import db, egress, limits, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
 from det.master.expconf import stored
@@ -304,16 +304,20 @@ def get(conn: Conn, webhook_id: int) -> Webhook:
 
 
 def list_(conn: Conn) -> list[Webhook]:
-    ids = conn.execute("SELECT id FROM webhooks ORDER BY id").fetchall()
+    ids = db.untyped(conn).execute("SELECT id FROM webhooks ORDER BY id").fetchall()
     return [get(conn, r["id"]) for r in ids]
 
 
 def made_by_admin(conn: Conn, webhook_id: int) -> bool:
-    row = conn.execute(
-        "SELECT coalesce(u.admin, false) AS admin FROM webhooks w"
-        " LEFT JOIN users u ON u.id = w.created_by WHERE w.id = %s",
-        (webhook_id,),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "SELECT coalesce(u.admin, false) AS admin FROM webhooks w"
+            " LEFT JOIN users u ON u.id = w.created_by WHERE w.id = %s",
+            (webhook_id,),
+        )
+        .fetchone()
+    )
     return bool(row and row["admin"])
 
 
@@ -395,11 +399,15 @@ def resend(conn: Conn, webhook_id: int, event_ids: list[uuid.UUID] | None) -> li
     ``event_ids`` is None); returns the ids re-queued. Each gets a fresh retry clock. An id
     that is not a dead letter of this webhook is refused, and nothing changes."""
     if event_ids is not None:
-        found = conn.execute(
-            "SELECT event_id, failed_at IS NOT NULL AND delivered_at IS NULL AS dead"
-            " FROM webhook_events WHERE webhook_id = %s AND event_id = ANY(%s)",
-            (webhook_id, event_ids),
-        ).fetchall()
+        found = (
+            db.untyped(conn)
+            .execute(
+                "SELECT event_id, failed_at IS NOT NULL AND delivered_at IS NULL AS dead"
+                " FROM webhook_events WHERE webhook_id = %s AND event_id = ANY(%s)",
+                (webhook_id, event_ids),
+            )
+            .fetchall()
+        )
         dead = {r["event_id"] for r in found if r["dead"]}
         known = {r["event_id"] for r in found}
         for eid in event_ids:
@@ -407,13 +415,17 @@ def resend(conn: Conn, webhook_id: int, event_ids: list[uuid.UUID] | None) -> li
                 raise NotFound(f"eventIds: event {eid} of webhook {webhook_id} not found")
             if eid not in dead:
                 raise InvalidArgument(f"eventIds: event {eid} is not a dead letter")
-    rows = conn.execute(
-        "UPDATE webhook_events SET failed_at = NULL, attempts = 0, resends = resends + 1,"
-        " retry_since = now(), next_attempt_at = now(), leased_until = NULL"
-        " WHERE webhook_id = %s AND failed_at IS NOT NULL AND delivered_at IS NULL"
-        " AND (%s::uuid[] IS NULL OR event_id = ANY(%s)) RETURNING event_id",
-        (webhook_id, event_ids, event_ids),
-    ).fetchall()
+    rows = (
+        db.untyped(conn)
+        .execute(
+            "UPDATE webhook_events SET failed_at = NULL, attempts = 0, resends = resends + 1,"
+            " retry_since = now(), next_attempt_at = now(), leased_until = NULL"
+            " WHERE webhook_id = %s AND failed_at IS NOT NULL AND delivered_at IS NULL"
+            " AND (%s::uuid[] IS NULL OR event_id = ANY(%s)) RETURNING event_id",
+            (webhook_id, event_ids, event_ids),
+        )
+        .fetchall()
+    )
     if rows:
         conn.execute("NOTIFY det_wakeup")
     return [r["event_id"] for r in rows]

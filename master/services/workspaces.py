@@ -16,7 +16,7 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from det.common.jsontypes import JSONObject
-from det.master import limits
+from det.master import db, limits
 from det.master.db import Conn
 from det.master.errors import Conflict, InvalidArgument, NotFound
 from det.master.rows.workspaces import Workspace
@@ -145,19 +145,23 @@ def _agent_user_group(value: d.v1AgentUserGroup | None) -> d.v1AgentUserGroup | 
 
 def create(conn: Conn, owner_id: int, data: d.v1PostWorkspaceRequest) -> Workspace:
     name = limits.text("name", data.get("name"), limits.NAME, required=True)
-    row = conn.execute(
-        "INSERT INTO workspaces (name, owner_id, default_compute_pool, default_aux_pool,"
-        " checkpoint_storage, agent_user_group) VALUES (%s, %s, %s, %s, %s, %s)"
-        " ON CONFLICT (name) DO NOTHING RETURNING id",
-        (
-            name,
-            owner_id,
-            _pool("defaultComputePool", data.get("defaultComputePool")),
-            _pool("defaultAuxPool", data.get("defaultAuxPool")),
-            Jsonb(_storage(data.get("checkpointStorageConfig"))),
-            Jsonb(_agent_user_group(data.get("agentUserGroup"))),
-        ),
-    ).fetchone()
+    row = (
+        db.untyped(conn)
+        .execute(
+            "INSERT INTO workspaces (name, owner_id, default_compute_pool, default_aux_pool,"
+            " checkpoint_storage, agent_user_group) VALUES (%s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (name) DO NOTHING RETURNING id",
+            (
+                name,
+                owner_id,
+                _pool("defaultComputePool", data.get("defaultComputePool")),
+                _pool("defaultAuxPool", data.get("defaultAuxPool")),
+                Jsonb(_storage(data.get("checkpointStorageConfig"))),
+                Jsonb(_agent_user_group(data.get("agentUserGroup"))),
+            ),
+        )
+        .fetchone()
+    )
     if row is None:
         raise Conflict(f"workspace '{name}' already exists")
     return get(conn, row["id"])

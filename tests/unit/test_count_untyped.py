@@ -108,3 +108,71 @@ def test_each_package_has_its_own_ceiling(tmp_path: Path) -> None:
     )
     assert "untyped deploy/: an alias of an untyped type: deploy/c.py:1" in r.stdout
     assert r.stdout.splitlines()[-1].startswith("untyped: deploy/, cli/ above a ceiling")
+
+
+def test_untyped_row_reads_are_counted_by_function(tmp_path: Path) -> None:
+    services = tmp_path / "master" / "services"
+    services.mkdir(parents=True)
+    (services / "a.py").write_text(
+        "def by_key(conn):\n"
+        '    row = db.untyped(conn).execute("SELECT id, name FROM t").fetchone()\n'
+        '    return row["id"], row["name"]\n'
+        "def by_index(conninfo):\n"
+        "    with psycopg.connect(conninfo) as conn:\n"
+        '        return conn.execute("SELECT 1").fetchone()[0]\n'
+        "def any_scalar(conn):\n"
+        '    return conn.cursor(row_factory=scalar_row).execute("SELECT 1").fetchone()\n'
+        "def typed(conn):\n"
+        '    row = db.fetch_row(conn, Thing, "SELECT id FROM t")\n'
+        '    d = {"id": 1}\n'
+        '    return row.id, d["id"], db.scalar(conn, int, "SELECT 1")\n'
+        "def typed_connection(conninfo):\n"
+        "    return psycopg.connect(conninfo, row_factory=class_row(Thing))\n"
+    )
+    db_pkg = tmp_path / "master" / "db"
+    db_pkg.mkdir()
+    (db_pkg / "__init__.py").write_text(
+        "def scalar(conn, kind, query):\n"
+        "    value = conn.cursor(row_factory=scalar_row).execute(query).fetchone()\n"
+        "    return value[0]\n"
+        "def upgrade(conninfo):\n"
+        "    with psycopg.connect(conninfo) as conn:\n"
+        '        return {r[0] for r in conn.execute("SELECT version FROM m")}\n'
+    )
+    totals, where = count_untyped.count_rows(tmp_path)
+    assert totals == {count_untyped.CURSORS: 4, count_untyped.SUBSCRIPTS: 4}, where
+    assert sorted(w.split(": ", 1)[1] for w in where) == [
+        "any_scalar (1, 0)",
+        "by_index (1, 1)",
+        "by_key (1, 2)",
+        "upgrade (1, 1)",
+    ]
+
+
+def test_untyped_rows_above_their_ceiling_fail_and_name_the_functions(tmp_path: Path) -> None:
+    master = tmp_path / "master"
+    master.mkdir()
+    ceiling, _ = count_untyped.ROW_CEILINGS[count_untyped.CURSORS]
+    reads = "".join(
+        f'def read_{i}(conn):\n    return db.untyped(conn).execute("SELECT 1").fetchone()\n'
+        for i in range(ceiling)
+    )
+    (master / "reads.py").write_text(reads)
+    r = _run(tmp_path)
+    assert r.returncode == 0, r.stdout
+    assert f"untyped master/: untyped cursors: {ceiling} (ceiling {ceiling}" in r.stdout
+
+    (master / "more.py").write_text(
+        'def one_more(conn):\n    return db.untyped(conn).execute("SELECT 1").fetchone()["x"]\n'
+    )
+    r = _run(tmp_path)
+    assert r.returncode == 1, r.stdout
+    assert f"untyped cursors: {ceiling + 1} (ceiling {ceiling}, target 0) ABOVE CEILING" in r.stdout
+    assert "master/more.py:1: one_more (1, 1)" in r.stdout
+    assert "master/ above a ceiling" in r.stdout
+
+
+def test_the_trees_untyped_rows_are_printed() -> None:
+    r = _run(REPO)
+    assert "untyped master/: untyped cursors:" in r.stdout
+    assert "untyped master/: untyped row subscripts:" in r.stdout
