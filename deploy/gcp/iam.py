@@ -83,6 +83,43 @@ class ServiceAccountsArgs:
     condition, :func:`agents_only_condition`); None: unconditionally (the VM master)."""
 
 
+def _provisioner_role(
+    name: str,
+    args: ServiceAccountsArgs,
+    master_member: pulumi.Output[str],
+    child: pulumi.ResourceOptions,
+) -> None:
+    """The master's custom role (:data:`PROVISIONER_PERMISSIONS`), granted on the project with
+    a condition on the agents' name prefix when there is one."""
+    # A deleted custom role's id stays reserved for weeks: a random suffix lets the same
+    # cluster id be deployed again right after `down`.
+    suffix = random.RandomString(f"{name}-role", length=6, special=False, upper=False, opts=child)
+    role = gcp.projects.IAMCustomRole(
+        f"{name}-provisioner",
+        project=args.project,
+        role_id=suffix.result.apply(lambda s: f"det_{args.cluster_id.replace('-', '_')}_{s}"),
+        title=f"det provisioner ({args.cluster_id})",
+        permissions=list(PROVISIONER_PERMISSIONS),
+        opts=child,
+    )
+    gcp.projects.IAMMember(
+        f"{name}-master-provisioner",
+        project=args.project,
+        role=role.name,
+        member=master_member,
+        condition=(
+            gcp.projects.IAMMemberConditionArgs(
+                title="det agents only",
+                description=f"instances and disks named {args.agent_name_prefix}*",
+                expression=agents_only_condition(args.agent_name_prefix),
+            )
+            if args.agent_name_prefix
+            else None
+        ),
+        opts=child,
+    )
+
+
 class ServiceAccounts(pulumi.ComponentResource):
     master_email: pulumi.Output[str]
     agent_email: pulumi.Output[str]
@@ -109,35 +146,7 @@ class ServiceAccounts(pulumi.ComponentResource):
         )
         master_member = master.email.apply(lambda e: f"serviceAccount:{e}")
         agent_member = agent.email.apply(lambda e: f"serviceAccount:{e}")
-        # A deleted custom role's id stays reserved for weeks: a random suffix lets the same
-        # cluster id be deployed again right after `down`.
-        suffix = random.RandomString(
-            f"{name}-role", length=6, special=False, upper=False, opts=child
-        )
-        role = gcp.projects.IAMCustomRole(
-            f"{name}-provisioner",
-            project=args.project,
-            role_id=suffix.result.apply(lambda s: f"det_{args.cluster_id.replace('-', '_')}_{s}"),
-            title=f"det provisioner ({args.cluster_id})",
-            permissions=list(PROVISIONER_PERMISSIONS),
-            opts=child,
-        )
-        gcp.projects.IAMMember(
-            f"{name}-master-provisioner",
-            project=args.project,
-            role=role.name,
-            member=master_member,
-            condition=(
-                gcp.projects.IAMMemberConditionArgs(
-                    title="det agents only",
-                    description=f"instances and disks named {args.agent_name_prefix}*",
-                    expression=agents_only_condition(args.agent_name_prefix),
-                )
-                if args.agent_name_prefix
-                else None
-            ),
-            opts=child,
-        )
+        _provisioner_role(name, args, master_member, child)
         gcp.serviceaccount.IAMMember(
             f"{name}-master-uses-agent",
             service_account_id=agent.name,
