@@ -266,6 +266,30 @@ def _password(paths: LocalPaths, given: str | None, progress: Progress) -> tuple
     return pw, True
 
 
+def _join_running(
+    paths: LocalPaths,
+    running: int,
+    ids: list[str],
+    master_port: int,
+    slots_per_agent: int,
+    note: Progress,
+) -> LocalCluster:
+    """``up`` with the master already running: start the agents that are not."""
+    url = str(_read_json(paths.cluster_json).get("master_url") or f"http://127.0.0.1:{master_port}")
+    if f":{master_port}" not in url:
+        note(f"a local cluster already runs at {url} (down first to change its port)")
+    started = [a for a in ids if procs.running_pid(paths.agent_pid(a), AGENT_MARKER) is None]
+    for aid in started:
+        _start_agent(paths, url, aid, slots_per_agent)
+    if started:
+        note(f"started missing agents: {', '.join(started)}")
+        if paths.password_file.is_file():  # else we cannot list agents: do not wait
+            password = paths.password_file.read_text().strip()
+            _wait_for_agents(url, password, ids, paths, note)
+    _save_cluster(paths, url, master_port if f":{master_port}" in url else None, ids)
+    return LocalCluster(url, paths.root, running, tuple(ids), not started, paths.password_file)
+
+
 def up(
     agents: int = 1,
     slots_per_agent: int = 1,
@@ -292,21 +316,7 @@ def up(
 
     running = procs.running_pid(paths.master_pid, MASTER_MARKER)
     if running is not None:
-        url = str(
-            _read_json(paths.cluster_json).get("master_url") or f"http://127.0.0.1:{master_port}"
-        )
-        if f":{master_port}" not in url:
-            note(f"a local cluster already runs at {url} (down first to change its port)")
-        started = [a for a in ids if procs.running_pid(paths.agent_pid(a), AGENT_MARKER) is None]
-        for aid in started:
-            _start_agent(paths, url, aid, slots_per_agent)
-        if started:
-            note(f"started missing agents: {', '.join(started)}")
-            if paths.password_file.is_file():  # else we cannot list agents: do not wait
-                password = paths.password_file.read_text().strip()
-                _wait_for_agents(url, password, ids, paths, note)
-        _save_cluster(paths, url, master_port if f":{master_port}" in url else None, ids)
-        return LocalCluster(url, paths.root, running, tuple(ids), not started, paths.password_file)
+        return _join_running(paths, running, ids, master_port, slots_per_agent, note)
 
     if images:
         engine.ensure_image(docker_client, note)
