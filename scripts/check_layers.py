@@ -10,7 +10,9 @@
   ``import`` inside a function is allowed only with a comment saying why (an optional
   dependency, say ``det-platform[aws]``), on its line or on the comment lines just above it
   (a run of imports shares one comment). A function-level import hides a cycle that belongs
-  broken by moving code (docs/internals.md, "Layers").
+  broken by moving code (docs/internals.md, "Layers");
+- no function in ``deploy/`` is over 80 lines (a Pulumi component builds its parts in functions
+  of their own).
 
 Usage: ``python scripts/check_layers.py [ROOT]`` (ROOT: the repository, default this one's).
 Prints one line per violation (file:line: what) and exits 1 if there is any.
@@ -30,6 +32,10 @@ API = Path("master/api")
 # Where an import inside a function needs a comment (deploy/ too: its SDKs sit at the top of
 # the cloud's own modules, which only `det deploy <cloud>` loads).
 MODULE_LEVEL_IMPORTS = ("master", "agent", "cli", "harness", "deploy")
+
+# Where no function (its ``def`` line to its last) may be longer than MAX_FUNCTION_LINES.
+SHORT_FUNCTIONS = ("deploy",)
+MAX_FUNCTION_LINES = 80
 
 # The SET list of an UPDATE (up to WHERE, FROM, RETURNING or the end) that names ``state``.
 _SET = re.compile(
@@ -127,6 +133,17 @@ def function_imports(path: Path) -> list[tuple[int, str, bool]]:
     return found
 
 
+def long_functions(path: Path) -> list[tuple[int, str, int]]:
+    """Every function longer than MAX_FUNCTION_LINES: (line, name, lines)."""
+    return [
+        (node.lineno, node.name, node.end_lineno - node.lineno + 1)
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno is not None
+        and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+    ]
+
+
 def violations(root: Path) -> list[str]:
     out = []
     for pkg in PACKAGES:
@@ -151,6 +168,12 @@ def violations(root: Path) -> list[str]:
                     f" comment saying why (move it to the top, or say which optional dependency"
                     f" needs it): {what}"
                 )
+    for path in (p for pkg in SHORT_FUNCTIONS for p in sorted((root / pkg).rglob("*.py"))):
+        for line, name, length in long_functions(path):
+            out.append(
+                f"{path.relative_to(root)}:{line}: {name} is {length} lines (at most"
+                f" {MAX_FUNCTION_LINES}: build its parts in functions of their own)"
+            )
     return out
 
 

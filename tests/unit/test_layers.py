@@ -126,3 +126,17 @@ def test_a_function_level_import_in_the_master_needs_a_comment(tmp_path: Path) -
     assert lines[0].endswith(": from det.master.services import b")
     assert lines[3].startswith("agent/z.py:2: an import inside a function without a comment")
     assert lines[4].startswith("deploy/aws/y.py:2: an import inside a function without a comment")
+
+
+def test_a_function_over_80_lines_in_deploy_fails(tmp_path: Path) -> None:
+    body = "".join(f"    x{i} = {i}\n" for i in range(79))
+    _write(tmp_path, "deploy/aws/ok.py", f"def fits():\n{body}")  # 80 lines with its def
+    _write(
+        tmp_path, "deploy/gcp/big.py", f"def first():\n    pass\n\n\ndef big():\n{body}    y = 1\n"
+    )
+    _write(tmp_path, "master/long.py", f"def elsewhere():\n{body}    y = 1\n")  # not checked
+    r = _run(tmp_path)
+    assert r.returncode == 1
+    lines = r.stdout.splitlines()
+    assert lines[-1] == "check_layers: 1 violation(s)"
+    assert lines[0].startswith("deploy/gcp/big.py:5: big is 81 lines (at most 80")
