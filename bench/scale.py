@@ -1,0 +1,664 @@
+"""The control plane at scale: simulated agents and trials at production rates against a real
+``det-master`` process and PostgreSQL (``pgserver``) on this machine.
+
+For each point N x M (``--points 100x200,200x400``; ``--quick``: one point of 20 x 40 measured
+for 20 s, under a minute in all) the bench starts a master with the production defaults
+(``agent_timeout_seconds: 30``, one API process, two user processes; ``--set KEY=YAML`` adds
+master.yaml keys, e.g. the serverless shape's ``api_threads``/``db_pool_size``) on a fresh
+database, creates experiments of up to 50 trials each (M trials in all) and runs, in this one
+load-generator process (asyncio, a small keep-alive HTTP/1.1 client of its own, so thousands
+of connections cost no threads):
+
+- N agents speaking the heartbeat protocol (``POST /api/v1/agents/<id>/heartbeat`` every
+  ``heartbeatSeconds`` the master answers, 1 s; each agent's ``changes`` long-poll, as the
+  real agent holds it), ``ceil(M / N)`` slots each; every container the master asks for is
+  reported RUNNING at once and becomes a simulated trial;
+- M trials, each with the production schedule (phases spread at random, seeded): 10 training
+  metrics every 10 s, a validation every 60 s, a checkpoint every 600 s, all through the real
+  routes with the allocation token; each trial holds its preemption long-poll
+  (``timeout_seconds=60``, as the harness asks) on a connection of its own;
+- log lines: each trial prints ``LOG_LINES_PER_SECOND`` lines a second, which its agent ships
+  in one ``POST /api/v1/task/logs`` a second (the agent's shipper batches them);
+- ``--users`` users (3) each listing the experiments (20 a page) every 2 s and ``--followers``
+  (2) following a trial's logs (``follow=true``).
+
+Once every trial runs, the bench waits ``--warmup`` seconds and measures for ``--seconds``. It
+prints, per point: the master's CPU (all its processes: cores used, CPU ms per agent-second,
+per report and per heartbeat), PostgreSQL's and the load generator's own CPU (on 2 cores it
+competes with the master: read the master's figures beside it), p50/p99 of reports (metrics,
+validations, checkpoints) and heartbeats, heartbeats missed (a tick at which the previous
+heartbeat was still unanswered, or an answer other than 200), the longest gap between an agent's
+answered heartbeats, agents marked lost (the master's ``lost`` events), the database's growth
+scaled to an hour, and the load average at the start and end of the window. The knee is the
+first point where the p99 of reports or heartbeats crosses 250 ms.
+
+    .venv/bin/python bench/scale.py [--quick] [--points 100x200,200x400] [--seconds 90]
+        [--warmup 15] [--set KEY=YAML]
+
+A master on a loaded shared machine measures the machine as much as itself: compare points of
+one run, and read the load average beside each figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import math
+import os
+import random
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+TRAINING_SECONDS = 10.0  # 10 training metrics every 10 s
+VALIDATION_SECONDS = 60.0
+CHECKPOINT_SECONDS = 600.0
+LOG_LINES_PER_SECOND = 1
+METRICS = 10
+KNEE_MS = 250.0
+TRIALS_PER_EXPERIMENT = 50
+LONG_POLL_SECONDS = 60  # what the harness asks (the master caps it at 30)
+
+CONFIG = """
+name: scale-{i}
+entrypoint: python3 train.py
+searcher: {{name: random, metric: validation_loss, max_trials: {n}, max_concurrent_trials: {n},
+  max_length: 1000000}}
+hyperparameters: {{lr: {{type: double, minval: 0.001, maxval: 0.1}}}}
+resources: {{slots_per_trial: 1}}
+"""
+
+
+# -- pure parts (tests/unit/bench/test_scale.py) -----------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    agents: int
+    trials: int
+
+    @staticmethod
+    def parse(text: str) -> Point:
+        """``"100x200"`` -> Point(100, 200); anything else is refused naming the text."""
+        a, sep, t = text.strip().lower().partition("x")
+        if not sep or not a.isdigit() or not t.isdigit() or int(a) < 1 or int(t) < 0:
+            raise ValueError(
+                f"a point is AGENTSxTRIALS with AGENTS >= 1 (e.g. 100x200), not {text!r}"
+            )
+        return Point(int(a), int(t))
+
+    @property
+    def slots_per_agent(self) -> int:
+        return max(1, math.ceil(self.trials / self.agents))
+
+    def __str__(self) -> str:
+        return f"{self.agents}x{self.trials}"
+
+
+def schedule(
+    phases: dict[str, float], periods: dict[str, float], horizon: float
+) -> list[tuple[float, str]]:
+    """A trial's events in ``[0, horizon)``: each kind at ``phase + k * period``, in time order
+    (kinds due at the same time in the order of ``periods``)."""
+    order = {k: i for i, k in enumerate(periods)}
+    out = []
+    for kind, period in periods.items():
+        t = phases[kind] % period
+        while t < horizon:
+            out.append((t, kind))
+            t += period
+    out.sort(key=lambda e: (e[0], order[e[1]]))
+    return out
+
+
+PERIODS = {
+    "training": TRAINING_SECONDS,
+    "validation": VALIDATION_SECONDS,
+    "checkpoint": CHECKPOINT_SECONDS,
+}
+
+
+def random_phases(rng: random.Random, periods: dict[str, float] = PERIODS) -> dict[str, float]:
+    """Each kind's first time, uniform over its period (a fleet's trials did not start together)."""
+    return {k: rng.uniform(0, p) for k, p in periods.items()}
+
+
+def rate_per_second(points: Point, periods: dict[str, float] = PERIODS) -> dict[str, float]:
+    """The requests a second the schedule asks of the master at ``points``."""
+    rates = {k: points.trials / p for k, p in periods.items()}
+    rates["heartbeat"] = float(points.agents)  # heartbeatSeconds: 1
+    rates["logs"] = float(points.agents) if points.trials else 0.0
+    return rates
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The nearest-rank ``q``-th percentile (0 < q <= 100); NaN of nothing."""
+    if not 0 < q <= 100:
+        raise ValueError(f"q: must be in (0, 100], not {q}")
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def knee(rows: Sequence[tuple[Point, float, float]], limit_ms: float = KNEE_MS) -> Point | None:
+    """The first point (in load order: agents + trials) whose report or heartbeat p99 (ms)
+    is over ``limit_ms``; None when none is. A NaN p99 (nothing answered) counts as over."""
+    for point, report_p99, heartbeat_p99 in sorted(rows, key=lambda r: r[0].agents + r[0].trials):
+        if any(math.isnan(v) or v > limit_ms for v in (report_p99, heartbeat_p99)):
+            return point
+    return None
+
+
+def per_hour(before: int, after: int, seconds: float) -> float:
+    """A growth of ``after - before`` over ``seconds``, scaled to an hour."""
+    if seconds <= 0:
+        raise ValueError(f"seconds: must be > 0, not {seconds}")
+    return (after - before) * 3600.0 / seconds
+
+
+# -- a keep-alive HTTP/1.1 client on asyncio streams -------------------------------------------
+
+
+class HTTP:
+    """One keep-alive connection; requests on it are sequential. Reconnects after an error."""
+
+    def __init__(self, host: str, port: int, headers: dict[str, str]) -> None:
+        self.host, self.port = host, port
+        self.base = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        self.r: asyncio.StreamReader | None = None
+        self.w: asyncio.StreamWriter | None = None
+
+    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if self.r is None or self.w is None:
+            self.r, self.w = await asyncio.open_connection(self.host, self.port, limit=1 << 22)
+        return self.r, self.w
+
+    def close(self) -> None:
+        if self.w is not None:
+            self.w.close()
+        self.r = self.w = None
+
+    async def request(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
+        try:
+            r, w = await self._open()
+            data = orjson.dumps(body) if body is not None else b""
+            head = f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\n{self.base}"
+            if body is not None:
+                head += "Content-Type: application/json\r\n"
+            w.write(f"{head}Content-Length: {len(data)}\r\n\r\n".encode() + data)
+            status, headers = await self._head(r)
+            if headers.get("transfer-encoding") == "chunked":
+                out = bytearray()
+                while chunk := await self._chunk(r):
+                    out += chunk
+                payload = bytes(out)
+            else:
+                payload = await r.readexactly(int(headers.get("content-length", "0")))
+            if headers.get("connection") == "close":
+                self.close()
+            return status, payload
+        except (OSError, asyncio.IncompleteReadError, ValueError):
+            self.close()
+            return 0, b""
+
+    async def stream(self, path: str, stop: asyncio.Event) -> int:
+        """GETs a chunked stream and discards it until ``stop``; the bytes read."""
+        n = 0
+        try:
+            r, w = await self._open()
+            w.write(f"GET {path} HTTP/1.1\r\nHost: {self.host}\r\n{self.base}\r\n".encode())
+            await self._head(r)
+            while not stop.is_set():
+                chunk = await self._chunk(r)
+                if not chunk:
+                    break
+                n += len(chunk)
+        except (OSError, asyncio.IncompleteReadError, ValueError):
+            pass
+        self.close()
+        return n
+
+    @staticmethod
+    async def _head(r: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
+        status = int((await r.readuntil(b"\r\n")).split(b" ", 2)[1])
+        headers = {}
+        while (line := await r.readuntil(b"\r\n")) != b"\r\n":
+            k, _, v = line.decode("latin-1").partition(":")
+            headers[k.strip().lower()] = v.strip().lower()
+        return status, headers
+
+    @staticmethod
+    async def _chunk(r: asyncio.StreamReader) -> bytes:
+        size = int((await r.readuntil(b"\r\n")).split(b";")[0], 16)
+        data = await r.readexactly(size + 2)
+        return data[:-2]
+
+
+# -- the simulated fleet -----------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Stats:
+    window: tuple[float, float] = (math.inf, math.inf)
+    latency: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    failed: dict[str, int] = dataclasses.field(default_factory=dict)
+    missed: int = 0
+    max_gap: float = 0.0
+    started: int = 0
+
+    def inside(self, t: float) -> bool:
+        return self.window[0] <= t < self.window[1]
+
+    def record(self, kind: str, t0: float, status: int) -> None:
+        t1 = time.monotonic()
+        if not self.inside(t0):
+            return
+        if status == 200:
+            self.latency.setdefault(kind, []).append(1000 * (t1 - t0))
+        else:
+            self.failed[kind] = self.failed.get(kind, 0) + 1
+
+
+class Fleet:
+    def __init__(self, url: str, agent_token: str, point: Point, seed: int) -> None:
+        parts = url.split("//", 1)[1].split(":")
+        self.host, self.port = parts[0], int(parts[1])
+        self.token = agent_token
+        self.point = point
+        self.rng = random.Random(seed)
+        self.stats = Stats()
+        self.stop = asyncio.Event()
+        self.tasks: list[asyncio.Task[Any]] = []
+        self.first_trial = 1  # the trial whose logs the followers follow
+
+    def http(self, token_header: str | None = None, token: str | None = None) -> HTTP:
+        header = token_header or "Authorization"
+        return HTTP(self.host, self.port, {header: f"Bearer {token or self.token}"})
+
+    def spawn(self, coro: Any) -> None:
+        self.tasks.append(asyncio.get_running_loop().create_task(coro))
+
+    async def agent(self, i: int) -> None:
+        agent_id = f"scale-{i:05d}"
+        hb, logs, wait = self.http(), self.http(), self.http()
+        running: dict[str, dict[str, Any]] = {}
+        slots = [
+            {"id": str(s), "type": "cpu", "brand": "sim"} for s in range(self.point.slots_per_agent)
+        ]
+        self.spawn(self.changes(wait, agent_id))
+        self.spawn(self.ship_logs(logs, agent_id, running))
+        interval, last_ok = 1.0, time.monotonic()
+        await asyncio.sleep(self.rng.uniform(0, interval))
+        next_tick = time.monotonic()
+        inflight: asyncio.Task[Any] | None = None
+        while not self.stop.is_set():
+            if inflight is not None and not inflight.done():
+                if self.stats.inside(next_tick):
+                    self.stats.missed += 1
+            else:
+                body = {
+                    "resourcePool": "default",
+                    "version": "sim",
+                    "slots": slots,
+                    "containers": [
+                        {
+                            "allocationId": a,
+                            "containerId": f"sim-{a}",
+                            "state": "RUNNING",
+                            "exitCode": None,
+                        }
+                        for a in running
+                    ],
+                    "preemptionNotice": None,
+                }
+                inflight = asyncio.get_running_loop().create_task(
+                    self.heartbeat(hb, agent_id, body, running)
+                )
+            next_tick += interval
+            await asyncio.sleep(max(0.0, next_tick - time.monotonic()))
+            if inflight.done() and inflight.result():
+                now = time.monotonic()
+                if self.stats.inside(now):
+                    self.stats.max_gap = max(self.stats.max_gap, now - last_ok)
+                last_ok = now
+
+    async def heartbeat(self, hb: HTTP, agent_id: str, body: Any, running: dict[str, Any]) -> bool:
+        t0 = time.monotonic()
+        status, payload = await hb.request("POST", f"/api/v1/agents/{agent_id}/heartbeat", body)
+        self.stats.record("heartbeat", t0, status)
+        if status != 200:
+            return False
+        for c in orjson.loads(payload)["containers"]:
+            aid = c["allocationId"]
+            if c["action"] == "RUN" and aid not in running:
+                running[aid] = c["spec"]
+                if c["spec"].get("taskType", "TRIAL") == "TRIAL":
+                    self.stats.started += 1
+                    self.spawn(self.trial(c["spec"]))
+            elif c["action"] == "KILL":
+                running.pop(aid, None)
+        return True
+
+    async def changes(self, wait: HTTP, agent_id: str) -> None:
+        while not self.stop.is_set():
+            t0 = time.monotonic()
+            status, _ = await wait.request(
+                "GET", f"/api/v1/agents/{agent_id}/changes?timeoutSeconds=30"
+            )
+            if status != 200 or time.monotonic() - t0 < 1.0:
+                await asyncio.sleep(1.0)  # answered at once: the agent waits its interval
+
+    async def ship_logs(
+        self, logs: HTTP, agent_id: str, running: dict[str, dict[str, Any]]
+    ) -> None:
+        await asyncio.sleep(self.rng.uniform(0, 1))
+        n = 0
+        while not self.stop.is_set():
+            await asyncio.sleep(1.0)
+            lines = []
+            for aid, spec in list(running.items()):
+                for _ in range(LOG_LINES_PER_SECOND):
+                    n += 1
+                    lines.append(
+                        {
+                            "taskId": spec["env"]["DET_TASK_ID"],
+                            "allocationId": aid,
+                            "agentId": agent_id,
+                            "log": f"step {n}: loss 0.{n % 997:03d}\n",
+                            "stdtype": "stdout",
+                            "source": "container",
+                        }
+                    )
+            if lines:
+                t0 = time.monotonic()
+                status, _ = await logs.request("POST", "/api/v1/task/logs", {"logs": lines})
+                self.stats.record("logs", t0, status)
+
+    async def trial(self, spec: dict[str, Any]) -> None:
+        env = spec["env"]
+        header = "Grpc-Metadata-x-allocation-token"
+        reports, poll = (
+            self.http(header, env["DET_SESSION_TOKEN"]),
+            self.http(header, env["DET_SESSION_TOKEN"]),
+        )
+        trial_id, run_id, alloc = (
+            int(env["DET_TRIAL_ID"]),
+            int(env["DET_TRIAL_RUN_ID"]),
+            env["DET_ALLOCATION_ID"],
+        )
+        self.spawn(self.long_poll(poll, alloc))
+        self.first_trial = min(self.first_trial, trial_id) if self.stats.started > 1 else trial_id
+        start = time.monotonic()
+        step = 0
+        for at, kind in schedule(random_phases(self.rng), PERIODS, 86400.0):
+            await asyncio.sleep(max(0.0, start + at - time.monotonic()))
+            if self.stop.is_set():
+                return
+            t0 = time.monotonic()
+            if kind == "checkpoint":
+                status, _ = await reports.request(
+                    "POST",
+                    "/api/v1/checkpoints",
+                    {
+                        "uuid": str(uuid.UUID(int=self.rng.getrandbits(128), version=4)),
+                        "taskId": env["DET_TASK_ID"],
+                        "allocationId": alloc,
+                        "resources": {"model.pt": "1000"},
+                        "metadata": {"steps_completed": step},
+                        "state": "STATE_COMPLETED",
+                        "training": {},
+                    },
+                )
+            else:
+                step += 100 if kind == "training" else 0
+                names = (
+                    [f"m{k}" for k in range(METRICS)] if kind == "training" else ["validation_loss"]
+                )
+                status, _ = await reports.request(
+                    "POST",
+                    f"/api/v1/trials/{trial_id}/metrics",
+                    {
+                        "group": kind,
+                        "metrics": {
+                            "trialId": trial_id,
+                            "trialRunId": run_id,
+                            "stepsCompleted": max(step, 1),
+                            "metrics": {
+                                "avgMetrics": {n: 1.0 / (1 + step) + k for k, n in enumerate(names)}
+                            },
+                        },
+                    },
+                )
+            self.stats.record(kind, t0, status)
+
+    async def long_poll(self, poll: HTTP, alloc: str) -> None:
+        while not self.stop.is_set():
+            t0 = time.monotonic()
+            status, payload = await poll.request(
+                "GET",
+                f"/api/v1/allocations/{alloc}/signals/preemption?timeout_seconds={LONG_POLL_SECONDS}",
+            )
+            if status == 200 and orjson.loads(payload).get("preempt"):
+                return
+            if status != 200 or time.monotonic() - t0 < 1.0:
+                await asyncio.sleep(1.0)
+
+    async def user(self, token: str, lister: bool, trial_id: int) -> None:
+        c = self.http(token=token)
+        while not self.stop.is_set():
+            if lister:
+                t0 = time.monotonic()
+                status, _ = await c.request("GET", "/api/v1/experiments?limit=20")
+                self.stats.record("user list", t0, status)
+                await asyncio.sleep(2.0)
+            else:
+                await c.stream(f"/api/v1/trials/{trial_id}/logs?follow=true", self.stop)
+                await asyncio.sleep(1.0)
+
+
+# -- one point ---------------------------------------------------------------------------------
+
+
+def cpu_of(pid: int) -> float:
+    from bench.api_reads import CPU  # psutil's tree walk, shared with the read bench
+
+    return CPU(pid).read()
+
+
+def self_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def db_size(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as c:
+        row = c.execute("SELECT pg_database_size(current_database())").fetchone()
+        return int(row[0]) if row else 0
+
+
+def lost_agents(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as c:
+        row = c.execute(
+            "SELECT count(*) FROM events WHERE entity = 'agent' AND kind = 'lost'"
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+
+def create_experiments(m: Any, trials: int) -> None:
+    s = m.session()
+    i = 0
+    while trials > 0:
+        n = min(TRIALS_PER_EXPERIMENT, trials)
+        r = s.post(
+            f"{m.url}/api/v1/experiments",
+            json={"config": CONFIG.format(i=i, n=n), "activate": True},
+            timeout=120,
+        )
+        r.raise_for_status()
+        trials -= n
+        i += 1
+
+
+def run_point(point: Point, args: argparse.Namespace, extra: dict[str, Any]) -> dict[str, Any]:
+    from bench._pg import bench_database
+    from bench.api_reads import readers
+    from tests.integration.conftest import start_master
+
+    with tempfile.TemporaryDirectory() as tmp:
+        server, db_url = bench_database(Path(tmp))
+        m = start_master(Path(tmp), db_url, extra={"agent_timeout_seconds": 30, **extra})
+        try:
+            tokens = readers(m, args.users + args.followers) if args.users + args.followers else []
+            create_experiments(m, point.trials)
+            pids = {"master": m.proc.pid, "postgres": int(server.get_pid() or 0)}
+            return asyncio.run(drive(m, db_url, point, args, tokens, pids))
+        finally:
+            m.kill()
+            server.cleanup()
+
+
+async def drive(
+    m: Any,
+    db_url: str,
+    point: Point,
+    args: argparse.Namespace,
+    tokens: list[str],
+    pids: dict[str, int],
+) -> dict[str, Any]:
+    fleet = Fleet(m.url, m.agent_token, point, args.seed)
+    t_setup = time.monotonic()
+    for i in range(point.agents):
+        fleet.spawn(fleet.agent(i))
+    deadline = time.monotonic() + args.ramp
+    while fleet.stats.started < point.trials and time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+    ramp = time.monotonic() - t_setup
+    if fleet.stats.started < point.trials:
+        print(
+            f"  {point}: only {fleet.stats.started} of {point.trials} trials running after {ramp:.0f} s",
+            file=sys.stderr,
+        )
+    for j, token in enumerate(tokens):
+        fleet.spawn(fleet.user(token, j < args.users, fleet.first_trial))
+    await asyncio.sleep(args.warmup)
+    lost0 = await asyncio.to_thread(lost_agents, db_url)
+    size0 = await asyncio.to_thread(db_size, db_url)
+    cpu0 = {k: await asyncio.to_thread(cpu_of, pid) for k, pid in pids.items()}
+    self0, load0 = self_cpu(), os.getloadavg()[0]
+    start = time.monotonic()
+    fleet.stats.window = (start, start + args.seconds)
+    await asyncio.sleep(args.seconds)
+    elapsed = time.monotonic() - start
+    cpu1 = {k: await asyncio.to_thread(cpu_of, pid) for k, pid in pids.items()}
+    self1, load1 = self_cpu(), os.getloadavg()[0]
+    size1 = await asyncio.to_thread(db_size, db_url)
+    lost1 = await asyncio.to_thread(lost_agents, db_url)
+    fleet.stop.set()
+    for t in fleet.tasks:
+        t.cancel()
+    await asyncio.gather(*fleet.tasks, return_exceptions=True)
+    lat = fleet.stats.latency
+    reports = [x for k in ("training", "validation", "checkpoint") for x in lat.get(k, [])]
+    beats = lat.get("heartbeat", [])
+    cores = {k: (cpu1[k] - cpu0[k]) / elapsed for k in cpu0}
+    cores["generator"] = (self1 - self0) / elapsed
+    return {
+        "point": point,
+        "ramp": ramp,
+        "running": fleet.stats.started,
+        "load": (load0, load1),
+        "cores": cores,
+        "reports": len(reports),
+        "heartbeats": len(beats),
+        "report_p50": percentile(reports, 50) if reports else float("nan"),
+        "report_p99": percentile(reports, 99) if reports else float("nan"),
+        "hb_p50": percentile(beats, 50) if beats else float("nan"),
+        "hb_p99": percentile(beats, 99) if beats else float("nan"),
+        "logs_p99": percentile(lat.get("logs", []), 99) if lat.get("logs") else float("nan"),
+        "list_p99": percentile(lat.get("user list", []), 99)
+        if lat.get("user list")
+        else float("nan"),
+        "missed": fleet.stats.missed + fleet.stats.failed.get("heartbeat", 0),
+        "failed": dict(fleet.stats.failed),
+        "max_gap": fleet.stats.max_gap,
+        "lost": lost1 - lost0,
+        "lost_total": lost1,
+        "db_per_hour": per_hour(size0, size1, elapsed),
+        "elapsed": elapsed,
+    }
+
+
+def report(rows: list[dict[str, Any]]) -> None:
+    print(
+        f"{'N x M':>10} {'load':>9} {'master':>6} {'pg':>5} {'gen':>5} {'ms/agent-s':>10} {'ms/report':>9}"
+        f" {'rep p50':>7} {'rep p99':>7} {'hb p50':>6} {'hb p99':>6} {'missed':>6} {'gap s':>5}"
+        f" {'lost':>4} {'DB MB/h':>7}  other"
+    )
+    for r in rows:
+        p: Point = r["point"]
+        c = r["cores"]
+        master_ms = 1000 * c["master"] * r["elapsed"]
+        print(
+            f"{p!s:>10} {r['load'][0]:4.1f}-{r['load'][1]:<4.1f} {c['master']:6.2f} {c['postgres']:5.2f}"
+            f" {c['generator']:5.2f} {master_ms / (p.agents * r['elapsed']):10.2f}"
+            f" {master_ms / max(1, r['reports']):9.1f} {r['report_p50']:7.1f} {r['report_p99']:7.1f}"
+            f" {r['hb_p50']:6.1f} {r['hb_p99']:6.1f} {r['missed']:6d} {r['max_gap']:5.1f} {r['lost']:4d}"
+            f" {r['db_per_hour'] / 1e6:7.0f}  logs p99 {r['logs_p99']:.0f} ms, list p99"
+            f" {r['list_p99']:.0f} ms, {r['reports']} reports / {r['heartbeats']} heartbeats in"
+            f" {r['elapsed']:.0f} s, {r['running']}/{p.trials} running after {r['ramp']:.0f} s"
+            + (f", failed {r['failed']}" if r["failed"] else "")
+        )
+    k = knee([(r["point"], r["report_p99"], r["hb_p99"]) for r in rows])
+    print(
+        f"knee (report or heartbeat p99 > {KNEE_MS:.0f} ms): {k or 'not reached at these points'}"
+    )
+    print(
+        "cores: CPU-seconds a second of the master (all its processes), PostgreSQL and this load"
+        " generator; ms/agent-s and ms/report: the master's whole CPU divided by each"
+    )
+
+
+def main() -> None:
+    from bench._pg import master_settings
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="one point, 20 x 40, 20 s")
+    ap.add_argument("--points", default="100x200,200x400")
+    ap.add_argument("--seconds", type=float, default=90)
+    ap.add_argument("--warmup", type=float, default=15)
+    ap.add_argument("--ramp", type=float, default=300, help="longest wait for every trial to run")
+    ap.add_argument("--users", type=int, default=3)
+    ap.add_argument("--followers", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=YAML")
+    args = ap.parse_args()
+    try:
+        points = [Point(20, 40)] if args.quick else [Point.parse(p) for p in args.points.split(",")]
+    except ValueError as e:
+        ap.error(str(e))
+    if args.quick:
+        args.seconds, args.warmup = 20.0, 5.0
+    extra = master_settings(args.set)
+    rows = []
+    for point in points:
+        rows.append(run_point(point, args, extra))
+        report(rows[-1:])
+    print(
+        f"\nmaster config: {extra or 'defaults'} (agent_timeout_seconds 30); window {args.seconds:.0f} s after {args.warmup:.0f} s"
+    )
+    report(rows)
+
+
+if __name__ == "__main__":
+    main()

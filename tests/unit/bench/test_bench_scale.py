@@ -1,0 +1,112 @@
+"""bench/scale.py's pure parts: the points, each trial's schedule of reports, the rates they
+ask of the master, the percentiles and the knee (no timing is asserted)."""
+
+import importlib.util
+import math
+import random
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+
+def _load_scale() -> ModuleType:
+    path = Path(__file__).resolve().parents[3] / "bench" / "scale.py"
+    spec = importlib.util.spec_from_file_location("bench_scale", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve the module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+scale = _load_scale()
+Point = scale.Point
+
+
+def test_a_point_is_agents_by_trials_with_enough_slots_for_every_trial() -> None:
+    p = Point.parse("100x250")
+    assert (p.agents, p.trials, p.slots_per_agent, str(p)) == (100, 250, 3, "100x250")
+    assert Point.parse(" 7X0 ").slots_per_agent == 1
+
+
+@pytest.mark.parametrize("bad", ["100", "x200", "0x10", "10x", "ax3", "10x-1", ""])
+def test_a_malformed_point_is_refused_naming_it(bad: str) -> None:
+    with pytest.raises(ValueError, match="AGENTSxTRIALS") as e:
+        Point.parse(bad)
+    assert repr(bad) in str(e.value)
+
+
+def test_a_trials_schedule_has_each_kind_at_its_period_from_its_phase() -> None:
+    periods = {"training": 10.0, "validation": 60.0, "checkpoint": 600.0}
+    events = scale.schedule(
+        {"training": 3.0, "validation": 70.0, "checkpoint": 0.0}, periods, 120.0
+    )
+    kinds = [k for _, k in events]
+    assert kinds.count("training") == 12
+    assert kinds.count("validation") == 2  # phase 70 folds into the period: at 10 and 70
+    assert kinds.count("checkpoint") == 1
+    assert [t for t, k in events if k == "validation"] == [10.0, 70.0]
+    assert [t for t, _ in events] == sorted(t for t, _ in events)
+    # Due together: in the order the periods are given.
+    at_zero = scale.schedule({"training": 0.0, "validation": 0.0, "checkpoint": 0.0}, periods, 1.0)
+    assert [k for _, k in at_zero] == ["training", "validation", "checkpoint"]
+
+
+def test_over_an_hour_a_trial_asks_the_production_rates() -> None:
+    events = scale.schedule(scale.random_phases(random.Random(3)), scale.PERIODS, 3600.0)
+    kinds = [k for _, k in events]
+    assert (kinds.count("training"), kinds.count("validation"), kinds.count("checkpoint")) == (
+        360,
+        60,
+        6,
+    )
+
+
+def test_phases_are_spread_over_each_period() -> None:
+    rng = random.Random(1)
+    phases = [scale.random_phases(rng) for _ in range(200)]
+    for kind, period in scale.PERIODS.items():
+        values = [p[kind] for p in phases]
+        assert all(0 <= v < period for v in values)
+        assert min(values) < period / 4 and max(values) > 3 * period / 4
+
+
+def test_the_rates_of_a_point() -> None:
+    rates = scale.rate_per_second(Point(1000, 2000))
+    assert rates["training"] == pytest.approx(200.0)
+    assert rates["validation"] == pytest.approx(2000 / 60)
+    assert rates["checkpoint"] == pytest.approx(2000 / 600)
+    assert rates["heartbeat"] == 1000.0 and rates["logs"] == 1000.0
+    assert scale.rate_per_second(Point(5, 0))["logs"] == 0.0
+
+
+def test_percentiles_are_nearest_rank() -> None:
+    values = list(range(1, 101))
+    random.Random(0).shuffle(values)
+    assert scale.percentile(values, 50) == 50
+    assert scale.percentile(values, 99) == 99
+    assert scale.percentile(values, 100) == 100
+    assert scale.percentile([7.0], 99) == 7.0
+    assert math.isnan(scale.percentile([], 50))
+    with pytest.raises(ValueError, match="q: must be in"):
+        scale.percentile(values, 0)
+
+
+def test_the_knee_is_the_first_point_in_load_order_over_the_limit() -> None:
+    rows = [
+        (Point(400, 800), 300.0, 90.0),
+        (Point(100, 200), 20.0, 30.0),
+        (Point(200, 400), 40.0, 251.0),
+    ]
+    assert scale.knee(rows) == Point(200, 400)  # its heartbeats, though listed last
+    assert scale.knee([(Point(1, 2), 250.0, 250.0)]) is None  # at the limit is not over it
+    assert scale.knee([(Point(1, 2), float("nan"), 1.0)]) == Point(1, 2)  # nothing answered
+    assert scale.knee([]) is None
+
+
+def test_growth_is_scaled_to_an_hour() -> None:
+    assert scale.per_hour(1_000, 61_000, 60.0) == 3_600_000.0
+    with pytest.raises(ValueError, match="seconds"):
+        scale.per_hour(0, 1, 0)
