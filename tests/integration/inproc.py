@@ -63,6 +63,7 @@ class AppAdapter(BaseAdapter):
         r.reason = answer.status.partition(" ")[2]
         r.headers = CaseInsensitiveDict(answer.headers.items())
         r._content = answer.get_data()
+        answer.close()  # the WSGI iterable's close(), as a server calls it (a sent file's handle)
         r.encoding = requests.utils.get_encoding_from_headers(r.headers)
         r.url = request.url or ""
         r.request = request

@@ -2,7 +2,8 @@
 (issue 23, finding 1): a task's link ``<uuid>/leak -> <the master's agent_token>`` in shared_fs
 storage, downloaded as a tar by the user who owns the checkpoint, must not hand out the token.
 
-A real master process over a real PostgreSQL with its default shared_fs storage; the trial and
+The master's app in the test's process (``api_master``) over a real PostgreSQL with its default
+shared_fs storage (what a process would log is read with caplog); the trial and
 checkpoint rows stand for what a task reports (written with SQL: no agent is needed to place
 files in shared_fs, which is what a task does)."""
 
@@ -18,7 +19,7 @@ import psycopg
 import pytest
 import requests
 
-from tests.integration.conftest import Master
+from tests.integration.inproc import InProcessMaster
 
 pytestmark = pytest.mark.integration
 
@@ -30,14 +31,14 @@ hyperparameters: {lr: 0.1}
 """
 
 
-def _alice(m: Master) -> str:
+def _alice(m: InProcessMaster) -> str:
     m.post(
         "/api/v1/users", {"user": {"username": "alice", "admin": False}, "password": "Alice-pw-1"}
     )
     return m.login("alice", "Alice-pw-1")
 
 
-def _checkpoint(m: Master, pg_url: str, token: str) -> str:
+def _checkpoint(m: InProcessMaster, pg_url: str, token: str) -> str:
     """A checkpoint of alice's experiment; returns its uuid."""
     r = m.session(token).post(
         m.url + "/api/v1/experiments", json={"config": CONFIG, "activate": False}, timeout=30
@@ -60,7 +61,7 @@ def _checkpoint(m: Master, pg_url: str, token: str) -> str:
     return uid
 
 
-def _download(m: Master, token: str, uid: str) -> requests.Response:
+def _download(m: InProcessMaster, token: str, uid: str) -> requests.Response:
     return m.session(token).get(f"{m.url}/checkpoints/{uid}", timeout=60)
 
 
@@ -74,38 +75,38 @@ def _members(body: bytes) -> dict[str, bytes]:
 
 
 def test_download_leaves_out_a_link_to_the_masters_agent_token(
-    live_master: Master, pg_url: str
+    api_master: InProcessMaster, pg_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    token = _alice(live_master)
-    uid = _checkpoint(live_master, pg_url, token)
-    agent_token_file = live_master.data_dir / "agent_token"
+    token = _alice(api_master)
+    uid = _checkpoint(api_master, pg_url, token)
+    agent_token_file = api_master.data_dir / "agent_token"
     secret = agent_token_file.read_bytes()
     assert secret.strip()
-    ckpt = live_master.config_file.parent / "checkpoints" / uid
+    ckpt = api_master.data_dir.parent / "checkpoints" / uid
     ckpt.mkdir(parents=True)
     (ckpt / "model.pt").write_bytes(b"weights")
     os.symlink(str(agent_token_file), ckpt / "leak")
     os.symlink(os.path.relpath(agent_token_file, ckpt), ckpt / "leak-relative")
     os.symlink("model.pt", ckpt / "latest.pt")  # stays inside: its content is stored
 
-    r = _download(live_master, token, uid)
+    r = _download(api_master, token, uid)
     assert r.status_code == 200, r.text
     members = _members(r.content)
     assert members == {"model.pt": b"weights", "latest.pt": b"weights"}
     assert secret.strip() not in r.content and all(secret not in v for v in members.values())
-    assert "leak skipped: a link that leaves the checkpoint directory" in live_master.logs()
+    assert "leak skipped: a link that leaves the checkpoint directory" in caplog.text
 
 
 def test_download_refuses_a_checkpoint_directory_that_is_a_link(
-    live_master: Master, pg_url: str, tmp_path: Path
+    api_master: InProcessMaster, pg_url: str, tmp_path: Path
 ) -> None:
-    token = _alice(live_master)
-    uid = _checkpoint(live_master, pg_url, token)
-    storage = live_master.config_file.parent / "checkpoints"
+    token = _alice(api_master)
+    uid = _checkpoint(api_master, pg_url, token)
+    storage = api_master.data_dir.parent / "checkpoints"
     storage.mkdir(parents=True, exist_ok=True)
-    os.symlink(str(live_master.data_dir), storage / uid)  # the master's own directory
+    os.symlink(str(api_master.data_dir), storage / uid)  # the master's own directory
 
-    r = _download(live_master, token, uid)
+    r = _download(api_master, token, uid)
     assert r.status_code == 409, r.text
     assert "the checkpoint directory is a link" in r.json()["message"]
-    assert live_master.agent_token.encode() not in r.content
+    assert api_master.agent_token.encode() not in r.content
