@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from psycopg.rows import args_row
 
@@ -47,6 +48,25 @@ SELECT i.id, i.resource_pool, i.instance_type, i.market, i.launched_at, i.termin
  WHERE i.launched_at < %(end)s AND (i.terminated_at IS NULL OR i.terminated_at > %(start)s)
  ORDER BY i.launched_at, i.id
 """
+
+
+@dataclass(frozen=True, slots=True)
+class _Instance:
+    """A row of :data:`_MACHINES`: an instance and its agent's slots (0 before it registered)."""
+
+    id: str
+    resource_pool: str
+    instance_type: str
+    market: str
+    launched_at: dt.datetime
+    terminated_at: dt.datetime | None
+    slots: int
+
+
+@dataclass(frozen=True, slots=True)
+class _AgentSlots:
+    id: str
+    slots: int
 
 
 def _hold(
@@ -137,24 +157,24 @@ def machines(
     before its agent registered, its launch option's."""
     prices = policies(config)
     out = {}
-    for r in db.untyped(conn).execute(_MACHINES, {"start": start, "end": end}):
-        pool = r["resource_pool"]
-        market = Market(r["market"])
+    for r in db.fetch_rows(conn, _Instance, _MACHINES, {"start": start, "end": end}):
+        pool = r.resource_pool
+        market = Market(r.market)
         policy = prices.get(pool)
         flat = _price(config, pool)
-        slots = int(r["slots"]) or _launch_slots(config, pool, r["instance_type"])
+        slots = int(r.slots) or _launch_slots(config, pool, r.instance_type)
         hourly = None
         if policy is not None:
-            hourly = policy.price(r["instance_type"], market)
+            hourly = policy.price(r.instance_type, market)
         elif flat is not None:
             hourly = flat.hourly(slots)
-        out[r["id"]] = Machine(
-            id=r["id"],
+        out[r.id] = Machine(
+            id=r.id,
             pool=pool,
-            instance_type=r["instance_type"],
+            instance_type=r.instance_type,
             market=market,
-            launched_at=r["launched_at"],
-            ended_at=r["terminated_at"],
+            launched_at=r.launched_at,
+            ended_at=r.terminated_at,
             slots=slots,
             hourly_usd=hourly,
         )
@@ -184,8 +204,8 @@ def _static_agents(
     if not held:
         return {}
     registered = {
-        r["id"]: int(r["slots"])
-        for r in db.untyped(conn).execute(_AGENT_SLOTS, {"ids": sorted(held)})
+        r.id: int(r.slots)
+        for r in db.fetch_rows(conn, _AgentSlots, _AGENT_SLOTS, {"ids": sorted(held)})
     }
     out = {}
     for agent, (pool, price, most) in sorted(held.items()):
@@ -209,12 +229,10 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 def first_placement(conn: Conn) -> dt.datetime | None:
     """When the first allocation ever placed was placed (None: none was)."""
-    row = db.untyped(conn).execute("SELECT min(placed_at) AS t FROM allocations").fetchone()
-    return row["t"] if row else None
+    return db.scalar(conn, dt.datetime, "SELECT min(placed_at) AS t FROM allocations")
 
 
 def experiment_exists(conn: Conn, experiment_id: int) -> bool:
-    row = conn.execute(
-        "SELECT 1 AS x FROM experiments WHERE id = %s AND NOT deleted", (experiment_id,)
-    ).fetchone()
-    return row is not None
+    return db.exists(
+        conn, "SELECT 1 AS x FROM experiments WHERE id = %s AND NOT deleted", (experiment_id,)
+    )
