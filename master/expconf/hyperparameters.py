@@ -17,6 +17,8 @@ from det.common.jsontypes import JSONObject, JSONValue
 from .base import ConfigModel
 
 HP_TYPES = ("const", "int", "double", "log", "categorical")
+# A log hyperparameter's base when the config names none (the searcher's sampler reads it too).
+DEFAULT_LOG_BASE = 10.0
 
 
 class ConstHP(ConfigModel):
@@ -44,7 +46,7 @@ class LogHP(ConfigModel):
     type: Literal["log"] = "log"
     minval: float
     maxval: float
-    base: float = Field(default=10.0, gt=0)
+    base: float = Field(default=DEFAULT_LOG_BASE, gt=0)
     count: int | None = Field(default=None, ge=1)
 
 

@@ -6,8 +6,9 @@ Accepted forms, as in the experiment YAML:
 * ``{type: int, minval, maxval, count?}``: an integer in ``[minval, maxval]`` (both ends included,
   as documented; Determined's own sampler never drew ``maxval``).
 * ``{type: double, minval, maxval, count?}``: a float drawn uniformly from ``[minval, maxval]``.
-* ``{type: log, minval, maxval, base=10, count?}``: ``base ** u`` with ``u`` uniform in
-  ``[minval, maxval]`` (the bounds are exponents).
+* ``{type: log, minval, maxval, base?, count?}``: ``base ** u`` with ``u`` uniform in
+  ``[minval, maxval]`` (the bounds are exponents; ``base`` is expconf's default, 10, unless
+  given).
 * ``{type: categorical, vals: [...]}``: one of ``vals``.
 * a dict without ``type``: a nested group of hyperparameters, sampled recursively.
 
@@ -25,8 +26,7 @@ import random
 from dataclasses import dataclass
 
 from det.common.jsontypes import JSONObject, JSONValue
-
-HP_TYPES = ("const", "int", "double", "log", "categorical")
+from det.master.expconf.hyperparameters import DEFAULT_LOG_BASE, HP_TYPES
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class DoubleHP:
 class LogHP:
     minval: float
     maxval: float
-    base: float = 10.0
+    base: float = DEFAULT_LOG_BASE
     count: int | None = None
 
 
@@ -137,7 +137,7 @@ def parse_hparam(raw: JSONValue, path: str) -> HParam:
     if kind == "log":
         llo, lhi = _number(raw, "minval", path), _number(raw, "maxval", path)
         _check_range(llo, lhi, path)
-        base = _number(raw, "base", path) if raw.get("base") is not None else 10.0
+        base = _number(raw, "base", path) if raw.get("base") is not None else DEFAULT_LOG_BASE
         if base <= 0 or base == 1:
             raise ValueError(f"{path}.base: must be positive and not 1, got {base}")
         return LogHP(llo, lhi, base, _count(raw, path))

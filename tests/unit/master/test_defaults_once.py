@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from det.master.expconf.base import default_of
+from det.master.expconf.hyperparameters import LogHP
 from det.master.expconf.schema import BindMount, ExperimentConfig, Resources
 from det.master.expconf.searcher import (
     UNSET_SAMPLER,
@@ -74,6 +75,8 @@ FIELDS = (
     Field(("sampler",), UNSET_SAMPLER, "master/expconf/searcher.py"),
     # One default for a bind mount's and shared_fs storage's propagation (both models read it).
     Field(("propagation",), default_of(BindMount, "propagation"), "master/expconf/base.py"),
+    # A log hyperparameter's base: expconf's model and the searcher's sampler read one default.
+    Field(("base",), default_of(LogHP, "base"), "master/expconf/hyperparameters.py"),
     Field(
         ("max_aux_containers_per_agent", "max_aux", "max_aux_per_instance"),
         DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT,
@@ -152,6 +155,8 @@ def test_the_two_propagation_fields_share_one_default() -> None:
         '    propagation: str = "rprivate"',
         "    sampler: str = 'random'",
         '        mode = raw.get("mode", "standard")',
+        '        base = _number(raw, "base", path) if raw.get("base") is not None else 10.0',
+        "    base: float = 10.0",
     ],
 )
 def test_a_retyped_default_is_found(tmp_path: Path, line: str) -> None:
