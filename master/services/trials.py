@@ -28,7 +28,7 @@ from det.master.handles import MasterState
 from det.master.rows.trials import BestTrial, MetricRow
 from det.master.schemas import d
 from det.master.schemas.trials import MetricsReportEntry
-from det.master.services import jobs
+from det.master.services import jobs, metrics_superseded
 
 TRAINING = "training"
 VALIDATION = "validation"
@@ -361,7 +361,8 @@ _WRITE_BATCH = (
     " SELECT %(trial)s, r.run, r.grp, r.total, r.body FROM jsonb_to_recordset(%(rows)s::text::jsonb)"
     " AS r(run int, grp text, total bigint, body jsonb))"
     " UPDATE trials SET summary_metrics = %(summary)s::text::jsonb, steps_completed = %(steps)s,"
-    " searcher_metric = %(best)s WHERE id = %(trial)s"
+    " searcher_metric = %(best)s, metrics_clean_run = %(clean_run)s,"
+    " metrics_clean_from = %(clean_from)s WHERE id = %(trial)s"
 )
 # The same for a batch with validations of the searcher metric: the trial's best validation
 # pointer (``best_validation_id``, migration 0009) becomes the best of the rows just written and
@@ -374,7 +375,8 @@ _WRITE_BATCH_VALIDATED = (
     " AS r(run int, grp text, total bigint, body jsonb)"
     " RETURNING id, metric_group, total_batches, metrics)"
     " UPDATE trials SET summary_metrics = %(summary)s::text::jsonb, steps_completed = %(steps)s,"
-    " searcher_metric = %(best)s, best_validation_id = (SELECT c.id FROM ("
+    " searcher_metric = %(best)s, metrics_clean_run = %(clean_run)s,"
+    " metrics_clean_from = %(clean_from)s, best_validation_id = (SELECT c.id FROM ("
     " SELECT w.id, w.total_batches, w.metrics FROM written w WHERE w.metric_group = 'validation'"
     " UNION ALL SELECT m.id, m.total_batches, m.metrics FROM metrics m"
     " WHERE m.id = trials.best_validation_id) c"
@@ -399,6 +401,9 @@ class _Reported:
     config: JSONObject
     metric_text: str | None
     larger: bool | None
+    #: What the trial's row knows to have nothing to supersede (metrics_superseded.plan).
+    metrics_clean_run: int
+    metrics_clean_from: int
 
 
 def report_metrics(
@@ -415,7 +420,8 @@ def report_metrics(
         .execute(
             "SELECT t.id, t.experiment_id, t.request_id, t.summary_metrics, t.steps_completed,"
             " t.searcher_metric, jsonb_build_object('searcher', e.config->'searcher') AS config,"
-            " e.config->'searcher'->>'metric' AS metric_text, det_larger_is_better(e.config) AS larger"
+            " e.config->'searcher'->>'metric' AS metric_text, det_larger_is_better(e.config) AS larger,"
+            " t.metrics_clean_run, t.metrics_clean_from"
             " FROM trials t JOIN experiments e ON e.id = t.experiment_id"
             " WHERE t.id = %s FOR NO KEY UPDATE OF t",
             (trial_id,),
@@ -432,7 +438,9 @@ def report_metrics(
     metric_name = searcher_cfg.metric
     time_metric = searcher_cfg.time_metric if isinstance(searcher_cfg, _AshaBase) else None
     events = []
-    best = trial.searcher_metric
+    values: list[float] = []
+    spans: dict[int, tuple[int, int]] = {}
+    firsts: dict[tuple[int, str], int] = {}
     smaller = searcher_cfg.smaller_is_better
     for i, r in enumerate(reports):
         if not isinstance(r, dict):
@@ -451,6 +459,11 @@ def report_metrics(
             raise InvalidArgument(
                 f"metrics[{i}]: stepsCompleted and trialRunId must be integers"
             ) from None
+        if run_id < 0:
+            raise InvalidArgument(f"metrics[{i}].trialRunId: must be >= 0, got {run_id}")
+        lo, hi = spans.get(run_id, (total, total))
+        spans[run_id] = (min(lo, total), max(hi, total))
+        firsts[run_id, group] = min(firsts.get((run_id, group), total), total)
         body: JSONObject = {"avg_metrics": avg}
         batch_metrics = m.get("batchMetrics")
         if batch_metrics:
@@ -469,8 +482,21 @@ def report_metrics(
                         {"metric": float(value), "time": float(t)},
                     )
                 )
-                if best is None or (value < best if smaller else value > best):
-                    best = float(value)
+                values.append(float(value))
+    fate = metrics_superseded.plan(trial.metrics_clean_run, trial.metrics_clean_from, spans)
+    best = trial.searcher_metric
+    moved = fate.look and metrics_superseded.supersede(conn, trial_id, firsts) > 0
+    if moved:
+        # The summary and the searcher metric counted the moved rows: fold them again from the
+        # rows left (once per resumed run); the best validation is picked again from them.
+        summary, best = _refold(conn, trial_id, metric_name, smaller)
+        conn.execute(
+            "UPDATE trials SET best_validation_id = det_best_validation(id) WHERE id = %s",
+            (trial_id,),
+        )
+    for value in values:
+        if best is None or (value < best if smaller else value > best):
+            best = value
     for group, batch in by_group.items():
         summary = _update_summary(summary, group, batch)
     for experiment_id, request_id, payload in events:
@@ -493,15 +519,49 @@ def report_metrics(
             "best": best,
             "metric": metric_text,
             "larger": trial.larger,
+            "clean_run": fate.clean_run,
+            "clean_from": fate.clean_from,
         },
     )
-    if validated:
-        # A validation at a checkpoint's step can make that checkpoint the best (the rows just
-        # written are visible to this statement, not to the one that wrote them).
+    if validated or moved:
+        # A validation at a checkpoint's step can make that checkpoint the best, and a moved one
+        # can stop it being (the rows just written are visible to this statement, not to the
+        # one that wrote them).
         conn.execute("SELECT det_refresh_best_checkpoint(%s)", (trial_id,))
     if events:
         conn.execute("NOTIFY det_wakeup")
     return len(rows)
+
+
+@dataclass(frozen=True, slots=True)
+class _Averages:
+    metric_group: str
+    avg: JSONObject
+
+
+def _refold(
+    conn: Conn, trial_id: int, metric_name: str, smaller: bool
+) -> tuple[JSONObject, float | None]:
+    """The trial's summary and searcher metric from its rows in ``metrics`` alone."""
+    by_group: dict[str, list[JSONObject]] = {}
+    best: float | None = None
+    for row in conn.cursor(row_factory=class_row(_Averages)).execute(
+        "SELECT metric_group, metrics->'avg_metrics' AS avg FROM metrics WHERE trial_id = %s"
+        " AND jsonb_typeof(metrics->'avg_metrics') = 'object' ORDER BY id",
+        (trial_id,),
+    ):
+        by_group.setdefault(row.metric_group, []).append(row.avg)
+        value = row.avg.get(metric_name) if row.metric_group == VALIDATION else None
+        if (
+            isinstance(value, (int, float))
+            and math.isfinite(value)
+            and (best is None or (value < best if smaller else value > best))
+        ):
+            best = float(value)
+    summary: JSONObject = {}
+    for group, batch in by_group.items():
+        summary = _update_summary(summary, group, batch)
+    return summary, best
 
 
 def metrics_rows(conn: Conn, trial_id: int, group: str | None) -> list[MetricRow]:
