@@ -1,8 +1,9 @@
 """The task container policy (det.master.container_policy): a non-admin's task that would own
 the agent's host is refused at create, naming the field and the rule, and nothing is created; an
-admin's is accepted. The refusals ask the API alone (the master's app in the test's process,
-``api_master``); what runs after the create (continue, TensorBoards) and the cluster's own
-defaults use a det-master process."""
+admin's is accepted. All on the master's app in the test's process (``api_master``, and
+``api_master_factory`` for a cluster's own policy and defaults); what must run after a create
+(an experiment's trial, a kill's end) is moved by the loop's passes in the test's thread
+(det.master.loop.run_passes_until)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import pytest
 import requests
 import yaml
 
-from tests.integration.conftest import Master, MasterClient
+from det.master.loop import run_passes_until
+from tests.integration.conftest import MasterClient
+from tests.integration.inproc import InProcessMaster
 
 pytestmark = pytest.mark.integration
 
@@ -50,9 +53,8 @@ EXPERIMENT = {
 
 @pytest.fixture
 def users(request: pytest.FixtureRequest) -> tuple[requests.Session, requests.Session]:
-    """carol (no admin) and the admin, on the test's master: ``api_master`` or ``live_master``."""
-    name = "api_master" if "api_master" in request.fixturenames else "live_master"
-    m: MasterClient = request.getfixturevalue(name)
+    """carol (no admin) and the admin, on the test's ``api_master``."""
+    m: MasterClient = request.getfixturevalue("api_master")
     m.post("/api/v1/users", {"user": {"username": "carol"}, "password": "carol-pw-123"})
     return m.session(m.login("carol", "carol-pw-123")), m.session()
 
@@ -135,11 +137,11 @@ def test_a_template_does_not_carry_a_non_admin_past_the_policy(
 
 
 def test_what_the_policy_allows_and_the_clusters_own_defaults_pass(
-    master_factory: Any, pg_url: str, tmp_path: Any
+    api_master_factory: Any, pg_url: str, tmp_path: Any
 ) -> None:
     data = tmp_path / "datasets"
     shared = tmp_path / "shared"
-    m: Master = master_factory(
+    m: InProcessMaster = api_master_factory(
         extra={
             "task_container_policy": {
                 "bind_mounts": [{"host_path": str(data), "read_only": True}],
@@ -176,22 +178,10 @@ def test_what_the_policy_allows_and_the_clusters_own_defaults_pass(
     assert ok.status_code == 200, ok.text
 
 
-def _wait(predicate: Any, what: str, timeout: float = 60) -> Any:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.3)
-
-
 def test_continue_and_tensorboards_are_held_to_the_policy_too(
-    live_master: Master, pg_url: str, users: tuple[requests.Session, requests.Session]
+    api_master: InProcessMaster, pg_url: str, users: tuple[requests.Session, requests.Session]
 ) -> None:
-    m = live_master
+    m = api_master
     carol, admin = users
     # Continue: carol's own experiment, ended, continued with a host mount in the override.
     r = carol.post(
@@ -199,9 +189,10 @@ def test_continue_and_tensorboards_are_held_to_the_policy_too(
     )
     assert r.status_code == 200, r.text
     eid = int(r.json()["experiment"]["id"])
-    _wait(
+    run_passes_until(
+        m.state,
         lambda: carol.get(f"{m.url}/api/v1/experiments/{eid}/trials", timeout=30).json()["trials"],
-        "carol's trial",
+        60,
     )
     assert carol.post(f"{m.url}/api/v1/experiments/{eid}/kill", timeout=30).status_code == 200
 
@@ -209,7 +200,7 @@ def test_continue_and_tensorboards_are_held_to_the_policy_too(
         r = carol.get(f"{m.url}/api/v1/experiments/{eid}", timeout=30)
         return bool(r.json()["experiment"]["state"] == "STATE_CANCELED")
 
-    _wait(ended, f"experiment {eid} to be canceled")
+    run_passes_until(m.state, ended, 60)
     override = yaml.safe_dump({"bind_mounts": [{"host_path": "/root", "container_path": "/r"}]})
     r = carol.post(
         f"{m.url}/api/v1/experiments/continue",
@@ -228,11 +219,12 @@ def test_continue_and_tensorboards_are_held_to_the_policy_too(
     r = admin.post(f"{m.url}/api/v1/experiments", json={"config": exp}, timeout=30)
     assert r.status_code == 200, r.text
     admins = int(r.json()["experiment"]["id"])
-    _wait(
+    run_passes_until(
+        m.state,
         lambda: admin.get(f"{m.url}/api/v1/experiments/{admins}/trials", timeout=30).json()[
             "trials"
         ],
-        "the admin's trial",
+        60,
     )
     before = _counts(pg_url)[0]
     r = carol.post(f"{m.url}/api/v1/tensorboards", json={"experimentIds": [admins]}, timeout=30)
