@@ -212,56 +212,55 @@ def create(
     if parent_id is not None and not files:
         # A fork from the WebUI sends a config alone: it trains the parent's code.
         context_blob = context(conn, parent_id)
-    row = (
-        db.untyped(conn)
-        .execute(
-            "INSERT INTO experiments (name, description, labels, config, original_config, state,"
-            " owner_id, context, project_id, parent_id, unmanaged, external_experiment_id)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING *",
-            (
-                config.get("name") or "Experiment",
-                config.get("description") or "",
-                json.dumps(cfg.labels),
-                json.dumps(config),
-                expconf.redact_text(config_text),
-                states.ACTIVE if activate and not unmanaged else states.PAUSED,
-                owner_id,
-                context_blob,
-                project["id"],
-                parent_id,
-                unmanaged,
-                external_id,
-            ),
-        )
-        .fetchone()
+    experiment_id = db.one_int(
+        conn,
+        "INSERT INTO experiments (name, description, labels, config, original_config, state,"
+        " owner_id, context, project_id, parent_id, unmanaged, external_experiment_id)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+        (
+            config.get("name") or "Experiment",
+            config.get("description") or "",
+            json.dumps(cfg.labels),
+            json.dumps(config),
+            expconf.redact_text(config_text),
+            states.ACTIVE if activate and not unmanaged else states.PAUSED,
+            owner_id,
+            context_blob,
+            project["id"],
+            parent_id,
+            unmanaged,
+            external_id,
+        ),
     )
-    assert row is not None
     job_id = str(uuid.uuid4())
-    queue_key = (
-        db.untyped(conn).execute("SELECT coalesce(max(queue_key), 0) + 1 AS k FROM jobs").fetchone()
-    )
+    # jobs.queue_key is a double precision: the next one after the largest.
+    queue_key = db.scalar(conn, float, "SELECT coalesce(max(queue_key), 0) + 1 AS k FROM jobs")
     assert queue_key is not None
     conn.execute(
         "INSERT INTO jobs (id, experiment_id, owner_id, resource_pool, priority, weight, queue_key)"
         " VALUES (%s, %s, %s, %s, %s, %s, %s)",
         (
             job_id,
-            row["id"],
+            experiment_id,
             owner_id,
             res.resource_pool,
             priority,
             res.weight or 1,  # a weight of 0 is queued as 1, as it always was
-            queue_key["k"],
+            queue_key,
         ),
     )
     states.record_event(
-        conn, "experiment", row["id"], "created", f"created ({'active' if activate else 'paused'})"
+        conn,
+        "experiment",
+        experiment_id,
+        "created",
+        f"created ({'active' if activate else 'paused'})",
     )
     for note in expconf.docker_notes(config):
-        states.record_event(conn, "experiment", row["id"], "warning", note)
+        states.record_event(conn, "experiment", experiment_id, "warning", note)
     wake(conn)
-    logger.info("experiment %d created by user %d", row["id"], owner_id)
-    return get(conn, row["id"])
+    logger.info("experiment %d created by user %d", experiment_id, owner_id)
+    return get(conn, experiment_id)
 
 
 def _template_named_in(config_text: str) -> str | None:
@@ -314,15 +313,11 @@ def _project_for(conn: Conn, cfg: expconf.ExperimentConfig, project_id: int | No
 def move(conn: Conn, st: MasterState, experiment_id: int, project_id: int) -> None:
     _lock(conn, experiment_id)
     target = projects.usable(conn, project_id)
-    job = (
-        db.untyped(conn)
-        .execute("SELECT resource_pool FROM jobs WHERE experiment_id = %s", (experiment_id,))
-        .fetchone()
+    pool = db.scalar(
+        conn, str, "SELECT resource_pool FROM jobs WHERE experiment_id = %s", (experiment_id,)
     )
-    if job is not None:
-        pool_bindings.check(
-            conn, st, job["resource_pool"], int(target["workspace_id"]), "destinationProjectId"
-        )
+    if pool is not None:
+        pool_bindings.check(conn, st, pool, int(target["workspace_id"]), "destinationProjectId")
     conn.execute(
         "UPDATE experiments SET project_id = %s WHERE id = %s", (project_id, experiment_id)
     )
@@ -413,28 +408,27 @@ def get(conn: Conn, experiment_id: int) -> Experiment:
 
 def context(conn: Conn, experiment_id: int) -> bytes:
     """The experiment's model definition: its context directory as a gzip tar."""
-    row = (
-        db.untyped(conn)
-        .execute("SELECT context FROM experiments WHERE id = %s", (experiment_id,))
-        .fetchone()
-    )
-    return bytes(row["context"] or b"") if row else b""
+    blob = db.scalar(conn, bytes, "SELECT context FROM experiments WHERE id = %s", (experiment_id,))
+    return blob or b""
+
+
+@dataclass(frozen=True, slots=True)
+class _Searcher:
+    searcher: JSONObject
 
 
 def searcher_config(conn: Conn, experiment_id: int) -> JSONObject:
     """The experiment's ``searcher`` section (NotFound as :func:`get`)."""
-    row = (
-        db.untyped(conn)
-        .execute(
-            "SELECT coalesce(config->'searcher', '{}') AS searcher FROM experiments"
-            " WHERE id = %s AND NOT deleted",
-            (experiment_id,),
-        )
-        .fetchone()
+    row = db.fetch_row(
+        conn,
+        _Searcher,
+        "SELECT coalesce(config->'searcher', '{}') AS searcher FROM experiments"
+        " WHERE id = %s AND NOT deleted",
+        (experiment_id,),
     )
     if row is None:
         raise NotFound(f"experiment {experiment_id} not found")
-    return dict(row["searcher"])
+    return dict(row.searcher)
 
 
 def get_for_wire(conn: Conn, experiment_id: int) -> GotExperiment:
@@ -588,10 +582,8 @@ def list_(
     )
     if rows:
         return rows, rows[0]["total"]
-    total_row = (
-        db.untyped(conn).execute(count.replace("count(*)", "count(*) AS n", 1), params).fetchone()
-    )
-    return rows, int(total_row["n"]) if total_row else 0
+    total = db.scalar(conn, int, count.replace("count(*)", "count(*) AS n", 1), params)
+    return rows, total or 0
 
 
 def _lock(conn: Conn, experiment_id: int) -> _Locked:
@@ -731,13 +723,9 @@ def patch(conn: Conn, experiment_id: int, fields: Any) -> None:
     if res.get("maxSlots") is not None:
         set_max_slots(conn, exp, int(res["maxSlots"]))
     if res.get("priority") is not None or res.get("weight") is not None:
-        job = (
-            db.untyped(conn)
-            .execute("SELECT id FROM jobs WHERE experiment_id = %s", (experiment_id,))
-            .fetchone()
-        )
+        job = db.scalar(conn, str, "SELECT id FROM jobs WHERE experiment_id = %s", (experiment_id,))
         assert job is not None
-        jobs.update(conn, job["id"], priority=res.get("priority"), weight=res.get("weight"))
+        jobs.update(conn, job, priority=res.get("priority"), weight=res.get("weight"))
 
 
 def set_max_slots(conn: Conn, exp: _Locked, max_slots: int) -> None:

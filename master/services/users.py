@@ -41,6 +41,12 @@ _COLUMNS = "id, username, admin, active, display_name, remote, modified_at, agen
 
 
 @dataclass(frozen=True, slots=True)
+class _Name:
+    id: int
+    username: str
+
+
+@dataclass(frozen=True, slots=True)
 class _Credentials:
     """What a login checks of the user it names."""
 
@@ -127,28 +133,22 @@ def fill_username_keys(conn: Conn) -> None:
     names that differ only in case or width, the oldest gets the key (and case-insensitive
     login); the others keep logging in by their exact name, and a warning names them."""
     conn.execute("SELECT pg_advisory_xact_lock(%s)", (_USERNAME_LOCK_KEY,))
-    rows = (
-        db.untyped(conn)
-        .execute("SELECT id, username FROM users WHERE username_key IS NULL ORDER BY id")
-        .fetchall()
+    rows = db.fetch_rows(
+        conn, _Name, "SELECT id, username FROM users WHERE username_key IS NULL ORDER BY id"
     )
     for row in rows:
-        k = usernames.key(row["username"])
-        other = (
-            db.untyped(conn)
-            .execute("SELECT username FROM users WHERE username_key = %s", (k,))
-            .fetchone()
-        )
+        k = usernames.key(row.username)
+        other = db.scalar(conn, str, "SELECT username FROM users WHERE username_key = %s", (k,))
         if other is not None:
             logger.warning(
                 "users %r and %r differ only in case or width: %r logs in by its exact name"
                 " only; rename one of them",
-                other["username"],
-                row["username"],
-                row["username"],
+                other,
+                row.username,
+                row.username,
             )
             continue
-        conn.execute("UPDATE users SET username_key = %s WHERE id = %s", (k, row["id"]))
+        conn.execute("UPDATE users SET username_key = %s WHERE id = %s", (k, row.id))
 
 
 _USERNAME_PUNCTUATION = frozenset("._@+-")
@@ -183,14 +183,14 @@ def _claim_username(conn: Conn, username: Any, user_id: int | None = None) -> st
     check_username(name)
     conn.execute("SELECT pg_advisory_xact_lock(%s)", (_USERNAME_LOCK_KEY,))
     k, sk = usernames.key(name), usernames.skeleton(name)
-    for row in db.untyped(conn).execute("SELECT id, username FROM users ORDER BY id"):
-        if row["id"] == user_id:
+    for row in db.fetch_rows(conn, _Name, "SELECT id, username FROM users ORDER BY id"):
+        if row.id == user_id:
             continue
-        if usernames.key(row["username"]) == k:
-            raise Conflict(f"user '{row['username']}' already exists")
-        if usernames.skeleton(row["username"]) == sk:
+        if usernames.key(row.username) == k:
+            raise Conflict(f"user '{row.username}' already exists")
+        if usernames.skeleton(row.username) == sk:
             raise Conflict(
-                f"username: '{name}' reads the same as the existing user '{row['username']}'"
+                f"username: '{name}' reads the same as the existing user '{row.username}'"
                 " (lookalike letters of another script)"
             )
     return name
@@ -369,15 +369,12 @@ def allocation_for_digest(conn: Conn, digest: str) -> AllocationToken | None:
 def allocation_owner(conn: Conn, allocation_id: str) -> int | None:
     """The user whose job the allocation runs (a trial's experiment, an interactive task, a
     checkpoint GC), or None when the job is gone."""
-    row = (
-        db.untyped(conn)
-        .execute(
-            "SELECT j.owner_id FROM allocations a JOIN jobs j ON j.id = a.job_id WHERE a.id = %s",
-            (allocation_id,),
-        )
-        .fetchone()
+    return db.scalar(
+        conn,
+        int,
+        "SELECT j.owner_id FROM allocations a JOIN jobs j ON j.id = a.job_id WHERE a.id = %s",
+        (allocation_id,),
     )
-    return int(row["owner_id"]) if row is not None else None
 
 
 #: How long a task's user session lives at most; it ends with its allocation long before.
