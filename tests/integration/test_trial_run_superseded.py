@@ -6,11 +6,13 @@ metric and summary count only what is listed."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import psycopg
 import pytest
 
+from det.master.services import metrics_superseded
 from tests.integration.conftest import MasterClient
 
 pytestmark = pytest.mark.integration
@@ -173,3 +175,30 @@ def test_a_negative_trial_run_id_is_refused(api_master: MasterClient, pg_url: st
     )
     assert r.status_code == 400, r.text
     assert "trialRunId" in r.text
+
+
+def test_the_look_is_an_index_range_scan(api_master: MasterClient, pg_url: str) -> None:
+    """The statement that moves superseded rows finds them by the index on (trial_id,
+    metric_group, total_batches), not by reading the table."""
+    trials = [_trial(api_master, pg_url) for _ in range(20)]
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute(
+            "INSERT INTO metrics (trial_id, trial_run_id, metric_group, total_batches, metrics)"
+            ' SELECT t, 1, g, s * 100, \'{"avg_metrics": {"loss": 1}}\''
+            " FROM unnest(%s::int[]) t, unnest(array['training', 'validation']) g,"
+            " generate_series(1, 250) s",
+            (trials,),
+        )
+        c.execute("ANALYZE metrics")
+        params = {
+            "trial": trials[3],
+            "reports": json.dumps([{"run": 2, "grp": "training", "total": 20000}]),
+            "from": 20000,
+            "by": 2,
+        }
+        with psycopg.ClientCursor(c) as cur:
+            text = "\n".join(
+                r[0] for r in cur.execute("EXPLAIN " + metrics_superseded._SUPERSEDE, params)
+            )
+    assert "metrics_trial_group" in text, text
+    assert "Seq Scan on metrics " not in text, text
