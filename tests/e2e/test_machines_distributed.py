@@ -209,12 +209,6 @@ def test_a_dead_agent_stops_every_rank_and_the_trial_resumes(
     wait_for(lambda: no_task_containers(group), 60, "the machines' task containers to go")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a resumed trial keeps its killed run's reports past the checkpoint: det has no"
-    " rollback of them (Determined archives an earlier run's rows at or past a new report's"
-    " batches); not a multi-machine matter, and it needs a migration",
-)
 def test_a_resumed_trial_reports_each_period_once(
     machine_cluster: tuple[Cluster, Machines],
 ) -> None:
