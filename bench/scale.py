@@ -33,7 +33,11 @@ scaled to an hour, and the load average at the start and end of the window. The 
 first point where the p99 of reports or heartbeats crosses 250 ms.
 
     .venv/bin/python bench/scale.py [--quick] [--points 100x200,200x400] [--seconds 90]
-        [--warmup 15] [--set KEY=YAML]
+        [--warmup 15] [--set KEY=YAML] [--master-cpus 1]
+
+``--master-cpus 1`` pins the master's processes to one core, as one serverless instance of 1
+vCPU (with ``--set db_pool_size=5 --set user_api_processes=1``, deploy/common/serverless.py's
+connection budget); PostgreSQL and the load generator keep the other core.
 
 A master on a loaded shared machine measures the machine as much as itself: compare points of
 one run, and read the load average beside each figure.
@@ -481,6 +485,15 @@ def self_cpu() -> float:
     return t.user + t.system
 
 
+def pin(pid: int, cpus: int) -> None:
+    """The master's processes on the first ``cpus`` cores (a serverless instance's vCPUs)."""
+    import psutil  # a test extra, as in the other benches
+
+    root = psutil.Process(pid)
+    for p in [root, *root.children(recursive=True)]:
+        p.cpu_affinity(list(range(cpus)))
+
+
 def db_size(url: str) -> int:
     with psycopg.connect(url, autocommit=True) as c:
         row = c.execute("SELECT pg_database_size(current_database())").fetchone()
@@ -522,6 +535,8 @@ def run_point(point: Point, args: argparse.Namespace, extra: dict[str, Any]) -> 
             tokens = readers(m, args.users + args.followers) if args.users + args.followers else []
             create_experiments(m, point.trials)
             pids = {"master": m.proc.pid, "postgres": int(server.get_pid() or 0)}
+            if args.master_cpus:
+                pin(m.proc.pid, args.master_cpus)
             return asyncio.run(drive(m, db_url, point, args, tokens, pids))
         finally:
             m.kill()
@@ -641,6 +656,9 @@ def main() -> None:
     ap.add_argument("--users", type=int, default=3)
     ap.add_argument("--followers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--master-cpus", type=int, default=0, help="pin the master to this many cores (0: not)"
+    )
     ap.add_argument("--set", action="append", default=[], metavar="KEY=YAML")
     args = ap.parse_args()
     try:
@@ -654,8 +672,10 @@ def main() -> None:
     for point in points:
         rows.append(run_point(point, args, extra))
         report(rows[-1:])
+    pinned = f", pinned to {args.master_cpus} core(s)" if args.master_cpus else ""
     print(
-        f"\nmaster config: {extra or 'defaults'} (agent_timeout_seconds 30); window {args.seconds:.0f} s after {args.warmup:.0f} s"
+        f"\nmaster config: {extra or 'defaults'} (agent_timeout_seconds 30){pinned}; window"
+        f" {args.seconds:.0f} s after {args.warmup:.0f} s"
     )
     report(rows)
 
