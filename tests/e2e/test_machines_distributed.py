@@ -6,12 +6,13 @@ the host), started once for this module; the master and PostgreSQL on the host, 
 bridge's gateway. Checkpoints go to a ``shared_fs`` directory both machines mount (an NFS
 export's stand-in).
 
-The trial is Determined's Core API tutorial, stage 4 (``examples/tutorials/core_api`` of
-Determined 0.38.1, ``4_distributed.py`` with its own launcher, unmodified; only
-``slots_per_trial`` is set to the machines' 2 slots). The tutorial is Determined's code, so it
-is read from a checkout of Determined (``DET_DETERMINED_SRC``, default ``.cache/determined-0.38.1-src``
-in this repository): ``git clone --depth 1 --branch v0.38.1
-https://github.com/determined-ai/determined .cache/determined-0.38.1-src``.
+The trials run det's Core API example (``examples/core_api``) under Determined 0.38.1's own
+``torch_distributed`` launcher (c10d at the chief machine's address). Determined's Core API
+tutorial, stage 4 (``examples/tutorials/core_api/4_distributed.py`` with its own launcher,
+unmodified), runs too when ``DET_DETERMINED_SRC`` names a checkout of Determined v0.38.1
+(``git clone --depth 1 --branch v0.38.1 https://github.com/determined-ai/determined``): it is
+Determined's code, not in this repository, and CI reaches no source host, so that test exists
+only where the variable is set (it passed across these machines, 2 x 1 and 2 x 2 slots).
 """
 
 from __future__ import annotations
@@ -42,15 +43,14 @@ BATCHES = 20000
 RESUMED: list[int] = []
 
 
-def tutorial() -> Path:
-    src = Path(os.environ.get("DET_DETERMINED_SRC") or REPO / ".cache" / "determined-0.38.1-src")
-    path = src / "examples" / "tutorials" / "core_api"
+def tutorial() -> Path | None:
+    """Determined's core_api tutorial, where ``DET_DETERMINED_SRC`` names its checkout."""
+    src = os.environ.get("DET_DETERMINED_SRC")
+    if not src:
+        return None
+    path = Path(src) / "examples" / "tutorials" / "core_api"
     if not (path / "4_distributed.py").is_file():
-        pytest.skip(
-            f"Determined's core_api tutorial not found under {src}: git clone --depth 1"
-            " --branch v0.38.1 https://github.com/determined-ai/determined"
-            " .cache/determined-0.38.1-src (or set DET_DETERMINED_SRC)"
-        )
+        raise FileNotFoundError(f"DET_DETERMINED_SRC={src} has no {path}/4_distributed.py")
     return path
 
 
@@ -58,7 +58,6 @@ def tutorial() -> Path:
 def machine_cluster(
     tmp_path_factory: pytest.TempPathFactory, pg_server: str
 ) -> Iterator[tuple[Cluster, Machines]]:
-    tutorial()
     tmp = tmp_path_factory.mktemp("machines")
     ckpt = tmp / "checkpoints"
     ckpt.mkdir()
@@ -101,53 +100,91 @@ def dump(cluster: Cluster, group: Machines) -> str:
     return "\n".join(parts)
 
 
-def stage4(cluster: Cluster, group: Machines) -> int:
-    path = tutorial()
-    slots = SLOTS_PER_MACHINE * len(group.machines)
-    return cluster.create(
-        path / "4_distributed.yaml", path, {"resources": {"slots_per_trial": slots}}
-    )
+def ranks_on_their_machines(cluster: Cluster, group: Machines, tid: int) -> None:
+    """Each machine's agent registered at its bridge address, and each container's first line
+    names its rank, its machine's address and the chief's."""
+    agents = {a["id"]: a for a in cluster.master.get("/api/v1/agents")["agents"]}
+    for m in group.machines:
+        assert agents[m.agent_id]["addresses"] == [m.address], agents[m.agent_id]
+    text = "".join(e.get("log") or "" for e in cluster.trial_logs(tid))
+    chief = group.machines[0].address
+    for r, m in enumerate(group.machines):
+        line = f"container rank {r} of {len(group.machines)} at {m.address}, chief at {chief}"
+        assert line in text, text[-3000:]
 
 
-def test_the_core_api_tutorial_stage_4_trains_once_across_two_machines(
+def test_a_trial_trains_once_across_two_machines(
     machine_cluster: tuple[Cluster, Machines],
 ) -> None:
+    """det's Core API example under Determined's ``torch_distributed`` launcher on 2 machines:
+    one chief's reports (each period once), one set of checkpoints, each container on its own
+    machine, nothing left on either engine."""
     cluster, group = machine_cluster
-    eid = stage4(cluster, group)
+    core = REPO / "examples" / "core_api"
+    config = {
+        "entrypoint": "python3 -m determined.launch.torch_distributed -- python3 train.py",
+        "resources": {"slots_per_trial": SLOTS_PER_MACHINE * len(group.machines)},
+        "searcher": {"max_length": {"batches": 100}},
+        "hyperparameters": {"report_every": 10, "validate_every": 50, "checkpoint_every": 50},
+    }
+    eid = cluster.create(core / "distributed.yaml", core, config)
     try:
         cluster.wait_state(eid, "STATE_COMPLETED", 900)
     except (AssertionError, TimeoutError) as e:
         raise AssertionError(f"{e}\n{dump(cluster, group)}") from None
     trials = cluster.trials(eid)
     assert len(trials) == 1, trials
-    t = trials[0]
-    increment = int(t["hparams"]["increment_by"])
-    # One chief's reports: every 10 steps once, x summed over every worker (allgather).
-    training = cluster.metrics(t["id"], "training")
-    assert [int(m["totalBatches"]) for m in training] == list(range(10, 101, 10)), training
-    assert [m["metrics"]["avg_metrics"]["x"] for m in training] == [
-        s * SLOTS_PER_MACHINE * len(group.machines) * increment for s in range(10, 101, 10)
-    ], training
-    saved = sorted(int(c["metadata"]["steps_completed"]) for c in cluster.checkpoints_of(t["id"]))
-    assert saved == list(range(10, 101, 10)), saved
-    # Each rank on its own machine, which the master knows at its bridge address.
-    agents = {a["id"]: a for a in cluster.master.get("/api/v1/agents")["agents"]}
-    for m in group.machines:
-        assert agents[m.agent_id]["addresses"] == [m.address], agents[m.agent_id]
-    logs = cluster.trial_logs(t["id"])
-    by_rank = {int(e["rankId"]): e["agentId"] for e in logs if e.get("rankId") is not None}
-    assert by_rank == {
-        i * SLOTS_PER_MACHINE + r: m.agent_id
-        for i, m in enumerate(group.machines)
-        for r in range(SLOTS_PER_MACHINE)
-    }, by_rank
-    text = "".join(e.get("log") or "" for e in logs)
-    chief = group.machines[0].address
-    for r, m in enumerate(group.machines):
-        line = f"container rank {r} of {len(group.machines)} at {m.address}, chief at {chief}"
-        assert line in text, text[-3000:]
-    # Nothing left on either engine.
+    tid = int(trials[0]["id"])
+    training = [int(m["totalBatches"]) for m in cluster.metrics(tid, "training")]
+    assert training == list(range(10, 101, 10)), training
+    validation = [int(m["totalBatches"]) for m in cluster.metrics(tid, "validation")]
+    assert validation == [50, 100], validation
+    saved = sorted(int(c["metadata"]["steps_completed"]) for c in cluster.checkpoints_of(tid))
+    assert saved == [50, 100], saved
+    ranks_on_their_machines(cluster, group, tid)
     wait_for(lambda: no_task_containers(group), 60, "the machines' task containers to go")
+
+
+if tutorial() is not None:
+
+    def test_the_core_api_tutorial_stage_4_trains_once_across_two_machines(
+        machine_cluster: tuple[Cluster, Machines],
+    ) -> None:
+        """Determined's stage 4, unmodified (its own launcher), where its source is given."""
+        cluster, group = machine_cluster
+        path = tutorial()
+        assert path is not None
+        slots = SLOTS_PER_MACHINE * len(group.machines)
+        eid = cluster.create(
+            path / "4_distributed.yaml", path, {"resources": {"slots_per_trial": slots}}
+        )
+        try:
+            cluster.wait_state(eid, "STATE_COMPLETED", 900)
+        except (AssertionError, TimeoutError) as e:
+            raise AssertionError(f"{e}\n{dump(cluster, group)}") from None
+        trials = cluster.trials(eid)
+        assert len(trials) == 1, trials
+        t = trials[0]
+        increment = int(t["hparams"]["increment_by"])
+        # One chief's reports: every 10 steps once, x summed over every worker (allgather).
+        training = cluster.metrics(t["id"], "training")
+        assert [int(m["totalBatches"]) for m in training] == list(range(10, 101, 10)), training
+        assert [m["metrics"]["avg_metrics"]["x"] for m in training] == [
+            s * slots * increment for s in range(10, 101, 10)
+        ], training
+        saved = sorted(
+            int(c["metadata"]["steps_completed"]) for c in cluster.checkpoints_of(t["id"])
+        )
+        assert saved == list(range(10, 101, 10)), saved
+        logs = cluster.trial_logs(t["id"])
+        by_rank = {int(e["rankId"]): e["agentId"] for e in logs if e.get("rankId") is not None}
+        assert by_rank == {
+            i * SLOTS_PER_MACHINE + r: m.agent_id
+            for i, m in enumerate(group.machines)
+            for r in range(SLOTS_PER_MACHINE)
+        }, by_rank
+        ranks_on_their_machines(cluster, group, int(t["id"]))
+        wait_for(lambda: no_task_containers(group), 60, "the machines' task containers to go")
 
 
 def no_task_containers(group: Machines, running: bool = False) -> bool:
