@@ -228,3 +228,32 @@ class Cluster:
         for agent_id, n in fit:
             freed = sum(len((v.placement or {}).get(agent_id, ())) for v in victims)
             self.hold(agent_id, n - freed)
+
+
+def why_waiting(agents: Sequence[AgentState], placed: Iterable[Request], slots: int) -> str | None:
+    """Why a gang of ``slots`` cannot be placed on the pool's agents now, in one line (what it
+    needs under the gang rules above, and the free slots there are); ``None`` when it fits now
+    (it waits for its turn in the queue, not for room)."""
+    if slots <= 0:
+        return None
+    c = Cluster(agents, placed)
+    if c.find(slots) is not None:
+        return None
+    usable = [a for a in agents if c.usable(a.id)]
+    frees = sorted((c.free(a.id) for a in usable if c.free(a.id)), reverse=True)
+    free = "+".join(map(str, frees[:4])) + ("+..." if len(frees) > 4 else "")
+    have = f"free now: {free}" if frees else "no slot is free now"
+    if slots <= c.max_size:
+        return f"needs {slots} slot{'' if slots == 1 else 's'} on one agent; {have}"
+    sizes = sorted({a.slots for a in usable if a.slots and slots % a.slots == 0}, reverse=True)
+    if not sizes:
+        return (
+            f"needs {slots} slots on whole idle agents of one size that divides {slots};"
+            f" no agent here has such a size ({have})"
+        )
+    size = sizes[0]
+    idle = len(c.idle.get(size, {}))
+    return (
+        f"needs {slots} slots on {slots // size} idle agents of {size} slots;"
+        f" {idle} such agent{'' if idle == 1 else 's'} idle, {have}"
+    )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from psycopg.rows import class_row
 from typing_extensions import TypedDict
@@ -17,6 +17,7 @@ from det.master.config import SchedulerConfig
 from det.master.db import Conn
 from det.master.errors import InvalidArgument
 from det.master.handles import MasterState
+from det.master.scheduler.fitting import why_waiting
 from det.master.scheduler.model import DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT
 from det.master.services import containers
 
@@ -61,6 +62,9 @@ class QueueInfo(TypedDict):
     position: int
     #: Why its requests wait while slots are free (its max_slots), or None.
     capped: str | None
+    #: Why its first waiting gang does not fit the pool's agents now
+    #: (:func:`det.master.scheduler.fitting.why_waiting`), or None.
+    waiting: str | None
 
 
 def _pool_policy(st: MasterState, pool: str) -> SchedulerConfig:
@@ -175,7 +179,24 @@ def queue_view(conn: Conn, st: MasterState, pool: str | None) -> dict[str, Queue
                 "jobsAhead": job.jobs_ahead,
                 "position": position,
                 "capped": None,
+                "waiting": None,
             }
+        # Room as it will be once this decision's placements apply; a request waiting for
+        # preempted work to exit or held by its job's cap has its own reason.
+        placed = [
+            replace(r, placement=decision.placements[r.allocation_id])
+            if r.allocation_id in decision.placements
+            else r
+            for r in snap.requests
+            if r.placement is not None or r.allocation_id in decision.placements
+        ]
+        held_back = set(decision.waiting) | set(decision.capped) | set(decision.placements)
+        for r in snap.requests:
+            q = out.get(r.job_id)
+            if r.placement is not None or r.allocation_id in held_back:
+                continue
+            if q and q["state"] == "QUEUED" and q["waiting"] is None:
+                q["waiting"] = why_waiting(snap.agents, placed, r.slots)
         held = set(decision.capped)
         by_id = {j.job_id: j for j in decision.jobs} if held else {}
         for r in snap.requests:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from det.master.scheduler import AgentState, QueueState, Request
+from det.master.scheduler.fitting import why_waiting
 from tests.unit.master.scheduler.factories import agent, ids, pending, run, running
 
 
@@ -169,3 +170,31 @@ def test_aux_containers_do_not_take_slots() -> None:
     agents = [agent("a", 2)]
     decision = run(agents, [running("z", {"a": ()}), pending("t", 2)])
     assert decision.placements == {"t": {"a": ids(0, 1)}}
+
+
+# -- why a gang waits -------------------------------------------------------------------------
+
+
+def test_why_a_gang_waits_names_what_it_needs_and_what_is_free() -> None:
+    two_by_two = [agent("a", 2), agent("b", 2)]
+    one_each = [running("x", {"a": ids(0)}), running("y", {"b": ids(0)})]
+    # 4 slots on two 2-slot agents, each with one slot taken: 1+1 free, no idle agent.
+    assert why_waiting(two_by_two, one_each, 4) == (
+        "needs 4 slots on 2 idle agents of 2 slots; 0 such agents idle, free now: 1+1"
+    )
+    # 2 slots on one agent, while each has one free.
+    assert why_waiting(two_by_two, one_each, 2) == "needs 2 slots on one agent; free now: 1+1"
+    # A size that divides nothing: 3 slots over 2-slot agents.
+    assert why_waiting(two_by_two, [], 3) == (
+        "needs 3 slots on whole idle agents of one size that divides 3; no agent here has such"
+        " a size (free now: 2+2)"
+    )
+    # All taken.
+    full = [running("x", {"a": ids(0, 1)}), running("y", {"b": ids(0, 1)})]
+    assert why_waiting(two_by_two, full, 1) == "needs 1 slot on one agent; no slot is free now"
+    # It fits now: it waits for its turn, not for room; a drained agent offers nothing.
+    assert why_waiting(two_by_two, [], 4) is None
+    drained = [agent("a", 2), agent("b", 2, draining=True)]
+    assert why_waiting(drained, [], 4) == (
+        "needs 4 slots on 2 idle agents of 2 slots; 1 such agent idle, free now: 2"
+    )
