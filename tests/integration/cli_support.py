@@ -212,10 +212,27 @@ def exp_state(master: MasterClient, eid: int) -> str:
     return str(master.get(f"/api/v1/experiments/{eid}")["experiment"]["state"])
 
 
+def until(master: MasterClient, predicate: Any, timeout: float, what: str) -> Any:
+    """``predicate()``'s first true value: a live master's loop is waited for (polling); an
+    in-process master's loop passes run in this thread until then (no loop runs on its own)."""
+    state = getattr(master, "state", None)  # an InProcessMaster's MasterState
+    if state is None:
+        return wait(predicate, timeout, what)
+    from det.master.loop import run_passes_until  # the master's imports: in-process tests only
+
+    try:
+        run_passes_until(state, lambda: bool(predicate()), timeout)
+    except TimeoutError:
+        raise TimeoutError(f"timed out waiting for {what}") from None
+    return predicate()
+
+
 def wait_state(master: MasterClient, eid: int, state: str, timeout: float = 30) -> None:
     """Waits for an experiment state; on timeout the error shows where it and its trials are."""
     try:
-        wait(lambda: exp_state(master, eid) == state, timeout, f"experiment {eid}: {state}")
+        until(
+            master, lambda: exp_state(master, eid) == state, timeout, f"experiment {eid}: {state}"
+        )
     except TimeoutError as e:
         seen = [(t["id"], t["state"]) for t in trials(master, eid)]
         raise AssertionError(f"{e}; it is {exp_state(master, eid)}, trials {seen}") from None

@@ -93,19 +93,27 @@ class InProcessMaster(MasterClient):
         return s
 
 
+# requests' own, before any routed(...) replaced it
+_SESSION_GET_ADAPTER = requests.Session.get_adapter
+
+
 @contextlib.contextmanager
 def routed(master: InProcessMaster) -> Iterator[None]:
     """Every ``requests`` session of this process (the ``det`` CLI's client, a test's plain
     ``requests.post``) sends what is addressed to ``master.url``'s host to its app, for as long as
-    this context lasts; other URLs go to the network as before."""
+    this context lasts (the innermost one, when nested); other URLs go to the network as
+    before, and a master's own sessions (``new_session``) to that master."""
     adapter = AppAdapter(master.app)
-    original = requests.Session.get_adapter
+    original = requests.Session.get_adapter  # restored on exit: an outer routed(...)'s, maybe
     host = urlsplit(master.url).hostname
 
     def get_adapter(self: requests.Session, url: str) -> BaseAdapter:
+        mounted = _SESSION_GET_ADAPTER(self, url)  # the session's own mounts
+        if isinstance(mounted, AppAdapter):  # a master's own session (new_session) keeps its app
+            return mounted
         if urlsplit(url).hostname == host:  # any port: the CLI adds its default, 8080
             return adapter
-        return original(self, url)
+        return mounted
 
     requests.Session.get_adapter = get_adapter  # type: ignore[method-assign]
     try:

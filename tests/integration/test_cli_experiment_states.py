@@ -1,5 +1,8 @@
 """Experiment state changes and the job queue through ``det`` on a master with no agents, so
-nothing runs away: experiments stay queued for as long as a test needs them."""
+nothing runs away: experiments stay queued for as long as a test needs them. The master is the
+app in the test's process (``in_process_cli_master``); where a state must move, the loop's
+passes run in the test's thread (``cli_support.until``). ``wait``'s progress bar on a real
+terminal, a ``det`` process's, is in test_cli_experiments.py."""
 
 from __future__ import annotations
 
@@ -18,10 +21,10 @@ from tests.integration.cli_support import (
     trials,
     write_config,
 )
-from tests.integration.conftest import Master
+from tests.integration.inproc import InProcessMaster, routed
 
 pytestmark = pytest.mark.integration
-cli_master = cli_support.cli_master
+cli_master = cli_support.in_process_cli_master
 det = cli_support.det
 
 
@@ -34,15 +37,17 @@ def create_paused(det: Det, tmp_path: Path, *extra: str, name: str = "queued") -
     # Let the searcher's first pass create the trials before any test acts on the experiment:
     # a cancel or kill that comes earlier leaves it stopping for good (a master bug, see
     # test_cancel_before_the_first_searcher_pass_ends_canceled).
-    cli_support.wait(lambda: trials(det.master, eid), 30, "the first trials")
+    cli_support.until(det.master, lambda: trials(det.master, eid), 30, "the first trials")
     return eid
 
 
-def job_id(master: Master, eid: int) -> str:
+def job_id(master: InProcessMaster, eid: int) -> str:
     return str(master.get(f"/api/v1/experiments/{eid}")["experiment"]["jobId"])
 
 
-def test_create_paused_with_config_overrides(det: Det, cli_master: Master, tmp_path: Path) -> None:
+def test_create_paused_with_config_overrides(
+    det: Det, cli_master: InProcessMaster, tmp_path: Path
+) -> None:
     det.login()
     eid = create_paused(
         det, tmp_path, "--config", "searcher.max_trials=3", "--config", "name=overridden"
@@ -52,16 +57,16 @@ def test_create_paused_with_config_overrides(det: Det, cli_master: Master, tmp_p
     assert e["name"] == "overridden"
     assert e["config"]["searcher"]["max_trials"] == 3
     # The searcher starts max_concurrent_trials (2) of them; they wait, paused, for activation.
-    cli_support.wait(lambda: len(trials(cli_master, eid)) == 2, 30, "2 trials")
+    cli_support.until(cli_master, lambda: len(trials(cli_master, eid)) == 2, 30, "2 trials")
     assert {t["state"] for t in trials(cli_master, eid)} == {"STATE_PAUSED"}
 
 
-def test_activate_pause_kill(det: Det, cli_master: Master, tmp_path: Path) -> None:
+def test_activate_pause_kill(det: Det, cli_master: InProcessMaster, tmp_path: Path) -> None:
     det.login()
     eid = create_paused(det, tmp_path)
     det.ok("experiment", "activate", str(eid))
     assert exp_state(cli_master, eid) == "STATE_ACTIVE"
-    cli_support.wait(lambda: trials(cli_master, eid), 30, "a trial")
+    cli_support.until(cli_master, lambda: trials(cli_master, eid), 30, "a trial")
     det.ok("experiment", "pause", str(eid))
     assert exp_state(cli_master, eid) == "STATE_PAUSED"
     det.ok("e", "activate", str(eid))
@@ -72,13 +77,14 @@ def test_activate_pause_kill(det: Det, cli_master: Master, tmp_path: Path) -> No
     assert r.rc == 1 and "CANCELED" in r.out
 
 
-def test_cancel_then_delete(det: Det, cli_master: Master, tmp_path: Path) -> None:
+def test_cancel_then_delete(det: Det, cli_master: InProcessMaster, tmp_path: Path) -> None:
     det.login()
     eid = create_paused(det, tmp_path)
     det.ok("experiment", "cancel", str(eid))
     cli_support.wait_state(cli_master, eid, "STATE_CANCELED")
     det.ok("experiment", "delete", str(eid), "--yes")
-    cli_support.wait(
+    cli_support.until(
+        cli_master,
         lambda: eid not in [e["id"] for e in det.ok("e", "list", "--all", "--json").json()],
         30,
         "deletion",
@@ -87,15 +93,16 @@ def test_cancel_then_delete(det: Det, cli_master: Master, tmp_path: Path) -> Non
     assert r.rc == 1 and "not found" in r.err
 
 
-def test_trial_kill(det: Det, cli_master: Master, tmp_path: Path) -> None:
+def test_trial_kill(det: Det, cli_master: InProcessMaster, tmp_path: Path) -> None:
     det.login()
     eid = create_paused(det, tmp_path)
     det.ok("experiment", "activate", str(eid))
-    tid = cli_support.wait(lambda: trials(cli_master, eid), 30, "a trial")[0]["id"]
+    tid = cli_support.until(cli_master, lambda: trials(cli_master, eid), 30, "a trial")[0]["id"]
     # Kill once the trial's allocation is queued: a kill that races the pass creating it misses
     # the new allocation and the trial never ends (a master bug, see the report).
     jid = job_id(cli_master, eid)
-    cli_support.wait(
+    cli_support.until(
+        cli_master,
         lambda: any(
             j["jobId"] == jid and j["requestedSlots"] == 1
             for j in det.ok("job", "list", "--json").json()["jobs"]
@@ -104,7 +111,8 @@ def test_trial_kill(det: Det, cli_master: Master, tmp_path: Path) -> None:
         "the trial's allocation",
     )
     assert f"killed trial {tid}" in det.ok("trial", "kill", str(tid)).out
-    cli_support.wait(
+    cli_support.until(
+        cli_master,
         lambda: trials(cli_master, eid)[0]["state"] in ("STATE_CANCELED", "STATE_COMPLETED"),
         30,
         "trial to end",
@@ -112,7 +120,7 @@ def test_trial_kill(det: Det, cli_master: Master, tmp_path: Path) -> None:
     det.ok("e", "kill", str(eid))
 
 
-def test_job_list_and_update(det: Det, cli_master: Master, tmp_path: Path) -> None:
+def test_job_list_and_update(det: Det, cli_master: InProcessMaster, tmp_path: Path) -> None:
     det.login()
     a = create_paused(det, tmp_path, name="job-a")
     b = create_paused(det, tmp_path, name="job-b")
@@ -161,57 +169,7 @@ def test_job_list_and_update(det: Det, cli_master: Master, tmp_path: Path) -> No
         det.ok("e", "kill", str(eid))
 
 
-def test_wait_shows_progress_only_on_a_terminal(cli_master: Master, tmp_path: Path) -> None:
-    """``wait`` draws a progress bar on a terminal's stderr and nothing on a pipe."""
-    import os
-    import pty
-    import subprocess
-    import sys
-
-    eid = cli_support.create_via_api(cli_master, sim_config("tty", trials=1), activate=False)
-    # Cancel only once the trial exists: a cancel that comes before the searcher's first pass
-    # leaves the experiment STOPPING_CANCELED for good (a master bug, see the report).
-    cli_support.wait(lambda: trials(cli_master, eid), 30, "a trial")
-    cli_master.post(f"/api/v1/experiments/{eid}/cancel")
-    cli_support.wait_state(cli_master, eid, "STATE_CANCELED")
-    home = tmp_path / "home"
-    env = {
-        **os.environ,
-        "HOME": str(home),
-        "XDG_CONFIG_HOME": str(home / ".config"),
-        "DET_MASTER": cli_master.url,
-        "DET_USER": "admin",
-        "DET_PASS": cli_support.ADMIN_PASSWORD,
-    }
-    env.pop("NO_COLOR", None)
-    argv = [sys.executable, "-m", "det.cli", "experiment", "wait", str(eid)]
-
-    piped = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
-    assert piped.returncode == 1
-    assert piped.stderr == "" and "\x1b[" not in piped.stdout
-
-    primary, secondary = pty.openpty()
-    proc = subprocess.Popen(
-        argv, env=env, stdin=subprocess.DEVNULL, stdout=secondary, stderr=secondary
-    )
-    os.close(secondary)
-    chunks = []
-    while True:
-        try:
-            data = os.read(primary, 4096)
-        except OSError:  # the terminal closed
-            break
-        if not data:
-            break
-        chunks.append(data)
-    assert proc.wait(timeout=60) == 1
-    os.close(primary)
-    seen = b"".join(chunks).decode(errors="replace")
-    assert "[" in seen and "%" in seen, seen  # the bar
-    assert "\x1b[33mCANCELED\x1b[0m" in seen  # the state in colour
-
-
-def test_set_name_and_description(det: Det, cli_master: Master, tmp_path: Path) -> None:
+def test_set_name_and_description(det: Det, cli_master: InProcessMaster, tmp_path: Path) -> None:
     det.login()
     eid = create_paused(det, tmp_path, name="to-rename")
     det.ok("experiment", "set", "name", str(eid), "renamed")
@@ -222,7 +180,7 @@ def test_set_name_and_description(det: Det, cli_master: Master, tmp_path: Path) 
 
 
 def test_create_uploads_only_what_detignore_lets_through(
-    det: Det, cli_master: Master, tmp_path: Path
+    det: Det, cli_master: InProcessMaster, tmp_path: Path
 ) -> None:
     det.login()
     ctx = context_dir(tmp_path)
@@ -266,19 +224,14 @@ def test_create_uploads_only_what_detignore_lets_through(
 
 
 def test_cancel_before_the_first_searcher_pass_ends_canceled(
-    master_factory: Any, pg_url: str, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+    api_master: InProcessMaster, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import psycopg
-
-    from det.master.db import LEADER_LOCK_KEY
-
-    # Hold the control-loop leadership lock so the master serves the API but runs no pass
-    # until the cancel is in: this makes the race of a quick cancel deterministic.
-    with psycopg.connect(pg_url, autocommit=True) as lock:
-        lock.execute("SELECT pg_advisory_lock(%s)", (LEADER_LOCK_KEY,))
-        m: Master = master_factory()
-        home = tmp_path / "home"
-        home.mkdir()
+    # The in-process master runs no pass until the test runs them: the cancel is in before the
+    # searcher's first pass, deterministically (a live master needed its leader lock held).
+    m = api_master
+    home = tmp_path / "home"
+    home.mkdir()
+    with routed(m):
         d = Det(m, home, capsys, monkeypatch)
         d.login()
         cfg = write_config(tmp_path, sim_config("quick-cancel", trials=1))
@@ -286,5 +239,5 @@ def test_cancel_before_the_first_searcher_pass_ends_canceled(
         eid = int(out.split()[2])
         d.ok("experiment", "cancel", str(eid))
         assert exp_state(m, eid) == "STATE_STOPPING_CANCELED"
-    # The lock is released: the master takes the lead and runs its passes.
-    cli_support.wait(lambda: exp_state(m, eid) == "STATE_CANCELED", 20, "the cancel to finish")
+    # The loop's passes run: the cancel finishes.
+    cli_support.until(m, lambda: exp_state(m, eid) == "STATE_CANCELED", 20, "the cancel to finish")

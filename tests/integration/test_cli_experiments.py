@@ -1,4 +1,5 @@
-"""``det experiment`` and ``det trial`` on experiments that run to completion on SimAgents."""
+"""``det experiment`` and ``det trial`` on experiments that run to completion on SimAgents, and
+``det experiment wait`` as a process on a pipe and on a terminal."""
 
 from __future__ import annotations
 
@@ -365,3 +366,54 @@ def test_continue_trains_the_same_trial_further_from_its_latest_checkpoint(
         assert r.rc != 0 and "single" in r.err, r.err
     finally:
         agent.stop()
+
+
+# From test_cli_experiment_states.py (in-process since): a det process on a real terminal.
+def test_wait_shows_progress_only_on_a_terminal(cli_master: Master, tmp_path: Path) -> None:
+    """``wait`` draws a progress bar on a terminal's stderr and nothing on a pipe."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    eid = cli_support.create_via_api(cli_master, sim_config("tty", trials=1), activate=False)
+    # Cancel only once the trial exists: a cancel that comes before the searcher's first pass
+    # leaves the experiment STOPPING_CANCELED for good (a master bug, see the report).
+    cli_support.until(cli_master, lambda: trials(cli_master, eid), 30, "a trial")
+    cli_master.post(f"/api/v1/experiments/{eid}/cancel")
+    cli_support.wait_state(cli_master, eid, "STATE_CANCELED")
+    home = tmp_path / "home"
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "DET_MASTER": cli_master.url,
+        "DET_USER": "admin",
+        "DET_PASS": cli_support.ADMIN_PASSWORD,
+    }
+    env.pop("NO_COLOR", None)
+    argv = [sys.executable, "-m", "det.cli", "experiment", "wait", str(eid)]
+
+    piped = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert piped.returncode == 1
+    assert piped.stderr == "" and "\x1b[" not in piped.stdout
+
+    primary, secondary = pty.openpty()
+    proc = subprocess.Popen(
+        argv, env=env, stdin=subprocess.DEVNULL, stdout=secondary, stderr=secondary
+    )
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            data = os.read(primary, 4096)
+        except OSError:  # the terminal closed
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert proc.wait(timeout=60) == 1
+    os.close(primary)
+    seen = b"".join(chunks).decode(errors="replace")
+    assert "[" in seen and "%" in seen, seen  # the bar
+    assert "\x1b[33mCANCELED\x1b[0m" in seen  # the state in colour
