@@ -7,13 +7,15 @@ metric and summary count only what is listed."""
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import psycopg
 import pytest
 
 from det.master.services import metrics_superseded
-from tests.integration.conftest import MasterClient
+from tests.fakes.sim_agent import SimAgent, default_training, wait
+from tests.integration.conftest import Master, MasterClient
 
 pytestmark = pytest.mark.integration
 
@@ -202,3 +204,39 @@ def test_the_look_is_an_index_range_scan(api_master: MasterClient, pg_url: str) 
             )
     assert "metrics_trial_group" in text, text
     assert "Seq Scan on metrics " not in text, text
+
+
+def test_a_trial_restarted_after_its_container_died_lists_each_step_once(
+    live_master: Master,
+) -> None:
+    """The master's own restart path with a simulated agent: run 1 trains steps 1-6 with a
+    checkpoint at 4, then its container dies (exit 1); the master starts run 2 from that
+    checkpoint, which trains 5-8."""
+    m = live_master
+
+    def train(master: str, spec: dict[str, Any], killed: threading.Event) -> int:
+        if spec["env"]["DET_TRIAL_RUN_ID"] == "1":
+            default_training(master, spec, killed, steps=6, validate_every=4)
+            return 1
+        return default_training(master, spec, killed, steps=8, validate_every=4)
+
+    with SimAgent(m.url, m.agent_token, "sim-superseded", train=train):
+        config = CONFIG.replace("metric: loss", "metric: validation_loss")
+        eid = int(
+            m.post("/api/v1/experiments", {"config": config, "activate": True})["experiment"]["id"]
+        )
+        wait(
+            lambda: m.get(f"/api/v1/experiments/{eid}")["experiment"]["state"] == "STATE_COMPLETED",
+            120,
+            "the experiment to complete",
+        )
+    trials = m.get(f"/api/v1/experiments/{eid}/trials")["trials"]
+    (trial,) = trials
+    tid = int(trial["id"])
+    assert trial["restarts"] == 1
+    rows = m.get(f"/api/v1/trials/{tid}/metrics", params={"group": "training"})["metrics"]
+    assert [(r["totalBatches"], r["trialRunId"]) for r in rows] == [
+        (1, 1), (2, 1), (3, 1), (4, 1), (5, 2), (6, 2), (7, 2), (8, 2)
+    ]  # fmt: skip
+    rows = m.get(f"/api/v1/trials/{tid}/metrics", params={"group": "validation"})["metrics"]
+    assert [(r["totalBatches"], r["trialRunId"]) for r in rows] == [(4, 1), (8, 2)]
