@@ -164,7 +164,7 @@ def cluster_policy(st: MasterState, clock: Callable[[], float] = time.monotonic)
 
 def _read(st: MasterState) -> Current:
     """The stored value, on a connection outside the pool (the caller may hold the last one)."""
-    with psycopg.connect(st.pool.conninfo, row_factory=dict_row, autocommit=True) as conn:
+    with psycopg.connect(str(st.pool.conninfo), row_factory=dict_row, autocommit=True) as conn:
         return current(conn, st.config.task_container_policy)
 
 
