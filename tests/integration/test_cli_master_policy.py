@@ -10,15 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration import cli_support
 from tests.integration.cli_support import Det, det  # noqa: F401 (fixture)
-from tests.integration.cli_support import in_process_cli_master as cli_master  # noqa: F401
 from tests.integration.inproc import InProcessMaster
 
 pytestmark = pytest.mark.integration
+cli_master = cli_support.in_process_cli_master
 
 
 def test_an_admin_sets_the_policy_from_a_file_and_every_user_shows_it(
-    cli_master: InProcessMaster,  # noqa: F811
+    cli_master: InProcessMaster,
     det: Det,  # noqa: F811
     tmp_path: Path,
 ) -> None:
