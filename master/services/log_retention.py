@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 
 from det.master import db, log_schedule, states
 from det.master.db import Conn
@@ -55,33 +56,29 @@ def check_days(value: object) -> int:
 
 
 def set_for_trial(conn: Conn, trial_id: int, days: int) -> None:
-    row = (
-        db.untyped(conn)
-        .execute("SELECT state FROM trials WHERE id = %s FOR NO KEY UPDATE", (trial_id,))
-        .fetchone()
+    state = db.scalar(
+        conn, str, "SELECT state FROM trials WHERE id = %s FOR NO KEY UPDATE", (trial_id,)
     )
-    if row is None:
+    if state is None:
         raise NotFound(f"trial {trial_id} not found")
-    if row["state"] not in states.TERMINAL:
-        raise Conflict(f"trial {trial_id} is {row['state']}; set its log retention once it ended")
+    if state not in states.TERMINAL:
+        raise Conflict(f"trial {trial_id} is {state}; set its log retention once it ended")
     conn.execute("UPDATE trials SET log_retention_days = %s WHERE id = %s", (days, trial_id))
 
 
 def set_for_experiment(conn: Conn, experiment_id: int, days: int) -> None:
     """Every trial of the ended experiment keeps its logs ``days`` days (-1: forever)."""
-    row = (
-        db.untyped(conn)
-        .execute(
-            "SELECT state FROM experiments WHERE id = %s AND NOT deleted FOR NO KEY UPDATE",
-            (experiment_id,),
-        )
-        .fetchone()
+    state = db.scalar(
+        conn,
+        str,
+        "SELECT state FROM experiments WHERE id = %s AND NOT deleted FOR NO KEY UPDATE",
+        (experiment_id,),
     )
-    if row is None:
+    if state is None:
         raise NotFound(f"experiment {experiment_id} not found")
-    if row["state"] not in states.TERMINAL:
+    if state not in states.TERMINAL:
         raise Conflict(
-            f"experiment {experiment_id} is {row['state']}; set its log retention once it ended"
+            f"experiment {experiment_id} is {state}; set its log retention once it ended"
         )
     conn.execute(
         "UPDATE trials SET log_retention_days = %s WHERE experiment_id = %s", (days, experiment_id)
@@ -100,51 +97,55 @@ def remaining(ended_at: dt.datetime | None, days: int, now: dt.datetime) -> int 
     return max(left.days, 0)
 
 
+@dataclass(frozen=True, slots=True)
+class _Retained:
+    """What a trial's remaining log retention depends on (:func:`remaining_for_trial`)."""
+
+    log_retention_days: int | None
+    state: str
+    ended_at: dt.datetime | None
+
+
 def remaining_for_trial(
     conn: Conn, trial_id: int, default_days: int, now: dt.datetime
 ) -> int | None:
     """:func:`remaining` for a trial: its own ``log_retention_days``, else ``default_days``;
     it ended when its last allocation did, once it is in a final state (as
     :func:`expired_tasks` counts it). NotFound when there is no such trial."""
-    row = (
-        db.untyped(conn)
-        .execute(
-            "SELECT t.log_retention_days, t.state,"
-            " (SELECT CASE WHEN bool_and(a.state = 'TERMINATED') THEN max(a.ended_at) END"
-            "  FROM allocations a WHERE a.task_id = t.task_id) AS ended_at"
-            " FROM trials t WHERE t.id = %s",
-            (trial_id,),
-        )
-        .fetchone()
+    row = db.fetch_row(
+        conn,
+        _Retained,
+        "SELECT t.log_retention_days, t.state,"
+        " (SELECT CASE WHEN bool_and(a.state = 'TERMINATED') THEN max(a.ended_at) END"
+        "  FROM allocations a WHERE a.task_id = t.task_id) AS ended_at"
+        " FROM trials t WHERE t.id = %s",
+        (trial_id,),
     )
     if row is None:
         raise NotFound(f"trial {trial_id} not found")
-    days = row["log_retention_days"]
-    ended = row["ended_at"] if row["state"] in states.TERMINAL else None
+    days = row.log_retention_days
+    ended = row.ended_at if row.state in states.TERMINAL else None
     return remaining(ended, default_days if days is None else int(days), now)
 
 
 def expired_tasks(conn: Conn, default_days: int, now: dt.datetime) -> list[str]:
     """The tasks whose logs have expired at ``now`` and that still have logs."""
-    rows = (
-        db.untyped(conn)
-        .execute(
-            "SELECT a.task_id FROM allocations a"
-            " LEFT JOIN trials t ON t.task_id = a.task_id"
-            " LEFT JOIN ntsc_tasks n ON n.id = a.task_id"
-            " GROUP BY a.task_id, t.state, t.log_retention_days, n.state"
-            " HAVING bool_and(a.state = 'TERMINATED')"
-            f"  AND (t.state IS NULL OR t.state IN {states.TERMINAL_SQL})"
-            "  AND (n.state IS NULL OR n.state = 'TERMINATED')"
-            "  AND coalesce(t.log_retention_days, %(days)s) >= 0"
-            "  AND max(a.ended_at) < %(now)s::timestamptz"
-            "   - make_interval(days => coalesce(t.log_retention_days, %(days)s))"
-            "  AND EXISTS (SELECT 1 FROM task_logs l WHERE l.task_id = a.task_id)",
-            {"days": default_days, "now": now},
-        )
-        .fetchall()
+    return db.column(
+        conn,
+        str,
+        "SELECT a.task_id FROM allocations a"
+        " LEFT JOIN trials t ON t.task_id = a.task_id"
+        " LEFT JOIN ntsc_tasks n ON n.id = a.task_id"
+        " GROUP BY a.task_id, t.state, t.log_retention_days, n.state"
+        " HAVING bool_and(a.state = 'TERMINATED')"
+        f"  AND (t.state IS NULL OR t.state IN {states.TERMINAL_SQL})"
+        "  AND (n.state IS NULL OR n.state = 'TERMINATED')"
+        "  AND coalesce(t.log_retention_days, %(days)s) >= 0"
+        "  AND max(a.ended_at) < %(now)s::timestamptz"
+        "   - make_interval(days => coalesce(t.log_retention_days, %(days)s))"
+        "  AND EXISTS (SELECT 1 FROM task_logs l WHERE l.task_id = a.task_id)",
+        {"days": default_days, "now": now},
     )
-    return [str(r["task_id"]) for r in rows]
 
 
 def delete_logs(
@@ -182,12 +183,9 @@ def delete_logs(
 
 def deleted_at(conn: Conn, task_id: str) -> dt.datetime | None:
     """When retention deleted the task's logs (None: it never did)."""
-    row = (
-        db.untyped(conn)
-        .execute("SELECT deleted_at FROM task_logs_deleted WHERE task_id = %s", (task_id,))
-        .fetchone()
+    return db.scalar(
+        conn, dt.datetime, "SELECT deleted_at FROM task_logs_deleted WHERE task_id = %s", (task_id,)
     )
-    return row["deleted_at"] if row else None
 
 
 def cleanup(st: MasterState, now: dt.datetime | None = None) -> int:
@@ -205,12 +203,10 @@ def _claim_run(st: MasterState, now: dt.datetime) -> bool:
     """Whether a scheduled run is due, marking it started (so it runs once)."""
     schedule = log_schedule.parse(st.config.retention_policy.schedule)
     with st.pool.connection() as conn:
-        row = (
-            db.untyped(conn)
-            .execute("SELECT last_run_at FROM log_retention_runs WHERE id = 1 FOR UPDATE")
-            .fetchone()
+        last_run = db.scalar(
+            conn, dt.datetime, "SELECT last_run_at FROM log_retention_runs WHERE id = 1 FOR UPDATE"
         )
-        if not log_schedule.due(schedule, now, row["last_run_at"] if row else None):
+        if not log_schedule.due(schedule, now, last_run):
             return False
         conn.execute(
             "INSERT INTO log_retention_runs (id, last_run_at) VALUES (1, %s)"
