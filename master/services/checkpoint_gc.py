@@ -60,6 +60,16 @@ class _Target:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class _Deleting:
+    """An experiment whose TensorBoard files are asked to go (:func:`delete_tensorboards`)."""
+
+    id: int
+    state: str
+    job_id: str
+    resource_pool: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class _Ended:
     """An experiment due for collection (:func:`gc_pass`)."""
 
@@ -199,30 +209,29 @@ def _requeue_lost(conn: Conn, st: MasterState) -> None:
         eid = r.experiment_id
         # The lost run's record goes: it is handled once, and its event stays.
         conn.execute("DELETE FROM checkpoint_gc WHERE allocation_id = %s", (r.allocation_id,))
-        lost = (
-            db.untyped(conn)
-            .execute(
-                "SELECT count(*) AS n FROM allocations WHERE task_id = %s AND exit_reason = %s",
-                (f"gc.{eid}", containers.AGENT_LOST),
-            )
-            .fetchone()
+        lost = db.one_int(
+            conn,
+            "SELECT count(*) AS n FROM allocations WHERE task_id = %s AND exit_reason = %s",
+            (f"gc.{eid}", containers.AGENT_LOST),
         )
         left = [
-            str(c["uuid"])
-            for c in db.untyped(conn).execute(
+            str(u)
+            for u in db.column(
+                conn,
+                uuid.UUID,
                 "SELECT uuid FROM checkpoints WHERE uuid = ANY(%s::uuid[]) AND state = ANY(%s)",
                 (r.uuids, states.sources("checkpoint", DELETED)),
             )
         ]
         if not left and not r.tensorboards:
             continue
-        if lost is not None and lost["n"] > MAX_LOST_RUNS:
+        if lost > MAX_LOST_RUNS:
             states.record_event(
                 conn,
                 "experiment",
                 eid,
                 "checkpoint-gc-failed",
-                f"checkpoint GC lost its agent {lost['n']} times;"
+                f"checkpoint GC lost its agent {lost} times;"
                 f" {_what(len(left), r.tensorboards)} are kept (det checkpoint delete or"
                 " det experiment delete-tb-files asks again)",
             )
@@ -243,8 +252,10 @@ def _queue(
 ) -> None:
     eid = target.id
     registered = {
-        str(r["checkpoint_uuid"])
-        for r in db.untyped(conn).execute(
+        str(u)
+        for u in db.column(
+            conn,
+            uuid.UUID,
             "SELECT v.checkpoint_uuid FROM model_versions v JOIN checkpoints c"
             " ON c.uuid = v.checkpoint_uuid JOIN trials t ON t.id = c.trial_id"
             " WHERE t.experiment_id = %s",
@@ -277,12 +288,10 @@ def _queue_task(
     eid = target.id
     task_id = f"gc.{eid}"
     # A changed GC policy (``det e set gc-policy``) collects again: a fresh allocation each time.
-    earlier = (
-        db.untyped(conn)
-        .execute("SELECT count(*) AS n FROM allocations WHERE task_id = %s", (task_id,))
-        .fetchone()
+    earlier = db.one_int(
+        conn, "SELECT count(*) AS n FROM allocations WHERE task_id = %s", (task_id,)
     )
-    allocation_id = f"{task_id}.{max(run, int(earlier['n']) + 1) if earlier else run}"
+    allocation_id = f"{task_id}.{max(run, earlier + 1)}"
     allocation_rows.queue(
         conn,
         st,
@@ -318,24 +327,22 @@ def delete_tensorboards(conn: Conn, st: MasterState, experiment_id: int) -> None
     """``det experiment delete-tb-files``: the experiment's GC task deletes its TensorBoard
     files from its checkpoint storage (its checkpoints stay). Refused while it runs: its
     trials would write new ones."""
-    row = (
-        db.untyped(conn)
-        .execute(
-            "SELECT e.id, e.state, j.id AS job_id, j.resource_pool FROM experiments e"
-            " JOIN jobs j ON j.experiment_id = e.id WHERE e.id = %s AND NOT e.deleted"
-            " FOR NO KEY UPDATE OF e",
-            (experiment_id,),
-        )
-        .fetchone()
+    row = db.fetch_row(
+        conn,
+        _Deleting,
+        "SELECT e.id, e.state, j.id AS job_id, j.resource_pool FROM experiments e"
+        " JOIN jobs j ON j.experiment_id = e.id WHERE e.id = %s AND NOT e.deleted"
+        " FOR NO KEY UPDATE OF e",
+        (experiment_id,),
     )
     if row is None:
         raise NotFound(f"experiment {experiment_id} not found")
-    if row["state"] not in states.TERMINAL:
+    if row.state not in states.TERMINAL:
         raise Conflict(
-            f"experiment {experiment_id} is {row['state']}; delete its TensorBoard files once"
+            f"experiment {experiment_id} is {row.state}; delete its TensorBoard files once"
             " it has ended"
         )
-    target = _Target(row["id"], row["job_id"], row["resource_pool"])
+    target = _Target(row.id, row.job_id, row.resource_pool)
     _queue_task(conn, st, target, [], run=1, tensorboards=True)
     conn.execute("NOTIFY det_wakeup")
 
