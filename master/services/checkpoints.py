@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import tarfile
@@ -44,11 +45,7 @@ def report(conn: Conn, ckpt: ReportedCheckpoint, *, task_id: str | None) -> None
     except (TypeError, ValueError):
         raise InvalidArgument("resources: sizes must be integers") from None
     task_id = task_id or ckpt.get("taskId")
-    trial = (
-        db.untyped(conn)
-        .execute("SELECT id, experiment_id FROM trials WHERE task_id = %s", (task_id,))
-        .fetchone()
-    )
+    trial = db.scalar(conn, int, "SELECT id FROM trials WHERE task_id = %s", (task_id,))
     steps_completed = metadata["steps_completed"]
     if not isinstance(steps_completed, int | float | str):
         raise InvalidArgument("metadata.steps_completed: must be a number")
@@ -59,7 +56,7 @@ def report(conn: Conn, ckpt: ReportedCheckpoint, *, task_id: str | None) -> None
         " metadata = EXCLUDED.metadata, size = EXCLUDED.size",
         (
             uid,
-            trial["id"] if trial else None,
+            trial,
             task_id,
             ckpt.get("allocationId"),
             Jsonb(sizes),
@@ -73,31 +70,34 @@ def report(conn: Conn, ckpt: ReportedCheckpoint, *, task_id: str | None) -> None
         conn.execute(
             "UPDATE trials SET latest_checkpoint = %s WHERE id = %s AND (latest_checkpoint IS NULL OR"
             " (SELECT steps_completed FROM checkpoints WHERE uuid = trials.latest_checkpoint) <= %s)",
-            (uid, trial["id"], steps),
+            (uid, trial, steps),
         )
-        states.record_event(
-            conn, "trial", trial["id"], "checkpoint", f"checkpoint {uid} at step {steps}"
-        )
+        states.record_event(conn, "trial", trial, "checkpoint", f"checkpoint {uid} at step {steps}")
 
 
 def trial_of_task(conn: Conn, task_id: str) -> int | None:
     """The id of the trial whose task is ``task_id`` (None: not a trial's task)."""
-    row = (
-        db.untyped(conn).execute("SELECT id FROM trials WHERE task_id = %s", (task_id,)).fetchone()
-    )
-    return int(row["id"]) if row else None
+    return db.scalar(conn, int, "SELECT id FROM trials WHERE task_id = %s", (task_id,))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Resources:
+    resources: JSONObject | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Storage:
+    storage: JSONValue
 
 
 def files_deleted(conn: Conn, uid: str, left: dict[str, int]) -> None:
     """The GC task or the harness deleted files of checkpoint ``uid``; ``left`` remain. The
     same files as recorded (``det checkpoint rm`` with no glob, or one that named nothing) is
     no deletion: the checkpoint keeps its state."""
-    row = (
-        db.untyped(conn)
-        .execute("SELECT resources FROM checkpoints WHERE uuid = %s", (uid,))
-        .fetchone()
+    row = db.fetch_row(
+        conn, _Resources, "SELECT resources FROM checkpoints WHERE uuid = %s", (uid,)
     )
-    if row is not None and left and dict(row["resources"] or {}) == dict(left):
+    if row is not None and left and dict(row.resources or {}) == dict(left):
         return
     states.checkpoint_files_left(conn, uid, left)
 
@@ -204,32 +204,28 @@ def check_storage_endpoint(master: MasterConfig, config: JSONObject, *, admin: b
 def download_policy(conn: Conn, uid: str, config: egress.EgressConfig) -> egress.Policy:
     """The egress policy of the master reading checkpoint ``uid``'s storage: restricted unless
     an admin made its experiment (who chose the endpoint, not who asks for the files)."""
-    row = (
-        db.untyped(conn)
-        .execute(
-            "SELECT coalesce(u.admin, false) AS admin FROM checkpoints c"
-            " JOIN trials t ON t.id = c.trial_id JOIN experiments e ON e.id = t.experiment_id"
-            " LEFT JOIN users u ON u.id = e.owner_id WHERE c.uuid = %s",
-            (uid,),
-        )
-        .fetchone()
+    admin = db.scalar(
+        conn,
+        bool,
+        "SELECT coalesce(u.admin, false) AS admin FROM checkpoints c"
+        " JOIN trials t ON t.id = c.trial_id JOIN experiments e ON e.id = t.experiment_id"
+        " LEFT JOIN users u ON u.id = e.owner_id WHERE c.uuid = %s",
+        (uid,),
     )
-    return egress.Policy.of(config, restricted=not (row and row["admin"]))
+    return egress.Policy.of(config, restricted=not admin)
 
 
 def storage_config(conn: Conn, uid: str) -> JSONObject | None:
     """The checkpoint storage its experiment wrote to (None: the master's default)."""
-    row = (
-        db.untyped(conn)
-        .execute(
-            "SELECT e.config->'checkpoint_storage' AS storage FROM checkpoints c"
-            " JOIN trials t ON t.id = c.trial_id JOIN experiments e ON e.id = t.experiment_id"
-            " WHERE c.uuid = %s",
-            (uid,),
-        )
-        .fetchone()
+    row = db.fetch_row(
+        conn,
+        _Storage,
+        "SELECT e.config->'checkpoint_storage' AS storage FROM checkpoints c"
+        " JOIN trials t ON t.id = c.trial_id JOIN experiments e ON e.id = t.experiment_id"
+        " WHERE c.uuid = %s",
+        (uid,),
     )
-    storage = row["storage"] if row is not None else None
+    storage = row.storage if row is not None else None
     return storage if isinstance(storage, dict) else None
 
 
