@@ -33,34 +33,26 @@ def workspace_ids(conn: Conn, ids: list[Any] | None, names: list[str] | None) ->
             wid = int(raw)
         except (TypeError, ValueError):
             raise InvalidArgument(f"workspaceIds[{i}]: not an id ({raw!r})") from None
-        if (
-            db.untyped(conn).execute("SELECT 1 FROM workspaces WHERE id = %s", (wid,)).fetchone()
-            is None
-        ):
+        if not db.exists(conn, "SELECT 1 FROM workspaces WHERE id = %s", (wid,)):
             raise NotFound(f"workspaceIds[{i}]: no workspace {wid}")
         out.append(wid)
     for i, name in enumerate(names or []):
-        row = (
-            db.untyped(conn)
-            .execute("SELECT id FROM workspaces WHERE name = %s", (name,))
-            .fetchone()
-        )
-        if row is None:
+        found = db.scalar(conn, int, "SELECT id FROM workspaces WHERE name = %s", (name,))
+        if found is None:
             raise NotFound(f"workspaceNames[{i}]: no workspace named {name!r}")
-        out.append(int(row["id"]))
+        out.append(found)
     if not out:
         raise InvalidArgument("workspaceIds: name at least one workspace (ids or names)")
     return list(dict.fromkeys(out))
 
 
 def bound(conn: Conn, pool: str) -> list[int]:
-    return [
-        int(r["workspace_id"])
-        for r in db.untyped(conn).execute(
-            "SELECT workspace_id FROM pool_workspace_bindings WHERE pool = %s ORDER BY workspace_id",
-            (pool,),
-        )
-    ]
+    return db.column(
+        conn,
+        int,
+        "SELECT workspace_id FROM pool_workspace_bindings WHERE pool = %s ORDER BY workspace_id",
+        (pool,),
+    )
 
 
 def bind(conn: Conn, st: MasterState, pool: str, ids: list[int]) -> None:
@@ -92,26 +84,21 @@ def overwrite(conn: Conn, st: MasterState, pool: str, ids: list[int]) -> None:
 
 def available(conn: Conn, st: MasterState, workspace_id: int) -> list[str]:
     """The pools workspace ``workspace_id`` may use, in the config's order."""
-    rows = (
-        db.untyped(conn)
-        .execute(
-            "SELECT pool, bool_or(workspace_id = %s) AS mine FROM pool_workspace_bindings"
-            " GROUP BY pool",
+    closed = set(
+        db.column(
+            conn,
+            str,
+            "SELECT pool FROM pool_workspace_bindings GROUP BY pool"
+            " HAVING NOT bool_or(workspace_id = %s)",
             (workspace_id,),
         )
-        .fetchall()
     )
-    closed = {r["pool"] for r in rows if not r["mine"]}
     return [p for p in pool_names(st) if p not in closed]
 
 
 def _workspace_name(conn: Conn, workspace_id: int) -> str:
-    row = (
-        db.untyped(conn)
-        .execute("SELECT name FROM workspaces WHERE id = %s", (workspace_id,))
-        .fetchone()
-    )
-    return str(row["name"]) if row else str(workspace_id)
+    name = db.scalar(conn, str, "SELECT name FROM workspaces WHERE id = %s", (workspace_id,))
+    return name if name is not None else str(workspace_id)
 
 
 def check(conn: Conn, st: MasterState, pool: str, workspace_id: int, field: str) -> None:
@@ -132,12 +119,10 @@ def default_pool(conn: Conn, workspace_id: int | None, *, aux: bool) -> str | No
     if workspace_id is None:
         return None
     column = "default_aux_pool" if aux else "default_compute_pool"
-    row = (
-        db.untyped(conn)
-        .execute(f"SELECT {column} AS pool FROM workspaces WHERE id = %s", (workspace_id,))
-        .fetchone()
+    pool = db.scalar(
+        conn, str, f"SELECT {column} AS pool FROM workspaces WHERE id = %s", (workspace_id,)
     )
-    return str(row["pool"]) if row is not None and row["pool"] else None
+    return pool or None
 
 
 def check_defaults(
