@@ -61,20 +61,19 @@ def get_group(conn: Conn, group_id: int) -> Group:
 
 
 def group_by_name(conn: Conn, name: str) -> Group:
-    row = db.untyped(conn).execute("SELECT id FROM user_groups WHERE name = %s", (name,)).fetchone()
-    if row is None:
+    group_id = db.scalar(conn, int, "SELECT id FROM user_groups WHERE name = %s", (name,))
+    if group_id is None:
         raise NotFound(f"no user group named {name!r}")
-    return get_group(conn, int(row["id"]))
+    return get_group(conn, group_id)
 
 
 def members(conn: Conn, group_id: int) -> list[int]:
-    return [
-        int(r["user_id"])
-        for r in db.untyped(conn).execute(
-            "SELECT user_id FROM user_group_members WHERE group_id = %s ORDER BY user_id",
-            (group_id,),
-        )
-    ]
+    return db.column(
+        conn,
+        int,
+        "SELECT user_id FROM user_group_members WHERE group_id = %s ORDER BY user_id",
+        (group_id,),
+    )
 
 
 def list_groups(conn: Conn, user_id: int | None = None, name: str | None = None) -> list[Group]:
@@ -104,17 +103,14 @@ def list_groups(conn: Conn, user_id: int | None = None, name: str | None = None)
 def create_group(conn: Conn, name: Any, add_users: list[Any] | None) -> Group:
     name = limits.text("name", name, limits.NAME, required=True)
     users = _user_ids(conn, "addUsers", add_users)
-    row = (
-        db.untyped(conn)
-        .execute(
-            "INSERT INTO user_groups (name) VALUES (%s) ON CONFLICT (name) DO NOTHING RETURNING id",
-            (name,),
-        )
-        .fetchone()
+    group_id = db.scalar(
+        conn,
+        int,
+        "INSERT INTO user_groups (name) VALUES (%s) ON CONFLICT (name) DO NOTHING RETURNING id",
+        (name,),
     )
-    if row is None:
+    if group_id is None:
         raise Conflict(f"user group {name!r} already exists")
-    group_id = int(row["id"])
     _add(conn, group_id, users)
     return get_group(conn, group_id)
 
@@ -183,23 +179,17 @@ def _admin_flag(conn: Conn, user_id: int | None, admin: bool) -> None:
     user, not a group; taken from any admin but the last active one."""
     if user_id is None:
         raise InvalidArgument("ClusterAdmin is the admin flag: it is given to users, not to groups")
-    row = (
-        db.untyped(conn)
-        .execute("SELECT admin FROM users WHERE id = %s FOR UPDATE", (user_id,))
-        .fetchone()
+    was_admin = db.scalar(
+        conn, bool, "SELECT admin FROM users WHERE id = %s FOR UPDATE", (user_id,)
     )
-    assert row is not None  # _target checked it
-    if not admin and not row["admin"]:
+    assert was_admin is not None  # _target checked it
+    if not admin and not was_admin:
         raise NotFound(f"user {user_id} has no ClusterAdmin role on the cluster")
     if not admin:
-        others = (
-            db.untyped(conn)
-            .execute(
-                "SELECT count(*) AS n FROM users WHERE admin AND active AND id <> %s", (user_id,)
-            )
-            .fetchone()
+        others = db.one_int(
+            conn, "SELECT count(*) AS n FROM users WHERE admin AND active AND id <> %s", (user_id,)
         )
-        if others is None or others["n"] == 0:
+        if others == 0:
             raise Conflict(f"user {user_id} is the last active admin: the cluster would have none")
     conn.execute("UPDATE users SET admin = %s WHERE id = %s", (admin, user_id))
 
@@ -293,6 +283,6 @@ def assignments(
 def admins(conn: Conn) -> list[Assignment]:
     """The admins' ClusterAdmin role (their flag), as assignments on the cluster."""
     return [
-        Assignment(authz.Role.CLUSTER_ADMIN.value, int(r["id"]), None, None)
-        for r in db.untyped(conn).execute("SELECT id FROM users WHERE admin ORDER BY id")
+        Assignment(authz.Role.CLUSTER_ADMIN.value, uid, None, None)
+        for uid in db.column(conn, int, "SELECT id FROM users WHERE admin ORDER BY id")
     ]
