@@ -39,6 +39,14 @@ class _Queued:
     queue_key: float
 
 
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """A job's latest reason to wait (an ``events`` row of a :data:`PENDING_EVENT_KINDS`)."""
+
+    entity_id: str
+    message: str
+
+
 def queue_info(conn: Conn, st: MasterState, pool: str | None = None) -> dict[str, QueueInfo]:
     return scheduling.queue_view(conn, st, pool)
 
@@ -76,8 +84,10 @@ def list_jobs(conn: Conn, st: MasterState, pool: str | None, desc: bool) -> list
         .fetchall()
     )
     reasons = {
-        e["entity_id"]: e["message"]
-        for e in db.untyped(conn).execute(
+        e.entity_id: e.message
+        for e in db.fetch_rows(
+            conn,
+            _Pending,
             "SELECT DISTINCT ON (entity_id) entity_id, message FROM events"
             " WHERE entity = 'job' AND kind = ANY(%s) AND created_at > now() - interval '10 minutes'"
             " ORDER BY entity_id, id DESC",
@@ -153,13 +163,12 @@ def update(
         if target_id is None:
             continue
         target = _job(conn, target_id)
-        keys = [
-            r["queue_key"]
-            for r in db.untyped(conn).execute(
-                "SELECT queue_key FROM jobs WHERE priority = %s AND id <> %s ORDER BY queue_key",
-                (target.priority, job_id),
-            )
-        ]
+        keys = db.column(
+            conn,
+            float,
+            "SELECT queue_key FROM jobs WHERE priority = %s AND id <> %s ORDER BY queue_key",
+            (target.priority, job_id),
+        )
         i = keys.index(target.queue_key)
         if ahead:
             neighbour = keys[i - 1] if i > 0 else target.queue_key - 2
