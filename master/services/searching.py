@@ -14,7 +14,7 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 from typing_extensions import TypedDict
 
-from det.common.jsontypes import JSONObject
+from det.common.jsontypes import JSONObject, JSONValue
 from det.master import db, states
 from det.master import searcher as search
 from det.master.db import Conn
@@ -54,18 +54,15 @@ class _Event:
 
 
 def pending_experiments(conn: Conn) -> list[int]:
-    rows = (
-        db.untyped(conn)
-        .execute(
-            f"SELECT id FROM experiments e WHERE NOT deleted AND state NOT IN {states.ENDED_SQL}"
-            " AND NOT unmanaged"
-            " AND (searcher_state IS NULL OR EXISTS (SELECT 1 FROM searcher_events s"
-            "      WHERE s.experiment_id = e.id AND NOT s.processed))"
-            " ORDER BY id"
-        )
-        .fetchall()
+    return db.column(
+        conn,
+        int,
+        f"SELECT id FROM experiments e WHERE NOT deleted AND state NOT IN {states.ENDED_SQL}"
+        " AND NOT unmanaged"
+        " AND (searcher_state IS NULL OR EXISTS (SELECT 1 FROM searcher_events s"
+        "      WHERE s.experiment_id = e.id AND NOT s.processed))"
+        " ORDER BY id",
     )
-    return [r["id"] for r in rows]
 
 
 def experiment_seed(cfg: ExperimentConfig) -> int:
@@ -136,42 +133,52 @@ def run_for_experiment(conn: Conn, experiment_id: int) -> None:
     )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Progress:
+    request_id: str
+    progress: float
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Progressing:
+    """A trial's experiment and its stored searcher (:func:`trial_progress`)."""
+
+    id: int
+    searcher_state: JSONValue
+
+
 def _reported(conn: Conn, experiment_id: int) -> dict[str, float]:
     """The training progress each of the experiment's trials last reported, by request id."""
-    rows = (
-        db.untyped(conn)
-        .execute(
-            "SELECT request_id, progress FROM trials WHERE experiment_id = %s AND progress IS NOT NULL",
-            (experiment_id,),
-        )
-        .fetchall()
+    rows = db.fetch_rows(
+        conn,
+        _Progress,
+        "SELECT request_id, progress FROM trials WHERE experiment_id = %s AND progress IS NOT NULL",
+        (experiment_id,),
     )
-    return {str(r["request_id"]): float(r["progress"]) for r in rows}
+    return {str(r.request_id): float(r.progress) for r in rows}
 
 
 def trial_progress(conn: Conn, trial_id: int, progress: float) -> None:
     """A managed trial reports its training progress (a fraction in [0, 1]): stored on the
     trial, and its experiment's progress computed again by its searcher, unfinished trials'
     training included. Under the experiment's lock, as the searcher pass writes it."""
-    row = (
-        db.untyped(conn)
-        .execute(
-            "SELECT e.id, e.searcher_state FROM trials t JOIN experiments e ON e.id = t.experiment_id"
-            " WHERE t.id = %s AND NOT e.unmanaged FOR NO KEY UPDATE OF e",
-            (trial_id,),
-        )
-        .fetchone()
+    row = db.fetch_row(
+        conn,
+        _Progressing,
+        "SELECT e.id, e.searcher_state FROM trials t JOIN experiments e ON e.id = t.experiment_id"
+        " WHERE t.id = %s AND NOT e.unmanaged FOR NO KEY UPDATE OF e",
+        (trial_id,),
     )
     if row is None:
         return
     conn.execute("UPDATE trials SET progress = %s WHERE id = %s", (progress, trial_id))
-    wrapper = row["searcher_state"]
+    wrapper = row.searcher_state
     if not isinstance(wrapper, dict) or "method" not in wrapper:
         return  # the searcher pass computes it when it first runs
     method = search.Searcher.restore(wrapper["method"])
     conn.execute(
         "UPDATE experiments SET progress = %s WHERE id = %s",
-        (method.progress(_reported(conn, row["id"])), row["id"]),
+        (method.progress(_reported(conn, row.id)), row.id),
     )
 
 
@@ -209,30 +216,25 @@ def _create_trial(conn: Conn, exp: _Searched, action: search.CreateTrial) -> boo
     if exp.state in states.STOPPING or exp.state in states.TERMINAL:
         # Canceled or killed before the searcher asked: there is nothing to run it for.
         return False
-    seq = db.untyped(conn).execute("SELECT nextval('trials_id_seq') AS id").fetchone()
-    assert seq is not None
-    trial_id = int(seq["id"])
+    trial_id = db.one_int(conn, "SELECT nextval('trials_id_seq') AS id")
     state = states.PAUSED if exp.state == states.PAUSED else states.ACTIVE
-    row = (
-        db.untyped(conn)
-        .execute(
-            "INSERT INTO trials (id, experiment_id, request_id, task_id, hparams, seed, state)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (experiment_id, request_id) DO NOTHING RETURNING id",
-            (
-                trial_id,
-                exp.id,
-                action.request_id,
-                # Determined's form, "<experiment id>.<request uuid>": its clients check task ids
-                # against it (``det task logs`` refuses anything else as a partial UUID).
-                f"{exp.id}.{action.request_id}",
-                Jsonb(action.hparams),
-                int(action.seed) % (2**31),
-                state,
-            ),
-        )
-        .fetchone()
+    created = db.exists(
+        conn,
+        "INSERT INTO trials (id, experiment_id, request_id, task_id, hparams, seed, state)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (experiment_id, request_id) DO NOTHING RETURNING id",
+        (
+            trial_id,
+            exp.id,
+            action.request_id,
+            # Determined's form, "<experiment id>.<request uuid>": its clients check task ids
+            # against it (``det task logs`` refuses anything else as a partial UUID).
+            f"{exp.id}.{action.request_id}",
+            Jsonb(action.hparams),
+            int(action.seed) % (2**31),
+            state,
+        ),
     )
-    if row is None:
+    if not created:
         return False
     states.record_event(
         conn, "trial", trial_id, "created", f"created by the searcher ({action.request_id})"
@@ -241,14 +243,12 @@ def _create_trial(conn: Conn, exp: _Searched, action: search.CreateTrial) -> boo
 
 
 def _stop_trial(conn: Conn, experiment_id: int, request_id: str) -> None:
-    trial = (
-        db.untyped(conn)
-        .execute(
-            "SELECT id FROM trials WHERE experiment_id = %s AND request_id = %s"
-            f" AND state NOT IN {states.TERMINAL_SQL}",
-            (experiment_id, request_id),
-        )
-        .fetchone()
+    trial = db.scalar(
+        conn,
+        int,
+        "SELECT id FROM trials WHERE experiment_id = %s AND request_id = %s"
+        f" AND state NOT IN {states.TERMINAL_SQL}",
+        (experiment_id, request_id),
     )
     if trial is None:
         return
@@ -256,10 +256,10 @@ def _stop_trial(conn: Conn, experiment_id: int, request_id: str) -> None:
     # Lock order: allocations before trials (as when an allocation ends).
     conn.execute(
         "UPDATE allocations SET preempt_requested = true WHERE trial_id = %s AND state <> 'TERMINATED'",
-        (trial["id"],),
+        (trial,),
     )
     conn.execute(
         "UPDATE trials SET stop_reason = coalesce(stop_reason, 'searcher') WHERE id = %s",
-        (trial["id"],),
+        (trial,),
     )
-    states.record_event(conn, "trial", trial["id"], "stop", "stopped by the searcher")
+    states.record_event(conn, "trial", trial, "stop", "stopped by the searcher")
