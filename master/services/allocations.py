@@ -8,8 +8,11 @@ is :func:`det.master.services.allocation_rows.queue`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from det.common.agent_protocol import ContainerReport
 from det.common.container_spec import ContainerSpec
+from det.common.jsontypes import JSONObject
 from det.master import db, states
 from det.master.db import Conn
 from det.master.handles import MasterState
@@ -46,6 +49,20 @@ def on_terminated(conn: Conn, allocation_id: str, exit_code: int | None, reason:
     task_kinds.of(alloc).on_terminated(conn, alloc, exit_code, reason)
 
 
+@dataclass(frozen=True, slots=True)
+class _Reported:
+    """What an agent's container report is checked against (:func:`update_container`)."""
+
+    state: str
+    kind: str
+    trial_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Placed:
+    placement: JSONObject | None
+
+
 def update_container(
     conn: Conn, allocation_id: str, container: ContainerReport, agent_id: str | None = None
 ) -> None:
@@ -65,10 +82,11 @@ def update_container(
         reason = container.get("error") or f"container exited with code {code}"
         on_terminated(conn, allocation_id, code if isinstance(code, int) else -1, str(reason))
         return
-    row = (
-        db.untyped(conn)
-        .execute("SELECT state, kind, trial_id FROM allocations WHERE id = %s", (allocation_id,))
-        .fetchone()
+    row = db.fetch_row(
+        conn,
+        _Reported,
+        "SELECT state, kind, trial_id FROM allocations WHERE id = %s",
+        (allocation_id,),
     )
     if row is None:
         return
@@ -81,14 +99,14 @@ def update_container(
             "UPDATE allocations SET container_id = %s WHERE id = %s AND container_id IS DISTINCT FROM %s",
             (container_id, allocation_id, container_id),
         )
-    if states.ALLOCATION_ORDER.index(state) > states.ALLOCATION_ORDER.index(row["state"]):
+    if states.ALLOCATION_ORDER.index(state) > states.ALLOCATION_ORDER.index(row.state):
         states.transition(
             conn, "allocation", allocation_id, state, "reported by agent", strict=False
         )
-        if state == states.RUNNING and row["kind"] == "TRIAL":
+        if state == states.RUNNING and row.kind == "TRIAL":
             conn.execute(
                 "UPDATE trials SET started_at = coalesce(started_at, now()) WHERE id = %s",
-                (row["trial_id"],),
+                (row.trial_id,),
             )
 
 
@@ -99,27 +117,24 @@ def _gang_still_running(conn: Conn, allocation_id: str, agent_id: str) -> bool:
     at once (and the others are killed). Each clean exit is recorded once as an event; agents
     report an exited container at every heartbeat until it is no longer wanted, so two last
     exits seen in concurrent transactions end it at the next one."""
-    row = (
-        db.untyped(conn)
-        .execute(
-            "SELECT placement FROM allocations WHERE id = %s AND state <> 'TERMINATED'",
-            (allocation_id,),
-        )
-        .fetchone()
+    row = db.fetch_row(
+        conn,
+        _Placed,
+        "SELECT placement FROM allocations WHERE id = %s AND state <> 'TERMINATED'",
+        (allocation_id,),
     )
-    gang = set(row["placement"] or {}) if row is not None else set()
+    gang = set(row.placement or {}) if row is not None else set()
     if len(gang) < 2 or agent_id not in gang:
         return False
-    exited = {
-        str(r["message"])
-        for r in db.untyped(conn)
-        .execute(
+    exited = set(
+        db.column(
+            conn,
+            str,
             "SELECT message FROM events WHERE entity = 'allocation' AND entity_id = %s"
             " AND kind = 'container exited'",
             (allocation_id,),
         )
-        .fetchall()
-    }
+    )
     if agent_id not in exited:
         states.record_event(conn, "allocation", allocation_id, "container exited", agent_id)
         exited.add(agent_id)
