@@ -9,6 +9,7 @@ them.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import hmac
 import importlib.util
@@ -145,16 +146,15 @@ def _trusted(st: MasterState, pool: str) -> container_policy.Trusted:
 
 def owner_is_admin(conn: Conn, allocation_id: str) -> bool:
     """Whether the user whose job the allocation is holds the admin flag now."""
-    row = (
-        db.untyped(conn)
-        .execute(
+    return bool(
+        db.scalar(
+            conn,
+            bool,
             "SELECT u.admin FROM allocations a JOIN jobs j ON j.id = a.job_id"
             " JOIN users u ON u.id = j.owner_id WHERE a.id = %s",
             (allocation_id,),
         )
-        .fetchone()
     )
-    return bool(row and row["admin"])
 
 
 def check_policy(
@@ -240,12 +240,8 @@ def _storage_mounts(storage: JSONValue) -> list[BindMount]:
 
 
 def slot_type(conn: Conn, agent_id: str) -> str:
-    row = (
-        db.untyped(conn)
-        .execute("SELECT type FROM slots WHERE agent_id = %s LIMIT 1", (agent_id,))
-        .fetchone()
-    )
-    return str(row["type"]) if row else "cpu"
+    found = db.scalar(conn, str, "SELECT type FROM slots WHERE agent_id = %s LIMIT 1", (agent_id,))
+    return found if found is not None else "cpu"
 
 
 #: How many port offsets there are (DET_UNIQUE_PORT_OFFSET is below it; det.common.ports).
@@ -266,6 +262,14 @@ WHERE a.state <> 'TERMINATED' AND a.placement IS NOT NULL AND NOT a.id = ANY(%(p
     WHERE theirs.id = mine.id OR theirs.addresses ?| ARRAY(
       SELECT jsonb_array_elements_text(mine.addresses)))
 """
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Neighbour:
+    """A live allocation on one of the hosts (:data:`_NEIGHBOURS`)."""
+
+    id: str
+    port_offset: int | None
 
 
 def _hashed_offset(allocation_id: str) -> int:
@@ -293,15 +297,10 @@ def choose_port_offsets(conn: Conn, placements: Mapping[str, Mapping[str, Sequen
     conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PORT_LOCK_KEY,))
     placed = list(placements)
     for allocation_id, agents in placements.items():
-        rows = (
-            db.untyped(conn)
-            .execute(_NEIGHBOURS, {"placed": placed, "agents": list(agents)})
-            .fetchall()
+        rows = db.fetch_rows(
+            conn, _Neighbour, _NEIGHBOURS, {"placed": placed, "agents": list(agents)}
         )
-        held = {
-            r["port_offset"] if r["port_offset"] is not None else _hashed_offset(r["id"])
-            for r in rows
-        }
+        held = {r.port_offset if r.port_offset is not None else _hashed_offset(r.id) for r in rows}
         start = _hashed_offset(allocation_id)
         offset = next(
             (o for i in range(PORT_OFFSETS) if (o := (start + i) % PORT_OFFSETS) not in held),
