@@ -111,14 +111,10 @@ def launch(
     scheduling.refuse_if_never_fits(
         conn, st, res.resource_pool, int(res.slots or 0), field="resources.slots"
     )
-    if workspace_id is not None:
-        ws = (
-            db.untyped(conn)
-            .execute("SELECT id FROM workspaces WHERE id = %s", (workspace_id,))
-            .fetchone()
-        )
-        if ws is None:
-            raise InvalidArgument(f"workspaceId: no workspace {workspace_id}")
+    if workspace_id is not None and not db.exists(
+        conn, "SELECT id FROM workspaces WHERE id = %s", (workspace_id,)
+    ):
+        raise InvalidArgument(f"workspaceId: no workspace {workspace_id}")
     # Launching needs Editor in the workspace: its pool bindings follow from this.
     authz.require(conn, owner_id, authz.is_admin(conn, owner_id), "task.create", workspace_id or 1)
     pool_bindings.check(conn, st, res.resource_pool, workspace_id or 1, "resources.resource_pool")
@@ -126,15 +122,14 @@ def launch(
     if not config.get("description"):
         config["description"] = f"{KIND_NAMES[kind]} ({task_id[:8]})"
     priority = res.priority or st.config.resource_manager.scheduler.default_priority
-    queue_key = (
-        db.untyped(conn).execute("SELECT coalesce(max(queue_key), 0) + 1 AS k FROM jobs").fetchone()
-    )
+    # jobs.queue_key is a double precision: the next one after the largest.
+    queue_key = db.scalar(conn, float, "SELECT coalesce(max(queue_key), 0) + 1 AS k FROM jobs")
     assert queue_key is not None
     job_id = str(uuid.uuid4())
     conn.execute(
         "INSERT INTO jobs (id, kind, experiment_id, owner_id, resource_pool, priority, weight,"
         " queue_key) VALUES (%s, %s, NULL, %s, %s, %s, %s, %s)",
-        (job_id, kind, owner_id, res.resource_pool, priority, res.weight, queue_key["k"]),
+        (job_id, kind, owner_id, res.resource_pool, priority, res.weight, queue_key),
     )
     conn.execute(
         "INSERT INTO ntsc_tasks (id, kind, owner_id, workspace_id, job_id, description, config,"
@@ -172,12 +167,8 @@ def queue_run(conn: Conn, st: MasterState, task: TaskRow) -> str:
     """Queues the next run of ``task``; returns the allocation id."""
     run_id = task.run_id + 1
     allocation_id = f"{task.id}.{run_id}"
-    job = (
-        db.untyped(conn)
-        .execute("SELECT resource_pool FROM jobs WHERE id = %s", (task.job_id,))
-        .fetchone()
-    )
-    assert job is not None
+    pool = db.scalar(conn, str, "SELECT resource_pool FROM jobs WHERE id = %s", (task.job_id,))
+    assert pool is not None
     allocation_rows.queue(
         conn,
         st,
@@ -185,7 +176,7 @@ def queue_run(conn: Conn, st: MasterState, task: TaskRow) -> str:
         allocation_id=allocation_id,
         task_id=task.id,
         job_id=task.job_id,
-        resource_pool=job["resource_pool"],
+        resource_pool=pool,
         slots=int(config_of(task.config).resources.slots or 0),
     )
     conn.execute("UPDATE ntsc_tasks SET run_id = %s WHERE id = %s", (run_id, task.id))
@@ -303,16 +294,17 @@ def tasks_pass(conn: Conn, st: MasterState) -> None:
         queue_run(conn, st, task)
 
 
+@dataclass(frozen=True, slots=True)
+class _Context:
+    context: bytes | None
+
+
 def context(conn: Conn, task_id: str) -> bytes | None:
     """The task's context directory (a gzip tar), None when it has none; NotFound if no task."""
-    row = (
-        db.untyped(conn)
-        .execute("SELECT context FROM ntsc_tasks WHERE id = %s", (task_id,))
-        .fetchone()
-    )
+    row = db.fetch_row(conn, _Context, "SELECT context FROM ntsc_tasks WHERE id = %s", (task_id,))
     if row is None:
         raise NotFound(f"task {task_id} not found")
-    return bytes(row["context"]) if row["context"] is not None else None
+    return bytes(row.context) if row.context is not None else None
 
 
 def container_spec(conn: Conn, st: MasterState, alloc: Allocation, agent_id: str) -> ContainerSpec:
