@@ -74,17 +74,14 @@ _SORTS = {
 def labels(conn: Conn, workspace_id: int | None) -> list[str]:
     """Determined's GetModelLabels: every label on a model (of one workspace, if given), the
     most used first, then by name."""
-    rows = (
-        db.untyped(conn)
-        .execute(
-            "SELECT label, count(*) AS uses FROM models m, jsonb_array_elements_text(m.labels) label"
-            " WHERE %(ws)s::bigint IS NULL OR m.workspace_id = %(ws)s"
-            " GROUP BY label ORDER BY uses DESC, label",
-            {"ws": workspace_id},
-        )
-        .fetchall()
+    return db.column(
+        conn,
+        str,
+        "SELECT label, count(*) AS uses FROM models m, jsonb_array_elements_text(m.labels) label"
+        " WHERE %(ws)s::bigint IS NULL OR m.workspace_id = %(ws)s"
+        " GROUP BY label ORDER BY uses DESC, label",
+        {"ws": workspace_id},
     )
-    return [r["label"] for r in rows]
 
 
 def list_(conn: Conn, params: d.GetModelsParams) -> tuple[list[Model], int]:
@@ -148,37 +145,29 @@ def register_version(
     uid = data.get("checkpointUuid") or ""
     ckpt_svc.get(conn, uid)  # 404 / 400 if it does not exist
     conn.execute("SELECT id FROM models WHERE id = %s FOR NO KEY UPDATE", (model["id"],))
-    version_row = (
-        db.untyped(conn)
-        .execute(
-            "SELECT coalesce(max(version), 0) + 1 AS v FROM model_versions WHERE model_id = %s",
-            (model["id"],),
-        )
-        .fetchone()
+    version = db.one_int(
+        conn,
+        "SELECT coalesce(max(version), 0) + 1 AS v FROM model_versions WHERE model_id = %s",
+        (model["id"],),
     )
-    assert version_row is not None
-    row = (
-        db.untyped(conn)
-        .execute(
-            "INSERT INTO model_versions (model_id, version, checkpoint_uuid, name, comment, metadata,"
-            " labels, notes, owner_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-            (
-                model["id"],
-                version_row["v"],
-                uid,
-                data.get("name") or "",
-                data.get("comment") or "",
-                Jsonb(data.get("metadata") or {}),
-                Jsonb(data.get("labels") or []),
-                data.get("notes") or "",
-                owner_id,
-            ),
-        )
-        .fetchone()
+    version_id = db.one_int(
+        conn,
+        "INSERT INTO model_versions (model_id, version, checkpoint_uuid, name, comment, metadata,"
+        " labels, notes, owner_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+        (
+            model["id"],
+            version,
+            uid,
+            data.get("name") or "",
+            data.get("comment") or "",
+            Jsonb(data.get("metadata") or {}),
+            Jsonb(data.get("labels") or []),
+            data.get("notes") or "",
+            owner_id,
+        ),
     )
-    assert row is not None
     conn.execute("UPDATE models SET modified_at = now() WHERE id = %s", (model["id"],))
-    return version_by_id(conn, row["id"])
+    return version_by_id(conn, version_id)
 
 
 _VERSION = (
