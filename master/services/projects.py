@@ -9,6 +9,7 @@ collected) and is refused while one of them has not finished.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -124,18 +125,15 @@ def _key(conn: Conn, given: Any, name: str, *, current_id: int | None = None) ->
         if not _KEY_RE.match(key):
             raise InvalidArgument(f"key: 1 to {KEY_LENGTH} letters or digits, got {key!r}")
         key = key.upper()
-        row = db.untyped(conn).execute("SELECT id FROM projects WHERE key = %s", (key,)).fetchone()
-        if row is not None and row["id"] != current_id:
+        owner = db.scalar(conn, int, "SELECT id FROM projects WHERE key = %s", (key,))
+        if owner is not None and owner != current_id:
             raise Conflict(f"project key '{key}' is already taken")
         return key
     base = ("".join(c for c in name if c.isascii() and c.isalnum()).upper() or "P")[:KEY_LENGTH]
     for n in range(10**KEY_LENGTH):
         suffix = "" if n == 0 else str(n)
         key = base[: KEY_LENGTH - len(suffix)] + suffix
-        if (
-            db.untyped(conn).execute("SELECT 1 FROM projects WHERE key = %s", (key,)).fetchone()
-            is None
-        ):
+        if not db.exists(conn, "SELECT 1 FROM projects WHERE key = %s", (key,)):
             return key
     raise Conflict("no free project key: pass one with key")  # pragma: no cover
 
@@ -150,18 +148,16 @@ def create(conn: Conn, owner_id: int, workspace_id: int, data: d.v1PostProjectRe
     workspaces.usable(conn, workspace_id)
     conn.execute("SELECT id FROM workspaces WHERE id = %s FOR KEY SHARE", (workspace_id,))
     key = _key(conn, data.get("key"), name)
-    row = (
-        db.untyped(conn)
-        .execute(
-            "INSERT INTO projects (workspace_id, name, key, description, owner_id)"
-            " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING id",
-            (workspace_id, name, key, description, owner_id),
-        )
-        .fetchone()
+    project_id = db.scalar(
+        conn,
+        int,
+        "INSERT INTO projects (workspace_id, name, key, description, owner_id)"
+        " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING id",
+        (workspace_id, name, key, description, owner_id),
     )
-    if row is None:
+    if project_id is None:
         raise Conflict(f"project '{name}' already exists in this workspace")
-    return get(conn, row["id"])
+    return get(conn, project_id)
 
 
 def _lock(conn: Conn, project_id: int) -> workspaces.Owned:
@@ -196,17 +192,24 @@ def patch(conn: Conn, project_id: int, data: d.v1PatchProject) -> Project:
     return get(conn, project_id)
 
 
+@dataclass(frozen=True, slots=True)
+class _Archived:
+    name: str
+    archived: bool
+
+
 def set_archived(conn: Conn, project_id: int, archived: bool) -> None:
     row = _lock(conn, project_id)
     _mutable(row, "archived")
     if not archived:
-        ws = (
-            db.untyped(conn)
-            .execute("SELECT name, archived FROM workspaces WHERE id = %s", (row.workspace_id,))
-            .fetchone()
+        ws = db.fetch_row(
+            conn,
+            _Archived,
+            "SELECT name, archived FROM workspaces WHERE id = %s",
+            (row.workspace_id,),
         )
-        if ws is not None and ws["archived"]:
-            raise Conflict(f"workspace '{ws['name']}' is archived: unarchive it first")
+        if ws is not None and ws.archived:
+            raise Conflict(f"workspace '{ws.name}' is archived: unarchive it first")
     conn.execute("UPDATE projects SET archived = %s WHERE id = %s", (archived, project_id))
 
 
