@@ -4,6 +4,8 @@ before it), so that none of them imports the one above it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from det.master import db, states
 from det.master.db import Conn
 from det.master.errors import Conflict
@@ -15,25 +17,30 @@ def delete_workspace(conn: Conn, workspace_id: int) -> None:
     it holds a model."""
     row = workspaces.lock(conn, "workspaces", workspace_id)
     workspaces.refuse_default(row, "workspace", "deleted")
-    model = (
-        db.untyped(conn)
-        .execute(
-            "SELECT name FROM models WHERE workspace_id = %s ORDER BY id LIMIT 1", (workspace_id,)
-        )
-        .fetchone()
+    model = db.scalar(
+        conn,
+        str,
+        "SELECT name FROM models WHERE workspace_id = %s ORDER BY id LIMIT 1",
+        (workspace_id,),
     )
     if model is not None:
         raise Conflict(
-            f"workspace '{row.name}' holds model '{model['name']}': move or delete its models first"
+            f"workspace '{row.name}' holds model '{model}': move or delete its models first"
         )
-    for p in (
-        db.untyped(conn)
-        .execute("SELECT id FROM projects WHERE workspace_id = %s ORDER BY id", (workspace_id,))
-        .fetchall()
+    for project_id in db.column(
+        conn, int, "SELECT id FROM projects WHERE workspace_id = %s ORDER BY id", (workspace_id,)
     ):
-        delete_project(conn, p["id"], removing_workspace=True)
+        delete_project(conn, project_id, removing_workspace=True)
     conn.execute("DELETE FROM templates WHERE workspace_id = %s", (workspace_id,))
     conn.execute("DELETE FROM workspaces WHERE id = %s", (workspace_id,))
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """An experiment of a project being deleted."""
+
+    id: int
+    state: str
 
 
 def delete_project(conn: Conn, project_id: int, *, removing_workspace: bool = False) -> None:
@@ -41,20 +48,18 @@ def delete_project(conn: Conn, project_id: int, *, removing_workspace: bool = Fa
     row = workspaces.lock(conn, "projects", project_id)
     if not removing_workspace:
         workspaces.refuse_default(row, "project", "deleted")
-    exps = (
-        db.untyped(conn)
-        .execute(
-            "SELECT id, state FROM experiments WHERE project_id = %s AND NOT deleted ORDER BY id",
-            (project_id,),
-        )
-        .fetchall()
+    exps = db.fetch_rows(
+        conn,
+        _Held,
+        "SELECT id, state FROM experiments WHERE project_id = %s AND NOT deleted ORDER BY id",
+        (project_id,),
     )
-    running = [e["id"] for e in exps if e["state"] not in states.TERMINAL]
+    running = [e.id for e in exps if e.state not in states.TERMINAL]
     if running:
         raise Conflict(
             f"project '{row.name}' has experiments that have not finished"
             f" ({', '.join(map(str, running[:5]))}): kill them before deleting it"
         )
     for e in exps:
-        experiments.delete(conn, e["id"])
+        experiments.delete(conn, e.id)
     conn.execute("DELETE FROM projects WHERE id = %s", (project_id,))
