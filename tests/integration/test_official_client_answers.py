@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 import requests
+import yaml
 
 from det.master.schemas import d
 from tests.compat.official import ensure_official_venv
@@ -29,6 +30,8 @@ from tests.compat.official_cli import OfficialDet
 from tests.integration import cli_support
 from tests.integration.cli_support import Det, exp_state, sim_config, trials
 from tests.integration.conftest import ADMIN_PASSWORD, Master
+from tests.integration.test_preview_search import CONFIG as PREVIEW_CONFIG
+from tests.integration.test_preview_search import preview
 
 pytestmark = pytest.mark.integration
 cli_master = cli_support.cli_master
@@ -738,3 +741,26 @@ def test_official_create_follow_and_trial_logs_follow_end_with_the_trial(
     )
     again = official("trial", "logs", "-f", str(tid))
     assert [ln for ln in again.splitlines() if f"trial {tid} step" in ln][-1].endswith("step 4")
+
+
+# From test_preview_search.py (in-process since): the official client is a process and needs a
+# port.
+def test_official_client_parses_and_prints_the_summary(
+    cli_master: Master, official: Official, tmp_path: Path
+) -> None:
+    cfg = cli_support.write_config(tmp_path, PREVIEW_CONFIG.format(mode="standard"))
+    got = official.python(
+        f"""
+        config = json.loads({json.dumps(yaml.safe_load(cfg.read_text()))!r})
+        resp = bindings.post_PreviewHPSearch(
+            session, body=bindings.v1PreviewHPSearchRequest(config=config))
+        s = resp.summary
+        print(json.dumps({{"sampler": s.config.get("sampler"),
+                          "counts": sorted([t.count, t.unit.value] for t in s.trials)}}))
+        """
+    )
+    ours = preview(cli_master, PREVIEW_CONFIG.format(mode="standard"))
+    assert got["sampler"] == "tpe"
+    assert got["counts"] == sorted([t["count"], t["unit"]["value"]] for t in ours["trials"])
+    out = official("preview-search", str(cfg))
+    assert "sampler: tpe" in out and "train for 64 batches" in out

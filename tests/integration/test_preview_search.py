@@ -1,24 +1,23 @@
 """``det preview-search`` shows the sampler and the rungs: det's master adds them to Determined's
 search summary (the official client's bindings still parse it and its CLI still prints it), and
-our offline CLI prints them."""
+our offline CLI prints them. The master is the app in the test's process
+(``in_process_cli_master``); the official client's test, a process of its own that needs a
+port, is in test_official_client_answers.py."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import requests
 import yaml
 
-from tests.compat.official import ensure_official_venv
 from tests.integration import cli_support
 from tests.integration.cli_support import Det, write_config
-from tests.integration.conftest import ADMIN_PASSWORD, Master
-from tests.integration.test_official_client_answers import Official
+from tests.integration.conftest import MasterClient
 
 pytestmark = pytest.mark.integration
-cli_master = cli_support.cli_master
+cli_master = cli_support.in_process_cli_master
 det = cli_support.det
 
 # max_rungs 3, divisor 4, max_time 64: rungs at 4, 16, 64 (aggressive: one bracket of 3).
@@ -44,14 +43,7 @@ reproducibility: {{experiment_seed: 7}}
 """
 
 
-@pytest.fixture(scope="module")
-def official(cli_master: Master, tmp_path_factory: pytest.TempPathFactory) -> Official:
-    o = Official(ensure_official_venv(), cli_master, tmp_path_factory.mktemp("official-home"))
-    o("user", "login", "admin", stdin=ADMIN_PASSWORD + "\n")
-    return o
-
-
-def _preview(master: Master, config: str) -> dict:
+def preview(master: MasterClient, config: str) -> dict:
     r = requests.post(
         master.url + "/api/v1/preview-hp-search",
         headers={"Authorization": f"Bearer {master.token}"},
@@ -62,8 +54,8 @@ def _preview(master: Master, config: str) -> dict:
     return r.json()["summary"]
 
 
-def test_summary_carries_the_sampler_and_each_brackets_rungs(cli_master: Master) -> None:
-    summary = _preview(cli_master, CONFIG.format(mode="standard"))
+def test_summary_carries_the_sampler_and_each_brackets_rungs(cli_master: MasterClient) -> None:
+    summary = preview(cli_master, CONFIG.format(mode="standard"))
     assert summary["sampler"] == "tpe" and summary["config"]["sampler"] == "tpe"
     assert summary["timeMetric"] == "batches"
     # standard of 3 rungs: brackets of 3 and 2 rungs (weights 16/3, 4/2: 11 and 4 trials, +1).
@@ -81,35 +73,14 @@ def test_summary_carries_the_sampler_and_each_brackets_rungs(cli_master: Master)
     )
 
 
-def test_uniform_sampling_and_searchers_without_rungs(cli_master: Master) -> None:
+def test_uniform_sampling_and_searchers_without_rungs(cli_master: MasterClient) -> None:
     plain = CONFIG.format(mode="aggressive").replace("  sampler: tpe\n", "")
-    summary = _preview(cli_master, plain)
+    summary = preview(cli_master, plain)
     assert summary["sampler"] == "random" and "sampler" not in summary["config"]
     assert [len(b["rungs"]) for b in summary["brackets"]] == [3]
     single = "entrypoint: x\nsearcher: {name: random, metric: l, max_trials: 3, max_length: 5}\n"
-    summary = _preview(cli_master, single)
+    summary = preview(cli_master, single)
     assert summary["brackets"] == [] and summary["sampler"] == "random"
-
-
-def test_official_client_parses_and_prints_the_summary(
-    cli_master: Master, official: Official, tmp_path: Path
-) -> None:
-    cfg = write_config(tmp_path, CONFIG.format(mode="standard"))
-    got = official.python(
-        f"""
-        config = json.loads({json.dumps(yaml.safe_load(cfg.read_text()))!r})
-        resp = bindings.post_PreviewHPSearch(
-            session, body=bindings.v1PreviewHPSearchRequest(config=config))
-        s = resp.summary
-        print(json.dumps({{"sampler": s.config.get("sampler"),
-                          "counts": sorted([t.count, t.unit.value] for t in s.trials)}}))
-        """
-    )
-    ours = _preview(cli_master, CONFIG.format(mode="standard"))
-    assert got["sampler"] == "tpe"
-    assert got["counts"] == sorted([t["count"], t["unit"]["value"]] for t in ours["trials"])
-    out = official("preview-search", str(cfg))
-    assert "sampler: tpe" in out and "train for 64 batches" in out
 
 
 def test_our_cli_prints_the_sampler_and_the_rungs(det: Det, tmp_path: Path) -> None:
