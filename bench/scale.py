@@ -157,9 +157,11 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 def knee(rows: Sequence[tuple[Point, float, float]], limit_ms: float = KNEE_MS) -> Point | None:
     """The first point (in load order: agents + trials) whose report or heartbeat p99 (ms)
-    is over ``limit_ms``; None when none is. A NaN p99 (nothing answered) counts as over."""
+    is over ``limit_ms``; None when none is. A NaN p99 (nothing answered) counts as over, but
+    for the reports of a point without trials (none asked)."""
     for point, report_p99, heartbeat_p99 in sorted(rows, key=lambda r: r[0].agents + r[0].trials):
-        if any(math.isnan(v) or v > limit_ms for v in (report_p99, heartbeat_p99)):
+        asked = (report_p99, heartbeat_p99) if point.trials else (heartbeat_p99,)
+        if any(math.isnan(v) or v > limit_ms for v in asked):
             return point
     return None
 

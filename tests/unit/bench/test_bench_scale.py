@@ -104,6 +104,10 @@ def test_the_knee_is_the_first_point_in_load_order_over_the_limit() -> None:
     assert scale.knee([(Point(1, 2), 250.0, 250.0)]) is None  # at the limit is not over it
     assert scale.knee([(Point(1, 2), float("nan"), 1.0)]) == Point(1, 2)  # nothing answered
     assert scale.knee([]) is None
+    # No trials, no reports: only its heartbeats count.
+    assert scale.knee([(Point(100, 0), float("nan"), 60.0), (Point(100, 200), 20.0, 300.0)]) == (
+        Point(100, 200)
+    )
 
 
 def test_growth_is_scaled_to_an_hour() -> None:
