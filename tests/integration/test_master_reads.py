@@ -1,6 +1,8 @@
 """The read paths of issue 14: the sampled metric series (Determined's CompareTrials), the metric
 rows passed through as PostgreSQL builds them, what the experiment list carries, and
-conditional reads (ETag / If-None-Match)."""
+conditional reads (ETag / If-None-Match). On the master's app in this process (``api_master``;
+the searcher's trial made by the loop's passes in the test's thread) but for the official
+client's parse and a 304's kept connection, which need a master process and its port."""
 
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ import psycopg
 import pytest
 import requests
 
+from det.master.loop import run_passes_until
 from tests.compat.official import ensure_official_venv
-from tests.integration.conftest import Master, MasterClient, wait_for
+from tests.integration.conftest import Master, MasterClient
+from tests.integration.inproc import InProcessMaster
 
 pytestmark = pytest.mark.integration
 
@@ -284,13 +288,12 @@ def test_metric_rows_are_kept_until_the_trial_changes(
     assert r.status_code == 404
 
 
-def test_experiment_list_carries_the_config_and_get_the_rest(live_master: Master) -> None:
-    m = live_master
+def test_experiment_list_carries_the_config_and_get_the_rest(api_master: InProcessMaster) -> None:
+    m = api_master
     eid = _experiment(m)
     # The searcher creates the trial in the control loop's next pass: compare once it exists.
-    wait_for(
-        lambda: m.get(f"/api/v1/experiments/{eid}")["experiment"]["numTrials"] == 1,
-        what="the experiment's trial",
+    run_passes_until(
+        m.state, lambda: m.get(f"/api/v1/experiments/{eid}")["experiment"]["numTrials"] == 1, 60
     )
     listed = next(
         e for e in m.get("/api/v1/experiments?limit=100")["experiments"] if e["id"] == eid
@@ -348,15 +351,13 @@ def _conditional(m: MasterClient, path: str, tag: str | None) -> requests.Respon
 
 @pytest.mark.parametrize("what", ["list", "experiment", "trials"])
 def test_an_unchanged_read_is_304_and_a_change_changes_the_etag(
-    live_master: Master, pg_url: str, what: str
+    api_master: InProcessMaster, pg_url: str, what: str
 ) -> None:
-    m = live_master
+    m = api_master
     eid = _experiment(m)
     # The searcher's own trial first (its creation changes every answer below).
-    wait_for(
-        lambda: m.get(f"/api/v1/experiments/{eid}")["experiment"]["numTrials"] >= 1,
-        30,
-        what="the searcher's trial",
+    run_passes_until(
+        m.state, lambda: m.get(f"/api/v1/experiments/{eid}")["experiment"]["numTrials"] >= 1, 30
     )
     _trials(pg_url, eid, 2)
     path = {
