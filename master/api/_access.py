@@ -228,6 +228,28 @@ def ntsc_task(conn: Conn, task_id: str, kind: str) -> None:
     _by_role(conn, "task.update", "task", task_id, row, f"{kind.lower()} {task_id}")
 
 
+def read_task(conn: Conn, task_id: str) -> None:
+    """A user may read task ``task_id`` (GetTask, its logs): a trial's or checkpoint GC's as
+    its experiment (``experiment.view``), an interactive task's as its workspace's tasks
+    (``task.view``); its owner always; an open workspace's are every user's. NotFound when
+    there is no such task."""
+    found = owners.task_job(conn, task_id)
+    if found is None:
+        raise NotFound(f"task {task_id} not found")
+    p = principal()
+    if p.user is None or p.user.admin:
+        return  # a task reads its own (check_task_scope, before this)
+    job_id, interactive = found
+    workspace_id = authz.private_workspace_of(conn, "job", job_id)
+    if workspace_id is None:
+        return
+    row = owners.of(conn, "job", job_id)
+    authz.require(
+        conn, p.user.id, False, "task.view" if interactive else "experiment.view", workspace_id,
+        owner_id=row.owner_id if row else None, what=f"task {task_id}",
+    )  # fmt: skip
+
+
 def _read(conn: Conn, kind: str, key: int, what: str) -> None:
     p = principal()
     if p.user is None or p.user.admin:

@@ -278,6 +278,7 @@ def get_task(task_id: str) -> d.v1GetTaskResponse:
     """Determined's ``GetTask``: a task and its allocations (newest first), ``isReady`` once
     an interactive task's service is up."""
     with db() as conn:
+        _access.read_task(conn, task_id)
         return {"task": tasks_svc.task_view(conn, task_id)}
 
 
@@ -303,4 +304,8 @@ def proxy_ticket(body: wire.ProxyTicketRequest) -> wire.ProxyTicket:
 @bp.get("/api/v1/tasks/<task_id>/logs")
 @contract("TaskLogs")
 def task_logs(task_id: str, params: d.TaskLogsParams) -> Response:
+    """A task's log lines, for whoever may read the task (404 for no such task, as
+    Determined answers)."""
+    with db() as conn:
+        _access.read_task(conn, task_id)
     return _logs.stream(task_id)

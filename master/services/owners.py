@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from psycopg.rows import class_row, scalar_row
+from psycopg.rows import class_row
 
+from det.master import db
 from det.master.db import Conn
 
 
@@ -99,11 +100,29 @@ def ntsc_task(conn: Conn, task_id: str, kind: str) -> Owner | None:
     ).fetchone()
 
 
+def task_job(conn: Conn, task_id: str) -> tuple[str, bool] | None:
+    """The job of task ``task_id`` and whether it is an interactive task's (a command,
+    notebook, shell or TensorBoard) rather than an experiment's (a trial, a checkpoint GC);
+    None when there is no such task."""
+    row = db.fetch_row(
+        conn,
+        _TaskJob,
+        "SELECT n.job_id, true AS interactive FROM ntsc_tasks n WHERE n.id = %(t)s"
+        " UNION ALL (SELECT a.job_id, false FROM allocations a WHERE a.task_id = %(t)s LIMIT 1)"
+        " LIMIT 1",
+        {"t": task_id},
+    )
+    return (row.job_id, row.interactive) if row is not None else None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _TaskJob:
+    job_id: str
+    interactive: bool
+
+
 def job_is_experiment(conn: Conn, job_id: str) -> bool:
     """Whether job ``job_id`` is an experiment's (else an interactive task's or none)."""
-    found = (
-        conn.cursor(row_factory=scalar_row)
-        .execute("SELECT experiment_id IS NOT NULL FROM jobs WHERE id = %s", (job_id,))
-        .fetchone()
+    return bool(
+        db.scalar(conn, bool, "SELECT experiment_id IS NOT NULL FROM jobs WHERE id = %s", (job_id,))
     )
-    return bool(found)

@@ -427,3 +427,26 @@ def test_a_job_follows_its_workspace_pool_bindings_and_its_editors(
         # An Editor of the job's workspace (every user, in an open one) reprioritises it.
         _ok(t.call("alice", "POST", "/api/v1/job-queues",
                    {"updates": [{"jobId": job, "priority": 10}]}))  # fmt: skip
+
+
+def test_a_private_workspaces_task_and_its_logs_are_for_its_readers(team: Team) -> None:
+    """GetTask and a task's logs, by task id, as the task itself is read: bob, with no role in
+    the private workspace, is refused alice's command there (he read both by its task id
+    before); carol (Viewer there) and alice read them; no such task is a 404, as Determined
+    answers."""
+    t = team
+    cmd = t.ids["other_cmd"]
+    for path in (f"/api/v1/tasks/{cmd}", f"/api/v1/tasks/{cmd}/logs"):
+        r = t.call("bob", "GET", path)
+        assert r.status_code == 403, (path, r.status_code, r.text)
+        assert "needs" in r.json()["message"] and "other-ws" in r.json()["message"], r.text
+        for reader in ("carol", "alice", "admin"):
+            assert t.call(reader, "GET", path).status_code == 200, (reader, path)
+    # A command in an open workspace (the default one): every user's.
+    r = t.call("alice", "POST", "/api/v1/commands",
+               {"config": {"entrypoint": ["true"], "resources": {"slots": 0}}})  # fmt: skip
+    open_cmd = _ok(r)["command"]["id"]
+    assert t.call("bob", "GET", f"/api/v1/tasks/{open_cmd}/logs").status_code == 200
+    for path in ("/api/v1/tasks/no-such-task", "/api/v1/tasks/no-such-task/logs"):
+        r = t.call("bob", "GET", path)
+        assert r.status_code == 404 and r.json()["message"] == "task no-such-task not found", r.text
