@@ -304,21 +304,19 @@ def get(conn: Conn, webhook_id: int) -> Webhook:
 
 
 def list_(conn: Conn) -> list[Webhook]:
-    ids = db.untyped(conn).execute("SELECT id FROM webhooks ORDER BY id").fetchall()
-    return [get(conn, r["id"]) for r in ids]
+    return [get(conn, i) for i in db.column(conn, int, "SELECT id FROM webhooks ORDER BY id")]
 
 
 def made_by_admin(conn: Conn, webhook_id: int) -> bool:
-    row = (
-        db.untyped(conn)
-        .execute(
+    return bool(
+        db.scalar(
+            conn,
+            bool,
             "SELECT coalesce(u.admin, false) AS admin FROM webhooks w"
             " LEFT JOIN users u ON u.id = w.created_by WHERE w.id = %s",
             (webhook_id,),
         )
-        .fetchone()
     )
-    return bool(row and row["admin"])
 
 
 def patch(
@@ -394,41 +392,45 @@ def events(conn: Conn, webhook_id: int, state: DeliveryState | None = None) -> l
     )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Letter:
+    """An event asked to be resent, and whether it is a dead letter (:func:`resend`)."""
+
+    event_id: uuid.UUID
+    dead: bool
+
+
 def resend(conn: Conn, webhook_id: int, event_ids: list[uuid.UUID] | None) -> list[uuid.UUID]:
     """Queues dead letters of the webhook again, with the same event ids (all of them when
     ``event_ids`` is None); returns the ids re-queued. Each gets a fresh retry clock. An id
     that is not a dead letter of this webhook is refused, and nothing changes."""
     if event_ids is not None:
-        found = (
-            db.untyped(conn)
-            .execute(
-                "SELECT event_id, failed_at IS NOT NULL AND delivered_at IS NULL AS dead"
-                " FROM webhook_events WHERE webhook_id = %s AND event_id = ANY(%s)",
-                (webhook_id, event_ids),
-            )
-            .fetchall()
+        found = db.fetch_rows(
+            conn,
+            _Letter,
+            "SELECT event_id, failed_at IS NOT NULL AND delivered_at IS NULL AS dead"
+            " FROM webhook_events WHERE webhook_id = %s AND event_id = ANY(%s)",
+            (webhook_id, event_ids),
         )
-        dead = {r["event_id"] for r in found if r["dead"]}
-        known = {r["event_id"] for r in found}
+        dead = {r.event_id for r in found if r.dead}
+        known = {r.event_id for r in found}
         for eid in event_ids:
             if eid not in known:
                 raise NotFound(f"eventIds: event {eid} of webhook {webhook_id} not found")
             if eid not in dead:
                 raise InvalidArgument(f"eventIds: event {eid} is not a dead letter")
-    rows = (
-        db.untyped(conn)
-        .execute(
-            "UPDATE webhook_events SET failed_at = NULL, attempts = 0, resends = resends + 1,"
-            " retry_since = now(), next_attempt_at = now(), leased_until = NULL"
-            " WHERE webhook_id = %s AND failed_at IS NOT NULL AND delivered_at IS NULL"
-            " AND (%s::uuid[] IS NULL OR event_id = ANY(%s)) RETURNING event_id",
-            (webhook_id, event_ids, event_ids),
-        )
-        .fetchall()
+    requeued = db.column(
+        conn,
+        uuid.UUID,
+        "UPDATE webhook_events SET failed_at = NULL, attempts = 0, resends = resends + 1,"
+        " retry_since = now(), next_attempt_at = now(), leased_until = NULL"
+        " WHERE webhook_id = %s AND failed_at IS NOT NULL AND delivered_at IS NULL"
+        " AND (%s::uuid[] IS NULL OR event_id = ANY(%s)) RETURNING event_id",
+        (webhook_id, event_ids, event_ids),
     )
-    if rows:
+    if requeued:
         conn.execute("NOTIFY det_wakeup")
-    return [r["event_id"] for r in rows]
+    return requeued
 
 
 def wire(hook: Webhook) -> d.v1Webhook:
