@@ -34,6 +34,7 @@ of ``"<timestamp>,<body>"``.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import hashlib
 import hmac
 import logging
@@ -198,16 +199,15 @@ def _record(
                 (event.url, event.id),
             )
             return
-        row = (
-            db.untyped(conn)
-            .execute(
+        expired = bool(
+            db.scalar(
+                conn,
+                bool,
                 "SELECT now() >= retry_since + make_interval(secs => %s) AS expired"
                 " FROM webhook_events WHERE id = %s",
                 (cfg.dead_letter_after_seconds, event.id),
             )
-            .fetchone()
         )
-        expired = bool(row and row["expired"])
         final = status is not None and 400 <= status < 500 and status not in RETRYABLE_4XX
         if final or expired:
             conn.execute(
@@ -226,22 +226,20 @@ def _record(
             return
         delay = min(cfg.retry_initial_seconds * 2 ** (attempts - 1), cfg.retry_max_seconds)
         # Never past the dead-letter time: the last attempt is made then.
-        nxt = (
-            db.untyped(conn)
-            .execute(
-                "UPDATE webhook_events SET last_status = %s, last_error = %s, leased_until = NULL,"
-                " next_attempt_at = least(now() + make_interval(secs => %s),"
-                " retry_since + make_interval(secs => %s)) WHERE id = %s RETURNING next_attempt_at",
-                (status, error, delay, cfg.dead_letter_after_seconds, event.id),
-            )
-            .fetchone()
+        nxt = db.scalar(
+            conn,
+            dt.datetime,
+            "UPDATE webhook_events SET last_status = %s, last_error = %s, leased_until = NULL,"
+            " next_attempt_at = least(now() + make_interval(secs => %s),"
+            " retry_since + make_interval(secs => %s)) WHERE id = %s RETURNING next_attempt_at",
+            (status, error, delay, cfg.dead_letter_after_seconds, event.id),
         )
         if nxt is not None:
             # One probe of a failing receiver per interval, not one per queued event.
             conn.execute(
                 "UPDATE webhook_events e SET next_attempt_at = greatest(e.next_attempt_at, %s)"
                 + _SAME_RECEIVER,
-                (nxt["next_attempt_at"], event.url, event.id),
+                (nxt, event.url, event.id),
             )
         logger.debug("webhook event %s: %s %s; again in %s s", event.id, status, error, delay)
 
