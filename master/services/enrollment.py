@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import secrets
+from dataclasses import dataclass
 
 from det.master import db
 from det.master.agent_tokens import AGENT_ID, agent_token_for
@@ -43,6 +44,15 @@ def issue(
     return ticket
 
 
+@dataclass(frozen=True, slots=True)
+class _Ticket:
+    """An enrollment ticket as :func:`exchange` checks it."""
+
+    uses: int
+    enrolled: list[str]
+    expires_at: dt.datetime
+
+
 def exchange(conn: Conn, ticket: str, agent_id: str, agent_token: str, now: dt.datetime) -> str:
     """Spend one use of ``ticket`` for ``agent_id`` and answer that agent's token.
 
@@ -54,19 +64,17 @@ def exchange(conn: Conn, ticket: str, agent_id: str, agent_token: str, now: dt.d
         )
     if not isinstance(ticket, str) or not ticket.startswith(TICKET_PREFIX):
         raise Unauthenticated("ticket: not an enrollment ticket")
-    row = (
-        db.untyped(conn)
-        .execute(
-            "SELECT uses, enrolled, expires_at FROM enrollment_tickets WHERE digest = %s FOR UPDATE",
-            (token_digest(ticket),),
-        )
-        .fetchone()
+    row = db.fetch_row(
+        conn,
+        _Ticket,
+        "SELECT uses, enrolled, expires_at FROM enrollment_tickets WHERE digest = %s FOR UPDATE",
+        (token_digest(ticket),),
     )
     if row is None:
         raise Unauthenticated("ticket: unknown (never issued, or expired and removed)")
-    if row["expires_at"] <= now:
-        raise Unauthenticated(f"ticket: expired at {row['expires_at'].isoformat()}")
-    if agent_id in row["enrolled"] or len(row["enrolled"]) >= row["uses"]:
+    if row.expires_at <= now:
+        raise Unauthenticated(f"ticket: expired at {row.expires_at.isoformat()}")
+    if agent_id in row.enrolled or len(row.enrolled) >= row.uses:
         raise Unauthenticated("ticket: already used")
     conn.execute(
         "UPDATE enrollment_tickets SET enrolled = array_append(enrolled, %s) WHERE digest = %s",
