@@ -105,20 +105,18 @@ def set_message(
     conn: Conn, message: str, start: dt.datetime, end: dt.datetime | None
 ) -> ClusterMessage:
     """Replaces the cluster message (there is at most one)."""
-    row = (
-        db.untyped(conn)
-        .execute(
-            "INSERT INTO cluster_message (singleton, message, start_time, end_time) "
-            "VALUES (true, %s, %s, %s) ON CONFLICT (singleton) DO UPDATE SET "
-            "message = EXCLUDED.message, start_time = EXCLUDED.start_time, "
-            "end_time = EXCLUDED.end_time, created_time = now() "
-            "RETURNING message, start_time, end_time, created_time",
-            (message, start, end),
-        )
-        .fetchone()
+    row = db.fetch_row(
+        conn,
+        ClusterMessage,
+        "INSERT INTO cluster_message (singleton, message, start_time, end_time) "
+        "VALUES (true, %s, %s, %s) ON CONFLICT (singleton) DO UPDATE SET "
+        "message = EXCLUDED.message, start_time = EXCLUDED.start_time, "
+        "end_time = EXCLUDED.end_time, created_time = now() "
+        "RETURNING message, start_time, end_time, created_time",
+        (message, start, end),
     )
     assert row is not None
-    return ClusterMessage(**row)
+    return row
 
 
 def clear(conn: Conn) -> None:
@@ -127,12 +125,9 @@ def clear(conn: Conn) -> None:
 
 def active(conn: Conn) -> ClusterMessage | None:
     """The message shown now, if any (an expired or not yet started one is not)."""
-    row = (
-        db.untyped(conn)
-        .execute(
-            "SELECT message, start_time, end_time, created_time FROM cluster_message "
-            "WHERE start_time <= now() AND (end_time IS NULL OR end_time > now())"
-        )
-        .fetchone()
+    return db.fetch_row(
+        conn,
+        ClusterMessage,
+        "SELECT message, start_time, end_time, created_time FROM cluster_message "
+        "WHERE start_time <= now() AND (end_time IS NULL OR end_time > now())",
     )
-    return ClusterMessage(**row) if row else None
