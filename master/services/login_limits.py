@@ -38,17 +38,15 @@ def retry_after(conn: Conn, username: str, address: str, now: dt.datetime) -> in
         ("address = %s", (address,), MAX_FAILURES_PER_ADDRESS),
     ):
         # The limit-th newest failure inside the window leaves it at (its time + WINDOW).
-        row = (
-            db.untyped(conn)
-            .execute(
-                f"SELECT failed_at FROM login_failures WHERE {where} AND failed_at > %s"
-                " ORDER BY failed_at DESC OFFSET %s LIMIT 1",
-                (*params, since, limit - 1),
-            )
-            .fetchone()
+        failed_at = db.scalar(
+            conn,
+            dt.datetime,
+            f"SELECT failed_at FROM login_failures WHERE {where} AND failed_at > %s"
+            " ORDER BY failed_at DESC OFFSET %s LIMIT 1",
+            (*params, since, limit - 1),
         )
-        if row is not None:
-            waits.append((row["failed_at"] + WINDOW - now).total_seconds())
+        if failed_at is not None:
+            waits.append((failed_at + WINDOW - now).total_seconds())
     if not waits:
         return None
     return max(1, math.ceil(max(waits)))
