@@ -55,18 +55,13 @@ class _Setting:
 
 def put(conn: Conn, values: Mapping[str, JSONValue]) -> None:
     """Stores settings (``log.level``, ``log.color``) under one new version."""
-    version = (
-        db.untyped(conn)
-        .execute("SELECT coalesce(max(version), 0) + 1 AS v FROM master_settings")
-        .fetchone()
-    )
-    assert version is not None
+    version = db.one_int(conn, "SELECT coalesce(max(version), 0) + 1 AS v FROM master_settings")
     for key, value in values.items():
         conn.execute(
             "INSERT INTO master_settings (key, value, version) VALUES (%s, %s, %s) "
             "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, "
             "version = EXCLUDED.version, updated_at = now()",
-            (key, Jsonb(value), version["v"]),
+            (key, Jsonb(value), version),
         )
 
 
@@ -96,12 +91,9 @@ def watch_forever(pool: ConnectionPool[Conn], stop: threading.Event) -> None:
     while True:
         try:
             with pool.connection() as conn:
-                row = (
-                    db.untyped(conn)
-                    .execute("SELECT coalesce(max(version), 0) AS v FROM master_settings")
-                    .fetchone()
+                version = db.one_int(
+                    conn, "SELECT coalesce(max(version), 0) AS v FROM master_settings"
                 )
-                version = int(row["v"]) if row else 0
                 if version != seen:
                     version, values = current(conn)
                     apply(values)
