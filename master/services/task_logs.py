@@ -4,6 +4,7 @@ page, the pages a follow reads after it, and whether a task has ended for good."
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg.rows import class_row
@@ -49,32 +50,36 @@ def insert(conn: Conn, rows: list[tuple[Any, ...]]) -> None:
 
 def task_of_trial(conn: Conn, trial_id: int) -> str | None:
     """The task id of trial ``trial_id`` (its logs are its task's), None for no such trial."""
-    row = (
-        db.untyped(conn).execute("SELECT task_id FROM trials WHERE id = %s", (trial_id,)).fetchone()
-    )
-    return str(row["task_id"]) if row else None
+    return db.scalar(conn, str, "SELECT task_id FROM trials WHERE id = %s", (trial_id,))
+
+
+@dataclass(frozen=True, slots=True)
+class _Liveness:
+    """A task's live allocations and its trial's or interactive task's state (:func:`task_done`)."""
+
+    live: int
+    trial_state: str | None
+    ntsc_state: str | None
 
 
 def task_done(conn: Conn, task_id: str) -> bool:
     """The task has no live allocation and will get no other: a preempted trial or interactive
     task is between allocations, not done."""
-    row = (
-        db.untyped(conn)
-        .execute(
-            "SELECT count(*) FILTER (WHERE state <> 'TERMINATED') AS live,"
-            " (SELECT state FROM trials WHERE task_id = %s) AS trial_state,"
-            " (SELECT state FROM ntsc_tasks WHERE id = %s) AS ntsc_state"
-            " FROM allocations WHERE task_id = %s",
-            (task_id, task_id, task_id),
-        )
-        .fetchone()
+    row = db.fetch_row(
+        conn,
+        _Liveness,
+        "SELECT count(*) FILTER (WHERE state <> 'TERMINATED') AS live,"
+        " (SELECT state FROM trials WHERE task_id = %s) AS trial_state,"
+        " (SELECT state FROM ntsc_tasks WHERE id = %s) AS ntsc_state"
+        " FROM allocations WHERE task_id = %s",
+        (task_id, task_id, task_id),
     )
     if row is None:
         return True
     return (
-        row["live"] == 0
-        and (row["trial_state"] is None or row["trial_state"] in states.TERMINAL)
-        and row["ntsc_state"] in (states.TERMINATED, None)
+        row.live == 0
+        and (row.trial_state is None or row.trial_state in states.TERMINAL)
+        and row.ntsc_state in (states.TERMINATED, None)
     )
 
 
