@@ -80,23 +80,19 @@ def create(
     """A new access token for ``user_id``: its id and the token (shown once). ``by_admin``:
     whether an admin asks for it (:func:`parse_lifespan`)."""
     token = secrets.token_urlsafe(32)
-    row = (
-        db.untyped(conn)
-        .execute(
-            "INSERT INTO user_sessions (user_id, token_hash, expires_at, token_type, description)"
-            " VALUES (%s, %s, %s, %s, %s) RETURNING id",
-            (
-                user_id,
-                token_digest(token),
-                parse_lifespan(lifespan, now, admin=by_admin),
-                ACCESS_TOKEN,
-                description,
-            ),
-        )
-        .fetchone()
+    token_id = db.one_int(
+        conn,
+        "INSERT INTO user_sessions (user_id, token_hash, expires_at, token_type, description)"
+        " VALUES (%s, %s, %s, %s, %s) RETURNING id",
+        (
+            user_id,
+            token_digest(token),
+            parse_lifespan(lifespan, now, admin=by_admin),
+            ACCESS_TOKEN,
+            description,
+        ),
     )
-    assert row is not None
-    return int(row["id"]), token
+    return token_id, token
 
 
 def list_tokens(
