@@ -66,9 +66,6 @@ def arrange(
 
 def scheduled(conn: Conn, after: dt.datetime) -> list[dt.datetime]:
     """The wake-ups asked for that fall after ``after``, earliest first."""
-    return [
-        r["at"]
-        for r in db.untyped(conn).execute(
-            "SELECT at FROM wakeups WHERE at > %s ORDER BY at", (after,)
-        )
-    ]
+    return db.column(
+        conn, dt.datetime, "SELECT at FROM wakeups WHERE at > %s ORDER BY at", (after,)
+    )
