@@ -145,26 +145,24 @@ def _agent_user_group(value: d.v1AgentUserGroup | None) -> d.v1AgentUserGroup | 
 
 def create(conn: Conn, owner_id: int, data: d.v1PostWorkspaceRequest) -> Workspace:
     name = limits.text("name", data.get("name"), limits.NAME, required=True)
-    row = (
-        db.untyped(conn)
-        .execute(
-            "INSERT INTO workspaces (name, owner_id, default_compute_pool, default_aux_pool,"
-            " checkpoint_storage, agent_user_group) VALUES (%s, %s, %s, %s, %s, %s)"
-            " ON CONFLICT (name) DO NOTHING RETURNING id",
-            (
-                name,
-                owner_id,
-                _pool("defaultComputePool", data.get("defaultComputePool")),
-                _pool("defaultAuxPool", data.get("defaultAuxPool")),
-                Jsonb(_storage(data.get("checkpointStorageConfig"))),
-                Jsonb(_agent_user_group(data.get("agentUserGroup"))),
-            ),
-        )
-        .fetchone()
+    workspace_id = db.scalar(
+        conn,
+        int,
+        "INSERT INTO workspaces (name, owner_id, default_compute_pool, default_aux_pool,"
+        " checkpoint_storage, agent_user_group) VALUES (%s, %s, %s, %s, %s, %s)"
+        " ON CONFLICT (name) DO NOTHING RETURNING id",
+        (
+            name,
+            owner_id,
+            _pool("defaultComputePool", data.get("defaultComputePool")),
+            _pool("defaultAuxPool", data.get("defaultAuxPool")),
+            Jsonb(_storage(data.get("checkpointStorageConfig"))),
+            Jsonb(_agent_user_group(data.get("agentUserGroup"))),
+        ),
     )
-    if row is None:
+    if workspace_id is None:
         raise Conflict(f"workspace '{name}' already exists")
-    return get(conn, row["id"])
+    return get(conn, workspace_id)
 
 
 def lock(conn: Conn, table: Literal["workspaces", "projects"], row_id: int) -> Owned:
