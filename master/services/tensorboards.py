@@ -37,6 +37,11 @@ class _Trial:
     storage: JSONValue
 
 
+@dataclass(frozen=True, slots=True)
+class _Config:
+    config: JSONObject
+
+
 def resolve(conn: Conn, experiment_ids: list[int], trial_ids: list[int]) -> TaskData:
     """The task's ``data``: the experiments and trials asked for and one source per trial;
     InvalidArgument names an id that does not exist or a request for nothing."""
@@ -51,14 +56,12 @@ def resolve(conn: Conn, experiment_ids: list[int], trial_ids: list[int]) -> Task
     rows: list[_Trial] = []
     trials = conn.cursor(row_factory=class_row(_Trial))
     for eid in experiment_ids:
-        exp = (
-            db.untyped(conn)
-            .execute("SELECT id, config FROM experiments WHERE id = %s AND NOT deleted", (eid,))
-            .fetchone()
+        config = db.fetch_row(
+            conn, _Config, "SELECT config FROM experiments WHERE id = %s AND NOT deleted", (eid,)
         )
-        if exp is None:
+        if config is None:
             raise InvalidArgument(f"experimentIds: no experiment {eid}")
-        smaller = stored.experiment_config(eid, exp["config"]).searcher.smaller_is_better
+        smaller = stored.experiment_config(eid, config.config).searcher.smaller_is_better
         order = "ASC" if smaller else "DESC"
         rows += trials.execute(
             "SELECT t.id, t.experiment_id, e.config -> 'checkpoint_storage' AS storage FROM trials t"
