@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from det.master import db
 from det.master.db import Conn
 from det.master.handles import MasterState
 from det.master.schemas import d
 from det.master.schemas.pools import resource_pool
+
+
+@dataclass(frozen=True, slots=True)
+class _Used:
+    resource_pool: str
+    used: int  # sum() of an int column is a bigint
 
 
 def list_pools(conn: Conn, st: MasterState) -> list[d.v1ResourcePool]:
@@ -19,10 +27,12 @@ def list_pools(conn: Conn, st: MasterState) -> list[d.v1ResourcePool]:
         )
     }
     used = {
-        r["resource_pool"]: int(r["used"])
-        for r in db.untyped(conn).execute(
+        r.resource_pool: int(r.used)
+        for r in db.fetch_rows(
+            conn,
+            _Used,
             "SELECT resource_pool, coalesce(sum(slots_needed), 0) AS used FROM allocations"
-            " WHERE state NOT IN ('PENDING','TERMINATED') GROUP BY resource_pool"
+            " WHERE state NOT IN ('PENDING','TERMINATED') GROUP BY resource_pool",
         )
     }
     rm = st.config.resource_manager
