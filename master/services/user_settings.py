@@ -50,16 +50,13 @@ def parse(settings: Any) -> list[Setting]:
 
 
 def get(conn: Conn, user_id: int) -> list[Setting]:
-    rows = (
-        db.untyped(conn)
-        .execute(
-            "SELECT storage_path, key, value FROM user_web_settings WHERE user_id = %s"
-            " ORDER BY storage_path, key",
-            (user_id,),
-        )
-        .fetchall()
+    return db.fetch_rows(
+        conn,
+        Setting,
+        "SELECT storage_path, key, value FROM user_web_settings WHERE user_id = %s"
+        " ORDER BY storage_path, key",
+        (user_id,),
     )
-    return [Setting(r["storage_path"], r["key"], r["value"]) for r in rows]
 
 
 def post(conn: Conn, user_id: int, settings: list[Setting]) -> None:
@@ -78,12 +75,10 @@ def post(conn: Conn, user_id: int, settings: list[Setting]) -> None:
                 " DO UPDATE SET value = EXCLUDED.value",
                 (user_id, s.storage_path, s.key, s.value),
             )
-    row = (
-        db.untyped(conn)
-        .execute("SELECT count(*) AS n FROM user_web_settings WHERE user_id = %s", (user_id,))
-        .fetchone()
+    n = db.one_int(
+        conn, "SELECT count(*) AS n FROM user_web_settings WHERE user_id = %s", (user_id,)
     )
-    if row is not None and row["n"] > PER_USER:
+    if n > PER_USER:
         # The caller's transaction rolls back: nothing of this request stays.
         raise PayloadTooLarge(f"settings: a user keeps at most {PER_USER} settings")
 
