@@ -240,6 +240,8 @@ def why_waiting(agents: Sequence[AgentState], placed: Iterable[Request], slots: 
     if c.find(slots) is not None:
         return None
     usable = [a for a in agents if c.usable(a.id)]
+    if not usable:
+        return "no agent can take work now (none connected, or all disabled or draining)"
     frees = sorted((c.free(a.id) for a in usable if c.free(a.id)), reverse=True)
     free = "+".join(map(str, frees[:4])) + ("+..." if len(frees) > 4 else "")
     have = f"free now: {free}" if frees else "no slot is free now"

@@ -105,6 +105,9 @@ def list_jobs(conn: Conn, st: MasterState, pool: str | None, desc: bool) -> list
         q = info.get(r["id"])
         if q and q["capped"]:
             pending = q["capped"]
+        elif q and q["waiting"] and not pending:
+            # No provisioner event says why: the room its gang needs (scheduling.queue_view).
+            pending = q["waiting"]
         out.append(
             {
                 **r,

@@ -194,6 +194,9 @@ def test_why_a_gang_waits_names_what_it_needs_and_what_is_free() -> None:
     assert why_waiting(two_by_two, full, 1) == "needs 1 slot on one agent; no slot is free now"
     # It fits now: it waits for its turn, not for room; a drained agent offers nothing.
     assert why_waiting(two_by_two, [], 4) is None
+    assert why_waiting([], [], 1) == (
+        "no agent can take work now (none connected, or all disabled or draining)"
+    )
     drained = [agent("a", 2), agent("b", 2, draining=True)]
     assert why_waiting(drained, [], 4) == (
         "needs 4 slots on 2 idle agents of 2 slots; 1 such agent idle, free now: 2"
