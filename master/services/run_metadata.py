@@ -10,6 +10,7 @@ A violation is one line naming the key's path.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -25,6 +26,11 @@ MAX_ARRAY_LENGTH = 100
 MAX_STRING_LENGTH = 5000
 MAX_KEYS = 1000
 _BAD_KEY = re.compile(r"[$.\[\]]")
+
+
+@dataclass(frozen=True, slots=True)
+class _Metadata:
+    metadata: JSONObject | None  # trials.metadata: NULL until a run's metadata is first set
 
 
 def check(metadata: object) -> JSONObject:
@@ -69,26 +75,20 @@ def check(metadata: object) -> JSONObject:
 
 def set_(conn: Conn, trial_id: int, metadata: JSONObject) -> JSONObject:
     """The run's metadata is now ``metadata`` (checked by :func:`check`); returns it."""
-    row = (
-        db.untyped(conn)
-        .execute(
-            "UPDATE trials SET metadata = %s WHERE id = %s RETURNING metadata",
-            (Jsonb(metadata), trial_id),
-        )
-        .fetchone()
+    row = db.fetch_row(
+        conn,
+        _Metadata,
+        "UPDATE trials SET metadata = %s WHERE id = %s RETURNING metadata",
+        (Jsonb(metadata), trial_id),
     )
     if row is None:
         raise NotFound(f"run {trial_id} not found")
-    return dict(row["metadata"])
+    return dict(row.metadata or {})
 
 
 def get(conn: Conn, trial_id: int) -> JSONObject:
     """The run's metadata ({} if none was ever set)."""
-    row = (
-        db.untyped(conn)
-        .execute("SELECT metadata FROM trials WHERE id = %s", (trial_id,))
-        .fetchone()
-    )
+    row = db.fetch_row(conn, _Metadata, "SELECT metadata FROM trials WHERE id = %s", (trial_id,))
     if row is None:
         raise NotFound(f"run {trial_id} not found")
-    return dict(row["metadata"] or {})
+    return dict(row.metadata or {})
