@@ -11,16 +11,17 @@ a setuid program in the image cannot take it back to root; docs/security.md).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import stat
 from pathlib import Path
 from typing import Any
 
-from psycopg.rows import scalar_row
 from psycopg.types.json import Jsonb
 
 from det.common.jsontypes import JSONObject
+from det.master import db
 from det.master.db import Conn
 from det.master.errors import InvalidArgument
 from det.master.rows.users import AgentUserLink
@@ -81,15 +82,21 @@ def link(conn: Conn, user_id: int, value: AgentUserLink | None) -> None:
     )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Link:
+    agent_user_group: AgentUserLink | None  # users.agent_user_group: NULL for an unlinked user
+
+
 def container_user(conn: Conn, allocation_id: str) -> AgentUserLink | None:
     """The link of the user whose job the allocation is (None: unlinked)."""
-    cur = conn.cursor(row_factory=scalar_row)
-    link: AgentUserLink | None = cur.execute(
+    row = db.fetch_row(
+        conn,
+        _Link,
         "SELECT u.agent_user_group FROM allocations a JOIN jobs j ON j.id = a.job_id"
         " JOIN users u ON u.id = j.owner_id WHERE a.id = %s",
         (allocation_id,),
-    ).fetchone()
-    return link
+    )
+    return row.agent_user_group if row is not None else None
 
 
 def _can(st: os.stat_result, uid: int, gid: int, bits: int) -> bool:
