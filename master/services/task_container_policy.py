@@ -78,6 +78,14 @@ def current(conn: Conn, initial: ContainerPolicy) -> Current:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Appended:
+    """A change just appended to the audit (:func:`put`)."""
+
+    id: int
+    changed_at: dt.datetime
+
+
 def put(
     conn: Conn, policy: ContainerPolicy, user_id: int, username: str, initial: ContainerPolicy
 ) -> Current:
@@ -87,27 +95,25 @@ def put(
     # Writers wait for each other; readers of the current value do not wait.
     conn.execute("LOCK TABLE task_container_policy IN EXCLUSIVE MODE")
     before = current(conn, initial)
-    change = (
-        db.untyped(conn)
-        .execute(
-            "INSERT INTO task_container_policy_changes"
-            " (user_id, username, source_before, policy_before, policy_after)"
-            " VALUES (%s, %s, %s, %s, %s) RETURNING id, changed_at",
-            (user_id, username, before.source, Jsonb(wire(before.policy)), Jsonb(wire(policy))),
-        )
-        .fetchone()
+    change = db.fetch_row(
+        conn,
+        _Appended,
+        "INSERT INTO task_container_policy_changes"
+        " (user_id, username, source_before, policy_before, policy_after)"
+        " VALUES (%s, %s, %s, %s, %s) RETURNING id, changed_at",
+        (user_id, username, before.source, Jsonb(wire(before.policy)), Jsonb(wire(policy))),
     )
     assert change is not None
     conn.execute(
         "INSERT INTO task_container_policy (one, policy, change_id) VALUES (true, %s, %s)"
         " ON CONFLICT (one) DO UPDATE SET policy = EXCLUDED.policy,"
         " change_id = EXCLUDED.change_id",
-        (Jsonb(wire(policy)), change["id"]),
+        (Jsonb(wire(policy)), change.id),
     )
     logger.info(
-        "task container policy changed by %s (change %d): %s", username, change["id"], wire(policy)
+        "task container policy changed by %s (change %d): %s", username, change.id, wire(policy)
     )
-    return Current(policy, "database", change["changed_at"], username)
+    return Current(policy, "database", change.changed_at, username)
 
 
 def history(conn: Conn) -> list[Change]:
