@@ -4,6 +4,7 @@ where they run, as ``GetTasks`` answers (``det task list``, ``det slot list``, `
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from det.master import db, states
@@ -14,6 +15,25 @@ from det.master.schemas import d
 from det.master.schemas.notebooks import task
 from det.master.schemas.tasks import allocation_summary
 from det.master.services import agents, allocations, ntsc, task_services
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    context: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Owner:
+    owner_id: int
+    username: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Live:
+    """A live allocation of a task being killed (:func:`kill`)."""
+
+    id: str
+    state: str
 
 
 def live_allocations(conn: Conn) -> dict[str, d.v1AllocationSummary]:
@@ -38,17 +58,15 @@ def live_allocations(conn: Conn) -> dict[str, d.v1AllocationSummary]:
 def context(conn: Conn, task_id: str) -> bytes:
     """The files a task starts with (a gzip tar): a trial's experiment's context, else the
     interactive task's (:func:`ntsc_context`)."""
-    row = (
-        db.untyped(conn)
-        .execute(
-            "SELECT e.context FROM trials t JOIN experiments e ON e.id = t.experiment_id WHERE t.task_id = %s",
-            (task_id,),
-        )
-        .fetchone()
+    row = db.fetch_row(
+        conn,
+        _Context,
+        "SELECT e.context FROM trials t JOIN experiments e ON e.id = t.experiment_id WHERE t.task_id = %s",
+        (task_id,),
     )
     if row is None:
         return ntsc_context(conn, task_id)
-    return bytes(row["context"] or b"")
+    return bytes(row.context or b"")
 
 
 def ntsc_context(conn: Conn, task_id: str) -> bytes:
@@ -104,20 +122,18 @@ def proxy_ticket(conn: Conn, st: MasterState, task_id: str, user: Any, session_i
     """A one-minute, single-use ticket to task ``task_id``'s proxied page for ``user`` (its
     owner or an admin: the proxy checks again when it is used), bound to the session it was
     asked with (the cookie it becomes dies with that session)."""
-    row = (
-        db.untyped(conn)
-        .execute(
-            "SELECT n.owner_id, u.username FROM ntsc_tasks n JOIN users u ON u.id = n.owner_id"
-            " WHERE n.id = %s",
-            (task_id,),
-        )
-        .fetchone()
+    row = db.fetch_row(
+        conn,
+        _Owner,
+        "SELECT n.owner_id, u.username FROM ntsc_tasks n JOIN users u ON u.id = n.owner_id"
+        " WHERE n.id = %s",
+        (task_id,),
     )
     if row is None:
         raise NotFound(f"task {task_id} not found")
-    if not user.admin and user.id != row["owner_id"]:
+    if not user.admin and user.id != row.owner_id:
         raise PermissionDenied(
-            f"task {task_id} belongs to {row['username']}; only its owner or an admin may open it"
+            f"task {task_id} belongs to {row.username}; only its owner or an admin may open it"
         )
     return task_services.new_ticket(st, task_id, user.id, session_id, time.time())
 
@@ -129,31 +145,25 @@ def kill(conn: Conn, task_id: str, reason: str = "killed") -> None:
     hands a task's end to ``ntsc``.
 
     Locks allocations before the task row, as an allocation's end does (lock order)."""
-    row = (
-        db.untyped(conn)
-        .execute("SELECT id, state FROM ntsc_tasks WHERE id = %s", (task_id,))
-        .fetchone()
-    )
-    if row is None:
+    state = db.scalar(conn, str, "SELECT state FROM ntsc_tasks WHERE id = %s", (task_id,))
+    if state is None:
         raise NotFound(f"task {task_id} not found")
-    if row["state"] == states.TERMINATED:
+    if state == states.TERMINATED:
         return
-    live = (
-        db.untyped(conn)
-        .execute(
-            "UPDATE allocations SET kill_requested = true, exit_reason = coalesce(exit_reason, %s)"
-            " WHERE task_id = %s AND state <> 'TERMINATED' RETURNING id, state",
-            (reason, task_id),
-        )
-        .fetchall()
+    live = db.fetch_rows(
+        conn,
+        _Live,
+        "UPDATE allocations SET kill_requested = true, exit_reason = coalesce(exit_reason, %s)"
+        " WHERE task_id = %s AND state <> 'TERMINATED' RETURNING id, state",
+        (reason, task_id),
     )
     conn.execute(
         "UPDATE ntsc_tasks SET exit_status = coalesce(exit_status, %s) WHERE id = %s",
         (reason, task_id),
     )
     for a in live:
-        if a["state"] == states.PENDING:
-            allocations.on_terminated(conn, a["id"], None, reason)
+        if a.state == states.PENDING:
+            allocations.on_terminated(conn, a.id, None, reason)
     if not live:
         ntsc.finish(conn, task_id, None, reason)
     conn.execute("NOTIFY det_wakeup")
