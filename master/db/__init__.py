@@ -142,7 +142,7 @@ def upgrade(conninfo: str) -> list[int]:
                 " version int PRIMARY KEY, name text NOT NULL,"
                 " applied_at timestamptz NOT NULL DEFAULT now())"
             )
-            done = {r[0] for r in conn.execute("SELECT version FROM schema_migrations")}
+            done = set(column(conn, int, "SELECT version FROM schema_migrations"))
             for version, name, sql in _migrations():
                 if version in done:
                     continue
@@ -163,10 +163,9 @@ def pending(conninfo: str) -> list[str]:
     """The migrations this database lacks (``0014_name``), oldest first; all of them when it
     has no ``schema_migrations`` table. Reads only."""
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        exists = conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()
         done: set[int] = set()
-        if exists and exists[0]:
-            done = {int(r[0]) for r in conn.execute("SELECT version FROM schema_migrations")}
+        if scalar(conn, bool, "SELECT to_regclass('schema_migrations') IS NOT NULL"):
+            done = set(column(conn, int, "SELECT version FROM schema_migrations"))
     return [f"{v:04d}_{name}" for v, name, _ in _migrations() if v not in done]
 
 
