@@ -4,6 +4,7 @@ waits, and back to ``api_threads`` after; past MAX_PARKED or after shutdown, not
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -18,10 +19,13 @@ class _Task:
     park: bool = True
 
     def service(self) -> None:
-        self.served.set()
         if self.park:
             with dispatch.parked():
+                # Set once parked, not before: the test counts the parked waits next.
+                self.served.set()
                 self.release.wait(30)
+        else:
+            self.served.set()
 
 
 @pytest.fixture(autouse=True)
@@ -49,9 +53,8 @@ def test_parked_waits_leave_the_threads_to_the_other_requests() -> None:
         assert quick.served.wait(10)
         for t in waits:
             t.release.set()
-        for _ in range(100):
-            if d.parked == 0 and _running(d) == 2:
-                break
+        deadline = time.monotonic() + 30  # the extra threads end as their waits return
+        while not (d.parked == 0 and _running(d) == 2) and time.monotonic() < deadline:
             threading.Event().wait(0.05)
         assert d.parked == 0 and _running(d) == 2
     finally:
