@@ -89,7 +89,9 @@ def test_a_trial_on_two_agents_has_one_chief_and_refuses_a_second(
         assert "container 1" in message and "determined.launch.torch_distributed" in message
         trial = live_master.get(f"/api/v1/trials/{tid}")["trial"]
         assert trial["state"] == "STATE_ERROR"
-        assert _report(live_master, worker, 10).status_code == 409  # and again, recorded once
+        # And again: refused, recorded once (below). 409 while the allocation lives; 401 once
+        # the loop has ended it (its token revoked), which a loaded machine reaches first.
+        assert _report(live_master, worker, 10).status_code in (401, 409)
         with psycopg.connect(pg_url) as conn:
             rows = conn.execute(
                 "SELECT count(*) FROM metrics WHERE trial_id = %s", (tid,)
