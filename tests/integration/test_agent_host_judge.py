@@ -82,7 +82,7 @@ ln -s {datasets} /ckpt/x/datasets
 mknod /ckpt/x/disk b 7 0
 mknod /ckpt/x/kmsg c 1 11
 ln -s /dev/zero /ckpt/x/vda
-ln -s /dev/kmsg /ckpt/x/kmsglink
+ln -s /dev/urandom /ckpt/x/urandomlink
 echo planted
 """
 
@@ -132,8 +132,8 @@ def test_links_and_nodes_a_task_planted_are_refused_before_a_container_exists(
         "disk": ({"devices": [device(x / "disk")]}, "is not under /dev"),
         "kmsg": ({"devices": [device(x / "kmsg")]}, "is not under /dev"),
         "vda": ({"devices": [device(x / "vda")]}, "is device c 1:5"),
-        "kmsglink": ({"devices": [device(x / "kmsglink")]}, "is device c 1:11"),
-        "kmsg-dev": ({"devices": [device("/dev/kmsg")]}, "is device c 1:11"),
+        "urandomlink": ({"devices": [device(x / "urandomlink")]}, "is device c 1:9"),
+        "urandom-dev": ({"devices": [device("/dev/urandom")]}, "is device c 1:9"),
         "zero-dev": ({"devices": [device("/dev/zero")]}, "is device c 1:5"),
         "not-a-node": ({"devices": [device(c.password)]}, "is not a device node"),
     }
