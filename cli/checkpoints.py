@@ -12,6 +12,7 @@ from det.cli import render
 from det.cli._util import add_json, noun, session, true_or_false, verb
 from det.cli.errors import CliError, UsageError
 from det.cli.session import Session
+from det.common import tarsafe
 from det.storage import CheckpointNotFoundError, download_checkpoint
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ def _download_via_master(args: argparse.Namespace, dst: Path) -> None:
     """The master reads the storage and sends a gzip tar (for storage this machine cannot reach)."""
     r = session(args).request("GET", f"/checkpoints/{args.uuid}", stream=True, timeout=None)
     with tarfile.open(fileobj=r.raw, mode="r|gz") as tf:
-        tf.extractall(dst, filter="data")
+        tarsafe.extract_all(tf, dst)
 
 
 def download(args: argparse.Namespace) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import requests
 
+from det.common import tarsafe
 from tests.fakes.sim_agent import SimAgent, wait
 from tests.integration.conftest import Master
 from tests.private_run import PRIVATE_RUN, in_private_run
@@ -80,7 +81,7 @@ def process_runner(master: Master, tmp: Path, extra_env: dict[str, str] | None =
         )
         r.raise_for_status()
         with tarfile.open(fileobj=io.BytesIO(base64.b64decode(r.json()["b64Tgz"]))) as tar:
-            tar.extractall(workdir, filter="data")
+            tarsafe.extract_all(tar, workdir)
         env = {
             **os.environ,
             **spec["env"],
