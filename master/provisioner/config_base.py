@@ -17,7 +17,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_valida
 from det.common.jsontypes import JSONObject
 from det.master.errors import MasterError
 from det.master.provisioner.cost import CostPolicy
-from det.master.provisioner.decider import ScalePolicy
+from det.master.provisioner.decider import BASE_BACKOFF, ScalePolicy
 from det.master.provisioner.provider import LaunchOption
 from det.master.scheduler.model import DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT
 
@@ -133,6 +133,9 @@ class ProvisionerConfig(_Model):
     # Determined: how long a launch error holds. Ours: the cap of the exponential backoff
     # between failed launches (10 s, 20 s, 40 s… up to this).
     launch_error_timeout: Duration = dt.timedelta(minutes=5)
+    # Ours: the first wait after a failed launch (doubled per failure up to
+    # launch_error_timeout).
+    launch_error_backoff: Duration = BASE_BACKOFF
     # Errors tolerated (retried at the next pass) before backing off.
     launch_error_retries: int = Field(0, ge=0)
     # Ours: instance prices, an hourly cap and a monthly budget for the pool's launches.
@@ -149,7 +152,7 @@ class ProvisionerConfig(_Model):
     def _check_bounds(self) -> ProvisionerConfig:
         if self.max_instances < self.min_instances:
             raise ValueError("max_instances: must be greater than or equal to min_instances")
-        for name in ("max_idle_agent_period", "max_agent_starting_period"):
+        for name in ("max_idle_agent_period", "max_agent_starting_period", "launch_error_backoff"):
             if getattr(self, name) <= dt.timedelta(0):
                 raise ValueError(f"{name}: must be greater than 0")
         return self
@@ -186,6 +189,7 @@ class ProvisionerConfig(_Model):
             max_agent_disconnected_period=self.max_agent_disconnected_period,
             launch_error_timeout=self.launch_error_timeout,
             launch_error_retries=self.launch_error_retries,
+            base_backoff=self.launch_error_backoff,
             max_aux_per_instance=max(1, max_aux_containers_per_agent),
             cost=self.cost.policy() if self.cost else None,
         )

@@ -168,6 +168,10 @@ class Sim:
                         "max_instances": 1,
                         "max_idle_agent_period": "10m",
                         "max_agent_starting_period": "3m",
+                        # A refused launch's backoff, in wall time, must outlast what the tests
+                        # do before its wake-up is due (scale to zero, put the model to sleep):
+                        # 10 s ran out on a loaded machine.
+                        "launch_error_backoff": "60s",
                         "endpoint_url": self.ec2.url,
                     },
                 }
@@ -313,7 +317,7 @@ def test_scaled_to_zero_a_launch_backoff_wakes_the_master_which_runs_the_trial(
     config = experiment_config(trials=1, steps=2, pause=0.2, pool=POOL)
     master_like = _Client(sim.nginx.url, s)
     eid = create_experiment(master_like, config)  # type: ignore[arg-type]
-    # The first launch is refused (capacity): the pool backs off 10 s and the loop asks for a
+    # The first launch is refused (capacity): the pool backs off 60 s and the loop asks for a
     # wake-up at the backoff's end.
     wait_for(lambda: sim.ec2.refused >= 1, 120, 0.2, "a refused launch")
     wait_for(lambda: sim.scheduler.asked, 60, 0.2, "a wake-up to be asked for")

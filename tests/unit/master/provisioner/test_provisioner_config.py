@@ -203,3 +203,12 @@ def test_scale_policy_takes_the_pools_aux_capacity() -> None:
     assert policy.max_aux_per_instance == 3
     assert policy.max_agent_disconnected_period == dt.timedelta(seconds=90)
     assert config.scale_policy().max_aux_per_instance == 100
+
+
+def test_the_first_wait_after_a_failed_launch_is_configurable() -> None:
+    config = parse_provider_config(aws())
+    assert config.scale_policy().base_backoff == dt.timedelta(seconds=10)
+    config = parse_provider_config(aws(launch_error_backoff="60s"))
+    assert config.scale_policy().base_backoff == dt.timedelta(seconds=60)
+    with pytest.raises(ProviderConfigError, match="launch_error_backoff: must be greater than 0"):
+        parse_provider_config(aws(launch_error_backoff="0s"))
