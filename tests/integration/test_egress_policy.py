@@ -243,10 +243,14 @@ def test_a_non_admins_webhook_is_judged_again_when_tested_and_delivered(
         assert r.json()["message"] == (
             f"url: no answer: host '{host}' is 127.0.0.1, a loopback address"
         )
+        # The attempt is counted when it starts (the lease) and its outcome written after it:
+        # wait for the outcome.
         [event] = _wait(
-            lambda hook=hook: [e for e in _events(world, hook) if e["attempts"] >= 1],
+            lambda hook=hook: [
+                e for e in _events(world, hook) if e["attempts"] >= 1 and e["last_error"]
+            ],
             60,
-            "a delivery attempt",
+            "a delivery attempt's outcome",
         )
         assert "is 127.0.0.1, a loopback address" in event["last_error"], event
         assert event["last_status"] is None
