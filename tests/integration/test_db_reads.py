@@ -18,7 +18,7 @@ from psycopg.rows import dict_row
 
 from det.master import db
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
