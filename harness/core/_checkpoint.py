@@ -21,7 +21,7 @@ import os
 import pathlib
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..common.api import Session
@@ -124,6 +124,8 @@ class CheckpointContext:
         self._task_id = task_id
         self._allocation_id = allocation_id
         self._storage_backend_id = storage_backend_id
+        #: Called before a checkpoint is registered (the train context's flush of its reports).
+        self.before_report: Callable[[], None] | None = None
 
     # --- storing -------------------------------------------------------------------------
 
@@ -319,6 +321,8 @@ class CheckpointContext:
             self._storage_backend_id,
             datetime.datetime.now(datetime.timezone.utc),
         )
+        if self.before_report is not None:
+            self.before_report()
         self._session.post("/api/v1/checkpoints", json=body)
         logger.info("reported checkpoint %s to the master", storage_id)
 

@@ -246,20 +246,24 @@ def init(
     manager.check_writable()
     tensorboard.check_writable()
 
+    train = TrainContext(
+        session,
+        trial.trial_id,
+        trial.trial_run_id,
+        trial.experiment_id,
+        tensorboard,
+        tensorboard_auto=TensorboardMode(tensorboard_mode) == TensorboardMode.AUTO,
+    )
+    checkpoint = CheckpointContext(
+        dist, manager, session, info.task_id, info.allocation_id, backend_id
+    )
+    # The reports of a checkpoint's steps reach the master before the checkpoint does.
+    checkpoint.before_report = train._flush
     return Context(
-        checkpoint=CheckpointContext(
-            dist, manager, session, info.task_id, info.allocation_id, backend_id
-        ),
+        checkpoint=checkpoint,
         distributed=dist,
         preempt=PreemptContext(session, info.allocation_id, dist, preempt_mode),
-        train=TrainContext(
-            session,
-            trial.trial_id,
-            trial.trial_run_id,
-            trial.experiment_id,
-            tensorboard,
-            tensorboard_auto=TensorboardMode(tensorboard_mode) == TensorboardMode.AUTO,
-        ),
+        train=train,
         searcher=SearcherContext(
             session,
             dist,

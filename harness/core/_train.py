@@ -81,7 +81,7 @@ class _MetricsShipper(threading.Thread):
         self._session = session
         self._trial_id = trial_id
         self._trial_run_id = trial_run_id
-        self._queue: queue.Queue[_Report | str | None] = queue.Queue(maxsize=1000)
+        self._queue: queue.Queue[_Report | str | threading.Event | None] = queue.Queue(maxsize=1000)
         self._lock = threading.Lock()
         self._progress: float | None = None
         self.error: BaseException | None = None
@@ -101,6 +101,16 @@ class _MetricsShipper(threading.Thread):
         if not queued:
             self._queue.put(_PROGRESS)
 
+    def flush(self, timeout: float = 60.0) -> None:
+        """Waits until every report queued before now was sent (or failed): a checkpoint is
+        registered only after the reports of its steps, so a run lost just after it loses none
+        that its successor, resuming there, will not report again."""
+        if not self.is_alive():
+            return
+        sent = threading.Event()
+        self._queue.put(sent)
+        sent.wait(timeout)
+
     def run(self) -> None:
         carried: _Report | str | object | None = _NOTHING
         while True:
@@ -108,6 +118,9 @@ class _MetricsShipper(threading.Thread):
             carried = _NOTHING
             if item is None:
                 return
+            if isinstance(item, threading.Event):
+                item.set()  # a flush: everything before it went out
+                continue
             try:
                 if isinstance(item, _Report):
                     # Everything queued behind it goes in the same request (up to a limit),
@@ -175,6 +188,10 @@ class TrainContext:
 
     def _start(self) -> None:
         self._shipper.start()
+
+    def _flush(self) -> None:
+        """Every report queued so far sent (before a checkpoint is registered)."""
+        self._shipper.flush()
 
     def _close(self) -> None:
         try:

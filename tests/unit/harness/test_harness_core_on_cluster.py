@@ -256,3 +256,28 @@ def test_workers_follow_the_chiefs_preemption_decision(on_cluster) -> None:  # t
     # Only the chief talks to the master, and acknowledges once.
     assert len(master.requests_to("/signals/ack_preemption")) == 1
     assert len(master.requests_to("/signals/preemption")) == 1
+
+
+def test_a_checkpoint_reaches_the_master_after_the_reports_of_its_steps(on_cluster) -> None:  # type: ignore[no-untyped-def]
+    """Reports ship from a background thread; a checkpoint waits for the ones queued before it.
+    A run lost right after a checkpoint whose step's report was still queued lost that report
+    for good: its successor resumes after the step and does not report it again."""
+    master: FakeMaster = on_cluster()
+    gate = threading.Event()
+    master.state.hold[r"/metrics/batch$"] = gate  # the report stays in flight until released
+    seen: list[bool] = []
+
+    def watch() -> None:  # whether the report was answered when the checkpoint arrived
+        master.wait_for("/api/v1/checkpoints")
+        seen.append(gate.is_set())
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    with det.core.init() as ctx:
+        ctx.train.report_training_metrics(8, {"loss": 0.5})
+        master.wait_for("/metrics/batch")
+        threading.Timer(1.0, gate.set).start()
+        with ctx.checkpoint.store_path({"steps_completed": 8}) as (path, _):
+            (path / "model.bin").write_bytes(b"\0")
+    watcher.join(30)
+    assert seen == [True]
