@@ -304,7 +304,35 @@ def get(conn: Conn, webhook_id: int) -> Webhook:
 
 
 def list_(conn: Conn) -> list[Webhook]:
-    return [get(conn, i) for i in db.column(conn, int, "SELECT id FROM webhooks ORDER BY id")]
+    """Every webhook with its triggers, read in one statement (one snapshot): a webhook deleted
+    while the list is read is in it whole or not at all. (Reading the ids and then each webhook
+    made a list that raced a deletion answer 404 for the deleted webhook.)"""
+    out = []
+    for row in db.fetch_rows(
+        conn,
+        _Listed,
+        f"SELECT {_WEBHOOK}, coalesce((SELECT json_agg(json_build_object("
+        "'id', t.id, 'trigger_type', t.trigger_type, 'condition', t.condition) ORDER BY t.id)"
+        " FROM webhook_triggers t WHERE t.webhook_id = w.id), '[]') AS trigger_rows"
+        " FROM webhooks w ORDER BY id",
+    ):
+        triggers = tuple(Trigger(webhook_id=row.id, **t) for t in row.trigger_rows)
+        fields = {f.name: getattr(row, f.name) for f in dataclasses.fields(Webhook)}
+        out.append(Webhook(**{**fields, "triggers": triggers}))
+    return out
+
+
+class _TriggerJson(TypedDict):
+    id: int
+    trigger_type: str
+    condition: Condition
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Listed(Webhook):
+    """A webhook as :func:`list_` reads it: its triggers as one JSON array."""
+
+    trigger_rows: list[_TriggerJson] = dataclasses.field(default_factory=list)
 
 
 def made_by_admin(conn: Conn, webhook_id: int) -> bool:

@@ -16,8 +16,10 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 import requests
+from psycopg.rows import dict_row
 
 from tests.fakes.local_http import TestHTTPServer
 from tests.fakes.sim_agent import RetryingSession, SimAgent, default_training, wait
@@ -360,3 +362,44 @@ def test_custom_event_from_training_code(master: Master, receiver: Receiver) -> 
         "title": "loss spiked", "description": "at step 2", "level": "WARNING"
     }  # fmt: skip
     assert event["event_data"]["experiment"]["id"] == eid
+
+
+class _DeletesAfterEachStatement:
+    """A connection whose every statement is followed by another session's committed deletion
+    of one webhook: the interleaving a listing meets when an admin deletes a webhook at once."""
+
+    def __init__(self, conn: Any, db_url: str, victim: int) -> None:
+        self._conn, self._db_url, self._victim = conn, db_url, victim
+
+    def cursor(self, *args: Any, **kw: Any) -> Any:
+        outer, cur = self, self._conn.cursor(*args, **kw)
+
+        class Cursor:
+            def execute(self, *a: Any, **k: Any) -> Any:
+                cur.execute(*a, **k)
+                with psycopg.connect(outer._db_url, autocommit=True) as other:
+                    other.execute("DELETE FROM webhooks WHERE id = %s", (outer._victim,))
+                return cur
+
+        return Cursor()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+def test_a_listing_that_races_a_deletion_shows_each_webhook_whole_or_not_at_all(
+    api: MasterClient, migrated_db: str, receiver: Receiver
+) -> None:
+    from det.master.services import webhooks
+
+    made = [
+        api.post("/api/v1/webhooks", _hook(receiver.url, "TRIGGER_TYPE_TASK_LOG", {"regex": r}))
+        for r in ("one", "two")
+    ]
+    victim, kept = (w["webhook"]["id"] for w in made)
+    with psycopg.connect(migrated_db, row_factory=dict_row, autocommit=True) as conn:
+        listed = webhooks.list_(_DeletesAfterEachStatement(conn, migrated_db, victim))
+    assert [w.id for w in listed] in ([victim, kept], [kept])
+    for w in listed:
+        assert [t.condition for t in w.triggers] == [{"regex": "one" if w.id == victim else "two"}]
+    assert [w["id"] for w in api.get("/api/v1/webhooks")["webhooks"]] == [kept]
