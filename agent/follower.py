@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -26,7 +27,15 @@ SWEEP_DELAY = 0.5
 #: a stopped container is never waited on for longer than this.
 IDLE_SECONDS = 5.0
 
+#: How far before the last line read a re-read of the log starts. Docker stamps a line when its
+#: stdout or its stderr copier reads it, and the two copiers append to the log in whichever order
+#: they take its lock, so a line can follow one stamped after it (issue 44, under load: a
+#: container's last stderr line, stamped just before the stdout line written ahead of it, was
+#: dropped as already read). A line of the window read before is known by stamp, stream and text.
+REREAD_OVERLAP_NS = 2_000_000_000
+
 _END, _IDLE, _BROKE = "end", "idle", "broke"
+_Seen = tuple[Timestamp, str, int]
 
 
 class LogFollower(threading.Thread):
@@ -55,6 +64,22 @@ class LogFollower(threading.Thread):
         self._key = key
         self._meta = meta
         self.stopped = threading.Event()
+        #: The lines read within REREAD_OVERLAP_NS of the latest, in the order read.
+        self._recent: collections.deque[_Seen] = collections.deque()
+        self._recent_set: set[_Seen] = set()
+
+    def _seen_before(self, ts: Timestamp, stdtype: str, line: str, latest: Cursor | None) -> bool:
+        """Whether this follower read the line already; remembers it if not."""
+        key = (ts, stdtype, hash(line))
+        if key in self._recent_set:
+            return True
+        self._recent.append(key)
+        self._recent_set.add(key)
+        if latest is not None:
+            oldest = max(ts, latest.ts).before(REREAD_OVERLAP_NS)
+            while self._recent and self._recent[0][0] < oldest:
+                self._recent_set.discard(self._recent.popleft())
+        return False
 
     def _open(self, since: Timestamp | None, follow: bool) -> Any:
         api = self._docker.api
@@ -125,9 +150,15 @@ class LogFollower(threading.Thread):
         """Ship lines after `resume` until the stream ends; returns the new resume point and
         how the read ended: ``end`` (read to its end), ``idle`` (quiet for IDLE_SECONDS) or
         ``broke`` (it could not be opened, or it broke)."""
-        skip = resume.count if resume else 0
+        # A follower that has read nothing yet resumes from the shipper's saved cursor (an agent
+        # restart): from its stamp, less the lines counted at it. Any other read starts
+        # REREAD_OVERLAP_NS earlier and passes over the lines it read before.
+        fresh = not self._recent
+        start = resume
+        skip = resume.count if resume is not None and fresh else 0
+        since = None if start is None else start.ts if fresh else start.ts.before(REREAD_OVERLAP_NS)
         try:
-            resp = self._open(resume.ts if resume else None, follow)
+            resp = self._open(since, follow)
         except Exception as e:
             logger.warning("cannot open logs of %s: %s", self._key, e)
             return resume, _BROKE
@@ -141,10 +172,11 @@ class LogFollower(threading.Thread):
                 except ValueError:
                     logger.debug("log line without a timestamp: %r", text[:80])
                     continue
-                if resume is not None and ts == resume.ts and skip > 0:
+                if start is not None and ts == start.ts and skip > 0:
                     skip -= 1
                     continue
-                if resume is not None and ts < resume.ts:
+                # Not "ts < resume.ts": a line may follow one stamped after it.
+                if self._seen_before(ts, stdtype, line, resume):
                     continue
                 body = task_log(line, ts_text, stdtype, **self._meta)
                 self._shipper.put(stream, ts, body)

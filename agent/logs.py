@@ -57,6 +57,11 @@ class Timestamp:
     def docker_since(self) -> str:
         return f"{self.seconds}.{self.nanos:09d}"
 
+    def before(self, nanoseconds: int) -> Timestamp:
+        """This instant less ``nanoseconds``."""
+        total = self.seconds * 1_000_000_000 + self.nanos - nanoseconds
+        return Timestamp(*divmod(total, 1_000_000_000))
+
 
 @dataclass(frozen=True)
 class Cursor:
@@ -66,6 +71,10 @@ class Cursor:
     count: int
 
     def advance(self, ts: Timestamp) -> Cursor:
+        """The cursor after a line stamped ``ts``: it never moves back (a line can follow one
+        stamped after it; see follower.REREAD_OVERLAP_NS)."""
+        if ts < self.ts:
+            return self
         return Cursor(ts, self.count + 1) if ts == self.ts else Cursor(ts, 1)
 
 

@@ -27,9 +27,9 @@ META = {"task_id": "7.1", "allocation_id": "7.1.1", "agent_id": "a1", "container
 LINES = [(f"2026-11-25T10:00:0{i // 2}.00000000{i % 2}Z", f"line {i}\n") for i in range(6)]
 
 
-def _frame(text: str) -> bytes:
+def _frame(text: str, stream: int = 1) -> bytes:
     data = text.encode()
-    return struct.pack(">BxxxL", 1, len(data)) + data
+    return struct.pack(">BxxxL", stream, len(data)) + data
 
 
 class _Breaking(io.RawIOBase):
@@ -85,8 +85,10 @@ class _Engine:
     stream ends), ``quiet:N`` (N lines, then nothing, the stream left open: ``_Quiet``) or
     ``all``."""
 
-    def __init__(self, script: list[str]) -> None:
+    def __init__(self, script: list[str], log: list[tuple[str, str, int]] | None = None) -> None:
         self.script = script
+        #: (stamp, text, stream) in the order the log file holds them
+        self.log = log if log is not None else [(ts, text, 1) for ts, text in LINES]
         self.sinces: list[str | None] = []
         self.follows: list[int] = []
         self.release = threading.Event()
@@ -107,31 +109,33 @@ class _Engine:
         if step == "fail":
             raise requests.ConnectionError("engine busy")
         lines = [
-            (ts, text)
-            for ts, text in LINES
+            (ts, text, stream)
+            for ts, text, stream in self.log
             if since is None or Timestamp.parse(ts).docker_since() >= since
         ]
         if step.startswith("break:"):
             n = int(step.partition(":")[2])
-            return _Response(_Breaking(b"".join(_frame(f"{t} {x}") for t, x in lines[:n])))
+            return _Response(_Breaking(b"".join(_frame(f"{t} {x}", k) for t, x, k in lines[:n])))
         if step.startswith("drop:"):  # as urllib3 reports a connection dropped mid-response
             n = int(step.partition(":")[2])
             error = urllib3.exceptions.ProtocolError("Connection broken: reset by peer")
-            data = b"".join(_frame(f"{t} {x}") for t, x in lines[:n])
+            data = b"".join(_frame(f"{t} {x}", k) for t, x, k in lines[:n])
             return _Response(_Breaking(data, error))
         if step.startswith("quiet:"):
             n = int(step.partition(":")[2])
             read_timeout = timeout[1] if isinstance(timeout, tuple) else timeout
-            data = b"".join(_frame(f"{t} {x}") for t, x in lines[:n])
+            data = b"".join(_frame(f"{t} {x}", k) for t, x, k in lines[:n])
             return _Response(_Quiet(data, read_timeout, self.release))
         if step.startswith("end:"):  # the stream ends before the logger wrote the rest
             n = int(step.partition(":")[2])
-            return _Response(io.BytesIO(b"".join(_frame(f"{t} {x}") for t, x in lines[:n])))
-        return _Response(io.BytesIO(b"".join(_frame(f"{t} {x}") for t, x in lines)))
+            return _Response(io.BytesIO(b"".join(_frame(f"{t} {x}", k) for t, x, k in lines[:n])))
+        return _Response(io.BytesIO(b"".join(_frame(f"{t} {x}", k) for t, x, k in lines)))
 
 
-def _since(i: int) -> str:
-    return Timestamp.parse(LINES[i][0]).docker_since()
+def _reread(i: int) -> str:
+    """Where a re-read after line ``i`` starts: REREAD_OVERLAP_NS before its stamp."""
+    ts = Timestamp.parse(LINES[i][0])
+    return ts.before(follower_module.REREAD_OVERLAP_NS).docker_since()
 
 
 @pytest.fixture
@@ -164,14 +168,14 @@ def test_a_stopped_container_whose_first_read_fails_ships_every_line(
     _follow(master, tmp_path, engine)
     assert master.log_lines("7.1.1") == [text for _, text in LINES]
     # Two failed opens, the whole log, then the sweep after its last line.
-    assert engine.sinces == [None, None, None, _since(5)]
+    assert engine.sinces == [None, None, None, _reread(5)]
 
 
 def test_a_broken_read_resumes_after_the_last_line_read(master: FakeMaster, tmp_path: Path) -> None:
     engine = _Engine(["break:3"])
     _follow(master, tmp_path, engine)
     assert master.log_lines("7.1.1") == [text for _, text in LINES]  # each once, in order
-    assert engine.sinces == [None, _since(2), _since(5)]
+    assert engine.sinces == [None, _reread(2), _reread(5)]
 
 
 def test_a_stream_dropped_as_urllib3_reports_it_resumes_after_the_last_line_read(
@@ -180,7 +184,7 @@ def test_a_stream_dropped_as_urllib3_reports_it_resumes_after_the_last_line_read
     engine = _Engine(["drop:3"])
     _follow(master, tmp_path, engine)
     assert master.log_lines("7.1.1") == [text for _, text in LINES]  # each once, in order
-    assert engine.sinces == [None, _since(2), _since(5)]
+    assert engine.sinces == [None, _reread(2), _reread(5)]
 
 
 def test_lines_written_after_the_stream_ended_are_read_by_the_sweep(
@@ -189,7 +193,7 @@ def test_lines_written_after_the_stream_ended_are_read_by_the_sweep(
     engine = _Engine(["end:4"])
     _follow(master, tmp_path, engine)
     assert master.log_lines("7.1.1") == [text for _, text in LINES]
-    assert engine.sinces == [None, _since(3)]
+    assert engine.sinces == [None, _reread(3)]
 
 
 def test_a_log_that_never_opens_is_given_up_after_a_few_tries(
@@ -222,5 +226,34 @@ def test_a_follow_stream_left_open_after_the_exit_is_read_to_its_end_without_fol
     assert master.log_lines("7.1.1") == [text for _, text in LINES]  # each once, in order
     # Followed first; once the container was seen stopped, read from the last line read to the
     # end of the log, and swept, without following.
-    assert engine.sinces == [None, _since(2), _since(5)]
+    assert engine.sinces == [None, _reread(2), _reread(5)]
     assert engine.follows == [1, 0, 0]
+
+
+# Docker's stdout and stderr copiers each stamp a line when they read it and then append it to
+# the log in whichever order they take its lock: the last stderr line, stamped before the
+# stdout line written ahead of it (issue 44: a container's "to stderr" line lost under load).
+SKEWED = [
+    ("2026-11-25T10:00:00.000000001Z", "first\n", 1),
+    ("2026-11-25T10:00:00.300000000Z", "ranked line\n", 1),
+    ("2026-11-25T10:00:00.200000000Z", "to stderr\n", 2),
+]
+
+
+def test_a_line_stamped_before_the_line_ahead_of_it_is_shipped(
+    master: FakeMaster, tmp_path: Path
+) -> None:
+    engine = _Engine(["all"], log=SKEWED)
+    _follow(master, tmp_path, engine)
+    assert master.log_lines("7.1.1") == ["first\n", "ranked line\n", "to stderr\n"]
+    assert [e["stdtype"] for e in master.logs] == ["stdout", "stdout", "stderr"]
+
+
+def test_a_read_broken_before_a_line_stamped_earlier_gets_it_once(
+    master: FakeMaster, tmp_path: Path
+) -> None:
+    # The stream broke after "ranked line"; the line stamped before it was appended after the
+    # break: the next read starts early enough to get it, and ships nothing twice.
+    engine = _Engine(["break:2"], log=SKEWED)
+    _follow(master, tmp_path, engine)
+    assert master.log_lines("7.1.1") == ["first\n", "ranked line\n", "to stderr\n"]
