@@ -365,7 +365,7 @@ def trials(experiment_id: int, params: d.GetExperimentTrialsParams) -> Response:
     wanted = params.get("states")
     if wanted:
         items = [t for t in items if t["state"] in wanted]
-    values = {r["id"]: (r["best_value"], r["latest_value"]) for r in rows}
+    values = {r.id: (r.best_value, r.latest_value) for r in rows}
     items = trial_svc.sort_trials(items, values, params.get("sortBy"), params.get("orderBy"))
     total = len(items)
     if offset < 0:

@@ -367,7 +367,7 @@ def compare(params: CompareTrialsQuery) -> Response:
             got: dict[int, str] = {}
             stale = []
             for t in unique:
-                hit, points = SAMPLED.get((request_key, t), rows[t]["row_version"])
+                hit, points = SAMPLED.get((request_key, t), rows[t].row_version)
                 if not hit:
                     stale.append(t)
                 elif points is not None:
@@ -384,7 +384,7 @@ def compare(params: CompareTrialsQuery) -> Response:
                     series_filter=series_filter,
                 )
                 for t in stale:
-                    SAMPLED.put((request_key, t), rows[t]["row_version"], fresh.get(t))
+                    SAMPLED.put((request_key, t), rows[t].row_version, fresh.get(t))
                 got.update(fresh)
             series[g] = got
     out: d.v1CompareTrialsResponse = {
@@ -476,7 +476,7 @@ def checkpoints(
         trial = svc.get(conn, trial_id)
         _access.read_trial(conn, trial_id)
         rows = ckpt_svc.list_for(conn, trial_id=trial_id)
-    cfg = stored.experiment_config(trial["experiment_id"], trial["config"])
+    cfg = stored.experiment_config(trial.experiment_id, trial.config)
     return checkpoints_api.listing(rows, cfg.searcher.smaller_is_better, params)
 
 

@@ -9,7 +9,7 @@ from typing_extensions import TypedDict
 
 from det.master.fastjson import fragment
 from det.master.rows.checkpoints import Checkpoint
-from det.master.rows.trials import MetricRow
+from det.master.rows.trials import MetricRow, TrialRow
 from det.master.schemas import d
 from det.master.schemas._types import Int64
 from det.master.wire import ts
@@ -25,11 +25,10 @@ _SUBSTATE = {
 }
 
 
-def display_state(row: dict[str, Any]) -> str:
+def display_state(state: str, alloc_state: str | None) -> str:
     """The trial's state as Determined shows it (``alloc_state``: its live allocation's)."""
-    state = str(row["state"])
-    if state == "ACTIVE" and row.get("alloc_state"):
-        return _SUBSTATE.get(str(row["alloc_state"]), state)
+    if state == "ACTIVE" and alloc_state:
+        return _SUBSTATE.get(alloc_state, state)
     return state
 
 
@@ -40,72 +39,50 @@ class Trial(d.trialv1Trial):
     latestCheckpointUuid: NotRequired[str | None]
 
 
-def metrics_workload(w: dict[str, Any] | None) -> d.v1MetricsWorkload | None:
-    """A validation as ``v1MetricsWorkload`` from the JSON the trial query builds (or None)."""
-    if w is None:
-        return None
-    return {
-        "totalBatches": int(w.get("totalBatches") or 0),
-        "numInputs": int(w.get("numInputs") or 0),
-        "endTime": w.get("endTime"),
-        "metrics": {"avgMetrics": (w.get("metrics") or {}).get("avgMetrics") or {}},
-    }
-
-
-def checkpoint_workload(c: dict[str, Any] | None) -> d.v1CheckpointWorkload | None:
-    """A checkpoint as ``v1CheckpointWorkload`` from the JSON the trial query builds (or None);
-    sizes are int64s, sent as strings."""
-    if c is None:
-        return None
+def checkpoint_workload(c: Checkpoint) -> d.v1CheckpointWorkload:
+    """A checkpoint as ``v1CheckpointWorkload``; sizes are int64s, sent as strings."""
     return {
         "uuid": str(c["uuid"]),
-        "totalBatches": int(c.get("totalBatches") or 0),
-        "state": cast("d.checkpointv1State", c["state"]),
-        "endTime": c.get("endTime"),
-        "resources": {k: str(v) for k, v in (c.get("resources") or {}).items()},
-        "metadata": c.get("metadata") or {},
+        "totalBatches": c["steps_completed"],
+        "state": cast("d.checkpointv1State", "STATE_" + c["state"]),
+        "endTime": ts(c["report_time"]),
+        "resources": {k: str(v) for k, v in (c["resources"] or {}).items()},
+        "metadata": c["metadata"] or {},
     }
 
 
-def trial(row: dict[str, Any]) -> d.trialv1Trial:
-    """``row`` is a row of ``services.trials.get`` or ``list_for_experiment`` (det's
-    :class:`Trial`); the latter's JSON columns are text, sent as they are."""
-    if "hparams_json" in row:
-        hparams: Any = fragment(row["hparams_json"], "{}")
-        summary: Any = fragment(row["summary_metrics_json"], "{}")
-    else:
-        hparams, summary = row["hparams"] or {}, row["summary_metrics"] or {}
-    if "best_validation_json" in row:  # built by the query as the wire's messages
-        latest: Any = fragment(row["latest_validation_json"])
-        best: Any = fragment(row["best_validation_json"])
-        best_checkpoint: Any = fragment(row["best_checkpoint_json"])
-    else:
-        latest = metrics_workload(row.get("latest_validation"))
-        best = metrics_workload(row.get("best_validation"))
-        best_checkpoint = checkpoint_workload(row.get("best_checkpoint"))
+def trial(row: TrialRow) -> d.trialv1Trial:
+    """A trial (det's :class:`Trial`) from its row; the JSON columns, the validations and the
+    best checkpoint are text the query built, sent as they are."""
+    # Fragments stand for the JSON they hold (typed Any: the wire types name what they hold).
+    hparams: Any = fragment(row.hparams_json, "{}")
+    summary: Any = fragment(row.summary_metrics_json, "{}")
+    latest: Any = fragment(row.latest_validation_json)
+    best: Any = fragment(row.best_validation_json)
+    best_checkpoint: Any = fragment(row.best_checkpoint_json)
     out: Trial = {
-        "id": row["id"],
-        "experimentId": row["experiment_id"],
-        "state": cast("d.trialv1State", "STATE_" + display_state(row)),
-        "restarts": row["restarts"],
-        "startTime": ts(row["created_at"]) or "",
-        "endTime": ts(row["ended_at"]),
+        "id": row.id,
+        "experimentId": row.experiment_id,
+        "state": cast("d.trialv1State", "STATE_" + display_state(row.state, row.alloc_state)),
+        "restarts": row.restarts,
+        "startTime": ts(row.created_at) or "",
+        "endTime": ts(row.ended_at),
         "hparams": hparams,
-        "totalBatchesProcessed": row["steps_completed"],
-        "searcherMetricValue": row["searcher_metric"],
+        "totalBatchesProcessed": row.steps_completed,
+        "searcherMetricValue": row.searcher_metric,
         "summaryMetrics": summary,
-        "taskId": row["task_id"],
-        "taskIds": [row["task_id"]],
+        "taskId": row.task_id,
+        "taskIds": [row.task_id],
         "runnerState": "",
         "wallClockTime": 0.0,
         "warmStartCheckpointUuid": None,
-        "latestCheckpointUuid": str(row["latest_checkpoint"]) if row["latest_checkpoint"] else None,
+        "latestCheckpointUuid": str(row.latest_checkpoint) if row.latest_checkpoint else None,
         "metadata": {},
         "latestValidation": latest,
         "bestValidation": best,
         "bestCheckpoint": best_checkpoint,
-        "checkpointCount": int(row.get("checkpoint_count") or 0),
-        "totalCheckpointSize": str(int(row.get("checkpoint_size") or 0)),
+        "checkpointCount": row.checkpoint_count,
+        "totalCheckpointSize": str(row.checkpoint_size),
     }
     return out
 
@@ -160,16 +137,7 @@ def workloads(
         else:
             items.append((m["total_batches"], 1, {"validation": w}))
     for c in checkpoints:
-        workload = checkpoint_workload(
-            {
-                "uuid": c["uuid"],
-                "totalBatches": c["steps_completed"],
-                "state": "STATE_" + c["state"],
-                "endTime": ts(c["report_time"]),
-                "resources": c["resources"],
-                "metadata": c["metadata"],
-            }
-        )
+        workload = checkpoint_workload(c)
         items.append((c["steps_completed"], 2, {"checkpoint": workload}))
     items.sort(key=lambda x: (x[0], x[1]))
     return [w for _, _, w in items]

@@ -25,7 +25,7 @@ from det.master.expconf import stored
 from det.master.expconf.searcher import _AshaBase
 from det.master.expconf.stored import SMALLER_IS_BETTER_SQL
 from det.master.handles import MasterState
-from det.master.rows.trials import BestTrial, MetricRow
+from det.master.rows.trials import BestTrial, MetricRow, TrialDetail, TrialRow, VersionedTrial
 from det.master.schemas import d
 from det.master.schemas.trials import MetricsReportEntry
 from det.master.services import jobs, metrics_superseded
@@ -73,7 +73,7 @@ _SUMMARY_COLUMNS = (
     f" 'endTime', to_char(c.report_time AT TIME ZONE 'UTC', {_UTC}))::text"
     " FROM checkpoints c WHERE c.uuid = t.best_checkpoint)"
     " AS best_checkpoint_json"
-    ", ck.n AS checkpoint_count, ck.size AS checkpoint_size"
+    ", ck.n AS checkpoint_count, ck.size::bigint AS checkpoint_size"
 )
 # The joins the summary columns read.
 _SUMMARY_JOINS = (
@@ -101,28 +101,28 @@ def _summary_from(experiments: str) -> tuple[str, str]:
     return head, " FROM trials t JOIN s ON s.id = t.experiment_id" + _SUMMARY_JOINS
 
 
-def get(conn: Conn, trial_id: int) -> dict[str, Any]:
+def get(conn: Conn, trial_id: int) -> TrialDetail:
     head, from_ = _summary_from("e.id = (SELECT experiment_id FROM trials WHERE id = %s)")
-    row = (
-        db.untyped(conn)
-        .execute(
-            head
-            + "SELECT t.*, e.config,"
-            + _LIVE_STATE
-            + _SUMMARY_COLUMNS
-            + from_
-            + " JOIN experiments e ON e.id = t.experiment_id WHERE t.id = %s",
-            (trial_id, trial_id),
-        )
-        .fetchone()
+    row = db.fetch_row(
+        conn,
+        TrialDetail,
+        head
+        + "SELECT "
+        + _LIST_COLUMNS
+        + ", t.request_id, e.config,"
+        + _LIVE_STATE
+        + _SUMMARY_COLUMNS
+        + from_
+        + " JOIN experiments e ON e.id = t.experiment_id WHERE t.id = %s",
+        (trial_id, trial_id),
     )
     if row is None:
         raise NotFound(f"trial {trial_id} not found")
     return row
 
 
-# A trial's columns as GetExperimentTrials sends them; the JSON ones as text, passed through
-# (see det.master.fastjson.fragment).
+# A trial's columns as GetExperimentTrials sends them (:class:`TrialRow`); the JSON ones as
+# text, passed through (see det.master.fastjson.fragment).
 _LIST_COLUMNS = (
     "t.id, t.experiment_id, t.state, t.restarts, t.created_at, t.ended_at,"
     " t.hparams::text AS hparams_json, t.steps_completed, t.searcher_metric,"
@@ -130,24 +130,21 @@ _LIST_COLUMNS = (
 )
 
 
-def list_for_experiment(conn: Conn, experiment_id: int) -> list[dict[str, Any]]:
-    """The experiment's trials in id order, with the wire's columns (``_LIST_COLUMNS``); none
-    when the experiment is deleted."""
+def list_for_experiment(conn: Conn, experiment_id: int) -> list[TrialRow]:
+    """The experiment's trials in id order; none when the experiment is deleted."""
     head, from_ = _summary_from("e.id = %s AND NOT e.deleted")
-    return (
-        db.untyped(conn)
-        .execute(
-            head
-            + "SELECT "
-            + _LIST_COLUMNS
-            + ","
-            + _LIVE_STATE
-            + _SUMMARY_COLUMNS
-            + from_
-            + " WHERE t.experiment_id = %s ORDER BY t.id",
-            (experiment_id, experiment_id),
-        )
-        .fetchall()
+    return db.fetch_rows(
+        conn,
+        TrialRow,
+        head
+        + "SELECT "
+        + _LIST_COLUMNS
+        + ","
+        + _LIVE_STATE
+        + _SUMMARY_COLUMNS
+        + from_
+        + " WHERE t.experiment_id = %s ORDER BY t.id",
+        (experiment_id, experiment_id),
     )
 
 
@@ -607,16 +604,22 @@ def metrics_json(conn: Conn, trial_id: int, group: str | None) -> str:
     if group:
         clause = " AND metric_group = %s"
         params.append(group)
-    row = (
-        db.untyped(conn)
-        .execute(
-            f"SELECT coalesce(json_agg({_REPORT_JSON} ORDER BY total_batches, id), '[]')::text AS j"
-            " FROM metrics WHERE trial_id = %s" + clause,
-            params,
-        )
-        .fetchone()
+    text = db.scalar(
+        conn,
+        str,
+        f"SELECT coalesce(json_agg({_REPORT_JSON} ORDER BY total_batches, id), '[]')::text"
+        " FROM metrics WHERE trial_id = %s" + clause,
+        params,
     )
-    return str(row["j"]) if row else "[]"
+    return text if text is not None else "[]"
+
+
+@dataclass(frozen=True, slots=True)
+class _Series:
+    """One trial's sampled points (:func:`sampled_series`), None without any."""
+
+    trial_id: int
+    data: str | None
 
 
 @dataclass(frozen=True)
@@ -760,32 +763,30 @@ def sampled_series(
     # with its limit and bound); the trials; the values; match in the three parts.
     params: list[Any] = [*mparams, max_points + 1, max_points, *mparams, *mparams, trial_ids]
     params += [*vparams, *mparams, *mparams, *mparams]
-    rows = db.untyped(conn).execute(sql, params).fetchall()
-    return {int(r["trial_id"]): str(r["data"]) for r in rows if r["data"] is not None}
+    rows = db.fetch_rows(conn, _Series, sql, params)
+    return {r.trial_id: r.data for r in rows if r.data is not None}
 
 
-def basic(conn: Conn, trial_ids: list[int]) -> dict[int, dict[str, Any]]:
-    """The trials' rows as :func:`list_for_experiment` reads them, by id, with ``row_version``:
-    the row's ``xmin``, which every update of it (every metric report) changes."""
+def basic(conn: Conn, trial_ids: list[int]) -> dict[int, VersionedTrial]:
+    """The trials' rows as :func:`list_for_experiment` reads them, by id, with their
+    ``row_version``."""
     head, from_ = _summary_from("e.id IN (SELECT experiment_id FROM trials WHERE id = ANY(%s))")
-    rows = db.untyped(conn).execute(
+    rows = db.fetch_rows(conn, VersionedTrial,
         head + "SELECT " + _LIST_COLUMNS + ", t.xmin::text::bigint AS row_version,"
         + _LIVE_STATE + _SUMMARY_COLUMNS + from_ + " WHERE t.id = ANY(%s)",
         (trial_ids, trial_ids),
-    ).fetchall()  # fmt: skip
-    return {int(r["id"]): r for r in rows}
+    )  # fmt: skip
+    return {r.id: r for r in rows}
 
 
 def row_version(conn: Conn, trial_id: int) -> int:
     """The trial row's ``xmin`` (see :func:`basic`); NotFound unless the trial exists."""
-    row = (
-        db.untyped(conn)
-        .execute("SELECT xmin::text::bigint AS v FROM trials WHERE id = %s", (trial_id,))
-        .fetchone()
+    version = db.scalar(
+        conn, int, "SELECT xmin::text::bigint FROM trials WHERE id = %s", (trial_id,)
     )
-    if row is None:
+    if version is None:
         raise NotFound(f"trial {trial_id} not found")
-    return int(row["v"])
+    return version
 
 
 def exists(conn: Conn, trial_id: int) -> None:
@@ -798,14 +799,14 @@ def report_early_exit(conn: Conn, trial_id: int, reason: str) -> None:
     trial = get(conn, trial_id)
     conn.execute(
         "INSERT INTO searcher_events (experiment_id, kind, request_id, payload) VALUES (%s, 'early_exit', %s, %s)",
-        (trial["experiment_id"], trial["request_id"], json.dumps({"reason": reason})),
+        (trial.experiment_id, trial.request_id, json.dumps({"reason": reason})),
     )
     conn.execute("UPDATE trials SET exit_reason = %s WHERE id = %s", (reason, trial_id))
 
 
 def kill(conn: Conn, trial_id: int) -> None:
     trial = get(conn, trial_id)
-    if trial["state"] in states.TERMINAL:
+    if trial.state in states.TERMINAL:
         return
     # Lock order: allocations before trials (as when an allocation ends).
     conn.execute(

@@ -4,14 +4,18 @@ indexes ``avgMetrics``), and the bodies det's and Determined's tasks send."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import uuid
-from typing import Any
+from typing import Any, cast
 
+import orjson
 import pytest
 
 from det.master.errors import InvalidArgument, PayloadTooLarge
+from det.master.rows.checkpoints import Checkpoint
 from det.master.rows.logs import LogLine
+from det.master.rows.trials import TrialRow
 from det.master.schemas import checkpoints, d, logs, trials, validate
 
 NOW = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
@@ -107,44 +111,49 @@ def test_a_log_line_s_level_is_one_determined_knows(stored: str | None, sent: st
     assert logs.task_log(row)["level"] == sent
 
 
-def test_a_trial_s_workloads_come_from_json_the_query_builds() -> None:
-    row = {
-        "id": 3,
-        "experiment_id": 2,
-        "state": "ACTIVE",
-        "alloc_state": "PULLING",
-        "restarts": 0,
-        "created_at": NOW,
-        "ended_at": None,
-        "hparams": None,
-        "steps_completed": 8,
-        "searcher_metric": 0.1,
-        "summary_metrics": None,
-        "task_id": "t",
-        "latest_checkpoint": None,
-        "latest_validation": {"totalBatches": 8, "numInputs": 0, "metrics": {"avgMetrics": None}},
-        "best_validation": None,
-        "best_checkpoint": {
-            "uuid": "u",
-            "totalBatches": 8,
-            "state": "STATE_COMPLETED",
-            "resources": {"a": 3},
-            "metadata": None,
-        },
-        "checkpoint_count": 1,
-        "checkpoint_size": 3,
-    }
-    t = trials.trial(row)
-    assert t["state"] == "STATE_PULLING" and t["hparams"] == {}
-    assert t.get("latestValidation") == {
-        "totalBatches": 8,
-        "numInputs": 0,
-        "endTime": None,
-        "metrics": {"avgMetrics": {}},
-    }
-    best = t.get("bestCheckpoint") or {}
-    assert best.get("resources") == {"a": "3"} and best.get("metadata") == {}
-    assert t.get("totalCheckpointSize") == "3" and t.get("checkpointCount") == 1
+def test_a_trial_is_sent_with_the_json_the_query_builds() -> None:
+    validation = '{"totalBatches": 8, "numInputs": 0, "metrics": {"avgMetrics": {}}}'
+    checkpoint = (
+        '{"uuid": "u", "totalBatches": 8, "state": "STATE_COMPLETED", "resources": {"a": "3"}}'
+    )
+    row = TrialRow(
+        id=3,
+        experiment_id=2,
+        state="ACTIVE",
+        restarts=0,
+        created_at=NOW,
+        ended_at=None,
+        hparams_json='{"lr": 0.1}',
+        steps_completed=8,
+        searcher_metric=0.1,
+        summary_metrics_json="{}",
+        task_id="t",
+        latest_checkpoint=None,
+        alloc_state="PULLING",
+        latest_validation_json=validation,
+        latest_value=0.1,
+        best_validation_json=None,
+        best_value=None,
+        best_checkpoint_json=checkpoint,
+        checkpoint_count=1,
+        checkpoint_size=3,
+    )
+    t = orjson.loads(orjson.dumps(trials.trial(row)))
+    assert t["state"] == "STATE_PULLING" and t["hparams"] == {"lr": 0.1}
+    assert t["latestValidation"] == orjson.loads(validation) and t["bestValidation"] is None
+    assert t["bestCheckpoint"] == orjson.loads(checkpoint)
+    assert t["totalCheckpointSize"] == "3" and t["checkpointCount"] == 1
+    assert t["taskIds"] == ["t"] and t["latestCheckpointUuid"] is None
+    ended = trials.trial(dataclasses.replace(row, state="COMPLETED"))
+    assert ended["state"] == "STATE_COMPLETED"
+
+
+def test_a_checkpoint_workload_sends_sizes_as_strings() -> None:
+    row = _checkpoint_row(steps_completed=8, resources={"a": 3})
+    w = trials.checkpoint_workload(cast("Checkpoint", row))
+    assert w["uuid"] == str(uuid.UUID(int=1)) and w["state"] == "STATE_COMPLETED"
+    assert w.get("resources") == {"a": "3"} and w.get("totalBatches") == 8
+    assert w.get("endTime") == "2024-05-01T12:00:00Z"
 
 
 def test_checkpoint_bodies_take_sizes_as_numbers_or_strings() -> None:
