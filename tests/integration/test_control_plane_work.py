@@ -34,14 +34,28 @@ def test_an_agents_allocations_are_found_by_the_placement_index_on_a_full_cluste
 ) -> None:
     agents_n, live, ended = 1000, 2000, 20000
     with psycopg.connect(migrated_db, autocommit=True, row_factory=dict_row) as conn:
+        # The way a cluster gets there: queued, placed by the scheduler's apply step in passes
+        # (each row updated once), then running; and the history of ended ones.
+        conn.execute(
+            "INSERT INTO allocations (id, kind, task_id, job_id, resource_pool, slots_needed,"
+            " state, token_hash) SELECT 'a.' || i, 'TRIAL', 't.' || i, 'j', 'default', 1,"
+            " 'PENDING', 'h' FROM generate_series(0, %s - 1) i",
+            (live,),
+        )
+        for start in range(0, live, 100):
+            with conn.transaction():
+                states.allocations_placed(
+                    conn,
+                    {f"a.{i}": {f"agent-{i % agents_n}": ["0"]} for i in range(start, start + 100)},
+                )
+        conn.execute("UPDATE allocations SET state = 'RUNNING'")
         conn.execute(
             "INSERT INTO allocations (id, kind, task_id, job_id, resource_pool, slots_needed,"
             " state, token_hash, placement)"
-            " SELECT 'a.' || i, 'TRIAL', 't.' || i, 'j', 'default', 1,"
-            " CASE WHEN i < %(live)s THEN 'RUNNING' ELSE 'TERMINATED' END, 'h',"
-            " jsonb_build_object('agent-' || (i %% %(agents)s), jsonb_build_array('0'))"
-            " FROM generate_series(0, %(all)s - 1) i",
-            {"live": live, "agents": agents_n, "all": live + ended},
+            " SELECT 'e.' || i, 'TRIAL', 't.' || i, 'j', 'default', 1, 'TERMINATED', 'h',"
+            " jsonb_build_object('agent-' || (i %% %s), jsonb_build_array('0'))"
+            " FROM generate_series(0, %s - 1) i",
+            (agents_n, ended),
         )
         conn.execute("ANALYZE allocations")
         plan = "\n".join(
