@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import TypeVar
 
 import psycopg
@@ -10,6 +11,7 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from det.common.agent_protocol import (
+    ContainerReport,
     DesiredContainer,
     HeartbeatRequest,
     HeartbeatResponse,
@@ -76,17 +78,38 @@ def heartbeat(
     notice = report.get("preemptionNotice")
     if notice:
         _preempt_agent(conn, agent_id, notice)
-    reported = {}
+    reported: dict[str, ContainerReport] = {}
     for c in report.get("containers") or []:
         aid = c.get("allocationId")
         if isinstance(aid, str):
             reported[aid] = c
+    # One read for every reported container (a running agent's heartbeat, each second, changes
+    # nothing: the read is all it costs).
+    known = (
+        {
+            r.id: r
+            for r in db.fetch_rows(
+                conn,
+                _Known,
+                "SELECT id, state, container_id FROM allocations WHERE id = ANY(%s)",
+                (list(reported),),
+            )
+        }
+        if reported
+        else {}
+    )
+    for aid, c in reported.items():
+        if not _changes_nothing(c, known.get(aid)):
             allocations.update_container(conn, aid, c, agent_id)
     desired = allocation_rows.live_on(conn, agent_id)
     out: list[DesiredContainer] = []
     for alloc in desired:
         if alloc.kill_requested:
             out.append({"allocationId": alloc.id, "action": "KILL"})
+        elif _has_container(reported.get(alloc.id)):
+            # The agent starts only what it does not report (det.agent.reconcile.decide): a
+            # spec would be built and sent for nothing.
+            out.append({"allocationId": alloc.id, "action": "RUN"})
         else:
             out.append(
                 {
@@ -99,14 +122,8 @@ def heartbeat(
     # so a container whose end we recorded is never restarted.
     listed = {a.id for a in desired}
     for aid, c in reported.items():
-        if aid not in listed and c.get("state") != states.TERMINATED:
-            known = (
-                db.untyped(conn)
-                .execute("SELECT 1 FROM allocations WHERE id = %s", (aid,))
-                .fetchone()
-            )
-            if known:
-                out.append({"allocationId": aid, "action": "KILL"})
+        if aid not in listed and c.get("state") != states.TERMINATED and aid in known:
+            out.append({"allocationId": aid, "action": "KILL"})
     return {
         "clusterId": st.cluster_id,
         "enabled": row["enabled"],
@@ -116,29 +133,85 @@ def heartbeat(
     }
 
 
+@dataclass(frozen=True, slots=True)
+class _Known:
+    """What a reported container is compared with (:func:`_changes_nothing`)."""
+
+    id: str
+    state: str
+    container_id: str | None
+
+
+def _changes_nothing(c: ContainerReport, row: _Known | None) -> bool:
+    """Whether applying report ``c`` would change nothing: an allocation this master does not
+    know, or one whose state and container the report repeats (a served task's port is applied
+    each time: ``allocations.update_container``)."""
+    if row is None:
+        return True
+    return (
+        c.get("state") == row.state != states.TERMINATED
+        and c.get("containerId") in (None, "", row.container_id)
+        and not isinstance(c.get("proxyPort"), int)
+    )
+
+
+def _has_container(c: ContainerReport | None) -> bool:
+    return c is not None and c.get("state") != states.TERMINATED
+
+
+@dataclass(frozen=True, slots=True)
+class _Slot:
+    slot_id: str
+    type: str
+    uuid: str | None
+    brand: str
+    memory_mb: int
+
+
 def _sync_slots(conn: Conn, agent_id: str, slots: list[HeartbeatSlot]) -> None:
-    ids = []
-    for s in slots:
-        ids.append(str(s["id"]))
+    """Writes the slots that changed and deletes the ones gone: a heartbeat that repeats them
+    (every one but the first) reads them once and writes nothing (no new row versions, no WAL).
+    The agent's row, locked by the heartbeat's upsert, orders two heartbeats of one agent."""
+    wanted = {
+        str(s["id"]): _Slot(
+            str(s["id"]),
+            str(s.get("type") or "cpu"),
+            s.get("uuid"),
+            str(s.get("brand") or ""),
+            int(s.get("memoryMb") or 0),
+        )
+        for s in slots
+    }
+    have = {
+        r.slot_id: r
+        for r in db.fetch_rows(
+            conn,
+            _Slot,
+            "SELECT slot_id, type, uuid, brand, memory_mb FROM slots WHERE agent_id = %s",
+            (agent_id,),
+        )
+    }
+    changed = [s for k, s in wanted.items() if have.get(k) != s]
+    if changed:
         conn.execute(
-            "INSERT INTO slots (agent_id, slot_id, type, uuid, brand, memory_mb) VALUES (%s, %s, %s, %s, %s, %s)"
-            " ON CONFLICT (agent_id, slot_id) DO UPDATE SET type = EXCLUDED.type, uuid = EXCLUDED.uuid,"
-            " brand = EXCLUDED.brand, memory_mb = EXCLUDED.memory_mb"
-            # Unchanged (every heartbeat but the first): no new row version, no WAL.
-            " WHERE (slots.type, slots.uuid, slots.brand, slots.memory_mb) IS DISTINCT FROM"
-            " (EXCLUDED.type, EXCLUDED.uuid, EXCLUDED.brand, EXCLUDED.memory_mb)",
+            "INSERT INTO slots (agent_id, slot_id, type, uuid, brand, memory_mb)"
+            " SELECT %s::text, * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[])"
+            " ON CONFLICT (agent_id, slot_id) DO UPDATE SET type = EXCLUDED.type,"
+            " uuid = EXCLUDED.uuid, brand = EXCLUDED.brand, memory_mb = EXCLUDED.memory_mb",
             (
                 agent_id,
-                str(s["id"]),
-                str(s.get("type") or "cpu"),
-                s.get("uuid"),
-                str(s.get("brand") or ""),
-                int(s.get("memoryMb") or 0),
+                [s.slot_id for s in changed],
+                [s.type for s in changed],
+                [s.uuid for s in changed],
+                [s.brand for s in changed],
+                [s.memory_mb for s in changed],
             ),
         )
-    conn.execute(
-        "DELETE FROM slots WHERE agent_id = %s AND NOT (slot_id = ANY(%s))", (agent_id, ids)
-    )
+    gone = [k for k in have if k not in wanted]
+    if gone:
+        conn.execute(
+            "DELETE FROM slots WHERE agent_id = %s AND slot_id = ANY(%s)", (agent_id, gone)
+        )
 
 
 def _preempt_agent(conn: Conn, agent_id: str, notice: JSONObject) -> None:

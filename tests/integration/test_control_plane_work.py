@@ -1,8 +1,9 @@
-"""What the control plane's hot paths cost as a cluster grows, counted in rows read
-(deterministic, unlike timings): a heartbeat finds the agent's allocations by the placement
-index, not by reading every live allocation; a scheduling pass that places K allocations
-reads the live allocations once, not K times (bench/heartbeat_work.py prints these counts
-on a cluster of 1,000 agents x 2,000 trials)."""
+"""What the control plane's hot paths cost as a cluster grows, counted in statements and rows
+read (deterministic, unlike timings): a running agent's heartbeat (every second, from every
+agent) sends a fixed number of SQL statements whatever the number of its containers and finds
+the agent's allocations by the placement index, not by reading every live allocation; a
+scheduling pass that places K allocations reads the live allocations once, not K times
+(bench/heartbeat_work.py prints these counts on a cluster of 1,000 agents x 2,000 trials)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,102 @@ import pytest
 from psycopg.rows import dict_row
 
 from det.master import states
-from det.master.services import allocation_rows, containers
+from det.master.loop import run_passes_until
+from det.master.services import agents, allocation_rows, containers
 
 pytestmark = pytest.mark.integration
+
+CONFIG = """
+name: hb-{n}
+entrypoint: python3 train.py
+searcher: {{name: random, metric: loss, max_trials: {n}, max_concurrent_trials: {n},
+  max_length: 100}}
+hyperparameters: {{lr: {{type: double, minval: 0.001, maxval: 0.1}}}}
+resources: {{slots_per_trial: 1}}
+"""
+
+
+class CountingCursor(psycopg.Cursor[Any]):
+    """A cursor that counts what its connection sends (``conn.statements``)."""
+
+    def execute(self, query: Any, *a: Any, **kw: Any) -> Any:
+        self.connection.statements += 1  # type: ignore[attr-defined]
+        return super().execute(query, *a, **kw)
+
+
+def _counting(url: str) -> Any:
+    conn = psycopg.connect(url, row_factory=dict_row, cursor_factory=CountingCursor)
+    conn.statements = 0  # type: ignore[attr-defined]
+    return conn
+
+
+def _report(agent_id: str, slots: int, running: list[str]) -> Any:
+    return {
+        "resourcePool": "default",
+        "version": "t",
+        "slots": [{"id": str(s), "type": "cpu", "brand": "t"} for s in range(slots)],
+        "containers": [
+            {"allocationId": a, "containerId": f"c-{a}", "state": "RUNNING", "exitCode": None}
+            for a in running
+        ],
+    }
+
+
+def _beat(m: Any, conn: Any, agent_id: str, slots: int, running: list[str]) -> tuple[Any, int]:
+    """One heartbeat in its own transaction: (the answer, the statements it sent)."""
+    conn.statements = 0
+    with conn.transaction():
+        answer = agents.heartbeat(conn, m.state, agent_id, _report(agent_id, slots, running))
+    return answer, conn.statements
+
+
+def _placed(conn: Any, agent_id: str) -> list[str]:
+    return [a.id for a in allocation_rows.live_on(conn, agent_id)]
+
+
+def test_a_running_agents_heartbeat_builds_no_spec_and_its_statements_do_not_grow_with_containers(
+    api_master: Any, pg_url: str
+) -> None:
+    r = api_master.session().post(
+        f"{api_master.url}/api/v1/experiments",
+        json={"config": CONFIG.format(n=4), "activate": True},
+    )
+    assert r.status_code == 200, r.text
+    with _counting(pg_url) as conn:
+        conn.autocommit = True
+        _beat(api_master, conn, "hb-one", 1, [])
+        _beat(api_master, conn, "hb-three", 3, [])
+
+        def all_placed() -> bool:
+            return len(_placed(conn, "hb-one")) + len(_placed(conn, "hb-three")) == 4
+
+        run_passes_until(api_master.state, all_placed, 60)
+        one, three = _placed(conn, "hb-one"), _placed(conn, "hb-three")
+        assert (len(one), len(three)) == (1, 3)
+
+        # An agent that runs none of its allocations yet gets each one's spec to start it.
+        answer, _ = _beat(api_master, conn, "hb-three", 3, [])
+        assert {c["allocationId"] for c in answer["containers"] if c.get("spec")} == set(three)
+        # Reported running: no spec for what runs, the spec for what does not run yet.
+        answer, _ = _beat(api_master, conn, "hb-three", 3, three[:1])
+        assert [c["action"] for c in answer["containers"]] == ["RUN"] * 3
+        assert {c["allocationId"] for c in answer["containers"] if c.get("spec")} == set(three[1:])
+        _beat(api_master, conn, "hb-one", 1, one)  # RUNNING now
+        _beat(api_master, conn, "hb-three", 3, three)
+
+        # The heartbeat every running agent sends each second.
+        answer, with_three = _beat(api_master, conn, "hb-three", 3, three)
+        assert [(c["allocationId"], c["action"]) for c in answer["containers"]] == [
+            (a, "RUN") for a in three
+        ]
+        assert not [c for c in answer["containers"] if "spec" in c]
+        _, with_one = _beat(api_master, conn, "hb-one", 1, one)
+        assert with_three == with_one, (with_one, with_three)
+        assert with_three <= 5, with_three
+        states = conn.execute(
+            "SELECT DISTINCT state FROM allocations WHERE id = ANY(%s)", (one + three,)
+        ).fetchall()
+        assert [s["state"] for s in states] == ["RUNNING"]
 
 
 def _table_reads(conn: Any) -> int:
