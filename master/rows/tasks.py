@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 
 from typing_extensions import TypedDict
 
@@ -62,3 +63,38 @@ class Task(TypedDict):
     container_id: str | None
     placement: dict[str, list[str]] | None
     alloc_started_at: dt.datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskAllocation:
+    """One of a task's allocations as ``GetTask`` shows it (``schemas.notebooks.task``)."""
+
+    id: str
+    slots_needed: int
+    state: str
+    created_at: dt.datetime
+    started_at: dt.datetime | None
+    ended_at: dt.datetime | None
+    exit_reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class AllocationSummaryRow:
+    """A live allocation as ``GetTasks`` shows it (``schemas.tasks.allocation_summary``): its
+    columns, what it runs (a trial of an experiment, a checkpoint GC of one, or an interactive
+    task with its description) and its job's priority."""
+
+    id: str
+    task_id: str
+    resource_pool: str
+    slots_needed: int
+    #: ``{agent id: [slot ids]}`` once placed.
+    placement: dict[str, list[str]] | None
+    container_id: str | None
+    created_at: dt.datetime
+    started_at: dt.datetime | None
+    trial_id: int | None
+    experiment_id: int | None
+    gc_experiment_id: int | None
+    ntsc_description: str | None
+    priority: int | None

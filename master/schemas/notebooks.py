@@ -3,9 +3,9 @@ and ``v1Task`` (``GetTask``: what the official CLI polls until a notebook is rea
 
 from __future__ import annotations
 
-from typing import Any
+import datetime as dt
 
-from det.master.rows.tasks import Task
+from det.master.rows.tasks import Task, TaskAllocation
 from det.master.schemas import d
 from det.master.schemas.commands import state, task_fields
 from det.master.wire import ts
@@ -31,7 +31,12 @@ def notebook(r: Task) -> d.v1Notebook:
 
 
 def task(
-    task_id: str, kind: str, created: Any, ended: Any, allocs: list[dict[str, Any]], ready: bool
+    task_id: str,
+    kind: str,
+    created: dt.datetime,
+    ended: dt.datetime | None,
+    allocs: list[TaskAllocation],
+    ready: bool,
 ) -> d.v1Task:
     """``allocs``: the task's allocations, newest first (Determined's client reads the first);
     ``ready``: whether the live one's service is up."""
@@ -42,16 +47,16 @@ def task(
         "endTime": ts(ended),
         "allocations": [
             {
-                "allocationId": a["id"],
+                "allocationId": a.id,
                 "taskId": task_id,
-                "slots": a["slots_needed"],
+                "slots": a.slots_needed,
                 "state": "STATE_TERMINATED"
-                if a["state"] == "TERMINATED"
-                else state("ACTIVE", a["state"]),
-                "isReady": ready and i == 0 and a["state"] == "RUNNING",
-                "startTime": ts(a["started_at"]),
-                "endTime": ts(a["ended_at"]),
-                "exitReason": a["exit_reason"],
+                if a.state == "TERMINATED"
+                else state("ACTIVE", a.state),
+                "isReady": ready and i == 0 and a.state == "RUNNING",
+                "startTime": ts(a.started_at),
+                "endTime": ts(a.ended_at),
+                "exitReason": a.exit_reason,
             }
             for i, a in enumerate(allocs)
         ],

@@ -3,11 +3,12 @@ allocation's row, and det's own allocation messages."""
 
 from __future__ import annotations
 
-from typing import Any, NotRequired
+from typing import NotRequired
 
 from typing_extensions import TypedDict
 
 from det.master.rows.agents import SlotDevice
+from det.master.rows.tasks import AllocationSummaryRow
 from det.master.schemas import d
 from det.master.schemas.agents import device
 from det.master.wire import ts
@@ -33,50 +34,50 @@ class PendingPreemption(TypedDict):
     preempt: bool
 
 
-def _name(row: dict[str, Any]) -> str:
-    if row["trial_id"] is not None:
-        return f"Trial {row['trial_id']} (Experiment {row['experiment_id']})"
-    if row["gc_experiment_id"] is not None:
-        return f"Checkpoint GC (Experiment {row['gc_experiment_id']})"
-    if row.get("ntsc_description"):
-        return str(row["ntsc_description"])
-    return str(row["task_id"])
+def _name(row: AllocationSummaryRow) -> str:
+    if row.trial_id is not None:
+        return f"Trial {row.trial_id} (Experiment {row.experiment_id})"
+    if row.gc_experiment_id is not None:
+        return f"Checkpoint GC (Experiment {row.gc_experiment_id})"
+    if row.ntsc_description:
+        return row.ntsc_description
+    return row.task_id
 
 
 def allocation_summary(
-    r: dict[str, Any], slots: dict[tuple[str, str], SlotDevice]
+    r: AllocationSummaryRow, slots: dict[tuple[str, str], SlotDevice]
 ) -> d.v1AllocationSummary:
-    """``r`` is a row of ``services.tasks.live_allocations``' query; ``slots`` the ``slots``
+    """``r``: a live allocation (``services.tasks.live_allocations``); ``slots`` the ``slots``
     rows by (agent, slot id)."""
     resources: list[d.v1ResourcesSummary] = []
-    if r["placement"] is not None:
+    if r.placement is not None:
         devices: dict[str, d.ResourcesSummaryDevices] = {}
-        for agent_id, slot_ids in r["placement"].items():
+        for agent_id, slot_ids in r.placement.items():
             devices[agent_id] = {
                 "devices": [device(slots.get((agent_id, str(s))), str(s)) for s in slot_ids]
             }
         resources.append(
             {
-                "resourcesId": r["id"],
-                "allocationId": r["id"],
+                "resourcesId": r.id,
+                "allocationId": r.id,
                 "agentDevices": devices,
                 # the id det's agent listing gives the slot's container (det slot list joins them)
-                "containerId": r["container_id"] or r["id"],
+                "containerId": r.container_id or r.id,
                 "resourcesType": "docker-container",
-                "started": {} if r["started_at"] is not None else None,
+                "started": {} if r.started_at is not None else None,
                 "exited": None,
             }
         )
     return {
-        "taskId": r["task_id"],
-        "allocationId": r["id"],
+        "taskId": r.task_id,
+        "allocationId": r.id,
         "name": _name(r),
-        "registeredTime": ts(r["created_at"]),
-        "resourcePool": r["resource_pool"],
-        "slotsNeeded": r["slots_needed"],
+        "registeredTime": ts(r.created_at),
+        "resourcePool": r.resource_pool,
+        "slotsNeeded": r.slots_needed,
         "resources": resources,
         "schedulerType": "priority",
-        "priority": r["priority"],
+        "priority": r.priority,
         "proxyPorts": [],
     }
 

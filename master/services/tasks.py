@@ -3,6 +3,7 @@ where they run, as ``GetTasks`` answers (``det task list``, ``det slot list``, `
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -11,6 +12,7 @@ from det.master import db, states
 from det.master.db import Conn
 from det.master.errors import NotFound, PermissionDenied
 from det.master.handles import MasterState
+from det.master.rows.tasks import AllocationSummaryRow, TaskAllocation
 from det.master.schemas import d
 from det.master.schemas.notebooks import task
 from det.master.schemas.tasks import allocation_summary
@@ -29,6 +31,17 @@ class _Owner:
 
 
 @dataclass(frozen=True, slots=True)
+class _TaskHead:
+    """What ``GetTask`` shows of a task beside its allocations (:func:`task_view`)."""
+
+    kind: str
+    created_at: dt.datetime
+    ended_at: dt.datetime | None
+    #: Whether its service is up (an interactive task's proxy address is known).
+    ready: bool
+
+
+@dataclass(frozen=True, slots=True)
 class _Live:
     """A live allocation of a task being killed (:func:`kill`)."""
 
@@ -38,21 +51,20 @@ class _Live:
 
 def live_allocations(conn: Conn) -> dict[str, d.v1AllocationSummary]:
     """``allocationIdToSummary``: every allocation that has not terminated, by id."""
-    rows = (
-        db.untyped(conn)
-        .execute(
-            "SELECT a.*, t.experiment_id, g.experiment_id AS gc_experiment_id, j.priority,"
-            " n.kind AS ntsc_kind, n.description AS ntsc_description"
-            " FROM allocations a LEFT JOIN trials t ON t.id = a.trial_id"
-            " LEFT JOIN checkpoint_gc g ON g.allocation_id = a.id"
-            " LEFT JOIN ntsc_tasks n ON n.id = a.task_id"
-            " LEFT JOIN jobs j ON j.id = a.job_id"
-            " WHERE a.state <> 'TERMINATED' ORDER BY a.created_at, a.id"
-        )
-        .fetchall()
+    rows = db.fetch_rows(
+        conn,
+        AllocationSummaryRow,
+        "SELECT a.id, a.task_id, a.resource_pool, a.slots_needed, a.placement, a.container_id,"
+        " a.created_at, a.started_at, a.trial_id, t.experiment_id,"
+        " g.experiment_id AS gc_experiment_id, n.description AS ntsc_description, j.priority"
+        " FROM allocations a LEFT JOIN trials t ON t.id = a.trial_id"
+        " LEFT JOIN checkpoint_gc g ON g.allocation_id = a.id"
+        " LEFT JOIN ntsc_tasks n ON n.id = a.task_id"
+        " LEFT JOIN jobs j ON j.id = a.job_id"
+        " WHERE a.state <> 'TERMINATED' ORDER BY a.created_at, a.id",
     )
     slots = agents.slot_devices(conn)
-    return {r["id"]: allocation_summary(r, slots) for r in rows}
+    return {r.id: allocation_summary(r, slots) for r in rows}
 
 
 def context(conn: Conn, task_id: str) -> bytes:
@@ -76,46 +88,41 @@ def ntsc_context(conn: Conn, task_id: str) -> bytes:
 
 def task_view(conn: Conn, task_id: str) -> d.v1Task:
     """Determined's ``GetTask``: a trial's, a checkpoint GC's or an interactive task's task."""
-    allocs = (
-        db.untyped(conn)
-        .execute(
-            "SELECT * FROM allocations WHERE task_id = %s ORDER BY created_at DESC, id DESC",
-            (task_id,),
-        )
-        .fetchall()
+    allocs = db.fetch_rows(
+        conn,
+        TaskAllocation,
+        "SELECT id, slots_needed, state, created_at, started_at, ended_at, exit_reason"
+        " FROM allocations WHERE task_id = %s ORDER BY created_at DESC, id DESC",
+        (task_id,),
     )
-    row = (
-        db.untyped(conn)
-        .execute(
-            "SELECT kind, created_at, ended_at, proxy_address IS NOT NULL AS ready FROM ntsc_tasks"
-            " WHERE id = %s",
-            (task_id,),
-        )
-        .fetchone()
+    row = db.fetch_row(
+        conn,
+        _TaskHead,
+        "SELECT kind, created_at, ended_at, proxy_address IS NOT NULL AS ready FROM ntsc_tasks"
+        " WHERE id = %s",
+        (task_id,),
     )
     if row is None:
-        row = (
-            db.untyped(conn)
-            .execute(
-                "SELECT 'TRIAL' AS kind, created_at, ended_at, false AS ready FROM trials"
-                " WHERE task_id = %s",
-                (task_id,),
-            )
-            .fetchone()
+        row = db.fetch_row(
+            conn,
+            _TaskHead,
+            "SELECT 'TRIAL' AS kind, created_at, ended_at, false AS ready FROM trials"
+            " WHERE task_id = %s",
+            (task_id,),
         )
     if row is None and allocs:
         last = allocs[0]
-        live = last["state"] != "TERMINATED"
-        row = {
-            "kind": "CHECKPOINT_GC",
-            "created_at": allocs[-1]["created_at"],
-            "ended_at": None if live else last["ended_at"],
-            "ready": False,
-        }
+        live = last.state != "TERMINATED"
+        row = _TaskHead(
+            kind="CHECKPOINT_GC",
+            created_at=allocs[-1].created_at,
+            ended_at=None if live else last.ended_at,
+            ready=False,
+        )
     if row is None:
         raise NotFound(f"task {task_id} not found")
-    ready = bool(row["ready"]) or (row["kind"] == "TRIAL")
-    return task(task_id, row["kind"], row["created_at"], row["ended_at"], allocs, ready)
+    ready = row.ready or row.kind == "TRIAL"
+    return task(task_id, row.kind, row.created_at, row.ended_at, allocs, ready)
 
 
 def proxy_ticket(conn: Conn, st: MasterState, task_id: str, user: Any, session_id: int) -> str:
