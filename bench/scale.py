@@ -33,7 +33,10 @@ scaled to an hour, and the load average at the start and end of the window. The 
 first point where the p99 of reports or heartbeats crosses 250 ms.
 
     .venv/bin/python bench/scale.py [--quick] [--points 100x200,200x400] [--seconds 90]
-        [--warmup 15] [--set KEY=YAML] [--master-cpus 1]
+        [--warmup 15] [--set KEY=YAML] [--master-cpus 1] [--profile DIR]
+
+``--profile DIR`` records a py-spy profile (``--gil``: where the interpreter's time goes) of
+each master process over each point's window (``bench/profile_top.py DIR/NxM`` sums them up).
 
 ``--master-cpus 1`` pins the master's processes to one core, as one serverless instance of 1
 vCPU (with ``--set db_pool_size=5 --set user_api_processes=1``, deploy/common/serverless.py's
@@ -575,7 +578,14 @@ async def drive(
     self0, load0 = self_cpu(), os.getloadavg()[0]
     start = time.monotonic()
     fleet.stats.window = (start, start + args.seconds)
+    spies = []
+    if args.profile is not None:
+        from bench.user_flood import profile  # psutil and py-spy: only when asked for
+
+        spies = profile(pids["master"], max(1.0, args.seconds - 1), args.profile / str(point))
     await asyncio.sleep(args.seconds)
+    for spy in spies:
+        await asyncio.to_thread(spy.wait)
     elapsed = time.monotonic() - start
     cpu1 = {k: await asyncio.to_thread(cpu_of, pid) for k, pid in pids.items()}
     self1, load1 = self_cpu(), os.getloadavg()[0]
@@ -662,6 +672,14 @@ def main() -> None:
         "--master-cpus", type=int, default=0, help="pin the master to this many cores (0: not)"
     )
     ap.add_argument("--set", action="append", default=[], metavar="KEY=YAML")
+    ap.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="py-spy (--gil) of each master process over each point's window, into DIR/NxM;"
+        " summarise with bench/profile_top.py",
+    )
     args = ap.parse_args()
     try:
         points = [Point(20, 40)] if args.quick else [Point.parse(p) for p in args.points.split(",")]
