@@ -54,6 +54,10 @@ class AgentConfig(BaseModel):
     # det.common.context_ready); off: copy, then start (every task, as other task kinds are).
     context_after_start: bool = True
     max_backoff_seconds: float = Field(default=30.0, gt=0)
+    # Stop every task container once no heartbeat has been answered for this long (fencing: the
+    # master has given this agent up and runs its work elsewhere). Unset: a little less than the
+    # agent timeout the master announces (det.agent.reconcile.fence_after); 0: never.
+    fence_seconds: float | None = Field(default=None, ge=0)
     state_dir: Path = Field(default_factory=lambda: _default_state_dir())
     # Where the harness bundle is built (det.agent.harness_bundle); default: state_dir/harness.
     harness_dir: Path | None = None
@@ -146,6 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preemption-notice", dest="preemption_notice", choices=["none", "aws", "gcp"])
     p.add_argument("--preemption-metadata-url", dest="preemption_metadata_url")
     p.add_argument("--heartbeat-seconds", dest="heartbeat_seconds", type=float)
+    p.add_argument(
+        "--fence-seconds", dest="fence_seconds", type=float,
+        help="stop every task container after this long without the master (0: never;"
+        " default: a little less than the master's agent timeout)",
+    )  # fmt: skip
     p.add_argument(
         "--no-wait-for-work", dest="wait_for_work", action="store_false", default=None,
         help="no long-poll for new work between heartbeats",

@@ -639,12 +639,20 @@ class DockerRuntime:
             rec.follower = follower
         follower.start()
 
-    def kill(self, allocation_id: str) -> None:
+    def kill(
+        self, allocation_id: str, *, grace: float | None = None, error: str | None = None
+    ) -> None:
+        """Stops the container gracefully (once). ``grace`` shortens its grace period and
+        ``error`` is reported as why it ended (the agent's fencing gives both)."""
         with self._lock:
             rec = self._records.get(allocation_id)
             if rec is None or rec.killing or rec.state == AllocationState.TERMINATED:
                 return
             rec.killing = True
+            if grace is not None:
+                rec.kill_grace = min(rec.kill_grace, grace)
+            if error is not None:
+                rec.error = rec.error or error
             docker_id, state = rec.docker_id, rec.state
         logger.info("killing %s (grace %.0fs)", allocation_id, rec.kill_grace)
         if docker_id is not None and state == AllocationState.RUNNING:

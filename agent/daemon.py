@@ -2,7 +2,10 @@
 
 Each pass: fold Docker's view into the records -> send what *is* -> receive what *should be* ->
 `reconcile.decide` -> start / kill / remove. A failed heartbeat leaves every container alone and
-backs off exponentially (capped, jittered); the master never needs to reach the agent.
+backs off exponentially (capped, jittered); the master never needs to reach the agent. Only an
+agent that has heard nothing from the master for a little less than the master's agent timeout
+stops its containers (fencing: `reconcile.fence`), since the master then runs their work again
+elsewhere.
 """
 
 from __future__ import annotations
@@ -27,7 +30,16 @@ from det.agent.logs import CursorStore, LogShipper
 from det.agent.master_client import MasterClient
 from det.agent.mount_guard import MountGuard, engine_sockets, own_installation
 from det.agent.preemption import NoticePoller, load_notice_source
-from det.agent.reconcile import Actual, Desired, decide, reports
+from det.agent.reconcile import (
+    FENCE_GRACE_SECONDS,
+    FENCED_ERROR,
+    Actual,
+    Desired,
+    decide,
+    fence,
+    fence_after,
+    reports,
+)
 from det.common.agent_protocol import HeartbeatRequest, HeartbeatResponse
 from det.common.backoff import backoff
 from det.common.container_spec import ContainerSpec
@@ -113,6 +125,11 @@ class Agent:
         self._failures = 0
         self._last_desired: list[Desired] | None = None
         self._addresses = local_addresses(config.master_url)
+        #: When (monotonic) a heartbeat was last answered, and the agent timeout the master
+        #: announced in it (fencing: ``_fence``).
+        self._answered_at: float | None = None
+        self._master_timeout: float | None = None
+        self._clock = time.monotonic
         self.registered = threading.Event()
         self._wake = threading.Event()
 
@@ -196,14 +213,17 @@ class Agent:
         try:
             answer = self.master.heartbeat(self.config.agent_id, self._body(actual))
         except AgentMasterError as e:
-            return self._heartbeat_failed(e)
+            return self._fence(actual, self._heartbeat_failed(e))
         if self._failures or not self.registered.is_set():
             logger.info("heartbeat ok: connected to %s", self.config.master_url)
         self._failures = 0
+        self._answered_at = self._clock()
         self.registered.set()
         hb = answer.get("heartbeatSeconds")
         if isinstance(hb, int | float) and hb > 0:
             self._interval = float(hb)
+        timeout = answer.get("agentTimeoutSeconds")
+        self._master_timeout = float(timeout) if isinstance(timeout, int | float) else None
         cluster_id = answer.get("clusterId")
         if isinstance(cluster_id, str) and cluster_id and self.runtime.adopt(cluster_id):
             # The first answer named the cluster: what runs here is known only now.
@@ -220,6 +240,35 @@ class Agent:
         # Starts wake the loop themselves when they finish (`wake`); a kill changes what we
         # report within the grace period, so look again soon.
         return float(min(self._interval, 0.25) if plan.kill else self._interval)
+
+    def fence_after(self) -> float | None:
+        """Seconds without an answer after which this agent stops its containers (None: never)."""
+        return fence_after(self._master_timeout, self.config.fence_seconds)
+
+    def _fence(self, actual: list[Actual], delay: float) -> float:
+        """After a failed heartbeat: stops every container once the master has not answered
+        for :meth:`fence_after` seconds (it has given this agent up, or is about to, and runs
+        the work elsewhere); returns how long to wait, never past that moment."""
+        after = self.fence_after()
+        if after is None or self._answered_at is None:
+            return delay
+        silent = self._clock() - self._answered_at
+        stopping = fence(actual, silent, after)
+        if stopping:
+            logger.warning(
+                "fencing: no answer from the master for %.0fs (its agent timeout is %s):"
+                " stopping %d task container(s) %s, whose work the master runs again elsewhere",
+                silent,
+                f"{self._master_timeout:.0f}s" if self._master_timeout else "unknown",
+                len(stopping),
+                list(stopping),
+            )
+        for alloc in stopping:
+            self.runtime.kill(alloc, grace=FENCE_GRACE_SECONDS, error=FENCED_ERROR)
+        if silent < after:
+            return max(0.05, min(delay, after - silent))
+        # Fenced: look again soon while the stops are under way, then at the backoff's pace.
+        return min(delay, 0.25) if stopping else delay
 
     def run(self, stop: threading.Event) -> None:
         """Run until `stop` is set (then call `wake`). Containers keep running when the agent

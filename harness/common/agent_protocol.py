@@ -28,6 +28,12 @@ PoolName = Annotated[str, MaxLen(POOL_NAME_MAX)]
 #: What the master wants done with an allocation on the agent.
 Action = Literal["RUN", "KILL"]
 
+#: Why an allocation ended when its agent went silent: the master's own verdict on an agent
+#: without a heartbeat for ``agent_timeout_seconds``, and the ``error`` an agent reports for a
+#: container it stopped itself after that long without an answer (fencing, docs/internals.md).
+#: Either way the work runs again and no restart is counted.
+AGENT_LOST = "agent lost"
+
 
 class HeartbeatSlot(TypedDict, total=False):
     """One slot (device) the agent offers."""
@@ -94,6 +100,10 @@ class HeartbeatResponse(TypedDict):
     enabled: bool
     draining: bool
     heartbeatSeconds: float
+    #: The master's ``agent_timeout_seconds``: how long it waits for a heartbeat before it gives
+    #: the agent up and ends its allocations. The agent stops its containers before that
+    #: (``det.agent.reconcile.fence_after``). Absent from masters before it was added.
+    agentTimeoutSeconds: NotRequired[float]
     containers: list[DesiredContainer]
 
 

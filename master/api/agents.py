@@ -27,7 +27,11 @@ bp = Blueprint("agents", __name__)
 @contract(body=protocol.HeartbeatRequest, response=protocol.HeartbeatResponse)
 def heartbeat(agent_id: str, body: protocol.HeartbeatRequest) -> protocol.HeartbeatResponse:
     with db() as conn:
-        return svc.heartbeat(conn, state(), agent_id, body)
+        answer = svc.heartbeat(conn, state(), agent_id, body)
+    # How long the master waits for the next heartbeat: the agent stops its containers a little
+    # before that when it cannot reach the master (det.agent.reconcile.fence_after).
+    answer["agentTimeoutSeconds"] = state().config.agent_timeout_seconds
+    return answer
 
 
 @bp.post("/api/v1/agent_enrollments")

@@ -17,6 +17,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
+from det.common import agent_protocol
 from det.common.container_spec import BindMount, Device, DockerOptions
 from det.common.jsontypes import JSONObject, JSONValue
 from det.master import container_policy, db
@@ -27,7 +28,7 @@ from det.master.expconf.schema import DEFAULT_CPU_IMAGE
 from det.master.handles import MasterState
 from det.master.services import agent_users, task_container_policy, users
 
-AGENT_LOST = "agent lost"
+AGENT_LOST = agent_protocol.AGENT_LOST
 #: How an agent's container error starts when the image could not be pulled (det.agent.images).
 IMAGE_PULL_FAILED = "image pull failed: "
 START_FAILED = "start failed: "

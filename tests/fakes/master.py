@@ -37,6 +37,9 @@ class FakeMaster:
     def __init__(self, token: str = "agent-secret", heartbeat_seconds: float = 0.2) -> None:
         self.token = token
         self.heartbeat_seconds = heartbeat_seconds
+        #: The ``agentTimeoutSeconds`` its answers announce (None: not announced, as an older
+        #: master; the agent then never fences).
+        self.agent_timeout_seconds: float | None = None
         self.down = False
         #: Answer this many log posts with 500 before accepting again.
         self.fail_log_posts = 0
@@ -153,13 +156,16 @@ class FakeMaster:
             for item in self.desired.get(agent_id, []):
                 self.first_sent.setdefault(item["allocationId"], now)
             self.lock.notify_all()
-            return {
+            answer: dict[str, Any] = {
                 "clusterId": "fake-cluster",
                 "enabled": True,
                 "draining": False,
                 "heartbeatSeconds": self.heartbeat_seconds,
                 "containers": list(self.desired.get(agent_id, [])),
             }
+            if self.agent_timeout_seconds is not None:
+                answer["agentTimeoutSeconds"] = self.agent_timeout_seconds
+            return answer
 
     # ---- test helpers ----
 
