@@ -107,7 +107,7 @@ def check(root: Path, package: str) -> bool:
 CURSORS = "untyped cursors"
 SUBSCRIPTS = "untyped row subscripts"
 # {count: (ceiling, target)} for master/ (issue 42's targets: every fetch typed, 0 row["..."]).
-ROW_CEILINGS: dict[str, tuple[int, int]] = {CURSORS: (34, 0), SUBSCRIPTS: (42, 0)}
+ROW_CEILINGS: dict[str, tuple[int, int]] = {CURSORS: (30, 0), SUBSCRIPTS: (35, 0)}
 _UNTYPED_FACTORIES = frozenset({"dict_row", "tuple_row", "namedtuple_row", "scalar_row"})
 # master/db/__init__.py's helpers that check what they read (scalar, column) or name the
 # untyped cursor (untyped): their own factories do not count, their callers' cursors do.

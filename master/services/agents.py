@@ -42,29 +42,27 @@ def heartbeat(
     if st.config.pool(pool) is None:
         raise InvalidArgument(f"resourcePool: no pool named '{pool}'")
     slots = report["slots"]
-    row = (
-        db.untyped(conn)
-        .execute(
-            "INSERT INTO agents (id, resource_pool, version, labels, addresses, preemption_notice)"
-            " VALUES (%s, %s, %s, %s, %s, %s)"
-            " ON CONFLICT (id) DO UPDATE SET resource_pool = EXCLUDED.resource_pool, version = EXCLUDED.version,"
-            " labels = EXCLUDED.labels, addresses = EXCLUDED.addresses,"
-            " preemption_notice = coalesce(agents.preemption_notice, EXCLUDED.preemption_notice),"
-            " last_heartbeat = now(), connected = true"
-            " RETURNING *, (xmax = 0) AS inserted",
-            (
-                agent_id,
-                pool,
-                str(report.get("version") or ""),
-                Jsonb(report.get("labels") or {}),
-                Jsonb(report.get("addresses") or []),
-                Jsonb(report.get("preemptionNotice")) if report.get("preemptionNotice") else None,
-            ),
-        )
-        .fetchone()
+    row = db.fetch_row(
+        conn,
+        _Upserted,
+        "INSERT INTO agents (id, resource_pool, version, labels, addresses, preemption_notice)"
+        " VALUES (%s, %s, %s, %s, %s, %s)"
+        " ON CONFLICT (id) DO UPDATE SET resource_pool = EXCLUDED.resource_pool, version = EXCLUDED.version,"
+        " labels = EXCLUDED.labels, addresses = EXCLUDED.addresses,"
+        " preemption_notice = coalesce(agents.preemption_notice, EXCLUDED.preemption_notice),"
+        " last_heartbeat = now(), connected = true"
+        " RETURNING enabled, draining, (xmax = 0) AS inserted",
+        (
+            agent_id,
+            pool,
+            str(report.get("version") or ""),
+            Jsonb(report.get("labels") or {}),
+            Jsonb(report.get("addresses") or []),
+            Jsonb(report.get("preemptionNotice")) if report.get("preemptionNotice") else None,
+        ),
     )
     assert row is not None
-    if row["inserted"]:
+    if row.inserted:
         states.record_event(
             conn,
             "agent",
@@ -126,11 +124,21 @@ def heartbeat(
             out.append({"allocationId": aid, "action": "KILL"})
     return {
         "clusterId": st.cluster_id,
-        "enabled": row["enabled"],
-        "draining": row["draining"],
+        "enabled": row.enabled,
+        "draining": row.draining,
         "heartbeatSeconds": 1.0,
         "containers": out,
     }
+
+
+@dataclass(frozen=True, slots=True)
+class _Upserted:
+    """What the heartbeat's upsert of the agent's row answers."""
+
+    enabled: bool
+    draining: bool
+    #: Whether the row is new (the agent registers).
+    inserted: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,21 +224,19 @@ def _sync_slots(conn: Conn, agent_id: str, slots: list[HeartbeatSlot]) -> None:
 
 def _preempt_agent(conn: Conn, agent_id: str, notice: JSONObject) -> None:
     """A spot/preemptible machine is going away: checkpoint its trials and place nothing new."""
-    updated = (
-        db.untyped(conn)
-        .execute(
-            "UPDATE allocations SET preempt_requested = true, exit_reason = coalesce(exit_reason, %s)"
-            " WHERE placement ? %s AND state <> 'TERMINATED' AND NOT preempt_requested RETURNING id",
-            (f"preempted: {notice.get('source', 'cloud')} notice", agent_id),
-        )
-        .fetchall()
+    updated = db.column(
+        conn,
+        str,
+        "UPDATE allocations SET preempt_requested = true, exit_reason = coalesce(exit_reason, %s)"
+        " WHERE placement ? %s AND state <> 'TERMINATED' AND NOT preempt_requested RETURNING id",
+        (f"preempted: {notice.get('source', 'cloud')} notice", agent_id),
     )
     conn.execute("UPDATE agents SET draining = true WHERE id = %s AND NOT draining", (agent_id,))
-    for r in updated:
+    for allocation_id in updated:
         states.record_event(
             conn,
             "allocation",
-            r["id"],
+            allocation_id,
             "preempt",
             f"agent {agent_id} got a {notice.get('source')} notice",
         )
@@ -238,30 +244,25 @@ def _preempt_agent(conn: Conn, agent_id: str, notice: JSONObject) -> None:
 
 def mark_lost(conn: Conn, timeout_seconds: float) -> list[str]:
     """Agents silent for longer than the timeout: their allocations end without a restart."""
-    lost = (
-        db.untyped(conn)
-        .execute(
-            "UPDATE agents SET connected = false WHERE connected AND last_heartbeat < now() - make_interval(secs => %s)"
-            " RETURNING id",
-            (timeout_seconds,),
-        )
-        .fetchall()
+    ids = db.column(
+        conn,
+        str,
+        "UPDATE agents SET connected = false WHERE connected AND last_heartbeat < now() - make_interval(secs => %s)"
+        " RETURNING id",
+        (timeout_seconds,),
     )
-    ids = [r["id"] for r in lost]
     for agent_id in ids:
         states.record_event(
             conn, "agent", agent_id, "lost", f"no heartbeat for {timeout_seconds:.0f}s"
         )
         logger.warning("agent %s lost", agent_id)
-        for a in (
-            db.untyped(conn)
-            .execute(
-                "SELECT id FROM allocations WHERE placement ? %s AND state <> 'TERMINATED'",
-                (agent_id,),
-            )
-            .fetchall()
+        for allocation_id in db.column(
+            conn,
+            str,
+            "SELECT id FROM allocations WHERE placement ? %s AND state <> 'TERMINATED'",
+            (agent_id,),
         ):
-            allocations.on_terminated(conn, a["id"], None, containers.AGENT_LOST)
+            allocations.on_terminated(conn, allocation_id, None, containers.AGENT_LOST)
     return ids
 
 
