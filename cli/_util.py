@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
 
 from det.cli.errors import CliAPIError, CliError
 from det.cli.session import Session, setup_session
@@ -12,18 +13,41 @@ if TYPE_CHECKING:
     from det.master.schemas import d
 
 
+#: What a verb runs: its parsed arguments in, None or an exit code out.
+Handler = Callable[[argparse.Namespace], int | None]
+#: Where a noun's or a verb's parser is added.
+Subparsers = argparse._SubParsersAction  # the type argparse's add_subparsers() returns
+
+
 def session(args: argparse.Namespace) -> Session:
     return setup_session(args.master, args.user)
 
 
-def noun(nouns: Any, name: str, aliases: dict[str, list[str]], help_: str) -> Any:
+def noun(
+    nouns: Subparsers[argparse.ArgumentParser],
+    name: str,
+    aliases: dict[str, list[str]],
+    help_: str,
+) -> Subparsers[argparse.ArgumentParser]:
     p = nouns.add_parser(name, aliases=aliases.get(name, []), help=help_)
     sub = p.add_subparsers(dest="verb", metavar="VERB")
-    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+    p.set_defaults(func=shows_help(p))
     return sub
 
 
-def verb(sub: Any, names: str, func: Any, help_: str) -> argparse.ArgumentParser:
+def shows_help(p: argparse.ArgumentParser) -> Handler:
+    """The handler of a noun given no verb: its help, exit 2."""
+
+    def run(args: argparse.Namespace) -> int:
+        p.print_help()
+        return 2
+
+    return run
+
+
+def verb(
+    sub: Subparsers[argparse.ArgumentParser], names: str, func: Handler, help_: str
+) -> argparse.ArgumentParser:
     first, *rest = names.split()
     p: argparse.ArgumentParser = sub.add_parser(first, aliases=rest, help=help_)
     p.set_defaults(func=func)

@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any, cast
 
 from det.cli import render
-from det.cli._util import add_json, noun, session, verb
+from det.cli._util import Handler, add_json, noun, session, verb
 from det.cli.errors import UsageError
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def list_agents(args: argparse.Namespace) -> None:
     )
 
 
-def _agent_action(enable: bool) -> Any:
+def _agent_action(enable: bool) -> Handler:
     def run(args: argparse.Namespace) -> None:
         if bool(args.all) == bool(args.agent_id):
             raise UsageError("give an agent id or --all")
@@ -115,7 +115,7 @@ def list_slots(args: argparse.Namespace) -> None:
     )
 
 
-def _slot_action(enable: bool) -> Any:
+def _slot_action(enable: bool) -> Handler:
     def run(args: argparse.Namespace) -> None:
         session(args).post(
             f"/api/v1/agents/{args.agent_id}/slots/{args.slot_id}/{'enable' if enable else 'disable'}"
@@ -161,7 +161,7 @@ def pool_events(args: argparse.Namespace) -> None:
     )
 
 
-def _bind(method: str) -> Any:
+def _bind(method: str) -> Handler:
     def run(args: argparse.Namespace) -> None:
         body = {"resourcePoolName": args.pool, "workspaceNames": list(args.workspace_names)}
         session(args).request(

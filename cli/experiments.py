@@ -14,7 +14,7 @@ from urllib.parse import quote
 import yaml
 
 from det.cli import checkpoints, context, render
-from det.cli._util import add_json, noun, session, verb
+from det.cli._util import Handler, add_json, noun, session, verb
 from det.cli.errors import CliAPIError, CliError, UsageError
 from det.cli.projects import by_names
 from det.cli.resources import usd
@@ -344,7 +344,7 @@ def _ids(values: list[str]) -> list[int]:
         raise UsageError(f"experiment ids must be integers (got {' '.join(values)!r})") from None
 
 
-def _action(name: str) -> Any:
+def _action(name: str) -> Handler:
     def run(args: argparse.Namespace) -> None:
         s = session(args)
         if name == "delete":

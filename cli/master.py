@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import det
 from det.cli import master_policy, render
-from det.cli._util import add_json, noun, session, verb
+from det.cli._util import add_json, noun, session, shows_help, verb
 from det.cli.errors import UsageError
 from det.cli.session import canonical_master, get_info
 
@@ -125,7 +125,7 @@ def register(nouns: Any, aliases: dict[str, list[str]]) -> None:
     )
     p.add_argument("--log-color", "--log.color", dest="log_color", choices=["on", "off"])
     msg = sub.add_parser("cluster-message", help="the message shown to every user")
-    msg.set_defaults(func=lambda a: (msg.print_help(), 2)[1])
+    msg.set_defaults(func=shows_help(msg))
     msg_sub = msg.add_subparsers(dest="message_verb", metavar="VERB")
     p = verb(msg_sub, "set", message_set, "set the cluster message (admins)")
     p.add_argument("-m", "--message", required=True, help="the text (at most 250 characters)")

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from det.cli import render
-from det.cli._util import add_json, session, verb
+from det.cli._util import add_json, session, shows_help, verb
 from det.cli.errors import UsageError
 
 PATH = "/api/v1/master/task-container-policy"
@@ -81,7 +81,7 @@ def history(args: argparse.Namespace) -> None:
 def register(master: Any) -> None:
     """``policy`` under ``det master`` (``master``: its verbs' subparsers)."""
     p = master.add_parser("policy", help="the task container policy (admins change it)")
-    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+    p.set_defaults(func=shows_help(p))
     sub = p.add_subparsers(dest="policy_verb", metavar="VERB")
     add_json(verb(sub, "show", show, "show the cluster's task container policy"))
     s = verb(sub, "set", set_, "store a task container policy from a YAML file (admins)")

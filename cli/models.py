@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
 from det.cli import render
-from det.cli._util import add_json, noun, session, verb, workspace_by_name
+from det.cli._util import Handler, add_json, noun, session, verb, workspace_by_name
 from det.cli.errors import UsageError
 
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ def edit(args: argparse.Namespace) -> None:
     print(f"updated model {m['name']}")
 
 
-def _archiver(action: str) -> Any:
+def _archiver(action: str) -> Handler:
     def run(args: argparse.Namespace) -> None:
         session(args).post(_path(args.name) + f"/{action}")
         print(f"{action}d model {args.name}")

@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any, cast
 
 from det.cli import render
-from det.cli._util import add_json, noun, session, verb, workspace_by_name
+from det.cli._util import Handler, add_json, noun, session, verb, workspace_by_name
 from det.cli.errors import CliError
 from det.cli.session import Session
 
@@ -123,7 +123,7 @@ def edit(args: argparse.Namespace) -> None:
     )
 
 
-def _action(verb_name: str, done: str) -> Any:
+def _action(verb_name: str, done: str) -> Handler:
     def run(args: argparse.Namespace) -> None:
         s = session(args)
         p = by_names(s, args.workspace_name, args.project_name)

@@ -9,7 +9,7 @@ from urllib.parse import quote
 import yaml
 
 from det.cli import projects, render
-from det.cli._util import add_json, noun, session, verb, workspace_by_name
+from det.cli._util import Handler, add_json, noun, session, verb, workspace_by_name
 
 if TYPE_CHECKING:
     from det.master.schemas import d
@@ -125,7 +125,7 @@ def edit(args: argparse.Namespace) -> None:
     _show(args, s.patch(f"/api/v1/workspaces/{w['id']}", body)["workspace"])
 
 
-def _action(verb_name: str, done: str) -> Any:
+def _action(verb_name: str, done: str) -> Handler:
     def run(args: argparse.Namespace) -> None:
         s = session(args)
         w = workspace_by_name(s, args.workspace_name)
