@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 from det.cli import render
 from det.cli._util import add_json, noun, session, true_or_false, verb
 from det.cli.errors import CliError, UsageError
-from det.cli.session import Session
+from det.cli.session import QueryValue, Session
 from det.common import tarsafe
 from det.storage import CheckpointNotFoundError, download_checkpoint
 
@@ -50,7 +50,7 @@ def describe(args: argparse.Namespace) -> None:
 
 def list_(args: argparse.Namespace) -> None:
     s = session(args)
-    params: dict[str, Any] = {}
+    params: dict[str, QueryValue] = {}
     if args.best is not None:  # the master sorts, best first (Determined's ``--best``)
         params = {
             "sortByAttr": "SORT_BY_SEARCHER_METRIC",

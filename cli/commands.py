@@ -7,7 +7,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import yaml
 
@@ -15,16 +15,26 @@ from det.cli import context, render
 from det.cli._util import add_json, add_workspace_flag, noun, session, verb, workspace_id
 from det.cli.errors import CliError, UsageError
 from det.cli.experiments import _print_entry, add_log_flags
-from det.cli.session import Session
+from det.cli.session import QueryValue, Session
+from det.common.jsontypes import JSONObject
 
 
-def task_config(config_file: Any, overrides: list[str], volumes: list[str]) -> dict[str, Any]:
+class LaunchBody(TypedDict, total=False):
+    """What Launch{Command,Notebook,Shell,Tensorboard}Request have in common."""
+
+    config: JSONObject
+    workspaceId: int
+    files: list[context.ContextFile]
+    templateName: str
+
+
+def task_config(config_file: Any, overrides: list[str], volumes: list[str]) -> JSONObject:
     """A task config from ``--config-file``, ``--config a.b=c`` and ``-v host:container``."""
     # det.master.expconf (the config models: ~0.3 s to import) only for the verbs that parse a
     # config, not at every det command's start
     from det.master.expconf import ConfigError, apply_overrides
 
-    data: dict[str, Any] = {}
+    data: JSONObject = {}
     if config_file:
         try:
             data = yaml.safe_load(Path(config_file).read_text()) or {}
@@ -48,10 +58,10 @@ def task_config(config_file: Any, overrides: list[str], volumes: list[str]) -> d
 
 
 def launch_body(
-    args: argparse.Namespace, config: dict[str, Any], s: Session | None = None
-) -> dict[str, Any]:
+    args: argparse.Namespace, config: JSONObject, s: Session | None = None
+) -> LaunchBody:
     """The Launch*Request of ``args``; ``s`` resolves ``-w/--workspace`` to its id."""
-    body: dict[str, Any] = {"config": config}
+    body: LaunchBody = {"config": config}
     if getattr(args, "workspace", None) and s is not None:
         body["workspaceId"] = workspace_id(s, args.workspace)
     if getattr(args, "context", None):
@@ -124,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
 
 def list_tasks(args: argparse.Namespace, plural: str) -> None:
     s = session(args)
-    params: dict[str, Any] = {}
+    params: dict[str, QueryValue] = {}
     if not args.all:
         params["users"] = s.user
     items = s.get(f"/api/v1/{plural}", params=params)[plural]
@@ -165,7 +175,7 @@ def kill_tasks(args: argparse.Namespace, plural: str, ids: list[str], name: str)
 
 
 def logs(args: argparse.Namespace) -> None:
-    params: dict[str, Any] = {"follow": str(args.follow).lower()}
+    params: dict[str, QueryValue] = {"follow": str(args.follow).lower()}
     if args.tail:
         params.update({"limit": args.tail, "orderBy": "ORDER_BY_DESC"})
         entries = list(session(args).stream(f"/api/v1/tasks/{args.task_id}/logs", params=params))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import os
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import pathspec
 
@@ -56,7 +56,22 @@ def collect(root: str | os.PathLike[str]) -> list[tuple[str, Path]]:
     return sorted(out)
 
 
-def pack(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
+class ContextFile(TypedDict):
+    """One file or directory of a ``modelDefinition`` (Determined's ``v1File``)."""
+
+    path: str
+    #: A tar header's type flag: 48 (``'0'``) a file, 53 (``'5'``) a directory.
+    type: int
+    #: The file's bytes, base64 (empty for a directory).
+    content: str
+    mode: int
+    #: Seconds since the epoch: an int64, a string as protobuf JSON writes it.
+    mtime: str
+    uid: int
+    gid: int
+
+
+def pack(root: str | os.PathLike[str]) -> list[ContextFile]:
     """Determined's ``modelDefinition`` file list for the context directory."""
     return pack_all(root, [])
 
@@ -82,7 +97,7 @@ def with_includes(entries: list[tuple[str, Path]], includes: list[str]) -> list[
     return sorted(out)
 
 
-def pack_all(root: str | os.PathLike[str] | None, includes: list[str]) -> list[dict[str, Any]]:
+def pack_all(root: str | os.PathLike[str] | None, includes: list[str]) -> list[ContextFile]:
     """The ``modelDefinition`` of a context directory (or none) and ``--include`` paths."""
     entries = with_includes(collect(root) if root is not None else [], includes)
     sizes = [(rel, p.stat().st_size) for rel, p in entries if p.is_file()]
@@ -94,7 +109,7 @@ def pack_all(root: str | os.PathLike[str] | None, includes: list[str]) -> list[d
             f"the context directory is {total / 1e6:.1f} MB, over the 95 MB limit; largest files: {names}."
             " Leave files out with a .detignore file"
         )
-    files = []
+    files: list[ContextFile] = []
     for rel, p in entries:
         st = p.stat()
         if p.is_dir():

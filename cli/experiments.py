@@ -18,7 +18,8 @@ from det.cli._util import Handler, add_json, noun, session, verb
 from det.cli.errors import CliAPIError, CliError, UsageError
 from det.cli.projects import by_names
 from det.cli.resources import usd
-from det.cli.session import Session
+from det.cli.session import QueryValue, Session
+from det.common.jsontypes import JSONObject
 
 if TYPE_CHECKING:
     from det.master.schemas import d
@@ -123,7 +124,7 @@ def _print_logs(
         last_id = max((int(e.get("id") or 0) for e in entries), default=0)
         if not follow:
             return
-    params: dict[str, Any] = {**filters, "follow": str(follow).lower()}
+    params: dict[str, QueryValue] = {**filters, "follow": str(follow).lower()}
     if head:  # the first N lines
         params["limit"] = head
 
@@ -168,7 +169,11 @@ def add_log_flags(p: argparse.ArgumentParser) -> None:
 
 def list_(args: argparse.Namespace) -> None:
     s = session(args)
-    params: dict[str, Any] = {"limit": args.limit, "offset": args.offset, "orderBy": "ORDER_BY_ASC"}
+    params: dict[str, QueryValue] = {
+        "limit": args.limit,
+        "offset": args.offset,
+        "orderBy": "ORDER_BY_ASC",
+    }
     if not args.all:
         params["archived"] = "false"
         params["users"] = s.user
@@ -409,7 +414,7 @@ def retention_days(args: argparse.Namespace) -> int:
 
 def set_(args: argparse.Namespace) -> None:
     s = session(args)
-    body: dict[str, Any] = {}
+    body: JSONObject = {}
     if args.field == "log-retention":
         days = retention_days(args)
         s.put(

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, cast
 from det.cli import render
 from det.cli._util import add_json, noun, session, verb
 from det.cli.errors import UsageError
+from det.cli.session import QueryValue
 
 if TYPE_CHECKING:
     from det.master.schemas import d
@@ -19,7 +20,7 @@ def _state(job: d.v1Job) -> str:
 
 
 def list_(args: argparse.Namespace) -> None:
-    params: dict[str, Any] = {"orderBy": "ORDER_BY_DESC" if args.reverse else "ORDER_BY_ASC"}
+    params: dict[str, QueryValue] = {"orderBy": "ORDER_BY_DESC" if args.reverse else "ORDER_BY_ASC"}
     if args.resource_pool:
         params["resourcePool"] = args.resource_pool
     queue = cast("d.v1GetJobsV2Response", session(args).get("/api/v1/job-queues-v2", params=params))

@@ -9,7 +9,8 @@ import det
 from det.cli import master_policy, render
 from det.cli._util import add_json, noun, session, shows_help, verb
 from det.cli.errors import UsageError
-from det.cli.session import canonical_master, get_info
+from det.cli.session import QueryValue, canonical_master, get_info
+from det.common.jsontypes import JSONObject
 
 if TYPE_CHECKING:
     from det.master.schemas import d
@@ -53,7 +54,7 @@ def config_set(args: argparse.Namespace) -> None:
 
 
 def message_set(args: argparse.Namespace) -> None:
-    body: dict[str, Any] = {"message": args.message}
+    body: JSONObject = {"message": args.message}
     if args.start:
         body["startTime"] = args.start
     if args.end:
@@ -86,7 +87,7 @@ def message_clear(args: argparse.Namespace) -> None:
 
 
 def logs(args: argparse.Namespace) -> None:
-    params: dict[str, Any] = {"follow": str(bool(args.follow)).lower()}
+    params: dict[str, QueryValue] = {"follow": str(bool(args.follow)).lower()}
     if args.tail:
         params["offset"] = -args.tail
     for e in session(args).stream("/api/v1/master/logs", params=params):

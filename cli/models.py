@@ -10,6 +10,7 @@ from urllib.parse import quote
 from det.cli import render
 from det.cli._util import Handler, add_json, noun, session, verb, workspace_by_name
 from det.cli.errors import UsageError
+from det.common.jsontypes import JSONObject
 
 if TYPE_CHECKING:
     from det.master.schemas import d
@@ -147,7 +148,7 @@ def move(args: argparse.Namespace) -> None:
 
 
 def edit(args: argparse.Namespace) -> None:
-    body: dict[str, Any] = {}
+    body: JSONObject = {}
     if args.new_name is not None:
         body["name"] = args.new_name
     if args.description is not None:

@@ -9,6 +9,7 @@ from det.cli import render
 from det.cli._util import Handler, add_json, noun, session, verb, workspace_by_name
 from det.cli.errors import CliError
 from det.cli.session import Session
+from det.common.jsontypes import JSONObject
 
 if TYPE_CHECKING:
     from det.master.schemas import d
@@ -90,7 +91,7 @@ def list_experiments(args: argparse.Namespace) -> None:
 def create(args: argparse.Namespace) -> None:
     s = session(args)
     w = workspace_by_name(s, args.workspace_name)
-    body: dict[str, Any] = {"name": args.name, "workspaceId": w["id"]}
+    body: JSONObject = {"name": args.name, "workspaceId": w["id"]}
     if args.description is not None:
         body["description"] = args.description
     if args.key:

@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 DEFAULT_MASTER = "http://127.0.0.1:8080"
 
+#: A query string's value as requests encodes it (a list repeats its key; None leaves it out).
+QueryValue = str | int | float | list[str] | list[int] | None
+
 
 def canonical_master(url: str | None) -> str:
     """The master from ``-m``, else ``$DET_MASTER``, else the local default, canonicalized
@@ -209,7 +212,7 @@ class Session:
                 yield obj.get("result", obj)
 
     def follow(
-        self, path: str, params: dict[str, Any], ended: Callable[[], bool]
+        self, path: str, params: dict[str, QueryValue], ended: Callable[[], bool]
     ) -> Iterator[dict[str, Any]]:
         """A log follow (``params`` with ``follow=true``) asked again until ``ended()``: a
         master behind a platform's request time limit ends a follow before that limit

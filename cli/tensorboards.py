@@ -10,6 +10,7 @@ from typing import Any
 
 from det.cli._util import add_workspace_flag, noun, session, verb, workspace_id
 from det.cli.commands import (
+    LaunchBody,
     add_config_verb,
     add_list_verb,
     add_logs_and_kill_verbs,
@@ -32,11 +33,18 @@ def _open(s: Session, tb: dict[str, Any]) -> None:
     webbrowser.open(s.post("/api/v1/proxy_tickets", {"taskId": tb["id"]})["url"])
 
 
+class _LaunchTensorboard(LaunchBody, total=False):
+    """LaunchTensorboardRequest: the trials it serves, by experiment or by trial."""
+
+    experimentIds: list[int]
+    trialIds: list[int]
+
+
 def start(args: argparse.Namespace) -> None:
     if not args.experiment_ids and not args.trial_ids:
         raise UsageError("name experiment ids or --trial-ids")
     config = task_config(args.config_file, args.config, [])
-    body: dict[str, Any] = {
+    body: _LaunchTensorboard = {
         "experimentIds": args.experiment_ids,
         "trialIds": args.trial_ids,
         "config": config,

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, cast
 from det.cli import render
 from det.cli._util import add_json, noun, session, verb
 from det.cli.errors import CliError, UsageError
-from det.cli.session import Session, TokenStore, canonical_master
+from det.cli.session import QueryValue, Session, TokenStore, canonical_master
+from det.common.jsontypes import JSONObject
 
 if TYPE_CHECKING:
     from det.master.schemas import d
@@ -42,7 +43,7 @@ def _show(args: argparse.Namespace, tokens: Sequence[d.v1TokenInfo]) -> None:
 
 
 def list_(args: argparse.Namespace) -> None:
-    params: dict[str, Any] = {"showInactive": "true" if args.show_inactive else "false"}
+    params: dict[str, QueryValue] = {"showInactive": "true" if args.show_inactive else "false"}
     if args.username:
         params["username"] = args.username
     resp = cast("d.v1GetAccessTokensResponse", session(args).get("/api/v1/tokens", params=params))
@@ -65,7 +66,7 @@ def create(args: argparse.Namespace) -> None:
     if not username:
         raise UsageError("give the USERNAME to create a token for")
     user = cast("d.v1GetUserByUsernameResponse", s.get(f"/api/v1/users/{username}/by-username"))
-    body: dict[str, Any] = {"userId": user["user"]["id"]}
+    body: JSONObject = {"userId": user["user"]["id"]}
     if args.expiration_days is not None:
         if args.expiration_days < -1 or args.expiration_days == 0:
             raise UsageError("--expiration-days: a number of days >= 1, or -1 for no expiry")
@@ -80,7 +81,7 @@ def create(args: argparse.Namespace) -> None:
         print(f"TokenID: {resp.get('tokenId')}\nAccess-Token: {resp.get('token')}")
 
 
-def _patch(args: argparse.Namespace, body: dict[str, Any]) -> d.v1PatchAccessTokenResponse:
+def _patch(args: argparse.Namespace, body: JSONObject) -> d.v1PatchAccessTokenResponse:
     token_id = int(args.token_id)
     return cast(
         "d.v1PatchAccessTokenResponse",

@@ -17,7 +17,7 @@ from det.cli import checkpoints, experiments, render
 from det.cli._util import add_json, noun, session, true_or_false, verb
 from det.cli.errors import CliAPIError, CliError, UsageError
 from det.cli.experiments import _print_logs, add_log_flags
-from det.cli.session import Session
+from det.cli.session import QueryValue, Session
 
 if TYPE_CHECKING:
     from det.master.schemas import d
@@ -89,7 +89,7 @@ def _checkpoint_to_download(s: Session, args: argparse.Namespace) -> str:
         return str(args.uuid)
     if args.sort_by and args.smaller_is_better is None:
         raise UsageError("--sort-by needs --smaller-is-better true|false")
-    params: dict[str, Any] = {"states": "STATE_COMPLETED", "limit": 1}
+    params: dict[str, QueryValue] = {"states": "STATE_COMPLETED", "limit": 1}
     if args.latest:
         params |= {"sortByAttr": "SORT_BY_END_TIME", "orderBy": "ORDER_BY_DESC"}
     elif args.sort_by:

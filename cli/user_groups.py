@@ -17,6 +17,7 @@ from det.cli._util import add_json, noun, session, verb
 from det.cli.errors import CliError
 from det.cli.rbac import group_id, user_id
 from det.cli.session import Session
+from det.common.jsontypes import JSONObject
 
 if TYPE_CHECKING:
     from det.master.schemas import d
@@ -51,7 +52,7 @@ def create(args: argparse.Namespace) -> None:
 
 def list_(args: argparse.Namespace) -> None:
     s = session(args)
-    body: dict[str, Any] = {"limit": 0}
+    body: JSONObject = {"limit": 0}
     if args.groups_user_belongs_to:
         body["userId"] = _user_ids(s, [args.groups_user_belongs_to])[0]
     resp = cast("d.v1GetGroupsResponse", s.post("/api/v1/groups/search", body))
@@ -70,26 +71,37 @@ def describe(args: argparse.Namespace) -> None:
     _show(args, resp["group"])
 
 
-def _update(args: argparse.Namespace, body: dict[str, Any]) -> d.v1GroupDetails:
+def _update(
+    args: argparse.Namespace,
+    *,
+    add: list[str] | None = None,
+    remove: list[str] | None = None,
+    name: str | None = None,
+) -> d.v1GroupDetails:
+    """UpdateGroup: ``add`` and ``remove`` are usernames, sent as their ids."""
     s = session(args)
     gid = group_id(s, args.group_name)
-    for key in ("addUsers", "removeUsers"):
-        if key in body:
-            body[key] = _user_ids(s, body[key])
-    resp = cast("d.v1UpdateGroupResponse", s.put(f"/api/v1/groups/{gid}", {"groupId": gid, **body}))
+    body: d.v1UpdateGroupRequest = {"groupId": gid}
+    if add is not None:
+        body["addUsers"] = _user_ids(s, add)
+    if remove is not None:
+        body["removeUsers"] = _user_ids(s, remove)
+    if name is not None:
+        body["name"] = name
+    resp = cast("d.v1UpdateGroupResponse", s.put(f"/api/v1/groups/{gid}", body))
     return resp["group"]
 
 
 def add_user(args: argparse.Namespace) -> None:
-    _show(args, _update(args, {"addUsers": _names(args.usernames)}))
+    _show(args, _update(args, add=_names(args.usernames)))
 
 
 def remove_user(args: argparse.Namespace) -> None:
-    _show(args, _update(args, {"removeUsers": _names(args.usernames)}))
+    _show(args, _update(args, remove=_names(args.usernames)))
 
 
 def change_name(args: argparse.Namespace) -> None:
-    _show(args, _update(args, {"name": args.new_group_name}))
+    _show(args, _update(args, name=args.new_group_name))
 
 
 def delete(args: argparse.Namespace) -> None:

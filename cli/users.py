@@ -15,6 +15,7 @@ from det.cli import render
 from det.cli._util import add_json, noun, session, true_or_false, verb
 from det.cli.errors import CliAPIError, CliError, UsageError
 from det.cli.session import Session, TokenStore, canonical_master, login
+from det.common.jsontypes import JSONObject
 
 if TYPE_CHECKING:
     from det.master.schemas import d
@@ -60,7 +61,7 @@ def create(args: argparse.Namespace) -> None:
     password = args.password
     if password is None:
         password = _password(f"Password for user '{args.username}': ")
-    body: dict[str, Any] = {
+    body: JSONObject = {
         "user": {"username": args.username, "admin": args.admin, "active": True},
         "password": password,
     }

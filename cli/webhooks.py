@@ -9,6 +9,8 @@ from typing import Any
 
 from det.cli import render
 from det.cli._util import add_json, noun, session, verb
+from det.cli.session import QueryValue
+from det.common.jsontypes import JSONObject
 
 _STATES = {"pending": "PENDING", "delivered": "DELIVERED", "dead": "DEAD"}
 
@@ -37,7 +39,7 @@ def list_(args: argparse.Namespace) -> None:
 
 
 def events(args: argparse.Namespace) -> None:
-    params: dict[str, Any] = {}
+    params: dict[str, QueryValue] = {}
     if args.state:
         params["state"] = _STATES[args.state]
     found = session(args).get(f"/api/v1/webhooks/{args.webhook_id}/events", params=params)
@@ -63,7 +65,7 @@ def events(args: argparse.Namespace) -> None:
 
 
 def resend(args: argparse.Namespace) -> None:
-    body: dict[str, Any] = {}
+    body: JSONObject = {}
     if args.event_ids:
         body["eventIds"] = args.event_ids
     done = session(args).post(f"/api/v1/webhooks/{args.webhook_id}/events/resend", body)

@@ -10,6 +10,7 @@ import yaml
 
 from det.cli import projects, render
 from det.cli._util import Handler, add_json, noun, session, verb, workspace_by_name
+from det.common.jsontypes import JSONObject
 
 if TYPE_CHECKING:
     from det.master.schemas import d
@@ -51,7 +52,7 @@ def list_projects(args: argparse.Namespace) -> None:
 
 
 def create(args: argparse.Namespace) -> None:
-    body: dict[str, Any] = {"name": args.name}
+    body: JSONObject = {"name": args.name}
     if args.default_compute_pool:
         body["defaultComputePool"] = args.default_compute_pool
     if args.default_aux_pool:
@@ -115,7 +116,7 @@ def list_members(args: argparse.Namespace) -> None:
 def edit(args: argparse.Namespace) -> None:
     s = session(args)
     w = workspace_by_name(s, args.workspace_name)
-    body: dict[str, Any] = {}
+    body: JSONObject = {}
     if args.name:
         body["name"] = args.name
     if args.default_compute_pool:
