@@ -46,6 +46,7 @@ from det.common import context_ready
 from det.common.container_spec import ContainerSpec
 from det.common.states import AllocationState
 from det.common.tls import MasterCert
+from det.exec import allocation_watch
 
 logger = logging.getLogger(__name__)
 
@@ -139,9 +140,12 @@ def container_env(
     container_id: str,
     allocation_id: str,
     master_url: str | None = None,
+    fence_seconds: float | None = None,
 ) -> dict[str, str]:
     """The container's environment: the spec's, with this agent's view over it (``master_url``:
-    the URL this agent reaches the master at, see :func:`task_master_url`)."""
+    the URL this agent reaches the master at, see :func:`task_master_url`; ``fence_seconds``:
+    this agent's fence, after which a gang's container stops itself too without the master,
+    ``det.exec.allocation_watch``)."""
     env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
     url = task_master_url(env.get("DET_MASTER"), master_url)
     if url is not None:
@@ -155,6 +159,8 @@ def container_env(
     if spec.get("taskId"):
         env.setdefault("DET_TASK_ID", str(spec["taskId"]))
     env.setdefault("DET_RESOURCES_TYPE", "docker-container")
+    if fence_seconds:
+        env[allocation_watch.FENCE_ENV] = f"{fence_seconds:g}"
     return env
 
 
@@ -237,6 +243,8 @@ class DockerRuntime:
         self._lock = threading.Lock()
         #: The master's cluster id, None until the first heartbeat answer gave it (`adopt`).
         self.cluster_id: str | None = None
+        #: The agent's fence (`Agent.fence_after`), told to the containers it starts.
+        self.fence_seconds: float | None = None
 
     def _master_url(self) -> str | None:
         # getattr: tests of the container arguments build a runtime without a master client.
@@ -558,7 +566,12 @@ class DockerRuntime:
             "image": str(spec["image"]),
             "command": spec.get("command"),
             "environment": container_env(
-                spec, self.agent_id, rec.container_id, rec.allocation_id, self._master_url()
+                spec,
+                self.agent_id,
+                rec.container_id,
+                rec.allocation_id,
+                self._master_url(),
+                self.fence_seconds,
             ),
             "labels": {
                 LABEL_AGENT: self.agent_id,

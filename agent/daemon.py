@@ -224,6 +224,7 @@ class Agent:
             self._interval = float(hb)
         timeout = answer.get("agentTimeoutSeconds")
         self._master_timeout = float(timeout) if isinstance(timeout, int | float) else None
+        self.runtime.fence_seconds = self.fence_after()
         cluster_id = answer.get("clusterId")
         if isinstance(cluster_id, str) and cluster_id and self.runtime.adopt(cluster_id):
             # The first answer named the cluster: what runs here is known only now.

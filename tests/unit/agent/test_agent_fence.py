@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from det.agent.config import load_config
+from det.agent.containers import container_env
 from det.agent.daemon import Agent
 from det.agent.reconcile import (
     FENCE_GRACE_SECONDS,
@@ -26,6 +27,7 @@ from det.agent.reconcile import (
 )
 from det.common.agent_protocol import AGENT_LOST
 from det.common.states import AllocationState
+from det.exec import allocation_watch
 from det.master.services import containers
 from tests.fakes.master import FakeMaster
 
@@ -75,6 +77,7 @@ class Runtime:
     def __init__(self) -> None:
         self.records = {"7.1.1": Actual("7.1.1", RUNNING, container_id="c1")}
         self.kills: list[tuple[str, float | None, str | None]] = []
+        self.fence_seconds: float | None = None
 
     def refresh(self) -> None:
         pass
@@ -179,3 +182,17 @@ def test_an_agent_that_never_heard_the_master_stops_nothing(
     now[0] += 3600.0
     agent.tick()
     assert runtime.kills == []
+
+
+def test_the_agent_tells_its_containers_its_fence(master: FakeMaster, tmp_path: Path) -> None:
+    """A gang's container stops itself after as long without the master (det.exec.allocation_
+    watch): the case of a machine cut off whose agent is dead too."""
+    master.agent_timeout_seconds = 20.0
+    agent, _, _ = agent_for(master, tmp_path)
+    agent.tick()
+    assert agent.runtime.fence_seconds == 10.0
+    spec: Any = {"taskId": "7.1", "env": {"DET_MASTER": "http://m"}}
+    env = container_env(spec, "a1", "c1", "7.1.1", fence_seconds=agent.runtime.fence_seconds)
+    assert env[allocation_watch.FENCE_ENV] == "10"
+    assert allocation_watch.fence_seconds(env) == 10.0
+    assert allocation_watch.FENCE_ENV not in container_env(spec, "a1", "c1", "7.1.1")

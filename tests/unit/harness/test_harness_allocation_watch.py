@@ -82,3 +82,48 @@ def test_only_a_gangs_containers_are_watched() -> None:
     assert allocation_watch.interval(base) is None
     assert allocation_watch.interval({**GANG, "DET_MASTER": "http://m"}) is None
     assert allocation_watch.interval({**base, **GANG, "DET_ALLOCATION_WATCH_SECONDS": "0"}) is None
+
+
+@pytest.mark.parametrize("status", [None, 502])
+def test_a_gang_container_stops_once_the_master_is_silent_past_its_fence(
+    master: FakeMaster, status: int | None, tmp_path: Path
+) -> None:
+    """A machine cut off whose agent is dead too: nothing else stops its ranks. Before: they ran
+    on for as long as the master could not be reached."""
+    if status is None:
+        master.stop()
+    else:
+        master.state.fail_status[r"/signals/preemption$"] = status
+    proc = run_wrapped(master, tmp_path / "log", DET_ALLOCATION_FENCE_SECONDS="1")
+    try:
+        code = proc.wait(timeout=20)
+    finally:
+        proc.kill()
+        proc.wait()
+    text = (tmp_path / "log").read_text()
+    assert code == 128 + 15, text
+    assert "no answer from the master for" in text and "fenced" in text, text
+
+
+@pytest.mark.parametrize("status", [200, 403])
+def test_a_master_that_answers_keeps_the_fence_away(
+    master: FakeMaster, status: int, tmp_path: Path
+) -> None:
+    if status != 200:
+        master.state.fail_status[r"/signals/preemption$"] = status
+    proc = run_wrapped(master, tmp_path / "log", DET_ALLOCATION_FENCE_SECONDS="0.5")
+    try:
+        master.wait_for("/signals/preemption", count=10, timeout=20)  # 2 s of looks
+        assert proc.poll() is None, (tmp_path / "log").read_text()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [("15", 15.0), ("2.5", 2.5), ("0", None), ("", None), ("x", None), ("inf", None), ("-3", None)],
+)
+def test_the_fence_is_read_from_the_environment(value: str, seconds: float | None) -> None:
+    assert allocation_watch.fence_seconds({allocation_watch.FENCE_ENV: value}) == seconds
+    assert allocation_watch.fence_seconds({}) is None
