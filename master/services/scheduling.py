@@ -153,6 +153,15 @@ def sched_snapshot(
 
 def schedule_all(conn: Conn, st: MasterState) -> None:
     for p in st.config.resource_pools:
+        # Placements and preemptions are decided for requests that wait (a preemption makes
+        # room for one): with none, the decision is empty, and the snapshot (every agent, slot
+        # and running allocation of the pool) is not read at each tick.
+        if not db.exists(
+            conn,
+            "SELECT 1 FROM allocations WHERE resource_pool = %s AND state = %s LIMIT 1",
+            (p.pool_name, states.PENDING),
+        ):
+            continue
         decision = sched.schedule(snapshot(conn, st, p.pool_name))
         moved = states.allocations_placed(conn, decision.placements)
         containers.choose_port_offsets(conn, {a: decision.placements[a] for a in moved})

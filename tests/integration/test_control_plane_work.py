@@ -16,7 +16,7 @@ from psycopg.rows import dict_row
 
 from det.master import states
 from det.master.loop import run_passes_until
-from det.master.services import agents, allocation_rows, containers
+from det.master.services import agents, allocation_rows, containers, scheduling
 
 pytestmark = pytest.mark.integration
 
@@ -218,3 +218,53 @@ def test_a_pass_that_places_many_allocations_reads_the_live_ones_once(migrated_d
         # The live ones once (and each placed row by its key), not once per placement:
         # 50 x 450 on the code that asked for each placement's neighbours in turn.
         assert read <= 2 * (live + placing), read
+
+
+def _all_reads(conn: Any) -> int:
+    row = conn.execute(
+        "SELECT sum(seq_tup_read + coalesce(idx_tup_fetch, 0)) AS n FROM pg_stat_xact_user_tables"
+    ).fetchone()
+    return int(row["n"] or 0) if row else 0
+
+
+def test_a_scheduling_pass_with_nothing_pending_reads_no_running_allocation(
+    api_master: Any, pg_url: str
+) -> None:
+    running, agents_n = 400, 100
+    with psycopg.connect(pg_url, autocommit=True, row_factory=dict_row) as conn:
+        for i in range(agents_n + 1):
+            agent = f"agent-{i}"
+            with conn.transaction():
+                agents.heartbeat(conn, api_master.state, agent, _report(agent, 4, []))
+        owner = conn.execute("SELECT id FROM users WHERE username = 'admin'").fetchone()
+        conn.execute(
+            "INSERT INTO jobs (id, kind, owner_id, resource_pool, priority, weight, queue_key)"
+            " VALUES ('j', 'COMMAND', %s, 'default', 42, 1, 1)",
+            (owner["id"],),
+        )
+        conn.execute(
+            "INSERT INTO allocations (id, kind, task_id, job_id, resource_pool, slots_needed,"
+            " state, token_hash, placement)"
+            " SELECT 'run.' || i, 'COMMAND', 't.' || i, 'j', 'default', 1, 'RUNNING', 'h',"
+            " jsonb_build_object('agent-' || (i %% %s), jsonb_build_array((i / %s)::text))"
+            " FROM generate_series(0, %s - 1) i",
+            (agents_n, agents_n, running),
+        )
+        conn.execute("ANALYZE")
+        with conn.transaction():
+            before = _all_reads(conn)
+            scheduling.schedule_all(conn, api_master.state)
+            read = _all_reads(conn) - before
+        # Nothing waits, so there is nothing to decide: not every agent, slot and running
+        # allocation with its job read again at each tick (900 rows here on the old pass).
+        assert read <= 5, read
+
+        conn.execute(
+            "INSERT INTO allocations (id, kind, task_id, job_id, resource_pool, slots_needed,"
+            " state, token_hash) VALUES ('new.1', 'COMMAND', 'n', 'j', 'default', 1,"
+            " 'PENDING', 'h')"
+        )
+        with conn.transaction():
+            scheduling.schedule_all(conn, api_master.state)
+        row = conn.execute("SELECT state, placement FROM allocations WHERE id = 'new.1'").fetchone()
+        assert row["state"] == "ASSIGNED" and row["placement"] == {"agent-100": ["0"]}, row
