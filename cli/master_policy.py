@@ -18,12 +18,13 @@ import yaml
 from det.cli import render
 from det.cli._util import add_json, session, shows_help, verb
 from det.cli.errors import UsageError
+from det.common.jsontypes import JSONObject
 
 PATH = "/api/v1/master/task-container-policy"
 KEY = "task_container_policy"
 
 
-def read_policy(path: str) -> dict[str, Any]:
+def read_policy(path: str) -> JSONObject:
     """The policy in ``path`` (see the module's docstring); UsageError naming what is wrong."""
     try:
         data = yaml.safe_load(Path(path).read_text())

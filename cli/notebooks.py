@@ -7,7 +7,7 @@ import argparse
 import sys
 import time
 import webbrowser
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from det.cli._util import noun, session, verb
 from det.cli.commands import (
@@ -22,12 +22,15 @@ from det.cli.commands import (
 from det.cli.errors import CliError
 from det.cli.session import Session
 
+if TYPE_CHECKING:
+    from det.master.schemas import d
+
 
 def wait_ready(s: Session, task_id: str, what: str, timeout: float = 600.0) -> None:
     """Waits until the task's service is up (its allocation ``isReady``) or it has ended."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        task: dict[str, Any] = s.get(f"/api/v1/tasks/{task_id}")["task"]
+        task = cast("d.v1GetTaskResponse", s.get(f"/api/v1/tasks/{task_id}"))["task"]
         if task.get("endTime"):
             raise CliError(f"{what} {task_id} ended before it was ready; det task logs {task_id}")
         allocs = task.get("allocations") or []
@@ -64,7 +67,7 @@ def start(args: argparse.Namespace) -> None:
 def open_(args: argparse.Namespace) -> None:
     """Determined's ``det notebook open ID``: a running notebook's page in the browser."""
     s = session(args)
-    task: dict[str, Any] = s.get(f"/api/v1/tasks/{args.notebook_id}")["task"]
+    task = cast("d.v1GetTaskResponse", s.get(f"/api/v1/tasks/{args.notebook_id}"))["task"]
     if task.get("endTime"):
         raise CliError(f"notebook {args.notebook_id} has ended")
     opened = s.post("/api/v1/proxy_tickets", {"taskId": args.notebook_id})

@@ -15,7 +15,7 @@ import urllib.parse
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import requests
 from urllib3.exceptions import InsecureRequestWarning
@@ -24,6 +24,7 @@ from det.cli.errors import CliAPIError, CliError, UsageError, translate, unreach
 from det.common import api, master_url, tls
 from det.common import errors as common_errors
 from det.common.errors import MasterCallError
+from det.common.jsontypes import JSONObject
 
 if TYPE_CHECKING:
     from det.master.schemas import d
@@ -49,37 +50,49 @@ def _store_path() -> Path:
     return base / "det" / "auth.json"
 
 
+class _MasterTokens(TypedDict, total=False):
+    """One master's entry in the token store: tokens by user, and the active user."""
+
+    tokens: dict[str, str]
+    active_user: str
+
+
+class _Stored(TypedDict, total=False):
+    """``auth.json``: the entries by master URL."""
+
+    masters: dict[str, _MasterTokens]
+
+
 class TokenStore:
     def __init__(self, master: str) -> None:
         self.master = master
         self.path = _store_path()
         try:
-            self.data: dict[str, Any] = json.loads(self.path.read_text())
+            loaded = json.loads(self.path.read_text())
         except (OSError, ValueError):
-            self.data = {}
+            loaded = {}
+        # Written by _save only; a file of another shape is read as empty.
+        self.data: _Stored = cast("_Stored", loaded) if isinstance(loaded, dict) else {}
 
     @property
-    def _entry(self) -> dict[str, Any]:
-        entry: dict[str, Any] = self.data.setdefault("masters", {}).setdefault(
-            self.master, {"tokens": {}}
-        )
-        return entry
+    def _entry(self) -> _MasterTokens:
+        return self.data.setdefault("masters", {}).setdefault(self.master, {"tokens": {}})
 
     def active_user(self) -> str | None:
         user = self._entry.get("active_user")
         return str(user) if user else None
 
     def token(self, user: str) -> str | None:
-        token = self._entry["tokens"].get(user)
+        token = self._entry.get("tokens", {}).get(user)
         return str(token) if token else None
 
     def set(self, user: str, token: str) -> None:
-        self._entry["tokens"][user] = token
+        self._entry.setdefault("tokens", {})[user] = token
         self._entry["active_user"] = user
         self._save()
 
     def drop(self, user: str) -> None:
-        self._entry["tokens"].pop(user, None)
+        self._entry.setdefault("tokens", {}).pop(user, None)
         if self._entry.get("active_user") == user:
             self._entry.pop("active_user", None)
         self._save()
@@ -182,9 +195,9 @@ class Session:
     def patch(self, path: str, body: Any, **kw: Any) -> Any:
         return self.request("PATCH", path, json=body, **kw).json()
 
-    def delete(self, path: str, **kw: Any) -> Any:
-        r = self.request("DELETE", path, **kw)
-        return r.json() if r.content else {}
+    def delete(self, path: str, **kw: Any) -> None:
+        """A DELETE, its answer checked (no caller reads its body)."""
+        self.request("DELETE", path, **kw)
 
     def stream(self, path: str, **kw: Any) -> Iterator[dict[str, Any]]:
         """An NDJSON stream of ``{"result": …}`` lines. A log stream that ends with no line
@@ -230,7 +243,7 @@ class Session:
                 return
 
 
-def get_info(master: str) -> dict[str, Any]:
+def get_info(master: str) -> JSONObject:
     """The master's unauthenticated ``/info``; CliUnreachable when it does not answer, a
     one-line CliError when its TLS certificate cannot be verified."""
     try:

@@ -13,12 +13,13 @@ from det.cli import render
 from det.cli._util import add_json, noun, session, verb, workspace_by_name
 from det.cli.errors import CliAPIError, UsageError
 from det.cli.workspaces import quoted
+from det.common.jsontypes import JSONObject
 
 if TYPE_CHECKING:
     from det.master.schemas import d
 
 
-def _read(path: str) -> dict[str, Any]:
+def _read(path: str) -> JSONObject:
     try:
         data = yaml.safe_load(Path(path).read_text())
     except OSError as e:

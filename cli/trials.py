@@ -23,14 +23,13 @@ if TYPE_CHECKING:
     from det.master.schemas import d
 
 
-def workloads(s: Session, trial_id: int) -> list[dict[str, Any]]:
+def workloads(s: Session, trial_id: int) -> list[d.v1WorkloadContainer]:
     """Determined's workload list: training, validation and checkpoint entries by batch."""
     body = cast(
         "d.v1GetTrialWorkloadsResponse",
         s.get(f"/api/v1/trials/{trial_id}/workloads", params={"limit": 0}),
     )
-    # Read by kind (training / validation / checkpoint): plain dicts.
-    return [dict(w) for w in body["workloads"]]
+    return body["workloads"]
 
 
 def describe(args: argparse.Namespace) -> None:
@@ -66,20 +65,24 @@ def describe(args: argparse.Namespace) -> None:
         ],
     )
     print("\nWorkloads:")
-    rows = []
-    for w in wls:
-        kind = next(k for k in ("training", "validation", "checkpoint") if w.get(k))
-        body = w[kind]
-        if kind == "checkpoint":
-            detail = f"{body['uuid']} ({render.state(body['state'])})"
-        elif args.metrics or kind == "validation":
-            detail = ", ".join(
-                f"{k}={render.metric(v)}" for k, v in sorted(body["metrics"]["avgMetrics"].items())
-            )
-        else:
-            continue
-        rows.append([body["totalBatches"], kind, detail, render.when(body.get("endTime"))])
+    rows = [r for r in (_workload_row(w, args.metrics) for w in wls) if r is not None]
     render.table(["Batches", "Workload", "Metrics / Checkpoint", "Time"], rows)
+
+
+def _workload_row(w: d.v1WorkloadContainer, metrics: bool) -> list[object] | None:
+    """A workload's row (batches, kind, detail, time); a training one only with ``metrics``."""
+    ckpt = w.get("checkpoint")
+    if ckpt:
+        detail = f"{ckpt.get('uuid')} ({render.state(ckpt.get('state'))})"
+        return [ckpt.get("totalBatches"), "checkpoint", detail, render.when(ckpt.get("endTime"))]
+    validation = w.get("validation")
+    kind = "validation" if validation else "training"
+    m = validation or w.get("training")
+    if not m or not (metrics or kind == "validation"):
+        return None
+    values = (m.get("metrics") or {}).get("avgMetrics") or {}
+    detail = ", ".join(f"{k}={render.metric(v)}" for k, v in sorted(values.items()))
+    return [m.get("totalBatches"), kind, detail, render.when(m.get("endTime"))]
 
 
 def _checkpoint_to_download(s: Session, args: argparse.Namespace) -> str:
