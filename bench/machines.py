@@ -16,7 +16,8 @@ one slot per machine, and measures:
   checkpoint" line (the containers' own log stamps);
 * **activate -> all ranks training again**: from the activation to the first training metric
   after the restore (scheduling, both containers started, every rank restored from the
-  checkpoint, a step); inside it, **restore**: the chief's first log line to its "resumed from".
+  checkpoint, a step); inside it, from the chief container's first log line to its "resumed
+  from" (the launcher's start, ``import torch``, the checkpoint's read and load).
 
 Prints each run and the medians. Machine load skews every figure: run it on a quiet machine.
 
