@@ -24,7 +24,10 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from typing_extensions import TypedDict
+
 from ..common.api import Session
+from ..common.jsontypes import JSONObject
 from ..storage import Selector, StorageManager, list_directory
 from ._distributed import DistributedContext
 
@@ -47,20 +50,22 @@ def merge_resources(
     return merged, conflicts
 
 
-def merge_metadata(all_metadata: list[dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+def merge_metadata(all_metadata: list[JSONObject]) -> tuple[JSONObject, list[str]]:
     """Deep-merge per-rank metadata dicts. Returns (merged, conflicting key paths): a key is in
     conflict when two ranks give it different non-dict values."""
-    merged: dict[str, Any] = {}
+    merged: JSONObject = {}
     conflicts: list[str] = []
 
-    def merge(dst: dict[str, Any], src: dict[str, Any], path: str) -> None:
+    def merge(dst: JSONObject, src: JSONObject, path: str) -> None:
         for k, v in src.items():
             key = f"{path}/{k}"
             if k not in dst:
                 dst[k] = json.loads(json.dumps(v)) if isinstance(v, dict) else v
-            elif isinstance(dst[k], dict) and isinstance(v, dict):
-                merge(dst[k], v, key)
-            elif dst[k] != v and key not in conflicts:
+                continue
+            have = dst[k]
+            if isinstance(have, dict) and isinstance(v, dict):
+                merge(have, v, key)
+            elif have != v and key not in conflicts:
                 conflicts.append(key)
 
     for md in all_metadata:
@@ -68,17 +73,33 @@ def merge_metadata(all_metadata: list[dict[str, Any]]) -> tuple[dict[str, Any], 
     return merged, conflicts
 
 
+class ReportCheckpointBody(TypedDict, total=False):
+    """``POST /api/v1/checkpoints`` as the harness sends it (Determined's ``v1Checkpoint``; the
+    master validates it as ``det.master.schemas.checkpoints.ReportCheckpointRequest``)."""
+
+    uuid: str
+    taskId: str
+    allocationId: str
+    reportTime: str
+    #: File sizes by path, int64s as strings.
+    resources: dict[str, str]
+    metadata: JSONObject
+    state: str
+    training: JSONObject
+    storageId: int
+
+
 def checkpoint_body(
     storage_id: str,
     task_id: str,
     allocation_id: str,
     resources: dict[str, int],
-    metadata: dict[str, Any],
+    metadata: JSONObject,
     storage_backend_id: int | None,
     now: datetime.datetime,
-) -> dict[str, Any]:
+) -> ReportCheckpointBody:
     """The ReportCheckpoint request body (pure)."""
-    body: dict[str, Any] = {
+    body: ReportCheckpointBody = {
         "uuid": storage_id,
         "taskId": task_id,
         "allocationId": allocation_id,
@@ -93,11 +114,11 @@ def checkpoint_body(
     return body
 
 
-def _metadata_text(metadata: dict[str, Any]) -> str:
+def _metadata_text(metadata: JSONObject) -> str:
     return json.dumps(metadata, indent=2)
 
 
-def _write_metadata(ckpt_dir: str | os.PathLike[str], metadata: dict[str, Any]) -> None:
+def _write_metadata(ckpt_dir: str | os.PathLike[str], metadata: JSONObject) -> None:
     pathlib.Path(ckpt_dir, "metadata.json").write_text(_metadata_text(metadata), encoding="utf-8")
 
 
@@ -282,7 +303,7 @@ class CheckpointContext:
         md = (r.json().get("checkpoint") or {}).get("metadata") or {}
         return dict(md)
 
-    def _metadata_from_storage(self, storage_id: str) -> dict[str, Any]:
+    def _metadata_from_storage(self, storage_id: str) -> JSONObject:
         with self._storage.restore_path(storage_id, lambda p: p == "metadata.json") as path:
             f = path / "metadata.json"
             return dict(json.loads(f.read_text())) if f.exists() else {}
@@ -302,12 +323,12 @@ class CheckpointContext:
         if self._dist.rank != 0:
             raise RuntimeError(f"{what} may only be called by the chief (rank {self._dist.rank})")
 
-    def _check_metadata(self, metadata: dict[str, Any]) -> None:
+    def _check_metadata(self, metadata: JSONObject) -> None:
         # The master orders checkpoints by it; checked before anything is written.
         if self._session is not None and "steps_completed" not in metadata:
             raise ValueError("checkpoint metadata must contain 'steps_completed'")
 
-    def _report(self, storage_id: str, resources: dict[str, int], metadata: dict[str, Any]) -> None:
+    def _report(self, storage_id: str, resources: dict[str, int], metadata: JSONObject) -> None:
         self._check_metadata(metadata)
         if self._session is None:
             logger.info("saved checkpoint %s", storage_id)

@@ -21,8 +21,11 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from typing_extensions import TypedDict
+
 from ..common import startup
 from ..common.api import NotFoundError, Session
+from ..common.jsontypes import JSONObject
 from ._tensorboard import TensorboardManager, training_scalars, validation_scalars
 
 logger = logging.getLogger(__name__)
@@ -40,13 +43,31 @@ class EarlyExitReason(enum.Enum):
 class _Report:
     group: str
     steps_completed: int
-    metrics: dict[str, Any]
-    batch_metrics: list[dict[str, Any]] | None = None
+    metrics: JSONObject
+    batch_metrics: list[JSONObject] | None = None
 
 
-def report_entry(trial_run_id: int, report: _Report) -> dict[str, Any]:
+class ReportedMetrics(TypedDict, total=False):
+    """A report's values (Determined's ``v1Metrics``): the averages, and per batch."""
+
+    avgMetrics: JSONObject
+    batchMetrics: list[JSONObject]
+
+
+class MetricsReportEntry(TypedDict):
+    """One entry of det's batched metrics request, ``POST /api/v1/trials/{id}/metrics/batch``
+    (the master validates it as ``det.master.schemas.trials.MetricsReportEntry``;
+    tests/unit/harness/test_harness_report_wire.py holds the two together)."""
+
+    group: str
+    trialRunId: int
+    stepsCompleted: int
+    metrics: ReportedMetrics
+
+
+def report_entry(trial_run_id: int, report: _Report) -> MetricsReportEntry:
     """One entry of the master's batched metrics request (pure)."""
-    m: dict[str, Any] = {"avgMetrics": report.metrics}
+    m: ReportedMetrics = {"avgMetrics": report.metrics}
     if report.batch_metrics is not None:
         m["batchMetrics"] = report.batch_metrics
     return {
@@ -57,9 +78,9 @@ def report_entry(trial_run_id: int, report: _Report) -> dict[str, Any]:
     }
 
 
-def _json_safe(metrics: dict[str, Any]) -> dict[str, Any]:
+def _json_safe(metrics: dict[str, Any]) -> JSONObject:
     """NaN/inf are not JSON: send them as the strings the master's float parser accepts."""
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for k, v in metrics.items():
         if hasattr(v, "item") and callable(v.item):  # numpy / torch scalars
             v = v.item()
