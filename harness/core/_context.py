@@ -18,6 +18,7 @@ from .. import storage
 from ..common import startup
 from ..common.api import MasterStatusError, Session
 from ..common.info import ClusterInfo, get_cluster_info
+from ..common.jsontypes import JSONObject
 from ._checkpoint import CheckpointContext, DummyCheckpointContext
 from ._distributed import DistributedContext, DummyDistributedContext
 from ._preempt import DummyPreemptContext, PreemptContext, PreemptMode
@@ -134,7 +135,7 @@ class Context:
 
 def _dummy_init(
     distributed: DistributedContext | None,
-    checkpoint_storage: str | dict[str, Any] | None,
+    checkpoint_storage: str | JSONObject | None,
     preempt_mode: PreemptMode,
 ) -> Context:
     dist = distributed or DummyDistributedContext()
@@ -154,7 +155,7 @@ def _dummy_init(
 
 
 def _prepare_run(
-    session: Session, trial_id: int, checkpoint_storage: dict[str, Any] | None
+    session: Session, trial_id: int, checkpoint_storage: JSONObject | None
 ) -> int | None:
     """``POST /api/v1/runs/start`` as the official harness does; returns the master's id for
     the storage backend (sent back with each checkpoint), None if the master has none."""
@@ -219,7 +220,7 @@ def init(
         )
 
     trial = info.trial
-    storage_cfg: str | dict[str, Any] = (
+    storage_cfg: str | JSONObject = (
         checkpoint_storage
         if checkpoint_storage is not None
         else trial.config.get("checkpoint_storage") or DEFAULT_LOCAL_CHECKPOINT_DIR
@@ -228,7 +229,7 @@ def init(
         manager = storage.from_config(
             storage_cfg, container_path=storage.in_container_path(storage_cfg)
         )
-        reported_cfg: dict[str, Any] | None = storage_cfg
+        reported_cfg: JSONObject | None = storage_cfg
     else:
         manager = storage.from_config(storage_cfg)
         reported_cfg = storage.shortcut_to_config(storage_cfg)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 import os
 import urllib.parse
-from typing import Any
+
+from det.common.jsontypes import JSONObject
 
 from .base import (
     CheckpointNotFoundError,
@@ -35,7 +36,7 @@ _POLICY_KEYS = {"save_experiment_best", "save_trial_best", "save_trial_latest", 
 _MOUNT_KEYS = {"container_path"}
 
 
-def shortcut_to_config(shortcut: str) -> dict[str, Any]:
+def shortcut_to_config(shortcut: str) -> JSONObject:
     """``/path`` → directory, ``s3://b/p`` → s3, ``gs://b/p`` → gcs (pure)."""
     p = urllib.parse.urlparse(shortcut)
     scheme = p.scheme.lower()
@@ -50,9 +51,7 @@ def shortcut_to_config(shortcut: str) -> dict[str, Any]:
     raise ValueError(f"unsupported checkpoint storage {shortcut!r}: use a path, s3:// or gs://")
 
 
-def from_config(
-    config: dict[str, Any] | str, *, container_path: str | None = None
-) -> StorageManager:
+def from_config(config: JSONObject | str, *, container_path: str | None = None) -> StorageManager:
     """Build a storage manager.
 
     ``container_path``: for ``shared_fs``, where ``host_path`` is mounted in this process's view
@@ -82,7 +81,7 @@ def from_config(
     raise ValueError(f"unsupported checkpoint_storage.type {kind!r}")
 
 
-def in_container_path(config: dict[str, Any] | str) -> str | None:
+def in_container_path(config: JSONObject | str) -> str | None:
     """Where a shared_fs ``host_path`` is mounted in this task container: the config's
     ``container_path`` (default ``/determined_shared_fs``) when that directory exists; otherwise
     None, and the host path is used as is (process-based agents, or a mount at the same path)."""
@@ -97,7 +96,7 @@ def in_container_path(config: dict[str, Any] | str) -> str | None:
     return None
 
 
-def download_checkpoint(storage_config: dict[str, Any], uuid: str, dst: str) -> None:
+def download_checkpoint(storage_config: JSONObject, uuid: str, dst: str) -> None:
     """Download checkpoint ``uuid`` into directory ``dst`` (created if missing)."""
     from_config(storage_config).download(uuid, dst)
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 from det.common.errors import CheckpointNotFoundError as CheckpointNotFoundError
+from det.common.jsontypes import JSONObject
 
 from . import globs as _globs
 from .tree import Tree
@@ -28,6 +29,15 @@ from .tree import Tree
 logger = logging.getLogger(__name__)
 
 Selector = Callable[[str], bool]
+
+
+def config_str(config: JSONObject, key: str) -> str | None:
+    """``checkpoint_storage.<key>``: a string, or None when absent or null; ValueError naming
+    the key when it is something else."""
+    value = config.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise ValueError(f"checkpoint_storage.{key}: expected a string, not {type(value).__name__}")
 
 
 def list_directory(root: str | os.PathLike[str]) -> dict[str, int]:

@@ -12,7 +12,9 @@ import os
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
-from .base import ObjectStorageManager
+from det.common.jsontypes import JSONObject
+
+from .base import ObjectStorageManager, config_str
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +40,8 @@ class GCSStorageManager(ObjectStorageManager):
         self._bucket: Any = client.bucket(bucket)
 
     @classmethod
-    def from_config(cls, config: dict[str, Any]) -> GCSStorageManager:
-        return cls(str(config["bucket"]), prefix=config.get("prefix"))
+    def from_config(cls, config: JSONObject) -> GCSStorageManager:
+        return cls(str(config["bucket"]), prefix=config_str(config, "prefix"))
 
     def _list_keys(self, key_prefix: str) -> Iterator[tuple[str, int]]:
         for blob in self._bucket.list_blobs(prefix=key_prefix):

@@ -11,7 +11,9 @@ import logging
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
-from .base import ObjectStorageManager
+from det.common.jsontypes import JSONObject
+
+from .base import ObjectStorageManager, config_str
 
 logger = logging.getLogger(__name__)
 
@@ -55,13 +57,13 @@ class S3StorageManager(ObjectStorageManager):
         return self._client
 
     @classmethod
-    def from_config(cls, config: dict[str, Any]) -> S3StorageManager:
+    def from_config(cls, config: JSONObject) -> S3StorageManager:
         return cls(
             str(config["bucket"]),
-            prefix=config.get("prefix"),
-            endpoint_url=config.get("endpoint_url"),
-            access_key=config.get("access_key"),
-            secret_key=config.get("secret_key"),
+            prefix=config_str(config, "prefix"),
+            endpoint_url=config_str(config, "endpoint_url"),
+            access_key=config_str(config, "access_key"),
+            secret_key=config_str(config, "secret_key"),
         )
 
     def _list_keys(self, key_prefix: str) -> Iterator[tuple[str, int]]:

@@ -25,7 +25,8 @@ import shutil
 import stat
 import time
 from collections.abc import Iterator
-from typing import Any
+
+from det.common.jsontypes import JSONObject
 
 from . import globs
 from .base import (
@@ -45,7 +46,7 @@ logger = logging.getLogger(__name__)
 SHARED_FS_CONTAINER_PATH = "/determined_shared_fs"
 
 
-def shared_fs_base_path(config: dict[str, Any], container_path: str | None) -> str:
+def shared_fs_base_path(config: JSONObject, container_path: str | None) -> str:
     """Where checkpoints live, as seen from here (pure)."""
     host_path = str(config["host_path"])
     if not os.path.isabs(host_path):
@@ -287,9 +288,7 @@ class DirectoryStorageManager(StorageManager):
 
 class SharedFSStorageManager(DirectoryStorageManager):
     @classmethod
-    def from_config(
-        cls, config: dict[str, Any], container_path: str | None
-    ) -> SharedFSStorageManager:
+    def from_config(cls, config: JSONObject, container_path: str | None) -> SharedFSStorageManager:
         # The mount is the admin's (never widened); what lies under it is the harness's.
         root = container_path if container_path is not None else str(config["host_path"])
         return cls(shared_fs_base_path(config, container_path), root=root, shared=True)
