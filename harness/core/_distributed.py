@@ -41,7 +41,8 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def _recv(sock: socket.socket) -> Any:
+def _recv(sock: socket.socket) -> object:
+    """The next object a peer sent (unpickled: whatever it was)."""
     (n,) = _HEADER.unpack(_recv_exact(sock, _HEADER.size))
     return pickle.loads(_recv_exact(sock, n))
 
@@ -80,7 +81,9 @@ class _Star:
                 conn.settimeout(None)
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 peer_rank = _recv(conn)
-                self._peers[int(peer_rank)] = conn
+                if not isinstance(peer_rank, int):
+                    raise ConnectionError(f"a peer sent {type(peer_rank).__name__}, not its rank")
+                self._peers[peer_rank] = conn
 
     def _connect(self, host: str, port: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout

@@ -26,7 +26,7 @@ import socket
 import struct
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, BinaryIO, Callable
 
 from .. import storage
 
@@ -118,10 +118,10 @@ class EventFileWriter:
 
     def __init__(self, directory: pathlib.Path) -> None:
         self.directory = directory
-        self._file: Any = None
+        self._file: BinaryIO | None = None
         self._lock = threading.Lock()
 
-    def _open(self) -> Any:
+    def _open(self) -> BinaryIO:
         if self._file is None:
             self.directory.mkdir(parents=True, exist_ok=True)
             with EventFileWriter._count_lock:

@@ -26,7 +26,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from det import storage
 from det.core._tensorboard import sync_path
@@ -96,11 +96,16 @@ def authorized(value: str, token: str) -> bool:
 _REFUSED = b"this TensorBoard is reached through the master's proxy\n"
 
 
-def guarded(app: Any, token: str) -> Any:
+#: A WSGI application (PEP 3333): called with the request's environ and start_response, it
+#: answers the body.
+WSGIApp = Callable[..., Iterable[bytes]]
+
+
+def guarded(app: WSGIApp, token: str) -> WSGIApp:
     """TensorBoard's WSGI app behind the master's credential: every request without it gets
     403 and never reaches TensorBoard."""
 
-    def wsgi(environ: dict[str, Any], start_response: Any) -> Any:
+    def wsgi(environ: dict[str, Any], start_response: Callable[..., object]) -> Iterable[bytes]:
         if authorized(str(environ.get("HTTP_AUTHORIZATION") or ""), token):
             return app(environ, start_response)
         start_response(
