@@ -72,6 +72,8 @@ def machine_cluster(
                 "image": {"cpu": group.task_image(), "cuda": group.task_image()}
             },
             "checkpoint_storage": {"type": "shared_fs", "host_path": str(ckpt)},
+            # A gang of higher priority takes a running gang's slots (the preemption test).
+            "resource_manager": {"scheduler": {"type": "priority", "preemption": True}},
         }
         master = start_master(tmp, url, port=port, extra=extra)
         cluster = Cluster(master, [], tmp, None, ckpt, url)
@@ -187,6 +189,12 @@ if tutorial() is not None:
         wait_for(lambda: no_task_containers(group), 60, "the machines' task containers to go")
 
 
+def all_connected(cluster: Cluster, group: Machines) -> bool:
+    """Every machine's agent is connected (a machine back on the network re-registers)."""
+    agents = {a["id"]: a for a in cluster.master.get("/api/v1/agents")["agents"] or []}
+    return all(m.agent_id in agents and agents[m.agent_id]["connected"] for m in group.machines)
+
+
 def no_task_containers(group: Machines, running: bool = False) -> bool:
     """No task container on any machine's engine (``running``: none running)."""
     return not any(m.task_containers(running) for m in group.machines)
@@ -256,3 +264,139 @@ def test_a_resumed_trial_reports_each_period_once(
         pytest.skip("needs test_a_dead_agent_stops_every_rank_and_the_trial_resumes's trial")
     training = [int(m["totalBatches"]) for m in cluster.metrics(RESUMED[0], "training")]
     assert len(training) == len(set(training)), training
+
+
+#: The cut run: short, yet it cannot finish while cut off. Its ranks stop at the next
+#: checkpoint (2000) at the latest, where the chief waits for the master to register it.
+CUT_BATCHES = 3000
+
+
+def torch_core_api(batches: int, **hparams: int) -> dict[str, Any]:
+    """det's Core API example under Determined's ``torch_distributed`` launcher, one rank per
+    slot of every machine."""
+    return {
+        "entrypoint": "python3 -m determined.launch.torch_distributed -- python3 train.py",
+        "resources": {"slots_per_trial": SLOTS_PER_MACHINE * 2},
+        "searcher": {"max_length": {"batches": batches}},
+        "hyperparameters": hparams,
+        "max_restarts": 1,
+    }
+
+
+def test_a_machine_cut_off_the_network_stops_every_rank_and_the_trial_resumes(
+    machine_cluster: tuple[Cluster, Machines],
+) -> None:
+    """The chief's machine loses its link (``ip link set eth0 down`` in its namespace) after the
+    trial's first checkpoint. Nothing on it can reach the master, and the master cannot tell it
+    anything: the master marks its agent lost after ``agent_timeout_seconds`` (20 s here) and
+    the other machine's agent kills its rank; the cut machine's agent, hearing nothing from the
+    master for a little less than that (10 s here; the heartbeat the cut caught in flight held
+    it until its 10 s read timeout), stops its own task containers (fencing: a rank the master has given up
+    on must not train on, or write checkpoints, beside the trial's next run). Both within 60 s
+    of the cut (the old agent left the cut machine's rank running until the link was back). The link back, the agent re-registers, the trial resumes from its
+    checkpoint on both machines and completes (no restart counted: the machine was lost, the
+    trial did not fail), each period and checkpoint listed once, nothing left on either
+    engine."""
+    cluster, group = machine_cluster
+    wait_for(lambda: all_connected(cluster, group), 120, "every machine's agent connected")
+    chief, other = group.machines[0], group.machines[1]
+    core = REPO / "examples" / "core_api"
+    config = torch_core_api(
+        CUT_BATCHES, report_every=100, validate_every=2500, checkpoint_every=1000
+    )
+    eid = cluster.create(core / "distributed.yaml", core, config)
+    tid = int(wait_for(lambda: cluster.trials(eid), 120, "the trial")[0]["id"])
+    try:
+        wait_for(lambda: cluster.checkpoints_of(tid), 600, "the trial's first checkpoint")
+    except TimeoutError as e:
+        raise TimeoutError(f"{e}\n{dump(cluster, group)}") from None
+    assert chief.task_containers(running=True), dump(cluster, group)
+    assert other.task_containers(running=True), dump(cluster, group)
+    route = chief.cut_network()
+    cut = time.monotonic()
+    stopped: dict[str, float] = {}
+
+    def both_stopped() -> bool:
+        for m in (other, chief):
+            if m.name not in stopped and not m.task_containers(running=True):
+                stopped[m.name] = time.monotonic() - cut
+        return len(stopped) == 2
+
+    try:
+        try:
+            wait_for(both_stopped, 60, "every rank to stop")
+        except TimeoutError as e:
+            raise TimeoutError(f"{e}: {stopped}\n{dump(cluster, group)}") from None
+    finally:
+        chief.restore_network(route)
+    print(
+        f"\nnetwork cut: the other machine's rank stopped after {stopped[other.name]:.1f} s,"
+        f" the cut machine's after {stopped[chief.name]:.1f} s",
+        file=sys.stderr,
+    )
+    try:
+        cluster.wait_state(eid, "STATE_COMPLETED", 900)
+    except (AssertionError, TimeoutError) as e:
+        raise AssertionError(f"{e}\n{dump(cluster, group)}") from None
+    assert "fenc" in chief.agent_log(), chief.agent_log()[-3000:]
+    assert int(cluster.trial(tid)["restarts"]) == 0, cluster.trial(tid)
+    training = [int(m["totalBatches"]) for m in cluster.metrics(tid, "training")]
+    assert training == list(range(100, CUT_BATCHES + 1, 100)), training
+    saved = [int(c["metadata"]["steps_completed"]) for c in cluster.checkpoints_of(tid)]
+    assert len(saved) == len(set(saved)) and max(saved) == CUT_BATCHES, saved
+    logs = "".join(e.get("log") or "" for e in cluster.trial_logs(tid))
+    assert "resumed from" in logs, logs[-3000:]
+    wait_for(lambda: no_task_containers(group), 60, "the machines' task containers to go")
+
+
+#: The preempted gang's length: it is preempted early on and trains the rest after.
+LOW_BATCHES = 3000
+
+
+def test_a_gang_preempted_by_a_higher_priority_gang_checkpoints_once_and_resumes(
+    machine_cluster: tuple[Cluster, Machines],
+) -> None:
+    """A gang across both machines (priority 50) is training when a gang of higher priority
+    (10) needs the same slots: the low gang's chief sees the preemption, checkpoints once, and
+    every rank exits; the high gang runs and completes; the low one resumes from that
+    checkpoint and completes, no restart counted, each period once. (One gang at a time: with
+    one slot per machine, the two gangs share the same pair of machines.)"""
+    cluster, group = machine_cluster
+    wait_for(lambda: all_connected(cluster, group), 120, "every machine's agent connected")
+    core = REPO / "examples" / "core_api"
+    # No periodic checkpoint: the preemption's and the last are the only ones.
+    low_config = torch_core_api(
+        LOW_BATCHES, report_every=100, validate_every=1000, checkpoint_every=10**9
+    )
+    low_config["resources"]["priority"] = 50
+    low = cluster.create(core / "distributed.yaml", core, low_config)
+    tid = int(wait_for(lambda: cluster.trials(low), 120, "the low gang's trial")[0]["id"])
+    try:
+        wait_for(lambda: cluster.metrics(tid, "training"), 600, "the low gang to train")
+    except TimeoutError as e:
+        raise TimeoutError(f"{e}\n{dump(cluster, group)}") from None
+    high_config = torch_core_api(200, report_every=50, validate_every=100, checkpoint_every=100)
+    high_config["resources"]["priority"] = 10
+    high = cluster.create(core / "distributed.yaml", core, high_config)
+    try:
+        cluster.wait_state(high, "STATE_COMPLETED", 600)
+        cluster.wait_state(low, "STATE_COMPLETED", 900)
+    except (AssertionError, TimeoutError) as e:
+        raise AssertionError(f"{e}\n{dump(cluster, group)}") from None
+    saved = sorted(
+        (int(c["metadata"]["steps_completed"]), str(c["uuid"])) for c in cluster.checkpoints_of(tid)
+    )
+    # Once: one checkpoint at the preemption (from the chief), then the last one.
+    assert len(saved) == 2 and saved[0][0] < LOW_BATCHES == saved[1][0], saved
+    logs = cluster.trial_logs(tid)
+    text = "".join(e.get("log") or "" for e in logs)
+    assert f"resumed from {saved[0][1]} at step {saved[0][0]}" in text, text[-3000:]
+    assert int(cluster.trial(tid)["restarts"]) == 0, cluster.trial(tid)
+    training = [int(m["totalBatches"]) for m in cluster.metrics(tid, "training")]
+    assert training == list(range(100, LOW_BATCHES + 1, 100)), training
+    high_trial = cluster.trials(high)[0]
+    high_saved = [
+        int(c["metadata"]["steps_completed"]) for c in cluster.checkpoints_of(high_trial["id"])
+    ]
+    assert sorted(high_saved) == [100, 200], high_saved
+    wait_for(lambda: no_task_containers(group), 60, "the machines' task containers to go")
