@@ -17,6 +17,7 @@ from det.agent.master_client import MasterClient
 from det.common.agent_protocol import AGENT_LOST
 from tests.docker_support import docker_client as engine_with_image
 from tests.fakes.master import FakeMaster
+from tests.fakes.sim_agent import SimAgent, wait
 from tests.integration.conftest import Master
 from tests.integration.test_agent_docker import (
     IMAGE,
@@ -119,3 +120,55 @@ def test_the_master_announces_its_agent_timeout_in_every_answer(live_master: Mas
     answer = client.heartbeat("fence-a1", {"slots": [], "resourcePool": "default"})
     # tests/integration/conftest.py's master: agent_timeout_seconds 10.
     assert answer.get("agentTimeoutSeconds") == 10, answer
+
+
+GANG = """
+name: fenced-gang
+entrypoint: x
+resources: {slots_per_trial: 2}
+searcher: {name: single, metric: loss, max_length: 1}
+max_restarts: 0
+"""
+
+
+def test_a_fence_reported_before_the_masters_verdict_requeues_without_a_restart(
+    master_factory: Any,
+) -> None:
+    """The link back before the master gave the agent up: the agent's first report says it
+    stopped its container itself ('agent lost'). The master ends the gang's allocation once (the
+    other agent's rank is killed) and queues the trial again, as for a lost agent: no restart
+    counted, so a trial with max_restarts 0 runs again instead of failing."""
+    m: Master = master_factory()
+    runs: list[str] = []
+
+    def train(master: str, spec: dict[str, Any], killed: Any) -> int:
+        runs.append(str(spec["env"]["DET_ALLOCATION_ID"]))
+        if len(set(runs)) > 1:
+            return 0  # the next run: done at once
+        killed.wait(60)
+        return 143
+
+    a = SimAgent(m.url, m.agent_token, "fence-a", slots=1, train=train).start()
+    b = SimAgent(m.url, m.agent_token, "fence-b", slots=1, train=train).start()
+    try:
+        eid = int(
+            m.post("/api/v1/experiments", {"config": GANG, "activate": True})["experiment"]["id"]
+        )
+        first = wait(lambda: next(iter(a.tasks), None), 60, "the gang's first run on fence-a")
+        wait(lambda: first in b.tasks, 60, "the gang's first run on fence-b")
+        task = a.tasks[first]
+        task.error = AGENT_LOST  # what det.agent.reconcile.fence reports
+        task.killed.set()
+        wait(lambda: b.tasks.get(first) is None or b.tasks[first].killed.is_set(), 60, "b's kill")
+
+        def state() -> str:
+            return str(m.get(f"/api/v1/experiments/{eid}")["experiment"]["state"])
+
+        wait(lambda: state() in ("STATE_COMPLETED", "STATE_ERROR"), 120, "the experiment's end")
+        assert state() == "STATE_COMPLETED", m.get(f"/api/v1/experiments/{eid}")
+        (trial,) = m.get(f"/api/v1/experiments/{eid}/trials")["trials"]
+        assert int(trial["restarts"]) == 0, trial
+        assert len(set(runs)) == 2, runs
+    finally:
+        a.stop()
+        b.stop()
