@@ -23,6 +23,7 @@ from urllib3.exceptions import InsecureRequestWarning
 from det.cli.errors import CliAPIError, CliError, UsageError, translate, unreachable
 from det.common import api, master_url, tls
 from det.common import errors as common_errors
+from det.common.api import QueryValue as QueryValue
 from det.common.errors import MasterCallError
 from det.common.jsontypes import JSONObject
 
@@ -30,9 +31,6 @@ if TYPE_CHECKING:
     from det.master.schemas import d
 
 DEFAULT_MASTER = "http://127.0.0.1:8080"
-
-#: A query string's value as requests encodes it (a list repeats its key; None leaves it out).
-QueryValue = str | int | float | list[str] | list[int] | None
 
 
 def canonical_master(url: str | None) -> str:

@@ -36,7 +36,7 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, List, Mapping, Union
 
 import requests
 import urllib3
@@ -53,6 +53,9 @@ from det.common.errors import (
 )
 
 logger = logging.getLogger(__name__)
+
+#: A query string's value as requests encodes it (a list repeats its key; None leaves it out).
+QueryValue = Union[str, int, float, List[str], List[int], None]
 
 ALLOCATION_TOKEN_HEADER = "Grpc-Metadata-x-allocation-token"
 _RETRY_STATUSES = frozenset({502, 503, 504})
@@ -219,7 +222,7 @@ class Session:
         path: str,
         *,
         json: Any = None,
-        params: Mapping[str, Any] | None = None,
+        params: Mapping[str, QueryValue] | None = None,
         data: Any = None,
         headers: Mapping[str, str] | None = None,
         stream: bool = False,

@@ -14,6 +14,10 @@ import pathlib
 from collections.abc import Mapping
 from typing import Any
 
+from typing_extensions import TypedDict
+
+from .jsontypes import JSONObject
+
 logger = logging.getLogger(__name__)
 
 OFFICIAL_INFO_DIR = "/run/determined/info"
@@ -108,7 +112,15 @@ def cluster_info_from_env(env: Mapping[str, str]) -> ClusterInfo | None:
     )
 
 
-def _rendezvous(env: Mapping[str, str]) -> dict[str, Any]:
+class _Rendezvous(TypedDict, total=False):
+    """The container fields of :class:`ClusterInfo` (a gang's containers, when several)."""
+
+    container_addrs: list[str]
+    container_rank: int
+    container_slot_counts: list[int]
+
+
+def _rendezvous(env: Mapping[str, str]) -> _Rendezvous:
     """The container fields of :class:`ClusterInfo` from the environment (pure)."""
     if not env.get("DET_CONTAINER_ADDRS"):
         return {"container_slot_counts": [len(json.loads(env["DET_SLOT_IDS"]))]}
@@ -126,9 +138,9 @@ def get_cluster_info() -> ClusterInfo | None:
     return cluster_info_from_env(os.environ)
 
 
-def official_info_documents(info: ClusterInfo) -> dict[str, dict[str, Any]]:
+def official_info_documents(info: ClusterInfo) -> dict[str, JSONObject]:
     """The JSON documents the official package reads, by file name (pure)."""
-    docs: dict[str, dict[str, Any]] = {
+    docs: dict[str, JSONObject] = {
         "cluster.json": {
             "master_url": info.master_url,
             "cluster_id": info.cluster_id,
@@ -144,10 +156,12 @@ def official_info_documents(info: ClusterInfo) -> dict[str, dict[str, Any]]:
             "latest_checkpoint": info.latest_checkpoint,
         },
         "resources.json": {"gpu_uuids": []},
+        # Copies: a list[str] is not a list of JSON values to mypy (lists are invariant).
         "rendezvous.json": {
-            "container_addrs": info.container_addrs,
+            "container_addrs": [a for a in info.container_addrs],
             "container_rank": info.container_rank,
-            "container_slot_counts": info.container_slot_counts or [len(info.slot_ids)],
+            "container_slot_counts": [n for n in info.container_slot_counts]
+            or [len(info.slot_ids)],
         },
     }
     if info.trial is not None:

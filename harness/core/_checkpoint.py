@@ -153,7 +153,7 @@ class CheckpointContext:
     def upload(
         self,
         ckpt_dir: str | os.PathLike[str] | None,
-        metadata: dict[str, Any] | None = None,
+        metadata: JSONObject | None = None,
         *,
         shard: bool = False,
         selector: Selector | None = None,
@@ -177,7 +177,7 @@ class CheckpointContext:
 
     @contextlib.contextmanager
     def store_path(
-        self, metadata: dict[str, Any] | None = None, *, shard: bool = False
+        self, metadata: JSONObject | None = None, *, shard: bool = False
     ) -> Iterator[tuple[pathlib.Path, str]]:
         """Yields ``(path, storage_id)``; save into ``path``. On exit the checkpoint is uploaded
         (cloud storage) and reported to the master."""
@@ -208,7 +208,7 @@ class CheckpointContext:
         self,
         storage_id: str,
         ckpt_dir: str | os.PathLike[str] | None,
-        metadata: dict[str, Any] | None,
+        metadata: JSONObject | None,
         selector: Selector | None,
     ) -> None:
         # Ranks on one machine may pass the same directory (or, with direct-access storage,

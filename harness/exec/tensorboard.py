@@ -28,7 +28,10 @@ import threading
 import time
 from typing import Any, Callable, Iterable
 
+from typing_extensions import TypedDict
+
 from det import storage
+from det.common.jsontypes import JSONObject
 from det.core._tensorboard import sync_path
 
 logger = logging.getLogger("det.exec.tensorboard")
@@ -36,10 +39,19 @@ logger = logging.getLogger("det.exec.tensorboard")
 FETCH_INTERVAL = 5.0
 
 
+class TensorBoardSource(TypedDict):
+    """A trial the TensorBoard serves (the master's ``rows.tasks.TensorBoardSource``): its ids
+    and its experiment's ``checkpoint_storage``."""
+
+    experimentId: int
+    trialId: int
+    storage: JSONObject
+
+
 class Fetcher:
     """Copies each source's files that are new or changed (by size) into ``logdir``."""
 
-    def __init__(self, cluster_id: str, sources: list[dict[str, Any]], logdir: pathlib.Path):
+    def __init__(self, cluster_id: str, sources: list[TensorBoardSource], logdir: pathlib.Path):
         self.logdir = logdir
         self._sizes: dict[str, int] = {}
         self._sources = []
