@@ -25,13 +25,17 @@ import os
 import ssl
 import tempfile
 import threading
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, MutableMapping
 
 import requests
 import requests.adapters
 from requests.utils import DEFAULT_CA_BUNDLE_PATH
 
 from det.common.errors import CertError as CertError  # re-exported: callers name tls.CertError
+
+if TYPE_CHECKING:
+    # What requests' stubs say merge_environment_settings answers (a stub-only TypedDict).
+    from requests.sessions import _Settings
 
 CERT_FILE_ENV = "DET_MASTER_CERT_FILE"
 CERT_NAME_ENV = "DET_MASTER_CERT_NAME"
@@ -167,8 +171,13 @@ class MasterSession(requests.Session):
     ``CURL_CA_BUNDLE`` is set (plain requests lets those replace a session's ``verify``)."""
 
     def merge_environment_settings(
-        self, url: Any, proxies: Any, stream: Any, verify: Any, cert: Any
-    ) -> Any:
+        self,
+        url: str | bytes | None,
+        proxies: MutableMapping[str, str] | None,
+        stream: bool | None,
+        verify: bool | str | None,
+        cert: str | tuple[str, str] | None,
+    ) -> _Settings:
         settings = super().merge_environment_settings(url, proxies, stream, verify, cert)
         if verify is None and self.verify is not True:
             settings["verify"] = self.verify

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from det.common.jsontypes import JSONObject
 
 from .base import ObjectStorageManager, config_str
+
+if TYPE_CHECKING:
+    # boto3's clients are made at run time from service models: the class they all share.
+    from botocore.client import BaseClient
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +44,7 @@ class S3StorageManager(ObjectStorageManager):
 
         super().__init__(bucket, prefix, max_workers)
         self.bucket = bucket
-        self._client: Any = boto3.client(
+        self._client: BaseClient = boto3.client(
             "s3",
             endpoint_url=endpoint_url,
             aws_access_key_id=access_key,
@@ -52,7 +56,7 @@ class S3StorageManager(ObjectStorageManager):
         )
 
     @property
-    def client(self) -> Any:
+    def client(self) -> BaseClient:
         """The boto3 S3 client (the master wraps its connections in its egress policy)."""
         return self._client
 
