@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..common.api import Session
+from ..common.jsontypes import JSONObject
 from ._distributed import DistributedContext
 
 logger = logging.getLogger(__name__)
@@ -40,22 +41,30 @@ class SearcherMode(enum.Enum):
     ChiefOnly = "CHIEF_ONLY"
 
 
-def parse_max_length(config: dict[str, Any]) -> int | None:
+def _searcher(config: JSONObject) -> JSONObject:
+    block = config.get("searcher")
+    return block if isinstance(block, dict) else {}
+
+
+def parse_max_length(config: JSONObject) -> int | None:
     """``searcher.max_length`` as an int (``{batches: 100}`` → 100), or None (pure)."""
-    ml = (config.get("searcher") or {}).get("max_length")
-    if ml is None:
-        return None
+    ml = _searcher(config).get("max_length")
     if isinstance(ml, dict):
         values = list(ml.values())
-        return int(values[0]) if values else None
-    return int(ml)
+        ml = values[0] if values else None
+    if ml is None:
+        return None
+    if isinstance(ml, (int, float, str)):
+        return int(ml)
+    raise ValueError(f"searcher.max_length: expected a number, not {type(ml).__name__}")
 
 
-def parse_units(config: dict[str, Any]) -> Unit | None:
-    searcher = config.get("searcher") or {}
+def parse_units(config: JSONObject) -> Unit | None:
+    searcher = _searcher(config)
     names = {"records": Unit.RECORDS, "epochs": Unit.EPOCHS, "batches": Unit.BATCHES}
     if "unit" in searcher:
-        return names.get(searcher["unit"])
+        unit = searcher["unit"]
+        return names.get(unit) if isinstance(unit, str) else None
     ml = searcher.get("max_length")
     if isinstance(ml, dict) and len(ml) == 1:
         return names.get(next(iter(ml)))
