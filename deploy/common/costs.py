@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from det.common.jsontypes import JSONObject
 from det.deploy.common import prices
 from det.deploy.common.prices import HOURS_PER_MONTH
 
@@ -260,7 +261,7 @@ def render(estimates: tuple[Estimate, ...], chosen: str) -> str:
     return "\n".join(out)
 
 
-def to_json(estimates: tuple[Estimate, ...], chosen: str) -> dict[str, object]:
+def to_json(estimates: tuple[Estimate, ...], chosen: str) -> JSONObject:
     """The estimate in ``up --dry-run --json`` (key ``costEstimate``)."""
     cloud = estimates[0].cloud if estimates else ""
     return {
@@ -282,7 +283,7 @@ def to_json(estimates: tuple[Estimate, ...], chosen: str) -> dict[str, object]:
                     }
                     for x in e.lines
                 ],
-                "notPriced": list(e.missing),
+                "notPriced": [m for m in e.missing],
             }
             for e in estimates
         ],

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from det.common.jsontypes import JSONObject, JSONValue
 from det.deploy.common.dryrun import Rendered
@@ -16,7 +16,34 @@ from det.deploy.common.dryrun import Rendered
 Summary = JSONObject
 
 
-def _sg_rule(i: dict[str, Any]) -> Summary:
+def _get(i: JSONObject, *path: str, default: JSONValue = None) -> JSONValue:
+    """The value at ``path`` in nested inputs, or ``default`` where a step is missing."""
+    value: JSONValue = i
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return default
+        value = value[key]
+    return value
+
+
+def _obj(value: JSONValue) -> JSONObject:
+    return value if isinstance(value, dict) else {}
+
+
+def _objs(i: JSONObject, key: str) -> list[JSONObject]:
+    """The mappings in list ``key`` (none when it is missing)."""
+    value = i.get(key)
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _joined(value: JSONValue, default: str = "") -> str:
+    """A list as ``a,b``; a string as it is."""
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return default if value is None else str(value)
+
+
+def _sg_rule(i: JSONObject) -> Summary:
     proto = i.get("ipProtocol", "?")
     ports = (
         "all"
@@ -27,21 +54,19 @@ def _sg_rule(i: dict[str, Any]) -> Summary:
     return {"ingress": f"{'all' if proto == '-1' else proto}/{ports} from {source}"}
 
 
-def _sg(i: dict[str, Any]) -> Summary:
+def _sg(i: JSONObject) -> Summary:
     egress: list[JSONValue] = [
-        f"{e.get('protocol')} to {','.join(e.get('cidrBlocks', []))}" for e in i.get("egress", [])
+        f"{e.get('protocol')} to {_joined(e.get('cidrBlocks'))}" for e in _objs(i, "egress")
     ]
     return {"egress": egress or "none"}
 
 
-def _statements(policy: Any) -> list[JSONValue]:
+def _statements(policy: JSONValue) -> list[JSONValue]:
     doc = json.loads(policy) if isinstance(policy, str) else policy
     out: list[JSONValue] = []
-    for s in doc.get("Statement", []):
-        actions = s.get("Action")
-        actions = ",".join(actions) if isinstance(actions, list) else actions
-        resources = s.get("Resource")
-        resources = ",".join(resources) if isinstance(resources, list) else resources
+    for s in _objs(_obj(doc), "Statement"):
+        actions = _joined(s.get("Action"), "None")
+        resources = _joined(s.get("Resource"), "None")
         cond = (
             " if " + json.dumps(s["Condition"], separators=(",", ":")) if s.get("Condition") else ""
         )
@@ -49,7 +74,13 @@ def _statements(policy: Any) -> list[JSONValue]:
     return out
 
 
-def _rds(i: dict[str, Any]) -> Summary:
+def _assumed_by(i: JSONObject) -> Summary:
+    policy = _get(i, "assumeRolePolicy", default="{}")
+    doc = json.loads(policy) if isinstance(policy, str) else policy
+    return {"assumedBy": [s.get("Principal") for s in _objs(_obj(doc), "Statement")]}
+
+
+def _rds(i: JSONObject) -> Summary:
     return {
         "publiclyAccessible": i.get("publiclyAccessible", False),
         "storageEncrypted": i.get("storageEncrypted", False),
@@ -57,8 +88,8 @@ def _rds(i: dict[str, Any]) -> Summary:
     }
 
 
-def _aurora(i: dict[str, Any]) -> Summary:
-    scaling = i.get("serverlessv2ScalingConfiguration") or {}
+def _aurora(i: JSONObject) -> Summary:
+    scaling = _obj(i.get("serverlessv2ScalingConfiguration"))
     return {
         "storageEncrypted": i.get("storageEncrypted", False),
         "engine": f"{i.get('engine')} {i.get('engineVersion', '')}".strip(),
@@ -68,30 +99,30 @@ def _aurora(i: dict[str, Any]) -> Summary:
     }
 
 
-def _pab(i: dict[str, Any]) -> Summary:
+def _pab(i: JSONObject) -> Summary:
     keys = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
     return {k: i.get(k, False) for k in keys}
 
 
-def _sse(i: dict[str, Any]) -> Summary:
-    rules = i.get("rules", [])
-    algo = [r.get("applyServerSideEncryptionByDefault", {}).get("sseAlgorithm") for r in rules]
+def _sse(i: JSONObject) -> Summary:
+    algo: list[JSONValue] = [
+        _get(r, "applyServerSideEncryptionByDefault", "sseAlgorithm") for r in _objs(i, "rules")
+    ]
     return {"encryption": algo or "none"}
 
 
-def _ec2(i: dict[str, Any]) -> Summary:
+def _ec2(i: JSONObject) -> Summary:
     return {
         "instanceProfile": i.get("iamInstanceProfile"),
-        "imdsTokens": i.get("metadataOptions", {}).get("httpTokens", "optional"),
-        "rootVolumeEncrypted": i.get("rootBlockDevice", {}).get("encrypted", False),
+        "imdsTokens": _get(i, "metadataOptions", "httpTokens", default="optional"),
+        "rootVolumeEncrypted": _get(i, "rootBlockDevice", "encrypted", default=False),
         "securityGroups": i.get("vpcSecurityGroupIds"),
     }
 
 
-def _firewall(i: dict[str, Any]) -> Summary:
-    allows = [
-        f"{a.get('protocol')}/{','.join(a.get('ports', []) or ['all'])}"
-        for a in i.get("allows", [])
+def _firewall(i: JSONObject) -> Summary:
+    allows: list[JSONValue] = [
+        f"{a.get('protocol')}/{_joined(a.get('ports')) or 'all'}" for a in _objs(i, "allows")
     ]
     return {
         "direction": i.get("direction", "INGRESS"),
@@ -101,8 +132,8 @@ def _firewall(i: dict[str, Any]) -> Summary:
     }
 
 
-def _cloudsql(i: dict[str, Any]) -> Summary:
-    ip = i.get("settings", {}).get("ipConfiguration", {})
+def _cloudsql(i: JSONObject) -> Summary:
+    ip = _obj(_get(i, "settings", "ipConfiguration"))
     return {
         "publicIp": ip.get("ipv4Enabled", True),
         "privateNetwork": ip.get("privateNetwork"),
@@ -110,40 +141,43 @@ def _cloudsql(i: dict[str, Any]) -> Summary:
     }
 
 
-def _gcs(i: dict[str, Any]) -> Summary:
+def _gcs(i: JSONObject) -> Summary:
     return {
         "uniformBucketLevelAccess": i.get("uniformBucketLevelAccess", False),
         "publicAccessPrevention": i.get("publicAccessPrevention", "inherited"),
-        "versioning": i.get("versioning", {}).get("enabled", False),
+        "versioning": _get(i, "versioning", "enabled", default=False),
     }
 
 
-def _gce(i: dict[str, Any]) -> Summary:
-    nics = i.get("networkInterfaces", [])
+def _gce(i: JSONObject) -> Summary:
     return {
-        "serviceAccount": i.get("serviceAccount", {}).get("email"),
-        "scopes": i.get("serviceAccount", {}).get("scopes"),
-        "externalIp": any(n.get("accessConfigs") for n in nics),
+        "serviceAccount": _get(i, "serviceAccount", "email"),
+        "scopes": _get(i, "serviceAccount", "scopes"),
+        "externalIp": any(n.get("accessConfigs") for n in _objs(i, "networkInterfaces")),
         "tags": i.get("tags"),
-        "secureBoot": i.get("shieldedInstanceConfig", {}).get("enableSecureBoot", False),
+        "secureBoot": _get(i, "shieldedInstanceConfig", "enableSecureBoot", default=False),
     }
 
 
-def _member(i: dict[str, Any]) -> Summary:
+def _member(i: JSONObject) -> Summary:
     scope = i.get("bucket") or i.get("serviceAccountId") or i.get("secretId") or i.get("project")
     return {"role": i.get("role"), "member": i.get("member"), "on": scope}
 
 
-_BY_TYPE: dict[str, Callable[[dict[str, Any]], Summary]] = {
+def _routes(i: JSONObject) -> Summary:
+    routes: list[JSONValue] = [
+        f"{r.get('cidrBlock')} via {r.get('gatewayId')}" for r in _objs(i, "routes")
+    ]
+    return {"routes": routes or "local only"}
+
+
+_BY_TYPE: dict[str, Callable[[JSONObject], Summary]] = {
     "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": _sg_rule,
     "aws:ec2/securityGroup:SecurityGroup": _sg,
-    "aws:iam/rolePolicy:RolePolicy": lambda i: {"statements": _statements(i.get("policy", "{}"))},
-    "aws:iam/role:Role": lambda i: {
-        "assumedBy": [
-            s.get("Principal")
-            for s in json.loads(i.get("assumeRolePolicy", "{}")).get("Statement", [])
-        ]
+    "aws:iam/rolePolicy:RolePolicy": lambda i: {
+        "statements": _statements(_get(i, "policy", default="{}"))
     },
+    "aws:iam/role:Role": _assumed_by,
     "aws:iam/instanceProfile:InstanceProfile": lambda i: {"role": i.get("role")},
     "aws:rds/instance:Instance": _rds,
     "aws:rds/cluster:Cluster": _aurora,
@@ -155,20 +189,17 @@ _BY_TYPE: dict[str, Callable[[dict[str, Any]], Summary]] = {
     "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock": _pab,
     "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration": _sse,
     "aws:s3/bucketOwnershipControls:BucketOwnershipControls": lambda i: {
-        "objectOwnership": i.get("rule", {}).get("objectOwnership")
+        "objectOwnership": _get(i, "rule", "objectOwnership")
     },
     "aws:s3/bucketVersioning:BucketVersioning": lambda i: {
-        "versioning": i.get("versioningConfiguration", {}).get("status")
+        "versioning": _get(i, "versioningConfiguration", "status")
     },
     "aws:ec2/instance:Instance": _ec2,
     "aws:ec2/subnet:Subnet": lambda i: {
         "cidr": i.get("cidrBlock"),
         "publicIpOnLaunch": i.get("mapPublicIpOnLaunch", False),
     },
-    "aws:ec2/routeTable:RouteTable": lambda i: {
-        "routes": [f"{r.get('cidrBlock')} via {r.get('gatewayId')}" for r in i.get("routes", [])]
-        or "local only"
-    },
+    "aws:ec2/routeTable:RouteTable": _routes,
     "aws:secretsmanager/secretVersion:SecretVersion": lambda i: {
         "secretString": i.get("secretString")
     },
@@ -186,12 +217,33 @@ _BY_TYPE: dict[str, Callable[[dict[str, Any]], Summary]] = {
 }
 
 
-def summarize(type_: str, inputs: dict[str, Any]) -> Summary:
+def summarize(type_: str, inputs: JSONObject) -> Summary:
     fn = _BY_TYPE.get(type_)
     return fn(inputs) if fn else {}
 
 
-def to_json(rendered: Rendered, cloud: str, cluster_id: str) -> dict[str, Any]:
+class ResourceSummary(TypedDict):
+    """One resource of ``--dry-run --json``: its type, its name, what it shows."""
+
+    type: str
+    name: str
+    security: Summary
+
+
+class DryRunDocument(TypedDict):
+    """``--dry-run --json``: the cloud, the cluster, its resources and the program's outputs."""
+
+    cloud: str
+    clusterId: str
+    resources: list[ResourceSummary]
+    outputs: JSONObject
+    #: The control plane's cost for each ``--master`` (``costs.to_json``).
+    costEstimate: NotRequired[JSONObject]
+    #: The quotas the cluster needs (``quotas.Need``, as dicts).
+    quotaNeeds: NotRequired[list[JSONObject]]
+
+
+def to_json(rendered: Rendered, cloud: str, cluster_id: str) -> DryRunDocument:
     return {
         "cloud": cloud,
         "clusterId": cluster_id,
@@ -203,7 +255,7 @@ def to_json(rendered: Rendered, cloud: str, cluster_id: str) -> dict[str, Any]:
     }
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: JSONValue) -> str:
     if isinstance(value, list):
         return "; ".join(_fmt(v) for v in value)
     if isinstance(value, dict):
@@ -211,7 +263,7 @@ def _fmt(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def table(rows: Iterable[dict[str, Any]]) -> str:
+def table(rows: Iterable[ResourceSummary]) -> str:
     """One line per setting; the type and name only on a resource's first line."""
     lines: list[tuple[str, str, str]] = []
     for row in rows:
