@@ -150,7 +150,7 @@ def use_state_url(args: argparse.Namespace) -> None:
         state.check_state_url(os.environ[state.STATE_URL_ENV])
 
 
-def _session(region: str | None, profile: str | None) -> Any:
+def _session(region: str | None, profile: str | None) -> boto3.Session:
 
     return boto3.Session(profile_name=profile, region_name=region)
 
@@ -272,7 +272,7 @@ def _ecr_login(session: Any) -> rollout.Login:
 def _rollout_steps(current: dict[str, AwsConfig], profile: str | None) -> rollout.Steps:
     """Push to the cluster's ECR repository with an ECR token; run the migration task."""
 
-    def session() -> Any:
+    def session() -> boto3.Session:
         return _session(current["cfg"].region, profile)
 
     def release() -> str:

@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 Program = Callable[[], None]
 
 
-def _workspace_options(project: str) -> Any:
+def _workspace_options(project: str) -> auto.LocalWorkspaceOptions:
 
     directory = state.state_dir()
     url = state.backend_url(directory)
@@ -42,7 +42,7 @@ def _last_line(error: Exception) -> str:
     return lines[-1] if lines else type(error).__name__
 
 
-def _stack(project: str, cluster_id: str, program: Program | None, create: bool) -> Any:
+def _stack(project: str, cluster_id: str, program: Program | None, create: bool) -> auto.Stack:
 
     opts = _workspace_options(project)
     body = program or (lambda: None)

@@ -112,7 +112,7 @@ def stack_config(cfg: GcpConfig) -> dict[str, tuple[str, bool]]:
     return {key: (getattr(cfg, field), False) for field, key in ROLES.values()}
 
 
-def images_client(credentials: Any = None, endpoint: str | None = None) -> Any:
+def images_client(credentials: Any = None, endpoint: str | None = None) -> compute_v1.ImagesClient:
     """The real Compute images client (``endpoint``: a local fake in tests)."""
 
     options = ClientOptions(api_endpoint=endpoint) if endpoint else None

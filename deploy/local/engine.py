@@ -12,9 +12,12 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from det.deploy.common.errors import DeployError
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +54,7 @@ def no_engine_message(error: str = "") -> str:
     )
 
 
-def client() -> Any:
+def client() -> DockerClient:
     """A pinged Docker client, or :class:`NoDockerEngine` with the one-line message."""
     try:
         import docker  # the agent extra: missing, it gets the install line, not a traceback
