@@ -15,6 +15,7 @@ import importlib
 import logging
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from det.deploy.common.errors import DeployError
@@ -35,7 +36,7 @@ def _bool(value: str | bool) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
 
 
-def _key_value(reserved: set[str]) -> Any:
+def _key_value(reserved: set[str]) -> Callable[[str], tuple[str, str]]:
     def parse(text: str) -> tuple[str, str]:
         key, sep, value = text.partition("=")
         if not sep or not key or not value:

@@ -179,7 +179,7 @@ def release_objects(
     if bucket is None:
         return []
 
-    def put(resource_name: str, key: str, **kwargs: Any) -> Any:
+    def put(resource_name: str, key: str, **kwargs: Any) -> pulumi.CustomResource:
         return aws.s3.BucketObjectv2(resource_name, bucket=bucket, key=key, opts=child, **kwargs)
 
     return uploads.release_objects(name, opts, put)

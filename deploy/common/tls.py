@@ -213,7 +213,7 @@ def client_exports(master_url: str, cert_file: Path | None, cert_name: str = CER
     return line
 
 
-def verified_get(cert_file: Path, cert_name: str) -> Callable[..., Any]:
+def verified_get(cert_file: Path, cert_name: str) -> Callable[..., requests.Response]:
     """``requests.get`` that trusts only ``cert_file`` and checks ``cert_name`` instead of the
     host in the URL (the master is reached by IP; its certificate names ``det-master``)."""
 
@@ -226,7 +226,7 @@ def verified_get(cert_file: Path, cert_name: str) -> Callable[..., Any]:
     session = requests.Session()
     session.mount("https://", _NamedAdapter())
 
-    def get(url: str, **kwargs: Any) -> Any:
+    def get(url: str, **kwargs: Any) -> requests.Response:
         # Per request: a session's ``verify`` loses to REQUESTS_CA_BUNDLE/CURL_CA_BUNDLE in the
         # environment, which would then trust the public CAs instead of the cluster's cert.
         kwargs["verify"] = str(cert_file)

@@ -12,7 +12,7 @@ from det.deploy.common.boot import BootOptions
 class PutObject(Protocol):
     """The cloud's bucket object: ``put(resource_name, key, **object_args)``."""
 
-    def __call__(self, resource_name: str, key: str, **kwargs: Any) -> Any: ...
+    def __call__(self, resource_name: str, key: str, **kwargs: Any) -> pulumi.CustomResource: ...
 
 
 def release_objects(name: str, opts: BootOptions, put: PutObject) -> list[pulumi.Output[str]]:

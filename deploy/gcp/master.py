@@ -181,7 +181,7 @@ def release_objects(
     if bucket is None:
         return []
 
-    def put(resource_name: str, key: str, **kwargs: Any) -> Any:
+    def put(resource_name: str, key: str, **kwargs: Any) -> pulumi.CustomResource:
         return gcp.storage.BucketObject(
             resource_name, bucket=bucket, name=key, opts=child, **kwargs
         )
