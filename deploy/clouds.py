@@ -284,7 +284,7 @@ class _Lazy:
     def __init__(self, module: str) -> None:
         self.module = module
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
 
             try:

@@ -160,7 +160,7 @@ def render(
     pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False)
     outputs: dict[str, Any] = {}
 
-    def body() -> Any:
+    def body() -> pulumi.Output[None]:
         returned = program()
         return pulumi.Output.all(**returned).apply(outputs.update)
 
