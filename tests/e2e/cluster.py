@@ -317,6 +317,11 @@ def start_cluster(
         dump = cluster.dump()
         stop_cluster(cluster)
         raise TimeoutError(f"{e}\n{dump}") from None
+    except BaseException:
+        # Any other failure (a request timed out on a loaded machine) stops what was started
+        # too: an agent process left behind fails a later test with its ResourceWarning.
+        stop_cluster(cluster)
+        raise
     return cluster
 
 

@@ -37,7 +37,7 @@ class MasterClient:
         r = self.new_session().post(
             f"{self.url}/api/v1/auth/login",
             json={"username": username, "password": password},
-            timeout=10,
+            timeout=30,  # as the other requests: a login's password hash is slow under load
         )
         r.raise_for_status()
         return str(r.json()["token"])
