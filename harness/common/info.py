@@ -12,11 +12,12 @@ import logging
 import os
 import pathlib
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from typing_extensions import TypedDict
+# The task side's Python has no typing_extensions: the JSON types are for mypy only.
+if TYPE_CHECKING:
+    from .jsontypes import JSONObject
 
-from .jsontypes import JSONObject
 
 logger = logging.getLogger(__name__)
 

@@ -22,14 +22,15 @@ import pathlib
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
-
-from typing_extensions import TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..common.api import Session
-from ..common.jsontypes import JSONObject
 from ..storage import Selector, StorageManager, list_directory
 from ._distributed import DistributedContext
+
+# The task side's Python has no typing_extensions: the JSON types are for mypy only.
+if TYPE_CHECKING:
+    from ..common.jsontypes import JSONObject
 
 logger = logging.getLogger(__name__)
 

@@ -12,13 +12,12 @@ import logging
 import os
 import sys
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import storage
 from ..common import startup
 from ..common.api import MasterStatusError, Session
 from ..common.info import ClusterInfo, get_cluster_info
-from ..common.jsontypes import JSONObject
 from ._checkpoint import CheckpointContext, DummyCheckpointContext
 from ._distributed import DistributedContext, DummyDistributedContext
 from ._preempt import DummyPreemptContext, PreemptContext, PreemptMode
@@ -32,6 +31,10 @@ from ._tensorboard import TensorboardManager
 from ._tensorboard import base_path as tensorboard_base_path
 from ._tensorboard import sync_path as tensorboard_sync_path
 from ._train import DummyTrainContext, EarlyExitReason, TrainContext
+
+# The task side's Python has no typing_extensions: the JSON types are for mypy only.
+if TYPE_CHECKING:
+    from ..common.jsontypes import JSONObject
 
 logger = logging.getLogger(__name__)
 

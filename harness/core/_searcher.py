@@ -16,11 +16,14 @@ import enum
 import logging
 import warnings
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..common.api import Session
-from ..common.jsontypes import JSONObject
 from ._distributed import DistributedContext
+
+# The task side's Python has no typing_extensions: the JSON types are for mypy only.
+if TYPE_CHECKING:
+    from ..common.jsontypes import JSONObject
 
 logger = logging.getLogger(__name__)
 

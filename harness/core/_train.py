@@ -19,14 +19,15 @@ import queue
 import tempfile
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable
-
-from typing_extensions import TypedDict
+from typing import TYPE_CHECKING, Any, Callable, TypedDict
 
 from ..common import startup
 from ..common.api import NotFoundError, Session
-from ..common.jsontypes import JSONObject
 from ._tensorboard import TensorboardManager, training_scalars, validation_scalars
+
+# The task side's Python has no typing_extensions: the JSON types are for mypy only.
+if TYPE_CHECKING:
+    from ..common.jsontypes import JSONObject
 
 logger = logging.getLogger(__name__)
 

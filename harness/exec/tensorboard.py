@@ -26,13 +26,14 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Iterable
-
-from typing_extensions import TypedDict
+from typing import TYPE_CHECKING, Any, Callable, Iterable, TypedDict
 
 from det import storage
-from det.common.jsontypes import JSONObject
 from det.core._tensorboard import sync_path
+
+# The task side's Python has no typing_extensions: the JSON types are for mypy only.
+if TYPE_CHECKING:
+    from det.common.jsontypes import JSONObject
 
 logger = logging.getLogger("det.exec.tensorboard")
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import urllib.parse
-
-from det.common.jsontypes import JSONObject
+from typing import TYPE_CHECKING
 
 from .base import (
     CheckpointNotFoundError,
@@ -27,6 +26,10 @@ from .shared import (
     shared_fs_base_path,
 )
 from .tree import Tree, UnsafeCheckpointError
+
+# The task side's Python has no typing_extensions: the JSON types are for mypy only.
+if TYPE_CHECKING:
+    from det.common.jsontypes import JSONObject
 
 logger = logging.getLogger(__name__)
 

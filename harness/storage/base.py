@@ -18,13 +18,16 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Iterator
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from det.common.errors import CheckpointNotFoundError as CheckpointNotFoundError
-from det.common.jsontypes import JSONObject
 
 from . import globs as _globs
 from .tree import Tree
+
+# The task side's Python has no typing_extensions: the JSON types are for mypy only.
+if TYPE_CHECKING:
+    from det.common.jsontypes import JSONObject
 
 logger = logging.getLogger(__name__)
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
-from typing import Any, BinaryIO
-
-from det.common.jsontypes import JSONObject
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .base import ObjectStorageManager, config_str
+
+# The task side's Python has no typing_extensions: the JSON types are for mypy only.
+if TYPE_CHECKING:
+    from det.common.jsontypes import JSONObject
 
 logger = logging.getLogger(__name__)
 

@@ -11,13 +11,14 @@ import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, BinaryIO
 
-from det.common.jsontypes import JSONObject
-
 from .base import ObjectStorageManager, config_str
 
 if TYPE_CHECKING:
     # boto3's clients are made at run time from service models: the class they all share.
     from botocore.client import BaseClient
+
+    # The task side's Python has no typing_extensions: the JSON types are for mypy only.
+    from det.common.jsontypes import JSONObject
 
 logger = logging.getLogger(__name__)
 

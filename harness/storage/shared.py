@@ -25,8 +25,7 @@ import shutil
 import stat
 import time
 from collections.abc import Iterator
-
-from det.common.jsontypes import JSONObject
+from typing import TYPE_CHECKING
 
 from . import globs
 from .base import (
@@ -40,6 +39,10 @@ from .base import (
     validate_subpath,
 )
 from .tree import Tree
+
+# The task side's Python has no typing_extensions: the JSON types are for mypy only.
+if TYPE_CHECKING:
+    from det.common.jsontypes import JSONObject
 
 logger = logging.getLogger(__name__)
 
