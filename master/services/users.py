@@ -383,8 +383,8 @@ TASK_SESSION_LIFESPAN = dt.timedelta(days=365)
 
 def task_session_token(secret: str, allocation_id: str) -> str:
     """The ``DET_USER_TOKEN`` of an allocation: HMAC(HMAC(secret, "user-session"), its id), so
-    every master process derives the same one (the container spec is built at each heartbeat)
-    and only its digest is stored. Unrelated to the allocation token (HMAC(secret, id))."""
+    every master process derives the same one (the container spec is built by whichever
+    process answers the agent's heartbeat while it has no container for it) and only its digest is stored. Unrelated to the allocation token (HMAC(secret, id))."""
     key = hmac.new(secret.encode(), b"user-session", hashlib.sha256).digest()
     mac = hmac.new(key, allocation_id.encode(), hashlib.sha256).digest()
     return base64.urlsafe_b64encode(mac).decode().rstrip("=")
@@ -393,7 +393,7 @@ def task_session_token(secret: str, allocation_id: str) -> str:
 def task_session(conn: Conn, secret: str, allocation_id: str) -> str | None:
     """The user session of the allocation's job owner that its containers get as
     ``DET_USER_TOKEN`` (the owner's rights, nothing more), issued once: the first call stores
-    it, later ones (every heartbeat's spec) find it. None when the job has no owner any more.
+    it, later ones (a spec built again, e.g. after an agent restart) find it. None when the job has no owner any more.
 
     It authenticates only while the allocation is live (:func:`session_for_digest`), is
     revoked when the allocation ends (:func:`revoke_task_session`) and is deleted with it; a
