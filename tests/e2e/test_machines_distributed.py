@@ -210,7 +210,8 @@ def test_a_dead_agent_stops_every_rank_and_the_trial_resumes(
     """``kill -9`` of the worker machine's agent mid-training. Its container is told nothing
     (its agent is gone) and its rank would wait in a collective for ever; the master ends the
     allocation once the agent is lost, the chief's agent kills the chief's container, and the
-    orphan stops itself when the master refuses its token (det.exec.allocation_watch). Every
+    orphan stops when its collective fails or the master refuses its token
+    (det.exec.allocation_watch), whichever comes first. Every
     rank stops within 60 s; the agent back, the trial resumes from its checkpoint on both
     machines and completes, no period reported twice, nothing left on either engine. Runs
     det's Core API example under Determined's own ``torch_distributed`` launcher (c10d at the
@@ -253,8 +254,11 @@ def test_a_dead_agent_stops_every_rank_and_the_trial_resumes(
     assert len(saved) == len(set(saved)) and max(saved) == BATCHES, saved
     logs = "".join(e.get("log") or "" for e in cluster.trial_logs(tid))
     assert "resumed from" in logs, logs[-3000:]
-    # The orphan stopped itself (its log shipped by its agent once back).
-    assert "the master ended allocation" in logs, logs[-3000:]
+    # The orphan stopped (asserted above: every rank within 60 s) by whichever came first: its
+    # collective failing once the chief's container was killed, or its watch (the master's 401,
+    # "the master ended allocation"; tests/unit/harness/test_harness_allocation_watch.py). CI's
+    # runs logged the watch's line; the fresh machine's run 4 (issue 44) had none, its orphan
+    # stopped all the same: which one is not asserted.
     wait_for(lambda: no_task_containers(group), 60, "the machines' task containers to go")
 
 
