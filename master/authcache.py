@@ -35,6 +35,8 @@ from typing import Any, Generic, TypeVar
 
 import psycopg
 
+from det.master import db
+
 logger = logging.getLogger(__name__)
 
 CHANNEL = "det_auth"
@@ -129,7 +131,7 @@ def listen_forever(conninfo: str, epoch: Epoch, stop: threading.Event) -> None:
     set; marks the epoch not listening while its connection is down (see the module's docstring)."""
     while not stop.is_set():
         try:
-            with psycopg.connect(conninfo, autocommit=True) as conn:
+            with db.connect(conninfo) as conn:
                 conn.execute(f"LISTEN {CHANNEL}")
                 epoch.bump()  # anything revoked while nobody listened
                 epoch.set_listening(True)

@@ -18,8 +18,10 @@ import logging
 import threading
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 
-from det.master.db import LEADER_LOCK_KEY
+from det.master import db
+from det.master.db import LEADER_LOCK_KEY, Conn
 
 logger = logging.getLogger(__name__)
 
@@ -42,9 +44,9 @@ CLIENT_KEEPALIVES = {
 }
 
 
-def connect(conninfo: str) -> psycopg.Connection[tuple[object, ...]]:
+def connect(conninfo: str) -> Conn:
     """A connection for the leader lock: autocommit, keepalives on both sides."""
-    conn = psycopg.connect(conninfo, autocommit=True, **CLIENT_KEEPALIVES)  # type: ignore[arg-type]
+    conn = db.connect(make_conninfo(conninfo, **CLIENT_KEEPALIVES))
     try:
         for name, value in SESSION_SETTINGS.items():
             conn.execute("SELECT set_config(%s, %s, false)", (name, str(value)))
@@ -54,7 +56,7 @@ def connect(conninfo: str) -> psycopg.Connection[tuple[object, ...]]:
     return conn
 
 
-def wait_for_lead(conn: psycopg.Connection[tuple[object, ...]], stop: threading.Event) -> bool:
+def wait_for_lead(conn: Conn, stop: threading.Event) -> bool:
     """Block until this session holds the leader lock (True) or ``stop`` is set (False).
 
     One statement waits in the server (no polling); a thread cancels it when ``stop`` is set.

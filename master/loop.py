@@ -76,7 +76,7 @@ class ControlLoop:
                 logger.warning("control loop lost its database connection: %s", e)
             self.stop.wait(1.0)
 
-    def _lead_when_possible(self, lock_conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    def _lead_when_possible(self, lock_conn: Conn) -> None:
         if not leader_lock.wait_for_lead(lock_conn, self.stop):
             return
         logger.info("this master leads the control loops")

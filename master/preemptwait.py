@@ -27,6 +27,8 @@ import threading
 
 import psycopg
 
+from det.master import db
+
 logger = logging.getLogger(__name__)
 
 CHANNEL = "det_preempt"
@@ -98,7 +100,7 @@ class Waiters:
     def _listen_forever(self) -> None:
         while not self._stop.is_set():
             try:
-                with psycopg.connect(self._conninfo, autocommit=True) as conn:
+                with db.connect(self._conninfo) as conn:
                     conn.execute(f"LISTEN {self._channel}")
                     if self._rereads:
                         self.wake(None)  # anything that changed while nobody listened

@@ -17,7 +17,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import psycopg
 from typing_extensions import TypedDict
 from waitress.adjustments import Adjustments
 from waitress.server import TcpWSGIServer
@@ -27,6 +26,7 @@ from det.master.app import create_app
 from det.master.config import MasterConfig, MasterConfigError
 from det.master.handles import MasterState
 from det.master.loop import ControlLoop
+from det.master.rows.cluster import ClusterIdentity
 from det.master.services import master_settings, users
 from det.master.tls import TLSWSGIServer, _TLSChannel, server_context
 
@@ -51,19 +51,19 @@ def database_url(config: MasterConfig) -> str:
 
 
 def _cluster_identity(conninfo: str, config: MasterConfig) -> tuple[str, str, str]:
-    with psycopg.connect(conninfo) as conn:
+    with db.connect(conninfo) as conn:
         conn.execute(
             "INSERT INTO cluster (cluster_id, agent_token, token_secret) VALUES (%s, %s, %s)"
             " ON CONFLICT DO NOTHING",
             # Hex: a urlsafe token may start with "-", which breaks `det-agent --agent-token T`.
             (str(uuid.uuid4()), secrets.token_hex(32), secrets.token_urlsafe(32)),
         )
-        row = conn.execute("SELECT cluster_id, agent_token, token_secret FROM cluster").fetchone()
-        assert row is not None
-        cluster_id, token, token_secret = str(row[0]), str(row[1]), str(row[2])
-        if config.security.agent_token:
-            token = config.security.agent_token
-    return cluster_id, token, token_secret
+        row = db.fetch_row(
+            conn, ClusterIdentity, "SELECT cluster_id, agent_token, token_secret FROM cluster"
+        )
+    assert row is not None
+    token = config.security.agent_token or row.agent_token
+    return row.cluster_id, token, row.token_secret
 
 
 def prepare(config: MasterConfig) -> MasterState:

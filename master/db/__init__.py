@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.abc import Params
@@ -21,19 +21,12 @@ from psycopg.rows import class_row, dict_row, scalar_row
 from psycopg_pool import ConnectionPool
 
 from det.master.db import embedded
+from det.master.db.connection import Conn as Conn
+from det.master.db.connection import UntypedRow as UntypedRow
+from det.master.db.connection import connect as connect
 
 logger = logging.getLogger(__name__)
 
-
-class UntypedRow(Protocol):
-    """A row read without a row factory, as the type checker sees it: nothing to read from it
-    (``row["x"]`` is a type error). The pool's connections still make dicts at run time
-    (``dict_row``); a read names its shape with a row factory (``class_row`` of a type in
-    ``det.master.rows`` or of its service) or through :func:`fetch_row`, :func:`fetch_rows`,
-    :func:`scalar`, :func:`one_int`, :func:`column` and :func:`exists`."""
-
-
-Conn = psycopg.Connection[UntypedRow]
 
 T = TypeVar("T")
 
@@ -134,7 +127,7 @@ def upgrade(conninfo: str) -> list[int]:
     Safe to run from several processes at once: an advisory lock serialises them.
     """
     applied: list[int] = []
-    with psycopg.connect(conninfo, autocommit=True) as conn:
+    with connect(conninfo) as conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK_KEY,))
         try:
             conn.execute(
@@ -162,7 +155,7 @@ def upgrade(conninfo: str) -> list[int]:
 def pending(conninfo: str) -> list[str]:
     """The migrations this database lacks (``0014_name``), oldest first; all of them when it
     has no ``schema_migrations`` table. Reads only."""
-    with psycopg.connect(conninfo, autocommit=True) as conn:
+    with connect(conninfo) as conn:
         done: set[int] = set()
         if scalar(conn, bool, "SELECT to_regclass('schema_migrations') IS NOT NULL"):
             done = set(column(conn, int, "SELECT version FROM schema_migrations"))

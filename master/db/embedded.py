@@ -29,13 +29,16 @@ import stat
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 from psycopg.errors import DuplicateDatabase, UniqueViolation
+from psycopg.rows import class_row
 
+from det.master.db.connection import connect
 from det.master.errors import MasterError
 
 logger = logging.getLogger(__name__)
@@ -115,7 +118,7 @@ def start(data_dir: Path) -> str:
         _close(admin, hba, password)
         _wait_closed(make_conninfo(at, user=SUPERUSER, dbname=SUPERUSER), pgdata)
     try:
-        with psycopg.connect(admin, autocommit=True) as conn:
+        with connect(admin) as conn:
             exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,))
             if not exists.fetchone():
                 # Two masters starting at once: the second's CREATE meets the first's database.
@@ -214,11 +217,19 @@ def _closed(hba: Path) -> bool:
     return _rules(hba.read_text()) == _rules(HBA)
 
 
+@dataclass(frozen=True)
+class _HbaError:
+    """A rule of pg_hba.conf the server could not read (``pg_hba_file_rules``)."""
+
+    line_number: int
+    error: str
+
+
 def _close(admin: str, hba: Path, password: str) -> None:
     """Sets the superuser's password (only its SCRAM verifier leaves this process), replaces
     pg_hba.conf and reloads. Works on a server that still trusts every local connection (a
     password offered there is simply not asked for)."""
-    with psycopg.connect(admin, autocommit=True) as conn:
+    with connect(admin) as conn:
         verifier = conn.pgconn.encrypt_password(
             password.encode(), SUPERUSER.encode(), b"scram-sha-256"
         )
@@ -228,11 +239,13 @@ def _close(admin: str, hba: Path, password: str) -> None:
             )
         )
         _replace(hba, HBA)
-        errors = conn.execute(
-            "SELECT line_number, error FROM pg_hba_file_rules WHERE error IS NOT NULL"
-        ).fetchall()
+        errors = (
+            conn.cursor(row_factory=class_row(_HbaError))
+            .execute("SELECT line_number, error FROM pg_hba_file_rules WHERE error IS NOT NULL")
+            .fetchall()
+        )
         if errors:
-            raise EmbeddedDatabaseError(f"{hba}: line {errors[0][0]}: {errors[0][1]}")
+            raise EmbeddedDatabaseError(f"{hba}: line {errors[0].line_number}: {errors[0].error}")
         conn.execute("SELECT pg_reload_conf()")
     logger.info("the embedded PostgreSQL now requires a password: %s replaced", hba)
 
@@ -257,11 +270,13 @@ def _replace(path: Path, text: str) -> None:
 def _wait_closed(no_password: str, pgdata: Path) -> None:
     """Returns once a connection without a password is refused (the reload has applied)."""
     # No PGPASSWORD, no ~/.pgpass: an empty password and a password file that does not exist.
-    probe = make_conninfo(no_password, password="", passfile=str(pgdata / "no-passfile"))
+    probe = make_conninfo(
+        no_password, password="", passfile=str(pgdata / "no-passfile"), connect_timeout=5
+    )
     deadline = time.monotonic() + RELOAD_DEADLINE
     while True:
         try:
-            psycopg.connect(probe, connect_timeout=5).close()
+            connect(probe).close()
         except psycopg.OperationalError as e:
             if "password" in str(e):
                 return

@@ -30,8 +30,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import psycopg
-from psycopg.rows import class_row, dict_row
+from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
@@ -170,7 +169,7 @@ def cluster_policy(st: MasterState, clock: Callable[[], float] = time.monotonic)
 
 def _read(st: MasterState) -> Current:
     """The stored value, on a connection outside the pool (the caller may hold the last one)."""
-    with psycopg.connect(str(st.pool.conninfo), row_factory=dict_row, autocommit=True) as conn:
+    with db.connect(str(st.pool.conninfo)) as conn:
         return current(conn, st.config.task_container_policy)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-from det.master import leader_lock
+from det.master import db, leader_lock
 from det.master.db import LEADER_LOCK_KEY
 
 # A leader in its own process: takes the lock, says so, then idles until killed.
@@ -136,7 +136,5 @@ def test_the_lock_session_keeps_no_timeouts_the_database_sets(pg_url: str) -> No
     with psycopg.connect(pg_url, autocommit=True) as c:
         c.execute(f"ALTER DATABASE \"{c.info.dbname}\" SET statement_timeout = '300ms'")
     with leader_lock.connect(pg_url) as conn:
-        shown = [
-            conn.execute(f"SHOW {n}").fetchone() for n in ("statement_timeout", "lock_timeout")
-        ]
-        assert shown == [("0",), ("0",)]
+        shown = [db.scalar(conn, str, f"SHOW {n}") for n in ("statement_timeout", "lock_timeout")]
+        assert shown == ["0", "0"]

@@ -128,6 +128,12 @@ def test_untyped_row_reads_are_counted_by_function(tmp_path: Path) -> None:
         '    return row.id, d["id"], db.scalar(conn, int, "SELECT 1")\n'
         "def typed_connection(conninfo):\n"
         "    return psycopg.connect(conninfo, row_factory=class_row(Thing))\n"
+        "def dict_connection(conninfo):\n"
+        "    with psycopg.connect(conninfo, row_factory=dict_row) as conn:\n"
+        '        return conn.execute("SELECT 1 AS x").fetchone()["x"]\n'
+        "def opaque_connection(conninfo):\n"
+        "    with db.connect(conninfo) as conn:\n"
+        '        return db.scalar(conn, int, "SELECT 1")\n'
     )
     db_pkg = tmp_path / "master" / "db"
     db_pkg.mkdir()
@@ -139,12 +145,17 @@ def test_untyped_row_reads_are_counted_by_function(tmp_path: Path) -> None:
         "    with psycopg.connect(conninfo) as conn:\n"
         '        return {r[0] for r in conn.execute("SELECT version FROM m")}\n'
     )
+    # The helper that opens a connection of opaque rows (dict_row at run time) is not counted.
+    (db_pkg / "connection.py").write_text(
+        "def connect(conninfo):\n    return psycopg.connect(conninfo, row_factory=dict_row)\n"
+    )
     totals, where = count_untyped.count_rows(tmp_path)
-    assert totals == {count_untyped.CURSORS: 4, count_untyped.SUBSCRIPTS: 4}, where
+    assert totals == {count_untyped.CURSORS: 5, count_untyped.SUBSCRIPTS: 5}, where
     assert sorted(w.split(": ", 1)[1] for w in where) == [
         "any_scalar (1, 0)",
         "by_index (1, 1)",
         "by_key (1, 2)",
+        "dict_connection (1, 1)",
         "upgrade (1, 1)",
     ]
 
