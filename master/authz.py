@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from det.master import db
 from det.master.db import Conn
 from det.master.errors import NotFound, PermissionDenied
+from det.master.rows.workspaces import WorkspaceAccess
 
 
 class Role(enum.Enum):
@@ -165,59 +166,49 @@ class Held:
 
 def roles_in(conn: Conn, user_id: int, admin: bool, workspace_id: int | None) -> Held:
     """The roles ``user_id`` holds in ``workspace_id`` (None: on the cluster itself)."""
-    rows = (
-        db.untyped(conn)
-        .execute(
-            "SELECT a.role FROM role_assignments a"
-            " WHERE (a.workspace_id IS NULL OR a.workspace_id = %(w)s)"
-            " AND (a.user_id = %(u)s OR a.group_id IN"
-            "      (SELECT group_id FROM user_group_members WHERE user_id = %(u)s))",
-            {"w": workspace_id, "u": user_id},
-        )
-        .fetchall()
+    roles = db.column(
+        conn,
+        str,
+        "SELECT a.role FROM role_assignments a"
+        " WHERE (a.workspace_id IS NULL OR a.workspace_id = %(w)s)"
+        " AND (a.user_id = %(u)s OR a.group_id IN"
+        "      (SELECT group_id FROM user_group_members WHERE user_id = %(u)s))",
+        {"w": workspace_id, "u": user_id},
     )
-    assigned = {Role(r["role"]) for r in rows}
+    assigned = {Role(r) for r in roles}
     if admin:
         assigned.add(Role.CLUSTER_ADMIN)
     implicit: set[Role] = set()
     if workspace_id is not None:
-        ws = (
-            db.untyped(conn)
-            .execute("SELECT owner_id, private FROM workspaces WHERE id = %s", (workspace_id,))
-            .fetchone()
+        ws = db.fetch_row(
+            conn,
+            WorkspaceAccess,
+            "SELECT owner_id, private FROM workspaces WHERE id = %s",
+            (workspace_id,),
         )
-        if ws is not None and not ws["private"]:
+        if ws is not None and not ws.private:
             implicit.add(Role.EDITOR)
-        elif ws is not None and ws["owner_id"] == user_id:
+        elif ws is not None and ws.owner_id == user_id:
             assigned.add(Role.WORKSPACE_ADMIN)  # who made their workspace a team space
     return Held(frozenset(assigned), frozenset(implicit))
 
 
 def is_admin(conn: Conn, user_id: int) -> bool:
     """The user's ``admin`` flag (for services that are handed only a user id)."""
-    row = db.untyped(conn).execute("SELECT admin FROM users WHERE id = %s", (user_id,)).fetchone()
-    return bool(row and row["admin"])
+    return bool(db.scalar(conn, bool, "SELECT admin FROM users WHERE id = %s", (user_id,)))
 
 
 def any_private(conn: Conn) -> bool:
     """Whether any workspace is private (else every user reads everything)."""
-    row = (
-        db.untyped(conn)
-        .execute("SELECT EXISTS (SELECT 1 FROM workspaces WHERE private) AS x")
-        .fetchone()
-    )
-    return bool(row and row["x"])
+    return db.exists(conn, "SELECT 1 FROM workspaces WHERE private LIMIT 1")
 
 
 def is_private(conn: Conn, workspace_id: int) -> bool:
     """Whether workspace ``workspace_id`` is a private team space (a role was assigned on it
     once; else it is open)."""
-    row = (
-        db.untyped(conn)
-        .execute("SELECT private FROM workspaces WHERE id = %s", (workspace_id,))
-        .fetchone()
+    return bool(
+        db.scalar(conn, bool, "SELECT private FROM workspaces WHERE id = %s", (workspace_id,))
     )
-    return bool(row and row["private"])
 
 
 def allowed(
@@ -237,12 +228,8 @@ def allowed(
 
 
 def _workspace_name(conn: Conn, workspace_id: int) -> str:
-    row = (
-        db.untyped(conn)
-        .execute("SELECT name FROM workspaces WHERE id = %s", (workspace_id,))
-        .fetchone()
-    )
-    return str(row["name"]) if row else str(workspace_id)
+    name = db.scalar(conn, str, "SELECT name FROM workspaces WHERE id = %s", (workspace_id,))
+    return name if name is not None else str(workspace_id)
 
 
 def require(
@@ -297,23 +284,19 @@ def workspace_of(conn: Conn, kind: str, key: object) -> int | None:
     """The workspace of the experiment, trial, interactive task, job, project, template or
     workspace ``key``; None when it does not exist (or, for an experiment, its project is
     gone)."""
-    row = db.untyped(conn).execute(_WORKSPACE_OF[kind], (key,)).fetchone()
-    return int(row["workspace_id"]) if row is not None else None
+    return db.scalar(conn, int, _WORKSPACE_OF[kind], (key,))
 
 
 def private_workspace_of(conn: Conn, kind: str, key: object) -> int | None:
     """The workspace of ``key`` (as :func:`workspace_of`) when it is private, else None: one
     statement, for read checks that cost nothing more while a workspace is open."""
-    row = (
-        db.untyped(conn)
-        .execute(
-            f"SELECT x.workspace_id FROM ({_WORKSPACE_OF[kind]}) x"
-            " JOIN workspaces w ON w.id = x.workspace_id WHERE w.private",
-            (key,),
-        )
-        .fetchone()
+    return db.scalar(
+        conn,
+        int,
+        f"SELECT x.workspace_id FROM ({_WORKSPACE_OF[kind]}) x"
+        " JOIN workspaces w ON w.id = x.workspace_id WHERE w.private",
+        (key,),
     )
-    return int(row["workspace_id"]) if row is not None else None
 
 
 def readable_workspaces(conn: Conn, user_id: int, admin: bool) -> list[int] | None:
@@ -321,31 +304,24 @@ def readable_workspaces(conn: Conn, user_id: int, admin: bool) -> list[int] | No
     a cluster with no private workspace: one short statement then)."""
     if admin or not any_private(conn):
         return None
-    cluster = (
-        db.untyped(conn)
-        .execute(
-            "SELECT 1 FROM role_assignments a WHERE a.workspace_id IS NULL AND (a.user_id = %(u)s"
-            " OR a.group_id IN (SELECT group_id FROM user_group_members WHERE user_id = %(u)s))"
-            " LIMIT 1",
-            {"u": user_id},
-        )
-        .fetchone()
-    )
-    if cluster is not None:
+    if db.exists(
+        conn,
+        "SELECT 1 FROM role_assignments a WHERE a.workspace_id IS NULL AND (a.user_id = %(u)s"
+        " OR a.group_id IN (SELECT group_id FROM user_group_members WHERE user_id = %(u)s))"
+        " LIMIT 1",
+        {"u": user_id},
+    ):
         return None
-    rows = (
-        db.untyped(conn)
-        .execute(
-            "SELECT w.id FROM workspaces w WHERE w.owner_id = %(u)s"
-            " OR NOT w.private"
-            " OR EXISTS (SELECT 1 FROM role_assignments a WHERE a.workspace_id = w.id"
-            "   AND (a.user_id = %(u)s OR a.group_id IN"
-            "        (SELECT group_id FROM user_group_members WHERE user_id = %(u)s)))",
-            {"u": user_id},
-        )
-        .fetchall()
+    return db.column(
+        conn,
+        int,
+        "SELECT w.id FROM workspaces w WHERE w.owner_id = %(u)s"
+        " OR NOT w.private"
+        " OR EXISTS (SELECT 1 FROM role_assignments a WHERE a.workspace_id = w.id"
+        "   AND (a.user_id = %(u)s OR a.group_id IN"
+        "        (SELECT group_id FROM user_group_members WHERE user_id = %(u)s)))",
+        {"u": user_id},
     )
-    return [int(r["id"]) for r in rows]
 
 
 def scope_roles(roles: Iterable[Role]) -> list[str]:

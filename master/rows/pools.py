@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 
 from typing_extensions import TypedDict
 
@@ -29,3 +30,14 @@ class InstanceRow(TypedDict):
     terminated_at: dt.datetime | None
     reason: str | None
     option_index: int | None
+
+
+@dataclass(frozen=True)
+class PoolCounts:
+    """A pool's connected agents and their enabled slots (``services.pools.list_pools``)."""
+
+    resource_pool: str
+    agents: int
+    slots: int
+    #: The slots' device type (None: no slots).
+    slot_type: str | None

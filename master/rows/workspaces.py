@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 
 from typing_extensions import TypedDict
 
@@ -53,3 +54,12 @@ class Workspace(TypedDict):
     username: str
     num_projects: int
     num_experiments: int
+
+
+@dataclass(frozen=True)
+class WorkspaceAccess:
+    """Who a workspace is open to (``authz.roles_in``): its owner, and whether a role was ever
+    assigned on it (private: members only)."""
+
+    owner_id: int | None
+    private: bool

@@ -7,7 +7,7 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
-from det.master.rows.pools import InstanceRow, PoolEventRow
+from det.master.rows.pools import InstanceRow, PoolCounts, PoolEventRow
 from det.master.schemas import d
 from det.master.schemas._types import Int64
 from det.master.schemas.agents import device_type
@@ -27,7 +27,7 @@ def resource_pool(
     p: Any,
     *,
     scheduler: Any,
-    counts: dict[str, Any],
+    counts: PoolCounts | None,
     used: int,
     default_compute: bool,
     default_aux: bool,
@@ -35,17 +35,17 @@ def resource_pool(
     cluster_name: str,
 ) -> d.v1ResourcePool:
     """``p`` is the pool's config, ``scheduler`` its (or the resource manager's) scheduler
-    config, ``counts`` the pool's live agents/slots row (empty when none)."""
+    config, ``counts`` the pool's live agents and slots (None when it has no agent connected)."""
     provider = p.provider or {}
-    agents = int(counts.get("agents") or 0)
+    agents = counts.agents if counts else 0
     return {
         "name": p.pool_name,
         "description": p.description,
         "type": _POOL_TYPE.get(str(provider.get("type")), "RESOURCE_POOL_TYPE_STATIC"),
         "numAgents": agents,
-        "slotsAvailable": int(counts.get("slots") or 0),
+        "slotsAvailable": counts.slots if counts else 0,
         "slotsUsed": used,
-        "slotType": device_type(counts.get("slot_type")),
+        "slotType": device_type(counts.slot_type if counts else None),
         "auxContainerCapacity": p.max_aux_containers_per_agent * agents,
         "auxContainersRunning": 0,
         "auxContainerCapacityPerAgent": p.max_aux_containers_per_agent,

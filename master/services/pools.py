@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from det.master import db
 from det.master.db import Conn
 from det.master.handles import MasterState
+from det.master.rows.pools import PoolCounts
 from det.master.schemas import d
 from det.master.schemas.pools import resource_pool
 
@@ -19,11 +20,14 @@ class _Used:
 
 def list_pools(conn: Conn, st: MasterState) -> list[d.v1ResourcePool]:
     counts = {
-        r["resource_pool"]: r
-        for r in db.untyped(conn).execute(
-            "SELECT a.resource_pool, count(DISTINCT a.id) AS agents, count(s.slot_id) FILTER (WHERE s.enabled) AS slots,"
-            " max(s.type) AS slot_type FROM agents a LEFT JOIN slots s ON s.agent_id = a.id"
-            " WHERE a.connected GROUP BY a.resource_pool"
+        r.resource_pool: r
+        for r in db.fetch_rows(
+            conn,
+            PoolCounts,
+            "SELECT a.resource_pool, count(DISTINCT a.id) AS agents,"
+            " count(s.slot_id) FILTER (WHERE s.enabled) AS slots, max(s.type) AS slot_type"
+            " FROM agents a LEFT JOIN slots s ON s.agent_id = a.id"
+            " WHERE a.connected GROUP BY a.resource_pool",
         )
     }
     used = {
@@ -40,7 +44,7 @@ def list_pools(conn: Conn, st: MasterState) -> list[d.v1ResourcePool]:
         resource_pool(
             p,
             scheduler=p.scheduler or rm.scheduler,
-            counts=counts.get(p.pool_name) or {},
+            counts=counts.get(p.pool_name),
             used=used.get(p.pool_name, 0),
             default_compute=p.pool_name == rm.default_compute_resource_pool,
             default_aux=p.pool_name == rm.default_aux_resource_pool,
