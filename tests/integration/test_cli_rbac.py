@@ -1,5 +1,6 @@
 """det's own ``det rbac`` and ``det user-group`` (issue 40): the official client's verbs and flags
-against a live master on real PostgreSQL; what they change is read back from the API."""
+against the master's app in the test's process (``in_process_cli_master``) on real PostgreSQL;
+what they change is read back from the API."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from tests.integration import cli_support
 from tests.integration.cli_support import Det
 
 pytestmark = pytest.mark.integration
-cli_master = cli_support.cli_master
+cli_master = cli_support.in_process_cli_master
 det = cli_support.det
 
 

@@ -1,31 +1,32 @@
 """``-w/--workspace`` on det's task commands (``cmd run``, ``notebook start``, ``shell start``,
 ``tensorboard start``), as the official client has it: a workspace name (or, det's addition,
 an id no workspace is named) becomes the launch request's ``workspaceId``; an unknown one is
-refused in one line and launches nothing."""
+refused in one line and launches nothing. The master's app runs in the test's process
+(``in_process_cli_master``): the searcher's trial is made by loop passes run in the test's
+thread (``cli_support.until``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.fakes.sim_agent import wait
 from tests.integration import cli_support
-from tests.integration.cli_support import Det, create_via_api, sim_config, trials
-from tests.integration.conftest import Master
+from tests.integration.cli_support import Det, create_via_api, sim_config, trials, until
+from tests.integration.conftest import MasterClient
 
 pytestmark = pytest.mark.integration
-cli_master = cli_support.cli_master
+cli_master = cli_support.in_process_cli_master
 det = cli_support.det
 
 
-def _workspace_of(m: Master, kind: str, task_id: str) -> int:
+def _workspace_of(m: MasterClient, kind: str, task_id: str) -> int:
     return int(m.get(f"/api/v1/{kind}s/{task_id}")[kind]["workspaceId"])
 
 
-def test_task_commands_launch_into_the_named_workspace(det: Det, cli_master: Master) -> None:
+def test_task_commands_launch_into_the_named_workspace(det: Det, cli_master: MasterClient) -> None:
     det.login()
     ws = int(cli_master.post("/api/v1/workspaces", {"name": "team-a"})["workspace"]["id"])
     eid = create_via_api(cli_master, sim_config("tb-ws", trials=1))
-    wait(lambda: trials(cli_master, eid), 30, "the experiment's trial")
+    until(cli_master, lambda: trials(cli_master, eid), 30, "the experiment's trial")
 
     cmd = det.ok("cmd", "run", "-w", "team-a", "-d", "true").out.strip()
     assert _workspace_of(cli_master, "command", cmd) == ws
