@@ -11,6 +11,7 @@ check:
 	$(PY) -m ruff check .
 	$(PY) scripts/check_layers.py
 	$(PY) scripts/count_untyped.py
+	$(PY) scripts/count_master_tests.py
 	scripts/mypy-tree.sh build/mypy
 	MYPYPATH=build/mypy $(PY) -m mypy -p det
 	cd build/mypy && PYTHONPATH=. $(abspath $(PY)) -c 'import sys; from importlinter.cli import lint_imports_command as c; sys.exit(c())' ../../.importlinter
