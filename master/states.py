@@ -23,6 +23,7 @@ from det.master import db
 from det.master.db import Conn
 from det.master.errors import Conflict
 from det.master.provisioner.provider import Instance, InstanceState
+from det.master.rows.trials import TrialState
 
 logger = logging.getLogger(__name__)
 
@@ -199,14 +200,11 @@ def transition(
     actions); control loops pass ``strict=False`` and simply skip stale moves.
     """
     table, rules = _TABLES[entity]
-    row = (
-        db.untyped(conn)
-        .execute(f"SELECT state FROM {table} WHERE id = %s FOR NO KEY UPDATE", (entity_id,))
-        .fetchone()
+    current = db.scalar(
+        conn, str, f"SELECT state FROM {table} WHERE id = %s FOR NO KEY UPDATE", (entity_id,)
     )
-    if row is None:
+    if current is None:
         return False
-    current = row["state"]
     if current == new:
         return False
     if new not in rules.get(current, frozenset()):
@@ -282,24 +280,18 @@ def experiment_trials(conn: Conn, experiment_id: int, current: str, new: str) ->
 def experiment_deleted(conn: Conn, experiment_id: int, reason: str) -> None:
     """An ended experiment becomes DELETING (and hidden); its rows go once its checkpoints
     have been collected. Anything else is refused."""
-    row = (
-        db.untyped(conn)
-        .execute(
-            "UPDATE experiments SET deleted = true, state = %s WHERE id = %s AND state = ANY(%s)"
-            " RETURNING id",
-            (DELETING, experiment_id, sources("experiment", DELETING)),
-        )
-        .fetchone()
+    moved = db.exists(
+        conn,
+        "UPDATE experiments SET deleted = true, state = %s WHERE id = %s AND state = ANY(%s)"
+        " RETURNING id",
+        (DELETING, experiment_id, sources("experiment", DELETING)),
     )
-    if row is None:
-        current = (
-            db.untyped(conn)
-            .execute("SELECT state FROM experiments WHERE id = %s", (experiment_id,))
-            .fetchone()
+    if not moved:
+        current = db.scalar(
+            conn, str, "SELECT state FROM experiments WHERE id = %s", (experiment_id,)
         )
         raise Conflict(
-            f"experiment {experiment_id} is {current['state'] if current else 'gone'};"
-            f" it cannot become {DELETING}"
+            f"experiment {experiment_id} is {current or 'gone'}; it cannot become {DELETING}"
         )
     record_event(conn, "experiment", experiment_id, "deleted", reason)
 
@@ -315,23 +307,23 @@ def continue_experiment(
     """An ended single-trial experiment and its trial become ACTIVE again (CONTINUE_TRANSITIONS),
     with the experiment's new ``config``; its searcher's failure flag and GC mark are cleared,
     the trial's end and stop reason too. Refused (Conflict) unless both have ended."""
-    rows = {
-        what: db.untyped(conn)
-        .execute(f"SELECT state FROM {table} WHERE id = %s FOR NO KEY UPDATE", (key,))
-        .fetchone()
+    states = {
+        what: db.scalar(
+            conn, str, f"SELECT state FROM {table} WHERE id = %s FOR NO KEY UPDATE", (key,)
+        )
         for what, table, key in (
             ("experiment", "experiments", experiment_id),
             ("trial", "trials", trial_id),
         )
     }
-    for what, row in rows.items():
-        current = row["state"] if row else "gone"
+    for what, state in states.items():
+        current = state or "gone"
         if not can_transition("continue", current, ACTIVE):
             raise Conflict(
                 f"{what} {trial_id if what == 'trial' else experiment_id} is {current};"
                 f" only one that ended can be continued"
             )
-    assert rows["experiment"] is not None and rows["trial"] is not None
+    exp_state, trial_state = states["experiment"], states["trial"]
     conn.execute(
         "UPDATE experiments SET state = %s, ended_at = NULL, config = %s, checkpoint_gc_at = NULL,"
         " searcher_state = CASE WHEN searcher_state IS NULL THEN NULL"
@@ -343,7 +335,6 @@ def continue_experiment(
         "UPDATE trials SET state = %s, ended_at = NULL, stop_reason = NULL WHERE id = %s",
         (ACTIVE, trial_id),
     )
-    exp_state, trial_state = rows["experiment"]["state"], rows["trial"]["state"]
     record_event(
         conn, "experiment", experiment_id, "state", f"{exp_state} -> ACTIVE: {experiment_reason}"
     )
@@ -366,23 +357,16 @@ def checkpoint_files_left(conn: Conn, uuid: str, left: Mapping[str, int]) -> Non
     nothing, else PARTIALLY_DELETED; the same report again is no move and is accepted). A deleted
     checkpoint cannot get files back (Conflict)."""
     new = PARTIALLY_DELETED if left else DELETED
-    row = (
-        db.untyped(conn)
-        .execute(
-            "UPDATE checkpoints SET resources = %s, state = %s WHERE uuid = %s AND state = ANY(%s)"
-            " RETURNING uuid",
-            (Jsonb(dict(left)), new, uuid, [*sources("checkpoint", new), new]),
-        )
-        .fetchone()
+    moved = db.exists(
+        conn,
+        "UPDATE checkpoints SET resources = %s, state = %s WHERE uuid = %s AND state = ANY(%s)"
+        " RETURNING uuid",
+        (Jsonb(dict(left)), new, uuid, [*sources("checkpoint", new), new]),
     )
-    if row is None:
-        current = (
-            db.untyped(conn)
-            .execute("SELECT state FROM checkpoints WHERE uuid = %s", (uuid,))
-            .fetchone()
-        )
+    if not moved:
+        current = db.scalar(conn, str, "SELECT state FROM checkpoints WHERE uuid = %s", (uuid,))
         if current is not None:
-            raise Conflict(f"checkpoint {uuid} is {current['state']}; it cannot become {new}")
+            raise Conflict(f"checkpoint {uuid} is {current}; it cannot become {new}")
 
 
 # An instance row as the cloud describes it: the columns and their values, in this order.
@@ -469,49 +453,41 @@ def unmanaged_trial(
     is in UNMANAGED_STATES."""
     if new not in UNMANAGED_STATES:
         raise ValueError(f"unmanaged trial: {new} is not a state it can take")
-    row = (
-        db.untyped(conn)
-        .execute(
-            "SELECT state, experiment_id FROM trials WHERE id = %s FOR NO KEY UPDATE", (trial_id,)
-        )
-        .fetchone()
+    row = db.fetch_row(
+        conn,
+        TrialState,
+        "SELECT state, experiment_id FROM trials WHERE id = %s FOR NO KEY UPDATE",
+        (trial_id,),
     )
-    assert row is not None
+    if row is None:
+        raise LookupError(f"unmanaged trial {trial_id} does not exist")
     ended = ("last_activity" if lost else "now()") if new in TERMINAL else "NULL"
     heard = "last_activity" if lost else "now()"
-    out = (
-        db.untyped(conn)
-        .execute(
-            f"UPDATE trials SET state = %s, ended_at = {ended}, last_activity = {heard},"
-            " run_id = run_id + %s, started_at = coalesce(started_at, now())"
-            " WHERE id = %s RETURNING run_id",
-            (new, 1 if run else 0, trial_id),
-        )
-        .fetchone()
+    run_id = db.one_int(
+        conn,
+        f"UPDATE trials SET state = %s, ended_at = {ended}, last_activity = {heard},"
+        " run_id = run_id + %s, started_at = coalesce(started_at, now())"
+        " WHERE id = %s RETURNING run_id",
+        (new, 1 if run else 0, trial_id),
     )
-    assert out is not None
-    if row["state"] != new:
+    if row.state != new:
         kind = UNMANAGED_LOST if lost else "state"
-        record_event(conn, "trial", trial_id, kind, f"{row['state']} -> {new}: {reason}")
-    _unmanaged_experiment_follows(conn, row["experiment_id"])
-    return int(out["run_id"])
+        record_event(conn, "trial", trial_id, kind, f"{row.state} -> {new}: {reason}")
+    _unmanaged_experiment_follows(conn, row.experiment_id)
+    return run_id
 
 
 def _unmanaged_experiment_follows(conn: Conn, experiment_id: int) -> None:
-    exp = (
-        db.untyped(conn)
-        .execute("SELECT state FROM experiments WHERE id = %s FOR NO KEY UPDATE", (experiment_id,))
-        .fetchone()
+    exp_state = db.scalar(
+        conn, str, "SELECT state FROM experiments WHERE id = %s FOR NO KEY UPDATE", (experiment_id,)
     )
-    assert exp is not None
-    trial_states = [
-        r["state"]
-        for r in db.untyped(conn).execute(
-            "SELECT state FROM trials WHERE experiment_id = %s", (experiment_id,)
-        )
-    ]
+    if exp_state is None:
+        raise LookupError(f"experiment {experiment_id} of an unmanaged trial does not exist")
+    trial_states = db.column(
+        conn, str, "SELECT state FROM trials WHERE experiment_id = %s", (experiment_id,)
+    )
     new = unmanaged_experiment_state(trial_states)
-    if new is None or new == exp["state"]:
+    if new is None or new == exp_state:
         return
     ended = "now()" if new in TERMINAL else "NULL"
     conn.execute(
@@ -519,5 +495,5 @@ def _unmanaged_experiment_follows(conn: Conn, experiment_id: int) -> None:
         (new, experiment_id),
     )
     record_event(
-        conn, "experiment", experiment_id, "state", f"{exp['state']} -> {new}: its trials are {new}"
+        conn, "experiment", experiment_id, "state", f"{exp_state} -> {new}: its trials are {new}"
     )

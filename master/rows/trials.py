@@ -80,3 +80,11 @@ class TrialDetail(TrialRow):
 
     request_id: str
     config: JSONObject
+
+
+@dataclass(frozen=True, slots=True)
+class TrialState:
+    """A trial's state and its experiment (``states.unmanaged_trial``: the experiment follows)."""
+
+    state: str
+    experiment_id: int
