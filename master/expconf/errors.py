@@ -196,6 +196,8 @@ def _reason(
         }[kind]
         bound = next(iter(ctx.values())) if ctx else "?"
         return where, f"{where}: must be {op} {bound} (got {_show(value)})"
+    if kind == "finite_number":
+        return where, f"{where}: must be a finite number (got {_show(value)})"
     if kind == "too_short":
         return where, f"{where}: must not be empty"
     if kind == "literal_error":

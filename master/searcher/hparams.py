@@ -1,16 +1,20 @@
-"""Hyperparameter definitions (Determined 0.38 ``hyperparameters:``), sampling and grids.
+"""Sampling and grids over the ``hyperparameters:`` section (Determined 0.38's forms).
 
-Accepted forms, as in the experiment YAML:
+There is one hyperparameter model, the experiment config's (``det.master.expconf.hyperparameters``:
+``ConstHP``, ``IntHP``, ``DoubleHP``, ``LogHP``, ``CategoricalHP``; a nested group is a dict of
+them). ``parse_hyperparameters`` validates a plain dict with it (a stored config's section, a
+snapshot's, a test's), with the rules and error messages of the experiment config's parse, so
+what the master accepts at creation is exactly what the searcher can search.
 
-* ``{type: const, val: V}`` and any bare value (``lr: 0.1``, ``layers: [64, 32]``): constant.
-* ``{type: int, minval, maxval, count?}``: an integer in ``[minval, maxval]`` (both ends included,
-  as documented; Determined's own sampler never drew ``maxval``).
-* ``{type: double, minval, maxval, count?}``: a float drawn uniformly from ``[minval, maxval]``.
-* ``{type: log, minval, maxval, base?, count?}``: ``base ** u`` with ``u`` uniform in
-  ``[minval, maxval]`` (the bounds are exponents; ``base`` is expconf's default, 10, unless
-  given).
-* ``{type: categorical, vals: [...]}``: one of ``vals``.
-* a dict without ``type``: a nested group of hyperparameters, sampled recursively.
+What each kind means here:
+
+* ``const`` (and any bare value): always ``val``.
+* ``int``: an integer in ``[minval, maxval]`` (both ends included, as documented; Determined's
+  own sampler never drew ``maxval``).
+* ``double``: a float drawn uniformly from ``[minval, maxval]``.
+* ``log``: ``base ** u`` with ``u`` uniform in ``[minval, maxval]`` (the bounds are exponents).
+* ``categorical``: one of ``vals``.
+* a nested group: sampled recursively.
 
 ``count`` is only used by the grid searcher: the number of evenly spaced grid points (for ``int``,
 clamped to the number of integers in the range). Keys are visited in sorted order so that
@@ -23,160 +27,65 @@ import copy
 import itertools
 import math
 import random
-from dataclasses import dataclass
+from typing import TypeAlias
 
 from det.common.jsontypes import JSONObject, JSONValue
-from det.master.expconf.hyperparameters import DEFAULT_LOG_BASE, HP_TYPES
+from det.master.expconf.hyperparameters import (
+    GRID_NEEDS_COUNT,
+    AnyHP,
+    CategoricalHP,
+    ConstHP,
+    HPGroup,
+    IntHP,
+    LogHP,
+    RangeHP,
+    parse_section,
+)
 
-
-@dataclass(frozen=True)
-class ConstHP:
-    val: JSONValue
-
-
-@dataclass(frozen=True)
-class IntHP:
-    minval: int
-    maxval: int
-    count: int | None = None
-
-
-@dataclass(frozen=True)
-class DoubleHP:
-    minval: float
-    maxval: float
-    count: int | None = None
-
-
-@dataclass(frozen=True)
-class LogHP:
-    minval: float
-    maxval: float
-    base: float = DEFAULT_LOG_BASE
-    count: int | None = None
-
-
-@dataclass(frozen=True)
-class CategoricalHP:
-    vals: tuple[JSONValue, ...]
-
-
-@dataclass(frozen=True)
-class NestedHP:
-    items: tuple[tuple[str, HParam], ...]
-
-
-HParam = ConstHP | IntHP | DoubleHP | LogHP | CategoricalHP | NestedHP
-
-
-@dataclass(frozen=True)
-class HParamSpace:
-    """A parsed ``hyperparameters:`` section; ``items`` sorted by name."""
-
-    items: tuple[tuple[str, HParam], ...]
-
-    def names(self) -> list[str]:
-        return [name for name, _ in self.items]
-
-
-def _number(raw: JSONObject, key: str, path: str) -> float:
-    if key not in raw:
-        raise ValueError(f"{path}.{key}: required")
-    val = raw[key]
-    if isinstance(val, bool) or not isinstance(val, int | float):
-        raise ValueError(f"{path}.{key}: must be a number, got {val!r}")
-    if not math.isfinite(float(val)):
-        raise ValueError(f"{path}.{key}: must be finite, got {val!r}")
-    return float(val)
-
-
-def _integer(raw: JSONObject, key: str, path: str) -> int:
-    if key not in raw:
-        raise ValueError(f"{path}.{key}: required")
-    val = raw[key]
-    if isinstance(val, bool) or not isinstance(val, int):
-        raise ValueError(f"{path}.{key}: must be an integer, got {val!r}")
-    return val
-
-
-def _count(raw: JSONObject, path: str) -> int | None:
-    if raw.get("count") is None:
-        return None
-    count = _integer(raw, "count", path)
-    if count < 1:
-        raise ValueError(f"{path}.count: must be at least 1, got {count}")
-    return count
-
-
-def _check_range(lo: float, hi: float, path: str) -> None:
-    if lo > hi:
-        raise ValueError(f"{path}: minval ({lo}) must not exceed maxval ({hi})")
-
-
-def parse_hparam(raw: JSONValue, path: str) -> HParam:
-    """Parse one hyperparameter definition; errors name the field path."""
-    if not isinstance(raw, dict):
-        return ConstHP(raw)
-    if "type" not in raw:
-        return NestedHP(
-            tuple((str(k), parse_hparam(v, f"{path}.{k}")) for k, v in sorted(raw.items()))
-        )
-    kind = raw["type"]
-    if kind == "const":
-        if "val" not in raw:
-            raise ValueError(f"{path}.val: required")
-        return ConstHP(raw["val"])
-    if kind == "int":
-        lo, hi = _integer(raw, "minval", path), _integer(raw, "maxval", path)
-        _check_range(lo, hi, path)
-        return IntHP(lo, hi, _count(raw, path))
-    if kind == "double":
-        dlo, dhi = _number(raw, "minval", path), _number(raw, "maxval", path)
-        _check_range(dlo, dhi, path)
-        return DoubleHP(dlo, dhi, _count(raw, path))
-    if kind == "log":
-        llo, lhi = _number(raw, "minval", path), _number(raw, "maxval", path)
-        _check_range(llo, lhi, path)
-        base = _number(raw, "base", path) if raw.get("base") is not None else DEFAULT_LOG_BASE
-        if base <= 0 or base == 1:
-            raise ValueError(f"{path}.base: must be positive and not 1, got {base}")
-        return LogHP(llo, lhi, base, _count(raw, path))
-    if kind == "categorical":
-        vals = raw.get("vals")
-        if not isinstance(vals, list) or not vals:
-            raise ValueError(f"{path}.vals: must be a non-empty list")
-        return CategoricalHP(tuple(vals))
-    raise ValueError(f"{path}.type: must be one of {', '.join(HP_TYPES)}, got {kind!r}")
+# A validated ``hyperparameters:`` section, as the searcher reads it.
+HParamSpace: TypeAlias = HPGroup
+Route: TypeAlias = tuple[str, ...]
 
 
 def parse_hyperparameters(raw: JSONValue) -> HParamSpace:
-    """Parse the experiment config's ``hyperparameters`` dict (``None`` means empty)."""
-    if raw is None:
-        return HParamSpace(())
-    if not isinstance(raw, dict):
-        raise ValueError("hyperparameters: must be a mapping")
-    return HParamSpace(
-        tuple((str(k), parse_hparam(v, f"hyperparameters.{k}")) for k, v in sorted(raw.items()))
-    )
+    """The experiment config's ``hyperparameters`` (``None`` means empty), validated by the
+    config's own model; ``ValueError`` names every bad field."""
+    return parse_section(raw)
 
 
-def sample_one(hp: HParam, rng: random.Random) -> JSONValue:
+def items(group: HParamSpace) -> list[tuple[str, AnyHP | HParamSpace]]:
+    """A group's entries in name order: the order every walk of the space takes."""
+    return sorted(group.items())
+
+
+def leaves(group: HParamSpace, route: Route = ()) -> list[tuple[Route, RangeHP]]:
+    """Every hyperparameter with a range of values (not const), nested groups walked, in order."""
+    out: list[tuple[Route, RangeHP]] = []
+    for name, hp in items(group):
+        if isinstance(hp, dict):
+            out += leaves(hp, (*route, name))
+        elif not isinstance(hp, ConstHP):
+            out.append(((*route, name), hp))
+    return out
+
+
+def sample_one(hp: AnyHP | HParamSpace, rng: random.Random) -> JSONValue:
+    if isinstance(hp, dict):
+        return sample_all(hp, rng)
     if isinstance(hp, ConstHP):
         return copy.deepcopy(hp.val)
     if isinstance(hp, IntHP):
         return rng.randint(hp.minval, hp.maxval)
-    if isinstance(hp, DoubleHP):
-        return rng.uniform(hp.minval, hp.maxval)
     if isinstance(hp, LogHP):
         return float(hp.base ** rng.uniform(hp.minval, hp.maxval))
     if isinstance(hp, CategoricalHP):
         return copy.deepcopy(hp.vals[rng.randrange(len(hp.vals))])
-    return {name: sample_one(sub, rng) for name, sub in hp.items}
+    return rng.uniform(hp.minval, hp.maxval)
 
 
 def sample_all(space: HParamSpace, rng: random.Random) -> JSONObject:
     """One random point of the space."""
-    return {name: sample_one(hp, rng) for name, hp in space.items}
+    return {name: sample_one(hp, rng) for name, hp in items(space)}
 
 
 def _round_half_away(x: float) -> int:
@@ -184,16 +93,14 @@ def _round_half_away(x: float) -> int:
     return int(math.copysign(math.floor(abs(x) + 0.5), x))
 
 
-def grid_values(hp: HParam, path: str) -> list[JSONValue]:
+def grid_values(hp: AnyHP, path: str) -> list[JSONValue]:
     """The grid axis of one non-nested hyperparameter (Determined's spacing rules)."""
     if isinstance(hp, ConstHP):
         return [hp.val]
     if isinstance(hp, CategoricalHP):
         return list(hp.vals)
-    if isinstance(hp, NestedHP):
-        raise TypeError("nested hyperparameters have no single grid axis")
     if hp.count is None:
-        raise ValueError(f"{path}.count: required by the grid searcher")
+        raise ValueError(f"{path}.count: {GRID_NEEDS_COUNT}")
     if isinstance(hp, IntHP):
         count = min(hp.count, hp.maxval - hp.minval + 1)
         if count == 1:
@@ -210,14 +117,12 @@ def grid_values(hp: HParam, path: str) -> list[JSONValue]:
     return [p for p in points]
 
 
-def _axes(
-    items: tuple[tuple[str, HParam], ...], route: tuple[str, ...]
-) -> list[tuple[tuple[str, ...], list[JSONValue]]]:
-    out: list[tuple[tuple[str, ...], list[JSONValue]]] = []
-    for name, hp in items:
+def _axes(group: HParamSpace, route: Route) -> list[tuple[Route, list[JSONValue]]]:
+    out: list[tuple[Route, list[JSONValue]]] = []
+    for name, hp in items(group):
         sub_route = (*route, name)
-        if isinstance(hp, NestedHP):
-            out.extend(_axes(hp.items, sub_route))
+        if isinstance(hp, dict):
+            out.extend(_axes(hp, sub_route))
         else:
             out.append((sub_route, grid_values(hp, "hyperparameters." + ".".join(sub_route))))
     return out
@@ -230,7 +135,7 @@ def _group(node: JSONObject, name: str) -> JSONObject:
     return child
 
 
-def _put(sample: JSONObject, route: tuple[str, ...], value: JSONValue) -> None:
+def _put(sample: JSONObject, route: Route, value: JSONValue) -> None:
     node = sample
     for key in route[:-1]:
         node = _group(node, key)
@@ -242,7 +147,7 @@ def grid_points(space: HParamSpace) -> list[JSONObject]:
 
     Order: the first hyperparameter (by sorted name) varies slowest.
     """
-    axes = _axes(space.items, ())
+    axes = _axes(space, ())
     points: list[JSONObject] = []
     for combo in itertools.product(*(values for _, values in axes)):
         sample: JSONObject = {}
@@ -251,15 +156,15 @@ def grid_points(space: HParamSpace) -> list[JSONObject]:
         points.append(sample)
     # Empty nested groups have no axis; keep them as empty dicts like sampling does.
     for point in points:
-        _fill_empty_groups(space.items, point)
+        _fill_empty_groups(space, point)
     return points
 
 
-def _fill_empty_groups(items: tuple[tuple[str, HParam], ...], node: JSONObject) -> None:
-    for name, hp in items:
-        if isinstance(hp, NestedHP):
-            _fill_empty_groups(hp.items, _group(node, name))
+def _fill_empty_groups(group: HParamSpace, node: JSONObject) -> None:
+    for name, hp in items(group):
+        if isinstance(hp, dict):
+            _fill_empty_groups(hp, _group(node, name))
 
 
 def grid_size(space: HParamSpace) -> int:
-    return math.prod(len(values) for _, values in _axes(space.items, ()))
+    return math.prod(len(values) for _, values in _axes(space, ()))

@@ -17,10 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from det.common.jsontypes import JSONObject, JSONValue
+from det.master.expconf.hyperparameters import CategoricalHP, LogHP, RangeHP
 
 from .actions import Action, CreateTrial, ExitedReason, Shutdown, StopTrial
 from .asha import AdaptiveASHA, AsyncHalving
-from .hparams import CategoricalHP, DoubleHP, HParam, IntHP, LogHP, NestedHP, parse_hyperparameters
+from .hparams import leaves, parse_hyperparameters
 from .searcher import Searcher, new_searcher
 
 # (hparams, time_value, trial seed) -> searcher metric
@@ -229,20 +230,7 @@ def simulate(
 # -- synthetic learning curves ---------------------------------------------------------------
 
 
-_Leaf = tuple[tuple[str, ...], IntHP | DoubleHP | LogHP | CategoricalHP]
-
-
-def _leaves(items: tuple[tuple[str, HParam], ...], route: tuple[str, ...] = ()) -> list[_Leaf]:
-    out: list[_Leaf] = []
-    for name, hp in items:
-        if isinstance(hp, NestedHP):
-            out += _leaves(hp.items, (*route, name))
-        elif isinstance(hp, IntHP | DoubleHP | LogHP | CategoricalHP):
-            out.append(((*route, name), hp))
-    return out
-
-
-def _unit(hp: IntHP | DoubleHP | LogHP | CategoricalHP, value: JSONValue) -> float:
+def _unit(hp: RangeHP, value: JSONValue) -> float:
     """Where ``value`` sits in its hyperparameter's range, in [0, 1]."""
     if isinstance(hp, CategoricalHP):
         index = next((i for i, v in enumerate(hp.vals) if v == value), 0)
@@ -268,11 +256,16 @@ class SyntheticCurve:
     seed: int = 0
     noise: float = 0.01
     crossing: float = 0.5
+    # The section's ranges, validated once (a curve is evaluated at every report).
+    _leaves: list[tuple[tuple[str, ...], RangeHP]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_leaves", leaves(parse_hyperparameters(self.hyperparameters)))
 
     def __call__(self, hparams: JSONObject, t: float, trial_seed: int) -> float:
         rng = random.Random(self.seed)
         a, slow = 0.0, 0.0
-        for route, hp in _leaves(parse_hyperparameters(self.hyperparameters).items):
+        for route, hp in self._leaves:
             value: JSONValue = hparams
             for key in route:
                 if not isinstance(value, dict):

@@ -55,20 +55,18 @@ from pydantic import TypeAdapter
 from typing_extensions import TypedDict
 
 from det.common.jsontypes import JSONObject, JSONValue
-
-from . import gp
-from .base import decode_float, encode_float, load_state
-from .hparams import (
+from det.master.expconf.hyperparameters import (
     CategoricalHP,
     ConstHP,
     DoubleHP,
-    HParam,
-    HParamSpace,
     IntHP,
     LogHP,
-    NestedHP,
-    sample_all,
+    RangeHP,
 )
+
+from . import gp
+from .base import decode_float, encode_float, load_state
+from .hparams import HParamSpace, items, leaves, sample_all
 
 N_STARTUP = 10
 N_CANDIDATES = 24
@@ -98,17 +96,11 @@ GP_BETA = 0.0  # the candidate minimising mean - GP_BETA * sd is proposed
 @dataclass(frozen=True)
 class _Dim:
     route: tuple[str, ...]
-    hp: IntHP | DoubleHP | LogHP | CategoricalHP
+    hp: RangeHP
 
 
-def _dims(items: tuple[tuple[str, HParam], ...], route: tuple[str, ...] = ()) -> list[_Dim]:
-    out: list[_Dim] = []
-    for name, hp in items:
-        if isinstance(hp, NestedHP):
-            out += _dims(hp.items, (*route, name))
-        elif isinstance(hp, IntHP | DoubleHP | LogHP | CategoricalHP):
-            out.append(_Dim((*route, name), hp))
-    return out
+def _dims(space: HParamSpace) -> list[_Dim]:
+    return [_Dim(route, hp) for route, hp in leaves(space)]
 
 
 def _span(hp: IntHP | DoubleHP | LogHP) -> tuple[float, float]:
@@ -151,13 +143,13 @@ def _get(hparams: JSONObject, route: tuple[str, ...]) -> JSONValue:
     return value
 
 
-def _build(items: tuple[tuple[str, HParam], ...], values: dict[tuple[str, ...], JSONValue],
+def _build(group: HParamSpace, values: dict[tuple[str, ...], JSONValue],
            route: tuple[str, ...] = ()) -> JSONObject:  # fmt: skip
     out: JSONObject = {}
-    for name, hp in items:
+    for name, hp in items(group):
         sub = (*route, name)
-        if isinstance(hp, NestedHP):
-            out[name] = _build(hp.items, values, sub)
+        if isinstance(hp, dict):
+            out[name] = _build(hp, values, sub)
         elif isinstance(hp, ConstHP):
             out[name] = copy.deepcopy(hp.val)
         else:
@@ -303,7 +295,7 @@ class TPESampler:
 
     def __init__(self, space: HParamSpace, level_times: list[float]) -> None:
         self.space = space
-        self.dims = _dims(space.items)
+        self.dims = _dims(space)
         self.level_times = sorted(level_times)
         # request id -> [unit coordinates, level, loss at that level]; insertion = creation order.
         self.trials: dict[str, _Observed] = {}
@@ -362,7 +354,7 @@ class TPESampler:
             assert best is not None
             x = best[1]
         values = {d.route: _decode(d, u) for d, u in zip(self.dims, x, strict=True)}
-        return _build(self.space.items, values)
+        return _build(self.space, values)
 
     def _refine(self, lower: _Parzen, rng: random.Random) -> list[float] | None:
         """The Gaussian-process step: None (use the TPE choice) until ``GP_MIN`` trials with a

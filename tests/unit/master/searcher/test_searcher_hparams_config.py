@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 
 from det.master.expconf.base import default_of
+from det.master.expconf.hyperparameters import ConstHP
 from det.master.expconf.searcher import AdaptiveAshaSearcher, AsyncHalvingSearcher, RandomSearcher
 from det.master.searcher import (
     grid_points,
@@ -13,7 +14,7 @@ from det.master.searcher import (
     parse_hyperparameters,
     parse_searcher_config,
 )
-from det.master.searcher.hparams import ConstHP, NestedHP, grid_size, grid_values, sample_all
+from det.master.searcher.hparams import grid_size, grid_values, sample_all
 
 ASHA = {"name": "async_halving", "metric": "loss", "max_trials": 8, "num_rungs": 3}
 
@@ -23,7 +24,10 @@ ASHA = {"name": "async_halving", "metric": "loss", "max_trials": 8, "num_rungs":
     [
         ({"lr": {"type": "int", "minval": "1", "maxval": 3}}, "hyperparameters.lr.minval"),
         ({"lr": {"type": "double", "maxval": 3}}, "hyperparameters.lr.minval: required"),
-        ({"lr": {"type": "double", "minval": 3, "maxval": 1}}, "must not exceed maxval"),
+        (
+            {"lr": {"type": "double", "minval": 3, "maxval": 1}},
+            "hyperparameters.lr: minval must be less than maxval",
+        ),
         ({"lr": {"type": "log", "minval": -3, "maxval": -1, "base": 1}}, "hyperparameters.lr.base"),
         ({"c": {"type": "categorical", "vals": []}}, "hyperparameters.c.vals"),
         ({"c": {"type": "const"}}, "hyperparameters.c.val: required"),
@@ -38,9 +42,8 @@ def test_bad_hyperparameter_names_field(raw: dict[str, Any], message: str) -> No
 
 def test_bare_values_are_constants_and_dicts_without_type_are_nested() -> None:
     space = parse_hyperparameters({"layers": [64, 32], "opt": {"name": "sgd", "momentum": 0.9}})
-    items = dict(space.items)
-    assert items["layers"] == ConstHP([64, 32])
-    assert isinstance(items["opt"], NestedHP)
+    assert space["layers"] == ConstHP(val=[64, 32])
+    assert isinstance(space["opt"], dict)
     sample = sample_all(space, random.Random(0))
     assert sample == {"layers": [64, 32], "opt": {"momentum": 0.9, "name": "sgd"}}
 
@@ -90,7 +93,8 @@ def test_sampling_ignores_dict_order() -> None:
     ],
 )
 def test_grid_axis_values(raw: dict[str, Any], expected: list[Any]) -> None:
-    hp = dict(parse_hyperparameters({"h": raw}).items)["h"]
+    hp = parse_hyperparameters({"h": raw})["h"]
+    assert not isinstance(hp, dict)
     assert grid_values(hp, "hyperparameters.h") == pytest.approx(expected)
 
 

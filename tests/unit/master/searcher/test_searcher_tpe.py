@@ -221,12 +221,12 @@ def test_kernel_widths_follow_the_gaps_between_trials() -> None:
 
     double = {"type": "double", "minval": 0, "maxval": 1}
     space = parse_hyperparameters({"a": double, "c": {"type": "categorical", "vals": [1, 2]}})
-    widths = _widths(_dims(space.items), [[0.1, 0.0], [0.5, 1.0], [0.6, 0.0]])
+    widths = _widths(_dims(space), [[0.1, 0.0], [0.5, 1.0], [0.6, 0.0]])
     assert [w[0] for w in widths] == pytest.approx([0.4, 0.4, 0.2])
     assert [w[1] for w in widths] == [1.0, 1.0, 1.0]
     # Clustered points: the kernels narrow to the floor, 1 / min(100, n + 2).
     cluster = [[0.5 + 0.001 * k, 0.0] for k in range(30)]
-    assert max(w[0] for w in _widths(_dims(space.items), cluster)) == pytest.approx(1 / 32)
+    assert max(w[0] for w in _widths(_dims(space), cluster)) == pytest.approx(1 / 32)
 
 
 def test_integers_get_equal_cells_ends_included() -> None:
@@ -235,7 +235,7 @@ def test_integers_get_equal_cells_ends_included() -> None:
     from det.master.searcher.hparams import parse_hyperparameters
     from det.master.searcher.tpe import _decode, _dims, _encode
 
-    (dim,) = _dims(parse_hyperparameters({"i": {"type": "int", "minval": 1, "maxval": 4}}).items)
+    (dim,) = _dims(parse_hyperparameters({"i": {"type": "int", "minval": 1, "maxval": 4}}))
     assert [_encode(dim, v) for v in (1, 2, 3, 4)] == pytest.approx([0.125, 0.375, 0.625, 0.875])
     counts = {v: 0 for v in (1, 2, 3, 4)}
     for k in range(1000):
