@@ -20,8 +20,9 @@ Accepted fields (defaults in brackets; ``null`` anywhere means "the default"):
   (string or list of strings; required).
 - ``hyperparameters``: ``{type: const, val}``, ``{type: int|double, minval, maxval, count}``,
   ``{type: log, minval, maxval, base [10], count}``, ``{type: categorical, vals}``; a bare value is
-  const; a mapping without ``type`` is a nested group. minval < maxval, count >= 1, base > 0,
-  vals non-empty; the grid searcher needs ``count`` on int/double/log.
+  const; a mapping without ``type`` is a nested group. minval < maxval (finite numbers),
+  count >= 1, base > 0 and not 1, vals non-empty, ``val`` given (``null`` is a value); the grid
+  searcher needs ``count`` on int/double/log. The searcher reads the same models.
 - ``searcher`` (required; ``name`` picks the kind): common ``metric`` (required),
   ``smaller_is_better`` [true], ``source_trial_id``, ``source_checkpoint_uuid``, ``max_length``
   (deprecated). ``single``; ``random`` ``max_trials``, ``max_concurrent_trials`` [16]; ``grid``
