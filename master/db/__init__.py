@@ -12,9 +12,8 @@ import re
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
-import psycopg
 from psycopg.abc import Params
 from psycopg.abc import QueryNoTemplate as Query
 from psycopg.rows import class_row, dict_row, scalar_row
@@ -96,12 +95,6 @@ def column(conn: Conn, kind: type[T], query: Query, params: Params | None = None
 def exists(conn: Conn, query: Query, params: Params | None = None) -> bool:
     """Whether the query answers any row."""
     return conn.execute(query, params).fetchone() is not None
-
-
-def untyped(conn: Conn) -> psycopg.Cursor[dict[str, Any]]:
-    """A cursor of dict rows read by key, unchecked: the reads not yet given a row type.
-    ``scripts/count_untyped.py`` counts these cursors and the keys read beside them."""
-    return conn.cursor(row_factory=dict_row)
 
 
 def _migrations() -> list[tuple[int, str, str]]:

@@ -115,7 +115,7 @@ def test_untyped_row_reads_are_counted_by_function(tmp_path: Path) -> None:
     services.mkdir(parents=True)
     (services / "a.py").write_text(
         "def by_key(conn):\n"
-        '    row = db.untyped(conn).execute("SELECT id, name FROM t").fetchone()\n'
+        '    row = conn.cursor(row_factory=dict_row).execute("SELECT id, name FROM t").fetchone()\n'
         '    return row["id"], row["name"]\n'
         "def by_index(conninfo):\n"
         "    with psycopg.connect(conninfo) as conn:\n"
@@ -165,7 +165,7 @@ def test_untyped_rows_above_their_ceiling_fail_and_name_the_functions(tmp_path: 
     master.mkdir()
     ceiling, _ = count_untyped.ROW_CEILINGS[count_untyped.CURSORS]
     reads = "".join(
-        f'def read_{i}(conn):\n    return db.untyped(conn).execute("SELECT 1").fetchone()\n'
+        f'def read_{i}(conn):\n    return conn.cursor(row_factory=dict_row).execute("SELECT 1")\n'
         for i in range(ceiling)
     )
     (master / "reads.py").write_text(reads)
@@ -174,7 +174,8 @@ def test_untyped_rows_above_their_ceiling_fail_and_name_the_functions(tmp_path: 
     assert f"untyped master/: untyped cursors: {ceiling} (ceiling {ceiling}" in r.stdout
 
     (master / "more.py").write_text(
-        'def one_more(conn):\n    return db.untyped(conn).execute("SELECT 1").fetchone()["x"]\n'
+        "def one_more(conn):\n"
+        '    return conn.cursor(row_factory=dict_row).execute("SELECT 1").fetchone()["x"]\n'
     )
     r = _run(tmp_path)
     assert r.returncode == 1, r.stdout
