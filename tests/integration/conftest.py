@@ -185,6 +185,19 @@ def api_master(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 @pytest.fixture
+def loop_master(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """``api_master`` with its control loop running in a thread of this process and every
+    ``requests`` session routed to its app: for tests with SimAgents (which call the master's
+    URL) and state that moves on the loop's ticks, that need no port, stream or second process
+    (tests/integration/inproc.py)."""
+    # inproc imports this module
+    from tests.integration.inproc import control_loop, in_process_master, routed
+
+    with in_process_master(tmp_path, default_database(request)) as m, routed(m), control_loop(m):
+        yield m
+
+
+@pytest.fixture
 def api_master_factory(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
     """``make(extra=None, name=...)``: in-process masters (as ``api_master``) with master.yaml
     keys of the test's own (``extra``), on the test's database; each its own data directory."""

@@ -4,8 +4,14 @@
 ``server.prepare``: config, migrations, cluster identity, admin user; the same ``create_app``:
 routes, authentication, admission, error handlers, the wire log) on a real PostgreSQL database,
 and answers requests through Flask's test client. No process starts, no port is bound and no
-control loop runs: a test that needs agents (a SimAgent calls the master's URL), the loop
-(scheduling, state moves on a timer), streamed answers or a second master uses ``live_master``.
+control loop runs: a test runs the loop's passes in its own thread when it needs them
+(``det.master.loop.run_passes_until``). ``loop_master`` adds what a test with agents needs: the
+master's control loop in a thread of this process (as ``det-master`` runs it: the leader lock,
+a pass per tick or wake-up) and every ``requests`` session of the process routed to the app
+(``routed``), so a SimAgent (tests/fakes/sim_agent.py), which calls the master's URL, registers,
+heartbeats and runs trials. A test that needs a port or a socket, streamed answers, signals or
+a restart, several processes or a second master, a real agent or a browser, or a client in
+another process (the official CLI, ``python -m det.cli``) uses ``live_master``.
 
 :class:`InProcessMaster` has the API half of :class:`tests.integration.conftest.Master`
 (``url``, ``login``, ``token``, ``session``, ``get``, ``post``): a session's requests go to the
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,12 +42,21 @@ BASE_URL = "http://det-master.in-process"
 
 class AppAdapter(BaseAdapter):
     """A requests transport that hands each request to a WSGI app through Flask's test
-    client (the whole answer is read: no streams)."""
+    client (the whole answer is read: no streams). Each thread has a client of its own (a
+    SimAgent's heartbeat and its tasks call while the test does)."""
 
     def __init__(self, app: Any, remote_addr: str = "127.0.0.1") -> None:
         super().__init__()
-        self._client = app.test_client()
+        self._app = app
+        self._clients = threading.local()
         self._remote_addr = remote_addr
+
+    @property
+    def _client(self) -> Any:
+        client = getattr(self._clients, "client", None)
+        if client is None:
+            client = self._clients.client = self._app.test_client()
+        return client
 
     def send(  # type: ignore[override]
         self, request: requests.PreparedRequest, stream: bool = False, **_: Any
@@ -139,3 +155,25 @@ def in_process_master(
         yield InProcessMaster(BASE_URL, create_app(state), state, config.data_dir)
     finally:
         state.pool.close()
+
+
+@contextlib.contextmanager
+def control_loop(master: InProcessMaster) -> Iterator[None]:
+    """The master's control loop (``det.master.loop.ControlLoop.run_forever``, the leader lock
+    and a pass per tick or ``det_wakeup``) in a thread of this process while the block runs,
+    as ``det-master`` runs it beside its API; stopped and joined at the end."""
+    from det.master.loop import ControlLoop  # the master's imports: paid where a loop runs
+
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=ControlLoop(master.state, stop).run_forever, name="det-control-loop", daemon=True
+    )
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        with master.state.pool.connection() as conn:  # ends the loop's wait for a tick
+            conn.execute("NOTIFY det_wakeup")
+        thread.join(30)
+        assert not thread.is_alive(), "the in-process control loop did not stop within 30 s"

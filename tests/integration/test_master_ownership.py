@@ -1,4 +1,5 @@
-"""Ownership and roles for every write (det.master.api._access), on a live master.
+"""Ownership and roles for every write (det.master.api._access), on the master's app in the
+test's process with its control loop (``loop_master``: the SimAgent's calls reach the app).
 
 Bob owns an experiment with a running trial; Eve is another user with her own running trial;
 the admin may change anything. Each refused request must change nothing in the database.
@@ -16,7 +17,7 @@ import pytest
 import requests
 
 from tests.fakes.sim_agent import SimAgent, wait
-from tests.integration.conftest import Master
+from tests.integration.inproc import InProcessMaster
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +40,7 @@ class Run:
 
 @dataclass
 class World:
-    m: Master
+    m: InProcessMaster
     db_url: str
     bob: requests.Session
     eve: requests.Session
@@ -55,8 +56,8 @@ def _task_session(token: str) -> requests.Session:
 
 
 @pytest.fixture
-def world(live_master: Master, pg_url: str) -> Iterator[World]:
-    m = live_master
+def world(loop_master: InProcessMaster, pg_url: str) -> Iterator[World]:
+    m = loop_master
     for name in ("bob", "eve"):
         m.post("/api/v1/users", {"user": {"username": name}, "password": f"{name}-pw-123"})
     bob = m.session(m.login("bob", "bob-pw-123"))
