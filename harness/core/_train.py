@@ -19,20 +19,19 @@ import queue
 import tempfile
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, TypedDict
+from typing import TYPE_CHECKING, Callable, TypedDict
 
 from ..common import startup
 from ..common.api import NotFoundError, Session
+from ..common.metric_groups import TRAINING, VALIDATION
+from ._metric_values import Metrics, MetricValue, SupportsItem
 from ._tensorboard import TensorboardManager, training_scalars, validation_scalars
 
 # The task side's Python has no typing_extensions: the JSON types are for mypy only.
 if TYPE_CHECKING:
-    from ..common.jsontypes import JSONObject
+    from ..common.jsontypes import JSONObject, JSONValue
 
 logger = logging.getLogger(__name__)
-
-TRAINING = "training"
-VALIDATION = "validation"
 
 
 class EarlyExitReason(enum.Enum):
@@ -79,15 +78,25 @@ def report_entry(trial_run_id: int, report: _Report) -> MetricsReportEntry:
     }
 
 
-def _json_safe(metrics: dict[str, Any]) -> JSONObject:
-    """NaN/inf are not JSON: send them as the strings the master's float parser accepts."""
+def _item(name: str, value: SupportsItem) -> JSONValue:
+    """A numpy / torch scalar's Python value; a TypeError naming the metric when it is none."""
+    item = value.item()
+    if item is None or isinstance(item, (bool, int, float, str)):
+        return item
+    raise TypeError(
+        f"metric {name!r}: {type(value).__name__}.item() gave a {type(item).__name__}, not a number"
+    )
+
+
+def _json_safe(metrics: Metrics) -> JSONObject:
+    """Reported metrics as JSON: numpy / torch scalars as their Python numbers, NaN and
+    infinities (not JSON) as the strings the master's float parser accepts."""
     out: JSONObject = {}
     for k, v in metrics.items():
-        if hasattr(v, "item") and callable(v.item):  # numpy / torch scalars
-            v = v.item()
-        if isinstance(v, float) and not math.isfinite(v):
-            v = "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
-        out[k] = v
+        value = _item(k, v) if isinstance(v, SupportsItem) else v
+        if isinstance(value, float) and not math.isfinite(value):
+            value = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+        out[k] = value
     return out
 
 
@@ -263,15 +272,15 @@ class TrainContext:
         if err is not None:
             raise RuntimeError(f"a metrics or progress report failed: {err}") from err
 
-    def report_metrics(self, group: str, steps_completed: int, metrics: dict[str, Any]) -> None:
+    def report_metrics(self, group: str, steps_completed: int, metrics: Metrics) -> None:
         """Report a dict of metrics of any ``group`` at ``steps_completed`` (batches)."""
         self._report(group, steps_completed, metrics, None)
 
     def report_training_metrics(
         self,
         steps_completed: int,
-        metrics: dict[str, Any],
-        batch_metrics: list[dict[str, Any]] | None = None,
+        metrics: Metrics,
+        batch_metrics: list[Metrics] | None = None,
     ) -> None:
         logger.info("training metrics at %d: %s", steps_completed, metrics)
         self._report(TRAINING, steps_completed, metrics, batch_metrics)
@@ -284,7 +293,7 @@ class TrainContext:
             rest = {k: v for k, v in metrics.items() if k not in seen}
             self._tensorboard_write(steps_completed, training_scalars(rest))
 
-    def report_validation_metrics(self, steps_completed: int, metrics: dict[str, Any]) -> None:
+    def report_validation_metrics(self, steps_completed: int, metrics: Metrics) -> None:
         logger.info("validation metrics at %d: %s", steps_completed, metrics)
         for k, v in metrics.items():
             if v is None:
@@ -297,13 +306,14 @@ class TrainContext:
         self,
         group: str,
         steps_completed: int,
-        metrics: dict[str, Any],
-        batch_metrics: list[dict[str, Any]] | None,
+        metrics: Metrics,
+        batch_metrics: list[Metrics] | None,
     ) -> None:
         if "." in group:
             raise ValueError("metric group names cannot contain '.'")
         self._raise_shipper_error()
-        self._shipper.put(_Report(group, int(steps_completed), _json_safe(metrics), batch_metrics))
+        batches = None if batch_metrics is None else [_json_safe(b) for b in batch_metrics]
+        self._shipper.put(_Report(group, int(steps_completed), _json_safe(metrics), batches))
 
     def report_progress(self, progress: float) -> None:
         """Progress in [0, 1], shown by the WebUI."""
@@ -346,7 +356,7 @@ class DummyTrainContext(TrainContext):
     """Off-cluster: metrics are logged and kept in ``self.reports`` (group, steps, metrics)."""
 
     def __init__(self, tensorboard_path: pathlib.Path | None = None) -> None:
-        self.reports: list[tuple[str, int, dict[str, Any]]] = []
+        self.reports: list[tuple[str, int, dict[str, MetricValue]]] = []
         self._tensorboard = None
         self._tensorboard_auto = True
         self._tbd_directory = tensorboard_path
@@ -374,8 +384,8 @@ class DummyTrainContext(TrainContext):
         self,
         group: str,
         steps_completed: int,
-        metrics: dict[str, Any],
-        batch_metrics: list[dict[str, Any]] | None,
+        metrics: Metrics,
+        batch_metrics: list[Metrics] | None,
     ) -> None:
         if "." in group:
             raise ValueError("metric group names cannot contain '.'")

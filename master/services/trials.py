@@ -18,6 +18,7 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from det.common.jsontypes import JSONObject, JSONValue
+from det.common.metric_groups import TRAINING, VALIDATION
 from det.master import db, fastjson, states
 from det.master.db import Conn
 from det.master.errors import InvalidArgument, NotFound
@@ -30,8 +31,6 @@ from det.master.schemas import d
 from det.master.schemas.trials import MetricsReportEntry
 from det.master.services import jobs, metrics_superseded
 
-TRAINING = "training"
-VALIDATION = "validation"
 # Determined's summary_metrics keys for the two built-in groups.
 _SUMMARY_KEY = {TRAINING: "avg_metrics", VALIDATION: "validation_metrics"}
 
