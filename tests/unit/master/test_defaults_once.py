@@ -3,10 +3,18 @@ there everywhere else: no class attribute, keyword default, ``.get(key, default)
 ``x if cfg else default`` / ``x or default`` or SQL ``coalesce(..., default)`` types the same
 value again in master/ (live code and the SQL in it; migrations are history and not judged).
 
-The walk is shown failing on planted lines, so a retyped default that reappears is caught."""
+Migrations are history, but the functions they create run on every query: a function whose body
+reads one of these fields (and so falls back to a default of its own) must be listed in
+tests/sql_defaults.py, whose entries tests/integration/test_sql_defaults.py runs in PostgreSQL
+against the model's default. One model per concept: the hyperparameter classes are declared in
+expconf/hyperparameters.py only, and a module-level constant (``TRAINING = "training"``) is
+bound in one module of master/, harness/, cli/ and agent/, imported everywhere else.
+
+Each walk is shown failing on planted lines, so a retyped default that reappears is caught."""
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +33,7 @@ from det.master.expconf.searcher import (
 )
 from det.master.expconf.storage import SharedFSStorage, _StorageBase
 from det.master.scheduler.model import DEFAULT_MAX_AUX_CONTAINERS_PER_AGENT
+from tests.sql_defaults import SQL_DEFAULTS
 
 REPO = Path(__file__).resolve().parents[3]
 # Generated from Determined's bindings (say so in their first lines), and the migrations.
@@ -176,3 +185,139 @@ def test_the_declaring_file_and_the_migrations_are_not_judged(tmp_path: Path) ->
             "smaller_is_better: bool = True\ncoalesce((c->>'smaller_is_better')::boolean, true)\n"
         )
     assert retyped_defaults(tmp_path) == []
+
+
+# -- SQL functions: a field read in a function body falls back to a default of its own ---------
+
+_FUNCTION = re.compile(
+    r"CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+(\w+)\s*\(.*?\$\$(.*?)\$\$", re.I | re.S
+)
+
+
+def sql_functions(root: Path) -> dict[str, tuple[str, str]]:
+    """Each function the migrations create: ``name -> (migration, body)``, the latest one."""
+    found: dict[str, tuple[str, str]] = {}
+    for path in sorted((root / MIGRATIONS).glob("*.sql")):
+        for m in _FUNCTION.finditer(path.read_text(encoding="utf-8")):
+            found[m.group(1)] = (path.name, m.group(2))
+    return found
+
+
+def unchecked_sql_defaults(root: Path) -> list[str]:
+    """``function: field (migration)`` for a function reading a judged field, not listed."""
+    listed = {(e.function, e.field) for e in SQL_DEFAULTS}
+    names = [n for f in FIELDS for n in f.names]
+    return [
+        f"{fn}: {name} ({migration})"
+        for fn, (migration, body) in sorted(sql_functions(root).items())
+        for name in names
+        if re.search(rf"'{re.escape(name)}'", body) and (fn, name) not in listed
+    ]
+
+
+def test_every_sql_function_that_reads_a_judged_field_is_checked_against_its_default() -> None:
+    assert unchecked_sql_defaults(REPO) == []
+
+
+def test_each_listed_sql_function_exists_and_reads_its_field() -> None:
+    functions = sql_functions(REPO)
+    for entry in SQL_DEFAULTS:
+        assert entry.function in functions, entry.function
+        assert f"'{entry.field}'" in functions[entry.function][1], entry
+        assert entry.field in {n for f in FIELDS for n in f.names}, entry.field
+
+
+def test_a_function_reading_a_field_with_no_entry_is_found(tmp_path: Path) -> None:
+    folder = tmp_path / MIGRATIONS
+    folder.mkdir(parents=True)
+    (folder / "0001_x.sql").write_text(
+        "CREATE FUNCTION det_restarts(config jsonb) RETURNS int LANGUAGE sql AS $$\n"
+        "    SELECT coalesce((config->>'max_restarts')::int, 5)\n$$;\n"
+    )
+    # A later migration replacing a listed function keeps it listed, under its new body.
+    (folder / "0002_y.sql").write_text(
+        "CREATE OR REPLACE FUNCTION det_larger_is_better(config jsonb) RETURNS boolean\n"
+        "LANGUAGE sql AS $$ SELECT (config->'searcher'->>'smaller_is_better') = 'false' $$;\n"
+    )
+    assert unchecked_sql_defaults(tmp_path) == ["det_restarts: max_restarts (0001_x.sql)"]
+    assert sql_functions(tmp_path)["det_larger_is_better"][0] == "0002_y.sql"
+
+
+# -- one model per concept: hyperparameter classes and module constants --------------------------
+
+HP_MODEL_FILE = "master/expconf/hyperparameters.py"
+_HP_CLASS = re.compile(r"(?:HP|HParam\w*)$")
+
+
+def hp_model_classes(root: Path) -> list[str]:
+    """``path: Class`` for each class modelling a hyperparameter (``...HP``, ``HParam...``)."""
+    found: list[str] = []
+    for path in sorted((root / "master").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and _HP_CLASS.search(node.name):
+                found.append(f"{path.relative_to(root).as_posix()}: {node.name}")
+    return found
+
+
+def test_hyperparameters_are_modelled_once() -> None:
+    assert {f.split(": ")[0] for f in hp_model_classes(REPO)} == {HP_MODEL_FILE}
+
+
+def test_a_second_hyperparameter_model_is_found(tmp_path: Path) -> None:
+    path = tmp_path / "master" / "searcher" / "hparams.py"
+    path.parent.mkdir(parents=True)
+    path.write_text("from dataclasses import dataclass\n\n@dataclass\nclass IntHP:\n    x: int\n")
+    assert hp_model_classes(tmp_path) == ["master/searcher/hparams.py: IntHP"]
+
+
+CONSTANT_ROOTS = ("master", "harness", "cli", "agent")
+# Bound twice, each for a reason (the name and value agree, the things differ) or as known debt.
+TWICE: dict[str, str] = {
+    "DEFAULT_ID": "the default workspace's id and the default project's: two rows",
+    "COMPLETED": "a trial state (states.py) and the pure searcher's exit marker (searcher.py)",
+    "DEFAULT_WORKDIR": "debt: the agent's and the task's default workdir, one det.common constant",
+    "HIDDEN": "debt: the agent's and expconf's redaction mask, one det.common constant",
+    "PATH": "debt: the task-container-policy route, in the CLI and the master's api",
+}
+
+
+def repeated_constants(root: Path) -> dict[str, list[str]]:
+    """``NAME = literal`` bound at module level to the same value in more than one module."""
+    where: dict[tuple[str, str], list[str]] = {}
+    for top in CONSTANT_ROOTS:
+        for path in sorted((root / top).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            if rel in SKIPPED:
+                continue
+            for node in ast.parse(path.read_text(encoding="utf-8")).body:
+                target = node.targets[0] if isinstance(node, ast.Assign) else None
+                if isinstance(node, ast.AnnAssign):
+                    target = node.target
+                value = getattr(node, "value", None)
+                if not isinstance(target, ast.Name) or not target.id.isupper() or value is None:
+                    continue
+                try:
+                    literal = repr(ast.literal_eval(value))
+                except ValueError:
+                    continue
+                where.setdefault((target.id, literal), []).append(rel)
+    return {name: sorted(files) for (name, _), files in where.items() if len(files) > 1}
+
+
+def test_a_module_constant_is_bound_in_one_module() -> None:
+    repeated = repeated_constants(REPO)
+    assert sorted(set(repeated) - set(TWICE)) == []
+    assert sorted(set(TWICE) - set(repeated)) == [], "a debt paid: drop it from TWICE"
+
+
+def test_a_constant_bound_again_is_found(tmp_path: Path) -> None:
+    for i, rel in enumerate(("harness/core/_train.py", "master/services/trials.py")):
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True)
+        path.write_text(f'TRAINING = "training"\nOTHER: int = {i}\n')
+    (tmp_path / "cli").mkdir()
+    (tmp_path / "cli" / "x.py").write_text("OTHER = 2\ndef f():\n    TRAINING = 'training'\n")
+    assert repeated_constants(tmp_path) == {
+        "TRAINING": ["harness/core/_train.py", "master/services/trials.py"]
+    }
