@@ -1,4 +1,6 @@
-"""Bad requests get a 4xx naming the problem and change nothing."""
+"""Bad requests get a 4xx naming the problem and change nothing. On the master's app in the
+test's process: ``api_master``, and ``loop_master`` (its control loop running) where a SimAgent
+or the job queue takes part."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ import psycopg
 import pytest
 
 from tests.fakes.sim_agent import SimAgent, wait
-from tests.integration.conftest import Master, MasterClient
+from tests.integration.conftest import MasterClient
+from tests.integration.inproc import InProcessMaster
 
 pytestmark = pytest.mark.integration
 
@@ -86,13 +89,13 @@ def test_oversize_context_is_refused_naming_the_largest_file(
     assert counts(pg_url) == before
 
 
-def test_job_that_can_never_fit_is_refused(live_master: Master, pg_url: str) -> None:
-    agent = SimAgent(live_master.url, live_master.agent_token, "sim-0", slots=2).start()
+def test_job_that_can_never_fit_is_refused(loop_master: InProcessMaster, pg_url: str) -> None:
+    agent = SimAgent(loop_master.url, loop_master.agent_token, "sim-0", slots=2).start()
     try:
-        wait(lambda: live_master.get("/api/v1/agents")["agents"], 30, "agent registered")
+        wait(lambda: loop_master.get("/api/v1/agents")["agents"], 30, "agent registered")
         before = counts(pg_url)
-        r = live_master.session().post(
-            live_master.url + "/api/v1/experiments",
+        r = loop_master.session().post(
+            loop_master.url + "/api/v1/experiments",
             json={"config": GOOD + "resources: {slots_per_trial: 4}\n", "activate": True},
             timeout=30,
         )
@@ -119,43 +122,43 @@ def test_bad_metric_report_is_refused(api_master: MasterClient) -> None:
     assert r.status_code == 400 and "metrics" in r.json()["message"]
 
 
-def test_job_update_with_bad_priority_changes_nothing(live_master: Master) -> None:
+def test_job_update_with_bad_priority_changes_nothing(loop_master: InProcessMaster) -> None:
     # Active: a paused experiment is not in the queue (as in Determined).
-    eid = live_master.post("/api/v1/experiments", {"config": GOOD, "activate": True})["experiment"][
+    eid = loop_master.post("/api/v1/experiments", {"config": GOOD, "activate": True})["experiment"][
         "id"
     ]
-    job_id = live_master.get(f"/api/v1/experiments/{eid}")["experiment"]["jobId"]
-    r = live_master.session().post(
-        live_master.url + "/api/v1/job-queues",
+    job_id = loop_master.get(f"/api/v1/experiments/{eid}")["experiment"]["jobId"]
+    r = loop_master.session().post(
+        loop_master.url + "/api/v1/job-queues",
         json={"updates": [{"jobId": job_id, "priority": 500}]},
         timeout=10,
     )
     assert r.status_code == 400 and "priority" in r.json()["message"]
     assert [
-        j["priority"] for j in live_master.get("/api/v1/job-queues")["jobs"] if j["jobId"] == job_id
+        j["priority"] for j in loop_master.get("/api/v1/job-queues")["jobs"] if j["jobId"] == job_id
     ] == [42]
 
 
-def test_non_finite_metrics_are_stored_as_strings(live_master: Master) -> None:
+def test_non_finite_metrics_are_stored_as_strings(loop_master: InProcessMaster) -> None:
     agent = SimAgent(
-        live_master.url, live_master.agent_token, "sim-0", train=lambda m, s, k: (k.wait(30), 0)[1]
+        loop_master.url, loop_master.agent_token, "sim-0", train=lambda m, s, k: (k.wait(30), 0)[1]
     ).start()
     try:
-        eid = live_master.post("/api/v1/experiments", {"config": GOOD, "activate": True})[
+        eid = loop_master.post("/api/v1/experiments", {"config": GOOD, "activate": True})[
             "experiment"
         ]["id"]
         trial = wait(
-            lambda: live_master.get(f"/api/v1/experiments/{eid}/trials")["trials"], 30, "trial"
+            lambda: loop_master.get(f"/api/v1/experiments/{eid}/trials")["trials"], 30, "trial"
         )[0]
         body = '{"group": "validation", "metrics": {"trialRunId": 1, "stepsCompleted": 3, "metrics": {"avgMetrics": {"loss": NaN, "acc": Infinity, "x\\\\y": 1.5}}}}'
-        r = live_master.session().post(
-            f"{live_master.url}/api/v1/trials/{trial['id']}/metrics",
+        r = loop_master.session().post(
+            f"{loop_master.url}/api/v1/trials/{trial['id']}/metrics",
             data=body,
             headers={"Content-Type": "application/json"},
             timeout=10,
         )
         assert r.status_code == 200, r.text
-        rows = live_master.get(
+        rows = loop_master.get(
             f"/api/v1/trials/{trial['id']}/metrics", params={"group": "validation"}
         )["metrics"]
         assert rows[0]["metrics"]["avg_metrics"] == {"loss": "NaN", "acc": "Infinity", "x\\y": 1.5}
