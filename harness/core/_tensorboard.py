@@ -29,6 +29,7 @@ import time
 from typing import Any, BinaryIO, Callable
 
 from .. import storage
+from ._metric_values import Metrics
 
 logger = logging.getLogger(__name__)
 
@@ -163,7 +164,7 @@ def numerical_scalar(value: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def training_scalars(metrics: dict[str, Any]) -> dict[str, float]:
+def training_scalars(metrics: Metrics) -> dict[str, float]:
     """Training metrics as Determined's harness names them in TensorBoard (pure)."""
     out = {}
     for name, value in metrics.items():
@@ -173,7 +174,7 @@ def training_scalars(metrics: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def validation_scalars(metrics: dict[str, Any]) -> dict[str, float]:
+def validation_scalars(metrics: Metrics) -> dict[str, float]:
     return training_scalars(
         {(k if k.startswith("val") else "val_" + k): v for k, v in metrics.items()}
     )

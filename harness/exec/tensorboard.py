@@ -26,13 +26,15 @@ import sys
 import tempfile
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable, TypedDict
+from typing import TYPE_CHECKING, Any, Iterable, TypedDict
 
 from det import storage
 from det.core._tensorboard import sync_path
 
 # The task side's Python has no typing_extensions: the JSON types are for mypy only.
 if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
     from det.common.jsontypes import JSONObject
 
 logger = logging.getLogger("det.exec.tensorboard")
@@ -109,16 +111,11 @@ def authorized(value: str, token: str) -> bool:
 _REFUSED = b"this TensorBoard is reached through the master's proxy\n"
 
 
-#: A WSGI application (PEP 3333): called with the request's environ and start_response, it
-#: answers the body.
-WSGIApp = Callable[..., Iterable[bytes]]
-
-
-def guarded(app: WSGIApp, token: str) -> WSGIApp:
+def guarded(app: WSGIApplication, token: str) -> WSGIApplication:
     """TensorBoard's WSGI app behind the master's credential: every request without it gets
     403 and never reaches TensorBoard."""
 
-    def wsgi(environ: dict[str, Any], start_response: Callable[..., object]) -> Iterable[bytes]:
+    def wsgi(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         if authorized(str(environ.get("HTTP_AUTHORIZATION") or ""), token):
             return app(environ, start_response)
         start_response(

@@ -45,6 +45,27 @@ def test_metrics_are_shipped_in_order_in_batches(on_cluster) -> None:  # type: i
     assert reports[6]["metrics"]["avgMetrics"] == {"x": "NaN"}
 
 
+def test_batch_metrics_are_sent_as_json_as_the_averages_are(on_cluster) -> None:  # type: ignore[no-untyped-def]
+    # NaN and numpy scalars in per-batch metrics: strings and numbers, as in avgMetrics (NaN is
+    # no JSON token and a numpy scalar no JSON type: the request would fail).
+    numpy = pytest.importorskip("numpy")
+    master: FakeMaster = on_cluster()
+    with det.core.init() as ctx:
+        ctx.train.report_training_metrics(
+            2,
+            {"loss": numpy.float32(0.5)},
+            batch_metrics=[
+                {"loss": float("inf")},
+                {"loss": numpy.float64(0.25), "n": numpy.int64(3)},
+            ],
+        )
+    (report,) = master.metric_reports(11)
+    assert report["metrics"] == {
+        "avgMetrics": {"loss": 0.5},
+        "batchMetrics": [{"loss": "Infinity"}, {"loss": 0.25, "n": 3}],
+    }
+
+
 def test_reports_queued_behind_a_slow_request_share_the_next_one(on_cluster) -> None:  # type: ignore[no-untyped-def]
     master: FakeMaster = on_cluster()
     # The first metrics request is held in flight until all of 2..200 are queued behind it (a
