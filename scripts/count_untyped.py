@@ -115,6 +115,7 @@ SUBSCRIPTS = "untyped row subscripts"
 # {count: (ceiling, target)} for master/ (issue 42's targets: every fetch typed, 0 row["..."]).
 ROW_CEILINGS: dict[str, tuple[int, int]] = {CURSORS: (0, 0), SUBSCRIPTS: (0, 0)}
 _UNTYPED_FACTORIES = frozenset({"dict_row", "tuple_row", "namedtuple_row", "scalar_row"})
+_PSYCOPG_CONNECTS = frozenset({"psycopg.connect", "psycopg.Connection.connect"})
 # det.master.db's helpers, by file: those that check what they read (scalar, column) or open a
 # connection whose rows are opaque to the type checker (connect: dict_row at run time,
 # ``UntypedRow`` to mypy, as the pool's). Their own factories do not count.
@@ -126,17 +127,13 @@ _DB_HELPERS = {
 
 def _untyped_cursor(node: ast.Call) -> bool:
     func = node.func
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
     factory = next((k.value for k in node.keywords if k.arg == "row_factory"), None)
     if factory is None:
-        # psycopg.connect with no row factory: tuples of Any.
-        return (
-            name == "connect"
-            and isinstance(func, ast.Attribute)
-            and isinstance(func.value, ast.Name)
-            and func.value.id == "psycopg"
-        )
-    return isinstance(factory, ast.Name) and factory.id in _UNTYPED_FACTORIES
+        # psycopg.connect (or psycopg.Connection.connect) with no row factory: tuples of Any.
+        return isinstance(func, ast.Attribute) and ast.unparse(func) in _PSYCOPG_CONNECTS
+    # dict_row, rows.dict_row, psycopg.rows.dict_row...
+    name = factory.attr if isinstance(factory, ast.Attribute) else getattr(factory, "id", "")
+    return name in _UNTYPED_FACTORIES
 
 
 def _functions(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:

@@ -131,6 +131,9 @@ def test_untyped_row_reads_are_counted_by_function(tmp_path: Path) -> None:
         "def dict_connection(conninfo):\n"
         "    with psycopg.connect(conninfo, row_factory=dict_row) as conn:\n"
         '        return conn.execute("SELECT 1 AS x").fetchone()["x"]\n'
+        "def spelled_out(conninfo):\n"
+        "    with psycopg.Connection.connect(conninfo) as conn:\n"
+        "        return conn.cursor(row_factory=psycopg.rows.dict_row)\n"
         "def opaque_connection(conninfo):\n"
         "    with db.connect(conninfo) as conn:\n"
         '        return db.scalar(conn, int, "SELECT 1")\n'
@@ -150,12 +153,13 @@ def test_untyped_row_reads_are_counted_by_function(tmp_path: Path) -> None:
         "def connect(conninfo):\n    return psycopg.connect(conninfo, row_factory=dict_row)\n"
     )
     totals, where = count_untyped.count_rows(tmp_path)
-    assert totals == {count_untyped.CURSORS: 5, count_untyped.SUBSCRIPTS: 5}, where
+    assert totals == {count_untyped.CURSORS: 7, count_untyped.SUBSCRIPTS: 5}, where
     assert sorted(w.split(": ", 1)[1] for w in where) == [
         "any_scalar (1, 0)",
         "by_index (1, 1)",
         "by_key (1, 2)",
         "dict_connection (1, 1)",
+        "spelled_out (2, 0)",
         "upgrade (1, 1)",
     ]
 
