@@ -14,11 +14,12 @@ import dataclasses
 import logging
 import os
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, TextIO
 
 import boto3
 
+from det.common.jsontypes import JSONObject
 from det.deploy.aws import bootlog, master, preflight, program, teardown
 from det.deploy.aws import serverless as aws_serverless
 from det.deploy.aws.config import POSTGRES_MAJOR, PROJECT, AwsConfig, Images
@@ -29,6 +30,7 @@ from det.deploy.common import (
     costs,
     flow,
     mirror,
+    outs,
     registry,
     rollout,
     serverless,
@@ -44,7 +46,7 @@ logger = logging.getLogger(__name__)
 def config_from_args(
     args: argparse.Namespace,
     region: str | None = None,
-    previous: Mapping[str, Any] | None = None,
+    previous: JSONObject | None = None,
 ) -> AwsConfig:
     defaults = AwsConfig(cluster_id=args.cluster_id)
 
@@ -110,9 +112,9 @@ def estimates(cfg: AwsConfig) -> tuple[costs.Estimate, ...]:
     return (vm, sl)
 
 
-def stack_region(given: str | None, previous: Mapping[str, Any] | None) -> str | None:
+def stack_region(given: str | None, previous: JSONObject | None) -> str | None:
     """The region of ``up``: an existing stack's, which ``--region`` may not contradict."""
-    recorded = (previous or {}).get("region")
+    recorded = outs.text(previous, "region")
     if given and recorded and given != recorded:
         raise DeployError(
             f"the cluster is deployed in {recorded}, not {given}: pass --region {recorded} "
@@ -121,10 +123,10 @@ def stack_region(given: str | None, previous: Mapping[str, Any] | None) -> str |
     return given or recorded
 
 
-def pinned_images(previous: Mapping[str, Any] | None, refresh: bool) -> Images | None:
+def pinned_images(previous: JSONObject | None, refresh: bool) -> Images | None:
     """The images an existing stack pinned (None: look them up, on a new stack or refresh)."""
-    recorded = (previous or {}).get("images")
-    if refresh or not isinstance(recorded, Mapping):
+    recorded = outs.mapping(previous, "images")
+    if refresh or recorded is None:
         return None
     try:
         return Images(**{k: str(recorded[k]) for k in ("master", "aux_agent", "compute_agent")})
@@ -132,13 +134,12 @@ def pinned_images(previous: Mapping[str, Any] | None, refresh: bool) -> Images |
         return None
 
 
-def pinned_zones(previous: Mapping[str, Any] | None) -> tuple[str, ...] | None:
+def pinned_zones(previous: JSONObject | None) -> tuple[str, ...] | None:
     """The availability zones an existing stack's VPC was made in; () for a stack that did not
     record them (its subnets stay in the region's first two zones); None for a new stack."""
     if previous is None:
         return None
-    recorded = previous.get("zones")
-    return tuple(str(z) for z in recorded) if isinstance(recorded, list) else ()
+    return tuple(outs.texts(previous, "zones") or ())
 
 
 def use_state_url(args: argparse.Namespace) -> None:
@@ -157,7 +158,7 @@ def _session(region: str | None, profile: str | None) -> boto3.Session:
 
 def up(args: argparse.Namespace, out: TextIO) -> int:
     use_state_url(args)
-    previous: dict[str, Any] | None = None
+    previous: JSONObject | None = None
     if not args.dry_run:
         if shutil.which("pulumi") and automation.has_stack(PROJECT, args.cluster_id):
             previous = automation.outputs(PROJECT, args.cluster_id)
@@ -206,7 +207,7 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
 def _check(
     args: argparse.Namespace,
     current: dict[str, AwsConfig],
-    previous: Mapping[str, Any] | None,
+    previous: JSONObject | None,
     quota: bool,
     out: TextIO,
 ) -> str | None:
@@ -287,7 +288,7 @@ def _rollout_steps(current: dict[str, AwsConfig], profile: str | None) -> rollou
     def login() -> rollout.Login:
         return _ecr_login(session())
 
-    def migrate(outputs: Mapping[str, Any]) -> None:
+    def migrate(outputs: JSONObject) -> None:
         rollout.run_ecs_migration(session().client("ecs"), outputs)
 
     return rollout.Steps(
@@ -301,14 +302,14 @@ def _rollout_steps(current: dict[str, AwsConfig], profile: str | None) -> rollou
 
 
 def _stale(
-    args: argparse.Namespace, cfg: AwsConfig, previous: Mapping[str, Any], out: TextIO
+    args: argparse.Namespace, cfg: AwsConfig, previous: JSONObject, out: TextIO
 ) -> Callable[[], None]:
     """After ``up`` of an existing cluster: terminate the agents started with an older config
     (``commands.replace_stale_agents``)."""
 
     def replace_stale() -> None:
         outputs = automation.outputs(PROJECT, cfg.cluster_id)
-        master_id = outputs.get("master_instance_id")
+        master_id = outs.text(outputs, "master_instance_id")
 
         def replace(digest: str) -> list[str]:
             ec2 = _session(cfg.region, args.profile).client("ec2")
@@ -325,16 +326,16 @@ def _stale(
 
 def down(args: argparse.Namespace, out: TextIO) -> int:
     use_state_url(args)
-    found: dict[str, Any] = {}
+    found: list[tuple[boto3.Session, str | None]] = []  # connect's session and the snapshot
 
-    def connect(outputs: Mapping[str, Any]) -> flow.Teardown:
-        session = _session(args.region or outputs.get("region"), args.profile)
+    def connect(outputs: JSONObject) -> flow.Teardown:
+        session = _session(args.region or outs.text(outputs, "region"), args.profile)
         preflight.check_credentials(session)
-        found.update(session=session, snapshot=outputs.get("db_final_snapshot"))
+        found.append((session, outs.text(outputs, "db_final_snapshot")))
 
         def remove_instances() -> str:
             ec2 = session.client("ec2")
-            master_id = outputs.get("master_instance_id")
+            master_id = outs.text(outputs, "master_instance_id")
             if master_id:
                 teardown.stop_master(ec2, master_id)
             if outputs.get("ecs_service"):
@@ -355,11 +356,11 @@ def down(args: argparse.Namespace, out: TextIO) -> int:
         )
 
     code = flow.down("aws", PROJECT, args, out, connect)
-    snapshot = found.get("snapshot")
-    if code != 0 or not snapshot:
+    session, snapshot = found[0] if found else (None, None)
+    if code != 0 or not snapshot or session is None:
         return code
     if getattr(args, "delete_data", False):
-        deleted = teardown.delete_final_snapshot(found["session"].client("rds"), str(snapshot))
+        deleted = teardown.delete_final_snapshot(session.client("rds"), snapshot)
         out.write(f"Deleted the database's final snapshot {snapshot}.\n" if deleted else "")
     else:
         out.write(
@@ -387,10 +388,10 @@ def status(args: argparse.Namespace, out: TextIO) -> int:
     use_state_url(args)
 
     def boot_log(
-        outputs: Mapping[str, Any], lines: int, agents: int
+        outputs: JSONObject, lines: int, agents: int
     ) -> tuple[str, list[status_report.MachineLog]]:
         group = str(outputs.get("log_group") or f"/det/{args.cluster_id}")
-        region = args.region or outputs.get("region")
+        region = args.region or outs.text(outputs, "region")
         where = f"CloudWatch Logs group {group}"
         session = _session(region, args.profile)
         preflight.check_credentials(session)

@@ -42,16 +42,16 @@ class Resolved:
     """The compute (GPU) pool's AMI; None: ``agent_image_id`` for both pools."""
 
 
-def agent_config_hash(config: Mapping[str, Any]) -> str:
+def agent_config_hash(config: masteryaml.MasterConfig) -> str:
     """The hash tag :func:`master_yaml_config` put on the agents of ``config``."""
-    tags = config["resource_pools"][0]["provider"]["custom_tags"]
+    tags = config["resource_pools"][0]["provider"].get("custom_tags", [])
     return str(next(t["value"] for t in tags if t["key"] == CONFIG_HASH_TAG))
 
 
-def master_yaml_config(cfg: AwsConfig, r: Resolved) -> dict[str, Any]:
+def master_yaml_config(cfg: AwsConfig, r: Resolved) -> masteryaml.MasterConfig:
     """The master.yaml: the aux pool boots ``agent_image_id`` (Ubuntu), the compute pool
     ``compute_image_id`` (the GPU image); agents are tagged with :func:`masteryaml.config_hash`."""
-    provider: dict[str, Any] = {
+    provider: masteryaml.Provider = {
         "type": "aws",
         "region": cfg.region,
         "master_url": masteryaml.master_url(cfg.port),
@@ -95,14 +95,16 @@ def master_yaml_config(cfg: AwsConfig, r: Resolved) -> dict[str, Any]:
         registry_auth=cfg.registry.registry_auth() if cfg.registry else None,
         agent_install=boot.agent_install(cfg.boot, "s3", r.bucket, "agent,aws", cfg.log_group_name),
     )
-    config: dict[str, Any] = masteryaml.master_config(spec)
+    config = masteryaml.master_config(spec)
     for pool in config["resource_pools"]:
         if pool["pool_name"] == masteryaml.COMPUTE_POOL and r.compute_image_id:
             pool["provider"]["image_id"] = r.compute_image_id
     material = cfg.boot.tls_material() if cfg.tls else None
     digest = masteryaml.config_hash(config, material.cert_pem if material else None)
     for pool in config["resource_pools"]:
-        pool["provider"]["custom_tags"].append({"key": CONFIG_HASH_TAG, "value": digest})
+        pool["provider"].setdefault("custom_tags", []).append(
+            {"key": CONFIG_HASH_TAG, "value": digest}
+        )
     return config
 
 

@@ -9,7 +9,7 @@ are not pinned yet (the dry-run), ``aws.ssm.get_parameter`` for the public image
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
@@ -21,7 +21,7 @@ from det.deploy.aws.config import (
     UBUNTU_SSM_PARAMETER,
     AwsConfig,
 )
-from det.deploy.common import masteryaml
+from det.deploy.common import dryrun, masteryaml
 
 
 def _ssm_image(parameter: str) -> pulumi.Output[str]:
@@ -119,7 +119,7 @@ def _master_config(
     agent_subnet: pulumi.Output[str],
     sgs: network.SecurityGroups,
     roles: iam.Iam,
-) -> pulumi.Output[dict[str, Any]]:
+) -> pulumi.Output[masteryaml.MasterConfig]:
     """master.yaml (as a document) once the resources it names exist."""
     return pulumi.Output.all(
         bucket=bucket.bucket,
@@ -215,7 +215,7 @@ MOCK_AMIS = {
     UBUNTU_SSM_PARAMETER: "ami-0123456789abcdef0",
     DLAMI_SSM_PARAMETER: "ami-0fedcba9876543210",
 }
-MOCK_CALLS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+MOCK_CALLS: dict[str, dryrun.MockCall] = {
     "aws:index/getAvailabilityZones:getAvailabilityZones": lambda a: {
         "names": ["us-west-2a", "us-west-2b", "us-west-2c"],
         "zoneIds": ["usw2-az1", "usw2-az2", "usw2-az3"],
@@ -223,8 +223,8 @@ MOCK_CALLS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "aws:ssm/getParameter:getParameter": lambda a: {
         "name": a["name"],
         "type": "String",
-        "insecureValue": MOCK_AMIS[a["name"]],
-        "value": MOCK_AMIS[a["name"]],
+        "insecureValue": MOCK_AMIS[str(a["name"])],
+        "value": MOCK_AMIS[str(a["name"])],
     },
     "aws:ec2/getManagedPrefixList:getManagedPrefixList": lambda a: {
         "id": "pl-82a045eb",

@@ -51,7 +51,7 @@ from det.deploy.aws import front as aws_front
 from det.deploy.aws import iam, image_mirror, logs, master, network, storage
 from det.deploy.aws.config import AURORA_POSTGRES_VERSION, AwsConfig
 from det.deploy.aws.front import CLOUDFRONT_READ_TIMEOUT_S
-from det.deploy.common import passwords, release
+from det.deploy.common import masteryaml, passwords, release
 from det.deploy.common import serverless as sl
 
 TASK_CPU = "512"
@@ -691,7 +691,7 @@ class ServerlessMaster(pulumi.ComponentResource):
             agent_sg_id=args.agent_sg.id,
             agent_profile_arn=roles.agent_profile,
             uploads=pulumi.Output.all(*uploads),
-        ).apply(lambda v: _master_config(cfg, v))
+        ).apply(lambda v: _master_config(cfg, **v))
         self.master_yaml = config.apply(sl.render_config)
         self.config_hash = config.apply(master.agent_config_hash)
         cluster = aws.ecs.Cluster(name, name=ecs_names(cfg)[0], tags=tags, opts=child)
@@ -984,18 +984,17 @@ def calls_query(alb_suffix: pulumi.Input[str]) -> list[aws.cloudwatch.MetricAlar
     ]
 
 
-def _master_config(cfg: AwsConfig, v: dict[str, Any]) -> dict[str, Any]:
-    resolved = master.Resolved(
-        bucket=v["bucket"],
-        db_host=v["db_host"],
-        db_port=int(v["db_port"]),
-        agent_image_id=v["agent_image_id"],
-        compute_image_id=v["compute_image_id"],
-        agent_subnet_id=v["agent_subnet_id"],
-        agent_sg_id=v["agent_sg_id"],
-        agent_profile_arn=v["agent_profile_arn"],
-    )
+def _master_config(
+    cfg: AwsConfig,
+    *,
+    url: str,
+    task_url: str,
+    db_port: float,
+    uploads: list[object],
+    **resolved: str,
+) -> masteryaml.MasterConfig:
+    """The serverless master.yaml once the resources it names exist (``resolved``: the other
+    :class:`master.Resolved` fields); ``uploads``, the release objects, are only waited for."""
     plain = dataclasses.replace(cfg, tls=False, port=sl.CONTAINER_PORT)
-    return sl.serverless_master_config(
-        master.master_yaml_config(plain, resolved), v["url"], v["task_url"]
-    )
+    config = master.master_yaml_config(plain, master.Resolved(db_port=int(db_port), **resolved))
+    return sl.serverless_master_config(config, url, task_url)

@@ -10,11 +10,11 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 import requests
 from pulumi import automation as auto
 
+from det.common.jsontypes import JSONObject
 from det.deploy.common import state
 from det.deploy.common.errors import DeployError
 
@@ -67,7 +67,7 @@ def up(
     config: Mapping[str, tuple[str, bool]],
     on_output: Callable[[str], None],
     remove: Sequence[str] = (),
-) -> dict[str, Any]:
+) -> JSONObject:
     """Create or update the stack; ``config`` maps keys to ``(value, secret)``, the ``remove``
     keys are deleted from the stack's config first. Returns outputs."""
 
@@ -81,12 +81,18 @@ def up(
         result = stack.up(on_output=on_output)
     except auto.errors.CommandError as e:
         raise DeployError(f"pulumi up failed for {cluster_id!r}: {_last_line(e)}") from None
-    return {k: v.value for k, v in result.outputs.items()}
+    return _values(result.outputs)
 
 
-def outputs(project: str, cluster_id: str) -> dict[str, Any]:
+def outputs(project: str, cluster_id: str) -> JSONObject:
+    """The stack's outputs (``common.outputs`` reads them)."""
     stack = _stack(project, cluster_id, None, create=False)
-    return {k: v.value for k, v in stack.outputs().items()}
+    return _values(stack.outputs())
+
+
+def _values(found: Mapping[str, auto.OutputValue]) -> JSONObject:
+    # Pulumi hands back each output's value as it decoded it from JSON.
+    return {k: v.value for k, v in found.items()}
 
 
 def stack_names(project: str) -> list[str]:
@@ -122,12 +128,12 @@ def wait_for_master(
     master_url: str,
     timeout: float,
     *,
-    get: Callable[..., Any] = requests.get,
+    get: Callable[..., requests.Response] = requests.get,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     interval: float = 5.0,
     status_command: str | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """Poll ``GET {master_url}/info`` until it answers 200 or ``timeout`` seconds pass;
     the timeout's message names ``status_command`` (which shows the boot log) when given."""
     deadline = clock() + timeout
@@ -136,7 +142,7 @@ def wait_for_master(
         try:
             response = get(f"{master_url.rstrip('/')}/info", timeout=10)
             if response.status_code == 200:
-                info: dict[str, Any] = response.json()
+                info: JSONObject = response.json()
                 return info
             last = f"HTTP {response.status_code}"
         except requests.RequestException as e:

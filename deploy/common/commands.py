@@ -9,9 +9,21 @@ import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypedDict
 
-from det.deploy.common import automation, boot, costs, dryrun, quotas, registry, state, summary, tls
+from det.common.jsontypes import JSONObject
+from det.deploy.common import (
+    automation,
+    boot,
+    costs,
+    dryrun,
+    outs,
+    quotas,
+    registry,
+    state,
+    summary,
+    tls,
+)
 from det.deploy.common.errors import DeployError
 
 # Settings named like the ``up`` flags every cloud shares (``deploy.clouds._common_up``); an unset
@@ -65,8 +77,8 @@ def pick(args: argparse.Namespace, defaults: Any, name: str) -> Any:
 def print_dry_run(
     cloud: str,
     cluster_id: str,
-    program: Callable[[], Mapping[str, Any]],
-    mock_calls: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]],
+    program: Callable[[], dryrun.ProgramOutputs],
+    mock_calls: Mapping[str, dryrun.MockCall],
     as_json: bool,
     out: TextIO,
     estimates: tuple[costs.Estimate, ...] = (),
@@ -129,7 +141,7 @@ def initial_password(given: str | None, new_cluster: bool, assume_yes: bool) -> 
     return first
 
 
-def stack_outputs(project: str, cluster_id: str, directory: Path) -> dict[str, Any]:
+def stack_outputs(project: str, cluster_id: str, directory: Path) -> JSONObject:
     """A stack's outputs as its local state file has them, secret ones (stored encrypted) left
     out."""
     path = directory / ".pulumi" / "stacks" / project / f"{cluster_id}.json"
@@ -147,7 +159,15 @@ def stack_outputs(project: str, cluster_id: str, directory: Path) -> dict[str, A
     return {}
 
 
-def cluster_summaries(project: str, directory: Path | None = None) -> list[dict[str, Any]]:
+class ClusterRow(TypedDict):
+    """One cluster of ``list`` (``--json`` prints these keys)."""
+
+    clusterId: str
+    masterUrl: str | None
+    bucket: str | None
+
+
+def cluster_summaries(project: str, directory: Path | None = None) -> list[ClusterRow]:
     """Clusters with their plain (non-secret) outputs, read from the state files only."""
     directory = directory or state.state_dir()
     return [
@@ -156,16 +176,16 @@ def cluster_summaries(project: str, directory: Path | None = None) -> list[dict[
     ]
 
 
-def cluster_summary(cluster_id: str, outputs: Mapping[str, Any]) -> dict[str, Any]:
+def cluster_summary(cluster_id: str, outputs: JSONObject) -> ClusterRow:
     """One row of ``list``: the cluster, its master's URL and its bucket."""
     return {
         "clusterId": cluster_id,
-        "masterUrl": outputs.get("master_url"),
-        "bucket": outputs.get("bucket"),
+        "masterUrl": outs.text(outputs, "master_url"),
+        "bucket": outs.text(outputs, "bucket"),
     }
 
 
-def write_list(rows: list[dict[str, Any]], as_json: bool, out: TextIO, none: str = "") -> int:
+def write_list(rows: list[ClusterRow], as_json: bool, out: TextIO, none: str = "") -> int:
     """``list``'s output: JSON, or a line per cluster (``none`` when there is none)."""
     if as_json:
         json.dump(rows, out, indent=2)
@@ -186,8 +206,8 @@ def print_list(project: str, as_json: bool, out: TextIO) -> int:
 
 
 def replace_stale_agents(
-    outputs: Mapping[str, Any],
-    previous: Mapping[str, Any],
+    outputs: JSONObject,
+    previous: JSONObject,
     keep_agents: bool,
     replace: Callable[[str], Sequence[str]],
     removed: str,
@@ -213,7 +233,7 @@ def replace_stale_agents(
 
 
 def finish_up(
-    outputs: Mapping[str, Any],
+    outputs: JSONObject,
     wait: bool,
     timeout: float,
     password_generated: bool,

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TypeAlias
 
 import pulumi
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
+from typing_extensions import TypeAliasType
+
+from det.common.jsontypes import JSONObject, JSONScalar
 
 SECRET = "(secret)"
 # Pulumi's wire marker for secret values (rpc._special_sig_key / _special_secret_sig).
@@ -22,25 +25,37 @@ _SIG_KEY = "4dabf18193072939515e22adb298388d"
 SECRET_SIG_KEY = _SIG_KEY
 _SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
 
+# A resource's input as the engine gets it: JSON, or a Pulumi asset or archive (a file a bucket
+# object uploads: the boot tests read its path).
+PropertyValue = TypeAliasType(
+    "PropertyValue",
+    "JSONScalar | pulumi.Asset | pulumi.Archive | list[PropertyValue] | dict[str, PropertyValue]",
+)
+PropertyMap: TypeAlias = dict[str, PropertyValue]
+# A provider function's mock (``program.MOCK_CALLS``): its arguments in, its result out.
+MockCall = Callable[[JSONObject], JSONObject]
+# What a program body returns: its stack outputs.
+ProgramOutputs = Mapping[str, pulumi.Output[object]]
+
 
 @dataclasses.dataclass(frozen=True)
 class RecordedResource:
     type: str
     name: str
-    inputs: dict[str, Any]
+    inputs: PropertyMap
 
 
 @dataclasses.dataclass(frozen=True)
 class Rendered:
     resources: tuple[RecordedResource, ...]
-    outputs: dict[str, Any]
+    outputs: PropertyMap
     calls: tuple[str, ...]
 
     def of_type(self, type_: str) -> list[RecordedResource]:
         return [r for r in self.resources if r.type == type_]
 
 
-def _unwrap(value: Any) -> Any:
+def _unwrap(value: PropertyValue) -> PropertyValue:
     if isinstance(value, dict):
         if value.get(_SIG_KEY) == _SECRET_SIG:
             return SECRET
@@ -52,10 +67,18 @@ def _unwrap(value: Any) -> Any:
     return value
 
 
-def _computed(type_: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
+def _unwrap_map(values: PropertyMap) -> PropertyMap:
+    return {k: _unwrap(v) for k, v in values.items()}
+
+
+def _list(value: PropertyValue) -> list[PropertyValue]:
+    return value if isinstance(value, list) else []
+
+
+def _computed(type_: str, name: str, inputs: PropertyMap) -> PropertyMap:
     """Values the cloud would fill in, by resource type (only what our programs read)."""
     service = type_.split(":")[1].split("/")[0] if ":" in type_ else "x"
-    out: dict[str, Any] = {"arn": f"arn:aws:{service}:us-west-2:123456789012:{name}"}
+    out: PropertyMap = {"arn": f"arn:aws:{service}:us-west-2:123456789012:{name}"}
     if type_.startswith("random:"):
         out["result"] = SECRET if "Password" in type_ else "a1b2c3"
         out["hex"] = "a1b2c3"
@@ -92,7 +115,7 @@ def _computed(type_: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
                 "resourceRecordType": "CNAME",
                 "resourceRecordValue": "_x2.acm-validations.aws.",
             }
-            for d in [domain, *inputs.get("subjectAlternativeNames", [])]
+            for d in [domain, *_list(inputs.get("subjectAlternativeNames", []))]
         ]
     elif type_ == "aws:s3/bucket:Bucket":
         out["bucket"] = inputs.get("bucket") or f"{name}-1234567"
@@ -110,7 +133,11 @@ def _computed(type_: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
     elif type_ == "gcp:sql/databaseInstance:DatabaseInstance":
         out |= {"privateIpAddress": "10.200.0.3", "connectionName": f"project:region:{name}"}
     elif type_ == "gcp:filestore/instance:Instance":
-        out["networks"] = [dict(n, ipAddresses=["10.201.0.2"]) for n in inputs.get("networks", [])]
+        out["networks"] = [
+            {**n, "ipAddresses": ["10.201.0.2"]}
+            for n in _list(inputs.get("networks", []))
+            if isinstance(n, dict)
+        ]
     elif type_.startswith("gcp:"):
         out["selfLink"] = f"https://www.googleapis.com/compute/v1/projects/project/{name}"
     return out
@@ -119,50 +146,48 @@ def _computed(type_: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
 class RecordingMocks(pulumi.runtime.Mocks):
     def __init__(
         self,
-        call_results: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]],
-        overrides: Mapping[str, Mapping[str, Any]] | None = None,
+        call_results: Mapping[str, MockCall],
+        overrides: Mapping[str, PropertyMap] | None = None,
     ):
         self.call_results = call_results
         self.overrides = overrides or {}
         self.resources: list[RecordedResource] = []
         self.calls: list[str] = []
 
-    def new_resource(
-        self, args: pulumi.runtime.MockResourceArgs
-    ) -> tuple[str | None, dict[str, Any]]:
-        inputs = _unwrap(args.inputs)
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, PropertyMap]:
+        inputs = _unwrap_map(args.inputs)
         self.resources.append(RecordedResource(args.typ, args.name, inputs))
-        state = dict(args.inputs)
+        state: PropertyMap = dict(args.inputs)
         state.update(_computed(args.typ, args.name, inputs))
         state.update(self.overrides.get(args.typ, {}))
         if "name" not in state:
             state["name"] = args.name
         return f"{args.name}-id", state
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:  # type: ignore[override]
+    def call(self, args: pulumi.runtime.MockCallArgs) -> JSONObject:  # type: ignore[override]
         self.calls.append(args.token)
         answer = self.call_results.get(args.token)
         return answer(dict(args.args)) if answer else {}
 
 
 def render(
-    program: Callable[[], Mapping[str, Any]],
-    call_results: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
+    program: Callable[[], ProgramOutputs],
+    call_results: Mapping[str, MockCall] | None = None,
     *,
     project: str = "det",
     stack: str = "dry-run",
-    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    overrides: Mapping[str, PropertyMap] | None = None,
 ) -> Rendered:
     """Run ``program`` (returns its outputs) under mocks; return what it would create.
     ``overrides`` (resource type → attributes) replace the mocks' computed values, e.g. to
     point a rendered boot script at local stand-ins of the cloud (tests)."""
     mocks = RecordingMocks(call_results or {}, overrides)
     pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False)
-    outputs: dict[str, Any] = {}
+    outputs: PropertyMap = {}
 
     def body() -> pulumi.Output[None]:
         returned = program()
         return pulumi.Output.all(**returned).apply(outputs.update)
 
     _sync_await(run_pulumi_func(lambda: _sync_await(pulumi.Output.from_input(body()).future())))
-    return Rendered(tuple(mocks.resources), _unwrap(outputs), tuple(mocks.calls))
+    return Rendered(tuple(mocks.resources), _unwrap_map(outputs), tuple(mocks.calls))

@@ -16,12 +16,15 @@ from typing import Any, TextIO
 
 import pulumi
 
+from det.common.jsontypes import JSONObject
 from det.deploy.common import (
     automation,
     commands,
     costs,
+    dryrun,
     gc_image,
     mirror,
+    outs,
     preflight,
     quotas,
     registry,
@@ -34,7 +37,7 @@ from det.deploy.common.preflight import check_pulumi_cli
 # program.build(initial_user_password, registry_password, registry_auth) → the stack's outputs;
 # None renders without that password (the dry-run); registry_auth is the flags' registry, else
 # the one the stack config recorded at an earlier ``up``.
-Build = Callable[[Any, Any, "registry.RegistryAuth | None"], Mapping[str, Any]]
+Build = Callable[[Any, Any, "registry.RegistryAuth | None"], dryrun.ProgramOutputs]
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,7 @@ class UpPlan:
     """The Pulumi project."""
     cluster_id: str
     build: Build
-    mock_calls: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]]
+    mock_calls: Mapping[str, dryrun.MockCall]
     stack_config: Mapping[str, tuple[str, bool]]
     """Pulumi config (key → (value, secret)) besides the initial password."""
     target: str
@@ -84,7 +87,7 @@ class UpPlan:
 
 def require_local(
     args: argparse.Namespace,
-    previous: Mapping[str, Any] | None,
+    previous: JSONObject | None,
     credentials: Callable[[], str | None],
 ) -> None:
     """What this machine lacks for this ``up``, listed together before any cloud call
@@ -109,7 +112,9 @@ def up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
     if code != 0 or args.dry_run:
         return code
     if plan.mirror_login is not None:
-        pairs = automation.outputs(plan.project, plan.cluster_id).get("mirror_images") or {}
+        pairs = outs.text_mapping(
+            automation.outputs(plan.project, plan.cluster_id), "mirror_images"
+        )
         mirror.copy_images(pairs.items(), plan.mirror_login(), out)
     if plan.replace_stale is not None:
         plan.replace_stale()
@@ -164,7 +169,7 @@ def run_up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
             )
     out.write(f"Deploying cluster {plan.cluster_id!r} to {plan.target}...\n")
 
-    def apply() -> dict[str, Any]:
+    def apply() -> JSONObject:
         return automation.up(
             plan.project,
             plan.cluster_id,
@@ -176,7 +181,7 @@ def run_up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
 
     if plan.serverless is not None:
         running = None if new else automation.outputs(plan.project, plan.cluster_id)
-        outputs = rollout.run(plan.serverless, (running or {}).get("master_image"), apply, out)
+        outputs = rollout.run(plan.serverless, outs.text(running, "master_image"), apply, out)
     else:
         outputs = apply()
     return commands.finish_up(
@@ -205,7 +210,7 @@ def down(
     project: str,
     args: argparse.Namespace,
     out: TextIO,
-    connect: Callable[[Mapping[str, Any]], Teardown],
+    connect: Callable[[JSONObject], Teardown],
 ) -> int:
     """``connect(outputs)`` checks credentials and returns the cloud's teardown steps."""
     check_pulumi_cli()
@@ -226,7 +231,7 @@ def down(
     outputs = automation.outputs(project, args.cluster_id)
     teardown = connect(outputs)
     out.write(teardown.remove_instances() + "\n")
-    bucket = outputs.get("bucket")
+    bucket = outs.text(outputs, "bucket")
     if args.delete_bucket and bucket:
         count = teardown.delete_bucket(bucket)
         out.write(f"Deleted bucket {bucket} ({count} objects).\n")

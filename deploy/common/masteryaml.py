@@ -12,8 +12,7 @@ import copy
 import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import yaml
 
@@ -26,6 +25,162 @@ COMPUTE_POOL = "compute-pool"
 # CPUImage and CUDAImage), public on Docker Hub; both clouds' deploys and the agent image use them.
 DEFAULT_CPU_ENV_IMAGE = "determinedai/pytorch-ngc:0.38.1"
 DEFAULT_GPU_ENV_IMAGE = "determinedai/pytorch-ngc:0.38.1"
+
+
+class GceInstanceType(TypedDict):
+    """A GCP pool's ``instance_type`` (an AWS pool's is the EC2 type's name)."""
+
+    machine_type: str
+    gpu_type: str
+    gpu_num: int
+    preemptible: bool
+
+
+class Tag(TypedDict):
+    key: str
+    value: str
+
+
+class NetworkInterface(TypedDict, total=False):
+    """The agents' network: AWS keys (``public_ip``, ``subnet_id``, ``security_group_id``) or
+    GCP's (``network``, ``subnetwork``, ``external_ip``)."""
+
+    public_ip: bool
+    subnet_id: str
+    security_group_id: str
+    network: str
+    subnetwork: str
+    external_ip: bool
+
+
+class ServiceAccount(TypedDict):
+    email: str
+    scopes: list[str]
+
+
+class Provider(TypedDict, total=False):
+    """A pool's ``provider`` block, the keys the master's AWS and GCP provisioners read (one
+    block with a ``type``, as in Determined's master.yaml)."""
+
+    type: str
+    master_url: str
+    master_cert_name: str
+    agent_install: dict[str, str]
+    instance_type: str | GceInstanceType
+    cpu_slots_allowed: bool
+    min_instances: int
+    max_instances: int
+    max_idle_agent_period: str
+    max_agent_starting_period: str
+    network_interface: NetworkInterface
+    # AWS
+    region: str
+    image_id: str
+    instance_name: str
+    root_volume_size: int
+    iam_instance_profile_arn: str
+    tag_key: str
+    tag_value: str
+    custom_tags: list[Tag]
+    spot: bool
+    spot_max_price: str
+    ssh_key_name: str
+    # GCP
+    project: str
+    zone: str
+    boot_disk_size: int
+    boot_disk_type: str
+    boot_disk_source_image: str
+    label_key: str
+    label_value: str
+    labels: dict[str, str]
+    name_prefix: str
+    network_tags: list[str]
+    service_account: ServiceAccount
+    operation_timeout_period: str
+    startup_script: str
+
+
+class ResourcePool(TypedDict):
+    pool_name: str
+    max_aux_containers_per_agent: int
+    provider: Provider
+
+
+class Scheduler(TypedDict):
+    type: str
+    preemption: bool
+
+
+class ResourceManager(TypedDict):
+    type: str
+    default_aux_resource_pool: str
+    default_compute_resource_pool: str
+    scheduler: Scheduler
+
+
+class BindMount(TypedDict):
+    host_path: str
+    container_path: NotRequired[str]
+
+
+class TaskContainerDefaults(TypedDict, total=False):
+    image: dict[str, str]
+    """``cpu`` and ``cuda`` task images."""
+    checkpoint_gc_image: str
+    bind_mounts: list[BindMount]
+    registry_auth: dict[str, str]
+
+
+class TaskContainerPolicy(TypedDict):
+    bind_mounts: list[BindMount]
+    add_capabilities: list[str]
+    devices: list[str]
+
+
+class CheckpointStorage(TypedDict):
+    type: str
+    bucket: str
+    save_experiment_best: int
+    save_trial_best: int
+    save_trial_latest: int
+
+
+class DbConfig(TypedDict):
+    host: str
+    port: int
+    name: str
+    user: str
+    ssl_mode: str
+
+
+class TlsFiles(TypedDict):
+    cert: str
+    key: str
+
+
+class Security(TypedDict):
+    tls: TlsFiles
+
+
+class MasterConfig(TypedDict):
+    """master.yaml as a document (the keys in the order the file lists them)."""
+
+    cluster_name: str
+    port: int
+    master_url: str
+    task_port: int
+    data_dir: str
+    db: DbConfig
+    checkpoint_storage: CheckpointStorage
+    resource_manager: ResourceManager
+    resource_pools: list[ResourcePool]
+    security: NotRequired[Security]
+    task_container_defaults: NotRequired[TaskContainerDefaults]
+    task_container_policy: NotRequired[TaskContainerPolicy]
+    # A serverless master's (``common.serverless.serverless_master_config``).
+    task_origin: NotRequired[str]
+    db_pool_size: NotRequired[int]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +197,7 @@ class PoolSpec:
     """One resource pool; ``instance_type`` is a string (AWS) or a mapping (GCP)."""
 
     name: str
-    instance_type: Any
+    instance_type: str | GceInstanceType
     max_aux_containers_per_agent: int
     cpu_slots_allowed: bool = False
 
@@ -52,13 +207,13 @@ class MasterYamlSpec:
     cluster_name: str
     port: int
     db: DbSpec
-    checkpoint_storage: dict[str, Any]
+    checkpoint_storage: CheckpointStorage
     # The cloud ``provider`` block shared by both pools (everything but the instance type).
-    provider: dict[str, Any]
+    provider: Provider
     pools: tuple[PoolSpec, ...]
     scheduler_type: str = "fair_share"
     preemption: bool = False
-    task_container_defaults: dict[str, Any] | None = None
+    task_container_defaults: TaskContainerDefaults | None = None
     tls: bool = False
     """Serve HTTPS from the certificate the boot script writes (``security.tls``); agents
     verify it by name (``master_cert_name``)."""
@@ -70,7 +225,7 @@ class MasterYamlSpec:
     from its environment: ``common.registry``)."""
 
 
-def checkpoint_storage(storage_type: str, bucket: str) -> dict[str, Any]:
+def checkpoint_storage(storage_type: str, bucket: str) -> CheckpointStorage:
     """The cluster's bucket as master.yaml's ``checkpoint_storage`` (``s3`` or ``gcs``), with
     det's retention: the best and the latest checkpoint of each trial."""
     return {
@@ -82,11 +237,11 @@ def checkpoint_storage(storage_type: str, bucket: str) -> dict[str, Any]:
     }
 
 
-def task_images(env_images: tuple[str, str], gc_image: str | None) -> dict[str, Any]:
+def task_images(env_images: tuple[str, str], gc_image: str | None) -> TaskContainerDefaults:
     """``task_container_defaults``' images: the (CPU, CUDA) task images, and checkpoint GC's
     own image when one is set (``common.gc_image``: every pool's GC, not the task image)."""
     cpu_image, cuda_image = env_images
-    tcd: dict[str, Any] = {"image": {"cpu": cpu_image, "cuda": cuda_image}}
+    tcd: TaskContainerDefaults = {"image": {"cpu": cpu_image, "cuda": cuda_image}}
     if gc_image:
         tcd["checkpoint_gc_image"] = gc_image
     return tcd
@@ -102,9 +257,9 @@ def master_url(port: int, tls: bool = False) -> str:
     return f"{'https' if tls else 'http'}://{LOCAL_IP_PLACEHOLDER}:{port}"
 
 
-def master_config(spec: MasterYamlSpec) -> dict[str, Any]:
-    pools = []
-    shared = dict(spec.provider)
+def master_config(spec: MasterYamlSpec) -> MasterConfig:
+    pools: list[ResourcePool] = []
+    shared = spec.provider.copy()
     if spec.tls:
         shared["master_url"] = master_url(spec.port, tls=True)
         shared["master_cert_name"] = CERT_NAME
@@ -123,14 +278,20 @@ def master_config(spec: MasterYamlSpec) -> dict[str, Any]:
             }
         )
     names = [p.name for p in spec.pools]
-    config: dict[str, Any] = {
+    config: MasterConfig = {
         "cluster_name": spec.cluster_name,
         "port": spec.port,
         "master_url": master_url(spec.port, spec.tls),
         "task_port": task_port(spec.port),
         "data_dir": "/var/lib/det/master",
-        "db": dataclasses.asdict(spec.db),
-        "checkpoint_storage": dict(spec.checkpoint_storage),
+        "db": {
+            "host": spec.db.host,
+            "port": spec.db.port,
+            "name": spec.db.name,
+            "user": spec.db.user,
+            "ssl_mode": spec.db.ssl_mode,
+        },
+        "checkpoint_storage": spec.checkpoint_storage.copy(),
         "resource_manager": {
             "type": "agent",
             "default_aux_resource_pool": AUX_POOL if AUX_POOL in names else names[0],
@@ -141,7 +302,7 @@ def master_config(spec: MasterYamlSpec) -> dict[str, Any]:
     }
     if spec.tls:
         config["security"] = {"tls": {"cert": MASTER_CERT_PATH, "key": MASTER_KEY_PATH}}
-    tcd = dict(spec.task_container_defaults or {})
+    tcd = (spec.task_container_defaults or {}).copy()
     if spec.registry_auth:
         tcd["registry_auth"] = dict(spec.registry_auth)
     if tcd:
@@ -150,11 +311,11 @@ def master_config(spec: MasterYamlSpec) -> dict[str, Any]:
     return config
 
 
-def task_container_policy(tcd: Mapping[str, Any]) -> dict[str, Any]:
+def task_container_policy(tcd: TaskContainerDefaults | None) -> TaskContainerPolicy:
     """A cloud cluster's policy for non-admins' tasks: only the data paths the deploy set up
     (its task_container_defaults' mounts), no added capability, no host device (the slots' GPUs
     come with the allocation, not as devices)."""
-    paths = [m["host_path"] for m in tcd.get("bind_mounts") or [] if isinstance(m, dict)]
+    paths = [m["host_path"] for m in (tcd or {}).get("bind_mounts") or []]
     return {
         "bind_mounts": [{"host_path": p} for p in paths],
         "add_capabilities": [],
@@ -162,12 +323,14 @@ def task_container_policy(tcd: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def render(config: dict[str, Any]) -> str:
+def render(config: MasterConfig) -> str:
     return yaml.safe_dump(config, sort_keys=False, default_flow_style=False)
 
 
 def standard_pools(
-    aux_instance_type: Any, compute_instance_type: Any, max_aux_containers_per_agent: int
+    aux_instance_type: str | GceInstanceType,
+    compute_instance_type: str | GceInstanceType,
+    max_aux_containers_per_agent: int,
 ) -> tuple[PoolSpec, ...]:
     """Determined's two pools: CPU tasks on ``aux-pool``, trials on ``compute-pool``."""
     return (
@@ -176,7 +339,7 @@ def standard_pools(
     )
 
 
-def config_hash(config: Mapping[str, Any], cert_pem: str | None = None) -> str:
+def config_hash(config: MasterConfig, cert_pem: str | None = None) -> str:
     """A short digest of a master.yaml document (before the hash tag or label is added to it)
     and of the master's certificate (``cert_pem``): agents carry the digest of the config they
     were launched for, so ``up`` can tell which agents an older config (or a certificate that

@@ -20,9 +20,9 @@ import dataclasses
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
 
 from det.deploy.common import limits
+from det.deploy.common.dryrun import PropertyMap, PropertyValue
 
 AUTONAME_SUFFIX = limits.AUTONAME_SUFFIX
 _HASH = 6
@@ -430,29 +430,33 @@ TABLE: Mapping[str, tuple[Named, ...]] = {
 _NOT_CLOUD = ("det:", "random:")
 
 
-def _tags(cloud: str, inputs: Mapping[str, Any]) -> Iterable[str | None]:
+def _object(value: PropertyValue) -> PropertyMap:
+    return value if isinstance(value, dict) else {}
+
+
+def _tags(cloud: str, inputs: PropertyMap) -> Iterable[str | None]:
     if cloud == "aws":
-        for key, value in (inputs.get("tags") or {}).items():
+        for key, value in _object(inputs.get("tags")).items():
             found = limits.aws_tag(str(key), str(value))
             yield f"{found} ({AWS_TAGS_DOC})" if found else None
     else:
-        for key, value in (inputs.get("labels") or {}).items():
+        for key, value in _object(inputs.get("labels")).items():
             found = limits.gcp_label(str(key), str(value))
             yield f"{found} ({GCP_LABELS_DOC})" if found else None
 
 
-def _special(type_: str, name: str, inputs: Mapping[str, Any]) -> Iterable[str | None]:
+def _special(type_: str, name: str, inputs: PropertyMap) -> Iterable[str | None]:
     """Names that are not one input against one rule."""
     if type_ == "gcp:cloudrunv2/job:Job":
         for key in ("runExecutionToken", "startExecutionToken"):
             if inputs.get(key):
                 yield run_execution_token(str(inputs["name"]), str(inputs[key]))
     if type_ == "aws:cloudfront/vpcOrigin:VpcOrigin":
-        config = inputs.get("vpcOriginEndpointConfig") or {}
+        config = _object(inputs.get("vpcOriginEndpointConfig"))
         yield CLOUDFRONT_VPC_ORIGIN.problem(str(config.get("name") or ""))
 
 
-def problems(type_: str, name: str, inputs: Mapping[str, Any]) -> list[str]:
+def problems(type_: str, name: str, inputs: PropertyMap) -> list[str]:
     """Each way the resource ``name`` of ``type_`` with these rendered inputs breaks a provider's
     rule, one line each (the logical name first)."""
     if type_.startswith(_NOT_CLOUD):

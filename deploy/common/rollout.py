@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TextIO
 
-from det.deploy.common import preflight, release
+from det.common.jsontypes import JSONObject
+from det.deploy.common import outs, preflight, release
 from det.deploy.common.errors import DeployError
 from det.deploy.common.release import Release
 from det.deploy.common.serverless import IMAGE_NAME, Rollout
@@ -48,7 +49,7 @@ class Steps:
     set_rollout: Callable[[Rollout], None]
     """The next Pulumi pass builds the program with this rollout."""
     login: Callable[[], Login]
-    migrate: Callable[[Mapping[str, Any]], None] | None = None
+    migrate: Callable[[JSONObject], None] | None = None
     """Run the migration with pass 1's outputs and wait for it to succeed (AWS); None: the
     program runs it (GCP's job)."""
     ensure_image: Callable[[str, TextIO], None] | None = None
@@ -70,10 +71,10 @@ def local_image(built: Release | None) -> str:
 def run(
     steps: Steps,
     previous_image: str | None,
-    apply: Callable[[], dict[str, Any]],
+    apply: Callable[[], JSONObject],
     out: TextIO,
     push: Callable[[str, str, Login], None] | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """Pass 1, push, migrate, pass 2; returns the last pass's outputs."""
     release = steps.release()
     if previous_image == release:
@@ -192,7 +193,7 @@ def push_image(local: str, remote: str, login: Login, run_: Run = subprocess.run
 
 def run_ecs_migration(
     ecs: Any,
-    outputs: Mapping[str, Any],
+    outputs: JSONObject,
     *,
     timeout: float = 1800.0,
     sleep: Callable[[float], None] = time.sleep,
@@ -206,7 +207,7 @@ def run_ecs_migration(
         count=1,
         networkConfiguration={
             "awsvpcConfiguration": {
-                "subnets": list(outputs["task_subnet_ids"]),
+                "subnets": outs.texts(outputs, "task_subnet_ids") or [],
                 "securityGroups": [outputs["task_security_group_id"]],
                 "assignPublicIp": "ENABLED",
             }

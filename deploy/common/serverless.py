@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Mapping
-from typing import Any
 
+from det.common.jsontypes import JSONObject
 from det.deploy.common import masteryaml
 from det.deploy.common.errors import DeployError
 from det.deploy.common.release import Release
@@ -122,7 +121,7 @@ def service_env(request_limit_s: int) -> dict[str, str]:
     return {MIGRATE_ON_START_ENV: "false", REQUEST_LIMIT_ENV: str(request_limit_s)}
 
 
-def master_kind(given: str | None, previous: Mapping[str, Any] | None) -> str:
+def master_kind(given: str | None, previous: JSONObject | None) -> str:
     """The master kind of this ``up``: ``--master`` if given; else the kind the existing stack
     (``previous``: its outputs; None for a new cluster) was deployed with, so a later ``up``
     without the flag never turns a VM cluster into a serverless one; else the default.
@@ -181,15 +180,15 @@ class Rollout:
 
 
 def serverless_master_config(
-    config: dict[str, Any], public_url: str, task_url: str
-) -> dict[str, Any]:
+    config: masteryaml.MasterConfig, public_url: str, task_url: str
+) -> masteryaml.MasterConfig:
     """A VM master.yaml document (``masteryaml.master_config``, built without TLS) made into the
     serverless master's: plain HTTP on :data:`CONTAINER_PORT`, the platform's public URL for
     agents and tasks (public-CA TLS: no pinned certificate), a tmpfs data directory and a small
     connection pool. Interactive tasks live on ``task_url`` (a second host name of the
     platform's, one origin for all tasks), served by the listener on
     :data:`TASK_CONTAINER_PORT`."""
-    out = dict(config)
+    out = config.copy()
     out["port"] = CONTAINER_PORT
     out["master_url"] = public_url
     out["task_origin"] = task_url
@@ -198,13 +197,16 @@ def serverless_master_config(
     out["db_pool_size"] = DB_POOL_SIZE
     out.pop("security", None)
     pools = []
-    for pool in out.get("resource_pools", []):
-        provider = dict(pool["provider"], master_url=public_url)
+    for pool in out["resource_pools"]:
+        provider = pool["provider"].copy()
+        provider["master_url"] = public_url
         provider.pop("master_cert_name", None)
-        pools.append(dict(pool, provider=provider))
+        new = pool.copy()
+        new["provider"] = provider
+        pools.append(new)
     out["resource_pools"] = pools
     return out
 
 
-def render_config(config: dict[str, Any]) -> str:
+def render_config(config: masteryaml.MasterConfig) -> str:
     return masteryaml.render(config)

@@ -20,6 +20,7 @@ from typing import Any, TextIO
 
 import requests
 
+from det.common.jsontypes import JSONObject
 from det.deploy.common import automation, commands, state, tls
 from det.deploy.common.errors import DeployError
 from det.deploy.common.preflight import check_pulumi_cli
@@ -96,7 +97,7 @@ def check_lines(lines: int, agents: int) -> None:
         raise DeployError(f"--agents must be between 0 and 100 (got {agents})")
 
 
-def stack_outputs(project: str, cluster_id: str) -> dict[str, Any]:
+def stack_outputs(project: str, cluster_id: str) -> JSONObject:
     """The stack's plain outputs (secret ones left out)."""
     directory = state.state_dir()
     if state.is_local(state.backend_url(directory), directory):
@@ -158,7 +159,7 @@ def report(
     out: TextIO,
     cloud: str,
     project: str,
-    boot_log: Callable[[Mapping[str, Any], int, int], tuple[str, list[MachineLog]]],
+    boot_log: Callable[[JSONObject, int, int], tuple[str, list[MachineLog]]],
 ) -> int:
     """``boot_log(outputs, lines, agents)`` → (where the logs are, the master's and the last
     ``agents`` agents' logs, the master first)."""

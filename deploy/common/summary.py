@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import NotRequired, TypedDict
 
 from det.common.jsontypes import JSONObject, JSONValue
-from det.deploy.common.dryrun import Rendered
+from det.deploy.common.dryrun import PropertyMap, PropertyValue, Rendered
 
 # What one resource shows: JSON (``--dry-run --json`` prints it as it is).
 Summary = JSONObject
@@ -248,11 +248,26 @@ def to_json(rendered: Rendered, cloud: str, cluster_id: str) -> DryRunDocument:
         "cloud": cloud,
         "clusterId": cluster_id,
         "resources": [
-            {"type": r.type, "name": r.name, "security": summarize(r.type, r.inputs)}
+            {"type": r.type, "name": r.name, "security": summarize(r.type, _json(r.inputs))}
             for r in sorted(rendered.resources, key=lambda r: (r.name, r.type))
         ],
-        "outputs": rendered.outputs,
+        "outputs": _json(rendered.outputs),
     }
+
+
+def _json_value(value: PropertyValue) -> JSONValue:
+    """A rendered value as JSON: an asset or archive (a file to upload) by its description."""
+    if isinstance(value, dict):
+        return _json(value)
+    if isinstance(value, list):
+        return [_json_value(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+def _json(values: PropertyMap) -> JSONObject:
+    return {k: _json_value(v) for k, v in values.items()}
 
 
 def _fmt(value: JSONValue) -> str:

@@ -6,12 +6,14 @@ import argparse
 import dataclasses
 import os
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, TextIO
 
 import google.cloud.storage as gcs
+from google.auth.credentials import Credentials
 from google.auth.transport.requests import AuthorizedSession, Request
 
+from det.common.jsontypes import JSONObject
 from det.deploy.common import (
     automation,
     boot,
@@ -19,6 +21,7 @@ from det.deploy.common import (
     costs,
     flow,
     mirror,
+    outs,
     registry,
     rollout,
     serverless,
@@ -31,9 +34,7 @@ from det.deploy.gcp import serverless as gcp_serverless
 from det.deploy.gcp.config import BOOT_LOG_NAME, PROJECT, SERVERLESS_DB_TIER, GcpConfig
 
 
-def config_from_args(
-    args: argparse.Namespace, previous: Mapping[str, Any] | None = None
-) -> GcpConfig:
+def config_from_args(args: argparse.Namespace, previous: JSONObject | None = None) -> GcpConfig:
     """The config of ``up``'s flags; ``previous``: the existing stack's outputs (None: a new
     cluster), which decide the master kind when ``--master`` is not given."""
     # HTTPS on 8443 by default; shared_settings gives tls=False and port 8080 with --no-tls.
@@ -94,7 +95,7 @@ def _check_flags_alone(args: argparse.Namespace) -> None:
 
 
 def _master_kind(
-    args: argparse.Namespace, cfg: GcpConfig, previous: Mapping[str, Any] | None
+    args: argparse.Namespace, cfg: GcpConfig, previous: JSONObject | None
 ) -> GcpConfig:
     """``--master`` (or the existing cluster's kind, or the default): a serverless master is
     served by Cloud Run's HTTPS on its port, and its database defaults to the smallest tier
@@ -131,7 +132,7 @@ def _use_keypath(keypath: str | None) -> None:
         os.environ["GOOGLE_APPLICATION_CREDENTIALS"] = os.path.abspath(keypath)
 
 
-def _previous_outputs(cluster_id: str) -> Mapping[str, Any]:
+def _previous_outputs(cluster_id: str) -> JSONObject:
     """The outputs of the cluster's last ``up`` (empty for a new cluster)."""
     if not automation.has_stack(PROJECT, cluster_id):
         return {}
@@ -153,7 +154,7 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
     # The dry-run renders the image families as asked; a real `up` pins them in `check` (after
     # the credentials and APIs are known good) and the program is built from the pinned config.
     pinned = {"cfg": cfg}
-    found: dict[str, Any] = {}
+    found = _Found()
     stack_config = {
         "gcp:project": (cfg.project_id, False),
         "gcp:region": (cfg.region, False),
@@ -197,7 +198,7 @@ def up(args: argparse.Namespace, out: TextIO) -> int:
 def _check(
     args: argparse.Namespace,
     pinned: dict[str, GcpConfig],
-    found: dict[str, Any],
+    found: _Found,
     stack_config: dict[str, tuple[str, bool]],
     quota: bool,
 ) -> str | None:
@@ -213,7 +214,7 @@ def _check(
     if cfg.mirror_images:
         mirror.check_docker()
         required += [a for a in (MIRROR_API,) if a not in required]
-    found["credentials"] = credentials
+    found.credentials = credentials
     preflight.check_apis(get_json, cfg.project_id, required)
     preflight.check_zone_offers(
         get_json,
@@ -248,12 +249,22 @@ def _check(
 MIRROR_API = "artifactregistry.googleapis.com"
 
 
-def _registry_login(found: dict[str, Any], region: str) -> rollout.Login:
+@dataclasses.dataclass
+class _Found:
+    """What ``up``'s preflight learnt that the later steps use."""
+
+    credentials: Credentials | None = None
+    """The deploying identity (set by the preflight, before any step that logs in)."""
+
+
+def _registry_login(found: _Found, region: str) -> rollout.Login:
     """Artifact Registry's docker login: ``oauth2accesstoken`` and the deploying identity's
     access token (an hour)."""
 
-    credentials = found["credentials"]
-    credentials.refresh(Request())
+    credentials = found.credentials
+    if credentials is None:
+        raise DeployError("no Google credentials yet: the preflight runs before the login")
+    credentials.refresh(Request())  # type: ignore[no-untyped-call]
     return rollout.Login(f"{region}-docker.pkg.dev", "oauth2accesstoken", str(credentials.token))
 
 
@@ -265,7 +276,7 @@ SERVERLESS_APIS = (
 )
 
 
-def _rollout_steps(pinned: dict[str, GcpConfig], found: dict[str, Any]) -> rollout.Steps:
+def _rollout_steps(pinned: dict[str, GcpConfig], found: _Found) -> rollout.Steps:
     """Push to the cluster's Artifact Registry with the deploying identity's access token; the
     migration is the Cloud Run job the program runs before the service."""
 
@@ -288,7 +299,7 @@ def _rollout_steps(pinned: dict[str, GcpConfig], found: dict[str, Any]) -> rollo
 
 
 def _stale(
-    args: argparse.Namespace, cfg: GcpConfig, previous: Mapping[str, Any], out: TextIO
+    args: argparse.Namespace, cfg: GcpConfig, previous: JSONObject, out: TextIO
 ) -> Callable[[], None]:
     """After ``up`` of an existing cluster: delete the agents started with an older config
     (``commands.replace_stale_agents``)."""
@@ -304,7 +315,7 @@ def _stale(
                 cfg.project_id,
                 cfg.cluster_id,
                 digest,
-                outputs.get("master_instance_name"),
+                outs.text(outputs, "master_instance_name"),
             )
 
         commands.replace_stale_agents(
@@ -315,10 +326,10 @@ def _stale(
 
 
 def down(args: argparse.Namespace, out: TextIO) -> int:
-    def connect(outputs: Mapping[str, Any]) -> flow.Teardown:
+    def connect(outputs: JSONObject) -> flow.Teardown:
         # Reading the stack's outputs needs no Google credentials; the steps below do.
         _use_keypath(args.keypath)
-        project = args.project_id or outputs["project_id"]
+        project = args.project_id or str(outputs["project_id"])
         preflight.check_credentials(project)
 
         def remove_instances() -> str:
@@ -355,7 +366,7 @@ def status(args: argparse.Namespace, out: TextIO) -> int:
     """The stack's outputs, the master's health and the tail of the boot logs."""
 
     def boot_log(
-        outputs: Mapping[str, Any], lines: int, agents: int
+        outputs: JSONObject, lines: int, agents: int
     ) -> tuple[str, list[status_report.MachineLog]]:
         project = args.project_id or str(outputs.get("project_id") or "")
         log_name = str(outputs.get("boot_log_name") or BOOT_LOG_NAME)

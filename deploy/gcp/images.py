@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from google.api_core import exceptions
 from google.api_core.client_options import ClientOptions
 from google.cloud import compute_v1
 
+from det.common.jsontypes import JSONObject
+from det.deploy.common import outs
 from det.deploy.common.errors import DeployError
 from det.deploy.gcp.config import MASTER_DISK_GB, GcpConfig
 
@@ -78,7 +80,7 @@ def resolve(images_client: Any, image: str, disk_gb: int | None = None) -> str:
 
 def pin(
     cfg: GcpConfig,
-    previous: Mapping[str, Any],
+    previous: JSONObject,
     refresh: bool,
     images_client: Callable[[], Any],
 ) -> GcpConfig:
@@ -86,13 +88,13 @@ def pin(
     (empty for a new cluster); its ``images``/``image_sources`` are reused unless ``refresh``
     or the source asked for changed. ``images_client`` is called only when a family must be
     resolved."""
-    pinned = previous.get("images") or {}
-    asked_before = previous.get("image_sources") or {}
+    pinned = outs.text_mapping(previous, "images")
+    asked_before = outs.text_mapping(previous, "image_sources")
     client: Any = None
     chosen: dict[str, str] = {}
     for role, source in sources(cfg).items():
         if not refresh and asked_before.get(role) == source and pinned.get(role):
-            chosen[role] = str(pinned[role])
+            chosen[role] = pinned[role]
             continue
         if is_family(source):
             client = client or images_client()

@@ -39,9 +39,9 @@ class Resolved:
     filestore_address: str | None = None
 
 
-def _provider(cfg: GcpConfig, r: Resolved, agent_tag: str) -> dict[str, Any]:
+def _provider(cfg: GcpConfig, r: Resolved, agent_tag: str) -> masteryaml.Provider:
     """The provider block both pools share (each pool sets its boot image after)."""
-    provider: dict[str, Any] = {
+    provider: masteryaml.Provider = {
         "type": "gcp",
         "master_url": masteryaml.master_url(cfg.port),
         "project": cfg.project_id,
@@ -73,9 +73,9 @@ def _provider(cfg: GcpConfig, r: Resolved, agent_tag: str) -> dict[str, Any]:
     return provider
 
 
-def _task_container_defaults(cfg: GcpConfig, r: Resolved) -> dict[str, Any]:
+def _task_container_defaults(cfg: GcpConfig, r: Resolved) -> masteryaml.TaskContainerDefaults:
     """The task images, and the Filestore share bind-mounted into every task when there is one."""
-    tcd: dict[str, Any] = {}
+    tcd: masteryaml.TaskContainerDefaults = {}
     if r.filestore_address:
         tcd["bind_mounts"] = [
             {
@@ -84,19 +84,20 @@ def _task_container_defaults(cfg: GcpConfig, r: Resolved) -> dict[str, Any]:
             }
         ]
     # After the mounts, as master.yaml has always listed them (its text is in the user data).
-    return {**tcd, **masteryaml.task_images(cfg.env_images, cfg.gc_image)}
+    tcd.update(masteryaml.task_images(cfg.env_images, cfg.gc_image))
+    return tcd
 
 
 def master_yaml_config(
     cfg: GcpConfig, r: Resolved, master_tag: str, agent_tag: str
-) -> dict[str, Any]:
-    aux = {
+) -> masteryaml.MasterConfig:
+    aux: masteryaml.GceInstanceType = {
         "machine_type": cfg.aux_agent_instance_type,
         "gpu_type": "",
         "gpu_num": 0,
         "preemptible": False,
     }
-    compute = {
+    compute: masteryaml.GceInstanceType = {
         "machine_type": cfg.compute_agent_instance_type,
         "gpu_type": cfg.gpu_type,
         "gpu_num": cfg.gpu_num,
@@ -116,7 +117,7 @@ def master_yaml_config(
         registry_auth=cfg.registry.registry_auth() if cfg.registry else None,
         agent_install=boot.agent_install(cfg.boot, "gs", r.bucket, "agent,gcp", BOOT_LOG_NAME),
     )
-    config: dict[str, Any] = masteryaml.master_config(spec)
+    config = masteryaml.master_config(spec)
     # Per-pool boot images: CPU agents run Ubuntu, GPU agents the Deep Learning VM image (the
     # shared provider block carries the GPU one).
     images = {masteryaml.AUX_POOL: cfg.aux_agent_image, masteryaml.COMPUTE_POOL: cfg.agent_image}
@@ -133,9 +134,9 @@ def master_yaml_config(
     return config
 
 
-def agent_config_hash(config: dict[str, Any]) -> str:
+def agent_config_hash(config: masteryaml.MasterConfig) -> str:
     """The label :func:`master_yaml_config` put on the agents of ``config``."""
-    return str(config["resource_pools"][0]["provider"]["labels"][CONFIG_HASH_LABEL])
+    return config["resource_pools"][0]["provider"].get("labels", {})[CONFIG_HASH_LABEL]
 
 
 def fetch_secret_command(secret_path: str) -> str:

@@ -6,12 +6,11 @@ With ``--existing-network`` it calls ``gcp.compute.get_subnetwork`` for the subn
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pulumi
 
-from det.deploy.common import masteryaml
+from det.deploy.common import dryrun, masteryaml
 from det.deploy.gcp import iam, image_mirror, images, master, network, serverless, storage
 from det.deploy.gcp.config import BOOT_LOG_NAME, GcpConfig
 
@@ -135,7 +134,7 @@ def build(
     }
 
 
-MOCK_CALLS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+MOCK_CALLS: dict[str, dryrun.MockCall] = {
     "gcp:compute/getSubnetwork:getSubnetwork": lambda a: {
         "ipCidrRange": "10.20.0.0/16",
         "name": a.get("name"),

@@ -40,7 +40,7 @@ from typing import Any, TypedDict, TypeVar
 import pulumi
 import pulumi_gcp as gcp
 
-from det.deploy.common import passwords, release
+from det.deploy.common import dryrun, masteryaml, passwords, release
 from det.deploy.common import serverless as sl
 from det.deploy.gcp import iam, image_mirror, master, network, storage
 from det.deploy.gcp.config import GcpConfig
@@ -390,7 +390,7 @@ class ServerlessMaster(pulumi.ComponentResource):
             network_id=args.network_id,
             subnetwork_id=args.subnetwork_id,
             uploads=pulumi.Output.all(*uploads),
-        ).apply(lambda v: _master_config(cfg, v, args.master_tag, args.agent_tag))
+        ).apply(lambda v: _master_config(cfg, args.master_tag, args.agent_tag, **v))
         self.master_yaml = config.apply(sl.render_config)
         self.config_hash = config.apply(master.agent_config_hash)
         self.service_name = pulumi.Output.from_input(None)
@@ -686,22 +686,23 @@ def _job_vpc(vpc: _VpcEgress) -> gcp.cloudrunv2.JobTemplateTemplateVpcAccessArgs
 
 
 def _master_config(
-    cfg: GcpConfig, v: dict[str, Any], master_tag: str, agent_tag: str
-) -> dict[str, Any]:
-    resolved = master.Resolved(
-        bucket=v["bucket"],
-        db_host=v["db_host"],
-        agent_email=v["agent_email"],
-        network_id=v["network_id"],
-        subnetwork_id=v["subnetwork_id"],
-    )
+    cfg: GcpConfig,
+    master_tag: str,
+    agent_tag: str,
+    *,
+    url: str,
+    task_url: str,
+    uploads: list[object],
+    **resolved: str,
+) -> masteryaml.MasterConfig:
+    """The serverless master.yaml once the resources it names exist (``resolved``: the
+    :class:`master.Resolved` fields); ``uploads``, the release objects, are only waited for."""
     plain = dataclasses.replace(cfg, tls=False, port=sl.CONTAINER_PORT)
-    return sl.serverless_master_config(
-        master.master_yaml_config(plain, resolved, master_tag, agent_tag), v["url"], v["task_url"]
-    )
+    config = master.master_yaml_config(plain, master.Resolved(**resolved), master_tag, agent_tag)
+    return sl.serverless_master_config(config, url, task_url)
 
 
-MOCK_CALLS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+MOCK_CALLS: dict[str, dryrun.MockCall] = {
     "gcp:organizations/getProject:getProject": lambda a: {
         "number": "123456789012",
         "projectId": a.get("projectId"),

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from google.api_core import exceptions
 from google.cloud import compute_v1
 
+from det.common.jsontypes import JSONObject
+from det.deploy.common import outs
 from det.deploy.common.errors import DeployError
 from det.deploy.gcp.config import CLUSTER_LABEL, CONFIG_HASH_LABEL
 
@@ -142,20 +144,20 @@ def remove_service_peering(
 
 
 def remove_cluster_machines(
-    clients: Any, project: str, cluster_id: str, outputs: Mapping[str, Any]
+    clients: Any, project: str, cluster_id: str, outputs: JSONObject
 ) -> str:
     """Stop the master, delete the agents, remove the service peering (in this order); returns
     the line ``down`` prints. ``clients``: :func:`compute_clients`'s answer."""
     instances, zone_operations, networks, global_operations = clients
-    zone = outputs["zone"]
-    master_name = outputs.get("master_instance_name")
+    zone = str(outputs["zone"])
+    master_name = outs.text(outputs, "master_instance_name")
     if master_name:
         stop_master(instances, zone_operations, project, zone, master_name)
     removed = delete_agents(instances, zone_operations, project, cluster_id, master_name)
     line = f"Deleted {len(removed)} agent instances."
-    network = outputs.get("network")
+    network = outs.text(outputs, "network")
     if outputs.get("network_created") and network:
-        peering = outputs.get("service_peering") or SERVICE_PEERING
+        peering = outs.text(outputs, "service_peering") or SERVICE_PEERING
         if remove_service_peering(networks, global_operations, project, network, peering):
             line += f" Removed peering {peering} from network {network}."
     return line
