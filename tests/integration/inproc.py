@@ -95,6 +95,7 @@ class InProcessMaster(MasterClient):
     app: Any
     state: Any
     data_dir: Path
+    db_url: str
     _token: str | None = field(default=None, repr=False)
 
     @property
@@ -152,7 +153,7 @@ def in_process_master(
     config = parse_config(master_config(tmp, db_url, 8080, extra), dict(os.environ))
     state = server.prepare(config)
     try:
-        yield InProcessMaster(BASE_URL, create_app(state), state, config.data_dir)
+        yield InProcessMaster(BASE_URL, create_app(state), state, config.data_dir, db_url)
     finally:
         state.pool.close()
 

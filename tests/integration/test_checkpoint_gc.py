@@ -1,4 +1,5 @@
-"""Checkpoint GC after an experiment ends: the retention policy decides, a task deletes."""
+"""Checkpoint GC after an experiment ends: the retention policy decides, a task deletes. On the
+master's app in the test's process with its control loop (``loop_master``) and SimAgents."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import psycopg
 import pytest
 
 from tests.fakes.sim_agent import SimAgent
-from tests.integration.conftest import Master, wait_for
+from tests.integration.conftest import wait_for
+from tests.integration.inproc import InProcessMaster
 
 pytestmark = pytest.mark.integration
 
@@ -20,14 +22,14 @@ hyperparameters: {lr: 0.5}
 """
 
 
-def states_by_step(m: Master, eid: int) -> dict[int, str]:
+def states_by_step(m: InProcessMaster, eid: int) -> dict[int, str]:
     return {
         int(c["metadata"]["steps_completed"]): c["state"]
         for c in m.get(f"/api/v1/experiments/{eid}/checkpoints")["checkpoints"]
     }
 
 
-def create_and_complete(m: Master, config: str) -> int:
+def create_and_complete(m: InProcessMaster, config: str) -> int:
     """Creates an experiment and waits until it has COMPLETED (an agent must be running)."""
     eid = int(
         m.post("/api/v1/experiments", {"config": config, "activate": True})["experiment"]["id"]
@@ -40,7 +42,7 @@ def create_and_complete(m: Master, config: str) -> int:
     return eid
 
 
-def run(m: Master, config: str) -> int:
+def run(m: InProcessMaster, config: str) -> int:
     agent = SimAgent(m.url, m.agent_token, "sim-gc").start()
     try:
         eid = create_and_complete(m, config)
@@ -53,9 +55,11 @@ def run(m: Master, config: str) -> int:
     return eid
 
 
-def test_the_default_policy_keeps_the_best_and_latest(live_master: Master, pg_url: str) -> None:
-    eid = run(live_master, CONFIG)
-    assert states_by_step(live_master, eid) == {
+def test_the_default_policy_keeps_the_best_and_latest(
+    loop_master: InProcessMaster, pg_url: str
+) -> None:
+    eid = run(loop_master, CONFIG)
+    assert states_by_step(loop_master, eid) == {
         2: "STATE_DELETED",
         4: "STATE_DELETED",
         6: "STATE_DELETED",
@@ -79,13 +83,15 @@ def test_the_default_policy_keeps_the_best_and_latest(live_master: Master, pg_ur
     assert events == ["deleting 3 checkpoints", "deleted 3 checkpoints"]
 
 
-def test_the_policy_comes_from_checkpoint_storage(live_master: Master, tmp_path: Any) -> None:
+def test_the_policy_comes_from_checkpoint_storage(
+    loop_master: InProcessMaster, tmp_path: Any
+) -> None:
     config = CONFIG + (
         f"checkpoint_storage: {{type: shared_fs, host_path: {tmp_path}, save_trial_best: 0,"
         " save_trial_latest: 2}\n"
     )
-    eid = run(live_master, config)
-    assert states_by_step(live_master, eid) == {
+    eid = run(loop_master, config)
+    assert states_by_step(loop_master, eid) == {
         2: "STATE_DELETED",
         4: "STATE_DELETED",
         6: "STATE_COMPLETED",
@@ -93,13 +99,15 @@ def test_the_policy_comes_from_checkpoint_storage(live_master: Master, tmp_path:
     }
 
 
-def test_nothing_to_delete_queues_no_task(live_master: Master, pg_url: str, tmp_path: Any) -> None:
+def test_nothing_to_delete_queues_no_task(
+    loop_master: InProcessMaster, pg_url: str, tmp_path: Any
+) -> None:
     config = CONFIG + (
         f"checkpoint_storage: {{type: shared_fs, host_path: {tmp_path}, save_trial_latest: 10}}\n"
     )
-    agent = SimAgent(live_master.url, live_master.agent_token, "sim-keep").start()
+    agent = SimAgent(loop_master.url, loop_master.agent_token, "sim-keep").start()
     try:
-        eid = create_and_complete(live_master, config)
+        eid = create_and_complete(loop_master, config)
 
         def decided() -> bool:
             with psycopg.connect(pg_url) as conn:
@@ -111,12 +119,12 @@ def test_nothing_to_delete_queues_no_task(live_master: Master, pg_url: str, tmp_
         wait_for(decided, 30, what="the GC decision")
     finally:
         agent.stop()
-    assert set(states_by_step(live_master, eid).values()) == {"STATE_COMPLETED"}
+    assert set(states_by_step(loop_master, eid).values()) == {"STATE_COMPLETED"}
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT count(*) FROM checkpoint_gc").fetchone() == (0,)
 
 
-def test_checkpoints_in_the_model_registry_are_kept(live_master: Master) -> None:
+def test_checkpoints_in_the_model_registry_are_kept(loop_master: InProcessMaster) -> None:
     import threading
 
     from tests.fakes.sim_agent import default_training
@@ -128,27 +136,27 @@ def test_checkpoints_in_the_model_registry_are_kept(live_master: Master) -> None
         gate.wait(30)  # the test registers a model version before the trial ends
         return code
 
-    agent = SimAgent(live_master.url, live_master.agent_token, "sim-reg", train=train).start()
+    agent = SimAgent(loop_master.url, loop_master.agent_token, "sim-reg", train=train).start()
     try:
-        eid = live_master.post("/api/v1/experiments", {"config": CONFIG, "activate": True})[
+        eid = loop_master.post("/api/v1/experiments", {"config": CONFIG, "activate": True})[
             "experiment"
         ]["id"]
-        wait_for(lambda: len(states_by_step(live_master, eid)) == 4, 30, what="4 checkpoints")
+        wait_for(lambda: len(states_by_step(loop_master, eid)) == 4, 30, what="4 checkpoints")
         (step2,) = [
             c["uuid"]
-            for c in live_master.get(f"/api/v1/experiments/{eid}/checkpoints")["checkpoints"]
+            for c in loop_master.get(f"/api/v1/experiments/{eid}/checkpoints")["checkpoints"]
             if c["metadata"]["steps_completed"] == 2
         ]
-        live_master.post("/api/v1/models", {"name": "keeper"})
-        live_master.post("/api/v1/models/keeper/versions", {"checkpointUuid": step2})
+        loop_master.post("/api/v1/models", {"name": "keeper"})
+        loop_master.post("/api/v1/models/keeper/versions", {"checkpointUuid": step2})
         gate.set()
         wait_for(
-            lambda: "STATE_DELETED" in states_by_step(live_master, eid).values(), 60, what="GC"
+            lambda: "STATE_DELETED" in states_by_step(loop_master, eid).values(), 60, what="GC"
         )
     finally:
         gate.set()
         agent.stop()
-    assert states_by_step(live_master, eid) == {
+    assert states_by_step(loop_master, eid) == {
         2: "STATE_COMPLETED",
         4: "STATE_DELETED",
         6: "STATE_DELETED",
@@ -156,14 +164,14 @@ def test_checkpoints_in_the_model_registry_are_kept(live_master: Master) -> None
     }
 
 
-def test_deleting_an_experiment_deletes_all_its_checkpoints(live_master: Master) -> None:
-    eid = run(live_master, CONFIG)  # the end-of-experiment GC kept step 8
-    r = live_master.session().delete(f"{live_master.url}/api/v1/experiments/{eid}", timeout=10)
+def test_deleting_an_experiment_deletes_all_its_checkpoints(loop_master: InProcessMaster) -> None:
+    eid = run(loop_master, CONFIG)  # the end-of-experiment GC kept step 8
+    r = loop_master.session().delete(f"{loop_master.url}/api/v1/experiments/{eid}", timeout=10)
     assert r.status_code == 200, r.text
-    agent = SimAgent(live_master.url, live_master.agent_token, "sim-del").start()  # runs the GC
+    agent = SimAgent(loop_master.url, loop_master.agent_token, "sim-del").start()  # runs the GC
 
     def all_deleted() -> bool:
-        with psycopg.connect(live_master_db(live_master)) as conn:
+        with psycopg.connect(loop_master.db_url) as conn:
             rows = conn.execute(
                 "SELECT c.state FROM checkpoints c JOIN trials t ON t.id = c.trial_id"
                 " WHERE t.experiment_id = %s",
@@ -177,13 +185,9 @@ def test_deleting_an_experiment_deletes_all_its_checkpoints(live_master: Master)
         agent.stop()
 
 
-def live_master_db(m: Master) -> str:
-    import yaml
-
-    return str(yaml.safe_load(m.config_file.read_text())["db"]["url"])
-
-
-def test_a_gc_whose_agent_is_lost_runs_again_on_another(live_master: Master, pg_url: str) -> None:
+def test_a_gc_whose_agent_is_lost_runs_again_on_another(
+    loop_master: InProcessMaster, pg_url: str
+) -> None:
     import threading
 
     gc_held = threading.Event()
@@ -198,9 +202,9 @@ def test_a_gc_whose_agent_is_lost_runs_again_on_another(live_master: Master, pg_
                 return
             super()._run(task)
 
-    first = Vanishing(live_master.url, live_master.agent_token, "sim-vanishing").start()
+    first = Vanishing(loop_master.url, loop_master.agent_token, "sim-vanishing").start()
     try:
-        eid = create_and_complete(live_master, CONFIG)
+        eid = create_and_complete(loop_master, CONFIG)
         wait_for(gc_held.is_set, 30, what="the GC task on the first agent")
     finally:
         first.stop()  # no more heartbeats: the master declares it lost
@@ -214,17 +218,17 @@ def test_a_gc_whose_agent_is_lost_runs_again_on_another(live_master: Master, pg_
         return bool(row and row[0] == 1)
 
     wait_for(lost_run_ended, 60, what="the lost agent's GC run to end")
-    assert set(states_by_step(live_master, eid).values()) == {"STATE_COMPLETED"}  # not run yet
-    second = SimAgent(live_master.url, live_master.agent_token, "sim-after-loss").start()
+    assert set(states_by_step(loop_master, eid).values()) == {"STATE_COMPLETED"}  # not run yet
+    second = SimAgent(loop_master.url, loop_master.agent_token, "sim-after-loss").start()
     try:
         wait_for(
-            lambda: list(states_by_step(live_master, eid).values()).count("STATE_DELETED") == 3,
+            lambda: list(states_by_step(loop_master, eid).values()).count("STATE_DELETED") == 3,
             60,
             what="the GC run again by the second agent",
         )
     finally:
         second.stop()
-    assert states_by_step(live_master, eid)[8] == "STATE_COMPLETED"
+    assert states_by_step(loop_master, eid)[8] == "STATE_COMPLETED"
     with psycopg.connect(pg_url) as conn:
         events = [
             r[0]

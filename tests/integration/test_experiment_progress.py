@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from tests.fakes.sim_agent import SimAgent, wait
-from tests.integration.conftest import Master
+from tests.integration.inproc import InProcessMaster
 
 pytestmark = pytest.mark.integration
 
@@ -22,8 +22,8 @@ hyperparameters: {lr: 0.1}
 """
 
 
-def test_paused_experiment_shows_its_trials_training(live_master: Master) -> None:
-    m = live_master
+def test_paused_experiment_shows_its_trials_training(loop_master: InProcessMaster) -> None:
+    m = loop_master
     specs: list[dict[str, Any]] = []
     release = threading.Event()
 

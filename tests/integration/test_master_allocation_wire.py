@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from tests.fakes.sim_agent import Holder, SimAgent, wait
-from tests.integration.conftest import Master
+from tests.integration.inproc import InProcessMaster
 
 pytestmark = pytest.mark.integration
 
@@ -24,9 +24,9 @@ hyperparameters: {}
 
 
 def test_preemption_poll_takes_timeout_seconds_and_pending_preemption_preempts(
-    live_master: Master,
+    loop_master: InProcessMaster,
 ) -> None:
-    m = live_master
+    m = loop_master
     hold = Holder()  # its tasks run until the test ends, however long that takes
     specs, release = hold.specs, hold.release
 

@@ -1,4 +1,5 @@
-"""``DET_USER_TOKEN`` on a live master: every trial and interactive task gets a session of its
+"""``DET_USER_TOKEN`` on the master's app in the test's process with its control loop
+(``loop_master``; its log is every record this process logs, at DEBUG): every trial and interactive task gets a session of its
 owner (the official SDK's ``client.login()`` and ``det`` use it), one per allocation however
 many heartbeats rebuild the spec, never shown by the API or the master's log, and dead once
 the allocation ends. A simulated agent holds the tasks."""
@@ -6,6 +7,7 @@ the allocation ends. A simulated agent holds the tasks."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from typing import Any
 
@@ -14,7 +16,7 @@ import pytest
 import requests
 
 from tests.fakes.sim_agent import SimAgent, wait
-from tests.integration.conftest import Master
+from tests.integration.inproc import InProcessMaster
 
 pytestmark = pytest.mark.integration
 
@@ -34,8 +36,11 @@ def _sessions_of(db_url: str, allocation_id: str) -> list[tuple[str, bool]]:
     return [(str(r[0]), bool(r[1])) for r in rows]
 
 
-def test_tasks_get_their_owners_session_until_they_end(live_master: Master, pg_url: str) -> None:
-    m = live_master
+def test_tasks_get_their_owners_session_until_they_end(
+    loop_master: InProcessMaster, pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    m = loop_master
+    caplog.set_level(logging.DEBUG)  # the master's log: more than a det-master's (INFO) writes
     for name in ("alice", "bob"):
         m.post("/api/v1/users", {"user": {"username": name}, "password": f"{name}-pw-123"})
     alice = m.session(m.login("alice", "alice-pw-123"))
@@ -145,7 +150,7 @@ def test_tasks_get_their_owners_session_until_they_end(live_master: Master, pg_u
         assert me.status_code == 401
         assert [revoked for _, revoked in _sessions_of(pg_url, command_alloc)] == [True]
         assert alice.post(m.url + f"/api/v1/commands/{command_id}/kill", timeout=10).ok
-        logs = m.logs()
+        logs = caplog.text
         for token in tokens.values():
             assert token not in logs
     finally:

@@ -13,8 +13,9 @@ import pytest
 
 from det import storage
 from tests.fakes.sim_agent import SimAgent
-from tests.integration.conftest import Master, wait_for
-from tests.integration.test_checkpoint_gc import create_and_complete, live_master_db, states_by_step
+from tests.integration.conftest import wait_for
+from tests.integration.inproc import InProcessMaster
+from tests.integration.test_checkpoint_gc import create_and_complete, states_by_step
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +30,9 @@ checkpoint_storage: {{type: shared_fs, host_path: {root}, save_trial_latest: {ke
 """
 
 
-def _upload_tensorboard_files(m: Master, root: pathlib.Path, eid: int, tmp: pathlib.Path) -> None:
+def _upload_tensorboard_files(
+    m: InProcessMaster, root: pathlib.Path, eid: int, tmp: pathlib.Path
+) -> None:
     """What a trial's TensorBoard sync leaves in storage (Determined's layout)."""
     cluster = m.get("/api/v1/master")["clusterId"]
     manager = storage.from_config({"type": "shared_fs", "host_path": str(root)})
@@ -39,14 +42,14 @@ def _upload_tensorboard_files(m: Master, root: pathlib.Path, eid: int, tmp: path
     manager.under(f"{cluster}/tensorboard/experiment/{eid}/trial").upload(events, "1")
 
 
-def _tensorboard_dir(m: Master, root: pathlib.Path, eid: int) -> pathlib.Path:
+def _tensorboard_dir(m: InProcessMaster, root: pathlib.Path, eid: int) -> pathlib.Path:
     cluster = m.get("/api/v1/master")["clusterId"]
     (found,) = [p for p in root.rglob(f"{cluster}/tensorboard/experiment/{eid}") if p.is_dir()]
     return found
 
 
-def _gc_events(m: Master, eid: int) -> list[str]:
-    with psycopg.connect(live_master_db(m)) as conn:
+def _gc_events(m: InProcessMaster, eid: int) -> list[str]:
+    with psycopg.connect(m.db_url) as conn:
         return [
             r[0]
             for r in conn.execute(
@@ -58,14 +61,14 @@ def _gc_events(m: Master, eid: int) -> list[str]:
 
 
 @pytest.fixture
-def agent(live_master: Master) -> Iterator[SimAgent]:
+def agent(loop_master: InProcessMaster) -> Iterator[SimAgent]:
     """A simulated agent: it trains the experiments and runs the GC tasks (the real command)."""
-    a = SimAgent(live_master.url, live_master.agent_token, "sim-tb").start()
+    a = SimAgent(loop_master.url, loop_master.agent_token, "sim-tb").start()
     yield a
     a.stop()
 
 
-def _finished_with_files(m: Master, tmp: pathlib.Path) -> tuple[int, pathlib.Path]:
+def _finished_with_files(m: InProcessMaster, tmp: pathlib.Path) -> tuple[int, pathlib.Path]:
     """A completed experiment that keeps every checkpoint, with TensorBoard files in its
     storage (``tmp/storage``): its id and its TensorBoard directory."""
     root = tmp / "storage"
@@ -76,9 +79,9 @@ def _finished_with_files(m: Master, tmp: pathlib.Path) -> tuple[int, pathlib.Pat
 
 
 def test_delete_tb_files_deletes_the_tensorboard_files_and_nothing_else(
-    live_master: Master, agent: SimAgent, tmp_path: pathlib.Path
+    loop_master: InProcessMaster, agent: SimAgent, tmp_path: pathlib.Path
 ) -> None:
-    m = live_master
+    m = loop_master
     eid, ours = _finished_with_files(m, tmp_path)
     _, theirs = _finished_with_files(m, tmp_path)  # another experiment
     assert list(ours.rglob("events.out.tfevents.*"))
@@ -100,8 +103,8 @@ def test_delete_tb_files_deletes_the_tensorboard_files_and_nothing_else(
     assert set(states_by_step(m, eid).values()) == {"STATE_COMPLETED"}  # checkpoints stay
 
 
-def test_a_running_experiment_keeps_its_files_and_says_why(live_master: Master) -> None:
-    m = live_master
+def test_a_running_experiment_keeps_its_files_and_says_why(loop_master: InProcessMaster) -> None:
+    m = loop_master
     # No agent: the experiment stays ACTIVE with its trial queued.
     eid = m.post("/api/v1/experiments", {"config": _config(pathlib.Path("/tmp"), 1)})["experiment"][
         "id"
@@ -110,16 +113,16 @@ def test_a_running_experiment_keeps_its_files_and_says_why(live_master: Master) 
     r = m.session().delete(f"{m.url}/api/v1/experiments/{eid}/tensorboard-files", timeout=30)
     assert r.status_code == 409, r.text
     assert "once it has ended" in r.text and "ACTIVE" in r.text
-    with psycopg.connect(live_master_db(m)) as conn:
+    with psycopg.connect(m.db_url) as conn:
         assert conn.execute(
             "SELECT count(*) FROM checkpoint_gc WHERE experiment_id = %s", (eid,)
         ).fetchone() == (0,)
 
 
 def test_deleting_an_experiment_deletes_its_tensorboard_files(
-    live_master: Master, agent: SimAgent, tmp_path: pathlib.Path
+    loop_master: InProcessMaster, agent: SimAgent, tmp_path: pathlib.Path
 ) -> None:
-    m = live_master
+    m = loop_master
     eid, ours = _finished_with_files(m, tmp_path)
     r = m.session().delete(f"{m.url}/api/v1/experiments/{eid}", timeout=30)
     assert r.status_code == 200, r.text
