@@ -477,6 +477,10 @@ class MasterConfig(_Model):
     # the requests that work, however many trials wait.
     api_threads: int = Field(128, ge=1)
     api_processes: int = Field(1, ge=1, le=64)
+    # The HTTP server's event loop: ``readiness`` (det.master.evloop: one epoll set, a
+    # connection asked for its readiness only when it changed) or ``poll`` (waitress's own,
+    # which asks every open connection at every wake-up; kept to compare with).
+    api_event_loop: Literal["readiness", "poll"] = "readiness"
     # Processes that serve users' requests, apart from the ones serving agents, tasks and /info
     # (det.master.dispatch): 0 serves everything in the api_processes. Two by default: on a
     # 2-core machine the second serves 1.1-1.6x the reads of one (docs/benchmarks.md).

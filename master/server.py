@@ -19,9 +19,10 @@ from typing import Any
 
 from typing_extensions import TypedDict
 from waitress.adjustments import Adjustments
+from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
 
-from det.master import authcache, db, dispatch, httptask, proxy
+from det.master import authcache, db, dispatch, evloop, httptask, proxy
 from det.master.app import create_app
 from det.master.config import MasterConfig, MasterConfigError
 from det.master.handles import MasterState
@@ -274,10 +275,12 @@ def _serve_socket(state: MasterState, sock: Any, handoff: Any, *, run_loops: boo
     if tls.enabled:
         base, extra = TLSWSGIServer, {"context": server_context(tls)}
         channel = type("_TLSRoutingChannel", (dispatch.RelayedMixin, _TLSChannel), {})
+    base, channel, loop_map = _event_loop(state, base, channel)
     channel = httptask.keep_alive(channel)
     front = type("_FrontServer", (base,), {"channel_class": channel, "handoff": None})
     server = front(
         app,
+        map=loop_map,
         _sock=sock,
         dispatcher=dispatch.dispatcher(state.config.api_threads),
         adj=Adjustments(sockets=[sock], **_adjustments(state)),
@@ -291,6 +294,22 @@ def _serve_socket(state: MasterState, sock: Any, handoff: Any, *, run_loops: boo
         server.run()
     finally:
         stop.set()
+
+
+def _event_loop(
+    state: MasterState, server: type, channel: type
+) -> tuple[type, type, dict[int, Any] | None]:
+    """``server`` and ``channel`` for the configured event loop, and the socket map to give
+    the server (None: waitress makes its own)."""
+    if state.config.api_event_loop == "poll":
+        return server, channel, None
+    own = all(getattr(channel, n) is getattr(HTTPChannel, n) for n in ("readable", "writable"))
+    if own:
+        # Asked only when it changed; a TLS channel's readiness follows its TLS session, so it
+        # is asked at every wake-up (det.master.evloop.tracked).
+        channel = type(channel.__name__, (evloop.TrackedChannel, channel), {})
+    server = type(server.__name__, (evloop.ReadinessServer, server), {})
+    return server, channel, evloop.ReadinessMap()
 
 
 def _watch_settings(state: MasterState, stop: threading.Event) -> None:
@@ -309,9 +328,11 @@ def _serve_users(state: MasterState, receive: Any) -> None:
     app = create_app(state)
     # No listening socket: a placeholder the server never accepts on (it is not started).
     placeholder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    users = type("_UserServer", (TcpWSGIServer,), {"channel_class": httptask.KeepAliveChannel})
+    base, channel, loop_map = _event_loop(state, TcpWSGIServer, HTTPChannel)
+    users = type("_UserServer", (base,), {"channel_class": httptask.keep_alive(channel)})
     server = users(
         app,
+        map=loop_map,
         _sock=placeholder,
         _start=False,
         dispatcher=dispatch.dispatcher(state.config.api_threads),

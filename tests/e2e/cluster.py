@@ -28,7 +28,7 @@ import yaml
 
 from tests import docker_support
 from tests.docker_support import docker_client
-from tests.integration.conftest import ADMIN_PASSWORD, Master, start_master
+from tests.integration.conftest import ADMIN_PASSWORD, Master, assert_event_loop_sound, start_master
 
 TASK_IMAGE = docker_support.TASK_IMAGE
 LABEL_AGENT = "ai.det.agent-id"
@@ -333,6 +333,7 @@ def stop_cluster(cluster: Cluster) -> None:
     for c in cluster.containers(running_only=False):
         with contextlib.suppress(Exception):  # already gone (removed by its agent)
             c.remove(force=True)
+    assert_event_loop_sound(cluster.master.logs())
 
 
 @pytest.fixture

@@ -165,6 +165,15 @@ def master_factory(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[A
     yield make
     for m in started:
         m.kill(signal.SIGTERM if m.proc.poll() is None else signal.SIGKILL)
+    for m in started:
+        assert_event_loop_sound(m.logs())
+
+
+def assert_event_loop_sound(log: str) -> None:
+    """No connection's readiness changed without the event loop being told
+    (det.master.evloop): such a change waits for the loop's next full pass."""
+    faults = [line for line in log.splitlines() if "readiness changed unmarked" in line]
+    assert not faults, "\n".join(faults[:5])
 
 
 @pytest.fixture
