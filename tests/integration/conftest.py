@@ -194,16 +194,36 @@ def api_master(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 @pytest.fixture
-def loop_master(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
+def loop_master_factory(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """``make(extra=None)``: ``loop_master`` with master.yaml keys of the test's own
+    (``extra``), once per test (requests are routed by the master's host name, which every
+    in-process master shares)."""
+    import contextlib
+
+    # inproc imports this module
+    from tests.integration.inproc import control_loop, in_process_master, routed
+
+    db_url = default_database(request)
+    made: list[Any] = []
+    with contextlib.ExitStack() as stack:
+
+        def make(extra: dict[str, Any] | None = None) -> Any:
+            assert not made, "one loop_master per test"
+            made.append(stack.enter_context(in_process_master(tmp_path, db_url, extra)))
+            stack.enter_context(routed(made[0]))
+            stack.enter_context(control_loop(made[0]))
+            return made[0]
+
+        yield make
+
+
+@pytest.fixture
+def loop_master(loop_master_factory: Any) -> Any:
     """``api_master`` with its control loop running in a thread of this process and every
     ``requests`` session routed to its app: for tests with SimAgents (which call the master's
     URL) and state that moves on the loop's ticks, that need no port, stream or second process
     (tests/integration/inproc.py)."""
-    # inproc imports this module
-    from tests.integration.inproc import control_loop, in_process_master, routed
-
-    with in_process_master(tmp_path, default_database(request)) as m, routed(m), control_loop(m):
-        yield m
+    return loop_master_factory()
 
 
 @pytest.fixture

@@ -1,7 +1,9 @@
 """Building a container spec reads the task container policy (cached a few seconds per process)
 without a second connection from the master's pool: with every pooled connection held by a
 heartbeat that builds specs, none waits for another (det.master.services.task_container_policy;
-bench/scale.py found 100 agents x 200 trials lost every agent on a pool of 20)."""
+bench/scale.py found 100 agents x 200 trials lost every agent on a pool of 20). On the master's
+app and control loop in the test's process (``loop_master_factory``): the heartbeats call it from
+their own threads, and a pool of 2 connections is shared by them and the loop."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import requests
 
 from det.master.services.task_container_policy import CACHE_SECONDS
 from tests.fakes.sim_agent import Holder, SimAgent, wait
-from tests.integration.conftest import Master
+from tests.integration.inproc import InProcessMaster
 
 pytestmark = pytest.mark.integration
 
@@ -29,8 +31,10 @@ CALLERS = 8
 ROUNDS = 3  # of the policy's cache expiring (CACHE_SECONDS each) while heartbeats build specs
 
 
-def test_heartbeats_that_build_specs_on_a_full_pool_are_all_answered(master_factory: Any) -> None:
-    m: Master = master_factory(extra={"db_pool_size": 2, "user_api_processes": 0})
+def test_heartbeats_that_build_specs_on_a_full_pool_are_all_answered(
+    loop_master_factory: Any,
+) -> None:
+    m: InProcessMaster = loop_master_factory(extra={"db_pool_size": 2})
     hold = Holder()
     agent = SimAgent(m.url, m.agent_token, "sim-0", slots=2, train=hold, interval=0.5).start()
     try:

@@ -1,7 +1,8 @@
 """A trial on two agents is one trial (issue 38, finding 3): the master tells each container of
 the gang where the others are and which is the chief's, and refuses a training report from any
-other container, ending the trial ERROR with the launcher to use (real PostgreSQL, a real master,
-simulated agents that only capture their container specs)."""
+other container, ending the trial ERROR with the launcher to use (real PostgreSQL, the master's
+app and control loop in the test's process, ``loop_master``, simulated agents that only capture
+their container specs)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import psycopg
 import requests
 
-from tests.integration.conftest import Master
+from tests.integration.inproc import InProcessMaster
 
 CONFIG = """
 name: two-agents
@@ -23,7 +24,7 @@ max_restarts: 3
 """
 
 
-def _report(master: Master, env: dict[str, Any], batches: int) -> requests.Response:
+def _report(master: InProcessMaster, env: dict[str, Any], batches: int) -> requests.Response:
     h = {"Grpc-Metadata-x-allocation-token": f"Bearer {env['DET_SESSION_TOKEN']}"}
     body = {
         "metrics": {
@@ -43,7 +44,7 @@ def _report(master: Master, env: dict[str, Any], batches: int) -> requests.Respo
 
 
 def test_a_trial_on_two_agents_has_one_chief_and_refuses_a_second(
-    live_master: Master, pg_url: str
+    loop_master: InProcessMaster, pg_url: str
 ) -> None:
     from tests.fakes.sim_agent import SimAgent, wait
 
@@ -60,11 +61,11 @@ def test_a_trial_on_two_agents_has_one_chief_and_refuses_a_second(
         return train
 
     agents = [
-        SimAgent(live_master.url, live_master.agent_token, a, slots=1, train=capture(a)).start()
+        SimAgent(loop_master.url, loop_master.agent_token, a, slots=1, train=capture(a)).start()
         for a in ("sim-b", "sim-a")
     ]
     try:
-        live_master.post("/api/v1/experiments", {"config": CONFIG, "activate": True})
+        loop_master.post("/api/v1/experiments", {"config": CONFIG, "activate": True})
         wait(lambda: len(specs) == 2, 30, "a container on each agent")
         chief, worker = specs["sim-a"]["env"], specs["sim-b"]["env"]
         # The gang, in the same order in both containers: sim-a's is the chief's.
@@ -77,21 +78,21 @@ def test_a_trial_on_two_agents_has_one_chief_and_refuses_a_second(
         tid = int(chief["DET_TRIAL_ID"])
 
         # The chief reports; the worker may read its trial (its Core API does).
-        assert _report(live_master, chief, 5).status_code == 200
+        assert _report(loop_master, chief, 5).status_code == 200
         h = {"Grpc-Metadata-x-allocation-token": f"Bearer {worker['DET_SESSION_TOKEN']}"}
-        got = requests.get(f"{live_master.url}/api/v1/trials/{tid}", headers=h, timeout=10)
+        got = requests.get(f"{loop_master.url}/api/v1/trials/{tid}", headers=h, timeout=10)
         assert got.status_code == 200, got.text
 
         # The worker's container reports as if it were the chief: refused, the trial fails.
-        second = _report(live_master, worker, 5)
+        second = _report(loop_master, worker, 5)
         assert second.status_code == 409, second.text
         message = second.json()["message"]
         assert "container 1" in message and "determined.launch.torch_distributed" in message
-        trial = live_master.get(f"/api/v1/trials/{tid}")["trial"]
+        trial = loop_master.get(f"/api/v1/trials/{tid}")["trial"]
         assert trial["state"] == "STATE_ERROR"
         # And again: refused, recorded once (below). 409 while the allocation lives; 401 once
         # the loop has ended it (its token revoked), which a loaded machine reaches first.
-        assert _report(live_master, worker, 10).status_code in (401, 409)
+        assert _report(loop_master, worker, 10).status_code in (401, 409)
         with psycopg.connect(pg_url) as conn:
             rows = conn.execute(
                 "SELECT count(*) FROM metrics WHERE trial_id = %s", (tid,)
@@ -108,7 +109,7 @@ def test_a_trial_on_two_agents_has_one_chief_and_refuses_a_second(
         assert len(logged) == 1 and "determined.launch.torch_distributed" in logged[0][0]
         # The run ends (both containers killed) and no restart repeats it.
         wait(lambda: all(not a.tasks for a in agents), 60, "both containers to be killed")
-        exp = live_master.get(f"/api/v1/trials/{tid}")["trial"]
+        exp = loop_master.get(f"/api/v1/trials/{tid}")["trial"]
         assert exp["state"] == "STATE_ERROR" and exp["restarts"] == 0
     finally:
         done.set()
@@ -116,7 +117,7 @@ def test_a_trial_on_two_agents_has_one_chief_and_refuses_a_second(
             a.stop()
 
 
-def test_a_run_on_two_agents_ends_with_its_last_container(live_master: Master) -> None:
+def test_a_run_on_two_agents_ends_with_its_last_container(loop_master: InProcessMaster) -> None:
     """A worker done first must not end the run while the chief still saves its last
     checkpoint: the allocation ends when both containers exited cleanly; the trial completes."""
     from tests.fakes.sim_agent import SimAgent, wait
@@ -134,11 +135,11 @@ def test_a_run_on_two_agents_ends_with_its_last_container(live_master: Master) -
         return train
 
     agents = [
-        SimAgent(live_master.url, live_master.agent_token, a, slots=1, train=capture(a)).start()
+        SimAgent(loop_master.url, loop_master.agent_token, a, slots=1, train=capture(a)).start()
         for a in ("sim-a", "sim-b")
     ]
     try:
-        live_master.post("/api/v1/experiments", {"config": CONFIG, "activate": True})
+        loop_master.post("/api/v1/experiments", {"config": CONFIG, "activate": True})
         wait(lambda: len(specs) == 2, 30, "a container on each agent")
         tid = int(specs["sim-a"]["env"]["DET_TRIAL_ID"])
         release["sim-b"].set()  # the worker's container exits 0
@@ -146,11 +147,11 @@ def test_a_run_on_two_agents_ends_with_its_last_container(live_master: Master) -
         chief = next(iter(agents[0].tasks.values()))
         for _ in range(10):  # heartbeats go by: the chief's container is not killed
             assert not chief.killed.is_set()
-            assert live_master.get(f"/api/v1/trials/{tid}")["trial"]["state"] == "STATE_RUNNING"
+            assert loop_master.get(f"/api/v1/trials/{tid}")["trial"]["state"] == "STATE_RUNNING"
             threading.Event().wait(0.2)
         release["sim-a"].set()
         wait(
-            lambda: live_master.get(f"/api/v1/trials/{tid}")["trial"]["state"] == "STATE_COMPLETED",
+            lambda: loop_master.get(f"/api/v1/trials/{tid}")["trial"]["state"] == "STATE_COMPLETED",
             60,
             "the trial to complete",
         )

@@ -15,7 +15,8 @@ import pytest
 
 from det.master.services import metrics_superseded
 from tests.fakes.sim_agent import SimAgent, default_training, wait
-from tests.integration.conftest import Master, MasterClient
+from tests.integration.conftest import MasterClient
+from tests.integration.inproc import InProcessMaster
 
 pytestmark = pytest.mark.integration
 
@@ -207,12 +208,12 @@ def test_the_look_is_an_index_range_scan(api_master: MasterClient, pg_url: str) 
 
 
 def test_a_trial_restarted_after_its_container_died_lists_each_step_once(
-    live_master: Master,
+    loop_master: InProcessMaster,
 ) -> None:
     """The master's own restart path with a simulated agent: run 1 trains steps 1-6 with a
     checkpoint at 4, then its container dies (exit 1); the master starts run 2 from that
     checkpoint, which trains 5-8."""
-    m = live_master
+    m = loop_master
 
     def train(master: str, spec: dict[str, Any], killed: threading.Event) -> int:
         if spec["env"]["DET_TRIAL_RUN_ID"] == "1":
