@@ -148,6 +148,25 @@ def in_process_cli_master(
         yield m
 
 
+@pytest.fixture(scope="module")
+def loop_cli_master(
+    pg_server: str, pg_template: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    """``in_process_cli_master`` with the master's control loop running in a thread of this
+    process (inproc.control_loop): for CLI tests with SimAgents (``sim_agents``), which call
+    the master's URL; a module takes it as its ``cli_master``."""
+    # the master's app and loop: paid only by the modules that use them
+    from tests.integration.inproc import control_loop, in_process_master, routed
+
+    with (
+        new_database(pg_server, "det_cli", template=pg_template) as url,
+        in_process_master(tmp_path_factory.mktemp("cli-master"), url) as m,
+        routed(m),
+        control_loop(m),
+    ):
+        yield m
+
+
 def logging_training(agent_token: str) -> Any:
     """SimAgent training that also ships a log line per step, as a real agent would."""
     import threading

@@ -1,4 +1,5 @@
-"""``det agent``, ``det slot`` and ``det resource-pool`` against a live master with SimAgents."""
+"""``det agent``, ``det slot`` and ``det resource-pool`` against the master's app and control loop
+in the test's process (``loop_cli_master``) with SimAgents."""
 
 from __future__ import annotations
 
@@ -8,15 +9,15 @@ import pytest
 
 from tests.integration import cli_support
 from tests.integration.cli_support import Det
-from tests.integration.conftest import Master
+from tests.integration.conftest import MasterClient
 
 pytestmark = pytest.mark.integration
-cli_master = cli_support.cli_master
+cli_master = cli_support.loop_cli_master
 det = cli_support.det
 sim_agents = cli_support.sim_agents
 
 
-def agent(master: Master, agent_id: str) -> dict[str, Any]:
+def agent(master: MasterClient, agent_id: str) -> dict[str, Any]:
     return dict(master.get(f"/api/v1/agents/{agent_id}")["agent"])
 
 
@@ -29,7 +30,9 @@ def test_agent_list(det: Det, sim_agents: object) -> None:
     assert "Agent ID" in table and "sim-0" in table and "sim-1" in table
 
 
-def test_agent_disable_drain_and_enable(det: Det, cli_master: Master, sim_agents: object) -> None:
+def test_agent_disable_drain_and_enable(
+    det: Det, cli_master: MasterClient, sim_agents: object
+) -> None:
     det.login()
     det.ok("agent", "disable", "sim-0", "--drain")
     a = agent(cli_master, "sim-0")
@@ -47,7 +50,7 @@ def test_agent_disable_drain_and_enable(det: Det, cli_master: Master, sim_agents
     assert det("agent", "enable").rc == 2  # neither an id nor --all
 
 
-def test_slot_list_disable_enable(det: Det, cli_master: Master, sim_agents: object) -> None:
+def test_slot_list_disable_enable(det: Det, cli_master: MasterClient, sim_agents: object) -> None:
     det.login()
     slots = det.ok("slot", "list", "--json").json()
     assert {(s["agentId"], s["slotId"]) for s in slots} == {
