@@ -1,5 +1,6 @@
 """A priced on-prem pool (issue 41 item 4): ``resource_pools[].price`` on a pool of static agents
-puts dollars in the usage reports of a live master; per user, workspace and experiment they add
+puts dollars in the usage reports of a master (its app and control loop in the test's
+process, ``loop_master_factory``); per user, workspace and experiment they add
 up to the pool's total; an unpriced pool's figures are null (never 0.0) in the API and ``-`` in
 det's CLI, whose total row says it covers the priced pools only. The arithmetic by hand:
 tests/integration/test_usage_reconcile.py."""
@@ -17,7 +18,8 @@ import pytest
 from det.cli.resources import usd
 from tests.fakes.sim_agent import SimAgent
 from tests.integration.cli_support import Det
-from tests.integration.conftest import Master, wait_for
+from tests.integration.conftest import wait_for
+from tests.integration.inproc import InProcessMaster
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +30,7 @@ DAY0, DAY1 = str(TODAY - dt.timedelta(days=1)), str(TODAY + dt.timedelta(days=1)
 PASSWORD = "Usage-pw-1"
 
 
-def _experiment(m: Master, token: str, pool: str, project: int) -> int:
+def _experiment(m: InProcessMaster, token: str, pool: str, project: int) -> int:
     config = (
         "name: onprem\nentrypoint: python3 train.py\n"
         "searcher: {name: single, metric: loss, max_length: 1}\n"
@@ -47,7 +49,7 @@ def _experiment(m: Master, token: str, pool: str, project: int) -> int:
     return int(r.json()["experiment"]["id"])
 
 
-def _user_with_workspace(m: Master, name: str) -> tuple[str, int]:
+def _user_with_workspace(m: InProcessMaster, name: str) -> tuple[str, int]:
     """A user, and a workspace of its own with one project: (token, project id)."""
     m.post("/api/v1/users", {"user": {"username": name}, "password": PASSWORD})
     token = m.login(name, PASSWORD)
@@ -64,16 +66,16 @@ def _user_with_workspace(m: Master, name: str) -> tuple[str, int]:
     return token, int(r.json()["project"]["id"])
 
 
-def _done(m: Master, eid: int) -> bool:
+def _done(m: InProcessMaster, eid: int) -> bool:
     st = m.get(f"/api/v1/experiments/{eid}")["experiment"]["state"]
     assert st not in ("STATE_ERROR", "STATE_CANCELED"), st
     return bool(st == "STATE_COMPLETED")
 
 
 def test_a_priced_on_prem_pool_reports_dollars_that_add_up(
-    master_factory: Any, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+    loop_master_factory: Any, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    m: Master = master_factory(
+    m: InProcessMaster = loop_master_factory(
         extra={
             "resource_pools": [
                 {"pool_name": RACK, "price": {"slot_hour": SLOT_HOUR, "agent_hour": AGENT_HOUR}},
