@@ -1,9 +1,9 @@
 """Webhooks against a real local HTTP receiver: deliveries on an experiment's COMPLETED (signed
 as Determined signs them), once per task for a matching log line, a custom event from training
 code, retries of a failing receiver with the last status recorded, and who may make which.
-Deliveries run in a det-master process (its control loop sends them); who may create which
-webhook, the refusals and the test route ask the API alone and use the master's app in the
-test's process (``api``)."""
+Deliveries are sent by the master's control loop, which runs beside its app in the test's
+process (``master``: ``loop_master_factory``); who may create which webhook, the refusals and
+the test route ask the API alone (``api``: the app, no loop)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ from psycopg.rows import dict_row
 
 from tests.fakes.local_http import TestHTTPServer
 from tests.fakes.sim_agent import RetryingSession, SimAgent, default_training, wait
-from tests.integration.conftest import Master, MasterClient, start_master
+from tests.integration.conftest import MasterClient
+from tests.integration.inproc import InProcessMaster
 
 pytestmark = pytest.mark.integration
 
@@ -71,10 +72,11 @@ class Receiver:
 
 
 @pytest.fixture
-def master(tmp_path: Any, pg_url: str) -> Iterator[Master]:
-    m = start_master(tmp_path, pg_url, extra={"webhooks": {"signing_key": KEY}})
-    yield m
-    m.kill()
+def master(loop_master_factory: Any, pg_url: str) -> InProcessMaster:
+    """The master's app with its control loop (which sends the deliveries) in the test's
+    process, on the test's database."""
+    m: InProcessMaster = loop_master_factory(extra={"webhooks": {"signing_key": KEY}})
+    return m
 
 
 @pytest.fixture
@@ -103,7 +105,7 @@ def _hook(url: str, trigger: str, condition: dict[str, Any], **kw: Any) -> dict[
     }
 
 
-def _create_experiment(m: Master, config: str = CONFIG) -> int:
+def _create_experiment(m: InProcessMaster, config: str = CONFIG) -> int:
     body = {
         "config": config,
         "modelDefinition": [
@@ -114,11 +116,13 @@ def _create_experiment(m: Master, config: str = CONFIG) -> int:
     return int(m.post("/api/v1/experiments", body)["experiment"]["id"])
 
 
-def _state(m: Master, eid: int) -> str:
+def _state(m: InProcessMaster, eid: int) -> str:
     return str(m.get(f"/api/v1/experiments/{eid}")["experiment"]["state"])
 
 
-def test_completed_fires_signed_default_and_slack(master: Master, receiver: Receiver) -> None:
+def test_completed_fires_signed_default_and_slack(
+    master: InProcessMaster, receiver: Receiver
+) -> None:
     cond = {"state": "COMPLETED"}
     made = master.post(
         "/api/v1/webhooks", _hook(receiver.url, "TRIGGER_TYPE_EXPERIMENT_STATE_CHANGE", cond)
@@ -160,7 +164,7 @@ def test_completed_fires_signed_default_and_slack(master: Master, receiver: Rece
         slack.close()
 
 
-def test_log_regex_fires_once_per_task(master: Master, receiver: Receiver) -> None:
+def test_log_regex_fires_once_per_task(master: InProcessMaster, receiver: Receiver) -> None:
     master.post(
         "/api/v1/webhooks",
         _hook(receiver.url, "TRIGGER_TYPE_TASK_LOG", {"regex": "CUDA out of mem"}),
@@ -190,7 +194,7 @@ def test_log_regex_fires_once_per_task(master: Master, receiver: Receiver) -> No
     assert event["event_data"]["task_log"]["node_name"] == "wh-sim-1"
 
 
-def test_failing_receiver_is_retried_and_last_status_recorded(master: Master) -> None:
+def test_failing_receiver_is_retried_and_last_status_recorded(master: InProcessMaster) -> None:
     bad = Receiver([500, 503, 200])
     try:
         made = master.post(
@@ -322,7 +326,7 @@ def test_test_route_sends_signed_test_event(api: MasterClient, receiver: Receive
     assert receiver.requests[0]["headers"]["X-Determined-AI-Signature"]
 
 
-def test_custom_event_from_training_code(master: Master, receiver: Receiver) -> None:
+def test_custom_event_from_training_code(master: InProcessMaster, receiver: Receiver) -> None:
     master.post(
         "/api/v1/webhooks",
         _hook(receiver.url, "TRIGGER_TYPE_CUSTOM", {}, name="alerts", mode="WEBHOOK_MODE_SPECIFIC"),
