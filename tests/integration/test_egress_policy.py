@@ -7,7 +7,8 @@ non-loopback interface addresses) are refused, and nothing arrives at a receiver
 there; the webhook test route answers the status, never the body, nor do stored deliveries
 keep it; a JSON ``true`` where an integer id goes is a 400.
 
-One real ``det-master`` process over a real PostgreSQL, with moto (server mode) as the
+One master (its app and its control loop, which delivers webhooks, in the test's process:
+tests/integration/inproc.py) over a real PostgreSQL, with moto (server mode) as the
 cluster's S3 storage and ``egress.allowed_hosts: [127.0.0.2]`` (an admin's allowance). Rows
 the API now refuses to make (a non-admin's webhook to loopback, an experiment whose storage
 points at it: made before this policy, or by a name that resolved elsewhere when checked) are
@@ -35,7 +36,7 @@ import requests
 from tests.conftest import new_database
 from tests.fakes.local_http import TestHTTPServer
 from tests.fakes.moto_server import MotoServer
-from tests.integration.conftest import Master, start_master
+from tests.integration.inproc import InProcessMaster, control_loop, in_process_master, routed
 
 pytestmark = pytest.mark.integration
 
@@ -112,7 +113,7 @@ class Receiver:
 
 @dataclass
 class World:
-    m: Master
+    m: InProcessMaster
     db: str
     moto: str
     alice: requests.Session
@@ -131,24 +132,19 @@ def world(
         _s3(moto.endpoint).create_bucket(Bucket=BUCKET)
         storage = {"type": "s3", "bucket": BUCKET, "endpoint_url": moto.endpoint,
                    "access_key": "testing", "secret_key": "testing"}  # fmt: skip
-        m = start_master(
-            tmp,
-            db,
-            extra={
-                "checkpoint_storage": storage,
-                "egress": {"allowed_hosts": ["127.0.0.2"]},
-                "webhooks": {"signing_key": "egress-test-key"},
-            },
-        )
-        try:
+        extra = {
+            "checkpoint_storage": storage,
+            "egress": {"allowed_hosts": ["127.0.0.2"]},
+            "webhooks": {"signing_key": "egress-test-key"},
+        }
+        # The master's app and control loop (which delivers webhooks) in this process.
+        with in_process_master(tmp, db, extra) as m, routed(m), control_loop(m):
             m.post("/api/v1/users", {"user": {"username": "alice", "admin": False},
                                      "password": "Alice-pw-1"})  # fmt: skip
             alice = m.session(m.login("alice", "Alice-pw-1"))
             ws = alice.post(m.url + "/api/v1/workspaces", json={"name": "alices"}, timeout=30)
             assert ws.status_code == 200, ws.text
             yield World(m, db, moto.endpoint, alice, int(ws.json()["workspace"]["id"]))
-        finally:
-            m.kill()
 
 
 def _s3(endpoint: str) -> Any:
