@@ -132,6 +132,14 @@ class Agent:
         self._clock = time.monotonic
         self.registered = threading.Event()
         self._wake = threading.Event()
+        #: Quiet heartbeats: while the ``changes`` long-poll is held (``_watching``), a pass
+        #: whose report equals the last one sent sends nothing until ``keepaliveSeconds`` (the
+        #: master's) since the last answer; work the long-poll announces is sent for at once.
+        self._keepalive = 0.0
+        self._watching = False
+        self._must_send = threading.Event()
+        self._sent: HeartbeatRequest | None = None
+        self._last_specs: dict[str, ContainerSpec] = {}
 
     def watch_for_work(self, stop: threading.Event) -> None:
         """Wakes the loop as soon as the master places work on this agent or asks it to kill
@@ -146,19 +154,28 @@ class Agent:
             try:
                 changed = self.master.wait_for_work(self.config.agent_id, WORK_WAIT_SECONDS)
             except MasterRejected as e:
+                self._watching = False
                 if e.status == 404:
                     logger.info("the master has no work long-poll: heartbeats only")
                     return
                 stop.wait(self._interval)
                 continue
             except AgentMasterError:
+                self._watching = False
                 stop.wait(self._interval)
                 continue
             if changed:
                 logger.debug("the master has new work for this agent: heartbeat now")
+                self._watching = True
+                self._must_send.set()
                 self.wake()
             elif time.monotonic() - asked < 1.0:
-                stop.wait(self._interval)  # answered at once (its waits are all taken): no spin
+                # Answered at once (its waits are all taken): no word would come; every pass
+                # sends, and no spin.
+                self._watching = False
+                stop.wait(self._interval)
+            else:
+                self._watching = True
 
     def wake(self) -> None:
         """Run the next pass now (a container changed state, or the agent is stopping)."""
@@ -208,12 +225,18 @@ class Agent:
         except Exception as e:  # Docker hiccup: report what we knew, try again next pass
             logger.warning("cannot list containers: %s", e)
         actual = self.runtime.actual()
-        desired: list[Desired] | None = None
-        specs: dict[str, ContainerSpec] = {}
+        body = self._body(actual)
+        if self._quiet(body):
+            # Nothing to tell and nothing announced: act on the last answer (a container whose
+            # logs are shipped now is removed) without asking the master.
+            return self._apply(self._last_desired, self._last_specs, actual)
+        self._must_send.clear()
         try:
-            answer = self.master.heartbeat(self.config.agent_id, self._body(actual))
+            answer = self.master.heartbeat(self.config.agent_id, body)
         except AgentMasterError as e:
+            self._sent = None
             return self._fence(actual, self._heartbeat_failed(e))
+        self._sent = body
         if self._failures or not self.registered.is_set():
             logger.info("heartbeat ok: connected to %s", self.config.master_url)
         self._failures = 0
@@ -224,13 +247,35 @@ class Agent:
             self._interval = float(hb)
         timeout = answer.get("agentTimeoutSeconds")
         self._master_timeout = float(timeout) if isinstance(timeout, int | float) else None
+        keepalive = answer.get("keepaliveSeconds")
+        self._keepalive = float(keepalive) if isinstance(keepalive, int | float) else 0.0
         self.runtime.fence_seconds = self.fence_after()
         cluster_id = answer.get("clusterId")
         if isinstance(cluster_id, str) and cluster_id and self.runtime.adopt(cluster_id):
             # The first answer named the cluster: what runs here is known only now.
             actual = self.runtime.actual()
         desired, specs = parse_desired(answer)
-        self._last_desired = desired
+        self._last_desired, self._last_specs = desired, specs
+        return self._apply(desired, specs, actual)
+
+    def _quiet(self, body: HeartbeatRequest) -> bool:
+        """Whether this pass may send nothing: the long-poll is held, it announced nothing,
+        the report is the last one sent, and the master answered within its keepalive."""
+        if not (self._watching and self._keepalive > 0 and self.registered.is_set()):
+            return False
+        if self._must_send.is_set() or self._answered_at is None or body != self._sent:
+            return False
+        # Sent a pass early, so the master hears from the agent within the keepalive.
+        since: float = self._clock() - self._answered_at
+        return since < self._keepalive - self._interval
+
+    def _apply(
+        self,
+        desired: list[Desired] | None,
+        specs: dict[str, ContainerSpec],
+        actual: list[Actual],
+    ) -> float:
+        """Starts, kills and removes what ``desired`` asks of ``actual``; the next pass's wait."""
         plan = decide(desired, actual)
         for alloc in plan.start:
             self.runtime.start(alloc, specs[alloc])

@@ -9,10 +9,12 @@ database, creates experiments of up to 50 trials each (M trials in all) and runs
 load-generator process (asyncio, a small keep-alive HTTP/1.1 client of its own, so thousands
 of connections cost no threads):
 
-- N agents speaking the heartbeat protocol (``POST /api/v1/agents/<id>/heartbeat`` every
-  ``heartbeatSeconds`` the master answers, 1 s; each agent's ``changes`` long-poll, as the
-  real agent holds it), ``ceil(M / N)`` slots each; every container the master asks for is
-  reported RUNNING at once and becomes a simulated trial;
+- N agents speaking the heartbeat protocol as det-agent does (a pass every ``heartbeatSeconds``
+  the master answers, 1 s; each agent's ``changes`` long-poll held; ``POST
+  /api/v1/agents/<id>/heartbeat`` when its report changed, when the long-poll announced work,
+  or a pass before the master's ``keepaliveSeconds``, 5 s, since its last answer: quiet
+  heartbeats), ``ceil(M / N)`` slots each; every container the master asks for is reported
+  RUNNING at once and becomes a simulated trial;
 - M trials, each with the production schedule (phases spread at random, seeded): 10 training
   metrics every 10 s, a validation every 60 s, a checkpoint every 600 s, all through the real
   routes with the allocation token; each trial holds its preemption long-poll
@@ -135,15 +137,42 @@ PERIODS = {
 }
 
 
+@dataclasses.dataclass
+class AgentLink:
+    """What a simulated agent knows of its master, as det.agent.daemon keeps it."""
+
+    watching: bool = False
+    must_send: bool = False
+    keepalive: float = 0.0
+    sent: Any = None
+    answered_at: float = 0.0
+
+    def quiet(self, body: Any, since_answer: float, interval: float) -> bool:
+        """Whether this pass sends nothing (det.agent.daemon.Agent._quiet)."""
+        return (
+            self.watching
+            and self.keepalive > 0
+            and not self.must_send
+            and body == self.sent
+            and since_answer < self.keepalive - interval
+        )
+
+
 def random_phases(rng: random.Random, periods: dict[str, float] = PERIODS) -> dict[str, float]:
     """Each kind's first time, uniform over its period (a fleet's trials did not start together)."""
     return {k: rng.uniform(0, p) for k, p in periods.items()}
 
 
+#: The master's keepaliveSeconds at the bench's agent timeout (det.master.services.agents).
+KEEPALIVE_SECONDS = 5.0
+
+
 def rate_per_second(points: Point, periods: dict[str, float] = PERIODS) -> dict[str, float]:
     """The requests a second the schedule asks of the master at ``points``."""
     rates = {k: points.trials / p for k, p in periods.items()}
-    rates["heartbeat"] = float(points.agents)  # heartbeatSeconds: 1
+    # An agent whose report did not change sends one a keepalive (5 s at the default agent
+    # timeout, 30 s): a pass before it is up, so every 4 s.
+    rates["heartbeat"] = points.agents / (KEEPALIVE_SECONDS - 1.0)
     rates["logs"] = float(points.agents) if points.trials else 0.0
     return rates
 
@@ -299,13 +328,18 @@ class Fleet:
         self.tasks.append(asyncio.get_running_loop().create_task(coro))
 
     async def agent(self, i: int) -> None:
+        """One agent as det-agent behaves: a pass a second; a heartbeat when its report changed,
+        when its ``changes`` long-poll announced work, or a pass before the master's
+        ``keepaliveSeconds`` since its last answer are up (quiet heartbeats, det.agent.daemon);
+        at every pass without the long-poll held or a keepalive announced."""
         agent_id = f"scale-{i:05d}"
         hb, logs, wait = self.http(), self.http(), self.http()
         running: dict[str, dict[str, Any]] = {}
         slots = [
             {"id": str(s), "type": "cpu", "brand": "sim"} for s in range(self.point.slots_per_agent)
         ]
-        self.spawn(self.changes(wait, agent_id))
+        link = AgentLink()
+        self.spawn(self.changes(wait, agent_id, link))
         self.spawn(self.ship_logs(logs, agent_id, running))
         interval, last_ok = 1.0, time.monotonic()
         await asyncio.sleep(self.rng.uniform(0, interval))
@@ -331,24 +365,33 @@ class Fleet:
                     ],
                     "preemptionNotice": None,
                 }
-                inflight = asyncio.get_running_loop().create_task(
-                    self.heartbeat(hb, agent_id, body, running)
-                )
+                if not link.quiet(body, time.monotonic() - link.answered_at, interval):
+                    link.must_send = False
+                    inflight = asyncio.get_running_loop().create_task(
+                        self.heartbeat(hb, agent_id, body, running, link)
+                    )
             next_tick += interval
             await asyncio.sleep(max(0.0, next_tick - time.monotonic()))
-            if inflight.done() and inflight.result():
+            if inflight is not None and inflight.done() and inflight.result():
+                inflight = None
                 now = time.monotonic()
                 if self.stats.inside(now):
                     self.stats.max_gap = max(self.stats.max_gap, now - last_ok)
                 last_ok = now
 
-    async def heartbeat(self, hb: HTTP, agent_id: str, body: Any, running: dict[str, Any]) -> bool:
+    async def heartbeat(
+        self, hb: HTTP, agent_id: str, body: Any, running: dict[str, Any], link: AgentLink
+    ) -> bool:
         t0 = time.monotonic()
         status, payload = await hb.request("POST", f"/api/v1/agents/{agent_id}/heartbeat", body)
         self.stats.record("heartbeat", t0, status)
         if status != 200:
+            link.sent = None
             return False
-        for c in orjson.loads(payload)["containers"]:
+        answer = orjson.loads(payload)
+        link.sent, link.answered_at = body, time.monotonic()
+        link.keepalive = float(answer.get("keepaliveSeconds") or 0.0)
+        for c in answer["containers"]:
             aid = c["allocationId"]
             if c["action"] == "RUN" and aid not in running:
                 running[aid] = c["spec"]
@@ -359,13 +402,18 @@ class Fleet:
                 running.pop(aid, None)
         return True
 
-    async def changes(self, wait: HTTP, agent_id: str) -> None:
+    async def changes(self, wait: HTTP, agent_id: str, link: AgentLink) -> None:
         while not self.stop.is_set():
             t0 = time.monotonic()
-            status, _ = await wait.request(
+            status, payload = await wait.request(
                 "GET", f"/api/v1/agents/{agent_id}/changes?timeoutSeconds=30"
             )
-            if status != 200 or time.monotonic() - t0 < 1.0:
+            held = status == 200 and time.monotonic() - t0 >= 1.0
+            changed = status == 200 and bool(orjson.loads(payload).get("changed"))
+            link.watching = held or changed
+            if changed:
+                link.must_send = True
+            if status != 200 or not (held or changed):
                 await asyncio.sleep(1.0)  # answered at once: the agent waits its interval
 
     async def ship_logs(

@@ -104,6 +104,10 @@ class HeartbeatResponse(TypedDict):
     #: the agent up and ends its allocations. The agent stops its containers before that
     #: (``det.agent.reconcile.fence_after``). Absent from masters before it was added.
     agentTimeoutSeconds: NotRequired[float]
+    #: The longest an agent that holds the ``changes`` long-poll may go without a heartbeat
+    #: while nothing it would report changed (``heartbeatSeconds`` stays its pass over its
+    #: containers). Absent from masters before it was added: every pass sends.
+    keepaliveSeconds: NotRequired[float]
     containers: list[DesiredContainer]
 
 

@@ -30,7 +30,9 @@ def heartbeat(agent_id: str, body: protocol.HeartbeatRequest) -> protocol.Heartb
         answer = svc.heartbeat(conn, state(), agent_id, body)
     # How long the master waits for the next heartbeat: the agent stops its containers a little
     # before that when it cannot reach the master (det.agent.reconcile.fence_after).
-    answer["agentTimeoutSeconds"] = state().config.agent_timeout_seconds
+    timeout = state().config.agent_timeout_seconds
+    answer["agentTimeoutSeconds"] = timeout
+    answer["keepaliveSeconds"] = svc.keepalive_seconds(timeout)
     return answer
 
 

@@ -131,6 +131,15 @@ def heartbeat(
     }
 
 
+def keepalive_seconds(agent_timeout: float) -> float:
+    """How long an agent holding its ``changes`` long-poll may stay silent while nothing it
+    reports changed: a sixth of the agent timeout (six chances before it is lost), between the
+    1 s pass and 5 s. Work placed on it or to kill reaches it by the long-poll, and any change
+    of its containers is sent at the next pass, so a quiet agent costs the master a heartbeat
+    every 5 s instead of every second (docs/internals.md, "Heartbeats")."""
+    return min(5.0, max(1.0, agent_timeout / 6))
+
+
 @dataclass(frozen=True, slots=True)
 class _Upserted:
     """What the heartbeat's upsert of the agent's row answers."""

@@ -40,6 +40,9 @@ class FakeMaster:
         #: The ``agentTimeoutSeconds`` its answers announce (None: not announced, as an older
         #: master; the agent then never fences).
         self.agent_timeout_seconds: float | None = None
+        #: The ``keepaliveSeconds`` its answers announce (None: not announced, as an older
+        #: master; the agent then sends at every pass).
+        self.keepalive_seconds: float | None = None
         self.down = False
         #: Answer this many log posts with 500 before accepting again.
         self.fail_log_posts = 0
@@ -165,6 +168,8 @@ class FakeMaster:
             }
             if self.agent_timeout_seconds is not None:
                 answer["agentTimeoutSeconds"] = self.agent_timeout_seconds
+            if self.keepalive_seconds is not None:
+                answer["keepaliveSeconds"] = self.keepalive_seconds
             return answer
 
     # ---- test helpers ----

@@ -10,6 +10,8 @@ from types import ModuleType
 
 import pytest
 
+from det.master.services.agents import keepalive_seconds
+
 
 def _load_scale() -> ModuleType:
     path = Path(__file__).resolve().parents[3] / "bench" / "scale.py"
@@ -78,7 +80,10 @@ def test_the_rates_of_a_point() -> None:
     assert rates["training"] == pytest.approx(200.0)
     assert rates["validation"] == pytest.approx(2000 / 60)
     assert rates["checkpoint"] == pytest.approx(2000 / 600)
-    assert rates["heartbeat"] == 1000.0 and rates["logs"] == 1000.0
+    # Quiet heartbeats: one a keepalive (the master's at the bench's agent timeout), a pass
+    # early.
+    assert keepalive_seconds(30.0) == scale.KEEPALIVE_SECONDS
+    assert rates["heartbeat"] == pytest.approx(250.0) and rates["logs"] == 1000.0
     assert scale.rate_per_second(Point(5, 0))["logs"] == 0.0
 
 
