@@ -155,7 +155,21 @@ def in_process_master(
     try:
         yield InProcessMaster(BASE_URL, create_app(state), state, config.data_dir, db_url)
     finally:
+        _forget_waiters(str(state.pool.conninfo))
         state.pool.close()
+
+
+def _forget_waiters(conninfo: str) -> None:
+    """Stop and forget this master's long-poll listeners (det.master.preemptwait keeps one per
+    channel for the life of a process: a later test's master in this process would otherwise
+    wait on this one's database, which is dropped, and its waits fall back to reading rows)."""
+    from det.master import preemptwait  # the master's imports: paid by in-process tests only
+
+    with preemptwait._guard:
+        for channel, (_, waiters) in list(preemptwait._waiters.items()):
+            if waiters._conninfo == conninfo:
+                waiters.close()
+                del preemptwait._waiters[channel]
 
 
 @contextlib.contextmanager
