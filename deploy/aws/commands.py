@@ -305,23 +305,16 @@ def _stale(
     args: argparse.Namespace, cfg: AwsConfig, previous: JSONObject, out: TextIO
 ) -> Callable[[], None]:
     """After ``up`` of an existing cluster: terminate the agents started with an older config
-    (``commands.replace_stale_agents``)."""
+    (``flow.stale_agents``), never the master."""
 
-    def replace_stale() -> None:
-        outputs = automation.outputs(PROJECT, cfg.cluster_id)
+    def replace(outputs: JSONObject, digest: str) -> list[str]:
         master_id = outs.text(outputs, "master_instance_id")
-
-        def replace(digest: str) -> list[str]:
-            ec2 = _session(cfg.region, args.profile).client("ec2")
-            return teardown.replace_stale_agents(
-                ec2, cfg.cluster_id, digest, exclude=frozenset({master_id} if master_id else ())
-            )
-
-        commands.replace_stale_agents(
-            outputs, previous, getattr(args, "keep_agents", False), replace, "terminated", out
+        ec2 = _session(cfg.region, args.profile).client("ec2")
+        return teardown.replace_stale_agents(
+            ec2, cfg.cluster_id, digest, exclude=frozenset({master_id} if master_id else ())
         )
 
-    return replace_stale
+    return flow.stale_agents(PROJECT, cfg.cluster_id, previous, args, replace, "terminated", out)
 
 
 def down(args: argparse.Namespace, out: TextIO) -> int:

@@ -21,7 +21,7 @@ from det.deploy.aws.config import (
     UBUNTU_SSM_PARAMETER,
     AwsConfig,
 )
-from det.deploy.common import dryrun, masteryaml
+from det.deploy.common import dryrun, masteryaml, passwords
 
 
 def _ssm_image(parameter: str) -> pulumi.Output[str]:
@@ -55,10 +55,7 @@ def _secret(
     return storage.ClusterSecret(
         f"{name}-secret",
         storage.ClusterSecretArgs(
-            tags=cfg.tags,
-            initial_user_password=initial_user_password,
-            tls=cfg.boot.tls_material() if cfg.tls else None,
-            registry_password=registry_password if cfg.registry else None,
+            tags=cfg.tags, **passwords.contents(cfg, initial_user_password, registry_password)
         ),
     )
 

@@ -10,7 +10,7 @@ asked, empties the bucket → Automation API ``destroy``.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -193,6 +193,34 @@ def run_up(plan: UpPlan, args: argparse.Namespace, out: TextIO) -> int:
         cert=plan.cert,
         status_command=f"det deploy {plan.cloud} status --cluster-id {plan.cluster_id}",
     )
+
+
+def stale_agents(
+    project: str,
+    cluster_id: str,
+    previous: JSONObject,
+    args: argparse.Namespace,
+    replace: Callable[[JSONObject, str], Sequence[str]],
+    removed: str,
+    out: TextIO,
+) -> Callable[[], None]:
+    """``UpPlan.replace_stale`` for an existing cluster (``previous``: its outputs before this
+    ``up``): once the stack is up, ``replace(outputs, new digest)`` removes the agents started
+    for an older master config (``commands.replace_stale_agents``; ``removed`` says what the
+    cloud did to them), unless ``--keep-agents``."""
+
+    def replace_stale() -> None:
+        outputs = automation.outputs(project, cluster_id)
+        commands.replace_stale_agents(
+            outputs,
+            previous,
+            getattr(args, "keep_agents", False),
+            lambda digest: replace(outputs, digest),
+            removed,
+            out,
+        )
+
+    return replace_stale
 
 
 @dataclass(frozen=True)

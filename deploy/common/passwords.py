@@ -10,13 +10,52 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Protocol, TypedDict
 
 import pulumi
 import pulumi_random as random
 
 from det.deploy.common import registry
 from det.deploy.common import serverless as sl
+from det.deploy.common.boot import BootOptions
 from det.deploy.common.tls import TlsMaterial
+
+
+class SecretContents(TypedDict):
+    """What the cluster's secret holds beside the generated database password: the keyword
+    arguments both clouds' ``storage.ClusterSecretArgs`` share (:func:`contents`)."""
+
+    initial_user_password: pulumi.Input[str] | None
+    """Given by the user; None: generated."""
+    tls: TlsMaterial | None
+    """The master's certificate and key (with TLS)."""
+    registry_password: pulumi.Input[str] | None
+    """A private registry's password (with ``--registry-server``)."""
+
+
+class ClusterSettings(Protocol):
+    """What :func:`contents` reads of a cloud's config (``AwsConfig``, ``GcpConfig``)."""
+
+    @property
+    def tls(self) -> bool: ...
+    @property
+    def boot(self) -> BootOptions: ...
+    @property
+    def registry(self) -> registry.RegistryAuth | None: ...
+
+
+def contents(
+    cfg: ClusterSettings,
+    initial_user_password: pulumi.Input[str] | None,
+    registry_password: pulumi.Input[str] | None,
+) -> SecretContents:
+    """The secret's contents for ``cfg``: the certificate only with TLS, the registry's
+    password only with a private registry."""
+    return {
+        "initial_user_password": initial_user_password,
+        "tls": cfg.boot.tls_material() if cfg.tls else None,
+        "registry_password": registry_password if cfg.registry else None,
+    }
 
 
 @dataclasses.dataclass(frozen=True)

@@ -302,27 +302,20 @@ def _stale(
     args: argparse.Namespace, cfg: GcpConfig, previous: JSONObject, out: TextIO
 ) -> Callable[[], None]:
     """After ``up`` of an existing cluster: delete the agents started with an older config
-    (``commands.replace_stale_agents``)."""
+    (``flow.stale_agents``), never the master."""
 
-    def replace_stale() -> None:
-        outputs = automation.outputs(PROJECT, cfg.cluster_id)
-
-        def replace(digest: str) -> list[str]:
-            instances, zone_operations, _, _ = teardown.compute_clients()
-            return teardown.replace_stale_agents(
-                instances,
-                zone_operations,
-                cfg.project_id,
-                cfg.cluster_id,
-                digest,
-                outs.text(outputs, "master_instance_name"),
-            )
-
-        commands.replace_stale_agents(
-            outputs, previous, getattr(args, "keep_agents", False), replace, "deleted", out
+    def replace(outputs: JSONObject, digest: str) -> list[str]:
+        instances, zone_operations, _, _ = teardown.compute_clients()
+        return teardown.replace_stale_agents(
+            instances,
+            zone_operations,
+            cfg.project_id,
+            cfg.cluster_id,
+            digest,
+            outs.text(outputs, "master_instance_name"),
         )
 
-    return replace_stale
+    return flow.stale_agents(PROJECT, cfg.cluster_id, previous, args, replace, "deleted", out)
 
 
 def down(args: argparse.Namespace, out: TextIO) -> int:

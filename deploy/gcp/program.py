@@ -10,7 +10,7 @@ from typing import Any
 
 import pulumi
 
-from det.deploy.common import dryrun, masteryaml
+from det.deploy.common import dryrun, masteryaml, passwords
 from det.deploy.gcp import iam, image_mirror, images, master, network, serverless, storage
 from det.deploy.gcp.config import BOOT_LOG_NAME, GcpConfig
 
@@ -26,9 +26,7 @@ def _secret(
         storage.ClusterSecretArgs(
             project=cfg.project_id,
             secret_id=f"{name}-secret",
-            initial_user_password=initial_user_password,
-            tls=cfg.boot.tls_material() if cfg.tls else None,
-            registry_password=registry_password if cfg.registry else None,
+            **passwords.contents(cfg, initial_user_password, registry_password),
         ),
     )
 
