@@ -8,10 +8,12 @@ newest entries (``entries:list`` answers newest first with ``orderBy: timestamp 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from typing import Any
 
+from det.common.jsontypes import JSONValue
 from det.deploy.common.errors import DeployError
 from det.deploy.common.status import (
     AGENT_FILE,
@@ -24,6 +26,23 @@ from det.deploy.common.status import (
 ENDPOINT = "https://logging.googleapis.com"
 # entries:list's largest page (https://cloud.google.com/logging/docs/reference/v2/rest/v2/entries/list).
 _PAGE = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class _Entry:
+    """What is read of a Cloud Logging ``LogEntry``."""
+
+    instance: str
+    """Its ``labels.instance``: the machine that wrote it."""
+    timestamp: str
+    text: str
+
+
+def _entry(raw: JSONValue) -> _Entry:
+    e = raw if isinstance(raw, dict) else {}
+    labels = e.get("labels")
+    instance = labels.get("instance", "") if isinstance(labels, dict) else ""
+    return _Entry(str(instance), str(e.get("timestamp", "")), str(e.get("textPayload", "")))
 
 
 def endpoint() -> str:
@@ -46,7 +65,7 @@ def tail(
     then the agents, the most recently written first."""
     log = f'logName="projects/{project}/logs/{log_name}"'
 
-    def newest(filter_: str, size: int) -> list[dict[str, Any]]:
+    def newest(filter_: str, size: int) -> list[_Entry]:
         body = {
             "resourceNames": [f"projects/{project}"],
             "filter": f"{log} AND {filter_}",
@@ -58,12 +77,13 @@ def tail(
             raise DeployError(
                 f"Cloud Logging answered HTTP {response.status_code} for the log {log_name}"
             )
-        return list(response.json().get("entries") or [])[:size]
+        entries = response.json().get("entries") or []
+        return [_entry(e) for e in entries[:size]]
 
     recent: list[str] = []
     if agents:
         for entry in newest(f'labels.instance:"det-agent-{cluster_id}-"', _PAGE):
-            name = str((entry.get("labels") or {}).get("instance", ""))
+            name = entry.instance
             if name.startswith(f"det-agent-{cluster_id}-") and name not in recent:
                 recent.append(name)
     chosen = [(master or f"det-master-{cluster_id}", "master", MASTER_FILE)] + [
@@ -75,10 +95,7 @@ def tail(
         for file in (BOOT_FILE, service):
             entries = newest(f'labels.instance="{instance}" AND labels.file="{file}"', lines)
             if entries:
-                files[file] = [
-                    (f"{str(e.get('timestamp', ''))[:19]}Z", str(e.get("textPayload", "")).rstrip())
-                    for e in reversed(entries)
-                ]
+                files[file] = [(f"{e.timestamp[:19]}Z", e.text.rstrip()) for e in reversed(entries)]
         if files:
             machines.append(MachineLog(instance, role, files))
     return machines

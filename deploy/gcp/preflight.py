@@ -6,6 +6,7 @@ without Google; :func:`authorized_get_json` is the real one (Application Default
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -13,10 +14,45 @@ import google.auth
 from google.auth import exceptions
 from google.auth.transport.requests import AuthorizedSession
 
+from det.common.jsontypes import JSONObject, JSONValue
 from det.deploy.common.errors import PreflightError
 from det.deploy.common.quotas import Need, gce_vcpus, total
 
-GetJson = Callable[[str], tuple[int, dict[str, Any]]]
+# A Google REST GET: (HTTP status, the JSON body as sent; {} when it is not JSON).
+GetJson = Callable[[str], tuple[int, JSONObject]]
+
+
+def _object(value: JSONValue) -> JSONObject:
+    return value if isinstance(value, dict) else {}
+
+
+def _objects(value: JSONValue) -> list[JSONObject]:
+    """The objects of a JSON list (none when it is not one)."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+@dataclasses.dataclass(frozen=True)
+class Quota:
+    """One of Compute Engine's ``Quota`` entries (a region's or the project's)."""
+
+    limit: float
+    usage: float
+
+    @property
+    def available(self) -> int:
+        return int(self.limit - self.usage)
+
+
+def reported_quotas(body: JSONObject) -> dict[str, Quota]:
+    """A region's or the project's quotas by metric (an entry without a numeric limit is left
+    out, as if not reported)."""
+    found: dict[str, Quota] = {}
+    for q in _objects(body.get("quotas")):
+        metric, limit, usage = q.get("metric"), q.get("limit"), q.get("usage", 0)
+        if isinstance(metric, str) and isinstance(limit, (int, float)):
+            found[metric] = Quota(limit, usage if isinstance(usage, (int, float)) else 0)
+    return found
+
 
 # The APIs behind each pulumi_gcp module the program creates resources in (the module is the
 # part of the type token between ':' and '/'). A test renders the program and fails when a
@@ -107,28 +143,28 @@ def authorized_get_json(credentials: Any, project_id: str) -> GetJson:
 
     session = AuthorizedSession(credentials)  # type: ignore[no-untyped-call]
 
-    def get_json(url: str) -> tuple[int, dict[str, Any]]:
+    def get_json(url: str) -> tuple[int, JSONObject]:
         response = session.get(url, timeout=30)
         try:
             body = response.json()
         except ValueError:
             body = {}
-        return response.status_code, body
+        return response.status_code, _object(body)
 
     return get_json
 
 
-def _error_reasons(body: dict[str, Any]) -> list[str]:
+def _error_reasons(body: JSONObject) -> list[str]:
     """The ``google.rpc.ErrorInfo`` reasons of a Google API error body."""
-    details = (body.get("error") or {}).get("details") or []
-    return [str(d.get("reason")) for d in details if isinstance(d, dict) and d.get("reason")]
+    details = _objects(_object(body.get("error")).get("details"))
+    return [str(d.get("reason")) for d in details if d.get("reason")]
 
 
-def service_usage_refusal(project_id: str, status: int, body: dict[str, Any]) -> str:
+def service_usage_refusal(project_id: str, status: int, body: JSONObject) -> str:
     """What a 403 or 404 of the Service Usage API means: a 403 is not "no such project" (it
     is the API disabled in the project, or a missing permission), and saying so sent users to
     check a correct --project-id."""
-    message = str((body.get("error") or {}).get("message") or "").splitlines()[0:1]
+    message = str(_object(body.get("error")).get("message") or "").splitlines()[0:1]
     said = f": {message[0]}" if message else ""
     reasons = _error_reasons(body)
     if status == 403 and ("SERVICE_DISABLED" in reasons or "has not been used" in str(said)):
@@ -158,8 +194,10 @@ def check_apis(get_json: GetJson, project_id: str, required: Iterable[str]) -> N
             raise PreflightError(service_usage_refusal(project_id, status, body))
         if status != 200:
             raise PreflightError(f"cannot list the enabled APIs of {project_id!r} (HTTP {status})")
-        enabled |= {s["config"]["name"] for s in body.get("services", [])}
-        token = body.get("nextPageToken", "")
+        enabled |= {
+            str(_object(s.get("config")).get("name")) for s in _objects(body.get("services"))
+        }
+        token = str(body.get("nextPageToken") or "")
         if not token:
             break
     missing = sorted(set(required) - enabled)
@@ -188,8 +226,8 @@ def check_zone_offers(
             status, body = get_json(f"{base}/aggregated/acceleratorTypes?filter=name%3D{gpu_type}")
             zones = sorted(
                 scope.rsplit("/", 1)[-1]
-                for scope, found in body.get("items", {}).items()
-                if found.get("acceleratorTypes")
+                for scope, found in _object(body.get("items")).items()
+                if _object(found).get("acceleratorTypes")
                 and scope.rsplit("/", 1)[-1].startswith(region + "-")
             )
             raise PreflightError(
@@ -244,10 +282,10 @@ def _check_all_regions(
     status, body = get_json(f"https://compute.googleapis.com/compute/v1/projects/{project_id}")
     if status != 200:
         return f"could not read the project-wide quotas of {project_id} (HTTP {status})"
-    quota = next((q for q in body.get("quotas", []) if q.get("metric") == ALL_REGIONS_METRIC), None)
+    quota = reported_quotas(body).get(ALL_REGIONS_METRIC)
     if quota is None:
         return f"quota {ALL_REGIONS_METRIC} not reported for {project_id}; not checked"
-    available = int(quota["limit"] - quota.get("usage", 0))
+    available = quota.available
     if needed <= available:
         return None
     text = (
@@ -282,10 +320,10 @@ def _check_regional(
         raise PreflightError(f"region {region!r} does not exist")
     if status != 200:
         return f"could not read the quotas of {region} (HTTP {status})"
-    quota = next((q for q in body.get("quotas", []) if q.get("metric") == metric), None)
+    quota = reported_quotas(body).get(metric)
     if quota is None:
         return f"quota {metric} not reported for {region}; quota not checked"
-    available = int(quota["limit"] - quota.get("usage", 0))
+    available = quota.available
     if needed > available:
         raise PreflightError(
             f"{max_agents} agents x {gpu_num} {gpu_type} need {needed} GPUs but {metric} in {region} "
@@ -368,11 +406,12 @@ def check_cpu_quota(get_json: GetJson, project_id: str, zone: str, cfg: Any) -> 
         if machine_type in found:
             continue
         status, body = get_json(f"{base}/zones/{zone}/machineTypes/{machine_type}")
-        if status != 200 or "guestCpus" not in body:
+        cpus = body.get("guestCpus")
+        if status != 200 or not isinstance(cpus, (int, float, str)):
             return (
                 f"could not read the vCPUs of {machine_type} (HTTP {status}); CPU quota not checked"
             )
-        found[machine_type] = int(body["guestCpus"])
+        found[machine_type] = int(cpus)
     needs = [
         need
         for need in quota_needs(cfg, found.get)
@@ -384,18 +423,18 @@ def check_cpu_quota(get_json: GetJson, project_id: str, zone: str, cfg: Any) -> 
         if status != 200:
             warnings.append(f"could not read the quotas of {scope} (HTTP {status})")
             continue
-        quotas = {q.get("metric"): q for q in body.get("quotas", [])}
+        reported = reported_quotas(body)
         for need in (x for x in needs if x.scope == scope):
-            quota = quotas.get(need.quota)
+            quota = reported.get(need.quota)
             if quota is None or need.amount is None:
                 warnings.append(f"quota {need.quota} not reported for {scope}; not checked")
                 continue
-            available = int(quota["limit"] - quota.get("usage", 0))
+            available = quota.available
             if need.amount > available:
                 where = f"in {scope}" if scope != "project" else f"of project {project_id}"
                 raise PreflightError(
                     f"{need.why} need {need.amount} vCPUs but quota {need.quota} {where} has "
-                    f"{available} available (limit {int(quota['limit'])}); request more at "
+                    f"{available} available (limit {int(quota.limit)}); request more at "
                     f"{QUOTA_PAGE}?project={project_id} or lower --max-dynamic-agents"
                 )
     return "; ".join(warnings) or None
