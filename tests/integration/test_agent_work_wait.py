@@ -1,5 +1,6 @@
 """An agent hears of new work from PostgreSQL through the master (migration 0033, the
-``changes`` long-poll), not only at its next heartbeat."""
+``changes`` long-poll), not only at its next heartbeat. The master's app and control loop run in
+the test's process (``loop_master``); the agents' requests reach the app from their threads."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from det.agent.daemon import Agent
 from det.agent.master_client import MasterClient
 from tests.fakes.master import FakeMaster
 from tests.fakes.sim_agent import SimAgent, wait
-from tests.integration.conftest import Master
+from tests.integration.inproc import InProcessMaster
 
 pytestmark = pytest.mark.integration
 
@@ -28,8 +29,8 @@ searcher: {name: single, metric: loss, max_length: 1}
 """
 
 
-def test_a_placement_wakes_the_agents_wait_and_only_its(master_factory: Any) -> None:
-    m: Master = master_factory()
+def test_a_placement_wakes_the_agents_wait_and_only_its(loop_master: InProcessMaster) -> None:
+    m = loop_master
     release = threading.Event()
 
     def hold(master: str, spec: dict[str, Any], killed: threading.Event) -> int:
@@ -64,8 +65,8 @@ def test_a_placement_wakes_the_agents_wait_and_only_its(master_factory: Any) -> 
 
 
 @pytest.mark.parametrize("bad", ["nan", "inf", "-1", "x"])
-def test_a_bad_wait_is_refused_in_one_line(master_factory: Any, bad: str) -> None:
-    m: Master = master_factory()
+def test_a_bad_wait_is_refused_in_one_line(loop_master: InProcessMaster, bad: str) -> None:
+    m = loop_master
     r = requests.get(
         f"{m.url}/api/v1/agents/a-1/changes",
         params={"timeoutSeconds": bad},
@@ -85,8 +86,10 @@ def agent_of(url: str, token: str, tmp: Path) -> Agent:
     return Agent(load_config(argv, {}))
 
 
-def test_the_agent_is_woken_when_work_is_placed_on_it(master_factory: Any, tmp_path: Path) -> None:
-    m: Master = master_factory()
+def test_the_agent_is_woken_when_work_is_placed_on_it(
+    loop_master: InProcessMaster, tmp_path: Path
+) -> None:
+    m = loop_master
     agent = agent_of(m.url, m.agent_token, tmp_path)
     agent.tick()  # registers; nothing to run yet
     stop = threading.Event()

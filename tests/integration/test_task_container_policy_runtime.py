@@ -21,7 +21,7 @@ import requests
 from det.master.services import containers
 from det.master.services import task_container_policy as svc
 from tests.fakes.sim_agent import SimAgent, wait
-from tests.integration.conftest import Master, MasterClient, default_database
+from tests.integration.conftest import MasterClient, default_database
 from tests.integration.inproc import InProcessMaster, in_process_master
 
 pytestmark = pytest.mark.integration
@@ -236,12 +236,14 @@ def test_a_second_master_applies_a_change_within_the_bound_and_keeps_it_over_mas
 
 
 def test_the_agent_receives_the_stored_policy_with_the_next_container(
-    live_master: Master, tmp_path: Path
+    loop_master: InProcessMaster, tmp_path: Path
 ) -> None:
-    """Through the real heartbeat of a det-master process: the spec a (simulated) agent
-    receives for a non-admin's command carries the policy stored before it started (at least
-    CACHE_SECONDS before), not master.yaml's nor the one stored before."""
-    m = live_master
+    """Through the real heartbeat (the master's app and control loop in the test's process,
+    ``loop_master``): the spec a (simulated) agent receives for a non-admin's command carries
+    the policy stored before it started (at least CACHE_SECONDS before), not master.yaml's nor
+    the one stored before. That another process's cached copy follows within CACHE_SECONDS is
+    the second master's test above."""
+    m = loop_master
     carol = _carol(m)
     specs: dict[str, Any] = {}
 
@@ -257,8 +259,8 @@ def test_the_agent_receives_the_stored_policy_with_the_next_container(
         ):
             r = m.session().put(m.url + PATH, json={"policy": policy}, timeout=30)
             assert r.status_code == 200, r.text
-            # The documented bound, not a state to poll: this master runs several processes,
-            # and the one that answers the agent may apply its copy for that long.
+            # The documented bound, not a state to poll: a master of several processes may
+            # answer the agent from one that applies its copy for that long.
             time.sleep(svc.CACHE_SECONDS + 0.2)
             body = {"config": {"entrypoint": ["true"]}}
             r = carol.post(f"{m.url}/api/v1/commands", json=body, timeout=30)
