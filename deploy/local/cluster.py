@@ -21,11 +21,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import requests
 import yaml
 
+from det.common.jsontypes import JSONObject
 from det.deploy.common.errors import DeployError
 from det.deploy.local import engine, procs
 from det.deploy.local.paths import LocalPaths, agent_id, write_private
@@ -79,7 +80,60 @@ def _clusters_home() -> Path:
     return Path(base).expanduser().resolve() / "det"
 
 
-def mount_root(text: str) -> dict[str, Any]:
+class MountRoot(TypedDict):
+    """A ``task_container_policy.bind_mounts`` entry: a host path tasks may mount."""
+
+    host_path: str
+    read_only: bool
+
+
+class BindMount(TypedDict):
+    host_path: str
+    container_path: str
+
+
+class TaskContainerDefaults(TypedDict):
+    image: dict[str, str]
+    """``cpu`` and ``cuda`` task images."""
+    bind_mounts: list[BindMount]
+
+
+class TaskContainerPolicy(TypedDict):
+    bind_mounts: list[MountRoot]
+    protected_host_paths: list[str]
+
+
+class SharedFsStorage(TypedDict):
+    type: str
+    host_path: str
+
+
+class Security(TypedDict):
+    initial_user_password: str
+
+
+class LogSettings(TypedDict):
+    level: str
+    color: bool
+
+
+class LocalMasterConfig(TypedDict):
+    """A local cluster's master.yaml (Determined's keys, see docs/config.md)."""
+
+    port: int
+    bind_address: str
+    master_url: str
+    task_port: int
+    cluster_name: str
+    data_dir: str
+    security: Security
+    task_container_defaults: TaskContainerDefaults
+    checkpoint_storage: SharedFsStorage
+    task_container_policy: TaskContainerPolicy
+    log: LogSettings
+
+
+def mount_root(text: str) -> MountRoot:
     """``--allow-mount PATH[:ro|:rw]`` as a ``task_container_policy.bind_mounts`` entry
     (read-only unless ``:rw``); DeployError naming the flag for anything else."""
     path, _, mode = text.rpartition(":") if text.endswith((":ro", ":rw")) else (text, "", "")
@@ -90,7 +144,7 @@ def mount_root(text: str) -> dict[str, Any]:
 
 def master_config(
     paths: LocalPaths, port: int, password: str, mount_roots: Sequence[str] = ()
-) -> dict[str, Any]:
+) -> LocalMasterConfig:
     """The master.yaml of a local cluster (Determined's keys, see docs/config.md)."""
     return {
         "port": port,
@@ -134,7 +188,8 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_json(path: Path) -> JSONObject:
+    """A state file (``cluster.json``); {} when it is missing or not a JSON object."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -184,14 +239,16 @@ def admin_token(url: str, password: str) -> str:
     return str(r.json()["token"])
 
 
-def registered_agents(url: str, token: str) -> dict[str, dict[str, Any]]:
+def registered_agents(url: str, token: str) -> dict[str, JSONObject]:
+    """The master's agents (``GET /api/v1/agents``) by id, each as the API sends it."""
     r = requests.get(
         f"{url}/api/v1/agents",
         headers={"Authorization": f"Bearer {token}"},
         timeout=REQUEST_TIMEOUT,
     )
     r.raise_for_status()
-    return {str(a.get("id")): a for a in r.json().get("agents") or []}
+    agents = r.json().get("agents") or []
+    return {str(a.get("id")): a for a in agents if isinstance(a, dict)}
 
 
 def _start_agent(paths: LocalPaths, url: str, aid: str, slots: int) -> int:
@@ -374,9 +431,18 @@ def _stop_postgres(paths: LocalPaths) -> None:
         procs.stop(pid, "postgres", grace=30.0, sig=signal.SIGINT)
 
 
+class Stopped(TypedDict):
+    """What ``down`` stopped."""
+
+    agents: list[str]
+    master: bool
+    containers: int
+    deleted: bool
+
+
 def down(
     delete_data: bool = False, state_dir: Path | None = None, progress: Progress | None = None
-) -> dict[str, Any]:
+) -> Stopped:
     """Stops the agents, their task containers, the master and its database.
 
     Keeps the state directory (experiments, checkpoints, password) unless ``delete_data``.
@@ -384,7 +450,7 @@ def down(
     """
     note = progress or _log_progress
     paths = LocalPaths.at(state_dir)
-    result: dict[str, Any] = {"agents": [], "master": False, "containers": 0, "deleted": False}
+    result: Stopped = {"agents": [], "master": False, "containers": 0, "deleted": False}
     if not paths.root.exists():
         return result
     url = str(_read_json(paths.cluster_json).get("master_url") or "")
@@ -412,14 +478,44 @@ def down(
     return result
 
 
-def status(state_dir: Path | None = None) -> dict[str, Any]:
+class MasterStatus(TypedDict):
+    url: str | None
+    pid: int | None
+    running: bool
+    answering: bool
+
+
+class AgentStatus(TypedDict):
+    id: str
+    pid: int | None
+    running: bool
+    registered: bool
+    slots: int
+
+
+class Status(TypedDict):
+    """``status`` (``--json`` prints these keys)."""
+
+    state_dir: str
+    running: bool
+    master: MasterStatus
+    agents: list[AgentStatus]
+
+
+def _slots(agent: JSONObject | None) -> int:
+    slots = (agent or {}).get("slots")
+    return len(slots) if isinstance(slots, (dict, list)) else 0
+
+
+def status(state_dir: Path | None = None) -> Status:
     """What runs: master pid/URL/answering, each agent's pid and whether the master lists it."""
     paths = LocalPaths.at(state_dir)
     cluster = _read_json(paths.cluster_json)
-    url = cluster.get("master_url")
+    found = cluster.get("master_url")
+    url = found if isinstance(found, str) else None
     master_pid = procs.running_pid(paths.master_pid, MASTER_MARKER)
-    answering = bool(url and master_pid and _master_answers(str(url)))
-    registered: dict[str, dict[str, Any]] = {}
+    answering = bool(url and master_pid and _master_answers(url))
+    registered: dict[str, JSONObject] = {}
     if answering and paths.password_file.is_file():
         try:
             registered = registered_agents(
@@ -427,7 +523,7 @@ def status(state_dir: Path | None = None) -> dict[str, Any]:
             )
         except (DeployError, requests.RequestException) as e:
             logger.debug("cannot list agents: %s", e)
-    agents = []
+    agents: list[AgentStatus] = []
     for aid in sorted(set(paths.agent_ids_on_disk()) | set(registered)):
         pid = procs.running_pid(paths.agent_pid(aid), AGENT_MARKER)
         reg = registered.get(aid)
@@ -436,7 +532,7 @@ def status(state_dir: Path | None = None) -> dict[str, Any]:
             "pid": pid,
             "running": pid is not None,
             "registered": reg is not None,
-            "slots": len((reg or {}).get("slots") or {}),
+            "slots": _slots(reg),
         })  # fmt: skip
     return {
         "state_dir": str(paths.root),

@@ -82,7 +82,7 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
-def _status_text(s: dict[str, Any]) -> str:
+def _status_text(s: cluster.Status) -> str:
     m = s["master"]
     lines = [f"state directory: {s['state_dir']}"]
     if not m["running"]:
