@@ -22,6 +22,7 @@ app through :class:`AppAdapter`, so a test moves over by taking ``api_master`` i
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import threading
 from collections.abc import Iterator
@@ -42,8 +43,11 @@ BASE_URL = "http://det-master.in-process"
 
 class AppAdapter(BaseAdapter):
     """A requests transport that hands each request to a WSGI app through Flask's test
-    client (the whole answer is read: no streams). Each thread has a client of its own (a
-    SimAgent's heartbeat and its tasks call while the test does)."""
+    client. An answer is read whole, or, asked with ``stream=True``, as its caller reads it
+    (``iter_lines``, ``iter_content``; ``close`` ends it, as a client closing its connection
+    ends a follow): the app's body runs in the reading thread, so a read waits for the app
+    with no timeout. Each thread has a client of its own (a SimAgent's heartbeat and its
+    tasks call while the test does)."""
 
     def __init__(self, app: Any, remote_addr: str = "127.0.0.1") -> None:
         super().__init__()
@@ -61,8 +65,6 @@ class AppAdapter(BaseAdapter):
     def send(  # type: ignore[override]
         self, request: requests.PreparedRequest, stream: bool = False, **_: Any
     ) -> requests.Response:
-        if stream:
-            raise NotImplementedError("the in-process master does not stream: use live_master")
         parts = urlsplit(request.url or "")
         body = request.body.encode() if isinstance(request.body, str) else request.body
         answer = self._client.open(
@@ -73,13 +75,17 @@ class AppAdapter(BaseAdapter):
             headers=list(request.headers.items()),
             data=body,
             environ_base={"REMOTE_ADDR": self._remote_addr},
+            buffered=False,
         )
         r = requests.Response()
         r.status_code = answer.status_code
         r.reason = answer.status.partition(" ")[2]
         r.headers = CaseInsensitiveDict(answer.headers.items())
-        r._content = answer.get_data()
-        answer.close()  # the WSGI iterable's close(), as a server calls it (a sent file's handle)
+        if stream:
+            r.raw = _Body(answer)
+        else:
+            r._content = answer.get_data()
+            answer.close()  # the WSGI iterable's close(), as a server calls it (a sent file's)
         r.encoding = requests.utils.get_encoding_from_headers(r.headers)
         r.url = request.url or ""
         r.request = request
@@ -87,6 +93,40 @@ class AppAdapter(BaseAdapter):
 
     def close(self) -> None:
         pass
+
+
+class _Body(io.RawIOBase):
+    """A streamed answer's body as ``requests`` reads a socket's: ``read(n)`` takes the app's
+    next chunks, ``close()`` closes its WSGI iterable (a follow's generator ends there)."""
+
+    def __init__(self, answer: Any) -> None:
+        super().__init__()
+        self._answer = answer
+        self._chunks = iter(answer.response)
+        self._left = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        while not self._left:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return b""
+            self._left = chunk.encode() if isinstance(chunk, str) else bytes(chunk)
+        n = len(self._left) if size is None or size < 0 else size
+        out, self._left = self._left[:n], self._left[n:]
+        return out
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._answer.close()
+        super().close()
 
 
 @dataclass

@@ -1,6 +1,8 @@
 """Who may call what, for every route of the master: unauthenticated callers, agents and task
 (allocation) tokens reach only the routes marked for them. Per-resource rules between users and
-tasks (owner, other user, admin, own task, other task) are in test_master_ownership.py.
+tasks (owner, other user, admin, own task, other task) are in test_master_ownership.py. The
+master's app and control loop run in the test's process (tests/integration/inproc.py); a
+follow route's answer is asked for as a stream and closed unread, as over a socket.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from flask import Flask
 
 from det.master.api import BLUEPRINTS
 from tests.fakes.sim_agent import SimAgent, wait
-from tests.integration.conftest import Master
+from tests.integration.inproc import InProcessMaster, control_loop, in_process_master, routed
 
 pytestmark = pytest.mark.integration
 
@@ -63,15 +65,11 @@ def _path(rule: str) -> str:
 def tokens(tmp_path_factory: pytest.TempPathFactory, pg_server: str) -> Iterator[dict[str, Any]]:
     import psycopg
 
-    from tests.integration.conftest import start_master
-
     with psycopg.connect(pg_server, autocommit=True) as conn:
         conn.execute('DROP DATABASE IF EXISTS "det_authz" WITH (FORCE)')
         conn.execute('CREATE DATABASE "det_authz"')
     head, sep, query = pg_server.partition("?")
-    m = start_master(
-        tmp_path_factory.mktemp("authz"), f"{head.rpartition('/')[0]}/det_authz{sep}{query}"
-    )
+    db = f"{head.rpartition('/')[0]}/det_authz{sep}{query}"
     specs: list[dict[str, Any]] = []
     release = threading.Event()
 
@@ -80,18 +78,23 @@ def tokens(tmp_path_factory: pytest.TempPathFactory, pg_server: str) -> Iterator
         release.wait(600)
         return 0
 
-    agent = SimAgent(m.url, m.agent_token, "sim-0", slots=1, train=hold).start()
-    try:
-        m.post("/api/v1/experiments", {"config": CONFIG, "activate": True})
-        wait(lambda: len(specs) == 1, 60, "a running task")
-        yield {"master": m, "task": specs[0]["env"]["DET_SESSION_TOKEN"]}
-    finally:
-        release.set()
-        agent.stop()
-        m.kill()
+    # The master's app and control loop in this process; the SimAgent's calls reach the app.
+    with (
+        in_process_master(tmp_path_factory.mktemp("authz"), db) as m,
+        routed(m),
+        control_loop(m),
+    ):
+        agent = SimAgent(m.url, m.agent_token, "sim-0", slots=1, train=hold).start()
+        try:
+            m.post("/api/v1/experiments", {"config": CONFIG, "activate": True})
+            wait(lambda: len(specs) == 1, 60, "a running task")
+            yield {"master": m, "task": specs[0]["env"]["DET_SESSION_TOKEN"]}
+        finally:
+            release.set()
+            agent.stop()
 
 
-def _call(m: Master, method: str, path: str, headers: dict[str, str]) -> requests.Response:
+def _call(m: InProcessMaster, method: str, path: str, headers: dict[str, str]) -> requests.Response:
     r = requests.request(
         method, m.url + path, json={}, headers=headers, timeout=30, params={"limit": 1},
         stream=True,
@@ -106,7 +109,7 @@ def _call(m: Master, method: str, path: str, headers: dict[str, str]) -> request
 def test_each_route_admits_only_the_callers_marked_for_it(
     tokens: dict[str, Any], method: str, rule: str, allowed: frozenset[str]
 ) -> None:
-    m: Master = tokens["master"]
+    m: InProcessMaster = tokens["master"]
     path = _path(rule)
     callers = {
         "anonymous": {},
