@@ -52,7 +52,7 @@ COUNTS = (
 # from issue 42 (each under 20 ``dict[str, Any]``, ``-> Any`` under 5).
 CEILINGS: dict[str, dict[str, tuple[int, int]]] = {
     "master": {DICT: (0, 60), ANY: (1, 20)},
-    "deploy": {DICT: (3, 20), ANY: (4, 5)},
+    "deploy": {DICT: (0, 20), ANY: (1, 5)},
     # Not typed yet: the counts when they were first counted (issue 42).
     "cli": {DICT: (19, 20), ANY: (4, 5)},
     "harness": {DICT: (8, 20), ANY: (4, 5)},

@@ -15,7 +15,7 @@ import logging
 import os
 import shutil
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 import boto3
 
@@ -41,6 +41,7 @@ from det.deploy.common.errors import DeployError
 from det.deploy.common.preflight import check_pulumi_cli
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def config_from_args(
@@ -50,19 +51,19 @@ def config_from_args(
 ) -> AwsConfig:
     defaults = AwsConfig(cluster_id=args.cluster_id)
 
-    def pick(name: str) -> Any:
-        return commands.pick(args, defaults, name)
+    def pick(name: str, default: T) -> T:
+        return commands.pick(args, name, default)
 
     cfg = AwsConfig(
         cluster_id=args.cluster_id,
-        region=region or pick("region"),
+        region=region or pick("region", defaults.region),
         keypair=args.keypair,
         agent_image_id=args.agent_image_id,
         master_image_id=getattr(args, "master_image_id", None),
         spot=args.spot,
         spot_max_price=args.spot_max_price,
-        db_instance_type=pick("db_instance_type"),
-        db_size=pick("db_size"),
+        db_instance_type=pick("db_instance_type", defaults.db_instance_type),
+        db_size=pick("db_size", defaults.db_size),
         vpc_id=args.vpc_id,
         public_subnet_ids=tuple(args.public_subnet_ids or ()),
         private_subnet_ids=tuple(args.private_subnet_ids or ()),
@@ -75,7 +76,9 @@ def config_from_args(
         domain=getattr(args, "domain", None),
         # The account is known after the credentials check (up's preflight): until then, and in
         # a dry run, its place is held by ACCOUNT.
-        mirror_registry=ecr_registry("ACCOUNT", region or pick("region"), args.cluster_id)
+        mirror_registry=ecr_registry(
+            "ACCOUNT", region or pick("region", defaults.region), args.cluster_id
+        )
         if getattr(args, "mirror_images", False)
         else None,
         **commands.shared_settings(args, defaults),

@@ -40,7 +40,7 @@ import dataclasses
 import functools
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import pulumi
 import pulumi_aws as aws
@@ -226,7 +226,7 @@ def container_definitions(
 ) -> str:
     """One container: plain HTTP on the container port, a read-only root with a scratch volume
     on ``/tmp`` (the data directory), secrets from Secrets Manager by ARN."""
-    container: dict[str, Any] = {
+    container: _ContainerDefinition = {
         "name": CONTAINER,
         "image": image,
         "essential": True,
@@ -250,6 +250,47 @@ def container_definitions(
     if command:
         container["command"] = command
     return json.dumps([container])
+
+
+class _PortMapping(TypedDict):
+    containerPort: int
+    protocol: str
+
+
+class _Variable(TypedDict):
+    name: str
+    value: str
+
+
+class _Secret(TypedDict):
+    name: str
+    valueFrom: str
+
+
+class _MountPoint(TypedDict):
+    sourceVolume: str
+    containerPath: str
+    readOnly: bool
+
+
+class _LogConfiguration(TypedDict):
+    logDriver: str
+    options: dict[str, str]
+
+
+class _ContainerDefinition(TypedDict):
+    """The keys of ECS's ``ContainerDefinition`` the master's task definitions set."""
+
+    name: str
+    image: str
+    essential: bool
+    readonlyRootFilesystem: bool
+    portMappings: list[_PortMapping]
+    environment: list[_Variable]
+    secrets: list[_Secret]
+    mountPoints: list[_MountPoint]
+    logConfiguration: _LogConfiguration
+    command: NotRequired[list[str]]
 
 
 @dataclasses.dataclass

@@ -9,7 +9,7 @@ import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO, TypedDict
+from typing import Protocol, TextIO, TypedDict, TypeVar
 
 from det.common.jsontypes import JSONObject
 from det.deploy.common import (
@@ -26,52 +26,105 @@ from det.deploy.common import (
 )
 from det.deploy.common.errors import DeployError
 
-# Settings named like the ``up`` flags every cloud shares (``deploy.clouds._common_up``); an unset
-# flag (None) keeps the cloud's default.
-_SHARED_DEFAULTED = (
-    "inbound_cidr",
-    "port",
-    "master_instance_type",
-    "aux_agent_instance_type",
-    "compute_agent_instance_type",
-    "min_dynamic_agents",
-    "max_dynamic_agents",
-    "max_aux_containers_per_agent",
-    "max_idle_agent_period",
-    "max_agent_starting_period",
-    "scheduler_type",
-)
+T = TypeVar("T")
 
 
-def shared_settings(args: argparse.Namespace, defaults: Any) -> dict[str, Any]:
+class SharedDefaults(Protocol):
+    """The defaults of the settings named like the ``up`` flags every cloud shares
+    (``deploy.clouds._common_up``): ``AwsConfig``'s and ``GcpConfig``'s."""
+
+    @property
+    def inbound_cidr(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def master_instance_type(self) -> str: ...
+    @property
+    def aux_agent_instance_type(self) -> str: ...
+    @property
+    def compute_agent_instance_type(self) -> str: ...
+    @property
+    def min_dynamic_agents(self) -> int: ...
+    @property
+    def max_dynamic_agents(self) -> int: ...
+    @property
+    def max_aux_containers_per_agent(self) -> int: ...
+    @property
+    def max_idle_agent_period(self) -> str: ...
+    @property
+    def max_agent_starting_period(self) -> str: ...
+    @property
+    def scheduler_type(self) -> str: ...
+
+
+class SharedSettings(TypedDict):
+    """Both clouds' config keyword arguments from the shared ``up`` flags."""
+
+    inbound_cidr: str
+    port: int
+    master_instance_type: str
+    aux_agent_instance_type: str
+    compute_agent_instance_type: str
+    min_dynamic_agents: int
+    max_dynamic_agents: int
+    max_aux_containers_per_agent: int
+    max_idle_agent_period: str
+    max_agent_starting_period: str
+    scheduler_type: str
+    tls: bool
+    boot: boot.BootOptions
+    registry: registry.RegistryAuth | None
+    enable_ssh: bool
+    preemption_enabled: bool
+    bucket_versioning: bool
+
+
+def shared_settings(args: argparse.Namespace, defaults: SharedDefaults) -> SharedSettings:
     """Config keyword arguments from the shared ``up`` flags; ``defaults`` is the cloud's config
-    with its default values."""
-    settings = {name: pick(args, defaults, name) for name in _SHARED_DEFAULTED}
+    with its default values (an unset flag, None, keeps the default)."""
+    d = defaults
+    port = pick(args, "port", d.port)
     plain_http = bool(getattr(args, "no_tls", False))
     if plain_http and getattr(args, "port", None) is None:
-        settings["port"] = tls.PLAIN_PORT
-    port = getattr(args, "port", None)
-    if port is not None and (not 1 <= port < 65535 or 22 in (port, port + 1)):
+        port = tls.PLAIN_PORT
+    given = getattr(args, "port", None)
+    if given is not None and (not 1 <= given < 65535 or 22 in (given, given + 1)):
         raise DeployError(
-            f"--port {port}: must be 1-65534, and neither it nor the next port (the master's "
+            f"--port {given}: must be 1-65534, and neither it nor the next port (the master's "
             "task origin) may be 22 (SSH)"
         )
     cloud = "aws" if type(defaults).__name__.lower().startswith("aws") else "gcp"
-    settings.update(
-        tls=not plain_http,
-        boot=boot.from_args(args, cloud, args.cluster_id),
-        registry=registry.from_args(args),
-        enable_ssh=args.enable_ssh,
-        preemption_enabled=bool(args.preemption_enabled),
-        bucket_versioning=args.bucket_versioning,
-    )
-    return settings
+    return {
+        "inbound_cidr": pick(args, "inbound_cidr", d.inbound_cidr),
+        "port": port,
+        "master_instance_type": pick(args, "master_instance_type", d.master_instance_type),
+        "aux_agent_instance_type": pick(args, "aux_agent_instance_type", d.aux_agent_instance_type),
+        "compute_agent_instance_type": pick(
+            args, "compute_agent_instance_type", d.compute_agent_instance_type
+        ),
+        "min_dynamic_agents": pick(args, "min_dynamic_agents", d.min_dynamic_agents),
+        "max_dynamic_agents": pick(args, "max_dynamic_agents", d.max_dynamic_agents),
+        "max_aux_containers_per_agent": pick(
+            args, "max_aux_containers_per_agent", d.max_aux_containers_per_agent
+        ),
+        "max_idle_agent_period": pick(args, "max_idle_agent_period", d.max_idle_agent_period),
+        "max_agent_starting_period": pick(
+            args, "max_agent_starting_period", d.max_agent_starting_period
+        ),
+        "scheduler_type": pick(args, "scheduler_type", d.scheduler_type),
+        "tls": not plain_http,
+        "boot": boot.from_args(args, cloud, args.cluster_id),
+        "registry": registry.from_args(args),
+        "enable_ssh": args.enable_ssh,
+        "preemption_enabled": bool(args.preemption_enabled),
+        "bucket_versioning": args.bucket_versioning,
+    }
 
 
-def pick(args: argparse.Namespace, defaults: Any, name: str) -> Any:
-    """The flag's value, or the default config's when the flag was not given."""
-    value = getattr(args, name, None)
-    return getattr(defaults, name) if value is None else value
+def pick(args: argparse.Namespace, name: str, default: T) -> T:
+    """The flag ``name``'s value, or ``default`` (the cloud config's) when it was not given."""
+    value: T | None = getattr(args, name, None)
+    return default if value is None else value
 
 
 def print_dry_run(

@@ -100,6 +100,6 @@ def from_stack_config(get: Any) -> RegistryAuth | None:
     return RegistryAuth(server=server, username=username) if server and username else None
 
 
-def secret_entry(password: str | None) -> dict[str, Any]:
+def secret_entry(password: str | None) -> dict[str, str]:
     """The cluster secret's key for the password (nothing without one)."""
     return {SECRET_KEY: password} if password else {}

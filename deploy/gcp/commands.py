@@ -7,7 +7,7 @@ import dataclasses
 import os
 import shutil
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TextIO, TypeVar
 
 import google.cloud.storage as gcs
 from google.auth.credentials import Credentials
@@ -33,6 +33,8 @@ from det.deploy.gcp import bootlog, images, preflight, program, teardown
 from det.deploy.gcp import serverless as gcp_serverless
 from det.deploy.gcp.config import BOOT_LOG_NAME, PROJECT, SERVERLESS_DB_TIER, GcpConfig
 
+T = TypeVar("T")
+
 
 def config_from_args(args: argparse.Namespace, previous: JSONObject | None = None) -> GcpConfig:
     """The config of ``up``'s flags; ``previous``: the existing stack's outputs (None: a new
@@ -40,33 +42,35 @@ def config_from_args(args: argparse.Namespace, previous: JSONObject | None = Non
     # HTTPS on 8443 by default; shared_settings gives tls=False and port 8080 with --no-tls.
     defaults = GcpConfig(cluster_id=args.cluster_id, project_id=args.project_id)
 
-    def pick(name: str) -> Any:
-        return commands.pick(args, defaults, name)
+    def pick(name: str, default: T) -> T:
+        return commands.pick(args, name, default)
 
     cfg = GcpConfig(
         cluster_id=args.cluster_id,
         project_id=args.project_id,
-        region=pick("region"),
+        region=pick("region", defaults.region),
         zone=args.zone,
         network=args.network,
         existing_network=args.existing_network,
         subnetwork=args.subnetwork,
-        subnet_cidr=pick("subnet_cidr"),
-        gpu_type=pick("gpu_type"),
-        gpu_num=pick("gpu_num"),
+        subnet_cidr=pick("subnet_cidr", defaults.subnet_cidr),
+        gpu_type=pick("gpu_type", defaults.gpu_type),
+        gpu_num=pick("gpu_num", defaults.gpu_num),
         preemptible=bool(args.preemptible),
-        agent_image=pick("agent_image"),
+        agent_image=pick("agent_image", defaults.agent_image),
         aux_agent_image=args.agent_image or defaults.aux_agent_image,
-        disk_size=pick("disk_size"),
-        disk_type=pick("disk_type"),
-        operation_timeout_period=pick("operation_timeout_period"),
-        db_tier=pick("db_tier"),
+        disk_size=pick("disk_size", defaults.disk_size),
+        disk_type=pick("disk_type", defaults.disk_type),
+        operation_timeout_period=pick(
+            "operation_timeout_period", defaults.operation_timeout_period
+        ),
+        db_tier=pick("db_tier", defaults.db_tier),
         db_edition=getattr(args, "db_edition", None),
         filestore=args.filestore,
         filestore_address=args.filestore_address or None,
         labels=tuple(args.add_label or ()),
-        cpu_env_image=pick("cpu_env_image"),
-        gpu_env_image=pick("gpu_env_image"),
+        cpu_env_image=pick("cpu_env_image", defaults.cpu_env_image),
+        gpu_env_image=pick("gpu_env_image", defaults.gpu_env_image),
         mirror_images=bool(getattr(args, "mirror_images", False)),
         checkpoint_gc_image=getattr(args, "checkpoint_gc_image", None),
         **commands.shared_settings(args, defaults),
