@@ -279,29 +279,15 @@ def _rollout_steps(current: dict[str, AwsConfig], profile: str | None) -> rollou
     def session() -> boto3.Session:
         return _session(current["cfg"].region, profile)
 
-    def release() -> str:
-        cfg = current["cfg"]
+    def release(cfg: AwsConfig) -> str:
         account = preflight.check_credentials(session())
         repository = f"{account}.dkr.ecr.{cfg.region}.amazonaws.com/det-{cfg.cluster_id}/{serverless.IMAGE_NAME}"
         return aws_serverless.release_image(cfg, repository)
 
-    def set_rollout(r: serverless.Rollout) -> None:
-        current["cfg"] = dataclasses.replace(current["cfg"], rollout=r)
-
-    def login() -> rollout.Login:
-        return _ecr_login(session())
-
     def migrate(outputs: JSONObject) -> None:
         rollout.run_ecs_migration(session().client("ecs"), outputs)
 
-    return rollout.Steps(
-        release=release,
-        local_image=lambda: rollout.local_image(current["cfg"].boot.release),
-        ensure_image=rollout.ensure_local_image,
-        set_rollout=set_rollout,
-        login=login,
-        migrate=migrate,
-    )
+    return rollout.steps(current, release, lambda _: _ecr_login(session()), migrate)
 
 
 def _stale(

@@ -17,10 +17,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, TextIO
+from typing import Any, ClassVar, Protocol, TextIO, TypeVar
 
 from det.common.jsontypes import JSONObject
 from det.deploy.common import outs, preflight, release
+from det.deploy.common.boot import BootOptions
 from det.deploy.common.errors import DeployError
 from det.deploy.common.release import Release
 from det.deploy.common.serverless import IMAGE_NAME, Rollout
@@ -55,6 +56,43 @@ class Steps:
     ensure_image: Callable[[str, TextIO], None] | None = None
     """Make sure the local image exists (:func:`ensure_local_image`: build it) before pass 1
     creates anything; None: it is assumed there."""
+
+
+class _Rolled(Protocol):
+    """What :func:`steps` needs of a cloud's config (``AwsConfig``, ``GcpConfig``): a dataclass
+    (a new rollout is set with ``dataclasses.replace``) with boot options."""
+
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+    @property
+    def boot(self) -> BootOptions: ...
+
+
+C = TypeVar("C", bound=_Rolled)
+
+
+def steps(
+    current: dict[str, C],
+    release_image: Callable[[C], str],
+    login: Callable[[C], Login],
+    migrate: Callable[[JSONObject], None] | None = None,
+) -> Steps:
+    """A cloud's :class:`Steps` around its config ``current["cfg"]``: each pass's rollout is
+    set into it (the next Pulumi pass builds from it); the image pushed is the one of the wheel
+    ``up`` built, built locally first when missing; ``release_image``, ``login`` and
+    ``migrate`` are what the cloud does (:class:`Steps`)."""
+
+    def set_rollout(r: Rollout) -> None:
+        current["cfg"] = dataclasses.replace(current["cfg"], rollout=r)
+
+    return Steps(
+        release=lambda: release_image(current["cfg"]),
+        local_image=lambda: local_image(current["cfg"].boot.release),
+        ensure_image=ensure_local_image,
+        set_rollout=set_rollout,
+        login=lambda: login(current["cfg"]),
+        migrate=migrate,
+    )
 
 
 def local_image_name(sha256: str) -> str:

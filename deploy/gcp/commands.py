@@ -28,7 +28,6 @@ from det.deploy.common import (
 )
 from det.deploy.common import status as status_report
 from det.deploy.common.errors import DeployError
-from det.deploy.common.serverless import Rollout
 from det.deploy.gcp import bootlog, images, preflight, program, teardown
 from det.deploy.gcp import serverless as gcp_serverless
 from det.deploy.gcp.config import BOOT_LOG_NAME, PROJECT, SERVERLESS_DB_TIER, GcpConfig
@@ -284,21 +283,10 @@ def _rollout_steps(pinned: dict[str, GcpConfig], found: _Found) -> rollout.Steps
     """Push to the cluster's Artifact Registry with the deploying identity's access token; the
     migration is the Cloud Run job the program runs before the service."""
 
-    def release() -> str:
-        return gcp_serverless.release_image(pinned["cfg"])
-
-    def set_rollout(r: Rollout) -> None:
-        pinned["cfg"] = dataclasses.replace(pinned["cfg"], rollout=r)
-
-    def login() -> rollout.Login:
-        return _registry_login(found, pinned["cfg"].region)
-
-    return rollout.Steps(
-        release=release,
-        local_image=lambda: rollout.local_image(pinned["cfg"].boot.release),
-        ensure_image=rollout.ensure_local_image,
-        set_rollout=set_rollout,
-        login=login,
+    return rollout.steps(
+        pinned,
+        gcp_serverless.release_image,
+        lambda cfg: _registry_login(found, cfg.region),
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from det.deploy.common import release, rollout
+from det.deploy.common.boot import BootOptions
 from det.deploy.common.errors import DeployError
 from det.deploy.common.serverless import Rollout
 
@@ -218,3 +219,35 @@ def test_the_image_is_made_before_pass_one_and_a_failed_build_creates_nothing():
             _push(events),
         )
     assert ("apply",) not in events  # pass 1 never ran: nothing billed
+
+
+@dataclasses.dataclass(frozen=True)
+class _Cfg:
+    boot: Any
+    rollout: Rollout | None = None
+
+
+def test_a_clouds_steps_roll_the_config_it_holds_and_push_the_built_wheels_image():
+    built = release.Release("det.whl", "c" * 64, "constraints.txt", None)
+    current = {"cfg": _Cfg(boot=BootOptions(release=built))}
+    seen: list[Any] = []
+
+    def release_image(cfg: _Cfg) -> str:
+        seen.append(("release", cfg.rollout))
+        return NEW
+
+    def login(cfg: _Cfg) -> rollout.Login:
+        seen.append(("login", cfg.rollout))
+        return rollout.Login("registry.example", "u", "p")
+
+    steps = rollout.steps(current, release_image, login)
+    assert steps.migrate is None
+    assert steps.ensure_image is rollout.ensure_local_image
+    events: list[Any] = []
+    # No docker here: the image is taken as built.
+    offline = dataclasses.replace(steps, ensure_image=None)
+    rollout.run(offline, OLD, _apply(events), io.StringIO(), _push(events))
+    # Each pass builds from the config the steps hold, with that pass's rollout set into it.
+    assert current["cfg"].rollout == Rollout(release=NEW, service=NEW)
+    assert seen == [("release", None), ("login", Rollout(release=NEW, service=OLD))]
+    assert events[1] == ("push", f"det-master:{'c' * 12}", NEW)
