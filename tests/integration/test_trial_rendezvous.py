@@ -142,6 +142,14 @@ def test_a_run_on_two_agents_ends_with_its_last_container(loop_master: InProcess
         loop_master.post("/api/v1/experiments", {"config": CONFIG, "activate": True})
         wait(lambda: len(specs) == 2, 30, "a container on each agent")
         tid = int(specs["sim-a"]["env"]["DET_TRIAL_ID"])
+        # Running as the master sees it (a container reported RUNNING) before the worker ends:
+        # a container started is not yet reported (a fresh machine's run failed the check below
+        # on STATE_QUEUED, the worker released before either agent's next heartbeat).
+        wait(
+            lambda: loop_master.get(f"/api/v1/trials/{tid}")["trial"]["state"] == "STATE_RUNNING",
+            30,
+            "the trial to run",
+        )
         release["sim-b"].set()  # the worker's container exits 0
         wait(lambda: _exited(agents[1]), 30, "the worker to exit")
         chief = next(iter(agents[0].tasks.values()))
