@@ -83,12 +83,7 @@ def config_from_args(
         else None,
         **commands.shared_settings(args, defaults),
     )
-    kind = serverless.master_kind(getattr(args, "master", None), previous)
-    if kind == serverless.SERVERLESS:
-        serverless.check_flags(args)
-        cfg = dataclasses.replace(cfg, master=kind, tls=False, port=serverless.CONTAINER_PORT)
-    else:
-        cfg = dataclasses.replace(cfg, master=kind)
+    cfg = serverless.with_master_kind(cfg, args, previous)
     cfg.validate()
     master.check_user_data_size(cfg)
     boot.check_agent_user_data(cfg.boot, "s3", "agent,aws", cfg.port)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from det.common.jsontypes import JSONObject
 from det.deploy.common import masteryaml
@@ -156,6 +157,28 @@ def check_flags(args: argparse.Namespace) -> None:
                 "the master over HTTPS with a public certificate on its own port and sizes its "
                 "instances; pass --master vm for a VM master"
             )
+
+
+class _Config(Protocol):
+    """A cloud's config (``AwsConfig``, ``GcpConfig``): a dataclass with the master's kind."""
+
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+
+C = TypeVar("C", bound=_Config)
+
+
+def with_master_kind(
+    cfg: C, args: argparse.Namespace, previous: JSONObject | None, **changes: object
+) -> C:
+    """``cfg`` with this ``up``'s master kind (:func:`master_kind`); a serverless master is
+    served by the platform's HTTPS on :data:`CONTAINER_PORT` (its flags checked,
+    :func:`check_flags`) and takes the cloud's own ``changes`` too."""
+    kind = master_kind(getattr(args, "master", None), previous)
+    if kind != SERVERLESS:
+        return dataclasses.replace(cfg, master=kind)
+    check_flags(args)
+    return dataclasses.replace(cfg, master=kind, tls=False, port=CONTAINER_PORT, **changes)
 
 
 def image_tag(rel: Release) -> str:

@@ -103,16 +103,8 @@ def _master_kind(
     """``--master`` (or the existing cluster's kind, or the default): a serverless master is
     served by Cloud Run's HTTPS on its port, and its database defaults to the smallest tier
     (the idle cluster pays for it)."""
-    kind = serverless.master_kind(getattr(args, "master", None), previous)
-    if kind != serverless.SERVERLESS:
-        return dataclasses.replace(cfg, master=kind)
-    serverless.check_flags(args)
-    return dataclasses.replace(
-        cfg,
-        master=kind,
-        tls=False,
-        port=serverless.CONTAINER_PORT,
-        db_tier=getattr(args, "db_tier", None) or SERVERLESS_DB_TIER,
+    return serverless.with_master_kind(
+        cfg, args, previous, db_tier=getattr(args, "db_tier", None) or SERVERLESS_DB_TIER
     )
 
 
