@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TextIO
 
 import pulumi
 
@@ -37,7 +37,10 @@ from det.deploy.common.preflight import check_pulumi_cli
 # program.build(initial_user_password, registry_password, registry_auth) → the stack's outputs;
 # None renders without that password (the dry-run); registry_auth is the flags' registry, else
 # the one the stack config recorded at an earlier ``up``.
-Build = Callable[[Any, Any, "registry.RegistryAuth | None"], dryrun.ProgramOutputs]
+Build = Callable[
+    [pulumi.Input[str] | None, pulumi.Input[str] | None, "registry.RegistryAuth | None"],
+    dryrun.ProgramOutputs,
+]
 
 
 @dataclass(frozen=True)
