@@ -102,6 +102,7 @@ class _Body(io.RawIOBase):
     def __init__(self, answer: Any) -> None:
         super().__init__()
         self._answer = answer
+        self.headers = answer.headers  # as urllib3's (``getlist``): clients read both
         self._chunks = iter(answer.response)
         self._left = b""
 
@@ -117,6 +118,9 @@ class _Body(io.RawIOBase):
         n = len(self._left) if size is None or size < 0 else size
         out, self._left = self._left[:n], self._left[n:]
         return out
+
+    def read1(self, size: int = -1, **_: Any) -> bytes:  # urllib3's takes decode_content
+        return self.read(size)
 
     def readinto(self, buffer: Any) -> int:
         data = self.read(len(buffer))

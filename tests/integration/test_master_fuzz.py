@@ -2,11 +2,13 @@
 
 As an admin (the widest rights), as an agent and as a running task: wrong types, huge and
 negative numbers, NaN, NUL, deep nesting, 1 MB strings, bidi and other unicode. No answer may be
-a 5xx, and a refused request (4xx) may change nothing in the database.
+a 5xx, and a refused request (4xx) may change nothing in the database. The master's app and
+control loop run in the test's process (tests/integration/inproc.py), with a SimAgent.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +23,7 @@ from det.master.api import BLUEPRINTS
 from tests.conftest import new_database
 from tests.fakes.sim_agent import SimAgent, wait
 from tests.integration.conftest import Master
+from tests.integration.inproc import InProcessMaster, control_loop, in_process_master, routed
 from tests.integration.ntsc_support import stop_launched
 
 pytestmark = pytest.mark.integration
@@ -285,7 +288,9 @@ def test_the_fingerprint_sees_each_committed_change_and_nothing_else(
 
 
 class World:
-    def __init__(self, m: Master, db_url: str, env: dict[str, str], user_id: str) -> None:
+    def __init__(
+        self, m: InProcessMaster | Master, db_url: str, env: dict[str, str], user_id: str
+    ) -> None:
         self.m = m
         self.db_url = db_url
         self.env = env
@@ -314,17 +319,20 @@ class World:
         }
 
 
-@pytest.fixture(scope="module")
-def world(
-    tmp_path_factory: pytest.TempPathFactory, pg_server: str, pg_template: str
-) -> Iterator[World]:
-    # One master for the module (or for each part of it that tests/durations.json spreads over
-    # the workers): it has to survive everything sent to it. A database of its own: the body
-    # fuzzer and schemathesis may run at once on one server (DET_TEST_PG_URL).
+# The world's agent must outlive the module: with the tests' usual 10 s, a heartbeat held up
+# on a loaded machine (the master busy with 1 MB bodies) lost the agent, and the loss (its
+# allocation ended, the trial restarted, events) landed under a refusal's check.
+MASTER_EXTRA = {"agent_timeout_seconds": 600}
+
+
+@contextlib.contextmanager
+def fuzz_database(pg_server: str, pg_template: str) -> Iterator[str]:
+    """A database of its own, watched: the body fuzzer and schemathesis may run at once on one
+    server (DET_TEST_PG_URL)."""
     with new_database(pg_server, "det_fuzz", template=pg_template) as db_url:
         _watch(db_url)
         try:
-            yield from _world(tmp_path_factory, db_url)
+            yield db_url
         finally:
             _COUNTS.pop(db_url, None)
             conn = _CONNECTIONS.pop(db_url, None)
@@ -332,15 +340,24 @@ def world(
                 conn.close()
 
 
-def _world(tmp_path_factory: pytest.TempPathFactory, db_url: str) -> Iterator[World]:
-    from tests.integration.conftest import start_master
+@pytest.fixture(scope="module")
+def world(
+    tmp_path_factory: pytest.TempPathFactory, pg_server: str, pg_template: str
+) -> Iterator[World]:
+    # One master for the module (or for each part of it that tests/durations.json spreads over
+    # the workers): it has to survive everything sent to it. Its app and control loop run in
+    # this process; the SimAgent's calls reach the app.
+    with (
+        fuzz_database(pg_server, pg_template) as db_url,
+        in_process_master(tmp_path_factory.mktemp("fuzz"), db_url, MASTER_EXTRA) as m,
+        routed(m),
+        control_loop(m),
+    ):
+        yield from make_world(m, db_url)
 
-    # The world's agent must outlive the module: with the tests' usual 10 s, a heartbeat held up
-    # on a loaded machine (the master busy with 1 MB bodies) lost the agent, and the loss
-    # (its allocation ended, the trial restarted, events) landed under a refusal's check.
-    m = start_master(
-        tmp_path_factory.mktemp("fuzz"), db_url, name="fuzz", extra={"agent_timeout_seconds": 600}
-    )
+
+def make_world(m: InProcessMaster | Master, db_url: str) -> Iterator[World]:
+    """The world on master ``m`` (in this process or not) over database ``db_url``."""
     specs: list[dict[str, Any]] = []
     release = threading.Event()
 
@@ -386,7 +403,6 @@ def _world(tmp_path_factory: pytest.TempPathFactory, db_url: str) -> Iterator[Wo
     finally:
         release.set()
         agent.stop()
-        m.kill()
 
 
 def _send(w: World, who: requests.Session, method: str, path: str, data: bytes) -> int:

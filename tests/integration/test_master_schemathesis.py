@@ -4,8 +4,10 @@ its declared request body and query parameters (valid and not).
 No answer may be a 5xx (but a deliberate 501 for a Determined feature det does not build), a refused request (4xx) may change nothing in the database, and a 2xx
 body must match the response schema the document declares
 (the same types the master validates with, generated from Determined's bindings). Runs on the
-body fuzzer's master (``world`` in test_master_fuzz.py: a running trial, a model, a second
-user), as the admin. Operations that would end the admin's own session (logout, its password,
+body fuzzer's world (test_master_fuzz.py's ``make_world``: a running trial, a model, a second
+user) on a ``det-master`` process, as the admin: a followed log stream is read until the
+client's read timeout, which needs a socket (the body fuzzer closes such answers unread and
+runs on the master's app in its own process). Operations that would end the admin's own session (logout, its password,
 deactivating users) are left out; their refusals are covered by the authorization tests.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import hypothesis
@@ -22,10 +25,15 @@ from hypothesis import HealthCheck
 from hypothesis.errors import _WrappedBaseException
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
+from tests.integration.conftest import start_master
 from tests.integration.ntsc_support import stop_launched
-from tests.integration.test_master_fuzz import World, _fingerprint, world
-
-__all__ = ["world"]
+from tests.integration.test_master_fuzz import (
+    MASTER_EXTRA,
+    World,
+    _fingerprint,
+    fuzz_database,
+    make_world,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -35,6 +43,18 @@ _SKIP = re.compile(
     r"|POST /api/v1/users/\{[^}]+\}/(deactivate|activate)|DELETE /api/v1/tokens|PATCH /api/v1/tokens)"
 )
 EXAMPLES = 12
+
+
+@pytest.fixture(scope="module")
+def world(
+    tmp_path_factory: pytest.TempPathFactory, pg_server: str, pg_template: str
+) -> Iterator[World]:
+    with fuzz_database(pg_server, pg_template) as db_url:
+        m = start_master(tmp_path_factory.mktemp("fuzz"), db_url, name="fuzz", extra=MASTER_EXTRA)
+        try:
+            yield from make_world(m, db_url)
+        finally:
+            m.kill()
 
 
 def _deliberate_501(response: Any) -> bool:
