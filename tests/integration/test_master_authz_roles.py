@@ -17,11 +17,14 @@ rule and not a parse error. Allowed means neither, and never a 5xx (a read must 
 write may still be refused for the resource's state, e.g. deleting a running experiment).
 
 The routes run in the table's order on one master: reads first, then changes that keep the
-resources, then the ones that end them (kills, deletes, a password change, logout).
+resources, then the ones that end them (kills, deletes, a password change, logout). The master's
+app and control loop run in the test's process (tests/integration/inproc.py); an answer is asked
+for as a stream and closed unread, as over a socket (a follow's never ends).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 import uuid
@@ -36,7 +39,7 @@ from flask import Flask
 from det.master.api import BLUEPRINTS
 from det.master.services.users import CLIENT_SALT
 from tests.fakes.sim_agent import SimAgent, wait
-from tests.integration.conftest import Master
+from tests.integration.inproc import InProcessMaster, control_loop, in_process_master, routed
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +54,7 @@ searcher: {{name: single, metric: loss, max_length: 10}}
 
 @dataclass
 class World:
-    m: Master
+    m: InProcessMaster
     ids: dict[str, Any]
     tokens: dict[str, dict[str, str]]
     agents: list[SimAgent] = field(default_factory=list)
@@ -90,16 +93,16 @@ def _task_headers(token: str) -> dict[str, str]:
 def world(tmp_path_factory: pytest.TempPathFactory, pg_server: str) -> Iterator[World]:
     import psycopg
 
-    from tests.integration.conftest import start_master
-
     with psycopg.connect(pg_server, autocommit=True) as conn:
         conn.execute('DROP DATABASE IF EXISTS "det_authz_roles" WITH (FORCE)')
         conn.execute('CREATE DATABASE "det_authz_roles"')
     head, sep, query = pg_server.partition("?")
-    m = start_master(
-        tmp_path_factory.mktemp("authz-roles"),
-        f"{head.rpartition('/')[0]}/det_authz_roles{sep}{query}",
-    )
+    db = f"{head.rpartition('/')[0]}/det_authz_roles{sep}{query}"
+    # The master's app and control loop in this process; the SimAgents' calls reach the app.
+    stack = contextlib.ExitStack()
+    m = stack.enter_context(in_process_master(tmp_path_factory.mktemp("authz-roles"), db))
+    stack.enter_context(routed(m))
+    stack.enter_context(control_loop(m))
     specs: dict[int, dict[str, Any]] = {}
     release = threading.Event()
 
@@ -246,7 +249,7 @@ def world(tmp_path_factory: pytest.TempPathFactory, pg_server: str) -> Iterator[
         release.set()
         for a in w.agents:
             a.stop()
-        m.kill()
+        stack.close()
 
 
 Body = Callable[[World, str], Any]
