@@ -160,10 +160,19 @@ def parked() -> Iterator[None]:
     """Around a request's wait that holds no database connection and does no work: the
     process's pool serves the other requests with one more thread meanwhile. Outside a
     waitress process (Flask's test client) it does nothing."""
+    with parking():
+        yield
+
+
+@contextlib.contextmanager
+def parking() -> Iterator[bool]:
+    """:func:`parked`, saying whether the pool did grow by a thread for the wait (False outside
+    a waitress process, past :data:`MAX_PARKED`, or after shutdown: the wait then holds one of
+    the pool's own threads)."""
     d = _current
     took = d.park() if d is not None else False
     try:
-        yield
+        yield took
     finally:
         if took and d is not None:
             d.unpark()

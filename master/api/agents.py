@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import math
 import threading
+from collections.abc import Iterator
 
 from flask import Blueprint
 
@@ -49,8 +51,10 @@ def enroll(body: protocol.EnrollmentRequest) -> protocol.EnrollmentResponse:
     return {"agentToken": token}
 
 
-# Longest wait an agent may ask for (it asks again); the share of a process's threads agents'
-# waits may hold at once (past it a wait answers at once and the agent keeps its heartbeat).
+# Longest wait an agent may ask for (it asks again). A wait parks (det.master.dispatch: the pool
+# grows by a thread meanwhile); one that cannot park would hold one of the pool's own threads, and
+# those waits may hold at most this share of them (past it a wait answers at once and the agent
+# heartbeats at every pass).
 MAX_WAIT_SECONDS = 30.0
 _WAIT_SHARE = 4
 _waiting = 0
@@ -64,7 +68,6 @@ def changes(agent_id: str, params: protocol.ChangesParams) -> protocol.ChangesRe
     """Waits until an allocation is placed on the agent or one of its allocations is to be
     killed (det.master.preemptwait, migration 0033), at most ``timeoutSeconds``. Holds no
     database connection; a missed word costs the agent's next regular heartbeat."""
-    global _waiting
     timeout = params.get("timeoutSeconds", 0.0)
     if not math.isfinite(timeout) or timeout < 0:
         raise InvalidArgument(
@@ -72,22 +75,38 @@ def changes(agent_id: str, params: protocol.ChangesParams) -> protocol.ChangesRe
         )
     cfg = state().config
     timeout = cfg.long_request_seconds(min(timeout, MAX_WAIT_SECONDS)) or 0.0
+    with dispatch.parking() as own_thread:
+        if own_thread:
+            return {"changed": _wait_for_work(agent_id, timeout)}
+        with _pool_share(max(1, cfg.api_threads // _WAIT_SHARE)) as admitted:
+            return {"changed": admitted and _wait_for_work(agent_id, timeout)}
+
+
+@contextlib.contextmanager
+def _pool_share(limit: int) -> Iterator[bool]:
+    """One of at most ``limit`` waits holding a thread of the pool at once (False: none left)."""
+    global _waiting
     with _waiting_lock:
-        if _waiting >= max(1, cfg.api_threads // _WAIT_SHARE):
-            return {"changed": False}
-        _waiting += 1
+        if _waiting >= limit:
+            admitted = False
+        else:
+            _waiting += 1
+            admitted = True
     try:
-        waiters = preemptwait.waiters(str(state().pool.conninfo), preemptwait.AGENT_CHANNEL)
-        woken = waiters.register(agent_id)
-        try:
-            with dispatch.parked():  # the wait holds none of the threads that serve the API
-                changed = woken.wait(timeout)
-        finally:
-            waiters.unregister(agent_id, woken)
+        yield admitted
     finally:
-        with _waiting_lock:
-            _waiting -= 1
-    return {"changed": bool(changed)}
+        if admitted:
+            with _waiting_lock:
+                _waiting -= 1
+
+
+def _wait_for_work(agent_id: str, timeout: float) -> bool:
+    waiters = preemptwait.waiters(str(state().pool.conninfo), preemptwait.AGENT_CHANNEL)
+    woken = waiters.register(agent_id)
+    try:
+        return bool(woken.wait(timeout))
+    finally:
+        waiters.unregister(agent_id, woken)
 
 
 def _agent(agent_id: str) -> wire.Agent:

@@ -5,6 +5,7 @@ the master has API threads leave heartbeats, reports and ``/info`` answered whil
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import psutil
@@ -96,3 +97,43 @@ def test_long_polls_beyond_the_thread_count_leave_heartbeats_and_reports_answere
     finally:
         hold.release.set()
         agent.stop()
+
+
+def test_agents_waits_beyond_a_share_of_the_threads_are_held_while_they_park(
+    master_factory: Any,
+) -> None:
+    """An agent's ``changes`` wait parks as a long-poll does; the share of the pool's threads
+    (a quarter: 1 of 4 here) bounds only waits that could not park. Before, every wait past
+    that share was answered at once, and those agents heartbeat at every pass instead of
+    holding their wait and staying quiet (bench/scale.py: 300 agents, 32 held)."""
+    m: Master = master_factory(extra={"api_threads": 4, "user_api_processes": 0})
+    beat = requests.Session()
+    beat.headers["Authorization"] = f"Bearer {m.agent_token}"
+    for i in range(5):
+        r = beat.post(
+            f"{m.url}/api/v1/agents/wait-{i}/heartbeat",
+            json={"resourcePool": "default", "version": "t", "slots": [], "containers": []},
+            timeout=10,
+        )
+        assert r.status_code == 200, r.text
+    held: list[float] = []
+    lock = threading.Lock()
+
+    def ask(i: int) -> None:
+        t0 = time.monotonic()
+        r = requests.get(
+            f"{m.url}/api/v1/agents/wait-{i}/changes",
+            params={"timeoutSeconds": 3},
+            headers={"Authorization": f"Bearer {m.agent_token}"},
+            timeout=30,
+        )
+        assert r.status_code == 200 and r.json() == {"changed": False}, r.text
+        with lock:
+            held.append(time.monotonic() - t0)
+
+    waits = [threading.Thread(target=ask, args=(i,)) for i in range(5)]
+    for t in waits:
+        t.start()
+    for t in waits:
+        t.join(60)
+    assert len(held) == 5 and min(held) >= 2.5, held
