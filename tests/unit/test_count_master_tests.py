@@ -142,6 +142,7 @@ def test_the_tree_is_at_or_under_the_ceiling() -> None:
         [sys.executable, str(SCRIPT), "-v"], capture_output=True, text=True, timeout=120
     )
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "tests/integration/test_master_lifecycle.py" in r.stdout  # signals and restarts
+    assert "tests/integration/test_master_restart.py" in r.stdout  # kills and restarts
     assert "tests/integration/test_cli_rbac.py" not in r.stdout  # in_process_cli_master
+    assert "tests/integration/test_master_lifecycle.py" not in r.stdout  # loop_master
     assert "target 30)" in r.stdout
