@@ -39,6 +39,7 @@ import contextlib
 import logging
 import select
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, SupportsIndex
 
@@ -85,8 +86,8 @@ class ReadinessMap(dict[int, Any]):
         super().__delitem__(fd)
         self._removed(fd)
 
-    def pop(self, fd: int, *default: Any) -> Any:
-        obj = super().pop(fd, *default)
+    def pop(self, fd: int, *default: object) -> object:
+        obj: object = super().pop(fd, *default)
         self._removed(fd)
         return obj
 
@@ -106,15 +107,15 @@ def _mark(channel: Any) -> None:
         m.marked.append(channel)
 
 
-class _Requests(list[Any]):
+class _Requests(list[object]):
     """A channel's ``requests``: a request's end pops it in place (in its worker thread, before
     waitress pulls the trigger), which marks the channel."""
 
-    def __init__(self, items: Any, channel: Any) -> None:
+    def __init__(self, items: Iterable[object], channel: object) -> None:
         super().__init__(items)
         self.channel = channel
 
-    def pop(self, index: SupportsIndex = -1) -> Any:
+    def pop(self, index: SupportsIndex = -1) -> object:
         item = super().pop(index)
         _mark(self.channel)
         return item
@@ -125,11 +126,11 @@ def _marking(name: str) -> property:
     slot = "_tracked_" + name
     default = getattr(HTTPChannel, name, None)
 
-    def get(self: Any) -> Any:
+    def get(self: object) -> object:
         return self.__dict__.get(slot, default)
 
-    def put(self: Any, value: Any) -> None:
-        if name == "requests":
+    def put(self: object, value: object) -> None:
+        if name == "requests" and isinstance(value, list):
             value = _Requests(value, self)
         self.__dict__[slot] = value
         _mark(self)
