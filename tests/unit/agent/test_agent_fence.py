@@ -29,6 +29,7 @@ from det.common.agent_protocol import AGENT_LOST
 from det.common.states import AllocationState
 from det.exec import allocation_watch
 from det.master.services import containers
+from tests.fakes.agent_runtime import FakeRuntime
 from tests.fakes.master import FakeMaster
 
 RUNNING = AllocationState.RUNNING
@@ -71,35 +72,6 @@ def test_a_fenced_container_ends_for_the_masters_own_reason_for_a_lost_agent() -
     assert FENCED_ERROR == AGENT_LOST == containers.AGENT_LOST
 
 
-class Runtime:
-    """The agent's container runtime as the daemon uses it, with one running container."""
-
-    def __init__(self) -> None:
-        self.records = {"7.1.1": Actual("7.1.1", RUNNING, container_id="c1")}
-        self.kills: list[tuple[str, float | None, str | None]] = []
-        self.fence_seconds: float | None = None
-
-    def refresh(self) -> None:
-        pass
-
-    def actual(self) -> list[Actual]:
-        return list(self.records.values())
-
-    def adopt(self, cluster_id: str) -> bool:
-        return False
-
-    def start(self, alloc: str, spec: Any) -> None:
-        raise AssertionError("nothing to start")
-
-    def kill(self, alloc: str, *, grace: float | None = None, error: str | None = None) -> None:
-        self.kills.append((alloc, grace, error))
-        a = self.records[alloc]
-        self.records[alloc] = Actual(alloc, a.state, a.container_id, killing=True, error=error)
-
-    def remove(self, alloc: str) -> None:
-        self.records.pop(alloc, None)
-
-
 @pytest.fixture
 def master() -> Iterator[FakeMaster]:
     m = FakeMaster(token="tok", heartbeat_seconds=1.0).start()
@@ -109,11 +81,11 @@ def master() -> Iterator[FakeMaster]:
     m.stop()
 
 
-def agent_for(master: FakeMaster, tmp: Path, *flags: str) -> tuple[Agent, Runtime, list[float]]:
+def agent_for(master: FakeMaster, tmp: Path, *flags: str) -> tuple[Agent, FakeRuntime, list[float]]:
     argv = ["--master-url", master.url, "--agent-id", "a1", "--agent-token", "tok"]
     argv += ["--state-dir", str(tmp), "--slot-type", "none", "--no-wait-for-work", *flags]
     agent = Agent(load_config(argv, environ={}), docker_client=object(), slots=[])
-    runtime = Runtime()
+    runtime = FakeRuntime()
     agent.runtime = runtime  # type: ignore[assignment]
     now = [1000.0]
     agent._clock = lambda: now[0]

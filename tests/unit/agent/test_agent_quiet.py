@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,38 +20,10 @@ from det.agent.daemon import Agent
 from det.agent.reconcile import Actual
 from det.common.states import AllocationState
 from det.master.services.agents import keepalive_seconds
+from tests.fakes.agent_runtime import FakeRuntime
 from tests.fakes.master import FakeMaster
 
 RUNNING = AllocationState.RUNNING
-
-
-class Runtime:
-    """The agent's container runtime as the daemon uses it."""
-
-    def __init__(self) -> None:
-        self.records = {"7.1.1": Actual("7.1.1", RUNNING, container_id="c1")}
-        self.removed: list[str] = []
-        self.fence_seconds: float | None = None
-
-    def refresh(self) -> None:
-        pass
-
-    def actual(self) -> list[Actual]:
-        return list(self.records.values())
-
-    def adopt(self, cluster_id: str) -> bool:
-        return False
-
-    def start(self, alloc: str, spec: Any) -> None:
-        self.records[alloc] = Actual(alloc, AllocationState.STARTING)
-
-    def kill(self, alloc: str, *, grace: float | None = None, error: str | None = None) -> None:
-        a = self.records[alloc]
-        self.records[alloc] = Actual(alloc, a.state, a.container_id, killing=True)
-
-    def remove(self, alloc: str) -> None:
-        self.removed.append(alloc)
-        self.records.pop(alloc, None)
 
 
 @pytest.fixture
@@ -65,11 +36,11 @@ def master() -> Iterator[FakeMaster]:
     m.stop()
 
 
-def agent_for(master: FakeMaster, tmp: Path) -> tuple[Agent, Runtime, list[float]]:
+def agent_for(master: FakeMaster, tmp: Path) -> tuple[Agent, FakeRuntime, list[float]]:
     argv = ["--master-url", master.url, "--agent-id", "a1", "--agent-token", "tok"]
     argv += ["--state-dir", str(tmp), "--slot-type", "none"]
     agent = Agent(load_config(argv, environ={}), docker_client=object(), slots=[])
-    runtime = Runtime()
+    runtime = FakeRuntime()
     agent.runtime = runtime  # type: ignore[assignment]
     now = [1000.0]
     agent._clock = lambda: now[0]
