@@ -23,8 +23,6 @@ from det.master.services.agents import keepalive_seconds
 from tests.fakes.agent_runtime import FakeRuntime
 from tests.fakes.master import FakeMaster
 
-RUNNING = AllocationState.RUNNING
-
 
 @pytest.fixture
 def master() -> Iterator[FakeMaster]:
