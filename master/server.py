@@ -260,7 +260,17 @@ def _serve_socket(state: MasterState, sock: Any, handoff: Any, *, run_loops: boo
     if run_loops:
         loop = ControlLoop(state, stop)
         threading.Thread(target=loop.run_forever, name="det-control-loop", daemon=True).start()
-    app = create_app(state)
+    server = front_server(state, create_app(state), sock, handoff)
+    try:
+        server.run()
+    finally:
+        stop.set()
+
+
+def front_server(state: MasterState, app: Any, sock: Any, handoff: Any) -> Any:
+    """The front's waitress server for ``app`` on the bound, listening ``sock`` (det's
+    channels, event loop and settings), not yet running: ``run()`` serves until its socket
+    map is empty."""
     tls = state.config.security.tls
     logger.info(
         "master %s serving %s on %s:%d",
@@ -290,10 +300,7 @@ def _serve_socket(state: MasterState, sock: Any, handoff: Any, *, run_loops: boo
     )
     if handoff is not None:
         server.handoff = dispatch.Handoff(handoff, state.agent_token, server._map)
-    try:
-        server.run()
-    finally:
-        stop.set()
+    return server
 
 
 def _event_loop(

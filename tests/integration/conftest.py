@@ -227,6 +227,19 @@ def loop_master(loop_master_factory: Any) -> Any:
 
 
 @pytest.fixture
+def threaded_master(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The master's app in this process served on a free localhost port by the master's own
+    HTTP front in a thread (tests/integration/threaded.py), on the test's database: for a
+    browser or a client in another process, where no signal, restart or second process is
+    checked."""
+    # threaded imports this module
+    from tests.integration.threaded import threaded_master as serve
+
+    with serve(tmp_path, default_database(request)) as m:
+        yield m
+
+
+@pytest.fixture
 def api_master_factory(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
     """``make(extra=None, name=...)``: in-process masters (as ``api_master``) with master.yaml
     keys of the test's own (``extra``), on the test's database; each its own data directory."""

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.integration.conftest import Master
+from tests.integration.threaded import ThreadedMaster
 from tests.integration.webui_support import browser, login, page, screenshot  # noqa: F401
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.browser]
 TEXT = "Maintenance at 18:00 UTC <b>save your work</b>"
 
 
-def _message(m: Master, method: str, body: Any = None) -> None:
+def _message(m: ThreadedMaster, method: str, body: Any = None) -> None:
     r = requests.request(
         method,
         m.url + "/api/v1/master/cluster_message",
@@ -29,9 +29,9 @@ def _message(m: Master, method: str, body: Any = None) -> None:
 
 
 def test_the_banner_shows_the_active_message_and_goes_when_cleared(
-    live_master: Master, page: Any
+    threaded_master: ThreadedMaster, page: Any
 ) -> None:
-    m = live_master
+    m = threaded_master
     _message(m, "PUT", {"message": TEXT, "duration": "1h"})
     login(page, m)
     banner = page.locator("#cluster-message")

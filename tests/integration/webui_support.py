@@ -14,7 +14,14 @@ import pytest
 import requests
 
 from tests.fakes.sim_agent import SimAgent
-from tests.integration.conftest import ADMIN_PASSWORD, Master, start_master, wait_for
+from tests.integration.conftest import (
+    ADMIN_PASSWORD,
+    Master,
+    MasterClient,
+    start_master,
+    wait_for,
+)
+from tests.integration.threaded import ThreadedMaster
 
 # A search over three kinds of hyperparameter (a number, an integer, a category), so the
 # parallel coordinates, scatters and the heat map all have something to draw.
@@ -65,7 +72,11 @@ def page(browser: Any) -> Iterator[Any]:
 
 
 def login(
-    page: Any, m: Master, path: str = "/det/", user: str = "admin", password: str = ADMIN_PASSWORD
+    page: Any,
+    m: MasterClient,
+    path: str = "/det/",
+    user: str = "admin",
+    password: str = ADMIN_PASSWORD,
 ) -> None:
     page.goto(m.url + path)
     page.wait_for_url("**/det/login**")
@@ -84,12 +95,12 @@ def screenshot(page: Any, name: str) -> None:
         page.screenshot(path=str(Path(folder) / f"{name}.jpg"), type="jpeg", quality=60)
 
 
-def create(m: Master, config: str, activate: bool = True) -> int:
+def create(m: MasterClient, config: str, activate: bool = True) -> int:
     out = m.post("/api/v1/experiments", {"config": config, "activate": activate})
     return int(out["experiment"]["id"])
 
 
-def post_logs(m: Master, task_id: str, lines: list[dict[str, Any]]) -> None:
+def post_logs(m: Master | ThreadedMaster, task_id: str, lines: list[dict[str, Any]]) -> None:
     r = requests.post(
         m.url + "/api/v1/task/logs",
         json={"logs": [{"taskId": task_id, **x} for x in lines]},

@@ -1,0 +1,101 @@
+"""The master's app in the test's process, served on a real localhost port by the master's own
+HTTP front, for tests whose client is in another process or needs a socket (a browser).
+
+``threaded_master`` builds the app as ``api_master`` does (tests/integration/inproc.py: the same
+``server.prepare`` and ``create_app`` on the test's PostgreSQL database) and serves it with the
+waitress server ``det-master``'s front process runs (``det.master.server.front_server``: det's
+channels, its event loop, its settings) on a free port of 127.0.0.1, in a daemon thread of this
+process; no user API processes (``user_api_processes: 0``: no hand-off). With ``loop=True`` the
+master's control loop runs in another thread (``inproc.control_loop``), so simulated agents
+register, heartbeat and run trials. At the end the front closes every connection and its
+listener, its thread and its pool of request threads are joined, and the loop is stopped
+(tests/thread_check.py fails a test that leaves a thread running).
+
+Not here: what a separate process shows (signals, restarts, several processes or masters, the
+log file of a process), the settings watcher that applies a run-time log level to the process
+(it would change the test process's logging), and the listener for other masters' token
+revocations. Those tests keep ``live_master``.
+
+:class:`ThreadedMaster` has the API of :class:`tests.integration.conftest.Master` that tests use
+over the network (``url``, ``login``, ``token``, ``session``, ``get``, ``post``,
+``agent_token``): its sessions are plain ``requests`` sessions to its port.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.integration.conftest import MasterClient
+from tests.integration.inproc import control_loop, in_process_master
+
+#: Seconds a stopping front may take to close its connections and join its threads.
+STOP_SECONDS = 30
+
+
+@dataclass
+class ThreadedMaster(MasterClient):
+    url: str
+    app: Any
+    state: Any
+    data_dir: Path
+    db_url: str
+    _token: str | None = field(default=None, repr=False)
+
+    @property
+    def agent_token(self) -> str:
+        return str(self.state.agent_token)
+
+
+def _listener() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1024)
+    return sock
+
+
+@contextlib.contextmanager
+def threaded_master(
+    tmp: Path, db_url: str, extra: dict[str, Any] | None = None, *, loop: bool = False
+) -> Iterator[ThreadedMaster]:
+    """A master on a free localhost port, served by a thread of this process (the
+    ``threaded_master`` fixture); ``extra``: master.yaml keys over the tests' defaults;
+    ``loop``: run the control loop too."""
+    from waitress import wasyncore
+
+    from det.master import server  # the master's imports: paid by the tests that serve it
+
+    sock = _listener()
+    port = int(sock.getsockname()[1])
+    try:
+        with in_process_master(tmp, db_url, {**(extra or {}), "port": port}) as inproc:
+            front = server.front_server(inproc.state, inproc.app, sock, None)
+            thread = threading.Thread(target=front.run, name="det-http-front", daemon=True)
+            thread.start()
+            master = ThreadedMaster(
+                f"http://127.0.0.1:{port}",
+                inproc.app,
+                inproc.state,
+                inproc.data_dir,
+                db_url,
+            )
+            try:
+                with control_loop(inproc) if loop else contextlib.nullcontext():
+                    yield master
+            finally:
+                # In the loop's thread: close the listener, every connection and the trigger;
+                # the loop ends with its map empty.
+                front.trigger.pull_trigger(lambda: wasyncore.close_all(front._map, True))
+                thread.join(STOP_SECONDS)
+                workers = front.task_dispatcher
+                workers.shutdown(timeout=STOP_SECONDS)
+                assert not thread.is_alive(), f"the HTTP front did not stop in {STOP_SECONDS} s"
+                assert not workers.threads, f"request threads still running: {workers.threads}"
+    finally:
+        sock.close()
