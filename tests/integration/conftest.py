@@ -229,13 +229,13 @@ def loop_master(loop_master_factory: Any) -> Any:
 @pytest.fixture
 def threaded_master(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
     """The master's app in this process served on a free localhost port by the master's own
-    HTTP front in a thread (tests/integration/threaded.py), on the test's database: for a
-    browser or a client in another process, where no signal, restart or second process is
-    checked."""
+    HTTP front in a thread, its control loop in another (tests/integration/threaded.py), on
+    the test's database: for a browser or a client in another process, where no signal,
+    restart or second process is checked."""
     # threaded imports this module
     from tests.integration.threaded import threaded_master as serve
 
-    with serve(tmp_path, default_database(request)) as m:
+    with serve(tmp_path, default_database(request), loop=True) as m:
         yield m
 
 

@@ -9,27 +9,28 @@ from typing import Any
 import pytest
 import requests
 
-from tests.integration.conftest import Master, wait_for
+from tests.integration.conftest import wait_for
+from tests.integration.threaded import ThreadedMaster
 from tests.integration.webui_support import browser, login, page, screenshot  # noqa: F401
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
 
-def can_log_in(m: Master, user: str, password: str) -> bool:
+def can_log_in(m: ThreadedMaster, user: str, password: str) -> bool:
     r = requests.post(
         m.url + "/api/v1/auth/login", json={"username": user, "password": password}, timeout=10
     )
     return r.status_code == 200
 
 
-def user(m: Master, name: str) -> dict[str, Any]:
+def user(m: ThreadedMaster, name: str) -> dict[str, Any]:
     return dict(m.get(f"/api/v1/users/{name}/by-username")["user"])
 
 
 def test_an_admin_manages_users_and_a_non_admin_is_refused(
-    live_master: Master, page: Any, browser: Any
+    threaded_master: ThreadedMaster, page: Any, browser: Any
 ) -> None:
-    m = live_master
+    m = threaded_master
     login(page, m, "/det/admin/users")
     page.locator("#nav-users").wait_for()  # shown once /api/v1/me says admin
     page.fill("input[aria-label='new user name']", "carol")
@@ -96,7 +97,7 @@ def test_an_admin_manages_users_and_a_non_admin_is_refused(
 
 
 def test_the_cluster_page_lists_each_pools_recent_events(
-    live_master: Master, pg_url: str, page: Any
+    threaded_master: ThreadedMaster, pg_url: str, page: Any
 ) -> None:
     import psycopg
 
@@ -107,7 +108,7 @@ def test_the_cluster_page_lists_each_pools_recent_events(
                 " ('pool', 'default', %s, %s)",
                 ("launch" if i % 2 else "wait", f"event {i} <b>bold</b>"),
             )
-    login(page, live_master, "/det/cluster")
+    login(page, threaded_master, "/det/cluster")
     box = page.locator("section.pool-events[data-pool=default]")
     box.locator("tbody tr").first.wait_for()  # all_inner_texts waits for nothing
     lines = box.locator("tbody tr").all_inner_texts()

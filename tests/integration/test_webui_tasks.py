@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Master, wait_for
+from tests.integration.conftest import wait_for
+from tests.integration.threaded import ThreadedMaster
 from tests.integration.webui_support import (  # noqa: F401
     browser,
     login,
@@ -20,8 +21,10 @@ from tests.integration.webui_support import (  # noqa: F401
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
 
-def test_a_command_listed_its_log_followed_and_killed(live_master: Master, page: Any) -> None:
-    m = live_master
+def test_a_command_listed_its_log_followed_and_killed(
+    threaded_master: ThreadedMaster, page: Any
+) -> None:
+    m = threaded_master
     cmd = m.post(
         "/api/v1/commands",
         {"config": {"entrypoint": ["sleep", "300"], "description": "webui <i>cmd</i>"}},
@@ -57,16 +60,16 @@ def test_a_command_listed_its_log_followed_and_killed(live_master: Master, page:
     assert row.get_by_role("button", name="Kill").count() == 0
 
 
-def stateof(m: Master, command_id: str) -> str:
+def stateof(m: ThreadedMaster, command_id: str) -> str:
     return str(m.get(f"/api/v1/commands/{command_id}")["command"]["state"]).removeprefix("STATE_")
 
 
 def test_tensorboard_started_from_an_experiment_is_listed_and_killed(
-    live_master: Master, page: Any
+    threaded_master: ThreadedMaster, page: Any
 ) -> None:
     from tests.integration.cli_support import create_via_api, sim_config
 
-    m = live_master
+    m = threaded_master
     eid = create_via_api(m, sim_config("webui-tb", trials=1))
     wait_for(
         lambda: len(m.get(f"/api/v1/experiments/{eid}/trials")["trials"]) == 1,
