@@ -2,7 +2,8 @@
 
 Runs unchanged on det with the legacy ``model_def:RegressionTrial`` entrypoint; the task image
 needs the official ``determined`` package (det's torch image carries it). With
-``resources.slots_per_trial: 2`` it trains distributed (one chief), on one agent or two.
+``resources.slots_per_trial: 2`` (up to 8) it trains distributed (one chief), on one agent or
+several.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ class RegressionTrial(pytorch.PyTorchTrial):
         )
 
     def build_validation_data_loader(self) -> pytorch.DataLoader:
-        return pytorch.DataLoader(_samples(128, seed=2), batch_size=64)
+        # 8 batches: every rank gets some on up to 8 slots (the harness shards them by rank,
+        # and a rank with none fails "validation_loader is empty").
+        return pytorch.DataLoader(_samples(128, seed=2), batch_size=16)
 
     def train_batch(self, batch: Any, epoch_idx: int, batch_idx: int) -> dict[str, Any]:
         x, y = batch

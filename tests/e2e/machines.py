@@ -24,6 +24,7 @@ share one volume).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import subprocess
@@ -129,6 +130,8 @@ class Machine:
     address: str = ""
     agent_id: str = ""
     agent_argv: list[str] = field(default_factory=list)
+    #: The CPU slots of the agent :meth:`Machines.start_agents` last started here (0: none).
+    slots: int = 0
 
     def sh(self, script: str, timeout: float = 120, check: bool = True) -> str:
         return run("docker", "exec", self.name, "sh", "-c", script, timeout=timeout, check=check)
@@ -145,8 +148,21 @@ class Machine:
         return out.split()
 
     def start_agent(self) -> None:
+        """Starts the agent (``agent_argv``); a running one is stopped first (a restart)."""
+        if self.agent_alive():
+            self.stop_agent()
         quoted = " ".join(f"'{a}'" for a in self.agent_argv)
         self.sh(f"{quoted} >>{AGENT_LOG} 2>&1 </dev/null & echo $! >{AGENT_PID}")
+
+    def stop_agent(self, timeout: float = 30) -> None:
+        """SIGTERM to the agent (det-agent's stop: its containers keep running) and wait until
+        it is gone; SIGKILL after ``timeout``."""
+        self.kill_agent(15)
+        deadline = time.monotonic() + timeout
+        while self.agent_alive():
+            if time.monotonic() > deadline:
+                self.kill_agent(9)
+            time.sleep(0.2)
 
     def agent_alive(self) -> bool:
         out = self.sh(f"kill -0 $(cat {AGENT_PID}) 2>/dev/null && echo yes", check=False)
@@ -184,6 +200,13 @@ class Machines:
     def task_image(self) -> str:
         return f"{self.registry}/{TASK_IMAGE}"
 
+    def first(self, n: int) -> Machines:
+        """The first ``n`` machines as a group of their own (the same machines, not copies):
+        its :meth:`start_agents` starts agents on those only."""
+        if not 1 <= n <= len(self.machines):
+            raise ValueError(f"n={n}: this group has {len(self.machines)} machines")
+        return dataclasses.replace(self, machines=self.machines[:n])
+
     def registry_auth(self) -> dict[str, str]:
         """Determined's ``environment.registry_auth`` for the registry."""
         user, password = REGISTRY_USER
@@ -192,10 +215,12 @@ class Machines:
     def start_agents(
         self, master_port: int, agent_token: str, slots: int = 1, heartbeat: float = 0.5
     ) -> None:
-        """An agent on each machine, for a master on this host at ``master_port`` (listening on
-        the bridge's gateway: bind ``0.0.0.0``), reached at the gateway's address."""
+        """An agent with ``slots`` CPU slots on each machine (a running one restarted), for a
+        master on this host at ``master_port`` (listening on the bridge's gateway: bind
+        ``0.0.0.0``), reached at the gateway's address."""
         for m in self.machines:
             m.agent_id = m.name
+            m.slots = slots
             m.agent_argv = [
                 "det-agent", "--master-url", f"http://{self.gateway}:{master_port}",
                 "--agent-id", m.agent_id, f"--agent-token={agent_token}",

@@ -1,27 +1,43 @@
-"""A trial across machines that share nothing but a network (issue 39), on real Docker engines.
+"""Trials across machines that share nothing but a network (issue 39), on real Docker engines.
 
-Two machines (:mod:`tests.e2e.machines`: each a privileged container with its own Docker engine
+Four machines (:mod:`tests.e2e.machines`: each a privileged container with its own Docker engine
 and its own agent, on a bridge network of their own, the task image pulled from a registry on
-the host), started once for this module; the master and PostgreSQL on the host, reached at the
-bridge's gateway. Checkpoints go to a ``shared_fs`` directory both machines mount (an NFS
-export's stand-in).
+the host), started once for this module, in parallel (their pulls included); the master and
+PostgreSQL on the host, reached at the bridge's gateway. Checkpoints go to a ``shared_fs``
+directory every machine mounts (an NFS export's stand-in). Each test picks how many machines
+have an agent and with how many CPU slots (:meth:`Site.use`: agents restarted with another slot
+count, the others stopped and disabled).
 
-The trials run det's Core API example (``examples/core_api``) under Determined 0.38.1's own
-``torch_distributed`` launcher (c10d at the chief machine's address). Determined's Core API
-tutorial, stage 4 (``examples/tutorials/core_api/4_distributed.py`` with its own launcher,
-unmodified), runs too when ``DET_DETERMINED_SRC`` names a checkout of Determined v0.38.1
-(``git clone --depth 1 --branch v0.38.1 https://github.com/determined-ai/determined``): it is
-Determined's code, not in this repository, and CI reaches no source host, so that test exists
-only where the variable is set (it passed across these machines, 2 x 1 and 2 x 2 slots).
+What runs in CI (the machine has 2 cores; the lightest shape each check allows):
+
+* 2 machines x 1 slot: det's Core API example (``examples/core_api``) under Determined 0.38.1's
+  own ``torch_distributed`` launcher (c10d at the chief machine's address) trains once; the
+  worker machine's agent killed (``kill -9``), and separately the chief machine's network cut,
+  every rank stops within 60 s and the trial resumes; a gang preempted by one of higher priority
+  on the same pair checkpoints once and resumes. ``DET_MACHINES_SLOTS=2`` runs these on 2 x 2.
+* 2 machines x 2 slots: Determined's ``PyTorchTrial`` example (``examples/pytorch_trial``,
+  legacy ``model_def:RegressionTrial`` entrypoint) with ``slots_per_trial: 4`` trains once,
+  ranks 0-1 on the first machine and 2-3 on the second.
+* 4 machines x 1 slot: two gangs, one per pair of machines; a gang of higher priority preempts
+  the lower one only, which checkpoints once and resumes.
+
+Determined's Core API tutorial, stage 4 (``examples/tutorials/core_api/4_distributed.py`` with
+its own launcher, unmodified), runs too when ``DET_DETERMINED_SRC`` names a checkout of
+Determined v0.38.1 (``git clone --depth 1 --branch v0.38.1
+https://github.com/determined-ai/determined``): it is Determined's code, not in this repository,
+and CI reaches no source host, so that test exists only where the variable is set (it passed
+across these machines, 2 x 1 and 2 x 2 slots).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +51,14 @@ from tests.ports import free_port
 
 # pytest-timeout counts the module's machines, started in the first test's setup, against that
 # test: cold (a fresh machine: the machine image built, the 1.8 GB task image pushed and pulled
-# by two engines) they took over 600 s at load 17-82 (issue 44's third fresh-machine run). Each
-# test's own waits are bounded by their wait_for timeouts.
+# by two engines) they took over 600 s at load 17-82 (issue 44's third fresh-machine run); four
+# engines pull now. Each test's own waits are bounded by their wait_for timeouts.
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
 
-#: CPU slots per machine's agent: 1 (2 x 1, what CI runs); DET_MACHINES_SLOTS=2 tries 2 x 2.
+#: Machines started for the module (the two-gang test's); the other tests use the first two.
+MACHINES = 4
+#: CPU slots per machine's agent for the Core API tests: 1 (2 x 1, what CI runs);
+#: DET_MACHINES_SLOTS=2 runs them on 2 x 2.
 SLOTS_PER_MACHINE = int(os.environ.get("DET_MACHINES_SLOTS") or 1)
 # The killed run trains long enough for the master to notice the lost agent (20 s) mid-way.
 BATCHES = 20000
@@ -58,14 +77,61 @@ def tutorial() -> Path | None:
     return path
 
 
+@dataclass
+class Site:
+    """The module's machines (all of them) and the master their agents report to."""
+
+    cluster: Cluster
+    machines: Machines
+    port: int
+    agent_token: str
+
+    def use(self, n: int, slots: int) -> Machines:
+        """The first ``n`` machines, each with a connected, enabled agent of ``slots`` CPU
+        slots (an agent of another slot count restarted); the other machines' agents stopped
+        and disabled, so no gang is placed there. Cheap when the layout is already so."""
+        group = self.machines.first(n)
+        master = self.cluster.master
+        listed = {a["id"]: a for a in master.get("/api/v1/agents")["agents"] or []}
+        for m in self.machines.machines[n:]:
+            if m.agent_alive():
+                m.stop_agent()
+            if m.agent_id in listed and listed[m.agent_id]["enabled"]:
+                master.post(f"/api/v1/agents/{m.agent_id}/disable", {})
+        stale = [m for m in group.machines if m.slots != slots or not m.agent_alive()]
+        if stale:
+            replace(group, machines=stale).start_agents(self.port, self.agent_token, slots)
+
+        def ready() -> bool:
+            agents = {a["id"]: a for a in master.get("/api/v1/agents")["agents"] or []}
+            for m in group.machines:
+                a = agents.get(m.agent_id)
+                if a is None or not a["connected"] or len(a["slots"] or {}) != slots:
+                    return False
+                if not a["enabled"]:
+                    master.post(f"/api/v1/agents/{m.agent_id}/enable", {})
+                    return False
+            return True
+
+        try:
+            wait_for(ready, 120, f"{n} machines' agents with {slots} slots each")
+        except TimeoutError as e:
+            raise TimeoutError(f"{e}\n{dump(self.cluster, self.machines)}") from None
+        return group
+
+
 @pytest.fixture(scope="module")
-def machine_cluster(
-    tmp_path_factory: pytest.TempPathFactory, pg_server: str
-) -> Iterator[tuple[Cluster, Machines]]:
+def machine_site(tmp_path_factory: pytest.TempPathFactory, pg_server: str) -> Iterator[Site]:
+    """Four machines started (and the task image pulled by each) at once, a master, and agents
+    on the first two with ``SLOTS_PER_MACHINE`` slots each; tests choose their layout with
+    :meth:`Site.use`."""
     tmp = tmp_path_factory.mktemp("machines")
     ckpt = tmp / "checkpoints"
     ckpt.mkdir()
-    with new_database(pg_server, "det_machines") as url, machines(tmp, 2, shared=[ckpt]) as group:
+    with (
+        new_database(pg_server, "det_machines") as url,
+        machines(tmp, MACHINES, shared=[ckpt]) as group,
+    ):
         port = free_port()
         extra: dict[str, Any] = {
             # The machines reach the master at the bridge's gateway. No master_url: the master
@@ -76,27 +142,25 @@ def machine_cluster(
                 "image": {"cpu": group.task_image(), "cuda": group.task_image()}
             },
             "checkpoint_storage": {"type": "shared_fs", "host_path": str(ckpt)},
-            # A gang of higher priority takes a running gang's slots (the preemption test).
+            # A gang of higher priority takes a running gang's slots (the preemption tests).
             "resource_manager": {"scheduler": {"type": "priority", "preemption": True}},
         }
         master = start_master(tmp, url, port=port, extra=extra)
-        cluster = Cluster(master, [], tmp, None, ckpt, url)
+        site = Site(Cluster(master, [], tmp, None, ckpt, url), group, port, master.agent_token)
         try:
-            group.start_agents(port, master.agent_token, SLOTS_PER_MACHINE)
-
-            def registered() -> bool:
-                ids = {a["id"] for a in master.get("/api/v1/agents")["agents"] or []}
-                return all(m.agent_id in ids for m in group.machines)
-
-            try:
-                wait_for(registered, 120, "the machines' agents to register")
-            except TimeoutError as e:
-                raise TimeoutError(f"{e}\n{dump(cluster, group)}") from None
+            site.use(2, SLOTS_PER_MACHINE)
             print(f"\nmachines: {group.report()}", file=sys.stderr)
-            yield cluster, group
+            yield site
         finally:
             master.kill(signal.SIGTERM)
     assert leftovers() == []
+
+
+@pytest.fixture
+def machine_cluster(machine_site: Site) -> tuple[Cluster, Machines]:
+    """The first two machines, each agent with ``SLOTS_PER_MACHINE`` slots (the others'
+    agents stopped)."""
+    return machine_site.cluster, machine_site.use(2, SLOTS_PER_MACHINE)
 
 
 def dump(cluster: Cluster, group: Machines) -> str:
@@ -407,4 +471,181 @@ def test_a_gang_preempted_by_a_higher_priority_gang_checkpoints_once_and_resumes
         int(c["metadata"]["steps_completed"]) for c in cluster.checkpoints_of(high_trial["id"])
     ]
     assert sorted(high_saved) == [100, 200], high_saved
+    wait_for(lambda: no_task_containers(group), 60, "the machines' task containers to go")
+
+
+#: Determined's PyTorchTrial example (legacy ``model_def:RegressionTrial`` entrypoint) on 4 slots:
+#: reports every 5 batches, a validation and a checkpoint every 10, 20 in all.
+TRIAL = REPO / "examples" / "pytorch_trial"
+TRIAL_4_SLOTS: dict[str, Any] = {
+    "resources": {"slots_per_trial": 4},
+    "searcher": {"max_length": {"batches": 20}},
+    "scheduling_unit": 5,
+    "min_validation_period": {"batches": 10},
+    "min_checkpoint_period": {"batches": 10},
+    "max_restarts": 0,
+}
+_WEIGHTS = re.compile(r"weights after (\d+) batches: (\[.*\])")
+
+
+def test_a_trial_class_on_four_slots_of_two_machines_trains_once(machine_site: Site) -> None:
+    """``examples/pytorch_trial`` with ``slots_per_trial: 4`` on 2 machines x 2 slots: one
+    container per machine, two ranks in each (det's launcher runs the official harness, one
+    chief for all four). One chief's reports (each period once), one set of checkpoints, ranks
+    0-1 on the first machine and 2-3 on the second, each container's line with its machine's
+    address, all four ranks ending with the same weights, nothing left on either engine."""
+    cluster = machine_site.cluster
+    group = machine_site.use(2, 2)
+    created = time.monotonic()
+    eid = cluster.create(TRIAL / "const.yaml", TRIAL, TRIAL_4_SLOTS)
+    tid = int(wait_for(lambda: cluster.trials(eid), 120, "the trial")[0]["id"])
+    try:
+        wait_for(lambda: cluster.metrics(tid, "training"), 600, "the first training report")
+        training_at = time.monotonic() - created
+        cluster.wait_state(eid, "STATE_COMPLETED", 600)
+    except (AssertionError, TimeoutError) as e:
+        raise AssertionError(f"{e}\n{dump(cluster, group)}") from None
+    print(
+        f"\n2 x 2 trial class: created -> all ranks training {training_at:.1f} s", file=sys.stderr
+    )
+    trials = cluster.trials(eid)
+    assert len(trials) == 1, trials
+    training = [int(m["totalBatches"]) for m in cluster.metrics(tid, "training")]
+    assert training == [5, 10, 15, 20], training
+    validation = [int(m["totalBatches"]) for m in cluster.metrics(tid, "validation")]
+    assert validation == [10, 20], validation
+    saved = sorted(int(c["metadata"]["steps_completed"]) for c in cluster.checkpoints_of(tid))
+    assert saved == [10, 20], saved
+    logs = cluster.trial_logs(tid)
+    by_rank: dict[int, set[str]] = {}
+    final: dict[int, tuple[int, str]] = {}
+    for entry in logs:
+        if entry.get("rankId") is None:
+            continue
+        rank = int(entry["rankId"])
+        by_rank.setdefault(rank, set()).add(str(entry["agentId"]))
+        m = _WEIGHTS.search(entry.get("log") or "")
+        if m:
+            seen = (int(m.group(1)), m.group(2))
+            final[rank] = max(final.get(rank, seen), seen)
+    first, second = (m.agent_id for m in group.machines)
+    assert by_rank == {0: {first}, 1: {first}, 2: {second}, 3: {second}}, by_rank
+    ranks_on_their_machines(cluster, group, tid)
+    assert set(final) == {0, 1, 2, 3}, f"the ranks' final weights: {final}"
+    assert len(set(final.values())) == 1, final  # after the same batch, the same weights
+    assert final[0][0] >= 19, final  # the last validation's (batch index 19: 20 trained)
+    wait_for(lambda: no_task_containers(group), 60, "the machines' task containers to go")
+
+
+def gang_config(batches: int, priority: int, **hparams: int) -> dict[str, Any]:
+    """det's Core API example under Determined's ``torch_distributed`` launcher on 2 slots (one
+    per machine), at ``priority``."""
+    config = torch_core_api(batches, **hparams)
+    config["resources"] = {"slots_per_trial": 2, "priority": priority}
+    return config
+
+
+def rank_agents(cluster: Cluster, tid: int) -> dict[int, str]:
+    """The agent of each rank's first log line."""
+    out: dict[int, str] = {}
+    for e in cluster.trial_logs(tid):
+        if e.get("rankId") is not None:
+            out.setdefault(int(e["rankId"]), str(e["agentId"]))
+    return out
+
+
+def running_containers(group: Machines) -> dict[str, list[str]]:
+    return {m.agent_id: m.task_containers(running=True) for m in group.machines}
+
+
+def test_of_two_gangs_on_four_machines_the_lower_priority_one_is_preempted_and_resumes(
+    machine_site: Site,
+) -> None:
+    """Four machines with one slot each; two gangs of two ranks, one per pair of machines: the
+    "steady" gang (priority 40, trains until it is killed at the end) and the "low" gang
+    (priority 50). A gang of higher priority (10) needs two slots: the low gang, and only it, is
+    preempted: its chief checkpoints once and every rank exits, the high gang runs on the pair
+    it freed and completes, and the low gang resumes from that checkpoint and completes (no
+    restart counted, each period once). The steady gang's containers run throughout, untouched
+    (the same container on each of its machines, no checkpoint, no restart)."""
+    cluster = machine_site.cluster
+    group = machine_site.use(MACHINES, 1)
+    core = REPO / "examples" / "core_api"
+    never = 10**9
+    steady_config = gang_config(
+        10**7, 40, report_every=100, validate_every=never, checkpoint_every=never
+    )
+    steady = cluster.create(core / "distributed.yaml", core, steady_config)
+    low_config = gang_config(
+        LOW_BATCHES, 50, report_every=100, validate_every=1000, checkpoint_every=never
+    )
+    low = cluster.create(core / "distributed.yaml", core, low_config)
+    steady_tid = int(wait_for(lambda: cluster.trials(steady), 120, "the steady trial")[0]["id"])
+    low_tid = int(wait_for(lambda: cluster.trials(low), 120, "the low trial")[0]["id"])
+
+    def both_training() -> bool:
+        return all(
+            cluster.metrics(t, "training") and len(rank_agents(cluster, t)) == 2
+            for t in (steady_tid, low_tid)
+        )
+
+    try:
+        wait_for(both_training, 600, "both gangs to train, every rank logging")
+    except TimeoutError as e:
+        raise TimeoutError(f"{e}\n{dump(cluster, group)}") from None
+    # One gang per pair: each machine runs one rank, the steady gang's two on two machines.
+    before = running_containers(group)
+    assert all(len(c) == 1 for c in before.values()), before
+    steady_pair = set(rank_agents(cluster, steady_tid).values())
+    low_pair = set(rank_agents(cluster, low_tid).values())
+    assert len(steady_pair) == 2 and low_pair == {m.agent_id for m in group.machines} - steady_pair
+
+    high_config = gang_config(200, 10, report_every=50, validate_every=100, checkpoint_every=100)
+    asked = time.monotonic()
+    high = cluster.create(core / "distributed.yaml", core, high_config)
+    try:
+        wait_for(lambda: cluster.checkpoints_of(low_tid), 300, "the low gang's checkpoint")
+        checkpointed = time.monotonic() - asked
+        high_tid = int(wait_for(lambda: cluster.trials(high), 120, "the high trial")[0]["id"])
+        wait_for(lambda: cluster.metrics(high_tid, "training"), 600, "the high gang to train")
+        high_training = time.monotonic() - asked
+        cluster.wait_state(high, "STATE_COMPLETED", 600)
+        cluster.wait_state(low, "STATE_COMPLETED", 900)
+    except (AssertionError, TimeoutError) as e:
+        raise AssertionError(f"{e}\n{dump(cluster, group)}") from None
+    print(
+        f"\ntwo gangs on 4 machines: the high gang created -> the low gang's checkpoint"
+        f" {checkpointed:.1f} s, -> the high gang training {high_training:.1f} s",
+        file=sys.stderr,
+    )
+    # The steady gang ran throughout: the same containers, still running, never preempted.
+    assert cluster.state(steady) == "STATE_ACTIVE", cluster.experiment(steady)
+    after = running_containers(group)
+    assert {a: after[a] for a in steady_pair} == {a: before[a] for a in steady_pair}, after
+    cluster.master.post(f"/api/v1/experiments/{steady}/kill", {})
+    cluster.wait_state(steady, "STATE_CANCELED", 120)
+    assert int(cluster.trial(steady_tid)["restarts"]) == 0, cluster.trial(steady_tid)
+    assert cluster.checkpoints_of(steady_tid) == []
+    steady_logs = "".join(e.get("log") or "" for e in cluster.trial_logs(steady_tid))
+    assert "preempted at step" not in steady_logs and "resumed from" not in steady_logs
+
+    # The high gang ran on the pair the low gang freed.
+    assert set(rank_agents(cluster, high_tid).values()) == low_pair
+    high_saved = [int(c["metadata"]["steps_completed"]) for c in cluster.checkpoints_of(high_tid)]
+    assert sorted(high_saved) == [100, 200], high_saved
+
+    # The low gang: one checkpoint at the preemption (from the chief), then its last.
+    saved = sorted(
+        (int(c["metadata"]["steps_completed"]), str(c["uuid"]))
+        for c in cluster.checkpoints_of(low_tid)
+    )
+    assert len(saved) == 2 and saved[0][0] < LOW_BATCHES == saved[1][0], saved
+    text = "".join(e.get("log") or "" for e in cluster.trial_logs(low_tid))
+    # Every rank that logged its exit left at the step of that one checkpoint.
+    steps = set(re.findall(r"preempted at step (\d+)", text))
+    assert steps == {str(saved[0][0])}, text[-3000:]
+    assert f"resumed from {saved[0][1]} at step {saved[0][0]}" in text, text[-3000:]
+    assert int(cluster.trial(low_tid)["restarts"]) == 0, cluster.trial(low_tid)
+    training = [int(m["totalBatches"]) for m in cluster.metrics(low_tid, "training")]
+    assert training == list(range(100, LOW_BATCHES + 1, 100)), training
     wait_for(lambda: no_task_containers(group), 60, "the machines' task containers to go")
