@@ -16,7 +16,8 @@ import pytest
 import requests
 
 from tests.fakes.sim_agent import SimAgent
-from tests.integration.conftest import Master, wait_for
+from tests.integration.conftest import wait_for
+from tests.integration.threaded import ThreadedMaster
 from tests.integration.webui_support import (  # noqa: F401 (fixtures)
     browser,
     create,
@@ -40,7 +41,7 @@ def table_ids(page: Any) -> list[int]:
 
 
 def test_curves_hyperparameter_views_brushing_and_the_trials_table(
-    search: tuple[Master, int], page: Any
+    search: tuple[ThreadedMaster, int], page: Any
 ) -> None:
     m, eid = search
     trials = m.get(f"/api/v1/experiments/{eid}/trials")["trials"]
@@ -163,7 +164,7 @@ def focused(page: Any) -> str:
 
 
 def test_brushing_the_parallel_coordinates_from_the_keyboard(
-    search: tuple[Master, int], page: Any
+    search: tuple[ThreadedMaster, int], page: Any
 ) -> None:
     m, eid = search
     trials = m.get(f"/api/v1/experiments/{eid}/trials")["trials"]
@@ -214,7 +215,7 @@ def test_brushing_the_parallel_coordinates_from_the_keyboard(
     assert len(table_ids(page)) == 8
 
 
-def test_comparing_two_trials_side_by_side(search: tuple[Master, int], page: Any) -> None:
+def test_comparing_two_trials_side_by_side(search: tuple[ThreadedMaster, int], page: Any) -> None:
     m, eid = search
     trials = m.get(f"/api/v1/experiments/{eid}/trials")["trials"]
     a, b = trials[0], trials[-1]
@@ -258,7 +259,7 @@ max_restarts: 0
 
 
 def test_a_running_experiments_curves_follow_new_validations(
-    search: tuple[Master, int], page: Any
+    search: tuple[ThreadedMaster, int], page: Any
 ) -> None:
     m, _ = search
     go, halfway = threading.Event(), threading.Event()
@@ -326,7 +327,7 @@ def test_a_running_experiments_curves_follow_new_validations(
         agent.stop()
 
 
-def seed_big_experiment(m: Master, db_url: str, trials: int, points: int) -> int:
+def seed_big_experiment(m: ThreadedMaster, db_url: str, trials: int, points: int) -> int:
     """An experiment of ``trials`` trials with ``points`` validations each, written straight
     into the tables (as the ingest path stores them): the render benchmark's input."""
     import psycopg
@@ -392,7 +393,7 @@ LOAD_FIGURES = """fig => {
 
 
 def test_render_time_of_100_trials_by_1000_points(
-    search: tuple[Master, int], module_db: str, page: Any
+    search: tuple[ThreadedMaster, int], module_db: str, page: Any
 ) -> None:
     m, _ = search
     eid = seed_big_experiment(m, module_db, 100, 1000)
@@ -493,7 +494,7 @@ def test_render_time_of_100_trials_by_1000_points(
 
 
 def test_comparing_experiments_by_their_best_trials(
-    search: tuple[Master, int], module_db: str, page: Any
+    search: tuple[ThreadedMaster, int], module_db: str, page: Any
 ) -> None:
     m, eid = search
     other = seed_big_experiment(m, module_db, 2, 10)
@@ -514,7 +515,7 @@ def test_comparing_experiments_by_their_best_trials(
     assert rows == ["layers", "lr", "optimizer"]
 
 
-def test_forking_an_experiment_from_its_page(search: tuple[Master, int], page: Any) -> None:
+def test_forking_an_experiment_from_its_page(search: tuple[ThreadedMaster, int], page: Any) -> None:
     """Fork: the config is edited first, the new experiment records its parent, and its page
     links back to it (last in this module: the fork joins the experiment list)."""
     m, eid = search

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Master, wait_for
+from tests.integration.conftest import wait_for
+from tests.integration.threaded import ThreadedMaster
 from tests.integration.webui_support import (  # noqa: F401 (fixtures)
     browser,
     create,
@@ -49,11 +50,11 @@ def shown_ids(page: Any) -> list[int]:
     ]
 
 
-def api_ids(m: Master, query: str) -> list[int]:
+def api_ids(m: ThreadedMaster, query: str) -> list[int]:
     return [e["id"] for e in m.get("/api/v1/experiments?" + query)["experiments"]]
 
 
-def settle(page: Any, m: Master, query: str) -> list[int]:
+def settle(page: Any, m: ThreadedMaster, query: str) -> list[int]:
     """Waits until the page shows what the API answers for ``query``, and returns it."""
     want = api_ids(m, query)
     wait_for(lambda: shown_ids(page) == want, 15, what=f"the list to show {query}")
@@ -61,7 +62,7 @@ def settle(page: Any, m: Master, query: str) -> list[int]:
 
 
 def test_the_list_filters_sorts_pages_labels_and_archives_in_batches(
-    search: tuple[Master, int], page: Any
+    search: tuple[ThreadedMaster, int], page: Any
 ) -> None:
     m, asha = search
     # A second user with an experiment of their own, and 22 paused experiments of admin's.

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from tests.fakes.sim_agent import SimAgent
-from tests.integration.conftest import Master, wait_for
+from tests.integration.conftest import wait_for
+from tests.integration.threaded import ThreadedMaster
 from tests.integration.webui_support import (  # noqa: F401 (fixtures)
     browser,
     create,
@@ -41,7 +42,7 @@ def shown_lines(page: Any) -> list[str]:
 
 
 def test_following_a_running_trials_log_with_level_rank_agent_and_text_filters(
-    search: tuple[Master, int], page: Any, tmp_path: Path
+    search: tuple[ThreadedMaster, int], page: Any, tmp_path: Path
 ) -> None:
     m, _ = search
     release = threading.Event()
@@ -184,7 +185,7 @@ def test_following_a_running_trials_log_with_level_rank_agent_and_text_filters(
 
 
 def test_registering_a_checkpoint_and_the_model_pages(
-    search: tuple[Master, int], page: Any
+    search: tuple[ThreadedMaster, int], page: Any
 ) -> None:
     m, eid = search
     # Two checkpoints the search kept (its GC may have deleted others).
@@ -284,7 +285,7 @@ def test_registering_a_checkpoint_and_the_model_pages(
 
 
 def test_deleting_a_model_a_version_and_a_checkpoint(
-    search: tuple[Master, int], page: Any, browser: Any
+    search: tuple[ThreadedMaster, int], page: Any, browser: Any
 ) -> None:
     m, eid = search
     trial_of = {

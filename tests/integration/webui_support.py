@@ -18,10 +18,9 @@ from tests.integration.conftest import (
     ADMIN_PASSWORD,
     Master,
     MasterClient,
-    start_master,
     wait_for,
 )
-from tests.integration.threaded import ThreadedMaster
+from tests.integration.threaded import ThreadedMaster, threaded_master
 
 # A search over three kinds of hyperparameter (a number, an integer, a category), so the
 # parallel coordinates, scatters and the heat map all have something to draw.
@@ -124,19 +123,21 @@ def module_db(pg_server: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def search(tmp_path_factory: Any, module_db: str) -> Iterator[tuple[Master, int]]:
-    """A live master (for the module) with a finished adaptive ASHA search of 8 trials."""
-    m = start_master(tmp_path_factory.mktemp("webui"), module_db)
-    agents = [SimAgent(m.url, m.agent_token, f"sim-{i}", slots=2).start() for i in range(2)]
-    try:
-        eid = create(m, ASHA)
-        wait_for(
-            lambda: m.get(f"/api/v1/experiments/{eid}")["experiment"]["state"] == "STATE_COMPLETED",
-            120,
-            what="the ASHA search to complete",
-        )
-    finally:
-        for a in agents:
-            a.stop()
-    yield m, eid
-    m.kill()
+def search(tmp_path_factory: Any, module_db: str) -> Iterator[tuple[ThreadedMaster, int]]:
+    """A master served in this process (threaded_master, with its control loop) for the module,
+    with a finished adaptive ASHA search of 8 trials."""
+    with threaded_master(tmp_path_factory.mktemp("webui"), module_db, loop=True) as m:
+        agents = [SimAgent(m.url, m.agent_token, f"sim-{i}", slots=2).start() for i in range(2)]
+        try:
+            eid = create(m, ASHA)
+            wait_for(
+                lambda: (
+                    m.get(f"/api/v1/experiments/{eid}")["experiment"]["state"] == "STATE_COMPLETED"
+                ),
+                120,
+                what="the ASHA search to complete",
+            )
+        finally:
+            for a in agents:
+                a.stop()
+        yield m, eid
