@@ -227,16 +227,30 @@ def loop_master(loop_master_factory: Any) -> Any:
 
 
 @pytest.fixture
-def threaded_master(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
-    """The master's app in this process served on a free localhost port by the master's own
-    HTTP front in a thread, its control loop in another (tests/integration/threaded.py), on
-    the test's database: for a browser or a client in another process, where no signal,
-    restart or second process is checked."""
+def threaded_master_factory(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """``make(extra=None)``: the master's app in this process served on a free localhost port
+    by the master's own HTTP front in a thread, its control loop in another
+    (tests/integration/threaded.py), on the test's database, with master.yaml keys of the
+    test's own (``extra``); each stopped and joined at the test's end. For a browser or a client
+    in another process, where no signal, restart or second process is checked."""
+    import contextlib
+
     # threaded imports this module
     from tests.integration.threaded import threaded_master as serve
 
-    with serve(tmp_path, default_database(request), loop=True) as m:
-        yield m
+    db_url = default_database(request)
+    with contextlib.ExitStack() as stack:
+
+        def make(extra: dict[str, Any] | None = None) -> Any:
+            return stack.enter_context(serve(tmp_path, db_url, extra, loop=True))
+
+        yield make
+
+
+@pytest.fixture
+def threaded_master(threaded_master_factory: Any) -> Any:
+    """``threaded_master_factory()``: a master served by a thread of this process."""
+    return threaded_master_factory()
 
 
 @pytest.fixture

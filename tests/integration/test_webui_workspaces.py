@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Master, wait_for
+from tests.integration.conftest import wait_for
+from tests.integration.threaded import ThreadedMaster
 from tests.integration.webui_support import browser, login, page, screenshot  # noqa: F401
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
@@ -27,8 +28,10 @@ def ids_shown(page: Any) -> list[int]:
     ]
 
 
-def test_workspaces_projects_their_experiments_and_notes(live_master: Master, page: Any) -> None:
-    m = live_master
+def test_workspaces_projects_their_experiments_and_notes(
+    threaded_master: ThreadedMaster, page: Any
+) -> None:
+    m = threaded_master
     elsewhere = m.post(
         "/api/v1/experiments", {"config": CONFIG.format(name="elsewhere"), "activate": False}
     )["experiment"]["id"]
@@ -97,8 +100,10 @@ def test_workspaces_projects_their_experiments_and_notes(live_master: Master, pa
     page.wait_for_selector(".create-workspace .form-error:text-matches('.+')")
 
 
-def test_a_workspace_page_shows_its_pools_and_defaults(live_master: Master, page: Any) -> None:
-    m = live_master
+def test_a_workspace_page_shows_its_pools_and_defaults(
+    threaded_master: ThreadedMaster, page: Any
+) -> None:
+    m = threaded_master
     pools = [p["name"] for p in m.get("/api/v1/resource-pools")["resourcePools"]]
     assert pools, "the master has no resource pool"
     pool = pools[0]
