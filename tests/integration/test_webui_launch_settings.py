@@ -17,8 +17,9 @@ import pytest
 import requests
 
 from tests.fakes.sim_agent import SimAgent
-from tests.integration.conftest import Master, start_master, wait_for
+from tests.integration.conftest import wait_for
 from tests.integration.task_origin_support import FakeTask, serve_from
+from tests.integration.threaded import ThreadedMaster, threaded_master
 from tests.integration.webui_support import (  # noqa: F401
     browser,
     login,
@@ -31,18 +32,17 @@ pytestmark = [pytest.mark.integration]
 
 
 @pytest.fixture(scope="module")
-def master(tmp_path_factory: Any, module_db: str) -> Iterator[Master]:
-    m = start_master(tmp_path_factory.mktemp("launch"), module_db)
-    yield m
-    m.kill()
+def master(tmp_path_factory: Any, module_db: str) -> Iterator[ThreadedMaster]:
+    with threaded_master(tmp_path_factory.mktemp("launch"), module_db, loop=True) as m:
+        yield m
 
 
-def _user(m: Master, name: str, password: str) -> str:
+def _user(m: ThreadedMaster, name: str, password: str) -> str:
     m.post("/api/v1/users", {"user": {"username": name, "admin": False}, "password": password})
     return m.login(name, password)
 
 
-def _status(m: Master, path: str, token: str, body: Any = None) -> requests.Response:
+def _status(m: ThreadedMaster, path: str, token: str, body: Any = None) -> requests.Response:
     s = m.session(token)
     return (
         s.post(m.url + path, json=body, timeout=30)
@@ -51,7 +51,7 @@ def _status(m: Master, path: str, token: str, body: Any = None) -> requests.Resp
     )
 
 
-def test_user_settings_on_the_wire_are_each_users_own(master: Master) -> None:
+def test_user_settings_on_the_wire_are_each_users_own(master: ThreadedMaster) -> None:
     m = master
     dora = _user(m, "dora", "Dora-pw-1")
     erin = _user(m, "erin", "Erin-pw-1")
@@ -95,7 +95,7 @@ def _waiting(master: str, spec: dict[str, Any], killed: threading.Event) -> int:
 
 @pytest.mark.browser
 def test_a_notebook_started_from_the_webui_opens_on_its_own_origin(
-    master: Master, page: Any, tmp_path: Any
+    master: ThreadedMaster, page: Any, tmp_path: Any
 ) -> None:
     m = master
     fake = FakeTask(page="<!doctype html><title>nb</title><p id=here>the notebook</p>").start()
@@ -179,15 +179,13 @@ def test_a_notebook_started_from_the_webui_opens_on_its_own_origin(
         fake.stop()
 
 
-def _db_url(m: Master) -> str:
-    import yaml
-
-    return str(yaml.safe_load(m.config_file.read_text())["db"]["url"])
+def _db_url(m: ThreadedMaster) -> str:
+    return m.db_url
 
 
 @pytest.mark.browser
 def test_the_settings_page_changes_the_password_and_manages_tokens(
-    master: Master, page: Any
+    master: ThreadedMaster, page: Any
 ) -> None:
     m = master
     carol_session = _user(m, "carol", "Carol-pw-1")
@@ -275,7 +273,7 @@ def test_the_settings_page_changes_the_password_and_manages_tokens(
 
 
 @pytest.mark.browser
-def test_a_tensorboard_over_the_selected_experiments(master: Master, page: Any) -> None:
+def test_a_tensorboard_over_the_selected_experiments(master: ThreadedMaster, page: Any) -> None:
     from tests.integration.cli_support import create_via_api, sim_config
 
     m = master

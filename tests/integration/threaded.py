@@ -4,12 +4,14 @@ HTTP front, for tests whose client is in another process or needs a socket (a br
 ``threaded_master`` builds the app as ``api_master`` does (tests/integration/inproc.py: the same
 ``server.prepare`` and ``create_app`` on the test's PostgreSQL database) and serves it with the
 waitress server ``det-master``'s front process runs (``det.master.server.front_server``: det's
-channels, its event loop, its settings) on a free port of 127.0.0.1, in a daemon thread of this
-process; no user API processes (``user_api_processes: 0``: no hand-off). With ``loop=True`` the
-master's control loop runs in another thread (``inproc.control_loop``), so simulated agents
-register, heartbeat and run trials. At the end the front closes every connection and its
-listener, its thread and its pool of request threads are joined, and the loop is stopped
-(tests/thread_check.py fails a test that leaves a thread running).
+channels, its event loop, its settings) on a free port of 127.0.0.1 in a daemon thread of this
+process, and the task origin's port (``task_port``) with the proxy's listener in another, as
+``det-master`` serves them; no user API processes (``user_api_processes: 0``: no hand-off).
+With ``loop=True`` the master's control loop runs in a third thread (``inproc.control_loop``),
+so simulated agents register, heartbeat and run trials. At the end the front closes every
+connection and its listener; its thread, its request threads, the task listener, the proxy's
+relay threads and the loop are joined (tests/thread_check.py fails a test that leaves a thread
+running).
 
 Not here: what a separate process shows (signals, restarts, several processes or masters, the
 log file of a process), the settings watcher that applies a run-time log level to the process
@@ -60,6 +62,36 @@ def _listener() -> socket.socket:
     return sock
 
 
+def _serve_task_origin(state: Any) -> tuple[socket.socket, threading.Thread] | None:
+    """The task origin's port (``task_port``, a free one by default), served as ``det-master``
+    serves it: its listener and the proxy's accept loop in a thread."""
+    from det.master import proxy, server
+    from det.master.tls import server_context
+
+    listener = server._task_listener(state)  # binds, and sets state.task_port
+    if listener is None:
+        return None
+    tls = state.config.security.tls
+    context = server_context(tls) if tls.enabled else None
+    thread = threading.Thread(
+        target=proxy.serve_task_listener,
+        args=(listener, context),
+        name="det-task-listener",
+        daemon=True,
+    )
+    thread.start()
+    return listener, thread
+
+
+def _stop_task_origin(listener: socket.socket, thread: threading.Thread) -> None:
+    # shutdown() wakes the thread's accept() (a close() alone does not on Linux)
+    with contextlib.suppress(OSError):
+        listener.shutdown(socket.SHUT_RDWR)
+    listener.close()
+    thread.join(STOP_SECONDS)
+    assert not thread.is_alive(), f"the task listener did not stop in {STOP_SECONDS} s"
+
+
 @contextlib.contextmanager
 def threaded_master(
     tmp: Path, db_url: str, extra: dict[str, Any] | None = None, *, loop: bool = False
@@ -75,9 +107,11 @@ def threaded_master(
     port = int(sock.getsockname()[1])
     try:
         with in_process_master(tmp, db_url, {**(extra or {}), "port": port}) as inproc:
+            before = set(threading.enumerate())
             front = server.front_server(inproc.state, inproc.app, sock, None)
             thread = threading.Thread(target=front.run, name="det-http-front", daemon=True)
             thread.start()
+            tasks = _serve_task_origin(inproc.state)
             master = ThreadedMaster(
                 f"http://127.0.0.1:{port}",
                 inproc.app,
@@ -95,7 +129,18 @@ def threaded_master(
                 thread.join(STOP_SECONDS)
                 workers = front.task_dispatcher
                 workers.shutdown(timeout=STOP_SECONDS)
+                if tasks is not None:
+                    _stop_task_origin(*tasks)
+                relays = [
+                    t
+                    for t in set(threading.enumerate()) - before
+                    if t.name.startswith(("det-proxy", "det-task-accept"))
+                ]
+                for t in relays:
+                    t.join(STOP_SECONDS)
                 assert not thread.is_alive(), f"the HTTP front did not stop in {STOP_SECONDS} s"
                 assert not workers.threads, f"request threads still running: {workers.threads}"
+                left = [t.name for t in relays if t.is_alive()]
+                assert not left, f"task proxy threads still running: {left}"
     finally:
         sock.close()
