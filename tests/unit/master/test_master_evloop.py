@@ -75,8 +75,35 @@ def server() -> Iterator[TcpWSGIServer]:
     assert evloop.STATS.unmarked == before
 
 
-def connect(srv: TcpWSGIServer) -> http.client.HTTPConnection:
-    return http.client.HTTPConnection("127.0.0.1", srv.effective_port, timeout=10)
+@pytest.fixture
+def clients() -> Iterator[list[Any]]:
+    """Every client connection or socket a test opens, closed at its end whatever happens (a
+    socket left to the garbage collector warns in whichever test comes next)."""
+    opened: list[Any] = []
+    yield opened
+    for c in opened:
+        c.close()
+
+
+def connect(srv: TcpWSGIServer, opened: list[Any]) -> http.client.HTTPConnection:
+    conn = http.client.HTTPConnection("127.0.0.1", srv.effective_port, timeout=10)
+    opened.append(conn)
+    return conn
+
+
+def raw(srv: TcpWSGIServer, opened: list[Any]) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", srv.effective_port), timeout=10)
+    opened.append(sock)
+    return sock
+
+
+def settled() -> None:
+    """Two of the loop's full passes from now: what it had to do for the last answer is done."""
+    target = evloop.STATS.full_passes + 2
+    deadline = time.monotonic() + 30
+    while evloop.STATS.full_passes < target and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert evloop.STATS.full_passes >= target
 
 
 def get(conn: http.client.HTTPConnection, path: str) -> bytes:
@@ -87,12 +114,12 @@ def get(conn: http.client.HTTPConnection, path: str) -> bytes:
 
 
 def test_answers_on_keep_alive_connections_and_idle_ones_are_not_asked(
-    server: TcpWSGIServer,
+    server: TcpWSGIServer, clients: list[Any]
 ) -> None:
-    idle = [connect(server) for _ in range(200)]
+    idle = [connect(server, clients) for _ in range(200)]
     for c in idle:
         assert get(c, "/hello") == b"/hello"  # each connection made and used once
-    busy = connect(server)
+    busy = connect(server, clients)
     asked, wakeups = evloop.STATS.asked, evloop.STATS.wakeups
     for i in range(100):
         assert get(busy, f"/r{i}") == f"/r{i}".encode()
@@ -102,14 +129,12 @@ def test_answers_on_keep_alive_connections_and_idle_ones_are_not_asked(
     full = evloop.STATS.full_passes
     assert wakeups >= 100
     assert asked < 10 * wakeups + 210 * (full + 2), (asked, wakeups, full)
-    for c in [*idle, busy]:
-        c.close()
 
 
 def test_big_bodies_to_a_slow_reader_streams_and_pipelined_requests(
-    server: TcpWSGIServer,
+    server: TcpWSGIServer, clients: list[Any]
 ) -> None:
-    conn = connect(server)
+    conn = connect(server, clients)
     conn.request("GET", "/big")
     r = conn.getresponse()
     got = b""
@@ -119,7 +144,7 @@ def test_big_bodies_to_a_slow_reader_streams_and_pipelined_requests(
     assert got == bytes(range(256)) * (BIG // 256)
     assert get(conn, "/stream") == b"".join(f"chunk {i}\n".encode() for i in range(5))
     # Two requests in one write: the second is served once the first is answered.
-    sock = socket.create_connection(("127.0.0.1", server.effective_port), timeout=10)
+    sock = raw(server, clients)
     sock.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /after HTTP/1.1\r\nHost: x\r\n\r\n")
     data = b""
     while data.count(b"HTTP/1.1 200") < 2 or not data.endswith(b"/after"):
@@ -127,15 +152,13 @@ def test_big_bodies_to_a_slow_reader_streams_and_pipelined_requests(
         assert part, data
         data += part
     assert data.index(b"/slow") < data.index(b"/after")
-    sock.close()
-    conn.close()
 
 
 def test_closed_connections_leave_and_their_fd_numbers_serve_new_ones(
-    server: TcpWSGIServer,
+    server: TcpWSGIServer, clients: list[Any]
 ) -> None:
     for i in range(50):
-        sock = socket.create_connection(("127.0.0.1", server.effective_port), timeout=10)
+        sock = raw(server, clients)
         if i % 3 == 0:
             # Leaves in the middle of a big answer.
             sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -154,16 +177,20 @@ def test_closed_connections_leave_and_their_fd_numbers_serve_new_ones(
     while len(server._map) > 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(server._map) == 2, server._map
-    conn = connect(server)
+    conn = connect(server, clients)
     assert get(conn, "/again") == b"/again"
-    conn.close()
 
 
-def test_a_full_pass_counts_a_change_made_without_a_mark(server: TcpWSGIServer) -> None:
+def test_a_full_pass_counts_a_change_made_without_a_mark(
+    server: TcpWSGIServer, clients: list[Any]
+) -> None:
     """The check the tests rely on can fail: a channel's output changed behind the tracked
     attribute's back (its stored slot written directly) is found by the next full pass."""
-    conn = connect(server)
+    conn = connect(server, clients)
     assert get(conn, "/x") == b"/x"
+    # Until the loop is done with the answer it asks the channel anyway (it had events), and a
+    # change made meanwhile is seen there, not counted (a fresh machine's loaded run did so).
+    settled()
     (channel,) = [c for c in server._map.values() if isinstance(c, evloop.TrackedChannel)]
     before = evloop.STATS.unmarked
     channel.__dict__["_tracked_will_close"] = True
@@ -172,4 +199,3 @@ def test_a_full_pass_counts_a_change_made_without_a_mark(server: TcpWSGIServer) 
         time.sleep(0.05)
     assert evloop.STATS.unmarked == before + 1
     evloop.STATS.unmarked = before  # this test's own, not a fault of the loop
-    conn.close()
