@@ -22,8 +22,9 @@ import requests
 from tests.fakes.local_http import TestHTTPServer
 from tests.fakes.sim_agent import Holder, SimAgent
 from tests.integration.cli_support import create_via_api, sim_config
-from tests.integration.conftest import Master, start_master, wait_for
+from tests.integration.conftest import wait_for
 from tests.integration.task_origin_support import FakeTask
+from tests.integration.threaded import ThreadedMaster, threaded_master
 from tests.integration.webui_support import (  # noqa: F401
     browser,
     login,
@@ -40,7 +41,7 @@ USER_PW = "Carol-pw-1"
 
 @dataclass
 class Ops:
-    master: Master
+    master: ThreadedMaster
     experiment: int  # a finished experiment with checkpoints
 
 
@@ -48,12 +49,12 @@ class Ops:
 def ops(tmp_path_factory: Any, module_db: str) -> Iterator[Ops]:
     delivery = {"retry_initial_seconds": 0.2, "retry_max_seconds": 0.5}
     delivery["dead_letter_after_seconds"] = 3
-    m = start_master(
+    with threaded_master(
         tmp_path_factory.mktemp("webui-ops"),
         module_db,
-        extra={"webhooks": {"delivery": delivery}},
-    )
-    try:
+        {"webhooks": {"delivery": delivery}},
+        loop=True,
+    ) as m:
         with SimAgent(m.url, m.agent_token, "sim-setup", slots=1):
             eid = create_via_api(m, sim_config("webui-ops", trials=1))
             wait_for(
@@ -67,15 +68,13 @@ def ops(tmp_path_factory: Any, module_db: str) -> Iterator[Ops]:
             "/api/v1/users", {"user": {"username": "carol", "active": True}, "password": USER_PW}
         )
         yield Ops(m, eid)
-    finally:
-        m.kill()
 
 
-def _no_agents(m: Master) -> None:
+def _no_agents(m: ThreadedMaster) -> None:
     wait_for(lambda: not m.get("/api/v1/agents")["agents"], 60, what="no agent connected")
 
 
-def _kill_tasks(m: Master) -> None:
+def _kill_tasks(m: ThreadedMaster) -> None:
     for path in ("commands", "notebooks", "shells", "tensorboards"):
         for x in m.get(f"/api/v1/{path}")[path]:
             if x["state"] != "STATE_TERMINATED":
@@ -152,7 +151,7 @@ class ServingAgent(SimAgent):
         return out
 
 
-def _official_link(m: Master, nid: str) -> str:
+def _official_link(m: ThreadedMaster, nid: str) -> str:
     """The URL Determined's 0.38.1 CLI opens for a notebook (its own function, in its venv)."""
     from tests.compat.official import ensure_official_venv
 
@@ -266,7 +265,7 @@ class Receiver:
             self.server.server_close()
 
 
-def _hook(m: Master, name: str) -> dict[str, Any]:
+def _hook(m: ThreadedMaster, name: str) -> dict[str, Any]:
     (w,) = [w for w in m.get("/api/v1/webhooks")["webhooks"] if w["name"] == name]
     return w  # type: ignore[no-any-return]
 

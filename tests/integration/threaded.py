@@ -13,6 +13,9 @@ connection and its listener; its thread, its request threads, the task listener,
 relay threads and the loop are joined (tests/thread_check.py fails a test that leaves a thread
 running).
 
+The log lines of det's loggers at INFO (the master's among them) are kept for ``det master logs``
+while it serves, as ``det-master`` keeps its process's.
+
 Not here: what a separate process shows (signals, restarts, several processes or masters, the
 log file of a process), the settings watcher that applies a run-time log level to the process
 (it would change the test process's logging), and the listener for other masters' token
@@ -26,8 +29,11 @@ over the network (``url``, ``login``, ``token``, ``session``, ``get``, ``post``,
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
+import sys
 import threading
+import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +41,8 @@ from typing import Any
 
 from tests.integration.conftest import MasterClient
 from tests.integration.inproc import control_loop, in_process_master
+
+logger = logging.getLogger("det.master.threaded")
 
 #: Seconds a stopping front may take to close its connections and join its threads.
 STOP_SECONDS = 30
@@ -60,6 +68,35 @@ def _listener() -> socket.socket:
     sock.bind(("127.0.0.1", 0))
     sock.listen(1024)
     return sock
+
+
+def _stacks(prefix: str) -> str:
+    """Where the threads named ``prefix…`` are (for a stop that did not finish)."""
+    frames = sys._current_frames()
+    return "\n".join(
+        f"{t.name}:\n{''.join(traceback.format_stack(frames[t.ident]))}"
+        for t in threading.enumerate()
+        if t.name.startswith(prefix) and t.ident in frames
+    )
+
+
+@contextlib.contextmanager
+def _log_buffer() -> Iterator[None]:
+    """The log lines of det's loggers, at INFO, kept for ``det master logs`` while the block
+    runs, as ``det-master`` keeps its process's (det.master.logbuffer)."""
+    from det.master.logbuffer import BufferHandler
+
+    handler = BufferHandler()
+    handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))  # as det-master's
+    logger = logging.getLogger("det")
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def _serve_task_origin(state: Any) -> tuple[socket.socket, threading.Thread] | None:
@@ -106,7 +143,10 @@ def threaded_master(
     sock = _listener()
     port = int(sock.getsockname()[1])
     try:
-        with in_process_master(tmp, db_url, {**(extra or {}), "port": port}) as inproc:
+        with (
+            _log_buffer(),
+            in_process_master(tmp, db_url, {**(extra or {}), "port": port}) as inproc,
+        ):
             before = set(threading.enumerate())
             front = server.front_server(inproc.state, inproc.app, sock, None)
             thread = threading.Thread(target=front.run, name="det-http-front", daemon=True)
@@ -127,6 +167,9 @@ def threaded_master(
                 # the loop ends with its map empty.
                 front.trigger.pull_trigger(lambda: wasyncore.close_all(front._map, True))
                 thread.join(STOP_SECONDS)
+                # A follow of the master's log (GET /api/v1/master/logs?follow) writes, and so
+                # learns that its client is gone, only when a line comes: this one.
+                logger.info("master %s: its HTTP front stopped", inproc.state.master_id)
                 workers = front.task_dispatcher
                 workers.shutdown(timeout=STOP_SECONDS)
                 if tasks is not None:
@@ -139,7 +182,7 @@ def threaded_master(
                 for t in relays:
                     t.join(STOP_SECONDS)
                 assert not thread.is_alive(), f"the HTTP front did not stop in {STOP_SECONDS} s"
-                assert not workers.threads, f"request threads still running: {workers.threads}"
+                assert not workers.threads, f"request threads still running: {_stacks('waitress-')}"
                 left = [t.name for t in relays if t.is_alive()]
                 assert not left, f"task proxy threads still running: {left}"
     finally:
