@@ -267,7 +267,7 @@ def _serve_socket(state: MasterState, sock: Any, handoff: Any, *, run_loops: boo
         stop.set()
 
 
-def front_server(state: MasterState, app: Any, sock: Any, handoff: Any) -> Any:
+def front_server(state: MasterState, app: Any, sock: Any, handoff: Any) -> TcpWSGIServer:
     """The front's waitress server for ``app`` on the bound, listening ``sock`` (det's
     channels, event loop and settings), not yet running: ``run()`` serves until its socket
     map is empty."""
