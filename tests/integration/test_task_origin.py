@@ -17,13 +17,14 @@ import psycopg
 import pytest
 import requests
 
-from tests.integration.conftest import Master, wait_for
+from tests.integration.conftest import wait_for
 from tests.integration.task_origin_support import (
     FakeTask,
     cookie_pair,
     serve_from,
     task_request,
 )
+from tests.integration.threaded import ThreadedMaster
 from tests.integration.webui_support import browser, login, page  # noqa: F401
 
 pytestmark = [pytest.mark.integration]
@@ -83,12 +84,12 @@ def fake() -> Iterator[FakeTask]:
     f.stop()
 
 
-def _user(m: Master, name: str, password: str, admin: bool = False) -> str:
+def _user(m: ThreadedMaster, name: str, password: str, admin: bool = False) -> str:
     m.post("/api/v1/users", {"user": {"username": name, "admin": admin}, "password": password})
     return m.login(name, password)
 
 
-def _notebook(m: Master, token: str, pg_url: str, port: int) -> str:
+def _notebook(m: ThreadedMaster, token: str, pg_url: str, port: int) -> str:
     r = m.session(token).post(m.url + "/api/v1/notebooks", json={"config": {}}, timeout=30)
     assert r.status_code == 200, r.text
     nid = str(r.json()["notebook"]["id"])
@@ -96,7 +97,7 @@ def _notebook(m: Master, token: str, pg_url: str, port: int) -> str:
     return nid
 
 
-def _ticket(m: Master, token: str, nid: str) -> dict[str, Any]:
+def _ticket(m: ThreadedMaster, token: str, nid: str) -> dict[str, Any]:
     r = m.session(token).post(m.url + "/api/v1/proxy_tickets", json={"taskId": nid}, timeout=30)
     assert r.status_code == 200, r.text
     out: dict[str, Any] = r.json()
@@ -105,11 +106,11 @@ def _ticket(m: Master, token: str, nid: str) -> dict[str, Any]:
 
 @pytest.mark.browser
 def test_an_admin_opening_a_users_task_page_gives_it_nothing(
-    live_master: Master, pg_url: str, fake: FakeTask, page: Any
+    threaded_master: ThreadedMaster, pg_url: str, fake: FakeTask, page: Any
 ) -> None:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    m = live_master
+    m = threaded_master
     mallory = _user(m, "mallory", MALLORY_PW)
     attacker = _notebook(m, mallory, pg_url, fake.port)
     victim = _notebook(m, m.token, pg_url, fake.port)  # the admin's own notebook
@@ -173,9 +174,9 @@ def test_an_admin_opening_a_users_task_page_gives_it_nothing(
 
 
 def test_a_ticket_opens_a_task_once_and_its_cookie_dies_with_the_session(
-    live_master: Master, pg_url: str, fake: FakeTask
+    threaded_master: ThreadedMaster, pg_url: str, fake: FakeTask
 ) -> None:
-    m = live_master
+    m = threaded_master
     mallory = _user(m, "mallory", MALLORY_PW)
     nid = _notebook(m, mallory, pg_url, fake.port)
     fake.cookies = [
@@ -228,9 +229,9 @@ def test_a_ticket_opens_a_task_once_and_its_cookie_dies_with_the_session(
 
 
 def test_the_webui_origin_serves_no_task_page_and_the_api_no_other_site(
-    live_master: Master, pg_url: str, fake: FakeTask
+    threaded_master: ThreadedMaster, pg_url: str, fake: FakeTask
 ) -> None:
-    m = live_master
+    m = threaded_master
     nid = _notebook(m, m.token, pg_url, fake.port)
     fake.cookies = [f"own=1; Path=/proxy/{nid}/"]
     # A browser opening the master's /proxy/ URL (Determined's CLI) is sent to the WebUI, which
@@ -268,7 +269,7 @@ def test_the_webui_origin_serves_no_task_page_and_the_api_no_other_site(
 
 @pytest.mark.browser
 def test_the_links_determineds_cli_opens_open_the_task(
-    live_master: Master, pg_url: str, fake: FakeTask, page: Any, tmp_path: Any
+    threaded_master: ThreadedMaster, pg_url: str, fake: FakeTask, page: Any, tmp_path: Any
 ) -> None:
     """`det notebook open` of the official CLI opens /det/interactive/<id>/jupyter-lab/...
     (its wait page's address inside): the WebUI opens the task from it, as from its own link
@@ -281,7 +282,7 @@ def test_the_links_determineds_cli_opens_open_the_task(
     from tests.compat.official import ensure_official_venv
     from tests.integration.conftest import ADMIN_PASSWORD
 
-    m = live_master
+    m = threaded_master
     nid = _notebook(m, m.token, pg_url, fake.port)
     fake.page = "<!doctype html><title>the notebook</title><p id=here>opened from the CLI</p>"
     opened = tmp_path / "opened.txt"
