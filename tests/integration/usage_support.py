@@ -19,7 +19,8 @@ import pytest
 from tests.fakes.cloud_agents import moto_lister
 from tests.fakes.moto_server import MotoServer, aws_env
 from tests.fakes.sim_agent import SimAgent
-from tests.integration.conftest import Master, start_master, wait_for
+from tests.integration.conftest import wait_for
+from tests.integration.threaded import ThreadedMaster, threaded_master
 
 POOL = "aws"
 PRICE = 0.096  # m5.large, USD per hour, on-demand
@@ -41,7 +42,7 @@ class SimCloud:
     """Turns every running moto instance of the cluster into a SimAgent (agent id = instance
     id) and stops it when the instance is gone."""
 
-    def __init__(self, master: Master, endpoint: str, cluster_id: str) -> None:
+    def __init__(self, master: ThreadedMaster, endpoint: str, cluster_id: str) -> None:
         self.master = master
         self.running = moto_lister(endpoint, cluster_id)
         self.agents: dict[str, SimAgent] = {}
@@ -77,7 +78,7 @@ class SimCloud:
 
 @dataclass
 class Priced:
-    master: Master
+    master: ThreadedMaster
     experiment_id: int
     trial_ids: list[int]
     instances: set[str] = field(default_factory=set)
@@ -92,7 +93,7 @@ def _database(pg_server: str) -> tuple[str, str]:
     return name, f"{base}/{name}{sep}{query}"
 
 
-def _create(m: Master, config: str) -> int:
+def _create(m: ThreadedMaster, config: str) -> int:
     body = {
         "config": config,
         "modelDefinition": [
@@ -103,7 +104,7 @@ def _create(m: Master, config: str) -> int:
     return int(m.post("/api/v1/experiments", body)["experiment"]["id"])
 
 
-def _run_search(m: Master, cloud: SimCloud) -> Priced:
+def _run_search(m: ThreadedMaster, cloud: SimCloud) -> Priced:
     eid = _create(m, SEARCH)
 
     def done() -> bool:
@@ -154,13 +155,12 @@ def priced(
         # The master and this process's moto client both need the fake credentials.
         for k, v in aws_env(moto_server.endpoint).items():
             mp.setenv(k, v)
-        m = start_master(Path(tmp), url, extra=extra)
-        cloud = SimCloud(m, moto_server.endpoint, str(m.get("/api/v1/master")["clusterId"]))
-        cloud.start()
-        try:
-            yield _run_search(m, cloud)
-        finally:
-            cloud.stop()
-            m.kill()
+        with threaded_master(Path(tmp), url, extra, loop=True) as m:
+            cloud = SimCloud(m, moto_server.endpoint, str(m.get("/api/v1/master")["clusterId"]))
+            cloud.start()
+            try:
+                yield _run_search(m, cloud)
+            finally:
+                cloud.stop()
     with psycopg.connect(pg_server, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
