@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from tests.compat.official import ensure_official_venv
-from tests.integration.conftest import ADMIN_PASSWORD, Master
+from tests.integration.conftest import ADMIN_PASSWORD
+from tests.integration.threaded import ThreadedMaster
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +38,7 @@ def official_bin() -> Path:
 
 
 def run(
-    official_bin: Path, master: Master, home: Path, *args: str, stdin: str | None = None
+    official_bin: Path, master: ThreadedMaster, home: Path, *args: str, stdin: str | None = None
 ) -> str:
     env = {
         "PATH": f"{official_bin}:{os.environ['PATH']}",
@@ -58,7 +59,9 @@ def run(
     return result.stdout
 
 
-def test_official_cli_round_trip(official_bin: Path, live_master: Master, tmp_path: Path) -> None:
+def test_official_cli_round_trip(
+    official_bin: Path, threaded_master: ThreadedMaster, tmp_path: Path
+) -> None:
     home = tmp_path / "home"
     home.mkdir()
     ctx = tmp_path / "ctx"
@@ -68,7 +71,7 @@ def test_official_cli_round_trip(official_bin: Path, live_master: Master, tmp_pa
     cfg.write_text(CONFIG)
 
     def det(*args: str, stdin: str | None = None) -> str:
-        return run(official_bin, live_master, home, *args, stdin=stdin)
+        return run(official_bin, threaded_master, home, *args, stdin=stdin)
 
     det("user", "login", "admin", stdin=ADMIN_PASSWORD + "\n")
     assert "admin" in det("user", "whoami")
@@ -83,26 +86,35 @@ def test_official_cli_round_trip(official_bin: Path, live_master: Master, tmp_pa
     described = json.loads(det("experiment", "describe", str(exp_id), "--json"))
     exp: dict[str, Any] = described[0] if isinstance(described, list) else described
     assert "experiment" in exp or "id" in exp
-    assert live_master.get(f"/api/v1/experiments/{exp_id}")["experiment"]["state"] == "STATE_PAUSED"
+    assert (
+        threaded_master.get(f"/api/v1/experiments/{exp_id}")["experiment"]["state"]
+        == "STATE_PAUSED"
+    )
 
     det("experiment", "activate", str(exp_id))
-    assert live_master.get(f"/api/v1/experiments/{exp_id}")["experiment"]["state"] == "STATE_ACTIVE"
+    assert (
+        threaded_master.get(f"/api/v1/experiments/{exp_id}")["experiment"]["state"]
+        == "STATE_ACTIVE"
+    )
     jobs = det("job", "list")
-    job_id = live_master.get(f"/api/v1/experiments/{exp_id}")["experiment"]["jobId"]
+    job_id = threaded_master.get(f"/api/v1/experiments/{exp_id}")["experiment"]["jobId"]
     assert job_id[:8] in jobs or str(exp_id) in jobs
     det("job", "update", job_id, "--priority", "7")
-    queue = live_master.get("/api/v1/job-queues")["jobs"]
+    queue = threaded_master.get("/api/v1/job-queues")["jobs"]
     assert [j["priority"] for j in queue if j["jobId"] == job_id] == [7]
 
     det("experiment", "pause", str(exp_id))
-    assert live_master.get(f"/api/v1/experiments/{exp_id}")["experiment"]["state"] == "STATE_PAUSED"
+    assert (
+        threaded_master.get(f"/api/v1/experiments/{exp_id}")["experiment"]["state"]
+        == "STATE_PAUSED"
+    )
 
     det("experiment", "kill", str(exp_id))
-    state = live_master.get(f"/api/v1/experiments/{exp_id}")["experiment"]["state"]
+    state = threaded_master.get(f"/api/v1/experiments/{exp_id}")["experiment"]["state"]
     assert state in ("STATE_STOPPING_KILLED", "STATE_CANCELED")
 
     det("user", "create", "newbie", "--password", "Newbie-pw-1")
-    users = live_master.get("/api/v1/users")["users"]
+    users = threaded_master.get("/api/v1/users")["users"]
     assert "newbie" in [u["username"] for u in users]
 
 
@@ -115,7 +127,7 @@ def _created_id(out: str) -> int:
 
 
 def test_official_cli_sends_context_to_every_task_kind(
-    official_bin: Path, live_master: Master, tmp_path: Path
+    official_bin: Path, threaded_master: ThreadedMaster, tmp_path: Path
 ) -> None:
     """The 0.38.1 CLI sends each ``--context`` file's ``mtime`` as a number (Determined's
     gateway takes an int64 as a number or a string): every task kind takes it."""
@@ -128,7 +140,7 @@ def test_official_cli_sends_context_to_every_task_kind(
     cfg.write_text(CONFIG)
 
     def det(*args: str, stdin: str | None = None) -> str:
-        return run(official_bin, live_master, home, *args, stdin=stdin)
+        return run(official_bin, threaded_master, home, *args, stdin=stdin)
 
     det("user", "login", "admin", stdin=ADMIN_PASSWORD + "\n")
     exp_id = _created_id(det("experiment", "create", str(cfg), str(ctx), "--paused"))
@@ -142,7 +154,7 @@ def test_official_cli_sends_context_to_every_task_kind(
     }
     for kind, out in launched.items():
         task_id = out.strip().split()[-1]
-        packed = live_master.get(f"/api/v1/tasks/{task_id}/context")["b64Tgz"]
+        packed = threaded_master.get(f"/api/v1/tasks/{task_id}/context")["b64Tgz"]
         with tarfile.open(fileobj=io.BytesIO(base64.b64decode(packed))) as tar:
             data = tar.extractfile("sub/data.txt")
             assert data is not None and data.read() == b"context file\n", kind

@@ -29,7 +29,7 @@ from tests.compat.official import ensure_official_venv
 from tests.compat.official_cli import OfficialDet
 from tests.integration import cli_support
 from tests.integration.cli_support import Det, exp_state, sim_config, trials
-from tests.integration.conftest import ADMIN_PASSWORD, Master
+from tests.integration.conftest import ADMIN_PASSWORD, Master, MasterClient
 from tests.integration.test_preview_search import CONFIG as PREVIEW_CONFIG
 from tests.integration.test_preview_search import preview
 
@@ -42,7 +42,7 @@ sim_agents = cli_support.sim_agents
 class Official:
     """The official ``det`` CLI and Python, logged in as admin, against one master."""
 
-    def __init__(self, bin_dir: Path, master: Master, home: Path) -> None:
+    def __init__(self, bin_dir: Path, master: MasterClient, home: Path) -> None:
         self.bin_dir = bin_dir
         self.master = master
         self.home = home

@@ -15,21 +15,22 @@ import pytest
 from det.master import authz
 from tests.compat.official import ensure_official_venv
 from tests.integration.cli_support import wait_state
-from tests.integration.conftest import ADMIN_PASSWORD, Master, wait_for
+from tests.integration.conftest import ADMIN_PASSWORD, wait_for
 from tests.integration.test_official_client_answers import Official
+from tests.integration.threaded import ThreadedMaster
 
 pytestmark = pytest.mark.integration
 
 CONFIG = "name: runaway\nentrypoint: x\nsearcher: {name: single, metric: loss, max_length: 10}\n"
 
 
-def _user(m: Master, name: str) -> str:
+def _user(m: ThreadedMaster, name: str) -> str:
     pw = f"{name}-Pw-12345"
     m.post("/api/v1/users", {"user": {"username": name, "active": True}, "password": pw})
     return pw
 
 
-def _det(m: Master, home: Path, user: str, password: str) -> Official:
+def _det(m: ThreadedMaster, home: Path, user: str, password: str) -> Official:
     home.mkdir()
     o = Official(ensure_official_venv(), m, home)
     o("user", "login", user, stdin=password + "\n")
@@ -45,9 +46,9 @@ def _one_line_refusal(o: Official, *args: str) -> str:
 
 
 def test_a_group_with_editor_stops_a_members_runaway_experiment_and_outsiders_are_refused(
-    live_master: Master, tmp_path: Path
+    threaded_master: ThreadedMaster, tmp_path: Path
 ) -> None:
-    m = live_master
+    m = threaded_master
     pw = {name: _user(m, name) for name in ("alice", "bob", "carol")}
     admin = _det(m, tmp_path / "admin", "admin", ADMIN_PASSWORD)
     admin("workspace", "create", "team-ws")
