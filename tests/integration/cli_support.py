@@ -128,6 +128,24 @@ def cli_master(
 
 
 @pytest.fixture(scope="module")
+def threaded_cli_master(
+    pg_server: str, pg_template: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    """``cli_master`` served by a thread of this process on a port of its own, with its control
+    loop (tests/integration/threaded.py): for a client in another process (Determined's CLI);
+    a module takes it as its ``cli_master``: ``cli_master = cli_support.threaded_cli_master``."""
+    # threaded imports tests.integration.conftest, as this module does: no cycle; the master's
+    # imports are paid only by the modules that use it
+    from tests.integration.threaded import threaded_master
+
+    with (
+        new_database(pg_server, "det_cli", template=pg_template) as url,
+        threaded_master(tmp_path_factory.mktemp("cli-master"), url, loop=True) as m,
+    ):
+        yield m
+
+
+@pytest.fixture(scope="module")
 def in_process_cli_master(
     pg_server: str, pg_template: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Any]:
