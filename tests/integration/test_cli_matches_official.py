@@ -28,7 +28,7 @@ from tests.integration.conftest import ADMIN_PASSWORD, Master
 from tests.integration.test_official_client_answers import Official
 
 pytestmark = pytest.mark.integration
-cli_master = cli_support.cli_master
+cli_master = cli_support.threaded_cli_master
 det = cli_support.det
 sim_agents = cli_support.sim_agents
 
