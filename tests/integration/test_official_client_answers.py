@@ -34,7 +34,7 @@ from tests.integration.test_preview_search import CONFIG as PREVIEW_CONFIG
 from tests.integration.test_preview_search import preview
 
 pytestmark = pytest.mark.integration
-cli_master = cli_support.cli_master
+cli_master = cli_support.threaded_cli_master
 det = cli_support.det
 sim_agents = cli_support.sim_agents
 
@@ -482,7 +482,7 @@ def test_sdk_download_through_the_master_returns_the_checkpoints_files(
     as a tar stream from the master (GET /checkpoints/UUID) and unpacks every file as stored."""
     best = _best_uuid(cli_master, finished)
     # The simulated trials wrote no files: put some where the master's shared_fs storage is.
-    stored = cli_master.config_file.parent / "checkpoints" / best
+    stored = cli_master.data_dir.parent / "checkpoints" / best
     files = {"model.pt": b"weights\x00\xff", "state/optimizer.json": b'{"lr": 0.1}', "e": b""}
     for name, data in files.items():
         (stored / name).parent.mkdir(parents=True, exist_ok=True)
