@@ -19,16 +19,16 @@ from typing import Any
 import psycopg
 import pytest
 import requests
-import yaml
 
 from tests.compat.official import ensure_official_venv
 from tests.integration import cli_support
 from tests.integration.cli_support import Det, sim_config
 from tests.integration.conftest import ADMIN_PASSWORD, Master, wait_for
+from tests.integration.threaded import ThreadedMaster
 from tests.integration.webui_support import browser, login, page  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.integration
-cli_master = cli_support.cli_master
+cli_master = cli_support.threaded_cli_master
 det = cli_support.det
 
 ALICE_PW = "Alice-pw-1"
@@ -533,8 +533,8 @@ def test_concurrent_puts_of_one_external_id_make_one_experiment_and_one_trial(
     assert len(got) == 1, got
 
 
-def _db_url(master: Master) -> str:
-    return str(yaml.safe_load(master.config_file.read_text())["db"]["url"])
+def _db_url(master: ThreadedMaster) -> str:
+    return master.db_url
 
 
 def test_a_silent_script_is_lost_and_its_next_heartbeat_revives_it(
