@@ -610,8 +610,10 @@ def _make_world(m: Master, tmp_path: Path) -> World:
         key=lambda c: c["metadata"]["steps_completed"],
     )["uuid"]
     # Downloads read shared_fs checkpoints from the host path; the simulated trials wrote none.
-    for c in completed(eid):
-        storage = Path(m.config_file.parent / "checkpoints" / str(c["uuid"]))
+    # Only the leaves' two get files: each is its trial's latest, which the experiment's GC task
+    # (still running now, perhaps) keeps; a checkpoint it collects may vanish under the write.
+    for u in (uuid, trim):
+        storage = Path(m.config_file.parent / "checkpoints" / str(u))
         storage.mkdir(parents=True, exist_ok=True)
         (storage / "model.pt").write_text("weights")
     ws = m.post("/api/v1/workspaces", {"name": "walker-ws"})["workspace"]
