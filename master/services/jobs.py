@@ -101,7 +101,10 @@ def list_jobs(conn: Conn, st: MasterState, pool: str | None, desc: bool) -> list
             # experiment asks for none (its trials let go of theirs). Its row keeps its priority
             # and place, so it returns there when activated, and `det job update` still works.
             continue
-        pending: str | None = reasons.get(r["id"]) if not r["allocated"] else None
+        # Why it waits, while it waits for any slots: a search with one trial running and the
+        # next held by the cost cap still says so.
+        waits = r["allocated"] < r["requested"]
+        pending: str | None = reasons.get(r["id"]) if waits else None
         q = info.get(r["id"])
         if q and q["capped"]:
             pending = q["capped"]

@@ -372,6 +372,19 @@ def test_the_hourly_cost_cap_holds_launches_and_the_job_says_why(
         (job,) = jobs.list_jobs(conn, st, POOL, False)
     assert "max_hourly_cost" in jobs.job_json(job)["pendingReason"]
 
+    def reason_when_running(n: int) -> Any:
+        with st.pool.connection() as conn:
+            conn.execute(
+                "UPDATE allocations SET state = 'RUNNING' WHERE job_id = 'job-many' AND id IN"
+                " (SELECT id FROM allocations WHERE job_id = 'job-many' ORDER BY id LIMIT %s)",
+                (n,),
+            )
+            (job,) = jobs.list_jobs(conn, st, POOL, False)
+        return jobs.job_json(job).get("pendingReason")
+
+    # Two trials run on the two instances; the other two still wait for the cap, and say so.
+    assert "max_hourly_cost" in (reason_when_running(2) or "")
+
 
 BUDGETED = {
     **PROVIDER,
