@@ -252,8 +252,15 @@ class ReadinessLoop:
                 moved.append(obj)
             STATS.asked += 1
             self._apply(fd, obj, mask)
-        # A change is marked just after it is stored: what is queued now was marked.
-        pending = {id(o) for o in self.map.marked}
+        # A change is marked just after it is stored: what is queued now was marked. Worker
+        # threads append marks while this runs: they are taken one by one (iterating the deque
+        # would fail on its mutation) and asked at the next wake-up, as their trigger asks.
+        marked = self.map.marked
+        taken = []
+        while marked:
+            taken.append(marked.popleft())
+        self.evented.extend(taken)
+        pending = {id(o) for o in taken}
         for obj in moved:
             if id(obj) not in pending:
                 STATS.unmarked += 1
