@@ -70,10 +70,14 @@ fi
 
 workers=(-n "${DET_TEST_WORKERS:-3}" --dist loadfile)
 [[ "${DET_TEST_WORKERS:-3}" == 0 ]] && workers=(-p no:xdist)
+# The machine's CPU over pytest's run (scripts/cpu_share.py): busy share, CPU pressure, load.
+cpu_before="$(python3 scripts/cpu_share.py snap 2>/dev/null || true)"
 set +e
 "$VENV/bin/python" -m pytest "${workers[@]}" "$@"
 rc=$?
 set -e
+cpu="$(python3 scripts/cpu_share.py since "$cpu_before" 2>/dev/null || true)"
+[[ -z "$cpu" ]] || echo "test.sh: $cpu"
 if [[ $rc -eq 5 ]]; then
   echo "test.sh: pytest collected no tests: failing" >&2
   exit 1
