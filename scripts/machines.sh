@@ -9,7 +9,9 @@
 #   bash scripts/machines.sh              # 2 machines, cold
 #   bash scripts/machines.sh -n 3 --hold  # 3 machines, kept up until Enter
 #   DET_MACHINES_CACHE=DIR bash scripts/machines.sh   # keeps the registry's storage in DIR and
-#                                         # each engine's volume (det-machines-cache-N): warm
+#                                         # each engine's volume (det-machines-cache-HASH-N):
+#                                         # warm; one session at a time holds DIR, another
+#                                         # runs uncached (tests/e2e/machines.py)
 #
 # Needs root (or the docker group), a Docker engine, docker-registry and htpasswd
 # (apache2-utils), and this repository's venv (.venv, or PYTHON).

@@ -15,16 +15,24 @@ at the same path. Nothing else of the host is visible.
 
 :func:`machines` is a context manager (tests wrap it in a module-scoped fixture); everything it
 creates (containers, their volumes, the network, the registry's files) is removed at its end.
-``DET_MACHINES_CACHE=DIR`` (a developer's warm start) keeps the registry's storage in DIR and
-each machine's engine volume (named ``det-machines-cache-N``) for the next session instead, so
-the next start pushes no layer and pulls nothing (one session at a time: two engines may not
-share one volume).
+``DET_MACHINES_CACHE=DIR`` (a warm start; ``.ci/run`` sets it under its cache) keeps the
+registry's storage in DIR and each machine's engine volume (``det-machines-cache-HASH-N``, HASH
+from DIR's path) for the next session instead, so the next start pushes no layer and pulls
+only manifests. One session at a time: two engines may not share one volume, so a session holds
+an exclusive lock on DIR (``tests/cache_lock.py``) from before the first machine starts until
+the last is removed; when another session holds it, this one runs uncached (fresh volumes, a
+temporary registry) and says so on stderr and in :meth:`Machines.report`. A changed task image
+still reaches the machines: the push sends its new layers under the same tag, each machine
+pulls by that tag and its image must have the host's image ID; the references it no longer
+needs are then removed from the engines, and the registry's untagged manifests and their
+blobs are garbage-collected when it stops, so the cache does not grow with each change.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import os
 import subprocess
@@ -35,6 +43,8 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.cache_lock import try_cache_lock
 
 REPO = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "det-base:bookworm"
@@ -196,6 +206,8 @@ class Machines:
     registry: str  # GATEWAY:PORT, as the machines name it
     machines: list[Machine]
     timings: dict[str, float] = field(default_factory=dict)
+    #: How the session started: "uncached", "cache DIR", or why the cache was not used.
+    cache: str = "uncached"
 
     def task_image(self) -> str:
         return f"{self.registry}/{TASK_IMAGE}"
@@ -231,7 +243,7 @@ class Machines:
             m.start_agent()
 
     def report(self) -> str:
-        return ", ".join(f"{k} {v:.1f} s" for k, v in self.timings.items())
+        return f"{self.cache}; " + ", ".join(f"{k} {v:.1f} s" for k, v in self.timings.items())
 
 
 def _network(name: str) -> tuple[str, str]:
@@ -280,11 +292,77 @@ def _start_engine(m: Machine, registry: str) -> None:
         time.sleep(0.5)
 
 
-def _pull(m: Machine, image: str, registry: str) -> None:
+def _pull(m: Machine, image: str, registry: str, image_id: str, cached: bool) -> None:
+    """``image`` into the machine's engine, by tag; it must be the host's image ``image_id``
+    (a stale cached copy would not be). Cached: every other reference in the engine (the tags of
+    earlier sessions' registry ports, an older task image) is removed, and what it held."""
     user, password = REGISTRY_USER
+    if cached:  # a dead session's task containers, kept by the volume
+        m.sh("docker ps -aq | xargs -r docker rm -f >/dev/null", check=False)
     m.sh(f"echo '{password}' | docker login -u {user} --password-stdin {registry} >/dev/null")
     m.docker("pull", "-q", image, timeout=900)
     m.sh(f"docker logout {registry} >/dev/null")
+    pulled = m.docker("image", "inspect", "--format", "{{.Id}}", image).strip()
+    if pulled != image_id:
+        raise RuntimeError(f"{m.name} pulled {image} as {pulled}, the host has {image_id}")
+    if cached:
+        refs = m.docker("image", "ls", "--format", "{{.Repository}}:{{.Tag}}").split()
+        stale = [r for r in refs if r != image and "<none>" not in r]
+        if stale:  # untags, or removes an image no tag is left on
+            run("docker", "exec", m.name, "docker", "rmi", *stale, check=False)
+        m.sh("docker image prune -f >/dev/null", check=False)
+
+
+def host_image_id(image: str) -> str:
+    return run("docker", "image", "inspect", "--format", "{{.Id}}", image).strip()
+
+
+def cache_volume(directory: Path, i: int) -> str:
+    """Machine ``i``'s engine volume for the cache ``directory`` (one set per directory)."""
+    key = hashlib.sha256(str(directory).encode()).hexdigest()[:10]
+    return f"{CACHE_VOLUME_PREFIX}{key}-{i}"
+
+
+CACHE_VOLUME_PREFIX = "det-machines-cache-"
+
+
+@contextlib.contextmanager
+def session_cache(setting: str | None) -> Iterator[tuple[Path | None, str]]:
+    """The machines' cache (``DET_MACHINES_CACHE``) held for the session: yields (its
+    directory, "cache DIR") while this process holds its lock, or (None, why not) to run
+    uncached: no setting, or another session holds it (said on stderr too)."""
+    if not setting:
+        yield None, "uncached"
+        return
+    directory = Path(setting).resolve()
+    with try_cache_lock(directory) as held:
+        if held:
+            yield directory, f"cache {directory}"
+            return
+        note = (
+            f"uncached: DET_MACHINES_CACHE={directory} is held by another session (fresh "
+            "engine volumes, a temporary registry)"
+        )
+        print(f"machines: {note}", file=sys.stderr, flush=True)
+        yield None, note
+
+
+def _free_cache_volumes(made: Sequence[Machine]) -> None:
+    """With the cache's lock held: a container still using one of its volumes is a leftover of a
+    session that died (its engine may still run on the volume): removed before a new engine
+    starts there."""
+    for m in made:
+        for c in run("docker", "ps", "-aq", "--filter", f"volume={m.volume}").split():
+            run("docker", "exec", c, "sh", "-c", "kill $(pidof dockerd)", check=False)
+            run("docker", "rm", "-f", c, check=False)
+
+
+def _collect_registry(directory: Path) -> None:
+    """The stopped registry's untagged manifests (an older task image) and their blobs removed."""
+    config = directory / "config.yml"
+    if config.exists():
+        run("docker-registry", "garbage-collect", "--delete-untagged", str(config),
+            timeout=600, check=False)  # fmt: skip
 
 
 def _push(tmp: Path, registry: str) -> None:
@@ -312,36 +390,48 @@ def machines(
     """Starts ``n`` machines and waits until each engine holds the task image; their agents
     start with :meth:`Machines.start_agents`, once a master listens. Removes everything at the
     end (or keeps each engine's volume, see the module's docstring)."""
+    with (
+        session_cache(os.environ.get("DET_MACHINES_CACHE")) as (cache, how),
+        _machines(tmp, n, shared, cache, how) as group,
+    ):
+        yield group
+
+
+@contextlib.contextmanager
+def _machines(
+    tmp: Path, n: int, shared: Sequence[Path], cache: Path | None, how: str
+) -> Iterator[Machines]:
     # Here, not at the top: the registry helper skips the test when its tools are missing,
     # which only a caller of this function should pay for.
     from tests.docker_registry import private_registry
 
     run_id = os.urandom(3).hex()
-    cache = os.environ.get("DET_MACHINES_CACHE")
-    keep = bool(cache)
+    keep = cache is not None
     timings: dict[str, float] = {}
     t0 = time.monotonic()
-    task_image_present()
+    image_id = host_image_id(task_image_present())
     build_machine_image()
     timings["images built (host)"] = time.monotonic() - t0
     made = [
         Machine(
             name=f"det-machine-{run_id}-{i}",
-            volume=f"det-machines-cache-{i}" if keep else f"det-machine-{run_id}-{i}-docker",
+            volume=cache_volume(cache, i) if cache else f"det-machine-{run_id}-{i}-docker",
         )
         for i in range(n)
     ]
+    if keep:
+        _free_cache_volumes(made)
     network = f"det-machines-{run_id}"
     started = time.monotonic()
     net_made = False
     try:
         with private_registry(
-            Path(cache or tmp) / "registry", dict([REGISTRY_USER]), bind="0.0.0.0"
+            (cache or tmp) / "registry", dict([REGISTRY_USER]), bind="0.0.0.0"
         ) as local:
             network, gateway = _network(network)
             net_made = True
             registry = f"{gateway}:{local.rsplit(':', 1)[1]}"
-            group = Machines(network, gateway, registry, made, timings)
+            group = Machines(network, gateway, registry, made, timings, how)
             t = time.monotonic()
             _push(tmp, local)
             timings["task image pushed (host)"] = time.monotonic() - t
@@ -354,12 +444,15 @@ def machines(
                 list(pool.map(lambda m: _start_engine(m, registry), made))
                 timings["engines up"] = time.monotonic() - t
                 t = time.monotonic()
-                list(pool.map(lambda m: _pull(m, group.task_image(), registry), made))
+                image = group.task_image()
+                list(pool.map(lambda m: _pull(m, image, registry, image_id, keep), made))
                 timings["task image pulled (each machine)"] = time.monotonic() - t
             timings[f"{n} machines ready (after the image build)"] = time.monotonic() - started
             yield group
     finally:
         _remove(made, network if net_made else None, keep)
+        if cache is not None:
+            _collect_registry(cache / "registry")
 
 
 def _remove(made: Sequence[Machine], network: str | None, keep_cache: bool) -> None:
@@ -384,7 +477,7 @@ def leftovers() -> list[str]:
         if kind == "container":
             ls.insert(3, "-a")
         out = run(*ls, check=False).split()
-        found += [f"{kind} {x}" for x in out if not x.startswith("det-machines-cache-")]
+        found += [f"{kind} {x}" for x in out if not x.startswith(CACHE_VOLUME_PREFIX)]
     return found
 
 
