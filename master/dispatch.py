@@ -28,6 +28,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import hmac
+import itertools
 import json
 import logging
 import socket
@@ -107,6 +108,30 @@ class PriorityDispatcher(ThreadedTaskDispatcher):  # type: ignore[misc]
         self.parked = 0
         self._park_lock = threading.Lock()
         self._closed = False
+        self._numbers = itertools.count()
+
+    def set_thread_count(self, count: int) -> None:
+        """waitress's, at the cost of what changes rather than of the pool's size: with
+        hundreds of parked threads, its search for a free thread number walked them all for each
+        start, and each stop woke every idle thread (``notify_all``) for one to exit. Here a
+        thread's number is the next of a counter, a stop not yet taken is cancelled before a
+        thread is started, and a stop wakes as many idle threads as it stops (a busy one takes
+        it when it next looks for work, as in waitress)."""
+        with self.lock:
+            running = len(self.threads) - self.stop_count
+            if running < count and self.stop_count:
+                cancelled = min(self.stop_count, count - running)
+                self.stop_count -= cancelled
+                running += cancelled
+            while running < count:
+                number = next(self._numbers)
+                self.threads.add(number)
+                running += 1
+                self.start_new_thread(self.handler_thread, number)
+                self.active_count += 1
+            if running > count:
+                self.stop_count += running - count
+                self.queue_cv.notify(running - count)
 
     def park(self) -> bool:
         """One more thread while the caller waits; False (nothing changed) past

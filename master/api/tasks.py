@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import math
 import time
@@ -78,21 +79,28 @@ def preemption_signal(
     # first read so that no change slips between a read and the wait.
     waiters = preemptwait.waiters(str(state().pool.conninfo)) if timeout > 0 else None
     woken = waiters.register(allocation_id) if waiters is not None else None
+    # Parked from the first wait to the answer (the pool runs one more thread meanwhile), not
+    # once per re-read: each park and unpark starts or stops a thread of the pool. A re-read
+    # every few seconds is short work on a pooled connection given back before waiting again.
     try:
-        while True:
-            if woken is not None:
-                woken.clear()
-            with db() as conn:
-                row = preemption.signal(conn, allocation_id)
-            if row is None:
-                raise NotFound(f"allocation {allocation_id} not found")
-            if row.preempt_requested or row.state == "TERMINATED":
-                return {"preempt": True}
-            left = deadline - time.monotonic()
-            if left <= 0 or waiters is None or woken is None:
-                return {"preempt": False}
-            release_connection()  # no pooled connection is held while waiting
-            with dispatch.parked():  # nor one of the threads that serve the other requests
+        with contextlib.ExitStack() as stack:
+            parked = False
+            while True:
+                if woken is not None:
+                    woken.clear()
+                with db() as conn:
+                    row = preemption.signal(conn, allocation_id)
+                if row is None:
+                    raise NotFound(f"allocation {allocation_id} not found")
+                if row.preempt_requested or row.state == "TERMINATED":
+                    return {"preempt": True}
+                left = deadline - time.monotonic()
+                if left <= 0 or waiters is None or woken is None:
+                    return {"preempt": False}
+                release_connection()  # no pooled connection is held while waiting
+                if not parked:  # nor one of the threads that serve the other requests
+                    stack.enter_context(dispatch.parked())
+                    parked = True
                 woken.wait(min(waiters.wait_seconds(), left))
     finally:
         if waiters is not None and woken is not None:

@@ -86,3 +86,58 @@ def test_no_thread_is_started_after_shutdown() -> None:
 def test_outside_a_waitress_process_parking_does_nothing() -> None:
     with dispatch.parked():
         pass
+
+
+def test_a_stop_wakes_as_many_idle_threads_as_it_stops() -> None:
+    """Hundreds of parked waits make hundreds of threads: ending one wait must not wake every
+    idle thread for one of them to exit (waitress's ``notify_all``)."""
+    d = dispatch.dispatcher(40)
+    woken: list[int] = []
+    notify = d.queue_cv.notify
+
+    def counting_notify(n: int = 1) -> None:
+        woken.append(n)
+        notify(n)
+
+    d.queue_cv.notify = counting_notify  # type: ignore[method-assign]
+    try:
+        deadline = time.monotonic() + 10  # every thread idle, waiting for work
+        while d.active_count and time.monotonic() < deadline:
+            threading.Event().wait(0.02)
+        assert d.active_count == 0
+        assert d.park() is True
+        d.unpark()
+        assert woken == [1]  # one stop, one idle thread woken (waitress: every idle one)
+        deadline = time.monotonic() + 10
+        while len(d.threads) != 40 and time.monotonic() < deadline:
+            threading.Event().wait(0.02)
+        assert len(d.threads) == 40 and _running(d) == 40
+    finally:
+        d.shutdown(timeout=5)
+
+
+def test_a_park_takes_back_a_stop_no_thread_took_yet() -> None:
+    """A wait ending and another starting (trials' long-polls do so all the time) cost no
+    thread's exit and start: the pending stop is cancelled instead."""
+    d = dispatch.dispatcher(1)
+    busy = _Task(park=False)
+    release = threading.Event()
+    busy.service = lambda: release.wait(30)  # type: ignore[method-assign]
+    started: list[int] = []
+    start = d.start_new_thread
+    d.start_new_thread = lambda target, n: (started.append(n), start(target, n))  # type: ignore[method-assign]
+    try:
+        d.add_task(busy)
+        deadline = time.monotonic() + 10
+        while d.queue and time.monotonic() < deadline:
+            threading.Event().wait(0.02)
+        d.set_thread_count(0)  # its only thread is busy: the stop waits for it
+        with d.lock:
+            assert d.stop_count == 1
+        d.set_thread_count(1)
+        with d.lock:
+            assert d.stop_count == 0 and len(d.threads) == 1
+        assert started == []  # waitress started a second thread beside the stopping one
+    finally:
+        release.set()
+        d.shutdown(timeout=5)
