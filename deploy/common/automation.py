@@ -6,10 +6,13 @@ program is inline: the same Python function the dry-run renders under mocks.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import shutil
+import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import requests
 from pulumi import automation as auto
@@ -23,13 +26,26 @@ logger = logging.getLogger(__name__)
 Program = Callable[[], None]
 
 
-def _workspace_options(project: str) -> auto.LocalWorkspaceOptions:
+@contextlib.contextmanager
+def _work_dir() -> Iterator[str]:
+    """The workspace's directory (Pulumi writes the project's and the stack's settings files
+    there) for one operation, removed after it: left to Pulumi, an inline program's workspace
+    gets a temporary ``automation-*`` directory that nothing removes."""
+    path = tempfile.mkdtemp(prefix="det-pulumi-")
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _workspace_options(project: str, work_dir: str) -> auto.LocalWorkspaceOptions:
 
     directory = state.state_dir()
     url = state.backend_url(directory)
     # A shared (remote) state needs the same passphrase on every machine.
     passphrase = os.environ.get("PULUMI_CONFIG_PASSPHRASE") or state.ensure_passphrase(directory)
     return auto.LocalWorkspaceOptions(
+        work_dir=work_dir,
         project_settings=auto.ProjectSettings(
             name=project, runtime="python", backend=auto.ProjectBackend(url=url)
         ),
@@ -42,22 +58,28 @@ def _last_line(error: Exception) -> str:
     return lines[-1] if lines else type(error).__name__
 
 
-def _stack(project: str, cluster_id: str, program: Program | None, create: bool) -> auto.Stack:
-
-    opts = _workspace_options(project)
-    body = program or (lambda: None)
-    try:
-        if create:
-            return auto.create_or_select_stack(
-                stack_name=cluster_id, project_name=project, program=body, opts=opts
-            )
-        return auto.select_stack(
-            stack_name=cluster_id, project_name=project, program=body, opts=opts
-        )
-    except auto.errors.StackNotFoundError:
-        raise DeployError(f"no cluster {cluster_id!r} in {state.state_dir()}") from None
-    except (auto.errors.CommandError, auto.errors.InvalidVersionError) as e:
-        raise DeployError(f"the Pulumi CLI failed: {_last_line(e)}") from None
+@contextlib.contextmanager
+def _stack(
+    project: str, cluster_id: str, program: Program | None, create: bool
+) -> Iterator[auto.Stack]:
+    """The cluster's stack, in a workspace directory removed when the block ends."""
+    with _work_dir() as work_dir:
+        opts = _workspace_options(project, work_dir)
+        body = program or (lambda: None)
+        try:
+            if create:
+                stack = auto.create_or_select_stack(
+                    stack_name=cluster_id, project_name=project, program=body, opts=opts
+                )
+            else:
+                stack = auto.select_stack(
+                    stack_name=cluster_id, project_name=project, program=body, opts=opts
+                )
+        except auto.errors.StackNotFoundError:
+            raise DeployError(f"no cluster {cluster_id!r} in {state.state_dir()}") from None
+        except (auto.errors.CommandError, auto.errors.InvalidVersionError) as e:
+            raise DeployError(f"the Pulumi CLI failed: {_last_line(e)}") from None
+        yield stack
 
 
 def up(
@@ -71,23 +93,23 @@ def up(
     """Create or update the stack; ``config`` maps keys to ``(value, secret)``, the ``remove``
     keys are deleted from the stack's config first. Returns outputs."""
 
-    stack = _stack(project, cluster_id, program, create=True)
-    present = [key for key in remove if key in stack.get_all_config()] if remove else []
-    if present:
-        stack.remove_all_config(present)
-    for key, (value, secret) in config.items():
-        stack.set_config(key, auto.ConfigValue(value=value, secret=secret))
-    try:
-        result = stack.up(on_output=on_output)
-    except auto.errors.CommandError as e:
-        raise DeployError(f"pulumi up failed for {cluster_id!r}: {_last_line(e)}") from None
-    return _values(result.outputs)
+    with _stack(project, cluster_id, program, create=True) as stack:
+        present = [key for key in remove if key in stack.get_all_config()] if remove else []
+        if present:
+            stack.remove_all_config(present)
+        for key, (value, secret) in config.items():
+            stack.set_config(key, auto.ConfigValue(value=value, secret=secret))
+        try:
+            result = stack.up(on_output=on_output)
+        except auto.errors.CommandError as e:
+            raise DeployError(f"pulumi up failed for {cluster_id!r}: {_last_line(e)}") from None
+        return _values(result.outputs)
 
 
 def outputs(project: str, cluster_id: str) -> JSONObject:
     """The stack's outputs (``common.outputs`` reads them)."""
-    stack = _stack(project, cluster_id, None, create=False)
-    return _values(stack.outputs())
+    with _stack(project, cluster_id, None, create=False) as stack:
+        return _values(stack.outputs())
 
 
 def _values(found: Mapping[str, auto.OutputValue]) -> JSONObject:
@@ -102,8 +124,9 @@ def stack_names(project: str) -> list[str]:
         return state.list_stacks(directory, project)
 
     try:
-        workspace = auto.LocalWorkspace(**vars(_workspace_options(project)))
-        return sorted(s.name for s in workspace.list_stacks())
+        with _work_dir() as work_dir:
+            workspace = auto.LocalWorkspace(**vars(_workspace_options(project, work_dir)))
+            return sorted(s.name for s in workspace.list_stacks())
     except auto.errors.CommandError as e:
         raise DeployError(
             f"cannot list the stacks in {state.backend_url(directory)}: {_last_line(e)}"
@@ -116,12 +139,14 @@ def has_stack(project: str, cluster_id: str) -> bool:
 
 def destroy(project: str, cluster_id: str, on_output: Callable[[str], None]) -> None:
 
-    stack = _stack(project, cluster_id, None, create=False)
-    try:
-        stack.destroy(on_output=on_output)
-    except auto.errors.CommandError as e:
-        raise DeployError(f"pulumi destroy failed for {cluster_id!r}: {_last_line(e)}") from None
-    stack.workspace.remove_stack(cluster_id)
+    with _stack(project, cluster_id, None, create=False) as stack:
+        try:
+            stack.destroy(on_output=on_output)
+        except auto.errors.CommandError as e:
+            raise DeployError(
+                f"pulumi destroy failed for {cluster_id!r}: {_last_line(e)}"
+            ) from None
+        stack.workspace.remove_stack(cluster_id)
 
 
 def wait_for_master(

@@ -103,3 +103,51 @@ def test_list_stacks_reads_the_file_backend_layout(tmp_path: Path):
         (stacks / name).write_text("{}")
     assert state.list_stacks(tmp_path, "det-gcp") == ["a", "b", "c"]
     assert state.list_stacks(tmp_path, "det-aws") == []
+
+
+# --- the workspace's directory ------------------------------------------------------------------
+
+FAKE_PULUMI = """#!/bin/sh
+# Stands in for the Pulumi CLI: reports a version, refuses everything else.
+if [ "$1" = "version" ]; then echo v3.200.0; exit 0; fi
+echo "error: this is not a real pulumi" >&2
+exit 1
+"""
+
+
+@pytest.fixture
+def workspace_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A stand-in Pulumi CLI on PATH, the state under ``tmp_path``, and a temporary directory
+    of the test's own (returned) for the workspace directories."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "pulumi").write_text(FAKE_PULUMI)
+    (bin_dir / "pulumi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "test")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(tmp))
+    return tmp
+
+
+def test_an_operation_leaves_no_workspace_directory(workspace_env: Path) -> None:
+    # Pulumi's own default for an inline program is an automation-* temporary directory that
+    # nothing removes: one per `det deploy` command was left in /tmp.
+    with pytest.raises(DeployError, match="the Pulumi CLI failed"):
+        automation.up("det-aws", "c1", lambda: None, {}, on_output=lambda line: None)
+    with pytest.raises(DeployError):
+        automation.outputs("det-aws", "c1")
+    with pytest.raises(DeployError):
+        automation.destroy("det-aws", "c1", on_output=lambda line: None)
+    assert sorted(os.listdir(workspace_env)) == []
+
+
+def test_listing_a_remote_states_stacks_leaves_no_workspace_directory(
+    workspace_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(state.STATE_URL_ENV, "s3://det-state/team-a")
+    with pytest.raises(DeployError, match="cannot list the stacks in s3://det-state/team-a"):
+        automation.stack_names("det-aws")
+    assert sorted(os.listdir(workspace_env)) == []

@@ -265,7 +265,7 @@ def test_state_url_from_the_environment_reaches_the_pulumi_project(monkeypatch, 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     monkeypatch.setenv(state.STATE_URL_ENV, "s3://det-state/team-a")
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "shared")
-    opts = automation._workspace_options("det-aws")
+    opts = automation._workspace_options("det-aws", str(tmp_path))
     assert opts.project_settings.backend.url == "s3://det-state/team-a"
     assert opts.env_vars["PULUMI_BACKEND_URL"] == "s3://det-state/team-a"
     assert opts.env_vars["PULUMI_CONFIG_PASSPHRASE"] == "shared"
