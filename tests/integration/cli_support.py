@@ -250,10 +250,13 @@ def exp_state(master: MasterClient, eid: int) -> str:
 
 
 def until(master: MasterClient, predicate: Any, timeout: float, what: str) -> Any:
-    """``predicate()``'s first true value: a live master's loop is waited for (polling); an
-    in-process master's loop passes run in this thread until then (no loop runs on its own)."""
+    """``predicate()``'s first true value: a live master's loop is waited for (polling), and so
+    is an in-process or threaded master's whose loop runs in a thread (inproc.control_loop);
+    otherwise an in-process master's loop passes run in this thread until then."""
+    from tests.integration import inproc  # imports tests.integration.conftest only: no cycle
+
     state = getattr(master, "state", None)  # an InProcessMaster's MasterState
-    if state is None:
+    if state is None or id(state) in inproc.LOOPING:
         return wait(predicate, timeout, what)
     from det.master.loop import run_passes_until  # the master's imports: in-process tests only
 

@@ -216,6 +216,11 @@ def _forget_waiters(conninfo: str) -> None:
                 del preemptwait._waiters[channel]
 
 
+#: ids of the master states whose control loop runs in a thread (``control_loop``): a helper
+#: then waits for that loop (``cli_support.until``) rather than run passes beside it
+LOOPING: set[int] = set()
+
+
 @contextlib.contextmanager
 def control_loop(master: InProcessMaster) -> Iterator[None]:
     """The master's control loop (``det.master.loop.ControlLoop.run_forever``, the leader lock
@@ -228,9 +233,11 @@ def control_loop(master: InProcessMaster) -> Iterator[None]:
         target=ControlLoop(master.state, stop).run_forever, name="det-control-loop", daemon=True
     )
     thread.start()
+    LOOPING.add(id(master.state))
     try:
         yield
     finally:
+        LOOPING.discard(id(master.state))
         stop.set()
         with master.state.pool.connection() as conn:  # ends the loop's wait for a tick
             conn.execute("NOTIFY det_wakeup")

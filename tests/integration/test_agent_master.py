@@ -1,6 +1,9 @@
-"""det-agent against a real det-master (real PostgreSQL): registration and authentication.
+"""det-agent against a real det master (real PostgreSQL): registration and authentication.
 
-The contract test between the two sides of the agent protocol; no containers are started.
+The contract test between the two sides of the agent protocol; no containers are started. The
+agent is a process of its own; the master is served on a real port by a thread of the test's
+process (``threaded_master``, tests/integration/threaded.py): nothing here needs a master
+process (no signal, restart or second master process).
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Master, wait_for
+from tests.integration.conftest import wait_for
+from tests.integration.threaded import ThreadedMaster
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -26,7 +30,7 @@ def run_agent(tmp_path: Path) -> Iterator[Any]:
     pytest.importorskip("docker").from_env().ping()
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(master: Master, *args: str) -> tuple[str, Path]:
+    def start(master: ThreadedMaster, *args: str) -> tuple[str, Path]:
         agent_id = f"agent-{uuid.uuid4().hex[:8]}"
         log = tmp_path / f"{agent_id}.log"
         cmd = [
@@ -53,10 +57,12 @@ def run_agent(tmp_path: Path) -> Iterator[Any]:
         p.wait(timeout=20)
 
 
-def test_agent_registers_with_its_slots_and_labels(live_master: Master, run_agent: Any) -> None:
-    token_file = live_master.data_dir / "agent_token"
+def test_agent_registers_with_its_slots_and_labels(
+    threaded_master: ThreadedMaster, run_agent: Any
+) -> None:
+    token_file = threaded_master.data_dir / "agent_token"
     agent_id, _ = run_agent(
-        live_master,
+        threaded_master,
         "--agent-token-file",
         str(token_file),
         "--artificial-slots",
@@ -66,7 +72,7 @@ def test_agent_registers_with_its_slots_and_labels(live_master: Master, run_agen
     )
 
     def registered() -> dict[str, Any] | None:
-        agents = live_master.get("/api/v1/agents")["agents"]
+        agents = threaded_master.get("/api/v1/agents")["agents"]
         return next((a for a in agents if a["id"] == agent_id), None)
 
     agent = wait_for(registered, what="agent registered")
@@ -78,12 +84,14 @@ def test_agent_registers_with_its_slots_and_labels(live_master: Master, run_agen
 
 
 def test_agent_with_a_wrong_token_is_refused_and_keeps_retrying(
-    live_master: Master, run_agent: Any
+    threaded_master: ThreadedMaster, run_agent: Any
 ) -> None:
-    agent_id, log = run_agent(live_master, "--agent-token", "not-the-token", "--log-level", "DEBUG")
+    agent_id, log = run_agent(
+        threaded_master, "--agent-token", "not-the-token", "--log-level", "DEBUG"
+    )
     wait_for(lambda: log.read_text().count("heartbeat refused") >= 2, what="refused heartbeats")
     text = log.read_text()
     assert "master answered 401" in text and "check the agent token" in text
     assert "heartbeat failed" not in text  # a refusal is not reported as an outage
-    agents = live_master.get("/api/v1/agents")["agents"]
+    agents = threaded_master.get("/api/v1/agents")["agents"]
     assert agent_id not in {a["id"] for a in agents}

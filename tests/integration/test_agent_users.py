@@ -1,7 +1,10 @@
 """``det user link-with-agent-user`` (PatchUser's agentUserGroup, issue 27 item 8): admins link a
 user to a uid/gid with the official CLI or det's; the user reads it back; root, bad names and
 non-admins are refused with one line and change nothing. What a linked user's container runs
-as: tests/e2e/test_agent_users.py (real Docker)."""
+as: tests/e2e/test_agent_users.py (real Docker). The official CLI is a process of its own: the
+module's master is served on a real port by a thread of the test's process
+(``cli_support.threaded_cli_master``); det's CLI runs in the test's process against the app
+(``loop_master_factory``). Nothing here needs a master process."""
 
 from __future__ import annotations
 
@@ -14,25 +17,25 @@ import pytest
 from tests.compat.official import ensure_official_venv
 from tests.integration import cli_support
 from tests.integration.cli_support import Det
-from tests.integration.conftest import ADMIN_PASSWORD, Master
+from tests.integration.conftest import ADMIN_PASSWORD, MasterClient
 from tests.integration.test_official_client_answers import Official
 
 pytestmark = pytest.mark.integration
-cli_master = cli_support.cli_master
+cli_master = cli_support.threaded_cli_master
 det = cli_support.det
 
 
-def user(m: Master, name: str) -> dict[str, Any]:
+def user(m: MasterClient, name: str) -> dict[str, Any]:
     return dict(m.get(f"/api/v1/users/{name}/by-username")["user"])
 
 
-def make_user(m: Master, name: str) -> int:
+def make_user(m: MasterClient, name: str) -> int:
     body = {"user": {"username": name, "admin": False}, "password": "Linked-pw-1"}
     return int(m.post("/api/v1/users", body)["user"]["id"])
 
 
 def test_the_official_cli_links_and_the_user_reads_it_back(
-    cli_master: Master, tmp_path: Path
+    cli_master: MasterClient, tmp_path: Path
 ) -> None:
     make_user(cli_master, "linked")
     o = Official(ensure_official_venv(), cli_master, tmp_path)
@@ -77,7 +80,7 @@ def test_the_official_cli_links_and_the_user_reads_it_back(
     assert user(cli_master, "linked")["agentUserGroup"] == link
 
 
-def test_only_admins_link_even_themselves(cli_master: Master) -> None:
+def test_only_admins_link_even_themselves(cli_master: MasterClient) -> None:
     uid = make_user(cli_master, "selflinker")
     own = cli_master.session(cli_master.login("selflinker", "Linked-pw-1"))
     body = {"agentUserGroup": {"agentUid": 1, "agentGid": 1, "agentUser": "a", "agentGroup": "b"}}
@@ -86,7 +89,7 @@ def test_only_admins_link_even_themselves(cli_master: Master) -> None:
     assert user(cli_master, "selflinker")["agentUserGroup"] is None
 
 
-def test_our_cli_links_and_unlinks(cli_master: Master, det: Det) -> None:
+def test_our_cli_links_and_unlinks(cli_master: MasterClient, det: Det) -> None:
     make_user(cli_master, "ours")
     det.login()
     r = det("user", "link-with-agent-user", "ours", "--agent-uid", "3000", "--agent-gid", "3001",
@@ -100,7 +103,7 @@ def test_our_cli_links_and_unlinks(cli_master: Master, det: Det) -> None:
 
 
 def test_linking_says_when_the_agent_user_could_not_write_the_checkpoint_storage(
-    master_factory: Any, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+    loop_master_factory: Any, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 41 item 5: the link is made, and det's CLI says in one line (stderr; the API in
     X-Det-Warning, which the official client skips) that the user's trials would fail on the
@@ -108,7 +111,7 @@ def test_linking_says_when_the_agent_user_could_not_write_the_checkpoint_storage
     shared = tmp_path / "shared"
     shared.mkdir()
     os.chmod(shared, 0o755)
-    m: Master = master_factory(
+    m: MasterClient = loop_master_factory(
         extra={"checkpoint_storage": {"type": "shared_fs", "host_path": str(shared)}}
     )
     make_user(m, "alice")

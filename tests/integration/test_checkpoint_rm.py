@@ -1,7 +1,9 @@
 """``det checkpoint rm`` (CheckpointsRemoveFiles, issue 27 item 5): the official CLI asks, the
 experiment's checkpoint-GC task (the real command, run by a SimAgent) removes the files the
 globs name from a shared_fs checkpoint, keeps the rest, never follows a link, and reports what
-is left; the master records it (PARTIALLY_DELETED, then DELETED when nothing is left)."""
+is left; the master records it (PARTIALLY_DELETED, then DELETED when nothing is left). The
+official CLI is a process of its own: the module's master is served on a real port by a thread
+of the test's process, with its control loop (``cli_support.threaded_cli_master``)."""
 
 from __future__ import annotations
 
@@ -11,22 +13,21 @@ from typing import Any
 
 import psycopg
 import pytest
-import yaml
 
 from tests.compat.official import ensure_official_venv
 from tests.fakes.sim_agent import SimAgent
 from tests.integration import cli_support
 from tests.integration.cli_support import Det, create_via_api, sim_config, wait
-from tests.integration.conftest import Master
 from tests.integration.test_official_client_answers import Official
+from tests.integration.threaded import ThreadedMaster
 
 pytestmark = pytest.mark.integration
-cli_master = cli_support.cli_master
+cli_master = cli_support.threaded_cli_master
 det = cli_support.det
 
 
 @pytest.fixture(scope="module")
-def store(cli_master: Master, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def store(cli_master: ThreadedMaster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A finished experiment whose checkpoints (all kept) live in this shared_fs directory;
     the agent that runs its GC tasks keeps running."""
     root = tmp_path_factory.mktemp("rm-store")
@@ -37,7 +38,7 @@ def store(cli_master: Master, tmp_path_factory: pytest.TempPathFactory) -> Itera
         agent.stop()
 
 
-def finished_checkpoints(m: Master, store: Path, name: str) -> list[str]:
+def finished_checkpoints(m: ThreadedMaster, store: Path, name: str) -> list[str]:
     config = sim_config(name, trials=1) + (
         f"checkpoint_storage: {{type: shared_fs, host_path: {store},"
         " save_trial_latest: 10, save_trial_best: 10, save_experiment_best: 10}\n"
@@ -48,7 +49,7 @@ def finished_checkpoints(m: Master, store: Path, name: str) -> list[str]:
     return [str(c["uuid"]) for c in cks if c["state"] == "STATE_COMPLETED"]
 
 
-def checkpoint(m: Master, uid: str) -> dict[str, Any]:
+def checkpoint(m: ThreadedMaster, uid: str) -> dict[str, Any]:
     return dict(m.get(f"/api/v1/checkpoints/{uid}")["checkpoint"])
 
 
@@ -64,7 +65,7 @@ def write_files(d: Path, outside: Path) -> None:
 
 
 def test_official_rm_removes_what_the_globs_name_and_keeps_the_rest(
-    cli_master: Master, store: Path, tmp_path: Path
+    cli_master: ThreadedMaster, store: Path, tmp_path: Path
 ) -> None:
     uid = finished_checkpoints(cli_master, store, "rm-official")[0]
     outside = tmp_path / "outside"
@@ -92,7 +93,7 @@ def test_official_rm_removes_what_the_globs_name_and_keeps_the_rest(
     assert (outside / "precious.pt").read_bytes() == b"keep me"
 
 
-def test_no_glob_reads_the_files_again(cli_master: Master, store: Path, det: Det) -> None:
+def test_no_glob_reads_the_files_again(cli_master: ThreadedMaster, store: Path, det: Det) -> None:
     uid = finished_checkpoints(cli_master, store, "rm-refresh")[0]
     (store / uid).mkdir(parents=True, exist_ok=True)
     (store / uid / "model.pt").write_bytes(b"0123456789")  # what the trial reported: 10 bytes
@@ -111,11 +112,10 @@ def test_no_glob_reads_the_files_again(cli_master: Master, store: Path, det: Det
     assert checkpoint(cli_master, uid)["state"] == "STATE_PARTIALLY_DELETED"
 
 
-def events(m: Master, uid: str) -> str:
+def events(m: ThreadedMaster, uid: str) -> str:
     """The experiment's checkpoint-GC events, one a line."""
     eid = checkpoint(m, uid)["training"]["experimentId"]
-    url = yaml.safe_load(m.config_file.read_text())["db"]["url"]
-    with psycopg.connect(url) as conn:
+    with psycopg.connect(m.db_url) as conn:
         rows = conn.execute(
             "SELECT message FROM events WHERE entity = 'experiment' AND entity_id = %s"
             " AND kind LIKE 'checkpoint-gc%%' ORDER BY id",
@@ -125,7 +125,7 @@ def events(m: Master, uid: str) -> str:
 
 
 def test_bad_globs_and_others_checkpoints_are_refused_changing_nothing(
-    cli_master: Master, store: Path
+    cli_master: ThreadedMaster, store: Path
 ) -> None:
     uid = finished_checkpoints(cli_master, store, "rm-refused")[0]
     s = cli_master.session()

@@ -1,4 +1,7 @@
-"""``det checkpoint``, ``det model`` and ``det preview-search`` against a live master.
+"""``det checkpoint``, ``det model`` and ``det preview-search`` against a live master: one per
+module, served on a real port by a thread of the test's process with its control loop
+(``cli_support.threaded_cli_master``; the official CLI is a process of its own, det's runs in
+the test's process).
 
 The simulated trial writes real checkpoint files into the cluster's shared_fs storage before it
 reports them, so ``det checkpoint download`` has something to copy.
@@ -25,15 +28,16 @@ from tests.compat.official import ensure_official_venv
 from tests.fakes.sim_agent import SimAgent
 from tests.integration import cli_support
 from tests.integration.cli_support import Det, exp_state, sim_config, trials, write_config
-from tests.integration.conftest import ADMIN_PASSWORD, Master
+from tests.integration.conftest import ADMIN_PASSWORD
 from tests.integration.test_cli_matches_official import Official
+from tests.integration.threaded import ThreadedMaster
 
 pytestmark = pytest.mark.integration
-cli_master = cli_support.cli_master
+cli_master = cli_support.threaded_cli_master
 det = cli_support.det
 
 
-def storage_dir(master: Master) -> Path:
+def storage_dir(master: ThreadedMaster) -> Path:
     return master.data_dir.parent / "checkpoints"
 
 
@@ -97,7 +101,7 @@ def saving_training(storage: Path) -> Any:
 
 
 @pytest.fixture(scope="module")
-def saved_exp(cli_master: Master) -> Iterator[int]:
+def saved_exp(cli_master: ThreadedMaster) -> Iterator[int]:
     agent = SimAgent(
         cli_master.url,
         cli_master.agent_token,
@@ -119,15 +123,15 @@ def saved_exp(cli_master: Master) -> Iterator[int]:
         agent.stop()
 
 
-def checkpoints(master: Master, eid: int) -> list[dict[str, Any]]:
+def checkpoints(master: ThreadedMaster, eid: int) -> list[dict[str, Any]]:
     return list(master.get(f"/api/v1/experiments/{eid}/checkpoints")["checkpoints"])
 
 
-def kept(master: Master, eid: int) -> list[dict[str, Any]]:
+def kept(master: ThreadedMaster, eid: int) -> list[dict[str, Any]]:
     return [c for c in checkpoints(master, eid) if c["state"] == "STATE_COMPLETED"]
 
 
-def test_checkpoint_list_and_best(det: Det, cli_master: Master, saved_exp: int) -> None:
+def test_checkpoint_list_and_best(det: Det, cli_master: ThreadedMaster, saved_exp: int) -> None:
     det.login()
     listed = det.ok("checkpoint", "list", str(saved_exp), "--json").json()
     assert {c["uuid"] for c in listed} == {c["uuid"] for c in checkpoints(cli_master, saved_exp)}
@@ -139,7 +143,7 @@ def test_checkpoint_list_and_best(det: Det, cli_master: Master, saved_exp: int) 
     assert all(c["uuid"] in table for c in listed)
 
 
-def test_checkpoint_describe(det: Det, cli_master: Master, saved_exp: int) -> None:
+def test_checkpoint_describe(det: Det, cli_master: ThreadedMaster, saved_exp: int) -> None:
     det.login()
     ck = kept(cli_master, saved_exp)[0]
     body = det.ok("checkpoint", "describe", ck["uuid"], "--json").json()
@@ -152,7 +156,7 @@ def test_checkpoint_describe(det: Det, cli_master: Master, saved_exp: int) -> No
 
 
 def test_checkpoint_download_copies_the_files(
-    det: Det, cli_master: Master, saved_exp: int, tmp_path: Path
+    det: Det, cli_master: ThreadedMaster, saved_exp: int, tmp_path: Path
 ) -> None:
     det.login()
     ck = kept(cli_master, saved_exp)[-1]
@@ -171,7 +175,7 @@ def test_checkpoint_download_copies_the_files(
     assert r.rc == 1 and "not found" in r.err and r.err.count("\n") == 1
 
 
-def test_model_registry(det: Det, cli_master: Master, saved_exp: int) -> None:
+def test_model_registry(det: Det, cli_master: ThreadedMaster, saved_exp: int) -> None:
     det.login()
     made = det.ok("model", "create", "mnist-cnn", "--description", "digits", "--json").json()
     assert made["name"] == "mnist-cnn"
@@ -194,7 +198,7 @@ def test_model_registry(det: Det, cli_master: Master, saved_exp: int) -> None:
 
 
 def test_trial_states_and_metrics_match_the_api(
-    det: Det, cli_master: Master, saved_exp: int
+    det: Det, cli_master: ThreadedMaster, saved_exp: int
 ) -> None:
     det.login()
     for t in trials(cli_master, saved_exp):
@@ -249,7 +253,7 @@ hyperparameters:
 
 
 @pytest.fixture(scope="module")
-def official(cli_master: Master, tmp_path_factory: pytest.TempPathFactory) -> Official:
+def official(cli_master: ThreadedMaster, tmp_path_factory: pytest.TempPathFactory) -> Official:
     o = Official(ensure_official_venv(), cli_master, tmp_path_factory.mktemp("official-home"))
     o("user", "login", "admin", stdin=ADMIN_PASSWORD + "\n")
     return o
@@ -279,7 +283,7 @@ def test_list_trials_list_checkpoints_and_config_as_the_official_cli(
 
 
 def test_download_model_def_and_trial_download_as_the_official_cli(
-    det: Det, official: Official, cli_master: Master, saved_exp: int, tmp_path: Path
+    det: Det, official: Official, cli_master: ThreadedMaster, saved_exp: int, tmp_path: Path
 ) -> None:
     det.login()
     eid = str(saved_exp)
@@ -311,7 +315,7 @@ def test_download_model_def_and_trial_download_as_the_official_cli(
 
 
 def test_template_create_and_create_with_include_and_no_context(
-    det: Det, official: Official, cli_master: Master, tmp_path: Path
+    det: Det, official: Official, cli_master: ThreadedMaster, tmp_path: Path
 ) -> None:
     det.login()
     tpl = write_config(tmp_path, "description: from a template\n", "tpl.yaml")
@@ -348,7 +352,7 @@ def test_template_create_and_create_with_include_and_no_context(
 
 
 def test_model_list_versions_as_the_official_cli(
-    det: Det, official: Official, cli_master: Master, saved_exp: int
+    det: Det, official: Official, cli_master: ThreadedMaster, saved_exp: int
 ) -> None:
     det.login()
     cks = kept(cli_master, saved_exp)
@@ -383,7 +387,7 @@ def test_model_list_versions_as_the_official_cli(
 
 
 def test_experiment_download_top_n_as_the_official_cli(
-    det: Det, official: Official, cli_master: Master, saved_exp: int, tmp_path: Path
+    det: Det, official: Official, cli_master: ThreadedMaster, saved_exp: int, tmp_path: Path
 ) -> None:
     det.login()
     eid = str(saved_exp)

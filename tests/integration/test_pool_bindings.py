@@ -1,7 +1,9 @@
 """Resource pools bound to workspaces (issue 27 item 7): the official CLI's ``det resource-pool
 bindings``, Determined's rule (an unbound pool is everyone's, a bound one only its workspaces'),
 workspace default pools, and refusals that name the pool and the workspace, with a real master
-of two pools and SimAgents in each."""
+of two pools and SimAgents in each. The official CLI is a process of its own: the master is
+served on a real port by a thread of the test's process, with its control loop
+(tests/integration/threaded.py); nothing here needs a master process."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from tests.compat.official import ensure_official_venv
 from tests.fakes.sim_agent import SimAgent
 from tests.integration import cli_support
 from tests.integration.cli_support import Det, sim_config
-from tests.integration.conftest import ADMIN_PASSWORD, Master
+from tests.integration.conftest import ADMIN_PASSWORD, MasterClient
 from tests.integration.test_official_client_answers import Official
 
 pytestmark = pytest.mark.integration
@@ -24,13 +26,13 @@ det = cli_support.det
 
 
 @pytest.fixture(scope="module")
-def cli_master(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Master]:
+def cli_master(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A master of two static pools, ``default`` and ``team``, with an agent in each."""
     import uuid
 
     import psycopg
 
-    from tests.integration.conftest import start_master
+    from tests.integration.threaded import threaded_master
 
     name = f"det_rp_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(pg_server, autocommit=True) as conn:
@@ -38,31 +40,30 @@ def cli_master(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
     head, sep, query = pg_server.partition("?")
     base, _, _ = head.rpartition("/")
     pools = {"resource_pools": [{"pool_name": "default"}, {"pool_name": "team"}]}
-    m = start_master(
-        tmp_path_factory.mktemp("rp-master"), f"{base}/{name}{sep}{query}", extra=pools
-    )
-    agents = [
-        SimAgent(m.url, m.agent_token, f"rp-{pool}", slots=2, pool=pool).start()
-        for pool in ("default", "team")
-    ]
-    try:
-        yield m
-    finally:
-        for a in agents:
-            a.stop()
-        m.kill()
+    with threaded_master(
+        tmp_path_factory.mktemp("rp-master"), f"{base}/{name}{sep}{query}", pools, loop=True
+    ) as m:
+        agents = [
+            SimAgent(m.url, m.agent_token, f"rp-{pool}", slots=2, pool=pool).start()
+            for pool in ("default", "team")
+        ]
+        try:
+            yield m
+        finally:
+            for a in agents:
+                a.stop()
 
 
-def workspace(m: Master, name: str, **extra: Any) -> int:
+def workspace(m: MasterClient, name: str, **extra: Any) -> int:
     return int(m.post("/api/v1/workspaces", {"name": name, **extra})["workspace"]["id"])
 
 
-def project(m: Master, ws: int, name: str) -> int:
+def project(m: MasterClient, ws: int, name: str) -> int:
     body = {"name": name, "workspaceId": ws}
     return int(m.post(f"/api/v1/workspaces/{ws}/projects", body)["project"]["id"])
 
 
-def create(m: Master, project_id: int, pool: str | None = None) -> requests.Response:
+def create(m: MasterClient, project_id: int, pool: str | None = None) -> requests.Response:
     config = sim_config("rp", trials=1) + (
         f"resources: {{resource_pool: {pool}}}\n" if pool else ""
     )
@@ -70,12 +71,12 @@ def create(m: Master, project_id: int, pool: str | None = None) -> requests.Resp
     return m.session().post(f"{m.url}/api/v1/experiments", json=body, timeout=30)
 
 
-def pool_of(m: Master, eid: int) -> str:
+def pool_of(m: MasterClient, eid: int) -> str:
     return str(m.get(f"/api/v1/experiments/{eid}")["experiment"]["resourcePool"])
 
 
 def test_official_bindings_and_a_workspace_bound_to_one_pool_cannot_use_another(
-    cli_master: Master, tmp_path: Path
+    cli_master: MasterClient, tmp_path: Path
 ) -> None:
     m = cli_master
     research = workspace(m, "research")
@@ -129,7 +130,9 @@ def test_official_bindings_and_a_workspace_bound_to_one_pool_cannot_use_another(
     assert create(m, project(m, others, "s"), "team").status_code == 200  # unbound: shared
 
 
-def test_a_workspace_default_pool_places_what_names_none(cli_master: Master, det: Det) -> None:
+def test_a_workspace_default_pool_places_what_names_none(
+    cli_master: MasterClient, det: Det
+) -> None:
     m = cli_master
     ws = workspace(m, "teamdefault", defaultComputePool="team", defaultAuxPool="team")
     r = create(m, project(m, ws, "p"))
@@ -157,7 +160,7 @@ def test_a_workspace_default_pool_places_what_names_none(cli_master: Master, det
     assert "research2" in r.out, r.out
 
 
-def test_only_admins_bind_and_bad_requests_change_nothing(cli_master: Master) -> None:
+def test_only_admins_bind_and_bad_requests_change_nothing(cli_master: MasterClient) -> None:
     m = cli_master
     m.post("/api/v1/users", {"user": {"username": "rp-user"}, "password": "Rp-user-pw1"})
     user = m.session(m.login("rp-user", "Rp-user-pw1"))
