@@ -363,6 +363,11 @@ def one_slot(cluster_factory: Callable[..., Cluster]) -> Cluster:
     return cluster_factory(agents=1, slots=1)
 
 
+def unique(name: str) -> str:
+    """A user name of the test's own: a shared cluster keeps the users earlier tests made."""
+    return f"{name}-{os.urandom(3).hex()}"
+
+
 def plain() -> requests.Session:
     """A client that goes straight to the master (no proxy from the environment)."""
     s = requests.Session()

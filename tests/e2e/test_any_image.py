@@ -7,14 +7,10 @@ package (``infra/build-images.sh trixie``); the experiment is ``examples/stdlib_
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
 from tests.docker_support import docker_client
-from tests.e2e.cluster import EXAMPLES, Cluster, cluster_factory
-
-__all__ = ["cluster_factory"]
+from tests.e2e.cluster import EXAMPLES, Cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 
@@ -23,7 +19,7 @@ EXAMPLE = EXAMPLES / "stdlib_core_api"
 
 
 def test_a_trial_completes_in_a_bare_python_313_image_without_det(
-    cluster_factory: Callable[..., Cluster],
+    shared_one_slot: Cluster,
 ) -> None:
     client = docker_client(BARE)
     image_check = client.containers.run(
@@ -31,7 +27,7 @@ def test_a_trial_completes_in_a_bare_python_313_image_without_det(
     ).decode()
     assert "No module named 'det'" in image_check and "Python 3.13" in image_check, image_check
 
-    cluster = cluster_factory(agents=1, slots=1)
+    cluster = shared_one_slot
     eid = cluster.create(EXAMPLE / "const.yaml", EXAMPLE)
     cluster.wait_state(eid, "STATE_COMPLETED", 300)
 

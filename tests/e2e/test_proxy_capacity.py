@@ -9,15 +9,13 @@ from __future__ import annotations
 import select
 import socket
 import time
-from typing import Any
 from urllib.parse import urlparse
 
 import pytest
 
-from tests.e2e.cluster import Cluster, cluster_factory, plain, wait_for
+from tests.e2e.cluster import Cluster, plain, unique, wait_for
 
 pytestmark = pytest.mark.e2e
-__all__ = ["cluster_factory"]
 
 #: A task's service that answers its task id, after 90 s for ``…/slow``.
 SERVER = r"""
@@ -43,6 +41,8 @@ PER_TASK = 64  # the default proxy.max_connections_per_task
 
 
 def user(c: Cluster, name: str) -> str:
+    """A token of a new user named after ``name`` (a name of its own on a shared cluster)."""
+    name = unique(name)
     c.master.post(
         "/api/v1/users", {"user": {"username": name, "admin": False}, "password": "Pw-12345678"}
     )
@@ -64,8 +64,10 @@ def ready(c: Cluster, nid: str) -> None:
     )
 
 
-def test_one_users_flood_of_their_own_notebook_leaves_others_served(cluster_factory: Any) -> None:
-    c = cluster_factory(agents=1, slots=1)
+def test_one_users_flood_of_their_own_notebook_leaves_others_served(
+    shared_one_slot: Cluster,
+) -> None:
+    c = shared_one_slot
     alice, bob = user(c, "alice"), user(c, "bob")
     flooded, alices_other, bobs = (
         served_notebook(c, alice),

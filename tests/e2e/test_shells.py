@@ -12,21 +12,25 @@ import sys
 import pytest
 
 from tests.compat.official import ensure_official_venv
-from tests.e2e.cluster import Cluster, cluster_factory, one_slot
+from tests.e2e.cluster import Cluster, unique
 from tests.e2e.test_commands import det
 from tests.e2e.ws import WebSocket
 from tests.integration.conftest import ADMIN_PASSWORD
 
 pytestmark = pytest.mark.e2e
-__all__ = ["cluster_factory", "one_slot"]
 
 
-def test_shell_runs_a_command_and_an_interactive_session(one_slot: Cluster) -> None:
-    c = one_slot
+def shell_ids(c: Cluster) -> set[str]:
+    return {str(s["id"]) for s in c.master.get("/api/v1/shells")["shells"]}
+
+
+def test_shell_runs_a_command_and_an_interactive_session(shared_one_slot: Cluster) -> None:
+    c = shared_one_slot
+    before = shell_ids(c)  # earlier tests' shells are the cluster's
     r = det(c, "shell", "start", "--", "echo", "ok")
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{c.dump()}"
     assert r.stdout.splitlines() == ["ok"], r.stdout
-    shells = c.master.get("/api/v1/shells")["shells"]
+    shells = [s for s in c.master.get("/api/v1/shells")["shells"] if s["id"] not in before]
     assert len(shells) == 1
     sid = shells[0]["id"]
     code = det(c, "shell", "open", sid, "--", "sh", "-c", "exit 7")
@@ -52,10 +56,11 @@ def test_shell_runs_a_command_and_an_interactive_session(one_slot: Cluster) -> N
     assert "hi-42" in session.stdout and "/tmp" in session.stdout, session.stdout
 
     # Another user sees the shell without its key and cannot reach it.
+    eve_name = unique("eve")
     c.master.post(
-        "/api/v1/users", {"user": {"username": "eve", "admin": False}, "password": "Eve-pw-1"}
+        "/api/v1/users", {"user": {"username": eve_name, "admin": False}, "password": "Eve-pw-1"}
     )
-    eve = c.master.login("eve", "Eve-pw-1")
+    eve = c.master.login(eve_name, "Eve-pw-1")
     seen = c.master.session(eve).get(f"{c.master.url}/api/v1/shells/{sid}").json()["shell"]
     assert seen["privateKey"] is None and seen["publicKey"]
     ws = WebSocket(f"{c.master.url}/proxy/{sid}/".replace("http", "ws", 1),
@@ -65,14 +70,15 @@ def test_shell_runs_a_command_and_an_interactive_session(one_slot: Cluster) -> N
     c.master.post(f"/api/v1/shells/{sid}/kill")
 
 
-def test_official_cli_runs_a_command_in_a_shell(one_slot: Cluster) -> None:
-    c = one_slot
+def test_official_cli_runs_a_command_in_a_shell(shared_one_slot: Cluster) -> None:
+    c = shared_one_slot
+    before = shell_ids(c)
     ensure_official_venv()
     r = det(c, "shell", "start", "--", "echo", "official-ok", official=True)
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{c.dump()}"
     assert "official-ok" in r.stdout
     # show-ssh-command (what VS Code and PyCharm users paste): the printed command reaches it.
-    (shell,) = c.master.get("/api/v1/shells")["shells"]
+    (shell,) = [s for s in c.master.get("/api/v1/shells")["shells"] if s["id"] not in before]
     r = det(c, "shell", "show-ssh-command", shell["id"], official=True)
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
     (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("ssh ")]
@@ -86,5 +92,5 @@ def test_official_cli_runs_a_command_in_a_shell(one_slot: Cluster) -> None:
         check=False,
     )
     assert "printed-ok" in printed.stdout, f"{printed.stdout}\n{printed.stderr}"
-    for s in c.master.get("/api/v1/shells")["shells"]:
-        c.master.post(f"/api/v1/shells/{s['id']}/kill")
+    for sid in shell_ids(c) - before:
+        c.master.post(f"/api/v1/shells/{sid}/kill")

@@ -14,10 +14,9 @@ import psycopg
 import pytest
 
 from det.master.services.users import task_session_token
-from tests.e2e.cluster import Cluster, cluster_factory, one_slot, plain, wait_for
+from tests.e2e.cluster import Cluster, plain, unique, wait_for
 
 pytestmark = pytest.mark.e2e
-__all__ = ["cluster_factory", "one_slot"]
 
 EXPERIMENT = "name: bobs\nentrypoint: x\nsearcher: {name: single, metric: loss}\n"
 
@@ -36,15 +35,21 @@ else:
 """
 
 
-def test_official_sdk_and_det_in_a_command_run_as_its_owner(one_slot: Cluster) -> None:
-    c = one_slot
+def test_official_sdk_and_det_in_a_command_run_as_its_owner(shared_one_slot: Cluster) -> None:
+    c = shared_one_slot
     m = c.master
-    for name in ("alice", "bob"):
+    names = {n: unique(n) for n in ("alice", "bob")}  # a shared cluster keeps earlier users
+    for name in names.values():
         m.post("/api/v1/users", {"user": {"username": name}, "password": f"{name}-pw-123"})
-    alice, bob = (m.session(m.login(n, f"{n}-pw-123")) for n in ("alice", "bob"))
+    alice, bob = (m.session(m.login(n, f"{n}-pw-123")) for n in names.values())
     r = bob.post(m.url + "/api/v1/experiments", json={"config": EXPERIMENT}, timeout=30)
     assert r.status_code == 200, r.text
     bobs = int(r.json()["experiment"]["id"])
+    # Every experiment of the cluster (an open workspace): bob's, and earlier tests' if any.
+    every = sorted(
+        e["id"] for e in m.get("/api/v1/experiments", params={"limit": 1000})["experiments"]
+    )
+    assert bobs in every
 
     script = CHECK.replace("BOBS", str(bobs)).encode()
     entrypoint = (
@@ -82,10 +87,10 @@ def test_official_sdk_and_det_in_a_command_run_as_its_owner(one_slot: Cluster) -
         if line.strip()
     )
     assert cmd["exitStatus"] == "exited with code 0", f"{cmd}\n{out}\n{c.dump()}"
-    assert f"sdk sees [{bobs}]" in out, out
+    assert f"sdk sees {every}" in out, out
     assert "sdk refused" in out, out
     assert "bobs" in out, out  # det e list --all
-    assert "logged in as user 'alice'" in out, out  # det user whoami
+    assert f"logged in as user '{names['alice']}'" in out, out  # det user whoami
     assert re.search(r"det delete exited [1-9]", out), out
     assert "ModuleNotFoundError" not in out, out
     assert (
