@@ -28,6 +28,7 @@ for (a fresh ``python3 -m venv`` on 3.11 has setuptools 65 without ``wheel``).
 
 from __future__ import annotations
 
+import atexit
 import base64
 import contextlib
 import csv
@@ -331,8 +332,13 @@ def _repack_installed(out: Path) -> Path:
 
 @functools.lru_cache(maxsize=1)
 def build(cache_dir: Path | None = None) -> Release:
-    """Build (or pack) the running det once per process."""
-    out = cache_dir or Path(tempfile.mkdtemp(prefix="det-release-"))
+    """Build (or pack) the running det once per process. Without ``cache_dir`` the wheel goes to
+    a temporary directory removed when the process exits (``up`` uploads it before)."""
+    if cache_dir is None:
+        out = Path(tempfile.mkdtemp(prefix="det-release-"))
+        atexit.register(shutil.rmtree, out, ignore_errors=True)
+    else:
+        out = cache_dir
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob(f"{WHEEL_PREFIX}-*.whl"):
         old.unlink()

@@ -221,3 +221,34 @@ def test_two_builds_in_one_tree_take_turns(tmp_path):
     worker.join(timeout=300)
     assert built, "the waiting build never finished"
     assert "tinydet/staged.py" not in _names(built[0])
+
+
+def test_the_wheel_built_without_a_cache_dir_is_removed_when_the_process_exits(tmp_path):
+    # `det deploy aws|gcp up` built it in a det-release-* temporary directory nothing removed.
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    code = (
+        "from pathlib import Path\n"
+        "from det.deploy.common import release\n"
+        "def fake(tree, out):\n"
+        "    wheel = out / 'det_platform-0-py3-none-any.whl'\n"
+        "    wheel.write_bytes(b'a wheel')\n"
+        "    return wheel\n"
+        "release.build_from_source = fake\n"
+        "release.source_tree = lambda: Path('.')\n"
+        "built = release.build()\n"
+        "assert built.path.read_bytes() == b'a wheel'\n"
+        "print(built.path)\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "TMPDIR": str(tmp)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    wheel = r.stdout.strip().splitlines()[-1]
+    assert wheel.startswith(str(tmp)), wheel  # it was there while the process ran
+    assert os.listdir(tmp) == []
