@@ -1,5 +1,8 @@
 """``det experiment`` and ``det trial`` on experiments that run to completion on SimAgents, and
-``det experiment wait`` as a process on a pipe and on a terminal."""
+``det experiment wait`` as a process on a pipe and on a terminal. The module's master is served
+on a real port by a thread of the test's process with its control loop
+(``cli_support.threaded_cli_master``: ``det`` runs as a process of its own too); the tests with
+a master of their own take the app with its loop in the test's process (``loop_master``)."""
 
 from __future__ import annotations
 
@@ -19,10 +22,11 @@ from tests.integration.cli_support import (
     trials,
     write_config,
 )
-from tests.integration.conftest import Master
+from tests.integration.conftest import MasterClient
+from tests.integration.inproc import InProcessMaster
 
 pytestmark = pytest.mark.integration
-cli_master = cli_support.cli_master
+cli_master = cli_support.threaded_cli_master
 det = cli_support.det
 sim_agents = cli_support.sim_agents
 
@@ -34,7 +38,7 @@ def created_id(out: str) -> int:
 
 @pytest.fixture(scope="module")
 def done_exp(
-    cli_master: Master, sim_agents: object, tmp_path_factory: pytest.TempPathFactory
+    cli_master: MasterClient, sim_agents: object, tmp_path_factory: pytest.TempPathFactory
 ) -> int:
     """An experiment of 2 trials created through the API and run to completion."""
     eid = cli_support.create_via_api(cli_master, sim_config("done", trials=2))
@@ -43,7 +47,7 @@ def done_exp(
 
 
 def test_create_wait_describe_list(
-    det: Det, cli_master: Master, sim_agents: object, tmp_path: Path
+    det: Det, cli_master: MasterClient, sim_agents: object, tmp_path: Path
 ) -> None:
     det.login()
     cfg = write_config(tmp_path, sim_config("cli-created", trials=3))
@@ -82,7 +86,7 @@ def test_create_wait_describe_list(
 
 
 def test_describe_several_ids_with_commas_or_spaces(
-    det: Det, done_exp: int, cli_master: Master
+    det: Det, done_exp: int, cli_master: MasterClient
 ) -> None:
     det.login()
     other = cli_support.create_via_api(cli_master, sim_config("other", trials=1), activate=False)
@@ -103,7 +107,7 @@ def test_create_follow_first_trial_streams_its_logs(
     assert r.out.splitlines()[1:] == [f"[rank=0] trial {tid} step {i}" for i in range(1, 5)]
 
 
-def test_experiment_and_trial_logs(det: Det, done_exp: int, cli_master: Master) -> None:
+def test_experiment_and_trial_logs(det: Det, done_exp: int, cli_master: MasterClient) -> None:
     det.login()
     first = min(t["id"] for t in trials(cli_master, done_exp))
     out = det.ok("experiment", "logs", str(done_exp)).out.splitlines()
@@ -127,7 +131,7 @@ def test_experiment_and_trial_logs(det: Det, done_exp: int, cli_master: Master) 
     assert det.ok("t", "logs", str(first), "--tail", "1").out == "from the launcher\n"
 
 
-def test_trial_describe(det: Det, done_exp: int, cli_master: Master) -> None:
+def test_trial_describe(det: Det, done_exp: int, cli_master: MasterClient) -> None:
     det.login()
     t = trials(cli_master, done_exp)[0]
     body = det.ok("trial", "describe", str(t["id"]), "--json").json()
@@ -161,7 +165,7 @@ def test_list_shows_only_my_experiments_unless_all(det: Det, done_exp: int) -> N
     assert done_exp in [e["id"] for e in det.ok("e", "list", "--all", "--json").json()]
 
 
-def test_short_aliases(det: Det, done_exp: int, cli_master: Master) -> None:
+def test_short_aliases(det: Det, done_exp: int, cli_master: MasterClient) -> None:
     det.login()
     assert (
         det.ok("e", "describe", str(done_exp), "--json").json()[0]["experiment"]["id"] == done_exp
@@ -227,7 +231,7 @@ reproducibility: {experiment_seed: 7}
 
 
 def test_set_max_slots_caps_what_the_experiment_runs_at_once(
-    live_master: Master, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+    loop_master: InProcessMaster, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``det e set max-slots``: stored in the config, honoured by the scheduler (the job says
     why it waits), raised while the experiment runs. Its own master and one 4-slot agent whose
@@ -250,7 +254,7 @@ def test_set_max_slots_caps_what_the_experiment_runs_at_once(
             with lock:
                 running[0] -= 1
 
-    m = live_master
+    m = loop_master
     agent = SimAgent(m.url, m.agent_token, "sim-cap", slots=4, train=gated).start()
     try:
         wait(lambda: len(m.get("/api/v1/agents")["agents"]) == 1, 30, "the agent")
@@ -301,7 +305,7 @@ hyperparameters: {lr: 0.5}
 
 
 def test_continue_trains_the_same_trial_further_from_its_latest_checkpoint(
-    live_master: Master, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+    loop_master: InProcessMaster, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``det e continue`` (ContinueExperiment) on a single-trial experiment that completed: the
     same experiment and trial train on to the new ``searcher.max_length``, starting from the
@@ -319,7 +323,7 @@ def test_continue_trains_the_same_trial_further_from_its_latest_checkpoint(
         starts.append((steps, env.get("DET_LATEST_CHECKPOINT")))
         return default_training(master, spec, killed, steps=steps, validate_every=2)
 
-    m = live_master
+    m = loop_master
     agent = SimAgent(m.url, m.agent_token, "sim-continue", slots=1, train=by_config).start()
     try:
         wait(lambda: len(m.get("/api/v1/agents")["agents"]) == 1, 30, "the agent")
@@ -369,7 +373,7 @@ def test_continue_trains_the_same_trial_further_from_its_latest_checkpoint(
 
 
 # From test_cli_experiment_states.py (in-process since): a det process on a real terminal.
-def test_wait_shows_progress_only_on_a_terminal(cli_master: Master, tmp_path: Path) -> None:
+def test_wait_shows_progress_only_on_a_terminal(cli_master: MasterClient, tmp_path: Path) -> None:
     """``wait`` draws a progress bar on a terminal's stderr and nothing on a pipe."""
     import os
     import pty
