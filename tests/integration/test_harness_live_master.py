@@ -1,6 +1,8 @@
 """The harness against a real master: the core_api example runs as real processes (through
 ``det.exec.run``) started by a simulated agent, so metrics, checkpoints, preemption and resume
-cross the real REST API and land in PostgreSQL."""
+cross the real REST API and land in PostgreSQL. The master is served on a real port by a thread
+of the test's process with its control loop (``threaded_master``, tests/integration/threaded.py):
+the harness is the process of its own here, and nothing checked needs a master process."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import requests
 
 from det.common import tarsafe
 from tests.fakes.sim_agent import SimAgent, wait
-from tests.integration.conftest import Master
+from tests.integration.threaded import ThreadedMaster
 from tests.private_run import PRIVATE_RUN, in_private_run
 
 pytestmark = pytest.mark.integration
@@ -48,7 +50,9 @@ max_restarts: 0
 """
 
 
-def create(master: Master, max_batches: int, config: str = CONFIG, example: Path = EXAMPLE) -> int:
+def create(
+    master: ThreadedMaster, max_batches: int, config: str = CONFIG, example: Path = EXAMPLE
+) -> int:
     body = {
         "config": config.replace("MAX", str(max_batches)),
         "modelDefinition": [
@@ -66,7 +70,9 @@ def create(master: Master, max_batches: int, config: str = CONFIG, example: Path
     return int(master.post("/api/v1/experiments", body)["experiment"]["id"])
 
 
-def process_runner(master: Master, tmp: Path, extra_env: dict[str, str] | None = None) -> Any:
+def process_runner(
+    master: ThreadedMaster, tmp: Path, extra_env: dict[str, str] | None = None
+) -> Any:
     """A SimAgent ``train`` callable that does what the real agent does, minus Docker."""
     venv_bin = str(Path(sys.executable).parent)
 
@@ -106,7 +112,7 @@ def process_runner(master: Master, tmp: Path, extra_env: dict[str, str] | None =
     return run
 
 
-def activate(master: Master, eid: int) -> None:
+def activate(master: ThreadedMaster, eid: int) -> None:
     # No retry: activation racing the trial's own state change must not fail (one lock order).
     r = master.session().post(
         f"{master.url}/api/v1/experiments/{eid}/activate", json={}, timeout=30
@@ -114,42 +120,46 @@ def activate(master: Master, eid: int) -> None:
     assert r.status_code == 200, r.text
 
 
-def trial_of(master: Master, eid: int) -> dict[str, Any]:
+def trial_of(master: ThreadedMaster, eid: int) -> dict[str, Any]:
     ts = master.get(f"/api/v1/experiments/{eid}/trials")["trials"]
     return dict(ts[0]) if ts else {}
 
 
-def training_steps(master: Master, trial_id: int) -> list[int]:
+def training_steps(master: ThreadedMaster, trial_id: int) -> list[int]:
     metrics = master.get(f"/api/v1/trials/{trial_id}/metrics", params={"group": "training"})
     return [int(m["totalBatches"]) for m in metrics["metrics"]]
 
 
-def checkpoints(master: Master, trial_id: int) -> list[dict[str, Any]]:
+def checkpoints(master: ThreadedMaster, trial_id: int) -> list[dict[str, Any]]:
     return list(master.get(f"/api/v1/trials/{trial_id}/checkpoints")["checkpoints"])
 
 
-def test_example_trial_reports_to_a_real_master(live_master: Master, tmp_path: Path) -> None:
+def test_example_trial_reports_to_a_real_master(
+    threaded_master: ThreadedMaster, tmp_path: Path
+) -> None:
     agent = SimAgent(
-        live_master.url,
-        live_master.agent_token,
+        threaded_master.url,
+        threaded_master.agent_token,
         "sim-0",
-        train=process_runner(live_master, tmp_path),
+        train=process_runner(threaded_master, tmp_path),
     ).start()
     try:
-        eid = create(live_master, 60)
+        eid = create(threaded_master, 60)
         wait(
             lambda: (
-                live_master.get(f"/api/v1/experiments/{eid}")["experiment"]["state"]
+                threaded_master.get(f"/api/v1/experiments/{eid}")["experiment"]["state"]
                 == "STATE_COMPLETED"
             ),
             180,
             "experiment to complete",
         )
-        t = trial_of(live_master, eid)
+        t = trial_of(threaded_master, eid)
         # The default policy keeps the trial's latest and best checkpoints; the checkpoint GC
         # the completion queues runs on this agent and deletes the others (at least one of 3).
         wait(
-            lambda: any(c["state"] == "STATE_DELETED" for c in checkpoints(live_master, t["id"])),
+            lambda: any(
+                c["state"] == "STATE_DELETED" for c in checkpoints(threaded_master, t["id"])
+            ),
             60,
             "the checkpoint GC",
         )
@@ -157,40 +167,46 @@ def test_example_trial_reports_to_a_real_master(live_master: Master, tmp_path: P
         agent.stop()
     assert t["state"] == "STATE_COMPLETED"
     assert t["totalBatchesProcessed"] == 60
-    assert training_steps(live_master, t["id"]) == list(range(5, 61, 5))
-    ckpts = checkpoints(live_master, t["id"])
+    assert training_steps(threaded_master, t["id"]) == list(range(5, 61, 5))
+    ckpts = checkpoints(threaded_master, t["id"])
     assert [c["metadata"]["steps_completed"] for c in ckpts] == [20, 40, 60]
     assert ckpts[-1]["state"] == "STATE_COMPLETED"
     for c in ckpts:
-        on_disk = (live_master.data_dir.parent / "checkpoints" / c["uuid"] / "model.pt").is_file()
+        on_disk = (
+            threaded_master.data_dir.parent / "checkpoints" / c["uuid"] / "model.pt"
+        ).is_file()
         assert on_disk == (c["state"] == "STATE_COMPLETED"), c
 
 
 @pytest.mark.slow
 def test_pause_checkpoints_and_activate_resumes_where_it_stopped(
-    live_master: Master, tmp_path: Path
+    threaded_master: ThreadedMaster, tmp_path: Path
 ) -> None:
     agent = SimAgent(
-        live_master.url,
-        live_master.agent_token,
+        threaded_master.url,
+        threaded_master.agent_token,
         "sim-0",
-        train=process_runner(live_master, tmp_path),
+        train=process_runner(threaded_master, tmp_path),
     ).start()
     try:
-        eid = create(live_master, 2000)
+        eid = create(threaded_master, 2000)
         wait(
-            lambda: (trial_of(live_master, eid).get("totalBatchesProcessed") or 0) >= 20,
+            lambda: (trial_of(threaded_master, eid).get("totalBatchesProcessed") or 0) >= 20,
             120,
             "progress",
         )
-        live_master.post(f"/api/v1/experiments/{eid}/pause")
-        wait(lambda: trial_of(live_master, eid).get("state") == "STATE_PAUSED", 60, "trial paused")
-        paused_at = training_steps(live_master, trial_of(live_master, eid)["id"])[-1]
+        threaded_master.post(f"/api/v1/experiments/{eid}/pause")
+        wait(
+            lambda: trial_of(threaded_master, eid).get("state") == "STATE_PAUSED",
+            60,
+            "trial paused",
+        )
+        paused_at = training_steps(threaded_master, trial_of(threaded_master, eid)["id"])[-1]
         assert paused_at < 2000
-        activate(live_master, eid)
+        activate(threaded_master, eid)
         wait(
             lambda: (
-                live_master.get(f"/api/v1/experiments/{eid}")["experiment"]["state"]
+                threaded_master.get(f"/api/v1/experiments/{eid}")["experiment"]["state"]
                 == "STATE_COMPLETED"
             ),
             300,
@@ -198,9 +214,9 @@ def test_pause_checkpoints_and_activate_resumes_where_it_stopped(
         )
     finally:
         agent.stop()
-    t = trial_of(live_master, eid)
+    t = trial_of(threaded_master, eid)
     assert t["restarts"] == 0
-    assert training_steps(live_master, t["id"]) == list(range(5, 2001, 5))
+    assert training_steps(threaded_master, t["id"]) == list(range(5, 2001, 5))
 
 
 OFFICIAL_CONFIG = """
@@ -219,7 +235,9 @@ checkpoint_storage: {type: directory, container_path: CKPTS}
 """
 
 
-def test_official_harness_reports_to_a_real_master(live_master: Master, tmp_path: Path) -> None:
+def test_official_harness_reports_to_a_real_master(
+    threaded_master: ThreadedMaster, tmp_path: Path
+) -> None:
     """The official 0.38.1 package, unchanged, through our runner against our master (it reads
     its task info from the fixed official path)."""
     from tests.compat.official import official_pythonpath
@@ -229,17 +247,17 @@ def test_official_harness_reports_to_a_real_master(live_master: Master, tmp_path
     # The only place the official package looks; in a private /run (in_private_run).
     env["DET_INFO_DIR"] = "/run/determined/info"
     agent = SimAgent(
-        live_master.url,
-        live_master.agent_token,
+        threaded_master.url,
+        threaded_master.agent_token,
         "sim-0",
-        train=process_runner(live_master, tmp_path, env),
+        train=process_runner(threaded_master, tmp_path, env),
     ).start()
     try:
         config = OFFICIAL_CONFIG.replace("CKPTS", str(tmp_path / "ckpts"))
-        eid = create(live_master, 20, config, EXAMPLE.parent / "official_client")
+        eid = create(threaded_master, 20, config, EXAMPLE.parent / "official_client")
         wait(
             lambda: (
-                live_master.get(f"/api/v1/experiments/{eid}")["experiment"]["state"]
+                threaded_master.get(f"/api/v1/experiments/{eid}")["experiment"]["state"]
                 in ("STATE_COMPLETED", "STATE_ERROR")
             ),
             180,
@@ -247,10 +265,10 @@ def test_official_harness_reports_to_a_real_master(live_master: Master, tmp_path
         )
     finally:
         agent.stop()
-    t = trial_of(live_master, eid)
+    t = trial_of(threaded_master, eid)
     assert t["state"] == "STATE_COMPLETED"
-    assert training_steps(live_master, t["id"]) == [5, 10, 15, 20]
-    ckpts = live_master.get(f"/api/v1/trials/{t['id']}/checkpoints")["checkpoints"]
+    assert training_steps(threaded_master, t["id"]) == [5, 10, 15, 20]
+    ckpts = threaded_master.get(f"/api/v1/trials/{t['id']}/checkpoints")["checkpoints"]
     assert [c["metadata"]["steps_completed"] for c in ckpts] == [10, 20]
     for c in ckpts:
         assert (tmp_path / "ckpts" / c["uuid"] / "model.pt").is_file()

@@ -1,10 +1,14 @@
 """Task log retention (issue 27 item 3): the master's ``retention_policy``, a trial's or an
 experiment's own retention (the official ``det e|trial set log-retention``), ``det task
 cleanup-logs`` (official and ours), the scheduled run, and batched deletion, against a real
-master and PostgreSQL with SimAgents that ship log lines."""
+master and PostgreSQL with SimAgents that ship log lines. The master is served on a real port
+by a thread of the test's process with its control loop, which makes the scheduled runs
+(tests/integration/threaded.py): the official CLI and Chromium are processes of their own;
+nothing here needs a master process."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import uuid
 from collections.abc import Iterator
@@ -13,7 +17,6 @@ from typing import Any
 
 import psycopg
 import pytest
-import yaml
 from psycopg.rows import dict_row
 
 from det.master.services import log_retention
@@ -21,46 +24,51 @@ from tests.compat.official import ensure_official_venv
 from tests.fakes.sim_agent import SimAgent
 from tests.integration import cli_support
 from tests.integration.cli_support import Det, create_via_api, logging_training, sim_config, wait
-from tests.integration.conftest import ADMIN_PASSWORD, Master, start_master
+from tests.integration.conftest import ADMIN_PASSWORD
 from tests.integration.test_official_client_answers import Official
+from tests.integration.threaded import ThreadedMaster, threaded_master
 from tests.integration.webui_support import browser, login, page  # noqa: F401
 
 pytestmark = pytest.mark.integration
 det = cli_support.det
 
 
-def _master(pg_server: str, tmp: Path, policy: dict[str, Any]) -> Master:
+@contextlib.contextmanager
+def _master(pg_server: str, tmp: Path, policy: dict[str, Any]) -> Iterator[ThreadedMaster]:
     name = f"det_logs_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(pg_server, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     head, sep, query = pg_server.partition("?")
     base, _, _ = head.rpartition("/")
-    return start_master(tmp, f"{base}/{name}{sep}{query}", extra={"retention_policy": policy})
+    url = f"{base}/{name}{sep}{query}"
+    with threaded_master(tmp, url, {"retention_policy": policy}, loop=True) as m:
+        yield m
 
 
 @pytest.fixture(scope="module")
-def cli_master(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Master]:
+def cli_master(
+    pg_server: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ThreadedMaster]:
     """Logs kept 30 days by default; the schedule (midnight of January 1st) never runs here."""
-    m = _master(
+    with _master(
         pg_server,
         tmp_path_factory.mktemp("logs-master"),
         {"log_retention_days": 30, "schedule": "0 0 1 1 *"},
-    )
-    agent = SimAgent(
-        m.url, m.agent_token, "logs-sim", slots=2, train=logging_training(m.agent_token)
-    ).start()
-    try:
-        yield m
-    finally:
-        agent.stop()
-        m.kill()
+    ) as m:
+        agent = SimAgent(
+            m.url, m.agent_token, "logs-sim", slots=2, train=logging_training(m.agent_token)
+        ).start()
+        try:
+            yield m
+        finally:
+            agent.stop()
 
 
-def db_url(m: Master) -> str:
-    return str(yaml.safe_load(m.config_file.read_text())["db"]["url"])
+def db_url(m: ThreadedMaster) -> str:
+    return m.db_url
 
 
-def finished_trial(m: Master, name: str) -> tuple[int, int, str]:
+def finished_trial(m: ThreadedMaster, name: str) -> tuple[int, int, str]:
     eid = create_via_api(m, sim_config(name, trials=1))
     cli_support.wait_state(m, eid, "STATE_COMPLETED", 90)
     (trial,) = cli_support.trials(m, eid)
@@ -68,13 +76,13 @@ def finished_trial(m: Master, name: str) -> tuple[int, int, str]:
     return eid, int(trial["id"]), str(trial["taskId"])
 
 
-def log_lines(m: Master, task_id: str) -> int:
+def log_lines(m: ThreadedMaster, task_id: str) -> int:
     with psycopg.connect(db_url(m)) as conn:
         row = conn.execute("SELECT count(*) FROM task_logs WHERE task_id = %s", (task_id,))
         return int(row.fetchone()[0])  # type: ignore[index]
 
 
-def ended_days_ago(m: Master, task_id: str, days: int) -> None:
+def ended_days_ago(m: ThreadedMaster, task_id: str, days: int) -> None:
     with psycopg.connect(db_url(m)) as conn:
         conn.execute(
             "UPDATE allocations SET ended_at = now() - make_interval(days => %s)"
@@ -83,8 +91,37 @@ def ended_days_ago(m: Master, task_id: str, days: int) -> None:
         )
 
 
+# First in the file, before the module's master (cli_master) starts: the log-retention check is
+# one per process (det.master.services.log_retention's next check, as in det-master), and that
+# master's loop, in this process too, would take turns at it with this test's master's.
+def test_the_scheduled_run_deletes_expired_logs_by_itself(pg_server: str, tmp_path: Path) -> None:
+    with _master(pg_server, tmp_path, {"log_retention_days": 0, "schedule": "1m"}) as m:
+        agent = SimAgent(
+            m.url, m.agent_token, "logs-sched", slots=1, train=logging_training(m.agent_token)
+        ).start()
+        try:
+            eid = create_via_api(m, sim_config("logs-sched", trials=1))
+            cli_support.wait_state(m, eid, "STATE_COMPLETED", 90)
+            (trial,) = cli_support.trials(m, eid)
+            # The master's first scheduled run came at its start, before the trial logged; rather
+            # than wait out the schedule's minute, that run is moved two minutes back: the next
+            # check (every log_retention.CHECK_SECONDS) finds a run due by the schedule and makes
+            # it, by itself. (Before the first run there is no row; the first run then cleans.)
+            with psycopg.connect(db_url(m), autocommit=True) as conn:
+                conn.execute(
+                    "UPDATE log_retention_runs SET last_run_at = now() - interval '2 minutes'"
+                )
+            # Within a check interval (generous on a loaded machine).
+            wait(lambda: log_lines(m, str(trial["taskId"])) == 0, 180, "the scheduled cleanup")
+            with psycopg.connect(db_url(m)) as conn:
+                run = conn.execute("SELECT last_run_at FROM log_retention_runs").fetchone()
+            assert run is not None and run[0] > dt.datetime.now(dt.UTC) - dt.timedelta(minutes=10)
+        finally:
+            agent.stop()
+
+
 def test_official_retention_and_cleanup_keep_and_delete_as_set(
-    cli_master: Master, tmp_path: Path, det: Det
+    cli_master: ThreadedMaster, tmp_path: Path, det: Det
 ) -> None:
     m = cli_master
     o = Official(ensure_official_venv(), m, tmp_path)
@@ -123,7 +160,9 @@ def test_official_retention_and_cleanup_keep_and_delete_as_set(
     assert log_retention.check_days(-1) == -1
 
 
-def test_only_owners_set_retention_only_admins_clean_and_only_ended(cli_master: Master) -> None:
+def test_only_owners_set_retention_only_admins_clean_and_only_ended(
+    cli_master: ThreadedMaster,
+) -> None:
     m = cli_master
     eid, tid, _ = finished_trial(m, "logs-owned")
     m.post("/api/v1/users", {"user": {"username": "logs-user"}, "password": "Logs-user-pw1"})
@@ -162,32 +201,7 @@ def test_deletion_goes_in_batches_and_leaves_other_tasks(pg_url: str) -> None:
     assert left == [("keep", 250)]
 
 
-def test_the_scheduled_run_deletes_expired_logs_by_itself(pg_server: str, tmp_path: Path) -> None:
-    m = _master(pg_server, tmp_path, {"log_retention_days": 0, "schedule": "1m"})
-    agent = SimAgent(
-        m.url, m.agent_token, "logs-sched", slots=1, train=logging_training(m.agent_token)
-    ).start()
-    try:
-        eid = create_via_api(m, sim_config("logs-sched", trials=1))
-        cli_support.wait_state(m, eid, "STATE_COMPLETED", 90)
-        (trial,) = cli_support.trials(m, eid)
-        # The master's first scheduled run came at its start, before the trial logged; rather
-        # than wait out the schedule's minute, that run is moved two minutes back: the next
-        # check (every log_retention.CHECK_SECONDS) finds a run due by the schedule and makes
-        # it, by itself. (Before the first run there is no row; the first run then cleans.)
-        with psycopg.connect(db_url(m), autocommit=True) as conn:
-            conn.execute("UPDATE log_retention_runs SET last_run_at = now() - interval '2 minutes'")
-        # Within a check interval (generous on a loaded machine).
-        wait(lambda: log_lines(m, str(trial["taskId"])) == 0, 180, "the scheduled cleanup")
-        with psycopg.connect(db_url(m)) as conn:
-            run = conn.execute("SELECT last_run_at FROM log_retention_runs").fetchone()
-        assert run is not None and run[0] > dt.datetime.now(dt.UTC) - dt.timedelta(minutes=10)
-    finally:
-        agent.stop()
-        m.kill()
-
-
-def test_remaining_log_retention_days_count_as_determined_does(cli_master: Master) -> None:
+def test_remaining_log_retention_days_count_as_determined_does(cli_master: ThreadedMaster) -> None:
     """GetTrialRemainingLogRetentionDays (the WebUI's trial page): whole days left of the
     trial's own retention, else the master's 30; -1 kept forever; none while not ended."""
     m = cli_master
@@ -212,7 +226,7 @@ def test_remaining_log_retention_days_count_as_determined_does(cli_master: Maste
 
 
 def test_logs_retention_deleted_say_so_in_the_api_cli_official_client_and_webui(
-    cli_master: Master,
+    cli_master: ThreadedMaster,
     tmp_path: Path,
     det: Det,
     page: Any,  # noqa: F811
