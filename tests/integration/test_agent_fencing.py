@@ -1,7 +1,9 @@
 """Fencing on a real Docker engine: a real ``det-agent`` process whose master (the fake of
 tests/fakes/master.py) stops answering stops its task containers a little before the master's
 announced agent timeout, gracefully and once, and reports why when the master is back; with
-``--fence-seconds 0`` they run on (docs/internals.md, "A trial across machines")."""
+``--fence-seconds 0`` they run on (docs/internals.md, "A trial across machines"). Where det's
+master answers (its announced timeout, a fence reported to it), it is the app in the test's
+process with its control loop (``loop_master``): no master process is needed."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from det.common.agent_protocol import AGENT_LOST
 from tests.docker_support import docker_client as engine_with_image
 from tests.fakes.master import FakeMaster
 from tests.fakes.sim_agent import SimAgent, wait
-from tests.integration.conftest import Master
+from tests.integration.inproc import InProcessMaster
 from tests.integration.test_agent_docker import (
     IMAGE,
     TOKEN,
@@ -115,8 +117,10 @@ def test_with_fencing_off_the_containers_run_on_without_the_master(
     assert wait_state(master, a.agent_id, "9.1.1", "RUNNING")["error"] is None
 
 
-def test_the_master_announces_its_agent_timeout_in_every_answer(live_master: Master) -> None:
-    client = MasterClient(live_master.url, live_master.agent_token)
+def test_the_master_announces_its_agent_timeout_in_every_answer(
+    loop_master: InProcessMaster,
+) -> None:
+    client = MasterClient(loop_master.url, loop_master.agent_token)
     answer = client.heartbeat("fence-a1", {"slots": [], "resourcePool": "default"})
     # tests/integration/conftest.py's master: agent_timeout_seconds 10.
     assert answer.get("agentTimeoutSeconds") == 10, answer
@@ -132,13 +136,13 @@ max_restarts: 0
 
 
 def test_a_fence_reported_before_the_masters_verdict_requeues_without_a_restart(
-    master_factory: Any,
+    loop_master: InProcessMaster,
 ) -> None:
     """The link back before the master gave the agent up: the agent's first report says it
     stopped its container itself ('agent lost'). The master ends the gang's allocation once (the
     other agent's rank is killed) and queues the trial again, as for a lost agent: no restart
     counted, so a trial with max_restarts 0 runs again instead of failing."""
-    m: Master = master_factory()
+    m = loop_master
     runs: list[str] = []
 
     def train(master: str, spec: dict[str, Any], killed: Any) -> int:

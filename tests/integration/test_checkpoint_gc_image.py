@@ -6,7 +6,10 @@ their files into the shared_fs storage); its environment image does not exist, s
 that ran in the experiment's image could not even start. The GC image is
 ``det-checkpoint-gc:py3.11`` (``infra/build-images.sh gc``): no det inside, the agent's harness
 bundle brings it. Its storage clients are proven against moto's S3 and the GCS emulator by the
-GC command alone in a container of it (no master needed for that).
+GC command alone in a container of it (no master needed for that). The agent is a process of its
+own; the master is served on a real port by a thread of the test's process with its control
+loop (``threaded_master_factory``, tests/integration/threaded.py): nothing checked needs a
+master process.
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ from det.deploy.common.gc_image import IMAGE as GC_IMAGE
 from tests.docker_support import docker_client
 from tests.fakes.moto_server import MotoServer
 from tests.fakes.sim_agent import SimAgent
-from tests.integration.conftest import Master, wait_for
+from tests.integration.conftest import wait_for
 from tests.integration.storage_support import gcs_emulator
+from tests.integration.threaded import ThreadedMaster
 
 pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
@@ -47,10 +51,12 @@ checkpoint_storage: {{save_trial_best: 10, save_trial_latest: 10}}
 
 
 def test_a_gc_task_runs_in_the_gc_image_on_a_docker_agent_and_deletes_the_files(
-    master_factory: Any, tmp_path: Path
+    threaded_master_factory: Any, tmp_path: Path
 ) -> None:
     engine = docker_client(GC_IMAGE)
-    m: Master = master_factory(extra={"task_container_defaults": {"checkpoint_gc_image": GC_IMAGE}})
+    m: ThreadedMaster = threaded_master_factory(
+        extra={"task_container_defaults": {"checkpoint_gc_image": GC_IMAGE}}
+    )
     sim = SimAgent(m.url, m.agent_token, f"sim-{uuid.uuid4().hex[:8]}").start()
     eid = int(
         m.post("/api/v1/experiments", {"config": CONFIG, "activate": True})["experiment"]["id"]
