@@ -1,6 +1,9 @@
-"""Autoscaling end to end on AWS (moto in server mode): a real master with an AWS pool launches
-EC2 instances, each running instance becomes a real ``det-agent`` (tests/fakes/cloud_agents.py)
-that runs the trials in Docker, and idle instances are terminated."""
+"""Autoscaling end to end on AWS (moto in server mode): a real master with an AWS pool launches EC2
+instances, each running instance becomes a real ``det-agent`` (tests/fakes/cloud_agents.py) that
+runs the trials in Docker, and idle instances are terminated. The master is served on a real
+port by a thread of the test's process with its control loop, whose provisioner pass drives the
+cloud (``threaded_master_factory``, tests/integration/threaded.py); the agents are processes of
+their own, and nothing checked needs a master process."""
 
 from __future__ import annotations
 
@@ -96,7 +99,7 @@ def cloud(tmp_path: Path) -> Iterator[Any]:
 
 
 def test_four_trials_launch_two_instances_which_end_when_idle(
-    master_factory: Any,
+    threaded_master_factory: Any,
     aws_endpoint: str,
     cloud: Any,
     tmp_path: Path,
@@ -106,7 +109,9 @@ def test_four_trials_launch_two_instances_which_end_when_idle(
     docker_or_skip()
     # Prices and a cap that admits exactly max_instances: cost control must not get in the way.
     priced = {"prices": {"m5.large": 0.096, "m5.xlarge": 0.192}, "max_hourly_cost": 0.2}
-    master = master_factory(extra=master_extra(aws_endpoint, tmp_path / "ckpt", cost=priced))
+    master = threaded_master_factory(
+        extra=master_extra(aws_endpoint, tmp_path / "ckpt", cost=priced)
+    )
     machines: CloudAgents = cloud(master, aws_endpoint)
     eid = create_experiment(master, experiment_config(trials=4, steps=3, pause=0.2, pool=POOL))
     wait_completed(master, eid)
@@ -147,7 +152,7 @@ def test_four_trials_launch_two_instances_which_end_when_idle(
 
 
 def test_capacity_error_falls_back_to_the_next_instance_type(
-    master_factory: Any, aws_endpoint: str, cloud: Any, tmp_path: Path
+    threaded_master_factory: Any, aws_endpoint: str, cloud: Any, tmp_path: Path
 ) -> None:
     docker_or_skip()
     proxy = CapacityProxy(aws_endpoint, "m5.large")
@@ -157,7 +162,7 @@ def test_capacity_error_falls_back_to_the_next_instance_type(
             tmp_path / "ckpt",
             fallback=[{"instance_type": "m5.xlarge", "instance_slots": 1}],
         )
-        master = master_factory(extra=extra)
+        master = threaded_master_factory(extra=extra)
         machines: CloudAgents = cloud(master, aws_endpoint)
         eid = create_experiment(master, experiment_config(trials=2, steps=3, pause=0.2, pool=POOL))
         wait_completed(master, eid)
@@ -176,10 +181,10 @@ def test_capacity_error_falls_back_to_the_next_instance_type(
 
 
 def test_spot_notice_resumes_the_trial_on_another_instance_without_a_restart(
-    master_factory: Any, aws_endpoint: str, cloud: Any, tmp_path: Path
+    threaded_master_factory: Any, aws_endpoint: str, cloud: Any, tmp_path: Path
 ) -> None:
     docker_or_skip()
-    master = master_factory(extra=master_extra(aws_endpoint, tmp_path / "ckpt", spot=True))
+    master = threaded_master_factory(extra=master_extra(aws_endpoint, tmp_path / "ckpt", spot=True))
     machines: CloudAgents = cloud(master, aws_endpoint)
     eid = create_experiment(master, experiment_config(trials=1, steps=40, pause=0.25, pool=POOL))
 
