@@ -3,7 +3,7 @@ experiment's checkpoint storage, where ``det tensorboard start`` fetches them.
 
 * Local directory (``core.train.get_tensorboard_path()``): ``/tmp/tensorboard-<allocation
   id>-<rank>`` (or under ``checkpoint_storage.base_path`` when the config has one), as
-  Determined's.
+  Determined's; /tmp is the temporary directory (``TMPDIR`` if set: a harness run on a host).
 * In storage: ``<cluster id>/tensorboard/experiment/<experiment id>/trial/<trial id>/...``
   under the storage's root (a shared_fs ``host_path``/``storage_path``, a bucket's prefix), the
   layout Determined's harness uploads to, through the same storage managers as checkpoints.
@@ -24,6 +24,7 @@ import os
 import pathlib
 import socket
 import struct
+import tempfile
 import threading
 import time
 from typing import Any, BinaryIO, Callable
@@ -185,13 +186,15 @@ def sync_path(cluster_id: str, experiment_id: int, trial_id: int) -> str:
     return f"{cluster_id}/tensorboard/experiment/{experiment_id}/trial/{trial_id}"
 
 
-#: Where the local TensorBoard directory goes unless checkpoint_storage has a ``base_path``.
-DEFAULT_ROOT = "/tmp"
+#: Where the local TensorBoard directory goes unless checkpoint_storage has a ``base_path``;
+#: None: the temporary directory (``tempfile.gettempdir()``: /tmp in a task container, as
+#: Determined's fixed /tmp; ``TMPDIR`` where the harness runs on a host).
+DEFAULT_ROOT: str | None = None
 
 
 def base_path(checkpoint_storage: Any, allocation_id: str, rank: int) -> pathlib.Path:
     """The local directory the trial writes TensorBoard files into (Determined's)."""
-    root = DEFAULT_ROOT
+    root = DEFAULT_ROOT or tempfile.gettempdir()
     if isinstance(checkpoint_storage, dict) and checkpoint_storage.get("base_path"):
         root = str(checkpoint_storage["base_path"])
     return pathlib.Path(root, f"tensorboard-{allocation_id}-{rank}")
@@ -263,7 +266,6 @@ class TensorboardManager:
             return
         # Renamed by the caller's mangler: stage the files under their new names.
         import shutil
-        import tempfile
 
         with tempfile.TemporaryDirectory(prefix="det-tb-") as tmp:
             for src, dst in changed.items():

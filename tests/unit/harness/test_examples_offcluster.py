@@ -24,6 +24,14 @@ def copy_example(name: str, tmp_path: Path) -> Path:
     return dst
 
 
+def own_tmp(tmp_path: Path) -> str:
+    """A temporary directory of the test's own for a launcher's processes (torch's launcher
+    makes a torchelastic_* directory there and never removes it)."""
+    d = tmp_path / "tmp"
+    d.mkdir(exist_ok=True)
+    return str(d)
+
+
 def checkpoint_steps(workdir: Path) -> list[int]:
     return sorted(
         json.loads((d / "metadata.json").read_text())["steps_completed"]
@@ -69,7 +77,7 @@ def test_core_api_example_runs_distributed_off_cluster(tmp_path: Path) -> None:
             "60",
         ],
         cwd=work,
-        env={**os.environ, "DET_SLOT_IDS": json.dumps(["0", "1"])},
+        env={**os.environ, "DET_SLOT_IDS": json.dumps(["0", "1"]), "TMPDIR": own_tmp(tmp_path)},
         capture_output=True,
         text=True,
         timeout=300,

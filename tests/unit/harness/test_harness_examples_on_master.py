@@ -31,6 +31,8 @@ def run_trial(
         "searcher": {"name": "single", "metric": "validation_loss", "max_length": {"batches": 60}},
     }
     task_env = master.task_env(config=config, DET_HPARAMS=json.dumps(HPARAMS), **env)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(exist_ok=True)
     return subprocess.run(
         [sys.executable, "-m", "det.exec.run", "--", entrypoint],
         env={
@@ -39,6 +41,9 @@ def run_trial(
             "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
             "DET_WORKDIR": str(work),
             "DET_INFO_DIR": str(tmp_path / "info"),
+            # The trial's TensorBoard directory and torch's launcher's torchelastic_* directory
+            # go to the temporary directory: the test's own.
+            "TMPDIR": str(tmp),
         },
         capture_output=True,
         text=True,

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -97,14 +98,15 @@ def test_wrap_rank_prefixes_each_stream_and_keeps_the_exit_code() -> None:
     assert r.stderr.splitlines() == ["[rank=1] e"]
 
 
-def test_torch_distributed_runs_one_worker_per_slot() -> None:
+def test_torch_distributed_runs_one_worker_per_slot(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     script = (
         "import os; print('world', os.environ['WORLD_SIZE'], 'local', os.environ['LOCAL_RANK'])"
     )
     r = subprocess.run(
         [sys.executable, "-m", "det.launch.torch_distributed", "--", sys.executable, "-c", script],
-        env={**os.environ, "DET_SLOT_IDS": json.dumps(["0", "1"])},
+        # TMPDIR: torch's launcher makes a torchelastic_* directory there and never removes it.
+        env={**os.environ, "DET_SLOT_IDS": json.dumps(["0", "1"]), "TMPDIR": str(tmp_path)},
         capture_output=True,
         text=True,
         timeout=120,

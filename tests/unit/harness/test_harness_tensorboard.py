@@ -82,6 +82,16 @@ def _decode(body: bytes) -> dict[str, Any]:
     return ev
 
 
+def test_the_local_directory_is_under_the_temporary_directory_or_the_base_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # /tmp in a task container, as Determined's; where the harness runs on a host, its TMPDIR
+    # (a fixed /tmp left tensorboard-* directories in the host's /tmp from the tests).
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    assert tb.base_path({}, "3.1.1", 0) == tmp_path / "tensorboard-3.1.1-0"
+    assert tb.base_path({"base_path": "/b"}, "3.1.1", 1) == Path("/b/tensorboard-3.1.1-1")
+
+
 def test_crc32c_is_castagnoli() -> None:
     assert tb.crc32c(b"123456789") == 0xE3069283  # the standard check value
     assert tb.crc32c(b"") == 0
