@@ -1,6 +1,9 @@
 """Waiting requests park (det.master.dispatch.parked): more trials' preemption long-polls than
 the master has API threads leave heartbeats, reports and ``/info`` answered while they wait
-(bench/scale.py found 100 agents x 200 trials lost every agent: 128 threads, 200 long-polls)."""
+(bench/scale.py found 100 agents x 200 trials lost every agent: 128 threads, 200 long-polls).
+The master is det-master's HTTP front (its channels, event loop and API threads, no user API
+processes) served on a real port by a thread of the test's process, with its control loop
+(``threaded_master_factory``, tests/integration/threaded.py): no master process is needed."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import pytest
 import requests
 
 from tests.fakes.sim_agent import Holder, SimAgent, wait
-from tests.integration.conftest import Master
+from tests.integration.threaded import ThreadedMaster
 
 pytestmark = pytest.mark.integration
 
@@ -29,9 +32,11 @@ hyperparameters: {{lr: {{type: double, minval: 0.1, maxval: 1}}}}
 
 
 def test_long_polls_beyond_the_thread_count_leave_heartbeats_and_reports_answered(
-    master_factory: Any,
+    threaded_master_factory: Any,
 ) -> None:
-    m: Master = master_factory(extra={"api_threads": THREADS, "user_api_processes": 0})
+    m: ThreadedMaster = threaded_master_factory(
+        extra={"api_threads": THREADS, "user_api_processes": 0}
+    )
     hold = Holder()
     agent = SimAgent(m.url, m.agent_token, "sim-0", slots=TRIALS, train=hold).start()
     try:
@@ -54,12 +59,16 @@ def test_long_polls_beyond_the_thread_count_leave_heartbeats_and_reports_answere
         for t in pollers:
             t.start()
         started.wait()
-        # Every long-poll is in (a connection each, beside the agent's): twice the threads.
-        master = psutil.Process(m.proc.pid)
+        # Every long-poll is in (a connection each, beside the agent's): twice the threads. The
+        # master's end of each: this process's connections on the master's port.
+        port = int(m.url.rsplit(":", 1)[1])
+
+        def accepted() -> int:
+            conns = psutil.Process().net_connections()
+            return len([c for c in conns if c.status == "ESTABLISHED" and c.laddr.port == port])
+
         wait(
-            lambda: (
-                len([c for c in master.net_connections() if c.status == "ESTABLISHED"]) > TRIALS
-            ),
+            lambda: accepted() > TRIALS,
             10,
             "the long-polls' connections",
         )
@@ -100,13 +109,13 @@ def test_long_polls_beyond_the_thread_count_leave_heartbeats_and_reports_answere
 
 
 def test_agents_waits_beyond_a_share_of_the_threads_are_held_while_they_park(
-    master_factory: Any,
+    threaded_master_factory: Any,
 ) -> None:
     """An agent's ``changes`` wait parks as a long-poll does; the share of the pool's threads
     (a quarter: 1 of 4 here) bounds only waits that could not park. Before, every wait past
     that share was answered at once, and those agents heartbeat at every pass instead of
     holding their wait and staying quiet (bench/scale.py: 300 agents, 32 held)."""
-    m: Master = master_factory(extra={"api_threads": 4, "user_api_processes": 0})
+    m: ThreadedMaster = threaded_master_factory(extra={"api_threads": 4, "user_api_processes": 0})
     beat = requests.Session()
     beat.headers["Authorization"] = f"Bearer {m.agent_token}"
     for i in range(5):
