@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.cluster import EXAMPLES, Cluster, cluster_factory
+from tests.e2e.cluster import EXAMPLES, Cluster, cluster_factory, unique
 
 __all__ = ["cluster_factory"]
 
@@ -28,20 +28,27 @@ def owners(root: Path) -> set[tuple[int, int]]:
     return {(p.stat().st_uid, p.stat().st_gid) for p in [root, *root.rglob("*")]}
 
 
-def test_a_linked_users_trial_writes_files_owned_by_its_uid(
-    cluster_factory: Callable[..., Cluster],
-) -> None:
-    cluster = cluster_factory(agents=1, slots=1)
-    m = cluster.master
+def test_a_linked_users_trial_writes_files_owned_by_its_uid(shared_one_slot: Cluster) -> None:
+    cluster = shared_one_slot
+    mode = cluster.checkpoints.stat().st_mode & 0o7777
     os.chmod(cluster.checkpoints, 0o777)  # shared storage every agent user may write
-    body = {"user": {"username": "linked", "admin": False}, "password": "Linked-pw-1"}
+    try:
+        linked_users_trial(cluster)
+    finally:
+        os.chmod(cluster.checkpoints, mode)  # the shared cluster's, as the test found it
+
+
+def linked_users_trial(cluster: Cluster) -> None:
+    m = cluster.master
+    name = unique("linked")  # a shared cluster keeps earlier tests' users
+    body = {"user": {"username": name, "admin": False}, "password": "Linked-pw-1"}
     uid = m.post("/api/v1/users", body)["user"]["id"]
     link = {"agentUid": UID, "agentGid": GID, "agentUser": "alice", "agentGroup": "ml"}
     r = m.session().patch(f"{m.url}/api/v1/users/{uid}", json={"agentUserGroup": link})
     assert r.status_code == 200, r.text
 
     admin_token = m.token
-    m._token = m.login("linked", "Linked-pw-1")  # Cluster.create posts as this user
+    m._token = m.login(name, "Linked-pw-1")  # Cluster.create posts as this user
     try:
         linked_eid = cluster.create(EXAMPLE / "const.yaml", EXAMPLE, SHORT)
     finally:

@@ -20,12 +20,11 @@ from tests.e2e.cluster import (
     Cluster,
     cluster,
     cluster_factory,
-    one_slot,
     wait_for,
 )
 from tests.integration.conftest import ADMIN_PASSWORD
 
-__all__ = ["cluster", "cluster_factory", "one_slot"]
+__all__ = ["cluster", "cluster_factory"]
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 
@@ -65,7 +64,8 @@ def container_of(cluster: Cluster, trial: dict[str, Any]) -> Any:
 
 
 @pytest.mark.slow
-def test_adaptive_asha_eight_trials_on_two_agents(cluster: Cluster, tmp_path: Path) -> None:
+def test_adaptive_asha_eight_trials_on_two_agents(shared_cluster: Cluster, tmp_path: Path) -> None:
+    cluster = shared_cluster
     torch = pytest.importorskip("torch")
     from det.storage import download_checkpoint
 
@@ -216,7 +216,8 @@ def test_agent_killed_and_restarted_reattaches_running_trial(cluster: Cluster) -
     wait_for(lambda: not cluster.containers(running_only=False), 30, "the container to be removed")
 
 
-def test_distributed_example_logs_both_ranks(cluster: Cluster) -> None:
+def test_distributed_example_logs_both_ranks(shared_cluster: Cluster) -> None:
+    cluster = shared_cluster
     eid = cluster.create(
         CORE / "distributed.yaml", CORE, {"searcher": {"max_length": {"batches": 100}}}
     )
@@ -237,7 +238,8 @@ def test_distributed_example_logs_both_ranks(cluster: Cluster) -> None:
         assert any(line.startswith(f"[rank={rank}] ") for line in shown), shown[:20]
 
 
-def test_official_determined_client_runs_unmodified(cluster: Cluster) -> None:
+def test_official_determined_client_runs_unmodified(shared_cluster: Cluster) -> None:
+    cluster = shared_cluster
     eid = cluster.create(OFFICIAL / "const.yaml", OFFICIAL)
     cluster.wait_state(eid, "STATE_COMPLETED", 300)
     t = only_trial(cluster, eid)
@@ -270,9 +272,10 @@ def assert_retention_applied(
     return [c for c in ckpts if c["uuid"] in keep]
 
 
-def test_a_trial_class_runs_with_its_legacy_entrypoint(cluster: Cluster) -> None:
+def test_a_trial_class_runs_with_its_legacy_entrypoint(shared_cluster: Cluster) -> None:
     """Determined's PyTorchTrial with ``entrypoint: model_def:RegressionTrial``, unchanged: the
     official package's harness trains it against this master."""
+    cluster = shared_cluster
     example = EXAMPLES / "pytorch_trial"
     eid = cluster.create(example / "const.yaml", example)
     cluster.wait_state(eid, "STATE_COMPLETED", 300)
@@ -291,7 +294,9 @@ def test_a_trial_class_runs_with_its_legacy_entrypoint(cluster: Cluster) -> None
 
 
 @pytest.mark.slow
-def test_official_create_test_mode_trains_one_batch_and_succeeds(one_slot: Cluster) -> None:
+def test_official_create_test_mode_trains_one_batch_and_succeeds(
+    shared_one_slot: Cluster,
+) -> None:
     """The official 0.38.1 ``det experiment create --test``: it validates the config
     (validateOnly), creates a test experiment from it (one batch, validation and checkpoint
     after it, no restarts, checkpoints not kept) and follows it to COMPLETED, on real Docker."""
@@ -299,7 +304,7 @@ def test_official_create_test_mode_trains_one_batch_and_succeeds(one_slot: Clust
 
     from tests.compat.official import ensure_official_venv
 
-    cluster = one_slot
+    cluster = shared_one_slot
     example = EXAMPLES / "pytorch_trial"
     home = cluster.tmp / "official-home"
     home.mkdir(exist_ok=True)
@@ -338,12 +343,13 @@ def test_official_create_test_mode_trains_one_batch_and_succeeds(one_slot: Clust
 
 @pytest.mark.slow
 def test_a_trial_class_resumes_after_pause_and_continues_on_the_default_image(
-    cluster: Cluster,
+    shared_cluster: Cluster,
 ) -> None:
     """The official package restores a PyTorchTrial with torch.load and no weights_only, which
     torch >= 2.6 (the default image has 2.13) refused: the resumed trial ended in ERROR
     ("Weights only load failed"). Paused and activated, it resumes from its checkpoint; a
     finished one continued trains on from its last checkpoint."""
+    cluster = shared_cluster
     example = EXAMPLES / "pytorch_trial"
     long = {"searcher": {"max_length": {"batches": 100000}}, "max_restarts": 0}
     eid = cluster.create(example / "const.yaml", example, long)
@@ -382,10 +388,11 @@ def test_a_trial_class_resumes_after_pause_and_continues_on_the_default_image(
 
 @pytest.mark.slow
 def test_official_example_runs_in_an_image_with_only_the_official_package(
-    cluster: Cluster,
+    shared_cluster: Cluster,
 ) -> None:
     """A Determined user's image: torch and determined==0.38.1, no det. The agent's harness
     bundle supplies det's task runner; the script's own ``import determined`` is the image's."""
+    cluster = shared_cluster
     import docker
 
     image = "det-official:py3.11-torch"

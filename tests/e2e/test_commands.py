@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from tests.compat.official import ensure_official_venv
-from tests.e2e.cluster import Cluster, cluster_factory, one_slot, wait_for
+from tests.e2e.cluster import Cluster, cluster_factory, wait_for
 from tests.integration.conftest import ADMIN_PASSWORD
 
 pytestmark = pytest.mark.e2e
-__all__ = ["cluster_factory", "one_slot"]
+__all__ = ["cluster_factory"]
 
 
 def det(c: Cluster, *args: str, official: bool = False) -> subprocess.CompletedProcess[str]:
@@ -50,8 +50,9 @@ def launch(c: Cluster, entrypoint: list[str], **config: Any) -> str:
     return str(c.master.post("/api/v1/commands", body)["command"]["id"])
 
 
-def test_cmd_run_prints_output_and_exits_with_its_code(one_slot: Cluster) -> None:
-    c = one_slot
+def test_cmd_run_prints_output_and_exits_with_its_code(shared_one_slot: Cluster) -> None:
+    c = shared_one_slot
+    before = {i["id"] for i in c.master.get("/api/v1/commands")["commands"]}  # the cluster's
     ok = det(c, "cmd", "run", "python3", "-c", "print(6*7)")
     assert ok.returncode == 0, f"{ok.stdout}\n{ok.stderr}\n{c.dump()}"
     assert "42" in ok.stdout.splitlines(), ok.stdout
@@ -62,15 +63,16 @@ def test_cmd_run_prints_output_and_exits_with_its_code(one_slot: Cluster) -> Non
     assert listed.returncode == 0, listed.stderr
     import json
 
-    states = {i["description"]: (i["state"], i["exitStatus"]) for i in json.loads(listed.stdout)}
+    mine = [i for i in json.loads(listed.stdout) if i["id"] not in before]
+    states = {i["description"]: (i["state"], i["exitStatus"]) for i in mine}
     assert sorted(s for s, _ in states.values()) == ["STATE_TERMINATED", "STATE_TERMINATED"]
     assert sorted(x for _, x in states.values()) == ["exited with code 0", "exited with code 3"]
 
 
-def test_one_argument_is_a_shell_command_line(one_slot: Cluster) -> None:
+def test_one_argument_is_a_shell_command_line(shared_one_slot: Cluster) -> None:
     """As in Determined: `det cmd run 'a && b'` runs its one argument through /bin/sh -c (it
     was exec'd as a program named 'a && b' before); several arguments are exec'd as given."""
-    c = one_slot
+    c = shared_one_slot
     for official in (False, True):
         r = det(c, "cmd", "run", "echo one && echo two; exit 4", official=official)
         # det's CLI exits with the command's code; the official one exits 0 once the log ends.
@@ -81,8 +83,8 @@ def test_one_argument_is_a_shell_command_line(one_slot: Cluster) -> None:
     assert "a && b" in exec_d.stdout.splitlines(), exec_d.stdout
 
 
-def test_context_config_and_work_dir_reach_the_container(one_slot: Cluster) -> None:
-    c = one_slot
+def test_context_config_and_work_dir_reach_the_container(shared_one_slot: Cluster) -> None:
+    c = shared_one_slot
     ctx = c.tmp / "ctx"
     (ctx / "sub").mkdir(parents=True)
     (ctx / "sub" / "hello.py").write_text(
@@ -105,8 +107,8 @@ def test_context_config_and_work_dir_reach_the_container(one_slot: Cluster) -> N
     assert "from /run/determined/workdir/sub hi" in r.stdout
 
 
-def test_command_is_a_task_and_a_job_and_is_killed(one_slot: Cluster) -> None:
-    c = one_slot
+def test_command_is_a_task_and_a_job_and_is_killed(shared_one_slot: Cluster) -> None:
+    c = shared_one_slot
     cid = launch(c, ["sleep", "600"], description="sleeper")
     wait_for(lambda: command(c, cid)["state"] == "STATE_RUNNING", 120, "the command to run")
     tasks = c.master.get("/api/v1/tasks")["allocationIdToSummary"]
@@ -152,8 +154,8 @@ def test_commands_queue_and_are_preempted_by_higher_priority_work(
     c.master.post(f"/api/v1/commands/{low}/kill")
 
 
-def test_official_cli_runs_a_command(one_slot: Cluster) -> None:
-    c = one_slot
+def test_official_cli_runs_a_command(shared_one_slot: Cluster) -> None:
+    c = shared_one_slot
     r = det(c, "cmd", "run", "python3", "-c", "print(6*7)", official=True)
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
     assert "42" in r.stdout, r.stdout

@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 
 from det.cli.notebooks import with_path
-from tests.e2e.cluster import Cluster, cluster_factory, one_slot, plain, wait_for
+from tests.e2e.cluster import Cluster, plain, wait_for
 from tests.e2e.ws import WebSocket
 from tests.fakes.local_http import TestHTTPServer
 from tests.integration.conftest import free_port
 from tests.integration.webui_support import browser, page
 
 pytestmark = pytest.mark.e2e
-__all__ = ["browser", "cluster_factory", "one_slot", "page"]
+__all__ = ["browser", "page"]
 
 
 def names(c: Cluster, base: str) -> set[str]:
@@ -62,9 +62,9 @@ def other_origin() -> Iterator[tuple[str, dict[str, str]]]:
 
 @pytest.mark.browser
 def test_a_page_of_another_origin_cannot_write_to_a_notebook(
-    one_slot: Cluster, page: Any, other_origin: tuple[str, dict[str, str]]
+    shared_one_slot: Cluster, page: Any, other_origin: tuple[str, dict[str, str]]
 ) -> None:
-    c = one_slot
+    c = shared_one_slot
     nid = c.master.post("/api/v1/notebooks", {})["notebook"]["id"]
     wait_for(
         lambda: c.master.get(f"/api/v1/tasks/{nid}")["task"]["allocations"][0].get("isReady"),

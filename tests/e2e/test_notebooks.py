@@ -18,7 +18,7 @@ import pytest
 
 from det.cli.notebooks import with_path
 from tests.compat.official import ensure_official_venv
-from tests.e2e.cluster import Cluster, cluster_factory, one_slot, plain, wait_for
+from tests.e2e.cluster import Cluster, plain, unique, wait_for
 from tests.e2e.test_commands import det
 from tests.e2e.ws import WebSocket
 from tests.integration.conftest import ADMIN_PASSWORD
@@ -26,7 +26,7 @@ from tests.integration.task_origin_support import cookie_pair, task_request
 from tests.integration.webui_support import browser, page
 
 pytestmark = pytest.mark.e2e
-__all__ = ["browser", "cluster_factory", "one_slot", "page"]
+__all__ = ["browser", "page"]
 
 
 def notebook(c: Cluster, nid: str) -> dict[str, Any]:
@@ -74,8 +74,8 @@ def execute(c: Cluster, base: str, token: str, code: str) -> str:
         ws.close()
 
 
-def test_notebook_through_the_proxy(one_slot: Cluster) -> None:
-    c = one_slot
+def test_notebook_through_the_proxy(shared_one_slot: Cluster) -> None:
+    c = shared_one_slot
     r = det(c, "notebook", "start", "--no-browser")
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n{c.dump()}"
     m = re.search(r"(http://\S+/proxy/([0-9a-f-]{36})/)lab", r.stdout)
@@ -93,11 +93,12 @@ def test_notebook_through_the_proxy(one_slot: Cluster) -> None:
 
     assert plain().get(f"{base}lab", timeout=30).status_code == 401
     assert plain().get(f"{base}lab", headers={"Authorization": "Bearer nope"}).status_code == 401
+    other_name = unique("other")
     c.master.post(
         "/api/v1/users",
-        {"user": {"username": "other", "admin": False}, "password": "Other-pw-1"},
+        {"user": {"username": other_name, "admin": False}, "password": "Other-pw-1"},
     )
-    other = c.master.login("other", "Other-pw-1")
+    other = c.master.login(other_name, "Other-pw-1")
     denied = plain().get(f"{base}lab", headers={"Authorization": f"Bearer {other}"}, timeout=30)
     assert denied.status_code == 403, denied.text
     assert "belongs to admin" in denied.json()["message"]
@@ -137,8 +138,8 @@ def test_notebook_through_the_proxy(one_slot: Cluster) -> None:
     assert gone.status_code == 503
 
 
-def test_idle_notebook_is_killed(one_slot: Cluster) -> None:
-    c = one_slot
+def test_idle_notebook_is_killed(shared_one_slot: Cluster) -> None:
+    c = shared_one_slot
     body = {"config": {"idle_timeout": "5s", "notebook_idle_type": "activity"}}
     nid = c.master.post("/api/v1/notebooks", body)["notebook"]["id"]
     wait_for(
@@ -150,9 +151,9 @@ def test_idle_notebook_is_killed(one_slot: Cluster) -> None:
     assert "idle" in str(notebook(c, nid)["exitStatus"])
 
 
-def test_a_busy_kernel_keeps_a_notebook_alive_until_it_is_idle(one_slot: Cluster) -> None:
+def test_a_busy_kernel_keeps_a_notebook_alive_until_it_is_idle(shared_one_slot: Cluster) -> None:
     # The default notebook_idle_type (kernels_or_terminals): Jupyter's own activity and kernels.
-    c = one_slot
+    c = shared_one_slot
     body = {"config": {"idle_timeout": "8s"}}
     nid = c.master.post("/api/v1/notebooks", body)["notebook"]["id"]
     wait_for(
@@ -168,12 +169,14 @@ def test_a_busy_kernel_keeps_a_notebook_alive_until_it_is_idle(one_slot: Cluster
     assert "idle" in str(notebook(c, nid)["exitStatus"])
 
 
-def test_official_cli_starts_a_notebook(one_slot: Cluster) -> None:
-    c = one_slot
+def test_official_cli_starts_a_notebook(shared_one_slot: Cluster) -> None:
+    c = shared_one_slot
+    before = {n["id"] for n in c.master.get("/api/v1/notebooks")["notebooks"]}
     r = det(c, "notebook", "start", "--no-browser", official=True)
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
     assert "Jupyter Notebook is running at" in r.stdout, r.stdout
     listed = json.loads(det(c, "notebook", "list", "--json", official=True).stdout)
+    listed = [n for n in listed if n["id"] not in before]  # earlier tests' are the cluster's
     assert [n["state"] for n in listed] == ["RUNNING"]
     for n in listed:
         c.master.post(f"/api/v1/notebooks/{n['id']}/kill")
@@ -181,14 +184,15 @@ def test_official_cli_starts_a_notebook(one_slot: Cluster) -> None:
 
 @pytest.mark.browser
 def test_a_browser_runs_code_in_the_proxied_jupyterlab(
-    one_slot: Cluster, page: Any, tmp_path: Path
+    shared_one_slot: Cluster, page: Any, tmp_path: Path
 ) -> None:
     """``det notebook start`` of the official CLI, followed to the URL it opens (issue 26):
     its browser (``BROWSER``, recorded) gets the WebUI's /det/interactive/... link; Chromium
     logs in there, and is sent on to the notebook on the tasks' own origin (a ticket that
     becomes a cookie), starts a Python notebook from JupyterLab's launcher and runs ``6*7`` in
     its kernel, whose WebSocket goes through the master's proxy."""
-    c = one_slot
+    c = shared_one_slot
+    before = {n["id"] for n in c.master.get("/api/v1/notebooks")["notebooks"]}
     opened = tmp_path / "opened.txt"
     recorder = tmp_path / "browser.py"
     recorder.write_text("import sys\nopen(sys.argv[2], 'a').write(sys.argv[1] + '\\n')\n")
@@ -214,7 +218,7 @@ def test_a_browser_runs_code_in_the_proxied_jupyterlab(
     (nid,) = [
         n["id"]
         for n in c.master.get("/api/v1/notebooks")["notebooks"]
-        if n["state"] != "STATE_TERMINATED"
+        if n["state"] != "STATE_TERMINATED" and n["id"] not in before
     ]
     assert url.startswith(f"{c.master.url}/det/interactive/{nid}/"), url
     assert c.master.get(f"/api/v1/tasks/{nid}")["task"]["allocations"][0].get("isReady")

@@ -10,9 +10,7 @@ import pytest
 import yaml
 
 from det.master.searcher.simulate import preview
-from tests.e2e.cluster import EXAMPLES, Cluster, cluster, cluster_factory
-
-__all__ = ["cluster", "cluster_factory"]
+from tests.e2e.cluster import EXAMPLES, Cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 
@@ -26,7 +24,8 @@ def _sampled(hparams: dict[str, Any]) -> tuple[Any, ...]:
 
 
 @pytest.mark.slow
-def test_adaptive_asha_with_tpe_sampler_completes(cluster: Cluster) -> None:
+def test_adaptive_asha_with_tpe_sampler_completes(shared_cluster: Cluster) -> None:
+    cluster = shared_cluster
     conf = yaml.safe_load(CONFIG.read_text())
     eid = cluster.create(CONFIG, CORE)
     cluster.wait_state(eid, "STATE_COMPLETED", 900)

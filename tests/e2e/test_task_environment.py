@@ -220,9 +220,9 @@ def pull_failure_lines(cluster: Cluster, tid: int) -> list[str]:
 
 
 def test_private_registry_with_registry_auth_and_a_refused_pull_that_does_not_loop(
-    pulled_images: list[str], cluster_factory: Callable[..., Cluster], tmp_path: Path
+    pulled_images: list[str], shared_one_slot: Cluster, tmp_path: Path
 ) -> None:
-    cluster = cluster_factory(agents=1, slots=1)
+    cluster = shared_one_slot
     with private_registry(tmp_path / "registry", {USER: PASSWORD}) as registry:
         image = push(cluster.docker, registry, "team/task", "env-test")
         pulled_images.append(image)

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import json
 import textwrap
-from typing import Any
 
 import pytest
 
-from tests.e2e.cluster import LABEL_ALLOCATION, Cluster, cluster_factory, wait_for
+from tests.e2e.cluster import LABEL_ALLOCATION, Cluster, wait_for
 from tests.e2e.test_notebooks import execute
 from tests.e2e.test_proxy_capacity import ready, user
 
 pytestmark = pytest.mark.e2e
-__all__ = ["cluster_factory"]
 
 CORE = __import__("pathlib").Path(__file__).resolve().parents[2] / "examples" / "core_api"
 
@@ -109,9 +107,9 @@ def logs(c: Cluster, token: str, task_id: str) -> str:
 
 
 def test_another_users_command_reads_nothing_from_a_tensorboard_or_a_notebook(
-    cluster_factory: Any,
+    shared_one_slot: Cluster,
 ) -> None:
-    c = cluster_factory(agents=1, slots=1)
+    c = shared_one_slot
     alice, bob = user(c, "alice"), user(c, "bob")
     eid = c.create(CORE / "single.yaml", CORE, {"searcher": {"max_length": {"batches": 5_000_000}}})
     wait_for(lambda: c.trials(eid), 120, "the trial")

@@ -14,11 +14,10 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.cluster import Cluster, cluster_factory, one_slot, plain, wait_for
+from tests.e2e.cluster import Cluster, plain, unique, wait_for
 from tests.e2e.test_commands import det
 
 pytestmark = pytest.mark.e2e
-__all__ = ["cluster_factory", "one_slot"]
 
 CORE = Path(__file__).resolve().parents[2] / "examples" / "core_api"
 SHORT = {
@@ -27,8 +26,13 @@ SHORT = {
 }
 
 
-def test_tensorboard_serves_the_trials_scalars_through_the_proxy(one_slot: Cluster) -> None:
-    c = one_slot
+def tensorboard_ids(c: Cluster) -> set[str]:
+    return {str(t["id"]) for t in c.master.get("/api/v1/tensorboards")["tensorboards"]}
+
+
+def test_tensorboard_serves_the_trials_scalars_through_the_proxy(shared_one_slot: Cluster) -> None:
+    c = shared_one_slot
+    before = tensorboard_ids(c)  # earlier tests' TensorBoards are the cluster's
     eid = c.create(CORE / "single.yaml", CORE, SHORT)
     c.wait_state(eid, "STATE_COMPLETED", 600)
     (trial,) = c.trials(eid)
@@ -69,11 +73,12 @@ def test_tensorboard_serves_the_trials_scalars_through_the_proxy(one_slot: Clust
     assert page.status_code == 200 and "<tb-webapp>" in page.text, page.text[:300]
 
     assert plain().get(f"{base}data/runs", timeout=30).status_code == 401
+    other_name = unique("other")
     c.master.post(
         "/api/v1/users",
-        {"user": {"username": "other", "admin": False}, "password": "Other-pw-1"},
+        {"user": {"username": other_name, "admin": False}, "password": "Other-pw-1"},
     )
-    other = c.master.login("other", "Other-pw-1")
+    other = c.master.login(other_name, "Other-pw-1")
     denied = plain().get(
         f"{base}data/runs", headers={"Authorization": f"Bearer {other}"}, timeout=30
     )
@@ -86,13 +91,14 @@ def test_tensorboard_serves_the_trials_scalars_through_the_proxy(one_slot: Clust
         assert s.recv(4096).startswith(b"HTTP/1.1 403"), "the task port let a stranger in"
 
     listed = json.loads(det(c, "tensorboard", "list", "--json").stdout)
-    assert [t["id"] for t in listed] == [tid]
+    assert [t["id"] for t in listed if t["id"] not in before] == [tid]
 
     # The official client against the same master.
     r = det(c, "tensorboard", "start", "--no-browser", str(eid), official=True)
     assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
     assert "Tensorboard is running at" in r.stdout, r.stdout
     ids = [t["id"] for t in c.master.get("/api/v1/tensorboards")["tensorboards"]]
+    ids = [t for t in ids if t not in before]
     assert len(ids) == 2 and tid in ids
 
     for t in ids:
@@ -109,10 +115,10 @@ def test_tensorboard_serves_the_trials_scalars_through_the_proxy(one_slot: Clust
     assert gone.status_code == 503
 
 
-def test_an_idle_tensorboard_is_killed(one_slot: Cluster) -> None:
+def test_an_idle_tensorboard_is_killed(shared_one_slot: Cluster) -> None:
     """``idle_timeout`` kills a TensorBoard no request has reached through the proxy for that
     long (its trial need not have written anything yet)."""
-    c = one_slot
+    c = shared_one_slot
     eid = c.create(CORE / "single.yaml", CORE, {"searcher": {"max_length": {"batches": 5_000_000}}})
     wait_for(lambda: c.trials(eid), 120, "the trial")
     body = {"experimentIds": [eid], "config": {"idle_timeout": "5s"}}

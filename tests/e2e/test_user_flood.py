@@ -13,18 +13,18 @@ import psycopg
 import pytest
 import requests
 
-from tests.e2e.cluster import EXAMPLES, Cluster, cluster_factory, wait_for
-
-__all__ = ["cluster_factory"]
+from tests.e2e.cluster import EXAMPLES, Cluster, unique, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]
 
 CORE = EXAMPLES / "core_api"
 
 
-def test_a_users_flood_never_makes_the_agent_look_lost(cluster_factory: Any) -> None:
-    cluster: Cluster = cluster_factory(agents=1, slots=1)
+def test_a_users_flood_never_makes_the_agent_look_lost(shared_one_slot: Cluster) -> None:
+    cluster = shared_one_slot
     m = cluster.master
+    with psycopg.connect(cluster.db_url) as conn:
+        started = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
     eid = cluster.create(
         CORE / "single.yaml", CORE, {"searcher": {"max_length": {"batches": 3000}}}
     )
@@ -42,11 +42,12 @@ def test_a_users_flood_never_makes_the_agent_look_lost(cluster_factory: Any) -> 
         alloc = wait_for(allocation, 120, "the trial's allocation running")
     # The flood is another admin's (admins may long-poll any allocation): the test's own polling
     # must not be held back by the flooder's per-user limits.
+    flooder = unique("flooder")
     m.post(
         "/api/v1/users",
-        {"user": {"username": "flooder", "admin": True}, "password": "Flooder-pw-1"},
+        {"user": {"username": flooder, "admin": True}, "password": "Flooder-pw-1"},
     )
-    token = m.login("flooder", "Flooder-pw-1")
+    token = m.login(flooder, "Flooder-pw-1")
     stop = threading.Event()
     counts: dict[int, int] = {}
     lock = threading.Lock()
@@ -89,8 +90,11 @@ def test_a_users_flood_never_makes_the_agent_look_lost(cluster_factory: Any) -> 
         runs = conn.execute(
             "SELECT count(*) FROM allocations WHERE trial_id = %s", (trial["id"],)
         ).fetchone()
+        # Since the test started (the cluster is shared: earlier tests ran on it).
         lost = conn.execute(
             "SELECT count(*) FROM events WHERE entity = 'agent' AND kind = 'lost'"
+            " AND created_at >= %s",
+            (started,),
         ).fetchone()
     assert runs is not None and runs[0] == 1, "the trial ran more than once: an agent was lost"
     assert lost is not None and lost[0] == 0
