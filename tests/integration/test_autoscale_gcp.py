@@ -1,7 +1,10 @@
 """Autoscaling end to end on GCP: a real master with a GCP pool drives the real
 ``google-cloud-compute`` client against FakeGce; each RUNNING instance becomes a real
 ``det-agent`` (tests/fakes/cloud_agents.py) running trials in Docker, with checkpoints in GCS
-(gcp-storage-emulator)."""
+(gcp-storage-emulator). The master is served on a real port by a thread of the test's process
+with its control loop, whose provisioner pass drives the cloud (``threaded_master_factory``,
+tests/integration/threaded.py); the agents are processes of their own, and nothing checked needs
+a master process."""
 
 from __future__ import annotations
 
@@ -120,10 +123,10 @@ def cloud(tmp_path: Path) -> Iterator[Any]:
 
 
 def test_four_trials_launch_two_vms_which_are_deleted_when_idle(
-    master_factory: Any, gce: FakeGce, gcs_emulator: str, cloud: Any
+    threaded_master_factory: Any, gce: FakeGce, gcs_emulator: str, cloud: Any
 ) -> None:
     docker_or_skip()
-    master = master_factory(extra=master_extra(gcs_emulator, endpoint_url=gce.url))
+    master = threaded_master_factory(extra=master_extra(gcs_emulator, endpoint_url=gce.url))
     machines: CloudAgents = cloud(master, gce)
     eid = create_experiment(master, config(gcs_emulator, trials=4, steps=3, pause=0.2))
     wait_completed(master, eid)
@@ -145,11 +148,11 @@ def test_four_trials_launch_two_vms_which_are_deleted_when_idle(
 
 
 def test_exhausted_zone_falls_back_to_the_next_zone(
-    master_factory: Any, gce: FakeGce, gcs_emulator: str, cloud: Any
+    threaded_master_factory: Any, gce: FakeGce, gcs_emulator: str, cloud: Any
 ) -> None:
     docker_or_skip()
     gce.fail_zone(ZONE_A)
-    master = master_factory(extra=master_extra(gcs_emulator, endpoint_url=gce.url))
+    master = threaded_master_factory(extra=master_extra(gcs_emulator, endpoint_url=gce.url))
     machines: CloudAgents = cloud(master, gce)
     eid = create_experiment(master, config(gcs_emulator, trials=2, steps=3, pause=0.2))
     wait_completed(master, eid)
@@ -166,10 +169,12 @@ def test_exhausted_zone_falls_back_to_the_next_zone(
 
 
 def test_preemption_notice_resumes_the_trial_from_gcs_on_another_vm_without_a_restart(
-    master_factory: Any, gce: FakeGce, gcs_emulator: str, cloud: Any
+    threaded_master_factory: Any, gce: FakeGce, gcs_emulator: str, cloud: Any
 ) -> None:
     docker_or_skip()
-    master = master_factory(extra=master_extra(gcs_emulator, endpoint_url=gce.url, spot=True))
+    master = threaded_master_factory(
+        extra=master_extra(gcs_emulator, endpoint_url=gce.url, spot=True)
+    )
     machines: CloudAgents = cloud(master, gce)
     eid = create_experiment(master, config(gcs_emulator, trials=1, steps=40, pause=0.25))
 
@@ -194,13 +199,15 @@ def test_preemption_notice_resumes_the_trial_from_gcs_on_another_vm_without_a_re
 
 
 def test_an_hourly_cost_cap_holds_the_pool_to_what_it_pays_for(
-    master_factory: Any, gce: FakeGce, gcs_emulator: str, cloud: Any
+    threaded_master_factory: Any, gce: FakeGce, gcs_emulator: str, cloud: Any
 ) -> None:
     """max_instances would allow 2 VMs; a $0.30/h cap at $0.19/h per VM allows 1. The search
     still completes, one trial after the other, and the queue says why it waits."""
     docker_or_skip()
     cost = {"prices": {MACHINE: 0.19}, "max_hourly_cost": 0.3}
-    master = master_factory(extra=master_extra(gcs_emulator, endpoint_url=gce.url, cost=cost))
+    master = threaded_master_factory(
+        extra=master_extra(gcs_emulator, endpoint_url=gce.url, cost=cost)
+    )
     machines: CloudAgents = cloud(master, gce)
     eid = create_experiment(master, config(gcs_emulator, trials=2, steps=3, pause=0.5))
 
