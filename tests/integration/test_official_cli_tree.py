@@ -14,7 +14,10 @@ The walk is cut into shards by the leaves' first word (``SHARDS``), one test cas
 master, database, simulated agents and world of its own: xdist runs them on different workers
 (tests/durations.json spreads this file's cases), and one shard's leaves (a workspace quota, a
 drained agent, a deleted experiment) cannot change what another shard's leaves see, whichever
-worker runs it. Within a shard the leaves run in the order the whole walk used.
+worker runs it. Within a shard the leaves run in the order the whole walk used. A shard's master
+is served on a real port by a thread of the test's process with its control loop
+(``threaded_master_factory``, tests/integration/threaded.py): the official client is the process
+of its own, and no leaf needs a master process.
 
 The outcome table is written to docs/compatibility.md by the shard that finishes a whole walk.
 """
@@ -34,13 +37,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.compat.official import ensure_official_venv
 from tests.compat.official_cli import OfficialDet
 from tests.integration import cli_support
 from tests.integration.cli_support import det_cli_has, exp_state, sim_config, trials
-from tests.integration.conftest import ADMIN_PASSWORD, Master
+from tests.integration.conftest import ADMIN_PASSWORD
+from tests.integration.threaded import ThreadedMaster
 
 pytestmark = pytest.mark.integration
 
@@ -348,7 +351,7 @@ STDIN = {
 }
 
 
-def effects(w: World, m: Master) -> dict[str, Callable[[], bool]]:
+def effects(w: World, m: ThreadedMaster) -> dict[str, Callable[[], bool]]:
     """What a leaf that exits 0 must have changed, read back from the master."""
 
     def exp(eid: int) -> dict[str, Any]:
@@ -388,8 +391,7 @@ def effects(w: World, m: Master) -> dict[str, Callable[[], bool]]:
     def retention(where: str) -> set[Any]:
         import psycopg
 
-        url = yaml.safe_load(m.config_file.read_text())["db"]["url"]
-        with psycopg.connect(url) as conn:
+        with psycopg.connect(m.db_url) as conn:
             rows = conn.execute(f"SELECT log_retention_days FROM trials WHERE {where}")
             return {r[0] for r in rows}
 
@@ -479,7 +481,7 @@ def effects(w: World, m: Master) -> dict[str, Callable[[], bool]]:
     }
 
 
-def _maybe(m: Master, path: str) -> Any:
+def _maybe(m: ThreadedMaster, path: str) -> Any:
     """The answer at ``path``, or None when it is 404."""
     r = m.session().get(m.url + path, timeout=30)
     if r.status_code == 404:
@@ -531,7 +533,7 @@ def classify(
 
 
 class OfficialCLI:
-    def __init__(self, bin_dir: Path, master: Master, home: Path) -> None:
+    def __init__(self, bin_dir: Path, master: ThreadedMaster, home: Path) -> None:
         self.bin_dir = bin_dir
         self.home = home  # also the working directory: some leaves write files into it
         self.env = {
@@ -563,20 +565,29 @@ class OfficialCLI:
 
 
 @pytest.fixture
-def walk_master(master_factory: Any) -> Master:
-    """A master and database of the shard's own."""
-    m: Master = master_factory()
-    return m
+def walk_master(threaded_master_factory: Any) -> Iterator[ThreadedMaster]:
+    """A master and database of the shard's own. ``det master config set --log.level`` sets the
+    level of the process that answers it (det.master.services.master_settings.apply): here the
+    test's, whose root logger's level is given back at the end."""
+    import logging
+
+    root = logging.getLogger()
+    level = root.level
+    m: ThreadedMaster = threaded_master_factory()
+    try:
+        yield m
+    finally:
+        root.setLevel(level)
 
 
 @pytest.fixture
-def world(walk_master: Master, tmp_path: Path) -> Iterator[World]:
+def world(walk_master: ThreadedMaster, tmp_path: Path) -> Iterator[World]:
     m = walk_master
     with cli_support.running_sim_agents(m):
         yield _make_world(m, tmp_path)
 
 
-def _make_world(m: Master, tmp_path: Path) -> World:
+def _make_world(m: ThreadedMaster, tmp_path: Path) -> World:
     eid = cli_support.create_via_api(m, sim_config("walk", trials=2))
     spare = cli_support.create_via_api(m, sim_config("walk-spare", trials=1))
     single = cli_support.create_via_api(m, SINGLE.format(name="walk-single"))
@@ -613,7 +624,7 @@ def _make_world(m: Master, tmp_path: Path) -> World:
     # Only the leaves' two get files: each is its trial's latest, which the experiment's GC task
     # (still running now, perhaps) keeps; a checkpoint it collects may vanish under the write.
     for u in (uuid, trim):
-        storage = Path(m.config_file.parent / "checkpoints" / str(u))
+        storage = Path(m.data_dir.parent / "checkpoints" / str(u))
         storage.mkdir(parents=True, exist_ok=True)
         (storage / "model.pt").write_text("weights")
     ws = m.post("/api/v1/workspaces", {"name": "walker-ws"})["workspace"]
@@ -677,7 +688,7 @@ def _make_world(m: Master, tmp_path: Path) -> World:
 @pytest.mark.parametrize("shard", list(SHARDS))
 def test_every_leaf_of_the_official_cli_works_or_refuses_clearly(
     shard: str,
-    walk_master: Master,
+    walk_master: ThreadedMaster,
     world: World,
     tmp_path: Path,
     tmp_path_factory: pytest.TempPathFactory,
