@@ -146,3 +146,40 @@ def test_the_tree_is_at_or_under_the_ceiling() -> None:
     assert "tests/integration/test_cli_rbac.py" not in r.stdout  # in_process_cli_master
     assert "tests/integration/test_master_lifecycle.py" not in r.stdout  # loop_master
     assert "target 30)" in r.stdout
+
+
+E2E_CONFTEST = """
+import pytest
+from tests.integration.conftest import start_master
+
+class Shared:
+    def get(self, tmp):
+        return start_master(tmp)
+
+@pytest.fixture(scope="session")
+def _shared(tmp_path_factory):
+    yield Shared()
+
+@pytest.fixture
+def shared_cluster(_shared, tmp_path):
+    yield _shared.get(tmp_path)
+
+@pytest.fixture(scope="module")
+def module_cluster(tmp_path_factory):
+    yield start_master(tmp_path_factory.mktemp("m"))
+"""
+
+
+def test_a_conftests_session_fixture_counts_once_as_the_conftest(tmp_path: Path) -> None:
+    """A session-scoped fixture of a conftest (tests/e2e's shared clusters) starts its master
+    once for the run: the files that use it are not counted, the conftest is, once; a
+    module-scoped fixture still counts each file."""
+    _tree(tmp_path)
+    e2e = tmp_path / "tests" / "e2e"
+    (e2e / "conftest.py").write_text(E2E_CONFTEST)
+    for name in ("test_shared_a.py", "test_shared_b.py"):
+        (e2e / name).write_text("def test_a(shared_cluster): ...\n")
+    (e2e / "test_module.py").write_text("def test_a(module_cluster): ...\n")
+    (e2e / "test_none.py").write_text("def test_a(tmp_path): ...\n")
+    found = [p for p in count_master_tests.files(tmp_path) if p.startswith("tests/e2e/")]
+    assert found == ["tests/e2e/test_module.py", "tests/e2e/conftest.py"]
