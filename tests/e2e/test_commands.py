@@ -45,6 +45,13 @@ def command(c: Cluster, cid: str) -> dict[str, Any]:
     return dict(c.master.get(f"/api/v1/commands/{cid}")["command"])
 
 
+#: A command that runs until it is stopped and ends on the SIGTERM of a kill or a preemption, as
+#: a real program does. A bare ``sleep`` is the container's PID 1, which the kernel shields from
+#: a signal it has no handler for: each stop waited out the 10 s kill grace for Docker's SIGKILL
+#: (that path: tests/integration/test_agent_docker.py).
+SLEEPER = ["sh", "-c", "trap 'exit 143' TERM; sleep 600 & wait"]
+
+
 def launch(c: Cluster, entrypoint: list[str], **config: Any) -> str:
     body = {"config": {"entrypoint": entrypoint, **config}}
     return str(c.master.post("/api/v1/commands", body)["command"]["id"])
@@ -109,7 +116,7 @@ def test_context_config_and_work_dir_reach_the_container(shared_one_slot: Cluste
 
 def test_command_is_a_task_and_a_job_and_is_killed(shared_one_slot: Cluster) -> None:
     c = shared_one_slot
-    cid = launch(c, ["sleep", "600"], description="sleeper")
+    cid = launch(c, SLEEPER, description="sleeper")
     wait_for(lambda: command(c, cid)["state"] == "STATE_RUNNING", 120, "the command to run")
     tasks = c.master.get("/api/v1/tasks")["allocationIdToSummary"]
     mine = [t for t in tasks.values() if t["taskId"] == cid]
@@ -138,9 +145,9 @@ def test_commands_queue_and_are_preempted_by_higher_priority_work(
         slots=1,
         extra={"resource_manager": {"scheduler": {"type": "priority", "preemption": True}}},
     )
-    low = launch(c, ["sleep", "600"], resources={"priority": 50})
+    low = launch(c, SLEEPER, resources={"priority": 50})
     wait_for(lambda: command(c, low)["state"] == "STATE_RUNNING", 120, "the low-priority command")
-    high = launch(c, ["sh", "-c", "echo high; sleep 2"], resources={"priority": 10})
+    high = launch(c, ["sh", "-c", "echo high"], resources={"priority": 10})
     wait_for(lambda: command(c, high)["state"] == "STATE_TERMINATED", 120, "the urgent command")
     assert command(c, high)["exitCode"] == 0
     # The preempted command was queued again and runs once the slot is free.
