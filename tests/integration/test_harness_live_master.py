@@ -80,6 +80,8 @@ def process_runner(
         aid = spec["env"]["DET_ALLOCATION_ID"]
         workdir = tmp / f"work-{aid}"
         workdir.mkdir(parents=True)
+        own_tmp = tmp / f"tmp-{aid}"  # a container's own /tmp (the trial's TensorBoard files)
+        own_tmp.mkdir()
         r = requests.get(
             master_url + spec["contextPath"],
             headers={"Authorization": f"Bearer {master.agent_token}"},
@@ -95,6 +97,7 @@ def process_runner(
             "DET_SLOT_IDS": "[" + ",".join(f'"{s}"' for s in spec.get("slotIds", ["0"])) + "]",
             "DET_WORKDIR": str(workdir),
             "DET_INFO_DIR": str(workdir / ".info"),
+            "TMPDIR": str(own_tmp),
             "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),
             **(extra_env or {}),
         }
