@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
@@ -45,7 +47,7 @@ def test_a_snapshot_line_round_trips_and_no_psi_is_left_out() -> None:
     assert "waiting for a CPU" not in line and line.startswith("CPU busy 100% of 4 CPUs")
 
 
-def test_cli_prints_nothing_for_an_empty_snapshot(capsys) -> None:  # type: ignore[no-untyped-def]
+def test_cli_prints_nothing_for_an_empty_snapshot(capsys: pytest.CaptureFixture[str]) -> None:
     assert cpu_share.main(["since", ""]) == 0
     assert capsys.readouterr().out == ""
     assert cpu_share.main(["snap"]) == 0
