@@ -208,6 +208,11 @@ def test_up_turns_a_pulumi_failure_into_one_line(session, fake_pulumi):
             # which this machine cannot reach), and this test is about Pulumi's failure.
             "--master",
             "vm",
+            # The organisation's own wheel: nothing is built. Building det's wheel and resolving
+            # its dependencies for the VMs' Python (pip against the index: over a minute, most of
+            # this module's time) is test_deploy_release_build's, and comes before Pulumi.
+            "--det-wheel-url",
+            "https://packages.example.com/det_platform-0.1.0-py3-none-any.whl",
         ]
     )
     assert code == 1
