@@ -5,9 +5,12 @@ No answer may be a 5xx (but a deliberate 501 for a Determined feature det does n
 body must match the response schema the document declares
 (the same types the master validates with, generated from Determined's bindings). Runs on the
 body fuzzer's world (test_master_fuzz.py's ``make_world``: a running trial, a model, a second
-user) on a ``det-master`` process, as the admin: a followed log stream is read until the
-client's read timeout, which needs a socket (the body fuzzer closes such answers unread and
-runs on the master's app in its own process). Operations that would end the admin's own session (logout, its password,
+user) on a master served on a real port by a thread of the test's process, with its control
+loop (``threaded_master``, tests/integration/threaded.py), as the admin: a followed log stream
+is read until the client's read timeout, which needs a socket (the body fuzzer closes such
+answers unread and runs on the master's app without a port). A new log level (PATCH
+/api/v1/master/config) is applied by the process that answers it, the test's here: the root
+logger's level is given back at the end. Operations that would end the admin's own session (logout, its password,
 deactivating users) are left out; their refusals are covered by the authorization tests.
 """
 
@@ -25,7 +28,6 @@ from hypothesis import HealthCheck
 from hypothesis.errors import _WrappedBaseException
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from tests.integration.conftest import start_master
 from tests.integration.ntsc_support import stop_launched
 from tests.integration.test_master_fuzz import (
     MASTER_EXTRA,
@@ -34,6 +36,7 @@ from tests.integration.test_master_fuzz import (
     fuzz_database,
     make_world,
 )
+from tests.integration.threaded import threaded_master
 
 pytestmark = pytest.mark.integration
 
@@ -49,12 +52,18 @@ EXAMPLES = 12
 def world(
     tmp_path_factory: pytest.TempPathFactory, pg_server: str, pg_template: str
 ) -> Iterator[World]:
-    with fuzz_database(pg_server, pg_template) as db_url:
-        m = start_master(tmp_path_factory.mktemp("fuzz"), db_url, name="fuzz", extra=MASTER_EXTRA)
+    import logging
+
+    root = logging.getLogger()
+    level = root.level
+    with (
+        fuzz_database(pg_server, pg_template) as db_url,
+        threaded_master(tmp_path_factory.mktemp("fuzz"), db_url, MASTER_EXTRA, loop=True) as m,
+    ):
         try:
             yield from make_world(m, db_url)
         finally:
-            m.kill()
+            root.setLevel(level)
 
 
 def _deliberate_501(response: Any) -> bool:
