@@ -1,6 +1,7 @@
 """Authentication and users against a master on a real PostgreSQL: its app in the test's
-process (``api_master``) for what is API alone, a ``det-master`` process for a task's token
-(a simulated agent runs the trials) and for the master's refusal to start."""
+process (``api_master``) for what is API alone, with its control loop (``loop_master``) for a
+task's token (a simulated agent runs the trials), and a ``det-master`` process for the master's
+refusal to start."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import hashlib
 import pytest
 import requests
 
-from tests.integration.conftest import ADMIN_PASSWORD, Master, MasterClient
+from tests.integration.conftest import ADMIN_PASSWORD, MasterClient
+from tests.integration.inproc import InProcessMaster
 
 pytestmark = pytest.mark.integration
 
@@ -119,7 +121,7 @@ def test_a_bad_trusted_proxies_entry_stops_the_master_naming_it(master_factory) 
         }})  # fmt: skip
 
 
-def test_allocation_token_is_limited_to_its_own_task(live_master: Master) -> None:
+def test_allocation_token_is_limited_to_its_own_task(loop_master: InProcessMaster) -> None:
     import threading
 
     from tests.fakes.sim_agent import SimAgent, wait
@@ -133,31 +135,31 @@ def test_allocation_token_is_limited_to_its_own_task(live_master: Master) -> Non
         return 0
 
     agent = SimAgent(
-        live_master.url, live_master.agent_token, "sim-0", slots=2, train=capture
+        loop_master.url, loop_master.agent_token, "sim-0", slots=2, train=capture
     ).start()
     try:
         cfg = "name: t\nentrypoint: x\nsearcher: {name: random, metric: loss, max_trials: 2, max_concurrent_trials: 2}\nhyperparameters: {lr: {type: double, minval: 0.1, maxval: 1}}\n"
-        live_master.post("/api/v1/experiments", {"config": cfg, "activate": True})
+        loop_master.post("/api/v1/experiments", {"config": cfg, "activate": True})
         wait(lambda: len(specs) == 2, 30, "two tasks")
         env_a = specs[0]["env"]
         env_b = specs[1]["env"]
         assert isinstance(env_a, dict) and isinstance(env_b, dict)
         h = {"Grpc-Metadata-x-allocation-token": f"Bearer {env_a['DET_SESSION_TOKEN']}"}
         own = requests.get(
-            f"{live_master.url}/api/v1/trials/{env_a['DET_TRIAL_ID']}", headers=h, timeout=5
+            f"{loop_master.url}/api/v1/trials/{env_a['DET_TRIAL_ID']}", headers=h, timeout=5
         )
         assert own.status_code == 200
         other = requests.get(
-            f"{live_master.url}/api/v1/trials/{env_b['DET_TRIAL_ID']}", headers=h, timeout=5
+            f"{loop_master.url}/api/v1/trials/{env_b['DET_TRIAL_ID']}", headers=h, timeout=5
         )
         assert other.status_code == 403
         assert (
-            requests.get(f"{live_master.url}/api/v1/users", headers=h, timeout=5).status_code == 403
+            requests.get(f"{loop_master.url}/api/v1/users", headers=h, timeout=5).status_code == 403
         )
-        agent_h = {"Authorization": f"Bearer {live_master.agent_token}"}
+        agent_h = {"Authorization": f"Bearer {loop_master.agent_token}"}
         assert (
             requests.get(
-                f"{live_master.url}/api/v1/experiments", headers=agent_h, timeout=5
+                f"{loop_master.url}/api/v1/experiments", headers=agent_h, timeout=5
             ).status_code
             == 401
         )

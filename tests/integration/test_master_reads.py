@@ -2,7 +2,9 @@
 rows passed through as PostgreSQL builds them, what the experiment list carries, and
 conditional reads (ETag / If-None-Match). On the master's app in this process (``api_master``;
 the searcher's trial made by the loop's passes in the test's thread) but for the official
-client's parse and a 304's kept connection, which need a master process and its port."""
+client's parse, a process of its own, which calls the app served on a port by a thread of this
+process (``threaded_master``), and a 304's kept connection, which needs a master process: its
+user API processes' channels, to which the front hands the connection."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from det.master.loop import run_passes_until
 from tests.compat.official import ensure_official_venv
 from tests.integration.conftest import Master, MasterClient
 from tests.integration.inproc import InProcessMaster
+from tests.integration.threaded import ThreadedMaster
 
 pytestmark = pytest.mark.integration
 
@@ -187,8 +190,10 @@ def test_compare_trials_refuses_bad_requests(api_master: MasterClient, pg_url: s
     assert status(trialIds=[t + 1000], metricNames=["loss"]) == 404
 
 
-def test_official_client_parses_compare_trials(live_master: Master, pg_url: str) -> None:
-    m = live_master
+def test_official_client_parses_compare_trials(
+    threaded_master: ThreadedMaster, pg_url: str
+) -> None:
+    m = threaded_master
     eid = _experiment(m)
     (t,) = _trials(pg_url, eid, 1)
     _report(m, t, "training", range(1, 21), epoch=0.5)
