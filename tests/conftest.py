@@ -12,11 +12,25 @@ import os
 import tempfile
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from hypothesis import configuration as hypothesis_configuration
 
-# tests.thread_check: no thread outlives the test or the fixture that started it.
-pytest_plugins = ["tests.integration.conftest_aws", "tests.thread_check", "tests.host_paths"]
+# tests.thread_check: no thread outlives the test or the fixture that started it;
+# tests.tmp_check: no test leaves an entry in its process's temporary directory (TMPDIR).
+pytest_plugins = [
+    "tests.integration.conftest_aws",
+    "tests.thread_check",
+    "tests.host_paths",
+    "tests.tmp_check",
+]
+
+# Hypothesis keeps its example database and caches under .cache/, not in the checkout's root
+# (.hypothesis/): the tests write nothing in the working tree but .cache/ and pytest's files.
+hypothesis_configuration.set_hypothesis_home_dir(
+    Path(__file__).resolve().parents[1] / ".cache" / "hypothesis"
+)
 
 # The venvs tests make (a fresh clone's, each extra's, the README's) are not byte-compiled when
 # pip installs them: pip's compileall of every installed file took 27 of the 29 CPU-seconds of
