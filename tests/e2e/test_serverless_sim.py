@@ -73,12 +73,12 @@ LAUNCH_BACKOFF_S = 30
 REPO = Path(__file__).resolve().parents[2]
 
 
-def master_image() -> tuple[str, bool]:
+def master_image(tmp: Path) -> tuple[str, bool]:
     """det-master for this code: the tag is the sha256 of the wheel `det deploy` would ship;
     built when missing. Returns the tag and whether this call built it (then the module drops
     the tag at its end: every code change makes a new one, and they piled up on the engine)."""
     docker_client(TASK_IMAGE)  # skips without an engine
-    built = release.build()
+    built = release.build(tmp)  # in the test's tmp tree (without one: a det-release-* dir)
     tag = f"det-master:{built.sha256[:12]}"
     have = subprocess.run(["docker", "image", "inspect", tag], capture_output=True)
     if have.returncode == 0:
@@ -220,7 +220,8 @@ def sim_db(pg_server: str) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory: pytest.TempPathFactory, sim_db: str, moto_server: Any) -> Iterator[Sim]:
-    image, built = master_image()  # before the environment below (the build uses the host's CAs)
+    # Before the environment below (the build uses the host's CAs).
+    image, built = master_image(tmp_path_factory.mktemp("release"))
     moto_server.reset()
     tmp = tmp_path_factory.mktemp("serverless")
     with pytest.MonkeyPatch.context() as mp:

@@ -59,8 +59,8 @@ def moto() -> Iterator[MotoServer]:
 
 
 @pytest.fixture(scope="module")
-def rel() -> release.Release:
-    return release.build()
+def rel(tmp_path_factory: pytest.TempPathFactory) -> release.Release:
+    return release.build(tmp_path_factory.mktemp("release"))
 
 
 def _boto(service: str, endpoint: str) -> Any:

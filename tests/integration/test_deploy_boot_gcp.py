@@ -105,8 +105,8 @@ class Booted:
 
 
 @pytest.fixture(scope="module")
-def rel() -> release.Release:
-    return release.build()
+def rel(tmp_path_factory: pytest.TempPathFactory) -> release.Release:
+    return release.build(tmp_path_factory.mktemp("release"))
 
 
 @contextmanager
