@@ -43,8 +43,10 @@ import pytest
 #: bundle of the master's certificate with the public CAs, harness/common/tls.py), and the
 #: directories other code keeps there for every process of the user by design (platformdirs'
 #: stand-in for XDG_RUNTIME_DIR, where pgserver keeps its lock and long socket paths; torch's
-#: inductor cache). All of them go with the directory when the pytest process ends.
-IGNORED_PREFIXES = ("pymp-", "det-master-cert-", "runtime-", "torchinductor_")
+#: inductor cache; uv's lock for building packages with setuptools, one per uv install, shared
+#: by every uv process of the user and never removed). All of them go with the directory when the
+#: pytest process ends.
+IGNORED_PREFIXES = ("pymp-", "det-master-cert-", "runtime-", "torchinductor_", "uv-setuptools-")
 GRACE_SECONDS = 3.0
 PREFIX = "det-tests-"
 

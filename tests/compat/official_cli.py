@@ -39,10 +39,20 @@ class OfficialDet:
     """``det`` of the official venv in ``bin_dir``, run with ``env`` in ``cwd``. Its fork server
     starts at the first command and ends at :meth:`close` or when the object is collected."""
 
-    def __init__(self, bin_dir: Path, env: dict[str, str], cwd: Path | None = None) -> None:
+    def __init__(
+        self,
+        bin_dir: Path,
+        env: dict[str, str],
+        cwd: Path | None = None,
+        scratch: Path | None = None,
+    ) -> None:
         self.bin_dir = bin_dir
         self.env = dict(env)
         self.cwd = Path(cwd) if cwd is not None else Path.cwd()
+        # Where the fork server keeps each command's stdin/stdout/stderr files: a directory of
+        # the test's (its tmp_path) rather than the temporary directory, so that a client the
+        # test never closes leaves nothing there (tests/tmp_check.py).
+        self.scratch = scratch
         self._server: _Server | None = None
         self._start_lock = threading.Lock()
 
@@ -65,7 +75,7 @@ class OfficialDet:
             )
         with self._start_lock:
             if self._server is None:
-                self._server = _Server(self.bin_dir, self.env, self.cwd)
+                self._server = _Server(self.bin_dir, self.env, self.cwd, self.scratch)
                 weakref.finalize(self, self._server.close)
             server = self._server
         return server.run(argv, self.env, self.cwd, stdin, timeout)
@@ -88,9 +98,11 @@ class _Server:
     """The official venv's Python running det_fork_server.py, and the thread that reads its
     replies (which holds no reference to the :class:`OfficialDet`, so that it can be collected)."""
 
-    def __init__(self, bin_dir: Path, env: dict[str, str], cwd: Path) -> None:
+    def __init__(
+        self, bin_dir: Path, env: dict[str, str], cwd: Path, scratch: Path | None = None
+    ) -> None:
         mine, theirs = socket.socketpair()
-        self.tmp = tempfile.mkdtemp(prefix="det-official-")
+        self.tmp = tempfile.mkdtemp(prefix="det-official-", dir=scratch)
         self.proc = subprocess.Popen(
             [str(bin_dir / "python"), str(SERVER), str(theirs.fileno())],
             pass_fds=(theirs.fileno(),),

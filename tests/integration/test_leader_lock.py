@@ -42,10 +42,12 @@ def activity(pg_url: str, pid: int) -> dict[str, Any]:
 
 
 def holder(pg_url: str) -> int | None:
-    """The backend holding the leader lock, if any."""
+    """The backend holding this database's leader lock, if any (advisory locks are per
+    database: masters of other databases on the same server hold theirs)."""
     with psycopg.connect(pg_url, autocommit=True) as c:
         row = c.execute(
             "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
             " AND ((classid::bigint << 32) | objid::bigint) = %s",
             (LEADER_LOCK_KEY,),
         ).fetchone()

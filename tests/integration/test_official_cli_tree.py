@@ -542,7 +542,8 @@ class OfficialCLI:
             "DET_MASTER": master.url,
             "NO_COLOR": "1",
         }
-        self.det = OfficialDet(bin_dir, self.env, home)  # its server starts at the first command
+        # Its server starts at the first command; its files in the client's home.
+        self.det = OfficialDet(bin_dir, self.env, home, scratch=home)
 
     def close(self) -> None:
         self.det.close()

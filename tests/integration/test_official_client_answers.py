@@ -51,7 +51,8 @@ class Official:
             "HOME": str(home),
             "DET_MASTER": master.url,
         }
-        self.det = OfficialDet(bin_dir, self.env)  # a fork server: tests/compat/official_cli.py
+        # A fork server (tests/compat/official_cli.py), its files in the client's home.
+        self.det = OfficialDet(bin_dir, self.env, scratch=home)
 
     def run(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         return self.det.run(args, stdin, timeout=120)
