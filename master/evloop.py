@@ -54,6 +54,10 @@ _IN = select.POLLIN | select.POLLPRI
 _OUT = select.POLLOUT
 
 
+#: How long a full pass waits for the mark of a change it found unmarked (see _full_pass).
+UNMARKED_WAIT_SECONDS = 0.01
+
+
 @dataclass
 class LoopStats:
     """What the loops of this process did (for tests and benches)."""
@@ -259,6 +263,12 @@ class ReadinessLoop:
         taken = []
         while marked:
             taken.append(marked.popleft())
+        if {id(o) for o in moved} - {id(t) for t in taken}:
+            # A worker marks just after it stores: its mark may be on the way. A moment with
+            # the interpreter let go (only when a change is found unmarked: rare), then again.
+            time.sleep(UNMARKED_WAIT_SECONDS)
+            while marked:
+                taken.append(marked.popleft())
         self.evented.extend(taken)
         pending = {id(o) for o in taken}
         for obj in moved:
