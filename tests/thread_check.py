@@ -4,7 +4,7 @@ loads it for every test).
 After each test's teardown, a thread still running that is either not a daemon or has one of
 ``CHECKED_PREFIXES`` in its name (the tests' own fakes: ``sim-`` for tests/fakes/sim_agent.py)
 fails that teardown, naming the thread, unless a fixture of a wider scope that is still set up
-owns it. A fixture of module, class, package or session scope owns the threads that appear
+owns it (tests/leak_ledger.py). A fixture of a wider scope owns the threads that appear
 while it is set up, and every thread those threads start later (a module-scoped simulated agent
 starts a task thread during a test: the fixture owns it, not the test); when the fixture is
 finalized its threads must be gone too, and a leftover one fails the teardown in which the
@@ -20,12 +20,12 @@ tests run, and fails one of them at random (issue 44: a simulated agent's heartb
 from __future__ import annotations
 
 import threading
-import time
 import weakref
-from collections.abc import Generator, Iterable
-from typing import Any
+from collections.abc import Iterable
 
 import pytest
+
+from tests.leak_ledger import Ledger
 
 #: Names of threads checked even when they are daemons.
 CHECKED_PREFIXES = ("sim-",)
@@ -45,14 +45,17 @@ def _start(self: threading.Thread) -> None:
     _original_start(self)
 
 
-class _Ledger:
+class _Threads(Ledger[threading.Thread]):
     def __init__(self) -> None:
+        super().__init__()
         self.baseline = set(threading.enumerate())
-        #: Threads owned by each fixture (of a wider scope than a function) that is set up.
-        self.owned: dict[Any, set[threading.Thread]] = {}
-        #: Threads of fixtures finalized since the last check, with the fixture's name.
-        self.released: dict[threading.Thread, str] = {}
         self.reported: set[threading.Thread] = set()
+
+    def current(self) -> set[threading.Thread]:
+        return set(threading.enumerate())
+
+    def grace_seconds(self) -> float:
+        return GRACE_SECONDS
 
     def _lineage(self, t: threading.Thread) -> Iterable[threading.Thread]:
         seen: set[threading.Thread] = set()
@@ -62,17 +65,8 @@ class _Ledger:
             yield cur
             cur = _PARENT.get(cur)
 
-    def owned_now(self, t: threading.Thread) -> bool:
-        mine = set().union(*self.owned.values()) if self.owned else set()
-        return any(a in mine for a in self._lineage(t))
-
-    def started_by(self, t: threading.Thread) -> str:
-        for a in self._lineage(t):
-            if a in self.released:
-                return self.released[a]
-        return "the test"
-
     def leftovers(self) -> list[threading.Thread]:
+        mine = self.owned_now()
         return [
             t
             for t in threading.enumerate()
@@ -81,65 +75,35 @@ class _Ledger:
             and t is not threading.current_thread()
             and (not t.daemon or t.name.startswith(CHECKED_PREFIXES))
             and not t.name.startswith(IGNORED_PREFIXES)
-            and not self.owned_now(t)
+            and not any(a in mine for a in self._lineage(t))  # its starter's owner owns it
         ]
 
+    def failure(self, left: list[threading.Thread], released: dict[threading.Thread, str]) -> str:
+        self.reported.update(left)
 
-_LEDGER = pytest.StashKey[_Ledger]()
+        def started_by(t: threading.Thread) -> str:
+            return next((released[a] for a in self._lineage(t) if a in released), "the test")
+
+        names = "; ".join(
+            f"{t.name!r} ({'daemon' if t.daemon else 'not a daemon'}, started by {started_by(t)})"
+            for t in left
+        )
+        return (
+            f"thread(s) still running after the teardown: {names}: stop and join them in the "
+            "test or in the finalizer of the fixture that started them (tests/thread_check.py)"
+        )
+
+
+_NAME = "det-thread-check"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.stash[_LEDGER] = _Ledger()
     threading.Thread.start = _start  # type: ignore[method-assign]
+    config.pluginmanager.register(_Threads(), _NAME)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     threading.Thread.start = _original_start  # type: ignore[method-assign]
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_fixture_setup(
-    fixturedef: Any, request: pytest.FixtureRequest
-) -> Generator[None, Any, Any]:
-    before = set(threading.enumerate())
-    try:
-        return (yield)
-    finally:
-        if fixturedef.scope != "function":
-            new = set(threading.enumerate()) - before
-            ledger = request.config.stash[_LEDGER]
-            ledger.owned.setdefault(fixturedef, set()).update(new)
-
-
-def pytest_fixture_post_finalizer(fixturedef: Any, request: pytest.FixtureRequest) -> None:
-    ledger = request.config.stash[_LEDGER]
-    for t in ledger.owned.pop(fixturedef, ()):
-        ledger.released[t] = f"fixture {fixturedef.argname!r} ({fixturedef.scope} scope)"
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_teardown(
-    item: pytest.Item, nextitem: pytest.Item | None
-) -> Generator[None, Any, Any]:
-    result = yield
-    ledger = item.config.stash[_LEDGER]
-    deadline = time.monotonic() + GRACE_SECONDS
-    left = ledger.leftovers()
-    while left and time.monotonic() < deadline:
-        time.sleep(0.05)
-        left = ledger.leftovers()
-    if left:
-        ledger.reported.update(left)
-        names = "; ".join(
-            f"{t.name!r} ({'daemon' if t.daemon else 'not a daemon'}, started by "
-            f"{ledger.started_by(t)})"
-            for t in left
-        )
-        ledger.released.clear()
-        pytest.fail(
-            f"thread(s) still running after the teardown: {names}: stop and join them in the "
-            "test or in the finalizer of the fixture that started them (tests/thread_check.py)",
-            pytrace=False,
-        )
-    ledger.released.clear()
-    return result
+    plugin = config.pluginmanager.get_plugin(_NAME)
+    if plugin is not None:
+        config.pluginmanager.unregister(plugin)

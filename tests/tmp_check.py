@@ -10,10 +10,8 @@ the machine's temporary directory, so a pytest run inside a test keeps its baset
 
 After each test's teardown, an entry of that directory that was not there before is a leftover
 and fails that teardown, naming it, unless a fixture of a wider scope that is still set up owns
-it. A fixture of module, class, package or session scope owns the entries that appear while it
-is set up (the session's PostgreSQL data directory); when it is finalized they must be gone too,
-and a leftover fails the teardown in which the fixture ended. An entry the process keeps for its
-whole life and removes at its exit (``IGNORED_PREFIXES``: ``multiprocessing``'s ``pymp-*``) is
+it (tests/leak_ledger.py: the session's PostgreSQL data directory is its fixture's). An entry
+the process keeps for its whole life and removes at its exit (``IGNORED_PREFIXES``: ``multiprocessing``'s ``pymp-*``) is
 not checked. A leftover is given ``GRACE_SECONDS`` to go (a process told to stop may still be
 removing its files), then reported once, so that it fails one test, not every test after it;
 it is left in place (code of the process may still use it) and goes with the directory, which
@@ -31,12 +29,11 @@ import os
 import shutil
 import stat
 import tempfile
-import time
-from collections.abc import Generator
 from pathlib import Path
-from typing import Any
 
 import pytest
+
+from tests.leak_ledger import Ledger
 
 #: Entries not checked: what a process keeps as long as it lives and removes at its exit
 #: (multiprocessing's directory, the forkserver's socket in it: tests/master_fork.py; det's
@@ -51,24 +48,32 @@ GRACE_SECONDS = 3.0
 PREFIX = "det-tests-"
 
 
-class _Ledger:
+class _Entries(Ledger[str]):
     def __init__(self, root: Path) -> None:
+        super().__init__()
         self.root = root
-        self.baseline = self.entries()
-        #: Entries owned by each fixture (of a wider scope than a function) that is set up.
-        self.owned: dict[Any, set[str]] = {}
-        #: Entries of fixtures finalized since the last check, with the fixture's name.
-        self.released: dict[str, str] = {}
+        self.baseline = self.current()
 
-    def entries(self) -> set[str]:
+    def current(self) -> set[str]:
         try:
             return {n for n in os.listdir(self.root) if not n.startswith(IGNORED_PREFIXES)}
         except FileNotFoundError:
             return set()
 
+    def grace_seconds(self) -> float:
+        return GRACE_SECONDS
+
     def leftovers(self) -> list[str]:
-        mine = set().union(*self.owned.values()) if self.owned else set()
-        return sorted(self.entries() - self.baseline - mine)
+        return sorted(self.current() - self.baseline - self.owned_now())
+
+    def failure(self, left: list[str], released: dict[str, str]) -> str:
+        self.baseline.update(left)  # reported once; removed with the directory at the end
+        names = "; ".join(f"{n!r} (left by {released.get(n, 'the test')})" for n in left)
+        return (
+            f"left in the temporary directory (TMPDIR) after the teardown: {names}: remove "
+            "what the code under test or the test creates, or give it a path under tmp_path "
+            "(tests/tmp_check.py)"
+        )
 
     def remove(self, name: str) -> None:
         path = self.root / name
@@ -78,7 +83,7 @@ class _Ledger:
             path.unlink(missing_ok=True)
 
 
-_LEDGER = pytest.StashKey[_Ledger]()
+_LEDGER = pytest.StashKey[_Entries]()
 _SAVED = pytest.StashKey[dict[str, str | None]]()
 
 
@@ -99,7 +104,8 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", host_tmp)  # tmp_path stays where it was
     os.environ["TMPDIR"] = root
     tempfile.tempdir = None  # gettempdir() reads TMPDIR again
-    config.stash[_LEDGER] = _Ledger(Path(root))
+    ledger = config.stash[_LEDGER] = _Entries(Path(root))
+    config.pluginmanager.register(ledger, "det-tmp-check")
     # Removed at the process's exit, after multiprocessing's own temporary directory (its
     # finalizer runs at priority -100; ours after it).
     multiprocessing.util.Finalize(None, _remove_root, args=(root,), exitpriority=-200)
@@ -109,14 +115,15 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_sessionstart(session: pytest.Session) -> None:
     # What other plugins made while they were configured (the wire log's folder) is theirs.
     ledger = session.config.stash[_LEDGER]
-    ledger.baseline = ledger.entries()
+    ledger.baseline = ledger.current()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     ledger = config.stash.get(_LEDGER, None)
     if ledger is None:
         return
-    for name in ledger.entries():
+    config.pluginmanager.unregister(ledger)
+    for name in ledger.current():
         ledger.remove(name)
     for key, value in config.stash[_SAVED].items():
         if value is None:
@@ -124,46 +131,3 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         else:
             os.environ[key] = value
     tempfile.tempdir = None
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_fixture_setup(
-    fixturedef: Any, request: pytest.FixtureRequest
-) -> Generator[None, Any, Any]:
-    ledger = request.config.stash[_LEDGER]
-    before = ledger.entries()
-    try:
-        return (yield)
-    finally:
-        if fixturedef.scope != "function":
-            ledger.owned.setdefault(fixturedef, set()).update(ledger.entries() - before)
-
-
-def pytest_fixture_post_finalizer(fixturedef: Any, request: pytest.FixtureRequest) -> None:
-    ledger = request.config.stash[_LEDGER]
-    for name in ledger.owned.pop(fixturedef, ()):
-        ledger.released[name] = f"fixture {fixturedef.argname!r} ({fixturedef.scope} scope)"
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_teardown(
-    item: pytest.Item, nextitem: pytest.Item | None
-) -> Generator[None, Any, Any]:
-    result = yield
-    ledger = item.config.stash[_LEDGER]
-    deadline = time.monotonic() + GRACE_SECONDS
-    left = ledger.leftovers()
-    while left and time.monotonic() < deadline:
-        time.sleep(0.05)
-        left = ledger.leftovers()
-    released, ledger.released = ledger.released, {}
-    if left:
-        ledger.baseline.update(left)  # reported once; removed with the directory at the end
-        names = "; ".join(f"{n!r} (left by {released.get(n, 'the test')})" for n in left)
-        pytest.fail(
-            f"left in the temporary directory (TMPDIR) after the teardown: {names}: remove "
-            "what the code under test or the test creates, or give it a path under tmp_path "
-            "(tests/tmp_check.py)",
-            pytrace=False,
-        )
-    return result

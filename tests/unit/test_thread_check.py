@@ -4,10 +4,10 @@ fixture that stops it does not. Each case is a pytest run of its own on a small 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
+
+from tests.leak_ledger import run_checked
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -86,23 +86,17 @@ def test_last(careless):
 """
 
 
-def _run(tmp_path: Path) -> str:
+def _run(tmp_path: Path) -> tuple[str, list[str]]:
     (tmp_path / "test_threads.py").write_text(textwrap.dedent(TESTS))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    r = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "tests.thread_check", "-p", "no:cacheprovider",
-         "-p", "no:xdist", "-rA", "test_threads.py"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    return r.stdout + r.stderr
+    return run_checked("tests.thread_check", tmp_path / "test_threads.py", env)
 
 
 def test_a_test_that_leaves_a_thread_running_fails_and_one_that_joins_it_passes(
     tmp_path: Path,
 ) -> None:
-    out = _run(tmp_path)
-    errors = [line for line in out.splitlines() if line.startswith("ERROR test_threads.py::")]
-    assert sorted(e.split("::")[1].split()[0] for e in errors) == [
+    out, failed = _run(tmp_path)
+    assert failed == [
         "test_last",  # the careless fixture ends in its teardown
         "test_leaks_a_daemon_sim_thread",
         "test_leaks_a_thread",

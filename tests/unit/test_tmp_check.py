@@ -5,10 +5,10 @@ file, with a temporary directory of the case's own as the machine's."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
+
+from tests.leak_ledger import run_checked
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -85,27 +85,21 @@ def test_last(careless):
 """
 
 
-def _run(tmp_path: Path) -> tuple[str, Path]:
+def _run(tmp_path: Path) -> tuple[str, list[str], Path]:
     (tmp_path / "test_tmp.py").write_text(textwrap.dedent(TESTS))
     outer = tmp_path / "outer-tmp"
     outer.mkdir()
     env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(outer), "OUTER_TMP": str(outer)}
     env["PYTEST_DEBUG_TEMPROOT"] = str(tmp_path / "pytest-root")
     (tmp_path / "pytest-root").mkdir()
-    r = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "tests.tmp_check", "-p", "no:cacheprovider",
-         "-p", "no:xdist", "-rA", "test_tmp.py"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    return r.stdout + r.stderr, outer
+    return (*run_checked("tests.tmp_check", tmp_path / "test_tmp.py", env), outer)
 
 
 def test_a_test_that_leaves_a_temporary_file_fails_and_one_that_removes_it_passes(
     tmp_path: Path,
 ) -> None:
-    out, outer = _run(tmp_path)
-    errors = [line for line in out.splitlines() if line.startswith("ERROR test_tmp.py::")]
-    assert sorted(e.split("::")[1].split()[0] for e in errors) == [
+    out, failed, outer = _run(tmp_path)
+    assert failed == [
         "test_last",  # the careless fixture ends in its teardown
         "test_leaves_a_directory_from_a_subprocess",
         "test_leaves_a_file",
