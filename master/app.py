@@ -9,7 +9,7 @@ from flask import Flask, Response, jsonify, request
 from typing_extensions import TypedDict
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
-from det.master.api import BLUEPRINTS, _common, _unbuilt, _wirelog
+from det.master.api import BLUEPRINTS, _common, _predispatch, _unbuilt, _wirelog
 from det.master.api._admission import Admission, Limits
 from det.master.authcache import SessionCache
 from det.master.clientaddr import Proxies, TrustedProxies, parse_networks
@@ -53,6 +53,8 @@ def create_app(state: MasterState) -> Flask:
     for bp in BLUEPRINTS:
         app.register_blueprint(bp)
     _wirelog.install(app)
+    # The hottest routes' answers that need no Flask dispatch (det.master.api._predispatch).
+    _predispatch.install(app)
     # The client's address and scheme, from X-Forwarded-* of trusted proxies only.
     proxies = Proxies(parse_networks(state.config.security.trusted_proxies))
     app.wsgi_app = TrustedProxies(app.wsgi_app, proxies)  # type: ignore[method-assign]

@@ -72,3 +72,17 @@ def conditional(page: Page, *, status: int = 200) -> Response:
     # The answer depends on who asks (what they may see): shared caches must not reuse it.
     resp.headers["Cache-Control"] = "private, no-cache"
     return resp
+
+
+def conditional_wsgi(
+    page: Page, if_none_match: str | None
+) -> tuple[str, list[tuple[str, str]], bytes]:
+    """:func:`conditional`'s answer of status 200 as WSGI gives it (status line, headers,
+    body), byte for byte what Flask sends for that Response (werkzeug drops a 304's
+    Content-Type and Content-Length), for an answer given without Flask
+    (:mod:`det.master.api._predispatch`)."""
+    tags = [("ETag", page.etag), ("Cache-Control", "private, no-cache")]
+    if _matches(if_none_match, page.etag):
+        return "304 NOT MODIFIED", tags, b""
+    head = [("Content-Type", "application/json"), ("Content-Length", str(len(page.body)))]
+    return "200 OK", head + tags, page.body

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -114,11 +114,17 @@ def release_connection(_exc: BaseException | None = None) -> None:
     """``teardown_request`` hook: return the request's connection to the pool."""
     conn: Conn | None = g.pop("_det_conn", None)
     if conn is not None:
-        with contextlib.suppress(psycopg.Error):  # a broken connection: the pool drops it
-            if conn.info.transaction_status != TransactionStatus.IDLE:
-                conn.rollback()
-            conn.autocommit = False  # as the pool's other users expect it
-        state().pool.putconn(conn)
+        give_back(state(), conn)
+
+
+def give_back(st: MasterState, conn: Conn) -> None:
+    """A request's connection back to ``st``'s pool, as the pool's other users expect it (no
+    transaction open, autocommit off)."""
+    with contextlib.suppress(psycopg.Error):  # a broken connection: the pool drops it
+        if conn.info.transaction_status != TransactionStatus.IDLE:
+            conn.rollback()
+        conn.autocommit = False
+    st.pool.putconn(conn)
 
 
 def _bearer(value: str | None) -> str | None:
@@ -138,64 +144,95 @@ def authenticate() -> None:
     if PUBLIC in allowed or view is None:
         g.principal = Principal(PUBLIC)
         return
-    task_token = _bearer(request.headers.get("Grpc-Metadata-x-allocation-token"))
-    token = _bearer(request.headers.get("Authorization"))
-    st = state()
+    found = principal_for(
+        allowed,
+        request.headers.get("Authorization"),
+        request.headers.get("Grpc-Metadata-x-allocation-token"),
+        (request.view_args or {}).get("agent_id"),
+        state(),
+        current_app.extensions.get("det_sessions"),
+        _request_conn,
+    )
+    g.principal = found
+    if found.user is not None:
+        admission: Admission = current_app.extensions["det_admission"]
+        g._det_ticket = admission.admit(found.user.id, waiting=_is_waiting_request())
+
+
+def principal_for(
+    allowed: frozenset[str],
+    authorization: str | None,
+    allocation_token: str | None,
+    named_agent: str | None,
+    st: MasterState,
+    sessions: SessionCache[User] | None,
+    conn: Callable[[], Conn],
+) -> Principal:
+    """Who calls a view that admits the principals ``allowed`` (not PUBLIC), from its
+    ``Authorization`` and ``Grpc-Metadata-x-allocation-token`` headers (``named_agent``: the
+    route's ``agent_id``); raises :class:`PermissionDenied` or :class:`Unauthenticated`.
+    ``conn`` gives the request's connection, taken only when a token must be looked up.
+    The one statement of these rules: :func:`authenticate` and the pre-dispatch layer
+    (:mod:`det.master.api._predispatch`) both call it."""
+    task_token = _bearer(allocation_token)
+    token = _bearer(authorization)
     if token and AGENT in allowed and hmac.compare_digest(token, st.agent_token):
-        g.principal = Principal(AGENT)
-        return
+        return Principal(AGENT)
     if token and AGENT in allowed and token.startswith(agent_tokens.TOKEN_PREFIX):
         agent_id = agent_tokens.agent_of_token(st.agent_token, token)
         if agent_id is not None:
-            named = (request.view_args or {}).get("agent_id")
-            if named is not None and named != agent_id:
-                raise PermissionDenied(f"this agent token is agent {agent_id}'s, not {named}'s")
-            g.principal = Principal(AGENT, agent_id=agent_id)
-            return
+            if named_agent is not None and named_agent != agent_id:
+                raise PermissionDenied(
+                    f"this agent token is agent {agent_id}'s, not {named_agent}'s"
+                )
+            return Principal(AGENT, agent_id=agent_id)
     if token:
-        user = _session_user(token)
+        user = session_user(sessions, token, conn)
         if user is not None:
             if USER not in allowed:
                 raise PermissionDenied("this endpoint is not for user sessions")
-            g.principal = Principal(USER, user=user)
-            admission: Admission = current_app.extensions["det_admission"]
-            g._det_ticket = admission.admit(user.id, waiting=_is_waiting_request())
-            return
+            return Principal(USER, user=user)
     for candidate in (task_token, token):
         if not candidate:
             continue
-        task = _task_for_token(_request_conn(), candidate)
+        task = _task_for_token(conn(), candidate)
         if task is not None:
             if TASK not in allowed:
                 raise PermissionDenied("allocation tokens may not call this endpoint")
-            g.principal = Principal(TASK, task=task)
-            return
+            return Principal(TASK, task=task)
     raise Unauthenticated("missing or invalid token")
 
 
 def _refuse_other_sites() -> None:
-    """A browser says where a request comes from (``Sec-Fetch-Site``, which no page can set):
-    the API answers only its own origin's pages (the WebUI) and clients that are not browsers.
-    Another site's page, or a task's (same-site: another port or a sibling host name), never
-    reaches it, whatever it carries."""
-    if not request.path.startswith("/api/"):
-        return
-    site = (request.headers.get("Sec-Fetch-Site") or "").lower()
+    reason = site_refusal(request.path, request.headers.get("Sec-Fetch-Site"))
+    if reason is not None:
+        raise PermissionDenied(reason)
+
+
+def site_refusal(path: str, sec_fetch_site: str | None) -> str | None:
+    """Why a request for ``path`` is refused whoever sends it, or None. A browser says where a
+    request comes from (``Sec-Fetch-Site``, which no page can set): the API answers only its
+    own origin's pages (the WebUI) and clients that are not browsers. Another site's page, or a
+    task's (same-site: another port or a sibling host name), never reaches it, whatever it
+    carries."""
+    if not path.startswith("/api/"):
+        return None
+    site = (sec_fetch_site or "").lower()
     if site in ("cross-site", "same-site"):
-        raise PermissionDenied(
-            f"Sec-Fetch-Site: {site}: the API answers only the WebUI's own origin's pages"
-        )
+        return f"Sec-Fetch-Site: {site}: the API answers only the WebUI's own origin's pages"
+    return None
 
 
-def _session_user(token: str) -> User | None:
-    """The token's user, from this process's session cache (:mod:`det.master.authcache`) when
-    the app has one."""
+def session_user(
+    sessions: SessionCache[User] | None, token: str, conn: Callable[[], Conn]
+) -> User | None:
+    """The token's user, from the process's session cache (:mod:`det.master.authcache`) when
+    there is one (``sessions``)."""
     digest = users.token_digest(token)
-    cache: SessionCache[User] | None = current_app.extensions.get("det_sessions")
-    if cache is None:
-        found = users.session_for_digest(_request_conn(), digest)
+    if sessions is None:
+        found = users.session_for_digest(conn(), digest)
         return found[0] if found else None
-    return cache.lookup(digest, lambda: users.session_for_digest(_request_conn(), digest))
+    return sessions.lookup(digest, lambda: users.session_for_digest(conn(), digest))
 
 
 def _task_for_token(conn: Conn, token: str) -> TaskPrincipal | None:
@@ -213,8 +250,12 @@ def _task_for_token(conn: Conn, token: str) -> TaskPrincipal | None:
 
 
 def _is_waiting_request() -> bool:
-    """A request that may hold its thread for long: a log follow or a preemption long-poll."""
-    args = request.args
+    return is_waiting(request.args)
+
+
+def is_waiting(args: Mapping[str, str]) -> bool:
+    """A request (its query ``args``) that may hold its thread for long: a log follow or a
+    preemption long-poll."""
     if args.get("follow", "").lower() == "true":
         return True
     # Determined's client sends ``timeoutSeconds``; det's harness the proto name.

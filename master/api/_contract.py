@@ -26,6 +26,7 @@ import pydantic
 import typing_extensions
 from flask import request
 from flask.typing import ResponseReturnValue
+from werkzeug.datastructures import MultiDict
 
 from det.master.api._common import any_json, body_and_finiteness
 from det.master.schemas import Operation, d, validate
@@ -50,12 +51,15 @@ def _list_keys(params: Any) -> frozenset[str]:
     return frozenset(out)
 
 
-def query_dict(params: Any) -> dict[str, str | list[str]]:
-    """The request's query string as the raw input of ``params``."""
+def query_dict(params: Any, args: MultiDict[str, str] | None = None) -> dict[str, str | list[str]]:
+    """The request's query string (or ``args``, a query string as Flask parses it) as the raw
+    input of ``params``."""
     lists = _list_keys_cached(params)
+    if args is None:
+        args = request.args
     out: dict[str, str | list[str]] = {}
-    for key in request.args:
-        values = request.args.getlist(key)
+    for key in args:
+        values = args.getlist(key)
         out[key] = values if key in lists else values[-1]
     return out
 

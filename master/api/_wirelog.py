@@ -111,10 +111,36 @@ def _after(response: Response) -> Response:
             }
         )
     except Exception:  # recording must never fail an answer
-        if not _warned[0]:
-            _warned[0] = True
-            logger.exception("wire log: recording failed (further failures are not logged)")
+        _failed()
     return response
+
+
+def record(operation: str, status: int, body: bytes) -> None:
+    """Record an answer given without Flask (:mod:`det.master.api._predispatch`): a JSON
+    ``body`` of status ``status`` to the Determined ``operation``, as :func:`_after` records the
+    same answer given through Flask."""
+    if not enabled() or not 200 <= status < 300 or _full(operation):
+        return
+    official = d.OPERATIONS[operation].response
+    if official is None or len(body) > MAX_BODY:
+        return
+    try:
+        _write(
+            {
+                "op": operation,
+                "message": official.__name__,
+                "status": status,
+                "body": json.loads(body),
+            }
+        )
+    except Exception:  # recording must never fail an answer
+        _failed()
+
+
+def _failed() -> None:
+    if not _warned[0]:
+        _warned[0] = True
+        logger.exception("wire log: recording failed (further failures are not logged)")
 
 
 def _tee(chunks: Iterable[Any], name: str, message: str, status: int) -> Iterator[Any]:

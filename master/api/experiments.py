@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from typing import Any
+from typing import Any, NamedTuple
 
 from flask import Blueprint, Response
 
@@ -26,6 +26,7 @@ from det.master.api.checkpoints import listing
 from det.master.errors import InvalidArgument, NotFound
 from det.master.expconf import redact, stored
 from det.master.listcache import Page
+from det.master.rows.users import User
 from det.master.schemas import d
 from det.master.schemas import experiments as wire
 from det.master.schemas import trials as trial_wire
@@ -141,24 +142,43 @@ def list_(params: d.GetExperimentsParams) -> Response:
     (:mod:`det.master.listcache`): one short statement, no rows, no encoding."""
     user = current_user()
     with reads() as conn:
-        # Private workspaces (det.master.authz): the caller's own and readable ones only, and
-        # a cached page is keyed by who may read what.
-        readable = authz.readable_workspaces(conn, user.id, user.admin)
-        scope = None if readable is None else (user.id, readable)
-        key: Any = None
-        if params.get("sortBy") not in _UNCACHED_SORTS:
-            key = listcache.key_of(params)
-            if scope is not None:
-                key = (key, scope[0], tuple(scope[1]))
-        held = listcache.version(conn, "experiments") if key is not None else ""
-        if key is not None:
-            page = listcache.EXPERIMENTS.get(key, held)
-            if page is not None:
-                return conditional(page)
-        page = _list_page(conn, params, scope)
-    if key is not None:
-        listcache.EXPERIMENTS.put(key, held, page)
+        kept = kept_page(conn, user, params)
+        if kept.page is not None:
+            return conditional(kept.page)
+        page = _list_page(conn, params, kept.scope)
+    if kept.key is not None:
+        listcache.EXPERIMENTS.put(kept.key, kept.version, page)
     return conditional(page)
+
+
+class Kept(NamedTuple):
+    """What :func:`kept_page` found."""
+
+    #: (the user, the workspaces they may read); None: they read every workspace
+    scope: tuple[int, list[int]] | None
+    #: the page's key in the cache (None: this query's pages are not kept)
+    key: Any
+    #: the list's version, read now ("" when not kept)
+    version: str
+    #: the page kept under both (None: none)
+    page: Page | None
+
+
+def kept_page(conn: Any, user: User, params: d.GetExperimentsParams) -> Kept:
+    """Who may read what, the list's cache key and version for ``user`` and ``params``, and
+    the page kept under both. Shared by :func:`list_` and the pre-dispatch layer
+    (:mod:`det.master.api._predispatch`), which answers a kept page without Flask."""
+    # Private workspaces (det.master.authz): the caller's own and readable ones only, and a
+    # cached page is keyed by who may read what.
+    readable = authz.readable_workspaces(conn, user.id, user.admin)
+    scope = None if readable is None else (user.id, readable)
+    if params.get("sortBy") in _UNCACHED_SORTS:
+        return Kept(scope, None, "", None)
+    key: Any = listcache.key_of(params)
+    if scope is not None:
+        key = (key, scope[0], tuple(scope[1]))
+    held = listcache.version(conn, "experiments")
+    return Kept(scope, key, held, listcache.EXPERIMENTS.get(key, held))
 
 
 def _list_page(

@@ -1,0 +1,190 @@
+"""The pre-dispatch layer (det.master.api._predispatch) answers exactly as Flask does.
+
+Each request is sent twice to the same in-process master: once with the layer off (Flask's
+dispatch answers, as before the layer existed) and once with it on; status, every header the
+app sends (in order) and body must be the same, and the layer's count says which requests it
+answered itself (so an equal answer is not merely Flask's twice). Refusals and first reads
+go through to Flask; a write that changes the list is seen by the very next read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+
+from det.master.api import _wirelog
+from det.master.authz import WIRE_IDS, Role
+from tests.integration.inproc import InProcessMaster
+
+pytestmark = pytest.mark.integration
+
+CONFIG = """
+name: listed-{i}
+entrypoint: python3 train.py
+searcher: {{name: single, metric: loss, max_length: 10}}
+hyperparameters: {{lr: 0.1}}
+"""
+PAGE = "/api/v1/experiments?limit=20"
+
+Answer = tuple[int, list[tuple[str, str]], bytes]
+
+
+@pytest.fixture
+def m(api_master: InProcessMaster) -> Iterator[InProcessMaster]:
+    for i in range(3):
+        api_master.post("/api/v1/experiments", {"config": CONFIG.format(i=i)})
+    yield api_master
+
+
+def _layer(m: InProcessMaster) -> Any:
+    return m.app.extensions["det_predispatch"]
+
+
+def _ask(m: InProcessMaster, on: bool, path: str, headers: dict[str, str]) -> Answer:
+    layer = _layer(m)
+    layer.enabled = on
+    try:
+        r = m.new_session().get(m.url + path, headers=headers, timeout=30)
+    finally:
+        layer.enabled = True
+    return r.status_code, list(r.headers.items()), r.content
+
+
+def _both(m: InProcessMaster, path: str, headers: dict[str, str]) -> tuple[Answer, int]:
+    """Flask's answer (asked first: it keeps the page a first read renders), the layer's, and
+    how many of the two the layer answered itself; asserts they are the same."""
+    before = _layer(m).answered
+    flask = _ask(m, False, path, headers)
+    fast = _ask(m, True, path, headers)
+    assert fast == flask, (path, headers)
+    return flask, _layer(m).answered - before
+
+
+def _user(m: InProcessMaster, name: str) -> tuple[int, str]:
+    pw = f"{name}-Pw-12345"
+    m.post("/api/v1/users", {"user": {"username": name, "active": True}, "password": pw})
+    uid = int(m.get(f"/api/v1/users/{name}/by-username")["user"]["id"])
+    return uid, m.login(name, pw)
+
+
+def test_a_kept_page_is_answered_before_dispatch_as_flask_answers_it(
+    m: InProcessMaster,
+) -> None:
+    auth = {"Authorization": f"Bearer {m.token}"}
+    (status, headers, body), fast = _both(m, PAGE, auth)
+    assert status == 200 and fast == 1
+    names = dict(headers)
+    assert names["Content-Type"] == "application/json"
+    assert names["Content-Length"] == str(len(body))
+    assert names["Cache-Control"] == "private, no-cache"
+    tag = names["ETag"]
+    # Conditional reads: the kept page's ETag (strong or weak, in a list, or any) gives 304.
+    for inm in (tag, tag.removeprefix("W/"), f'"other", {tag}', "*"):
+        (status, headers, body), fast = _both(m, PAGE, {**auth, "If-None-Match": inm})
+        assert (status, body, fast) == (304, b"", 1), inm
+        assert dict(headers) == {"ETag": tag, "Cache-Control": "private, no-cache"}
+    (status, _, _), fast = _both(m, PAGE, {**auth, "If-None-Match": 'W/"other"'})
+    assert (status, fast) == (200, 1)
+    # Another query string is another page: its first read is Flask's, then kept.
+    other = "/api/v1/experiments?limit=2&orderBy=ORDER_BY_DESC"
+    (status, _, body), fast = _both(m, other, auth)
+    assert status == 200 and fast == 1
+    assert len(requests.models.complexjson.loads(body)["experiments"]) == 2
+
+
+def test_refusals_and_uncached_reads_are_flasks(m: InProcessMaster) -> None:
+    auth = {"Authorization": f"Bearer {m.token}"}
+    assert _both(m, PAGE, auth)[1] == 1  # the page is kept: what follows is not for that reason
+    cases: list[tuple[str, dict[str, str], int]] = [
+        (PAGE, {}, 401),
+        (PAGE, {"Authorization": "Bearer not-a-token"}, 401),
+        (PAGE, {"Authorization": m.token}, 401),  # no scheme
+        (PAGE, {"Authorization": f"Bearer {m.agent_token}"}, 401),  # agents may not list
+        (PAGE, {**auth, "Sec-Fetch-Site": "cross-site"}, 403),
+        (PAGE, {**auth, "Sec-Fetch-Site": "same-site"}, 403),
+        (PAGE, {**auth, "Sec-Fetch-Site": "same-origin"}, 200),
+        ("/api/v1/experiments?limit=abc", auth, 400),
+        ("/api/v1/experiments?orderBy=SIDEWAYS", auth, 400),
+        ("/api/v1/experiments?limit=20&sortBy=SORT_BY_SEARCHER_METRIC_VAL", auth, 200),
+    ]
+    for path, headers, want in cases:
+        (status, _, body), fast = _both(m, path, headers)
+        assert status == want, (path, headers, status, body)
+        # The layer answers only the kept page with a user's token that may read it.
+        assert fast == (1 if want == 200 and "sortBy" not in path else 0), (path, headers)
+        if want >= 400:
+            assert b'"message"' in body, body
+
+
+def test_the_admission_limit_refuses_alike(m: InProcessMaster) -> None:
+    """A user with as many requests in flight as the limit allows is answered 429 by either
+    path, and the refused request holds no count afterwards."""
+    uid, token = _user(m, "poller")
+    auth = {"Authorization": f"Bearer {token}"}
+    assert _both(m, PAGE, auth)[1] == 1
+    admission = m.app.extensions["det_admission"]
+    held = [admission.admit(uid, waiting=False) for _ in range(admission.limits.per_user)]
+    try:
+        (status, headers, _), fast = _both(m, PAGE, auth)
+        assert (status, fast) == (429, 0)
+        assert dict(headers)["Retry-After"] == "1"
+    finally:
+        for t in held:
+            admission.release(t)
+    assert admission.in_flight() == (0, 0)
+    assert _both(m, PAGE, auth)[0][0] == 200
+
+
+def test_a_write_is_seen_by_the_very_next_read(m: InProcessMaster) -> None:
+    auth = {"Authorization": f"Bearer {m.token}"}
+    s = m.session()
+    first = s.get(m.url + PAGE, timeout=30).json()["experiments"][0]
+    assert _both(m, PAGE, auth)[1] == 1
+    r = s.patch(
+        f"{m.url}/api/v1/experiments/{first['id']}", json={"name": "renamed"}, timeout=30
+    )
+    assert r.status_code == 200, r.text
+    before = _layer(m).answered
+    after = s.get(m.url + PAGE, timeout=30)
+    assert after.json()["experiments"][0]["name"] == "renamed"
+    assert _layer(m).answered == before  # the version moved: Flask rendered the new page
+    (status, _, body), fast = _both(m, PAGE, auth)  # and it is kept again
+    assert (status, fast) == (200, 1) and b'"renamed"' in body
+
+
+def test_private_workspaces_key_pages_by_who_may_read_them(m: InProcessMaster) -> None:
+    """Once a workspace is private, a user without a role there reads a page without its
+    experiments, an admin the whole list; each is kept and answered for its reader only."""
+    uid, token = _user(m, "outsider")
+    member, _ = _user(m, "member")
+    ra = {"role": {"roleId": WIRE_IDS[Role.VIEWER]}, "scopeWorkspaceId": 1}
+    body = {"userRoleAssignments": [{"userId": member, "roleAssignment": ra}]}
+    r = m.session().post(f"{m.url}/api/v1/roles/add-assignments", json=body, timeout=30)
+    assert r.status_code == 200, r.text
+    admin = {"Authorization": f"Bearer {m.token}"}
+    outsider = {"Authorization": f"Bearer {token}"}
+    (_, _, everything), fast = _both(m, PAGE, admin)
+    assert fast == 1
+    (_, _, theirs), fast = _both(m, PAGE, outsider)
+    assert fast == 1
+    seen = requests.models.complexjson.loads
+    assert len(seen(everything)["experiments"]) == 3
+    assert seen(theirs)["experiments"] == []
+
+
+def test_the_wire_log_records_the_layers_answer_as_flasks(
+    m: InProcessMaster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not _wirelog.enabled():
+        pytest.skip("the wire log is off in this run (DET_WIRE_LOG unset)")
+    written: list[Any] = []
+    monkeypatch.setattr(_wirelog, "_counts", {})
+    monkeypatch.setattr(_wirelog, "_written", [0])
+    monkeypatch.setattr(_wirelog, "_write", written.append)
+    auth = {"Authorization": f"Bearer {m.token}"}
+    assert _both(m, PAGE, auth)[1] == 1
+    assert len(written) == 2
+    assert written[0] == written[1]
+    assert written[0]["op"] == "GetExperiments" and written[0]["status"] == 200
