@@ -198,9 +198,14 @@ def is_admin(conn: Conn, user_id: int) -> bool:
     return bool(db.scalar(conn, bool, "SELECT admin FROM users WHERE id = %s", (user_id,)))
 
 
+#: Whether any workspace is private, as an SQL expression (a statement that reads something else
+#: in the same round trip selects it too: det.master.listcache.version_and_privacy).
+ANY_PRIVATE = "EXISTS (SELECT 1 FROM workspaces WHERE private)"
+
+
 def any_private(conn: Conn) -> bool:
     """Whether any workspace is private (else every user reads everything)."""
-    return db.exists(conn, "SELECT 1 FROM workspaces WHERE private LIMIT 1")
+    return bool(db.scalar(conn, bool, f"SELECT {ANY_PRIVATE}"))
 
 
 def is_private(conn: Conn, workspace_id: int) -> bool:
@@ -299,10 +304,13 @@ def private_workspace_of(conn: Conn, kind: str, key: object) -> int | None:
     )
 
 
-def readable_workspaces(conn: Conn, user_id: int, admin: bool) -> list[int] | None:
+def readable_workspaces(
+    conn: Conn, user_id: int, admin: bool, *, private: bool | None = None
+) -> list[int] | None:
     """The workspaces the user may read; None: all of them (an admin, a cluster-wide role, or
-    a cluster with no private workspace: one short statement then)."""
-    if admin or not any_private(conn):
+    a cluster with no private workspace: one short statement then, or none when the caller
+    read :data:`ANY_PRIVATE` already and passes it as ``private``)."""
+    if admin or not (any_private(conn) if private is None else private):
         return None
     if db.exists(
         conn,

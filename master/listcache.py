@@ -26,9 +26,10 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from det.master import db
+from det.master import authz, db
 from det.master.db import Conn
 
 
@@ -46,6 +47,27 @@ def version(conn: Conn, name: str) -> str:
     )
     # No row (a database before migration 0013 cannot be served by this code): nothing matches.
     return v if v is not None else ""
+
+
+@dataclass(frozen=True)
+class VersionAndPrivacy:
+    version: str | None
+    private: bool
+
+
+def version_and_privacy(conn: Conn, name: str) -> VersionAndPrivacy:
+    """The list's current version (as :func:`version`: "" when there is none) and whether any
+    workspace is private (:data:`det.master.authz.ANY_PRIVATE`) in one statement: a kept page's
+    check costs one round trip."""
+    row = db.fetch_row(
+        conn,
+        VersionAndPrivacy,
+        "SELECT (SELECT version::text FROM list_versions WHERE name = %s) AS version,"
+        f" {authz.ANY_PRIVATE} AS private",
+        (name,),
+    )
+    assert row is not None  # a SELECT of expressions answers one row
+    return VersionAndPrivacy(row.version or "", row.private)
 
 
 class ListCache:

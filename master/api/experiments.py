@@ -170,14 +170,18 @@ def kept_page(conn: Any, user: User, params: d.GetExperimentsParams) -> Kept:
     (:mod:`det.master.api._predispatch`), which answers a kept page without Flask."""
     # Private workspaces (det.master.authz): the caller's own and readable ones only, and a
     # cached page is keyed by who may read what.
-    readable = authz.readable_workspaces(conn, user.id, user.admin)
-    scope = None if readable is None else (user.id, readable)
     if params.get("sortBy") in _UNCACHED_SORTS:
-        return Kept(scope, None, "", None)
+        readable = authz.readable_workspaces(conn, user.id, user.admin)
+        return Kept(None if readable is None else (user.id, readable), None, "", None)
+    # The version, read before the page's rows are, and whether any workspace is private: one
+    # round trip.
+    now = listcache.version_and_privacy(conn, "experiments")
+    readable = authz.readable_workspaces(conn, user.id, user.admin, private=now.private)
+    scope = None if readable is None else (user.id, readable)
     key: Any = listcache.key_of(params)
     if scope is not None:
         key = (key, scope[0], tuple(scope[1]))
-    held = listcache.version(conn, "experiments")
+    held = now.version or ""
     return Kept(scope, key, held, listcache.EXPERIMENTS.get(key, held))
 
 
