@@ -429,16 +429,19 @@ def body_and_finiteness() -> tuple[JSONObject, bool]:
     parsed: tuple[JSONObject, bool] | None = g.get("_det_body")
     if parsed is not None:
         return parsed
-    raw = request.get_data(cache=True)
-    if not raw:
-        parsed = {}, True
-    else:
-        data, finite = _parse(raw)
-        if not isinstance(data, dict):
-            raise InvalidArgument("request body must be a JSON object")
-        parsed = data, finite
+    parsed = object_and_finiteness(request.get_data(cache=True))
     g._det_body = parsed
     return parsed
+
+
+def object_and_finiteness(raw: bytes) -> tuple[JSONObject, bool]:
+    """A request body (``raw``) as :func:`body_and_finiteness` gives it."""
+    if not raw:
+        return {}, True
+    data, finite = _parse(raw)
+    if not isinstance(data, dict):
+        raise InvalidArgument("request body must be a JSON object")
+    return data, finite
 
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1

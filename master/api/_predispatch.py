@@ -27,11 +27,12 @@ request, that both paths answer the same.
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from flask import Flask
+from flask import Flask, Response, g
 from werkzeug.wsgi import get_host
 
 from det.master import proxy
@@ -43,7 +44,10 @@ from det.master.api._common import (
     Conn,
     give_back,
     is_waiting,
+    object_and_finiteness,
     principal_for,
+    release_admission,
+    release_connection,
     site_refusal,
 )
 from det.master.api._contract import query_dict
@@ -61,6 +65,8 @@ logger = logging.getLogger(__name__)
 Answer = tuple[str, list[tuple[str, str]], bytes]
 
 LIST_PATH = "/api/v1/experiments"
+_TRIALS = "/api/v1/trials/"
+_BATCH = "/metrics/batch"
 LIST_OPERATION = "GetExperiments"
 _USER_ONLY = frozenset({USER})
 # Distinct query strings whose validation a process keeps (a client asks a few).
@@ -89,16 +95,33 @@ class PreDispatch:
         if getattr(view, "_det_allow", _USER_ONLY) != _USER_ONLY:
             raise RuntimeError(f"pre-dispatch: {LIST_PATH} admits more than users ({endpoint})")
         self._list_params: Any = spec.params
+        # The metric reports' view, called as Flask's dispatch calls it.
+        endpoint, _ = app.url_map.bind("localhost").match(f"{_TRIALS}1{_BATCH}", "POST")
+        self._report_view: Callable[..., Any] = app.view_functions[endpoint]
+        spec = getattr(self._report_view, "_det_contract", None)
+        if spec is None or spec.name:
+            # A Determined operation's answers go to the wire log, which this path does not
+            # write for it.
+            raise RuntimeError(f"pre-dispatch: {endpoint} is a Determined operation")
+        self._report_allowed: frozenset[str] = self._report_view._det_allow  # type: ignore[attr-defined]
         self._routes: dict[tuple[Any, Any], Callable[[WSGIEnvironment], Answer | None]] = {
             ("GET", LIST_PATH): self._list
         }
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-        fast = self._routes.get((environ.get("REQUEST_METHOD"), environ.get("PATH_INFO")))
-        answer = fast(environ) if fast is not None and self.enabled else None
+        answer: Answer | Response | None = None
+        if self.enabled:
+            method, path = environ.get("REQUEST_METHOD"), environ.get("PATH_INFO") or ""
+            fast = self._routes.get((method, path))
+            if fast is not None:
+                answer = fast(environ)
+            elif method == "POST" and path.startswith(_TRIALS) and path.endswith(_BATCH):
+                answer = self._report(environ, path[len(_TRIALS) : -len(_BATCH)])
         if answer is None:
             return self.inner(environ, start_response)
         self.answered += 1
+        if isinstance(answer, Response):
+            return answer(environ, start_response)
         status, headers, body = answer
         start_response(status, headers)
         return [body]
@@ -161,6 +184,86 @@ class PreDispatch:
         answer = conditional_wsgi(page, environ.get("HTTP_IF_NONE_MATCH"))
         _wirelog.record(LIST_OPERATION, int(answer[0][:3]), answer[2])
         return answer
+
+    def _report(self, environ: WSGIEnvironment, trial_text: str) -> Response | None:
+        """A metric report (``POST /api/v1/trials/<id>/metrics/batch``): the route's view
+        called as Flask's dispatch calls it, in an application context (``g``) without the
+        request context, routing and hooks; an error it raises is answered by Flask's own
+        handlers. None (Flask answers) for anything before the view: a refusal of the caller,
+        a body that is not a JSON object, a request this path does not take apart."""
+        # Decimal digits as werkzeug's int converter reads them, without the forms it also
+        # takes (a leading zero, other scripts' digits, more than an int64 holds).
+        if not (trial_text.isascii() and trial_text.isdigit()) or len(trial_text) > 18:
+            return None
+        if trial_text.startswith("0") or environ.get("QUERY_STRING"):
+            return None
+        if site_refusal(environ["PATH_INFO"], environ.get("HTTP_SEC_FETCH_SITE")) is not None:
+            return None
+        if proxy.is_task_host(get_host(environ)):
+            return None
+        length_text = environ.get("CONTENT_LENGTH") or ""
+        if not length_text.isdigit():
+            return None
+        length = int(length_text)
+        limit = self.app.config["MAX_CONTENT_LENGTH"]
+        if limit is not None and length > limit:
+            return None  # Flask's 413
+        st = self._state
+        admission: Admission = self.app.extensions["det_admission"]
+        conn: Conn | None = None
+
+        def request_conn() -> Conn:
+            nonlocal conn
+            if conn is None:
+                conn = st.pool.getconn()
+                conn.autocommit = True
+            return conn
+
+        try:
+            caller = principal_for(
+                self._report_allowed,
+                environ.get("HTTP_AUTHORIZATION"),
+                environ.get("HTTP_GRPC_METADATA_X_ALLOCATION_TOKEN"),
+                None,
+                st,
+                self.app.extensions.get("det_sessions"),
+                request_conn,
+            )
+        except Exception:
+            if conn is not None:
+                give_back(st, conn)
+            return None
+        with self.app.app_context():
+            g.principal = caller
+            if conn is not None:
+                g._det_conn = conn  # the request's connection from here (_common._request_conn)
+            try:
+                if caller.user is not None:
+                    g._det_ticket = admission.admit(caller.user.id, waiting=False)
+                raw = environ["wsgi.input"].read(length) if length else b""
+                # Whatever happens next, Flask may still read the body.
+                environ["wsgi.input"] = io.BytesIO(raw)
+                g._det_body = object_and_finiteness(raw)
+            except Exception:
+                release_connection()
+                release_admission()
+                return None
+            try:
+                return self.app.make_response(self._report_view(trial_id=int(trial_text)))
+            except Exception as e:
+                return self._flask_error(environ, e)
+            finally:
+                release_connection()
+                release_admission()
+
+    def _flask_error(self, environ: WSGIEnvironment, e: Exception) -> Response:
+        """Flask's answer to ``e`` raised by a view: its error handlers, in a request context
+        of its own (the application context's ``g`` stays; its teardown releases the
+        connection and the admission ticket)."""
+        with self.app.request_context(environ):
+            return self.app.finalize_request(
+                self.app.handle_user_exception(e), from_error_handler=True
+            )
 
     def _query(self, environ: WSGIEnvironment) -> tuple[d.GetExperimentsParams | None, bool]:
         """The list's validated query parameters (None: Flask refuses them) and whether the

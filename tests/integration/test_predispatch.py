@@ -142,9 +142,7 @@ def test_a_write_is_seen_by_the_very_next_read(m: InProcessMaster) -> None:
     s = m.session()
     first = s.get(m.url + PAGE, timeout=30).json()["experiments"][0]
     assert _both(m, PAGE, auth)[1] == 1
-    r = s.patch(
-        f"{m.url}/api/v1/experiments/{first['id']}", json={"name": "renamed"}, timeout=30
-    )
+    r = s.patch(f"{m.url}/api/v1/experiments/{first['id']}", json={"name": "renamed"}, timeout=30)
     assert r.status_code == 200, r.text
     before = _layer(m).answered
     after = s.get(m.url + PAGE, timeout=30)
@@ -157,7 +155,7 @@ def test_a_write_is_seen_by_the_very_next_read(m: InProcessMaster) -> None:
 def test_private_workspaces_key_pages_by_who_may_read_them(m: InProcessMaster) -> None:
     """Once a workspace is private, a user without a role there reads a page without its
     experiments, an admin the whole list; each is kept and answered for its reader only."""
-    uid, token = _user(m, "outsider")
+    _, token = _user(m, "outsider")
     member, _ = _user(m, "member")
     ra = {"role": {"roleId": WIRE_IDS[Role.VIEWER]}, "scopeWorkspaceId": 1}
     body = {"userRoleAssignments": [{"userId": member, "roleAssignment": ra}]}
@@ -188,3 +186,148 @@ def test_the_wire_log_records_the_layers_answer_as_flasks(
     assert len(written) == 2
     assert written[0] == written[1]
     assert written[0]["op"] == "GetExperiments" and written[0]["status"] == 200
+
+
+# --- metric reports (POST /api/v1/trials/<id>/metrics/batch) --------------------------------
+
+REPORT_CONFIG = """
+name: reported
+entrypoint: python3 train.py
+searcher: {name: single, metric: loss, smaller_is_better: true}
+hyperparameters: {lr: 0.1}
+"""
+
+
+def _trial(m: InProcessMaster) -> int:
+    from det.master.loop import run_passes_until  # the master's loop: paid by these tests only
+
+    body = {"config": REPORT_CONFIG, "activate": True}
+    eid = m.post("/api/v1/experiments", body)["experiment"]["id"]
+    trials: list[Any] = []
+
+    def made() -> bool:
+        trials[:] = m.get(f"/api/v1/experiments/{eid}/trials")["trials"]
+        return bool(trials)
+
+    run_passes_until(m.state, made, timeout=120)
+    return int(trials[0]["id"])
+
+
+def _batch(first: int, n: int = 2, group: str = "training") -> bytes:
+    reports = [
+        {
+            "group": group,
+            "trialRunId": 1,
+            "stepsCompleted": first + i,
+            "metrics": {"avgMetrics": {"loss": 1.0 / (first + i + 1), "acc": 0.5}},
+        }
+        for i in range(n)
+    ]
+    return requests.models.complexjson.dumps({"reports": reports}).encode()
+
+
+def _post(m: InProcessMaster, on: bool, path: str, body: bytes, headers: dict[str, str]) -> Answer:
+    layer = _layer(m)
+    layer.enabled = on
+    try:
+        r = m.new_session().post(m.url + path, data=body, headers=headers, timeout=30)
+    finally:
+        layer.enabled = True
+    return r.status_code, list(r.headers.items()), r.content
+
+
+def _both_posts(
+    m: InProcessMaster, path: str, bodies: tuple[bytes, bytes], headers: dict[str, str]
+) -> tuple[Answer, int]:
+    """Flask's answer to the first body, the layer's to the second (a write changes what the
+    same request would find), and how many the layer answered; asserts they are the same."""
+    before = _layer(m).answered
+    flask = _post(m, False, path, bodies[0], headers)
+    fast = _post(m, True, path, bodies[1], headers)
+    assert fast == flask, (path, bodies, headers)
+    return flask, _layer(m).answered - before
+
+
+def _stored(m: InProcessMaster, trial_id: int) -> list[tuple[Any, ...]]:
+    import psycopg
+
+    with psycopg.connect(m.db_url) as c:
+        return c.execute(
+            "SELECT metric_group, total_batches, trial_run_id, metrics FROM metrics"
+            " WHERE trial_id = %s ORDER BY total_batches",
+            (trial_id,),
+        ).fetchall()
+
+
+def test_a_metric_report_is_answered_and_stored_as_through_flask(m: InProcessMaster) -> None:
+    tid = _trial(m)
+    path = f"/api/v1/trials/{tid}/metrics/batch"
+    auth = {"Authorization": f"Bearer {m.token}", "Content-Type": "application/json"}
+    (status, headers, body), fast = _both_posts(m, path, (_batch(0), _batch(2)), auth)
+    assert (status, body, fast) == (200, b'{"rows":2}\n', 1)
+    assert dict(headers)["Content-Type"] == "application/json"
+    rows = _stored(m, tid)
+    assert [r[1] for r in rows] == [0, 1, 2, 3]
+    assert [(r[0], r[2]) for r in rows] == [("training", 1)] * 4
+    assert rows[2][3] == {"avg_metrics": {"loss": 1.0 / 3, "acc": 0.5}}
+    # Non-finite numbers (Python's json writes NaN): stored as Determined's strings either way.
+    nan = (
+        b'{"reports": [{"group": "validation", "trialRunId": 1, "stepsCompleted": %d,'
+        b' "metrics": {"avgMetrics": {"loss": NaN}}}]}'
+    )
+    (status, _, body), fast = _both_posts(m, path, (nan % 10, nan % 11), auth)
+    assert (status, body, fast) == (200, b'{"rows":1}\n', 1)
+    stored = {r[1]: r[3] for r in _stored(m, tid)}
+    assert stored[10] == stored[11] == {"avg_metrics": {"loss": "NaN"}}
+    trial = m.get(f"/api/v1/trials/{tid}")["trial"]
+    assert trial["summaryMetrics"]["avg_metrics"]["loss"]["count"] == 4
+
+
+def test_refused_and_bad_metric_reports_are_answered_alike(m: InProcessMaster) -> None:
+    tid = _trial(m)
+    path = f"/api/v1/trials/{tid}/metrics/batch"
+    json_type = {"Content-Type": "application/json"}
+    auth = {"Authorization": f"Bearer {m.token}", **json_type}
+    _, token = _user(m, "stranger")
+    stranger = {"Authorization": f"Bearer {token}", **json_type}
+    ok = (_batch(100), _batch(102))
+    # (path, bodies, headers, status, answered by the layer: the view ran there)
+    cases: list[tuple[str, tuple[bytes, bytes], dict[str, str], int, int]] = [
+        (path, ok, json_type, 401, 0),
+        (path, ok, {"Authorization": "Bearer nope", **json_type}, 401, 0),
+        (path, ok, {"Authorization": f"Bearer {m.agent_token}", **json_type}, 401, 0),
+        (path, ok, {**auth, "Sec-Fetch-Site": "cross-site"}, 403, 0),
+        (path, ok, stranger, 403, 1),  # not the trial's owner: the view's access check
+        (path, (b"{not json", b"{not json"), auth, 400, 0),
+        (path, (b"[1, 2]", b"[1, 2]"), auth, 400, 0),
+        (path, (b'{"reports": "x"}', b'{"reports": "x"}'), auth, 400, 1),
+        (path, (b"{}", b"{}"), auth, 400, 1),
+        (path, (b'{"reports": [{"metrics": {}}]}',) * 2, auth, 400, 1),
+        (path, (b'{"reports": [{"trialRunId": true}]}',) * 2, auth, 400, 1),
+        (path, (b"", b""), auth, 400, -1),  # -1: either (the client may send no length)
+        ("/api/v1/trials/999999/metrics/batch", ok, auth, 404, 1),
+        (f"/api/v1/trials/0{tid}/metrics/batch", (_batch(110), _batch(112)), auth, 200, 0),
+        (path + "?x=1", (_batch(120), _batch(122)), auth, 200, 0),
+    ]
+    for where, bodies, headers, want, answered in cases:
+        (status, _, body), fast = _both_posts(m, where, bodies, headers)
+        assert status == want and answered in (fast, -1), (where, bodies, headers, body, fast)
+    # Nothing of the refused reports was stored; the accepted ones were, once each.
+    assert [r[1] for r in _stored(m, tid)] == [110, 111, 112, 113, 120, 121, 122, 123]
+    assert m.app.extensions["det_admission"].in_flight() == (0, 0)
+
+
+def test_a_metric_report_over_the_admission_limit_is_refused_alike(m: InProcessMaster) -> None:
+    tid = _trial(m)
+    admission = m.app.extensions["det_admission"]
+    me = m.get("/api/v1/me")["user"]["id"]
+    auth = {"Authorization": f"Bearer {m.token}", "Content-Type": "application/json"}
+    held = [admission.admit(me, waiting=False) for _ in range(admission.limits.per_user)]
+    try:
+        path = f"/api/v1/trials/{tid}/metrics/batch"
+        (status, headers, _), fast = _both_posts(m, path, (_batch(0), _batch(2)), auth)
+        assert (status, fast) == (429, 0) and dict(headers)["Retry-After"] == "1"
+    finally:
+        for t in held:
+            admission.release(t)
+    assert _stored(m, tid) == []
