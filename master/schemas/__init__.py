@@ -16,10 +16,12 @@ this package.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, TypeVar
 
 import pydantic
 import pydantic_core
+from pydantic._internal import _validators as _pydantic_validators
 from pydantic_core import core_schema
 
 from det.master.errors import InvalidArgument, PayloadTooLarge
@@ -49,10 +51,46 @@ def _ints_refuse_bools(schema: object) -> object:
         return [_ints_refuse_bools(s) for s in schema]
     if not isinstance(schema, dict):
         return schema
+    folded = _int64_folded(schema)
+    if folded is not None:
+        return folded
     out = {k: _ints_refuse_bools(v) for k, v in schema.items()}
     if out.get("type") == "int":
         return core_schema.no_info_before_validator_function(_no_bool, out)  # type: ignore[arg-type]
     return out
+
+
+_BOUNDS = {
+    "ge": _pydantic_validators.greater_than_or_equal_validator,
+    "le": _pydantic_validators.less_than_or_equal_validator,
+}
+
+
+def _int64_folded(schema: dict[str, Any]) -> dict[str, Any] | None:
+    """``Int64``'s schema (``_types``: the boolean refused, then its range checked by two
+    Python calls pydantic adds because the refusal comes first) as the same refusal before one
+    native integer check with the range, or None when ``schema`` is not that. The same values
+    pass and the same errors (types, places) are raised; the metric ingest validates about 200
+    integers a request, 4 Python calls each before."""
+    bounds: dict[str, object] = {}
+    node = schema
+    while node.get("type") == "function-after":
+        check = (node.get("function") or {}).get("function")
+        if not isinstance(check, functools.partial) or check.args or len(check.keywords) != 1:
+            return None
+        ((name, value),) = check.keywords.items()
+        if _BOUNDS.get(name) is not check.func or name in bounds:
+            return None
+        bounds[name] = value
+        node = node["schema"]
+    if not bounds or node.get("type") != "function-before":
+        return None
+    if (node.get("function") or {}).get("function") is not _no_bool:
+        return None
+    inner = node.get("schema") or {}
+    if inner.get("type") != "int" or set(inner) - {"type", "metadata"}:
+        return None
+    return core_schema.no_info_before_validator_function(_no_bool, {**inner, **bounds})  # type: ignore[arg-type]
 
 
 def validator(tp: object) -> pydantic_core.SchemaValidator:
