@@ -211,7 +211,7 @@ def main() -> None:
     print(
         f"ratio API/COPY: {a / c:.2f}; of each run and the COPY after it: median"
         f" {statistics.median(ratios):.2f} (min {ratios[0]:.2f}, max {ratios[-1]:.2f})"
-        "   (issue 29's goal: >= 0.6x COPY)"
+        "   (issue 43's goal: >= 0.75x COPY)"
     )
 
 
