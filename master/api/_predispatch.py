@@ -103,7 +103,7 @@ class PreDispatch:
             # A Determined operation's answers go to the wire log, which this path does not
             # write for it.
             raise RuntimeError(f"pre-dispatch: {endpoint} is a Determined operation")
-        self._report_allowed: frozenset[str] = self._report_view._det_allow  # type: ignore[attr-defined]
+        self._report_allowed: frozenset[str] = getattr(self._report_view, "_det_allow", _USER_ONLY)
         self._routes: dict[tuple[Any, Any], Callable[[WSGIEnvironment], Answer | None]] = {
             ("GET", LIST_PATH): self._list
         }
