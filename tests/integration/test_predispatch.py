@@ -331,3 +331,48 @@ def test_a_metric_report_over_the_admission_limit_is_refused_alike(m: InProcessM
         for t in held:
             admission.release(t)
     assert _stored(m, tid) == []
+
+
+def test_over_the_fronts_waitress_the_answers_and_the_connection_are_flasks(
+    threaded_master: Any,
+) -> None:
+    """On a real socket through the front's waitress (its channels, keep-alive task and event
+    loop), the kept page and its 304 come back with the same head as Flask's (but for the
+    date) on the same kept-alive connection, whichever path answered."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    m = threaded_master
+    for i in range(2):
+        m.post("/api/v1/experiments", {"config": CONFIG.format(i=i)})
+    layer = m.app.extensions["det_predispatch"]
+    url = urlsplit(m.url)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    auth = {"Authorization": f"Bearer {m.token}"}
+
+    def ask(on: bool, headers: dict[str, str]) -> tuple[int, list[tuple[str, str]], bytes]:
+        layer.enabled = on
+        try:
+            conn.request("GET", PAGE, headers=headers)
+            r = conn.getresponse()
+            body = r.read()
+        finally:
+            layer.enabled = True
+        return r.status, [(k, v) for k, v in r.getheaders() if k.lower() != "date"], body
+
+    try:
+        ask(False, auth)  # the first read renders and keeps the page
+        sock = conn.sock
+        before = layer.answered
+        flask = ask(False, auth)
+        fast = ask(True, auth)
+        assert fast == flask and flask[0] == 200
+        tag = {k.lower(): v for k, v in flask[1]}["etag"]
+        flask_304 = ask(False, {**auth, "If-None-Match": tag})
+        fast_304 = ask(True, {**auth, "If-None-Match": tag})
+        assert fast_304 == flask_304 and flask_304[0] == 304 and flask_304[2] == b""
+        assert ask(True, auth) == flask  # the connection still serves after a 304
+        assert layer.answered - before == 3
+        assert conn.sock is sock, "the connection was closed and opened again"
+    finally:
+        conn.close()
