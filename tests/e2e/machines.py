@@ -142,6 +142,10 @@ class Machine:
     agent_argv: list[str] = field(default_factory=list)
     #: The CPU slots of the agent :meth:`Machines.start_agents` last started here (0: none).
     slots: int = 0
+    #: The host CPUs the machine runs on (``--cpuset-cpus``): a CPU of its own where the host
+    #: has as many as machines, else shared round-robin. Its agent sizes its tasks' thread pools
+    #: by them (det.agent.containers.threads_per_slot), as on a machine of its own.
+    cpuset: str = ""
 
     def sh(self, script: str, timeout: float = 120, check: bool = True) -> str:
         return run("docker", "exec", self.name, "sh", "-c", script, timeout=timeout, check=check)
@@ -271,6 +275,7 @@ def _start_container(m: Machine, network: str, shared: Sequence[Path], keep_cach
         mounts += ["-v", f"{d}:{d}"]
     run("docker", "run", "-d", "--init", "--name", m.name, "--hostname", m.name,
         "--label", LABEL, "--network", network, *_caps(),
+        *(["--cpuset-cpus", m.cpuset] if m.cpuset else []),
         "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
         "--security-opt", "systempaths=unconfined", "--cgroupns", "private",
         "-v", f"{m.volume}:/var/lib/docker", *mounts,
@@ -412,10 +417,12 @@ def _machines(
     image_id = host_image_id(task_image_present())
     build_machine_image()
     timings["images built (host)"] = time.monotonic() - t0
+    host_cpus = sorted(os.sched_getaffinity(0))
     made = [
         Machine(
             name=f"det-machine-{run_id}-{i}",
             volume=cache_volume(cache, i) if cache else f"det-machine-{run_id}-{i}-docker",
+            cpuset=str(host_cpus[i % len(host_cpus)]),
         )
         for i in range(n)
     ]

@@ -3,28 +3,17 @@ only; the ordering itself on real Docker in tests/integration/test_agent_context
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 from det.agent.containers import DockerRuntime, Record
 from det.common.states import AllocationState
+from tests.fakes import docker_images
 
 WRAPPER = ["python3", "-m", "det.exec.run", "--", "python3 train.py"]
 
 
-class Images:
-    """docker-py's ``images.get`` for images whose ``Config.Entrypoint`` is given (a stand-in:
-    the decision reads nothing else of the engine)."""
-
-    def __init__(self, entrypoints: dict[str, Any]) -> None:
-        self.entrypoints = entrypoints
-
-    def get(self, name: str) -> Any:
-        return SimpleNamespace(attrs={"Config": {"Entrypoint": self.entrypoints[name]}})
-
-
 def runtime(harness: bool = True, after_start: bool = True) -> DockerRuntime:
-    engine = SimpleNamespace(images=Images({"plain": None, "own-entrypoint": ["/init.sh"]}))
+    engine = docker_images.engine({"own-entrypoint": {"Entrypoint": ["/init.sh"]}})
     return DockerRuntime(
         engine, None, None, "agent-1", [],  # type: ignore[arg-type]
         harness=object() if harness else None,  # type: ignore[arg-type]

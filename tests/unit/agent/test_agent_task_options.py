@@ -14,6 +14,7 @@ from det.agent.containers import DockerRuntime, Record
 from det.agent.devices import Slot, discover_slots
 from det.common.states import AllocationState
 from det.master.services import containers, trial_runs
+from tests.fakes.docker_images import engine
 from tests.fakes.nvml import FakeGpu, make_pynvml
 
 GPUS = [
@@ -25,7 +26,7 @@ GPUS = [
 
 
 def create_args(spec: dict[str, Any], slots: list[Slot]) -> dict[str, Any]:
-    runtime = DockerRuntime(None, None, None, "agent-1", slots)  # type: ignore[arg-type]
+    runtime = DockerRuntime(engine(), None, None, "agent-1", slots)  # type: ignore[arg-type]
     rec = Record(
         allocation_id="7.1.1", task_id="7.1", container_id="cid", state=AllocationState.ASSIGNED
     )

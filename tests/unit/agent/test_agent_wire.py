@@ -10,6 +10,7 @@ from det.agent.daemon import parse_desired
 from det.agent.devices import Slot
 from det.agent.reconcile import Desired
 from det.common.states import AllocationState
+from tests.fakes.docker_images import engine
 
 
 def test_container_env_adds_the_agents_view_over_the_spec() -> None:
@@ -53,7 +54,7 @@ def test_parse_desired_keeps_specs_of_runs_and_skips_malformed_items() -> None:
 
 
 def _create_args(spec: dict[str, object], slots: list[Slot]) -> dict[str, Any]:
-    runtime = DockerRuntime(None, None, None, "agent-1", slots, network_mode="bridge")  # type: ignore[arg-type]
+    runtime = DockerRuntime(engine(), None, None, "agent-1", slots, network_mode="bridge")  # type: ignore[arg-type]
     runtime.cluster_id = "cluster-1"  # learnt from the master's first heartbeat answer
     rec = Record(
         allocation_id="7.1.1", task_id="7.1", container_id="cid", state=AllocationState.ASSIGNED
