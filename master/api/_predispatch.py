@@ -3,20 +3,22 @@
 :class:`PreDispatch` wraps the Flask app's WSGI callable (inside the trusted-proxy middleware,
 so it sees the client's address and scheme). For a request it knows it tries a *fast path*;
 whenever the fast path cannot give exactly the answer Flask would, it gives none and the request
-goes on to Flask unchanged, which answers it as it always did. So every refusal (a missing or
-bad token, a cross-site page, an admission limit's 429, a bad query) and every first read is
-Flask's own answer; the fast path only answers what it can answer in full:
+goes on to Flask unchanged, which answers it as it always did. So every refusal before a view
+runs (a missing or bad token, a cross-site page, an admission limit's 429, a bad query or body)
+is Flask's own answer; the fast path only answers what it can answer in full:
 
-* ``GET /api/v1/experiments`` whose page is kept (:mod:`det.master.listcache`) for the same
-  validated query and a matching version: the kept page (200, or 304 for a matching
-  ``If-None-Match``).
+* ``GET /api/v1/experiments``: the page the view would answer, kept
+  (:mod:`det.master.listcache`) for the same validated query and a matching version, or
+  rendered and kept as the view does (200, or 304 for a matching ``If-None-Match``);
+* ``POST /api/v1/trials/<id>/metrics/batch`` (metric reports): the route's own view, called as
+  Flask's dispatch calls it; an error it raises is answered by Flask's handlers.
 
 Equivalence rests on running the same code as the Flask path, not a copy of it: the caller is
 resolved by :func:`det.master.api._common.principal_for` (the rules of ``authenticate``), the
 site check is ``site_refusal``, the user counts against the same admission limits
 (``is_waiting`` from the same query), the query is validated by the route's own contract type
 (``query_dict`` + ``validate``, as ``@contract`` does), the page is found by
-:func:`det.master.api.experiments.kept_page` (what the view itself calls first) and answered by
+:func:`det.master.api.experiments.list_page` (the view's own work) and answered by
 ``conditional_wsgi`` (the status line and headers werkzeug writes for ``conditional``'s
 Response); the answer is recorded in the wire log as Flask's would be. What is left out is
 only what does not change the answer: werkzeug's routing, Flask's request context and hooks,
@@ -51,7 +53,7 @@ from det.master.api._common import (
     site_refusal,
 )
 from det.master.api._contract import query_dict
-from det.master.api.experiments import kept_page
+from det.master.api.experiments import list_page
 from det.master.errors import APIError
 from det.master.handles import MasterState
 from det.master.schemas import d, validate
@@ -132,7 +134,8 @@ class PreDispatch:
         return st
 
     def _list(self, environ: WSGIEnvironment) -> Answer | None:
-        """A kept page of the experiment list, or None (Flask answers)."""
+        """A page of the experiment list (kept, or rendered and kept as the view does), or
+        None (Flask answers)."""
         path = environ["PATH_INFO"]
         if site_refusal(path, environ.get("HTTP_SEC_FETCH_SITE")) is not None:
             return None
@@ -166,7 +169,7 @@ class PreDispatch:
             if caller.user is None:
                 return None
             ticket = admission.admit(caller.user.id, waiting=waiting)
-            page = kept_page(request_conn(), caller.user, params).page
+            page = list_page(request_conn(), caller.user, params)
         except APIError:
             return None  # refused (401, 403, 429): Flask says so, in its words
         except Exception:
@@ -179,8 +182,6 @@ class PreDispatch:
                 admission.release(ticket)
             if conn is not None:
                 give_back(st, conn)
-        if page is None:
-            return None  # not kept: Flask renders it and keeps it
         answer = conditional_wsgi(page, environ.get("HTTP_IF_NONE_MATCH"))
         _wirelog.record(LIST_OPERATION, int(answer[0][:3]), answer[2])
         return answer

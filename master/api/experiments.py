@@ -142,13 +142,22 @@ def list_(params: d.GetExperimentsParams) -> Response:
     (:mod:`det.master.listcache`): one short statement, no rows, no encoding."""
     user = current_user()
     with reads() as conn:
-        kept = kept_page(conn, user, params)
-        if kept.page is not None:
-            return conditional(kept.page)
-        page = _list_page(conn, params, kept.scope)
+        page = list_page(conn, user, params)
+    return conditional(page)
+
+
+def list_page(conn: Any, user: User, params: d.GetExperimentsParams) -> Page:
+    """The page of the list ``user`` reads for ``params``: the one kept while the list's
+    version is unchanged (:func:`kept_page`), else rendered now and kept. The view's whole work
+    but the answer's head, shared by :func:`list_` and the pre-dispatch layer
+    (:mod:`det.master.api._predispatch`), which answers without Flask."""
+    kept = kept_page(conn, user, params)
+    if kept.page is not None:
+        return kept.page
+    page = _list_page(conn, params, kept.scope)
     if kept.key is not None:
         listcache.EXPERIMENTS.put(kept.key, kept.version, page)
-    return conditional(page)
+    return page
 
 
 class Kept(NamedTuple):
@@ -166,8 +175,7 @@ class Kept(NamedTuple):
 
 def kept_page(conn: Any, user: User, params: d.GetExperimentsParams) -> Kept:
     """Who may read what, the list's cache key and version for ``user`` and ``params``, and
-    the page kept under both. Shared by :func:`list_` and the pre-dispatch layer
-    (:mod:`det.master.api._predispatch`), which answers a kept page without Flask."""
+    the page kept under both."""
     # Private workspaces (det.master.authz): the caller's own and readable ones only, and a
     # cached page is keyed by who may read what.
     if params.get("sortBy") in _UNCACHED_SORTS:
