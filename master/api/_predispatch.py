@@ -10,8 +10,9 @@ is Flask's own answer; the fast path only answers what it can answer in full:
 * ``GET /api/v1/experiments``: the page the view would answer, kept
   (:mod:`det.master.listcache`) for the same validated query and a matching version, or
   rendered and kept as the view does (200, or 304 for a matching ``If-None-Match``);
-* ``POST /api/v1/trials/<id>/metrics/batch`` (metric reports): the route's own view, called as
-  Flask's dispatch calls it; an error it raises is answered by Flask's handlers.
+* ``POST /api/v1/trials/<id>/metrics/batch`` (metric reports) and
+  ``POST /api/v1/agents/<id>/heartbeat``: the route's own view, called as Flask's dispatch
+  calls it; an error it raises is answered by Flask's handlers.
 
 Equivalence rests on running the same code as the Flask path, not a copy of it: the caller is
 resolved by :func:`det.master.api._common.principal_for` (the rules of ``authenticate``), the
@@ -32,6 +33,7 @@ from __future__ import annotations
 import io
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, g
@@ -67,12 +69,47 @@ logger = logging.getLogger(__name__)
 Answer = tuple[str, list[tuple[str, str]], bytes]
 
 LIST_PATH = "/api/v1/experiments"
-_TRIALS = "/api/v1/trials/"
-_BATCH = "/metrics/batch"
 LIST_OPERATION = "GetExperiments"
 _USER_ONLY = frozenset({USER})
 # Distinct query strings whose validation a process keeps (a client asks a few).
 _MAX_QUERIES = 1024
+
+
+@dataclass(frozen=True)
+class _ViewRoute:
+    """A route whose view is called without Flask's dispatch: ``POST prefix<value>suffix``,
+    the value passed to the view as ``param``, read as werkzeug's ``int`` converter (``kind``
+    "int") or its default one ("string") would read it."""
+
+    prefix: str
+    suffix: str
+    param: str
+    kind: str
+    #: The view as the app registered it (its @contract wrapper: the body is validated there).
+    view: Callable[..., Any]
+    allowed: frozenset[str]
+
+    def value(self, path: str) -> int | str | None:
+        """The route's value in ``path``, or None (not this route, or a form werkzeug reads
+        in a way this path does not: a leading zero, other scripts' digits, an integer beyond
+        an int64; Flask answers those)."""
+        if not (path.startswith(self.prefix) and path.endswith(self.suffix)):
+            return None
+        text = path[len(self.prefix) : len(path) - len(self.suffix)]
+        if not text or "/" in text:
+            return None
+        if self.kind == "string":
+            return text
+        if not (text.isascii() and text.isdigit()) or len(text) > 18 or text.startswith("0"):
+            return None
+        return int(text)
+
+
+# (prefix, an example value, suffix, the view's parameter, converter): the routes of _ViewRoute.
+_VIEW_ROUTES = (
+    ("/api/v1/trials/", "1", "/metrics/batch", "trial_id", "int"),  # metric reports
+    ("/api/v1/agents/", "a", "/heartbeat", "agent_id", "string"),  # agents' heartbeats
+)
 
 
 class PreDispatch:
@@ -97,15 +134,18 @@ class PreDispatch:
         if getattr(view, "_det_allow", _USER_ONLY) != _USER_ONLY:
             raise RuntimeError(f"pre-dispatch: {LIST_PATH} admits more than users ({endpoint})")
         self._list_params: Any = spec.params
-        # The metric reports' view, called as Flask's dispatch calls it.
-        endpoint, _ = app.url_map.bind("localhost").match(f"{_TRIALS}1{_BATCH}", "POST")
-        self._report_view: Callable[..., Any] = app.view_functions[endpoint]
-        spec = getattr(self._report_view, "_det_contract", None)
-        if spec is None or spec.name:
-            # A Determined operation's answers go to the wire log, which this path does not
-            # write for it.
-            raise RuntimeError(f"pre-dispatch: {endpoint} is a Determined operation")
-        self._report_allowed: frozenset[str] = getattr(self._report_view, "_det_allow", _USER_ONLY)
+        # The views called as Flask's dispatch calls them: each the one Flask routes to.
+        self._views: list[_ViewRoute] = []
+        for prefix, example, suffix, param, kind in _VIEW_ROUTES:
+            endpoint, args = app.url_map.bind("localhost").match(prefix + example + suffix, "POST")
+            view = app.view_functions[endpoint]
+            spec = getattr(view, "_det_contract", None)
+            if spec is None or spec.name or spec.params is not None or list(args) != [param]:
+                # A Determined operation's answers go to the wire log, and a query is read
+                # from Flask's request: neither is done here.
+                raise RuntimeError(f"pre-dispatch: {endpoint} is not a det route with a body")
+            allowed = getattr(view, "_det_allow", _USER_ONLY)
+            self._views.append(_ViewRoute(prefix, suffix, param, kind, view, allowed))
         self._routes: dict[tuple[Any, Any], Callable[[WSGIEnvironment], Answer | None]] = {
             ("GET", LIST_PATH): self._list
         }
@@ -117,8 +157,12 @@ class PreDispatch:
             fast = self._routes.get((method, path))
             if fast is not None:
                 answer = fast(environ)
-            elif method == "POST" and path.startswith(_TRIALS) and path.endswith(_BATCH):
-                answer = self._report(environ, path[len(_TRIALS) : -len(_BATCH)])
+            elif method == "POST":
+                for route in self._views:
+                    value = route.value(path)
+                    if value is not None:
+                        answer = self._call_view(environ, route, value)
+                        break
         if answer is None:
             return self.inner(environ, start_response)
         self.answered += 1
@@ -186,17 +230,16 @@ class PreDispatch:
         _wirelog.record(LIST_OPERATION, int(answer[0][:3]), answer[2])
         return answer
 
-    def _report(self, environ: WSGIEnvironment, trial_text: str) -> Response | None:
-        """A metric report (``POST /api/v1/trials/<id>/metrics/batch``): the route's view
-        called as Flask's dispatch calls it, in an application context (``g``) without the
-        request context, routing and hooks; an error it raises is answered by Flask's own
-        handlers. None (Flask answers) for anything before the view: a refusal of the caller,
-        a body that is not a JSON object, a request this path does not take apart."""
-        # Decimal digits as werkzeug's int converter reads them, without the forms it also
-        # takes (a leading zero, other scripts' digits, more than an int64 holds).
-        if not (trial_text.isascii() and trial_text.isdigit()) or len(trial_text) > 18:
-            return None
-        if trial_text.startswith("0") or environ.get("QUERY_STRING"):
+    def _call_view(
+        self, environ: WSGIEnvironment, route: _ViewRoute, value: int | str
+    ) -> Response | None:
+        """A request to a route of :data:`_VIEW_ROUTES` (metric reports, heartbeats): the
+        route's view called as Flask's dispatch calls it, in an application context (``g``)
+        without the request context, routing and hooks; an error it raises is answered by
+        Flask's own handlers. None (Flask answers) for anything before the view: a refusal of
+        the caller, a body that is not a JSON object, a query string, a request this path does
+        not take apart."""
+        if environ.get("QUERY_STRING"):
             return None
         if site_refusal(environ["PATH_INFO"], environ.get("HTTP_SEC_FETCH_SITE")) is not None:
             return None
@@ -222,10 +265,10 @@ class PreDispatch:
 
         try:
             caller = principal_for(
-                self._report_allowed,
+                route.allowed,
                 environ.get("HTTP_AUTHORIZATION"),
                 environ.get("HTTP_GRPC_METADATA_X_ALLOCATION_TOKEN"),
-                None,
+                str(value) if route.param == "agent_id" else None,  # Flask's view_args
                 st,
                 self.app.extensions.get("det_sessions"),
                 request_conn,
@@ -250,7 +293,7 @@ class PreDispatch:
                 release_admission()
                 return None
             try:
-                return self.app.make_response(self._report_view(trial_id=int(trial_text)))
+                return self.app.make_response(route.view(**{route.param: value}))
             except Exception as e:
                 return self._flask_error(environ, e)
             finally:

@@ -392,3 +392,51 @@ def test_over_the_fronts_waitress_the_answers_and_the_connection_are_flasks(
         assert conn.sock is sock, "the connection was closed and opened again"
     finally:
         conn.close()
+
+
+# --- agents' heartbeats (POST /api/v1/agents/<id>/heartbeat) -----------------------------------
+
+
+def _heartbeat(slots: int = 2) -> bytes:
+    body = {
+        "resourcePool": "default",
+        "version": "t",
+        "slots": [{"id": str(i), "type": "cpu", "brand": "x"} for i in range(slots)],
+        "containers": [],
+    }
+    return requests.models.complexjson.dumps(body).encode()
+
+
+def test_a_heartbeat_is_answered_and_stored_as_through_flask(m: InProcessMaster) -> None:
+    path = "/api/v1/agents/beating/heartbeat"
+    agent = {"Authorization": f"Bearer {m.agent_token}", "Content-Type": "application/json"}
+    _post(m, False, path, _heartbeat(), agent)  # registers the agent
+    (status, _, body), fast = _both_posts(m, path, (_heartbeat(), _heartbeat()), agent)
+    assert (status, fast) == (200, 1), body
+    assert b'"agentTimeoutSeconds"' in body
+    listed = m.get("/api/v1/agents")["agents"]
+    assert [(a["id"], len(a["slots"])) for a in listed] == [("beating", 2)]
+    # A changed heartbeat (a slot fewer) is written either way.
+    (status, _, _), fast = _both_posts(m, path, (_heartbeat(1), _heartbeat(1)), agent)
+    assert (status, fast) == (200, 1)
+    assert [len(a["slots"]) for a in m.get("/api/v1/agents")["agents"]] == [1]
+
+
+def test_refused_and_bad_heartbeats_are_answered_alike(m: InProcessMaster) -> None:
+    path = "/api/v1/agents/beating/heartbeat"
+    json_type = {"Content-Type": "application/json"}
+    agent = {"Authorization": f"Bearer {m.agent_token}", **json_type}
+    ok = (_heartbeat(), _heartbeat())
+    cases: list[tuple[str, tuple[bytes, bytes], dict[str, str], int, int]] = [
+        (path, ok, json_type, 401, 0),
+        (path, ok, {"Authorization": "Bearer nope", **json_type}, 401, 0),
+        (path, ok, {"Authorization": f"Bearer {m.token}", **json_type}, 403, 0),  # a user
+        (path, ok, {**agent, "Sec-Fetch-Site": "cross-site"}, 403, 0),
+        (path, (b"[]", b"[]"), agent, 400, 0),
+        (path, (b'{"slots": 3}', b'{"slots": 3}'), agent, 400, 1),  # the contract's refusal
+        ("/api/v1/agents/a%2Fb/heartbeat", ok, agent, 404, 0),
+        (path + "?x=1", ok, agent, 200, 0),
+    ]
+    for where, bodies, headers, want, answered in cases:
+        (status, _, body), fast = _both_posts(m, where, bodies, headers)
+        assert status == want and answered == fast, (where, bodies, headers, body, fast)
