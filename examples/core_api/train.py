@@ -10,6 +10,7 @@ import argparse
 import json
 import logging
 import os
+import time
 from typing import Any
 
 import torch
@@ -28,6 +29,9 @@ DEFAULT_HPARAMS: dict[str, Any] = {
     "report_every": 10,
     "validate_every": 50,
     "checkpoint_every": 100,
+    # The least wall time a batch takes (0: as fast as the CPU goes): stands in for a heavier
+    # model, e.g. to watch a long run or a preemption without burning a core.
+    "batch_seconds": 0.0,
 }
 
 
@@ -96,13 +100,17 @@ class Trainer:
     def train_until(self, max_steps: int) -> bool:
         """Train to ``max_steps`` batches. Returns False if preempted (checkpoint saved)."""
         losses: list[float] = []
+        pace = float(self.hp["batch_seconds"])
         while self.steps_completed < max_steps:
+            started = time.monotonic()
             x, y = self.batch(self.steps_completed)
             self.opt.zero_grad()
             loss = nn.functional.mse_loss(self.model(x), y)
             loss.backward()
             self.opt.step()
             losses.append(loss.item())
+            if pace > 0:
+                time.sleep(max(0.0, pace - (time.monotonic() - started)))
             self.steps_completed += 1
             s = self.steps_completed
             if s % int(self.hp["report_every"]) == 0 and self.dist.rank == 0:

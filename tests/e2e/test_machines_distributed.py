@@ -60,8 +60,12 @@ MACHINES = 4
 #: CPU slots per machine's agent for the Core API tests: 1 (2 x 1, what CI runs);
 #: DET_MACHINES_SLOTS=2 runs them on 2 x 2.
 SLOTS_PER_MACHINE = int(os.environ.get("DET_MACHINES_SLOTS") or 1)
-# The killed run trains long enough for the master to notice the lost agent (20 s) mid-way.
-BATCHES = 20000
+# The killed run trains long enough for the master to notice the lost agent (20 s) mid-way:
+# paced at 10 ms a batch (the example's batch_seconds: its ranks sleep rather than spin the
+# host's cores as fast as they go), its first checkpoint comes about 5 s in, then the kill, and
+# about 55 s of batches are left after it.
+BATCHES = 6000
+BATCH_SECONDS = 0.01
 #: The trial of the killed run, for the check of its metric rows.
 RESUMED: list[int] = []
 
@@ -286,7 +290,12 @@ def test_a_dead_agent_stops_every_rank_and_the_trial_resumes(
         "entrypoint": "python3 -m determined.launch.torch_distributed -- python3 train.py",
         "resources": {"slots_per_trial": SLOTS_PER_MACHINE * len(group.machines)},
         "searcher": {"max_length": {"batches": BATCHES}},
-        "hyperparameters": {"report_every": 100, "validate_every": 2000, "checkpoint_every": 1000},
+        "hyperparameters": {
+            "report_every": 100,
+            "validate_every": 2000,
+            "checkpoint_every": 500,
+            "batch_seconds": BATCH_SECONDS,
+        },
         "max_restarts": 1,
     }
     eid = cluster.create(core / "distributed.yaml", core, config)
@@ -343,14 +352,17 @@ def test_a_resumed_trial_reports_each_period_once(
 CUT_BATCHES = 3000
 
 
-def torch_core_api(batches: int, **hparams: int) -> dict[str, Any]:
+def torch_core_api(batches: int, **hparams: float) -> dict[str, Any]:
     """det's Core API example under Determined's ``torch_distributed`` launcher, one rank per
-    slot of every machine."""
+    slot of every machine; paced at 5 ms a batch unless ``batch_seconds`` says otherwise (the
+    ranks of a gang that only has to be training when something happens to it sleep between
+    batches instead of keeping the host's cores busy: the file's CPU went from 228 to 162 CPU-s
+    with the killed run and the steady gang paced)."""
     return {
         "entrypoint": "python3 -m determined.launch.torch_distributed -- python3 train.py",
         "resources": {"slots_per_trial": SLOTS_PER_MACHINE * 2},
         "searcher": {"max_length": {"batches": batches}},
-        "hyperparameters": hparams,
+        "hyperparameters": {"batch_seconds": 0.005, **hparams},
         "max_restarts": 1,
     }
 
@@ -543,7 +555,7 @@ def test_a_trial_class_on_four_slots_of_two_machines_trains_once(machine_site: S
     wait_for(lambda: no_task_containers(group), 60, "the machines' task containers to go")
 
 
-def gang_config(batches: int, priority: int, **hparams: int) -> dict[str, Any]:
+def gang_config(batches: int, priority: int, **hparams: float) -> dict[str, Any]:
     """det's Core API example under Determined's ``torch_distributed`` launcher on 2 slots (one
     per machine), at ``priority``."""
     config = torch_core_api(batches, **hparams)
@@ -578,9 +590,11 @@ def test_of_two_gangs_on_four_machines_the_lower_priority_one_is_preempted_and_r
     group = machine_site.use(MACHINES, 1)
     core = REPO / "examples" / "core_api"
     never = 10**9
+    # The steady gang only holds its pair: paced (50 ms a batch), it trains without a busy core.
     steady_config = gang_config(
-        10**7, 40, report_every=100, validate_every=never, checkpoint_every=never
-    )
+        10**7, 40, report_every=20, validate_every=never, checkpoint_every=never,
+        batch_seconds=0.05,
+    )  # fmt: skip
     steady = cluster.create(core / "distributed.yaml", core, steady_config)
     low_config = gang_config(
         LOW_BATCHES, 50, report_every=100, validate_every=1000, checkpoint_every=never
