@@ -279,8 +279,7 @@ class DockerRuntime:
         attrs = self._docker.images.get(args["image"]).attrs or {}
         if image_env((attrs.get("Config") or {}).get("Env"), THREADS_ENV) is not None:
             return
-        cpus = getattr(self, "_cpus", None) or usable_cpus()
-        env[THREADS_ENV] = str(threads_per_slot(cpus, len(self._slots)))
+        env[THREADS_ENV] = str(threads_per_slot(self._cpus, len(self._slots)))
 
     def _master_url(self) -> str | None:
         # getattr: tests of the container arguments build a runtime without a master client.

@@ -243,3 +243,29 @@ def control_loop(master: InProcessMaster) -> Iterator[None]:
             conn.execute("NOTIFY det_wakeup")
         thread.join(30)
         assert not thread.is_alive(), "the in-process control loop did not stop within 30 s"
+
+
+#: An experiment of one trial whose code never runs (the in-process master starts no task).
+ONE_TRIAL_CONFIG = """
+name: one-trial
+entrypoint: python3 train.py
+searcher: {name: single, metric: loss, smaller_is_better: true}
+hyperparameters: {lr: 0.1}
+"""
+
+
+def active_trial(master: InProcessMaster, config: str = ONE_TRIAL_CONFIG) -> int:
+    """The id of an active experiment's trial, made by the control loop's own passes run in
+    the test's thread (the in-process master runs no loop thread)."""
+    from det.master.loop import run_passes_until  # the master's imports: paid where used
+
+    body = {"config": config, "activate": True}
+    eid = master.post("/api/v1/experiments", body)["experiment"]["id"]
+    trials: list[dict[str, Any]] = []
+
+    def made() -> bool:
+        trials[:] = master.get(f"/api/v1/experiments/{eid}/trials")["trials"]
+        return bool(trials)
+
+    run_passes_until(master.state, made, timeout=120)
+    return int(trials[0]["id"])

@@ -9,31 +9,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from det.master.loop import run_passes_until
-from tests.integration.inproc import InProcessMaster
+from tests.integration.inproc import InProcessMaster, active_trial
 
 pytestmark = pytest.mark.integration
-
-CONFIG = """
-name: metrics
-entrypoint: python3 train.py
-searcher: {name: single, metric: loss, smaller_is_better: true}
-hyperparameters: {lr: 0.1}
-"""
-
-
-def _trial(m: InProcessMaster) -> int:
-    """An active experiment's trial, made by the control loop's own passes run here (the
-    in-process master runs no loop thread)."""
-    eid = m.post("/api/v1/experiments", {"config": CONFIG, "activate": True})["experiment"]["id"]
-    trials: list[dict[str, Any]] = []
-
-    def made() -> bool:
-        trials[:] = m.get(f"/api/v1/experiments/{eid}/trials")["trials"]
-        return bool(trials)
-
-    run_passes_until(m.state, made, timeout=120)
-    return int(trials[0]["id"])
 
 
 def _report(group: str, steps: int, metrics: dict[str, Any]) -> dict[str, Any]:
@@ -57,7 +35,7 @@ def _rows(pg_url: str, trial_id: int) -> list[tuple[Any, ...]]:
 def test_a_batch_lands_as_rows_summary_and_searcher_metric(
     api_master: InProcessMaster, pg_url: str
 ) -> None:
-    tid = _trial(api_master)
+    tid = active_trial(api_master)
     batch = [_report("training", s, {"loss": 1.0 / s, "lr": 0.1, "tag": "a"}) for s in (1, 2, 4)]
     batch += [_report("validation", 4, {"loss": 0.3}), _report("validation", 8, {"loss": 0.2})]
     out = api_master.post(f"/api/v1/trials/{tid}/metrics/batch", {"reports": batch})
@@ -97,7 +75,7 @@ def test_a_batch_lands_as_rows_summary_and_searcher_metric(
 def test_non_finite_literals_in_a_batch_are_kept_as_strings(
     api_master: InProcessMaster, pg_url: str
 ) -> None:
-    tid = _trial(api_master)
+    tid = active_trial(api_master)
     raw = (
         '{"reports": [{"group": "training", "trialRunId": 1, "stepsCompleted": 1,'
         ' "metrics": {"avgMetrics": {"loss": NaN, "gn": Infinity, "ok": 1.5},'
@@ -132,7 +110,7 @@ def test_non_finite_literals_in_a_batch_are_kept_as_strings(
 def test_a_bad_report_rejects_the_whole_batch(
     api_master: InProcessMaster, pg_url: str, bad: Any, needle: str
 ) -> None:
-    tid = _trial(api_master)
+    tid = active_trial(api_master)
     before = api_master.get(f"/api/v1/trials/{tid}")["trial"]
     r = api_master.session().post(
         f"{api_master.url}/api/v1/trials/{tid}/metrics/batch",
@@ -157,7 +135,7 @@ def test_reports_for_an_unknown_trial_are_refused(api_master: InProcessMaster) -
 
 def test_best_validation_is_404_until_there_is_one(api_master: InProcessMaster) -> None:
     """Determined's client reads a 404 as "no validations yet" (and a null as a crash)."""
-    tid = _trial(api_master)
+    tid = active_trial(api_master)
     eid = api_master.get(f"/api/v1/trials/{tid}")["trial"]["experimentId"]
     url = f"{api_master.url}/api/v1/experiments/{eid}/searcher/best_searcher_validation_metric"
     r = api_master.session().get(url, timeout=10)
@@ -179,7 +157,7 @@ def test_the_legacy_per_group_routes_take_determined_s_body(
 ) -> None:
     """``ReportTrialTrainingMetrics``/``ReportTrialValidationMetrics``: the body is the
     ``v1TrialMetrics`` itself (the request's ``body: "training_metrics"``), not wrapped."""
-    tid = _trial(api_master)
+    tid = active_trial(api_master)
     for group in ("training", "validation"):
         api_master.post(
             f"/api/v1/trials/{tid}/{group}_metrics",

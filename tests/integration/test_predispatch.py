@@ -18,7 +18,7 @@ from det.master import listcache
 from det.master.api import _wirelog
 from det.master.authz import WIRE_IDS, Role
 from tests.integration.conftest import wait_for
-from tests.integration.inproc import InProcessMaster
+from tests.integration.inproc import InProcessMaster, active_trial
 
 pytestmark = pytest.mark.integration
 
@@ -200,28 +200,6 @@ def test_the_wire_log_records_the_layers_answer_as_flasks(
 
 # --- metric reports (POST /api/v1/trials/<id>/metrics/batch) --------------------------------
 
-REPORT_CONFIG = """
-name: reported
-entrypoint: python3 train.py
-searcher: {name: single, metric: loss, smaller_is_better: true}
-hyperparameters: {lr: 0.1}
-"""
-
-
-def _trial(m: InProcessMaster) -> int:
-    from det.master.loop import run_passes_until  # the master's loop: paid by these tests only
-
-    body = {"config": REPORT_CONFIG, "activate": True}
-    eid = m.post("/api/v1/experiments", body)["experiment"]["id"]
-    trials: list[Any] = []
-
-    def made() -> bool:
-        trials[:] = m.get(f"/api/v1/experiments/{eid}/trials")["trials"]
-        return bool(trials)
-
-    run_passes_until(m.state, made, timeout=120)
-    return int(trials[0]["id"])
-
 
 def _batch(first: int, n: int = 2, group: str = "training") -> bytes:
     reports = [
@@ -270,7 +248,7 @@ def _stored(m: InProcessMaster, trial_id: int) -> list[tuple[Any, ...]]:
 
 
 def test_a_metric_report_is_answered_and_stored_as_through_flask(m: InProcessMaster) -> None:
-    tid = _trial(m)
+    tid = active_trial(m)
     path = f"/api/v1/trials/{tid}/metrics/batch"
     auth = {"Authorization": f"Bearer {m.token}", "Content-Type": "application/json"}
     (status, headers, body), fast = _both_posts(m, path, (_batch(0), _batch(2)), auth)
@@ -294,7 +272,7 @@ def test_a_metric_report_is_answered_and_stored_as_through_flask(m: InProcessMas
 
 
 def test_refused_and_bad_metric_reports_are_answered_alike(m: InProcessMaster) -> None:
-    tid = _trial(m)
+    tid = active_trial(m)
     path = f"/api/v1/trials/{tid}/metrics/batch"
     json_type = {"Content-Type": "application/json"}
     auth = {"Authorization": f"Bearer {m.token}", **json_type}
@@ -328,7 +306,7 @@ def test_refused_and_bad_metric_reports_are_answered_alike(m: InProcessMaster) -
 
 
 def test_a_metric_report_over_the_admission_limit_is_refused_alike(m: InProcessMaster) -> None:
-    tid = _trial(m)
+    tid = active_trial(m)
     admission = m.app.extensions["det_admission"]
     me = m.get("/api/v1/me")["user"]["id"]
     auth = {"Authorization": f"Bearer {m.token}", "Content-Type": "application/json"}
