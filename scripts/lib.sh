@@ -176,24 +176,10 @@ det_test_venv_and_images() {
   pid=$!
   det_venv "$venv" dev "torch==${TORCH_VERSION:-2.13.0}" || rc=$?
   echo "${DET_LOG_PREFIX:-}venv + pip install det-platform[dev]: $((SECONDS - start)) s (exit $rc)"
-  # Beside the images: one collection of the suite, so that pytest's rewrite of the test modules'
-  # asserts is kept as .pyc beside them and each worker loads it instead of rewriting all of
-  # them again (a collection: 15.6 CPU-s cold, 7.0 warm). Only where bytecode is written.
-  local warm=""
-  if ((rc == 0)) && [[ -z "${PYTHONDONTWRITEBYTECODE:-}" ]]; then
-    (cd "$REPO" && "$venv/bin/python" -m pytest --collect-only -q -p no:cacheprovider \
-      >/dev/null 2>&1) &
-    warm=$!
-  fi
   wait "$pid" || rcimg=$?
   cat "$log"
   echo "${DET_LOG_PREFIX:-}images ${early[*]}: done at $((SECONDS - start)) s (exit $rcimg)"
   ((rc == 0)) || return "$rc"
   ((rcimg == 0)) || return "$rcimg"
-  ((${#late[@]} == 0)) || "$@" env PYTHON="$venv/bin/python" bash "$REPO/infra/build-images.sh" "${late[@]}" ||
-    rcimg=$?
-  # The warm-up's result does not matter (the tests' own collection reports any error).
-  [[ -z "$warm" ]] || wait "$warm" || true
-  echo "${DET_LOG_PREFIX:-}the suite's assert rewrite kept: done at $((SECONDS - start)) s"
-  return "$rcimg"
+  ((${#late[@]} == 0)) || "$@" env PYTHON="$venv/bin/python" bash "$REPO/infra/build-images.sh" "${late[@]}"
 }
