@@ -583,6 +583,8 @@ def run_point(point: Point, args: argparse.Namespace, extra: dict[str, Any]) -> 
 
     with tempfile.TemporaryDirectory() as tmp:
         server, db_url = bench_database(Path(tmp))
+        # The master reads it at start (det.master.api._predispatch.ENV).
+        os.environ["DET_PREDISPATCH"] = "1" if args.layer == "on" else "0"
         m = start_master(Path(tmp), db_url, extra={"agent_timeout_seconds": 30, **extra})
         try:
             tokens = readers(m, args.users + args.followers) if args.users + args.followers else []
@@ -590,7 +592,8 @@ def run_point(point: Point, args: argparse.Namespace, extra: dict[str, Any]) -> 
             pids = {"master": m.proc.pid, "postgres": int(server.get_pid() or 0)}
             if args.master_cpus:
                 pin(m.proc.pid, args.master_cpus)
-            return asyncio.run(drive(m, db_url, point, args, tokens, pids))
+            row = asyncio.run(drive(m, db_url, point, args, tokens, pids))
+            return {**row, "layer": args.layer}
         finally:
             m.kill()
             server.cleanup()
@@ -676,7 +679,7 @@ async def drive(
 
 def report(rows: list[dict[str, Any]]) -> None:
     print(
-        f"{'N x M':>10} {'load':>9} {'master':>6} {'pg':>5} {'gen':>5} {'ms/agent-s':>10} {'ms/report':>9}"
+        f"{'N x M':>10} {'layer':>5} {'load':>9} {'master':>6} {'pg':>5} {'gen':>5} {'ms/agent-s':>10} {'ms/report':>9}"
         f" {'rep p50':>7} {'rep p99':>7} {'hb p50':>6} {'hb p99':>6} {'missed':>6} {'gap s':>5}"
         f" {'lost':>4} {'DB MB/h':>7}  other"
     )
@@ -685,7 +688,7 @@ def report(rows: list[dict[str, Any]]) -> None:
         c = r["cores"]
         master_ms = 1000 * c["master"] * r["elapsed"]
         print(
-            f"{p!s:>10} {r['load'][0]:4.1f}-{r['load'][1]:<4.1f} {c['master']:6.2f} {c['postgres']:5.2f}"
+            f"{p!s:>10} {r['layer']:>5} {r['load'][0]:4.1f}-{r['load'][1]:<4.1f} {c['master']:6.2f} {c['postgres']:5.2f}"
             f" {c['generator']:5.2f} {master_ms / (p.agents * r['elapsed']):10.2f}"
             f" {master_ms / max(1, r['reports']):9.1f} {r['report_p50']:7.1f} {r['report_p99']:7.1f}"
             f" {r['hb_p50']:6.1f} {r['hb_p99']:6.1f} {r['missed']:6d} {r['max_gap']:5.1f} {r['lost']:4d}"
@@ -721,6 +724,12 @@ def main() -> None:
     )
     ap.add_argument("--set", action="append", default=[], metavar="KEY=YAML")
     ap.add_argument(
+        "--predispatch",
+        default="on",
+        help="the pre-dispatch layer (det.master.api._predispatch) at each point: on, off or"
+        " on,off (both, one after the other)",
+    )
+    ap.add_argument(
         "--profile",
         type=Path,
         default=None,
@@ -736,10 +745,14 @@ def main() -> None:
     if args.quick:
         args.seconds, args.warmup = 20.0, 5.0
     extra = master_settings(args.set)
+    layers = args.predispatch.split(",")
+    if not layers or any(x not in ("on", "off") for x in layers):
+        ap.error(f"--predispatch: on, off or on,off, not {args.predispatch!r}")
     rows = []
     for point in points:
-        rows.append(run_point(point, args, extra))
-        report(rows[-1:])
+        for args.layer in layers:
+            rows.append(run_point(point, args, extra))
+            report(rows[-1:])
     pinned = f", pinned to {args.master_cpus} core(s)" if args.master_cpus else ""
     print(
         f"\nmaster config: {extra or 'defaults'} (agent_timeout_seconds 30){pinned}; window"

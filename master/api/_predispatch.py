@@ -26,12 +26,16 @@ only what does not change the answer: werkzeug's routing, Flask's request contex
 the contract wrapper's per-request work (a query string's validation is kept per process: it
 depends on the string alone). tests/integration/test_predispatch.py asserts, request by
 request, that both paths answer the same.
+
+``DET_PREDISPATCH=0`` in the master's environment turns the layer off (every request to Flask):
+a diagnostic for benches that compare both paths in one run (bench/scale.py ``--predispatch``).
 """
 
 from __future__ import annotations
 
 import io
 import logging
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -112,6 +116,10 @@ _VIEW_ROUTES = (
 )
 
 
+#: "0" turns the layer off in a master process (see the module's docstring).
+ENV = "DET_PREDISPATCH"
+
+
 class PreDispatch:
     """WSGI middleware: the fast paths of the module's docstring, else ``inner`` (Flask)."""
 
@@ -119,7 +127,7 @@ class PreDispatch:
         self.app = app
         self.inner = inner
         #: Off: every request goes to Flask (the tests compare both paths with it).
-        self.enabled = True
+        self.enabled = os.environ.get(ENV, "1") != "0"
         #: Requests answered here (for tests and benches; threads may lose a count).
         self.answered = 0
         # query string -> (validated params, or None when Flask refuses them; waiting)

@@ -9,6 +9,7 @@ go through to Flask; a write that changes the list is seen by the very next read
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -418,3 +419,20 @@ def test_refused_and_bad_heartbeats_are_answered_alike(m: InProcessMaster) -> No
     for where, bodies, headers, want, answered in cases:
         (status, _, body), fast = _both_posts(m, where, bodies, headers)
         assert status == want and answered == fast, (where, bodies, headers, body, fast)
+
+
+def test_det_predispatch_0_sends_every_request_to_flask(
+    tmp_path: Path, migrated_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The benches' switch (bench/scale.py --predispatch off): a master started with
+    DET_PREDISPATCH=0 answers the kept page through Flask alone."""
+    from tests.integration.inproc import in_process_master
+
+    monkeypatch.setenv("DET_PREDISPATCH", "0")
+    with in_process_master(tmp_path, migrated_db) as off:
+        off.post("/api/v1/experiments", {"config": CONFIG.format(i=0)})
+        for _ in range(2):  # a first read keeps the page, a second would be the layer's
+            auth = {"Authorization": f"Bearer {off.token}"}
+            r = off.new_session().get(off.url + PAGE, headers=auth, timeout=30)
+            assert r.status_code == 200 and r.json()["experiments"], r.text
+        assert not _layer(off).enabled and _layer(off).answered == 0
