@@ -64,7 +64,7 @@ def test_trial_reports_metrics_and_checkpoints(master: FakeMaster, tmp_path: Pat
     assert [c["metadata"]["steps_completed"] for c in ckpts] == [40, 60]
     for c in ckpts:
         assert (tmp_path / "ckpts" / c["uuid"] / "model.pt").is_file()
-        assert set(c["resources"]) == {"model.pt", "optimizer.pt", "state.json", "metadata.json"}
+        assert set(c["resources"]) == {"model.pt", "state.json", "metadata.json"}
     progress = master.requests_to("/trials/11/progress")
     assert progress[-1].body["progress"] == 1.0
 
