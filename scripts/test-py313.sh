@@ -16,9 +16,8 @@
 # download.pytorch.org, which CI cannot reach. Everything else in tests/unit runs, and
 # DET_NO_SKIPS=1 makes a skip fail.
 #
-# Usage: scripts/test-py313.sh [PYTEST ARGS...]   (default: -p no:xdist tests/unit: one process;
-# it runs beside the main suite, whose 2 cores it shares: two workers took 103 CPU-s in 100 s, one
-# 91 CPU-s in 180 s, a collection fewer, well within the main run's time)
+# Usage: scripts/test-py313.sh [PYTEST ARGS...]   (default: -n 2 --dist loadfile tests/unit: two
+# workers, as the main run spreads its files)
 # Env: DET_PY313_CACHE (default .cache/py313), PYTHON (host python with pip; default .venv).
 set -euo pipefail
 
@@ -126,7 +125,7 @@ ignores+=("--deselect=tests/unit/master/test_egress.py::test_host_addresses_are_
 ignores+=("--deselect=tests/unit/deploy/test_deploy_release_build.py::test_a_file_gone_from_the_source_is_not_shipped_from_a_stale_build_dir")
 ignores+=("--deselect=tests/unit/deploy/test_deploy_release_build.py::test_two_builds_in_one_tree_take_turns")
 args=("$@")
-[[ ${#args[@]} -gt 0 ]] || args=(-p no:xdist tests/unit)
+[[ ${#args[@]} -gt 0 ]] || args=(-n 2 --dist loadfile tests/unit)
 docker run --rm --network none \
   -v "$src:/src:ro" -v "$CACHE:/cache" -w /src \
   -e DET_NO_SKIPS=1 -e KEY="$key" -e WHEEL="/cache/det/$(basename "$wheel")" \
