@@ -15,6 +15,9 @@ def bench_database(tmp: Path) -> tuple[Any, str]:
     (stopped when it is collected or cleaned up) and the new database's URL."""
     import pgserver  # a test extra, only needed once a benchmark runs
 
+    from det.master.db.embedded import ensure_server_user
+
+    ensure_server_user()  # made under the machine's lock (tests may start servers beside it)
     server = pgserver.get_server(tmp / "pg", cleanup_mode="stop")
     base = server.get_uri()
     with psycopg.connect(base, autocommit=True) as c:

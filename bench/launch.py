@@ -271,6 +271,9 @@ def local_cluster(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
             if not pg_url:
                 import pgserver
 
+                from det.master.db.embedded import ensure_server_user
+
+                ensure_server_user()  # under the machine's lock
                 get_server = pgserver.get_server  # type: ignore[attr-defined]
                 server = get_server(str(tmp / "pg"), cleanup_mode="stop")
                 stack.callback(server.cleanup)

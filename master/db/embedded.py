@@ -20,6 +20,7 @@ pg_hba.conf of the embedded server is the master's: any other content is replace
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import pwd
@@ -63,24 +64,30 @@ class EmbeddedDatabaseError(MasterError):
     """The embedded PostgreSQL cannot be started closed; the message names the file."""
 
 
-def ensure_server_user() -> None:
-    """As root, makes sure pgserver's system user exists, under pgserver's own inter-process
-    lock. pgserver creates it with ``useradd`` outside that lock, so on a machine that never ran
-    it, processes starting their servers at once (a master and its standby, parallel test
-    workers) race and all but one fail with useradd's "already exists" (exit 9)."""
+#: The lock every process of the machine takes to make the server's user (root only). Not
+#: pgserver's own lock: that one lives in the user's runtime directory, which falls back to
+#: ``$TMPDIR/runtime-<uid>`` without ``XDG_RUNTIME_DIR``, so processes with different temporary
+#: directories (the test workers, each with its own) hold different locks.
+USER_LOCK = Path("/run/lock/det-server-user.lock")
+
+
+def ensure_server_user(name: str = SERVER_USER_WHEN_ROOT) -> None:
+    """As root, makes sure the server's system user ``name`` exists, under a lock of the whole
+    machine (:data:`USER_LOCK`). ``useradd`` is not safe to race for one name: on this kind of
+    machine each of several concurrent calls succeeds and replaces the entry with a new uid, so
+    a process that looked the user up a moment before runs ``initdb`` under a uid that no longer
+    exists ("could not look up effective user ID") or on a directory chowned to it (a fresh
+    machine's CI: two of three test workers' servers failed so). pgserver calls ``useradd``
+    itself when the user is missing, so this runs before any pgserver server starts."""
     if os.geteuid() != 0:
         return
-    import pgserver  # type: ignore[attr-defined,unused-ignore]
-
-    with pgserver.postgres_server.PostgresServer._lock:
+    lock = USER_LOCK if USER_LOCK.parent.is_dir() else Path("/run") / USER_LOCK.name
+    with lock.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file closes
         try:
-            pwd.getpwnam(SERVER_USER_WHEN_ROOT)
+            pwd.getpwnam(name)
         except KeyError:
-            subprocess.run(
-                ["useradd", "-s", "/bin/bash", SERVER_USER_WHEN_ROOT],
-                check=True,
-                capture_output=True,
-            )
+            subprocess.run(["useradd", "-s", "/bin/bash", name], check=True, capture_output=True)
 
 
 def start(data_dir: Path) -> str:
