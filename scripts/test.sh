@@ -68,24 +68,6 @@ else
   echo "no Docker engine: tests that need Docker will be skipped" >&2
 fi
 
-# The tests' temporary files (masters' data directories, PostgreSQL's, checkpoints, logs, venvs)
-# on tmpfs, as Debian 13 keeps /tmp, when TMPDIR is not set and /dev/shm is a tmpfs with room:
-# on this kind of machine making a file on the root ext4 cost ~25x the CPU it costs on tmpfs
-# (2,000 files of 8 KB: 830-1,050 CPU-ms against 31), and system time was a quarter of the tests'
-# CPU. DET_TEST_TMPFS=0 keeps the machine's temporary directory.
-tests_tmpfs() {
-  [[ "${DET_TEST_TMPFS:-1}" != 0 && -z "${TMPDIR:-}" ]] || return 1
-  [[ "$(stat -f -c %T /dev/shm 2>/dev/null)" == tmpfs && -w /dev/shm ]] || return 1
-  local free_gib
-  free_gib="$(df --output=avail -B1G /dev/shm 2>/dev/null | tail -n 1 | tr -d ' ')"
-  [[ "$free_gib" =~ ^[0-9]+$ ]] && ((free_gib >= ${DET_TEST_TMPFS_MIN_GIB:-8}))
-}
-if tests_tmpfs; then
-  TESTS_TMP="$(mktemp -d /dev/shm/dtXXXXXX)"
-  trap 'rm -rf "$TESTS_TMP"' EXIT
-  export TMPDIR="$TESTS_TMP"
-  echo "test.sh: temporary files in $TMPDIR (tmpfs; DET_TEST_TMPFS=0: the machine's)"
-fi
 workers=(-n "${DET_TEST_WORKERS:-3}" --dist loadfile)
 [[ "${DET_TEST_WORKERS:-3}" == 0 ]] && workers=(-p no:xdist)
 # The machine's CPU over pytest's run (scripts/cpu_share.py): busy share, CPU pressure, load.
