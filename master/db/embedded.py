@@ -32,6 +32,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import psycopg
 from psycopg import sql
@@ -71,6 +72,22 @@ class EmbeddedDatabaseError(MasterError):
 USER_LOCK = Path("/run/lock/det-server-user.lock")
 
 
+def _user_lock_file() -> IO[str]:
+    """:data:`USER_LOCK` opened; where it cannot be (no /run/lock, a read-only /run), the same
+    name in /run, then in the temporary directory (a read-only container's tmpfs)."""
+    tried: list[str] = []
+    for path in (
+        USER_LOCK,
+        Path("/run") / USER_LOCK.name,
+        Path(tempfile.gettempdir()) / USER_LOCK.name,
+    ):
+        try:
+            return path.open("a")
+        except OSError as e:
+            tried.append(f"{path}: {e.strerror}")
+    raise EmbeddedDatabaseError(f"no lock file for the server's user: {'; '.join(tried)}")
+
+
 def ensure_server_user(name: str = SERVER_USER_WHEN_ROOT) -> None:
     """As root, makes sure the server's system user ``name`` exists, under a lock of the whole
     machine (:data:`USER_LOCK`). ``useradd`` is not safe to race for one name: on this kind of
@@ -81,8 +98,7 @@ def ensure_server_user(name: str = SERVER_USER_WHEN_ROOT) -> None:
     itself when the user is missing, so this runs before any pgserver server starts."""
     if os.geteuid() != 0:
         return
-    lock = USER_LOCK if USER_LOCK.parent.is_dir() else Path("/run") / USER_LOCK.name
-    with lock.open("a") as held:
+    with _user_lock_file() as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # released when the file closes
         try:
             pwd.getpwnam(name)
