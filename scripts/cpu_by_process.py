@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 HZ = os.sysconf("SC_CLK_TCK")
 # struct acct_v3 (linux/acct.h): flag, version, tty, exitcode, uid, gid, pid, ppid, btime (s),
@@ -78,9 +79,27 @@ def _stat(pid: str) -> tuple[str, float, int] | None:
     return data[data.find("(") + 1 : end], (int(fields[11]) + int(fields[12])) / HZ, int(fields[19])
 
 
+def _tags(pid: str) -> tuple[str, str]:
+    """What a process's environment says of its origin: the test file that started it (pytest's
+    ``PYTEST_CURRENT_TEST``, which a test's subprocesses inherit) and the port of the master it
+    talks to (``DET_MASTER`` or ``DET_MASTER_URL``: task containers have no test, but a master)."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return "", ""
+    test = port = ""
+    for item in raw.split(b"\0"):
+        if item.startswith(b"PYTEST_CURRENT_TEST="):
+            test = item[20:].decode(errors="replace").split("::")[0]
+        elif item.startswith((b"DET_MASTER=", b"DET_MASTER_URL=")):
+            url = item.split(b"=", 1)[1].decode(errors="replace").rstrip("/")
+            port = url.rsplit(":", 1)[-1] if url.count(":") >= 2 else ""
+    return test, port
+
+
 def sample(folder: Path) -> None:
-    """Once a second until SIGTERM: pid, start, kind, CPU at first and last sight, to
-    ``folder/pids.tsv`` (rewritten every 10 s and at the end)."""
+    """Once a second until SIGTERM: pid, start, kind, CPU at first and last sight, test file and
+    master port (``_tags``), to ``folder/pids.tsv`` (rewritten every 10 s and at the end)."""
     seen: dict[tuple[str, int], list[object]] = {}
     stop = [False]
     signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__(0, True))
@@ -100,14 +119,14 @@ def sample(folder: Path) -> None:
                 except OSError:
                     raw = b""
                 args = [a.decode(errors="replace") for a in raw.split(b"\0") if a]
-                seen[(pid, start)] = [kind(args, comm), cpu, cpu]
+                seen[(pid, start)] = [kind(args, comm), cpu, cpu, *_tags(pid)]
             else:
                 entry[2] = cpu
         if stop[0] or time.monotonic() - written > 10:
             tmp = folder / "pids.tsv.tmp"
             with tmp.open("w") as f:
-                for (pid, start), (k, first, last) in seen.items():
-                    f.write(f"{pid}\t{start}\t{k}\t{first}\t{last}\n")
+                for (pid, start), (k, first, last, test, port) in seen.items():
+                    f.write(f"{pid}\t{start}\t{k}\t{first}\t{last}\t{test}\t{port}\n")
             tmp.replace(folder / "pids.tsv")
             written = time.monotonic()
         if stop[0]:
@@ -119,13 +138,35 @@ def _comp(v: int) -> float:
     return ((v & 0x1FFF) << (3 * (v >> 13))) / 100  # comp_t, in AHZ (100) ticks
 
 
+class _Sampled(NamedTuple):
+    started: float  # seconds since the epoch
+    kind: str
+    first: float  # CPU seconds at first and last sight
+    last: float
+    test: str  # the test file that started it, if its environment says
+    port: str  # the port of the master it talks to, if its environment says
+
+
+def _load_sampled(folder: Path, boot: int) -> dict[int, list[_Sampled]]:
+    sampled: dict[int, list[_Sampled]] = collections.defaultdict(list)
+    for line in (folder / "pids.tsv").read_text().splitlines():
+        pid, start, k, first, last, *tags = line.split("\t")
+        test, port = [*tags, "", ""][:2]
+        sampled[int(pid)].append(
+            _Sampled(boot + int(start) / HZ, k, float(first), float(last), test, port)
+        )
+    return sampled
+
+
 def report(folder: Path, top: int = 40) -> None:
+    """Two tables: CPU by kind of process, then (when the sampler saw test files) by test file.
+    A process is charged to its own test file, else to its nearest sampled ancestor's, else (a
+    task container's, started by dockerd) to the test whose processes talked to the same master
+    port nearest in time; the worker processes' own CPU per test is in ``worker-*.tsv`` when the
+    tests ran with ``DET_TEST_CPU_LOG`` set to ``folder`` (tests/conftest.py)."""
     stat = Path("/proc/stat").read_text().splitlines()
     boot = next(int(line.split()[1]) for line in stat if line.startswith("btime"))
-    sampled: dict[int, list[tuple[float, str, float, float]]] = collections.defaultdict(list)
-    for line in (folder / "pids.tsv").read_text().splitlines():
-        pid, start, k, first, last = line.split("\t")
-        sampled[int(pid)].append((boot + int(start) / HZ, k, float(first), float(last)))
+    sampled = _load_sampled(folder, boot)
     data = (folder / "pacct").read_bytes()
     records = []
     for i in range(0, len(data) - ACCT_V3.size + 1, ACCT_V3.size):
@@ -137,38 +178,77 @@ def report(folder: Path, top: int = 40) -> None:
     )
     for rec in records:
         by_pid[rec[0]].append(rec)
+    # master port -> (time, test file) of the processes that carried both
+    ports: dict[str, list[tuple[float, str]]] = collections.defaultdict(list)
+    for entries in sampled.values():
+        for e in entries:
+            if e.port and e.test:
+                ports[e.port].append((e.started, e.test))
 
-    def seen_as(pid: int, started: float) -> str | None:
-        return next((k for t, k, _, _ in sampled.get(pid, ()) if abs(t - started) <= 2), None)
+    def seen_as(pid: int, started: float) -> _Sampled | None:
+        return next((e for e in sampled.get(pid, ()) if abs(e.started - started) <= 2), None)
 
-    def parent(ppid: int, at: float, depth: int = 0) -> str:
+    def test_of(e: _Sampled) -> str:
+        if e.test or not e.port or not ports.get(e.port):
+            return e.test
+        return min(ports[e.port], key=lambda tt: abs(tt[0] - e.started))[1]
+
+    def parent(ppid: int, at: float, depth: int = 0) -> tuple[str, str]:
+        """(kind, test file) of the nearest sampled ancestor."""
         for rec in by_pid.get(ppid, ()):
             if rec[2] <= at + 1 and rec[2] + rec[3] >= at - 1:
                 own = seen_as(rec[0], rec[2])
                 if own or depth > 10:
-                    return own or rec[6]
-                return f"{parent(rec[1], rec[2], depth + 1)} > {rec[6]}"
-        alive = [k for t, k, _, _ in sampled.get(ppid, ()) if t <= at + 2]
-        return alive[-1] if alive else "?"
+                    return (own.kind, test_of(own)) if own else (rec[6], "")
+                kind_, test = parent(rec[1], rec[2], depth + 1)
+                return f"{kind_} > {rec[6]}", test
+        alive = [e for e in sampled.get(ppid, ()) if e.started <= at + 2]
+        return (alive[-1].kind, test_of(alive[-1])) if alive else ("?", "")
 
     table: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0])
+    tests: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0])
+
+    worker_logs = sorted(folder.glob("worker-*.tsv"))
+
+    def charge(name: str, test: str, user: float, system: float, into_kinds: bool = True) -> None:
+        charged = [(name, table)] if into_kinds else []
+        if not (worker_logs and name == "pytest worker"):  # else the logs say it test by test
+            charged.append((test or f"(no test) {name.split(' > ')[0]}", tests))
+        for key, into in charged:
+            row = into[key]
+            row[0] += user
+            row[1] += system
+            row[2] += 1
+
     for pid, ppid, started, _, user, system, comm in records:
-        name = seen_as(pid, started)
-        if name is None:
-            chain = f"{parent(ppid, started)} > {comm}".split(" > ")
-            name = " > ".join(chain[:1] + chain[-1:])
-        row = table[name]
-        row[0] += user
-        row[1] += system
-        row[2] += 1
+        own = seen_as(pid, started)
+        if own is not None:
+            charge(own.kind, test_of(own), user, system)
+            continue
+        kind_, test = parent(ppid, started)
+        chain = f"{kind_} > {comm}".split(" > ")
+        charge(" > ".join(chain[:1] + chain[-1:]), test, user, system)
     for pid, entries in sampled.items():  # still running at the end: the sampler's CPU
-        for started, name, first, last in entries:
-            if not any(abs(rec[2] - started) <= 2 for rec in by_pid.get(pid, ())):
-                table[name][0] += last - first
-                table[name][2] += 1
+        for e in entries:
+            if not any(abs(rec[2] - e.started) <= 2 for rec in by_pid.get(pid, ())):
+                charge(e.kind, test_of(e), e.last - e.first, 0.0)
+    mine = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    for log in worker_logs:  # the workers' own CPU, test by test (already in the kinds' table)
+        version = log.name.split("-")[1]
+        for line in log.read_text().splitlines():
+            test, cpu = line.split("\t")
+            test = test if version == mine else f"[{version}] {test}"
+            charge("pytest worker (in-process)", test, float(cpu), 0.0, into_kinds=False)
+    _print(table, top)
+    if any(k and not k.startswith("(no test)") for k in tests):
+        print()
+        _print(tests, top, "test file (or, with no test, the kind)")
+
+
+def _print(table: dict[str, list[float]], top: int, what: str = "kind") -> None:
     total = sum(u + s for u, s, _ in table.values())
     print(f"{total:.0f} CPU-s in {sum(int(n) for _, _, n in table.values())} processes")
-    print(f"{'CPU-s':>8} {'user':>8} {'system':>8} {'procs':>6}  kind")
+    print(f"{'CPU-s':>8} {'user':>8} {'system':>8} {'procs':>6}  {what}")
     for name, (u, s, n) in sorted(table.items(), key=lambda kv: -(kv[1][0] + kv[1][1]))[:top]:
         print(f"{u + s:8.1f} {u:8.1f} {s:8.1f} {int(n):6d}  {name}")
 

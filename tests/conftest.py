@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -166,6 +168,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     if os.environ.get("DET_NO_SKIPS") == "1" and report.skipped and not hasattr(report, "wasxfail"):
         report.outcome = "failed"
         report.longrepr = f"skipped, but DET_NO_SKIPS=1 forbids skips: {report.longrepr}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):  # type: ignore[no-untyped-def]
+    """With ``DET_TEST_CPU_LOG=DIR`` each test process appends, per test, its file and the CPU
+    seconds this process spent on it (setup, call, teardown; all threads) to
+    ``DIR/worker-<python version>-<pid>.tsv``: scripts/cpu_by_process.py adds it to the test
+    files' CPU."""
+    folder = os.environ.get("DET_TEST_CPU_LOG")
+    before = time.process_time()
+    yield
+    if folder:
+        version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        with open(os.path.join(folder, f"worker-{version}-{os.getpid()}.tsv"), "a") as log:
+            log.write(f"{item.nodeid.split('::')[0]}\t{time.process_time() - before:.3f}\n")
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
