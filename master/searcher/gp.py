@@ -8,19 +8,63 @@ that keep a change only when the likelihood improves. Every step is plain floati
 arithmetic in a fixed order, so the same observations give the same model on every run.
 
 Cost: one fit is ``3 + 4 d`` Cholesky factorisations of an ``n x n`` matrix (``n`` is capped by
-the caller), one prediction ``O(n^2)``.
+the caller), one prediction ``O(n^2)``. The loops run in C where the order of the arithmetic
+allows it: a model's squared distances axis by axis over all pairs at once (``map``), dot
+products with ``sum(map(mul, ...))``; a squared distance is summed over the axes in their order
+(the same in the matrix and in a prediction, so a prediction at a sample matches the matrix).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import repeat
+from operator import add, mul
 
 _SQRT5 = math.sqrt(5.0)
 NOISES = (1e-3, 0.03, 0.3)  # noise variances tried, relative to the standardised targets
 LENGTH_SCALE = 0.3  # the common starting length scale on the unit cube
 MIN_LENGTH_SCALE, MAX_LENGTH_SCALE = 0.02, 4.0
 PASSES = 2
+
+
+class AxisGaps:
+    """The squared per-axis gaps of every pair of points (``j < i``, row by row), one list per
+    axis: what a fit's ``3 + 4 d`` models share."""
+
+    def __init__(self, points: Sequence[Sequence[float]], categorical: frozenset[int]) -> None:
+        n = len(points)
+        dims = len(points[0]) if points else 0
+        self.n = n
+        self.by_axis: list[list[float]] = []
+        for axis in range(dims):
+            column = [p[axis] for p in points]
+            self.by_axis.append(_squared_gaps(column, axis in categorical))
+
+    def squared_distances(self, inverse_scales: Sequence[float]) -> list[float]:
+        """Per pair, the sum over the axes (in order) of ``gap^2 * inverse_scale^2``."""
+        total: list[float] = [0.0] * (self.n * (self.n - 1) // 2)
+        for column, inverse in zip(self.by_axis, inverse_scales, strict=True):
+            total = list(map(add, total, map(mul, column, repeat(inverse * inverse))))
+        return total
+
+
+def _squared_gaps(column: list[float], categorical: bool) -> list[float]:
+    out: list[float] = []
+    for i, a in enumerate(column):
+        if categorical:
+            ai = int(a)
+            out.extend(0.0 if int(b) == ai else 1.0 for b in column[:i])
+        else:
+            gaps = [a - b for b in column[:i]]
+            out.extend(map(mul, gaps, gaps))
+    return out
+
+
+def _matern(squared: float) -> float:
+    """Matern-5/2 of a scaled squared distance."""
+    r = math.sqrt(squared)
+    return (1.0 + _SQRT5 * r + 5.0 * squared / 3.0) * math.exp(-_SQRT5 * r)
 
 
 class GP:
@@ -33,7 +77,7 @@ class GP:
         inverse_scales: Sequence[float],
         noise: float,
         categorical: frozenset[int] = frozenset(),
-        gaps: list[list[tuple[float, ...]]] | None = None,
+        gaps: AxisGaps | None = None,
     ) -> None:
         self.points = [list(p) for p in points]
         self.inverse_scales = list(inverse_scales)
@@ -41,38 +85,55 @@ class GP:
         self.categorical = categorical
         n = len(self.points)
         if gaps is None:
-            gaps = axis_gaps(self.points, categorical)
-        k = [[0.0] * n for _ in range(n)]  # symmetric: the lower half is all the solver reads
-        inverse = self.inverse_scales
+            gaps = AxisGaps(self.points, categorical)
+        values = list(map(_matern, gaps.squared_distances(self.inverse_scales)))
+        k: list[list[float]] = []  # the lower half, row by row: all the solver reads
+        start = 0
         for i in range(n):
-            row, gap_row = k[i], gaps[i]
-            for j in range(i):
-                row[j] = _matern(gap_row[j], inverse)
-            row[i] = 1.0 + noise
+            k.append([*values[start : start + i], 1.0 + noise])
+            start += i
         self.chol = _cholesky(k)
         self.alpha: list[float] = []
         self.log_likelihood = -math.inf
         if self.chol is not None:
             z = _solve_lower(self.chol, targets)
             self.alpha = _solve_upper_transposed(self.chol, z)
-            self.log_likelihood = -0.5 * sum(v * v for v in z) - sum(
+            self.log_likelihood = -0.5 * sum(map(mul, z, z)) - sum(
                 math.log(self.chol[i][i]) for i in range(n)
             )
+        self._columns = [list(c) for c in zip(*self.points, strict=True)] if n else []
+        self._squares = [s * s for s in self.inverse_scales]
 
     @property
     def ok(self) -> bool:
         return self.chol is not None
 
+    def _kernels(self, x: Sequence[float]) -> list[float]:
+        """The kernel between ``x`` and every point, each summed over the axes in order."""
+        total: list[float] = [0.0] * len(self.points)
+        for axis, (column, square) in enumerate(zip(self._columns, self._squares, strict=True)):
+            if axis in self.categorical:
+                xi = int(x[axis])
+                gaps = [0.0 if int(b) == xi else 1.0 for b in column]
+            else:
+                gaps = [x[axis] - b for b in column]
+            total = list(map(add, total, map(mul, map(mul, gaps, gaps), repeat(square))))
+        return list(map(_matern, total))
+
     def kernel(self, a: Sequence[float], b: Sequence[float]) -> float:
-        return _matern(_gap(a, b, self.categorical), self.inverse_scales)
+        s = 0.0
+        for axis, (ai, bi, square) in enumerate(zip(a, b, self._squares, strict=True)):
+            gap = (0.0 if int(ai) == int(bi) else 1.0) if axis in self.categorical else ai - bi
+            s = s + gap * gap * square
+        return _matern(s)
 
     def predict(self, x: Sequence[float]) -> tuple[float, float]:
         """Posterior mean and standard deviation of the (noise-free) function at ``x``."""
         assert self.chol is not None
-        k = [self.kernel(x, p) for p in self.points]
-        mean = sum(a * b for a, b in zip(k, self.alpha, strict=True))
+        k = self._kernels(x)
+        mean = sum(map(mul, k, self.alpha))
         v = _solve_lower(self.chol, k)
-        return mean, math.sqrt(max(1.0 - sum(a * a for a in v), 1e-12))
+        return mean, math.sqrt(max(1.0 - sum(map(mul, v, v)), 1e-12))
 
 
 def fit(
@@ -83,7 +144,7 @@ def fit(
     """The model of highest marginal likelihood found (see the module docstring); None when no
     kernel matrix could be factorised."""
     dims = len(points[0])
-    gaps = axis_gaps(points, categorical)  # the same for every model tried below
+    gaps = AxisGaps(points, categorical)  # the same for every model tried below
     best: GP | None = None
     for noise in NOISES:
         model = GP(points, targets, [1.0 / LENGTH_SCALE] * dims, noise, categorical, gaps)
@@ -104,60 +165,27 @@ def fit(
     return best
 
 
-def _gap(a: Sequence[float], b: Sequence[float], categorical: frozenset[int]) -> tuple[float, ...]:
-    """Per axis, what the length scale divides: the difference of the coordinates, or for a
-    categorical axis 0.0 for the same value and 1.0 otherwise."""
-    return tuple(
-        (0.0 if int(ai) == int(bi) else 1.0) if i in categorical else ai - bi
-        for i, (ai, bi) in enumerate(zip(a, b, strict=True))
-    )
-
-
-def axis_gaps(
-    points: Sequence[Sequence[float]], categorical: frozenset[int]
-) -> list[list[tuple[float, ...]]]:
-    """``_gap`` of every pair ``(i, j)``, ``j < i``, as ``gaps[i][j]``: a fit tries ``3 + 4 d``
-    length scales on the same points."""
-    return [[_gap(points[i], points[j], categorical) for j in range(i)] for i in range(len(points))]
-
-
-def _matern(gap: Sequence[float], inverse_scales: Sequence[float]) -> float:
-    """Matern-5/2 of the scaled distance; the same operations in the same order for every pair
-    and axis, so that a model does not depend on how it was built."""
-    s = 0.0
-    for g, inverse in zip(gap, inverse_scales, strict=True):
-        d = g * inverse
-        s += d * d
-    r = math.sqrt(s)
-    return (1.0 + _SQRT5 * r + 5.0 * s / 3.0) * math.exp(-_SQRT5 * r)
-
-
 def _cholesky(a: list[list[float]]) -> list[list[float]] | None:
-    n = len(a)
-    low = [[0.0] * n for _ in range(n)]
-    for i in range(n):
-        row = low[i]
-        for j in range(i + 1):
+    """The lower factor of ``a`` (its lower half, row ``i`` of length ``i + 1``), rows as long as
+    ``a``'s; None when ``a`` is not positive definite."""
+    low: list[list[float]] = []
+    for i, a_row in enumerate(a):
+        row: list[float] = []
+        for j in range(i):
             other = low[j]
-            s = a[i][j]
-            for k in range(j):
-                s -= row[k] * other[k]
-            if i == j:
-                if s <= 1e-12:
-                    return None
-                row[i] = math.sqrt(s)
-            else:
-                row[j] = s / other[j]
+            row.append((a_row[j] - sum(map(mul, row, other))) / other[j])
+        s = a_row[i] - sum(map(mul, row, row))
+        if s <= 1e-12:
+            return None
+        row.append(math.sqrt(s))
+        low.append(row)
     return low
 
 
 def _solve_lower(low: list[list[float]], b: Sequence[float]) -> list[float]:
-    x = [0.0] * len(b)
+    x: list[float] = []
     for i, row in enumerate(low):
-        s = b[i]
-        for k in range(i):
-            s -= row[k] * x[k]
-        x[i] = s / row[i]
+        x.append((b[i] - sum(map(mul, row, x))) / row[i])
     return x
 
 
