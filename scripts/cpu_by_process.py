@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import signal
 import struct
 import subprocess
@@ -79,10 +80,14 @@ def _stat(pid: str) -> tuple[str, float, int] | None:
     return data[data.find("(") + 1 : end], (int(fields[11]) + int(fields[12])) / HZ, int(fields[19])
 
 
-def _tags(pid: str) -> tuple[str, str]:
+_URL_PORT = re.compile(r"https?://[^/\s:]+:(\d+)")
+
+
+def _tags(pid: str, args: list[str]) -> tuple[str, str]:
     """What a process's environment says of its origin: the test file that started it (pytest's
     ``PYTEST_CURRENT_TEST``, which a test's subprocesses inherit) and the port of the master it
-    talks to (``DET_MASTER`` or ``DET_MASTER_URL``: task containers have no test, but a master)."""
+    talks to (``DET_MASTER`` or ``DET_MASTER_URL``, else the first ``http://host:port`` of its
+    command line, as an agent's ``--master-url``: task containers have no test, but a master)."""
     try:
         raw = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
@@ -94,6 +99,9 @@ def _tags(pid: str) -> tuple[str, str]:
         elif item.startswith((b"DET_MASTER=", b"DET_MASTER_URL=")):
             url = item.split(b"=", 1)[1].decode(errors="replace").rstrip("/")
             port = url.rsplit(":", 1)[-1] if url.count(":") >= 2 else ""
+    if not port:
+        found = _URL_PORT.search(" ".join(args))
+        port = found.group(1) if found else ""
     return test, port
 
 
@@ -119,7 +127,7 @@ def sample(folder: Path) -> None:
                 except OSError:
                     raw = b""
                 args = [a.decode(errors="replace") for a in raw.split(b"\0") if a]
-                seen[(pid, start)] = [kind(args, comm), cpu, cpu, *_tags(pid)]
+                seen[(pid, start)] = [kind(args, comm), cpu, cpu, *_tags(pid, args)]
             else:
                 entry[2] = cpu
         if stop[0] or time.monotonic() - written > 10:
