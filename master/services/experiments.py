@@ -644,12 +644,15 @@ def cancel(conn: Conn, experiment_id: int) -> None:
     states.transition(
         conn, "experiment", experiment_id, states.STOPPING_CANCELED, "canceled by user"
     )
+    # The allocations before the trials (the lock order above): an allocation ending meanwhile
+    # holds its row and then takes its trial's, and a cancel holding the trials while it waited
+    # for that allocation deadlocked with it (tests/integration/test_experiment_lock_order.py).
+    _preempt_live(conn, experiment_id)
     conn.execute(
         "UPDATE trials SET stop_reason = 'canceled' WHERE experiment_id = %s"
         f" AND state NOT IN {states.TERMINAL_SQL}",
         (experiment_id,),
     )
-    _preempt_live(conn, experiment_id)
     wake(conn)
 
 
