@@ -21,6 +21,8 @@ import det
 from det import core
 
 logger = logging.getLogger("core_api_example")
+#: The least sleep a paced run takes (``batch_seconds``): batches are paced in steps of it.
+PACE_QUANTUM = 0.05
 
 DEFAULT_HPARAMS: dict[str, Any] = {
     "learning_rate": 0.05,
@@ -29,8 +31,8 @@ DEFAULT_HPARAMS: dict[str, Any] = {
     "report_every": 10,
     "validate_every": 50,
     "checkpoint_every": 100,
-    # The least wall time a batch takes (0: as fast as the CPU goes): stands in for a heavier
-    # model, e.g. to watch a long run or a preemption without burning a core.
+    # The least wall time a batch takes on average (0: as fast as the CPU goes): stands in for
+    # a heavier model, e.g. to watch a long run or a preemption without burning a core.
     "batch_seconds": 0.0,
 }
 
@@ -107,19 +109,33 @@ class Trainer:
             )
         return loss
 
+    def pace(self, pace: float, since: float, steps: int) -> tuple[float, int]:
+        """Sleeps what the batches since ``(since, steps)`` are ahead of ``pace`` seconds each,
+        once that is at least PACE_QUANTUM: a sleep and its wake-up cost about what a batch of
+        this model costs, so one sleep a batch doubles the CPU of a paced run. A run that fell
+        behind (a busy machine) starts a new schedule instead of catching up at full speed.
+        Returns the schedule to keep."""
+        now = time.monotonic()
+        ahead = since + (self.steps_completed - steps) * pace - now
+        if ahead >= PACE_QUANTUM:
+            time.sleep(ahead)
+        elif ahead < -PACE_QUANTUM:
+            return now, self.steps_completed
+        return since, steps
+
     def train_until(self, max_steps: int) -> bool:
         """Train to ``max_steps`` batches. Returns False if preempted (checkpoint saved)."""
         losses: list[float] = []
         pace = float(self.hp["batch_seconds"])
+        paced_from, paced_steps = time.monotonic(), self.steps_completed
         while self.steps_completed < max_steps:
-            started = time.monotonic()
             x, y = self.batch(self.steps_completed)
             loss = nn.functional.mse_loss(self.model(x), y)
             self.sgd_step(loss)
             losses.append(loss.item())
-            if pace > 0:
-                time.sleep(max(0.0, pace - (time.monotonic() - started)))
             self.steps_completed += 1
+            if pace > 0:
+                paced_from, paced_steps = self.pace(pace, paced_from, paced_steps)
             s = self.steps_completed
             if s % int(self.hp["report_every"]) == 0 and self.dist.rank == 0:
                 self.ctx.train.report_training_metrics(s, {"loss": sum(losses) / len(losses)})
