@@ -14,7 +14,8 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from det.master.services import experiments
+from det.master.db import Conn
+from det.master.services import experiments, trials
 
 pytestmark = pytest.mark.integration
 
@@ -58,9 +59,18 @@ def _waiting_on_a_lock(url: str, pid: int) -> bool:
     return found is not None and found[0] == "Lock"
 
 
-@pytest.mark.parametrize("action", [experiments.cancel, experiments.pause, experiments.kill])
+#: A user's action on the experiment or its trial: (connection, experiment id, trial id).
+ACTIONS: dict[str, Callable[[Conn, int, int], None]] = {
+    "cancel": lambda conn, eid, _tid: experiments.cancel(conn, eid),
+    "pause": lambda conn, eid, _tid: experiments.pause(conn, eid),
+    "kill": lambda conn, eid, _tid: experiments.kill(conn, eid),
+    "kill the trial": lambda conn, _eid, tid: trials.kill(conn, tid),
+}
+
+
+@pytest.mark.parametrize("action", ACTIONS)
 def test_an_action_racing_an_allocations_end_waits_for_it_instead_of_deadlocking(
-    migrated_db: str, action: Callable[[psycopg.Connection, int], None]
+    migrated_db: str, action: str
 ) -> None:
     """The loop ends the allocation (its row locked first), the user's action starts and waits
     on that row, then the loop moves the trial (its row locked second) and commits: the action
@@ -76,7 +86,7 @@ def test_an_action_racing_an_allocations_end_waits_for_it_instead_of_deadlocking
         def act() -> None:
             try:
                 with user.transaction():
-                    action(user, eid)
+                    ACTIONS[action](user, eid, tid)
             except BaseException as e:  # handed to the test's thread
                 errors.append(e)
 
