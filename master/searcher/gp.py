@@ -52,13 +52,18 @@ class AxisGaps:
 def _squared_gaps(column: list[float], categorical: bool) -> list[float]:
     out: list[float] = []
     for i, a in enumerate(column):
-        if categorical:
-            ai = int(a)
-            out.extend(0.0 if int(b) == ai else 1.0 for b in column[:i])
-        else:
-            gaps = [a - b for b in column[:i]]
-            out.extend(map(mul, gaps, gaps))
+        out.extend(_squared_gaps_to(a, column[:i], categorical))
     return out
+
+
+def _squared_gaps_to(value: float, column: Sequence[float], categorical: bool) -> list[float]:
+    """Per entry of ``column``, the squared gap the length scale divides: the difference's
+    square, or for a categorical axis 0.0 for the same value and 1.0 otherwise."""
+    if categorical:
+        index = int(value)
+        return [0.0 if int(b) == index else 1.0 for b in column]
+    gaps = [value - b for b in column]
+    return list(map(mul, gaps, gaps))
 
 
 def _matern(squared: float) -> float:
@@ -108,29 +113,22 @@ class GP:
     def ok(self) -> bool:
         return self.chol is not None
 
-    def _kernels(self, x: Sequence[float]) -> list[float]:
-        """The kernel between ``x`` and every point, each summed over the axes in order."""
-        total: list[float] = [0.0] * len(self.points)
-        for axis, (column, square) in enumerate(zip(self._columns, self._squares, strict=True)):
-            if axis in self.categorical:
-                xi = int(x[axis])
-                gaps = [0.0 if int(b) == xi else 1.0 for b in column]
-            else:
-                gaps = [x[axis] - b for b in column]
-            total = list(map(add, total, map(mul, map(mul, gaps, gaps), repeat(square))))
+    def _kernels(self, x: Sequence[float], columns: list[list[float]]) -> list[float]:
+        """The kernel between ``x`` and every point of ``columns`` (the points axis by axis),
+        each summed over the axes in order."""
+        total: list[float] = [0.0] * (len(columns[0]) if columns else 0)
+        for axis, (column, square) in enumerate(zip(columns, self._squares, strict=True)):
+            gaps = _squared_gaps_to(x[axis], column, axis in self.categorical)
+            total = list(map(add, total, map(mul, gaps, repeat(square))))
         return list(map(_matern, total))
 
     def kernel(self, a: Sequence[float], b: Sequence[float]) -> float:
-        s = 0.0
-        for axis, (ai, bi, square) in enumerate(zip(a, b, self._squares, strict=True)):
-            gap = (0.0 if int(ai) == int(bi) else 1.0) if axis in self.categorical else ai - bi
-            s = s + gap * gap * square
-        return _matern(s)
+        return self._kernels(a, [[v] for v in b])[0]
 
     def predict(self, x: Sequence[float]) -> tuple[float, float]:
         """Posterior mean and standard deviation of the (noise-free) function at ``x``."""
         assert self.chol is not None
-        k = self._kernels(x)
+        k = self._kernels(x, self._columns)
         mean = sum(map(mul, k, self.alpha))
         v = _solve_lower(self.chol, k)
         return mean, math.sqrt(max(1.0 - sum(map(mul, v, v)), 1e-12))
