@@ -87,7 +87,7 @@ det_images_present() {
 det_venv() {
   local venv="$1" extras="$2"
   shift 2
-  [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+  det_venv_create "$venv"
   local stamp
   stamp="$venv/.det-installed-$(cat "$REPO/pyproject.toml" "$REPO/setup.py" | sha256sum | cut -c1-12)-${extras//,/-}"
   if [[ -f "$stamp" && -x "$venv/bin/det" ]]; then
@@ -96,6 +96,86 @@ det_venv() {
   fi
   (cd "$REPO" && det_pip_install "$venv" -e ".[$extras]" "$@")
   touch "$stamp"
+}
+
+# det_venv_create VENV: `python3 -m venv VENV` unless it exists. With DET_VENV_CACHE set, the
+# venv is marked relocatable (`relocatable = true` in pyvenv.cfg, which uv reads): the scripts
+# uv installs find their Python relative to themselves, so a copy of the venv elsewhere works.
+det_venv_create() {
+  local venv="$1"
+  [[ -x "$venv/bin/python" ]] && return
+  python3 -m venv "$venv"
+  [[ -z "${DET_VENV_CACHE:-}" ]] || echo "relocatable = true" >>"$venv/pyvenv.cfg"
+}
+
+# The venv kept between runs (DET_VENV_CACHE, which .ci/run sets; unset, neither function does
+# anything): the dev install's dependencies (torch among them: 42 s of uv's downloads, unpacking
+# and bytecode compiling, 57 CPU-s of it the compiling) are the same from one run to the next
+# while the pyproject.toml, setup.py, the pip arguments, the Python and the machine's pip
+# configuration are. det_venv_keep saves a venv that det_venv filled, det itself uninstalled,
+# under the hash of those (DIR/HASH); det_venv_seed starts a new VENV as a copy of it made of
+# hard links (a second), to which det_venv then adds det (its editable install, 3 s). Safe as a
+# pip cache is: what differs gives another hash; nothing writes into an installed file in place
+# (Python writes bytecode to a new file and renames it; pip and uv remove a file and write a
+# new one), so a venv's own changes never reach the copy kept; a template is complete when its
+# directory exists (filled beside, then renamed into place). The two newest are kept.
+det_venv_key() {
+  {
+    echo "det venv template 1"
+    cat "$REPO/pyproject.toml" "$REPO/setup.py"
+    printf '%s\n' "$@" "$DET_UV_VERSION"
+    python3 -c 'import sys; print(sys.version, sys.executable)'
+    python3 "$REPO/scripts/uv_args.py" 2>/dev/null || true
+  } | sha256sum | cut -c1-16
+}
+
+# det_venv_seed VENV EXTRAS [PIP ARGS...]: VENV as a hard-linked copy of the kept venv for these
+# arguments, when VENV does not exist and one is kept.
+det_venv_seed() {
+  local venv tmpl origin file
+  venv="$(realpath -m "$1")"
+  [[ -n "${DET_VENV_CACHE:-}" && ! -e "$venv" ]] || return 0
+  tmpl="$DET_VENV_CACHE/$(det_venv_key "${@:2}")"
+  [[ -f "$tmpl/.det-template-of" ]] || return 0
+  origin="$(cat "$tmpl/.det-template-of")"
+  if ! cp -al "$tmpl" "$venv"; then
+    rm -rf "$venv"
+    return 0
+  fi
+  rm -f "$venv/.det-template-of"
+  # What names the saved venv's own path (pip's scripts, the activate scripts, pyvenv.cfg):
+  # rewritten, each into a new file (sed -i), so the kept copy keeps its own.
+  while IFS= read -r file; do
+    sed -i "s#$origin#$venv#g" "$file"
+  done < <(grep -rlIF -- "$origin" "$venv/bin" "$venv/pyvenv.cfg")
+  touch "$tmpl"
+  echo "venv: a copy of $tmpl (hard links)"
+}
+
+# det_venv_keep VENV EXTRAS [PIP ARGS...]: save VENV (just filled by det_venv) for these arguments,
+# unless a venv is kept for them already.
+det_venv_keep() {
+  local venv tmpl tmp old
+  venv="$(realpath -m "$1")"
+  [[ -n "${DET_VENV_CACHE:-}" ]] || return 0
+  grep -qx "relocatable = true" "$venv/pyvenv.cfg" 2>/dev/null || return 0
+  tmpl="$DET_VENV_CACHE/$(det_venv_key "${@:2}")"
+  [[ ! -e "$tmpl" ]] || return 0
+  mkdir -p "$DET_VENV_CACHE"
+  tmp="$(mktemp -d "$DET_VENV_CACHE/.filling-XXXXXX")"
+  rmdir "$tmp"
+  if cp -al "$venv" "$tmp" &&
+    "$tmp/bin/python" -m pip uninstall --quiet --yes det-platform &&
+    rm -f "$tmp"/.det-installed-* && echo "$venv" >"$tmp/.det-template-of" &&
+    mv -T "$tmp" "$tmpl" 2>/dev/null; then
+    echo "venv: kept as $tmpl for the next run"
+    # The two newest (by last use) stay.
+    while IFS= read -r old; do
+      rm -rf "$old"
+    done < <(find "$DET_VENV_CACHE" -mindepth 1 -maxdepth 1 -type d -not -name '.*' -printf '%T@ %p\n' |
+      sort -rn | tail -n +3 | cut -d' ' -f2-)
+  fi
+  rm -rf "$tmp"
 }
 
 # uv, pinned: what det_pip_install installs with when it can be had.
@@ -171,10 +251,12 @@ det_test_venv_and_images() {
       *) early+=("$target") ;;
     esac
   done
-  [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+  det_venv_seed "$venv" dev "torch==${TORCH_VERSION:-2.13.0}"
+  det_venv_create "$venv"
   "$@" env PYTHON="$venv/bin/python" bash "$REPO/infra/build-images.sh" "${early[@]}" >"$log" 2>&1 &
   pid=$!
-  det_venv "$venv" dev "torch==${TORCH_VERSION:-2.13.0}" || rc=$?
+  det_venv "$venv" dev "torch==${TORCH_VERSION:-2.13.0}" &&
+    det_venv_keep "$venv" dev "torch==${TORCH_VERSION:-2.13.0}" || rc=$?
   echo "${DET_LOG_PREFIX:-}venv + pip install det-platform[dev]: $((SECONDS - start)) s (exit $rc)"
   wait "$pid" || rcimg=$?
   cat "$log"
