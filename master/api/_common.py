@@ -110,6 +110,12 @@ def reads() -> Iterator[Conn]:
     yield _request_conn()
 
 
+def statement() -> Conn:
+    """The request's connection for a view whose one write is a single statement: no
+    transaction (no BEGIN and COMMIT round trips); the statement is atomic on its own."""
+    return _request_conn()
+
+
 def release_connection(_exc: BaseException | None = None) -> None:
     """``teardown_request`` hook: return the request's connection to the pool."""
     conn: Conn | None = g.pop("_det_conn", None)

@@ -26,26 +26,52 @@ _COLUMNS = (
 )
 
 
+_INSERT = (
+    "INSERT INTO task_logs (task_id, allocation_id, agent_id, container_id, rank_id, log,"
+    " level, stdtype, source, timestamp)"
+    " SELECT v.* FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::int[],"
+    "  %s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[])"
+    "  AS v(task_id, allocation_id, agent_id, container_id, rank_id, log, level, stdtype,"
+    "  source, ts)"
+    " WHERE (v.container_id IS NULL OR NOT EXISTS (SELECT 1 FROM task_logs t"
+    "  WHERE t.container_id = v.container_id AND t.timestamp = v.ts AND t.log = v.log))"
+)
+
+
+def _columns(rows: list[tuple[Any, ...]]) -> list[list[Any]]:
+    return [list(c) for c in zip(*rows, strict=True)]
+
+
 def insert(conn: Conn, rows: list[tuple[Any, ...]]) -> None:
     """Stores log lines, each ``(task_id, allocation_id, agent_id, container_id, rank_id, log,
-    level, stdtype, source, timestamp)``, in one statement. A container line the master already
-    holds (same container, Docker timestamp and text: an agent restarted between a post and
-    saving its cursor ships it again) is skipped; repeats inside one batch are separate lines
-    and all kept."""
+    level, stdtype, source, timestamp)``, in one statement, and queues the webhook events they
+    fire, in the caller's transaction. A container line the master already holds (same
+    container, Docker timestamp and text: an agent restarted between a post and saving its
+    cursor ships it again) is skipped; repeats inside one batch are separate lines and all
+    kept."""
     if not rows:
         return
-    conn.execute(
-        "INSERT INTO task_logs (task_id, allocation_id, agent_id, container_id, rank_id, log,"
-        " level, stdtype, source, timestamp)"
-        " SELECT v.* FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::int[],"
-        "  %s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[])"
-        "  AS v(task_id, allocation_id, agent_id, container_id, rank_id, log, level, stdtype,"
-        "  source, ts)"
-        " WHERE v.container_id IS NULL OR NOT EXISTS (SELECT 1 FROM task_logs t"
-        "  WHERE t.container_id = v.container_id AND t.timestamp = v.ts AND t.log = v.log)",
-        [list(c) for c in zip(*rows, strict=True)],
-    )
+    conn.execute(_INSERT, _columns(rows))
     webhooks.logs_arrived(conn, rows)
+
+
+def insert_unless_hooked(conn: Conn, rows: list[tuple[Any, ...]]) -> bool:
+    """Stores log lines as :func:`insert` does, in one statement on its own (atomic without a
+    transaction: on a connection in autocommit, one round trip instead of four), unless a
+    webhook trigger watches log lines: then it stores nothing and answers False, and the caller
+    stores them with :func:`insert` in a transaction, where the lines and the events they fire
+    commit together. True when the lines are stored (or there are none)."""
+    if not rows:
+        return True
+    stored = db.scalar(
+        conn,
+        bool,
+        f"WITH hooked(h) AS ({webhooks.ANY_LOG_TRIGGER}), inserted AS ({_INSERT}"
+        " AND NOT (SELECT h FROM hooked) RETURNING 1)"
+        " SELECT NOT h AS stored FROM hooked",
+        _columns(rows),
+    )
+    return bool(stored)
 
 
 def task_of_trial(conn: Conn, trial_id: int) -> str | None:

@@ -670,6 +670,10 @@ _TASK = (
 )
 
 
+#: A statement answering whether any trigger watches log lines (one row, one boolean).
+ANY_LOG_TRIGGER = f"SELECT EXISTS (SELECT 1 FROM webhook_triggers WHERE trigger_type = '{TASK_LOG}')"
+
+
 def logs_arrived(conn: Conn, rows: list[tuple[Any, ...]]) -> None:
     """Queues a TASK_LOG event for the first line of a task that matches a trigger's regex
     (once per task and trigger, as Determined does). Rows as ``task_logs.insert`` takes them."""

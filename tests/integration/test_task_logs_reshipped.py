@@ -22,9 +22,20 @@ def _line(text: str, ts: str, container: str | None = "c-reship") -> dict[str, o
     }
 
 
+@pytest.mark.parametrize("watched", [False, True], ids=["no log trigger", "a log trigger"])
 def test_a_reshipped_batch_is_stored_once_and_repeats_in_a_batch_are_kept(
-    api_master: InProcessMaster, pg_url: str
+    api_master: InProcessMaster, pg_url: str, watched: bool
 ) -> None:
+    """Both ways of storing a post: one statement when no webhook trigger watches log lines, a
+    transaction with the events' check when one does (the lines stored once either way)."""
+    if watched:
+        with psycopg.connect(pg_url) as conn:
+            conn.execute(
+                "WITH w AS (INSERT INTO webhooks (name, url, webhook_type)"
+                " VALUES ('h', 'http://127.0.0.1:9/', 'DEFAULT') RETURNING id)"
+                " INSERT INTO webhook_triggers (webhook_id, trigger_type, condition)"
+                " SELECT id, 'TASK_LOG', '{\"regex\": \"no such line\"}' FROM w"
+            )
     agent = api_master.new_session()
     agent.headers["Authorization"] = f"Bearer {api_master.agent_token}"
     first = [
