@@ -671,7 +671,9 @@ _TASK = (
 
 
 #: A statement answering whether any trigger watches log lines (one row, one boolean).
-ANY_LOG_TRIGGER = f"SELECT EXISTS (SELECT 1 FROM webhook_triggers WHERE trigger_type = '{TASK_LOG}')"
+ANY_LOG_TRIGGER = (
+    f"SELECT EXISTS (SELECT 1 FROM webhook_triggers WHERE trigger_type = '{TASK_LOG}')"
+)
 
 
 def logs_arrived(conn: Conn, rows: list[tuple[Any, ...]]) -> None:
