@@ -23,6 +23,7 @@ from det.master.api._common import (
     current_user,
     db,
     principal,
+    reads,
     release_connection,
     state,
     statement,
@@ -71,7 +72,9 @@ def preemption_signal(
         timeout = _long_poll_timeout(str(camel))
     else:
         timeout = _long_poll_timeout(request.args.get("timeout_seconds"))
-    with db() as conn:
+    # Reads only, each statement on its own: a transaction would cost a BEGIN and a COMMIT
+    # round trip here and at every re-read (a trial's long-poll re-reads every few seconds).
+    with reads() as conn:
         _access.allocation(conn, allocation_id)
     # Before the platform's request time limit, if any: the client asks again.
     timeout = state().config.long_request_seconds(timeout) or 0.0
@@ -89,7 +92,7 @@ def preemption_signal(
             while True:
                 if woken is not None:
                     woken.clear()
-                with db() as conn:
+                with reads() as conn:
                     row = preemption.signal(conn, allocation_id)
                 if row is None:
                     raise NotFound(f"allocation {allocation_id} not found")
