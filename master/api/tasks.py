@@ -141,7 +141,7 @@ def report_pending_preemption(
 @contract(response=wire.PendingPreemption)
 def pending_preemption(allocation_id: str) -> wire.PendingPreemption:
     """det's read of whether a preemption is pending (the signal without the long poll)."""
-    with db() as conn:
+    with reads() as conn:
         _access.allocation(conn, allocation_id)
         row = preemption.signal(conn, allocation_id)
     if row is None:
