@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 
 from det.master import db
 
@@ -48,11 +49,15 @@ T = TypeVar("T")
 
 
 class Epoch:
-    """A counter in shared memory: every process forked after it was made sees each move."""
+    """A counter in shared memory, moved by each notification on ``channel``: every process
+    forked after it was made sees each move. The sessions' (:data:`CHANNEL`) and the experiment
+    list's (:data:`det.master.listcache.CHANNEL`) are two."""
 
-    def __init__(self) -> None:
+    def __init__(self, channel: str = CHANNEL) -> None:
+        self.channel = channel
         self._value = multiprocessing.RawValue("Q", 0)
         self._listening = multiprocessing.RawValue("b", 0)
+        self._alone = multiprocessing.RawValue("b", 0)
         self._lock = multiprocessing.Lock()
 
     def read(self) -> int:
@@ -75,17 +80,27 @@ class Epoch:
     def set_listening(self, value: bool) -> None:
         self._listening.value = 1 if value else 0
 
+    @property
+    def alone(self) -> bool:
+        """Whether this master's listener last found no other det master on the database
+        (:func:`other_masters`); set by :func:`listen_forever` when it is given ``presence``."""
+        return bool(self._alone.value)
+
+    def set_alone(self, value: bool) -> None:
+        self._alone.value = 1 if value else 0
+
     def watch(self, conn: psycopg.Connection[Any]) -> None:
         """A pool's ``configure``: the connection listens, and a notification of its own
         transaction (delivered with its commit) moves the epoch on at once."""
-        conn.execute(f"LISTEN {CHANNEL}")
+        conn.execute(f"LISTEN {self.channel}")
         conn.commit()
         own = conn.info.backend_pid
+        channel = self.channel
 
         def on_notify(n: psycopg.Notify) -> None:
             # Others' notifications wait here until this connection is next used: the
             # listening thread has already acted on them.
-            if n.channel == CHANNEL and n.pid == own:
+            if n.channel == channel and n.pid == own:
                 self.bump()
 
         conn.add_notify_handler(on_notify)
@@ -126,23 +141,123 @@ class SessionCache(Generic[T]):
         return value
 
 
-def listen_forever(conninfo: str, epoch: Epoch, stop: threading.Event) -> None:
-    """Moves ``epoch`` on at each revocation any master commits, for as long as ``stop`` is not
-    set; marks the epoch not listening while its connection is down (see the module's docstring)."""
+#: How often the listener looks for other masters when it tracks presence (``presence``).
+PRESENCE_SECONDS = 1.0
+#: Each of a master's connections carries the application name ``"det-master <id>"`` (its
+#: listener's ``"det-master <id> listener"``): how masters on one database see each other in
+#: ``pg_stat_activity`` (:func:`application_name`).
+APPLICATION_PREFIX = "det-master "
+_LISTENER = " listener"
+#: Where a master says it has seen another one (the payload: the other's id, then its own).
+PRESENCE_CHANNEL = "det_presence"
+
+
+def application_name(master_id: str, *, listener: bool = False) -> str:
+    return APPLICATION_PREFIX + master_id + (_LISTENER if listener else "")
+
+
+def other_masters(conn: psycopg.Connection[Any], own: str, *, listening: bool = False) -> set[str]:
+    """The ids of the other det masters connected to this database (with ``listening``: those
+    whose listener is connected, the only ones that may check the list in memory)."""
+    return set(
+        db.column(
+            conn,
+            str,
+            "SELECT DISTINCT split_part(application_name, ' ', 2) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND application_name LIKE %s"
+            " AND split_part(application_name, ' ', 2) <> %s",
+            (APPLICATION_PREFIX + "%" + (_LISTENER if listening else ""), own),
+        )
+    )
+
+
+def listen_forever(
+    conninfo: str,
+    epochs: Epoch | list[Epoch],
+    stop: threading.Event,
+    *,
+    presence: tuple[Epoch, str] | None = None,
+) -> None:
+    """Moves each epoch on at each notification on its channel any master commits, for as long
+    as ``stop`` is not set; marks them not listening while the connection is down (see the
+    module's docstring). With ``presence`` (an epoch and this master's id), it also looks for
+    other masters every :data:`PRESENCE_SECONDS`, keeps that epoch's :attr:`Epoch.alone`
+    (moving it on when the master finds itself alone again) and says on
+    :data:`PRESENCE_CHANNEL` which masters it has seen: a starting master waits for that
+    (:func:`wait_until_seen`)."""
+    watched = epochs if isinstance(epochs, list) else [epochs]
+    by_channel = {e.channel: e for e in watched}
+    probe = _PROBE_SECONDS
+    if presence is not None:
+        probe = PRESENCE_SECONDS
+        conninfo = make_conninfo(
+            conninfo, application_name=application_name(presence[1], listener=True)
+        )
     while not stop.is_set():
         try:
             with db.connect(conninfo) as conn:
-                conn.execute(f"LISTEN {CHANNEL}")
-                epoch.bump()  # anything revoked while nobody listened
-                epoch.set_listening(True)
-                logger.debug("listening for revoked sessions")
+                for e in watched:
+                    conn.execute(f"LISTEN {e.channel}")
+                for e in watched:
+                    e.bump()  # anything changed while nobody listened
+                    e.set_listening(True)
+                logger.debug("listening on %s", ", ".join(by_channel))
                 while not stop.is_set():
-                    for _ in conn.notifies(timeout=_PROBE_SECONDS):
-                        epoch.bump()
-                    conn.execute("SELECT 1")
-        except psycopg.Error as e:
-            logger.warning("revoked-session listener lost its connection (%s); retrying", e)
+                    for n in conn.notifies(timeout=probe):
+                        heard = by_channel.get(n.channel)
+                        if heard is not None:
+                            heard.bump()
+                    if presence is None:
+                        conn.execute("SELECT 1")
+                    else:
+                        _look_for_others(conn, *presence)
+        except psycopg.Error as err:
+            logger.warning("the database listener lost its connection (%s); retrying", err)
         finally:
-            epoch.set_listening(False)
-            epoch.bump()
+            if presence is not None:
+                presence[0].set_alone(False)
+            for e in watched:
+                e.set_listening(False)
+                e.bump()
         stop.wait(1.0)
+
+
+def _look_for_others(conn: psycopg.Connection[Any], epoch: Epoch, own: str) -> None:
+    others = other_masters(conn, own)
+    for other in others:  # at each look: a master that starts waits for every one of these
+        conn.execute("SELECT pg_notify(%s, %s)", (PRESENCE_CHANNEL, f"{other} {own}"))
+    alone = not others
+    if alone != epoch.alone:
+        if alone:
+            epoch.bump()  # pages kept before another master came are not trusted again
+            logger.info(
+                "alone on the database: the experiment list's kept pages are checked in memory"
+            )
+        else:
+            logger.info(
+                "other det masters on the database (%s): the experiment list's kept pages are"
+                " checked against the database",
+                ", ".join(sorted(others)),
+            )
+        epoch.set_alone(alone)
+
+
+def wait_until_seen(conninfo: str, own: str, timeout: float) -> set[str]:
+    """Before a master serves: waits until every other master whose listener is connected has
+    said it saw this one (it then checks the experiment list against the database, no longer in
+    memory), at most ``timeout`` seconds. Answers the ids of those that did not in time."""
+    with db.connect(make_conninfo(conninfo, application_name=application_name(own))) as conn:
+        conn.execute(f"LISTEN {PRESENCE_CHANNEL}")
+        waiting = other_masters(conn, own, listening=True)
+        deadline = time.monotonic() + timeout
+        while waiting:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            for n in conn.notifies(timeout=min(left, PRESENCE_SECONDS)):
+                seen, _, by = n.payload.partition(" ")
+                if seen == own:
+                    waiting.discard(by)
+            # A master whose listener went away meanwhile says nothing: no longer waited for.
+            waiting &= other_masters(conn, own, listening=True)
+        return waiting

@@ -22,6 +22,9 @@ class MasterState:
     master_id: str
     # Shared by the master's processes (made before they fork); None: no session cache.
     auth_epoch: Epoch | None = None
+    # The experiment list's (det.master.listcache), shared the same way; None: the list's
+    # version is read at every request.
+    list_epoch: Epoch | None = None
     # The port of the task listener (det.master.task_origin) once it is bound: the configured
     # ``task_port``, or the one the system picked for 0.
     task_port: int | None = None

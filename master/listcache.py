@@ -15,6 +15,19 @@ version, a new statement, finds the same value. A write committed and answered b
 of any master is therefore seen by the very next request anywhere: its commit changed the
 version before its answer was sent.
 
+**Checked in memory while the master is alone.** The version's read is a round trip per
+request, and the rest of a kept page's answer costs less than that (the list at 0.65x a
+Flask hello with it, 1.09x without it: docs/benchmarks.md). Every change the list shows also
+notifies ``det_list`` at its commit (migration 0047), and a master keeps an epoch of that
+channel in memory shared by its processes (:class:`det.master.authcache.Epoch`, as for
+sessions): the connection that commits the change hears its own notification with the commit,
+so the epoch has moved, in every process of the master, before the change's request is
+answered. Another master's commit would reach it only through its listener, a moment later: so
+the epoch stands in for the version only while the master's listener is connected and has found
+no other master on the database (:func:`validity`; a starting master waits until every master
+already there has seen it, ``authcache.wait_until_seen``). With another master, or no listener,
+the version is read as above.
+
 **Who may see a page.** A page depends on the request's validated query and nothing else: every
 user reads every experiment (:mod:`det.master.api._access`). Reads that sort by values the
 metric ingest changes (a trial's best metric, checkpoint sizes) are not cached: the triggers do
@@ -30,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from det.master import authz, db
+from det.master.authcache import Epoch
 from det.master.db import Conn
 
 
@@ -120,3 +134,28 @@ def key_of(params: Any) -> Hashable:
 
 # One per process (the API processes are forked before they serve).
 EXPERIMENTS = ListCache()
+
+#: The channel migration 0047's triggers notify at a change the list shows.
+CHANNEL = "det_list"
+#: The master's list epoch (det.master.server.serve sets it before it forks): None, the
+#: version is read at every request.
+EPOCH: Epoch | None = None
+# (epoch, whether any workspace is private) as this process last read them.
+_memo: tuple[int, bool] | None = None
+
+
+def validity(conn: Conn, name: str) -> VersionAndPrivacy:
+    """What a kept page of ``name`` is checked against: while the master is alone on the
+    database and listening, its epoch (no statement; whether any workspace is private is read
+    once an epoch, since making one private moves it); otherwise the version, read now
+    (:func:`version_and_privacy`). Tokens of the two kinds never match each other."""
+    global _memo
+    epoch = EPOCH
+    if epoch is None or not (epoch.listening and epoch.alone):
+        return version_and_privacy(conn, name)
+    seen = epoch.read()  # before anything is read: a commit after this moves it
+    memo = _memo
+    if memo is None or memo[0] != seen:
+        memo = (seen, version_and_privacy(conn, name).private)
+        _memo = memo
+    return VersionAndPrivacy(f"epoch {seen}", memo[1])

@@ -14,17 +14,20 @@ import ssl
 import sys
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from psycopg.conninfo import make_conninfo
 from typing_extensions import TypedDict
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
 
-from det.master import authcache, db, dispatch, evloop, httptask, proxy
+from det.master import authcache, db, dispatch, evloop, httptask, listcache, proxy
 from det.master.app import create_app
 from det.master.config import MasterConfig, MasterConfigError
+from det.master.db import Conn
 from det.master.handles import MasterState
 from det.master.loop import ControlLoop
 from det.master.rows.cluster import ClusterIdentity
@@ -93,9 +96,16 @@ def prepare(config: MasterConfig) -> MasterState:
     fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(agent_token)
-    # Before any fork, so that every process of this master shares it.
+    # Before any fork, so that every process of this master shares them.
     epoch = authcache.Epoch()
-    pool = db.open_pool(conninfo, max_size=config.db_pool_size, configure=epoch.watch)
+    list_epoch = authcache.Epoch(listcache.CHANNEL)
+    master_id = str(uuid.uuid4())
+    # Every connection of this master says whose it is (other masters look for it:
+    # det.master.authcache.other_masters).
+    conninfo = make_conninfo(conninfo, application_name=authcache.application_name(master_id))
+    pool = db.open_pool(
+        conninfo, max_size=config.db_pool_size, configure=_watching(epoch, list_epoch)
+    )
     with pool.connection() as conn:
         users.ensure_admin(conn, password)
         users.fill_username_keys(conn)
@@ -105,22 +115,36 @@ def prepare(config: MasterConfig) -> MasterState:
         cluster_id=cluster_id,
         agent_token=agent_token,
         token_secret=token_secret,
-        master_id=str(uuid.uuid4()),
+        master_id=master_id,
         auth_epoch=epoch,
+        list_epoch=list_epoch,
     )
 
 
+def _watching(*epochs: authcache.Epoch | None) -> Callable[[Conn], None]:
+    """A pool's ``configure``: each new connection hears its own commits' notifications on
+    each epoch's channel (det.master.authcache.Epoch.watch)."""
+
+    def configure(conn: Conn) -> None:
+        for e in epochs:
+            if e is not None:
+                e.watch(conn)
+
+    return configure
+
+
 def _open_pool(state: MasterState, conninfo: str) -> None:
-    epoch = state.auth_epoch
     state.pool = db.open_pool(
         conninfo,
         max_size=state.config.db_pool_size,
-        configure=epoch.watch if epoch is not None else None,
+        configure=_watching(state.auth_epoch, state.list_epoch),
     )
 
 
 # User processes yield the CPU to the front processes when both want it.
 USER_PROCESS_NICENESS = 5
+# How long a starting master waits for the masters already on its database to see it.
+PRESENCE_WAIT_SECONDS = 30.0
 
 
 def serve(state: MasterState, *, run_loops: bool = True) -> None:
@@ -137,6 +161,20 @@ def serve(state: MasterState, *, run_loops: bool = True) -> None:
     sock.bind((cfg.bind_address, cfg.port))
     sock.listen(1024)
     task_sock = _task_listener(state)
+    if state.list_epoch is not None:
+        # Before this master commits anything: every master already on the database, which may
+        # check the experiment list in memory while alone, has seen this one and checks it
+        # against the database from now on (det.master.listcache).
+        late = authcache.wait_until_seen(
+            str(state.pool.conninfo), state.master_id, PRESENCE_WAIT_SECONDS
+        )
+        if late:
+            logger.warning(
+                "other masters did not say within %g s that they saw this one: %s",
+                PRESENCE_WAIT_SECONDS,
+                ", ".join(sorted(late)),
+            )
+        listcache.EPOCH = state.list_epoch  # the forks below inherit it
     handoff: socket.socket | None = None
     if cfg.api_processes > 1 or cfg.user_api_processes > 0:
         conninfo = str(state.pool.conninfo)
@@ -164,13 +202,17 @@ def serve(state: MasterState, *, run_loops: bool = True) -> None:
                 _serve_socket(state, sock, handoff, run_loops=False)
                 os._exit(0)
         _open_pool(state, conninfo)
-    if state.auth_epoch is not None:
-        # One listener per master (here, after the forks): other masters' revocations.
+    epochs = [e for e in (state.auth_epoch, state.list_epoch) if e is not None]
+    if epochs:
+        # One listener per master (here, after the forks): other masters' revocations and
+        # changes to the experiment list, and whether this master is alone on the database.
         conninfo = str(state.pool.conninfo)
+        presence = (state.list_epoch, state.master_id) if state.list_epoch is not None else None
         threading.Thread(
             target=authcache.listen_forever,
-            args=(conninfo, state.auth_epoch, threading.Event()),
-            name="det-auth-listener",
+            args=(conninfo, epochs, threading.Event()),
+            kwargs={"presence": presence},
+            name="det-db-listener",
             daemon=True,
         ).start()
     if task_sock is not None:

@@ -181,9 +181,9 @@ def kept_page(conn: Any, user: User, params: d.GetExperimentsParams) -> Kept:
     if params.get("sortBy") in _UNCACHED_SORTS:
         readable = authz.readable_workspaces(conn, user.id, user.admin)
         return Kept(None if readable is None else (user.id, readable), None, "", None)
-    # The version, read before the page's rows are, and whether any workspace is private: one
-    # round trip.
-    now = listcache.version_and_privacy(conn, "experiments")
+    # The version (or, on a master alone on its database, its list epoch), read before the
+    # page's rows are, and whether any workspace is private: one round trip at the most.
+    now = listcache.validity(conn, "experiments")
     readable = authz.readable_workspaces(conn, user.id, user.admin, private=now.private)
     scope = None if readable is None else (user.id, readable)
     key: Any = listcache.key_of(params)
