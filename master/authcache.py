@@ -36,7 +36,7 @@ from typing import Any, Generic, TypeVar
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from det.master import db
+from det.master import db, leader_lock
 
 logger = logging.getLogger(__name__)
 
@@ -165,8 +165,12 @@ def other_masters(conn: psycopg.Connection[Any], own: str, *, listening: bool = 
             str,
             "SELECT DISTINCT split_part(application_name, ' ', 2) FROM pg_stat_activity"
             " WHERE datname = current_database() AND application_name LIKE %s"
-            " AND split_part(application_name, ' ', 2) <> %s",
-            (APPLICATION_PREFIX + "%" + (_LISTENER if listening else ""), own),
+            " AND application_name NOT LIKE %s AND split_part(application_name, ' ', 2) <> %s",
+            (
+                APPLICATION_PREFIX + "%" + (_LISTENER if listening else ""),
+                "%" + leader_lock.APPLICATION_SUFFIX,
+                own,
+            ),
         )
     )
 
@@ -224,8 +228,6 @@ def listen_forever(
 
 def _look_for_others(conn: psycopg.Connection[Any], epoch: Epoch, own: str) -> None:
     others = other_masters(conn, own)
-    for other in others:  # at each look: a master that starts waits for every one of these
-        conn.execute("SELECT pg_notify(%s, %s)", (PRESENCE_CHANNEL, f"{other} {own}"))
     alone = not others
     if alone != epoch.alone:
         if alone:
@@ -240,6 +242,10 @@ def _look_for_others(conn: psycopg.Connection[Any], epoch: Epoch, own: str) -> N
                 ", ".join(sorted(others)),
             )
         epoch.set_alone(alone)
+    # Only now (the flag set): a master that starts waits for this before it serves. Said at
+    # each look, for every master seen.
+    for other in others:
+        conn.execute("SELECT pg_notify(%s, %s)", (PRESENCE_CHANNEL, f"{other} {own}"))
 
 
 def wait_until_seen(conninfo: str, own: str, timeout: float) -> set[str]:

@@ -18,7 +18,7 @@ import logging
 import threading
 
 import psycopg
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from det.master import db
 from det.master.db import LEADER_LOCK_KEY, Conn
@@ -44,9 +44,18 @@ CLIENT_KEEPALIVES = {
 }
 
 
+#: Appended to the master's application name on this connection: a standby's lock wait outlives
+#: its dead master (PostgreSQL notices the client's end only when the wait does), and such a
+#: session, which can commit nothing, does not count as another master
+#: (det.master.authcache.other_masters).
+APPLICATION_SUFFIX = " leader-lock"
+
+
 def connect(conninfo: str) -> Conn:
     """A connection for the leader lock: autocommit, keepalives on both sides."""
-    conn = db.connect(make_conninfo(conninfo, **CLIENT_KEEPALIVES))
+    name = conninfo_to_dict(conninfo).get("application_name")
+    extra = {"application_name": f"{name}{APPLICATION_SUFFIX}"} if name else {}
+    conn = db.connect(make_conninfo(conninfo, **CLIENT_KEEPALIVES, **extra))
     try:
         for name, value in SESSION_SETTINGS.items():
             conn.execute("SELECT set_config(%s, %s, false)", (name, str(value)))

@@ -5,6 +5,7 @@ it; changes the list does not show (the ingest's, a searcher's state) leave it a
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -435,3 +436,30 @@ def test_an_unchanged_page_is_answered_from_the_process_without_reading_the_list
     assert fresh.status_code == 200 and fresh.headers["ETag"] != tag
     assert _exp(fresh.json(), eid)["name"] == silent
     assert _exp(fresh.json(), eid)["labels"] == ["seen"]
+
+
+def test_a_master_alone_checks_in_memory_until_another_starts_which_waits_to_be_seen(
+    master_factory: Any,
+) -> None:
+    """A master alone on its database checks kept pages against its epoch (det.master.listcache);
+    a second master serves only once the first has said it saw it, by which time the first
+    checks against the database; when the second stops, the first is alone again (a standby's
+    leader-lock wait, which outlives its master, does not count)."""
+    alone = "alone on the database: the experiment list's kept pages are checked in memory"
+    others = "other det masters on the database"
+    a: Master = master_factory(name="a", extra={"user_api_processes": 1})
+    wait_for(lambda: alone in a.logs(), 30, what="master a to find itself alone")
+    b: Master = master_factory(name="b", extra={"user_api_processes": 1})
+    # b answers only after a said it saw b: a switched before b could commit anything.
+    assert others in a.logs()
+    assert "did not say" not in b.logs()
+    token = a.login()
+    eid = int(b.post("/api/v1/experiments", {"config": CONFIG, "activate": False})[
+        "experiment"]["id"])  # fmt: skip
+    assert all(_experiment_in(p, eid) for p in _fresh_reads(a, token, 4))
+    b.kill(signal.SIGTERM)
+    wait_for(lambda: a.logs().count(alone) == 2, 30, what="master a alone again")
+    # Alone again, its own writes show in the next reads of each of its processes.
+    eid2 = int(a.post("/api/v1/experiments", {"config": CONFIG, "activate": False})[
+        "experiment"]["id"])  # fmt: skip
+    assert all(_experiment_in(p, eid2) for p in _fresh_reads(a, token, 6))
