@@ -87,11 +87,21 @@ def test_alone_a_read_runs_no_statement_and_an_own_commit_moves_the_epoch_before
         assert after.version != first.version
         assert reader.statements == 2
 
-        # A workspace turned private moves it too, and the next read knows.
+        # A workspace added (not private) leaves it; one turned private moves it, and the next
+        # read knows.
+        before = epoch.read()
+        with own.transaction():
+            own.execute("INSERT INTO workspaces (name) VALUES ('open')")
+        assert epoch.read() == before
         with own.transaction():
             own.execute("UPDATE workspaces SET private = true WHERE id = 1")
         private = listcache.validity(reader, "experiments")  # type: ignore[arg-type]
         assert private.version != after.version and private.private is True
+        with own.transaction():
+            own.execute("UPDATE workspaces SET private = false WHERE id = 1")
+            own.execute("INSERT INTO workspaces (name, private) VALUES ('closed', true)")
+        added = listcache.validity(reader, "experiments")  # type: ignore[arg-type]
+        assert added.version != private.version and added.private is True
 
         # What the list does not show leaves it (a password change: the sessions' channel).
         before = epoch.read()

@@ -16,9 +16,10 @@ END $$;
 
 -- Whether any workspace is private decides who reads what (det.master.authz.ANY_PRIVATE):
 -- read with the version until now, it moves the version too, so a page kept in memory never
--- outlives it.
-CREATE CONSTRAINT TRIGGER workspaces_list_added
+-- outlives it (a workspace added private, or turned private or public).
+CREATE CONSTRAINT TRIGGER workspaces_list_added_private
     AFTER INSERT ON workspaces DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+    WHEN (NEW.private)
     EXECUTE FUNCTION det_experiment_list_changed();
 CREATE CONSTRAINT TRIGGER workspaces_list_private
     AFTER UPDATE OF private ON workspaces DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
