@@ -118,8 +118,11 @@ def run_for_experiment(conn: Conn, experiment_id: int) -> None:
                 rid, search.ExitedReason[str(p.get("reason", "ERRORED"))]
             )
     if events:
+        # One pass number for the batch (an uncorrelated subquery: evaluated once): the order
+        # the searcher saw the events in is (pass, id) (migration 0048).
         conn.execute(
-            "UPDATE searcher_events SET processed = true WHERE id = ANY(%s)",
+            "UPDATE searcher_events SET processed = true,"
+            " processed_pass = (SELECT nextval('searcher_event_passes')) WHERE id = ANY(%s)",
             ([e.id for e in events],),
         )
     created = apply_actions(conn, exp, actions, wrapper)

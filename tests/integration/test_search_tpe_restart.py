@@ -92,7 +92,8 @@ def replay(pg_url: str, eid: int) -> tuple[list[tuple[Any, ...]], list[tuple[Any
         events = conn.execute(
             # Events the searcher has not seen yet (none are expected) made no decision.
             "SELECT kind, request_id, payload FROM searcher_events"
-            " WHERE experiment_id = %s AND processed ORDER BY id",
+            # In the order the searcher saw them: by its pass, then id (migration 0048).
+            " WHERE experiment_id = %s AND processed ORDER BY processed_pass, id",
             (eid,),
         ).fetchall()
         stored = conn.execute(
