@@ -17,7 +17,7 @@ version before its answer was sent.
 
 **Checked in memory while the master is alone.** The version's read is a round trip per
 request, and the rest of a kept page's answer costs less than that (the list at 0.65x a
-Flask hello with it, 1.09x without it: docs/benchmarks.md). Every change the list shows also
+Flask hello with it, 1.06-1.14x without it: docs/benchmarks.md). Every change the list shows also
 notifies ``det_list`` at its commit (migration 0047), and a master keeps an epoch of that
 channel in memory shared by its processes (:class:`det.master.authcache.Epoch`, as for
 sessions): the connection that commits the change hears its own notification with the commit,
