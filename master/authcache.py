@@ -177,7 +177,7 @@ def other_masters(conn: psycopg.Connection[Any], own: str, *, listening: bool = 
 
 def listen_forever(
     conninfo: str,
-    epochs: Epoch | list[Epoch],
+    epochs: list[Epoch],
     stop: threading.Event,
     *,
     presence: tuple[Epoch, str] | None = None,
@@ -189,8 +189,7 @@ def listen_forever(
     (moving it on when the master finds itself alone again) and says on
     :data:`PRESENCE_CHANNEL` which masters it has seen: a starting master waits for that
     (:func:`wait_until_seen`)."""
-    watched = epochs if isinstance(epochs, list) else [epochs]
-    by_channel = {e.channel: e for e in watched}
+    by_channel = {e.channel: e for e in epochs}
     probe = _PROBE_SECONDS
     if presence is not None:
         probe = PRESENCE_SECONDS
@@ -200,9 +199,9 @@ def listen_forever(
     while not stop.is_set():
         try:
             with db.connect(conninfo) as conn:
-                for e in watched:
+                for e in epochs:
                     conn.execute(f"LISTEN {e.channel}")
-                for e in watched:
+                for e in epochs:
                     e.bump()  # anything changed while nobody listened
                     e.set_listening(True)
                 logger.debug("listening on %s", ", ".join(by_channel))
@@ -220,7 +219,7 @@ def listen_forever(
         finally:
             if presence is not None:
                 presence[0].set_alone(False)
-            for e in watched:
+            for e in epochs:
                 e.set_listening(False)
                 e.bump()
         stop.wait(1.0)
