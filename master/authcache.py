@@ -206,14 +206,17 @@ def listen_forever(
                     e.set_listening(True)
                 logger.debug("listening on %s", ", ".join(by_channel))
                 while not stop.is_set():
-                    for n in conn.notifies(timeout=probe):
-                        heard = by_channel.get(n.channel)
-                        if heard is not None:
-                            heard.bump()
+                    # The first look right after LISTEN: a master alone is alone from its
+                    # listener's first round trip, not a probe period after it (a page kept in
+                    # between would be re-read once, when the epoch moves on becoming alone).
                     if presence is None:
                         conn.execute("SELECT 1")
                     else:
                         _look_for_others(conn, *presence)
+                    for n in conn.notifies(timeout=probe):
+                        heard = by_channel.get(n.channel)
+                        if heard is not None:
+                            heard.bump()
         except psycopg.Error as err:
             logger.warning("the database listener lost its connection (%s); retrying", err)
         finally:

@@ -6,6 +6,8 @@ as before."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -129,3 +131,39 @@ def test_not_alone_or_not_listening_the_version_is_read_each_time(
             b = listcache.validity(reader, "experiments")  # type: ignore[arg-type]
             assert reader.statements == before + 2, (listening, alone)
             assert a == b and not a.version.startswith("epoch"), (listening, alone)
+
+
+def test_a_listener_alone_finds_it_at_its_first_look_not_a_probe_period_later(
+    pg_url: str, epoch: authcache.Epoch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listener looks for other masters as soon as it listens: a master's pages are checked
+    in memory from its start, instead of being re-read once a probe period later when the epoch
+    moves on becoming alone (under load, after the first requests were answered)."""
+    monkeypatch.setattr(authcache, "PRESENCE_SECONDS", 60.0)  # the next look: a minute away
+    stop = threading.Event()
+    listener = threading.Thread(
+        target=authcache.listen_forever,
+        args=(pg_url, [epoch], stop),
+        kwargs={"presence": (epoch, "lone-master")},
+        daemon=True,
+    )
+    listener.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not (epoch.listening and epoch.alone) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert epoch.listening and epoch.alone
+        settled = epoch.read()
+        time.sleep(0.5)
+        assert epoch.read() == settled  # no later move while nothing changed
+    finally:
+        stop.set()
+        # Its wait for notifications lasts the probe period: end its connection to end it now.
+        with psycopg.connect(pg_url, autocommit=True) as c:
+            c.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name = %s",
+                (authcache.application_name("lone-master", listener=True),),
+            )
+        listener.join(10)
+    assert not listener.is_alive()
