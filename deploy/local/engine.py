@@ -130,7 +130,9 @@ def remove_task_containers(docker_client: Any, agent_ids: Iterable[str], master_
     """
     ids = set(agent_ids)
     removed = 0
-    for c in docker_client.containers.list(all=True, filters={"label": LABEL_AGENT}):
+    for c in docker_client.containers.list(
+        all=True, ignore_removed=True, filters={"label": LABEL_AGENT}
+    ):
         if (c.labels or {}).get(LABEL_AGENT) not in ids:
             continue
         if _env_of(c).get("DET_MASTER", "").rstrip("/") != master_url.rstrip("/"):

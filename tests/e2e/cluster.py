@@ -226,7 +226,9 @@ class Cluster:
         out: list[Any] = []
         for a in self.agents:
             out += self.docker.containers.list(
-                all=not running_only, filters={"label": f"{LABEL_AGENT}={a.agent_id}"}
+                all=not running_only,
+                ignore_removed=True,  # removed by its agent between the listing and the inspect
+                filters={"label": f"{LABEL_AGENT}={a.agent_id}"},
             )
         return out
 

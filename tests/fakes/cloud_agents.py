@@ -236,7 +236,9 @@ def remove_containers(agent_id: str) -> None:
         import docker
 
         client = docker.from_env(timeout=30)
-        for c in client.containers.list(all=True, filters={"label": f"{LABEL_AGENT}={agent_id}"}):
+        for c in client.containers.list(
+            all=True, ignore_removed=True, filters={"label": f"{LABEL_AGENT}={agent_id}"}
+        ):
             c.remove(force=True)
     except Exception as e:  # no Docker: nothing was started either
         logger.debug("removing containers of %s: %s", agent_id, e)

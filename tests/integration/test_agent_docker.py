@@ -104,7 +104,7 @@ def agent(
         if a.proc is not None and a.proc.poll() is None:
             a.kill(signal.SIGTERM)
     for c in docker_client.containers.list(
-        all=True, filters={"label": f"ai.det.agent-id={agent_id}"}
+        all=True, ignore_removed=True, filters={"label": f"ai.det.agent-id={agent_id}"}
     ):
         c.remove(force=True)
 
@@ -149,7 +149,9 @@ def wait_state(
 
 def own_containers(docker_client: Any, agent_id: str) -> list[Any]:
     return list(
-        docker_client.containers.list(all=True, filters={"label": f"ai.det.agent-id={agent_id}"})
+        docker_client.containers.list(
+            all=True, ignore_removed=True, filters={"label": f"ai.det.agent-id={agent_id}"}
+        )
     )
 
 

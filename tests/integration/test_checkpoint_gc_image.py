@@ -114,7 +114,9 @@ def test_a_gc_task_runs_in_the_gc_image_on_a_docker_agent_and_deletes_the_files(
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
-        for c in engine.containers.list(all=True, filters={"label": f"ai.det.agent-id={agent_id}"}):
+        for c in engine.containers.list(
+            all=True, ignore_removed=True, filters={"label": f"ai.det.agent-id={agent_id}"}
+        ):
             c.remove(force=True)
 
 

@@ -377,7 +377,9 @@ def test_agent_and_harness_verify_the_master(
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
                 p.wait(timeout=30)
-        for c in client.containers.list(all=True, filters={"label": f"ai.det.agent-id={agent_id}"}):
+        for c in client.containers.list(
+            all=True, ignore_removed=True, filters={"label": f"ai.det.agent-id={agent_id}"}
+        ):
             c.remove(force=True)
         m.kill(signal.SIGTERM)
 
