@@ -12,10 +12,11 @@
 #   4. beside it, with a Docker engine, the images the tests run (infra/build-images.sh, as root:
 #      its Debian root file systems need it), when one is missing or older than the harness.
 # Without a Docker engine the Docker and e2e tests are skipped.
-# Then runs pytest (the same as `make test`) in DET_TEST_WORKERS parallel processes (default 3:
-# most tests wait on masters, agents and containers rather than compute, so 3 beat the 2 cores,
-# and 4 were slower than 3 there, by contention: CI Round 6 in docs/benchmarks.md's git history;
-# a test file stays in one process, so module fixtures are shared as before; 0 runs it serially);
+# Then runs pytest (the same as `make test`) in DET_TEST_WORKERS parallel processes (default 4:
+# many tests wait on masters, agents and containers rather than compute; on 2 cores, 4 kept the
+# CPU busy 94% of the run against 86% with 3, and 5 were slower again, by contention (the
+# figures: docs/testing.md); a test file stays in one process, so module fixtures are shared as
+# before; 0 runs it serially);
 # "no tests collected" (exit 5) is a failure.
 # Environment: DET_TEST_VENV (default .venv), TORCH_VERSION (default 2.13.0), DET_TEST_WORKERS,
 #              DET_TEST_APT=0 (never run apt-get or start dockerd: only say what is missing).
@@ -68,8 +69,8 @@ else
   echo "no Docker engine: tests that need Docker will be skipped" >&2
 fi
 
-workers=(-n "${DET_TEST_WORKERS:-3}" --dist loadfile)
-[[ "${DET_TEST_WORKERS:-3}" == 0 ]] && workers=(-p no:xdist)
+workers=(-n "${DET_TEST_WORKERS:-4}" --dist loadfile)
+[[ "${DET_TEST_WORKERS:-4}" == 0 ]] && workers=(-p no:xdist)
 # The machine's CPU over pytest's run (scripts/cpu_share.py): busy share, CPU pressure, load.
 cpu_before="$(python3 scripts/cpu_share.py snap 2>/dev/null || true)"
 set +e
