@@ -41,6 +41,25 @@ hypothesis_configuration.set_hypothesis_home_dir(
 os.environ.setdefault("PIP_COMPILE", "false")  # pip --no-compile (PIP_NO_COMPILE=1 would not be)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def shared_harness_bundle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The agents a test process starts build the harness bundle (det.agent.harness_bundle) in
+    one directory (``DET_HARNESS_DIR``), as the agents of one machine may: each agent of its own
+    state directory built it again at its first container (``pip download`` and compiling, 1.1
+    CPU-s and 1.2 s before that container could start, about 80 times a run). The bundle's
+    building is tested where it is called (tests/unit/agent/test_harness_bundle.py,
+    test_harness_bundle.py); a test that clears ``DET_*`` from its processes' environment (the
+    README's job, ``det deploy local``) gets an agent's default, its state directory."""
+    if "DET_HARNESS_DIR" in os.environ:
+        yield
+        return
+    os.environ["DET_HARNESS_DIR"] = str(tmp_path_factory.mktemp("harness-bundle"))
+    try:
+        yield
+    finally:
+        os.environ.pop("DET_HARNESS_DIR", None)
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[str]:
     url = os.environ.get("DET_TEST_PG_URL")
