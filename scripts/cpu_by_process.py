@@ -167,7 +167,8 @@ def _load_sampled(folder: Path, boot: int) -> dict[int, list[_Sampled]]:
 
 
 def report(folder: Path, top: int = 40) -> None:
-    """Two tables: CPU by kind of process, then (when the sampler saw test files) by test file.
+    """Three tables: CPU by kind of process, then (when the sampler saw test files) by test file,
+    then by test file and kind (what of a file's CPU is its masters, its containers' ...).
     A process is charged to its own test file, else to its nearest sampled ancestor's, else (a
     task container's, started by dockerd) to the test whose processes talked to the same master
     port nearest in time; the worker processes' own CPU per test is in ``worker-*.tsv`` when the
@@ -215,6 +216,7 @@ def report(folder: Path, top: int = 40) -> None:
 
     table: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0])
     tests: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0])
+    both: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0])
 
     worker_logs = sorted(folder.glob("worker-*.tsv"))
 
@@ -222,6 +224,7 @@ def report(folder: Path, top: int = 40) -> None:
         charged = [(name, table)] if into_kinds else []
         if not (worker_logs and name == "pytest worker"):  # else the logs say it test by test
             charged.append((test or f"(no test) {name.split(' > ')[0]}", tests))
+            charged.append((f"{test or '(no test)'} | {name}", both))
         for key, into in charged:
             row = into[key]
             row[0] += user
@@ -251,6 +254,8 @@ def report(folder: Path, top: int = 40) -> None:
     if any(k and not k.startswith("(no test)") for k in tests):
         print()
         _print(tests, top, "test file (or, with no test, the kind)")
+        print()
+        _print(both, top * 2, "test file | kind")
 
 
 def _print(table: dict[str, list[float]], top: int, what: str = "kind") -> None:
