@@ -179,7 +179,9 @@ class _StopIdle:
         self.shared = shared
 
     def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
-        now = time.monotonic()
+        self.stop_idle(time.monotonic())
+
+    def stop_idle(self, now: float) -> None:
         for s in self.shared.values():
             s.stop_if_idle(now)
 

@@ -56,11 +56,8 @@ def test_what_an_idle_stop_raises_is_kept_for_the_sessions_end(
     assert [str(e) for e in s.errors] == ["the master's event loop died"]
 
 
-def test_the_plugin_looks_at_every_shared_cluster_after_each_test(
-    stopped: list[Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_plugin_looks_at_every_shared_cluster(stopped: list[Any]) -> None:
     idle, busy = running("two"), running("one")
     idle.idle_since, busy.idle_since = 0.0, None
-    monkeypatch.setattr(shared_mod.time, "monotonic", lambda: IDLE_SECONDS + 5)
-    _StopIdle({"two": idle, "one": busy}).pytest_runtest_teardown(None, None)  # type: ignore[arg-type]
+    _StopIdle({"two": idle, "one": busy}).stop_idle(IDLE_SECONDS + 5)
     assert idle.cluster is None and busy.cluster is not None and len(stopped) == 1
