@@ -18,13 +18,6 @@ decided, no task container runs and every agent is up and enabled, as the test f
 test that leaves it otherwise fails (an error at its teardown), and the next test gets a fresh
 cluster. Tests that kill agents, containers or the master, need master.yaml keys of their own
 (``extra=``), or check the whole cluster's state take ``cluster_factory`` (tests/e2e/cluster.py).
-
-A shared cluster that no test has leased for ``IDLE_SECONDS`` is stopped between two tests
-(:class:`_StopIdle`), and started again if a later test asks for it: the longest files are
-handed out first, so a worker's e2e tests come early and its clusters would otherwise wait
-through the rest of the session (a master, its PostgreSQL and an agent cost 19 CPU-ms a second
-idle, 11 of it the master's control loop: most of a worker's session). What stopping finds
-wrong (its event loop unsound) fails the session's end, as it did when they stopped there.
 """
 
 from __future__ import annotations
@@ -33,7 +26,6 @@ import contextlib
 import dataclasses
 import os
 import stat
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,9 +40,6 @@ _KINDS = {"COMMAND": "commands", "NOTEBOOK": "notebooks", "SHELL": "shells",
           "TENSORBOARD": "tensorboards"}  # fmt: skip
 _TERMINAL = "('COMPLETED', 'CANCELED', 'ERROR')"
 SETTLE_SECONDS = 300
-#: How long a shared cluster may go unleased before it is stopped between two tests: a start
-#: costs about 4 CPU-s and 3-5 s, what an idle one costs in 3-4 minutes.
-IDLE_SECONDS = 90.0
 
 
 class SharedCluster:
@@ -61,10 +50,6 @@ class SharedCluster:
         self.name, self.agents, self.slots = name, agents, slots
         self.tmp, self.pg_server = tmp, pg_server
         self.cluster: Cluster | None = None
-        #: When its last lease ended (None while a test holds it, or while it is stopped).
-        self.idle_since: float | None = None
-        #: What stopping it between tests raised, for the session's end.
-        self.errors: list[BaseException] = []
         self.admin_token = ""
         self.storage_mode = 0
         self._db: contextlib.ExitStack | None = None
@@ -85,16 +70,7 @@ class SharedCluster:
             self.storage_mode = stat.S_IMODE(os.stat(self.cluster.checkpoints).st_mode)
         return self.cluster
 
-    def stop_if_idle(self, now: float) -> None:
-        if self.cluster is None or self.idle_since is None or now - self.idle_since < IDLE_SECONDS:
-            return
-        try:
-            self.stop()
-        except Exception as e:  # kept for the session's end, where it is raised
-            self.errors.append(e)
-
     def stop(self) -> None:
-        self.idle_since = None
         cluster, self.cluster = self.cluster, None
         try:
             if cluster is not None:
@@ -161,55 +137,27 @@ def settle(shared: SharedCluster) -> None:
 @contextlib.contextmanager
 def lease(shared: SharedCluster, tmp_path: Path) -> Iterator[Cluster]:
     base = shared.get()
-    shared.idle_since = None
     yield dataclasses.replace(base, tmp=tmp_path, agents=list(base.agents), experiments=[])
     try:
         settle(shared)
     except BaseException:
         shared.stop()  # the next test gets a fresh one; this one fails at its teardown
         raise
-    shared.idle_since = time.monotonic()
-
-
-class _StopIdle:
-    """A plugin, registered while the session's shared clusters exist: after each test (any
-    test of this process, not only e2e ones) it stops the clusters idle for ``IDLE_SECONDS``."""
-
-    def __init__(self, shared: dict[str, SharedCluster]) -> None:
-        self.shared = shared
-
-    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
-        self.stop_idle(time.monotonic())
-
-    def stop_idle(self, now: float) -> None:
-        for s in self.shared.values():
-            s.stop_if_idle(now)
 
 
 @pytest.fixture(scope="session")
 def _shared_clusters(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, pg_server: str
+    tmp_path_factory: pytest.TempPathFactory, pg_server: str
 ) -> Iterator[dict[str, SharedCluster]]:
     shared = {
         "two": SharedCluster("two", 2, 2, tmp_path_factory, pg_server),
         "one": SharedCluster("one", 1, 1, tmp_path_factory, pg_server),
     }
-    plugin = _StopIdle(shared)
-    request.config.pluginmanager.register(plugin, "det-e2e-stop-idle-clusters")
+    yield shared
     try:
-        yield shared
+        shared["two"].stop()
     finally:
-        request.config.pluginmanager.unregister(plugin)
-        try:
-            shared["two"].stop()
-        finally:
-            shared["one"].stop()
-    errors = [e for s in shared.values() for e in s.errors]
-    if errors:
-        raise AssertionError(
-            "a shared cluster stopped while idle was unsound: "
-            + "; ".join(f"{type(e).__name__}: {e}" for e in errors)
-        ) from errors[0]
+        shared["one"].stop()
 
 
 @pytest.fixture
