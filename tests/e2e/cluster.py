@@ -35,6 +35,13 @@ LABEL_AGENT = "ai.det.agent-id"
 LABEL_ALLOCATION = "ai.det.allocation-id"
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
+#: Overrides that make the core_api example's trial hold its slot until the test ends it: paced
+#: at 10 ms a batch (its ``batch_seconds``), it sleeps rather than spins a core, and reports
+#: every 0.1 s instead of every few milliseconds.
+HOLD: dict[str, Any] = {
+    "hyperparameters": {"batch_seconds": 0.01},
+    "searcher": {"max_length": {"batches": 5_000_000}},
+}
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.3) -> Any:

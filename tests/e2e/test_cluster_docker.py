@@ -32,10 +32,17 @@ CORE = EXAMPLES / "core_api"
 OFFICIAL = EXAMPLES / "official_client"
 
 # A long single trial with regular checkpoints: long enough to be disturbed while it runs.
-# (The example trains ~1000 batches/s here: 10000 batches last ~10 s.)
+# Paced at 5 ms a batch (the example's batch_seconds), 2000 batches last ~10 s however busy the
+# machine is, and the trial sleeps instead of spinning a core (unpaced: ~1000 batches/s, 10000
+# batches to last as long, and ~7 CPU-s more a run).
 LONG: dict[str, Any] = {
-    "hyperparameters": {"report_every": 50, "validate_every": 500, "checkpoint_every": 500},
-    "searcher": {"max_length": {"batches": 10000}},
+    "hyperparameters": {
+        "report_every": 10,
+        "validate_every": 100,
+        "checkpoint_every": 100,
+        "batch_seconds": 0.005,
+    },
+    "searcher": {"max_length": {"batches": 2000}},
     "max_restarts": 2,
 }
 
@@ -168,12 +175,12 @@ def test_killed_container_restarts_from_latest_checkpoint(cluster: Cluster) -> N
 
     cluster.wait_state(eid, "STATE_COMPLETED", 300)
     trial = cluster.trial(t["id"])
-    assert trial["restarts"] == 1 and trial["totalBatchesProcessed"] == 10000, trial
+    assert trial["restarts"] == 1 and trial["totalBatchesProcessed"] == 2000, trial
 
 
 def test_agent_killed_and_restarted_reattaches_running_trial(cluster: Cluster) -> None:
-    # Long enough to still be training when the agent comes back.
-    length = 20000
+    # Long enough to still be training when the agent comes back (~20 s, paced).
+    length = 4000
     eid = cluster.create(
         CORE / "single.yaml",
         CORE,

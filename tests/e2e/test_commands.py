@@ -194,6 +194,7 @@ def test_tasks_and_trials_share_the_queue_and_preempt_each_other_by_priority(
                 "report_every": 50,
                 "validate_every": 5000,
                 "checkpoint_every": 5000,
+                "batch_seconds": 0.01,  # it holds the slot asleep, not spinning a core
             },
             "searcher": {"max_length": {"batches": 5_000_000}},
             "resources": {"priority": 50},

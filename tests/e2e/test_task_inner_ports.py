@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from tests.e2e.cluster import LABEL_ALLOCATION, Cluster, wait_for
+from tests.e2e.cluster import HOLD, LABEL_ALLOCATION, Cluster, wait_for
 from tests.e2e.test_notebooks import execute
 from tests.e2e.test_proxy_capacity import ready, user
 
@@ -111,7 +111,7 @@ def test_another_users_command_reads_nothing_from_a_tensorboard_or_a_notebook(
 ) -> None:
     c = shared_one_slot
     alice, bob = user(c, "alice"), user(c, "bob")
-    eid = c.create(CORE / "single.yaml", CORE, {"searcher": {"max_length": {"batches": 5_000_000}}})
+    eid = c.create(CORE / "single.yaml", CORE, HOLD)
     wait_for(lambda: c.trials(eid), 120, "the trial")
     as_alice = c.master.session(alice)
     tb = as_alice.post(f"{c.master.url}/api/v1/tensorboards", json={"experimentIds": [eid]})

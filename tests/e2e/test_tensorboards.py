@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.cluster import Cluster, plain, unique, wait_for
+from tests.e2e.cluster import HOLD, Cluster, plain, unique, wait_for
 from tests.e2e.test_commands import det
 
 pytestmark = pytest.mark.e2e
@@ -119,7 +119,7 @@ def test_an_idle_tensorboard_is_killed(shared_one_slot: Cluster) -> None:
     """``idle_timeout`` kills a TensorBoard no request has reached through the proxy for that
     long (its trial need not have written anything yet)."""
     c = shared_one_slot
-    eid = c.create(CORE / "single.yaml", CORE, {"searcher": {"max_length": {"batches": 5_000_000}}})
+    eid = c.create(CORE / "single.yaml", CORE, HOLD)
     wait_for(lambda: c.trials(eid), 120, "the trial")
     body = {"experimentIds": [eid], "config": {"idle_timeout": "5s"}}
     tid = c.master.post("/api/v1/tensorboards", body)["tensorboard"]["id"]

@@ -30,11 +30,17 @@ from tests.integration.conftest import start_master
 pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 
 CORE = EXAMPLES / "core_api"
-# Long enough (~20 s of training here) to be running while the other cluster's agent starts;
-# no restart: a container killed by the other cluster's agent ends the experiment in ERROR.
+# Long enough (30 s, paced at 10 ms a batch: the trial sleeps rather than spins a core) to be
+# running while the other cluster's agent starts; no restart: a container killed by the other
+# cluster's agent ends the experiment in ERROR.
 LONG: dict[str, Any] = {
-    "hyperparameters": {"report_every": 500, "validate_every": 5000, "checkpoint_every": 5000},
-    "searcher": {"max_length": {"batches": 20000}},
+    "hyperparameters": {
+        "report_every": 100,
+        "validate_every": 1000,
+        "checkpoint_every": 1000,
+        "batch_seconds": 0.01,
+    },
+    "searcher": {"max_length": {"batches": 3000}},
     "max_restarts": 0,
 }
 
@@ -106,7 +112,7 @@ def test_two_clusters_with_the_same_agent_ids_run_side_by_side(
             c.wait_state(eid, "STATE_COMPLETED", 600)
             (trial,) = c.trials(eid)
             assert trial["restarts"] == 0, trial
-            assert trial["totalBatchesProcessed"] == 20000, trial
+            assert trial["totalBatchesProcessed"] == 3000, trial
         # Neither agent touched the other cluster's allocation.
         other_alloc = theirs.labels[LABEL_ALLOCATION]
         assert other_alloc not in first.agents[0].output()
