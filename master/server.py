@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import gc
 import importlib.util
 import logging
 import os
@@ -226,6 +227,17 @@ def serve(state: MasterState, *, run_loops: bool = True) -> None:
     _serve_socket(state, sock, handoff, run_loops=run_loops)
 
 
+def freeze_startup_heap() -> None:
+    """Moves every object alive once a process is ready to serve (its modules, the app, the
+    configuration: most of its heap) out of the garbage collector's sight for good. They live
+    as long as the process, and each full collection scanned them again with every thread of
+    the process stopped: under bench/scale.py's 300 agents x 600 trials the front process's
+    full collections took 107-124 ms (median; at most 146-153 ms), 48-53 ms (at most 72-81)
+    with the freeze (two runs each)."""
+    gc.collect()
+    gc.freeze()
+
+
 def _task_listener(state: MasterState) -> socket.socket | None:
     """The task origin's port (det.master.task_origin), bound before the processes fork so that
     every one knows it; served by this process."""
@@ -303,6 +315,7 @@ def _serve_socket(state: MasterState, sock: Any, handoff: Any, *, run_loops: boo
         loop = ControlLoop(state, stop)
         threading.Thread(target=loop.run_forever, name="det-control-loop", daemon=True).start()
     server = front_server(state, create_app(state), sock, handoff)
+    freeze_startup_heap()
     try:
         server.run()
     finally:
@@ -390,4 +403,5 @@ def _serve_users(state: MasterState, receive: Any) -> None:
         sockinfo=(socket.AF_INET, socket.SOCK_STREAM, 0, ("127.0.0.1", 0)),
     )
     dispatch.Receiver(server, receive)
+    freeze_startup_heap()
     server.run()
