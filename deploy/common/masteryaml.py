@@ -178,6 +178,7 @@ class MasterConfig(TypedDict):
     security: NotRequired[Security]
     task_container_defaults: NotRequired[TaskContainerDefaults]
     task_container_policy: NotRequired[TaskContainerPolicy]
+    api_processes: NotRequired[int]
     # A serverless master's (``common.serverless.serverless_master_config``).
     task_origin: NotRequired[str]
     db_pool_size: NotRequired[int]
@@ -257,6 +258,16 @@ def master_url(port: int, tls: bool = False) -> str:
     return f"{'https' if tls else 'http'}://{LOCAL_IP_PLACEHOLDER}:{port}"
 
 
+#: Front processes of a VM master (``api_processes``; the master's own default is 1). The
+#: deploys' master machines have two vCPUs; there, under bench/scale.py's 300 agents x 600
+#: trials, one front spent 0.69-0.76 cores and still held reports and heartbeats behind one
+#: another for Python's interpreter lock (report p50 12-28 ms / p99 550-690 ms, heartbeat p50
+#: 70-135 ms), two at the same CPU answered report p50 6 ms / p99 280 ms, heartbeat p50 7-13
+#: ms (docs/deploy.md, Scale). The second front holds up to ``db_pool_size`` + 3 more
+#: connections: 90 at most for the master, within the deploys' databases' limits.
+VM_API_PROCESSES = 2
+
+
 def master_config(spec: MasterYamlSpec) -> MasterConfig:
     pools: list[ResourcePool] = []
     shared = spec.provider.copy()
@@ -299,6 +310,7 @@ def master_config(spec: MasterYamlSpec) -> MasterConfig:
             "scheduler": {"type": spec.scheduler_type, "preemption": spec.preemption},
         },
         "resource_pools": pools,
+        "api_processes": VM_API_PROCESSES,
     }
     if spec.tls:
         config["security"] = {"tls": {"cert": MASTER_CERT_PATH, "key": MASTER_KEY_PATH}}

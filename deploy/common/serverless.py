@@ -218,6 +218,8 @@ def serverless_master_config(
     out["task_port"] = TASK_CONTAINER_PORT
     out["data_dir"] = DATA_DIR
     out["db_pool_size"] = DB_POOL_SIZE
+    # One front process an instance: the connection budget (Shape.connections) counts one.
+    out["api_processes"] = 1
     out.pop("security", None)
     pools = []
     for pool in out["resource_pools"]:

@@ -49,6 +49,8 @@ def test_aws_master_yaml_is_a_valid_master_config():
     # beside the API's (test_deploy_aws_first_deploy); the master's default (0) is a port
     # the system picks, which no firewall rule could name.
     assert config.task_port == AWS.port + 1
+    # Two front processes on the master's two vCPUs (masteryaml.VM_API_PROCESSES).
+    assert config.api_processes == 2
     tls = config.security.tls
     assert tls is not None
     assert str(tls.cert) == "/etc/det/tls/master.crt" and str(tls.key) == "/etc/det/tls/master.key"
@@ -138,6 +140,9 @@ def test_a_serverless_master_serves_its_task_origin_on_the_platforms_second_rout
     assert out["task_origin"] == "https://t.example" and out["master_url"] == "https://d.example"
     config = parse_config(out, env={"DET_DB_PASSWORD": "pw"})
     assert config.task_origin == "https://t.example" and config.task_port == 8081
+    # One front an instance, as its connection budget counts (serverless.Shape.connections),
+    # though the VM master it is made from has two.
+    assert vm["api_processes"] == 2 and config.api_processes == 1
 
 
 def test_a_port_whose_task_origin_cannot_be_served_is_refused():
