@@ -61,11 +61,15 @@ MACHINES = 4
 #: DET_MACHINES_SLOTS=2 runs them on 2 x 2.
 SLOTS_PER_MACHINE = int(os.environ.get("DET_MACHINES_SLOTS") or 1)
 # The killed run trains long enough for the master to notice the lost agent (20 s) mid-way:
-# paced at 10 ms a batch (the example's batch_seconds: its ranks sleep rather than spin the
+# paced at 40 ms a batch (the example's batch_seconds: its ranks sleep rather than spin the
 # host's cores as fast as they go), its first checkpoint comes about 5 s in, then the kill, and
-# about 55 s of batches are left after it.
-BATCHES = 6000
-BATCH_SECONDS = 0.01
+# about 55 s of batches are left after it. A batch of two ranks under DDP costs each about 2
+# CPU-ms (gloo's all-reduce), paced or not: a run lasts as long with fewer, slower batches and
+# costs less (6,000 batches at 10 ms before).
+BATCHES = 1500
+BATCH_SECONDS = 0.04
+#: How often the gangs report (and check for preemption): every 25 batches.
+REPORT = 25
 #: How often a wait asks the machines' engines (a ``docker exec`` into each machine: the host's
 #: engine, the machine's CLI and its engine, tens of CPU-ms each): a stop's time is then known
 #: to a second, within the 60 s it is given.
@@ -302,9 +306,9 @@ def test_a_dead_agent_stops_every_rank_and_the_trial_resumes(
         "resources": {"slots_per_trial": SLOTS_PER_MACHINE * len(group.machines)},
         "searcher": {"max_length": {"batches": BATCHES}},
         "hyperparameters": {
-            "report_every": 100,
-            "validate_every": 2000,
-            "checkpoint_every": 500,
+            "report_every": REPORT,
+            "validate_every": 500,
+            "checkpoint_every": 125,
             "batch_seconds": BATCH_SECONDS,
         },
         "max_restarts": 1,
@@ -338,7 +342,7 @@ def test_a_dead_agent_stops_every_rank_and_the_trial_resumes(
     print(f"\nagent killed: every rank stopped after {stopped:.1f} s", file=sys.stderr)
     RESUMED.append(tid)
     training = [int(m["totalBatches"]) for m in cluster.metrics(tid, "training")]
-    assert sorted(set(training)) == list(range(100, BATCHES + 1, 100)), training
+    assert sorted(set(training)) == list(range(REPORT, BATCHES + 1, REPORT)), training
     saved = [int(c["metadata"]["steps_completed"]) for c in cluster.checkpoints_of(tid)]
     assert len(saved) == len(set(saved)) and max(saved) == BATCHES, saved
     logs = "".join(e.get("log") or "" for e in cluster.trial_logs(tid))
@@ -364,21 +368,21 @@ def test_a_resumed_trial_reports_each_period_once(
 
 
 #: The cut run: short, yet it cannot finish while cut off. Its ranks stop at the next
-#: checkpoint (2000) at the latest, where the chief waits for the master to register it.
-CUT_BATCHES = 3000
+#: checkpoint (500) at the latest, where the chief waits for the master to register it.
+CUT_BATCHES = 750
 
 
 def torch_core_api(batches: int, **hparams: float) -> dict[str, Any]:
     """det's Core API example under Determined's ``torch_distributed`` launcher, one rank per
-    slot of every machine; paced at 5 ms a batch unless ``batch_seconds`` says otherwise (the
+    slot of every machine; paced at 20 ms a batch unless ``batch_seconds`` says otherwise (the
     ranks of a gang that only has to be training when something happens to it sleep between
-    batches instead of keeping the host's cores busy: the file's CPU went from 228 to 162 CPU-s
-    with the killed run and the steady gang paced)."""
+    batches instead of keeping the host's cores busy, and train a quarter of the batches they
+    did at 5 ms for the same time: see BATCHES)."""
     return {
         "entrypoint": "python3 -m determined.launch.torch_distributed -- python3 train.py",
         "resources": {"slots_per_trial": SLOTS_PER_MACHINE * 2},
         "searcher": {"max_length": {"batches": batches}},
-        "hyperparameters": {"batch_seconds": 0.005, **hparams},
+        "hyperparameters": {"batch_seconds": 0.02, **hparams},
         "max_restarts": 1,
     }
 
@@ -402,7 +406,7 @@ def test_a_machine_cut_off_the_network_stops_every_rank_and_the_trial_resumes(
     chief, other = group.machines[0], group.machines[1]
     core = REPO / "examples" / "core_api"
     config = torch_core_api(
-        CUT_BATCHES, report_every=100, validate_every=2500, checkpoint_every=1000
+        CUT_BATCHES, report_every=REPORT, validate_every=625, checkpoint_every=250
     )
     eid = cluster.create(core / "distributed.yaml", core, config)
     tid = int(wait_for(lambda: cluster.trials(eid), 120, "the trial")[0]["id"])
@@ -448,7 +452,7 @@ def test_a_machine_cut_off_the_network_stops_every_rank_and_the_trial_resumes(
     )
     assert int(cluster.trial(tid)["restarts"]) == 0, cluster.trial(tid)
     training = [int(m["totalBatches"]) for m in cluster.metrics(tid, "training")]
-    assert training == list(range(100, CUT_BATCHES + 1, 100)), training
+    assert training == list(range(REPORT, CUT_BATCHES + 1, REPORT)), training
     saved = [int(c["metadata"]["steps_completed"]) for c in cluster.checkpoints_of(tid)]
     assert len(saved) == len(set(saved)) and max(saved) == CUT_BATCHES, saved
     assert "resumed from" in logs, logs[-3000:]
@@ -456,7 +460,7 @@ def test_a_machine_cut_off_the_network_stops_every_rank_and_the_trial_resumes(
 
 
 #: The preempted gang's length: it is preempted early on and trains the rest after.
-LOW_BATCHES = 3000
+LOW_BATCHES = 750
 
 
 def test_a_gang_preempted_by_a_higher_priority_gang_checkpoints_once_and_resumes(
@@ -472,7 +476,7 @@ def test_a_gang_preempted_by_a_higher_priority_gang_checkpoints_once_and_resumes
     core = REPO / "examples" / "core_api"
     # No periodic checkpoint: the preemption's and the last are the only ones.
     low_config = torch_core_api(
-        LOW_BATCHES, report_every=100, validate_every=1000, checkpoint_every=10**9
+        LOW_BATCHES, report_every=REPORT, validate_every=250, checkpoint_every=10**9
     )
     low_config["resources"]["priority"] = 50
     low = cluster.create(core / "distributed.yaml", core, low_config)
@@ -499,7 +503,7 @@ def test_a_gang_preempted_by_a_higher_priority_gang_checkpoints_once_and_resumes
     assert f"resumed from {saved[0][1]} at step {saved[0][0]}" in text, text[-3000:]
     assert int(cluster.trial(tid)["restarts"]) == 0, cluster.trial(tid)
     training = [int(m["totalBatches"]) for m in cluster.metrics(tid, "training")]
-    assert training == list(range(100, LOW_BATCHES + 1, 100)), training
+    assert training == list(range(REPORT, LOW_BATCHES + 1, REPORT)), training
     high_trial = cluster.trials(high)[0]
     high_saved = [
         int(c["metadata"]["steps_completed"]) for c in cluster.checkpoints_of(high_trial["id"])
@@ -606,14 +610,14 @@ def test_of_two_gangs_on_four_machines_the_lower_priority_one_is_preempted_and_r
     group = machine_site.use(MACHINES, 1)
     core = REPO / "examples" / "core_api"
     never = 10**9
-    # The steady gang only holds its pair: paced (50 ms a batch), it trains without a busy core.
+    # The steady gang only holds its pair: paced (200 ms a batch), it trains without a busy core.
     steady_config = gang_config(
-        10**7, 40, report_every=20, validate_every=never, checkpoint_every=never,
-        batch_seconds=0.05,
+        10**7, 40, report_every=5, validate_every=never, checkpoint_every=never,
+        batch_seconds=0.2,
     )  # fmt: skip
     steady = cluster.create(core / "distributed.yaml", core, steady_config)
     low_config = gang_config(
-        LOW_BATCHES, 50, report_every=100, validate_every=1000, checkpoint_every=never
+        LOW_BATCHES, 50, report_every=REPORT, validate_every=250, checkpoint_every=never
     )
     low = cluster.create(core / "distributed.yaml", core, low_config)
     steady_tid = int(wait_for(lambda: cluster.trials(steady), 120, "the steady trial")[0]["id"])
@@ -683,5 +687,5 @@ def test_of_two_gangs_on_four_machines_the_lower_priority_one_is_preempted_and_r
     assert f"resumed from {saved[0][1]} at step {saved[0][0]}" in text, text[-3000:]
     assert int(cluster.trial(low_tid)["restarts"]) == 0, cluster.trial(low_tid)
     training = [int(m["totalBatches"]) for m in cluster.metrics(low_tid, "training")]
-    assert training == list(range(100, LOW_BATCHES + 1, 100)), training
+    assert training == list(range(REPORT, LOW_BATCHES + 1, REPORT)), training
     until_no_task_containers(group)
