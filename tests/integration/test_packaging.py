@@ -1,5 +1,6 @@
 """The release check. The sdist and the wheel carry the same, complete metadata; each extra of
-the wheel in a fresh venv gives commands that start: ``pip install 'det_platform-….whl[EXTRA]'``,
+the wheel in a fresh venv gives commands that start: ``pip install 'det_platform-….whl[EXTRA]'``
+(by uv's pip interface where the dev install has uv),
 then ``det --version``, the entry points' ``--help`` (and, for ``deploy``, an offline dry run of
 both clouds' programs).
 
@@ -56,6 +57,22 @@ CASES: dict[str, list[list[str]]] = {
 def _pip(python: str | Path, *args: str, cwd: Path | None = None) -> None:
     cmd = [str(python), "-m", "pip", "--disable-pip-version-check", *args]
     done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-15:])
+        pytest.fail(f"{' '.join(cmd)} failed ({done.returncode}):\n{tail}")
+
+
+def _install(python: Path, *args: str) -> None:
+    """``pip install ARGS`` into the venv of ``python``: by uv's pip interface where uv is beside
+    this interpreter (the dev install has it, scripts/lib.sh), which keeps each wheel unpacked
+    in its cache and links it into the venv: the file took 44 CPU-s with pip's installs (each
+    unzips every wheel again), 31 with uv's (0.1-0.9 s a venv); else pip."""
+    uv = Path(sys.executable).with_name("uv")
+    if not uv.exists():
+        _pip(sys.executable, "--python", str(python), "install", "--quiet", "--no-compile", *args)
+        return
+    cmd = [str(uv), "pip", "install", "--quiet", "--python", str(python), *args]
+    done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         tail = "\n".join(done.stderr.strip().splitlines()[-15:])
         pytest.fail(f"{' '.join(cmd)} failed ({done.returncode}):\n{tail}")
@@ -133,10 +150,10 @@ def test_every_extra_gives_commands_that_start(
     # No pip inside (ensurepip takes seconds): this pip installs into it.
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     requirement = f"det-platform[{extra}]" if extra else "det-platform"
-    _pip(
-        sys.executable, "--python", str(venv / "bin" / "python"), "install", "--quiet",
-        "--no-compile", "--no-index",
-        "--find-links", str(det_wheel.parent), "--find-links", str(wheelhouse), requirement,
+    _install(
+        venv / "bin" / "python",
+        "--no-index", "--find-links", str(det_wheel.parent), "--find-links", str(wheelhouse),
+        requirement,
     )  # fmt: skip
     installed = time.monotonic() - start
     for cmd in CASES[extra]:
