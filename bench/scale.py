@@ -43,6 +43,8 @@ each master process over each point's window (``bench/profile_top.py DIR/NxM`` s
 ``--master-cpus 1`` pins the master's processes to one core, as one serverless instance of 1
 vCPU (with ``--set db_pool_size=5 --set user_api_processes=1``, deploy/common/serverless.py's
 connection budget); PostgreSQL and the load generator keep the other core.
+``--master-cpu-quota 0.5`` limits them to half a core's time (a CFS quota, as an ECS task of
+512 CPU units; needs root): with ``--master-cpus 1``, AWS's serverless task.
 
 A master on a loaded shared machine measures the machine as much as itself: compare points of
 one run, and read the load average beside each figure.
@@ -548,6 +550,26 @@ def pin(pid: int, cpus: int) -> None:
         p.cpu_affinity(list(range(cpus)))
 
 
+#: cgroup v1's CPU controller (the machine's; the bench needs root for --master-cpu-quota).
+CPU_CGROUPS = Path("/sys/fs/cgroup/cpu")
+
+
+def cap(pid: int, cores: float) -> Path:
+    """The master's processes in a CPU cgroup of their own, limited to ``cores`` of CPU time
+    (a CFS quota: an ECS task's share of a vCPU, e.g. 0.5). Returns the group (to remove)."""
+    import psutil
+
+    group = CPU_CGROUPS / f"det-bench-scale-{os.getpid()}"
+    group.mkdir(exist_ok=True)
+    period = 100_000
+    (group / "cpu.cfs_period_us").write_text(str(period))
+    (group / "cpu.cfs_quota_us").write_text(str(int(cores * period)))
+    root = psutil.Process(pid)
+    for p in [root, *root.children(recursive=True)]:
+        (group / "cgroup.procs").write_text(str(p.pid))
+    return group
+
+
 def db_size(url: str) -> int:
     with psycopg.connect(url, autocommit=True) as c:
         row = c.execute("SELECT pg_database_size(current_database())").fetchone()
@@ -587,17 +609,28 @@ def run_point(point: Point, args: argparse.Namespace, extra: dict[str, Any]) -> 
         # The master reads it at start (det.master.api._predispatch.ENV).
         os.environ["DET_PREDISPATCH"] = "1" if args.layer == "on" else "0"
         m = start_master(Path(tmp), db_url, extra={"agent_timeout_seconds": 30, **extra})
+        group: Path | None = None
         try:
             tokens = readers(m, args.users + args.followers) if args.users + args.followers else []
             create_experiments(m, point.trials)
             pids = {"master": m.proc.pid, "postgres": int(server.get_pid() or 0)}
             if args.master_cpus:
                 pin(m.proc.pid, args.master_cpus)
+            if args.master_cpu_quota:
+                group = cap(m.proc.pid, args.master_cpu_quota)
             row = asyncio.run(drive(m, db_url, point, args, tokens, pids))
             return {**row, "layer": args.layer}
         finally:
             m.kill()
             server.cleanup()
+            if group is not None:
+                m.proc.wait()
+                for _ in range(50):  # its processes leave the group as they exit
+                    try:
+                        group.rmdir()
+                        break
+                    except OSError:
+                        time.sleep(0.1)
 
 
 async def drive(
@@ -728,6 +761,14 @@ def main() -> None:
     ap.add_argument(
         "--master-cpus", type=int, default=0, help="pin the master to this many cores (0: not)"
     )
+    ap.add_argument(
+        "--master-cpu-quota",
+        type=float,
+        default=0,
+        metavar="CORES",
+        help="limit the master's processes to this much CPU time (a CFS quota: 0.5 as an ECS"
+        " task of 512 CPU units; needs root)",
+    )
     ap.add_argument("--set", action="append", default=[], metavar="KEY=YAML")
     ap.add_argument(
         "--predispatch",
@@ -760,6 +801,8 @@ def main() -> None:
             rows.append(run_point(point, args, extra))
             report(rows[-1:])
     pinned = f", pinned to {args.master_cpus} core(s)" if args.master_cpus else ""
+    if args.master_cpu_quota:
+        pinned += f", {args.master_cpu_quota:g} core(s) of CPU time"
     print(
         f"\nmaster config: {extra or 'defaults'} (agent_timeout_seconds 30){pinned}; window"
         f" {args.seconds:.0f} s after {args.warmup:.0f} s"

@@ -616,6 +616,7 @@ _ENV_SCALARS = {
     "DET_SECURITY_TLS_CERT": ("security", "tls", "cert"),
     "DET_SECURITY_TLS_KEY": ("security", "tls", "key"),
     "DET_RUN_LOOPS": ("run_loops",),
+    "DET_API_PROCESSES": ("api_processes",),
     "DET_USER_API_PROCESSES": ("user_api_processes",),
     "DET_DB_POOL_SIZE": ("db_pool_size",),
     "DET_MIGRATE_ON_START": ("migrate_on_start",),

@@ -55,19 +55,24 @@ class Shape:
     pool: int  # db_pool_size: each process's pool
     user_processes: int  # user_api_processes
     loops: bool  # run_loops: the front process takes part in the leader election
+    fronts: int = 1  # api_processes: front processes sharing the instance's port
 
     def connections(self) -> int:
         """The most connections the service holds: in every process its pool and the two
         long-poll listeners it may open (det.master.preemptwait: the tasks' and the agents'
-        channels); in the front process also the revocation listener (det.master.authcache)
-        and, with the loops, the leader lock's (det.master.leader_lock)."""
-        front = self.pool + 2 + 1 + (1 if self.loops else 0)
-        return self.instances * (front + self.user_processes * (self.pool + 2))
+        channels); in the first front process also the revocation listener
+        (det.master.authcache) and, with the loops, the leader lock's
+        (det.master.leader_lock)."""
+        process = self.pool + 2
+        first = process + 1 + (1 if self.loops else 0)
+        others = (self.fronts - 1 + self.user_processes) * process
+        return self.instances * (first + others)
 
     def env(self) -> dict[str, str]:
         """The service's settings of these, as the master's ``DET_*`` overrides."""
         return {
             DB_POOL_SIZE_ENV: str(self.pool),
+            API_PROCESSES_ENV: str(self.fronts),
             USER_PROCESSES_ENV: str(self.user_processes),
             RUN_LOOPS_ENV: "true" if self.loops else "false",
         }
@@ -99,6 +104,8 @@ RUN_LOOPS_ENV = "DET_RUN_LOOPS"
 # The task origin's instances serve the proxy only, in their front process: no user process
 # (each would hold database connections for nothing).
 USER_PROCESSES_ENV = "DET_USER_API_PROCESSES"
+# Front processes an instance (Shape.fronts): set by each service, as its budget counts them.
+API_PROCESSES_ENV = "DET_API_PROCESSES"
 DB_POOL_SIZE_ENV = "DET_DB_POOL_SIZE"
 REQUEST_LIMIT_ENV = "DET_REQUEST_TIME_LIMIT_SECONDS"
 WAKEUPS_TYPE_ENV = "DET_WAKEUPS_TYPE"
@@ -218,7 +225,8 @@ def serverless_master_config(
     out["task_port"] = TASK_CONTAINER_PORT
     out["data_dir"] = DATA_DIR
     out["db_pool_size"] = DB_POOL_SIZE
-    # One front process an instance: the connection budget (Shape.connections) counts one.
+    # One front process an instance unless the service's environment says more (each
+    # service's Shape.env, the count its connection budget holds).
     out["api_processes"] = 1
     out.pop("security", None)
     pools = []

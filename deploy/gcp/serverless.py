@@ -49,16 +49,46 @@ RUN_CPU = "1"
 RUN_MEMORY = "1Gi"
 WAKEUP_KIND = "cloud_tasks"
 MIGRATED_ANNOTATION = "det-migrated"
-# The services' processes fit Cloud SQL's smallest tier (the default db-f1-micro: 25
-# connections, of which superuser_reserved_connections keeps 3 for Cloud SQL's own user;
-# Cloud SQL docs, "Quotas and limits", maximum concurrent connections) with the migration job:
-# the API service one instance (1 vCPU) with one user API process, so a user's flood never
-# delays agents and tasks; the tasks service one instance of one process (no loops), many
-# proxied connections in it (Cloud Run's limit is 1000 requests an instance; a JupyterLab tab
-# holds a few). A larger --db-tier leaves room for more.
-SMALL_DB_CONNECTIONS = 25 - 3
+# The services' processes fit the database's connections (Cloud SQL's default max_connections
+# by tier: db-f1-micro 25, db-g1-small 50, every other tier at least 100; Cloud SQL docs,
+# "Quotas and limits", maximum concurrent connections), less superuser_reserved_connections' 3
+# for Cloud SQL's own user, with the migration job. The API service: one instance (1 vCPU) with
+# one user API process, so a user's flood never delays agents and tasks, and two front
+# processes where the tier leaves room for the second through a rollout (on one core two
+# fronts answer agents and tasks sooner than one: docs/deploy.md, Scale); the default
+# serverless tier, db-f1-micro, does not (API_SHAPE and TASKS_SHAPE and the job take its 22),
+# nor does db-g1-small (47: room for a rollout's overlap with one front, not with two). The
+# tasks service: one instance of one process (no loops), many proxied connections in it (Cloud
+# Run's limit is 1000 requests an instance; a JupyterLab tab holds a few).
+SQL_CONNECTIONS = {"db-f1-micro": 25, "db-g1-small": 50}
+SQL_LEAST_CONNECTIONS = 100  # any other tier
+SQL_RESERVED_CONNECTIONS = 3
+SMALL_DB_CONNECTIONS = SQL_CONNECTIONS["db-f1-micro"] - SQL_RESERVED_CONNECTIONS
 API_SHAPE = sl.Shape(instances=1, pool=4, user_processes=1, loops=True)
 TASKS_SHAPE = sl.Shape(instances=1, pool=4, user_processes=0, loops=False)
+
+
+def sql_connections(tier: str) -> int:
+    """The connections a Cloud SQL tier gives det's user (its default max_connections less the
+    reserved ones)."""
+    return SQL_CONNECTIONS.get(tier, SQL_LEAST_CONNECTIONS) - SQL_RESERVED_CONNECTIONS
+
+
+# Cloud Run may run up to about twice a revision's maximum instances for a while (a rollout's
+# old and new instances, spikes, maintenance: "About instance autoscaling").
+ROLLOUT_OVERLAP = 2
+
+
+def api_shape(tier: str) -> sl.Shape:
+    """The API service's processes on ``tier``: a second front where the tier leaves room for
+    it beside the tasks service and the migration job, with both services' instances doubled
+    as in a rollout (db-custom-1-3840, the VM master's default tier, and larger)."""
+    two = dataclasses.replace(API_SHAPE, fronts=2)
+    services = two.connections() + TASKS_SHAPE.connections()
+    needed = ROLLOUT_OVERLAP * services + sl.MIGRATION_CONNECTIONS
+    return two if needed <= sql_connections(tier) else API_SHAPE
+
+
 TASKS_MAX_INSTANCES = TASKS_SHAPE.instances
 TASKS_CONCURRENCY = 250
 
@@ -459,7 +489,8 @@ class ServerlessMaster(pulumi.ComponentResource):
         child: pulumi.ResourceOptions,
     ) -> None:
         vpc = _vpc(args.network_id, args.subnetwork_id, args.master_tag)
-        api_env = {**wakeup, **API_SHAPE.env()}
+        shape = api_shape(cfg.db_tier)
+        api_env = {**wakeup, **shape.env()}
         env = _service_env(*_env_spec(self.master_yaml, secrets, api_env, job=False))
         job_env = _job_env(*_env_spec(self.master_yaml, secrets, wakeup, job=True))
         job = _migration_job(
@@ -484,7 +515,7 @@ class ServerlessMaster(pulumi.ComponentResource):
                 image,
                 env,
                 port=sl.CONTAINER_PORT,
-                instances=API_SHAPE.instances,
+                instances=shape.instances,
                 concurrency=80,
                 # The master answers /info once it serves.
                 probe=gcp.cloudrunv2.ServiceTemplateContainerStartupProbeArgs(

@@ -138,7 +138,13 @@ def test_the_services_connections_fit_what_aurora_gives_at_its_acu(graph, one):
     env = {e["name"]: e["value"] for e in _container(graph, "service")["environment"]}
     parsed = parse_config(yaml.safe_load(env.pop(sl.CONFIG_ENV)), env=env)
     tasks = one(graph, "aws:appautoscaling/target:Target")["maxCapacity"]
-    shape = sl.Shape(tasks, parsed.db_pool_size, parsed.user_api_processes, parsed.run_loops)
+    shape = sl.Shape(
+        tasks,
+        parsed.db_pool_size,
+        parsed.user_api_processes,
+        parsed.run_loops,
+        fronts=parsed.api_processes,
+    )
     assert shape == asl.SERVICE_SHAPE
     overlap = one(graph, "aws:ecs/service:Service")["deploymentMaximumPercent"]
     scaling = one(graph, "aws:rds/cluster:Cluster")["serverlessv2ScalingConfiguration"]

@@ -131,28 +131,54 @@ def test_master_config_uses_the_public_url_without_a_pinned_certificate(graph):
     assert parsed.db_pool_size == sl.DB_POOL_SIZE
 
 
+def _rendered_shapes(graph: dryrun.Rendered) -> dict[str, sl.Shape]:
+    """Each service's processes as its rendered environment sets them (the master's own
+    parsing of its config and ``DET_*`` overrides) and its most instances."""
+    shapes = {}
+    for role, service in (("api", _api(graph)), ("tasks", _tasks(graph))):
+        env = {k: v for k, v in _env(_container(service)).items() if isinstance(v, str)}
+        parsed = parse_config(yaml.safe_load(env.pop(sl.CONFIG_ENV)), env=env)
+        shapes[role] = sl.Shape(
+            instances=service["template"]["scaling"]["maxInstanceCount"],
+            pool=parsed.db_pool_size,
+            user_processes=parsed.user_api_processes,
+            loops=parsed.run_loops,
+            fronts=parsed.api_processes,
+        )
+    return shapes
+
+
 def test_the_services_processes_and_the_migration_fit_the_smallest_databases_connections(graph):
     """db-f1-micro (the default tier) allows 22 connections to det's user; the API service at
     its most instances, the tasks service and the migration job must fit together (one
     instance's count is measured against its Shape in
     tests/integration/test_serverless_connections.py)."""
-    shapes = {"api": gsl.API_SHAPE, "tasks": gsl.TASKS_SHAPE}
-    for role, service in (("api", _api(graph)), ("tasks", _tasks(graph))):
-        env = {k: v for k, v in _env(_container(service)).items() if isinstance(v, str)}
-        parsed = parse_config(yaml.safe_load(env.pop(sl.CONFIG_ENV)), env=env)
-        shape = shapes[role]
-        assert (parsed.db_pool_size, parsed.user_api_processes, parsed.run_loops) == (
-            shape.pool,
-            shape.user_processes,
-            shape.loops,
-        ), role
-        assert service["template"]["scaling"]["maxInstanceCount"] == shape.instances, role
+    shapes = _rendered_shapes(graph)
+    assert shapes == {"api": gsl.API_SHAPE, "tasks": gsl.TASKS_SHAPE}
     total = sum(s.connections() for s in shapes.values()) + sl.MIGRATION_CONNECTIONS
-    assert total <= gsl.SMALL_DB_CONNECTIONS, total
+    assert total <= gsl.sql_connections("db-f1-micro") == gsl.SMALL_DB_CONNECTIONS == 22, total
     # What the services ran with before (2 instances of a front and 2 user processes with 5
-    # connections each, beside the tasks service) would not.
+    # connections each, beside the tasks service) would not, nor would a second front.
     before = sl.Shape(instances=2, pool=5, user_processes=2, loops=True)
     assert before.connections() + gsl.TASKS_SHAPE.connections() > gsl.SMALL_DB_CONNECTIONS
+    two = dataclasses.replace(gsl.API_SHAPE, fronts=2)
+    assert two.connections() + gsl.TASKS_SHAPE.connections() + 1 > gsl.SMALL_DB_CONNECTIONS
+
+
+def test_a_larger_tier_gets_a_second_front_within_its_connections():
+    """On db-custom-1-3840 (100 connections, 97 for det's user) the API service runs two front
+    processes, and all of it fits twice over (a rollout's overlap); db-g1-small (47) keeps one,
+    with which it fits twice over too, and would not with two."""
+    cfg = dataclasses.replace(SERVERLESS, db_tier="db-custom-1-3840")
+    shapes = _rendered_shapes(dryrun.render(lambda: program.build(cfg), program.MOCK_CALLS))
+    assert shapes["api"] == dataclasses.replace(gsl.API_SHAPE, fronts=2)
+    assert shapes["tasks"] == gsl.TASKS_SHAPE
+    services = sum(s.connections() for s in shapes.values())
+    assert 2 * services + sl.MIGRATION_CONNECTIONS <= gsl.sql_connections(cfg.db_tier) == 97
+    assert gsl.api_shape("db-g1-small") == gsl.API_SHAPE
+    one = gsl.API_SHAPE.connections() + gsl.TASKS_SHAPE.connections()
+    assert 2 * one + sl.MIGRATION_CONNECTIONS <= gsl.sql_connections("db-g1-small") == 47
+    assert 2 * (services - one) + 2 * one + 1 > 47
 
 
 def test_provisioner_may_only_touch_the_clusters_agents(graph):
