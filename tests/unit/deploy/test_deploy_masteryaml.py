@@ -140,8 +140,8 @@ def test_a_serverless_master_serves_its_task_origin_on_the_platforms_second_rout
     assert out["task_origin"] == "https://t.example" and out["master_url"] == "https://d.example"
     config = parse_config(out, env={"DET_DB_PASSWORD": "pw"})
     assert config.task_origin == "https://t.example" and config.task_port == 8081
-    # One front an instance, as its connection budget counts (serverless.Shape.connections),
-    # though the VM master it is made from has two.
+    # One front an instance, though the VM master it is made from has two: a service that has
+    # room for more sets DET_API_PROCESSES from its Shape (serverless.Shape.env).
     assert vm["api_processes"] == 2 and config.api_processes == 1
 
 
