@@ -37,6 +37,7 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from det.master import db, leader_lock
+from det.master.db.connection import notifications
 
 logger = logging.getLogger(__name__)
 
@@ -213,7 +214,7 @@ def listen_forever(
                         conn.execute("SELECT 1")
                     else:
                         _look_for_others(conn, *presence)
-                    for n in conn.notifies(timeout=probe):
+                    for n in notifications(conn, probe):
                         heard = by_channel.get(n.channel)
                         if heard is not None:
                             heard.bump()
@@ -262,7 +263,7 @@ def wait_until_seen(conninfo: str, own: str, timeout: float) -> set[str]:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            for n in conn.notifies(timeout=min(left, PRESENCE_SECONDS)):
+            for n in notifications(conn, min(left, PRESENCE_SECONDS)):
                 seen, _, by = n.payload.partition(" ")
                 if seen == own:
                     waiting.discard(by)

@@ -20,6 +20,7 @@ import psycopg
 
 from det.master import leader_lock, wakeups
 from det.master.db import Conn
+from det.master.db.connection import notifications
 from det.master.handles import MasterState
 from det.master.services import (
     agents,
@@ -85,9 +86,9 @@ class ControlLoop:
             self.run_once()
             # Sleep until the next tick or a wake-up; the notifies generator also proves the
             # lock connection (and so the lock) is still alive.
-            for _ in lock_conn.notifies(timeout=self.state.config.tick_seconds, stop_after=1):
+            for _ in notifications(lock_conn, self.state.config.tick_seconds, stop_after=1):
                 pass
-            for _ in lock_conn.notifies(timeout=0.02):
+            for _ in notifications(lock_conn, 0.02):
                 pass
 
     def run_once(self) -> None:

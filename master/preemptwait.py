@@ -28,6 +28,7 @@ import threading
 import psycopg
 
 from det.master import db
+from det.master.db.connection import notifications
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +108,7 @@ class Waiters:
                     # Only now: a waiter that sees it listening has had that wake already.
                     self._listening = True
                     while not self._stop.is_set():
-                        for n in conn.notifies(timeout=RECHECK_SECONDS):
+                        for n in notifications(conn, RECHECK_SECONDS):
                             self.wake(n.payload)
                         conn.execute("SELECT 1")  # an idle connection proven alive
             except psycopg.Error as e:
