@@ -1,8 +1,10 @@
 """What an idle master costs: the CPU of its processes and of its PostgreSQL while nothing
-happens (no agent, no experiment, no request), per second, over a window after it settled.
+happens (no experiment, no request), per second, over a window after it settled; with
+``--agents N``, also N real agents (artificial CPU slots, no container) and the Docker engine's
+share (dockerd and containerd: the agents ask it about their containers).
 
     .venv/bin/python bench/idle_master.py [--runs 3] [--seconds 30] [--settle 10]
-        [--set KEY=YAML]
+        [--agents 0] [--set KEY=YAML]
 
 An idle master still runs its control loop every ``tick_seconds`` (every pass reads its tables)
 and keeps its listeners (the database's notifications: revocations, the experiment list,
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -39,22 +42,59 @@ def tree_cpu(pid: int) -> float:
     return total
 
 
-def one_run(args: argparse.Namespace, extra: dict[str, Any]) -> tuple[float, float]:
-    """(master, PostgreSQL) CPU-ms a second over the window."""
+def engine_cpu() -> float:
+    """CPU-seconds of the machine's dockerd and containerd."""
+    import psutil
+
+    total = 0.0
+    for p in psutil.process_iter(["name"]):
+        if p.info["name"] in ("dockerd", "containerd"):
+            t = p.cpu_times()
+            total += t.user + t.system
+    return total
+
+
+def one_run(args: argparse.Namespace, extra: dict[str, Any]) -> dict[str, float]:
+    """CPU-ms a second over the window: the master, PostgreSQL, the agents, the engine."""
     from bench._pg import bench_database
     from tests.integration.conftest import start_master
 
     with tempfile.TemporaryDirectory() as tmp:
         server, url = bench_database(Path(tmp))
         m = start_master(Path(tmp), url, extra=extra)
+        agents: list[subprocess.Popen[bytes]] = []
         try:
+            for i in range(args.agents):
+                state = Path(tmp) / f"agent-{i}"
+                state.mkdir()
+                argv = [
+                    sys.executable, "-m", "det.agent", "--master-url", m.url,
+                    "--agent-id", f"idle-{i}", f"--agent-token={m.agent_token}",
+                    "--slot-type", "cpu", "--artificial-slots", "2",
+                    "--state-dir", str(state),
+                ]  # fmt: skip
+                agents.append(
+                    subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                )
             time.sleep(args.settle)
             pg = int(server.get_pid() or 0)
-            m0, p0 = tree_cpu(m.proc.pid), tree_cpu(pg)
+
+            def sample() -> dict[str, float]:
+                return {
+                    "master": tree_cpu(m.proc.pid),
+                    "PostgreSQL": tree_cpu(pg),
+                    "agents": sum(tree_cpu(a.pid) for a in agents),
+                    "engine": engine_cpu() if agents else 0.0,
+                }
+
+            before = sample()
             time.sleep(args.seconds)
-            m1, p1 = tree_cpu(m.proc.pid), tree_cpu(pg)
-            return (m1 - m0) / args.seconds * 1000, (p1 - p0) / args.seconds * 1000
+            after = sample()
+            return {k: (after[k] - before[k]) / args.seconds * 1000 for k in before}
         finally:
+            for a in agents:
+                a.kill()
+                a.wait()
             m.kill()
             server.cleanup()
 
@@ -66,21 +106,23 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--settle", type=float, default=10)
+    ap.add_argument("--agents", type=int, default=0, help="real agents (needs Docker)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=YAML")
     args = ap.parse_args()
     extra = master_settings(args.set)
     rows = []
     for i in range(args.runs):
-        master, pg = one_run(args, extra)
-        rows.append((master, pg))
-        print(
-            f"run {i + 1}: master {master:.1f} CPU-ms/s, PostgreSQL {pg:.1f} CPU-ms/s", flush=True
-        )
+        rows.append(one_run(args, extra))
+        shown = ", ".join(f"{k} {v:.1f}" for k, v in rows[-1].items() if args.agents or v)
+        print(f"run {i + 1}: {shown} CPU-ms/s", flush=True)
+    medians = ", ".join(
+        f"{k} {statistics.median(r[k] for r in rows):.1f}"
+        for k in rows[0]
+        if args.agents or k in ("master", "PostgreSQL")
+    )
     print(
-        f"median of {len(rows)}: master {statistics.median(r[0] for r in rows):.1f} CPU-ms/s,"
-        f" PostgreSQL {statistics.median(r[1] for r in rows):.1f} CPU-ms/s"
-        f" ({args.seconds:.0f} s windows after {args.settle:.0f} s; master config:"
-        f" {extra or 'defaults'})"
+        f"median of {len(rows)}: {medians} CPU-ms/s ({args.seconds:.0f} s windows after"
+        f" {args.settle:.0f} s; {args.agents} agent(s); master config: {extra or 'defaults'})"
     )
 
 
