@@ -29,17 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def tree_cpu(pid: int) -> float:
     """CPU-seconds (user + system) of ``pid`` and its live children."""
-    import psutil  # a test extra, as in the other benches
+    from bench.api_reads import CPU  # psutil's tree walk, shared with the other benches
 
-    root = psutil.Process(pid)
-    total = 0.0
-    for p in [root, *root.children(recursive=True)]:
-        try:
-            t = p.cpu_times()
-            total += t.user + t.system
-        except psutil.NoSuchProcess:
-            pass
-    return total
+    return CPU(pid).read()
 
 
 def engine_cpu() -> float:
