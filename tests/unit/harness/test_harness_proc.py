@@ -52,8 +52,15 @@ def test_a_group_member_that_ignores_sigterm_is_killed_when_the_grace_runs_out()
         time.sleep(0.2)
         os.killpg(child.pid, signal.SIGTERM)
         assert proc.wait_for_group(child.pid, 0.5) is False
-        assert child.wait(timeout=5) == -signal.SIGKILL
-        assert proc.wait_for_group(child.pid, 5) is True  # (SIGKILL's delivery takes a moment)
+        # Gone within moments, though both members ignore SIGTERM and the sleep has 30 s to go
+        # (SIGKILL's delivery takes a moment).
+        assert proc.wait_for_group(child.pid, 5) is True
+        status = child.wait(timeout=5)
+        # A test process that is PID 1 (the harness's tests in a bare container) reaps every
+        # child itself (proc._reap_orphans, as det.exec.run must): Popen then finds none to
+        # collect and says 0. Elsewhere the status is the SIGKILL's.
+        if os.getpid() != 1:
+            assert status == -signal.SIGKILL
     finally:
         child.kill()
         child.wait()
