@@ -1,12 +1,16 @@
 """Clusters shared between end-to-end tests (issue 42, build 5): one per pytest process (each
-xdist worker has its own), started on the first test that asks for it, stopped at the end of the
-session with :func:`stop_cluster`'s checks (its event loop sound).
+xdist worker has its own), started on the first test that asks for it, stopped with
+:func:`stop_cluster`'s checks (its event loop sound) when no test next needs it or at the end of
+the session.
 
 - ``shared_cluster``: two agents with two artificial CPU slots each (what ``cluster`` starts);
 - ``shared_one_slot``: one agent with one slot (what ``one_slot`` starts), a cluster of its own
   rather than a pool of the first: a test of it sees exactly one agent and one slot (a task that
   needs a slot waits while another holds it), and its requests, ``det`` commands and the
   official CLI's name no pool.
+
+Each is stopped once a module that leased it is done and the process's next test does not lease
+it (``pytest_runtest_teardown`` below), and started again by the next test that does.
 
 For tests on the default configuration that neither kill, restart nor reconfigure the master
 or its agents, and look only at what they made (their experiment and task ids, their
@@ -145,19 +149,48 @@ def lease(shared: SharedCluster, tmp_path: Path) -> Iterator[Cluster]:
         raise
 
 
+_SHARED = pytest.StashKey[dict[str, SharedCluster]]()
+# The fixture that leases each shape, by the shape's name.
+_FIXTURE = {"two": "shared_cluster", "one": "shared_one_slot"}
+
+
 @pytest.fixture(scope="session")
 def _shared_clusters(
-    tmp_path_factory: pytest.TempPathFactory, pg_server: str
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, pg_server: str
 ) -> Iterator[dict[str, SharedCluster]]:
     shared = {
         "two": SharedCluster("two", 2, 2, tmp_path_factory, pg_server),
         "one": SharedCluster("one", 1, 1, tmp_path_factory, pg_server),
     }
+    request.config.stash[_SHARED] = shared
     yield shared
     try:
         shared["two"].stop()
     finally:
         shared["one"].stop()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A shared cluster is stopped when its module is done and the next test does not lease it
+    (a later test that does starts it again): the files that lease one are spread over the
+    run (longest first, tests/xdist_schedule.py) with other files between them, and an idle
+    cluster still costs its master, agents and PostgreSQL about 20 CPU-ms a second. ``nextitem``
+    is the test this process runs next (an xdist worker holds it before it runs this one); at
+    the session's end (None) the session fixture stops what is left, as before."""
+    yield
+    shared = item.config.stash.get(_SHARED, None)
+    if (
+        not shared
+        or nextitem is None
+        or getattr(nextitem, "module", None) is getattr(item, "module", None)
+    ):
+        return None
+    upcoming = getattr(nextitem, "fixturenames", ())
+    for name, one in shared.items():
+        if one.cluster is not None and _FIXTURE[name] not in upcoming:
+            one.stop()
+    return None
 
 
 @pytest.fixture
