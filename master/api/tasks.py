@@ -251,14 +251,14 @@ def post_legacy_logs(body: list[wire.LegacyTaskLog]) -> Empty:
                     raise NotFound(f"[{i}].task_id: no unmanaged trial has task id {task_id!r}")
                 _access.trial(conn, trial.id)
                 allowed.add(task_id)
-            rank = entry.get("rank")
+            rank = _legacy_rank(entry.get("rank"), f"[{i}].rank")
             rows.append(
                 (
                     task_id,
                     None,
                     None,
                     None,
-                    int(rank) if rank is not None and str(rank).isdigit() else None,
+                    rank,
                     limits.log_line(entry["log"]),
                     None,
                     None,
@@ -268,6 +268,17 @@ def post_legacy_logs(body: list[wire.LegacyTaskLog]) -> Empty:
             )
         task_logs_svc.insert(conn, rows)
     return {}
+
+
+def _legacy_rank(rank: str | None, field: str) -> int | None:
+    """Determined's shipper sends the rank as text: digits are the rank, anything else none;
+    a rank past a 32-bit integer (the column's type) is refused."""
+    if rank is None or not (rank.isascii() and rank.isdigit()):
+        return None
+    value = int(rank)
+    if value > 2**31 - 1:
+        raise InvalidArgument(f"{field}: {rank} is past the largest rank, {2**31 - 1}")
+    return value
 
 
 def _when(stamp: str | None, field: str) -> dt.datetime:

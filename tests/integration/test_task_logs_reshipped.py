@@ -61,3 +61,46 @@ def test_a_reshipped_batch_is_stored_once_and_repeats_in_a_batch_are_kept(
         (None, "from the harness\n"),  # no container: nothing says it is the same line
         ("c-reship", "step 100\n"),
     ]
+
+
+def test_the_legacy_route_reads_a_text_rank_and_refuses_one_past_the_column(
+    api_master: InProcessMaster, pg_url: str
+) -> None:
+    """Determined's unmanaged shipper (``POST /task-logs``) sends the rank as text: ASCII digits
+    are the rank, anything else none (a superscript two counts as a digit to Python, and
+    ``int`` refused it: a 500); a rank past a 32-bit integer is a 400 naming the line, and none
+    of the batch is stored."""
+    s, url = api_master.session(), api_master.url
+    r = s.put(
+        f"{url}/api/v1/experiments/by-external-id/legacy-rank",
+        json={
+            "config": "name: legacy\nsearcher: {name: single, metric: loss}\n",
+            "unmanaged": True,
+        },
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    eid = int(r.json()["experiment"]["id"])
+    r = s.post(f"{url}/api/v1/trials", json={"experimentId": eid, "unmanaged": True}, timeout=30)
+    assert r.status_code == 200, r.text
+    tid = r.json()["trial"]["id"]
+    with psycopg.connect(pg_url) as conn:
+        (task_id,) = conn.execute("SELECT task_id FROM trials WHERE id = %s", (tid,)).fetchone()  # type: ignore[misc]
+
+    def lines(*ranks: str | None) -> list[dict[str, object]]:
+        return [{"task_id": task_id, "log": f"rank {k!r}\n", "rank": k} for k in ranks]
+
+    r = s.post(f"{url}/task-logs", json=lines("3", "\u00b2", "x", None), timeout=30)
+    assert r.status_code == 200, r.text
+    r = s.post(f"{url}/task-logs", json=lines("1", "99999999999"), timeout=30)
+    assert r.status_code == 400 and "[1].rank" in r.json()["message"], r.text
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute(
+            "SELECT rank_id, log FROM task_logs WHERE task_id = %s ORDER BY id", (task_id,)
+        ).fetchall()
+    assert rows == [
+        (3, "rank '3'\n"),
+        (None, "rank '²'\n"),
+        (None, "rank 'x'\n"),
+        (None, "rank None\n"),
+    ]
