@@ -202,3 +202,35 @@ def test_ordinary_usernames_are_accepted(api_master: MasterClient) -> None:
             timeout=5,
         )
         assert r.status_code == 200, (name, r.text)
+
+
+def test_a_restart_hashes_no_password_and_keeps_the_admins(
+    api_master: InProcessMaster,
+    tmp_path,
+    monkeypatch,  # type: ignore[no-untyped-def]
+) -> None:
+    """The first start made ``admin`` and ``determined``; a master starting again on that
+    database (a restart, a serverless instance's cold start) hashes no password for them (two
+    scrypt hashes, ~40 CPU-ms each, went to rows the insert dropped) and keeps the password
+    admin changed, not the initial one."""
+    from det.master.services import users
+    from tests.integration.inproc import in_process_master
+
+    me = api_master.get("/api/v1/me")["user"]
+    r = api_master.session().patch(
+        api_master.url + f"/api/v1/users/{me['id']}", json={"password": "Admin-pw-2"}, timeout=5
+    )
+    assert r.status_code == 200, r.text
+
+    def no_hash(_: str) -> str:
+        raise AssertionError("a password was hashed at a start with both users present")
+
+    monkeypatch.setattr(users, "hash_password", no_hash)
+    with in_process_master(tmp_path / "again", api_master.db_url) as again:
+        assert again.login("admin", "Admin-pw-2")
+        r = again.new_session().post(
+            again.url + "/api/v1/auth/login",
+            json={"username": "admin", "password": ADMIN_PASSWORD},
+            timeout=5,
+        )
+        assert r.status_code == 401, r.text
