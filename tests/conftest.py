@@ -155,16 +155,25 @@ def pg_url(pg_server: str) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def pg_template(pg_server: str) -> Iterator[str]:
-    """The name of a database with every migration applied, made once per session (per xdist
-    worker) and never connected to again: :func:`migrated_db` copies it."""
+    """The name of a database with every migration applied and the two users a master's first
+    start makes (``admin`` and ``determined``, with the tests' initial password), made once per
+    session (per xdist worker) and never connected to again: :func:`migrated_db` copies it.
+    The users are the master's own code's (``ensure_admin``): made here, their two scrypt
+    hashes (~80 CPU-ms) are paid once instead of at every test master's first start (about 500
+    a run). A test of the first start itself takes ``pg_url``, an empty database."""
     import psycopg
 
     from det.master import db
+    from det.master.services import users
+    from tests.integration.conftest import ADMIN_PASSWORD
 
     name = f"det_template_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(pg_server, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    db.upgrade(database_url(pg_server, name))
+    url = database_url(pg_server, name)
+    db.upgrade(url)
+    with psycopg.connect(url) as conn:
+        users.ensure_admin(conn, ADMIN_PASSWORD)
     yield name
     with psycopg.connect(pg_server, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -172,8 +181,9 @@ def pg_template(pg_server: str) -> Iterator[str]:
 
 @pytest.fixture
 def migrated_db(pg_server: str, pg_template: str) -> Iterator[str]:
-    """A fresh database holding the schema a master makes at its first start (every migration,
-    no cluster, users or other rows the master writes itself)."""
+    """A fresh database holding the schema and the users a master makes at its first start
+    (every migration, ``admin`` and ``determined``; no cluster or other rows the master writes
+    itself)."""
     with new_database(pg_server, "det_test", template=pg_template) as url:
         yield url
 

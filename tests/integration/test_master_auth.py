@@ -234,3 +234,17 @@ def test_a_restart_hashes_no_password_and_keeps_the_admins(
             timeout=5,
         )
         assert r.status_code == 401, r.text
+
+
+def test_the_first_start_on_an_empty_database_makes_admin_and_determined(
+    api_master: InProcessMaster,
+    pg_url: str,  # an empty database: the master migrates it and makes the users
+) -> None:
+    """As Determined: ``admin`` (an admin) and ``determined`` (not one), both with the initial
+    password, made by the master's first start (other tests' databases are copies of a
+    template that holds them already)."""
+    users = {u["username"]: u for u in api_master.get("/api/v1/users")["users"]}
+    assert set(users) == {"admin", "determined"}, users
+    assert users["admin"]["admin"] is True and users["determined"]["admin"] is False
+    assert api_master.login("admin", ADMIN_PASSWORD)
+    assert api_master.login("determined", ADMIN_PASSWORD)
