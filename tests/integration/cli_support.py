@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -359,3 +360,21 @@ def det_cli_has(leaf: str) -> bool:
             if not isinstance(a, argparse._SubParsersAction)
         )
     return True
+
+
+def unmanaged_trial(session: Any, url: str, name: str) -> tuple[int, int]:
+    """An unmanaged experiment of one trial, made as Determined's core_v2 makes it (PUT by a
+    new external id, then POST a trial): its experiment and trial ids."""
+    r = session.put(
+        f"{url}/api/v1/experiments/by-external-id/{uuid.uuid4().hex}",
+        json={"config": f"name: {name}\nsearcher: {{name: single, metric: loss}}\n",
+              "unmanaged": True},
+        timeout=30,
+    )  # fmt: skip
+    assert r.status_code == 200, r.text
+    eid = int(r.json()["experiment"]["id"])
+    r = session.post(
+        f"{url}/api/v1/trials", json={"experimentId": eid, "unmanaged": True}, timeout=30
+    )
+    assert r.status_code == 200, r.text
+    return eid, int(r.json()["trial"]["id"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from tests.integration import cli_support
 from tests.integration.inproc import InProcessMaster
 
 pytestmark = pytest.mark.integration
@@ -71,19 +72,7 @@ def test_the_legacy_route_reads_a_text_rank_and_refuses_one_past_the_column(
     ``int`` refused it: a 500); a rank past a 32-bit integer is a 400 naming the line, and none
     of the batch is stored."""
     s, url = api_master.session(), api_master.url
-    r = s.put(
-        f"{url}/api/v1/experiments/by-external-id/legacy-rank",
-        json={
-            "config": "name: legacy\nsearcher: {name: single, metric: loss}\n",
-            "unmanaged": True,
-        },
-        timeout=30,
-    )
-    assert r.status_code == 200, r.text
-    eid = int(r.json()["experiment"]["id"])
-    r = s.post(f"{url}/api/v1/trials", json={"experimentId": eid, "unmanaged": True}, timeout=30)
-    assert r.status_code == 200, r.text
-    tid = r.json()["trial"]["id"]
+    _, tid = cli_support.unmanaged_trial(s, url, "legacy")
     with psycopg.connect(pg_url) as conn:
         (task_id,) = conn.execute("SELECT task_id FROM trials WHERE id = %s", (tid,)).fetchone()  # type: ignore[misc]
 

@@ -427,19 +427,7 @@ def test_a_user_token_cannot_reach_a_managed_trial_of_another(
 def _finished_unmanaged(master: Master, token: str, name: str) -> int:
     """An unmanaged experiment of one trial that its script ran and completed."""
     s, url = _as(master, token), master.url
-    r = s.put(
-        f"{url}/api/v1/experiments/by-external-id/{uuid.uuid4().hex}",
-        json={
-            "config": f"name: {name}\nsearcher: {{name: single, metric: loss}}\n",
-            "unmanaged": True,
-        },
-        timeout=30,
-    )
-    assert r.status_code == 200, r.text
-    eid = int(r.json()["experiment"]["id"])
-    r = s.post(f"{url}/api/v1/trials", json={"experimentId": eid, "unmanaged": True}, timeout=30)
-    assert r.status_code == 200, r.text
-    tid = r.json()["trial"]["id"]
+    eid, tid = cli_support.unmanaged_trial(s, url, name)
     assert s.post(f"{url}/api/v1/trials/{tid}/start", json={"trialId": tid}, timeout=30).ok
     r = s.patch(
         f"{url}/api/v1/trials/{tid}", json={"trialId": tid, "state": "STATE_COMPLETED"}, timeout=30
@@ -545,18 +533,7 @@ def test_a_silent_script_is_lost_and_its_next_heartbeat_revives_it(
     from; a heartbeat from it afterwards makes it ACTIVE again, while an ERROR the script
     reported itself stays."""
     alice, url = _as(cli_master, users["alice"]), cli_master.url
-    r = alice.put(
-        f"{url}/api/v1/experiments/by-external-id/{uuid.uuid4().hex}",
-        json={
-            "config": "name: silent\nsearcher: {name: single, metric: loss}\n",
-            "unmanaged": True,
-        },
-        timeout=30,
-    )
-    assert r.status_code == 200, r.text
-    eid = r.json()["experiment"]["id"]
-    r = alice.post(f"{url}/api/v1/trials", json={"experimentId": eid, "unmanaged": True})
-    tid = r.json()["trial"]["id"]
+    eid, tid = cli_support.unmanaged_trial(alice, url, "silent")
     assert alice.post(f"{url}/api/v1/trials/{tid}/start", json={"trialId": tid}, timeout=30).ok
 
     def states() -> tuple[str, str]:
