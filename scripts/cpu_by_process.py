@@ -244,13 +244,27 @@ def report(folder: Path, top: int = 40) -> None:
             if not any(abs(rec[2] - e.started) <= 2 for rec in by_pid.get(pid, ())):
                 charge(e.kind, test_of(e), e.last - e.first, 0.0)
     mine = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    ends: list[tuple[float, float, str, str]] = []  # (end, start, worker, its last file)
     for log in worker_logs:  # the workers' own CPU, test by test (already in the kinds' table)
         version = log.name.split("-")[1]
+        start = end = 0.0
+        test = ""
         for line in log.read_text().splitlines():
-            test, cpu = line.split("\t")
+            test, cpu, *timing = line.split("\t")
             test = test if version == mine else f"[{version}] {test}"
             charge("pytest worker (in-process)", test, float(cpu), 0.0, into_kinds=False)
+            if timing:  # wall seconds, wall clock at the end
+                end = float(timing[1])
+                start = start or end - float(timing[0])
+        if end:
+            ends.append((end, start, log.stem, test))
     _print(table, top)
+    if ends:  # the tail: a process out of work while others still run leaves cores idle
+        last = max(e for e, _, _, _ in ends)
+        print("\ntest processes: started after the first, ended before the last (s), last file")
+        first = min(s for _, s, _, _ in ends)
+        for end, start, name, test in sorted(ends):
+            print(f"  {start - first:6.0f} {last - end:6.0f}  {name}  {test}")
     if any(k and not k.startswith("(no test)") for k in tests):
         print()
         _print(tests, top, "test file (or, with no test, the kind)")

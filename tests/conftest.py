@@ -202,16 +202,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):  # type: ignore[no-untyped-def]
     """With ``DET_TEST_CPU_LOG=DIR`` each test process appends, per test, its file and the CPU
-    seconds this process spent on it (setup, call, teardown; all threads) to
-    ``DIR/worker-<python version>-<pid>.tsv``: scripts/cpu_by_process.py adds it to the test
-    files' CPU."""
+    seconds this process spent on it (setup, call, teardown; all threads), its wall seconds and
+    the wall clock at its end to ``DIR/worker-<python version>-<pid>.tsv``:
+    scripts/cpu_by_process.py adds the CPU to the test files' and prints when each process ran
+    out of work (the run's tail)."""
     folder = os.environ.get("DET_TEST_CPU_LOG")
-    before = time.process_time()
+    before, began = time.process_time(), time.monotonic()
     yield
     if folder:
         version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        cpu, wall = time.process_time() - before, time.monotonic() - began
         with open(os.path.join(folder, f"worker-{version}-{os.getpid()}.tsv"), "a") as log:
-            log.write(f"{item.nodeid.split('::')[0]}\t{time.process_time() - before:.3f}\n")
+            log.write(f"{item.nodeid.split('::')[0]}\t{cpu:.3f}\t{wall:.3f}\t{time.time():.1f}\n")
 
 
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
