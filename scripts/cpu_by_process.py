@@ -23,6 +23,7 @@ Needs root (accounting is the whole machine's) and the standard library only.
 from __future__ import annotations
 
 import collections
+import itertools
 import os
 import re
 import signal
@@ -65,7 +66,10 @@ def kind(cmdline: list[str], comm: str) -> str:
     exe = os.path.basename(cmdline[0])
     if exe.startswith("python"):
         script = next((a for a in cmdline[1:] if a.endswith(".py")), None)
-        return f"python {os.path.basename(script)}" if script else "python"
+        if script:
+            return f"python {os.path.basename(script)}"
+        module = next((b for a, b in itertools.pairwise(cmdline) if a == "-m"), None)
+        return f"python -m {module}" if module else "python"
     return os.path.basename(exe) or comm
 
 
