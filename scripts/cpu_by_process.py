@@ -69,7 +69,12 @@ def kind(cmdline: list[str], comm: str) -> str:
         if script:
             return f"python {os.path.basename(script)}"
         module = next((b for a, b in itertools.pairwise(cmdline) if a == "-m"), None)
-        return f"python -m {module}" if module else "python"
+        if module:
+            return f"python -m {module}"
+        code = next((b for a, b in itertools.pairwise(cmdline) if a == "-c"), None)
+        if code:  # the first words of the code, which say what it is
+            return "python -c " + " ".join(code.split())[:40]
+        return "python " + " ".join(cmdline[1:3])[:40] if len(cmdline) > 1 else "python"
     return os.path.basename(exe) or comm
 
 
