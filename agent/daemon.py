@@ -78,6 +78,16 @@ def parse_desired(answer: HeartbeatResponse) -> tuple[list[Desired], dict[str, C
     return desired, specs
 
 
+def watched_logs(answer: HeartbeatResponse) -> frozenset[str]:
+    """The allocations whose logs someone reads now (``logsWatched``): their lines are shipped
+    at once, the others' in batches (det.agent.logs.LogShipper)."""
+    return frozenset(
+        str(item.get("allocationId"))
+        for item in answer.get("containers") or []
+        if isinstance(item, dict) and item.get("logsWatched") is True
+    )
+
+
 # How long one wait for work may last (the master caps it at 30 s).
 WORK_WAIT_SECONDS = 25.0
 
@@ -255,6 +265,7 @@ class Agent:
             # The first answer named the cluster: what runs here is known only now.
             actual = self.runtime.actual()
         desired, specs = parse_desired(answer)
+        self.shipper.watch(watched_logs(answer))
         self._last_desired, self._last_specs = desired, specs
         return self._apply(desired, specs, actual)
 

@@ -139,8 +139,7 @@ class LogFollower(threading.Thread):
                     return
                 time.sleep(min(10.0, 0.5 * 2**failures))
         finally:
-            with stream.lock:
-                stream.reader_done = True
+            self._shipper.finished(stream)
             self.stopped.set()
             logger.debug("log follower for %s finished", self._key)
 

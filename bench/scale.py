@@ -20,7 +20,10 @@ of connections cost no threads):
   routes with the allocation token; each trial holds its preemption long-poll
   (``timeout_seconds=60``, as the harness asks) on a connection of its own;
 - log lines: each trial prints ``LOG_LINES_PER_SECOND`` lines a second, which its agent ships
-  in one ``POST /api/v1/task/logs`` a second (the agent's shipper batches them);
+  as det-agent's shipper does (det.agent.logs): held until the first held line has waited
+  ``QUIET_SECONDS``, then all in one ``POST /api/v1/task/logs``; at the next second when a
+  held line is of an allocation the last heartbeat answer marked ``logsWatched`` (the
+  followers' trial);
 - ``--users`` users (3) each listing the experiments (20 a page) every 2 s and ``--followers``
   (2) following a trial's logs (``follow=true``).
 
@@ -71,6 +74,8 @@ import orjson
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from det.agent.logs import QUIET_SECONDS
 
 TRAINING_SECONDS = 10.0  # 10 training metrics every 10 s
 VALIDATION_SECONDS = 60.0
@@ -149,6 +154,8 @@ class AgentLink:
     keepalive: float = 0.0
     sent: Any = None
     answered_at: float = 0.0
+    #: The allocations the last answer marked ``logsWatched`` (their lines go at once).
+    logs_watched: frozenset[str] = frozenset()
 
     def quiet(self, body: Any, since_answer: float, interval: float) -> bool:
         """Whether this pass sends nothing (det.agent.daemon.Agent._quiet)."""
@@ -343,7 +350,7 @@ class Fleet:
         ]
         link = AgentLink()
         self.spawn(self.changes(wait, agent_id, link))
-        self.spawn(self.ship_logs(logs, agent_id, running))
+        self.spawn(self.ship_logs(logs, agent_id, running, link))
         interval, last_ok = 1.0, time.monotonic()
         await asyncio.sleep(self.rng.uniform(0, interval))
         next_tick = time.monotonic()
@@ -394,6 +401,9 @@ class Fleet:
         answer = orjson.loads(payload)
         link.sent, link.answered_at = body, time.monotonic()
         link.keepalive = float(answer.get("keepaliveSeconds") or 0.0)
+        link.logs_watched = frozenset(
+            c["allocationId"] for c in answer["containers"] if c.get("logsWatched")
+        )
         for c in answer["containers"]:
             aid = c["allocationId"]
             if c["action"] == "RUN" and aid not in running:
@@ -420,13 +430,16 @@ class Fleet:
                 await asyncio.sleep(1.0)  # answered at once: the agent waits its interval
 
     async def ship_logs(
-        self, logs: HTTP, agent_id: str, running: dict[str, dict[str, Any]]
+        self, logs: HTTP, agent_id: str, running: dict[str, dict[str, Any]], link: AgentLink
     ) -> None:
         await asyncio.sleep(self.rng.uniform(0, 1))
         n = 0
+        lines: list[dict[str, Any]] = []
+        first = 0.0
         while not self.stop.is_set():
             await asyncio.sleep(1.0)
-            lines = []
+            if not lines:
+                first = time.monotonic()
             for aid, spec in list(running.items()):
                 for _ in range(LOG_LINES_PER_SECOND):
                     n += 1
@@ -440,10 +453,12 @@ class Fleet:
                             "source": "container",
                         }
                     )
-            if lines:
+            watched = any(line["allocationId"] in link.logs_watched for line in lines)
+            if lines and (watched or time.monotonic() - first >= QUIET_SECONDS - 0.5):
                 t0 = time.monotonic()
                 status, _ = await logs.request("POST", "/api/v1/task/logs", {"logs": lines})
                 self.stats.record("logs", t0, status)
+                lines = []
 
     async def trial(self, spec: dict[str, Any]) -> None:
         env = spec["env"]

@@ -91,6 +91,9 @@ class DesiredContainer(TypedDict):
     allocationId: str
     action: Action
     spec: NotRequired[ContainerSpec]
+    #: Someone reads the allocation's logs now: ship its lines at once (RUN only; absent: no
+    #: one does, or a master before it was added).
+    logsWatched: NotRequired[bool]
 
 
 class HeartbeatResponse(TypedDict):

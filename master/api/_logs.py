@@ -53,11 +53,16 @@ def stream(
     with db() as conn:
         first = task_logs.first_page(conn, task_id, where, values, limit, newest_first)
         deleted = log_retention.deleted_at(conn, task_id)
+        # Its agents ship what the task prints at once while someone reads it (a reader that
+        # comes back within the watch sees lines a quarter of a second old, not seconds).
+        task_logs.watch(conn, task_id)
+    watched = time.monotonic()
 
     budget = state().config.long_request_seconds()
     deadline = None if budget is None else time.monotonic() + budget
 
     def gen() -> Iterator[str]:
+        nonlocal watched
         last_id = 0
         rows = first
         for r in rows:
@@ -70,6 +75,9 @@ def stream(
             with db() as conn:
                 rows = task_logs.lines_after(conn, task_id, last_id, where, values)
                 done = not rows and task_logs.task_done(conn, task_id)
+                if not done and time.monotonic() - watched >= task_logs.WATCH_RENEW_SECONDS:
+                    task_logs.watch(conn, task_id)  # a new allocation of the task too
+                    watched = time.monotonic()
             for r in rows:
                 last_id = r.id
                 yield line(r)

@@ -102,20 +102,22 @@ def heartbeat(
     desired = allocation_rows.live_on(conn, agent_id)
     out: list[DesiredContainer] = []
     for alloc in desired:
+        item: DesiredContainer
         if alloc.kill_requested:
-            out.append({"allocationId": alloc.id, "action": "KILL"})
+            item = {"allocationId": alloc.id, "action": "KILL"}
         elif _has_container(reported.get(alloc.id)):
             # The agent starts only what it does not report (det.agent.reconcile.decide): a
             # spec would be built and sent for nothing.
-            out.append({"allocationId": alloc.id, "action": "RUN"})
+            item = {"allocationId": alloc.id, "action": "RUN"}
         else:
-            out.append(
-                {
-                    "allocationId": alloc.id,
-                    "action": "RUN",
-                    "spec": allocations.container_spec(conn, st, alloc, agent_id),
-                }
-            )
+            item = {
+                "allocationId": alloc.id,
+                "action": "RUN",
+                "spec": allocations.container_spec(conn, st, alloc, agent_id),
+            }
+        if alloc.logs_watched and item["action"] == "RUN":
+            item["logsWatched"] = True
+        out.append(item)
     # Terminated allocations the agent still reports stay listed as KILL until it drops them,
     # so a container whose end we recorded is never restarted.
     listed = {a.id for a in desired}

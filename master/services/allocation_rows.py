@@ -50,13 +50,15 @@ class Allocation:
     created_at: dt.datetime
     #: DET_UNIQUE_PORT_OFFSET, chosen at the first container spec (None until then).
     port_offset: int | None = None
+    #: Someone reads its logs now (``task_logs.watch``): its agent ships them at once.
+    logs_watched: bool = False
 
 
 # Allocation's fields, in order (class_row refuses a row whose columns are not exactly them).
 _COLUMNS = (
     "id, kind, task_id, trial_id, job_id, resource_pool, slots_needed, state, placement,"
     " preempt_requested, kill_requested, container_id, exit_code, exit_reason, created_at,"
-    " port_offset"
+    " port_offset, coalesce(logs_watched_until > now(), false) AS logs_watched"
 )
 
 

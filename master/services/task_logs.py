@@ -95,6 +95,26 @@ class _Liveness:
     ntsc_state: str | None
 
 
+#: How long one read of a task's logs keeps its live allocations watched (its agents ship their
+#: lines at once, not in batches seconds apart: det.agent.logs.LogShipper); a follow renews the
+#: watch every ``WATCH_RENEW_SECONDS`` while it streams.
+WATCH_SECONDS = 60
+WATCH_RENEW_SECONDS = 20
+
+
+def watch(conn: Conn, task_id: str) -> None:
+    """Someone reads ``task_id``'s logs: its live allocations are watched for
+    ``WATCH_SECONDS``. A watch that begins wakes their agents (migration 0049), whose next
+    heartbeat answer says so; one with more than ``WATCH_SECONDS - WATCH_RENEW_SECONDS`` left
+    is not written again (a busy log view costs no write a read)."""
+    conn.execute(
+        "UPDATE allocations SET logs_watched_until = now() + make_interval(secs => %s)"
+        " WHERE task_id = %s AND state <> 'TERMINATED' AND (logs_watched_until IS NULL"
+        "  OR logs_watched_until < now() + make_interval(secs => %s))",
+        (WATCH_SECONDS, task_id, WATCH_SECONDS - WATCH_RENEW_SECONDS),
+    )
+
+
 def task_done(conn: Conn, task_id: str) -> bool:
     """The task has no live allocation and will get no other: a preempted trial or interactive
     task is between allocations, not done."""

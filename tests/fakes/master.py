@@ -55,6 +55,8 @@ class FakeMaster:
         self.context_gate.set()
         self.context_requests = 0
         self.logs: list[dict[str, Any]] = []
+        #: Log posts stored (each holds a batch of ``logs``).
+        self.log_posts = 0
         self.rejected_auth = 0
         #: When each allocation was first sent to an agent in a heartbeat answer (monotonic).
         self.first_sent: dict[str, float] = {}
@@ -101,6 +103,7 @@ class FakeMaster:
                             self._reply(500, {"error": "injected failure"})
                             return
                         fake.logs.extend(body["logs"])
+                        fake.log_posts += 1
                         fake.lock.notify_all()
                     self._reply(200, {})
                 else:

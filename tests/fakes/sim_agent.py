@@ -183,6 +183,8 @@ class SimAgent:
         # Trials only: a checkpoint GC task may follow an experiment's end at any moment.
         self.trials_started: list[str] = []
         self.notice: dict[str, Any] | None = None
+        #: The allocations the last heartbeat answer marked ``logsWatched``.
+        self.logs_watched: frozenset[str] = frozenset()
         self._session = _session()
         self._session.headers["Authorization"] = f"Bearer {agent_token}"
         self._stop = threading.Event()
@@ -248,6 +250,9 @@ class SimAgent:
             self._stop.wait(self.interval)
 
     def _apply(self, desired: HeartbeatResponse) -> None:
+        self.logs_watched = frozenset(
+            c["allocationId"] for c in desired["containers"] if c.get("logsWatched")
+        )
         listed = set()
         for c in desired["containers"]:
             aid = c["allocationId"]

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import io
 import struct
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -117,8 +118,7 @@ def test_shipper_retries_failed_posts_without_losing_lines(
     for i in range(25):
         ts = Timestamp(100 + i // 10, 0)
         shipper.put(stream, ts, task_log(f"line {i}", "t", "stdout", **META))
-    with stream.lock:
-        stream.reader_done = True
+    shipper.finished(stream)
     master.wait_for(lambda: shipper.is_done("c1"), desc="all lines shipped")
     shipper.stop()
     assert master.log_lines("7.1.1") == [f"line {i}\n" for i in range(25)]
@@ -137,3 +137,62 @@ def test_shipper_not_done_until_follower_finished(master: FakeMaster, tmp_path: 
     assert shipper.is_done("c1")
     shipper.forget("c1")
     assert not shipper.is_done("c1")
+
+
+def _line(shipper: LogShipper, stream: object, i: int, **meta: str) -> None:
+    shipper.put(
+        stream, Timestamp(100 + i, 0), task_log(f"line {i}", "t", "stdout", **{**META, **meta})
+    )  # type: ignore[arg-type]
+
+
+def test_lines_no_one_watches_are_held_and_posted_together(
+    master: FakeMaster, tmp_path: Path
+) -> None:
+    """Lines that come one at a time (a trial's progress) are held for ``quiet_seconds`` and
+    go in one post, not a post each; a container's end posts what is held at once."""
+    shipper = LogShipper(
+        MasterClient(master.url, "t"), CursorStore(tmp_path), flush_seconds=0.05, quiet_seconds=60
+    )
+    shipper.start()
+    try:
+        stream = shipper.stream("c1")
+        for i in range(3):
+            _line(shipper, stream, i)
+            time.sleep(0.2)  # four flush periods apart: each went alone before
+        assert master.log_posts == 0 and not shipper.is_done("c1")
+        shipper.finished(stream)
+        master.wait_for(lambda: shipper.is_done("c1"), desc="the held lines posted at the end")
+        assert master.log_lines("7.1.1") == ["line 0\n", "line 1\n", "line 2\n"]
+        assert master.log_posts == 1
+    finally:
+        shipper.stop()
+
+
+def test_a_watched_allocations_lines_go_at_once_and_a_watch_frees_held_ones(
+    master: FakeMaster, tmp_path: Path
+) -> None:
+    shipper = LogShipper(
+        MasterClient(master.url, "t"), CursorStore(tmp_path), flush_seconds=0.05, quiet_seconds=60
+    )
+    shipper.start()
+    try:
+        held, watched = shipper.stream("c1"), shipper.stream("c2")
+        _line(shipper, held, 0)
+        time.sleep(0.3)
+        assert master.log_posts == 0
+        # Someone opens the first allocation's logs: what it holds goes now.
+        shipper.watch(frozenset({"7.1.1"}))
+        master.wait_for(lambda: master.log_lines("7.1.1"), desc="the held line, once watched")
+        assert master.log_posts == 1
+        # The second allocation, watched from its first line on.
+        shipper.watch(frozenset({"7.1.1", "8.1.1"}))
+        _line(shipper, watched, 1, allocation_id="8.1.1", container_id="c2")
+        master.wait_for(lambda: master.log_lines("8.1.1"), desc="a watched allocation's line")
+        assert master.log_lines("8.1.1") == ["line 1\n"] and master.log_posts == 2
+        # No longer watched: held again.
+        shipper.watch(frozenset())
+        _line(shipper, watched, 2, allocation_id="8.1.1", container_id="c2")
+        time.sleep(0.3)
+        assert master.log_posts == 2
+    finally:
+        shipper.stop()
