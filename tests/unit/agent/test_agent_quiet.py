@@ -130,3 +130,18 @@ def test_the_masters_keepalive_leaves_six_chances_within_its_timeout(
     timeout: float, keepalive: float
 ) -> None:
     assert keepalive_seconds(timeout) == keepalive
+
+
+def test_the_answers_logs_watched_reach_the_shipper(master: FakeMaster, tmp_path: Path) -> None:
+    """The allocations the last answer marks ``logsWatched`` are the ones whose lines the
+    shipper posts at once (det.agent.logs); the next answer without the mark ends it."""
+    agent, _, now = agent_for(master, tmp_path)
+    agent.tick()
+    assert agent.shipper._watched == frozenset()
+    with master.lock:
+        master.desired["a1"] = [{**master.desired["a1"][0], "logsWatched": True}]
+    passes(agent, now, 1)
+    assert agent.shipper._watched == frozenset({"7.1.1"})
+    master.run("a1", "7.1.1", {"taskId": "7.1"})  # no longer watched
+    passes(agent, now, 1)
+    assert agent.shipper._watched == frozenset()
