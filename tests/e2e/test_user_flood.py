@@ -2,6 +2,10 @@
 real agent runs a trial in Docker: the agent is never declared lost, the trial runs once to
 COMPLETED, and the flood gets quick 429s instead of the agents' capacity.
 
+The flood lasts ``FLOOD_SECONDS``, longer than the cluster's ``agent_timeout_seconds`` (20 s),
+all of it while the trial runs: the trial is paced (its ``batch_seconds``) so that its batches
+take longer than the flood, sleeping rather than training as fast as a core allows.
+
 (/info latency during such a flood is measured by bench/user_flood.py, not asserted here.)"""
 
 from __future__ import annotations
@@ -18,6 +22,12 @@ from tests.e2e.cluster import EXAMPLES, Cluster, unique, wait_for
 pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]
 
 CORE = EXAMPLES / "core_api"
+#: The cluster's agent timeout (tests/e2e/cluster.py) and a margin: a lost agent would be seen.
+FLOOD_SECONDS = 25.0
+#: The trial's pace and length: 800 batches of at least 50 ms, 40 s at least, outlast the flood
+#: with 15 s to spare (400 threads take a while to start on a busy machine).
+BATCH_SECONDS = 0.05
+BATCHES = 800
 
 
 def test_a_users_flood_never_makes_the_agent_look_lost(shared_one_slot: Cluster) -> None:
@@ -26,7 +36,12 @@ def test_a_users_flood_never_makes_the_agent_look_lost(shared_one_slot: Cluster)
     with psycopg.connect(cluster.db_url) as conn:
         started = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
     eid = cluster.create(
-        CORE / "single.yaml", CORE, {"searcher": {"max_length": {"batches": 3000}}}
+        CORE / "single.yaml",
+        CORE,
+        {
+            "searcher": {"max_length": {"batches": BATCHES}},
+            "hyperparameters": {"batch_seconds": BATCH_SECONDS},
+        },
     )
     trial = wait_for(lambda: (cluster.trials(eid) or [None])[0], 60, "the trial")
     with psycopg.connect(cluster.db_url) as conn:
@@ -81,11 +96,16 @@ def test_a_users_flood_never_makes_the_agent_look_lost(shared_one_slot: Cluster)
     for t in threads:
         t.start()
     try:
-        cluster.wait_state(eid, "STATE_COMPLETED", 600)
+        stop.wait(FLOOD_SECONDS)
     finally:
         stop.set()
         for t in threads:
             t.join(90)
+    # The trial's allocation ran through the whole flood (its paced batches outlast it).
+    with psycopg.connect(cluster.db_url) as conn:
+        after = conn.execute("SELECT state FROM allocations WHERE id = %s", (alloc,)).fetchone()
+    assert after is not None and after[0] == "RUNNING", after
+    cluster.wait_state(eid, "STATE_COMPLETED", 600)
     with psycopg.connect(cluster.db_url) as conn:
         runs = conn.execute(
             "SELECT count(*) FROM allocations WHERE trial_id = %s", (trial["id"],)
