@@ -40,6 +40,11 @@ first point where the p99 of reports or heartbeats crosses 250 ms.
     .venv/bin/python bench/scale.py [--quick] [--points 100x200,200x400] [--seconds 90]
         [--warmup 15] [--set KEY=YAML] [--master-cpus 1] [--profile DIR]
 
+``--routes`` prints, per point, where the front processes' CPU went over the window: each
+route's requests a second and the CPU its app call took (``bench/_routes/sitecustomize.py``
+wraps the WSGI app the fronts serve; waitress's own work, its parsing, event loop and writing,
+is the rest of the fronts' CPU, printed as "outside the app").
+
 ``--profile DIR`` records a py-spy profile (``--gil``: where the interpreter's time goes) of
 each master process over each point's window (``bench/profile_top.py DIR/NxM`` sums them up).
 
@@ -623,6 +628,9 @@ def run_point(point: Point, args: argparse.Namespace, extra: dict[str, Any]) -> 
         server, db_url = bench_database(Path(tmp))
         # The master reads it at start (det.master.api._predispatch.ENV).
         os.environ["DET_PREDISPATCH"] = "1" if args.layer == "on" else "0"
+        routes = Path(tmp) / "routes" if args.routes else None
+        if routes is not None:
+            os.environ["DET_BENCH_ROUTES"] = str(routes)
         m = start_master(Path(tmp), db_url, extra={"agent_timeout_seconds": 30, **extra})
         group: Path | None = None
         try:
@@ -633,7 +641,7 @@ def run_point(point: Point, args: argparse.Namespace, extra: dict[str, Any]) -> 
                 pin(m.proc.pid, args.master_cpus)
             if args.master_cpu_quota:
                 group = cap(m.proc.pid, args.master_cpu_quota)
-            row = asyncio.run(drive(m, db_url, point, args, tokens, pids))
+            row = asyncio.run(drive(m, db_url, point, args, tokens, pids, routes))
             return {**row, "layer": args.layer}
         finally:
             m.kill()
@@ -655,6 +663,7 @@ async def drive(
     args: argparse.Namespace,
     tokens: list[str],
     pids: dict[str, int],
+    routes: Path | None = None,
 ) -> dict[str, Any]:
     fleet = Fleet(m.url, m.agent_token, point, args.seed)
     t_setup = time.monotonic()
@@ -681,6 +690,7 @@ async def drive(
     size0 = await asyncio.to_thread(db_size, db_url)
     cpu0 = {k: await asyncio.to_thread(cpu_of, pid) for k, pid in pids.items()}
     self0, load0 = self_cpu(), os.getloadavg()[0]
+    routes0 = route_cpu(routes)
     start = time.monotonic()
     fleet.stats.window = (start, start + args.seconds)
     spies = []
@@ -694,6 +704,7 @@ async def drive(
     elapsed = time.monotonic() - start
     cpu1 = {k: await asyncio.to_thread(cpu_of, pid) for k, pid in pids.items()}
     self1, load1 = self_cpu(), os.getloadavg()[0]
+    routes1 = route_cpu(routes)
     size1 = await asyncio.to_thread(db_size, db_url)
     lost1 = await asyncio.to_thread(lost_agents, db_url)
     fleet.stop.set()
@@ -728,7 +739,48 @@ async def drive(
         "lost_total": lost1,
         "db_per_hour": per_hour(size0, size1, elapsed),
         "elapsed": elapsed,
+        "routes": {
+            k: (v[0] - routes0.get(k, (0.0, 0))[0], v[1] - routes0.get(k, (0.0, 0))[1])
+            for k, v in routes1.items()
+        },
     }
+
+
+def route_cpu(routes: Path | None) -> dict[str, tuple[float, int]]:
+    """The fronts' figures so far (bench/_routes/sitecustomize.py), summed over the processes:
+    route -> (CPU seconds of its app calls, requests); "" -> (the fronts' process CPU, 0). The
+    files are rewritten every second: read once more after a second, so both ends of a window
+    are at most a second old."""
+    if routes is None:
+        return {}
+    time.sleep(1.1)
+    total: dict[str, tuple[float, int]] = {}
+    for f in routes.glob("*.json"):
+        for k, (cpu, n) in orjson.loads(f.read_bytes()).items():
+            c0, n0 = total.get(k, (0.0, 0))
+            total[k] = (c0 + cpu, n0 + int(n))
+    return total
+
+
+def report_routes(r: dict[str, Any]) -> None:
+    routes = dict(r["routes"])
+    if not routes:
+        return
+    fronts, _ = routes.pop("", (0.0, 0))
+    in_app = sum(c for c, _ in routes.values())
+    el = r["elapsed"]
+    print(
+        f"  {r['point']}: the fronts' CPU {fronts / el:.2f} cores, of it in the app"
+        f" {in_app / el:.2f} and outside the app (waitress: parsing, event loop, writing;"
+        f" threads' hand-offs) {(fronts - in_app) / el:.2f};"
+        f" {1000 * (fronts - in_app) / max(1, sum(n for _, n in routes.values())):.2f} ms a request"
+    )
+    for route, (cpu, n) in sorted(routes.items(), key=lambda kv: -kv[1][0])[:8]:
+        if n:
+            print(
+                f"    {n / el:7.1f} req/s {1000 * cpu / n:6.2f} ms in the app"
+                f" {cpu / el:5.2f} cores  {route}"
+            )
 
 
 def report(rows: list[dict[str, Any]]) -> None:
@@ -799,7 +851,18 @@ def main() -> None:
         help="py-spy (--gil) of each master process over each point's window, into DIR/NxM;"
         " summarise with bench/profile_top.py",
     )
+    ap.add_argument(
+        "--routes",
+        action="store_true",
+        help="the fronts' CPU by route over each window (bench/_routes/sitecustomize.py)",
+    )
     args = ap.parse_args()
+    if args.routes:
+        # Before the first master (or its fork server) starts: their interpreters load it.
+        here = str(Path(__file__).resolve().parent / "_routes")
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            x for x in (here, os.environ.get("PYTHONPATH")) if x
+        )
     try:
         points = [Point(20, 40)] if args.quick else [Point.parse(p) for p in args.points.split(",")]
     except ValueError as e:
@@ -815,6 +878,7 @@ def main() -> None:
         for args.layer in layers:
             rows.append(run_point(point, args, extra))
             report(rows[-1:])
+            report_routes(rows[-1])
     pinned = f", pinned to {args.master_cpus} core(s)" if args.master_cpus else ""
     if args.master_cpu_quota:
         pinned += f", {args.master_cpu_quota:g} core(s) of CPU time"
