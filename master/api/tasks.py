@@ -73,7 +73,7 @@ def preemption_signal(
     else:
         timeout = _long_poll_timeout(request.args.get("timeout_seconds"))
     # Reads only, each statement on its own: a transaction would cost a BEGIN and a COMMIT
-    # round trip here and at every re-read (a trial's long-poll re-reads every few seconds).
+    # round trip here and at every read of the row (when woken, and at the end).
     with reads() as conn:
         _access.allocation(conn, allocation_id)
     # Before the platform's request time limit, if any: the client asks again.
@@ -84,8 +84,8 @@ def preemption_signal(
     waiters = preemptwait.waiters(str(state().pool.conninfo)) if timeout > 0 else None
     woken = waiters.register(allocation_id) if waiters is not None else None
     # Parked from the first wait to the answer (the pool runs one more thread meanwhile), not
-    # once per re-read: each park and unpark starts or stops a thread of the pool. A re-read
-    # every few seconds is short work on a pooled connection given back before waiting again.
+    # once per read: each park and unpark starts or stops a thread of the pool. A read when
+    # woken is short work on a pooled connection given back before waiting again.
     try:
         with contextlib.ExitStack() as stack:
             parked = False

@@ -3,6 +3,7 @@ by reading their allocation every quarter of a second."""
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Iterator
@@ -76,8 +77,8 @@ def test_waiters_are_woken_by_their_allocations_notification_only(conn: Conn, pg
     assert w.wait_seconds() == preemptwait.POLL_SECONDS  # nothing heard yet: read the row
     first, other = w.register("a1"), w.register("a2")
     wait_until(lambda: w.listening, "the listener")
-    # Listening: a waiter reads its row only every RECHECK_SECONDS, in case one was lost.
-    assert w.wait_seconds() == preemptwait.RECHECK_SECONDS > 1
+    # Listening: a waiter reads its row again only when it is woken.
+    assert w.wait_seconds() == math.inf
     first.clear()
     other.clear()  # the listener's start woke everyone once
     conn.execute("UPDATE allocations SET preempt_requested = true WHERE id = 'a1'")
@@ -103,5 +104,32 @@ def test_a_long_polls_wait_is_cut_short_by_the_notification(conn: Conn, pg_url: 
     threading.Thread(target=lambda: (woken.wait(w.wait_seconds() * 10), done.set())).start()
     assert done.wait(30)
     assert woken.is_set()
+    w.unregister("a1", woken)
+    w.close()
+
+
+def test_the_listeners_lost_connection_wakes_every_waiter_to_read_its_row(
+    conn: Conn, pg_url: str
+) -> None:
+    """The one way a notification is lost is with the listening connection: when it goes, every
+    waiter is woken (and reads its row every POLL_SECONDS until the listener is back), since a
+    waiter no longer reads its row on a timer while the listener listens."""
+    w = preemptwait.Waiters(pg_url)
+    woken = w.register("a1")
+    wait_until(lambda: w.listening, "the listener")
+    woken.clear()  # the listener's start woke everyone once
+    # The listener's session: the only other one on this test's database.
+    ended = conn.execute(
+        "SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        " AND backend_type = 'client backend'"
+    ).fetchall()
+    assert ended == [{"ended": True}]
+    assert woken.wait(30)
+    # It listens again, and wakes everyone once more: what changed meanwhile was not heard.
+    woken.clear()
+    wait_until(lambda: w.listening, "the listener back")
+    assert woken.wait(30)
+    assert w.wait_seconds() == math.inf
     w.unregister("a1", woken)
     w.close()
