@@ -29,7 +29,6 @@ what it cost before: the agent's next regular heartbeat).
 from __future__ import annotations
 
 import logging
-import math
 import os
 import threading
 
@@ -45,6 +44,9 @@ CHANNEL = "det_preempt"
 AGENT_CHANNEL = "det_agent"
 POLL_SECONDS = 0.25
 PROBE_SECONDS = 5.0
+#: A waiter's sleep while the listener listens: longer than any long-poll, so it ends when the
+#: waiter is woken or its request's time is up (finite: ``Event.wait`` refuses infinity).
+UNTIL_WOKEN = 3600.0
 #: libpq's options for the listening connection (ignored over a Unix socket): a connection whose
 #: peer is gone (a network that drops packets silently) fails its next probe within 10 s
 #: instead of the kernel's retransmissions' 15 minutes, and an idle one is checked by the kernel.
@@ -101,8 +103,8 @@ class Waiters:
 
     def wait_seconds(self) -> float:
         """How long a waiter may sleep before reading its row again: until it is woken while
-        the listener listens (infinity), else :data:`POLL_SECONDS`."""
-        return math.inf if self._listening else POLL_SECONDS
+        the listener listens (:data:`UNTIL_WOKEN`), else :data:`POLL_SECONDS`."""
+        return UNTIL_WOKEN if self._listening else POLL_SECONDS
 
     def wake(self, allocation_id: str | None) -> None:
         """Wake the waiters of ``allocation_id`` (None: everyone)."""

@@ -97,13 +97,15 @@ def test_a_users_flood_never_makes_the_agent_look_lost(shared_one_slot: Cluster)
         t.start()
     try:
         stop.wait(FLOOD_SECONDS)
+        # The trial's allocation ran through the whole flood (its paced batches outlast it):
+        # read as the flood ends, before its threads' last requests (a long-poll holds up to
+        # 30 s) are waited for.
+        with psycopg.connect(cluster.db_url) as conn:
+            after = conn.execute("SELECT state FROM allocations WHERE id = %s", (alloc,)).fetchone()
     finally:
         stop.set()
         for t in threads:
             t.join(90)
-    # The trial's allocation ran through the whole flood (its paced batches outlast it).
-    with psycopg.connect(cluster.db_url) as conn:
-        after = conn.execute("SELECT state FROM allocations WHERE id = %s", (alloc,)).fetchone()
     assert after is not None and after[0] == "RUNNING", after
     cluster.wait_state(eid, "STATE_COMPLETED", 600)
     with psycopg.connect(cluster.db_url) as conn:

@@ -3,7 +3,6 @@ by reading their allocation every quarter of a second."""
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Iterator
@@ -78,7 +77,7 @@ def test_waiters_are_woken_by_their_allocations_notification_only(conn: Conn, pg
     first, other = w.register("a1"), w.register("a2")
     wait_until(lambda: w.listening, "the listener")
     # Listening: a waiter reads its row again only when it is woken.
-    assert w.wait_seconds() == math.inf
+    assert w.wait_seconds() == preemptwait.UNTIL_WOKEN
     first.clear()
     other.clear()  # the listener's start woke everyone once
     conn.execute("UPDATE allocations SET preempt_requested = true WHERE id = 'a1'")
@@ -101,7 +100,7 @@ def test_a_long_polls_wait_is_cut_short_by_the_notification(conn: Conn, pg_url: 
     done = threading.Event()
     conn.execute("UPDATE allocations SET preempt_requested = true WHERE id = 'a1'")
     # Waiting after the commit: the event is already set, the wait does not sleep.
-    threading.Thread(target=lambda: (woken.wait(w.wait_seconds() * 10), done.set())).start()
+    threading.Thread(target=lambda: (woken.wait(w.wait_seconds()), done.set())).start()
     assert done.wait(30)
     assert woken.is_set()
     w.unregister("a1", woken)
@@ -130,6 +129,6 @@ def test_the_listeners_lost_connection_wakes_every_waiter_to_read_its_row(
     woken.clear()
     wait_until(lambda: w.listening, "the listener back")
     assert woken.wait(30)
-    assert w.wait_seconds() == math.inf
+    assert w.wait_seconds() == preemptwait.UNTIL_WOKEN
     w.unregister("a1", woken)
     w.close()
