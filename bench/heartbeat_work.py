@@ -46,7 +46,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 # service's own text, with this agent's id): the heartbeat's, a spot notice's, losing an agent,
 # disabling one, the provisioner's idle check.
 PLACEMENT_QUERIES = {
-    "heartbeat: live_on": "SELECT id FROM allocations WHERE placement ? %(agent)s"
+    # With the ids of the containers the agent reports (its own live allocations here).
+    "heartbeat: live_on_or_among": "SELECT id FROM allocations WHERE (placement ? %(agent)s"
+    " AND state <> 'TERMINATED') OR id = ANY(%(ids)s) ORDER BY id",
+    "heartbeat after a write: live_on": "SELECT id FROM allocations WHERE placement ? %(agent)s"
     " AND state <> 'TERMINATED' ORDER BY id",
     "agent lost / disabled / spot notice": "SELECT id FROM allocations WHERE placement ? %(agent)s"
     " AND state <> 'TERMINATED'",
@@ -247,11 +250,19 @@ def measure(
 
 def explain(url: str, agent: str) -> dict[str, list[str]]:
     with psycopg.connect(url, autocommit=True) as c:
+        ids = [
+            str(r[0])
+            for r in c.execute(
+                "SELECT id FROM allocations WHERE placement ? %s AND state <> 'TERMINATED'",
+                (agent,),
+            ).fetchall()
+        ]
         return {
             name: [
                 str(r[0])
                 for r in c.execute(
-                    "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, SUMMARY OFF) " + q, {"agent": agent}
+                    "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, SUMMARY OFF) " + q,
+                    {"agent": agent, "ids": ids},
                 ).fetchall()
             ]
             for name, q in PLACEMENT_QUERIES.items()

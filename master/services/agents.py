@@ -81,25 +81,21 @@ def heartbeat(
         aid = c.get("allocationId")
         if isinstance(aid, str):
             reported[aid] = c
-    # One read for every reported container (a running agent's heartbeat, each second, changes
-    # nothing: the read is all it costs).
-    known = (
-        {
-            r.id: r
-            for r in db.fetch_rows(
-                conn,
-                _Known,
-                "SELECT id, state, container_id FROM allocations WHERE id = ANY(%s)",
-                (list(reported),),
-            )
-        }
-        if reported
-        else {}
-    )
+    # One read for the reported containers and the agent's live allocations (a running agent's
+    # heartbeat changes nothing: the read is all it costs). A report that changes a row is
+    # applied, and the live allocations are then read again: the answer follows the writes.
+    read = allocation_rows.live_on_or_among(conn, agent_id, list(reported))
+    known = {r.id: r for r in read if r.id in reported}
+    wrote = False
     for aid, c in reported.items():
         if not _changes_nothing(c, known.get(aid)):
             allocations.update_container(conn, aid, c, agent_id)
-    desired = allocation_rows.live_on(conn, agent_id)
+            wrote = True
+    desired = (
+        allocation_rows.live_on(conn, agent_id)
+        if wrote
+        else [r for r in read if allocation_rows.is_live_on(r, agent_id)]
+    )
     out: list[DesiredContainer] = []
     for alloc in desired:
         item: DesiredContainer
@@ -152,16 +148,7 @@ class _Upserted:
     inserted: bool
 
 
-@dataclass(frozen=True, slots=True)
-class _Known:
-    """What a reported container is compared with (:func:`_changes_nothing`)."""
-
-    id: str
-    state: str
-    container_id: str | None
-
-
-def _changes_nothing(c: ContainerReport, row: _Known | None) -> bool:
+def _changes_nothing(c: ContainerReport, row: allocation_rows.Allocation | None) -> bool:
     """Whether applying report ``c`` would change nothing: an allocation this master does not
     know, or one whose state and container the report repeats (a served task's port is applied
     each time: ``allocations.update_container``)."""

@@ -84,6 +84,25 @@ def live_on(conn: Conn, agent_id: str) -> list[Allocation]:
     ).fetchall()
 
 
+def live_on_or_among(conn: Conn, agent_id: str, ids: list[str]) -> list[Allocation]:
+    """In one read, by id: the allocations placed on ``agent_id`` that have not ended (what
+    :func:`live_on` reads) and those of ``ids`` (an agent's reported containers), whatever their
+    state or placement. :func:`is_live_on` tells the first from the rest."""
+    cur = conn.cursor(row_factory=class_row(Allocation))
+    return cur.execute(
+        "SELECT " + _COLUMNS + " FROM allocations"
+        " WHERE (placement ? %s AND state <> 'TERMINATED') OR id = ANY(%s) ORDER BY id",
+        (agent_id, ids),
+    ).fetchall()
+
+
+def is_live_on(alloc: Allocation, agent_id: str) -> bool:
+    """What :func:`live_on` selects, for a row in hand (pure)."""
+    return (
+        alloc.state != "TERMINATED" and alloc.placement is not None and agent_id in alloc.placement
+    )
+
+
 def queue(
     conn: Conn,
     st: MasterState,

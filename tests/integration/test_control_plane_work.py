@@ -44,7 +44,7 @@ def _counting(url: str) -> Any:
     return conn
 
 
-def _report(agent_id: str, slots: int, running: list[str]) -> Any:
+def _report(agent_id: str, slots: int, running: list[str], exited: tuple[str, ...] = ()) -> Any:
     return {
         "resourcePool": "default",
         "version": "t",
@@ -52,15 +52,22 @@ def _report(agent_id: str, slots: int, running: list[str]) -> Any:
         "containers": [
             {"allocationId": a, "containerId": f"c-{a}", "state": "RUNNING", "exitCode": None}
             for a in running
+        ]
+        + [
+            {"allocationId": a, "containerId": f"c-{a}", "state": "TERMINATED", "exitCode": 0}
+            for a in exited
         ],
     }
 
 
-def _beat(m: Any, conn: Any, agent_id: str, slots: int, running: list[str]) -> tuple[Any, int]:
+def _beat(
+    m: Any, conn: Any, agent_id: str, slots: int, running: list[str], exited: tuple[str, ...] = ()
+) -> tuple[Any, int]:
     """One heartbeat in its own transaction: (the answer, the statements it sent)."""
     conn.statements = 0
     with conn.transaction():
-        answer = agents.heartbeat(conn, m.state, agent_id, _report(agent_id, slots, running))
+        report = _report(agent_id, slots, running, exited)
+        answer = agents.heartbeat(conn, m.state, agent_id, report)
     return answer, conn.statements
 
 
@@ -106,11 +113,19 @@ def test_a_running_agents_heartbeat_builds_no_spec_and_its_statements_do_not_gro
         assert not [c for c in answer["containers"] if "spec" in c]
         _, with_one = _beat(api_master, conn, "hb-one", 1, one)
         assert with_three == with_one, (with_one, with_three)
-        assert with_three <= 5, with_three
+        # The agent's row, its slots, its reported and live allocations in one read.
+        assert with_three <= 3, with_three
         states = conn.execute(
             "SELECT DISTINCT state FROM allocations WHERE id = ANY(%s)", (one + three,)
         ).fetchall()
         assert [s["state"] for s in states] == ["RUNNING"]
+
+        # A container reported ended is applied, and the answer follows that write: the ended
+        # allocation is not in it (neither RUN, which would start it again, nor KILL).
+        answer, _ = _beat(api_master, conn, "hb-three", 3, three[1:], exited=tuple(three[:1]))
+        assert [(c["allocationId"], c["action"]) for c in answer["containers"]] == [
+            (a, "RUN") for a in three[1:]
+        ]
 
 
 def _table_reads(conn: Any) -> int:
@@ -169,6 +184,16 @@ def test_an_agents_allocations_are_found_by_the_placement_index_on_a_full_cluste
         assert json.dumps(found[0].placement) == '{"agent-7": ["0"]}'
         # Its two rows (a bitmap's page may hold a few more), not the 2,000 live ones.
         assert read <= 10, read
+
+        # The heartbeat's read: the agent's live allocations and the ones its agent reports
+        # (here one of them and one that ended), by the placement index and the primary key.
+        with conn.transaction():
+            before = _table_reads(conn)
+            both = allocation_rows.live_on_or_among(conn, "agent-7", ["a.7", "e.7"])
+            read = _table_reads(conn) - before
+        assert [a.id for a in both] == ["a.1007", "a.7", "e.7"]
+        assert [allocation_rows.is_live_on(a, "agent-7") for a in both] == [True, True, False]
+        assert read <= 12, read
 
 
 def test_a_pass_that_places_many_allocations_reads_the_live_ones_once(migrated_db: str) -> None:
