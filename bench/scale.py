@@ -690,7 +690,7 @@ async def drive(
     size0 = await asyncio.to_thread(db_size, db_url)
     cpu0 = {k: await asyncio.to_thread(cpu_of, pid) for k, pid in pids.items()}
     self0, load0 = self_cpu(), os.getloadavg()[0]
-    routes0 = route_cpu(routes)
+    routes0 = await route_cpu(routes)
     start = time.monotonic()
     fleet.stats.window = (start, start + args.seconds)
     spies = []
@@ -704,7 +704,7 @@ async def drive(
     elapsed = time.monotonic() - start
     cpu1 = {k: await asyncio.to_thread(cpu_of, pid) for k, pid in pids.items()}
     self1, load1 = self_cpu(), os.getloadavg()[0]
-    routes1 = route_cpu(routes)
+    routes1 = await route_cpu(routes)
     size1 = await asyncio.to_thread(db_size, db_url)
     lost1 = await asyncio.to_thread(lost_agents, db_url)
     fleet.stop.set()
@@ -746,19 +746,20 @@ async def drive(
     }
 
 
-def route_cpu(routes: Path | None) -> dict[str, tuple[float, int]]:
+async def route_cpu(routes: Path | None) -> dict[str, tuple[float, int]]:
     """The fronts' figures so far (bench/_routes/sitecustomize.py), summed over the processes:
     route -> (CPU seconds of its app calls, requests); "" -> (the fronts' process CPU, 0). The
-    files are rewritten every second: read once more after a second, so both ends of a window
-    are at most a second old."""
+    files are rewritten every second: read after a second (the fleet's loop runs meanwhile), so
+    both ends of a window are at most a second old."""
     if routes is None:
         return {}
-    time.sleep(1.1)
+    await asyncio.sleep(1.1)
     total: dict[str, tuple[float, int]] = {}
     for f in routes.glob("*.json"):
         for k, (cpu, n) in orjson.loads(f.read_bytes()).items():
             c0, n0 = total.get(k, (0.0, 0))
-            total[k] = (c0 + cpu, n0 + int(n))
+            # "@": when the files were written (the latest), not a sum.
+            total[k] = (max(c0, cpu), 0) if k == "@" else (c0 + cpu, n0 + int(n))
     return total
 
 
@@ -767,8 +768,8 @@ def report_routes(r: dict[str, Any]) -> None:
     if not routes:
         return
     fronts, _ = routes.pop("", (0.0, 0))
+    el, _ = routes.pop("@", (r["elapsed"], 0))  # the files' own window
     in_app = sum(c for c, _ in routes.values())
-    el = r["elapsed"]
     print(
         f"  {r['point']}: the fronts' CPU {fronts / el:.2f} cores, of it in the app"
         f" {in_app / el:.2f} and outside the app (waitress: parsing, event loop, writing;"

@@ -3,7 +3,8 @@ their ``PYTHONPATH``): in a master's front process, the WSGI app ``det.master.se
 serves is wrapped to count, per route, the requests and the CPU time of the thread that ran the
 app for each (``time.thread_time``: the app's own work, from the environ waitress built to the
 answer it returns; waitress's parsing, event loop and writing are not in it). Every second the
-process writes ``{route: [cpu_seconds, requests], "": [process_cpu_seconds, 0]}`` to
+process writes ``{route: [cpu_seconds, requests], "": [process_cpu_seconds, 0], "@": [its
+time.time(), 0]}`` to
 ``$DET_BENCH_ROUTES/<pid>.json`` (a new file renamed over the old).
 
 Bench-only: nothing in det imports it, and without ``DET_BENCH_ROUTES`` it does nothing.
@@ -59,6 +60,7 @@ class _Routes:
             with self.lock:
                 data = {k: list(v) for k, v in self.stats.items()}
             data[""] = [time.process_time(), 0]
+            data["@"] = [time.time(), 0]
             with open(path + ".tmp", "w") as f:
                 json.dump(data, f)
             os.replace(path + ".tmp", path)
