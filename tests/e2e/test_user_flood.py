@@ -24,10 +24,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.docker, pytest.mark.slow]
 CORE = EXAMPLES / "core_api"
 #: The cluster's agent timeout (tests/e2e/cluster.py) and a margin: a lost agent would be seen.
 FLOOD_SECONDS = 25.0
-#: The trial's pace and length: 800 batches of at least 50 ms, 40 s at least, outlast the flood
-#: with 15 s to spare (400 threads take a while to start on a busy machine).
+#: The trial's pace and length: 1,000 batches of at least 50 ms, 50 s at least, outlast the
+#: flood with 25 s to spare (its threads are started first, a few seconds on a busy machine).
 BATCH_SECONDS = 0.05
-BATCHES = 800
+BATCHES = 1000
 
 
 def test_a_users_flood_never_makes_the_agent_look_lost(shared_one_slot: Cluster) -> None:
@@ -71,9 +71,14 @@ def test_a_users_flood_never_makes_the_agent_look_lost(shared_one_slot: Cluster)
         with lock:
             counts[status] = counts.get(status, 0) + 1
 
+    # Every thread starts, then all flood at once: started one by one while the first ones
+    # flooded, 400 threads took about 25 s to start on a loaded machine.
+    go = threading.Event()
+
     def flood(path: str, params: dict[str, Any]) -> None:
         s = requests.Session()
         s.headers["Authorization"] = f"Bearer {token}"
+        go.wait()
         while not stop.is_set():
             try:
                 r = s.get(m.url + path, params=params, timeout=60)
@@ -96,6 +101,7 @@ def test_a_users_flood_never_makes_the_agent_look_lost(shared_one_slot: Cluster)
     for t in threads:
         t.start()
     try:
+        go.set()
         stop.wait(FLOOD_SECONDS)
         # The trial's allocation ran through the whole flood (its paced batches outlast it):
         # read as the flood ends, before its threads' last requests (a long-poll holds up to
@@ -104,6 +110,7 @@ def test_a_users_flood_never_makes_the_agent_look_lost(shared_one_slot: Cluster)
             after = conn.execute("SELECT state FROM allocations WHERE id = %s", (alloc,)).fetchone()
     finally:
         stop.set()
+        go.set()
         for t in threads:
             t.join(90)
     assert after is not None and after[0] == "RUNNING", after
