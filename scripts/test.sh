@@ -16,10 +16,13 @@
 # many tests wait on masters, agents and containers rather than compute; on 2 cores, 4 kept the
 # CPU busy 94% of the run against 86% with 3, and 5 were slower again, by contention (the
 # figures: docs/testing.md); a test file stays in one process, so module fixtures are shared as
-# before; 0 runs it serially);
+# before; 0 runs it serially), plus DET_TEST_WAITING_LANES (default 1) processes that take only
+# the files that mostly wait (tests/durations.json's "waiting": a cloud's simulated clock, a
+# scheduled wake-up), so the others spend no wall time on them (tests/xdist_schedule.py);
 # "no tests collected" (exit 5) is a failure.
 # Environment: DET_TEST_VENV (default .venv), TORCH_VERSION (default 2.13.0), DET_TEST_WORKERS,
-#              DET_TEST_APT=0 (never run apt-get or start dockerd: only say what is missing).
+#              DET_TEST_WAITING_LANES, DET_TEST_APT=0 (never run apt-get or start dockerd: only
+#              say what is missing).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -69,7 +72,8 @@ else
   echo "no Docker engine: tests that need Docker will be skipped" >&2
 fi
 
-workers=(-n "${DET_TEST_WORKERS:-4}" --dist loadfile)
+export DET_TEST_WAITING_LANES="${DET_TEST_WAITING_LANES:-1}"
+workers=(-n "$((${DET_TEST_WORKERS:-4} + DET_TEST_WAITING_LANES))" --dist loadfile)
 [[ "${DET_TEST_WORKERS:-4}" == 0 ]] && workers=(-p no:xdist)
 # The machine's CPU over pytest's run (scripts/cpu_share.py): busy share, CPU pressure, load.
 cpu_before="$(python3 scripts/cpu_share.py snap 2>/dev/null || true)"

@@ -3,7 +3,7 @@
 xdist's own loadfile keeps a file on one worker (so module fixtures are built once) and hands the
 files out by their number of tests, most first. On this suite that ran the longest files last:
 a file of one 9-minute test went out after hundreds of unit files and left the other workers
-idle for its last minutes. This scheduler keeps the file as the unit, with two changes:
+idle for its last minutes. This scheduler keeps the file as the unit, with three changes:
 
 * units are handed out longest first, by the seconds ``tests/durations.json`` records (a file
   it does not know is estimated from its number of tests), so the run ends on short files that
@@ -11,16 +11,25 @@ idle for its last minutes. This scheduler keeps the file as the unit, with two c
 * a file ``durations.json`` lists under ``"spread"`` is cut into parts that any worker may
   take: ``0`` makes each test case a unit (cases that build what they need themselves, like the
   CLI walk's shards), ``N`` cuts the file into N runs of consecutive cases (each part builds the
-  module's fixtures once, on whichever worker takes it).
+  module's fixtures once, on whichever worker takes it);
+* with ``DET_TEST_WAITING_LANES=K`` (scripts/test.sh sets 1) the last K workers are lanes for
+  the files ``durations.json`` lists under ``"waiting"``: files whose tests mostly wait (for a
+  scheduled wake-up, a cloud's simulated clock, a timeout), whose CPU is a small share of their
+  wall time. A lane takes only those, longest first, and stops when none is left; the other
+  workers take every other file first and the waiting ones only when nothing else is left. On
+  a CPU-bound run a fifth worker that computes only makes the same work dearer; one that
+  mostly waits frees the four others from the waits that left the cores idle.
 
 ``python -m tests.xdist_schedule REPORT.xml`` rewrites ``durations.json``'s seconds from a JUnit
 report of a whole run (``pytest --junitxml=REPORT.xml``): seconds per file, and per test case in
-the spread files. The spread list is kept.
+the spread files. The spread and waiting lists are kept (a file is listed as waiting by hand,
+from its CPU and wall seconds alone on a quiet machine: docs/testing.md).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import xml.etree.ElementTree as ET
 from collections import defaultdict
@@ -49,8 +58,29 @@ def load_durations(path: Path | None = None) -> tuple[dict[str, float], dict[str
     return seconds, {str(k): int(v) for k, v in data.get("spread", {}).items()}
 
 
+def load_waiting(path: Path | None = None) -> frozenset[str]:
+    """The files that mostly wait (``durations.json``'s ``"waiting"``)."""
+    path = path or DURATIONS
+    if not path.exists():
+        return frozenset()
+    return frozenset(str(f) for f in json.loads(path.read_text()).get("waiting", []))
+
+
+def waiting_lanes() -> int:
+    """How many workers are lanes for the waiting files (``DET_TEST_WAITING_LANES``, 0 unset)."""
+    raw = os.environ.get("DET_TEST_WAITING_LANES", "").strip() or "0"
+    if not raw.isdigit():
+        raise ValueError(f"DET_TEST_WAITING_LANES must be a whole number, not {raw!r}")
+    return int(raw)
+
+
 def file_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
+
+
+def file_of_unit(unit: str) -> str:
+    """The file of a work unit: a file, a part of one (``FILE#partIofN``) or a test case."""
+    return file_of(unit).split("#", 1)[0]
 
 
 def units(
@@ -93,12 +123,23 @@ def estimate(unit: str, nodeids: list[str], seconds: dict[str, float]) -> float:
 
 
 class CostScheduling(LoadScopeScheduling):
-    """Longest unit first; units are files, parts of the spread files, or single cases."""
+    """Longest unit first; units are files, parts of the spread files, or single cases. The last
+    ``DET_TEST_WAITING_LANES`` workers take only the waiting files."""
 
     def __init__(self, config: Any, log: Any = None) -> None:
         super().__init__(config, log)
         self._seconds, self._spread = load_durations()
         self._units: dict[str, str] = {}
+        self._waiting = load_waiting()
+        lanes = min(waiting_lanes(), self.numnodes - 1) if self._waiting else 0
+        # xdist names its workers gw0 .. gw{N-1}
+        self._lanes = {f"gw{i}" for i in range(self.numnodes - max(lanes, 0), self.numnodes)}
+
+    def is_lane(self, node: Any) -> bool:
+        return str(node.gateway.id) in self._lanes
+
+    def waits(self, unit: str) -> bool:
+        return file_of_unit(unit) in self._waiting
 
     def schedule(self) -> None:
         if self.collection is None and self.registered_collections:
@@ -116,6 +157,19 @@ class CostScheduling(LoadScopeScheduling):
             self.workqueue.items(),
             key=lambda kv: -estimate(kv[0], list(kv[1]), self._seconds),
         )
+        lane = self.is_lane(node)
+        # a lane: the longest waiting unit; a worker: the longest other one, else a waiting one
+        # (with no lane, the longest of all)
+        pick = (
+            next((i for i, (unit, _) in enumerate(ordered) if self.waits(unit) == lane), None)
+            if self._lanes
+            else 0
+        )
+        if pick is None and lane:
+            if not self._pending_of(self.assigned_work[node]):
+                node.shutdown()  # nothing left it may take
+            return
+        ordered.insert(0, ordered.pop(pick or 0))
         self.workqueue.clear()
         self.workqueue.update(ordered)
         super()._assign_work_unit(node)
@@ -157,9 +211,10 @@ def main(argv: list[str]) -> int:
         if v >= _RECORD_ABOVE
     }
     data = {
-        "about": "seconds per file (and per case of the spread files) of a whole run, and the"
-        " files cut into parts: tests/xdist_schedule.py",
+        "about": "seconds per file (and per case of the spread files) of a whole run, the"
+        " files cut into parts and the files that mostly wait: tests/xdist_schedule.py",
         "spread": dict(sorted(spread.items())),
+        "waiting": sorted(load_waiting()),
         "seconds": kept,
     }
     DURATIONS.write_text(json.dumps(data, indent=1) + "\n")

@@ -7,6 +7,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from tests import xdist_schedule as xs
 
 COLLECTION = [
@@ -125,3 +127,111 @@ def test_durations_are_read_from_a_junit_report(tmp_path: Path) -> None:
     assert totals[case] == 80.0
     assert totals["tests/integration/test_official_cli_tree.py"] == 80.0
     assert not any(k.startswith("tests/unit/test_layers.py::") for k in totals)
+
+
+def _scheduler(
+    tmp_path: Path, monkeypatch: Any, durations: str, workers: int, lanes: str
+) -> xs.CostScheduling:
+    (tmp_path / "durations.json").write_text(durations)
+    monkeypatch.setattr(xs, "DURATIONS", tmp_path / "durations.json")
+    monkeypatch.setenv("DET_TEST_WAITING_LANES", lanes)
+    config = SimpleNamespace(
+        option=SimpleNamespace(loadscopereorder=True, maxschedchunk=None),
+        getvalue={"tx": [f"{workers}*popen"], "dist": "loadfile"}.get,
+    )
+    return xs.CostScheduling(config)  # type: ignore[arg-type]
+
+
+LANE_COLLECTION = [
+    "tests/e2e/test_sim.py::test_wake",  # waits, 300 s
+    "tests/integration/test_scale.py::test_a",  # waits, 100 s
+    "tests/e2e/test_big.py::test_x",  # computes, 400 s
+    "tests/integration/test_mid.py::test_y",  # computes, 200 s
+    "tests/unit/test_small.py::test_z",  # computes, guessed
+]
+LANE_DURATIONS = (
+    '{"waiting": ["tests/e2e/test_sim.py", "tests/integration/test_scale.py"%s],'
+    ' "seconds": {"tests/e2e/test_sim.py": 300, "tests/integration/test_scale.py": 100,'
+    ' "tests/e2e/test_big.py": 400, "tests/integration/test_mid.py": 200}}'
+)
+
+
+class _Run:
+    """The scheduler's start on ``names`` workers that all collected ``collection``."""
+
+    def __init__(self, sched: xs.CostScheduling, names: list[str], collection: list[str]):
+        self.sched, self.collection = sched, collection
+        self.nodes = [_Node(n) for n in names]
+        for n in self.nodes:
+            sched.add_node(n)  # type: ignore[arg-type]
+        for n in self.nodes:
+            sched.add_node_collection(n, collection)  # type: ignore[arg-type]
+        sched.schedule()
+
+    def cases(self, node: _Node) -> list[str]:
+        return [self.collection[i] for batch in node.sent for i in batch]
+
+    def files(self, node: _Node) -> list[str]:
+        return [xs.file_of(c) for c in self.cases(node)]
+
+    def complete(self, node: _Node, case: str) -> None:
+        self.sched.mark_test_complete(node, self.collection.index(case))  # type: ignore[arg-type]
+
+
+def test_a_waiting_lane_takes_only_the_waiting_files_and_the_others_take_them_last(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    sched = _scheduler(tmp_path, monkeypatch, LANE_DURATIONS % "", workers=2, lanes="1")
+    run = _Run(sched, ["gw0", "gw1"], LANE_COLLECTION)
+    gw0, lane = run.nodes
+    # the lane: the longest waiting file, then the other (xdist starts a worker on two units)
+    assert run.files(lane) == ["tests/e2e/test_sim.py", "tests/integration/test_scale.py"]
+    # the worker: the files that compute, longest first, never a waiting one while they last
+    assert run.files(gw0) == ["tests/e2e/test_big.py", "tests/integration/test_mid.py"]
+    # the lane runs out: it finishes what it holds and then stops, with work still queued
+    for case in run.cases(lane):
+        run.complete(lane, case)
+    assert lane.shutting_down
+    assert list(sched.workqueue) == ["tests/unit/test_small.py"]
+
+
+def test_a_worker_takes_waiting_files_when_nothing_else_is_left(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    # no lane: the waiting files are files like the others, longest first
+    sched = _scheduler(tmp_path, monkeypatch, LANE_DURATIONS % "", workers=2, lanes="0")
+    run = _Run(sched, ["gw0", "gw1"], LANE_COLLECTION)
+    assert [run.files(n)[0] for n in run.nodes] == [
+        "tests/e2e/test_big.py",
+        "tests/e2e/test_sim.py",
+    ]
+    # a lane busy with two waiting files; the third is left to the worker, after all the rest
+    third = "tests/e2e/test_third.py"
+    durations = LANE_DURATIONS % f', "{third}"'
+    sched = _scheduler(tmp_path, monkeypatch, durations, workers=2, lanes="1")
+    run = _Run(sched, ["gw0", "gw1"], [*LANE_COLLECTION, f"{third}::test_w"])
+    gw0, lane = run.nodes
+    assert run.files(lane) == ["tests/e2e/test_sim.py", "tests/integration/test_scale.py"]
+    for step in range(3):  # gw0 finishes what it holds, one test after the other
+        run.complete(gw0, run.cases(gw0)[step])
+    assert run.files(gw0) == [
+        "tests/e2e/test_big.py",
+        "tests/integration/test_mid.py",
+        "tests/unit/test_small.py",
+        third,
+    ]
+    assert not lane.shutting_down  # it still holds its two files
+
+
+def test_a_bad_lane_count_is_named(tmp_path: Path, monkeypatch: Any) -> None:
+    with pytest.raises(ValueError, match="DET_TEST_WAITING_LANES must be a whole number"):
+        _scheduler(tmp_path, monkeypatch, LANE_DURATIONS % "", workers=2, lanes="one")
+
+
+def test_the_listed_files_exist() -> None:
+    """A spread or waiting entry that names no file would be ignored without a word."""
+    import json
+
+    data = json.loads(xs.DURATIONS.read_text())
+    for path in [*data["spread"], *data["waiting"]]:
+        assert (xs.REPO / path).is_file(), f"tests/durations.json names {path}, which is gone"
