@@ -63,7 +63,7 @@ SLOTS_PER_MACHINE = int(os.environ.get("DET_MACHINES_SLOTS") or 1)
 # The killed run trains long enough for the master to notice the lost agent (20 s) mid-way:
 # paced at 40 ms a batch (the example's batch_seconds: its ranks sleep rather than spin the
 # host's cores as fast as they go), its first checkpoint comes about 5 s in, then the kill, and
-# about 55 s of batches are left after it. A batch of two ranks under DDP costs each about 2
+# about 55 s of batches are left after it. A batch of two ranks, all-reduced, costs each about 2
 # CPU-ms (gloo's all-reduce), paced or not: a run lasts as long with fewer, slower batches and
 # costs less (6,000 batches at 10 ms before).
 BATCHES = 1500
