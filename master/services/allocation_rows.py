@@ -74,12 +74,17 @@ def get(conn: Conn, allocation_id: str, *, lock: bool = False) -> Allocation | N
     ).fetchone()
 
 
+# Live on an agent (its id the one parameter): placed on it and not ended. The state is a literal
+# so that the partial index allocations_live_placement (migration 0046) serves it;
+# :func:`is_live_on` is the same test for a row in hand.
+_LIVE_ON = "(placement ? %s AND state <> 'TERMINATED')"
+
+
 def live_on(conn: Conn, agent_id: str) -> list[Allocation]:
     """The allocations placed on ``agent_id`` that have not ended, by id."""
     cur = conn.cursor(row_factory=class_row(Allocation))
     return cur.execute(
-        "SELECT " + _COLUMNS + " FROM allocations"
-        " WHERE placement ? %s AND state <> 'TERMINATED' ORDER BY id",
+        "SELECT " + _COLUMNS + " FROM allocations WHERE " + _LIVE_ON + " ORDER BY id",
         (agent_id,),
     ).fetchall()
 
@@ -91,15 +96,17 @@ def live_on_or_among(conn: Conn, agent_id: str, ids: list[str]) -> list[Allocati
     cur = conn.cursor(row_factory=class_row(Allocation))
     return cur.execute(
         "SELECT " + _COLUMNS + " FROM allocations"
-        " WHERE (placement ? %s AND state <> 'TERMINATED') OR id = ANY(%s) ORDER BY id",
+        " WHERE " + _LIVE_ON + " OR id = ANY(%s) ORDER BY id",
         (agent_id, ids),
     ).fetchall()
 
 
 def is_live_on(alloc: Allocation, agent_id: str) -> bool:
-    """What :func:`live_on` selects, for a row in hand (pure)."""
+    """``_LIVE_ON`` (what :func:`live_on` selects) for a row in hand (pure)."""
     return (
-        alloc.state != "TERMINATED" and alloc.placement is not None and agent_id in alloc.placement
+        alloc.state != states.TERMINATED
+        and alloc.placement is not None
+        and agent_id in alloc.placement
     )
 
 
