@@ -49,21 +49,17 @@ _GUESS_OTHER = 3.0
 _RECORD_ABOVE = 5.0
 
 
-def load_durations(path: Path | None = None) -> tuple[dict[str, float], dict[str, int]]:
+def load_durations(
+    path: Path | None = None,
+) -> tuple[dict[str, float], dict[str, int], frozenset[str]]:
+    """``durations.json``'s seconds, spread files and waiting files (empty when it is missing)."""
     path = path or DURATIONS
     if not path.exists():
-        return {}, {}
+        return {}, {}, frozenset()
     data = json.loads(path.read_text())
     seconds = {str(k): float(v) for k, v in data.get("seconds", {}).items()}
-    return seconds, {str(k): int(v) for k, v in data.get("spread", {}).items()}
-
-
-def load_waiting(path: Path | None = None) -> frozenset[str]:
-    """The files that mostly wait (``durations.json``'s ``"waiting"``)."""
-    path = path or DURATIONS
-    if not path.exists():
-        return frozenset()
-    return frozenset(str(f) for f in json.loads(path.read_text()).get("waiting", []))
+    spread = {str(k): int(v) for k, v in data.get("spread", {}).items()}
+    return seconds, spread, frozenset(str(f) for f in data.get("waiting", []))
 
 
 def waiting_lanes() -> int:
@@ -128,12 +124,11 @@ class CostScheduling(LoadScopeScheduling):
 
     def __init__(self, config: Any, log: Any = None) -> None:
         super().__init__(config, log)
-        self._seconds, self._spread = load_durations()
+        self._seconds, self._spread, self._waiting = load_durations()
         self._units: dict[str, str] = {}
-        self._waiting = load_waiting()
         lanes = min(waiting_lanes(), self.numnodes - 1) if self._waiting else 0
         # xdist names its workers gw0 .. gw{N-1}
-        self._lanes = {f"gw{i}" for i in range(self.numnodes - max(lanes, 0), self.numnodes)}
+        self._lanes = {f"gw{i}" for i in range(self.numnodes - lanes, self.numnodes)}
 
     def is_lane(self, node: Any) -> bool:
         return str(node.gateway.id) in self._lanes
@@ -203,7 +198,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m tests.xdist_schedule REPORT.xml", file=sys.stderr)
         return 2
-    _, spread = load_durations()
+    _, spread, waiting = load_durations()
     totals = durations_from_junit(Path(argv[0]), spread)
     kept = {
         k: round(v, 1)
@@ -214,7 +209,7 @@ def main(argv: list[str]) -> int:
         "about": "seconds per file (and per case of the spread files) of a whole run, the"
         " files cut into parts and the files that mostly wait: tests/xdist_schedule.py",
         "spread": dict(sorted(spread.items())),
-        "waiting": sorted(load_waiting()),
+        "waiting": sorted(waiting),
         "seconds": kept,
     }
     DURATIONS.write_text(json.dumps(data, indent=1) + "\n")
