@@ -57,9 +57,15 @@ def moto() -> Iterator[MotoServer]:
 
 
 @pytest.fixture
-def session(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> boto3.Session:
-    """A boto3 session on a reset ``moto`` (its endpoint and fake credentials in the env)."""
+def aws_moto(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> MotoServer:
+    """The module's ``moto``, reset, with its endpoint and fake credentials in the env."""
     moto.reset()
     for key, value in aws_env(moto.endpoint).items():
         monkeypatch.setenv(key, value)
+    return moto
+
+
+@pytest.fixture
+def session(aws_moto: MotoServer) -> boto3.Session:
+    """A boto3 session on a reset ``moto``."""
     return boto3.Session(region_name=REGION)

@@ -25,7 +25,7 @@ from det.deploy.aws import program as aws_program
 from det.deploy.common import automation, boot, dryrun, registry, release, tls, userdata
 from det.deploy.common.errors import DeployError
 from det.deploy.gcp import program as gcp_program
-from tests.fakes.moto_server import REGION, MotoServer, aws_env
+from tests.fakes.moto_server import REGION, MotoServer
 
 PASSWORD = 'reg pw "$HOME" `id` \\ end'
 AUTH = registry.RegistryAuth(server="registry.example.com:5000", username="ci-bot")
@@ -196,7 +196,7 @@ def test_password_comes_from_the_flag_else_the_environment(monkeypatch: pytest.M
 
 @pytest.mark.integration
 def test_up_stores_the_password_as_secret_stack_config(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    aws_moto: MotoServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """`up` hands the password to Pulumi as secret config, and the program it runs reads it back
     into the cluster secret. AWS is moto in server mode; the Automation API (it needs the Pulumi
@@ -208,11 +208,8 @@ def test_up_stores_the_password_as_secret_stack_config(
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    with MotoServer() as moto:
-        for key, value in aws_env(moto.endpoint).items():
-            monkeypatch.setenv(key, value)
-        boto3.client("ec2", region_name=REGION).create_key_pair(KeyName="kp")
-        seen = _up_with_recorded_pulumi(monkeypatch)
+    boto3.client("ec2", region_name=REGION).create_key_pair(KeyName="kp")
+    seen = _up_with_recorded_pulumi(monkeypatch)
     assert seen["config"][f"det:{registry.STACK_CONFIG_KEY}"] == (PASSWORD, True)
     version = _one(seen["mocks"], "aws:secretsmanager/secretVersion:SecretVersion")
     assert json.loads(_reveal(version["secretString"]))[registry.SECRET_KEY] == PASSWORD
@@ -221,7 +218,7 @@ def test_up_stores_the_password_as_secret_stack_config(
 
 @pytest.mark.integration
 def test_a_later_up_without_registry_flags_keeps_the_registry(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    aws_moto: MotoServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """The registry's server and user (plain) and password (secret) stay in the stack config:
     a second ``up`` without ``--registry-*`` renders the same registry_auth and secret."""
@@ -233,12 +230,9 @@ def test_a_later_up_without_registry_flags_keeps_the_registry(
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     stored: dict[str, tuple[str, bool]] = {}
-    with MotoServer() as moto:
-        for key, value in aws_env(moto.endpoint).items():
-            monkeypatch.setenv(key, value)
-        boto3.client("ec2", region_name=REGION).create_key_pair(KeyName="kp")
-        first = _up_with_recorded_pulumi(monkeypatch, stored)
-        second = _up_with_recorded_pulumi(monkeypatch, stored, registry_flags=False)
+    boto3.client("ec2", region_name=REGION).create_key_pair(KeyName="kp")
+    first = _up_with_recorded_pulumi(monkeypatch, stored)
+    second = _up_with_recorded_pulumi(monkeypatch, stored, registry_flags=False)
     assert stored[f"det:{registry.SERVER_CONFIG_KEY}"] == (AUTH.server, False)
     assert stored[f"det:{registry.USERNAME_CONFIG_KEY}"] == (AUTH.username, False)
     assert f"det:{registry.STACK_CONFIG_KEY}" not in second["config"]  # not given: kept
@@ -253,7 +247,7 @@ def test_a_later_up_without_registry_flags_keeps_the_registry(
 
 @pytest.mark.integration
 def test_no_registry_removes_the_registry_a_previous_up_set(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    aws_moto: MotoServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -263,15 +257,12 @@ def test_no_registry_removes_the_registry_a_previous_up_set(
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     stored: dict[str, tuple[str, bool]] = {}
-    with MotoServer() as moto:
-        for key, value in aws_env(moto.endpoint).items():
-            monkeypatch.setenv(key, value)
-        boto3.client("ec2", region_name=REGION).create_key_pair(KeyName="kp")
-        _up_with_recorded_pulumi(monkeypatch, stored)
-        removed = _up_with_recorded_pulumi(
-            monkeypatch, stored, registry_flags=False, extra=("--no-registry",)
-        )
-        after = _up_with_recorded_pulumi(monkeypatch, stored, registry_flags=False)
+    boto3.client("ec2", region_name=REGION).create_key_pair(KeyName="kp")
+    _up_with_recorded_pulumi(monkeypatch, stored)
+    removed = _up_with_recorded_pulumi(
+        monkeypatch, stored, registry_flags=False, extra=("--no-registry",)
+    )
+    after = _up_with_recorded_pulumi(monkeypatch, stored, registry_flags=False)
     assert not any("registry" in key for key in stored)
     for seen in (removed, after):
         version = _one(seen["mocks"], "aws:secretsmanager/secretVersion:SecretVersion")

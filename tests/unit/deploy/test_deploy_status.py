@@ -26,7 +26,7 @@ from det.deploy.gcp import bootlog
 from det.master.provisioner import logship
 from tests.fakes.google_apis import list_entries
 from tests.fakes.local_http import LocalHttpFake, TestHTTPServer
-from tests.fakes.moto_server import REGION, MotoServer, aws_env
+from tests.fakes.moto_server import REGION, MotoServer
 
 SECRET = {dryrun.SECRET_SIG_KEY: "1b47061264138c4ac30d75fd1eb44270", "ciphertext": "x"}
 
@@ -126,7 +126,10 @@ def _put(logs: Any, stream: str, start_ms: int, lines: list[str]) -> None:
 
 @pytest.mark.integration
 def test_aws_status_shows_each_machines_own_tail_beside_a_busy_master(
-    home: Path, https_master: tuple[str, tls.TlsMaterial], monkeypatch: pytest.MonkeyPatch
+    aws_moto: MotoServer,
+    home: Path,
+    https_master: tuple[str, tls.TlsMaterial],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     calls = AwsCalls(monkeypatch)
     url, material = https_master
@@ -143,26 +146,21 @@ def test_aws_status_shows_each_machines_own_tail_beside_a_busy_master(
             "initial_user_password": SECRET,
         },
     )
-    with MotoServer() as moto:
-        for key, value in aws_env(moto.endpoint).items():
-            monkeypatch.setenv(key, value)
-        logs = boto3.client("logs", region_name=REGION)
-        agent = _launch(REGION)
-        now = int(time.time() * 1000) - 600_000  # CloudWatch drops events older than 14 days
-        logs.create_log_group(logGroupName="/det/c1")
-        _put(logs, "i-0old/det-bootstrap.log", now, ["an agent of an hour ago"])
-        master_boot = ["installing det", "installed det", "det-master (re)started"]
-        _put(logs, "i-0master/det-bootstrap.log", now + 1000, master_boot)
-        boot = ["fetching the wheel", f"det-bootstrap: agent id: {agent}"]
-        _put(logs, f"{agent}/det-bootstrap.log", now + 2000, boot)
-        _put(logs, f"{agent}/det-agent.log", now + 3000, ["registered", "a trial started"])
-        # The master writes last and most: before, its lines were all a merged tail showed.
-        _put(logs, "i-0master/det-master.log", now + 4000, [f"request {i}" for i in range(300)])
-        calls.recording = True
-        code, out, err = _run(
-            ["aws", "status", "--cluster-id", "c1", "--lines", "2", "--agents", "1"]
-        )
-        json_code, as_json, _ = _run(["aws", "status", "--cluster-id", "c1", "--json"])
+    logs = boto3.client("logs", region_name=REGION)
+    agent = _launch(REGION)
+    now = int(time.time() * 1000) - 600_000  # CloudWatch drops events older than 14 days
+    logs.create_log_group(logGroupName="/det/c1")
+    _put(logs, "i-0old/det-bootstrap.log", now, ["an agent of an hour ago"])
+    master_boot = ["installing det", "installed det", "det-master (re)started"]
+    _put(logs, "i-0master/det-bootstrap.log", now + 1000, master_boot)
+    boot = ["fetching the wheel", f"det-bootstrap: agent id: {agent}"]
+    _put(logs, f"{agent}/det-bootstrap.log", now + 2000, boot)
+    _put(logs, f"{agent}/det-agent.log", now + 3000, ["registered", "a trial started"])
+    # The master writes last and most: before, its lines were all a merged tail showed.
+    _put(logs, "i-0master/det-master.log", now + 4000, [f"request {i}" for i in range(300)])
+    calls.recording = True
+    code, out, err = _run(["aws", "status", "--cluster-id", "c1", "--lines", "2", "--agents", "1"])
+    json_code, as_json, _ = _run(["aws", "status", "--cluster-id", "c1", "--json"])
     assert code == 0, err
     # The deploying user's documented grant covers exactly what status called.
     assert calls.actions - NO_PERMISSION_NEEDED == set(iam.STATUS_READ_ACTIONS)
@@ -212,6 +210,7 @@ def _launch(region: str, cluster: str = "c1") -> str:
 
 @pytest.mark.integration
 def test_aws_tail_finds_a_quiet_master_and_a_booting_agent(
+    aws_moto: MotoServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from det.deploy.aws import bootlog as aws_bootlog
@@ -219,27 +218,24 @@ def test_aws_tail_finds_a_quiet_master_and_a_booting_agent(
     # The newest streams are read in a page of 50 ordered by a time that CloudWatch updates
     # late; a page of 2 stands for 50 busy (or stale) streams.
     monkeypatch.setattr(aws_bootlog, "_NEWEST", 2)
-    with MotoServer() as moto:
-        for key, value in aws_env(moto.endpoint).items():
-            monkeypatch.setenv(key, value)
-        logs = boto3.client("logs", region_name=REGION)
-        booting = _launch(REGION)
-        _launch(REGION, "another-cluster")
-        now = int(time.time() * 1000) - 600_000
-        logs.create_log_group(logGroupName="/det/c1")
-        _put(logs, "i-0master/det-bootstrap.log", now, ["det-master (re)started"])
-        _put(logs, f"{booting}/det-bootstrap.log", now + 500, ["installing det"])
-        for n in range(3):
-            _put(logs, f"i-0a{n}/det-bootstrap.log", now + 1000 * (n + 1), [f"agent {n}"])
-        machines = aws_bootlog.tail(
-            logs,
-            "/det/c1",
-            10,
-            master="i-0master",
-            agents=3,
-            ec2=boto3.client("ec2", region_name=REGION),
-            cluster_id="c1",
-        )
+    logs = boto3.client("logs", region_name=REGION)
+    booting = _launch(REGION)
+    _launch(REGION, "another-cluster")
+    now = int(time.time() * 1000) - 600_000
+    logs.create_log_group(logGroupName="/det/c1")
+    _put(logs, "i-0master/det-bootstrap.log", now, ["det-master (re)started"])
+    _put(logs, f"{booting}/det-bootstrap.log", now + 500, ["installing det"])
+    for n in range(3):
+        _put(logs, f"i-0a{n}/det-bootstrap.log", now + 1000 * (n + 1), [f"agent {n}"])
+    machines = aws_bootlog.tail(
+        logs,
+        "/det/c1",
+        10,
+        master="i-0master",
+        agents=3,
+        ec2=boto3.client("ec2", region_name=REGION),
+        cluster_id="c1",
+    )
     assert [(m.machine, m.role) for m in machines] == [
         ("i-0master", "master"),
         (booting, "agent"),  # runs now: EC2 says so, whatever the streams' order
@@ -257,7 +253,7 @@ def test_status_refuses_lines_out_of_range_in_one_line(home: Path) -> None:
 
 @pytest.mark.integration
 def test_machines_log_shipper_calls_only_what_their_roles_grant(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    aws_moto: MotoServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The shipper is standard library only (SigV4 by hand): its requests are recorded at its
     # one HTTP call and must reach moto, signed well enough, as the events read back show.
@@ -269,17 +265,14 @@ def test_machines_log_shipper_calls_only_what_their_roles_grant(
         return post(url, body, headers)
 
     monkeypatch.setattr(logship, "_post", recording_post)
-    with MotoServer() as moto:
-        for key, value in aws_env(moto.endpoint).items():
-            monkeypatch.setenv(key, value)
-        client = boto3.client("logs", region_name=REGION)
-        client.create_log_group(logGroupName="/det/c1")
-        send = logship.aws_sender(REGION, "/det/c1", "i-0master")
-        send("det-bootstrap.log", [(int(time.time() * 1000), "a line")])
-        send("det-bootstrap.log", [(int(time.time() * 1000), "another")])
-        events = client.get_log_events(
-            logGroupName="/det/c1", logStreamName="i-0master/det-bootstrap.log"
-        )["events"]
+    client = boto3.client("logs", region_name=REGION)
+    client.create_log_group(logGroupName="/det/c1")
+    send = logship.aws_sender(REGION, "/det/c1", "i-0master")
+    send("det-bootstrap.log", [(int(time.time() * 1000), "a line")])
+    send("det-bootstrap.log", [(int(time.time() * 1000), "another")])
+    events = client.get_log_events(
+        logGroupName="/det/c1", logStreamName="i-0master/det-bootstrap.log"
+    )["events"]
     assert [e["message"] for e in events] == ["a line", "another"]
     assert actions == set(iam.LOG_WRITE_ACTIONS)
     (statement,) = iam.log_statements("arn:aws:logs:r:1:log-group:/det/c1")
