@@ -49,9 +49,10 @@ def one() -> Any:
     return _one
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def moto() -> Iterator[MotoServer]:
-    """moto in server mode, one per test module."""
+    """moto in server mode, one per test process (each test that uses it resets it first:
+    ``aws_moto``, ``session``); its start and first EC2 call cost about 1.3 CPU-s."""
     with MotoServer() as server:
         yield server
 
