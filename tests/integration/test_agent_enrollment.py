@@ -17,12 +17,8 @@ import requests
 from det.master import agent_tokens, dispatch
 from det.master.provisioner.config import parse_provider_config
 from det.master.services import enrollment, provisioning
-from tests.integration import conftest_aws
 
 pytestmark = pytest.mark.integration
-
-moto_server = conftest_aws.moto_server
-aws_endpoint = conftest_aws.aws_endpoint
 
 ENROLL = "/api/v1/agent_enrollments"
 

@@ -51,11 +51,10 @@ PASSWORD = 'Boot Sim $HOME "Pa\'ss\\w0rd" #1!'
 
 
 @pytest.fixture(scope="module")
-def moto() -> Iterator[MotoServer]:
-    server = MotoServer()
-    server.start()
-    yield server
-    server.stop()
+def moto(moto_server: MotoServer) -> MotoServer:
+    """The test process's moto (conftest_aws), wiped before this module uses it."""
+    moto_server.reset()
+    return moto_server
 
 
 @pytest.fixture(scope="module")

@@ -122,13 +122,15 @@ class World:
 
 @pytest.fixture(scope="module")
 def world(
-    tmp_path_factory: pytest.TempPathFactory, pg_server: str, pg_template: str
+    tmp_path_factory: pytest.TempPathFactory,
+    pg_server: str,
+    pg_template: str,
+    moto_server: MotoServer,
 ) -> Iterator[World]:
     tmp = tmp_path_factory.mktemp("egress")
-    with (
-        new_database(pg_server, "det_egress", template=pg_template) as db,
-        MotoServer(tmp) as moto,
-    ):
+    moto = moto_server  # the test process's (conftest_aws), wiped first
+    moto.reset()
+    with new_database(pg_server, "det_egress", template=pg_template) as db:
         _s3(moto.endpoint).create_bucket(Bucket=BUCKET)
         storage = {"type": "s3", "bucket": BUCKET, "endpoint_url": moto.endpoint,
                    "access_key": "testing", "secret_key": "testing"}  # fmt: skip

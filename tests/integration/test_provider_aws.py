@@ -14,13 +14,8 @@ from det.master.provisioner.config import AwsProviderConfig, parse_provider_conf
 from det.master.provisioner.decider import LaunchRecord, PoolSnapshot, decide, record_launch
 from det.master.provisioner.provider import InstanceState, LaunchError, Market
 from tests.fakes.moto_server import Ec2ErrorInjector
-from tests.integration import conftest_aws
 
 pytestmark = pytest.mark.integration
-
-# The moto fixtures (see conftest_aws for registering them globally instead).
-moto_server = conftest_aws.moto_server
-aws_endpoint = conftest_aws.aws_endpoint
 
 AMI = "ami-12c6146b"  # one of the AMI ids moto ships
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,9 +16,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def moto_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with MotoServer(tmp_path_factory.mktemp("moto")) as server:
-        yield server.endpoint
+def moto_url(moto_server: MotoServer) -> str:
+    return moto_server.endpoint  # the test process's (conftest_aws); reset by each test
 
 
 @pytest.fixture

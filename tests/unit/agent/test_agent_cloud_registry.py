@@ -36,11 +36,12 @@ class FakeDocker:
 
 
 @pytest.fixture
-def moto(monkeypatch: pytest.MonkeyPatch) -> Iterator[MotoServer]:
-    with MotoServer() as server:
-        for key, value in aws_env(server.endpoint).items():
-            monkeypatch.setenv(key, value)
-        yield server
+def moto(moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch) -> MotoServer:
+    """The test process's moto (conftest_aws), wiped, with its endpoint in the env."""
+    moto_server.reset()
+    for key, value in aws_env(moto_server.endpoint).items():
+        monkeypatch.setenv(key, value)
+    return moto_server
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
@@ -49,12 +48,12 @@ def one() -> Any:
     return _one
 
 
-@pytest.fixture(scope="session")
-def moto() -> Iterator[MotoServer]:
-    """moto in server mode, one per test process (each test that uses it resets it first:
-    ``aws_moto``, ``session``); its start and first EC2 call cost about 1.3 CPU-s."""
-    with MotoServer() as server:
-        yield server
+@pytest.fixture
+def moto(moto_server: MotoServer) -> MotoServer:
+    """The test process's moto server (tests.integration.conftest_aws: one per process, its
+    start and first EC2 call cost about 1.3 CPU-s); each test that uses it resets it first
+    (``aws_moto``, ``session``)."""
+    return moto_server
 
 
 @pytest.fixture
