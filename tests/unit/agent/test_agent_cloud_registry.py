@@ -14,7 +14,7 @@ import pytest
 
 from det.agent import images
 from tests.fakes.gce_metadata import FakeGceMetadata
-from tests.fakes.moto_server import REGION, MotoServer, aws_env
+from tests.fakes.moto_server import REGION, MotoServer
 
 ECR_IMAGE = f"123456789012.dkr.ecr.{REGION}.amazonaws.com/team/task:1"
 
@@ -36,11 +36,8 @@ class FakeDocker:
 
 
 @pytest.fixture
-def moto(moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch) -> MotoServer:
+def moto(aws_endpoint: str, moto_server: MotoServer) -> MotoServer:
     """The test process's moto (conftest_aws), wiped, with its endpoint in the env."""
-    moto_server.reset()
-    for key, value in aws_env(moto_server.endpoint).items():
-        monkeypatch.setenv(key, value)
     return moto_server
 
 

@@ -12,7 +12,7 @@ from det.deploy.aws.config import AwsConfig
 from det.deploy.common import dryrun
 from det.deploy.gcp import program as gcp_program
 from det.deploy.gcp.config import GcpConfig
-from tests.fakes.moto_server import REGION, MotoServer, aws_env
+from tests.fakes.moto_server import REGION, MotoServer
 
 AWS = AwsConfig(
     cluster_id="c1", keypair="kp", inbound_cidr="198.51.100.0/24", enable_ssh=True, spot=True
@@ -57,12 +57,10 @@ def moto(moto_server: MotoServer) -> MotoServer:
 
 
 @pytest.fixture
-def aws_moto(moto: MotoServer, monkeypatch: pytest.MonkeyPatch) -> MotoServer:
-    """The module's ``moto``, reset, with its endpoint and fake credentials in the env."""
-    moto.reset()
-    for key, value in aws_env(moto.endpoint).items():
-        monkeypatch.setenv(key, value)
-    return moto
+def aws_moto(aws_endpoint: str, moto_server: MotoServer) -> MotoServer:
+    """The process's moto, reset, with its endpoint and fake credentials in the env
+    (``aws_endpoint``)."""
+    return moto_server
 
 
 @pytest.fixture
