@@ -122,7 +122,7 @@ def test_a_gc_task_runs_in_the_gc_image_on_a_docker_agent_and_deletes_the_files(
 
 @pytest.mark.parametrize("kind", ["s3", "gcs"])
 def test_the_gc_image_deletes_from_s3_and_gcs_with_its_own_clients(
-    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moto_server: MotoServer
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     """The GC command in the GC image, with the harness bundle mounted as the agent mounts it:
     the image's boto3 / google-cloud-storage delete one checkpoint and leave the other (moto
@@ -132,8 +132,10 @@ def test_the_gc_image_deletes_from_s3_and_gcs_with_its_own_clients(
     with contextlib.ExitStack() as stack:
         env: dict[str, str] = {"AWS_EC2_METADATA_DISABLED": "true"}
         if kind == "s3":
-            moto_server.reset()  # the test process's (conftest_aws)
-            url = moto_server.endpoint
+            # The test process's moto (conftest_aws), asked for here: the GCS case needs none.
+            moto: MotoServer = request.getfixturevalue("moto_server")
+            moto.reset()
+            url = moto.endpoint
             config: dict[str, Any] = {
                 "type": "s3", "bucket": "ckpts", "prefix": "team", "endpoint_url": url,
                 "access_key": "k", "secret_key": "s",

@@ -128,11 +128,10 @@ def world(
     moto_server: MotoServer,
 ) -> Iterator[World]:
     tmp = tmp_path_factory.mktemp("egress")
-    moto = moto_server  # the test process's (conftest_aws), wiped first
-    moto.reset()
+    moto_server.reset()  # the test process's (conftest_aws)
     with new_database(pg_server, "det_egress", template=pg_template) as db:
-        _s3(moto.endpoint).create_bucket(Bucket=BUCKET)
-        storage = {"type": "s3", "bucket": BUCKET, "endpoint_url": moto.endpoint,
+        _s3(moto_server.endpoint).create_bucket(Bucket=BUCKET)
+        storage = {"type": "s3", "bucket": BUCKET, "endpoint_url": moto_server.endpoint,
                    "access_key": "testing", "secret_key": "testing"}  # fmt: skip
         extra = {
             "checkpoint_storage": storage,
@@ -146,7 +145,7 @@ def world(
             alice = m.session(m.login("alice", "Alice-pw-1"))
             ws = alice.post(m.url + "/api/v1/workspaces", json={"name": "alices"}, timeout=30)
             assert ws.status_code == 200, ws.text
-            yield World(m, db, moto.endpoint, alice, int(ws.json()["workspace"]["id"]))
+            yield World(m, db, moto_server.endpoint, alice, int(ws.json()["workspace"]["id"]))
 
 
 def _s3(endpoint: str) -> Any:

@@ -7,7 +7,6 @@ the harness is the process of its own here, and nothing checked needs a master p
 from __future__ import annotations
 
 import base64
-import importlib.util
 import io
 import os
 import signal
@@ -25,12 +24,11 @@ from det.common import tarsafe
 from tests.fakes.sim_agent import SimAgent, wait
 from tests.integration.threaded import ThreadedMaster
 from tests.private_run import PRIVATE_RUN, in_private_run
+from tests.requires import NEEDS_TORCH
 
-# The examples run in their own processes: torch is looked for, not imported (an import costs
-# about 1 CPU-s in each process that collects this file).
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed"),
+    NEEDS_TORCH,
 ]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "core_api"

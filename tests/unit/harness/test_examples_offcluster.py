@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -12,11 +11,9 @@ from pathlib import Path
 
 import pytest
 
-# The examples run in their own processes: torch is looked for, not imported (an import costs
-# about 1 CPU-s in each process that collects this file).
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("torch") is None, reason="torch is not installed"
-)
+from tests.requires import NEEDS_TORCH
+
+pytestmark = NEEDS_TORCH
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -13,13 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.private_run import in_private_run
+from tests.requires import NEEDS_TORCH
 from tests.unit.harness.fake_master import FakeMaster
 
-# The examples run in their own processes: torch is looked for, not imported (an import costs
-# about 1 CPU-s in each process that collects this file).
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("torch") is None, reason="torch is not installed"
-)
+pytestmark = NEEDS_TORCH
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "core_api"
 HPARAMS = {"report_every": 5, "validate_every": 20, "checkpoint_every": 40}
