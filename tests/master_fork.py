@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import io
 import multiprocessing
+import multiprocessing.forkserver
 import multiprocessing.process
 import os
 import runpy
@@ -29,7 +30,11 @@ import sys
 from collections.abc import Sequence
 from typing import Protocol
 
-PRELOAD = ["det.master.__main__"]
+#: What the fork server imports before it forks a master: det's master, then a module that
+#: freezes the server's heap (tests/master_fork_heap.py). multiprocessing passes over a preload
+#: that fails to import in silence; tests/unit/test_master_fork.py checks both took.
+PRELOAD = ["det.master.__main__", "tests.master_fork_heap"]
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class MasterProcess(Protocol):
@@ -64,6 +69,16 @@ def _forkserver() -> multiprocessing.context.ForkServerContext:
     if _context is None:
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(PRELOAD)
+        # The server is a ``python -c`` of its own, and Python 3.11's imports its preloads with
+        # only its working directory for ``tests`` (it takes this process's sys.path later, for
+        # its children): it is started from the repository's root, whatever directory a test
+        # is in when it forks the process's first master.
+        here = os.getcwd()
+        os.chdir(_REPO)
+        try:
+            multiprocessing.forkserver.ensure_running()
+        finally:
+            os.chdir(here)
         _context = ctx
     return _context
 

@@ -4,9 +4,11 @@ output in their log; the exit code a fresh interpreter would give."""
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,3 +53,36 @@ def test_a_signal_ends_it_with_the_negative_signal_number(tmp_path: Path, mode: 
     proc.send_signal(signal.SIGKILL)
     assert proc.wait(timeout=60) == -signal.SIGKILL
     proc.kill()  # a no-op once it has ended, as Popen's
+
+
+def _heap_report(conn: Any) -> None:
+    """In a process forked by the fork server: which preloads it inherited, how many objects it
+    starts with frozen, and how many the collector still tracks."""
+    import sys
+
+    conn.send(
+        (
+            sorted(m for m in master_fork.PRELOAD if m in sys.modules),
+            gc.get_freeze_count(),
+            len(gc.get_objects()),
+        )
+    )
+    conn.close()
+
+
+def test_a_forked_master_starts_with_det_imported_and_the_servers_heap_frozen() -> None:
+    """Both preloads took (multiprocessing skips one that fails to import, silently): a fork
+    has det's master imported, and most of its heap frozen, so a master's start-up collection
+    does not scan what every fork inherits (tests/master_fork_heap.py)."""
+    ctx = master_fork._forkserver()
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_heap_report, args=(send,), daemon=True)
+    child.start()
+    send.close()
+    try:
+        assert receive.poll(60), "the forked process did not answer"
+        modules, frozen, tracked = receive.recv()
+    finally:
+        child.join(30)
+    assert modules == sorted(master_fork.PRELOAD)
+    assert frozen > tracked, (frozen, tracked)
