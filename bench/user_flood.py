@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import multiprocessing
+import shutil
 import statistics
 import subprocess
 import sys
@@ -58,6 +59,12 @@ def memory_of_tree(pid: int) -> tuple[int, int]:
     return rss, pss
 
 
+def _py_spy() -> str:
+    """py-spy on PATH, else the one installed beside this interpreter (the venv's)."""
+    beside = Path(sys.executable).parent / "py-spy"
+    return shutil.which("py-spy") or (str(beside) if beside.exists() else "py-spy")
+
+
 def profile(pid: int, seconds: float, out_dir: Path) -> list[subprocess.Popen[bytes]]:
     out_dir.mkdir(parents=True, exist_ok=True)
     procs = []
@@ -65,7 +72,7 @@ def profile(pid: int, seconds: float, out_dir: Path) -> list[subprocess.Popen[by
         procs.append(
             subprocess.Popen(
                 [
-                    "py-spy",
+                    _py_spy(),
                     "record",
                     "--pid",
                     str(p.pid),

@@ -40,13 +40,15 @@ from det.master.wire import Empty
 
 bp = Blueprint("tasks", __name__)
 
-# Clients loop on the long-poll; a short server-side cap bounds how long a thread waits.
+# Clients loop on the long-poll; the server cuts a longer wait near this cap, at the
+# allocation's phase of a cycle of this length (det.master.preemptwait.spread_wait): each poller
+# asks once a cap, at its own instant.
 MAX_LONG_POLL_SECONDS = 30.0
 
 
 def _long_poll_timeout(raw: str | None) -> float:
-    """A finite number of seconds in [0, MAX_LONG_POLL_SECONDS]; NaN, infinities and negatives
-    are refused (``min(nan, 30)`` is NaN, which would make the wait loop never sleep).
+    """A finite number of seconds >= 0; NaN, infinities and negatives are refused (a NaN would
+    make the wait loop never sleep).
 
     Determined's client sends ``timeoutSeconds`` (an integer, checked by the contract); det's
     harness sends the proto name ``timeout_seconds``, which the gateway accepts too."""
@@ -55,10 +57,8 @@ def _long_poll_timeout(raw: str | None) -> float:
     except ValueError:
         raise InvalidArgument("timeout_seconds: must be a number") from None
     if not math.isfinite(value) or value < 0:
-        raise InvalidArgument(
-            f"timeout_seconds: must be a finite number >= 0 (at most {MAX_LONG_POLL_SECONDS:g})"
-        )
-    return min(value, MAX_LONG_POLL_SECONDS)
+        raise InvalidArgument("timeout_seconds: must be a finite number >= 0")
+    return value
 
 
 @bp.get("/api/v1/allocations/<allocation_id>/signals/preemption")
@@ -72,6 +72,9 @@ def preemption_signal(
         timeout = _long_poll_timeout(str(camel))
     else:
         timeout = _long_poll_timeout(request.args.get("timeout_seconds"))
+    # A wait the cap cuts ends at the allocation's phase, so trials started together do not
+    # ask again together at every cap.
+    timeout = preemptwait.spread_wait(allocation_id, timeout, MAX_LONG_POLL_SECONDS, time.time())
     # Reads only, each statement on its own: a transaction would cost a BEGIN and a COMMIT
     # round trip here and at every read of the row (when woken, and at the end).
     with reads() as conn:

@@ -146,3 +146,40 @@ def test_agents_waits_beyond_a_share_of_the_threads_are_held_while_they_park(
     for t in waits:
         t.join(60)
     assert len(held) == 5 and min(held) >= 2.5, held
+
+
+def test_a_poll_the_cap_cuts_ends_at_its_allocations_phase_not_at_the_cap(
+    threaded_master_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Trials started together would otherwise ask again together at every cap, in bursts
+    (det.master.preemptwait.spread_wait). With a cap of 8 s here (30 s in a master), a poll
+    asked for 60 s ends between 4 and 12 s at its allocation's phase: one sent when that phase
+    comes round early in the window ends well before the cap."""
+    from det.master.api import tasks
+    from det.master.preemptwait import spread_wait
+
+    cap = 8.0
+    monkeypatch.setattr(tasks, "MAX_LONG_POLL_SECONDS", cap)
+    m: ThreadedMaster = threaded_master_factory(extra={"user_api_processes": 0})
+    hold = Holder()
+    agent = SimAgent(m.url, m.agent_token, "sim-0", slots=1, train=hold).start()
+    try:
+        m.post("/api/v1/experiments", {"config": CONFIG, "activate": True})
+        wait(lambda: len(hold.specs) == 1, 60, "a task")
+        env = hold.specs[0]["env"]
+        alloc = env["DET_ALLOCATION_ID"]
+        # Sent when the allocation's phase would end it within 0.4 s of the window's start.
+        wait(lambda: spread_wait(alloc, 60.0, cap, time.time()) < 4.4, 10, "the phase")
+        t0 = time.monotonic()
+        r = requests.get(
+            f"{m.url}/api/v1/allocations/{alloc}/signals/preemption",
+            params={"timeout_seconds": 60},
+            headers={"Grpc-Metadata-x-allocation-token": f"Bearer {env['DET_SESSION_TOKEN']}"},
+            timeout=60,
+        )
+        held = time.monotonic() - t0
+        assert r.status_code == 200 and r.json() == {"preempt": False}, r.text
+        assert 4.0 <= held < cap - 1.0, held  # held to its phase, not cut at the cap (8 s)
+    finally:
+        hold.release.set()
+        agent.stop()
