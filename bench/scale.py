@@ -45,6 +45,11 @@ route's requests a second and the CPU its app call took (``bench/_routes/sitecus
 wraps the WSGI app the fronts serve; waitress's own work, its parsing, event loop and writing,
 is the rest of the fronts' CPU, printed as "outside the app").
 
+``--waits`` (with ``--routes``) prints, per point, each route's wall time in the app beside its
+CPU time (p50 / p99) and how long the fronts' threads waited for a pooled database connection:
+a report whose app call took 300 ms of wall and 2 ms of CPU waited, for a connection or for
+the interpreter, and the pool's waits tell which.
+
 ``--profile DIR`` records a py-spy profile (``--gil``: where the interpreter's time goes) of
 each master process over each point's window (``bench/profile_top.py DIR/NxM`` sums them up).
 
@@ -691,7 +696,7 @@ async def drive(
     cpu0 = {k: await asyncio.to_thread(cpu_of, pid) for k, pid in pids.items()}
     self0, load0 = self_cpu(), os.getloadavg()[0]
     routes0 = await route_cpu(routes)
-    start = time.monotonic()
+    start, wall_start = time.monotonic(), time.time()
     fleet.stats.window = (start, start + args.seconds)
     spies = []
     if args.profile is not None:
@@ -704,6 +709,7 @@ async def drive(
     elapsed = time.monotonic() - start
     cpu1 = {k: await asyncio.to_thread(cpu_of, pid) for k, pid in pids.items()}
     self1, load1 = self_cpu(), os.getloadavg()[0]
+    wall_end = time.time()
     routes1 = await route_cpu(routes)
     size1 = await asyncio.to_thread(db_size, db_url)
     lost1 = await asyncio.to_thread(lost_agents, db_url)
@@ -743,7 +749,47 @@ async def drive(
             k: (v[0] - routes0.get(k, (0.0, 0))[0], v[1] - routes0.get(k, (0.0, 0))[1])
             for k, v in routes1.items()
         },
+        "waits": read_waits(routes, wall_start, wall_end) if args.waits else None,
     }
+
+
+def read_waits(
+    routes: Path | None, start: float, end: float
+) -> tuple[dict[str, list[tuple[float, float]]], list[float]]:
+    """The fronts' ``--waits`` lines (bench/_routes/sitecustomize.py) that ended in the window:
+    route -> [(wall, CPU) seconds of each app call], and the pool's waits in seconds."""
+    calls: dict[str, list[tuple[float, float]]] = {}
+    pool: list[float] = []
+    for f in routes.glob("*.waits") if routes is not None else ():
+        for line in f.read_text().splitlines():
+            batch = orjson.loads(line)
+            for t, route, wall, cpu in batch["calls"]:
+                if start <= t <= end:
+                    calls.setdefault(route, []).append((wall, cpu))
+            pool.extend(w for t, w in batch["pool"] if start <= t <= end)
+    return calls, pool
+
+
+def report_waits(r: dict[str, Any]) -> None:
+    """Where a request's time in the app went when not on the CPU: its wall time beside its CPU
+    time (a long-poll's wall is its wait), and how long threads waited for a pooled connection
+    (the transactions that hold them are stretched by everything that runs meanwhile)."""
+    if not r.get("waits"):
+        return
+    calls, pool = r["waits"]
+    print(f"  {r['point']}: in the app, wall (CPU) ms a request, p50 / p99:")
+    for route, xs in sorted(calls.items(), key=lambda kv: -len(kv[1]))[:8]:
+        walls, cpus = [w * 1000 for w, _ in xs], [c * 1000 for _, c in xs]
+        print(
+            f"    {len(xs):7d} {percentile(walls, 50):8.1f} ({percentile(cpus, 50):.2f})"
+            f" / {percentile(walls, 99):8.1f} ({percentile(cpus, 99):.2f})  {route}"
+        )
+    if pool:
+        ms = [w * 1000 for w in pool]
+        print(
+            f"    waits for a pooled connection: {len(ms)}, p50 {percentile(ms, 50):.2f} ms,"
+            f" p90 {percentile(ms, 90):.1f}, p99 {percentile(ms, 99):.1f}, max {max(ms):.1f}"
+        )
 
 
 async def route_cpu(routes: Path | None) -> dict[str, tuple[float, int]]:
@@ -857,7 +903,16 @@ def main() -> None:
         action="store_true",
         help="the fronts' CPU by route over each window (bench/_routes/sitecustomize.py)",
     )
+    ap.add_argument(
+        "--waits",
+        action="store_true",
+        help="with --routes: each route's wall time in the app beside its CPU, and the waits"
+        " for a pooled connection, over each window",
+    )
     args = ap.parse_args()
+    if args.waits:
+        args.routes = True
+        os.environ["DET_BENCH_WAITS"] = "1"
     if args.routes:
         # Before the first master (or its fork server) starts: their interpreters load it.
         here = str(Path(__file__).resolve().parent / "_routes")
@@ -880,6 +935,7 @@ def main() -> None:
             rows.append(run_point(point, args, extra))
             report(rows[-1:])
             report_routes(rows[-1])
+            report_waits(rows[-1])
     pinned = f", pinned to {args.master_cpus} core(s)" if args.master_cpus else ""
     if args.master_cpu_quota:
         pinned += f", {args.master_cpu_quota:g} core(s) of CPU time"

@@ -7,6 +7,12 @@ process writes ``{route: [cpu_seconds, requests], "": [process_cpu_seconds, 0], 
 time.time(), 0]}`` to
 ``$DET_BENCH_ROUTES/<pid>.json`` (a new file renamed over the old).
 
+With ``DET_BENCH_WAITS`` too (``bench/scale.py --waits``), each front also appends to
+``$DET_BENCH_ROUTES/<pid>.waits``, every second, one JSON line of what came since: each app call
+as ``[time.time() at its end, route, wall seconds, CPU seconds]`` and each wait for one of the
+pool's connections as ``[time.time() at its end, seconds]``: where a request's time in the app
+went when it was not on the CPU.
+
 Bench-only: nothing in det imports it, and without ``DET_BENCH_ROUTES`` it does nothing.
 """
 
@@ -28,14 +34,20 @@ _ID = re.compile(r"/(?!v\d+(?:/|$))[^/]*\d[^/]*")
 
 
 class _Routes:
-    def __init__(self, out: str) -> None:
+    def __init__(self, out: str, waits: bool) -> None:
         self.out = out
         self.stats: dict[str, list[float]] = {}
         self.lock = threading.Lock()
+        #: With --waits: the app calls and the pool's waits (appended by the threads, atomic;
+        #: the writer writes what it has not written yet).
+        self.calls: list[tuple[float, str, float, float]] | None = [] if waits else None
+        self.pool_waits: list[tuple[float, float]] = []
+        self.written = (0, 0)
 
     def wrap(self, app: Any) -> Any:
         def counted(environ: dict[str, Any], start_response: Any) -> Any:
             began = time.thread_time()
+            wall = time.perf_counter()
             route = (
                 environ.get("REQUEST_METHOD", "")
                 + " "
@@ -45,12 +57,27 @@ class _Routes:
                 return app(environ, start_response)
             finally:
                 spent = time.thread_time() - began
+                if self.calls is not None:
+                    self.calls.append((time.time(), route, time.perf_counter() - wall, spent))
                 with self.lock:
                     s = self.stats.setdefault(route, [0.0, 0])
                     s[0] += spent
                     s[1] += 1
 
         return counted
+
+    def timed_pool(self, pool: Any) -> None:
+        """Times each wait for one of ``pool``'s connections (the fronts' psycopg pool)."""
+        getconn = pool.getconn
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            try:
+                return getconn(*args, **kwargs)
+            finally:
+                self.pool_waits.append((time.time(), time.perf_counter() - began))
+
+        pool.getconn = timed
 
     def dump_forever(self) -> None:
         os.makedirs(self.out, exist_ok=True)
@@ -64,6 +91,13 @@ class _Routes:
             with open(path + ".tmp", "w") as f:
                 json.dump(data, f)
             os.replace(path + ".tmp", path)
+            if self.calls is not None:
+                n_calls, n_waits = len(self.calls), len(self.pool_waits)
+                calls = self.calls[self.written[0] : n_calls]
+                pool_waits = self.pool_waits[self.written[1] : n_waits]
+                self.written = (n_calls, n_waits)
+                with open(os.path.join(self.out, f"{os.getpid()}.waits"), "a") as f:
+                    f.write(json.dumps({"calls": calls, "pool": pool_waits}) + "\n")
 
 
 class _WrapFrontServer(importlib.abc.MetaPathFinder):
@@ -85,7 +119,9 @@ class _WrapFrontServer(importlib.abc.MetaPathFinder):
                 out = os.environ.get("DET_BENCH_ROUTES")
                 if not out:
                     return original(state, app, sock, handoff)
-                routes = _Routes(out)
+                routes = _Routes(out, waits=bool(os.environ.get("DET_BENCH_WAITS")))
+                if routes.calls is not None:
+                    routes.timed_pool(state.pool)
                 threading.Thread(target=routes.dump_forever, daemon=True).start()
                 return original(state, routes.wrap(app), sock, handoff)
 
