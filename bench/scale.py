@@ -760,7 +760,7 @@ def read_waits(
     route -> [(wall, CPU) seconds of each app call], and the pool's waits in seconds."""
     calls: dict[str, list[tuple[float, float]]] = {}
     pool: list[float] = []
-    for f in routes.glob("*.waits") if routes is not None else ():
+    for f in sorted(routes.glob("*.waits")) if routes is not None else ():
         for line in f.read_text().splitlines():
             batch = orjson.loads(line)
             for t, route, wall, cpu in batch["calls"]:

@@ -119,3 +119,21 @@ def test_growth_is_scaled_to_an_hour() -> None:
     assert scale.per_hour(1_000, 61_000, 60.0) == 3_600_000.0
     with pytest.raises(ValueError, match="seconds"):
         scale.per_hour(0, 1, 0)
+
+
+def test_waits_are_read_from_every_front_and_kept_to_the_window(tmp_path: Path) -> None:
+    # Two fronts' --waits lines (bench/_routes/sitecustomize.py): app calls and pool waits, each
+    # with the time it ended; the window keeps those that ended in it.
+    (tmp_path / "101.waits").write_text(
+        '{"calls": [[9.0, "POST /hb", 0.5, 0.1], [10.0, "POST /hb", 0.02, 0.001]],'
+        ' "pool": [[9.5, 0.3], [10.5, 0.004]]}\n'
+        '{"calls": [[12.0, "GET /x", 0.01, 0.01]], "pool": [[21.0, 9.0]]}\n'
+    )
+    (tmp_path / "102.waits").write_text(
+        '{"calls": [[15.0, "POST /hb", 0.03, 0.002]], "pool": [[20.0, 0.006]]}\n'
+    )
+    (tmp_path / "101.json").write_text('{"": [1.0, 0]}')  # the routes' file: not read here
+    calls, pool = scale.read_waits(tmp_path, 10.0, 20.0)
+    assert calls == {"POST /hb": [(0.02, 0.001), (0.03, 0.002)], "GET /x": [(0.01, 0.01)]}
+    assert sorted(pool) == [0.004, 0.006]
+    assert scale.read_waits(None, 0.0, 1e12) == ({}, [])
