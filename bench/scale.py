@@ -185,6 +185,8 @@ def random_phases(rng: random.Random, periods: dict[str, float] = PERIODS) -> di
 
 #: The master's keepaliveSeconds at the bench's agent timeout (det.master.services.agents).
 KEEPALIVE_SECONDS = 5.0
+#: How long an agent's wait for work asks (det-agent's, det.agent.daemon.WORK_WAIT_SECONDS).
+WORK_WAIT_SECONDS = 25.0
 
 
 def rate_per_second(points: Point, periods: dict[str, float] = PERIODS) -> dict[str, float]:
@@ -429,7 +431,7 @@ class Fleet:
         while not self.stop.is_set():
             t0 = time.monotonic()
             status, payload = await wait.request(
-                "GET", f"/api/v1/agents/{agent_id}/changes?timeoutSeconds=30"
+                "GET", f"/api/v1/agents/{agent_id}/changes?timeoutSeconds={WORK_WAIT_SECONDS:g}"
             )
             held = status == 200 and time.monotonic() - t0 >= 1.0
             changed = status == 200 and bool(orjson.loads(payload).get("changed"))

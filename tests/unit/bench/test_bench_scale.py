@@ -10,6 +10,7 @@ from types import ModuleType
 
 import pytest
 
+from det.agent.daemon import WORK_WAIT_SECONDS
 from det.master.services.agents import keepalive_seconds
 
 
@@ -83,6 +84,7 @@ def test_the_rates_of_a_point() -> None:
     # Quiet heartbeats: one a keepalive (the master's at the bench's agent timeout), a pass
     # early.
     assert keepalive_seconds(30.0) == scale.KEEPALIVE_SECONDS
+    assert scale.WORK_WAIT_SECONDS == WORK_WAIT_SECONDS  # the agents wait for work as det-agent
     assert rates["heartbeat"] == pytest.approx(250.0) and rates["logs"] == 1000.0
     assert scale.rate_per_second(Point(5, 0))["logs"] == 0.0
 
