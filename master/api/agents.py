@@ -12,7 +12,16 @@ from flask import Blueprint
 
 from det.common import agent_protocol as protocol
 from det.master import dispatch, preemptwait
-from det.master.api._common import AGENT, PUBLIC, allow, db, pagination, require_admin, state
+from det.master.api._common import (
+    AGENT,
+    PUBLIC,
+    allow,
+    db,
+    pagination,
+    require_admin,
+    state,
+    statement,
+)
 from det.master.api._contract import contract
 from det.master.errors import InvalidArgument, NotFound
 from det.master.schemas import agents as wire
@@ -28,8 +37,8 @@ bp = Blueprint("agents", __name__)
 @allow(AGENT)
 @contract(body=protocol.HeartbeatRequest, response=protocol.HeartbeatResponse)
 def heartbeat(agent_id: str, body: protocol.HeartbeatRequest) -> protocol.HeartbeatResponse:
-    with db() as conn:
-        answer = svc.heartbeat(conn, state(), agent_id, body)
+    # Outside a transaction: a quiet heartbeat's statements each on their own (svc.heartbeat).
+    answer = svc.heartbeat(statement(), state(), agent_id, body)
     # How long the master waits for the next heartbeat: the agent stops its containers a little
     # before that when it cannot reach the master (det.agent.reconcile.fence_after).
     timeout = state().config.agent_timeout_seconds

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import psycopg
+from psycopg import pq
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
@@ -38,10 +39,54 @@ def _rows(conn: Conn, row: type[_R]) -> psycopg.Cursor[_R]:
 def heartbeat(
     conn: Conn, st: MasterState, agent_id: str, report: HeartbeatRequest
 ) -> HeartbeatResponse:
+    """The answer to an agent's heartbeat (its containers to run or kill), its report applied.
+
+    Called outside a transaction (``conn`` in autocommit, the API's way), a heartbeat that
+    changes nothing but the agent's liveness (nearly every one of a running agent) is three
+    statements, each on its own: the upsert of the agent's row, the read of its slots and the
+    read of its allocations, with no ``BEGIN`` and ``COMMIT`` round trips (on a loaded master each
+    round trip costs a wait for the interpreter lock while the connection is held: bench/scale.py
+    --waits). One that would change more (new slots, a container's state, a notice, work to
+    start) is done again whole in one transaction, in which the upsert's lock on the agent's row
+    orders two heartbeats of one agent. Called inside a transaction: that transaction."""
     pool = report.get("resourcePool") or "default"
     if st.config.pool(pool) is None:
         raise InvalidArgument(f"resourcePool: no pool named '{pool}'")
-    slots = report["slots"]
+    if conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE:
+        answer = _quiet(conn, st, agent_id, report, pool)
+        if answer is not None:
+            return answer
+        with conn.transaction():
+            return _heartbeat(conn, st, agent_id, report, pool)
+    return _heartbeat(conn, st, agent_id, report, pool)
+
+
+def _quiet(
+    conn: Conn, st: MasterState, agent_id: str, report: HeartbeatRequest, pool: str
+) -> HeartbeatResponse | None:
+    """:func:`heartbeat`'s answer when its report changes nothing but the agent's liveness,
+    each statement on its own; None when it would (:func:`_heartbeat` then, in a transaction)."""
+    if report.get("preemptionNotice"):
+        return None
+    row = _touch(conn, agent_id, pool, report)
+    if row is None:
+        return None  # a new agent: registered with its slots in one transaction
+    have = _stored_slots(conn, agent_id)
+    wanted = _wanted_slots(report["slots"])
+    if have != wanted:
+        return None
+    reported = _reported(report)
+    read = allocation_rows.live_on_or_among(conn, agent_id, list(reported))
+    known = {r.id: r for r in read if r.id in reported}
+    if not all(_changes_nothing(c, known.get(aid)) for aid, c in reported.items()):
+        return None
+    desired = [r for r in read if allocation_rows.is_live_on(r, agent_id)]
+    if any(not a.kill_requested and not _has_container(reported.get(a.id)) for a in desired):
+        return None  # work to start: its spec is built in the transaction
+    return _answer(conn, st, agent_id, row, desired, reported, known)
+
+
+def _upsert(conn: Conn, agent_id: str, pool: str, report: HeartbeatRequest) -> _Upserted:
     row = db.fetch_row(
         conn,
         _Upserted,
@@ -62,25 +107,58 @@ def heartbeat(
         ),
     )
     assert row is not None
-    if row.inserted:
-        states.record_event(
-            conn,
-            "agent",
+    return row
+
+
+def _touch(conn: Conn, agent_id: str, pool: str, report: HeartbeatRequest) -> _Upserted | None:
+    """:func:`_upsert` for an agent already registered (None for a new one, so that an agent is
+    never seen registered without its slots)."""
+    return db.fetch_row(
+        conn,
+        _Upserted,
+        "UPDATE agents SET resource_pool = %s, version = %s, labels = %s, addresses = %s,"
+        " last_heartbeat = now(), connected = true WHERE id = %s"
+        " RETURNING enabled, draining, false AS inserted",
+        (
+            pool,
+            str(report.get("version") or ""),
+            Jsonb(report.get("labels") or {}),
+            Jsonb(report.get("addresses") or []),
             agent_id,
-            "registered",
-            f"registered in pool {pool} with {len(slots)} slots",
-        )
-        logger.info("agent %s registered (pool %s, %d slots)", agent_id, pool, len(slots))
-        conn.execute("NOTIFY det_wakeup")  # its slots may take queued work now
-    _sync_slots(conn, agent_id, slots)
-    notice = report.get("preemptionNotice")
-    if notice:
-        _preempt_agent(conn, agent_id, notice)
+        ),
+    )
+
+
+def _registered(conn: Conn, agent_id: str, pool: str, slots: int) -> None:
+    states.record_event(
+        conn, "agent", agent_id, "registered", f"registered in pool {pool} with {slots} slots"
+    )
+    logger.info("agent %s registered (pool %s, %d slots)", agent_id, pool, slots)
+    conn.execute("NOTIFY det_wakeup")  # its slots may take queued work now
+
+
+def _reported(report: HeartbeatRequest) -> dict[str, ContainerReport]:
     reported: dict[str, ContainerReport] = {}
     for c in report.get("containers") or []:
         aid = c.get("allocationId")
         if isinstance(aid, str):
             reported[aid] = c
+    return reported
+
+
+def _heartbeat(
+    conn: Conn, st: MasterState, agent_id: str, report: HeartbeatRequest, pool: str
+) -> HeartbeatResponse:
+    """:func:`heartbeat` in a transaction: the report applied, whatever it changes."""
+    slots = report["slots"]
+    row = _upsert(conn, agent_id, pool, report)
+    if row.inserted:
+        _registered(conn, agent_id, pool, len(slots))
+    _sync_slots(conn, agent_id, slots)
+    notice = report.get("preemptionNotice")
+    if notice:
+        _preempt_agent(conn, agent_id, notice)
+    reported = _reported(report)
     # One read for the reported containers and the agent's live allocations (a running agent's
     # heartbeat changes nothing: the read is all it costs). A report that changes a row is
     # applied, and the live allocations are then read again: the answer follows the writes.
@@ -96,6 +174,18 @@ def heartbeat(
         if wrote
         else [r for r in read if allocation_rows.is_live_on(r, agent_id)]
     )
+    return _answer(conn, st, agent_id, row, desired, reported, known)
+
+
+def _answer(
+    conn: Conn,
+    st: MasterState,
+    agent_id: str,
+    row: _Upserted,
+    desired: list[allocation_rows.Allocation],
+    reported: dict[str, ContainerReport],
+    known: dict[str, allocation_rows.Allocation],
+) -> HeartbeatResponse:
     out: list[DesiredContainer] = []
     for alloc in desired:
         item: DesiredContainer
@@ -174,11 +264,8 @@ class _Slot:
     memory_mb: int
 
 
-def _sync_slots(conn: Conn, agent_id: str, slots: list[HeartbeatSlot]) -> None:
-    """Writes the slots that changed and deletes the ones gone: a heartbeat that repeats them
-    (every one but the first) reads them once and writes nothing (no new row versions, no WAL).
-    The agent's row, locked by the heartbeat's upsert, orders two heartbeats of one agent."""
-    wanted = {
+def _wanted_slots(slots: list[HeartbeatSlot]) -> dict[str, _Slot]:
+    return {
         str(s["id"]): _Slot(
             str(s["id"]),
             str(s.get("type") or "cpu"),
@@ -188,7 +275,10 @@ def _sync_slots(conn: Conn, agent_id: str, slots: list[HeartbeatSlot]) -> None:
         )
         for s in slots
     }
-    have = {
+
+
+def _stored_slots(conn: Conn, agent_id: str) -> dict[str, _Slot]:
+    return {
         r.slot_id: r
         for r in db.fetch_rows(
             conn,
@@ -197,6 +287,14 @@ def _sync_slots(conn: Conn, agent_id: str, slots: list[HeartbeatSlot]) -> None:
             (agent_id,),
         )
     }
+
+
+def _sync_slots(conn: Conn, agent_id: str, slots: list[HeartbeatSlot]) -> None:
+    """Writes the slots that changed and deletes the ones gone: a heartbeat that repeats them
+    (every one but the first) reads them once and writes nothing (no new row versions, no WAL).
+    The agent's row, locked by the heartbeat's upsert, orders two heartbeats of one agent."""
+    wanted = _wanted_slots(slots)
+    have = _stored_slots(conn, agent_id)
     changed = [s for k, s in wanted.items() if have.get(k) != s]
     if changed:
         conn.execute(

@@ -8,10 +8,12 @@ scheduling pass that places K allocations reads the live allocations once, not K
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg import pq
 from psycopg.rows import dict_row
 
 from det.master import states
@@ -126,6 +128,63 @@ def test_a_running_agents_heartbeat_builds_no_spec_and_its_statements_do_not_gro
         assert [(c["allocationId"], c["action"]) for c in answer["containers"]] == [
             (a, "RUN") for a in three[1:]
         ]
+
+
+def test_a_quiet_heartbeat_is_its_three_statements_alone(
+    api_master: Any, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The API answers a heartbeat outside a transaction: one that changes nothing but the
+    agent's liveness costs its three statements' round trips, no BEGIN and no COMMIT (on a
+    loaded master each round trip is a wait for the interpreter lock while the connection is
+    held); one that changes more is applied whole in a transaction, as before. Round trips are
+    counted on the pooled connections by libpq's trace (one ``ReadyForQuery`` ends each)."""
+    beat = api_master.new_session()
+    beat.headers["Authorization"] = f"Bearer {api_master.agent_token}"
+    pool = api_master.state.pool
+    getconn = pool.getconn
+    beats: list[Path] = []
+
+    def heartbeat(report: Any) -> tuple[Any, int]:
+        beats.append(tmp_path / f"trace-{len(beats)}")
+        traced: list[Any] = []
+        with beats[-1].open("w") as trace:
+
+            def traced_getconn(*a: Any, **kw: Any) -> Any:
+                conn = getconn(*a, **kw)
+                conn.pgconn.trace(trace.fileno())
+                conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+                traced.append(conn)
+                return conn
+
+            monkeypatch.setattr(pool, "getconn", traced_getconn)
+            try:
+                r = beat.post(f"{api_master.url}/api/v1/agents/quiet/heartbeat", json=report)
+            finally:
+                monkeypatch.setattr(pool, "getconn", getconn)
+                for conn in traced:
+                    conn.pgconn.untrace()
+        assert r.status_code == 200, r.text
+        return r.json(), beats[-1].read_text().count("\tReadyForQuery\t")
+
+    heartbeat(_report("quiet", 2, []))  # registers
+    answer, trips = heartbeat(_report("quiet", 2, []))
+    assert trips == 3, trips  # upsert, slots, allocations: no BEGIN, no COMMIT
+    assert answer["containers"] == [] and answer["enabled"] and not answer["draining"]
+
+    more, trips = heartbeat(_report("quiet", 3, []))  # a new slot: the transaction's path
+    assert trips > 3 and more["containers"] == []
+    with psycopg.connect(pg_url, autocommit=True, row_factory=dict_row) as conn:
+        slots = conn.execute("SELECT count(*) AS n FROM slots WHERE agent_id = 'quiet'").fetchone()
+        assert slots["n"] == 3
+        registered = conn.execute(
+            "SELECT count(*) AS n FROM events WHERE entity_id = 'quiet' AND kind = 'registered'"
+        ).fetchone()
+        assert registered["n"] == 1
+        seen = conn.execute(
+            "SELECT last_heartbeat > now() - interval '1 minute' AS fresh FROM agents"
+            " WHERE id = 'quiet'"
+        ).fetchone()
+        assert seen["fresh"]
 
 
 def _table_reads(conn: Any) -> int:
