@@ -43,7 +43,7 @@ def heartbeat(
 
     Called outside a transaction (``conn`` in autocommit, the API's way), a heartbeat that
     changes nothing but the agent's liveness (nearly every one of a running agent) is three
-    statements, each on its own: the upsert of the agent's row, the read of its slots and the
+    statements, each on its own: the update of the agent's row, the read of its slots and the
     read of its allocations, with no ``BEGIN`` and ``COMMIT`` round trips (on a loaded master each
     round trip costs a wait for the interpreter lock while the connection is held: bench/scale.py
     --waits). One that would change more (new slots, a container's state, a notice, work to
@@ -100,14 +100,21 @@ def _upsert(conn: Conn, agent_id: str, pool: str, report: HeartbeatRequest) -> _
         (
             agent_id,
             pool,
-            str(report.get("version") or ""),
-            Jsonb(report.get("labels") or {}),
-            Jsonb(report.get("addresses") or []),
+            *_described(report),
             Jsonb(report.get("preemptionNotice")) if report.get("preemptionNotice") else None,
         ),
     )
     assert row is not None
     return row
+
+
+def _described(report: HeartbeatRequest) -> tuple[str, Jsonb, Jsonb]:
+    """What the report says of the agent itself: its version, labels and addresses."""
+    return (
+        str(report.get("version") or ""),
+        Jsonb(report.get("labels") or {}),
+        Jsonb(report.get("addresses") or []),
+    )
 
 
 def _touch(conn: Conn, agent_id: str, pool: str, report: HeartbeatRequest) -> _Upserted | None:
@@ -119,13 +126,7 @@ def _touch(conn: Conn, agent_id: str, pool: str, report: HeartbeatRequest) -> _U
         "UPDATE agents SET resource_pool = %s, version = %s, labels = %s, addresses = %s,"
         " last_heartbeat = now(), connected = true WHERE id = %s"
         " RETURNING enabled, draining, false AS inserted",
-        (
-            pool,
-            str(report.get("version") or ""),
-            Jsonb(report.get("labels") or {}),
-            Jsonb(report.get("addresses") or []),
-            agent_id,
-        ),
+        (pool, *_described(report), agent_id),
     )
 
 
