@@ -18,6 +18,12 @@ from det.exec.run import (
 )
 from tests.unit.harness.fake_master import FakeMaster
 
+#: How a test's child process waits for its signal: in short sleeps, as a training process
+#: computes. Not one long ``time.sleep``: a signal that lands after the interpreter's last check
+#: for pending handlers and before the sleep's system call starts leaves the Python handler
+#: waiting for the whole sleep (seen under load, once in a few hundred runs: the test timed out).
+WAIT_FOR_A_SIGNAL = "for _ in range(600):\n    time.sleep(0.1)\n"
+
 
 def run(
     workdir: Path, *entry: str, env: dict[str, str] | None = None
@@ -116,7 +122,7 @@ def test_sigterm_is_forwarded_to_the_entrypoint(tmp_path: Path) -> None:
         "import signal, sys, time\n"
         "signal.signal(signal.SIGTERM, lambda *a: sys.exit(7))\n"
         "print('ready', flush=True)\n"
-        "time.sleep(60)\n"
+        f"{WAIT_FOR_A_SIGNAL}"
     )
     with subprocess.Popen(
         [sys.executable, "-m", "det.exec.run", "--", sys.executable, str(script)],
@@ -202,7 +208,7 @@ def test_sigterm_reaches_a_process_under_a_shell_entrypoint_which_the_wrapper_wa
         "    sys.exit(7)\n"
         "signal.signal(signal.SIGTERM, stop)\n"
         "print('ready', flush=True)\n"
-        "time.sleep(60)\n"
+        f"{WAIT_FOR_A_SIGNAL}"
     )
     # A compound command: the shell cannot exec python, which stays its child.
     entry = f"{sys.executable} child.py; sleep 60"
