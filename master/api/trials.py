@@ -22,6 +22,7 @@ from det.master.api._common import (
     db,
     pagination,
     reads,
+    statement,
 )
 from det.master.api._contract import contract
 from det.master.errors import InvalidArgument, NotFound
@@ -188,9 +189,9 @@ def report_metrics_batch(
         if (r.get("metrics") or {}).get("avgMetrics") is None:
             raise InvalidArgument(f"reports[{i}].metrics.avgMetrics: required object")
     chief_only()
-    with db() as conn:
-        _access.trial(conn, trial_id)
-        n = svc.report_metrics(conn, trial_id, list(reports), finite=_finite())  # type: ignore[arg-type]
+    conn = statement()  # a batch of training reports: two statements, no transaction
+    _access.trial(conn, trial_id)
+    n = svc.report_metrics(conn, trial_id, list(reports), finite=_finite())  # type: ignore[arg-type]
     return {"rows": n}
 
 
@@ -222,9 +223,9 @@ def _report(trial_id: int, group: str, m: d.v1TrialMetrics) -> Empty:
     if "metrics" in m:
         report["metrics"] = m["metrics"]
     chief_only()
-    with db() as conn:
-        _access.trial(conn, trial_id)
-        svc.report_metrics(conn, trial_id, [report], finite=_finite())
+    conn = statement()
+    _access.trial(conn, trial_id)
+    svc.report_metrics(conn, trial_id, [report], finite=_finite())
     return {}
 
 

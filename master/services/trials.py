@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, cast
 
+from psycopg import pq
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
@@ -360,6 +361,23 @@ _WRITE_BATCH = (
     " searcher_metric = %(best)s, metrics_clean_run = %(clean_run)s,"
     " metrics_clean_from = %(clean_from)s WHERE id = %(trial)s"
 )
+# The same written outside a transaction, only if the trial's row is still the version the
+# batch was folded from (its ``xmin``: any update makes a new version with another one). The
+# update goes first and the rows are inserted only beside a row it changed; the count it returns
+# (0 or 1) says which. A concurrent update that commits first is seen by the update's re-check
+# of its condition, so it matches nothing and nothing is written.
+_WRITE_BATCH_IF_UNCHANGED = (
+    "WITH t AS ("
+    " UPDATE trials SET summary_metrics = %(summary)s::text::jsonb, steps_completed = %(steps)s,"
+    " searcher_metric = %(best)s, metrics_clean_run = %(clean_run)s,"
+    " metrics_clean_from = %(clean_from)s WHERE id = %(trial)s AND xmin = %(version)s::text::xid"
+    " RETURNING id),"
+    " written AS ("
+    " INSERT INTO metrics (trial_id, trial_run_id, metric_group, total_batches, metrics)"
+    " SELECT t.id, r.run, r.grp, r.total, r.body FROM t, jsonb_to_recordset(%(rows)s::text::jsonb)"
+    " AS r(run int, grp text, total bigint, body jsonb))"
+    " SELECT count(*) FROM t"
+)
 # The same for a batch with validations of the searcher metric: the trial's best validation
 # pointer (``best_validation_id``, migration 0009) becomes the best of the rows just written and
 # the row it pointed to, by the order the read used to sort every validation in (the metric's
@@ -400,6 +418,17 @@ class _Reported:
     #: What the trial's row knows to have nothing to supersede (metrics_superseded.plan).
     metrics_clean_run: int
     metrics_clean_from: int
+    #: The row's version as read (``xmin``), for the write outside a transaction.
+    version: str
+
+
+_READ_REPORTED = (
+    "SELECT t.id, t.experiment_id, t.request_id, t.summary_metrics, t.steps_completed,"
+    " t.searcher_metric, jsonb_build_object('searcher', e.config->'searcher') AS config,"
+    " e.config->'searcher'->>'metric' AS metric_text, det_larger_is_better(e.config) AS larger,"
+    " t.metrics_clean_run, t.metrics_clean_from, t.xmin::text AS version"
+    " FROM trials t JOIN experiments e ON e.id = t.experiment_id WHERE t.id = %s"
+)
 
 
 def report_metrics(
@@ -410,18 +439,36 @@ def report_metrics(
     Each report: ``{"group", "trialRunId", "stepsCompleted", "metrics": {"avgMetrics": {…}}}``.
     ``finite=True`` says the reports hold no non-finite floats (:func:`fastjson.loads` found
     none), which allows the fast encoder.
+
+    Called outside a transaction (``conn`` in autocommit, the API's way), a batch that neither
+    validates the searcher's metric nor follows a restart of the trial (nearly every one: the
+    training reports) is two statements, each on its own: the read of the trial and the write,
+    which applies only if the trial's row is still the version read
+    (:data:`_WRITE_BATCH_IF_UNCHANGED`); no ``BEGIN`` and ``COMMIT`` round trips. Any other batch,
+    or one whose trial changed in between, is done again whole in one transaction that locks the
+    trial's row. Called inside a transaction: that transaction, the row locked.
     """
+    if conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE:
+        n = _report_metrics(conn, trial_id, reports, finite, unlocked=True)
+        if n is not None:
+            return n
+        with conn.transaction():
+            n = _report_metrics(conn, trial_id, reports, finite, unlocked=False)
+    else:
+        n = _report_metrics(conn, trial_id, reports, finite, unlocked=False)
+    assert n is not None  # the locked path always writes
+    return n
+
+
+def _report_metrics(
+    conn: Conn, trial_id: int, reports: list[MetricsReportEntry], finite: bool, *, unlocked: bool
+) -> int | None:
+    """:func:`report_metrics` with the trial's row locked, or ``unlocked``: then None, and
+    nothing written, for a batch that needs the lock or a row that changed since it was read."""
+    lock = "" if unlocked else " FOR NO KEY UPDATE OF t"
     trial = (
         conn.cursor(row_factory=class_row(_Reported))
-        .execute(
-            "SELECT t.id, t.experiment_id, t.request_id, t.summary_metrics, t.steps_completed,"
-            " t.searcher_metric, jsonb_build_object('searcher', e.config->'searcher') AS config,"
-            " e.config->'searcher'->>'metric' AS metric_text, det_larger_is_better(e.config) AS larger,"
-            " t.metrics_clean_run, t.metrics_clean_from"
-            " FROM trials t JOIN experiments e ON e.id = t.experiment_id"
-            " WHERE t.id = %s FOR NO KEY UPDATE OF t",
-            (trial_id,),
-        )
+        .execute(_READ_REPORTED + lock, (trial_id,))
         .fetchone()
     )
     if trial is None:
@@ -480,6 +527,12 @@ def report_metrics(
                 )
                 values.append(float(value))
     fate = metrics_superseded.plan(trial.metrics_clean_run, trial.metrics_clean_from, spans)
+    metric_text = trial.metric_text
+    validated = metric_text is not None and any(
+        metric_text in avg for avg in by_group.get(VALIDATION, ())
+    )
+    if unlocked and (fate.look or events or validated):
+        return None  # rows to supersede, a searcher event, a best validation: in the lock
     best = trial.searcher_metric
     moved = fate.look and metrics_superseded.supersede(conn, trial_id, firsts) > 0
     if moved:
@@ -501,24 +554,22 @@ def report_metrics(
             " VALUES (%s, 'validation', %s, %s)",
             (experiment_id, request_id, Jsonb(payload)),
         )
-    metric_text = trial.metric_text
-    validated = metric_text is not None and any(
-        metric_text in avg for avg in by_group.get(VALIDATION, ())
-    )
-    conn.execute(
-        _WRITE_BATCH_VALIDATED if validated else _WRITE_BATCH,
-        {
-            "trial": trial_id,
-            "rows": fastjson.dumps(rows, finite=finite),
-            "summary": fastjson.dumps(summary, finite=False),
-            "steps": steps,
-            "best": best,
-            "metric": metric_text,
-            "larger": trial.larger,
-            "clean_run": fate.clean_run,
-            "clean_from": fate.clean_from,
-        },
-    )
+    params = {
+        "trial": trial_id,
+        "rows": fastjson.dumps(rows, finite=finite),
+        "summary": fastjson.dumps(summary, finite=False),
+        "steps": steps,
+        "best": best,
+        "metric": metric_text,
+        "larger": trial.larger,
+        "clean_run": fate.clean_run,
+        "clean_from": fate.clean_from,
+        "version": trial.version,
+    }
+    if unlocked:
+        changed = db.scalar(conn, int, _WRITE_BATCH_IF_UNCHANGED, params)
+        return len(rows) if changed == 1 else None
+    conn.execute(_WRITE_BATCH_VALIDATED if validated else _WRITE_BATCH, params)
     if validated or moved:
         # A validation at a checkpoint's step can make that checkpoint the best, and a moved one
         # can stop it being (the rows just written are visible to this statement, not to the

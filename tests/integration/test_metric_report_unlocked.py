@@ -1,0 +1,115 @@
+"""A batch of training reports is written outside a transaction (no BEGIN, no COMMIT, no row
+lock): the read of the trial, then one write that applies only if the trial's row is still the
+version read. These tests hold what that must not lose: a report that lands between another's
+read and write is counted in the summary once, the rows once, and a batch that needs the lock
+(a validation of the searcher's metric) still takes it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import pq
+from psycopg.rows import dict_row
+
+from det.master import db
+from det.master.services import trials
+from tests.integration.conftest import MasterClient
+from tests.integration.test_trial_best_pointer import _experiment, _post, _report, _trials
+
+pytestmark = pytest.mark.integration
+
+
+def _traced_post(
+    m: MasterClient, trial: int, reports: list[dict[str, Any]], trace: Path, mp: pytest.MonkeyPatch
+) -> str:
+    """POSTs the batch; what the pooled connections sent and got meanwhile (libpq's trace)."""
+    pool = m.state.pool
+    getconn = pool.getconn
+    traced: list[Any] = []
+    with trace.open("w") as out:
+
+        def traced_getconn(*a: Any, **kw: Any) -> Any:
+            conn = getconn(*a, **kw)
+            conn.pgconn.trace(out.fileno())
+            conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+            traced.append(conn)
+            return conn
+
+        mp.setattr(pool, "getconn", traced_getconn)
+        try:
+            _post(m, trial, reports)
+        finally:
+            mp.setattr(pool, "getconn", getconn)
+            for conn in traced:
+                conn.pgconn.untrace()
+    return trace.read_text()
+
+
+def test_training_reports_are_written_without_a_transaction_and_validations_in_one(
+    api_master: MasterClient, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m = api_master
+    (tid,) = _trials(pg_url, _experiment(m, True), 1)
+    # A run's first batch takes the lock (it may supersede an earlier run's rows); the next
+    # ones of the run (the row then says nothing can move) do not.
+    _post(m, tid, [_report("training", 2, {"loss": 1.0})])
+    batch = [_report("training", 4, {"loss": 0.5}), _report("training", 8, {"loss": 0.25})]
+    sent = _traced_post(m, tid, batch, tmp_path / "training", monkeypatch)
+    assert "BEGIN" not in sent and "FOR NO KEY UPDATE" not in sent
+    assert "xmin" in sent  # the write guarded by the row's version
+    sent = _traced_post(
+        m, tid, [_report("validation", 8, {"loss": 0.3})], tmp_path / "validation", monkeypatch
+    )
+    assert "BEGIN" in sent and "FOR NO KEY UPDATE" in sent and "COMMIT" in sent
+    with psycopg.connect(pg_url, autocommit=True, row_factory=dict_row) as c:
+        row = c.execute("SELECT * FROM trials WHERE id = %s", (tid,)).fetchone()
+        assert row is not None
+        assert row["steps_completed"] == 8 and row["searcher_metric"] == 0.3
+        loss = row["summary_metrics"]["avg_metrics"]["loss"]
+        assert loss["count"] == 3 and loss["sum"] == 1.75 and loss["last"] == 0.25
+        n = c.execute("SELECT count(*) AS n FROM metrics WHERE trial_id = %s", (tid,)).fetchone()
+        assert n == {"n": 4}
+
+
+class _Interloper(psycopg.Cursor[Any]):
+    """A cursor that, just before the guarded write is sent, lets another connection report to
+    the same trial (committed): the moment two reports of one trial race."""
+
+    def execute(self, query: Any, *a: Any, **kw: Any) -> Any:
+        report = getattr(self.connection, "interloper", None)
+        if report is not None and "xmin = " in str(query):
+            self.connection.interloper = None  # type: ignore[attr-defined]
+            report()
+        return super().execute(query, *a, **kw)
+
+
+def test_a_report_between_anothers_read_and_write_is_counted_once(
+    api_master: MasterClient, pg_url: str
+) -> None:
+    m = api_master
+    (tid,) = _trials(pg_url, _experiment(m, True), 1)
+    other = psycopg.connect(pg_url, autocommit=True, row_factory=dict_row)
+    conn: Any = psycopg.connect(
+        pg_url, autocommit=True, row_factory=dict_row, cursor_factory=_Interloper
+    )
+    with other, conn:
+        trials.report_metrics(
+            other, tid, [_report("training", 1, {"loss": 2.0})]
+        )  # the run's first
+        conn.interloper = lambda: trials.report_metrics(
+            other, tid, [_report("training", 4, {"loss": 1.0})]
+        )
+        n = trials.report_metrics(conn, tid, [_report("training", 8, {"loss": 3.0})])
+        assert n == 1 and conn.interloper is None  # the other report did land in between
+        row = other.execute(
+            "SELECT steps_completed, summary_metrics FROM trials WHERE id = %s", (tid,)
+        ).fetchone()
+        assert row is not None
+        loss = row["summary_metrics"]["avg_metrics"]["loss"]
+        # Every report in the summary once (the later one was folded again, in the lock).
+        assert (loss["count"], loss["sum"], loss["min"], loss["max"]) == (3, 6.0, 1.0, 3.0)
+        assert row["steps_completed"] == 8
+        assert db.one_int(other, "SELECT count(*) FROM metrics WHERE trial_id = %s", (tid,)) == 3
