@@ -68,13 +68,12 @@ def _quiet(
     each statement on its own; None when it would (:func:`_heartbeat` then, in a transaction)."""
     if report.get("preemptionNotice"):
         return None
-    row = _touch(conn, agent_id, pool, report)
-    if row is None:
+    touched = _touch(conn, agent_id, pool, report)
+    if touched is None:
         return None  # a new agent: registered with its slots in one transaction
-    have = _stored_slots(conn, agent_id)
-    wanted = _wanted_slots(report["slots"])
-    if have != wanted:
+    if not touched.same_slots:
         return None
+    row = _Upserted(touched.enabled, touched.draining, False)
     reported = _reported(report)
     read = allocation_rows.live_on_or_among(conn, agent_id, list(reported))
     known = {r.id: r for r in read if r.id in reported}
@@ -117,17 +116,38 @@ def _described(report: HeartbeatRequest) -> tuple[str, Jsonb, Jsonb]:
     )
 
 
-def _touch(conn: Conn, agent_id: str, pool: str, report: HeartbeatRequest) -> _Upserted | None:
+@dataclass(frozen=True, slots=True)
+class _Touched:
+    """What the quiet heartbeat's update of the agent's row answers."""
+
+    enabled: bool
+    draining: bool
+    #: Whether the agent's slots as stored are the ones its report lists.
+    same_slots: bool
+
+
+def _touch(conn: Conn, agent_id: str, pool: str, report: HeartbeatRequest) -> _Touched | None:
     """:func:`_upsert` for an agent already registered (None for a new one, so that an agent is
-    never seen registered without its slots)."""
+    never seen registered without its slots), with the comparison of its stored slots to the
+    report's in the same statement. Its read of the slots may predate a heartbeat of the same
+    agent that committed while this update waited for the row: then it can only send this
+    heartbeat to the transaction, or find this (older) report's slots, which the quiet path
+    does not write."""
     return db.fetch_row(
         conn,
-        _Upserted,
+        _Touched,
         "UPDATE agents SET resource_pool = %s, version = %s, labels = %s, addresses = %s,"
         " last_heartbeat = now(), connected = true WHERE id = %s"
-        " RETURNING enabled, draining, false AS inserted",
-        (pool, *_described(report), agent_id),
+        " RETURNING enabled, draining, (SELECT coalesce(jsonb_object_agg(s.slot_id,"
+        " jsonb_build_array(s.type, s.uuid, s.brand, s.memory_mb)), '{}'::jsonb)"
+        " FROM slots s WHERE s.agent_id = agents.id) = %s::jsonb AS same_slots",
+        (pool, *_described(report), agent_id, Jsonb(_slots_json(report["slots"]))),
     )
+
+
+def _slots_json(slots: list[HeartbeatSlot]) -> JSONObject:
+    """The report's slots as :func:`_touch` compares them with the stored ones (pure)."""
+    return {k: [v.type, v.uuid, v.brand, v.memory_mb] for k, v in _wanted_slots(slots).items()}
 
 
 def _registered(conn: Conn, agent_id: str, pool: str, slots: int) -> None:

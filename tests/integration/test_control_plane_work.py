@@ -130,11 +130,12 @@ def test_a_running_agents_heartbeat_builds_no_spec_and_its_statements_do_not_gro
         ]
 
 
-def test_a_quiet_heartbeat_is_its_three_statements_alone(
+def test_a_quiet_heartbeat_is_its_two_statements_alone(
     api_master: Any, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The API answers a heartbeat outside a transaction: one that changes nothing but the
-    agent's liveness costs its three statements' round trips, no BEGIN and no COMMIT (on a
+    agent's liveness costs its two statements' round trips (the agent's update, which compares
+    its stored slots with the report's, and the read of its allocations), no BEGIN and no COMMIT (on a
     loaded master each round trip is a wait for the interpreter lock while the connection is
     held); one that changes more is applied whole in a transaction, as before. Round trips are
     counted on the pooled connections by libpq's trace (one ``ReadyForQuery`` ends each)."""
@@ -168,7 +169,7 @@ def test_a_quiet_heartbeat_is_its_three_statements_alone(
 
     heartbeat(_report("quiet", 2, []))  # registers
     answer, trips = heartbeat(_report("quiet", 2, []))
-    assert trips == 3, trips  # upsert, slots, allocations: no BEGIN, no COMMIT
+    assert trips == 2, trips  # the update with the slots' comparison, allocations: no BEGIN, COMMIT
     assert answer["containers"] == [] and answer["enabled"] and not answer["draining"]
 
     more, trips = heartbeat(_report("quiet", 3, []))  # a new slot: the transaction's path
@@ -185,6 +186,18 @@ def test_a_quiet_heartbeat_is_its_three_statements_alone(
             " WHERE id = 'quiet'"
         ).fetchone()
         assert seen["fresh"]
+    # The same slot ids, one of them changed (a GPU's memory): compared whole, so written.
+    changed = _report("quiet", 3, [])
+    changed["slots"][1]["memoryMb"] = 16384
+    again, trips = heartbeat(changed)
+    assert trips > 3 and again["containers"] == []
+    _, trips = heartbeat(changed)
+    assert trips == 2
+    with psycopg.connect(pg_url, autocommit=True, row_factory=dict_row) as conn:
+        memory = conn.execute(
+            "SELECT memory_mb FROM slots WHERE agent_id = 'quiet' AND slot_id = '1'"
+        ).fetchone()
+        assert memory["memory_mb"] == 16384
 
 
 def _table_reads(conn: Any) -> int:
