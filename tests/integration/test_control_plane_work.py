@@ -13,12 +13,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg import pq
 from psycopg.rows import dict_row
 
 from det.master import states
 from det.master.loop import run_passes_until
 from det.master.services import agents, allocation_rows, containers, scheduling
+from tests.integration.pg_trace import round_trips, traced_pool
 
 pytestmark = pytest.mark.integration
 
@@ -141,31 +141,14 @@ def test_a_quiet_heartbeat_is_its_two_statements_alone(
     counted on the pooled connections by libpq's trace (one ``ReadyForQuery`` ends each)."""
     beat = api_master.new_session()
     beat.headers["Authorization"] = f"Bearer {api_master.agent_token}"
-    pool = api_master.state.pool
-    getconn = pool.getconn
     beats: list[Path] = []
 
     def heartbeat(report: Any) -> tuple[Any, int]:
         beats.append(tmp_path / f"trace-{len(beats)}")
-        traced: list[Any] = []
-        with beats[-1].open("w") as trace:
-
-            def traced_getconn(*a: Any, **kw: Any) -> Any:
-                conn = getconn(*a, **kw)
-                conn.pgconn.trace(trace.fileno())
-                conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
-                traced.append(conn)
-                return conn
-
-            monkeypatch.setattr(pool, "getconn", traced_getconn)
-            try:
-                r = beat.post(f"{api_master.url}/api/v1/agents/quiet/heartbeat", json=report)
-            finally:
-                monkeypatch.setattr(pool, "getconn", getconn)
-                for conn in traced:
-                    conn.pgconn.untrace()
+        with traced_pool(api_master.state.pool, beats[-1], monkeypatch):
+            r = beat.post(f"{api_master.url}/api/v1/agents/quiet/heartbeat", json=report)
         assert r.status_code == 200, r.text
-        return r.json(), beats[-1].read_text().count("\tReadyForQuery\t")
+        return r.json(), round_trips(beats[-1])
 
     heartbeat(_report("quiet", 2, []))  # registers
     answer, trips = heartbeat(_report("quiet", 2, []))

@@ -11,12 +11,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg import pq
 from psycopg.rows import dict_row
 
 from det.master import db
 from det.master.services import trials
 from tests.integration.conftest import MasterClient
+from tests.integration.pg_trace import traced_pool
 from tests.integration.test_trial_best_pointer import _experiment, _post, _report, _trials
 
 pytestmark = pytest.mark.integration
@@ -26,25 +26,8 @@ def _traced_post(
     m: MasterClient, trial: int, reports: list[dict[str, Any]], trace: Path, mp: pytest.MonkeyPatch
 ) -> str:
     """POSTs the batch; what the pooled connections sent and got meanwhile (libpq's trace)."""
-    pool = m.state.pool
-    getconn = pool.getconn
-    traced: list[Any] = []
-    with trace.open("w") as out:
-
-        def traced_getconn(*a: Any, **kw: Any) -> Any:
-            conn = getconn(*a, **kw)
-            conn.pgconn.trace(out.fileno())
-            conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
-            traced.append(conn)
-            return conn
-
-        mp.setattr(pool, "getconn", traced_getconn)
-        try:
-            _post(m, trial, reports)
-        finally:
-            mp.setattr(pool, "getconn", getconn)
-            for conn in traced:
-                conn.pgconn.untrace()
+    with traced_pool(m.state.pool, trace, mp):
+        _post(m, trial, reports)
     return trace.read_text()
 
 
