@@ -352,14 +352,23 @@ def _update_summary(summary: JSONObject, group: str, batch: list[JSONObject]) ->
 # A whole batch and the trial's new summary in one statement: the rows travel as one JSON array
 # that the server unpacks (one encoder call on the master; on the server it costs what COPY
 # costs for the same rows), and the update rides in the same round trip.
-_WRITE_BATCH = (
-    "WITH written AS ("
-    " INSERT INTO metrics (trial_id, trial_run_id, metric_group, total_batches, metrics)"
-    " SELECT %(trial)s, r.run, r.grp, r.total, r.body FROM jsonb_to_recordset(%(rows)s::text::jsonb)"
-    " AS r(run int, grp text, total bigint, body jsonb))"
+_INSERT_ROWS = " INSERT INTO metrics (trial_id, trial_run_id, metric_group, total_batches, metrics)"
+_BATCH_ROWS = (
+    " jsonb_to_recordset(%(rows)s::text::jsonb) AS r(run int, grp text, total bigint, body jsonb)"
+)
+_SET_TRIAL = (
     " UPDATE trials SET summary_metrics = %(summary)s::text::jsonb, steps_completed = %(steps)s,"
     " searcher_metric = %(best)s, metrics_clean_run = %(clean_run)s,"
-    " metrics_clean_from = %(clean_from)s WHERE id = %(trial)s"
+    " metrics_clean_from = %(clean_from)s"
+)
+_WRITE_BATCH = (
+    "WITH written AS ("
+    + _INSERT_ROWS
+    + " SELECT %(trial)s, r.run, r.grp, r.total, r.body FROM"
+    + _BATCH_ROWS
+    + ")"
+    + _SET_TRIAL
+    + " WHERE id = %(trial)s"
 )
 # The same written outside a transaction, only if the trial's row is still the version the
 # batch was folded from (its ``xmin``: any update makes a new version with another one). The
@@ -367,15 +376,12 @@ _WRITE_BATCH = (
 # (0 or 1) says which. A concurrent update that commits first is seen by the update's re-check
 # of its condition, so it matches nothing and nothing is written.
 _WRITE_BATCH_IF_UNCHANGED = (
-    "WITH t AS ("
-    " UPDATE trials SET summary_metrics = %(summary)s::text::jsonb, steps_completed = %(steps)s,"
-    " searcher_metric = %(best)s, metrics_clean_run = %(clean_run)s,"
-    " metrics_clean_from = %(clean_from)s WHERE id = %(trial)s AND xmin = %(version)s::text::xid"
-    " RETURNING id),"
-    " written AS ("
-    " INSERT INTO metrics (trial_id, trial_run_id, metric_group, total_batches, metrics)"
-    " SELECT t.id, r.run, r.grp, r.total, r.body FROM t, jsonb_to_recordset(%(rows)s::text::jsonb)"
-    " AS r(run int, grp text, total bigint, body jsonb))"
+    "WITH t AS (" + _SET_TRIAL + " WHERE id = %(trial)s AND xmin = %(version)s::text::xid"
+    " RETURNING id), written AS ("
+    + _INSERT_ROWS
+    + " SELECT t.id, r.run, r.grp, r.total, r.body FROM t,"
+    + _BATCH_ROWS
+    + ")"
     " SELECT count(*) FROM t"
 )
 # The same for a batch with validations of the searcher metric: the trial's best validation
@@ -384,13 +390,12 @@ _WRITE_BATCH_IF_UNCHANGED = (
 # value, negated when larger is better; then fewer batches; then the earlier row).
 _WRITE_BATCH_VALIDATED = (
     "WITH written AS ("
-    " INSERT INTO metrics (trial_id, trial_run_id, metric_group, total_batches, metrics)"
-    " SELECT %(trial)s, r.run, r.grp, r.total, r.body FROM jsonb_to_recordset(%(rows)s::text::jsonb)"
-    " AS r(run int, grp text, total bigint, body jsonb)"
-    " RETURNING id, metric_group, total_batches, metrics)"
-    " UPDATE trials SET summary_metrics = %(summary)s::text::jsonb, steps_completed = %(steps)s,"
-    " searcher_metric = %(best)s, metrics_clean_run = %(clean_run)s,"
-    " metrics_clean_from = %(clean_from)s, best_validation_id = (SELECT c.id FROM ("
+    + _INSERT_ROWS
+    + " SELECT %(trial)s, r.run, r.grp, r.total, r.body FROM"
+    + _BATCH_ROWS
+    + " RETURNING id, metric_group, total_batches, metrics)"
+    + _SET_TRIAL
+    + ", best_validation_id = (SELECT c.id FROM ("
     " SELECT w.id, w.total_batches, w.metrics FROM written w WHERE w.metric_group = 'validation'"
     " UNION ALL SELECT m.id, m.total_batches, m.metrics FROM metrics m"
     " WHERE m.id = trials.best_validation_id) c"
