@@ -43,7 +43,9 @@ first point where the p99 of reports or heartbeats crosses 250 ms.
 ``--routes`` prints, per point, where the front processes' CPU went over the window: each
 route's requests a second and the CPU its app call took (``bench/_routes/sitecustomize.py``
 wraps the WSGI app the fronts serve; waitress's own work, its parsing, event loop and writing,
-is the rest of the fronts' CPU, printed as "outside the app").
+is the rest of the fronts' CPU, printed as "outside the app"), and the PostgreSQL CPU of the
+statements each route sent (the server processes' run time while a request held their pooled
+connections).
 
 ``--waits`` (with ``--routes``) prints, per point, each route's wall time in the app beside its
 CPU time (p50 / p99) and how long the fronts' threads waited for a pooled database connection:
@@ -817,6 +819,8 @@ def report_routes(r: dict[str, Any]) -> None:
         return
     fronts, _ = routes.pop("", (0.0, 0))
     el, _ = routes.pop("@", (r["elapsed"], 0))  # the files' own window
+    pg = {k[3:]: routes.pop(k) for k in [k for k in routes if k.startswith("pg ")]}
+    sql = {k[4:]: routes.pop(k) for k in [k for k in routes if k.startswith("sql ")]}
     in_app = sum(c for c, _ in routes.values())
     print(
         f"  {r['point']}: the fronts' CPU {fronts / el:.2f} cores, of it in the app"
@@ -826,10 +830,23 @@ def report_routes(r: dict[str, Any]) -> None:
     )
     for route, (cpu, n) in sorted(routes.items(), key=lambda kv: -kv[1][0])[:8]:
         if n:
+            db_cpu, _ = pg.pop(route, (0.0, 0))
             print(
                 f"    {n / el:7.1f} req/s {1000 * cpu / n:6.2f} ms in the app"
-                f" {cpu / el:5.2f} cores  {route}"
+                f" {cpu / el:5.2f} cores, PostgreSQL {1000 * db_cpu / n:5.2f} ms"
+                f" {db_cpu / el:5.2f} cores  {route}"
             )
+    if pg:
+        rest = sum(c for c, _ in pg.values())
+        print(
+            "    PostgreSQL for the other routes and the pool's uses outside a request:"
+            f" {rest / el:.2f} cores"
+        )
+    if sql:
+        print(f"  {r['point']}: PostgreSQL's CPU by statement (the fronts' processes):")
+        for text, (cpu, n) in sorted(sql.items(), key=lambda kv: -kv[1][0])[:12]:
+            if n:
+                print(f"    {n / el:7.1f}/s {1e6 * cpu / n:7.0f} us {cpu / el:5.2f} cores  {text}")
 
 
 def report(rows: list[dict[str, Any]]) -> None:

@@ -13,6 +13,16 @@ as ``[time.time() at its end, route, wall seconds, CPU seconds]`` and each wait 
 pool's connections as ``[time.time() at its end, seconds]``: where a request's time in the app
 went when it was not on the CPU.
 
+PostgreSQL's side is counted too, per route, as ``"pg <route>": [backend_cpu_seconds, uses]``:
+the run time (``/proc/<pid>/schedstat``, in nanoseconds) of the server process behind each of
+the pool's connections from the moment a thread takes it to the moment it gives it back,
+charged to the route the thread was serving (``pg (none)``: taken outside an app call, e.g. by
+the control loop). A pooled connection serves one thread at a time, so that is the work of the
+statements the route sent (and of any notification the connection received meanwhile). And
+per statement, for every connection of the process (the pool's and the control loop's), as
+``"sql <its first 100 characters>": [backend_cpu_seconds, executions]``: the backend's run time
+across each ``Cursor.execute`` (a round trip: the statement and its answer).
+
 Bench-only: nothing in det imports it, and without ``DET_BENCH_ROUTES`` it does nothing.
 """
 
@@ -33,6 +43,15 @@ from typing import Any
 _ID = re.compile(r"/(?!v\d+(?:/|$))[^/]*\d[^/]*")
 
 
+def _run_ns(pid: int) -> int:
+    """The nanoseconds process ``pid`` has run on a CPU (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/schedstat", "rb") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 class _Routes:
     def __init__(self, out: str, waits: bool) -> None:
         self.out = out
@@ -43,6 +62,7 @@ class _Routes:
         self.calls: list[tuple[float, str, float, float]] | None = [] if waits else None
         self.pool_waits: list[tuple[float, float]] = []
         self.written = (0, 0)
+        self.local = threading.local()
 
     def wrap(self, app: Any) -> Any:
         def counted(environ: dict[str, Any], start_response: Any) -> Any:
@@ -53,9 +73,11 @@ class _Routes:
                 + " "
                 + _ID.sub("/:id", environ.get("PATH_INFO", ""))
             )
+            self.local.route = route
             try:
                 return app(environ, start_response)
             finally:
+                self.local.route = None
                 spent = time.thread_time() - began
                 if self.calls is not None:
                     self.calls.append((time.time(), route, time.perf_counter() - wall, spent))
@@ -78,6 +100,53 @@ class _Routes:
                 self.pool_waits.append((time.time(), time.perf_counter() - began))
 
         pool.getconn = timed
+
+    def pg_per_route(self, pool: Any) -> None:
+        """Charges the backend CPU of ``pool``'s connections to the routes that held them."""
+        getconn, putconn = pool.getconn, pool.putconn
+
+        def taken(*args: Any, **kwargs: Any) -> Any:
+            conn = getconn(*args, **kwargs)
+            pid = conn.info.backend_pid
+            held = self.local.__dict__.setdefault("held", {})
+            held[id(conn)] = (pid, _run_ns(pid))
+            return conn
+
+        def given(conn: Any, *args: Any, **kwargs: Any) -> Any:
+            start = self.local.__dict__.get("held", {}).pop(id(conn), None)
+            if start is not None:
+                spent = (_run_ns(start[0]) - start[1]) / 1e9
+                key = "pg " + (getattr(self.local, "route", None) or "(none)")
+                with self.lock:
+                    s = self.stats.setdefault(key, [0.0, 0])
+                    s[0] += max(0.0, spent)
+                    s[1] += 1
+            return putconn(conn, *args, **kwargs)
+
+        pool.getconn, pool.putconn = taken, given
+
+    def pg_per_statement(self) -> None:
+        """Charges the backend CPU of each ``Cursor.execute`` to its statement's text."""
+        import psycopg
+
+        execute = psycopg.Cursor.execute
+        routes = self
+
+        def measured(cur: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+            pid = cur.connection.info.backend_pid
+            began = _run_ns(pid)
+            try:
+                return execute(cur, query, *args, **kwargs)
+            finally:
+                spent = (_run_ns(pid) - began) / 1e9
+                text = query if isinstance(query, str) else getattr(query, "_obj", str(query))
+                key = "sql " + " ".join(str(text).split())[:100]
+                with routes.lock:
+                    s = routes.stats.setdefault(key, [0.0, 0])
+                    s[0] += max(0.0, spent)
+                    s[1] += 1
+
+        psycopg.Cursor.execute = measured  # type: ignore[method-assign]
 
     def dump_forever(self) -> None:
         os.makedirs(self.out, exist_ok=True)
@@ -122,6 +191,8 @@ class _WrapFrontServer(importlib.abc.MetaPathFinder):
                 routes = _Routes(out, waits=bool(os.environ.get("DET_BENCH_WAITS")))
                 if routes.calls is not None:
                     routes.timed_pool(state.pool)
+                routes.pg_per_route(state.pool)
+                routes.pg_per_statement()
                 threading.Thread(target=routes.dump_forever, daemon=True).start()
                 return original(state, routes.wrap(app), sock, handoff)
 
