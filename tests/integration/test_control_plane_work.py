@@ -7,6 +7,7 @@ scheduling pass that places K allocations reads the live allocations once, not K
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from psycopg.rows import dict_row
 
 from det.master import states
 from det.master.loop import run_passes_until
-from det.master.services import agents, allocation_rows, containers, scheduling
+from det.master.services import agents, allocation_rows, containers, scheduling, users
 from tests.integration.pg_trace import round_trips, traced_pool
 
 pytestmark = pytest.mark.integration
@@ -249,6 +250,37 @@ def test_an_agents_allocations_are_found_by_the_placement_index_on_a_full_cluste
         assert [a.id for a in both] == ["a.1007", "a.7", "e.7"]
         assert [allocation_rows.is_live_on(a, "agent-7") for a in both] == [True, True, False]
         assert read <= 12, read
+
+
+def test_a_tasks_token_is_found_by_its_index_whatever_the_clusters_history(
+    migrated_db: str,
+) -> None:
+    """Each request a task makes names its allocation by its token (a report, a log batch, a
+    long-poll): the lookup reads that allocation's row, not the table, which holds every
+    allocation the cluster ever ran."""
+    live, ended = 2000, 20000
+    with psycopg.connect(migrated_db, autocommit=True, row_factory=dict_row) as conn:
+        conn.execute(
+            "INSERT INTO allocations (id, kind, task_id, job_id, resource_pool, slots_needed,"
+            " state, token_hash) SELECT 'a.' || i, 'TRIAL', 't.' || i, 'j', 'default', 1,"
+            " CASE WHEN i < %s THEN 'RUNNING' ELSE 'TERMINATED' END, md5('token ' || i)"
+            " FROM generate_series(0, %s - 1) i",
+            (live, live + ended),
+        )
+        conn.execute("ANALYZE allocations")
+        for i in (7, live + 7):
+            with conn.transaction():
+                before = _table_reads(conn)
+                found = users.allocation_for_digest(
+                    conn, hashlib.md5(f"token {i}".encode()).hexdigest()
+                )
+                read = _table_reads(conn) - before
+            assert found is not None and found.id == f"a.{i}"
+            assert read <= 2, read
+        with conn.transaction():
+            before = _table_reads(conn)
+            assert users.allocation_for_digest(conn, "no such digest") is None
+            assert _table_reads(conn) - before == 0
 
 
 def test_a_pass_that_places_many_allocations_reads_the_live_ones_once(migrated_db: str) -> None:
