@@ -605,6 +605,64 @@ def db_size(url: str) -> int:
         return int(row[0]) if row else 0
 
 
+def analyze(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute("ANALYZE")
+
+
+def table_reads(url: str) -> dict[str, tuple[int, ...]]:
+    """Per table: sequential scans, rows they read, index scans, rows fetched by them, updates,
+    HOT updates (PostgreSQL's cumulative statistics, flushed by each backend within a second)."""
+    with psycopg.connect(url, autocommit=True) as c:
+        return {
+            str(r[0]): tuple(int(v or 0) for v in r[1:])
+            for r in c.execute(
+                "SELECT relname, seq_scan, seq_tup_read, idx_scan, idx_tup_fetch, n_tup_upd,"
+                " n_tup_hot_upd FROM pg_stat_user_tables"
+            ).fetchall()
+        }
+
+
+def read_plans(routes: Path | None) -> dict[str, str]:
+    """The statements whose plan (explained once each, bench/_routes/sitecustomize.py) reads a
+    table by a sequential scan: statement -> plan."""
+    seen: dict[str, str] = {}
+    for f in sorted(routes.glob("*.plans")) if routes is not None else ():
+        for line in f.read_text().splitlines():
+            entry = orjson.loads(line)
+            seen.setdefault(entry["statement"], entry["plan"])
+    return seen
+
+
+def report_plans(seen: dict[str, str]) -> None:
+    if seen:
+        print("  statements planned with a sequential scan:")
+    for statement, plan in seen.items():
+        scans = sorted({ln.strip() for ln in plan.splitlines() if "Seq Scan" in ln})
+        print(f"    {statement}\n      " + "\n      ".join(scans))
+
+
+def report_tables(r: dict[str, Any]) -> None:
+    """The tables read by sequential scans over the window, and how their rows were updated."""
+    t0, t1, el = r["tables"][0], r["tables"][1], r["elapsed"]
+    if not t1:
+        return
+    rows = []
+    for name, v1 in t1.items():
+        d = [b - a for a, b in zip(t0.get(name, (0,) * len(v1)), v1, strict=True)]
+        if any(d):
+            rows.append((name, d))
+    print(
+        f"  {r['point']}: tables a second (sequential scans, rows they read; index scans;"
+        " updates, HOT):"
+    )
+    for name, (seq, seq_rows, idx, _fetched, upd, hot) in sorted(rows, key=lambda x: -x[1][1])[:10]:
+        print(
+            f"    {seq / el:8.1f} {seq_rows / el:10.0f}  {idx / el:8.1f}  {upd / el:7.1f}"
+            f" {hot / el:7.1f}  {name}"
+        )
+
+
 def lost_agents(url: str) -> int:
     with psycopg.connect(url, autocommit=True) as c:
         row = c.execute(
@@ -687,6 +745,12 @@ async def drive(
             f"  {point}: only {fleet.stats.started} of {point.trials} trials running after {ramp:.0f} s",
             file=sys.stderr,
         )
+    # A cluster at this size has run for hours: autovacuum has analysed its tables. Right after
+    # the ramp it has not (its first look comes a minute after the server starts), and plans
+    # made on the tables' first rows (a sequential scan is the cheapest read of a small table)
+    # stay cached in the pooled connections' prepared statements until it does: 90-150
+    # sequential scans of allocations a second at 700 x 1,400 in the window without this.
+    await asyncio.to_thread(analyze, db_url)
     for j, token in enumerate(tokens):
         fleet.spawn(fleet.user(token, j < args.users, fleet.first_trial))
     # The generator's own full collections scanned every agent's and trial's coroutine and
@@ -700,6 +764,7 @@ async def drive(
     cpu0 = {k: await asyncio.to_thread(cpu_of, pid) for k, pid in pids.items()}
     self0, load0 = self_cpu(), os.getloadavg()[0]
     routes0 = await route_cpu(routes)
+    tables0 = await asyncio.to_thread(table_reads, db_url) if routes is not None else {}
     start, wall_start = time.monotonic(), time.time()
     fleet.stats.window = (start, start + args.seconds)
     spies = []
@@ -715,6 +780,7 @@ async def drive(
     self1, load1 = self_cpu(), os.getloadavg()[0]
     wall_end = time.time()
     routes1 = await route_cpu(routes)
+    tables1 = await asyncio.to_thread(table_reads, db_url) if routes is not None else {}
     size1 = await asyncio.to_thread(db_size, db_url)
     lost1 = await asyncio.to_thread(lost_agents, db_url)
     fleet.stop.set()
@@ -754,6 +820,8 @@ async def drive(
             for k, v in routes1.items()
         },
         "waits": read_waits(routes, wall_start, wall_end) if args.waits else None,
+        "tables": (tables0, tables1),
+        "plans": read_plans(routes),
     }
 
 
@@ -954,6 +1022,8 @@ def main() -> None:
             rows.append(run_point(point, args, extra))
             report(rows[-1:])
             report_routes(rows[-1])
+            report_tables(rows[-1])
+            report_plans(rows[-1]["plans"])
             report_waits(rows[-1])
     pinned = f", pinned to {args.master_cpus} core(s)" if args.master_cpus else ""
     if args.master_cpu_quota:

@@ -21,7 +21,10 @@ the control loop). A pooled connection serves one thread at a time, so that is t
 statements the route sent (and of any notification the connection received meanwhile). And
 per statement, for every connection of the process (the pool's and the control loop's), as
 ``"sql <its first 100 characters>": [backend_cpu_seconds, executions]``: the backend's run time
-across each ``Cursor.execute`` (a round trip: the statement and its answer).
+across each ``Cursor.execute`` (a round trip: the statement and its answer). Once the master
+has run ``DET_BENCH_PLANS_AFTER`` seconds (the tables filled and analysed), each statement's
+next execution is also explained, with its parameters, on a connection of this file's own, and a
+plan with a sequential scan is appended to ``$DET_BENCH_ROUTES/<pid>.plans`` (a JSON line).
 
 Bench-only: nothing in det imports it, and without ``DET_BENCH_ROUTES`` it does nothing.
 """
@@ -125,22 +128,47 @@ class _Routes:
 
         pool.getconn, pool.putconn = taken, given
 
-    def pg_per_statement(self) -> None:
-        """Charges the backend CPU of each ``Cursor.execute`` to its statement's text."""
+    def pg_per_statement(self, conninfo: str) -> None:
+        """Charges the backend CPU of each ``Cursor.execute`` to its statement's text (and
+        explains each statement once, after ``DET_BENCH_PLANS_AFTER`` seconds)."""
         import psycopg
 
         execute = psycopg.Cursor.execute
         routes = self
+        plans_at = time.monotonic() + float(os.environ.get("DET_BENCH_PLANS_AFTER", "30"))
+        explained: set[str] = set()
+        explainer: list[Any] = []
+        explain_lock = threading.Lock()
+
+        def explain(key: str, query: Any, args: tuple[Any, ...]) -> None:
+            with explain_lock:
+                if key in explained:
+                    return
+                explained.add(key)
+                try:
+                    if not explainer:
+                        explainer.append(psycopg.connect(conninfo, autocommit=True))
+                    rows = execute(
+                        explainer[0].cursor(), "EXPLAIN " + str(query), *args[:1]
+                    ).fetchall()
+                except psycopg.Error:
+                    return  # not a plannable statement (BEGIN, NOTIFY ...)
+            plan = "\n".join(str(r[0]) for r in rows)
+            if "Seq Scan" in plan:
+                with open(os.path.join(routes.out, f"{os.getpid()}.plans"), "a") as f:
+                    f.write(json.dumps({"statement": key[4:], "plan": plan}) + "\n")
 
         def measured(cur: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+            text = query if isinstance(query, str) else getattr(query, "_obj", str(query))
+            key = "sql " + " ".join(str(text).split())[:100]
+            if key not in explained and time.monotonic() > plans_at and isinstance(text, str):
+                explain(key, text, args)
             pid = cur.connection.info.backend_pid
             began = _run_ns(pid)
             try:
                 return execute(cur, query, *args, **kwargs)
             finally:
                 spent = (_run_ns(pid) - began) / 1e9
-                text = query if isinstance(query, str) else getattr(query, "_obj", str(query))
-                key = "sql " + " ".join(str(text).split())[:100]
                 with routes.lock:
                     s = routes.stats.setdefault(key, [0.0, 0])
                     s[0] += max(0.0, spent)
@@ -192,7 +220,7 @@ class _WrapFrontServer(importlib.abc.MetaPathFinder):
                 if routes.calls is not None:
                     routes.timed_pool(state.pool)
                 routes.pg_per_route(state.pool)
-                routes.pg_per_statement()
+                routes.pg_per_statement(state.pool.conninfo)
                 threading.Thread(target=routes.dump_forever, daemon=True).start()
                 return original(state, routes.wrap(app), sock, handoff)
 
