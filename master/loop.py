@@ -6,6 +6,13 @@ as the leader's session ends.
 Every pass is load → decide → apply in short transactions and is idempotent, so a leader killed
 at any point leaves nothing half-done that the next leader would repeat or lose. Passes run every
 ``tick_seconds``, or at once when an API call sends ``NOTIFY det_wakeup``.
+
+A wake-up whose payload is :data:`SEARCHER_ONLY` (a validation the searcher must see) runs the
+searcher pass alone, and the whole round only if the searcher acted (created, stopped or ended
+something); the whole round still runs every ``tick_seconds``. Every validation of every trial
+sends one: at 1,400 running trials (23 a second) the loop ran its whole round about 7 times a
+second, each pass reading every live trial and allocation, so its work grew with trials times
+validations (docs/internals.md, "The control loop").
 """
 
 from __future__ import annotations
@@ -39,6 +46,11 @@ from det.master.services import wakeups as wakeups_svc
 
 logger = logging.getLogger(__name__)
 
+#: ``NOTIFY det_wakeup, 'searcher'``: the wake-up asks for the searcher pass alone.
+SEARCHER_ONLY = "searcher"
+# Notifications that come this soon after the first are taken by the same round.
+_GATHER_SECONDS = 0.02
+
 # How often the leader looks for unmanaged trials whose scripts fell silent.
 _UNMANAGED_CHECK_SECONDS = 5.0
 
@@ -49,7 +61,7 @@ class ControlLoop:
         self.stop = stop
         # The provisioner's providers, cloud lists and recent events live as long as this loop.
         self.provisioner = provisioning.Provisioner()
-        self.passes: list[tuple[str, Callable[[], None]]] = [
+        self.passes: list[tuple[str, Callable[[], object]]] = [
             ("agents", self._agents_pass),
             ("searcher", self._searcher_pass),
             ("trials", self._trials_pass),
@@ -63,7 +75,7 @@ class ControlLoop:
         ]
         # Where the loop asks to be woken when no request would run it (None: never asks).
         self.scheduler = wakeups.build(state.config.wakeups)
-        self.extra_passes: list[tuple[str, Callable[[], None]]] = []
+        self.extra_passes: list[tuple[str, Callable[[], object]]] = []
         self._next_unmanaged_check = 0.0
 
     # -- leadership ---------------------------------------------------------------------------
@@ -82,14 +94,20 @@ class ControlLoop:
             return
         logger.info("this master leads the control loops")
         lock_conn.execute("LISTEN det_wakeup")
+        tick = self.state.config.tick_seconds
+        whole, due = True, 0.0
         while not self.stop.is_set():
-            self.run_once()
-            # Sleep until the next tick or a wake-up; the notifies generator also proves the
-            # lock connection (and so the lock) is still alive.
-            for _ in notifications(lock_conn, self.state.config.tick_seconds, stop_after=1):
-                pass
-            for _ in notifications(lock_conn, 0.02):
-                pass
+            if whole or not self.run_searcher_only():
+                self.run_once()
+                due = time.monotonic() + tick
+            # Sleep until the next whole round is due or a wake-up; the notifies generator also
+            # proves the lock connection (and so the lock) is still alive.
+            woken = [
+                n.payload
+                for n in notifications(lock_conn, max(0.0, due - time.monotonic()), stop_after=1)
+            ]
+            woken += [n.payload for n in notifications(lock_conn, _GATHER_SECONDS)]
+            whole = time.monotonic() >= due or any(p != SEARCHER_ONLY for p in woken)
 
     def run_once(self) -> None:
         for name, fn in self.passes + self.extra_passes:
@@ -97,6 +115,15 @@ class ControlLoop:
                 fn()
             except Exception:
                 logger.exception("%s pass failed; it will run again next tick", name)
+
+    def run_searcher_only(self) -> bool:
+        """The searcher pass alone, for a wake-up that asked for it; False when the searcher
+        acted on what it read (the whole round must follow) or the pass failed."""
+        try:
+            return not self._searcher_pass()
+        except Exception:
+            logger.exception("searcher pass failed; the whole round runs now")
+            return False
 
     # -- passes ---------------------------------------------------------------------------------
     def _tx(self, fn: Callable[[Conn], None]) -> None:
@@ -118,15 +145,20 @@ class ControlLoop:
 
             self._tx(silent)
 
-    def _searcher_pass(self) -> None:
+    def _searcher_pass(self) -> bool:
+        """Whether any experiment's searcher acted (or failed to run)."""
         with self.state.pool.connection() as conn:
             ids = searching.pending_experiments(conn)
+        acted = False
         for eid in ids:
             # One transaction per experiment: a bad one cannot hold up the rest.
             try:
-                self._tx(lambda c, eid=eid: searching.run_for_experiment(c, eid))  # type: ignore[misc]
+                with self.state.pool.connection() as conn:
+                    acted = searching.run_for_experiment(conn, eid) or acted
             except Exception:
                 logger.exception("searcher pass failed for experiment %d", eid)
+                acted = True
+        return acted
 
     def _trials_pass(self) -> None:
         self._tx(lifecycle.carry_intent)

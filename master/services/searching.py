@@ -72,7 +72,11 @@ def experiment_seed(cfg: ExperimentConfig) -> int:
     return seed if seed is not None else 0
 
 
-def run_for_experiment(conn: Conn, experiment_id: int) -> None:
+def run_for_experiment(conn: Conn, experiment_id: int) -> bool:
+    """Feeds the experiment's unprocessed events to its searcher and applies what it decides;
+    whether it decided anything (trials to create or stop, the search's end): then the rest of
+    the control loop's round has work (det.master.loop.SEARCHER_ONLY). False also when another
+    pass holds the experiment."""
     exp = (
         conn.cursor(row_factory=class_row(_Searched))
         .execute(
@@ -83,7 +87,7 @@ def run_for_experiment(conn: Conn, experiment_id: int) -> None:
         .fetchone()
     )
     if exp is None:
-        return
+        return False
     config = exp.config
     wrapper = exp.searcher_state
     actions: list[Any] = []
@@ -128,12 +132,14 @@ def run_for_experiment(conn: Conn, experiment_id: int) -> None:
     created = apply_actions(conn, exp, actions, wrapper)
     for rid in created:
         actions_after = method.trial_created(rid)
+        actions += actions_after
         apply_actions(conn, exp, actions_after, wrapper)
     wrapper["method"] = method.snapshot()
     conn.execute(
         "UPDATE experiments SET searcher_state = %s, progress = %s WHERE id = %s",
         (Jsonb(wrapper), method.progress(_reported(conn, experiment_id)), experiment_id),
     )
+    return bool(actions)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

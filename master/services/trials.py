@@ -581,7 +581,8 @@ def _report_metrics(
         # one that wrote them).
         conn.execute("SELECT det_refresh_best_checkpoint(%s)", (trial_id,))
     if events:
-        conn.execute("NOTIFY det_wakeup")
+        # The searcher's pass at once; the rest of the loop's round only if the searcher acts.
+        conn.execute("NOTIFY det_wakeup, 'searcher'")
     return len(rows)
 
 
