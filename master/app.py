@@ -19,6 +19,7 @@ from det.master.clientaddr import Proxies, TrustedProxies, parse_networks
 from det.master.errors import APIError, TooManyRequests, Unimplemented
 from det.master.handles import MasterState
 from det.master.rows.users import User
+from det.master.services.users import AllocationToken
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,9 @@ def create_app(state: MasterState) -> Flask:
     if state.auth_epoch is not None:
         app.extensions["det_sessions"] = SessionCache[User](
             state.auth_epoch, state.config.session_cache_seconds
+        )
+        app.extensions["det_task_tokens"] = SessionCache[AllocationToken](
+            state.auth_epoch, state.config.task_token_cache_seconds
         )
     app.before_request(_common.authenticate)
     app.teardown_request(_common.release_connection)

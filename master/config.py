@@ -491,6 +491,11 @@ class MasterConfig(_Model):
     # How long an API process may answer from its own cache of session lookups (revocations
     # reach every process at once: det.master.authcache); 0 looks every request's token up.
     session_cache_seconds: float = Field(10.0, ge=0)
+    # The same for tasks' allocation tokens (an allocation's end reaches every process at once,
+    # migration 0051). Longer by default: a trial's token is used every few seconds for as long
+    # as it runs, from every front (its reports, log batches and long-polls); 0 looks it up each
+    # time.
+    task_token_cache_seconds: float = Field(300.0, ge=0)
     # Idle interactive tasks (Determined's keys and defaults): a TensorBoard no request reached
     # through the proxy for this many seconds is killed; a notebook idle this long (by its
     # ``notebook_idle_type``) too, off by default. A task's own ``idle_timeout`` wins; 0 or null

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -158,6 +159,7 @@ def authenticate() -> None:
         state(),
         current_app.extensions.get("det_sessions"),
         _request_conn,
+        tasks=current_app.extensions.get("det_task_tokens"),
     )
     g.principal = found
     if found.user is not None:
@@ -173,11 +175,14 @@ def principal_for(
     st: MasterState,
     sessions: SessionCache[User] | None,
     conn: Callable[[], Conn],
+    *,
+    tasks: SessionCache[users.AllocationToken] | None = None,
 ) -> Principal:
     """Who calls a view that admits the principals ``allowed`` (not PUBLIC), from its
     ``Authorization`` and ``Grpc-Metadata-x-allocation-token`` headers (``named_agent``: the
     route's ``agent_id``); raises :class:`PermissionDenied` or :class:`Unauthenticated`.
-    ``conn`` gives the request's connection, taken only when a token must be looked up.
+    ``conn`` gives the request's connection, taken only when a token must be looked up;
+    ``sessions`` and ``tasks`` are the process's caches of session and allocation tokens.
     The one statement of these rules: :func:`authenticate` and the pre-dispatch layer
     (:mod:`det.master.api._predispatch`) both call it."""
     task_token = _bearer(allocation_token)
@@ -201,7 +206,7 @@ def principal_for(
     for candidate in (task_token, token):
         if not candidate:
             continue
-        task = _task_for_token(conn(), candidate)
+        task = _task_for_token(conn, candidate, tasks)
         if task is not None:
             if TASK not in allowed:
                 raise PermissionDenied("allocation tokens may not call this endpoint")
@@ -241,14 +246,29 @@ def session_user(
     return sessions.lookup(digest, lambda: users.session_for_digest(conn(), digest))
 
 
-def _task_for_token(conn: Conn, token: str) -> TaskPrincipal | None:
+def _task_for_token(
+    conn: Callable[[], Conn], token: str, tasks: SessionCache[users.AllocationToken] | None
+) -> TaskPrincipal | None:
+    """The task whose allocation ``token`` is (its container rank after the token's own part),
+    from the process's cache when there is one (``tasks``: the allocation's end, a changed token
+    or trial, moves the auth epoch, migration 0051)."""
     token, container_rank = rendezvous.split_token(token)
-    row = users.allocation_for_digest(conn, users.token_digest(token))
+    digest = users.token_digest(token)
+
+    def load() -> tuple[users.AllocationToken, float] | None:
+        row = users.allocation_for_digest(conn(), digest)
+        # An allocation's token dies with it: a stray process of an ended run (a container the
+        # agent lost track of, say) cannot report into the trial's next run.
+        if row is None or row.state == "TERMINATED":
+            return None
+        return row, math.inf
+
+    if tasks is not None:
+        row = tasks.lookup(digest, load)
+    else:
+        loaded = load()
+        row = loaded[0] if loaded is not None else None
     if row is None:
-        return None
-    # An allocation's token dies with it: a stray process of an ended run (a container the
-    # agent lost track of, say) cannot report into the trial's next run.
-    if row.state == "TERMINATED":
         return None
     return TaskPrincipal(
         row.id, row.task_id, row.trial_id, row.experiment_id, row.owner_id, container_rank

@@ -217,6 +217,7 @@ class PreDispatch:
                 st,
                 self.app.extensions.get("det_sessions"),
                 request_conn,
+                tasks=self.app.extensions.get("det_task_tokens"),
             )
             if caller.user is None:
                 return None
@@ -280,6 +281,7 @@ class PreDispatch:
                 st,
                 self.app.extensions.get("det_sessions"),
                 request_conn,
+                tasks=self.app.extensions.get("det_task_tokens"),
             )
         except Exception:
             if conn is not None:

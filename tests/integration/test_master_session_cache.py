@@ -7,12 +7,27 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import psycopg
 import pytest
 import requests
 
+from det.master.services import users
 from tests.integration.conftest import Master
 
 pytestmark = pytest.mark.integration
+
+TOKEN = "a-task-token-for-the-cache-test"
+ALLOCATION = "cache-test.1"
+PATH = f"/api/v1/allocations/{ALLOCATION}/signals/preemption?timeoutSeconds=0"
+
+
+def _allocation(conn: Any) -> None:
+    conn.execute(
+        "INSERT INTO allocations (id, kind, task_id, job_id, resource_pool, slots_needed, state,"
+        " token_hash) VALUES (%s, 'TRIAL', 'cache-test', 'j', 'default', 1, 'RUNNING', %s)",
+        (ALLOCATION, users.token_digest(TOKEN)),
+    )
+
 
 # Several user processes: each fresh connection goes to whichever of them takes it.
 PROCESSES = {"user_api_processes": 3, "api_processes": 2, "session_cache_seconds": 600}
@@ -145,3 +160,33 @@ def test_a_revocation_moves_the_epoch_before_its_commit_returns(pg_url: str) -> 
             conn.autocommit = False
     finally:
         pool.close()
+
+
+def test_another_masters_end_of_an_allocation_reaches_every_process(
+    busy_master: Master, pg_url: str
+) -> None:
+    """A task's allocation token is cached too (test_task_token_cache): ended by another
+    master, the allocation's token is refused by every process once the listener hears it."""
+    m = busy_master
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        _allocation(conn)
+
+        def statuses() -> set[int]:
+            # A new connection per request: spread over the front processes.
+            return {
+                requests.get(
+                    m.url + PATH,
+                    headers={"Grpc-Metadata-x-allocation-token": f"Bearer {TOKEN}"},
+                    timeout=30,
+                ).status_code
+                for _ in range(20)
+            }
+
+        assert statuses() == {200}  # cached in every process now
+        # Not through this master (as another master on the database would): its listener
+        # hears the notification and every process's cache forgets.
+        conn.execute("UPDATE allocations SET state = 'TERMINATED' WHERE id = %s", (ALLOCATION,))
+        deadline = time.monotonic() + 10
+        while statuses() != {401}:
+            assert time.monotonic() < deadline, "a process still answers the ended allocation"
+            time.sleep(0.1)
