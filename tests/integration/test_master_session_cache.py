@@ -11,23 +11,10 @@ import psycopg
 import pytest
 import requests
 
-from det.master.services import users
 from tests.integration.conftest import Master
+from tests.integration.test_task_token_cache import ALLOCATION, PATH, TOKEN, _allocation
 
 pytestmark = pytest.mark.integration
-
-TOKEN = "a-task-token-for-the-cache-test"
-ALLOCATION = "cache-test.1"
-PATH = f"/api/v1/allocations/{ALLOCATION}/signals/preemption?timeoutSeconds=0"
-
-
-def _allocation(conn: Any) -> None:
-    conn.execute(
-        "INSERT INTO allocations (id, kind, task_id, job_id, resource_pool, slots_needed, state,"
-        " token_hash) VALUES (%s, 'TRIAL', 'cache-test', 'j', 'default', 1, 'RUNNING', %s)",
-        (ALLOCATION, users.token_digest(TOKEN)),
-    )
-
 
 # Several user processes: each fresh connection goes to whichever of them takes it.
 PROCESSES = {"user_api_processes": 3, "api_processes": 2, "session_cache_seconds": 600}
