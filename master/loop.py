@@ -12,7 +12,7 @@ searcher pass alone, and the whole round only if the searcher acted (created, st
 something); the whole round still runs every ``tick_seconds``. Every validation of every trial
 sends one: at 1,400 running trials (23 a second) the loop ran its whole round about 7 times a
 second, each pass reading every live trial and allocation, so its work grew with trials times
-validations (docs/internals.md, "The control loop").
+validations (docs/internals.md, "Concurrency rules in the master": the control loop's rounds).
 """
 
 from __future__ import annotations
