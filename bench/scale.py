@@ -12,7 +12,7 @@ of connections cost no threads):
 - N agents speaking the heartbeat protocol as det-agent does (a pass every ``heartbeatSeconds``
   the master answers, 1 s; each agent's ``changes`` long-poll held; ``POST
   /api/v1/agents/<id>/heartbeat`` when its report changed, when the long-poll announced work,
-  or a pass before the master's ``keepaliveSeconds``, 5 s, since its last answer: quiet
+  or a pass before the master's ``keepaliveSeconds``, 7.5 s, since its last answer: quiet
   heartbeats), ``ceil(M / N)`` slots each; every container the master asks for is reported
   RUNNING at once and becomes a simulated trial;
 - M trials, each with the production schedule (phases spread at random, seeded): 10 training
@@ -186,7 +186,7 @@ def random_phases(rng: random.Random, periods: dict[str, float] = PERIODS) -> di
 
 
 #: The master's keepaliveSeconds at the bench's agent timeout (det.master.services.agents).
-KEEPALIVE_SECONDS = 5.0
+KEEPALIVE_SECONDS = 7.5
 #: How long an agent's wait for work asks (det-agent's, det.agent.daemon.WORK_WAIT_SECONDS).
 WORK_WAIT_SECONDS = 25.0
 
@@ -194,9 +194,9 @@ WORK_WAIT_SECONDS = 25.0
 def rate_per_second(points: Point, periods: dict[str, float] = PERIODS) -> dict[str, float]:
     """The requests a second the schedule asks of the master at ``points``."""
     rates = {k: points.trials / p for k, p in periods.items()}
-    # An agent whose report did not change sends one a keepalive (5 s at the default agent
-    # timeout, 30 s): a pass before it is up, so every 4 s.
-    rates["heartbeat"] = points.agents / (KEEPALIVE_SECONDS - 1.0)
+    # An agent whose report did not change sends one a keepalive (7.5 s at the default agent
+    # timeout, 30 s): at the first 1 s pass at least a pass before it is up, so every 7 s.
+    rates["heartbeat"] = points.agents / (math.floor(KEEPALIVE_SECONDS - 1.0) + 1)
     rates["logs"] = float(points.agents) if points.trials else 0.0
     return rates
 

@@ -152,7 +152,7 @@ def test_a_poll_the_cap_cuts_ends_at_its_allocations_phase_not_at_the_cap(
     threaded_master_factory: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Trials started together would otherwise ask again together at every cap, in bursts
-    (det.master.preemptwait.spread_wait). With a cap of 8 s here (30 s in a master), a poll
+    (det.master.preemptwait.spread_wait). With a cap of 8 s here (60 s in a master), a poll
     asked for 60 s ends between 4 and 12 s at its allocation's phase: one sent when that phase
     comes round early in the window ends well before the cap."""
     from det.master.api import tasks

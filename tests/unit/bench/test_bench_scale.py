@@ -85,7 +85,7 @@ def test_the_rates_of_a_point() -> None:
     # early.
     assert keepalive_seconds(30.0) == scale.KEEPALIVE_SECONDS
     assert scale.WORK_WAIT_SECONDS == WORK_WAIT_SECONDS  # the agents wait for work as det-agent
-    assert rates["heartbeat"] == pytest.approx(250.0) and rates["logs"] == 1000.0
+    assert rates["heartbeat"] == pytest.approx(1000 / 7) and rates["logs"] == 1000.0
     assert scale.rate_per_second(Point(5, 0))["logs"] == 0.0
 
 

@@ -56,3 +56,26 @@ def test_pollers_that_asked_together_are_answered_over_the_whole_cycle_once_a_ca
 def test_keys_differ_in_phase() -> None:
     ends = {round(spread_wait(f"a{i}", 60.0, CAP, NOW), 3) for i in range(50)}
     assert len(ends) > 40
+
+
+def test_at_the_masters_cap_the_harness_poll_waits_the_minute_it_asks() -> None:
+    """The harness (as Determined's client) asks 60 s and asks again at each answer: at the
+    master's cap, once a poll has come to its allocation's phase, each waits the whole minute it
+    asked, so a trial costs the master one poll a minute (a 30 s cap answered each twice)."""
+    import inspect
+
+    from det.core._preempt import PreemptContext
+    from det.master.api.tasks import MAX_LONG_POLL_SECONDS
+
+    asked = inspect.signature(PreemptContext.__init__).parameters["poll_seconds"].default
+    rng = random.Random(11)
+    for i in range(500):
+        key = f"alloc-{i}"
+        at = NOW + rng.uniform(0, 600)
+        first = spread_wait(key, float(asked), MAX_LONG_POLL_SECONDS, at)
+        assert first <= asked
+        at += first
+        for _ in range(3):
+            waited = spread_wait(key, float(asked), MAX_LONG_POLL_SECONDS, at)
+            assert abs(waited - asked) < 1e-6, (key, waited)
+            at += waited
