@@ -10,6 +10,7 @@ and a fake of the agent's container runtime.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -86,7 +87,7 @@ def test_at_the_default_timeout_a_quiet_agent_is_heard_four_times_within_it(
         passes(agent, now, 1)
         if sent(master) > before:
             at.append(now[0])
-    gaps = [b - a for a, b in zip(at, at[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(at)]
     assert gaps and max(gaps) <= timeout / 4
     assert min(sum(1 for t in at if s < t <= s + timeout) for s in at if s + timeout <= now[0]) >= 4
 
