@@ -10,7 +10,8 @@ is Flask's own answer; the fast path only answers what it can answer in full:
 * ``GET /api/v1/experiments``: the page the view would answer, kept
   (:mod:`det.master.listcache`) for the same validated query and a matching version, or
   rendered and kept as the view does (200, or 304 for a matching ``If-None-Match``);
-* ``POST /api/v1/trials/<id>/metrics/batch`` (metric reports) and
+* ``POST /api/v1/trials/<id>/metrics/batch`` (det's metric reports),
+  ``POST /api/v1/trials/<id>/metrics`` (Determined's, one report a request) and
   ``POST /api/v1/agents/<id>/heartbeat``: the route's own view, called as Flask's dispatch
   calls it; an error it raises is answered by Flask's handlers.
 
@@ -111,7 +112,8 @@ class _ViewRoute:
 
 # (prefix, an example value, suffix, the view's parameter, converter): the routes of _ViewRoute.
 _VIEW_ROUTES = (
-    ("/api/v1/trials/", "1", "/metrics/batch", "trial_id", "int"),  # metric reports
+    ("/api/v1/trials/", "1", "/metrics/batch", "trial_id", "int"),  # det's metric reports
+    ("/api/v1/trials/", "1", "/metrics", "trial_id", "int"),  # Determined's (ReportTrialMetrics)
     ("/api/v1/agents/", "a", "/heartbeat", "agent_id", "string"),  # agents' heartbeats
 )
 
@@ -148,10 +150,11 @@ class PreDispatch:
             endpoint, args = app.url_map.bind("localhost").match(prefix + example + suffix, "POST")
             view = app.view_functions[endpoint]
             spec = getattr(view, "_det_contract", None)
-            if spec is None or spec.name or spec.params is not None or list(args) != [param]:
-                # A Determined operation's answers go to the wire log, and a query is read
-                # from Flask's request: neither is done here.
-                raise RuntimeError(f"pre-dispatch: {endpoint} is not a det route with a body")
+            recorded = bool(spec and spec.name and d.OPERATIONS[spec.name].response)
+            if spec is None or spec.params is not None or list(args) != [param] or recorded:
+                # A query is read from Flask's request, and a Determined operation's answer with
+                # a body goes to the wire log (Flask's hook): neither is done here.
+                raise RuntimeError(f"pre-dispatch: {endpoint} is not a route with a body alone")
             allowed = getattr(view, "_det_allow", _USER_ONLY)
             self._views.append(_ViewRoute(prefix, suffix, param, kind, view, allowed))
         self._routes: dict[tuple[Any, Any], Callable[[WSGIEnvironment], Answer | None]] = {

@@ -373,6 +373,77 @@ def test_over_the_fronts_waitress_the_answers_and_the_connection_are_flasks(
         conn.close()
 
 
+# --- Determined's metric reports (POST /api/v1/trials/<id>/metrics, one a request) ---------
+
+
+def _determined(trial_id: int, steps: int, group: str = "training") -> bytes:
+    """ReportTrialMetrics's body, as Determined's harness sends it."""
+    body = {
+        "group": group,
+        "metrics": {
+            "trialId": trial_id,
+            "trialRunId": 1,
+            "stepsCompleted": steps,
+            "metrics": {"avgMetrics": {"loss": 1.0 / (steps + 1), "acc": 0.5}},
+        },
+    }
+    return requests.models.complexjson.dumps(body).encode()
+
+
+def test_a_determined_metric_report_is_answered_and_stored_as_through_flask(
+    m: InProcessMaster,
+) -> None:
+    tid = active_trial(m)
+    path = f"/api/v1/trials/{tid}/metrics"
+    auth = {"Authorization": f"Bearer {m.token}", "Content-Type": "application/json"}
+    bodies = (_determined(tid, 5), _determined(tid, 6))
+    (status, headers, body), fast = _both_posts(m, path, bodies, auth)
+    assert (status, body, fast) == (200, b"{}\n", 1)
+    assert dict(headers)["Content-Type"] == "application/json"
+    bodies = (_determined(tid, 7, "validation"), _determined(tid, 8, "validation"))
+    (status, _, body), fast = _both_posts(m, path, bodies, auth)
+    assert (status, body, fast) == (200, b"{}\n", 1)
+    rows = _stored(m, tid)
+    assert [(r[0], r[1], r[2]) for r in rows] == [
+        ("training", 5, 1),
+        ("training", 6, 1),
+        ("validation", 7, 1),
+        ("validation", 8, 1),
+    ]
+    assert rows[1][3] == {"avg_metrics": {"loss": 1.0 / 7, "acc": 0.5}}
+    trial = m.get(f"/api/v1/trials/{tid}")["trial"]
+    assert trial["summaryMetrics"]["avg_metrics"]["loss"]["count"] == 2
+    assert trial["summaryMetrics"]["validation_metrics"]["loss"]["last"] == 1.0 / 9
+
+
+def test_refused_and_bad_determined_metric_reports_are_answered_alike(
+    m: InProcessMaster,
+) -> None:
+    tid = active_trial(m)
+    path = f"/api/v1/trials/{tid}/metrics"
+    json_type = {"Content-Type": "application/json"}
+    auth = {"Authorization": f"Bearer {m.token}", **json_type}
+    _, token = _user(m, "stranger")
+    stranger = {"Authorization": f"Bearer {token}", **json_type}
+    ok = (_determined(tid, 100), _determined(tid, 101))
+    cases: list[tuple[str, tuple[bytes, bytes], dict[str, str], int, int]] = [
+        (path, ok, json_type, 401, 0),
+        (path, ok, {"Authorization": f"Bearer {m.agent_token}", **json_type}, 401, 0),
+        (path, ok, {**auth, "Sec-Fetch-Site": "cross-site"}, 403, 0),
+        (path, ok, stranger, 403, 1),  # not the trial's owner: the view's access check
+        (path, (b"{not json", b"{not json"), auth, 400, 0),
+        (path, (b"{}", b"{}"), auth, 400, 1),  # no metrics: the view's refusal
+        (path, (b'{"metrics": 3}', b'{"metrics": 3}'), auth, 400, 1),  # the contract's
+        ("/api/v1/trials/999999/metrics", ok, auth, 404, 1),
+        (path + "?x=1", (_determined(tid, 110), _determined(tid, 111)), auth, 200, 0),
+    ]
+    for where, bodies, headers, want, answered in cases:
+        (status, _, body), fast = _both_posts(m, where, bodies, headers)
+        assert status == want and answered == fast, (where, bodies, headers, body, fast)
+    assert [r[1] for r in _stored(m, tid)] == [110, 111]
+    assert m.app.extensions["det_admission"].in_flight() == (0, 0)
+
+
 # --- agents' heartbeats (POST /api/v1/agents/<id>/heartbeat) -----------------------------------
 
 
