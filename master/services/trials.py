@@ -405,6 +405,13 @@ _WRITE_BATCH_VALIDATED = (
 )
 
 
+# The best checkpoint again, when a completed checkpoint is at one of the steps just validated.
+_REFRESH_IF_CHECKPOINTED = (
+    "SELECT det_refresh_best_checkpoint(%s) WHERE EXISTS (SELECT 1 FROM checkpoints"
+    " WHERE trial_id = %s AND state = 'COMPLETED' AND steps_completed = ANY(%s::bigint[]))"
+)
+
+
 @dataclass(frozen=True, slots=True)
 class _Reported:
     """The trial a metric report goes to, locked, with its searcher's config and the summary
@@ -575,11 +582,15 @@ def _report_metrics(
         changed = db.scalar(conn, int, _WRITE_BATCH_IF_UNCHANGED, params)
         return len(rows) if changed == 1 else None
     conn.execute(_WRITE_BATCH_VALIDATED if validated else _WRITE_BATCH, params)
-    if validated or moved:
-        # A validation at a checkpoint's step can make that checkpoint the best, and a moved one
-        # can stop it being (the rows just written are visible to this statement, not to the
-        # one that wrote them).
+    if moved:
+        # A moved validation can stop its checkpoint being the best (the rows just written are
+        # visible to this statement, not to the one that wrote them).
         conn.execute("SELECT det_refresh_best_checkpoint(%s)", (trial_id,))
+    elif validated:
+        # A validation can make only a checkpoint at its own step the best; most come before
+        # their step's checkpoint, or at a step that has none.
+        steps_validated = [row["total"] for row in rows if row["grp"] == VALIDATION]
+        conn.execute(_REFRESH_IF_CHECKPOINTED, (trial_id, trial_id, steps_validated))
     if events:
         # The searcher's pass at once; the rest of the loop's round only if the searcher acts.
         conn.execute("NOTIFY det_wakeup, 'searcher'")

@@ -313,3 +313,33 @@ def test_migration_backfills_and_a_searcher_change_moves_the_pointers(pg_url: st
             (eid,),
         )
         assert [_pointer(c, t) for t in trials] == [None, None, None]
+
+
+def test_a_validation_moves_the_best_checkpoint_only_through_a_checkpoint_at_its_step(
+    api_master: MasterClient, pg_url: str
+) -> None:
+    """The ingest asks for the best checkpoint again only when a completed checkpoint is at a
+    step it just validated: the pointer is the reference query's after validations at steps
+    without one, at a step whose checkpoint is not completed, and in a batch that mixes both."""
+    m = api_master
+    eid = _experiment(m, False)  # larger is better
+    (tid,) = _trials(pg_url, eid, 1)
+    ckpts = {s: str(uuid.uuid4()) for s in (4, 8, 12)}
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        for s, u in ckpts.items():
+            c.execute(
+                "INSERT INTO checkpoints (uuid, trial_id, steps_completed, size, resources)"
+                " VALUES (%s, %s, %s, 10, '{\"a\": 10}')",
+                (u, tid, s),
+            )
+        c.execute("UPDATE checkpoints SET state = 'PARTIALLY_DELETED' WHERE uuid = %s", (ckpts[8],))
+        steps: list[tuple[list[tuple[int, float]], str | None]] = [
+            ([(2, 0.9)], None),  # no checkpoint at 2
+            ([(4, 0.1)], ckpts[4]),
+            ([(6, 0.99), (8, 0.99)], ckpts[4]),  # none at 6; 8's is not completed
+            ([(10, 0.5), (12, 0.2)], ckpts[12]),  # a batch with one checkpointed step
+            ([(14, 0.95)], ckpts[12]),
+        ]
+        for batch, want in steps:
+            _post(m, tid, [_report("validation", s, {"loss": v}) for s, v in batch])
+            assert _best_checkpoint(c, tid) == (want, want), batch
