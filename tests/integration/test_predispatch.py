@@ -248,6 +248,18 @@ def _stored(m: InProcessMaster, trial_id: int) -> list[tuple[Any, ...]]:
         ).fetchall()
 
 
+def _reporters(m: InProcessMaster) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """Headers of a report: JSON alone, the trial's owner's, a stranger's (a user who may not
+    change the trial)."""
+    json_type = {"Content-Type": "application/json"}
+    _, token = _user(m, "stranger")
+    return (
+        json_type,
+        {"Authorization": f"Bearer {m.token}", **json_type},
+        {"Authorization": f"Bearer {token}", **json_type},
+    )
+
+
 def test_a_metric_report_is_answered_and_stored_as_through_flask(m: InProcessMaster) -> None:
     tid = active_trial(m)
     path = f"/api/v1/trials/{tid}/metrics/batch"
@@ -275,10 +287,7 @@ def test_a_metric_report_is_answered_and_stored_as_through_flask(m: InProcessMas
 def test_refused_and_bad_metric_reports_are_answered_alike(m: InProcessMaster) -> None:
     tid = active_trial(m)
     path = f"/api/v1/trials/{tid}/metrics/batch"
-    json_type = {"Content-Type": "application/json"}
-    auth = {"Authorization": f"Bearer {m.token}", **json_type}
-    _, token = _user(m, "stranger")
-    stranger = {"Authorization": f"Bearer {token}", **json_type}
+    json_type, auth, stranger = _reporters(m)
     ok = (_batch(100), _batch(102))
     # (path, bodies, headers, status, answered by the layer: the view ran there)
     cases: list[tuple[str, tuple[bytes, bytes], dict[str, str], int, int]] = [
@@ -421,10 +430,7 @@ def test_refused_and_bad_determined_metric_reports_are_answered_alike(
 ) -> None:
     tid = active_trial(m)
     path = f"/api/v1/trials/{tid}/metrics"
-    json_type = {"Content-Type": "application/json"}
-    auth = {"Authorization": f"Bearer {m.token}", **json_type}
-    _, token = _user(m, "stranger")
-    stranger = {"Authorization": f"Bearer {token}", **json_type}
+    json_type, auth, stranger = _reporters(m)
     ok = (_determined(tid, 100), _determined(tid, 101))
     cases: list[tuple[str, tuple[bytes, bytes], dict[str, str], int, int]] = [
         (path, ok, json_type, 401, 0),
