@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import resource
 import statistics
 import sys
 import tempfile
@@ -113,20 +114,27 @@ class Reporter:
             raise RuntimeError(f"report answered {status[0]}")
 
 
-def run(reporters: list[Reporter], calls: int) -> tuple[float, float, float]:
-    """(process CPU ms a call, median thread CPU ms a call, calls a second)."""
+def run(reporters: list[Reporter], calls: int) -> tuple[float, float, float, float, float]:
+    """(process CPU ms a call, median thread CPU ms a call, calls a second, and a call's
+    context switches: waiting, preempted)."""
     per = max(1, calls // len(reporters))
     spent: list[float] = []
     lock = threading.Lock()
 
+    switches = [0, 0]
+
     def worker(r: Reporter) -> None:
         mine = []
+        ru = resource.getrusage(resource.RUSAGE_THREAD)
         for _ in range(per):
             t0 = time.thread_time()
             r.call()
             mine.append(time.thread_time() - t0)
+        ru1 = resource.getrusage(resource.RUSAGE_THREAD)
         with lock:
             spent.extend(mine)
+            switches[0] += ru1.ru_nvcsw - ru.ru_nvcsw
+            switches[1] += ru1.ru_nivcsw - ru.ru_nivcsw
 
     threads = [threading.Thread(target=worker, args=(r,)) for r in reporters]
     wall, cpu = time.perf_counter(), time.process_time()
@@ -136,7 +144,13 @@ def run(reporters: list[Reporter], calls: int) -> tuple[float, float, float]:
         t.join()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     n = per * len(reporters)
-    return cpu / n * 1e3, statistics.median(spent) * 1e3, n / wall
+    return (
+        cpu / n * 1e3,
+        statistics.median(spent) * 1e3,
+        n / wall,
+        switches[0] / n,
+        switches[1] / n,
+    )
 
 
 def main() -> None:
@@ -159,18 +173,19 @@ def main() -> None:
                 for r in reporters[:8]:  # warm: the token cache, prepared statements
                     for _ in range(20):
                         r.call()
-                results: dict[int, list[tuple[float, float, float]]] = {}
+                results: dict[int, list[tuple[float, float, float, float, float]]] = {}
                 for _ in range(args.rounds):
                     for n in thread_counts:
                         results.setdefault(n, []).append(run(reporters[:n], args.calls))
         finally:
             server.cleanup()
-    print(f"{'threads':>7} {'CPU ms/call':>11} {'thread CPU':>10} {'calls/s':>8}")
+    print(
+        f"{'threads':>7} {'CPU ms/call':>11} {'thread CPU':>10} {'calls/s':>8}"
+        f" {'waiting':>7} {'preempted':>9}"
+    )
     for n, rs in results.items():
-        cpu = statistics.median(r[0] for r in rs)
-        own = statistics.median(r[1] for r in rs)
-        rate = statistics.median(r[2] for r in rs)
-        print(f"{n:7d} {cpu:11.3f} {own:10.3f} {rate:8.0f}")
+        cpu, own, rate, vol, invol = (statistics.median(r[i] for r in rs) for i in range(5))
+        print(f"{n:7d} {cpu:11.3f} {own:10.3f} {rate:8.0f} {vol:7.1f} {invol:9.1f}")
     print(f"medians of {args.rounds} rounds")
 
 

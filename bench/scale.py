@@ -767,6 +767,8 @@ async def drive(
     tables0 = await asyncio.to_thread(table_reads, db_url) if routes is not None else {}
     start, wall_start = time.monotonic(), time.time()
     fleet.stats.window = (start, start + args.seconds)
+    lags: list[float] = []
+    lag_probe = asyncio.ensure_future(loop_lag(lags, start + args.seconds))
     spies = []
     if args.profile is not None:
         from bench.user_flood import profile  # psutil and py-spy: only when asked for
@@ -776,6 +778,7 @@ async def drive(
     for spy in spies:
         await asyncio.to_thread(spy.wait)
     elapsed = time.monotonic() - start
+    await lag_probe
     cpu1 = {k: await asyncio.to_thread(cpu_of, pid) for k, pid in pids.items()}
     self1, load1 = self_cpu(), os.getloadavg()[0]
     wall_end = time.time()
@@ -805,6 +808,8 @@ async def drive(
         "hb_p50": percentile(beats, 50) if beats else float("nan"),
         "hb_p99": percentile(beats, 99) if beats else float("nan"),
         "logs_p99": percentile(lat.get("logs", []), 99) if lat.get("logs") else float("nan"),
+        "lag_p99": 1000 * percentile(lags, 99) if lags else float("nan"),
+        "lag_max": 1000 * max(lags) if lags else float("nan"),
         "list_p99": percentile(lat.get("user list", []), 99)
         if lat.get("user list")
         else float("nan"),
@@ -816,13 +821,35 @@ async def drive(
         "db_per_hour": per_hour(size0, size1, elapsed),
         "elapsed": elapsed,
         "routes": {
-            k: (v[0] - routes0.get(k, (0.0, 0))[0], v[1] - routes0.get(k, (0.0, 0))[1])
+            k: tuple(a - b for a, b in zip(v, routes0.get(k, (0.0,) * len(v)), strict=True))
             for k, v in routes1.items()
         },
         "waits": read_waits(routes, wall_start, wall_end) if args.waits else None,
+        "pauses": read_pauses(routes, wall_start, wall_end),
         "tables": (tables0, tables1),
         "plans": read_plans(routes),
     }
+
+
+async def loop_lag(lags: list[float], until: float, every: float = 0.01) -> None:
+    """How late this process's event loop wakes a task (seconds, each ``every``) until
+    ``until``: an answer that came meanwhile was timed that much late too, so the latencies the
+    bench prints are the master's only where this stays small."""
+    while (now := time.monotonic()) < until:
+        await asyncio.sleep(every)
+        lags.append(max(0.0, time.monotonic() - now - every))
+
+
+def read_pauses(routes: Path | None, start: float, end: float) -> list[tuple[int, float]]:
+    """The fronts' garbage collections longer than 10 ms that ended in the window
+    (bench/_routes/sitecustomize.py): (generation, wall seconds) each."""
+    out = []
+    for f in sorted(routes.glob("*.pauses")) if routes is not None else ():
+        for line in f.read_text().splitlines():
+            at, generation, wall = orjson.loads(line)
+            if start <= at <= end:
+                out.append((int(generation), float(wall)))
+    return out
 
 
 def read_waits(
@@ -874,10 +901,14 @@ async def route_cpu(routes: Path | None) -> dict[str, tuple[float, int]]:
     await asyncio.sleep(1.1)
     total: dict[str, tuple[float, int]] = {}
     for f in routes.glob("*.json"):
-        for k, (cpu, n) in orjson.loads(f.read_bytes()).items():
-            c0, n0 = total.get(k, (0.0, 0))
+        for k, v in orjson.loads(f.read_bytes()).items():
+            had = total.get(k, (0.0,) * len(v))
             # "@": when the files were written (the latest), not a sum.
-            total[k] = (max(c0, cpu), 0) if k == "@" else (c0 + cpu, n0 + int(n))
+            total[k] = (
+                (max(had[0], v[0]), 0)
+                if k == "@"
+                else tuple(a + b for a, b in zip(had, v, strict=True))
+            )
     return total
 
 
@@ -889,6 +920,10 @@ def report_routes(r: dict[str, Any]) -> None:
     el, _ = routes.pop("@", (r["elapsed"], 0))  # the files' own window
     pg = {k[3:]: routes.pop(k) for k in [k for k in routes if k.startswith("pg ")]}
     sql = {k[4:]: routes.pop(k) for k in [k for k in routes if k.startswith("sql ")]}
+    gcs = {k[3:]: routes.pop(k) for k in [k for k in routes if k.startswith("gc ")]}
+    gccpu = {k[6:]: routes.pop(k) for k in [k for k in routes if k.startswith("gccpu ")]}
+    usage = {k[3:]: routes.pop(k) for k in [k for k in routes if k.startswith("ru ")]}
+    threads = {k[7:]: routes.pop(k) for k in [k for k in routes if k.startswith("thread ")]}
     in_app = sum(c for c, _ in routes.values())
     print(
         f"  {r['point']}: the fronts' CPU {fronts / el:.2f} cores, of it in the app"
@@ -904,11 +939,48 @@ def report_routes(r: dict[str, Any]) -> None:
                 f" {cpu / el:5.2f} cores, PostgreSQL {1000 * db_cpu / n:5.2f} ms"
                 f" {db_cpu / el:5.2f} cores  {route}"
             )
+            if route in usage:
+                user, m, system, vol, invol, _ = usage[route]
+                print(
+                    f"            user {1000 * user / m:.2f} ms, system {1000 * system / m:.2f} ms,"
+                    f" context switches {vol / m:.1f} waiting + {invol / m:.1f} preempted a request"
+                )
     if pg:
         rest = sum(c for c, _ in pg.values())
         print(
             "    PostgreSQL for the other routes and the pool's uses outside a request:"
             f" {rest / el:.2f} cores"
+        )
+    if gcs:
+        print(
+            f"  {r['point']}: the fronts' garbage collections (wall, in whichever thread ran"
+            " them): "
+            + ", ".join(
+                f"generation {g} {n / el:.1f}/s {1000 * t / max(1, n):.2f} ms {t / el:.3f} cores"
+                for g, (t, n) in sorted(gcs.items())
+            )
+            + "; CPU "
+            + ", ".join(
+                f"{1000 * t / max(1, n):.2f} ms {t / el:.3f} cores"
+                for g, (t, n) in sorted(gccpu.items())
+            )
+        )
+    if threads:
+        print(
+            f"  {r['point']}: the fronts' long-lived threads' CPU (cores): "
+            + ", ".join(
+                f"{name} {cpu / el:.3f}"
+                for name, (cpu, _) in sorted(threads.items(), key=lambda kv: -kv[1][0])[:8]
+            )
+        )
+    pauses = r.get("pauses") or []
+    if pauses:
+        walls = sorted(w for _, w in pauses)
+        print(
+            f"  {r['point']}: the fronts' collections over 10 ms: {len(walls)}"
+            f" ({len(walls) / el:.2f}/s; generations {sorted({g for g, _ in pauses})}),"
+            f" p50 {1000 * percentile(walls, 50):.0f} ms, max {1000 * walls[-1]:.0f} ms,"
+            f" {1000 * sum(walls) / el:.1f} ms a second"
         )
     if sql:
         print(f"  {r['point']}: PostgreSQL's CPU by statement (the fronts' processes):")
@@ -936,6 +1008,7 @@ def report(rows: list[dict[str, Any]]) -> None:
             f" {r['list_p99']:.0f} ms, {r['reports']} reports / {r['heartbeats']} heartbeats in"
             f" {r['elapsed']:.0f} s, {r['running']}/{p.trials} running after {r['ramp']:.0f} s"
             + (f", failed {r['failed']}" if r["failed"] else "")
+            + f"; the generator's own loop late p99 {r['lag_p99']:.0f} ms, max {r['lag_max']:.0f}"
         )
     k = knee([(r["point"], r["report_p99"], r["hb_p99"]) for r in rows])
     print(
@@ -996,7 +1069,36 @@ def main() -> None:
         help="with --routes: each route's wall time in the app beside its CPU, and the waits"
         " for a pooled connection, over each window",
     )
+    ap.add_argument(
+        "--no-pg-cpu",
+        action="store_true",
+        help="with --routes: leave out PostgreSQL's CPU by route and by statement (read from"
+        " /proc around each statement: each read gives the interpreter's lock up, and the"
+        " fronts' own CPU and context switches rise with them)",
+    )
+    ap.add_argument(
+        "--switch-interval",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="with --routes: the fronts' sys.setswitchinterval (Python's is 0.005)",
+    )
+    ap.add_argument(
+        "--gc-threshold",
+        default=None,
+        metavar="A,B,C",
+        help="with --routes: the fronts' gc.set_threshold (Python's is 700,10,10)",
+    )
     args = ap.parse_args()
+    if args.switch_interval is not None:
+        args.routes = True
+        os.environ["DET_BENCH_SWITCH_INTERVAL"] = str(args.switch_interval)
+    if args.gc_threshold is not None:
+        args.routes = True
+        os.environ["DET_BENCH_GC_THRESHOLD"] = args.gc_threshold
+    if args.no_pg_cpu:
+        args.routes = True
+        os.environ["DET_BENCH_NO_PG_CPU"] = "1"
     if args.waits:
         args.routes = True
         os.environ["DET_BENCH_WAITS"] = "1"

@@ -476,6 +476,10 @@ class MasterConfig(_Model):
     # for work) runs on an extra thread meanwhile (det.master.dispatch.parked), so these serve
     # the requests that work, however many trials wait.
     api_threads: int = Field(128, ge=1)
+    # The same for each of the api_processes when user_api_processes > 0: they then serve only
+    # agents, tasks and /info (short database work each), and more threads than requests that
+    # can run at once only contend for the interpreter's lock (docs/deploy.md, Scale).
+    cluster_api_threads: int = Field(16, ge=1)
     api_processes: int = Field(1, ge=1, le=64)
     # The HTTP server's event loop: ``readiness`` (det.master.evloop: one epoll set, a
     # connection asked for its readiness only when it changed) or ``poll`` (waitress's own,
@@ -622,6 +626,7 @@ _ENV_SCALARS = {
     "DET_SECURITY_TLS_KEY": ("security", "tls", "key"),
     "DET_RUN_LOOPS": ("run_loops",),
     "DET_API_PROCESSES": ("api_processes",),
+    "DET_CLUSTER_API_THREADS": ("cluster_api_threads",),
     "DET_USER_API_PROCESSES": ("user_api_processes",),
     "DET_DB_POOL_SIZE": ("db_pool_size",),
     "DET_MIGRATE_ON_START": ("migrate_on_start",),

@@ -180,6 +180,13 @@ def dispatcher(threads: int) -> PriorityDispatcher:
     return d
 
 
+def worker_threads(default: int) -> int:
+    """This process's worker threads (a front's may be fewer than ``api_threads``:
+    det.master.server.front_threads); ``default`` outside a waitress process."""
+    d = _current
+    return d.base_threads if d is not None else default
+
+
 @contextlib.contextmanager
 def parked() -> Iterator[None]:
     """Around a request's wait that holds no database connection and does no work: the

@@ -26,6 +26,17 @@ has run ``DET_BENCH_PLANS_AFTER`` seconds (the tables filled and analysed), each
 next execution is also explained, with its parameters, on a connection of this file's own, and a
 plan with a sequential scan is appended to ``$DET_BENCH_ROUTES/<pid>.plans`` (a JSON line).
 
+Each front also reports its garbage collections (``gc.callbacks``: per generation the count, the
+wall and the CPU time, as ``"gc <generation>"`` and ``"gccpu <generation>"``, and every one over
+10 ms appended to ``$DET_BENCH_ROUTES/<pid>.pauses`` as ``[its end, generation, wall]``), each
+route's ``getrusage(RUSAGE_THREAD)`` across its app calls (``"ru <route>"``: user and system
+seconds, context switches waiting and preempted), and the CPU of its threads alive at each write
+by name (``"thread <name>"``). ``DET_BENCH_NO_PG_CPU`` leaves PostgreSQL's accounting out (its
+``/proc`` reads give the interpreter's lock up around every statement);
+``DET_BENCH_SWITCH_INTERVAL`` and ``DET_BENCH_GC_THRESHOLD`` (``a,b,c``) set the front's
+``sys.setswitchinterval`` and ``gc.set_threshold`` (``bench/scale.py --switch-interval``,
+``--gc-threshold``).
+
 Bench-only: nothing in det imports it, and without ``DET_BENCH_ROUTES`` it does nothing.
 """
 
@@ -36,6 +47,7 @@ import importlib.machinery
 import json
 import os
 import re
+import resource
 import sys
 import threading
 import time
@@ -65,10 +77,15 @@ class _Routes:
         self.calls: list[tuple[float, str, float, float]] | None = [] if waits else None
         self.pool_waits: list[tuple[float, float]] = []
         self.written = (0, 0)
+        self.pauses_written = 0
         self.local = threading.local()
+        self.gc_stats: list[list[float]] = []
+        self.gc_cpu: list[list[float]] = []
+        self.pauses: list[tuple[float, int, float]] = []
 
     def wrap(self, app: Any) -> Any:
         def counted(environ: dict[str, Any], start_response: Any) -> Any:
+            ru = resource.getrusage(resource.RUSAGE_THREAD)
             began = time.thread_time()
             wall = time.perf_counter()
             route = (
@@ -82,12 +99,19 @@ class _Routes:
             finally:
                 self.local.route = None
                 spent = time.thread_time() - began
+                ru1 = resource.getrusage(resource.RUSAGE_THREAD)
                 if self.calls is not None:
                     self.calls.append((time.time(), route, time.perf_counter() - wall, spent))
                 with self.lock:
                     s = self.stats.setdefault(route, [0.0, 0])
                     s[0] += spent
                     s[1] += 1
+                    r = self.stats.setdefault("ru " + route, [0.0, 0, 0.0, 0.0, 0.0, 0.0])
+                    r[0] += ru1.ru_utime - ru.ru_utime
+                    r[1] += 1
+                    r[2] += ru1.ru_stime - ru.ru_stime
+                    r[3] += ru1.ru_nvcsw - ru.ru_nvcsw
+                    r[4] += ru1.ru_nivcsw - ru.ru_nivcsw
 
         return counted
 
@@ -176,6 +200,35 @@ class _Routes:
 
         psycopg.Cursor.execute = measured  # type: ignore[method-assign]
 
+    def time_gc(self) -> None:
+        """Counts each collection's wall and CPU time by generation (the collector runs in
+        whichever thread allocated past the threshold, inside that thread's CPU time) and
+        keeps those over 10 ms."""
+        import gc
+
+        self.gc_stats = [[0.0, 0] for _ in range(3)]
+        self.gc_cpu = [[0.0, 0] for _ in range(3)]
+        began = [0.0, 0.0]  # perf_counter, thread_time
+
+        def callback(phase: str, info: dict[str, int]) -> None:
+            # No lock: the collector runs in one thread at a time, and may run inside a
+            # ``with self.lock`` of this thread (an allocation there), which would deadlock.
+            if phase == "start":
+                began[:] = [time.perf_counter(), time.thread_time()]
+                return
+            wall = time.perf_counter() - began[0]
+            generation = info["generation"]
+            for stat, spent in (
+                (self.gc_stats, wall),
+                (self.gc_cpu, time.thread_time() - began[1]),
+            ):
+                stat[generation][0] += spent
+                stat[generation][1] += 1
+            if wall > 0.01:
+                self.pauses.append((time.time(), generation, wall))
+
+        gc.callbacks.append(callback)
+
     def dump_forever(self) -> None:
         os.makedirs(self.out, exist_ok=True)
         path = os.path.join(self.out, f"{os.getpid()}.json")
@@ -183,11 +236,34 @@ class _Routes:
             time.sleep(1.0)
             with self.lock:
                 data = {k: list(v) for k, v in self.stats.items()}
+            for generation, (spent, n) in enumerate(self.gc_stats):
+                data[f"gc {generation}"] = [spent, n]
+            for generation, (spent, n) in enumerate(self.gc_cpu):
+                data[f"gccpu {generation}"] = [spent, n]
+            # The CPU of the threads alive now, by name without its digits (waitress's
+            # workers, det's loops, the main thread: the event loop): a thread that ended
+            # took its CPU with it, so these are for long-lived threads.
+            by_name: dict[str, float] = {}
+            for t in threading.enumerate():
+                try:
+                    cpu = time.clock_gettime(time.pthread_getcpuclockid(t.ident or 0))
+                except (OSError, OverflowError):
+                    continue
+                name = "thread " + re.sub(r"\d+", "N", t.name)
+                by_name[name] = by_name.get(name, 0.0) + cpu
+            for name, cpu in by_name.items():
+                data[name] = [cpu, 0]
             data[""] = [time.process_time(), 0]
             data["@"] = [time.time(), 0]
             with open(path + ".tmp", "w") as f:
                 json.dump(data, f)
             os.replace(path + ".tmp", path)
+            n_pauses = len(self.pauses)
+            if n_pauses > self.pauses_written:
+                with open(os.path.join(self.out, f"{os.getpid()}.pauses"), "a") as f:
+                    for pause in self.pauses[self.pauses_written : n_pauses]:
+                        f.write(json.dumps(pause) + "\n")
+                self.pauses_written = n_pauses
             if self.calls is not None:
                 n_calls, n_waits = len(self.calls), len(self.pool_waits)
                 calls = self.calls[self.written[0] : n_calls]
@@ -219,8 +295,16 @@ class _WrapFrontServer(importlib.abc.MetaPathFinder):
                 routes = _Routes(out, waits=bool(os.environ.get("DET_BENCH_WAITS")))
                 if routes.calls is not None:
                     routes.timed_pool(state.pool)
-                routes.pg_per_route(state.pool)
-                routes.pg_per_statement(state.pool.conninfo)
+                if not os.environ.get("DET_BENCH_NO_PG_CPU"):
+                    routes.pg_per_route(state.pool)
+                    routes.pg_per_statement(state.pool.conninfo)
+                routes.time_gc()
+                if os.environ.get("DET_BENCH_SWITCH_INTERVAL"):
+                    sys.setswitchinterval(float(os.environ["DET_BENCH_SWITCH_INTERVAL"]))
+                if os.environ.get("DET_BENCH_GC_THRESHOLD"):
+                    import gc
+
+                    gc.set_threshold(*map(int, os.environ["DET_BENCH_GC_THRESHOLD"].split(",")))
                 threading.Thread(target=routes.dump_forever, daemon=True).start()
                 return original(state, routes.wrap(app), sock, handoff)
 

@@ -87,7 +87,8 @@ def changes(agent_id: str, params: protocol.ChangesParams) -> protocol.ChangesRe
     with dispatch.parking() as own_thread:
         if own_thread:
             return {"changed": _wait_for_work(agent_id, timeout)}
-        with _pool_share(max(1, cfg.api_threads // _WAIT_SHARE)) as admitted:
+        threads = dispatch.worker_threads(cfg.api_threads)
+        with _pool_share(max(1, threads // _WAIT_SHARE)) as admitted:
             return {"changed": admitted and _wait_for_work(agent_id, timeout)}
 
 

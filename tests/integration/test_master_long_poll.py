@@ -223,3 +223,28 @@ def test_frozen_user_processes_hold_up_no_agent_task_or_info_over_https(
     m: Master = tls_master_factory(local_cert)
     trust = tls.load(str(local_cert.cert), None)
     _frozen_user_processes_hold_up_no_cluster_traffic(m, lambda: tls.session(trust))
+
+
+def test_fronts_that_hand_users_off_run_their_own_thread_count(master_factory: Any) -> None:
+    # The fronts (the master's process and its second API process) serve agents, tasks and
+    # /info: cluster_api_threads workers each; the user process keeps api_threads (its
+    # admission limits derive from them). A process's other threads (loops, listeners) are a
+    # dozen or two, far below 64.
+    m: Master = master_factory(
+        extra={
+            "api_processes": 2,
+            "user_api_processes": 1,
+            "api_threads": 64,
+            "cluster_api_threads": 3,
+        }
+    )
+    master = psutil.Process(m.proc.pid)
+    children = master.children()
+    users = [p for p in children if p.nice() > master.nice()]
+    fronts = [master] + [p for p in children if p not in users]
+    assert len(users) == 1 and len(fronts) == 2, (users, fronts)
+    # Idle workers wait for requests: every one is started with its process.
+    wait(lambda: users[0].num_threads() >= 64, 60, "the user process's 64 workers")
+    assert all(p.num_threads() < 64 for p in fronts), [p.num_threads() for p in fronts]
+    # The fronts' few threads still answer agents and /info.
+    assert requests.get(m.url + "/info", timeout=30).status_code == 200

@@ -139,3 +139,13 @@ def test_waits_are_read_from_every_front_and_kept_to_the_window(tmp_path: Path) 
     assert calls == {"POST /hb": [(0.02, 0.001), (0.03, 0.002)], "GET /x": [(0.01, 0.01)]}
     assert sorted(pool) == [0.004, 0.006]
     assert scale.read_waits(None, 0.0, 1e12) == ({}, [])
+
+
+def test_pauses_are_read_from_every_front_and_kept_to_the_window(tmp_path: Path) -> None:
+    # Two fronts' collections over 10 ms (bench/_routes/sitecustomize.py): [end, generation,
+    # wall seconds] a line; the window keeps those that ended in it.
+    (tmp_path / "101.pauses").write_text("[9.0, 2, 0.2]\n[10.0, 0, 0.012]\n[21.0, 1, 0.05]\n")
+    (tmp_path / "102.pauses").write_text("[15.5, 2, 0.25]\n")
+    (tmp_path / "101.waits").write_text('{"calls": [], "pool": []}\n')  # not read here
+    assert sorted(scale.read_pauses(tmp_path, 10.0, 20.0)) == [(0, 0.012), (2, 0.25)]
+    assert scale.read_pauses(None, 0.0, 1e12) == []
