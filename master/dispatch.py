@@ -17,10 +17,11 @@ HTTPS the front holds the TLS session: a user connection's decrypted bytes are r
 user process over a socket pair (:class:`Relay`).
 
 **Threads.** waitress parses requests in its event loop and queues them for its worker threads
-in arrival order; :class:`PriorityDispatcher` puts the requests that keep the cluster alive at
-the front of the queue, so the next free thread takes them. Among themselves they are served
-newest first, which is harmless for idempotent heartbeats and reports. The admission limits
-(:mod:`det.master.api._admission`) keep user requests from holding every thread.
+in arrival order; :class:`PriorityDispatcher` puts the requests that keep the cluster alive
+ahead of the others, in their own arrival order, so the next free thread takes the oldest of
+them. (They were put at the very front once, newest first: under a burst the first to come
+waited for the whole burst.) The admission limits (:mod:`det.master.api._admission`) keep user
+requests from holding every thread.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from typing import Any
 
 from waitress import wasyncore
 from waitress.channel import HTTPChannel
-from waitress.task import ThreadedTaskDispatcher
+from waitress.task import Task, ThreadedTaskDispatcher
 
 from det.master import agent_tokens
 from det.master.proxy import start as proxy_start
@@ -94,6 +95,28 @@ def cluster_traffic(head: bytes, agent_token: str) -> bool:
 MAX_PARKED = 4096
 
 
+class _ClusterFirst(collections.deque[Task]):
+    """waitress's queue of parsed requests, the cluster's ``ahead`` of the others: both kinds in
+    arrival order. waitress takes from the left (``popleft``) and appends the others."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ahead = 0
+
+    def put_ahead(self, task: Task) -> None:
+        self.insert(self.ahead, task)
+        self.ahead += 1
+
+    def popleft(self) -> Task:
+        task = super().popleft()
+        self.ahead = max(0, self.ahead - 1)
+        return task
+
+    def clear(self) -> None:
+        super().clear()
+        self.ahead = 0
+
+
 class PriorityDispatcher(ThreadedTaskDispatcher):  # type: ignore[misc]
     """waitress's thread pool, with cluster traffic first (:func:`goes_first`) and room for
     waiting requests: a request that waits with nothing to do (a preemption long-poll, an
@@ -104,6 +127,7 @@ class PriorityDispatcher(ThreadedTaskDispatcher):  # type: ignore[misc]
 
     def __init__(self) -> None:
         super().__init__()
+        self.queue = _ClusterFirst()
         self.base_threads = 0
         self.parked = 0
         self._park_lock = threading.Lock()
@@ -163,7 +187,7 @@ class PriorityDispatcher(ThreadedTaskDispatcher):  # type: ignore[misc]
             super().add_task(task)
             return
         with self.lock:
-            self.queue.appendleft(task)
+            self.queue.put_ahead(task)
             self.queue_cv.notify()
 
 

@@ -241,14 +241,19 @@ class _Routes:
             for generation, (spent, n) in enumerate(self.gc_cpu):
                 data[f"gccpu {generation}"] = [spent, n]
             # The CPU of the threads alive now, by name without its digits (waitress's
-            # workers, det's loops, the main thread: the event loop): a thread that ended
-            # took its CPU with it, so these are for long-lived threads.
+            # workers, det's loops, the main thread: the event loop), from /proc in clock ticks:
+            # a thread that ended took its CPU with it, so these are for long-lived threads.
+            # (Not pthread_getcpuclockid: a thread that ends meanwhile leaves it reading freed
+            # memory, and the front died of it.)
             by_name: dict[str, float] = {}
+            tick = os.sysconf("SC_CLK_TCK")
             for t in threading.enumerate():
                 try:
-                    cpu = time.clock_gettime(time.pthread_getcpuclockid(t.ident or 0))
-                except (OSError, OverflowError):
+                    with open(f"/proc/self/task/{t.native_id}/stat", "rb") as f:
+                        fields = f.read().rsplit(b")", 1)[1].split()
+                except (OSError, IndexError):
                     continue
+                cpu = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
                 name = "thread " + re.sub(r"\d+", "N", t.name)
                 by_name[name] = by_name.get(name, 0.0) + cpu
             for name, cpu in by_name.items():
