@@ -50,7 +50,15 @@ connections).
 ``--waits`` (with ``--routes``) prints, per point, each route's wall time in the app beside its
 CPU time (p50 / p99) and how long the fronts' threads waited for a pooled database connection:
 a report whose app call took 300 ms of wall and 2 ms of CPU waited, for a connection or for
-the interpreter, and the pool's waits tell which.
+the interpreter, and the pool's waits tell which. Around the app, per route: from the read of a
+request's first bytes to its queueing for a worker thread, its wait in that queue and the
+worker's whole service (the app and the writing of the answer); and the event loop's work
+between two waits (a request whose bytes come meanwhile is read after it), its wall beside the
+main thread's CPU (the rest is the loop waiting for the interpreter).
+
+``--heap SECONDS`` (with ``--routes``) prints each front's census of its collector's objects that
+long after it started: by generation, and the old generation (what a full collection scans)
+by type.
 
 ``--profile DIR`` records a py-spy profile (``--gil``: where the interpreter's time goes) of
 each master process over each point's window (``bench/profile_top.py DIR/NxM`` sums them up).
@@ -828,6 +836,7 @@ async def drive(
         "pauses": read_pauses(routes, wall_start, wall_end),
         "tables": (tables0, tables1),
         "plans": read_plans(routes),
+        "heaps": read_heaps(routes),
     }
 
 
@@ -852,13 +861,31 @@ def read_pauses(routes: Path | None, start: float, end: float) -> list[tuple[int
     return out
 
 
-def read_waits(
-    routes: Path | None, start: float, end: float
-) -> tuple[dict[str, list[tuple[float, float]]], list[float]]:
+def read_heaps(routes: Path | None) -> list[dict[str, Any]]:
+    """The fronts' censuses (``--heap``; bench/_routes/sitecustomize.py), one a front."""
+    files = sorted(routes.glob("*.heap")) if routes is not None else []
+    return [orjson.loads(f.read_bytes()) for f in files]
+
+
+def report_heaps(r: dict[str, Any]) -> None:
+    for heap in r.get("heaps") or ():
+        sizes = ", ".join(f"{n:,}" for n in heap["generations"])
+        print(
+            f"  {r['point']}: a front's collector tracks {sizes} objects (generations 0, 1, 2),"
+            f" {heap['frozen']:,} frozen; {heap['threads']} threads; the old generation's types:"
+        )
+        print("    " + ", ".join(f"{name} {n:,}" for name, n in heap["old"]))
+
+
+def read_waits(routes: Path | None, start: float, end: float) -> dict[str, Any]:
     """The fronts' ``--waits`` lines (bench/_routes/sitecustomize.py) that ended in the window:
-    route -> [(wall, CPU) seconds of each app call], and the pool's waits in seconds."""
+    ``calls``: route -> [(wall, CPU) seconds of each app call]; ``pool``: the waits for a pooled
+    connection in seconds; ``served``: route -> [(read to queued, queued, service) seconds of
+    each request]; ``turns``: the event loop's work between two waits, [(wall, CPU, events)]."""
     calls: dict[str, list[tuple[float, float]]] = {}
+    served: dict[str, list[tuple[float, float, float]]] = {}
     pool: list[float] = []
+    turns: list[tuple[float, float, int]] = []
     for f in sorted(routes.glob("*.waits")) if routes is not None else ():
         for line in f.read_text().splitlines():
             batch = orjson.loads(line)
@@ -866,16 +893,23 @@ def read_waits(
                 if start <= t <= end:
                     calls.setdefault(route, []).append((wall, cpu))
             pool.extend(w for t, w in batch["pool"] if start <= t <= end)
-    return calls, pool
+            for t, route, read, queue, service in batch.get("served", ()):
+                if start <= t <= end:
+                    served.setdefault(route, []).append((read, queue, service))
+            turns.extend((w, c, n) for t, w, c, n in batch.get("turns", ()) if start <= t <= end)
+    return {"calls": calls, "pool": pool, "served": served, "turns": turns}
 
 
 def report_waits(r: dict[str, Any]) -> None:
     """Where a request's time in the app went when not on the CPU: its wall time beside its CPU
     time (a long-poll's wall is its wait), and how long threads waited for a pooled connection
-    (the transactions that hold them are stretched by everything that runs meanwhile)."""
+    (the transactions that hold them are stretched by everything that runs meanwhile); then its
+    way through the front around the app (from its first bytes read to its queueing, its wait
+    for a worker, the worker's whole service) and the event loop's turns."""
     if not r.get("waits"):
         return
-    calls, pool = r["waits"]
+    waits = r["waits"]
+    calls, pool = waits["calls"], waits["pool"]
     print(f"  {r['point']}: in the app, wall (CPU) ms a request, p50 / p99:")
     for route, xs in sorted(calls.items(), key=lambda kv: -len(kv[1]))[:8]:
         walls, cpus = [w * 1000 for w, _ in xs], [c * 1000 for _, c in xs]
@@ -888,6 +922,28 @@ def report_waits(r: dict[str, Any]) -> None:
         print(
             f"    waits for a pooled connection: {len(ms)}, p50 {percentile(ms, 50):.2f} ms,"
             f" p90 {percentile(ms, 90):.1f}, p99 {percentile(ms, 99):.1f}, max {max(ms):.1f}"
+        )
+    served = waits["served"]
+    if served:
+        print("  through the front, ms p50 / p99: read to queued, queued, service:")
+        for route, xs in sorted(served.items(), key=lambda kv: -len(kv[1]))[:8]:
+            cols = [[x[i] * 1000 for x in xs] for i in range(3)]
+            print(
+                f"    {len(xs):7d} "
+                + "  ".join(f"{percentile(c, 50):6.1f} / {percentile(c, 99):7.1f}" for c in cols)
+                + f"  {route}"
+            )
+    turns = waits["turns"]
+    if turns:
+        walls = [w * 1000 for w, _, _ in turns]
+        events = [n for _, _, n in turns]
+        cpu = sum(c for _, c, _ in turns)
+        print(
+            f"  event loop: {len(turns) / r['elapsed']:.0f} turns/s, work a turn p50"
+            f" {percentile(walls, 50):.2f} ms, p99 {percentile(walls, 99):.1f}, max"
+            f" {max(walls):.1f}; {sum(walls) / 1000 / r['elapsed']:.2f} s of work a second"
+            f" ({cpu / r['elapsed']:.2f} CPU); events a turn p50 {percentile(events, 50):.0f},"
+            f" p99 {percentile(events, 99):.0f}"
         )
 
 
@@ -1089,7 +1145,18 @@ def main() -> None:
         metavar="A,B,C",
         help="with --routes: the fronts' gc.set_threshold (Python's is 700,10,10)",
     )
+    ap.add_argument(
+        "--heap",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="with --routes: each front's census of its collector's objects (by generation, the"
+        " old one by type) that many seconds after it starts; printed after the point",
+    )
     args = ap.parse_args()
+    if args.heap is not None:
+        args.routes = True
+        os.environ["DET_BENCH_HEAP_AFTER"] = str(args.heap)
     if args.switch_interval is not None:
         args.routes = True
         os.environ["DET_BENCH_SWITCH_INTERVAL"] = str(args.switch_interval)
@@ -1127,6 +1194,7 @@ def main() -> None:
             report_tables(rows[-1])
             report_plans(rows[-1]["plans"])
             report_waits(rows[-1])
+            report_heaps(rows[-1])
     pinned = f", pinned to {args.master_cpus} core(s)" if args.master_cpus else ""
     if args.master_cpu_quota:
         pinned += f", {args.master_cpu_quota:g} core(s) of CPU time"

@@ -11,7 +11,10 @@ With ``DET_BENCH_WAITS`` too (``bench/scale.py --waits``), each front also appen
 ``$DET_BENCH_ROUTES/<pid>.waits``, every second, one JSON line of what came since: each app call
 as ``[time.time() at its end, route, wall seconds, CPU seconds]`` and each wait for one of the
 pool's connections as ``[time.time() at its end, seconds]``: where a request's time in the app
-went when it was not on the CPU.
+went when it was not on the CPU. And around the app (``served``): each request as ``[its end,
+route, seconds from the read of its first bytes to its queueing for a worker, seconds queued,
+seconds of the worker's whole service]``; and the event loop's work between two waits in
+``epoll`` (``turns``) as ``[its end, wall seconds, the main thread's CPU seconds, events]``.
 
 PostgreSQL's side is counted too, per route, as ``"pg <route>": [backend_cpu_seconds, uses]``:
 the run time (``/proc/<pid>/schedstat``, in nanoseconds) of the server process behind each of
@@ -36,6 +39,10 @@ by name (``"thread <name>"``). ``DET_BENCH_NO_PG_CPU`` leaves PostgreSQL's accou
 ``DET_BENCH_SWITCH_INTERVAL`` and ``DET_BENCH_GC_THRESHOLD`` (``a,b,c``) set the front's
 ``sys.setswitchinterval`` and ``gc.set_threshold`` (``bench/scale.py --switch-interval``,
 ``--gc-threshold``).
+
+With ``DET_BENCH_HEAP_AFTER`` (seconds; ``bench/scale.py --heap``), each front writes once, that
+long after it starts, a census of the objects its collector tracks to ``<pid>.heap``: the count
+in each generation, the frozen ones, its threads, and the old generation's most common types.
 
 Bench-only: nothing in det imports it, and without ``DET_BENCH_ROUTES`` it does nothing.
 """
@@ -76,12 +83,15 @@ class _Routes:
         #: the writer writes what it has not written yet).
         self.calls: list[tuple[float, str, float, float]] | None = [] if waits else None
         self.pool_waits: list[tuple[float, float]] = []
-        self.written = (0, 0)
+        self.written = (0, 0, 0, 0)
         self.pauses_written = 0
         self.local = threading.local()
         self.gc_stats: list[list[float]] = []
         self.gc_cpu: list[list[float]] = []
         self.pauses: list[tuple[float, int, float]] = []
+        #: With --waits: each request's way through the front, and each turn of the event loop.
+        self.served: list[tuple[float, str, float, float, float]] = []
+        self.turns: list[tuple[float, float, float, int]] = []
 
     def wrap(self, app: Any) -> Any:
         def counted(environ: dict[str, Any], start_response: Any) -> Any:
@@ -200,6 +210,87 @@ class _Routes:
 
         psycopg.Cursor.execute = measured  # type: ignore[method-assign]
 
+    def time_front(self) -> None:
+        """Times each request's way through the front around the app (with --waits): from the
+        read that brought its first bytes to its parsed request's queueing for a thread, its
+        wait in the queue, and the thread's whole service of it (the app and the writing of the
+        answer: waitress sends from the worker thread); and each turn of the event loop: its
+        wait in ``epoll``, the work before the wait (asking connections) and after it (reading,
+        accepting, writing what workers left), and the main thread's CPU in that work. A request
+        whose bytes came while the loop worked waits for the rest of the turn."""
+        from waitress.channel import HTTPChannel
+
+        from det.master import dispatch, evloop
+
+        served, turns = self.served, self.turns
+        handle_read = HTTPChannel.handle_read
+
+        def read(channel: Any) -> None:
+            if channel.request is None and not getattr(channel, "_bench_read", 0.0):
+                channel._bench_read = time.perf_counter()
+            handle_read(channel)
+
+        add_task = dispatch.PriorityDispatcher.add_task
+
+        def queued(pool: Any, task: Any) -> None:
+            task._bench_queued = time.perf_counter()
+            add_task(pool, task)
+
+        service = HTTPChannel.service
+
+        def serve(channel: Any) -> None:
+            began = time.perf_counter()
+            at = getattr(channel, "_bench_queued", began)
+            first = getattr(channel, "_bench_read", 0.0) or at
+            channel._bench_read = 0.0
+            request = channel.requests[0] if channel.requests else None
+            route = (
+                (request.command or "") + " " + _ID.sub("/:id", request.path or "")
+                if request is not None
+                else "?"
+            )
+            try:
+                service(channel)
+            finally:
+                served.append(
+                    (time.time(), route, at - first, began - at, time.perf_counter() - began)
+                )
+
+        HTTPChannel.handle_read = read  # type: ignore[method-assign]
+        dispatch.PriorityDispatcher.add_task = queued  # type: ignore[method-assign]
+        HTTPChannel.service = serve  # type: ignore[method-assign]
+
+        class TimedEpoll:
+            """The loop's ``epoll``, timing the work between two of its waits."""
+
+            def __init__(self, epoll: Any) -> None:
+                self.epoll = epoll
+                self.returned = time.perf_counter()
+                self.cpu = time.thread_time()
+                self.events = 0
+
+            def poll(self, timeout: float) -> Any:
+                t0, c0 = time.perf_counter(), time.thread_time()
+                # The work since the last wait ended: its events handled (reads, accepts,
+                # writes), then the connections asked for this wait. (end, wall, the main
+                # thread's CPU in it, the events it handled.)
+                turns.append((time.time(), t0 - self.returned, c0 - self.cpu, self.events))
+                events = self.epoll.poll(timeout)
+                self.returned, self.cpu = time.perf_counter(), time.thread_time()
+                self.events = len(events)
+                return events
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self.epoll, name)
+
+        loop_init = evloop.ReadinessLoop.__init__
+
+        def init(loop: Any, *args: Any, **kwargs: Any) -> None:
+            loop_init(loop, *args, **kwargs)
+            loop.epoll = TimedEpoll(loop.epoll)
+
+        evloop.ReadinessLoop.__init__ = init  # type: ignore[method-assign]
+
     def time_gc(self) -> None:
         """Counts each collection's wall and CPU time by generation (the collector runs in
         whichever thread allocated past the threshold, inside that thread's CPU time) and
@@ -228,6 +319,26 @@ class _Routes:
                 self.pauses.append((time.time(), generation, wall))
 
         gc.callbacks.append(callback)
+
+    def census_after(self, seconds: float) -> None:
+        """Once, ``seconds`` after the front starts: the objects the collector tracks, by
+        generation, and the old generation's (what a full collection scans) by type, to
+        ``<pid>.heap``."""
+        import collections
+        import gc
+
+        time.sleep(seconds)
+        sizes = [len(gc.get_objects(g)) for g in range(3)]
+        by_type = collections.Counter(type(o).__qualname__ for o in gc.get_objects(2))
+        census = {
+            "at": time.time(),
+            "generations": sizes,
+            "frozen": gc.get_freeze_count(),
+            "threads": threading.active_count(),
+            "old": by_type.most_common(25),
+        }
+        with open(os.path.join(self.out, f"{os.getpid()}.heap"), "w") as f:
+            json.dump(census, f)
 
     def dump_forever(self) -> None:
         os.makedirs(self.out, exist_ok=True)
@@ -273,9 +384,13 @@ class _Routes:
                 n_calls, n_waits = len(self.calls), len(self.pool_waits)
                 calls = self.calls[self.written[0] : n_calls]
                 pool_waits = self.pool_waits[self.written[1] : n_waits]
-                self.written = (n_calls, n_waits)
+                n_served, n_turns = len(self.served), len(self.turns)
+                served = self.served[self.written[2] : n_served]
+                turns = self.turns[self.written[3] : n_turns]
+                self.written = (n_calls, n_waits, n_served, n_turns)
                 with open(os.path.join(self.out, f"{os.getpid()}.waits"), "a") as f:
-                    f.write(json.dumps({"calls": calls, "pool": pool_waits}) + "\n")
+                    line = {"calls": calls, "pool": pool_waits, "served": served, "turns": turns}
+                    f.write(json.dumps(line) + "\n")
 
 
 class _WrapFrontServer(importlib.abc.MetaPathFinder):
@@ -300,6 +415,7 @@ class _WrapFrontServer(importlib.abc.MetaPathFinder):
                 routes = _Routes(out, waits=bool(os.environ.get("DET_BENCH_WAITS")))
                 if routes.calls is not None:
                     routes.timed_pool(state.pool)
+                    routes.time_front()
                 if not os.environ.get("DET_BENCH_NO_PG_CPU"):
                     routes.pg_per_route(state.pool)
                     routes.pg_per_statement(state.pool.conninfo)
@@ -311,6 +427,9 @@ class _WrapFrontServer(importlib.abc.MetaPathFinder):
 
                     gc.set_threshold(*map(int, os.environ["DET_BENCH_GC_THRESHOLD"].split(",")))
                 threading.Thread(target=routes.dump_forever, daemon=True).start()
+                if os.environ.get("DET_BENCH_HEAP_AFTER"):
+                    after = float(os.environ["DET_BENCH_HEAP_AFTER"])
+                    threading.Thread(target=routes.census_after, args=(after,), daemon=True).start()
                 return original(state, routes.wrap(app), sock, handoff)
 
             module.front_server = front_server

@@ -2,6 +2,7 @@
 ask of the master, the percentiles and the knee (no timing is asserted)."""
 
 import importlib.util
+import json
 import math
 import random
 import sys
@@ -131,14 +132,23 @@ def test_waits_are_read_from_every_front_and_kept_to_the_window(tmp_path: Path) 
         ' "pool": [[9.5, 0.3], [10.5, 0.004]]}\n'
         '{"calls": [[12.0, "GET /x", 0.01, 0.01]], "pool": [[21.0, 9.0]]}\n'
     )
+    # The other front also timed each request around the app ([end, route, read to queued,
+    # queued, service]) and its event loop's turns ([end, wall, CPU, events]).
     (tmp_path / "102.waits").write_text(
-        '{"calls": [[15.0, "POST /hb", 0.03, 0.002]], "pool": [[20.0, 0.006]]}\n'
+        '{"calls": [[15.0, "POST /hb", 0.03, 0.002]], "pool": [[20.0, 0.006]],'
+        ' "served": [[9.9, "POST /hb", 0.1, 0.2, 0.3], [11.0, "POST /hb", 0.001, 0.05, 0.02]],'
+        ' "turns": [[10.5, 0.004, 0.003, 7], [20.5, 1.0, 1.0, 1]]}\n'
     )
     (tmp_path / "101.json").write_text('{"": [1.0, 0]}')  # the routes' file: not read here
-    calls, pool = scale.read_waits(tmp_path, 10.0, 20.0)
-    assert calls == {"POST /hb": [(0.02, 0.001), (0.03, 0.002)], "GET /x": [(0.01, 0.01)]}
-    assert sorted(pool) == [0.004, 0.006]
-    assert scale.read_waits(None, 0.0, 1e12) == ({}, [])
+    waits = scale.read_waits(tmp_path, 10.0, 20.0)
+    assert waits["calls"] == {
+        "POST /hb": [(0.02, 0.001), (0.03, 0.002)],
+        "GET /x": [(0.01, 0.01)],
+    }
+    assert sorted(waits["pool"]) == [0.004, 0.006]
+    assert waits["served"] == {"POST /hb": [(0.001, 0.05, 0.02)]}
+    assert waits["turns"] == [(0.004, 0.003, 7)]
+    assert scale.read_waits(None, 0.0, 1e12) == {"calls": {}, "pool": [], "served": {}, "turns": []}
 
 
 def test_pauses_are_read_from_every_front_and_kept_to_the_window(tmp_path: Path) -> None:
@@ -149,3 +159,12 @@ def test_pauses_are_read_from_every_front_and_kept_to_the_window(tmp_path: Path)
     (tmp_path / "101.waits").write_text('{"calls": [], "pool": []}\n')  # not read here
     assert sorted(scale.read_pauses(tmp_path, 10.0, 20.0)) == [(0, 0.012), (2, 0.25)]
     assert scale.read_pauses(None, 0.0, 1e12) == []
+
+
+def test_heap_censuses_are_read_one_a_front(tmp_path: Path) -> None:
+    census = {"at": 1.0, "generations": [1, 2, 3], "frozen": 4, "threads": 5, "old": [["dict", 3]]}
+    (tmp_path / "101.heap").write_text(json.dumps(census))
+    (tmp_path / "102.heap").write_text(json.dumps({**census, "threads": 6}))
+    (tmp_path / "101.waits").write_text('{"calls": [], "pool": []}\n')  # not read here
+    assert [h["threads"] for h in scale.read_heaps(tmp_path)] == [5, 6]
+    assert scale.read_heaps(None) == []
