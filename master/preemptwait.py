@@ -39,6 +39,7 @@ from psycopg.conninfo import make_conninfo
 
 from det.master import db
 from det.master.db.connection import notifications
+from det.master.slimsync import Wakeup
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ class Waiters:
         self._channel = channel
         self._rereads = rereads
         self._lock = threading.Lock()
-        self._waiting: dict[str, set[threading.Event]] = {}
+        self._waiting: dict[str, set[Wakeup]] = {}
         self._listening = False
         self._started = False
         self._stop = threading.Event()
@@ -103,10 +104,10 @@ class Waiters:
     def listening(self) -> bool:
         return self._listening
 
-    def register(self, allocation_id: str) -> threading.Event:
+    def register(self, allocation_id: str) -> Wakeup:
         """An event set at the next notification for ``allocation_id`` (call before reading the
         row; :meth:`unregister` when done)."""
-        event = threading.Event()
+        event = Wakeup()
         with self._lock:
             self._waiting.setdefault(allocation_id, set()).add(event)
             if not self._started:
@@ -116,7 +117,7 @@ class Waiters:
                 ).start()
         return event
 
-    def unregister(self, allocation_id: str, event: threading.Event) -> None:
+    def unregister(self, allocation_id: str, event: Wakeup) -> None:
         with self._lock:
             events = self._waiting.get(allocation_id)
             if events is not None:

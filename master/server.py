@@ -25,7 +25,7 @@ from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
 
-from det.master import authcache, db, dispatch, evloop, httptask, listcache, proxy
+from det.master import authcache, db, dispatch, evloop, httptask, listcache, proxy, slimsync
 from det.master.app import create_app
 from det.master.config import MasterConfig, MasterConfigError
 from det.master.db import Conn
@@ -341,7 +341,7 @@ def front_server(state: MasterState, app: Any, sock: Any, handoff: Any) -> TcpWS
         base, extra = TLSWSGIServer, {"context": server_context(tls)}
         channel = type("_TLSRoutingChannel", (dispatch.RelayedMixin, _TLSChannel), {})
     base, channel, loop_map = _event_loop(state, base, channel)
-    channel = httptask.keep_alive(channel)
+    channel = connection_class(channel)
     threads = front_threads(state.config, hands_users_off=handoff is not None)
     front = type("_FrontServer", (base,), {"channel_class": channel, "handoff": None})
     server = front(
@@ -357,6 +357,13 @@ def front_server(state: MasterState, app: Any, sock: Any, handoff: Any) -> TcpWS
     if handoff is not None:
         server.handoff = dispatch.Handoff(handoff, state.agent_token, server._map)
     return server
+
+
+def connection_class(channel: type) -> type:
+    """The class of the connections a front or a user process serves, from a waitress
+    ``HTTPChannel`` class: det's task (det.master.httptask) and output lock
+    (det.master.slimsync)."""
+    return slimsync.slim_output_lock(httptask.keep_alive(channel))
 
 
 def front_threads(cfg: MasterConfig, *, hands_users_off: bool) -> int:
@@ -404,7 +411,11 @@ def _serve_users(state: MasterState, receive: Any) -> None:
     # No listening socket: a placeholder the server never accepts on (it is not started).
     placeholder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     base, channel, loop_map = _event_loop(state, TcpWSGIServer, HTTPChannel)
-    users = type("_UserServer", (base,), {"channel_class": httptask.keep_alive(channel)})
+    users = type(
+        "_UserServer",
+        (base,),
+        {"channel_class": connection_class(channel)},
+    )
     server = users(
         app,
         map=loop_map,

@@ -23,9 +23,11 @@ from waitress import wasyncore
 from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
 
-from det.master import evloop
+from det.master import evloop, slimsync
 
 BIG = 3 * 1024 * 1024
+#: More than the kernel's socket buffers hold on localhost (a few MB): the worker must wait.
+BIGGER = 16 * 1024 * 1024
 
 
 def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -33,6 +35,11 @@ def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable
     if path == "/big":
         start_response("200 OK", [("Content-Length", str(BIG))])
         return [bytes(range(256)) * (BIG // 256)]
+    if path == "/big-chunks":
+        # Each chunk past the high-water mark waits on the connection's output lock until
+        # the loop has flushed below it (det.master.slimsync.OutputLock.wait).
+        start_response("200 OK", [("Content-Length", str(BIGGER))])
+        return (bytes(range(256)) * 1024 for _ in range(BIGGER // (256 * 1024)))
     if path == "/stream":
         start_response("200 OK", [("Content-Type", "text/plain")])
 
@@ -56,7 +63,8 @@ def readiness_map() -> evloop.ReadinessMap:
 
 @pytest.fixture
 def server(readiness_map: evloop.ReadinessMap) -> Iterator[TcpWSGIServer]:
-    channel = type("Channel", (evloop.TrackedChannel, HTTPChannel), {})
+    # The master's output lock (det.master.slimsync): the big body below waits on it.
+    channel = slimsync.slim_output_lock(type("Channel", (evloop.TrackedChannel, HTTPChannel), {}))
     cls = type("Server", (evloop.ReadinessServer, TcpWSGIServer), {"channel_class": channel})
     srv = cls(
         app,
@@ -148,6 +156,13 @@ def test_big_bodies_to_a_slow_reader_streams_and_pipelined_requests(
         got += chunk
         time.sleep(0.001)
     assert got == bytes(range(256)) * (BIG // 256)
+    conn.request("GET", "/big-chunks")
+    r = conn.getresponse()
+    time.sleep(0.2)  # the buffers fill
+    got = b""
+    while chunk := r.read(1 << 20):
+        got += chunk
+    assert got == bytes(range(256)) * (BIGGER // 256)
     assert get(conn, "/stream") == b"".join(f"chunk {i}\n".encode() for i in range(5))
     # Two requests in one write: the second is served once the first is answered.
     sock = raw(server, clients)
