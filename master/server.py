@@ -391,7 +391,9 @@ def _event_loop(
         # is asked at every wake-up (det.master.evloop.tracked).
         channel = type(channel.__name__, (evloop.TrackedChannel, channel), {})
     server = type(server.__name__, (evloop.ReadinessServer, server), {})
-    return server, channel, evloop.ReadinessMap()
+    loop_map = evloop.ReadinessMap()
+    loop_map.full_pass_seconds = state.config.api_full_pass_seconds
+    return server, channel, loop_map
 
 
 def _watch_settings(state: MasterState, stop: threading.Event) -> None:

@@ -233,7 +233,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 def pytest_configure(config: pytest.Config) -> None:
     """Masters started by the tests record their answers (det.master.api._wirelog) into one
     folder per run; set here, in the controlling process, so every worker and master inherits
-    it."""
+    it. And the event loop's full pass (det.master.evloop) in a second rather than 10: a short
+    test's masters then still look at every connection for a readiness change made without its
+    mark (tests/integration/conftest.py fails a master that logs one)."""
+    os.environ.setdefault("DET_API_FULL_PASS_SECONDS", "1")
     if hasattr(config, "workerinput") or os.environ.get("DET_WIRE_LOG"):
         return
     folder = tempfile.mkdtemp(prefix="det-wire-")

@@ -66,6 +66,7 @@ def server(readiness_map: evloop.ReadinessMap) -> Iterator[TcpWSGIServer]:
     # The master's output lock (det.master.slimsync): the big body below waits on it.
     channel = slimsync.slim_output_lock(type("Channel", (evloop.TrackedChannel, HTTPChannel), {}))
     cls = type("Server", (evloop.ReadinessServer, TcpWSGIServer), {"channel_class": channel})
+    readiness_map.full_pass_seconds = 1.0  # the tests' masters' (a master's is 10)
     srv = cls(
         app,
         map=readiness_map,
@@ -247,3 +248,45 @@ def test_a_mark_made_while_a_full_pass_reads_the_marks_keeps_the_loop_alive(
         assert get(conn, f"/{i}") == f"/{i}".encode()
         settled()
     assert get(conn, "/after") == b"/after"
+
+
+class _NoServer:
+    """What a channel needs of its server to be made (nothing is served)."""
+
+    def __init__(self) -> None:
+        self.active_channels: dict[int, Any] = {}
+
+
+def test_a_full_pass_asks_a_tenth_of_the_connections_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pass is spread: each slice asks at most a tenth of the map's idle connections, and
+    the pass is whole (every one asked once) after ten slices, not in one burst."""
+    from waitress.adjustments import Adjustments
+
+    monkeypatch.setattr(evloop, "STATS", evloop.LoopStats())  # this loop's counts alone
+    channel = type("Channel", (evloop.TrackedChannel, HTTPChannel), {})
+    pairs = [socket.socketpair() for _ in range(95)]
+    m = evloop.ReadinessMap()
+    m.full_pass_seconds = 0.001  # a slice at every wake-up
+    server, adj = _NoServer(), Adjustments()
+    loop = evloop.ReadinessLoop(m)
+    try:
+        for a, _ in pairs:
+            channel(server, a, ("127.0.0.1", 1), adj, map=m)
+        loop.poll(0)  # the additions asked once each, and the first slice
+        passes = evloop.STATS.full_passes
+        sizes = []
+        for _ in range(evloop.FULL_PASS_SLICES - 1):
+            time.sleep(0.002)
+            asked = evloop.STATS.asked
+            loop.poll(0)
+            sizes.append(evloop.STATS.asked - asked)
+        assert evloop.STATS.full_passes == passes + 1
+        assert all(s <= 10 for s in sizes), sizes  # ceil(95 / 10)
+        assert sum(sizes) == 95 - 10, sizes  # the first slice asked ten
+    finally:
+        loop.epoll.close()
+        for a, b in pairs:
+            a.close()
+            b.close()
