@@ -488,6 +488,9 @@ class MasterConfig(_Model):
     # Seconds in which the readiness loop asks every connection again, a tenth at a time: the
     # bound on what a readiness change it was not told of could cost (det.master.evloop).
     api_full_pass_seconds: float = Field(10.0, gt=0, le=3600)
+    # A waiting long-poll parks without a thread (det.master.deferred) instead of in one of its
+    # own. Off until its young collections are understood (docs/deploy.md, Scale).
+    api_park_without_thread: bool = False
     # Processes that serve users' requests, apart from the ones serving agents, tasks and /info
     # (det.master.dispatch): 0 serves everything in the api_processes. Two by default: on a
     # 2-core machine the second serves 1.1-1.6x the reads of one (docs/benchmarks.md).
@@ -631,6 +634,7 @@ _ENV_SCALARS = {
     "DET_API_PROCESSES": ("api_processes",),
     "DET_CLUSTER_API_THREADS": ("cluster_api_threads",),
     "DET_API_FULL_PASS_SECONDS": ("api_full_pass_seconds",),
+    "DET_API_PARK_WITHOUT_THREAD": ("api_park_without_thread",),
     "DET_USER_API_PROCESSES": ("user_api_processes",),
     "DET_DB_POOL_SIZE": ("db_pool_size",),
     "DET_MIGRATE_ON_START": ("migrate_on_start",),

@@ -27,8 +27,10 @@ turns a config error into :class:`InvalidArgument` where a request carried the c
 server's entry point turns master.yaml's into one line and an exit code.
 
 Outside the tree on purpose: ``provisioner/fetch_release.py`` and ``provisioner/logship.py``
-(standard-library scripts a new VM runs before det is installed) and two private control-flow
-signals (``proxy._Redirect``, ``tls._Encrypted``), never seen outside their modules.
+(standard-library scripts a new VM runs before det is installed), two private control-flow
+signals (``proxy._Redirect``, ``tls._Encrypted``), never seen outside their modules, and
+``deferred.Deferred``: a request parking (a ``BaseException``, so that Flask lets it through to
+the task that catches it), not an error.
 """
 
 from __future__ import annotations

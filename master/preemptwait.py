@@ -104,10 +104,11 @@ class Waiters:
     def listening(self) -> bool:
         return self._listening
 
-    def register(self, allocation_id: str) -> Wakeup:
+    def register(self, allocation_id: str, event: Wakeup | None = None) -> Wakeup:
         """An event set at the next notification for ``allocation_id`` (call before reading the
-        row; :meth:`unregister` when done)."""
-        event = Wakeup()
+        row; :meth:`unregister` when done): ``event`` (a parking request's
+        det.master.deferred.Resume), or a new one."""
+        event = event if event is not None else Wakeup()
         with self._lock:
             self._waiting.setdefault(allocation_id, set()).add(event)
             if not self._started:

@@ -25,7 +25,17 @@ from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
 
-from det.master import authcache, db, dispatch, evloop, httptask, listcache, proxy, slimsync
+from det.master import (
+    authcache,
+    db,
+    deferred,
+    dispatch,
+    evloop,
+    httptask,
+    listcache,
+    proxy,
+    slimsync,
+)
 from det.master.app import create_app
 from det.master.config import MasterConfig, MasterConfigError
 from det.master.db import Conn
@@ -341,7 +351,7 @@ def front_server(state: MasterState, app: Any, sock: Any, handoff: Any) -> TcpWS
         base, extra = TLSWSGIServer, {"context": server_context(tls)}
         channel = type("_TLSRoutingChannel", (dispatch.RelayedMixin, _TLSChannel), {})
     base, channel, loop_map = _event_loop(state, base, channel)
-    channel = connection_class(channel)
+    channel = connection_class(channel, park_without_thread=state.config.api_park_without_thread)
     threads = front_threads(state.config, hands_users_off=handoff is not None)
     front = type("_FrontServer", (base,), {"channel_class": channel, "handoff": None})
     server = front(
@@ -359,11 +369,15 @@ def front_server(state: MasterState, app: Any, sock: Any, handoff: Any) -> TcpWS
     return server
 
 
-def connection_class(channel: type) -> type:
+def connection_class(channel: type, *, park_without_thread: bool = False) -> type:
     """The class of the connections a front or a user process serves, from a waitress
-    ``HTTPChannel`` class: det's task (det.master.httptask) and output lock
-    (det.master.slimsync)."""
-    return slimsync.slim_output_lock(httptask.keep_alive(channel))
+    ``HTTPChannel`` class: det's task (det.master.httptask), output lock (det.master.slimsync)
+    and, with ``park_without_thread`` (``api_park_without_thread``), long-polls that wait
+    without a thread (det.master.deferred)."""
+    slim = slimsync.slim_output_lock(httptask.keep_alive(channel))
+    if not park_without_thread:
+        return slim
+    return type(channel.__name__, (deferred.DeferringChannel, slim), {})
 
 
 def front_threads(cfg: MasterConfig, *, hands_users_off: bool) -> int:
@@ -416,7 +430,11 @@ def _serve_users(state: MasterState, receive: Any) -> None:
     users = type(
         "_UserServer",
         (base,),
-        {"channel_class": connection_class(channel)},
+        {
+            "channel_class": connection_class(
+                channel, park_without_thread=state.config.api_park_without_thread
+            )
+        },
     )
     server = users(
         app,

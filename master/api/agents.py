@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import math
 import threading
+import time
 from collections.abc import Iterator
 
-from flask import Blueprint
+from flask import Blueprint, request
 
 from det.common import agent_protocol as protocol
-from det.master import dispatch, preemptwait
+from det.master import deferred, dispatch, preemptwait
 from det.master.api._common import (
     AGENT,
     PUBLIC,
@@ -84,6 +86,25 @@ def changes(agent_id: str, params: protocol.ChangesParams) -> protocol.ChangesRe
         )
     cfg = state().config
     timeout = cfg.long_request_seconds(min(timeout, MAX_WAIT_SECONDS)) or 0.0
+    parking = deferred.current(request.environ) if timeout > 0 else None
+    if parking is not None:
+        # In a front the wait holds no thread: the request parks and is served again from here
+        # when woken or at its deadline, which is its first run's (det.master.deferred).
+        deadline = parking.deadline(timeout)
+        if parking.woken:
+            return {"changed": True}
+        if time.monotonic() >= deadline:
+            return {"changed": False}
+        waiters = preemptwait.waiters(str(state().pool.conninfo), preemptwait.AGENT_CHANNEL)
+        token = deferred.Resume()
+        waiters.register(agent_id, token)
+        parking.park(token, deadline, functools.partial(waiters.unregister, agent_id, token))
+        # It could not park: the word came meanwhile, or the request cannot (a body, another
+        # request queued behind it on its connection).
+        waiters.unregister(agent_id, token)
+        if token.is_set():
+            return {"changed": True}
+        timeout = max(0.0, deadline - time.monotonic())
     with dispatch.parking() as own_thread:
         if own_thread:
             return {"changed": _wait_for_work(agent_id, timeout)}

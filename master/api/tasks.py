@@ -5,13 +5,14 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime as dt
+import functools
 import math
 import time
 import urllib.parse
 
 from flask import Blueprint, Response, request
 
-from det.master import dispatch, limits, preemptwait, task_origin
+from det.master import deferred, dispatch, limits, preemptwait, task_origin
 from det.master.api import _access, _logs
 from det.master.api._common import (
     AGENT,
@@ -83,14 +84,23 @@ def preemption_signal(
         _access.allocation(conn, allocation_id)
     # Before the platform's request time limit, if any: the client asks again.
     timeout = state().config.long_request_seconds(timeout) or 0.0
-    deadline = time.monotonic() + timeout
+    # In a front, a wait holds no thread: the request parks and is served again from here when
+    # woken or at its deadline, which is its first run's (det.master.deferred).
+    parking = deferred.current(request.environ) if timeout > 0 else None
+    deadline = parking.deadline(timeout) if parking is not None else time.monotonic() + timeout
     # Woken by the allocation's notification (det.master.preemptwait), registered before the
     # first read so that no change slips between a read and the wait.
     waiters = preemptwait.waiters(str(state().pool.conninfo)) if timeout > 0 else None
-    woken = waiters.register(allocation_id) if waiters is not None else None
-    # Parked from the first wait to the answer (the pool runs one more thread meanwhile), not
-    # once per read: each park and unpark starts or stops a thread of the pool. A read when
-    # woken is short work on a pooled connection given back before waiting again.
+    woken = (
+        waiters.register(allocation_id, deferred.Resume() if parking is not None else None)
+        if waiters is not None
+        else None
+    )
+    kept = False  # registered still: the request parked, and unregisters when resumed
+    # Otherwise parked from the first wait to the answer (the pool runs one more thread
+    # meanwhile), not once per read: each park and unpark starts or stops a thread of the
+    # pool. A read when woken is short work on a pooled connection given back before waiting
+    # again.
     try:
         with contextlib.ExitStack() as stack:
             parked = False
@@ -107,12 +117,20 @@ def preemption_signal(
                 if left <= 0 or waiters is None or woken is None:
                     return {"preempt": False}
                 release_connection()  # no pooled connection is held while waiting
+                if parking is not None and isinstance(woken, deferred.Resume):
+                    kept = True
+                    done = functools.partial(waiters.unregister, allocation_id, woken)
+                    # Served again by the word, at the deadline, or to read the row again
+                    # while nobody listens (a lost connection: no word would come).
+                    until = min(deadline, time.monotonic() + waiters.wait_seconds())
+                    parking.park(woken, until, done)
+                    kept = False  # could not park (woken meanwhile: look again): wait here
                 if not parked:  # nor one of the threads that serve the other requests
                     stack.enter_context(dispatch.parked())
                     parked = True
                 woken.wait(min(waiters.wait_seconds(), left))
     finally:
-        if waiters is not None and woken is not None:
+        if waiters is not None and woken is not None and not kept:
             waiters.unregister(allocation_id, woken)
 
 

@@ -13,6 +13,7 @@ from det.master.errors import APIError, InvalidArgument, MasterError
 
 # Named in master/errors.py's docstring, with the reason.
 OUTSIDE = {
+    "det.master.deferred.Deferred",
     "det.master.provisioner.fetch_release.FetchError",
     "det.master.provisioner.logship.ShipError",
     "det.master.proxy._Redirect",
