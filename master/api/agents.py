@@ -88,8 +88,8 @@ def changes(agent_id: str, params: protocol.ChangesParams) -> protocol.ChangesRe
     timeout = cfg.long_request_seconds(min(timeout, MAX_WAIT_SECONDS)) or 0.0
     parking = deferred.current(request.environ) if timeout > 0 else None
     if parking is not None:
-        # In a front the wait holds no thread: the request parks and is served again from here
-        # when woken or at its deadline, which is its first run's (det.master.deferred).
+        # With api_park_without_thread the wait holds no thread: the request parks and is served
+        # again from here when woken or at its deadline, its first run's (det.master.deferred).
         deadline = parking.deadline(timeout)
         if parking.woken:
             return {"changed": True}

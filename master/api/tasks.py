@@ -84,8 +84,8 @@ def preemption_signal(
         _access.allocation(conn, allocation_id)
     # Before the platform's request time limit, if any: the client asks again.
     timeout = state().config.long_request_seconds(timeout) or 0.0
-    # In a front, a wait holds no thread: the request parks and is served again from here when
-    # woken or at its deadline, which is its first run's (det.master.deferred).
+    # With api_park_without_thread a wait holds no thread: the request parks and is served again
+    # from here when woken or at its deadline, its first run's (det.master.deferred).
     parking = deferred.current(request.environ) if timeout > 0 else None
     deadline = parking.deadline(timeout) if parking is not None else time.monotonic() + timeout
     # Woken by the allocation's notification (det.master.preemptwait), registered before the
