@@ -5,6 +5,7 @@ against a master started from this repository on the embedded database. Prints r
 API (median of several runs), the ratio to COPY of the same rows and the CPU each costs.
 
     .venv/bin/python bench/ingest.py [--runs 5] [--requests 40] [--steps 100] [--profile DIR]
+        [--floor]
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench._pg import bench_database
 from bench.api_reads import CPU, self_cpu
 from bench.user_flood import profile
+from det.master import fastjson
+from det.master.services import metrics_superseded
+from det.master.services import trials as trial_svc
 from tests.integration.conftest import start_master
 
 REPORTERS = 8
@@ -93,6 +97,116 @@ def api_run(url: str, token: str, trial_ids: list[int], n_requests: int) -> floa
     return REPORTERS * n_requests * STEPS / (time.perf_counter() - t0)
 
 
+def floor_run(
+    db_url: str, trial_ids: list[int], n_requests: int, cpu: CPU, *, copy: bool = False
+) -> tuple[float, dict[str, float]]:
+    """Rows per second of the database's side of the API path alone, with the master's own work
+    taken as free: each reporter's connection sends, for each of its batches, the two statements
+    the master sends for a training batch (the trial's read, then its write if the row is
+    unchanged), the rows and the new summary encoded before the clock starts. No master can
+    ingest faster than this through these statements on this machine; with the CPU seconds of
+    PostgreSQL (read while the connections are open) and of this process.
+
+    ``copy``: the cheapest write PostgreSQL has instead, in one transaction a batch: the trial's
+    row read and locked, the rows by COPY (their COPY text made beforehand), the trial's update."""
+    bodies = {
+        tid: [
+            fastjson.dumps(
+                [
+                    {
+                        "run": 1,
+                        "grp": "training",
+                        "total": r["stepsCompleted"],
+                        "body": {"avg_metrics": r["metrics"]["avgMetrics"]},  # type: ignore[index]
+                    }
+                    for r in reports(j * STEPS)
+                ],
+                finite=True,
+            )
+            for j in range(n_requests)
+        ]
+        for tid in trial_ids
+    }
+    summary = fastjson.dumps(
+        {"avg_metrics": {f"m{k}": {"type": "number", "count": 1, "sum": 1.0, "min": 0.5,
+                                   "max": 1.0, "last": 1.0} for k in range(METRICS)}},
+        finite=True,
+    )  # fmt: skip
+    conns = {tid: psycopg.connect(db_url, autocommit=True) for tid in trial_ids}
+    lines = {
+        tid: [
+            "".join(
+                f"{tid}\t1\ttraining\t{r['stepsCompleted']}\t"
+                + json.dumps({"avg_metrics": r["metrics"]["avgMetrics"]})  # type: ignore[index]
+                + "\n"
+                for r in reports(j * STEPS)
+            ).encode()
+            for j in range(n_requests)
+        ]
+        for tid in (trial_ids if copy else [])
+    }
+
+    def copy_worker(tid: int) -> None:
+        conn = conns[tid]
+        for j, text in enumerate(lines[tid]):
+            with conn.transaction():
+                conn.execute(trial_svc._READ_REPORTED + " FOR NO KEY UPDATE OF t", (tid,))
+                with conn.cursor().copy(
+                    "COPY metrics (trial_id, trial_run_id, metric_group, total_batches, metrics)"
+                    " FROM STDIN"
+                ) as cp:
+                    cp.write(text)
+                conn.execute(
+                    "UPDATE trials SET summary_metrics = %s::text::jsonb, steps_completed = %s"
+                    " WHERE id = %s",
+                    (summary, j * STEPS + STEPS - 1, tid),
+                )
+
+    def worker(tid: int) -> None:
+        conn = conns[tid]
+        for j, rows in enumerate(bodies[tid]):
+            row = conn.execute(trial_svc._READ_REPORTED, (tid,)).fetchone()
+            assert row is not None
+            clean_run, clean_from, version = row[-3:]
+            fate = metrics_superseded.plan(
+                clean_run, clean_from, {1: (j * STEPS, j * STEPS + STEPS - 1)}
+            )
+            changed = conn.execute(
+                trial_svc._WRITE_BATCH_IF_UNCHANGED,
+                {
+                    "trial": tid,
+                    "rows": rows,
+                    "summary": summary,
+                    "steps": j * STEPS + STEPS - 1,
+                    "best": None,
+                    "metric": row[7],
+                    "larger": row[8],
+                    "clean_run": fate.clean_run,
+                    "clean_from": fate.clean_from,
+                    "version": version,
+                },
+            ).fetchone()
+            if changed != (1,):
+                raise RuntimeError(f"trial {tid}: the write found its row changed")
+
+    threads = [
+        threading.Thread(target=copy_worker if copy else worker, args=(t,)) for t in trial_ids
+    ]
+    try:
+        cpu0 = cpu.read(), self_cpu()
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        rate = len(trial_ids) * n_requests * STEPS / (time.perf_counter() - t0)
+        used = {"master": 0.0, "postgres": cpu.read() - cpu0[0], "clients": self_cpu() - cpu0[1]}
+    finally:
+        for c in conns.values():
+            c.close()
+    return rate, used
+
+
 def copy_run(db_url: str, trial_ids: list[int], n_requests: int) -> tuple[float, dict[str, float]]:
     """Rows per second of one COPY of the rows the API run wrote, and the CPU seconds of its
     PostgreSQL backend and of this process while it ran (the backend exits with its
@@ -146,10 +260,19 @@ def main() -> None:
         "--profile", type=Path, default=None, metavar="DIR",
         help="py-spy (--gil) of each master process during 2 s of each API run (with --requests 150)",
     )  # fmt: skip
+    ap.add_argument(
+        "--floor", action="store_true",
+        help="also the database's side alone (the master's statements from the reporters' own"
+        " connections, its work taken as free): the most any master could reach",
+    )  # fmt: skip
     args = ap.parse_args()
     STEPS = args.steps
     api_cpu: list[dict[str, float]] = []
     copy_cpu: list[dict[str, float]] = []
+    floor_cpu: list[dict[str, float]] = []
+    floor: list[float] = []
+    floor_copy: list[float] = []
+    floor_copy_cpu: list[dict[str, float]] = []
     if args.profile:  # the venv's py-spy
         os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]
 
@@ -190,6 +313,13 @@ def main() -> None:
                 rate, used = copy_run(db_url, ids, args.requests)
                 copy.append(rate)
                 copy_cpu.append(used)
+                if args.floor:
+                    rate, used = floor_run(db_url, ids, args.requests, cpus["postgres"])
+                    floor.append(rate)
+                    floor_cpu.append(used)
+                    rate, used = floor_run(db_url, ids, args.requests, cpus["postgres"], copy=True)
+                    floor_copy.append(rate)
+                    floor_copy_cpu.append(used)
         finally:
             m.kill()
             server.cleanup()
@@ -200,10 +330,22 @@ def main() -> None:
     )
     print(f"API ingest: median {a:,.0f} rows/s (min {min(api):,.0f}, max {max(api):,.0f})")
     print(f"COPY:       median {c:,.0f} rows/s (min {min(copy):,.0f}, max {max(copy):,.0f})")
-    for name, used in (("API", api_cpu), ("COPY", copy_cpu)):
-        per = {k: statistics.median(u[k] for u in used) * 1000 / rows for k in used[0]}
+    if floor:
+        f = statistics.median(floor)
+        print(f"floor:      median {f:,.0f} rows/s (min {min(floor):,.0f}, max {max(floor):,.0f})")
+        f = statistics.median(floor_copy)
         print(
-            f"CPU ms per 1,000 rows, {name + ':':5} "
+            f"floor COPY: median {f:,.0f} rows/s"
+            f" (min {min(floor_copy):,.0f}, max {max(floor_copy):,.0f})"
+        )
+    for name, of_runs in (
+        ("API", api_cpu), ("COPY", copy_cpu), ("floor", floor_cpu), ("floor COPY", floor_copy_cpu)
+    ):  # fmt: skip
+        if not of_runs:
+            continue
+        per = {k: statistics.median(u[k] for u in of_runs) * 1000 / rows for k in of_runs[0]}
+        print(
+            f"CPU ms per 1,000 rows, {name + ':':11} "
             + ", ".join(f"{k} {v:.1f}" for k, v in per.items())
             + f" (total {sum(per.values()):.1f})"
         )
@@ -213,6 +355,17 @@ def main() -> None:
         f" {statistics.median(ratios):.2f} (min {ratios[0]:.2f}, max {ratios[-1]:.2f})"
         "   (issue 43's goal: >= 0.75x COPY)"
     )
+    if floor:
+        fr = sorted(x / y for x, y in zip(floor, copy, strict=True))
+        print(
+            f"ratio floor/COPY (the database's side alone, the master free): median"
+            f" {statistics.median(fr):.2f} (min {fr[0]:.2f}, max {fr[-1]:.2f})"
+        )
+        fr = sorted(x / y for x, y in zip(floor_copy, copy, strict=True))
+        print(
+            f"ratio floor COPY/COPY (a COPY a batch, the master free): median"
+            f" {statistics.median(fr):.2f} (min {fr[0]:.2f}, max {fr[-1]:.2f})"
+        )
 
 
 if __name__ == "__main__":
