@@ -101,9 +101,10 @@ def floor_run(
     db_url: str, trial_ids: list[int], n_requests: int, cpu: CPU, *, copy: bool = False
 ) -> tuple[float, dict[str, float]]:
     """Rows per second of the database's side of the API path alone, with the master's own work
-    taken as free: each reporter's connection sends, for each of its batches, the two statements
-    the master sends for a training batch (the trial's read, then its write if the row is
-    unchanged), the rows and the new summary encoded before the clock starts. No master can
+    taken as free: each reporter's connection sends, for each of its batches, the statements
+    the master sends for a training batch (the trial's read for its first, then only the write
+    if the row is unchanged: the master knows the row it wrote), the rows and the new summary
+    encoded before the clock starts. No master can
     ingest faster than this through these statements on this machine; with the CPU seconds of
     PostgreSQL (read while the connections are open) and of this process.
 
@@ -164,14 +165,17 @@ def floor_run(
 
     def worker(tid: int) -> None:
         conn = conns[tid]
+        version = None
         for j, rows in enumerate(bodies[tid]):
-            row = conn.execute(trial_svc._READ_REPORTED, (tid,)).fetchone()
-            assert row is not None
-            clean_run, clean_from, version = row[-3:]
+            if version is None:  # the master reads the row once; then it knows what it wrote
+                row = conn.execute(trial_svc._READ_REPORTED, (tid,)).fetchone()
+                assert row is not None
+                clean_run, clean_from, version = row[-3:]
             fate = metrics_superseded.plan(
                 clean_run, clean_from, {1: (j * STEPS, j * STEPS + STEPS - 1)}
             )
-            changed = conn.execute(
+            clean_run, clean_from = fate.clean_run, fate.clean_from
+            written = conn.execute(
                 trial_svc._WRITE_BATCH_IF_UNCHANGED,
                 {
                     "trial": tid,
@@ -186,8 +190,9 @@ def floor_run(
                     "version": version,
                 },
             ).fetchone()
-            if changed != (1,):
+            if written is None:
                 raise RuntimeError(f"trial {tid}: the write found its row changed")
+            version = written[0]
 
     threads = [
         threading.Thread(target=copy_worker if copy else worker, args=(t,)) for t in trial_ids

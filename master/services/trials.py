@@ -6,9 +6,11 @@ and updates the trial's searcher metric and summary.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from operator import itemgetter
@@ -372,17 +374,18 @@ _WRITE_BATCH = (
 )
 # The same written outside a transaction, only if the trial's row is still the version the
 # batch was folded from (its ``xmin``: any update makes a new version with another one). The
-# update goes first and the rows are inserted only beside a row it changed; the count it returns
-# (0 or 1) says which. A concurrent update that commits first is seen by the update's re-check
-# of its condition, so it matches nothing and nothing is written.
+# update goes first and the rows are inserted only beside a row it changed; the version it
+# returns (the new row's, none when nothing matched) says which. A concurrent update that
+# commits first is seen by the update's re-check of its condition, so it matches nothing and
+# nothing is written.
 _WRITE_BATCH_IF_UNCHANGED = (
     "WITH t AS (" + _SET_TRIAL + " WHERE id = %(trial)s AND xmin = %(version)s::text::xid"
-    " RETURNING id), written AS ("
+    " RETURNING id, xmin::text AS version), written AS ("
     + _INSERT_ROWS
     + " SELECT t.id, r.run, r.grp, r.total, r.body FROM t,"
     + _BATCH_ROWS
     + ")"
-    " SELECT count(*) FROM t"
+    " SELECT version FROM t"
 )
 # The same for a batch with validations of the searcher metric: the trial's best validation
 # pointer (``best_validation_id``, migration 0009) becomes the best of the rows just written and
@@ -456,13 +459,21 @@ def report_metrics(
     validates the searcher's metric nor follows a restart of the trial (nearly every one: the
     training reports) is two statements, each on its own: the read of the trial and the write,
     which applies only if the trial's row is still the version read
-    (:data:`_WRITE_BATCH_IF_UNCHANGED`); no ``BEGIN`` and ``COMMIT`` round trips. Any other batch,
-    or one whose trial changed in between, is done again whole in one transaction that locks the
-    trial's row. Called inside a transaction: that transaction, the row locked.
+    (:data:`_WRITE_BATCH_IF_UNCHANGED`); no ``BEGIN`` and ``COMMIT`` round trips. When this
+    process wrote the trial's last batch, the read is the row as written (:class:`_Written`)
+    and the write alone is sent; a row changed since costs that write, which then writes
+    nothing, and the batch goes on as without it. Any other batch, or one whose trial changed
+    in between, is done again whole in one transaction that locks the trial's row. Called
+    inside a transaction: that transaction, the row locked.
     """
     if conn.autocommit and conn.info.transaction_status == pq.TransactionStatus.IDLE:
-        n = _report_metrics(conn, trial_id, reports, finite, unlocked=True)
-        if n is not None:
+        known = _written.get(conn, trial_id)
+        n = None
+        if known is not None:  # the row as this process last wrote it: no read if unchanged
+            n = _report_metrics(conn, trial_id, reports, finite, unlocked=True, known=known)
+        if n is None:
+            n = _report_metrics(conn, trial_id, reports, finite, unlocked=True)
+        if n is not None and n != _NEEDS_LOCK:
             return n
         with conn.transaction():
             n = _report_metrics(conn, trial_id, reports, finite, unlocked=False)
@@ -472,19 +483,74 @@ def report_metrics(
     return n
 
 
+class _Written:
+    """The trial rows this process last wrote a batch of training reports to, each as the
+    read before the write would find it: the next batch of the trial folds into it and goes
+    straight to the guarded write, which applies only if the row is still that version (the
+    trial's read saved: one statement a batch, not two). A row changed meanwhile (another
+    process's report, a validation, the trial's state) fails the guard, writes nothing, and the
+    batch is read and written again as without it. Entries are by database (a process of the
+    tests talks to several) and trial, live :attr:`SECONDS` (a row's ``xmin`` is a transaction
+    id, which comes round again only after billions) and are at most :attr:`MOST` (then all
+    forgotten at once)."""
+
+    SECONDS = 60.0
+    MOST = 20_000
+
+    def __init__(self) -> None:
+        self._rows: dict[tuple[str, str, str, int], tuple[float, _Reported]] = {}
+
+    @staticmethod
+    def _key(conn: Conn, trial_id: int) -> tuple[str, str, str, int]:
+        info = conn.info
+        return info.host, str(info.port), info.dbname, trial_id
+
+    def get(self, conn: Conn, trial_id: int) -> _Reported | None:
+        entry = self._rows.get(self._key(conn, trial_id))
+        if entry is None or time.monotonic() - entry[0] > self.SECONDS:
+            return None
+        return entry[1]
+
+    def put(self, conn: Conn, trial: _Reported) -> None:
+        if len(self._rows) >= self.MOST:
+            self._rows.clear()
+        self._rows[self._key(conn, trial.id)] = (time.monotonic(), trial)
+
+    def forget(self, conn: Conn, trial_id: int) -> None:
+        self._rows.pop(self._key(conn, trial_id), None)
+
+
+_written = _Written()
+
+#: What the write outside a transaction answers for a batch that needs the trial's row locked.
+_NEEDS_LOCK = -1
+
+
 def _report_metrics(
-    conn: Conn, trial_id: int, reports: list[MetricsReportEntry], finite: bool, *, unlocked: bool
+    conn: Conn,
+    trial_id: int,
+    reports: list[MetricsReportEntry],
+    finite: bool,
+    *,
+    unlocked: bool,
+    known: _Reported | None = None,
 ) -> int | None:
-    """:func:`report_metrics` with the trial's row locked, or ``unlocked``: then None, and
-    nothing written, for a batch that needs the lock or a row that changed since it was read."""
-    lock = "" if unlocked else " FOR NO KEY UPDATE OF t"
-    trial = (
-        conn.cursor(row_factory=class_row(_Reported))
-        .execute(_READ_REPORTED + lock, (trial_id,))
-        .fetchone()
-    )
-    if trial is None:
-        raise NotFound(f"trial {trial_id} not found")
+    """:func:`report_metrics` with the trial's row locked, or ``unlocked``: then nothing
+    written, and :data:`_NEEDS_LOCK` for a batch that needs the lock, None for a row that
+    changed since it was read (or, with ``known``, since this process wrote it)."""
+    if known is not None:
+        trial = known
+    else:
+        lock = "" if unlocked else " FOR NO KEY UPDATE OF t"
+        read = (
+            conn.cursor(row_factory=class_row(_Reported))
+            .execute(_READ_REPORTED + lock, (trial_id,))
+            .fetchone()
+        )
+        if read is None:
+            _written.forget(conn, trial_id)
+            raise NotFound(f"trial {trial_id} not found")
+        trial = read
     rows = []
     by_group: dict[str, list[JSONObject]] = {}
     summary = trial.summary_metrics or {}
@@ -544,7 +610,7 @@ def _report_metrics(
         metric_text in avg for avg in by_group.get(VALIDATION, ())
     )
     if unlocked and (fate.look or events or validated):
-        return None  # rows to supersede, a searcher event, a best validation: in the lock
+        return _NEEDS_LOCK  # rows to supersede, a searcher event, a best validation
     best = trial.searcher_metric
     moved = fate.look and metrics_superseded.supersede(conn, trial_id, firsts) > 0
     if moved:
@@ -566,10 +632,11 @@ def _report_metrics(
             " VALUES (%s, 'validation', %s, %s)",
             (experiment_id, request_id, Jsonb(payload)),
         )
+    summary_text = fastjson.dumps(summary, finite=False)
     params = {
         "trial": trial_id,
         "rows": fastjson.dumps(rows, finite=finite),
-        "summary": fastjson.dumps(summary, finite=False),
+        "summary": summary_text,
         "steps": steps,
         "best": best,
         "metric": metric_text,
@@ -579,8 +646,24 @@ def _report_metrics(
         "version": trial.version,
     }
     if unlocked:
-        changed = db.scalar(conn, int, _WRITE_BATCH_IF_UNCHANGED, params)
-        return len(rows) if changed == 1 else None
+        version = db.scalar(conn, str, _WRITE_BATCH_IF_UNCHANGED, params)
+        if version is None:
+            _written.forget(conn, trial_id)
+            return None
+        _written.put(
+            conn,
+            dataclasses.replace(
+                trial,
+                # As the trial's read would give it back (non-finite numbers as their strings).
+                summary_metrics=cast("JSONObject", fastjson.loads(summary_text.encode())[0]),
+                steps_completed=steps,
+                metrics_clean_run=fate.clean_run,
+                metrics_clean_from=fate.clean_from,
+                version=version,
+            ),
+        )
+        return len(rows)
+    _written.forget(conn, trial_id)  # the row changes in this transaction
     conn.execute(_WRITE_BATCH_VALIDATED if validated else _WRITE_BATCH, params)
     if moved:
         # A moved validation can stop its checkpoint being the best (the rows just written are

@@ -16,7 +16,7 @@ from psycopg.rows import dict_row
 from det.master import db
 from det.master.services import trials
 from tests.integration.conftest import MasterClient
-from tests.integration.pg_trace import traced_pool
+from tests.integration.pg_trace import round_trips, traced_pool
 from tests.integration.test_trial_best_pointer import _experiment, _post, _report, _trials
 
 pytestmark = pytest.mark.integration
@@ -96,3 +96,71 @@ def test_a_report_between_anothers_read_and_write_is_counted_once(
         assert (loss["count"], loss["sum"], loss["min"], loss["max"]) == (3, 6.0, 1.0, 3.0)
         assert row["steps_completed"] == 8
         assert db.one_int(other, "SELECT count(*) FROM metrics WHERE trial_id = %s", (tid,)) == 3
+
+
+def _summary_and_rows(pg_url: str, tid: int) -> tuple[dict[str, Any], int, int]:
+    with psycopg.connect(pg_url, autocommit=True, row_factory=dict_row) as c:
+        row = c.execute(
+            "SELECT steps_completed, summary_metrics FROM trials WHERE id = %s", (tid,)
+        ).fetchone()
+        assert row is not None
+        n = db.one_int(c, "SELECT count(*) FROM metrics WHERE trial_id = %s", (tid,))
+        return row["summary_metrics"]["avg_metrics"]["loss"], row["steps_completed"], n
+
+
+def _written_twice(m: MasterClient, pg_url: str) -> int:
+    """A trial with two training batches (loss 4.0, then 3.0) through ``m``: the run's first in
+    the lock, the second read and then written under its version; the trial's id."""
+    (tid,) = _trials(pg_url, _experiment(m, True), 1)
+    _post(m, tid, [_report("training", 1, {"loss": 4.0})])
+    _post(m, tid, [_report("training", 2, {"loss": 3.0})])
+    return tid
+
+
+def test_a_trials_next_batch_from_the_process_that_wrote_its_last_is_the_write_alone(
+    api_master: MasterClient, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m = api_master
+    tid = _written_twice(m, pg_url)
+    sent = _traced_post(
+        m, tid, [_report("training", 3, {"loss": 2.0})], tmp_path / "a", monkeypatch
+    )
+    assert "det_larger_is_better" not in sent  # the trial's read: not sent
+    trips = round_trips(tmp_path / "a")
+    trials._written._rows.clear()  # as a process that did not write the trial's last batch
+    sent = _traced_post(
+        m, tid, [_report("training", 4, {"loss": 1.0})], tmp_path / "b", monkeypatch
+    )
+    assert "det_larger_is_better" in sent
+    assert round_trips(tmp_path / "b") == trips + 1
+    loss, steps, n = _summary_and_rows(pg_url, tid)
+    assert (loss["count"], loss["sum"], loss["min"], loss["max"], loss["last"]) == (
+        4, 10.0, 1.0, 4.0, 1.0
+    )  # fmt: skip
+    assert (steps, n) == (4, 4)
+
+
+def test_a_row_changed_since_this_process_wrote_it_is_read_again_and_counted_once(
+    api_master: MasterClient, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m = api_master
+    tid = _written_twice(m, pg_url)
+    seen = dict(trials._written._rows)  # the row as this process wrote it
+    # Another process (another front, another master) reports to the trial meanwhile.
+    with psycopg.connect(pg_url, autocommit=True) as other:
+        trials.report_metrics(other, tid, [_report("training", 3, {"loss": 2.0})])
+    trials._written._rows.clear()
+    trials._written._rows.update(seen)  # ... which this process did not see
+    sent = _traced_post(
+        m, tid, [_report("training", 4, {"loss": 1.0})], tmp_path / "c", monkeypatch
+    )
+    assert "xmin" in sent and "det_larger_is_better" in sent  # the write found it changed: read
+    loss, steps, n = _summary_and_rows(pg_url, tid)
+    assert (loss["count"], loss["sum"], loss["min"], loss["max"], loss["last"]) == (
+        4, 10.0, 1.0, 4.0, 1.0
+    )  # fmt: skip
+    assert (steps, n) == (4, 4)
+    # The next batch folds into the row as now written (the version read, then written).
+    _post(m, tid, [_report("training", 5, {"loss": 0.5})])
+    loss, steps, n = _summary_and_rows(pg_url, tid)
+    assert (loss["count"], loss["sum"], loss["min"], steps, n) == (5, 10.5, 0.5, 5, 5)
