@@ -489,35 +489,52 @@ class _Written:
     straight to the guarded write, which applies only if the row is still that version (the
     trial's read saved: one statement a batch, not two). A row changed meanwhile (another
     process's report, a validation, the trial's state) fails the guard, writes nothing, and the
-    batch is read and written again as without it. Entries are by database (a process of the
-    tests talks to several) and trial, live :attr:`SECONDS` (a row's ``xmin`` is a transaction
-    id, which comes round again only after billions) and are at most :attr:`MOST` (then all
-    forgotten at once)."""
+    batch is read and written again as without it; the trial is then taken as written by others
+    too (a client whose requests reach several fronts in turn) and not kept for
+    :attr:`SECONDS`, so that its batches cost the read, not a failed write as well. Entries are
+    by database (a process of the tests talks to several) and trial, live :attr:`SECONDS` (a
+    row's ``xmin`` is a transaction id, which comes round again only after billions) and are at
+    most :attr:`MOST` (then all forgotten at once)."""
 
     SECONDS = 60.0
     MOST = 20_000
 
     def __init__(self) -> None:
-        self._rows: dict[tuple[str, str, str, int], tuple[float, _Reported]] = {}
+        # The row as written, or None: written by others too, not kept until the time is past.
+        self._rows: dict[tuple[str, str, str, int], tuple[float, _Reported | None]] = {}
 
     @staticmethod
     def _key(conn: Conn, trial_id: int) -> tuple[str, str, str, int]:
         info = conn.info
         return info.host, str(info.port), info.dbname, trial_id
 
-    def get(self, conn: Conn, trial_id: int) -> _Reported | None:
-        entry = self._rows.get(self._key(conn, trial_id))
+    def _fresh(self, key: tuple[str, str, str, int]) -> tuple[float, _Reported | None] | None:
+        entry = self._rows.get(key)
         if entry is None or time.monotonic() - entry[0] > self.SECONDS:
             return None
-        return entry[1]
+        return entry
+
+    def get(self, conn: Conn, trial_id: int) -> _Reported | None:
+        entry = self._fresh(self._key(conn, trial_id))
+        return None if entry is None else entry[1]
 
     def put(self, conn: Conn, trial: _Reported) -> None:
+        key = self._key(conn, trial.id)
+        entry = self._fresh(key)
+        if entry is not None and entry[1] is None:
+            return  # written by others too: read it each time for now
         if len(self._rows) >= self.MOST:
             self._rows.clear()
-        self._rows[self._key(conn, trial.id)] = (time.monotonic(), trial)
+        self._rows[key] = (time.monotonic(), trial)
 
-    def forget(self, conn: Conn, trial_id: int) -> None:
-        self._rows.pop(self._key(conn, trial_id), None)
+    def forget(self, conn: Conn, trial_id: int, *, shared: bool = False) -> None:
+        """No row kept for the trial; ``shared``: a write found it changed by another, and
+        none is kept for :attr:`SECONDS`."""
+        key = self._key(conn, trial_id)
+        if shared:
+            self._rows[key] = (time.monotonic(), None)
+        else:
+            self._rows.pop(key, None)
 
 
 _written = _Written()
@@ -648,7 +665,7 @@ def _report_metrics(
     if unlocked:
         version = db.scalar(conn, str, _WRITE_BATCH_IF_UNCHANGED, params)
         if version is None:
-            _written.forget(conn, trial_id)
+            _written.forget(conn, trial_id, shared=True)
             return None
         _written.put(
             conn,

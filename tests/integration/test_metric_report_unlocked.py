@@ -140,17 +140,22 @@ def test_a_trials_next_batch_from_the_process_that_wrote_its_last_is_the_write_a
     assert (steps, n) == (4, 4)
 
 
+def _another_process_reports(pg_url: str, tid: int, report: dict[str, Any]) -> None:
+    """``report`` written as another process (another front, another master) writes it: this
+    process's rows as they were before."""
+    seen = dict(trials._written._rows)
+    with psycopg.connect(pg_url, autocommit=True) as other:
+        trials.report_metrics(other, tid, [report])
+    trials._written._rows.clear()
+    trials._written._rows.update(seen)
+
+
 def test_a_row_changed_since_this_process_wrote_it_is_read_again_and_counted_once(
     api_master: MasterClient, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     m = api_master
     tid = _written_twice(m, pg_url)
-    seen = dict(trials._written._rows)  # the row as this process wrote it
-    # Another process (another front, another master) reports to the trial meanwhile.
-    with psycopg.connect(pg_url, autocommit=True) as other:
-        trials.report_metrics(other, tid, [_report("training", 3, {"loss": 2.0})])
-    trials._written._rows.clear()
-    trials._written._rows.update(seen)  # ... which this process did not see
+    _another_process_reports(pg_url, tid, _report("training", 3, {"loss": 2.0}))
     sent = _traced_post(
         m, tid, [_report("training", 4, {"loss": 1.0})], tmp_path / "c", monkeypatch
     )
@@ -160,7 +165,10 @@ def test_a_row_changed_since_this_process_wrote_it_is_read_again_and_counted_onc
         4, 10.0, 1.0, 4.0, 1.0
     )  # fmt: skip
     assert (steps, n) == (4, 4)
-    # The next batch folds into the row as now written (the version read, then written).
-    _post(m, tid, [_report("training", 5, {"loss": 0.5})])
+    # Written by another process too: the next batch is read, then written (no failed write
+    # first), however the other writes meanwhile.
+    _another_process_reports(pg_url, tid, _report("training", 5, {"loss": 0.5}))
+    _traced_post(m, tid, [_report("training", 6, {"loss": 0.5})], tmp_path / "d", monkeypatch)
+    assert round_trips(tmp_path / "d") == round_trips(tmp_path / "c") - 1
     loss, steps, n = _summary_and_rows(pg_url, tid)
-    assert (loss["count"], loss["sum"], loss["min"], steps, n) == (5, 10.5, 0.5, 5, 5)
+    assert (loss["count"], loss["sum"], loss["min"], steps, n) == (6, 11.0, 0.5, 6, 6)
