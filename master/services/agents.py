@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import pq
-from psycopg.rows import class_row
+from psycopg.rows import args_row, class_row
 from psycopg.types.json import Jsonb
 
 from det.common.agent_protocol import (
@@ -68,14 +69,14 @@ def _quiet(
     each statement on its own; None when it would (:func:`_heartbeat` then, in a transaction)."""
     if report.get("preemptionNotice"):
         return None
-    touched = _touch(conn, agent_id, pool, report)
+    reported = _reported(report)
+    touched = _touch(conn, agent_id, pool, report, list(reported))
     if touched is None:
         return None  # a new agent: registered with its slots in one transaction
-    if not touched.same_slots:
+    agent, read = touched
+    if not agent.same_slots:
         return None
-    row = _Upserted(touched.enabled, touched.draining, False)
-    reported = _reported(report)
-    read = allocation_rows.live_on_or_among(conn, agent_id, list(reported))
+    row = _Upserted(agent.enabled, agent.draining, False)
     known = {r.id: r for r in read if r.id in reported}
     if not all(_changes_nothing(c, known.get(aid)) for aid, c in reported.items()):
         return None
@@ -126,22 +127,63 @@ class _Touched:
     same_slots: bool
 
 
-def _touch(conn: Conn, agent_id: str, pool: str, report: HeartbeatRequest) -> _Touched | None:
+# A quiet heartbeat's one statement: the agent's row touched (compared with the report's slots
+# in the same update), and the allocations the answer needs (live on the agent or reported by
+# it), one row each beside the agent's columns, or one row of NULLs for them when there are none.
+_TOUCH_AND_READ = (
+    "WITH t AS (UPDATE agents SET resource_pool = %s, version = %s, labels = %s, addresses = %s,"
+    " last_heartbeat = now(), connected = true WHERE id = %s"
+    " RETURNING enabled, draining, (SELECT coalesce(jsonb_object_agg(s.slot_id,"
+    " jsonb_build_array(s.type, s.uuid, s.brand, s.memory_mb)), '{}'::jsonb)"
+    " FROM slots s WHERE s.agent_id = agents.id) = %s::jsonb AS same_slots)"
+    " SELECT t.enabled, t.draining, t.same_slots, a.* FROM t LEFT JOIN LATERAL ("
+    + allocation_rows.LIVE_ON_OR_AMONG
+    + ") a ON true ORDER BY a.id"
+)
+
+
+def _touch(
+    conn: Conn, agent_id: str, pool: str, report: HeartbeatRequest, ids: list[str]
+) -> tuple[_Touched, list[allocation_rows.Allocation]] | None:
     """:func:`_upsert` for an agent already registered (None for a new one, so that an agent is
     never seen registered without its slots), with the comparison of its stored slots to the
-    report's in the same statement. Its read of the slots may predate a heartbeat of the same
-    agent that committed while this update waited for the row: then it can only send this
-    heartbeat to the transaction, or find this (older) report's slots, which the quiet path
-    does not write."""
-    return db.fetch_row(
-        conn,
-        _Touched,
-        "UPDATE agents SET resource_pool = %s, version = %s, labels = %s, addresses = %s,"
-        " last_heartbeat = now(), connected = true WHERE id = %s"
-        " RETURNING enabled, draining, (SELECT coalesce(jsonb_object_agg(s.slot_id,"
-        " jsonb_build_array(s.type, s.uuid, s.brand, s.memory_mb)), '{}'::jsonb)"
-        " FROM slots s WHERE s.agent_id = agents.id) = %s::jsonb AS same_slots",
-        (pool, *_described(report), agent_id, Jsonb(_slots_json(report["slots"]))),
+    report's, and :func:`allocation_rows.live_on_or_among` of ``ids``, in the same statement.
+    Its read of the slots may predate a heartbeat of the same agent that committed while this
+    update waited for the row: then it can only send this heartbeat to the transaction, or
+    find this (older) report's slots, which the quiet path does not write. Its read of the
+    allocations is as of the statement's start, as a read just before the update would be."""
+    rows = (
+        conn.cursor(row_factory=args_row(_touched_and_read))
+        .execute(
+            _TOUCH_AND_READ,
+            (
+                pool,
+                *_described(report),
+                agent_id,
+                Jsonb(_slots_json(report["slots"])),
+                agent_id,
+                ids,
+            ),
+        )
+        .fetchall()
+    )
+    if not rows:
+        return None
+    return rows[0][0], [alloc for _, alloc in rows if alloc is not None]
+
+
+_TOUCHED_WIDTH = 3 + len(dataclasses.fields(allocation_rows.Allocation))
+
+
+def _touched_and_read(*values: Any) -> tuple[_Touched, allocation_rows.Allocation | None]:
+    """A row of :data:`_TOUCH_AND_READ`: the agent's three columns, then an allocation's (in
+    ``Allocation``'s order, as ``allocation_rows.LIVE_ON_OR_AMONG`` selects them) or NULLs."""
+    width = _TOUCHED_WIDTH
+    if len(values) != width:
+        raise TypeError(f"a quiet heartbeat's row has {len(values)} columns, not {width}")
+    alloc = values[3:]
+    return _Touched(*values[:3]), (
+        allocation_rows.Allocation(*alloc) if alloc[0] is not None else None
     )
 
 

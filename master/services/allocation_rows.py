@@ -89,16 +89,17 @@ def live_on(conn: Conn, agent_id: str) -> list[Allocation]:
     ).fetchall()
 
 
+# :func:`live_on_or_among`'s rows (unordered; parameters: the agent's id, the ids), also read
+# in the same statement as a quiet heartbeat's update (det.master.services.agents).
+LIVE_ON_OR_AMONG = "SELECT " + _COLUMNS + " FROM allocations WHERE " + _LIVE_ON + " OR id = ANY(%s)"
+
+
 def live_on_or_among(conn: Conn, agent_id: str, ids: list[str]) -> list[Allocation]:
     """In one read, by id: the allocations placed on ``agent_id`` that have not ended (what
     :func:`live_on` reads) and those of ``ids`` (an agent's reported containers), whatever their
     state or placement. :func:`is_live_on` tells the first from the rest."""
     cur = conn.cursor(row_factory=class_row(Allocation))
-    return cur.execute(
-        "SELECT " + _COLUMNS + " FROM allocations"
-        " WHERE " + _LIVE_ON + " OR id = ANY(%s) ORDER BY id",
-        (agent_id, ids),
-    ).fetchall()
+    return cur.execute(LIVE_ON_OR_AMONG + " ORDER BY id", (agent_id, ids)).fetchall()
 
 
 def is_live_on(alloc: Allocation, agent_id: str) -> bool:

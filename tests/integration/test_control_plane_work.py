@@ -118,6 +118,12 @@ def test_a_running_agents_heartbeat_builds_no_spec_and_its_statements_do_not_gro
         assert with_three == with_one, (with_one, with_three)
         # The agent's row, its slots, its reported and live allocations in one read.
         assert with_three <= 3, with_three
+        # Outside a transaction (the API's way): the same answer from one statement, the
+        # agent's update with its allocations read beside it.
+        conn.statements = 0
+        quiet = agents.heartbeat(conn, api_master.state, "hb-three", _report("hb-three", 3, three))
+        assert conn.statements == 1
+        assert quiet["containers"] == answer["containers"]
         states = conn.execute(
             "SELECT DISTINCT state FROM allocations WHERE id = ANY(%s)", (one + three,)
         ).fetchall()
@@ -131,14 +137,14 @@ def test_a_running_agents_heartbeat_builds_no_spec_and_its_statements_do_not_gro
         ]
 
 
-def test_a_quiet_heartbeat_is_its_two_statements_alone(
+def test_a_quiet_heartbeat_is_its_one_statement_alone(
     api_master: Any, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The API answers a heartbeat outside a transaction: one that changes nothing but the
-    agent's liveness costs its two statements' round trips (the agent's update, which compares
-    its stored slots with the report's, and the read of its allocations), no BEGIN and no COMMIT (on a
-    loaded master each round trip is a wait for the interpreter lock while the connection is
-    held); one that changes more is applied whole in a transaction, as before. Round trips are
+    agent's liveness costs one statement's round trip (the agent's update, which compares its
+    stored slots with the report's, and the read of its allocations beside it), no BEGIN and no
+    COMMIT (on a loaded master each round trip is a wait for the interpreter lock while the
+    connection is held); one that changes more is applied whole in a transaction, as before. Round trips are
     counted on the pooled connections by libpq's trace (one ``ReadyForQuery`` ends each)."""
     beat = api_master.new_session()
     beat.headers["Authorization"] = f"Bearer {api_master.agent_token}"
@@ -153,7 +159,7 @@ def test_a_quiet_heartbeat_is_its_two_statements_alone(
 
     heartbeat(_report("quiet", 2, []))  # registers
     answer, trips = heartbeat(_report("quiet", 2, []))
-    assert trips == 2, trips  # the update with the slots' comparison, allocations: no BEGIN, COMMIT
+    assert trips == 1, trips  # the update, the slots' comparison, the allocations: no BEGIN
     assert answer["containers"] == [] and answer["enabled"] and not answer["draining"]
 
     more, trips = heartbeat(_report("quiet", 3, []))  # a new slot: the transaction's path
@@ -176,7 +182,7 @@ def test_a_quiet_heartbeat_is_its_two_statements_alone(
     again, trips = heartbeat(changed)
     assert trips > 3 and again["containers"] == []
     _, trips = heartbeat(changed)
-    assert trips == 2
+    assert trips == 1
     with psycopg.connect(pg_url, autocommit=True, row_factory=dict_row) as conn:
         memory = conn.execute(
             "SELECT memory_mb FROM slots WHERE agent_id = 'quiet' AND slot_id = '1'"
