@@ -475,10 +475,30 @@ def report_metrics(
             n = _report_metrics(conn, trial_id, reports, finite, unlocked=True)
         if n is not None and n != _NEEDS_LOCK:
             return n
-        with conn.transaction():
-            n = _report_metrics(conn, trial_id, reports, finite, unlocked=False)
+        return _report_metrics_pipelined(conn, trial_id, reports, finite)
     else:
         n = _report_metrics(conn, trial_id, reports, finite, unlocked=False)
+    assert n is not None  # the locked path always writes
+    return n
+
+
+def _report_metrics_pipelined(
+    conn: Conn, trial_id: int, reports: list[MetricsReportEntry], finite: bool
+) -> int:
+    """:func:`_report_metrics` locked, in a transaction sent in a pipeline: ``BEGIN`` travels
+    with the locked read (one round trip) and what follows the read (the searcher's events, the
+    write, the best checkpoint's refresh, its wake-up) with the ``COMMIT`` (one more), where
+    each was a round trip of its own. A statement's error comes at the end, and the transaction
+    is rolled back whatever ends it early. ``conn``: in autocommit, outside a transaction."""
+    try:
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            n = _report_metrics(conn, trial_id, reports, finite, unlocked=False)
+            conn.execute("COMMIT")
+    except BaseException:
+        if conn.info.transaction_status != pq.TransactionStatus.IDLE:
+            conn.rollback()
+        raise
     assert n is not None  # the locked path always writes
     return n
 

@@ -6,6 +6,7 @@ read and write is counted in the summary once, the rows once, and a batch that n
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -172,3 +173,52 @@ def test_a_row_changed_since_this_process_wrote_it_is_read_again_and_counted_onc
     assert round_trips(tmp_path / "d") == round_trips(tmp_path / "c") - 1
     loss, steps, n = _summary_and_rows(pg_url, tid)
     assert (loss["count"], loss["sum"], loss["min"], steps, n) == (6, 11.0, 0.5, 6, 6)
+
+
+def test_a_locked_batch_is_two_round_trips_and_all_or_nothing(
+    api_master: MasterClient, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch in the lock goes in a pipeline: BEGIN with the read, the rest with COMMIT. A
+    statement that fails among the rest (here a trigger refusing the rows) leaves nothing of
+    the batch (its searcher event neither) and the connection out of the transaction."""
+    m = api_master
+    tid = _written_twice(m, pg_url)
+    validation = [_report("validation", 2, {"loss": 0.3})]
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        before = _round_trips_of(
+            conn, tmp_path / "ok", lambda: trials.report_metrics(conn, tid, validation)
+        )
+        assert before == 2  # (BEGIN, the locked read), (events, write, refresh, NOTIFY, COMMIT)
+        conn.execute(
+            "CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            " IF NEW.metrics->'avg_metrics' ? 'boom' THEN RAISE EXCEPTION 'boom refused'; END IF;"
+            " RETURN NEW; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER refuse_boom BEFORE INSERT ON metrics FOR EACH ROW"
+            " EXECUTE FUNCTION refuse_boom()"
+        )
+        events = db.one_int(conn, "SELECT count(*) FROM searcher_events")
+        loss, steps, n = _summary_and_rows(pg_url, tid)
+        with pytest.raises(psycopg.errors.RaiseException, match="boom refused"):
+            trials.report_metrics(conn, tid, [_report("validation", 3, {"loss": 0.1, "boom": 1})])
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert db.one_int(conn, "SELECT count(*) FROM searcher_events") == events
+        assert _summary_and_rows(pg_url, tid) == (loss, steps, n)
+        trials.report_metrics(conn, tid, [_report("validation", 3, {"loss": 0.1})])  # usable
+        assert _summary_and_rows(pg_url, tid)[2] == n + 1
+
+
+def _round_trips_of(conn: Any, trace: Path, call: Any) -> int:
+    """``call()``'s round trips on ``conn`` (libpq's trace: its messages' exchanges)."""
+    with trace.open("w") as out:
+        conn.pgconn.trace(out.fileno())
+        conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            call()
+        finally:
+            conn.pgconn.untrace()
+    # An exchange ends where the server's answers stop and the client sends again.
+    directions = [line.split("\t")[0] for line in trace.read_text().splitlines() if line]
+    answered = sum(1 for a, b in itertools.pairwise(directions) if (a, b) == ("B", "F"))
+    return answered + (1 if directions and directions[-1] == "B" else 0)
