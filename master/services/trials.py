@@ -520,15 +520,19 @@ class _Written:
     MOST = 20_000
 
     def __init__(self) -> None:
-        # The row as written, or None: written by others too, not kept until the time is past.
-        self._rows: dict[tuple[str, str, str, int], tuple[float, _Reported | None]] = {}
+        # The row as written with its summary's text (a string: nothing for the collector to
+        # scan, where the summary's dicts would be a dozen objects a trial in the old
+        # generation), or None: written by others too, not kept until the time is past.
+        self._rows: dict[tuple[str, str, str, int], tuple[float, tuple[_Reported, str] | None]] = {}
 
     @staticmethod
     def _key(conn: Conn, trial_id: int) -> tuple[str, str, str, int]:
         info = conn.info
         return info.host, str(info.port), info.dbname, trial_id
 
-    def _fresh(self, key: tuple[str, str, str, int]) -> tuple[float, _Reported | None] | None:
+    def _fresh(
+        self, key: tuple[str, str, str, int]
+    ) -> tuple[float, tuple[_Reported, str] | None] | None:
         entry = self._rows.get(key)
         if entry is None or time.monotonic() - entry[0] > self.SECONDS:
             return None
@@ -536,16 +540,23 @@ class _Written:
 
     def get(self, conn: Conn, trial_id: int) -> _Reported | None:
         entry = self._fresh(self._key(conn, trial_id))
-        return None if entry is None else entry[1]
+        if entry is None or entry[1] is None:
+            return None
+        trial, summary = entry[1]
+        # As the trial's read would give it back (non-finite numbers as their strings).
+        return dataclasses.replace(
+            trial, summary_metrics=cast("JSONObject", fastjson.loads(summary.encode())[0])
+        )
 
-    def put(self, conn: Conn, trial: _Reported) -> None:
+    def put(self, conn: Conn, trial: _Reported, summary: str) -> None:
+        """``trial`` as written, its summary the JSON text ``summary``."""
         key = self._key(conn, trial.id)
         entry = self._fresh(key)
         if entry is not None and entry[1] is None:
             return  # written by others too: read it each time for now
         if len(self._rows) >= self.MOST:
             self._rows.clear()
-        self._rows[key] = (time.monotonic(), trial)
+        self._rows[key] = (time.monotonic(), (trial, summary))
 
     def forget(self, conn: Conn, trial_id: int, *, shared: bool = False) -> None:
         """No row kept for the trial; ``shared``: a write found it changed by another, and
@@ -691,13 +702,13 @@ def _report_metrics(
             conn,
             dataclasses.replace(
                 trial,
-                # As the trial's read would give it back (non-finite numbers as their strings).
-                summary_metrics=cast("JSONObject", fastjson.loads(summary_text.encode())[0]),
+                summary_metrics=None,  # kept as the text written
                 steps_completed=steps,
                 metrics_clean_run=fate.clean_run,
                 metrics_clean_from=fate.clean_from,
                 version=version,
             ),
+            summary_text,
         )
         return len(rows)
     _written.forget(conn, trial_id)  # the row changes in this transaction
