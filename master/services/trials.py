@@ -503,6 +503,13 @@ def _report_metrics_pipelined(
     return n
 
 
+# (host, port, database, trial or experiment id)
+_Key = tuple[str, str, str, int]
+# A kept row: experiment, request, summary text, steps, searcher metric, metric, larger is
+# better, clean run, clean from, version (_Reported's columns but id and config).
+_Kept = tuple[int, str, str, int, float | None, str | None, bool | None, int, int, str]
+
+
 class _Written:
     """The trial rows this process last wrote a batch of training reports to, each as the
     read before the write would find it: the next batch of the trial folds into it and goes
@@ -520,32 +527,48 @@ class _Written:
     MOST = 20_000
 
     def __init__(self) -> None:
-        # The row as written with its summary's text (a string: nothing for the collector to
-        # scan, where the summary's dicts would be a dozen objects a trial in the old
-        # generation), or None: written by others too, not kept until the time is past.
-        self._rows: dict[tuple[str, str, str, int], tuple[float, tuple[_Reported, str] | None]] = {}
+        # The row as written, its columns but the config as one tuple of strings and numbers
+        # (the summary as the text written), which the collector stops tracking once it has
+        # seen it: a kept row is replaced at every batch, and objects that live that long would
+        # reach the old generation and bring its full collections sooner. None: written by
+        # others too, not kept until the time is past. The configs, one by experiment, stay.
+        self._rows: dict[_Key, tuple[float, _Kept | None]] = {}
+        self._configs: dict[_Key, JSONObject] = {}
 
     @staticmethod
-    def _key(conn: Conn, trial_id: int) -> tuple[str, str, str, int]:
+    def _key(conn: Conn, trial_id: int) -> _Key:
         info = conn.info
         return info.host, str(info.port), info.dbname, trial_id
 
-    def _fresh(
-        self, key: tuple[str, str, str, int]
-    ) -> tuple[float, tuple[_Reported, str] | None] | None:
+    def _fresh(self, key: _Key) -> tuple[float, _Kept | None] | None:
         entry = self._rows.get(key)
         if entry is None or time.monotonic() - entry[0] > self.SECONDS:
             return None
         return entry
 
     def get(self, conn: Conn, trial_id: int) -> _Reported | None:
-        entry = self._fresh(self._key(conn, trial_id))
+        key = self._key(conn, trial_id)
+        entry = self._fresh(key)
         if entry is None or entry[1] is None:
             return None
-        trial, summary = entry[1]
-        # As the trial's read would give it back (non-finite numbers as their strings).
-        return dataclasses.replace(
-            trial, summary_metrics=cast("JSONObject", fastjson.loads(summary.encode())[0])
+        experiment, request, summary, steps, best, metric, larger, run, since, version = entry[1]
+        config = self._configs.get((*key[:3], experiment))
+        if config is None:
+            return None
+        return _Reported(
+            id=trial_id,
+            experiment_id=experiment,
+            request_id=request,
+            # As the trial's read would give it back (non-finite numbers as their strings).
+            summary_metrics=cast("JSONObject", fastjson.loads(summary.encode())[0]),
+            steps_completed=steps,
+            searcher_metric=best,
+            config=config,
+            metric_text=metric,
+            larger=larger,
+            metrics_clean_run=run,
+            metrics_clean_from=since,
+            version=version,
         )
 
     def put(self, conn: Conn, trial: _Reported, summary: str) -> None:
@@ -556,7 +579,21 @@ class _Written:
             return  # written by others too: read it each time for now
         if len(self._rows) >= self.MOST:
             self._rows.clear()
-        self._rows[key] = (time.monotonic(), (trial, summary))
+            self._configs.clear()
+        self._configs.setdefault((*key[:3], trial.experiment_id), trial.config)
+        kept: _Kept = (
+            trial.experiment_id,
+            trial.request_id,
+            summary,
+            trial.steps_completed,
+            trial.searcher_metric,
+            trial.metric_text,
+            trial.larger,
+            trial.metrics_clean_run,
+            trial.metrics_clean_from,
+            trial.version,
+        )
+        self._rows[key] = (time.monotonic(), kept)
 
     def forget(self, conn: Conn, trial_id: int, *, shared: bool = False) -> None:
         """No row kept for the trial; ``shared``: a write found it changed by another, and
@@ -702,7 +739,6 @@ def _report_metrics(
             conn,
             dataclasses.replace(
                 trial,
-                summary_metrics=None,  # kept as the text written
                 steps_completed=steps,
                 metrics_clean_run=fate.clean_run,
                 metrics_clean_from=fate.clean_from,
