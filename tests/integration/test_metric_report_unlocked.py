@@ -183,8 +183,11 @@ def test_a_locked_batch_is_two_round_trips_and_all_or_nothing(
     the batch (its searcher event neither) and the connection out of the transaction."""
     m = api_master
     tid = _written_twice(m, pg_url)
-    validation = [_report("validation", 2, {"loss": 0.3})]
+    validation = [_report("validation", 4, {"loss": 0.3})]
     with psycopg.connect(pg_url, autocommit=True) as conn:
+        # A training batch first, so that this process keeps the row as this connection's
+        # database names it: the validation then goes to the lock without an unlocked read.
+        trials.report_metrics(conn, tid, [_report("training", 3, {"loss": 2.0})])
         before = _round_trips_of(
             conn, tmp_path / "ok", lambda: trials.report_metrics(conn, tid, validation)
         )
@@ -201,11 +204,11 @@ def test_a_locked_batch_is_two_round_trips_and_all_or_nothing(
         events = db.one_int(conn, "SELECT count(*) FROM searcher_events")
         loss, steps, n = _summary_and_rows(pg_url, tid)
         with pytest.raises(psycopg.errors.RaiseException, match="boom refused"):
-            trials.report_metrics(conn, tid, [_report("validation", 3, {"loss": 0.1, "boom": 1})])
+            trials.report_metrics(conn, tid, [_report("validation", 5, {"loss": 0.1, "boom": 1})])
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         assert db.one_int(conn, "SELECT count(*) FROM searcher_events") == events
         assert _summary_and_rows(pg_url, tid) == (loss, steps, n)
-        trials.report_metrics(conn, tid, [_report("validation", 3, {"loss": 0.1})])  # usable
+        trials.report_metrics(conn, tid, [_report("validation", 5, {"loss": 0.1})])  # usable
         assert _summary_and_rows(pg_url, tid)[2] == n + 1
 
 
