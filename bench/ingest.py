@@ -5,16 +5,20 @@ against a master started from this repository on the embedded database. Prints r
 API (median of several runs), the ratio to COPY of the same rows and the CPU each costs.
 
     .venv/bin/python bench/ingest.py [--runs 5] [--requests 40] [--steps 100] [--profile DIR]
-        [--floor]
+        [--floor] [--ceiling]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
+import signal
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -37,6 +41,7 @@ from det.master.services import metrics_superseded
 from det.master.services import trials as trial_svc
 from tests.integration.conftest import start_master
 
+ROOT = Path(__file__).resolve().parents[1]
 REPORTERS = 8
 STEPS = 100  # steps per request (--steps): the table's figure is for 100
 METRICS = 10
@@ -63,8 +68,11 @@ def reports(start: int) -> list[dict[str, object]]:
     ]
 
 
-def api_run(url: str, token: str, trial_ids: list[int], n_requests: int) -> float:
-    """Each reporter encodes its request and posts it on its own keep-alive connection.
+def api_run(
+    url: str, token: str, trial_ids: list[int], n_requests: int, *, ceiling: bool = False
+) -> float:
+    """Each reporter encodes its request and posts it on its own keep-alive connection
+    (``ceiling``: to :mod:`bench._ingest_ceiling`'s route for the batch).
 
     The reporters share these 2 cores with the master and PostgreSQL, so they use a lean
     client (http.client, orjson) to leave the cores to what is measured; a real reporter runs
@@ -78,7 +86,7 @@ def api_run(url: str, token: str, trial_ids: list[int], n_requests: int) -> floa
         for j in range(n_requests):
             conn.request(
                 "POST",
-                f"/api/v1/trials/{tid}/metrics/batch",
+                f"/t/{tid}/{j}" if ceiling else f"/api/v1/trials/{tid}/metrics/batch",
                 body=orjson.dumps({"reports": reports(j * STEPS)}),
                 headers=headers,
             )
@@ -270,6 +278,17 @@ def main() -> None:
         help="also the database's side alone (the master's statements from the reporters' own"
         " connections, its work taken as free): the most any master could reach",
     )  # fmt: skip
+    ap.add_argument(
+        "--ceiling", action="store_true",
+        help="also a front that pays waitress and psycopg but does none of the master's work"
+        " (bench/_ingest_ceiling.py): the most a master served by waitress could reach",
+    )  # fmt: skip
+    ap.add_argument("--ceiling-port", type=int, default=18431)
+    ap.add_argument("--ceiling-server", choices=("waitress", "granian"), default="waitress")
+    ap.add_argument(
+        "--candidates", type=Path, default=None, metavar="DIR",
+        help="where granian is (pip install --target DIR granian): not a det dependency",
+    )  # fmt: skip
     args = ap.parse_args()
     STEPS = args.steps
     api_cpu: list[dict[str, float]] = []
@@ -278,6 +297,8 @@ def main() -> None:
     floor: list[float] = []
     floor_copy: list[float] = []
     floor_copy_cpu: list[dict[str, float]] = []
+    ceiling: list[float] = []
+    ceiling_cpu: list[dict[str, float]] = []
     if args.profile:  # the venv's py-spy
         os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]
 
@@ -306,6 +327,8 @@ def main() -> None:
             # CPU seconds of the master's processes, PostgreSQL's and this process (the clients)
             # per 1,000 rows: the figure that survives other load on the machine.
             cpus = {"master": CPU(m.proc.pid), "postgres": CPU(int(server.get_pid() or 0))}
+            fronts = start_ceiling(db_url, args) if args.ceiling else []
+            ceiling_url = f"http://127.0.0.1:{args.ceiling_port}"
             api, copy = [], []
             for run in range(args.runs):
                 spies = profile(m.proc.pid, 2, args.profile / f"run{run}") if args.profile else []
@@ -325,7 +348,16 @@ def main() -> None:
                     rate, used = floor_run(db_url, ids, args.requests, cpus["postgres"], copy=True)
                     floor_copy.append(rate)
                     floor_copy_cpu.append(used)
+                if fronts:
+                    front_cpu = CPU(*(f.pid for f in fronts))
+                    before = {"master": front_cpu.read(), "postgres": cpus["postgres"].read()}
+                    before["clients"] = self_cpu()
+                    ceiling.append(api_run(ceiling_url, token, ids, args.requests, ceiling=True))
+                    used = {"master": front_cpu.read(), "postgres": cpus["postgres"].read()}
+                    used["clients"] = self_cpu()
+                    ceiling_cpu.append({k: used[k] - before[k] for k in used})
         finally:
+            stop(fronts)
             m.kill()
             server.cleanup()
     a, c = statistics.median(api), statistics.median(copy)
@@ -343,8 +375,15 @@ def main() -> None:
             f"floor COPY: median {f:,.0f} rows/s"
             f" (min {min(floor_copy):,.0f}, max {max(floor_copy):,.0f})"
         )
+    if ceiling:
+        f = statistics.median(ceiling)
+        print(
+            f"ceiling:    median {f:,.0f} rows/s (min {min(ceiling):,.0f},"
+            f" max {max(ceiling):,.0f}; {args.ceiling_server}, {args.processes} processes)"
+        )
     for name, of_runs in (
-        ("API", api_cpu), ("COPY", copy_cpu), ("floor", floor_cpu), ("floor COPY", floor_copy_cpu)
+        ("API", api_cpu), ("COPY", copy_cpu), ("floor", floor_cpu), ("floor COPY", floor_copy_cpu),
+        ("ceiling", ceiling_cpu),
     ):  # fmt: skip
         if not of_runs:
             continue
@@ -371,6 +410,59 @@ def main() -> None:
             f"ratio floor COPY/COPY (a COPY a batch, the master free): median"
             f" {statistics.median(fr):.2f} (min {fr[0]:.2f}, max {fr[-1]:.2f})"
         )
+    if ceiling:
+        fr = sorted(x / y for x, y in zip(ceiling, copy, strict=True))
+        print(
+            f"ratio ceiling/COPY ({args.ceiling_server} and psycopg, none of the master's work):"
+            " median"
+            f" {statistics.median(fr):.2f} (min {fr[0]:.2f}, max {fr[-1]:.2f})"
+        )
+
+
+def stop(fronts: list[subprocess.Popen[bytes]]) -> None:
+    """Each front's process group (granian's workers with it) killed."""
+    for f in fronts:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(f.pid, signal.SIGKILL)
+        f.wait()
+
+
+def start_ceiling(db_url: str, args: argparse.Namespace) -> list[subprocess.Popen[bytes]]:
+    """The fronts of :mod:`bench._ingest_ceiling` on one port, answering: ``--processes``
+    waitress processes, or granian with as many workers."""
+    env = dict(os.environ, DET_CEILING=f"{db_url} {args.requests} {STEPS}")
+    port = str(args.ceiling_port)
+    if args.ceiling_server == "granian":
+        if args.candidates:
+            env["PYTHONPATH"] = os.pathsep.join(
+                filter(None, [str(args.candidates), env.get("PYTHONPATH")])
+            )
+        fronts = [
+            subprocess.Popen(
+                [sys.executable, "-m", "granian", "--interface", "wsgi", "--workers",
+                 str(args.processes), "--blocking-threads", "16", "--host", "127.0.0.1",
+                 "--port", port, "--log-level", "warning", "bench._ingest_ceiling:app"],
+                cwd=ROOT, env=env, start_new_session=True,
+            )
+        ]  # fmt: skip
+    else:
+        cmd = [sys.executable, "-m", "bench._ingest_ceiling", port]
+        fronts = [
+            subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
+            for _ in range(args.processes)
+        ]
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", args.ceiling_port), timeout=1):
+                break
+        except OSError:
+            if time.monotonic() > deadline or any(f.poll() is not None for f in fronts):
+                stop(fronts)
+                raise RuntimeError("the ceiling's fronts did not start") from None
+            time.sleep(0.1)
+    time.sleep(2.0)  # every front (or worker) listening
+    return fronts
 
 
 if __name__ == "__main__":
