@@ -138,3 +138,45 @@ def test_a_context_files_mtime_is_a_number_or_a_string(mtime: object, stored: st
 def test_a_context_files_mtime_that_is_no_int64_is_refused(mtime: object) -> None:
     with pytest.raises(InvalidArgument, match=r"files\[0\]\.mtime"):
         validate(d.v1LaunchCommandRequest, {"files": [{"path": "a", "mtime": mtime}]})
+
+
+def test_an_integer_passes_without_a_python_call_and_anything_else_still_meets_the_lax_check() -> (
+    None
+):
+    """Ints take the native strict branch (the metric ingest carries about 200 a request);
+    a query string's ``"5"`` and ``5.0`` still pass through the lax check, ``true`` still fails."""
+    import sys
+
+    from det.master.schemas._types import _no_bool
+    from det.master.schemas.trials import ReportMetricsBatchRequest
+
+    calls: list[object] = []
+
+    def hook(frame: Any, event: str, arg: object) -> None:
+        if event == "call" and frame.f_code is _no_bool.__code__:
+            calls.append(frame.f_locals.get("value"))
+
+    def checked(step: object) -> Any:
+        body = {
+            "reports": [
+                {"group": "training", "trialRunId": 1, "stepsCompleted": s, "metrics": {}}
+                for s in (1, 2, step)
+            ]
+        }
+        sys.setprofile(hook)
+        try:
+            return validate(ReportMetricsBatchRequest, body)
+        finally:
+            sys.setprofile(None)
+
+    assert checked(3)["reports"][2]["stepsCompleted"] == 3
+    assert calls == []
+    assert checked("5")["reports"][2]["stepsCompleted"] == 5
+    assert calls == ["5"]
+    assert checked(5.0)["reports"][2]["stepsCompleted"] == 5
+    with pytest.raises(
+        InvalidArgument, match=r"reports\[2\]\.stepsCompleted: input should be a valid integer"
+    ):
+        checked(True)
+    with pytest.raises(InvalidArgument, match=r"reports\[2\]\.stepsCompleted: out of range"):
+        checked(2**63)
