@@ -287,7 +287,7 @@ def main() -> None:
     ap.add_argument("--ceiling-server", choices=("waitress", "granian"), default="waitress")
     ap.add_argument(
         "--candidates", type=Path, default=None, metavar="DIR",
-        help="where granian is (pip install --target DIR granian): not a det dependency",
+        help="a directory holding granian (pip's --target): not one of the project's dependencies",
     )  # fmt: skip
     args = ap.parse_args()
     STEPS = args.steps
