@@ -88,7 +88,7 @@ _reports = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400, deadline=None, database=None)
 @given(st.lists(st.one_of(_reports, _reports, _reports, _scalars), max_size=6))
 def test_the_plain_path_reads_any_batch_it_takes_as_the_general_loop(reports: list[Any]) -> None:
     plain = _plain_batch(reports)
@@ -97,7 +97,7 @@ def test_the_plain_path_reads_any_batch_it_takes_as_the_general_loop(reports: li
     assert plain == read(reports)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, database=None)
 @given(
     st.lists(
         st.tuples(st.integers(0, 2**63 - 1), st.dictionaries(st.text(max_size=3), _scalars)),
