@@ -295,7 +295,12 @@ def agent_argv(master: Master, agent_id: str, state_dir: Path, slots: int) -> li
 
 
 def docker_or_skip() -> Any:
-    return docker_client(TASK_IMAGE)
+    # The engine may take longer than 30 s to answer a kill: a rehearsal's container died
+    # within 10 s of `docker kill`, but the engine held it, and answered neither the kill nor
+    # an inspect of it, for over 30 s, waiting for an exit event its shim never sent ("shim
+    # disconnected", then "ignoring event" for the task's delete). The tests' own calls wait
+    # as long as their own waits do.
+    return docker_client(TASK_IMAGE, timeout=120)
 
 
 def start_cluster(
