@@ -4,8 +4,9 @@ work but still pays its HTTP server and its database driver.
 One process of it serves waitress on a socket bound with ``SO_REUSEPORT`` (several processes
 on one port, as the master's fronts share theirs) with the master's thread count for cluster
 fronts; or granian serves its ``app`` (``granian --interface wsgi bench._ingest_ceiling:app``,
-configured by the ``DET_CEILING`` environment variable: ``DB_URL REQUESTS STEPS``). For ``POST /t/<trial>/<j>`` it reads the request's body (the bench's real report, not
-parsed), and sends the cheapest statement the master has for a batch of training reports
+configured by the ``DET_CEILING`` environment variable: ``DB_URL REQUESTS STEPS``). For
+``POST /t/<trial>/<j>`` it reads the request's body (the bench's real report, not parsed), and
+sends the cheapest statement the master has for a batch of training reports
 (``trials._WRITE_BATCH``: the rows and the trial's update in one statement, no version guard,
 no transaction around it) with the rows and the summary encoded when the process started, on
 its thread's own autocommit connection; it answers what the master answers. No master served by
@@ -27,26 +28,9 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from det.master import fastjson
 from det.master.services import trials as trial_svc
 
 THREADS = 16  # cluster_api_threads' default: a front's worker threads
-
-
-def batch_rows(reports: list[dict[str, Any]]) -> str:
-    """The rows of a batch as the master encodes them for its statement."""
-    return fastjson.dumps(
-        [
-            {
-                "run": r["trialRunId"],
-                "grp": r["group"],
-                "total": r["stepsCompleted"],
-                "body": {"avg_metrics": r["metrics"]["avgMetrics"]},
-            }
-            for r in reports
-        ],
-        finite=True,
-    )
 
 
 def app_for(db_url: str, rows: list[str], summary: str, steps: int) -> Any:
@@ -87,13 +71,8 @@ def from_environment() -> Any:
 
     db_url, n_requests, steps = os.environ["DET_CEILING"].split()
     ingest.STEPS = int(steps)
-    rows = [batch_rows(ingest.reports(j * ingest.STEPS)) for j in range(int(n_requests))]
-    summary = fastjson.dumps(
-        {"avg_metrics": {f"m{k}": {"type": "number", "count": 1, "sum": 1.0, "min": 0.5,
-                                   "max": 1.0, "last": 1.0} for k in range(ingest.METRICS)}},
-        finite=True,
-    )  # fmt: skip
-    return app_for(db_url, rows, summary, ingest.STEPS)
+    rows = [ingest.batch_rows(ingest.reports(j * ingest.STEPS)) for j in range(int(n_requests))]
+    return app_for(db_url, rows, ingest.SUMMARY, ingest.STEPS)
 
 
 def __getattr__(name: str) -> Any:  # ``app``, built when granian imports it

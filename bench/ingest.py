@@ -25,6 +25,7 @@ import threading
 import time
 import urllib.parse
 from pathlib import Path
+from typing import Any
 
 import orjson
 import psutil
@@ -54,7 +55,7 @@ hyperparameters: {lr: {type: double, minval: 0.1, maxval: 1.0}}
 """
 
 
-def reports(start: int) -> list[dict[str, object]]:
+def reports(start: int) -> list[dict[str, Any]]:
     return [
         {
             "group": "training",
@@ -66,6 +67,30 @@ def reports(start: int) -> list[dict[str, object]]:
         }
         for i in range(STEPS)
     ]
+
+
+def batch_rows(batch: list[dict[str, Any]]) -> str:
+    """The rows of a batch as the master encodes them for its statement (``_BATCH_ROWS``)."""
+    return fastjson.dumps(
+        [
+            {
+                "run": r["trialRunId"],
+                "grp": r["group"],
+                "total": r["stepsCompleted"],
+                "body": {"avg_metrics": r["metrics"]["avgMetrics"]},
+            }
+            for r in batch
+        ],
+        finite=True,
+    )
+
+
+#: A trial's summary as the floor and the ceiling write it (encoded once, before any clock).
+SUMMARY = fastjson.dumps(
+    {"avg_metrics": {f"m{k}": {"type": "number", "count": 1, "sum": 1.0, "min": 0.5,
+                               "max": 1.0, "last": 1.0} for k in range(METRICS)}},
+    finite=True,
+)  # fmt: skip
 
 
 def api_run(
@@ -118,35 +143,14 @@ def floor_run(
 
     ``copy``: the cheapest write PostgreSQL has instead, in one transaction a batch: the trial's
     row read and locked, the rows by COPY (their COPY text made beforehand), the trial's update."""
-    bodies = {
-        tid: [
-            fastjson.dumps(
-                [
-                    {
-                        "run": 1,
-                        "grp": "training",
-                        "total": r["stepsCompleted"],
-                        "body": {"avg_metrics": r["metrics"]["avgMetrics"]},  # type: ignore[index]
-                    }
-                    for r in reports(j * STEPS)
-                ],
-                finite=True,
-            )
-            for j in range(n_requests)
-        ]
-        for tid in trial_ids
-    }
-    summary = fastjson.dumps(
-        {"avg_metrics": {f"m{k}": {"type": "number", "count": 1, "sum": 1.0, "min": 0.5,
-                                   "max": 1.0, "last": 1.0} for k in range(METRICS)}},
-        finite=True,
-    )  # fmt: skip
+    bodies = {tid: [batch_rows(reports(j * STEPS)) for j in range(n_requests)] for tid in trial_ids}
+    summary = SUMMARY
     conns = {tid: psycopg.connect(db_url, autocommit=True) for tid in trial_ids}
     lines = {
         tid: [
             "".join(
                 f"{tid}\t1\ttraining\t{r['stepsCompleted']}\t"
-                + json.dumps({"avg_metrics": r["metrics"]["avgMetrics"]})  # type: ignore[index]
+                + json.dumps({"avg_metrics": r["metrics"]["avgMetrics"]})
                 + "\n"
                 for r in reports(j * STEPS)
             ).encode()
@@ -236,7 +240,7 @@ def copy_run(db_url: str, trial_ids: list[int], n_requests: int) -> tuple[float,
                         r["stepsCompleted"],
                         json.dumps({"avg_metrics": r["metrics"]["avgMetrics"]}),
                     )
-                )  # type: ignore[index]
+                )
     with psycopg.connect(db_url) as conn:
         backend = psutil.Process(conn.info.backend_pid)
         cpu0 = sum(backend.cpu_times()[:2]), self_cpu()
