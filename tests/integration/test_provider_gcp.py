@@ -21,6 +21,7 @@ from det.master.provisioner.gcp_config import GcpProviderConfig
 from det.master.provisioner.provider import InstanceState, LaunchError, LaunchOption, Market
 from tests.fakes.gce import FakeGce
 from tests.fakes.gce_metadata import FakeGceMetadata
+from tests.host_paths import bootstrap_env
 
 pytestmark = pytest.mark.integration
 
@@ -506,7 +507,11 @@ def test_startup_script_of_a_launched_vm_starts_an_agent_named_after_it(
             [str(startup)],
             capture_output=True,
             text=True,
-            env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+            env={
+                **os.environ,
+                **bootstrap_env(tmp_path / "root"),
+                "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            },
             timeout=60,
         )
     assert result.returncode == 0, result.stderr

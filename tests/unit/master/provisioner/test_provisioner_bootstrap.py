@@ -15,6 +15,7 @@ import yaml
 from det.common import master_url
 from det.master.provisioner import bootstrap
 from tests.fakes.imds import FakeImds
+from tests.host_paths import bootstrap_env
 
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="bootstrap.sh needs curl")
 
@@ -150,7 +151,11 @@ def test_full_run_matches_agent_launch(imds: FakeImds, tmp_path: Path) -> None:
     extra = {"DET_IMDS_URL": imds.url, "DET_AGENT_CONFIG": str(config_path), "DET_SYSTEMD": "no"}
     script = tmp_path / "user-data.sh"
     script.write_text(render("aws", extra, startup_script=f"touch {tmp_path}/startup-ran\n"))
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        **bootstrap_env(tmp_path / "root"),
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+    }
     result = subprocess.run(
         ["bash", str(script)], capture_output=True, text=True, env=env, timeout=60
     )
@@ -216,7 +221,11 @@ def test_a_ticket_is_spent_before_the_agent_starts_and_no_token_is_written(
     user_data = bootstrap.render_user_data(ARGS["master_url"], "", "gpu", "c-1", "aws", extra)
     assert ARGS["agent_token"] not in user_data
     script.write_text(user_data)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        **bootstrap_env(tmp_path / "root"),
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+    }
     result = subprocess.run(
         ["bash", str(script)], capture_output=True, text=True, env=env, timeout=60
     )
@@ -303,7 +312,11 @@ def test_a_failed_install_writes_one_line_to_the_serial_console(tmp_path: Path) 
     }
     script = tmp_path / "user-data.sh"
     script.write_text(render("aws", extra))
-    env = {**os.environ, "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin"}
+    env = {
+        **os.environ,
+        **bootstrap_env(tmp_path / "root"),
+        "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
+    }
     result = subprocess.run(
         ["bash", str(script)], capture_output=True, text=True, env=env, timeout=300
     )
