@@ -26,7 +26,7 @@ import pytest
 import requests
 import yaml
 
-from tests import docker_support
+from tests import docker_support, stall_clock
 from tests.docker_support import docker_client
 from tests.integration.conftest import ADMIN_PASSWORD, Master, assert_event_loop_sound, start_master
 
@@ -45,13 +45,14 @@ HOLD: dict[str, Any] = {
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.3) -> Any:
-    """Polls ``predicate`` until it returns something truthy; raises TimeoutError naming ``what``."""
-    deadline = time.monotonic() + timeout
+    """Polls ``predicate`` until it returns something truthy; raises TimeoutError naming ``what``
+    (``timeout`` on tests/stall_clock.py's clock)."""
+    deadline = stall_clock.now() + timeout
     while True:
         value = predicate()
         if value:
             return value
-        if time.monotonic() > deadline:
+        if stall_clock.now() > deadline:
             raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(interval)
 
@@ -82,7 +83,7 @@ class Agent:
         if self.alive():
             assert self.proc is not None
             self.proc.send_signal(sig)
-            self.proc.wait(timeout=30)
+            stall_clock.wait_process(self.proc, 30)
 
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""

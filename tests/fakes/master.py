@@ -17,6 +17,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any, TypeVar
 
+from tests import stall_clock
 from tests.fakes.local_http import TestHTTPServer
 
 T = TypeVar("T")
@@ -230,12 +231,12 @@ class FakeMaster:
 
     def wait_for(self, what: Callable[[], T | None], timeout: float = 30.0, desc: str = "") -> T:
         """Poll `what` (under no lock) until it returns a truthy value or `timeout` passes."""
-        deadline = time.monotonic() + timeout
+        deadline = stall_clock.now() + timeout
         while True:
             value = what()
             if value:
                 return value
-            if time.monotonic() > deadline:
+            if stall_clock.now() > deadline:
                 raise AssertionError(f"timed out after {timeout}s waiting for {desc or what}")
             with self.lock:
                 self.lock.wait(0.1)

@@ -15,7 +15,7 @@ import pytest
 import requests
 import yaml
 
-from tests import master_fork
+from tests import master_fork, stall_clock
 from tests.master_fork import MasterProcess
 from tests.ports import free_port
 
@@ -84,7 +84,7 @@ class Master(MasterClient):
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-            self.proc.wait(timeout=30)
+            stall_clock.wait_process(self.proc, 30)
 
     def logs(self) -> str:
         return self.log_file.read_text(errors="replace")
@@ -128,8 +128,8 @@ def start_master(
         str(log_file),
     )
     m = Master(f"http://127.0.0.1:{port}", data_dir, config_file, log_file, proc)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    deadline = stall_clock.now() + 60
+    while stall_clock.now() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"master exited with {proc.returncode}:\n{m.logs()}")
         try:
@@ -278,11 +278,11 @@ def api_master_factory(tmp_path: Path, request: pytest.FixtureRequest) -> Iterat
 def wait_for(
     predicate: Any, timeout: float = 60.0, interval: float = 0.2, what: str = "condition"
 ) -> Any:
-    deadline = time.monotonic() + timeout
+    deadline = stall_clock.now() + timeout
     while True:
         value = predicate()
         if value:
             return value
-        if time.monotonic() > deadline:
+        if stall_clock.now() > deadline:
             raise TimeoutError(f"timed out waiting for {what}")
         time.sleep(interval)
