@@ -73,6 +73,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _exit_on_signal(signum: int, _frame: object) -> None:
+    """The first SIGTERM stops the process as Ctrl-C would; later ones are ignored, so that a
+    second one (a service manager's, or a parent's death for the API processes, which inherit
+    this handler) cannot interrupt the shutdown halfway: raised inside waitress's wait for its
+    threads, it broke a lock ("release unlocked lock") and the process died with a traceback,
+    its finally blocks cut short. SIGKILL still ends a shutdown that hangs."""
+    signal.signal(signum, signal.SIG_IGN)
     raise KeyboardInterrupt(f"signal {signum}")
 
 
