@@ -71,6 +71,16 @@ def frozen_seconds() -> float:
         return _frozen
 
 
+class Stopwatch:
+    """How much of the time since it was made the machine stood still."""
+
+    def __init__(self) -> None:
+        self._mono, self._clock = time.monotonic(), now()
+
+    def stalled(self) -> float:
+        return max(0.0, (time.monotonic() - self._mono) - (now() - self._clock))
+
+
 class _Waitable(Protocol):
     def wait(self, timeout: float | None = None) -> int: ...
 

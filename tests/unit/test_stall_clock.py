@@ -28,12 +28,13 @@ WAITER = textwrap.dedent(
     clock = stall_clock.now if sys.argv[1] == "stall_clock" else time.monotonic
     worker = subprocess.Popen([sys.executable, "-c", WORK])
     deadline = clock() + 4.0  # before the pause can come
+    watch = stall_clock.Stopwatch()
     print("started", flush=True)
     while worker.poll() is None and clock() < deadline:
         time.sleep(0.05)
     print("exited" if worker.poll() is not None else "timed out", flush=True)
     worker.kill()
-    print(round(stall_clock.frozen_seconds(), 1), flush=True)
+    print(round(stall_clock.frozen_seconds(), 1), round(watch.stalled(), 1), flush=True)
     """
 )
 
@@ -65,10 +66,11 @@ def _paused_run(clock: str) -> tuple[list[str], float]:
 
 
 def test_a_wait_outlasts_a_pause_of_the_machine_that_a_monotonic_wait_does_not() -> None:
-    (*result, frozen), paused = _paused_run("stall_clock")
+    (*result, frozen, stalled), paused = _paused_run("stall_clock")
     assert result == ["exited"]
     assert paused - 0.5 - 1.0 <= float(frozen) <= paused  # the pause less STALL, give or take
-    (*result, _), _ = _paused_run("monotonic")
+    assert float(stalled) == float(frozen)  # what a Stopwatch started before the pause saw
+    (*result, _, _), _ = _paused_run("monotonic")
     assert result == ["timed", "out"]
 
 
@@ -88,3 +90,10 @@ def test_the_clock_runs_with_time_when_nothing_stalls() -> None:
     a, m = stall_clock.now(), time.monotonic()
     time.sleep(0.5)
     assert stall_clock.now() - a == pytest.approx(time.monotonic() - m, abs=0.05)
+
+
+def test_a_stopwatch_sees_no_stall_in_plain_time() -> None:
+    # (one that sees the pause: the paused run above)
+    watch = stall_clock.Stopwatch()
+    time.sleep(0.3)
+    assert watch.stalled() == 0.0
