@@ -45,26 +45,25 @@ PAUSE = 8.0
 def test_a_wait_outlasts_a_pause_of_the_machine() -> None:
     """The waiter in its own process group, the whole group stopped as soon as the worker
     is started."""
-    proc = subprocess.Popen(
+    with subprocess.Popen(  # closes the pipe however the test ends
         [sys.executable, "-c", WAITER],
         cwd=REPO,
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,
-    )
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "started"
-        os.killpg(proc.pid, signal.SIGSTOP)
-        stopped = time.monotonic()
-        time.sleep(PAUSE)
-        os.killpg(proc.pid, signal.SIGCONT)
-        paused = time.monotonic() - stopped
-        out, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "started"
+            os.killpg(proc.pid, signal.SIGSTOP)
+            stopped = time.monotonic()
+            time.sleep(PAUSE)
+            os.killpg(proc.pid, signal.SIGCONT)
+            paused = time.monotonic() - stopped
+            out, _ = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
     result, *figures = out.split()
     waited, frozen, stalled = map(float, figures)
     assert result == "exited"

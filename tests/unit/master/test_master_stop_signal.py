@@ -19,8 +19,8 @@ PROCESS = textwrap.dedent(
     import signal, time
     from det.master.__main__ import _exit_on_signal
     signal.signal(signal.SIGTERM, _exit_on_signal)
-    print("serving", flush=True)
     try:
+        print("serving", flush=True)  # in the try: the first SIGTERM may come at once
         time.sleep(60)
     except KeyboardInterrupt:
         print("stopping", flush=True)
@@ -33,24 +33,23 @@ PROCESS = textwrap.dedent(
 
 
 def test_a_second_sigterm_during_the_shutdown_is_ignored() -> None:
-    proc = subprocess.Popen(
+    with subprocess.Popen(  # closes the pipes however the test ends
         [sys.executable, "-c", PROCESS],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "serving"
-        proc.send_signal(signal.SIGTERM)
-        assert proc.stdout.readline().strip() == "stopping"
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "serving"
+            proc.send_signal(signal.SIGTERM)
+            assert proc.stdout.readline().strip() == "stopping"
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
     assert proc.returncode == 0, err
     assert out.split() == ["stopped"]
     assert "Traceback" not in err
