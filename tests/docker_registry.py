@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import stall_clock
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -67,5 +69,5 @@ def private_registry(tmp: Path, users: dict[str, str], bind: str = "127.0.0.1") 
         yield f"127.0.0.1:{port}"
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        stall_clock.wait_process(proc, 10)
         log.close()

@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tests import stall_clock
+
 SERVER = Path(__file__).with_name("det_fork_server.py")
 
 
@@ -162,7 +164,7 @@ class _Server:
         # shutdown, not only close: the reader thread's pending recv holds the socket open
         self.conn.shutdown(socket.SHUT_RDWR)
         self.conn.close()
-        self.proc.wait(timeout=30)
+        stall_clock.wait_process(self.proc, 30)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 

@@ -49,6 +49,7 @@ import pytest
 import requests
 
 from det.deploy.common import dryrun
+from tests import stall_clock
 from tests.fakes import platform_model as pm
 from tests.ports import free_port
 
@@ -498,7 +499,7 @@ http {{
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(timeout=20)
+                stall_clock.wait_process(self.proc, 20)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
 

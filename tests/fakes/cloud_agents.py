@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from det.master.provisioner.bootstrap import agent_launch
+from tests import stall_clock
 from tests.fakes.gce_metadata import FakeGceMetadata
 from tests.fakes.imds import FakeImds
 
@@ -225,7 +226,7 @@ class CloudAgents:
         m = self.machines.pop(iid)
         if m.proc.poll() is None:
             m.proc.send_signal(signal.SIGKILL)
-            m.proc.wait(timeout=10)
+            stall_clock.wait_process(m.proc, 10)
         m.metadata.stop()
         remove_containers(iid)
         logger.info("instance %s is gone; its agent was killed", iid)

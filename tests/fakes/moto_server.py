@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tests import stall_clock
 from tests.ports import free_port
 
 REGION = "us-east-1"
@@ -81,7 +82,7 @@ class MotoServer:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()
             try:
-                self._proc.wait(timeout=10)
+                stall_clock.wait_process(self._proc, 10)
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()

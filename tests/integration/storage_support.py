@@ -18,6 +18,7 @@ from pathlib import Path
 
 import requests
 
+from tests import stall_clock
 from tests.fakes.moto_server import free_port
 
 BIG = 50 * 1024 * 1024
@@ -95,4 +96,4 @@ def gcs_emulator(workdir: Path, timeout: float = 30.0) -> Iterator[str]:
         yield url
     finally:
         proc.terminate()
-        proc.wait(timeout=10)
+        stall_clock.wait_process(proc, 10)

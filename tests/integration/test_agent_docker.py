@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests import stall_clock
 from tests.docker_support import docker_client as engine_with_image
 from tests.fakes.master import FakeMaster, make_tgz
 
@@ -81,7 +82,7 @@ class AgentProcess:
     def kill(self, sig: int = signal.SIGKILL) -> None:
         assert self.proc is not None
         self.proc.send_signal(sig)
-        self.proc.wait(timeout=20)
+        stall_clock.wait_process(self.proc, 20)
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")

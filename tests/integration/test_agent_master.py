@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests import stall_clock
 from tests.integration.conftest import wait_for
 from tests.integration.threaded import ThreadedMaster
 
@@ -54,7 +55,7 @@ def run_agent(tmp_path: Path) -> Iterator[Any]:
     yield start
     for p in procs:
         p.send_signal(signal.SIGTERM)
-        p.wait(timeout=20)
+        stall_clock.wait_process(p, 20)
 
 
 def test_agent_registers_with_its_slots_and_labels(
