@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ import yaml
 from tests import docker_support, stall_clock
 from tests.docker_support import docker_client
 from tests.integration.conftest import ADMIN_PASSWORD, Master, assert_event_loop_sound, start_master
+from tests.integration.conftest import wait_for as integration_wait_for
 
 TASK_IMAGE = docker_support.TASK_IMAGE
 LABEL_AGENT = "ai.det.agent-id"
@@ -45,16 +45,8 @@ HOLD: dict[str, Any] = {
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.3) -> Any:
-    """Polls ``predicate`` until it returns something truthy; raises TimeoutError naming ``what``
-    (``timeout`` on tests/stall_clock.py's clock)."""
-    deadline = stall_clock.now() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if stall_clock.now() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
+    """tests/integration/conftest.py's ``wait_for`` with ``timeout`` and ``what`` required."""
+    return integration_wait_for(predicate, timeout, interval, what)
 
 
 @dataclass

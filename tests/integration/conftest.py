@@ -286,11 +286,13 @@ def api_master_factory(tmp_path: Path, request: pytest.FixtureRequest) -> Iterat
 def wait_for(
     predicate: Any, timeout: float = 60.0, interval: float = 0.2, what: str = "condition"
 ) -> Any:
+    """Polls ``predicate`` until it returns something truthy; raises TimeoutError naming ``what``
+    (``timeout`` on tests/stall_clock.py's clock)."""
     deadline = stall_clock.now() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if stall_clock.now() > deadline:
-            raise TimeoutError(f"timed out waiting for {what}")
+            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(interval)
